@@ -1,0 +1,27 @@
+"""align: does a deeper language model use its depth?
+
+Public entry points (imported lazily so that `import align` stays fast):
+
+- `align.extract(...)`: residual streams of a model over a corpus into an activation store.
+- `align.fit(...)`: ridge maps from every boundary of one store to every boundary of another.
+- `align.open_alignment(path)`: the alignment result as an xarray Dataset.
+- `align.store.open_activations(path)`: per-boundary access to an activation store.
+"""
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "extract": ("align.extract", "extract"),
+    "fit": ("align.fit", "fit"),
+    "open_alignment": ("align.store", "open_alignment"),
+    "open_activations": ("align.store", "open_activations"),
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'align' has no attribute {name!r}")

@@ -1,0 +1,421 @@
+"""`align extract`: a model's residual streams over a corpus into an activation store.
+
+The run is: check options → tokenize once to count (and check the disk) → create the store
+and write its token table (the plan) → forward batches of consecutive sequences with hooks,
+handing each batch to a writer thread that appends whole chunks and commits. Re-running the
+same command resumes an incomplete store from its last committed batch.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import sys
+import threading
+import time
+import types
+from dataclasses import dataclass
+
+import numpy as np
+
+import align
+from align import capture, corpus, models
+from align.errors import DiskSpaceError, InputError, StoreError, StoreMismatch
+from align.faults import fault_point
+from align.layers import parse_layers
+from align.store.codecs import DEFAULT_CODEC, encode, physical_dtype
+
+# Defining options: a store made with other values of these is another store.
+DEFINING = ("model", "revision", "dtype", "random_init", "seed", "corpus_hash", "text_field", "format",
+            "doc_split", "max_length", "overflow", "max_tokens", "max_docs", "layers", "sublayers",
+            "store_dtype", "codec", "config_hash")
+DISK_MARGIN = 1.05
+
+
+@dataclass
+class Plan:
+    n_tokens: int
+    n_sequences: int
+    n_docs: int
+    longest: int
+
+
+@dataclass
+class ExtractReport:
+    path: str
+    status: str  # "complete", "resumed", "already complete", "dry run"
+    n_tokens: int
+    seconds: float
+    tokens_per_second: float
+    dry_run: dict | None = None
+
+
+def _model_id(name: str) -> str:
+    expanded = os.path.expanduser(name)
+    return os.path.abspath(expanded) if os.path.isdir(expanded) else name
+
+
+def count(spec: corpus.CorpusSpec, tokenizer) -> Plan:
+    n = s = longest = 0
+    docs = set()
+    for sq in corpus.sequences(spec, tokenizer):
+        n += len(sq)
+        s += 1
+        longest = max(longest, len(sq))
+        docs.add(sq.doc)
+    if n == 0:
+        raise InputError(f"corpus {spec.describe()} has no text to tokenize: give a corpus with at least one non-empty document")
+    return Plan(n, s, len(docs), longest)
+
+
+def _free_bytes(path: str) -> int:
+    override = os.environ.get("ALIGN_FREE_DISK_BYTES")  # tests simulate a full disk with this
+    if override is not None:
+        return int(override)
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    return shutil.disk_usage(probe).free
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+
+
+def _batches(store, start_token: int, batch_size: int):
+    """Batches of consecutive sequences read from the store's token table from `start_token`
+    (a sequence start): yields ([token_id arrays], seq_end), seq_end = sequences done after
+    the batch. Memory: one block of the table and one batch."""
+    n, block = store.n_tokens, 1 << 16
+    batch, cur, cur_seq = [], [], None
+    for b0 in range(start_token, n, block):
+        b1 = min(n, b0 + block)
+        ids, seqs = store.tokens("token_id", b0, b1), store.tokens("seq", b0, b1)
+        cuts = np.flatnonzero(np.diff(seqs)) + 1
+        for piece_ids, piece_seq in zip(np.split(ids, cuts), np.split(seqs, cuts)):
+            sid = int(piece_seq[0])
+            if cur and sid != cur_seq:
+                batch.append(np.concatenate(cur))
+                cur = []
+                if len(batch) == batch_size:
+                    yield batch, cur_seq + 1
+                    batch = []
+            cur_seq = sid
+            cur.append(piece_ids)
+    if cur:
+        batch.append(np.concatenate(cur))
+    if batch:
+        yield batch, cur_seq + 1
+
+
+def _pad(batch, device):
+    import torch
+
+    T = max(len(x) for x in batch)
+    ids = torch.zeros((len(batch), T), dtype=torch.long)
+    mask = torch.zeros((len(batch), T), dtype=torch.long)
+    for i, x in enumerate(batch):
+        ids[i, : len(x)] = torch.from_numpy(x.astype(np.int64))
+        mask[i, : len(x)] = 1
+    return ids.to(device), mask.to(device)
+
+
+def forward_batch(model, batch, boundaries, layers, store_dtype: str) -> dict[str, np.ndarray]:
+    """Run one batch of sequences; returns {kind: (n_kept, n_real_tokens, d_model)} encoded
+    for storage, tokens in sequence order, padding dropped."""
+    import torch
+
+    ids, mask = _pad(batch, models.input_device(model))
+    out = capture.run(model, ids, mask, boundaries, layers)
+    keep = mask.bool()
+    result = {}
+    for kind, index in (("resid", boundaries), ("attn", layers), ("mlp", layers)):
+        if not index:
+            continue
+        rows = []
+        for i in index:
+            t = out[kind][i]
+            rows.append(encode(t[keep.to(t.device)], store_dtype, f"{kind} at {'boundary' if kind == 'resid' else 'layer'} {i}"))
+        result[kind] = np.stack(rows)
+        del rows
+    del out, torch
+    return result
+
+
+class _Progress:
+    """A tqdm bar on a terminal; a plain log line every ~10 s otherwise."""
+
+    def __init__(self, total: int, done: int, stream=None):
+        self.stream = stream or sys.stderr
+        self.total, self.done, self.t0, self.last = total, done, time.time(), 0.0
+        self.start_done = done
+        self.bar = None
+        if getattr(self.stream, "isatty", lambda: False)():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, initial=done, unit="tok", unit_scale=True, file=self.stream, dynamic_ncols=True)
+
+    def update(self, n: int):
+        self.done += n
+        if self.bar is not None:
+            self.bar.update(n)
+            return
+        now = time.time()
+        if now - self.last >= 10 or self.done == self.total:
+            self.last = now
+            rate = (self.done - self.start_done) / max(now - self.t0, 1e-9)
+            eta = (self.total - self.done) / rate if rate > 0 else float("inf")
+            print(f"align extract: {self.done:,}/{self.total:,} tokens, {rate:,.0f} tok/s, ETA {eta:,.0f} s",
+                  file=self.stream, flush=True)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+class _BackgroundWriter:
+    """Runs the store writer in a thread so writing overlaps the next forward pass; at most
+    `depth` batches wait, which keeps memory bounded."""
+
+    def __init__(self, writer, depth: int = 2):
+        self.writer, self.q, self.error = writer, queue.Queue(maxsize=depth), None
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self):
+        while True:
+            item = self.q.get()
+            if item is None:
+                return
+            if self.error is None:
+                try:
+                    self.writer.append(*item)
+                except BaseException as e:  # re-raised in the caller's thread
+                    self.error = e
+
+    def put(self, arrays, seq_end):
+        if self.error is not None:
+            raise self.error
+        self.q.put((arrays, seq_end))
+
+    def close(self):
+        self.q.put(None)
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+
+def extract(
+    model: str,
+    corpus_path: str | None,
+    output: str,
+    *,
+    revision: str | None = None,
+    dtype: str | None = None,
+    device: str = "cpu",
+    trust_remote_code: bool = False,
+    allow_pickle_weights: bool = False,
+    random_init: bool = False,
+    seed: int = 0,
+    dataset: str | None = None,
+    text_field: str = "text",
+    format: str = "plain",
+    doc_split: str | None = None,
+    max_length: int = 512,
+    overflow: str = "split",
+    max_tokens: int | None = None,
+    max_docs: int | None = None,
+    batch_size: int = 8,
+    layers: str | None = None,
+    sublayers: bool = False,
+    store_dtype: str | None = None,
+    codec: str = DEFAULT_CODEC,
+    dry_run: bool = False,
+    break_lock: bool = False,
+    log=None,
+) -> ExtractReport:
+    """Extract raw residuals (boundaries 0..L, before the final norm) and optionally the
+    sublayer outputs of `model` over a corpus into the activation store `output`.
+
+    Returns an ExtractReport. Raises AlignError subclasses for every bad input."""
+    from align import store as st
+
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    t0 = time.time()
+    if batch_size < 1:
+        raise InputError(f"--batch-size {batch_size} must be at least 1")
+    spec = models.ModelSpec(model, revision, dtype, device, trust_remote_code, allow_pickle_weights, random_init, seed)
+    compute_dtype = spec.resolved_dtype()
+    store_dtype = store_dtype or compute_dtype
+    physical_dtype(store_dtype)
+    from align.store.codecs import compressors
+
+    compressors(codec)
+    cspec = corpus.CorpusSpec(corpus_path, dataset, text_field, format, doc_split, max_length, overflow, max_tokens, max_docs)
+    corpus.validate(cspec)
+    config = models.load_config(spec)
+    L = config.num_hidden_layers
+    boundaries = parse_layers(layers, L)
+    kept_layers = [l for l in range(L) if l in boundaries and l + 1 in boundaries] if sublayers else []
+    if sublayers and not kept_layers:
+        raise InputError(f"--sublayers keeps block l only when boundaries l and l+1 are both kept; --layers {layers} keeps no such pair")
+
+    tokenizer = models.load_tokenizer(spec)
+    chash = corpus.corpus_hash(cspec)
+    identity = {
+        "model": _model_id(model), "revision": revision, "dtype": compute_dtype, "random_init": random_init,
+        "seed": seed if random_init else None, "corpus_hash": chash, "text_field": text_field, "format": format,
+        "doc_split": doc_split, "max_length": max_length, "overflow": overflow, "max_tokens": max_tokens,
+        "max_docs": max_docs, "layers": boundaries, "sublayers": sublayers, "store_dtype": store_dtype, "codec": codec,
+        "config_hash": models.config_hash(config),
+    }
+
+    existing = st.exists(output)
+    if existing:
+        attrs = st.read_attrs(output)
+        if attrs["align"]["schema"] != "activations":
+            raise StoreMismatch(f"{output} already holds an align store of schema {attrs['align']['schema']!r}: choose another -o")
+        old = attrs.get("provenance", {}).get("identity", {})
+        differ = [k for k in DEFINING if old.get(k) != identity.get(k)]
+        if differ:
+            short = lambda v: (r := repr(v)) if len(r := repr(v)) <= 40 else r[:16] + "..." + r[-8:]  # noqa: E731
+            detail = "; ".join(f"{k}: store has {short(old.get(k))}, now {short(identity.get(k))}" for k in differ[:5])
+            raise StoreMismatch(
+                f"store {output} was made with different options ({detail}): use another -o, or delete the store to start over"
+            )
+        if attrs["progress"]["complete"]:
+            n = attrs["layout"]["n_tokens"]
+            log(f"align extract: store {output} is already complete ({n:,} tokens); nothing to do")
+            return ExtractReport(output, "already complete", n, time.time() - t0, 0.0)
+    elif st.is_local(output) and os.path.isdir(output) and os.listdir(output):
+        raise StoreMismatch(f"{output} exists, is not empty and is not an align store: choose another -o")
+
+    plan = count(cspec, tokenizer)
+    d_model = config.hidden_size
+    item = physical_dtype(store_dtype).itemsize
+    layout = st.Layout(plan.n_tokens, plan.n_sequences, L, d_model, tuple(boundaries), tuple(kept_layers),
+                       store_dtype, codec, min(st.chunk_tokens_for(d_model, item), plan.n_tokens))
+    sizes = layout.bytes_per_array()
+    need = sum(sizes.values())
+    free = _free_bytes(output) if st.is_local(output) else None
+
+    if dry_run:
+        return _dry_run(spec, cspec, tokenizer, plan, layout, sizes, need, free, batch_size, boundaries, kept_layers, output, log, t0)
+
+    if free is not None and need * DISK_MARGIN > free:
+        raise DiskSpaceError(
+            f"store {output} needs {_human(need)} but only {_human(free)} is free there: "
+            "choose fewer --layers or --max-tokens, or another disk"
+        )
+
+    with st.write_lock(output, break_lock=break_lock):
+        store = st.open_activations(output) if existing else None
+        if store is None or not store.progress["planned"]:
+            provenance = {
+                "model": model, "revision": revision, "random_init": random_init, "seed": seed if random_init else None,
+                "model_type": config.model_type, "n_layers": L, "d_model": d_model,
+                "config_hash": identity["config_hash"], "tokenizer_hash": corpus.tokenizer_hashes(tokenizer),
+                "special_tokens": dict(zip(("prefix", "suffix"), corpus.special_tokens(tokenizer))),
+                "corpus": {"source": cspec.describe(), "hash": chash, **cspec.options()},
+                "compute_dtype": compute_dtype, "store_dtype": store_dtype,
+                "options": {"batch_size": batch_size, "device": device, "layers": layers, "sublayers": sublayers, "codec": codec},
+                "identity": identity, "align_version": align.__version__,
+                "counts": {"n_tokens": plan.n_tokens, "n_sequences": plan.n_sequences, "n_docs": plan.n_docs},
+            }
+            st.create_activations(output, layout, provenance)
+            store = st.open_activations(output, mode="r+")
+            pw = st.PlanWriter(store)
+            for sq in corpus.sequences(cspec, tokenizer):
+                pw.append(sq.fields())
+            pw.finish()
+            status = "complete"
+        else:
+            removed = st.clean_partial_writes(output)
+            store = st.open_activations(output, mode="r+")
+            p = store.progress
+            log(f"align extract: resuming {output} at {p['committed_tokens']:,} of {store.n_tokens:,} tokens"
+                + (f" (removed {removed} partial file(s) left by a killed write)" if removed else ""))
+            status = "resumed"
+
+        return _forward_all(spec, store, batch_size, boundaries, kept_layers, store_dtype, status, log, t0)
+
+
+def _forward_all(spec, store, batch_size, boundaries, kept_layers, store_dtype, status, log, t0) -> ExtractReport:
+    from align import store as st
+
+    model, _ = models.load_model(spec)
+    writer = st.ActivationWriter(store)
+    start_tokens, start_seq = writer.committed
+    progress = _Progress(store.n_tokens, start_tokens)
+    bg = _BackgroundWriter(writer)
+    t_fwd = time.time()
+    try:
+        for i, (batch, seq_end) in enumerate(_batches(store, start_tokens, batch_size)):
+            if i:
+                fault_point("between_batches")
+            arrays = forward_batch(model, batch, boundaries, kept_layers, store_dtype)
+            bg.put(arrays, seq_end)
+            progress.update(sum(len(x) for x in batch))
+    finally:
+        progress.close()
+    bg.close()
+    writer.finish()
+    n = store.n_tokens - start_tokens
+    dt = time.time() - t_fwd
+    log(f"align extract: wrote {store.path} ({store.n_tokens:,} tokens, boundaries {_span(boundaries)}"
+        + (f", sublayers of {len(kept_layers)} blocks" if kept_layers else "") + f") at {n / max(dt, 1e-9):,.0f} tok/s")
+    return ExtractReport(store.path, status, store.n_tokens, time.time() - t0, n / max(dt, 1e-9))
+
+
+def _span(idx) -> str:
+    idx = list(idx)
+    if idx == list(range(idx[0], idx[-1] + 1)):
+        return f"{idx[0]}..{idx[-1]}"
+    return ",".join(map(str, idx))
+
+
+def _dry_run(spec, cspec, tokenizer, plan, layout, sizes, need, free, batch_size, boundaries, kept_layers, output, log, t0):
+    """Print what the run will produce and cost, from a short timed batch."""
+    model, _ = models.load_model(spec)
+    seqs = []
+    for sq in corpus.sequences(cspec, tokenizer):
+        seqs.append(sq.token_id)
+        if len(seqs) >= batch_size:
+            break
+    forward_batch(model, seqs[:1], boundaries, kept_layers, layout.store_dtype)  # warm-up
+    t = time.time()
+    forward_batch(model, seqs, boundaries, kept_layers, layout.store_dtype)
+    dt = time.time() - t
+    rate = sum(len(s) for s in seqs) / max(dt, 1e-9)
+    lines = [
+        f"align extract --dry-run: {output}",
+        f"  model {spec.name} ({layout.n_layers} layers, d_model {layout.d_model}), compute {spec.resolved_dtype()}, store {layout.store_dtype}, codec {layout.codec}",
+        f"  corpus {cspec.describe()}: {plan.n_docs:,} documents, {plan.n_sequences:,} sequences, {plan.n_tokens:,} tokens (longest {plan.longest})",
+        f"  boundaries {_span(boundaries)}" + (f"; sublayers of blocks {_span(kept_layers)}" if kept_layers else "") + f"; chunks of {layout.chunk_tokens} tokens",
+    ]
+    for name, b in sizes.items():
+        if b >= 1 << 20 or name in ("resid", "attn", "mlp"):
+            lines.append(f"  {name:<10} {_human(b)}")
+    lines.append(f"  total      {_human(need)}" + (f" of {_human(free)} free" if free is not None else ""))
+    lines.append(f"  time       ~{plan.n_tokens / rate:,.3g} s at {rate:,.0f} tok/s (one timed batch of {len(seqs)} sequences)")
+    if free is not None and need * DISK_MARGIN > free:
+        lines.append("  DISK: not enough free space; the real run would refuse")
+    for line in lines:
+        log(line)
+    info = {"n_tokens": plan.n_tokens, "n_sequences": plan.n_sequences, "bytes": sizes, "total_bytes": need,
+            "free_bytes": free, "tokens_per_second": rate, "seconds_estimate": plan.n_tokens / rate}
+    return ExtractReport(output, "dry run", plan.n_tokens, time.time() - t0, rate, info)
+
+
+class _CallableModule(types.ModuleType):
+    """`align.extract(...)` calls the function even after `import align.extract`."""
+
+    def __call__(self, *args, **kwargs):
+        return extract(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,1 @@
+"""align.cli: click commands. They parse, call the library, and report; nothing else."""

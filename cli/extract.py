@@ -1,0 +1,126 @@
+"""`align extract` and `align info`."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from align.store.codecs import CODECS, DEFAULT_CODEC, STORE_DTYPES
+
+
+def corpus_options(f):
+    """The corpus options shared by every command that reads prompts."""
+    opts = [
+        click.option("--dataset", metavar="NAME[:CONFIG]:SPLIT", help="Read a `datasets` split instead of CORPUS (needs the datasets package)."),
+        click.option("--text-field", default="text", show_default=True, help="Field holding the text in a .jsonl corpus."),
+        click.option("--format", "fmt", type=click.Choice(["plain", "gsm8k"]), default="plain", show_default=True,
+                     help="gsm8k: build the prompts of METHODS.md from question/answer fields."),
+        click.option("--doc-split", type=click.Choice(["blank", "line", "file"]), default=None,
+                     help="How a .txt file becomes documents [default: blank lines for a file, one per file for a folder]."),
+        click.option("--max-length", type=click.IntRange(min=2), default=512, show_default=True,
+                     help="Tokens per sequence, special tokens included; longer documents are cut (see --overflow)."),
+        click.option("--overflow", type=click.Choice(["split", "truncate"]), default="split", show_default=True,
+                     help="split: every window of a long document is a sequence; truncate: only the first."),
+        click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="Stop after this many tokens."),
+        click.option("--max-docs", type=click.IntRange(min=1), default=None, help="Read at most this many documents."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def model_options(f):
+    opts = [
+        click.option("--revision", default=None, help="Hub revision (branch, tag or commit)."),
+        click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default=None,
+                     help="Compute dtype [default: float32 on CPU, bfloat16 on CUDA]."),
+        click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="cpu", show_default=True,
+                     help="auto: accelerate's device_map='auto' (spreads a large model over the GPUs)."),
+        click.option("--trust-remote-code", is_flag=True, help="Allow the checkpoint's own Python code to run."),
+        click.option("--allow-pickle-weights", is_flag=True, help="Also load .bin (pickle) weights; default is safetensors only."),
+        click.option("--random-init", is_flag=True, help="Same architecture, seeded random weights: the untrained control."),
+        click.option("--seed", type=int, default=0, show_default=True, help="Seed of --random-init."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+@click.command("extract")
+@click.argument("model")
+@click.argument("corpus", required=False)
+@click.option("-o", "--output", required=True, metavar="STORE", help="Activation store to write (a folder, or an fsspec URL).")
+@model_options
+@corpus_options
+@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True, help="Sequences per forward pass.")
+@click.option("--layers", default=None, metavar="SPEC", help="Residual boundaries to keep: e.g. 0,4,8 or ::2 or 1: [default: all 0..L].")
+@click.option("--sublayers", is_flag=True, help="Also store what attention and MLP add to the residual.")
+@click.option("--store-dtype", type=click.Choice(STORE_DTYPES), default=None,
+              help="Storage dtype [default: the compute dtype, lossless]. float16 refuses values beyond 65504.")
+@click.option("--codec", type=click.Choice(CODECS), default=DEFAULT_CODEC, show_default=True, help="Chunk codec (see README: Store layout).")
+@click.option("--dry-run", is_flag=True, help="Print what the run would write and cost, and check free disk; write nothing.")
+@click.option("--break-lock", is_flag=True, help="Remove a stale lock left by a run that died.")
+def extract_cmd(model, corpus, output, revision, dtype, device, trust_remote_code, allow_pickle_weights, random_init, seed,
+                dataset, text_field, fmt, doc_split, max_length, overflow, max_tokens, max_docs, batch_size, layers,
+                sublayers, store_dtype, codec, dry_run, break_lock):
+    """Store MODEL's residual stream at every boundary over CORPUS.
+
+    MODEL is a folder made by save_pretrained or a hub id. CORPUS is a .txt file, a .jsonl
+    file, or a folder of .txt files. Re-running the same command resumes an incomplete store.
+    """
+    from align.errors import InputError
+    from align.extract import extract
+
+    if corpus is None and dataset is None:
+        raise InputError("give a CORPUS path or --dataset NAME[:CONFIG]:SPLIT")
+    extract(model, corpus, output, revision=revision, dtype=dtype, device=device, trust_remote_code=trust_remote_code,
+            allow_pickle_weights=allow_pickle_weights, random_init=random_init, seed=seed, dataset=dataset,
+            text_field=text_field, format=fmt, doc_split=doc_split, max_length=max_length, overflow=overflow,
+            max_tokens=max_tokens, max_docs=max_docs, batch_size=batch_size, layers=layers, sublayers=sublayers,
+            store_dtype=store_dtype, codec=codec, dry_run=dry_run, break_lock=break_lock)
+
+
+@click.command("info")
+@click.argument("store")
+@click.option("--json", "as_json", is_flag=True, help="Print the attributes as JSON.")
+def info_cmd(store, as_json):
+    """Print what STORE holds: model, tokens, boundaries, dtype, size, completeness, provenance."""
+    from align.store import open_activations, read_attrs
+
+    attrs = read_attrs(store)
+    if as_json:
+        click.echo(json.dumps(attrs, indent=2, sort_keys=True))
+        return
+    schema = attrs["align"]["schema"]
+    if schema != "activations":
+        click.echo(f"{store}: align result, schema {schema}")
+        for k, v in sorted(attrs.items()):
+            if k != "align":
+                click.echo(f"  {k}: {json.dumps(v)[:200]}")
+        return
+    s = open_activations(store)
+    p, lay, prov = s.progress, s.layout, s.provenance
+    state = "complete" if p["complete"] else f"INCOMPLETE ({p['committed_tokens']:,} of {lay.n_tokens:,} tokens committed; re-run the same extract command to resume)"
+    size = s.nbytes_stored()
+    lines = [
+        f"{store}: activation store, {state}",
+        f"  model       {prov['model']}" + (f" @ {prov['revision']}" if prov.get("revision") else "")
+        + (f" (random init, seed {prov['seed']})" if prov.get("random_init") else ""),
+        f"  family      {prov['model_type']}, {lay.n_layers} layers, d_model {lay.d_model}",
+        f"  tokens      {lay.n_tokens:,} in {lay.n_sequences:,} sequences from {prov['counts']['n_docs']:,} documents",
+        f"  boundaries  {list(lay.boundaries)}",
+        f"  sublayers   {list(lay.layers) if lay.layers else 'none'}",
+        f"  dtype       compute {prov['compute_dtype']}, stored {lay.store_dtype}"
+        + (" (as uint16 bits)" if lay.store_dtype == "bfloat16" else ""),
+        f"  chunks      {lay.chunk_tokens} tokens, codec {lay.codec}",
+        f"  size        {size / 2**20:,.1f} MiB on disk" if size >= 0 else "  size        (remote)",
+        f"  corpus      {prov['corpus']['source']} (sha256 {prov['corpus']['hash'][:12]}), max_length {prov['corpus']['max_length']}, {prov['corpus']['overflow']}",
+        f"  special     prefix {prov['special_tokens']['prefix']}, suffix {prov['special_tokens']['suffix']}",
+        f"  hashes      config {prov['config_hash'][:12]}, tokenizer {prov['tokenizer_hash']['all'][:12]}",
+        f"  align       {prov['align_version']}",
+    ]
+    click.echo("\n".join(lines))
+
+
+commands = [extract_cmd, info_cmd]

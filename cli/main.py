@@ -1,0 +1,91 @@
+"""The `align` console script: a click group that routes to the command modules.
+
+Every error a user can cause ends as one line on stderr (`align: error: ...`) and a non-zero
+exit, never a traceback: AlignError from the library, click's usage errors, and a missing
+file or bad option value alike.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+from align.errors import AlignError
+
+# Each module defines `commands`, a list of click commands. Import is lazy per command so
+# that `align --help` does not import torch.
+COMMAND_MODULES = {
+    "extract": "align.cli.extract",
+    "info": "align.cli.extract",
+    "fit": "align.cli.fit",
+    "contrib": "align.cli.analyses",
+    "skip": "align.cli.analyses",
+    "lens": "align.cli.analyses",
+    "depth": "align.cli.analyses",
+    "plot": "align.cli.plot",
+    "demo": "align.cli.demo",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return [name for name in COMMAND_MODULES if self.get_command(ctx, name) is not None]
+
+    def get_command(self, ctx, name):
+        module = COMMAND_MODULES.get(name)
+        if module is None:
+            return None
+        cmds = {c.name: c for c in importlib.import_module(module).commands}
+        return cmds.get(name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="align", prog_name="align")
+def cli():
+    """align: does a deeper language model use its depth?
+
+    Extract every layer's residual stream of two models over one corpus, fit ridge maps from
+    every layer of one to every layer of the other, and read the matrix of held-out errors.
+    """
+
+
+def fail(message: str, code: int = 2) -> None:
+    print(f"align: error: {' '.join(str(message).split())}", file=sys.stderr)
+    sys.exit(code)
+
+
+def main(argv=None) -> None:
+    try:
+        rv = cli.main(args=argv, prog_name="align", standalone_mode=False)
+    except AlignError as e:
+        fail(str(e), e.exit_code)
+    except click.exceptions.NoArgsIsHelpError as e:
+        print(e.ctx.get_help() if e.ctx else str(e))
+        sys.exit(0)
+    except click.UsageError as e:
+        cmd = e.ctx.command_path if e.ctx else "align"
+        fail(f"{e.format_message()} (see `{cmd} --help`)")
+    except click.ClickException as e:
+        fail(e.format_message())
+    except click.exceptions.Abort:
+        fail("aborted", 130)
+    except KeyboardInterrupt:
+        fail("interrupted", 130)
+    except BrokenPipeError:
+        sys.exit(0)
+    except OSError as e:
+        fail(f"{e.strerror or e}{': ' + str(e.filename) if getattr(e, 'filename', None) else ''}")
+    except MemoryError:
+        fail("out of memory: use a smaller --batch-size or --memory-limit")
+    except Exception as e:  # a bug, not a user error: still one line unless asked for more
+        if os.environ.get("ALIGN_DEBUG"):
+            raise
+        fail(f"internal error: {type(e).__name__}: {e} (set ALIGN_DEBUG=1 to see the traceback, and report it)", 1)
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+"""align.store: the only code that imports zarr. Schemas, create/append/open, validation,
+bfloat16 handling."""
+
+from align.store.activations import (
+    ActivationStore,
+    ActivationWriter,
+    Layout,
+    PlanWriter,
+    chunk_tokens_for,
+    clean_partial_writes,
+    create_activations,
+    exists,
+    is_local,
+    open_activations,
+    read_attrs,
+)
+from align.store.lock import write_lock
+from align.store.results import RESULT_SCHEMAS, open_alignment, open_result, write_result
+
+__all__ = [
+    "ActivationStore", "ActivationWriter", "Layout", "PlanWriter", "chunk_tokens_for",
+    "clean_partial_writes", "create_activations", "exists", "is_local", "write_lock", "open_activations", "read_attrs",
+    "RESULT_SCHEMAS", "open_alignment", "open_result", "write_result",
+]

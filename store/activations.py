@@ -1,0 +1,388 @@
+"""Activation stores (`schema: activations`): create, append in committed batches, open.
+
+Layout (ARCHITECTURE.md): a Zarr v3 group with
+
+    resid       (boundary, token, d_model)   raw residual at the kept boundaries
+    attn, mlp   (layer, token, d_model)      what each sublayer adds (optional)
+    token_id, doc, seq, pos, char_start, char_end   (token,)
+    boundary    (boundary,)  which residual boundaries 0..L are kept
+    layer       (layer,)     which blocks' sublayer outputs are kept
+
+Group attributes: `align` (schema, version), `provenance` (model, revision, hashes, corpus,
+options, align version), `layout` (shapes, dtype, codec, chunking) and `progress`
+(planned, committed_tokens, committed_sequences, complete). Token metadata is written first
+(the plan); activations are appended in whole chunks and `progress` is rewritten AFTER the
+data it covers, so a killed run leaves a store that resumes and is marked incomplete.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from align.errors import StoreError
+from align.faults import fault_point
+from align.store.codecs import compressors, decode, physical_dtype
+
+SCHEMA = "activations"
+VERSION = 1
+TOKEN_FIELDS = {
+    "token_id": np.int32,
+    "doc": np.int64,
+    "seq": np.int64,
+    "pos": np.int32,
+    "char_start": np.int64,
+    "char_end": np.int64,
+}
+TOKEN_CHUNK = 1 << 16
+# Measured in bench/store_layout.py: 4 MiB chunks write as fast as larger ones and keep the
+# writer's buffer small (49 boundaries x 4 MiB for Qwen2.5-14B).
+CHUNK_BYTES = 4 << 20
+
+
+def chunk_tokens_for(d_model: int, itemsize: int, target: int = CHUNK_BYTES) -> int:
+    """Tokens per chunk: the power of two nearest `target` bytes per (boundary, chunk)."""
+    n = max(1, target // (d_model * itemsize))
+    p = 1 << int(round(np.log2(n)))
+    return int(min(max(p, 64), 1 << 16))
+
+
+def is_local(path: str) -> bool:
+    return "://" not in str(path) or str(path).startswith("file://")
+
+
+def _open_group(path: str, mode: str, storage_options: dict | None = None):
+    import zarr
+
+    kwargs = {"storage_options": storage_options} if storage_options and not is_local(path) else {}
+    return zarr.open_group(str(path), mode=mode, zarr_format=3, **kwargs)
+
+
+def exists(path: str, storage_options: dict | None = None) -> bool:
+    if is_local(path):
+        return os.path.exists(os.path.join(str(path), "zarr.json"))
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(str(path), **(storage_options or {}))
+    return fs.exists(root.rstrip("/") + "/zarr.json")
+
+
+def read_attrs(path: str, storage_options: dict | None = None) -> dict:
+    """The group attributes of any align store, or a StoreError saying why not."""
+    if not exists(path, storage_options):
+        raise StoreError(f"{path} is not a store: it has no zarr.json (make it with `align extract` or `align fit`)")
+    try:
+        g = _open_group(path, "r", storage_options)
+    except Exception as e:  # zarr raises many types for a damaged group
+        raise StoreError(f"{path} cannot be opened as a Zarr v3 group: {type(e).__name__}: {e}") from None
+    attrs = g.attrs.asdict()
+    if not isinstance(attrs.get("align"), dict) or "schema" not in attrs["align"]:
+        raise StoreError(f"{path} is a Zarr group but not an align store (no align.schema attribute)")
+    return attrs
+
+
+def clean_partial_writes(path: str) -> int:
+    """Remove the temporary files a killed write left behind (zarr writes `*.partial` and
+    renames it into place). Returns how many were removed."""
+    if not is_local(path):
+        return 0
+    removed = 0
+    for root, _, files in os.walk(str(path)):
+        for f in files:
+            if f.endswith(".partial"):
+                os.unlink(os.path.join(root, f))
+                removed += 1
+    return removed
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The shape of an activation store, fixed when it is created."""
+
+    n_tokens: int
+    n_sequences: int
+    n_layers: int
+    d_model: int
+    boundaries: tuple[int, ...]
+    layers: tuple[int, ...]  # blocks whose sublayer outputs are kept (empty: none)
+    store_dtype: str
+    codec: str
+    chunk_tokens: int
+
+    def to_json(self) -> dict:
+        d = dict(self.__dict__)
+        d["boundaries"], d["layers"] = list(self.boundaries), list(self.layers)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Layout":
+        d = dict(d)
+        d["boundaries"], d["layers"] = tuple(d["boundaries"]), tuple(d["layers"])
+        return cls(**d)
+
+    def bytes_per_array(self) -> dict[str, int]:
+        item = physical_dtype(self.store_dtype).itemsize
+        out = {"resid": len(self.boundaries) * self.n_tokens * self.d_model * item}
+        for name in ("attn", "mlp") if self.layers else ():
+            out[name] = len(self.layers) * self.n_tokens * self.d_model * item
+        for name, dt in TOKEN_FIELDS.items():
+            out[name] = self.n_tokens * np.dtype(dt).itemsize
+        return out
+
+
+def create_activations(path: str, layout: Layout, attrs: dict, storage_options: dict | None = None):
+    """Create (or recreate) the group and its arrays, empty, with progress = nothing planned."""
+    import zarr
+
+    g = _open_group(path, "w", storage_options)
+    comp = compressors(layout.codec)
+    pdt = physical_dtype(layout.store_dtype)
+    C, N, d = layout.chunk_tokens, layout.n_tokens, layout.d_model
+    extra = {"logical_dtype": layout.store_dtype}
+    g.create_array("resid", shape=(len(layout.boundaries), N, d), chunks=(1, C, d), dtype=pdt,
+                   compressors=comp, fill_value=0, dimension_names=("boundary", "token", "d_model"),
+                   attributes=extra)
+    if layout.layers:
+        for name in ("attn", "mlp"):
+            g.create_array(name, shape=(len(layout.layers), N, d), chunks=(1, C, d), dtype=pdt,
+                           compressors=comp, fill_value=0, dimension_names=("layer", "token", "d_model"),
+                           attributes=extra)
+    for name, dt in TOKEN_FIELDS.items():
+        g.create_array(name, shape=(N,), chunks=(min(TOKEN_CHUNK, max(N, 1)),), dtype=dt,
+                       compressors=compressors("crc32c"), fill_value=-1, dimension_names=("token",))
+    g.create_array("boundary", data=np.asarray(layout.boundaries, dtype=np.int32), dimension_names=("boundary",))
+    if layout.layers:
+        g.create_array("layer", data=np.asarray(layout.layers, dtype=np.int32), dimension_names=("layer",))
+    g.attrs.update({
+        "align": {"schema": SCHEMA, "version": VERSION},
+        "provenance": attrs,
+        "layout": layout.to_json(),
+        "progress": {"planned": False, "committed_tokens": 0, "committed_sequences": 0, "complete": False},
+    })
+    del zarr
+    return g
+
+
+class ActivationStore:
+    """Read access to an activation store. Boundaries and layers are addressed by their model
+    index (boundary 0..L, layer 0..L-1), whatever subset the store keeps."""
+
+    def __init__(self, path: str, storage_options: dict | None = None, mode: str = "r"):
+        attrs = read_attrs(path, storage_options)
+        if attrs["align"]["schema"] != SCHEMA:
+            raise StoreError(f"{path} is an align store of schema {attrs['align']['schema']!r}, not an activation store")
+        self.path = str(path)
+        self.storage_options = storage_options
+        self.group = _open_group(path, mode, storage_options)
+        self.attrs = attrs
+        self.layout = Layout.from_json(attrs["layout"])
+        self.provenance = attrs["provenance"]
+
+    # -- what it holds
+    @property
+    def progress(self) -> dict:
+        return self.group.attrs["progress"]
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.progress["complete"])
+
+    @property
+    def n_tokens(self) -> int:
+        return self.layout.n_tokens
+
+    @property
+    def d_model(self) -> int:
+        return self.layout.d_model
+
+    @property
+    def n_layers(self) -> int:
+        return self.layout.n_layers
+
+    @property
+    def boundaries(self) -> tuple[int, ...]:
+        return self.layout.boundaries
+
+    @property
+    def layers(self) -> tuple[int, ...]:
+        return self.layout.layers
+
+    @property
+    def chunk_tokens(self) -> int:
+        return self.layout.chunk_tokens
+
+    def require_complete(self) -> "ActivationStore":
+        if not self.complete:
+            p = self.progress
+            raise StoreError(
+                f"store {self.path} is incomplete ({p['committed_tokens']:,} of {self.n_tokens:,} tokens committed): "
+                "re-run the same `align extract` command to finish it"
+            )
+        return self
+
+    def _index(self, kind: str, index: int) -> int:
+        keep = self.boundaries if kind == "resid" else self.layers
+        if index not in keep:
+            what = "boundary" if kind == "resid" else "layer"
+            raise StoreError(f"store {self.path} does not hold {kind} at {what} {index}: it holds {list(keep)}")
+        return keep.index(index)
+
+    # -- numpy access
+    def read(self, kind: str, index: int, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """float32 (n_tokens, d_model): `kind` is resid (by boundary) or attn/mlp (by layer)."""
+        i = self._index(kind, index)
+        stop = self.n_tokens if stop is None else stop
+        return decode(self.group[kind][i, start:stop], self.layout.store_dtype)
+
+    def resid(self, boundary: int, start: int = 0, stop: int | None = None) -> np.ndarray:
+        return self.read("resid", boundary, start, stop)
+
+    def attn(self, layer: int, start: int = 0, stop: int | None = None) -> np.ndarray:
+        return self.read("attn", layer, start, stop)
+
+    def mlp(self, layer: int, start: int = 0, stop: int | None = None) -> np.ndarray:
+        return self.read("mlp", layer, start, stop)
+
+    def raw(self, kind: str, index: int, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """The stored values without decoding (uint16 bits for bfloat16)."""
+        i = self._index(kind, index)
+        return self.group[kind][i, start:stop]
+
+    def tokens(self, name: str, start: int = 0, stop: int | None = None) -> np.ndarray:
+        if name not in TOKEN_FIELDS:
+            raise StoreError(f"{name!r} is not a token field: one of {', '.join(TOKEN_FIELDS)}")
+        return self.group[name][start:stop]
+
+    # -- dask access
+    def dask(self, kind: str, index: int):
+        """Lazy float32 (n_tokens, d_model) dask array, one block per store chunk."""
+        import dask.array as da
+
+        i = self._index(kind, index)
+        arr = da.from_zarr(self.group[kind])[i]
+        return arr.map_blocks(decode, self.layout.store_dtype, dtype=np.float32)
+
+    def resid_dask(self, boundary: int):
+        return self.dask("resid", boundary)
+
+    def nbytes_stored(self) -> int:
+        if not is_local(self.path):
+            return -1
+        total = 0
+        for root, _, files in os.walk(self.path):
+            total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+        return total
+
+
+def open_activations(path: str, storage_options: dict | None = None, mode: str = "r") -> ActivationStore:
+    """Open an activation store (complete or not; see `require_complete`). mode "r+" is for
+    the writer."""
+    return ActivationStore(path, storage_options, mode)
+
+
+class ActivationWriter:
+    """Appends activations to a planned store in whole chunks and commits at batch ends.
+
+    `append` takes one batch (already encoded to the storage dtype) and the number of
+    sequences completed by it. Full chunks are written as soon as they fill; `progress` then
+    records the last batch end that lies inside what is written. A resumed writer starts at
+    the committed point and re-reads the partly covered chunk into its buffer, so it never
+    rewrites a chunk it has not fully buffered.
+    """
+
+    def __init__(self, store: ActivationStore):
+        self.store = store
+        self.g = store.group
+        self.C = store.chunk_tokens
+        self.kinds = ["resid"] + (["attn", "mlp"] if store.layers else [])
+        p = store.progress
+        self.committed = (p["committed_tokens"], p["committed_sequences"])
+        self.buf_start = (p["committed_tokens"] // self.C) * self.C
+        self.buf = {k: [self.g[k][:, self.buf_start:p["committed_tokens"]]] for k in self.kinds}
+        self.buf_len = p["committed_tokens"] - self.buf_start
+        self.pending: list[tuple[int, int]] = []
+
+    def append(self, arrays: dict[str, np.ndarray], seq_end: int) -> None:
+        """arrays[kind]: (n_kept, n_batch_tokens, d_model) in the physical storage dtype."""
+        n = arrays["resid"].shape[1]
+        for k in self.kinds:
+            self.buf[k].append(arrays[k])
+        self.buf_len += n
+        self.pending.append((self.buf_start + self.buf_len, seq_end))
+        if self.buf_len >= self.C:
+            self._flush((self.buf_len // self.C) * self.C)
+
+    def finish(self) -> None:
+        """Write what remains (the last, partial chunk) and mark the store complete."""
+        if self.buf_len:
+            self._flush(self.buf_len)
+        if self.committed[0] != self.store.n_tokens:
+            raise StoreError(
+                f"store {self.store.path}: wrote {self.committed[0]:,} tokens but the plan has {self.store.n_tokens:,}"
+            )
+        import zarr
+
+        fault_point("final_metadata")
+        # Consolidated metadata lets xarray.open_zarr(STORE) open the group in one read.
+        zarr.consolidate_metadata(self.g.store_path.store, self.g.store_path.path or None, zarr_format=3)
+        self.g = zarr.open_group(self.g.store_path, mode="r+", zarr_format=3)
+        self._progress(self.committed, complete=True)
+
+    def _flush(self, n: int) -> None:
+        start, stop = self.buf_start, self.buf_start + n
+        for i, k in enumerate(self.kinds):
+            data = np.concatenate(self.buf[k], axis=1) if len(self.buf[k]) > 1 else self.buf[k][0]
+            self.g[k][:, start:stop] = data[:, :n]
+            self.buf[k] = [data[:, n:]]
+            if i == 0:
+                fault_point("mid_chunk_write")
+        self.buf_start, self.buf_len = stop, self.buf_len - n
+        done = [c for c in self.pending if c[0] <= stop]
+        if done:
+            self.committed = done[-1]
+            self.pending = [c for c in self.pending if c[0] > stop]
+            self._progress(self.committed, complete=False)
+
+    def _progress(self, committed: tuple[int, int], complete: bool) -> None:
+        self.g.attrs["progress"] = {
+            "planned": True,
+            "committed_tokens": int(committed[0]),
+            "committed_sequences": int(committed[1]),
+            "complete": bool(complete),
+        }
+
+
+class PlanWriter:
+    """Writes the token table (token_id, doc, seq, pos, char spans) in whole chunks, then
+    marks the store planned. Runs before any activation is computed."""
+
+    def __init__(self, store: ActivationStore):
+        self.g = store.group
+        self.store = store
+        self.buf: dict[str, list[np.ndarray]] = {k: [] for k in TOKEN_FIELDS}
+        self.start = 0
+        self.n = 0
+
+    def append(self, fields: dict[str, np.ndarray]) -> None:
+        for k, dt in TOKEN_FIELDS.items():
+            self.buf[k].append(np.asarray(fields[k], dtype=dt))
+        self.n += len(fields["token_id"])
+        if self.n >= TOKEN_CHUNK:
+            self._flush((self.n // TOKEN_CHUNK) * TOKEN_CHUNK)
+
+    def _flush(self, n: int) -> None:
+        for k in TOKEN_FIELDS:
+            data = np.concatenate(self.buf[k])
+            self.g[k][self.start:self.start + n] = data[:n]
+            self.buf[k] = [data[n:]]
+        self.start += n
+        self.n -= n
+
+    def finish(self) -> None:
+        if self.n:
+            self._flush(self.n)
+        if self.start != self.store.n_tokens:
+            raise StoreError(f"store {self.store.path}: planned {self.start:,} tokens, expected {self.store.n_tokens:,}")
+        self.g.attrs["progress"] = {"planned": True, "committed_tokens": 0, "committed_sequences": 0, "complete": False}

@@ -1,0 +1,126 @@
+"""A write lock per store: one writer at a time.
+
+The lock is a file `align.lock` inside the store folder, created with O_CREAT|O_EXCL (atomic
+on a local file system) and holding the holder's host, pid and start time. A second writer is
+refused at once with a message naming the holder. A lock whose holder is gone (same host,
+pid not running) is stale: it is reported as such and `--break-lock` removes it.
+
+Object stores (s3://, gs://) have no atomic create-if-absent through fsspec: there align writes
+the same lock object after checking that none exists, which leaves a window of one round trip
+in which two writers can both believe they hold it (see RELIABILITY.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from contextlib import contextmanager
+
+from align.errors import StoreLocked
+
+LOCK_NAME = "align.lock"
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path or path.startswith("file://")
+
+
+def _holder() -> dict:
+    return {"host": socket.gethostname(), "pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+
+def _alive(info: dict) -> bool | None:
+    """True/False when the holder's liveness can be told (same host), None otherwise."""
+    if info.get("host") != socket.gethostname():
+        return None
+    try:
+        os.kill(int(info.get("pid", -1)), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except (ValueError, OverflowError):
+        return False
+    return True
+
+
+def _describe(info: dict) -> str:
+    return f"host {info.get('host', '?')}, pid {info.get('pid', '?')}, started {info.get('started', '?')}"
+
+
+@contextmanager
+def write_lock(path: str, break_lock: bool = False, storage_options: dict | None = None):
+    """Hold the store's write lock for the duration of the block."""
+    if _is_local(path):
+        local = path[len("file://"):] if path.startswith("file://") else path
+        os.makedirs(local, exist_ok=True)
+        lock = os.path.join(local, LOCK_NAME)
+        _acquire_local(lock, path, break_lock)
+        try:
+            yield
+        finally:
+            try:
+                with open(lock) as f:
+                    if json.load(f).get("pid") == os.getpid():
+                        os.unlink(lock)
+            except (OSError, ValueError):
+                pass
+    else:
+        import fsspec
+
+        fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+        lock = root.rstrip("/") + "/" + LOCK_NAME
+        if fs.exists(lock):
+            info = _read(fs.cat_file(lock))
+            if not break_lock:
+                raise StoreLocked(
+                    f"store {path} is locked by another writer ({_describe(info)}): wait for it to finish, "
+                    "or pass --break-lock if that run is dead"
+                )
+        fs.pipe_file(lock, json.dumps(_holder()).encode())
+        try:
+            yield
+        finally:
+            try:
+                fs.rm_file(lock)
+            except OSError:
+                pass
+
+
+def _read(raw: bytes) -> dict:
+    try:
+        info = json.loads(raw)
+        return info if isinstance(info, dict) else {}
+    except ValueError:
+        return {}
+
+
+def _acquire_local(lock: str, path: str, break_lock: bool) -> None:
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                with open(lock, "rb") as f:
+                    info = _read(f.read())
+            except OSError:
+                info = {}
+            alive = _alive(info)
+            if break_lock and alive is not True:
+                os.unlink(lock)
+                continue
+            if alive is False:
+                raise StoreLocked(
+                    f"store {path} has a stale lock from a run that is no longer running ({_describe(info)}): "
+                    "pass --break-lock to remove it and resume"
+                )
+            raise StoreLocked(
+                f"store {path} is being written by another process ({_describe(info)}): wait for it to finish"
+                + ("" if alive else ", or pass --break-lock if that run is dead")
+            )
+        with os.fdopen(fd, "w") as f:
+            json.dump(_holder(), f)
+        return
+    raise StoreLocked(f"store {path}: could not take the write lock")

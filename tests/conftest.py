@@ -1,0 +1,63 @@
+"""Shared fixtures: small models of every supported family, saved with save_pretrained and
+loaded back through the same code path as a real checkpoint, and small corpora.
+
+Nothing here imports align: fixtures are inputs, and references live in the tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from modelzoo import CORPUS_TEXT, make_model  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def zoo(tmp_path_factory):
+    """family name -> folder of a small random model (2 layers, d_model 64, vocab ~300)."""
+    root = tmp_path_factory.mktemp("zoo")
+    built = {}
+
+    def get(name: str, **overrides):
+        key = name + json.dumps(overrides, sort_keys=True)
+        if key not in built:
+            built[key] = make_model(name, str(root / f"{name}-{len(built)}"), **overrides)
+        return built[key]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def corpus_file(tmp_path_factory):
+    """A .txt corpus: 12 documents separated by blank lines, lengths 5..200 tokens."""
+    p = tmp_path_factory.mktemp("corpus") / "docs.txt"
+    p.write_text(CORPUS_TEXT, encoding="utf-8")
+    return str(p)
+
+
+def run_cli(args, capsys=None):
+    """Run the `align` console script in this process. Returns (exit_code, stdout, stderr)."""
+    from align.cli.main import main
+
+    code = 0
+    try:
+        main(list(args))
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    if capsys is not None:
+        out, err = capsys.readouterr()
+        return code, out, err
+    return code, "", ""
+
+
+@pytest.fixture
+def cli(capsys):
+    return lambda *args: run_cli([str(a) for a in args], capsys)
