@@ -89,37 +89,45 @@ class Sequence:
 # ------------------------------------------------------------------------------- sources
 
 
-def _read_text(path: str) -> str:
+def _lines(path: str) -> Iterator[str]:
+    """The lines of a UTF-8 file without their line ends, streamed (memory stays flat)."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        f = open(path, "rb")
     except IsADirectoryError:
-        raise InputError(f"corpus file {path} is a folder") from None
+        raise InputError(f"corpus file {path} is a folder, not a file") from None
     except OSError as e:
         raise InputError(f"cannot read corpus file {path}: {e.strerror or e}") from None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise InputError(
-            f"corpus file {path} is not UTF-8 (invalid byte 0x{raw[e.start]:02x} at offset {e.start}): convert it to UTF-8"
-        ) from None
+    with f:
+        offset = 0
+        for number, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise InputError(
+                    f"corpus file {path} is not UTF-8 (byte 0x{raw[e.start]:02x} at offset {offset + e.start}, "
+                    f"line {number}): convert it to UTF-8"
+                ) from None
+            offset += len(raw)
+            yield line.rstrip("\r\n") if line.endswith("\n") else line
 
 
-def _split_text(text: str, how: str) -> list[str]:
+def _text_docs(path: str, how: str) -> Iterator[str]:
+    """Documents of a .txt file: the whole file, each line, or blocks between blank lines."""
     if how == "file":
-        return [text]
+        yield "\n".join(_lines(path))
+        return
     if how == "line":
-        return text.splitlines()
-    docs, cur = [], []
-    for line in text.splitlines():
+        yield from _lines(path)
+        return
+    cur: list[str] = []
+    for line in _lines(path):
         if line.strip():
             cur.append(line)
         elif cur:
-            docs.append("\n".join(cur))
+            yield "\n".join(cur)
             cur = []
     if cur:
-        docs.append("\n".join(cur))
-    return docs
+        yield "\n".join(cur)
 
 
 def _gsm8k_prompt(item: dict, where: str) -> str:
@@ -136,8 +144,7 @@ def _gsm8k_prompt(item: dict, where: str) -> str:
 
 
 def _jsonl_docs(path: str, spec: CorpusSpec) -> Iterator[str]:
-    text = _read_text(path)
-    for i, line in enumerate(text.splitlines()):
+    for i, line in enumerate(_lines(path)):
         if not line.strip():
             continue
         where = f"{path} line {i + 1}"
@@ -223,7 +230,7 @@ def documents(spec: CorpusSpec) -> Iterator[str]:
                     yield from _jsonl_docs(f, spec)
                 else:
                     how = spec.doc_split or ("file" if os.path.isdir(spec.path) else "blank")
-                    yield from _split_text(_read_text(f), how)
+                    yield from _text_docs(f, how)
         it = files()
     for d in it:
         if spec.max_docs is not None and count >= spec.max_docs:

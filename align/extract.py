@@ -29,7 +29,7 @@ from align.store.codecs import DEFAULT_CODEC, encode, physical_dtype
 # Defining options: a store made with other values of these is another store.
 DEFINING = ("model", "revision", "dtype", "random_init", "seed", "corpus_hash", "text_field", "format",
             "doc_split", "max_length", "overflow", "max_tokens", "max_docs", "layers", "sublayers",
-            "store_dtype", "codec", "config_hash")
+            "store_dtype", "codec", "chunk_tokens", "config_hash")
 DISK_MARGIN = 1.05
 
 
@@ -234,6 +234,7 @@ def extract(
     sublayers: bool = False,
     store_dtype: str | None = None,
     codec: str = DEFAULT_CODEC,
+    chunk_tokens: int | None = None,
     dry_run: bool = False,
     break_lock: bool = False,
     log=None,
@@ -248,6 +249,8 @@ def extract(
     t0 = time.time()
     if batch_size < 1:
         raise InputError(f"--batch-size {batch_size} must be at least 1")
+    if chunk_tokens is not None and chunk_tokens < 1:
+        raise InputError(f"--chunk-tokens {chunk_tokens} must be at least 1")
     spec = models.ModelSpec(model, revision, dtype, device, trust_remote_code, allow_pickle_weights, random_init, seed)
     compute_dtype = spec.resolved_dtype()
     store_dtype = store_dtype or compute_dtype
@@ -271,7 +274,7 @@ def extract(
         "seed": seed if random_init else None, "corpus_hash": chash, "text_field": text_field, "format": format,
         "doc_split": doc_split, "max_length": max_length, "overflow": overflow, "max_tokens": max_tokens,
         "max_docs": max_docs, "layers": boundaries, "sublayers": sublayers, "store_dtype": store_dtype, "codec": codec,
-        "config_hash": models.config_hash(config),
+        "chunk_tokens": chunk_tokens, "config_hash": models.config_hash(config),
     }
 
     existing = st.exists(output)
@@ -298,7 +301,7 @@ def extract(
     d_model = config.hidden_size
     item = physical_dtype(store_dtype).itemsize
     layout = st.Layout(plan.n_tokens, plan.n_sequences, L, d_model, tuple(boundaries), tuple(kept_layers),
-                       store_dtype, codec, min(st.chunk_tokens_for(d_model, item), plan.n_tokens))
+                       store_dtype, codec, min(chunk_tokens or st.chunk_tokens_for(d_model, item), plan.n_tokens))
     sizes = layout.bytes_per_array()
     need = sum(sizes.values())
     free = _free_bytes(output) if st.is_local(output) else None

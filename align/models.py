@@ -115,7 +115,7 @@ class ModelSpec:
 
     name: str
     revision: str | None = None
-    dtype: str | None = None  # None: float32 on CPU, bfloat16 on CUDA
+    dtype: str | None = None  # None: bfloat16 where a GPU computes, float32 on CPU
     device: str = "cpu"  # cpu | cuda | auto
     trust_remote_code: bool = False
     allow_pickle_weights: bool = False
@@ -127,7 +127,13 @@ class ModelSpec:
             if self.dtype not in DTYPES:
                 raise InputError(f"--dtype {self.dtype!r} is not one of {', '.join(DTYPES)}")
             return self.dtype
-        return "float32" if self.device == "cpu" else "bfloat16"
+        if self.device == "cuda":
+            return "bfloat16"
+        if self.device == "auto":
+            import torch
+
+            return "bfloat16" if torch.cuda.is_available() else "float32"
+        return "float32"
 
 
 def _looks_local(name: str) -> bool:

@@ -59,11 +59,13 @@ def model_options(f):
 @click.option("--store-dtype", type=click.Choice(STORE_DTYPES), default=None,
               help="Storage dtype [default: the compute dtype, lossless]. float16 refuses values beyond 65504.")
 @click.option("--codec", type=click.Choice(CODECS), default=DEFAULT_CODEC, show_default=True, help="Chunk codec (see README: Store layout).")
+@click.option("--chunk-tokens", type=click.IntRange(min=1), default=None,
+              help="Tokens per stored chunk [default: ~4 MiB per chunk, measured; see README]. Part of the store's identity.")
 @click.option("--dry-run", is_flag=True, help="Print what the run would write and cost, and check free disk; write nothing.")
 @click.option("--break-lock", is_flag=True, help="Remove a stale lock left by a run that died.")
 def extract_cmd(model, corpus, output, revision, dtype, device, trust_remote_code, allow_pickle_weights, random_init, seed,
                 dataset, text_field, fmt, doc_split, max_length, overflow, max_tokens, max_docs, batch_size, layers,
-                sublayers, store_dtype, codec, dry_run, break_lock):
+                sublayers, store_dtype, codec, chunk_tokens, dry_run, break_lock):
     """Store MODEL's residual stream at every boundary over CORPUS.
 
     MODEL is a folder made by save_pretrained or a hub id. CORPUS is a .txt file, a .jsonl
@@ -78,7 +80,7 @@ def extract_cmd(model, corpus, output, revision, dtype, device, trust_remote_cod
             allow_pickle_weights=allow_pickle_weights, random_init=random_init, seed=seed, dataset=dataset,
             text_field=text_field, format=fmt, doc_split=doc_split, max_length=max_length, overflow=overflow,
             max_tokens=max_tokens, max_docs=max_docs, batch_size=batch_size, layers=layers, sublayers=sublayers,
-            store_dtype=store_dtype, codec=codec, dry_run=dry_run, break_lock=break_lock)
+            store_dtype=store_dtype, codec=codec, chunk_tokens=chunk_tokens, dry_run=dry_run, break_lock=break_lock)
 
 
 @click.command("info")

@@ -2,8 +2,9 @@
 
 The lock is a file `align.lock` inside the store folder, created with O_CREAT|O_EXCL (atomic
 on a local file system) and holding the holder's host, pid and start time. A second writer is
-refused at once with a message naming the holder. A lock whose holder is gone (same host,
-pid not running) is stale: it is reported as such and `--break-lock` removes it.
+refused at once with a message naming the holder. A lock whose holder is provably gone (same
+host, pid not running) is stale: it is reported and removed, so re-running a killed command
+resumes it. A lock held from another host cannot be checked from here: `--break-lock` removes it.
 
 Object stores (s3://, gs://) have no atomic create-if-absent through fsspec: there align writes
 the same lock object after checking that none exists, which leaves a window of one round trip
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import time
 from contextlib import contextmanager
 
@@ -108,14 +110,15 @@ def _acquire_local(lock: str, path: str, break_lock: bool) -> None:
             except OSError:
                 info = {}
             alive = _alive(info)
-            if break_lock and alive is not True:
+            # A holder on this host whose pid is gone is provably dead: its lock is stale and
+            # is broken without asking (so re-running a killed command resumes it). A holder
+            # on another host cannot be checked: only --break-lock removes its lock.
+            if alive is False or (break_lock and alive is None):
+                if alive is False:
+                    print(f"align: removing the stale lock of a run that is no longer running ({_describe(info)})",
+                          file=sys.stderr)
                 os.unlink(lock)
                 continue
-            if alive is False:
-                raise StoreLocked(
-                    f"store {path} has a stale lock from a run that is no longer running ({_describe(info)}): "
-                    "pass --break-lock to remove it and resume"
-                )
             raise StoreLocked(
                 f"store {path} is being written by another process ({_describe(info)}): wait for it to finish"
                 + ("" if alive else ", or pass --break-lock if that run is dead")

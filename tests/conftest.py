@@ -61,3 +61,30 @@ def run_cli(args, capsys=None):
 @pytest.fixture
 def cli(capsys):
     return lambda *args: run_cli([str(a) for a in args], capsys)
+
+
+@pytest.fixture(scope="session")
+def extracted(zoo, corpus_file, tmp_path_factory):
+    """extracted(family, model_overrides={}, **extract_options) -> path of an activation store
+    made by `align.extract` from a zoo model over the shared corpus (cached per arguments).
+    Two calls with different model_overrides give different models with the same tokenizer."""
+    root = tmp_path_factory.mktemp("stores")
+    made = {}
+
+    def get(family="qwen2", model_overrides=None, corpus=None, **options):
+        import align
+
+        model_overrides = dict(model_overrides or {})
+        key = json.dumps([family, model_overrides, corpus, options], sort_keys=True, default=str)
+        if key not in made:
+            out = str(root / f"store-{len(made)}.zarr")
+            align.extract(zoo(family, **model_overrides), corpus or corpus_file, out, log=lambda m: None, **options)
+            made[key] = out
+        return made[key]
+
+    return get
+
+
+# Fixture modules of the other test areas (each owned with its tests).
+pytest_plugins = [m for m in ("fixtures_fit", "fixtures_analyses", "fixtures_demo")
+                  if os.path.exists(os.path.join(os.path.dirname(__file__), m + ".py"))]
