@@ -136,25 +136,26 @@ def create_activations(path: str, layout: Layout, attrs: dict, storage_options: 
     """Create (or recreate) the group and its arrays, empty, with progress = nothing planned."""
     import zarr
 
-    g = _open_group(path, "w", storage_options)
+    # Mode "a" and per-array overwrite: mode "w" would wipe the folder, lock file included.
+    g = _open_group(path, "a", storage_options)
     comp = compressors(layout.codec)
     pdt = physical_dtype(layout.store_dtype)
     C, N, d = layout.chunk_tokens, layout.n_tokens, layout.d_model
     extra = {"logical_dtype": layout.store_dtype}
     g.create_array("resid", shape=(len(layout.boundaries), N, d), chunks=(1, C, d), dtype=pdt,
-                   compressors=comp, fill_value=0, dimension_names=("boundary", "token", "d_model"),
+                   compressors=comp, fill_value=0, dimension_names=("boundary", "token", "d_model"), overwrite=True,
                    attributes=extra)
     if layout.layers:
         for name in ("attn", "mlp"):
             g.create_array(name, shape=(len(layout.layers), N, d), chunks=(1, C, d), dtype=pdt,
-                           compressors=comp, fill_value=0, dimension_names=("layer", "token", "d_model"),
+                           compressors=comp, fill_value=0, dimension_names=("layer", "token", "d_model"), overwrite=True,
                            attributes=extra)
     for name, dt in TOKEN_FIELDS.items():
         g.create_array(name, shape=(N,), chunks=(min(TOKEN_CHUNK, max(N, 1)),), dtype=dt,
-                       compressors=compressors("crc32c"), fill_value=-1, dimension_names=("token",))
-    g.create_array("boundary", data=np.asarray(layout.boundaries, dtype=np.int32), dimension_names=("boundary",))
+                       compressors=compressors("crc32c"), fill_value=-1, dimension_names=("token",), overwrite=True)
+    g.create_array("boundary", data=np.asarray(layout.boundaries, dtype=np.int32), dimension_names=("boundary",), overwrite=True)
     if layout.layers:
-        g.create_array("layer", data=np.asarray(layout.layers, dtype=np.int32), dimension_names=("layer",))
+        g.create_array("layer", data=np.asarray(layout.layers, dtype=np.int32), dimension_names=("layer",), overwrite=True)
     g.attrs.update({
         "align": {"schema": SCHEMA, "version": VERSION},
         "provenance": attrs,

@@ -73,6 +73,7 @@ def make_model(family: str, path: str, seed: int = 0, vocab_size: int = 300, dty
     import torch
     import transformers as tf
 
+    tf.utils.logging.disable_progress_bar()
     tok = make_tokenizer(path, bos=family in ("llama", "olmo2"), vocab_size=vocab_size)
     config = config_for(family, len(tok), **overrides)
     config.bos_token_id = tok.bos_token_id
