@@ -18,6 +18,7 @@ data it covers, so a killed run leaves a store that resumes and is marked incomp
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +38,14 @@ TOKEN_FIELDS = {
     "char_end": np.int64,
 }
 TOKEN_CHUNK = 1 << 16
+
+
+def _zarr_config() -> None:
+    """Every chunk is written, even one equal to the fill value, so that a missing chunk file
+    always means damage (checked on read) rather than "all zeros"."""
+    import zarr
+
+    zarr.config.set({"array.write_empty_chunks": True})
 # Measured in bench/store_layout.py: 4 MiB chunks write as fast as larger ones and keep the
 # writer's buffer small (49 boundaries x 4 MiB for Qwen2.5-14B).
 CHUNK_BYTES = 4 << 20
@@ -56,6 +65,7 @@ def is_local(path: str) -> bool:
 def _open_group(path: str, mode: str, storage_options: dict | None = None):
     import zarr
 
+    _zarr_config()
     kwargs = {"storage_options": storage_options} if storage_options and not is_local(path) else {}
     return zarr.open_group(str(path), mode=mode, zarr_format=3, **kwargs)
 
@@ -233,9 +243,7 @@ class ActivationStore:
     # -- numpy access
     def read(self, kind: str, index: int, start: int = 0, stop: int | None = None) -> np.ndarray:
         """float32 (n_tokens, d_model): `kind` is resid (by boundary) or attn/mlp (by layer)."""
-        i = self._index(kind, index)
-        stop = self.n_tokens if stop is None else stop
-        return decode(self.group[kind][i, start:stop], self.layout.store_dtype)
+        return decode(self.raw(kind, index, start, stop), self.layout.store_dtype)
 
     def resid(self, boundary: int, start: int = 0, stop: int | None = None) -> np.ndarray:
         return self.read("resid", boundary, start, stop)
@@ -249,21 +257,28 @@ class ActivationStore:
     def raw(self, kind: str, index: int, start: int = 0, stop: int | None = None) -> np.ndarray:
         """The stored values without decoding (uint16 bits for bfloat16)."""
         i = self._index(kind, index)
-        return self.group[kind][i, start:stop]
+        stop = self.n_tokens if stop is None else min(stop, self.n_tokens)
+        return checked_read(self.group, self.path, kind, start, stop, row=i)
 
     def tokens(self, name: str, start: int = 0, stop: int | None = None) -> np.ndarray:
         if name not in TOKEN_FIELDS:
             raise StoreError(f"{name!r} is not a token field: one of {', '.join(TOKEN_FIELDS)}")
-        return self.group[name][start:stop]
+        stop = self.n_tokens if stop is None else min(stop, self.n_tokens)
+        return checked_read(self.group, self.path, name, start, stop)
 
     # -- dask access
     def dask(self, kind: str, index: int):
-        """Lazy float32 (n_tokens, d_model) dask array, one block per store chunk."""
+        """Lazy float32 (n_tokens, d_model) dask array, one block per store chunk. Each block
+        is read by path (picklable: workers of a distributed cluster open the store
+        themselves) through the same checked read as `read`."""
         import dask.array as da
 
         i = self._index(kind, index)
-        arr = da.from_zarr(self.group[kind])[i]
-        return arr.map_blocks(decode, self.layout.store_dtype, dtype=np.float32)
+        C, n, d = self.chunk_tokens, self.n_tokens, self.d_model
+        chunks = (tuple(min(C, n - s) for s in range(0, n, C)), (d,))
+        return da.map_blocks(_read_block, self.path, kind, i, C, self.layout.store_dtype,
+                             _freeze(self.storage_options), chunks=chunks, dtype=np.float32,
+                             name=f"align-read-{kind}-{i}-{abs(hash((self.path, self.progress['committed_tokens'])))}")
 
     def resid_dask(self, boundary: int):
         return self.dask("resid", boundary)
@@ -275,6 +290,59 @@ class ActivationStore:
         for root, _, files in os.walk(self.path):
             total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
         return total
+
+
+def _freeze(options: dict | None) -> str:
+    import json
+
+    return json.dumps(options or {}, sort_keys=True)
+
+
+_groups: dict = {}
+
+
+def _read_block(path: str, kind: str, row: int, C: int, store_dtype: str, options: str, block_info=None) -> np.ndarray:
+    """One dask block: token chunk block_info[None]["chunk-location"][0] of row `row`."""
+    c = block_info[None]["chunk-location"][0]
+    key = (path, options)
+    if key not in _groups:
+        import json
+
+        _groups[key] = _open_group(path, "r", json.loads(options) or None)
+    g = _groups[key]
+    n = g[kind].shape[1]
+    return decode(checked_read(g, path, kind, c * C, min(n, (c + 1) * C), row=row), store_dtype)
+
+
+def checked_read(group, path: str, kind: str, start: int, stop: int, row: int | None = None) -> np.ndarray:
+    """Read tokens [start, stop) of array `kind` (row `row` of a 3-D array), refusing to
+    return numbers from a damaged chunk: a checksum mismatch, a truncated or a missing chunk
+    file raises a StoreError naming the array and the chunk."""
+    arr = group[kind]
+    C = arr.chunks[1] if row is not None else arr.chunks[0]
+    first, last = start // C, max(start, stop - 1) // C
+    local = is_local(path)
+    for c in range(first, last + 1) if local and stop > start else ():
+        key = (row, c, 0) if row is not None else (c,)
+        fname = os.path.join(str(path), kind, "c", *map(str, key))
+        if not os.path.exists(fname):
+            raise StoreError(_damaged(path, kind, key, "its chunk file is missing"))
+    try:
+        return arr[row, start:stop] if row is not None else arr[start:stop]
+    except (ValueError, OSError, RuntimeError) as e:
+        for c in range(first, last + 1):
+            key = (row, c, 0) if row is not None else (c,)
+            try:
+                arr[row, c * C:(c + 1) * C] if row is not None else arr[c * C:(c + 1) * C]
+            except (ValueError, OSError, RuntimeError) as e2:
+                raise StoreError(_damaged(path, kind, key, str(e2).split(".")[0])) from None
+        raise StoreError(_damaged(path, kind, (row, first, 0) if row is not None else (first,), str(e).split(".")[0])) from None
+
+
+def _damaged(path: str, kind: str, key: tuple, why: str) -> str:
+    where = "/".join(map(str, key))
+    return (f"store {path} is damaged: array {kind!r} chunk {key} (file {kind}/c/{where}): {why}; "
+            "re-extract the store (or restore it from a copy)")
 
 
 def open_activations(path: str, storage_options: dict | None = None, mode: str = "r") -> ActivationStore:
@@ -327,7 +395,11 @@ class ActivationWriter:
 
         fault_point("final_metadata")
         # Consolidated metadata lets xarray.open_zarr(STORE) open the group in one read.
-        zarr.consolidate_metadata(self.g.store_path.store, self.g.store_path.path or None, zarr_format=3)
+        with warnings.catch_warnings():
+            # zarr warns that consolidated metadata is not yet in the v3 spec, and about the
+            # lock file beside the arrays; both are expected here.
+            warnings.simplefilter("ignore")
+            zarr.consolidate_metadata(self.g.store_path.store, self.g.store_path.path or None, zarr_format=3)
         self.g = zarr.open_group(self.g.store_path, mode="r+", zarr_format=3)
         self._progress(self.committed, complete=True)
 
