@@ -294,7 +294,7 @@ def extract(
             n = attrs["layout"]["n_tokens"]
             log(f"align extract: store {output} is already complete ({n:,} tokens); nothing to do")
             return ExtractReport(output, "already complete", n, time.time() - t0, 0.0)
-    elif st.is_local(output) and os.path.isdir(output) and os.listdir(output):
+    elif st.is_local(output) and os.path.isdir(output) and set(os.listdir(output)) - {"align.lock"}:
         raise StoreMismatch(f"{output} exists, is not empty and is not an align store: choose another -o")
 
     plan = count(cspec, tokenizer)
