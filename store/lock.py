@@ -86,7 +86,7 @@ def write_lock(path: str, break_lock: bool = False, storage_options: dict | None
             yield
         finally:
             try:
-                fs.rm_file(lock)
+                fs.rm(lock)
             except OSError:
                 pass
 
