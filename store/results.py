@@ -12,6 +12,7 @@ import shutil
 import uuid
 
 from align.errors import StoreError
+from align.faults import fault_point
 from align.store.activations import is_local, read_attrs
 
 RESULT_SCHEMAS = ("alignment", "contributions", "skipping", "lens", "depth")
@@ -38,6 +39,7 @@ def write_result(path: str, ds, schema: str, overwrite: bool = False, storage_op
         tmp = os.path.join(parent, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex[:8]}")
         try:
             ds.to_zarr(tmp, mode="w", zarr_format=3, consolidated=False)
+            fault_point("result_before_rename")
             if os.path.exists(path):
                 shutil.rmtree(path)
             os.rename(tmp, path)
@@ -51,6 +53,7 @@ def write_result(path: str, ds, schema: str, overwrite: bool = False, storage_op
 
         marker = ds.attrs.pop("align")
         ds.to_zarr(path, mode="w", zarr_format=3, consolidated=False, storage_options=storage_options)
+        fault_point("result_before_rename")
         g = zarr.open_group(path, mode="r+", zarr_format=3, storage_options=storage_options)
         g.attrs["align"] = marker
     return path
