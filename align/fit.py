@@ -1,0 +1,573 @@
+"""`align fit`: ridge maps from every boundary of a source store to every boundary of a
+target store, scored on held-out documents (METHODS.md §1), on Dask.
+
+The run is: open and cross-check both stores → split documents (seeded) → choose a block
+shape of the pair grid that fits the memory budget → per block, one Dask graph:
+
+    stats(chunk) ─┬─ fixed pairwise tree ─► solve (α per pair, refit) ─► heldout(chunk) ─► tree ─► result
+    stats(chunk) ─┘
+
+Every chunk task reads its token range of the stores itself, so only statistics and maps
+travel. The tree is fixed by chunk index and BLAS runs with a fixed thread count inside each
+task, so the statistics are the same bits under any scheduler. The math is in align.ridge.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import math
+import os
+import sys
+import time
+import types
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import align
+from align import ridge
+from align.errors import InputError, StoreError
+from align.layers import parse_layers
+
+PART_NAMES = {ridge.FIT: "fit", ridge.VAL: "validation"}
+TEST = 2  # part code of held-out rows; -1: not used (position 0, or excluded)
+SYNC = ("sync", "synchronous")
+TOKENIZER_PARTS = ("vocab", "merges", "added_tokens", "normalizer_pretokenizer", "special_wrapping")
+# Fraction of a worker's memory the accumulators may plan for: dask starts spilling at 60%.
+WORKER_FRACTION = 0.5
+CLIENT_FRACTION = 0.15  # of --memory-limit kept for the client when a LocalCluster is started
+
+
+@dataclass
+class FitReport:
+    path: str | None
+    dataset: object  # the xarray.Dataset written
+    seconds: float
+    blocks: list
+    statistics: dict = field(default_factory=dict)  # {(I, J): reduced statistics}, when asked for
+    workers: set = field(default_factory=set)  # addresses of the workers that ran tasks
+
+
+# -- checks -------------------------------------------------------------------------------
+
+def open_pair(source: str, target: str, storage_options: dict | None = None):
+    """Open both activation stores and refuse a pair that cannot be fitted, with one line
+    naming what differs."""
+    from align import store as st
+
+    stores = []
+    for role, path in (("source", source), ("target", target)):
+        s = st.open_activations(path, storage_options)
+        s.require_complete()
+        stores.append(s)
+    S, T = stores
+    hs, ht = S.provenance.get("tokenizer_hash", {}), T.provenance.get("tokenizer_hash", {})
+    differ = [k for k in TOKENIZER_PARTS if hs.get(k) != ht.get(k)]
+    if differ:
+        names = {"vocab": "vocabulary", "merges": "merges", "added_tokens": "added tokens",
+                 "normalizer_pretokenizer": "normalizer/pre-tokenizer", "special_wrapping": "special-token wrapping"}
+        raise StoreError(
+            f"the tokenizers of source {S.path} ({S.provenance.get('model')}) and target {T.path} "
+            f"({T.provenance.get('model')}) differ in {', '.join(names[k] for k in differ)}: "
+            "a map between models needs one token stream; fit models that share a tokenizer"
+        )
+    if S.n_tokens != T.n_tokens:
+        raise StoreError(
+            f"target store {T.path} has {T.n_tokens:,} tokens, source {S.path} has {S.n_tokens:,}: both must be "
+            "extracted from the same corpus with the same tokenizer and options (run `align extract` again)"
+        )
+    block = 1 << 20
+    for b0 in range(0, S.n_tokens, block):
+        b1 = min(S.n_tokens, b0 + block)
+        a, b = S.tokens("token_id", b0, b1), T.tokens("token_id", b0, b1)
+        bad = np.flatnonzero(a != b)
+        if len(bad):
+            t = b0 + int(bad[0])
+            raise StoreError(
+                f"token {t:,} is id {int(a[bad[0]])} in source {S.path} but {int(b[bad[0]])} in target {T.path} "
+                f"({len(bad):,} of tokens {b0:,}..{b1 - 1:,} differ): both stores must hold the same token stream "
+                "(extract both from the same corpus with the same --max-length/--max-tokens)"
+            )
+    return S, T
+
+
+# -- the split ----------------------------------------------------------------------------
+
+def split_documents(doc: np.ndarray, test_fraction: float, val_fraction: float, seed: int, need_val: bool):
+    """Seeded split of the document ids: (fit, validation, test) sorted arrays.
+
+    The unique ids are permuted by numpy's default_rng(seed); the first round(test_fraction
+    · n_docs) (at least 1) are held out, then round(val_fraction · rest) (at least 1 when a
+    validation part is needed) of the rest validate α."""
+    docs = np.unique(doc)
+    if not 0 < test_fraction < 1:
+        raise InputError(f"--test-fraction {test_fraction} must be between 0 and 1 (exclusive)")
+    if need_val and not 0 < val_fraction < 1:
+        raise InputError(f"--val-fraction {val_fraction} must be between 0 and 1 (exclusive) to choose among several --alphas")
+    need = 3 if need_val else 2
+    if len(docs) < need:
+        raise InputError(
+            f"the stores hold {len(docs)} document(s): a split by document needs at least {need} "
+            "(fit, validation and held-out); extract a larger corpus"
+        )
+    perm = np.random.default_rng(seed).permutation(docs)
+    n_test = min(max(1, round(test_fraction * len(docs))), len(docs) - (need - 1))
+    rest = perm[n_test:]
+    n_val = min(max(1, round(val_fraction * len(rest))), len(rest) - 1) if need_val else 0
+    return np.sort(rest[n_val:]), np.sort(rest[:n_val]), np.sort(perm[:n_test])
+
+
+def token_parts(doc, pos, fit_docs, val_docs, test_docs, include_first_token: bool) -> np.ndarray:
+    """(n_tokens,) int8: ridge.FIT, ridge.VAL, TEST, or -1 (position 0 unless included)."""
+    part = np.full(len(doc), -1, dtype=np.int8)
+    part[np.isin(doc, fit_docs)] = ridge.FIT
+    part[np.isin(doc, val_docs)] = ridge.VAL
+    part[np.isin(doc, test_docs)] = TEST
+    if not include_first_token:
+        part[pos == 0] = -1
+    return part
+
+
+# -- memory plan --------------------------------------------------------------------------
+
+def block_bytes(nI: int, nJ: int, d_s: int, d_t: int, task_tokens: int) -> int:
+    """Peak bytes one worker plans for a block of nI source × nJ target boundaries: three
+    accumulators alive during the tree (two inputs and their sum), the maps, and one task's
+    rows (float32 read + float64 copy)."""
+    acc = 8 * (ridge.N_PARTS * (nI * d_s * d_s + nI * nJ * d_s * d_t + nI * d_s + nJ * d_t + nJ + 1))
+    maps = 8 * nI * nJ * (d_s * d_t + d_s + 2 * d_t)
+    rows = 12 * task_tokens * (nI * d_s + nJ * d_t) * 2
+    return 3 * acc + maps + rows
+
+
+def plan_blocks(source_layers, target_layers, d_s: int, d_t: int, task_tokens: int, budget: int):
+    """Split the pair grid into blocks whose `block_bytes` fit `budget`, reading the stores
+    as few times as possible: minimise (source reads) + (target reads), in bytes per token,
+    over block shapes; ties to the larger block. Returns [(I, J), ...]."""
+    nI, nJ = len(source_layers), len(target_layers)
+    best = None
+    for bI in range(1, nI + 1):
+        for bJ in range(1, nJ + 1):
+            if block_bytes(bI, bJ, d_s, d_t, task_tokens) > budget:
+                continue
+            reads = math.ceil(nJ / bJ) * nI * d_s + math.ceil(nI / bI) * nJ * d_t
+            key = (reads, -bI * bJ)
+            if best is None or key < best[0]:
+                best = (key, bI, bJ)
+    if best is None:
+        need = block_bytes(1, 1, d_s, d_t, task_tokens)
+        raise InputError(
+            f"--memory-limit leaves {_human(budget)} per worker, but one layer pair (d_source {d_s}, d_target {d_t}) "
+            f"needs {_human(need)}: raise --memory-limit or use fewer workers"
+        )
+    _, bI, bJ = best
+    return [(tuple(source_layers[a:a + bI]), tuple(target_layers[b:b + bJ]))
+            for a in range(0, nI, bI) for b in range(0, nJ, bJ)]
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+
+
+# -- tasks (run on workers) ---------------------------------------------------------------
+
+@functools.lru_cache(maxsize=8)
+def _open(path: str, storage_options_key: str | None = None):
+    from align import store as st
+    import json
+
+    return st.open_activations(path, json.loads(storage_options_key) if storage_options_key else None)
+
+
+@contextlib.contextmanager
+def _blas(threads: int | None):
+    """A fixed BLAS thread count inside a task: float sums must not depend on where they ran."""
+    if threads is None:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=threads, user_api="blas"):
+        yield
+
+
+def _read(path, so, I, start, stop, rows=None):
+    s = _open(path, so)
+    out = {}
+    for i in I:
+        a = s.resid(i, start, stop)
+        out[i] = a if rows is None else a[rows]
+    return out
+
+
+def _stats_task(src, tgt, so, I, J, start, stop, part, shifts, device, threads):
+    x_shift, y_shift = shifts
+    with _blas(threads):
+        xs, ys = _read(src, so, I, start, stop), _read(tgt, so, J, start, stop)
+        return ridge.chunk_statistics(xs, ys, part, x_shift, y_shift, ridge.Backend(device))
+
+
+def _add_task(a, b):
+    return ridge.add_statistics(a, b)
+
+
+def _solve_task(stats, alphas, shifts, threads):
+    with _blas(threads):
+        return ridge.solve_block(stats, alphas, *shifts)
+
+
+def _heldout_task(src, tgt, so, I, J, start, stop, rows, fitted, device, threads):
+    with _blas(threads):
+        xs, ys = _read(src, so, I, start, stop, rows), _read(tgt, so, J, start, stop, rows)
+        return ridge.heldout_sums(xs, ys, fitted, ridge.Backend(device))
+
+
+def _add_heldout_task(a, b):
+    return ridge.add_heldout(a, b)
+
+
+def _collect_task(fitted, heldout, stats, save_maps):
+    """What the client needs of a block: α, maps if asked, held-out sums (statistics if asked)."""
+    keep = ("alpha_rel", "alpha", "val_sse") + (("W", "c") if save_maps else ())
+    return {"fitted": {k: {f: v[f] for f in keep} for k, v in fitted.items()}, "heldout": heldout, "stats": stats}
+
+
+def _tree(dsk: dict, name: str, keys: list, add) -> tuple:
+    """Add a fixed pairwise reduction of `keys` to the graph; returns the root key."""
+    level = 0
+    while len(keys) > 1:
+        nxt = []
+        for k in range(0, len(keys), 2):
+            if k + 1 < len(keys):
+                key = (name, level, k // 2)
+                dsk[key] = (add, keys[k], keys[k + 1])
+                nxt.append(key)
+            else:
+                nxt.append(keys[k])
+        keys, level = nxt, level + 1
+    return keys[0]
+
+
+def block_graph(b: int, I, J, src: str, tgt: str, so, ranges, part, shifts, alphas, device, threads,
+                save_maps: bool, keep_stats: bool):
+    """The Dask graph (a dict) of block `b`: returns (graph, result key)."""
+    dsk = {}
+    x_shift = {i: shifts[0][i] for i in I}
+    y_shift = {j: shifts[1][j] for j in J}
+    sk = ("shifts", b)
+    dsk[sk] = (x_shift, y_shift)
+    stat_keys, held_keys = [], []
+    for c, (start, stop) in enumerate(ranges):
+        p = part[start:stop]
+        if np.any((p == ridge.FIT) | (p == ridge.VAL)):
+            key = ("stats", b, c)
+            dsk[key] = (_stats_task, src, tgt, so, I, J, start, stop, p.copy(), sk, device, threads)
+            stat_keys.append(key)
+    if not stat_keys:
+        raise InputError("no training token is left after the split (and position 0 excluded): extract a larger corpus")
+    root = _tree(dsk, f"stats-sum-{b}", stat_keys, _add_task)
+    fk = ("solve", b)
+    dsk[fk] = (_solve_task, root, list(alphas), sk, threads)
+    for c, (start, stop) in enumerate(ranges):
+        rows = np.flatnonzero(part[start:stop] == TEST)
+        if len(rows):
+            key = ("heldout", b, c)
+            dsk[key] = (_heldout_task, src, tgt, so, I, J, start, stop, rows, fk, device, threads)
+            held_keys.append(key)
+    if not held_keys:
+        raise InputError("no held-out token is left after the split (and position 0 excluded): raise --test-fraction")
+    hroot = _tree(dsk, f"heldout-sum-{b}", held_keys, _add_heldout_task)
+    rk = ("result", b)
+    dsk[rk] = (_collect_task, fk, hroot, root if keep_stats else None, save_maps)
+    return dsk, rk
+
+
+# -- schedulers ---------------------------------------------------------------------------
+
+def _total_memory() -> int:
+    import psutil
+
+    return int(psutil.virtual_memory().available * 0.6)
+
+
+@contextlib.contextmanager
+def _executor(scheduler, n_workers, memory_limit, log):
+    """Yields (run(graph, key) -> value, per-worker bytes, workers seen (set))."""
+    from dask.utils import parse_bytes
+
+    limit = parse_bytes(memory_limit) if isinstance(memory_limit, str) else memory_limit
+    seen: set = set()
+    if scheduler in SYNC:
+        import dask.local
+
+        budget = limit or _total_memory()
+
+        def run(dsk, key):
+            seen.add("this process")
+            return dask.local.get_sync(dsk, key)
+
+        yield run, budget, seen, 1
+        return
+    from distributed import Client, LocalCluster
+
+    cluster = None
+    if scheduler is None:
+        n = n_workers or os.cpu_count() or 1
+        budget = limit or _total_memory()
+        per_worker = int(budget * (1 - CLIENT_FRACTION) / n)
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=per_worker,
+                               dashboard_address=None, silence_logs=logging.ERROR)
+        client = Client(cluster)
+        log(f"align fit: started a local Dask cluster of {n} worker processes, {_human(per_worker)} each")
+    else:
+        try:
+            client = Client(scheduler, timeout="20s")
+        except (OSError, TimeoutError) as e:
+            raise InputError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there ({e})") from None
+        workers = client.scheduler_info().get("workers", {})
+        if not workers:
+            client.close()
+            raise InputError(f"--scheduler {scheduler}: the cluster has no workers; start some with `dask worker {scheduler}`")
+        per_worker = limit or min(int(w.get("memory_limit") or _total_memory()) for w in workers.values())
+        log(f"align fit: using the Dask cluster at {scheduler} ({len(workers)} workers)")
+
+    def run(dsk, key):
+        from distributed import get_task_stream
+
+        with get_task_stream(client) as stream:
+            futures = client.get(dsk, [key], sync=False)
+            if getattr(sys.stderr, "isatty", lambda: False)():
+                from distributed import progress
+
+                progress(futures)
+            value = client.gather(futures)[0]
+        seen.update(t["worker"] for t in stream.data if "worker" in t)
+        return value
+
+    try:
+        yield run, per_worker, seen, max(1, len(client.scheduler_info().get("workers", {})))
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+# -- the entry point ----------------------------------------------------------------------
+
+def fit(
+    source: str,
+    target: str,
+    output: str | None,
+    *,
+    test_fraction: float = 0.2,
+    val_fraction: float = 0.2,
+    seed: int = 0,
+    alphas=None,
+    include_first_token: bool = False,
+    source_layers: str | None = None,
+    target_layers: str | None = None,
+    scheduler: str | None = None,
+    n_workers: int | None = None,
+    memory_limit=None,
+    device: str = "cpu",
+    save_maps: bool = False,
+    overwrite: bool = False,
+    task_tokens: int | None = None,
+    blas_threads: int | None = 1,
+    keep_statistics: bool = False,
+    storage_options: dict | None = None,
+    log=None,
+) -> FitReport:
+    """Fit a ridge map from every chosen boundary of `source` to every chosen boundary of
+    `target` (activation stores of the same token stream) and score it on held-out documents.
+
+    Writes the alignment result to `output` (skip writing with output=None) and returns a
+    FitReport whose `dataset` is the result. `scheduler`: None starts a LocalCluster of
+    `n_workers` processes (default: one per CPU), "synchronous" runs in this process, any
+    other value is a Dask scheduler address. `memory_limit` (bytes or "8GB") is the budget
+    of the whole fit (per worker with an address). Raises AlignError for every bad input."""
+    import json
+
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    t0 = time.time()
+    alphas = tuple(sorted(float(a) for a in (alphas if alphas is not None else ridge.DEFAULT_ALPHAS)))
+    if not alphas or any(not (a > 0 and math.isfinite(a)) for a in alphas):
+        raise InputError(f"--alphas {','.join(map(str, alphas)) or '(empty)'}: every α_rel must be a positive finite number")
+    if device != "cpu":
+        _check_device(device)
+    if output is not None and not overwrite:
+        from align import store as st
+
+        if st.exists(output, storage_options) or (st.is_local(output) and os.path.exists(output)):
+            raise StoreError(f"{output} already exists: choose another -o, or pass --overwrite")
+
+    S, T = open_pair(source, target, storage_options)
+    so = json.dumps(storage_options, sort_keys=True) if storage_options else None
+    L_S, L_T = S.n_layers, T.n_layers
+    src_layers = _layers(source_layers, S, "--source-layers")
+    tgt_layers = _layers(target_layers, T, "--target-layers")
+
+    doc, pos = S.tokens("doc"), S.tokens("pos")
+    need_val = len(alphas) > 1
+    fit_docs, val_docs, test_docs = split_documents(doc, test_fraction, val_fraction, seed, need_val)
+    part = token_parts(doc, pos, fit_docs, val_docs, test_docs, include_first_token)
+    counts = {name: int((part == code).sum()) for code, name in ((ridge.FIT, "fit"), (ridge.VAL, "validation"), (TEST, "heldout"))}
+    for name, n in counts.items():
+        if n == 0 and (name != "validation" or need_val):
+            raise InputError(f"the {name} part of the split has no token (position 0 excluded): extract a larger corpus or change the fractions")
+
+    if save_maps:
+        size = len(src_layers) * len(tgt_layers) * (S.d_model + 1) * T.d_model * 8
+        log(f"align fit: --save-maps stores W and c for {len(src_layers) * len(tgt_layers)} pairs: {_human(size)} (float64)")
+
+    results, statistics, blocks = {}, {}, []
+    with _executor(scheduler, n_workers, memory_limit, log) as (run, per_worker, seen, n_slots):
+        step = task_tokens or _task_tokens(S.chunk_tokens, S.n_tokens, n_slots, device)
+        if step < 1:
+            raise InputError(f"task_tokens {step} must be at least 1")
+        ranges = [(a, min(S.n_tokens, a + step)) for a in range(0, S.n_tokens, step)]
+        shifts = (_shifts(S, src_layers, part, ranges), _shifts(T, tgt_layers, part, ranges))
+        budget = int(per_worker * WORKER_FRACTION)
+        if device != "cpu":
+            budget = min(budget, _device_budget(device))
+        blocks = plan_blocks(src_layers, tgt_layers, S.d_model, T.d_model, step, budget)
+        log(f"align fit: {len(src_layers)}x{len(tgt_layers)} pairs in {len(blocks)} block(s), {len(ranges)} token chunks, "
+            f"{counts['fit']:,} fit / {counts['validation']:,} validation / {counts['heldout']:,} held-out tokens")
+        for b, (I, J) in enumerate(blocks):
+            dsk, key = block_graph(b, I, J, S.path, T.path, so, ranges, part, shifts, alphas, device, blas_threads,
+                                   save_maps, keep_statistics)
+            out = run(dsk, key)
+            results.update(_scores(out))
+            if keep_statistics:
+                statistics[(I, J)] = out["stats"]
+    split = {"fit_docs": fit_docs.tolist(), "validation_docs": val_docs.tolist(), "heldout_docs": test_docs.tolist()}
+    ds = _dataset(results, src_layers, tgt_layers, S, T, test_docs, split, save_maps, dict(
+        test_fraction=test_fraction, val_fraction=val_fraction, seed=seed, alphas=list(alphas),
+        include_first_token=include_first_token, source_layers=source_layers, target_layers=target_layers,
+        device=device, save_maps=save_maps, task_tokens=step, n_tokens=counts))
+    if output is not None:
+        from align import store as st
+
+        st.write_result(output, ds, "alignment", overwrite=overwrite, storage_options=storage_options)
+        log(f"align fit: wrote {output} ({len(src_layers)}x{len(tgt_layers)} pairs) in {time.time() - t0:.1f} s")
+    return FitReport(output, ds, time.time() - t0, blocks, statistics, seen)
+
+
+def _task_tokens(chunk: int, n_tokens: int, n_slots: int, device: str) -> int:
+    """Tokens per task: the store's chunk (each chunk read once), split when that leaves
+    fewer than four tasks per worker (small stores), and grouped to >= 65,536 on a GPU
+    (fewer device-to-host copies of the statistics)."""
+    if device != "cpu":
+        return max(chunk, 1 << 16)
+    if math.ceil(n_tokens / chunk) >= 4 * n_slots:
+        return chunk
+    return max(256, min(chunk, math.ceil(n_tokens / (4 * n_slots))))
+
+
+def _layers(spec, store, option):
+    chosen = parse_layers(spec, store.n_layers, option)
+    missing = [b for b in chosen if b not in store.boundaries]
+    if missing:
+        raise InputError(f"{option} {spec or 'all'} asks for boundaries {missing} that store {store.path} does not hold "
+                         f"(it holds {list(store.boundaries)}): choose among those")
+    return chosen
+
+
+def _shifts(store, layers, part, ranges) -> dict:
+    """Per boundary, the float64 mean of the training rows of the first chunk that has any:
+    the shift that keeps the float64 sums well conditioned (any value gives the same fit)."""
+    for start, stop in ranges:
+        rows = np.flatnonzero((part[start:stop] == ridge.FIT) | (part[start:stop] == ridge.VAL))
+        if len(rows):
+            return {b: store.resid(b, start, stop)[rows].astype(np.float64).mean(0) for b in layers}
+    return {b: np.zeros(store.d_model) for b in layers}
+
+
+def _scores(out) -> dict:
+    h = out["heldout"]
+    res = {}
+    for (i, j), f in out["fitted"].items():
+        res[(i, j)] = {**f, **ridge.scores(h["pair"][(i, j)], h["target"][j], h["centred"][j])}
+    return res
+
+
+def _check_device(device: str) -> None:
+    try:
+        import torch
+    except ImportError:
+        raise InputError(f"--device {device} needs torch") from None
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise InputError(f"--device {device}: torch sees no CUDA GPU here; use --device cpu")
+
+
+def _device_budget(device: str) -> int:
+    import torch
+
+    free, _ = torch.cuda.mem_get_info(torch.device(device))
+    return int(free * WORKER_FRACTION)
+
+
+def _dataset(results, src_layers, tgt_layers, S, T, test_docs, split, save_maps, options):
+    import xarray as xr
+
+    L_S, L_T = S.n_layers, T.n_layers
+    shape = (len(src_layers), len(tgt_layers))
+    arrays = {name: np.full(shape, np.nan) for name in ("relative_error", "norm_error", "r2", "alpha", "alpha_rel")}
+    for a, i in enumerate(src_layers):
+        for b, j in enumerate(tgt_layers):
+            for name in arrays:
+                arrays[name][a, b] = results[(i, j)][name]
+    dims = ("source_layer", "target_layer")
+    data = {name: (dims, v) for name, v in arrays.items()}
+    data["heldout_doc"] = (("heldout_doc",), np.asarray(test_docs, dtype=np.int64))
+    if save_maps:
+        data["W"] = (dims + ("d_source", "d_target"),
+                     np.stack([np.stack([results[(i, j)]["W"] for j in tgt_layers]) for i in src_layers]))
+        data["c"] = (dims + ("d_target",), np.stack([np.stack([results[(i, j)]["c"] for j in tgt_layers]) for i in src_layers]))
+    coords = {
+        "source_layer": ("source_layer", np.asarray(src_layers, dtype=np.int64)),
+        "target_layer": ("target_layer", np.asarray(tgt_layers, dtype=np.int64)),
+        "source_depth": ("source_layer", np.asarray(src_layers, dtype=np.float64) / L_S),
+        "target_depth": ("target_layer", np.asarray(tgt_layers, dtype=np.float64) / L_T),
+    }
+    summ = ridge.summary(arrays["relative_error"], src_layers, tgt_layers, L_S, L_T)
+    attrs = {
+        "summary": summ, "source": S.provenance, "target": T.provenance,
+        "source_model": S.provenance.get("model"), "target_model": T.provenance.get("model"),
+        "source_path": S.path, "target_path": T.path,
+        "n_layers_source": L_S, "n_layers_target": L_T, "options": options, "split": split, "align_version": align.__version__,
+    }
+    ds = xr.Dataset(data, coords=coords, attrs=_jsonable(attrs))
+    ds["relative_error"].attrs["description"] = "mean over held-out tokens of ||x W + c - y|| / max(||y||, 1e-12)"
+    ds["norm_error"].attrs["description"] = "sum of ||x W + c - y|| over sum of ||y|| (held-out tokens)"
+    ds["r2"].attrs["description"] = "1 - sum ||e||^2 / sum ||y - mean(y)||^2 (held-out; variance-weighted)"
+    ds["alpha"].attrs["description"] = "absolute ridge penalty of the final fit: alpha_rel * trace(XcT Xc) / d_source"
+    ds["alpha_rel"].attrs["description"] = "ridge penalty in units of the mean eigenvalue, chosen on validation documents"
+    return ds
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+class _CallableModule(types.ModuleType):
+    """`align.fit(...)` calls the function even after `import align.fit`."""
+
+    def __call__(self, *args, **kwargs):
+        return fit(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

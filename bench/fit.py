@@ -1,0 +1,233 @@
+"""Benchmark of `align fit` (not run in CI): wall time against scikit-learn RidgeCV per pair
+and against the flop floor 2·N·ΣD_S·ΣD_T at the float64 matmul rate measured in this run,
+and the peak memory of the client and its workers under --memory-limit.
+
+    .venv/bin/python bench/fit.py                       # defaults below; writes bench/results/fit.json
+    .venv/bin/python bench/fit.py --tokens 20000 --quick
+
+The stores are written from seeded random arrays through align.store (the fit's cost does not
+depend on what the numbers are), in float32 without compression.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import tempfile
+import threading
+import time
+
+import numpy as np
+import psutil
+
+
+def make_store(path, n_tokens, n_layers, d_model, doc_len, seed):
+    from align.store.arrays import write_activations
+
+    doc = np.arange(n_tokens) // doc_len
+    pos = (np.arange(n_tokens) % 256).astype(np.int32)
+    seq = np.arange(n_tokens) // 256
+    tok = {"token_id": (np.arange(n_tokens) % 300).astype(np.int32), "doc": doc, "seq": seq, "pos": pos}
+    mix = np.random.default_rng(seed).normal(size=(d_model, d_model)).astype(np.float32) / np.sqrt(d_model)
+
+    def block(start, stop):
+        rng = np.random.default_rng([seed, start])
+        return np.stack([(rng.standard_normal((stop - start, d_model), dtype=np.float32) @ mix) + b
+                         for b in range(n_layers + 1)])
+
+    prov = {"model": f"random-{n_layers}x{d_model}", "model_type": "synthetic",
+            "tokenizer_hash": {"vocab": "v", "merges": "m", "added_tokens": "a", "normalizer_pretokenizer": "n",
+                               "special_wrapping": "s", "all": "x"}}
+    return write_activations(path, block, tok, prov, n_layers=n_layers, d_model=d_model, codec="none")
+
+
+def matmul_rate(d_s, d_t, chunk, seconds=3.0):
+    """float64 flop/s of the fit's own product shape, XᵀY over one chunk, with every core:
+    one process per core each running single-threaded BLAS, as the local cluster does."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    n = os.cpu_count()
+    with ProcessPoolExecutor(n) as ex:
+        rates = list(ex.map(_one_rate, [(d_s, d_t, chunk, seconds)] * n))
+    return sum(rates)
+
+
+def _one_rate(args):
+    from threadpoolctl import threadpool_limits
+
+    d_s, d_t, chunk, seconds = args
+    X, Y = np.random.rand(chunk, d_s), np.random.rand(chunk, d_t)
+    with threadpool_limits(1, user_api="blas"):
+        X.T @ Y
+        k, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            X.T @ Y
+            k += 1
+        return 2.0 * chunk * d_s * d_t * k / (time.perf_counter() - t0)
+
+
+class PeakRSS:
+    """Samples the summed RSS of this process and all its descendants every 50 ms."""
+
+    def __init__(self):
+        self.peak, self.stop = 0, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def now(self):
+        me = psutil.Process()
+        total = me.memory_info().rss
+        for c in me.children(recursive=True):
+            try:
+                total += c.memory_info().rss
+            except psutil.Error:
+                pass
+        return total
+
+    def _run(self):
+        while not self.stop.is_set():
+            self.peak = max(self.peak, self.now())
+            time.sleep(0.05)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *a):
+        self.stop.set()
+        self.thread.join()
+
+
+def idle_footprint(n_workers, memory_limit):
+    """Summed RSS of this process and a local cluster like the fit's, idle, after the imports
+    the fit makes."""
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    import align.fit  # noqa: F401
+
+    with LocalCluster(n_workers=n_workers, threads_per_worker=1, memory_limit=memory_limit // n_workers,
+                      dashboard_address=None, silence_logs=logging.ERROR) as cl, Client(cl) as c:
+        c.run(lambda: __import__("align.fit"))
+        time.sleep(1.0)
+        return PeakRSS().now()
+
+
+def ridgecv_time(S, T, src_layers, tgt_layers, n_sample, alphas):
+    """Seconds per pair of scikit-learn RidgeCV (same α grid, scaled per pair as align does)
+    fitted on the training tokens, timed on a sample of pairs."""
+    from sklearn.linear_model import RidgeCV
+
+    from align.store import open_activations
+
+    s, t = open_activations(S), open_activations(T)
+    doc, pos = s.tokens("doc"), s.tokens("pos")
+    rng = np.random.default_rng(0)
+    pairs = [(int(rng.choice(src_layers)), int(rng.choice(tgt_layers))) for _ in range(n_sample)]
+    times = []
+    test_docs = set(np.random.default_rng(0).permutation(np.unique(doc))[: max(1, round(0.2 * len(np.unique(doc))))])
+    train = ~np.isin(doc, list(test_docs)) & (pos != 0)
+    for i, j in pairs:
+        X = s.resid(i)[train].astype(np.float64)
+        Y = t.resid(j)[train].astype(np.float64)
+        t0 = time.perf_counter()
+        Xc = X - X.mean(0)
+        scale = np.einsum("nd,nd->", Xc, Xc) / X.shape[1]
+        RidgeCV(alphas=np.asarray(alphas) * scale).fit(X, Y)
+        times.append(time.perf_counter() - t0)
+    return pairs, times
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tokens", type=int, default=40_000)
+    ap.add_argument("--source", default="8x256", help="LAYERSxD_MODEL of the source store")
+    ap.add_argument("--target", default="12x384", help="LAYERSxD_MODEL of the target store")
+    ap.add_argument("--doc-len", type=int, default=400)
+    ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--ridgecv-pairs", type=int, default=3)
+    ap.add_argument("--memory-tokens", type=int, default=None,
+                    help="tokens of the memory run's stores [default: sized to 4x --memory-limit]")
+    ap.add_argument("--memory-limit", default="400MB", help="budget of the memory run")
+    ap.add_argument("--quick", action="store_true", help="skip the memory run")
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "fit.json"))
+    ap.add_argument("--tmp", default=None)
+    args = ap.parse_args()
+
+    import align
+    from align import ridge
+    from dask.utils import parse_bytes
+
+    Ls, ds = map(int, args.source.split("x"))
+    Lt, dt = map(int, args.target.split("x"))
+    workers = args.workers or os.cpu_count()
+    tmp = tempfile.mkdtemp(dir=args.tmp, prefix="align-bench-fit-")
+    result = {"config": vars(args) | {"workers": workers, "cpu_count": os.cpu_count(), "machine": platform.machine(),
+                                      "memory_bytes": psutil.virtual_memory().total}}
+    try:
+        t0 = time.time()
+        S = make_store(os.path.join(tmp, "s.zarr"), args.tokens, Ls, ds, args.doc_len, 1)
+        T = make_store(os.path.join(tmp, "t.zarr"), args.tokens, Lt, dt, args.doc_len, 2)
+        result["store_seconds"] = time.time() - t0
+        chunk = align.store.open_activations(S).chunk_tokens
+        rate = matmul_rate(ds, dt, chunk)
+        sum_ds, sum_dt = (Ls + 1) * ds, (Lt + 1) * dt
+        flops = 2.0 * args.tokens * sum_ds * sum_dt
+        floor = flops / rate
+        print(f"float64 matmul rate {rate / 1e9:.1f} GFLOP/s; floor {flops:.3g} flop = {floor:.1f} s", flush=True)
+
+        t0 = time.time()
+        rep = align.fit(S, T, os.path.join(tmp, "a.zarr"), n_workers=workers)
+        wall = time.time() - t0
+        print(f"align fit: {wall:.1f} s ({len(rep.blocks)} block(s))", flush=True)
+
+        pairs, times = ridgecv_time(S, T, list(range(Ls + 1)), list(range(Lt + 1)), args.ridgecv_pairs,
+                                    ridge.DEFAULT_ALPHAS)
+        n_pairs = (Ls + 1) * (Lt + 1)
+        ridgecv_total = float(np.mean(times)) * n_pairs
+        print(f"RidgeCV: {np.mean(times):.2f} s per pair x {n_pairs} pairs = {ridgecv_total:.0f} s (extrapolated)", flush=True)
+        result["speed"] = {
+            "n_tokens": args.tokens, "sum_d_source": sum_ds, "sum_d_target": sum_dt, "pairs": n_pairs,
+            "floor_flops": flops, "matmul_rate_flops": rate, "floor_seconds": floor, "fit_seconds": wall,
+            "blocks": len(rep.blocks), "fraction_of_floor_rate": floor / wall,
+            "ridgecv_sample_pairs": pairs, "ridgecv_sample_seconds": times,
+            "ridgecv_seconds_extrapolated": ridgecv_total, "speedup_vs_ridgecv": ridgecv_total / wall,
+            "note": "RidgeCV timed on a sample of pairs (training tokens only, no scoring) and multiplied by the pair count",
+        }
+        shutil.rmtree(os.path.join(tmp, "a.zarr"), ignore_errors=True)
+
+        if not args.quick:
+            limit = parse_bytes(args.memory_limit)
+            per_token = 4 * (sum_ds + sum_dt)
+            n_mem = args.memory_tokens or int(4 * limit / per_token) + 1
+            for p in (S, T):
+                shutil.rmtree(p)
+            S = make_store(os.path.join(tmp, "ms.zarr"), n_mem, Ls, ds, args.doc_len, 3)
+            T = make_store(os.path.join(tmp, "mt.zarr"), n_mem, Lt, dt, args.doc_len, 4)
+            store_bytes = n_mem * per_token
+            idle = idle_footprint(workers, limit)
+            with PeakRSS() as peak:
+                t0 = time.time()
+                rep = align.fit(S, T, os.path.join(tmp, "m.zarr"), n_workers=workers, memory_limit=limit)
+                wall = time.time() - t0
+            bound = 1.3 * limit + idle
+            print(f"memory: stores {store_bytes / 1e6:.0f} MB, limit {limit / 1e6:.0f} MB, idle {idle / 1e6:.0f} MB, "
+                  f"peak {peak.peak / 1e6:.0f} MB, bound {bound / 1e6:.0f} MB, {len(rep.blocks)} blocks, {wall:.1f} s",
+                  flush=True)
+            result["memory"] = {"n_tokens": n_mem, "store_bytes": store_bytes, "memory_limit": limit,
+                                "idle_footprint_bytes": idle, "peak_rss_bytes": peak.peak, "bound_bytes": bound,
+                                "within_bound": peak.peak < bound, "blocks": len(rep.blocks), "fit_seconds": wall,
+                                "excess_over_idle_per_limit": (peak.peak - idle) / limit}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=2)
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""align.ridge on arrays, against numpy/scikit-learn/scipy and hand-worked cases.
+
+Tolerances: sums of the same float64 numbers in another order agree to ~1e-12 relative;
+solves against scikit-learn to rtol 1e-6 + atol 1e-9 (the issue's bound)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.linear_model import Ridge
+from sklearn.metrics import r2_score
+
+from align import ridge
+
+
+def _data(n=600, d_s=12, d_t=7, seed=0, offset=30.0):
+    rng = np.random.default_rng(seed)
+    # correlated columns, a large common offset (as residual streams have), a linear target
+    X = (rng.normal(size=(n, d_s)) @ rng.normal(size=(d_s, d_s)) + offset).astype(np.float32)
+    Y = (X @ rng.normal(size=(d_s, d_t)) * 0.1 + rng.normal(size=(n, d_t)) - offset / 3).astype(np.float32)
+    return X, Y
+
+
+def _stats(X, Ys, part, chunk=97, shift=True):
+    """Statistics of (X, {j: Y}) accumulated over chunks, through the module."""
+    xs = X[:50].astype(np.float64).mean(0) if shift else np.zeros(X.shape[1])
+    ysh = {j: (Y[:50].astype(np.float64).mean(0) if shift else np.zeros(Y.shape[1])) for j, Y in Ys.items()}
+    pieces = [ridge.chunk_statistics({0: X[a:a + chunk]}, {j: Y[a:a + chunk] for j, Y in Ys.items()},
+                                     part[a:a + chunk], {0: xs}, ysh) for a in range(0, len(X), chunk)]
+    return ridge.tree_sum(pieces), {0: xs}, ysh
+
+
+def test_chunk_statistics_match_direct_sums():
+    X, Y = _data()
+    part = np.random.default_rng(1).integers(-1, 2, len(X)).astype(np.int8)
+    st, xs, ys = _stats(X, {5: Y}, part)
+    for p in (ridge.FIT, ridge.VAL):
+        Xp = X[part == p].astype(np.float64) - xs[0]
+        Yp = Y[part == p].astype(np.float64) - ys[5]
+        assert st["n"][p] == len(Xp)
+        np.testing.assert_allclose(st["sx"][0][p], Xp.sum(0), rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(st["xx"][0][p], Xp.T @ Xp, rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(st["sy"][5][p], Yp.sum(0), rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(st["yy"][5][p], (Yp ** 2).sum(), rtol=1e-12)
+        np.testing.assert_allclose(st["xy"][(0, 5)][p], Xp.T @ Yp, rtol=1e-12, atol=1e-9)
+
+
+def test_tree_sum_is_a_fixed_tree():
+    # five numbers whose float sum depends on the order: the tree is ((a+b)+(c+d))+e
+    v = [1e16, 1.0, -1e16, 1.0, 3.0]
+    assert ridge.tree_sum(v, add=lambda a, b: a + b) == ((v[0] + v[1]) + (v[2] + v[3])) + v[4]
+
+
+def test_validation_sse_equals_explicit_predictions():
+    X, Y = _data(seed=2)
+    X, Y = X.astype(np.float64), Y.astype(np.float64)
+    f, v = X[:400], X[400:]
+    fy, vy = Y[:400], Y[400:]
+    mu, nu = f.mean(0), fy.mean(0)
+    C = (f - mu).T @ (f - mu)
+    B = (f - mu).T @ (fy - nu)
+    lam, Q = ridge.eigen(C)
+    Vxx, Vxy = (v - mu).T @ (v - mu), (v - mu).T @ (vy - nu)
+    Vyy = ((vy - nu) ** 2).sum()
+    alphas = np.array([1e-3, 1e-1, 1.0, 10.0]) * np.trace(C) / C.shape[0]
+    got = ridge.validation_sse(lam, Q, B, Vxx, Vxy, Vyy, alphas)
+    for a, g in zip(alphas, got):
+        W = np.linalg.solve(C + a * np.eye(len(C)), B)
+        want = (((v - mu) @ W + nu - vy) ** 2).sum()
+        np.testing.assert_allclose(g, want, rtol=1e-9)
+
+
+def test_choose_alpha_ties_go_to_the_larger():
+    assert ridge.choose_alpha(np.array([2.0, 1.0, 1.0 + 1e-13, 3.0])) == 2  # within 1e-12: tie, larger wins
+    assert ridge.choose_alpha(np.array([2.0, 1.0, 1.0 + 1e-9, 3.0])) == 1  # beyond: the least wins
+    assert ridge.choose_alpha(np.array([5.0, 5.0, 5.0])) == 2
+
+
+def test_solve_block_equals_sklearn_ridge():
+    X, Y = _data(seed=3)
+    part = np.where(np.arange(len(X)) < 450, ridge.FIT, ridge.VAL).astype(np.int8)
+    st, xs, ys = _stats(X, {1: Y}, part)
+    grid = [1e-4, 1e-2, 1.0]
+    m = ridge.solve_block(st, grid, xs, ys)[(0, 1)]
+    # α chosen: brute force over the grid by validation squared error, Ridge fitted on the fit part
+    Xd, Yd = X.astype(np.float64), Y.astype(np.float64)
+    fit, val = part == ridge.FIT, part == ridge.VAL
+    Xc = Xd[fit] - Xd[fit].mean(0)
+    sse = []
+    for a in grid:
+        r = Ridge(alpha=a * np.trace(Xc.T @ Xc) / Xc.shape[1], fit_intercept=True).fit(Xd[fit], Yd[fit])
+        sse.append(((r.predict(Xd[val]) - Yd[val]) ** 2).sum())
+    assert m["alpha_rel"] == grid[int(np.argmin(sse))]
+    np.testing.assert_allclose(m["val_sse"], sse, rtol=1e-8)
+    # final fit: all training rows with the recorded absolute α
+    Xt = Xd - Xd.mean(0)
+    np.testing.assert_allclose(m["alpha"], m["alpha_rel"] * np.trace(Xt.T @ Xt) / Xt.shape[1], rtol=1e-10)
+    r = Ridge(alpha=m["alpha"], fit_intercept=True).fit(Xd, Yd)
+    np.testing.assert_allclose(m["W"], r.coef_.T, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(m["c"], r.intercept_, rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("use_torch", [False, True], ids=["numpy", "torch-cpu"])
+def test_heldout_scores_equal_numpy_and_sklearn(use_torch):
+    X, Y = _data(seed=4)
+    rng = np.random.default_rng(5)
+    W, c = rng.normal(size=(X.shape[1], Y.shape[1])), rng.normal(size=Y.shape[1])
+    x_mean, y_mean = X[:100].mean(0).astype(np.float64), Y[:100].mean(0).astype(np.float64)
+    maps = {(0, 1): {"W": W, "x_mean": x_mean, "y_mean": y_mean}}
+    backend = ridge.Backend("cpu", use_torch=use_torch)
+    parts = [ridge.heldout_sums({0: X[a:a + 128]}, {1: Y[a:a + 128]}, maps, backend) for a in range(0, len(X), 128)]
+    h = ridge.tree_sum(parts, add=ridge.add_heldout)
+    got = ridge.scores(h["pair"][(0, 1)], h["target"][1], h["centred"][1])
+    Xd, Yd = X.astype(np.float64), Y.astype(np.float64)
+    pred = Xd @ W + (y_mean - x_mean @ W)
+    e = np.linalg.norm(pred - Yd, axis=1)
+    y = np.linalg.norm(Yd, axis=1)
+    np.testing.assert_allclose(got["relative_error"], np.mean(e / np.maximum(y, 1e-12)), rtol=1e-10)
+    np.testing.assert_allclose(got["norm_error"], e.sum() / y.sum(), rtol=1e-10)
+    np.testing.assert_allclose(got["r2"], r2_score(Yd, pred, multioutput="variance_weighted"), rtol=1e-9, atol=1e-12)
+
+
+def test_torch_backend_statistics_equal_numpy():
+    X, Y = _data(seed=6)
+    part = np.random.default_rng(1).integers(-1, 2, len(X)).astype(np.int8)
+    xs, ys = {0: X[:50].mean(0).astype(np.float64)}, {1: Y[:50].mean(0).astype(np.float64)}
+    a = ridge.chunk_statistics({0: X}, {1: Y}, part, xs, ys)
+    b = ridge.chunk_statistics({0: X}, {1: Y}, part, xs, ys, ridge.Backend("cpu", use_torch=True))
+    for key in ("sx", "xx", "sy", "yy", "xy"):
+        for k in a[key]:
+            np.testing.assert_allclose(b[key][k], a[key][k], rtol=1e-12, atol=1e-9)
+
+
+def test_summary_hand_worked():
+    # boundaries 0..3 both sides (L = 3); row 0 and column 0 are left out of the summary
+    err = np.array([[0.0, 0.9, 0.9, 0.9],
+                    [0.5, 0.1, 0.3, 0.5],
+                    [0.5, 0.4, 0.2, 0.3],
+                    [0.5, 0.6, 0.4, 0.1]])
+    s = ridge.summary(err, [0, 1, 2, 3], [0, 1, 2, 3], 3, 3)
+    assert s["argmin_path"] == [1, 2, 3]
+    assert s["spearman"] == pytest.approx(1.0)
+    assert s["mean_depth_gap"] == pytest.approx(0.0)
+    # row 1 over j = 1..3: errors 0.1, 0.3, 0.5; τ = 0.04; weights exp(0), exp(-5), exp(-10)
+    w = np.exp([0.0, -5.0, -10.0])
+    assert s["soft_depth"][0] == pytest.approx((w @ [1 / 3, 2 / 3, 1.0]) / w.sum(), rel=1e-12)
+    assert s["soft_depth_spread"] == pytest.approx(max(s["soft_depth"]) - min(s["soft_depth"]))
+    flat = ridge.summary(np.array([[0.1, 0.2], [0.1, 0.3]]), [1, 2], [1, 2], 2, 2)
+    assert flat["argmin_path"] == [1, 1] and flat["spearman"] is None and "constant" in flat["spearman_note"]
+    # |1/2 - 1/2| and |1/2 - 2/2|: mean 0.25
+    assert flat["mean_depth_gap"] == pytest.approx(0.25)
