@@ -1,3 +1,124 @@
-"""Commands of align.cli.analyses (filled in by its issue)."""
+"""`align contrib`, `align skip`, `align lens`, `align depth`: parse options and route to
+align.analyses.run."""
 
-commands = []
+from __future__ import annotations
+
+import click
+
+from align.cli.extract import corpus_options, model_options
+
+
+def _specs(model, corpus, revision, dtype, device, trust_remote_code, allow_pickle_weights, random_init, seed,
+           dataset, text_field, fmt, doc_split, max_length, overflow, max_tokens, max_docs):
+    from align.corpus import CorpusSpec
+    from align.errors import InputError
+    from align.models import ModelSpec
+
+    if model is None:
+        raise InputError("give a MODEL (a folder made by save_pretrained or a hub id), or --store STORE")
+    if corpus is None and dataset is None:
+        raise InputError("give a CORPUS path or --dataset NAME[:CONFIG]:SPLIT")
+    return (ModelSpec(model, revision, dtype, device, trust_remote_code, allow_pickle_weights, random_init, seed),
+            CorpusSpec(corpus, dataset, text_field, fmt, doc_split, max_length, overflow, max_tokens, max_docs))
+
+
+def _common(f):
+    f = click.option("--overwrite", is_flag=True, help="Replace an existing result at -o.")(f)
+    f = click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True, help="Prompts (rows) per forward pass.")(f)
+    return click.option("-o", "--output", required=True, metavar="RESULT", help="Result store to write (Zarr; opens in xarray).")(f)
+
+
+@click.command("contrib")
+@click.argument("model", required=False)
+@click.argument("corpus", required=False)
+@click.option("--store", default=None, metavar="STORE", help="Read residuals and sublayer outputs from an activation store (made with --sublayers) instead of running MODEL.")
+@_common
+@model_options
+@corpus_options
+def contrib_cmd(model, corpus, store, output, batch_size, overwrite, **kw):
+    """Relative norms and cosines of what attention, MLP and each whole layer add to the
+    residual stream (mean and max over tokens), and cos(h_{l+1}, h_l)."""
+    from align.analyses.run import run_contrib
+    from align.errors import InputError
+
+    if store is not None:
+        if model is not None or corpus is not None:
+            raise InputError("--store reads everything from the store: give no MODEL or CORPUS with it")
+        run_contrib(output, store=store, overwrite=overwrite)
+        return
+    spec, cspec = _specs(model, corpus, **_spec_kwargs(kw))
+    run_contrib(output, spec=spec, cspec=cspec, batch_size=batch_size, overwrite=overwrite)
+
+
+def _spec_kwargs(kw):
+    names = ("revision", "dtype", "device", "trust_remote_code", "allow_pickle_weights", "random_init", "seed", "dataset",
+             "text_field", "fmt", "doc_split", "max_length", "overflow", "max_tokens", "max_docs")
+    return {k: kw[k] for k in names}
+
+
+def _choices(value, allowed, option):
+    from align.errors import InputError
+
+    items = tuple(v.strip() for v in value.split(",") if v.strip())
+    bad = [v for v in items if v not in allowed]
+    if bad or not items:
+        raise InputError(f"{option} {value!r}: each item must be one of {', '.join(allowed)}")
+    return tuple(dict.fromkeys(items))
+
+
+@click.command("skip")
+@click.argument("model", required=False)
+@click.argument("corpus", required=False)
+@_common
+@click.option("--settings", default="current,future", show_default=True, help="Comma-separated: current, future.")
+@click.option("--parts", default="layer,attn,mlp", show_default=True, help="Comma-separated: layer, attn, mlp.")
+@click.option("--split-seed", type=int, default=0, show_default=True, help="Seed of the future setting's split points.")
+@model_options
+@corpus_options
+def skip_cmd(model, corpus, output, batch_size, overwrite, settings, parts, split_seed, **kw):
+    """Effect of skipping each layer (or its attention or MLP) on every later layer's
+    contribution (R) and on the output distribution (O), in the current and future settings."""
+    from align.analyses.run import run_skip
+
+    spec, cspec = _specs(model, corpus, **_spec_kwargs(kw))
+    run_skip(output, spec=spec, cspec=cspec, batch_size=batch_size, settings=_choices(settings, ("current", "future"), "--settings"),
+             parts=_choices(parts, ("layer", "attn", "mlp"), "--parts"), split_seed=split_seed, overwrite=overwrite)
+
+
+@click.command("lens")
+@click.argument("model", required=False)
+@click.argument("corpus", required=False)
+@click.option("--store", default=None, metavar="STORE", help="Read residuals from an activation store; only the final norm and unembedding of MODEL (default: the store's model) are read.")
+@_common
+@model_options
+@corpus_options
+def lens_cmd(model, corpus, store, output, batch_size, overwrite, **kw):
+    """Logit lens: KL(lens || output) and top-5 overlap at every boundary 0..L, token- and
+    prompt-weighted."""
+    from align.analyses.run import run_lens
+    from align.errors import InputError
+    from align.models import ModelSpec
+
+    if store is not None:
+        if corpus is not None:
+            raise InputError("--store reads the tokens from the store: give no CORPUS with it")
+        spec = ModelSpec(model, kw["revision"], trust_remote_code=kw["trust_remote_code"]) if model else None
+        run_lens(output, spec=spec, store=store, overwrite=overwrite)
+        return
+    spec, cspec = _specs(model, corpus, **_spec_kwargs(kw))
+    run_lens(output, spec=spec, cspec=cspec, batch_size=batch_size, overwrite=overwrite)
+
+
+@click.command("depth")
+@click.option("--contrib", "contrib_path", required=True, metavar="RESULT", help="A result of `align contrib`.")
+@click.option("--lens", "lens_path", required=True, metavar="RESULT", help="A result of `align lens` on the same model.")
+@click.option("-o", "--output", required=True, metavar="RESULT", help="Result store to write.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing result at -o.")
+def depth_cmd(contrib_path, lens_path, output, overwrite):
+    """Effective depth by the cosine, KL and overlap rules (NaN with a reason when undefined)."""
+    from align.analyses.run import run_depth
+
+    run_depth(output, contrib_path=contrib_path, lens_path=lens_path, overwrite=overwrite)
+
+
+commands = [contrib_cmd, skip_cmd, lens_cmd, depth_cmd]

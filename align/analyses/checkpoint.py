@@ -1,0 +1,98 @@
+"""The final norm and the unembedding of a checkpoint, read from its safetensors alone.
+
+The logit lens over an activation store needs only these two modules. They are built on the
+meta device from the config (so no block is ever allocated), located with `align.models`,
+and filled with the few tensors they own, read one by one with `safetensors.safe_open`.
+With tied embeddings the checkpoint has no unembedding tensor: the embedding matrix is read
+instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from align import models
+from align.errors import InputError, ModelError
+
+SINGLE = "model.safetensors"
+INDEX = "model.safetensors.index.json"
+
+
+def _resolve(name: str, revision: str | None, filename: str) -> str | None:
+    """Local path of one file of a checkpoint folder or (cached) hub repository, or None."""
+    local = os.path.expanduser(name)
+    if os.path.isdir(local):
+        p = os.path.join(local, filename)
+        return p if os.path.isfile(p) else None
+    try:
+        from huggingface_hub import hf_hub_download
+
+        return hf_hub_download(name, filename, revision=revision)
+    except Exception:  # absent file, unreachable hub: the caller says what is missing
+        return None
+
+
+def weight_map(name: str, revision: str | None = None) -> dict[str, str]:
+    """{tensor name: local safetensors file} of a checkpoint (sharded or not)."""
+    index = _resolve(name, revision, INDEX)
+    if index is not None:
+        with open(index, encoding="utf-8") as f:
+            wm = json.load(f)["weight_map"]
+        files = {fn: _resolve(name, revision, fn) for fn in set(wm.values())}
+        missing = [fn for fn, p in files.items() if p is None]
+        if missing:
+            raise ModelError(f"checkpoint {name!r} lists shard {missing[0]} in {INDEX} but it is missing")
+        return {k: files[fn] for k, fn in wm.items()}
+    single = _resolve(name, revision, SINGLE)
+    if single is None:
+        raise ModelError(f"checkpoint {name!r} has no {SINGLE} or {INDEX}: the lens over a store reads safetensors weights only")
+    from safetensors import safe_open
+
+    with safe_open(single, framework="pt") as f:
+        return {k: single for k in f.keys()}
+
+
+def _read(wm: dict[str, str], key: str):
+    from safetensors import safe_open
+
+    with safe_open(wm[key], framework="pt") as f:
+        return f.get_tensor(key)
+
+
+def read_head(name: str, revision: str | None = None, dtype: str = "float32", trust_remote_code: bool = False):
+    """(config, final_norm module, unembedding module) of checkpoint `name`, on CPU in `dtype`.
+
+    Only the final norm's and the unembedding's tensors are read (the embedding's when the
+    unembedding is tied to it)."""
+    import torch
+    from accelerate import init_empty_weights
+    from transformers import AutoModelForCausalLM
+
+    if dtype not in models.DTYPES:
+        raise InputError(f"dtype {dtype!r} is not one of {', '.join(models.DTYPES)}")
+    config = models.load_config(models.ModelSpec(name, revision, trust_remote_code=trust_remote_code))
+    keys = models.checkpoint_keys(config.model_type)
+    with init_empty_weights(include_buffers=False):
+        skeleton = AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
+    norm, unembed = models.final_norm(skeleton), models.unembed(skeleton)
+    wm = weight_map(name, revision)
+    torch_dtype = getattr(torch, dtype)
+
+    def fill(module, prefix, fallback=None):
+        module.to_empty(device="cpu")
+        state = {}
+        for pname in module.state_dict():
+            key = f"{prefix}.{pname}"
+            if key not in wm and fallback is not None and f"{fallback}.{pname}" in wm:
+                key = f"{fallback}.{pname}"  # tied embeddings: the unembedding is the embedding
+            if key not in wm:
+                raise ModelError(f"checkpoint {name!r} has no tensor {key!r}: cannot build the lens head")
+            state[pname] = _read(wm, key)
+        module.load_state_dict(state)
+        return module.to(torch_dtype).eval().requires_grad_(False)
+
+    tied = bool(getattr(config, "tie_word_embeddings", False)) or f"{keys['unembed']}.weight" not in wm
+    norm = fill(norm, keys["final_norm"])
+    unembed = fill(unembed, keys["unembed"], fallback=keys["embed"] if tied else None)
+    return config, norm, unembed

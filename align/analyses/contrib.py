@@ -1,0 +1,170 @@
+"""Contribution of each layer to the residual stream (METHODS.md §2, [P1] §3.1).
+
+Per layer l and token t (ε = 1e-6 guards every denominator: ‖x‖/max(‖y‖, ε) and
+x·y/max(‖x‖‖y‖, ε)):
+
+    part "attn":   ‖a_l‖ / ‖h_l‖               cos(a_l, h_l)
+    part "mlp":    ‖m_l‖ / ‖h_l + a_l‖         cos(m_l, h_l + a_l)
+    part "layer":  ‖h_{l+1} − h_l‖ / ‖h_l‖      cos(h_{l+1} − h_l, h_l)
+    resid_cos:     cos(h_{l+1}, h_l)
+
+aggregated by the mean over all tokens of all prompts (position 0 included) and the max over
+the same tokens. Per-token values are computed in float32 (float64 inputs stay float64),
+sums are kept in float64.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from align.errors import InputError, StoreError
+
+EPS = 1e-6
+PARTS = ("attn", "mlp", "layer")
+AGGS = ("mean", "max")
+
+
+def _t(x):
+    import torch
+
+    x = torch.as_tensor(x) if not isinstance(x, torch.Tensor) else x
+    return x if x.dtype == torch.float64 else x.float()
+
+
+def _rel(x, y, eps):
+    return x.norm(dim=-1) / y.norm(dim=-1).clamp(min=eps)
+
+
+def _cos(x, y, eps):
+    return (x * y).sum(-1) / (x.norm(dim=-1) * y.norm(dim=-1)).clamp(min=eps)
+
+
+def token_contributions(h, a, m, h_next, eps: float = EPS) -> dict:
+    """Per-token contribution metrics of one layer.
+
+    h, a, m, h_next: (n_tokens, d_model) arrays or tensors: h_l, a_l, m_l, h_{l+1}.
+    Returns {"rel_norm": (3, n_tokens), "cos": (3, n_tokens), "resid_cos": (n_tokens,)}
+    as torch tensors, rows in PARTS order (attn, mlp, layer); dimensionless."""
+    import torch
+
+    h, a, m, h_next = _t(h), _t(a), _t(m), _t(h_next)
+    ha = h + a
+    delta = h_next - h
+    rel = torch.stack([_rel(a, h, eps), _rel(m, ha, eps), _rel(delta, h, eps)])
+    cos = torch.stack([_cos(a, h, eps), _cos(m, ha, eps), _cos(delta, h, eps)])
+    return {"rel_norm": rel, "cos": cos, "resid_cos": _cos(h_next, h, eps)}
+
+
+class ContributionAccumulator:
+    """Sums and maxima of the per-token metrics over batches of tokens, per layer."""
+
+    def __init__(self, n_layers: int):
+        self.L = n_layers
+        self.sum = {k: np.zeros((3, n_layers)) for k in ("rel_norm", "cos")}
+        self.sum["resid_cos"] = np.zeros(n_layers)
+        self.max = {k: np.full(v.shape, -np.inf) for k, v in self.sum.items()}
+        self.count = np.zeros(n_layers, np.int64)
+
+    def add(self, layer: int, h, a, m, h_next, eps: float = EPS) -> None:
+        """Add the tokens of (n_tokens, d_model) arrays h_l, a_l, m_l, h_{l+1} to layer `layer`."""
+        tc = token_contributions(h, a, m, h_next, eps)
+        n = tc["resid_cos"].shape[0]
+        if n == 0:
+            return
+        for k, v in tc.items():
+            self.sum[k][..., layer] += v.double().sum(-1).cpu().numpy()
+            self.max[k][..., layer] = np.maximum(self.max[k][..., layer], v.max(-1).values.double().cpu().numpy())
+        self.count[layer] += n
+
+    def result(self) -> dict:
+        """{"rel_norm": (3, L, 2), "cos": (3, L, 2), "resid_cos": (L, 2), "n_tokens": int};
+        the last axis is (mean, max)."""
+        if self.count.min() == 0:
+            raise InputError("no tokens to aggregate: give a corpus with at least one token")
+        out = {k: np.stack([self.sum[k] / self.count, self.max[k]], axis=-1) for k in self.sum}
+        out["n_tokens"] = int(self.count[0])
+        return out
+
+
+def contributions(resid, attn, mlp, eps: float = EPS) -> dict:
+    """Contribution metrics from whole arrays.
+
+    resid: (L+1, n_tokens, d_model) raw residuals h_0..h_L; attn, mlp: (L, n_tokens, d_model)
+    sublayer outputs a_l, m_l. Returns {"rel_norm": (3, L, 2), "cos": (3, L, 2),
+    "resid_cos": (L, 2), "n_tokens"}: parts (attn, mlp, layer), aggregations (mean, max)."""
+    resid, attn, mlp = np.asarray(resid), np.asarray(attn), np.asarray(mlp)
+    L = attn.shape[0]
+    if resid.shape[0] != L + 1 or mlp.shape != attn.shape or resid.shape[1:] != attn.shape[1:]:
+        raise InputError(f"contributions needs resid (L+1, n, d) and attn, mlp (L, n, d): got {resid.shape}, {attn.shape}, {mlp.shape}")
+    acc = ContributionAccumulator(L)
+    for l in range(L):
+        acc.add(l, resid[l], attn[l], mlp[l], resid[l + 1], eps)
+    return acc.result()
+
+
+def contributions_from_model(model, batches, eps: float = EPS) -> dict:
+    """Contribution metrics of a live model over prompts.
+
+    batches: iterable of lists of token-id arrays (one prompt each); each list is one
+    right-padded forward pass, padding excluded from every aggregate. Same return as
+    `contributions`."""
+    from align import models
+    from align.analyses.forward import forward
+    from align.analyses.prompts import pad
+
+    L = len(models.blocks(model))
+    acc = ContributionAccumulator(L)
+    dev = models.input_device(model)
+    for batch in batches:
+        ids, mask, pos = pad(batch, dev)
+        out = forward(model, ids, mask, pos, boundaries=range(L + 1), layers=range(L), logits=False)
+        for l in range(L):
+            keep = mask.bool()
+            pick = lambda t: t[keep.to(t.device)]  # noqa: E731  (n_real_tokens, d_model)
+            acc.add(l, pick(out["resid"][l]), pick(out["attn"][l]), pick(out["mlp"][l]), pick(out["resid"][l + 1]), eps)
+        del out
+    return acc.result()
+
+
+def contributions_from_store(store, eps: float = EPS, chunk_tokens: int | None = None) -> dict:
+    """Contribution metrics from an activation store holding every boundary and the sublayer
+    outputs of every block (`align extract --sublayers`), read chunk by chunk; no model."""
+    L = store.n_layers
+    missing_b = [b for b in range(L + 1) if b not in store.boundaries]
+    missing_l = [l for l in range(L) if l not in store.layers]
+    if not store.layers:
+        raise StoreError(f"store {store.path} holds no sublayer outputs: extract it again with --sublayers, or run `align contrib` on the model")
+    if missing_b or missing_l:
+        raise StoreError(
+            f"store {store.path} lacks boundaries {missing_b} and sublayers of blocks {missing_l}: "
+            "`align contrib --store` needs all of them (extract without --layers, with --sublayers)"
+        )
+    store.require_complete()
+    step = chunk_tokens or store.chunk_tokens
+    acc = ContributionAccumulator(L)
+    for start in range(0, store.n_tokens, step):
+        stop = min(store.n_tokens, start + step)
+        h = store.resid(0, start, stop)
+        for l in range(L):
+            h_next = store.resid(l + 1, start, stop)
+            acc.add(l, h, store.attn(l, start, stop), store.mlp(l, start, stop), h_next, eps)
+            h = h_next
+    return acc.result()
+
+
+def to_dataset(res: dict, attrs: dict):
+    """The "contributions" result Dataset: dims part, layer, agg."""
+    import xarray as xr
+
+    L = res["resid_cos"].shape[0]
+    coords = {"part": list(PARTS), "layer": np.arange(L), "agg": list(AGGS)}
+    ds = xr.Dataset(
+        {
+            "rel_norm": (("part", "layer", "agg"), res["rel_norm"].astype(np.float64)),
+            "cos": (("part", "layer", "agg"), res["cos"].astype(np.float64)),
+            "resid_cos": (("layer", "agg"), res["resid_cos"].astype(np.float64)),
+        },
+        coords=coords,
+    )
+    ds.attrs = {**attrs, "n_layers": L, "n_tokens": res["n_tokens"]}
+    return ds

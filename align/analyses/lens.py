@@ -1,0 +1,162 @@
+"""Logit lens (METHODS.md §4, [P1], [P2]).
+
+For boundary b = 0..L, q_b = softmax(W_U · final_norm(h_b)); the reference is the model's
+own output p (= q_L). Per token:
+
+    KL_b      = Σ_v q_b(v) (log q_b(v) − log p(v))      (nats; float32 or better)
+    overlap_b = |top5(q_b) ∩ top5(p)| / 5
+
+Two averages: "token" (sum over all tokens of all prompts / token count, [P2]) and "prompt"
+(mean over a prompt's tokens, then over prompts, [P1]).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from align.errors import InputError, StoreError
+
+WEIGHTINGS = ("token", "prompt")
+TOP_K = 5
+
+
+def lens_logits(norm, unembed, h):
+    """W_U · final_norm(h) for h (..., d_model): (..., vocab), with the model's own modules."""
+    import torch
+
+    with torch.inference_mode():
+        return unembed(norm(h))
+
+
+def token_metrics(lens_logits, final_logits, k: int = TOP_K):
+    """Per-token KL(q ‖ p) and top-k overlap.
+
+    lens_logits, final_logits: (n_tokens, vocab). Returns (kl (n_tokens,), overlap
+    (n_tokens,)) float64 numpy; log-probabilities are taken in float32 (float64 stays)."""
+    import torch
+
+    def logp(x):
+        x = torch.as_tensor(x)
+        return torch.log_softmax(x if x.dtype == torch.float64 else x.float(), -1)
+
+    lq, lp = logp(lens_logits), logp(final_logits)
+    kl = (lq.exp() * (lq - lp.to(lq.dtype))).sum(-1)
+    tq = lq.topk(k, dim=-1).indices
+    tp = lp.topk(k, dim=-1).indices
+    hits = (tq[:, :, None] == tp[:, None, :]).any(-1).sum(-1)
+    return kl.double().cpu().numpy(), hits.double().cpu().numpy() / k
+
+
+class LensAccumulator:
+    """Token sums and per-prompt sums of KL and overlap for boundaries 0..L."""
+
+    def __init__(self, n_boundaries: int, n_prompts: int):
+        self.B, self.P = n_boundaries, n_prompts
+        self.tok = {k: np.zeros(n_boundaries) for k in ("kl", "overlap")}
+        self.per_prompt = {k: np.zeros((n_boundaries, n_prompts)) for k in ("kl", "overlap")}
+        self.prompt_count = np.zeros(n_prompts, np.int64)
+        self.n_tokens = 0
+        self.seen = np.zeros(n_boundaries, bool)
+
+    def add(self, b: int, kl, overlap, prompt) -> None:
+        """Add tokens at boundary b: kl, overlap (n,) and their prompt index (n,)."""
+        prompt = np.asarray(prompt, np.int64)
+        for name, v in (("kl", kl), ("overlap", overlap)):
+            self.tok[name][b] += v.sum()
+            np.add.at(self.per_prompt[name][b], prompt, v)
+        self.seen[b] = True
+
+    def count(self, prompt) -> None:
+        """Count tokens once per token (not per boundary)."""
+        np.add.at(self.prompt_count, np.asarray(prompt, np.int64), 1)
+        self.n_tokens += len(prompt)
+
+    def result(self) -> dict:
+        """{"kl": (2, L+1), "overlap": (2, L+1), "n_tokens", "n_prompts"}: rows (token,
+        prompt); NaN at boundaries that were not measured."""
+        if self.n_tokens == 0:
+            raise InputError("no tokens for the logit lens: give a corpus with at least one token")
+        used = self.prompt_count > 0
+        out = {}
+        for name in ("kl", "overlap"):
+            token = self.tok[name] / self.n_tokens
+            prompt = (self.per_prompt[name][:, used] / self.prompt_count[used]).mean(-1)
+            arr = np.stack([token, prompt])
+            arr[:, ~self.seen] = np.nan
+            out[name] = arr
+        out["n_tokens"], out["n_prompts"] = int(self.n_tokens), int(used.sum())
+        return out
+
+
+def logit_lens(model, batches, n_prompts: int | None = None) -> dict:
+    """Logit lens of a live model over prompts.
+
+    batches: a list (or iterable, then pass n_prompts) of lists of token-id arrays, each one
+    right-padded forward pass. Returns {"kl": (2, L+1), "overlap": (2, L+1), "n_tokens",
+    "n_prompts"}, rows (token, prompt) weighting, columns boundary 0..L."""
+    import torch
+
+    from align import models
+    from align.analyses.forward import forward
+    from align.analyses.prompts import pad
+
+    batches = list(batches)
+    n_prompts = n_prompts or sum(len(b) for b in batches)
+    L = len(models.blocks(model))
+    norm, unembed = models.final_norm(model), models.unembed(model)
+    acc = LensAccumulator(L + 1, n_prompts)
+    dev = models.input_device(model)
+    first = 0
+    for batch in batches:
+        ids, mask, pos = pad(batch, dev)
+        out = forward(model, ids, mask, pos, boundaries=range(L + 1))
+        keep = mask.bool()
+        prompt = (torch.arange(len(batch))[:, None].expand(keep.shape)[keep.cpu()] + first).numpy()
+        final = out["logits"][keep.to(out["logits"].device)]
+        acc.count(prompt)
+        for b in range(L + 1):
+            h = out["resid"][b][keep.to(out["resid"][b].device)]
+            kl, ov = token_metrics(lens_logits(norm, unembed, h), final)
+            acc.add(b, kl, ov, prompt)
+        first += len(batch)
+        del out
+    return acc.result()
+
+
+def logit_lens_from_store(store, norm, unembed, tokens_per_step: int = 1024) -> dict:
+    """Logit lens from an activation store and the model's final norm and unembedding only
+    (see `align.analyses.checkpoint.read_head`). The store must hold boundary L (the
+    reference p = softmax(W_U · final_norm(h_L))); boundaries it lacks are NaN. Prompts are
+    the store's sequences. Same return as `logit_lens`."""
+    import torch
+
+    L = store.n_layers
+    if L not in store.boundaries:
+        raise StoreError(f"store {store.path} lacks boundary {L} (the last block's output), the lens reference: extract it with --layers including {L}")
+    store.require_complete()
+    seq = store.tokens("seq")
+    n_prompts = int(seq.max()) + 1 if len(seq) else 0
+    acc = LensAccumulator(L + 1, n_prompts)
+    param = next(iter(unembed.parameters()))
+    for start in range(0, store.n_tokens, tokens_per_step):
+        stop = min(store.n_tokens, start + tokens_per_step)
+        prompt = seq[start:stop]
+        as_t = lambda b: torch.from_numpy(store.resid(b, start, stop)).to(param.device, param.dtype)  # noqa: E731
+        final = lens_logits(norm, unembed, as_t(L))
+        acc.count(prompt)
+        for b in store.boundaries:
+            kl, ov = token_metrics(lens_logits(norm, unembed, as_t(b)), final)
+            acc.add(b, kl, ov, prompt)
+    return acc.result()
+
+
+def to_dataset(res: dict, attrs: dict, n_layers: int):
+    """The "lens" result Dataset: dims weighting, boundary (0..L)."""
+    import xarray as xr
+
+    ds = xr.Dataset(
+        {"kl": (("weighting", "boundary"), res["kl"]), "overlap": (("weighting", "boundary"), res["overlap"])},
+        coords={"weighting": list(WEIGHTINGS), "boundary": np.arange(n_layers + 1)},
+    )
+    ds.attrs = {**attrs, "n_layers": n_layers, "n_tokens": res["n_tokens"], "n_prompts": res["n_prompts"]}
+    return ds

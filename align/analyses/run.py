@@ -1,0 +1,149 @@
+"""The analyses end to end: load the model and prompts, compute, write the result store with
+its provenance. The CLI calls these; notebooks may too."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+import align
+from align import corpus, models
+from align.errors import InputError, StoreMismatch
+
+
+def _log_default(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _model_id(name: str) -> str:
+    p = os.path.expanduser(name)
+    return os.path.abspath(p) if os.path.isdir(p) else name
+
+
+def load(spec: models.ModelSpec, cspec: corpus.CorpusSpec, check=None):
+    """(model, config, prompts, provenance) for a live-model analysis; `check(prompts)` runs
+    before the weights are loaded, so bad input fails fast."""
+    from align.analyses.prompts import load_prompts
+
+    corpus.validate(cspec)
+    config = models.load_config(spec)
+    tokenizer = models.load_tokenizer(spec)
+    prompts = load_prompts(cspec, tokenizer)
+    if check is not None:
+        check(prompts)
+    model, _ = models.load_model(spec)
+    prov = {
+        "model": _model_id(spec.name), "revision": spec.revision, "model_type": config.model_type,
+        "random_init": spec.random_init, "seed": spec.seed if spec.random_init else None,
+        "config_hash": models.config_hash(config), "tokenizer_hash": corpus.tokenizer_hashes(tokenizer),
+        "special_tokens": dict(zip(("prefix", "suffix"), corpus.special_tokens(tokenizer))),
+        "corpus": {"source": cspec.describe(), "hash": corpus.corpus_hash(cspec), **cspec.options()},
+        "compute_dtype": spec.resolved_dtype(), "source": "model", "align_version": align.__version__,
+    }
+    return model, config, prompts, prov
+
+
+def _store_provenance(store) -> dict:
+    p = store.provenance
+    keep = ("model", "revision", "model_type", "random_init", "seed", "config_hash", "tokenizer_hash", "special_tokens",
+            "corpus", "compute_dtype", "store_dtype")
+    return {**{k: p.get(k) for k in keep}, "source": "store", "store": store.path, "align_version": align.__version__}
+
+
+def _batched(prompts, batch_size):
+    from align.analyses.prompts import batches
+
+    return list(batches(prompts, batch_size))
+
+
+def run_contrib(output, *, spec=None, cspec=None, store=None, batch_size=8, overwrite=False, log=_log_default):
+    """`align contrib`: from a live model (spec + cspec) or an activation store path."""
+    from align import store as st
+    from align.analyses import contrib
+
+    if store is not None:
+        s = st.open_activations(store)
+        res = contrib.contributions_from_store(s)
+        attrs = {**_store_provenance(s), "options": {}}
+    else:
+        model, _, prompts, prov = load(spec, cspec)
+        res = contrib.contributions_from_model(model, _batched(prompts, batch_size))
+        attrs = {**prov, "options": {"batch_size": batch_size}}
+    st.write_result(output, contrib.to_dataset(res, attrs), "contributions", overwrite=overwrite)
+    log(f"align contrib: wrote {output} ({res['n_tokens']:,} tokens, {res['resid_cos'].shape[0]} layers)")
+    return output
+
+
+def run_skip(output, *, spec, cspec, batch_size=8, settings=("current", "future"), parts=("layer", "attn", "mlp"),
+             split_seed=0, overwrite=False, log=_log_default):
+    """`align skip`: current and future settings, parts layer/attn/mlp, written as "skipping"."""
+    import time
+
+    from align import store as st
+    from align.analyses import skip
+
+    model, config, prompts, prov = load(spec, cspec, check=lambda ps: skip.check_prompts(ps, settings))
+    t0 = time.time()
+    res = skip.skipping(model, prompts, settings=settings, parts=parts, seed=split_seed, batch_size=batch_size)
+    dt = time.time() - t0
+    L = config.num_hidden_layers
+    timing = {"seconds": round(dt, 3), "n_forwards": res["n_forwards"], "n_forwards_one_at_a_time": res["n_forwards_one_at_a_time"]}
+    opts = {"batch_size": batch_size, "settings": list(settings), "parts": list(parts), "split_seed": split_seed}
+    st.write_result(output, skip.to_dataset(res, {**prov, "options": opts, "timing": timing}, split_seed), "skipping", overwrite=overwrite)
+    log(f"align skip: wrote {output} ({len(prompts)} prompts, {L} layers; "
+        + ", ".join(f"{k}: {v} prompts" for k, v in res["n_prompts"].items())
+        + (f"; {res['n_prompts_too_short']} too short for the future setting" if "future" in settings else "")
+        + f") in {dt:.1f} s: {res['n_forwards']:,} batched forward passes "
+        f"(a one-prompt-at-a-time loop makes {res['n_forwards_one_at_a_time']:,})")
+    return output
+
+
+def run_lens(output, *, spec=None, cspec=None, store=None, batch_size=8, overwrite=False, log=_log_default):
+    """`align lens`: from a live model, or from a store plus the checkpoint's final norm and
+    unembedding (spec names the checkpoint; default: the store's model)."""
+    from align import store as st
+    from align.analyses import checkpoint, lens
+
+    if store is not None:
+        s = st.open_activations(store)
+        name = spec.name if spec is not None else s.provenance.get("identity", {}).get("model") or s.provenance["model"]
+        revision = spec.revision if spec is not None else s.provenance.get("revision")
+        if s.provenance.get("random_init"):
+            raise InputError(f"store {store} was extracted from a randomly initialised model: its weights are in no checkpoint; run `align lens` on the model instead")
+        config, norm, unembed = checkpoint.read_head(name, revision)
+        if models.config_hash(config) != s.provenance.get("config_hash"):
+            raise StoreMismatch(f"checkpoint {name!r} has another config than the model of store {store}: pass the model the store was extracted from")
+        res = lens.logit_lens_from_store(s, norm, unembed)
+        L = s.n_layers
+        attrs = {**_store_provenance(s), "head_model": _model_id(name), "options": {}}
+    else:
+        model, config, prompts, prov = load(spec, cspec)
+        res = lens.logit_lens(model, _batched(prompts, batch_size))
+        L = config.num_hidden_layers
+        attrs = {**prov, "options": {"batch_size": batch_size}}
+    st.write_result(output, lens.to_dataset(res, attrs, L), "lens", overwrite=overwrite)
+    log(f"align lens: wrote {output} ({res['n_tokens']:,} tokens, {res['n_prompts']} prompts, boundaries 0..{L})")
+    return output
+
+
+def run_depth(output, *, contrib_path, lens_path, overwrite=False, log=_log_default):
+    """`align depth`: effective depth from a contributions and a lens result."""
+    from align import store as st
+    from align.analyses import depth
+
+    c, l = st.open_result(contrib_path, "contributions"), st.open_result(lens_path, "lens")
+    for key in ("model", "config_hash"):
+        if c.attrs.get(key) != l.attrs.get(key):
+            raise StoreMismatch(f"{contrib_path} and {lens_path} come from different models ({key}: {c.attrs.get(key)!r} vs {l.attrs.get(key)!r})")
+    res = depth.depth_from_results(c, l)
+    attrs = {k: c.attrs.get(k) for k in ("model", "revision", "model_type", "config_hash", "tokenizer_hash", "corpus")}
+    attrs.update({"contributions": str(contrib_path), "lens": str(lens_path), "align_version": align.__version__,
+                  "lens_corpus": l.attrs.get("corpus"), "options": {}})
+    st.write_result(output, depth.to_dataset(res, attrs), "depth", overwrite=overwrite)
+    parts = []
+    for rule, ed, ratio in zip(depth.RULES, res["effective_depth"], res["ratio"]):
+        parts.append(f"{rule} {ed:.0f} (ratio {ratio:.2f})" if np.isfinite(ed) else f"{rule} undefined ({res['reasons'][rule]})")
+    log(f"align depth: wrote {output}: " + "; ".join(parts) + f" of {res['n_layers']} layers")
+    return output

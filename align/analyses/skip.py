@@ -1,0 +1,259 @@
+"""Layer skipping (METHODS.md §3, [P1] §3.2).
+
+Skipping layer s at positions P: part "layer" sets h_{s+1} := h_s there, part "attn" sets
+a_s := 0, part "mlp" sets m_s := 0. With clean contributions C_l = h_{l+1} − h_l and output
+probabilities p, and C'_l, p' of the intervened run:
+
+    R[s, l] = max over measured τ of ‖C_l(τ) − C'_l(τ)‖ / max(‖C_l(τ)‖, ε)   (l ≥ s; 0 for l < s)
+    O[s]    = max over measured τ of ‖p'(τ) − p(τ)‖₂
+
+Settings: "current" intervenes at every position ≥ 1 and measures everywhere; "future" picks
+up to 4 split points t from range(8, T−4, 8) (shuffled with a seed per prompt), intervenes at
+1..t−1 and measures t..T−1. Position 0 is never intervened on. Aggregation: max over
+positions, then split points, then prompts ("max"), or the mean over prompts of the per-prompt
+maxima ("mean_over_prompts").
+
+Rows (one prompt, or one prompt and split point) are batched with right padding: each batch
+costs one clean forward and one forward per (part, skipped layer), all of the same batch
+shape, so an empty intervention gives R = 0 and O = 0 exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from align.errors import InputError
+
+EPS = 1e-6
+SETTINGS = ("current", "future")
+PARTS = ("layer", "attn", "mlp")
+AGGS = ("max", "mean_over_prompts")
+SPLIT_START, SPLIT_STEP, SPLIT_MARGIN, MAX_SPLITS = 8, 8, 4, 4
+MIN_FUTURE_LENGTH = SPLIT_START + SPLIT_MARGIN + 1  # 13: the shortest T with a split point
+
+
+def split_points(T: int, seed: int, prompt_index: int) -> list[int]:
+    """Up to 4 split points of a prompt of T tokens: range(8, T−4, 8) shuffled, first 4.
+
+    The shuffle is seeded by (seed, prompt_index), so it does not depend on batching."""
+    pts = np.arange(SPLIT_START, T - SPLIT_MARGIN, SPLIT_STEP)
+    rng = np.random.default_rng([seed, prompt_index])
+    return [int(t) for t in rng.permutation(pts)[:MAX_SPLITS]]
+
+
+@dataclass
+class Row:
+    """One intervened sequence: its prompt, tokens, and (T,) boolean masks."""
+
+    prompt: int
+    token_id: np.ndarray
+    intervene: np.ndarray
+    measure: np.ndarray
+
+
+def rows_for(prompts, setting: str, seed: int = 0, include_position_zero: bool = False) -> tuple[list[Row], int]:
+    """The rows of a setting over prompts, and the number of prompts too short for it.
+
+    `include_position_zero` intervenes at position 0 too: for tests that compare with a
+    model whose block is deleted, never for measurements."""
+    first = 0 if include_position_zero else 1
+    rows, short = [], 0
+    for i, ids in enumerate(prompts):
+        T = len(ids)
+        pos = np.arange(T)
+        if setting == "current":
+            rows.append(Row(i, ids, pos >= first, np.ones(T, bool)))
+        elif setting == "future":
+            pts = split_points(T, seed, i)
+            if not pts:
+                short += 1
+            for t in pts:
+                rows.append(Row(i, ids, (pos >= first) & (pos < t), pos >= t))
+        else:
+            raise InputError(f"setting {setting!r} is not one of {', '.join(SETTINGS)}")
+    return rows, short
+
+
+def _first(x):
+    return x[0] if isinstance(x, (tuple, list)) else x
+
+
+def _replace_first(output, new):
+    if isinstance(output, tuple):
+        return (new,) + tuple(output[1:])
+    if isinstance(output, list):
+        return [new] + list(output[1:])
+    return new
+
+
+def _install(model, part: str, layer: int, where):
+    """Register the intervention hook of (part, layer) at positions `where` (B, T) bool;
+    returns the handle. torch.where keeps dtype and values wherever `where` is False."""
+    import torch
+
+    from align import models
+
+    w = where[..., None]
+    if part == "layer":
+        def hook(module, args, kwargs, output):
+            h_in = args[0] if args else kwargs["hidden_states"]
+            out = _first(output)
+            return _replace_first(output, torch.where(w.to(out.device), h_in, out))
+
+        return models.blocks(model)[layer].register_forward_hook(hook, with_kwargs=True, prepend=True)
+    attn_mods, mlp_mods = models.sublayer_modules(model)
+    mod = {"attn": attn_mods, "mlp": mlp_mods}[part][layer]
+
+    def zero(module, args, output):
+        out = _first(output)
+        return _replace_first(output, torch.where(w.to(out.device), torch.zeros_like(out), out))
+
+    return mod.register_forward_hook(zero, prepend=True)
+
+
+def _stack_masks(rows, T):
+    import torch
+
+    def m(name):
+        out = torch.zeros((len(rows), T), dtype=torch.bool)
+        for i, r in enumerate(rows):
+            out[i, : len(r.token_id)] = torch.as_tensor(getattr(r, name))
+        return out
+
+    return m("intervene"), m("measure")
+
+
+def _contribs_probs(out, L):
+    import torch
+
+    C = [(out["resid"][l + 1].float() - out["resid"][l].float()) for l in range(L)]
+    return C, torch.softmax(out["logits"].float(), -1)
+
+
+def skip_effects(model, rows: list[Row], parts=PARTS, eps: float = EPS) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row effects of skipping each layer, for one batch of rows (one right-padded
+    forward per (part, layer), plus one clean forward).
+
+    Returns R (n_parts, L skipped, L later, n_rows) and O (n_parts, L, n_rows), float64,
+    maxima over each row's measured positions; R[:, s, l] = 0 for l < s."""
+    import torch
+
+    from align import models
+    from align.analyses.forward import forward
+    from align.analyses.prompts import pad
+
+    L = len(models.blocks(model))
+    dev = models.input_device(model)
+    ids, mask, pos = pad([r.token_id for r in rows], dev)
+    intervene, measure = _stack_masks(rows, ids.shape[1])
+    intervene, measure = intervene.to(dev), measure.to(dev)
+    boundaries = range(L + 1)
+    C, p = _contribs_probs(forward(model, ids, mask, pos, boundaries), L)
+    R = np.zeros((len(parts), L, L, len(rows)))
+    O = np.zeros((len(parts), L, len(rows)))
+
+    def masked_max(v):  # v (B, T) >= 0 -> (B,), 0 where nothing is measured
+        return torch.where(measure.to(v.device), v, torch.zeros_like(v)).amax(-1).double().cpu().numpy()
+
+    for pi, part in enumerate(parts):
+        for s in range(L):
+            handle = _install(model, part, s, intervene)
+            try:
+                C2, p2 = _contribs_probs(forward(model, ids, mask, pos, boundaries), L)
+            finally:
+                handle.remove()
+            for l in range(s, L):
+                diff = (C[l] - C2[l].to(C[l].device)).norm(dim=-1) / C[l].norm(dim=-1).clamp(min=eps)
+                R[pi, s, l] = masked_max(diff)
+            O[pi, s] = masked_max((p2.to(p.device) - p).norm(dim=-1))
+            del C2, p2
+    return R, O
+
+
+def check_prompts(prompts, settings=SETTINGS) -> None:
+    """InputError when no prompt is long enough for the future setting (T < 13 everywhere)."""
+    if "future" in settings and prompts:
+        longest = max(len(p) for p in prompts)
+        if longest < MIN_FUTURE_LENGTH:
+            raise InputError(
+                f"no prompt is long enough for the future setting: it needs at least {MIN_FUTURE_LENGTH} tokens "
+                f"and the longest of {len(prompts)} prompts has {longest}: give longer prompts or --settings current"
+            )
+
+
+def skipping(model, batches, *, settings=SETTINGS, parts=PARTS, seed: int = 0, batch_size: int | None = None,
+             include_position_zero: bool = False, eps: float = EPS, progress=None) -> dict:
+    """Layer-skipping effects of a live model over prompts (METHODS.md §3).
+
+    batches: lists of token-id arrays (prompts), or a flat list of prompts with
+    `batch_size`. Rows (a prompt in "current", a (prompt, split point) in "future") are
+    batched `batch_size` per forward (default: the size of the first given batch).
+    Returns {"R": (n_settings, n_parts, 2 aggs, L, L), "O": (n_settings, n_parts, 2, L),
+    "n_prompts": {setting: int}, "n_prompts_too_short": int, "per_prompt": {setting: (R
+    (n, parts, L, L), O (n, parts, L))}, "n_forwards", "n_forwards_one_at_a_time"};
+    aggregations (max, mean_over_prompts)."""
+    from align import models
+
+    batches = list(batches)
+    if batches and isinstance(batches[0], np.ndarray):
+        prompts, size = batches, batch_size or 8
+    else:
+        prompts = [p for b in batches for p in b]
+        size = batch_size or max(1, len(batches[0]) if batches else 1)
+    if not prompts:
+        raise InputError("no prompts to run: give a corpus with at least one non-empty document")
+    L = len(models.blocks(model))
+    R = np.zeros((len(settings), len(parts), len(AGGS), L, L))
+    O = np.zeros((len(settings), len(parts), len(AGGS), L))
+    n_prompts, short, per_prompt = {}, 0, {}
+    # Forward passes made, and those a one-prompt-at-a-time loop would make (one clean run per
+    # prompt, one intervened run per (part, layer, split point)).
+    n_forwards = n_single = 0
+    for si, setting in enumerate(settings):
+        rows, too_short = rows_for(prompts, setting, seed, include_position_zero)
+        if setting == "future":
+            short = too_short
+            check_prompts(prompts, (setting,))
+        # Rows of similar length share a batch: less padding, and results are per prompt anyway.
+        rows.sort(key=lambda r: len(r.token_id))
+        Rp = np.zeros((len(prompts), len(parts), L, L))
+        Op = np.zeros((len(prompts), len(parts), L))
+        for k in range(0, len(rows), size):
+            chunk = rows[k:k + size]
+            r, o = skip_effects(model, chunk, parts, eps)
+            for j, row in enumerate(chunk):
+                Rp[row.prompt] = np.maximum(Rp[row.prompt], r[..., j])
+                Op[row.prompt] = np.maximum(Op[row.prompt], o[..., j])
+            if progress is not None:
+                progress(setting, min(k + size, len(rows)), len(rows))
+        used = sorted({row.prompt for row in rows})
+        n_forwards += -(-len(rows) // size) * (1 + len(parts) * L)
+        n_single += len(used) + len(rows) * len(parts) * L
+        Rp, Op = Rp[used], Op[used]
+        R[si, :, 0], R[si, :, 1] = Rp.max(0), Rp.mean(0)
+        O[si, :, 0], O[si, :, 1] = Op.max(0), Op.mean(0)
+        n_prompts[setting] = len(used)
+        per_prompt[setting] = (Rp, Op)
+    return {"R": R, "O": O, "n_prompts": n_prompts, "n_prompts_too_short": short, "per_prompt": per_prompt,
+            "settings": tuple(settings), "parts": tuple(parts), "n_forwards": n_forwards,
+            "n_forwards_one_at_a_time": n_single}
+
+
+def to_dataset(res: dict, attrs: dict, seed: int):
+    """The "skipping" result Dataset: dims setting, part, agg, skipped, later."""
+    import xarray as xr
+
+    L = res["R"].shape[-1]
+    ds = xr.Dataset(
+        {
+            "R": (("setting", "part", "agg", "skipped", "later"), res["R"]),
+            "O": (("setting", "part", "agg", "skipped"), res["O"]),
+        },
+        coords={"setting": list(res["settings"]), "part": list(res["parts"]), "agg": list(AGGS),
+                "skipped": np.arange(L), "later": np.arange(L)},
+    )
+    ds.attrs = {**attrs, "n_layers": L, "n_prompts": res["n_prompts"].get("current", max(res["n_prompts"].values())),
+                "n_prompts_by_setting": res["n_prompts"], "n_prompts_too_short": res["n_prompts_too_short"], "seed": seed}
+    return ds
