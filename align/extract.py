@@ -126,35 +126,39 @@ def _pad(batch, device):
 
 def forward_batch(model, batch, boundaries, layers, store_dtype: str) -> dict[str, np.ndarray]:
     """Run one batch of sequences; returns {kind: (n_kept, n_real_tokens, d_model)} encoded
-    for storage, tokens in sequence order, padding dropped."""
-    import torch
-
+    for storage, tokens in sequence order, padding dropped. Each captured tensor is copied
+    once, straight into the output array (this loop runs at the forward's pace)."""
     ids, mask = _pad(batch, models.input_device(model))
     out = capture.run(model, ids, mask, boundaries, layers)
     keep = mask.bool()
+    padded = not bool(keep.all())
+    n = int(keep.sum())
     result = {}
     for kind, index in (("resid", boundaries), ("attn", layers), ("mlp", layers)):
         if not index:
             continue
-        rows = []
-        for i in index:
-            t = out[kind][i]
-            rows.append(encode(t[keep.to(t.device)], store_dtype, f"{kind} at {'boundary' if kind == 'resid' else 'layer'} {i}"))
-        result[kind] = np.stack(rows)
-        del rows
-    del out, torch
+        rows = None
+        for r, i in enumerate(index):
+            t = out[kind].pop(i)
+            flat = t[keep.to(t.device)] if padded else t.reshape(n, t.shape[-1])
+            enc = encode(flat, store_dtype, f"{kind} at {'boundary' if kind == 'resid' else 'layer'} {i}")
+            if rows is None:
+                rows = np.empty((len(index), n, enc.shape[-1]), dtype=enc.dtype)
+            rows[r] = enc
+            del t, flat, enc
+        result[kind] = rows
     return result
 
 
 class _Progress:
-    """A tqdm bar on a terminal; a plain log line every ~10 s otherwise."""
+    """A tqdm bar on a terminal; otherwise a plain log line (through `log`) every ~10 s."""
 
-    def __init__(self, total: int, done: int, stream=None):
-        self.stream = stream or sys.stderr
+    def __init__(self, total: int, done: int, log, terminal: bool):
+        self.stream, self.log = sys.stderr, log
         self.total, self.done, self.t0, self.last = total, done, time.time(), 0.0
         self.start_done = done
         self.bar = None
-        if getattr(self.stream, "isatty", lambda: False)():
+        if terminal:
             from tqdm import tqdm
 
             self.bar = tqdm(total=total, initial=done, unit="tok", unit_scale=True, file=self.stream, dynamic_ncols=True)
@@ -169,8 +173,7 @@ class _Progress:
             self.last = now
             rate = (self.done - self.start_done) / max(now - self.t0, 1e-9)
             eta = (self.total - self.done) / rate if rate > 0 else float("inf")
-            print(f"align extract: {self.done:,}/{self.total:,} tokens, {rate:,.0f} tok/s, ETA {eta:,.0f} s",
-                  file=self.stream, flush=True)
+            self.log(f"align extract: {self.done:,}/{self.total:,} tokens, {rate:,.0f} tok/s, ETA {eta:,.0f} s")
 
     def close(self):
         if self.bar is not None:
@@ -245,6 +248,7 @@ def extract(
     Returns an ExtractReport. Raises AlignError subclasses for every bad input."""
     from align import store as st
 
+    terminal = log is None and sys.stderr.isatty()
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     t0 = time.time()
     if batch_size < 1:
@@ -344,16 +348,16 @@ def extract(
                 + (f" (removed {removed} partial file(s) left by a killed write)" if removed else ""))
             status = "resumed"
 
-        return _forward_all(spec, store, batch_size, boundaries, kept_layers, store_dtype, status, log, t0)
+        return _forward_all(spec, store, batch_size, boundaries, kept_layers, store_dtype, status, log, t0, terminal)
 
 
-def _forward_all(spec, store, batch_size, boundaries, kept_layers, store_dtype, status, log, t0) -> ExtractReport:
+def _forward_all(spec, store, batch_size, boundaries, kept_layers, store_dtype, status, log, t0, terminal) -> ExtractReport:
     from align import store as st
 
     model, _ = models.load_model(spec)
     writer = st.ActivationWriter(store)
     start_tokens, start_seq = writer.committed
-    progress = _Progress(store.n_tokens, start_tokens)
+    progress = _Progress(store.n_tokens, start_tokens, log, terminal)
     bg = _BackgroundWriter(writer)
     t_fwd = time.time()
     try:
