@@ -14,54 +14,76 @@ import warnings
 
 from align.errors import StoreError
 from align.faults import fault_point
-from align.store.activations import is_local, read_attrs
+from align.store.activations import exists, is_local, read_attrs
 
 RESULT_SCHEMAS = ("alignment", "contributions", "skipping", "lens", "depth")
 
 
-def write_result(path: str, ds, schema: str, overwrite: bool = False, storage_options: dict | None = None) -> str:
-    """Write `ds` (an xarray.Dataset) as a result store of `schema`.
+def _has_marker(path: str, storage_options=None) -> bool:
+    try:
+        return read_attrs(path, storage_options)["align"]["schema"] in RESULT_SCHEMAS
+    except StoreError:
+        return False
 
-    Attributes must be JSON-serialisable; `ds.attrs["align"]` is set to the schema. Returns
-    the path.
+
+def _remove_dead_temporaries(parent: str, base: str) -> None:
+    """Temporary folders of killed writers of the same result (`.NAME.tmp-PID-XXXX`)."""
+    prefix = f".{base}.tmp-"
+    for name in os.listdir(parent):
+        if not name.startswith(prefix):
+            continue
+        try:
+            pid = int(name[len(prefix):].split("-")[0])
+            os.kill(pid, 0)
+        except (ValueError, ProcessLookupError):
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+        except PermissionError:
+            pass
+
+
+def write_result(path: str, ds, schema: str, overwrite: bool = False, storage_options: dict | None = None) -> str:
+    """Write `ds` (an xarray.Dataset) as a result store of `schema`. Returns the path.
+
+    Attributes must be JSON-serialisable. The schema marker `attrs["align"]`, without which
+    no result opens, is written LAST: locally the data goes to a temporary sibling folder
+    that is renamed into place, then the marker is added; on an object store the marker is
+    added after every array. A run killed at any point leaves nothing that opens as a
+    complete result, and a later write replaces what it left.
     """
     if schema not in RESULT_SCHEMAS:
         raise ValueError(f"unknown result schema {schema!r}")
     ds = ds.copy()
-    ds.attrs = {**ds.attrs, "align": {"schema": schema, "version": 1}}
+    ds.attrs = {k: v for k, v in ds.attrs.items() if k != "align"}
+    marker = {"schema": schema, "version": 1}
     json.dumps(ds.attrs)  # fail before writing anything
     path = str(path)
-    if is_local(path):
-        if os.path.exists(path):
-            if not overwrite:
-                raise StoreError(f"{path} already exists: choose another -o, or pass --overwrite")
-        parent = os.path.dirname(os.path.abspath(path))
-        os.makedirs(parent, exist_ok=True)
-        tmp = os.path.join(parent, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex[:8]}")
-        try:
-            with warnings.catch_warnings():
-                # String coordinates (part, agg, ...) use zarr's not-yet-final string dtype,
-                # and consolidated metadata is not yet in the v3 spec: both expected here.
-                warnings.simplefilter("ignore")
+    if not overwrite and exists(path, storage_options) and _has_marker(path, storage_options):
+        raise StoreError(f"{path} already exists: choose another -o, or pass --overwrite")
+    with warnings.catch_warnings():
+        # String coordinates (part, agg, ...) use zarr's not-yet-final string dtype, and
+        # consolidated metadata is not yet in the v3 spec: both expected here.
+        warnings.simplefilter("ignore")
+        if is_local(path):
+            parent, base = os.path.split(os.path.abspath(path))
+            os.makedirs(parent, exist_ok=True)
+            _remove_dead_temporaries(parent, base)
+            tmp = os.path.join(parent, f".{base}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+            try:
                 ds.to_zarr(tmp, mode="w", zarr_format=3, consolidated=True)
-            fault_point("result_before_rename")
-            if os.path.exists(path):
-                shutil.rmtree(path)
-            os.rename(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        # No atomic rename on object stores: write everything but the schema marker, then
-        # add the marker last; a result without it is refused on open.
+                fault_point("result_before_rename")
+                if os.path.exists(path):
+                    shutil.rmtree(path)
+                os.rename(tmp, path)
+            finally:
+                if os.path.exists(tmp):
+                    shutil.rmtree(tmp, ignore_errors=True)
+            fault_point("result_before_marker")
+        else:
+            ds.to_zarr(path, mode="w", zarr_format=3, consolidated=False, storage_options=storage_options)
+            fault_point("result_before_marker")
         import zarr
 
-        marker = ds.attrs.pop("align")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ds.to_zarr(path, mode="w", zarr_format=3, consolidated=False, storage_options=storage_options)
-        fault_point("result_before_rename")
-        g = zarr.open_group(path, mode="r+", zarr_format=3, storage_options=storage_options)
+        g = zarr.open_group(path, mode="r+", zarr_format=3, storage_options=storage_options if not is_local(path) else None)
         g.attrs["align"] = marker
     return path
 
