@@ -44,14 +44,14 @@ def activations(n_tokens: int = 8192) -> np.ndarray:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def measure(data: np.ndarray, codec: str, chunk_bytes: int, root: str) -> dict:
+def measure(data: np.ndarray, codec: str, C: int, root: str) -> dict:
     import zarr
 
     from align.store.codecs import compressors
 
     nb, n, d = data.shape
-    C = max(64, chunk_bytes // (d * data.dtype.itemsize))
-    path = os.path.join(root, f"{codec}-{chunk_bytes}.zarr")
+    chunk_bytes = C * d * data.dtype.itemsize
+    path = os.path.join(root, f"{codec}-{C}.zarr")
     arr = zarr.create_array(path, shape=data.shape, chunks=(1, C, d), dtype=data.dtype, compressors=compressors(codec),
                             fill_value=0, zarr_format=3)
     t = time.perf_counter()
@@ -78,7 +78,7 @@ def main() -> None:
     try:
         for name, data in (("float32", f32), ("bfloat16", b16)):
             for codec in ("none", "crc32c", "zstd", "blosc-lz4", "zstd+crc32c"):
-                for chunk in (1 << 20, 4 << 20, 16 << 20):
+                for chunk in (256, 1024, 4096):  # tokens: divide the 8,192 tokens evenly
                     r = measure(data, codec, chunk, root)
                     r["dtype"] = name
                     rows.append(r)
