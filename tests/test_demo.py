@@ -1,0 +1,192 @@
+"""The built-in demo: the generated corpus, the char tokenizer, cached seeded training, and
+the whole pipeline end to end at its tiny size (control included)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+
+import numpy as np
+import pytest
+from PIL import Image
+
+
+# -- an independent evaluator for the corpus check (no eval, no align) --------------------
+def _evaluate(expr: str) -> int:
+    """Integer arithmetic with + - * and parentheses, usual precedence, by recursive descent."""
+    toks = re.findall(r"\d+|[-+*()]", expr)
+    pos = 0
+
+    def atom():
+        nonlocal pos
+        t = toks[pos]
+        pos += 1
+        if t == "(":
+            v = expr_()
+            pos += 1  # ")"
+            return v
+        return int(t)
+
+    def term():
+        nonlocal pos
+        v = atom()
+        while pos < len(toks) and toks[pos] == "*":
+            pos += 1
+            v *= atom()
+        return v
+
+    def expr_():
+        nonlocal pos
+        v = term()
+        while pos < len(toks) and toks[pos] in "+-":
+            op = toks[pos]
+            pos += 1
+            v = v + term() if op == "+" else v - term()
+        return v
+
+    return expr_()
+
+
+def test_problems_are_correct_and_have_the_asked_number_of_operations():
+    from align.demo import data
+
+    rng = random.Random(5)
+    for n_ops in (1, 2, 3, 4, 6):
+        for _ in range(200):
+            line = data.problem(rng, n_ops)
+            expr, answer = line.split("=")
+            assert int(answer) == _evaluate(expr), line
+            assert sum(expr.count(c) for c in "+-*") == n_ops, line  # operands are non-negative: every sign is an operation
+            assert set(line) <= set(data.ALPHABET)
+
+
+def test_corpus_is_seeded_and_respects_the_operation_range():
+    from align.demo import data
+
+    a = data.training_text(5000, seed=3, min_ops=2, max_ops=3)
+    assert a == data.training_text(5000, seed=3, min_ops=2, max_ops=3)
+    assert a != data.training_text(5000, seed=4, min_ops=2, max_ops=3)
+    assert len(a) >= 5000
+    ops = [sum(line.split("=")[0].count(c) for c in "+-*") for line in a.splitlines()]
+    assert set(ops) == {2, 3}
+    docs = data.heldout_documents(10, seed=3, lines_per_doc=4, min_ops=1, max_ops=1)
+    assert len(docs) == 10 and all(len(d.splitlines()) == 4 for d in docs)
+    assert not set(docs) & set(a.splitlines())  # another stream (documents of 4 lines vs single lines)
+
+
+def test_bad_operation_range_is_refused():
+    from align.demo import data
+    from align.errors import AlignError
+
+    with pytest.raises(AlignError) as e:
+        data.training_text(100, seed=0, min_ops=3, max_ops=2)
+    assert "3..2" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_tokenizer_is_char_level_and_loads_like_a_checkpoint(tmp_path):
+    from transformers import AutoTokenizer
+
+    from align.demo import data, tokenizer
+
+    tokenizer.save(str(tmp_path))
+    tok = AutoTokenizer.from_pretrained(str(tmp_path))
+    assert tok.is_fast and len(tok) == len(data.ALPHABET) + 1
+    text = "12*(3-4)=-12\n7+8=15"
+    enc = tok(text, return_offsets_mapping=True)
+    assert enc["input_ids"] == [data.ALPHABET.index(c) + 1 for c in text]  # no BOS, one id per character
+    assert enc["offset_mapping"] == [(k, k + 1) for k in range(len(text))]
+    assert tok.decode(enc["input_ids"]) == text
+    assert tok("x")["input_ids"] == [tok.unk_token_id] == [0]
+
+
+def test_training_is_seeded_cached_and_learns(tmp_path):
+    import torch
+    from safetensors.torch import load_file
+
+    from align.demo.train import TrainConfig, train
+
+    cfg = TrainConfig(n_layers=1, d_model=32, tokens=5120, seq_len=32, batch_size=8, warmup_steps=3, lr=1e-2)
+    a = train(cfg, str(tmp_path / "a"), log=lambda m: None)
+    b = train(cfg, str(tmp_path / "b"), log=lambda m: None)
+    wa, wb = load_file(str(tmp_path / "a" / "model.safetensors")), load_file(str(tmp_path / "b" / "model.safetensors"))
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)  # same seed, same weights
+    assert a["tokens_seen"] == 20 * 8 * 32 and a["key"] == cfg.key()
+    assert a["heldout_loss_trained"] < a["heldout_loss_init"] - 0.1  # better than the first step by a margin
+    mtime = os.path.getmtime(tmp_path / "a" / "model.safetensors")
+    logs = []
+    again = train(cfg, str(tmp_path / "a"), log=logs.append)
+    assert again == a and os.path.getmtime(tmp_path / "a" / "model.safetensors") == mtime
+    assert "reusing" in logs[0]
+    other = TrainConfig(n_layers=1, d_model=32, tokens=3000, seq_len=32, batch_size=8, warmup_steps=3, lr=1e-2, seed=1)
+    assert other.key() != cfg.key()
+
+
+def test_demo_pipeline_end_to_end(demo_run):
+    import xarray as xr
+
+    out, report = demo_run
+    # Every store opens with plain xarray.open_zarr (activation stores as groups of arrays too).
+    for name, path in report.results.items():
+        ds = xr.open_zarr(path, consolidated=False)
+        assert ds.attrs["align"]["schema"] in name or name.startswith("alignment"), name
+    for name, path in report.stores.items():
+        xr.open_zarr(path, consolidated=False)
+    trained = xr.open_zarr(report.results["alignment"], consolidated=False)
+    control = xr.open_zarr(report.results["alignment-control"], consolidated=False)
+    assert list(trained.source_layer.values) == [0, 1, 2] and list(trained.target_layer.values) == [0, 1, 2, 3, 4]
+    assert control.attrs["target"]["random_init"] is True and trained.attrs["target"]["random_init"] is False
+    assert control.attrs["target_model"] == trained.attrs["target_model"]  # same architecture and folder
+    # The summary prints each matrix's argmin path, recomputed here from the matrix (i, j >= 1).
+    for ds in (trained, control):
+        err = ds["relative_error"].sel(source_layer=[1, 2], target_layer=[1, 2, 3, 4]).values
+        path = [int(j) + 1 for j in np.argmin(err, axis=1)]
+        assert f"argmin path j*(i), i = [1, 2]: {path}" in report.summary
+    for name in ("shallow", "deep"):
+        assert f"model {name}" in report.summary
+        depth = xr.open_zarr(report.results[f"depth-{name}"], consolidated=False)
+        assert list(depth.rule.values) == ["cosine", "kl", "overlap"]
+    expected = {"alignment": (1800, 750), "contributions": (1200, 500), "lens": (1200, 500), "skipping": (1200, 900)}
+    for name, png in report.figures.items():
+        with Image.open(png) as im:
+            assert im.size == expected[name.split("-")[0]], name  # the trained pair beside its control: two panels
+    assert set(report.figures) >= {"alignment", "alignment-r2", "contributions-deep", "lens-deep", "skipping-deep"}
+    with open(os.path.join(out, "demo.json"), encoding="utf-8") as f:
+        assert json.load(f)["summary"] == report.summary
+
+
+def test_trained_demo_model_loads_through_extract_like_a_checkpoint(demo_run):
+    from align.store import open_activations
+
+    _, report = demo_run
+    s = open_activations(report.stores["deep"])
+    assert s.provenance["model_type"] == "qwen2" and s.n_layers == 4 and s.d_model == 48
+    assert s.provenance["special_tokens"]["prefix"] == []  # no BOS: position 0 is a character
+    c = open_activations(report.stores["control"])
+    # The control has the deep model's shape but other weights: the embeddings differ.
+    assert c.n_layers == s.n_layers and c.d_model == s.d_model
+    assert not np.allclose(c.resid(0, 0, 50), s.resid(0, 0, 50))
+
+
+def test_demo_second_run_is_cached(demo_run, cli):
+    out, report = demo_run
+    stamp = {p: os.path.getmtime(p) for p in (report.results["alignment"], report.stores["deep"])}
+    code, stdout, stderr = cli("demo", "--size", "tiny", "-o", out)
+    assert code == 0, stderr
+    assert report.summary.splitlines()[-1] in stdout  # same numbers
+    assert "train" not in stdout.splitlines()[-1] and "fit" not in stdout.splitlines()[-1]  # no step took >= 1 s of those
+    assert {p: os.path.getmtime(p) for p in stamp} == stamp
+    assert "reusing trained model" in stderr
+
+
+@pytest.mark.parametrize("args,words", [
+    (("--tokens", "5"), ["--tokens", "5"]),
+    (("--size", "huge"), ["--size", "huge"]),
+])
+def test_demo_bad_options(cli, tmp_path, args, words):
+    code, _, stderr = cli("demo", "-o", tmp_path / "d", *args)
+    assert code == 2 and stderr.count("\n") == 1 and stderr.startswith("align: error:")
+    for w in words:
+        assert w in stderr, stderr
+    assert not (tmp_path / "d").exists()
