@@ -21,7 +21,7 @@ import numpy as np
 
 import align
 from align import capture, corpus, models
-from align.errors import DiskSpaceError, InputError, StoreError, StoreMismatch
+from align.errors import DiskSpaceError, InputError, StoreMismatch
 from align.faults import fault_point
 from align.layers import parse_layers
 from align.store.codecs import DEFAULT_CODEC, encode, physical_dtype

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from align.errors import InputError, ModelError
@@ -32,10 +32,7 @@ class Family:
     # Submodule of a block whose OUTPUT is exactly what is added to the residual.
     attn_out: str = "self_attn"
     mlp_out: str = "mlp"
-    # Tokenizer of the family prepends BOS (recorded per store from the tokenizer itself;
-    # this is documentation only).
-    notes: str = ""
-    extra: dict = field(default_factory=dict)
+    notes: str = ""  # documentation only
 
 
 FAMILIES: tuple[Family, ...] = (

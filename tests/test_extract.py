@@ -9,7 +9,6 @@ rtol 1e-4 with atol 1e-4 is ~1000x the observed rounding and ~1e4x below any rea
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 import pytest

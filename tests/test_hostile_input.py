@@ -5,7 +5,6 @@ attributes is ever executed or unpickled."""
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import re
 
@@ -55,8 +54,6 @@ def test_corpus_readers_on_arbitrary_bytes(tmp_path_factory, raw, kind, split):
 @given(text=st.text(max_size=300), max_length=st.integers(2, 40), overflow=st.sampled_from(["split", "truncate"]),
        max_tokens=st.one_of(st.none(), st.integers(1, 50)))
 def test_sequences_are_consistent(zoo, tmp_path_factory, text, max_length, overflow, max_tokens):
-    from transformers import AutoTokenizer
-
     tok = _tokenizer(zoo("llama"))
     path = tmp_path_factory.mktemp("s") / "c.txt"
     path.write_text(text, encoding="utf-8")
@@ -73,7 +70,6 @@ def test_sequences_are_consistent(zoo, tmp_path_factory, text, max_length, overf
         doc = docs[s.doc]
         for a, b in zip(s.char_start, s.char_end):
             assert (a == b == -1) or 0 <= a <= b <= len(doc)
-    del AutoTokenizer
 
 
 _tok_cache: dict = {}
@@ -156,4 +152,3 @@ def test_store_attributes_are_never_executed(extracted, tmp_path, cli):
         src_text = f.read_text()
         assert not re.search(r"(?<![.\w])(eval|exec)\(|pickle\.loads?\(|yaml\.load\(|torch\.load\(", src_text), f
     json.dumps(g.attrs.asdict())
-    del os
