@@ -46,7 +46,8 @@ def build(root: str, vocab: int = 4096) -> str:
     torch.manual_seed(0)
     AutoModelForCausalLM.from_config(config).save_pretrained(path)
     with open(os.path.join(root, "corpus.txt"), "w") as f:
-        f.write("\n\n".join(" ".join(rng.choice(words) for _ in range(5000)) for _ in range(40)))
+        # One long document: every window of 512 tokens is full.
+        f.write(" ".join(rng.choice(words) for _ in range(200_000)))
     return path
 
 
