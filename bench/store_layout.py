@@ -52,7 +52,7 @@ def measure(data: np.ndarray, codec: str, C: int, root: str) -> dict:
     nb, n, d = data.shape
     chunk_bytes = C * d * data.dtype.itemsize
     path = os.path.join(root, f"{codec}-{C}.zarr")
-    arr = zarr.create_array(path, shape=data.shape, chunks=(1, C, d), dtype=data.dtype, compressors=compressors(codec),
+    arr = zarr.create_array(path, shape=data.shape, chunks=(1, C, d), dtype=data.dtype, compressors=compressors(codec, data.dtype.itemsize),
                             fill_value=0, zarr_format=3)
     t = time.perf_counter()
     for s in range(0, n, C):

@@ -148,7 +148,7 @@ def create_activations(path: str, layout: Layout, attrs: dict, storage_options: 
 
     # Mode "a" and per-array overwrite: mode "w" would wipe the folder, lock file included.
     g = _open_group(path, "a", storage_options)
-    comp = compressors(layout.codec)
+    comp = compressors(layout.codec, physical_dtype(layout.store_dtype).itemsize)
     pdt = physical_dtype(layout.store_dtype)
     C, N, d = layout.chunk_tokens, layout.n_tokens, layout.d_model
     extra = {"logical_dtype": layout.store_dtype}

@@ -27,15 +27,16 @@ def physical_dtype(store_dtype: str) -> np.dtype:
     return np.dtype(np.uint16) if store_dtype == "bfloat16" else np.dtype(store_dtype)
 
 
-def compressors(codec: str):
-    """Zarr v3 bytes-to-bytes codecs for a codec name."""
+def compressors(codec: str, itemsize: int = 2):
+    """Zarr v3 bytes-to-bytes codecs for a codec name (`itemsize`: bytes per stored value,
+    for blosc's shuffle)."""
     from zarr.codecs import BloscCodec, Crc32cCodec, ZstdCodec
 
     table = {
         "none": [],
         "crc32c": [Crc32cCodec()],
         "zstd": [ZstdCodec(level=1)],
-        "blosc-lz4": [BloscCodec(cname="lz4", clevel=1, shuffle="bitshuffle", typesize=2)],
+        "blosc-lz4": [BloscCodec(cname="lz4", clevel=1, shuffle="bitshuffle", typesize=itemsize)],
         "zstd+crc32c": [ZstdCodec(level=1), Crc32cCodec()],
     }
     if codec not in table:
