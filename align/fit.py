@@ -29,15 +29,19 @@ import numpy as np
 import align
 from align import ridge
 from align.errors import InputError, StoreError
+from align.faults import fault_point
 from align.layers import parse_layers
 
 PART_NAMES = {ridge.FIT: "fit", ridge.VAL: "validation"}
 TEST = 2  # part code of held-out rows; -1: not used (position 0, or excluded)
 SYNC = ("sync", "synchronous")
 TOKENIZER_PARTS = ("vocab", "merges", "added_tokens", "normalizer_pretokenizer", "special_wrapping")
-# Fraction of a worker's memory the accumulators may plan for: dask starts spilling at 60%.
-WORKER_FRACTION = 0.5
-CLIENT_FRACTION = 0.15  # of --memory-limit kept for the client when a LocalCluster is started
+GPU_FRACTION = 0.5  # of a GPU's free memory the accumulators may plan for
+MIN_TASK_TOKENS = 256  # tokens per task are cut down to this before the pair grid is blocked
+# Share of the memory left after the idle footprint that the plan fills, a margin for what
+# `block_bytes` does not count (allocator slack, Dask's copies of results in transit). In
+# bench/fit.py the measured peak above the idle footprint was ~70% of the planned bytes.
+PLAN_FRACTION = 0.9
 
 
 @dataclass
@@ -48,6 +52,8 @@ class FitReport:
     blocks: list
     statistics: dict = field(default_factory=dict)  # {(I, J): reduced statistics}, when asked for
     workers: set = field(default_factory=set)  # addresses of the workers that ran tasks
+    task_seconds: dict = field(default_factory=dict)  # compute seconds summed by task kind (stats, solve, ...)
+    plan: dict = field(default_factory=dict)  # memory plan: budget, idle footprint, per-worker bytes, tokens per task
 
 
 # -- checks -------------------------------------------------------------------------------
@@ -132,39 +138,73 @@ def token_parts(doc, pos, fit_docs, val_docs, test_docs, include_first_token: bo
 
 # -- memory plan --------------------------------------------------------------------------
 
-def block_bytes(nI: int, nJ: int, d_s: int, d_t: int, task_tokens: int) -> int:
-    """Peak bytes one worker plans for a block of nI source × nJ target boundaries: three
-    accumulators alive during the tree (two inputs and their sum), the maps, and one task's
-    rows (float32 read + float64 copy)."""
+def block_bytes(nI: int, nJ: int, d_s: int, d_t: int, task_tokens: int, chunk_tokens: int = 0, n_tasks: int = 1) -> int:
+    """Peak bytes one worker plans for a block of nI source × nJ target boundaries, beyond
+    its idle footprint, when the statistics come from `n_tasks` tasks:
+
+    - statistics: 3 + ⌈log₂ n_tasks⌉ accumulators (two inputs of a tree sum and their sum,
+      plus one partial sum per level of the pairwise tree waiting for its partner), each
+      8·P·(nI·d_S² + nI·nJ·d_S·d_T + nI·d_S + nJ·d_T + nJ + 1) bytes;
+    - the maps of the block (W, c and the two means), held by the solve and every held-out task,
+      and the solve's per-source temporaries (two scatters, two eigenbases, one more: 5·d_S²);
+    - one task's rows: float32 as read + float64 shifted copy + per-part copy (20 bytes a value)
+      of nI·d_S + nJ·d_T values per token, plus one decoded store chunk of the widest array."""
     acc = 8 * (ridge.N_PARTS * (nI * d_s * d_s + nI * nJ * d_s * d_t + nI * d_s + nJ * d_t + nJ + 1))
-    maps = 8 * nI * nJ * (d_s * d_t + d_s + 2 * d_t)
-    rows = 12 * task_tokens * (nI * d_s + nJ * d_t) * 2
-    return 3 * acc + maps + rows
+    maps = 8 * nI * nJ * (d_s * d_t + d_s + 2 * d_t) + 8 * 5 * d_s * d_s
+    rows = 20 * task_tokens * (nI * d_s + nJ * d_t) + 4 * chunk_tokens * max(d_s, d_t)
+    return (3 + math.ceil(math.log2(max(n_tasks, 1)))) * acc + maps + rows
 
 
-def plan_blocks(source_layers, target_layers, d_s: int, d_t: int, task_tokens: int, budget: int):
-    """Split the pair grid into blocks whose `block_bytes` fit `budget`, reading the stores
-    as few times as possible: minimise (source reads) + (target reads), in bytes per token,
-    over block shapes; ties to the larger block. Returns [(I, J), ...]."""
+def _task_sizes(most: int, fixed: bool) -> list:
+    """Tokens per task to try, largest first: `most`, then powers of two down to MIN_TASK_TOKENS."""
+    if fixed:
+        return [most]
+    sizes = [most] + [1 << k for k in range(int(math.log2(most)), -1, -1) if MIN_TASK_TOKENS <= (1 << k) < most]
+    return sizes
+
+
+def plan_blocks(source_layers, target_layers, d_s: int, d_t: int, task_tokens: int, budget: int,
+                chunk_tokens: int = 0, fixed_tokens: bool = False, n_tokens: int | None = None):
+    """Split the pair grid into blocks that fit `budget` bytes per worker (`block_bytes`),
+    reading the stores as few times as possible: minimise (source reads) + (target reads), in
+    bytes per token, over block shapes; ties to the larger block. Tokens per task shrink
+    (powers of two down to MIN_TASK_TOKENS; never with fixed_tokens) before blocks do; a
+    block's accumulators count the depth of its reduction tree over ⌈n_tokens / tokens⌉ tasks.
+
+    Returns ([(I, J), ...], tokens per task), or None when not even one pair fits."""
     nI, nJ = len(source_layers), len(target_layers)
+    n_tokens = n_tokens or task_tokens
+    sizes = _task_sizes(task_tokens, fixed_tokens)
+
+    def fitting(bI, bJ):
+        for t in sizes:
+            if block_bytes(bI, bJ, d_s, d_t, t, chunk_tokens, math.ceil(n_tokens / t)) <= budget:
+                return t
+        return None
+
     best = None
     for bI in range(1, nI + 1):
         for bJ in range(1, nJ + 1):
-            if block_bytes(bI, bJ, d_s, d_t, task_tokens) > budget:
-                continue
             reads = math.ceil(nJ / bJ) * nI * d_s + math.ceil(nI / bI) * nJ * d_t
             key = (reads, -bI * bJ)
-            if best is None or key < best[0]:
-                best = (key, bI, bJ)
+            if best is not None and key >= best[0]:
+                continue
+            t = fitting(bI, bJ)
+            if t is not None:
+                best = (key, bI, bJ, t)
     if best is None:
-        need = block_bytes(1, 1, d_s, d_t, task_tokens)
-        raise InputError(
-            f"--memory-limit leaves {_human(budget)} per worker, but one layer pair (d_source {d_s}, d_target {d_t}) "
-            f"needs {_human(need)}: raise --memory-limit or use fewer workers"
-        )
-    _, bI, bJ = best
-    return [(tuple(source_layers[a:a + bI]), tuple(target_layers[b:b + bJ]))
-            for a in range(0, nI, bI) for b in range(0, nJ, bJ)]
+        return None
+    _, bI, bJ, step = best
+    blocks = [(tuple(source_layers[a:a + bI]), tuple(target_layers[b:b + bJ]))
+              for a in range(0, nI, bI) for b in range(0, nJ, bJ)]
+    return blocks, step
+
+
+def client_bytes(n_tokens: int, n_pairs: int, d_s: int, d_t: int, save_maps: bool) -> int:
+    """Bytes the client plans for beyond its idle footprint: per token the doc and pos ids,
+    the split, and the graph's copies of it (26 bytes), and with --save-maps every map twice
+    (the results and the Dataset)."""
+    return 26 * n_tokens + (2 * 8 * n_pairs * (d_s + 1) * d_t if save_maps else 0)
 
 
 def _human(n: float) -> str:
@@ -209,6 +249,7 @@ def _stats_task(src, tgt, so, I, J, start, stop, part, shifts, device, threads):
     x_shift, y_shift = shifts
     with _blas(threads):
         xs, ys = _read(src, so, I, start, stop), _read(tgt, so, J, start, stop)
+        fault_point("fit_statistics_chunk")  # crash tests: killed mid-way through the statistics
         return ridge.chunk_statistics(xs, ys, part, x_shift, y_shift, ridge.Backend(device))
 
 
@@ -254,8 +295,10 @@ def _tree(dsk: dict, name: str, keys: list, add) -> tuple:
 
 
 def block_graph(b: int, I, J, src: str, tgt: str, so, ranges, part, shifts, alphas, device, threads,
-                save_maps: bool, keep_stats: bool):
-    """The Dask graph (a dict) of block `b`: returns (graph, result key)."""
+                save_maps: bool, keep_stats: bool, solve_threads: int | None = None):
+    """The Dask graph (a dict) of block `b`: returns (graph, result key). The solve is the
+    only task running then (every other waits on it), so it may use `solve_threads` BLAS
+    threads (default `threads`); the statistics use `threads`, whatever the cluster."""
     dsk = {}
     x_shift = {i: shifts[0][i] for i in I}
     y_shift = {j: shifts[1][j] for j in J}
@@ -272,7 +315,7 @@ def block_graph(b: int, I, J, src: str, tgt: str, so, ranges, part, shifts, alph
         raise InputError("no training token is left after the split (and position 0 excluded): extract a larger corpus")
     root = _tree(dsk, f"stats-sum-{b}", stat_keys, _add_task)
     fk = ("solve", b)
-    dsk[fk] = (_solve_task, root, list(alphas), sk, threads)
+    dsk[fk] = (_solve_task, root, list(alphas), sk, solve_threads or threads)
     for c, (start, stop) in enumerate(ranges):
         rows = np.flatnonzero(part[start:stop] == TEST)
         if len(rows):
@@ -295,9 +338,62 @@ def _total_memory() -> int:
     return int(psutil.virtual_memory().available * 0.6)
 
 
+def _warm_rss() -> int:
+    """RSS of this process once it has imported and run what a task uses (the idle footprint
+    a worker keeps during the fit)."""
+    import psutil
+    import zarr  # noqa: F401
+
+    import align.fit  # noqa: F401
+    import align.store  # noqa: F401
+
+    a = np.ones((64, 64))
+    with _blas(1):
+        a @ a
+    return psutil.Process().memory_info().rss
+
+
+def _tree_rss() -> int:
+    """Summed RSS of this process and all its descendants (a local cluster's workers)."""
+    import psutil
+
+    me = psutil.Process()
+    total = me.memory_info().rss
+    for c in me.children(recursive=True):
+        try:
+            total += c.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+@dataclass
+class Executor:
+    """How a fit runs: run(graph, key) -> value; `seen` collects the workers that ran tasks.
+
+    Memory: `limit` is the budget (bytes), of the whole fit (mode "sync" or "local") or per
+    worker (mode "remote"); `idle` is the footprint measured once the workers were up and
+    warm: this process and every worker it started (sync, local), or the largest worker
+    (remote)."""
+    run: object
+    seen: set
+    task_seconds: dict
+    n_workers: int
+    mode: str
+    limit: int
+    idle: int
+
+
+def _no_memory_guard() -> dict:
+    """Dask's spill/pause/restart thresholds count a worker's idle footprint against its
+    share; the fit's own plan keeps it within the budget, so the workers align starts run
+    without them (a restart would redo the work, not save memory)."""
+    return {f"distributed.worker.memory.{k}": False for k in ("target", "spill", "pause", "terminate")}
+
+
 @contextlib.contextmanager
 def _executor(scheduler, n_workers, memory_limit, log):
-    """Yields (run(graph, key) -> value, per-worker bytes, workers seen (set))."""
+    """Yields an Executor for `scheduler` (see `fit`)."""
     from dask.utils import parse_bytes
 
     limit = parse_bytes(memory_limit) if isinstance(memory_limit, str) else memory_limit
@@ -305,25 +401,28 @@ def _executor(scheduler, n_workers, memory_limit, log):
     if scheduler in SYNC:
         import dask.local
 
-        budget = limit or _total_memory()
-
-        def run(dsk, key):
+        def run_sync(dsk, key):
             seen.add("this process")
             return dask.local.get_sync(dsk, key)
 
-        yield run, budget, seen, 1
+        yield Executor(run_sync, seen, {}, 1, "sync", limit or _total_memory(), _warm_rss())
         return
+    import dask
     from distributed import Client, LocalCluster
 
     cluster = None
     if scheduler is None:
         n = n_workers or os.cpu_count() or 1
-        budget = limit or _total_memory()
-        per_worker = int(budget * (1 - CLIENT_FRACTION) / n)
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=per_worker,
-                               dashboard_address=None, silence_logs=logging.ERROR)
+        total = limit or _total_memory()
+        with dask.config.set(_no_memory_guard()):
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=total // n,
+                                   dashboard_address=None, silence_logs=logging.ERROR)
         client = Client(cluster)
-        log(f"align fit: started a local Dask cluster of {n} worker processes, {_human(per_worker)} each")
+        client.run(_warm_rss)
+        _warm_rss()
+        ex = Executor(None, seen, {}, n, "local", total, _tree_rss())
+        log(f"align fit: started a local Dask cluster of {n} worker processes; budget {_human(total)}, "
+            f"{_human(ex.idle)} of it used idle by this process and the workers")
     else:
         try:
             client = Client(scheduler, timeout="20s")
@@ -334,7 +433,10 @@ def _executor(scheduler, n_workers, memory_limit, log):
             client.close()
             raise InputError(f"--scheduler {scheduler}: the cluster has no workers; start some with `dask worker {scheduler}`")
         per_worker = limit or min(int(w.get("memory_limit") or _total_memory()) for w in workers.values())
-        log(f"align fit: using the Dask cluster at {scheduler} ({len(workers)} workers)")
+        idle = max(client.run(_warm_rss).values())
+        ex = Executor(None, seen, {}, len(workers), "remote", per_worker, idle)
+        log(f"align fit: using the Dask cluster at {scheduler} ({len(workers)} workers, {_human(per_worker)} each, "
+            f"{_human(idle)} of it used idle)")
 
     def run(dsk, key):
         from distributed import get_task_stream
@@ -346,15 +448,48 @@ def _executor(scheduler, n_workers, memory_limit, log):
 
                 progress(futures)
             value = client.gather(futures)[0]
-        seen.update(t["worker"] for t in stream.data if "worker" in t)
+        for t in stream.data:
+            if "worker" in t:
+                seen.add(t["worker"])
+            k = t.get("key")
+            kind = str(k[0] if isinstance(k, tuple) else k).rstrip("0123456789").rstrip("-")  # "stats-sum-3" -> "stats-sum"
+            for s in t.get("startstops", ()):
+                if s.get("action") == "compute":
+                    ex.task_seconds[kind] = ex.task_seconds.get(kind, 0.0) + s["stop"] - s["start"]
         return value
 
+    ex.run = run
     try:
-        yield run, per_worker, seen, max(1, len(client.scheduler_info().get("workers", {})))
+        yield ex
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def worker_budget_of(ex: Executor, client_extra: int) -> int:
+    """Bytes per worker the accumulators may plan for: PLAN_FRACTION of (budget − idle
+    footprint − the client's own data) / workers for a fit that owns its processes; per
+    worker, PLAN_FRACTION of (budget − the largest worker's idle footprint) on an existing
+    cluster."""
+    if ex.mode == "remote":
+        return int((ex.limit - ex.idle) * PLAN_FRACTION)
+    return int((ex.limit - ex.idle - client_extra) * PLAN_FRACTION) // ex.n_workers
+
+
+def _refuse_memory(ex: Executor, client_extra: int, need: int, d_s: int, d_t: int, tokens: int):
+    need = math.ceil(need / PLAN_FRACTION)
+    if ex.mode == "remote":
+        minimum = ex.idle + need
+        where = f"per worker: a worker of this cluster uses {_human(ex.idle)} idle"
+    else:
+        minimum = ex.idle + client_extra + ex.n_workers * need
+        who = "this process" if ex.mode == "sync" else f"this process and its {ex.n_workers} workers"
+        where = f"{who} use {_human(ex.idle)} idle and the split {_human(client_extra)}"
+    raise InputError(
+        f"--memory-limit {_human(ex.limit)} is too small ({where}, and one layer pair of d_source {d_s}, d_target {d_t} "
+        f"with {tokens}-token tasks needs {_human(need)} per worker): the minimum is {_human(minimum)}; "
+        "raise --memory-limit" + ("" if ex.mode == "remote" else " or use fewer --workers"))
 
 
 # -- the entry point ----------------------------------------------------------------------
@@ -381,6 +516,7 @@ def fit(
     blas_threads: int | None = 1,
     keep_statistics: bool = False,
     storage_options: dict | None = None,
+    worker_budget: int | None = None,
     log=None,
 ) -> FitReport:
     """Fit a ridge map from every chosen boundary of `source` to every chosen boundary of
@@ -390,7 +526,10 @@ def fit(
     FitReport whose `dataset` is the result. `scheduler`: None starts a LocalCluster of
     `n_workers` processes (default: one per CPU), "synchronous" runs in this process, any
     other value is a Dask scheduler address. `memory_limit` (bytes or "8GB") is the budget
-    of the whole fit (per worker with an address). Raises AlignError for every bad input."""
+    of the whole fit (per worker with an address): the idle footprint of this process and the
+    workers is measured once they are up and subtracted, the rest is planned (`plan_blocks`).
+    `worker_budget` (bytes) replaces that per-worker figure (tests). Raises AlignError for
+    every bad input."""
     import json
 
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -426,22 +565,39 @@ def fit(
         log(f"align fit: --save-maps stores W and c for {len(src_layers) * len(tgt_layers)} pairs: {_human(size)} (float64)")
 
     results, statistics, blocks = {}, {}, []
-    with _executor(scheduler, n_workers, memory_limit, log) as (run, per_worker, seen, n_slots):
-        step = task_tokens or _task_tokens(S.chunk_tokens, S.n_tokens, n_slots, device)
+    n_pairs = len(src_layers) * len(tgt_layers)
+    client_extra = client_bytes(S.n_tokens, n_pairs, S.d_model, T.d_model, save_maps)
+    with _executor(scheduler, n_workers, memory_limit, log) as ex:
+        step = task_tokens or _task_tokens(S.chunk_tokens, S.n_tokens, ex.n_workers, device)
         if step < 1:
             raise InputError(f"task_tokens {step} must be at least 1")
-        ranges = [(a, min(S.n_tokens, a + step)) for a in range(0, S.n_tokens, step)]
-        shifts = (_shifts(S, src_layers, part, ranges), _shifts(T, tgt_layers, part, ranges))
-        budget = int(per_worker * WORKER_FRACTION)
+        budget = worker_budget if worker_budget is not None else worker_budget_of(ex, client_extra)
         if device != "cpu":
             budget = min(budget, _device_budget(device))
-        blocks = plan_blocks(src_layers, tgt_layers, S.d_model, T.d_model, step, budget)
-        log(f"align fit: {len(src_layers)}x{len(tgt_layers)} pairs in {len(blocks)} block(s), {len(ranges)} token chunks, "
+        plan = plan_blocks(src_layers, tgt_layers, S.d_model, T.d_model, step, budget, S.chunk_tokens,
+                           fixed_tokens=task_tokens is not None, n_tokens=S.n_tokens)
+        if plan is None:
+            least = min(_task_sizes(step, task_tokens is not None),
+                        key=lambda t: block_bytes(1, 1, S.d_model, T.d_model, t, S.chunk_tokens, math.ceil(S.n_tokens / t)))
+            _refuse_memory(ex, client_extra, block_bytes(1, 1, S.d_model, T.d_model, least, S.chunk_tokens,
+                                                         math.ceil(S.n_tokens / least)), S.d_model, T.d_model, least)
+        blocks, step = plan
+        plan_info = {"mode": ex.mode, "limit": ex.limit, "idle": ex.idle, "client_extra": client_extra,
+                     "worker_budget": budget, "n_workers": ex.n_workers, "task_tokens": step, "blocks": len(blocks),
+                     "block_bytes": block_bytes(len(blocks[0][0]), len(blocks[0][1]), S.d_model, T.d_model, step, S.chunk_tokens,
+                                                math.ceil(S.n_tokens / step))}
+        ranges = [(a, min(S.n_tokens, a + step)) for a in range(0, S.n_tokens, step)]
+        shifts = (_shifts(S, src_layers, part, ranges), _shifts(T, tgt_layers, part, ranges))
+        log(f"align fit: {len(src_layers)}x{len(tgt_layers)} pairs in {len(blocks)} block(s) of at most "
+            f"{len(blocks[0][0])}x{len(blocks[0][1])} ({_human(plan_info['block_bytes'])} "
+            f"per worker of {_human(budget)} planned), {len(ranges)} tasks of {step:,} tokens, "
             f"{counts['fit']:,} fit / {counts['validation']:,} validation / {counts['heldout']:,} held-out tokens")
         for b, (I, J) in enumerate(blocks):
             dsk, key = block_graph(b, I, J, S.path, T.path, so, ranges, part, shifts, alphas, device, blas_threads,
-                                   save_maps, keep_statistics)
-            out = run(dsk, key)
+                                   save_maps, keep_statistics,
+                                   solve_threads=blas_threads and blas_threads * (ex.n_workers if ex.mode == "local" else 1))
+            out = ex.run(dsk, key)
+            fault_point("fit_after_block")
             results.update(_scores(out))
             if keep_statistics:
                 statistics[(I, J)] = out["stats"]
@@ -455,7 +611,7 @@ def fit(
 
         st.write_result(output, ds, "alignment", overwrite=overwrite, storage_options=storage_options)
         log(f"align fit: wrote {output} ({len(src_layers)}x{len(tgt_layers)} pairs) in {time.time() - t0:.1f} s")
-    return FitReport(output, ds, time.time() - t0, blocks, statistics, seen)
+    return FitReport(output, ds, time.time() - t0, blocks, statistics, ex.seen, ex.task_seconds, plan_info)
 
 
 def _task_tokens(chunk: int, n_tokens: int, n_slots: int, device: str) -> int:
@@ -509,7 +665,7 @@ def _device_budget(device: str) -> int:
     import torch
 
     free, _ = torch.cuda.mem_get_info(torch.device(device))
-    return int(free * WORKER_FRACTION)
+    return int(free * GPU_FRACTION)
 
 
 def _dataset(results, src_layers, tgt_layers, S, T, test_docs, split, save_maps, options):

@@ -3,7 +3,7 @@ and against the flop floor 2·N·ΣD_S·ΣD_T at the float64 matmul rate measure
 and the peak memory of the client and its workers under --memory-limit.
 
     .venv/bin/python bench/fit.py                       # defaults below; writes bench/results/fit.json
-    .venv/bin/python bench/fit.py --tokens 20000 --quick
+    .venv/bin/python bench/fit.py --tokens 20000 --quick    # no memory run
 
 The stores are written from seeded random arrays through align.store (the fit's cost does not
 depend on what the numbers are), in float32 without compression.
@@ -15,7 +15,9 @@ import argparse
 import json
 import os
 import platform
+import sys
 import shutil
+import subprocess
 import tempfile
 import threading
 import time
@@ -69,51 +71,66 @@ def _one_rate(args):
         return 2.0 * chunk * d_s * d_t * k / (time.perf_counter() - t0)
 
 
-class PeakRSS:
-    """Samples the summed RSS of this process and all its descendants every 50 ms."""
-
-    def __init__(self):
-        self.peak, self.stop = 0, threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def now(self):
-        me = psutil.Process()
-        total = me.memory_info().rss
-        for c in me.children(recursive=True):
-            try:
-                total += c.memory_info().rss
-            except psutil.Error:
-                pass
-        return total
-
-    def _run(self):
-        while not self.stop.is_set():
-            self.peak = max(self.peak, self.now())
-            time.sleep(0.05)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *a):
-        self.stop.set()
-        self.thread.join()
+def tree_rss(pid: int) -> int:
+    """Summed RSS of process `pid` and all its descendants."""
+    p = psutil.Process(pid)
+    total = 0
+    for q in [p, *p.children(recursive=True)]:
+        try:
+            total += q.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
 
 
-def idle_footprint(n_workers, memory_limit):
-    """Summed RSS of this process and a local cluster like the fit's, idle, after the imports
-    the fit makes."""
+def idle_probe(n_workers: int, memory_limit: int) -> None:
+    """Run in a fresh process (`--idle-probe`): start a local cluster as `align fit` does,
+    warm it as the fit does, and print the summed RSS of this process and its workers."""
     import logging
 
+    import dask
     from distributed import Client, LocalCluster
 
-    import align.fit  # noqa: F401
+    from align.fit import _no_memory_guard, _warm_rss
 
-    with LocalCluster(n_workers=n_workers, threads_per_worker=1, memory_limit=memory_limit // n_workers,
-                      dashboard_address=None, silence_logs=logging.ERROR) as cl, Client(cl) as c:
-        c.run(lambda: __import__("align.fit"))
+    with dask.config.set(_no_memory_guard()):
+        cl = LocalCluster(n_workers=n_workers, threads_per_worker=1, memory_limit=memory_limit // n_workers,
+                          dashboard_address=None, silence_logs=logging.ERROR)
+    with cl, Client(cl) as c:
+        c.run(_warm_rss)
+        _warm_rss()
         time.sleep(1.0)
-        return PeakRSS().now()
+        print(tree_rss(os.getpid()))
+
+
+def idle_footprint(n_workers: int, memory_limit: int) -> int:
+    """Idle footprint of a fit's client and workers, measured before the fit in a fresh
+    process (the benchmark's own process holds the arrays of the runs before)."""
+    out = subprocess.run([sys.executable, __file__, "--idle-probe", "--workers", str(n_workers),
+                          "--memory-limit", str(memory_limit)], capture_output=True, text=True, check=True)
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+def fit_with_peak_rss(S, T, out, n_workers, memory_limit):
+    """Run `align fit` in a fresh process, sampling the summed RSS of it and its workers
+    every 50 ms. Returns (peak bytes, wall seconds, its log)."""
+    cmd = [sys.executable, "-m", "align.cli.main", "fit", S, T, "-o", out, "--workers", str(n_workers),
+           "--memory-limit", str(memory_limit)]
+    t0 = time.time()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    peak, errs = 0, []
+    reader = threading.Thread(target=lambda: errs.extend(p.stderr), daemon=True)
+    reader.start()
+    while p.poll() is None:
+        try:
+            peak = max(peak, tree_rss(p.pid))
+        except psutil.Error:
+            pass
+        time.sleep(0.05)
+    reader.join()
+    if p.returncode != 0:
+        raise RuntimeError("".join(errs))
+    return peak, time.time() - t0, "".join(errs)
 
 
 def ridgecv_time(S, T, src_layers, tgt_layers, n_sample, alphas):
@@ -151,11 +168,16 @@ def main():
     ap.add_argument("--ridgecv-pairs", type=int, default=3)
     ap.add_argument("--memory-tokens", type=int, default=None,
                     help="tokens of the memory run's stores [default: sized to 4x --memory-limit]")
-    ap.add_argument("--memory-limit", default="400MB", help="budget of the memory run")
+    ap.add_argument("--memory-limit", default="600MB", help="budget of the memory run")
+    ap.add_argument("--idle-probe", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--quick", action="store_true", help="skip the memory run")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "fit.json"))
     ap.add_argument("--tmp", default=None)
     args = ap.parse_args()
+    if args.idle_probe:
+        from dask.utils import parse_bytes
+
+        return idle_probe(args.workers or os.cpu_count(), parse_bytes(args.memory_limit))
 
     import align
     from align import ridge
@@ -166,7 +188,9 @@ def main():
     workers = args.workers or os.cpu_count()
     tmp = tempfile.mkdtemp(dir=args.tmp, prefix="align-bench-fit-")
     result = {"config": vars(args) | {"workers": workers, "cpu_count": os.cpu_count(), "machine": platform.machine(),
-                                      "memory_bytes": psutil.virtual_memory().total}}
+                                      "memory_bytes": psutil.virtual_memory().total,
+                                      "command": " ".join([".venv/bin/python", "bench/fit.py", *sys.argv[1:]])},
+              "load_average_at_start": os.getloadavg()}
     try:
         t0 = time.time()
         S = make_store(os.path.join(tmp, "s.zarr"), args.tokens, Ls, ds, args.doc_len, 1)
@@ -180,9 +204,12 @@ def main():
         print(f"float64 matmul rate {rate / 1e9:.1f} GFLOP/s; floor {flops:.3g} flop = {floor:.1f} s", flush=True)
 
         t0 = time.time()
+        load0 = os.getloadavg()
         rep = align.fit(S, T, os.path.join(tmp, "a.zarr"), n_workers=workers)
         wall = time.time() - t0
-        print(f"align fit: {wall:.1f} s ({len(rep.blocks)} block(s))", flush=True)
+        load1 = os.getloadavg()
+        print(f"align fit: {wall:.1f} s ({len(rep.blocks)} block(s)); compute seconds by task kind "
+              f"{ {k: round(v, 1) for k, v in rep.task_seconds.items()} }; load {load0} -> {load1}", flush=True)
 
         pairs, times = ridgecv_time(S, T, list(range(Ls + 1)), list(range(Lt + 1)), args.ridgecv_pairs,
                                     ridge.DEFAULT_ALPHAS)
@@ -192,7 +219,8 @@ def main():
         result["speed"] = {
             "n_tokens": args.tokens, "sum_d_source": sum_ds, "sum_d_target": sum_dt, "pairs": n_pairs,
             "floor_flops": flops, "matmul_rate_flops": rate, "floor_seconds": floor, "fit_seconds": wall,
-            "blocks": len(rep.blocks), "fraction_of_floor_rate": floor / wall,
+            "blocks": len(rep.blocks), "fraction_of_floor_rate": floor / wall, "plan": rep.plan,
+            "task_compute_seconds": rep.task_seconds, "load_average_before_after": [load0, load1],
             "ridgecv_sample_pairs": pairs, "ridgecv_sample_seconds": times,
             "ridgecv_seconds_extrapolated": ridgecv_total, "speedup_vs_ridgecv": ridgecv_total / wall,
             "note": "RidgeCV timed on a sample of pairs (training tokens only, no scoring) and multiplied by the pair count",
@@ -209,20 +237,20 @@ def main():
             T = make_store(os.path.join(tmp, "mt.zarr"), n_mem, Lt, dt, args.doc_len, 4)
             store_bytes = n_mem * per_token
             idle = idle_footprint(workers, limit)
-            with PeakRSS() as peak:
-                t0 = time.time()
-                rep = align.fit(S, T, os.path.join(tmp, "m.zarr"), n_workers=workers, memory_limit=limit)
-                wall = time.time() - t0
+            peak, wall, log = fit_with_peak_rss(S, T, os.path.join(tmp, "m.zarr"), workers, limit)
             bound = 1.3 * limit + idle
+            plan = [line for line in log.splitlines() if "pairs in" in line or "used idle" in line]
             print(f"memory: stores {store_bytes / 1e6:.0f} MB, limit {limit / 1e6:.0f} MB, idle {idle / 1e6:.0f} MB, "
-                  f"peak {peak.peak / 1e6:.0f} MB, bound {bound / 1e6:.0f} MB, {len(rep.blocks)} blocks, {wall:.1f} s",
-                  flush=True)
+                  f"peak {peak / 1e6:.0f} MB, bound {bound / 1e6:.0f} MB, {wall:.1f} s", flush=True)
+            print("\n".join(plan), flush=True)
             result["memory"] = {"n_tokens": n_mem, "store_bytes": store_bytes, "memory_limit": limit,
-                                "idle_footprint_bytes": idle, "peak_rss_bytes": peak.peak, "bound_bytes": bound,
-                                "within_bound": peak.peak < bound, "blocks": len(rep.blocks), "fit_seconds": wall,
-                                "excess_over_idle_per_limit": (peak.peak - idle) / limit}
+                                "idle_footprint_bytes": idle, "peak_rss_bytes": peak, "bound_bytes": bound,
+                                "within_bound": peak < bound, "fit_seconds": wall,
+                                "peak_over_limit": peak / limit, "excess_over_idle_per_limit": (peak - idle) / limit,
+                                "fit_log": plan}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    result["load_average_at_end"] = os.getloadavg()
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=2)

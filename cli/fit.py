@@ -35,8 +35,8 @@ def _alphas(ctx, param, value):
                    "[default: a local cluster, one worker process per CPU].")
 @click.option("--workers", "n_workers", type=click.IntRange(min=1), default=None, help="Worker processes of the local cluster.")
 @click.option("--memory-limit", default=None, metavar="BYTES",
-              help="Memory budget, e.g. 8GB: of the whole fit (client and local workers), or per worker with --scheduler "
-                   "[default: 60% of the available memory].")
+              help="Memory budget, e.g. 8GB: of the whole fit (this process and the workers it starts, their idle "
+                   "footprint included), or per worker with --scheduler [default: 60% of the available memory].")
 @click.option("--device", default="cpu", show_default=True, metavar="DEVICE",
               help="Where products and solves run: cpu, or a torch device such as cuda.")
 @click.option("--save-maps", is_flag=True, help="Also store every map's W and c (float64; the size is printed first).")

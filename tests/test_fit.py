@@ -6,12 +6,10 @@ synchronous scheduler except where the scheduler itself is under test."""
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -187,19 +185,59 @@ def test_refuses_incomplete_and_non_activation_stores(small_pair, synthetic, cli
     assert result in msg and "schema 'alignment'" in msg and "not an activation store" in msg
 
 
-def test_memory_limit_blocks_the_grid_with_equal_results(fit_pair):
+def test_memory_budget_blocks_the_grid_with_equal_results(fit_pair):
+    from align.fit import block_bytes
+
     S, T = fit_pair
     one = _fit(S, T, None, alphas=[1e-3, 1e-1], task_tokens=300)
     assert len(one.blocks) == 1
-    # 8 MB plans ~4 MB per worker: the full 3x5 grid needs ~10 MB with 300-token tasks
-    many = _fit(S, T, None, alphas=[1e-3, 1e-1], task_tokens=300, memory_limit=8_000_000)
-    assert len(many.blocks) > 1
+    # a per-worker budget just below what the whole 3x5 grid needs with (fixed) 300-token tasks
+    from align.store import open_activations
+
+    C = open_activations(S).chunk_tokens
+    many = _fit(S, T, None, alphas=[1e-3, 1e-1], task_tokens=300, worker_budget=block_bytes(3, 5, 64, 96, 300, C) - 1)
+    assert many.dataset.attrs["options"]["task_tokens"] == 300 and len(many.blocks) > 1
     pairs = sorted((i, j) for I, J in many.blocks for i in I for j in J)
     assert pairs == sorted((i, j) for i in range(3) for j in range(5))  # every pair once
     for name in ("relative_error", "norm_error", "r2", "alpha"):
         np.testing.assert_allclose(many.dataset[name].values, one.dataset[name].values, rtol=1e-12, atol=0)
-    with pytest.raises(Exception, match=r"--memory-limit leaves .* one layer pair .* needs"):
-        _fit(S, T, None, memory_limit=10_000)
+
+
+def test_tight_budget_shrinks_tokens_per_task_before_blocks():
+    from align.fit import block_bytes, plan_blocks
+
+    src, tgt, N, C = list(range(9)), list(range(13)), 40_960, 4096
+
+    def need(nI, nJ, t):  # the whole grid's bytes with t-token tasks (N / t of them)
+        return block_bytes(nI, nJ, 256, 384, t, C, -(-N // t))
+
+    blocks, step = plan_blocks(src, tgt, 256, 384, C, need(9, 13, C), C, n_tokens=N)
+    assert blocks == [(tuple(src), tuple(tgt))] and step == C  # room for everything: one block, whole chunks
+    # halving the tasks saves rows but deepens the reduction tree (one more accumulator)
+    budget = need(9, 13, 2048)
+    assert budget < need(9, 13, C)
+    blocks, step = plan_blocks(src, tgt, 256, 384, C, budget, C, n_tokens=N)
+    assert blocks == [(tuple(src), tuple(tgt))] and step == 2048  # tasks shrank, the grid did not split
+    blocks, step = plan_blocks(src, tgt, 256, 384, C, min(need(9, 13, t) for t in (256, 512, 1024, 2048, C)) - 1, C,
+                               n_tokens=N)
+    assert len(blocks) > 1  # only when no task size fits does the grid split
+    assert sorted((i, j) for I, J in blocks for i in I for j in J) == [(i, j) for i in src for j in tgt]
+    assert plan_blocks(src, tgt, 256, 384, C, min(need(1, 1, t) for t in (256, 512, 1024, 2048, C)) - 1, C,
+                       n_tokens=N) is None
+
+
+def test_memory_limit_too_small_is_refused_naming_the_minimum(fit_pair, cli, tmp_path):
+    import re
+
+    S, T = fit_pair
+    code, _, err = cli("fit", S, T, "-o", str(tmp_path / "m.zarr"), "--scheduler", "synchronous", "--memory-limit", "1MB")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "--memory-limit 976.6 KiB is too small" in err and "the minimum is" in err, err
+    assert not os.path.exists(tmp_path / "m.zarr")
+    # the minimum it names (plus 5% for the noise of measuring this process) is enough
+    num, unit = re.search(r"the minimum is ([0-9.]+) (MiB|GiB)", err).groups()
+    minimum = float(num) * {"MiB": 2 ** 20, "GiB": 2 ** 30}[unit]
+    _fit(S, T, None, alphas=[1e-2], memory_limit=int(minimum * 1.05))
 
 
 def test_layer_subsets_and_saved_maps_equal_sklearn(fit_pair):
