@@ -342,10 +342,12 @@ def _warm_rss() -> int:
     """RSS of this process once it has imported and run what a task uses (the idle footprint
     a worker keeps during the fit)."""
     import psutil
-    import zarr  # noqa: F401
 
     import align.fit  # noqa: F401
     import align.store  # noqa: F401
+    from align.store.activations import _zarr_config
+
+    _zarr_config()  # imports zarr, as reading a chunk will
 
     a = np.ones((64, 64))
     with _blas(1):
