@@ -345,9 +345,9 @@ def _warm_rss() -> int:
 
     import align.fit  # noqa: F401
     import align.store  # noqa: F401
-    from align.store.activations import _zarr_config
+    from align.store import configure_zarr
 
-    _zarr_config()  # imports zarr, as reading a chunk will
+    configure_zarr()  # imports zarr, as reading a chunk will
 
     a = np.ones((64, 64))
     with _blas(1):

@@ -8,6 +8,7 @@ from align.store.activations import (
     PlanWriter,
     chunk_tokens_for,
     clean_partial_writes,
+    configure_zarr,
     create_activations,
     exists,
     is_local,
@@ -19,6 +20,6 @@ from align.store.results import RESULT_SCHEMAS, open_alignment, open_result, wri
 
 __all__ = [
     "ActivationStore", "ActivationWriter", "Layout", "PlanWriter", "chunk_tokens_for",
-    "clean_partial_writes", "create_activations", "exists", "is_local", "write_lock", "open_activations", "read_attrs",
+    "clean_partial_writes", "configure_zarr", "create_activations", "exists", "is_local", "write_lock", "open_activations", "read_attrs",
     "RESULT_SCHEMAS", "open_alignment", "open_result", "write_result",
 ]

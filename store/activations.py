@@ -40,7 +40,7 @@ TOKEN_FIELDS = {
 TOKEN_CHUNK = 1 << 16
 
 
-def _zarr_config() -> None:
+def configure_zarr() -> None:
     """Every chunk is written, even one equal to the fill value, so that a missing chunk file
     always means damage (checked on read) rather than "all zeros"."""
     import zarr
@@ -65,7 +65,7 @@ def is_local(path: str) -> bool:
 def _open_group(path: str, mode: str, storage_options: dict | None = None):
     import zarr
 
-    _zarr_config()
+    configure_zarr()
     kwargs = {"storage_options": storage_options} if storage_options and not is_local(path) else {}
     return zarr.open_group(str(path), mode=mode, zarr_format=3, **kwargs)
 
