@@ -659,8 +659,16 @@ def _check_device(device: str) -> None:
         import torch
     except ImportError:
         raise InputError(f"--device {device} needs torch") from None
-    if device.startswith("cuda") and not torch.cuda.is_available():
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise InputError(f"--device {device!r} is not a device: use cpu, cuda or cuda:N") from None
+    if dev.type != "cuda":
+        raise InputError(f"--device {device!r}: align fit runs on cpu or a CUDA GPU (cuda, cuda:N)")
+    if not torch.cuda.is_available():
         raise InputError(f"--device {device}: torch sees no CUDA GPU here; use --device cpu")
+    if dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise InputError(f"--device {device}: torch sees {torch.cuda.device_count()} CUDA GPU(s)")
 
 
 def _device_budget(device: str) -> int:

@@ -152,3 +152,42 @@ def test_store_attributes_are_never_executed(extracted, tmp_path, cli):
         src_text = f.read_text()
         assert not re.search(r"(?<![.\w])(eval|exec)\(|pickle\.loads?\(|yaml\.load\(|torch\.load\(", src_text), f
     json.dumps(g.attrs.asdict())
+
+
+FIT_VALUES = {
+    "--test-fraction": st.sampled_from(["0.2", "0", "1", "-0.5", "1.5", "nan", "x"]),
+    "--val-fraction": st.sampled_from(["0.25", "0", "0.99", "2", "inf"]),
+    "--alphas": st.sampled_from(["1e-3,1", "0", "-1", "a,b", "", "1e-6,,1", "1e400"]),
+    "--source-layers": st.text(alphabet="0123456789:-,x ", max_size=6),
+    "--target-layers": st.sampled_from(["1:", "::2", "99", "-1", "a"]),
+    "--memory-limit": st.sampled_from(["8GB", "1KB", "lots", "-5MB", "0", "2.5GiB"]),
+    "--task-tokens": st.sampled_from(["256", "0", "-1", "many"]),
+    "--device": st.sampled_from(["cpu", "tpu", "cuda:7"]),
+}
+
+
+@settings(deadline=None, derandomize=True, max_examples=20,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(opts=st.dictionaries(st.sampled_from(sorted(FIT_VALUES)), st.just(None), min_size=1, max_size=3).flatmap(
+    lambda d: st.fixed_dictionaries({k: FIT_VALUES[k] for k in d})))
+def test_fit_options_fail_in_one_line(extracted, tmp_path_factory, opts):
+    """`align fit` with arbitrary option values: a result, or exactly one error line."""
+    import contextlib
+    import io
+
+    from conftest import run_cli
+
+    src = extracted("qwen2", batch_size=4)
+    out = tmp_path_factory.mktemp("f") / "a.zarr"
+    args = ["fit", src, src, "-o", str(out), "--scheduler", "synchronous"]
+    for k, v in opts.items():
+        args += [k, v]
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code, _, _ = run_cli(args)
+    text = err.getvalue()
+    assert "Traceback" not in text
+    if code != 0:
+        errors = [line for line in text.splitlines() if line.startswith("align: error:")]
+        assert len(errors) == 1 and "internal error" not in errors[0], text
+        assert not out.exists()
