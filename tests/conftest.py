@@ -88,3 +88,38 @@ def extracted(zoo, corpus_file, tmp_path_factory):
 # Fixture modules of the other test areas (each owned with its tests).
 pytest_plugins = [m for m in ("fixtures_fit", "fixtures_analyses", "fixtures_demo")
                   if os.path.exists(os.path.join(os.path.dirname(__file__), m + ".py"))]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+S3_KEY_ID = "AKIAALIGNTESTKEY0001"
+S3_SECRET = "s3cr3t/align+test/never-logged"
+
+
+@pytest.fixture(scope="session")
+def s3():
+    """A real S3 API (moto's server) on loopback for the whole session; credentials and the
+    endpoint come from the usual environment variables. Yields a boto3 client; each test
+    module makes its own bucket."""
+    moto_server = pytest.importorskip("moto.server")
+    boto3 = pytest.importorskip("boto3")
+    s3fs = pytest.importorskip("s3fs")
+    port = free_port()
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    mp = pytest.MonkeyPatch()
+    for k, v in {"AWS_ACCESS_KEY_ID": S3_KEY_ID, "AWS_SECRET_ACCESS_KEY": S3_SECRET, "AWS_DEFAULT_REGION": "us-east-1",
+                 "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}.items():
+        mp.setenv(k, v)
+    # fsspec caches filesystem instances by their arguments, not by the environment.
+    s3fs.S3FileSystem.clear_instance_cache()
+    yield boto3.client("s3")
+    s3fs.S3FileSystem.clear_instance_cache()
+    mp.undo()
+    server.stop()

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ import time
 import numpy as np
 import pytest
 
+from conftest import S3_KEY_ID as KEY_ID, S3_SECRET as SECRET, free_port
 from fixtures_fit import token_table
 
 METRICS = ("relative_error", "norm_error", "r2", "alpha", "alpha_rel")
@@ -91,18 +91,12 @@ def test_killed_fit_leaves_no_complete_result_and_reruns(pair, undisturbed, tmp_
 
 # -- (b) a worker killed mid-fit ---------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def paused_cluster(tmp_path):
     """A `dask scheduler` and two `dask worker`s on loopback whose processes stop at their
     second statistics task (ALIGN_FAULT ...:pause) until the test says go; yields
     (address, fault log path)."""
-    port = _free_port()
+    port = free_port()
     addr = f"tcp://127.0.0.1:{port}"
     dask_cli = os.path.join(os.path.dirname(sys.executable), "dask")
     log = tmp_path / "workers.log"
@@ -172,28 +166,15 @@ def test_worker_killed_mid_fit_is_survived_with_the_same_result(pair, undisturbe
 
 # -- (c) stores on S3 --------------------------------------------------------------------
 
-KEY_ID = "AKIAALIGNFITKEY00001"
-SECRET = "fit/s3cr3t+never-in-a-log"
 BUCKET = "align-fit"
 
 
-@pytest.fixture(scope="module")
-def s3():
-    moto_server = pytest.importorskip("moto.server")
-    boto3 = pytest.importorskip("boto3")
-    pytest.importorskip("s3fs")
-    port = _free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    mp = pytest.MonkeyPatch()
-    for k, v in {"AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_DEFAULT_REGION": "us-east-1",
-                 "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}.items():
-        mp.setenv(k, v)
-    client = boto3.client("s3")
-    client.create_bucket(Bucket=BUCKET)
-    yield client
-    mp.undo()
-    server.stop()
+@pytest.fixture
+def fit_s3(s3):
+    """The session's S3 server with this module's bucket."""
+    if BUCKET not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
+        s3.create_bucket(Bucket=BUCKET)
+    return s3
 
 
 def _upload(client, local: str, prefix: str) -> str:
@@ -212,7 +193,8 @@ def _objects(client, prefix):
     return keys
 
 
-def test_fit_on_s3_stores_equals_local_and_leaks_no_credentials(pair, undisturbed, s3, capfd):
+def test_fit_on_s3_stores_equals_local_and_leaks_no_credentials(pair, undisturbed, fit_s3, capfd):
+    s3 = fit_s3
     import align
     from align.store import open_alignment
     from conftest import run_cli

@@ -4,7 +4,6 @@ listed through boto3, credentials from the environment and never written anywher
 from __future__ import annotations
 
 import json
-import socket
 
 import numpy as np
 import pytest
@@ -13,34 +12,15 @@ import align
 from align.errors import StoreLocked
 from align.store import open_activations
 
-moto_server = pytest.importorskip("moto.server")
-boto3 = pytest.importorskip("boto3")
+pytest.importorskip("moto.server")
 pytest.importorskip("s3fs")
 
-KEY_ID = "AKIAALIGNTESTKEY0001"
-SECRET = "s3cr3t/align+test/never-logged"
+from conftest import S3_KEY_ID as KEY_ID, S3_SECRET as SECRET  # noqa: E402
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory):
-    port = _free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    mp = pytest.MonkeyPatch()
-    for k, v in {"AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_DEFAULT_REGION": "us-east-1",
-                 "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}.items():
-        mp.setenv(k, v)
-    client = boto3.client("s3")
-    client.create_bucket(Bucket="align-test")
-    yield client
-    mp.undo()
-    server.stop()
+@pytest.fixture(scope="module", autouse=True)
+def bucket(s3):
+    s3.create_bucket(Bucket="align-test")
 
 
 def _all_objects(client, prefix):
