@@ -5,6 +5,7 @@ Nothing here imports align: fixtures are inputs, and references live in the test
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -123,3 +124,35 @@ def s3():
     s3fs.S3FileSystem.clear_instance_cache()
     mp.undo()
     server.stop()
+
+
+@contextlib.contextmanager
+def dask_processes(n_workers: int = 2, worker_env: dict | None = None):
+    """A `dask scheduler` and `n_workers` single-threaded `dask worker` processes started on
+    loopback; yields the scheduler address and stops them all afterwards."""
+    import subprocess
+
+    port = free_port()
+    addr = f"tcp://127.0.0.1:{port}"
+    dask_cli = os.path.join(os.path.dirname(sys.executable), "dask")
+    quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs = [subprocess.Popen([dask_cli, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"], **quiet)]
+    try:
+        for _ in range(n_workers):
+            procs.append(subprocess.Popen([dask_cli, "worker", addr, "--nworkers", "1", "--nthreads", "1",
+                                           "--no-dashboard", "--memory-limit", "2GB"],
+                                          env=dict(os.environ, **(worker_env or {})), **quiet))
+        from distributed import Client
+
+        with Client(addr, timeout="30s") as c:
+            c.wait_for_workers(n_workers, timeout=60)
+        yield addr
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()

@@ -7,9 +7,6 @@ synchronous scheduler except where the scheduler itself is under test."""
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -18,6 +15,7 @@ import zarr
 from sklearn.linear_model import Ridge
 from sklearn.metrics import r2_score
 
+from conftest import dask_processes
 from fixtures_fit import TOKENIZER, token_table
 
 RTOL, ATOL = 1e-6, 1e-9
@@ -268,41 +266,11 @@ def test_include_first_token_changes_the_token_set(fit_pair):
 
 # -- the same statistics under any scheduler ---------------------------------------------
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
-def dask_cluster(tmp_path):
+def dask_cluster():
     """A `dask scheduler` and two `dask worker` processes on loopback; yields the address."""
-    port = _free_port()
-    addr = f"tcp://127.0.0.1:{port}"
-    bindir = os.path.dirname(sys.executable)
-    dask_cli = os.path.join(bindir, "dask")
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    procs = [subprocess.Popen([dask_cli, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
-    try:
-        for _ in range(2):
-            procs.append(subprocess.Popen([dask_cli, "worker", addr, "--nworkers", "1", "--nthreads", "1",
-                                           "--no-dashboard", "--memory-limit", "2GB"],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
-        from distributed import Client
-
-        with Client(addr, timeout="30s") as c:
-            c.wait_for_workers(2, timeout=60)
+    with dask_processes(2) as addr:
         yield addr
-    finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
 
 
 def _assert_bitwise(a, b):

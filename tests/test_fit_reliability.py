@@ -23,7 +23,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import S3_KEY_ID as KEY_ID, S3_SECRET as SECRET, free_port
+from conftest import S3_KEY_ID as KEY_ID, S3_SECRET as SECRET, dask_processes
 from fixtures_fit import token_table
 
 METRICS = ("relative_error", "norm_error", "r2", "alpha", "alpha_rel")
@@ -96,33 +96,13 @@ def paused_cluster(tmp_path):
     """A `dask scheduler` and two `dask worker`s on loopback whose processes stop at their
     second statistics task (ALIGN_FAULT ...:pause) until the test says go; yields
     (address, fault log path)."""
-    port = free_port()
-    addr = f"tcp://127.0.0.1:{port}"
-    dask_cli = os.path.join(os.path.dirname(sys.executable), "dask")
     log = tmp_path / "workers.log"
-    env = dict(os.environ, ALIGN_FAULT="fit_statistics_chunk:2:pause", ALIGN_FAULT_LOG=str(log))
-    procs = [subprocess.Popen([dask_cli, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    env = {"ALIGN_FAULT": "fit_statistics_chunk:2:pause", "ALIGN_FAULT_LOG": str(log)}
     try:
-        for _ in range(2):
-            procs.append(subprocess.Popen([dask_cli, "worker", addr, "--nworkers", "1", "--nthreads", "1",
-                                           "--no-dashboard", "--memory-limit", "2GB"],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
-        from distributed import Client
-
-        with Client(addr, timeout="30s") as c:
-            c.wait_for_workers(2, timeout=60)
-        yield addr, log
+        with dask_processes(2, worker_env=env) as addr:
+            yield addr, log
     finally:
         (log.parent / (log.name + ".go")).touch()
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
 
 
 def _paused_pids(log, want: int, timeout: float) -> list[int]:

@@ -75,6 +75,33 @@ def test_sequences_are_consistent(zoo, tmp_path_factory, text, max_length, overf
 _tok_cache: dict = {}
 
 
+def _options_strategy(values: dict):
+    """1 to 3 of the options in `values`, each with a value drawn from its strategy."""
+    return st.dictionaries(st.sampled_from(sorted(values)), st.just(None), min_size=1, max_size=3).flatmap(
+        lambda d: st.fixed_dictionaries({k: values[k] for k in d}))
+
+
+def _run_with_options(args: list[str], opts: dict) -> int:
+    """Run the CLI with `opts` appended; the property: success, or exactly one
+    `align: error:` line that is not an internal error, and never a traceback."""
+    import contextlib
+    import io
+
+    from conftest import run_cli
+
+    for k, v in opts.items():
+        args = args + [k, v]
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code, _, _ = run_cli(args)
+    text = err.getvalue()
+    assert "Traceback" not in text
+    if code != 0:
+        errors = [line for line in text.splitlines() if line.startswith("align: error:")]
+        assert len(errors) == 1 and "internal error" not in errors[0], text
+    return code
+
+
 def _tokenizer(path):
     from transformers import AutoTokenizer
 
@@ -99,26 +126,10 @@ OPTION_VALUES = {
 
 @settings(deadline=None, derandomize=True, max_examples=25,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(opts=st.dictionaries(st.sampled_from(sorted(OPTION_VALUES)), st.just(None), min_size=1, max_size=3).flatmap(
-    lambda d: st.fixed_dictionaries({k: OPTION_VALUES[k] for k in d})))
+@given(opts=_options_strategy(OPTION_VALUES))
 def test_cli_options_fail_in_one_line(zoo, corpus_file, tmp_path_factory, opts):
-    from conftest import run_cli
-
     out = tmp_path_factory.mktemp("o") / "s.zarr"
-    args = ["extract", zoo("qwen2"), corpus_file, "-o", str(out), "--dry-run", "--max-docs", "1"]
-    for k, v in opts.items():
-        args += [k, v]
-    import contextlib
-    import io
-
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        code, _, _ = run_cli(args)
-    text = err.getvalue()
-    assert "Traceback" not in text
-    if code != 0:
-        errors = [line for line in text.splitlines() if line.startswith("align: error:")]
-        assert len(errors) == 1 and "internal error" not in errors[0], text
+    _run_with_options(["extract", zoo("qwen2"), corpus_file, "-o", str(out), "--dry-run", "--max-docs", "1"], opts)
     assert not out.exists()  # a dry run or a refusal writes nothing
 
 
@@ -168,26 +179,10 @@ FIT_VALUES = {
 
 @settings(deadline=None, derandomize=True, max_examples=20,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(opts=st.dictionaries(st.sampled_from(sorted(FIT_VALUES)), st.just(None), min_size=1, max_size=3).flatmap(
-    lambda d: st.fixed_dictionaries({k: FIT_VALUES[k] for k in d})))
+@given(opts=_options_strategy(FIT_VALUES))
 def test_fit_options_fail_in_one_line(extracted, tmp_path_factory, opts):
     """`align fit` with arbitrary option values: a result, or exactly one error line."""
-    import contextlib
-    import io
-
-    from conftest import run_cli
-
     src = extracted("qwen2", batch_size=4)
     out = tmp_path_factory.mktemp("f") / "a.zarr"
-    args = ["fit", src, src, "-o", str(out), "--scheduler", "synchronous"]
-    for k, v in opts.items():
-        args += [k, v]
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        code, _, _ = run_cli(args)
-    text = err.getvalue()
-    assert "Traceback" not in text
-    if code != 0:
-        errors = [line for line in text.splitlines() if line.startswith("align: error:")]
-        assert len(errors) == 1 and "internal error" not in errors[0], text
+    if _run_with_options(["fit", src, src, "-o", str(out), "--scheduler", "synchronous"], opts) != 0:
         assert not out.exists()
