@@ -160,7 +160,7 @@ def ridgecv_time(S, T, src_layers, tgt_layers, n_sample, alphas):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tokens", type=int, default=40_000)
+    ap.add_argument("--tokens", type=int, default=200_000)
     ap.add_argument("--source", default="8x256", help="LAYERSxD_MODEL of the source store")
     ap.add_argument("--target", default="12x384", help="LAYERSxD_MODEL of the target store")
     ap.add_argument("--doc-len", type=int, default=400)
