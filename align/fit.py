@@ -344,7 +344,6 @@ def _warm_rss() -> int:
     import psutil
 
     import align.fit  # noqa: F401
-    import align.store  # noqa: F401
     from align.store import configure_zarr
 
     configure_zarr()  # imports zarr, as reading a chunk will
@@ -549,7 +548,6 @@ def fit(
 
     S, T = open_pair(source, target, storage_options)
     so = json.dumps(storage_options, sort_keys=True) if storage_options else None
-    L_S, L_T = S.n_layers, T.n_layers
     src_layers = _layers(source_layers, S, "--source-layers")
     tgt_layers = _layers(target_layers, T, "--target-layers")
 

@@ -195,12 +195,17 @@ def plot_contributions(ds, agg: str = "mean", depth=None, size=None, dpi: int = 
     axes[0, 0].set_ylabel(f"‖contribution‖ / ‖residual‖ ({agg} over tokens)")
     axes[0, 1].set_ylabel(f"cosine with the residual ({agg} over tokens)")
     _mark_depth(axes[0, 1], depth, "cosine")
-    for ax in axes[0]:
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("layer")
-        ax.legend(fontsize=8)
+    _label_curves(axes[0], "layer")
     fig.suptitle(f"contributions: {_short(ds.attrs.get('model', ''))}", fontsize=10)
     return fig
+
+
+def _label_curves(axes, xlabel: str) -> None:
+    """Integer ticks, the x label and a legend on each axes of a row of per-layer curves."""
+    for ax in axes:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel(xlabel)
+        ax.legend(fontsize=8)
 
 
 def plot_skipping(ds, part: str = "layer", agg: str = "max", size=None, dpi: int = 100):
@@ -262,10 +267,7 @@ def plot_lens(ds, depth=None, size=None, dpi: int = 100):
     axes[0, 1].set_ylim(-0.02, 1.02)
     _mark_depth(axes[0, 0], depth, "kl")
     _mark_depth(axes[0, 1], depth, "overlap")
-    for ax in axes[0]:
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("residual boundary b")
-        ax.legend(fontsize=8)
+    _label_curves(axes[0], "residual boundary b")
     fig.suptitle(f"logit lens: {_short(ds.attrs.get('model', ''))}", fontsize=10)
     return fig
 

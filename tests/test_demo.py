@@ -109,7 +109,7 @@ def test_training_is_seeded_cached_and_learns(tmp_path):
 
     cfg = TrainConfig(n_layers=1, d_model=32, tokens=5120, seq_len=32, batch_size=8, warmup_steps=3, lr=1e-2)
     a = train(cfg, str(tmp_path / "a"), log=lambda m: None)
-    b = train(cfg, str(tmp_path / "b"), log=lambda m: None)
+    train(cfg, str(tmp_path / "b"), log=lambda m: None)
     wa, wb = load_file(str(tmp_path / "a" / "model.safetensors")), load_file(str(tmp_path / "b" / "model.safetensors"))
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)  # same seed, same weights
     assert a["tokens_seen"] == 20 * 8 * 32 and a["key"] == cfg.key()
