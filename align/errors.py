@@ -41,3 +41,13 @@ class DiskSpaceError(AlignError):
 
 class OverflowError16(AlignError):
     """A value does not fit the float16 storage dtype."""
+
+
+class NonFiniteError(AlignError):
+    """NaN or ±inf where a number is needed (activations, statistics, a result): refused and
+    named (array, boundary, chunk, token), never summarised over."""
+
+
+class OutputRefused(AlignError):
+    """`-o` names something a command must not replace: a path that is not a result of the
+    command's own kind, one of the command's inputs, or a folder holding anything else."""
