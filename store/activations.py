@@ -26,6 +26,7 @@ import numpy as np
 from align.errors import StoreError
 from align.faults import fault_point
 from align.store.codecs import compressors, decode, physical_dtype
+from align.store.outputs import local_path
 
 SCHEMA = "activations"
 VERSION = 1
@@ -66,13 +67,14 @@ def _open_group(path: str, mode: str, storage_options: dict | None = None):
     import zarr
 
     configure_zarr()
+    path = local_path(str(path)) or path
     kwargs = {"storage_options": storage_options} if storage_options and not is_local(path) else {}
     return zarr.open_group(str(path), mode=mode, zarr_format=3, **kwargs)
 
 
 def exists(path: str, storage_options: dict | None = None) -> bool:
     if is_local(path):
-        return os.path.exists(os.path.join(str(path), "zarr.json"))
+        return os.path.exists(os.path.join(local_path(str(path)), "zarr.json"))
     import fsspec
 
     fs, root = fsspec.core.url_to_fs(str(path), **(storage_options or {}))
@@ -184,7 +186,7 @@ class ActivationStore:
         attrs = read_attrs(path, storage_options)
         if attrs["align"]["schema"] != SCHEMA:
             raise StoreError(f"{path} is an align store of schema {attrs['align']['schema']!r}, not an activation store")
-        self.path = str(path)
+        self.path = local_path(str(path)) or str(path)
         self.storage_options = storage_options
         self.group = _open_group(path, mode, storage_options)
         self.attrs = attrs

@@ -6,7 +6,11 @@ run never leaves a result that opens as complete; `attrs["align"]` carries the s
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import gc
 import json
+import logging
 import os
 import shutil
 import uuid
@@ -14,41 +18,45 @@ import warnings
 
 from align.errors import StoreError
 from align.faults import fault_point
-from align.store.activations import exists, is_local, read_attrs
+from align.store.activations import is_local, read_attrs
+from align.store.outputs import check_output, local_path
 
 RESULT_SCHEMAS = ("alignment", "contributions", "skipping", "lens", "depth")
 
 
-def _has_marker(path: str, storage_options=None) -> bool:
-    try:
-        return read_attrs(path, storage_options)["align"]["schema"] in RESULT_SCHEMAS
-    except StoreError:
-        return False
-
-
 def _remove_dead_temporaries(parent: str, base: str) -> None:
-    """Temporary folders of killed writers of the same result (`.NAME.tmp-PID-XXXX`)."""
-    prefix = f".{base}.tmp-"
-    for name in os.listdir(parent):
-        if not name.startswith(prefix):
-            continue
-        try:
-            pid = int(name[len(prefix):].split("-")[0])
-            os.kill(pid, 0)
-        except (ValueError, ProcessLookupError):
-            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
-        except PermissionError:
-            pass
+    """What killed writers of the same result left: temporary folders (`.NAME.tmp-PID-X`)
+    are removed; an old result moved aside (`.NAME.old-PID-X`) is put back when nothing
+    took its place, else removed (its replacement is complete)."""
+    for name in sorted(os.listdir(parent)):
+        for prefix in (f".{base}.tmp-", f".{base}.old-"):
+            if not name.startswith(prefix):
+                continue
+            try:
+                pid = int(name[len(prefix):].split("-")[0])
+                os.kill(pid, 0)
+            except (ValueError, ProcessLookupError):
+                full, dest = os.path.join(parent, name), os.path.join(parent, base)
+                if prefix.endswith("old-") and not os.path.lexists(dest):
+                    os.rename(full, dest)
+                else:
+                    shutil.rmtree(full, ignore_errors=True)
+            except PermissionError:
+                pass
 
 
-def write_result(path: str, ds, schema: str, overwrite: bool = False, storage_options: dict | None = None) -> str:
+def write_result(path: str, ds, schema: str, overwrite: bool = False, storage_options: dict | None = None,
+                 inputs=()) -> str:
     """Write `ds` (an xarray.Dataset) as a result store of `schema`. Returns the path.
 
-    Attributes must be JSON-serialisable. The schema marker `attrs["align"]`, without which
-    no result opens, is written LAST: locally the data goes to a temporary sibling folder
-    that is renamed into place, then the marker is added; on an object store the marker is
-    added after every array. A run killed at any point leaves nothing that opens as a
-    complete result, and a later write replaces what it left.
+    `path` is checked by `check_output` (against `inputs`, the command's own input paths):
+    it must be absent, an empty folder, or (with `overwrite`) a result of the same schema.
+    Attributes must be JSON-serialisable. Locally the whole result, its schema marker
+    `attrs["align"]` last, goes to a temporary sibling folder; only when that is complete is
+    an old result of the same schema renamed aside, the new one renamed into place and the
+    old one deleted. On an object store the marker is added after every array. A run killed
+    at any point leaves nothing that opens as a complete result, and a later write removes
+    what it left. A full disk is one StoreError, and leaves nothing behind.
     """
     if schema not in RESULT_SCHEMAS:
         raise ValueError(f"unknown result schema {schema!r}")
@@ -57,42 +65,97 @@ def write_result(path: str, ds, schema: str, overwrite: bool = False, storage_op
     marker = {"schema": schema, "version": 1}
     json.dumps(ds.attrs)  # fail before writing anything
     path = str(path)
-    if not overwrite and exists(path, storage_options) and _has_marker(path, storage_options):
-        raise StoreError(f"{path} already exists: choose another -o, or pass --overwrite")
-    with warnings.catch_warnings():
+    check_output(path, schema, inputs=inputs, overwrite=overwrite, storage_options=storage_options)
+    lp = local_path(path)
+    with warnings.catch_warnings(), quiet_async_errors():
         # String coordinates (part, agg, ...) use zarr's not-yet-final string dtype, and
         # consolidated metadata is not yet in the v3 spec: both expected here.
         warnings.simplefilter("ignore")
-        if is_local(path):
-            parent, base = os.path.split(os.path.abspath(path))
-            os.makedirs(parent, exist_ok=True)
-            _remove_dead_temporaries(parent, base)
-            tmp = os.path.join(parent, f".{base}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-            try:
-                ds.to_zarr(tmp, mode="w", zarr_format=3, consolidated=True)
-                fault_point("result_before_rename")
-                if os.path.exists(path):
-                    shutil.rmtree(path)
-                os.rename(tmp, path)
-            finally:
-                if os.path.exists(tmp):
-                    shutil.rmtree(tmp, ignore_errors=True)
-            fault_point("result_before_marker")
+        if lp is not None:
+            _write_local(os.path.expanduser(lp), path, ds, schema, marker, overwrite, inputs)
         else:
-            ds.to_zarr(path, mode="w", zarr_format=3, consolidated=False, storage_options=storage_options)
+            try:
+                ds.to_zarr(path, mode="w", zarr_format=3, consolidated=False, storage_options=storage_options)
+            except OSError as e:
+                raise StoreError(_write_failed(path, e)) from None
             fault_point("result_before_marker")
-        import zarr
+            import zarr
 
-        g = zarr.open_group(path, mode="r+", zarr_format=3, storage_options=storage_options if not is_local(path) else None)
-        g.attrs["align"] = marker
+            g = zarr.open_group(path, mode="r+", zarr_format=3, storage_options=storage_options)
+            g.attrs["align"] = marker
     return path
+
+
+def _write_local(lp: str, shown: str, ds, schema: str, marker: dict, overwrite: bool, inputs) -> None:
+    import zarr
+
+    parent, base = os.path.split(os.path.abspath(lp))
+    os.makedirs(parent, exist_ok=True)
+    _remove_dead_temporaries(parent, base)
+    tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp = os.path.join(parent, f".{base}.tmp-{tag}")
+    aside = os.path.join(parent, f".{base}.old-{tag}")
+    try:
+        try:
+            ds.to_zarr(tmp, mode="w", zarr_format=3, consolidated=True)
+            fault_point("result_before_marker")
+            zarr.open_group(tmp, mode="r+", zarr_format=3).attrs["align"] = marker
+        except OSError as e:
+            raise StoreError(_write_failed(shown, e)) from None
+        fault_point("result_before_rename")
+        # What is at the path now may have changed while the result was computed: check
+        # again, and move aside only a result of this very schema.
+        check_output(shown, schema, inputs=inputs, overwrite=overwrite)
+        if os.path.isdir(lp) and os.listdir(lp) and read_attrs(lp)["align"]["schema"] == schema:
+            os.rename(lp, aside)
+        elif os.path.isdir(lp):
+            os.rmdir(lp)  # empty (check_output allowed it); rename onto it would do the same
+        os.rename(tmp, lp)
+        if os.path.isdir(aside):
+            shutil.rmtree(aside)
+    finally:
+        if os.path.exists(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _write_failed(path: str, e: OSError) -> str:
+    if e.errno == errno.ENOSPC:
+        return f"no space left on the device while writing {path}: free some space or choose another -o (nothing was written)"
+    return f"cannot write {path}: {e.strerror or e} (nothing was written)"
+
+
+@contextlib.contextmanager
+def quiet_async_errors():
+    """While a result is written, errors of zarr's concurrent writes reach us once, as the
+    exception of the write; asyncio would also log each failed task ("Task exception was
+    never retrieved", a traceback per chunk on a full disk). Silence those logs."""
+    log = logging.getLogger("asyncio")
+    was = log.disabled
+    log.disabled = True
+    loop = None
+    try:
+        from zarr.core.sync import _get_loop
+
+        loop = _get_loop()
+        old = loop.get_exception_handler()
+        loop.set_exception_handler(lambda loop, context: None)
+    except Exception:  # a zarr without this internal: the logger switch still applies
+        loop = None
+    try:
+        yield
+    finally:
+        gc.collect()  # failed tasks are reported when collected: do it while silenced
+        if loop is not None:
+            loop.set_exception_handler(old)
+        log.disabled = was
 
 
 def open_result(path: str, schema: str | None = None, storage_options: dict | None = None):
     """Open a result store as an xarray.Dataset, checking its schema."""
     import xarray as xr
 
-    attrs = read_attrs(str(path), storage_options)
+    path = local_path(str(path)) or str(path)
+    attrs = read_attrs(path, storage_options)
     found = attrs["align"]["schema"]
     if schema is not None and found != schema:
         raise StoreError(f"{path} holds a result of schema {found!r}, not {schema!r}")

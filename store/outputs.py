@@ -1,0 +1,178 @@
+"""What `-o` may name: the one check every writing command runs before it computes anything.
+
+A command never deletes or changes anything but its own result. So an existing path is used
+only when it is absent, an empty folder, or (with --overwrite) a result of the same kind; and
+never when it is one of the command's inputs, lies inside one, or holds one. A refusal is one
+line (OutputRefused) naming the path and what to do.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from align.errors import OutputRefused, StoreError
+
+# What each schema's replacement is called in messages.
+KINDS = {"activations": "activation store", "alignment": "alignment result", "contributions": "contributions result",
+         "skipping": "skipping result", "lens": "lens result", "depth": "depth result"}
+
+
+def local_path(path: str) -> str | None:
+    """The local file-system path of `path` (a plain path or a file:// URL), or None for a
+    remote URL (s3://, gs://, memory://, ...)."""
+    path = str(path)
+    if path.startswith("file://"):
+        return path[len("file://"):] or "/"
+    return None if "://" in path else path
+
+
+def check_protocol(path: str, option: str = "-o") -> None:
+    """Refuse, in one line, a URL whose protocol fsspec does not know or cannot load."""
+    path = str(path)
+    if local_path(path) is not None:
+        return
+    import fsspec
+
+    protocol = path.split("://", 1)[0]
+    try:
+        fsspec.get_filesystem_class(protocol)
+    except ValueError:
+        raise OutputRefused(f"{option} {path}: unknown storage protocol {protocol!r}: give a local path, or a URL such as "
+                            "s3://bucket/name.zarr, gs://..., file:///abs/path") from None
+    except ImportError as e:
+        raise OutputRefused(f"{option} {path}: protocol {protocol!r} needs a package that is not installed ({e}): "
+                            "install it, or give a local path") from None
+
+
+def _real(path: str) -> str:
+    return os.path.realpath(os.path.abspath(os.path.expanduser(path)))
+
+
+def _inside(child: str, parent: str) -> bool:
+    """child == parent or child lies below parent (both resolved, or both URLs)."""
+    parent = parent.rstrip("/") or "/"
+    return child == parent or child.startswith(parent if parent.endswith("/") else parent + "/")
+
+
+def _normalised_inputs(inputs) -> list[tuple[str, str]]:
+    """(label, resolved path or URL) for each input that names something: local inputs that
+    do not exist (a hub id such as Qwen/Qwen2.5-1.5B) cannot be harmed and are skipped."""
+    items = inputs.items() if isinstance(inputs, Mapping) else ((None, p) for p in inputs)
+    out = []
+    for label, p in items:
+        if p is None:
+            continue
+        p = str(p)
+        lp = local_path(p)
+        if lp is None:
+            out.append((label or p, p.rstrip("/")))
+        elif os.path.lexists(os.path.expanduser(lp)):
+            out.append((label or p, _real(lp)))
+    return out
+
+
+def _schema_at(path: str, storage_options=None) -> str | None:
+    """The align schema of the store at `path`, or None when it is not an align store."""
+    from align.store.activations import read_attrs
+
+    try:
+        return read_attrs(path, storage_options)["align"]["schema"]
+    except (StoreError, KeyError, TypeError):
+        return None
+
+
+def check_output(path: str, schema: str, *, inputs=(), overwrite: bool = False, storage_options: dict | None = None) -> None:
+    """Refuse an output path a command of result kind `schema` must not write, before any work.
+
+    `inputs`: the command's input paths or URLs (a sequence, or a mapping label -> path);
+    the output may be none of them, lie inside none, and hold none (resolved real paths).
+    Allowed: a path that does not exist, an empty folder, and a result of the same `schema`
+    when `overwrite` is set. For schema "activations" an existing activation store is
+    allowed whatever `overwrite` says (extraction resumes it or refuses it by its options).
+    Everything else (the current folder, a file, a folder holding other files, another kind
+    of store) raises OutputRefused, one line naming the path and what to do.
+    """
+    if schema not in KINDS:
+        raise ValueError(f"unknown schema {schema!r}")
+    path = str(path)
+    kind = KINDS[schema]
+    check_protocol(path)
+    lp = local_path(path)
+    remote = lp is None
+    target = path.rstrip("/") if remote else _real(lp)
+    for label, inp in _normalised_inputs(inputs):
+        if (inp == target or _inside(target, inp) or _inside(inp, target)) and (remote == (local_path(inp) is None)):
+            how = "is" if inp == target else ("lies inside" if _inside(target, inp) else "holds")
+            raise OutputRefused(f"-o {path} {how} this command's input {label}: write the {kind} elsewhere (choose another -o)")
+    if remote:
+        _check_remote(path, schema, kind, overwrite, storage_options)
+        return
+    cwd = _real(os.getcwd())
+    if _inside(cwd, target):
+        raise OutputRefused(f"-o {path} is the current folder{'' if cwd == target else ' or holds it'}: "
+                            f"give a new path for the {kind}, e.g. -o {schema}.zarr")
+    shown = os.path.expanduser(lp)
+    if os.path.islink(shown):
+        raise OutputRefused(f"-o {path} is a symbolic link: give the path of a new or empty folder instead")
+    if not os.path.lexists(shown):
+        return
+    if not os.path.isdir(shown):
+        raise OutputRefused(f"-o {path} is an existing file, not a {kind}: choose another -o "
+                            "(align replaces nothing but its own results)")
+    entries = [e for e in os.listdir(shown) if e != "align.lock"]
+    if not entries:
+        return
+    found = _schema_at(shown)
+    if found is None:
+        raise OutputRefused(f"-o {path} is a folder holding other files ({len(entries)} entries, not a {kind}): "
+                            "choose a new or empty folder")
+    if found != schema:
+        raise OutputRefused(f"-o {path} holds an align {KINDS.get(found, found + ' store')}, not a {kind}: choose another -o "
+                            f"(--overwrite replaces only a {kind})")
+    if schema != "activations" and not overwrite:
+        raise OutputRefused(f"-o {path} already holds a {kind}: pass --overwrite to replace it, or choose another -o")
+
+
+def _check_remote(path, schema, kind, overwrite, storage_options):
+    import fsspec
+
+    try:
+        fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+        present = fs.exists(root.rstrip("/") + "/zarr.json")
+        other = not present and fs.exists(root) and bool(fs.ls(root))
+    except Exception as e:  # unreachable endpoint, bad credentials: one line naming the URL
+        raise OutputRefused(f"-o {path} cannot be checked: {type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
+    if other:
+        raise OutputRefused(f"-o {path} holds other objects (not a {kind}): choose a new prefix")
+    if not present:
+        return
+    found = _schema_at(path, storage_options)
+    if found != schema:
+        what = f"an align {KINDS.get(found, str(found) + ' store')}" if found else "a Zarr group that is not an align result"
+        raise OutputRefused(f"-o {path} holds {what}, not a {kind}: choose another -o (--overwrite replaces only a {kind})")
+    if schema != "activations" and not overwrite:
+        raise OutputRefused(f"-o {path} already holds a {kind}: pass --overwrite to replace it, or choose another -o")
+
+
+def check_file_output(path: str, suffix: str, *, inputs=()) -> None:
+    """Refuse a single-file output (a figure) unless it ends in `suffix` and is absent or an
+    existing regular file with that suffix; never one of `inputs`, inside one, or a folder."""
+    path = str(path)
+    lp = local_path(path)
+    if lp is None:
+        raise OutputRefused(f"-o {path}: give a local file path ending in {suffix}")
+    if not lp.lower().endswith(suffix):
+        raise OutputRefused(f"-o {path} does not end in {suffix}: give a {suffix} file path")
+    target = _real(lp)
+    for label, inp in _normalised_inputs(inputs):
+        if inp == target or _inside(target, inp) or _inside(inp, target):
+            raise OutputRefused(f"-o {path} is (or lies inside) this command's input {label}: choose another -o")
+    shown = os.path.expanduser(lp)
+    if os.path.isdir(shown):
+        raise OutputRefused(f"-o {path} is a folder: give a {suffix} file path")
+    if os.path.lexists(shown) and not os.path.isfile(shown):
+        raise OutputRefused(f"-o {path} exists and is not a regular file: choose another -o")
+    parent = os.path.dirname(os.path.abspath(shown))
+    if not os.path.isdir(parent):
+        raise OutputRefused(f"-o {path}: folder {parent} does not exist: create it first")
