@@ -6,6 +6,10 @@ import os
 
 import click
 
+MAX_SIDE = 20_000
+MAX_PIXELS = 100_000_000  # 400 MB of RGBA
+MAX_DPI = 2400
+
 
 def parse_size(value: str | None):
     """'WxH' -> (W, H) pixels, or None."""
@@ -17,6 +21,11 @@ def parse_size(value: str | None):
         w, h = (int(x) for x in value.lower().split("x"))
     except ValueError:
         raise InputError(f"--size {value!r} is not WIDTHxHEIGHT in pixels (e.g. 1200x800)") from None
+    # The figure is drawn into an RGBA buffer of w*h*4 bytes (and a copy when the PNG is
+    # encoded): bound it before matplotlib allocates, so a typo is one line, not a MemoryError.
+    if w > MAX_SIDE or h > MAX_SIDE or w * h > MAX_PIXELS:
+        raise InputError(f"--size {value!r} is too large: at most {MAX_SIDE:,} px a side and {MAX_PIXELS // 10**6} megapixels "
+                         f"in all (this one is {w * h / 1e6:,.0f} megapixels, {w * h * 4 / 2**30:,.1f} GiB to draw): give a smaller --size")
     return w, h
 
 
@@ -37,17 +46,28 @@ def default_png(result: str) -> str:
 @click.option("--depth", "depth_path", metavar="DEPTH", default=None,
               help="lens, contributions: a depth result whose effective depths to mark.")
 @click.option("--size", default=None, metavar="WxH", help="Figure size in pixels [default: by schema, e.g. 900x750].")
-@click.option("--dpi", type=click.IntRange(min=20), default=100, show_default=True, help="Dots per inch (fonts scale with it).")
+@click.option("--dpi", type=click.IntRange(min=20, max=MAX_DPI), default=100, show_default=True, help="Dots per inch (fonts scale with it).")
 def plot_cmd(result, output, metric, agg, part, depth_path, size, dpi):
     """Draw RESULT (an alignment, contributions, skipping, lens or depth store) as a PNG."""
     from align import plotting
-    from align.store import open_result
+    from align.store import check_file_output, open_result
 
+    pixels = parse_size(size)
+    out = output or default_png(result)
+    # A .png that is absent or a regular file is replaced; a folder, another kind of file or
+    # an input of the plot never is.
+    check_file_output(out, ".png", inputs={f"RESULT {result}": result, f"--depth {depth_path}": depth_path})
     ds = open_result(result)
     depth = open_result(depth_path, "depth") if depth_path else None
-    fig = plotting.plot_result(ds, metric=metric, agg=agg, part=part, depth=depth, size=parse_size(size), dpi=dpi)
-    out = output or default_png(result)
-    plotting.save(fig, out)
+    fig = plotting.plot_result(ds, metric=metric, agg=agg, part=part, depth=depth, size=pixels, dpi=dpi)
+    # Drawn beside the target and renamed over it: a failed write leaves the old PNG intact.
+    tmp = os.path.join(os.path.dirname(os.path.abspath(out)), f".{os.path.basename(out)}.tmp-{os.getpid()}")
+    try:
+        plotting.save(fig, tmp)
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     w, h = fig.get_size_inches() * fig.dpi
     click.echo(f"align plot: wrote {out} ({int(round(w))}x{int(round(h))} px, {plotting.schema_of(ds)})")
 

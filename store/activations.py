@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from align.errors import StoreError
+from align.errors import AlignError, NonFiniteError, StoreError
 from align.faults import fault_point
 from align.store.codecs import compressors, decode, physical_dtype
 from align.store.outputs import local_path
@@ -190,8 +190,66 @@ class ActivationStore:
         self.storage_options = storage_options
         self.group = _open_group(path, mode, storage_options)
         self.attrs = attrs
-        self.layout = Layout.from_json(attrs["layout"])
+        try:
+            self.layout = Layout.from_json(attrs["layout"])
+            physical_dtype(self.layout.store_dtype)
+        except (KeyError, TypeError, ValueError, AlignError) as e:
+            raise StoreError(f"store {path} has a damaged layout attribute ({type(e).__name__}: {e}): re-extract the store") from None
         self.provenance = attrs["provenance"]
+        self._check_arrays()
+
+    def _expected_arrays(self) -> dict[str, tuple[tuple, np.dtype, tuple]]:
+        """array name -> (shape, dtype, chunk shape) that the layout prescribes."""
+        L = self.layout
+        pdt, N, d = physical_dtype(L.store_dtype), L.n_tokens, L.d_model
+        out = {"resid": ((len(L.boundaries), N, d), pdt, (1, L.chunk_tokens, d)),
+               "boundary": ((len(L.boundaries),), np.dtype(np.int32), None)}
+        if L.layers:
+            for name in ("attn", "mlp"):
+                out[name] = ((len(L.layers), N, d), pdt, (1, L.chunk_tokens, d))
+            out["layer"] = ((len(L.layers),), np.dtype(np.int32), None)
+        for name, dt in TOKEN_FIELDS.items():
+            out[name] = ((N,), np.dtype(dt), (min(TOKEN_CHUNK, max(N, 1)),))
+        return out
+
+    def _check_arrays(self) -> None:
+        """Refuse a store whose arrays' metadata (data type, shape, chunking, logical dtype)
+        disagrees with its `layout`: an edited or damaged zarr.json would otherwise be read
+        as garbage. Both what readers use (the consolidated metadata, when present) and each
+        array's own zarr.json are checked."""
+        views = [self.group]
+        if getattr(self.group.metadata, "consolidated_metadata", None) is not None:
+            import zarr
+
+            kwargs = {"storage_options": self.storage_options} if self.storage_options and not is_local(self.path) else {}
+            views.append(zarr.open_group(self.path, mode="r", zarr_format=3, use_consolidated=False, **kwargs))
+        fix = "its metadata was edited or damaged: re-extract the store (or restore it from a copy)"
+        for name, (shape, dtype, chunks) in self._expected_arrays().items():
+            for view in views:
+                try:
+                    arr = view[name]
+                except Exception as e:  # KeyError, or zarr's errors for unreadable metadata
+                    raise StoreError(f"store {self.path}: array {name!r} cannot be opened ({type(e).__name__}: {e}); {fix}") from None
+                found = [("data type", dtype, arr.dtype), ("shape", shape, tuple(arr.shape))]
+                if chunks is not None:
+                    found.append(("chunk shape", chunks, tuple(arr.chunks)))
+                if name in ("resid", "attn", "mlp"):
+                    found.append(("logical_dtype", self.layout.store_dtype, arr.attrs.get("logical_dtype")))
+                for what, want, got in found:
+                    if want != got:
+                        want_s = str(want) if not isinstance(want, np.dtype) else want.name
+                        got_s = str(got) if not isinstance(got, np.dtype) else got.name
+                        raise StoreError(f"store {self.path}: array {name!r} has {what} {got_s}, expected {want_s} "
+                                         f"(from the store's layout: {self._layout_summary()}); {fix}")
+        kept = tuple(int(b) for b in self.group["boundary"][:])
+        if kept != tuple(self.layout.boundaries):
+            raise StoreError(f"store {self.path}: array 'boundary' holds {list(kept)}, expected {list(self.layout.boundaries)} "
+                             f"(from the store's layout); {fix}")
+
+    def _layout_summary(self) -> str:
+        L = self.layout
+        return (f"{len(L.boundaries)} boundaries, {L.n_tokens:,} tokens, d_model {L.d_model}, "
+                f"store_dtype {L.store_dtype}, {L.chunk_tokens} tokens per chunk")
 
     # -- what it holds
     @property
@@ -244,8 +302,11 @@ class ActivationStore:
 
     # -- numpy access
     def read(self, kind: str, index: int, start: int = 0, stop: int | None = None) -> np.ndarray:
-        """float32 (n_tokens, d_model): `kind` is resid (by boundary) or attn/mlp (by layer)."""
-        return decode(self.raw(kind, index, start, stop), self.layout.store_dtype)
+        """float32 (n_tokens, d_model): `kind` is resid (by boundary) or attn/mlp (by layer).
+        Refuses NaN and ±inf (NonFiniteError naming the array, row, chunk and token)."""
+        x = decode(self.raw(kind, index, start, stop), self.layout.store_dtype)
+        check_finite(x, self.group, self.path, kind, index, start)
+        return x
 
     def resid(self, boundary: int, start: int = 0, stop: int | None = None) -> np.ndarray:
         return self.read("resid", boundary, start, stop)
@@ -313,7 +374,38 @@ def _read_block(path: str, kind: str, row: int, C: int, store_dtype: str, option
         _groups[key] = _open_group(path, "r", json.loads(options) or None)
     g = _groups[key]
     n = g[kind].shape[1]
-    return decode(checked_read(g, path, kind, c * C, min(n, (c + 1) * C), row=row), store_dtype)
+    x = decode(checked_read(g, path, kind, c * C, min(n, (c + 1) * C), row=row), store_dtype)
+    if not _all_finite(x):
+        index = int(g["boundary" if kind == "resid" else "layer"][row])
+        check_finite(x, g, path, kind, index, c * C)
+    return x
+
+
+def _all_finite(x: np.ndarray) -> bool:
+    """True when every value of x is finite (one vectorised pass: ~0.5 ms for a 512 x 1536
+    float32 block, measured; cheaper than reading the block; see RELIABILITY.md)."""
+    return bool(np.isfinite(x).all())
+
+
+def check_finite(x: np.ndarray, group, path: str, kind: str, index: int, start: int) -> None:
+    """Raise NonFiniteError if the block x (tokens start.., d_model) of array `kind` at model
+    boundary/layer `index` holds NaN or ±inf: named by array, row, chunk, first token (with
+    its document and position) and count."""
+    if _all_finite(x):
+        return
+    bad = ~np.isfinite(x.reshape(len(x), -1))
+    rows = np.flatnonzero(bad.any(axis=1))
+    t = start + int(rows[0])
+    C = group[kind].chunks[1]
+    try:
+        where = f" (doc {int(group['doc'][t])}, pos {int(group['pos'][t])})"
+    except Exception:  # the token table is itself unreadable: the token index still names it
+        where = ""
+    what = "boundary" if kind == "resid" else "layer"
+    raise NonFiniteError(
+        f"store {path}: array {kind!r} at {what} {index} holds {int(bad.sum()):,} non-finite value(s) (NaN or ±inf) "
+        f"in {len(rows):,} token(s) of tokens {start:,}..{start + len(x) - 1:,}; the first is token {t:,}{where} "
+        f"in chunk {t // C}: re-extract the store from a model that gives finite activations")
 
 
 def checked_read(group, path: str, kind: str, start: int, stop: int, row: int | None = None) -> np.ndarray:

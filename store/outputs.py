@@ -173,6 +173,3 @@ def check_file_output(path: str, suffix: str, *, inputs=()) -> None:
         raise OutputRefused(f"-o {path} is a folder: give a {suffix} file path")
     if os.path.lexists(shown) and not os.path.isfile(shown):
         raise OutputRefused(f"-o {path} exists and is not a regular file: choose another -o")
-    parent = os.path.dirname(os.path.abspath(shown))
-    if not os.path.isdir(parent):
-        raise OutputRefused(f"-o {path}: folder {parent} does not exist: create it first")

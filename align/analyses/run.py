@@ -52,6 +52,17 @@ def _store_provenance(store) -> dict:
     return {**{k: p.get(k) for k in keep}, "source": "store", "store": store.path, "align_version": align.__version__}
 
 
+def _inputs(spec=None, cspec=None, **paths) -> dict:
+    """The command's inputs by label, for `check_output`: -o may be none of them, lie inside
+    none and hold none (a hub id that names no local folder cannot be harmed)."""
+    out = {f"--{k.replace('_path', '')} {v}": v for k, v in paths.items() if v is not None}
+    if spec is not None:
+        out[f"MODEL {spec.name}"] = spec.name
+    if cspec is not None and cspec.path is not None:
+        out[f"CORPUS {cspec.path}"] = cspec.path
+    return out
+
+
 def _batched(prompts, batch_size):
     from align.analyses.prompts import batches
 
@@ -63,6 +74,8 @@ def run_contrib(output, *, spec=None, cspec=None, store=None, batch_size=8, over
     from align import store as st
     from align.analyses import contrib
 
+    inputs = _inputs(spec, cspec, store=store)
+    st.check_output(output, "contributions", inputs=inputs, overwrite=overwrite)
     if store is not None:
         s = st.open_activations(store)
         res = contrib.contributions_from_store(s)
@@ -71,7 +84,7 @@ def run_contrib(output, *, spec=None, cspec=None, store=None, batch_size=8, over
         model, _, prompts, prov = load(spec, cspec)
         res = contrib.contributions_from_model(model, _batched(prompts, batch_size))
         attrs = {**prov, "options": {"batch_size": batch_size}}
-    st.write_result(output, contrib.to_dataset(res, attrs), "contributions", overwrite=overwrite)
+    st.write_result(output, contrib.to_dataset(res, attrs), "contributions", overwrite=overwrite, inputs=inputs)
     log(f"align contrib: wrote {output} ({res['n_tokens']:,} tokens, {res['resid_cos'].shape[0]} layers)")
     return output
 
@@ -84,6 +97,8 @@ def run_skip(output, *, spec, cspec, batch_size=8, settings=("current", "future"
     from align import store as st
     from align.analyses import skip
 
+    inputs = _inputs(spec, cspec)
+    st.check_output(output, "skipping", inputs=inputs, overwrite=overwrite)
     model, config, prompts, prov = load(spec, cspec, check=lambda ps: skip.check_prompts(ps, settings))
     t0 = time.time()
     res = skip.skipping(model, prompts, settings=settings, parts=parts, seed=split_seed, batch_size=batch_size)
@@ -91,7 +106,8 @@ def run_skip(output, *, spec, cspec, batch_size=8, settings=("current", "future"
     L = config.num_hidden_layers
     timing = {"seconds": round(dt, 3), "n_forwards": res["n_forwards"], "n_forwards_one_at_a_time": res["n_forwards_one_at_a_time"]}
     opts = {"batch_size": batch_size, "settings": list(settings), "parts": list(parts), "split_seed": split_seed}
-    st.write_result(output, skip.to_dataset(res, {**prov, "options": opts, "timing": timing}, split_seed), "skipping", overwrite=overwrite)
+    st.write_result(output, skip.to_dataset(res, {**prov, "options": opts, "timing": timing}, split_seed), "skipping", overwrite=overwrite,
+                    inputs=inputs)
     log(f"align skip: wrote {output} ({len(prompts)} prompts, {L} layers; "
         + ", ".join(f"{k}: {v} prompts" for k, v in res["n_prompts"].items())
         + (f"; {res['n_prompts_too_short']} too short for the future setting" if "future" in settings else "")
@@ -106,9 +122,13 @@ def run_lens(output, *, spec=None, cspec=None, store=None, batch_size=8, overwri
     from align import store as st
     from align.analyses import checkpoint, lens
 
+    inputs = _inputs(spec, cspec, store=store)
+    st.check_output(output, "lens", inputs=inputs, overwrite=overwrite)
     if store is not None:
         s = st.open_activations(store)
         name = spec.name if spec is not None else s.provenance.get("identity", {}).get("model") or s.provenance["model"]
+        inputs[f"the store's model {name}"] = name
+        st.check_output(output, "lens", inputs=inputs, overwrite=overwrite)
         revision = spec.revision if spec is not None else s.provenance.get("revision")
         if s.provenance.get("random_init"):
             raise InputError(f"store {store} was extracted from a randomly initialised model: its weights are in no checkpoint; run `align lens` on the model instead")
@@ -123,7 +143,7 @@ def run_lens(output, *, spec=None, cspec=None, store=None, batch_size=8, overwri
         res = lens.logit_lens(model, _batched(prompts, batch_size))
         L = config.num_hidden_layers
         attrs = {**prov, "options": {"batch_size": batch_size}}
-    st.write_result(output, lens.to_dataset(res, attrs, L), "lens", overwrite=overwrite)
+    st.write_result(output, lens.to_dataset(res, attrs, L), "lens", overwrite=overwrite, inputs=inputs)
     log(f"align lens: wrote {output} ({res['n_tokens']:,} tokens, {res['n_prompts']} prompts, boundaries 0..{L})")
     return output
 
@@ -133,6 +153,8 @@ def run_depth(output, *, contrib_path, lens_path, overwrite=False, log=_log_defa
     from align import store as st
     from align.analyses import depth
 
+    inputs = _inputs(contrib_path=contrib_path, lens_path=lens_path)
+    st.check_output(output, "depth", inputs=inputs, overwrite=overwrite)
     c, l = st.open_result(contrib_path, "contributions"), st.open_result(lens_path, "lens")
     for key in ("model", "config_hash"):
         if c.attrs.get(key) != l.attrs.get(key):
@@ -141,7 +163,7 @@ def run_depth(output, *, contrib_path, lens_path, overwrite=False, log=_log_defa
     attrs = {k: c.attrs.get(k) for k in ("model", "revision", "model_type", "config_hash", "tokenizer_hash", "corpus")}
     attrs.update({"contributions": str(contrib_path), "lens": str(lens_path), "align_version": align.__version__,
                   "lens_corpus": l.attrs.get("corpus"), "options": {}})
-    st.write_result(output, depth.to_dataset(res, attrs), "depth", overwrite=overwrite)
+    st.write_result(output, depth.to_dataset(res, attrs), "depth", overwrite=overwrite, inputs=inputs)
     parts = []
     for rule, ed, ratio in zip(depth.RULES, res["effective_depth"], res["ratio"]):
         parts.append(f"{rule} {ed:.0f} (ratio {ratio:.2f})" if np.isfinite(ed) else f"{rule} undefined ({res['reasons'][rule]})")
