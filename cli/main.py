@@ -7,9 +7,12 @@ file or bad option value alike.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
+import signal
 import sys
+import threading
 
 import click
 
@@ -49,6 +52,16 @@ def cli():
 
     Extract every layer's residual stream of two models over one corpus, fit ridge maps from
     every layer of one to every layer of the other, and read the matrix of held-out errors.
+
+    \b
+    Start here:  align demo        the whole study on two small models trained here (CPU, offline)
+    Then, in this order, on your own models (README.md, "The study on real models"):
+      align extract MODEL CORPUS -o STORE      residual streams of each model, one store each
+      align fit SOURCE_STORE TARGET_STORE -o RESULT   the matrix of held-out map errors
+      align plot RESULT                        a PNG of any result
+      align contrib | lens | skip  MODEL CORPUS -o RESULT, then  align depth   (one model)
+      align info STORE                         what a store holds and whether it is complete
+    `align COMMAND --help` for each command's options.
     """
 
 
@@ -57,9 +70,38 @@ def fail(message: str, code: int = 2) -> None:
     sys.exit(code)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so that it unwinds like Ctrl-C: locks released,
+    temporary results removed, an incomplete store left resumable."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds():
+    """While a command runs, SIGTERM unwinds like Ctrl-C (only possible from the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+INTERRUPTED = ("interrupted{by}: nothing incomplete opens as complete; re-run the same command "
+               "(`align extract` resumes where it stopped)")
+
+
 def main(argv=None) -> None:
     try:
-        rv = cli.main(args=argv, prog_name="align", standalone_mode=False)
+        with _sigterm_unwinds():
+            rv = cli.main(args=argv, prog_name="align", standalone_mode=False)
+    except Terminated:
+        fail(INTERRUPTED.format(by=" by SIGTERM"), 143)
     except AlignError as e:
         fail(str(e), e.exit_code)
     except click.exceptions.NoArgsIsHelpError as e:
@@ -70,10 +112,12 @@ def main(argv=None) -> None:
         fail(f"{e.format_message()} (see `{cmd} --help`)")
     except click.ClickException as e:
         fail(e.format_message())
-    except click.exceptions.Abort:
-        fail("aborted", 130)
+    except click.exceptions.Abort as e:  # click turns Ctrl-C (and our SIGTERM) into Abort
+        if isinstance(e.__context__, Terminated):
+            fail(INTERRUPTED.format(by=" by SIGTERM"), 143)
+        fail(INTERRUPTED.format(by=""), 130)
     except KeyboardInterrupt:
-        fail("interrupted", 130)
+        fail(INTERRUPTED.format(by=""), 130)
     except BrokenPipeError:
         sys.exit(0)
     except OSError as e:

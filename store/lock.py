@@ -1,10 +1,15 @@
 """A write lock per store: one writer at a time.
 
 The lock is a file `align.lock` inside the store folder, created with O_CREAT|O_EXCL (atomic
-on a local file system) and holding the holder's host, pid and start time. A second writer is
-refused at once with a message naming the holder. A lock whose holder is provably gone (same
-host, pid not running) is stale: it is reported and removed, so re-running a killed command
-resumes it. A lock held from another host cannot be checked from here: `--break-lock` removes it.
+on a local file system) and holding the holder's host, pid, start time, the process's own
+start time as the kernel reports it and the machine's boot id. A second writer is refused at
+once with a message naming the holder. A lock whose holder is provably gone is stale: it is
+reported and removed, so re-running a killed command resumes it. Provably gone, on the same
+host: the machine has booted since (another boot id), or no process has the pid, or the
+process that has it started at another time than the holder did (a pid reused, as after a
+container restart where every run is pid 1 again), or it is this very process, which does not
+hold the lock yet. A lock held from another host, or one written without a process start time,
+cannot be checked from here: `--break-lock` removes it.
 
 Object stores (s3://, gs://) have no atomic create-if-absent through fsspec: there align writes
 the same lock object after checking that none exists, which leaves a window of one round trip
@@ -29,23 +34,59 @@ def _is_local(path: str) -> bool:
     return "://" not in path or path.startswith("file://")
 
 
+START_TOLERANCE = 1.0  # seconds: a process's start time as read back differs by clock-tick rounding
+
+
+def _boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def _process_start(pid: int) -> float | None:
+    """When process `pid` started (seconds since the epoch), or None if there is no such process."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return None
+    except psutil.Error:  # exists, but cannot be inspected: treat as started when recorded
+        return float("nan")
+
+
 def _holder() -> dict:
-    return {"host": socket.gethostname(), "pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    return {"host": socket.gethostname(), "pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "process_start": _process_start(os.getpid()), "boot_id": _boot_id()}
 
 
 def _alive(info: dict) -> bool | None:
-    """True/False when the holder's liveness can be told (same host), None otherwise."""
+    """Whether the lock's holder is still running: True or False when that can be told (same
+    host, and the lock records the holder's process start time), None otherwise."""
     if info.get("host") != socket.gethostname():
         return None
+    boot = _boot_id()
+    if info.get("boot_id") and boot and info["boot_id"] != boot:
+        return False  # the machine booted since the lock was taken: its holder is gone
     try:
-        os.kill(int(info.get("pid", -1)), 0)
-    except ProcessLookupError:
+        pid = int(info.get("pid", -1))
+    except (TypeError, ValueError, OverflowError):
         return False
-    except PermissionError:
+    if pid == os.getpid():
+        return False  # this process is only now taking the lock: the pid was reused
+    if pid <= 0:
+        return False
+    started = _process_start(pid)
+    if started is None:
+        return False
+    recorded = info.get("process_start")
+    if not isinstance(recorded, (int, float)):
+        return None  # a lock without the holder's start time: the pid alone proves nothing
+    if started != started:  # NaN: the process exists but cannot be inspected
         return True
-    except (ValueError, OverflowError):
-        return False
-    return True
+    return abs(started - recorded) <= START_TOLERANCE
 
 
 def _describe(info: dict) -> str:
@@ -76,11 +117,15 @@ def write_lock(path: str, break_lock: bool = False, storage_options: dict | None
         lock = root.rstrip("/") + "/" + LOCK_NAME
         if fs.exists(lock):
             info = _read(fs.cat_file(lock))
-            if not break_lock:
+            alive = _alive(info)
+            if alive is True or (alive is None and not break_lock):
                 raise StoreLocked(
-                    f"store {path} is locked by another writer ({_describe(info)}): wait for it to finish, "
-                    "or pass --break-lock if that run is dead"
+                    f"store {path} is locked by another writer ({_describe(info)}): wait for it to finish"
+                    + ("" if alive else ", or pass --break-lock if that run is dead")
                 )
+            if alive is False:
+                print(f"align: removing the stale lock of a run that is no longer running ({_describe(info)})",
+                      file=sys.stderr)
         fs.pipe_file(lock, json.dumps(_holder()).encode())
         try:
             yield
@@ -110,9 +155,10 @@ def _acquire_local(lock: str, path: str, break_lock: bool) -> None:
             except OSError:
                 info = {}
             alive = _alive(info)
-            # A holder on this host whose pid is gone is provably dead: its lock is stale and
-            # is broken without asking (so re-running a killed command resumes it). A holder
-            # on another host cannot be checked: only --break-lock removes its lock.
+            # A holder on this host that is provably not running (see the module docstring) is
+            # dead: its lock is stale and is broken without asking (so re-running a killed
+            # command resumes it). A holder that cannot be checked (another host, or a lock
+            # without a process start time): only --break-lock removes its lock.
             if alive is False or (break_lock and alive is None):
                 if alive is False:
                     print(f"align: removing the stale lock of a run that is no longer running ({_describe(info)})",
