@@ -14,6 +14,17 @@ most `max_length` tokens including the special tokens the tokenizer adds (Llama'
 recorded in the store); `overflow="split"` (default) keeps every window, `"truncate"` only the
 first. Documents with no tokens are skipped (their index is still consumed, so `doc` always
 points back to the source). Special tokens have char_start = char_end = -1.
+
+What tokenizing changes in the text is counted (`TokenizeStats`), never silent:
+- characters outside the tokenizer's vocabulary that it drops (a tokenizer without byte
+  fallback or an unknown token drops them: a document of emoji becomes no tokens at all) are
+  the non-whitespace characters covered by no token's character span. Whitespace is not
+  counted: byte-level tokenizers that trim offsets leave the space a token carries outside
+  its span, so an uncovered space is no evidence of loss.
+- literal special-token text in a document ("<|endoftext|>", "<s>") is parsed as the special
+  token, as the model's own tokenizer does by default (and as a chat template relies on):
+  align keeps that behaviour, so its token ids equal the tokenizer's, and counts and reports
+  each occurrence (a token id among the special ones with a non-empty character span).
 """
 
 from __future__ import annotations
@@ -21,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator
 
 import numpy as np
@@ -271,8 +282,68 @@ def special_tokens(tokenizer) -> tuple[list[int], list[int]]:
     return [], []
 
 
-def sequences(spec: CorpusSpec, tokenizer) -> Iterator[Sequence]:
-    """Tokenized sequences in corpus order, at most `spec.max_tokens` tokens in all."""
+@dataclass
+class TokenizeStats:
+    """What tokenizing changed in the documents it read (see the module docstring)."""
+
+    dropped_characters: int = 0
+    documents_with_dropped_characters: int = 0
+    first_dropped: list = field(default_factory=list)  # up to 5 [doc, n_dropped]
+    special_token_text: int = 0  # occurrences of literal special-token text parsed as special tokens
+    first_special: list | None = None  # [doc, text] of the first occurrence
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+    def add(self, doc: int, text: str, ids: np.ndarray, offs: np.ndarray, special: np.ndarray) -> None:
+        n = uncovered_characters(text, offs)
+        if n:
+            self.dropped_characters += n
+            self.documents_with_dropped_characters += 1
+            if len(self.first_dropped) < 5:
+                self.first_dropped.append([doc, n])
+        if len(ids) and len(special):
+            hit = np.flatnonzero(np.isin(ids, special) & (offs[:, 1] > offs[:, 0]))
+            if len(hit):
+                self.special_token_text += len(hit)
+                if self.first_special is None:
+                    k = hit[0]
+                    self.first_special = [doc, text[offs[k, 0]:offs[k, 1]]]
+
+
+# str.isspace() is true exactly for these code points.
+_WHITESPACE = np.array([c for c in range(0x3001) if chr(c).isspace()], np.uint32)
+
+
+def uncovered_characters(text: str, offsets: np.ndarray) -> int:
+    """Non-whitespace characters of `text` inside no token's character span [start, end).
+
+    offsets: (n_tokens, 2) character offsets into `text`, as fast tokenizers return them."""
+    if not text:
+        return 0
+    edges = np.zeros(len(text) + 1, np.int64)
+    spans = offsets[offsets[:, 1] > offsets[:, 0]] if len(offsets) else np.zeros((0, 2), np.int64)
+    np.add.at(edges, spans[:, 0], 1)
+    np.add.at(edges, spans[:, 1], -1)
+    uncovered = np.cumsum(edges[:-1]) <= 0
+    if not uncovered.any():
+        return 0
+    codes = np.frombuffer(text.encode("utf-32-le"), np.uint32)
+    return int(np.count_nonzero(uncovered & ~np.isin(codes, _WHITESPACE)))
+
+
+def special_ids(tokenizer) -> np.ndarray:
+    """Ids of the tokenizer's special tokens (named ones and added tokens marked special)."""
+    ids = set(getattr(tokenizer, "all_special_ids", None) or [])
+    for i, t in (getattr(tokenizer, "added_tokens_decoder", None) or {}).items():
+        if getattr(t, "special", False):
+            ids.add(int(i))
+    return np.asarray(sorted(ids), np.int64)
+
+
+def sequences(spec: CorpusSpec, tokenizer, stats: TokenizeStats | None = None) -> Iterator[Sequence]:
+    """Tokenized sequences in corpus order, at most `spec.max_tokens` tokens in all. With
+    `stats`, counts what tokenizing dropped or parsed as special tokens in each document read."""
     prefix, suffix = special_tokens(tokenizer)
     room = spec.max_length - len(prefix) - len(suffix)
     if room < 1:
@@ -280,15 +351,20 @@ def sequences(spec: CorpusSpec, tokenizer) -> Iterator[Sequence]:
     pre, suf = np.asarray(prefix, np.int64), np.asarray(suffix, np.int64)
     pad = lambda k: np.full(k, -1, np.int64)  # noqa: E731
     budget = spec.max_tokens
+    special = special_ids(tokenizer) if stats is not None else None
     seq = 0
     for doc, text in enumerate(documents(spec)):
         if not text:
             continue
+        if budget is not None and budget <= 0:
+            return
         enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
         ids = np.asarray(enc["input_ids"], np.int64)
+        offs = np.asarray(enc["offset_mapping"], np.int64).reshape(-1, 2)
+        if stats is not None:
+            stats.add(doc, text, ids, offs, special)
         if not len(ids):
             continue
-        offs = np.asarray(enc["offset_mapping"], np.int64).reshape(-1, 2)
         starts = range(0, len(ids), room) if spec.overflow == "split" else [0]
         for s in starts:
             body = slice(s, s + room)

@@ -1,15 +1,20 @@
 """`align extract`: a model's residual streams over a corpus into an activation store.
 
-The run is: check options → tokenize once to count (and check the disk) → create the store
-and write its token table (the plan) → forward batches of consecutive sequences with hooks,
-handing each batch to a writer thread that appends whole chunks and commits. Re-running the
-same command resumes an incomplete store from its last committed batch.
+The run is: check options, -o, the device and the weights (their identity, see
+align.provenance) → tokenize once to count (and check the disk) → load the model → create the
+store and write its token table (the plan) → forward batches of consecutive sequences with
+hooks, check each batch is finite (one device reduction per captured tensor, one host sync per
+batch), and hand it to a writer thread that appends whole chunks and commits. Every check that
+can fail runs before the store exists. Re-running the same command resumes an incomplete store
+from its last committed batch, and records each run as a segment of the store's provenance.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import queue
+import re
 import shutil
 import sys
 import threading
@@ -20,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 import align
-from align import capture, corpus, models
-from align.errors import DiskSpaceError, InputError, StoreMismatch
+from align import capture, corpus, models, provenance
+from align.errors import DiskSpaceError, InputError, NonFiniteError, OutputRefused, StoreMismatch
 from align.faults import fault_point
 from align.layers import parse_layers
 from align.store.codecs import DEFAULT_CODEC, encode, physical_dtype
@@ -29,7 +34,7 @@ from align.store.codecs import DEFAULT_CODEC, encode, physical_dtype
 # Defining options: a store made with other values of these is another store.
 DEFINING = ("model", "revision", "dtype", "random_init", "seed", "corpus_hash", "text_field", "format",
             "doc_split", "max_length", "overflow", "max_tokens", "max_docs", "layers", "sublayers",
-            "store_dtype", "codec", "chunk_tokens", "config_hash")
+            "store_dtype", "codec", "chunk_tokens", "config_hash", "weights")
 DISK_MARGIN = 1.05
 
 
@@ -39,6 +44,7 @@ class Plan:
     n_sequences: int
     n_docs: int
     longest: int
+    stats: corpus.TokenizeStats = dataclasses.field(default_factory=corpus.TokenizeStats)
 
 
 @dataclass
@@ -57,16 +63,73 @@ def _model_id(name: str) -> str:
 
 
 def count(spec: corpus.CorpusSpec, tokenizer) -> Plan:
+    """Tokens, sequences and documents the corpus gives, and what tokenizing dropped."""
     n = s = longest = 0
     docs = set()
-    for sq in corpus.sequences(spec, tokenizer):
+    stats = corpus.TokenizeStats()
+    for sq in corpus.sequences(spec, tokenizer, stats):
         n += len(sq)
         s += 1
         longest = max(longest, len(sq))
         docs.add(sq.doc)
     if n == 0:
         raise InputError(f"corpus {spec.describe()} has no text to tokenize: give a corpus with at least one non-empty document")
-    return Plan(n, s, len(docs), longest)
+    return Plan(n, s, len(docs), longest, stats)
+
+
+def dropped_summary(stats: dict) -> str:
+    """The run's report of characters the tokenizer dropped (from TokenizeStats.to_json())."""
+    if "dropped_characters" not in stats:
+        return "dropped characters not counted (a store made before align counted them)"
+    n, d = stats["dropped_characters"], stats.get("documents_with_dropped_characters", 0)
+    if not n:
+        return "no character dropped by the tokenizer"
+    first = ", ".join(f"document {doc} ({k})" for doc, k in stats.get("first_dropped", [])[:3])
+    return (f"{n:,} character{'s' if n != 1 else ''} outside the tokenizer's vocabulary dropped from {d:,} "
+            f"document{'s' if d != 1 else ''} (first: {first})")
+
+
+def _check_output(output: str, inputs: dict[str, str]) -> None:
+    """-o must be a new path, an empty folder or an align store: never a file, one of the run's
+    own inputs (a model folder, the corpus) or a folder holding anything else. Nothing is
+    touched here; refusals are one line."""
+    from align import store as st
+
+    if not st.is_local(output):
+        return
+    path = output[len("file://"):] if output.startswith("file://") else output
+    real = os.path.realpath(os.path.expanduser(path))
+    for what, p in inputs.items():
+        if p and os.path.exists(os.path.expanduser(p)) and real == os.path.realpath(os.path.expanduser(p)):
+            raise OutputRefused(f"-o {output} is the {what} this run reads: choose another -o")
+    parent = os.path.dirname(real)
+    while parent and not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if parent and not os.path.isdir(parent):
+        raise OutputRefused(f"-o {output}: {parent} is a file, not a folder: choose another -o")
+    if os.path.lexists(real) and not os.path.isdir(real):
+        raise OutputRefused(f"-o {output} is an existing file, not an activation store: choose another -o (nothing was changed)")
+    if os.path.isdir(real) and not st.exists(real) and set(os.listdir(real)) - {"align.lock"}:
+        raise OutputRefused(f"{output} exists, is not empty and is not an align store: choose another -o (nothing was changed)")
+
+
+def _check_device(device: str) -> None:
+    """The device exists (cheap, before hashing weights or tokenizing a corpus)."""
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise InputError("--device cuda was asked for but torch sees no CUDA device: use --device cpu")
+
+
+def _check_max_length(max_length: int, config, allow_long: bool) -> None:
+    """A sequence longer than the positions the model was built for is refused unless forced."""
+    limit = getattr(config, "max_position_embeddings", None)
+    if limit and max_length > limit and not allow_long:
+        raise InputError(
+            f"--max-length {max_length} is above the model's position limit (max_position_embeddings {limit}): "
+            f"use --max-length {limit} or less, or pass --allow-long to run positions the model was not built for"
+        )
 
 
 def _free_bytes(path: str) -> int:
@@ -124,13 +187,58 @@ def _pad(batch, device):
     return ids.to(device), mask.to(device)
 
 
-def forward_batch(model, batch, boundaries, layers, store_dtype: str) -> dict[str, np.ndarray]:
+def _what(kind: str, i: int) -> str:
+    return {"resid": f"boundary {i}", "attn": f"the attention output of layer {i}", "mlp": f"the MLP output of layer {i}"}[kind]
+
+
+def _forward_order(kind_index) -> float:
+    """Where a captured tensor arises in the forward: h_l, then a_l, m_l, then h_{l+1}."""
+    kind, i = kind_index
+    return i + {"resid": 0.0, "attn": 0.3, "mlp": 0.6}[kind]
+
+
+def check_finite(out: dict, keep, locate=None) -> None:
+    """Refuse non-finite values among the real (unpadded) tokens of a captured batch.
+
+    out: capture's dict {kind: {index: (batch, seq, d_model)}}; keep: (batch, seq) bool mask.
+    One `isfinite(...).all()` reduction per tensor on its device, combined into one flag, and
+    one host sync for the batch; only when it fails are the details computed: the first place
+    in the forward where a value is NaN or inf (boundary, or sublayer and layer), how many
+    values there are in how many tokens, and the first token, named by `locate(k)` for its
+    index k among the batch's real tokens in sequence order."""
+    import torch
+
+    flag = None
+    for kind in ("resid", "attn", "mlp"):
+        for t in out[kind].values():
+            ok = (torch.isfinite(t).all(-1) | ~keep.to(t.device)).all()
+            flag = ok if flag is None else flag & ok.to(flag.device)
+    if flag is None or bool(flag):
+        return
+    for kind, i in sorted(((k, i) for k in ("resid", "attn", "mlp") for i in out[k]), key=_forward_order):
+        t = out[kind][i]
+        bad = ~torch.isfinite(t) & keep.to(t.device)[..., None]
+        if not bool(bad.any()):
+            continue
+        per_token = bad.any(-1)[keep.to(t.device)]
+        first = int(torch.nonzero(per_token)[0, 0])
+        where = locate(first) if locate is not None else f"token {first} of the batch"
+        raise NonFiniteError(
+            f"non-finite activations at {_what(kind, i)}: {int(bad.sum()):,} NaN/inf values in "
+            f"{int(per_token.sum()):,} tokens of this batch, first at {where}; nothing of this batch was written and "
+            "the store stays incomplete: check the checkpoint's weights for NaN/inf, or compute in --dtype float32"
+        )
+
+
+def forward_batch(model, batch, boundaries, layers, store_dtype: str, locate=None) -> dict[str, np.ndarray]:
     """Run one batch of sequences; returns {kind: (n_kept, n_real_tokens, d_model)} encoded
-    for storage, tokens in sequence order, padding dropped. Each captured tensor is copied
-    once, straight into the output array (this loop runs at the forward's pace)."""
+    for storage, tokens in sequence order, padding dropped. Non-finite values are refused
+    before anything is encoded (`check_finite`). Each captured tensor is copied once,
+    straight into the output array (this loop runs at the forward's pace)."""
     ids, mask = _pad(batch, models.input_device(model))
     out = capture.run(model, ids, mask, boundaries, layers)
     keep = mask.bool()
+    check_finite(out, keep, locate)
     padded = not bool(keep.all())
     n = int(keep.sum())
     result = {}
@@ -205,10 +313,10 @@ class _BackgroundWriter:
             raise self.error
         self.q.put((arrays, seq_end))
 
-    def close(self):
+    def close(self, raise_error: bool = True):
         self.q.put(None)
         self.thread.join()
-        if self.error is not None:
+        if self.error is not None and raise_error:
             raise self.error
 
 
@@ -238,6 +346,7 @@ def extract(
     store_dtype: str | None = None,
     codec: str = DEFAULT_CODEC,
     chunk_tokens: int | None = None,
+    allow_long: bool = False,
     dry_run: bool = False,
     break_lock: bool = False,
     log=None,
@@ -245,7 +354,9 @@ def extract(
     """Extract raw residuals (boundaries 0..L, before the final norm) and optionally the
     sublayer outputs of `model` over a corpus into the activation store `output`.
 
-    Returns an ExtractReport. Raises AlignError subclasses for every bad input."""
+    `allow_long` accepts a `max_length` beyond the model's max_position_embeddings.
+    Returns an ExtractReport. Raises AlignError subclasses for every bad input, all of them
+    before the store is created."""
     from align import store as st
 
     terminal = log is None and sys.stderr.isatty()
@@ -264,13 +375,22 @@ def extract(
     compressors(codec)
     cspec = corpus.CorpusSpec(corpus_path, dataset, text_field, format, doc_split, max_length, overflow, max_tokens, max_docs)
     corpus.validate(cspec)
+    _check_output(output, {"model folder": model, "corpus": corpus_path})
+    if spec.device not in ("cpu", "cuda", "auto"):
+        raise InputError(f"--device {spec.device!r} is not one of cpu, cuda, auto")
+    _check_device(spec.device)
     config = models.load_config(spec)
+    _check_max_length(max_length, config, allow_long)
     L = config.num_hidden_layers
     boundaries = parse_layers(layers, L)
     kept_layers = [l for l in range(L) if l in boundaries and l + 1 in boundaries] if sublayers else []
     if sublayers and not kept_layers:
         raise InputError(f"--sublayers keeps block l only when boundaries l and l+1 are both kept; --layers {layers} keeps no such pair")
 
+    weights = provenance.weights_identity(spec, config)
+    if weights["kind"] == "hub":
+        # Load exactly the commit recorded, even if the branch moves while this runs.
+        spec = dataclasses.replace(spec, revision=weights["commit"])
     tokenizer = models.load_tokenizer(spec)
     chash = corpus.corpus_hash(cspec)
     identity = {
@@ -278,7 +398,7 @@ def extract(
         "seed": seed if random_init else None, "corpus_hash": chash, "text_field": text_field, "format": format,
         "doc_split": doc_split, "max_length": max_length, "overflow": overflow, "max_tokens": max_tokens,
         "max_docs": max_docs, "layers": boundaries, "sublayers": sublayers, "store_dtype": store_dtype, "codec": codec,
-        "chunk_tokens": chunk_tokens, "config_hash": models.config_hash(config),
+        "chunk_tokens": chunk_tokens, "config_hash": models.config_hash(config), "weights": weights["id"],
     }
 
     existing = st.exists(output)
@@ -289,19 +409,22 @@ def extract(
         old = attrs.get("provenance", {}).get("identity", {})
         differ = [k for k in DEFINING if old.get(k) != identity.get(k)]
         if differ:
-            short = lambda v: (r := repr(v)) if len(r := repr(v)) <= 40 else r[:16] + "..." + r[-8:]  # noqa: E731
-            detail = "; ".join(f"{k}: store has {short(old.get(k))}, now {short(identity.get(k))}" for k in differ[:5])
+            detail = "; ".join(f"{k}: store has {_short(old.get(k))}, now {_short(identity.get(k))}" for k in differ[:5])
             raise StoreMismatch(
-                f"store {output} was made with different options ({detail}): use another -o, or delete the store to start over"
+                f"store {output} was made with different options or inputs ({detail}): use another -o, "
+                "or delete the store to start over"
             )
         if attrs["progress"]["complete"]:
             n = attrs["layout"]["n_tokens"]
             log(f"align extract: store {output} is already complete ({n:,} tokens); nothing to do")
             return ExtractReport(output, "already complete", n, time.time() - t0, 0.0)
-    elif st.is_local(output) and os.path.isdir(output) and set(os.listdir(output)) - {"align.lock"}:
-        raise StoreMismatch(f"{output} exists, is not empty and is not an align store: choose another -o")
 
     plan = count(cspec, tokenizer)
+    if plan.stats.special_token_text:
+        doc, text = plan.stats.first_special
+        log(f"align extract: warning: {plan.stats.special_token_text:,} literal special-token text(s) in the corpus are "
+            f"read as special tokens, as the tokenizer does (first: {text!r} in document {doc}); remove them from "
+            "the text if they are meant as plain text")
     d_model = config.hidden_size
     item = physical_dtype(store_dtype).itemsize
     layout = st.Layout(plan.n_tokens, plan.n_sequences, L, d_model, tuple(boundaries), tuple(kept_layers),
@@ -319,21 +442,26 @@ def extract(
             "choose fewer --layers or --max-tokens, or another disk"
         )
 
+    # The model is loaded before the store exists: a model that cannot load (no CUDA, pickle
+    # weights not allowed, a damaged file) leaves nothing behind.
+    net, _ = models.load_model(spec)
     with st.write_lock(output, break_lock=break_lock):
         store = st.open_activations(output) if existing else None
         if store is None or not store.progress["planned"]:
-            provenance = {
+            prov = {
                 "model": model, "revision": revision, "random_init": random_init, "seed": seed if random_init else None,
                 "model_type": config.model_type, "n_layers": L, "d_model": d_model,
-                "config_hash": identity["config_hash"], "tokenizer_hash": corpus.tokenizer_hashes(tokenizer),
+                "config_hash": identity["config_hash"], "weights": weights,
+                "tokenizer_hash": corpus.tokenizer_hashes(tokenizer),
                 "special_tokens": dict(zip(("prefix", "suffix"), corpus.special_tokens(tokenizer))),
-                "corpus": {"source": cspec.describe(), "hash": chash, **cspec.options()},
+                "corpus": {"source": cspec.describe(), "hash": chash, **cspec.options(), **plan.stats.to_json()},
                 "compute_dtype": compute_dtype, "store_dtype": store_dtype,
                 "options": {"batch_size": batch_size, "device": device, "layers": layers, "sublayers": sublayers, "codec": codec},
                 "identity": identity, "align_version": align.__version__,
                 "counts": {"n_tokens": plan.n_tokens, "n_sequences": plan.n_sequences, "n_docs": plan.n_docs},
+                "runs": [],
             }
-            st.create_activations(output, layout, provenance)
+            st.create_activations(output, layout, prov)
             store = st.open_activations(output, mode="r+")
             pw = st.PlanWriter(store)
             for sq in corpus.sequences(cspec, tokenizer):
@@ -348,33 +476,82 @@ def extract(
                 + (f" (removed {removed} partial file(s) left by a killed write)" if removed else ""))
             status = "resumed"
 
-        return _forward_all(spec, store, batch_size, boundaries, kept_layers, store_dtype, status, log, t0, terminal)
+        _start_segment(store, provenance.run_segment(store.progress["committed_tokens"], batch_size, device, compute_dtype))
+        return _forward_all(net, store, batch_size, boundaries, kept_layers, store_dtype, status, log, t0, terminal)
 
 
-def _forward_all(spec, store, batch_size, boundaries, kept_layers, store_dtype, status, log, t0, terminal) -> ExtractReport:
+def _short(v) -> str:
+    """An identity value for a one-line message: hashes cut to 12 hex digits."""
+    if isinstance(v, str):
+        return re.sub(r"\b([0-9a-f]{12})[0-9a-f]{8,}\b", "\\1…", v)
+    r = repr(v)
+    return r if len(r) <= 40 else r[:16] + "..." + r[-8:]
+
+
+def _set_runs(store, runs: list) -> None:
+    """Rewrite the store's provenance with `runs` (its list of run segments). Called only while
+    no writer thread runs, so it never races the writer's progress updates."""
+    prov = dict(store.group.attrs["provenance"])
+    prov["runs"] = runs
+    store.group.attrs["provenance"] = prov
+    store.provenance = prov
+
+
+def _start_segment(store, segment: dict) -> None:
+    """Append this run's segment. What an earlier run covered is known only now (it may have
+    been killed): it ends where this one starts, at the store's committed token count."""
+    runs = [dict(r) for r in store.group.attrs["provenance"].get("runs", [])]
+    if runs:
+        runs[-1]["tokens"] = [runs[-1]["tokens"][0], segment["tokens"][0]]
+    _set_runs(store, runs + [segment])
+
+
+def _end_segment(store) -> None:
+    runs = [dict(r) for r in store.group.attrs["provenance"].get("runs", [])]
+    runs[-1]["tokens"] = [runs[-1]["tokens"][0], store.n_tokens]
+    _set_runs(store, runs)
+
+
+def _forward_all(model, store, batch_size, boundaries, kept_layers, store_dtype, status, log, t0, terminal) -> ExtractReport:
     from align import store as st
 
-    model, _ = models.load_model(spec)
     writer = st.ActivationWriter(store)
     start_tokens, start_seq = writer.committed
     progress = _Progress(store.n_tokens, start_tokens, log, terminal)
     bg = _BackgroundWriter(writer)
     t_fwd = time.time()
+    token0 = start_tokens
+
+    def locate(k: int) -> str:
+        g = token0 + k
+        doc, pos = int(store.tokens("doc", g, g + 1)[0]), int(store.tokens("pos", g, g + 1)[0])
+        return f"document {doc}, position {pos} (token {g:,})"
+
     try:
         for i, (batch, seq_end) in enumerate(_batches(store, start_tokens, batch_size)):
             if i:
                 fault_point("between_batches")
-            arrays = forward_batch(model, batch, boundaries, kept_layers, store_dtype)
+            arrays = forward_batch(model, batch, boundaries, kept_layers, store_dtype, locate)
             bg.put(arrays, seq_end)
-            progress.update(sum(len(x) for x in batch))
+            n_batch = sum(len(x) for x in batch)
+            token0 += n_batch
+            progress.update(n_batch)
+    except BaseException:
+        # The batches already handed over are finite and whole: let them be written (and
+        # committed at chunk ends) before the error propagates and the lock is released.
+        bg.close(raise_error=False)
+        raise
     finally:
         progress.close()
     bg.close()
+    _end_segment(store)
     writer.finish()
     n = store.n_tokens - start_tokens
     dt = time.time() - t_fwd
+    dropped = dropped_summary(store.provenance.get("corpus", {}))
     log(f"align extract: wrote {store.path} ({store.n_tokens:,} tokens, boundaries {_span(boundaries)}"
-        + (f", sublayers of {len(kept_layers)} blocks" if kept_layers else "") + f") at {n / max(dt, 1e-9):,.0f} tok/s")
+        + (f", sublayers of {len(kept_layers)} blocks" if kept_layers else "") + f") at {n / max(dt, 1e-9):,.0f} tok/s; "
+        + dropped)
     return ExtractReport(store.path, status, store.n_tokens, time.time() - t0, n / max(dt, 1e-9))
 
 

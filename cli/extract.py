@@ -61,15 +61,18 @@ def model_options(f):
 @click.option("--codec", type=click.Choice(CODECS), default=DEFAULT_CODEC, show_default=True, help="Chunk codec (see README: Store layout).")
 @click.option("--chunk-tokens", type=click.IntRange(min=1), default=None,
               help="Tokens per stored chunk [default: ~4 MiB per chunk, measured; see README]. Part of the store's identity.")
+@click.option("--allow-long", is_flag=True,
+              help="Accept a --max-length above the model's max_position_embeddings (refused otherwise).")
 @click.option("--dry-run", is_flag=True, help="Print what the run would write and cost, and check free disk; write nothing.")
 @click.option("--break-lock", is_flag=True, help="Remove a stale lock left by a run that died.")
 def extract_cmd(model, corpus, output, revision, dtype, device, trust_remote_code, allow_pickle_weights, random_init, seed,
                 dataset, text_field, fmt, doc_split, max_length, overflow, max_tokens, max_docs, batch_size, layers,
-                sublayers, store_dtype, codec, chunk_tokens, dry_run, break_lock):
+                sublayers, store_dtype, codec, chunk_tokens, allow_long, dry_run, break_lock):
     """Store MODEL's residual stream at every boundary over CORPUS.
 
     MODEL is a folder made by save_pretrained or a hub id. CORPUS is a .txt file, a .jsonl
-    file, or a folder of .txt files. Re-running the same command resumes an incomplete store.
+    file, or a folder of .txt files. Re-running the same command resumes an incomplete store
+    (refused if the weights changed). The last line reports characters the tokenizer dropped.
     """
     from align.errors import InputError
     from align.extract import extract
@@ -80,7 +83,8 @@ def extract_cmd(model, corpus, output, revision, dtype, device, trust_remote_cod
             allow_pickle_weights=allow_pickle_weights, random_init=random_init, seed=seed, dataset=dataset,
             text_field=text_field, format=fmt, doc_split=doc_split, max_length=max_length, overflow=overflow,
             max_tokens=max_tokens, max_docs=max_docs, batch_size=batch_size, layers=layers, sublayers=sublayers,
-            store_dtype=store_dtype, codec=codec, chunk_tokens=chunk_tokens, dry_run=dry_run, break_lock=break_lock)
+            store_dtype=store_dtype, codec=codec, chunk_tokens=chunk_tokens, allow_long=allow_long, dry_run=dry_run,
+            break_lock=break_lock)
 
 
 @click.command("info")
@@ -88,6 +92,7 @@ def extract_cmd(model, corpus, output, revision, dtype, device, trust_remote_cod
 @click.option("--json", "as_json", is_flag=True, help="Print the attributes as JSON.")
 def info_cmd(store, as_json):
     """Print what STORE holds: model, tokens, boundaries, dtype, size, completeness, provenance."""
+    from align.extract import dropped_summary
     from align.store import open_activations, read_attrs
 
     attrs = read_attrs(store)
@@ -120,8 +125,14 @@ def info_cmd(store, as_json):
         f"  corpus      {prov['corpus']['source']} (sha256 {prov['corpus']['hash'][:12]}), max_length {prov['corpus']['max_length']}, {prov['corpus']['overflow']}",
         f"  special     prefix {prov['special_tokens']['prefix']}, suffix {prov['special_tokens']['suffix']}",
         f"  hashes      config {prov['config_hash'][:12]}, tokenizer {prov['tokenizer_hash']['all'][:12]}",
+        f"  weights     {prov.get('weights', {}).get('id', 'not recorded')}",
+        f"  dropped     {dropped_summary(prov['corpus'])}",
         f"  align       {prov['align_version']}",
     ]
+    for r in prov.get("runs", []):
+        stop = "…" if r["tokens"][1] is None else f"{r['tokens'][1]:,}"
+        lines.append(f"  run         tokens {r['tokens'][0]:,}..{stop}, batch size {r['batch_size']}, {r['device']}, "
+                     f"{r['dtype']}, align {r['align_version']}, {r['host']}, started {r['started']}")
     click.echo("\n".join(lines))
 
 
