@@ -5,7 +5,10 @@ and the unembedding live, and which submodule's output is "what the attention / 
 adds to the residual" (METHODS.md, Notation). Everything else in align asks this module.
 
 Loading goes through `AutoModelForCausalLM.from_pretrained`, the same call for a small test
-model saved with `save_pretrained` and for a real Qwen 2.5 checkpoint on a GPU.
+model saved with `save_pretrained` and for a real Qwen 2.5 checkpoint on a GPU. The tokenizer
+is read from the checkpoint's own tokenizer.json, exactly as saved (`load_tokenizer`). A name
+is a local folder when one exists; otherwise it must have the form of a hub id, and is refused
+at once when offline mode is set or the hub cannot be reached and the cache lacks it.
 """
 
 from __future__ import annotations
@@ -133,9 +136,99 @@ class ModelSpec:
         return "float32"
 
 
-def _looks_local(name: str) -> bool:
-    """A path rather than a hub id ("org/name" has exactly one slash and no leading dot)."""
-    return os.path.exists(name) or name.startswith((".", "/", "~")) or name.count("/") > 1
+_TRUE = ("1", "on", "yes", "true")
+
+
+def _offline() -> bool:
+    """Whether the hub must not be asked (HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE set), read
+    from the environment at call time."""
+    return any(os.environ.get(v, "").strip().lower() in _TRUE for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def _offline_var() -> str:
+    for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if os.environ.get(v, "").strip().lower() in _TRUE:
+            return f"{v}={os.environ[v]}"
+    return "HF_HUB_OFFLINE=1"
+
+
+_REACHABLE: dict[str, bool] = {}
+
+
+def _hub_endpoint() -> str:
+    from huggingface_hub import constants
+
+    return os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """One TCP connection to the hub's host (once per process): the hub client retries an
+    unreachable host for half a minute, and a typo'd local path deserves a fast answer."""
+    import socket
+    from urllib.parse import urlparse
+
+    endpoint = _hub_endpoint()
+    if endpoint not in _REACHABLE:
+        u = urlparse(endpoint)
+        try:
+            socket.create_connection((u.hostname, u.port or (443 if u.scheme == "https" else 80)), timeout=timeout).close()
+            _REACHABLE[endpoint] = True
+        except (OSError, ValueError):
+            _REACHABLE[endpoint] = False
+    return _REACHABLE[endpoint]
+
+
+def _is_hub_id(name: str) -> bool:
+    """"org/name" or "name" as the hub spells repository ids (no leading dot, slash or tilde)."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    if name.startswith((".", "/", "~")) or name.count("/") > 1:
+        return False
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
+
+
+def _cached(spec: ModelSpec, filename: str = "config.json") -> str | None:
+    """The hub cache's copy of `filename` of the hub id `spec.name`, or None."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        got = try_to_load_from_cache(spec.name, filename, revision=spec.revision)
+    except Exception:  # a malformed cache or revision is no reason to fail here; loading will say
+        return None
+    return got if isinstance(got, str) else None
+
+
+def _local_files_only(spec: ModelSpec) -> bool:
+    """Whether a hub id must be read from the cache alone: offline mode, or an unreachable hub
+    (the cache then answers at once instead of after the client's retries)."""
+    return _offline() or not _hub_reachable()
+
+
+def check_source(spec: ModelSpec) -> str:
+    """"local" for an existing model folder, "hub" for a hub id that can be read (cached, or
+    the hub is reachable); otherwise an InputError in one line saying why, before any download
+    is tried. A name that is not an existing folder is looked up on the hub only when it has the
+    form of a hub id."""
+    name = os.path.expanduser(spec.name)
+    if os.path.isdir(name):
+        return "local"
+    if os.path.exists(name):
+        raise InputError(f"model {spec.name!r} is a file, not a folder: pass a folder made by save_pretrained or a hub id")
+    if not _is_hub_id(name):
+        raise InputError(f"model folder {spec.name!r} does not exist, and it is not a hub id: check the path")
+    if _cached(spec) is not None:
+        return "hub"
+    if _offline():
+        raise InputError(f"no folder {spec.name!r} here (model folder does not exist), and offline mode is set "
+                         f"({_offline_var()}) so it cannot be fetched as a hub id: check the path")
+    if not _hub_reachable():
+        raise InputError(f"no folder {spec.name!r} here (model folder does not exist), and the hub ({_hub_endpoint()}) "
+                         "could not be reached to fetch it as a hub id: check the path")
+    return "hub"
 
 
 def load_config(spec: ModelSpec):
@@ -143,12 +236,12 @@ def load_config(spec: ModelSpec):
     from transformers import AutoConfig
 
     name = os.path.expanduser(spec.name)
-    if _looks_local(name) and not os.path.isdir(name):
-        raise InputError(f"model folder {spec.name!r} does not exist: pass a folder made by save_pretrained or a hub id")
-    if os.path.isdir(name) and not os.path.isfile(os.path.join(name, "config.json")):
+    source = check_source(spec)
+    if source == "local" and not os.path.isfile(os.path.join(name, "config.json")):
         raise InputError(f"model folder {spec.name!r} has no config.json: pass a folder made by save_pretrained")
+    kwargs = {"local_files_only": True} if source == "hub" and _local_files_only(spec) else {}
     try:
-        config = AutoConfig.from_pretrained(name, revision=spec.revision, trust_remote_code=spec.trust_remote_code)
+        config = AutoConfig.from_pretrained(name, revision=spec.revision, trust_remote_code=spec.trust_remote_code, **kwargs)
     except (OSError, ValueError, KeyError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelError(f"cannot load the config of {spec.name!r}: {first}") from None
@@ -202,6 +295,8 @@ def load_model(spec: ModelSpec):
         )
         if spec.device == "auto":
             kwargs["device_map"] = "auto"
+        if check_source(spec) == "hub" and _local_files_only(spec):
+            kwargs["local_files_only"] = True
         try:
             model = AutoModelForCausalLM.from_pretrained(name, config=config, **kwargs)
         except (OSError, ValueError) as e:
@@ -220,13 +315,112 @@ def input_device(model):
     return model.get_input_embeddings().weight.device
 
 
-def load_tokenizer(spec: ModelSpec):
-    from transformers import AutoTokenizer
+# What a checkpoint may hold its tokenizer in: tokenizer.json (a `tokenizers` serialization,
+# read as it is) or the files of a slow tokenizer (converted by transformers).
+TOKENIZER_JSON = "tokenizer.json"
+SLOW_TOKENIZER_FILES = ("tokenizer.model", "spiece.model", "vocab.json", "vocab.txt", "tokenizer_config.json")
+_SPECIAL_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
+
+
+def _tokenizer_file(spec: ModelSpec, filename: str) -> str | None:
+    """A local path to `filename` of the model's folder or hub snapshot, or None if it has none."""
+    name = os.path.expanduser(spec.name)
+    if os.path.isdir(name):
+        path = os.path.join(name, filename)
+        return path if os.path.isfile(path) else None
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
     try:
-        tok = AutoTokenizer.from_pretrained(
-            os.path.expanduser(spec.name), revision=spec.revision, trust_remote_code=spec.trust_remote_code
-        )
+        return hf_hub_download(name, filename, revision=spec.revision, local_files_only=_local_files_only(spec))
+    except (EntryNotFoundError, LocalEntryNotFoundError):
+        return None
+    except Exception as e:  # network, auth, revision: the hub client's own message, one line
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelError(f"cannot read {filename} of {spec.name!r}: {first}") from None
+
+
+def _special_tokens_config(spec: ModelSpec) -> dict:
+    """The named special tokens and model_max_length the checkpoint's tokenizer_config.json
+    (or an older special_tokens_map.json) declares."""
+    out: dict = {}
+    for filename in ("special_tokens_map.json", "tokenizer_config.json"):  # the second wins
+        path = _tokenizer_file(spec, filename)
+        if path is None:
+            continue
+        try:
+            with open(path, encoding="utf-8") as f:
+                cfg = json.load(f)
+        except (OSError, ValueError) as e:
+            raise ModelError(f"cannot read {filename} of {spec.name!r}: {e}") from None
+        for key in _SPECIAL_KEYS:
+            if key in cfg:
+                v = cfg[key]
+                out[key] = v.get("content") if isinstance(v, dict) else v
+        if isinstance(cfg.get("model_max_length"), int):
+            out["model_max_length"] = cfg["model_max_length"]
+    return out
+
+
+def tokenizer_from_file(path: str, config: dict | None = None, name: str | None = None):
+    """A transformers fast tokenizer whose backend is exactly the `tokenizers` serialization at
+    `path`: same normalizer, pre-tokenizer, model, post-processor (Llama's BOS), added tokens.
+
+    `config` names the special tokens (bos/eos/unk/pad...) as tokenizer_config.json does; a
+    name the file's vocabulary lacks is left out rather than added, since adding a token would
+    change the vocabulary. AutoTokenizer is not used: for a folder whose config.json names a
+    model type it builds that model's tokenizer class, which replaces the saved normalizer and
+    pre-tokenizer with its own (a Qwen2 config gives byte-level splitting and NFC to any
+    tokenizer.json). The result is checked against the file, component by component."""
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    label = name or path
+    try:
+        saved = Tokenizer.from_file(path)
+    except Exception as e:  # the tokenizers library raises plain Exceptions for bad JSON
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelError(f"cannot read the tokenizer.json of {label!r}: {first}") from None
+    vocab = saved.get_vocab(with_added_tokens=True)
+    kwargs = {k: v for k, v in (config or {}).items() if k in _SPECIAL_KEYS and isinstance(v, str) and v in vocab}
+    if "model_max_length" in (config or {}):
+        kwargs["model_max_length"] = config["model_max_length"]
+    tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_file(path), **kwargs)
+    backend = tok.backend_tokenizer
+    want = json.loads(saved.to_str())
+    if want.get("post_processor") is None and backend.post_processor is not None:
+        # transformers puts a template in place of a missing post-processor; the saved one adds nothing.
+        backend.post_processor = None
+    got = json.loads(backend.to_str())
+    differ = [k for k in ("normalizer", "pre_tokenizer", "model", "post_processor", "decoder", "added_tokens")
+              if got.get(k) != want.get(k)]
+    if differ:
+        raise ModelError(f"loading the tokenizer of {label!r} changed its {', '.join(differ)} from what tokenizer.json "
+                         "says: align refuses to tokenize with anything but the saved tokenizer")
+    return tok
+
+
+def load_tokenizer(spec: ModelSpec):
+    """The checkpoint's tokenizer exactly as saved (a fast tokenizer: align needs character offsets).
+
+    A folder or hub snapshot with a tokenizer.json is read from that file (`tokenizer_from_file`);
+    one with only a slow tokenizer's files (a sentencepiece model, vocab.json + merges.txt) goes
+    through AutoTokenizer, which converts it; one with none is refused, naming the files looked
+    for."""
+    name = os.path.expanduser(spec.name)
+    source = check_source(spec)
+    path = _tokenizer_file(spec, TOKENIZER_JSON)
+    if path is not None:
+        return tokenizer_from_file(path, _special_tokens_config(spec), spec.name)
+    if source == "local" and not any(os.path.isfile(os.path.join(name, f)) for f in SLOW_TOKENIZER_FILES):
+        raise InputError(f"model folder {spec.name!r} has no tokenizer files (looked for {TOKENIZER_JSON}, "
+                         f"{', '.join(SLOW_TOKENIZER_FILES)}): save the tokenizer into it with "
+                         "tokenizer.save_pretrained(folder)")
+    from transformers import AutoTokenizer
+
+    kwargs = {"local_files_only": True} if source == "hub" and _local_files_only(spec) else {}
+    try:
+        tok = AutoTokenizer.from_pretrained(name, revision=spec.revision, trust_remote_code=spec.trust_remote_code, **kwargs)
     except (OSError, ValueError, KeyError, TypeError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelError(f"cannot load the tokenizer of {spec.name!r}: {first}") from None

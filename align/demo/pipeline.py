@@ -49,8 +49,10 @@ class DemoConfig:
     batch_size: int = 16
 
     def key(self) -> str:
-        blob = json.dumps({**dataclasses.asdict(self), "shallow_key": self.shallow.key(), "deep_key": self.deep.key()},
-                          sort_keys=True)
+        # "format" 2: stores made since align reads a checkpoint's tokenizer.json as saved
+        # (format 1 stores lost every newline); an older output is recomputed, models kept.
+        blob = json.dumps({**dataclasses.asdict(self), "shallow_key": self.shallow.key(), "deep_key": self.deep.key(),
+                           "format": 2}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 

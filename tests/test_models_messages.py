@@ -1,0 +1,75 @@
+"""What a wrong model name says: a folder without tokenizer files is named with the files
+looked for (not "corpus has no text"); a name that is no folder here and looks like a hub id
+fails at once in one line when offline mode is set or the hub cannot be reached, naming the
+path, instead of half a minute of hub retries."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from conftest import free_port
+
+
+def _one_line_error(code, err, *needles):
+    lines = err.strip().splitlines()
+    assert code != 0
+    assert len(lines) == 1, err
+    assert lines[0].startswith("align: error: ") and "Traceback" not in err
+    for n in needles:
+        assert str(n) in lines[0], (n, lines[0])
+    return lines[0]
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
+                   "tokenizer.model")
+
+
+@pytest.fixture
+def no_tokenizer(zoo, tmp_path):
+    """A zoo model folder with its weights and config but no tokenizer files."""
+    folder = tmp_path / "model-without-tokenizer"
+    shutil.copytree(zoo("qwen2"), folder)
+    for name in TOKENIZER_FILES:
+        if (folder / name).exists():
+            os.remove(folder / name)
+    assert (folder / "config.json").exists() and (folder / "model.safetensors").exists()
+    return folder
+
+
+@pytest.mark.parametrize("command", ["extract", "skip"])
+def test_model_folder_without_tokenizer_is_named(cli, no_tokenizer, corpus_file, tmp_path, command):
+    out = tmp_path / "out.zarr"
+    code, _, err = cli(command, no_tokenizer, corpus_file, "-o", out)
+    line = _one_line_error(code, err, str(no_tokenizer), "no tokenizer files", "tokenizer.json", "tokenizer.model")
+    assert "corpus" not in line
+    assert not out.exists()
+
+
+def test_typo_path_in_offline_mode_fails_in_one_line(cli, corpus_file, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    (tmp_path / "models").mkdir()
+    code, _, err = cli("extract", "mdoels/tiny", corpus_file, "-o", "out.zarr")
+    _one_line_error(code, err, "'mdoels/tiny'", "no folder", "offline mode is set", "HF_HUB_OFFLINE=1", "check the path")
+    assert not (tmp_path / "out.zarr").exists()
+
+
+def test_typo_path_with_the_hub_unreachable_fails_in_one_line(cli, corpus_file, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.setenv(var, "0")
+    endpoint = f"http://127.0.0.1:{free_port()}"  # a port nobody listens on: connection refused at once
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    code, _, err = cli("skip", "mdoels/tiny", corpus_file, "-o", "out.zarr")
+    _one_line_error(code, err, "'mdoels/tiny'", "no folder", "could not be reached", endpoint, "check the path")
+
+
+def test_missing_path_that_is_no_hub_id(cli, corpus_file, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = cli("extract", "./models/tiny", corpus_file, "-o", "out.zarr")
+    _one_line_error(code, err, "'./models/tiny'", "does not exist", "check the path")
+    code, _, err = cli("extract", corpus_file, corpus_file, "-o", "out.zarr")  # a file where a folder belongs
+    _one_line_error(code, err, corpus_file, "is a file, not a folder")
