@@ -100,14 +100,18 @@ def _write_local(lp: str, shown: str, ds, schema: str, marker: dict, overwrite: 
             ds.to_zarr(tmp, mode="w", zarr_format=3, consolidated=True)
             fault_point("result_before_marker")
             zarr.open_group(tmp, mode="r+", zarr_format=3).attrs["align"] = marker
-        except OSError as e:
-            raise StoreError(_write_failed(shown, e)) from None
+        except BaseException as e:
+            _settle()  # writes still in flight would recreate files in tmp after it is removed
+            if isinstance(e, OSError):
+                raise StoreError(_write_failed(shown, e)) from None
+            raise
         fault_point("result_before_rename")
         # What is at the path now may have changed while the result was computed: check
         # again, and move aside only a result of this very schema.
         check_output(shown, schema, inputs=inputs, overwrite=overwrite)
         if os.path.isdir(lp) and os.listdir(lp) and read_attrs(lp)["align"]["schema"] == schema:
             os.rename(lp, aside)
+            fault_point("result_old_aside")
         elif os.path.isdir(lp):
             os.rmdir(lp)  # empty (check_output allowed it); rename onto it would do the same
         os.rename(tmp, lp)
@@ -126,13 +130,15 @@ def _write_failed(path: str, e: OSError) -> str:
 
 @contextlib.contextmanager
 def quiet_async_errors():
-    """While a result is written, errors of zarr's concurrent writes reach us once, as the
-    exception of the write; asyncio would also log each failed task ("Task exception was
-    never retrieved", a traceback per chunk on a full disk). Silence those logs."""
+    """While a result is written, an error of zarr's concurrent chunk writes reaches us once,
+    as the exception of the write; but the writes still in flight then fail one by one in
+    zarr's event loop, and asyncio would print each ("Task exception was never retrieved",
+    "Task was destroyed but it is pending", ~200 lines on a full disk). After a failure, wait
+    for zarr's loop to settle with its exception handler silenced, then restore it."""
     log = logging.getLogger("asyncio")
     was = log.disabled
     log.disabled = True
-    loop = None
+    loop = old = None
     try:
         from zarr.core.sync import _get_loop
 
@@ -143,11 +149,40 @@ def quiet_async_errors():
         loop = None
     try:
         yield
+    except BaseException:
+        _settle()
+        raise
     finally:
-        gc.collect()  # failed tasks are reported when collected: do it while silenced
+        gc.collect()  # tasks that failed are reported when collected: do it while silenced
         if loop is not None:
             loop.set_exception_handler(old)
         log.disabled = was
+
+
+def _settle(timeout: float = 30.0) -> None:
+    """Wait (at most `timeout` s) until no task but this one is pending on zarr's loop."""
+    import asyncio
+    import time
+
+    try:
+        from zarr.core.sync import _get_loop
+
+        loop = _get_loop()
+    except Exception:
+        return
+
+    async def pending() -> int:
+        me = asyncio.current_task()
+        return sum(1 for t in asyncio.all_tasks() if t is not me and not t.done())
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if asyncio.run_coroutine_threadsafe(pending(), loop).result(timeout) == 0:
+                return
+        except Exception:
+            return
+        time.sleep(0.02)
 
 
 def open_result(path: str, schema: str | None = None, storage_options: dict | None = None):
