@@ -91,8 +91,27 @@ def _fmt(x, digits=2) -> str:
     return f"{x:.{digits}f}"
 
 
+def nonfinite_cells(ds, metric: str = "relative_error") -> tuple[int, int, tuple[int, int] | None]:
+    """(count, total, first (source boundary, target boundary)) of the NaN/±inf cells of an
+    alignment result's `metric` matrix; first is None when every cell is finite."""
+    m = ds[metric].transpose("source_layer", "target_layer")
+    bad = np.argwhere(~np.isfinite(m.values.astype(float)))
+    if not len(bad):
+        return 0, int(m.size), None
+    i, j = bad[0]
+    return len(bad), int(m.size), (int(m["source_layer"].values[i]), int(m["target_layer"].values[j]))
+
+
 def summary_text(ds) -> str:
-    """The §1 summary of an alignment result, as one or two lines of text (from attrs)."""
+    """The §1 summary of an alignment result, as one or two lines of text (from attrs).
+
+    A result whose relative_error holds NaN/±inf gets no summary: the argmin path, Spearman
+    and depth gap in its attrs would have been computed around the missing cells, so the
+    text names the cells instead (how many, the first) and says the summary is withheld."""
+    n, total, first = nonfinite_cells(ds)
+    if n:
+        return (f"no summary: relative_error is NaN/inf at {n} of {total} cells (first: source boundary {first[0]}, "
+                f"target boundary {first[1]});\nno statistic is computed over them: fit again from stores without NaN")
     s = ds.attrs.get("summary") or {}
     rho = s.get("spearman")
     rho_txt = _fmt(rho) if rho is not None else f"undefined ({s.get('spearman_note', 'constant path')})"
@@ -117,7 +136,8 @@ def _draw_alignment(ax, ds, metric, vmin, vmax, cmap, title=None):
     tgt = ds["target_layer"].values
     mesh = ax.pcolormesh(_edges(tgt), _edges(src), mat, cmap=cmap, vmin=vmin, vmax=vmax, shading="flat")
     s = ds.attrs.get("summary") or {}
-    path = s.get("argmin_path") or []
+    # No argmin path through a matrix with NaN/inf cells (see summary_text).
+    path = (s.get("argmin_path") or []) if not nonfinite_cells(ds)[0] else []
     rows = s.get("source_layers") or [int(i) for i in src if i >= 1]
     if path:
         ax.plot(path, rows[: len(path)], "o-", color="white", markeredgecolor="black", lw=1.5, ms=5,
@@ -143,7 +163,8 @@ def plot_alignment(ds, metric: str = "relative_error", size=None, dpi: int = 100
     metric: "relative_error" (METHODS.md §1, lower is better) or "r2" (higher is better).
     Drawn on top: the per-row argmin path j*(i) of relative error for i >= 1 (from
     attrs["summary"]["argmin_path"]), the line of equal relative depth j/L_T = i/L_S, and the
-    summary statistics in the title. The colour scale spans the i >= 1, j >= 1 block (boundary
+    summary statistics in the title. When relative_error holds NaN/inf, neither the path nor
+    the summary is drawn: the title names the non-finite cells instead (`summary_text`). The colour scale spans the i >= 1, j >= 1 block (boundary
     0 maps almost perfectly and would flatten the rest); cells outside it are clipped.
     Returns a Figure of `size` = (width, height) pixels [default 900x750].
     """

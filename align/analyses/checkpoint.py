@@ -13,7 +13,7 @@ import json
 import os
 
 from align import models
-from align.errors import InputError, ModelError
+from align.errors import InputError, ModelError, NonFiniteError
 
 SINGLE = "model.safetensors"
 INDEX = "model.safetensors.index.json"
@@ -60,6 +60,16 @@ def _read(wm: dict[str, str], key: str):
         return f.get_tensor(key)
 
 
+def _check_finite(name: str, key: str, t) -> None:
+    """A NaN/inf weight of the head would make every lens value NaN: refuse it, named."""
+    import torch
+
+    if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+        n = int((~torch.isfinite(t)).sum())
+        raise NonFiniteError(f"checkpoint {name!r} has {n:,} NaN/inf values in tensor {key!r} of shape {tuple(t.shape)}: "
+                             "the logit lens cannot read through it; fix the checkpoint")
+
+
 def read_head(name: str, revision: str | None = None, dtype: str = "float32", trust_remote_code: bool = False):
     """(config, final_norm module, unembedding module) of checkpoint `name`, on CPU in `dtype`.
 
@@ -89,6 +99,7 @@ def read_head(name: str, revision: str | None = None, dtype: str = "float32", tr
             if key not in wm:
                 raise ModelError(f"checkpoint {name!r} has no tensor {key!r}: cannot build the lens head")
             state[pname] = _read(wm, key)
+            _check_finite(name, key, state[pname])
         module.load_state_dict(state)
         return module.to(torch_dtype).eval().requires_grad_(False)
 

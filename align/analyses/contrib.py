@@ -55,6 +55,20 @@ def token_contributions(h, a, m, h_next, eps: float = EPS) -> dict:
     return {"rel_norm": rel, "cos": cos, "resid_cos": _cos(h_next, h, eps)}
 
 
+def _refuse(layer: int, tc: dict, where) -> None:
+    """NonFiniteError naming the first non-finite metric of `layer` (its part), its first token
+    and the counts."""
+    from align.analyses.forward import check_values
+
+    names = {"rel_norm": "relative norm", "cos": "cosine"}
+    for key, v in tc.items():
+        rows = v.double().cpu().numpy().reshape(-1, v.shape[-1])
+        for i, row in enumerate(rows):
+            what = f"the {names[key]} of part {PARTS[i]}" if key in names else "cos(h_{l+1}, h_l)"
+            check_values(f"{what} at layer {layer}", row, where,
+                         advice="its inputs hold NaN/inf or overflow float32; nothing was written")
+
+
 class ContributionAccumulator:
     """Sums and maxima of the per-token metrics over batches of tokens, per layer."""
 
@@ -65,14 +79,21 @@ class ContributionAccumulator:
         self.max = {k: np.full(v.shape, -np.inf) for k, v in self.sum.items()}
         self.count = np.zeros(n_layers, np.int64)
 
-    def add(self, layer: int, h, a, m, h_next, eps: float = EPS) -> None:
-        """Add the tokens of (n_tokens, d_model) arrays h_l, a_l, m_l, h_{l+1} to layer `layer`."""
+    def add(self, layer: int, h, a, m, h_next, eps: float = EPS, where=None) -> None:
+        """Add the tokens of (n_tokens, d_model) arrays h_l, a_l, m_l, h_{l+1} to layer `layer`.
+
+        A NaN/±inf metric is refused (NonFiniteError) before it reaches the sums; where(k) ->
+        (prompt, position) of token k names it (default: the token's index in this call)."""
         tc = token_contributions(h, a, m, h_next, eps)
         n = tc["resid_cos"].shape[0]
         if n == 0:
             return
+        sums = {k: v.double().sum(-1).cpu().numpy() for k, v in tc.items()}
+        # A NaN or inf anywhere makes its sum non-finite: the check costs nothing more.
+        if not all(np.isfinite(x).all() for x in sums.values()):
+            _refuse(layer, tc, where or (lambda k: (None, k)))
         for k, v in tc.items():
-            self.sum[k][..., layer] += v.double().sum(-1).cpu().numpy()
+            self.sum[k][..., layer] += sums[k]
             self.max[k][..., layer] = np.maximum(self.max[k][..., layer], v.max(-1).values.double().cpu().numpy())
         self.count[layer] += n
 
@@ -115,13 +136,20 @@ def contributions_from_model(model, batches, eps: float = EPS) -> dict:
     L = len(models.blocks(model))
     acc = ContributionAccumulator(L)
     dev = models.input_device(model)
+    first = 0
     for batch in batches:
         ids, mask, pos = pad(batch, dev)
-        out = forward(model, ids, mask, pos, boundaries=range(L + 1), layers=range(L), logits=False)
+        rows = range(first, first + len(batch))
+        # Refuses NaN/inf activations, naming the array, prompt and position.
+        out = forward(model, ids, mask, pos, boundaries=range(L + 1), layers=range(L), logits=False, prompts=rows)
+        # Kept tokens are taken row by row: token k of the batch is (prompt, position) of `at`.
+        at = [(first + i, t) for i, x in enumerate(batch) for t in range(len(x))]
+        keep = mask.bool()
         for l in range(L):
-            keep = mask.bool()
             pick = lambda t: t[keep.to(t.device)]  # noqa: E731  (n_real_tokens, d_model)
-            acc.add(l, pick(out["resid"][l]), pick(out["attn"][l]), pick(out["mlp"][l]), pick(out["resid"][l + 1]), eps)
+            acc.add(l, pick(out["resid"][l]), pick(out["attn"][l]), pick(out["mlp"][l]), pick(out["resid"][l + 1]), eps,
+                    where=at.__getitem__)
+        first += len(batch)
         del out
     return acc.result()
 
@@ -144,10 +172,12 @@ def contributions_from_store(store, eps: float = EPS, chunk_tokens: int | None =
     acc = ContributionAccumulator(L)
     for start in range(0, store.n_tokens, step):
         stop = min(store.n_tokens, start + step)
+        seq, pos = store.tokens("seq", start, stop), store.tokens("pos", start, stop)
+        where = lambda k: (int(seq[k]), int(pos[k]))  # noqa: E731  prompts are the store's sequences
         h = store.resid(0, start, stop)
         for l in range(L):
             h_next = store.resid(l + 1, start, stop)
-            acc.add(l, h, store.attn(l, start, stop), store.mlp(l, start, stop), h_next, eps)
+            acc.add(l, h, store.attn(l, start, stop), store.mlp(l, start, stop), h_next, eps, where=where)
             h = h_next
     return acc.result()
 

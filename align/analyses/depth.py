@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from align.errors import InputError
+from align.errors import InputError, NonFiniteError
 
 RULES = ("cosine", "kl", "overlap")
 KL_FRACTION = 0.5
@@ -74,16 +74,64 @@ def effective_depth(cos_attn, cos_mlp, cos_layer, kl, overlap) -> dict:
     return {"effective_depth": ed, "ratio": (ed + 1) / L, "reasons": {r: found[r][1] for r in RULES}, "n_layers": L}
 
 
+def _name(ds, what: str) -> str:
+    return str(ds.encoding.get("source") or f"the {what} result")
+
+
+def _cell(da, idx) -> str:
+    """"part=mlp, layer=1, agg=mean": the index along each dim, then the selected scalars."""
+    dims = [f"{d}={da[d].values[i].item() if d in da.coords else i}" for d, i in zip(da.dims, idx)]
+    return ", ".join(dims + [f"{c}={da[c].item()}" for c in da.coords if da[c].ndim == 0])
+
+
+def _value(x) -> str:
+    return "NaN" if np.isnan(x) else ("inf" if x > 0 else "-inf") if np.isinf(x) else repr(float(x))
+
+
+def _refuse_nonfinite(ds, what: str, var: str, da, rerun: str, bad=None) -> None:
+    """NonFiniteError naming the result, the variable and the first index of `da` that is
+    non-finite (or flagged in `bad`)."""
+    bad = np.argwhere(~np.isfinite(da.values) if bad is None else bad)
+    if len(bad):
+        raise NonFiniteError(
+            f"{_name(ds, what)}: {var}[{_cell(da, bad[0])}] is {_value(da.values[tuple(bad[0])])} ({len(bad)} of {da.size} values "
+            f"non-finite), where effective depth needs a number: it was computed from NaN/inf activations; {rerun}")
+
+
 def depth_from_results(contrib, lens) -> dict:
-    """Effective depth from a "contributions" and a "lens" result (xarray Datasets)."""
+    """Effective depth from a "contributions" and a "lens" result (xarray Datasets).
+
+    Every number the rules read must be finite: a NaN or inf in the contributions' mean
+    cosines, or in the lens curves at a boundary the lens measured, is refused naming the
+    result, the variable and the index (a model with a NaN weight, never "no crossing"). NaN
+    at a boundary the lens did not measure (a store without it) is refused as missing."""
     Lc, Ll = int(contrib.sizes["layer"]), int(lens.sizes["boundary"]) - 1
     if Lc != Ll:
         raise InputError(f"the contributions result has {Lc} layers but the lens result has {Ll}: give results of the same model")
     cm = contrib["cos"].sel(agg="mean")
+    _refuse_nonfinite(contrib, "contributions", "cos", cm.transpose("part", "layer"),
+                      "run `align contrib` again on a model or store without NaN")
+    measured = lens.attrs.get("boundaries_measured")
+    rerun = "run `align lens` again on a model or store without NaN"
+    for var in ("kl", "overlap"):
+        curve = lens[var].sel(weighting="token").isel(boundary=slice(0, Ll))
+        v, b = curve.values, curve["boundary"].values
+        if measured is None:  # a result from before lens results listed what they measured
+            if np.isinf(v).any():
+                _refuse_nonfinite(lens, "lens", var, curve, rerun, bad=np.isinf(v))
+            if np.isnan(v).any():
+                raise InputError(f"{_name(lens, 'lens')}: {var} is NaN at boundaries {b[np.isnan(v)].tolist()}: the lens "
+                                 f"either did not measure them or computed NaN there; effective depth reads boundaries "
+                                 f"0..{Ll - 1}: run `align lens` again on every boundary")
+            continue
+        # NaN means "not measured" only where the result says the boundary was not measured.
+        missing = np.isnan(v) & ~np.isin(b, measured)
+        _refuse_nonfinite(lens, "lens", var, curve, rerun, bad=~np.isfinite(v) & ~missing)
+        if missing.any():
+            raise InputError(f"{_name(lens, 'lens')} did not measure boundaries {b[missing].tolist()} ({var} is NaN there), "
+                             f"and effective depth reads boundaries 0..{Ll - 1}: run `align lens` on every boundary")
     kl = lens["kl"].sel(weighting="token").values
     ov = lens["overlap"].sel(weighting="token").values
-    if np.isnan(kl[:Ll]).any() or np.isnan(ov[:Ll]).any():
-        raise InputError("the lens result lacks some boundaries 0..L-1 (NaN): run `align lens` on every boundary")
     return effective_depth(cm.sel(part="attn").values, cm.sel(part="mlp").values, cm.sel(part="layer").values, kl, ov)
 
 

@@ -47,6 +47,15 @@ def token_metrics(lens_logits, final_logits, k: int = TOP_K):
     return kl.double().cpu().numpy(), hits.double().cpu().numpy() / k
 
 
+def _check_kl(b: int, kl, where) -> None:
+    """NonFiniteError when the lens KL at boundary b is NaN/inf at some token (its logits
+    overflowed); the top-5 overlap is a count and cannot be, so KL is the one to check."""
+    from align.analyses.forward import check_values
+
+    check_values(f"the logit-lens KL at boundary {b}", kl, where,
+                 advice="the lens logits overflow in this dtype (try --dtype float32); nothing was written")
+
+
 class LensAccumulator:
     """Token sums and per-prompt sums of KL and overlap for boundaries 0..L."""
 
@@ -72,8 +81,9 @@ class LensAccumulator:
         self.n_tokens += len(prompt)
 
     def result(self) -> dict:
-        """{"kl": (2, L+1), "overlap": (2, L+1), "n_tokens", "n_prompts"}: rows (token,
-        prompt); NaN at boundaries that were not measured."""
+        """{"kl": (2, L+1), "overlap": (2, L+1), "n_tokens", "n_prompts", "measured"}: rows
+        (token, prompt); NaN at boundaries that were not measured (and only there: `measured`
+        lists the others)."""
         if self.n_tokens == 0:
             raise InputError("no tokens for the logit lens: give a corpus with at least one token")
         used = self.prompt_count > 0
@@ -85,6 +95,7 @@ class LensAccumulator:
             arr[:, ~self.seen] = np.nan
             out[name] = arr
         out["n_tokens"], out["n_prompts"] = int(self.n_tokens), int(used.sum())
+        out["measured"] = [int(b) for b in np.flatnonzero(self.seen)]
         return out
 
 
@@ -109,14 +120,17 @@ def logit_lens(model, batches, n_prompts: int | None = None) -> dict:
     first = 0
     for batch in batches:
         ids, mask, pos = pad(batch, dev)
-        out = forward(model, ids, mask, pos, boundaries=range(L + 1))
+        # Refuses NaN/inf residuals and logits, naming the array, prompt and position.
+        out = forward(model, ids, mask, pos, boundaries=range(L + 1), prompts=range(first, first + len(batch)))
         keep = mask.bool()
         prompt = (torch.arange(len(batch))[:, None].expand(keep.shape)[keep.cpu()] + first).numpy()
+        at = [(first + i, t) for i, x in enumerate(batch) for t in range(len(x))]
         final = out["logits"][keep.to(out["logits"].device)]
         acc.count(prompt)
         for b in range(L + 1):
             h = out["resid"][b][keep.to(out["resid"][b].device)]
             kl, ov = token_metrics(lens_logits(norm, unembed, h), final)
+            _check_kl(b, kl, at.__getitem__)
             acc.add(b, kl, ov, prompt)
         first += len(batch)
         del out
@@ -130,6 +144,8 @@ def logit_lens_from_store(store, norm, unembed, tokens_per_step: int = 1024) -> 
     the store's sequences. Same return as `logit_lens`."""
     import torch
 
+    from align.analyses.forward import check_tokens
+
     L = store.n_layers
     if L not in store.boundaries:
         raise StoreError(f"store {store.path} lacks boundary {L} (the last block's output), the lens reference: extract it with --layers including {L}")
@@ -137,15 +153,21 @@ def logit_lens_from_store(store, norm, unembed, tokens_per_step: int = 1024) -> 
     seq = store.tokens("seq")
     n_prompts = int(seq.max()) + 1 if len(seq) else 0
     acc = LensAccumulator(L + 1, n_prompts)
+    pos = store.tokens("pos")
     param = next(iter(unembed.parameters()))
     for start in range(0, store.n_tokens, tokens_per_step):
         stop = min(store.n_tokens, start + tokens_per_step)
         prompt = seq[start:stop]
+        where = lambda k: (int(seq[start + k]), int(pos[start + k]))  # noqa: E731  prompts are the store's sequences
         as_t = lambda b: torch.from_numpy(store.resid(b, start, stop)).to(param.device, param.dtype)  # noqa: E731
         final = lens_logits(norm, unembed, as_t(L))
+        # The store's reads refuse NaN residuals; the head's output is checked here.
+        check_tokens(f"the output logits (boundary {L} through the checkpoint's final norm and unembedding)", final, where,
+                     advice="the final norm or unembedding overflows; nothing was written")
         acc.count(prompt)
         for b in store.boundaries:
             kl, ov = token_metrics(lens_logits(norm, unembed, as_t(b)), final)
+            _check_kl(b, kl, where)
             acc.add(b, kl, ov, prompt)
     return acc.result()
 
@@ -158,5 +180,8 @@ def to_dataset(res: dict, attrs: dict, n_layers: int):
         {"kl": (("weighting", "boundary"), res["kl"]), "overlap": (("weighting", "boundary"), res["overlap"])},
         coords={"weighting": list(WEIGHTINGS), "boundary": np.arange(n_layers + 1)},
     )
-    ds.attrs = {**attrs, "n_layers": n_layers, "n_tokens": res["n_tokens"], "n_prompts": res["n_prompts"]}
+    # Which boundaries were measured: NaN anywhere else means "not measured", never a number
+    # lost (readers such as `align depth` rely on it).
+    ds.attrs = {**attrs, "n_layers": n_layers, "n_tokens": res["n_tokens"], "n_prompts": res["n_prompts"],
+                "boundaries_measured": list(res.get("measured", range(n_layers + 1)))}
     return ds

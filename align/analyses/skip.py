@@ -150,7 +150,9 @@ def skip_effects(model, rows: list[Row], parts=PARTS, eps: float = EPS) -> tuple
     intervene, measure = _stack_masks(rows, ids.shape[1])
     intervene, measure = intervene.to(dev), measure.to(dev)
     boundaries = range(L + 1)
-    C, p = _contribs_probs(forward(model, ids, mask, pos, boundaries), L)
+    prompts = [r.prompt for r in rows]
+    # Each forward refuses NaN/inf residuals and logits, naming the run, array, prompt and position.
+    C, p = _contribs_probs(forward(model, ids, mask, pos, boundaries, prompts=prompts, run="clean run"), L)
     R = np.zeros((len(parts), L, L, len(rows)))
     O = np.zeros((len(parts), L, len(rows)))
 
@@ -161,7 +163,8 @@ def skip_effects(model, rows: list[Row], parts=PARTS, eps: float = EPS) -> tuple
         for s in range(L):
             handle = _install(model, part, s, intervene)
             try:
-                C2, p2 = _contribs_probs(forward(model, ids, mask, pos, boundaries), L)
+                run = f"run skipping {'' if part == 'layer' else part + ' of '}layer {s}"
+                C2, p2 = _contribs_probs(forward(model, ids, mask, pos, boundaries, prompts=prompts, run=run), L)
             finally:
                 handle.remove()
             for l in range(s, L):
@@ -169,7 +172,22 @@ def skip_effects(model, rows: list[Row], parts=PARTS, eps: float = EPS) -> tuple
                 R[pi, s, l] = masked_max(diff)
             O[pi, s] = masked_max((p2.to(p.device) - p).norm(dim=-1))
             del C2, p2
+    _check_effects(R, O, parts, prompts)
     return R, O
+
+
+def _check_effects(R, O, parts, prompts) -> None:
+    """NonFiniteError when an effect computed from finite runs is NaN/inf (a relative change
+    that overflows float32), naming part, skipped and later layer and the prompt."""
+    from align.errors import NonFiniteError
+
+    for name, v in (("R", R), ("O", O)):
+        bad = np.argwhere(~np.isfinite(v))
+        if len(bad):
+            idx = tuple(int(i) for i in bad[0])
+            cell = f"part {parts[idx[0]]}, skipped layer {idx[1]}" + (f", later layer {idx[2]}" if name == "R" else "")
+            raise NonFiniteError(f"the skipping effect {name} is NaN/inf at {len(bad):,} cells (first: {cell}, prompt "
+                                 f"{prompts[idx[-1]]}): the contributions overflow float32; nothing was written")
 
 
 def check_prompts(prompts, settings=SETTINGS) -> None:
