@@ -46,6 +46,20 @@ def make_tokenizer(path: str, bos: bool, vocab_size: int = 300):
     return fast
 
 
+def reference_tokenizer(path: str):
+    """The tokenizer saved in `path`, read by transformers from its tokenizer.json alone.
+
+    A reference for tests: AutoTokenizer is not one, since for a folder whose config.json says
+    qwen2 it builds Qwen2's tokenizer class, which replaces the saved pre-tokenizer with its own
+    (other ids for digits and newlines). tests/test_tokenizer_loading.py checks this against the
+    `tokenizers` library reading the same file."""
+    import os
+
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(tokenizer_file=os.path.join(path, "tokenizer.json"))
+
+
 def config_for(family: str, vocab_size: int, **overrides):
     """A small config of `family`; overrides set any field (hidden_size, layers, ...)."""
     import transformers as tf

@@ -86,16 +86,19 @@ def test_bad_operation_range_is_refused():
 
 
 def test_tokenizer_is_char_level_and_loads_like_a_checkpoint(tmp_path):
-    from transformers import AutoTokenizer
-
+    # Saved beside a Qwen2 config.json, as in a trained demo model: the layout where loading
+    # through AutoTokenizer put Qwen2's byte-level pre-tokenizer in and dropped every newline.
     from align.demo import data, tokenizer
+    from align.demo.train import TrainConfig, qwen2_config
+    from align.models import ModelSpec, load_tokenizer
 
     tokenizer.save(str(tmp_path))
-    tok = AutoTokenizer.from_pretrained(str(tmp_path))
+    qwen2_config(TrainConfig(n_layers=1, d_model=16), len(data.ALPHABET) + 1).save_pretrained(str(tmp_path))
+    tok = load_tokenizer(ModelSpec(str(tmp_path)))
     assert tok.is_fast and len(tok) == len(data.ALPHABET) + 1
-    text = "12*(3-4)=-12\n7+8=15"
+    text = "12*(3-4)=-12\n7+8=15\n\n1=1"
     enc = tok(text, return_offsets_mapping=True)
-    assert enc["input_ids"] == [data.ALPHABET.index(c) + 1 for c in text]  # no BOS, one id per character
+    assert enc["input_ids"] == [data.ALPHABET.index(c) + 1 for c in text]  # no BOS, one id per character, "\n" kept
     assert enc["offset_mapping"] == [(k, k + 1) for k in range(len(text))]
     assert tok.decode(enc["input_ids"]) == text
     assert tok("x")["input_ids"] == [tok.unk_token_id] == [0]

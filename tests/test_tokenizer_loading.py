@@ -171,3 +171,14 @@ def test_extract_stores_the_ids_of_tokenizer_json(folders, kind, tmp_path, cli):
     ref = _reference(folder)
     for d, text in enumerate(texts):
         np.testing.assert_array_equal(ids[docs == d], ref.encode(text).ids, err_msg=f"{kind} doc {d}")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_modelzoo_reference_tokenizer_is_the_file(zoo, family):
+    """modelzoo.reference_tokenizer (what other tests compare stored ids with) gives the ids of
+    the `tokenizers` library reading the same file."""
+    from modelzoo import reference_tokenizer
+
+    ref, tok = _reference(zoo(family)), reference_tokenizer(zoo(family))
+    for text in TEXTS:
+        assert tok(text)["input_ids"] == ref.encode(text).ids, text
