@@ -19,7 +19,9 @@ import functools
 import logging
 import math
 import os
+import shutil
 import sys
+import tempfile
 import time
 import types
 from dataclasses import dataclass, field
@@ -28,7 +30,7 @@ import numpy as np
 
 import align
 from align import ridge
-from align.errors import InputError, StoreError
+from align.errors import DiskSpaceError, InputError, NonFiniteError, OutputRefused, StoreError
 from align.faults import fault_point
 from align.layers import parse_layers
 
@@ -58,13 +60,23 @@ class FitReport:
 
 # -- checks -------------------------------------------------------------------------------
 
+WINDOWING = ("max_length", "overflow", "doc_split")  # corpus options that cut documents into sequences
+
+
 def open_pair(source: str, target: str, storage_options: dict | None = None):
     """Open both activation stores and refuse a pair that cannot be fitted, with one line
-    naming what differs."""
+    naming what differs: the tokenizers, the token count, and per token (block by block) its
+    id and its place (doc, seq, pos). Two stores of the same token ids cut into different
+    windows (another --max-length or --doc-split) saw each token in another context: a map
+    between them is wrong, so the first token whose place differs is named, with the
+    windowing options of the two stores' provenance that differ. Windowing options that
+    differ while every token sits in the same place (documents shorter than both windows)
+    change nothing and pass."""
     from align import store as st
 
     stores = []
     for role, path in (("source", source), ("target", target)):
+        _check_reachable(path, role.upper(), storage_options)
         s = st.open_activations(path, storage_options)
         s.require_complete()
         stores.append(s)
@@ -79,9 +91,10 @@ def open_pair(source: str, target: str, storage_options: dict | None = None):
             f"({T.provenance.get('model')}) differ in {', '.join(names[k] for k in differ)}: "
             "a map between models needs one token stream; fit models that share a tokenizer"
         )
+    windowing = _windowing_difference(S, T)
     if S.n_tokens != T.n_tokens:
         raise StoreError(
-            f"target store {T.path} has {T.n_tokens:,} tokens, source {S.path} has {S.n_tokens:,}: both must be "
+            f"target store {T.path} has {T.n_tokens:,} tokens, source {S.path} has {S.n_tokens:,}{windowing}: both must be "
             "extracted from the same corpus with the same tokenizer and options (run `align extract` again)"
         )
     block = 1 << 20
@@ -93,10 +106,50 @@ def open_pair(source: str, target: str, storage_options: dict | None = None):
             t = b0 + int(bad[0])
             raise StoreError(
                 f"token {t:,} is id {int(a[bad[0]])} in source {S.path} but {int(b[bad[0]])} in target {T.path} "
-                f"({len(bad):,} of tokens {b0:,}..{b1 - 1:,} differ): both stores must hold the same token stream "
+                f"({len(bad):,} of tokens {b0:,}..{b1 - 1:,} differ){windowing}: both stores must hold the same token stream "
                 "(extract both from the same corpus with the same --max-length/--max-tokens)"
             )
+        place = {name: (S.tokens(name, b0, b1), T.tokens(name, b0, b1)) for name in ("doc", "seq", "pos")}
+        moved = np.zeros(b1 - b0, dtype=bool)
+        for x, y in place.values():
+            moved |= x != y
+        bad = np.flatnonzero(moved)
+        if len(bad):
+            k, t = int(bad[0]), b0 + int(bad[0])
+            where = lambda side: ", ".join(f"{n} {int(place[n][side][k])}" for n in place)  # noqa: E731
+            raise StoreError(
+                f"token {t:,} is at ({where(0)}) in source {S.path} but at ({where(1)}) in target {T.path} "
+                f"({int(moved.sum()):,} of tokens {b0:,}..{b1 - 1:,} differ){windowing}: the stores hold the same tokens "
+                "cut into different sequences, so each model saw another context; extract both with the same "
+                "--max-length, --overflow and --doc-split"
+            )
     return S, T
+
+
+def _windowing_difference(S, T) -> str:
+    """' (corpus max_length 512 in source, 64 in target; ...)' for the windowing options the
+    two stores' provenance records differently, or ''."""
+    cs, ct = S.provenance.get("corpus") or {}, T.provenance.get("corpus") or {}
+    differ = [f"{k} {cs.get(k)} in source, {ct.get(k)} in target" for k in WINDOWING if cs.get(k) != ct.get(k)]
+    return f" (corpus {'; '.join(differ)})" if differ else ""
+
+
+def _check_reachable(path: str, role: str, storage_options: dict | None) -> None:
+    """A store URL whose protocol is unknown, or whose endpoint cannot be reached, is one
+    line naming it (fsspec raises many exception types for the second: any of them is)."""
+    from align import store as st
+
+    st.check_protocol(path, role)
+    if st.local_path(path) is not None:
+        return
+    import fsspec
+
+    try:
+        fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+        fs.exists(root.rstrip("/") + "/zarr.json")
+    except Exception as e:  # noqa: BLE001  (an unreachable endpoint, refused credentials, ...)
+        raise InputError(f"{role} {path} cannot be reached: {type(e).__name__}: {' '.join(str(e).split())[:200]} "
+                         "(check the endpoint, e.g. AWS_ENDPOINT_URL, and the credentials)") from None
 
 
 # -- the split ----------------------------------------------------------------------------
@@ -107,6 +160,7 @@ def split_documents(doc: np.ndarray, test_fraction: float, val_fraction: float, 
     The unique ids are permuted by numpy's default_rng(seed); the first round(test_fraction
     · n_docs) (at least 1) are held out, then round(val_fraction · rest) (at least 1 when a
     validation part is needed) of the rest validate α."""
+    _check_seed(seed)
     docs = np.unique(doc)
     if not 0 < test_fraction < 1:
         raise InputError(f"--test-fraction {test_fraction} must be between 0 and 1 (exclusive)")
@@ -123,6 +177,12 @@ def split_documents(doc: np.ndarray, test_fraction: float, val_fraction: float, 
     rest = perm[n_test:]
     n_val = min(max(1, round(val_fraction * len(rest))), len(rest) - 1) if need_val else 0
     return np.sort(rest[n_val:]), np.sort(rest[:n_val]), np.sort(perm[:n_test])
+
+
+def _check_seed(seed) -> None:
+    # numpy's generators take whole numbers >= 0 only; a negative one was "internal error"
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError(f"--seed {seed}: the seed of the document split must be a whole number >= 0, e.g. --seed 0")
 
 
 def token_parts(doc, pos, fit_docs, val_docs, test_docs, include_first_token: bool) -> np.ndarray:
@@ -212,6 +272,117 @@ def _human(n: float) -> str:
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1024
+
+
+# -- before computing: room for the result, worker processes ------------------------------
+
+RESULT_MARGIN = 1.05  # as align.extract's DISK_MARGIN: file-system blocks and slack
+METADATA_BYTES = 4096  # per array: its zarr.json, and its copy in the consolidated metadata
+
+
+def result_bytes(n_source: int, n_target: int, d_s: int, d_t: int, n_heldout_docs: int, save_maps: bool,
+                 attrs_bytes: int = 0) -> dict:
+    """Bytes the alignment result of n_source × n_target pairs takes at most (float64,
+    uncompressed): {"scores": the five (n_source, n_target) matrices, the coordinates and the
+    held-out document ids; "maps": W (n_source, n_target, d_s, d_t) and c (…, d_t) with
+    save_maps, else 0; "metadata": METADATA_BYTES per array plus the attributes
+    (`attrs_bytes` of JSON, counted twice: the group's and the consolidated copy)}."""
+    pairs = n_source * n_target
+    scores = 8 * (5 * pairs + 2 * (n_source + n_target) + n_heldout_docs)
+    maps = 8 * pairs * (d_s + 1) * d_t if save_maps else 0
+    n_arrays = 5 + 4 + 1 + (2 if save_maps else 0)
+    return {"scores": scores, "maps": maps, "metadata": n_arrays * METADATA_BYTES + 2 * attrs_bytes}
+
+
+def _free_bytes(path: str) -> int:
+    """Free bytes on the file system holding `path` (a folder that exists). ALIGN_FREE_DISK_BYTES
+    replaces the figure: tests simulate a full disk with it, as for `align extract`."""
+    override = os.environ.get("ALIGN_FREE_DISK_BYTES")
+    if override is not None:
+        return int(override)
+    return shutil.disk_usage(path).free
+
+
+def check_room(output: str, sizes: dict) -> None:
+    """Refuse, before any computing, a local `output` that cannot be written (no folder to
+    write in, no permission: a probe file is created and removed in the folder the result
+    will go to, or its nearest existing ancestor) or whose file system has less free space
+    than `sizes` (`result_bytes`) × RESULT_MARGIN. Object stores give no free-space figure;
+    `check_output` has already reached them."""
+    from align import store as st
+
+    lp = st.local_path(output)
+    if lp is None:
+        return
+    folder = os.path.dirname(os.path.abspath(os.path.expanduser(lp)))
+    existing = folder
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise OutputRefused(f"-o {output}: {existing} is a file, not a folder, so nothing can be written under it: "
+                            "choose another -o")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".align-write-probe-", dir=existing)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise OutputRefused(f"-o {output}: cannot write in {existing} ({e.strerror or e}): "
+                            "choose a folder you can write to (nothing was computed)") from None
+    need = sum(sizes.values())
+    free = _free_bytes(existing)
+    if need * RESULT_MARGIN > free:
+        maps = f", {_human(sizes['maps'])} of it the maps of --save-maps" if sizes.get("maps") else ""
+        raise DiskSpaceError(
+            f"-o {output}: the alignment result needs up to {_human(need * RESULT_MARGIN)}{maps}, but only {_human(free)} "
+            f"is free in {existing}: free some space or choose another -o{' (or drop --save-maps)' if maps else ''}; "
+            "nothing was computed")
+
+
+def _cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def local_workers(n_workers: int | None, limit: int, pair_bytes: int, client_extra: int, log) -> int:
+    """How many worker processes a local cluster gets, decided before any is started.
+
+    At most one per CPU core this process may run on (`_cores`): more would only share the
+    cores, each holding its own idle memory; the log says so when --workers asked for more.
+    Then memory: each worker is estimated to use, idle, what this process uses warm
+    (`_warm_rss`), and one layer pair needs `pair_bytes` per worker; n workers fit `limit`
+    when (n + 1)·idle + client_extra + n·pair_bytes ≤ limit. A default-sized cluster shrinks
+    to what fits (logged); an explicit --workers that does not fit is refused, naming how
+    many do. Once started, the footprint is measured and the plan redone on it."""
+    cores = _cores()
+    n = n_workers or cores
+    if n > cores:
+        log(f"align fit: --workers {n} capped to {cores}, the CPU cores this process may run on (more worker "
+            "processes would only share them, each with its own idle memory); for more, start a Dask cluster "
+            "and pass --scheduler ADDRESS")
+        n = cores
+    import distributed  # noqa: F401  (every worker imports it: count it in this process's footprint too)
+
+    idle = _warm_rss()
+
+    def fits(k: int) -> bool:
+        return (k + 1) * idle + client_extra + k * pair_bytes <= limit
+
+    if fits(n):
+        return n
+    most = next((k for k in range(n - 1, 0, -1) if fits(k)), 0)
+    if most and n_workers is None:
+        log(f"align fit: {most} worker process{'es' if most > 1 else ''} instead of {n}: --memory-limit {_human(limit)} holds no more "
+            f"(each uses about {_human(idle)} idle, as this process does, and one layer pair needs {_human(pair_bytes)})")
+        return most
+    where = (f"this process uses {_human(idle)} idle and each worker about as much, the split {_human(client_extra)}, "
+             f"and one layer pair needs {_human(pair_bytes)} per worker")
+    todo = (f"use --workers {most} or fewer, or raise --memory-limit" if most else
+            f"raise --memory-limit to at least {_human(2 * idle + client_extra + pair_bytes)}, or use --scheduler synchronous")
+    raise InputError(f"--memory-limit {_human(limit)} cannot hold {n} worker process(es) ({where}; estimated before "
+                     f"starting any): {todo}")
 
 
 # -- tasks (run on workers) ---------------------------------------------------------------
@@ -392,9 +563,53 @@ def _no_memory_guard() -> dict:
     return {f"distributed.worker.memory.{k}": False for k in ("target", "spill", "pause", "terminate")}
 
 
+# Dask's own loggers in this process, and the level worker processes this fit starts get
+# through dask's config (read from the environment when a worker imports distributed).
+DASK_LOGGERS = ("distributed", "tornado", "bokeh")
+WORKER_LOG_ENV = {"DASK_LOGGING__DISTRIBUTED": "critical", "DASK_LOGGING__ASYNCIO": "critical",
+                  "DASK_LOGGING__TORNADO": "critical"}
+
+
+@contextlib.contextmanager
+def _quiet_dask():
+    """Dask's logs never reach the user: an error in a task comes back as the task's
+    exception (one line through the CLI), so the workers' "Compute Failed" tracebacks, the
+    nanny's shutdown warnings and asyncio's "Task exception was never retrieved" (left by an
+    interrupted gather) are silenced, here and in the worker processes started meanwhile.
+    ALIGN_DEBUG=1 keeps them."""
+    if os.environ.get("ALIGN_DEBUG"):
+        yield
+        return
+    import gc
+
+    saved_env = {k: os.environ.get(k) for k in WORKER_LOG_ENV}
+    os.environ.update(WORKER_LOG_ENV)
+    handlers = [(h, h.level) for name in DASK_LOGGERS for h in logging.getLogger(name).handlers]
+    for h, _ in handlers:
+        h.setLevel(logging.CRITICAL + 1)
+    aio = logging.getLogger("asyncio")
+    aio_was = aio.disabled
+    aio.disabled = True
+    try:
+        yield
+    finally:
+        gc.collect()  # abandoned asyncio tasks report when collected: do it while silenced
+        aio.disabled = aio_was
+        for h, level in handlers:
+            h.setLevel(level)
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 @contextlib.contextmanager
 def _executor(scheduler, n_workers, memory_limit, log):
-    """Yields an Executor for `scheduler` (see `fit`)."""
+    """Yields an Executor for `scheduler` (see `fit`); `n_workers` is the local cluster's
+    size, decided by `local_workers`. Whatever ends the fit (an error in a task, Ctrl-C or
+    SIGTERM raised as KeyboardInterrupt) cancels what runs, closes the client and stops
+    the workers it started before the exception goes on, with Dask's logs silenced."""
     from dask.utils import parse_bytes
 
     limit = parse_bytes(memory_limit) if isinstance(memory_limit, str) else memory_limit
@@ -408,17 +623,26 @@ def _executor(scheduler, n_workers, memory_limit, log):
 
         yield Executor(run_sync, seen, {}, 1, "sync", limit or _total_memory(), _warm_rss())
         return
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_quiet_dask())
+        ex = _start_dask(stack, scheduler, n_workers, limit, seen, log)
+        yield ex
+
+
+def _start_dask(stack, scheduler, n_workers, limit, seen, log) -> Executor:
+    """Start (or connect to) the Dask cluster; its closing is registered on `stack`."""
     import dask
     from distributed import Client, LocalCluster
 
-    cluster = None
     if scheduler is None:
-        n = n_workers or os.cpu_count() or 1
+        n = n_workers or _cores()
         total = limit or _total_memory()
         with dask.config.set(_no_memory_guard()):
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=total // n,
-                                   dashboard_address=None, silence_logs=logging.ERROR)
+                                   dashboard_address=None, silence_logs=logging.CRITICAL)
+        stack.callback(cluster.close)
         client = Client(cluster)
+        stack.callback(client.close)
         client.run(_warm_rss)
         _warm_rss()
         ex = Executor(None, seen, {}, n, "local", total, _tree_rss())
@@ -429,9 +653,12 @@ def _executor(scheduler, n_workers, memory_limit, log):
             client = Client(scheduler, timeout="20s")
         except (OSError, TimeoutError) as e:
             raise InputError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there ({e})") from None
+        except (ValueError, TypeError) as e:  # not an address at all: "notaurl"
+            raise InputError(f"--scheduler {scheduler} is not a Dask scheduler address ({e}): give one such as "
+                             "tcp://host:8786, or `synchronous` to run in this process") from None
+        stack.callback(client.close)
         workers = client.scheduler_info().get("workers", {})
         if not workers:
-            client.close()
             raise InputError(f"--scheduler {scheduler}: the cluster has no workers; start some with `dask worker {scheduler}`")
         per_worker = limit or min(int(w.get("memory_limit") or _total_memory()) for w in workers.values())
         idle = max(client.run(_warm_rss).values())
@@ -444,11 +671,17 @@ def _executor(scheduler, n_workers, memory_limit, log):
 
         with get_task_stream(client) as stream:
             futures = client.get(dsk, [key], sync=False)
-            if getattr(sys.stderr, "isatty", lambda: False)():
-                from distributed import progress
+            try:
+                if getattr(sys.stderr, "isatty", lambda: False)():
+                    from distributed import progress
 
-                progress(futures)
-            value = client.gather(futures)[0]
+                    progress(futures)
+                value = client.gather(futures)[0]
+            except BaseException:
+                # stop the graph's other tasks now rather than when the cluster closes
+                with contextlib.suppress(Exception):
+                    client.cancel(futures, force=True)
+                raise
         for t in stream.data:
             if "worker" in t:
                 seen.add(t["worker"])
@@ -460,12 +693,7 @@ def _executor(scheduler, n_workers, memory_limit, log):
         return value
 
     ex.run = run
-    try:
-        yield ex
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+    return ex
 
 
 def worker_budget_of(ex: Executor, client_extra: int) -> int:
@@ -525,26 +753,36 @@ def fit(
 
     Writes the alignment result to `output` (skip writing with output=None) and returns a
     FitReport whose `dataset` is the result. `scheduler`: None starts a LocalCluster of
-    `n_workers` processes (default: one per CPU), "synchronous" runs in this process, any
-    other value is a Dask scheduler address. `memory_limit` (bytes or "8GB") is the budget
-    of the whole fit (per worker with an address): the idle footprint of this process and the
-    workers is measured once they are up and subtracted, the rest is planned (`plan_blocks`).
-    `worker_budget` (bytes) replaces that per-worker figure (tests). Raises AlignError for
-    every bad input."""
+    `n_workers` processes (default, and at most: one per CPU core, `local_workers`),
+    "synchronous" runs in this process, any other value is a Dask scheduler address.
+    `memory_limit` (bytes or "8GB") is the budget of the whole fit (per worker with an
+    address): the idle footprint of this process and the workers is estimated before any
+    worker starts, measured once they are up and subtracted, the rest is planned
+    (`plan_blocks`). `worker_budget` (bytes) replaces that per-worker figure (tests).
+
+    Before anything is computed: `output` is checked (`store.check_output`: never one of the
+    inputs, never a folder holding anything but an alignment result, which only `overwrite`
+    replaces), the two stores are cross-checked (`open_pair`), the folder of `output` must
+    be writable with room for the result (`check_room`), and every α_rel must give a usable
+    absolute α for these data (`check_alphas`). Raises AlignError for every bad input, and
+    NonFiniteError rather than a result holding or summarised over a non-finite score."""
     import json
+
+    from align import store as st
 
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     t0 = time.time()
     alphas = tuple(sorted(float(a) for a in (alphas if alphas is not None else ridge.DEFAULT_ALPHAS)))
     if not alphas or any(not (a > 0 and math.isfinite(a)) for a in alphas):
         raise InputError(f"--alphas {','.join(map(str, alphas)) or '(empty)'}: every α_rel must be a positive finite number")
+    _check_seed(seed)
     if device != "cpu":
         _check_device(device)
-    if output is not None and not overwrite:
-        from align import store as st
-
-        if st.exists(output, storage_options) or (st.is_local(output) and os.path.exists(output)):
-            raise StoreError(f"{output} already exists: choose another -o, or pass --overwrite")
+    # a file:// URL is a local path: the checked reads name chunk files by path
+    source, target = (st.local_path(p) or p for p in (source, target))
+    if output is not None:
+        st.check_output(output, "alignment", inputs={"source": source, "target": target}, overwrite=overwrite,
+                        storage_options=storage_options)
 
     S, T = open_pair(source, target, storage_options)
     so = json.dumps(storage_options, sort_keys=True) if storage_options else None
@@ -559,14 +797,31 @@ def fit(
     for name, n in counts.items():
         if n == 0 and (name != "validation" or need_val):
             raise InputError(f"the {name} part of the split has no token (position 0 excluded): extract a larger corpus or change the fractions")
+    split = {"fit_docs": fit_docs.tolist(), "validation_docs": val_docs.tolist(), "heldout_docs": test_docs.tolist()}
+    if output is not None:
+        attrs = len(json.dumps(_jsonable({"source": S.provenance, "target": T.provenance, "split": split})))
+        check_room(output, result_bytes(len(src_layers), len(tgt_layers), S.d_model, T.d_model, len(test_docs),
+                                        save_maps, attrs))
 
     if save_maps:
         size = len(src_layers) * len(tgt_layers) * (S.d_model + 1) * T.d_model * 8
         log(f"align fit: --save-maps stores W and c for {len(src_layers) * len(tgt_layers)} pairs: {_human(size)} (float64)")
 
+    check_alphas(alphas, _scale(S, src_layers, part), counts["fit"] if need_val else counts["fit"] + counts["validation"],
+                 counts["fit"] + counts["validation"])
+
     results, statistics, blocks = {}, {}, []
     n_pairs = len(src_layers) * len(tgt_layers)
     client_extra = client_bytes(S.n_tokens, n_pairs, S.d_model, T.d_model, save_maps)
+    if isinstance(memory_limit, str):
+        from dask.utils import parse_bytes
+
+        memory_limit = parse_bytes(memory_limit)
+    if scheduler is None:
+        limit = memory_limit if memory_limit is not None else _total_memory()
+        n_workers = local_workers(n_workers, limit, _least_pair_bytes(S, T, task_tokens or _task_tokens(
+            S.chunk_tokens, S.n_tokens, n_workers or _cores(), device), task_tokens is not None), client_extra, log)
+        memory_limit = limit
     with _executor(scheduler, n_workers, memory_limit, log) as ex:
         step = task_tokens or _task_tokens(S.chunk_tokens, S.n_tokens, ex.n_workers, device)
         if step < 1:
@@ -601,17 +856,44 @@ def fit(
             results.update(_scores(out))
             if keep_statistics:
                 statistics[(I, J)] = out["stats"]
-    split = {"fit_docs": fit_docs.tolist(), "validation_docs": val_docs.tolist(), "heldout_docs": test_docs.tolist()}
     ds = _dataset(results, src_layers, tgt_layers, S, T, test_docs, split, save_maps, dict(
         test_fraction=test_fraction, val_fraction=val_fraction, seed=seed, alphas=list(alphas),
         include_first_token=include_first_token, source_layers=source_layers, target_layers=target_layers,
         device=device, save_maps=save_maps, task_tokens=step, n_tokens=counts))
     if output is not None:
-        from align import store as st
-
-        st.write_result(output, ds, "alignment", overwrite=overwrite, storage_options=storage_options)
+        st.write_result(output, ds, "alignment", overwrite=overwrite, storage_options=storage_options,
+                        inputs={"source": source, "target": target})
         log(f"align fit: wrote {output} ({len(src_layers)}x{len(tgt_layers)} pairs) in {time.time() - t0:.1f} s")
     return FitReport(output, ds, time.time() - t0, blocks, statistics, ex.seen, ex.task_seconds, plan_info)
+
+
+def _least_pair_bytes(S, T, step: int, fixed: bool) -> int:
+    """Bytes per worker the plan needs for one layer pair at the smallest task size it may
+    choose, over PLAN_FRACTION (the share of the budget the plan fills)."""
+    need = min(block_bytes(1, 1, S.d_model, T.d_model, t, S.chunk_tokens, math.ceil(S.n_tokens / t))
+               for t in _task_sizes(step, fixed))
+    return math.ceil(need / PLAN_FRACTION)
+
+
+def check_alphas(alphas, scale: dict, n_select: int, n_train: int) -> None:
+    """Refuse, before the statistics pass, an α_rel whose absolute α is no usable float64 for
+    these data. α = α_rel · trace(C)/d_source with C the centred scatter of the n training
+    rows, and trace(C)/d_source ≈ n · `scale[b]` (the mean variance per dimension of source
+    boundary b in the first chunk's training rows, `_first_moments`); α must be finite,
+    positive and have a finite reciprocal (1/(λ+α) is taken), for n = n_select (the rows
+    that choose α) and n_train (the final refit). The exact check runs again in the solve."""
+    for b, v in scale.items():
+        if not (v > 0 and math.isfinite(v)):
+            continue  # a constant first chunk says nothing about the scale
+        for a in alphas:
+            for n in sorted({n_select, n_train}):
+                x = a * n * v
+                if not (math.isfinite(x) and x > 0 and math.isfinite(1.0 / x)):
+                    how = "overflows" if not math.isfinite(x) or x > 1 else "underflows"
+                    raise InputError(
+                        f"--alphas {a:g}: the absolute penalty α_rel · trace(XcᵀXc)/d_source ≈ {a:g} × {n * v:.3g} for "
+                        f"source boundary {b} {how} float64: choose α_rel values nearer 1 (the default grid is "
+                        f"{ridge.DEFAULT_ALPHAS[0]:g} to {ridge.DEFAULT_ALPHAS[-1]:g}); nothing was computed")
 
 
 def _task_tokens(chunk: int, n_tokens: int, n_slots: int, device: str) -> int:
@@ -642,6 +924,18 @@ def _shifts(store, layers, part, ranges) -> dict:
         if len(rows):
             return {b: store.resid(b, start, stop)[rows].astype(np.float64).mean(0) for b in layers}
     return {b: np.zeros(store.d_model) for b in layers}
+
+
+def _scale(store, layers, part) -> dict:
+    """Per boundary, the mean variance per dimension of the training rows of the first store
+    chunk that has any (float64): the scale of trace(XcᵀXc)/(n·d) that `check_alphas` uses."""
+    C = store.chunk_tokens
+    for start in range(0, store.n_tokens, C):
+        p = part[start:start + C]
+        rows = np.flatnonzero((p == ridge.FIT) | (p == ridge.VAL))
+        if len(rows) > 1:
+            return {b: float(store.resid(b, start, start + C)[rows].astype(np.float64).var(0).mean()) for b in layers}
+    return {}
 
 
 def _scores(out) -> dict:
@@ -686,6 +980,7 @@ def _dataset(results, src_layers, tgt_layers, S, T, test_docs, split, save_maps,
         for b, j in enumerate(tgt_layers):
             for name in arrays:
                 arrays[name][a, b] = results[(i, j)][name]
+    refuse_non_finite(arrays, src_layers, tgt_layers)
     dims = ("source_layer", "target_layer")
     data = {name: (dims, v) for name, v in arrays.items()}
     data["heldout_doc"] = (("heldout_doc",), np.asarray(test_docs, dtype=np.int64))
@@ -713,6 +1008,24 @@ def _dataset(results, src_layers, tgt_layers, S, T, test_docs, split, save_maps,
     ds["alpha"].attrs["description"] = "absolute ridge penalty of the final fit: alpha_rel * trace(XcT Xc) / d_source"
     ds["alpha_rel"].attrs["description"] = "ridge penalty in units of the mean eigenvalue, chosen on validation documents"
     return ds
+
+
+def refuse_non_finite(arrays: dict, src_layers, tgt_layers) -> None:
+    """No result holds, and no summary is computed over, a non-finite score: raise
+    NonFiniteError naming the pairs (source boundary, target boundary) and the scores.
+    arrays: {score name: (len(src_layers), len(tgt_layers))}."""
+    bad = {}
+    for name, v in arrays.items():
+        for a, b in zip(*np.nonzero(~np.isfinite(v))):
+            bad.setdefault((src_layers[a], tgt_layers[b]), []).append(f"{name} {v[a, b]}")
+    if bad:
+        shown = "; ".join(f"source {i} -> target {j}: {', '.join(what)}" for (i, j), what in list(bad.items())[:4])
+        more = f" (and {len(bad) - 4} more pairs)" if len(bad) > 4 else ""
+        targets = sorted({j for _, j in bad})
+        raise NonFiniteError(
+            f"{len(bad)} layer pair(s) have non-finite held-out scores ({shown}{more}): the held-out activations of "
+            f"target boundary {', '.join(map(str, targets))} have no variance or overflow float64, so no map can be "
+            "scored there; nothing was written (fit other --target-layers, or re-extract the stores)")
 
 
 def _jsonable(obj):

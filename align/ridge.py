@@ -24,6 +24,8 @@ import math
 
 import numpy as np
 
+from align.errors import InputError, NonFiniteError
+
 FIT, VAL = 0, 1  # the two parts of the training documents whose statistics are accumulated
 N_PARTS = 2
 EPS = 1e-12  # guards ‖y‖ in relative_error (METHODS.md §1)
@@ -195,7 +197,10 @@ def validation_sse(lam, Q, B, Vxx, Vxy, Vyy: float, alphas) -> np.ndarray:
 
 def choose_alpha(sse: np.ndarray, rtol: float = TIE_RTOL) -> int:
     """Index of the α with the least validation error; errors within `rtol` (relative) of
-    the least are a tie, won by the largest α. `sse` follows an increasing α grid."""
+    the least are a tie, won by the largest α. `sse` follows an increasing α grid and must
+    be finite (a NaN would win no comparison: `solve_block` refuses it first)."""
+    if not np.all(np.isfinite(sse)):
+        raise NonFiniteError(f"validation errors {sse.tolist()} are not all finite: no α can be chosen among them")
     best = float(np.min(sse))
     tied = np.flatnonzero(sse <= best + rtol * abs(best))
     return int(tied[-1])
@@ -217,6 +222,7 @@ def solve_block(stats: dict, alphas_rel, x_shift: dict, y_shift: dict, maps_only
     alphas_rel = np.asarray(sorted(alphas_rel), dtype=np.float64)
     n = stats["n"]
     select = len(alphas_rel) > 1
+    _require_finite_statistics(stats)
     out = {}
     for i in stats["sx"]:
         sx, xx = stats["sx"][i], stats["xx"][i]
@@ -225,6 +231,7 @@ def solve_block(stats: dict, alphas_rel, x_shift: dict, y_shift: dict, maps_only
         if select:
             lam_f, Q_f = eigen(C_f)
             a_f = alphas_rel * (np.trace(C_f) / C_f.shape[0])
+            _require_usable_alphas(alphas_rel, a_f, i)
             Vxx = about(n[VAL], sx[VAL], sx[VAL], xx[VAL], mu_f, mu_f)
         lam_t, Q_t = eigen(C_t)
         for j in stats["sy"]:
@@ -235,17 +242,54 @@ def solve_block(stats: dict, alphas_rel, x_shift: dict, y_shift: dict, maps_only
                 B_f = about(n[FIT], sx[FIT], sy[FIT], xy[FIT], mu_f, nu_f)
                 Vxy = about(n[VAL], sx[VAL], sy[VAL], xy[VAL], mu_f, nu_f)
                 Vyy = float(yy[VAL] - 2.0 * nu_f @ sy[VAL] + n[VAL] * nu_f @ nu_f)
-                sse = validation_sse(lam_f, Q_f, B_f, Vxx, Vxy, Vyy, a_f)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    sse = validation_sse(lam_f, Q_f, B_f, Vxx, Vxy, Vyy, a_f)
+                if not np.all(np.isfinite(sse)):
+                    k = int(np.flatnonzero(~np.isfinite(sse))[0])
+                    raise InputError(
+                        f"--alphas {alphas_rel[k]:g} gives a non-finite validation error for source boundary {i} -> "
+                        f"target boundary {j} (absolute α {a_f[k]:.3g} against eigenvalues down to {lam_f.min():.3g} "
+                        "overflows float64): choose α_rel values nearer 1")
                 k = choose_alpha(sse)
             else:
                 sse, k = np.full(1, np.nan), 0
             B_t = about(n[FIT] + n[VAL], sx[FIT] + sx[VAL], sy[FIT] + sy[VAL], xy[FIT] + xy[VAL], mu_t, nu_t)
             alpha = absolute_alpha(alphas_rel[k], C_t)
-            W = ridge_map(lam_t, Q_t, B_t, alpha)
+            _require_usable_alphas(alphas_rel[k:k + 1], np.array([alpha]), i)
+            with np.errstate(over="ignore", invalid="ignore"):
+                W = ridge_map(lam_t, Q_t, B_t, alpha)
+            if not np.all(np.isfinite(W)):
+                raise NonFiniteError(f"the map from source boundary {i} to target boundary {j} is not finite with α_rel "
+                                     f"{alphas_rel[k]:g} (absolute α {alpha:.3g}): choose α_rel values nearer 1")
             x_mean, y_mean = mu_t + x_shift[i], nu_t + y_shift[j]
             out[(i, j)] = {"W": W, "x_mean": x_mean, "y_mean": y_mean, "c": y_mean - x_mean @ W,
                            "alpha_rel": float(alphas_rel[k]), "alpha": alpha, "val_sse": sse}
     return out
+
+
+def _require_finite_statistics(stats: dict) -> None:
+    """Sums over NaN or ±inf rows are NaN or ±inf: refuse them naming the boundary (the
+    store refuses such rows on read; this guards the solve against any other source)."""
+    for key, side in (("sx", "source"), ("xx", "source"), ("sy", "target"), ("yy", "target"), ("xy", "pair")):
+        for k, v in stats[key].items():
+            if not np.all(np.isfinite(v)):
+                what = f"source boundary {k[0]} -> target boundary {k[1]}" if side == "pair" else f"{side} boundary {k}"
+                raise NonFiniteError(f"the training statistics of {what} are not finite: its activations hold NaN or "
+                                     "±inf, or overflow float64; nothing was fitted")
+
+
+def _require_usable_alphas(alphas_rel: np.ndarray, alphas: np.ndarray, i) -> None:
+    """Absolute α = α_rel · trace(C)/d must be finite, positive and with a finite 1/α."""
+    with np.errstate(divide="ignore", over="ignore"):
+        bad = ~(np.isfinite(alphas) & (alphas > 0) & np.isfinite(1.0 / alphas))
+    if np.any(bad):
+        k = int(np.flatnonzero(bad)[0])
+        if alphas[k] == 0 and alphas_rel[k] > 0:  # trace(C) = 0
+            raise InputError(f"source boundary {i} is constant over the training tokens (trace of its scatter is 0): "
+                             "no map can be fitted from it; choose other --source-layers")
+        raise InputError(f"--alphas {alphas_rel[k]:g}: the absolute penalty α_rel · trace(XcᵀXc)/d_source of source "
+                         f"boundary {i} is {alphas[k]:.3g}, not a usable float64 (finite, positive, finite 1/α): "
+                         "choose α_rel values nearer 1")
 
 
 # -- 3. held-out scores -------------------------------------------------------------------
@@ -322,9 +366,16 @@ def summary(err: np.ndarray, source_layers, target_layers, n_source: int, n_targ
     spearman: rank correlation of j*(i) with i/L_S (None when undefined: constant path or
     fewer than two boundaries); mean_depth_gap: mean |j*/L_T − i/L_S|; soft_depth:
     Σ_j w_ij j/L_T with w_ij ∝ exp(−err_ij/τ), τ = (row max − row min)/10 (uniform weights
-    when the row is flat); soft_depth_spread: max − min of the soft depths."""
+    when the row is flat); soft_depth_spread: max − min of the soft depths. A non-finite
+    error anywhere in `err` raises NonFiniteError naming its pairs: nothing is summarised
+    around it."""
     from scipy.stats import spearmanr
 
+    bad = np.argwhere(~np.isfinite(err))
+    if len(bad):
+        pairs = ", ".join(f"({source_layers[a]}, {target_layers[b]})" for a, b in bad[:4]) + (" ..." if len(bad) > 4 else "")
+        raise NonFiniteError(f"{len(bad)} error(s) of the matrix are not finite, at (source, target) boundaries {pairs}: "
+                             "no summary is computed over them")
     src = [k for k, i in enumerate(source_layers) if i >= 1]
     tgt = [k for k, j in enumerate(target_layers) if j >= 1]
     out = {"source_layers": [int(source_layers[k]) for k in src], "target_layers": [int(target_layers[k]) for k in tgt],
