@@ -221,11 +221,11 @@ def check_finite(out: dict, keep, locate=None) -> None:
         if not bool(bad.any()):
             continue
         per_token = bad.any(-1)[keep.to(t.device)]
-        first = int(torch.nonzero(per_token)[0, 0])
+        first, k = int(torch.nonzero(per_token)[0, 0]), int(per_token.sum())
         where = locate(first) if locate is not None else f"token {first} of the batch"
         raise NonFiniteError(
-            f"non-finite activations at {_what(kind, i)}: {int(bad.sum()):,} NaN/inf values in "
-            f"{int(per_token.sum()):,} tokens of this batch, first at {where}; nothing of this batch was written and "
+            f"non-finite activations at {_what(kind, i)}: {int(bad.sum()):,} NaN/inf values in {k:,} "
+            f"token{'s' if k != 1 else ''} of this batch, first at {where}; nothing of this batch was written and "
             "the store stays incomplete: check the checkpoint's weights for NaN/inf, or compute in --dtype float32"
         )
 
