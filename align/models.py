@@ -231,6 +231,24 @@ def check_source(spec: ModelSpec) -> str:
     return "hub"
 
 
+def hub_commit(spec: ModelSpec) -> str | None:
+    """The commit a hub id resolves to (its snapshot in the hub cache, downloading config.json
+    if needed); None for a local folder. transformers 5 configs no longer carry `_commit_hash`."""
+    import re
+
+    if check_source(spec) == "local":
+        return None
+    from huggingface_hub import hf_hub_download
+
+    try:
+        path = hf_hub_download(spec.name, "config.json", revision=spec.revision, local_files_only=_local_files_only(spec))
+    except Exception as e:  # the hub client's own message, one line
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelError(f"cannot resolve the commit of {spec.name!r}: {first}") from None
+    m = re.search(r"[/\\]snapshots[/\\]([0-9a-f]{40})[/\\]", path)
+    return m.group(1) if m else None
+
+
 def load_config(spec: ModelSpec):
     """The model's config, checked against the supported families."""
     from transformers import AutoConfig

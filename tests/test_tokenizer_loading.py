@@ -182,3 +182,28 @@ def test_modelzoo_reference_tokenizer_is_the_file(zoo, family):
     ref, tok = _reference(zoo(family)), reference_tokenizer(zoo(family))
     for text in TEXTS:
         assert tok(text)["input_ids"] == ref.encode(text).ids, text
+
+
+def test_hub_id_from_the_cache_uses_its_tokenizer_json(folders, tmp_path, monkeypatch):
+    """A hub id read from the hub cache (offline): its snapshot's tokenizer.json, as saved, and
+    the snapshot's commit."""
+    import shutil
+
+    from huggingface_hub import constants
+
+    from align.models import ModelSpec, hub_commit, load_config, load_tokenizer
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--demo-org--tiny-demo"
+    shutil.copytree(folders["demo-in-qwen2-folder"], repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    ref = _reference(str(repo / "snapshots" / commit))
+    text = "12*(3-4)=-12\n7+8=15\n"
+    spec = ModelSpec("demo-org/tiny-demo")
+    assert load_tokenizer(spec)(text)["input_ids"] == ref.encode(text).ids
+    assert load_config(spec).model_type == "qwen2"
+    assert hub_commit(spec) == commit
+    assert hub_commit(ModelSpec(folders["demo-in-qwen2-folder"])) is None  # a local folder has no commit
