@@ -164,8 +164,9 @@ def plot_alignment(ds, metric: str = "relative_error", size=None, dpi: int = 100
     Drawn on top: the per-row argmin path j*(i) of relative error for i >= 1 (from
     attrs["summary"]["argmin_path"]), the line of equal relative depth j/L_T = i/L_S, and the
     summary statistics in the title. When relative_error holds NaN/inf, neither the path nor
-    the summary is drawn: the title names the non-finite cells instead (`summary_text`). The colour scale spans the i >= 1, j >= 1 block (boundary
-    0 maps almost perfectly and would flatten the rest); cells outside it are clipped.
+    the summary is drawn: the title names the non-finite cells instead (`summary_text`). The
+    colour scale spans the i >= 1, j >= 1 block (boundary 0 maps almost perfectly and would
+    flatten the rest); cells outside it are clipped.
     Returns a Figure of `size` = (width, height) pixels [default 900x750].
     """
     return plot_alignments([ds], metric=metric, size=size, dpi=dpi, titles=[title] if title else None)

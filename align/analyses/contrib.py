@@ -173,7 +173,7 @@ def contributions_from_store(store, eps: float = EPS, chunk_tokens: int | None =
     for start in range(0, store.n_tokens, step):
         stop = min(store.n_tokens, start + step)
         seq, pos = store.tokens("seq", start, stop), store.tokens("pos", start, stop)
-        where = lambda k: (int(seq[k]), int(pos[k]))  # noqa: E731  prompts are the store's sequences
+        where = lambda k: (int(seq[k]), int(pos[k]))  # noqa: E731  (prompt = the store's sequence)
         h = store.resid(0, start, stop)
         for l in range(L):
             h_next = store.resid(l + 1, start, stop)

@@ -158,7 +158,8 @@ def logit_lens_from_store(store, norm, unembed, tokens_per_step: int = 1024) -> 
     for start in range(0, store.n_tokens, tokens_per_step):
         stop = min(store.n_tokens, start + tokens_per_step)
         prompt = seq[start:stop]
-        where = lambda k: (int(seq[start + k]), int(pos[start + k]))  # noqa: E731  prompts are the store's sequences
+        # prompts are the store's sequences
+        where = lambda k: (int(seq[start + k]), int(pos[start + k]))  # noqa: E731
         as_t = lambda b: torch.from_numpy(store.resid(b, start, stop)).to(param.device, param.dtype)  # noqa: E731
         final = lens_logits(norm, unembed, as_t(L))
         # The store's reads refuse NaN residuals; the head's output is checked here.
