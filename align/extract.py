@@ -90,27 +90,21 @@ def dropped_summary(stats: dict) -> str:
 
 
 def _check_output(output: str, inputs: dict[str, str]) -> None:
-    """-o must be a new path, an empty folder or an align store: never a file, one of the run's
-    own inputs (a model folder, the corpus) or a folder holding anything else. Nothing is
-    touched here; refusals are one line."""
+    """-o must be a new path, an empty folder or an activation store: never a file, one of the
+    run's own inputs (the model folder, the corpus), inside one or holding one, nor a folder
+    holding anything else (align.store.check_output), and its nearest existing ancestor must
+    be a folder. Nothing is touched here; refusals are one line."""
     from align import store as st
 
-    if not st.is_local(output):
+    st.check_output(output, "activations", inputs=inputs)
+    local = st.local_path(output)
+    if local is None:
         return
-    path = output[len("file://"):] if output.startswith("file://") else output
-    real = os.path.realpath(os.path.expanduser(path))
-    for what, p in inputs.items():
-        if p and os.path.exists(os.path.expanduser(p)) and real == os.path.realpath(os.path.expanduser(p)):
-            raise OutputRefused(f"-o {output} is the {what} this run reads: choose another -o")
-    parent = os.path.dirname(real)
-    while parent and not os.path.exists(parent):
+    parent = os.path.dirname(os.path.abspath(os.path.expanduser(local)))
+    while parent and not os.path.lexists(parent):
         parent = os.path.dirname(parent)
     if parent and not os.path.isdir(parent):
         raise OutputRefused(f"-o {output}: {parent} is a file, not a folder: choose another -o")
-    if os.path.lexists(real) and not os.path.isdir(real):
-        raise OutputRefused(f"-o {output} is an existing file, not an activation store: choose another -o (nothing was changed)")
-    if os.path.isdir(real) and not st.exists(real) and set(os.listdir(real)) - {"align.lock"}:
-        raise OutputRefused(f"{output} exists, is not empty and is not an align store: choose another -o (nothing was changed)")
 
 
 def _check_device(device: str) -> None:
