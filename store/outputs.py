@@ -72,14 +72,16 @@ def _normalised_inputs(inputs) -> list[tuple[str, str]]:
     return out
 
 
-def _schema_at(path: str, storage_options=None) -> str | None:
-    """The align schema of the store at `path`, or None when it is not an align store."""
+def _schema_at(path: str, storage_options=None) -> tuple[str | None, bool]:
+    """(align schema of the store at `path` or None when it is not an align store, whether it
+    is a result whose write was interrupted: marked `complete: false`)."""
     from align.store.activations import read_attrs
 
     try:
-        return read_attrs(path, storage_options)["align"]["schema"]
+        marker = read_attrs(path, storage_options)["align"]
+        return marker["schema"], marker.get("complete") is False
     except (StoreError, KeyError, TypeError):
-        return None
+        return None, False
 
 
 def check_output(path: str, schema: str, *, inputs=(), overwrite: bool = False, storage_options: dict | None = None) -> None:
@@ -87,8 +89,8 @@ def check_output(path: str, schema: str, *, inputs=(), overwrite: bool = False, 
 
     `inputs`: the command's input paths or URLs (a sequence, or a mapping label -> path);
     the output may be none of them, lie inside none, and hold none (resolved real paths).
-    Allowed: a path that does not exist, an empty folder, and a result of the same `schema`
-    when `overwrite` is set. For schema "activations" an existing activation store is
+    Allowed: a path that does not exist, an empty folder, a result of the same `schema` when
+    `overwrite` is set, and one whose write was interrupted (marked incomplete) always. For schema "activations" an existing activation store is
     allowed whatever `overwrite` says (extraction resumes it or refuses it by its options).
     Everything else (the current folder, a file, a folder holding other files, another kind
     of store) raises OutputRefused, one line naming the path and what to do.
@@ -123,14 +125,14 @@ def check_output(path: str, schema: str, *, inputs=(), overwrite: bool = False, 
     entries = [e for e in os.listdir(shown) if e != "align.lock"]
     if not entries:
         return
-    found = _schema_at(shown)
+    found, unfinished = _schema_at(shown)
     if found is None:
         raise OutputRefused(f"-o {path} is a folder holding other files ({len(entries)} entries, not a {kind}): "
                             "choose a new or empty folder")
     if found != schema:
         raise OutputRefused(f"-o {path} holds an align {KINDS.get(found, found + ' store')}, not a {kind}: choose another -o "
                             f"(--overwrite replaces only a {kind})")
-    if schema != "activations" and not overwrite:
+    if schema != "activations" and not overwrite and not unfinished:
         raise OutputRefused(f"-o {path} already holds a {kind}: pass --overwrite to replace it, or choose another -o")
 
 
@@ -147,11 +149,11 @@ def _check_remote(path, schema, kind, overwrite, storage_options):
         raise OutputRefused(f"-o {path} holds other objects (not a {kind}): choose a new prefix")
     if not present:
         return
-    found = _schema_at(path, storage_options)
+    found, unfinished = _schema_at(path, storage_options)
     if found != schema:
         what = f"an align {KINDS.get(found, str(found) + ' store')}" if found else "a Zarr group that is not an align result"
         raise OutputRefused(f"-o {path} holds {what}, not a {kind}: choose another -o (--overwrite replaces only a {kind})")
-    if schema != "activations" and not overwrite:
+    if schema != "activations" and not overwrite and not unfinished:
         raise OutputRefused(f"-o {path} already holds a {kind}: pass --overwrite to replace it, or choose another -o")
 
 

@@ -51,11 +51,12 @@ def write_result(path: str, ds, schema: str, overwrite: bool = False, storage_op
 
     `path` is checked by `check_output` (against `inputs`, the command's own input paths):
     it must be absent, an empty folder, or (with `overwrite`) a result of the same schema.
-    Attributes must be JSON-serialisable. Locally the whole result, its schema marker
-    `attrs["align"]` last, goes to a temporary sibling folder; only when that is complete is
-    an old result of the same schema renamed aside, the new one renamed into place and the
-    old one deleted. On an object store the marker is added after every array. A run killed
-    at any point leaves nothing that opens as a complete result, and a later write removes
+    Attributes must be JSON-serialisable. The result is written with a schema marker
+    `attrs["align"]` that says it is incomplete, and marked complete last. Locally it is
+    written whole to a temporary sibling folder; only then is an old result of the same
+    schema renamed aside, the new one renamed into place, marked complete, and the old one
+    deleted. (On an object store, which has no rename, it is written in place.) A run killed
+    at any point leaves nothing that opens as a complete result, and a later write replaces
     what it left. A full disk is one StoreError, and leaves nothing behind.
     """
     if schema not in RESULT_SCHEMAS:
@@ -64,6 +65,9 @@ def write_result(path: str, ds, schema: str, overwrite: bool = False, storage_op
     ds.attrs = {k: v for k, v in ds.attrs.items() if k != "align"}
     marker = {"schema": schema, "version": 1}
     json.dumps(ds.attrs)  # fail before writing anything
+    # Written with the first metadata, so that whatever a kill leaves is known as this
+    # command's own unfinished result (replaceable, never opened).
+    ds.attrs["align"] = {**marker, "complete": False}
     path = str(path)
     check_output(path, schema, inputs=inputs, overwrite=overwrite, storage_options=storage_options)
     lp = local_path(path)
@@ -98,8 +102,6 @@ def _write_local(lp: str, shown: str, ds, schema: str, marker: dict, overwrite: 
     try:
         try:
             ds.to_zarr(tmp, mode="w", zarr_format=3, consolidated=True)
-            fault_point("result_before_marker")
-            zarr.open_group(tmp, mode="r+", zarr_format=3).attrs["align"] = marker
         except BaseException as e:
             _settle()  # writes still in flight would recreate files in tmp after it is removed
             if isinstance(e, OSError):
@@ -115,6 +117,8 @@ def _write_local(lp: str, shown: str, ds, schema: str, marker: dict, overwrite: 
         elif os.path.isdir(lp):
             os.rmdir(lp)  # empty (check_output allowed it); rename onto it would do the same
         os.rename(tmp, lp)
+        fault_point("result_before_marker")
+        zarr.open_group(lp, mode="r+", zarr_format=3).attrs["align"] = marker
         if os.path.isdir(aside):
             shutil.rmtree(aside)
     finally:
@@ -196,6 +200,8 @@ def open_result(path: str, schema: str | None = None, storage_options: dict | No
         raise StoreError(f"{path} holds a result of schema {found!r}, not {schema!r}")
     if found not in RESULT_SCHEMAS:
         raise StoreError(f"{path} is an align store of schema {found!r}, not a result")
+    if attrs["align"].get("complete") is False:
+        raise StoreError(f"{path} is an unfinished {found} result (its write was interrupted): run the command that makes it again")
     kwargs = {"storage_options": storage_options} if storage_options else {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
