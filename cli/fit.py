@@ -33,7 +33,9 @@ def _alphas(ctx, param, value):
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Dask scheduler address (tcp://host:8786), or `synchronous` to run in this process "
                    "[default: a local cluster, one worker process per CPU].")
-@click.option("--workers", "n_workers", type=click.IntRange(min=1), default=None, help="Worker processes of the local cluster.")
+@click.option("--workers", "n_workers", type=click.IntRange(min=1), default=None,
+              help="Worker processes of the local cluster: at most one per CPU core (more are capped, with a log line); "
+                   "fewer when --memory-limit cannot hold them [default: one per core].")
 @click.option("--memory-limit", default=None, metavar="BYTES",
               help="Memory budget, e.g. 8GB: of the whole fit (this process and the workers it starts, their idle "
                    "footprint included), or per worker with --scheduler [default: 60% of the available memory].")
@@ -42,7 +44,8 @@ def _alphas(ctx, param, value):
 @click.option("--save-maps", is_flag=True, help="Also store every map's W and c (float64; the size is printed first).")
 @click.option("--task-tokens", type=click.IntRange(min=1), default=None,
               help="Tokens each task reads [default: the store's chunk; 65,536 or more on a GPU].")
-@click.option("--overwrite", is_flag=True, help="Replace RESULT if it exists.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace RESULT if it is an alignment result (never a store, an input or a folder holding other files).")
 def fit_cmd(source, target, output, test_fraction, val_fraction, seed, alphas, include_first_token, source_layers,
             target_layers, scheduler, n_workers, memory_limit, device, save_maps, task_tokens, overwrite):
     """Fit ridge maps from every boundary of SOURCE to every boundary of TARGET and score them.
