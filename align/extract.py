@@ -31,8 +31,10 @@ from align.faults import fault_point
 from align.layers import parse_layers
 from align.store.codecs import DEFAULT_CODEC, encode, physical_dtype
 
-# Defining options: a store made with other values of these is another store.
-DEFINING = ("model", "revision", "dtype", "random_init", "seed", "corpus_hash", "text_field", "format",
+# Defining options: a store made with other values of these is another store. The hub
+# revision as typed is not one: "weights" (the commit it resolved to, or the weight files'
+# hash) is what decides the numbers, so a resume may pin the commit a moved branch had.
+DEFINING = ("model", "dtype", "random_init", "seed", "corpus_hash", "text_field", "format",
             "doc_split", "max_length", "overflow", "max_tokens", "max_docs", "layers", "sublayers",
             "store_dtype", "codec", "chunk_tokens", "config_hash", "weights")
 DISK_MARGIN = 1.05

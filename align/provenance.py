@@ -12,9 +12,10 @@ against other weights is refused instead of mixing two models in one store:
   Measured: 100 MB hash in 0.11-0.15 s on one core of the 2-core test machine (0.7-0.9 GB/s,
   SHA-NI); shards are hashed in parallel threads (hashlib releases the GIL), so a 28 GB 14B
   checkpoint costs about as much as reading it once, which loading it does anyway.
-- a hub id: the commit the revision resolved to (`config._commit_hash`, set by the config
-  download, from the local cache when offline); the weights are then loaded at that commit,
-  so the recorded commit is the one that ran even when `revision` is a branch that moves.
+- a hub id: the commit the revision resolved to (the hub cache's snapshot of config.json,
+  which reading the config has just refreshed, or which offline is the answer); the weights
+  are then loaded at that commit, so the recorded commit is the one that ran even when
+  `revision` is a branch that moves.
 - `--random-init`: the config hash and the seed (they decide the weights).
 """
 
@@ -107,6 +108,25 @@ def files_identity(folder: str, names: list[str]) -> dict:
     return {"id": f"sha256 {combined}", "kind": "files", "files": files}
 
 
+def _hub_commit(repo: str, revision: str | None) -> str | None:
+    """The commit `revision` (default main) of hub repo `repo` resolves to in the local hub
+    cache: the snapshot folder holding its config.json. Reading the config (load_config) has
+    just refreshed the cache's ref when the hub is reachable; offline the cache is the answer."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        got = try_to_load_from_cache(repo, "config.json", revision=revision)
+    except Exception:  # a malformed cache entry: fall back to the other sources of the commit
+        return None
+    if not isinstance(got, str):
+        return None
+    parts = os.path.normpath(got).split(os.sep)
+    if "snapshots" in parts[:-1]:
+        commit = parts[parts.index("snapshots") + 1]
+        return commit if _COMMIT.match(commit) else None
+    return None
+
+
 def weights_identity(spec, config) -> dict:
     """What decides the weights a run uses (see the module docstring): a dict with `id`, a
     short string that is part of a store's identity, and the details behind it.
@@ -120,7 +140,7 @@ def weights_identity(spec, config) -> dict:
     if os.path.isdir(folder):
         names = weight_files(folder, spec.allow_pickle_weights, getattr(config, "transformers_weights", None))
         return files_identity(folder, names)
-    commit = getattr(config, "_commit_hash", None)
+    commit = _hub_commit(spec.name, spec.revision) or getattr(config, "_commit_hash", None)
     if not commit and spec.revision and _COMMIT.match(spec.revision):
         commit = spec.revision
     if not commit:

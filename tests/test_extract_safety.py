@@ -390,3 +390,43 @@ def test_output_that_is_not_a_store_is_refused_and_untouched(cli, zoo, tmp_path,
     code, _, err = cli("extract", model, corpus, "-o", out)
     _one_line_error(code, err, out)
     assert _snapshot(world) == before
+
+
+def _fake_hub_cache(root, repo, commits: dict) -> str:
+    """A hub cache (HF_HUB_CACHE layout) holding `repo` at each commit -> model folder, with
+    refs/main at the first commit. Returns the cache folder."""
+    base = root / "hub" / ("models--" + repo.replace("/", "--"))
+    for commit, folder in commits.items():
+        shutil.copytree(folder, base / "snapshots" / commit)
+    (base / "refs").mkdir(parents=True)
+    (base / "refs" / "main").write_text(next(iter(commits)))
+    return str(root / "hub")
+
+
+def test_hub_resume_after_the_branch_moved_is_refused(zoo, corpus_file, tmp_path):
+    """A hub id's weights are identified by the commit its revision resolved to: when main
+    moves to a commit with other weights between a killed run and its resume, the resume is
+    refused naming both commits, and the store is untouched."""
+    other = tmp_path / "other"
+    shutil.copytree(zoo("qwen2"), other)
+    _resave(str(other), seed=1)
+    a, b = "a" * 40, "b" * 40
+    cache = _fake_hub_cache(tmp_path, "org/tiny", {a: zoo("qwen2"), b: str(other)})
+    env = dict(os.environ, HF_HUB_CACHE=cache, HF_HUB_OFFLINE="1")
+    out = tmp_path / "s.zarr"
+    cmd = _extract_cmd("org/tiny", corpus_file, out, "--batch-size", "2", "--chunk-tokens", "64")
+    log = tmp_path / "fault.log"
+    p = subprocess.run(cmd, env=dict(env, ALIGN_FAULT="between_batches:2", ALIGN_FAULT_LOG=str(log)),
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == -signal.SIGKILL, p.stderr
+    assert log.read_text().startswith("between_batches:2 ")
+    assert read_attrs(str(out))["provenance"]["weights"]["commit"] == a
+    (tmp_path / "hub" / "models--org--tiny" / "refs" / "main").write_text(b)
+    before = _snapshot(out)
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    _one_line_error(p.returncode, p.stderr, f"weights: store has hub commit {a[:12]}…, now hub commit {b[:12]}…")
+    assert _snapshot(out) == before
+    # Pinned to the first commit, the same store resumes and completes.
+    p = subprocess.run(cmd + ["--revision", a], env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and "resuming" in p.stderr, p.stderr
+    assert open_activations(str(out)).complete
