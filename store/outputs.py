@@ -18,6 +18,10 @@ KINDS = {"activations": "activation store", "alignment": "alignment result", "co
          "skipping": "skipping result", "lens": "lens result", "depth": "depth result"}
 
 
+def _a(kind: str) -> str:
+    return ("an " if kind[0] in "aeiou" else "a ") + kind
+
+
 def local_path(path: str) -> str | None:
     """The local file-system path of `path` (a plain path or a file:// URL), or None for a
     remote URL (s3://, gs://, memory://, ...)."""
@@ -120,20 +124,20 @@ def check_output(path: str, schema: str, *, inputs=(), overwrite: bool = False, 
     if not os.path.lexists(shown):
         return
     if not os.path.isdir(shown):
-        raise OutputRefused(f"-o {path} is an existing file, not a {kind}: choose another -o "
+        raise OutputRefused(f"-o {path} is an existing file, not {_a(kind)}: choose another -o "
                             "(align replaces nothing but its own results)")
     entries = [e for e in os.listdir(shown) if e != "align.lock"]
     if not entries:
         return
     found, unfinished = _schema_at(shown)
     if found is None:
-        raise OutputRefused(f"-o {path} is a folder holding other files ({len(entries)} entries, not a {kind}): "
+        raise OutputRefused(f"-o {path} is a folder holding other files ({len(entries)} entries, not {_a(kind)}): "
                             "choose a new or empty folder")
     if found != schema:
-        raise OutputRefused(f"-o {path} holds an align {KINDS.get(found, found + ' store')}, not a {kind}: choose another -o "
-                            f"(--overwrite replaces only a {kind})")
+        raise OutputRefused(f"-o {path} holds an align {KINDS.get(found, found + ' store')}, not {_a(kind)}: choose another -o "
+                            f"(--overwrite replaces only {_a(kind)})")
     if schema != "activations" and not overwrite and not unfinished:
-        raise OutputRefused(f"-o {path} already holds a {kind}: pass --overwrite to replace it, or choose another -o")
+        raise OutputRefused(f"-o {path} already holds {_a(kind)}: pass --overwrite to replace it, or choose another -o")
 
 
 def _check_remote(path, schema, kind, overwrite, storage_options):
@@ -142,19 +146,21 @@ def _check_remote(path, schema, kind, overwrite, storage_options):
     try:
         fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
         present = fs.exists(root.rstrip("/") + "/zarr.json")
-        other = not present and fs.exists(root) and bool(fs.ls(root))
+        # A lock object alone is what a writer of this very output left (its lock decides).
+        other = not present and fs.exists(root) and any(
+            p.rstrip("/").rsplit("/", 1)[-1] != "align.lock" for p in fs.ls(root, detail=False))
     except Exception as e:  # unreachable endpoint, bad credentials: one line naming the URL
         raise OutputRefused(f"-o {path} cannot be checked: {type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
     if other:
-        raise OutputRefused(f"-o {path} holds other objects (not a {kind}): choose a new prefix")
+        raise OutputRefused(f"-o {path} holds other objects (not {_a(kind)}): choose a new prefix")
     if not present:
         return
     found, unfinished = _schema_at(path, storage_options)
     if found != schema:
         what = f"an align {KINDS.get(found, str(found) + ' store')}" if found else "a Zarr group that is not an align result"
-        raise OutputRefused(f"-o {path} holds {what}, not a {kind}: choose another -o (--overwrite replaces only a {kind})")
+        raise OutputRefused(f"-o {path} holds {what}, not {_a(kind)}: choose another -o (--overwrite replaces only {_a(kind)})")
     if schema != "activations" and not overwrite and not unfinished:
-        raise OutputRefused(f"-o {path} already holds a {kind}: pass --overwrite to replace it, or choose another -o")
+        raise OutputRefused(f"-o {path} already holds {_a(kind)}: pass --overwrite to replace it, or choose another -o")
 
 
 def check_file_output(path: str, suffix: str, *, inputs=()) -> None:
