@@ -377,6 +377,9 @@ def _special_tokens_config(spec: ModelSpec) -> dict:
                 out[key] = v.get("content") if isinstance(v, dict) else v
         if isinstance(cfg.get("model_max_length"), int):
             out["model_max_length"] = cfg["model_max_length"]
+        for key in ("add_bos_token", "add_eos_token"):
+            if isinstance(cfg.get(key), bool):
+                out[key] = cfg[key]
     return out
 
 
@@ -415,6 +418,22 @@ def tokenizer_from_file(path: str, config: dict | None = None, name: str | None 
     if differ:
         raise ModelError(f"loading the tokenizer of {label!r} changed its {', '.join(differ)} from what tokenizer.json "
                          "says: align refuses to tokenize with anything but the saved tokenizer")
+    # tokenizer_config.json's add_bos_token/add_eos_token, where given, must describe what the
+    # file's post-processor does: transformers would rebuild the wrapping from the flags, the
+    # file says otherwise, and which one the model was trained with cannot be told from here.
+    plain, full = saved.encode("a b", add_special_tokens=False).ids, saved.encode("a b").ids
+    k = next((i for i in range(len(full) - len(plain) + 1) if full[i:i + len(plain)] == plain), 0)
+    prefix, suffix = full[:k], full[k + len(plain):]
+    for flag, name, ids in (("add_bos_token", "bos_token", prefix), ("add_eos_token", "eos_token", suffix)):
+        want_flag = (config or {}).get(flag)
+        token_id = saved.token_to_id(kwargs[name]) if name in kwargs else None
+        if want_flag is None or (want_flag and token_id is None):
+            continue
+        if want_flag != (token_id in ids):
+            does = "adds" if token_id in ids else "does not add"
+            raise ModelError(f"the tokenizer files of {label!r} disagree: tokenizer_config.json says {flag}="
+                             f"{str(want_flag).lower()} but tokenizer.json's post-processor {does} {kwargs[name]!r}: "
+                             "make the two agree in a local copy of the checkpoint")
     return tok
 
 

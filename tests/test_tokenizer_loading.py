@@ -207,3 +207,28 @@ def test_hub_id_from_the_cache_uses_its_tokenizer_json(folders, tmp_path, monkey
     assert load_config(spec).model_type == "qwen2"
     assert hub_commit(spec) == commit
     assert hub_commit(ModelSpec(folders["demo-in-qwen2-folder"])) is None  # a local folder has no commit
+
+
+@pytest.mark.parametrize("kind,flag,value", [("llama", "add_bos_token", False), ("qwen2", "add_bos_token", True),
+                                             ("qwen2", "add_eos_token", True)])
+def test_tokenizer_config_flags_that_contradict_the_file_are_refused(zoo, tmp_path, cli, corpus_file, kind, flag, value):
+    """add_bos_token/add_eos_token in tokenizer_config.json that say otherwise than the
+    tokenizer.json's post-processor: which wrapping the model saw cannot be told, so refused."""
+    import shutil
+
+    folder = tmp_path / "model"
+    shutil.copytree(zoo(kind), folder)
+    cfg_path = folder / "tokenizer_config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg.update({"bos_token": "<s>", flag: value})
+    cfg_path.write_text(json.dumps(cfg))
+    code, _, err = cli("extract", folder, corpus_file, "-o", tmp_path / "s.zarr")
+    lines = err.strip().splitlines()
+    assert code != 0 and len(lines) == 1 and lines[0].startswith("align: error: "), err
+    assert str(folder) in lines[0] and f"{flag}={str(value).lower()}" in lines[0] and "disagree" in lines[0]
+    # Flags that agree with the file load as before.
+    cfg[flag] = not value if flag == "add_bos_token" else False
+    cfg_path.write_text(json.dumps(cfg))
+    from align.models import ModelSpec, load_tokenizer
+
+    assert load_tokenizer(ModelSpec(str(folder)))("a\nb")["input_ids"] == _reference(str(folder)).encode("a\nb").ids
