@@ -167,9 +167,14 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
     import socket
     from urllib.parse import urlparse
 
+    from urllib.request import getproxies, proxy_bypass
+
     endpoint = _hub_endpoint()
     if endpoint not in _REACHABLE:
         u = urlparse(endpoint)
+        proxy = getproxies().get(u.scheme)
+        if proxy and not proxy_bypass(u.hostname or ""):
+            u = urlparse(proxy if "://" in proxy else "http://" + proxy)  # behind a proxy, the proxy is what must answer
         try:
             socket.create_connection((u.hostname, u.port or (443 if u.scheme == "https" else 80)), timeout=timeout).close()
             _REACHABLE[endpoint] = True
