@@ -17,6 +17,7 @@ data it covers, so a killed run leaves a store that resumes and is marked incomp
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from dataclasses import dataclass
@@ -196,7 +197,26 @@ class ActivationStore:
         except (KeyError, TypeError, ValueError, AlignError) as e:
             raise StoreError(f"store {path} has a damaged layout attribute ({type(e).__name__}: {e}): re-extract the store") from None
         self.provenance = attrs["provenance"]
-        self._check_arrays()
+        key = self._metadata_key()
+        if key is None or key not in _checked:
+            self._check_arrays()
+            if key is not None:
+                _checked.add(key)
+
+    def _metadata_key(self):
+        """What identifies this store's metadata as checked, so that a process opening it once
+        per task (the fit) checks it once: locally the size and mtime of every zarr.json (an
+        edit changes them), on an object store the URL and options (one command's lifetime)."""
+        if not is_local(self.path):
+            return (self.path, _freeze(self.storage_options), json.dumps(self.attrs["layout"], sort_keys=True))
+        stats = []
+        for name in ("", *self._expected_arrays()):
+            try:
+                st = os.stat(os.path.join(self.path, name, "zarr.json"))
+            except OSError:
+                return None
+            stats.append((name, st.st_size, st.st_mtime_ns, st.st_ino))
+        return (os.path.realpath(self.path), tuple(stats))
 
     def _expected_arrays(self) -> dict[str, tuple[tuple, np.dtype, tuple]]:
         """array name -> (shape, dtype, chunk shape) that the layout prescribes."""
@@ -356,12 +376,11 @@ class ActivationStore:
 
 
 def _freeze(options: dict | None) -> str:
-    import json
-
     return json.dumps(options or {}, sort_keys=True)
 
 
 _groups: dict = {}
+_checked: set = set()  # metadata keys of stores whose arrays were checked against their layout
 
 
 def _read_block(path: str, kind: str, row: int, C: int, store_dtype: str, options: str, block_info=None) -> np.ndarray:
@@ -369,8 +388,6 @@ def _read_block(path: str, kind: str, row: int, C: int, store_dtype: str, option
     c = block_info[None]["chunk-location"][0]
     key = (path, options)
     if key not in _groups:
-        import json
-
         _groups[key] = _open_group(path, "r", json.loads(options) or None)
     g = _groups[key]
     n = g[kind].shape[1]

@@ -132,3 +132,16 @@ def test_non_finite_read_is_refused_on_the_dask_path_too(tmp_path, store_dtype):
         assert "array 'resid' at boundary 2" in msg and "chunk 3" in msg, msg
         assert f"token 200 (doc {tokens['doc'][200]}, pos {tokens['pos'][200]})" in msg and "2 non-finite value" in msg, msg
     np.testing.assert_allclose(open_activations(path).resid(1), x[1], rtol=tol, atol=tol)  # other rows still read
+
+
+def test_an_edit_after_a_first_open_is_still_refused(stores, tmp_path):
+    """The check runs once per state of the metadata in a process (the fit opens a store
+    per task): an edit between two opens is seen."""
+    from align.errors import StoreError
+    from align.store import open_activations
+
+    path = _copy(stores, tmp_path)
+    assert open_activations(path).n_tokens > 0
+    _edit(path, "resid", "data_type", lambda v: "int32")
+    with pytest.raises(StoreError, match="array 'resid' has data type int32"):
+        open_activations(path)
