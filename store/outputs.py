@@ -131,11 +131,11 @@ def check_output(path: str, schema: str, *, inputs=(), overwrite: bool = False, 
         return
     found, unfinished = _schema_at(shown)
     if found is None:
-        raise OutputRefused(f"-o {path} is a folder holding other files ({len(entries)} entries, not {_a(kind)}): "
-                            "choose a new or empty folder")
+        raise OutputRefused(f"-o {path} is a folder holding other files ({len(entries)} entries): not an align store, "
+                            f"not {_a(kind)}; choose a new or empty folder")
     if found != schema:
-        raise OutputRefused(f"-o {path} holds an align {KINDS.get(found, found + ' store')}, not {_a(kind)}: choose another -o "
-                            f"(--overwrite replaces only {_a(kind)})")
+        raise OutputRefused(f"-o {path} holds an align store of schema {found!r} ({_a(KINDS.get(found, 'store'))}), "
+                            f"not {_a(kind)}: choose another -o (--overwrite replaces only {_a(kind)})")
     if schema != "activations" and not overwrite and not unfinished:
         raise OutputRefused(f"-o {path} already holds {_a(kind)}: pass --overwrite to replace it, or choose another -o")
 
@@ -157,7 +157,7 @@ def _check_remote(path, schema, kind, overwrite, storage_options):
         return
     found, unfinished = _schema_at(path, storage_options)
     if found != schema:
-        what = f"an align {KINDS.get(found, str(found) + ' store')}" if found else "a Zarr group that is not an align result"
+        what = f"an align store of schema {found!r}" if found else "a Zarr group that is not an align store"
         raise OutputRefused(f"-o {path} holds {what}, not {_a(kind)}: choose another -o (--overwrite replaces only {_a(kind)})")
     if schema != "activations" and not overwrite and not unfinished:
         raise OutputRefused(f"-o {path} already holds {_a(kind)}: pass --overwrite to replace it, or choose another -o")
