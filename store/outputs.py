@@ -126,7 +126,8 @@ def check_output(path: str, schema: str, *, inputs=(), overwrite: bool = False, 
     if not os.path.isdir(shown):
         raise OutputRefused(f"-o {path} is an existing file, not {_a(kind)}: choose another -o "
                             "(align replaces nothing but its own results)")
-    entries = [e for e in os.listdir(shown) if e != "align.lock"]
+    # An extraction's lock file is its own (the lock decides); for a result it is a file.
+    entries = [e for e in os.listdir(shown) if not (schema == "activations" and e == "align.lock")]
     if not entries:
         return
     found, unfinished = _schema_at(shown)
