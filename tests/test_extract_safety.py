@@ -367,6 +367,34 @@ def test_nan_embedding_row_is_named_at_its_first_token(cli, zoo, corpus_file, tm
     assert open_activations(str(out)).progress["committed_tokens"] > 0  # earlier batches were kept
 
 
+def test_finite_check_ignores_padding_and_finite_overflow_but_not_real_tokens():
+    """Hand-made captures: NaN in padding only, and finite values whose sum overflows float32,
+    pass; one NaN and one inf in real tokens are refused with the count, the token count and
+    the first real token (index among real tokens, sequence order)."""
+    import torch
+
+    from align.errors import NonFiniteError
+    from align.extract import check_finite
+
+    keep = torch.tensor([[True, True, False], [True, True, True]])  # 5 real tokens
+    resid = torch.zeros(2, 3, 4)
+    resid[0, 2] = float("nan")  # padding
+    check_finite({"resid": {0: resid}, "attn": {}, "mlp": {}}, keep)
+    big = torch.full((2, 3, 4), 3e38)  # finite; the sum is inf
+    check_finite({"resid": {0: big}, "attn": {}, "mlp": {}}, keep)
+    later = torch.zeros(2, 3, 4)
+    later[1, 1, 0] = float("nan")  # real token 3 (0, 1 | 2, 3, 4)
+    later[1, 2, 3] = float("-inf")  # real token 4
+    mlp = torch.zeros(2, 3, 4)
+    mlp[1, 2, :] = float("nan")  # arises before boundary 1 in the forward, at real token 4
+    out = {"resid": {0: resid, 1: later}, "attn": {}, "mlp": {0: mlp}}
+    with pytest.raises(NonFiniteError, match=r"at the MLP output of layer 0: 4 NaN/inf values in 1 token of this batch, first at token 4 "):
+        check_finite(out, keep)
+    del out["mlp"][0]
+    with pytest.raises(NonFiniteError, match=r"at boundary 1: 2 NaN/inf values in 2 tokens of this batch, first at token 3 "):
+        check_finite(out, keep)
+
+
 # ----------------------------------------------------------------------------- item 1
 
 
