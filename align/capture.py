@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import torch
 
 from align import models
+from align.errors import NonFiniteError
 
 
 class _StopForward(Exception):
@@ -89,3 +90,48 @@ def run(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, boundaries
         except _StopForward:
             pass
     return out
+
+
+def _what(kind: str, i: int) -> str:
+    return {"resid": f"boundary {i}", "attn": f"the attention output of layer {i}", "mlp": f"the MLP output of layer {i}"}[kind]
+
+
+def _forward_order(kind_index) -> float:
+    """Where a captured tensor arises in the forward: h_l, then a_l, m_l, then h_{l+1}."""
+    kind, i = kind_index
+    return i + {"resid": 0.0, "attn": 0.3, "mlp": 0.6}[kind]
+
+
+def check_finite(out: dict, keep, locate=None) -> None:
+    """Refuse non-finite values among the real (unpadded) tokens of a captured batch.
+
+    out: capture's dict {kind: {index: (batch, seq, d_model)}}; keep: (batch, seq) bool mask.
+    The fast test is one float32 sum per tensor on its device, the sums added, and one host
+    sync for the batch: NaN and inf propagate through a sum, so a finite total proves every
+    value finite. (Measured on CPU, 13 tensors of 2048x512: 1.6% of the forward, against
+    9.6% for `isfinite(t).all()`, which allocates a mask.) A non-finite total (a NaN or inf,
+    in a real token or in padding, or a finite overflow, which needs |values| near 1e38)
+    leads to the exact pass, real tokens only: the first place in the forward where a value
+    is NaN or inf (boundary, or sublayer and layer), how many values in how many tokens, and
+    the first token, named by `locate(k)` for its index k among the batch's real tokens in
+    sequence order."""
+    total = None
+    for kind in ("resid", "attn", "mlp"):
+        for t in out[kind].values():
+            s = t.sum(dtype=torch.float32)
+            total = s if total is None else total + s.to(total.device)
+    if total is None or bool(torch.isfinite(total)):
+        return
+    for kind, i in sorted(((k, i) for k in ("resid", "attn", "mlp") for i in out[k]), key=_forward_order):
+        t = out[kind][i]
+        bad = ~torch.isfinite(t) & keep.to(t.device)[..., None]
+        if not bool(bad.any()):
+            continue
+        per_token = bad.any(-1)[keep.to(t.device)]
+        first, k = int(torch.nonzero(per_token)[0, 0]), int(per_token.sum())
+        where = locate(first) if locate is not None else f"token {first} of the batch"
+        raise NonFiniteError(
+            f"non-finite activations at {_what(kind, i)}: {int(bad.sum()):,} NaN/inf values in {k:,} "
+            f"token{'s' if k != 1 else ''} of this batch, first at {where}; nothing of this batch was written and "
+            "the store stays incomplete: check the checkpoint's weights for NaN/inf, or compute in --dtype float32"
+        )

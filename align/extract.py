@@ -26,7 +26,7 @@ import numpy as np
 
 import align
 from align import capture, corpus, models, provenance
-from align.errors import DiskSpaceError, InputError, NonFiniteError, OutputRefused, StoreMismatch
+from align.errors import DiskSpaceError, InputError, OutputRefused, StoreMismatch
 from align.faults import fault_point
 from align.layers import parse_layers
 from align.store.codecs import DEFAULT_CODEC, encode, physical_dtype
@@ -183,62 +183,15 @@ def _pad(batch, device):
     return ids.to(device), mask.to(device)
 
 
-def _what(kind: str, i: int) -> str:
-    return {"resid": f"boundary {i}", "attn": f"the attention output of layer {i}", "mlp": f"the MLP output of layer {i}"}[kind]
-
-
-def _forward_order(kind_index) -> float:
-    """Where a captured tensor arises in the forward: h_l, then a_l, m_l, then h_{l+1}."""
-    kind, i = kind_index
-    return i + {"resid": 0.0, "attn": 0.3, "mlp": 0.6}[kind]
-
-
-def check_finite(out: dict, keep, locate=None) -> None:
-    """Refuse non-finite values among the real (unpadded) tokens of a captured batch.
-
-    out: capture's dict {kind: {index: (batch, seq, d_model)}}; keep: (batch, seq) bool mask.
-    The fast test is one float32 sum per tensor on its device, the sums added, and one host
-    sync for the batch: NaN and inf propagate through a sum, so a finite total proves every
-    value finite. (Measured on CPU, 13 tensors of 2048x512: 1.6% of the forward, against
-    9.6% for `isfinite(t).all()`, which allocates a mask.) A non-finite total (a NaN or inf,
-    in a real token or in padding, or a finite overflow, which needs |values| near 1e38)
-    leads to the exact pass, real tokens only: the first place in the forward where a value
-    is NaN or inf (boundary, or sublayer and layer), how many values in how many tokens, and
-    the first token, named by `locate(k)` for its index k among the batch's real tokens in
-    sequence order."""
-    import torch
-
-    total = None
-    for kind in ("resid", "attn", "mlp"):
-        for t in out[kind].values():
-            s = t.sum(dtype=torch.float32)
-            total = s if total is None else total + s.to(total.device)
-    if total is None or bool(torch.isfinite(total)):
-        return
-    for kind, i in sorted(((k, i) for k in ("resid", "attn", "mlp") for i in out[k]), key=_forward_order):
-        t = out[kind][i]
-        bad = ~torch.isfinite(t) & keep.to(t.device)[..., None]
-        if not bool(bad.any()):
-            continue
-        per_token = bad.any(-1)[keep.to(t.device)]
-        first, k = int(torch.nonzero(per_token)[0, 0]), int(per_token.sum())
-        where = locate(first) if locate is not None else f"token {first} of the batch"
-        raise NonFiniteError(
-            f"non-finite activations at {_what(kind, i)}: {int(bad.sum()):,} NaN/inf values in {k:,} "
-            f"token{'s' if k != 1 else ''} of this batch, first at {where}; nothing of this batch was written and "
-            "the store stays incomplete: check the checkpoint's weights for NaN/inf, or compute in --dtype float32"
-        )
-
-
 def forward_batch(model, batch, boundaries, layers, store_dtype: str, locate=None) -> dict[str, np.ndarray]:
     """Run one batch of sequences; returns {kind: (n_kept, n_real_tokens, d_model)} encoded
     for storage, tokens in sequence order, padding dropped. Non-finite values are refused
-    before anything is encoded (`check_finite`). Each captured tensor is copied once,
+    before anything is encoded (`capture.check_finite`). Each captured tensor is copied once,
     straight into the output array (this loop runs at the forward's pace)."""
     ids, mask = _pad(batch, models.input_device(model))
     out = capture.run(model, ids, mask, boundaries, layers)
     keep = mask.bool()
-    check_finite(out, keep, locate)
+    capture.check_finite(out, keep, locate)
     padded = not bool(keep.all())
     n = int(keep.sum())
     result = {}

@@ -199,7 +199,7 @@ def test_pickle_only_checkpoint_creates_no_store(cli, pickle_only, corpus_file, 
 # ---------------------------------------------------------------------------- item 14
 
 
-def test_each_run_segment_is_recorded(zoo, corpus_file, tmp_path):
+def test_each_run_segment_is_recorded(zoo, corpus_file, tmp_path, cli):
     out = tmp_path / "s.zarr"
     base = _extract_cmd(zoo("qwen2"), corpus_file, out, "--chunk-tokens", "64")
     _killed_run(base + ["--batch-size", "2"], tmp_path, "between_batches:3")
@@ -216,6 +216,8 @@ def test_each_run_segment_is_recorded(zoo, corpus_file, tmp_path):
         assert r["device"] == "cpu" and r["dtype"] == "float32" and r["host"] == socket.gethostname()
         assert r["align_version"] and r["started"].endswith("+00:00")
     assert runs[0]["started"] <= runs[1]["started"]
+    code, text, _ = cli("info", out)
+    assert code == 0 and f"tokens 0..{stopped:,}, batch size 2, cpu" in text and f"tokens {stopped:,}..{s.n_tokens:,}, batch size 3" in text
 
 
 # ---------------------------------------------------------------------------- item 15
@@ -374,7 +376,7 @@ def test_finite_check_ignores_padding_and_finite_overflow_but_not_real_tokens():
     import torch
 
     from align.errors import NonFiniteError
-    from align.extract import check_finite
+    from align.capture import check_finite
 
     keep = torch.tensor([[True, True, False], [True, True, True]])  # 5 real tokens
     resid = torch.zeros(2, 3, 4)
