@@ -122,6 +122,11 @@ def check_output(path: str, schema: str, *, inputs=(), overwrite: bool = False, 
     if os.path.islink(shown):
         raise OutputRefused(f"-o {path} is a symbolic link: give the path of a new or empty folder instead")
     if not os.path.lexists(shown):
+        ancestor = os.path.dirname(os.path.abspath(shown))
+        while not os.path.lexists(ancestor):
+            ancestor = os.path.dirname(ancestor)
+        if not os.path.isdir(ancestor):
+            raise OutputRefused(f"-o {path} lies under {ancestor}, which is a file, not a folder: choose another -o")
         return
     if not os.path.isdir(shown):
         raise OutputRefused(f"-o {path} is an existing file, not {_a(kind)}: choose another -o "

@@ -57,6 +57,7 @@ RULES = [
     ("holding an input", "lens", True, "holds this command's input"),
     ("symbolic link", "lens", True, "symbolic link"),
     ("unknown protocol", "lens", False, "unknown storage protocol 'foo'"),
+    ("under a file", "lens", False, "which is a file, not a folder"),
 ]
 
 
@@ -96,6 +97,9 @@ def test_check_output_rules(tmp_path, monkeypatch, extracted, what, schema, over
         os.symlink(tmp_path / "real", out)
     elif what == "unknown protocol":
         out = "foo://x/r.zarr"
+    elif what == "under a file":
+        (tmp_path / "notes.txt").write_text("x")
+        out = str(tmp_path / "notes.txt" / "sub" / "r.zarr")
     before = snapshot(tmp_path)
     if refusal is None:
         check_output(out, schema, inputs=inputs, overwrite=overwrite)
