@@ -126,7 +126,7 @@ def check_output(path: str, schema: str, *, inputs=(), overwrite: bool = False, 
         while not os.path.lexists(ancestor):
             ancestor = os.path.dirname(ancestor)
         if not os.path.isdir(ancestor):
-            raise OutputRefused(f"-o {path} lies under {ancestor}, which is a file, not a folder: choose another -o")
+            raise OutputRefused(f"-o {path}: {ancestor} is a file, not a folder: choose another -o")
         return
     if not os.path.isdir(shown):
         raise OutputRefused(f"-o {path} is an existing file, not {_a(kind)}: choose another -o "

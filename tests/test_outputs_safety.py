@@ -57,7 +57,7 @@ RULES = [
     ("holding an input", "lens", True, "holds this command's input"),
     ("symbolic link", "lens", True, "symbolic link"),
     ("unknown protocol", "lens", False, "unknown storage protocol 'foo'"),
-    ("under a file", "lens", False, "which is a file, not a folder"),
+    ("under a file", "lens", False, "notes.txt is a file, not a folder"),
 ]
 
 
