@@ -28,6 +28,8 @@ COMMAND_MODULES = {
     "skip": "align.cli.analyses",
     "lens": "align.cli.analyses",
     "depth": "align.cli.analyses",
+    "erase": "align.cli.interventions",
+    "igrad": "align.cli.interventions",
     "plot": "align.cli.plot",
     "demo": "align.cli.demo",
 }
@@ -96,6 +98,48 @@ INTERRUPTED = ("interrupted{by}: nothing incomplete opens as complete; re-run th
                "(`align extract` resumes where it stopped)")
 
 
+# What lowers the memory a command needs, per command (for out-of-memory messages).
+LOWER_MEMORY = {
+    "extract": "lower --batch-size (or --max-length), or spread the model with --device auto",
+    "fit": "lower --task-tokens or --memory-limit, or fit fewer --source-layers/--target-layers at a time",
+    "contrib": "lower --batch-size (or --max-length)",
+    "lens": "lower --batch-size (or --max-length)",
+    "skip": "lower --batch-size (or --max-length)",
+    "erase": "lower --batch-size (or --max-length)",
+    "igrad": "lower --batch-size or --steps (or --max-length)",
+    "plot": "draw a smaller --size",
+}
+
+
+def _command(argv) -> str | None:
+    """The subcommand named on the command line (the first argument that is one)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    return next((a for a in args if a in COMMAND_MODULES), None)
+
+
+def _is_device_oom(e: BaseException) -> bool:
+    """torch's out-of-memory error (CUDA and other accelerators), without importing torch."""
+    return any(c.__name__ == "OutOfMemoryError" and c.__module__.split(".")[0] == "torch" for c in type(e).__mro__)
+
+
+def device_oom_message(text: str, command: str | None) -> str:
+    """One line from torch's out-of-memory message: the device, what was asked, what was free,
+    and the option that lowers it. torch says e.g. "CUDA out of memory. Tried to allocate
+    2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.06 GiB is free. ..."."""
+    import re
+
+    asked = re.search(r"Tried to allocate ([\d.]+ ?[KMGT]?i?B)", text)
+    where = re.search(r"GPU (\d+) has a total capacity of ([\d.]+ ?[KMGT]?i?B) of which ([\d.]+ ?[KMGT]?i?B) is free", text)
+    device = f"cuda:{where.group(1)}" if where else ("the GPU" if "CUDA" in text else "the device")
+    parts = [f"out of memory on {device}"]
+    if asked:
+        parts.append(f"asked for {asked.group(1)}")
+    if where:
+        parts.append(f"{where.group(3)} free of {where.group(2)}")
+    hint = LOWER_MEMORY.get(command, "use smaller inputs")
+    return f"{', '.join(parts)}: {hint}"
+
+
 def main(argv=None) -> None:
     try:
         with _sigterm_unwinds():
@@ -123,8 +167,10 @@ def main(argv=None) -> None:
     except OSError as e:
         fail(f"{e.strerror or e}{': ' + str(e.filename) if getattr(e, 'filename', None) else ''}")
     except MemoryError:
-        fail("out of memory: use a smaller --batch-size or --memory-limit")
+        fail(f"out of host memory: {LOWER_MEMORY.get(_command(argv), 'use smaller inputs')}")
     except Exception as e:  # a bug, not a user error: still one line unless asked for more
+        if _is_device_oom(e):
+            fail(device_oom_message(str(e), _command(argv)))
         if os.environ.get("ALIGN_DEBUG"):
             raise
         fail(f"internal error: {type(e).__name__}: {e} (set ALIGN_DEBUG=1 to see the traceback, and report it)", 1)
