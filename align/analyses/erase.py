@@ -1,0 +1,206 @@
+"""Residual erasure (METHODS.md §6, [P1] §3.3).
+
+For a prompt with answer-predicting positions A (positions whose next token is an answer
+token, `align.analyses.answers`), boundary b = 0..L−1 (the residual entering block b) and
+position t: replace h_b(t) by μ_b, the mean of h_b over every real token (position 0
+included, as P1) of the reference prompts, run the rest of the model, and record
+
+    E[b, t] = max over τ in A of ‖p′(τ) − p(τ)‖₂
+
+(p, p′ the full-vocabulary probability vectors of the clean and the erased run, float32 or
+better). A causal model's p(τ) does not depend on positions after τ, so E[b, t] = 0 exactly
+for t > max A: those cells are stored as 0 and not run.
+
+Rows (one prompt, one erased position) are sorted by length and batched with right padding:
+each batch costs one clean forward and one forward per boundary (1 + L), all of the same batch
+shape, so erasing a cell with its own value gives E = 0 exactly. A one-position-at-a-time loop
+makes one clean forward per prompt and one per (boundary, position). Logits are computed only
+at the answer-predicting positions (final norm and unembedding of h_L there).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from align import models
+from align.analyses.forward import check_tokens, forward
+from align.analyses.prompts import pad
+from align.errors import InputError
+
+
+@dataclass
+class Row:
+    """One erased sequence: its prompt index, token ids (T,), the erased position and the
+    (T,) mask of answer-predicting positions."""
+
+    prompt: int
+    token_id: np.ndarray
+    position: int
+    measure: np.ndarray
+
+
+def check_reference(n_found: int, n_asked: int, source: str) -> None:
+    """InputError when the reference corpus has fewer prompts than --reference-docs asks for."""
+    if n_found < n_asked:
+        raise InputError(f"--reference {source} has {n_found} document{'s' if n_found != 1 else ''} with text, fewer than "
+                         f"--reference-docs {n_asked}: give a larger reference corpus or a smaller --reference-docs")
+
+
+def reference_mean(model, prompts, batch_size: int = 8) -> tuple[np.ndarray, int]:
+    """μ_b for b = 0..L−1: the mean residual entering block b over every real token of the
+    reference prompts (token-id arrays), accumulated in float64. Returns ((L, d_model), n_tokens)."""
+    import torch
+
+    if not prompts:
+        raise InputError("no reference prompts: give a reference corpus with at least one non-empty document")
+    L = len(models.blocks(model))
+    dev = models.input_device(model)
+    total, n = None, 0
+    for k in range(0, len(prompts), batch_size):
+        chunk = prompts[k:k + batch_size]
+        ids, mask, pos = pad(chunk, dev)
+        out = forward(model, ids, mask, pos, boundaries=range(L), logits=False, prompts=list(range(k, k + len(chunk))),
+                      run="reference run")
+        keep = mask.bool()
+        sums = torch.stack([out["resid"][b][keep].double().sum(0).cpu() for b in range(L)])
+        total = sums if total is None else total + sums
+        n += int(keep.sum())
+    return (total / n).numpy(), n
+
+
+def rows_for(prompts) -> list[Row]:
+    """One row per (prompt, position t ≤ the last answer-predicting position)."""
+    rows = []
+    for i, p in enumerate(prompts):
+        last = int(np.flatnonzero(p.predicts_answer).max())
+        rows.extend(Row(i, p.token_id, t, p.predicts_answer) for t in range(last + 1))
+    return rows
+
+
+def _install(model, boundary: int, where, value):
+    """Pre-hook on block `boundary`: h_b := value at positions `where` (B, T) bool. value: a
+    (d_model,) tensor, or None for the residual itself (the exact-zero check)."""
+    import torch
+
+    w = where[..., None]
+
+    def pre(module, args, kwargs):
+        h = args[0] if args else kwargs["hidden_states"]
+        repl = h if value is None else value.to(device=h.device, dtype=h.dtype).expand_as(h)
+        new = torch.where(w.to(h.device), repl, h)
+        if args:
+            return (new,) + tuple(args[1:]), kwargs
+        return args, {**kwargs, "hidden_states": new}
+
+    return models.blocks(model)[boundary].register_forward_pre_hook(pre, with_kwargs=True, prepend=True)
+
+
+def _probs(model, out, measure, L, rows, run):
+    """Probabilities (n_measured, V) at the measured positions (B, T) bool, from h_L."""
+    import torch
+
+    h = out["resid"][L][measure.to(out["resid"][L].device)]
+    logits = models.unembed(model)(models.final_norm(model)(h))
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+    idx = measure.nonzero().cpu().numpy()
+    check_tokens("the output logits", logits, lambda k: (rows[idx[k, 0]].prompt, int(idx[k, 1])), f" in the {run}")
+    return torch.softmax(logits, -1)
+
+
+def erase_effects(model, rows: list[Row], mean, boundaries=None) -> np.ndarray:
+    """E (n_boundaries, n_rows) float64 for one batch of rows: one clean forward and one
+    forward per boundary. mean: (L, d_model) array of replacement values μ_b, or None to
+    erase each cell with its own value (the result is then exactly 0)."""
+    import torch
+
+    L = len(models.blocks(model))
+    boundaries = list(range(L)) if boundaries is None else list(boundaries)
+    dev = models.input_device(model)
+    ids, mask, pos = pad([r.token_id for r in rows], dev)
+    B, T = ids.shape
+    where = torch.zeros((B, T), dtype=torch.bool)
+    measure = torch.zeros((B, T), dtype=torch.bool)
+    for i, r in enumerate(rows):
+        where[i, r.position] = True
+        measure[i, : len(r.token_id)] = torch.as_tensor(r.measure)
+    where, measure = where.to(dev), measure.to(dev)
+    row_of = measure.nonzero()[:, 0]
+    prompts = [r.prompt for r in rows]
+    p = _probs(model, forward(model, ids, mask, pos, (L,), logits=False, prompts=prompts, run="clean run"), measure, L,
+               rows, "clean run")
+    E = np.zeros((len(boundaries), B))
+    mu = None if mean is None else torch.as_tensor(np.asarray(mean))
+    for k, b in enumerate(boundaries):
+        handle = _install(model, b, where, None if mu is None else mu[b])
+        try:
+            run = f"run erasing boundary {b}"
+            out = forward(model, ids, mask, pos, (L,), logits=False, prompts=prompts, run=run)
+        finally:
+            handle.remove()
+        p2 = _probs(model, out, measure, L, rows, run)
+        d = (p2.to(p.device) - p).norm(dim=-1)
+        E[k] = torch.zeros(B, dtype=d.dtype, device=d.device).scatter_reduce(0, row_of.to(d.device), d, "amax").double().cpu().numpy()
+        del out, p2
+    return E
+
+
+def erasure(model, prompts, mean, *, batch_size: int = 8, progress=None) -> dict:
+    """Residual erasure of every (boundary, position) of each prompt (module docstring).
+
+    prompts: `AnswerPrompt`s; mean: (L, d_model) replacement values (`reference_mean`), or
+    None (test switch: erase with the residual itself). Returns {"E": (n_prompts, L, T_max)
+    float64, NaN at positions ≥ a prompt's length, 0 after its last answer-predicting
+    position; "n_forwards"; "n_forwards_one_at_a_time"; "n_rows"}."""
+    if not prompts:
+        raise InputError("no prompts to run: give at least one prompt with an answer")
+    if batch_size < 1:
+        raise InputError(f"--batch-size {batch_size} must be at least 1")
+    L = len(models.blocks(model))
+    T_max = max(len(p) for p in prompts)
+    E = np.full((len(prompts), L, T_max), np.nan)
+    for i, p in enumerate(prompts):
+        E[i, :, : len(p)] = 0.0
+    rows = rows_for(prompts)
+    # Rows of similar length share a batch: less padding; results are per row anyway.
+    rows.sort(key=lambda r: (len(r.token_id), r.prompt, r.position))
+    for k in range(0, len(rows), batch_size):
+        chunk = rows[k:k + batch_size]
+        e = erase_effects(model, chunk, mean)
+        for j, r in enumerate(chunk):
+            E[r.prompt, :, r.position] = e[:, j]
+        if progress is not None:
+            progress(min(k + batch_size, len(rows)), len(rows))
+    n_batches = -(-len(rows) // batch_size)
+    return {"E": E, "n_rows": len(rows), "n_forwards": n_batches * (1 + L),
+            "n_forwards_one_at_a_time": len(prompts) + len(rows) * L}
+
+
+def to_dataset(res: dict, prompts, attrs: dict, mean=None):
+    """The "erasure" result Dataset: `effect` (prompt, boundary, position); per (prompt,
+    position) the token labels, ids and the answer-predicting mask; `n_tokens` (prompt,);
+    `reference_mean` (boundary, d_model) when given."""
+    import xarray as xr
+
+    n, L, T = res["E"].shape
+    return xr.Dataset(_token_vars(prompts, T) | {"effect": (("prompt", "boundary", "position"), res["E"])}
+                      | ({"reference_mean": (("boundary", "d_model"), np.asarray(mean, np.float64))} if mean is not None else {}),
+                      coords={"prompt": np.arange(n), "boundary": np.arange(L), "position": np.arange(T)},
+                      attrs={**attrs, "n_layers": L, "n_prompts": n})
+
+
+def _token_vars(prompts, T) -> dict:
+    """Per (prompt, position): token label ("" past the end), id (−1) and answer mask."""
+    n = len(prompts)
+    labels = np.full((n, T), "", dtype=object)
+    ids = np.full((n, T), -1, np.int64)
+    pred = np.zeros((n, T), bool)
+    for i, p in enumerate(prompts):
+        labels[i, : len(p)] = p.tokens
+        ids[i, : len(p)] = p.token_id
+        pred[i, : len(p)] = p.predicts_answer
+    return {"token": (("prompt", "position"), labels.astype(str)), "token_id": (("prompt", "position"), ids),
+            "predicts_answer": (("prompt", "position"), pred),
+            "n_tokens": (("prompt",), np.array([len(p) for p in prompts], np.int64)),
+            "answer": (("prompt",), np.array([p.answer for p in prompts], dtype=str))}

@@ -1,0 +1,103 @@
+"""`align erase` and `align igrad` end to end: check -o, load the prompts with their answers
+(and the reference prompts), load the model, compute, write the result with its provenance.
+The CLI calls these; notebooks may too."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import align
+from align import corpus, models
+from align.analyses.run import _inputs, _log_default, _model_id
+
+
+def _provenance(spec, config, tokenizer, cspec) -> dict:
+    return {
+        "model": _model_id(spec.name), "revision": spec.revision, "model_type": config.model_type,
+        "random_init": spec.random_init, "seed": spec.seed if spec.random_init else None,
+        "config_hash": models.config_hash(config), "tokenizer_hash": corpus.tokenizer_hashes(tokenizer),
+        "special_tokens": dict(zip(("prefix", "suffix"), corpus.special_tokens(tokenizer))),
+        "corpus": {"source": cspec.describe(), "hash": corpus.corpus_hash(cspec), **cspec.options()},
+        "compute_dtype": spec.resolved_dtype(), "source": "model", "align_version": align.__version__,
+    }
+
+
+def _answer_options(answer_field, answer_marker) -> dict:
+    return {"answer_field": None if answer_marker is not None else answer_field, "answer_marker": answer_marker}
+
+
+def run_erase(output, *, spec, cspec, reference, reference_docs=10, answer_field="answer", answer_marker=None,
+              batch_size=8, overwrite=False, log=_log_default):
+    """`align erase`: residual erasure of every (boundary, position) of each prompt with the
+    mean residual of the first `reference_docs` documents of the corpus `reference` (a
+    path; read with the prompts' --text-field and --max-length, each document truncated to one
+    sequence), written as "erasure"."""
+    from align import store as st
+    from align.analyses import erase
+    from align.analyses.answers import load_answer_prompts
+    from align.analyses.prompts import load_prompts
+
+    inputs = _inputs(spec, cspec, reference=reference)
+    st.check_output(output, "erasure", inputs=inputs, overwrite=overwrite)
+    rspec = corpus.CorpusSpec(reference, text_field=cspec.text_field, max_length=cspec.max_length, overflow="truncate",
+                              max_docs=reference_docs)
+    corpus.validate(cspec)
+    corpus.validate(rspec)
+    config = models.load_config(spec)
+    tokenizer = models.load_tokenizer(spec)
+    prompts = load_answer_prompts(cspec, tokenizer, answer_field, answer_marker)
+    ref = load_prompts(rspec, tokenizer)
+    erase.check_reference(len(ref), reference_docs, reference)
+    prov = _provenance(spec, config, tokenizer, cspec)
+    model, _ = models.load_model(spec)
+    t0 = time.time()
+    mean, n_ref_tokens = erase.reference_mean(model, ref, batch_size)
+    res = erase.erasure(model, prompts, mean, batch_size=batch_size)
+    dt = time.time() - t0
+    L = config.num_hidden_layers
+    timing = {"seconds": round(dt, 3), "n_forwards": res["n_forwards"], "n_forwards_reference": -(-len(ref) // batch_size),
+              "n_forwards_one_at_a_time": res["n_forwards_one_at_a_time"]}
+    opts = {"batch_size": batch_size, "reference_docs": reference_docs, **_answer_options(answer_field, answer_marker)}
+    refp = {"source": rspec.describe(), "hash": corpus.corpus_hash(rspec), "n_prompts": len(ref), "n_tokens": n_ref_tokens}
+    ds = erase.to_dataset(res, prompts, {**prov, "options": opts, "timing": timing, "reference": refp}, mean)
+    st.write_result(output, ds, "erasure", overwrite=overwrite, inputs=inputs)
+    log(f"align erase: wrote {output} ({len(prompts)} prompts, {res['n_rows']:,} erased positions, boundaries 0..{L - 1}; "
+        f"reference mean over {n_ref_tokens:,} tokens of {len(ref)} prompts) in {dt:.1f} s: {res['n_forwards']:,} batched "
+        f"forward passes (a one-position-at-a-time loop makes {res['n_forwards_one_at_a_time']:,})")
+    return output
+
+
+def run_igrad(output, *, spec, cspec, parts=("layer", "attn", "mlp"), steps=64, answer_field="answer", answer_marker=None,
+              batch_size=16, overwrite=False, log=_log_default):
+    """`align igrad`: integrated gradients of each prompt's answer log-probability per part,
+    layer and position, written as "igrad". The model computes in float32 unless spec.dtype
+    asks for another dtype."""
+    from align import store as st
+    from align.analyses import igrad
+    from align.analyses.answers import load_answer_prompts
+
+    inputs = _inputs(spec, cspec)
+    st.check_output(output, "igrad", inputs=inputs, overwrite=overwrite)
+    if spec.dtype is None:  # gradients: float32 unless asked, also where the default would be bfloat16
+        spec = dataclasses.replace(spec, dtype="float32")
+    igrad.alphas(steps)
+    corpus.validate(cspec)
+    config = models.load_config(spec)
+    tokenizer = models.load_tokenizer(spec)
+    prompts = load_answer_prompts(cspec, tokenizer, answer_field, answer_marker)
+    prov = _provenance(spec, config, tokenizer, cspec)
+    model, _ = models.load_model(spec)
+    t0 = time.time()
+    res = igrad.integrated_gradients(model, prompts, parts=parts, steps=steps, batch_size=batch_size)
+    dt = time.time() - t0
+    L = config.num_hidden_layers
+    timing = {"seconds": round(dt, 3), "n_passes": res["n_passes"], "n_passes_one_at_a_time": res["n_passes_one_at_a_time"]}
+    opts = {"batch_size": batch_size, "parts": list(parts), "steps": steps, **_answer_options(answer_field, answer_marker)}
+    st.write_result(output, igrad.to_dataset(res, prompts, {**prov, "options": opts, "timing": timing}), "igrad",
+                    overwrite=overwrite, inputs=inputs)
+    gap, delta = float(abs(res["gap"]).max()), float(abs(res["f"][:, None, None] - res["f_baseline"]).max())
+    log(f"align igrad: wrote {output} ({len(prompts)} prompts, parts {','.join(parts)}, {L} layers, {steps} steps; "
+        f"completeness: largest |Σ_t A − (f(x) − f(baseline))| {gap:.3g}, largest |f(x) − f(baseline)| {delta:.3g}) in {dt:.1f} s: {res['n_passes']:,} batched forward and "
+        f"backward passes (a one-point-at-a-time loop makes {res['n_passes_one_at_a_time']:,})")
+    return output
