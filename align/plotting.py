@@ -30,7 +30,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from align.errors import InputError  # noqa: E402
 
 DEFAULT_SIZE = {"alignment": (900, 750), "contributions": (1200, 500), "skipping": (1200, 900),
-                "lens": (1200, 500), "depth": (700, 450)}
+                "lens": (1200, 500), "depth": (700, 450), "erasure": (1200, 420), "igrad": (1200, 420)}
 METRICS = ("relative_error", "r2")
 _REQUIRED = {
     "alignment": ("relative_error", "r2"),
@@ -38,7 +38,10 @@ _REQUIRED = {
     "skipping": ("R", "O"),
     "lens": ("kl", "overlap"),
     "depth": ("effective_depth", "ratio"),
+    "erasure": ("effect", "token", "predicts_answer", "n_tokens"),
+    "igrad": ("attribution", "token", "predicts_answer", "n_tokens"),
 }
+MAX_PANELS = 4  # prompts drawn by default, one row of panels each
 
 
 def schema_of(ds) -> str | None:
@@ -340,8 +343,89 @@ def _short(name) -> str:
     return os.path.basename(name.rstrip("/")) or name
 
 
+def _prompts_to_draw(ds, prompts):
+    n = int(ds.sizes["prompt"])
+    chosen = list(range(min(n, MAX_PANELS))) if prompts is None else [int(p) for p in prompts]
+    bad = [p for p in chosen if not 0 <= p < n]
+    if bad or not chosen:
+        raise InputError(f"prompt {bad[0] if bad else '(none)'} is not in this result: it holds prompts 0..{n - 1}")
+    return chosen
+
+
+def _token_axis(ax, ds, i):
+    """x ticks labelled with prompt i's tokens (answer-predicting positions in red); returns T."""
+    T = int(ds["n_tokens"].values[i])
+    labels = [str(t).replace("\n", "\\n") for t in ds["token"].values[i, :T]]
+    pred = ds["predicts_answer"].values[i, :T]
+    ax.set_xticks(range(T), labels, rotation=90, fontsize=6 if T > 40 else 8)
+    for tick, p in zip(ax.get_xticklabels(), pred):
+        if p:
+            tick.set_color("tab:red")
+    return T
+
+
+def plot_erasure(ds, prompts=None, size=None, dpi: int = 100):
+    """Residual erasure (METHODS.md §6, [P1] Fig. 6b): per prompt, the map of E[b, t] = max over
+    answer-predicting positions of ‖p′ − p‖₂ when the residual entering block b (rows, y) at
+    position t (columns, x, labelled with the tokens; answer-predicting ones in red) is
+    replaced by the reference mean. One panel per prompt in `prompts` [default: the first 4],
+    on one colour scale. Returns a Figure of `size` pixels [default 1200 wide, 420 high per
+    prompt]."""
+    check_schema(ds, "erasure", "plot_erasure")
+    chosen = _prompts_to_draw(ds, prompts)
+    w, h = DEFAULT_SIZE["erasure"]
+    fig, axes = _figure(size or (w, h * len(chosen)), dpi, len(chosen), 1, layout="constrained")
+    E = ds["effect"].values
+    vmax = float(np.nanmax(E[chosen])) if np.isfinite(E[chosen]).any() else 1.0
+    mesh = None
+    for k, i in enumerate(chosen):
+        ax = axes[k, 0]
+        T = _token_axis(ax, ds, i)
+        b = ds["boundary"].values
+        mesh = ax.pcolormesh(np.arange(T + 1) - 0.5, _edges(b), E[i, :, :T], cmap="viridis", vmin=0, vmax=vmax or 1.0,
+                             shading="flat", gid=f"effect/{i}")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylabel("boundary b")
+        answer = str(ds["answer"].values[i]) if "answer" in ds else ""
+        ax.set_title(f"prompt {i}: erasing h_b(t); answer {answer[:40]!r}", fontsize=9)
+    fig.colorbar(mesh, ax=[axes[k, 0] for k in range(len(chosen))], label="max over answer positions of ‖p′ − p‖₂")
+    fig.suptitle(f"residual erasure: {_short(ds.attrs.get('model', ''))}", fontsize=10)
+    return fig
+
+
+def plot_igrad(ds, prompts=None, size=None, dpi: int = 100):
+    """Integrated gradients ([P1] §3.3): per prompt (rows of panels) and part (columns), the
+    attribution A[l, t] of the answer's log-probability to what the part adds at layer l
+    (y) and position t (x, tokens; answer-predicting ones in red), on a symmetric diverging
+    scale per prompt. Each panel's title gives the largest completeness gap of its layers.
+    Returns a Figure of `size` pixels [default 1200 wide, 420 high per prompt]."""
+    check_schema(ds, "igrad", "plot_igrad")
+    chosen = _prompts_to_draw(ds, prompts)
+    parts = [str(p) for p in ds["part"].values]
+    w, h = DEFAULT_SIZE["igrad"]
+    fig, axes = _figure(size or (w, h * len(chosen)), dpi, len(chosen), len(parts), layout="constrained")
+    A = ds["attribution"].transpose("prompt", "part", "layer", "position").values
+    layers = ds["layer"].values
+    for k, i in enumerate(chosen):
+        T = int(ds["n_tokens"].values[i])
+        r = float(np.nanmax(np.abs(A[i, :, :, :T]))) or 1.0
+        mesh = None
+        for q, part in enumerate(parts):
+            ax = axes[k, q]
+            _token_axis(ax, ds, i)
+            mesh = ax.pcolormesh(np.arange(T + 1) - 0.5, _edges(layers), A[i, q, :, :T], cmap="RdBu_r", vmin=-r, vmax=r,
+                                 shading="flat", gid=f"attribution/{i}/{part}")
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.set_ylabel("layer l")
+            gap = float(np.nanmax(np.abs(ds["completeness_gap"].sel(part=part).values[i]))) if "completeness_gap" in ds else float("nan")
+            ax.set_title(f"prompt {i}, {part}: completeness gap ≤ {gap:.2g}", fontsize=9)
+        fig.colorbar(mesh, ax=[axes[k, q] for q in range(len(parts))], label="attribution to log p(answer)")
+    fig.suptitle(f"integrated gradients ({ds.attrs.get('steps', '?')} steps): {_short(ds.attrs.get('model', ''))}", fontsize=10)
+    return fig
+
+
 PLOTTERS = {"alignment": plot_alignment, "contributions": plot_contributions, "skipping": plot_skipping,
-            "lens": plot_lens, "depth": plot_depth}
+            "lens": plot_lens, "depth": plot_depth, "erasure": plot_erasure, "igrad": plot_igrad}
 
 
 def plot_result(ds, **options):
