@@ -556,6 +556,13 @@ class Executor:
     idle: int
 
 
+def _quietly(close) -> None:
+    """Close a Dask client or cluster on the way out of a fit; an error while closing (Dask's
+    own, after an interrupt) must not replace the error that ended the fit."""
+    with contextlib.suppress(Exception):
+        close()
+
+
 def _no_memory_guard() -> dict:
     """Dask's spill/pause/restart thresholds count a worker's idle footprint against its
     share; the fit's own plan keeps it within the budget, so the workers align starts run
@@ -605,6 +612,36 @@ def _quiet_dask():
 
 
 @contextlib.contextmanager
+def _signals_deferred():
+    """While a local cluster starts (a few seconds). SIGINT is ignored, and its worker
+    processes inherit that for their lifetime: a terminal's Ctrl-C goes to the whole process
+    group, the workers are this process's to stop, and one interrupted while importing
+    printed a traceback. (Python keeps an inherited SIG_IGN; a blocked mask would not
+    survive the spawn.) A Ctrl-C in this window is lost: press it again once the cluster is
+    up. SIGTERM is recorded and acted on once the cluster exists and can be closed: a
+    half-started cluster left Dask's exit handler printing tracebacks."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got = []
+    previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous_term = signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous_int)
+        signal.signal(signal.SIGTERM, previous_term)
+    if got:
+        if callable(previous_term):
+            previous_term(signal.SIGTERM, None)  # the CLI's handler: unwinds like Ctrl-C
+        elif previous_term == signal.SIG_DFL:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+@contextlib.contextmanager
 def _executor(scheduler, n_workers, memory_limit, log):
     """Yields an Executor for `scheduler` (see `fit`); `n_workers` is the local cluster's
     size, decided by `local_workers`. Whatever ends the fit (an error in a task, Ctrl-C or
@@ -637,12 +674,12 @@ def _start_dask(stack, scheduler, n_workers, limit, seen, log) -> Executor:
     if scheduler is None:
         n = n_workers or _cores()
         total = limit or _total_memory()
-        with dask.config.set(_no_memory_guard()):
+        with _signals_deferred(), dask.config.set(_no_memory_guard()):
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=total // n,
                                    dashboard_address=None, silence_logs=logging.CRITICAL)
-        stack.callback(cluster.close)
+        stack.callback(_quietly, cluster.close)
         client = Client(cluster)
-        stack.callback(client.close)
+        stack.callback(_quietly, client.close)
         client.run(_warm_rss)
         _warm_rss()
         ex = Executor(None, seen, {}, n, "local", total, _tree_rss())
@@ -656,7 +693,7 @@ def _start_dask(stack, scheduler, n_workers, limit, seen, log) -> Executor:
         except (ValueError, TypeError) as e:  # not an address at all: "notaurl"
             raise InputError(f"--scheduler {scheduler} is not a Dask scheduler address ({e}): give one such as "
                              "tcp://host:8786, or `synchronous` to run in this process") from None
-        stack.callback(client.close)
+        stack.callback(_quietly, client.close)
         workers = client.scheduler_info().get("workers", {})
         if not workers:
             raise InputError(f"--scheduler {scheduler}: the cluster has no workers; start some with `dask worker {scheduler}`")
