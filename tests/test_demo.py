@@ -193,3 +193,24 @@ def test_demo_bad_options(cli, tmp_path, args, words):
     for w in words:
         assert w in stderr, stderr
     assert not (tmp_path / "d").exists()
+
+
+def test_demo_stores_hold_the_training_tokenization_newlines_included(demo_run):
+    """The ids in the demo's stores are those of the models' own tokenizer.json read by the
+    `tokenizers` library, document by document: newlines are tokens (they were dropped when
+    align loaded the tokenizer through AutoTokenizer)."""
+    from tokenizers import Tokenizer
+
+    from align.store import open_activations
+
+    out, report = demo_run
+    with open(os.path.join(out, "corpus", "heldout.txt"), encoding="utf-8") as f:
+        docs = [d for d in f.read().split("\n\n") if d.strip()]
+    for name in ("shallow", "deep"):
+        ref = Tokenizer.from_file(os.path.join(report.models[name], "tokenizer.json"))
+        s = open_activations(report.stores[name])
+        ids, doc = s.tokens("token_id"), s.tokens("doc")
+        assert len(set(doc.tolist())) == len(docs)
+        for d, text in enumerate(docs):
+            np.testing.assert_array_equal(ids[doc == d], ref.encode(text.strip("\n")).ids, err_msg=f"{name} doc {d}")
+        assert (ids == ref.token_to_id("\n")).sum() == sum(t.strip("\n").count("\n") for t in docs) > 0
