@@ -145,30 +145,80 @@ def _human(n: float) -> str:
         n /= 1024
 
 
-def _batches(store, start_token: int, batch_size: int):
-    """Batches of consecutive sequences read from the store's token table from `start_token`
-    (a sequence start): yields ([token_id arrays], seq_end), seq_end = sequences done after
-    the batch. Memory: one block of the table and one batch."""
+# Length grouping. Windows of GROUP_FACTOR x batch_size sequences, counted from the store's
+# first sequence, are each cut into batches of similar length. A window's batches depend only
+# on the token table and the batch size, never on where a run started, so every sequence is
+# computed in the same batch (same padding, same bits) on a first run, a re-run and a resume.
+# Memory: at most one window's outputs wait for the sequences before them (4 batches).
+GROUP_FACTOR = 4
+
+
+def group_batches(lengths, batch_size: int) -> list[list[int]]:
+    """Cut one window into batches of similar length: positions sorted by length (longest
+    first, ties by position), cut every `batch_size`; each batch lists its positions in
+    increasing order, and batches come in the order of their first position (so the
+    window's first sequences are ready, and written, early)."""
+    order = sorted(range(len(lengths)), key=lambda i: (-int(lengths[i]), i))
+    batches = [sorted(order[i:i + batch_size]) for i in range(0, len(order), batch_size)]
+    return sorted(batches)
+
+
+def padding_fraction(lengths, batch_size: int, window: int) -> float:
+    """Padded positions / all positions computed when `lengths` (corpus order) are batched in
+    windows of `window` sequences (window == batch_size: consecutive batches, no grouping)."""
+    pad = total = 0
+    for w0 in range(0, len(lengths), window):
+        part = [int(x) for x in lengths[w0:w0 + window]]
+        batches = group_batches(part, batch_size) if window > batch_size else \
+            [list(range(i, min(i + batch_size, len(part)))) for i in range(0, len(part), batch_size)]
+        for b in batches:
+            T = max(part[i] for i in b)
+            total += T * len(b)
+            pad += T * len(b) - sum(part[i] for i in b)
+    return pad / total if total else 0.0
+
+
+def _seq_start_token(store, seq: int, below: int) -> int:
+    """The first token of sequence `seq` (a binary search of the token table's seq column
+    in [0, below); a few one-element reads)."""
+    lo, hi = 0, below
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if int(store.tokens("seq", mid, mid + 1)[0]) < seq:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _windows(store, start_token: int, window: int):
+    """Windows of sequences read from the token table from `start_token` (the first token of
+    a window's first sequence, or of the store's): yields lists of (seq, first token, token
+    ids), each list the sequences of one window [k*window, (k+1)*window). Memory: one block
+    of the table and one window of token ids."""
     n, block = store.n_tokens, 1 << 16
-    batch, cur, cur_seq = [], [], None
+    win, cur, cur_seq, cur_start = [], [], None, start_token
     for b0 in range(start_token, n, block):
         b1 = min(n, b0 + block)
         ids, seqs = store.tokens("token_id", b0, b1), store.tokens("seq", b0, b1)
         cuts = np.flatnonzero(np.diff(seqs)) + 1
-        for piece_ids, piece_seq in zip(np.split(ids, cuts), np.split(seqs, cuts)):
+        starts = [0] + cuts.tolist()
+        for s0, piece_ids, piece_seq in zip(starts, np.split(ids, cuts), np.split(seqs, cuts)):
             sid = int(piece_seq[0])
             if cur and sid != cur_seq:
-                batch.append(np.concatenate(cur))
+                win.append((cur_seq, cur_start, np.concatenate(cur)))
                 cur = []
-                if len(batch) == batch_size:
-                    yield batch, cur_seq + 1
-                    batch = []
+                if sid // window != cur_seq // window:
+                    yield win
+                    win = []
+            if not cur:
+                cur_start = b0 + s0
             cur_seq = sid
             cur.append(piece_ids)
     if cur:
-        batch.append(np.concatenate(cur))
-    if batch:
-        yield batch, cur_seq + 1
+        win.append((cur_seq, cur_start, np.concatenate(cur)))
+    if win:
+        yield win
 
 
 def _pad(batch, device):
@@ -224,9 +274,12 @@ class _Progress:
 
             self.bar = tqdm(total=total, initial=done, unit="tok", unit_scale=True, file=self.stream, dynamic_ncols=True)
 
-    def update(self, n: int):
+    def update(self, n: int, padding: float | None = None):
+        """`n` more tokens written; `padding`: the run's padded fraction of computed positions."""
         self.done += n
         if self.bar is not None:
+            if padding is not None:
+                self.bar.set_postfix_str(f"padding {padding:.1%}", refresh=False)
             self.bar.update(n)
             return
         now = time.time()
@@ -234,7 +287,8 @@ class _Progress:
             self.last = now
             rate = (self.done - self.start_done) / max(now - self.t0, 1e-9)
             eta = (self.total - self.done) / rate if rate > 0 else float("inf")
-            self.log(f"align extract: {self.done:,}/{self.total:,} tokens, {rate:,.0f} tok/s, ETA {eta:,.0f} s")
+            pad = f", padding {padding:.1%}" if padding is not None else ""
+            self.log(f"align extract: {self.done:,}/{self.total:,} tokens, {rate:,.0f} tok/s{pad}, ETA {eta:,.0f} s")
 
     def close(self):
         if self.bar is not None:
@@ -242,8 +296,9 @@ class _Progress:
 
 
 class _BackgroundWriter:
-    """Runs the store writer in a thread so writing overlaps the next forward pass; at most
-    `depth` batches wait, which keeps memory bounded."""
+    """Runs the store writer in a thread so writing overlaps the next forward pass. Each item
+    is a list of appends (arrays, seq_end), one per sequence, in sequence order; at most
+    `depth` items wait, which keeps memory bounded."""
 
     def __init__(self, writer, depth: int = 2):
         self.writer, self.q, self.error = writer, queue.Queue(maxsize=depth), None
@@ -257,14 +312,15 @@ class _BackgroundWriter:
                 return
             if self.error is None:
                 try:
-                    self.writer.append(*item)
+                    for arrays, seq_end in item:
+                        self.writer.append(arrays, seq_end)
                 except BaseException as e:  # re-raised in the caller's thread
                     self.error = e
 
-    def put(self, arrays, seq_end):
+    def put(self, appends: list):
         if self.error is not None:
             raise self.error
-        self.q.put((arrays, seq_end))
+        self.q.put(appends)
 
     def close(self, raise_error: bool = True):
         self.q.put(None)
@@ -429,7 +485,9 @@ def extract(
                 + (f" (removed {removed} partial file(s) left by a killed write)" if removed else ""))
             status = "resumed"
 
-        _start_segment(store, provenance.run_segment(store.progress["committed_tokens"], batch_size, device, compute_dtype))
+        segment = provenance.run_segment(store.progress["committed_tokens"], batch_size, device, compute_dtype)
+        segment["group_window"] = batch_size * GROUP_FACTOR
+        _start_segment(store, segment)
         return _forward_all(net, store, batch_size, boundaries, kept_layers, store_dtype, status, log, t0, terminal)
 
 
@@ -459,51 +517,88 @@ def _start_segment(store, segment: dict) -> None:
     _set_runs(store, runs + [segment])
 
 
-def _end_segment(store) -> None:
+def _end_segment(store, padding: float) -> None:
     runs = [dict(r) for r in store.group.attrs["provenance"].get("runs", [])]
     runs[-1]["tokens"] = [runs[-1]["tokens"][0], store.n_tokens]
+    runs[-1]["padding_fraction"] = round(float(padding), 6)
     _set_runs(store, runs)
 
 
 def _forward_all(model, store, batch_size, boundaries, kept_layers, store_dtype, status, log, t0, terminal) -> ExtractReport:
+    """Forward the store's sequences window by window (length-grouped batches, see
+    group_batches) and hand each sequence's activations to the writer in sequence order, as
+    soon as every sequence before it is done. A resume starts at a committed sequence, which
+    may lie inside a window: the whole window is computed again, so every sequence meets the
+    batch it had in an uninterrupted run, and the sequences already written are dropped."""
     from align import store as st
 
     writer = st.ActivationWriter(store)
     start_tokens, start_seq = writer.committed
+    window = batch_size * GROUP_FACTOR
+    w0 = (start_seq // window) * window
+    first_token = _seq_start_token(store, w0, start_tokens) if w0 < start_seq else start_tokens
     progress = _Progress(store.n_tokens, start_tokens, log, terminal)
     bg = _BackgroundWriter(writer)
     t_fwd = time.time()
-    token0 = start_tokens
+    stats = {"padded": 0, "computed": 0}
 
-    def locate(k: int) -> str:
-        g = token0 + k
-        doc, pos = int(store.tokens("doc", g, g + 1)[0]), int(store.tokens("pos", g, g + 1)[0])
-        return f"document {doc}, position {pos} (token {g:,})"
+    def locator(members):
+        """locate(k) for a batch: k indexes its real tokens, sequence after sequence."""
+        cum = np.cumsum([0] + [len(ids) for _, _, ids in members])
 
+        def locate(k: int) -> str:
+            j = int(np.searchsorted(cum, k, side="right")) - 1
+            g = members[j][1] + (k - int(cum[j]))
+            doc, pos = int(store.tokens("doc", g, g + 1)[0]), int(store.tokens("pos", g, g + 1)[0])
+            return f"document {doc}, position {pos} (token {g:,})"
+        return locate
+
+    n_forward = 0
     try:
-        for i, (batch, seq_end) in enumerate(_batches(store, start_tokens, batch_size)):
-            if i:
-                fault_point("between_batches")
-            arrays = forward_batch(model, batch, boundaries, kept_layers, store_dtype, locate)
-            bg.put(arrays, seq_end)
-            n_batch = sum(len(x) for x in batch)
-            token0 += n_batch
-            progress.update(n_batch)
+        for win in _windows(store, first_token, window):
+            ready: dict[int, dict] = {}
+            nxt = next((i for i, (sid, _, _) in enumerate(win) if sid >= start_seq), len(win))
+            for b in group_batches([len(ids) for _, _, ids in win], batch_size):
+                if n_forward:
+                    fault_point("between_batches")
+                n_forward += 1
+                members = [win[i] for i in b]
+                seqs = [ids for _, _, ids in members]
+                arrays = forward_batch(model, seqs, boundaries, kept_layers, store_dtype, locator(members))
+                T = max(len(x) for x in seqs)
+                stats["computed"] += T * len(seqs)
+                stats["padded"] += T * len(seqs) - sum(len(x) for x in seqs)
+                off = 0
+                for i, x in zip(b, seqs):
+                    # Views into the batch's arrays: no copy until the writer's flush.
+                    ready[i] = {k: v[:, off:off + len(x)] for k, v in arrays.items()}
+                    off += len(x)
+                del arrays
+                appends, n_new = [], 0
+                while nxt in ready:
+                    appends.append((ready.pop(nxt), win[nxt][0] + 1))
+                    n_new += len(win[nxt][2])
+                    nxt += 1
+                if appends:
+                    bg.put(appends)
+                    progress.update(n_new, stats["padded"] / stats["computed"])
     except BaseException:
-        # The batches already handed over are finite and whole: let them be written (and
+        # The sequences already handed over are finite and whole: let them be written (and
         # committed at chunk ends) before the error propagates and the lock is released.
         bg.close(raise_error=False)
         raise
     finally:
         progress.close()
     bg.close()
-    _end_segment(store)
+    padding = stats["padded"] / max(stats["computed"], 1)
+    _end_segment(store, padding)
     writer.finish()
     n = store.n_tokens - start_tokens
     dt = time.time() - t_fwd
     dropped = dropped_summary(store.provenance.get("corpus", {}))
     log(f"align extract: wrote {store.path} ({store.n_tokens:,} tokens, boundaries {_span(boundaries)}"
-        + (f", sublayers of {len(kept_layers)} blocks" if kept_layers else "") + f") at {n / max(dt, 1e-9):,.0f} tok/s; "
+        + (f", sublayers of {len(kept_layers)} blocks" if kept_layers else "") + f") at {n / max(dt, 1e-9):,.0f} tok/s, "
+        + f"padding {padding:.1%} of computed positions (batches grouped by length in windows of {window} sequences); "
         + dropped)
     return ExtractReport(store.path, status, store.n_tokens, time.time() - t0, n / max(dt, 1e-9))
 
