@@ -14,9 +14,7 @@ task, so the statistics are the same bits under any scheduler. The math is in al
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import logging
 import math
 import os
 import shutil
@@ -30,20 +28,19 @@ import numpy as np
 
 import align
 from align import ridge
+from align.cluster import (  # noqa: F401  (_no_memory_guard, _warm_rss: bench/fit.py reads them here)
+    PLAN_FRACTION, _no_memory_guard, _warm_rss, blas_limit, cpu_cores, default_memory_limit, executor,
+    human_bytes, local_workers, refuse_memory, worker_budget_of,
+)
 from align.errors import DiskSpaceError, InputError, NonFiniteError, OutputRefused, StoreError
 from align.faults import fault_point
 from align.layers import parse_layers
 
 PART_NAMES = {ridge.FIT: "fit", ridge.VAL: "validation"}
 TEST = 2  # part code of held-out rows; -1: not used (position 0, or excluded)
-SYNC = ("sync", "synchronous")
 TOKENIZER_PARTS = ("vocab", "merges", "added_tokens", "normalizer_pretokenizer", "special_wrapping")
 GPU_FRACTION = 0.5  # of a GPU's free memory the accumulators may plan for
 MIN_TASK_TOKENS = 256  # tokens per task are cut down to this before the pair grid is blocked
-# Share of the memory left after the idle footprint that the plan fills, a margin for what
-# `block_bytes` does not count (allocator slack, Dask's copies of results in transit). In
-# bench/fit.py the measured peak above the idle footprint was ~70% of the planned bytes.
-PLAN_FRACTION = 0.9
 
 
 @dataclass
@@ -267,13 +264,6 @@ def client_bytes(n_tokens: int, n_pairs: int, d_s: int, d_t: int, save_maps: boo
     return 26 * n_tokens + (2 * 8 * n_pairs * (d_s + 1) * d_t if save_maps else 0)
 
 
-def _human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-
-
 # -- before computing: room for the result, worker processes ------------------------------
 
 RESULT_MARGIN = 1.05  # as align.extract's DISK_MARGIN: file-system blocks and slack
@@ -331,58 +321,11 @@ def check_room(output: str, sizes: dict) -> None:
     need = sum(sizes.values())
     free = _free_bytes(existing)
     if need * RESULT_MARGIN > free:
-        maps = f", {_human(sizes['maps'])} of it the maps of --save-maps" if sizes.get("maps") else ""
+        maps = f", {human_bytes(sizes['maps'])} of it the maps of --save-maps" if sizes.get("maps") else ""
         raise DiskSpaceError(
-            f"-o {output}: the alignment result needs up to {_human(need * RESULT_MARGIN)}{maps}, but only {_human(free)} "
+            f"-o {output}: the alignment result needs up to {human_bytes(need * RESULT_MARGIN)}{maps}, but only {human_bytes(free)} "
             f"is free in {existing}: free some space or choose another -o{' (or drop --save-maps)' if maps else ''}; "
             "nothing was computed")
-
-
-def _cores() -> int:
-    """CPU cores this process may run on (its affinity mask where the OS has one)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def local_workers(n_workers: int | None, limit: int, pair_bytes: int, client_extra: int, log) -> int:
-    """How many worker processes a local cluster gets, decided before any is started.
-
-    At most one per CPU core this process may run on (`_cores`): more would only share the
-    cores, each holding its own idle memory; the log says so when --workers asked for more.
-    Then memory: each worker is estimated to use, idle, what this process uses warm
-    (`_warm_rss`), and one layer pair needs `pair_bytes` per worker; n workers fit `limit`
-    when (n + 1)·idle + client_extra + n·pair_bytes ≤ limit. A default-sized cluster shrinks
-    to what fits (logged); an explicit --workers that does not fit is refused, naming how
-    many do. Once started, the footprint is measured and the plan redone on it."""
-    cores = _cores()
-    n = n_workers or cores
-    if n > cores:
-        log(f"align fit: --workers {n} capped to {cores}, the CPU cores this process may run on (more worker "
-            "processes would only share them, each with its own idle memory); for more, start a Dask cluster "
-            "and pass --scheduler ADDRESS")
-        n = cores
-    import distributed  # noqa: F401  (every worker imports it: count it in this process's footprint too)
-
-    idle = _warm_rss()
-
-    def fits(k: int) -> bool:
-        return (k + 1) * idle + client_extra + k * pair_bytes <= limit
-
-    if fits(n):
-        return n
-    most = next((k for k in range(n - 1, 0, -1) if fits(k)), 0)
-    if most and n_workers is None:
-        log(f"align fit: {most} worker process{'es' if most > 1 else ''} instead of {n}: --memory-limit {_human(limit)} holds no more "
-            f"(each uses about {_human(idle)} idle, as this process does, and one layer pair needs {_human(pair_bytes)})")
-        return most
-    where = (f"this process uses {_human(idle)} idle and each worker about as much, the split {_human(client_extra)}, "
-             f"and one layer pair needs {_human(pair_bytes)} per worker")
-    todo = (f"use --workers {most} or fewer, or raise --memory-limit" if most else
-            f"raise --memory-limit to at least {_human(2 * idle + client_extra + pair_bytes)}, or use --scheduler synchronous")
-    raise InputError(f"--memory-limit {_human(limit)} cannot hold {n} worker process(es) ({where}; estimated before "
-                     f"starting any): {todo}")
 
 
 # -- tasks (run on workers) ---------------------------------------------------------------
@@ -393,18 +336,6 @@ def _open(path: str, storage_options_key: str | None = None):
     import json
 
     return st.open_activations(path, json.loads(storage_options_key) if storage_options_key else None)
-
-
-@contextlib.contextmanager
-def _blas(threads: int | None):
-    """A fixed BLAS thread count inside a task: float sums must not depend on where they ran."""
-    if threads is None:
-        yield
-        return
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=threads, user_api="blas"):
-        yield
 
 
 def _read(path, so, I, start, stop, rows=None):
@@ -418,7 +349,7 @@ def _read(path, so, I, start, stop, rows=None):
 
 def _stats_task(src, tgt, so, I, J, start, stop, part, shifts, device, threads):
     x_shift, y_shift = shifts
-    with _blas(threads):
+    with blas_limit(threads):
         xs, ys = _read(src, so, I, start, stop), _read(tgt, so, J, start, stop)
         fault_point("fit_statistics_chunk")  # crash tests: killed mid-way through the statistics
         return ridge.chunk_statistics(xs, ys, part, x_shift, y_shift, ridge.Backend(device))
@@ -429,12 +360,12 @@ def _add_task(a, b):
 
 
 def _solve_task(stats, alphas, shifts, threads):
-    with _blas(threads):
+    with blas_limit(threads):
         return ridge.solve_block(stats, alphas, *shifts)
 
 
 def _heldout_task(src, tgt, so, I, J, start, stop, rows, fitted, device, threads):
-    with _blas(threads):
+    with blas_limit(threads):
         xs, ys = _read(src, so, I, start, stop, rows), _read(tgt, so, J, start, stop, rows)
         return ridge.heldout_sums(xs, ys, fitted, ridge.Backend(device))
 
@@ -499,263 +430,6 @@ def block_graph(b: int, I, J, src: str, tgt: str, so, ranges, part, shifts, alph
     rk = ("result", b)
     dsk[rk] = (_collect_task, fk, hroot, root if keep_stats else None, save_maps)
     return dsk, rk
-
-
-# -- schedulers ---------------------------------------------------------------------------
-
-def _total_memory() -> int:
-    import psutil
-
-    return int(psutil.virtual_memory().available * 0.6)
-
-
-def _warm_rss() -> int:
-    """RSS of this process once it has imported and run what a task uses (the idle footprint
-    a worker keeps during the fit)."""
-    import psutil
-
-    import align.fit  # noqa: F401
-    from align.store import configure_zarr
-
-    configure_zarr()  # imports zarr, as reading a chunk will
-
-    a = np.ones((64, 64))
-    with _blas(1):
-        a @ a
-    return psutil.Process().memory_info().rss
-
-
-def _tree_rss() -> int:
-    """Summed RSS of this process and all its descendants (a local cluster's workers)."""
-    import psutil
-
-    me = psutil.Process()
-    total = me.memory_info().rss
-    for c in me.children(recursive=True):
-        try:
-            total += c.memory_info().rss
-        except psutil.Error:
-            pass
-    return total
-
-
-@dataclass
-class Executor:
-    """How a fit runs: run(graph, key) -> value; `seen` collects the workers that ran tasks.
-
-    Memory: `limit` is the budget (bytes), of the whole fit (mode "sync" or "local") or per
-    worker (mode "remote"); `idle` is the footprint measured once the workers were up and
-    warm: this process and every worker it started (sync, local), or the largest worker
-    (remote)."""
-    run: object
-    seen: set
-    task_seconds: dict
-    n_workers: int
-    mode: str
-    limit: int
-    idle: int
-
-
-def _quietly(close) -> None:
-    """Close a Dask client or cluster on the way out of a fit; an error while closing (Dask's
-    own, after an interrupt) must not replace the error that ended the fit."""
-    with contextlib.suppress(Exception):
-        close()
-
-
-def _no_memory_guard() -> dict:
-    """Dask's spill/pause/restart thresholds count a worker's idle footprint against its
-    share; the fit's own plan keeps it within the budget, so the workers align starts run
-    without them (a restart would redo the work, not save memory)."""
-    return {f"distributed.worker.memory.{k}": False for k in ("target", "spill", "pause", "terminate")}
-
-
-# Dask's own loggers in this process, and the level worker processes this fit starts get
-# through dask's config (read from the environment when a worker imports distributed).
-DASK_LOGGERS = ("distributed", "tornado", "bokeh")
-WORKER_LOG_ENV = {"DASK_LOGGING__DISTRIBUTED": "critical", "DASK_LOGGING__ASYNCIO": "critical",
-                  "DASK_LOGGING__TORNADO": "critical"}
-
-
-@contextlib.contextmanager
-def _quiet_dask():
-    """Dask's logs never reach the user: an error in a task comes back as the task's
-    exception (one line through the CLI), so the workers' "Compute Failed" tracebacks, the
-    nanny's shutdown warnings and asyncio's "Task exception was never retrieved" (left by an
-    interrupted gather) are silenced, here and in the worker processes started meanwhile.
-    ALIGN_DEBUG=1 keeps them."""
-    if os.environ.get("ALIGN_DEBUG"):
-        yield
-        return
-    import gc
-
-    saved_env = {k: os.environ.get(k) for k in WORKER_LOG_ENV}
-    os.environ.update(WORKER_LOG_ENV)
-    handlers = [(h, h.level) for name in DASK_LOGGERS for h in logging.getLogger(name).handlers]
-    for h, _ in handlers:
-        h.setLevel(logging.CRITICAL + 1)
-    aio = logging.getLogger("asyncio")
-    aio_was = aio.disabled
-    aio.disabled = True
-    try:
-        yield
-    finally:
-        gc.collect()  # abandoned asyncio tasks report when collected: do it while silenced
-        aio.disabled = aio_was
-        for h, level in handlers:
-            h.setLevel(level)
-        for k, v in saved_env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-@contextlib.contextmanager
-def _signals_deferred():
-    """While a local cluster starts (a few seconds). SIGINT is ignored, and its worker
-    processes inherit that for their lifetime: a terminal's Ctrl-C goes to the whole process
-    group, the workers are this process's to stop, and one interrupted while importing
-    printed a traceback. (Python keeps an inherited SIG_IGN; a blocked mask would not
-    survive the spawn.) A Ctrl-C in this window is lost: press it again once the cluster is
-    up. SIGTERM is recorded and acted on once the cluster exists and can be closed: a
-    half-started cluster left Dask's exit handler printing tracebacks."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    got = []
-    previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    previous_term = signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous_int)
-        signal.signal(signal.SIGTERM, previous_term)
-    if got:
-        if callable(previous_term):
-            previous_term(signal.SIGTERM, None)  # the CLI's handler: unwinds like Ctrl-C
-        elif previous_term == signal.SIG_DFL:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-
-@contextlib.contextmanager
-def _executor(scheduler, n_workers, memory_limit, log):
-    """Yields an Executor for `scheduler` (see `fit`); `n_workers` is the local cluster's
-    size, decided by `local_workers`. Whatever ends the fit (an error in a task, Ctrl-C or
-    SIGTERM raised as KeyboardInterrupt) cancels what runs, closes the client and stops
-    the workers it started before the exception goes on, with Dask's logs silenced."""
-    from dask.utils import parse_bytes
-
-    limit = parse_bytes(memory_limit) if isinstance(memory_limit, str) else memory_limit
-    seen: set = set()
-    if scheduler in SYNC:
-        import dask.local
-
-        def run_sync(dsk, key):
-            seen.add("this process")
-            return dask.local.get_sync(dsk, key)
-
-        yield Executor(run_sync, seen, {}, 1, "sync", limit or _total_memory(), _warm_rss())
-        return
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(_quiet_dask())
-        ex = _start_dask(stack, scheduler, n_workers, limit, seen, log)
-        yield ex
-
-
-def _start_dask(stack, scheduler, n_workers, limit, seen, log) -> Executor:
-    """Start (or connect to) the Dask cluster; its closing is registered on `stack`."""
-    import dask
-    from distributed import Client, LocalCluster
-
-    if scheduler is None:
-        n = n_workers or _cores()
-        total = limit or _total_memory()
-        with _signals_deferred(), dask.config.set(_no_memory_guard()):
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=total // n,
-                                   dashboard_address=None, silence_logs=logging.CRITICAL)
-        stack.callback(_quietly, cluster.close)
-        client = Client(cluster)
-        stack.callback(_quietly, client.close)
-        client.run(_warm_rss)
-        _warm_rss()
-        ex = Executor(None, seen, {}, n, "local", total, _tree_rss())
-        log(f"align fit: started a local Dask cluster of {n} worker processes; budget {_human(total)}, "
-            f"{_human(ex.idle)} of it used idle by this process and the workers")
-    else:
-        try:
-            client = Client(scheduler, timeout="20s")
-        except (OSError, TimeoutError) as e:
-            raise InputError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there ({e})") from None
-        except (ValueError, TypeError) as e:  # not an address at all: "notaurl"
-            raise InputError(f"--scheduler {scheduler} is not a Dask scheduler address ({e}): give one such as "
-                             "tcp://host:8786, or `synchronous` to run in this process") from None
-        stack.callback(_quietly, client.close)
-        workers = client.scheduler_info().get("workers", {})
-        if not workers:
-            raise InputError(f"--scheduler {scheduler}: the cluster has no workers; start some with `dask worker {scheduler}`")
-        per_worker = limit or min(int(w.get("memory_limit") or _total_memory()) for w in workers.values())
-        idle = max(client.run(_warm_rss).values())
-        ex = Executor(None, seen, {}, len(workers), "remote", per_worker, idle)
-        log(f"align fit: using the Dask cluster at {scheduler} ({len(workers)} workers, {_human(per_worker)} each, "
-            f"{_human(idle)} of it used idle)")
-
-    def run(dsk, key):
-        from distributed import get_task_stream
-
-        with get_task_stream(client) as stream:
-            futures = client.get(dsk, [key], sync=False)
-            try:
-                if getattr(sys.stderr, "isatty", lambda: False)():
-                    from distributed import progress
-
-                    progress(futures)
-                value = client.gather(futures)[0]
-            except BaseException:
-                # stop the graph's other tasks now rather than when the cluster closes
-                with contextlib.suppress(Exception):
-                    client.cancel(futures, force=True)
-                raise
-        for t in stream.data:
-            if "worker" in t:
-                seen.add(t["worker"])
-            k = t.get("key")
-            kind = str(k[0] if isinstance(k, tuple) else k).rstrip("0123456789").rstrip("-")  # "stats-sum-3" -> "stats-sum"
-            for s in t.get("startstops", ()):
-                if s.get("action") == "compute":
-                    ex.task_seconds[kind] = ex.task_seconds.get(kind, 0.0) + s["stop"] - s["start"]
-        return value
-
-    ex.run = run
-    return ex
-
-
-def worker_budget_of(ex: Executor, client_extra: int) -> int:
-    """Bytes per worker the accumulators may plan for: PLAN_FRACTION of (budget − idle
-    footprint − the client's own data) / workers for a fit that owns its processes; per
-    worker, PLAN_FRACTION of (budget − the largest worker's idle footprint) on an existing
-    cluster."""
-    if ex.mode == "remote":
-        return int((ex.limit - ex.idle) * PLAN_FRACTION)
-    return int((ex.limit - ex.idle - client_extra) * PLAN_FRACTION) // ex.n_workers
-
-
-def _refuse_memory(ex: Executor, client_extra: int, need: int, d_s: int, d_t: int, tokens: int):
-    need = math.ceil(need / PLAN_FRACTION)
-    if ex.mode == "remote":
-        minimum = ex.idle + need
-        where = f"per worker: a worker of this cluster uses {_human(ex.idle)} idle"
-    else:
-        minimum = ex.idle + client_extra + ex.n_workers * need
-        who = "this process" if ex.mode == "sync" else f"this process and its {ex.n_workers} workers"
-        where = f"{who} use {_human(ex.idle)} idle and the split {_human(client_extra)}"
-    raise InputError(
-        f"--memory-limit {_human(ex.limit)} is too small ({where}, and one layer pair of d_source {d_s}, d_target {d_t} "
-        f"with {tokens}-token tasks needs {_human(need)} per worker): the minimum is {_human(minimum)}; "
-        "raise --memory-limit" + ("" if ex.mode == "remote" else " or use fewer --workers"))
 
 
 # -- the entry point ----------------------------------------------------------------------
@@ -842,7 +516,7 @@ def fit(
 
     if save_maps:
         size = len(src_layers) * len(tgt_layers) * (S.d_model + 1) * T.d_model * 8
-        log(f"align fit: --save-maps stores W and c for {len(src_layers) * len(tgt_layers)} pairs: {_human(size)} (float64)")
+        log(f"align fit: --save-maps stores W and c for {len(src_layers) * len(tgt_layers)} pairs: {human_bytes(size)} (float64)")
 
     check_alphas(alphas, _scale(S, src_layers, part), counts["fit"] if need_val else counts["fit"] + counts["validation"],
                  counts["fit"] + counts["validation"])
@@ -855,11 +529,11 @@ def fit(
 
         memory_limit = parse_bytes(memory_limit)
     if scheduler is None:
-        limit = memory_limit if memory_limit is not None else _total_memory()
+        limit = memory_limit if memory_limit is not None else default_memory_limit()
         n_workers = local_workers(n_workers, limit, _least_pair_bytes(S, T, task_tokens or _task_tokens(
-            S.chunk_tokens, S.n_tokens, n_workers or _cores(), device), task_tokens is not None), client_extra, log)
+            S.chunk_tokens, S.n_tokens, n_workers or cpu_cores(), device), task_tokens is not None), client_extra, log)
         memory_limit = limit
-    with _executor(scheduler, n_workers, memory_limit, log) as ex:
+    with executor(scheduler, n_workers, memory_limit, log) as ex:
         step = task_tokens or _task_tokens(S.chunk_tokens, S.n_tokens, ex.n_workers, device)
         if step < 1:
             raise InputError(f"task_tokens {step} must be at least 1")
@@ -871,7 +545,7 @@ def fit(
         if plan is None:
             least = min(_task_sizes(step, task_tokens is not None),
                         key=lambda t: block_bytes(1, 1, S.d_model, T.d_model, t, S.chunk_tokens, math.ceil(S.n_tokens / t)))
-            _refuse_memory(ex, client_extra, block_bytes(1, 1, S.d_model, T.d_model, least, S.chunk_tokens,
+            refuse_memory(ex, client_extra, block_bytes(1, 1, S.d_model, T.d_model, least, S.chunk_tokens,
                                                          math.ceil(S.n_tokens / least)), S.d_model, T.d_model, least)
         blocks, step = plan
         plan_info = {"mode": ex.mode, "limit": ex.limit, "idle": ex.idle, "client_extra": client_extra,
@@ -881,8 +555,8 @@ def fit(
         ranges = [(a, min(S.n_tokens, a + step)) for a in range(0, S.n_tokens, step)]
         shifts = (_shifts(S, src_layers, part, ranges), _shifts(T, tgt_layers, part, ranges))
         log(f"align fit: {len(src_layers)}x{len(tgt_layers)} pairs in {len(blocks)} block(s) of at most "
-            f"{len(blocks[0][0])}x{len(blocks[0][1])} ({_human(plan_info['block_bytes'])} "
-            f"per worker of {_human(budget)} planned), {len(ranges)} tasks of {step:,} tokens, "
+            f"{len(blocks[0][0])}x{len(blocks[0][1])} ({human_bytes(plan_info['block_bytes'])} "
+            f"per worker of {human_bytes(budget)} planned), {len(ranges)} tasks of {step:,} tokens, "
             f"{counts['fit']:,} fit / {counts['validation']:,} validation / {counts['heldout']:,} held-out tokens")
         for b, (I, J) in enumerate(blocks):
             dsk, key = block_graph(b, I, J, S.path, T.path, so, ranges, part, shifts, alphas, device, blas_threads,
