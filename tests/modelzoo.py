@@ -53,11 +53,15 @@ def reference_tokenizer(path: str):
     qwen2 it builds Qwen2's tokenizer class, which replaces the saved pre-tokenizer with its own
     (other ids for digits and newlines). tests/test_tokenizer_loading.py checks this against the
     `tokenizers` library reading the same file."""
+    import json
     import os
 
     from transformers import PreTrainedTokenizerFast
 
-    return PreTrainedTokenizerFast(tokenizer_file=os.path.join(path, "tokenizer.json"))
+    with open(os.path.join(path, "tokenizer_config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    names = {k: config[k] for k in ("bos_token", "eos_token", "pad_token", "unk_token") if isinstance(config.get(k), str)}
+    return PreTrainedTokenizerFast(tokenizer_file=os.path.join(path, "tokenizer.json"), **names)
 
 
 def config_for(family: str, vocab_size: int, **overrides):
