@@ -48,6 +48,7 @@ class Plan:
     n_docs: int
     longest: int
     stats: corpus.TokenizeStats = dataclasses.field(default_factory=corpus.TokenizeStats)
+    lengths: list = dataclasses.field(default_factory=list)  # tokens per sequence, corpus order
 
 
 @dataclass
@@ -67,17 +68,21 @@ def _model_id(name: str) -> str:
 
 def count(spec: corpus.CorpusSpec, tokenizer) -> Plan:
     """Tokens, sequences and documents the corpus gives, and what tokenizing dropped."""
+    import array
+
     n = s = longest = 0
     docs = set()
+    lengths = array.array("i")  # 4 bytes a sequence: the padding estimate of --dry-run needs them
     stats = corpus.TokenizeStats()
     for sq in corpus.sequences(spec, tokenizer, stats):
+        lengths.append(len(sq))
         n += len(sq)
         s += 1
         longest = max(longest, len(sq))
         docs.add(sq.doc)
     if n == 0:
         raise InputError(f"corpus {spec.describe()} has no text to tokenize: give a corpus with at least one non-empty document")
-    return Plan(n, s, len(docs), longest, stats)
+    return Plan(n, s, len(docs), longest, stats, lengths)
 
 
 def dropped_summary(stats: dict) -> str:
@@ -611,19 +616,124 @@ def _span(idx) -> str:
     return ",".join(map(str, idx))
 
 
+def _sync(device) -> None:
+    """Wait for the device's queued work (CUDA runs asynchronously), so a phase's time is its own."""
+    import torch
+
+    if getattr(device, "type", str(device)) == "cuda" and torch.cuda.is_available():
+        torch.cuda.synchronize(device)
+
+
+def _timed_batch(model, sequences, boundaries, kept_layers, layout, workdir: str) -> dict[str, float]:
+    """One batch through every phase of a real run, each timed on its own: the forward with
+    hooks (and the finite check), the gather of real tokens and their device-to-host copy, the
+    encoding to the storage dtype, and the write of the batch's chunks (checksum included) by
+    the store's own writer into a temporary store under `workdir` (same layout and codec as
+    the real store)."""
+    from align import store as st
+
+    seqs = [sq.token_id for sq in sequences]
+    dev = models.input_device(model)
+    ids, mask = _pad(seqs, dev)
+    t0 = time.perf_counter()
+    out = capture.run(model, ids, mask, boundaries, kept_layers)
+    keep = mask.bool()
+    capture.check_finite(out, keep)
+    _sync(dev)
+    t1 = time.perf_counter()
+    host = {}
+    for kind, index in (("resid", boundaries), ("attn", kept_layers), ("mlp", kept_layers)):
+        host[kind] = []
+        for i in index:
+            t = out[kind].pop(i)
+            host[kind].append(t[keep.to(t.device)].to("cpu"))
+    _sync(dev)
+    t2 = time.perf_counter()
+    arrays = {}
+    for kind, ts in host.items():
+        if ts:
+            arrays[kind] = np.stack([encode(t, layout.store_dtype) for t in ts])
+    t3 = time.perf_counter()
+    n = int(keep.sum())
+    tmp_layout = dataclasses.replace(layout, n_tokens=n, n_sequences=len(seqs), chunk_tokens=min(layout.chunk_tokens, n))
+    path = os.path.join(workdir, "batch.zarr")
+    st.create_activations(path, tmp_layout, {"runs": []})
+    store = st.open_activations(path, mode="r+")
+    pw = st.PlanWriter(store)
+    for k, sq in enumerate(sequences):
+        fields = sq.fields()
+        fields["seq"] = np.full(len(sq), k, np.int64)
+        pw.append(fields)
+    pw.finish()
+    t4 = time.perf_counter()
+    w = st.ActivationWriter(store)
+    w.append(arrays, len(seqs))
+    w.finish()
+    t5 = time.perf_counter()
+    return {"forward": t1 - t0, "copy": t2 - t1, "encode": t3 - t2, "write": t5 - t4, "tokens": n,
+            "positions": int(keep.numel())}
+
+
+def _scratch_dir(output: str) -> str:
+    """A temporary folder on the file system of -o (its nearest existing ancestor), so the
+    timed write meets the disk the real run writes to; the system's temporary folder when
+    -o is not a local path."""
+    import tempfile
+
+    from align import store as st
+
+    local = st.local_path(output)
+    if local is None:
+        return tempfile.mkdtemp(prefix="align-dry-run-")
+    parent = os.path.dirname(os.path.abspath(os.path.expanduser(local)))
+    while not os.path.isdir(parent):
+        parent = os.path.dirname(parent)
+    try:
+        return tempfile.mkdtemp(prefix=".align-dry-run-", dir=parent)
+    except OSError:
+        return tempfile.mkdtemp(prefix="align-dry-run-")
+
+
 def _dry_run(spec, cspec, tokenizer, plan, layout, sizes, need, free, batch_size, boundaries, kept_layers, output, log, t0):
-    """Print what the run will produce and cost, from a short timed batch."""
+    """Print what the run will produce and cost, from one batch timed end to end.
+
+    The batch is the corpus's first `batch_size` sequences. Its phases scale to the whole run:
+    the forward by computed positions (real tokens plus the padding the run's length-grouped
+    batches will have, from the plan), the copy, encoding and write by real tokens. The real
+    run does forward, copy and encoding in one thread and writes in another, so the predicted
+    time is the larger of the two; the phase that makes it so bounds the run."""
     model, _ = models.load_model(spec)
     seqs = []
     for sq in corpus.sequences(cspec, tokenizer):
-        seqs.append(sq.token_id)
+        seqs.append(sq)
         if len(seqs) >= batch_size:
             break
-    forward_batch(model, seqs[:1], boundaries, kept_layers, layout.store_dtype)  # warm-up
-    t = time.time()
-    forward_batch(model, seqs, boundaries, kept_layers, layout.store_dtype)
-    dt = time.time() - t
-    rate = sum(len(s) for s in seqs) / max(dt, 1e-9)
+    work = _scratch_dir(output)
+    try:
+        _timed_batch(model, seqs[:1], boundaries, kept_layers, layout, work)  # warm-up
+        shutil.rmtree(os.path.join(work, "batch.zarr"), ignore_errors=True)
+        ph = _timed_batch(model, seqs, boundaries, kept_layers, layout, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    window = batch_size * GROUP_FACTOR
+    pad = padding_fraction(plan.lengths, batch_size, window) if plan.lengths else 0.0
+    positions = plan.n_tokens / max(1.0 - pad, 1e-9)
+    run_s = {
+        "forward": ph["forward"] * positions / ph["positions"],
+        "copy": ph["copy"] * plan.n_tokens / ph["tokens"],
+        "encode": ph["encode"] * plan.n_tokens / ph["tokens"],
+        "write": ph["write"] * plan.n_tokens / ph["tokens"],
+    }
+    main = run_s["forward"] + run_s["copy"] + run_s["encode"]
+    total = max(main, run_s["write"])
+    bound = max(run_s, key=run_s.get) if run_s["write"] < main else "write"
+    if bound == "write":
+        margin = f"the write takes {run_s['write'] / max(main, 1e-12):.2f}x the forward, copy and encoding together"
+    else:
+        rest = sorted(v for k, v in run_s.items() if k != bound)[-1]
+        margin = (f"{bound} is {run_s[bound] / max(rest, 1e-12):.2f}x the next phase; the writer thread needs "
+                  f"{run_s['write'] / max(main, 1e-12):.0%} of the compute thread's time")
+    rate = plan.n_tokens / max(total, 1e-12)
     lines = [
         f"align extract --dry-run: {output}",
         f"  model {spec.name} ({layout.n_layers} layers, d_model {layout.d_model}), compute {spec.resolved_dtype()}, store {layout.store_dtype}, codec {layout.codec}",
@@ -634,13 +744,20 @@ def _dry_run(spec, cspec, tokenizer, plan, layout, sizes, need, free, batch_size
         if b >= 1 << 20 or name in ("resid", "attn", "mlp"):
             lines.append(f"  {name:<10} {_human(b)}")
     lines.append(f"  total      {_human(need)}" + (f" of {_human(free)} free" if free is not None else ""))
-    lines.append(f"  time       ~{plan.n_tokens / rate:,.3g} s at {rate:,.0f} tok/s (one timed batch of {len(seqs)} sequences)")
+    lines.append(f"  one batch of {len(seqs)} sequences ({ph['tokens']:,} tokens), timed end to end:")
+    for k in ("forward", "copy", "encode", "write"):
+        lines.append(f"    {k:<8} {ph[k] * 1e3:10.2f} ms   whole run ~{run_s[k]:,.3g} s")
+    lines.append(f"  padding    {pad:.1%} of computed positions (length-grouped batches, windows of {window} sequences)")
+    lines.append(f"  bound by   {bound}: {margin}")
+    lines.append(f"  time       ~{total:,.3g} s at {rate:,.0f} tok/s (forward, copy and encoding in one thread, writes in another)")
     if free is not None and need * DISK_MARGIN > free:
         lines.append("  DISK: not enough free space; the real run would refuse")
     for line in lines:
         log(line)
     info = {"n_tokens": plan.n_tokens, "n_sequences": plan.n_sequences, "bytes": sizes, "total_bytes": need,
-            "free_bytes": free, "tokens_per_second": rate, "seconds_estimate": plan.n_tokens / rate}
+            "free_bytes": free, "tokens_per_second": rate, "seconds_estimate": total,
+            "batch": {k: ph[k] for k in ("forward", "copy", "encode", "write", "tokens", "positions")},
+            "phases_seconds": run_s, "bound_by": bound, "padding_fraction": pad, "group_window": window}
     return ExtractReport(output, "dry run", plan.n_tokens, time.time() - t0, rate, info)
 
 

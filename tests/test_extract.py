@@ -207,6 +207,10 @@ def test_dry_run_reports_sizes_and_writes_nothing(zoo, corpus_file, tmp_path, cl
     mib = lambda b: f"{b / 2**20:.1f} MiB"  # noqa: E731
     assert f"resid      {mib(3 * n * 64 * 4)}" in err and f"attn       {mib(2 * n * 64 * 4)}" in err
     assert "free" in err and "tok/s" in err
+    for phase in ("forward", "copy", "encode", "write"):
+        assert f"    {phase} " in err  # one batch timed end to end, every phase
+    assert "  bound by   " in err and "padding " in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # the timed write's scratch store is gone too
 
 
 def test_complete_store_rerun_and_mismatch(zoo, corpus_file, tmp_path, cli):

@@ -1,0 +1,71 @@
+"""`align extract --dry-run`: one batch timed end to end (forward, device-to-host copy,
+encoding, chunk write into a scratch store beside -o), the phase that bounds the run, and the
+predicted rate and time. The expected numbers are worked out here from the per-batch times the
+command reports, by the rule the README states (forward scaled by computed positions, the rest
+by tokens; compute thread and writer thread overlap, so the run takes the larger of the two)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import pytest
+
+import align
+from align.store import open_activations
+
+
+def _positions(lengths, batch, window):
+    """Computed positions of length-grouped batches, by hand (README's rule)."""
+    total = 0
+    for w0 in range(0, len(lengths), window):
+        part = list(lengths[w0:w0 + window])
+        order = sorted(range(len(part)), key=lambda i: (-part[i], i))
+        for c in range(0, len(order), batch):
+            members = [part[i] for i in order[c:c + batch]]
+            total += max(members) * len(members)
+    return total
+
+
+def test_dry_run_times_every_phase_and_names_the_bound(zoo, corpus_file, tmp_path):
+    out = tmp_path / "sub" / "dry.zarr"
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "keep.txt").write_text("x")
+    lines = []
+    rep = align.extract(zoo("qwen2"), corpus_file, str(out), dry_run=True, batch_size=4, sublayers=True,
+                        chunk_tokens=64, log=lines.append)
+    text = "\n".join(lines)
+    assert rep.status == "dry run" and not out.exists()
+    assert sorted(os.listdir(tmp_path / "sub")) == ["keep.txt"]  # the scratch store was beside -o and is gone
+    info = rep.dry_run
+    batch = info["batch"]
+    assert set(info["phases_seconds"]) == {"forward", "copy", "encode", "write"}
+    for k in ("forward", "copy", "encode", "write"):
+        assert batch[k] > 0
+        ms = float(re.search(rf"^    {k}\s+([\d.]+) ms", text, re.M).group(1))
+        assert ms == pytest.approx(batch[k] * 1e3, abs=0.006)
+    docs = [d for d in open(corpus_file, encoding="utf-8").read().split("\n\n") if d.strip()]
+    assert info["n_sequences"] == len(docs) >= 4
+    # The sequence lengths, from a real run's token table; the predicted time and rate are
+    # worked out from them and the reported per-batch times.
+    n = info["n_tokens"]
+    align.extract(zoo("qwen2"), corpus_file, str(tmp_path / "real.zarr"), batch_size=4, sublayers=True,
+                  chunk_tokens=64, log=lambda m: None)
+    s = open_activations(str(tmp_path / "real.zarr"))
+    seq = s.tokens("seq")
+    lengths = np.diff(np.r_[0, np.flatnonzero(np.diff(seq)) + 1, len(seq)]).tolist()
+    assert batch["tokens"] == sum(lengths[:4]) and batch["positions"] == 4 * max(lengths[:4])
+    positions = _positions(lengths, 4, 16)
+    assert info["padding_fraction"] == pytest.approx(1 - n / positions)
+    fwd = batch["forward"] * positions / batch["positions"]
+    per_token = {k: batch[k] * n / batch["tokens"] for k in ("copy", "encode", "write")}
+    compute = fwd + per_token["copy"] + per_token["encode"]
+    total = max(compute, per_token["write"])
+    assert info["seconds_estimate"] == pytest.approx(total, rel=1e-9)
+    assert info["tokens_per_second"] == pytest.approx(n / total, rel=1e-9)
+    phases = {"forward": fwd, **per_token}
+    bound = "write" if per_token["write"] >= compute else max(phases, key=phases.get)
+    assert info["bound_by"] == bound
+    assert re.search(rf"^  bound by   {bound}: .*\d\.\d\dx", text, re.M), text
+    assert f"at {n / total:,.0f} tok/s" in text
