@@ -61,11 +61,14 @@ def local_workers(n_workers: int | None, limit: int, pair_bytes: int, client_ext
 
     At most one per CPU core this process may run on (`cpu_cores`): more would only share the
     cores, each holding its own idle memory; the log says so when --workers asked for more.
-    Then memory: each worker is estimated to use, idle, what this process uses warm
-    (`_warm_rss`), and one layer pair needs `pair_bytes` per worker; n workers fit `limit`
-    when (n + 1)·idle + client_extra + n·pair_bytes ≤ limit. A default-sized cluster shrinks
-    to what fits (logged); an explicit --workers that does not fit is refused, naming how
-    many do. Once started, the footprint is measured and the plan redone on it."""
+    Then memory: this process uses `_warm_rss` idle, each worker is estimated to use as much,
+    and one layer pair needs `pair_bytes` per worker; n workers fit `limit` when
+    idle + n·worker_idle + client_extra + n·pair_bytes ≤ limit. When that fails, the worker's
+    footprint is measured in a fresh interpreter that imports what a worker does
+    (`_fresh_worker_rss`: this process may hold more, torch for one) before anything is
+    refused. A default-sized cluster then shrinks to what fits (logged); an explicit
+    --workers that does not fit is refused, naming how many do. Once the workers are up,
+    their footprint is measured and the plan redone on it."""
     cores = cpu_cores()
     n = n_workers or cores
     if n > cores:
@@ -75,24 +78,42 @@ def local_workers(n_workers: int | None, limit: int, pair_bytes: int, client_ext
         n = cores
     import distributed  # noqa: F401  (every worker imports it: count it in this process's footprint too)
 
-    idle = _warm_rss()
+    idle = worker_idle = _warm_rss()
 
     def fits(k: int) -> bool:
-        return (k + 1) * idle + client_extra + k * pair_bytes <= limit
+        return idle + k * worker_idle + client_extra + k * pair_bytes <= limit
 
+    if fits(n):
+        return n
+    worker_idle = min(idle, _fresh_worker_rss() or idle)
     if fits(n):
         return n
     most = next((k for k in range(n - 1, 0, -1) if fits(k)), 0)
     if most and n_workers is None:
-        log(f"align fit: {most} worker process{'es' if most > 1 else ''} instead of {n}: --memory-limit {human_bytes(limit)} holds no more "
-            f"(each uses about {human_bytes(idle)} idle, as this process does, and one layer pair needs {human_bytes(pair_bytes)})")
+        log(f"align fit: {most} worker process{'es' if most > 1 else ''} instead of {n}: --memory-limit "
+            f"{human_bytes(limit)} holds no more (each uses about {human_bytes(worker_idle)} idle, this process "
+            f"{human_bytes(idle)}, and one layer pair needs {human_bytes(pair_bytes)})")
         return most
-    where = (f"this process uses {human_bytes(idle)} idle and each worker about as much, the split {human_bytes(client_extra)}, "
-             f"and one layer pair needs {human_bytes(pair_bytes)} per worker")
+    where = (f"this process uses {human_bytes(idle)} idle, each worker about {human_bytes(worker_idle)}, the split "
+             f"{human_bytes(client_extra)}, and one layer pair needs {human_bytes(pair_bytes)} per worker")
     todo = (f"use --workers {most} or fewer, or raise --memory-limit" if most else
-            f"raise --memory-limit to at least {human_bytes(2 * idle + client_extra + pair_bytes)}, or use --scheduler synchronous")
+            f"raise --memory-limit to at least {human_bytes(idle + worker_idle + client_extra + pair_bytes)}, "
+            "or use --scheduler synchronous")
     raise InputError(f"--memory-limit {human_bytes(limit)} cannot hold {n} worker process(es) ({where}; estimated before "
                      f"starting any): {todo}")
+
+
+def _fresh_worker_rss() -> int | None:
+    """Warm RSS of a fresh interpreter that imports what a Dask worker of a fit does (its
+    worker and nanny modules, then `_warm_rss`), in bytes; None if it cannot be measured."""
+    import subprocess
+
+    code = "import distributed.nanny, distributed.worker; from align.cluster import _warm_rss; print(_warm_rss())"
+    try:
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        return int(p.stdout.split()[-1])
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return None
 
 
 def default_memory_limit() -> int:
