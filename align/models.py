@@ -341,7 +341,9 @@ def input_device(model):
 # What a checkpoint may hold its tokenizer in: tokenizer.json (a `tokenizers` serialization,
 # read as it is) or the files of a slow tokenizer (converted by transformers).
 TOKENIZER_JSON = "tokenizer.json"
-SLOW_TOKENIZER_FILES = ("tokenizer.model", "spiece.model", "vocab.json", "vocab.txt", "tokenizer_config.json")
+# tokenizer_config.json alone holds no vocabulary: AutoTokenizer would build an empty tokenizer
+# from it that drops every character.
+SLOW_TOKENIZER_FILES = ("tokenizer.model", "spiece.model", "vocab.json", "vocab.txt")
 _SPECIAL_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
 
 
@@ -468,4 +470,7 @@ def load_tokenizer(spec: ModelSpec):
         raise ModelError(f"cannot load the tokenizer of {spec.name!r}: {first}") from None
     if not getattr(tok, "is_fast", False):
         raise ModelError(f"the tokenizer of {spec.name!r} is not a fast tokenizer: align needs character offsets")
+    if tok.backend_tokenizer.get_vocab_size(with_added_tokens=False) == 0:
+        raise ModelError(f"the tokenizer of {spec.name!r} has an empty vocabulary (no {TOKENIZER_JSON} and no "
+                         f"{', '.join(SLOW_TOKENIZER_FILES)} was found): save the tokenizer with the model")
     return tok

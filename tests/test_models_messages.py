@@ -27,13 +27,14 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
                    "tokenizer.model")
 
 
-@pytest.fixture
-def no_tokenizer(zoo, tmp_path):
-    """A zoo model folder with its weights and config but no tokenizer files."""
+@pytest.fixture(params=["nothing", "tokenizer_config.json"])
+def no_tokenizer(zoo, tmp_path, request):
+    """A zoo model folder with its weights and config but no tokenizer files, or only a
+    tokenizer_config.json (which holds no vocabulary)."""
     folder = tmp_path / "model-without-tokenizer"
     shutil.copytree(zoo("qwen2"), folder)
     for name in TOKENIZER_FILES:
-        if (folder / name).exists():
+        if (folder / name).exists() and name != request.param:
             os.remove(folder / name)
     assert (folder / "config.json").exists() and (folder / "model.safetensors").exists()
     return folder
@@ -73,3 +74,24 @@ def test_missing_path_that_is_no_hub_id(cli, corpus_file, tmp_path, monkeypatch)
     _one_line_error(code, err, "'./models/tiny'", "does not exist", "check the path")
     code, _, err = cli("extract", corpus_file, corpus_file, "-o", "out.zarr")  # a file where a folder belongs
     _one_line_error(code, err, corpus_file, "is a file, not a folder")
+
+
+def test_folder_with_only_a_slow_tokenizer_still_loads(zoo, tmp_path):
+    """vocab.json + merges.txt and no tokenizer.json: transformers converts them (a fast
+    tokenizer with offsets); the vocabulary is the file's."""
+    import json
+
+    from align.models import ModelSpec, load_tokenizer
+
+    folder = tmp_path / "slow"
+    shutil.copytree(zoo("qwen2"), folder)
+    spec = json.loads((folder / "tokenizer.json").read_text())
+    (folder / "vocab.json").write_text(json.dumps(spec["model"]["vocab"]))
+    merges = [m if isinstance(m, str) else " ".join(m) for m in spec["model"]["merges"]]
+    (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n")
+    os.remove(folder / "tokenizer.json")
+    vocab = spec["model"]["vocab"]
+    word = max((w for w in vocab if w.isalpha() and w.isascii()), key=len)  # a whole merged word of the file
+    tok = load_tokenizer(ModelSpec(str(folder)))
+    enc = tok(word, return_offsets_mapping=True)
+    assert tok.is_fast and enc["input_ids"] == [vocab[word]] and [tuple(o) for o in enc["offset_mapping"]] == [(0, len(word))]
