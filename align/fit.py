@@ -1,7 +1,8 @@
 """`align fit`: ridge maps from every boundary of a source store to every boundary of a
 target store, scored on held-out documents (METHODS.md §1), on Dask.
 
-The run is: open and cross-check both stores → split documents (seeded) → choose a block
+The run is: check -o, open and cross-check both stores (tokens, windows) → split documents
+(seeded) → check room for the result and the α grid → size the workers → choose a block
 shape of the pair grid that fits the memory budget → per block, one Dask graph:
 
     stats(chunk) ─┬─ fixed pairwise tree ─► solve (α per pair, refit) ─► heldout(chunk) ─► tree ─► result
@@ -9,7 +10,9 @@ shape of the pair grid that fits the memory budget → per block, one Dask graph
 
 Every chunk task reads its token range of the stores itself, so only statistics and maps
 travel. The tree is fixed by chunk index and BLAS runs with a fixed thread count inside each
-task, so the statistics are the same bits under any scheduler. The math is in align.ridge.
+task, so the statistics are the same bits under any scheduler. The math is in align.ridge;
+where the graph runs (local cluster, scheduler address, this process), with its memory,
+logs and signals, is align.cluster.
 """
 
 from __future__ import annotations
