@@ -59,6 +59,7 @@ class ExtractReport:
     seconds: float
     tokens_per_second: float
     dry_run: dict | None = None
+    stats: dict | None = None  # padding_fraction, group_window, loop_s, queue_blocked_s (a run that forwarded)
 
 
 def _model_id(name: str) -> str:
@@ -308,6 +309,7 @@ class _BackgroundWriter:
 
     def __init__(self, writer, depth: int = 2):
         self.writer, self.q, self.error = writer, queue.Queue(maxsize=depth), None
+        self.blocked_s = 0.0  # time the forward loop waited for room in the queue
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
 
@@ -326,7 +328,9 @@ class _BackgroundWriter:
     def put(self, appends: list):
         if self.error is not None:
             raise self.error
+        t = time.perf_counter()
         self.q.put(appends)
+        self.blocked_s += time.perf_counter() - t
 
     def close(self, raise_error: bool = True):
         self.q.put(None)
@@ -606,7 +610,8 @@ def _forward_all(model, store, batch_size, boundaries, kept_layers, store_dtype,
         + (f", sublayers of {len(kept_layers)} blocks" if kept_layers else "") + f") at {n / max(dt, 1e-9):,.0f} tok/s, "
         + f"padding {padding:.1%} of computed positions (batches grouped by length in windows of {window} sequences); "
         + dropped)
-    return ExtractReport(store.path, status, store.n_tokens, time.time() - t0, n / max(dt, 1e-9))
+    run_stats = {"padding_fraction": padding, "group_window": window, "loop_s": dt, "queue_blocked_s": bg.blocked_s}
+    return ExtractReport(store.path, status, store.n_tokens, time.time() - t0, n / max(dt, 1e-9), stats=run_stats)
 
 
 def _span(idx) -> str:

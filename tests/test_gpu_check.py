@@ -1,0 +1,58 @@
+"""bench/gpu_check.py --tiny: the GPU check's code runs on the CPU in the suite, so it cannot
+rot before a GPU is lent. A subprocess (with a timeout) writes its JSON; every phase must be
+there, its exactness checks passed (stored bits equal the model's own hidden states, boundary
+L stored before the final norm, single sequences within bf16 tolerance of the batched store,
+no NaN/Inf), and the CUDA-only parts recorded as skipped with their reason. A run cut by
+--timeout exits 3 with the JSON written and the interrupted phase named."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "..", "bench", "gpu_check.py")
+PHASES = ["env", "micro", "setup", "extract_tiny-1.5b-shape", "exactness", "split", "extract_tiny-14b-shape", "fit"]
+
+
+def _run(out, *extra, timeout=400):
+    return subprocess.run([sys.executable, SCRIPT, "--tiny", "--out", str(out), *extra],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_tiny_gpu_check_runs_every_phase_and_its_exactness_checks_pass(tmp_path):
+    p = _run(tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    doc = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert doc["status"] == "complete" and doc["failed_checks"] == []
+    phases = doc["phases"]
+    assert list(phases) == PHASES
+    for name in PHASES:
+        if name != "split":
+            assert phases[name]["status"] == "ok", (name, phases[name])
+    assert phases["split"]["status"].startswith("skipped: not supported yet")
+    ex = phases["exactness"]
+    assert ex["checks"] == {"stored_bits_equal_hidden_states": True, "final_norm_of_stored_hL_equals_last_hidden_state": True,
+                            "hL_stored_before_final_norm": True, "single_vs_batched_within_0.02": True, "no_nan_or_inf": True}
+    assert ex["boundaries_compared"] == 3 and ex["mismatched_seq_boundary"] == [] and ex["non_finite_values"] == 0
+    assert ex["device_auto_equals_cuda"] == "skipped: needs CUDA"
+    for name in ("extract_tiny-1.5b-shape", "extract_tiny-14b-shape"):
+        e = phases[name]
+        assert e["n_tokens"] == 1536 and e["model_built_on"] == "cpu"
+        assert e["align_tokens_per_s"] > 0 and e["bare_forward_tokens_per_s"] > 0 and 0 <= e["padding_fraction"] < 1
+    assert phases["micro"]["copy_gb_per_s"] == "skipped: needs CUDA (pinned memory and device copies)"
+    assert all(v > 0 for v in phases["micro"]["gemm_gflops"].values())
+    fit = phases["fit"]
+    assert fit["cuda_vs_cpu"] == "skipped: needs CUDA" and fit["checks"] == {"cpu_fit_finite": True}
+    assert fit["fit_live"].startswith("skipped")
+
+
+def test_timeout_stops_cleanly_and_reports(tmp_path):
+    p = _run(tmp_path, "--timeout", "6", timeout=120)
+    assert p.returncode == 3, p.stdout + p.stderr[-3000:]
+    doc = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert doc["status"] == "stopped: --timeout 6 s reached"
+    stopped = [k for k, v in doc["phases"].items() if v["status"] == "stopped: --timeout reached"]
+    assert len(stopped) == 1 and list(doc["phases"])[-1] == stopped[0]
+    assert "Traceback" not in p.stderr
