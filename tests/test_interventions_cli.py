@@ -161,3 +161,24 @@ def test_output_safety(cli, zoo, corpus_file, prompts_file, tmp_path):
     code, _, err = cli("erase", path, prompts_file, "--reference", corpus_file, "-o", other)
     _one_line_error(code, err, str(other))
     assert (other / "notes.txt").read_text(encoding="utf-8") == "keep" and len(list(other.iterdir())) == 1
+
+
+def test_marker_prompts_skip_blank_documents(zoo, tmp_path):
+    """One prompt per non-blank line (blank lines are no prompts); the answer is the text after
+    the last marker without its leading space: its tokens are those after the marker's that are
+    not whitespace alone, each predicted from the position before it."""
+    from align import corpus, models
+    from align.analyses.answers import load_answer_prompts
+
+    p = tmp_path / "lines.txt"
+    p.write_text("12 + 7 = 19\n\n1 = 2 = 3\n", encoding="utf-8")
+    path = zoo("qwen2")
+    tok = models.load_tokenizer(models.ModelSpec(path))
+    prompts = load_answer_prompts(corpus.CorpusSpec(str(p), doc_split="line"), tok, answer_marker="=")
+    assert [q.answer for q in prompts] == ["19", "3"]
+    ref = reference_tokenizer(path)
+    for q, (head, text) in zip(prompts, [("12 + 7 =", "12 + 7 = 19"), ("1 = 2 =", "1 = 2 = 3")]):
+        n_head, full = len(ref(head)["input_ids"]), ref(text)["input_ids"]
+        assert list(q.token_id) == full
+        answer = [t for t in range(n_head, len(full)) if ref.decode([full[t]]).strip()]
+        assert np.flatnonzero(q.predicts_answer).tolist() == [t - 1 for t in answer] and answer

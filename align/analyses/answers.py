@@ -8,7 +8,7 @@ Each prompt is one text whose end is the answer, given in one of two ways:
   answer its leading space, e.g. {"text": "12+7=", "answer": "19"} or {"text": "The capital
   of France is", "answer": " Paris"}).
 - answer marker: any corpus align reads (.txt, .jsonl, folder, --dataset, --format gsm8k);
-  the answer is everything after the LAST occurrence of the marker in each document (for
+  the answer is everything after the LAST occurrence of the marker in each non-blank document (for
   --format gsm8k the marker defaults to "The final answer is").
 
 The answer's characters are its span without leading whitespace. A token is an answer token
@@ -82,6 +82,8 @@ def _jsonl_items(path: str, text_field: str, answer_field: str, max_docs=None):
 
 def _marked_items(spec: corpus.CorpusSpec, marker: str):
     for i, text in enumerate(corpus.documents(spec)):
+        if not text.strip():
+            continue  # as in align.corpus: a document without text is no prompt (its index is still consumed)
         where = f"{spec.describe()} document {i}"
         k = text.rfind(marker)
         if k < 0:
