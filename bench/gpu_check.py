@@ -373,6 +373,7 @@ def phase_extract(ctx: dict, name: str, n_tokens: int, batch_size: int) -> dict:
         "queue_blocked_s": rep.stats["queue_blocked_s"], "padding_fraction": rep.stats["padding_fraction"],
         "store_bytes": stored, "write_mb_per_s": stored / rep.stats["loop_s"] / 1e6,
         "peak_gpu_memory_gib": peak_gpu, "final_line": log[-1] if log else None,
+        "peak_host_rss_mib_so_far": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         # A target of issue 10 (the pipeline's), reported, not an exactness check.
         "targets": {"align_at_least_0.85_of_bare": rep.tokens_per_second >= 0.85 * bare_rate},
     }
