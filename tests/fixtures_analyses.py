@@ -17,11 +17,13 @@ EPS = 1e-6
 
 
 def hf_load(path):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
+
+    from modelzoo import reference_tokenizer
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     model.requires_grad_(False)
-    return model, AutoTokenizer.from_pretrained(path)
+    return model, reference_tokenizer(path)
 
 
 def hf_prompts(tokenizer, text, n_docs, max_length):

@@ -103,10 +103,10 @@ def _run_with_options(args: list[str], opts: dict) -> int:
 
 
 def _tokenizer(path):
-    from transformers import AutoTokenizer
+    from modelzoo import reference_tokenizer
 
     if path not in _tok_cache:
-        _tok_cache[path] = AutoTokenizer.from_pretrained(path)
+        _tok_cache[path] = reference_tokenizer(path)
     return _tok_cache[path]
 
 
