@@ -35,7 +35,18 @@ COMMAND_MODULES = {
 }
 
 
+class Interrupted(BaseException):
+    """Ctrl-C or SIGTERM carried past click, whose main() would print a blank line for a
+    KeyboardInterrupt and turn it into Abort; `__cause__` is the original interrupt."""
+
+
 class LazyGroup(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as e:
+            raise Interrupted() from e
+
     def list_commands(self, ctx):
         return [name for name in COMMAND_MODULES if self.get_command(ctx, name) is not None]
 
@@ -144,6 +155,10 @@ def main(argv=None) -> None:
     try:
         with _sigterm_unwinds():
             rv = cli.main(args=argv, prog_name="align", standalone_mode=False)
+    except Interrupted as e:
+        if isinstance(e.__cause__, Terminated):
+            fail(INTERRUPTED.format(by=" by SIGTERM"), 143)
+        fail(INTERRUPTED.format(by=""), 130)
     except Terminated:
         fail(INTERRUPTED.format(by=" by SIGTERM"), 143)
     except AlignError as e:

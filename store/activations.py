@@ -78,8 +78,11 @@ def exists(path: str, storage_options: dict | None = None) -> bool:
         return os.path.exists(os.path.join(local_path(str(path)), "zarr.json"))
     import fsspec
 
-    fs, root = fsspec.core.url_to_fs(str(path), **(storage_options or {}))
-    return fs.exists(root.rstrip("/") + "/zarr.json")
+    try:
+        fs, root = fsspec.core.url_to_fs(str(path), **(storage_options or {}))
+        return fs.exists(root.rstrip("/") + "/zarr.json")
+    except Exception as e:  # an unreachable endpoint, refused credentials, an unknown protocol
+        raise StoreError(f"{path} cannot be reached: {type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
 
 
 def read_attrs(path: str, storage_options: dict | None = None) -> dict:

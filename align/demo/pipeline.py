@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 
 from align.demo import data
+from align.errors import StoreError
 from align.demo.train import TrainConfig
 
 STATE_FILE = "demo.json"
@@ -104,6 +105,18 @@ def _step(report: DemoReport, name: str, fn, log):
     return out
 
 
+def _done(path: str) -> bool:
+    """A step's result is done when it opens as a complete result (a killed write leaves one
+    that does not, and the step then runs again)."""
+    from align import store as st
+
+    try:
+        st.open_result(path)
+    except StoreError:
+        return False
+    return True
+
+
 def run(output: str = "demo-output", config: DemoConfig | None = None, log=None, figures: bool = True) -> DemoReport:
     """Run the whole demo into `output`; returns a DemoReport (its .summary is printed by the CLI)."""
     import warnings
@@ -163,7 +176,7 @@ def _run(output, config, log, figures) -> DemoReport:
     for name, target in (("alignment", "deep"), ("alignment-control", "control")):
         path = sub("results", f"{name}.zarr")
         report.results[name] = path
-        if not st.exists(path):
+        if not _done(path):
             _step(report, f"fit {name}", lambda: align.fit(
                 report.stores["shallow"], report.stores[target], path, seed=config.fit_seed, scheduler="synchronous",
                 blas_threads=None, log=quiet), log)
@@ -174,16 +187,16 @@ def _run(output, config, log, figures) -> DemoReport:
     for name in ("shallow", "deep"):
         paths = {kind: sub("results", f"{kind}-{name}.zarr") for kind in ("contributions", "lens", "skipping", "depth")}
         report.results.update({f"{kind}-{name}": p for kind, p in paths.items()})
-        if not st.exists(paths["contributions"]):
+        if not _done(paths["contributions"]):
             _step(report, f"contrib {name}", lambda: analyses.run_contrib(paths["contributions"], store=report.stores[name],
                                                                           log=quiet), log)
-        if not st.exists(paths["lens"]):
+        if not _done(paths["lens"]):
             _step(report, f"lens {name}", lambda: analyses.run_lens(paths["lens"], store=report.stores[name], log=quiet), log)
-        if not st.exists(paths["skipping"]):
+        if not _done(paths["skipping"]):
             spec = ModelSpec(report.models[name])
             _step(report, f"skip {name}", lambda: analyses.run_skip(paths["skipping"], spec=spec, cspec=skip_spec,
                                                                     batch_size=config.batch_size, log=quiet), log)
-        if not st.exists(paths["depth"]):
+        if not _done(paths["depth"]):
             _step(report, f"depth {name}", lambda: analyses.run_depth(paths["depth"], contrib_path=paths["contributions"],
                                                                       lens_path=paths["lens"], log=quiet), log)
 
