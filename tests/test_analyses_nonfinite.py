@@ -15,6 +15,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from assertions import one_line_error
 
 # One line each, no newline inside a document (so any tokenizer class reading tokenizer.json
 # cuts them the same), separated by blank lines; every one longer than 13 tokens, so the
@@ -25,15 +26,6 @@ DOCS = [
     "a deeper network spreads the same computation over more layers while the shallow one finishes early in its depth.",
 ]
 
-
-def _one_line_error(code, err, *needles):
-    lines = err.strip().splitlines()
-    assert code != 0
-    assert len(lines) == 1, err
-    assert lines[0].startswith("align: error: ") and "Traceback" not in err
-    for n in needles:
-        assert str(n) in lines[0], (n, lines[0])
-    return lines[0]
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +94,7 @@ def test_nan_weight_is_refused_in_one_line(cli, nan_mlp, corpus, tmp_path, comma
     n = sum(len(ids) for ids in _token_ids(nan_mlp))
     out = tmp_path / "r.zarr"
     code, _, err = cli(command, nan_mlp, corpus, "-o", out, "--batch-size", "8")
-    line = _one_line_error(code, err, "non-finite", array, f"holds {n:,} NaN values at {n:,} tokens",
+    line = one_line_error(code, err, "non-finite", array, f"holds {n:,} NaN values at {n:,} tokens",
                            "of a batch of 3 prompts", "(first: prompt 0, position 0)", extra, "--dtype float32")
     assert "nothing was written" in line
     assert not out.exists()
@@ -128,7 +120,7 @@ def test_nan_embedding_row_names_the_first_prompt_and_position(cli, zoo, corpus,
     out = tmp_path / "c.zarr"
     code, _, err = cli("contrib", model, corpus, "-o", out, "--batch-size", "3")
     d = 64  # the zoo's d_model
-    _one_line_error(code, err, f"the residual at boundary 0 holds {d * len(hits):,} NaN values at {len(hits):,} tokens",
+    one_line_error(code, err, f"the residual at boundary 0 holds {d * len(hits):,} NaN values at {len(hits):,} tokens",
                     f"(first: prompt {hits[0][0]}, position {hits[0][1]})")
     assert not out.exists()
 
@@ -215,7 +207,7 @@ def test_depth_names_file_variable_and_index(cli, good_results, tmp_path, which,
     _inject(str(work / which), var, index, value)
     out = tmp_path / "d.zarr"
     code, _, err = cli("depth", "--contrib", work / "c.zarr", "--lens", work / "l.zarr", "-o", out)
-    line = _one_line_error(code, err, str(work / which), cell, "1 of")
+    line = one_line_error(code, err, str(work / which), cell, "1 of")
     assert "lacks" not in line and "did not measure" not in line
     assert not out.exists()
 
@@ -230,7 +222,7 @@ def test_depth_tells_unmeasured_boundary_from_nan(cli, zoo, extracted, corpus_fi
     code, _, err = cli("lens", "--store", store, "-o", tmp_path / "l.zarr")
     assert code == 0, err
     code, _, err = cli("depth", "--contrib", tmp_path / "c.zarr", "--lens", tmp_path / "l.zarr", "-o", tmp_path / "d.zarr")
-    line = _one_line_error(code, err, "did not measure boundaries [1]")
+    line = one_line_error(code, err, "did not measure boundaries [1]")
     assert "non-finite" not in line
 
 

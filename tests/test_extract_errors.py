@@ -8,16 +8,8 @@ import os
 import pytest
 
 from align.store import exists, read_attrs
+from assertions import one_line_error
 
-
-def _one_line_error(code, err, *needles):
-    lines = err.strip().splitlines()
-    assert code != 0
-    assert len(lines) == 1, err
-    assert lines[0].startswith("align: error: ") and "Traceback" not in err
-    for n in needles:
-        assert str(n) in lines[0], (n, lines[0])
-    return lines[0]
 
 
 def _not_complete(out):
@@ -43,14 +35,14 @@ def bad_corpora(tmp_path):
 def test_missing_model_folder(cli, corpus_file, tmp_path):
     out = tmp_path / "o.zarr"
     code, _, err = cli("extract", tmp_path / "no-such-model", corpus_file, "-o", out)
-    _one_line_error(code, err, "no-such-model", "does not exist")
+    one_line_error(code, err, "no-such-model", "does not exist")
     assert not out.exists()
 
 
 def test_config_that_is_not_a_causal_lm(cli, zoo, corpus_file, tmp_path):
     out = tmp_path / "o.zarr"
     code, _, err = cli("extract", zoo("bert"), corpus_file, "-o", out)
-    _one_line_error(code, err, "'bert'", "qwen2", "llama", "qwen3", "olmo2")
+    one_line_error(code, err, "'bert'", "qwen2", "llama", "qwen3", "olmo2")
     assert not out.exists()
 
 
@@ -64,13 +56,13 @@ def test_config_that_is_not_a_causal_lm(cli, zoo, corpus_file, tmp_path):
 def test_bad_corpus(cli, zoo, bad_corpora, tmp_path, which, needles):
     out = tmp_path / "o.zarr"
     code, _, err = cli("extract", zoo("qwen2"), bad_corpora[which], "-o", out)
-    _one_line_error(code, err, *needles)
+    one_line_error(code, err, *needles)
     _not_complete(out)
 
 
 def test_missing_corpus(cli, zoo, tmp_path):
     code, _, err = cli("extract", zoo("qwen2"), tmp_path / "nope.txt", "-o", tmp_path / "o.zarr")
-    _one_line_error(code, err, "nope.txt", "does not exist")
+    one_line_error(code, err, "nope.txt", "does not exist")
 
 
 @pytest.mark.parametrize("spec,needle", [
@@ -79,17 +71,17 @@ def test_missing_corpus(cli, zoo, tmp_path):
 def test_bad_layers(cli, zoo, corpus_file, tmp_path, spec, needle):
     out = tmp_path / "o.zarr"
     code, _, err = cli("extract", zoo("qwen2"), corpus_file, "-o", out, "--layers", spec)
-    _one_line_error(code, err, "--layers", needle)
+    one_line_error(code, err, "--layers", needle)
     assert not out.exists()
 
 
 def test_bad_option_values_are_one_line(cli, zoo, corpus_file, tmp_path):
     code, _, err = cli("extract", zoo("qwen2"), corpus_file, "-o", tmp_path / "o", "--batch-size", "zero")
-    _one_line_error(code, err, "zero", "--batch-size")
+    one_line_error(code, err, "zero", "--batch-size")
     code, _, err = cli("extract", zoo("qwen2"), corpus_file, "-o", tmp_path / "o", "--store-dtype", "int8")
-    _one_line_error(code, err, "int8")
+    one_line_error(code, err, "int8")
     code, _, err = cli("extract", zoo("qwen2"), corpus_file)
-    _one_line_error(code, err, "--output")
+    one_line_error(code, err, "--output")
 
 
 def test_existing_folder_that_is_not_a_store(cli, zoo, corpus_file, tmp_path):
@@ -97,7 +89,7 @@ def test_existing_folder_that_is_not_a_store(cli, zoo, corpus_file, tmp_path):
     out.mkdir()
     (out / "notes.txt").write_text("keep me")
     code, _, err = cli("extract", zoo("qwen2"), corpus_file, "-o", out)
-    _one_line_error(code, err, "precious", "not an align store")
+    one_line_error(code, err, "precious", "not an align store")
     assert sorted(os.listdir(out)) == ["notes.txt"]
 
 
@@ -109,13 +101,13 @@ def test_existing_store_of_another_schema(cli, zoo, corpus_file, tmp_path):
     out = tmp_path / "result.zarr"
     write_result(str(out), xr.Dataset({"x": ("a", [1.0, 2.0])}), "lens")
     code, _, err = cli("extract", zoo("qwen2"), corpus_file, "-o", out)
-    _one_line_error(code, err, "result.zarr", "'lens'")
+    one_line_error(code, err, "result.zarr", "'lens'")
 
 
 def test_not_enough_disk(cli, zoo, corpus_file, tmp_path, monkeypatch):
     monkeypatch.setenv("ALIGN_FREE_DISK_BYTES", "100000")
     out = tmp_path / "o.zarr"
     code, _, err = cli("extract", zoo("qwen2"), corpus_file, "-o", out, "--sublayers")
-    line = _one_line_error(code, err, "o.zarr", "needs", "free")
+    line = one_line_error(code, err, "o.zarr", "needs", "free")
     assert "97.7 KiB" in line  # 100000 bytes, as the disk reported it
     assert not out.exists()

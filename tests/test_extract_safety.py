@@ -22,21 +22,10 @@ import pytest
 import zarr
 
 from align.store import open_activations, read_attrs
+from assertions import one_line_error
 
 D_MODEL = 64  # the zoo's width
 
-
-def _one_line_error(code, err, *needles):
-    """One `align: error:` line, the last on stderr (progress lines may come before it)."""
-    lines = err.strip().splitlines()
-    assert code != 0, err
-    errors = [line for line in lines if line.startswith("align: error: ")]
-    assert len(errors) == 1 and lines[-1] == errors[0] and "Traceback" not in err, err
-    assert all(line.startswith(("align: error: ", "align extract: ")) for line in lines), err
-    assert "internal error" not in errors[0], errors[0]
-    for n in needles:
-        assert str(n) in errors[0], (n, errors[0])
-    return errors[0]
 
 
 def _snapshot(root) -> dict:
@@ -104,7 +93,7 @@ def test_resume_against_other_weights_is_refused(zoo, corpus_file, tmp_path):
     assert (model / "model.safetensors").read_bytes() != original
     before = _snapshot(out)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    line = _one_line_error(p.returncode, p.stderr, "weights: store has sha256 ", ", now sha256 ")
+    line = one_line_error(p.returncode, p.stderr, "weights: store has sha256 ", ", now sha256 ", progress=("align extract: ",))
     assert "config_hash" not in line  # only the weights changed
     old_hex, new_hex = (part.split("sha256 ")[1][:12] for part in line.split("weights: ")[1].split(", now "))
     assert old_hex != new_hex
@@ -181,14 +170,14 @@ def test_cuda_without_cuda_creates_no_store(cli, zoo, corpus_file, tmp_path):
         pytest.skip("this machine has a CUDA device: the refusal needs one without")
     out = tmp_path / "o.zarr"
     code, _, err = cli("extract", zoo("qwen2"), corpus_file, "-o", out, "--device", "cuda")
-    _one_line_error(code, err, "--device cuda", "no CUDA")
+    one_line_error(code, err, "--device cuda", "no CUDA", progress=("align extract: ",))
     assert not os.path.lexists(out)
 
 
 def test_pickle_only_checkpoint_creates_no_store(cli, pickle_only, corpus_file, tmp_path):
     out = tmp_path / "o.zarr"
     code, _, err = cli("extract", pickle_only, corpus_file, "-o", out)
-    _one_line_error(code, err, "only pickle weights", "pytorch_model.bin", "--allow-pickle-weights")
+    one_line_error(code, err, "only pickle weights", "pytorch_model.bin", "--allow-pickle-weights", progress=("align extract: ",))
     assert not os.path.lexists(out)
     # Allowed, it loads and completes.
     code, _, err = cli("extract", pickle_only, corpus_file, "-o", out, "--allow-pickle-weights", "--max-docs", "2")
@@ -307,7 +296,7 @@ def test_max_length_beyond_position_limit(cli, zoo, corpus_file, tmp_path):
     out = tmp_path / "o.zarr"
     limit = json.loads(open(os.path.join(zoo("qwen2"), "config.json")).read())["max_position_embeddings"]
     code, _, err = cli("extract", zoo("qwen2"), corpus_file, "-o", out, "--max-length", limit + 1)
-    _one_line_error(code, err, f"--max-length {limit + 1}", f"max_position_embeddings {limit}", "--allow-long")
+    one_line_error(code, err, f"--max-length {limit + 1}", f"max_position_embeddings {limit}", "--allow-long", progress=("align extract: ",))
     assert not os.path.lexists(out)
     code, _, err = cli("extract", zoo("qwen2"), corpus_file, "-o", out, "--max-length", limit)
     assert code == 0, err
@@ -344,8 +333,8 @@ def test_nan_weight_is_refused_naming_boundary_token_and_count(cli, zoo, corpus_
     n = len(_reference_ids(str(model), first_doc))  # the first batch is document 0 alone
     out = tmp_path / "s.zarr"
     code, _, err = cli("extract", model, corpus_file, "-o", out, "--batch-size", "1", *(["--sublayers"] if sublayers else []))
-    _one_line_error(code, err, where, f"{n * D_MODEL:,} NaN/inf values in {n:,} tokens",
-                    "document 0, position 0 (token 0)")
+    one_line_error(code, err, where, f"{n * D_MODEL:,} NaN/inf values in {n:,} tokens",
+                    "document 0, position 0 (token 0)", progress=("align extract: ",))
     _assert_nothing_non_finite_written(out, committed_at_most=0)
 
 
@@ -363,8 +352,8 @@ def test_nan_embedding_row_is_named_at_its_first_token(cli, zoo, corpus_file, tm
     out = tmp_path / "s.zarr"
     code, _, err = cli("extract", model, corpus_file, "-o", out, "--batch-size", "1", "--chunk-tokens", "16")
     k = ids[d].count(tid)
-    _one_line_error(code, err, "at boundary 0:", f"{k * D_MODEL:,} NaN/inf values in {k:,} token{'s' if k != 1 else ''} ",
-                    f"document {d}, position {pos} (token {token:,})")
+    one_line_error(code, err, "at boundary 0:", f"{k * D_MODEL:,} NaN/inf values in {k:,} token{'s' if k != 1 else ''} ",
+                    f"document {d}, position {pos} (token {token:,})", progress=("align extract: ",))
     _assert_nothing_non_finite_written(out, committed_at_most=token)
     assert open_activations(str(out)).progress["committed_tokens"] > 0  # earlier batches were kept
 
@@ -418,7 +407,7 @@ def test_output_that_is_not_a_store_is_refused_and_untouched(cli, zoo, tmp_path,
            "model folder": model, "folder with notes": world / "notes", "under a file": world / "file.zarr" / "s.zarr"}[target]
     before = _snapshot(world)
     code, _, err = cli("extract", model, corpus, "-o", out)
-    _one_line_error(code, err, out)
+    one_line_error(code, err, out, progress=("align extract: ",))
     assert _snapshot(world) == before
 
 
@@ -454,7 +443,7 @@ def test_hub_resume_after_the_branch_moved_is_refused(zoo, corpus_file, tmp_path
     (tmp_path / "hub" / "models--org--tiny" / "refs" / "main").write_text(b)
     before = _snapshot(out)
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    _one_line_error(p.returncode, p.stderr, f"weights: store has hub commit {a[:12]}…, now hub commit {b[:12]}…")
+    one_line_error(p.returncode, p.stderr, f"weights: store has hub commit {a[:12]}…, now hub commit {b[:12]}…", progress=("align extract: ",))
     assert _snapshot(out) == before
     # Pinned to the first commit, the same store resumes and completes.
     p = subprocess.run(cmd + ["--revision", a], env=env, capture_output=True, text=True, timeout=300)

@@ -11,16 +11,8 @@ import shutil
 import pytest
 
 from conftest import free_port
+from assertions import one_line_error
 
-
-def _one_line_error(code, err, *needles):
-    lines = err.strip().splitlines()
-    assert code != 0
-    assert len(lines) == 1, err
-    assert lines[0].startswith("align: error: ") and "Traceback" not in err
-    for n in needles:
-        assert str(n) in lines[0], (n, lines[0])
-    return lines[0]
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
@@ -44,7 +36,7 @@ def no_tokenizer(zoo, tmp_path, request):
 def test_model_folder_without_tokenizer_is_named(cli, no_tokenizer, corpus_file, tmp_path, command):
     out = tmp_path / "out.zarr"
     code, _, err = cli(command, no_tokenizer, corpus_file, "-o", out)
-    line = _one_line_error(code, err, str(no_tokenizer), "no tokenizer files", "tokenizer.json", "tokenizer.model")
+    line = one_line_error(code, err, str(no_tokenizer), "no tokenizer files", "tokenizer.json", "tokenizer.model")
     assert "corpus" not in line
     assert not out.exists()
 
@@ -54,7 +46,7 @@ def test_typo_path_in_offline_mode_fails_in_one_line(cli, corpus_file, tmp_path,
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     (tmp_path / "models").mkdir()
     code, _, err = cli("extract", "mdoels/tiny", corpus_file, "-o", "out.zarr")
-    _one_line_error(code, err, "'mdoels/tiny'", "no folder", "offline mode is set", "HF_HUB_OFFLINE=1", "check the path")
+    one_line_error(code, err, "'mdoels/tiny'", "no folder", "offline mode is set", "HF_HUB_OFFLINE=1", "check the path")
     assert not (tmp_path / "out.zarr").exists()
 
 
@@ -65,15 +57,15 @@ def test_typo_path_with_the_hub_unreachable_fails_in_one_line(cli, corpus_file, 
     endpoint = f"http://127.0.0.1:{free_port()}"  # a port nobody listens on: connection refused at once
     monkeypatch.setenv("HF_ENDPOINT", endpoint)
     code, _, err = cli("skip", "mdoels/tiny", corpus_file, "-o", "out.zarr")
-    _one_line_error(code, err, "'mdoels/tiny'", "no folder", "could not be reached", endpoint, "check the path")
+    one_line_error(code, err, "'mdoels/tiny'", "no folder", "could not be reached", endpoint, "check the path")
 
 
 def test_missing_path_that_is_no_hub_id(cli, corpus_file, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, _, err = cli("extract", "./models/tiny", corpus_file, "-o", "out.zarr")
-    _one_line_error(code, err, "'./models/tiny'", "does not exist", "check the path")
+    one_line_error(code, err, "'./models/tiny'", "does not exist", "check the path")
     code, _, err = cli("extract", corpus_file, corpus_file, "-o", "out.zarr")  # a file where a folder belongs
-    _one_line_error(code, err, corpus_file, "is a file, not a folder")
+    one_line_error(code, err, corpus_file, "is a file, not a folder")
 
 
 def test_folder_with_only_a_slow_tokenizer_still_loads(zoo, tmp_path):
