@@ -546,7 +546,9 @@ def _forward_all(model, store, batch_size, boundaries, kept_layers, store_dtype,
     start_tokens, start_seq = writer.committed
     window = batch_size * GROUP_FACTOR
     w0 = (start_seq // window) * window
-    first_token = _seq_start_token(store, w0, start_tokens) if w0 < start_seq else start_tokens
+    # Nothing is recomputed when every token is written (a run killed at its final metadata).
+    recompute = w0 < start_seq and start_tokens < store.n_tokens
+    first_token = _seq_start_token(store, w0, start_tokens) if recompute else start_tokens
     progress = _Progress(store.n_tokens, start_tokens, log, terminal)
     bg = _BackgroundWriter(writer)
     t_fwd = time.time()
