@@ -18,6 +18,7 @@ import queue
 import re
 import shutil
 import sys
+import tempfile
 import threading
 import time
 import types
@@ -681,24 +682,22 @@ def _timed_batch(model, sequences, boundaries, kept_layers, layout, workdir: str
             "positions": int(keep.numel())}
 
 
-def _scratch_dir(output: str) -> str:
+def _scratch_dir(output: str) -> tuple[str, bool]:
     """A temporary folder on the file system of -o (its nearest existing ancestor), so the
-    timed write meets the disk the real run writes to; the system's temporary folder when
-    -o is not a local path."""
-    import tempfile
-
+    timed write meets the disk the real run writes to, and whether it is there: the system's
+    temporary folder stands in when -o is not a local path or its folder is not writable."""
     from align import store as st
 
     local = st.local_path(output)
     if local is None:
-        return tempfile.mkdtemp(prefix="align-dry-run-")
+        return tempfile.mkdtemp(prefix="align-dry-run-"), False
     parent = os.path.dirname(os.path.abspath(os.path.expanduser(local)))
     while not os.path.isdir(parent):
         parent = os.path.dirname(parent)
     try:
-        return tempfile.mkdtemp(prefix=".align-dry-run-", dir=parent)
+        return tempfile.mkdtemp(prefix=".align-dry-run-", dir=parent), True
     except OSError:
-        return tempfile.mkdtemp(prefix="align-dry-run-")
+        return tempfile.mkdtemp(prefix="align-dry-run-"), False
 
 
 def _dry_run(spec, cspec, tokenizer, plan, layout, sizes, need, free, batch_size, boundaries, kept_layers, output, log, t0):
@@ -715,7 +714,7 @@ def _dry_run(spec, cspec, tokenizer, plan, layout, sizes, need, free, batch_size
         seqs.append(sq)
         if len(seqs) >= batch_size:
             break
-    work = _scratch_dir(output)
+    work, beside = _scratch_dir(output)
     try:
         _timed_batch(model, seqs[:1], boundaries, kept_layers, layout, work)  # warm-up
         shutil.rmtree(os.path.join(work, "batch.zarr"), ignore_errors=True)
@@ -751,7 +750,8 @@ def _dry_run(spec, cspec, tokenizer, plan, layout, sizes, need, free, batch_size
         if b >= 1 << 20 or name in ("resid", "attn", "mlp"):
             lines.append(f"  {name:<10} {_human(b)}")
     lines.append(f"  total      {_human(need)}" + (f" of {_human(free)} free" if free is not None else ""))
-    lines.append(f"  one batch of {len(seqs)} sequences ({ph['tokens']:,} tokens), timed end to end:")
+    lines.append(f"  one batch of {len(seqs)} sequences ({ph['tokens']:,} tokens), timed end to end"
+                 + ("" if beside else f" (written to {tempfile.gettempdir()}: -o's file system could not be used)") + ":")
     for k in ("forward", "copy", "encode", "write"):
         lines.append(f"    {k:<8} {ph[k] * 1e3:10.2f} ms   whole run ~{run_s[k]:,.3g} s")
     lines.append(f"  padding    {pad:.1%} of computed positions (length-grouped batches, windows of {window} sequences)")
@@ -764,7 +764,7 @@ def _dry_run(spec, cspec, tokenizer, plan, layout, sizes, need, free, batch_size
     info = {"n_tokens": plan.n_tokens, "n_sequences": plan.n_sequences, "bytes": sizes, "total_bytes": need,
             "free_bytes": free, "tokens_per_second": rate, "seconds_estimate": total,
             "batch": {k: ph[k] for k in ("forward", "copy", "encode", "write", "tokens", "positions")},
-            "phases_seconds": run_s, "bound_by": bound, "padding_fraction": pad, "group_window": window}
+            "phases_seconds": run_s, "bound_by": bound, "write_timed_beside_output": beside, "padding_fraction": pad, "group_window": window}
     return ExtractReport(output, "dry run", plan.n_tokens, time.time() - t0, rate, info)
 
 
