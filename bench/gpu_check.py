@@ -561,6 +561,7 @@ def main(argv=None) -> int:
         if device == "cuda" and not torch.cuda.is_available():
             check.doc["status"] = "error: no CUDA device (use --tiny on a machine without one)"
             check.write()
+            print(f"gpu_check: {check.doc['status']}", file=sys.stderr)
             return 1
         small, large = ("tiny-1.5b-shape", "tiny-14b-shape") if args.tiny else ("qwen2.5-1.5b", "qwen2.5-14b")
         cfgs = {small: TINY_SMALL if args.tiny else QWEN_1_5B, large: TINY_LARGE if args.tiny else QWEN_14B}
