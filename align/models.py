@@ -333,6 +333,19 @@ def load_model(spec: ModelSpec):
     return model, config
 
 
+def check_token_ids(spec: ModelSpec, config, max_id: int, where: str) -> None:
+    """Refuse a token id the model has no embedding row for (ids 0..vocab_size-1): a tokenizer
+    that does not belong to the weights, which would otherwise fail deep inside the forward.
+    `where` says where the id first occurs (document and position)."""
+    n = getattr(config, "vocab_size", None)
+    if isinstance(n, int) and max_id >= n:
+        raise InputError(
+            f"the tokenizer of {spec.name!r} gives token id {max_id:,} ({where}), but the model has {n:,} token "
+            "embeddings (config vocab_size): the tokenizer and the weights do not belong together; "
+            "use the tokenizer saved with these weights"
+        )
+
+
 def input_device(model):
     """Where token ids must go (the embedding's device, also under device_map)."""
     return model.get_input_embeddings().weight.device

@@ -31,6 +31,7 @@ def load(spec: models.ModelSpec, cspec: corpus.CorpusSpec, check=None):
     config = models.load_config(spec)
     tokenizer = models.load_tokenizer(spec)
     prompts = load_prompts(cspec, tokenizer)
+    check_vocabulary(spec, config, prompts)
     if check is not None:
         check(prompts)
     model, _ = models.load_model(spec)
@@ -43,6 +44,14 @@ def load(spec: models.ModelSpec, cspec: corpus.CorpusSpec, check=None):
         "compute_dtype": spec.resolved_dtype(), "source": "model", "align_version": align.__version__,
     }
     return model, config, prompts, prov
+
+
+def check_vocabulary(spec: models.ModelSpec, config, prompts) -> None:
+    """Every prompt's token ids have an embedding row in the model (`models.check_token_ids`)."""
+    top = [int(p.max()) if len(p) else -1 for p in prompts]
+    k = int(np.argmax(top))
+    if top[k] >= 0:
+        models.check_token_ids(spec, config, top[k], f"prompt {k}, position {int(np.argmax(prompts[k]))}")
 
 
 def _store_provenance(store) -> dict:
