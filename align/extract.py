@@ -35,10 +35,11 @@ from align.store.codecs import DEFAULT_CODEC, encode, physical_dtype
 
 # Defining options: a store made with other values of these is another store. The hub
 # revision as typed is not one: "weights" (the commit it resolved to, or the weight files'
-# hash) is what decides the numbers, so a resume may pin the commit a moved branch had.
+# hash) is what decides the numbers, so a resume may pin the commit a moved branch had. The
+# tokenizer's behaviour (its hashes) is one too: the same text read another way is other ids.
 DEFINING = ("model", "dtype", "random_init", "seed", "corpus_hash", "text_field", "format",
             "doc_split", "max_length", "overflow", "max_tokens", "max_docs", "layers", "sublayers",
-            "store_dtype", "codec", "chunk_tokens", "config_hash", "weights")
+            "store_dtype", "codec", "chunk_tokens", "config_hash", "weights", "tokenizer")
 DISK_MARGIN = 1.05
 
 
@@ -50,6 +51,8 @@ class Plan:
     longest: int
     stats: corpus.TokenizeStats = dataclasses.field(default_factory=corpus.TokenizeStats)
     lengths: list = dataclasses.field(default_factory=list)  # tokens per sequence, corpus order
+    max_id: int = -1  # the largest token id, and where it first occurs (document, position)
+    max_id_at: tuple = (0, 0)
 
 
 @dataclass
@@ -76,7 +79,11 @@ def count(spec: corpus.CorpusSpec, tokenizer) -> Plan:
     docs = set()
     lengths = array.array("i")  # 4 bytes a sequence: the padding estimate of --dry-run needs them
     stats = corpus.TokenizeStats()
+    top, top_at = -1, (0, 0)
     for sq in corpus.sequences(spec, tokenizer, stats):
+        if len(sq) and int(sq.token_id.max()) > top:
+            t = int(np.argmax(sq.token_id))
+            top, top_at = int(sq.token_id[t]), (sq.doc, t)
         lengths.append(len(sq))
         n += len(sq)
         s += 1
@@ -84,7 +91,7 @@ def count(spec: corpus.CorpusSpec, tokenizer) -> Plan:
         docs.add(sq.doc)
     if n == 0:
         raise InputError(f"corpus {spec.describe()} has no text to tokenize: give a corpus with at least one non-empty document")
-    return Plan(n, s, len(docs), longest, stats, lengths)
+    return Plan(n, s, len(docs), longest, stats, lengths, top, top_at)
 
 
 def dropped_summary(stats: dict) -> str:
@@ -419,6 +426,7 @@ def extract(
         "doc_split": doc_split, "max_length": max_length, "overflow": overflow, "max_tokens": max_tokens,
         "max_docs": max_docs, "layers": boundaries, "sublayers": sublayers, "store_dtype": store_dtype, "codec": codec,
         "chunk_tokens": chunk_tokens, "config_hash": models.config_hash(config), "weights": weights["id"],
+        "tokenizer": corpus.tokenizer_hashes(tokenizer)["all"],
     }
 
     existing = st.exists(output)
@@ -440,6 +448,7 @@ def extract(
             return ExtractReport(output, "already complete", n, time.time() - t0, 0.0)
 
     plan = count(cspec, tokenizer)
+    models.check_token_ids(spec, config, plan.max_id, "document {}, position {}".format(*plan.max_id_at))
     if plan.stats.special_token_text:
         doc, text = plan.stats.first_special
         log(f"align extract: warning: {plan.stats.special_token_text:,} literal special-token text(s) in the corpus are "

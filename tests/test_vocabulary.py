@@ -1,0 +1,49 @@
+"""A tokenizer whose ids run past the model's embedding table (a tokenizer that does not belong
+to the weights) is refused in one line naming the id, where it occurs and the model's
+vocabulary size, before any store or result exists (it was an IndexError deep in the forward,
+reported as an internal error)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from assertions import one_line_error
+
+N_EMBED = 40
+
+
+@pytest.fixture(scope="module")
+def mismatched(zoo, tmp_path_factory):
+    """A qwen2 model with 40 token embeddings beside the zoo's 300-token tokenizer."""
+    import transformers as tf
+
+    src = zoo("qwen2")
+    dst = str(tmp_path_factory.mktemp("mismatch") / "model")
+    config = tf.AutoConfig.from_pretrained(src)
+    config.vocab_size = N_EMBED
+    tf.AutoModelForCausalLM.from_config(config).save_pretrained(dst)
+    for name in os.listdir(src):
+        if name.startswith(("tokenizer", "special_tokens")):
+            shutil.copy(os.path.join(src, name), dst)
+    return dst
+
+
+def _largest_id(path, text):
+    """The largest token id of the corpus's documents, by the tokenizers library."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(os.path.join(path, "tokenizer.json"))
+    return max(max(tok.encode(d.rstrip("\n")).ids) for d in text.split("\n\n") if d.strip())
+
+
+@pytest.mark.parametrize("command", ["extract", "contrib", "lens", "skip"])
+def test_token_id_beyond_the_embeddings_is_named(mismatched, corpus_file, tmp_path, cli, command):
+    out = tmp_path / "o.zarr"
+    code, _, err = cli(command, mismatched, corpus_file, "-o", out)
+    line = one_line_error(code, err, f"has {N_EMBED} token embeddings", "do not belong together",
+                          progress=("align extract: ",))
+    assert f"token id {_largest_id(mismatched, open(corpus_file, encoding='utf-8').read())}" in line, line
+    assert not out.exists()
