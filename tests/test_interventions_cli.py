@@ -182,3 +182,33 @@ def test_marker_prompts_skip_blank_documents(zoo, tmp_path):
         assert list(q.token_id) == full
         answer = [t for t in range(n_head, len(full)) if ref.decode([full[t]]).strip()]
         assert np.flatnonzero(q.predicts_answer).tolist() == [t - 1 for t in answer] and answer
+
+
+@pytest.fixture(scope="module")
+def nan_model(zoo, tmp_path_factory):
+    """A copy of the qwen2 zoo model with row 5 of layer 1's MLP down_proj NaN: the last
+    residual (boundary 2) is NaN in dimension 5 at every token; boundaries 0 and 1 are finite."""
+    import shutil
+
+    from transformers import AutoModelForCausalLM
+
+    src = zoo("qwen2")
+    dst = tmp_path_factory.mktemp("nan") / "qwen2-nan"
+    shutil.copytree(src, dst)
+    model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32)
+    with torch.no_grad():
+        model.model.layers[1].mlp.down_proj.weight[5, :] = float("nan")
+    model.save_pretrained(dst)
+    return str(dst)
+
+
+@pytest.mark.parametrize("command,run,first", [("erase", "in the clean run", "prompt 1, position 0"),  # shortest rows first
+                                               ("igrad", "in the run scaling layer 0", "prompt 0, position 0")])
+def test_nan_weight_is_refused_in_one_line(command, run, first, cli, nan_model, prompts_file, corpus_file, tmp_path):
+    """The forward check names the array (the last residual), the prompt and position, and
+    which run; nothing is written."""
+    out = tmp_path / "r.zarr"
+    extra = ("--reference", corpus_file, "--reference-docs", 2) if command == "erase" else ("--steps", 2)
+    code, _, err = cli(command, nan_model, prompts_file, *extra, "-o", out)
+    _one_line_error(code, err, "non-finite", "the residual at boundary 2", first, run, "nothing was written")
+    assert not out.exists()
