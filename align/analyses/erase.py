@@ -64,7 +64,8 @@ def reference_mean(model, prompts, batch_size: int = 8) -> tuple[np.ndarray, int
         out = forward(model, ids, mask, pos, boundaries=range(L), logits=False, prompts=list(range(k, k + len(chunk))),
                       run="reference run")
         keep = mask.bool()
-        sums = torch.stack([out["resid"][b][keep].double().sum(0).cpu() for b in range(L)])
+        # Under device_map the blocks (and so the residuals) may sit on different devices.
+        sums = torch.stack([out["resid"][b][keep.to(out["resid"][b].device)].double().sum(0).cpu() for b in range(L)])
         total = sums if total is None else total + sums
         n += int(keep.sum())
     return (total / n).numpy(), n
