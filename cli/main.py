@@ -73,6 +73,7 @@ def cli():
       align fit SOURCE_STORE TARGET_STORE -o RESULT   the matrix of held-out map errors
       align plot RESULT                        a PNG of any result
       align contrib | lens | skip  MODEL CORPUS -o RESULT, then  align depth   (one model)
+      align erase | igrad  MODEL PROMPTS -o RESULT   what each cell / part does to an answer
       align info STORE                         what a store holds and whether it is complete
     `align COMMAND --help` for each command's options.
     """

@@ -29,6 +29,21 @@ def parse_size(value: str | None):
     return w, h
 
 
+def parse_prompts(value: str | None):
+    """'0,3' -> [0, 3], or None."""
+    from align.errors import InputError
+
+    if value is None:
+        return None
+    try:
+        out = [int(x) for x in value.split(",") if x.strip()]
+    except ValueError:
+        out = []
+    if not out or min(out) < 0:
+        raise InputError(f"--prompts {value!r} is not a comma-separated list of prompt indices (e.g. 0,3)")
+    return out
+
+
 def default_png(result: str) -> str:
     """RESULT.zarr -> RESULT.png beside it."""
     base = result.rstrip("/\\")
@@ -47,8 +62,9 @@ def default_png(result: str) -> str:
               help="lens, contributions: a depth result whose effective depths to mark.")
 @click.option("--size", default=None, metavar="WxH", help="Figure size in pixels [default: by schema, e.g. 900x750].")
 @click.option("--dpi", type=click.IntRange(min=20, max=MAX_DPI), default=100, show_default=True, help="Dots per inch (fonts scale with it).")
-def plot_cmd(result, output, metric, agg, part, depth_path, size, dpi):
-    """Draw RESULT (an alignment, contributions, skipping, lens or depth store) as a PNG."""
+@click.option("--prompts", default=None, metavar="I,J,...", help="erasure, igrad: prompt indices to draw [the first 4].")
+def plot_cmd(result, output, metric, agg, part, depth_path, size, dpi, prompts):
+    """Draw RESULT (an alignment, contributions, skipping, lens, depth, erasure or igrad store) as a PNG."""
     from align import plotting
     from align.store import check_file_output, open_result
 
@@ -59,7 +75,8 @@ def plot_cmd(result, output, metric, agg, part, depth_path, size, dpi):
     check_file_output(out, ".png", inputs={f"RESULT {result}": result, f"--depth {depth_path}": depth_path})
     ds = open_result(result)
     depth = open_result(depth_path, "depth") if depth_path else None
-    fig = plotting.plot_result(ds, metric=metric, agg=agg, part=part, depth=depth, size=pixels, dpi=dpi)
+    fig = plotting.plot_result(ds, metric=metric, agg=agg, part=part, depth=depth, size=pixels, dpi=dpi,
+                               prompts=parse_prompts(prompts))
     # Drawn beside the target and renamed over it: a failed write leaves the old PNG intact.
     tmp = os.path.join(os.path.dirname(os.path.abspath(out)), f".{os.path.basename(out)}.tmp-{os.getpid()}")
     try:

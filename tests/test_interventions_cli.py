@@ -7,20 +7,11 @@ import numpy as np
 import pytest
 import torch
 from modelzoo import reference_tokenizer
+from assertions import one_line_error
 from test_interventions_erase import _docs, ref_mean
 
 PROMPTS = [{"text": "the model reads every layer =", "answer": " 12 + 7 = 19"},
            {"text": "so we fit linear maps", "answer": " from each layer"}]
-
-
-def _one_line_error(code, err, *needles):
-    lines = err.strip().splitlines()
-    assert code != 0
-    assert len(lines) == 1, err
-    assert lines[0].startswith("align: error: ") and "Traceback" not in err
-    for n in needles:
-        assert str(n) in lines[0], (n, lines[0])
-    return lines[0]
 
 
 @pytest.fixture
@@ -104,8 +95,11 @@ def test_igrad_cli_completeness_and_targets(cli, zoo, prompts_file, tmp_path):
         gap = np.nansum(A, -1) - (float(ds["f"][i]) - ds["f_baseline"].values[i])
         np.testing.assert_allclose(ds["completeness_gap"].values[i], gap, atol=1e-6)
         assert (A[:, :, len(ids) - 1] == 0).all()  # the last token predicts nothing: no attribution
-    code, _, err = cli("plot", out, "-o", tmp_path / "g.png")
+    code, _, err = cli("plot", out, "-o", tmp_path / "g.png", "--prompts", "1")
     assert code == 0, err
+    code, _, err = cli("plot", out, "-o", tmp_path / "h.png", "--prompts", "7")
+    one_line_error(code, err, "prompt 7", "0..1")
+    assert not (tmp_path / "h.png").exists()
 
 
 def test_gsm8k_format_uses_the_final_answer_marker(zoo, tmp_path):
@@ -144,7 +138,7 @@ def test_one_line_errors(case, cli, zoo, corpus_file, tmp_path):
         "bad_parts": (("igrad", path, good, "--parts", "layer,heads"), ["--parts", "heads"]),
     }[case]
     code, _, err = cli(*args, "-o", out)
-    _one_line_error(code, err, *needles)
+    one_line_error(code, err, *needles)
     assert not out.exists()
 
 
@@ -153,13 +147,13 @@ def test_output_safety(cli, zoo, corpus_file, prompts_file, tmp_path):
     path = zoo("qwen2")
     before = open(prompts_file, "rb").read()
     code, _, err = cli("igrad", path, prompts_file, "--steps", 2, "-o", prompts_file)
-    _one_line_error(code, err, prompts_file)
+    one_line_error(code, err, prompts_file)
     assert open(prompts_file, "rb").read() == before
     other = tmp_path / "mine"
     other.mkdir()
     (other / "notes.txt").write_text("keep", encoding="utf-8")
     code, _, err = cli("erase", path, prompts_file, "--reference", corpus_file, "-o", other)
-    _one_line_error(code, err, str(other))
+    one_line_error(code, err, str(other))
     assert (other / "notes.txt").read_text(encoding="utf-8") == "keep" and len(list(other.iterdir())) == 1
 
 
@@ -210,5 +204,5 @@ def test_nan_weight_is_refused_in_one_line(command, run, first, cli, nan_model, 
     out = tmp_path / "r.zarr"
     extra = ("--reference", corpus_file, "--reference-docs", 2) if command == "erase" else ("--steps", 2)
     code, _, err = cli(command, nan_model, prompts_file, *extra, "-o", out)
-    _one_line_error(code, err, "non-finite", "the residual at boundary 2", first, run, "nothing was written")
+    one_line_error(code, err, "non-finite", "the residual at boundary 2", first, run, "nothing was written")
     assert not out.exists()

@@ -1,4 +1,5 @@
-"""Companion analyses (METHODS.md §2-§5): contribution, skipping, logit lens, effective depth.
+"""Companion analyses (METHODS.md §2-§6): contribution, skipping, logit lens, effective depth,
+residual erasure and integrated gradients.
 
 Functions take arrays or a model and return arrays; `align.analyses.run` writes results.
 Submodules import torch lazily, so importing this package is cheap."""
@@ -22,6 +23,12 @@ _LAZY = {
     "run_skip": ("align.analyses.run", "run_skip"),
     "run_lens": ("align.analyses.run", "run_lens"),
     "run_depth": ("align.analyses.run", "run_depth"),
+    "erasure": ("align.analyses.erase", "erasure"),
+    "reference_mean": ("align.analyses.erase", "reference_mean"),
+    "integrated_gradients": ("align.analyses.igrad", "integrated_gradients"),
+    "load_answer_prompts": ("align.analyses.answers", "load_answer_prompts"),
+    "run_erase": ("align.analyses.interventions_run", "run_erase"),
+    "run_igrad": ("align.analyses.interventions_run", "run_igrad"),
 }
 
 __all__ = sorted(_LAZY)

@@ -9,7 +9,7 @@ import time
 
 import align
 from align import corpus, models
-from align.analyses.run import _inputs, _log_default, _model_id
+from align.analyses.run import _inputs, _log_default, _model_id, check_vocabulary
 
 
 def _provenance(spec, config, tokenizer, cspec) -> dict:
@@ -47,7 +47,9 @@ def run_erase(output, *, spec, cspec, reference, reference_docs=10, answer_field
     config = models.load_config(spec)
     tokenizer = models.load_tokenizer(spec)
     prompts = load_answer_prompts(cspec, tokenizer, answer_field, answer_marker)
+    check_vocabulary(spec, config, [p.token_id for p in prompts])
     ref = load_prompts(rspec, tokenizer)
+    check_vocabulary(spec, config, ref)
     erase.check_reference(len(ref), reference_docs, reference)
     prov = _provenance(spec, config, tokenizer, cspec)
     model, _ = models.load_model(spec)
@@ -86,6 +88,7 @@ def run_igrad(output, *, spec, cspec, parts=("layer", "attn", "mlp"), steps=64, 
     config = models.load_config(spec)
     tokenizer = models.load_tokenizer(spec)
     prompts = load_answer_prompts(cspec, tokenizer, answer_field, answer_marker)
+    check_vocabulary(spec, config, [p.token_id for p in prompts])
     prov = _provenance(spec, config, tokenizer, cspec)
     model, _ = models.load_model(spec)
     t0 = time.time()
