@@ -1,6 +1,6 @@
 """No writing command ever changes a byte outside its own result, whatever -o names.
 
-Every command that writes (extract, fit, contrib, lens, skip, depth, plot) is run with -o set
+Every command that writes (extract, fit, contrib, lens, skip, depth, erase, igrad, plot) is run with -o set
 to an existing non-empty folder, the current folder, each of its own inputs and an existing
 file, with and without --overwrite. Each run must be refused in one line naming the -o
 value, and a snapshot of the whole temporary tree (every path; every file's sha256, size and
@@ -63,6 +63,9 @@ def world(tmp_path_factory, zoo, corpus_file, extracted):
                  ["lens", "--store", root / "S.zarr", "-o", root / "lens.zarr"]):
         code, _, _ = run_cli([str(a) for a in args])
         assert code == 0, args
+    (root / "prompts.jsonl").write_text(
+        '{"text": "the model reads every layer =", "answer": " 12 + 7 = 19"}\n'
+        '{"text": "so we fit linear maps", "answer": " from each layer"}\n', encoding="utf-8")
     (root / "notes").mkdir()
     (root / "notes" / "notes.txt").write_text("my notes\n")
     (root / "file.txt").write_text("a file\n")
@@ -77,6 +80,9 @@ COMMANDS = {
     "lens": (lambda w: ["lens", "--store", w / "S.zarr"], ("S.zarr",), True),
     "skip": (lambda w: ["skip", w / "model", w / "docs.txt", "--max-docs", "2"], ("model", "docs.txt"), True),
     "depth": (lambda w: ["depth", "--contrib", w / "contrib.zarr", "--lens", w / "lens.zarr"], ("contrib.zarr", "lens.zarr"), True),
+    "erase": (lambda w: ["erase", w / "model", w / "prompts.jsonl", "--reference", w / "docs.txt", "--reference-docs", "2"],
+              ("model", "prompts.jsonl", "docs.txt"), True),
+    "igrad": (lambda w: ["igrad", w / "model", w / "prompts.jsonl", "--steps", "2"], ("model", "prompts.jsonl"), True),
     "plot": (lambda w: ["plot", w / "contrib.zarr"], ("contrib.zarr",), False),
 }
 
