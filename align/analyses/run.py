@@ -47,11 +47,22 @@ def load(spec: models.ModelSpec, cspec: corpus.CorpusSpec, check=None):
 
 
 def check_vocabulary(spec: models.ModelSpec, config, prompts) -> None:
-    """Every prompt's token ids have an embedding row in the model (`models.check_token_ids`)."""
+    """Every prompt's token ids have an embedding row in the model (`models.check_token_ids`),
+    and no prompt is longer than the positions the model was built for
+    (max_position_embeddings): both would give numbers from inputs the model never saw."""
+    if not prompts:
+        return
     top = [int(p.max()) if len(p) else -1 for p in prompts]
     k = int(np.argmax(top))
     if top[k] >= 0:
         models.check_token_ids(spec, config, top[k], f"prompt {k}, position {int(np.argmax(prompts[k]))}")
+    limit = getattr(config, "max_position_embeddings", None)
+    longest = int(np.argmax([len(p) for p in prompts]))
+    if limit and len(prompts[longest]) > limit:
+        raise InputError(
+            f"prompt {longest} has {len(prompts[longest]):,} tokens, above the model's position limit "
+            f"(max_position_embeddings {limit:,}): use --max-length {limit} or less"
+        )
 
 
 def _store_provenance(store) -> dict:
