@@ -72,7 +72,7 @@ def _choices(value, allowed, option):
 @_common
 @click.option("--settings", default="current,future", show_default=True, help="Comma-separated: current, future.")
 @click.option("--parts", default="layer,attn,mlp", show_default=True, help="Comma-separated: layer, attn, mlp.")
-@click.option("--split-seed", type=int, default=0, show_default=True, help="Seed of the future setting's split points.")
+@click.option("--split-seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the future setting's split points.")
 @model_options
 @corpus_options
 def skip_cmd(model, corpus, output, batch_size, overwrite, settings, parts, split_seed, **kw):

@@ -40,7 +40,7 @@ def model_options(f):
         click.option("--trust-remote-code", is_flag=True, help="Allow the checkpoint's own Python code to run."),
         click.option("--allow-pickle-weights", is_flag=True, help="Also load .bin (pickle) weights; default is safetensors only."),
         click.option("--random-init", is_flag=True, help="Same architecture, seeded random weights: the untrained control."),
-        click.option("--seed", type=int, default=0, show_default=True, help="Seed of --random-init."),
+        click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of --random-init."),
     ]
     for o in reversed(opts):
         f = o(f)
