@@ -7,7 +7,29 @@ Sources (`CorpusSpec`):
 - a folder of `.txt` files: one document per file, in sorted name order;
 - `dataset="NAME[:CONFIG]:SPLIT"`: a split of a `datasets` data set (when installed and
   reachable);
-- `fmt="gsm8k"` on a GSM8K-shaped jsonl (`question`/`answer`): the prompts of METHODS.md.
+- `fmt=` a task format (below) on a .jsonl file (or --dataset) in that data set's field layout,
+  or a generated arithmetic format, which reads no file.
+
+Task formats (`items(spec)` gives each prompt's text, where its answer starts, and its
+`level`; `document_levels(spec)` the levels alone, indexed like `Sequence.doc`):
+- `gsm8k` (`question`, `answer` with "#### final"): the prompt of METHODS.md, ending
+  "The final answer is {final}"; no level.
+- `mquake` (MQuAKE case: `questions`, `answer`, `single_hops`):
+  "Question: {questions[0]}\nAnswer: {answer}"; level = hops = len(single_hops) (or
+  len(orig.triples) when a case has no single_hops).
+- `math` (hendrycks MATH: `problem`, `solution`, `level` "Level N"):
+  "Problem: {problem}\nSolution: {solution}"; level = N (1-5).
+- `hellaswag` (`ctx`, `endings`, `label`): "{ctx} {endings[label]}" (the gold ending); no
+  level.
+- `aime` (`Problem`/`problem`, `Answer`/`answer`): "Problem: {problem}\nAnswer: {answer}";
+  no level. As in P2, a prompt of more than 400 tokens (special tokens included) is left out,
+  and counted (TokenizeStats.over_format_limit).
+- `addition:N[:SEED]` / `multiplication:N[:SEED]` (generated, seed 0 by default):
+  "{a} + {b} = {a+b}" / "{a} * {b} = {a*b}" with a, b uniform N-digit integers (0-9 for
+  N = 1) drawn by numpy's default_rng([SEED, N]); --max-docs problems (default 100); level =
+  N.
+The answer is the text after "Answer: ", "Solution: ", the ending, "The final answer is " or
+"= " (ANSWER_MARKERS names the marker of each format; hellaswag has none, use answer_start).
 
 Sequences: each document is tokenized whole (no special tokens), then cut into windows of at
 most `max_length` tokens including the special tokens the tokenizer adds (Llama's BOS,
@@ -46,7 +68,14 @@ GSM8K_INSTRUCTION = (
 )
 DOC_SPLITS = ("blank", "line", "file")
 OVERFLOWS = ("split", "truncate")
-FORMATS = ("plain", "gsm8k")
+FORMATS = ("plain", "gsm8k", "mquake", "math", "hellaswag", "aime", "addition:N", "multiplication:N")
+JSON_FORMATS = ("gsm8k", "mquake", "math", "hellaswag", "aime")
+GENERATED = {"addition": "+", "multiplication": "*"}
+GENERATED_COUNT = 100  # problems of a generated format without --max-docs
+MAX_DIGITS = 18  # a and b stay within int64
+AIME_MAX_TOKENS = 400  # P2 keeps AIME prompts of at most 400 tokens
+ANSWER_MARKERS = {"gsm8k": "The final answer is", "mquake": "\nAnswer:", "math": "\nSolution:", "aime": "\nAnswer:",
+                  "addition": " =", "multiplication": " ="}
 
 
 @dataclass(frozen=True)
@@ -64,6 +93,8 @@ class CorpusSpec:
     max_docs: int | None = None
 
     def describe(self) -> str:
+        if self.path is None and self.dataset is None:
+            return f"generated {self.fmt}"
         return self.dataset and f"dataset {self.dataset}" or str(self.path)
 
     def options(self) -> dict:
@@ -81,6 +112,7 @@ class Sequence:
     seq: int
     char_start: np.ndarray  # (n,) int, -1 for special tokens
     char_end: np.ndarray
+    level: int | None = None  # the document's difficulty level, where its format has one
 
     def __len__(self) -> int:
         return len(self.token_id)
@@ -141,20 +173,117 @@ def _text_docs(path: str, how: str) -> Iterator[str]:
         yield "\n".join(cur)
 
 
-def _gsm8k_prompt(item: dict, where: str) -> str:
-    try:
-        question, answer = item["question"], item["answer"]
-    except (KeyError, TypeError):
-        raise InputError(f"{where}: --format gsm8k needs 'question' and 'answer' fields") from None
-    if not isinstance(question, str) or not isinstance(answer, str) or "####" not in answer:
-        raise InputError(f"{where}: a GSM8K answer must be a string containing '#### <final answer>'")
-    reasoning, _, final = answer.partition("####")
-    if reasoning and not reasoning.endswith("\n"):
-        reasoning += "\n"
-    return GSM8K_INSTRUCTION.format(question=question) + "\n\n" + reasoning + "The final answer is " + final.strip()
+@dataclass(frozen=True)
+class Item:
+    """One document: its text, the character where its answer starts (None: no answer), and
+    its difficulty level (None: the format has none)."""
+
+    text: str
+    answer_start: int | None = None
+    level: int | None = None
 
 
-def _jsonl_docs(path: str, spec: CorpusSpec) -> Iterator[str]:
+def _field(item, names: tuple, fmt: str, where: str):
+    if isinstance(item, dict):
+        for n in names:
+            if n in item:
+                return item[n]
+    wanted = " or ".join(repr(n) for n in names)
+    raise InputError(f"{where}: --format {fmt} needs a field {wanted}; check the file is in that data set's layout")
+
+
+def _string(value, name: str, fmt: str, where: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InputError(f"{where}: --format {fmt} needs {name!r} to be a string, not {type(value).__name__}")
+    return str(value)
+
+
+def _qa(prefix: str, question: str, marker: str, answer: str, level=None) -> Item:
+    head = f"{prefix}{question}{marker}"
+    return Item(head + answer, len(head), level)
+
+
+def _format_item(fmt: str, item, where: str) -> Item:
+    """The prompt of one data-set item in a task format (module docstring)."""
+    if fmt == "gsm8k":
+        try:
+            question, answer = item["question"], item["answer"]
+        except (KeyError, TypeError):
+            raise InputError(f"{where}: --format gsm8k needs 'question' and 'answer' fields") from None
+        if not isinstance(question, str) or not isinstance(answer, str) or "####" not in answer:
+            raise InputError(f"{where}: a GSM8K answer must be a string containing '#### <final answer>'")
+        reasoning, _, final = answer.partition("####")
+        if reasoning and not reasoning.endswith("\n"):
+            reasoning += "\n"
+        head = GSM8K_INSTRUCTION.format(question=question) + "\n\n" + reasoning + "The final answer is "
+        return Item(head + final.strip(), len(head))
+    if fmt == "mquake":
+        questions = _field(item, ("questions",), fmt, where)
+        if not isinstance(questions, list) or not questions or not isinstance(questions[0], str):
+            raise InputError(f"{where}: --format mquake needs 'questions' to be a non-empty list of strings")
+        answer = _string(_field(item, ("answer",), fmt, where), "answer", fmt, where)
+        hops = item.get("single_hops")
+        if hops is None and isinstance(item.get("orig"), dict):
+            hops = item["orig"].get("triples")
+        if not isinstance(hops, list) or not hops:
+            raise InputError(f"{where}: --format mquake needs 'single_hops' (or 'orig.triples') to count the hops")
+        return _qa("Question: ", questions[0], "\nAnswer: ", answer, len(hops))
+    if fmt == "math":
+        problem = _string(_field(item, ("problem",), fmt, where), "problem", fmt, where)
+        solution = _string(_field(item, ("solution",), fmt, where), "solution", fmt, where)
+        raw = _field(item, ("level",), fmt, where)
+        text = str(raw).strip()
+        digits = text[len("Level"):].strip() if text.startswith("Level") else text
+        if isinstance(raw, bool) or not digits.isdigit() or not 1 <= int(digits) <= 5:
+            raise InputError(f"{where}: --format math needs 'level' like \"Level 3\" (1 to 5), got {raw!r}")
+        return _qa("Problem: ", problem, "\nSolution: ", solution, int(digits))
+    if fmt == "hellaswag":
+        ctx = _string(_field(item, ("ctx",), fmt, where), "ctx", fmt, where)
+        endings = _field(item, ("endings",), fmt, where)
+        label = _field(item, ("label",), fmt, where)
+        ok = isinstance(endings, list) and str(label).strip().isdigit() and not isinstance(label, bool)
+        if not ok or not int(label) < len(endings) or not isinstance(endings[int(label)], str):
+            raise InputError(f"{where}: --format hellaswag needs 'endings' (a list of strings) and 'label' (the gold "
+                             f"ending's index), got label {label!r}; a test split without labels cannot be used")
+        return Item(f"{ctx} {endings[int(label)]}", len(ctx) + 1)
+    if fmt == "aime":
+        problem = _string(_field(item, ("Problem", "problem"), fmt, where), "problem", fmt, where)
+        answer = _string(_field(item, ("Answer", "answer"), fmt, where), "answer", fmt, where)
+        return _qa("Problem: ", problem, "\nAnswer: ", answer)
+    raise InputError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
+
+
+def arithmetic_problem(op: str, a: int, b: int) -> Item:
+    """The prompt of one generated problem: "{a} + {b} = {a+b}" or "{a} * {b} = {a*b}"."""
+    value = a + b if op == "+" else a * b
+    return _qa(f"{a} {op} ", str(b), " = ", str(value))
+
+
+def generated_format(fmt: str) -> tuple[str, int, int] | None:
+    """(operator, digits, seed) of `addition:N[:SEED]` / `multiplication:N[:SEED]`; None for
+    any other format. A malformed one is an InputError naming it."""
+    name, sep, rest = fmt.partition(":")
+    if name not in GENERATED:
+        return None
+    parts = rest.split(":") if sep else []
+    ok = len(parts) in (1, 2) and all(p.isdigit() for p in parts) and 1 <= int(parts[0]) <= MAX_DIGITS
+    if not ok:
+        raise InputError(f"--format {fmt!r}: write {name}:N or {name}:N:SEED with N digits from 1 to {MAX_DIGITS} "
+                         f"and a seed >= 0, e.g. {name}:3")
+    return GENERATED[name], int(parts[0]), int(parts[1]) if len(parts) == 2 else 0
+
+
+def _generated_items(spec: CorpusSpec) -> Iterator[Item]:
+    op, n, seed = generated_format(spec.fmt)
+    lo, hi = (0 if n == 1 else 10 ** (n - 1)), 10 ** n  # N-digit integers, [lo, hi)
+    rng = np.random.default_rng([seed, n])
+    for _ in range(spec.max_docs if spec.max_docs is not None else GENERATED_COUNT):
+        a, b = (int(x) for x in rng.integers(lo, hi, size=2))
+        item = arithmetic_problem(op, a, b)
+        yield Item(item.text, item.answer_start, n)
+
+
+def _jsonl_items(path: str, spec: CorpusSpec) -> Iterator[Item]:
     for i, line in enumerate(_lines(path)):
         if not line.strip():
             continue
@@ -163,18 +292,18 @@ def _jsonl_docs(path: str, spec: CorpusSpec) -> Iterator[str]:
             item = json.loads(line)
         except ValueError as e:
             raise InputError(f"{where} is not valid JSON ({e.msg}): each line must be one JSON object") from None
-        if spec.fmt == "gsm8k":
-            yield _gsm8k_prompt(item, where)
+        if spec.fmt in JSON_FORMATS:
+            yield _format_item(spec.fmt, item, where)
             continue
         if not isinstance(item, dict) or spec.text_field not in item:
             raise InputError(f"{where} has no field {spec.text_field!r}: pass --text-field NAME")
         value = item[spec.text_field]
         if not isinstance(value, str):
             raise InputError(f"{where}: field {spec.text_field!r} is {type(value).__name__}, not a string")
-        yield value
+        yield Item(value)
 
 
-def _dataset_docs(spec: CorpusSpec) -> Iterator[str]:
+def _dataset_items(spec: CorpusSpec) -> Iterator[Item]:
     parts = spec.dataset.split(":")
     if len(parts) not in (2, 3) or not all(parts):
         raise InputError(f"--dataset {spec.dataset!r} must be NAME:SPLIT or NAME:CONFIG:SPLIT")
@@ -188,12 +317,12 @@ def _dataset_docs(spec: CorpusSpec) -> Iterator[str]:
     except Exception as e:  # datasets raises many types for unreachable data
         raise InputError(f"--dataset {spec.dataset!r} could not be loaded: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
     for i, item in enumerate(ds):
-        if spec.fmt == "gsm8k":
-            yield _gsm8k_prompt(item, f"{spec.dataset} item {i}")
+        if spec.fmt in JSON_FORMATS:
+            yield _format_item(spec.fmt, item, f"{spec.dataset} item {i}")
         else:
             if spec.text_field not in item:
                 raise InputError(f"{spec.dataset} item {i} has no field {spec.text_field!r}: pass --text-field NAME")
-            yield item[spec.text_field]
+            yield Item(item[spec.text_field])
 
 
 def _source_files(spec: CorpusSpec) -> list[str]:
@@ -212,7 +341,8 @@ def _source_files(spec: CorpusSpec) -> list[str]:
 
 def validate(spec: CorpusSpec) -> None:
     """Check the spec's options before any work (the CLI's bad-option errors)."""
-    if spec.fmt not in FORMATS:
+    generated = generated_format(spec.fmt)
+    if generated is None and spec.fmt not in FORMATS[:-2]:
         raise InputError(f"--format {spec.fmt!r} is not one of {', '.join(FORMATS)}")
     if spec.overflow not in OVERFLOWS:
         raise InputError(f"--overflow {spec.overflow!r} is not one of {', '.join(OVERFLOWS)}")
@@ -222,26 +352,33 @@ def validate(spec: CorpusSpec) -> None:
         raise InputError(f"--max-length {spec.max_length} is too small: it must be at least 2")
     if spec.max_tokens is not None and spec.max_tokens < 1:
         raise InputError(f"--max-tokens {spec.max_tokens} must be positive")
+    if generated is not None:
+        if spec.path is not None or spec.dataset is not None:
+            raise InputError(f"--format {spec.fmt} generates its problems: give no CORPUS or --dataset with it")
+        return
     if (spec.path is None) == (spec.dataset is None):
         raise InputError("give either a CORPUS path or --dataset NAME[:CONFIG]:SPLIT, not both or neither")
-    if spec.fmt == "gsm8k" and spec.path is not None and not spec.path.endswith(".jsonl"):
-        raise InputError(f"--format gsm8k needs a GSM8K-shaped .jsonl file, not {spec.path}")
+    if spec.fmt in JSON_FORMATS and spec.path is not None and not spec.path.endswith(".jsonl"):
+        raise InputError(f"--format {spec.fmt} needs a .jsonl file in that data set's field layout, not {spec.path}")
 
 
-def documents(spec: CorpusSpec) -> Iterator[str]:
-    """The documents of a corpus, in order; raises InputError for unreadable input."""
+def items(spec: CorpusSpec) -> Iterator[Item]:
+    """The documents of a corpus with their answer start and level, in order (at most
+    --max-docs); raises InputError for unreadable input."""
     validate(spec)
     count = 0
-    if spec.dataset is not None:
-        it = _dataset_docs(spec)
+    if generated_format(spec.fmt) is not None:
+        it = _generated_items(spec)
+    elif spec.dataset is not None:
+        it = _dataset_items(spec)
     else:
         def files():
             for f in _source_files(spec):
                 if f.endswith(".jsonl"):
-                    yield from _jsonl_docs(f, spec)
+                    yield from _jsonl_items(f, spec)
                 else:
                     how = spec.doc_split or ("file" if os.path.isdir(spec.path) else "blank")
-                    yield from _text_docs(f, how)
+                    yield from (Item(d) for d in _text_docs(f, how))
         it = files()
     for d in it:
         if spec.max_docs is not None and count >= spec.max_docs:
@@ -250,13 +387,28 @@ def documents(spec: CorpusSpec) -> Iterator[str]:
         yield d
 
 
+def documents(spec: CorpusSpec) -> Iterator[str]:
+    """The documents of a corpus, in order; raises InputError for unreadable input."""
+    for item in items(spec):
+        yield item.text
+
+
+def document_levels(spec: CorpusSpec) -> list:
+    """The level of each document (None where its format has none), indexed like
+    `Sequence.doc`."""
+    return [item.level for item in items(spec)]
+
+
 def corpus_hash(spec: CorpusSpec) -> str:
-    """sha256 of the source bytes (file names and contents in order) and the cutting options."""
+    """sha256 of the source bytes (file names and contents in order) and the cutting options.
+    A generated format's problems follow from its options alone."""
     h = hashlib.sha256(json.dumps(spec.options(), sort_keys=True).encode())
     if spec.dataset is not None:
         h.update(spec.dataset.encode())
         return h.hexdigest()
     validate(spec)
+    if spec.path is None:
+        return h.hexdigest()
     for f in _source_files(spec):
         h.update(os.path.basename(f).encode() + b"\0")
         try:
@@ -291,9 +443,13 @@ class TokenizeStats:
     first_dropped: list = field(default_factory=list)  # up to 5 [doc, n_dropped]
     special_token_text: int = 0  # occurrences of literal special-token text parsed as special tokens
     first_special: list | None = None  # [doc, text] of the first occurrence
+    over_format_limit: int = 0  # documents longer than their format allows (aime: 400 tokens), left out
 
     def to_json(self) -> dict:
-        return dict(self.__dict__)
+        d = dict(self.__dict__)
+        if not d["over_format_limit"]:
+            d.pop("over_format_limit")  # absent unless a format limits length: older stores read the same
+        return d
 
     def add(self, doc: int, text: str, ids: np.ndarray, offs: np.ndarray, special: np.ndarray) -> None:
         n = uncovered_characters(text, offs)
@@ -353,7 +509,8 @@ def sequences(spec: CorpusSpec, tokenizer, stats: TokenizeStats | None = None) -
     budget = spec.max_tokens
     special = special_ids(tokenizer) if stats is not None else None
     seq = 0
-    for doc, text in enumerate(documents(spec)):
+    for doc, item in enumerate(items(spec)):
+        text = item.text
         if not text:
             continue
         if budget is not None and budget <= 0:
@@ -361,6 +518,10 @@ def sequences(spec: CorpusSpec, tokenizer, stats: TokenizeStats | None = None) -
         enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
         ids = np.asarray(enc["input_ids"], np.int64)
         offs = np.asarray(enc["offset_mapping"], np.int64).reshape(-1, 2)
+        if spec.fmt == "aime" and len(pre) + len(ids) + len(suf) > AIME_MAX_TOKENS:
+            if stats is not None:
+                stats.over_format_limit += 1
+            continue
         if stats is not None:
             stats.add(doc, text, ids, offs, special)
         if not len(ids):
@@ -376,7 +537,7 @@ def sequences(spec: CorpusSpec, tokenizer, stats: TokenizeStats | None = None) -
                     return
                 tok, cs, ce = tok[:budget], cs[:budget], ce[:budget]
                 budget -= len(tok)
-            yield Sequence(tok.astype(np.int32), doc, seq, cs, ce)
+            yield Sequence(tok.astype(np.int32), doc, seq, cs, ce, item.level)
             seq += 1
 
 

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from align.corpus import FORMATS
 from align.store.codecs import CODECS, DEFAULT_CODEC, STORE_DTYPES
 
 
@@ -14,8 +15,10 @@ def corpus_options(f):
     opts = [
         click.option("--dataset", metavar="NAME[:CONFIG]:SPLIT", help="Read a `datasets` split instead of CORPUS (needs the datasets package)."),
         click.option("--text-field", default="text", show_default=True, help="Field holding the text in a .jsonl corpus."),
-        click.option("--format", "fmt", type=click.Choice(["plain", "gsm8k"]), default="plain", show_default=True,
-                     help="gsm8k: build the prompts of METHODS.md from question/answer fields."),
+        click.option("--format", "fmt", default="plain", show_default=True, metavar="|".join(FORMATS),
+                     help="Build task prompts from a data set's fields (gsm8k, mquake, math, hellaswag, aime: a .jsonl "
+                          "file or --dataset), or generate N-digit arithmetic (addition:N[:SEED], multiplication:N[:SEED], "
+                          "--max-docs problems, default 100); templates in the README."),
         click.option("--doc-split", type=click.Choice(["blank", "line", "file"]), default=None,
                      help="How a .txt file becomes documents [default: blank lines for a file, one per file for a folder]."),
         click.option("--max-length", type=click.IntRange(min=2), default=512, show_default=True,
