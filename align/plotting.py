@@ -30,7 +30,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from align.errors import InputError  # noqa: E402
 
 DEFAULT_SIZE = {"alignment": (900, 750), "contributions": (1200, 500), "skipping": (1200, 900),
-                "lens": (1200, 500), "depth": (700, 450), "erasure": (1200, 420), "igrad": (1200, 420)}
+                "lens": (1200, 500), "depth": (700, 450), "erasure": (1200, 420), "igrad": (1200, 420), "depthscore": (1000, 420)}
 METRICS = ("relative_error", "r2")
 _REQUIRED = {
     "alignment": ("relative_error", "r2"),
@@ -40,6 +40,7 @@ _REQUIRED = {
     "depth": ("effective_depth", "ratio"),
     "erasure": ("effect", "token", "predicts_answer", "n_tokens"),
     "igrad": ("attribution", "token", "predicts_answer", "n_tokens"),
+    "depthscore": ("DS", "n_prompts"),
 }
 MAX_PANELS = 4  # prompts drawn by default, one row of panels each
 
@@ -320,6 +321,38 @@ def plot_depth(ds, size=None, dpi: int = 100):
     return fig
 
 
+def plot_depthscore(ds, part: str = "layer", agg: str = "max", size=None, dpi: int = 100):
+    """Depth score against level (METHODS.md §6): one panel per effect (layer, output), one
+    line per setting, for `part` and `agg`; the right axis reads DS / L. A flat line: the model
+    uses no more depth for harder items. Undefined points are gaps. Returns a Figure of `size`
+    pixels [default 1000x420]."""
+    check_schema(ds, "depthscore", "plot_depthscore")
+    parts, aggs = [str(p) for p in ds["part"].values], [str(a) for a in ds["agg"].values]
+    if part not in parts:
+        raise InputError(f"--part {part!r} is not one of {', '.join(parts)}")
+    if agg not in aggs:
+        raise InputError(f"--agg {agg!r} is not one of {', '.join(aggs)}")
+    effects = [str(e) for e in ds["effect"].values]
+    fig, axes = _figure(size or DEFAULT_SIZE["depthscore"], dpi, 1, len(effects), layout="constrained")
+    levels = ds["level"].values
+    L = ds.attrs.get("n_layers")
+    for k, effect in enumerate(effects):
+        ax = axes[0, k]
+        for setting in [str(s) for s in ds["setting"].values]:
+            y = ds["DS"].sel(setting=setting, part=part, agg=agg, effect=effect).values.astype(float)
+            ax.plot(levels, y, marker="o", label=setting, gid=f"DS/{effect}/{setting}")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("level")
+        ax.set_ylabel("depth score DS (layers)")
+        if L:
+            ax.set_ylim(0, L - 1)
+            ax.secondary_yaxis("right", functions=(lambda d, L=L: d / L, lambda r, L=L: r * L)).set_ylabel("DS / L")
+        ax.set_title(f"{effect} effect ({part}, {agg})", fontsize=10)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"depth score by level: {_short(ds.attrs.get('model', ''))}", fontsize=10)
+    return fig
+
+
 def _depth_value(depth, rule):
     if depth is None:
         return None
@@ -425,7 +458,8 @@ def plot_igrad(ds, prompts=None, size=None, dpi: int = 100):
 
 
 PLOTTERS = {"alignment": plot_alignment, "contributions": plot_contributions, "skipping": plot_skipping,
-            "lens": plot_lens, "depth": plot_depth, "erasure": plot_erasure, "igrad": plot_igrad}
+            "lens": plot_lens, "depth": plot_depth, "erasure": plot_erasure, "igrad": plot_igrad,
+            "depthscore": plot_depthscore}
 
 
 def plot_result(ds, **options):

@@ -32,6 +32,7 @@ COMMAND_MODULES = {
     "igrad": "align.cli.interventions",
     "plot": "align.cli.plot",
     "demo": "align.cli.demo",
+    "depthscore": "align.cli.depthscore",
 }
 
 

@@ -16,7 +16,7 @@ from align.errors import OutputRefused, StoreError
 # What each schema's replacement is called in messages.
 KINDS = {"activations": "activation store", "alignment": "alignment result", "contributions": "contributions result",
          "skipping": "skipping result", "lens": "lens result", "depth": "depth result",
-         "erasure": "erasure result", "igrad": "igrad result"}
+         "erasure": "erasure result", "igrad": "igrad result", "depthscore": "depthscore result"}
 
 
 def _a(kind: str) -> str:

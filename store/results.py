@@ -21,7 +21,7 @@ from align.faults import fault_point
 from align.store.activations import is_local, read_attrs
 from align.store.outputs import check_output, local_path
 
-RESULT_SCHEMAS = ("alignment", "contributions", "skipping", "lens", "depth", "erasure", "igrad")
+RESULT_SCHEMAS = ("alignment", "contributions", "skipping", "lens", "depth", "erasure", "igrad", "depthscore")
 
 
 def _remove_dead_temporaries(parent: str, base: str) -> None:
