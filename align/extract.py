@@ -248,17 +248,59 @@ def _pad(batch, device):
     return ids.to(device), mask.to(device)
 
 
-def forward_batch(model, batch, boundaries, layers, store_dtype: str, locate=None) -> dict[str, np.ndarray]:
+# Chunk writes run in this many threads (store.ActivationWriter): zarr encodes and checksums
+# a chunk in the thread that writes it. Measured in bench/store_layout.py.
+WRITER_THREADS = 4
+# Items (lists of sequences' activations) that may wait for the writer: the back-pressure
+# that bounds host memory to this many batches, the chunk buffers and one flush in flight.
+QUEUE_DEPTH = 2
+
+
+def _storage_torch_dtype(store_dtype: str):
+    import torch
+
+    return {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[store_dtype]
+
+
+_side_streams: dict = {}
+
+
+def _side_stream(device):
+    """One copy stream per CUDA device, made once (device-to-host copies overlap the next forward)."""
+    import torch
+
+    if device not in _side_streams:
+        _side_streams[device] = torch.cuda.Stream(device=device)
+    return _side_streams[device]
+
+
+def forward_batch(model, batch, boundaries, layers, store_dtype: str, locate=None, pending: list | None = None) -> dict[str, np.ndarray]:
     """Run one batch of sequences; returns {kind: (n_kept, n_real_tokens, d_model)} encoded
     for storage, tokens in sequence order, padding dropped. Non-finite values are refused
-    before anything is encoded (`capture.check_finite`). Each captured tensor is copied once,
-    straight into the output array (this loop runs at the forward's pace)."""
+    before anything is encoded (`capture.check_finite`: the batch's one host-device
+    synchronisation). The per-boundary loop never synchronises: which tokens are real is
+    known on the host, so the gather is an `index_select` with indices made there, and each
+    captured tensor is gathered, cast to the storage dtype and copied once into the batch's
+    output (on CPU straight into it; on CUDA into pinned host memory, on a side stream,
+    non-blocking). On CUDA the copies may still be running when this returns: each
+    device's completion event is added to `pending` (a list), and whoever reads the arrays
+    waits for them first; without `pending` this function waits itself."""
+    import torch
+
+    lengths = [len(x) for x in batch]
+    T, n = max(lengths), sum(lengths)
+    padded = min(lengths) < T
     ids, mask = _pad(batch, models.input_device(model))
     out = capture.run(model, ids, mask, boundaries, layers)
-    keep = mask.bool()
-    capture.check_finite(out, keep, locate)
-    padded = not bool(keep.all())
-    n = int(keep.sum())
+    capture.check_finite(out, mask.bool(), locate)
+    if store_dtype == "float16":
+        _check_float16(out)
+    tdt = _storage_torch_dtype(store_dtype)
+    idx_host = None
+    if padded:
+        idx_host = torch.cat([torch.arange(i * T, i * T + k) for i, k in enumerate(lengths)])
+    idx_on: dict = {}
+    events: dict = {}
     result = {}
     for kind, index in (("resid", boundaries), ("attn", layers), ("mlp", layers)):
         if not index:
@@ -266,14 +308,74 @@ def forward_batch(model, batch, boundaries, layers, store_dtype: str, locate=Non
         rows = None
         for r, i in enumerate(index):
             t = out[kind].pop(i)
-            flat = t[keep.to(t.device)] if padded else t.reshape(n, t.shape[-1])
-            enc = encode(flat, store_dtype, f"{kind} at {'boundary' if kind == 'resid' else 'layer'} {i}")
+            d = t.shape[-1]
             if rows is None:
-                rows = np.empty((len(index), n, enc.shape[-1]), dtype=enc.dtype)
-            rows[r] = enc
-            del t, flat, enc
+                cuda = any(x.device.type == "cuda" for x in out[kind].values()) or t.device.type == "cuda"
+                rows = torch.empty((len(index), n, d), dtype=tdt, pin_memory=cuda and torch.cuda.is_available())
+            flat = t.reshape(-1, d)
+            if t.device.type == "cuda":
+                dev = t.device
+                side = _side_stream(dev)
+                if dev not in events:
+                    side.wait_stream(torch.cuda.current_stream(dev))
+                with torch.cuda.stream(side):
+                    if padded:
+                        if dev not in idx_on:
+                            idx_on[dev] = idx_host.pin_memory().to(dev, non_blocking=True)
+                        flat = flat.index_select(0, idx_on[dev])
+                    rows[r].copy_(flat.to(tdt), non_blocking=True)
+                    t.record_stream(side)
+                    events[dev] = True
+            else:
+                if padded:
+                    if t.device not in idx_on:
+                        idx_on[t.device] = idx_host.to(t.device)
+                    flat = flat.index_select(0, idx_on[t.device])
+                rows[r].copy_(flat)  # the cast to the storage dtype happens in this copy
+            del t, flat
         result[kind] = rows
-    return result
+    waits = []
+    for dev in events:
+        ev = torch.cuda.Event()
+        ev.record(_side_stream(dev))
+        waits.append(ev)
+    if pending is not None:
+        pending.extend(waits)
+    else:
+        for ev in waits:
+            ev.synchronize()
+    return {k: _as_stored(v, store_dtype) for k, v in result.items()}
+
+
+def _as_stored(t, store_dtype: str) -> np.ndarray:
+    """A host tensor in the storage dtype as the numpy array the store holds (bfloat16 as its
+    uint16 bits), sharing memory."""
+    import torch
+
+    if store_dtype == "bfloat16":
+        return t.view(torch.int16).numpy().view(np.uint16)
+    return t.numpy()
+
+
+def _check_float16(out: dict) -> None:
+    """float16 storage refuses values beyond ±65504 (store.codecs.encode's check): one
+    maximum per tensor on its device, the maxima gathered, one host read for the batch."""
+    import torch
+
+    from align.errors import OverflowError16
+    from align.store.codecs import FLOAT16_MAX
+
+    named = [(k, i, t) for k in ("resid", "attn", "mlp") for i, t in out[k].items()]
+    if not named:
+        return
+    dev = named[0][2].device
+    amax = torch.stack([t.abs().amax().float().to(dev) for _, _, t in named]).cpu().numpy()
+    for (kind, i, _), v in zip(named, amax):
+        if not np.isfinite(v) or v > FLOAT16_MAX:
+            raise OverflowError16(
+                f"{kind} at {'boundary' if kind == 'resid' else 'layer'} {i} has a value of magnitude {float(v):.6g}, "
+                f"beyond float16's {FLOAT16_MAX:g}: use --store-dtype bfloat16 or float32"
+            )
 
 
 class _Progress:
@@ -312,12 +414,14 @@ class _Progress:
 
 class _BackgroundWriter:
     """Runs the store writer in a thread so writing overlaps the next forward pass. Each item
-    is a list of appends (arrays, seq_end), one per sequence, in sequence order; at most
-    `depth` items wait, which keeps memory bounded."""
+    is a list of appends (arrays, seq_end), one per sequence, in sequence order, with the
+    device events its arrays' copies must finish by; at most `depth` items wait (the
+    back-pressure that keeps host memory bounded: `put` blocks while the queue is full)."""
 
-    def __init__(self, writer, depth: int = 2):
+    def __init__(self, writer, depth: int = QUEUE_DEPTH):
         self.writer, self.q, self.error = writer, queue.Queue(maxsize=depth), None
         self.blocked_s = 0.0  # time the forward loop waited for room in the queue
+        self.max_depth = 0  # the most items seen waiting (at most `depth`)
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
 
@@ -325,20 +429,29 @@ class _BackgroundWriter:
         while True:
             item = self.q.get()
             if item is None:
+                if self.error is None:
+                    try:
+                        self.writer.drain()  # what is handed over is written and committed
+                    except BaseException as e:
+                        self.error = e
                 return
+            appends, events = item
             if self.error is None:
                 try:
-                    for arrays, seq_end in item:
+                    for ev in events:
+                        ev.synchronize()  # the batch's device-to-host copies are done
+                    for arrays, seq_end in appends:
                         self.writer.append(arrays, seq_end)
                 except BaseException as e:  # re-raised in the caller's thread
                     self.error = e
 
-    def put(self, appends: list):
+    def put(self, appends: list, events: list = ()):
         if self.error is not None:
             raise self.error
         t = time.perf_counter()
-        self.q.put(appends)
+        self.q.put((appends, list(events)))
         self.blocked_s += time.perf_counter() - t
+        self.max_depth = max(self.max_depth, self.q.qsize())
 
     def close(self, raise_error: bool = True):
         self.q.put(None)
@@ -552,7 +665,7 @@ def _forward_all(model, store, batch_size, boundaries, kept_layers, store_dtype,
     batch it had in an uninterrupted run, and the sequences already written are dropped."""
     from align import store as st
 
-    writer = st.ActivationWriter(store)
+    writer = st.ActivationWriter(store, threads=WRITER_THREADS)
     start_tokens, start_seq = writer.committed
     window = batch_size * GROUP_FACTOR
     w0 = (start_seq // window) * window
@@ -576,6 +689,7 @@ def _forward_all(model, store, batch_size, boundaries, kept_layers, store_dtype,
         return locate
 
     n_forward = 0
+    events: list = []  # device copies the next handed-over item's arrays wait for
     try:
         for win in _windows(store, first_token, window):
             ready: dict[int, dict] = {}
@@ -586,7 +700,7 @@ def _forward_all(model, store, batch_size, boundaries, kept_layers, store_dtype,
                 n_forward += 1
                 members = [win[i] for i in b]
                 seqs = [ids for _, _, ids in members]
-                arrays = forward_batch(model, seqs, boundaries, kept_layers, store_dtype, locator(members))
+                arrays = forward_batch(model, seqs, boundaries, kept_layers, store_dtype, locator(members), events)
                 T = max(len(x) for x in seqs)
                 stats["computed"] += T * len(seqs)
                 stats["padded"] += T * len(seqs) - sum(len(x) for x in seqs)
@@ -602,12 +716,17 @@ def _forward_all(model, store, batch_size, boundaries, kept_layers, store_dtype,
                     n_new += len(win[nxt][2])
                     nxt += 1
                 if appends:
-                    bg.put(appends)
+                    bg.put(appends, events)
+                    events = []
                     progress.update(n_new, stats["padded"] / stats["computed"])
     except BaseException:
         # The sequences already handed over are finite and whole: let them be written (and
         # committed at chunk ends) before the error propagates and the lock is released.
         bg.close(raise_error=False)
+        try:
+            writer.close()
+        except BaseException:  # the first error is the one to report
+            pass
         raise
     finally:
         progress.close()
@@ -622,7 +741,8 @@ def _forward_all(model, store, batch_size, boundaries, kept_layers, store_dtype,
         + (f", sublayers of {len(kept_layers)} blocks" if kept_layers else "") + f") at {n / max(dt, 1e-9):,.0f} tok/s, "
         + f"padding {padding:.1%} of computed positions (batches grouped by length in windows of {window} sequences); "
         + dropped)
-    run_stats = {"padding_fraction": padding, "group_window": window, "loop_s": dt, "queue_blocked_s": bg.blocked_s}
+    run_stats = {"padding_fraction": padding, "group_window": window, "loop_s": dt, "queue_blocked_s": bg.blocked_s,
+                 "queue_max_depth": bg.max_depth, "writer_threads": writer.threads}
     return ExtractReport(store.path, status, store.n_tokens, time.time() - t0, n / max(dt, 1e-9), stats=run_stats)
 
 

@@ -469,13 +469,18 @@ class ActivationWriter:
     """Appends activations to a planned store in whole chunks and commits at batch ends.
 
     `append` takes one batch (already encoded to the storage dtype) and the number of
-    sequences completed by it. Full chunks are written as soon as they fill; `progress` then
-    records the last batch end that lies inside what is written. A resumed writer starts at
-    the committed point and re-reads the partly covered chunk into its buffer, so it never
-    rewrites a chunk it has not fully buffered.
+    sequences completed by it. Tokens go into a preallocated chunk buffer; when it fills, it
+    and the whole chunks that follow in the same append (written straight from the caller's
+    array, no copy) are written: one flush per append. With `threads` > 1 a flush's chunk
+    writes (encoding and checksum included) run concurrently in a pool while the caller
+    fills the next buffer; the next flush, `drain` or `finish` first waits for every chunk
+    of the flush before it, and only then rewrites `progress`: a commit never covers a chunk
+    that is not written. A resumed writer starts at the committed point and re-reads the
+    partly covered chunk into its buffer, so it never rewrites a chunk it has not fully
+    buffered.
     """
 
-    def __init__(self, store: ActivationStore):
+    def __init__(self, store: ActivationStore, threads: int = 1):
         self.store = store
         self.g = store.group
         self.C = store.chunk_tokens
@@ -483,24 +488,79 @@ class ActivationWriter:
         p = store.progress
         self.committed = (p["committed_tokens"], p["committed_sequences"])
         self.buf_start = (p["committed_tokens"] // self.C) * self.C
-        self.buf = {k: [self.g[k][:, self.buf_start:p["committed_tokens"]]] for k in self.kinds}
         self.buf_len = p["committed_tokens"] - self.buf_start
+        # Two chunk buffers: one filled by `append` while the other's chunks are written.
+        self._bufs = []
+        for _ in range(2):
+            self._bufs.append({k: np.empty((self.g[k].shape[0], self.C, self.g[k].shape[2]), dtype=self.g[k].dtype)
+                               for k in self.kinds})
+        self._cur = 0
+        for k in self.kinds:
+            if self.buf_len:
+                self._bufs[0][k][:, :self.buf_len] = self.g[k][:, self.buf_start:p["committed_tokens"]]
         self.pending: list[tuple[int, int]] = []
+        self.threads = max(1, int(threads))
+        self._pool = None
+        if self.threads > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="align-chunk-writer")
+        self._inflight: tuple[list, tuple[int, int] | None] | None = None
+        self.flushes = 0
 
     def append(self, arrays: dict[str, np.ndarray], seq_end: int) -> None:
         """arrays[kind]: (n_kept, n_batch_tokens, d_model) in the physical storage dtype."""
         n = arrays["resid"].shape[1]
+        self.pending.append((self.buf_start + self.buf_len + n, seq_end))
+        C, buf = self.C, self._bufs[self._cur]
+        m = min(C - self.buf_len, n)
         for k in self.kinds:
-            self.buf[k].append(arrays[k])
-        self.buf_len += n
-        self.pending.append((self.buf_start + self.buf_len, seq_end))
-        if self.buf_len >= self.C:
-            self._flush((self.buf_len // self.C) * self.C)
+            buf[k][:, self.buf_len:self.buf_len + m] = arrays[k][:, :m]
+        if self.buf_len + m < C:
+            self.buf_len += m
+            return
+        # The buffer is full: it, and the whole chunks that follow in this append, are written.
+        whole = ((n - m) // C) * C
+        pieces = [(self.buf_start, buf, 0, C)]
+        if whole:
+            pieces.append((self.buf_start + C, arrays, m, m + whole))
+        stop = self.buf_start + C + whole
+        self._flush(pieces, stop)
+        rest = n - m - whole
+        nbuf = self._bufs[self._cur]
+        for k in self.kinds:
+            if rest:
+                nbuf[k][:, :rest] = arrays[k][:, m + whole:]
+        self.buf_start, self.buf_len = stop, rest
+
+    def drain(self) -> None:
+        """Wait for the chunk writes in flight and commit what they complete."""
+        if self._inflight is None:
+            return
+        futures, commit = self._inflight
+        self._inflight = None
+        for f in futures:
+            f.result()  # re-raises a failed write: nothing after it is committed
+        if commit is not None:
+            self.committed = commit
+            self._progress(commit, complete=False)
+
+    def close(self) -> None:
+        """Drain and stop the writer threads."""
+        try:
+            self.drain()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
 
     def finish(self) -> None:
         """Write what remains (the last, partial chunk) and mark the store complete."""
         if self.buf_len:
-            self._flush(self.buf_len)
+            stop = self.buf_start + self.buf_len
+            self._flush([(self.buf_start, self._bufs[self._cur], 0, self.buf_len)], stop)
+            self.buf_start, self.buf_len = stop, 0
+        self.close()
         if self.committed[0] != self.store.n_tokens:
             raise StoreError(
                 f"store {self.store.path}: wrote {self.committed[0]:,} tokens but the plan has {self.store.n_tokens:,}"
@@ -517,20 +577,33 @@ class ActivationWriter:
         self.g = zarr.open_group(self.g.store_path, mode="r+", zarr_format=3)
         self._progress(self.committed, complete=True)
 
-    def _flush(self, n: int) -> None:
-        start, stop = self.buf_start, self.buf_start + n
+    def _flush(self, pieces: list, stop: int) -> None:
+        """Write `pieces` (store token start, {kind: array}, first, last token in the array),
+        which cover the store's tokens up to `stop`, after the previous flush is written and
+        committed. Each (kind, row, piece) is one task: whole chunks, contiguous in memory."""
+        self.drain()
+        done = [c for c in self.pending if c[0] <= stop]
+        commit = done[-1] if done else None
+        self.pending = [c for c in self.pending if c[0] > stop]
+        self.flushes += 1
+        futures = []
         for i, k in enumerate(self.kinds):
-            data = np.concatenate(self.buf[k], axis=1) if len(self.buf[k]) > 1 else self.buf[k][0]
-            self.g[k][:, start:stop] = data[:, :n]
-            self.buf[k] = [data[:, n:]]
+            arr = self.g[k]
+            for r in range(arr.shape[0]):
+                for start, src, a, b in pieces:
+                    task = (arr, r, start, start + (b - a), src[k][r, a:b])
+                    if self._pool is None:
+                        _write_rows(*task)
+                    else:
+                        futures.append(self._pool.submit(_write_rows, *task))
             if i == 0:
                 fault_point("mid_chunk_write")
-        self.buf_start, self.buf_len = stop, self.buf_len - n
-        done = [c for c in self.pending if c[0] <= stop]
-        if done:
-            self.committed = done[-1]
-            self.pending = [c for c in self.pending if c[0] > stop]
-            self._progress(self.committed, complete=False)
+        # The buffer just handed over is in use until this flush is drained: fill the other.
+        if pieces[0][1] is self._bufs[self._cur]:
+            self._cur = 1 - self._cur
+        self._inflight = (futures, commit)
+        if self._pool is None:
+            self.drain()
 
     def _progress(self, committed: tuple[int, int], complete: bool) -> None:
         self.g.attrs["progress"] = {
@@ -539,6 +612,13 @@ class ActivationWriter:
             "committed_sequences": int(committed[1]),
             "complete": bool(complete),
         }
+
+
+def _write_rows(arr, row: int, start: int, stop: int, data: np.ndarray) -> None:
+    """One row's tokens [start, stop) of a chunked array: whole chunks (the array's last may
+    be partial), so no chunk is read back; zarr encodes and checksums them in this thread's
+    call."""
+    arr[row, start:stop] = data
 
 
 class PlanWriter:
