@@ -117,3 +117,21 @@ def test_errors(cli, tmp_path):
     one_line_error(code, err, str(tmp_path / "a"))
     for k in range(1, 7):
         assert not (tmp_path / f"o{k}").exists()
+
+
+@pytest.mark.parametrize("target", ["non-empty folder", "current folder", "file", "input"])
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_output_never_harms_anything(cli, tmp_path, monkeypatch, target, overwrite):
+    from test_outputs_property import one_line_refusal, snapshot
+
+    a = _skip_result(tmp_path / "a", R_A, O_A)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "notes.txt").write_text("my notes\n")
+    (tmp_path / "file.txt").write_text("a file\n")
+    monkeypatch.chdir(tmp_path)
+    out = {"non-empty folder": str(tmp_path / "notes"), "current folder": ".", "file": str(tmp_path / "file.txt"),
+           "input": a}[target]
+    before = snapshot(tmp_path)
+    code, _, err = cli("depthscore", a, "--levels", "1", "-o", out, *(["--overwrite"] if overwrite else []))
+    one_line_refusal(code, err, out)
+    assert snapshot(tmp_path) == before
