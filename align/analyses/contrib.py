@@ -47,7 +47,10 @@ def token_contributions(h, a, m, h_next, eps: float = EPS) -> dict:
     as torch tensors, rows in PARTS order (attn, mlp, layer); dimensionless."""
     import torch
 
-    h, a, m, h_next = _t(h), _t(a), _t(m), _t(h_next)
+    h = _t(h)
+    # Under a device_map, a_l and m_l come from block l's device and h_l from the previous
+    # block's: everything is combined on h_l's device.
+    a, m, h_next = (_t(x).to(h.device) for x in (a, m, h_next))
     ha = h + a
     delta = h_next - h
     rel = torch.stack([_rel(a, h, eps), _rel(m, ha, eps), _rel(delta, h, eps)])

@@ -65,8 +65,10 @@ def _install(model, part: str, layer: int, alpha, store: dict):
 
     if part == "layer":
         def hook(module, args, kwargs, output):
-            h_in = (args[0] if args else kwargs["hidden_states"]).detach()
-            return _replace_first(output, h_in + scaled(_first(output) - h_in))
+            out = _first(output)
+            # The hook sees the block's input before a device_map hook moved it to the block's device.
+            h_in = (args[0] if args else kwargs["hidden_states"]).detach().to(out.device)
+            return _replace_first(output, h_in + scaled(out - h_in))
 
         return models.blocks(model)[layer].register_forward_hook(hook, with_kwargs=True, prepend=True)
     attn_mods, mlp_mods = models.sublayer_modules(model)

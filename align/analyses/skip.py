@@ -98,8 +98,9 @@ def _install(model, part: str, layer: int, where):
     w = where[..., None]
     if part == "layer":
         def hook(module, args, kwargs, output):
-            h_in = args[0] if args else kwargs["hidden_states"]
             out = _first(output)
+            # The hook sees the block's input before a device_map hook moved it to the block's device.
+            h_in = (args[0] if args else kwargs["hidden_states"]).to(out.device)
             return _replace_first(output, torch.where(w.to(out.device), h_in, out))
 
         return models.blocks(model)[layer].register_forward_hook(hook, with_kwargs=True, prepend=True)
@@ -128,7 +129,8 @@ def _stack_masks(rows, T):
 def _contribs_probs(out, L):
     import torch
 
-    C = [(out["resid"][l + 1].float() - out["resid"][l].float()) for l in range(L)]
+    # Under a device_map h_{l+1} is on block l's device, h_l on the previous block's.
+    C = [(out["resid"][l + 1].float() - out["resid"][l].float().to(out["resid"][l + 1].device)) for l in range(L)]
     return C, torch.softmax(out["logits"].float(), -1)
 
 
