@@ -135,3 +135,35 @@ def test_output_never_harms_anything(cli, tmp_path, monkeypatch, target, overwri
     code, _, err = cli("depthscore", a, "--levels", "1", "-o", out, *(["--overwrite"] if overwrite else []))
     one_line_refusal(code, err, out)
     assert snapshot(tmp_path) == before
+
+
+def test_end_to_end_from_math_prompts(cli, zoo, tmp_path):
+    """Two `align skip` runs on MATH-format files of levels 1 and 2; depthscore reads the
+    levels from their corpora and its DS equals the centre of mass computed here from R and O."""
+    from align.store import open_result
+
+    model = zoo("qwen2")
+    outs = []
+    for level in (2, 1):
+        f = tmp_path / f"math{level}.jsonl"
+        f.write_text("".join(json.dumps({"problem": f"What is {k} plus {level}?", "level": f"Level {level}",
+                                         "solution": f"It is {k + level}."}) + "\n" for k in range(3)))
+        out = tmp_path / f"skip{level}"
+        code, _, err = cli("skip", model, f, "--format", "math", "--settings", "current", "--parts", "layer", "-o", out)
+        assert code == 0, err
+        outs.append(str(out))
+    code, _, err = cli("depthscore", *outs, "-o", tmp_path / "ds")
+    assert code == 0, err
+    ds = open_result(str(tmp_path / "ds"), "depthscore")
+    assert list(ds["level"].values) == [1, 2]
+    for level, path in zip((2, 1), outs):
+        skip = open_result(path, "skipping")
+        R = skip["R"].sel(setting="current", part="layer", agg="max").values.astype(float)
+        O = skip["O"].sel(setting="current", part="layer", agg="max").values.astype(float)
+        n = R.shape[0]
+        m = np.array([R[s, s + 1:].mean() for s in range(n - 1)])
+        want_layer = sum(s * m[s] for s in range(n - 1)) / m.sum()
+        want_output = sum(s * O[s] for s in range(n)) / O.sum()
+        got = ds["DS"].sel(level=level, setting="current", part="layer", agg="max")
+        np.testing.assert_allclose(float(got.sel(effect="layer").values), want_layer, rtol=1e-12)
+        np.testing.assert_allclose(float(got.sel(effect="output").values), want_output, rtol=1e-12)

@@ -125,3 +125,27 @@ def test_bad_generated_format(cli, zoo, tmp_path, fmt):
     one_line_error(code, err, repr(fmt))
     with pytest.raises(InputError, match="give no CORPUS"):
         list(documents(CorpusSpec(path, fmt="addition:2")))
+
+
+def test_dataset_path_uses_the_same_templates(monkeypatch):
+    """--dataset NAME:SPLIT reads the data set's items through the same templates (a stand-in
+    `datasets` module returns HF-shaped rows: no network, no download)."""
+    import sys
+    import types
+
+    rows = {"hendrycks/math": [MATH], "Rowan/hellaswag": [HELLASWAG], "Maxwell-Jia/AIME_2024": [AIME]}
+    calls = []
+
+    def load_dataset(name, config, split):
+        calls.append((name, config, split))
+        return rows[name]
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    got = list(items(CorpusSpec(dataset="hendrycks/math:test", fmt="math")))
+    assert [(i.text, i.level) for i in got] == [("Problem: What is $1+1$?\nSolution: It is $\\boxed{2}$.", 3)]
+    assert list(documents(CorpusSpec(dataset="Rowan/hellaswag:validation", fmt="hellaswag"))) == [
+        "A man is sitting on a roof. he starts pulling up roofing on a roof."]
+    assert list(documents(CorpusSpec(dataset="Maxwell-Jia/AIME_2024:train", fmt="aime"))) == [
+        "Problem: Find $xy$ when $x = 2$ and $y = 3$.\nAnswer: 6"]
+    assert calls == [("hendrycks/math", None, "test"), ("Rowan/hellaswag", None, "validation"),
+                     ("Maxwell-Jia/AIME_2024", None, "train")]
