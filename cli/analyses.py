@@ -103,7 +103,9 @@ def lens_cmd(model, corpus, store, output, batch_size, overwrite, **kw):
         if corpus is not None:
             raise InputError("--store reads the tokens from the store: give no CORPUS with it")
         spec = ModelSpec(model, kw["revision"], trust_remote_code=kw["trust_remote_code"]) if model else None
-        run_lens(output, spec=spec, store=store, overwrite=overwrite)
+        # Only the final norm and the unembedding run: on --device, in --dtype (default: the
+        # compute dtype there).
+        run_lens(output, spec=spec, store=store, overwrite=overwrite, device=kw["device"], dtype=kw["dtype"])
         return
     spec, cspec = _specs(model, corpus, **_spec_kwargs(kw))
     run_lens(output, spec=spec, cspec=cspec, batch_size=batch_size, overwrite=overwrite)

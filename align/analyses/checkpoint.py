@@ -70,17 +70,35 @@ def _check_finite(name: str, key: str, t) -> None:
                              "the logit lens cannot read through it; fix the checkpoint")
 
 
-def read_head(name: str, revision: str | None = None, dtype: str = "float32", trust_remote_code: bool = False):
-    """(config, final_norm module, unembedding module) of checkpoint `name`, on CPU in `dtype`.
+def head_device(device: str) -> str:
+    """The device `--device` cpu | cuda | auto names for the lens head: auto is the GPU when
+    torch sees one, else the CPU; cuda without a GPU is refused in one line."""
+    import torch
+
+    if device not in ("cpu", "cuda", "auto"):
+        raise InputError(f"--device {device!r} is not one of cpu, cuda, auto")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InputError("--device cuda was asked for but torch sees no CUDA device: use --device cpu")
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def read_head(name: str, revision: str | None = None, dtype: str = "float32", trust_remote_code: bool = False,
+              device: str = "cpu"):
+    """(config, final_norm module, unembedding module) of checkpoint `name`, on `device`
+    (cpu | cuda | auto, `head_device`) in `dtype`.
 
     Only the final norm's and the unembedding's tensors are read (the embedding's when the
-    unembedding is tied to it)."""
+    unembedding is tied to it), one at a time on the host, and copied into modules allocated
+    on the device in `dtype` (no float32 copy of the head on the device)."""
     import torch
     from accelerate import init_empty_weights
     from transformers import AutoModelForCausalLM
 
     if dtype not in models.DTYPES:
         raise InputError(f"dtype {dtype!r} is not one of {', '.join(models.DTYPES)}")
+    device = head_device(device)
     config = models.load_config(models.ModelSpec(name, revision, trust_remote_code=trust_remote_code))
     keys = models.checkpoint_keys(config.model_type)
     with init_empty_weights(include_buffers=False):
@@ -90,7 +108,7 @@ def read_head(name: str, revision: str | None = None, dtype: str = "float32", tr
     torch_dtype = getattr(torch, dtype)
 
     def fill(module, prefix, fallback=None):
-        module.to_empty(device="cpu")
+        module.to_empty(device=device).to(torch_dtype)
         state = {}
         for pname in module.state_dict():
             key = f"{prefix}.{pname}"
@@ -100,8 +118,8 @@ def read_head(name: str, revision: str | None = None, dtype: str = "float32", tr
                 raise ModelError(f"checkpoint {name!r} has no tensor {key!r}: cannot build the lens head")
             state[pname] = _read(wm, key)
             _check_finite(name, key, state[pname])
-        module.load_state_dict(state)
-        return module.to(torch_dtype).eval().requires_grad_(False)
+        module.load_state_dict(state)  # copies each tensor to the module's device and dtype
+        return module.eval().requires_grad_(False)
 
     tied = bool(getattr(config, "tie_word_embeddings", False)) or f"{keys['unembed']}.weight" not in wm
     norm = fill(norm, keys["final_norm"])

@@ -18,6 +18,9 @@ from align.errors import InputError, StoreError
 
 WEIGHTINGS = ("token", "prompt")
 TOP_K = 5
+# Tokens per application of the head over a store: bounds the (tokens, vocab) logits and
+# their log-softmax temporaries (about 5 of them: ~3 GiB in float32 at a 152k vocabulary).
+HEAD_TOKENS = 1024
 
 
 def lens_logits(norm, unembed, h):
@@ -137,11 +140,15 @@ def logit_lens(model, batches, n_prompts: int | None = None) -> dict:
     return acc.result()
 
 
-def logit_lens_from_store(store, norm, unembed, tokens_per_step: int = 1024) -> dict:
+def logit_lens_from_store(store, norm, unembed, tokens_per_step: int = HEAD_TOKENS) -> dict:
     """Logit lens from an activation store and the model's final norm and unembedding only
     (see `align.analyses.checkpoint.read_head`). The store must hold boundary L (the
     reference p = softmax(W_U · final_norm(h_L))); boundaries it lacks are NaN. Prompts are
-    the store's sequences. Same return as `logit_lens`."""
+    the store's sequences. The head runs where its weights are, in their dtype, on
+    `tokens_per_step` tokens at a time (log-probabilities in float32 or better, there too).
+    Same return as `logit_lens`."""
+    if tokens_per_step < 1:
+        raise InputError(f"tokens_per_step {tokens_per_step} must be at least 1")
     import torch
 
     from align.analyses.forward import check_tokens

@@ -136,9 +136,12 @@ def run_skip(output, *, spec, cspec, batch_size=8, settings=("current", "future"
     return output
 
 
-def run_lens(output, *, spec=None, cspec=None, store=None, batch_size=8, overwrite=False, log=_log_default):
+def run_lens(output, *, spec=None, cspec=None, store=None, batch_size=8, overwrite=False, log=_log_default,
+             device="cpu", dtype=None, tokens_per_step=None):
     """`align lens`: from a live model, or from a store plus the checkpoint's final norm and
-    unembedding (spec names the checkpoint; default: the store's model)."""
+    unembedding (spec names the checkpoint; default: the store's model). With a store the head
+    runs on `device` (cpu | cuda | auto) in `dtype` (default: the model's compute dtype there,
+    float32 on CPU, bfloat16 on CUDA), `tokens_per_step` tokens per head application."""
     from align import store as st
     from align.analyses import checkpoint, lens
 
@@ -152,12 +155,17 @@ def run_lens(output, *, spec=None, cspec=None, store=None, batch_size=8, overwri
         revision = spec.revision if spec is not None else s.provenance.get("revision")
         if s.provenance.get("random_init"):
             raise InputError(f"store {store} was extracted from a randomly initialised model: its weights are in no checkpoint; run `align lens` on the model instead")
-        config, norm, unembed = checkpoint.read_head(name, revision)
+        head_dtype = models.ModelSpec(name, revision, dtype, device).resolved_dtype()
+        step = tokens_per_step or lens.HEAD_TOKENS
+        config, norm, unembed = checkpoint.read_head(name, revision, dtype=head_dtype, device=device,
+                                                     trust_remote_code=spec.trust_remote_code if spec is not None else False)
         if models.config_hash(config) != s.provenance.get("config_hash"):
             raise StoreMismatch(f"checkpoint {name!r} has another config than the model of store {store}: pass the model the store was extracted from")
-        res = lens.logit_lens_from_store(s, norm, unembed)
+        res = lens.logit_lens_from_store(s, norm, unembed, tokens_per_step=step)
         L = s.n_layers
-        attrs = {**_store_provenance(s), "head_model": _model_id(name), "options": {}}
+        head_dev = str(next(iter(unembed.parameters())).device)
+        attrs = {**_store_provenance(s), "head_model": _model_id(name),
+                 "options": {"device": head_dev, "dtype": head_dtype, "tokens_per_step": step}}
     else:
         model, config, prompts, prov = load(spec, cspec)
         res = lens.logit_lens(model, _batched(prompts, batch_size))
