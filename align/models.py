@@ -280,11 +280,33 @@ def config_hash(config) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def init_device(device: str) -> str:
+    """Where `--random-init` draws its weights for `--device` cpu | cuda | auto: on the GPU for
+    cuda (no minutes-long build on the CPU and copy), on the CPU otherwise (auto spreads a
+    CPU-built model with accelerate). The device is part of the weights' identity: the same
+    seed gives other numbers on another device's generator."""
+    return "cuda" if device == "cuda" else "cpu"
+
+
+def build_random(config, seed: int, dtype, device: str, attn: str = "sdpa"):
+    """The architecture of `config` with weights from its own initialiser, drawn on `device`
+    under `torch.manual_seed(seed)` (which seeds the CPU and every CUDA generator): the
+    parameters are created and initialised there, never on the CPU first."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    with torch.device(device):
+        return AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=attn)
+
+
 def load_model(spec: ModelSpec):
     """(model, config) in eval mode, on the asked device and dtype.
 
     `spec.random_init` builds the same architecture from the config with weights drawn from
-    the config's own initialiser under `torch.manual_seed(spec.seed)`: the untrained control.
+    the config's own initialiser under `torch.manual_seed(spec.seed)`, on the device
+    `init_device` names: the untrained control. Checkpoints with `--device cuda` load straight
+    to the GPU (device_map), never through host memory.
     """
     import torch
     from transformers import AutoModelForCausalLM
@@ -300,11 +322,8 @@ def load_model(spec: ModelSpec):
     name = os.path.expanduser(spec.name)
     attn = "sdpa"
     if spec.random_init:
-        torch.manual_seed(spec.seed)
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=attn)
-        if spec.device == "cuda":
-            model = model.to("cuda")
-        elif spec.device == "auto":
+        model = build_random(config, spec.seed, dtype, init_device(spec.device), attn)
+        if spec.device == "auto":
             from accelerate import dispatch_model, infer_auto_device_map
 
             model = dispatch_model(model, infer_auto_device_map(model, no_split_module_classes=model._no_split_modules))
@@ -318,6 +337,9 @@ def load_model(spec: ModelSpec):
         )
         if spec.device == "auto":
             kwargs["device_map"] = "auto"
+        elif spec.device == "cuda":
+            # Straight to the GPU: no full copy of the weights in host memory first.
+            kwargs["device_map"] = {"": "cuda"}
         if check_source(spec) == "hub" and _local_files_only(spec):
             kwargs["local_files_only"] = True
         try:
@@ -326,8 +348,6 @@ def load_model(spec: ModelSpec):
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             hint = "" if spec.allow_pickle_weights else " (align loads only safetensors weights unless --allow-pickle-weights)"
             raise ModelError(f"cannot load the weights of {spec.name!r}: {first}{hint}") from None
-        if spec.device == "cuda":
-            model = model.to("cuda")
     model.eval()
     model.requires_grad_(False)
     return model, config

@@ -133,9 +133,14 @@ def weights_identity(spec, config) -> dict:
 
     `spec` is an align.models.ModelSpec, `config` the config loaded from it."""
     if spec.random_init:
-        h = config_hash(config)
-        return {"id": f"random init seed {spec.seed}, config sha256 {h}", "kind": "random_init",
-                "seed": spec.seed, "config_hash": h}
+        from align.models import init_device
+
+        h, dev = config_hash(config), init_device(spec.device)
+        # A CPU draw keeps the id stores made before the device was recorded have; another
+        # device's generator gives other weights, so it is part of the id.
+        where = "" if dev == "cpu" else f" on {dev}"
+        return {"id": f"random init seed {spec.seed}{where}, config sha256 {h}", "kind": "random_init",
+                "seed": spec.seed, "config_hash": h, "init_device": dev}
     folder = os.path.expanduser(spec.name)
     if os.path.isdir(folder):
         names = weight_files(folder, spec.allow_pickle_weights, getattr(config, "transformers_weights", None))
