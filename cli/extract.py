@@ -77,11 +77,12 @@ def extract_cmd(model, corpus, output, revision, dtype, device, trust_remote_cod
     file, or a folder of .txt files. Re-running the same command resumes an incomplete store
     (refused if the weights changed). The last line reports characters the tokenizer dropped.
     """
+    from align.corpus import generated_format
     from align.errors import InputError
     from align.extract import extract
 
-    if corpus is None and dataset is None:
-        raise InputError("give a CORPUS path or --dataset NAME[:CONFIG]:SPLIT")
+    if corpus is None and dataset is None and generated_format(fmt) is None:
+        raise InputError("give a CORPUS path, --dataset NAME[:CONFIG]:SPLIT or a generated --format (addition:N, multiplication:N)")
     extract(model, corpus, output, revision=revision, dtype=dtype, device=device, trust_remote_code=trust_remote_code,
             allow_pickle_weights=allow_pickle_weights, random_init=random_init, seed=seed, dataset=dataset,
             text_field=text_field, format=fmt, doc_split=doc_split, max_length=max_length, overflow=overflow,

@@ -149,3 +149,23 @@ def test_dataset_path_uses_the_same_templates(monkeypatch):
         "Problem: Find $xy$ when $x = 2$ and $y = 3$.\nAnswer: 6"]
     assert calls == [("hendrycks/math", None, "test"), ("Rowan/hellaswag", None, "validation"),
                      ("Maxwell-Jia/AIME_2024", None, "train")]
+
+
+def test_generated_format_from_the_command_line(cli, zoo, tmp_path):
+    """`align extract MODEL --format addition:3` needs no CORPUS: every stored document,
+    decoded by the tokenizers library, is a correct 3-digit sum."""
+    import os
+
+    import zarr
+    from tokenizers import Tokenizer
+
+    out = tmp_path / "add.zarr"
+    code, _, err = cli("extract", zoo("qwen2"), "--format", "addition:3", "--max-docs", "6", "-o", out)
+    assert code == 0, err
+    g = zarr.open_group(str(out), mode="r")
+    ids, doc = g["token_id"][...], g["doc"][...]
+    tok = Tokenizer.from_file(os.path.join(zoo("qwen2"), "tokenizer.json"))
+    texts = [tok.decode(ids[doc == d].tolist()) for d in range(6)]
+    for t in texts:
+        m = re.fullmatch(r"(\d{3}) \+ (\d{3}) = (\d+)", t)
+        assert m and int(m[1]) + int(m[2]) == int(m[3]), t
