@@ -11,8 +11,10 @@ transformers' alike):
 - each tensor carries a fake device index (weights: the one of their block; anything else:
   what it was made from), reported by `.device` as `cpu:k` (type "cpu", so transformers takes
   its CPU code paths);
-- `.to(cpu:k)`, `.cpu()`, factory functions given `device=`, and the block wrapper move a
-  tensor, i.e. set its index; `.numpy()` needs device 0 (the host), as on CUDA;
+- `.to(cpu:k)`, `.cpu()` and factory functions given `device=` move a tensor, i.e. set its
+  index; accelerate's real AlignDevicesHook on each placed module (embedding, blocks, final
+  norm, unembedding, rotary embedding) moves the module's inputs with `.to`, as under
+  `--device auto`; `.numpy()` needs device 0 (the host), as on CUDA;
 - any other call whose tensor arguments sit on two devices raises, as torch does on a GPU.
 
 The numbers themselves are computed on the CPU exactly as without the mode, so the split run
@@ -151,8 +153,9 @@ class FakeDevices(TorchFunctionMode):
 
 def split(model, first_device_blocks: int):
     """Put the embedding and blocks 0..first−1 on fake device 1, the later blocks, the final
-    norm and the unembedding (untied; tied: device 1) on fake device 2, wrapping each placed module's forward so its
-    inputs move to its device first (what accelerate's AlignDevicesHook does)."""
+    norm and the unembedding (untied; tied: device 1) on fake device 2, each with accelerate's
+    own AlignDevicesHook (what a device_map installs), which moves a module's inputs to its
+    device before its forward runs."""
     from align import models
 
     blocks = models.blocks(model)
@@ -166,29 +169,14 @@ def split(model, first_device_blocks: int):
     rot = getattr(base, "rotary_emb", None)
     if rot is not None:
         placed.append((rot, 1))
+    from accelerate.hooks import AlignDevicesHook, add_hook_to_module
+
     for module, k in placed:
-        for t in list(module.parameters()) + list(module.buffers()):
+        with FakeDevices():  # the hook "moves" the weights to cpu:k as it is added
+            add_hook_to_module(module, AlignDevicesHook(execution_device=torch.device("cpu", k), io_same_device=False))
+        for t in list(module.parameters()) + list(module.buffers()):  # rebuilt by the hook: tagged here
             setattr(t, _ATTR, k)
-        module.forward = _moving(module.forward, k)
     return model
-
-
-def _moving(forward, k):
-    dev = torch.device("cpu", k)
-
-    def move(x):  # recursive, as accelerate's send_to_device (rotary (cos, sin) is a tuple)
-        if isinstance(x, torch.Tensor):
-            return x.to(dev)
-        if isinstance(x, (tuple, list)):
-            return type(x)(move(y) for y in x)
-        if isinstance(x, dict):
-            return {n: move(y) for n, y in x.items()}
-        return x
-
-    def wrapped(*args, **kwargs):
-        return forward(*[move(a) for a in args], **{n: move(v) for n, v in kwargs.items()})
-
-    return wrapped
 
 
 def _hf(path, dtype=torch.float32):
