@@ -176,6 +176,9 @@ def split(model, first_device_blocks: int):
             add_hook_to_module(module, AlignDevicesHook(execution_device=torch.device("cpu", k), io_same_device=False))
         for t in list(module.parameters()) + list(module.buffers()):  # rebuilt by the hook: tagged here
             setattr(t, _ATTR, k)
+    # dispatch_model's hook on the whole model: inputs to the main device, outputs (the logits)
+    # back to the inputs' device.
+    add_hook_to_module(model, AlignDevicesHook(execution_device=torch.device("cpu", 1), io_same_device=True), append=True)
     return model
 
 

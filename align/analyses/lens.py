@@ -42,8 +42,11 @@ def token_metrics(lens_logits, final_logits, k: int = TOP_K):
         x = torch.as_tensor(x)
         return torch.log_softmax(x if x.dtype == torch.float64 else x.float(), -1)
 
-    lq, lp = logp(lens_logits), logp(final_logits)
-    kl = (lq.exp() * (lq - lp.to(lq.dtype))).sum(-1)
+    lq = logp(lens_logits)
+    # Under a device_map the model's output comes back on the input's device, while the head
+    # applied here runs where the unembedding lives.
+    lp = logp(final_logits).to(device=lq.device, dtype=lq.dtype)
+    kl = (lq.exp() * (lq - lp)).sum(-1)
     tq = lq.topk(k, dim=-1).indices
     tp = lp.topk(k, dim=-1).indices
     hits = (tq[:, :, None] == tp[:, None, :]).any(-1).sum(-1)
