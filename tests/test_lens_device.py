@@ -80,7 +80,8 @@ def test_store_lens_in_small_batches_equals_float64_reference(family, extracted,
 def test_cli_lens_store_bfloat16_within_bf16_tolerance(cli, extracted, tmp_path):
     """`--dtype bfloat16` runs the head in bfloat16 (the attrs say so) and stays within bf16
     tolerance of float32: the head's logits carry a relative error of about 2^-8 each, so KL
-    (nats) within 5e-2 + 5% and overlap within 0.1 (top-5 near-ties flip in bf16)."""
+    (nats) within 1e-2 + 1% and overlap within 0.05 (top-5 near-ties flip in bf16). Measured on
+    this 2-layer model: KL 3.6e-4 of 2.4 nats, overlap 1.3e-3."""
     from align.store import open_result
 
     path = extracted("llama")
@@ -91,8 +92,8 @@ def test_cli_lens_store_bfloat16_within_bf16_tolerance(cli, extracted, tmp_path)
     a, b = open_result(tmp_path / "f32.zarr", "lens"), open_result(tmp_path / "bf16.zarr", "lens")
     assert a.attrs["options"]["dtype"] == "float32" and b.attrs["options"]["dtype"] == "bfloat16"
     assert b.attrs["options"]["device"] == "cpu"
-    np.testing.assert_allclose(b["kl"].values, a["kl"].values, rtol=5e-2, atol=5e-2)
-    np.testing.assert_allclose(b["overlap"].values, a["overlap"].values, atol=0.1)
+    np.testing.assert_allclose(b["kl"].values, a["kl"].values, rtol=1e-2, atol=1e-2)
+    np.testing.assert_allclose(b["overlap"].values, a["overlap"].values, atol=0.05)
     assert not np.array_equal(b["kl"].values, a["kl"].values)  # bf16 really ran
 
 
