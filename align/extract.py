@@ -326,6 +326,8 @@ def forward_batch(model, batch, boundaries, layers, store_dtype: str, locate=Non
                     rows[r].copy_(flat.to(tdt), non_blocking=True)
                     t.record_stream(side)
                     events[dev] = True
+            elif padded and flat.dtype == tdt and t.device.type == "cpu":
+                torch.index_select(flat, 0, idx_host, out=rows[r])  # gathered straight into the output
             else:
                 if padded:
                     if t.device not in idx_on:
