@@ -4,8 +4,10 @@ The run is: check options, -o, the device and the weights (their identity, see
 align.provenance) → tokenize once to count (and check the disk) → load the model → create the
 store and write its token table (the plan) → forward batches grouped by length (within
 windows of GROUP_FACTOR x batch size sequences) with hooks, check each batch is finite (one
-device reduction per captured tensor, one host sync per batch), and hand each sequence, in
-corpus order, to a writer thread that appends whole chunks and commits. Every check that can
+device reduction per captured tensor, one host sync per batch), gather the real tokens into
+the batch's host arrays (pinned, on a copy stream, on CUDA; no sync per boundary), and hand
+each sequence, in corpus order, through a bounded queue to a writer thread that fills chunk
+buffers, spreads whole-chunk writes over WRITER_THREADS threads and commits after them. Every check that can
 fail runs before the store exists. Re-running the same command resumes an incomplete store
 from its last committed sequence, and records each run as a segment of the store's provenance.
 """
