@@ -169,3 +169,30 @@ def test_generated_format_from_the_command_line(cli, zoo, tmp_path):
     for t in texts:
         m = re.fullmatch(r"(\d{3}) \+ (\d{3}) = (\d+)", t)
         assert m and int(m[1]) + int(m[2]) == int(m[3]), t
+
+
+@pytest.mark.parametrize("fmt, item, answer", [
+    ("math", MATH, "It is $\\boxed{2}$."),
+    ("hellaswag", HELLASWAG, "starts pulling up roofing on a roof."),
+])
+def test_answer_prompts_of_a_format(zoo, tmp_path, fmt, item, answer):
+    """erase/igrad read a format's answer where the format puts it (hellaswag has no marker):
+    the answer-predicting positions are those whose next token overlaps the answer's characters,
+    by the tokenizers library's offsets."""
+    import os
+
+    from tokenizers import Tokenizer
+
+    from align.analyses.answers import load_answer_prompts
+    from align.models import ModelSpec, load_tokenizer
+
+    spec = CorpusSpec(_jsonl(tmp_path, fmt, item), fmt=fmt)
+    (p,) = load_answer_prompts(spec, load_tokenizer(ModelSpec(zoo("qwen2"))))
+    (text,) = list(documents(spec))
+    start = text.rindex(answer)
+    enc = Tokenizer.from_file(os.path.join(zoo("qwen2"), "tokenizer.json")).encode(text)
+    assert p.token_id.tolist() == enc.ids and p.answer == answer
+    n = len(enc.ids)
+    # position t predicts the answer when token t+1 has characters and ends past the answer's start
+    want = [t + 1 < n and enc.offsets[t + 1][1] > max(start, enc.offsets[t + 1][0]) for t in range(n)]
+    assert p.predicts_answer.tolist() == want

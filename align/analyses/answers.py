@@ -7,9 +7,11 @@ Each prompt is one text whose end is the answer, given in one of two ways:
   answer in `answer_field`; the text is prompt + answer, concatenated as they are (give the
   answer its leading space, e.g. {"text": "12+7=", "answer": "19"} or {"text": "The capital
   of France is", "answer": " Paris"}).
-- answer marker: any corpus align reads (.txt, .jsonl, folder, --dataset, --format gsm8k);
-  the answer is everything after the LAST occurrence of the marker in each non-blank document (for
-  --format gsm8k the marker defaults to "The final answer is").
+- answer marker: any corpus align reads (.txt, .jsonl, folder, --dataset); the answer is
+  everything after the LAST occurrence of the marker in each non-blank document.
+- a task format (`--format gsm8k`, `mquake`, `math`, `hellaswag`, `aime`, `addition:N`,
+  `multiplication:N`): the format says where each prompt's answer starts (`align.corpus.items`;
+  for gsm8k, after "The final answer is").
 
 The answer's characters are its span without leading whitespace. A token is an answer token
 when its character span (from the tokenizer's offsets) overlaps the answer's; the
@@ -28,9 +30,6 @@ import numpy as np
 
 from align import corpus
 from align.errors import InputError
-
-GSM8K_MARKER = "The final answer is"
-
 
 @dataclass
 class AnswerPrompt:
@@ -80,6 +79,17 @@ def _jsonl_items(path: str, text_field: str, answer_field: str, max_docs=None):
             yield where, text + answer, len(text)
 
 
+def _format_items(spec: corpus.CorpusSpec):
+    """A task format's prompts (`--format`): each knows where its answer starts."""
+    for i, item in enumerate(corpus.items(spec)):
+        if not item.text.strip():
+            continue
+        where = f"{spec.describe()} document {i}"
+        if item.answer_start is None:
+            raise InputError(f"{where} (--format {spec.fmt}) has no answer: give --answer-marker TEXT")
+        yield where, item.text, item.answer_start
+
+
 def _marked_items(spec: corpus.CorpusSpec, marker: str):
     for i, text in enumerate(corpus.documents(spec)):
         if not text.strip():
@@ -127,14 +137,16 @@ def tokenize_answer(tokenizer, text: str, answer_start: int, max_length: int, wh
 def load_answer_prompts(spec: corpus.CorpusSpec, tokenizer, answer_field: str = "answer",
                         answer_marker: str | None = None) -> list[AnswerPrompt]:
     """Every prompt of the corpus with its answer (module docstring), in order. With
-    `answer_marker` (or --format gsm8k, whose marker is "The final answer is"), any corpus;
-    else a .jsonl file whose items hold `spec.text_field` and `answer_field`."""
+    `answer_marker`, any corpus; with a task format (`spec.fmt` not "plain"), where the format
+    puts the answer; else a .jsonl file whose items hold `spec.text_field` and `answer_field`."""
     corpus.validate(spec)
-    marker = answer_marker if answer_marker is not None else (GSM8K_MARKER if spec.fmt == "gsm8k" else None)
+    marker = answer_marker
     if marker is not None and not marker:
         raise InputError("--answer-marker is empty: give the text after which the answer starts")
     if marker is not None:
         items = _marked_items(spec, marker)
+    elif spec.fmt != "plain":
+        items = _format_items(spec)
     else:
         if spec.path is None:
             raise InputError("--dataset prompts need --answer-marker TEXT (an --answer-field reads a .jsonl file)")
