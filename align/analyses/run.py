@@ -40,7 +40,7 @@ def load(spec: models.ModelSpec, cspec: corpus.CorpusSpec, check=None):
         "random_init": spec.random_init, "seed": spec.seed if spec.random_init else None,
         "config_hash": models.config_hash(config), "tokenizer_hash": corpus.tokenizer_hashes(tokenizer),
         "special_tokens": dict(zip(("prefix", "suffix"), corpus.special_tokens(tokenizer))),
-        "corpus": {"source": cspec.describe(), "hash": corpus.corpus_hash(cspec), **cspec.options()},
+        "corpus": corpus.provenance(cspec),
         "compute_dtype": spec.resolved_dtype(), "source": "model", "align_version": align.__version__,
     }
     return model, config, prompts, prov
