@@ -73,16 +73,22 @@ def _choices(value, allowed, option):
 @click.option("--settings", default="current,future", show_default=True, help="Comma-separated: current, future.")
 @click.option("--parts", default="layer,attn,mlp", show_default=True, help="Comma-separated: layer, attn, mlp.")
 @click.option("--split-seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the future setting's split points.")
+@click.option("--split", default="random", show_default=True, metavar="random|answer-start",
+              help="The future setting's split points: random (up to 4 per prompt), or answer-start (one per prompt: "
+                   "its first answer token, read as `align erase` reads answers).")
+@click.option("--answer-field", default="answer", show_default=True, help="With --split answer-start: the .jsonl field holding the answer.")
+@click.option("--answer-marker", default=None, metavar="TEXT", help="With --split answer-start: the answer is the text after the last TEXT.")
 @model_options
 @corpus_options
-def skip_cmd(model, corpus, output, batch_size, overwrite, settings, parts, split_seed, **kw):
+def skip_cmd(model, corpus, output, batch_size, overwrite, settings, parts, split_seed, split, answer_field, answer_marker, **kw):
     """Effect of skipping each layer (or its attention or MLP) on every later layer's
     contribution (R) and on the output distribution (O), in the current and future settings."""
-    from align.analyses.run import run_skip
+    from align.analyses.skip import run_skip
 
     spec, cspec = _specs(model, corpus, **_spec_kwargs(kw))
     run_skip(output, spec=spec, cspec=cspec, batch_size=batch_size, settings=_choices(settings, ("current", "future"), "--settings"),
-             parts=_choices(parts, ("layer", "attn", "mlp"), "--parts"), split_seed=split_seed, overwrite=overwrite)
+             parts=_choices(parts, ("layer", "attn", "mlp"), "--parts"), split=split, split_seed=split_seed,
+             answer_field=answer_field, answer_marker=answer_marker, overwrite=overwrite)
 
 
 @click.command("lens")

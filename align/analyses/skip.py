@@ -9,9 +9,17 @@ probabilities p, and C'_l, p' of the intervened run:
 
 Settings: "current" intervenes at every position ≥ 1 and measures everywhere; "future" picks
 up to 4 split points t from range(8, T−4, 8) (shuffled with a seed per prompt), intervenes at
-1..t−1 and measures t..T−1. Position 0 is never intervened on. Aggregation: max over
-positions, then split points, then prompts ("max"), or the mean over prompts of the per-prompt
-maxima ("mean_over_prompts").
+1..t−1 and measures t..T−1. With `--split answer-start` ([P1] on MQuAKE and MATH) the future
+setting has one split point per prompt, its first answer token t (the first token whose
+character span overlaps the answer, tokenized as `align.analyses.answers` does for erase and
+igrad); a prompt with t ≤ 1 has no position to skip and is counted as too short. Position 0 is
+never intervened on. Aggregation: max over positions, then split points, then prompts ("max"),
+or the mean over prompts of the per-prompt maxima ("mean_over_prompts").
+
+The result also keeps the per-prompt maxima, R_prompt (prompt, setting, part, skipped, later)
+and O_prompt (prompt, setting, part, skipped), NaN where a setting did not use the prompt (too
+short for it), and `level` (prompt) where the corpus has levels: `align depthscore` resamples
+them for prompt-bootstrap intervals.
 
 Rows (one prompt, or one prompt and split point) are batched with right padding: each batch
 costs one clean forward and one forward per (part, skipped layer), all of the same batch
@@ -28,6 +36,7 @@ from align.errors import InputError
 
 EPS = 1e-6
 SETTINGS = ("current", "future")
+SPLITS = ("random", "answer-start")
 PARTS = ("layer", "attn", "mlp")
 AGGS = ("max", "mean_over_prompts")
 SPLIT_START, SPLIT_STEP, SPLIT_MARGIN, MAX_SPLITS = 8, 8, 4, 4
@@ -53,9 +62,21 @@ class Row:
     measure: np.ndarray
 
 
-def rows_for(prompts, setting: str, seed: int = 0, include_position_zero: bool = False) -> tuple[list[Row], int]:
+def answer_split(predicts_answer: np.ndarray) -> int:
+    """The first answer token t of an answer prompt (`answers.AnswerPrompt.predicts_answer`
+    marks t−1 when token t is an answer token): the future setting's split point."""
+    pos = np.flatnonzero(np.asarray(predicts_answer, bool))
+    if not len(pos):
+        raise InputError("a prompt has no answer token: every prompt of --split answer-start needs an answer")
+    return int(pos[0]) + 1
+
+
+def rows_for(prompts, setting: str, seed: int = 0, include_position_zero: bool = False,
+             splits=None) -> tuple[list[Row], int]:
     """The rows of a setting over prompts, and the number of prompts too short for it.
 
+    `splits` (one int per prompt) replaces the future setting's random split points by one
+    given point per prompt (`--split answer-start`); t ≤ 1 counts as too short.
     `include_position_zero` intervenes at position 0 too: for tests that compare with a
     model whose block is deleted, never for measurements."""
     first = 0 if include_position_zero else 1
@@ -66,7 +87,10 @@ def rows_for(prompts, setting: str, seed: int = 0, include_position_zero: bool =
         if setting == "current":
             rows.append(Row(i, ids, pos >= first, np.ones(T, bool)))
         elif setting == "future":
-            pts = split_points(T, seed, i)
+            if splits is None:
+                pts = split_points(T, seed, i)
+            else:
+                pts = [int(splits[i])] if 1 < int(splits[i]) < T else []
             if not pts:
                 short += 1
             for t in pts:
@@ -192,8 +216,14 @@ def _check_effects(R, O, parts, prompts) -> None:
                                  f"{prompts[idx[-1]]}): the contributions overflow float32; nothing was written")
 
 
-def check_prompts(prompts, settings=SETTINGS) -> None:
-    """InputError when no prompt is long enough for the future setting (T < 13 everywhere)."""
+def check_prompts(prompts, settings=SETTINGS, splits=None) -> None:
+    """InputError when no prompt is long enough for the future setting (T < 13 everywhere;
+    with `splits`, when every prompt's answer starts at token 0 or 1)."""
+    if "future" in settings and prompts and splits is not None:
+        if not any(1 < int(t) < len(p) for t, p in zip(splits, prompts)):
+            raise InputError(f"no prompt has a token to skip before its answer: with --split answer-start each prompt "
+                             f"needs at least 2 tokens before its first answer token (none of {len(prompts)} has)")
+        return
     if "future" in settings and prompts:
         longest = max(len(p) for p in prompts)
         if longest < MIN_FUTURE_LENGTH:
@@ -204,12 +234,13 @@ def check_prompts(prompts, settings=SETTINGS) -> None:
 
 
 def skipping(model, batches, *, settings=SETTINGS, parts=PARTS, seed: int = 0, batch_size: int | None = None,
-             include_position_zero: bool = False, eps: float = EPS, progress=None) -> dict:
+             include_position_zero: bool = False, eps: float = EPS, progress=None, splits=None) -> dict:
     """Layer-skipping effects of a live model over prompts (METHODS.md §3).
 
     batches: lists of token-id arrays (prompts), or a flat list of prompts with
     `batch_size`. Rows (a prompt in "current", a (prompt, split point) in "future") are
-    batched `batch_size` per forward (default: the size of the first given batch).
+    batched `batch_size` per forward (default: the size of the first given batch). `splits`:
+    one future split point per prompt (`answer_split`) instead of the random ones.
     Returns {"R": (n_settings, n_parts, 2 aggs, L, L), "O": (n_settings, n_parts, 2, L),
     "n_prompts": {setting: int}, "n_prompts_too_short": int, "per_prompt": {setting: (R
     (n, parts, L, L), O (n, parts, L))}, "n_forwards", "n_forwards_one_at_a_time"};
@@ -231,11 +262,13 @@ def skipping(model, batches, *, settings=SETTINGS, parts=PARTS, seed: int = 0, b
     # Forward passes made, and those a one-prompt-at-a-time loop would make (one clean run per
     # prompt, one intervened run per (part, layer, split point)).
     n_forwards = n_single = 0
+    used_by = {}
     for si, setting in enumerate(settings):
-        rows, too_short = rows_for(prompts, setting, seed, include_position_zero)
+        rows, too_short = rows_for(prompts, setting, seed, include_position_zero,
+                                   splits if setting == "future" else None)
         if setting == "future":
             short = too_short
-            check_prompts(prompts, (setting,))
+            check_prompts(prompts, (setting,), splits)
         # Rows of similar length share a batch: less padding, and results are per prompt anyway.
         rows.sort(key=lambda r: len(r.token_id))
         Rp = np.zeros((len(prompts), len(parts), L, L))
@@ -256,24 +289,123 @@ def skipping(model, batches, *, settings=SETTINGS, parts=PARTS, seed: int = 0, b
         O[si, :, 0], O[si, :, 1] = Op.max(0), Op.mean(0)
         n_prompts[setting] = len(used)
         per_prompt[setting] = (Rp, Op)
-    return {"R": R, "O": O, "n_prompts": n_prompts, "n_prompts_too_short": short, "per_prompt": per_prompt,
+        used_by[setting] = used
+    return {"R": R, "O": O, "n_prompts": n_prompts, "n_prompts_total": len(prompts), "used": used_by, "n_prompts_too_short": short, "per_prompt": per_prompt,
             "settings": tuple(settings), "parts": tuple(parts), "n_forwards": n_forwards,
             "n_forwards_one_at_a_time": n_single}
 
 
-def to_dataset(res: dict, attrs: dict, seed: int):
-    """The "skipping" result Dataset: dims setting, part, agg, skipped, later."""
+def per_prompt_arrays(res: dict) -> tuple[np.ndarray, np.ndarray]:
+    """R_prompt (prompt, setting, part, skipped, later) and O_prompt (prompt, setting, part,
+    skipped) of a `skipping` result: each prompt's maxima, NaN where a setting skipped it."""
+    n = res["n_prompts_total"]
+    nparts, L = len(res["parts"]), res["R"].shape[-1]
+    Rp = np.full((n, len(res["settings"]), nparts, L, L), np.nan)
+    Op = np.full((n, len(res["settings"]), nparts, L), np.nan)
+    for si, setting in enumerate(res["settings"]):
+        used = res["used"][setting]
+        Rp[used, si], Op[used, si] = res["per_prompt"][setting]
+    return Rp, Op
+
+
+def to_dataset(res: dict, attrs: dict, seed: int, levels=None):
+    """The "skipping" result Dataset: R, O (setting, part, agg, skipped, later), the
+    per-prompt maxima R_prompt, O_prompt (module docstring) and, given `levels` (one per
+    prompt, None where unknown), `level` (prompt)."""
     import xarray as xr
 
     L = res["R"].shape[-1]
-    ds = xr.Dataset(
-        {
-            "R": (("setting", "part", "agg", "skipped", "later"), res["R"]),
-            "O": (("setting", "part", "agg", "skipped"), res["O"]),
-        },
-        coords={"setting": list(res["settings"]), "part": list(res["parts"]), "agg": list(AGGS),
-                "skipped": np.arange(L), "later": np.arange(L)},
-    )
+    data = {
+        "R": (("setting", "part", "agg", "skipped", "later"), res["R"]),
+        "O": (("setting", "part", "agg", "skipped"), res["O"]),
+    }
+    coords = {"setting": list(res["settings"]), "part": list(res["parts"]), "agg": list(AGGS),
+              "skipped": np.arange(L), "later": np.arange(L)}
+    if "used" in res:
+        Rp, Op = per_prompt_arrays(res)
+        data["R_prompt"] = (("prompt", "setting", "part", "skipped", "later"), Rp)
+        data["O_prompt"] = (("prompt", "setting", "part", "skipped"), Op)
+        coords["prompt"] = np.arange(res["n_prompts_total"])
+        if levels is not None and any(lv is not None for lv in levels):
+            if len(levels) != res["n_prompts_total"] or any(lv is None for lv in levels):
+                raise InputError(f"levels are given for {sum(lv is not None for lv in levels)} of "
+                                 f"{res['n_prompts_total']} prompts: every prompt needs one")
+            data["level"] = (("prompt",), np.asarray(levels, np.int64))
+    ds = xr.Dataset(data, coords=coords)
     ds.attrs = {**attrs, "n_layers": L, "n_prompts": res["n_prompts"].get("current", max(res["n_prompts"].values())),
                 "n_prompts_by_setting": res["n_prompts"], "n_prompts_too_short": res["n_prompts_too_short"], "seed": seed}
     return ds
+
+
+def prompt_levels(cspec, tokenizer) -> list | None:
+    """The level of each prompt `load_prompts` gives (via `Sequence.doc`), or None when the
+    corpus has no levels."""
+    from align import corpus
+
+    doc_levels = corpus.document_levels(cspec)
+    if all(lv is None for lv in doc_levels):
+        return None
+    return [doc_levels[sq.doc] for sq in corpus.sequences(cspec, tokenizer)]
+
+
+def answer_prompt_levels(cspec) -> list | None:
+    """The level of each answer prompt (`answers.load_answer_prompts` skips blank documents,
+    as here), or None when the corpus has no levels."""
+    from align import corpus
+
+    if cspec.fmt == "plain" and cspec.path is not None and str(cspec.path).endswith(".jsonl"):
+        return None
+    levels = [item.level for item in corpus.items(cspec) if item.text.strip()]
+    return None if all(lv is None for lv in levels) else levels
+
+
+def run_skip(output, *, spec, cspec, batch_size=8, settings=SETTINGS, parts=PARTS, split="random", split_seed=0,
+             answer_field="answer", answer_marker=None, overwrite=False, log=None) -> str:
+    """`align skip`: as `align.analyses.run.run_skip`, plus `split` ("random" or
+    "answer-start": the future setting's one split point per prompt is its first answer
+    token, the prompts read as `align erase` reads them) and each prompt's level."""
+    import sys
+    import time
+
+    from align import models
+    from align import store as st
+    from align.analyses import run as rn
+    from align.analyses.answers import load_answer_prompts
+
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    if split not in SPLITS:
+        raise InputError(f"--split {split!r} is not one of {', '.join(SPLITS)}")
+    inputs = rn._inputs(spec, cspec)
+    st.check_output(output, "skipping", inputs=inputs, overwrite=overwrite)
+    tokenizer = models.load_tokenizer(spec)
+    splits = None
+    if split == "answer-start":
+        aps = load_answer_prompts(cspec, tokenizer, answer_field, answer_marker)
+        splits = [answer_split(a.predicts_answer) for a in aps]
+        check_prompts([a.token_id for a in aps], settings, splits)
+        levels = answer_prompt_levels(cspec)
+    model, config, prompts, prov = rn.load(spec, cspec, check=None if splits is not None
+                                           else (lambda ps: check_prompts(ps, settings)))
+    if split == "answer-start":
+        prompts = [np.asarray(a.token_id, np.int64) for a in aps]
+        rn.check_vocabulary(spec, config, prompts)
+    else:
+        levels = prompt_levels(cspec, tokenizer)
+    t0 = time.time()
+    res = skipping(model, prompts, settings=settings, parts=parts, seed=split_seed, batch_size=batch_size, splits=splits)
+    dt = time.time() - t0
+    L = config.num_hidden_layers
+    timing = {"seconds": round(dt, 3), "n_forwards": res["n_forwards"], "n_forwards_one_at_a_time": res["n_forwards_one_at_a_time"]}
+    opts = {"batch_size": batch_size, "settings": list(settings), "parts": list(parts), "split": split,
+            "split_seed": split_seed}
+    if split == "answer-start":
+        opts.update({"answer_field": answer_field, "answer_marker": answer_marker})
+    st.write_result(output, to_dataset(res, {**prov, "options": opts, "timing": timing}, split_seed, levels), "skipping",
+                    overwrite=overwrite, inputs=inputs)
+    log(f"align skip: wrote {output} ({len(prompts)} prompts, {L} layers; "
+        + ", ".join(f"{k}: {v} prompts" for k, v in res["n_prompts"].items())
+        + (f"; {res['n_prompts_too_short']} " + ("with no token before the answer" if splits is not None
+                                                  else "too short for the future setting") if "future" in settings else "")
+        + f") in {dt:.1f} s: {res['n_forwards']:,} batched forward passes "
+        f"(a one-prompt-at-a-time loop makes {res['n_forwards_one_at_a_time']:,})")
+    return output
