@@ -145,16 +145,6 @@ def _check_max_length(max_length: int, config, allow_long: bool) -> None:
         )
 
 
-def _free_bytes(path: str) -> int:
-    override = os.environ.get("ALIGN_FREE_DISK_BYTES")  # tests simulate a full disk with this
-    if override is not None:
-        return int(override)
-    probe = os.path.abspath(path)
-    while not os.path.exists(probe):
-        probe = os.path.dirname(probe)
-    return shutil.disk_usage(probe).free
-
-
 def _human(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
@@ -577,7 +567,7 @@ def extract(
                        store_dtype, codec, min(chunk_tokens or st.chunk_tokens_for(d_model, item), plan.n_tokens))
     sizes = layout.bytes_per_array()
     need = sum(sizes.values())
-    free = _free_bytes(output) if st.is_local(output) else None
+    free = st.free_bytes(output) if st.is_local(output) else None
 
     if dry_run:
         return _dry_run(spec, cspec, tokenizer, plan, layout, sizes, need, free, batch_size, boundaries, kept_layers, output, log, t0)
@@ -807,7 +797,7 @@ def _timed_batch(model, sequences, boundaries, kept_layers, layout, workdir: str
         pw.append(fields)
     pw.finish()
     t4 = time.perf_counter()
-    w = st.ActivationWriter(store)
+    w = st.ActivationWriter(store, threads=WRITER_THREADS)
     w.append(arrays, len(seqs))
     w.finish()
     t5 = time.perf_counter()

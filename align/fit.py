@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import math
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -287,15 +286,6 @@ def result_bytes(n_source: int, n_target: int, d_s: int, d_t: int, n_heldout_doc
     return {"scores": scores, "maps": maps, "metadata": n_arrays * METADATA_BYTES + 2 * attrs_bytes}
 
 
-def _free_bytes(path: str) -> int:
-    """Free bytes on the file system holding `path` (a folder that exists). ALIGN_FREE_DISK_BYTES
-    replaces the figure: tests simulate a full disk with it, as for `align extract`."""
-    override = os.environ.get("ALIGN_FREE_DISK_BYTES")
-    if override is not None:
-        return int(override)
-    return shutil.disk_usage(path).free
-
-
 def check_room(output: str, sizes: dict) -> None:
     """Refuse, before any computing, a local `output` that cannot be written (no folder to
     write in, no permission: a probe file is created and removed in the folder the result
@@ -322,7 +312,7 @@ def check_room(output: str, sizes: dict) -> None:
         raise OutputRefused(f"-o {output}: cannot write in {existing} ({e.strerror or e}): "
                             "choose a folder you can write to (nothing was computed)") from None
     need = sum(sizes.values())
-    free = _free_bytes(existing)
+    free = st.free_bytes(existing)
     if need * RESULT_MARGIN > free:
         maps = f", {human_bytes(sizes['maps'])} of it the maps of --save-maps" if sizes.get("maps") else ""
         raise DiskSpaceError(

@@ -16,11 +16,11 @@ from align.store.activations import (
     read_attrs,
 )
 from align.store.lock import write_lock
-from align.store.outputs import check_file_output, check_output, check_protocol, local_path
+from align.store.outputs import check_file_output, check_output, check_protocol, free_bytes, local_path
 from align.store.results import RESULT_SCHEMAS, open_alignment, open_result, write_result
 
 __all__ = [
     "ActivationStore", "ActivationWriter", "Layout", "PlanWriter", "chunk_tokens_for",
     "clean_partial_writes", "configure_zarr", "create_activations", "exists", "is_local", "write_lock", "open_activations", "read_attrs",
-    "check_file_output", "check_output", "check_protocol", "local_path", "RESULT_SCHEMAS", "open_alignment", "open_result", "write_result",
+    "check_file_output", "check_output", "check_protocol", "free_bytes", "local_path", "RESULT_SCHEMAS", "open_alignment", "open_result", "write_result",
 ]

@@ -32,6 +32,21 @@ def local_path(path: str) -> str | None:
     return None if "://" in path else path
 
 
+def free_bytes(path: str) -> int:
+    """Free bytes on the local file system that holds (or would hold) `path`: the nearest
+    existing folder above it is asked. ALIGN_FREE_DISK_BYTES replaces the figure (tests
+    simulate a full disk with it)."""
+    import shutil
+
+    override = os.environ.get("ALIGN_FREE_DISK_BYTES")
+    if override is not None:
+        return int(override)
+    probe = os.path.abspath(os.path.expanduser(local_path(path) or path))
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    return shutil.disk_usage(probe).free
+
+
 def check_protocol(path: str, option: str = "-o") -> None:
     """Refuse, in one line, a URL whose protocol fsspec does not know or cannot load."""
     path = str(path)
