@@ -324,8 +324,9 @@ def plot_depth(ds, size=None, dpi: int = 100):
 def plot_depthscore(ds, part: str = "layer", agg: str = "max", size=None, dpi: int = 100):
     """Depth score against level (METHODS.md §6): one panel per effect (layer, output), one
     line per setting, for `part` and `agg`; the right axis reads DS / L. A flat line: the model
-    uses no more depth for harder items. Undefined points are gaps. Returns a Figure of `size`
-    pixels [default 1000x420]."""
+    uses no more depth for harder items. Undefined points are gaps; the prompt-bootstrap 95%
+    intervals (ds_low, ds_high), where the result has them, are error bars. Returns a Figure
+    of `size` pixels [default 1000x420]."""
     check_schema(ds, "depthscore", "plot_depthscore")
     parts, aggs = [str(p) for p in ds["part"].values], [str(a) for a in ds["agg"].values]
     if part not in parts:
@@ -340,7 +341,16 @@ def plot_depthscore(ds, part: str = "layer", agg: str = "max", size=None, dpi: i
         ax = axes[0, k]
         for setting in [str(s) for s in ds["setting"].values]:
             y = ds["DS"].sel(setting=setting, part=part, agg=agg, effect=effect).values.astype(float)
-            ax.plot(levels, y, marker="o", label=setting, gid=f"DS/{effect}/{setting}")
+            line, = ax.plot(levels, y, marker="o", label=setting, gid=f"DS/{effect}/{setting}")
+            if "ds_low" in ds and "ds_high" in ds:
+                lo = ds["ds_low"].sel(setting=setting, part=part, agg=agg, effect=effect).values.astype(float)
+                hi = ds["ds_high"].sel(setting=setting, part=part, agg=agg, effect=effect).values.astype(float)
+                ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(y)
+                if ok.any():
+                    # Asymmetric bars from the percentiles; clipped at 0 against rounding.
+                    err = np.vstack([np.maximum(y[ok] - lo[ok], 0), np.maximum(hi[ok] - y[ok], 0)])
+                    bars = ax.errorbar(levels[ok], y[ok], yerr=err, fmt="none", ecolor=line.get_color(), capsize=3)
+                    bars.set_gid(f"DS-interval/{effect}/{setting}")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("level")
         ax.set_ylabel("depth score DS (layers)")

@@ -16,9 +16,17 @@ A flat DS across levels means the model does not move its computation to later (
 layers for harder items: it does not use more depth for harder problems ([P1] finds DS flat
 across MQuAKE hop counts and MATH levels).
 
-Intervals: a prompt bootstrap needs R and O per prompt; "skipping" results hold only their
-aggregates over prompts ("max", "mean_over_prompts"), so no interval is computed (none is
-faked): attrs["intervals"] says so.
+Intervals: a prompt bootstrap over the per-prompt maxima R_prompt, O_prompt that `align skip`
+stores. With rng = numpy.random.default_rng(seed), for each level (in the order given) and
+each setting (in the result's order): P = the prompts that setting used (finite per-prompt
+values), n = len(P), idx = rng.integers(0, n, size=(B, n)); resample b takes prompts P[idx[b]],
+re-aggregates them as the point estimate does (max, or mean over the resampled prompts) for
+every part and aggregation, and recomputes DS. ds_low, ds_high are the 2.5 and 97.5
+percentiles (numpy.nanpercentile, linear) of the B values; a resample whose Σ m_s = 0 is left
+out, and all of them: NaN. The point DS is that of the stored aggregates, which must equal the
+per-prompt maxima's aggregates (an edited result is refused). Results without per-prompt
+values (made before they were stored) get no interval (none is faked): ds_low, ds_high are
+NaN and attrs["intervals"] says so.
 
 Each result's level is given (`levels`) or read from its provenance: a generated
 `addition:N` / `multiplication:N` corpus has level N; a `mquake` or `math` corpus whose file
@@ -35,8 +43,10 @@ import numpy as np
 from align.errors import InputError, NonFiniteError, StoreMismatch
 
 EFFECTS = ("layer", "output")
-INTERVALS = ("none: a prompt bootstrap needs R and O per prompt, and skipping results hold only their "
-             "aggregates over prompts")
+INTERVALS = ("none: a prompt bootstrap needs R and O per prompt, and {name} holds only their aggregates over "
+             "prompts (rerun `align skip` to store per-prompt values)")
+BOOTSTRAP = ("prompt bootstrap: {B} resamples of prompts per level and setting, seed {seed}, 2.5 and 97.5 "
+             "percentiles of DS (ds_low, ds_high)")
 
 
 def layer_effect(R: np.ndarray) -> np.ndarray:
@@ -100,8 +110,59 @@ def parse_levels(text: str | None, n: int) -> list[int] | None:
     return [int(p) for p in parts]
 
 
-def depth_scores(results: list, levels: list[int], names: list[str]) -> dict:
-    """DS per level, setting, part, agg and effect from "skipping" Datasets (one per level)."""
+def _aggregate(x: np.ndarray, agg: str) -> np.ndarray:
+    return x.max(0) if agg == "max" else x.mean(0)
+
+
+def _per_prompt(ds, name, setting, R, O, coords):
+    """(R (n, part, L, L), O (n, part, L)) of the prompts `setting` used, checked against the
+    stored aggregates R, O (part, agg, ...)."""
+    Rp = ds["R_prompt"].sel(setting=setting).transpose("prompt", "part", "skipped", "later").values.astype(np.float64)
+    Op = ds["O_prompt"].sel(setting=setting).transpose("prompt", "part", "skipped").values.astype(np.float64)
+    used = np.isfinite(Rp).all(axis=(1, 2, 3)) & np.isfinite(Op).all(axis=(1, 2))
+    if not used.any():
+        raise InputError(f"{name}: no prompt has per-prompt values in setting {setting!r}: nothing to resample")
+    Rp, Op = Rp[used], Op[used]
+    for c, agg in enumerate(coords["agg"]):
+        for got, want, var in ((_aggregate(Rp, agg), R[:, c], "R"), (_aggregate(Op, agg), O[:, c], "O")):
+            if not np.allclose(got, want, rtol=1e-12, atol=0):
+                raise StoreMismatch(f"{name}: {var} ({setting}, {agg}) is not the {agg} of {var}_prompt: the result was "
+                                    f"edited; rerun `align skip`")
+    return Rp, Op
+
+
+def bootstrap_scores(Rp: np.ndarray, Op: np.ndarray, aggs, idx: np.ndarray) -> np.ndarray:
+    """DS of every resample: (B, part, agg, effect) from per-prompt R (n, part, L, L), O (n,
+    part, L) and resample indices idx (B, n) into the prompts."""
+    B = idx.shape[0]
+    n_parts = Rp.shape[1]
+    out = np.full((B, n_parts, len(aggs), len(EFFECTS)), np.nan)
+    for b in range(B):
+        Rs, Os = Rp[idx[b]], Op[idx[b]]
+        for c, agg in enumerate(aggs):
+            Ra, Oa = _aggregate(Rs, agg), _aggregate(Os, agg)
+            for k in range(n_parts):
+                out[b, k, c, 0] = depth_score(layer_effect(Ra[k]))
+                out[b, k, c, 1] = depth_score(Oa[k])
+    return out
+
+
+def percentile_interval(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The 2.5 and 97.5 percentiles over axis 0, leaving NaN samples out (NaN where all are)."""
+    ok = np.isfinite(samples).any(0)
+    low, high = np.full(samples.shape[1:], np.nan), np.full(samples.shape[1:], np.nan)
+    if ok.any():
+        low[ok] = np.nanpercentile(samples[:, ok], 2.5, axis=0)
+        high[ok] = np.nanpercentile(samples[:, ok], 97.5, axis=0)
+    return low, high
+
+
+def depth_scores(results: list, levels: list[int], names: list[str], bootstrap: int = 1000, seed: int = 0) -> dict:
+    """DS per level, setting, part, agg and effect from "skipping" Datasets (one per level),
+    with prompt-bootstrap intervals where every result holds per-prompt values (module
+    docstring)."""
+    if bootstrap < 1:
+        raise InputError(f"--bootstrap {bootstrap} must be at least 1")
     if len(set(levels)) != len(levels):
         dup = sorted({lv for lv in levels if levels.count(lv) > 1})
         raise InputError(f"level {dup[0]} is given to more than one skip result: give one result per level")
@@ -119,6 +180,9 @@ def depth_scores(results: list, levels: list[int], names: list[str]) -> dict:
                                     f"run the skip analyses with the same --settings and --parts")
     shape = (len(levels), len(coords["setting"]), len(coords["part"]), len(coords["agg"]), len(EFFECTS))
     out = np.full(shape, np.nan)
+    low, high = np.full(shape, np.nan), np.full(shape, np.nan)
+    lacking = [name for ds, name in zip(results, names) if "R_prompt" not in ds or "O_prompt" not in ds]
+    rng = np.random.default_rng(seed) if not lacking else None
     undefined = []
     for i, (ds, name) in enumerate(zip(results, names)):
         R = ds["R"].transpose("setting", "part", "agg", "skipped", "later").values.astype(np.float64)
@@ -134,25 +198,34 @@ def depth_scores(results: list, levels: list[int], names: list[str]) -> dict:
                         if not np.isfinite(out[i, a, b, c, e]):
                             undefined.append(f"level {levels[i]} {setting} {part} {agg} {EFFECTS[e]} effect: "
                                              f"skipping changed nothing (sum of m_s is 0)")
-    return {"ds": out, "levels": list(levels), "n_layers": L, "undefined": undefined, **coords,
+            if rng is not None:
+                Rp, Op = _per_prompt(ds, name, setting, R[a], O[a], coords)
+                idx = rng.integers(0, len(Rp), size=(bootstrap, len(Rp)))
+                low[i, a], high[i, a] = percentile_interval(bootstrap_scores(Rp, Op, coords["agg"], idx))
+    intervals = (INTERVALS.format(name=lacking[0]) if lacking else BOOTSTRAP.format(B=bootstrap, seed=seed))
+    return {"ds": out, "ds_low": low, "ds_high": high, "intervals": intervals, "levels": list(levels), "n_layers": L,
+            "undefined": undefined, **coords,
             "n_prompts": [int(ds.attrs.get("n_prompts", 0)) for ds in results]}
 
 
 def to_dataset(res: dict, attrs: dict):
-    """The "depthscore" result Dataset: DS (level, setting, part, agg, effect) in layers."""
+    """The "depthscore" result Dataset: DS, ds_low, ds_high (level, setting, part, agg,
+    effect) in layers."""
     import xarray as xr
 
+    dims = ("level", "setting", "part", "agg", "effect")
     ds = xr.Dataset(
-        {"DS": (("level", "setting", "part", "agg", "effect"), res["ds"]),
+        {"DS": (dims, res["ds"]), "ds_low": (dims, res["ds_low"]), "ds_high": (dims, res["ds_high"]),
          "n_prompts": (("level",), np.asarray(res["n_prompts"], np.int64))},
         coords={"level": np.asarray(res["levels"], np.int64), "setting": res["setting"], "part": res["part"],
                 "agg": res["agg"], "effect": list(EFFECTS)},
     )
-    ds.attrs = {**attrs, "n_layers": res["n_layers"], "undefined": res["undefined"], "intervals": INTERVALS}
+    ds.attrs = {**attrs, "n_layers": res["n_layers"], "undefined": res["undefined"], "intervals": res["intervals"]}
     return ds.sortby("level")
 
 
-def run_depthscore(paths, output, *, levels: str | None = None, overwrite: bool = False, log=None) -> str:
+def run_depthscore(paths, output, *, levels: str | None = None, bootstrap: int = 1000, seed: int = 0,
+                   overwrite: bool = False, log=None) -> str:
     """`align depthscore`: DS over levels from one skip result per level; writes `output`."""
     import align
     from align import store as st
@@ -172,14 +245,19 @@ def run_depthscore(paths, output, *, levels: str | None = None, overwrite: bool 
             raise InputError(f"{missing[0]} has no level in its provenance (its corpus has none, or its file changed): "
                              f"pass --levels with one level per skip result, e.g. --levels 2,3,4")
         given = found
-    res = depth_scores(results, given, paths)
+    res = depth_scores(results, given, paths, bootstrap=bootstrap, seed=seed)
     attrs = {k: results[0].attrs.get(k) for k in ("model", "revision", "model_type", "config_hash")}
-    attrs.update({"skip_results": paths, "align_version": align.__version__, "options": {"levels": given},
+    attrs.update({"skip_results": paths, "align_version": align.__version__, "options": {"levels": given, "bootstrap": bootstrap, "seed": seed},
                   "corpora": [ds.attrs.get("corpus") for ds in results]})
     st.write_result(output, to_dataset(res, attrs), "depthscore", overwrite=overwrite, inputs=inputs)
     k = res["part"].index("layer") if "layer" in res["part"] else 0
     a, g = 0, 0
-    shown = ", ".join(f"{lv}: {res['ds'][i, a, k, g, 0]:.2f}" for i, lv in enumerate(res["levels"]))
+    def one(i):
+        v, lo, hi = (res[key][i, a, k, g, 0] for key in ("ds", "ds_low", "ds_high"))
+        return f"{v:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if np.isfinite(lo) else "")
+
+    shown = ", ".join(f"{lv}: {one(i)}" for i, lv in enumerate(res["levels"]))
     log(f"align depthscore: wrote {output}: layer-effect DS ({res['setting'][a]}, {res['part'][k]}, {res['agg'][g]}) "
-        f"by level {shown} of {res['n_layers']} layers" + (f"; {len(res['undefined'])} undefined" if res["undefined"] else ""))
+        f"by level {shown} of {res['n_layers']} layers" + (f"; {len(res['undefined'])} undefined" if res["undefined"] else "")
+        + ("" if np.isfinite(res["ds_low"]).any() else f"; intervals {res['intervals']}"))
     return output
