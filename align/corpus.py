@@ -399,11 +399,13 @@ def document_levels(spec: CorpusSpec) -> list:
     return [item.level for item in items(spec)]
 
 
-def provenance(spec: CorpusSpec) -> dict:
-    """What every store and result records about its corpus: source, hash, the options, and
-    the documents' levels (sorted distinct values) where the format has levels."""
-    levels = sorted({x for x in document_levels(spec) if x is not None})
-    return {"source": spec.describe(), "hash": corpus_hash(spec), **spec.options(), **({"levels": levels} if levels else {})}
+def provenance(spec: CorpusSpec, hash: str | None = None) -> dict:
+    """What every store and result records about its corpus: source, hash (`hash` when it is
+    already known), the options, and the documents' levels (sorted distinct values) where the
+    format has levels (a plain corpus is not read again for them)."""
+    levels = [] if spec.fmt in ("plain", "gsm8k") else sorted({x for x in document_levels(spec) if x is not None})
+    return {"source": spec.describe(), "hash": hash or corpus_hash(spec), **spec.options(),
+            **({"levels": levels} if levels else {})}
 
 
 def corpus_hash(spec: CorpusSpec) -> str:

@@ -590,7 +590,7 @@ def extract(
                 "config_hash": identity["config_hash"], "weights": weights,
                 "tokenizer_hash": corpus.tokenizer_hashes(tokenizer),
                 "special_tokens": dict(zip(("prefix", "suffix"), corpus.special_tokens(tokenizer))),
-                "corpus": {"source": cspec.describe(), "hash": chash, **cspec.options(), **plan.stats.to_json()},
+                "corpus": {**corpus.provenance(cspec, chash), **plan.stats.to_json()},
                 "compute_dtype": compute_dtype, "store_dtype": store_dtype,
                 "options": {"batch_size": batch_size, "device": device, "layers": layers, "sublayers": sublayers, "codec": codec},
                 "identity": identity, "align_version": align.__version__,

@@ -169,6 +169,7 @@ def test_generated_format_from_the_command_line(cli, zoo, tmp_path):
     for t in texts:
         m = re.fullmatch(r"(\d{3}) \+ (\d{3}) = (\d+)", t)
         assert m and int(m[1]) + int(m[2]) == int(m[3]), t
+    assert g.attrs["provenance"]["corpus"]["levels"] == [3]  # N digits is the level
 
 
 @pytest.mark.parametrize("fmt, item, answer", [
