@@ -350,7 +350,7 @@ def plot_depthscore(ds, part: str = "layer", agg: str = "max", size=None, dpi: i
                     # Asymmetric bars from the percentiles; clipped at 0 against rounding.
                     err = np.vstack([np.maximum(y[ok] - lo[ok], 0), np.maximum(hi[ok] - y[ok], 0)])
                     bars = ax.errorbar(levels[ok], y[ok], yerr=err, fmt="none", ecolor=line.get_color(), capsize=3)
-                    bars.set_gid(f"DS-interval/{effect}/{setting}")
+                    bars.lines[2][0].set_gid(f"DS-interval/{effect}/{setting}")  # the vertical bars
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("level")
         ax.set_ylabel("depth score DS (layers)")
