@@ -11,9 +11,9 @@ import click
 @click.option("--levels", default=None, metavar="2,3,4",
               help="The level of each SKIP_RESULT, in order [default: read from each result's corpus "
                    "(mquake, math, addition:N, multiplication:N)].")
-@click.option("--bootstrap", type=int, default=1000, show_default=True,
+@click.option("--bootstrap", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Resamples of prompts for the 95% intervals (needs skip results with per-prompt values).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the prompt bootstrap.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the prompt bootstrap.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing result at -o.")
 def depthscore_cmd(skip_results, output, levels, bootstrap, seed, overwrite):
     """Depth score DS = sum_s s*m_s / sum_s m_s of the layer effect (m_s = mean over l > s of
