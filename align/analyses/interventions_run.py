@@ -7,20 +7,8 @@ from __future__ import annotations
 import dataclasses
 import time
 
-import align
 from align import corpus, models
-from align.analyses.run import _inputs, _log_default, _model_id, check_vocabulary
-
-
-def _provenance(spec, config, tokenizer, cspec) -> dict:
-    return {
-        "model": _model_id(spec.name), "revision": spec.revision, "model_type": config.model_type,
-        "random_init": spec.random_init, "seed": spec.seed if spec.random_init else None,
-        "config_hash": models.config_hash(config), "tokenizer_hash": corpus.tokenizer_hashes(tokenizer),
-        "special_tokens": dict(zip(("prefix", "suffix"), corpus.special_tokens(tokenizer))),
-        "corpus": corpus.provenance(cspec),
-        "compute_dtype": spec.resolved_dtype(), "source": "model", "align_version": align.__version__,
-    }
+from align.analyses.run import _inputs, _log_default, check_vocabulary, model_provenance
 
 
 def _answer_options(answer_field, answer_marker) -> dict:
@@ -51,7 +39,7 @@ def run_erase(output, *, spec, cspec, reference, reference_docs=10, answer_field
     ref = load_prompts(rspec, tokenizer)
     check_vocabulary(spec, config, ref)
     erase.check_reference(len(ref), reference_docs, reference)
-    prov = _provenance(spec, config, tokenizer, cspec)
+    prov = model_provenance(spec, config, tokenizer, cspec)
     model, _ = models.load_model(spec)
     t0 = time.time()
     mean, n_ref_tokens = erase.reference_mean(model, ref, batch_size)
@@ -89,7 +77,7 @@ def run_igrad(output, *, spec, cspec, parts=("layer", "attn", "mlp"), steps=64, 
     tokenizer = models.load_tokenizer(spec)
     prompts = load_answer_prompts(cspec, tokenizer, answer_field, answer_marker)
     check_vocabulary(spec, config, [p.token_id for p in prompts])
-    prov = _provenance(spec, config, tokenizer, cspec)
+    prov = model_provenance(spec, config, tokenizer, cspec)
     model, _ = models.load_model(spec)
     t0 = time.time()
     res = igrad.integrated_gradients(model, prompts, parts=parts, steps=steps, batch_size=batch_size)

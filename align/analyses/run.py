@@ -35,7 +35,13 @@ def load(spec: models.ModelSpec, cspec: corpus.CorpusSpec, check=None):
     if check is not None:
         check(prompts)
     model, _ = models.load_model(spec)
-    prov = {
+    return model, config, prompts, model_provenance(spec, config, tokenizer, cspec)
+
+
+def model_provenance(spec: models.ModelSpec, config, tokenizer, cspec: corpus.CorpusSpec) -> dict:
+    """What a result computed from a live model records about the model, its tokenizer and
+    the corpus (every live-model analysis writes the same keys)."""
+    return {
         "model": _model_id(spec.name), "revision": spec.revision, "model_type": config.model_type,
         "random_init": spec.random_init, "seed": spec.seed if spec.random_init else None,
         "config_hash": models.config_hash(config), "tokenizer_hash": corpus.tokenizer_hashes(tokenizer),
@@ -43,7 +49,6 @@ def load(spec: models.ModelSpec, cspec: corpus.CorpusSpec, check=None):
         "corpus": corpus.provenance(cspec),
         "compute_dtype": spec.resolved_dtype(), "source": "model", "align_version": align.__version__,
     }
-    return model, config, prompts, prov
 
 
 def check_vocabulary(spec: models.ModelSpec, config, prompts) -> None:
