@@ -377,10 +377,14 @@ def run_skip(output, *, spec, cspec, batch_size=8, settings=SETTINGS, parts=PART
         raise InputError(f"--split {split!r} is not one of {', '.join(SPLITS)}")
     inputs = rn._inputs(spec, cspec)
     st.check_output(output, "skipping", inputs=inputs, overwrite=overwrite)
-    tokenizer = models.load_tokenizer(spec)
     splits = None
     if split == "answer-start":
-        aps = load_answer_prompts(cspec, tokenizer, answer_field, answer_marker)
+        # As `load` does: corpus, then config, then tokenizer, so bad input is named in that order.
+        from align import corpus
+
+        corpus.validate(cspec)
+        models.load_config(spec)
+        aps = load_answer_prompts(cspec, models.load_tokenizer(spec), answer_field, answer_marker)
         splits = [answer_split(a.predicts_answer) for a in aps]
         check_prompts([a.token_id for a in aps], settings, splits)
         levels = answer_prompt_levels(cspec)
@@ -390,7 +394,7 @@ def run_skip(output, *, spec, cspec, batch_size=8, settings=SETTINGS, parts=PART
         prompts = [np.asarray(a.token_id, np.int64) for a in aps]
         rn.check_vocabulary(spec, config, prompts)
     else:
-        levels = prompt_levels(cspec, tokenizer)
+        levels = prompt_levels(cspec, models.load_tokenizer(spec))
     t0 = time.time()
     res = skipping(model, prompts, settings=settings, parts=parts, seed=split_seed, batch_size=batch_size, splits=splits)
     dt = time.time() - t0
