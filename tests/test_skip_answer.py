@@ -137,3 +137,17 @@ def test_bad_split_is_one_line_error(zoo, cli, tmp_path):
     corpus.write_text("some text here\n")
     code, _, err = cli("skip", zoo("qwen2"), corpus, "--split", "answer", "-o", tmp_path / "skip")
     one_line_error(code, err, "--split 'answer'", "random, answer-start")
+
+
+def test_random_split_stores_levels(zoo, cli, tmp_path):
+    """Without --split answer-start each prompt (Sequence.doc) still gets its document's level."""
+    from align.store import open_result
+
+    corpus = _mquake_file(tmp_path / "mq.jsonl")
+    out = tmp_path / "skip"
+    code, _, err = cli("skip", zoo("qwen2"), corpus, "--format", "mquake", "--settings", "current", "--parts", "layer",
+                       "-o", out)
+    assert code == 0, err
+    ds = open_result(str(out), "skipping")
+    assert list(ds["level"].values) == [h for _, _, h in CASES]
+    assert ds.sizes["prompt"] == len(CASES)
