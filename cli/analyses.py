@@ -83,7 +83,7 @@ def _choices(value, allowed, option):
 def skip_cmd(model, corpus, output, batch_size, overwrite, settings, parts, split_seed, split, answer_field, answer_marker, **kw):
     """Effect of skipping each layer (or its attention or MLP) on every later layer's
     contribution (R) and on the output distribution (O), in the current and future settings."""
-    from align.analyses.skip import run_skip
+    from align.analyses.run import run_skip
 
     spec, cspec = _specs(model, corpus, **_spec_kwargs(kw))
     run_skip(output, spec=spec, cspec=cspec, batch_size=batch_size, settings=_choices(settings, ("current", "future"), "--settings"),

@@ -114,28 +114,53 @@ def run_contrib(output, *, spec=None, cspec=None, store=None, batch_size=8, over
     return output
 
 
-def run_skip(output, *, spec, cspec, batch_size=8, settings=("current", "future"), parts=("layer", "attn", "mlp"),
-             split_seed=0, overwrite=False, log=_log_default):
-    """`align skip`: current and future settings, parts layer/attn/mlp, written as "skipping"."""
+def run_skip(output, *, spec, cspec, batch_size=8, settings=("current", "future"), parts=("layer", "attn", "mlp"), split="random", split_seed=0,
+             answer_field="answer", answer_marker=None, overwrite=False, log=_log_default) -> str:
+    """`align skip`: current and future settings, parts layer/attn/mlp, written as "skipping".
+    `split` is "random" (P1's seeded split points) or "answer-start" (the future setting's one
+    split point per prompt is its first answer token, the prompts read as `align erase` reads
+    them); each prompt's level is stored where the corpus has levels."""
     import time
 
     from align import store as st
     from align.analyses import skip
+    from align.analyses.answers import load_answer_prompts
 
+    if split not in skip.SPLITS:
+        raise InputError(f"--split {split!r} is not one of {', '.join(skip.SPLITS)}")
     inputs = _inputs(spec, cspec)
     st.check_output(output, "skipping", inputs=inputs, overwrite=overwrite)
-    model, config, prompts, prov = load(spec, cspec, check=lambda ps: skip.check_prompts(ps, settings))
+    splits = None
+    if split == "answer-start":
+        # As `load` does: corpus, then config, then tokenizer, so bad input is named in that order.
+        corpus.validate(cspec)
+        models.load_config(spec)
+        aps = load_answer_prompts(cspec, models.load_tokenizer(spec), answer_field, answer_marker)
+        splits = [skip.answer_split(a.predicts_answer) for a in aps]
+        skip.check_prompts([a.token_id for a in aps], settings, splits)
+        levels = skip.answer_prompt_levels(cspec)
+    model, config, prompts, prov = load(spec, cspec, check=None if splits is not None
+                                           else (lambda ps: skip.check_prompts(ps, settings)))
+    if split == "answer-start":
+        prompts = [np.asarray(a.token_id, np.int64) for a in aps]
+        check_vocabulary(spec, config, prompts)
+    else:
+        levels = skip.prompt_levels(cspec, models.load_tokenizer(spec))
     t0 = time.time()
-    res = skip.skipping(model, prompts, settings=settings, parts=parts, seed=split_seed, batch_size=batch_size)
+    res = skip.skipping(model, prompts, settings=settings, parts=parts, seed=split_seed, batch_size=batch_size, splits=splits)
     dt = time.time() - t0
     L = config.num_hidden_layers
     timing = {"seconds": round(dt, 3), "n_forwards": res["n_forwards"], "n_forwards_one_at_a_time": res["n_forwards_one_at_a_time"]}
-    opts = {"batch_size": batch_size, "settings": list(settings), "parts": list(parts), "split_seed": split_seed}
-    st.write_result(output, skip.to_dataset(res, {**prov, "options": opts, "timing": timing}, split_seed), "skipping", overwrite=overwrite,
-                    inputs=inputs)
+    opts = {"batch_size": batch_size, "settings": list(settings), "parts": list(parts), "split": split,
+            "split_seed": split_seed}
+    if split == "answer-start":
+        opts.update({"answer_field": answer_field, "answer_marker": answer_marker})
+    st.write_result(output, skip.to_dataset(res, {**prov, "options": opts, "timing": timing}, split_seed, levels), "skipping",
+                    overwrite=overwrite, inputs=inputs)
     log(f"align skip: wrote {output} ({len(prompts)} prompts, {L} layers; "
         + ", ".join(f"{k}: {v} prompts" for k, v in res["n_prompts"].items())
-        + (f"; {res['n_prompts_too_short']} too short for the future setting" if "future" in settings else "")
+        + (f"; {res['n_prompts_too_short']} " + ("with no token before the answer" if splits is not None
+                                                  else "too short for the future setting") if "future" in settings else "")
         + f") in {dt:.1f} s: {res['n_forwards']:,} batched forward passes "
         f"(a one-prompt-at-a-time loop makes {res['n_forwards_one_at_a_time']:,})")
     return output
