@@ -191,7 +191,7 @@ def test_pickle_only_checkpoint_creates_no_store(cli, pickle_only, corpus_file, 
 def test_each_run_segment_is_recorded(zoo, corpus_file, tmp_path, cli):
     out = tmp_path / "s.zarr"
     base = _extract_cmd(zoo("qwen2"), corpus_file, out, "--chunk-tokens", "64")
-    _killed_run(base + ["--batch-size", "2"], tmp_path, "between_batches:3")
+    _killed_run(base + ["--batch-size", "2"], tmp_path, "mid_chunk_write:3")
     killed = open_activations(str(out))
     stopped = killed.progress["committed_tokens"]
     assert 0 < stopped < killed.n_tokens  # the first run committed some tokens, not all
