@@ -156,3 +156,18 @@ def dask_processes(n_workers: int = 2, worker_env: dict | None = None):
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A real 64 KiB tmpfs, for full-disk tests (root only; elsewhere the test is skipped with
+    the reason)."""
+    import subprocess
+
+    mnt = tmp_path / "tmpfs"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("mounting a tmpfs needs root (a full disk is tested on a real small file system)")
+    yield mnt
+    subprocess.run(["umount", str(mnt)], capture_output=True)

@@ -198,18 +198,6 @@ def test_interrupted_fit_is_one_line_and_stops_its_workers(chunked, tmp_path, ho
     assert not any(_alive(pid) for pid in pids), "a worker process outlived the interrupted fit"
 
 
-@pytest.fixture
-def tmpfs(tmp_path):
-    """A real 64 KiB tmpfs (root only; elsewhere the test is skipped with the reason)."""
-    mnt = tmp_path / "tmpfs"
-    mnt.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
-                                           capture_output=True).returncode != 0:
-        pytest.skip("mounting a tmpfs needs root (a full disk is a real small file system here)")
-    yield mnt
-    subprocess.run(["umount", str(mnt)], capture_output=True)
-
-
 def test_disk_that_fills_while_the_result_is_written_is_one_line(fit_pair, tmpfs):
     """--save-maps writes 731 KiB into a 64 KiB file system. The free-space check before the
     fit would refuse that at once, so ALIGN_FREE_DISK_BYTES tells it there is room: the disk

@@ -172,18 +172,6 @@ def test_store_given_as_its_own_output_is_refused_even_with_overwrite(cli, extra
     assert snapshot(tmp_path) == before
 
 
-@pytest.fixture
-def tmpfs(tmp_path):
-    """A real 64 KiB tmpfs (root only; elsewhere the test is skipped with the reason)."""
-    mnt = tmp_path / "tmpfs"
-    mnt.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
-                                           capture_output=True).returncode != 0:
-        pytest.skip("mounting a tmpfs needs root (a full disk is simulated with a real small file system)")
-    yield mnt
-    subprocess.run(["umount", str(mnt)], capture_output=True)
-
-
 FULL_DISK_WRITER = """
 import sys, numpy as np, xarray as xr
 from align.errors import AlignError

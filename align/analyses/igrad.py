@@ -30,6 +30,7 @@ import numpy as np
 
 from align import capture, models
 from align.analyses.forward import check_batch, check_values
+from align.analyses.skip import _first, _replace_first
 from align.errors import InputError
 
 PARTS = ("layer", "attn", "mlp")
@@ -40,18 +41,6 @@ def alphas(steps: int) -> np.ndarray:
     if steps < 1:
         raise InputError(f"--steps {steps} must be at least 1")
     return (np.arange(steps) + 0.5) / steps
-
-
-def _first(x):
-    return x[0] if isinstance(x, (tuple, list)) else x
-
-
-def _replace_first(output, new):
-    if isinstance(output, tuple):
-        return (new,) + tuple(output[1:])
-    if isinstance(output, list):
-        return [new] + list(output[1:])
-    return new
 
 
 def _install(model, part: str, layer: int, alpha, store: dict):
