@@ -52,10 +52,33 @@ def test_tiny_gpu_check_runs_every_phase_and_its_exactness_checks_pass(tmp_path)
 
 
 def test_timeout_stops_cleanly_and_reports(tmp_path):
-    p = _run(tmp_path, "--timeout", "6", timeout=120)
-    assert p.returncode == 3, p.stdout + p.stderr[-3000:]
-    doc = json.loads((tmp_path / "gpu_check.json").read_text())
-    assert doc["status"] == "stopped: --timeout 6 s reached"
+    """The --timeout is a SIGALRM timer; the test delivers that same signal itself once the
+    first phase is written (a run on an idle machine can finish within any short timeout, so
+    the moment is not left to the clock), with the timer set far away."""
+    import signal
+    import time
+
+    p = subprocess.Popen([sys.executable, SCRIPT, "--tiny", "--out", str(tmp_path), "--timeout", "300"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    path = tmp_path / "gpu_check.json"
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                if json.loads(path.read_text())["phases"]:
+                    break
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.05)
+        p.send_signal(signal.SIGALRM)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 3, out + err[-3000:]
+    doc = json.loads(path.read_text())
+    assert doc["status"] == "stopped: --timeout 300 s reached"
     stopped = [k for k, v in doc["phases"].items() if v["status"] == "stopped: --timeout reached"]
-    assert len(stopped) == 1 and list(doc["phases"])[-1] == stopped[0]
-    assert "Traceback" not in p.stderr
+    assert len(stopped) <= 1 and (not stopped or list(doc["phases"])[-1] == stopped[0])  # at most the phase under way
+    assert list(doc["phases"])[:1] == ["env"] and doc["phases"]["env"]["status"] == "ok"
+    assert "Traceback" not in err
