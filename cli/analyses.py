@@ -22,6 +22,20 @@ def _specs(model, corpus, revision, dtype, device, trust_remote_code, allow_pick
             CorpusSpec(corpus, dataset, text_field, fmt, doc_split, max_length, overflow, max_tokens, max_docs))
 
 
+def _resampling(f):
+    """--bootstrap and --bootstrap-seed: the prompt bootstrap of the result's intervals."""
+    f = click.option("--bootstrap-seed", type=click.IntRange(min=0), default=0, show_default=True,
+                     help="Seed of the prompt bootstrap.")(f)
+    return click.option("--bootstrap", type=click.IntRange(min=1), default=1000, show_default=True, metavar="N",
+                        help="Resamples of prompts for the 95% percentile intervals.")(f)
+
+
+def _using(bootstrap, bootstrap_seed, equal_n=None):
+    from align.analyses.bootstrap import Resampling, using
+
+    return using(Resampling(bootstrap, bootstrap_seed, equal_n))
+
+
 def _common(f):
     f = click.option("--overwrite", is_flag=True, help="Replace an existing result at -o.")(f)
     f = click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True, help="Prompts (rows) per forward pass.")(f)
@@ -33,21 +47,25 @@ def _common(f):
 @click.argument("corpus", required=False)
 @click.option("--store", default=None, metavar="STORE", help="Read residuals and sublayer outputs from an activation store (made with --sublayers) instead of running MODEL.")
 @_common
+@_resampling
 @model_options
 @corpus_options
-def contrib_cmd(model, corpus, store, output, batch_size, overwrite, **kw):
+def contrib_cmd(model, corpus, store, output, batch_size, overwrite, bootstrap, bootstrap_seed, **kw):
     """Relative norms and cosines of what attention, MLP and each whole layer add to the
-    residual stream (mean and max over tokens), and cos(h_{l+1}, h_l)."""
+    residual stream (mean and max over tokens), and cos(h_{l+1}, h_l); prompt-bootstrap 95%
+    intervals of the means."""
     from align.analyses.run import run_contrib
     from align.errors import InputError
 
     if store is not None:
         if model is not None or corpus is not None:
             raise InputError("--store reads everything from the store: give no MODEL or CORPUS with it")
-        run_contrib(output, store=store, overwrite=overwrite)
+        with _using(bootstrap, bootstrap_seed):
+            run_contrib(output, store=store, overwrite=overwrite)
         return
     spec, cspec = _specs(model, corpus, **_spec_kwargs(kw))
-    run_contrib(output, spec=spec, cspec=cspec, batch_size=batch_size, overwrite=overwrite)
+    with _using(bootstrap, bootstrap_seed):
+        run_contrib(output, spec=spec, cspec=cspec, batch_size=batch_size, overwrite=overwrite)
 
 
 def _spec_kwargs(kw):
@@ -78,17 +96,25 @@ def _choices(value, allowed, option):
                    "its first answer token, read as `align erase` reads answers).")
 @click.option("--answer-field", default="answer", show_default=True, help="With --split answer-start: the .jsonl field holding the answer.")
 @click.option("--answer-marker", default=None, metavar="TEXT", help="With --split answer-start: the answer is the text after the last TEXT.")
+@_resampling
+@click.option("--equal-n", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Also the aggregates over N prompts drawn per resample (R_equal_n, O_equal_n): a maximum over "
+                   "prompts grows with their number, so give models run on different prompt counts the same N.")
 @model_options
 @corpus_options
-def skip_cmd(model, corpus, output, batch_size, overwrite, settings, parts, split_seed, split, answer_field, answer_marker, **kw):
+def skip_cmd(model, corpus, output, batch_size, overwrite, settings, parts, split_seed, split, answer_field, answer_marker,
+             bootstrap, bootstrap_seed, equal_n, **kw):
     """Effect of skipping each layer (or its attention or MLP) on every later layer's
-    contribution (R) and on the output distribution (O), in the current and future settings."""
+    contribution (R) and on the output distribution (O), in the current and future settings;
+    prompt-bootstrap 95% intervals of both aggregates."""
     from align.analyses.run import run_skip
 
     spec, cspec = _specs(model, corpus, **_spec_kwargs(kw))
-    run_skip(output, spec=spec, cspec=cspec, batch_size=batch_size, settings=_choices(settings, ("current", "future"), "--settings"),
-             parts=_choices(parts, ("layer", "attn", "mlp"), "--parts"), split=split, split_seed=split_seed,
-             answer_field=answer_field, answer_marker=answer_marker, overwrite=overwrite)
+    with _using(bootstrap, bootstrap_seed, equal_n):
+        run_skip(output, spec=spec, cspec=cspec, batch_size=batch_size,
+                 settings=_choices(settings, ("current", "future"), "--settings"),
+                 parts=_choices(parts, ("layer", "attn", "mlp"), "--parts"), split=split, split_seed=split_seed,
+                 answer_field=answer_field, answer_marker=answer_marker, overwrite=overwrite)
 
 
 @click.command("lens")
@@ -96,11 +122,12 @@ def skip_cmd(model, corpus, output, batch_size, overwrite, settings, parts, spli
 @click.argument("corpus", required=False)
 @click.option("--store", default=None, metavar="STORE", help="Read residuals from an activation store; only the final norm and unembedding of MODEL (default: the store's model) are read.")
 @_common
+@_resampling
 @model_options
 @corpus_options
-def lens_cmd(model, corpus, store, output, batch_size, overwrite, **kw):
+def lens_cmd(model, corpus, store, output, batch_size, overwrite, bootstrap, bootstrap_seed, **kw):
     """Logit lens: KL(lens || output) and top-5 overlap at every boundary 0..L, token- and
-    prompt-weighted."""
+    prompt-weighted, with prompt-bootstrap 95% intervals."""
     from align.analyses.run import run_lens
     from align.errors import InputError
     from align.models import ModelSpec
@@ -111,10 +138,12 @@ def lens_cmd(model, corpus, store, output, batch_size, overwrite, **kw):
         spec = ModelSpec(model, kw["revision"], trust_remote_code=kw["trust_remote_code"]) if model else None
         # Only the final norm and the unembedding run: on --device, in --dtype (default: the
         # compute dtype there).
-        run_lens(output, spec=spec, store=store, overwrite=overwrite, device=kw["device"], dtype=kw["dtype"])
+        with _using(bootstrap, bootstrap_seed):
+            run_lens(output, spec=spec, store=store, overwrite=overwrite, device=kw["device"], dtype=kw["dtype"])
         return
     spec, cspec = _specs(model, corpus, **_spec_kwargs(kw))
-    run_lens(output, spec=spec, cspec=cspec, batch_size=batch_size, overwrite=overwrite)
+    with _using(bootstrap, bootstrap_seed):
+        run_lens(output, spec=spec, cspec=cspec, batch_size=batch_size, overwrite=overwrite)
 
 
 @click.command("depth")
@@ -122,11 +151,15 @@ def lens_cmd(model, corpus, store, output, batch_size, overwrite, **kw):
 @click.option("--lens", "lens_path", required=True, metavar="RESULT", help="A result of `align lens` on the same model.")
 @click.option("-o", "--output", required=True, metavar="RESULT", help="Result store to write.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing result at -o.")
-def depth_cmd(contrib_path, lens_path, output, overwrite):
-    """Effective depth by the cosine, KL and overlap rules (NaN with a reason when undefined)."""
+@_resampling
+def depth_cmd(contrib_path, lens_path, output, overwrite, bootstrap, bootstrap_seed):
+    """Effective depth by the cosine, KL and overlap rules (NaN with a reason when undefined),
+    each rule's depth over a range of thresholds, and prompt-bootstrap 95% intervals where the
+    contributions and lens results hold per-prompt sums."""
     from align.analyses.run import run_depth
 
-    run_depth(output, contrib_path=contrib_path, lens_path=lens_path, overwrite=overwrite)
+    with _using(bootstrap, bootstrap_seed):
+        run_depth(output, contrib_path=contrib_path, lens_path=lens_path, overwrite=overwrite)
 
 
 commands = [contrib_cmd, skip_cmd, lens_cmd, depth_cmd]

@@ -11,12 +11,19 @@ x·y/max(‖x‖‖y‖, ε)):
 aggregated by the mean over all tokens of all prompts (position 0 included) and the max over
 the same tokens. Per-token values are computed in float32 (float64 inputs stay float64),
 sums are kept in float64.
+
+The result also keeps each prompt's sums of the three metrics and its token count (`rel_norm_sum`,
+`cos_sum` (prompt, part, layer), `resid_cos_sum` (prompt, layer), `token_count` (prompt)), and
+the prompt-bootstrap 95% intervals of the means (`rel_norm_low`, `rel_norm_high`, ...; scheme in
+`align.analyses.bootstrap`): resample b's mean is Σ_b sums / Σ_b token counts over its prompts.
+A prompt is a forward pass's row (live model) or a store's sequence.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from align.analyses import bootstrap
 from align.errors import InputError, StoreError
 
 EPS = 1e-6
@@ -73,7 +80,8 @@ def _refuse(layer: int, tc: dict, where) -> None:
 
 
 class ContributionAccumulator:
-    """Sums and maxima of the per-token metrics over batches of tokens, per layer."""
+    """Sums and maxima of the per-token metrics over batches of tokens, per layer, and each
+    prompt's sums and token counts (when every call names its tokens' prompts)."""
 
     def __init__(self, n_layers: int):
         self.L = n_layers
@@ -81,12 +89,24 @@ class ContributionAccumulator:
         self.sum["resid_cos"] = np.zeros(n_layers)
         self.max = {k: np.full(v.shape, -np.inf) for k, v in self.sum.items()}
         self.count = np.zeros(n_layers, np.int64)
+        # Per prompt: sums (P, 3, L) / (P, L) and token counts (P, L), grown as prompts appear.
+        self.psum = {k: np.zeros((0,) + v.shape) for k, v in self.sum.items()}
+        self.pcount = np.zeros((0, n_layers), np.int64)
+        self.per_prompt = True
 
-    def add(self, layer: int, h, a, m, h_next, eps: float = EPS, where=None) -> None:
+    def _grow(self, n_prompts: int) -> None:
+        extra = n_prompts - len(self.pcount)
+        if extra > 0:
+            self.psum = {k: np.concatenate([v, np.zeros((extra,) + v.shape[1:])]) for k, v in self.psum.items()}
+            self.pcount = np.concatenate([self.pcount, np.zeros((extra, self.L), np.int64)])
+
+    def add(self, layer: int, h, a, m, h_next, eps: float = EPS, where=None, prompt=None) -> None:
         """Add the tokens of (n_tokens, d_model) arrays h_l, a_l, m_l, h_{l+1} to layer `layer`.
 
-        A NaN/±inf metric is refused (NonFiniteError) before it reaches the sums; where(k) ->
-        (prompt, position) of token k names it (default: the token's index in this call)."""
+        prompt: (n_tokens,) the prompt index of each token (None: prompts unknown, and the
+        result then holds no per-prompt sums). A NaN/±inf metric is refused (NonFiniteError)
+        before it reaches the sums; where(k) -> (prompt, position) of token k names it
+        (default: the token's index in this call)."""
         tc = token_contributions(h, a, m, h_next, eps)
         n = tc["resid_cos"].shape[0]
         if n == 0:
@@ -99,30 +119,49 @@ class ContributionAccumulator:
             self.sum[k][..., layer] += sums[k]
             self.max[k][..., layer] = np.maximum(self.max[k][..., layer], v.max(-1).values.double().cpu().numpy())
         self.count[layer] += n
+        if prompt is None:
+            self.per_prompt = False
+        if self.per_prompt:
+            prompt = np.asarray(prompt, np.int64)
+            P = int(prompt.max()) + 1
+            self._grow(P)
+            for k, v in tc.items():
+                rows = v.double().cpu().numpy().reshape(-1, n)  # (3, n) or (1, n)
+                add = np.stack([np.bincount(prompt, weights=r, minlength=P) for r in rows], -1)  # (P, 3 or 1)
+                self.psum[k][:P, ..., layer] += add.reshape(self.psum[k][:P, ..., layer].shape)
+            self.pcount[:P, layer] += np.bincount(prompt, minlength=P)
 
     def result(self) -> dict:
-        """{"rel_norm": (3, L, 2), "cos": (3, L, 2), "resid_cos": (L, 2), "n_tokens": int};
-        the last axis is (mean, max)."""
+        """{"rel_norm": (3, L, 2), "cos": (3, L, 2), "resid_cos": (L, 2), "n_tokens": int,
+        "per_prompt": {"rel_norm_sum": (P, 3, L), "cos_sum": (P, 3, L), "resid_cos_sum":
+        (P, L), "token_count": (P,)} or None}; the last axis of the aggregates is (mean, max);
+        P counts the prompts that have tokens."""
         if self.count.min() == 0:
             raise InputError("no tokens to aggregate: give a corpus with at least one token")
         out = {k: np.stack([self.sum[k] / self.count, self.max[k]], axis=-1) for k in self.sum}
         out["n_tokens"] = int(self.count[0])
+        out["per_prompt"] = None
+        if self.per_prompt:
+            used = self.pcount[:, 0] > 0
+            out["per_prompt"] = {f"{k}_sum": v[used] for k, v in self.psum.items()}
+            out["per_prompt"]["token_count"] = self.pcount[used, 0]
         return out
 
 
-def contributions(resid, attn, mlp, eps: float = EPS) -> dict:
+def contributions(resid, attn, mlp, eps: float = EPS, prompt=None) -> dict:
     """Contribution metrics from whole arrays.
 
     resid: (L+1, n_tokens, d_model) raw residuals h_0..h_L; attn, mlp: (L, n_tokens, d_model)
-    sublayer outputs a_l, m_l. Returns {"rel_norm": (3, L, 2), "cos": (3, L, 2),
-    "resid_cos": (L, 2), "n_tokens"}: parts (attn, mlp, layer), aggregations (mean, max)."""
+    sublayer outputs a_l, m_l; prompt: (n_tokens,) each token's prompt, or None (no
+    per-prompt sums). Returns {"rel_norm": (3, L, 2), "cos": (3, L, 2), "resid_cos": (L, 2),
+    "n_tokens", "per_prompt"}: parts (attn, mlp, layer), aggregations (mean, max)."""
     resid, attn, mlp = np.asarray(resid), np.asarray(attn), np.asarray(mlp)
     L = attn.shape[0]
     if resid.shape[0] != L + 1 or mlp.shape != attn.shape or resid.shape[1:] != attn.shape[1:]:
         raise InputError(f"contributions needs resid (L+1, n, d) and attn, mlp (L, n, d): got {resid.shape}, {attn.shape}, {mlp.shape}")
     acc = ContributionAccumulator(L)
     for l in range(L):
-        acc.add(l, resid[l], attn[l], mlp[l], resid[l + 1], eps)
+        acc.add(l, resid[l], attn[l], mlp[l], resid[l + 1], eps, prompt=prompt)
     return acc.result()
 
 
@@ -140,21 +179,24 @@ def contributions_from_model(model, batches, eps: float = EPS) -> dict:
     acc = ContributionAccumulator(L)
     dev = models.input_device(model)
     first = 0
+    seen = []
     for batch in batches:
+        seen.extend(batch)
         ids, mask, pos = pad(batch, dev)
         rows = range(first, first + len(batch))
         # Refuses NaN/inf activations, naming the array, prompt and position.
         out = forward(model, ids, mask, pos, boundaries=range(L + 1), layers=range(L), logits=False, prompts=rows)
         # Kept tokens are taken row by row: token k of the batch is (prompt, position) of `at`.
         at = [(first + i, t) for i, x in enumerate(batch) for t in range(len(x))]
+        prompt = np.array([p for p, _ in at], np.int64)
         keep = mask.bool()
         for l in range(L):
             pick = lambda t: t[keep.to(t.device)]  # noqa: E731  (n_real_tokens, d_model)
             acc.add(l, pick(out["resid"][l]), pick(out["attn"][l]), pick(out["mlp"][l]), pick(out["resid"][l + 1]), eps,
-                    where=at.__getitem__)
+                    where=at.__getitem__, prompt=prompt)
         first += len(batch)
         del out
-    return acc.result()
+    return {**acc.result(), "prompts_hash": bootstrap.prompts_hash(seen)}
 
 
 def contributions_from_store(store, eps: float = EPS, chunk_tokens: int | None = None) -> dict:
@@ -180,24 +222,58 @@ def contributions_from_store(store, eps: float = EPS, chunk_tokens: int | None =
         h = store.resid(0, start, stop)
         for l in range(L):
             h_next = store.resid(l + 1, start, stop)
-            acc.add(l, h, store.attn(l, start, stop), store.mlp(l, start, stop), h_next, eps, where=where)
+            acc.add(l, h, store.attn(l, start, stop), store.mlp(l, start, stop), h_next, eps, where=where, prompt=seq)
             h = h_next
-    return acc.result()
+    prompts = bootstrap.prompts_from_tokens(store.tokens("token_id"), store.tokens("seq"), store.tokens("pos"))
+    return {**acc.result(), "prompts_hash": bootstrap.prompts_hash(prompts)}
 
 
-def to_dataset(res: dict, attrs: dict):
-    """The "contributions" result Dataset: dims part, layer, agg."""
+NO_INTERVALS = "none: the contributions were computed without knowing each token's prompt"
+
+
+def mean_intervals(per_prompt: dict, resampling: bootstrap.Resampling) -> dict:
+    """Prompt-bootstrap 95% intervals of the token means: {"rel_norm": (low (3, L), high),
+    "cos": ..., "resid_cos": (low (L,), high)}, with idx = bootstrap.indices(P, resampling)."""
+    counts = per_prompt["token_count"]
+    idx = bootstrap.indices(len(counts), resampling)
+    return {k: bootstrap.percentile_interval(bootstrap.resampled_token_means(per_prompt[f"{k}_sum"], counts, idx))
+            for k in ("rel_norm", "cos", "resid_cos")}
+
+
+def to_dataset(res: dict, attrs: dict, resampling: bootstrap.Resampling | None = None):
+    """The "contributions" result Dataset: dims part, layer, agg; with per-prompt sums, also
+    dim prompt and the intervals of the means (module docstring) drawn by `resampling`
+    (default: `bootstrap.current()`)."""
     import xarray as xr
 
     L = res["resid_cos"].shape[0]
     coords = {"part": list(PARTS), "layer": np.arange(L), "agg": list(AGGS)}
-    ds = xr.Dataset(
-        {
-            "rel_norm": (("part", "layer", "agg"), res["rel_norm"].astype(np.float64)),
-            "cos": (("part", "layer", "agg"), res["cos"].astype(np.float64)),
-            "resid_cos": (("layer", "agg"), res["resid_cos"].astype(np.float64)),
-        },
-        coords=coords,
-    )
-    ds.attrs = {**attrs, "n_layers": L, "n_tokens": res["n_tokens"]}
+    data = {
+        "rel_norm": (("part", "layer", "agg"), res["rel_norm"].astype(np.float64)),
+        "cos": (("part", "layer", "agg"), res["cos"].astype(np.float64)),
+        "resid_cos": (("layer", "agg"), res["resid_cos"].astype(np.float64)),
+    }
+    extra = {"intervals": NO_INTERVALS}
+    pp = res.get("per_prompt")
+    if pp is not None:
+        resampling = resampling or bootstrap.current()
+        for k, (low, high) in mean_intervals(pp, resampling).items():
+            dims = ("layer",) if k == "resid_cos" else ("part", "layer")
+            data[f"{k}_low"], data[f"{k}_high"] = (dims, low), (dims, high)
+        for k in ("rel_norm", "cos", "resid_cos"):
+            data[f"{k}_sum"] = (("prompt",) + (("layer",) if k == "resid_cos" else ("part", "layer")), pp[f"{k}_sum"])
+        data["token_count"] = (("prompt",), np.asarray(pp["token_count"], np.int64))
+        coords["prompt"] = np.arange(len(pp["token_count"]))
+        n = len(pp["token_count"])
+        extra = {"intervals": f"prompt bootstrap of the means (agg=mean) over {n} prompts: *_low, *_high",
+                 "bootstrap": bootstrap.record(n, resampling)}
+    ds = xr.Dataset(data, coords=coords)
+    for k in ("rel_norm", "cos", "resid_cos"):
+        if f"{k}_low" in ds:
+            ds[f"{k}_low"].attrs["description"] = f"2.5th percentile of the token mean of {k} over prompt-bootstrap resamples"
+            ds[f"{k}_high"].attrs["description"] = f"97.5th percentile of the token mean of {k} over prompt-bootstrap resamples"
+            ds[f"{k}_sum"].attrs["description"] = f"sum of {k} over each prompt's tokens"
+    ds.attrs = {**attrs, "n_layers": L, "n_tokens": res["n_tokens"], **extra}
+    if res.get("prompts_hash"):
+        ds.attrs["prompts_hash"] = res["prompts_hash"]
     return ds

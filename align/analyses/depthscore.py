@@ -40,6 +40,7 @@ import sys
 
 import numpy as np
 
+from align.analyses.bootstrap import Resampling, draw, percentile_interval, record
 from align.errors import InputError, NonFiniteError, StoreMismatch
 
 EFFECTS = ("layer", "output")
@@ -147,22 +148,11 @@ def bootstrap_scores(Rp: np.ndarray, Op: np.ndarray, aggs, idx: np.ndarray) -> n
     return out
 
 
-def percentile_interval(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The 2.5 and 97.5 percentiles over axis 0, leaving NaN samples out (NaN where all are)."""
-    ok = np.isfinite(samples).any(0)
-    low, high = np.full(samples.shape[1:], np.nan), np.full(samples.shape[1:], np.nan)
-    if ok.any():
-        low[ok] = np.nanpercentile(samples[:, ok], 2.5, axis=0)
-        high[ok] = np.nanpercentile(samples[:, ok], 97.5, axis=0)
-    return low, high
-
-
 def depth_scores(results: list, levels: list[int], names: list[str], bootstrap: int = 1000, seed: int = 0) -> dict:
     """DS per level, setting, part, agg and effect from "skipping" Datasets (one per level),
     with prompt-bootstrap intervals where every result holds per-prompt values (module
     docstring)."""
-    if bootstrap < 1:
-        raise InputError(f"--bootstrap {bootstrap} must be at least 1")
+    resampling = Resampling(bootstrap, seed)  # refuses fewer than 1 resample or a negative seed
     if len(set(levels)) != len(levels):
         dup = sorted({lv for lv in levels if levels.count(lv) > 1})
         raise InputError(f"level {dup[0]} is given to more than one skip result: give one result per level")
@@ -184,6 +174,7 @@ def depth_scores(results: list, levels: list[int], names: list[str], bootstrap: 
     lacking = [name for ds, name in zip(results, names) if "R_prompt" not in ds or "O_prompt" not in ds]
     rng = np.random.default_rng(seed) if not lacking else None
     undefined = []
+    n_resampled = [{} for _ in results]
     for i, (ds, name) in enumerate(zip(results, names)):
         R = ds["R"].transpose("setting", "part", "agg", "skipped", "later").values.astype(np.float64)
         O = ds["O"].transpose("setting", "part", "agg", "skipped").values.astype(np.float64)
@@ -200,11 +191,13 @@ def depth_scores(results: list, levels: list[int], names: list[str], bootstrap: 
                                              f"skipping changed nothing (sum of m_s is 0)")
             if rng is not None:
                 Rp, Op = _per_prompt(ds, name, setting, R[a], O[a], coords)
-                idx = rng.integers(0, len(Rp), size=(bootstrap, len(Rp)))
+                idx = draw(rng, len(Rp), bootstrap)
+                n_resampled[i][setting] = len(Rp)
                 low[i, a], high[i, a] = percentile_interval(bootstrap_scores(Rp, Op, coords["agg"], idx))
     intervals = (INTERVALS.format(name=lacking[0]) if lacking else BOOTSTRAP.format(B=bootstrap, seed=seed))
     return {"ds": out, "ds_low": low, "ds_high": high, "intervals": intervals, "levels": list(levels), "n_layers": L,
             "undefined": undefined, **coords,
+            "bootstrap": None if lacking else record([{"level": lv, **n} for lv, n in zip(levels, n_resampled)], resampling),
             "n_prompts": [int(ds.attrs.get("n_prompts", 0)) for ds in results]}
 
 
@@ -221,6 +214,8 @@ def to_dataset(res: dict, attrs: dict):
                 "agg": res["agg"], "effect": list(EFFECTS)},
     )
     ds.attrs = {**attrs, "n_layers": res["n_layers"], "undefined": res["undefined"], "intervals": res["intervals"]}
+    if res.get("bootstrap"):
+        ds.attrs["bootstrap"] = res["bootstrap"]
     return ds.sortby("level")
 
 

@@ -8,12 +8,20 @@ own output p (= q_L). Per token:
 
 Two averages: "token" (sum over all tokens of all prompts / token count, [P2]) and "prompt"
 (mean over a prompt's tokens, then over prompts, [P1]).
+
+The result also keeps each prompt's sums over its tokens (`kl_sum`, `overlap_sum` (prompt,
+boundary)) and token count (`token_count` (prompt)), and the prompt-bootstrap 95% intervals of
+both averages (`kl_low`, `kl_high`, `overlap_low`, `overlap_high` (weighting, boundary); scheme
+in `align.analyses.bootstrap`): resample b's token-weighted mean is Σ_b sums / Σ_b token counts,
+its prompt-weighted mean the mean over its prompts of sum / count. A prompt is a forward
+pass's row (live model) or a store's sequence; prompts without tokens are left out.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from align.analyses import bootstrap
 from align.errors import InputError, StoreError
 
 WEIGHTINGS = ("token", "prompt")
@@ -102,6 +110,10 @@ class LensAccumulator:
             out[name] = arr
         out["n_tokens"], out["n_prompts"] = int(self.n_tokens), int(used.sum())
         out["measured"] = [int(b) for b in np.flatnonzero(self.seen)]
+        per = {f"{name}_sum": self.per_prompt[name][:, used].T.copy() for name in ("kl", "overlap")}
+        for v in per.values():
+            v[:, ~self.seen] = np.nan
+        out["per_prompt"] = {**per, "token_count": self.prompt_count[used].copy()}
         return out
 
 
@@ -140,7 +152,7 @@ def logit_lens(model, batches, n_prompts: int | None = None) -> dict:
             acc.add(b, kl, ov, prompt)
         first += len(batch)
         del out
-    return acc.result()
+    return {**acc.result(), "prompts_hash": bootstrap.prompts_hash([p for b in batches for p in b])}
 
 
 def logit_lens_from_store(store, norm, unembed, tokens_per_step: int = HEAD_TOKENS) -> dict:
@@ -180,19 +192,54 @@ def logit_lens_from_store(store, norm, unembed, tokens_per_step: int = HEAD_TOKE
             kl, ov = token_metrics(lens_logits(norm, unembed, as_t(b)), final)
             _check_kl(b, kl, where)
             acc.add(b, kl, ov, prompt)
-    return acc.result()
+    prompts = bootstrap.prompts_from_tokens(store.tokens("token_id"), seq, pos)
+    return {**acc.result(), "prompts_hash": bootstrap.prompts_hash(prompts)}
 
 
-def to_dataset(res: dict, attrs: dict, n_layers: int):
-    """The "lens" result Dataset: dims weighting, boundary (0..L)."""
+def curve_replicates(per_prompt: dict, idx: np.ndarray) -> dict:
+    """Resampled curves: {"kl": (resamples, 2 weightings, boundaries), "overlap": ...} from
+    per-prompt sums (P, boundaries) and token counts (P,), resample indices idx (resamples,
+    size) into the P prompts; weightings (token, prompt) as in WEIGHTINGS."""
+    counts = np.asarray(per_prompt["token_count"], np.float64)
+    out = {}
+    for name in ("kl", "overlap"):
+        sums = np.asarray(per_prompt[f"{name}_sum"], np.float64)
+        token = bootstrap.resampled_token_means(sums, counts, idx)
+        prompt = bootstrap.resampled_means(sums / counts[:, None], idx)
+        out[name] = np.stack([token, prompt], 1)
+    return out
+
+
+NO_INTERVALS = "none: this lens result holds no per-prompt sums"
+
+
+def to_dataset(res: dict, attrs: dict, n_layers: int, resampling: bootstrap.Resampling | None = None):
+    """The "lens" result Dataset: dims weighting, boundary (0..L); with per-prompt sums, also
+    dim prompt and the intervals (module docstring) drawn by `resampling` (default:
+    `bootstrap.current()`), idx = bootstrap.indices(P, resampling)."""
     import xarray as xr
 
-    ds = xr.Dataset(
-        {"kl": (("weighting", "boundary"), res["kl"]), "overlap": (("weighting", "boundary"), res["overlap"])},
-        coords={"weighting": list(WEIGHTINGS), "boundary": np.arange(n_layers + 1)},
-    )
+    data = {"kl": (("weighting", "boundary"), res["kl"]), "overlap": (("weighting", "boundary"), res["overlap"])}
+    coords = {"weighting": list(WEIGHTINGS), "boundary": np.arange(n_layers + 1)}
+    extra = {"intervals": NO_INTERVALS}
+    pp = res.get("per_prompt")
+    if pp is not None:
+        resampling = resampling or bootstrap.current()
+        n = len(pp["token_count"])
+        reps = curve_replicates(pp, bootstrap.indices(n, resampling))
+        for name in ("kl", "overlap"):
+            low, high = bootstrap.percentile_interval(reps[name])
+            data[f"{name}_low"], data[f"{name}_high"] = (("weighting", "boundary"), low), (("weighting", "boundary"), high)
+            data[f"{name}_sum"] = (("prompt", "boundary"), pp[f"{name}_sum"])
+        data["token_count"] = (("prompt",), np.asarray(pp["token_count"], np.int64))
+        coords["prompt"] = np.arange(n)
+        extra = {"intervals": f"prompt bootstrap of both weightings over {n} prompts: kl_low, kl_high, overlap_low, overlap_high",
+                 "bootstrap": bootstrap.record(n, resampling)}
+    ds = xr.Dataset(data, coords=coords)
     # Which boundaries were measured: NaN anywhere else means "not measured", never a number
     # lost (readers such as `align depth` rely on it).
     ds.attrs = {**attrs, "n_layers": n_layers, "n_tokens": res["n_tokens"], "n_prompts": res["n_prompts"],
-                "boundaries_measured": list(res.get("measured", range(n_layers + 1)))}
+                "boundaries_measured": list(res.get("measured", range(n_layers + 1))), **extra}
+    if res.get("prompts_hash"):
+        ds.attrs["prompts_hash"] = res["prompts_hash"]
     return ds

@@ -21,6 +21,16 @@ and O_prompt (prompt, setting, part, skipped), NaN where a setting did not use t
 short for it), and `level` (prompt) where the corpus has levels: `align depthscore` resamples
 them for prompt-bootstrap intervals.
 
+Intervals of R and O (R_low, R_high, O_low, O_high, dims as R and O): a prompt bootstrap
+(`align.analyses.bootstrap`). With rng = numpy.random.default_rng(seed), for each setting in
+the result's order: the n prompts it used, idx = rng.integers(0, n, size=(resamples, n)); each
+resample re-aggregates its prompts (max, and mean over prompts). A maximum over prompts grows
+with their number, so models run on different numbers of prompts do not compare by it: the
+equal-n mode (`--equal-n N`) then draws, right after that setting's idx, idx_N =
+rng.integers(0, n, size=(resamples, N)) and stores R_equal_n, O_equal_n (the mean over the
+resamples of the aggregate over N drawn prompts: the expected maximum of N prompts) with their
+2.5 and 97.5 percentiles (R_equal_n_low, ...). N above a setting's n is refused.
+
 Rows (one prompt, or one prompt and split point) are batched with right padding: each batch
 costs one clean forward and one forward per (part, skipped layer), all of the same batch
 shape, so an empty intervention gives R = 0 and O = 0 exactly.
@@ -32,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from align.analyses import bootstrap
 from align.errors import InputError
 
 EPS = 1e-6
@@ -216,21 +227,38 @@ def _check_effects(R, O, parts, prompts) -> None:
                                  f"{prompts[idx[-1]]}): the contributions overflow float32; nothing was written")
 
 
-def check_prompts(prompts, settings=SETTINGS, splits=None) -> None:
+def check_prompts(prompts, settings=SETTINGS, splits=None, equal_n: int | None = None) -> None:
     """InputError when no prompt is long enough for the future setting (T < 13 everywhere;
-    with `splits`, when every prompt's answer starts at token 0 or 1)."""
+    with `splits`, when every prompt's answer starts at token 0 or 1), or when the equal-n
+    mode (default: `bootstrap.current().equal_n`) asks for more prompts than a setting has."""
+    equal_n = bootstrap.current().equal_n if equal_n is None else equal_n
     if "future" in settings and prompts and splits is not None:
         if not any(1 < int(t) < len(p) for t, p in zip(splits, prompts)):
             raise InputError(f"no prompt has a token to skip before its answer: with --split answer-start each prompt "
                              f"needs at least 2 tokens before its first answer token (none of {len(prompts)} has)")
-        return
-    if "future" in settings and prompts:
+    elif "future" in settings and prompts:
         longest = max(len(p) for p in prompts)
         if longest < MIN_FUTURE_LENGTH:
             raise InputError(
                 f"no prompt is long enough for the future setting: it needs at least {MIN_FUTURE_LENGTH} tokens "
                 f"and the longest of {len(prompts)} prompts has {longest}: give longer prompts or --settings current"
             )
+    if equal_n is not None and prompts:
+        for setting in settings:
+            if setting == "current":
+                n = len(prompts)
+            elif splits is not None:
+                n = sum(1 < int(t) < len(p) for t, p in zip(splits, prompts))
+            else:
+                n = sum(len(p) >= MIN_FUTURE_LENGTH for p in prompts)
+            check_equal_n(equal_n, n, setting)
+
+
+def check_equal_n(equal_n: int, n: int, setting: str) -> None:
+    """InputError when the equal-n mode asks for more prompts than `setting` used."""
+    if equal_n > n:
+        raise InputError(f"--equal-n {equal_n} is above the {n} prompts the {setting} setting uses: give N <= {n} "
+                         f"(the smallest prompt count of the models you compare)")
 
 
 def skipping(model, batches, *, settings=SETTINGS, parts=PARTS, seed: int = 0, batch_size: int | None = None,
@@ -292,7 +320,7 @@ def skipping(model, batches, *, settings=SETTINGS, parts=PARTS, seed: int = 0, b
         used_by[setting] = used
     return {"R": R, "O": O, "n_prompts": n_prompts, "n_prompts_total": len(prompts), "used": used_by, "n_prompts_too_short": short, "per_prompt": per_prompt,
             "settings": tuple(settings), "parts": tuple(parts), "n_forwards": n_forwards,
-            "n_forwards_one_at_a_time": n_single}
+            "n_forwards_one_at_a_time": n_single, "prompts_hash": bootstrap.prompts_hash(prompts)}
 
 
 def per_prompt_arrays(res: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -308,19 +336,53 @@ def per_prompt_arrays(res: dict) -> tuple[np.ndarray, np.ndarray]:
     return Rp, Op
 
 
-def to_dataset(res: dict, attrs: dict, seed: int, levels=None):
+def _aggregates(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """(resamples, 2 aggs, ...): max and mean over the prompts idx[b] of values (n, ...)."""
+    return np.stack([bootstrap.resampled_maxima(values, idx), bootstrap.resampled_means(values, idx)], 1)
+
+
+def intervals(res: dict, resampling: bootstrap.Resampling) -> dict:
+    """The bootstrap of R and O (module docstring): {"R_low", "R_high", "O_low", "O_high"}
+    (setting, part, agg, ...), and with `resampling.equal_n` also "R_equal_n", "O_equal_n"
+    and their _low, _high."""
+    rng = np.random.default_rng(resampling.seed)
+    N = resampling.equal_n
+    names = ["R_low", "R_high", "O_low", "O_high"]
+    if N is not None:
+        names += [f"{v}_equal_n{s}" for v in "RO" for s in ("", "_low", "_high")]
+    out = {k: np.full(res["R" if k.startswith("R") else "O"].shape, np.nan) for k in names}
+    for si, setting in enumerate(res["settings"]):
+        Rp, Op = res["per_prompt"][setting]
+        n = len(Rp)
+        idx = bootstrap.draw(rng, n, resampling.resamples)
+        # Resampled aggregates are (agg, part, ...); results are (part, agg, ...).
+        for v, x in (("R", Rp), ("O", Op)):
+            low, high = bootstrap.percentile_interval(_aggregates(x, idx))
+            out[f"{v}_low"][si], out[f"{v}_high"][si] = low.swapaxes(0, 1), high.swapaxes(0, 1)
+        if N is not None:
+            check_equal_n(N, n, setting)
+            idx_n = bootstrap.draw(rng, n, resampling.resamples, N)
+            for v, x in (("R", Rp), ("O", Op)):
+                reps = _aggregates(x, idx_n)
+                low, high = bootstrap.percentile_interval(reps)
+                out[f"{v}_equal_n"][si] = reps.mean(0).swapaxes(0, 1)
+                out[f"{v}_equal_n_low"][si], out[f"{v}_equal_n_high"][si] = low.swapaxes(0, 1), high.swapaxes(0, 1)
+    return out
+
+
+def to_dataset(res: dict, attrs: dict, seed: int, levels=None, resampling: bootstrap.Resampling | None = None):
     """The "skipping" result Dataset: R, O (setting, part, agg, skipped, later), the
-    per-prompt maxima R_prompt, O_prompt (module docstring) and, given `levels` (one per
-    prompt, None where unknown), `level` (prompt)."""
+    per-prompt maxima R_prompt, O_prompt (module docstring), their bootstrap intervals drawn
+    by `resampling` (default: `bootstrap.current()`) and, given `levels` (one per prompt,
+    None where unknown), `level` (prompt)."""
     import xarray as xr
 
     L = res["R"].shape[-1]
-    data = {
-        "R": (("setting", "part", "agg", "skipped", "later"), res["R"]),
-        "O": (("setting", "part", "agg", "skipped"), res["O"]),
-    }
+    rdims, odims = ("setting", "part", "agg", "skipped", "later"), ("setting", "part", "agg", "skipped")
+    data = {"R": (rdims, res["R"]), "O": (odims, res["O"])}
     coords = {"setting": list(res["settings"]), "part": list(res["parts"]), "agg": list(AGGS),
               "skipped": np.arange(L), "later": np.arange(L)}
+    extra = {"intervals": "none: this result holds no per-prompt maxima"}
     if "used" in res:
         Rp, Op = per_prompt_arrays(res)
         data["R_prompt"] = (("prompt", "setting", "part", "skipped", "later"), Rp)
@@ -331,9 +393,20 @@ def to_dataset(res: dict, attrs: dict, seed: int, levels=None):
                 raise InputError(f"levels are given for {sum(lv is not None for lv in levels)} of "
                                  f"{res['n_prompts_total']} prompts: every prompt needs one")
             data["level"] = (("prompt",), np.asarray(levels, np.int64))
+        resampling = resampling or bootstrap.current()
+        for k, v in intervals(res, resampling).items():
+            data[k] = (rdims if k.startswith("R") else odims, v)
+        n = {s: len(res["per_prompt"][s][0]) for s in res["settings"]}
+        extra = {"intervals": "prompt bootstrap per setting: R_low, R_high, O_low, O_high"
+                              + (f"; equal-n mode over {resampling.equal_n} prompts: R_equal_n, O_equal_n and their "
+                                 f"_low, _high" if resampling.equal_n else ""),
+                 "bootstrap": bootstrap.record(n, resampling, equal_n=resampling.equal_n)}
     ds = xr.Dataset(data, coords=coords)
     ds.attrs = {**attrs, "n_layers": L, "n_prompts": res["n_prompts"].get("current", max(res["n_prompts"].values())),
-                "n_prompts_by_setting": res["n_prompts"], "n_prompts_too_short": res["n_prompts_too_short"], "seed": seed}
+                "n_prompts_by_setting": res["n_prompts"], "n_prompts_too_short": res["n_prompts_too_short"], "seed": seed,
+                **extra}
+    if res.get("prompts_hash"):
+        ds.attrs["prompts_hash"] = res["prompts_hash"]
     return ds
 
 

@@ -1,0 +1,166 @@
+"""The prompt bootstrap every companion analysis shares: resample prompts with replacement,
+recompute the statistic from the resampled prompts, report percentile intervals.
+
+The resampling scheme, exactly: with n prompts (in the result's prompt order),
+
+    idx = numpy.random.default_rng(seed).integers(0, n, size=(resamples, size))
+
+size = n (or N in the equal-n mode of maxima, `Resampling.equal_n`). Resample b takes prompts
+idx[b] (a prompt drawn twice counts twice). An analysis that draws several index arrays draws
+them one after another from the same generator, in the order its docstring gives. The 95%
+interval of a statistic is the 2.5 and 97.5 percentiles (numpy.nanpercentile, linear
+interpolation) of its resampled values; resamples where the statistic is undefined (NaN) are
+left out, and where every one is, the interval is NaN.
+
+Means over tokens are ratios of per-prompt sums (Σ_b sums / Σ_b token counts), so a resample
+costs one matrix product with its prompt multiplicities, never a pass over tokens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from align.errors import InputError
+
+RESAMPLES = 1000
+LEVEL = 0.95
+SCHEME = "numpy.random.default_rng(seed).integers(0, n, size=(resamples, {size}))"
+
+
+@dataclass(frozen=True)
+class Resampling:
+    """How a result's intervals are drawn: `resamples` bootstrap resamples of prompts from
+    `seed`; `equal_n` (maxima only): draw N prompts per resample instead of n, so that a
+    maximum over prompts is one over the same number of prompts for every model."""
+
+    resamples: int = RESAMPLES
+    seed: int = 0
+    equal_n: int | None = None
+
+    def __post_init__(self):
+        if int(self.resamples) < 1:
+            raise InputError(f"--bootstrap {self.resamples}: the bootstrap needs at least 1 resample")
+        if int(self.seed) < 0:
+            raise InputError(f"bootstrap seed {self.seed}: give a seed of 0 or more")
+        if self.equal_n is not None and int(self.equal_n) < 1:
+            raise InputError(f"--equal-n {self.equal_n} must be at least 1 prompt")
+
+
+_CURRENT: contextvars.ContextVar[Resampling] = contextvars.ContextVar("resampling", default=Resampling())
+
+
+def current() -> Resampling:
+    """The resampling in force: the default (1,000 resamples, seed 0), or what `using` set."""
+    return _CURRENT.get()
+
+
+@contextlib.contextmanager
+def using(resampling: Resampling):
+    """Within the block, results are written with `resampling`'s intervals (the command line
+    sets its options here; a caller of `to_dataset` may pass one directly instead)."""
+    token = _CURRENT.set(resampling)
+    try:
+        yield resampling
+    finally:
+        _CURRENT.reset(token)
+
+
+def draw(rng: np.random.Generator, n: int, resamples: int, size: int | None = None) -> np.ndarray:
+    """Resample indices (resamples, size or n) into n prompts: rng.integers(0, n, ...)."""
+    if n < 1:
+        raise InputError("no prompt to resample: a bootstrap needs at least one prompt")
+    return rng.integers(0, n, size=(int(resamples), int(size or n)))
+
+
+def indices(n: int, resampling: Resampling, size: int | None = None) -> np.ndarray:
+    """The documented indices: default_rng(seed).integers(0, n, size=(resamples, size or n))."""
+    return draw(np.random.default_rng(resampling.seed), n, resampling.resamples, size)
+
+
+def multiplicity(idx: np.ndarray, n: int) -> np.ndarray:
+    """(resamples, n) float64: how often resample b drew prompt p."""
+    B = idx.shape[0]
+    flat = (idx + n * np.arange(B)[:, None]).ravel()
+    return np.bincount(flat, minlength=B * n).reshape(B, n).astype(np.float64)
+
+
+def resampled_sums(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Σ over the prompts of each resample of values (n, ...): (resamples, ...)."""
+    values = np.asarray(values, np.float64)
+    n = values.shape[0]
+    return (multiplicity(idx, n) @ values.reshape(n, -1)).reshape((idx.shape[0],) + values.shape[1:])
+
+
+def resampled_token_means(sums: np.ndarray, counts: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Token-weighted means of each resample: Σ_b sums / Σ_b counts, from per-prompt sums
+    (n, ...) over a prompt's tokens and token counts (n,): (resamples, ...)."""
+    total = resampled_sums(np.asarray(counts, np.float64), idx)
+    s = resampled_sums(sums, idx)
+    return s / total.reshape((-1,) + (1,) * (s.ndim - 1))
+
+
+def resampled_means(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Means over the prompts of each resample of values (n, ...): (resamples, ...)."""
+    return resampled_sums(values, idx) / idx.shape[1]
+
+
+def resampled_maxima(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Maxima over the prompts of each resample of values (n, ...): (resamples, ...)."""
+    values = np.asarray(values, np.float64)
+    out = np.empty((idx.shape[0],) + values.shape[1:])
+    for b, ix in enumerate(idx):
+        out[b] = values[np.unique(ix)].max(0)
+    return out
+
+
+def percentile_interval(samples: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
+    """The (1 − level)/2 and (1 + level)/2 percentiles over axis 0, leaving NaN samples out
+    (NaN where all are)."""
+    samples = np.asarray(samples, np.float64)
+    ok = np.isfinite(samples).any(0)
+    low, high = np.full(samples.shape[1:], np.nan), np.full(samples.shape[1:], np.nan)
+    if np.any(ok):
+        tail = 100 * (1 - level) / 2
+        low[ok] = np.nanpercentile(samples[:, ok], tail, axis=0)
+        high[ok] = np.nanpercentile(samples[:, ok], 100 - tail, axis=0)
+    return low, high
+
+
+def defined_fraction(samples: np.ndarray) -> np.ndarray:
+    """The fraction of resamples (axis 0) where the statistic is defined (finite)."""
+    return np.isfinite(np.asarray(samples, np.float64)).mean(0)
+
+
+def record(n, resampling: Resampling, size=None, **extra) -> dict:
+    """What a result records about its intervals (attrs["bootstrap"]): the method, n (prompts
+    resampled; a dict when several sets are), resamples, seed, level, the index scheme."""
+    out = {"method": "prompt bootstrap, percentile intervals", "n": n, "resamples": int(resampling.resamples),
+           "seed": int(resampling.seed), "level": LEVEL, "indices": SCHEME.format(size=size or "n")}
+    out.update(extra)
+    return out
+
+
+def prompts_hash(prompts) -> str:
+    """The identity of a list of prompts (token-id sequences, in order): sha256 over each
+    prompt's length and ids as little-endian int64. Two results with the same hash ran on
+    the same prompts, whatever their corpus files or tokenizers were called."""
+    h = hashlib.sha256()
+    for p in prompts:
+        ids = np.asarray(p, dtype="<i8").ravel()
+        h.update(np.asarray([len(ids)], dtype="<i8").tobytes())
+        h.update(ids.tobytes())
+    return "sha256:" + h.hexdigest()
+
+
+def prompts_from_tokens(token_id: np.ndarray, seq: np.ndarray, pos: np.ndarray) -> list[np.ndarray]:
+    """The prompts of a store's token rows: each sequence's ids in position order, sequences
+    in index order."""
+    order = np.lexsort((np.asarray(pos), np.asarray(seq)))
+    seq_sorted = np.asarray(seq)[order]
+    cuts = np.flatnonzero(np.diff(seq_sorted)) + 1
+    return np.split(np.asarray(token_id)[order], cuts)
