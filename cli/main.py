@@ -33,6 +33,7 @@ COMMAND_MODULES = {
     "plot": "align.cli.plot",
     "demo": "align.cli.demo",
     "depthscore": "align.cli.depthscore",
+    "compare": "align.cli.compare",
 }
 
 

@@ -1,0 +1,446 @@
+"""Several results of one kind side by side (`align compare`): depth, lens or alignment.
+
+Each result gives one series of numbers with the intervals it holds (a depth or lens result's
+prompt bootstrap; an alignment result's, where it holds any). Two results that ran on the same
+prompts (the same `prompts_hash`, and for depth results the same `lens_prompts_hash`) also
+give their paired difference, later minus earlier in the order given, with a prompt-bootstrap
+interval: both results are resampled with the same indices (`align.analyses.bootstrap`; for
+depth, `depth.resample_indices` from rng = numpy.random.default_rng(seed)), so what the
+prompts share cancels. The table has one row per result (per result and boundary for lens),
+so a row of published numbers can be put beside them in the same columns.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from align.analyses import bootstrap, depth, lens
+from align.errors import InputError, OutputRefused
+
+KINDS = ("depth", "lens", "alignment")
+FORMATS = {".csv": "csv", ".md": "markdown"}
+WEIGHTINGS = lens.WEIGHTINGS
+ALIGNMENT_STATS = {"Spearman": "spearman", "mean depth gap": "mean_depth_gap", "soft-depth spread": "soft_depth_spread"}
+
+
+@dataclass
+class Series:
+    """The numbers of one result, or of one paired difference: per column, value, low and
+    high arrays of one shape (scalars for depth and alignment, (boundaries,) for lens);
+    `info`: the row's other columns."""
+
+    label: str
+    info: dict
+    value: dict
+    low: dict
+    high: dict
+    difference: bool = False
+    boundary: np.ndarray | None = None
+    relative: np.ndarray | None = None
+    path: dict | None = None
+
+
+@dataclass
+class Comparison:
+    """What `align compare` shows: the kind, the columns of numbers, one Series per result
+    and per paired difference, and notes (what has no interval, and why)."""
+
+    kind: str
+    info_columns: list
+    columns: list
+    series: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+
+
+def _label(path: str) -> str:
+    base = os.path.basename(str(path).rstrip("/\\"))
+    root, ext = os.path.splitext(base)
+    return root if ext == ".zarr" else base
+
+
+def _short(name) -> str:
+    name = str(name or "")
+    return os.path.basename(name.rstrip("/")) or name
+
+
+def load(paths) -> tuple[str, list]:
+    """(kind, [(label, path, Dataset)]) of result paths that must all be of one kind among
+    KINDS; anything else is refused in one line naming the path."""
+    from align import store as st
+    from align.store.outputs import KINDS as NAMES
+
+    paths = [str(p) for p in paths]
+    if len(paths) < 1:
+        raise InputError("give at least one RESULT (depth, lens or alignment) to compare")
+    items, kind = [], None
+    for p in paths:
+        found = st.read_attrs(p)["align"]["schema"]
+        if found not in KINDS:
+            raise InputError(f"{p} is {NAMES.get(found, found + ' store')}: align compare reads depth, lens and alignment "
+                             f"results")
+        if kind is not None and found != kind:
+            raise InputError(f"{p} is a {found} result but {paths[0]} is a {kind} result: compare results of one kind")
+        kind = found
+        items.append([_label(p), p, st.open_result(p, found)])
+    labels = [it[0] for it in items]
+    if len(set(labels)) < len(labels):
+        for it in items:
+            it[0] = it[1]
+    return kind, [tuple(it) for it in items]
+
+
+def _scalar(v) -> np.ndarray:
+    return np.asarray(v, np.float64)
+
+
+def _pairs(items):
+    """(i, j) for every two results, i < j, in the order given."""
+    return [(i, j) for i in range(len(items)) for j in range(i + 1, len(items))]
+
+
+# -- depth ---------------------------------------------------------------------------------
+
+def _depth_prompts(ds) -> dict | None:
+    """The per-prompt sums a depth result holds (as `depth.per_prompt_sums` gives them)."""
+    need = ("cos_sum", "token_count", "kl_sum", "overlap_sum", "lens_token_count")
+    if any(v not in ds for v in need):
+        return None
+    hc, hl = ds.attrs.get("prompts_hash"), ds.attrs.get("lens_prompts_hash")
+    return {"cos_sum": ds["cos_sum"].transpose("prompt", "part", "layer").values.astype(np.float64),
+            "token_count": ds["token_count"].values, "kl_sum": ds["kl_sum"].values.astype(np.float64),
+            "overlap_sum": ds["overlap_sum"].values.astype(np.float64), "lens_token_count": ds["lens_token_count"].values,
+            "same_prompts": bool(hc and hc == hl), "prompts_hash": hc, "lens_prompts_hash": hl}
+
+
+def _pair_refusal(a, b, keys) -> str | None:
+    """Why results a and b (label, path, ds) have no paired difference, or None."""
+    for key in keys:
+        ha, hb = a[2].attrs.get(key), b[2].attrs.get(key)
+        if not ha or not hb:
+            missing = a if not ha else b
+            return f"no paired difference of {b[0]} and {a[0]}: {missing[1]} records no prompt identity ({key})"
+        if ha != hb:
+            return f"no paired difference of {b[0]} and {a[0]}: they ran on different prompts ({key} differs)"
+    return None
+
+
+def compare_depth(items, resampling: bootstrap.Resampling) -> Comparison:
+    """Effective depth per rule (layers and (ED + 1) / L) of each depth result, with
+    intervals, and the paired differences of results on the same prompts."""
+    rules = list(depth.RULES)
+    cols = rules + [f"{r} ratio" for r in rules]
+    cmp = Comparison("depth", ["result", "model", "layers", "prompts"], cols)
+    for label, path, ds in items:
+        L = int(ds.attrs.get("n_layers", ds.sizes.get("layer", 0)))
+        ed, ratio = _scalar(ds["effective_depth"].values), _scalar(ds["ratio"].values)
+        has = "effective_depth_low" in ds
+        nan = np.full(len(rules), np.nan)
+        lo = _scalar(ds["effective_depth_low"].values) if has else nan
+        hi = _scalar(ds["effective_depth_high"].values) if has else nan
+        rlo, rhi = ((lo + 1) / L, (hi + 1) / L) if has else (nan, nan)
+        n = (ds.attrs.get("bootstrap") or {}).get("n")
+        prompts = "" if not isinstance(n, dict) else (str(n["contributions"]) if n["contributions"] == n["lens"]
+                                                      else f"{n['contributions']}/{n['lens']}")
+        s = Series(label, {"result": label, "model": _short(ds.attrs.get("model")), "layers": L, "prompts": prompts},
+                   {}, {}, {})
+        for k, r in enumerate(rules):
+            s.value[r], s.low[r], s.high[r] = ed[k], lo[k], hi[k]
+            s.value[f"{r} ratio"], s.low[f"{r} ratio"], s.high[f"{r} ratio"] = ratio[k], rlo[k], rhi[k]
+        cmp.series.append(s)
+        if not has:
+            cmp.notes.append(f"{label}: no intervals ({ds.attrs.get('intervals', 'the result holds no bootstrap')})")
+        elif "defined_fraction" in ds:
+            for r, f in zip(rules, ds["defined_fraction"].values):
+                if np.isfinite(ed[rules.index(r)]) and f < 1:
+                    cmp.notes.append(f"{label}: the {r} rule is undefined in {100 * (1 - f):.0f}% of resamples; its "
+                                     f"interval is over the others")
+    for i, j in _pairs(items):
+        a, b = items[i], items[j]
+        why = _pair_refusal(a, b, ("prompts_hash", "lens_prompts_hash"))
+        pa, pb = _depth_prompts(a[2]), _depth_prompts(b[2])
+        if why is None and (pa is None or pb is None):
+            why = f"no paired difference of {b[0]} and {a[0]}: {(a if pa is None else b)[1]} holds no per-prompt sums"
+        if why:
+            cmp.notes.append(why)
+            continue
+        cmp.series.append(_depth_difference(a, b, pa, pb, resampling))
+    return cmp
+
+
+def _depth_difference(a, b, pa, pb, resampling) -> Series:
+    """b − a in ED (layers) and in (ED + 1) / L, resampling both with the same indices."""
+    rng = np.random.default_rng(resampling.seed)
+    idx_c, idx_l = depth.resample_indices(pa, rng, resampling.resamples)
+    ra = depth.depth_replicates(pa, idx_c, idx_l)["effective_depth"]
+    rb = depth.depth_replicates(pb, idx_c, idx_l)["effective_depth"]
+    La, Lb = int(a[2].attrs["n_layers"]), int(b[2].attrs["n_layers"])
+    ea, eb = _scalar(a[2]["effective_depth"].values), _scalar(b[2]["effective_depth"].values)
+    s = Series(f"{b[0]} − {a[0]}", {"result": f"{b[0]} − {a[0]} (paired)", "model": "", "layers": "",
+                                   "prompts": str(len(pa["token_count"]))}, {}, {}, {}, difference=True)
+    for k, r in enumerate(depth.RULES):
+        for col, da, db, ya, yb in ((r, ea[k], eb[k], ra[:, k], rb[:, k]),
+                                    (f"{r} ratio", (ea[k] + 1) / La, (eb[k] + 1) / Lb, (ra[:, k] + 1) / La, (rb[:, k] + 1) / Lb)):
+            lo, hi = bootstrap.percentile_interval(yb - ya)
+            s.value[col], s.low[col], s.high[col] = db - da, float(lo), float(hi)
+    return s
+
+
+# -- lens ----------------------------------------------------------------------------------
+
+def _lens_prompts(ds) -> dict | None:
+    if any(v not in ds for v in ("kl_sum", "overlap_sum", "token_count")):
+        return None
+    return {k: ds[k].values for k in ("kl_sum", "overlap_sum", "token_count")}
+
+
+def compare_lens(items, weighting: str, resampling: bootstrap.Resampling) -> Comparison:
+    """KL and top-5 overlap at each boundary (`weighting`: token or prompt) of each lens
+    result with intervals, and the paired differences of results on the same prompts with
+    the same number of boundaries."""
+    if weighting not in WEIGHTINGS:
+        raise InputError(f"--weighting {weighting!r} is not one of {', '.join(WEIGHTINGS)}")
+    cmp = Comparison("lens", ["result", "model", "boundary", "b/L"], ["KL", "overlap"])
+    for label, path, ds in items:
+        b = ds["boundary"].values
+        L = int(ds.attrs.get("n_layers", len(b) - 1))
+        s = Series(label, {"result": label, "model": _short(ds.attrs.get("model"))}, {}, {}, {},
+                   boundary=b, relative=b / L)
+        for col, var in (("KL", "kl"), ("overlap", "overlap")):
+            s.value[col] = _scalar(ds[var].sel(weighting=weighting).values)
+            has = f"{var}_low" in ds
+            s.low[col] = _scalar(ds[f"{var}_low"].sel(weighting=weighting).values) if has else np.full(len(b), np.nan)
+            s.high[col] = _scalar(ds[f"{var}_high"].sel(weighting=weighting).values) if has else np.full(len(b), np.nan)
+        if "kl_low" not in ds:
+            cmp.notes.append(f"{label}: no intervals ({ds.attrs.get('intervals', 'the result holds no bootstrap')})")
+        cmp.series.append(s)
+    for i, j in _pairs(items):
+        a, b = items[i], items[j]
+        why = _pair_refusal(a, b, ("prompts_hash",))
+        pa, pb = _lens_prompts(a[2]), _lens_prompts(b[2])
+        if why is None and (pa is None or pb is None):
+            why = f"no paired difference of {b[0]} and {a[0]}: {(a if pa is None else b)[1]} holds no per-prompt sums"
+        if why is None and a[2].sizes["boundary"] != b[2].sizes["boundary"]:
+            why = (f"no paired difference of {b[0]} and {a[0]}: their curves have {a[2].sizes['boundary']} and "
+                   f"{b[2].sizes['boundary']} boundaries (the table and figure put them side by side by b/L)")
+        if why:
+            cmp.notes.append(why)
+            continue
+        idx = bootstrap.indices(len(pa["token_count"]), resampling)
+        ra, rb = lens.curve_replicates(pa, idx), lens.curve_replicates(pb, idx)
+        w = WEIGHTINGS.index(weighting)
+        sa, sb = cmp.series[i], cmp.series[j]
+        s = Series(f"{b[0]} − {a[0]}", {"result": f"{b[0]} − {a[0]} (paired)", "model": ""}, {}, {}, {},
+                   difference=True, boundary=sa.boundary, relative=sa.relative)
+        for col, var in (("KL", "kl"), ("overlap", "overlap")):
+            s.value[col] = sb.value[col] - sa.value[col]
+            s.low[col], s.high[col] = bootstrap.percentile_interval(rb[var][:, w] - ra[var][:, w])
+        cmp.series.append(s)
+    return cmp
+
+
+# -- alignment -----------------------------------------------------------------------------
+
+def _stat_interval(ds, key: str) -> tuple[float, float]:
+    """The interval of summary statistic `key` where the result holds one (summary keys
+    `<key>_low`/`<key>_high` or `<key>_interval`, or variables `<key>_low`/`<key>_high`),
+    else NaN."""
+    s = ds.attrs.get("summary") or {}
+    if f"{key}_low" in s and f"{key}_high" in s:
+        return _float(s[f"{key}_low"]), _float(s[f"{key}_high"])
+    if isinstance(s.get(f"{key}_interval"), (list, tuple)) and len(s[f"{key}_interval"]) == 2:
+        return _float(s[f"{key}_interval"][0]), _float(s[f"{key}_interval"][1])
+    if f"{key}_low" in ds and f"{key}_high" in ds and ds[f"{key}_low"].ndim == 0:
+        return _float(ds[f"{key}_low"].values), _float(ds[f"{key}_high"].values)
+    return np.nan, np.nan
+
+
+def _float(x) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return np.nan
+
+
+def compare_alignment(items) -> Comparison:
+    """The summary statistics (METHODS.md §1) of each alignment result: argmin path,
+    Spearman, mean depth gap, soft-depth spread, with intervals where the result holds them."""
+    cmp = Comparison("alignment", ["result", "source", "target", "L_S", "L_T", "argmin path"], list(ALIGNMENT_STATS))
+    without = []
+    for label, path, ds in items:
+        summ = ds.attrs.get("summary") or {}
+        s = Series(label, {"result": label, "source": _short(ds.attrs.get("source_model")),
+                           "target": _short(ds.attrs.get("target_model")), "L_S": ds.attrs.get("n_layers_source", ""),
+                           "L_T": ds.attrs.get("n_layers_target", ""),
+                           "argmin path": " ".join(str(j) for j in summ.get("argmin_path", []))}, {}, {}, {})
+        s.path = {"source_layers": summ.get("source_layers", []), "argmin_path": summ.get("argmin_path", []),
+                  "soft_depth": summ.get("soft_depth", []), "n_source": ds.attrs.get("n_layers_source"),
+                  "n_target": ds.attrs.get("n_layers_target")}
+        for col, key in ALIGNMENT_STATS.items():
+            s.value[col] = _float(summ.get(key))
+            s.low[col], s.high[col] = _stat_interval(ds, key)
+        if all(np.isnan(s.low[c]) for c in ALIGNMENT_STATS):
+            without.append(label)
+        cmp.series.append(s)
+    if without:
+        cmp.notes.append(f"no intervals for {', '.join(without)}: the alignment result holds no bootstrap of its summary")
+    cmp.notes.append("no paired differences for alignment results: they hold no per-document bootstrap data")
+    return cmp
+
+
+# -- tables --------------------------------------------------------------------------------
+
+def _num(x) -> str:
+    x = float(x)
+    if not np.isfinite(x):
+        return "undefined"
+    return f"{x:.4g}"
+
+
+def _cell(v, lo, hi) -> str:
+    if not np.isfinite(v):
+        return "undefined"
+    return _num(v) + (f" [{_num(lo)}, {_num(hi)}]" if np.isfinite(lo) and np.isfinite(hi) else "")
+
+
+def rows(cmp: Comparison) -> list[dict]:
+    """The table's rows: {column: (value, low, high) for number columns, str/int for the
+    others}; lens results give one row per boundary."""
+    out = []
+    for s in cmp.series:
+        if s.boundary is None:
+            out.append({**s.info, **{c: (float(s.value[c]), float(s.low[c]), float(s.high[c])) for c in cmp.columns}})
+            continue
+        for k, b in enumerate(s.boundary):
+            row = {**s.info, "boundary": int(b), "b/L": f"{s.relative[k]:.3f}"}
+            row.update({c: (float(s.value[c][k]), float(s.low[c][k]), float(s.high[c][k])) for c in cmp.columns})
+            out.append(row)
+    return out
+
+
+def text_table(cmp: Comparison, markdown: bool = False) -> str:
+    """The table as aligned text (terminal) or a Markdown table: number columns read
+    "value [low, high]"; notes follow."""
+    header = cmp.info_columns + cmp.columns
+    body = [[str(r[c]) if c in cmp.info_columns else _cell(*r[c]) for c in header] for r in rows(cmp)]
+    lines = []
+    if markdown:
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "|".join("---" for _ in header) + "|")
+        lines += ["| " + " | ".join(row) + " |" for row in body]
+        if cmp.notes:
+            lines += [""] + [f"- {n}" for n in cmp.notes]
+        return "\n".join(lines) + "\n"
+    widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(header)]
+    for row in [header] + body:
+        lines.append("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+    lines += [f"note: {n}" for n in cmp.notes]
+    return "\n".join(lines) + "\n"
+
+
+def csv_table(cmp: Comparison) -> str:
+    """The table as CSV: each number column as three columns (value, _low, _high), full
+    precision, empty where undefined or without an interval."""
+    header = list(cmp.info_columns)
+    for c in cmp.columns:
+        header += [c, f"{c}_low", f"{c}_high"]
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    for r in rows(cmp):
+        line = [r[c] for c in cmp.info_columns]
+        for c in cmp.columns:
+            line += ["" if not np.isfinite(x) else repr(x) for x in r[c]]
+        w.writerow(line)
+    return buf.getvalue()
+
+
+# -- the command ---------------------------------------------------------------------------
+
+def build(kind: str, items, weighting: str = "token", resampling: bootstrap.Resampling | None = None) -> Comparison:
+    """The Comparison of loaded results (`load`)."""
+    resampling = resampling or bootstrap.Resampling()
+    if kind == "depth":
+        return compare_depth(items, resampling)
+    if kind == "lens":
+        return compare_lens(items, weighting, resampling)
+    return compare_alignment(items)
+
+
+def output_format(path: str) -> str:
+    """"csv" or "markdown" from -o's suffix; anything else is refused."""
+    ext = os.path.splitext(str(path))[1].lower()
+    if ext not in FORMATS:
+        raise OutputRefused(f"-o {path}: give a file ending in .csv or .md (the table's format is read from the suffix)")
+    return FORMATS[ext]
+
+
+def default_figure(output: str) -> str:
+    """TABLE.csv -> TABLE.png beside it."""
+    return os.path.splitext(str(output))[0] + ".png"
+
+
+def _check_new_file(path: str, suffix: str, option: str, inputs: dict, overwrite: bool) -> None:
+    from align import store as st
+
+    st.check_file_output(path, suffix, inputs=inputs)
+    if os.path.lexists(os.path.expanduser(path)) and not overwrite:
+        raise OutputRefused(f"{option} {path} already exists: pass --overwrite to replace it, or choose another path")
+
+
+def _write_text(path: str, text: str) -> None:
+    """Written beside the target and renamed over it: a failed write leaves nothing half-made."""
+    path = os.path.expanduser(path)
+    tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def run_compare(paths, output: str | None = None, figure: str | None = None, *, weighting: str = "token",
+                resampling: bootstrap.Resampling | None = None, overwrite: bool = False, echo=None, log=None) -> Comparison:
+    """`align compare`: print the table; with `output` (.csv or .md) write it and a figure
+    (`figure`, default: beside the table as .png); with only `figure`, the figure."""
+    from align import compare_plot
+
+    echo = echo or (lambda text: print(text, end=""))
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    paths = [str(p) for p in paths]
+    inputs = {f"RESULT {p}": p for p in paths}
+    fmt = output_format(output) if output is not None else None
+    fig_path = figure or (default_figure(output) if output is not None else None)
+    if output is not None:
+        _check_new_file(output, os.path.splitext(output)[1].lower(), "-o", inputs, overwrite)
+    if fig_path is not None:
+        if output is not None and os.path.abspath(os.path.expanduser(fig_path)) == os.path.abspath(os.path.expanduser(output)):
+            raise OutputRefused(f"--figure {fig_path} is the table's path: give the figure another name")
+        _check_new_file(fig_path, ".png", "--figure", inputs, overwrite)
+    kind, items = load(paths)
+    cmp = build(kind, items, weighting, resampling)
+    echo(text_table(cmp))
+    fig = compare_plot.plot_comparison(cmp) if fig_path is not None else None
+    written = []
+    if output is not None:
+        _write_text(output, csv_table(cmp) if fmt == "csv" else text_table(cmp, markdown=True))
+        written.append(output)
+    if fig is not None:
+        tmp = os.path.join(os.path.dirname(os.path.abspath(fig_path)), f".{os.path.basename(fig_path)}.tmp-{os.getpid()}")
+        try:
+            compare_plot.save(fig, tmp)
+            os.replace(tmp, fig_path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        written.append(fig_path)
+    if written:
+        log(f"align compare: wrote {' and '.join(written)} ({len(items)} {kind} results)")
+    return cmp

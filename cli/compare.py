@@ -1,0 +1,30 @@
+"""`align compare`: parse options and route to align.compare."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command("compare")
+@click.argument("results", nargs=-1, required=True, metavar="RESULT...")
+@click.option("-o", "--output", default=None, metavar="TABLE.csv|TABLE.md",
+              help="Also write the table, as CSV or Markdown by the suffix, and the figure beside it (.png).")
+@click.option("--figure", default=None, metavar="FILE.png", help="The figure's path [default: beside -o, with .png].")
+@click.option("--weighting", type=click.Choice(["token", "prompt"]), default="token", show_default=True,
+              help="lens: the average to compare (token-weighted, as P2's effective depths; prompt-weighted, as P1's figures).")
+@click.option("--bootstrap", type=click.IntRange(min=1), default=1000, show_default=True, metavar="N",
+              help="Resamples of prompts for the paired differences' 95% intervals.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of that bootstrap.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing table or figure.")
+def compare_cmd(results, output, figure, weighting, bootstrap, seed, overwrite):
+    """Several depth, lens or alignment results (one kind) in one table: each result's numbers
+    with their 95% intervals and, for two results on the same prompts, their paired
+    difference (later minus earlier) with its interval. With -o, also a CSV or Markdown file and a figure."""
+    from align.analyses.bootstrap import Resampling
+    from align.compare import run_compare
+
+    run_compare(results, output, figure, weighting=weighting, resampling=Resampling(bootstrap, seed),
+                overwrite=overwrite, echo=lambda text: click.echo(text, nl=False))
+
+
+commands = [compare_cmd]
