@@ -1,4 +1,6 @@
-"""What a store records about its inputs, built once: which weights ran, and each run segment.
+"""What a store or a result records about its inputs, built once: the model, its tokenizer
+and the corpus (`inputs_record`, shared by extraction and every live-model analysis), which
+weights ran, and each run segment of an extraction.
 
 Weights (`weights_identity`) are part of an activation store's identity, so that a resume
 against other weights is refused instead of mixing two models in one store:
@@ -30,6 +32,7 @@ import socket
 from concurrent.futures import ThreadPoolExecutor
 
 import align
+from align import corpus
 from align.errors import ModelError
 from align.models import config_hash
 
@@ -166,4 +169,31 @@ def run_segment(start_token: int, batch_size: int, device: str, dtype: str) -> d
         "align_version": align.__version__,
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "host": socket.gethostname(),
+    }
+
+
+def model_id(name: str) -> str:
+    """A model as recorded: a local folder as its absolute path (so the record finds it from
+    any working folder), a hub id as given."""
+    expanded = os.path.expanduser(name)
+    return os.path.abspath(expanded) if os.path.isdir(expanded) else name
+
+
+def inputs_record(spec, config, tokenizer, cspec, corpus_record: dict | None = None) -> dict:
+    """What every artifact computed from a model over a corpus records about its inputs, the
+    same keys for an activation store and an analysis result: the model (`model_id`), the
+    revision as asked, random init and its seed, the architecture, config and tokenizer
+    hashes, the special tokens added around each sequence, the corpus
+    (`corpus.provenance(cspec)` unless `corpus_record` is given), the compute dtype and
+    align's version.
+
+    `spec` is an align.models.ModelSpec, `config` and `tokenizer` loaded from it, `cspec`
+    an align.corpus.CorpusSpec."""
+    return {
+        "model": model_id(spec.name), "revision": spec.revision, "model_type": config.model_type,
+        "random_init": spec.random_init, "seed": spec.seed if spec.random_init else None,
+        "config_hash": config_hash(config), "tokenizer_hash": corpus.tokenizer_hashes(tokenizer),
+        "special_tokens": dict(zip(("prefix", "suffix"), corpus.special_tokens(tokenizer))),
+        "corpus": corpus.provenance(cspec) if corpus_record is None else corpus_record,
+        "compute_dtype": spec.resolved_dtype(), "align_version": align.__version__,
     }

@@ -26,25 +26,14 @@ import time
 
 import numpy as np
 import torch
+from common import build_qwen2
 
 
 def build(root: str, vocab: int = 4096) -> str:
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen2Config
-
-    rng = random.Random(0)
-    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))) for _ in range(3000)]
-    text = [" ".join(rng.choice(words) for _ in range(200)) for _ in range(200)]
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.train_from_iterator(text, trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<|endoftext|>"], show_progress=False,
-                                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    """The bench model (Qwen2.5-1.5B's widths, two layers) and its corpus under `root`."""
     path = os.path.join(root, "model")
-    PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>").save_pretrained(path)
-    config = Qwen2Config(vocab_size=vocab, hidden_size=1536, num_attention_heads=12, num_key_value_heads=2,
-                         intermediate_size=8960, num_hidden_layers=2, max_position_embeddings=4096, tie_word_embeddings=True)
-    torch.manual_seed(0)
-    AutoModelForCausalLM.from_config(config).save_pretrained(path)
+    words = build_qwen2(path, vocab, hidden=1536, heads=12, kv_heads=2, intermediate=8960, layers=2)
+    rng = random.Random(1)
     with open(os.path.join(root, "corpus.txt"), "w") as f:
         # One long document: every window of 512 tokens is full.
         f.write(" ".join(rng.choice(words) for _ in range(200_000)))

@@ -6,7 +6,7 @@ default_rng(0)). Two measurements:
 1. The plan alone: the padded fraction of computed positions (padded / (batch x longest)
    summed over batches) for 4,096 prompt lengths, with consecutive batches (what align did
    before) and with the grouping windows of 1, 2, 4, 8, 16 x batch size (align uses
-   `align.extract.GROUP_FACTOR`), for batch sizes 4, 8, 16, 32.
+   `align.extraction.batches.GROUP_FACTOR`), for batch sizes 4, 8, 16, 32.
 2. A real extraction: a small random Qwen2 (hidden 256, 4 heads, 2 layers, vocab 4096, float32,
    CPU) over 384 generated prompts (word counts drawn as above, so token counts are close to
    100-400), once with grouping (the default) and once with windows of one batch (consecutive
@@ -32,25 +32,14 @@ import time
 
 import numpy as np
 import torch
+from common import build_qwen2
 
 
 def build(root: str, n_docs: int, vocab: int = 4096) -> tuple[str, str]:
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen2Config
-
-    rng = random.Random(0)
-    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))) for _ in range(3000)]
-    text = [" ".join(rng.choice(words) for _ in range(200)) for _ in range(200)]
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.train_from_iterator(text, trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<|endoftext|>"], show_progress=False,
-                                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    """The bench model (hidden 256, two layers) and a GSM8K-shaped corpus of `n_docs` prompts under `root`."""
     path = os.path.join(root, "model")
-    PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>").save_pretrained(path)
-    config = Qwen2Config(vocab_size=vocab, hidden_size=256, num_attention_heads=4, num_key_value_heads=2,
-                         intermediate_size=1024, num_hidden_layers=2, max_position_embeddings=4096, tie_word_embeddings=True)
-    torch.manual_seed(0)
-    AutoModelForCausalLM.from_config(config).save_pretrained(path)
+    words = build_qwen2(path, vocab, hidden=256, heads=4, kv_heads=2, intermediate=1024, layers=2)
+    rng = random.Random(1)
     lengths = np.random.default_rng(0).integers(100, 401, n_docs)
     corpus = os.path.join(root, "gsm8k_shaped.txt")
     with open(corpus, "w") as f:
@@ -59,7 +48,7 @@ def build(root: str, n_docs: int, vocab: int = 4096) -> tuple[str, str]:
 
 
 def plan_only(n: int = 4096) -> dict:
-    from align.extract import padding_fraction
+    from align.extraction.batches import padding_fraction
 
     lengths = np.random.default_rng(0).integers(100, 401, n).tolist()
     out = {}
@@ -73,7 +62,7 @@ def plan_only(n: int = 4096) -> dict:
 
 def real_run(root: str, n_docs: int, batch: int) -> dict:
     import align
-    import align.extract as ex
+    from align.extraction import batches as ex
     from align.store import open_activations
 
     model, corpus = build(root, n_docs)
@@ -104,7 +93,7 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "padding.json"))
     args = ap.parse_args()
-    import align.extract as ex
+    from align.extraction import batches as ex
 
     root = tempfile.mkdtemp(prefix="align-bench-padding-")
     try:

@@ -125,7 +125,7 @@ def writer_write(data: np.ndarray, C: int, path: str, threads: int, seq_len: int
     sequences of `seq_len` tokens handed over in items of 4 to the background writer thread
     (bounded queue), appended to the chunk buffer and written by `threads` chunk writers,
     committed, finished (consolidated metadata). The store is planned first (untimed)."""
-    from align import extract as ex
+    from align.extraction import pipeline as ex
     from align.store import activations as act
     from align.store.arrays import write_activations
 

@@ -79,7 +79,7 @@ def extract_cmd(model, corpus, output, revision, dtype, device, trust_remote_cod
     """
     from align.corpus import generated_format
     from align.errors import InputError
-    from align.extract import extract
+    from align.extraction import extract
 
     if corpus is None and dataset is None and generated_format(fmt) is None:
         raise InputError("give a CORPUS path, --dataset NAME[:CONFIG]:SPLIT or a generated --format (addition:N, multiplication:N)")
@@ -96,7 +96,7 @@ def extract_cmd(model, corpus, output, revision, dtype, device, trust_remote_cod
 @click.option("--json", "as_json", is_flag=True, help="Print the attributes as JSON.")
 def info_cmd(store, as_json):
     """Print what STORE holds: model, tokens, boundaries, dtype, size, completeness, provenance."""
-    from align.extract import dropped_summary
+    from align.extraction import dropped_summary
     from align.store import open_activations, read_attrs
 
     attrs = read_attrs(store)

@@ -20,7 +20,7 @@ import zarr
 from transformers import AutoModelForCausalLM
 
 import align
-from align import extract as ex
+from align.extraction import pipeline as ex
 from align.store import activations as act
 from align.store.arrays import write_activations
 

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 
 import align
-from align import corpus, models
+from align import corpus, models, provenance
 from align.errors import InputError, StoreMismatch
 
 
@@ -41,14 +41,7 @@ def load(spec: models.ModelSpec, cspec: corpus.CorpusSpec, check=None):
 def model_provenance(spec: models.ModelSpec, config, tokenizer, cspec: corpus.CorpusSpec) -> dict:
     """What a result computed from a live model records about the model, its tokenizer and
     the corpus (every live-model analysis writes the same keys)."""
-    return {
-        "model": _model_id(spec.name), "revision": spec.revision, "model_type": config.model_type,
-        "random_init": spec.random_init, "seed": spec.seed if spec.random_init else None,
-        "config_hash": models.config_hash(config), "tokenizer_hash": corpus.tokenizer_hashes(tokenizer),
-        "special_tokens": dict(zip(("prefix", "suffix"), corpus.special_tokens(tokenizer))),
-        "corpus": corpus.provenance(cspec),
-        "compute_dtype": spec.resolved_dtype(), "source": "model", "align_version": align.__version__,
-    }
+    return {**provenance.inputs_record(spec, config, tokenizer, cspec), "source": "model"}
 
 
 def check_vocabulary(spec: models.ModelSpec, config, prompts) -> None:

@@ -1,0 +1,99 @@
+"""`align extract`: a model's residual streams over a corpus into an activation store.
+
+The run is: check options, -o, the device and the weights (their identity, see
+align.provenance; align.extraction.inputs) → ask the store what -o holds (refused when made
+from other inputs; nothing to do when complete) → tokenize once to count and check the disk
+(align.extraction.plan) → load the model → have the store created (its token table written)
+or resumed, under its write lock (align.store.writing_activations) → forward batches grouped
+by length (align.extraction.batches), copy each to host (align.extraction.transfer) and hand
+the sequences, in corpus order, to the writer thread (align.extraction.pipeline). Every check
+that can fail runs before the store exists. Re-running the same command resumes an
+incomplete store from its last committed sequence, and records each run as a segment of the
+store's provenance. `--dry-run` times one batch end to end instead (align.extraction.dryrun).
+
+Module map: options (ExtractOptions, the keyword split), inputs (checks, identity), plan
+(counting, layout, disk, the store's provenance), batches (length grouping, windows, pad),
+transfer (forward_batch: device → host), pipeline (the writer thread, the run loop), dryrun,
+report (ExtractReport).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from align import corpus, models, provenance
+from align import store as st
+from align.extraction import batches, dryrun, pipeline, plan
+from align.extraction.inputs import DEFINING, resolve
+from align.extraction.options import ExtractOptions, specs
+from align.extraction.plan import dropped_summary
+from align.extraction.report import ExtractReport
+
+__all__ = ["ExtractOptions", "ExtractReport", "dropped_summary", "extract"]
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def extract(model: models.ModelSpec | str, corpus_source: corpus.CorpusSpec | str | None, output: str,
+            options: ExtractOptions | None = None, *, log=None, **keywords) -> ExtractReport:
+    """Extract raw residuals (boundaries 0..L, before the final norm) and optionally the
+    sublayer outputs of `model` over `corpus_source` into the activation store `output`.
+
+    `model` is a ModelSpec or a model folder / hub id, `corpus_source` a CorpusSpec or a
+    corpus path (None for --dataset or a generated --format), `options` ExtractOptions; the
+    fields of any given as a path or None may be passed as keywords instead (revision=,
+    device=, max_length=, format=, batch_size=, sublayers=, ...). `log` receives each
+    message (default: stderr, with a progress bar on a terminal).
+
+    Returns an ExtractReport. Raises AlignError subclasses for every bad input, all of them
+    before the store is created."""
+    spec, cspec, options = specs(model, corpus_source, options, keywords)
+    terminal = log is None and sys.stderr.isatty()
+    log = log or _stderr
+    t0 = time.time()
+    inputs = resolve(spec, cspec, options, output)
+    found = st.inspect_activations(output, inputs.identity, DEFINING)
+    if found.state == st.COMPLETE:
+        log(f"align extract: store {output} is already complete ({found.n_tokens:,} tokens); nothing to do")
+        return ExtractReport(output, "already complete", found.n_tokens, time.time() - t0, 0.0)
+
+    counted = plan.count(cspec, inputs.tokenizer)
+    models.check_token_ids(inputs.spec, inputs.config, counted.max_id, "document {}, position {}".format(*counted.max_id_at))
+    _warn_special_tokens(counted, log)
+    layout = plan.layout(inputs, counted)
+    free = st.free_bytes(output) if st.is_local(output) else None
+    if options.dry_run:
+        return dryrun.dry_run(inputs, counted, layout, free, output, log, t0)
+    plan.check_disk(output, sum(layout.bytes_per_array().values()), free)
+
+    # The model is loaded before the store exists: a model that cannot load (no CUDA, pickle
+    # weights not allowed, a damaged file) leaves nothing behind.
+    net, _ = models.load_model(inputs.spec)
+    rows = (sq.fields() for sq in corpus.sequences(cspec, inputs.tokenizer))
+    with st.writing_activations(output, layout, plan.store_provenance(inputs, counted), rows, defining=DEFINING,
+                                break_lock=options.break_lock) as opened:
+        store = opened.store
+        if opened.resumed:
+            p = store.progress
+            log(f"align extract: resuming {output} at {p['committed_tokens']:,} of {store.n_tokens:,} tokens"
+                + (f" (removed {opened.removed} partial file(s) left by a killed write)" if opened.removed else ""))
+        segment = provenance.run_segment(store.progress["committed_tokens"], options.batch_size, spec.device,
+                                         inputs.compute_dtype)
+        segment["group_window"] = options.batch_size * batches.GROUP_FACTOR
+        st.start_run(store, segment)
+        return pipeline.forward_all(net, store, options.batch_size, inputs.boundaries, inputs.kept_layers,
+                                    inputs.store_dtype, status="resumed" if opened.resumed else "complete", log=log,
+                                    t0=t0, terminal=terminal)
+
+
+def _warn_special_tokens(counted: plan.Plan, log) -> None:
+    """Literal special-token text in the corpus is read as special tokens, as the tokenizer
+    does: say so, with the first occurrence."""
+    if counted.stats.special_token_text:
+        doc, text = counted.stats.first_special
+        log(f"align extract: warning: {counted.stats.special_token_text:,} literal special-token text(s) in the corpus are "
+            f"read as special tokens, as the tokenizer does (first: {text!r} in document {doc}); remove them from "
+            "the text if they are meant as plain text")

@@ -1,0 +1,125 @@
+"""Everything an extraction checks and resolves before it writes anything: -o, the device,
+the model's config and weights (their identity, see align.provenance), the tokenizer, the
+boundaries and blocks kept, and the store's identity (the values that decide its numbers).
+Every refusal here is one line, and leaves nothing behind."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+
+from align import corpus, models, provenance
+from align.errors import InputError, OutputRefused
+from align.extraction.options import ExtractOptions
+from align.layers import parse_layers
+
+# Defining options: a store made with other values of these is another store. The hub
+# revision as typed is not one: "weights" (the commit it resolved to, or the weight files'
+# hash) is what decides the numbers, so a resume may pin the commit a moved branch had. The
+# tokenizer's behaviour (its hashes) is one too: the same text read another way is other ids.
+DEFINING = ("model", "dtype", "random_init", "seed", "corpus_hash", "text_field", "format",
+            "doc_split", "max_length", "overflow", "max_tokens", "max_docs", "layers", "sublayers",
+            "store_dtype", "codec", "chunk_tokens", "config_hash", "weights", "tokenizer")
+DEVICES = ("cpu", "cuda", "auto")
+
+
+@dataclass
+class Inputs:
+    """A run's inputs once checked: `spec` loads the weights that were identified (a hub
+    revision pinned to its commit), `asked` is the ModelSpec as the caller gave it."""
+
+    asked: models.ModelSpec
+    spec: models.ModelSpec
+    cspec: corpus.CorpusSpec
+    options: ExtractOptions
+    config: object
+    tokenizer: object
+    compute_dtype: str
+    store_dtype: str
+    boundaries: list[int]
+    kept_layers: list[int]
+    weights: dict
+    corpus_hash: str
+    identity: dict
+
+
+def check_output(output: str, inputs: dict[str, str]) -> None:
+    """-o must be a new path, an empty folder or an activation store: never a file, one of the
+    run's own inputs (the model folder, the corpus), inside one or holding one, nor a folder
+    holding anything else (align.store.check_output), and its nearest existing ancestor must
+    be a folder. Nothing is touched here; refusals are one line."""
+    from align import store as st
+
+    st.check_output(output, "activations", inputs=inputs)
+    local = st.local_path(output)
+    if local is None:
+        return
+    parent = os.path.dirname(os.path.abspath(os.path.expanduser(local)))
+    while parent and not os.path.lexists(parent):
+        parent = os.path.dirname(parent)
+    if parent and not os.path.isdir(parent):
+        raise OutputRefused(f"-o {output}: {parent} is a file, not a folder: choose another -o")
+
+
+def check_device(device: str) -> None:
+    """The device is one align knows and exists (cheap, before hashing weights or tokenizing
+    a corpus)."""
+    if device not in DEVICES:
+        raise InputError(f"--device {device!r} is not one of {', '.join(DEVICES)}")
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise InputError("--device cuda was asked for but torch sees no CUDA device: use --device cpu")
+
+
+def check_max_length(max_length: int, config, allow_long: bool) -> None:
+    """A sequence longer than the positions the model was built for is refused unless forced."""
+    limit = getattr(config, "max_position_embeddings", None)
+    if limit and max_length > limit and not allow_long:
+        raise InputError(
+            f"--max-length {max_length} is above the model's position limit (max_position_embeddings {limit}): "
+            f"use --max-length {limit} or less, or pass --allow-long to run positions the model was not built for"
+        )
+
+
+def kept_blocks(boundaries: list[int], n_layers: int, options: ExtractOptions) -> list[int]:
+    """Blocks whose sublayer outputs are kept: with --sublayers, those whose two boundaries are."""
+    if not options.sublayers:
+        return []
+    kept = [l for l in range(n_layers) if l in boundaries and l + 1 in boundaries]
+    if not kept:
+        raise InputError(f"--sublayers keeps block l only when boundaries l and l+1 are both kept; "
+                         f"--layers {options.layers} keeps no such pair")
+    return kept
+
+
+def resolve(spec: models.ModelSpec, cspec: corpus.CorpusSpec, options: ExtractOptions, output: str) -> Inputs:
+    """Check every input, cheapest first, and resolve what the run will use (see Inputs)."""
+    options.check()
+    compute_dtype = spec.resolved_dtype()
+    store_dtype = options.check_storage(compute_dtype)
+    corpus.validate(cspec)
+    check_output(output, {"model folder": spec.name, "corpus": cspec.path})
+    check_device(spec.device)
+    config = models.load_config(spec)
+    check_max_length(cspec.max_length, config, options.allow_long)
+    boundaries = parse_layers(options.layers, config.num_hidden_layers)
+    kept_layers = kept_blocks(boundaries, config.num_hidden_layers, options)
+    weights = provenance.weights_identity(spec, config)
+    # Load exactly the commit recorded, even if the branch moves while this runs.
+    loads = dataclasses.replace(spec, revision=weights["commit"]) if weights["kind"] == "hub" else spec
+    tokenizer = models.load_tokenizer(loads)
+    chash = corpus.corpus_hash(cspec)
+    identity = {
+        "model": provenance.model_id(spec.name), "revision": spec.revision, "dtype": compute_dtype,
+        "random_init": spec.random_init, "seed": spec.seed if spec.random_init else None, "corpus_hash": chash,
+        "text_field": cspec.text_field, "format": cspec.fmt, "doc_split": cspec.doc_split,
+        "max_length": cspec.max_length, "overflow": cspec.overflow, "max_tokens": cspec.max_tokens,
+        "max_docs": cspec.max_docs, "layers": boundaries, "sublayers": options.sublayers, "store_dtype": store_dtype,
+        "codec": options.codec, "chunk_tokens": options.chunk_tokens, "config_hash": models.config_hash(config),
+        "weights": weights["id"], "tokenizer": corpus.tokenizer_hashes(tokenizer)["all"],
+    }
+    return Inputs(spec, loads, cspec, options, config, tokenizer, compute_dtype, store_dtype, boundaries, kept_layers,
+                  weights, chash, identity)

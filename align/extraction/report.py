@@ -1,0 +1,32 @@
+"""What an extraction run returns and how it writes numbers into its messages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class ExtractReport:
+    path: str
+    status: str  # "complete", "resumed", "already complete", "dry run"
+    n_tokens: int
+    seconds: float
+    tokens_per_second: float
+    dry_run: dict | None = None
+    stats: dict | None = None  # padding_fraction, group_window, loop_s, queue_blocked_s (a run that forwarded)
+
+
+def human(n: float) -> str:
+    """Bytes as B, KiB, MiB, GiB or TiB, one decimal."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+
+
+def span(idx) -> str:
+    """Indices as a range "a..b" when consecutive, else comma-separated."""
+    idx = list(idx)
+    if idx == list(range(idx[0], idx[-1] + 1)):
+        return f"{idx[0]}..{idx[-1]}"
+    return ",".join(map(str, idx))
