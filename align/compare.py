@@ -423,7 +423,7 @@ def run_compare(paths, output: str | None = None, figure: str | None = None, *, 
     if fig_path is not None:
         if output is not None and os.path.abspath(os.path.expanduser(fig_path)) == os.path.abspath(os.path.expanduser(output)):
             raise OutputRefused(f"--figure {fig_path} is the table's path: give the figure another name")
-        _check_new_file(fig_path, ".png", "--figure", inputs, overwrite)
+        _check_new_file(fig_path, ".png", "--figure" if figure else "the figure", inputs, overwrite)
     kind, items = load(paths)
     cmp = build(kind, items, weighting, resampling)
     echo(text_table(cmp))
