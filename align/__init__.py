@@ -1,18 +1,21 @@
 """align: does a deeper language model use its depth?
 
-Public entry points (imported lazily so that `import align` stays fast):
+Public entry points (`extract` and the stores' functions are imported on first use, so that
+`import align` stays fast):
 
 - `align.extract(...)`: residual streams of a model over a corpus into an activation store.
-- `align.fit(...)`: ridge maps from every boundary of one store to every boundary of another.
+- `align.fit(...)`: ridge maps from every boundary of one store to every boundary of another
+  (`align.fitting`; options as `align.FitOptions`).
 - `align.open_alignment(path)`: the alignment result as an xarray Dataset.
 - `align.store.open_activations(path)`: per-boundary access to an activation store.
 """
 
 __version__ = "0.1.0"
 
+from align.fitting import FitOptions, fit  # noqa: E402  (after __version__, which fitting records)
+
 _LAZY = {
     "extract": ("align.extract", "extract"),
-    "fit": ("align.fit", "fit"),
     "open_alignment": ("align.store", "open_alignment"),
     "open_activations": ("align.store", "open_activations"),
 }

@@ -21,6 +21,7 @@ A `Backend` does the chunk products on numpy (CPU) or torch (e.g. CUDA) with one
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -34,10 +35,11 @@ DEFAULT_ALPHAS = tuple(10.0 ** k for k in range(-6, 2))  # α_rel grid 1e-6 … 
 
 
 class Backend:
-    """Where the chunk products run: "cpu" (numpy) or a torch device such as "cuda"
+    """Where the products and solves run: "cpu" (numpy) or a torch device such as "cuda"
     (use_torch=True runs torch on "cpu" too: the GPU's code path, testable without one).
 
-    Inputs and outputs are numpy arrays; only the products run on the device, in float64.
+    Arrays enter as numpy (any float dtype) through `put` and leave as numpy through `get`;
+    in between they live on the device, in float64.
     """
 
     def __init__(self, device: str = "cpu", use_torch: bool | None = None):
@@ -49,16 +51,23 @@ class Backend:
             self.torch = torch
             self.dev = torch.device(device)
 
-    def put(self, a: np.ndarray):
+    def put(self, a):
         """numpy (any float dtype) -> float64 array on the device."""
         if self.torch is None:
             return np.asarray(a, dtype=np.float64)
+        if isinstance(a, self.torch.Tensor):
+            return a.to(self.dev, self.torch.float64)
         return self.torch.from_numpy(np.ascontiguousarray(a)).to(self.dev).to(self.torch.float64)
 
     def get(self, a) -> np.ndarray:
         if self.torch is None:
             return a
         return a.detach().cpu().numpy()
+
+    def zeros(self, shape):
+        if self.torch is None:
+            return np.zeros(shape)
+        return self.torch.zeros(shape, dtype=self.torch.float64, device=self.dev)
 
     def mask(self, m: np.ndarray):
         if self.torch is None:
@@ -67,6 +76,12 @@ class Backend:
 
     def sum0(self, a):
         return a.sum(0)
+
+    def sumsq0(self, a):
+        """Σ_n a[n, k]² per column of (n, d) -> (d,)."""
+        if self.torch is None:
+            return np.einsum("nd,nd->d", a, a)
+        return (a * a).sum(0)
 
     def rownorm(self, a):
         """‖row‖₂ of (n, d) -> (n,)."""
@@ -79,66 +94,179 @@ class Backend:
             return np.maximum(a, floor)
         return self.torch.clamp(a, min=floor)
 
+    def eigh(self, C):
+        """C = Q diag(λ) Qᵀ for a symmetric C (d, d): (λ ascending, Q)."""
+        if self.torch is None:
+            return np.linalg.eigh(C)
+        return self.torch.linalg.eigh(C)
+
+    def add_product(self, acc, A, B) -> None:
+        """acc += Aᵀ B in place: acc (p, q), A (n, p), B (n, q), all float64 on the device.
+        On numpy, C-contiguous operands go straight into BLAS dgemm with β = 1 (no temporary
+        of acc's size: at (ΣD_S, ΣD_T) that is ~100 MB a product)."""
+        if self.torch is not None:
+            acc.addmm_(A.T, B)
+            return
+        if acc.flags.c_contiguous and A.flags.c_contiguous and B.flags.c_contiguous and len(A):
+            # in Fortran order acc is accᵀ (q, p): accᵀ += Bᵀ A, with Bᵀ and Aᵀ Fortran views
+            out = _dgemm()(1.0, B.T, A.T, beta=1.0, c=acc.T, trans_b=1, overwrite_c=1)
+            if not np.shares_memory(out, acc):
+                acc[...] = out.T
+            return
+        acc += A.T @ B
+
+
+def _dgemm():
+    from scipy.linalg.blas import dgemm
+
+    return dgemm
+
 
 CPU = Backend("cpu")
 
 
 # -- 1. sufficient statistics -------------------------------------------------------------
 
+@dataclass
+class Statistics:
+    """Per-part sums of shifted rows (x' = x − s_x, y' = y − s_y) for source boundaries
+    `source` (each d_S wide) and target boundaries `target` (each d_T wide); P = N_PARTS:
+
+        n (P,)                      rows
+        sx (P, nI, d_S)             Σ x'                 xx (P, nI, d_S, d_S)   Σ x'x'ᵀ
+        sy (P, nJ, d_T)             Σ y'                 yy (P, nJ)             Σ ‖y'‖²
+        xy (P, nI·d_S, nJ·d_T)      Σ x'y'ᵀ of every pair, side by side: pair (i, j) is the
+                                    block at rows a·d_S, columns b·d_T (a, b their places)
+
+    `n` is numpy; the other arrays are numpy, or torch tensors while they accumulate on a
+    device (`Backend`). Pickles as plain arrays (Dask ships it between tasks)."""
+
+    source: tuple
+    target: tuple
+    n: np.ndarray
+    sx: object
+    xx: object
+    sy: object
+    yy: object
+    xy: object
+
+    FIELDS = ("n", "sx", "xx", "sy", "yy", "xy")
+
+    @classmethod
+    def zeros(cls, source, target, d_source: int, d_target: int, backend: Backend = CPU) -> "Statistics":
+        nI, nJ, P = len(source), len(target), N_PARTS
+        return cls(tuple(source), tuple(target), np.zeros(P), backend.zeros((P, nI, d_source)),
+                   backend.zeros((P, nI, d_source, d_source)), backend.zeros((P, nJ, d_target)),
+                   backend.zeros((P, nJ)), backend.zeros((P, nI * d_source, nJ * d_target)))
+
+    @property
+    def d_source(self) -> int:
+        return int(self.sx.shape[2])
+
+    @property
+    def d_target(self) -> int:
+        return int(self.sy.shape[2])
+
+    def pair(self, i, j):
+        """Σ x'y'ᵀ of source boundary i and target boundary j: (P, d_S, d_T), a view."""
+        a, b = self.source.index(i), self.target.index(j)
+        dS, dT = self.d_source, self.d_target
+        return self.xy[:, a * dS:(a + 1) * dS, b * dT:(b + 1) * dT]
+
+    def view(self, name: str) -> dict:
+        """One field per boundary ({i: (P, ...)}) or, for "xy", per pair ({(i, j): (P, d_S, d_T)})."""
+        if name == "xy":
+            return {(i, j): self.pair(i, j) for i in self.source for j in self.target}
+        keys = self.source if name in ("sx", "xx") else self.target
+        return {k: getattr(self, name)[:, a] for a, k in enumerate(keys)}
+
+    def numpy(self, backend: Backend = CPU) -> "Statistics":
+        """The same sums as numpy arrays (off the device)."""
+        return Statistics(self.source, self.target, np.asarray(self.n),
+                          *(backend.get(getattr(self, f)) for f in self.FIELDS[1:]))
+
+    def add_(self, other: "Statistics") -> "Statistics":
+        """self += other, field by field, in place; returns self."""
+        for f in self.FIELDS:
+            a = getattr(self, f)
+            a += getattr(other, f)
+        return self
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(getattr(self, f).nbytes) for f in self.FIELDS)
+
+
 def chunk_statistics(xs: dict, ys: dict, part: np.ndarray, x_shift: dict, y_shift: dict,
-                     backend: Backend = CPU) -> dict:
-    """Per-part sums of one chunk of tokens, for every source and target boundary given.
+                     backend: Backend = CPU, into: Statistics | None = None, work: dict | None = None) -> Statistics:
+    """Per-part sums (`Statistics`) of one chunk of tokens, for every source and target
+    boundary given.
 
-    xs[i]: (n, d_S) source rows at boundary i; ys[j]: (n, d_T) target rows at boundary j;
-    part: (n,) int, FIT / VAL for rows to use, anything else to skip. Rows are shifted,
-    x' = x − x_shift[i] and y' = y − y_shift[j], and the products are float64:
+    xs[i]: (n, d_S) source rows at boundary i (any float dtype); ys[j]: (n, d_T) target rows
+    at boundary j; part: (n,) int, FIT / VAL for rows to use, anything else to skip. Rows are
+    shifted, x' = x − x_shift[i] and y' = y − y_shift[j], and every product is float64.
 
-        n[p], sx[i][p] = Σ x', xx[i][p] = Σ x'x'ᵀ, sy[j][p] = Σ y', yy[j][p] = Σ ‖y'‖²,
-        xy[(i, j)][p] = Σ x' y'ᵀ   (p = FIT, VAL; shapes (P,), (P, d_S), (P, d_S, d_S), ...)
-
-    Every XᵀY of a part is one product of the side-by-side boundaries, (n, ΣD_S)ᵀ (n, ΣD_T):
-    one large product runs closer to the machine's matmul rate than one per pair.
-    Returns a dict of those (numpy float64), keyed as written."""
+    The rows of each part are gathered, in part order, into one float64 (rows, ΣD) buffer per
+    side (`work` keeps the buffers between calls: no fresh allocation per chunk), so every XᵀY
+    of a part is one product (rows, ΣD_S)ᵀ (rows, ΣD_T), added in place into `into` (which
+    is returned, on the backend) or into new sums (returned as numpy)."""
+    source, target = tuple(xs), tuple(ys)
+    d_s, d_t = next(iter(xs.values())).shape[1], next(iter(ys.values())).shape[1]
     rows = [np.flatnonzero(part == p) for p in range(N_PARTS)]
-    out = {"n": np.array([len(r) for r in rows], dtype=np.float64), "sx": {}, "xx": {}, "sy": {}, "yy": {}, "xy": {}}
-    xcols, xparts = _side_by_side(xs, x_shift, rows, backend)
-    ycols, yparts = _side_by_side(ys, y_shift, rows, backend)
-    for i, c in xcols.items():
-        out["sx"][i] = np.stack([backend.get(backend.sum0(x[:, c])) for x in xparts])
-        out["xx"][i] = np.stack([backend.get(x[:, c].T @ x[:, c]) for x in xparts])
-    for j, c in ycols.items():
-        out["sy"][j] = np.stack([backend.get(backend.sum0(y[:, c])) for y in yparts])
-        out["yy"][j] = np.array([float((y[:, c] * y[:, c]).sum()) for y in yparts])
-    xy = [backend.get(x.T @ y) for x, y in zip(xparts, yparts)]  # (ΣD_S, ΣD_T) per part
-    for i, ci in xcols.items():
-        for j, cj in ycols.items():
-            out["xy"][(i, j)] = np.stack([p[ci, cj] for p in xy])
-    return out
+    acc = into if into is not None else Statistics.zeros(source, target, d_s, d_t, backend)
+    work = {} if work is None else work
+    order = np.concatenate(rows)
+    if len(order) == 0:
+        return acc if into is not None else acc.numpy(backend)
+    X = _gather(xs, source, order, x_shift, backend, work, "x")
+    Y = _gather(ys, target, order, y_shift, backend, work, "y")
+    at = 0
+    for p, r in enumerate(rows):
+        if not len(r):
+            continue
+        Xp, Yp = X[at:at + len(r)], Y[at:at + len(r)]
+        at += len(r)
+        acc.n[p] += len(r)
+        acc.sx[p] += backend.sum0(Xp).reshape(len(source), d_s)
+        for a in range(len(source)):
+            Xa = Xp[:, a * d_s:(a + 1) * d_s]
+            backend.add_product(acc.xx[p, a], Xa, Xa)
+        acc.sy[p] += backend.sum0(Yp).reshape(len(target), d_t)
+        acc.yy[p] += backend.sumsq0(Yp).reshape(len(target), d_t).sum(1)
+        backend.add_product(acc.xy[p], Xp, Yp)
+    return acc if into is not None else acc.numpy(backend)
 
 
-def _side_by_side(arrays: dict, shifts: dict, rows, backend: Backend):
-    """float32 (n, d) per boundary -> ({boundary: column slice}, [float64 (n_p, Σd) of the
-    shifted rows, per part]) on the backend."""
-    cols, at = {}, 0
-    for k, a in arrays.items():
-        cols[k] = slice(at, at + a.shape[1])
-        at += a.shape[1]
-    n = len(next(iter(arrays.values())))
+def _gather(arrays: dict, keys: tuple, order: np.ndarray, shifts: dict, backend: Backend, work: dict, name: str):
+    """Rows `order` of every boundary, side by side and shifted: float64 (len(order), Σd) on
+    the backend. On numpy the rows land straight in a reused buffer (`work[name]`); on torch
+    the arrays may be numpy or tensors already on the device (any float dtype)."""
+    d = next(iter(arrays.values())).shape[1]
+    m, width = len(order), d * len(keys)
+    whole = m == len(next(iter(arrays.values()))) and bool(np.all(order[1:] > order[:-1]))
     if backend.torch is None:
-        full = np.empty((n, at))
-        for k, a in arrays.items():
-            np.subtract(a, shifts[k], out=full[:, cols[k]])  # float32 − float64 → float64, in place
-    else:
-        full = backend.torch.cat([backend.put(a) - backend.put(shifts[k]) for k, a in arrays.items()], dim=1)
-    return cols, [full[backend.mask(r)] if len(r) != n else full for r in rows]
+        buf = work.get(name)
+        if buf is None or buf.shape[0] < m or buf.shape[1] != width:
+            buf = work[name] = np.empty((max(m, buf.shape[0] if buf is not None else 0), width))
+        out = buf[:m]
+        for a, k in enumerate(keys):
+            rows = arrays[k] if whole else arrays[k][order]
+            np.subtract(rows, shifts[k], out=out[:, a * d:(a + 1) * d])  # float32 − float64 → float64
+        return out
+    t = backend.torch
+    idx = None if whole else t.from_numpy(order).to(backend.dev)
+    cols = []
+    for k in keys:
+        a = arrays[k]
+        a = (t.from_numpy(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a).to(backend.dev)
+        cols.append(a if idx is None else a.index_select(0, idx))
+    shift = np.concatenate([np.asarray(shifts[k], dtype=np.float64) for k in keys])
+    return t.cat(cols, dim=1).to(t.float64) - backend.put(shift)
 
 
-def add_statistics(a: dict, b: dict) -> dict:
-    """Elementwise sum of two `chunk_statistics` results over the same boundaries."""
-    out = {"n": a["n"] + b["n"]}
-    for key in ("sx", "xx", "sy", "yy", "xy"):
-        out[key] = {k: a[key][k] + b[key][k] for k in a[key]}
-    return out
+def add_statistics(a: Statistics, b: Statistics) -> Statistics:
+    """Elementwise sum of two `Statistics` over the same boundaries (a new one)."""
+    return Statistics(a.source, a.target, *(getattr(a, f) + getattr(b, f) for f in Statistics.FIELDS))
 
 
 def tree_sum(items: list, add=add_statistics):
@@ -152,30 +280,30 @@ def tree_sum(items: list, add=add_statistics):
 
 # -- 2. solves ----------------------------------------------------------------------------
 
-def moments(n: float, s: np.ndarray, ss: np.ndarray):
+def moments(n: float, s, ss):
     """Mean and centred scatter from sums: μ = s/n, C = ss − n μμᵀ. s (d,), ss (d, d)."""
     mu = s / n
-    return mu, ss - n * np.outer(mu, mu)
+    return mu, ss - n * (mu[:, None] * mu[None, :])
 
 
 def about(n: float, s_a, s_b, ab, mu_a, mu_b):
     """Σ (a − μ_a)(b − μ_b)ᵀ from sums over n rows: ab − s_a μ_bᵀ − μ_a s_bᵀ + n μ_a μ_bᵀ.
-    With μ the same part's means this is the centred cross product."""
-    return ab - np.outer(s_a, mu_b) - np.outer(mu_a, s_b) + n * np.outer(mu_a, mu_b)
+    With μ the same part's means this is the centred cross product. numpy or torch."""
+    return ab - s_a[:, None] * mu_b[None, :] - mu_a[:, None] * s_b[None, :] + n * (mu_a[:, None] * mu_b[None, :])
 
 
-def eigen(C: np.ndarray):
+def eigen(C, backend: Backend = CPU):
     """C = Q diag(λ) Qᵀ for a symmetric PSD C (d, d); λ clipped at 0 (rounding)."""
-    lam, Q = np.linalg.eigh(C)
-    return np.maximum(lam, 0.0), Q
+    lam, Q = backend.eigh(C)
+    return backend.maximum(lam, 0.0), Q
 
 
-def absolute_alpha(alpha_rel: float, C: np.ndarray) -> float:
+def absolute_alpha(alpha_rel: float, C) -> float:
     """α = α_rel · trace(C) / d: the relative grid in units of the mean eigenvalue."""
-    return float(alpha_rel) * float(np.trace(C)) / C.shape[0]
+    return float(alpha_rel) * float(C.diagonal().sum()) / C.shape[0]
 
 
-def validation_sse(lam, Q, B, Vxx, Vxy, Vyy: float, alphas) -> np.ndarray:
+def validation_sse(lam, Q, B, Vxx, Vxy, Vyy: float, alphas, M=None):
     """Σ‖x W_α + c − y‖² over the validation rows, for every absolute α, without predictions.
 
     W_α = Q diag(1/(λ+α)) Qᵀ B is fitted on the fit part (B = its centred XᵀY, (d_S, d_T));
@@ -184,15 +312,19 @@ def validation_sse(lam, Q, B, Vxx, Vxy, Vyy: float, alphas) -> np.ndarray:
 
         SSE(α) = dᵀ (M ∘ PPᵀ) d − 2 dᵀ rowsum(P ∘ R) + Vyy
 
-    Returns (n_alpha,)."""
-    P = Q.T @ B
-    H = (Q.T @ Vxx @ Q) * (P @ P.T)
-    r = (P * (Q.T @ Vxy)).sum(1)
-    out = np.empty(len(alphas))
-    for k, a in enumerate(alphas):
-        d = 1.0 / (lam + a)
-        out[k] = d @ H @ d - 2.0 * (d @ r) + Vyy
-    return out
+    M depends on the source boundary only: pass it (`M`) to compute it once for every target.
+    numpy or torch arrays; returns (n_alpha,) of the same kind."""
+    if M is None:
+        M = Q.T @ Vxx @ Q
+    return _sse(lam, Q.T @ B, M, Q.T @ Vxy, Vyy, alphas)
+
+
+def _sse(lam, P, M, R, Vyy: float, alphas):
+    """`validation_sse` from P = QᵀB, M = QᵀVxxQ and R = QᵀVxy, every α at once."""
+    H = M * (P @ P.T)
+    r = (P * R).sum(1)
+    D = 1.0 / (lam[None, :] + alphas[:, None])  # (n_alpha, d_S)
+    return ((D @ H) * D).sum(1) - 2.0 * (D @ r) + Vyy
 
 
 def choose_alpha(sse: np.ndarray, rtol: float = TIE_RTOL) -> int:
@@ -206,72 +338,139 @@ def choose_alpha(sse: np.ndarray, rtol: float = TIE_RTOL) -> int:
     return int(tied[-1])
 
 
-def ridge_map(lam, Q, B, alpha: float) -> np.ndarray:
+def ridge_map(lam, Q, B, alpha: float):
     """W = (C + αI)⁻¹ B = Q diag(1/(λ+α)) Qᵀ B, (d_S, d_T)."""
     return Q @ ((Q.T @ B) / (lam + alpha)[:, None])
 
 
-def solve_block(stats: dict, alphas_rel, x_shift: dict, y_shift: dict, maps_only: bool = False) -> dict:
-    """Choose α and fit W, c for every (i, j) of a block's reduced statistics.
+@dataclass
+class Factor:
+    """What the solve needs of one source boundary, whatever the target: the fit part's
+    mean μ_f, eigenbasis (λ_f, Q_f), absolute α grid and M = Q_fᵀ Vxx Q_f (Vxx: the
+    validation scatter about μ_f), and the training mean μ_t and eigenbasis (λ_t, Q_t).
+    numpy; the λ_f/Q_f/alphas_f/M fields are None with a single α (nothing to choose)."""
 
-    Per source boundary i: the fit part's centred XᵀX is decomposed once; every target j and
-    every α reuse it to score α by the validation part's squared error (`validation_sse`).
-    The chosen α_rel is then refitted on fit + validation (one more decomposition per i).
+    mu_f: np.ndarray
+    lam_f: np.ndarray | None
+    Q_f: np.ndarray | None
+    alphas_f: np.ndarray | None
+    M: np.ndarray | None
+    mu_t: np.ndarray
+    lam_t: np.ndarray
+    Q_t: np.ndarray
+    trace_t: float
+
+
+def source_factor(stats: Statistics, i, alphas_rel, backend: Backend = CPU) -> Factor:
+    """The `Factor` of source boundary i from a block's reduced statistics: two
+    eigendecompositions (fit part; fit + validation) and one QᵀVxxQ, on the backend."""
+    a = stats.source.index(i)
+    n = stats.n
+    alphas_rel = np.asarray(sorted(alphas_rel), dtype=np.float64)
+    sx, xx = backend.put(stats.sx[:, a]), backend.put(stats.xx[:, a])
+    mu_f, C_f = moments(n[FIT], sx[FIT], xx[FIT])
+    mu_t, C_t = moments(n[FIT] + n[VAL], sx[FIT] + sx[VAL], xx[FIT] + xx[VAL])
+    lam_f = Q_f = a_f = M = None
+    if len(alphas_rel) > 1:
+        lam_f, Q_f = eigen(C_f, backend)
+        a_f = alphas_rel * (float(C_f.diagonal().sum()) / C_f.shape[0])
+        _require_usable_alphas(alphas_rel, a_f, i)
+        Vxx = about(n[VAL], sx[VAL], sx[VAL], xx[VAL], mu_f, mu_f)
+        M = backend.get(Q_f.T @ Vxx @ Q_f)
+        lam_f, Q_f = backend.get(lam_f), backend.get(Q_f)
+    lam_t, Q_t = eigen(C_t, backend)
+    return Factor(backend.get(mu_f), lam_f, Q_f, a_f, M, backend.get(mu_t), backend.get(lam_t), backend.get(Q_t),
+                  float(C_t.diagonal().sum()))
+
+
+def solve_block(stats: Statistics, alphas_rel, x_shift: dict, y_shift: dict, backend: Backend = CPU,
+                factors: dict | None = None) -> dict:
+    """Choose α and fit W, c for every (i, j) of a block's reduced statistics (numpy).
+
+    Per source boundary i, one `Factor` (`source_factor`: the fit part's and the training
+    scatter's eigendecompositions, and QᵀVxxQ) serves every target j and every α: α is
+    scored by the validation part's squared error (`validation_sse`), the chosen α_rel is
+    refitted on fit + validation. `factors` ({i: Factor}) is read and filled: a caller
+    solving several blocks of the same source boundaries decomposes each once. The products
+    run on `backend` (torch on a GPU); the results are numpy.
     Returns {(i, j): {"W" (d_S, d_T), "x_mean" (d_S,), "y_mean" (d_T,), "c" (d_T,),
     "alpha_rel", "alpha", "val_sse" (n_alpha,)}} with means and c in raw (unshifted) units."""
     alphas_rel = np.asarray(sorted(alphas_rel), dtype=np.float64)
-    n = stats["n"]
-    select = len(alphas_rel) > 1
+    factors = {} if factors is None else factors
     _require_finite_statistics(stats)
     out = {}
-    for i in stats["sx"]:
-        sx, xx = stats["sx"][i], stats["xx"][i]
-        mu_f, C_f = moments(n[FIT], sx[FIT], xx[FIT])
-        mu_t, C_t = moments(n[FIT] + n[VAL], sx[FIT] + sx[VAL], xx[FIT] + xx[VAL])
-        if select:
-            lam_f, Q_f = eigen(C_f)
-            a_f = alphas_rel * (np.trace(C_f) / C_f.shape[0])
-            _require_usable_alphas(alphas_rel, a_f, i)
-            Vxx = about(n[VAL], sx[VAL], sx[VAL], xx[VAL], mu_f, mu_f)
-        lam_t, Q_t = eigen(C_t)
-        for j in stats["sy"]:
-            sy, yy, xy = stats["sy"][j], stats["yy"][j], stats["xy"][(i, j)]
-            nu_f = sy[FIT] / n[FIT]
-            nu_t = (sy[FIT] + sy[VAL]) / (n[FIT] + n[VAL])
-            if select:
-                B_f = about(n[FIT], sx[FIT], sy[FIT], xy[FIT], mu_f, nu_f)
-                Vxy = about(n[VAL], sx[VAL], sy[VAL], xy[VAL], mu_f, nu_f)
-                Vyy = float(yy[VAL] - 2.0 * nu_f @ sy[VAL] + n[VAL] * nu_f @ nu_f)
-                with np.errstate(over="ignore", invalid="ignore"):
-                    sse = validation_sse(lam_f, Q_f, B_f, Vxx, Vxy, Vyy, a_f)
-                if not np.all(np.isfinite(sse)):
-                    k = int(np.flatnonzero(~np.isfinite(sse))[0])
-                    raise InputError(
-                        f"--alphas {alphas_rel[k]:g} gives a non-finite validation error for source boundary {i} -> "
-                        f"target boundary {j} (absolute α {a_f[k]:.3g} against eigenvalues down to {lam_f.min():.3g} "
-                        "overflows float64): choose α_rel values nearer 1")
-                k = choose_alpha(sse)
-            else:
-                sse, k = np.full(1, np.nan), 0
-            B_t = about(n[FIT] + n[VAL], sx[FIT] + sx[VAL], sy[FIT] + sy[VAL], xy[FIT] + xy[VAL], mu_t, nu_t)
-            alpha = absolute_alpha(alphas_rel[k], C_t)
-            _require_usable_alphas(alphas_rel[k:k + 1], np.array([alpha]), i)
-            with np.errstate(over="ignore", invalid="ignore"):
-                W = ridge_map(lam_t, Q_t, B_t, alpha)
-            if not np.all(np.isfinite(W)):
-                raise NonFiniteError(f"the map from source boundary {i} to target boundary {j} is not finite with α_rel "
-                                     f"{alphas_rel[k]:g} (absolute α {alpha:.3g}): choose α_rel values nearer 1")
-            x_mean, y_mean = mu_t + x_shift[i], nu_t + y_shift[j]
-            out[(i, j)] = {"W": W, "x_mean": x_mean, "y_mean": y_mean, "c": y_mean - x_mean @ W,
-                           "alpha_rel": float(alphas_rel[k]), "alpha": alpha, "val_sse": sse}
+    for i in stats.source:
+        if i not in factors:
+            factors[i] = source_factor(stats, i, alphas_rel, backend)
+        out.update(_solve_source(stats, i, factors[i], alphas_rel, x_shift[i], y_shift, backend))
     return out
 
 
-def _require_finite_statistics(stats: dict) -> None:
+def _solve_source(stats: Statistics, i, f: Factor, alphas_rel, x_shift, y_shift: dict, backend: Backend) -> dict:
+    """Every target of source boundary i: α by validation error, then the refit (one product
+    Q_tᵀ B_t and one Q_t (…) for all targets at once)."""
+    a, dS, dT = stats.source.index(i), stats.d_source, stats.d_target
+    n = stats.n
+    n_f, n_v = float(n[FIT]), float(n[VAL])
+    put = backend.put
+    sx = put(stats.sx[:, a])
+    sy = put(stats.sy.reshape(N_PARTS, -1))  # (P, nJ·d_T)
+    xy = put(stats.xy[:, a * dS:(a + 1) * dS])  # (P, d_S, nJ·d_T)
+    mu_f, mu_t = put(f.mu_f), put(f.mu_t)
+    nu_f, nu_t = sy[FIT] / n_f, (sy[FIT] + sy[VAL]) / (n_f + n_v)
+    targets = stats.target
+    chosen, sses = [], []
+    if f.Q_f is not None:
+        Q_f = put(f.Q_f)
+        P = Q_f.T @ about(n_f, sx[FIT], sy[FIT], xy[FIT], mu_f, nu_f)
+        R = Q_f.T @ about(n_v, sx[VAL], sy[VAL], xy[VAL], mu_f, nu_f)
+        # Σ ‖y − ν_f‖² over the validation rows, per target: Σ‖y‖² − 2 ν_f·Σy + n ‖ν_f‖²
+        Vyy = backend.get(put(stats.yy[VAL]) - 2.0 * (nu_f * sy[VAL]).reshape(-1, dT).sum(1)
+                          + n_v * (nu_f * nu_f).reshape(-1, dT).sum(1))
+        lam_f, M, a_f = put(f.lam_f), put(f.M), put(f.alphas_f)
+        for b, j in enumerate(targets):
+            cols = slice(b * dT, (b + 1) * dT)
+            with np.errstate(over="ignore", invalid="ignore"):
+                sse = np.asarray(backend.get(_sse(lam_f, P[:, cols], M, R[:, cols], float(Vyy[b]), a_f)), dtype=np.float64)
+            if not np.all(np.isfinite(sse)):
+                k = int(np.flatnonzero(~np.isfinite(sse))[0])
+                raise InputError(
+                    f"--alphas {alphas_rel[k]:g} gives a non-finite validation error for source boundary {i} -> "
+                    f"target boundary {j} (absolute α {f.alphas_f[k]:.3g} against eigenvalues down to {f.lam_f.min():.3g} "
+                    "overflows float64): choose α_rel values nearer 1")
+            chosen.append(choose_alpha(sse))
+            sses.append(sse)
+    else:
+        chosen, sses = [0] * len(targets), [np.full(1, np.nan)] * len(targets)
+    alphas = [float(alphas_rel[k]) * f.trace_t / dS for k in chosen]
+    for k, alpha in zip(chosen, alphas):
+        _require_usable_alphas(alphas_rel[k:k + 1], np.array([alpha]), i)
+    Q_t, lam_t = put(f.Q_t), put(f.lam_t)
+    PT = Q_t.T @ about(n_f + n_v, sx[FIT] + sx[VAL], sy[FIT] + sy[VAL], xy[FIT] + xy[VAL], mu_t, nu_t)
+    scale = put(np.concatenate([np.full(dT, alpha) for alpha in alphas]))  # α of each column's pair
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        W_all = backend.get(Q_t @ (PT / (lam_t[:, None] + scale[None, :])))
+    x_mean = f.mu_t + x_shift
+    nu_t = backend.get(nu_t)
+    out = {}
+    for b, j in enumerate(targets):
+        k, W = chosen[b], W_all[:, b * dT:(b + 1) * dT]
+        if not np.all(np.isfinite(W)):
+            raise NonFiniteError(f"the map from source boundary {i} to target boundary {j} is not finite with α_rel "
+                                 f"{alphas_rel[k]:g} (absolute α {alphas[b]:.3g}): choose α_rel values nearer 1")
+        y_mean = nu_t[b * dT:(b + 1) * dT] + y_shift[j]
+        out[(i, j)] = {"W": np.ascontiguousarray(W), "x_mean": x_mean, "y_mean": y_mean, "c": y_mean - x_mean @ W,
+                       "alpha_rel": float(alphas_rel[k]), "alpha": alphas[b], "val_sse": sses[b]}
+    return out
+
+
+def _require_finite_statistics(stats: Statistics) -> None:
     """Sums over NaN or ±inf rows are NaN or ±inf: refuse them naming the boundary (the
     store refuses such rows on read; this guards the solve against any other source)."""
     for key, side in (("sx", "source"), ("xx", "source"), ("sy", "target"), ("yy", "target"), ("xy", "pair")):
-        for k, v in stats[key].items():
+        if np.all(np.isfinite(getattr(stats, key))):
+            continue
+        for k, v in stats.view(key).items():
             if not np.all(np.isfinite(v)):
                 what = f"source boundary {k[0]} -> target boundary {k[1]}" if side == "pair" else f"{side} boundary {k}"
                 raise NonFiniteError(f"the training statistics of {what} are not finite: its activations hold NaN or "
@@ -280,6 +479,7 @@ def _require_finite_statistics(stats: dict) -> None:
 
 def _require_usable_alphas(alphas_rel: np.ndarray, alphas: np.ndarray, i) -> None:
     """Absolute α = α_rel · trace(C)/d must be finite, positive and with a finite 1/α."""
+    alphas = np.asarray(alphas, dtype=np.float64)
     with np.errstate(divide="ignore", over="ignore"):
         bad = ~(np.isfinite(alphas) & (alphas > 0) & np.isfinite(1.0 / alphas))
     if np.any(bad):

@@ -91,7 +91,7 @@ def idle_probe(n_workers: int, memory_limit: int) -> None:
     import dask
     from distributed import Client, LocalCluster
 
-    from align.fit import _no_memory_guard, _warm_rss
+    from align.fitting.cluster import _no_memory_guard, _warm_rss
 
     with dask.config.set(_no_memory_guard()):
         cl = LocalCluster(n_workers=n_workers, threads_per_worker=1, memory_limit=memory_limit // n_workers,

@@ -554,7 +554,7 @@ def phase_split(ctx: dict) -> dict:
 
 def phase_fit(ctx: dict, small: str, large: str, n_tokens: int, batch_size: int) -> dict:
     import align
-    import align.fit as fit_mod
+    import align.fitting as fit_mod
     from align.store import open_activations
 
     device = ctx["device"]

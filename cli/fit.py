@@ -32,7 +32,8 @@ def _alphas(ctx, param, value):
 @click.option("--target-layers", default=None, metavar="SPEC", help="Target boundaries to map to [default: all stored].")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Dask scheduler address (tcp://host:8786), or `synchronous` to run in this process "
-                   "[default: a local cluster, one worker process per CPU].")
+                   "[default: a small fit in threads of this process, a larger one on a local cluster, one worker "
+                   "process per CPU].")
 @click.option("--workers", "n_workers", type=click.IntRange(min=1), default=None,
               help="Worker processes of the local cluster: at most one per CPU core (more are capped, with a log line); "
                    "fewer when --memory-limit cannot hold them [default: one per core].")
@@ -40,7 +41,8 @@ def _alphas(ctx, param, value):
               help="Memory budget, e.g. 8GB: of the whole fit (this process and the workers it starts, their idle "
                    "footprint included), or per worker with --scheduler [default: 60% of the available memory].")
 @click.option("--device", default="cpu", show_default=True, metavar="DEVICE",
-              help="Where products and solves run: cpu, or a torch device such as cuda.")
+              help="Where products and solves (eigendecompositions included) run: cpu, or a CUDA device "
+                   "(cuda, cuda:N) through torch, in float64.")
 @click.option("--save-maps", is_flag=True, help="Also store every map's W and c (float64; the size is printed first).")
 @click.option("--task-tokens", type=click.IntRange(min=1), default=None,
               help="Tokens each task reads [default: the store's chunk; 65,536 or more on a GPU].")
@@ -54,21 +56,13 @@ def fit_cmd(source, target, output, test_fraction, val_fraction, seed, alphas, i
     one tokenizer. The result holds relative_error, norm_error, r2 and α per pair on held-out
     documents; open it with xarray.open_zarr(RESULT) or align.open_alignment(RESULT).
     """
-    from align.fit import fit
+    from align.fitting import FitOptions, fit
 
-    if memory_limit is not None:
-        from dask.utils import parse_bytes
-
-        from align.errors import InputError
-
-        try:
-            memory_limit = parse_bytes(memory_limit)
-        except (ValueError, TypeError):
-            raise InputError(f"--memory-limit {memory_limit!r} is not a size: write e.g. 8GB or 512MiB") from None
-    fit(source, target, output, test_fraction=test_fraction, val_fraction=val_fraction, seed=seed, alphas=alphas,
+    fit(source, target, output, FitOptions(
+        test_fraction=test_fraction, val_fraction=val_fraction, seed=seed, alphas=alphas,
         include_first_token=include_first_token, source_layers=source_layers, target_layers=target_layers,
         scheduler=scheduler, n_workers=n_workers, memory_limit=memory_limit, device=device, save_maps=save_maps,
-        task_tokens=task_tokens, overwrite=overwrite)
+        task_tokens=task_tokens, overwrite=overwrite))
 
 
 commands = [fit_cmd]

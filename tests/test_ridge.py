@@ -37,12 +37,12 @@ def test_chunk_statistics_match_direct_sums():
     for p in (ridge.FIT, ridge.VAL):
         Xp = X[part == p].astype(np.float64) - xs[0]
         Yp = Y[part == p].astype(np.float64) - ys[5]
-        assert st["n"][p] == len(Xp)
-        np.testing.assert_allclose(st["sx"][0][p], Xp.sum(0), rtol=1e-12, atol=1e-9)
-        np.testing.assert_allclose(st["xx"][0][p], Xp.T @ Xp, rtol=1e-12, atol=1e-9)
-        np.testing.assert_allclose(st["sy"][5][p], Yp.sum(0), rtol=1e-12, atol=1e-9)
-        np.testing.assert_allclose(st["yy"][5][p], (Yp ** 2).sum(), rtol=1e-12)
-        np.testing.assert_allclose(st["xy"][(0, 5)][p], Xp.T @ Yp, rtol=1e-12, atol=1e-9)
+        assert st.n[p] == len(Xp)
+        np.testing.assert_allclose(st.view("sx")[0][p], Xp.sum(0), rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(st.view("xx")[0][p], Xp.T @ Xp, rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(st.view("sy")[5][p], Yp.sum(0), rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(st.view("yy")[5][p], (Yp ** 2).sum(), rtol=1e-12)
+        np.testing.assert_allclose(st.view("xy")[(0, 5)][p], Xp.T @ Yp, rtol=1e-12, atol=1e-9)
 
 
 def test_tree_sum_is_a_fixed_tree():
@@ -127,8 +127,8 @@ def test_torch_backend_statistics_equal_numpy():
     a = ridge.chunk_statistics({0: X}, {1: Y}, part, xs, ys)
     b = ridge.chunk_statistics({0: X}, {1: Y}, part, xs, ys, ridge.Backend("cpu", use_torch=True))
     for key in ("sx", "xx", "sy", "yy", "xy"):
-        for k in a[key]:
-            np.testing.assert_allclose(b[key][k], a[key][k], rtol=1e-12, atol=1e-9)
+        for k in a.view(key):
+            np.testing.assert_allclose(b.view(key)[k], a.view(key)[k], rtol=1e-12, atol=1e-9)
 
 
 def test_summary_hand_worked():

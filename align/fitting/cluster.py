@@ -1,5 +1,6 @@
 """Where `align fit` runs: a local Dask cluster it starts, an existing cluster at a
-scheduler address, or this process ("synchronous"); and what that costs in memory.
+scheduler address, this process ("synchronous"), or threads of this process (a small fit,
+where starting worker processes would cost more than the fit); and what that costs in memory.
 
 A local cluster gets at most one worker process per CPU core, and is sized against the
 memory budget before any worker starts (`local_workers`); once up, its idle footprint is
@@ -20,20 +21,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from align.errors import InputError
+from align.fitting.budget import human_bytes
 
 SYNC = ("sync", "synchronous")
+THREADS = "threads"  # this process, one thread per core: the plan of a small fit
+GPU_FRACTION = 0.5  # of a GPU's free memory the accumulators may plan for
 # Share of the memory left after the idle footprint that the plan fills, a margin for what
 # `block_bytes` does not count (allocator slack, Dask's copies of results in transit). In
 # bench/fit.py the measured peak above the idle footprint was ~70% of the planned bytes.
 PLAN_FRACTION = 0.9
-
-
-def human_bytes(n: float) -> str:
-    """1536 -> "1.5 KiB": bytes for messages, in binary units."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
 
 
 @contextlib.contextmanager
@@ -108,7 +104,7 @@ def _fresh_worker_rss() -> int | None:
     worker and nanny modules, then `_warm_rss`), in bytes; None if it cannot be measured."""
     import subprocess
 
-    code = "import distributed.nanny, distributed.worker; from align.cluster import _warm_rss; print(_warm_rss())"
+    code = "import distributed.nanny, distributed.worker; from align.fitting.cluster import _warm_rss; print(_warm_rss())"
     try:
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         return int(p.stdout.split()[-1])
@@ -128,7 +124,7 @@ def _warm_rss() -> int:
     a worker keeps during the fit)."""
     import psutil
 
-    import align.fit  # noqa: F401
+    import align.fitting.graph  # noqa: F401  (what a worker's tasks import)
     from align.store import configure_zarr
 
     configure_zarr()  # imports zarr, as reading a chunk will
@@ -274,6 +270,20 @@ def executor(scheduler, n_workers, memory_limit, log):
 
         yield Executor(run_sync, seen, {}, 1, "sync", limit or default_memory_limit(), _warm_rss())
         return
+    if scheduler == THREADS:
+        import dask.threaded
+
+        n = n_workers or cpu_cores()
+
+        def run_threads(dsk, key):
+            seen.add("this process")
+            # each task limits BLAS to its fixed thread count and restores what it found on
+            # exit: with one count for the whole run, tasks running side by side agree
+            with blas_limit(1):
+                return dask.threaded.get(dsk, key, num_workers=n)
+
+        yield Executor(run_threads, seen, {}, n, "threads", limit or default_memory_limit(), _warm_rss())
+        return
     with contextlib.ExitStack() as stack:
         stack.enter_context(_quiet_dask())
         ex = _start_dask(stack, scheduler, n_workers, limit, seen, log)
@@ -347,6 +357,15 @@ def _start_dask(stack, scheduler, n_workers, limit, seen, log) -> Executor:
     return ex
 
 
+def device_budget(device: str) -> int:
+    """Bytes the accumulators of a fit on a CUDA `device` may plan for: GPU_FRACTION of its
+    free memory now."""
+    import torch
+
+    free, _ = torch.cuda.mem_get_info(torch.device(device))
+    return int(free * GPU_FRACTION)
+
+
 def worker_budget_of(ex: Executor, client_extra: int) -> int:
     """Bytes per worker the accumulators may plan for: PLAN_FRACTION of (budget − idle
     footprint − the client's own data) / workers for a fit that owns its processes; per
@@ -366,7 +385,7 @@ def refuse_memory(ex: Executor, client_extra: int, need: int, d_s: int, d_t: int
         where = f"per worker: a worker of this cluster uses {human_bytes(ex.idle)} idle"
     else:
         minimum = ex.idle + client_extra + ex.n_workers * need
-        who = "this process" if ex.mode == "sync" else f"this process and its {ex.n_workers} workers"
+        who = "this process" if ex.mode in ("sync", "threads") else f"this process and its {ex.n_workers} workers"
         where = f"{who} use {human_bytes(ex.idle)} idle and the split {human_bytes(client_extra)}"
     raise InputError(
         f"--memory-limit {human_bytes(ex.limit)} is too small ({where}, and one layer pair of d_source {d_s}, d_target {d_t} "

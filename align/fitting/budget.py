@@ -1,0 +1,136 @@
+"""Memory and disk arithmetic of a fit: pure functions of sizes, giving a plan or None (the
+caller words the refusal). Bytes everywhere; d_s, d_t are the two models' widths."""
+
+from __future__ import annotations
+
+import math
+
+from align import ridge
+
+MIN_TASK_TOKENS = 256  # tokens per task are cut down to this before the pair grid is blocked
+RESULT_MARGIN = 1.05  # as extraction's disk margin: file-system blocks and slack
+METADATA_BYTES = 4096  # per array: its zarr.json, and its copy in the consolidated metadata
+
+
+def human_bytes(n: float) -> str:
+    """1536 -> "1.5 KiB": bytes for messages, in binary units."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+
+
+def statistics_bytes(nI: int, nJ: int, d_s: int, d_t: int) -> int:
+    """Bytes of one `ridge.Statistics` of nI source × nJ target boundaries (float64):
+    8·P·(nI·d_S² + nI·nJ·d_S·d_T + nI·d_S + nJ·d_T + nJ + 1)."""
+    return 8 * (ridge.N_PARTS * (nI * d_s * d_s + nI * nJ * d_s * d_t + nI * d_s + nJ * d_t + nJ + 1))
+
+
+def block_bytes(nI: int, nJ: int, d_s: int, d_t: int, task_tokens: int, chunk_tokens: int = 0, n_tasks: int = 1) -> int:
+    """Peak bytes one worker plans for a block of nI source × nJ target boundaries, beyond
+    its idle footprint, when the statistics come from `n_tasks` tasks:
+
+    - statistics: 3 + ⌈log₂ n_tasks⌉ accumulators (two inputs of a tree sum and their sum,
+      plus one partial sum per level of the pairwise tree waiting for its partner), each
+      `statistics_bytes`;
+    - the maps of the block (W, c and the two means), held by the solve and every held-out task,
+      and the solve's per-source factors (two eigenbases and QᵀVxxQ per source boundary of the
+      block, kept for the blocks that share them) and temporaries (two scatters: 2·d_S²);
+    - one task's rows: float32 as read + the float64 gathered rows + a float32 gathered copy
+      (16 bytes a value) of nI·d_S + nJ·d_T values per token, plus one decoded store chunk of
+      the widest array."""
+    acc = statistics_bytes(nI, nJ, d_s, d_t)
+    maps = 8 * nI * nJ * (d_s * d_t + d_s + 2 * d_t) + 8 * (3 * nI + 2) * d_s * d_s
+    rows = 16 * task_tokens * (nI * d_s + nJ * d_t) + 4 * chunk_tokens * max(d_s, d_t)
+    return (3 + math.ceil(math.log2(max(n_tasks, 1)))) * acc + maps + rows
+
+
+def task_sizes(most: int, fixed: bool) -> list:
+    """Tokens per task to try, largest first: `most`, then powers of two down to MIN_TASK_TOKENS."""
+    if fixed:
+        return [most]
+    return [most] + [1 << k for k in range(int(math.log2(most)), -1, -1) if MIN_TASK_TOKENS <= (1 << k) < most]
+
+
+def plan_blocks(source_layers, target_layers, d_s: int, d_t: int, task_tokens: int, budget: int,
+                chunk_tokens: int = 0, fixed_tokens: bool = False, n_tokens: int | None = None):
+    """Split the pair grid into blocks that fit `budget` bytes per worker (`block_bytes`),
+    reading the stores as few times as possible: minimise (source reads) + (target reads), in
+    bytes per token, over block shapes; ties to the larger block. Tokens per task shrink
+    (powers of two down to MIN_TASK_TOKENS; never with fixed_tokens) before blocks do; a
+    block's accumulators count the depth of its reduction tree over ⌈n_tokens / tokens⌉ tasks.
+    Blocks are listed source block by source block (the solve's factors of a source block
+    serve all its target blocks).
+
+    Returns ([(I, J), ...], tokens per task), or None when not even one pair fits."""
+    nI, nJ = len(source_layers), len(target_layers)
+    n_tokens = n_tokens or task_tokens
+    sizes = task_sizes(task_tokens, fixed_tokens)
+
+    def fitting(bI, bJ):
+        for t in sizes:
+            if block_bytes(bI, bJ, d_s, d_t, t, chunk_tokens, math.ceil(n_tokens / t)) <= budget:
+                return t
+        return None
+
+    best = None
+    for bI in range(1, nI + 1):
+        for bJ in range(1, nJ + 1):
+            reads = math.ceil(nJ / bJ) * nI * d_s + math.ceil(nI / bI) * nJ * d_t
+            key = (reads, -bI * bJ)
+            if best is not None and key >= best[0]:
+                continue
+            t = fitting(bI, bJ)
+            if t is not None:
+                best = (key, bI, bJ, t)
+    if best is None:
+        return None
+    _, bI, bJ, step = best
+    blocks = [(tuple(source_layers[a:a + bI]), tuple(target_layers[b:b + bJ]))
+              for a in range(0, nI, bI) for b in range(0, nJ, bJ)]
+    return blocks, step
+
+
+def least_pair_bytes(d_s: int, d_t: int, task_tokens: int, chunk_tokens: int, n_tokens: int, fixed: bool) -> tuple:
+    """(bytes, tokens per task) of the smallest plan for one layer pair: what a worker needs
+    at least, beyond its idle footprint."""
+    return min((block_bytes(1, 1, d_s, d_t, t, chunk_tokens, math.ceil(n_tokens / t)), t)
+               for t in task_sizes(task_tokens, fixed))
+
+
+def client_bytes(n_tokens: int, n_pairs: int, d_s: int, d_t: int, save_maps: bool) -> int:
+    """Bytes the client plans for beyond its idle footprint: per token the doc and pos ids,
+    the split, and the graph's copies of it (26 bytes), and with --save-maps every map twice
+    (the results and the Dataset)."""
+    return 26 * n_tokens + (2 * 8 * n_pairs * (d_s + 1) * d_t if save_maps else 0)
+
+
+def heldout_rows_bytes(n_heldout: int, nI: int, nJ: int, d_s: int, d_t: int) -> int:
+    """Bytes of the held-out rows of a block kept from the statistics pass for the held-out
+    pass (float32), so that the held-out pass reads nothing again."""
+    return 4 * n_heldout * (nI * d_s + nJ * d_t)
+
+
+def default_task_tokens(chunk: int, n_tokens: int, n_slots: int, device: str) -> int:
+    """Tokens per task: the store's chunk (each chunk read once), split when that leaves
+    fewer than four tasks per worker (small stores), and grouped to >= 65,536 on a GPU
+    (fewer device-to-host copies of the statistics)."""
+    if device != "cpu":
+        return max(chunk, 1 << 16)
+    if math.ceil(n_tokens / chunk) >= 4 * n_slots:
+        return chunk
+    return max(MIN_TASK_TOKENS, min(chunk, math.ceil(n_tokens / (4 * n_slots))))
+
+
+def result_bytes(n_source: int, n_target: int, d_s: int, d_t: int, n_heldout_docs: int, save_maps: bool,
+                 attrs_bytes: int = 0) -> dict:
+    """Bytes the alignment result of n_source × n_target pairs takes at most (float64,
+    uncompressed): {"scores": the five (n_source, n_target) matrices, the coordinates and the
+    held-out document ids; "maps": W (n_source, n_target, d_s, d_t) and c (…, d_t) with
+    save_maps, else 0; "metadata": METADATA_BYTES per array plus the attributes
+    (`attrs_bytes` of JSON, counted twice: the group's and the consolidated copy)}."""
+    pairs = n_source * n_target
+    scores = 8 * (5 * pairs + 2 * (n_source + n_target) + n_heldout_docs)
+    maps = 8 * pairs * (d_s + 1) * d_t if save_maps else 0
+    n_arrays = 5 + 4 + 1 + (2 if save_maps else 0)
+    return {"scores": scores, "maps": maps, "metadata": n_arrays * METADATA_BYTES + 2 * attrs_bytes}

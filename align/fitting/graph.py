@@ -1,0 +1,181 @@
+"""The store route's tasks and the Dask graph of one block of the pair grid:
+
+    stats(range) ─┬─ fixed pairwise tree ─► solve (α per pair, refit) ─► heldout(range) ─► tree ─► result
+    stats(range) ─┘
+
+Every statistics task reads its token range of the stores itself, store chunk by store chunk,
+into reused buffers, accumulating in place, so only statistics and maps travel; with
+`keep_heldout` it also hands on the held-out rows it read, so that the held-out pass reads
+nothing again. The tree is fixed by range index and BLAS runs with a fixed thread count
+inside each task, so the statistics are the same bits under any scheduler."""
+
+from __future__ import annotations
+
+import functools
+import json
+import operator
+from dataclasses import dataclass
+
+import numpy as np
+
+from align import ridge
+from align import store as st
+from align.errors import InputError
+from align.faults import fault_point
+from align.fitting.cluster import blas_limit
+from align.fitting.solve import solve
+from align.fitting.split import TEST
+
+
+@dataclass(frozen=True)
+class Job:
+    """What every task of one store-route fit needs (small: it travels with each task).
+    storage_options: JSON text (hashable, for the cache of open stores); chunk: tokens read
+    at a time inside a task; threads: BLAS threads of each task (None: as found)."""
+
+    source: str
+    target: str
+    storage_options: str | None
+    device: str
+    threads: int | None
+    chunk: int
+
+
+@functools.lru_cache(maxsize=8)
+def _open(path: str, storage_options_key: str | None = None):
+    return st.open_activations(path, json.loads(storage_options_key) if storage_options_key else None)
+
+
+def _read(path: str, so, boundaries, start: int, stop: int) -> dict:
+    s = _open(path, so)
+    return {b: s.resid(b, start, stop) for b in boundaries}
+
+
+def stats_task(job: Job, I, J, start: int, stop: int, part: np.ndarray, shifts, keep_heldout: bool):
+    """Statistics of tokens [start, stop) (`part`: their parts), read `job.chunk` tokens at a
+    time and accumulated in place; returns (numpy `ridge.Statistics`, held-out rows
+    ({i: float32}, {j: float32}) or None)."""
+    x_shift, y_shift = shifts
+    be = ridge.Backend(job.device)
+    d_s, d_t = _open(job.source, job.storage_options).d_model, _open(job.target, job.storage_options).d_model
+    acc = ridge.Statistics.zeros(I, J, d_s, d_t, be)
+    work: dict = {}
+    held = ({i: [] for i in I}, {j: [] for j in J}) if keep_heldout else None
+    with blas_limit(job.threads):
+        for a in range(start, stop, job.chunk):
+            b = min(stop, a + job.chunk)
+            p = part[a - start:b - start]
+            train = (p == ridge.FIT) | (p == ridge.VAL)
+            test = np.flatnonzero(p == TEST) if keep_heldout else ()
+            if not train.any() and not len(test):
+                continue
+            xs, ys = _read(job.source, job.storage_options, I, a, b), _read(job.target, job.storage_options, J, a, b)
+            fault_point("fit_statistics_chunk")  # crash tests: killed mid-way through the statistics
+            if train.any():
+                ridge.chunk_statistics(xs, ys, p, x_shift, y_shift, be, into=acc, work=work)
+            if len(test):
+                for side, rows in zip(held, (xs, ys)):
+                    for k, v in rows.items():
+                        side[k].append(v[test])
+        rows = None
+        if held is not None and held[0][I[0]]:
+            rows = tuple({k: np.concatenate(v) for k, v in side.items()} for side in held)
+        return acc.numpy(be), rows
+
+
+def add_task(a, b):
+    return ridge.add_statistics(a, b)
+
+
+def solve_task(stats, alphas, shifts, threads, device, factors):
+    """The block's maps and the source factors they used ({"fitted", "factors"})."""
+    factors = dict(factors)
+    with blas_limit(threads):
+        fitted = solve(stats, alphas, *shifts, device=device, factors=factors)
+    return {"fitted": fitted, "factors": factors}
+
+
+def heldout_task(job: Job, I, J, start: int, stop: int, rows: np.ndarray, solved):
+    """Held-out error sums of the rows `rows` of tokens [start, stop), read from the stores."""
+    with blas_limit(job.threads):
+        xs = {i: v[rows] for i, v in _read(job.source, job.storage_options, I, start, stop).items()}
+        ys = {j: v[rows] for j, v in _read(job.target, job.storage_options, J, start, stop).items()}
+        return ridge.heldout_sums(xs, ys, solved["fitted"], ridge.Backend(job.device))
+
+
+def heldout_kept_task(job: Job, kept, solved):
+    """Held-out error sums of the rows a statistics task kept."""
+    with blas_limit(job.threads):
+        return ridge.heldout_sums(kept[0], kept[1], solved["fitted"], ridge.Backend(job.device))
+
+
+def add_heldout_task(a, b):
+    return ridge.add_heldout(a, b)
+
+
+def collect_task(solved, heldout, stats, save_maps):
+    """What the client needs of a block: α, maps if asked, held-out sums, the source factors
+    (statistics if asked)."""
+    keep = ("alpha_rel", "alpha", "val_sse") + (("W", "c") if save_maps else ())
+    return {"fitted": {k: {f: v[f] for f in keep} for k, v in solved["fitted"].items()}, "heldout": heldout,
+            "stats": stats, "factors": solved["factors"]}
+
+
+def tree(dsk: dict, name: str, keys: list, add) -> tuple:
+    """Add a fixed pairwise reduction of `keys` to the graph; returns the root key."""
+    level = 0
+    while len(keys) > 1:
+        nxt = []
+        for k in range(0, len(keys), 2):
+            if k + 1 < len(keys):
+                key = (name, level, k // 2)
+                dsk[key] = (add, keys[k], keys[k + 1])
+                nxt.append(key)
+            else:
+                nxt.append(keys[k])
+        keys, level = nxt, level + 1
+    return keys[0]
+
+
+def block_graph(b: int, I, J, job: Job, ranges, part, shifts, alphas, save_maps: bool, keep_stats: bool,
+                solve_threads: int | None = None, keep_heldout: bool = False, factors: dict | None = None):
+    """The Dask graph (a dict) of block `b` (source boundaries I × target boundaries J):
+    returns (graph, result key). `ranges`: the tasks' token ranges; `shifts`: per boundary
+    the shift of the statistics; `factors`: source factors of earlier blocks. The solve is
+    the only task running then (every other waits on it), so it may use `solve_threads` BLAS
+    threads (default `job.threads`); the statistics use `job.threads`, whatever the cluster."""
+    dsk = {}
+    sk = ("shifts", b)
+    dsk[sk] = ({i: shifts[0][i] for i in I}, {j: shifts[1][j] for j in J})
+    stat_keys, held_keys, kept = [], [], {}
+    for c, (start, stop) in enumerate(ranges):
+        p = part[start:stop]
+        if np.any((p == ridge.FIT) | (p == ridge.VAL)):
+            key = ("stats-task", b, c)
+            dsk[key] = (stats_task, job, I, J, start, stop, p.copy(), sk, keep_heldout)
+            dsk[("stats", b, c)] = (operator.getitem, key, 0)
+            stat_keys.append(("stats", b, c))
+            if keep_heldout:
+                kept[c] = ("kept", b, c)
+                dsk[kept[c]] = (operator.getitem, key, 1)
+    if not stat_keys:
+        raise InputError("no training token is left after the split (and position 0 excluded): extract a larger corpus")
+    root = tree(dsk, f"stats-sum-{b}", stat_keys, add_task)
+    fk = ("solve", b)
+    dsk[("factors", b)] = (dict, factors or {})
+    dsk[fk] = (solve_task, root, list(alphas), sk, solve_threads or job.threads, job.device, ("factors", b))
+    for c, (start, stop) in enumerate(ranges):
+        rows = np.flatnonzero(part[start:stop] == TEST)
+        if len(rows):
+            key = ("heldout", b, c)
+            if c in kept:
+                dsk[key] = (heldout_kept_task, job, kept[c], fk)
+            else:
+                dsk[key] = (heldout_task, job, I, J, start, stop, rows, fk)
+            held_keys.append(key)
+    if not held_keys:
+        raise InputError("no held-out token is left after the split (and position 0 excluded): raise --test-fraction")
+    hroot = tree(dsk, f"heldout-sum-{b}", held_keys, add_heldout_task)
+    rk = ("result", b)
+    dsk[rk] = (collect_task, fk, hroot, root if keep_stats else None, save_maps)
+    return dsk, rk

@@ -1,0 +1,108 @@
+"""The options of a fit, grouped as `ModelSpec` and `CorpusSpec` group a model's and a corpus's,
+and the one check of the device a fit computes on."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+
+from align import ridge
+from align.errors import InputError
+from align.fitting.split import check_seed
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """What a fit computes (the first group: recorded in the result) and where it runs.
+
+    alphas: relative ridge penalties α_rel (units of the mean eigenvalue of XcᵀXc), kept
+    sorted; source_layers / target_layers: boundary specs ("0,4,8", "::2"; None: all).
+    scheduler: None (a local Dask cluster, or this process for a small fit), "synchronous",
+    or a Dask scheduler address; memory_limit: bytes or "8GB" (the whole fit; per worker with
+    an address); worker_budget: bytes per worker, replacing the measured figure (tests);
+    task_tokens: tokens per statistics task (None: planned); blas_threads: BLAS threads per
+    task (fixed, so that sums do not depend on where they ran); keep_statistics: return the
+    reduced statistics in the report."""
+
+    test_fraction: float = 0.2
+    val_fraction: float = 0.2
+    seed: int = 0
+    alphas: tuple = ridge.DEFAULT_ALPHAS
+    include_first_token: bool = False
+    source_layers: str | None = None
+    target_layers: str | None = None
+    device: str = "cpu"
+    save_maps: bool = False
+    scheduler: str | None = None
+    n_workers: int | None = None
+    memory_limit: int | str | None = None
+    task_tokens: int | None = None
+    blas_threads: int | None = 1
+    keep_statistics: bool = False
+    worker_budget: int | None = None
+    storage_options: dict | None = field(default=None, hash=False)
+    overwrite: bool = False
+
+    def checked(self) -> "FitOptions":
+        """These options with α sorted and `memory_limit` in bytes, or the one-line
+        InputError of the first bad value (α, seed, device, memory limit, task tokens)."""
+        alphas = tuple(sorted(float(a) for a in (self.alphas if self.alphas is not None else ridge.DEFAULT_ALPHAS)))
+        if not alphas or any(not (a > 0 and math.isfinite(a)) for a in alphas):
+            raise InputError(f"--alphas {','.join(map(str, alphas)) or '(empty)'}: every α_rel must be a positive finite number")
+        check_seed(self.seed)
+        check_device(self.device)
+        if self.task_tokens is not None and self.task_tokens < 1:
+            raise InputError(f"--task-tokens {self.task_tokens} must be at least 1")
+        return replace(self, alphas=alphas, memory_limit=parse_memory(self.memory_limit))
+
+    @property
+    def need_validation(self) -> bool:
+        """A validation part is split off only to choose among several α."""
+        return len(self.alphas) > 1
+
+    def recorded(self, **extra) -> dict:
+        """The options the result records (what decides its numbers), plus `extra`
+        (task_tokens, n_tokens per part, ...)."""
+        keep = ("test_fraction", "val_fraction", "seed", "alphas", "include_first_token", "source_layers",
+                "target_layers", "device", "save_maps")
+        d = {k: v for k, v in asdict(self).items() if k in keep}
+        d["alphas"] = list(self.alphas)
+        return {**d, **extra}
+
+
+def parse_memory(limit) -> int | None:
+    """`--memory-limit` as bytes: an int passes, "8GB" / "512MiB" are parsed (dask's units)."""
+    if limit is None or isinstance(limit, int):
+        return limit
+    from dask.utils import parse_bytes
+
+    try:
+        return parse_bytes(limit)
+    except (ValueError, TypeError):
+        raise InputError(f"--memory-limit {limit!r} is not a size: write e.g. 8GB or 512MiB") from None
+
+
+def check_device(device: str) -> None:
+    """The device a fit computes on: "cpu", or a CUDA device torch can see ("cuda",
+    "cuda:N"); anything else is a one-line InputError naming it."""
+    if device == "cpu":
+        return
+    try:
+        import torch
+    except ImportError:
+        raise InputError(f"--device {device} needs torch") from None
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise InputError(f"--device {device!r} is not a device: use cpu, cuda or cuda:N") from None
+    if dev.type != "cuda":
+        raise InputError(f"--device {device!r}: align fit runs on cpu or a CUDA GPU (cuda, cuda:N)")
+    if not torch.cuda.is_available():
+        raise InputError(f"--device {device}: torch sees no CUDA GPU here; use --device cpu")
+    if dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise InputError(f"--device {device}: torch sees {torch.cuda.device_count()} CUDA GPU(s)")
+
+
+def backend(device: str) -> ridge.Backend:
+    """Where the products and solves of a fit on `device` run: numpy on cpu, torch on CUDA."""
+    return ridge.Backend(device)

@@ -1,0 +1,44 @@
+"""From reduced statistics to maps, whatever produced the statistics: the check of the α grid
+against the data's scale before any pass, and the solve of a block (α per pair, refit) on
+the fit's device."""
+
+from __future__ import annotations
+
+import math
+
+from align import ridge
+from align.errors import InputError
+from align.fitting.options import backend
+
+
+def check_alphas(alphas, scale: dict, n_select: int, n_train: int) -> None:
+    """Refuse, before the statistics pass, an α_rel whose absolute α is no usable float64 for
+    these data. α = α_rel · trace(C)/d_source with C the centred scatter of the n training
+    rows, and trace(C)/d_source ≈ n · `scale[b]` (the mean variance per dimension of source
+    boundary b in a first sample of training rows); α must be finite, positive and have a
+    finite reciprocal (1/(λ+α) is taken), for n = n_select (the rows that choose α) and
+    n_train (the final refit). The exact check runs again in the solve."""
+    for b, v in scale.items():
+        if not (v > 0 and math.isfinite(v)):
+            continue  # a constant sample says nothing about the scale
+        for a in alphas:
+            for n in sorted({n_select, n_train}):
+                x = a * n * v
+                if not (math.isfinite(x) and x > 0 and math.isfinite(1.0 / x)):
+                    how = "overflows" if not math.isfinite(x) or x > 1 else "underflows"
+                    raise InputError(
+                        f"--alphas {a:g}: the absolute penalty α_rel · trace(XcᵀXc)/d_source ≈ {a:g} × {n * v:.3g} for "
+                        f"source boundary {b} {how} float64: choose α_rel values nearer 1 (the default grid is "
+                        f"{ridge.DEFAULT_ALPHAS[0]:g} to {ridge.DEFAULT_ALPHAS[-1]:g}); nothing was computed")
+
+
+def solve(stats: ridge.Statistics, alphas, x_shift: dict, y_shift: dict, device: str = "cpu",
+          factors: dict | None = None) -> dict:
+    """Maps of every pair of a block from its reduced statistics (`ridge.Statistics`, numpy):
+    α per pair chosen on the validation part, W and c refitted on fit + validation
+    (`ridge.solve_block`), with eigendecompositions and products on `device` (torch on a
+    GPU). x_shift / y_shift: the shifts the statistics were taken about, per boundary.
+    `factors` ({source boundary: ridge.Factor}) is read and filled, so that blocks sharing
+    source boundaries decompose each once. Returns {(i, j): {"W", "c", "x_mean", "y_mean",
+    "alpha", "alpha_rel", "val_sse"}} (numpy)."""
+    return ridge.solve_block(stats, alphas, x_shift, y_shift, backend(device), factors)

@@ -1,0 +1,97 @@
+"""Documents → parts: the seeded split of a fit into fit, validation and held-out documents,
+and each token's part. Pure: arrays in, arrays out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from align import ridge
+from align.errors import InputError
+
+TEST = 2  # part code of held-out rows; -1: not used (position 0, or excluded)
+PART_NAMES = {ridge.FIT: "fit", ridge.VAL: "validation", TEST: "heldout"}
+
+
+def check_seed(seed) -> None:
+    """numpy's generators take whole numbers >= 0 only (a negative one was "internal error")."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError(f"--seed {seed}: the seed of the document split must be a whole number >= 0, e.g. --seed 0")
+
+
+def split_documents(doc: np.ndarray, test_fraction: float, val_fraction: float, seed: int, need_val: bool):
+    """Seeded split of the document ids: (fit, validation, test) sorted arrays.
+
+    The unique ids are permuted by numpy's default_rng(seed); the first round(test_fraction
+    · n_docs) (at least 1) are held out, then round(val_fraction · rest) (at least 1 when a
+    validation part is needed) of the rest validate α."""
+    check_seed(seed)
+    docs = np.unique(doc)
+    if not 0 < test_fraction < 1:
+        raise InputError(f"--test-fraction {test_fraction} must be between 0 and 1 (exclusive)")
+    if need_val and not 0 < val_fraction < 1:
+        raise InputError(f"--val-fraction {val_fraction} must be between 0 and 1 (exclusive) to choose among several --alphas")
+    need = 3 if need_val else 2
+    if len(docs) < need:
+        raise InputError(
+            f"the stores hold {len(docs)} document(s): a split by document needs at least {need} "
+            "(fit, validation and held-out); extract a larger corpus"
+        )
+    perm = np.random.default_rng(seed).permutation(docs)
+    n_test = min(max(1, round(test_fraction * len(docs))), len(docs) - (need - 1))
+    rest = perm[n_test:]
+    n_val = min(max(1, round(val_fraction * len(rest))), len(rest) - 1) if need_val else 0
+    return np.sort(rest[n_val:]), np.sort(rest[:n_val]), np.sort(perm[:n_test])
+
+
+def token_parts(doc, pos, fit_docs, val_docs, test_docs, include_first_token: bool) -> np.ndarray:
+    """(n_tokens,) int8: ridge.FIT, ridge.VAL, TEST, or -1 (position 0 unless included)."""
+    part = np.full(len(doc), -1, dtype=np.int8)
+    part[np.isin(doc, fit_docs)] = ridge.FIT
+    part[np.isin(doc, val_docs)] = ridge.VAL
+    part[np.isin(doc, test_docs)] = TEST
+    if not include_first_token:
+        part[pos == 0] = -1
+    return part
+
+
+@dataclass
+class Split:
+    """The split of one token stream: document ids per part, each token's part, counts."""
+
+    fit_docs: np.ndarray
+    val_docs: np.ndarray
+    test_docs: np.ndarray
+    part: np.ndarray  # (n_tokens,) int8: ridge.FIT, ridge.VAL, TEST or -1
+    counts: dict  # {"fit": tokens, "validation": tokens, "heldout": tokens}
+
+    def record(self) -> dict:
+        """The document ids of each part, as the result records them."""
+        return {"fit_docs": self.fit_docs.tolist(), "validation_docs": self.val_docs.tolist(),
+                "heldout_docs": self.test_docs.tolist()}
+
+    @property
+    def n_select(self) -> int:
+        """Tokens whose statistics choose α (the fit part when a validation part exists)."""
+        return self.counts["fit"] if len(self.val_docs) else self.counts["fit"] + self.counts["validation"]
+
+    @property
+    def n_train(self) -> int:
+        """Tokens of the final refit: fit + validation."""
+        return self.counts["fit"] + self.counts["validation"]
+
+
+def make_split(doc: np.ndarray, pos: np.ndarray, options) -> Split:
+    """The `Split` of tokens with document ids `doc` and positions `pos` (n_tokens,) under
+    `options` (FitOptions: fractions, seed, α grid, include_first_token). A part left
+    without any token is a one-line InputError."""
+    need_val = options.need_validation
+    fit_docs, val_docs, test_docs = split_documents(doc, options.test_fraction, options.val_fraction, options.seed, need_val)
+    part = token_parts(doc, pos, fit_docs, val_docs, test_docs, options.include_first_token)
+    counts = {name: int((part == code).sum()) for code, name in PART_NAMES.items()}
+    for name, n in counts.items():
+        if n == 0 and (name != "validation" or need_val):
+            raise InputError(f"the {name} part of the split has no token (position 0 excluded): extract a larger corpus "
+                             "or change the fractions")
+    return Split(fit_docs, val_docs, test_docs, part, counts)

@@ -1,0 +1,311 @@
+"""The store route: `align fit SOURCE TARGET` on two activation stores. Checks the pair,
+splits the documents, plans memory, runs one Dask graph per block of the pair grid
+(`graph.block_graph`) where `cluster.executor` says, and writes the result (`result`).
+
+The run is: check -o, open and cross-check both stores (tokens, windows) → split documents
+(seeded) → check room for the result and the α grid → choose where to run (a small fit runs
+in threads of this process; otherwise a local cluster, or the cluster at --scheduler) → choose
+a block shape of the pair grid that fits the memory budget → per block, statistics, solve,
+held-out sums → the Dataset.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from align import ridge
+from align import store as st
+from align.errors import InputError, StoreError
+from align.faults import fault_point
+from align.fitting import budget
+from align.fitting.budget import human_bytes
+from align.fitting.cluster import (
+    PLAN_FRACTION, THREADS, cpu_cores, default_memory_limit, device_budget, executor, local_workers, refuse_memory,
+    worker_budget_of,
+)
+from align.fitting.graph import Job, block_graph
+from align.fitting.options import FitOptions
+from align.fitting.result import Side, alignment_dataset, check_result_room, pair_results, write_alignment
+from align.fitting.solve import check_alphas
+from align.fitting.split import make_split
+from align.layers import parse_layers
+
+TOKENIZER_PARTS = ("vocab", "merges", "added_tokens", "normalizer_pretokenizer", "special_wrapping")
+# A fit whose statistics take at most this many flops (2·N·ΣD_S·ΣD_T) runs in threads of this
+# process when neither --scheduler nor --workers is given: starting worker processes would
+# cost more than it saves (bench/fit.py).
+SMALL_FIT_FLOPS = 2e12
+
+
+@dataclass
+class FitReport:
+    path: str | None
+    dataset: object  # the xarray.Dataset written
+    seconds: float
+    blocks: list
+    statistics: dict = field(default_factory=dict)  # {(I, J): reduced ridge.Statistics}, when asked for
+    workers: set = field(default_factory=set)  # addresses of the workers that ran tasks
+    task_seconds: dict = field(default_factory=dict)  # compute seconds summed by task kind (stats, solve, ...)
+    plan: dict = field(default_factory=dict)  # memory plan: budget, idle footprint, per-worker bytes, tokens per task
+
+
+# -- checks -------------------------------------------------------------------------------
+
+WINDOWING = ("max_length", "overflow", "doc_split")  # corpus options that cut documents into sequences
+
+
+def open_pair(source: str, target: str, storage_options: dict | None = None):
+    """Open both activation stores and refuse a pair that cannot be fitted, with one line
+    naming what differs: the tokenizers, the token count, and per token (block by block) its
+    id and its place (doc, seq, pos). Two stores of the same token ids cut into different
+    windows (another --max-length or --doc-split) saw each token in another context: a map
+    between them is wrong, so the first token whose place differs is named, with the
+    windowing options of the two stores' provenance that differ. Windowing options that
+    differ while every token sits in the same place (documents shorter than both windows)
+    change nothing and pass."""
+    stores = []
+    for role, path in (("source", source), ("target", target)):
+        _check_reachable(path, role.upper(), storage_options)
+        s = st.open_activations(path, storage_options)
+        s.require_complete()
+        stores.append(s)
+    S, T = stores
+    hs, ht = S.provenance.get("tokenizer_hash", {}), T.provenance.get("tokenizer_hash", {})
+    differ = [k for k in TOKENIZER_PARTS if hs.get(k) != ht.get(k)]
+    if differ:
+        names = {"vocab": "vocabulary", "merges": "merges", "added_tokens": "added tokens",
+                 "normalizer_pretokenizer": "normalizer/pre-tokenizer", "special_wrapping": "special-token wrapping"}
+        raise StoreError(
+            f"the tokenizers of source {S.path} ({S.provenance.get('model')}) and target {T.path} "
+            f"({T.provenance.get('model')}) differ in {', '.join(names[k] for k in differ)}: "
+            "a map between models needs one token stream; fit models that share a tokenizer"
+        )
+    windowing = _windowing_difference(S, T)
+    if S.n_tokens != T.n_tokens:
+        raise StoreError(
+            f"target store {T.path} has {T.n_tokens:,} tokens, source {S.path} has {S.n_tokens:,}{windowing}: both must be "
+            "extracted from the same corpus with the same tokenizer and options (run `align extract` again)"
+        )
+    block = 1 << 20
+    for b0 in range(0, S.n_tokens, block):
+        b1 = min(S.n_tokens, b0 + block)
+        a, b = S.tokens("token_id", b0, b1), T.tokens("token_id", b0, b1)
+        bad = np.flatnonzero(a != b)
+        if len(bad):
+            t = b0 + int(bad[0])
+            raise StoreError(
+                f"token {t:,} is id {int(a[bad[0]])} in source {S.path} but {int(b[bad[0]])} in target {T.path} "
+                f"({len(bad):,} of tokens {b0:,}..{b1 - 1:,} differ){windowing}: both stores must hold the same token stream "
+                "(extract both from the same corpus with the same --max-length/--max-tokens)"
+            )
+        place = {name: (S.tokens(name, b0, b1), T.tokens(name, b0, b1)) for name in ("doc", "seq", "pos")}
+        moved = np.zeros(b1 - b0, dtype=bool)
+        for x, y in place.values():
+            moved |= x != y
+        bad = np.flatnonzero(moved)
+        if len(bad):
+            k, t = int(bad[0]), b0 + int(bad[0])
+            where = lambda side: ", ".join(f"{n} {int(place[n][side][k])}" for n in place)  # noqa: E731
+            raise StoreError(
+                f"token {t:,} is at ({where(0)}) in source {S.path} but at ({where(1)}) in target {T.path} "
+                f"({int(moved.sum()):,} of tokens {b0:,}..{b1 - 1:,} differ){windowing}: the stores hold the same tokens "
+                "cut into different sequences, so each model saw another context; extract both with the same "
+                "--max-length, --overflow and --doc-split"
+            )
+    return S, T
+
+
+def _windowing_difference(S, T) -> str:
+    """' (corpus max_length 512 in source, 64 in target; ...)' for the windowing options the
+    two stores' provenance records differently, or ''."""
+    cs, ct = S.provenance.get("corpus") or {}, T.provenance.get("corpus") or {}
+    differ = [f"{k} {cs.get(k)} in source, {ct.get(k)} in target" for k in WINDOWING if cs.get(k) != ct.get(k)]
+    return f" (corpus {'; '.join(differ)})" if differ else ""
+
+
+def _check_reachable(path: str, role: str, storage_options: dict | None) -> None:
+    """A store URL whose protocol is unknown, or whose endpoint cannot be reached, is one
+    line naming it (fsspec raises many exception types for the second: any of them is)."""
+    st.check_protocol(path, role)
+    if st.local_path(path) is not None:
+        return
+    import fsspec
+
+    try:
+        fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+        fs.exists(root.rstrip("/") + "/zarr.json")
+    except Exception as e:  # noqa: BLE001  (an unreachable endpoint, refused credentials, ...)
+        raise InputError(f"{role} {path} cannot be reached: {type(e).__name__}: {' '.join(str(e).split())[:200]} "
+                         "(check the endpoint, e.g. AWS_ENDPOINT_URL, and the credentials)") from None
+
+
+def select_layers(spec, store, option: str) -> list:
+    """The boundaries `spec` ("0,4,8", "::2", None: all) names, each held by `store`."""
+    chosen = parse_layers(spec, store.n_layers, option)
+    missing = [b for b in chosen if b not in store.boundaries]
+    if missing:
+        raise InputError(f"{option} {spec or 'all'} asks for boundaries {missing} that store {store.path} does not hold "
+                         f"(it holds {list(store.boundaries)}): choose among those")
+    return chosen
+
+
+def first_training_rows(store, part: np.ndarray, step: int, least: int = 1):
+    """(start, stop, rows) of the first `step`-token range whose training rows (fit or
+    validation) number at least `least`, or None."""
+    for start in range(0, store.n_tokens, step):
+        p = part[start:start + step]
+        rows = np.flatnonzero((p == ridge.FIT) | (p == ridge.VAL))
+        if len(rows) >= least:
+            return start, min(store.n_tokens, start + step), rows
+    return None
+
+
+def shifts_of(store, layers, part, step: int) -> dict:
+    """Per boundary, the float64 mean of the training rows of the first task range that has
+    any: the shift that keeps the float64 sums well conditioned (any value gives the same fit)."""
+    first = first_training_rows(store, part, step)
+    if first is None:
+        return {b: np.zeros(store.d_model) for b in layers}
+    start, stop, rows = first
+    return {b: store.resid(b, start, stop)[rows].astype(np.float64).mean(0) for b in layers}
+
+
+def scale_of(store, layers, part) -> dict:
+    """Per boundary, the mean variance per dimension of the training rows of the first store
+    chunk that has two (float64): the scale of trace(XcᵀXc)/(n·d) that `check_alphas` uses."""
+    first = first_training_rows(store, part, store.chunk_tokens, least=2)
+    if first is None:
+        return {}
+    start, stop, rows = first
+    return {b: float(store.resid(b, start, stop)[rows].astype(np.float64).var(0).mean()) for b in layers}
+
+
+# -- the entry point ----------------------------------------------------------------------
+
+def fit(source: str, target: str, output: str | None, options: FitOptions | None = None, *, log=None,
+        **option_values) -> FitReport:
+    """Fit a ridge map from every chosen boundary of `source` to every chosen boundary of
+    `target` (activation stores of the same token stream) and score it on held-out documents.
+
+    `options` (FitOptions), or its fields as keywords (alphas=..., scheduler=..., ...).
+    Writes the alignment result to `output` (skip writing with output=None) and returns a
+    FitReport whose `dataset` is the result. scheduler None runs a small fit (at most
+    SMALL_FIT_FLOPS) in threads of this process and a larger one on a LocalCluster of
+    `n_workers` processes (default, and at most: one per CPU core, `local_workers`); with
+    `n_workers` given it always starts the cluster. "synchronous" runs in this process, any
+    other value is a Dask scheduler address. `memory_limit` (bytes or "8GB") is the budget
+    of the whole fit (per worker with an address): the idle footprint of this process and
+    the workers is estimated before any worker starts, measured once they are up and
+    subtracted, the rest is planned (`budget.plan_blocks`). `worker_budget` (bytes) replaces
+    that per-worker figure (tests).
+
+    Before anything is computed: `output` is checked (`store.check_output`: never one of the
+    inputs, never a folder holding anything but an alignment result, which only `overwrite`
+    replaces), the two stores are cross-checked (`open_pair`), the folder of `output` must
+    be writable with room for the result (`result.check_room`), and every α_rel must give a
+    usable absolute α for these data (`solve.check_alphas`). Raises AlignError for every bad
+    input, and NonFiniteError rather than a result holding or summarised over a non-finite score."""
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    t0 = time.time()
+    opts = (replace(options, **option_values) if options is not None else FitOptions(**option_values)).checked()
+    # a file:// URL is a local path: the checked reads name chunk files by path
+    source, target = (st.local_path(p) or p for p in (source, target))
+    if output is not None:
+        st.check_output(output, "alignment", inputs={"source": source, "target": target}, overwrite=opts.overwrite,
+                        storage_options=opts.storage_options)
+
+    S, T = open_pair(source, target, opts.storage_options)
+    src_layers = select_layers(opts.source_layers, S, "--source-layers")
+    tgt_layers = select_layers(opts.target_layers, T, "--target-layers")
+    split = make_split(S.tokens("doc"), S.tokens("pos"), opts)
+    sides = Side.of_store(S), Side.of_store(T)
+    if output is not None:
+        check_result_room(output, src_layers, tgt_layers, *sides, split, opts.save_maps)
+    n_pairs = len(src_layers) * len(tgt_layers)
+    if opts.save_maps:
+        size = n_pairs * (S.d_model + 1) * T.d_model * 8
+        log(f"align fit: --save-maps stores W and c for {n_pairs} pairs: {human_bytes(size)} (float64)")
+    check_alphas(opts.alphas, scale_of(S, src_layers, split.part), split.n_select, split.n_train)
+
+    client_extra = budget.client_bytes(S.n_tokens, n_pairs, S.d_model, T.d_model, opts.save_maps)
+    scheduler, n_workers, limit = _where(opts, S, T, src_layers, tgt_layers, client_extra, log)
+    results, statistics = {}, {}
+    with executor(scheduler, n_workers, limit, log) as ex:
+        plan, step, keep_heldout = _plan(opts, ex, S, T, src_layers, tgt_layers, client_extra, split)
+        blocks = plan["block_list"]
+        ranges = [(a, min(S.n_tokens, a + step)) for a in range(0, S.n_tokens, step)]
+        shifts = (shifts_of(S, src_layers, split.part, step), shifts_of(T, tgt_layers, split.part, step))
+        c = split.counts
+        log(f"align fit: {len(src_layers)}x{len(tgt_layers)} pairs in {len(blocks)} block(s) of at most "
+            f"{len(blocks[0][0])}x{len(blocks[0][1])} ({human_bytes(plan['block_bytes'])} "
+            f"per worker of {human_bytes(plan['worker_budget'])} planned), {len(ranges)} tasks of {step:,} tokens, "
+            f"{c['fit']:,} fit / {c['validation']:,} validation / {c['heldout']:,} held-out tokens")
+        so = json.dumps(opts.storage_options, sort_keys=True) if opts.storage_options else None
+        job = Job(S.path, T.path, so, opts.device, opts.blas_threads, min(step, S.chunk_tokens))
+        solve_threads = opts.blas_threads and opts.blas_threads * (ex.n_workers if ex.mode != "remote" else 1)
+        factors, factors_of = {}, None
+        for b, (I, J) in enumerate(blocks):
+            if I != factors_of:  # blocks come source block by source block: keep one block's factors
+                factors, factors_of = {}, I
+            dsk, key = block_graph(b, I, J, job, ranges, split.part, shifts, opts.alphas, opts.save_maps,
+                                   opts.keep_statistics, solve_threads, keep_heldout, factors)
+            out = ex.run(dsk, key)
+            fault_point("fit_after_block")
+            factors = out["factors"]
+            results.update(pair_results(out["fitted"], out["heldout"]))
+            if opts.keep_statistics:
+                statistics[(I, J)] = out["stats"]
+    plan.pop("block_list")
+    ds = alignment_dataset(results, src_layers, tgt_layers, *sides, split,
+                           opts.recorded(task_tokens=step, n_tokens=split.counts), "store", opts.save_maps)
+    if output is not None:
+        write_alignment(output, ds, {"source": source, "target": target}, opts.overwrite, opts.storage_options)
+        log(f"align fit: wrote {output} ({len(src_layers)}x{len(tgt_layers)} pairs) in {time.time() - t0:.1f} s")
+    return FitReport(output, ds, time.time() - t0, blocks, statistics, ex.seen, ex.task_seconds, plan)
+
+
+def _where(opts: FitOptions, S, T, src_layers, tgt_layers, client_extra: int, log):
+    """(scheduler, local workers, memory limit) of the executor: a small fit without
+    --scheduler or --workers runs in threads of this process; a local cluster is sized
+    against the budget before any worker starts (`local_workers`)."""
+    if opts.scheduler is not None:
+        return opts.scheduler, opts.n_workers, opts.memory_limit
+    limit = opts.memory_limit if opts.memory_limit is not None else default_memory_limit()
+    flops = 2.0 * S.n_tokens * len(src_layers) * S.d_model * len(tgt_layers) * T.d_model
+    if opts.n_workers is None and flops <= SMALL_FIT_FLOPS:
+        return THREADS, None, limit
+    step = opts.task_tokens or budget.default_task_tokens(S.chunk_tokens, S.n_tokens, opts.n_workers or cpu_cores(),
+                                                          opts.device)
+    least, _ = budget.least_pair_bytes(S.d_model, T.d_model, step, S.chunk_tokens, S.n_tokens, opts.task_tokens is not None)
+    n_workers = local_workers(opts.n_workers, limit, math.ceil(least / PLAN_FRACTION), client_extra, log)
+    return None, n_workers, limit
+
+
+def _plan(opts: FitOptions, ex, S, T, src_layers, tgt_layers, client_extra: int, split):
+    """(plan, tokens per task, keep held-out rows) once the executor is up; refuses a budget
+    that cannot hold one pair, naming the minimum."""
+    step = opts.task_tokens or budget.default_task_tokens(S.chunk_tokens, S.n_tokens, ex.n_workers, opts.device)
+    fixed = opts.task_tokens is not None
+    per_worker = opts.worker_budget if opts.worker_budget is not None else worker_budget_of(ex, client_extra)
+    if opts.device != "cpu":
+        per_worker = min(per_worker, device_budget(opts.device))
+    planned = budget.plan_blocks(src_layers, tgt_layers, S.d_model, T.d_model, step, per_worker, S.chunk_tokens,
+                                 fixed_tokens=fixed, n_tokens=S.n_tokens)
+    if planned is None:
+        need, least = budget.least_pair_bytes(S.d_model, T.d_model, step, S.chunk_tokens, S.n_tokens, fixed)
+        refuse_memory(ex, client_extra, need, S.d_model, T.d_model, least)
+    blocks, step = planned
+    nI, nJ = len(blocks[0][0]), len(blocks[0][1])
+    used = budget.block_bytes(nI, nJ, S.d_model, T.d_model, step, S.chunk_tokens, math.ceil(S.n_tokens / step))
+    kept = budget.heldout_rows_bytes(split.counts["heldout"], nI, nJ, S.d_model, T.d_model)
+    keep_heldout = used + kept <= per_worker
+    plan = {"mode": ex.mode, "limit": ex.limit, "idle": ex.idle, "client_extra": client_extra,
+            "worker_budget": per_worker, "n_workers": ex.n_workers, "task_tokens": step, "blocks": len(blocks),
+            "block_bytes": used, "heldout_rows_kept": keep_heldout, "block_list": blocks}
+    return plan, step, keep_heldout
