@@ -244,3 +244,43 @@ def test_info_describes_store(extracted, cli):
     assert "complete" in out and f"{s.n_tokens:,}" in out and "[0, 1, 2]" in out and "float32" in out
     code, out, _ = cli("info", path, "--json")
     assert json.loads(out)["layout"]["n_tokens"] == s.n_tokens
+
+
+def test_grouped_options_give_the_independent_forward_and_record_the_model_folder(zoo, corpus_file, tmp_path, monkeypatch):
+    """`align.extraction.extract(ModelSpec, CorpusSpec, output, ExtractOptions)`: the kept
+    boundaries equal the reference forward (tolerances above); a model folder given relative
+    to the working folder is recorded as its absolute path (os.path.abspath), so the record
+    finds it from anywhere."""
+    import os
+
+    from align.corpus import CorpusSpec
+    from align.extraction import ExtractOptions, extract
+    from align.models import ModelSpec
+
+    path = zoo("qwen2")
+    monkeypatch.chdir(os.path.dirname(path))
+    out = str(tmp_path / "s.zarr")
+    extract(ModelSpec(os.path.basename(path)), CorpusSpec(corpus_file, max_docs=2), out,
+            ExtractOptions(batch_size=2, layers="0,2"), log=lambda m: None)
+    s = open_activations(out).require_complete()
+    assert s.boundaries == (0, 2)
+    assert s.provenance["model"] == os.path.abspath(os.path.basename(path)) == path
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    tok = reference_tokenizer(path)
+    for d, idx in enumerate(_sequences(s)):
+        ref = residuals(model, tok(_docs(corpus_file)[d])["input_ids"])
+        a, b = idx[0], idx[-1] + 1
+        assert_close(np.stack([s.resid(0, a, b), s.resid(2, a, b)]), ref["resid"][[0, 2]])
+
+
+def test_keywords_that_name_no_option_are_refused(zoo, corpus_file, tmp_path):
+    """A misspelt keyword, or one given beside the dataclass that holds it, is a TypeError
+    naming it, raised before anything is read or written."""
+    from align.extraction import ExtractOptions, extract
+
+    out = tmp_path / "s.zarr"
+    with pytest.raises(TypeError, match="batchsize"):
+        extract(zoo("qwen2"), corpus_file, str(out), batchsize=2)
+    with pytest.raises(TypeError, match="batch_size"):
+        extract(zoo("qwen2"), corpus_file, str(out), ExtractOptions(), batch_size=2)
+    assert not out.exists()
