@@ -156,10 +156,11 @@ def compare_depth(items, resampling: bootstrap.Resampling) -> Comparison:
         if not has:
             cmp.notes.append(f"{label}: no intervals ({ds.attrs.get('intervals', 'the result holds no bootstrap')})")
         elif "defined_fraction" in ds:
+            B = int((ds.attrs.get("bootstrap") or {}).get("resamples", 0))
             for r, f in zip(rules, ds["defined_fraction"].values):
                 if np.isfinite(ed[rules.index(r)]) and f < 1:
-                    cmp.notes.append(f"{label}: the {r} rule is undefined in {100 * (1 - f):.0f}% of resamples; its "
-                                     f"interval is over the others")
+                    cmp.notes.append(f"{label}: the {r} rule is undefined in {int(round((1 - f) * B))} of {B} resamples; "
+                                     f"its interval is over the others")
     for i, j in _pairs(items):
         a, b = items[i], items[j]
         why = _pair_refusal(a, b, ("prompts_hash", "lens_prompts_hash"))

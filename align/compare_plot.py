@@ -47,6 +47,7 @@ def _depth(cmp, size, dpi):
             _errorbar(ax, r - 0.3 + width * (k + 0.5), s, f"{rule} ratio", color=f"C{k}",
                       label=s.label if r == 0 else None, gid=f"ratio/{s.label}/{rule}")
     ax.set_xticks(range(len(RULES)), RULES)
+    ax.set_xlim(-0.5, len(RULES) - 0.5)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("(ED + 1) / L")
     ax.set_title("effective depth, 95% prompt-bootstrap intervals", fontsize=10)
@@ -60,6 +61,7 @@ def _depth(cmp, size, dpi):
                           label=s.label if r == 0 else None, gid=f"difference/{s.label}/{rule}")
         ax.axhline(0, color="0.5", lw=0.8)
         ax.set_xticks(range(len(RULES)), RULES)
+        ax.set_xlim(-0.5, len(RULES) - 0.5)
         ax.set_ylabel("difference in ED (layers)")
         ax.set_title("paired differences (same prompts)", fontsize=10)
         _legend(ax)
