@@ -53,6 +53,7 @@ import time
 import traceback
 
 import numpy as np
+from common import build_tokenizer
 
 QWEN_1_5B = dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
                  num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True, max_position_embeddings=32768,
@@ -133,23 +134,6 @@ def _json_default(x):
 # ----------------------------------------------------------------------------- building
 
 
-def build_tokenizer(folder: str, vocab: int, seed: int = 0):
-    """A byte-level BPE trained on seeded random words, saved into `folder`; returns (tokenizer, words)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    rng = random.Random(seed)
-    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))) for _ in range(3000)]
-    text = [" ".join(rng.choice(words) for _ in range(200)) for _ in range(200)]
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.train_from_iterator(text, trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<|endoftext|>"], show_progress=False,
-                                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>")
-    fast.save_pretrained(folder)
-    return fast, words
-
-
 def write_corpus(path: str, words, n_tokens: int, tokenizer, seed: int = 1) -> int:
     """Documents of 100-400 tokens (GSM8K-shaped) of seeded words until `n_tokens` tokens."""
     rng = random.Random(seed)
@@ -225,7 +209,7 @@ def _store_sequences(store):
 
 def _grouped_batches(lengths, batch_size: int):
     """align's batches (windows counted from the store's start, grouped by length)."""
-    from align.extract import GROUP_FACTOR, group_batches
+    from align.extraction.batches import GROUP_FACTOR, group_batches
 
     window = batch_size * GROUP_FACTOR
     for w0 in range(0, len(lengths), window):
@@ -467,9 +451,9 @@ def phase_exactness(ctx: dict, name: str, batch_size: int) -> dict:
 def split_supported() -> str | None:
     """None when align can run extraction and the analyses on a placement that splits the model
     over devices; otherwise why not."""
-    import align.extract as ex
+    from align import extraction
 
-    if "device_map" not in inspect.signature(ex.extract).parameters:
+    if "device_map" not in inspect.signature(extraction.extract).parameters:
         return "not supported yet (align.extract takes --device cpu|cuda|auto, no device map that splits layers)"
     return None
 
