@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from align.cli.extract import corpus_options
+
 
 def _alphas(ctx, param, value):
     if value is None:
@@ -17,9 +19,47 @@ def _alphas(ctx, param, value):
     return out
 
 
+def live_options(f):
+    """The options of the --live form: the models' (as `align extract`'s, per model where
+    they can differ), the corpus's (`align extract`'s), batching and the device budget."""
+    dtypes = click.Choice(["float32", "bfloat16", "float16"])
+    opts = [
+        click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True,
+                     help="--live: sequences per forward pass (as `align extract`: the same batches, the same numbers)."),
+        click.option("--dtype", type=dtypes, default=None,
+                     help="--live: compute dtype of both models [default: float32 on CPU, bfloat16 on CUDA]."),
+        click.option("--source-dtype", type=dtypes, default=None, help="--live: the source model's dtype [default: --dtype]."),
+        click.option("--target-dtype", type=dtypes, default=None, help="--live: the target model's dtype [default: --dtype]."),
+        click.option("--source-revision", default=None, help="--live: hub revision of the source model."),
+        click.option("--target-revision", default=None, help="--live: hub revision of the target model."),
+        click.option("--trust-remote-code", is_flag=True, help="--live: allow the checkpoints' own Python code to run."),
+        click.option("--allow-pickle-weights", is_flag=True, help="--live: also load .bin (pickle) weights."),
+        click.option("--random-init", is_flag=True, help="--live: both models with seeded random weights (the untrained control)."),
+        click.option("--source-random-init", is_flag=True, help="--live: the source model only with random weights."),
+        click.option("--target-random-init", is_flag=True, help="--live: the target model only with random weights."),
+        click.option("--source-init-seed", type=click.IntRange(min=0), default=0, show_default=True,
+                     help="--live: seed of the source's random weights (`align extract --seed`)."),
+        click.option("--target-init-seed", type=click.IntRange(min=0), default=0, show_default=True,
+                     help="--live: seed of the target's random weights."),
+        click.option("--allow-long", is_flag=True, help="--live: accept a --max-length above a model's position limit."),
+        click.option("--device-memory", default=None, metavar="BYTES",
+                     help="--live on a GPU: the device's budget, e.g. 60GB [default: 90% of its free memory]."),
+        click.option("--dry-run", is_flag=True,
+                     help="--live: print the plan (tokens, blocks, passes, memory) and a time estimate from one timed "
+                          "batch of each model; write nothing."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return corpus_options(f)
+
+
 @click.command("fit")
 @click.argument("source")
 @click.argument("target")
+@click.argument("corpus", required=False)
+@click.option("--live", is_flag=True,
+              help="SOURCE and TARGET are models (folders or hub ids) run over CORPUS: the statistics accumulate as the "
+                   "activations appear and nothing but RESULT is written (README: `align fit --live`).")
 @click.option("-o", "--output", required=True, metavar="RESULT", help="Alignment result to write (a folder, or an fsspec URL).")
 @click.option("--test-fraction", type=float, default=0.2, show_default=True, help="Fraction of documents held out for scoring.")
 @click.option("--val-fraction", type=float, default=0.2, show_default=True,
@@ -42,27 +82,91 @@ def _alphas(ctx, param, value):
                    "footprint included), or per worker with --scheduler [default: 60% of the available memory].")
 @click.option("--device", default="cpu", show_default=True, metavar="DEVICE",
               help="Where products and solves (eigendecompositions included) run: cpu, or a CUDA device "
-                   "(cuda, cuda:N) through torch, in float64.")
+                   "(cuda, cuda:N) through torch, in float64. With --live: where both models run and the "
+                   "statistics accumulate (cpu, cuda, or auto: accelerate's device_map).")
 @click.option("--save-maps", is_flag=True, help="Also store every map's W and c (float64; the size is printed first).")
 @click.option("--task-tokens", type=click.IntRange(min=1), default=None,
               help="Tokens each task reads [default: the store's chunk; 65,536 or more on a GPU].")
 @click.option("--overwrite", is_flag=True,
               help="Replace RESULT if it is an alignment result (never a store, an input or a folder holding other files).")
+@live_options
 def fit_cmd(source, target, output, test_fraction, val_fraction, seed, alphas, include_first_token, source_layers,
-            target_layers, scheduler, n_workers, memory_limit, device, save_maps, task_tokens, overwrite):
+            target_layers, scheduler, n_workers, memory_limit, device, save_maps, task_tokens, overwrite, corpus=None,
+            live=False, **live_values):
     """Fit ridge maps from every boundary of SOURCE to every boundary of TARGET and score them.
 
     SOURCE and TARGET are activation stores made by `align extract` from the same corpus with
     one tokenizer. The result holds relative_error, norm_error, r2 and α per pair on held-out
     documents; open it with xarray.open_zarr(RESULT) or align.open_alignment(RESULT).
+
+    With --live: `align fit --live SOURCE_MODEL TARGET_MODEL CORPUS -o RESULT` runs both models
+    over CORPUS (the model and corpus options of `align extract`; --dtype, the revision and
+    random init per model where they differ; --device is where both models run and the
+    statistics accumulate) and writes the same result, no stores.
     """
     from align.fitting import FitOptions, fit
 
+    if live or corpus is not None:
+        return fit_live_cmd(source, target, corpus, output, live, FitOptions(
+            test_fraction=test_fraction, val_fraction=val_fraction, seed=seed, alphas=alphas,
+            include_first_token=include_first_token, source_layers=source_layers, target_layers=target_layers,
+            scheduler=scheduler, memory_limit=memory_limit, save_maps=save_maps, overwrite=overwrite), device,
+            live_values)
+    refuse_live_only(live_values)
     fit(source, target, output, FitOptions(
         test_fraction=test_fraction, val_fraction=val_fraction, seed=seed, alphas=alphas,
         include_first_token=include_first_token, source_layers=source_layers, target_layers=target_layers,
         scheduler=scheduler, n_workers=n_workers, memory_limit=memory_limit, device=device, save_maps=save_maps,
         task_tokens=task_tokens, overwrite=overwrite))
+
+
+def fit_live_cmd(source, target, corpus_path, output, live, options, device, values) -> None:
+    """The --live form: model and corpus specs from the options, then align.fitting.live."""
+    from align import corpus, models
+    from align.corpus import generated_format
+    from align.errors import InputError
+    from align.fitting.live import LiveJob, fit_live
+    from align.fitting.options import parse_memory
+
+    if not live:
+        raise InputError(f"a third argument ({corpus_path}) is a corpus, read only with --live: "
+                         "`align fit --live SOURCE_MODEL TARGET_MODEL CORPUS -o RESULT`, or give two stores")
+    if device not in ("cpu", "cuda", "auto"):
+        raise InputError(f"--device {device!r}: with --live the models run on cpu, cuda or auto (accelerate's device_map)")
+    v = values
+    if corpus_path is None and v["dataset"] is None and generated_format(v["fmt"]) is None:
+        raise InputError("give a CORPUS path, --dataset NAME[:CONFIG]:SPLIT or a generated --format (addition:N, multiplication:N)")
+    spec = {}
+    for side in ("source", "target"):
+        spec[side] = models.ModelSpec(
+            source if side == "source" else target, v[f"{side}_revision"], v[f"{side}_dtype"] or v["dtype"], device,
+            v["trust_remote_code"], v["allow_pickle_weights"], v["random_init"] or v[f"{side}_random_init"],
+            v[f"{side}_init_seed"])
+    cspec = corpus.CorpusSpec(corpus_path, v["dataset"], v["text_field"], v["fmt"], v["doc_split"], v["max_length"],
+                              v["overflow"], v["max_tokens"], v["max_docs"])
+    gpu = device == "cuda" or (device == "auto" and _cuda())
+    job = LiveJob(spec["source"], spec["target"], cspec, v["batch_size"], v["allow_long"])
+    fit_live(job, output, options, device=("cuda" if gpu else "cpu"), device_memory=parse_memory(v["device_memory"]),
+             dry_run=v["dry_run"])
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def refuse_live_only(values: dict) -> None:
+    """An option of the --live form given to the store form is one line, not ignored."""
+    from align.errors import InputError
+
+    ctx = click.get_current_context()
+    given = [p.opts[0] for p in ctx.command.params if p.name in values
+             and ctx.get_parameter_source(p.name) is not click.core.ParameterSource.DEFAULT]
+    if given:
+        raise InputError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to `align fit --live` only "
+                         "(SOURCE and TARGET here are stores): add --live to run the models, or drop "
+                         f"{'it' if len(given) == 1 else 'them'}")
 
 
 commands = [fit_cmd]

@@ -661,7 +661,9 @@ def fit_live(job: LiveJob, output: str | None, options: FitOptions | None = None
         est = estimate(p, plan, log)
         return LiveReport(None, None, time.time() - t0, plan.record(), dry_run=est)
     if options.scheduler not in (None, "synchronous", "sync"):
-        from align.fitting.live_shards import run_sharded  # noqa: F401  (not in this release)
+        raise InputError(f"--scheduler {options.scheduler}: `align fit --live` runs in this process; spread a live "
+                         "fit over a Dask cluster is not available yet (use the store route: extract, then "
+                         "`align fit --scheduler`)")
     net = load_models(job)
     total = plan.passes * len(p.batches) + (0 if plan.keep_heldout else plan.passes * sum(1 for b in p.batches if b.n_test))
     progress = Progress(total, log, terminal)
