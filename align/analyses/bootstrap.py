@@ -110,22 +110,40 @@ def resampled_means(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
 
 
 def resampled_maxima(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """Maxima over the prompts of each resample of values (n, ...): (resamples, ...)."""
+    """Maxima over the prompts of each resample of values (n, ...): (resamples, ...).
+
+    Per cell, the prompts are ranked by value once; a resample's maximum is the value of the
+    highest-ranked prompt it drew. Walking down the ranks resolves most cells in the first few
+    steps (a resample misses a given prompt with probability (1 − 1/n)^n ≈ 0.37)."""
     values = np.asarray(values, np.float64)
-    out = np.empty((idx.shape[0],) + values.shape[1:])
-    for b, ix in enumerate(idx):
-        out[b] = values[np.unique(ix)].max(0)
-    return out
+    n, B = values.shape[0], idx.shape[0]
+    flat = values.reshape(n, -1)
+    cells = flat.shape[1]
+    order = np.argsort(-flat, axis=0, kind="stable")  # (n, cells): prompts by falling value
+    drawn = multiplicity(idx, n) > 0  # (B, n)
+    out = np.full(B * cells, np.nan)
+    rb, rc = np.divmod(np.arange(B * cells), cells)  # the (resample, cell) pairs still open
+    for k in range(n):
+        p = order[k, rc]
+        hit = drawn[rb, p]
+        out[rb[hit] * cells + rc[hit]] = flat[p[hit], rc[hit]]
+        rb, rc = rb[~hit], rc[~hit]
+        if not len(rb):
+            break
+    return out.reshape((B,) + values.shape[1:])
 
 
 def percentile_interval(samples: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
     """The (1 − level)/2 and (1 + level)/2 percentiles over axis 0, leaving NaN samples out
     (NaN where all are)."""
     samples = np.asarray(samples, np.float64)
+    tail = 100 * (1 - level) / 2
+    if np.isfinite(samples).all():  # the common case, and numpy's percentile is ~3x faster
+        low, high = np.percentile(samples, [tail, 100 - tail], axis=0)
+        return low, high
     ok = np.isfinite(samples).any(0)
     low, high = np.full(samples.shape[1:], np.nan), np.full(samples.shape[1:], np.nan)
     if np.any(ok):
-        tail = 100 * (1 - level) / 2
         low[ok] = np.nanpercentile(samples[:, ok], tail, axis=0)
         high[ok] = np.nanpercentile(samples[:, ok], 100 - tail, axis=0)
     return low, high
