@@ -6,7 +6,9 @@ import json
 
 import click
 
-from align.corpus import FORMATS
+from align.corpus import FORMATS, CorpusSpec, generated_format
+from align.errors import InputError
+from align.models import DTYPES, ModelSpec
 from align.store.codecs import CODECS, DEFAULT_CODEC, STORE_DTYPES
 
 
@@ -36,7 +38,7 @@ def corpus_options(f):
 def model_options(f):
     opts = [
         click.option("--revision", default=None, help="Hub revision (branch, tag or commit)."),
-        click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default=None,
+        click.option("--dtype", type=click.Choice(DTYPES), default=None,
                      help="Compute dtype [default: float32 on CPU, bfloat16 on CUDA]."),
         click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="cpu", show_default=True,
                      help="auto: accelerate's device_map='auto' (spreads a large model over the GPUs)."),
@@ -77,18 +79,14 @@ def extract_cmd(model, corpus, output, revision, dtype, device, trust_remote_cod
     file, or a folder of .txt files. Re-running the same command resumes an incomplete store
     (refused if the weights changed). The last line reports characters the tokenizer dropped.
     """
-    from align.corpus import generated_format
-    from align.errors import InputError
-    from align.extraction import extract
+    from align.extraction import ExtractOptions, extract  # torch and transformers: loaded when the command runs
 
     if corpus is None and dataset is None and generated_format(fmt) is None:
         raise InputError("give a CORPUS path, --dataset NAME[:CONFIG]:SPLIT or a generated --format (addition:N, multiplication:N)")
-    extract(model, corpus, output, revision=revision, dtype=dtype, device=device, trust_remote_code=trust_remote_code,
-            allow_pickle_weights=allow_pickle_weights, random_init=random_init, seed=seed, dataset=dataset,
-            text_field=text_field, format=fmt, doc_split=doc_split, max_length=max_length, overflow=overflow,
-            max_tokens=max_tokens, max_docs=max_docs, batch_size=batch_size, layers=layers, sublayers=sublayers,
-            store_dtype=store_dtype, codec=codec, chunk_tokens=chunk_tokens, allow_long=allow_long, dry_run=dry_run,
-            break_lock=break_lock)
+    extract(ModelSpec(model, revision, dtype, device, trust_remote_code, allow_pickle_weights, random_init, seed),
+            CorpusSpec(corpus, dataset, text_field, fmt, doc_split, max_length, overflow, max_tokens, max_docs),
+            output,
+            ExtractOptions(batch_size, layers, sublayers, store_dtype, codec, chunk_tokens, allow_long, dry_run, break_lock))
 
 
 @click.command("info")
