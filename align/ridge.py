@@ -569,8 +569,6 @@ def summary(err: np.ndarray, source_layers, target_layers, n_source: int, n_targ
     when the row is flat); soft_depth_spread: max − min of the soft depths. A non-finite
     error anywhere in `err` raises NonFiniteError naming its pairs: nothing is summarised
     around it."""
-    from scipy.stats import spearmanr
-
     bad = np.argwhere(~np.isfinite(err))
     if len(bad):
         pairs = ", ".join(f"({source_layers[a]}, {target_layers[b]})" for a, b in bad[:4]) + (" ..." if len(bad) > 4 else "")
@@ -602,6 +600,28 @@ def summary(err: np.ndarray, source_layers, target_layers, n_source: int, n_targ
     elif len(set(jstar)) == 1:
         out["spearman_note"] = "undefined: the argmin path is constant"
     else:
-        out["spearman"] = float(spearmanr(sdepth, jstar).statistic)
+        out["spearman"] = spearman(sdepth, jstar)
         out["spearman_note"] = "Spearman rank correlation of j*(i) with i/L_S over source boundaries >= 1"
     return out
+
+
+def spearman(a, b) -> float:
+    """Spearman's rank correlation of two (n,) sequences: Pearson's correlation of their
+    average ranks (tied values share the mean of their ranks); NaN when either is constant."""
+    ra, rb = _average_ranks(a), _average_ranks(b)
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    denom = math.sqrt(float(ra @ ra) * float(rb @ rb))
+    return float(ra @ rb) / denom if denom > 0 else math.nan
+
+
+def _average_ranks(v) -> np.ndarray:
+    """Ranks 1..n of v (n,), ties given the mean of the ranks they span."""
+    v = np.asarray(v, dtype=np.float64)
+    order = np.argsort(v, kind="mergesort")
+    sv = v[order]
+    starts = np.r_[0, np.flatnonzero(sv[1:] != sv[:-1]) + 1]
+    ends = np.r_[starts[1:], len(v)]
+    ranks = np.empty(len(v))
+    for s, e in zip(starts, ends):
+        ranks[order[s:e]] = (s + e + 1) / 2.0  # mean of ranks s+1 .. e
+    return ranks

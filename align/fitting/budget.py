@@ -8,6 +8,8 @@ import math
 from align import ridge
 
 MIN_TASK_TOKENS = 256  # tokens per task are cut down to this before the pair grid is blocked
+TASKS_PER_SLOT = 2  # statistics tasks per worker slot the default task size aims at
+MIN_GROUP_TOKENS = 2048  # below this a task's accumulators cost more than its products
 RESULT_MARGIN = 1.05  # as extraction's disk margin: file-system blocks and slack
 METADATA_BYTES = 4096  # per array: its zarr.json, and its copy in the consolidated metadata
 
@@ -36,12 +38,14 @@ def block_bytes(nI: int, nJ: int, d_s: int, d_t: int, task_tokens: int, chunk_to
     - the maps of the block (W, c and the two means), held by the solve and every held-out task,
       and the solve's per-source factors (two eigenbases and QᵀVxxQ per source boundary of the
       block, kept for the blocks that share them) and temporaries (two scatters: 2·d_S²);
-    - one task's rows: float32 as read + the float64 gathered rows + a float32 gathered copy
-      (16 bytes a value) of nI·d_S + nJ·d_T values per token, plus one decoded store chunk of
-      the widest array."""
+    - the rows a task holds at once (it reads min(task_tokens, chunk_tokens) tokens at a
+      time): float32 as read + the float64 gathered rows + a float32 gathered copy of one
+      boundary (16 bytes a value) of nI·d_S + nJ·d_T values per token, plus one decoded
+      store chunk of the widest array."""
     acc = statistics_bytes(nI, nJ, d_s, d_t)
     maps = 8 * nI * nJ * (d_s * d_t + d_s + 2 * d_t) + 8 * (3 * nI + 2) * d_s * d_s
-    rows = 16 * task_tokens * (nI * d_s + nJ * d_t) + 4 * chunk_tokens * max(d_s, d_t)
+    read = min(task_tokens, chunk_tokens) if chunk_tokens else task_tokens
+    rows = 16 * read * (nI * d_s + nJ * d_t) + 4 * chunk_tokens * max(d_s, d_t)
     return (3 + math.ceil(math.log2(max(n_tasks, 1)))) * acc + maps + rows
 
 
@@ -112,14 +116,18 @@ def heldout_rows_bytes(n_heldout: int, nI: int, nJ: int, d_s: int, d_t: int) -> 
 
 
 def default_task_tokens(chunk: int, n_tokens: int, n_slots: int, device: str) -> int:
-    """Tokens per task: the store's chunk (each chunk read once), split when that leaves
-    fewer than four tasks per worker (small stores), and grouped to >= 65,536 on a GPU
-    (fewer device-to-host copies of the statistics)."""
+    """Tokens per task. Each task allocates, returns and adds into the tree one set of
+    accumulators, a cost of the size of the statistics whatever the task's tokens, so tasks
+    group whole store chunks (read one at a time) into about TASKS_PER_SLOT tasks per worker
+    slot, and are never cut below MIN_GROUP_TOKENS; on a GPU at least 65,536 (fewer
+    device-to-host copies of the statistics)."""
     if device != "cpu":
         return max(chunk, 1 << 16)
-    if math.ceil(n_tokens / chunk) >= 4 * n_slots:
-        return chunk
-    return max(MIN_TASK_TOKENS, min(chunk, math.ceil(n_tokens / (4 * n_slots))))
+    n_chunks = math.ceil(n_tokens / chunk)
+    tasks = TASKS_PER_SLOT * n_slots
+    if n_chunks >= tasks:
+        return chunk * math.ceil(n_chunks / tasks)
+    return min(chunk, max(MIN_GROUP_TOKENS, math.ceil(n_tokens / tasks)))
 
 
 def result_bytes(n_source: int, n_target: int, d_s: int, d_t: int, n_heldout_docs: int, save_maps: bool,
