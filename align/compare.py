@@ -287,6 +287,8 @@ def compare_alignment(items) -> Comparison:
             s.low[col], s.high[col] = _stat_interval(ds, key)
         if all(np.isnan(s.low[c]) for c in ALIGNMENT_STATS):
             without.append(label)
+        if summ.get("spearman") is None and summ.get("spearman_note"):
+            cmp.notes.append(f"{label}: Spearman {summ['spearman_note']}")
         cmp.series.append(s)
     if without:
         cmp.notes.append(f"no intervals for {', '.join(without)}: the alignment result holds no bootstrap of its summary")

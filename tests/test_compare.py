@@ -205,6 +205,7 @@ def alignment_result(path, path_j, spearman, interval=None):
 
     err = np.random.default_rng(0).random((4, 5))
     summ = {"source_layers": [1, 2, 3], "argmin_path": path_j, "spearman": spearman, "mean_depth_gap": 0.125,
+            "spearman_note": "undefined: the argmin path is constant" if spearman is None else "",
             "soft_depth": [0.2, 0.5, 0.8], "soft_depth_spread": 0.6}
     if interval:
         summ.update({"spearman_low": interval[0], "spearman_high": interval[1]})
@@ -222,7 +223,7 @@ def test_alignment_summary_with_intervals_where_held(cli, tmp_path):
     code, out, err = cli("compare", a, b, "-o", tmp_path / "t.md")
     assert code == 0, err
     assert "0.96 [0.81, 1]" in out and "1 3 4" in out and "2 2 2" in out
-    assert "no intervals for control" in out
+    assert "no intervals for control" in out and "control: Spearman undefined: the argmin path is constant" in out
     md = (tmp_path / "t.md").read_text()
     assert "| trained | small | big | 3 | 4 | 1 3 4 | 0.96 [0.81, 1] | 0.125 | 0.6 |" in md
     assert (tmp_path / "t.png").stat().st_size > 0
