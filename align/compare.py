@@ -12,8 +12,6 @@ so a row of published numbers can be put beside them in the same columns.
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 import sys
 from dataclasses import dataclass, field
@@ -21,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from align.analyses import bootstrap, depth, lens
+from align.compare_table import csv_table, text_table
 from align.errors import InputError, OutputRefused
 
 KINDS = ("depth", "lens", "alignment")
@@ -56,6 +55,7 @@ class Comparison:
     columns: list
     series: list = field(default_factory=list)
     notes: list = field(default_factory=list)
+    missing: str = "undefined"  # what a NaN number means in this kind of result
 
 
 def _label(path: str) -> str:
@@ -206,7 +206,7 @@ def compare_lens(items, weighting: str, resampling: bootstrap.Resampling) -> Com
     the same number of boundaries."""
     if weighting not in WEIGHTINGS:
         raise InputError(f"--weighting {weighting!r} is not one of {', '.join(WEIGHTINGS)}")
-    cmp = Comparison("lens", ["result", "model", "boundary", "b/L"], ["KL", "overlap"])
+    cmp = Comparison("lens", ["result", "model", "boundary", "b/L"], ["KL", "overlap"], missing="not measured")
     for label, path, ds in items:
         b = ds["boundary"].values
         L = int(ds.attrs.get("n_layers", len(b) - 1))
@@ -294,73 +294,6 @@ def compare_alignment(items) -> Comparison:
         cmp.notes.append(f"no intervals for {', '.join(without)}: the alignment result holds no bootstrap of its summary")
     cmp.notes.append("no paired differences for alignment results: they hold no per-document bootstrap data")
     return cmp
-
-
-# -- tables --------------------------------------------------------------------------------
-
-def _num(x) -> str:
-    x = float(x)
-    if not np.isfinite(x):
-        return "undefined"
-    return f"{x:.4g}"
-
-
-def _cell(v, lo, hi) -> str:
-    if not np.isfinite(v):
-        return "undefined"
-    return _num(v) + (f" [{_num(lo)}, {_num(hi)}]" if np.isfinite(lo) and np.isfinite(hi) else "")
-
-
-def rows(cmp: Comparison) -> list[dict]:
-    """The table's rows: {column: (value, low, high) for number columns, str/int for the
-    others}; lens results give one row per boundary."""
-    out = []
-    for s in cmp.series:
-        if s.boundary is None:
-            out.append({**s.info, **{c: (float(s.value[c]), float(s.low[c]), float(s.high[c])) for c in cmp.columns}})
-            continue
-        for k, b in enumerate(s.boundary):
-            row = {**s.info, "boundary": int(b), "b/L": f"{s.relative[k]:.3f}"}
-            row.update({c: (float(s.value[c][k]), float(s.low[c][k]), float(s.high[c][k])) for c in cmp.columns})
-            out.append(row)
-    return out
-
-
-def text_table(cmp: Comparison, markdown: bool = False) -> str:
-    """The table as aligned text (terminal) or a Markdown table: number columns read
-    "value [low, high]"; notes follow."""
-    header = cmp.info_columns + cmp.columns
-    body = [[str(r[c]) if c in cmp.info_columns else _cell(*r[c]) for c in header] for r in rows(cmp)]
-    lines = []
-    if markdown:
-        lines.append("| " + " | ".join(header) + " |")
-        lines.append("|" + "|".join("---" for _ in header) + "|")
-        lines += ["| " + " | ".join(row) + " |" for row in body]
-        if cmp.notes:
-            lines += [""] + [f"- {n}" for n in cmp.notes]
-        return "\n".join(lines) + "\n"
-    widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(header)]
-    for row in [header] + body:
-        lines.append("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
-    lines += [f"note: {n}" for n in cmp.notes]
-    return "\n".join(lines) + "\n"
-
-
-def csv_table(cmp: Comparison) -> str:
-    """The table as CSV: each number column as three columns (value, _low, _high), full
-    precision, empty where undefined or without an interval."""
-    header = list(cmp.info_columns)
-    for c in cmp.columns:
-        header += [c, f"{c}_low", f"{c}_high"]
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(header)
-    for r in rows(cmp):
-        line = [r[c] for c in cmp.info_columns]
-        for c in cmp.columns:
-            line += ["" if not np.isfinite(x) else repr(x) for x in r[c]]
-        w.writerow(line)
-    return buf.getvalue()
 
 
 # -- the command ---------------------------------------------------------------------------
