@@ -617,14 +617,15 @@ def make_plan(p: Prepared, options: FitOptions, device_memory: int | None) -> Li
 @dataclass
 class LiveReport:
     """What `fit_live` returns: the result's path (None: not written), the Dataset, seconds,
-    the plan (LivePlan.record()), statistics per block when asked, the progress rates, and
-    with a dry run its estimate."""
+    the plan (LivePlan.record()), statistics per block when asked, the progress rates, the
+    seconds of the passes, and with a dry run its estimate."""
     path: str | None
     dataset: object
     seconds: float
     plan: dict
     statistics: dict = field(default_factory=dict)
     rates: str = ""
+    loop_seconds: float = 0.0  # the passes, solves and held-out sums (loading and tokenizing not counted)
     dry_run: dict | None = None
 
 
@@ -667,11 +668,13 @@ def fit_live(job: LiveJob, output: str | None, options: FitOptions | None = None
     net = load_models(job)
     total = plan.passes * len(p.batches) + (0 if plan.keep_heldout else plan.passes * sum(1 for b in p.batches if b.n_test))
     progress = Progress(total, log, terminal)
+    t_loop = time.time()
     try:
         results, statistics = run_blocks(net, p.table, p.batches, p.source_layers, plan.blocks, plan.keep_heldout,
                                          options, p.split, progress)
     finally:
         progress.close()
+    loop_s = time.time() - t_loop
     log(f"align fit --live: {plan.passes} pass(es) over {p.table.n_tokens:,} tokens, {progress.rates()}")
     recorded = options.recorded(batch_size=job.batch_size, n_tokens=p.split.counts, device=str(net.device.type))
     ds = alignment_dataset(results, p.source_layers, p.target_layers, *sides, p.split, recorded, route="live",
@@ -681,7 +684,7 @@ def fit_live(job: LiveJob, output: str | None, options: FitOptions | None = None
         write_alignment(output, ds, inputs, options.overwrite)
         log(f"align fit --live: wrote {output} ({len(p.source_layers)}x{len(p.target_layers)} pairs) in "
             f"{time.time() - t0:.1f} s")
-    return LiveReport(output, ds, time.time() - t0, plan.record(), statistics, progress.rates())
+    return LiveReport(output, ds, time.time() - t0, plan.record(), statistics, progress.rates(), loop_s)
 
 
 def estimate(p: Prepared, plan: LivePlan, log) -> dict:
