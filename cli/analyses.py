@@ -30,10 +30,11 @@ def _resampling(f):
                         help="Resamples of prompts for the 95% percentile intervals.")(f)
 
 
-def _using(bootstrap, bootstrap_seed, equal_n=None):
-    from align.analyses.bootstrap import Resampling, using
+def _resampling_of(bootstrap, bootstrap_seed, equal_n=None):
+    """The Resampling the run_* functions take, from --bootstrap, --bootstrap-seed, --equal-n."""
+    from align.analyses.bootstrap import Resampling
 
-    return using(Resampling(bootstrap, bootstrap_seed, equal_n))
+    return Resampling(bootstrap, bootstrap_seed, equal_n)
 
 
 def _common(f):
@@ -60,12 +61,11 @@ def contrib_cmd(model, corpus, store, output, batch_size, overwrite, bootstrap, 
     if store is not None:
         if model is not None or corpus is not None:
             raise InputError("--store reads everything from the store: give no MODEL or CORPUS with it")
-        with _using(bootstrap, bootstrap_seed):
-            run_contrib(output, store=store, overwrite=overwrite)
+        run_contrib(output, store=store, resampling=_resampling_of(bootstrap, bootstrap_seed), overwrite=overwrite)
         return
     spec, cspec = _specs(model, corpus, **_spec_kwargs(kw))
-    with _using(bootstrap, bootstrap_seed):
-        run_contrib(output, spec=spec, cspec=cspec, batch_size=batch_size, overwrite=overwrite)
+    run_contrib(output, spec=spec, cspec=cspec, batch_size=batch_size, resampling=_resampling_of(bootstrap, bootstrap_seed),
+                overwrite=overwrite)
 
 
 def _spec_kwargs(kw):
@@ -110,11 +110,11 @@ def skip_cmd(model, corpus, output, batch_size, overwrite, settings, parts, spli
     from align.analyses.run import run_skip
 
     spec, cspec = _specs(model, corpus, **_spec_kwargs(kw))
-    with _using(bootstrap, bootstrap_seed, equal_n):
-        run_skip(output, spec=spec, cspec=cspec, batch_size=batch_size,
-                 settings=_choices(settings, ("current", "future"), "--settings"),
-                 parts=_choices(parts, ("layer", "attn", "mlp"), "--parts"), split=split, split_seed=split_seed,
-                 answer_field=answer_field, answer_marker=answer_marker, overwrite=overwrite)
+    run_skip(output, spec=spec, cspec=cspec, batch_size=batch_size,
+             settings=_choices(settings, ("current", "future"), "--settings"),
+             parts=_choices(parts, ("layer", "attn", "mlp"), "--parts"), split=split, split_seed=split_seed,
+             answer_field=answer_field, answer_marker=answer_marker,
+             resampling=_resampling_of(bootstrap, bootstrap_seed, equal_n), overwrite=overwrite)
 
 
 @click.command("lens")
@@ -138,12 +138,12 @@ def lens_cmd(model, corpus, store, output, batch_size, overwrite, bootstrap, boo
         spec = ModelSpec(model, kw["revision"], trust_remote_code=kw["trust_remote_code"]) if model else None
         # Only the final norm and the unembedding run: on --device, in --dtype (default: the
         # compute dtype there).
-        with _using(bootstrap, bootstrap_seed):
-            run_lens(output, spec=spec, store=store, overwrite=overwrite, device=kw["device"], dtype=kw["dtype"])
+        run_lens(output, spec=spec, store=store, resampling=_resampling_of(bootstrap, bootstrap_seed), overwrite=overwrite,
+                 device=kw["device"], dtype=kw["dtype"])
         return
     spec, cspec = _specs(model, corpus, **_spec_kwargs(kw))
-    with _using(bootstrap, bootstrap_seed):
-        run_lens(output, spec=spec, cspec=cspec, batch_size=batch_size, overwrite=overwrite)
+    run_lens(output, spec=spec, cspec=cspec, batch_size=batch_size, resampling=_resampling_of(bootstrap, bootstrap_seed),
+             overwrite=overwrite)
 
 
 @click.command("depth")
@@ -158,8 +158,8 @@ def depth_cmd(contrib_path, lens_path, output, overwrite, bootstrap, bootstrap_s
     contributions and lens results hold per-prompt sums."""
     from align.analyses.run import run_depth
 
-    with _using(bootstrap, bootstrap_seed):
-        run_depth(output, contrib_path=contrib_path, lens_path=lens_path, overwrite=overwrite)
+    run_depth(output, contrib_path=contrib_path, lens_path=lens_path, resampling=_resampling_of(bootstrap, bootstrap_seed),
+              overwrite=overwrite)
 
 
 commands = [contrib_cmd, skip_cmd, lens_cmd, depth_cmd]

@@ -18,8 +18,6 @@ costs one matrix product with its prompt multiplicities, never a pass over token
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import hashlib
 from dataclasses import dataclass
 
@@ -36,7 +34,10 @@ SCHEME = "numpy.random.default_rng(seed).integers(0, n, size=(resamples, {size})
 class Resampling:
     """How a result's intervals are drawn: `resamples` bootstrap resamples of prompts from
     `seed`; `equal_n` (maxima only): draw N prompts per resample instead of n, so that a
-    maximum over prompts is one over the same number of prompts for every model."""
+    maximum over prompts is one over the same number of prompts for every model. Every
+    function that draws intervals takes one as an argument (default `DEFAULT`); nothing is
+    read from global or context state, so two results computed in one process with different
+    options cannot leak into each other."""
 
     resamples: int = RESAMPLES
     seed: int = 0
@@ -51,23 +52,7 @@ class Resampling:
             raise InputError(f"--equal-n {self.equal_n} must be at least 1 prompt")
 
 
-_CURRENT: contextvars.ContextVar[Resampling] = contextvars.ContextVar("resampling", default=Resampling())
-
-
-def current() -> Resampling:
-    """The resampling in force: the default (1,000 resamples, seed 0), or what `using` set."""
-    return _CURRENT.get()
-
-
-@contextlib.contextmanager
-def using(resampling: Resampling):
-    """Within the block, results are written with `resampling`'s intervals (the command line
-    sets its options here; a caller of `to_dataset` may pass one directly instead)."""
-    token = _CURRENT.set(resampling)
-    try:
-        yield resampling
-    finally:
-        _CURRENT.reset(token)
+DEFAULT = Resampling()  # 1,000 resamples from seed 0, no equal-n mode: what a caller that names none gets
 
 
 def draw(rng: np.random.Generator, n: int, resamples: int, size: int | None = None) -> np.ndarray:

@@ -208,10 +208,10 @@ def _refuse_nonfinite(ds, what: str, var: str, da, rerun: str, bad=None) -> None
             f"non-finite), where effective depth needs a number: it was computed from NaN/inf activations; {rerun}")
 
 
-def depth_from_results(contrib, lens, resampling: bootstrap.Resampling | None = None) -> dict:
+def depth_from_results(contrib, lens, resampling: bootstrap.Resampling = bootstrap.DEFAULT) -> dict:
     """Effective depth from a "contributions" and a "lens" result (xarray Datasets), its
     sensitivity to each rule's threshold and, when both results hold per-prompt sums, the
-    prompt-bootstrap intervals drawn by `resampling` (default: `bootstrap.current()`).
+    prompt-bootstrap intervals drawn by `resampling` (default: 1,000 resamples from seed 0).
 
     Every number the rules read must be finite: a NaN or inf in the contributions' mean
     cosines, or in the lens curves at a boundary the lens measured, is refused naming the
@@ -248,7 +248,7 @@ def depth_from_results(contrib, lens, resampling: bootstrap.Resampling | None = 
     pp = per_prompt_sums(contrib, lens)
     if pp is None:
         return res
-    return intervals(res, pp, resampling or bootstrap.current())
+    return intervals(res, pp, resampling)
 
 
 NO_INTERVALS = ("none: the contributions or lens result holds no per-prompt sums (made before they were stored): "

@@ -213,10 +213,10 @@ def curve_replicates(per_prompt: dict, idx: np.ndarray) -> dict:
 NO_INTERVALS = "none: this lens result holds no per-prompt sums"
 
 
-def to_dataset(res: dict, attrs: dict, n_layers: int, resampling: bootstrap.Resampling | None = None):
+def to_dataset(res: dict, attrs: dict, n_layers: int, resampling: bootstrap.Resampling = bootstrap.DEFAULT):
     """The "lens" result Dataset: dims weighting, boundary (0..L); with per-prompt sums, also
     dim prompt and the intervals (module docstring) drawn by `resampling` (default:
-    `bootstrap.current()`), idx = bootstrap.indices(P, resampling)."""
+    1,000 resamples from seed 0), idx = bootstrap.indices(P, resampling)."""
     import xarray as xr
 
     data = {"kl": (("weighting", "boundary"), res["kl"]), "overlap": (("weighting", "boundary"), res["overlap"])}
@@ -224,7 +224,6 @@ def to_dataset(res: dict, attrs: dict, n_layers: int, resampling: bootstrap.Resa
     extra = {"intervals": NO_INTERVALS}
     pp = res.get("per_prompt")
     if pp is not None:
-        resampling = resampling or bootstrap.current()
         n = len(pp["token_count"])
         reps = curve_replicates(pp, bootstrap.indices(n, resampling))
         for name in ("kl", "overlap"):

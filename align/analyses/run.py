@@ -10,6 +10,7 @@ import numpy as np
 
 import align
 from align import corpus, models, provenance
+from align.analyses.bootstrap import DEFAULT, Resampling
 from align.errors import InputError, StoreMismatch
 
 
@@ -87,8 +88,10 @@ def _batched(prompts, batch_size):
     return list(batches(prompts, batch_size))
 
 
-def run_contrib(output, *, spec=None, cspec=None, store=None, batch_size=8, overwrite=False, log=_log_default):
-    """`align contrib`: from a live model (spec + cspec) or an activation store path."""
+def run_contrib(output, *, spec=None, cspec=None, store=None, batch_size=8, resampling: Resampling = DEFAULT,
+                overwrite=False, log=_log_default):
+    """`align contrib`: from a live model (spec + cspec) or an activation store path; the
+    intervals drawn by `resampling`."""
     from align import store as st
     from align.analyses import contrib
 
@@ -102,17 +105,20 @@ def run_contrib(output, *, spec=None, cspec=None, store=None, batch_size=8, over
         model, _, prompts, prov = load(spec, cspec)
         res = contrib.contributions_from_model(model, _batched(prompts, batch_size))
         attrs = {**prov, "options": {"batch_size": batch_size}}
-    st.write_result(output, contrib.to_dataset(res, attrs), "contributions", overwrite=overwrite, inputs=inputs)
-    log(f"align contrib: wrote {output} ({res['n_tokens']:,} tokens, {res['resid_cos'].shape[0]} layers)")
+    ds = contrib.to_dataset(res, attrs, resampling)
+    st.write_result(output, ds, "contributions", overwrite=overwrite, inputs=inputs)
+    log(f"align contrib: wrote {output} ({res['n_tokens']:,} tokens, {res['resid_cos'].shape[0]} layers; {intervals_note(ds.attrs)})")
     return output
 
 
 def run_skip(output, *, spec, cspec, batch_size=8, settings=("current", "future"), parts=("layer", "attn", "mlp"), split="random", split_seed=0,
-             answer_field="answer", answer_marker=None, overwrite=False, log=_log_default) -> str:
+             answer_field="answer", answer_marker=None, resampling: Resampling = DEFAULT, overwrite=False,
+             log=_log_default) -> str:
     """`align skip`: current and future settings, parts layer/attn/mlp, written as "skipping".
     `split` is "random" (P1's seeded split points) or "answer-start" (the future setting's one
     split point per prompt is its first answer token, the prompts read as `align erase` reads
-    them); each prompt's level is stored where the corpus has levels."""
+    them); each prompt's level is stored where the corpus has levels. `resampling` draws the
+    intervals; its equal-n mode is checked against the prompts before the weights load."""
     import time
 
     from align import store as st
@@ -130,10 +136,10 @@ def run_skip(output, *, spec, cspec, batch_size=8, settings=("current", "future"
         models.load_config(spec)
         aps = load_answer_prompts(cspec, models.load_tokenizer(spec), answer_field, answer_marker)
         splits = [skip.answer_split(a.predicts_answer) for a in aps]
-        skip.check_prompts([a.token_id for a in aps], settings, splits)
+        skip.check_prompts([a.token_id for a in aps], settings, splits, resampling.equal_n)
         levels = skip.answer_prompt_levels(cspec)
     model, config, prompts, prov = load(spec, cspec, check=None if splits is not None
-                                           else (lambda ps: skip.check_prompts(ps, settings)))
+                                           else (lambda ps: skip.check_prompts(ps, settings, equal_n=resampling.equal_n)))
     if split == "answer-start":
         prompts = [np.asarray(a.token_id, np.int64) for a in aps]
         check_vocabulary(spec, config, prompts)
@@ -148,23 +154,24 @@ def run_skip(output, *, spec, cspec, batch_size=8, settings=("current", "future"
             "split_seed": split_seed}
     if split == "answer-start":
         opts.update({"answer_field": answer_field, "answer_marker": answer_marker})
-    st.write_result(output, skip.to_dataset(res, {**prov, "options": opts, "timing": timing}, split_seed, levels), "skipping",
-                    overwrite=overwrite, inputs=inputs)
+    ds = skip.to_dataset(res, {**prov, "options": opts, "timing": timing}, split_seed, levels, resampling)
+    st.write_result(output, ds, "skipping", overwrite=overwrite, inputs=inputs)
     log(f"align skip: wrote {output} ({len(prompts)} prompts, {L} layers; "
         + ", ".join(f"{k}: {v} prompts" for k, v in res["n_prompts"].items())
         + (f"; {res['n_prompts_too_short']} " + ("with no token before the answer" if splits is not None
                                                   else "too short for the future setting") if "future" in settings else "")
         + f") in {dt:.1f} s: {res['n_forwards']:,} batched forward passes "
-        f"(a one-prompt-at-a-time loop makes {res['n_forwards_one_at_a_time']:,})")
+        f"(a one-prompt-at-a-time loop makes {res['n_forwards_one_at_a_time']:,}); {intervals_note(ds.attrs)}")
     return output
 
 
-def run_lens(output, *, spec=None, cspec=None, store=None, batch_size=8, overwrite=False, log=_log_default,
-             device="cpu", dtype=None, tokens_per_step=None):
+def run_lens(output, *, spec=None, cspec=None, store=None, batch_size=8, resampling: Resampling = DEFAULT,
+             overwrite=False, log=_log_default, device="cpu", dtype=None, tokens_per_step=None):
     """`align lens`: from a live model, or from a store plus the checkpoint's final norm and
     unembedding (spec names the checkpoint; default: the store's model). With a store the head
     runs on `device` (cpu | cuda | auto) in `dtype` (default: the model's compute dtype there,
-    float32 on CPU, bfloat16 on CUDA), `tokens_per_step` tokens per head application."""
+    float32 on CPU, bfloat16 on CUDA), `tokens_per_step` tokens per head application. The
+    intervals are drawn by `resampling`."""
     from align import store as st
     from align.analyses import checkpoint, lens
 
@@ -194,13 +201,17 @@ def run_lens(output, *, spec=None, cspec=None, store=None, batch_size=8, overwri
         res = lens.logit_lens(model, _batched(prompts, batch_size))
         L = config.num_hidden_layers
         attrs = {**prov, "options": {"batch_size": batch_size}}
-    st.write_result(output, lens.to_dataset(res, attrs, L), "lens", overwrite=overwrite, inputs=inputs)
-    log(f"align lens: wrote {output} ({res['n_tokens']:,} tokens, {res['n_prompts']} prompts, boundaries 0..{L})")
+    ds = lens.to_dataset(res, attrs, L, resampling)
+    st.write_result(output, ds, "lens", overwrite=overwrite, inputs=inputs)
+    log(f"align lens: wrote {output} ({res['n_tokens']:,} tokens, {res['n_prompts']} prompts, boundaries 0..{L}; "
+        f"{intervals_note(ds.attrs)})")
     return output
 
 
-def run_depth(output, *, contrib_path, lens_path, overwrite=False, log=_log_default):
-    """`align depth`: effective depth from a contributions and a lens result."""
+def run_depth(output, *, contrib_path, lens_path, resampling: Resampling = DEFAULT, overwrite=False, log=_log_default):
+    """`align depth`: effective depth from a contributions and a lens result, with intervals
+    drawn by `resampling` where both hold per-prompt sums. The log line gives each rule's
+    depth and interval, e.g. "kl 40 [38, 42] (ratio 0.62)"."""
     from align import store as st
     from align.analyses import depth
 
@@ -210,13 +221,44 @@ def run_depth(output, *, contrib_path, lens_path, overwrite=False, log=_log_defa
     for key in ("model", "config_hash"):
         if c.attrs.get(key) != l.attrs.get(key):
             raise StoreMismatch(f"{contrib_path} and {lens_path} come from different models ({key}: {c.attrs.get(key)!r} vs {l.attrs.get(key)!r})")
-    res = depth.depth_from_results(c, l)
+    res = depth.depth_from_results(c, l, resampling)
     attrs = {k: c.attrs.get(k) for k in ("model", "revision", "model_type", "config_hash", "tokenizer_hash", "corpus")}
     attrs.update({"contributions": str(contrib_path), "lens": str(lens_path), "align_version": align.__version__,
                   "lens_corpus": l.attrs.get("corpus"), "options": {}})
-    st.write_result(output, depth.to_dataset(res, attrs), "depth", overwrite=overwrite, inputs=inputs)
-    parts = []
-    for rule, ed, ratio in zip(depth.RULES, res["effective_depth"], res["ratio"]):
-        parts.append(f"{rule} {ed:.0f} (ratio {ratio:.2f})" if np.isfinite(ed) else f"{rule} undefined ({res['reasons'][rule]})")
-    log(f"align depth: wrote {output}: " + "; ".join(parts) + f" of {res['n_layers']} layers")
+    ds = depth.to_dataset(res, attrs)
+    st.write_result(output, ds, "depth", overwrite=overwrite, inputs=inputs)
+    parts = [depth_summary(res, k, rule) for k, rule in enumerate(depth.RULES)]
+    log(f"align depth: wrote {output}: " + "; ".join(parts) + f" of {res['n_layers']} layers; {intervals_note(ds.attrs)}")
     return output
+
+
+def _number(x: float) -> str:
+    """A depth or interval end for a log line: "40", or "38.5" where a percentile falls
+    between two depths (one decimal)."""
+    return f"{x:.1f}".removesuffix(".0")
+
+
+def depth_summary(res: dict, k: int, rule: str) -> str:
+    """Rule k of a depth result in words: "kl 40 [38, 42] (ratio 0.62)", with the interval in
+    brackets where the result has one and the share of resamples where the rule is defined
+    when not all; "kl undefined (reason)" where the point estimate is undefined."""
+    ed = float(res["effective_depth"][k])
+    text = f"{rule} {_number(ed)}" if np.isfinite(ed) else f"{rule} undefined ({res['reasons'][rule]})"
+    notes = [f"ratio {res['ratio'][k]:.2f}"] if np.isfinite(ed) else []
+    if "effective_depth_low" in res:
+        low, high, frac = res["effective_depth_low"][k], res["effective_depth_high"][k], res["defined_fraction"][k]
+        if np.isfinite(low) and np.isfinite(high):
+            text += f" [{_number(low)}, {_number(high)}]"
+        if frac < 1:
+            notes.append(f"defined in {frac:.0%} of resamples")
+    return text + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def intervals_note(attrs: dict) -> str:
+    """How a result's intervals were drawn, for its log line: "95% intervals over 1,000 prompt
+    resamples (seed 0)", or "no intervals" when the result holds none."""
+    b = attrs.get("bootstrap")
+    if not b:
+        return "no intervals"
+    equal_n = f", equal-n {b['equal_n']}" if b.get("equal_n") else ""
+    return f"{b['level']:.0%} intervals over {b['resamples']:,} prompt resamples (seed {b['seed']}{equal_n})"

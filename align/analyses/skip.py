@@ -230,8 +230,7 @@ def _check_effects(R, O, parts, prompts) -> None:
 def check_prompts(prompts, settings=SETTINGS, splits=None, equal_n: int | None = None) -> None:
     """InputError when no prompt is long enough for the future setting (T < 13 everywhere;
     with `splits`, when every prompt's answer starts at token 0 or 1), or when the equal-n
-    mode (default: `bootstrap.current().equal_n`) asks for more prompts than a setting has."""
-    equal_n = bootstrap.current().equal_n if equal_n is None else equal_n
+    mode's `equal_n` (None: no equal-n mode) asks for more prompts than a setting has."""
     if "future" in settings and prompts and splits is not None:
         if not any(1 < int(t) < len(p) for t, p in zip(splits, prompts)):
             raise InputError(f"no prompt has a token to skip before its answer: with --split answer-start each prompt "
@@ -370,10 +369,10 @@ def intervals(res: dict, resampling: bootstrap.Resampling) -> dict:
     return out
 
 
-def to_dataset(res: dict, attrs: dict, seed: int, levels=None, resampling: bootstrap.Resampling | None = None):
+def to_dataset(res: dict, attrs: dict, seed: int, levels=None, resampling: bootstrap.Resampling = bootstrap.DEFAULT):
     """The "skipping" result Dataset: R, O (setting, part, agg, skipped, later), the
     per-prompt maxima R_prompt, O_prompt (module docstring), their bootstrap intervals drawn
-    by `resampling` (default: `bootstrap.current()`) and, given `levels` (one per prompt,
+    by `resampling` (default: 1,000 resamples from seed 0, no equal-n mode) and, given `levels` (one per prompt,
     None where unknown), `level` (prompt)."""
     import xarray as xr
 
@@ -393,7 +392,6 @@ def to_dataset(res: dict, attrs: dict, seed: int, levels=None, resampling: boots
                 raise InputError(f"levels are given for {sum(lv is not None for lv in levels)} of "
                                  f"{res['n_prompts_total']} prompts: every prompt needs one")
             data["level"] = (("prompt",), np.asarray(levels, np.int64))
-        resampling = resampling or bootstrap.current()
         for k, v in intervals(res, resampling).items():
             data[k] = (rdims if k.startswith("R") else odims, v)
         n = {s: len(res["per_prompt"][s][0]) for s in res["settings"]}
