@@ -24,6 +24,7 @@ added in a tree fixed by shard index (`align.fitting.live` tasks run there).
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import time
@@ -601,15 +602,23 @@ class LivePlan:
                 "positions": self.positions}
 
 
-def make_plan(p: Prepared, options: FitOptions, device_memory: int | None) -> LivePlan:
+def make_plan(p: Prepared, options: FitOptions, device_memory: int | None, per_worker: tuple | None = None) -> LivePlan:
     """The blocks and memory of the run, or the one-line refusal of a budget that cannot
-    hold one target boundary per pass (naming the minimum)."""
+    hold one target boundary per pass (naming the minimum). `per_worker` (limit, idle
+    footprint) plans for a Dask worker instead, which keeps no held-out rows between tasks."""
     s = shape_of(p)
-    where, limit, idle, option = budget_of(p.job, options, device_memory)
+    if per_worker is not None:
+        s = replace(s, n_heldout=0)
+        where, (limit, idle), option = "each worker", per_worker, "--memory-limit (per worker)"
+    else:
+        where, limit, idle, option = budget_of(p.job, options, device_memory)
     planned = plan_blocks(s, p.target_layers, limit - idle)
     if planned is None:
         raise InputError(refusal(option, limit, idle, s, where))
     blocks, keep, need = planned
+    if per_worker is not None:
+        keep = False
+        need.pop("held-out rows")
     return LivePlan(where, limit - idle, blocks, keep, {"models": s.model_bytes, **need}, p.table.n_tokens,
                     p.split.counts, len(p.batches), sum(b.positions for b in p.batches))
 
@@ -655,16 +664,15 @@ def fit_live(job: LiveJob, output: str | None, options: FitOptions | None = None
     sides = sides_of(p)
     if output is not None and not dry_run:
         check_result_room(output, p.source_layers, p.target_layers, *sides, p.split, options.save_maps)
+    if options.scheduler not in (None, "synchronous", "sync") and not dry_run:
+        plan, results, statistics, rates, loop_s = run_on_cluster(p, options, log)
+        return finish(p, sides, results, statistics, plan, options, output, inputs, rates, loop_s, "cluster", log, t0)
     plan = make_plan(p, options, device_memory)
     for line in plan.lines(len(p.source_layers), len(p.target_layers), job.batch_size):
         log(line)
     if dry_run:
         est = estimate(p, plan, log)
         return LiveReport(None, None, time.time() - t0, plan.record(), dry_run=est)
-    if options.scheduler not in (None, "synchronous", "sync"):
-        raise InputError(f"--scheduler {options.scheduler}: `align fit --live` runs in this process; spread a live "
-                         "fit over a Dask cluster is not available yet (use the store route: extract, then "
-                         "`align fit --scheduler`)")
     net = load_models(job)
     total = plan.passes * len(p.batches) + (0 if plan.keep_heldout else plan.passes * sum(1 for b in p.batches if b.n_test))
     progress = Progress(total, log, terminal)
@@ -675,8 +683,15 @@ def fit_live(job: LiveJob, output: str | None, options: FitOptions | None = None
     finally:
         progress.close()
     loop_s = time.time() - t_loop
-    log(f"align fit --live: {plan.passes} pass(es) over {p.table.n_tokens:,} tokens, {progress.rates()}")
-    recorded = options.recorded(batch_size=job.batch_size, n_tokens=p.split.counts, device=str(net.device.type))
+    return finish(p, sides, results, statistics, plan, options, output, inputs, progress.rates(), loop_s,
+                  str(net.device.type), log, t0)
+
+
+def finish(p: Prepared, sides, results, statistics, plan: LivePlan, options: FitOptions, output, inputs, rates: str,
+           loop_s: float, where: str, log, t0: float) -> LiveReport:
+    """The alignment Dataset (the shared writer's, route "live") written to `output`."""
+    log(f"align fit --live: {plan.passes} pass(es) over {p.table.n_tokens:,} tokens, {rates}")
+    recorded = options.recorded(batch_size=p.job.batch_size, n_tokens=p.split.counts, device=where)
     ds = alignment_dataset(results, p.source_layers, p.target_layers, *sides, p.split, recorded, route="live",
                            save_maps=options.save_maps)
     if output is not None:
@@ -684,7 +699,129 @@ def fit_live(job: LiveJob, output: str | None, options: FitOptions | None = None
         write_alignment(output, ds, inputs, options.overwrite)
         log(f"align fit --live: wrote {output} ({len(p.source_layers)}x{len(p.target_layers)} pairs) in "
             f"{time.time() - t0:.1f} s")
-    return LiveReport(output, ds, time.time() - t0, plan.record(), statistics, progress.rates(), loop_s)
+    return LiveReport(output, ds, time.time() - t0, plan.record(), statistics, rates, loop_s)
+
+
+# -- on a Dask cluster ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ShardTask:
+    """What one shard task needs (opaque to Dask: its tuples are no graph keys): the job, the
+    source boundaries, the block of target boundaries and the shard's batches."""
+    job: LiveJob
+    source_layers: tuple
+    block: tuple
+    batches: tuple
+
+
+@functools.lru_cache(maxsize=1)
+def worker_models(job: LiveJob) -> Models:
+    """Both models, loaded once per worker process (on its own device, as the job says)."""
+    return load_models(job)
+
+
+def shift_task(task: ShardTask, table: TokenTable, x_shift) -> dict:
+    """On a worker: the shifts of a block from the first batch with training rows (the
+    source's only when `x_shift` is None) and the source's scale (check_alphas)."""
+    net = worker_models(task.job)
+    b = task.batches[0]
+    xs, ys = forwards(net, table, b, list(task.source_layers), task.block, None)
+    scale = training_scale(xs, task.source_layers, b) if x_shift is None else {}
+    x = training_shift(xs, task.source_layers, b) if x_shift is None else x_shift
+    return {"x": x, "y": training_shift(ys, task.block, b), "scale": scale}
+
+
+def shard_statistics_task(task: ShardTask, table: TokenTable, shifts: dict) -> ridge.Statistics:
+    """On a worker: the sums (numpy) of the training rows of the shard's batches."""
+    net = worker_models(task.job)
+    d_s, d_t = net.source.config.hidden_size, net.target.config.hidden_size
+    stats = ridge.Statistics.zeros(task.source_layers, task.block, d_s, d_t, net.backend)
+    for b in task.batches:
+        fault_point("fit_live_batch")
+        xs, ys = forwards(net, table, b, list(task.source_layers), task.block, None)
+        part = np.where(b.part == TEST, -1, b.part)
+        ridge.chunk_statistics(xs, ys, part, shifts["x"], shifts["y"], net.backend, into=stats)
+    return stats.numpy(net.backend)
+
+
+def shard_heldout_task(task: ShardTask, table: TokenTable, fitted: dict) -> dict:
+    """On a worker: the held-out sums of the shard's batches (a second forward of each)."""
+    net = worker_models(task.job)
+    sums = None
+    for b in task.batches:
+        xs, ys = forwards(net, table, b, list(task.source_layers), task.block, None)
+        held = b.flat[b.n_train:]
+        s = ridge.heldout_sums(rows(xs, task.source_layers, held, net.device), rows(ys, task.block, held, net.device),
+                               fitted, net.backend)
+        sums = s if sums is None else ridge.add_heldout(sums, s)
+    return sums
+
+
+def shards_of(batches: list, n: int) -> list:
+    """`batches` (corpus order) cut into at most `n` runs of consecutive batches, as even in
+    positions as the batches allow: shard k is fixed by the batches alone."""
+    total = sum(b.positions for b in batches)
+    out, cur, at = [], [], 0
+    for b in batches:
+        cur.append(b)
+        at += b.positions
+        if at * n >= total * (len(out) + 1) and len(out) < n - 1:
+            out.append(cur)
+            cur = []
+    if cur:
+        out.append(cur)
+    return out
+
+
+def run_on_cluster(p: Prepared, options: FitOptions, log) -> tuple:
+    """The blocks of `plan` on the Dask cluster at options.scheduler: per block, document
+    shards (runs of consecutive batches) on the workers, each loading both models once; the
+    shards' sums added in a tree fixed by shard index (graph.tree), solved here, and the
+    held-out sums of the shards added the same way. Held-out rows are forwarded again (rows
+    are not kept between tasks). The plan is made per worker (--memory-limit per worker, or
+    the workers' own limit, less the largest worker's idle footprint). Returns (plan,
+    results, statistics, rates, seconds)."""
+    from align.fitting.cluster import executor
+    from align.fitting.graph import add_heldout_task, add_task, tree
+
+    results, kept_stats, factors = {}, {}, {}
+    t_loop = time.time()
+    with executor(options.scheduler, None, options.memory_limit, log) as ex:
+        plan = make_plan(p, options, None, (ex.limit, ex.idle))
+        for line in plan.lines(len(p.source_layers), len(p.target_layers), p.job.batch_size):
+            log(line)
+        n = max(1, min(len(p.batches), 4 * ex.n_workers))
+        train = shards_of([b for b in p.batches if b.n_train], n)
+        test = shards_of([b for b in p.batches if b.n_test], n)
+        first = next(b for b in p.batches if b.n_train)
+        log(f"align fit --live: {len(train)} shard(s) of the training batches and {len(test)} of the held-out ones on "
+            f"{ex.n_workers} Dask worker(s), each loading both models")
+        x_shift = None
+        for k, block in enumerate(plan.blocks):
+            I = tuple(p.source_layers)
+            shifts = ex.run({"table": p.table, "shift": (shift_task, ShardTask(p.job, I, block, (first,)), "table", x_shift)},
+                            "shift")
+            if x_shift is None:
+                check_alphas(options.alphas, shifts["scale"], p.split.n_select, p.split.n_train)
+                x_shift = shifts["x"]
+            dsk = {"table": p.table, "shifts": shifts}
+            keys = []
+            for s, shard in enumerate(train):
+                dsk[("stats", s)] = (shard_statistics_task, ShardTask(p.job, I, block, tuple(shard)), "table", "shifts")
+                keys.append(("stats", s))
+            stats = ex.run(dsk, tree(dsk, "stats-sum", keys, add_task))
+            fitted = solve(stats, options.alphas, shifts["x"], shifts["y"], options.device, factors)
+            if options.keep_statistics:
+                kept_stats[block] = stats
+            dsk = {"table": p.table, "fitted": fitted}
+            keys = []
+            for s, shard in enumerate(test):
+                dsk[("heldout", s)] = (shard_heldout_task, ShardTask(p.job, I, block, tuple(shard)), "table", "fitted")
+                keys.append(("heldout", s))
+            sums = ex.run(dsk, tree(dsk, "heldout-sum", keys, add_heldout_task))
+            results.update(pair_results(fitted, sums))
+            log(f"align fit --live: pass {k + 1} of {plan.passes} done on the cluster")
+    return plan, results, kept_stats, f"{plan.positions * plan.passes:,} positions forwarded on the cluster", time.time() - t_loop
 
 
 def estimate(p: Prepared, plan: LivePlan, log) -> dict:
