@@ -37,6 +37,29 @@ recorded in the store); `overflow="split"` (default) keeps every window, `"trunc
 first. Documents with no tokens are skipped (their index is still consumed, so `doc` always
 points back to the source). Special tokens have char_start = char_end = -1.
 
+Packing (`pack=SEPARATOR`, P1's protocol; plain documents only): each document and the
+separator are tokenized separately (no special tokens; the separator as text, so
+"<|endoftext|>" becomes the tokenizer's special token, as in a document) and their ids are
+concatenated, doc0 sep doc1 sep doc2 ... (no separator before the first document or after the
+last), then cut into consecutive windows that are full: `max_length` tokens, the special
+tokens the tokenizer adds to each window and the stand-in included. A document cut across
+two windows keeps its one id in both. The separator's tokens belong to the document before
+them (they end it, as an end-of-text token does; their residuals are formed from its
+context) and have char spans -1. The tokens after the last full window (the last partial
+window) are left out and counted (`TokenizeStats.packed_tail_tokens`); a corpus without one
+full window is refused. With `max_tokens`, only whole windows are kept (the first
+max_tokens // max_length). Packing gives up the one-document-per-sequence context: a window's
+tokens attend to the end of the documents before them in the window.
+
+Stand-in first token (`stand_in_token=ID`, P1's protocol for a model without BOS, e.g. 0
+for Qwen 2.5): ID is put at position 0 of every sequence, packed or not (a special token:
+char span -1, and the document of the token after it), so the fit's default, which leaves
+position 0 out, drops exactly it and scores every real token. A tokenizer that already adds
+tokens before a text (Llama's BOS) is refused: its BOS is already what the fit leaves out.
+
+`unescape(text)` reads a separator as typed on a command line: \\n, \\t, \\r and \\\\ are
+a line break, a tab, a carriage return and a backslash; any other backslash is refused.
+
 What tokenizing changes in the text is counted (`TokenizeStats`), never silent:
 - characters outside the tokenizer's vocabulary that it drops (a tokenizer without byte
   fallback or an unknown token drops them: a document of emoji becomes no tokens at all) are
@@ -74,6 +97,8 @@ GENERATED = {"addition": "+", "multiplication": "*"}
 GENERATED_COUNT = 100  # problems of a generated format without --max-docs
 MAX_DIGITS = 18  # a and b stay within int64
 AIME_MAX_TOKENS = 400  # P2 keeps AIME prompts of at most 400 tokens
+PROTOCOL = ("pack", "stand_in_token")  # CorpusSpec fields of P1's protocol (module docstring)
+ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
 ANSWER_MARKERS = {"gsm8k": "The final answer is", "mquake": "\nAnswer:", "math": "\nSolution:", "aime": "\nAnswer:",
                   "addition": " =", "multiplication": " ="}
 
@@ -91,6 +116,8 @@ class CorpusSpec:
     overflow: str = "split"
     max_tokens: int | None = None
     max_docs: int | None = None
+    pack: str | None = None  # None: one document per sequence; a separator: documents packed into full windows
+    stand_in_token: int | None = None  # an id put at position 0 of every sequence (a stand-in BOS)
 
     def describe(self) -> str:
         if self.path is None and self.dataset is None:
@@ -98,8 +125,13 @@ class CorpusSpec:
         return self.dataset and f"dataset {self.dataset}" or str(self.path)
 
     def options(self) -> dict:
+        """The fields but `path`. The protocol fields (`PROTOCOL`) appear only when set, so
+        the corpus hash of a spec without them is what it was before they existed."""
         d = dict(self.__dict__)
         d.pop("path")
+        for k in PROTOCOL:
+            if d[k] is None:
+                d.pop(k)
         return d
 
 
@@ -113,15 +145,20 @@ class Sequence:
     char_start: np.ndarray  # (n,) int, -1 for special tokens
     char_end: np.ndarray
     level: int | None = None  # the document's difficulty level, where its format has one
+    docs: np.ndarray | None = None  # (n,) int64, each token's document, when a packed window holds several
 
     def __len__(self) -> int:
         return len(self.token_id)
+
+    def doc_ids(self) -> np.ndarray:
+        """(n,) int64: the document of every token (`doc` is the first token's)."""
+        return np.full(len(self), self.doc, np.int64) if self.docs is None else self.docs
 
     def fields(self) -> dict[str, np.ndarray]:
         n = len(self)
         return {
             "token_id": self.token_id,
-            "doc": np.full(n, self.doc, np.int64),
+            "doc": self.doc_ids(),
             "seq": np.full(n, self.seq, np.int64),
             "pos": np.arange(n, dtype=np.int32),
             "char_start": self.char_start,
@@ -352,6 +389,7 @@ def validate(spec: CorpusSpec) -> None:
         raise InputError(f"--max-length {spec.max_length} is too small: it must be at least 2")
     if spec.max_tokens is not None and spec.max_tokens < 1:
         raise InputError(f"--max-tokens {spec.max_tokens} must be positive")
+    _validate_protocol(spec)
     if generated is not None:
         if spec.path is not None or spec.dataset is not None:
             raise InputError(f"--format {spec.fmt} generates its problems: give no CORPUS or --dataset with it")
@@ -360,6 +398,45 @@ def validate(spec: CorpusSpec) -> None:
         raise InputError("give either a CORPUS path or --dataset NAME[:CONFIG]:SPLIT, not both or neither")
     if spec.fmt in JSON_FORMATS and spec.path is not None and not spec.path.endswith(".jsonl"):
         raise InputError(f"--format {spec.fmt} needs a .jsonl file in that data set's field layout, not {spec.path}")
+
+
+def _validate_protocol(spec: CorpusSpec) -> None:
+    """The options of P1's protocol (module docstring), before any work."""
+    if spec.stand_in_token is not None and (isinstance(spec.stand_in_token, bool) or not isinstance(
+            spec.stand_in_token, (int, np.integer)) or spec.stand_in_token < 0):
+        raise InputError(f"--stand-in-token {spec.stand_in_token!r} must be a token id (a whole number >= 0), e.g. 0")
+    if spec.pack is None:
+        return
+    if not isinstance(spec.pack, str):
+        raise InputError(f"--pack {spec.pack!r} must be a string (the separator's text), e.g. '\\n\\n'")
+    if spec.fmt != "plain":
+        raise InputError(f"--pack joins plain documents into windows; --format {spec.fmt} makes one prompt per "
+                         "sequence: drop --pack or --format")
+    if spec.overflow != "split":
+        raise InputError(f"--pack cuts the joined documents into consecutive full windows; --overflow {spec.overflow} "
+                         "does not apply: drop --overflow")
+    if spec.max_tokens is not None and spec.max_tokens < spec.max_length:
+        raise InputError(f"--max-tokens {spec.max_tokens} is less than one packed window of --max-length "
+                         f"{spec.max_length}: --pack keeps whole windows only")
+
+
+def unescape(text: str) -> str:
+    """A separator as typed on a command line: \\n, \\t, \\r and \\\\ become a line break,
+    a tab, a carriage return and a backslash; any other backslash is a one-line InputError."""
+    out, i = [], 0
+    while i < len(text):
+        c = text[i]
+        if c != "\\":
+            out.append(c)
+            i += 1
+            continue
+        nxt = text[i + 1:i + 2]
+        if nxt not in ESCAPES:
+            raise InputError(f"--pack {text!r}: unknown escape \\{nxt} at character {i}; write \\n, \\t, \\r, "
+                             "or \\\\ for a backslash")
+        out.append(ESCAPES[nxt])
+        i += 2
+    return "".join(out)
 
 
 def items(spec: CorpusSpec) -> Iterator[Item]:
@@ -405,7 +482,7 @@ def provenance(spec: CorpusSpec, hash: str | None = None) -> dict:
     format has levels (a plain corpus is not read again for them)."""
     levels = [] if spec.fmt in ("plain", "gsm8k") else sorted({x for x in document_levels(spec) if x is not None})
     return {"source": spec.describe(), "hash": hash or corpus_hash(spec), **spec.options(),
-            **({"levels": levels} if levels else {})}
+            **{k: getattr(spec, k) for k in PROTOCOL}, **({"levels": levels} if levels else {})}
 
 
 def corpus_hash(spec: CorpusSpec) -> str:
@@ -453,11 +530,14 @@ class TokenizeStats:
     special_token_text: int = 0  # occurrences of literal special-token text parsed as special tokens
     first_special: list | None = None  # [doc, text] of the first occurrence
     over_format_limit: int = 0  # documents longer than their format allows (aime: 400 tokens), left out
+    packed_tail_tokens: int | None = None  # packed: tokens after the last full window, left out
 
     def to_json(self) -> dict:
         d = dict(self.__dict__)
         if not d["over_format_limit"]:
             d.pop("over_format_limit")  # absent unless a format limits length: older stores read the same
+        if d["packed_tail_tokens"] is None:
+            d.pop("packed_tail_tokens")  # absent unless packed
         return d
 
     def add(self, doc: int, text: str, ids: np.ndarray, offs: np.ndarray, special: np.ndarray) -> None:
@@ -507,47 +587,127 @@ def special_ids(tokenizer) -> np.ndarray:
 
 
 def sequences(spec: CorpusSpec, tokenizer, stats: TokenizeStats | None = None) -> Iterator[Sequence]:
-    """Tokenized sequences in corpus order, at most `spec.max_tokens` tokens in all. With
-    `stats`, counts what tokenizing dropped or parsed as special tokens in each document read."""
+    """Tokenized sequences in corpus order, at most `spec.max_tokens` tokens in all: one
+    document per sequence, or documents packed into full windows (`spec.pack`), each with the
+    stand-in first token where `spec.stand_in_token` asks (module docstring). With `stats`,
+    counts what tokenizing dropped or parsed as special tokens in each document read."""
     prefix, suffix = special_tokens(tokenizer)
+    if spec.stand_in_token is not None:
+        if prefix:
+            raise InputError(f"--stand-in-token {spec.stand_in_token}: this model's tokenizer already puts {prefix} "
+                             "(its BOS) at position 0 of every sequence, which the fit leaves out: drop --stand-in-token")
+        prefix = [int(spec.stand_in_token)]
     room = spec.max_length - len(prefix) - len(suffix)
     if room < 1:
-        raise InputError(f"--max-length {spec.max_length} leaves no room after the tokenizer's {len(prefix) + len(suffix)} special tokens")
-    pre, suf = np.asarray(prefix, np.int64), np.asarray(suffix, np.int64)
-    pad = lambda k: np.full(k, -1, np.int64)  # noqa: E731
-    budget = spec.max_tokens
+        raise InputError(f"--max-length {spec.max_length} leaves no room after the {len(prefix) + len(suffix)} special "
+                         "token(s) of each sequence")
+    wrap = _Wrap(np.asarray(prefix, np.int64), np.asarray(suffix, np.int64))
+    encoded = _encoded(spec, tokenizer, stats, len(prefix) + len(suffix))
+    if spec.pack is None:
+        yield from _document_windows(spec, encoded, room, wrap)
+    else:
+        separator = np.asarray(tokenizer(spec.pack, add_special_tokens=False)["input_ids"], np.int64)
+        yield from _packed_windows(spec, encoded, room, wrap, separator, stats)
+
+
+@dataclass(frozen=True)
+class _Wrap:
+    """The special tokens put around each window's tokens (the stand-in is a prefix)."""
+
+    pre: np.ndarray
+    suf: np.ndarray
+
+    def sequence(self, ids, cs, ce, docs, seq: int, level=None, budget: int | None = None) -> Sequence:
+        """A Sequence of `ids` (with char spans `cs`, `ce` and documents `docs`) wrapped in the
+        prefix and suffix (char spans -1; documents of the first and last token), cut to
+        `budget` tokens."""
+        np_, ns = len(self.pre), len(self.suf)
+        pad = lambda k: np.full(k, -1, np.int64)  # noqa: E731
+        tok = np.concatenate([self.pre, ids, self.suf])
+        cs = np.concatenate([pad(np_), cs, pad(ns)])
+        ce = np.concatenate([pad(np_), ce, pad(ns)])
+        docs = np.concatenate([np.full(np_, docs[0], np.int64), docs, np.full(ns, docs[-1], np.int64)])
+        if budget is not None:
+            tok, cs, ce, docs = tok[:budget], cs[:budget], ce[:budget], docs[:budget]
+        several = len(docs) and docs[0] != docs[-1]
+        return Sequence(tok.astype(np.int32), int(docs[0]), seq, cs, ce, level, docs if several else None)
+
+
+def _encoded(spec: CorpusSpec, tokenizer, stats: TokenizeStats | None, n_special: int):
+    """(doc, item, ids, offsets) of every document that gives tokens, in corpus order (a
+    format's over-long prompt left out and counted)."""
     special = special_ids(tokenizer) if stats is not None else None
-    seq = 0
     for doc, item in enumerate(items(spec)):
         text = item.text
         if not text:
             continue
-        if budget is not None and budget <= 0:
-            return
         enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
         ids = np.asarray(enc["input_ids"], np.int64)
         offs = np.asarray(enc["offset_mapping"], np.int64).reshape(-1, 2)
-        if spec.fmt == "aime" and len(pre) + len(ids) + len(suf) > AIME_MAX_TOKENS:
+        if spec.fmt == "aime" and n_special + len(ids) > AIME_MAX_TOKENS:
             if stats is not None:
                 stats.over_format_limit += 1
             continue
         if stats is not None:
             stats.add(doc, text, ids, offs, special)
-        if not len(ids):
-            continue
+        if len(ids):
+            yield doc, item, ids, offs
+
+
+def _document_windows(spec: CorpusSpec, encoded, room: int, wrap: _Wrap) -> Iterator[Sequence]:
+    """One document per sequence: each cut into windows of `room` tokens (all of them, or the
+    first with overflow="truncate"), the last sequence cut to --max-tokens."""
+    budget = spec.max_tokens
+    seq = 0
+    for doc, item, ids, offs in encoded:
         starts = range(0, len(ids), room) if spec.overflow == "split" else [0]
         for s in starts:
+            if budget is not None and budget <= 0:
+                return
             body = slice(s, s + room)
-            tok = np.concatenate([pre, ids[body], suf])
-            cs = np.concatenate([pad(len(pre)), offs[body, 0], pad(len(suf))])
-            ce = np.concatenate([pad(len(pre)), offs[body, 1], pad(len(suf))])
+            sq = wrap.sequence(ids[body], offs[body, 0], offs[body, 1], np.full(len(ids[body]), doc, np.int64), seq,
+                               item.level, budget)
             if budget is not None:
-                if budget <= 0:
-                    return
-                tok, cs, ce = tok[:budget], cs[:budget], ce[:budget]
-                budget -= len(tok)
-            yield Sequence(tok.astype(np.int32), doc, seq, cs, ce, item.level)
+                budget -= len(sq)
+            yield sq
             seq += 1
+        if budget is not None and budget <= 0:
+            return  # the next document is not read (nor counted)
+
+
+def _packed_windows(spec: CorpusSpec, encoded, room: int, wrap: _Wrap, separator: np.ndarray,
+                    stats: TokenizeStats | None) -> Iterator[Sequence]:
+    """Documents joined by `separator` (its tokens in the document before it, char spans -1)
+    cut into full windows of `room` tokens; the last partial window left out and counted;
+    with --max-tokens, whole windows only."""
+    windows = None if spec.max_tokens is None else spec.max_tokens // spec.max_length
+    if stats is not None:
+        stats.packed_tail_tokens = 0
+    parts: list = []  # (ids, char_start, char_end, docs) not yet in a window
+    held = seq = 0
+    previous = None
+    for doc, _, ids, offs in encoded:
+        if previous is not None and len(separator):
+            none = np.full(len(separator), -1, np.int64)
+            parts.append((separator, none, none, np.full(len(separator), previous, np.int64)))
+            held += len(separator)
+        parts.append((ids, offs[:, 0], offs[:, 1], np.full(len(ids), doc, np.int64)))
+        held += len(ids)
+        previous = doc
+        while held >= room:
+            joined = parts[0] if len(parts) == 1 else tuple(np.concatenate(col) for col in zip(*parts))
+            yield wrap.sequence(*(c[:room] for c in joined), seq)
+            seq += 1
+            held -= room
+            parts = [tuple(c[room:] for c in joined)] if held else []
+            if windows is not None and seq >= windows:
+                return
+    if stats is not None:
+        stats.packed_tail_tokens = held
+    if seq == 0:
+        raise InputError(f"--pack: corpus {spec.describe()} gives {held:,} tokens, less than one full window of "
+                         f"{room:,} (--max-length {spec.max_length} less the special tokens): give more text or a "
+                         "smaller --max-length")
 
 
 def tokenizer_hashes(tokenizer) -> dict[str, str]:

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from align.corpus import FORMATS, CorpusSpec, generated_format
+from align.corpus import FORMATS, CorpusSpec, generated_format, unescape
 from align.errors import InputError
 from align.models import DTYPES, ModelSpec
 from align.store.codecs import CODECS, DEFAULT_CODEC, STORE_DTYPES
@@ -35,6 +35,30 @@ def corpus_options(f):
     return f
 
 
+def protocol_options(f):
+    """P1's protocol (align.corpus): documents packed into full windows, a stand-in first
+    token. Commands that read a corpus through CorpusSpec can take these as they are."""
+    opts = [
+        click.option("--pack", "pack", default=None, metavar="SEPARATOR",
+                     help="Join the documents with SEPARATOR (text, tokenized; \\n \\t \\r \\\\ are escapes, e.g. "
+                          "'\\n\\n' or '<|endoftext|>') and cut them into full windows of --max-length tokens; the "
+                          "last partial window is left out. Part of the store's identity."),
+        click.option("--stand-in-token", type=click.IntRange(min=0), default=None, metavar="ID",
+                     help="Put token ID at position 0 of every sequence (P1: 0 for a model without BOS, e.g. Qwen 2.5), "
+                          "so the fit's default leaves out only it; refused when the tokenizer adds a BOS."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def corpus_spec(corpus, dataset, text_field, fmt, doc_split, max_length, overflow, max_tokens, max_docs,
+                pack=None, stand_in_token=None) -> CorpusSpec:
+    """The CorpusSpec of the corpus and protocol options, the separator's escapes read."""
+    return CorpusSpec(corpus, dataset, text_field, fmt, doc_split, max_length, overflow, max_tokens, max_docs,
+                      None if pack is None else unescape(pack), stand_in_token)
+
+
 def model_options(f):
     opts = [
         click.option("--revision", default=None, help="Hub revision (branch, tag or commit)."),
@@ -58,6 +82,7 @@ def model_options(f):
 @click.option("-o", "--output", required=True, metavar="STORE", help="Activation store to write (a folder, or an fsspec URL).")
 @model_options
 @corpus_options
+@protocol_options
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True, help="Sequences per forward pass.")
 @click.option("--layers", default=None, metavar="SPEC", help="Residual boundaries to keep: e.g. 0,4,8 or ::2 or 1: [default: all 0..L].")
 @click.option("--sublayers", is_flag=True, help="Also store what attention and MLP add to the residual.")
@@ -71,8 +96,8 @@ def model_options(f):
 @click.option("--dry-run", is_flag=True, help="Print what the run would write and cost, and check free disk; write nothing.")
 @click.option("--break-lock", is_flag=True, help="Remove a stale lock left by a run that died.")
 def extract_cmd(model, corpus, output, revision, dtype, device, trust_remote_code, allow_pickle_weights, random_init, seed,
-                dataset, text_field, fmt, doc_split, max_length, overflow, max_tokens, max_docs, batch_size, layers,
-                sublayers, store_dtype, codec, chunk_tokens, allow_long, dry_run, break_lock):
+                dataset, text_field, fmt, doc_split, max_length, overflow, max_tokens, max_docs, pack, stand_in_token,
+                batch_size, layers, sublayers, store_dtype, codec, chunk_tokens, allow_long, dry_run, break_lock):
     """Store MODEL's residual stream at every boundary over CORPUS.
 
     MODEL is a folder made by save_pretrained or a hub id. CORPUS is a .txt file, a .jsonl
@@ -84,7 +109,8 @@ def extract_cmd(model, corpus, output, revision, dtype, device, trust_remote_cod
     if corpus is None and dataset is None and generated_format(fmt) is None:
         raise InputError("give a CORPUS path, --dataset NAME[:CONFIG]:SPLIT or a generated --format (addition:N, multiplication:N)")
     extract(ModelSpec(model, revision, dtype, device, trust_remote_code, allow_pickle_weights, random_init, seed),
-            CorpusSpec(corpus, dataset, text_field, fmt, doc_split, max_length, overflow, max_tokens, max_docs),
+            corpus_spec(corpus, dataset, text_field, fmt, doc_split, max_length, overflow, max_tokens, max_docs, pack,
+                        stand_in_token),
             output,
             ExtractOptions(batch_size, layers, sublayers, store_dtype, codec, chunk_tokens, allow_long, dry_run, break_lock))
 
@@ -124,7 +150,8 @@ def info_cmd(store, as_json):
         + (" (as uint16 bits)" if lay.store_dtype == "bfloat16" else ""),
         f"  chunks      {lay.chunk_tokens} tokens, codec {lay.codec}",
         f"  size        {size / 2**20:,.1f} MiB on disk" if size >= 0 else "  size        (remote)",
-        f"  corpus      {prov['corpus']['source']} (sha256 {prov['corpus']['hash'][:12]}), max_length {prov['corpus']['max_length']}, {prov['corpus']['overflow']}",
+        f"  corpus      {prov['corpus']['source']} (sha256 {prov['corpus']['hash'][:12]}), max_length {prov['corpus']['max_length']}, {prov['corpus']['overflow']}"
+        + _protocol(prov["corpus"]),
         f"  special     prefix {prov['special_tokens']['prefix']}, suffix {prov['special_tokens']['suffix']}",
         f"  hashes      config {prov['config_hash'][:12]}, tokenizer {prov['tokenizer_hash']['all'][:12]}",
         f"  weights     {prov.get('weights', {}).get('id', 'not recorded')}",
@@ -136,6 +163,19 @@ def info_cmd(store, as_json):
         lines.append(f"  run         tokens {r['tokens'][0]:,}..{stop}, batch size {r['batch_size']}, {r['device']}, "
                      f"{r['dtype']}, align {r['align_version']}, {r['host']}, started {r['started']}")
     click.echo("\n".join(lines))
+
+
+def _protocol(corpus: dict) -> str:
+    """', packed with separator "\\n\\n" (37 tokens after the last full window left out),
+    stand-in token 0' for a store of P1's protocol, '' otherwise."""
+    out = ""
+    if corpus.get("pack") is not None:
+        out += f", packed with separator {json.dumps(corpus['pack'])}"
+        if corpus.get("packed_tail_tokens"):
+            out += f" ({corpus['packed_tail_tokens']:,} tokens after the last full window left out)"
+    if corpus.get("stand_in_token") is not None:
+        out += f", stand-in token {corpus['stand_in_token']} at position 0"
+    return out
 
 
 commands = [extract_cmd, info_cmd]

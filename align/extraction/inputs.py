@@ -6,6 +6,7 @@ Every refusal here is one line, and leaves nothing behind."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from dataclasses import dataclass
 
@@ -18,8 +19,11 @@ from align.layers import parse_layers
 # revision as typed is not one: "weights" (the commit it resolved to, or the weight files'
 # hash) is what decides the numbers, so a resume may pin the commit a moved branch had. The
 # tokenizer's behaviour (its hashes) is one too: the same text read another way is other ids.
-DEFINING = ("model", "dtype", "random_init", "seed", "corpus_hash", "text_field", "format",
-            "doc_split", "max_length", "overflow", "max_tokens", "max_docs", "layers", "sublayers",
+# P1's protocol (--pack, --stand-in-token) comes before the corpus hash, which it also enters,
+# so a resume with another value names the option first. A store made before these options
+# existed has neither (None: one document per sequence, no stand-in) and resumes as before.
+DEFINING = ("model", "dtype", "random_init", "seed", "pack", "stand_in_token", "corpus_hash", "text_field",
+            "format", "doc_split", "max_length", "overflow", "max_tokens", "max_docs", "layers", "sublayers",
             "store_dtype", "codec", "chunk_tokens", "config_hash", "weights", "tokenizer")
 DEVICES = ("cpu", "cuda", "auto")
 
@@ -95,6 +99,12 @@ def kept_blocks(boundaries: list[int], n_layers: int, options: ExtractOptions) -
     return kept
 
 
+def _quoted(text: str | None) -> str | None:
+    """A separator as the identity holds it: JSON-quoted, so a line break reads "\\n" and a
+    refusal naming it stays one line."""
+    return None if text is None else json.dumps(text)
+
+
 def resolve(spec: models.ModelSpec, cspec: corpus.CorpusSpec, options: ExtractOptions, output: str) -> Inputs:
     """Check every input, cheapest first, and resolve what the run will use (see Inputs)."""
     options.check()
@@ -117,7 +127,8 @@ def resolve(spec: models.ModelSpec, cspec: corpus.CorpusSpec, options: ExtractOp
         "random_init": spec.random_init, "seed": spec.seed if spec.random_init else None, "corpus_hash": chash,
         "text_field": cspec.text_field, "format": cspec.fmt, "doc_split": cspec.doc_split,
         "max_length": cspec.max_length, "overflow": cspec.overflow, "max_tokens": cspec.max_tokens,
-        "max_docs": cspec.max_docs, "layers": boundaries, "sublayers": options.sublayers, "store_dtype": store_dtype,
+        "max_docs": cspec.max_docs, "pack": _quoted(cspec.pack), "stand_in_token": cspec.stand_in_token,
+        "layers": boundaries, "sublayers": options.sublayers, "store_dtype": store_dtype,
         "codec": options.codec, "chunk_tokens": options.chunk_tokens, "config_hash": models.config_hash(config),
         "weights": weights["id"], "tokenizer": corpus.tokenizer_hashes(tokenizer)["all"],
     }

@@ -46,7 +46,7 @@ def count(spec: corpus.CorpusSpec, tokenizer) -> Plan:
         n += len(sq)
         s += 1
         longest = max(longest, len(sq))
-        docs.add(sq.doc)
+        docs.update((sq.doc,) if sq.docs is None else np.unique(sq.docs).tolist())
     if n == 0:
         raise InputError(f"corpus {spec.describe()} has no text to tokenize: give a corpus with at least one non-empty document")
     return Plan(n, s, len(docs), longest, stats, lengths, top, top_at)
