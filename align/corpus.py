@@ -420,6 +420,14 @@ def _validate_protocol(spec: CorpusSpec) -> None:
                          f"{spec.max_length}: --pack keeps whole windows only")
 
 
+def check_stand_in(spec: CorpusSpec, vocab_size) -> None:
+    """A stand-in token must be one of the model's `vocab_size` ids (its config's): a
+    one-line InputError naming both otherwise (checked before anything is tokenized)."""
+    if spec.stand_in_token is not None and isinstance(vocab_size, int) and spec.stand_in_token >= vocab_size:
+        raise InputError(f"--stand-in-token {spec.stand_in_token} is not a token id of this model (ids 0 to "
+                         f"{vocab_size - 1:,}): P1 uses 0")
+
+
 def unescape(text: str) -> str:
     """A separator as typed on a command line: \\n, \\t, \\r and \\\\ become a line break,
     a tab, a carriage return and a backslash; any other backslash is a one-line InputError."""

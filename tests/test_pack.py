@@ -179,6 +179,7 @@ def test_resume_with_other_protocol_options_is_refused(zoo, corpus_file, tmp_pat
     (["--pack", "\\n", "--overflow", "truncate"], ["--overflow truncate"]),
     (["--pack", "\\n", "--max-tokens", "10"], ["--max-tokens 10", "--max-length 32"]),
     (["--pack", "\\n", "--max-docs", "1", "--max-length", "1000"], ["--pack", "less than one full window of 1,000"]),
+    (["--stand-in-token", "300"], ["--stand-in-token 300", "ids 0 to 299"]),
 ])
 def test_bad_protocol_options_are_one_line(zoo, corpus_file, tmp_path, cli, args, needles):
     base = ["extract", zoo("qwen2"), corpus_file, "-o", tmp_path / "x.zarr", "--max-length", "32"]
@@ -212,3 +213,36 @@ def test_fit_on_protocol_stores_scores_every_real_token(extracted, zoo, corpus_f
     assert counts["fit"] + counts["validation"] + counts["heldout"] == real
     held = np.isin(want["doc"], ds["heldout_doc"].values) & (want["pos"] > 0)
     assert counts["heldout"] == int(held.sum())
+
+
+def test_a_store_made_before_the_protocol_options_still_resumes(zoo, corpus_file, tmp_path, cli):
+    """A store whose identity has neither key (made before they existed) is one document per
+    sequence, no stand-in: the same command without them finds it complete; with them, refused."""
+    import zarr
+
+    out = tmp_path / "old.zarr"
+    base = ["extract", zoo("qwen2"), corpus_file, "-o", out, "--max-docs", "3"]
+    assert cli(*base)[0] == 0
+    group = zarr.open_group(str(out), mode="r+")
+    prov = dict(group.attrs["provenance"])
+    prov["identity"] = {k: v for k, v in prov["identity"].items() if k not in ("pack", "stand_in_token")}
+    prov["corpus"] = {k: v for k, v in prov["corpus"].items() if k not in ("pack", "stand_in_token")}
+    group.attrs["provenance"] = prov
+    code, _, err = cli(*base)
+    assert code == 0 and "already complete" in err
+    code, _, err = cli(*base, "--stand-in-token", "0")
+    one_line_error(code, err, "stand_in_token: store has None, now 0")
+
+
+def test_corpus_hash_without_the_protocol_options_is_unchanged(corpus_file):
+    """The hash of a corpus read without --pack or --stand-in-token is the one stores made
+    before these options recorded: sha256 of the cutting options then the file's name and bytes."""
+    import hashlib
+
+    options = {"dataset": None, "text_field": "text", "fmt": "plain", "doc_split": None, "max_length": 512,
+               "overflow": "split", "max_tokens": None, "max_docs": None}
+    h = hashlib.sha256(json.dumps(options, sort_keys=True).encode())
+    h.update(os.path.basename(corpus_file).encode() + b"\0")
+    h.update(open(corpus_file, "rb").read())
+    assert corpus.corpus_hash(corpus.CorpusSpec(corpus_file)) == h.hexdigest()
+    assert corpus.corpus_hash(corpus.CorpusSpec(corpus_file, pack="\n\n")) != h.hexdigest()

@@ -115,6 +115,7 @@ def resolve(spec: models.ModelSpec, cspec: corpus.CorpusSpec, options: ExtractOp
     check_device(spec.device)
     config = models.load_config(spec)
     check_max_length(cspec.max_length, config, options.allow_long)
+    corpus.check_stand_in(cspec, getattr(config, "vocab_size", None))
     boundaries = parse_layers(options.layers, config.num_hidden_layers)
     kept_layers = kept_blocks(boundaries, config.num_hidden_layers, options)
     weights = provenance.weights_identity(spec, config)
