@@ -151,6 +151,7 @@ def main():
         job = live.LiveJob(models.ModelSpec(S), models.ModelSpec(T),
                            corpus_mod.CorpusSpec(corpus, max_length=args.seq, max_tokens=args.tokens), args.batch_size)
         quiet = lambda m: None  # noqa: E731
+        est = live.fit_live(job, None, FitOptions(), dry_run=True, log=quiet).dry_run
         t = time.time()
         rep = live.fit_live(job, os.path.join(root, "live.zarr"), FitOptions(), log=quiet)
         live_s = time.time() - t
@@ -170,7 +171,8 @@ def main():
                           "plan": {k: plan[k] for k in ("blocks", "passes", "keep_heldout", "bytes")},
                           "floor_seconds": floor, "bare_forward_seconds": fwd, "product_flops": flops,
                           "matmul_rate_flops": rate, "ratio_to_floor": live_s / floor,
-                          "loop_ratio_to_floor": rep.loop_seconds / floor, "target_ratio": 1.25}
+                          "loop_ratio_to_floor": rep.loop_seconds / floor, "target_ratio": 1.25,
+                          "dry_run_estimate_seconds": est["seconds_estimate"], "dry_run_phases": est["seconds"]}
         print(json.dumps(result["live"], indent=1), flush=True)
         if not args.no_store:
             st = {}

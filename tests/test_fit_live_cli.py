@@ -111,3 +111,15 @@ def test_a_killed_run_leaves_no_result_and_the_same_command_succeeds(models, cor
     assert peak <= 1.3 * limit, (peak, q.stderr)
     ds = open_result(str(out), "alignment")
     assert ds.attrs["route"] == "live" and np.all(np.isfinite(ds["relative_error"].values))
+
+
+def test_progress_on_a_terminal_shows_pass_rates_and_eta(capsys):
+    from align.fitting.live import Progress
+
+    p = Progress(4, log=None, terminal=True)
+    p.forward("source", 2048, 0.5)
+    p.forward("target", 2048, 2.0)
+    p.step("pass 2 of 3")
+    p.close()
+    err = capsys.readouterr().err
+    assert "pass 2 of 3" in err and "source 4,096 tok/s, target 1,024 tok/s" in err and "ETA" in err and "1/4" in err

@@ -344,7 +344,8 @@ class Progress:
         if terminal:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=self.total, unit="batch", dynamic_ncols=True, leave=False, file=sys.stderr)
+            # a batch takes tens of ms at least: redraw at each one
+            self.bar = tqdm(total=self.total, unit="batch", dynamic_ncols=True, leave=False, file=sys.stderr, mininterval=0)
 
     def forward(self, side: str, tokens: int, seconds: float) -> None:
         self.tokens[side] += tokens
