@@ -3,7 +3,8 @@ token (`--stand-in-token ID`), against hand-worked references.
 
 References: the documents are tokenized with the `tokenizers` library reading the model's
 tokenizer.json (no align), joined and cut by hand below; residuals come from
-tests/reference.py's forward composed from the model's own submodules, float32, at
+tests/reference.py's forward composed from the model's own submodules and from the HF
+model's own hidden states (boundaries before the final norm), float32, at
 test_extract.py's tolerance (rtol 1e-4, atol 1e-4: ~1000x the observed rounding of batched
 against single-sequence forwards, ~1e4x below any real error such as a shifted position).
 """
@@ -151,11 +152,17 @@ def test_protocol_store_table_and_residuals_equal_an_independent_forward(zoo, co
     assert_table(s, want)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     seq = s.tokens("seq")
+    L = model.config.num_hidden_layers
     for k in range(s.layout.n_sequences):
         idx = np.flatnonzero(seq == k)
-        ref = residuals(model, s.tokens("token_id")[idx])["resid"]
+        ids = s.tokens("token_id")[idx]
+        ref = residuals(model, ids)["resid"]
+        with torch.inference_mode():  # HF's own hidden states: boundaries 0..L-1 (its last one is after the final norm)
+            hf = model(torch.as_tensor(ids[None], dtype=torch.long), output_hidden_states=True).hidden_states
         for b in s.boundaries:
             np.testing.assert_allclose(s.resid(b)[idx], ref[b], rtol=RTOL, atol=ATOL, err_msg=f"window {k}, boundary {b}")
+            if b < L:
+                np.testing.assert_allclose(s.resid(b)[idx], hf[b][0].numpy(), rtol=RTOL, atol=ATOL)
 
 
 def test_resume_with_other_protocol_options_is_refused(zoo, corpus_file, tmp_path, cli):
