@@ -383,7 +383,18 @@ class Models:
 
     @property
     def backend(self) -> ridge.Backend:
-        return ridge.Backend(str(self.device), use_torch=True)
+        """numpy on the CPU (its statistics gather into reused buffers and add in place
+        through BLAS), torch on a GPU."""
+        return ridge.CPU if self.device.type == "cpu" else ridge.Backend(str(self.device))
+
+    def arrays(self, resid: dict) -> dict:
+        """Rows as the backend takes them: on the CPU numpy float32 (a view of a float32
+        tensor; bf16 widened, exactly), on a GPU the tensors themselves."""
+        import torch
+
+        if self.device.type != "cpu":
+            return resid
+        return {k: (t if t.dtype == torch.float32 else t.float()).numpy() for k, t in resid.items()}
 
 
 def load_models(job: LiveJob) -> Models:
@@ -425,6 +436,7 @@ def statistics_pass(net: Models, table: TokenTable, batches, source_layers, bloc
     backend = net.backend
     stats = ridge.Statistics.zeros(source_layers, block, d_s, d_t, backend)
     kept = [] if keep_heldout else None
+    work: dict = {}  # the gather's buffers, reused batch after batch
     for b in batches:
         fault_point("fit_live_batch")
         if not b.n_train and not (keep_heldout and b.n_test):
@@ -439,7 +451,8 @@ def statistics_pass(net: Models, table: TokenTable, batches, source_layers, bloc
             if block not in shifts.y:
                 shifts.y[block] = training_shift(ys, block, b)
             part = np.where(b.part == TEST, -1, b.part)
-            ridge.chunk_statistics(xs, ys, part, shifts.x, shifts.y[block], backend, into=stats)
+            ridge.chunk_statistics(net.arrays(xs), net.arrays(ys), part, shifts.x, shifts.y[block], backend,
+                                   into=stats, work=work)
         if keep_heldout and b.n_test:
             held = b.flat[b.n_train:]
             kept.append((rows(xs, source_layers, held, net.device), rows(ys, block, held, net.device)))
@@ -458,7 +471,7 @@ def heldout_pass(net: Models, table: TokenTable, batches, source_layers, block, 
 
     def add(xh, yh):
         nonlocal sums
-        s = ridge.heldout_sums(xh, yh, fitted, backend)
+        s = ridge.heldout_sums(net.arrays(xh), net.arrays(yh), fitted, backend)
         sums = s if sums is None else ridge.add_heldout(sums, s)
 
     if kept is not None:
@@ -741,7 +754,7 @@ def shard_statistics_task(task: ShardTask, table: TokenTable, shifts: dict) -> r
         fault_point("fit_live_batch")
         xs, ys = forwards(net, table, b, list(task.source_layers), task.block, None)
         part = np.where(b.part == TEST, -1, b.part)
-        ridge.chunk_statistics(xs, ys, part, shifts["x"], shifts["y"], net.backend, into=stats)
+        ridge.chunk_statistics(net.arrays(xs), net.arrays(ys), part, shifts["x"], shifts["y"], net.backend, into=stats)
     return stats.numpy(net.backend)
 
 
@@ -752,8 +765,8 @@ def shard_heldout_task(task: ShardTask, table: TokenTable, fitted: dict) -> dict
     for b in task.batches:
         xs, ys = forwards(net, table, b, list(task.source_layers), task.block, None)
         held = b.flat[b.n_train:]
-        s = ridge.heldout_sums(rows(xs, task.source_layers, held, net.device), rows(ys, task.block, held, net.device),
-                               fitted, net.backend)
+        s = ridge.heldout_sums(net.arrays(rows(xs, task.source_layers, held, net.device)),
+                               net.arrays(rows(ys, task.block, held, net.device)), fitted, net.backend)
         sums = s if sums is None else ridge.add_heldout(sums, s)
     return sums
 
@@ -851,7 +864,8 @@ def estimate(p: Prepared, plan: LivePlan, log) -> dict:
     part = np.where(b.part == TEST, -1, b.part)
     shift_x, shift_y = training_shift(xs, p.source_layers, b), training_shift(ys, block, b)
     t = time.perf_counter()
-    ridge.chunk_statistics(xs, {j: ys[j] for j in block}, part, shift_x, shift_y, backend, into=stats)
+    ridge.chunk_statistics(net.arrays(xs), net.arrays({j: ys[j] for j in block}), part, shift_x, shift_y, backend,
+                           into=stats)
     if net.device.type == "cuda":
         torch.cuda.synchronize(net.device)
     tp = time.perf_counter() - t
