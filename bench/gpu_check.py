@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import inspect
+import dataclasses
 import json
 import os
 import platform
@@ -449,12 +449,14 @@ def phase_exactness(ctx: dict, name: str, batch_size: int) -> dict:
 
 
 def split_supported() -> str | None:
-    """None when align can run extraction and the analyses on a placement that splits the model
-    over devices; otherwise why not."""
-    from align import extraction
+    """None when align can run extraction on a placement that splits the model over devices;
+    otherwise why not. Which weights run where is the model's option: it would be a field of
+    align.models.ModelSpec (what align.extract and the analyses load a model from), so that
+    is where the probe looks."""
+    from align import models
 
-    if "device_map" not in inspect.signature(extraction.extract).parameters:
-        return "not supported yet (align.extract takes --device cpu|cuda|auto, no device map that splits layers)"
+    if "device_map" not in {f.name for f in dataclasses.fields(models.ModelSpec)}:
+        return "not supported yet (align.models.ModelSpec has a device (cpu|cuda|auto), no device_map that splits layers)"
     return None
 
 
