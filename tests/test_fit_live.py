@@ -50,14 +50,14 @@ def two_of_five_budget(zoo, corpus_file, family, dtype):
     """A plan budget that holds two target boundaries per pass, not three (held-out rows not
     kept): the bytes the plan counts, from its own arithmetic (the input of this case)."""
     from align import corpus, models
-    from align.fitting import live
+    from align.fitting import budget, live
     from align.fitting.options import FitOptions
 
     job = live.LiveJob(models.ModelSpec(zoo(family), dtype=dtype), models.ModelSpec(zoo(family, **BIG), dtype=dtype),
                        corpus.CorpusSpec(corpus_file, max_length=CORPUS["max_length"]), CORPUS["batch_size"])
     p = live.prepare(job, FitOptions().checked())
     shape = live.shape_of(p)
-    return shape.model_bytes + sum(live.block_bytes(shape, 2, False).values())
+    return shape.model_bytes + sum(budget.pass_bytes(shape, 2, False).values())
 
 
 def assert_same_result(a, b):

@@ -11,7 +11,7 @@ import pytest
 import zarr
 
 from align import corpus, models
-from align.fitting import live
+from align.fitting import live, passes
 
 
 def _store(path):
@@ -47,7 +47,7 @@ def test_rows_equal_the_store(zoo, extracted, corpus_file, family, dtype):
     model, _ = models.load_model(spec)
     bounds = list(range(X.shape[0]))
     seen = []
-    for b, rows in live.model_rows(model, table, batches, bounds):
+    for b, rows in passes.model_rows(model, table, batches, bounds):
         rows = np.concatenate([rows[k].double().numpy() for k in bounds], axis=1)
         p = part[b.tokens]
         assert np.all(np.diff(p) >= 0) and p.min() >= 0  # part order, used tokens only

@@ -1,9 +1,15 @@
 """Memory and disk arithmetic of a fit: pure functions of sizes, giving a plan or None (the
-caller words the refusal). Bytes everywhere; d_s, d_t are the two models' widths."""
+caller words the refusal; the live route's refusal is worded here, `pass_refusal`). Bytes
+everywhere; d_s, d_t are the two models' widths.
+
+The store route plans blocks of the pair grid per worker (`plan_blocks`, `block_bytes`); the
+live route, which holds both models and a batch's activations beside its sums, plans blocks of
+target boundaries, one pass over the corpus each (`LiveShape`, `plan_passes`, `pass_bytes`)."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from align import ridge
 
@@ -142,3 +148,81 @@ def result_bytes(n_source: int, n_target: int, d_s: int, d_t: int, n_heldout_doc
     maps = 8 * pairs * (d_s + 1) * d_t if save_maps else 0
     n_arrays = 5 + 4 + 1 + (2 if save_maps else 0)
     return {"scores": scores, "maps": maps, "metadata": n_arrays * METADATA_BYTES + 2 * attrs_bytes}
+
+
+# -- the live route: the models, a batch and a block of target boundaries per pass -------------
+
+@dataclass(frozen=True)
+class LiveShape:
+    """What the memory plan needs to know about a job: boundaries and widths of each side,
+    the largest batch (positions, padded length), the widest MLP and most heads, the itemsize
+    of the compute dtype, held-out rows, and the models' bytes (weights and buffers)."""
+    n_source: int
+    d_s: int
+    n_target: int
+    d_t: int
+    batch_positions: int
+    batch_width: int
+    inter: int
+    heads: int
+    itemsize: int
+    n_heldout: int
+    model_bytes: int
+
+
+def batch_bytes(s: LiveShape, n_target: int) -> int:
+    """Peak bytes of one batch beyond the weights: the captured residuals of both forwards,
+    a block's transient tensors (four d-wide and two MLP-wide activations, one attention
+    matrix per head in float32), the rows ridge gathers (compute dtype twice: selected and
+    side by side; float64 twice: converted and shifted) and the squares of the target rows."""
+    B = s.batch_positions
+    width = s.n_source * s.d_s + n_target * s.d_t
+    captured = s.itemsize * B * width
+    transient = s.itemsize * B * (4 * max(s.d_s, s.d_t) + 2 * s.inter) + 4 * s.heads * B * s.batch_width
+    gathered = (2 * s.itemsize + 16) * B * width + 8 * B * n_target * s.d_t
+    return captured + transient + gathered
+
+
+def pass_bytes(s: LiveShape, n_target: int, keep_heldout: bool) -> dict:
+    """Bytes a block of `n_target` target boundaries holds at its peak, by holder: its
+    statistics (`statistics_bytes`), the solve (the block's maps, the factors of every
+    source boundary kept for the next blocks, 3·d_S² each, two scatters), one batch
+    (`batch_bytes`), the held-out sums' temporaries (the maps side by side, the predictions
+    of a batch) and, with `keep_heldout`, the block's held-out rows in the compute dtype."""
+    nI, dS, dT = s.n_source, s.d_s, s.d_t
+    solve_b = 8 * (nI * n_target * (dS * dT + dS + 2 * dT) + 3 * nI * dS * dS + 2 * dS * dS)
+    heldout = 8 * (dS * n_target * dT + 2 * s.batch_positions * n_target * dT)
+    kept = s.itemsize * s.n_heldout * (nI * dS + n_target * dT) if keep_heldout else 0
+    return {"statistics": statistics_bytes(nI, n_target, dS, dT), "solve": solve_b, "batch": batch_bytes(s, n_target),
+            "held-out sums": heldout, "held-out rows": kept}
+
+
+def plan_passes(s: LiveShape, target_layers, budget: int):
+    """Blocks of target boundaries whose pass fits `budget` bytes with the models: as few
+    passes as possible, and at that number the held-out rows kept (no second forward of their
+    batches) when they fit. Returns (blocks, keep_heldout, bytes of the largest block by
+    holder) or None when one target boundary per pass does not fit."""
+    room, nJ = budget - s.model_bytes, len(target_layers)
+    for per in range(nJ, 0, -1):
+        for keep in (True, False):
+            if sum(pass_bytes(s, per, keep).values()) <= room:
+                n_blocks = math.ceil(nJ / per)
+                size = math.ceil(nJ / n_blocks)  # even blocks: as many passes, less memory
+                blocks = [tuple(target_layers[k:k + size]) for k in range(0, nJ, size)]
+                return blocks, keep, pass_bytes(s, size, keep)
+    return None
+
+
+def least_pass_bytes(s: LiveShape) -> int:
+    """The smallest plan: the models and one target boundary per pass, held-out rows not kept."""
+    return s.model_bytes + sum(pass_bytes(s, 1, False).values())
+
+
+def pass_refusal(option: str, limit: int, idle: int, s: LiveShape, where: str) -> str:
+    """The one line of a budget that cannot hold one target boundary per pass, naming the minimum."""
+    need = pass_bytes(s, 1, False)
+    parts = ", ".join(f"{k} {human_bytes(v)}" for k, v in need.items() if v)
+    held = f"this process holds {human_bytes(idle)} before loading the models; " if idle else ""
+    return (f"{option} {human_bytes(limit)} cannot hold one target boundary per pass on {where} ({held}the models need "
+            f"{human_bytes(s.model_bytes)}, one target boundary {parts}): the minimum is "
+            f"{human_bytes(idle + least_pass_bytes(s))}; raise {option}, or lower --batch-size or the number of --source-layers")

@@ -1,12 +1,13 @@
-"""The options of a fit, grouped as `ModelSpec` and `CorpusSpec` group a model's and a corpus's,
-and the one check of the device a fit computes on."""
+"""The options of a fit, grouped as `ModelSpec` and `CorpusSpec` group a model's and a corpus's
+(`FitOptions`; the live route's models and corpus as `LiveJob`), and the one check of the
+device a fit computes on."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
 
-from align import ridge
+from align import corpus, models, ridge
 from align.errors import InputError
 from align.fitting.split import check_seed
 
@@ -68,6 +69,16 @@ class FitOptions:
         d = {k: v for k, v in asdict(self).items() if k in keep}
         d["alphas"] = list(self.alphas)
         return {**d, **extra}
+
+
+@dataclass(frozen=True)
+class LiveJob:
+    """What the live route runs: both models, the corpus, how sequences are batched."""
+    source: models.ModelSpec
+    target: models.ModelSpec
+    corpus: corpus.CorpusSpec
+    batch_size: int = 8
+    allow_long: bool = False
 
 
 def parse_memory(limit) -> int | None:

@@ -1,0 +1,206 @@
+"""The live route's passes over the corpus: both models' forwards of a batch, the rows of each
+part (in part order, as ridge.chunk_statistics gathers them), and per block of target
+boundaries a statistics pass, the shared solve and a held-out pass (`run_blocks`)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from align import capture, models, ridge
+from align.extraction.batches import pad
+from align.faults import fault_point
+from align.fitting.batches import Batch, TokenTable
+from align.fitting.options import FitOptions, LiveJob
+from align.fitting.progress import Progress
+from align.fitting.result import pair_results
+from align.fitting.solve import check_alphas, solve
+from align.fitting.split import TEST, Split
+
+
+# -- forwards and rows ----------------------------------------------------------------------
+
+def forward(model, table: TokenTable, batch: Batch, boundaries) -> dict:
+    """Residuals {boundary: (len(members) · T, d_model)} of one batch (padding included), the
+    forward stopped after the highest of `boundaries` (capture.run), refused when not finite
+    (capture.check_finite, as extract does)."""
+    ids, mask = pad([table.sequences[s] for s in batch.members], models.input_device(model))
+    out = capture.run(model, ids, mask, boundaries)
+    capture.check_finite(out, mask.bool(), lambda k: f"token {k} of the batch")
+    return {b: t.reshape(-1, t.shape[-1]) for b, t in out["resid"].items()}
+
+
+def rows(resid: dict, boundaries, flat: np.ndarray, device) -> dict:
+    """{boundary: (len(flat), d)} the rows `flat` of each boundary, in the compute dtype, on
+    `device` (new tensors: the forward's activations can go)."""
+    import torch
+
+    idx = torch.from_numpy(flat).to(device)
+    return {b: resid[b].to(device).index_select(0, idx) for b in boundaries}
+
+
+def model_rows(model, table: TokenTable, batches, boundaries, device="cpu"):
+    """Yields (batch, {boundary: (n_used, d)}) for every batch: the rows the statistics and
+    the held-out sums see, in part order (what a test compares with a store)."""
+    for b in batches:
+        yield b, rows(forward(model, table, b, boundaries), boundaries, b.flat, device)
+
+
+def training_shift(resid: dict, boundaries, batch: Batch) -> dict:
+    """{boundary: float64 (d,)}: the mean of a batch's training rows, the shift that keeps
+    the float64 sums well conditioned (any fixed vector gives the same fit)."""
+    got = rows(resid, boundaries, batch.flat[:batch.n_train], next(iter(resid.values())).device)
+    return {b: t.double().mean(0).cpu().numpy() for b, t in got.items()}
+
+
+def training_scale(resid: dict, boundaries, batch: Batch) -> dict:
+    """{boundary: mean per-dimension variance of a batch's training rows} (check_alphas)."""
+    got = rows(resid, boundaries, batch.flat[:batch.n_train], next(iter(resid.values())).device)
+    return {b: float(t.double().var(0, correction=0).mean()) for b, t in got.items()}
+
+
+# -- passes ---------------------------------------------------------------------------------
+
+@dataclass
+class Models:
+    """Both models and where the sums accumulate (the target's GPU, else the CPU)."""
+    source: object
+    target: object
+    device: object
+
+    @property
+    def backend(self) -> ridge.Backend:
+        """numpy on the CPU (its statistics gather into reused buffers and add in place
+        through BLAS), torch on a GPU."""
+        return ridge.CPU if self.device.type == "cpu" else ridge.Backend(str(self.device))
+
+    def arrays(self, resid: dict) -> dict:
+        """Rows as the backend takes them: on the CPU numpy float32 (a view of a float32
+        tensor; bf16 widened, exactly), on a GPU the tensors themselves."""
+        import torch
+
+        if self.device.type != "cpu":
+            return resid
+        return {k: (t if t.dtype == torch.float32 else t.float()).numpy() for k, t in resid.items()}
+
+
+def load_models(job: LiveJob) -> Models:
+    import torch
+
+    src, _ = models.load_model(job.source)
+    tgt, _ = models.load_model(job.target)
+    dev = models.input_device(tgt)
+    return Models(src, tgt, dev if dev.type == "cuda" else torch.device("cpu"))
+
+
+def forwards(net: Models, table: TokenTable, b: Batch, source_layers, block, progress: Progress | None):
+    """Both forwards of one batch, timed for the progress line."""
+    t = time.perf_counter()
+    xs = forward(net.source, table, b, source_layers)
+    t1 = time.perf_counter()
+    ys = forward(net.target, table, b, block)
+    t2 = time.perf_counter()
+    if progress is not None:
+        progress.forward("source", b.positions, t1 - t)
+        progress.forward("target", b.positions, t2 - t1)
+    return xs, ys
+
+
+@dataclass
+class Shifts:
+    """The fixed shifts of the sums ({boundary: float64 (d,)}): the source's are taken once
+    and serve every block (so its factors serve them all), the target's once per block."""
+    x: dict | None = None
+    y: dict = field(default_factory=dict)
+
+
+def statistics_pass(net: Models, table: TokenTable, batches, source_layers, block, shifts: Shifts,
+                    keep_heldout: bool, progress: Progress, label: str, alphas_check=None):
+    """One pass over `batches` for one block: (ridge.Statistics on the device, kept
+    held-out rows [({i: rows}, {j: rows})] or None). `alphas_check(scale)` runs on the first
+    batch with training rows (the α grid against the data's scale, before any sum)."""
+    d_s, d_t = net.source.config.hidden_size, net.target.config.hidden_size
+    backend = net.backend
+    stats = ridge.Statistics.zeros(source_layers, block, d_s, d_t, backend)
+    kept = [] if keep_heldout else None
+    work: dict = {}  # the gather's buffers, reused batch after batch
+    for b in batches:
+        fault_point("fit_live_batch")
+        if not b.n_train and not (keep_heldout and b.n_test):
+            progress.step(label)
+            continue
+        xs, ys = forwards(net, table, b, source_layers, block, progress)
+        if b.n_train:
+            if shifts.x is None:
+                if alphas_check is not None:
+                    alphas_check(training_scale(xs, source_layers, b))
+                shifts.x = training_shift(xs, source_layers, b)
+            if block not in shifts.y:
+                shifts.y[block] = training_shift(ys, block, b)
+            part = np.where(b.part == TEST, -1, b.part)
+            ridge.chunk_statistics(net.arrays(xs), net.arrays(ys), part, shifts.x, shifts.y[block], backend,
+                                   into=stats, work=work)
+        if keep_heldout and b.n_test:
+            held = b.flat[b.n_train:]
+            kept.append((rows(xs, source_layers, held, net.device), rows(ys, block, held, net.device)))
+        del xs, ys
+        progress.step(label)
+    return stats, kept
+
+
+def heldout_pass(net: Models, table: TokenTable, batches, source_layers, block, fitted: dict, kept,
+                 progress: Progress, label: str) -> dict:
+    """The held-out sums (ridge.heldout_sums, added batch after batch) of every pair of the
+    block: from the kept rows, or a second forward of the batches with held-out rows (the
+    same batches, the same bits)."""
+    backend = net.backend
+    sums = None
+
+    def add(xh, yh):
+        nonlocal sums
+        s = ridge.heldout_sums(net.arrays(xh), net.arrays(yh), fitted, backend)
+        sums = s if sums is None else ridge.add_heldout(sums, s)
+
+    if kept is not None:
+        for xh, yh in kept:
+            add(xh, yh)
+        return sums
+    for b in batches:
+        if not b.n_test:
+            continue
+        fault_point("fit_live_heldout_batch")
+        xs, ys = forwards(net, table, b, source_layers, block, progress)
+        held = b.flat[b.n_train:]
+        add(rows(xs, source_layers, held, net.device), rows(ys, block, held, net.device))
+        del xs, ys
+        progress.step(label)
+    return sums
+
+
+def run_blocks(net: Models, table: TokenTable, batches, source_layers, blocks, keep_heldout: bool,
+               options: FitOptions, split: Split, progress: Progress) -> tuple:
+    """Every block in turn: statistics pass, solve (the shared solver, the source's factors
+    shared by all blocks), held-out pass. Returns ({(i, j): fitted + scores}, {block:
+    numpy statistics} when options.keep_statistics)."""
+    results, kept_stats, factors, shifts = {}, {}, {}, Shifts()
+    solve_device = "cuda" if net.device.type == "cuda" else "cpu"
+
+    def alphas_check(scale):
+        check_alphas(options.alphas, scale, split.n_select, split.n_train)
+
+    for k, block in enumerate(blocks):
+        label = f"pass {k + 1} of {len(blocks)}"
+        stats, kept = statistics_pass(net, table, batches, source_layers, block, shifts, keep_heldout, progress,
+                                      label, alphas_check if k == 0 else None)
+        reduced = stats.numpy(net.backend)
+        del stats
+        fitted = solve(reduced, options.alphas, shifts.x, shifts.y[block], solve_device, factors)
+        if options.keep_statistics:
+            kept_stats[block] = reduced
+        del reduced
+        sums = heldout_pass(net, table, batches, source_layers, block, fitted, kept, progress, label + ", held-out")
+        results.update(pair_results(fitted, sums))
+        del kept, fitted
+    return results, kept_stats

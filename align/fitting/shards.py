@@ -1,0 +1,87 @@
+"""The live route's Dask tasks (`align fit --live --scheduler ADDRESS`): the corpus's batches cut
+into document shards (`shards_of`, fixed by the batches alone), and per shard the shifts, the
+statistics of its training rows and the held-out sums, each worker loading both models once.
+live.run_on_cluster builds the graphs and adds the shards' sums in a tree fixed by shard index."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from align import ridge
+from align.faults import fault_point
+from align.fitting.batches import TokenTable
+from align.fitting.options import LiveJob
+from align.fitting.passes import Models, forwards, load_models, rows, training_scale, training_shift
+from align.fitting.split import TEST
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """What one shard task needs (opaque to Dask: its tuples are no graph keys): the job, the
+    source boundaries, the block of target boundaries and the shard's batches."""
+    job: LiveJob
+    source_layers: tuple
+    block: tuple
+    batches: tuple
+
+
+@functools.lru_cache(maxsize=1)
+def worker_models(job: LiveJob) -> Models:
+    """Both models, loaded once per worker process (on its own device, as the job says)."""
+    return load_models(job)
+
+
+def shift_task(task: ShardTask, table: TokenTable, x_shift) -> dict:
+    """On a worker: the shifts of a block from the first batch with training rows (the
+    source's only when `x_shift` is None) and the source's scale (check_alphas)."""
+    net = worker_models(task.job)
+    b = task.batches[0]
+    xs, ys = forwards(net, table, b, list(task.source_layers), task.block, None)
+    scale = training_scale(xs, task.source_layers, b) if x_shift is None else {}
+    x = training_shift(xs, task.source_layers, b) if x_shift is None else x_shift
+    return {"x": x, "y": training_shift(ys, task.block, b), "scale": scale}
+
+
+def shard_statistics_task(task: ShardTask, table: TokenTable, shifts: dict) -> ridge.Statistics:
+    """On a worker: the sums (numpy) of the training rows of the shard's batches."""
+    net = worker_models(task.job)
+    d_s, d_t = net.source.config.hidden_size, net.target.config.hidden_size
+    stats = ridge.Statistics.zeros(task.source_layers, task.block, d_s, d_t, net.backend)
+    for b in task.batches:
+        fault_point("fit_live_batch")
+        xs, ys = forwards(net, table, b, list(task.source_layers), task.block, None)
+        part = np.where(b.part == TEST, -1, b.part)
+        ridge.chunk_statistics(net.arrays(xs), net.arrays(ys), part, shifts["x"], shifts["y"], net.backend, into=stats)
+    return stats.numpy(net.backend)
+
+
+def shard_heldout_task(task: ShardTask, table: TokenTable, fitted: dict) -> dict:
+    """On a worker: the held-out sums of the shard's batches (a second forward of each)."""
+    net = worker_models(task.job)
+    sums = None
+    for b in task.batches:
+        xs, ys = forwards(net, table, b, list(task.source_layers), task.block, None)
+        held = b.flat[b.n_train:]
+        s = ridge.heldout_sums(net.arrays(rows(xs, task.source_layers, held, net.device)),
+                               net.arrays(rows(ys, task.block, held, net.device)), fitted, net.backend)
+        sums = s if sums is None else ridge.add_heldout(sums, s)
+    return sums
+
+
+def shards_of(batches: list, n: int) -> list:
+    """`batches` (corpus order) cut into at most `n` runs of consecutive batches, as even in
+    positions as the batches allow: shard k is fixed by the batches alone."""
+    total = sum(b.positions for b in batches)
+    out, cur, at = [], [], 0
+    for b in batches:
+        cur.append(b)
+        at += b.positions
+        if at * n >= total * (len(out) + 1) and len(out) < n - 1:
+            out.append(cur)
+            cur = []
+    if cur:
+        out.append(cur)
+    return out
