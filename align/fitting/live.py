@@ -2,8 +2,8 @@
 sufficient statistics of METHODS.md §1 accumulate on the device as the activations appear.
 
 The run is: read both configs and tokenizers (the tokenizers must behave identically: the
-store route's check and message) → tokenize the corpus once (the token table a store would
-hold) → split documents and mark every token fit / validation / held-out / unused exactly as
+store route's check and message, fitting.pairing) → tokenize the corpus once (the token
+table a store would hold) → split documents and mark every token fit / validation / held-out / unused exactly as
 the store route does (fitting.split) → batch the sequences exactly as `align extract` does
 (length-grouped windows, extraction.batches), so every token meets the batch a store saw and
 gets the same bits → plan the memory: the target boundaries are covered in blocks, one pass
@@ -37,11 +37,12 @@ import numpy as np
 
 from align import corpus, models, provenance, ridge
 from align.analyses.run import model_provenance as live_model_provenance
-from align.errors import InputError, StoreError
+from align.errors import InputError
 from align.faults import fault_point
 from align.fitting.batches import TokenTable, plan_batches, token_table
 from align.fitting.budget import LiveShape, human_bytes, pass_refusal, plan_passes
 from align.fitting.options import FitOptions, LiveJob
+from align.fitting.pairing import check_tokenizers
 from align.fitting.passes import forward, load_models, run_blocks, training_shift
 from align.fitting.progress import Progress
 from align.fitting.result import Side, alignment_dataset, check_result_room, pair_results, write_alignment
@@ -53,24 +54,7 @@ from align.layers import parse_layers
 __all__ = ["LiveJob", "LivePlan", "LiveReport", "Prepared", "TokenTable", "fit_live", "make_plan", "plan_batches",
            "prepare", "shape_of", "token_table"]
 
-TOKENIZER_PARTS = ("vocab", "merges", "added_tokens", "normalizer_pretokenizer", "special_wrapping")
-TOKENIZER_NAMES = {"vocab": "vocabulary", "merges": "merges", "added_tokens": "added tokens",
-                   "normalizer_pretokenizer": "normalizer/pre-tokenizer", "special_wrapping": "special-token wrapping"}
 GPU_FRACTION = 0.9  # of a GPU's free memory a live fit plans for without --device-memory
-
-
-# -- inputs ---------------------------------------------------------------------------------
-
-def check_tokenizers(source_hashes: dict, target_hashes: dict, source: str, target: str) -> None:
-    """Refuse two tokenizers that behave differently (`corpus.tokenizer_hashes` of each), with
-    the store route's message: a map between models needs one token stream."""
-    differ = [k for k in TOKENIZER_PARTS if source_hashes.get(k) != target_hashes.get(k)]
-    if differ:
-        raise StoreError(
-            f"the tokenizers of source {source} and target {target} differ in "
-            f"{', '.join(TOKENIZER_NAMES[k] for k in differ)}: a map between models needs one token stream; "
-            "fit models that share a tokenizer"
-        )
 
 
 # -- memory ---------------------------------------------------------------------------------

@@ -31,12 +31,12 @@ from align.fitting.cluster import (
 )
 from align.fitting.graph import Job, block_graph
 from align.fitting.options import FitOptions
+from align.fitting.pairing import check_tokenizers
 from align.fitting.result import Side, alignment_dataset, check_result_room, pair_results, write_alignment
 from align.fitting.solve import check_alphas
 from align.fitting.split import make_split
 from align.layers import parse_layers
 
-TOKENIZER_PARTS = ("vocab", "merges", "added_tokens", "normalizer_pretokenizer", "special_wrapping")
 # A fit whose statistics take at most this many flops (2·N·ΣD_S·ΣD_T) runs in threads of this
 # process when neither --scheduler nor --workers is given: starting worker processes would
 # cost more than it saves (bench/fit.py).
@@ -77,15 +77,7 @@ def open_pair(source: str, target: str, storage_options: dict | None = None):
         stores.append(s)
     S, T = stores
     hs, ht = S.provenance.get("tokenizer_hash", {}), T.provenance.get("tokenizer_hash", {})
-    differ = [k for k in TOKENIZER_PARTS if hs.get(k) != ht.get(k)]
-    if differ:
-        names = {"vocab": "vocabulary", "merges": "merges", "added_tokens": "added tokens",
-                 "normalizer_pretokenizer": "normalizer/pre-tokenizer", "special_wrapping": "special-token wrapping"}
-        raise StoreError(
-            f"the tokenizers of source {S.path} ({S.provenance.get('model')}) and target {T.path} "
-            f"({T.provenance.get('model')}) differ in {', '.join(names[k] for k in differ)}: "
-            "a map between models needs one token stream; fit models that share a tokenizer"
-        )
+    check_tokenizers(hs, ht, f"{S.path} ({S.provenance.get('model')})", f"{T.path} ({T.provenance.get('model')})")
     windowing = _windowing_difference(S, T)
     if S.n_tokens != T.n_tokens:
         raise StoreError(
