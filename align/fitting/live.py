@@ -36,11 +36,14 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from align import corpus, models, provenance, ridge
+from align import store as st
 from align.analyses.run import model_provenance as live_model_provenance
 from align.errors import InputError
 from align.faults import fault_point
 from align.fitting.batches import TokenTable, plan_batches, token_table
 from align.fitting.budget import LiveShape, human_bytes, pass_refusal, plan_passes
+from align.fitting.cluster import default_memory_limit, executor
+from align.fitting.graph import add_heldout_task, add_task, tree
 from align.fitting.options import FitOptions, LiveJob
 from align.fitting.pairing import check_tokenizers
 from align.fitting.passes import forward, load_models, run_blocks, training_shift
@@ -79,8 +82,6 @@ def budget_of(job: LiveJob, options: FitOptions, device_memory: int | None) -> t
     options.worker_budget replaces both (the plan's room itself: tests)."""
     import psutil
     import torch
-
-    from align.fitting.cluster import default_memory_limit
 
     gpu = job.target.device == "cuda" or (job.target.device == "auto" and torch.cuda.is_available())
     if options.worker_budget is not None:
@@ -241,8 +242,6 @@ def fit_live(job: LiveJob, output: str | None, options: FitOptions | None = None
     Before any model is loaded: -o (store.check_output: never an input, never anything but
     an alignment result, replaced only with overwrite), the tokenizers, the split, room for
     the result and the memory plan are checked; every refusal is one line."""
-    from align import store as st
-
     terminal = log is None and sys.stderr.isatty()
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     t0 = time.time()
@@ -303,9 +302,6 @@ def run_on_cluster(p: Prepared, options: FitOptions, log) -> tuple:
     are not kept between tasks). The plan is made per worker (--memory-limit per worker, or
     the workers' own limit, less the largest worker's idle footprint). Returns (plan,
     results, statistics, rates, seconds)."""
-    from align.fitting.cluster import executor
-    from align.fitting.graph import add_heldout_task, add_task, tree
-
     results, kept_stats, factors = {}, {}, {}
     t_loop = time.time()
     with executor(options.scheduler, None, options.memory_limit, log) as ex:
