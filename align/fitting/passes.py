@@ -185,7 +185,7 @@ def run_blocks(net: Models, table: TokenTable, batches, source_layers, blocks, k
     shared by all blocks), held-out pass. Returns ({(i, j): fitted + scores}, {block:
     numpy statistics} when options.keep_statistics)."""
     results, kept_stats, factors, shifts = {}, {}, {}, Shifts()
-    solve_device = "cuda" if net.device.type == "cuda" else "cpu"
+    solve_device = str(net.device)  # where the sums are: the target's input device ("cuda:1" too), or the CPU
 
     def alphas_check(scale):
         check_alphas(options.alphas, scale, split.n_select, split.n_train)
