@@ -32,6 +32,11 @@ N_PARTS = 2
 EPS = 1e-12  # guards ‖y‖ in relative_error (METHODS.md §1)
 TIE_RTOL = 1e-12  # validation errors this close (relatively) are a tie, won by the larger α
 DEFAULT_ALPHAS = tuple(10.0 ** k for k in range(-6, 2))  # α_rel grid 1e-6 … 1e1 by decades
+AUTO_LIMITS = (1e-12, 1e6)  # how far `--alphas auto` may extend the grid, by decades, in α_rel
+# An end of the grid is extended only when it beats its neighbour by more than this fraction of
+# the validation part's total sum of squares (the tie band of `choose_alpha`): below it, the
+# closed-form SSE is rounding, and chasing it would walk the grid to a limit on noise.
+AUTO_FLOOR = TIE_RTOL
 
 
 class Backend:
@@ -327,14 +332,17 @@ def _sse(lam, P, M, R, Vyy: float, alphas):
     return ((D @ H) * D).sum(1) - 2.0 * (D @ r) + Vyy
 
 
-def choose_alpha(sse: np.ndarray, rtol: float = TIE_RTOL) -> int:
-    """Index of the α with the least validation error; errors within `rtol` (relative) of
-    the least are a tie, won by the largest α. `sse` follows an increasing α grid and must
-    be finite (a NaN would win no comparison: `solve_block` refuses it first)."""
+def choose_alpha(sse: np.ndarray, rtol: float = TIE_RTOL, total: float = 0.0) -> int:
+    """Index of the α with the least validation error; errors within rtol · max(|least|,
+    total) of the least are a tie, won by the largest α. `total`: the validation part's sum
+    of squares about the fit mean (Vyy): the closed-form SSE is a difference of terms of that
+    size, so differences below rtol · Vyy are rounding, not evidence (a perfect map's curve is
+    all rounding). `sse` follows an increasing α grid and must be finite (a NaN would win no
+    comparison: `solve_block` refuses it first)."""
     if not np.all(np.isfinite(sse)):
         raise NonFiniteError(f"validation errors {sse.tolist()} are not all finite: no α can be chosen among them")
     best = float(np.min(sse))
-    tied = np.flatnonzero(sse <= best + rtol * abs(best))
+    tied = np.flatnonzero(sse <= best + rtol * max(abs(best), abs(float(total))))
     return int(tied[-1])
 
 
@@ -384,7 +392,7 @@ def source_factor(stats: Statistics, i, alphas_rel, backend: Backend = CPU) -> F
 
 
 def solve_block(stats: Statistics, alphas_rel, x_shift: dict, y_shift: dict, backend: Backend = CPU,
-                factors: dict | None = None) -> dict:
+                factors: dict | None = None, extend: bool = False) -> dict:
     """Choose α and fit W, c for every (i, j) of a block's reduced statistics (numpy).
 
     Per source boundary i, one `Factor` (`source_factor`: the fit part's and the training
@@ -393,8 +401,14 @@ def solve_block(stats: Statistics, alphas_rel, x_shift: dict, y_shift: dict, bac
     refitted on fit + validation. `factors` ({i: Factor}) is read and filled: a caller
     solving several blocks of the same source boundaries decomposes each once. The products
     run on `backend` (torch on a GPU); the results are numpy.
+
+    `extend` (`--alphas auto`): while some target of source boundary i chooses the smallest
+    (largest) α_rel of the grid, the grid of boundary i gains the next decade below (above),
+    within AUTO_LIMITS, and every target is scored on it again from the same factors (the
+    added α cost no eigendecomposition); a chosen α at a limit stays there.
     Returns {(i, j): {"W" (d_S, d_T), "x_mean" (d_S,), "y_mean" (d_T,), "c" (d_T,),
-    "alpha_rel", "alpha", "val_sse" (n_alpha,)}} with means and c in raw (unshifted) units."""
+    "alpha_rel", "alpha", "val_sse" (n_alpha,), "val_alphas" (n_alpha,): the grid val_sse
+    follows}} with means and c in raw (unshifted) units."""
     alphas_rel = np.asarray(sorted(alphas_rel), dtype=np.float64)
     factors = {} if factors is None else factors
     _require_finite_statistics(stats)
@@ -402,11 +416,30 @@ def solve_block(stats: Statistics, alphas_rel, x_shift: dict, y_shift: dict, bac
     for i in stats.source:
         if i not in factors:
             factors[i] = source_factor(stats, i, alphas_rel, backend)
-        out.update(_solve_source(stats, i, factors[i], alphas_rel, x_shift[i], y_shift, backend))
+        out.update(_solve_source(stats, i, factors[i], alphas_rel, x_shift[i], y_shift, backend, extend))
     return out
 
 
-def _solve_source(stats: Statistics, i, f: Factor, alphas_rel, x_shift, y_shift: dict, backend: Backend) -> dict:
+def _extended(grid: np.ndarray, chosen: list, sses: list, totals, scale: float) -> np.ndarray:
+    """The decades to add to `grid` (increasing α_rel) given each target's chosen index and
+    validation curve: one below when some target chose the smallest α and it beats the next
+    by more than AUTO_FLOOR × that target's validation sum of squares (`totals`), one above
+    likewise for the largest; within AUTO_LIMITS and giving a usable absolute α (α_rel ·
+    scale finite, positive, with a finite reciprocal)."""
+    last = len(grid) - 1
+    low = any(k == 0 and v[1] - v[0] > AUTO_FLOOR * t for k, v, t in zip(chosen, sses, totals))
+    high = any(k == last and v[last - 1] - v[last] > AUTO_FLOOR * t for k, v, t in zip(chosen, sses, totals))
+    add = []
+    if low and grid[0] / 10 >= AUTO_LIMITS[0] * (1 - 1e-9):
+        add.append(grid[0] / 10)
+    if high and grid[-1] * 10 <= AUTO_LIMITS[1] * (1 + 1e-9):
+        add.append(grid[-1] * 10)
+    with np.errstate(over="ignore", divide="ignore"):
+        return np.array([a for a in add if np.isfinite(a * scale) and a * scale > 0 and np.isfinite(1 / (a * scale))])
+
+
+def _solve_source(stats: Statistics, i, f: Factor, alphas_rel, x_shift, y_shift: dict, backend: Backend,
+                  extend: bool = False) -> dict:
     """Every target of source boundary i: α by validation error, then the refit (one product
     Q_tᵀ B_t and one Q_t (…) for all targets at once)."""
     a, dS, dT = stats.source.index(i), stats.d_source, stats.d_target
@@ -427,19 +460,37 @@ def _solve_source(stats: Statistics, i, f: Factor, alphas_rel, x_shift, y_shift:
         # Σ ‖y − ν_f‖² over the validation rows, per target: Σ‖y‖² − 2 ν_f·Σy + n ‖ν_f‖²
         Vyy = backend.get(put(stats.yy[VAL]) - 2.0 * (nu_f * sy[VAL]).reshape(-1, dT).sum(1)
                           + n_v * (nu_f * nu_f).reshape(-1, dT).sum(1))
-        lam_f, M, a_f = put(f.lam_f), put(f.M), put(f.alphas_f)
-        for b, j in enumerate(targets):
-            cols = slice(b * dT, (b + 1) * dT)
-            with np.errstate(over="ignore", invalid="ignore"):
-                sse = np.asarray(backend.get(_sse(lam_f, P[:, cols], M, R[:, cols], float(Vyy[b]), a_f)), dtype=np.float64)
-            if not np.all(np.isfinite(sse)):
-                k = int(np.flatnonzero(~np.isfinite(sse))[0])
-                raise InputError(
-                    f"--alphas {alphas_rel[k]:g} gives a non-finite validation error for source boundary {i} -> "
-                    f"target boundary {j} (absolute α {f.alphas_f[k]:.3g} against eigenvalues down to {f.lam_f.min():.3g} "
-                    "overflows float64): choose α_rel values nearer 1")
-            chosen.append(choose_alpha(sse))
-            sses.append(sse)
+        lam_f, M = put(f.lam_f), put(f.M)
+        scale = float(f.alphas_f[0]) / float(alphas_rel[0])  # trace(C_f)/d_S: α = α_rel · scale
+
+        def scored(rel: np.ndarray) -> list:
+            a_f = put(rel * scale)
+            out = []
+            for b, j in enumerate(targets):
+                cols = slice(b * dT, (b + 1) * dT)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    sse = np.asarray(backend.get(_sse(lam_f, P[:, cols], M, R[:, cols], float(Vyy[b]), a_f)), dtype=np.float64)
+                if not np.all(np.isfinite(sse)):
+                    k = int(np.flatnonzero(~np.isfinite(sse))[0])
+                    raise InputError(
+                        f"--alphas {rel[k]:g} gives a non-finite validation error for source boundary {i} -> "
+                        f"target boundary {j} (absolute α {rel[k] * scale:.3g} against eigenvalues down to "
+                        f"{f.lam_f.min():.3g} overflows float64): choose α_rel values nearer 1")
+                out.append(sse)
+            return out
+
+        sses = scored(alphas_rel)
+        chosen = [choose_alpha(v, total=t) for v, t in zip(sses, Vyy)]
+        while extend and len(alphas_rel) > 1:
+            add = _extended(alphas_rel, chosen, sses, Vyy, scale)
+            if not len(add):
+                break
+            new = scored(add)
+            alphas_rel = np.concatenate([alphas_rel, add])
+            order = np.argsort(alphas_rel, kind="stable")
+            alphas_rel = alphas_rel[order]
+            sses = [np.concatenate([v, w])[order] for v, w in zip(sses, new)]
+            chosen = [choose_alpha(v, total=t) for v, t in zip(sses, Vyy)]
     else:
         chosen, sses = [0] * len(targets), [np.full(1, np.nan)] * len(targets)
     alphas = [float(alphas_rel[k]) * f.trace_t / dS for k in chosen]
@@ -460,7 +511,8 @@ def _solve_source(stats: Statistics, i, f: Factor, alphas_rel, x_shift, y_shift:
                                  f"{alphas_rel[k]:g} (absolute α {alphas[b]:.3g}): choose α_rel values nearer 1")
         y_mean = nu_t[b * dT:(b + 1) * dT] + y_shift[j]
         out[(i, j)] = {"W": np.ascontiguousarray(W), "x_mean": x_mean, "y_mean": y_mean, "c": y_mean - x_mean @ W,
-                       "alpha_rel": float(alphas_rel[k]), "alpha": alphas[b], "val_sse": sses[b]}
+                       "alpha_rel": float(alphas_rel[k]), "alpha": alphas[b], "val_sse": sses[b],
+                       "val_alphas": alphas_rel}
     return out
 
 
@@ -494,53 +546,141 @@ def _require_usable_alphas(alphas_rel: np.ndarray, alphas: np.ndarray, i) -> Non
 
 # -- 3. held-out scores -------------------------------------------------------------------
 
-def heldout_sums(xs: dict, ys: dict, maps: dict, backend: Backend = CPU, eps: float = EPS) -> dict:
+HELDOUT_BLOCK_VALUES = 1 << 20  # predictions per row block of `heldout_sums` on numpy (8 MB: stays in cache)
+
+
+def heldout_sums(xs: dict, ys: dict, maps: dict, backend: Backend = CPU, eps: float = EPS,
+                 rows_per_block: int | None = None, docs: np.ndarray | None = None) -> dict:
     """Error sums of one chunk of held-out rows, for every pair in `maps`.
 
-    xs[i] (n, d_S), ys[j] (n, d_T): the held-out rows only. With e = (x − μ_x) W − (y − μ_y)
-    (= x W + c − y, computed about the training means to keep precision):
+    xs[i] (n, d_S), ys[j] (n, d_T): the held-out rows only (numpy, or tensors on a torch
+    backend's device). With e = (x − μ_x) W − (y − μ_y) (= x W + c − y, computed about the
+    training means to keep precision):
 
         pair[(i, j)] = [Σ ‖e‖/max(‖y‖, eps), Σ ‖e‖, Σ ‖e‖²]
         target[j]    = [n, Σ ‖y‖, Σ ‖y − μ_y‖²] and centred[j] = Σ (y − μ_y)  (d_T,)
 
-    where μ_y is the first map's training mean of target j (the centre of the r2 sums). The
-    predictions of one source boundary for all its targets are one product x (W_1 | W_2 | …)."""
-    out = {"pair": {}, "target": {}, "centred": {}}
-    yc, ynorm, centre = {}, {}, {}
+    where μ_y is the first map's training mean of target j (the centre of the r2 sums). With
+    `docs` ((n,) int: each row's held-out document index), the same sums per document too:
+    "doc" = {"ids": (k,) the documents present, sorted; "pair": {(i, j): (k, 3)}, "target":
+    {j: (k, 3)}, "centred": {j: (k, d_T)}}, so that a bootstrap over documents needs no row.
+
+    The predictions of one source boundary for all its targets are one product
+    x (W_1 | W_2 | …); on numpy it is taken `rows_per_block` rows at a time (default:
+    HELDOUT_BLOCK_VALUES predictions), so that the errors are formed and reduced while they
+    are still in cache; a torch backend takes the chunk whole (one launch per product)."""
+    put = backend.put
+    centre: dict = {}
     by_source: dict = {}
     for (i, j), m in maps.items():
         centre.setdefault(j, m["y_mean"])
         by_source.setdefault(i, []).append(j)
-    for j, y in ys.items():
-        yc[j] = backend.put(y)
-        ynorm[j] = backend.maximum(backend.rownorm(yc[j]), 0.0)
-        yc[j] -= backend.put(centre[j])
-        out["target"][j] = np.array([len(y), float(ynorm[j].sum()), float((yc[j] * yc[j]).sum())])
-        out["centred"][j] = backend.get(backend.sum0(yc[j]))
+    plans = {}
     for i, js in by_source.items():
         x_mean = maps[(i, js[0])]["x_mean"]
-        xc = backend.put(xs[i]) - backend.put(x_mean)
         W = [maps[(i, j)]["W"] for j in js]
-        E = xc @ backend.put(np.concatenate(W, axis=1))  # (n, Σ d_T) predictions about the means
-        at = 0
+        cols, at = [], 0
         for j, w in zip(js, W):
             m = maps[(i, j)]
-            e = E[:, at:at + w.shape[1]]
-            at += w.shape[1]
-            e -= yc[j]
             # a map about other means than the first of its source / target: shift its error
             offset = (m["y_mean"] - centre[j]) - (m["x_mean"] - x_mean) @ m["W"]
-            if np.any(offset):
-                e += backend.put(offset)
-            en = backend.rownorm(e)
-            out["pair"][(i, j)] = np.array([float((en / backend.maximum(ynorm[j], eps)).sum()), float(en.sum()),
-                                            float((en * en).sum())])
+            cols.append((j, slice(at, at + w.shape[1]), put(offset) if np.any(offset) else None))
+            at += w.shape[1]
+        plans[i] = (put(x_mean), put(np.concatenate(W, axis=1)), cols)
+    centres = {j: put(c) for j, c in centre.items()}
+    n = len(ys[next(iter(ys))]) if ys else 0
+    width = max((p[1].shape[1] for p in plans.values()), default=1)
+    step = max(n, 1) if backend.torch is not None else (rows_per_block or max(64, HELDOUT_BLOCK_VALUES // width))
+    pair = {k: np.zeros(3) for k in maps}
+    target = {j: np.zeros(3) for j in ys}
+    centred = {j: np.zeros(len(centre[j]) if j in centre else ys[j].shape[1]) for j in ys}
+    seg = _Segments(docs) if docs is not None else None
+    per_doc = ({"ids": seg.ids if seg else None, "pair": {k: np.zeros((seg.k, 3)) for k in maps},
+                "target": {j: np.zeros((seg.k, 3)) for j in ys}, "centred": {j: np.zeros((seg.k, len(centred[j]))) for j in ys}}
+               if seg else None)
+    for r0 in range(0, n, step):
+        r1 = min(n, r0 + step)
+        part = seg.part(r0, r1) if seg else None
+        yc, ynorm = {}, {}
+        for j, y in ys.items():
+            yr = put(y[r0:r1])
+            ynorm[j] = backend.rownorm(yr)
+            yc[j] = yr - centres[j]  # a new array: the caller's rows stay as they were
+            yc2 = backend.rownorm(yc[j]) ** 2 if part else None
+            target[j] += [r1 - r0, float(ynorm[j].sum()), float((yc[j] * yc[j]).sum())]
+            centred[j] = centred[j] + backend.get(backend.sum0(yc[j]))
+            if part:
+                ones = np.ones(r1 - r0)
+                per_doc["target"][j] += part.sums(np.stack([ones, backend.get(ynorm[j]), backend.get(yc2)], axis=1))
+                per_doc["centred"][j] += part.sums(backend.get(yc[j]))
+        for i, (x_mean, W_all, cols) in plans.items():
+            E = (put(xs[i][r0:r1]) - x_mean) @ W_all  # (rows, Σ d_T) predictions about the means
+            for j, c, offset in cols:
+                e = E[:, c]
+                e -= yc[j]
+                if offset is not None:
+                    e += offset
+                en = backend.rownorm(e)
+                ratio = en / backend.maximum(ynorm[j], eps)
+                pair[(i, j)] += [float(ratio.sum()), float(en.sum()), float((en * en).sum())]
+                if part:
+                    en_np = backend.get(en)
+                    per_doc["pair"][(i, j)] += part.sums(np.stack([backend.get(ratio), en_np, en_np * en_np], axis=1))
+    out = {"pair": pair, "target": target, "centred": centred}
+    if per_doc is not None:
+        out["doc"] = per_doc
     return out
 
 
+class _Segments:
+    """Rows grouped by document index: `ids` (k,) the documents present (sorted), and for
+    a row range, `sums(values)` → (k, ...) the sums of `values` (rows, ...) per document
+    (runs of equal ids are reduced with one np.add.reduceat)."""
+
+    def __init__(self, docs: np.ndarray):
+        self.docs = np.asarray(docs, dtype=np.int64)
+        self.ids, self.slot = np.unique(self.docs, return_inverse=True)
+        self.k = len(self.ids)
+
+    def part(self, r0: int, r1: int) -> "_Range | None":
+        return _Range(self.slot[r0:r1], self.k) if r1 > r0 else None
+
+
+class _Range:
+    def __init__(self, slot: np.ndarray, k: int):
+        self.k = k
+        self.starts = np.r_[0, np.flatnonzero(slot[1:] != slot[:-1]) + 1]
+        self.where = slot[self.starts]
+
+    def sums(self, values: np.ndarray) -> np.ndarray:
+        values = np.asarray(values, dtype=np.float64)
+        out = np.zeros((self.k,) + values.shape[1:])
+        np.add.at(out, self.where, np.add.reduceat(values, self.starts, axis=0))
+        return out
+
+
 def add_heldout(a: dict, b: dict) -> dict:
-    """Elementwise sum of two `heldout_sums` results."""
-    return {k: {key: a[k][key] + b[k][key] for key in a[k]} for k in a}
+    """The sum of two `heldout_sums` results (per-document sums matched by document)."""
+    out = {k: {key: a[k][key] + b[k][key] for key in a[k]} for k in ("pair", "target", "centred")}
+    if "doc" in a or "doc" in b:
+        out["doc"] = _add_per_doc(a.get("doc"), b.get("doc"))
+    return out
+
+
+def _add_per_doc(a: dict | None, b: dict | None) -> dict:
+    if a is None or b is None:
+        return a if b is None else b
+    ids = np.union1d(a["ids"], b["ids"])
+    ia, ib = np.searchsorted(ids, a["ids"]), np.searchsorted(ids, b["ids"])
+    out = {"ids": ids}
+    for key in ("pair", "target", "centred"):
+        out[key] = {}
+        for k, va in a[key].items():
+            v = np.zeros((len(ids),) + va.shape[1:])
+            v[ia] += va
+            v[ib] += b[key][k]
+            out[key][k] = v
+    return out
 
 
 def scores(pair_sums: np.ndarray, target_sums: np.ndarray, centred: np.ndarray) -> dict:

@@ -74,6 +74,9 @@ def test_choose_alpha_ties_go_to_the_larger():
     assert ridge.choose_alpha(np.array([2.0, 1.0, 1.0 + 1e-13, 3.0])) == 2  # within 1e-12: tie, larger wins
     assert ridge.choose_alpha(np.array([2.0, 1.0, 1.0 + 1e-9, 3.0])) == 1  # beyond: the least wins
     assert ridge.choose_alpha(np.array([5.0, 5.0, 5.0])) == 2
+    # a curve at the rounding floor of its validation variance (total 100): all ties, the largest α wins
+    assert ridge.choose_alpha(np.array([3e-12, 1e-12, 2e-12, 5.0]), total=100.0) == 2
+    assert ridge.choose_alpha(np.array([3e-12, 1e-12, 2e-12, 5.0])) == 1
 
 
 def test_solve_block_equals_sklearn_ridge():
@@ -100,15 +103,17 @@ def test_solve_block_equals_sklearn_ridge():
     np.testing.assert_allclose(m["c"], r.intercept_, rtol=1e-6, atol=1e-9)
 
 
+@pytest.mark.parametrize("rows", [None, 50], ids=["one-block", "blocks-of-50-rows"])
 @pytest.mark.parametrize("use_torch", [False, True], ids=["numpy", "torch-cpu"])
-def test_heldout_scores_equal_numpy_and_sklearn(use_torch):
+def test_heldout_scores_equal_numpy_and_sklearn(use_torch, rows):
     X, Y = _data(seed=4)
     rng = np.random.default_rng(5)
     W, c = rng.normal(size=(X.shape[1], Y.shape[1])), rng.normal(size=Y.shape[1])
     x_mean, y_mean = X[:100].mean(0).astype(np.float64), Y[:100].mean(0).astype(np.float64)
     maps = {(0, 1): {"W": W, "x_mean": x_mean, "y_mean": y_mean}}
     backend = ridge.Backend("cpu", use_torch=use_torch)
-    parts = [ridge.heldout_sums({0: X[a:a + 128]}, {1: Y[a:a + 128]}, maps, backend) for a in range(0, len(X), 128)]
+    parts = [ridge.heldout_sums({0: X[a:a + 128]}, {1: Y[a:a + 128]}, maps, backend, rows_per_block=rows)
+             for a in range(0, len(X), 128)]
     h = ridge.tree_sum(parts, add=ridge.add_heldout)
     got = ridge.scores(h["pair"][(0, 1)], h["target"][1], h["centred"][1])
     Xd, Yd = X.astype(np.float64), Y.astype(np.float64)

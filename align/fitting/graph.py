@@ -51,10 +51,11 @@ def _read(path: str, so, boundaries, start: int, stop: int) -> dict:
     return {b: s.resid(b, start, stop) for b in boundaries}
 
 
-def stats_task(job: Job, I, J, start: int, stop: int, part: np.ndarray, shifts, keep_heldout: bool):
+def stats_task(job: Job, I, J, start: int, stop: int, part: np.ndarray, shifts, keep_heldout: bool,
+               hdoc: np.ndarray | None = None):
     """Statistics of tokens [start, stop) (`part`: their parts), read `job.chunk` tokens at a
     time and accumulated in place; returns (numpy `ridge.Statistics`, held-out rows
-    ({i: float32}, {j: float32}) or None)."""
+    ({i: float32}, {j: float32}, their held-out document indices from `hdoc`) or None)."""
     x_shift, y_shift = shifts
     be = ridge.Backend(job.device)
     d_s, d_t = _open(job.source, job.storage_options).d_model, _open(job.target, job.storage_options).d_model
@@ -80,6 +81,7 @@ def stats_task(job: Job, I, J, start: int, stop: int, part: np.ndarray, shifts, 
         rows = None
         if held is not None and held[0][I[0]]:
             rows = tuple({k: np.concatenate(v) for k, v in side.items()} for side in held)
+            rows += (hdoc[part == TEST] if hdoc is not None else None,)
         return acc.numpy(be), rows
 
 
@@ -87,26 +89,27 @@ def add_task(a, b):
     return ridge.add_statistics(a, b)
 
 
-def solve_task(stats, alphas, shifts, threads, device, factors):
+def solve_task(stats, alphas, shifts, threads, device, factors, extend: bool = False):
     """The block's maps and the source factors they used ({"fitted", "factors"})."""
     factors = dict(factors)
     with blas_limit(threads):
-        fitted = solve(stats, alphas, *shifts, device=device, factors=factors)
+        fitted = solve(stats, alphas, *shifts, device=device, factors=factors, extend=extend)
     return {"fitted": fitted, "factors": factors}
 
 
-def heldout_task(job: Job, I, J, start: int, stop: int, rows: np.ndarray, solved):
-    """Held-out error sums of the rows `rows` of tokens [start, stop), read from the stores."""
+def heldout_task(job: Job, I, J, start: int, stop: int, rows: np.ndarray, solved, docs: np.ndarray | None = None):
+    """Held-out error sums (pooled, and per held-out document `docs` of each row) of the
+    rows `rows` of tokens [start, stop), read from the stores."""
     with blas_limit(job.threads):
         xs = {i: v[rows] for i, v in _read(job.source, job.storage_options, I, start, stop).items()}
         ys = {j: v[rows] for j, v in _read(job.target, job.storage_options, J, start, stop).items()}
-        return ridge.heldout_sums(xs, ys, solved["fitted"], ridge.Backend(job.device))
+        return ridge.heldout_sums(xs, ys, solved["fitted"], ridge.Backend(job.device), docs=docs)
 
 
 def heldout_kept_task(job: Job, kept, solved):
     """Held-out error sums of the rows a statistics task kept."""
     with blas_limit(job.threads):
-        return ridge.heldout_sums(kept[0], kept[1], solved["fitted"], ridge.Backend(job.device))
+        return ridge.heldout_sums(kept[0], kept[1], solved["fitted"], ridge.Backend(job.device), docs=kept[2])
 
 
 def add_heldout_task(a, b):
@@ -116,7 +119,7 @@ def add_heldout_task(a, b):
 def collect_task(solved, heldout, stats, save_maps):
     """What the client needs of a block: α, maps if asked, held-out sums, the source factors
     (statistics if asked)."""
-    keep = ("alpha_rel", "alpha", "val_sse") + (("W", "c") if save_maps else ())
+    keep = ("alpha_rel", "alpha", "val_sse", "val_alphas") + (("W", "c") if save_maps else ())
     return {"fitted": {k: {f: v[f] for f in keep} for k, v in solved["fitted"].items()}, "heldout": heldout,
             "stats": stats, "factors": solved["factors"]}
 
@@ -138,12 +141,15 @@ def tree(dsk: dict, name: str, keys: list, add) -> tuple:
 
 
 def block_graph(b: int, I, J, job: Job, ranges, part, shifts, alphas, save_maps: bool, keep_stats: bool,
-                solve_threads: int | None = None, keep_heldout: bool = False, factors: dict | None = None):
+                solve_threads: int | None = None, keep_heldout: bool = False, factors: dict | None = None,
+                hdoc: np.ndarray | None = None, extend: bool = False):
     """The Dask graph (a dict) of block `b` (source boundaries I × target boundaries J):
     returns (graph, result key). `ranges`: the tasks' token ranges; `shifts`: per boundary
     the shift of the statistics; `factors`: source factors of earlier blocks. The solve is
     the only task running then (every other waits on it), so it may use `solve_threads` BLAS
-    threads (default `job.threads`); the statistics use `job.threads`, whatever the cluster."""
+    threads (default `job.threads`); the statistics use `job.threads`, whatever the cluster.
+    `hdoc` ((n_tokens,) int): each held-out token's index among the held-out documents, so
+    that the held-out sums are kept per document too (the document bootstrap)."""
     dsk = {}
     sk = ("shifts", b)
     dsk[sk] = ({i: shifts[0][i] for i in I}, {j: shifts[1][j] for j in J})
@@ -152,7 +158,8 @@ def block_graph(b: int, I, J, job: Job, ranges, part, shifts, alphas, save_maps:
         p = part[start:stop]
         if np.any((p == ridge.FIT) | (p == ridge.VAL)):
             key = ("stats-task", b, c)
-            dsk[key] = (stats_task, job, I, J, start, stop, p.copy(), sk, keep_heldout)
+            dsk[key] = (stats_task, job, I, J, start, stop, p.copy(), sk, keep_heldout,
+                        None if hdoc is None else hdoc[start:stop].copy())
             dsk[("stats", b, c)] = (operator.getitem, key, 0)
             stat_keys.append(("stats", b, c))
             if keep_heldout:
@@ -163,7 +170,7 @@ def block_graph(b: int, I, J, job: Job, ranges, part, shifts, alphas, save_maps:
     root = tree(dsk, f"stats-sum-{b}", stat_keys, add_task)
     fk = ("solve", b)
     dsk[("factors", b)] = (dict, factors or {})
-    dsk[fk] = (solve_task, root, list(alphas), sk, solve_threads or job.threads, job.device, ("factors", b))
+    dsk[fk] = (solve_task, root, list(alphas), sk, solve_threads or job.threads, job.device, ("factors", b), extend)
     for c, (start, stop) in enumerate(ranges):
         rows = np.flatnonzero(part[start:stop] == TEST)
         if len(rows):
@@ -171,7 +178,8 @@ def block_graph(b: int, I, J, job: Job, ranges, part, shifts, alphas, save_maps:
             if c in kept:
                 dsk[key] = (heldout_kept_task, job, kept[c], fk)
             else:
-                dsk[key] = (heldout_task, job, I, J, start, stop, rows, fk)
+                dsk[key] = (heldout_task, job, I, J, start, stop, rows, fk,
+                            None if hdoc is None else hdoc[start:stop][rows])
             held_keys.append(key)
     if not held_keys:
         raise InputError("no held-out token is left after the split (and position 0 excluded): raise --test-fraction")

@@ -283,7 +283,7 @@ def finish(p: Prepared, sides, results, statistics, plan: LivePlan, options: Fit
     log(f"align fit --live: {plan.passes} pass(es) over {p.table.n_tokens:,} tokens, {rates}")
     recorded = options.recorded(batch_size=p.job.batch_size, n_tokens=p.split.counts, device=where)
     ds = alignment_dataset(results, p.source_layers, p.target_layers, *sides, p.split, recorded, route="live",
-                           save_maps=options.save_maps)
+                           save_maps=options.save_maps, resampling=options.resampling)
     if output is not None:
         fault_point("fit_live_before_write")
         write_alignment(output, ds, inputs, options.overwrite)
@@ -328,16 +328,17 @@ def run_on_cluster(p: Prepared, options: FitOptions, log) -> tuple:
                 dsk[("stats", s)] = (shard_statistics_task, ShardTask(p.job, I, block, tuple(shard)), "table", "shifts")
                 keys.append(("stats", s))
             stats = ex.run(dsk, tree(dsk, "stats-sum", keys, add_task))
-            fitted = solve(stats, options.alphas, shifts["x"], shifts["y"], options.device, factors)
+            fitted = solve(stats, options.alphas, shifts["x"], shifts["y"], options.device, factors, options.extend_alphas)
             if options.keep_statistics:
                 kept_stats[block] = stats
-            dsk = {"table": p.table, "fitted": fitted}
+            dsk = {"table": p.table, "fitted": fitted, "hdoc": p.split.heldout_index if options.bootstrap else None}
             keys = []
             for s, shard in enumerate(test):
-                dsk[("heldout", s)] = (shard_heldout_task, ShardTask(p.job, I, block, tuple(shard)), "table", "fitted")
+                dsk[("heldout", s)] = (shard_heldout_task, ShardTask(p.job, I, block, tuple(shard)), "table", "fitted",
+                                       "hdoc")
                 keys.append(("heldout", s))
             sums = ex.run(dsk, tree(dsk, "heldout-sum", keys, add_heldout_task))
-            results.update(pair_results(fitted, sums))
+            results.update(pair_results(fitted, sums, p.split, options.resampling))
             log(f"align fit --live: pass {k + 1} of {plan.passes} done on the cluster")
     return plan, results, kept_stats, f"{plan.positions * plan.passes:,} positions forwarded on the cluster", time.time() - t_loop
 

@@ -8,6 +8,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 
 from align import corpus, models, ridge
+from align.analyses.bootstrap import Resampling
 from align.errors import InputError
 from align.fitting.split import check_seed
 
@@ -23,7 +24,10 @@ class FitOptions:
     an address); worker_budget: bytes per worker, replacing the measured figure (tests);
     task_tokens: tokens per statistics task (None: planned); blas_threads: BLAS threads per
     task (fixed, so that sums do not depend on where they ran); keep_statistics: return the
-    reduced statistics in the report."""
+    reduced statistics in the report. extend_alphas (`--alphas auto`, the default): a grid
+    end chosen by some pair gains decades there (`ridge.solve_block`); bootstrap /
+    bootstrap_seed: resamples of the held-out documents (0: none) and their seed.
+    """
 
     test_fraction: float = 0.2
     val_fraction: float = 0.2
@@ -43,6 +47,9 @@ class FitOptions:
     worker_budget: int | None = None
     storage_options: dict | None = field(default=None, hash=False)
     overwrite: bool = False
+    extend_alphas: bool = True
+    bootstrap: int = 1000
+    bootstrap_seed: int = 0
 
     def checked(self) -> "FitOptions":
         """These options with α sorted and `memory_limit` in bytes, or the one-line
@@ -54,7 +61,16 @@ class FitOptions:
         check_device(self.device)
         if self.task_tokens is not None and self.task_tokens < 1:
             raise InputError(f"--task-tokens {self.task_tokens} must be at least 1")
+        if isinstance(self.bootstrap, bool) or not isinstance(self.bootstrap, int) or self.bootstrap < 0:
+            raise InputError(f"--bootstrap {self.bootstrap}: give the number of document resamples, 0 or more (0: none)")
+        if isinstance(self.bootstrap_seed, bool) or not isinstance(self.bootstrap_seed, int) or self.bootstrap_seed < 0:
+            raise InputError(f"--bootstrap-seed {self.bootstrap_seed}: give a whole number >= 0")
         return replace(self, alphas=alphas, memory_limit=parse_memory(self.memory_limit))
+
+    @property
+    def resampling(self):
+        """The document bootstrap's `Resampling`, or None with bootstrap=0."""
+        return Resampling(self.bootstrap, self.bootstrap_seed) if self.bootstrap else None
 
     @property
     def need_validation(self) -> bool:
@@ -65,7 +81,7 @@ class FitOptions:
         """The options the result records (what decides its numbers), plus `extra`
         (task_tokens, n_tokens per part, ...)."""
         keep = ("test_fraction", "val_fraction", "seed", "alphas", "include_first_token", "source_layers",
-                "target_layers", "device", "save_maps")
+                "target_layers", "device", "save_maps", "extend_alphas", "bootstrap", "bootstrap_seed")
         d = {k: v for k, v in asdict(self).items() if k in keep}
         d["alphas"] = list(self.alphas)
         return {**d, **extra}

@@ -144,28 +144,31 @@ def statistics_pass(net: Models, table: TokenTable, batches, source_layers, bloc
                                    into=stats, work=work)
         if keep_heldout and b.n_test:
             held = b.flat[b.n_train:]
-            kept.append((rows(xs, source_layers, held, net.device), rows(ys, block, held, net.device)))
+            kept.append((rows(xs, source_layers, held, net.device), rows(ys, block, held, net.device),
+                         b.tokens[b.n_train:]))
         del xs, ys
         progress.step(label)
     return stats, kept
 
 
 def heldout_pass(net: Models, table: TokenTable, batches, source_layers, block, fitted: dict, kept,
-                 progress: Progress, label: str) -> dict:
+                 progress: Progress, label: str, hdoc: np.ndarray | None = None) -> dict:
     """The held-out sums (ridge.heldout_sums, added batch after batch) of every pair of the
     block: from the kept rows, or a second forward of the batches with held-out rows (the
-    same batches, the same bits)."""
+    same batches, the same bits). `hdoc` (n_tokens,): each token's held-out document index,
+    for the per-document sums of the document bootstrap (None: pooled sums only)."""
     backend = net.backend
     sums = None
 
-    def add(xh, yh):
+    def add(xh, yh, tokens):
         nonlocal sums
-        s = ridge.heldout_sums(net.arrays(xh), net.arrays(yh), fitted, backend)
+        s = ridge.heldout_sums(net.arrays(xh), net.arrays(yh), fitted, backend,
+                               docs=None if hdoc is None else hdoc[tokens])
         sums = s if sums is None else ridge.add_heldout(sums, s)
 
     if kept is not None:
-        for xh, yh in kept:
-            add(xh, yh)
+        for xh, yh, tokens in kept:
+            add(xh, yh, tokens)
         return sums
     for b in batches:
         if not b.n_test:
@@ -173,7 +176,7 @@ def heldout_pass(net: Models, table: TokenTable, batches, source_layers, block, 
         fault_point("fit_live_heldout_batch")
         xs, ys = forwards(net, table, b, source_layers, block, progress)
         held = b.flat[b.n_train:]
-        add(rows(xs, source_layers, held, net.device), rows(ys, block, held, net.device))
+        add(rows(xs, source_layers, held, net.device), rows(ys, block, held, net.device), b.tokens[b.n_train:])
         del xs, ys
         progress.step(label)
     return sums
@@ -196,11 +199,12 @@ def run_blocks(net: Models, table: TokenTable, batches, source_layers, blocks, k
                                       label, alphas_check if k == 0 else None)
         reduced = stats.numpy(net.backend)
         del stats
-        fitted = solve(reduced, options.alphas, shifts.x, shifts.y[block], solve_device, factors)
+        fitted = solve(reduced, options.alphas, shifts.x, shifts.y[block], solve_device, factors, options.extend_alphas)
         if options.keep_statistics:
             kept_stats[block] = reduced
         del reduced
-        sums = heldout_pass(net, table, batches, source_layers, block, fitted, kept, progress, label + ", held-out")
-        results.update(pair_results(fitted, sums))
+        sums = heldout_pass(net, table, batches, source_layers, block, fitted, kept, progress, label + ", held-out",
+                            split.heldout_index if options.bootstrap else None)
+        results.update(pair_results(fitted, sums, split, options.resampling))
         del kept, fitted
     return results, kept_stats

@@ -14,6 +14,8 @@ import numpy as np
 from align import __version__, ridge
 from align import store as st
 from align.errors import DiskSpaceError, NonFiniteError, OutputRefused
+from align.analyses.bootstrap import Resampling
+from align.fitting import uncertainty
 from align.fitting.budget import RESULT_MARGIN, human_bytes, result_bytes
 from align.fitting.split import Split
 
@@ -41,19 +43,50 @@ class Side:
         return self.provenance.get("model")
 
 
-def pair_results(fitted: dict, heldout: dict) -> dict:
+def pair_results(fitted: dict, heldout: dict, split: Split | None = None, resampling: Resampling | None = None) -> dict:
     """{(i, j): α, α_rel, val_sse (and W, c when kept) of the solve, with relative_error,
-    norm_error and r2 from the held-out sums (`ridge.heldout_sums`, reduced)}."""
-    return {(i, j): {**f, **ridge.scores(heldout["pair"][(i, j)], heldout["target"][j], heldout["centred"][j])}
-            for (i, j), f in fitted.items()}
+    norm_error and r2 from the held-out sums (`ridge.heldout_sums`, reduced)}.
+
+    With per-document sums in `heldout` (heldout_sums(..., docs=split.heldout_index[...])),
+    a `split` and a `resampling`, each pair also keeps what the document bootstrap needs:
+    "doc_pair" (K, 3), "doc_target" (K, 3) over the split's K held-out documents, and
+    "doc_cc" (resamples,): ‖Σ_d w_bd c_d‖² of its target (`uncertainty.centred_square`),
+    computed here, per block, so that no (K, d_T) array outlives its block."""
+    out = {(i, j): {**f, **ridge.scores(heldout["pair"][(i, j)], heldout["target"][j], heldout["centred"][j])}
+           for (i, j), f in fitted.items()}
+    if split is None or resampling is None or "doc" not in heldout:
+        return out
+    K = len(split.test_docs)
+    w = _weights(K, resampling)
+    d = uncertainty.dense(heldout["doc"], K)
+    cc = {j: uncertainty.centred_square(c, w) for j, c in d["centred"].items()}
+    for (i, j), r in out.items():
+        r.update(doc_pair=d["pair"][(i, j)], doc_target=d["target"][j], doc_cc=cc[j])
+    return out
+
+
+_WEIGHTS: dict = {}
+
+
+def _weights(n_docs: int, resampling: Resampling) -> np.ndarray:
+    """`uncertainty.weights`, drawn once per (documents, resampling) in a process."""
+    key = (n_docs, resampling)
+    if key not in _WEIGHTS:
+        _WEIGHTS.clear()
+        _WEIGHTS[key] = uncertainty.weights(n_docs, resampling)
+    return _WEIGHTS[key]
 
 
 def alignment_dataset(results: dict, src_layers, tgt_layers, source: Side, target: Side, split: Split,
-                      options: dict, route: str = "store", save_maps: bool = False):
+                      options: dict, route: str = "store", save_maps: bool = False,
+                      resampling: Resampling | None = None):
     """The alignment result (`schema: alignment`) as an xarray Dataset: the five scores over
-    (source_layer, target_layer), `heldout_doc`, W and c with `save_maps`, and attributes
-    summary, split, options, both sides' provenance and `route` ("store" or "live").
-    Refuses (NonFiniteError) a non-finite score before anything is summarised."""
+    (source_layer, target_layer), `val_sse` over (source_layer, target_layer, alpha_grid: α_rel),
+    `heldout_doc`, W and c with `save_maps`, and attributes summary, split, options, both
+    sides' provenance and `route` ("store" or "live"). When the results hold per-document
+    sums (`pair_results` with a split and `resampling`), also the document bootstrap
+    (`_with_bootstrap`): per-document sums, `p_best`, 95% intervals of the scores and of
+    the summary. Refuses (NonFiniteError) a non-finite score before anything is summarised."""
     import xarray as xr
 
     if route not in ROUTES:
@@ -69,6 +102,9 @@ def alignment_dataset(results: dict, src_layers, tgt_layers, source: Side, targe
     dims = ("source_layer", "target_layer")
     data = {name: (dims, v) for name, v in arrays.items()}
     data["heldout_doc"] = (("heldout_doc",), np.asarray(split.test_docs, dtype=np.int64))
+    grid, val_sse = _validation_curves(results, src_layers, tgt_layers)
+    if grid is not None:
+        data["val_sse"] = (dims + ("alpha_grid",), val_sse)
     if save_maps:
         data["W"] = (dims + ("d_source", "d_target"),
                      np.stack([np.stack([results[(i, j)]["W"] for j in tgt_layers]) for i in src_layers]))
@@ -79,8 +115,14 @@ def alignment_dataset(results: dict, src_layers, tgt_layers, source: Side, targe
         "source_depth": ("source_layer", np.asarray(src_layers, dtype=np.float64) / L_S),
         "target_depth": ("target_layer", np.asarray(tgt_layers, dtype=np.float64) / L_T),
     }
+    if grid is not None:
+        coords["alpha_grid"] = ("alpha_grid", grid)  # α_rel values of the validation curves
+    summary = ridge.summary(arrays["relative_error"], src_layers, tgt_layers, L_S, L_T)
+    summary.update(_grid_ends(arrays["alpha_rel"], grid))
+    if resampling is not None and all("doc_pair" in results[(i, j)] for i in src_layers for j in tgt_layers):
+        summary.update(_with_bootstrap(data, results, arrays, summary, src_layers, tgt_layers, L_S, L_T, resampling))
     attrs = {
-        "summary": ridge.summary(arrays["relative_error"], src_layers, tgt_layers, L_S, L_T),
+        "summary": summary,
         "route": route, "source": source.provenance, "target": target.provenance,
         "source_model": source.model, "target_model": target.model, "source_path": source.path, "target_path": target.path,
         "n_layers_source": L_S, "n_layers_target": L_T, "options": options, "split": split.record(),
@@ -92,7 +134,75 @@ def alignment_dataset(results: dict, src_layers, tgt_layers, source: Side, targe
     ds["r2"].attrs["description"] = "1 - sum ||e||^2 / sum ||y - mean(y)||^2 (held-out; variance-weighted)"
     ds["alpha"].attrs["description"] = "absolute ridge penalty of the final fit: alpha_rel * trace(XcT Xc) / d_source"
     ds["alpha_rel"].attrs["description"] = "ridge penalty in units of the mean eigenvalue, chosen on validation documents"
+    for name, text in DESCRIPTIONS.items():
+        if name in ds:
+            ds[name].attrs["description"] = text
     return ds
+
+
+DESCRIPTIONS = {
+    "val_sse": "validation sum of squared errors of the map fitted on the fit part, for every alpha_rel of the grid "
+               "(NaN: not evaluated for this pair)",
+    "p_best": "fraction of document-bootstrap resamples in which this target boundary is the argmin of the row "
+              "(target boundaries >= 1; rows sum to 1)",
+    "doc_n_tokens": "held-out tokens scored per held-out document",
+    "doc_ratio_sum": "per held-out document: sum over its tokens of ||e|| / max(||y||, 1e-12)",
+    "doc_error_sum": "per held-out document: sum of ||e||",
+    "doc_error_sq_sum": "per held-out document: sum of ||e||^2",
+    "doc_norm_sum": "per held-out document: sum of ||y|| of the target",
+    "doc_centred_sq_sum": "per held-out document: sum of ||y - mu||^2, mu the target's training mean",
+}
+
+
+def _validation_curves(results: dict, src_layers, tgt_layers):
+    """(α_rel grid (union over pairs, increasing), val_sse (S, T, n_alpha) with NaN where a
+    pair's grid lacks an α), or (None, None) when the fit had a single α (nothing validated)."""
+    grids = [np.asarray(results[(i, j)].get("val_alphas", ()), dtype=np.float64) for i in src_layers for j in tgt_layers]
+    if not grids or any(len(g) < 2 for g in grids):
+        return None, None
+    grid = np.unique(np.concatenate(grids))
+    out = np.full((len(src_layers), len(tgt_layers), len(grid)), np.nan)
+    for a, i in enumerate(src_layers):
+        for b, j in enumerate(tgt_layers):
+            r = results[(i, j)]
+            out[a, b, np.searchsorted(grid, r["val_alphas"])] = r["val_sse"]
+    return grid, out
+
+
+def _grid_ends(alpha_rel: np.ndarray, grid) -> dict:
+    """How many pairs chose the smallest or the largest α_rel of their grid."""
+    if grid is None:
+        return {}
+    return {"alpha_grid": [float(a) for a in grid], "pairs_at_smallest_alpha": int(np.sum(alpha_rel <= grid[0])),
+            "pairs_at_largest_alpha": int(np.sum(alpha_rel >= grid[-1]))}
+
+
+def _with_bootstrap(data: dict, results: dict, arrays: dict, summary: dict, src_layers, tgt_layers, L_S, L_T,
+                    resampling: Resampling) -> dict:
+    """Adds to `data` the per-document sums, `p_best` and the scores' `<score>_low` /
+    `<score>_high`; returns the summary's bootstrap fields (`uncertainty.summarise`)."""
+    dims = ("source_layer", "target_layer")
+    doc_pair = np.stack([np.stack([results[(i, j)]["doc_pair"] for j in tgt_layers], axis=1) for i in src_layers],
+                        axis=1)  # (K, S, T, 3)
+    first = src_layers[0]
+    doc_target = np.stack([results[(first, j)]["doc_target"] for j in tgt_layers], axis=1)  # (K, T, 3)
+    cc = np.stack([results[(first, j)]["doc_cc"] for j in tgt_layers], axis=1)  # (B, T)
+    K = doc_pair.shape[0]
+    w = _weights(K, resampling)
+    boot = uncertainty.resampled_scores(doc_pair, doc_target, cc, w)
+    for name, v in boot.items():
+        lo, hi = uncertainty.interval(v)
+        data[f"{name}_low"], data[f"{name}_high"] = (dims, lo), (dims, hi)
+    p_best, fields = uncertainty.summarise(boot["relative_error"], summary, src_layers, tgt_layers, L_S, L_T,
+                                           resampling, arrays["relative_error"])
+    data["p_best"] = (dims, p_best)
+    doc = ("heldout_doc",)
+    data["doc_n_tokens"] = (doc, doc_target[:, 0, 0])
+    for k, name in enumerate(("doc_ratio_sum", "doc_error_sum", "doc_error_sq_sum")):
+        data[name] = (doc + dims, doc_pair[..., k])
+    data["doc_norm_sum"] = (doc + ("target_layer",), doc_target[..., 1])
+    data["doc_centred_sq_sum"] = (doc + ("target_layer",), doc_target[..., 2])
+    return fields
 
 
 def refuse_non_finite(arrays: dict, src_layers, tgt_layers) -> None:

@@ -58,15 +58,17 @@ def shard_statistics_task(task: ShardTask, table: TokenTable, shifts: dict) -> r
     return stats.numpy(net.backend)
 
 
-def shard_heldout_task(task: ShardTask, table: TokenTable, fitted: dict) -> dict:
-    """On a worker: the held-out sums of the shard's batches (a second forward of each)."""
+def shard_heldout_task(task: ShardTask, table: TokenTable, fitted: dict, hdoc=None) -> dict:
+    """On a worker: the held-out sums of the shard's batches (a second forward of each), per
+    held-out document too with `hdoc` (each token's held-out document index)."""
     net = worker_models(task.job)
     sums = None
     for b in task.batches:
         xs, ys = forwards(net, table, b, list(task.source_layers), task.block, None)
         held = b.flat[b.n_train:]
         s = ridge.heldout_sums(net.arrays(rows(xs, task.source_layers, held, net.device)),
-                               net.arrays(rows(ys, task.block, held, net.device)), fitted, net.backend)
+                               net.arrays(rows(ys, task.block, held, net.device)), fitted, net.backend,
+                               docs=None if hdoc is None else hdoc[b.tokens[b.n_train:]])
         sums = s if sums is None else ridge.add_heldout(sums, s)
     return sums
 

@@ -33,12 +33,13 @@ def check_alphas(alphas, scale: dict, n_select: int, n_train: int) -> None:
 
 
 def solve(stats: ridge.Statistics, alphas, x_shift: dict, y_shift: dict, device: str = "cpu",
-          factors: dict | None = None) -> dict:
+          factors: dict | None = None, extend: bool = False) -> dict:
     """Maps of every pair of a block from its reduced statistics (`ridge.Statistics`, numpy):
     α per pair chosen on the validation part, W and c refitted on fit + validation
     (`ridge.solve_block`), with eigendecompositions and products on `device` (torch on a
     GPU). x_shift / y_shift: the shifts the statistics were taken about, per boundary.
     `factors` ({source boundary: ridge.Factor}) is read and filled, so that blocks sharing
-    source boundaries decompose each once. Returns {(i, j): {"W", "c", "x_mean", "y_mean",
-    "alpha", "alpha_rel", "val_sse"}} (numpy)."""
-    return ridge.solve_block(stats, alphas, x_shift, y_shift, backend(device), factors)
+    source boundaries decompose each once. `extend` (`--alphas auto`): a grid whose end is
+    chosen gains decades there (`ridge.solve_block`). Returns {(i, j): {"W", "c", "x_mean",
+    "y_mean", "alpha", "alpha_rel", "val_sse", "val_alphas"}} (numpy)."""
+    return ridge.solve_block(stats, alphas, x_shift, y_shift, backend(device), factors, extend)

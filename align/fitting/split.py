@@ -65,6 +65,7 @@ class Split:
     test_docs: np.ndarray
     part: np.ndarray  # (n_tokens,) int8: ridge.FIT, ridge.VAL, TEST or -1
     counts: dict  # {"fit": tokens, "validation": tokens, "heldout": tokens}
+    heldout_index: np.ndarray | None = None  # (n_tokens,) int32: a held-out token's index in test_docs, else -1
 
     def record(self) -> dict:
         """The document ids of each part, as the result records them."""
@@ -94,4 +95,13 @@ def make_split(doc: np.ndarray, pos: np.ndarray, options) -> Split:
         if n == 0 and (name != "validation" or need_val):
             raise InputError(f"the {name} part of the split has no token (position 0 excluded): extract a larger corpus "
                              "or change the fractions")
-    return Split(fit_docs, val_docs, test_docs, part, counts)
+    return Split(fit_docs, val_docs, test_docs, part, counts, heldout_index(doc, part, test_docs))
+
+
+def heldout_index(doc: np.ndarray, part: np.ndarray, test_docs: np.ndarray) -> np.ndarray:
+    """(n_tokens,) int32: for a held-out token the index of its document in `test_docs`
+    (sorted), -1 for every other token: the unit of the document bootstrap."""
+    index = np.full(len(doc), -1, dtype=np.int32)
+    test = part == TEST
+    index[test] = np.searchsorted(test_docs, np.asarray(doc)[test])
+    return index
