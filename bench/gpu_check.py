@@ -5,9 +5,11 @@
 
 Models are random-init Qwen2 models built from hand-written configs of Qwen2.5-1.5B (28 layers,
 hidden 1536, 12/2 heads, intermediate 8960, vocab 151,936, tied) and Qwen2.5-14B (48 layers,
-5120, 40/8 heads, 13,824, vocab 152,064, untied), seeded, initialised directly on the device
-(align's own --random-init builds on the CPU and moves the model; the check hands its
-device-built model to `align.extract` instead, so a 14B need not be built on a CPU). The
+5120, 40/8 heads, 13,824, vocab 152,064, untied), seeded, and built by align itself:
+`--random-init` with `--device cuda` draws the weights on the GPU (align.models.init_device;
+the store's provenance records the device), so a 14B is never built on the CPU. The check's
+own copy of each model (for the bare forward, the exactness checks and the split) comes from
+the same function, align.models.load_model, with the same ModelSpec: the same weights. The
 tokenizer is a small byte-level BPE trained here with `tokenizers` on seeded words; its ids all
 lie below the models' vocabularies. `--tiny` uses the same code on tiny widths on the CPU.
 
@@ -38,7 +40,6 @@ Exit status: 0 all checks passed (skips allowed), 1 a check failed or a phase er
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import os
@@ -159,38 +160,32 @@ def model_folder(root: str, name: str, cfg: dict, tokenizer_src: str) -> str:
     return folder
 
 
-def build_model(folder: str, device: str, seed: int = 0):
-    """The random-init model of `folder`'s config, seeded, created directly on `device` in bf16."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    config = AutoConfig.from_pretrained(folder)
-    torch.manual_seed(seed)
-    with torch.device(device):
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation="sdpa")
-    model.eval()
-    model.requires_grad_(False)
-    return model, config
-
-
-@contextlib.contextmanager
-def models_from_memory(built: dict):
-    """align.models.load_model returns the model built here for a folder in `built` (random
-    init, seeded, on the device), and loads every other model as align does."""
+def model_spec(folder: str, device: str):
+    """The random-init bf16 model of `folder`'s config (seed 0) on `device`, as align runs it:
+    what `align extract --random-init --seed 0 --dtype bfloat16 --device DEVICE` loads."""
     from align import models
 
-    original = models.load_model
+    return models.ModelSpec(folder, dtype="bfloat16", device=device, random_init=True, seed=0)
 
-    def load(spec):
-        if spec.random_init and os.path.abspath(os.path.expanduser(spec.name)) in built:
-            return built[os.path.abspath(os.path.expanduser(spec.name))]
-        return original(spec)
 
-    models.load_model = load
-    try:
-        yield
-    finally:
-        models.load_model = original
+def load_model(folder: str, device: str):
+    """(model, config) of `model_spec(folder, device)`, through align's own loader (weights
+    drawn on the device), so it holds the weights align's runs use."""
+    from align import models
+
+    return models.load_model(model_spec(folder, device))
+
+
+def release(device: str):
+    """Hand back what dropped models held: reference cycles collected, and on CUDA the
+    allocator's cached blocks, so the next phase sees the device's memory free."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
 
 
 def _sync(device: str):
@@ -321,26 +316,28 @@ def bare_forward(model, batches, device: str) -> float:
     return time.perf_counter() - t
 
 
-def phase_extract(ctx: dict, name: str, n_tokens: int, batch_size: int) -> dict:
+def phase_extract(ctx: dict, name: str, n_tokens: int, batch_size: int, keep_model: bool = False) -> dict:
+    """align.extract of `name` against a bare forward of the check's own copy of the model
+    (loaded by align after the extraction's model is released), kept in ctx["models"] for the
+    later phases when `keep_model`."""
     import torch
 
     import align
     from align.store import open_activations
 
     device, folder = ctx["device"], ctx["folders"][name]
-    t = time.perf_counter()
-    built = build_model(folder, device)
-    build_s = time.perf_counter() - t
-    ctx["built"][os.path.abspath(folder)] = built
-    model = built[0]
     out = os.path.join(ctx["root"], f"{name}.zarr")
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     log = []
-    with models_from_memory(ctx["built"]):
-        rep = align.extract(folder, ctx["corpus"], out, random_init=True, seed=0, device=device, dtype="bfloat16",
-                            batch_size=batch_size, max_tokens=n_tokens, log=log.append)
+    rep = align.extract(model_spec(folder, device), ctx["corpus"], out, batch_size=batch_size, max_tokens=n_tokens,
+                        log=log.append)
     peak_gpu = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
+    release(device)  # align's model is gone: the check's copy takes its place, not a second one
+    t = time.perf_counter()
+    model, config = load_model(folder, device)
+    _sync(device)
+    build_s = time.perf_counter() - t
     s = open_activations(out)
     seqs, _ = _store_sequences(s)
     lengths = [len(x) for x in seqs]
@@ -349,8 +346,15 @@ def phase_extract(ctx: dict, name: str, n_tokens: int, batch_size: int) -> dict:
     bare_rate = s.n_tokens / bare_s
     stored = s.nbytes_stored()
     ctx["stores"][name] = out
+    ctx["configs"][name] = config
+    built_on = str(next(model.parameters()).device)
+    if keep_model:
+        ctx["models"][name] = model
+    del model
+    release(device)
     return {
-        "model_built_on": str(next(model.parameters()).device), "build_s": build_s,
+        "model_built_on": built_on, "build_s": build_s,
+        "init_device_recorded": s.provenance.get("weights", {}).get("init_device"),
         "n_tokens": s.n_tokens, "n_sequences": len(seqs), "batch_size": batch_size, "boundaries": len(s.boundaries),
         "align_tokens_per_s": rep.tokens_per_second, "bare_forward_tokens_per_s": bare_rate,
         "align_over_bare": rep.tokens_per_second / bare_rate, "align_loop_s": rep.stats["loop_s"],
@@ -377,7 +381,7 @@ def phase_exactness(ctx: dict, name: str, batch_size: int) -> dict:
     from align.store import open_activations
 
     device = ctx["device"]
-    model, config = ctx["built"][os.path.abspath(ctx["folders"][name])]
+    model, config = ctx["models"][name], ctx["configs"][name]
     s = open_activations(ctx["stores"][name])
     L = config.num_hidden_layers
     seqs, starts = _store_sequences(s)
@@ -500,7 +504,7 @@ def phase_split(ctx: dict) -> dict:
     from align.store import open_activations
 
     name = next(iter(ctx["stores"]))  # the small model, extracted in the phase before
-    model, config = ctx["built"][os.path.abspath(ctx["folders"][name])]
+    model, config = ctx["models"][name], ctx["configs"][name]
     seqs, _ = _store_sequences(open_activations(ctx["stores"][name]))
     prompts = [np.asarray(x[:32]) for x in seqs[:4]]
     L = config.num_hidden_layers
@@ -546,13 +550,12 @@ def phase_fit(ctx: dict, small: str, large: str, n_tokens: int, batch_size: int)
     device = ctx["device"]
     folder = ctx["folders"][small]
     src = os.path.join(ctx["root"], f"{small}-fit.zarr")
-    Ls = ctx["built"][os.path.abspath(folder)][1].num_hidden_layers
+    Ls = ctx["configs"][small].num_hidden_layers
     tgt_store = open_activations(ctx["stores"][large])
     Lt = len(tgt_store.boundaries) - 1
     s_layers, t_layers = f"0,{Ls // 2},{Ls}", f"0,{Lt // 2},{Lt}"
-    with models_from_memory(ctx["built"]):
-        align.extract(folder, ctx["corpus"], src, random_init=True, seed=0, device=device, dtype="bfloat16",
-                      batch_size=batch_size, max_tokens=n_tokens, log=lambda m: None)
+    align.extract(model_spec(folder, device), ctx["corpus"], src, batch_size=batch_size, max_tokens=n_tokens,
+                  log=lambda m: None)
     results, seconds, stats_s = {}, {}, {}
     devices = ("cpu", "cuda") if device == "cuda" else ("cpu",)
     for d in devices:
@@ -625,7 +628,7 @@ def main(argv=None) -> int:
         n_small = args.tokens_small or (1536 if args.tiny else 65536)
         n_large = args.tokens_large or (1536 if args.tiny else 16384)
         b_small, b_large = (4, 4) if args.tiny else (16, 8)
-        ctx = {"device": device, "root": root, "built": {}, "stores": {}, "folders": {}}
+        ctx = {"device": device, "root": root, "models": {}, "configs": {}, "stores": {}, "folders": {}}
         check.phase("env", phase_env, device)
         micro = check.phase("micro", phase_micro, device, args.tiny)
         if micro:
@@ -641,12 +644,14 @@ def main(argv=None) -> int:
                     "configs": cfgs}
 
         check.phase("setup", setup)
-        check.phase(f"extract_{small}", phase_extract, ctx, small, n_small, b_small)
+        check.phase(f"extract_{small}", phase_extract, ctx, small, n_small, b_small, keep_model=True)
         if small in ctx["stores"]:
             check.phase("exactness", phase_exactness, ctx, small, b_small)
         else:
             check.skip("exactness", "the extraction it reads failed")
         check.phase("split", phase_split, ctx)
+        ctx["models"].clear()  # the 14B's extraction and the fits that follow have the device to themselves
+        release(device)
         check.phase(f"extract_{large}", phase_extract, ctx, large, n_large, b_large)
         if large in ctx["stores"]:
             check.phase("fit", phase_fit, ctx, small, large, n_large, b_small)
