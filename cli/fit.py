@@ -131,6 +131,7 @@ def fit_live_cmd(source, target, corpus_path, output, live, options, device, val
     if not live:
         raise InputError(f"a third argument ({corpus_path}) is a corpus, read only with --live: "
                          "`align fit --live SOURCE_MODEL TARGET_MODEL CORPUS -o RESULT`, or give two stores")
+    refuse_store_only(STORE_ONLY)
     if device not in ("cpu", "cuda", "auto"):
         raise InputError(f"--device {device!r}: with --live the models run on cpu, cuda or auto (accelerate's device_map)")
     v = values
@@ -156,13 +157,34 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
+# Options of the store form that the --live form has no use for: its unit of work is a batch
+# of sequences (--batch-size), and its workers are those of --scheduler ADDRESS.
+STORE_ONLY = ("n_workers", "task_tokens")
+
+
+def _given(names) -> list:
+    """The options among the parameters `names` that the command line set (by their flag)."""
+    ctx = click.get_current_context()
+    return [p.opts[0] for p in ctx.command.params if p.name in names
+            and ctx.get_parameter_source(p.name) is not click.core.ParameterSource.DEFAULT]
+
+
+def refuse_store_only(names) -> None:
+    """An option of the store form given with --live is one line, not ignored."""
+    from align.errors import InputError
+
+    given = _given(names)
+    if given:
+        raise InputError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to `align fit` on two stores "
+                         "only (with --live SOURCE and TARGET are models, forwarded in batches of --batch-size; "
+                         f"--scheduler ADDRESS runs them on Dask workers): drop {'it' if len(given) == 1 else 'them'}")
+
+
 def refuse_live_only(values: dict) -> None:
     """An option of the --live form given to the store form is one line, not ignored."""
     from align.errors import InputError
 
-    ctx = click.get_current_context()
-    given = [p.opts[0] for p in ctx.command.params if p.name in values
-             and ctx.get_parameter_source(p.name) is not click.core.ParameterSource.DEFAULT]
+    given = _given(values)
     if given:
         raise InputError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to `align fit --live` only "
                          "(SOURCE and TARGET here are stores): add --live to run the models, or drop "
