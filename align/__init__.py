@@ -1,9 +1,10 @@
 """align: does a deeper language model use its depth?
 
 Public entry points (`extract` and the stores' functions are imported on first use, so that
-`import align` stays fast):
+`import align` stays fast: align.extraction loads torch):
 
-- `align.extract(...)`: residual streams of a model over a corpus into an activation store.
+- `align.extract(...)`: residual streams of a model over a corpus into an activation store
+  (`align.extraction`; options as `align.extraction.ExtractOptions`).
 - `align.fit(...)`: ridge maps from every boundary of one store to every boundary of another
   (`align.fitting`; options as `align.FitOptions`).
 - `align.open_alignment(path)`: the alignment result as an xarray Dataset.
@@ -15,7 +16,7 @@ __version__ = "0.1.0"
 from align.fitting import FitOptions, fit  # noqa: E402  (after __version__, which fitting records)
 
 _LAZY = {
-    "extract": ("align.extract", "extract"),
+    "extract": ("align.extraction", "extract"),
     "open_alignment": ("align.store", "open_alignment"),
     "open_activations": ("align.store", "open_activations"),
 }
