@@ -29,9 +29,17 @@ a crash still reports what it did:
   on one GPU equals `--device cuda` bit for bit (CUDA only: weights saved and loaded by align).
 - split: the 1.5B with layers 0-13 on cuda:0 and the rest on the CPU, if align can be given
   such a placement (otherwise recorded as skipped, with the reason).
-- fit: `align fit` on a 3x3 boundary subset (1.5B -> 14B over the same tokens), device cuda
+- fit: `align fit` on a 3x3 boundary subset (1.5B -> 14B over the same tokens, the 1.5B's
+  store extracted again at the 14B's batch size, as the live route batches both), device cuda
   against cpu: metrics within 1e-10, same alpha; the statistics' GFLOP/s against the measured
-  fp64 GEMM rate. `align fit --live` is recorded as not available until it exists.
+  fp64 GEMM rate.
+- fit_live: `align fit --live` 1.5B -> 14B (all 29x49 boundaries) over the same ~16k tokens,
+  with a budget (--device-memory; on the CPU the plan's room) one byte below align's smallest
+  one-pass plan, so the target boundaries are covered in two or more blocks (on an H200 the
+  default share of free memory binds first): tokens/s, passes, blocks, and the statistics'
+  GFLOP/s (2·N·ΣD_S·ΣD_T over the seconds of the passes) against the fp64 GEMM rate; its
+  scores at the fit phase's 3x3 pairs equal the store route's on each device (1e-10
+  relative, same alpha). In --tiny the same phase runs on the CPU.
 
 Exit status: 0 all checks passed (skips allowed), 1 a check failed or a phase errored, 3 the
 --timeout stopped it.
@@ -567,6 +575,7 @@ def phase_fit(ctx: dict, small: str, large: str, n_tokens: int, batch_size: int)
         # (used here: no worker process has to initialise CUDA) gives the whole fit's time.
         stats_s[d] = sum(v for k, v in rep.task_seconds.items() if k.startswith("stats")) or None
         results[d] = rep.dataset
+    ctx["store_fits"] = results  # the store route's result on each device, for the live phase
     ds = open_activations(src)
     d_s, d_t = ds.d_model, tgt_store.d_model
     n = ds.n_tokens
@@ -577,7 +586,7 @@ def phase_fit(ctx: dict, small: str, large: str, n_tokens: int, batch_size: int)
            "statistics_seconds": stats_s, "statistics_flops_estimate": flops,
            "statistics_gflops": {d: (flops / v / 1e9 if v else None) for d, v in stats_s.items()},
            "statistics_gflops_lower_bound_whole_fit": {d: flops / v / 1e9 for d, v in seconds.items()},
-           "fit_live": "skipped: align fit --live does not exist yet"}
+           "batch_size": batch_size}
     fp64 = ctx.get("fp64_gflops")
     if fp64:
         out["fraction_of_fp64_gemm_rate"] = (flops / (stats_s.get(device) or seconds[device]) / 1e9) / fp64
@@ -592,6 +601,110 @@ def phase_fit(ctx: dict, small: str, large: str, n_tokens: int, batch_size: int)
         out["cuda_vs_cpu"] = "skipped: needs CUDA"
         r2 = results["cpu"]["r2"].values
         checks["cpu_fit_finite"] = bool(np.isfinite(r2).all())
+    out["checks"] = checks
+    return out
+
+
+def blocking_budget(p, options, limit: int | None = None) -> tuple:
+    """(budget bytes, plan, bytes of the smallest one-pass plan): a budget under which align's
+    live route covers the target boundaries in at least two blocks, one byte below its
+    smallest one-pass plan (its own arithmetic,
+    fitting.live.make_plan on the prepared job `p`, held-out rows not kept), and at most
+    `limit` (on a GPU: the share of its free memory align plans for by default)."""
+    from align.fitting import live
+
+    one = live.make_plan(p, dataclasses.replace(options, worker_budget=1 << 62), None)
+    one_pass = sum(one.bytes.values()) - one.bytes.get("held-out rows", 0)
+    budget = one_pass - 1 if limit is None else min(one_pass - 1, limit)
+    return budget, live.make_plan(p, dataclasses.replace(options, worker_budget=budget), None), one_pass
+
+
+def compare_fits(live_ds, ref_ds) -> dict:
+    """The live result at the reference's pairs against the reference: the largest relative
+    difference of each metric, and whether all agree within FIT_TOL relative (with
+    FIT_TOL / 10 absolute beneath it, the suite's tolerance in tests/test_fit_live.py: a
+    near-perfect map's error moves by ~1e-12 of ||y|| when sums are added in another order)
+    with the same alpha_rel and the same NaN pattern."""
+    sub = live_ds.sel(source_layer=ref_ds["source_layer"].values, target_layer=ref_ds["target_layer"].values)
+    rel, ok = {}, True
+    for v in ("relative_error", "norm_error", "r2"):
+        a, b = np.asarray(ref_ds[v].values, np.float64), np.asarray(sub[v].values, np.float64)
+        both = np.isfinite(a) & np.isfinite(b)
+        rel[v] = float(np.max(np.abs(a - b)[both] / np.maximum(np.abs(a[both]), 1e-300), initial=0.0))
+        ok &= bool(np.array_equal(np.isfinite(a), np.isfinite(b))
+                   and np.allclose(b[both], a[both], rtol=FIT_TOL, atol=FIT_TOL / 10))
+    same_alpha = bool(np.array_equal(sub["alpha_rel"].values, ref_ds["alpha_rel"].values))
+    return {"pairs": int(ref_ds["relative_error"].size), "max_relative_difference": rel, "metrics_equal": ok,
+            "alpha_rel_equal": same_alpha}
+
+
+def phase_fit_live(ctx: dict, small: str, large: str, n_tokens: int, batch_size: int) -> dict:
+    """`align fit --live` small -> large (every boundary of both) over the fit phase's tokens,
+    with a budget that forces the target boundaries into two or more blocks: tokens/s, passes,
+    blocks, and the statistics' GFLOP/s, 2·N·ΣD_S·ΣD_T (the cross products of N tokens:
+    XᵀY of the training tokens, the predictions of the held-out ones) over the seconds of the
+    passes, against the measured fp64 GEMM rate. Its scores at the store route's pairs (the
+    fit phase's stores: same models, corpus and batch size) equal that route's within FIT_TOL;
+    without them, on the CPU, a one-pass live fit is the reference."""
+    import torch
+
+    from align import corpus as corpus_mod
+    from align.fitting import FitOptions, live
+
+    device = ctx["device"]
+    release(device)  # what the fit phase's GPU fit cached
+    job = live.LiveJob(model_spec(ctx["folders"][small], device), model_spec(ctx["folders"][large], device),
+                       corpus_mod.CorpusSpec(ctx["corpus"], max_tokens=n_tokens), batch_size)
+    options = FitOptions().checked()
+    limit = None
+    if device == "cuda":
+        limit = int(getattr(live, "GPU_FRACTION", 0.9) * torch.cuda.mem_get_info()[0])
+        torch.cuda.reset_peak_memory_stats()
+    prepared = live.prepare(job, options)
+    budget, plan, one_pass = blocking_budget(prepared, options, limit)
+    log = []
+    # On a GPU the budget is --device-memory's (the user's knob); on the CPU the plan's own room
+    # (--memory-limit would subtract this process's resident size, which varies run to run).
+    run_options = options if device == "cuda" else dataclasses.replace(options, worker_budget=budget)
+    t = time.perf_counter()
+    rep = live.fit_live(job, None, run_options, device_memory=budget if device == "cuda" else None, log=log.append)
+    wall = time.perf_counter() - t
+    peak_gpu = torch.cuda.max_memory_allocated() if device == "cuda" else None
+    cs, ct = prepared.configs
+    n = rep.plan["n_tokens"]
+    sum_s, sum_t = (cs.num_hidden_layers + 1) * cs.hidden_size, (ct.num_hidden_layers + 1) * ct.hidden_size
+    flops = 2.0 * n * sum_s * sum_t
+    gflops = flops / rep.loop_seconds / 1e9
+    planned = sum(rep.plan["bytes"].values())
+    out = {"pairs": f"{cs.num_hidden_layers + 1}x{ct.num_hidden_layers + 1}", "n_tokens": n, "batch_size": batch_size,
+           "budget_bytes": budget, "one_pass_plan_bytes": one_pass,
+           "budget_option": "--device-memory" if device == "cuda" else "worker_budget (plan room)",
+           "passes": rep.plan["passes"], "blocks": rep.plan["blocks"], "keep_heldout": rep.plan["keep_heldout"],
+           "planned_bytes": rep.plan["bytes"], "seconds": wall, "pass_seconds": rep.loop_seconds,
+           "tokens_per_s": n / rep.loop_seconds, "tokens_per_s_wall": n / wall, "rates": rep.rates,
+           "statistics_flops": flops, "statistics_gflops_over_pass_seconds": gflops,
+           "peak_gpu_memory_bytes": peak_gpu, "log": log[-6:]}
+    fp64 = ctx.get("fp64_gflops")
+    if fp64:
+        out["fp64_gemm_gflops"] = fp64
+        out["fraction_of_fp64_gemm_rate"] = gflops / fp64
+    checks = {"blocked_in_2_or_more_passes": rep.plan["passes"] >= 2 and plan.passes == rep.plan["passes"]}
+    if peak_gpu is not None:
+        out["targets"] = {"peak_gpu_memory_within_plan": peak_gpu <= planned}  # the plan's estimate, reported
+    refs = ctx.get("store_fits") or {}
+    if refs:
+        out["against_store_route"] = {d: compare_fits(rep.dataset, r) for d, r in refs.items()}
+        for d, c in out["against_store_route"].items():
+            checks[f"metrics_equal_store_route_{d}_{FIT_TOL:g}"] = c["metrics_equal"]
+            checks[f"alpha_equals_store_route_{d}"] = c["alpha_rel_equal"]
+    elif device == "cpu":
+        one = live.fit_live(job, None, options, log=lambda m: None)
+        out["against_one_pass_cpu"] = compare_fits(rep.dataset, one.dataset)
+        checks[f"metrics_equal_one_pass_{FIT_TOL:g}"] = out["against_one_pass_cpu"]["metrics_equal"]
+        checks["alpha_equals_one_pass"] = out["against_one_pass_cpu"]["alpha_rel_equal"]
+    else:
+        out["against_store_route"] = ("skipped: the fit phase's stores are missing (a 14B live fit on the CPU "
+                                      "would not fit the timeout)")
     out["checks"] = checks
     return out
 
@@ -654,9 +767,11 @@ def main(argv=None) -> int:
         release(device)
         check.phase(f"extract_{large}", phase_extract, ctx, large, n_large, b_large)
         if large in ctx["stores"]:
-            check.phase("fit", phase_fit, ctx, small, large, n_large, b_small)
+            # the target's batch size for both stores: the live route batches both models alike
+            check.phase("fit", phase_fit, ctx, small, large, n_large, b_large)
         else:
             check.skip("fit", "the target extraction failed")
+        check.phase("fit_live", phase_fit_live, ctx, small, large, n_large, b_large)
         check.doc["status"] = "complete"
         code = 1 if check.doc["failed_checks"] else 0
     except Deadline:

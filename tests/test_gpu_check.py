@@ -2,8 +2,9 @@
 rot before a GPU is lent. A subprocess (with a timeout) writes its JSON; every phase must be
 there, its exactness checks passed (stored bits equal the model's own hidden states, boundary
 L stored before the final norm, single sequences within bf16 tolerance of the batched store,
-no NaN/Inf), and the CUDA-only parts recorded as skipped with their reason. A run cut by
---timeout exits 3 with the JSON written and the interrupted phase named."""
+no NaN/Inf), the live fit blocked and equal to the store route's, and the CUDA-only parts
+recorded as skipped with their reason. A run cut by --timeout exits 3 with the JSON written and
+the interrupted phase named."""
 
 from __future__ import annotations
 
@@ -12,8 +13,13 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 SCRIPT = os.path.join(os.path.dirname(__file__), "..", "bench", "gpu_check.py")
-PHASES = ["env", "micro", "setup", "extract_tiny-1.5b-shape", "exactness", "split", "extract_tiny-14b-shape", "fit"]
+PHASES = ["env", "micro", "setup", "extract_tiny-1.5b-shape", "exactness", "split", "extract_tiny-14b-shape", "fit",
+          "fit_live"]
+# The tiny models (bench/gpu_check.py TINY_SMALL, TINY_LARGE): layers and widths.
+L_S, D_S, L_T, D_T = 3, 64, 4, 96
 
 
 def _run(out, *extra, timeout=400):
@@ -42,13 +48,25 @@ def test_tiny_gpu_check_runs_every_phase_and_its_exactness_checks_pass(tmp_path)
     assert ex["device_auto_equals_cuda"] == "skipped: needs CUDA"
     for name in ("extract_tiny-1.5b-shape", "extract_tiny-14b-shape"):
         e = phases[name]
-        assert e["n_tokens"] == 1536 and e["model_built_on"] == "cpu"
+        assert e["n_tokens"] == 1536 and e["model_built_on"] == "cpu" and e["init_device_recorded"] == "cpu"
         assert e["align_tokens_per_s"] > 0 and e["bare_forward_tokens_per_s"] > 0 and 0 <= e["padding_fraction"] < 1
     assert phases["micro"]["copy_gb_per_s"] == "skipped: needs CUDA (pinned memory and device copies)"
     assert all(v > 0 for v in phases["micro"]["gemm_gflops"].values())
     fit = phases["fit"]
     assert fit["cuda_vs_cpu"] == "skipped: needs CUDA" and fit["checks"] == {"cpu_fit_finite": True}
-    assert fit["fit_live"].startswith("skipped")
+    assert fit["batch_size"] == 4  # the live route's batch size, so the two routes see the same bits
+    # align fit --live on every pair, blocked by the budget, equal to the store route at its 3x3 pairs.
+    lv = phases["fit_live"]
+    assert lv["checks"] == {"blocked_in_2_or_more_passes": True, "metrics_equal_store_route_cpu_1e-10": True,
+                            "alpha_equals_store_route_cpu": True}, lv
+    assert lv["pairs"] == f"{L_S + 1}x{L_T + 1}" and lv["n_tokens"] == 1536 and lv["passes"] >= 2
+    assert [j for b in lv["blocks"] for j in b] == list(range(L_T + 1))  # every target boundary once, in order
+    assert sum(lv["planned_bytes"].values()) <= lv["budget_bytes"] < lv["one_pass_plan_bytes"]
+    against = lv["against_store_route"]["cpu"]
+    assert against["pairs"] == 9 and all(v <= 1e-10 for v in against["max_relative_difference"].values())
+    assert lv["statistics_flops"] == 2 * 1536 * (L_S + 1) * D_S * (L_T + 1) * D_T  # 2·N·ΣD_S·ΣD_T, by hand
+    assert lv["statistics_gflops_over_pass_seconds"] * 1e9 * lv["pass_seconds"] == pytest.approx(lv["statistics_flops"])
+    assert lv["tokens_per_s"] > 0 and lv["fraction_of_fp64_gemm_rate"] > 0 and lv["peak_gpu_memory_bytes"] is None
 
 
 def test_timeout_stops_cleanly_and_reports(tmp_path):
