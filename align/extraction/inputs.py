@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from align import corpus, models, provenance
 from align.errors import InputError, OutputRefused
 from align.extraction.options import ExtractOptions
+from align.fitting.options import MODEL_DEVICES, check_device
 from align.layers import parse_layers
 
 # Defining options: a store made with other values of these is another store. The hub
@@ -25,7 +26,6 @@ from align.layers import parse_layers
 DEFINING = ("model", "dtype", "random_init", "seed", "pack", "stand_in_token", "corpus_hash", "text_field",
             "format", "doc_split", "max_length", "overflow", "max_tokens", "max_docs", "layers", "sublayers",
             "store_dtype", "codec", "chunk_tokens", "config_hash", "weights", "tokenizer")
-DEVICES = ("cpu", "cuda", "auto")
 
 
 @dataclass
@@ -66,18 +66,6 @@ def check_output(output: str, inputs: dict[str, str]) -> None:
         raise OutputRefused(f"-o {output}: {parent} is a file, not a folder: choose another -o")
 
 
-def check_device(device: str) -> None:
-    """The device is one align knows and exists (cheap, before hashing weights or tokenizing
-    a corpus)."""
-    if device not in DEVICES:
-        raise InputError(f"--device {device!r} is not one of {', '.join(DEVICES)}")
-    if device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise InputError("--device cuda was asked for but torch sees no CUDA device: use --device cpu")
-
-
 def check_max_length(max_length: int, config, allow_long: bool) -> None:
     """A sequence longer than the positions the model was built for is refused unless forced."""
     limit = getattr(config, "max_position_embeddings", None)
@@ -112,7 +100,7 @@ def resolve(spec: models.ModelSpec, cspec: corpus.CorpusSpec, options: ExtractOp
     store_dtype = options.check_storage(compute_dtype)
     corpus.validate(cspec)
     check_output(output, {"model folder": spec.name, "corpus": cspec.path})
-    check_device(spec.device)
+    check_device(spec.device, MODEL_DEVICES)  # cheap, before hashing weights or tokenizing the corpus
     config = models.load_config(spec)
     check_max_length(cspec.max_length, config, options.allow_long)
     corpus.check_stand_in(cspec, getattr(config, "vocab_size", None))

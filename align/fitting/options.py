@@ -1,10 +1,11 @@
 """The options of a fit, grouped as `ModelSpec` and `CorpusSpec` group a model's and a corpus's
-(`FitOptions`; the live route's models and corpus as `LiveJob`), and the one check of the
-device a fit computes on."""
+(`FitOptions`; the live route's models and corpus as `LiveJob`), and the one check of a
+`--device` (`check_device`: where a fit computes, and where `align extract` runs a model)."""
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field, replace
 
 from align import corpus, models, ridge
@@ -109,25 +110,27 @@ def parse_memory(limit) -> int | None:
         raise InputError(f"--memory-limit {limit!r} is not a size: write e.g. 8GB or 512MiB") from None
 
 
-def check_device(device: str) -> None:
-    """The device a fit computes on: "cpu", or a CUDA device torch can see ("cuda",
-    "cuda:N"); anything else is a one-line InputError naming it."""
-    if device == "cpu":
+FIT_DEVICES = ("cpu", "cuda", "cuda:N")  # where a fit's products and solves run (torch on a GPU)
+MODEL_DEVICES = ("cpu", "cuda", "auto")  # where a model runs (auto: accelerate's device_map)
+
+
+def check_device(device: str, accepted: tuple = FIT_DEVICES) -> None:
+    """`device` is one of `accepted` ("cuda:N": a CUDA GPU by index; "auto": accelerate's
+    device_map, any GPUs torch sees or the CPU) and exists here; anything else is a one-line
+    InputError naming it. Cheap: it runs before weights are hashed or a corpus is tokenized.
+    FIT_DEVICES is where a fit computes, MODEL_DEVICES where `align extract` runs a model."""
+    indexed = "cuda:N" in accepted and isinstance(device, str) and re.fullmatch(r"cuda:\d+", device) is not None
+    if device not in accepted and not indexed:
+        raise InputError(f"--device {device!r} is not one of {', '.join(accepted)}")
+    if device in ("cpu", "auto"):
         return
-    try:
-        import torch
-    except ImportError:
-        raise InputError(f"--device {device} needs torch") from None
-    try:
-        dev = torch.device(device)
-    except RuntimeError:
-        raise InputError(f"--device {device!r} is not a device: use cpu, cuda or cuda:N") from None
-    if dev.type != "cuda":
-        raise InputError(f"--device {device!r}: align fit runs on cpu or a CUDA GPU (cuda, cuda:N)")
+    import torch
+
     if not torch.cuda.is_available():
-        raise InputError(f"--device {device}: torch sees no CUDA GPU here; use --device cpu")
-    if dev.index is not None and dev.index >= torch.cuda.device_count():
-        raise InputError(f"--device {device}: torch sees {torch.cuda.device_count()} CUDA GPU(s)")
+        raise InputError(f"--device {device} was asked for but torch sees no CUDA device: use --device cpu")
+    n = torch.cuda.device_count()
+    if indexed and int(device.split(":")[1]) >= n:
+        raise InputError(f"--device {device}: torch sees {n} CUDA GPU(s), cuda:0 to cuda:{n - 1}")
 
 
 def backend(device: str) -> ridge.Backend:
