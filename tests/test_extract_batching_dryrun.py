@@ -1,6 +1,7 @@
 """`align extract --dry-run`: one batch timed end to end (forward, device-to-host copy,
 encoding, chunk write into a scratch store beside -o), the phase that bounds the run, and the
-predicted rate and time. The expected numbers are worked out here from the per-batch times the
+predicted rate and time. The batch is the run's first length-grouped batch (worked out here by
+the README's grouping rule from a real run's sequence lengths). The expected numbers are worked out here from the per-batch times the
 command reports, by the rule the README states (forward scaled by computed positions, the rest
 by tokens; compute thread and writer thread overlap, so the run takes the larger of the two)."""
 
@@ -28,6 +29,14 @@ def _positions(lengths, batch, window):
     return total
 
 
+def _first_batch(lengths, batch, window):
+    """The run's first batch, by hand: the first window sorted longest first (ties by
+    position), cut every `batch`; the cut holding sequence 0."""
+    part = list(lengths[:window])
+    order = sorted(range(len(part)), key=lambda i: (-part[i], i))
+    return next(sorted(order[c:c + batch]) for c in range(0, len(order), batch) if 0 in order[c:c + batch])
+
+
 def test_dry_run_times_every_phase_and_names_the_bound(zoo, corpus_file, tmp_path):
     out = tmp_path / "sub" / "dry.zarr"
     (tmp_path / "sub").mkdir()
@@ -42,7 +51,8 @@ def test_dry_run_times_every_phase_and_names_the_bound(zoo, corpus_file, tmp_pat
     batch = info["batch"]
     assert set(info["phases_seconds"]) == {"forward", "copy", "encode", "write"}
     for k in ("forward", "copy", "encode", "write"):
-        assert batch[k] > 0
+        # the copy is the run's transfer less its forward: on a tiny CPU model it can be 0
+        assert batch[k] > 0 or (k == "copy" and batch[k] == 0)
         ms = float(re.search(rf"^    {k}\s+([\d.]+) ms", text, re.M).group(1))
         assert ms == pytest.approx(batch[k] * 1e3, abs=0.006)
     docs = [d for d in open(corpus_file, encoding="utf-8").read().split("\n\n") if d.strip()]
@@ -55,7 +65,9 @@ def test_dry_run_times_every_phase_and_names_the_bound(zoo, corpus_file, tmp_pat
     s = open_activations(str(tmp_path / "real.zarr"))
     seq = s.tokens("seq")
     lengths = np.diff(np.r_[0, np.flatnonzero(np.diff(seq)) + 1, len(seq)]).tolist()
-    assert batch["tokens"] == sum(lengths[:4]) and batch["positions"] == 4 * max(lengths[:4])
+    first = _first_batch(lengths, 4, 16)
+    assert batch["sequences"] == first
+    assert batch["tokens"] == sum(lengths[i] for i in first) and batch["positions"] == 4 * max(lengths[i] for i in first)
     positions = _positions(lengths, 4, 16)
     assert info["padding_fraction"] == pytest.approx(1 - n / positions)
     fwd = batch["forward"] * positions / batch["positions"]

@@ -1,7 +1,10 @@
 """`align extract --dry-run`: what a run would write and cost, from one batch timed end to
 end (forward, device-to-host copy, encoding, the store writer's chunk writes) and scaled to
-the whole corpus; the phase that bounds the run, and by how much. Writes nothing but a
-temporary store beside -o, removed before it returns."""
+the whole corpus; the phase that bounds the run, and by how much. The batch is the run's own
+first batch (length-grouped, align.extraction.batches) and it goes through the run's own
+transfer (align.extraction.transfer.forward_batch: the gather, the cast to the storage dtype
+and the copy into pinned host memory on a side stream on CUDA) and writer. Writes nothing but
+a temporary store beside -o, removed before it returns."""
 
 from __future__ import annotations
 
@@ -19,7 +22,9 @@ from align.extraction import batches, pipeline
 from align.extraction.inputs import Inputs
 from align.extraction.plan import DISK_MARGIN, Plan
 from align.extraction.report import ExtractReport, human, span
-from align.store.codecs import encode
+from align.extraction.transfer import forward_batch
+
+REPEATS = 2  # each timed phase runs this many times and its fastest time counts (after a warm-up)
 
 
 def sync(device) -> None:
@@ -30,35 +35,69 @@ def sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
-def timed_batch(model, sequences, boundaries, kept_layers, layout, workdir: str) -> dict[str, float]:
-    """One batch through every phase of a real run, each timed on its own: the forward with
-    hooks (and the finite check), the gather of real tokens and their device-to-host copy, the
-    encoding to the storage dtype, and the write of the batch's chunks (checksum included) by
-    the store's own writer into a temporary store under `workdir` (same layout and codec as
-    the real store)."""
-    seqs = [sq.token_id for sq in sequences]
+def first_batch(cspec, tokenizer, batch_size: int) -> tuple[list, list[int]]:
+    """The run's first batch: the corpus's first window (GROUP_FACTOR x batch_size sequences)
+    cut by `batches.group_batches`, and of its batches the first the run computes (the one
+    holding sequence 0). Returns (its sequences, their indices in the corpus)."""
+    window = batch_size * batches.GROUP_FACTOR
+    win = []
+    for sq in corpus.sequences(cspec, tokenizer):
+        win.append(sq)
+        if len(win) >= window:
+            break
+    members = batches.group_batches([len(sq) for sq in win], batch_size)[0]
+    return [win[i] for i in members], members
+
+
+def _forward_only(model, seqs, boundaries, kept_layers) -> float:
+    """Seconds of what forward_batch does before its copies: padding, the hooked forward and
+    the finite check, finished on the device."""
     dev = models.input_device(model)
+    t = time.perf_counter()
     ids, mask = batches.pad(seqs, dev)
-    t0 = time.perf_counter()
     out = capture.run(model, ids, mask, boundaries, kept_layers)
-    keep = mask.bool()
-    capture.check_finite(out, keep)
+    capture.check_finite(out, mask.bool())
     sync(dev)
-    t1 = time.perf_counter()
-    host = {}
-    for kind, index in (("resid", boundaries), ("attn", kept_layers), ("mlp", kept_layers)):
-        host[kind] = []
-        for i in index:
-            t = out[kind].pop(i)
-            host[kind].append(t[keep.to(t.device)].to("cpu"))
+    return time.perf_counter() - t
+
+
+def _transfer(model, seqs, boundaries, kept_layers, store_dtype: str) -> tuple[float, dict]:
+    """Seconds of the run's own step for a batch (forward_batch: forward, gather, cast and
+    copy to host), until its copies are done (the events the writer thread waits for), and
+    the host arrays it made."""
+    dev = models.input_device(model)
+    events: list = []
+    t = time.perf_counter()
+    arrays = forward_batch(model, seqs, boundaries, kept_layers, store_dtype, None, events)
+    for ev in events:
+        ev.synchronize()
     sync(dev)
-    t2 = time.perf_counter()
-    arrays = {}
-    for kind, ts in host.items():
-        if ts:
-            arrays[kind] = np.stack([encode(t, layout.store_dtype) for t in ts])
-    t3 = time.perf_counter()
-    n = int(keep.sum())
+    return time.perf_counter() - t, arrays
+
+
+def timed_batch(model, sequences, boundaries, kept_layers, layout, workdir: str) -> dict[str, float]:
+    """One batch through every phase of a real run, by the run's own code, each phase's
+    fastest of REPEATS: the forward with hooks and the finite check; the copy, what the run's
+    transfer (forward_batch) takes beyond that forward (the gather of real tokens, the cast to
+    the storage dtype, the device-to-host copy into pinned buffers; on the CPU straight into
+    the output); the encoding, the cut of the batch's host arrays into the per-sequence views
+    handed to the writer (the bits are already the stored ones: the cast ran in the copy);
+    and the write of those sequences by the store's own writer (chunk checksums and codec in
+    its threads) into a temporary store under `workdir` (same layout and codec as the real
+    store). The copy is a difference of two times: on a fast copy it can come out 0."""
+    seqs = [sq.token_id for sq in sequences]
+    fwd = step = float("inf")
+    for _ in range(REPEATS):
+        fwd = min(fwd, _forward_only(model, seqs, boundaries, kept_layers))
+        s, arrays = _transfer(model, seqs, boundaries, kept_layers, layout.store_dtype)
+        step = min(step, s)
+    t = time.perf_counter()
+    handed, off = [], 0
+    for x in seqs:
+        handed.append({k: v[:, off:off + len(x)] for k, v in arrays.items()})
+        off += len(x)
+    encode_s = time.perf_counter() - t
+    n = off
     tmp_layout = dataclasses.replace(layout, n_tokens=n, n_sequences=len(seqs), chunk_tokens=min(layout.chunk_tokens, n))
     path = os.path.join(workdir, "batch.zarr")
     st.create_activations(path, tmp_layout, {"runs": []})
@@ -71,11 +110,12 @@ def timed_batch(model, sequences, boundaries, kept_layers, layout, workdir: str)
     pw.finish()
     t4 = time.perf_counter()
     w = st.ActivationWriter(store, threads=pipeline.WRITER_THREADS)
-    w.append(arrays, len(seqs))
+    for k, a in enumerate(handed):
+        w.append(a, k + 1)
     w.finish()
     t5 = time.perf_counter()
-    return {"forward": t1 - t0, "copy": t2 - t1, "encode": t3 - t2, "write": t5 - t4, "tokens": n,
-            "positions": int(keep.numel())}
+    return {"forward": fwd, "copy": max(step - fwd, 0.0), "encode": encode_s, "write": t5 - t4, "tokens": n,
+            "positions": len(seqs) * max(len(x) for x in seqs)}
 
 
 def scratch_dir(output: str) -> tuple[str, bool]:
@@ -97,7 +137,8 @@ def scratch_dir(output: str) -> tuple[str, bool]:
 def dry_run(inputs: Inputs, plan: Plan, layout, free: int | None, output: str, log, t0: float) -> ExtractReport:
     """Print what the run will produce and cost, from one batch timed end to end.
 
-    The batch is the corpus's first `batch_size` sequences. Its phases scale to the whole run:
+    The batch is the run's first (`first_batch`: length-grouped, as every batch of the run).
+    Its phases scale to the whole run:
     the forward by computed positions (real tokens plus the padding the run's length-grouped
     batches will have, from the plan), the copy, encoding and write by real tokens. The real
     run does forward, copy and encoding in one thread and writes in another, so the predicted
@@ -107,11 +148,7 @@ def dry_run(inputs: Inputs, plan: Plan, layout, free: int | None, output: str, l
     sizes = layout.bytes_per_array()
     need = sum(sizes.values())
     model, _ = models.load_model(spec)
-    seqs = []
-    for sq in corpus.sequences(cspec, tokenizer):
-        seqs.append(sq)
-        if len(seqs) >= batch_size:
-            break
+    seqs, members = first_batch(cspec, tokenizer, batch_size)
     work, beside = scratch_dir(output)
     try:
         timed_batch(model, seqs[:1], boundaries, kept_layers, layout, work)  # warm-up
@@ -148,7 +185,8 @@ def dry_run(inputs: Inputs, plan: Plan, layout, free: int | None, output: str, l
         if b >= 1 << 20 or name in ("resid", "attn", "mlp"):
             lines.append(f"  {name:<10} {human(b)}")
     lines.append(f"  total      {human(need)}" + (f" of {human(free)} free" if free is not None else ""))
-    lines.append(f"  one batch of {len(seqs)} sequences ({ph['tokens']:,} tokens), timed end to end"
+    lines.append(f"  one batch of {len(seqs)} sequences ({ph['tokens']:,} tokens in {ph['positions']:,} positions; the run's "
+                 f"first, grouped by length), timed end to end through the run's own copy and writer"
                  + ("" if beside else f" (written to {tempfile.gettempdir()}: -o's file system could not be used)") + ":")
     for k in ("forward", "copy", "encode", "write"):
         lines.append(f"    {k:<8} {ph[k] * 1e3:10.2f} ms   whole run ~{run_s[k]:,.3g} s")
@@ -161,6 +199,7 @@ def dry_run(inputs: Inputs, plan: Plan, layout, free: int | None, output: str, l
         log(line)
     info = {"n_tokens": plan.n_tokens, "n_sequences": plan.n_sequences, "bytes": sizes, "total_bytes": need,
             "free_bytes": free, "tokens_per_second": rate, "seconds_estimate": total,
-            "batch": {k: ph[k] for k in ("forward", "copy", "encode", "write", "tokens", "positions")},
+            "batch": {**{k: ph[k] for k in ("forward", "copy", "encode", "write", "tokens", "positions")},
+                      "sequences": [int(i) for i in members]},
             "phases_seconds": run_s, "bound_by": bound, "write_timed_beside_output": beside, "padding_fraction": pad, "group_window": window}
     return ExtractReport(output, "dry run", plan.n_tokens, time.time() - t0, rate, info)
