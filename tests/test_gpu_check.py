@@ -50,6 +50,7 @@ def test_tiny_gpu_check_runs_every_phase_and_its_exactness_checks_pass(tmp_path)
         e = phases[name]
         assert e["n_tokens"] == 1536 and e["model_built_on"] == "cpu" and e["init_device_recorded"] == "cpu"
         assert e["align_tokens_per_s"] > 0 and e["bare_forward_tokens_per_s"] > 0 and 0 <= e["padding_fraction"] < 1
+        assert e["dry_run"]["bound_by"] in e["dry_run"]["batch_seconds"] and e["dry_run"]["predicted_over_actual"] > 0
     assert phases["micro"]["copy_gb_per_s"] == "skipped: needs CUDA (pinned memory and device copies)"
     assert all(v > 0 for v in phases["micro"]["gemm_gflops"].values())
     fit = phases["fit"]
