@@ -118,10 +118,22 @@ def summary_text(ds) -> str:
                 f"target boundary {first[1]});\nno statistic is computed over them: fit again from stores without NaN")
     s = ds.attrs.get("summary") or {}
     rho = s.get("spearman")
-    rho_txt = _fmt(rho) if rho is not None else f"undefined ({s.get('spearman_note', 'constant path')})"
+    rho_txt = (_fmt(rho) + _ci(s, "spearman")) if rho is not None else f"undefined ({s.get('spearman_note', 'constant path')})"
     path = s.get("argmin_path", [])
-    return (f"argmin path {path}; Spearman {rho_txt}\n"
-            f"mean depth gap {_fmt(s.get('mean_depth_gap'))}; soft-depth spread {_fmt(s.get('soft_depth_spread'))}")
+    prob = s.get("argmin_path_probability")
+    path_txt = f"argmin path {path}" + (f" (p {_fmt(prob)})" if prob is not None else "")
+    slope = f"; slope {_fmt(s['slope'])}{_ci(s, 'slope')}" if s.get("slope") is not None else ""
+    return (f"{path_txt}; Spearman {rho_txt}{slope}\n"
+            f"mean depth gap {_fmt(s.get('mean_depth_gap'))}{_ci(s, 'mean_depth_gap')}; "
+            f"soft-depth spread {_fmt(s.get('soft_depth_spread'))}{_ci(s, 'soft_depth_spread')}")
+
+
+def _ci(summary: dict, key: str) -> str:
+    """" [low, high]" of a summary statistic's 95% interval, or "" when it has none."""
+    lo, hi = summary.get(f"{key}_low"), summary.get(f"{key}_high")
+    if lo is None or hi is None or not (np.isfinite(lo) and np.isfinite(hi)):
+        return ""
+    return f" [{_fmt(lo)}, {_fmt(hi)}]"
 
 
 def _model_label(ds, role: str) -> str:
@@ -144,8 +156,15 @@ def _draw_alignment(ax, ds, metric, vmin, vmax, cmap, title=None):
     path = (s.get("argmin_path") or []) if not nonfinite_cells(ds)[0] else []
     rows = s.get("source_layers") or [int(i) for i in src if i >= 1]
     if path:
-        ax.plot(path, rows[: len(path)], "o-", color="white", markeredgecolor="black", lw=1.5, ms=5,
-                label="argmin relative error per row", gid="argmin_path")
+        ax.plot(path, rows[: len(path)], "-", color="white", lw=1.5, gid="argmin_path")
+        sizes = _path_marker_sizes(ds, path, rows)
+        ax.scatter(path, rows[: len(path)], s=sizes, color="white", edgecolors="black", zorder=3,
+                   label="argmin per row" + (" (area: p_best)" if "p_best" in ds else ""), gid="argmin_points")
+        if "p_best" in ds:  # every target a resample chose, as a dot of area p_best
+            pb = ds["p_best"].transpose("source_layer", "target_layer")
+            ii, jj = np.nonzero(np.nan_to_num(pb.values) > 0)
+            ax.scatter(tgt[jj], src[ii], s=60 * pb.values[ii, jj], color="white", alpha=0.5, edgecolors="none",
+                       zorder=2, gid="p_best")
     Ls = int(ds.attrs.get("n_layers_source", src.max()))
     Lt = int(ds.attrs.get("n_layers_target", tgt.max()))
     ax.plot([0, Lt], [0, Ls], "--", color="red", lw=1.2, label="equal relative depth", gid="equal_depth")
@@ -160,14 +179,25 @@ def _draw_alignment(ax, ds, metric, vmin, vmax, cmap, title=None):
     return mesh
 
 
+def _path_marker_sizes(ds, path, rows) -> np.ndarray:
+    """Marker areas of the argmin path: 60 · p_best of each chosen cell (a cell chosen in every
+    resample is a full dot), or 25 without a bootstrap."""
+    if "p_best" not in ds:
+        return np.full(len(path), 25.0)
+    pb = ds["p_best"]
+    return np.array([60.0 * max(float(pb.sel(source_layer=i, target_layer=j)), 0.05) for i, j in zip(rows, path)])
+
+
 def plot_alignment(ds, metric: str = "relative_error", size=None, dpi: int = 100, title: str | None = None):
     """Heatmap of an alignment result's error matrix, source boundaries i (rows, y) against
     target boundaries j (columns, x).
 
     metric: "relative_error" (METHODS.md §1, lower is better) or "r2" (higher is better).
     Drawn on top: the per-row argmin path j*(i) of relative error for i >= 1 (from
-    attrs["summary"]["argmin_path"]), the line of equal relative depth j/L_T = i/L_S, and the
-    summary statistics in the title. When relative_error holds NaN/inf, neither the path nor
+    attrs["summary"]["argmin_path"]) with each point's area its p_best where the result holds
+    the document bootstrap (and faint dots for the other targets the resamples chose), the
+    line of equal relative depth j/L_T = i/L_S, and the summary statistics in the title with
+    their 95% intervals. When relative_error holds NaN/inf, neither the path nor
     the summary is drawn: the title names the non-finite cells instead (`summary_text`). The
     colour scale spans the i >= 1, j >= 1 block (boundary 0 maps almost perfectly and would
     flatten the rest); cells outside it are clipped.

@@ -8,7 +8,8 @@ from align.cli.extract import corpus_options
 
 
 def _alphas(ctx, param, value):
-    if value is None:
+    """`--alphas auto` (the default grid, extended where an end wins) or a fixed list."""
+    if value is None or value.strip().lower() == "auto":
         return None
     try:
         out = [float(v) for v in value.split(",") if v.strip()]
@@ -65,8 +66,14 @@ def live_options(f):
 @click.option("--val-fraction", type=float, default=0.2, show_default=True,
               help="Fraction of the remaining documents that chooses α.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the document split.")
-@click.option("--alphas", callback=_alphas, default=None, metavar="A,B,...",
-              help="Relative ridge penalties (units of the mean eigenvalue of XcᵀXc) [default: 1e-6..1e1 by decades].")
+@click.option("--alphas", callback=_alphas, default="auto", metavar="auto|A,B,...",
+              help="Relative ridge penalties (units of the mean eigenvalue of XcᵀXc). auto: 1e-6..1e1 by decades, "
+                   "extended by decades (within 1e-12..1e6) where a pair's choice sits at an end; a list is used as "
+                   "given, and the pairs choosing its ends are counted [default: auto].")
+@click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True,
+              help="Resamples of the held-out documents for p_best and the 95% intervals (0: none).")
+@click.option("--bootstrap-seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed of the document bootstrap.")
 @click.option("--include-first-token", is_flag=True, help="Also fit and score position 0 of each sequence.")
 @click.option("--source-layers", default=None, metavar="SPEC", help="Source boundaries to map from, e.g. 0,4,8 or ::2 [default: all stored].")
 @click.option("--target-layers", default=None, metavar="SPEC", help="Target boundaries to map to [default: all stored].")
@@ -90,9 +97,9 @@ def live_options(f):
 @click.option("--overwrite", is_flag=True,
               help="Replace RESULT if it is an alignment result (never a store, an input or a folder holding other files).")
 @live_options
-def fit_cmd(source, target, output, test_fraction, val_fraction, seed, alphas, include_first_token, source_layers,
-            target_layers, scheduler, n_workers, memory_limit, device, save_maps, task_tokens, overwrite, corpus=None,
-            live=False, **live_values):
+def fit_cmd(source, target, output, test_fraction, val_fraction, seed, alphas, bootstrap, bootstrap_seed,
+            include_first_token, source_layers, target_layers, scheduler, n_workers, memory_limit, device, save_maps,
+            task_tokens, overwrite, corpus=None, live=False, **live_values):
     """Fit ridge maps from every boundary of SOURCE to every boundary of TARGET and score them.
 
     SOURCE and TARGET are activation stores made by `align extract` from the same corpus with
@@ -109,12 +116,14 @@ def fit_cmd(source, target, output, test_fraction, val_fraction, seed, alphas, i
     if live or corpus is not None:
         return fit_live_cmd(source, target, corpus, output, live, FitOptions(
             test_fraction=test_fraction, val_fraction=val_fraction, seed=seed, alphas=alphas,
+            extend_alphas=alphas is None, bootstrap=bootstrap, bootstrap_seed=bootstrap_seed,
             include_first_token=include_first_token, source_layers=source_layers, target_layers=target_layers,
             scheduler=scheduler, memory_limit=memory_limit, save_maps=save_maps, overwrite=overwrite), device,
             live_values)
     refuse_live_only(live_values)
     fit(source, target, output, FitOptions(
         test_fraction=test_fraction, val_fraction=val_fraction, seed=seed, alphas=alphas,
+        extend_alphas=alphas is None, bootstrap=bootstrap, bootstrap_seed=bootstrap_seed,
         include_first_token=include_first_token, source_layers=source_layers, target_layers=target_layers,
         scheduler=scheduler, n_workers=n_workers, memory_limit=memory_limit, device=device, save_maps=save_maps,
         task_tokens=task_tokens, overwrite=overwrite))

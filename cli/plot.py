@@ -63,7 +63,9 @@ def default_png(result: str) -> str:
 @click.option("--size", default=None, metavar="WxH", help="Figure size in pixels [default: by schema, e.g. 900x750].")
 @click.option("--dpi", type=click.IntRange(min=20, max=MAX_DPI), default=100, show_default=True, help="Dots per inch (fonts scale with it).")
 @click.option("--prompts", default=None, metavar="I,J,...", help="erasure, igrad: prompt indices to draw [the first 4].")
-def plot_cmd(result, output, metric, agg, part, depth_path, size, dpi, prompts):
+@click.option("--beside", "beside", metavar="RESULT", multiple=True,
+              help="alignment: another alignment result (e.g. a control) drawn beside RESULT on one colour scale; repeatable.")
+def plot_cmd(result, output, metric, agg, part, depth_path, size, dpi, prompts, beside):
     """Draw RESULT (an alignment, contributions, skipping, lens, depth, erasure or igrad store) as a PNG."""
     from align import plotting
     from align.store import check_file_output, open_result
@@ -72,11 +74,21 @@ def plot_cmd(result, output, metric, agg, part, depth_path, size, dpi, prompts):
     out = output or default_png(result)
     # A .png that is absent or a regular file is replaced; a folder, another kind of file or
     # an input of the plot never is.
-    check_file_output(out, ".png", inputs={f"RESULT {result}": result, f"--depth {depth_path}": depth_path})
+    check_file_output(out, ".png", inputs={f"RESULT {result}": result, f"--depth {depth_path}": depth_path,
+                                           **{f"--beside {b}": b for b in beside}})
     ds = open_result(result)
     depth = open_result(depth_path, "depth") if depth_path else None
-    fig = plotting.plot_result(ds, metric=metric, agg=agg, part=part, depth=depth, size=pixels, dpi=dpi,
-                               prompts=parse_prompts(prompts))
+    if beside:
+        from align.errors import InputError
+
+        if plotting.schema_of(ds) != "alignment":
+            raise InputError(f"--beside draws alignment results side by side; {result} is a {plotting.schema_of(ds)} result")
+        others = [open_result(b, "alignment") for b in beside]
+        fig = plotting.plot_alignments([ds, *others], metric=metric or "relative_error", size=pixels, dpi=dpi,
+                                       titles=[os.path.basename(p.rstrip("/")) for p in (result, *beside)])
+    else:
+        fig = plotting.plot_result(ds, metric=metric, agg=agg, part=part, depth=depth, size=pixels, dpi=dpi,
+                                   prompts=parse_prompts(prompts))
     # Drawn beside the target and renamed over it: a failed write leaves the old PNG intact.
     tmp = os.path.join(os.path.dirname(os.path.abspath(out)), f".{os.path.basename(out)}.tmp-{os.getpid()}")
     try:

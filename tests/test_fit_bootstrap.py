@@ -189,3 +189,39 @@ def test_explicit_alphas_are_not_extended_and_the_ends_are_counted(synthetic, tm
     assert ds.alpha_grid.values.tolist() == [1e-3, 1e-2, 1e-1]
     assert float(ds.alpha_rel.sel(source_layer=1, target_layer=1)) == 1e-3
     assert ds.attrs["summary"]["pairs_at_smallest_alpha"] == 1
+
+
+def test_cli_defaults_auto_grid_and_bootstrap_and_bootstrap_zero(fit_pair, cli, tmp_path):
+    S, T = fit_pair
+    code, _, err = cli("fit", S, T, "-o", str(tmp_path / "d.zarr"), "--scheduler", "synchronous", "--bootstrap", "50")
+    assert code == 0, err
+    ds = xr.open_zarr(str(tmp_path / "d.zarr"))
+    assert ds.attrs["options"]["extend_alphas"] is True and ds.attrs["options"]["bootstrap"] == 50
+    assert "p_best" in ds and "relative_error_low" in ds and "val_sse" in ds
+    code, _, err = cli("fit", S, T, "-o", str(tmp_path / "n.zarr"), "--scheduler", "synchronous", "--bootstrap", "0",
+                       "--alphas", "1e-3,1")
+    assert code == 0, err
+    ds = xr.open_zarr(str(tmp_path / "n.zarr"))
+    assert "p_best" not in ds and "argmin_path_probability" not in ds.attrs["summary"]
+    assert ds.attrs["options"]["extend_alphas"] is False and ds.alpha_grid.values.tolist() == [1e-3, 1.0]
+
+
+def test_plot_draws_p_best_intervals_and_a_control_beside(boot, cli, tmp_path):
+    from align import plotting
+
+    _, _, ds = boot
+    fig = plotting.plot_alignment(ds)
+    ax = fig.axes[0]
+    s = ds.attrs["summary"]
+    title = ax.get_title()
+    assert f"[{s['mean_depth_gap_low']:.2f}, {s['mean_depth_gap_high']:.2f}]" in title
+    assert f"(p {s['argmin_path_probability']:.2f})" in title
+    points = next(c for c in ax.collections if c.get_gid() == "argmin_points")
+    rows = [int(i) for i in ds.source_layer.values if i >= 1]
+    want = [60 * max(float(ds.p_best.sel(source_layer=i, target_layer=j)), 0.05) for i, j in zip(rows, s["argmin_path"])]
+    np.testing.assert_allclose(points.get_sizes(), want)
+    out = str(tmp_path / "a.zarr")
+    ds.to_zarr(out)  # a second result to draw beside (a copy stands in for the control)
+    code, stdout, err = cli("plot", out, "--beside", out, "-o", str(tmp_path / "two.png"))
+    assert code == 0, err
+    assert (tmp_path / "two.png").exists() and "1800x750" in stdout

@@ -244,12 +244,31 @@ def _matrix_lines(ds, label: str) -> list[str]:
     Ls, Lt = ds.attrs.get("n_layers_source"), ds.attrs.get("n_layers_target")
     perfect = [round(i * Lt / Ls) for i in s.get("source_layers", [])]
     soft = ", ".join(f"{x:.2f}" for x in s.get("soft_depth", []))
-    return [
+    prob = s.get("argmin_path_probability")
+    lines = [
         f"  {label}:",
-        f"    argmin path j*(i), i = {s.get('source_layers')}: {s.get('argmin_path')}   (equal relative depth: {perfect})",
-        f"    Spearman(j*, i/L_S) {rho_txt};  mean |j*/L_T - i/L_S| {s.get('mean_depth_gap', float('nan')):.3f}",
-        f"    soft target depth per row [{soft}]; spread {s.get('soft_depth_spread', float('nan')):.3f}",
+        f"    argmin path j*(i), i = {s.get('source_layers')}: {s.get('argmin_path')}   (equal relative depth: {perfect})"
+        + (f";  the same path in {prob:.0%} of document resamples" if prob is not None else ""),
+        f"    Spearman(j*, i/L_S) {rho_txt}{_interval(s, 'spearman')};  mean |j*/L_T - i/L_S| "
+        f"{s.get('mean_depth_gap', float('nan')):.3f}{_interval(s, 'mean_depth_gap', 3)}",
+        f"    soft target depth per row [{soft}]; spread {s.get('soft_depth_spread', float('nan')):.3f}"
+        f"{_interval(s, 'soft_depth_spread', 3)}",
     ]
+    if s.get("slope") is not None:
+        nulls = s.get("nulls") or {}
+        flat, uni = nulls.get("flat", {}), nulls.get("uniform", {})
+        lines.append(f"    slope of j*/L_T on i/L_S {s['slope']:.2f}{_interval(s, 'slope')} (1: the diagonal, 0: flat);  "
+                     f"nulls: mean gap {flat.get('mean_depth_gap', float('nan')):.3f} for a flat path at "
+                     f"{flat.get('target_layer')}, {uni.get('mean_depth_gap', float('nan')):.3f} for uniform paths")
+    return lines
+
+
+def _interval(s: dict, key: str, digits: int = 2) -> str:
+    """" [low, high]" of a summary statistic's 95% document-bootstrap interval, or ""."""
+    lo, hi = s.get(f"{key}_low"), s.get(f"{key}_high")
+    if lo is None or hi is None:
+        return ""
+    return f" [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
 def summarize(report: DemoReport) -> str:
@@ -280,6 +299,10 @@ def summarize(report: DemoReport) -> str:
         parts = []
         for rule in [str(x) for x in d["rule"].values]:
             ed = float(d["effective_depth"].sel(rule=rule))
-            parts.append(f"{rule} {ed:g} ({float(d['ratio'].sel(rule=rule)):.2f})" if np.isfinite(ed) else f"{rule} undefined")
+            ci = ""
+            if "effective_depth_low" in d:
+                lo, hi = (float(d[f"effective_depth_{k}"].sel(rule=rule)) for k in ("low", "high"))
+                ci = f" [{lo:g}, {hi:g}]" if np.isfinite(lo) and np.isfinite(hi) else ""
+            parts.append(f"{rule} {ed:g}{ci} ({float(d['ratio'].sel(rule=rule)):.2f})" if np.isfinite(ed) else f"{rule} undefined")
         lines.append(f"  {name:<8} " + "; ".join(parts))
     return "\n".join(lines)

@@ -25,8 +25,9 @@ class FitOptions:
     an address); worker_budget: bytes per worker, replacing the measured figure (tests);
     task_tokens: tokens per statistics task (None: planned); blas_threads: BLAS threads per
     task (fixed, so that sums do not depend on where they ran); keep_statistics: return the
-    reduced statistics in the report. extend_alphas (`--alphas auto`, the default): a grid
-    end chosen by some pair gains decades there (`ridge.solve_block`); bootstrap /
+    reduced statistics in the report. extend_alphas (`--alphas auto`): a grid end chosen by
+    some pair gains decades there (`ridge.solve_block`); None: extend the default grid, not
+    one given in `alphas`; bootstrap /
     bootstrap_seed: resamples of the held-out documents (0: none) and their seed.
     """
 
@@ -48,7 +49,7 @@ class FitOptions:
     worker_budget: int | None = None
     storage_options: dict | None = field(default=None, hash=False)
     overwrite: bool = False
-    extend_alphas: bool = True
+    extend_alphas: bool | None = None
     bootstrap: int = 1000
     bootstrap_seed: int = 0
 
@@ -66,7 +67,8 @@ class FitOptions:
             raise InputError(f"--bootstrap {self.bootstrap}: give the number of document resamples, 0 or more (0: none)")
         if isinstance(self.bootstrap_seed, bool) or not isinstance(self.bootstrap_seed, int) or self.bootstrap_seed < 0:
             raise InputError(f"--bootstrap-seed {self.bootstrap_seed}: give a whole number >= 0")
-        return replace(self, alphas=alphas, memory_limit=parse_memory(self.memory_limit))
+        extend = self.extend_alphas if self.extend_alphas is not None else alphas == tuple(ridge.DEFAULT_ALPHAS)
+        return replace(self, alphas=alphas, memory_limit=parse_memory(self.memory_limit), extend_alphas=bool(extend))
 
     @property
     def resampling(self):

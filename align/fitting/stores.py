@@ -246,16 +246,18 @@ def fit(source: str, target: str, output: str | None, options: FitOptions | None
             if I != factors_of:  # blocks come source block by source block: keep one block's factors
                 factors, factors_of = {}, I
             dsk, key = block_graph(b, I, J, job, ranges, split.part, shifts, opts.alphas, opts.save_maps,
-                                   opts.keep_statistics, solve_threads, keep_heldout, factors)
+                                   opts.keep_statistics, solve_threads, keep_heldout, factors,
+                                   hdoc=split.heldout_index if opts.bootstrap else None, extend=opts.extend_alphas)
             out = ex.run(dsk, key)
             fault_point("fit_after_block")
             factors = out["factors"]
-            results.update(pair_results(out["fitted"], out["heldout"]))
+            results.update(pair_results(out["fitted"], out["heldout"], split, opts.resampling))
             if opts.keep_statistics:
                 statistics[(I, J)] = out["stats"]
     plan.pop("block_list")
     ds = alignment_dataset(results, src_layers, tgt_layers, *sides, split,
-                           opts.recorded(task_tokens=step, n_tokens=split.counts), "store", opts.save_maps)
+                           opts.recorded(task_tokens=step, n_tokens=split.counts), "store", opts.save_maps,
+                           opts.resampling)
     if output is not None:
         write_alignment(output, ds, {"source": source, "target": target}, opts.overwrite, opts.storage_options)
         log(f"align fit: wrote {output} ({len(src_layers)}x{len(tgt_layers)} pairs) in {time.time() - t0:.1f} s")
