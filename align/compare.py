@@ -25,7 +25,8 @@ from align.errors import InputError, OutputRefused
 KINDS = ("depth", "lens", "alignment")
 FORMATS = {".csv": "csv", ".md": "markdown"}
 WEIGHTINGS = lens.WEIGHTINGS
-ALIGNMENT_STATS = {"Spearman": "spearman", "mean depth gap": "mean_depth_gap", "soft-depth spread": "soft_depth_spread"}
+ALIGNMENT_STATS = {"Spearman": "spearman", "mean depth gap": "mean_depth_gap", "soft-depth spread": "soft_depth_spread",
+                   "slope": "slope"}
 
 
 @dataclass
@@ -268,9 +269,12 @@ def _float(x) -> float:
         return np.nan
 
 
-def compare_alignment(items) -> Comparison:
+def compare_alignment(items, resampling: bootstrap.Resampling | None = None) -> Comparison:
     """The summary statistics (METHODS.md §1) of each alignment result: argmin path,
-    Spearman, mean depth gap, soft-depth spread, with intervals where the result holds them."""
+    Spearman, mean depth gap, soft-depth spread, slope, with intervals where the result holds
+    them; and for two results on the same held-out documents (the same `heldout_doc`, both
+    with per-document sums), the paired difference of each statistic, both matrices'
+    relative_error resampled with the same document indices (`_alignment_difference`)."""
     cmp = Comparison("alignment", ["result", "source", "target", "L_S", "L_T", "argmin path"], list(ALIGNMENT_STATS))
     without = []
     for label, path, ds in items:
@@ -292,8 +296,62 @@ def compare_alignment(items) -> Comparison:
         cmp.series.append(s)
     if without:
         cmp.notes.append(f"no intervals for {', '.join(without)}: the alignment result holds no bootstrap of its summary")
-    cmp.notes.append("no paired differences for alignment results: they hold no per-document bootstrap data")
+    for i, j in _pairs(items):
+        a, b = items[i], items[j]
+        why = _alignment_pair_refusal(a, b)
+        if why:
+            cmp.notes.append(why)
+            continue
+        cmp.series.append(_alignment_difference(a, b, resampling or bootstrap.Resampling()))
     return cmp
+
+
+def _alignment_pair_refusal(a, b) -> str | None:
+    """Why alignment results a and b (label, path, ds) have no paired difference, or None."""
+    for x in (a, b):
+        if "doc_ratio_sum" not in x[2] or "doc_n_tokens" not in x[2]:
+            return f"no paired difference of {b[0]} and {a[0]}: {x[1]} holds no per-document sums (fit with --bootstrap)"
+    if a[2]["heldout_doc"].values.tolist() != b[2]["heldout_doc"].values.tolist():
+        return f"no paired difference of {b[0]} and {a[0]}: they were scored on different held-out documents"
+    return None
+
+
+def _alignment_statistics(ds, idx: np.ndarray) -> dict:
+    """Per resample (documents idx (B, K)): mean depth gap, slope, Spearman and soft-depth
+    spread of the resampled relative_error matrix (`fitting.uncertainty`)."""
+    from align import ridge
+    from align.fitting import uncertainty
+
+    K = idx.shape[1]
+    w = bootstrap.multiplicity(idx, K)
+    ratio = ds["doc_ratio_sum"].transpose("heldout_doc", "source_layer", "target_layer").values.astype(np.float64)
+    n = ds["doc_n_tokens"].values.astype(np.float64)
+    err = (w @ ratio.reshape(K, -1)).reshape((len(idx),) + ratio.shape[1:]) / (w @ n)[:, None, None]
+    src, tgt = ds["source_layer"].values, ds["target_layer"].values
+    rows, cols = np.flatnonzero(src >= 1), np.flatnonzero(tgt >= 1)
+    Ls, Lt = int(ds.attrs["n_layers_source"]), int(ds.attrs["n_layers_target"])
+    sdepth = src[rows] / Ls
+    sub = err[:, rows][:, :, cols]
+    jstar = tgt[cols][np.argmin(sub, axis=2)]
+    out = uncertainty.path_statistics(jstar, sdepth, Lt)
+    out["spearman"] = np.array([ridge.spearman(sdepth, p) if len(set(p.tolist())) > 1 else np.nan for p in jstar])
+    out["soft_depth_spread"] = uncertainty._soft_spread(sub, tgt[cols] / Lt)
+    return out
+
+
+def _alignment_difference(a, b, resampling: bootstrap.Resampling) -> Series:
+    """b − a of each summary statistic, both resampled with the same held-out documents."""
+    K = a[2].sizes["heldout_doc"]
+    idx = bootstrap.indices(K, resampling)
+    ra, rb = _alignment_statistics(a[2], idx), _alignment_statistics(b[2], idx)
+    sa, sb = a[2].attrs.get("summary") or {}, b[2].attrs.get("summary") or {}
+    s = Series(f"{b[0]} − {a[0]}", {"result": f"{b[0]} − {a[0]} (paired)", "source": "", "target": "", "L_S": "",
+                                   "L_T": "", "argmin path": ""}, {}, {}, {}, difference=True)
+    for col, key in ALIGNMENT_STATS.items():
+        lo, hi = bootstrap.percentile_interval(rb[key] - ra[key])
+        s.value[col] = _float(sb.get(key)) - _float(sa.get(key))
+        s.low[col], s.high[col] = float(lo), float(hi)
+    return s
 
 
 # -- the command ---------------------------------------------------------------------------
@@ -305,7 +363,7 @@ def build(kind: str, items, weighting: str = "token", resampling: bootstrap.Resa
         return compare_depth(items, resampling)
     if kind == "lens":
         return compare_lens(items, weighting, resampling)
-    return compare_alignment(items)
+    return compare_alignment(items, resampling)
 
 
 def output_format(path: str) -> str:

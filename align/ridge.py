@@ -107,24 +107,30 @@ class Backend:
 
     def add_product(self, acc, A, B) -> None:
         """acc += Aᵀ B in place: acc (p, q), A (n, p), B (n, q), all float64 on the device.
-        On numpy, C-contiguous operands go straight into BLAS dgemm with β = 1 (no temporary
-        of acc's size: at (ΣD_S, ΣD_T) that is ~100 MB a product)."""
+        On numpy, ADD_BLOCK_VALUES of acc at a time: numpy's matmul into a small reused
+        temporary, then added (no temporary of acc's size: at (ΣD_S, ΣD_T) that is ~100 MB a
+        product). numpy releases the GIL in the product, so tasks running in threads of one
+        process multiply at once (scipy's dgemm with β = 1 holds the GIL: two threads took
+        twice as long as one)."""
         if self.torch is not None:
             acc.addmm_(A.T, B)
             return
-        if acc.flags.c_contiguous and A.flags.c_contiguous and B.flags.c_contiguous and len(A):
-            # in Fortran order acc is accᵀ (q, p): accᵀ += Bᵀ A, with Bᵀ and Aᵀ Fortran views
-            out = _dgemm()(1.0, B.T, A.T, beta=1.0, c=acc.T, trans_b=1, overwrite_c=1)
-            if not np.shares_memory(out, acc):
-                acc[...] = out.T
+        if not len(A):
             return
-        acc += A.T @ B
+        p, q = acc.shape
+        step = max(1, ADD_BLOCK_VALUES // max(q, 1))
+        if step >= p:
+            acc += A.T @ B
+            return
+        tmp = np.empty((step, q))
+        for r0 in range(0, p, step):
+            r1 = min(p, r0 + step)
+            t = tmp[:r1 - r0]
+            np.matmul(A[:, r0:r1].T, B, out=t)
+            acc[r0:r1] += t
 
 
-def _dgemm():
-    from scipy.linalg.blas import dgemm
-
-    return dgemm
+ADD_BLOCK_VALUES = 1 << 21  # values of acc per product in `Backend.add_product` on numpy (16 MB)
 
 
 CPU = Backend("cpu")
@@ -294,7 +300,9 @@ def moments(n: float, s, ss):
 def about(n: float, s_a, s_b, ab, mu_a, mu_b):
     """Σ (a − μ_a)(b − μ_b)ᵀ from sums over n rows: ab − s_a μ_bᵀ − μ_a s_bᵀ + n μ_a μ_bᵀ.
     With μ the same part's means this is the centred cross product. numpy or torch."""
-    return ab - s_a[:, None] * mu_b[None, :] - mu_a[:, None] * s_b[None, :] + n * (mu_a[:, None] * mu_b[None, :])
+    out = ab - s_a[:, None] * mu_b[None, :]
+    out -= mu_a[:, None] * (s_b - n * mu_b)[None, :]  # in place: at (d_S, nJ·d_T) each temporary is a page-faulting ~10 MB
+    return out
 
 
 def eigen(C, backend: Backend = CPU):
@@ -420,22 +428,34 @@ def solve_block(stats: Statistics, alphas_rel, x_shift: dict, y_shift: dict, bac
     return out
 
 
-def _extended(grid: np.ndarray, chosen: list, sses: list, totals, scale: float) -> np.ndarray:
-    """The decades to add to `grid` (increasing α_rel) given each target's chosen index and
-    validation curve: one below when some target chose the smallest α and it beats the next
-    by more than AUTO_FLOOR × that target's validation sum of squares (`totals`), one above
-    likewise for the largest; within AUTO_LIMITS and giving a usable absolute α (α_rel ·
-    scale finite, positive, with a finite reciprocal)."""
-    last = len(grid) - 1
+def _decades(grid: np.ndarray, scale: float) -> tuple[list, list]:
+    """The α_rel `--alphas auto` may add to `grid` (increasing), nearest first: below, each a
+    tenth of the one before down to AUTO_LIMITS[0]; above, ten times up to AUTO_LIMITS[1];
+    each giving a usable absolute α (α_rel · scale finite, positive, with a finite
+    reciprocal), and stopping at the first that does not."""
+    def usable(a):
+        with np.errstate(over="ignore", divide="ignore"):
+            return bool(np.isfinite(a * scale) and a * scale > 0 and np.isfinite(1 / (a * scale)))
+
+    below, above = [], []
+    a = float(grid[0])
+    while a / 10 >= AUTO_LIMITS[0] * (1 - 1e-9) and usable(a / 10):
+        a = a / 10
+        below.append(a)
+    a = float(grid[-1])
+    while a * 10 <= AUTO_LIMITS[1] * (1 + 1e-9) and usable(a * 10):
+        a = a * 10
+        above.append(a)
+    return below, above
+
+
+def _extend_window(chosen: list, sses: list, totals) -> tuple[bool, bool]:
+    """Whether the grid grows below / above: some target chose its smallest (largest) α and
+    beats the next one by more than AUTO_FLOOR × its validation sum of squares (`totals`)."""
+    last = len(sses[0]) - 1
     low = any(k == 0 and v[1] - v[0] > AUTO_FLOOR * t for k, v, t in zip(chosen, sses, totals))
     high = any(k == last and v[last - 1] - v[last] > AUTO_FLOOR * t for k, v, t in zip(chosen, sses, totals))
-    add = []
-    if low and grid[0] / 10 >= AUTO_LIMITS[0] * (1 - 1e-9):
-        add.append(grid[0] / 10)
-    if high and grid[-1] * 10 <= AUTO_LIMITS[1] * (1 + 1e-9):
-        add.append(grid[-1] * 10)
-    with np.errstate(over="ignore", divide="ignore"):
-        return np.array([a for a in add if np.isfinite(a * scale) and a * scale > 0 and np.isfinite(1 / (a * scale))])
+    return low, high
 
 
 def _solve_source(stats: Statistics, i, f: Factor, alphas_rel, x_shift, y_shift: dict, backend: Backend,
@@ -463,15 +483,15 @@ def _solve_source(stats: Statistics, i, f: Factor, alphas_rel, x_shift, y_shift:
         lam_f, M = put(f.lam_f), put(f.M)
         scale = float(f.alphas_f[0]) / float(alphas_rel[0])  # trace(C_f)/d_S: α = α_rel · scale
 
-        def scored(rel: np.ndarray) -> list:
+        def scored(rel: np.ndarray, given: slice) -> list:
             a_f = put(rel * scale)
             out = []
             for b, j in enumerate(targets):
                 cols = slice(b * dT, (b + 1) * dT)
                 with np.errstate(over="ignore", invalid="ignore"):
                     sse = np.asarray(backend.get(_sse(lam_f, P[:, cols], M, R[:, cols], float(Vyy[b]), a_f)), dtype=np.float64)
-                if not np.all(np.isfinite(sse)):
-                    k = int(np.flatnonzero(~np.isfinite(sse))[0])
+                if not np.all(np.isfinite(sse[given])):  # only the given grid must score: an added decade may not
+                    k = given.start + int(np.flatnonzero(~np.isfinite(sse[given]))[0])
                     raise InputError(
                         f"--alphas {rel[k]:g} gives a non-finite validation error for source boundary {i} -> "
                         f"target boundary {j} (absolute α {rel[k] * scale:.3g} against eigenvalues down to "
@@ -479,18 +499,29 @@ def _solve_source(stats: Statistics, i, f: Factor, alphas_rel, x_shift, y_shift:
                 out.append(sse)
             return out
 
-        sses = scored(alphas_rel)
-        chosen = [choose_alpha(v, total=t) for v, t in zip(sses, Vyy)]
-        while extend and len(alphas_rel) > 1:
-            add = _extended(alphas_rel, chosen, sses, Vyy, scale)
-            if not len(add):
-                break
-            new = scored(add)
-            alphas_rel = np.concatenate([alphas_rel, add])
-            order = np.argsort(alphas_rel, kind="stable")
-            alphas_rel = alphas_rel[order]
-            sses = [np.concatenate([v, w])[order] for v, w in zip(sses, new)]
+        below, above = _decades(alphas_rel, scale) if extend and len(alphas_rel) > 1 else ([], [])
+        # every decade the grid may grow to is scored at once (one product more per α, no more
+        # M ∘ PPᵀ); the grid then grows from the given one decade by decade, as far as a target's
+        # choice at an end asks, and only what it reached is kept
+        full = np.array(below[::-1] + list(alphas_rel) + above)
+        lo, hi = len(below), len(below) + len(alphas_rel)
+        curves = scored(full, slice(lo, hi))
+        ok = np.all(np.isfinite(np.stack(curves)), axis=0)  # an added decade whose error overflows ends the range there
+        first, last = lo, hi
+        while first > 0 and ok[first - 1]:
+            first -= 1
+        while last < len(full) and ok[last]:
+            last += 1
+        full, curves, lo, hi = full[first:last], [v[first:last] for v in curves], lo - first, hi - first
+        while True:
+            sses = [v[lo:hi] for v in curves]
             chosen = [choose_alpha(v, total=t) for v, t in zip(sses, Vyy)]
+            low, high = _extend_window(chosen, sses, Vyy) if len(full) > 1 else (False, False)
+            low, high = low and lo > 0, high and hi < len(full)
+            if not (low or high):
+                break
+            lo, hi = lo - low, hi + high
+        alphas_rel = full[lo:hi]
     else:
         chosen, sses = [0] * len(targets), [np.full(1, np.nan)] * len(targets)
     alphas = [float(alphas_rel[k]) * f.trace_t / dS for k in chosen]

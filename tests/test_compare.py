@@ -255,3 +255,55 @@ def test_unsafe_outputs_are_refused_and_nothing_is_written(cli, tmp_path):
     assert not (tmp_path / "t.csv").exists()
     code, _, err = cli("compare", d, "-o", existing, "--overwrite")
     assert code == 0, err and existing.read_text().startswith("result,")
+
+
+def alignment_with_documents(path, ratio, n, docs):
+    """An alignment result with per-document sums: ratio (K, 4, 5) Σ‖e‖/‖y‖ per held-out
+    document, n (K,) its tokens; relative_error and the summary's statistics from them."""
+    from align.store import write_result
+
+    err = ratio.sum(0) / n.sum()
+    src, tgt = np.arange(4), np.arange(5)
+    path_j = [int(1 + np.argmin(err[i, 1:])) for i in (1, 2, 3)]
+    gap = float(np.mean([abs(j / 4 - i / 3) for i, j in zip((1, 2, 3), path_j)]))
+    summ = {"source_layers": [1, 2, 3], "argmin_path": path_j, "spearman": None, "mean_depth_gap": gap,
+            "soft_depth": [], "soft_depth_spread": 0.0, "slope": float(np.polyfit([1 / 3, 2 / 3, 1], np.array(path_j) / 4, 1)[0])}
+    ds = xr.Dataset({"relative_error": (("source_layer", "target_layer"), err),
+                     "doc_ratio_sum": (("heldout_doc", "source_layer", "target_layer"), ratio),
+                     "doc_n_tokens": (("heldout_doc",), n)},
+                    coords={"source_layer": src, "target_layer": tgt, "heldout_doc": docs},
+                    attrs={"summary": summ, "source_model": "/m/small", "target_model": "/m/big", "n_layers_source": 3,
+                           "n_layers_target": 4})
+    write_result(str(path), ds, "alignment")
+    return str(path)
+
+
+def test_alignment_paired_difference_matches_a_plain_loop(cli, tmp_path):
+    rng = np.random.default_rng(11)
+    K = 12
+    n = rng.integers(5, 40, K).astype(float)
+    base = rng.uniform(0.3, 1.0, (4, 5))
+    ra = (base[None] + rng.normal(0, 0.05, (K, 4, 5))) * n[:, None, None]
+    rb = (base[None] + 0.1 * np.eye(4, 5)[None] + rng.normal(0, 0.05, (K, 4, 5))) * n[:, None, None]
+    docs = np.arange(100, 100 + K)
+    a = alignment_with_documents(tmp_path / "a", ra, n, docs)
+    b = alignment_with_documents(tmp_path / "b", rb, n, docs)
+    c = alignment_with_documents(tmp_path / "c", rb, n, docs + 1)  # other held-out documents: no pairing
+    code, out, err = cli("compare", a, b, c, "-o", tmp_path / "t.csv", "--bootstrap", "300", "--seed", "4")
+    assert code == 0, err
+    assert "no paired difference of c and a: they were scored on different held-out documents" in out
+    rows = {r["result"]: r for r in csv.DictReader(io.StringIO((tmp_path / "t.csv").read_text()))}
+    # the reference: the documented indices, each resample's matrix from the drawn documents' sums
+    idx = np.random.default_rng(4).integers(0, K, size=(300, K))
+
+    def gap_and_slope(ratio, take):
+        err = sum(ratio[k] for k in take) / sum(n[k] for k in take)
+        path = np.array([1 + int(np.argmin(err[i, 1:])) for i in (1, 2, 3)])
+        return np.mean(np.abs(path / 4 - np.array([1, 2, 3]) / 3)), np.polyfit([1 / 3, 2 / 3, 1], path / 4, 1)[0]
+
+    diffs = np.array([np.subtract(gap_and_slope(rb, t), gap_and_slope(ra, t)) for t in idx])
+    row = rows["b − a (paired)"]
+    for k, col in enumerate(("mean depth gap", "slope")):
+        lo, hi = np.percentile(diffs[:, k], [2.5, 97.5])
+        assert float(row[f"{col}_low"]) == pytest.approx(lo, abs=1e-12)
+        assert float(row[f"{col}_high"]) == pytest.approx(hi, abs=1e-12)

@@ -86,7 +86,9 @@ def stats_task(job: Job, I, J, start: int, stop: int, part: np.ndarray, shifts, 
 
 
 def add_task(a, b):
-    return ridge.add_statistics(a, b)
+    """a + b of two tasks' statistics, into a: each input of the fixed tree is read by its one
+    add only (a lost input is recomputed, never re-read), so no copy of the sums is made."""
+    return a.add_(b)
 
 
 def solve_task(stats, alphas, shifts, threads, device, factors, extend: bool = False):
