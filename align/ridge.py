@@ -94,6 +94,13 @@ class Backend:
             return np.sqrt(np.einsum("nd,nd->n", a, a))
         return self.torch.linalg.vector_norm(a, dim=1)
 
+    def blocknorm2(self, a, n_blocks: int):
+        """‖row block‖² of (n, n_blocks·d), each row cut into n_blocks blocks of d -> (n, n_blocks)."""
+        v = a.reshape(a.shape[0], n_blocks, -1)
+        if self.torch is None:
+            return np.einsum("rjd,rjd->rj", v, v)
+        return (v * v).sum(2)
+
     def maximum(self, a, floor: float):
         if self.torch is None:
             return np.maximum(a, floor)
@@ -105,32 +112,38 @@ class Backend:
             return np.linalg.eigh(C)
         return self.torch.linalg.eigh(C)
 
-    def add_product(self, acc, A, B) -> None:
-        """acc += Aᵀ B in place: acc (p, q), A (n, p), B (n, q), all float64 on the device.
-        On numpy, ADD_BLOCK_VALUES of acc at a time: numpy's matmul into a small reused
-        temporary, then added (no temporary of acc's size: at (ΣD_S, ΣD_T) that is ~100 MB a
-        product). numpy releases the GIL in the product, so tasks running in threads of one
-        process multiply at once (scipy's dgemm with β = 1 holds the GIL: two threads took
-        twice as long as one)."""
+    def add_product(self, acc, A, B, fresh: bool = False) -> None:
+        """acc += Aᵀ B in place: acc (p, q), A (n, p), B (n, q), all float64 on the device,
+        with no temporary of acc's size (at (ΣD_S, ΣD_T) that is ~100 MB a product).
+
+        On numpy: `fresh` (acc still holds zeros) writes the product straight into acc
+        through numpy's matmul; otherwise BLAS dgemm with β = 1 on C-contiguous operands.
+        numpy's matmul releases the GIL and scipy's dgemm does not (two threads took twice as
+        long as one), so the first product of every task, all of a small fit's, runs in
+        parallel in the threads of one process."""
         if self.torch is not None:
             acc.addmm_(A.T, B)
             return
         if not len(A):
             return
-        p, q = acc.shape
-        step = max(1, ADD_BLOCK_VALUES // max(q, 1))
-        if step >= p:
-            acc += A.T @ B
+        if fresh and acc.flags.c_contiguous:
+            np.matmul(A.T, B, out=acc)
             return
-        tmp = np.empty((step, q))
-        for r0 in range(0, p, step):
-            r1 = min(p, r0 + step)
-            t = tmp[:r1 - r0]
-            np.matmul(A[:, r0:r1].T, B, out=t)
-            acc[r0:r1] += t
+        if acc.flags.c_contiguous and A.flags.c_contiguous and B.flags.c_contiguous:
+            # in Fortran order acc is accᵀ (q, p): accᵀ += Bᵀ A, with Bᵀ and Aᵀ Fortran views
+            out = _dgemm()(1.0, B.T, A.T, beta=1.0, c=acc.T, trans_b=1, overwrite_c=1)
+            if not np.shares_memory(out, acc):
+                acc[...] = out.T
+            return
+        acc += A.T @ B
 
 
-ADD_BLOCK_VALUES = 1 << 21  # values of acc per product in `Backend.add_product` on numpy (16 MB)
+def _dgemm():
+    from scipy.linalg.blas import dgemm
+
+    return dgemm
+
+
 
 
 CPU = Backend("cpu")
@@ -237,14 +250,15 @@ def chunk_statistics(xs: dict, ys: dict, part: np.ndarray, x_shift: dict, y_shif
             continue
         Xp, Yp = X[at:at + len(r)], Y[at:at + len(r)]
         at += len(r)
+        fresh = acc.n[p] == 0  # this part's sums are still zeros: the products are written, not added
         acc.n[p] += len(r)
         acc.sx[p] += backend.sum0(Xp).reshape(len(source), d_s)
         for a in range(len(source)):
             Xa = Xp[:, a * d_s:(a + 1) * d_s]
-            backend.add_product(acc.xx[p, a], Xa, Xa)
+            backend.add_product(acc.xx[p, a], Xa, Xa, fresh)
         acc.sy[p] += backend.sum0(Yp).reshape(len(target), d_t)
         acc.yy[p] += backend.sumsq0(Yp).reshape(len(target), d_t).sum(1)
-        backend.add_product(acc.xy[p], Xp, Yp)
+        backend.add_product(acc.xy[p], Xp, Yp, fresh)
     return acc if into is not None else acc.numpy(backend)
 
 
@@ -610,14 +624,10 @@ def heldout_sums(xs: dict, ys: dict, maps: dict, backend: Backend = CPU, eps: fl
     for i, js in by_source.items():
         x_mean = maps[(i, js[0])]["x_mean"]
         W = [maps[(i, j)]["W"] for j in js]
-        cols, at = [], 0
-        for j, w in zip(js, W):
-            m = maps[(i, j)]
-            # a map about other means than the first of its source / target: shift its error
-            offset = (m["y_mean"] - centre[j]) - (m["x_mean"] - x_mean) @ m["W"]
-            cols.append((j, slice(at, at + w.shape[1]), put(offset) if np.any(offset) else None))
-            at += w.shape[1]
-        plans[i] = (put(x_mean), put(np.concatenate(W, axis=1)), cols)
+        # a map about other means than the first of its source / target: shift its error
+        offsets = [(maps[(i, j)]["y_mean"] - centre[j]) - (maps[(i, j)]["x_mean"] - x_mean) @ maps[(i, j)]["W"] for j in js]
+        offset = np.concatenate(offsets)
+        plans[i] = (put(x_mean), put(np.concatenate(W, axis=1)), tuple(js), put(offset) if np.any(offset) else None)
     centres = {j: put(c) for j, c in centre.items()}
     n = len(ys[next(iter(ys))]) if ys else 0
     width = max((p[1].shape[1] for p in plans.values()), default=1)
@@ -644,23 +654,36 @@ def heldout_sums(xs: dict, ys: dict, maps: dict, backend: Backend = CPU, eps: fl
                 ones = np.ones(r1 - r0)
                 per_doc["target"][j] += part.sums(np.stack([ones, backend.get(ynorm[j]), backend.get(yc2)], axis=1))
                 per_doc["centred"][j] += part.sums(backend.get(yc[j]))
-        for i, (x_mean, W_all, cols) in plans.items():
+        cats: dict = {}  # per list of targets: their centred rows side by side, and their norms
+        for i, (x_mean, W_all, js, offset) in plans.items():
+            if js not in cats:
+                cats[js] = (_side_by_side([yc[j] for j in js], backend), _side_by_side([ynorm[j][:, None] for j in js], backend))
+            Ycat, Yn = cats[js]
             E = (put(xs[i][r0:r1]) - x_mean) @ W_all  # (rows, Σ d_T) predictions about the means
-            for j, c, offset in cols:
-                e = E[:, c]
-                e -= yc[j]
-                if offset is not None:
-                    e += offset
-                en = backend.rownorm(e)
-                ratio = en / backend.maximum(ynorm[j], eps)
-                pair[(i, j)] += [float(ratio.sum()), float(en.sum()), float((en * en).sum())]
-                if part:
-                    en_np = backend.get(en)
-                    per_doc["pair"][(i, j)] += part.sums(np.stack([backend.get(ratio), en_np, en_np * en_np], axis=1))
+            E -= Ycat  # the errors of every target at once
+            if offset is not None:
+                E += offset
+            e2 = backend.blocknorm2(E, len(js))  # (rows, targets)
+            en = e2 ** 0.5
+            ratio = en / backend.maximum(Yn, eps)
+            sums = backend.get(backend.sum0(ratio)), backend.get(backend.sum0(en)), backend.get(backend.sum0(e2))
+            for b, j in enumerate(js):
+                pair[(i, j)] += [float(sums[0][b]), float(sums[1][b]), float(sums[2][b])]
+            if part:
+                by_doc = part.sums(np.stack([backend.get(ratio), backend.get(en), backend.get(e2)], axis=2))  # (k, targets, 3)
+                for b, j in enumerate(js):
+                    per_doc["pair"][(i, j)] += by_doc[:, b]
     out = {"pair": pair, "target": target, "centred": centred}
     if per_doc is not None:
         out["doc"] = per_doc
     return out
+
+
+def _side_by_side(arrays: list, backend: Backend):
+    """(rows, Σ widths) of (rows, width) arrays, numpy or torch."""
+    if backend.torch is None:
+        return np.concatenate(arrays, axis=1)
+    return backend.torch.cat(arrays, dim=1)
 
 
 class _Segments:
