@@ -177,8 +177,9 @@ class Statistics:
     FIELDS = ("n", "sx", "xx", "sy", "yy", "xy")
 
     @classmethod
-    def zeros(cls, source, target, d_source: int, d_target: int, backend: Backend = CPU) -> "Statistics":
-        nI, nJ, P = len(source), len(target), N_PARTS
+    def zeros(cls, source, target, d_source: int, d_target: int, backend: Backend = CPU,
+              parts: int = N_PARTS) -> "Statistics":
+        nI, nJ, P = len(source), len(target), parts
         return cls(tuple(source), tuple(target), np.zeros(P), backend.zeros((P, nI, d_source)),
                    backend.zeros((P, nI, d_source, d_source)), backend.zeros((P, nJ, d_target)),
                    backend.zeros((P, nJ)), backend.zeros((P, nI * d_source, nJ * d_target)))
@@ -209,6 +210,13 @@ class Statistics:
         return Statistics(self.source, self.target, np.asarray(self.n),
                           *(backend.get(getattr(self, f)) for f in self.FIELDS[1:]))
 
+    def merged(self, fit_parts, val_parts) -> "Statistics":
+        """Two-part statistics (FIT, VAL) whose parts are the sums of `fit_parts` and of
+        `val_parts` of these (numpy): how the fits of --convergence read their share."""
+        def two(a):
+            return np.stack([sum(a[k] for k in fit_parts), sum(a[k] for k in val_parts)])
+        return Statistics(self.source, self.target, *(two(getattr(self, f)) for f in self.FIELDS))
+
     def add_(self, other: "Statistics") -> "Statistics":
         """self += other, field by field, in place; returns self."""
         for f in self.FIELDS:
@@ -222,12 +230,14 @@ class Statistics:
 
 
 def chunk_statistics(xs: dict, ys: dict, part: np.ndarray, x_shift: dict, y_shift: dict,
-                     backend: Backend = CPU, into: Statistics | None = None, work: dict | None = None) -> Statistics:
+                     backend: Backend = CPU, into: Statistics | None = None, work: dict | None = None,
+                     parts: int = N_PARTS) -> Statistics:
     """Per-part sums (`Statistics`) of one chunk of tokens, for every source and target
     boundary given.
 
     xs[i]: (n, d_S) source rows at boundary i (any float dtype); ys[j]: (n, d_T) target rows
-    at boundary j; part: (n,) int, FIT / VAL for rows to use, anything else to skip. Rows are
+    at boundary j; part: (n,) int, the part 0..P−1 a row adds to (FIT / VAL; `parts` of them,
+    or those of `into`), anything else to skip. Rows are
     shifted, x' = x − x_shift[i] and y' = y − y_shift[j], and every product is float64.
 
     The rows of each part are gathered, in part order, into one float64 (rows, ΣD) buffer per
@@ -236,8 +246,9 @@ def chunk_statistics(xs: dict, ys: dict, part: np.ndarray, x_shift: dict, y_shif
     is returned, on the backend) or into new sums (returned as numpy)."""
     source, target = tuple(xs), tuple(ys)
     d_s, d_t = next(iter(xs.values())).shape[1], next(iter(ys.values())).shape[1]
-    rows = [np.flatnonzero(part == p) for p in range(N_PARTS)]
-    acc = into if into is not None else Statistics.zeros(source, target, d_s, d_t, backend)
+    P = len(into.n) if into is not None else parts
+    rows = [np.flatnonzero(part == p) for p in range(P)]
+    acc = into if into is not None else Statistics.zeros(source, target, d_s, d_t, backend, P)
     work = {} if work is None else work
     order = np.concatenate(rows)
     if len(order) == 0:
@@ -718,6 +729,8 @@ def add_heldout(a: dict, b: dict) -> dict:
     out = {k: {key: a[k][key] + b[k][key] for key in a[k]} for k in ("pair", "target", "centred")}
     if "doc" in a or "doc" in b:
         out["doc"] = _add_per_doc(a.get("doc"), b.get("doc"))
+    if "fractions" in a:  # --convergence: the fractions' maps' sums, added alike
+        out["fractions"] = {f: add_heldout(a["fractions"][f], b["fractions"][f]) for f in a["fractions"]}
     return out
 
 

@@ -28,13 +28,14 @@ def human_bytes(n: float) -> str:
         n /= 1024
 
 
-def statistics_bytes(nI: int, nJ: int, d_s: int, d_t: int) -> int:
-    """Bytes of one `ridge.Statistics` of nI source × nJ target boundaries (float64):
-    8·P·(nI·d_S² + nI·nJ·d_S·d_T + nI·d_S + nJ·d_T + nJ + 1)."""
-    return 8 * (ridge.N_PARTS * (nI * d_s * d_s + nI * nJ * d_s * d_t + nI * d_s + nJ * d_t + nJ + 1))
+def statistics_bytes(nI: int, nJ: int, d_s: int, d_t: int, parts: int = ridge.N_PARTS) -> int:
+    """Bytes of one `ridge.Statistics` of nI source × nJ target boundaries (float64) in
+    `parts` parts (2; 6 with --convergence): 8·P·(nI·d_S² + nI·nJ·d_S·d_T + nI·d_S + nJ·d_T + nJ + 1)."""
+    return 8 * (parts * (nI * d_s * d_s + nI * nJ * d_s * d_t + nI * d_s + nJ * d_t + nJ + 1))
 
 
-def block_bytes(nI: int, nJ: int, d_s: int, d_t: int, task_tokens: int, chunk_tokens: int = 0, n_tasks: int = 1) -> int:
+def block_bytes(nI: int, nJ: int, d_s: int, d_t: int, task_tokens: int, chunk_tokens: int = 0, n_tasks: int = 1,
+                parts: int = ridge.N_PARTS) -> int:
     """Peak bytes one worker plans for a block of nI source × nJ target boundaries, beyond
     its idle footprint, when the statistics come from `n_tasks` tasks:
 
@@ -47,12 +48,15 @@ def block_bytes(nI: int, nJ: int, d_s: int, d_t: int, task_tokens: int, chunk_to
     - the rows a task holds at once (it reads min(task_tokens, chunk_tokens) tokens at a
       time): float32 as read + the float64 gathered rows + a float32 gathered copy of one
       boundary (16 bytes a value) of nI·d_S + nJ·d_T values per token, plus one decoded
-      store chunk of the widest array."""
-    acc = statistics_bytes(nI, nJ, d_s, d_t)
+      store chunk of the widest array.
+    With --convergence (`parts` 6) the accumulators are three times larger, and the solve
+    adds two merged two-part copies for the fractions' fits."""
+    acc = statistics_bytes(nI, nJ, d_s, d_t, parts)
+    extra = 2 * statistics_bytes(nI, nJ, d_s, d_t) if parts > ridge.N_PARTS else 0
     maps = 8 * nI * nJ * (d_s * d_t + d_s + 2 * d_t) + 8 * (3 * nI + 2) * d_s * d_s
     read = min(task_tokens, chunk_tokens) if chunk_tokens else task_tokens
     rows = 16 * read * (nI * d_s + nJ * d_t) + 4 * chunk_tokens * max(d_s, d_t)
-    return (3 + math.ceil(math.log2(max(n_tasks, 1)))) * acc + maps + rows
+    return (3 + math.ceil(math.log2(max(n_tasks, 1)))) * acc + maps + rows + extra
 
 
 def task_sizes(most: int, fixed: bool) -> list:
@@ -63,7 +67,8 @@ def task_sizes(most: int, fixed: bool) -> list:
 
 
 def plan_blocks(source_layers, target_layers, d_s: int, d_t: int, task_tokens: int, budget: int,
-                chunk_tokens: int = 0, fixed_tokens: bool = False, n_tokens: int | None = None):
+                chunk_tokens: int = 0, fixed_tokens: bool = False, n_tokens: int | None = None,
+                parts: int = ridge.N_PARTS):
     """Split the pair grid into blocks that fit `budget` bytes per worker (`block_bytes`),
     reading the stores as few times as possible: minimise (source reads) + (target reads), in
     bytes per token, over block shapes; ties to the larger block. Tokens per task shrink
@@ -79,7 +84,7 @@ def plan_blocks(source_layers, target_layers, d_s: int, d_t: int, task_tokens: i
 
     def fitting(bI, bJ):
         for t in sizes:
-            if block_bytes(bI, bJ, d_s, d_t, t, chunk_tokens, math.ceil(n_tokens / t)) <= budget:
+            if block_bytes(bI, bJ, d_s, d_t, t, chunk_tokens, math.ceil(n_tokens / t), parts) <= budget:
                 return t
         return None
 
@@ -168,6 +173,7 @@ class LiveShape:
     itemsize: int
     n_heldout: int
     model_bytes: int
+    parts: int = ridge.N_PARTS
 
 
 def batch_bytes(s: LiveShape, n_target: int) -> int:
@@ -193,7 +199,8 @@ def pass_bytes(s: LiveShape, n_target: int, keep_heldout: bool) -> dict:
     solve_b = 8 * (nI * n_target * (dS * dT + dS + 2 * dT) + 3 * nI * dS * dS + 2 * dS * dS)
     heldout = 8 * (dS * n_target * dT + 2 * s.batch_positions * n_target * dT)
     kept = s.itemsize * s.n_heldout * (nI * dS + n_target * dT) if keep_heldout else 0
-    return {"statistics": statistics_bytes(nI, n_target, dS, dT), "solve": solve_b, "batch": batch_bytes(s, n_target),
+    solve_b += 2 * statistics_bytes(nI, n_target, dS, dT) if s.parts > ridge.N_PARTS else 0  # the fractions' merged sums
+    return {"statistics": statistics_bytes(nI, n_target, dS, dT, s.parts), "solve": solve_b, "batch": batch_bytes(s, n_target),
             "held-out sums": heldout, "held-out rows": kept}
 
 

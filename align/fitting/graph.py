@@ -23,8 +23,8 @@ from align import store as st
 from align.errors import InputError
 from align.faults import fault_point
 from align.fitting.cluster import blas_limit
-from align.fitting.solve import solve
-from align.fitting.split import TEST
+from align.fitting.solve import solve_all
+from align.fitting.split import CONVERGENCE_PARTS, TEST
 
 
 @dataclass(frozen=True)
@@ -52,14 +52,15 @@ def _read(path: str, so, boundaries, start: int, stop: int) -> dict:
 
 
 def stats_task(job: Job, I, J, start: int, stop: int, part: np.ndarray, shifts, keep_heldout: bool,
-               hdoc: np.ndarray | None = None):
+               hdoc: np.ndarray | None = None, stat_part: np.ndarray | None = None):
     """Statistics of tokens [start, stop) (`part`: their parts), read `job.chunk` tokens at a
     time and accumulated in place; returns (numpy `ridge.Statistics`, held-out rows
-    ({i: float32}, {j: float32}, their held-out document indices from `hdoc`) or None)."""
+    ({i: float32}, {j: float32}, their held-out document indices from `hdoc`) or None).
+    `stat_part`: the statistics part of each token (`Split.statistics_part`; None: `part`)."""
     x_shift, y_shift = shifts
     be = ridge.Backend(job.device)
     d_s, d_t = _open(job.source, job.storage_options).d_model, _open(job.target, job.storage_options).d_model
-    acc = ridge.Statistics.zeros(I, J, d_s, d_t, be)
+    acc = ridge.Statistics.zeros(I, J, d_s, d_t, be, ridge.N_PARTS if stat_part is None else CONVERGENCE_PARTS)
     work: dict = {}
     held = ({i: [] for i in I}, {j: [] for j in J}) if keep_heldout else None
     with blas_limit(job.threads):
@@ -73,7 +74,8 @@ def stats_task(job: Job, I, J, start: int, stop: int, part: np.ndarray, shifts, 
             xs, ys = _read(job.source, job.storage_options, I, a, b), _read(job.target, job.storage_options, J, a, b)
             fault_point("fit_statistics_chunk")  # crash tests: killed mid-way through the statistics
             if train.any():
-                ridge.chunk_statistics(xs, ys, p, x_shift, y_shift, be, into=acc, work=work)
+                sp = p if stat_part is None else stat_part[a - start:b - start]
+                ridge.chunk_statistics(xs, ys, sp, x_shift, y_shift, be, into=acc, work=work)
             if len(test):
                 for side, rows in zip(held, (xs, ys)):
                     for k, v in rows.items():
@@ -92,11 +94,21 @@ def add_task(a, b):
 
 
 def solve_task(stats, alphas, shifts, threads, device, factors, extend: bool = False):
-    """The block's maps and the source factors they used ({"fitted", "factors"})."""
+    """The block's maps, the source factors they used and the fractions' maps of
+    --convergence ({"fitted", "factors", "fractions"})."""
     factors = dict(factors)
     with blas_limit(threads):
-        fitted = solve(stats, alphas, *shifts, device=device, factors=factors, extend=extend)
-    return {"fitted": fitted, "factors": factors}
+        fitted, fractions = solve_all(stats, alphas, *shifts, device=device, factors=factors, extend=extend)
+    return {"fitted": fitted, "factors": factors, "fractions": fractions}
+
+
+def heldout_of(xs, ys, solved, backend, docs=None) -> dict:
+    """`ridge.heldout_sums` of the block's maps (per held-out document with `docs`) and,
+    with --convergence, of each fraction's maps (pooled) under "fractions"."""
+    out = ridge.heldout_sums(xs, ys, solved["fitted"], backend, docs=docs)
+    if solved.get("fractions"):
+        out["fractions"] = {f: ridge.heldout_sums(xs, ys, m, backend) for f, m in solved["fractions"].items()}
+    return out
 
 
 def heldout_task(job: Job, I, J, start: int, stop: int, rows: np.ndarray, solved, docs: np.ndarray | None = None):
@@ -105,13 +117,13 @@ def heldout_task(job: Job, I, J, start: int, stop: int, rows: np.ndarray, solved
     with blas_limit(job.threads):
         xs = {i: v[rows] for i, v in _read(job.source, job.storage_options, I, start, stop).items()}
         ys = {j: v[rows] for j, v in _read(job.target, job.storage_options, J, start, stop).items()}
-        return ridge.heldout_sums(xs, ys, solved["fitted"], ridge.Backend(job.device), docs=docs)
+        return heldout_of(xs, ys, solved, ridge.Backend(job.device), docs)
 
 
 def heldout_kept_task(job: Job, kept, solved):
     """Held-out error sums of the rows a statistics task kept."""
     with blas_limit(job.threads):
-        return ridge.heldout_sums(kept[0], kept[1], solved["fitted"], ridge.Backend(job.device), docs=kept[2])
+        return heldout_of(kept[0], kept[1], solved, ridge.Backend(job.device), kept[2])
 
 
 def add_heldout_task(a, b):
@@ -123,7 +135,8 @@ def collect_task(solved, heldout, stats, save_maps):
     (statistics if asked)."""
     keep = ("alpha_rel", "alpha", "val_sse", "val_alphas") + (("W", "c") if save_maps else ())
     return {"fitted": {k: {f: v[f] for f in keep} for k, v in solved["fitted"].items()}, "heldout": heldout,
-            "stats": stats, "factors": solved["factors"]}
+            "stats": stats, "factors": solved["factors"],
+            "fractions": {f: {k: {"alpha_rel": v["alpha_rel"]} for k, v in m.items()} for f, m in solved["fractions"].items()}}
 
 
 def tree(dsk: dict, name: str, keys: list, add) -> tuple:
@@ -144,7 +157,7 @@ def tree(dsk: dict, name: str, keys: list, add) -> tuple:
 
 def block_graph(b: int, I, J, job: Job, ranges, part, shifts, alphas, save_maps: bool, keep_stats: bool,
                 solve_threads: int | None = None, keep_heldout: bool = False, factors: dict | None = None,
-                hdoc: np.ndarray | None = None, extend: bool = False):
+                hdoc: np.ndarray | None = None, extend: bool = False, stat_part: np.ndarray | None = None):
     """The Dask graph (a dict) of block `b` (source boundaries I × target boundaries J):
     returns (graph, result key). `ranges`: the tasks' token ranges; `shifts`: per boundary
     the shift of the statistics; `factors`: source factors of earlier blocks. The solve is
@@ -161,7 +174,8 @@ def block_graph(b: int, I, J, job: Job, ranges, part, shifts, alphas, save_maps:
         if np.any((p == ridge.FIT) | (p == ridge.VAL)):
             key = ("stats-task", b, c)
             dsk[key] = (stats_task, job, I, J, start, stop, p.copy(), sk, keep_heldout,
-                        None if hdoc is None else hdoc[start:stop].copy())
+                        None if hdoc is None else hdoc[start:stop].copy(),
+                        None if stat_part is None else stat_part[start:stop].copy())
             dsk[("stats", b, c)] = (operator.getitem, key, 0)
             stat_keys.append(("stats", b, c))
             if keep_heldout:

@@ -143,7 +143,7 @@ def shape_of(p: Prepared) -> LiveShape:
     inter = max(getattr(c, "intermediate_size", None) or 4 * c.hidden_size for c in (cs, ct))
     return LiveShape(len(p.source_layers), cs.hidden_size, len(p.target_layers), ct.hidden_size, big.positions, big.width,
                  inter, max(cs.num_attention_heads, ct.num_attention_heads), 4 if "float32" in dts else 2,
-                 p.split.counts["heldout"], model_bytes(cs, dts[0]) + model_bytes(ct, dts[1]))
+                 p.split.counts["heldout"], model_bytes(cs, dts[0]) + model_bytes(ct, dts[1]), p.split.n_parts)
 
 
 def sides_of(p: Prepared) -> tuple:
@@ -246,6 +246,9 @@ def fit_live(job: LiveJob, output: str | None, options: FitOptions | None = None
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     t0 = time.time()
     options = (replace(options, **option_values) if options is not None else FitOptions(**option_values)).checked()
+    if options.convergence and options.scheduler not in (None, "synchronous", "sync"):
+        raise InputError(f"--convergence with --live runs in this process only, not on the Dask cluster at "
+                         f"--scheduler {options.scheduler}: drop one of them (or fit stores on the cluster)")
     inputs = {k: v for k, v in (("source model folder", job.source.name), ("target model folder", job.target.name),
                                 ("corpus", job.corpus.path)) if v}
     if output is not None and not dry_run:

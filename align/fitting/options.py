@@ -28,7 +28,9 @@ class FitOptions:
     reduced statistics in the report. extend_alphas (`--alphas auto`): a grid end chosen by
     some pair gains decades there (`ridge.solve_block`); None: extend the default grid, not
     one given in `alphas`; bootstrap /
-    bootstrap_seed: resamples of the held-out documents (0: none) and their seed.
+    bootstrap_seed: resamples of the held-out documents (0: none) and their seed;
+    convergence: also fit ¼ and ½ of the training documents (`split.FRACTIONS`) and score
+    them (relative_error_by_fraction), at three times the statistics' memory.
     """
 
     test_fraction: float = 0.2
@@ -52,6 +54,7 @@ class FitOptions:
     extend_alphas: bool | None = None
     bootstrap: int = 1000
     bootstrap_seed: int = 0
+    convergence: bool = False
 
     def checked(self) -> "FitOptions":
         """These options with α sorted and `memory_limit` in bytes, or the one-line
@@ -84,7 +87,7 @@ class FitOptions:
         """The options the result records (what decides its numbers), plus `extra`
         (task_tokens, n_tokens per part, ...)."""
         keep = ("test_fraction", "val_fraction", "seed", "alphas", "include_first_token", "source_layers",
-                "target_layers", "device", "save_maps", "extend_alphas", "bootstrap", "bootstrap_seed")
+                "target_layers", "device", "save_maps", "extend_alphas", "bootstrap", "bootstrap_seed", "convergence")
         d = {k: v for k, v in asdict(self).items() if k in keep}
         d["alphas"] = list(self.alphas)
         return {**d, **extra}

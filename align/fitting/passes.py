@@ -15,9 +15,10 @@ from align.faults import fault_point
 from align.fitting.batches import Batch, TokenTable
 from align.fitting.options import FitOptions, LiveJob
 from align.fitting.progress import Progress
+from align.fitting.graph import heldout_of
 from align.fitting.result import pair_results
-from align.fitting.solve import check_alphas, solve
-from align.fitting.split import TEST, Split
+from align.fitting.solve import check_alphas, solve_all
+from align.fitting.split import CONVERGENCE_PARTS, TEST, Split
 
 
 # -- forwards and rows ----------------------------------------------------------------------
@@ -117,13 +118,15 @@ class Shifts:
 
 
 def statistics_pass(net: Models, table: TokenTable, batches, source_layers, block, shifts: Shifts,
-                    keep_heldout: bool, progress: Progress, label: str, alphas_check=None):
+                    keep_heldout: bool, progress: Progress, label: str, alphas_check=None, stat_part=None):
     """One pass over `batches` for one block: (ridge.Statistics on the device, kept
     held-out rows [({i: rows}, {j: rows})] or None). `alphas_check(scale)` runs on the first
-    batch with training rows (the α grid against the data's scale, before any sum)."""
+    batch with training rows (the α grid against the data's scale, before any sum).
+    `stat_part` (n_tokens,): each token's statistics part with --convergence (`Split.stat_part`)."""
     d_s, d_t = net.source.config.hidden_size, net.target.config.hidden_size
     backend = net.backend
-    stats = ridge.Statistics.zeros(source_layers, block, d_s, d_t, backend)
+    parts = ridge.N_PARTS if stat_part is None else CONVERGENCE_PARTS
+    stats = ridge.Statistics.zeros(source_layers, block, d_s, d_t, backend, parts)
     kept = [] if keep_heldout else None
     work: dict = {}  # the gather's buffers, reused batch after batch
     for b in batches:
@@ -140,6 +143,9 @@ def statistics_pass(net: Models, table: TokenTable, batches, source_layers, bloc
             if block not in shifts.y:
                 shifts.y[block] = training_shift(ys, block, b)
             part = np.where(b.part == TEST, -1, b.part)
+            if stat_part is not None:  # the positions' statistics parts, from their tokens'
+                part = np.full(len(b.part), -1, dtype=np.int8)
+                part[b.flat[:b.n_train]] = stat_part[b.tokens[:b.n_train]]
             ridge.chunk_statistics(net.arrays(xs), net.arrays(ys), part, shifts.x, shifts.y[block], backend,
                                    into=stats, work=work)
         if keep_heldout and b.n_test:
@@ -151,19 +157,19 @@ def statistics_pass(net: Models, table: TokenTable, batches, source_layers, bloc
     return stats, kept
 
 
-def heldout_pass(net: Models, table: TokenTable, batches, source_layers, block, fitted: dict, kept,
+def heldout_pass(net: Models, table: TokenTable, batches, source_layers, block, solved: dict, kept,
                  progress: Progress, label: str, hdoc: np.ndarray | None = None) -> dict:
     """The held-out sums (ridge.heldout_sums, added batch after batch) of every pair of the
     block: from the kept rows, or a second forward of the batches with held-out rows (the
-    same batches, the same bits). `hdoc` (n_tokens,): each token's held-out document index,
-    for the per-document sums of the document bootstrap (None: pooled sums only)."""
+    same batches, the same bits). `solved`: {"fitted": maps, "fractions": maps of
+    --convergence}. `hdoc` (n_tokens,): each token's held-out document index, for the
+    per-document sums of the document bootstrap (None: pooled sums only)."""
     backend = net.backend
     sums = None
 
     def add(xh, yh, tokens):
         nonlocal sums
-        s = ridge.heldout_sums(net.arrays(xh), net.arrays(yh), fitted, backend,
-                               docs=None if hdoc is None else hdoc[tokens])
+        s = heldout_of(net.arrays(xh), net.arrays(yh), solved, backend, None if hdoc is None else hdoc[tokens])
         sums = s if sums is None else ridge.add_heldout(sums, s)
 
     if kept is not None:
@@ -196,15 +202,16 @@ def run_blocks(net: Models, table: TokenTable, batches, source_layers, blocks, k
     for k, block in enumerate(blocks):
         label = f"pass {k + 1} of {len(blocks)}"
         stats, kept = statistics_pass(net, table, batches, source_layers, block, shifts, keep_heldout, progress,
-                                      label, alphas_check if k == 0 else None)
+                                      label, alphas_check if k == 0 else None, split.stat_part)
         reduced = stats.numpy(net.backend)
         del stats
-        fitted = solve(reduced, options.alphas, shifts.x, shifts.y[block], solve_device, factors, options.extend_alphas)
+        fitted, fractions = solve_all(reduced, options.alphas, shifts.x, shifts.y[block], solve_device, factors,
+                                      options.extend_alphas)
         if options.keep_statistics:
             kept_stats[block] = reduced
         del reduced
-        sums = heldout_pass(net, table, batches, source_layers, block, fitted, kept, progress, label + ", held-out",
-                            split.heldout_index if options.bootstrap else None)
-        results.update(pair_results(fitted, sums, split, options.resampling))
+        sums = heldout_pass(net, table, batches, source_layers, block, {"fitted": fitted, "fractions": fractions}, kept,
+                            progress, label + ", held-out", split.heldout_index if options.bootstrap else None)
+        results.update(pair_results(fitted, sums, split, options.resampling, fractions))
         del kept, fitted
     return results, kept_stats

@@ -43,7 +43,8 @@ class Side:
         return self.provenance.get("model")
 
 
-def pair_results(fitted: dict, heldout: dict, split: Split | None = None, resampling: Resampling | None = None) -> dict:
+def pair_results(fitted: dict, heldout: dict, split: Split | None = None, resampling: Resampling | None = None,
+                 fractions: dict | None = None) -> dict:
     """{(i, j): α, α_rel, val_sse (and W, c when kept) of the solve, with relative_error,
     norm_error and r2 from the held-out sums (`ridge.heldout_sums`, reduced)}.
 
@@ -51,9 +52,18 @@ def pair_results(fitted: dict, heldout: dict, split: Split | None = None, resamp
     a `split` and a `resampling`, each pair also keeps what the document bootstrap needs:
     "doc_pair" (K, 3), "doc_target" (K, 3) over the split's K held-out documents, and
     "doc_cc" (resamples,): ‖Σ_d w_bd c_d‖² of its target (`uncertainty.centred_square`),
-    computed here, per block, so that no (K, d_T) array outlives its block."""
+    computed here, per block, so that no (K, d_T) array outlives its block.
+
+    With --convergence (`heldout["fractions"]`, `fractions`: {fraction: {(i, j): α_rel}}),
+    each pair keeps "by_fraction": {fraction: (relative_error, α_rel)} of the fits of ¼ and
+    ½ of the training documents."""
     out = {(i, j): {**f, **ridge.scores(heldout["pair"][(i, j)], heldout["target"][j], heldout["centred"][j])}
            for (i, j), f in fitted.items()}
+    for frac, sums in (heldout.get("fractions") or {}).items():
+        for (i, j), r in out.items():
+            rel = ridge.scores(sums["pair"][(i, j)], sums["target"][j], sums["centred"][j])["relative_error"]
+            alpha = (fractions or {}).get(frac, {}).get((i, j), {}).get("alpha_rel", math.nan)
+            r.setdefault("by_fraction", {})[frac] = (rel, alpha)
     if split is None or resampling is None or "doc" not in heldout:
         return out
     K = len(split.test_docs)
@@ -105,6 +115,15 @@ def alignment_dataset(results: dict, src_layers, tgt_layers, source: Side, targe
     grid, val_sse = _validation_curves(results, src_layers, tgt_layers)
     if grid is not None:
         data["val_sse"] = (dims + ("alpha_grid",), val_sse)
+    first = results[(src_layers[0], tgt_layers[0])]
+    if "by_fraction" in first:
+        fracs = sorted(first["by_fraction"])
+        by = np.array([[[[results[(i, j)]["by_fraction"][f][k] for j in tgt_layers] for i in src_layers] for f in fracs]
+                       for k in (0, 1)])  # (2: relative_error and α_rel, fractions, S, T)
+        refuse_non_finite({f"relative_error of the {f:g} fraction": by[0][k] for k, f in enumerate(fracs)}, src_layers,
+                          tgt_layers)
+        data["relative_error_by_fraction"] = (("fraction",) + dims, np.concatenate([by[0], arrays["relative_error"][None]]))
+        data["alpha_rel_by_fraction"] = (("fraction",) + dims, np.concatenate([by[1], arrays["alpha_rel"][None]]))
     if save_maps:
         data["W"] = (dims + ("d_source", "d_target"),
                      np.stack([np.stack([results[(i, j)]["W"] for j in tgt_layers]) for i in src_layers]))
@@ -117,6 +136,8 @@ def alignment_dataset(results: dict, src_layers, tgt_layers, source: Side, targe
     }
     if grid is not None:
         coords["alpha_grid"] = ("alpha_grid", grid)  # α_rel values of the validation curves
+    if "relative_error_by_fraction" in data:
+        coords["fraction"] = ("fraction", np.array(sorted(first["by_fraction"]) + [1.0]))
     summary = ridge.summary(arrays["relative_error"], src_layers, tgt_layers, L_S, L_T)
     summary.update(_grid_ends(arrays["alpha_rel"], grid))
     if resampling is not None and all("doc_pair" in results[(i, j)] for i in src_layers for j in tgt_layers):
@@ -145,6 +166,9 @@ DESCRIPTIONS = {
                "(NaN: not evaluated for this pair)",
     "p_best": "fraction of document-bootstrap resamples in which this target boundary is the argmin of the row "
               "(target boundaries >= 1; rows sum to 1)",
+    "relative_error_by_fraction": "relative_error of the maps fitted on 1/4, 1/2 and all of the training documents "
+                                  "(--convergence; each fraction chooses its alpha on its own validation documents)",
+    "alpha_rel_by_fraction": "alpha_rel each fraction's fit chose",
     "doc_n_tokens": "held-out tokens scored per held-out document",
     "doc_ratio_sum": "per held-out document: sum over its tokens of ||e|| / max(||y||, 1e-12)",
     "doc_error_sum": "per held-out document: sum of ||e||",

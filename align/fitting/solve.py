@@ -9,6 +9,7 @@ import math
 from align import ridge
 from align.errors import InputError
 from align.fitting.options import backend
+from align.fitting.split import FRACTIONS, PART_GROUPS
 
 
 def check_alphas(alphas, scale: dict, n_select: int, n_train: int) -> None:
@@ -43,3 +44,17 @@ def solve(stats: ridge.Statistics, alphas, x_shift: dict, y_shift: dict, device:
     chosen gains decades there (`ridge.solve_block`). Returns {(i, j): {"W", "c", "x_mean",
     "y_mean", "alpha", "alpha_rel", "val_sse", "val_alphas"}} (numpy)."""
     return ridge.solve_block(stats, alphas, x_shift, y_shift, backend(device), factors, extend)
+
+
+def solve_all(stats: ridge.Statistics, alphas, x_shift: dict, y_shift: dict, device: str = "cpu",
+              factors: dict | None = None, extend: bool = False) -> tuple[dict, dict]:
+    """(maps of the full fit, {fraction: maps}) of a block. Two-part statistics give the full
+    fit alone ({} for the fractions); the six parts of --convergence give it from their
+    merged sums (`split.PART_GROUPS`) and the fits of ¼ and ½ of the training documents
+    from theirs, each choosing its own α on its own validation documents. `factors` serve the
+    full fit only (a fraction's scatters are other matrices)."""
+    if len(stats.n) == ridge.N_PARTS:
+        return solve(stats, alphas, x_shift, y_shift, device, factors, extend), {}
+    full = solve(stats.merged(*PART_GROUPS[1.0]), alphas, x_shift, y_shift, device, factors, extend)
+    return full, {f: solve(stats.merged(*PART_GROUPS[f]), alphas, x_shift, y_shift, device, None, extend)
+                  for f in FRACTIONS}

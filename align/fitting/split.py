@@ -56,6 +56,43 @@ def token_parts(doc, pos, fit_docs, val_docs, test_docs, include_first_token: bo
     return part
 
 
+FRACTIONS = (0.25, 0.5)  # of the training documents: the fits `--convergence` adds to the full one
+# statistics parts with --convergence: (fit, validation) × (the rest, the first quarter, the
+# second quarter of each part's documents); a fraction's fit takes the parts of its groups
+CONVERGENCE_PARTS = 6
+PART_GROUPS = {1.0: ((0, 2, 4), (1, 3, 5)), 0.25: ((2,), (3,)), 0.5: ((2, 4), (3, 5))}
+
+
+def fraction_groups(fit_docs: np.ndarray, val_docs: np.ndarray, seed: int) -> dict:
+    """{document id: group} for `--convergence`: the fit documents, then the validation
+    documents, are each permuted by one rng = numpy.random.default_rng([seed, 2]) (in that
+    order); of each, the first k1 = max(1, round(n/4)) are group 1 and the next up to
+    k2 = max(k1, round(n/2)) group 2; the rest are group 0. The ¼ fraction fits groups 1, the
+    ½ fraction groups 1 and 2, so each has fit and validation documents in those shares."""
+    rng = np.random.default_rng([seed, 2])
+    out = {}
+    for docs in (fit_docs, val_docs):
+        perm = rng.permutation(np.asarray(docs))
+        n = len(perm)
+        k1 = max(1, round(n / 4)) if n else 0
+        k2 = max(k1, round(n / 2))
+        for k, d in enumerate(perm.tolist()):
+            out[d] = 1 if k < k1 else 2 if k < k2 else 0
+    return out
+
+
+def statistics_parts(doc: np.ndarray, part: np.ndarray, fit_docs, val_docs, seed: int) -> np.ndarray:
+    """(n_tokens,) int8 for `--convergence`: a training token's statistics part, its part
+    (ridge.FIT or ridge.VAL) + 2 · its document's group (`fraction_groups`); -1 elsewhere."""
+    groups = fraction_groups(fit_docs, val_docs, seed)
+    out = np.full(len(part), -1, dtype=np.int8)
+    train = (part == ridge.FIT) | (part == ridge.VAL)
+    ids, inv = np.unique(np.asarray(doc)[train], return_inverse=True)
+    g = np.array([groups.get(int(d), 0) for d in ids], dtype=np.int8)[inv]
+    out[train] = part[train] + 2 * g
+    return out
+
+
 @dataclass
 class Split:
     """The split of one token stream: document ids per part, each token's part, counts."""
@@ -66,6 +103,20 @@ class Split:
     part: np.ndarray  # (n_tokens,) int8: ridge.FIT, ridge.VAL, TEST or -1
     counts: dict  # {"fit": tokens, "validation": tokens, "heldout": tokens}
     heldout_index: np.ndarray | None = None  # (n_tokens,) int32: a held-out token's index in test_docs, else -1
+    stat_part: np.ndarray | None = None  # (n_tokens,) int8 with --convergence: each training token's statistics part
+
+    @property
+    def n_parts(self) -> int:
+        """Parts of the statistics: ridge.N_PARTS, or CONVERGENCE_PARTS with --convergence."""
+        return CONVERGENCE_PARTS if self.stat_part is not None else ridge.N_PARTS
+
+    def statistics_part(self, start: int, stop: int) -> np.ndarray:
+        """The parts tokens [start, stop) add to: ridge.FIT / ridge.VAL (held-out and unused
+        tokens -1), or their `stat_part` with --convergence."""
+        if self.stat_part is not None:
+            return self.stat_part[start:stop]
+        p = self.part[start:stop]
+        return np.where(p == TEST, -1, p)
 
     def record(self) -> dict:
         """The document ids of each part, as the result records them."""
@@ -95,7 +146,9 @@ def make_split(doc: np.ndarray, pos: np.ndarray, options) -> Split:
         if n == 0 and (name != "validation" or need_val):
             raise InputError(f"the {name} part of the split has no token (position 0 excluded): extract a larger corpus "
                              "or change the fractions")
-    return Split(fit_docs, val_docs, test_docs, part, counts, heldout_index(doc, part, test_docs))
+    stat = (statistics_parts(doc, part, fit_docs, val_docs, options.seed)
+            if getattr(options, "convergence", False) else None)
+    return Split(fit_docs, val_docs, test_docs, part, counts, heldout_index(doc, part, test_docs), stat)
 
 
 def heldout_index(doc: np.ndarray, part: np.ndarray, test_docs: np.ndarray) -> np.ndarray:

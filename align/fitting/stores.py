@@ -247,11 +247,12 @@ def fit(source: str, target: str, output: str | None, options: FitOptions | None
                 factors, factors_of = {}, I
             dsk, key = block_graph(b, I, J, job, ranges, split.part, shifts, opts.alphas, opts.save_maps,
                                    opts.keep_statistics, solve_threads, keep_heldout, factors,
-                                   hdoc=split.heldout_index if opts.bootstrap else None, extend=opts.extend_alphas)
+                                   hdoc=split.heldout_index if opts.bootstrap else None, extend=opts.extend_alphas,
+                                   stat_part=split.stat_part)
             out = ex.run(dsk, key)
             fault_point("fit_after_block")
             factors = out["factors"]
-            results.update(pair_results(out["fitted"], out["heldout"], split, opts.resampling))
+            results.update(pair_results(out["fitted"], out["heldout"], split, opts.resampling, out["fractions"]))
             if opts.keep_statistics:
                 statistics[(I, J)] = out["stats"]
     plan.pop("block_list")
@@ -290,13 +291,14 @@ def _plan(opts: FitOptions, ex, S, T, src_layers, tgt_layers, client_extra: int,
     if opts.device != "cpu":
         per_worker = min(per_worker, device_budget(opts.device))
     planned = budget.plan_blocks(src_layers, tgt_layers, S.d_model, T.d_model, step, per_worker, S.chunk_tokens,
-                                 fixed_tokens=fixed, n_tokens=S.n_tokens)
+                                 fixed_tokens=fixed, n_tokens=S.n_tokens, parts=split.n_parts)
     if planned is None:
         need, least = budget.least_pair_bytes(S.d_model, T.d_model, step, S.chunk_tokens, S.n_tokens, fixed)
         refuse_memory(ex, client_extra, need, S.d_model, T.d_model, least)
     blocks, step = planned
     nI, nJ = len(blocks[0][0]), len(blocks[0][1])
-    used = budget.block_bytes(nI, nJ, S.d_model, T.d_model, step, S.chunk_tokens, math.ceil(S.n_tokens / step))
+    used = budget.block_bytes(nI, nJ, S.d_model, T.d_model, step, S.chunk_tokens, math.ceil(S.n_tokens / step),
+                              split.n_parts)
     kept = budget.heldout_rows_bytes(split.counts["heldout"], nI, nJ, S.d_model, T.d_model)
     keep_heldout = used + kept <= per_worker
     plan = {"mode": ex.mode, "limit": ex.limit, "idle": ex.idle, "client_extra": client_extra,
