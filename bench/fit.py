@@ -1,9 +1,11 @@
 """Benchmark of `align fit` (not run in CI): wall time against scikit-learn RidgeCV per pair
 and against the flop floor 2·N·ΣD_S·ΣD_T at the float64 matmul rate measured in this run,
-and the peak memory of the client and its workers under --memory-limit.
+the end-to-end time of a small fit (`align fit` as a command, and the call in a fresh
+process), and the peak memory of the client and its workers under --memory-limit.
 
     .venv/bin/python bench/fit.py                       # defaults below; writes bench/results/fit.json
     .venv/bin/python bench/fit.py --tokens 20000 --quick    # no memory run
+    .venv/bin/python bench/fit.py --stores /tmp/fb      # keep (and re-use) the generated stores there
 
 The stores are written from seeded random arrays through align.store (the fit's cost does not
 depend on what the numbers are), in float32 without compression.
@@ -133,6 +135,45 @@ def fit_with_peak_rss(S, T, out, n_workers, memory_limit):
     return peak, time.time() - t0, "".join(errs)
 
 
+def small_fit(S, T, out, repeats: int = 3) -> dict:
+    """Seconds of a small fit end to end: `align fit S T -o OUT` as a command (interpreter
+    start, imports, checks, fit, writing), and `align.fit(S, T, OUT)` called in a fresh
+    process after `import align`; the least of `repeats` runs of each."""
+    cmd = [sys.executable, "-m", "align.cli.main", "fit", S, T, "-o", out, "--overwrite"]
+    code = ("import sys, time, align; t = time.perf_counter(); "
+            "r = align.fit(sys.argv[1], sys.argv[2], sys.argv[3], overwrite=True, log=lambda m: None); "
+            "print(time.perf_counter() - t, r.plan['mode'])")
+    command, call, mode = [], [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, capture_output=True)
+        command.append(time.perf_counter() - t0)
+        p = subprocess.run([sys.executable, "-c", code, S, T, out], check=True, capture_output=True, text=True)
+        seconds, mode = p.stdout.split()
+        call.append(float(seconds))
+    shutil.rmtree(out, ignore_errors=True)
+    return {"command_seconds": command, "call_seconds": call, "best_command_seconds": min(command),
+            "best_call_seconds": min(call), "mode": mode}
+
+
+def uptime() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return ""
+
+
+def stores(folder, name, n_tokens, Ls, ds, Lt, dt, doc_len, seeds):
+    """(source, target) stores of `n_tokens` in `folder`, written unless already there."""
+    out = []
+    for side, (L, d, seed) in zip("st", ((Ls, ds, seeds[0]), (Lt, dt, seeds[1]))):
+        path = os.path.join(folder, f"{name}-{side}-{n_tokens}-{L}x{d}-{doc_len}-{seed}.zarr")
+        if not os.path.exists(os.path.join(path, "zarr.json")):
+            make_store(path, n_tokens, L, d, doc_len, seed)
+        out.append(path)
+    return out
+
+
 def ridgecv_time(S, T, src_layers, tgt_layers, n_sample, alphas):
     """Seconds per pair of scikit-learn RidgeCV (same α grid, scaled per pair as align does)
     fitted on the training tokens, timed on a sample of pairs."""
@@ -160,11 +201,14 @@ def ridgecv_time(S, T, src_layers, tgt_layers, n_sample, alphas):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tokens", type=int, default=200_000)
+    ap.add_argument("--tokens", type=int, default=131_072)
+    ap.add_argument("--small-tokens", type=int, default=4096, help="tokens of the end-to-end small fit (0: none)")
+    ap.add_argument("--stores", default=None, help="folder to keep the generated stores in and re-use them from")
     ap.add_argument("--source", default="8x256", help="LAYERSxD_MODEL of the source store")
     ap.add_argument("--target", default="12x384", help="LAYERSxD_MODEL of the target store")
     ap.add_argument("--doc-len", type=int, default=400)
-    ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--workers", type=int, default=None,
+                    help="--workers of the speed run (a local cluster of that many) [default: as align fit decides]")
     ap.add_argument("--ridgecv-pairs", type=int, default=3)
     ap.add_argument("--memory-tokens", type=int, default=None,
                     help="tokens of the memory run's stores [default: sized to 4x --memory-limit]")
@@ -187,14 +231,22 @@ def main():
     Lt, dt = map(int, args.target.split("x"))
     workers = args.workers or os.cpu_count()
     tmp = tempfile.mkdtemp(dir=args.tmp, prefix="align-bench-fit-")
+    keep = args.stores or tmp
+    os.makedirs(keep, exist_ok=True)
     result = {"config": vars(args) | {"workers": workers, "cpu_count": os.cpu_count(), "machine": platform.machine(),
                                       "memory_bytes": psutil.virtual_memory().total,
                                       "command": " ".join([".venv/bin/python", "bench/fit.py", *sys.argv[1:]])},
-              "load_average_at_start": os.getloadavg()}
+              "load_average_at_start": os.getloadavg(), "uptime_at_start": uptime()}
     try:
+        if args.small_tokens:
+            s_small, t_small = stores(keep, "small", args.small_tokens, Ls, ds, Lt, dt, args.doc_len, (5, 6))
+            load0 = os.getloadavg()
+            small = small_fit(s_small, t_small, os.path.join(tmp, "small.zarr"))
+            result["small"] = {"n_tokens": args.small_tokens, **small, "load_average_before_after": [load0, os.getloadavg()]}
+            print(f"small fit of {args.small_tokens:,} tokens ({small['mode']}): `align fit` "
+                  f"{small['best_command_seconds']:.2f} s, align.fit() {small['best_call_seconds']:.2f} s", flush=True)
         t0 = time.time()
-        S = make_store(os.path.join(tmp, "s.zarr"), args.tokens, Ls, ds, args.doc_len, 1)
-        T = make_store(os.path.join(tmp, "t.zarr"), args.tokens, Lt, dt, args.doc_len, 2)
+        S, T = stores(keep, "speed", args.tokens, Ls, ds, Lt, dt, args.doc_len, (1, 2))
         result["store_seconds"] = time.time() - t0
         chunk = align.store.open_activations(S).chunk_tokens
         rate = matmul_rate(ds, dt, chunk)
@@ -205,10 +257,10 @@ def main():
 
         t0 = time.time()
         load0 = os.getloadavg()
-        rep = align.fit(S, T, os.path.join(tmp, "a.zarr"), n_workers=workers)
+        rep = align.fit(S, T, os.path.join(tmp, "a.zarr"), **({"n_workers": args.workers} if args.workers else {}))
         wall = time.time() - t0
         load1 = os.getloadavg()
-        print(f"align fit: {wall:.1f} s ({len(rep.blocks)} block(s)); compute seconds by task kind "
+        print(f"align fit: {wall:.1f} s ({rep.plan['mode']}, {len(rep.blocks)} block(s)); compute seconds by task kind "
               f"{ {k: round(v, 1) for k, v in rep.task_seconds.items()} }; load {load0} -> {load1}", flush=True)
 
         pairs, times = ridgecv_time(S, T, list(range(Ls + 1)), list(range(Lt + 1)), args.ridgecv_pairs,
@@ -231,8 +283,9 @@ def main():
             limit = parse_bytes(args.memory_limit)
             per_token = 4 * (sum_ds + sum_dt)
             n_mem = args.memory_tokens or int(4 * limit / per_token) + 1
-            for p in (S, T):
-                shutil.rmtree(p)
+            if not args.stores:
+                for p in (S, T):
+                    shutil.rmtree(p)
             S = make_store(os.path.join(tmp, "ms.zarr"), n_mem, Ls, ds, args.doc_len, 3)
             T = make_store(os.path.join(tmp, "mt.zarr"), n_mem, Lt, dt, args.doc_len, 4)
             store_bytes = n_mem * per_token
@@ -251,6 +304,7 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     result["load_average_at_end"] = os.getloadavg()
+    result["uptime_at_end"] = uptime()
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=2)
