@@ -51,12 +51,37 @@ def _read(path: str, so, boundaries, start: int, stop: int) -> dict:
     return {b: s.resid(b, start, stop) for b in boundaries}
 
 
+def _read_rows(path: str, so, boundaries, index: np.ndarray) -> dict:
+    """Rows `index` (int, -1: a row of zeros) of every boundary, read run by run of
+    consecutive tokens (a shuffled pairing's partners are whole stretches of sequences)."""
+    s = _open(path, so)
+    index = np.asarray(index, dtype=np.int64)
+    ok = np.flatnonzero(index >= 0)
+    runs = np.split(ok, np.flatnonzero(np.diff(index[ok]) != 1) + 1) if len(ok) else []
+    out = {}
+    for b in boundaries:
+        rows = np.zeros((len(index), s.d_model), dtype=np.float32)
+        for r in runs:
+            rows[r] = s.resid(b, int(index[r[0]]), int(index[r[-1]]) + 1)
+        out[b] = rows
+    return out
+
+
+def _read_target(job: "Job", J, start: int, stop: int, partner: np.ndarray | None) -> dict:
+    """The target rows paired with tokens [start, stop): the same tokens, or with
+    `--control shuffle` the partners (`partner`, that range's slice of `Split.partner`)."""
+    if partner is None:
+        return _read(job.target, job.storage_options, J, start, stop)
+    return _read_rows(job.target, job.storage_options, J, partner)
+
+
 def stats_task(job: Job, I, J, start: int, stop: int, part: np.ndarray, shifts, keep_heldout: bool,
-               hdoc: np.ndarray | None = None, stat_part: np.ndarray | None = None):
+               hdoc: np.ndarray | None = None, stat_part: np.ndarray | None = None, partner: np.ndarray | None = None):
     """Statistics of tokens [start, stop) (`part`: their parts), read `job.chunk` tokens at a
     time and accumulated in place; returns (numpy `ridge.Statistics`, held-out rows
     ({i: float32}, {j: float32}, their held-out document indices from `hdoc`) or None).
-    `stat_part`: the statistics part of each token (`Split.statistics_part`; None: `part`)."""
+    `stat_part`: the statistics part of each token (`Split.statistics_part`; None: `part`);
+    `partner`: the target token paired with each (`--control shuffle`; None: itself)."""
     x_shift, y_shift = shifts
     be = ridge.Backend(job.device)
     d_s, d_t = _open(job.source, job.storage_options).d_model, _open(job.target, job.storage_options).d_model
@@ -71,7 +96,8 @@ def stats_task(job: Job, I, J, start: int, stop: int, part: np.ndarray, shifts, 
             test = np.flatnonzero(p == TEST) if keep_heldout else ()
             if not train.any() and not len(test):
                 continue
-            xs, ys = _read(job.source, job.storage_options, I, a, b), _read(job.target, job.storage_options, J, a, b)
+            xs = _read(job.source, job.storage_options, I, a, b)
+            ys = _read_target(job, J, a, b, None if partner is None else partner[a - start:b - start])
             fault_point("fit_statistics_chunk")  # crash tests: killed mid-way through the statistics
             if train.any():
                 sp = p if stat_part is None else stat_part[a - start:b - start]
@@ -111,12 +137,17 @@ def heldout_of(xs, ys, solved, backend, docs=None) -> dict:
     return out
 
 
-def heldout_task(job: Job, I, J, start: int, stop: int, rows: np.ndarray, solved, docs: np.ndarray | None = None):
+def heldout_task(job: Job, I, J, start: int, stop: int, rows: np.ndarray, solved, docs: np.ndarray | None = None,
+                 partner: np.ndarray | None = None):
     """Held-out error sums (pooled, and per held-out document `docs` of each row) of the
-    rows `rows` of tokens [start, stop), read from the stores."""
+    rows `rows` of tokens [start, stop), read from the stores (the target's rows `partner`
+    with --control shuffle)."""
     with blas_limit(job.threads):
         xs = {i: v[rows] for i, v in _read(job.source, job.storage_options, I, start, stop).items()}
-        ys = {j: v[rows] for j, v in _read(job.target, job.storage_options, J, start, stop).items()}
+        if partner is None:
+            ys = {j: v[rows] for j, v in _read(job.target, job.storage_options, J, start, stop).items()}
+        else:
+            ys = _read_rows(job.target, job.storage_options, J, partner)
         return heldout_of(xs, ys, solved, ridge.Backend(job.device), docs)
 
 
@@ -157,7 +188,8 @@ def tree(dsk: dict, name: str, keys: list, add) -> tuple:
 
 def block_graph(b: int, I, J, job: Job, ranges, part, shifts, alphas, save_maps: bool, keep_stats: bool,
                 solve_threads: int | None = None, keep_heldout: bool = False, factors: dict | None = None,
-                hdoc: np.ndarray | None = None, extend: bool = False, stat_part: np.ndarray | None = None):
+                hdoc: np.ndarray | None = None, extend: bool = False, stat_part: np.ndarray | None = None,
+                partner: np.ndarray | None = None):
     """The Dask graph (a dict) of block `b` (source boundaries I × target boundaries J):
     returns (graph, result key). `ranges`: the tasks' token ranges; `shifts`: per boundary
     the shift of the statistics; `factors`: source factors of earlier blocks. The solve is
@@ -175,7 +207,8 @@ def block_graph(b: int, I, J, job: Job, ranges, part, shifts, alphas, save_maps:
             key = ("stats-task", b, c)
             dsk[key] = (stats_task, job, I, J, start, stop, p.copy(), sk, keep_heldout,
                         None if hdoc is None else hdoc[start:stop].copy(),
-                        None if stat_part is None else stat_part[start:stop].copy())
+                        None if stat_part is None else stat_part[start:stop].copy(),
+                        None if partner is None else partner[start:stop].copy())
             dsk[("stats", b, c)] = (operator.getitem, key, 0)
             stat_keys.append(("stats", b, c))
             if keep_heldout:
@@ -195,7 +228,8 @@ def block_graph(b: int, I, J, job: Job, ranges, part, shifts, alphas, save_maps:
                 dsk[key] = (heldout_kept_task, job, kept[c], fk)
             else:
                 dsk[key] = (heldout_task, job, I, J, start, stop, rows, fk,
-                            None if hdoc is None else hdoc[start:stop][rows])
+                            None if hdoc is None else hdoc[start:stop][rows],
+                            None if partner is None else partner[start:stop][rows])
             held_keys.append(key)
     if not held_keys:
         raise InputError("no held-out token is left after the split (and position 0 excluded): raise --test-fraction")

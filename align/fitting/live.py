@@ -246,6 +246,10 @@ def fit_live(job: LiveJob, output: str | None, options: FitOptions | None = None
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     t0 = time.time()
     options = (replace(options, **option_values) if options is not None else FitOptions(**option_values)).checked()
+    if options.control:
+        raise InputError(f"--control {options.control} pairs tokens across documents, which the fused route cannot (both "
+                         "models see the same batch): extract both stores and run `align fit SOURCE TARGET --control "
+                         f"{options.control}`")
     if options.convergence and options.scheduler not in (None, "synchronous", "sync"):
         raise InputError(f"--convergence with --live runs in this process only, not on the Dask cluster at "
                          f"--scheduler {options.scheduler}: drop one of them (or fit stores on the cluster)")

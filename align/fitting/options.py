@@ -30,7 +30,9 @@ class FitOptions:
     one given in `alphas`; bootstrap /
     bootstrap_seed: resamples of the held-out documents (0: none) and their seed;
     convergence: also fit ¼ and ½ of the training documents (`split.FRACTIONS`) and score
-    them (relative_error_by_fraction), at three times the statistics' memory.
+    them (relative_error_by_fraction), at three times the statistics' memory; control:
+    "shuffle" pairs each source token with the target's token at the same position of
+    another document (`split.shuffle_partners`): the matrix a meaningless pairing gives.
     """
 
     test_fraction: float = 0.2
@@ -55,6 +57,7 @@ class FitOptions:
     bootstrap: int = 1000
     bootstrap_seed: int = 0
     convergence: bool = False
+    control: str | None = None
 
     def checked(self) -> "FitOptions":
         """These options with α sorted and `memory_limit` in bytes, or the one-line
@@ -66,6 +69,9 @@ class FitOptions:
         check_device(self.device)
         if self.task_tokens is not None and self.task_tokens < 1:
             raise InputError(f"--task-tokens {self.task_tokens} must be at least 1")
+        if self.control not in (None, "shuffle"):
+            raise InputError(f"--control {self.control!r}: the controls are shuffle (other documents' tokens at the same "
+                             "positions); the untrained control is a --random-init store, the self-map `align fit S S`")
         if isinstance(self.bootstrap, bool) or not isinstance(self.bootstrap, int) or self.bootstrap < 0:
             raise InputError(f"--bootstrap {self.bootstrap}: give the number of document resamples, 0 or more (0: none)")
         if isinstance(self.bootstrap_seed, bool) or not isinstance(self.bootstrap_seed, int) or self.bootstrap_seed < 0:
@@ -87,7 +93,7 @@ class FitOptions:
         """The options the result records (what decides its numbers), plus `extra`
         (task_tokens, n_tokens per part, ...)."""
         keep = ("test_fraction", "val_fraction", "seed", "alphas", "include_first_token", "source_layers",
-                "target_layers", "device", "save_maps", "extend_alphas", "bootstrap", "bootstrap_seed", "convergence")
+                "target_layers", "device", "save_maps", "extend_alphas", "bootstrap", "bootstrap_seed", "convergence", "control")
         d = {k: v for k, v in asdict(self).items() if k in keep}
         d["alphas"] = list(self.alphas)
         return {**d, **extra}

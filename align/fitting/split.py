@@ -93,6 +93,42 @@ def statistics_parts(doc: np.ndarray, part: np.ndarray, fit_docs, val_docs, seed
     return out
 
 
+CONTROLS = ("shuffle",)
+
+
+def shuffle_partners(doc: np.ndarray, seq: np.ndarray, pos: np.ndarray, seed: int) -> np.ndarray:
+    """(n_tokens,) int64 for `--control shuffle`: the token whose target row is paired with
+    each token, at the same position of a sequence of another document; -1 where that
+    sequence is shorter (the token is left out).
+
+    Sequences are permuted by numpy's default_rng([seed, 3]) and each is paired with the next
+    in that order (the last with the first); a pair within one document is then swapped with
+    the first later pair that makes both cross documents. A corpus of one document has no
+    partner: InputError."""
+    doc, seq, pos = (np.asarray(a) for a in (doc, seq, pos))
+    ids, start, length = np.unique(seq, return_index=True, return_counts=True)
+    sdoc = doc[start]
+    if len(np.unique(sdoc)) < 2:
+        raise InputError("--control shuffle pairs tokens of different documents: the stores hold one document; "
+                         "extract a corpus of several")
+    order = np.random.default_rng([seed, 3]).permutation(len(ids))
+    partner = np.empty(len(ids), dtype=np.int64)
+    partner[order] = np.roll(order, -1)
+    for k, s in enumerate(order):
+        if sdoc[partner[s]] != sdoc[s]:
+            continue
+        for t in np.r_[order[k + 1:], order[:k]]:
+            if sdoc[partner[t]] != sdoc[s] and sdoc[partner[s]] != sdoc[t]:
+                partner[s], partner[t] = partner[t], partner[s]
+                break
+    where = np.searchsorted(ids, seq)  # each token's sequence
+    p = partner[where]
+    out = start[p] + pos
+    out[pos >= length[p]] = -1
+    out[sdoc[p] == doc] = -1  # a pairing no swap could mend (a document holding most sequences)
+    return out.astype(np.int64)
+
+
 @dataclass
 class Split:
     """The split of one token stream: document ids per part, each token's part, counts."""
@@ -104,6 +140,7 @@ class Split:
     counts: dict  # {"fit": tokens, "validation": tokens, "heldout": tokens}
     heldout_index: np.ndarray | None = None  # (n_tokens,) int32: a held-out token's index in test_docs, else -1
     stat_part: np.ndarray | None = None  # (n_tokens,) int8 with --convergence: each training token's statistics part
+    partner: np.ndarray | None = None  # (n_tokens,) int64 with --control shuffle: the target token paired with each
 
     @property
     def n_parts(self) -> int:
@@ -134,13 +171,18 @@ class Split:
         return self.counts["fit"] + self.counts["validation"]
 
 
-def make_split(doc: np.ndarray, pos: np.ndarray, options) -> Split:
+def make_split(doc: np.ndarray, pos: np.ndarray, options, seq: np.ndarray | None = None) -> Split:
     """The `Split` of tokens with document ids `doc` and positions `pos` (n_tokens,) under
-    `options` (FitOptions: fractions, seed, α grid, include_first_token). A part left
+    `options` (FitOptions: fractions, seed, α grid, include_first_token, convergence,
+    control; `seq` (n_tokens,), the sequence ids, for --control shuffle). A part left
     without any token is a one-line InputError."""
     need_val = options.need_validation
     fit_docs, val_docs, test_docs = split_documents(doc, options.test_fraction, options.val_fraction, options.seed, need_val)
     part = token_parts(doc, pos, fit_docs, val_docs, test_docs, options.include_first_token)
+    partner = None
+    if getattr(options, "control", None) == "shuffle":
+        partner = shuffle_partners(doc, seq, pos, options.seed)
+        part[partner < 0] = -1  # no token of another document at this position: left out
     counts = {name: int((part == code).sum()) for code, name in PART_NAMES.items()}
     for name, n in counts.items():
         if n == 0 and (name != "validation" or need_val):
@@ -148,7 +190,7 @@ def make_split(doc: np.ndarray, pos: np.ndarray, options) -> Split:
                              "or change the fractions")
     stat = (statistics_parts(doc, part, fit_docs, val_docs, options.seed)
             if getattr(options, "convergence", False) else None)
-    return Split(fit_docs, val_docs, test_docs, part, counts, heldout_index(doc, part, test_docs), stat)
+    return Split(fit_docs, val_docs, test_docs, part, counts, heldout_index(doc, part, test_docs), stat, partner)
 
 
 def heldout_index(doc: np.ndarray, part: np.ndarray, test_docs: np.ndarray) -> np.ndarray:

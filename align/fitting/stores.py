@@ -215,7 +215,7 @@ def fit(source: str, target: str, output: str | None, options: FitOptions | None
     S, T = open_pair(source, target, opts.storage_options)
     src_layers = select_layers(opts.source_layers, S, "--source-layers")
     tgt_layers = select_layers(opts.target_layers, T, "--target-layers")
-    split = make_split(S.tokens("doc"), S.tokens("pos"), opts)
+    split = make_split(S.tokens("doc"), S.tokens("pos"), opts, S.tokens("seq"))
     sides = Side.of_store(S), Side.of_store(T)
     if output is not None:
         check_result_room(output, src_layers, tgt_layers, *sides, split, opts.save_maps)
@@ -248,7 +248,7 @@ def fit(source: str, target: str, output: str | None, options: FitOptions | None
             dsk, key = block_graph(b, I, J, job, ranges, split.part, shifts, opts.alphas, opts.save_maps,
                                    opts.keep_statistics, solve_threads, keep_heldout, factors,
                                    hdoc=split.heldout_index if opts.bootstrap else None, extend=opts.extend_alphas,
-                                   stat_part=split.stat_part)
+                                   stat_part=split.stat_part, partner=split.partner)
             out = ex.run(dsk, key)
             fault_point("fit_after_block")
             factors = out["factors"]
