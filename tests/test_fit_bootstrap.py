@@ -225,3 +225,13 @@ def test_plot_draws_p_best_intervals_and_a_control_beside(boot, cli, tmp_path):
     code, stdout, err = cli("plot", out, "--beside", out, "-o", str(tmp_path / "two.png"))
     assert code == 0, err
     assert (tmp_path / "two.png").exists() and "1800x750" in stdout
+
+
+def test_the_log_says_how_many_pairs_chose_an_end_of_a_given_grid(synthetic, tmp_path):
+    S, T = _stores_needing(synthetic, "small")
+    lines = []
+    _fit(S, T, str(tmp_path / "a.zarr"), source_layers="1", target_layers="1", alphas=(1e-3, 1e-2, 1e-1),
+         log=lines.append)
+    note = [m for m in lines if "chose the smallest" in m]
+    assert note == ["align fit: of 1 pairs, 1 chose the smallest α_rel 0.001: widen --alphas, or use --alphas auto; "
+                    "val_sse holds each pair's validation curve"]

@@ -48,7 +48,7 @@ from align.fitting.options import FitOptions, LiveJob
 from align.fitting.pairing import check_tokenizers
 from align.fitting.passes import forward, load_models, run_blocks, training_shift
 from align.fitting.progress import Progress
-from align.fitting.result import Side, alignment_dataset, check_result_room, pair_results, write_alignment
+from align.fitting.result import Side, alignment_dataset, check_result_room, grid_note, pair_results, write_alignment
 from align.fitting.shards import ShardTask, shard_heldout_task, shard_statistics_task, shards_of, shift_task
 from align.fitting.solve import check_alphas, solve
 from align.fitting.split import TEST, Split, make_split
@@ -291,6 +291,9 @@ def finish(p: Prepared, sides, results, statistics, plan: LivePlan, options: Fit
     recorded = options.recorded(batch_size=p.job.batch_size, n_tokens=p.split.counts, device=where)
     ds = alignment_dataset(results, p.source_layers, p.target_layers, *sides, p.split, recorded, route="live",
                            save_maps=options.save_maps, resampling=options.resampling)
+    note = grid_note(ds, options.extend_alphas)
+    if note:
+        log(f"align fit --live: {note}")
     if output is not None:
         fault_point("fit_live_before_write")
         write_alignment(output, ds, inputs, options.overwrite)

@@ -229,6 +229,25 @@ def _with_bootstrap(data: dict, results: dict, arrays: dict, summary: dict, src_
     return fields
 
 
+def grid_note(ds, extended: bool) -> str | None:
+    """One line for the log when some pair chose an end of its α grid (None when none did):
+    how many, at which value, and what to do."""
+    s = ds.attrs.get("summary") or {}
+    low, high = s.get("pairs_at_smallest_alpha", 0), s.get("pairs_at_largest_alpha", 0)
+    if not (low or high):
+        return None
+    grid = s.get("alpha_grid") or []
+    ends = []
+    if low:
+        ends.append(f"{low} chose the smallest α_rel {grid[0]:g}")
+    if high:
+        ends.append(f"{high} the largest {grid[-1]:g}")
+    n = ds.sizes["source_layer"] * ds.sizes["target_layer"]
+    why = ("the grid reached its limit there (--alphas auto stops at 1e-12 and 1e6)" if extended
+           else "widen --alphas, or use --alphas auto")
+    return f"of {n} pairs, {' and '.join(ends)}: {why}; val_sse holds each pair's validation curve"
+
+
 def refuse_non_finite(arrays: dict, src_layers, tgt_layers) -> None:
     """No result holds, and no summary is computed over, a non-finite score: raise
     NonFiniteError naming the pairs (source boundary, target boundary) and the scores.

@@ -32,7 +32,7 @@ from align.fitting.cluster import (
 from align.fitting.graph import Job, block_graph
 from align.fitting.options import FitOptions
 from align.fitting.pairing import check_tokenizers
-from align.fitting.result import Side, alignment_dataset, check_result_room, pair_results, write_alignment
+from align.fitting.result import Side, alignment_dataset, check_result_room, grid_note, pair_results, write_alignment
 from align.fitting.solve import check_alphas
 from align.fitting.split import make_split
 from align.layers import parse_layers
@@ -259,6 +259,9 @@ def fit(source: str, target: str, output: str | None, options: FitOptions | None
     ds = alignment_dataset(results, src_layers, tgt_layers, *sides, split,
                            opts.recorded(task_tokens=step, n_tokens=split.counts), "store", opts.save_maps,
                            opts.resampling)
+    note = grid_note(ds, opts.extend_alphas)
+    if note:
+        log(f"align fit: {note}")
     if output is not None:
         write_alignment(output, ds, {"source": source, "target": target}, opts.overwrite, opts.storage_options)
         log(f"align fit: wrote {output} ({len(src_layers)}x{len(tgt_layers)} pairs) in {time.time() - t0:.1f} s")
