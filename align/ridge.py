@@ -662,9 +662,9 @@ def heldout_sums(xs: dict, ys: dict, maps: dict, backend: Backend = CPU, eps: fl
             target[j] += [r1 - r0, float(ynorm[j].sum()), float((yc[j] * yc[j]).sum())]
             centred[j] = centred[j] + backend.get(backend.sum0(yc[j]))
             if part:
-                ones = np.ones(r1 - r0)
-                per_doc["target"][j] += part.sums(np.stack([ones, backend.get(ynorm[j]), backend.get(yc2)], axis=1))
-                per_doc["centred"][j] += part.sums(backend.get(yc[j]))
+                stack = backend.torch.stack if backend.torch is not None else np.stack
+                per_doc["target"][j] += part.sums(stack([ynorm[j] * 0 + 1, ynorm[j], yc2], 1), backend)
+                per_doc["centred"][j] += part.sums(yc[j], backend)
         cats: dict = {}  # per list of targets: their centred rows side by side, and their norms
         for i, (x_mean, W_all, js, offset) in plans.items():
             if js not in cats:
@@ -681,7 +681,8 @@ def heldout_sums(xs: dict, ys: dict, maps: dict, backend: Backend = CPU, eps: fl
             for b, j in enumerate(js):
                 pair[(i, j)] += [float(sums[0][b]), float(sums[1][b]), float(sums[2][b])]
             if part:
-                by_doc = part.sums(np.stack([backend.get(ratio), backend.get(en), backend.get(e2)], axis=2))  # (k, targets, 3)
+                stack = backend.torch.stack if backend.torch is not None else np.stack
+                by_doc = part.sums(stack([ratio, en, e2], 2), backend)  # (k, targets, 3)
                 for b, j in enumerate(js):
                     per_doc["pair"][(i, j)] += by_doc[:, b]
     out = {"pair": pair, "target": target, "centred": centred}
@@ -714,10 +715,18 @@ class _Segments:
 class _Range:
     def __init__(self, slot: np.ndarray, k: int):
         self.k = k
+        self.slot = slot
         self.starts = np.r_[0, np.flatnonzero(slot[1:] != slot[:-1]) + 1]
         self.where = slot[self.starts]
 
-    def sums(self, values: np.ndarray) -> np.ndarray:
+    def sums(self, values, backend: Backend = CPU) -> np.ndarray:
+        """(k, ...) numpy: per document, the sum of values (rows, ...), numpy or a tensor on
+        the backend's device (reduced there: only (k, ...) crosses to the host)."""
+        if backend.torch is not None and isinstance(values, backend.torch.Tensor):
+            t = backend.torch
+            out = t.zeros((self.k,) + tuple(values.shape[1:]), dtype=t.float64, device=values.device)
+            out.index_add_(0, t.from_numpy(self.slot).to(values.device), values.to(t.float64))
+            return backend.get(out)
         values = np.asarray(values, dtype=np.float64)
         out = np.zeros((self.k,) + values.shape[1:])
         np.add.at(out, self.where, np.add.reduceat(values, self.starts, axis=0))

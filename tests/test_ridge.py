@@ -125,6 +125,29 @@ def test_heldout_scores_equal_numpy_and_sklearn(use_torch, rows):
     np.testing.assert_allclose(got["r2"], r2_score(Yd, pred, multioutput="variance_weighted"), rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("use_torch", [False, True], ids=["numpy", "torch-cpu"])
+def test_per_document_heldout_sums_equal_a_loop_over_documents(use_torch):
+    X, Y = _data(seed=7)
+    rng = np.random.default_rng(8)
+    docs = np.sort(rng.integers(0, 9, len(X)))  # runs of documents, some split between chunks
+    maps = {(0, 1): {"W": rng.normal(size=(X.shape[1], Y.shape[1])), "x_mean": X.mean(0).astype(np.float64),
+                     "y_mean": Y.mean(0).astype(np.float64)}}
+    backend = ridge.Backend("cpu", use_torch=use_torch)
+    parts = [ridge.heldout_sums({0: X[a:a + 100]}, {1: Y[a:a + 100]}, maps, backend, rows_per_block=30,
+                                docs=docs[a:a + 100]) for a in range(0, len(X), 100)]
+    d = ridge.tree_sum(parts, add=ridge.add_heldout)["doc"]
+    m = maps[(0, 1)]
+    for k, doc in enumerate(d["ids"]):
+        r = docs == doc
+        Xd, Yd = X[r].astype(np.float64), Y[r].astype(np.float64)
+        e = np.linalg.norm((Xd - m["x_mean"]) @ m["W"] - (Yd - m["y_mean"]), axis=1)
+        y = np.linalg.norm(Yd, axis=1)
+        np.testing.assert_allclose(d["pair"][(0, 1)][k], [np.sum(e / y), e.sum(), (e * e).sum()], rtol=1e-10)
+        np.testing.assert_allclose(d["target"][1][k], [r.sum(), y.sum(), ((Yd - m["y_mean"]) ** 2).sum()], rtol=1e-10)
+        np.testing.assert_allclose(d["centred"][1][k], (Yd - m["y_mean"]).sum(0), rtol=1e-9, atol=1e-9)
+    assert d["ids"].tolist() == sorted(set(docs.tolist()))
+
+
 def test_torch_backend_statistics_equal_numpy():
     X, Y = _data(seed=6)
     part = np.random.default_rng(1).integers(-1, 2, len(X)).astype(np.int8)
