@@ -232,7 +232,10 @@ def fit(source: str, target: str, output: str | None, options: FitOptions | None
         plan, step, keep_heldout = _plan(opts, ex, S, T, src_layers, tgt_layers, client_extra, split)
         blocks = plan["block_list"]
         ranges = [(a, min(S.n_tokens, a + step)) for a in range(0, S.n_tokens, step)]
-        shifts = (shifts_of(S, src_layers, split.part, step), shifts_of(T, tgt_layers, split.part, step))
+        # the shift of the sums: one store chunk's training mean is near enough (a task's range of
+        # every boundary was ~1 GB to read at 128k tokens, for a vector any value of which gives the same fit)
+        near = min(step, S.chunk_tokens)
+        shifts = (shifts_of(S, src_layers, split.part, near), shifts_of(T, tgt_layers, split.part, near))
         c = split.counts
         log(f"align fit: {len(src_layers)}x{len(tgt_layers)} pairs in {len(blocks)} block(s) of at most "
             f"{len(blocks[0][0])}x{len(blocks[0][1])} ({human_bytes(plan['block_bytes'])} "
