@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from align.analyses import bootstrap, depth, lens
+from align.fitting import uncertainty
 from align.compare_table import csv_table, text_table
 from align.errors import InputError, OutputRefused
 
@@ -319,9 +320,6 @@ def _alignment_pair_refusal(a, b) -> str | None:
 def _alignment_statistics(ds, idx: np.ndarray) -> dict:
     """Per resample (documents idx (B, K)): mean depth gap, slope, Spearman and soft-depth
     spread of the resampled relative_error matrix (`fitting.uncertainty`)."""
-    from align import ridge
-    from align.fitting import uncertainty
-
     K = idx.shape[1]
     w = bootstrap.multiplicity(idx, K)
     ratio = ds["doc_ratio_sum"].transpose("heldout_doc", "source_layer", "target_layer").values.astype(np.float64)
@@ -333,10 +331,7 @@ def _alignment_statistics(ds, idx: np.ndarray) -> dict:
     sdepth = src[rows] / Ls
     sub = err[:, rows][:, :, cols]
     jstar = tgt[cols][np.argmin(sub, axis=2)]
-    out = uncertainty.path_statistics(jstar, sdepth, Lt)
-    out["spearman"] = np.array([ridge.spearman(sdepth, p) if len(set(p.tolist())) > 1 else np.nan for p in jstar])
-    out["soft_depth_spread"] = uncertainty._soft_spread(sub, tgt[cols] / Lt)
-    return out
+    return uncertainty.resampled_statistics(jstar, sub, sdepth, tgt[cols] / Lt, Lt)
 
 
 def _alignment_difference(a, b, resampling: bootstrap.Resampling) -> Series:

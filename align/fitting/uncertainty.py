@@ -133,10 +133,8 @@ def summarise(err_b: np.ndarray, point: dict, src_layers, tgt_layers, n_source: 
     jstar_b = tgt_ids[choice[:, src]]  # (B', nS)
     point_path = np.asarray(point["argmin_path"])
     fields["argmin_path_probability"] = float(np.mean(np.all(jstar_b == point_path[None, :], axis=1))) if len(jstar_b) else None
-    per = path_statistics(jstar_b, sdepth, n_target)
+    per = resampled_statistics(jstar_b, eb[:, src], sdepth, tdepth, n_target)
     fields["slope"] = float(path_statistics(point_path[None, :], sdepth, n_target)["slope"][0])
-    per["spearman"] = np.array([ridge.spearman(sdepth, row) if len(set(row.tolist())) > 1 else np.nan for row in jstar_b])
-    per["soft_depth_spread"] = _soft_spread(eb[:, src], tdepth)
     for key in STATS:
         lo, hi = interval(per[key]) if len(per[key]) else (np.nan, np.nan)
         fields[f"{key}_low"], fields[f"{key}_high"] = float(lo), float(hi)
@@ -145,6 +143,17 @@ def summarise(err_b: np.ndarray, point: dict, src_layers, tgt_layers, n_source: 
     fields["soft_depth_pbest_spread"] = float(soft.max() - soft.min())
     fields["nulls"] = _nulls(err, src, tgt, tgt_ids, sdepth, n_target, per, resampling, len(src))
     return p_best, fields
+
+
+def resampled_statistics(jstar: np.ndarray, rows: np.ndarray, sdepth: np.ndarray, tdepth: np.ndarray,
+                         n_target: int) -> dict:
+    """STATS of every resample: jstar (B, nS) the argmin paths, rows (B, nS, T') the resampled
+    relative_error over source and target boundaries ≥ 1, sdepth (nS,) and tdepth (T') their
+    depths. Spearman is NaN for a constant path."""
+    out = path_statistics(jstar, sdepth, n_target)
+    out["spearman"] = np.array([ridge.spearman(sdepth, p) if len(set(p.tolist())) > 1 else np.nan for p in jstar])
+    out["soft_depth_spread"] = _soft_spread(rows, tdepth)
+    return out
 
 
 def _soft_spread(eb: np.ndarray, tdepth: np.ndarray) -> np.ndarray:
