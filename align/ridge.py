@@ -74,6 +74,12 @@ class Backend:
             return np.zeros(shape)
         return self.torch.zeros(shape, dtype=self.torch.float64, device=self.dev)
 
+    def empty(self, shape):
+        """float64 of `shape`, uninitialised."""
+        if self.torch is None:
+            return np.empty(shape)
+        return self.torch.empty(shape, dtype=self.torch.float64, device=self.dev)
+
     def mask(self, m: np.ndarray):
         if self.torch is None:
             return m
@@ -82,11 +88,25 @@ class Backend:
     def sum0(self, a):
         return a.sum(0)
 
+    @property
+    def on_cpu(self) -> bool:
+        """The arrays live in host memory (numpy, or torch on "cpu")."""
+        return self.torch is None or self.dev.type == "cpu"
+
+    def _squares(self, spec: str, a):
+        """einsum(spec, a, a) through numpy on the host (no temporary of a's size: on the CPU
+        twice as fast as torch's product-then-sum), None on a GPU."""
+        if not self.on_cpu:
+            return None
+        if self.torch is None:
+            return np.einsum(spec, a, a)
+        v = a.numpy()
+        return self.torch.from_numpy(np.einsum(spec, v, v))
+
     def sumsq0(self, a):
         """Σ_n a[n, k]² per column of (n, d) -> (d,)."""
-        if self.torch is None:
-            return np.einsum("nd,nd->d", a, a)
-        return (a * a).sum(0)
+        out = self._squares("nd,nd->d", a)
+        return out if out is not None else (a * a).sum(0)
 
     def rownorm(self, a):
         """‖row‖₂ of (n, d) -> (n,)."""
@@ -97,9 +117,8 @@ class Backend:
     def blocknorm2(self, a, n_blocks: int):
         """‖row block‖² of (n, n_blocks·d), each row cut into n_blocks blocks of d -> (n, n_blocks)."""
         v = a.reshape(a.shape[0], n_blocks, -1)
-        if self.torch is None:
-            return np.einsum("rjd,rjd->rj", v, v)
-        return (v * v).sum(2)
+        out = self._squares("rjd,rjd->rj", v)
+        return out if out is not None else (v * v).sum(2)
 
     def maximum(self, a, floor: float):
         if self.torch is None:
@@ -275,29 +294,31 @@ def chunk_statistics(xs: dict, ys: dict, part: np.ndarray, x_shift: dict, y_shif
 
 def _gather(arrays: dict, keys: tuple, order: np.ndarray, shifts: dict, backend: Backend, work: dict, name: str):
     """Rows `order` of every boundary, side by side and shifted: float64 (len(order), Σd) on
-    the backend. On numpy the rows land straight in a reused buffer (`work[name]`); on torch
-    the arrays may be numpy or tensors already on the device (any float dtype)."""
+    the backend, landing straight in a reused buffer (`work[name]`: no fresh allocation, no
+    page faults, chunk after chunk). On torch the arrays may be numpy or tensors already on
+    the device (any float dtype)."""
     d = next(iter(arrays.values())).shape[1]
     m, width = len(order), d * len(keys)
     whole = m == len(next(iter(arrays.values()))) and bool(np.all(order[1:] > order[:-1]))
+    buf = work.get(name)
+    if buf is None or buf.shape[0] < m or buf.shape[1] != width:
+        buf = work[name] = backend.empty((max(m, buf.shape[0] if buf is not None else 0), width))
+    out = buf[:m]
     if backend.torch is None:
-        buf = work.get(name)
-        if buf is None or buf.shape[0] < m or buf.shape[1] != width:
-            buf = work[name] = np.empty((max(m, buf.shape[0] if buf is not None else 0), width))
-        out = buf[:m]
         for a, k in enumerate(keys):
             rows = arrays[k] if whole else arrays[k][order]
             np.subtract(rows, shifts[k], out=out[:, a * d:(a + 1) * d])  # float32 − float64 → float64
         return out
     t = backend.torch
     idx = None if whole else t.from_numpy(order).to(backend.dev)
-    cols = []
-    for k in keys:
-        a = arrays[k]
-        a = (t.from_numpy(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a).to(backend.dev)
-        cols.append(a if idx is None else a.index_select(0, idx))
-    shift = np.concatenate([np.asarray(shifts[k], dtype=np.float64) for k in keys])
-    return t.cat(cols, dim=1).to(t.float64) - backend.put(shift)
+    for a, k in enumerate(keys):
+        rows = arrays[k]
+        rows = (t.from_numpy(np.ascontiguousarray(rows)) if isinstance(rows, np.ndarray) else rows).to(backend.dev)
+        if idx is not None:
+            rows = rows.index_select(0, idx)
+        # any float dtype − float64 → float64, written in place into the buffer's columns
+        t.sub(rows, backend.put(np.asarray(shifts[k], dtype=np.float64)), out=out[:, a * d:(a + 1) * d])
+    return out
 
 
 def add_statistics(a: Statistics, b: Statistics) -> Statistics:
@@ -622,9 +643,10 @@ def heldout_sums(xs: dict, ys: dict, maps: dict, backend: Backend = CPU, eps: fl
     {j: (k, 3)}, "centred": {j: (k, d_T)}}, so that a bootstrap over documents needs no row.
 
     The predictions of one source boundary for all its targets are one product
-    x (W_1 | W_2 | …); on numpy it is taken `rows_per_block` rows at a time (default:
-    HELDOUT_BLOCK_VALUES predictions), so that the errors are formed and reduced while they
-    are still in cache; a torch backend takes the chunk whole (one launch per product)."""
+    x (W_1 | W_2 | …); on the host (numpy, or torch on "cpu") it is taken `rows_per_block`
+    rows at a time (default: HELDOUT_BLOCK_VALUES predictions), so that the errors are formed
+    and reduced while they are still in cache; on a GPU the chunk is taken whole (one launch
+    per product)."""
     put = backend.put
     centre: dict = {}
     by_source: dict = {}
@@ -642,7 +664,7 @@ def heldout_sums(xs: dict, ys: dict, maps: dict, backend: Backend = CPU, eps: fl
     centres = {j: put(c) for j, c in centre.items()}
     n = len(ys[next(iter(ys))]) if ys else 0
     width = max((p[1].shape[1] for p in plans.values()), default=1)
-    step = max(n, 1) if backend.torch is not None else (rows_per_block or max(64, HELDOUT_BLOCK_VALUES // width))
+    step = (rows_per_block or max(64, HELDOUT_BLOCK_VALUES // width)) if backend.on_cpu else max(n, 1)
     pair = {k: np.zeros(3) for k in maps}
     target = {j: np.zeros(3) for j in ys}
     centred = {j: np.zeros(len(centre[j]) if j in centre else ys[j].shape[1]) for j in ys}

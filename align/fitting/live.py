@@ -379,7 +379,7 @@ def estimate(p: Prepared, plan: LivePlan, log) -> dict:
     part = np.where(b.part == TEST, -1, b.part)
     shift_x, shift_y = training_shift(xs, p.source_layers, b), training_shift(ys, block, b)
     t = time.perf_counter()
-    ridge.chunk_statistics(net.arrays(xs), net.arrays({j: ys[j] for j in block}), part, shift_x, shift_y, backend,
+    ridge.chunk_statistics(xs, {j: ys[j] for j in block}, part, shift_x, shift_y, backend,
                            into=stats)
     if net.device.type == "cuda":
         torch.cuda.synchronize(net.device)

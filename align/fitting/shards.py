@@ -54,7 +54,7 @@ def shard_statistics_task(task: ShardTask, table: TokenTable, shifts: dict) -> r
         fault_point("fit_live_batch")
         xs, ys = forwards(net, table, b, list(task.source_layers), task.block, None)
         part = np.where(b.part == TEST, -1, b.part)
-        ridge.chunk_statistics(net.arrays(xs), net.arrays(ys), part, shifts["x"], shifts["y"], net.backend, into=stats)
+        ridge.chunk_statistics(xs, ys, part, shifts["x"], shifts["y"], net.backend, into=stats)
     return stats.numpy(net.backend)
 
 
@@ -66,8 +66,8 @@ def shard_heldout_task(task: ShardTask, table: TokenTable, fitted: dict, hdoc=No
     for b in task.batches:
         xs, ys = forwards(net, table, b, list(task.source_layers), task.block, None)
         held = b.flat[b.n_train:]
-        s = ridge.heldout_sums(net.arrays(rows(xs, task.source_layers, held, net.device)),
-                               net.arrays(rows(ys, task.block, held, net.device)), fitted, net.backend,
+        s = ridge.heldout_sums(rows(xs, task.source_layers, held, net.device),
+                               rows(ys, task.block, held, net.device), fitted, net.backend,
                                docs=None if hdoc is None else hdoc[b.tokens[b.n_train:]])
         sums = s if sums is None else ridge.add_heldout(sums, s)
     return sums
