@@ -313,3 +313,32 @@ def test_statistics_bitwise_equal_under_every_scheduler(synthetic, dask_cluster,
     code, _, err = cli("fit", S, T, "-o", out, "--scheduler", dask_cluster, "--alphas", "1e-3,1e-1", "--task-tokens", "256")
     assert code == 0, err
     np.testing.assert_allclose(xr.open_zarr(out).relative_error.values, sync.dataset.relative_error.values, rtol=1e-10)
+
+
+@pytest.mark.slow
+def test_a_large_fit_runs_its_products_through_torch_with_the_same_statistics_under_every_scheduler(
+        synthetic, monkeypatch):
+    """A fit above SMALL_FIT_FLOPS takes torch's products on the CPU (set to 0 here, so that
+    this small one does): the same bits in threads of this process (the default), in this
+    process alone and on a local cluster of 2; against the numpy route the same fit within
+    1e-10 (the float64 sums differ in order only), and against scikit-learn as every fit."""
+    from align.fitting import stores
+
+    tok = token_table(16, 300)
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(3, len(tok["doc"]), 24)) * 3 + 1
+    Y = np.stack([X[2] @ rng.normal(size=(24, 16)) + rng.normal(size=(len(tok["doc"]), 16)) for _ in range(2)])
+    S, T = synthetic(X, tok, n_layers=2), synthetic(Y, tok, n_layers=1)
+    kw = dict(alphas=[1e-3, 1e-1], task_tokens=256, keep_statistics=True)
+    numpy_route = _fit(S, T, None, **kw)
+    monkeypatch.setattr(stores, "SMALL_FIT_FLOPS", 0.0)
+    runs = {"threads": _fit(S, T, None, scheduler=None, **kw), "sync": _fit(S, T, None, **kw),
+            "local": _fit(S, T, None, scheduler=None, n_workers=2, memory_limit="3GB", **kw)}
+    assert runs["threads"].plan["mode"] == "threads" and runs["local"].plan["mode"] == "local"
+    for name, run in runs.items():
+        _assert_bitwise(runs["sync"].statistics, run.statistics)
+        for key in ("relative_error", "norm_error", "r2", "alpha"):
+            np.testing.assert_allclose(run.dataset[key].values, numpy_route.dataset[key].values, rtol=1e-10,
+                                       atol=1e-12, err_msg=f"{name} {key}")
+    assert numpy_route.plan["products"] == "numpy"
+    assert {run.plan["products"] for run in runs.values()} == {"torch"}

@@ -16,6 +16,7 @@ import logging
 import math
 import os
 import sys
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,14 +35,35 @@ PLAN_FRACTION = 0.9
 
 @contextlib.contextmanager
 def blas_limit(threads: int | None):
-    """A fixed BLAS thread count inside a task: float sums must not depend on where they ran."""
+    """A fixed BLAS thread count inside a task: float sums must not depend on where they ran.
+    Torch's own thread count too once torch is imported (its MKL is not one threadpoolctl
+    sees)."""
     if threads is None:
         yield
         return
     from threadpoolctl import threadpool_limits
 
-    with threadpool_limits(limits=threads, user_api="blas"):
-        yield
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch is not None else None
+    if torch is not None and before != threads:
+        torch.set_num_threads(threads)
+    try:
+        with threadpool_limits(limits=threads, user_api="blas"):
+            yield
+    finally:
+        if torch is not None and before != threads:
+            torch.set_num_threads(before)
+
+
+_CANCELLED = threading.Event()
+
+
+def stop_if_cancelled() -> None:
+    """Called by a task between store chunks: once a fit running in threads of this process
+    has ended by an error or Ctrl-C, its other tasks stop at their next chunk (a thread
+    cannot be killed, and the interpreter would wait for them before exiting)."""
+    if _CANCELLED.is_set():
+        raise InputError("the fit was cancelled")
 
 
 def cpu_cores() -> int:
@@ -279,8 +301,13 @@ def executor(scheduler, n_workers, memory_limit, log):
             seen.add("this process")
             # each task limits BLAS to its fixed thread count and restores what it found on
             # exit: with one count for the whole run, tasks running side by side agree
-            with blas_limit(1):
-                return dask.threaded.get(dsk, key, num_workers=n)
+            _CANCELLED.clear()
+            try:
+                with blas_limit(1):
+                    return dask.threaded.get(dsk, key, num_workers=n)
+            except BaseException:
+                _CANCELLED.set()  # the tasks still running in the pool stop at their next chunk
+                raise
 
         yield Executor(run_threads, seen, {}, n, "threads", limit or default_memory_limit(), _warm_rss())
         return

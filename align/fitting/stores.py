@@ -3,8 +3,8 @@ splits the documents, plans memory, runs one Dask graph per block of the pair gr
 (`graph.block_graph`) where `cluster.executor` says, and writes the result (`result`).
 
 The run is: check -o, open and cross-check both stores (tokens, windows) → split documents
-(seeded) → check room for the result and the α grid → choose where to run (a small fit runs
-in threads of this process; otherwise a local cluster, or the cluster at --scheduler) → choose
+(seeded) → check room for the result and the α grid → choose where to run (threads of this
+process, one per core; a local cluster with --workers, or the cluster at --scheduler) → choose
 a block shape of the pair grid that fits the memory budget → per block, statistics, solve,
 held-out sums → the Dataset.
 """
@@ -37,9 +37,10 @@ from align.fitting.solve import check_alphas
 from align.fitting.split import make_split
 from align.layers import parse_layers
 
-# A fit whose statistics take at most this many flops (2·N·ΣD_S·ΣD_T) runs in threads of this
-# process when neither --scheduler nor --workers is given: starting worker processes would
-# cost more than it saves (bench/fit.py).
+# A fit whose statistics take more than this many flops (2·N·ΣD_S·ΣD_T) on the CPU runs its
+# products through torch (MKL: ~10% faster than numpy's OpenBLAS, and the GIL released, so
+# the threads of this process run side by side); a smaller one stays on numpy, for which
+# importing torch (~1.5 s) would cost more than it saves (bench/fit.py).
 SMALL_FIT_FLOPS = 2e12
 
 
@@ -187,11 +188,11 @@ def fit(source: str, target: str, output: str | None, options: FitOptions | None
 
     `options` (FitOptions), or its fields as keywords (alphas=..., scheduler=..., ...).
     Writes the alignment result to `output` (skip writing with output=None) and returns a
-    FitReport whose `dataset` is the result. scheduler None runs a small fit (at most
-    SMALL_FIT_FLOPS) in threads of this process and a larger one on a LocalCluster of
-    `n_workers` processes (default, and at most: one per CPU core, `local_workers`); with
-    `n_workers` given it always starts the cluster. "synchronous" runs in this process, any
-    other value is a Dask scheduler address. `memory_limit` (bytes or "8GB") is the budget
+    FitReport whose `dataset` is the result. scheduler None runs the fit in threads of this
+    process, one per CPU core (a fit above SMALL_FIT_FLOPS through torch, whose products
+    release the GIL); with `n_workers` it starts a LocalCluster of that many processes (at
+    most one per CPU core, `local_workers`). "synchronous" runs in this process, any other
+    value is a Dask scheduler address. `memory_limit` (bytes or "8GB") is the budget
     of the whole fit (per worker with an address): the idle footprint of this process and
     the workers is estimated before any worker starts, measured once they are up and
     subtracted, the rest is planned (`budget.plan_blocks`). `worker_budget` (bytes) replaces
@@ -242,7 +243,11 @@ def fit(source: str, target: str, output: str | None, options: FitOptions | None
             f"per worker of {human_bytes(plan['worker_budget'])} planned), {len(ranges)} tasks of {step:,} tokens, "
             f"{c['fit']:,} fit / {c['validation']:,} validation / {c['heldout']:,} held-out tokens")
         so = json.dumps(opts.storage_options, sort_keys=True) if opts.storage_options else None
-        job = Job(S.path, T.path, so, opts.device, opts.blas_threads, min(step, S.chunk_tokens))
+        use_torch = opts.device == "cpu" and fit_flops(S, T, src_layers, tgt_layers) > SMALL_FIT_FLOPS
+        if use_torch:
+            import torch  # noqa: F401  (now, so that the BLAS limit of the threads below covers its threads too)
+        job = Job(S.path, T.path, so, opts.device, opts.blas_threads, min(step, S.chunk_tokens), use_torch)
+        plan["products"] = "torch" if use_torch or opts.device != "cpu" else "numpy"
         solve_threads = opts.blas_threads and opts.blas_threads * (ex.n_workers if ex.mode != "remote" else 1)
         factors, factors_of = {}, None
         for b, (I, J) in enumerate(blocks):
@@ -271,15 +276,21 @@ def fit(source: str, target: str, output: str | None, options: FitOptions | None
     return FitReport(output, ds, time.time() - t0, blocks, statistics, ex.seen, ex.task_seconds, plan)
 
 
+def fit_flops(S, T, src_layers, tgt_layers) -> float:
+    """2·N·ΣD_S·ΣD_T: the flops of the statistics' cross products."""
+    return 2.0 * S.n_tokens * len(src_layers) * S.d_model * len(tgt_layers) * T.d_model
+
+
 def _where(opts: FitOptions, S, T, src_layers, tgt_layers, client_extra: int, log):
-    """(scheduler, local workers, memory limit) of the executor: a small fit without
-    --scheduler or --workers runs in threads of this process; a local cluster is sized
-    against the budget before any worker starts (`local_workers`)."""
+    """(scheduler, local workers, memory limit) of the executor: without --scheduler or
+    --workers, threads of this process (no worker to start, no statistics to ship between
+    processes: at 128k tokens 30 s against 41 s on a local cluster of 2, bench/fit.py); with
+    --workers a local cluster, sized against the budget before any worker starts
+    (`local_workers`)."""
     if opts.scheduler is not None:
         return opts.scheduler, opts.n_workers, opts.memory_limit
     limit = opts.memory_limit if opts.memory_limit is not None else default_memory_limit()
-    flops = 2.0 * S.n_tokens * len(src_layers) * S.d_model * len(tgt_layers) * T.d_model
-    if opts.n_workers is None and flops <= SMALL_FIT_FLOPS:
+    if opts.n_workers is None:
         return THREADS, None, limit
     step = opts.task_tokens or budget.default_task_tokens(S.chunk_tokens, S.n_tokens, opts.n_workers or cpu_cores(),
                                                           opts.device)
