@@ -446,7 +446,7 @@ def source_factor(stats: Statistics, i, alphas_rel, backend: Backend = CPU) -> F
 
 
 def solve_block(stats: Statistics, alphas_rel, x_shift: dict, y_shift: dict, backend: Backend = CPU,
-                factors: dict | None = None, extend: bool = False) -> dict:
+                factors: dict | None = None, extend: bool = False, threads: int = 1) -> dict:
     """Choose α and fit W, c for every (i, j) of a block's reduced statistics (numpy).
 
     Per source boundary i, one `Factor` (`source_factor`: the fit part's and the training
@@ -462,15 +462,31 @@ def solve_block(stats: Statistics, alphas_rel, x_shift: dict, y_shift: dict, bac
     added α cost no eigendecomposition); a chosen α at a limit stays there.
     Returns {(i, j): {"W" (d_S, d_T), "x_mean" (d_S,), "y_mean" (d_T,), "c" (d_T,),
     "alpha_rel", "alpha", "val_sse" (n_alpha,), "val_alphas" (n_alpha,): the grid val_sse
-    follows}} with means and c in raw (unshifted) units."""
+    follows}} with means and c in raw (unshifted) units.
+
+    `threads` > 1 solves that many source boundaries side by side in threads (numpy's BLAS
+    and LAPACK release the GIL; the caller limits BLAS to one thread each): each source
+    boundary's numbers are computed as they would be alone, so the result is the same
+    whatever the count."""
     alphas_rel = np.asarray(sorted(alphas_rel), dtype=np.float64)
     factors = {} if factors is None else factors
     _require_finite_statistics(stats)
+
+    def one(i):
+        f = factors[i] if i in factors else source_factor(stats, i, alphas_rel, backend)
+        return f, _solve_source(stats, i, f, alphas_rel, x_shift[i], y_shift, backend, extend)
+
+    if threads > 1 and len(stats.source) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(threads, len(stats.source))) as pool:
+            solved = list(pool.map(one, stats.source))
+    else:
+        solved = [one(i) for i in stats.source]
     out = {}
-    for i in stats.source:
-        if i not in factors:
-            factors[i] = source_factor(stats, i, alphas_rel, backend)
-        out.update(_solve_source(stats, i, factors[i], alphas_rel, x_shift[i], y_shift, backend, extend))
+    for i, (f, maps) in zip(stats.source, solved):
+        factors[i] = f
+        out.update(maps)
     return out
 
 

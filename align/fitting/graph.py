@@ -130,8 +130,10 @@ def solve_task(stats, alphas, shifts, threads, device, factors, extend: bool = F
     """The block's maps, the source factors they used and the fractions' maps of
     --convergence ({"fitted", "factors", "fractions"})."""
     factors = dict(factors)
-    with blas_limit(threads):
-        fitted, fractions = solve_all(stats, alphas, *shifts, device=device, factors=factors, extend=extend)
+    side_by_side = threads if device == "cpu" and threads and threads > 1 else 1  # source boundaries at once
+    with blas_limit(1 if side_by_side > 1 else threads):
+        fitted, fractions = solve_all(stats, alphas, *shifts, device=device, factors=factors, extend=extend,
+                                      threads=side_by_side)
     return {"fitted": fitted, "factors": factors, "fractions": fractions}
 
 
@@ -202,8 +204,9 @@ def block_graph(b: int, I, J, job: Job, ranges, part, shifts, alphas, save_maps:
     """The Dask graph (a dict) of block `b` (source boundaries I × target boundaries J):
     returns (graph, result key). `ranges`: the tasks' token ranges; `shifts`: per boundary
     the shift of the statistics; `factors`: source factors of earlier blocks. The solve is
-    the only task running then (every other waits on it), so it may use `solve_threads` BLAS
-    threads (default `job.threads`); the statistics use `job.threads`, whatever the cluster.
+    the only task running then (every other waits on it), so it may use `solve_threads`
+    (default `job.threads`): on the CPU that many source boundaries solved side by side, one
+    BLAS thread each, else BLAS threads; the statistics use `job.threads`, whatever the cluster.
     `hdoc` ((n_tokens,) int): each held-out token's index among the held-out documents, so
     that the held-out sums are kept per document too (the document bootstrap)."""
     dsk = {}

@@ -32,7 +32,7 @@ from align.fitting.cluster import (
 from align.fitting.graph import Job, block_graph
 from align.fitting.options import FitOptions
 from align.fitting.pairing import check_tokenizers
-from align.fitting.result import Side, alignment_dataset, check_result_room, grid_note, pair_results, write_alignment
+from align.fitting.result import import_ahead, Side, alignment_dataset, check_result_room, grid_note, pair_results, write_alignment
 from align.fitting.solve import check_alphas
 from align.fitting.split import make_split
 from align.layers import parse_layers
@@ -257,6 +257,8 @@ def fit(source: str, target: str, output: str | None, options: FitOptions | None
                                    opts.keep_statistics, solve_threads, keep_heldout, factors,
                                    hdoc=split.heldout_index if opts.bootstrap else None, extend=opts.extend_alphas,
                                    stat_part=split.stat_part, partner=split.partner)
+            if b == 0:
+                import_ahead()  # the result's modules load while the sums are computed (GIL released)
             out = ex.run(dsk, key)
             fault_point("fit_after_block")
             factors = out["factors"]
