@@ -99,8 +99,15 @@ def tree_rss(pid: int) -> int:
 
 def idle_probe(n_workers: int, memory_limit: int) -> None:
     """Run in a fresh process (`--idle-probe`): start a local cluster as `align fit` does,
-    warm it as the fit does, and print the summed RSS of this process and its workers."""
+    warm it as the fit does, and print the summed RSS of this process and its workers
+    (n_workers 0: a fit in threads of its own process, warmed as the fit does)."""
     import logging
+
+    if n_workers == 0:
+        from align.fitting.cluster import _warm_rss
+
+        print(_warm_rss())
+        return
 
     import dask
     from distributed import Client, LocalCluster
@@ -126,10 +133,11 @@ def idle_footprint(n_workers: int, memory_limit: int) -> int:
 
 
 def fit_with_peak_rss(S, T, out, n_workers, memory_limit):
-    """Run `align fit` in a fresh process, sampling the summed RSS of it and its workers
-    every 50 ms. Returns (peak bytes, wall seconds, its log)."""
-    cmd = [sys.executable, "-m", "align.cli.main", "fit", S, T, "-o", out, "--workers", str(n_workers),
-           "--memory-limit", str(memory_limit)]
+    """Run `align fit` in a fresh process (n_workers 0: in its threads, the default; else a
+    local cluster of that many), sampling the summed RSS of it and its workers every 50 ms.
+    Returns (peak bytes, wall seconds, its log)."""
+    cmd = [sys.executable, "-m", "align.cli.main", "fit", S, T, "-o", out, "--memory-limit", str(memory_limit)]
+    cmd += ["--workers", str(n_workers)] if n_workers else []
     t0 = time.time()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     peak, errs = 0, []
@@ -225,6 +233,8 @@ def main():
     ap.add_argument("--memory-tokens", type=int, default=None,
                     help="tokens of the memory run's stores [default: sized to 4x --memory-limit]")
     ap.add_argument("--memory-limit", default="600MB", help="budget of the memory run")
+    ap.add_argument("--memory-workers", type=int, default=0,
+                    help="the memory run on a local cluster of that many workers [default 0: threads, as align fit runs]")
     ap.add_argument("--idle-probe", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--quick", action="store_true", help="skip the memory run")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "fit.json"))
@@ -233,7 +243,7 @@ def main():
     if args.idle_probe:
         from dask.utils import parse_bytes
 
-        return idle_probe(args.workers or os.cpu_count(), parse_bytes(args.memory_limit))
+        return idle_probe(args.workers if args.workers is not None else os.cpu_count(), parse_bytes(args.memory_limit))
 
     import align
     from align import ridge
@@ -308,14 +318,14 @@ def main():
             S = make_store(os.path.join(tmp, "ms.zarr"), n_mem, Ls, ds, args.doc_len, 3)
             T = make_store(os.path.join(tmp, "mt.zarr"), n_mem, Lt, dt, args.doc_len, 4)
             store_bytes = n_mem * per_token
-            idle = idle_footprint(workers, limit)
-            peak, wall, log = fit_with_peak_rss(S, T, os.path.join(tmp, "m.zarr"), workers, limit)
+            idle = idle_footprint(args.memory_workers, limit)
+            peak, wall, log = fit_with_peak_rss(S, T, os.path.join(tmp, "m.zarr"), args.memory_workers, limit)
             bound = 1.3 * limit + idle
             plan = [line for line in log.splitlines() if "pairs in" in line or "used idle" in line]
             print(f"memory: stores {store_bytes / 1e6:.0f} MB, limit {limit / 1e6:.0f} MB, idle {idle / 1e6:.0f} MB, "
                   f"peak {peak / 1e6:.0f} MB, bound {bound / 1e6:.0f} MB, {wall:.1f} s", flush=True)
             print("\n".join(plan), flush=True)
-            result["memory"] = {"n_tokens": n_mem, "store_bytes": store_bytes, "memory_limit": limit,
+            result["memory"] = {"n_tokens": n_mem, "workers": args.memory_workers, "store_bytes": store_bytes, "memory_limit": limit,
                                 "idle_footprint_bytes": idle, "peak_rss_bytes": peak, "bound_bytes": bound,
                                 "within_bound": peak < bound, "fit_seconds": wall,
                                 "peak_over_limit": peak / limit, "excess_over_idle_per_limit": (peak - idle) / limit,

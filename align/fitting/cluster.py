@@ -55,6 +55,28 @@ def blas_limit(threads: int | None):
             torch.set_num_threads(before)
 
 
+M_ARENA_MAX, M_MMAP_THRESHOLD = -8, -3  # glibc's mallopt parameters
+ALLOCATOR = {M_ARENA_MAX: 1, M_MMAP_THRESHOLD: 32 << 20}
+
+
+def tune_allocator() -> bool:
+    """For a fit in threads of this process, glibc's malloc with one arena and a fixed mmap
+    threshold of 32 MB: each thread's arena otherwise keeps what its tasks freed, and the
+    dynamic threshold moves freed buffers of up to 32 MB into them. Measured with bench/fit.py's
+    memory run (82k tokens, 600 MB budget): peak RSS 705 MB → 434 MB, 68 s → 50 s (fewer page
+    faults); the 128k-token speed run unchanged. Process-wide and kept; returns False where
+    there is no glibc (nothing changed)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    return all(mallopt(k, v) == 1 for k, v in ALLOCATOR.items())
+
+
 _CANCELLED = threading.Event()
 
 
@@ -283,6 +305,8 @@ def executor(scheduler, n_workers, memory_limit, log):
 
     limit = parse_bytes(memory_limit) if isinstance(memory_limit, str) else memory_limit
     seen: set = set()
+    if scheduler in SYNC or scheduler == THREADS:
+        tune_allocator()
     if scheduler in SYNC:
         import dask.local
 

@@ -44,7 +44,8 @@ class Side:
         return self.provenance.get("model")
 
 
-def _import_dataset_modules() -> None:
+def import_dataset_modules() -> None:
+    """Import xarray and what it imports at its first variable (dask.array, when installed)."""
     import xarray as xr
 
     xr.Variable(("x",), np.zeros(1))  # xarray imports dask.array here when dask is installed
@@ -56,7 +57,7 @@ def import_ahead() -> threading.Thread:
     4k-token fit) in a thread, while the sums are computed (their products release the GIL).
     The Dataset waits for it through the import lock; the thread is not a daemon, so the
     interpreter never exits half-way through an import."""
-    t = threading.Thread(target=_import_dataset_modules, name="align-import-ahead")
+    t = threading.Thread(target=import_dataset_modules, name="align-import-ahead")
     t.start()
     return t
 

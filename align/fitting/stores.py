@@ -32,7 +32,7 @@ from align.fitting.cluster import (
 from align.fitting.graph import Job, block_graph
 from align.fitting.options import FitOptions
 from align.fitting.pairing import check_tokenizers
-from align.fitting.result import import_ahead, Side, alignment_dataset, check_result_room, grid_note, pair_results, write_alignment
+from align.fitting.result import import_ahead, import_dataset_modules, Side, alignment_dataset, check_result_room, grid_note, pair_results, write_alignment
 from align.fitting.solve import check_alphas
 from align.fitting.split import make_split
 from align.layers import parse_layers
@@ -227,7 +227,15 @@ def fit(source: str, target: str, output: str | None, options: FitOptions | None
     check_alphas(opts.alphas, scale_of(S, src_layers, split.part), split.n_select, split.n_train)
 
     client_extra = budget.client_bytes(S.n_tokens, n_pairs, S.d_model, T.d_model, opts.save_maps)
+    use_torch = opts.device == "cpu" and fit_flops(S, T, src_layers, tgt_layers) > SMALL_FIT_FLOPS
+    if use_torch:
+        import torch  # noqa: F401  (before the idle footprint is measured, and the threads' BLAS limit set)
     scheduler, n_workers, limit = _where(opts, S, T, src_layers, tgt_layers, client_extra, log)
+    # under an explicit --memory-limit the result's modules (~70 MB) are loaded now, so that the
+    # idle footprint measured below counts them; otherwise they load during the sums
+    dataset_modules_counted = opts.memory_limit is not None
+    if dataset_modules_counted:
+        import_dataset_modules()
     results, statistics = {}, {}
     with executor(scheduler, n_workers, limit, log) as ex:
         plan, step, keep_heldout = _plan(opts, ex, S, T, src_layers, tgt_layers, client_extra, split)
@@ -243,9 +251,6 @@ def fit(source: str, target: str, output: str | None, options: FitOptions | None
             f"per worker of {human_bytes(plan['worker_budget'])} planned), {len(ranges)} tasks of {step:,} tokens, "
             f"{c['fit']:,} fit / {c['validation']:,} validation / {c['heldout']:,} held-out tokens")
         so = json.dumps(opts.storage_options, sort_keys=True) if opts.storage_options else None
-        use_torch = opts.device == "cpu" and fit_flops(S, T, src_layers, tgt_layers) > SMALL_FIT_FLOPS
-        if use_torch:
-            import torch  # noqa: F401  (now, so that the BLAS limit of the threads below covers its threads too)
         job = Job(S.path, T.path, so, opts.device, opts.blas_threads, min(step, S.chunk_tokens), use_torch)
         plan["products"] = "torch" if use_torch or opts.device != "cpu" else "numpy"
         solve_threads = opts.blas_threads and opts.blas_threads * (ex.n_workers if ex.mode != "remote" else 1)
@@ -257,7 +262,7 @@ def fit(source: str, target: str, output: str | None, options: FitOptions | None
                                    opts.keep_statistics, solve_threads, keep_heldout, factors,
                                    hdoc=split.heldout_index if opts.bootstrap else None, extend=opts.extend_alphas,
                                    stat_part=split.stat_part, partner=split.partner)
-            if b == 0:
+            if b == 0 and not dataset_modules_counted:
                 import_ahead()  # the result's modules load while the sums are computed (GIL released)
             out = ex.run(dsk, key)
             fault_point("fit_after_block")
