@@ -85,11 +85,11 @@ def live_options(f):
 @click.option("--target-layers", default=None, metavar="SPEC", help="Target boundaries to map to [default: all stored].")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Dask scheduler address (tcp://host:8786), or `synchronous` to run in this process "
-                   "[default: a small fit in threads of this process, a larger one on a local cluster, one worker "
-                   "process per CPU].")
+                   "[default: threads of this process, one per CPU core].")
 @click.option("--workers", "n_workers", type=click.IntRange(min=1), default=None,
-              help="Worker processes of the local cluster: at most one per CPU core (more are capped, with a log line); "
-                   "fewer when --memory-limit cannot hold them [default: one per core].")
+              help="Run on a local Dask cluster of this many worker processes instead of threads of this process: "
+                   "at most one per CPU core (more are capped, with a log line); fewer when --memory-limit cannot "
+                   "hold them [default: no cluster].")
 @click.option("--memory-limit", default=None, metavar="BYTES",
               help="Memory budget, e.g. 8GB: of the whole fit (this process and the workers it starts, their idle "
                    "footprint included), or per worker with --scheduler [default: 60% of the available memory].")

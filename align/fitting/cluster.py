@@ -1,11 +1,13 @@
-"""Where `align fit` runs: a local Dask cluster it starts, an existing cluster at a
-scheduler address, this process ("synchronous"), or threads of this process (a small fit,
-where starting worker processes would cost more than the fit); and what that costs in memory.
+"""Where `align fit` runs: threads of this process (the default: no worker to start, no
+statistics shipped between processes), a local Dask cluster it starts (--workers), an
+existing cluster at a scheduler address, or this process alone ("synchronous"); and what that
+costs in memory.
 
 A local cluster gets at most one worker process per CPU core, and is sized against the
 memory budget before any worker starts (`local_workers`); once up, its idle footprint is
 measured (`Executor.idle`) and the fit plans the rest. Whatever ends a fit (an error in a
-task, Ctrl-C, SIGTERM) cancels the running graph and stops the workers, and Dask's own logs
+task, Ctrl-C, SIGTERM) cancels the running graph and stops the workers (in threads, the
+running tasks stop at their next chunk: `stop_if_cancelled`), and Dask's own logs
 never reach the user: the error is the one line the CLI prints.
 """
 
@@ -25,7 +27,7 @@ from align.errors import InputError
 from align.fitting.budget import human_bytes
 
 SYNC = ("sync", "synchronous")
-THREADS = "threads"  # this process, one thread per core: the plan of a small fit
+THREADS = "threads"  # this process, one thread per core: the default
 GPU_FRACTION = 0.5  # of a GPU's free memory the accumulators may plan for
 # Share of the memory left after the idle footprint that the plan fills, a margin for what
 # `block_bytes` does not count (allocator slack, Dask's copies of results in transit). In

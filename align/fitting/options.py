@@ -20,7 +20,7 @@ class FitOptions:
 
     alphas: relative ridge penalties α_rel (units of the mean eigenvalue of XcᵀXc), kept
     sorted; source_layers / target_layers: boundary specs ("0,4,8", "::2"; None: all).
-    scheduler: None (a local Dask cluster, or this process for a small fit), "synchronous",
+    scheduler: None (threads of this process; a local Dask cluster with n_workers), "synchronous",
     or a Dask scheduler address; memory_limit: bytes or "8GB" (the whole fit; per worker with
     an address); worker_budget: bytes per worker, replacing the measured figure (tests);
     task_tokens: tokens per statistics task (None: planned); blas_threads: BLAS threads per
