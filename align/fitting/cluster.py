@@ -98,8 +98,9 @@ def cpu_cores() -> int:
         return os.cpu_count() or 1
 
 
-def local_workers(n_workers: int | None, limit: int, pair_bytes: int, client_extra: int, log) -> int:
-    """How many worker processes a local cluster gets, decided before any is started.
+def local_workers(n_workers: int, limit: int, pair_bytes: int, client_extra: int, log) -> int:
+    """How many worker processes a local cluster (--workers) gets, decided before any is
+    started.
 
     At most one per CPU core this process may run on (`cpu_cores`): more would only share the
     cores, each holding its own idle memory; the log says so when --workers asked for more.
@@ -108,11 +109,10 @@ def local_workers(n_workers: int | None, limit: int, pair_bytes: int, client_ext
     idle + n·worker_idle + client_extra + n·pair_bytes ≤ limit. When that fails, the worker's
     footprint is measured in a fresh interpreter that imports what a worker does
     (`_fresh_worker_rss`: this process may hold more, torch for one) before anything is
-    refused. A default-sized cluster then shrinks to what fits (logged); an explicit
-    --workers that does not fit is refused, naming how many do. Once the workers are up,
-    their footprint is measured and the plan redone on it."""
+    refused: a --workers count that does not fit is refused, naming how many do. Once the
+    workers are up, their footprint is measured and the plan redone on it."""
     cores = cpu_cores()
-    n = n_workers or cores
+    n = n_workers
     if n > cores:
         log(f"align fit: --workers {n} capped to {cores}, the CPU cores this process may run on (more worker "
             "processes would only share them, each with its own idle memory); for more, start a Dask cluster "
@@ -131,16 +131,11 @@ def local_workers(n_workers: int | None, limit: int, pair_bytes: int, client_ext
     if fits(n):
         return n
     most = next((k for k in range(n - 1, 0, -1) if fits(k)), 0)
-    if most and n_workers is None:
-        log(f"align fit: {most} worker process{'es' if most > 1 else ''} instead of {n}: --memory-limit "
-            f"{human_bytes(limit)} holds no more (each uses about {human_bytes(worker_idle)} idle, this process "
-            f"{human_bytes(idle)}, and one layer pair needs {human_bytes(pair_bytes)})")
-        return most
     where = (f"this process uses {human_bytes(idle)} idle, each worker about {human_bytes(worker_idle)}, the split "
              f"{human_bytes(client_extra)}, and one layer pair needs {human_bytes(pair_bytes)} per worker")
     todo = (f"use --workers {most} or fewer, or raise --memory-limit" if most else
             f"raise --memory-limit to at least {human_bytes(idle + worker_idle + client_extra + pair_bytes)}, "
-            "or use --scheduler synchronous")
+            "or leave out --workers (threads of this process)")
     raise InputError(f"--memory-limit {human_bytes(limit)} cannot hold {n} worker process(es) ({where}; estimated before "
                      f"starting any): {todo}")
 

@@ -26,7 +26,7 @@ from align.faults import fault_point
 from align.fitting import budget
 from align.fitting.budget import human_bytes
 from align.fitting.cluster import (
-    PLAN_FRACTION, THREADS, cpu_cores, default_memory_limit, device_budget, executor, local_workers, refuse_memory,
+    PLAN_FRACTION, THREADS, default_memory_limit, device_budget, executor, local_workers, refuse_memory,
     worker_budget_of,
 )
 from align.fitting.graph import Job, block_graph
@@ -299,8 +299,7 @@ def _where(opts: FitOptions, S, T, src_layers, tgt_layers, client_extra: int, lo
     limit = opts.memory_limit if opts.memory_limit is not None else default_memory_limit()
     if opts.n_workers is None:
         return THREADS, None, limit
-    step = opts.task_tokens or budget.default_task_tokens(S.chunk_tokens, S.n_tokens, opts.n_workers or cpu_cores(),
-                                                          opts.device)
+    step = opts.task_tokens or budget.default_task_tokens(S.chunk_tokens, S.n_tokens, opts.n_workers, opts.device)
     least, _ = budget.least_pair_bytes(S.d_model, T.d_model, step, S.chunk_tokens, S.n_tokens, opts.task_tokens is not None)
     n_workers = local_workers(opts.n_workers, limit, math.ceil(least / PLAN_FRACTION), client_extra, log)
     return None, n_workers, limit
