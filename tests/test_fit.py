@@ -292,13 +292,19 @@ def _assert_bitwise(a, b):
             assert getattr(sa, key).tobytes() == getattr(sb, key).tobytes(), (blk, key)
 
 
+def _linear_pair(synthetic, seed: int, boundary: int):
+    """Stores of 16 documents of 300 tokens: a source of 3 boundaries (d 24) and a target of
+    2 (d 16), each a linear map of source `boundary` plus noise."""
+    tok = token_table(16, 300)
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(3, len(tok["doc"]), 24)) * 3 + 1
+    Y = np.stack([X[boundary] @ rng.normal(size=(24, 16)) + rng.normal(size=(len(tok["doc"]), 16)) for _ in range(2)])
+    return synthetic(X, tok, n_layers=2), synthetic(Y, tok, n_layers=1)
+
+
 @pytest.mark.slow
 def test_statistics_bitwise_equal_under_every_scheduler(synthetic, dask_cluster, tmp_path, cli):
-    tok = token_table(16, 300)
-    rng = np.random.default_rng(3)
-    X = rng.normal(size=(3, len(tok["doc"]), 24)) * 3 + 1
-    Y = np.stack([X[1] @ rng.normal(size=(24, 16)) + rng.normal(size=(len(tok["doc"]), 16)) for _ in range(2)])
-    S, T = synthetic(X, tok, n_layers=2), synthetic(Y, tok, n_layers=1)
+    S, T = _linear_pair(synthetic, 3, 1)
     kw = dict(alphas=[1e-3, 1e-1], task_tokens=256, keep_statistics=True)
     sync = _fit(S, T, None, **kw)
     local = _fit(S, T, None, scheduler=None, n_workers=2, memory_limit="3GB", **kw)
@@ -321,14 +327,10 @@ def test_a_large_fit_runs_its_products_through_torch_with_the_same_statistics_un
     """A fit above SMALL_FIT_FLOPS takes torch's products on the CPU (set to 0 here, so that
     this small one does): the same bits in threads of this process (the default), in this
     process alone and on a local cluster of 2; against the numpy route the same fit within
-    1e-10 (the float64 sums differ in order only), and against scikit-learn as every fit."""
+    1e-10 (the float64 sums differ in order only)."""
     from align.fitting import stores
 
-    tok = token_table(16, 300)
-    rng = np.random.default_rng(5)
-    X = rng.normal(size=(3, len(tok["doc"]), 24)) * 3 + 1
-    Y = np.stack([X[2] @ rng.normal(size=(24, 16)) + rng.normal(size=(len(tok["doc"]), 16)) for _ in range(2)])
-    S, T = synthetic(X, tok, n_layers=2), synthetic(Y, tok, n_layers=1)
+    S, T = _linear_pair(synthetic, 5, 2)
     kw = dict(alphas=[1e-3, 1e-1], task_tokens=256, keep_statistics=True)
     numpy_route = _fit(S, T, None, **kw)
     monkeypatch.setattr(stores, "SMALL_FIT_FLOPS", 0.0)

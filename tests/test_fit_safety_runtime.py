@@ -93,14 +93,16 @@ def _with_nan(store, tmp_path, token: int, boundary: int = 1) -> str:
     return out
 
 
-@pytest.mark.parametrize("scheduler", ["synchronous", "local cluster"])
+@pytest.mark.parametrize("scheduler", ["synchronous", "threads", "local cluster"])
 @pytest.mark.parametrize("part", ["heldout_docs", "fit_docs"])
 def test_nan_in_a_token_is_one_line_naming_array_chunk_and_token(chunked, tmp_path, part, scheduler):
+    """In every place a fit runs: the NaN's own line (in threads, not the "cancelled" of the
+    tasks it stopped)."""
     S, T, split = chunked
     t = _last_token_of(T, split[part])
     bad = _with_nan(T, tmp_path, t)
     out = tmp_path / "a.zarr"
-    where = ["--scheduler", "synchronous"] if scheduler == "synchronous" else ["--workers", "2"]
+    where = {"synchronous": ["--scheduler", "synchronous"], "threads": [], "local cluster": ["--workers", "2"]}[scheduler]
     code, _, err = _run("fit", S, bad, "-o", out, *where, *OPTS)
     assert code != 0
     _error_line(err, bad, "'resid'", "boundary 1", f"token {t:,}", f"chunk {t // CHUNK}", "non-finite")
@@ -208,3 +210,26 @@ def test_disk_that_fills_while_the_result_is_written_is_one_line(fit_pair, tmpfs
     assert code != 0
     _error_line(err, "no space left", str(out))
     assert os.listdir(tmpfs) == []
+
+
+def test_a_cancelled_fit_stops_its_own_tasks_only(chunked):
+    """A task of a cancelled run stops at its first chunk, naming the cancellation; a task of
+    another run of the same process computes (its sums equal a direct float64 XᵀY)."""
+    from align import ridge
+    from align.errors import InputError
+    from align.fitting import cluster, graph
+
+    S, T, _ = chunked
+    s, t = zarr.open_group(S, mode="r"), zarr.open_group(T, mode="r")
+    n = 2 * CHUNK
+    part = np.zeros(n, dtype=np.int8)
+    shifts = ({1: np.zeros(s["resid"].shape[2])}, {2: np.zeros(t["resid"].shape[2])})
+    cluster.cancel("run-a")
+    jobs = {r: graph.Job(S, T, None, "cpu", 1, CHUNK, run=r) for r in ("run-a", "run-b")}
+    with pytest.raises(InputError, match="the fit was cancelled"):
+        graph.stats_task(jobs["run-a"], (1,), (2,), 0, n, part, shifts, False)
+    stats, _ = graph.stats_task(jobs["run-b"], (1,), (2,), 0, n, part, shifts, False)
+    rows = {int(b): k for k, b in enumerate(s["boundary"][:])}, {int(b): k for k, b in enumerate(t["boundary"][:])}
+    X = np.asarray(s["resid"][rows[0][1], :n], dtype=np.float64)
+    Y = np.asarray(t["resid"][rows[1][2], :n], dtype=np.float64)
+    np.testing.assert_allclose(stats.xy[ridge.FIT], X.T @ Y, rtol=1e-12, atol=1e-9)

@@ -79,14 +79,22 @@ def tune_allocator() -> bool:
     return all(mallopt(k, v) == 1 for k, v in ALLOCATOR.items())
 
 
-_CANCELLED = threading.Event()
+_CANCELLED: set = set()  # the runs (Job.run) of this process that have ended by an error or Ctrl-C
+_CANCELLED_LOCK = threading.Lock()
 
 
-def stop_if_cancelled() -> None:
-    """Called by a task between store chunks: once a fit running in threads of this process
-    has ended by an error or Ctrl-C, its other tasks stop at their next chunk (a thread
-    cannot be killed, and the interpreter would wait for them before exiting)."""
-    if _CANCELLED.is_set():
+def cancel(run: str) -> None:
+    """Mark a fit `run` of this process as ended: its tasks still running in threads stop at
+    their next chunk (`stop_if_cancelled`). Other fits of the process are not affected."""
+    with _CANCELLED_LOCK:
+        _CANCELLED.add(run)
+
+
+def stop_if_cancelled(run: str) -> None:
+    """Called by a task between store chunks: once its fit has ended by an error or Ctrl-C
+    (`cancel`), the task stops (a thread cannot be killed, and the interpreter would wait
+    for it before exiting)."""
+    if run in _CANCELLED:
         raise InputError("the fit was cancelled")
 
 
@@ -322,13 +330,8 @@ def executor(scheduler, n_workers, memory_limit, log):
             seen.add("this process")
             # each task limits BLAS to its fixed thread count and restores what it found on
             # exit: with one count for the whole run, tasks running side by side agree
-            _CANCELLED.clear()
-            try:
-                with blas_limit(1):
-                    return dask.threaded.get(dsk, key, num_workers=n)
-            except BaseException:
-                _CANCELLED.set()  # the tasks still running in the pool stop at their next chunk
-                raise
+            with blas_limit(1):
+                return dask.threaded.get(dsk, key, num_workers=n)
 
         yield Executor(run_threads, seen, {}, n, "threads", limit or default_memory_limit(), _warm_rss())
         return

@@ -42,6 +42,7 @@ class Job:
     threads: int | None
     chunk: int
     use_torch: bool = False
+    run: str = ""  # this fit's id: its tasks stop once it is cancelled (cluster.cancel)
 
     def backend(self) -> ridge.Backend:
         return ridge.Backend(self.device, use_torch=self.use_torch or None)
@@ -105,7 +106,7 @@ def stats_task(job: Job, I, J, start: int, stop: int, part: np.ndarray, shifts, 
             xs = _read(job.source, job.storage_options, I, a, b)
             ys = _read_target(job, J, a, b, None if partner is None else partner[a - start:b - start])
             fault_point("fit_statistics_chunk")  # crash tests: killed mid-way through the statistics
-            stop_if_cancelled()
+            stop_if_cancelled(job.run)
             if train.any():
                 sp = p if stat_part is None else stat_part[a - start:b - start]
                 ridge.chunk_statistics(xs, ys, sp, x_shift, y_shift, be, into=acc, work=work)

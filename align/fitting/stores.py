@@ -15,6 +15,7 @@ import json
 import math
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -26,7 +27,7 @@ from align.faults import fault_point
 from align.fitting import budget
 from align.fitting.budget import human_bytes
 from align.fitting.cluster import (
-    PLAN_FRACTION, THREADS, default_memory_limit, device_budget, executor, local_workers, refuse_memory,
+    PLAN_FRACTION, THREADS, cancel, default_memory_limit, device_budget, executor, local_workers, refuse_memory,
     worker_budget_of,
 )
 from align.fitting.graph import Job, block_graph
@@ -251,7 +252,8 @@ def fit(source: str, target: str, output: str | None, options: FitOptions | None
             f"per worker of {human_bytes(plan['worker_budget'])} planned), {len(ranges)} tasks of {step:,} tokens, "
             f"{c['fit']:,} fit / {c['validation']:,} validation / {c['heldout']:,} held-out tokens")
         so = json.dumps(opts.storage_options, sort_keys=True) if opts.storage_options else None
-        job = Job(S.path, T.path, so, opts.device, opts.blas_threads, min(step, S.chunk_tokens), use_torch)
+        job = Job(S.path, T.path, so, opts.device, opts.blas_threads, min(step, S.chunk_tokens), use_torch,
+                  uuid.uuid4().hex)
         plan["products"] = "torch" if use_torch or opts.device != "cpu" else "numpy"
         solve_threads = opts.blas_threads and opts.blas_threads * (ex.n_workers if ex.mode != "remote" else 1)
         factors, factors_of = {}, None
@@ -264,7 +266,11 @@ def fit(source: str, target: str, output: str | None, options: FitOptions | None
                                    stat_part=split.stat_part, partner=split.partner)
             if b == 0 and not dataset_modules_counted:
                 import_ahead()  # the result's modules load while the sums are computed (GIL released)
-            out = ex.run(dsk, key)
+            try:
+                out = ex.run(dsk, key)
+            except BaseException:
+                cancel(job.run)  # in threads, the tasks still running stop at their next chunk
+                raise
             fault_point("fit_after_block")
             factors = out["factors"]
             results.update(pair_results(out["fitted"], out["heldout"], split, opts.resampling, out["fractions"]))
