@@ -65,8 +65,8 @@ def tune_allocator() -> bool:
     """For a fit in threads of this process, glibc's malloc with one arena and a fixed mmap
     threshold of 32 MB: each thread's arena otherwise keeps what its tasks freed, and the
     dynamic threshold moves freed buffers of up to 32 MB into them. Measured with bench/fit.py's
-    memory run (82k tokens, 600 MB budget): peak RSS 705 MB → 434 MB, 68 s → 50 s (fewer page
-    faults); the 128k-token speed run unchanged. Process-wide and kept; returns False where
+    memory run (82k tokens, 600 MB budget): peak RSS 705 MB → 527–540 MB, 68 s → 50–52 s
+    (fewer page faults); the 128k-token speed run unchanged. Process-wide and kept; returns False where
     there is no glibc (nothing changed)."""
     import ctypes
     import ctypes.util

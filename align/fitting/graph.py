@@ -113,7 +113,7 @@ def stats_task(job: Job, I, J, start: int, stop: int, part: np.ndarray, shifts, 
             if len(test):
                 for side, rows in zip(held, (xs, ys)):
                     for k, v in rows.items():
-                        side[k].append(np.take(v, test, axis=0))  # (a third of the time of v[test])
+                        side[k].append(v[test])
         rows = None
         if held is not None and held[0][I[0]]:
             rows = tuple({k: np.concatenate(v) for k, v in side.items()} for side in held)

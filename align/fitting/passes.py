@@ -78,6 +78,7 @@ class Models:
         tensors need no conversion)."""
         return ridge.Backend(str(self.device), use_torch=True)
 
+
 def load_models(job: LiveJob) -> Models:
     import torch
 

@@ -33,7 +33,10 @@ from align.fitting.cluster import (
 from align.fitting.graph import Job, block_graph
 from align.fitting.options import FitOptions
 from align.fitting.pairing import check_tokenizers
-from align.fitting.result import import_ahead, import_dataset_modules, Side, alignment_dataset, check_result_room, grid_note, pair_results, write_alignment
+from align.fitting.result import (
+    Side, alignment_dataset, check_result_room, grid_note, import_ahead, import_dataset_modules, pair_results,
+    write_alignment,
+)
 from align.fitting.solve import check_alphas
 from align.fitting.split import make_split
 from align.layers import parse_layers
@@ -254,7 +257,7 @@ def fit(source: str, target: str, output: str | None, options: FitOptions | None
         so = json.dumps(opts.storage_options, sort_keys=True) if opts.storage_options else None
         job = Job(S.path, T.path, so, opts.device, opts.blas_threads, min(step, S.chunk_tokens), use_torch,
                   uuid.uuid4().hex)
-        plan["products"] = "torch" if use_torch or opts.device != "cpu" else "numpy"
+        plan["products"] = "numpy" if job.backend().torch is None else "torch"
         solve_threads = opts.blas_threads and opts.blas_threads * (ex.n_workers if ex.mode != "remote" else 1)
         factors, factors_of = {}, None
         for b, (I, J) in enumerate(blocks):
