@@ -13,7 +13,7 @@ cannot be checked from here: `--break-lock` removes it.
 
 Object stores (s3://, gs://) have no atomic create-if-absent through fsspec: there align writes
 the same lock object after checking that none exists, which leaves a window of one round trip
-in which two writers can both believe they hold it (see RELIABILITY.md).
+in which two writers can both believe they hold it (see docs/reliability.md).
 """
 
 from __future__ import annotations

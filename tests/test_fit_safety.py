@@ -1,5 +1,5 @@
 """`align fit` refuses, before computing anything, what used to fail after the fit or never
-(issue 9: items 1, 5, 7, 9 and 11; RELIABILITY.md).
+(issue 9: items 1, 5, 7, 9 and 11; docs/reliability.md).
 
 - -o: never one of the fit's own stores, never the current folder, even with --overwrite.
 - Two stores of the same token ids cut into different windows (--max-length, --doc-split)

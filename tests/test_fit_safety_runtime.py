@@ -1,4 +1,4 @@
-"""`align fit` while it runs (issue 9: items 4 and 8; RELIABILITY.md): non-finite values are
+"""`align fit` while it runs (issue 9: items 4 and 8; docs/reliability.md): non-finite values are
 refused and never summarised over, and whatever stops a fit (a NaN read by a worker, a
 damaged chunk, Ctrl-C, SIGTERM, a disk that fills while the result is written) reaches the
 user as one line: no Dask worker log, no asyncio traceback, no leaked-semaphore warning.

@@ -1,4 +1,4 @@
-"""What -o may name, and how a result replaces another (RELIABILITY.md, "Output safety").
+"""What -o may name, and how a result replaces another (docs/reliability.md, "Output safety").
 
 check_output's rules are pinned case by case; --overwrite replaces only a result of the same
 schema, by rename once the new one is complete (a kill before or between the renames keeps

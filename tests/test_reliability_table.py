@@ -1,4 +1,4 @@
-"""Every test that RELIABILITY.md names exists and is collected by pytest."""
+"""Every test that docs/reliability.md names exists and is collected by pytest."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def test_every_named_test_is_collected():
-    text = (ROOT / "RELIABILITY.md").read_text()
+    text = (ROOT / "docs" / "reliability.md").read_text()
     named = sorted(set(re.findall(r"`(tests/test_\w+\.py)::(test_\w+)`", text)))
     assert len(named) >= 15, "the table names its tests as `tests/FILE.py::test_name`"
     files = sorted({f for f, _ in named})
@@ -19,4 +19,4 @@ def test_every_named_test_is_collected():
                          cwd=ROOT, capture_output=True, text=True, timeout=600).stdout
     collected = {line.split("[")[0] for line in out.splitlines() if "::" in line}
     missing = [f"{f}::{t}" for f, t in named if f"{f}::{t}" not in collected]
-    assert not missing, f"named in RELIABILITY.md but not collected: {missing}"
+    assert not missing, f"named in docs/reliability.md but not collected: {missing}"

@@ -1,4 +1,4 @@
-"""An activation store is trusted only as far as it checks out (RELIABILITY.md, "Stores").
+"""An activation store is trusted only as far as it checks out (docs/reliability.md, "Stores").
 
 Edited metadata (an array's data type or shape in its zarr.json, or in the group's
 consolidated copy) is refused on open, naming the array, by every command that reads a
