@@ -11,9 +11,8 @@ Public entry points (`extract` and the stores' functions are imported on first u
 - `align.store.open_activations(path)`: per-boundary access to an activation store.
 """
 
-__version__ = "0.1.0"
-
-from align.fitting import FitOptions, fit  # noqa: E402  (after __version__, which fitting records)
+from align.fitting import FitOptions, fit
+from align.version import __version__
 
 _LAZY = {
     "extract": ("align.extraction", "extract"),

@@ -395,7 +395,9 @@ def validate(spec: CorpusSpec) -> None:
             raise InputError(f"--format {spec.fmt} generates its problems: give no CORPUS or --dataset with it")
         return
     if (spec.path is None) == (spec.dataset is None):
-        raise InputError("give either a CORPUS path or --dataset NAME[:CONFIG]:SPLIT, not both or neither")
+        raise InputError("give a CORPUS path, --dataset NAME[:CONFIG]:SPLIT or a generated --format (addition:N, "
+                         "multiplication:N)" if spec.path is None else
+                         f"give either a CORPUS path ({spec.path}) or --dataset {spec.dataset}, not both")
     if spec.fmt in JSON_FORMATS and spec.path is not None and not spec.path.endswith(".jsonl"):
         raise InputError(f"--format {spec.fmt} needs a .jsonl file in that data set's field layout, not {spec.path}")
 

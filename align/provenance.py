@@ -31,7 +31,7 @@ import re
 import socket
 from concurrent.futures import ThreadPoolExecutor
 
-import align
+from align.version import __version__
 from align import corpus
 from align.errors import ModelError
 from align.models import config_hash
@@ -166,7 +166,7 @@ def run_segment(start_token: int, batch_size: int, device: str, dtype: str) -> d
         "batch_size": int(batch_size),
         "device": device,
         "dtype": dtype,
-        "align_version": align.__version__,
+        "align_version": __version__,
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "host": socket.gethostname(),
     }
@@ -195,5 +195,5 @@ def inputs_record(spec, config, tokenizer, cspec, corpus_record: dict | None = N
         "config_hash": config_hash(config), "tokenizer_hash": corpus.tokenizer_hashes(tokenizer),
         "special_tokens": dict(zip(("prefix", "suffix"), corpus.special_tokens(tokenizer))),
         "corpus": corpus.provenance(cspec) if corpus_record is None else corpus_record,
-        "compute_dtype": spec.resolved_dtype(), "align_version": align.__version__,
+        "compute_dtype": spec.resolved_dtype(), "align_version": __version__,
     }

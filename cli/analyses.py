@@ -5,21 +5,16 @@ from __future__ import annotations
 
 import click
 
-from align.cli.extract import corpus_options, model_options
+from align.cli.extract import corpus_options, corpus_spec, model_options, model_spec
 
 
-def _specs(model, corpus, revision, dtype, device, trust_remote_code, allow_pickle_weights, random_init, seed,
-           dataset, text_field, fmt, doc_split, max_length, overflow, max_tokens, max_docs):
-    from align.corpus import CorpusSpec
+def _specs(model, corpus, values):
+    """The ModelSpec and CorpusSpec of MODEL, CORPUS and the options (align.cli.extract's builders)."""
     from align.errors import InputError
-    from align.models import ModelSpec
 
     if model is None:
         raise InputError("give a MODEL (a folder made by save_pretrained or a hub id), or --store STORE")
-    if corpus is None and dataset is None:
-        raise InputError("give a CORPUS path or --dataset NAME[:CONFIG]:SPLIT")
-    return (ModelSpec(model, revision, dtype, device, trust_remote_code, allow_pickle_weights, random_init, seed),
-            CorpusSpec(corpus, dataset, text_field, fmt, doc_split, max_length, overflow, max_tokens, max_docs))
+    return model_spec(model, values), corpus_spec(corpus, values)
 
 
 def _resampling(f):
@@ -63,15 +58,9 @@ def contrib_cmd(model, corpus, store, output, batch_size, overwrite, bootstrap, 
             raise InputError("--store reads everything from the store: give no MODEL or CORPUS with it")
         run_contrib(output, store=store, resampling=_resampling_of(bootstrap, bootstrap_seed), overwrite=overwrite)
         return
-    spec, cspec = _specs(model, corpus, **_spec_kwargs(kw))
+    spec, cspec = _specs(model, corpus, kw)
     run_contrib(output, spec=spec, cspec=cspec, batch_size=batch_size, resampling=_resampling_of(bootstrap, bootstrap_seed),
                 overwrite=overwrite)
-
-
-def _spec_kwargs(kw):
-    names = ("revision", "dtype", "device", "trust_remote_code", "allow_pickle_weights", "random_init", "seed", "dataset",
-             "text_field", "fmt", "doc_split", "max_length", "overflow", "max_tokens", "max_docs")
-    return {k: kw[k] for k in names}
 
 
 def _choices(value, allowed, option):
@@ -109,7 +98,7 @@ def skip_cmd(model, corpus, output, batch_size, overwrite, settings, parts, spli
     prompt-bootstrap 95% intervals of both aggregates."""
     from align.analyses.run import run_skip
 
-    spec, cspec = _specs(model, corpus, **_spec_kwargs(kw))
+    spec, cspec = _specs(model, corpus, kw)
     run_skip(output, spec=spec, cspec=cspec, batch_size=batch_size,
              settings=_choices(settings, ("current", "future"), "--settings"),
              parts=_choices(parts, ("layer", "attn", "mlp"), "--parts"), split=split, split_seed=split_seed,
@@ -141,7 +130,7 @@ def lens_cmd(model, corpus, store, output, batch_size, overwrite, bootstrap, boo
         run_lens(output, spec=spec, store=store, resampling=_resampling_of(bootstrap, bootstrap_seed), overwrite=overwrite,
                  device=kw["device"], dtype=kw["dtype"])
         return
-    spec, cspec = _specs(model, corpus, **_spec_kwargs(kw))
+    spec, cspec = _specs(model, corpus, kw)
     run_lens(output, spec=spec, cspec=cspec, batch_size=batch_size, resampling=_resampling_of(bootstrap, bootstrap_seed),
              overwrite=overwrite)
 

@@ -6,8 +6,7 @@ import json
 
 import click
 
-from align.corpus import FORMATS, CorpusSpec, generated_format, unescape
-from align.errors import InputError
+from align.corpus import FORMATS, CorpusSpec, unescape
 from align.models import DTYPES, ModelSpec
 from align.store.codecs import CODECS, DEFAULT_CODEC, STORE_DTYPES
 
@@ -52,11 +51,22 @@ def protocol_options(f):
     return f
 
 
-def corpus_spec(corpus, dataset, text_field, fmt, doc_split, max_length, overflow, max_tokens, max_docs,
-                pack=None, stand_in_token=None) -> CorpusSpec:
-    """The CorpusSpec of the corpus and protocol options, the separator's escapes read."""
-    return CorpusSpec(corpus, dataset, text_field, fmt, doc_split, max_length, overflow, max_tokens, max_docs,
-                      None if pack is None else unescape(pack), stand_in_token)
+def corpus_spec(path, values: dict) -> CorpusSpec:
+    """The CorpusSpec of a command's corpus and protocol options, field by field from click's
+    parsed `values` (the separator's escapes read). Whether CORPUS may be left out (a generated
+    --format needs none) is `align.corpus.validate`'s rule: the one place that decides it."""
+    pack = values.get("pack")
+    return CorpusSpec(path=path, dataset=values["dataset"], text_field=values["text_field"], fmt=values["fmt"],
+                      doc_split=values["doc_split"], max_length=values["max_length"], overflow=values["overflow"],
+                      max_tokens=values["max_tokens"], max_docs=values["max_docs"],
+                      pack=None if pack is None else unescape(pack), stand_in_token=values.get("stand_in_token"))
+
+
+def model_spec(name, values: dict) -> ModelSpec:
+    """The ModelSpec of MODEL and the model options, field by field from click's parsed `values`."""
+    return ModelSpec(name=name, revision=values["revision"], dtype=values["dtype"], device=values["device"],
+                     trust_remote_code=values["trust_remote_code"], allow_pickle_weights=values["allow_pickle_weights"],
+                     random_init=values["random_init"], seed=values["seed"])
 
 
 def model_options(f):
@@ -106,13 +116,10 @@ def extract_cmd(model, corpus, output, revision, dtype, device, trust_remote_cod
     """
     from align.extraction import ExtractOptions, extract  # torch and transformers: loaded when the command runs
 
-    if corpus is None and dataset is None and generated_format(fmt) is None:
-        raise InputError("give a CORPUS path, --dataset NAME[:CONFIG]:SPLIT or a generated --format (addition:N, multiplication:N)")
-    extract(ModelSpec(model, revision, dtype, device, trust_remote_code, allow_pickle_weights, random_init, seed),
-            corpus_spec(corpus, dataset, text_field, fmt, doc_split, max_length, overflow, max_tokens, max_docs, pack,
-                        stand_in_token),
-            output,
-            ExtractOptions(batch_size, layers, sublayers, store_dtype, codec, chunk_tokens, allow_long, dry_run, break_lock))
+    values = locals()
+    extract(model_spec(model, values), corpus_spec(corpus, values), output,
+            ExtractOptions(batch_size=batch_size, layers=layers, sublayers=sublayers, store_dtype=store_dtype, codec=codec,
+                           chunk_tokens=chunk_tokens, allow_long=allow_long, dry_run=dry_run, break_lock=break_lock))
 
 
 @click.command("info")

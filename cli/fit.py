@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from align.cli.extract import corpus_options
+from align.cli.extract import corpus_options, corpus_spec
 
 
 def _alphas(ctx, param, value):
@@ -139,8 +139,7 @@ def fit_cmd(source, target, output, test_fraction, val_fraction, seed, alphas, b
 
 def fit_live_cmd(source, target, corpus_path, output, live, options, device, values) -> None:
     """The --live form: model and corpus specs from the options, then align.fitting.live."""
-    from align import corpus, models
-    from align.corpus import generated_format
+    from align import models
     from align.errors import InputError
     from align.fitting.live import LiveJob, fit_live
     from align.fitting.options import parse_memory
@@ -152,16 +151,14 @@ def fit_live_cmd(source, target, corpus_path, output, live, options, device, val
     if device not in ("cpu", "cuda", "auto"):
         raise InputError(f"--device {device!r}: with --live the models run on cpu, cuda or auto (accelerate's device_map)")
     v = values
-    if corpus_path is None and v["dataset"] is None and generated_format(v["fmt"]) is None:
-        raise InputError("give a CORPUS path, --dataset NAME[:CONFIG]:SPLIT or a generated --format (addition:N, multiplication:N)")
     spec = {}
     for side in ("source", "target"):
         spec[side] = models.ModelSpec(
-            source if side == "source" else target, v[f"{side}_revision"], v[f"{side}_dtype"] or v["dtype"], device,
-            v["trust_remote_code"], v["allow_pickle_weights"], v["random_init"] or v[f"{side}_random_init"],
-            v[f"{side}_init_seed"])
-    cspec = corpus.CorpusSpec(corpus_path, v["dataset"], v["text_field"], v["fmt"], v["doc_split"], v["max_length"],
-                              v["overflow"], v["max_tokens"], v["max_docs"])
+            name=source if side == "source" else target, revision=v[f"{side}_revision"],
+            dtype=v[f"{side}_dtype"] or v["dtype"], device=device, trust_remote_code=v["trust_remote_code"],
+            allow_pickle_weights=v["allow_pickle_weights"], random_init=v["random_init"] or v[f"{side}_random_init"],
+            seed=v[f"{side}_init_seed"])
+    cspec = corpus_spec(corpus_path, v)
     gpu = device == "cuda" or (device == "auto" and _cuda())
     job = LiveJob(spec["source"], spec["target"], cspec, v["batch_size"], v["allow_long"])
     fit_live(job, output, options, device=("cuda" if gpu else "cpu"), device_memory=parse_memory(v["device_memory"]),

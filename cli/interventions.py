@@ -4,17 +4,12 @@ from __future__ import annotations
 
 import click
 
-from align.cli.extract import corpus_options, model_options
+from align.cli.extract import corpus_options, corpus_spec, model_options, model_spec
 
 
 def _specs(model, prompts, kw):
-    from align.corpus import CorpusSpec
-    from align.models import ModelSpec
-
-    return (ModelSpec(model, kw["revision"], kw["dtype"], kw["device"], kw["trust_remote_code"], kw["allow_pickle_weights"],
-                      kw["random_init"], kw["seed"]),
-            CorpusSpec(prompts, kw["dataset"], kw["text_field"], kw["fmt"], kw["doc_split"],
-                       kw["max_length"], kw["overflow"], kw["max_tokens"], kw["max_docs"]))
+    """The ModelSpec and CorpusSpec of MODEL, PROMPTS and the options (align.cli.extract's builders)."""
+    return model_spec(model, kw), corpus_spec(prompts, kw)
 
 
 def _common(default_batch: int, what: str):
@@ -45,10 +40,7 @@ def erase_cmd(model, prompts, output, batch_size, overwrite, answer_field, answe
     record the largest change ‖p′ − p‖₂ of the output distribution at the positions that
     predict the answer."""
     from align.analyses.interventions_run import run_erase
-    from align.errors import InputError
 
-    if prompts is None and kw["dataset"] is None:
-        raise InputError("give a PROMPTS path or --dataset NAME[:CONFIG]:SPLIT")
     spec, cspec = _specs(model, prompts, kw)
     run_erase(output, spec=spec, cspec=cspec, reference=reference, reference_docs=reference_docs, answer_field=answer_field,
               answer_marker=answer_marker, batch_size=batch_size, overwrite=overwrite)
@@ -70,10 +62,7 @@ def igrad_cmd(model, prompts, output, batch_size, overwrite, answer_field, answe
     from align.analyses.igrad import PARTS
     from align.analyses.interventions_run import run_igrad
     from align.cli.analyses import _choices
-    from align.errors import InputError
 
-    if prompts is None and kw["dataset"] is None:
-        raise InputError("give a PROMPTS path or --dataset NAME[:CONFIG]:SPLIT")
     spec, cspec = _specs(model, prompts, kw)
     run_igrad(output, spec=spec, cspec=cspec, parts=_choices(parts, PARTS, "--parts"), steps=steps, answer_field=answer_field,
               answer_marker=answer_marker, batch_size=batch_size, overwrite=overwrite)

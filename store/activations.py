@@ -28,9 +28,13 @@ from align.errors import AlignError, NonFiniteError, StoreError
 from align.faults import fault_point
 from align.store.codecs import compressors, decode, physical_dtype
 from align.store.outputs import local_path
+from align.version import __version__
 
 SCHEMA = "activations"
 VERSION = 1
+# The schema versions of activation stores and results this release reads (`attrs["align"]["version"]`);
+# any other is refused by read_attrs, naming the version and the align that wrote it.
+READABLE_VERSIONS = (1,)
 TOKEN_FIELDS = {
     "token_id": np.int32,
     "doc": np.int64,
@@ -96,6 +100,12 @@ def read_attrs(path: str, storage_options: dict | None = None) -> dict:
     attrs = g.attrs.asdict()
     if not isinstance(attrs.get("align"), dict) or "schema" not in attrs["align"]:
         raise StoreError(f"{path} is a Zarr group but not an align store (no align.schema attribute)")
+    marker = attrs["align"]
+    if marker.get("version") not in READABLE_VERSIONS:
+        raise StoreError(
+            f"{path} is an align {marker['schema']} store of schema version {marker.get('version')!r}, written by align "
+            f"{marker.get('align_version', attrs.get('align_version', 'unknown'))}; align {__version__} reads version "
+            f"{', '.join(map(str, READABLE_VERSIONS))}: open it with the align release that wrote it")
     return attrs
 
 

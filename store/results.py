@@ -18,6 +18,7 @@ import warnings
 
 from align.errors import StoreError
 from align.faults import fault_point
+from align.version import __version__
 from align.store.activations import is_local, read_attrs
 from align.store.outputs import check_output, local_path
 
@@ -63,7 +64,7 @@ def write_result(path: str, ds, schema: str, overwrite: bool = False, storage_op
         raise ValueError(f"unknown result schema {schema!r}")
     ds = ds.copy()
     ds.attrs = {k: v for k, v in ds.attrs.items() if k != "align"}
-    marker = {"schema": schema, "version": 1}
+    marker = {"schema": schema, "version": 1, "align_version": __version__}  # every result says which align wrote it
     json.dumps(ds.attrs)  # fail before writing anything
     # Written with the first metadata, so that whatever a kill leaves is known as this
     # command's own unfinished result (replaceable, never opened).

@@ -42,6 +42,7 @@ import numpy as np
 
 from align.analyses.bootstrap import Resampling, draw, percentile_interval, record
 from align.errors import InputError, NonFiniteError, StoreMismatch
+from align.version import __version__
 
 EFFECTS = ("layer", "output")
 INTERVALS = ("none: a prompt bootstrap needs R and O per prompt, and {name} holds only their aggregates over "
@@ -222,7 +223,6 @@ def to_dataset(res: dict, attrs: dict):
 def run_depthscore(paths, output, *, levels: str | None = None, bootstrap: int = 1000, seed: int = 0,
                    overwrite: bool = False, log=None) -> str:
     """`align depthscore`: DS over levels from one skip result per level; writes `output`."""
-    import align
     from align import store as st
 
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -242,7 +242,7 @@ def run_depthscore(paths, output, *, levels: str | None = None, bootstrap: int =
         given = found
     res = depth_scores(results, given, paths, bootstrap=bootstrap, seed=seed)
     attrs = {k: results[0].attrs.get(k) for k in ("model", "revision", "model_type", "config_hash")}
-    attrs.update({"skip_results": paths, "align_version": align.__version__, "options": {"levels": given, "bootstrap": bootstrap, "seed": seed},
+    attrs.update({"skip_results": paths, "align_version": __version__, "options": {"levels": given, "bootstrap": bootstrap, "seed": seed},
                   "corpora": [ds.attrs.get("corpus") for ds in results]})
     st.write_result(output, to_dataset(res, attrs), "depthscore", overwrite=overwrite, inputs=inputs)
     k = res["part"].index("layer") if "layer" in res["part"] else 0

@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-import align
+from align.version import __version__
 from align import corpus, models, provenance
 from align.analyses.bootstrap import DEFAULT, Resampling
 from align.errors import InputError, StoreMismatch
@@ -68,7 +68,7 @@ def _store_provenance(store) -> dict:
     p = store.provenance
     keep = ("model", "revision", "model_type", "random_init", "seed", "config_hash", "tokenizer_hash", "special_tokens",
             "corpus", "compute_dtype", "store_dtype")
-    return {**{k: p.get(k) for k in keep}, "source": "store", "store": store.path, "align_version": align.__version__}
+    return {**{k: p.get(k) for k in keep}, "source": "store", "store": store.path, "align_version": __version__}
 
 
 def _inputs(spec=None, cspec=None, **paths) -> dict:
@@ -223,7 +223,7 @@ def run_depth(output, *, contrib_path, lens_path, resampling: Resampling = DEFAU
             raise StoreMismatch(f"{contrib_path} and {lens_path} come from different models ({key}: {c.attrs.get(key)!r} vs {l.attrs.get(key)!r})")
     res = depth.depth_from_results(c, l, resampling)
     attrs = {k: c.attrs.get(k) for k in ("model", "revision", "model_type", "config_hash", "tokenizer_hash", "corpus")}
-    attrs.update({"contributions": str(contrib_path), "lens": str(lens_path), "align_version": align.__version__,
+    attrs.update({"contributions": str(contrib_path), "lens": str(lens_path), "align_version": __version__,
                   "lens_corpus": l.attrs.get("corpus"), "options": {}})
     ds = depth.to_dataset(res, attrs)
     st.write_result(output, ds, "depth", overwrite=overwrite, inputs=inputs)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from align import __version__, ridge
+from align import ridge
+from align.version import __version__
 from align import store as st
 from align.errors import DiskSpaceError, NonFiniteError, OutputRefused
 from align.analyses.bootstrap import Resampling

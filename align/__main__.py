@@ -1,0 +1,5 @@
+"""`python -m align ...` is `align ...`."""
+
+from align.cli.main import main
+
+main()
