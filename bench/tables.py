@@ -1,0 +1,387 @@
+"""The benchmark tables of docs/performance.md, rendered from bench/results/*.json.
+
+Each table lives in the page between two markers, `<!-- table: NAME -->` and `<!-- /table -->`;
+what lies between them is generated here from the JSON the benchmark wrote, with the command
+that wrote it, and is never edited by hand.
+
+    python bench/tables.py            # rewrite every table of docs/performance.md from its JSON
+    python bench/tables.py --check    # exit 1, naming each table that differs from its JSON
+
+Plain Python (json, argparse): it imports nothing of align, so the docs test and a reader
+without the package installed can run it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results")
+DOC = os.path.join(os.path.dirname(HERE), "docs", "performance.md")
+BLOCK = re.compile(r"(<!-- table: (?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
+
+
+class Results:
+    """The JSON files of one results folder, read once each."""
+
+    def __init__(self, folder: str):
+        self.folder = folder
+        self._cache: dict = {}
+
+    def __call__(self, name: str) -> dict:
+        if name not in self._cache:
+            path = os.path.join(self.folder, name)
+            try:
+                with open(path, encoding="utf-8") as f:
+                    self._cache[name] = json.load(f)
+            except OSError as e:
+                raise SystemExit(f"bench/tables.py: cannot read {path}: {e.strerror or e}") from None
+            except ValueError as e:
+                raise SystemExit(f"bench/tables.py: {path} is not JSON ({e})") from None
+        return self._cache[name]
+
+
+# -- formatting ----------------------------------------------------------------------------
+
+def n(x, digits: int = 0) -> str:
+    """A number with thousands separators and `digits` decimals."""
+    return f"{x:,.{digits}f}"
+
+
+def mib(b) -> str:
+    return f"{b / 2 ** 20:,.0f} MiB"
+
+
+def gb(b) -> str:
+    return f"{b / 1e9:.2f} GB"
+
+
+def pct(x, digits: int = 1) -> str:
+    return f"{100 * x:.{digits}f}%"
+
+
+def gflops(x) -> str:
+    return f"{x / 1e9:.1f} GFLOP/s"
+
+
+def sci(x) -> str:
+    """2.1·10⁻¹³ style."""
+    if x == 0:
+        return "0"
+    m, e = f"{x:.1e}".split("e")
+    sup = str(int(e)).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
+    return f"{m}·10{sup}"
+
+
+def load_range(pair) -> str:
+    """Load averages before and after a run: the 1-minute values, "1.6–1.7"."""
+    lo, hi = sorted((pair[0][0], pair[1][0]))
+    return f"{lo:.1f}–{hi:.1f}"
+
+
+def table(header: list, rows: list) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def command_line(cmd: str) -> str:
+    """The benchmark's command as a reader types it: through the checkout's interpreter."""
+    cmd = cmd.strip()
+    if cmd.startswith("bench/"):
+        cmd = ".venv/bin/python " + cmd
+    return cmd
+
+
+def sources(*items) -> str:
+    """The lines under a table: the command of each run it shows, and the JSON kept of it."""
+    lines = [f"    {command_line(cmd)}    # {path}" for cmd, path in items]
+    return "Produced by (each command, then the JSON of its run in bench/results/):\n\n" + "\n".join(lines)
+
+
+# -- the tables ----------------------------------------------------------------------------
+
+CODEC_ORDER = ("none", "crc32c", "zstd", "zstd+crc32c", "blosc-lz4")
+
+
+def store_layout(r: Results) -> str:
+    d = r("store_layout.json")
+    rows = []
+    order = {c: k for k, c in enumerate(CODEC_ORDER)}
+    for x in sorted(d["results"], key=lambda x: (x["dtype"] != "float32", order.get(x["codec"], 99), x["chunk_tokens"])):
+        codec = f"**{x['codec']}** (default)" if x["codec"] == "crc32c" else x["codec"]
+        rows.append([x["dtype"], codec, f"{n(x['chunk_tokens'])} tokens ({x['chunk_MiB']:g} MiB)", n(x["write_MiB_s"]),
+                     n(x["read_MiB_s"]), f"{x['ratio']:.3f}"])
+    text = table(["stored as", "codec", "chunk", "write MiB/s", "read MiB/s", "size ratio"], rows)
+    return (f"Data: {d['config']['data']}.\n\n{text}\n\n"
+            + sources((".venv/bin/python bench/store_layout.py", "bench/results/store_layout.json")))
+
+
+WRITER_TARGET = 0.90  # the writer's rate over raw Zarr's
+
+
+def met(ok: bool) -> str:
+    return "**met**" if ok else "not met"
+
+
+def store_writer(r: Results) -> str:
+    d = r("store_writer.json")
+    rows = []
+    for x in d["summary"]:
+        path = x["path"] if x["threads"] is None else f"{x['path']}, {x['threads']} thread{'s' if x['threads'] > 1 else ''}"
+        target = "" if x["threads"] is None else met(x["of_raw"] >= WRITER_TARGET)
+        rows.append([x["model"], path, n(x["MiB_s_median"]), n(x["tokens_s_median"]), n(x["tokens_s_all_boundaries"]),
+                     f"{x['of_raw']:.2f}", target])
+    text = table(["shape", "path", "MiB/s", "tokens/s (these boundaries)", "tokens/s (all boundaries: 49 / 29)", "of raw",
+                  f"target: ≥ {WRITER_TARGET:.2f} of raw"], rows)
+    c = d["config"]
+    return (f"Data: {c['data']}; median of {c['reps']} interleaved repetitions on {c['cpus']} CPU cores ({c['note']}).\n\n"
+            f"{text}\n\n" + sources((".venv/bin/python bench/store_layout.py --writer", "bench/results/store_writer.json")))
+
+
+EXTRACT_RUNS = (  # (JSON, what the run was, the command that wrote it, its target: ("ratio", least align / bare)
+    # or ("slowdown", most (bare − align) / bare), or None)
+    ("extract-pipeline.json", "the overlapping pipeline (length-grouped batches, 4 chunk-writer threads), idle machine",
+     "bench/extract.py --sequences 16 --out bench/results/extract-pipeline.json", ("ratio", 0.85)),
+    ("extract.json", "the single-writer loop before it, idle machine", "bench/extract.py --sequences 16", ("slowdown", 0.15)),
+    ("extract-32seq-loaded.json", "machine shared with other jobs",
+     "bench/extract.py --sequences 32 --out bench/results/extract-32seq-loaded.json", None),
+)
+
+
+def extract(r: Results) -> str:
+    rows, made = [], []
+    for name, what, cmd, goal in EXTRACT_RUNS:
+        d = r(name)
+        c, x = d["config"], d["results"]
+        ratio = x["align_tokens_per_s"] / x["bare_forward_tokens_per_s"]
+        if goal is None:
+            target = "—"
+        elif goal[0] == "ratio":
+            target = f"at least {goal[1]:.2f}× the bare forward: {met(ratio >= goal[1])}"
+        else:
+            target = f"at most {pct(goal[1], 0)} slower: {met(x['slowdown_vs_bare'] <= goal[1])}"
+        rows.append([f"{c['sequences']} sequences ({n(x['n_tokens'])} tokens), {what}", n(x["align_tokens_per_s"]),
+                     n(x["bare_forward_tokens_per_s"]), f"{ratio:.2f}×", pct(x["slowdown_vs_bare"]), target,
+                     f"`bench/results/{name}`"])
+        made.append((cmd, f"bench/results/{name}"))
+    c = r(EXTRACT_RUNS[0][0])["config"]
+    head = (f"Model: {c['model']}; sequences of {c['sequence_length']}, boundaries {c['boundaries']} plus sublayers, "
+            f"{c['dtype']} on {c['torch_threads']} CPU threads, batches of {c['batch_size']}, codec {c['codec']}.")
+    text = table(["run", "align extract, tok/s", "bare forward, tok/s", "align / bare", "align is slower by", "target", "JSON"],
+                 rows)
+    return f"{head}\n\n{text}\n\n" + sources(*made)
+
+
+def padding(r: Results) -> str:
+    d = r("padding.json")
+    plan = d["plan_4096_prompts"]
+    factors = ("consecutive", "window_2x", "window_4x", "window_8x", "window_16x")
+    head = ["batch size", "consecutive batches", "windows of 2 × batch", "**4 × batch** (align)", "8 ×", "16 ×"]
+    rows = [[k.split("_")[1]] + [pct(plan[k][f]) for f in factors] for k in sorted(plan, key=lambda k: int(k.split("_")[1]))]
+    real = d["real_extraction"]
+    c = d["config"]
+    run_rows = [[name, n(x["n_tokens"]), x["group_window"], pct(x["padding_fraction"]), n(x["tokens_per_s"]),
+                 f"{x['wall_s']:.1f}"] for name, x in (("consecutive batches", real["consecutive"]),
+                                                      ("grouped (align)", real["grouped"]))]
+    return (f"Corpus: {c['corpus']}. Padded positions over all positions computed, for 4,096 prompt lengths:\n\n"
+            + table(head, rows)
+            + f"\n\nA real extraction of {c['real_run_docs']} such prompts ({c['real_run_model']}, batch size "
+              f"{c['real_run_batch_size']}):\n\n"
+            + table(["batches", "tokens", "window (sequences)", "padding", "tokens/s", "seconds"], run_rows)
+            + "\n\n" + sources((".venv/bin/python bench/padding.py", "bench/results/padding.json")))
+
+
+def fit(r: Results) -> str:
+    d = r("fit.json")
+    s, small, mem, c = d["speed"], d["small"], d["memory"], d["config"]
+    rates = s["matmul_rates_flops"]
+    (ls, ds_), (lt, dt) = c["source"].split("x"), c["target"].split("x")
+    others = lambda xs, best: ", ".join(f"{x:.2f}" for x in xs if x != best)  # noqa: E731
+    rows = [
+        [f"{n(s['n_tokens'])} tokens, {s['plan']['mode']} of the `align fit` process (the default), products through "
+         f"{s['plan']['products']}",
+         f"**{s['fit_seconds']:.1f} s** against the floor of {s['floor_seconds']:.1f} s: **{pct(s['fraction_of_floor_rate'], 0)}** "
+         f"of its rate; against the strict floor of {s['strict_floor_seconds']:.1f} s: {pct(s['fraction_of_strict_floor_rate'], 0)}",
+         f"≥ 70% of the floor's rate: {met(s['fraction_of_floor_rate'] >= 0.7)}"],
+        ["the same, against scikit-learn RidgeCV (timed on "
+         f"{len(s['ridgecv_sample_pairs'])} pairs, multiplied by {s['pairs']})",
+         f"{n(s['ridgecv_seconds_extrapolated'])} s: **{s['speedup_vs_ridgecv']:.0f}×**",
+         f"≥ 10×: {met(s['speedup_vs_ridgecv'] >= 10)}"],
+        [f"{n(small['n_tokens'])} tokens, `align.fit()` called in a fresh process after `import align`",
+         f"**{small['best_call_seconds']:.2f} s** (best of {len(small['call_seconds'])}; "
+         f"{others(small['call_seconds'], small['best_call_seconds'])} in the others)",
+         f"≤ 3 s: {met(small['best_call_seconds'] <= 3)}"],
+        [f"{n(small['n_tokens'])} tokens, `align fit` as a command (interpreter start and every import included)",
+         f"**{small['best_command_seconds']:.2f} s** (best of {len(small['command_seconds'])}; "
+         f"{others(small['command_seconds'], small['best_command_seconds'])} in the others)",
+         f"≤ 3 s: {met(small['best_command_seconds'] <= 3)}"],
+        [f"memory: {n(mem['n_tokens'])} tokens, stores {gb(mem['store_bytes'])} "
+         f"({mem['store_bytes'] / mem['memory_limit']:.1f}× the budget), `--memory-limit {mem['memory_limit'] / 1e6:.0f}MB`",
+         f"peak RSS **{mem['peak_rss_bytes'] / 1e6:.0f} MB = {mem['peak_over_limit']:.2f}× the limit** in "
+         f"{mem['fit_seconds']:.1f} s; plan: {mem['fit_log'][0].removeprefix('align fit: ')}",
+         f"within 1.3× the limit: {met(mem['peak_over_limit'] <= 1.3)}"],
+    ]
+    floors = table(["product", "float64 rate"], [[k, gflops(v)] for k, v in rates.items()])
+    flops = s["floor_flops"]
+    return (f"Stores of seeded random float32 arrays: source {ls} layers × d {ds_}, target {lt} layers × d {dt} "
+            f"({int(ls) + 1} × {int(lt) + 1} = {s['pairs']} boundary pairs), documents of {c['doc_len']} tokens, `align fit`'s "
+            f"default options (the document bootstrap, `--alphas auto`). The floor is "
+            f"2·N·ΣD_S·ΣD_T = {sci(flops)} flop at the float64 rate measured in the same run (one single-threaded "
+            f"process per core; the floor the targets were set against: one pair's XᵀY over a store chunk through "
+            f"numpy; the strict floor: the best of the rates below). Load average {load_range(s['load_average_before_after'])} "
+            f"during the run.\n\n"
+            + table(["run", "measured", "target"], rows) + "\n\nThe rates behind the two floors:\n\n" + floors + "\n\n"
+            + sources((c["command"], "bench/results/fit.json")))
+
+
+PHASES = {"stats": "statistics", "heldout": "held-out pass", "stats-sum": "tree sums of the statistics", "solve": "solves",
+          "heldout-sum": "tree sums of the held-out sums", "shifts": "shifts", "result": "result"}
+
+
+def fit_200k(r: Results) -> str:
+    d = r("fit-200k.json")
+    s, c = d["speed"], d["config"]
+    phases = s["task_compute_seconds"]
+    row = [f"{n(s['n_tokens'])} tokens, {s['pairs']} pairs, {c['workers']}-worker local cluster, load "
+           f"{load_range(s['load_average_before_after'])}", f"{s['fit_seconds']:.1f} s",
+           f"{n(s['ridgecv_seconds_extrapolated'])} s: **{s['speedup_vs_ridgecv']:.1f}×** ({met(s['speedup_vs_ridgecv'] >= 10)})",
+           gflops(s["matmul_rate_flops"]),
+           f"**{pct(s['fraction_of_floor_rate'], 0)}** (floor {s['floor_seconds']:.1f} s; {met(s['fraction_of_floor_rate'] >= 0.5)})"]
+    text = table(["run", "`align fit`", "RidgeCV, extrapolated (target then ≥ 10×)", "float64 rate",
+                  "share of the floor's rate (target then ≥ 50%)"], [row])
+    ph = table(["phase", "compute seconds, both workers"],
+               [[PHASES.get(k, k), f"{v:.1f}"] for k, v in sorted(phases.items(), key=lambda kv: -kv[1]) if v >= 0.05])
+    return (f"{text}\n\nWhere the workers' time went:\n\n{ph}\n\n" + sources((c["command"], "bench/results/fit-200k.json")))
+
+
+LIVE_RUNS = ("live.json", "live-nostore-1.json", "live-nostore-2.json")
+
+
+def live(r: Results) -> str:
+    runs = [(name, r(name)) for name in LIVE_RUNS]
+    first = runs[0][1]
+    c = first["config"]
+
+    def col(d):
+        x = d["live"]
+        est = x["dry_run_estimate_seconds"]
+        return {
+            "wall": f"**{x['seconds']:.1f} s** (passes, solve, held-out sums: {x['loop_seconds']:.1f} s); {x['rates']}",
+            "floor": (f"**{x['floor_seconds']:.1f} s** = bare forwards {x['bare_forward_seconds']['source']:.1f} s + "
+                      f"{x['bare_forward_seconds']['target']:.1f} s + {sci(x['product_flops'])} flop at "
+                      f"{gflops(x['matmul_rate_flops'])}"),
+            "ratio": f"**{x['ratio_to_floor']:.3f}×** (the passes: {x['loop_ratio_to_floor']:.3f}×)",
+            "target": f"≤ {x['target_ratio']:.2f}×: " + ("**met**" if x["ratio_to_floor"] <= x["target_ratio"] else "not met"),
+            "dry": f"{est:.1f} s ({100 * (est / x['seconds'] - 1):+.0f}% of the run)",
+            "plan": (f"{x['plan']['passes']} pass, {len(x['plan']['blocks'])} block; held-out rows "
+                     + ("kept" if x["plan"]["keep_heldout"] else "forwarded again")),
+        }
+
+    cols = [col(d) for _, d in runs]
+    labels = [("wall", "`align fit --live`, wall time (loading and tokenizing included)"), ("floor", "floor"),
+              ("ratio", "`--live` against the floor"), ("target", "target"), ("dry", "`--dry-run` estimate"),
+              ("plan", "plan")]
+    rows = [[label] + [cl[key] for cl in cols] for key, label in labels]
+    sr = first.get("store_route")
+    if sr:
+        diff = sr["max_relative_difference_to_live"]
+        blank = [""] * (len(runs) - 1)
+        rows.append(["store route on the same job", f"{sr['total_seconds']:.1f} s = extract {sr['extract_source_seconds']:.1f} + "
+                     f"extract {sr['extract_target_seconds']:.1f} + fit {sr['fit_seconds']:.1f} "
+                     f"({sr['total_seconds'] / first['live']['seconds']:.2f}× `--live`)"] + blank)
+        rows.append(["store route's disk", f"{gb(sr['disk_bytes'])} ({gb(sr['source_store_bytes'])} + "
+                     f"{gb(sr['target_store_bytes'])}); `--live`: the result only"] + blank)
+        rows.append(["largest relative difference, store route vs `--live`",
+                     ", ".join(f"{k} {sci(v)}" for k, v in diff.items())] + blank)
+    mem = first.get("memory")
+    if mem:
+        rows.append([f"peak resident size, `--memory-limit {c['memory_limit']}` (a second run, read from the kernel)",
+                     f"{gb(mem['peak_rss_bytes'])} = **{mem['peak_over_limit']:.2f}× the limit**"] + [""] * (len(runs) - 1))
+    head = [""] + [f"`bench/results/{name}`" for name, _ in runs]
+    src, tgt = c["source"].split("x"), c["target"].split("x")
+    intro = (f"Two seeded random Qwen2 models, {src[0]} layers d {src[1]} → {tgt[0]} layers d {tgt[1]}, vocabulary "
+             f"{n(c['vocab'])}, float32 on the CPU ({c['torch_threads']} torch threads); {n(c['tokens'])} tokens in "
+             f"sequences of {c['seq']}, batches of {c['batch_size']}.")
+    return (f"{intro}\n\n" + table(head, rows) + "\n\n"
+            + sources(*[(d["config"]["command"], f"bench/results/{name}") for name, d in runs]))
+
+
+TABLES = {
+    "store-layout": store_layout,
+    "store-writer": store_writer,
+    "extract": extract,
+    "padding": padding,
+    "fit": fit,
+    "fit-200k": fit_200k,
+    "live": live,
+}
+
+
+# -- the page ------------------------------------------------------------------------------
+
+def render_all(results: str = RESULTS) -> dict:
+    """{table name: its Markdown} from the JSON files of `results`."""
+    r = Results(results)
+    return {name: make(r).rstrip("\n") + "\n" for name, make in TABLES.items()}
+
+
+def rendered_page(page: str, tables: dict) -> tuple[str, list]:
+    """(the page with every marked table replaced by its rendering, problems): a problem is
+    a marker naming no known table, or a known table without its markers."""
+    problems, seen = [], set()
+
+    def repl(m):
+        name = m.group("name")
+        seen.add(name)
+        if name not in tables:
+            problems.append(f"docs marker 'table: {name}' names no table of bench/tables.py")
+            return m.group(0)
+        return m.group(1) + tables[name] + m.group(4)
+
+    out = BLOCK.sub(repl, page)
+    problems += [f"table {name} has no '<!-- table: {name} -->' ... '<!-- /table -->' markers in the page"
+                 for name in tables if name not in seen]
+    return out, problems
+
+
+def differing(page: str, tables: dict) -> list:
+    """The names of the tables whose text in `page` is not what their JSON gives."""
+    return [m.group("name") for m in BLOCK.finditer(page) if m.group("name") in tables
+            and m.group("body") != tables[m.group("name")]]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 when a table differs from its JSON")
+    ap.add_argument("--doc", default=DOC, help="the page (default docs/performance.md)")
+    ap.add_argument("--results", default=RESULTS, help="the JSON folder (default bench/results)")
+    args = ap.parse_args(argv)
+    try:
+        with open(args.doc, encoding="utf-8") as f:
+            page = f.read()
+    except OSError as e:
+        print(f"bench/tables.py: cannot read {args.doc}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    tables = render_all(args.results)
+    new, problems = rendered_page(page, tables)
+    for p in problems:
+        print(f"bench/tables.py: {p}", file=sys.stderr)
+    if args.check:
+        stale = differing(page, tables)
+        for name in stale:
+            print(f"bench/tables.py: table {name} in {args.doc} differs from what its JSON gives: "
+                  "run `python bench/tables.py`", file=sys.stderr)
+        return 1 if stale or problems else 0
+    if new != page:
+        with open(args.doc, "w", encoding="utf-8") as f:
+            f.write(new)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
