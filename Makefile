@@ -1,10 +1,12 @@
 # The two front-door commands: `make demo` and `make test`. Each sets everything up first.
+# `make docs` builds the documentation site (warnings are errors); `make wheel-check` builds the
+# wheel and the sdist and runs the installed wheel outside the checkout. CI runs all three.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test docs wheel-check clean
 
 setup: $(VENV)/.installed
 
@@ -14,7 +16,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	# torch first and pinned: on a CPU machine this is the CPU build; an unpinned
 	# `torch` requirement would pull a multi-GB CUDA build.
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[test,docs,build]"
 	touch $@
 
 demo: setup
@@ -23,5 +25,11 @@ demo: setup
 test: setup
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
+docs: setup
+	$(BIN)/mkdocs build --strict --site-dir site
+
+wheel-check: setup
+	bash .ci/wheel-check
+
 clean:
-	rm -rf $(VENV) demo-output
+	rm -rf $(VENV) demo-output site
