@@ -353,10 +353,10 @@ def plot_depth(ds, size=None, dpi: int = 100):
 
 def plot_depthscore(ds, part: str = "layer", agg: str = "max", size=None, dpi: int = 100):
     """Depth score against level (METHODS.md §6): one panel per effect (layer, output), one
-    line per setting, for `part` and `agg`; the right axis reads DS / L. A flat line: the model
-    uses no more depth for harder items. Undefined points are gaps; the prompt-bootstrap 95%
-    intervals (ds_low, ds_high), where the result has them, are error bars. Returns a Figure
-    of `size` pixels [default 1000x420]."""
+    line per setting (the future one, P1's, first), for `part` and `agg`; the right axis reads
+    DS / L. A flat line: the model uses no more depth for harder items. Undefined points are
+    gaps; the prompt-bootstrap 95% intervals (ds_low, ds_high), where the result has them, are
+    error bars. Returns a Figure of `size` pixels [default 1000x420]."""
     check_schema(ds, "depthscore", "plot_depthscore")
     parts, aggs = [str(p) for p in ds["part"].values], [str(a) for a in ds["agg"].values]
     if part not in parts:
@@ -369,9 +369,11 @@ def plot_depthscore(ds, part: str = "layer", agg: str = "max", size=None, dpi: i
     L = ds.attrs.get("n_layers")
     for k, effect in enumerate(effects):
         ax = axes[0, k]
-        for setting in [str(s) for s in ds["setting"].values]:
+        settings = sorted((str(s) for s in ds["setting"].values), key=lambda s: s != "future")  # P1's first
+        for setting in settings:
             y = ds["DS"].sel(setting=setting, part=part, agg=agg, effect=effect).values.astype(float)
-            line, = ax.plot(levels, y, marker="o", label=setting, gid=f"DS/{effect}/{setting}")
+            label = {"future": "future (P1)", "current": "current (align's extension)"}.get(setting, setting)
+            line, = ax.plot(levels, y, marker="o", label=label, gid=f"DS/{effect}/{setting}")
             if "ds_low" in ds and "ds_high" in ds:
                 lo = ds["ds_low"].sel(setting=setting, part=part, agg=agg, effect=effect).values.astype(float)
                 hi = ds["ds_high"].sel(setting=setting, part=part, agg=agg, effect=effect).values.astype(float)
@@ -389,7 +391,8 @@ def plot_depthscore(ds, part: str = "layer", agg: str = "max", size=None, dpi: i
             ax.secondary_yaxis("right", functions=(lambda d, L=L: d / L, lambda r, L=L: r * L)).set_ylabel("DS / L")
         ax.set_title(f"{effect} effect ({part}, {agg})", fontsize=10)
         ax.legend(fontsize=8)
-    fig.suptitle(f"depth score by level: {_short(ds.attrs.get('model', ''))}", fontsize=10)
+    name = "P1's depth score (future setting)" if "future" in ds["setting"].values else "depth score (current setting)"
+    fig.suptitle(f"{name} by level: {_short(ds.attrs.get('model', ''))}", fontsize=10)
     return fig
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from align.analyses.skip import SPLITS
 from align.cli.extract import corpus_options, corpus_spec, model_options, model_spec
 
 
@@ -80,11 +81,13 @@ def _choices(value, allowed, option):
 @click.option("--settings", default="current,future", show_default=True, help="Comma-separated: current, future.")
 @click.option("--parts", default="layer,attn,mlp", show_default=True, help="Comma-separated: layer, attn, mlp.")
 @click.option("--split-seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the future setting's split points.")
-@click.option("--split", default="random", show_default=True, metavar="random|answer-start",
-              help="The future setting's split points: random (up to 4 per prompt), or answer-start (one per prompt: "
-                   "its first answer token, read as `align erase` reads answers).")
-@click.option("--answer-field", default="answer", show_default=True, help="With --split answer-start: the .jsonl field holding the answer.")
-@click.option("--answer-marker", default=None, metavar="TEXT", help="With --split answer-start: the answer is the text after the last TEXT.")
+@click.option("--split", default="random", show_default=True, metavar="|".join(SPLITS),
+              help="The future setting's split points: random (up to 4 per prompt from 8, 16, ...; P1 on GSM8K), "
+                   "answer-start (one per prompt: its first answer token, read as `align erase` reads answers; P1 on "
+                   "MQuAKE) or answer-points (the first answer token + 0, 4, 8, ... short of the answer's last 4 "
+                   "tokens, shuffled with --split-seed, up to 4; P1 on MATH).")
+@click.option("--answer-field", default="answer", show_default=True, help="With --split answer-start or answer-points: the .jsonl field holding the answer.")
+@click.option("--answer-marker", default=None, metavar="TEXT", help="With --split answer-start or answer-points: the answer is the text after the last TEXT.")
 @_resampling
 @click.option("--equal-n", type=click.IntRange(min=1), default=None, metavar="N",
               help="Also the aggregates over N prompts drawn per resample (R_equal_n, O_equal_n): a maximum over "

@@ -39,7 +39,10 @@ def _ref_ds(m):
 
 
 def _ref_layer(R):
-    return [R[s, s + 1:].mean() for s in range(L - 1)]
+    """The future setting's layer effect as P1's code computes it (skip_max_depth.py, `main`):
+    max_dall.sum(-1) / torch.arange(L-1, -1, -1).clamp(min=1), every skipped layer s = 0..L-1,
+    written as a loop."""
+    return [sum(R[s, l] for l in range(L)) / max(L - 1 - s, 1) for s in range(L)]
 
 
 def test_interval_matches_numpy_reference(cli, tmp_path):
@@ -79,7 +82,7 @@ def test_identical_prompts_collapse_the_interval(cli, tmp_path):
     R1, O1 = _random_prompts(3, 1)
     Rp, Op = np.repeat(R1, 6, 0), np.repeat(O1, 6, 0)
     a = _skip_result(tmp_path / "a", Rp, Op)
-    assert cli("depthscore", a, "--levels", "1", "--bootstrap", 50, "-o", tmp_path / "ds")[0] == 0
+    assert cli("depthscore", a, "--levels", "1", "--bootstrap", 100, "-o", tmp_path / "ds")[0] == 0
     ds = open_result(str(tmp_path / "ds"), "depthscore")
     assert np.isfinite(ds["DS"].values).all()
     np.testing.assert_array_equal(ds["ds_low"].values, ds["DS"].values)
@@ -140,7 +143,7 @@ def test_plot_draws_interval_bars(cli, tmp_path):
     from align.store import open_result
 
     paths = [_skip_result(tmp_path / f"s{i}", *_random_prompts(10 + i, 5)) for i in range(2)]
-    assert cli("depthscore", *paths, "--levels", "1,2", "--bootstrap", 50, "-o", tmp_path / "ds")[0] == 0
+    assert cli("depthscore", *paths, "--levels", "1,2", "--bootstrap", 100, "-o", tmp_path / "ds")[0] == 0
     ds = open_result(str(tmp_path / "ds"))
     fig = plot_result(ds, part="layer", agg="max")
     gids = {c.get_gid() for ax in fig.axes for c in ax.collections}

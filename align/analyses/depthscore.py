@@ -1,16 +1,28 @@
 """Depth score over difficulty levels (METHODS.md §6, [P1] §3.3).
 
 From one "skipping" result per difficulty level (MQuAKE hop count, MATH level, digits of a
-generated arithmetic problem), the centre of mass over skipped layers s of
-
-- the layer effect m_s = mean over later layers l > s of R[s, l], for s = 0..L−2 (s = L−1
-  has no later layer and is left out), and
-- the output effect m_s = O[s], for s = 0..L−1:
+generated arithmetic problem), the centre of mass over skipped layers s of an effect m:
 
     DS(m) = Σ_s s·m_s / Σ_s m_s        (in layers; DS / L compares models)
 
-per setting, part and aggregation the skip results hold. DS is undefined (NaN, with the
-reason in attrs["undefined"]) when Σ_s m_s = 0: skipping changed nothing.
+per setting, part and aggregation the skip results hold, with
+
+- the output effect m_s = O[s], s = 0..L−1, in both settings;
+- the layer effect in the future setting, [P1]'s depth score (its code: skip_max_depth.py,
+  `main` and `effect_layer_score`): m_s = Σ_l R[s, l] / max(L−1−s, 1), s = 0..L−1. The
+  future setting leaves layers l ≤ s unchanged at the measured positions (R[s, l ≤ s] = 0),
+  so m_s is the mean over the later layers l > s and m_{L−1} = 0. This is the headline
+  (attrs["headline"]): the future setting, part layer, aggregation max, layer effect;
+- the layer effect in the current setting, align's extension (not in [P1]): m_s = mean over
+  later layers l > s of R[s, l], s = 0..L−2 (s = L−1 has no later layer and is left out).
+  [P1]'s formula would count R[s, s] = 1 there (the skipped layer's own contribution is gone
+  at every position), adding 1/(L−1−s) to each m_s: a pull toward the last layers that says
+  nothing about the model.
+
+DS is undefined (NaN, with the reason in attrs["undefined"]) when Σ_s m_s = 0: skipping
+changed nothing. [P1] measures its depth score at the answer: `align skip --split
+answer-start` on MQuAKE, `--split answer-points` on MATH (attrs["splits"] keeps each skip
+result's split; results of different splits are refused).
 
 A flat DS across levels means the model does not move its computation to later (or earlier)
 layers for harder items: it does not use more depth for harder problems ([P1] finds DS flat
@@ -45,16 +57,27 @@ from align.errors import InputError, NonFiniteError, StoreMismatch
 from align.version import __version__
 
 EFFECTS = ("layer", "output")
+HEADLINE = {"setting": "future", "part": "layer", "agg": "max", "effect": "layer"}
+SCORES = {
+    "future": "P1's depth score: DS = sum_s s*m_s / sum_s m_s with m_s = sum_l R[s, l] / max(L-1-s, 1) (layer "
+              "effect; the mean over later layers, R[s, l<=s] = 0 in this setting) or m_s = O[s] (output effect)",
+    "current": "align's extension, not in P1: DS of the layer effect m_s = mean over later layers l > s of R[s, l], "
+               "s = 0..L-2 (P1's formula would count R[s, s] = 1 here), or of the output effect m_s = O[s]",
+}
 INTERVALS = ("none: a prompt bootstrap needs R and O per prompt, and {name} holds only their aggregates over "
              "prompts (rerun `align skip` to store per-prompt values)")
 BOOTSTRAP = ("prompt bootstrap: {B} resamples of prompts per level and setting, seed {seed}, 2.5 and 97.5 "
              "percentiles of DS (ds_low, ds_high)")
 
 
-def layer_effect(R: np.ndarray) -> np.ndarray:
-    """m_s = mean over l > s of R[s, l] for s = 0..L−2, from an (L, L) matrix R[skipped, later]."""
+def layer_effect(R: np.ndarray, setting: str = "future") -> np.ndarray:
+    """The layer effect m of an (L, L) matrix R[skipped, later]: in the future setting [P1]'s
+    m_s = Σ_l R[s, l] / max(L−1−s, 1) for s = 0..L−1; in the current setting align's m_s =
+    mean over l > s of R[s, l] for s = 0..L−2."""
     R = np.asarray(R, np.float64)
     L = R.shape[0]
+    if setting == "future":
+        return R.sum(1) / np.maximum(L - 1 - np.arange(L), 1)
     return np.array([R[s, s + 1:].mean() for s in range(L - 1)])
 
 
@@ -133,9 +156,9 @@ def _per_prompt(ds, name, setting, R, O, coords):
     return Rp, Op
 
 
-def bootstrap_scores(Rp: np.ndarray, Op: np.ndarray, aggs, idx: np.ndarray) -> np.ndarray:
+def bootstrap_scores(Rp: np.ndarray, Op: np.ndarray, aggs, idx: np.ndarray, setting: str = "future") -> np.ndarray:
     """DS of every resample: (B, part, agg, effect) from per-prompt R (n, part, L, L), O (n,
-    part, L) and resample indices idx (B, n) into the prompts."""
+    part, L) of `setting` and resample indices idx (B, n) into the prompts."""
     B = idx.shape[0]
     n_parts = Rp.shape[1]
     out = np.full((B, n_parts, len(aggs), len(EFFECTS)), np.nan)
@@ -144,7 +167,7 @@ def bootstrap_scores(Rp: np.ndarray, Op: np.ndarray, aggs, idx: np.ndarray) -> n
         for c, agg in enumerate(aggs):
             Ra, Oa = _aggregate(Rs, agg), _aggregate(Os, agg)
             for k in range(n_parts):
-                out[b, k, c, 0] = depth_score(layer_effect(Ra[k]))
+                out[b, k, c, 0] = depth_score(layer_effect(Ra[k], setting))
                 out[b, k, c, 1] = depth_score(Oa[k])
     return out
 
@@ -153,7 +176,7 @@ def depth_scores(results: list, levels: list[int], names: list[str], bootstrap: 
     """DS per level, setting, part, agg and effect from "skipping" Datasets (one per level),
     with prompt-bootstrap intervals where every result holds per-prompt values (module
     docstring)."""
-    resampling = Resampling(bootstrap, seed)  # refuses fewer than 1 resample or a negative seed
+    resampling = Resampling(bootstrap, seed)  # refuses a count outside MIN_RESAMPLES..MAX_RESAMPLES or a negative seed
     if len(set(levels)) != len(levels):
         dup = sorted({lv for lv in levels if levels.count(lv) > 1})
         raise InputError(f"level {dup[0]} is given to more than one skip result: give one result per level")
@@ -169,6 +192,12 @@ def depth_scores(results: list, levels: list[int], names: list[str], bootstrap: 
             if [str(v) for v in ds[k].values] != want:
                 raise StoreMismatch(f"{name} holds {k} {[str(v) for v in ds[k].values]}, {names[0]} holds {want}: "
                                     f"run the skip analyses with the same --settings and --parts")
+    splits = [(ds.attrs.get("options") or {}).get("split") for ds in results]
+    known = [(sp, name) for sp, name in zip(splits, names) if sp is not None]
+    if "future" in coords["setting"] and len({sp for sp, _ in known}) > 1:
+        (sa, na), (sb, nb) = known[0], next(k for k in known if k[0] != known[0][0])
+        raise StoreMismatch(f"{nb} was run with --split {sb}, {na} with --split {sa}: the future setting's levels "
+                            f"compare only at the same split points; run the skip analyses with the same --split")
     shape = (len(levels), len(coords["setting"]), len(coords["part"]), len(coords["agg"]), len(EFFECTS))
     out = np.full(shape, np.nan)
     low, high = np.full(shape, np.nan), np.full(shape, np.nan)
@@ -185,7 +214,7 @@ def depth_scores(results: list, levels: list[int], names: list[str], bootstrap: 
         for a, setting in enumerate(coords["setting"]):
             for b, part in enumerate(coords["part"]):
                 for c, agg in enumerate(coords["agg"]):
-                    for e, m in enumerate((layer_effect(R[a, b, c]), O[a, b, c])):
+                    for e, m in enumerate((layer_effect(R[a, b, c], setting), O[a, b, c])):
                         out[i, a, b, c, e] = depth_score(m)
                         if not np.isfinite(out[i, a, b, c, e]):
                             undefined.append(f"level {levels[i]} {setting} {part} {agg} {EFFECTS[e]} effect: "
@@ -194,12 +223,21 @@ def depth_scores(results: list, levels: list[int], names: list[str], bootstrap: 
                 Rp, Op = _per_prompt(ds, name, setting, R[a], O[a], coords)
                 idx = draw(rng, len(Rp), bootstrap)
                 n_resampled[i][setting] = len(Rp)
-                low[i, a], high[i, a] = percentile_interval(bootstrap_scores(Rp, Op, coords["agg"], idx))
+                low[i, a], high[i, a] = percentile_interval(bootstrap_scores(Rp, Op, coords["agg"], idx, setting))
     intervals = (INTERVALS.format(name=lacking[0]) if lacking else BOOTSTRAP.format(B=bootstrap, seed=seed))
     return {"ds": out, "ds_low": low, "ds_high": high, "intervals": intervals, "levels": list(levels), "n_layers": L,
-            "undefined": undefined, **coords,
+            "undefined": undefined, **coords, "splits": splits,
             "bootstrap": None if lacking else record([{"level": lv, **n} for lv, n in zip(levels, n_resampled)], resampling),
             "n_prompts": [int(ds.attrs.get("n_prompts", 0)) for ds in results]}
+
+
+def headline(res: dict) -> dict:
+    """The cell a depth score is quoted by: HEADLINE ([P1]'s: future setting, part layer, max,
+    layer effect), or the nearest cell the results hold (the current setting: align's
+    extension), with the score's name."""
+    pick = {k: (HEADLINE[k] if HEADLINE[k] in res[k] else res[k][0]) for k in ("setting", "part", "agg")}
+    name = "P1's depth score" if pick["setting"] == "future" else "align's current-setting depth score (not in P1)"
+    return {**pick, "effect": HEADLINE["effect"], "name": name}
 
 
 def to_dataset(res: dict, attrs: dict):
@@ -214,7 +252,9 @@ def to_dataset(res: dict, attrs: dict):
         coords={"level": np.asarray(res["levels"], np.int64), "setting": res["setting"], "part": res["part"],
                 "agg": res["agg"], "effect": list(EFFECTS)},
     )
-    ds.attrs = {**attrs, "n_layers": res["n_layers"], "undefined": res["undefined"], "intervals": res["intervals"]}
+    ds.attrs = {**attrs, "n_layers": res["n_layers"], "undefined": res["undefined"], "intervals": res["intervals"],
+                "headline": headline(res), "scores": {s: SCORES[s] for s in res["setting"] if s in SCORES},
+                "splits": res.get("splits")}
     if res.get("bootstrap"):
         ds.attrs["bootstrap"] = res["bootstrap"]
     return ds.sortby("level")
@@ -245,14 +285,30 @@ def run_depthscore(paths, output, *, levels: str | None = None, bootstrap: int =
     attrs.update({"skip_results": paths, "align_version": __version__, "options": {"levels": given, "bootstrap": bootstrap, "seed": seed},
                   "corpora": [ds.attrs.get("corpus") for ds in results]})
     st.write_result(output, to_dataset(res, attrs), "depthscore", overwrite=overwrite, inputs=inputs)
-    k = res["part"].index("layer") if "layer" in res["part"] else 0
-    a, g = 0, 0
-    def one(i):
-        v, lo, hi = (res[key][i, a, k, g, 0] for key in ("ds", "ds_low", "ds_high"))
-        return f"{v:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if np.isfinite(lo) else "")
-
-    shown = ", ".join(f"{lv}: {one(i)}" for i, lv in enumerate(res["levels"]))
-    log(f"align depthscore: wrote {output}: layer-effect DS ({res['setting'][a]}, {res['part'][k]}, {res['agg'][g]}) "
-        f"by level {shown} of {res['n_layers']} layers" + (f"; {len(res['undefined'])} undefined" if res["undefined"] else "")
-        + ("" if np.isfinite(res["ds_low"]).any() else f"; intervals {res['intervals']}"))
+    log(f"align depthscore: wrote {output}: {summary(res)}")
     return output
+
+
+def summary(res: dict) -> str:
+    """The log line's text: the headline's layer-effect DS by level (with its interval), then,
+    where the results hold both settings, align's current-setting extension."""
+    head = headline(res)
+    k, g = res["part"].index(head["part"]), res["agg"].index(head["agg"])
+
+    def by_level(setting):
+        a = res["setting"].index(setting)
+
+        def one(i):
+            v, lo, hi = (res[key][i, a, k, g, 0] for key in ("ds", "ds_low", "ds_high"))
+            return f"{v:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if np.isfinite(lo) else "")
+
+        return ", ".join(f"{lv}: {one(i)}" for i, lv in sorted(enumerate(res["levels"]), key=lambda x: x[1]))
+
+    split = next((sp for sp in res.get("splits") or [] if sp), None)
+    where = f"{head['setting']} setting" + (f", --split {split}" if head["setting"] == "future" and split else "")
+    text = (f"{head['name']} ({where}; layer effect, part {head['part']}, {head['agg']}) by level "
+            f"{by_level(head['setting'])} of {res['n_layers']} layers")
+    if head["setting"] == "future" and "current" in res["setting"]:
+        text += f"; align's current-setting extension by level {by_level('current')}"
+    return (text + (f"; {len(res['undefined'])} undefined" if res["undefined"] else "")
+            + ("" if np.isfinite(res["ds_low"]).any() else f"; intervals {res['intervals']}"))

@@ -115,9 +115,10 @@ def run_skip(output, *, spec, cspec, batch_size=8, settings=("current", "future"
              answer_field="answer", answer_marker=None, resampling: Resampling = DEFAULT, overwrite=False,
              log=_log_default) -> str:
     """`align skip`: current and future settings, parts layer/attn/mlp, written as "skipping".
-    `split` is "random" (P1's seeded split points) or "answer-start" (the future setting's one
-    split point per prompt is its first answer token, the prompts read as `align erase` reads
-    them); each prompt's level is stored where the corpus has levels. `resampling` draws the
+    `split` is "random" (P1's seeded split points, GSM8K), "answer-start" (the future setting's one
+    split point per prompt is its first answer token: P1 on MQuAKE) or "answer-points" (up to 4
+    points inside the answer: P1 on MATH), the prompts of both read as `align erase` reads
+    them; each prompt's level is stored where the corpus has levels. `resampling` draws the
     intervals; its equal-n mode is checked against the prompts before the weights load."""
     import time
 
@@ -130,17 +131,18 @@ def run_skip(output, *, spec, cspec, batch_size=8, settings=("current", "future"
     inputs = _inputs(spec, cspec)
     st.check_output(output, "skipping", inputs=inputs, overwrite=overwrite)
     splits = None
-    if split == "answer-start":
+    answers = split != "random"
+    if answers:
         # As `load` does: corpus, then config, then tokenizer, so bad input is named in that order.
         corpus.validate(cspec)
         models.load_config(spec)
         aps = load_answer_prompts(cspec, models.load_tokenizer(spec), answer_field, answer_marker)
-        splits = [skip.answer_split(a.predicts_answer) for a in aps]
-        skip.check_prompts([a.token_id for a in aps], settings, splits, resampling.equal_n)
+        splits = skip.answer_splits(aps, split, split_seed)
+        skip.check_prompts([a.token_id for a in aps], settings, splits, resampling.equal_n, split)
         levels = skip.answer_prompt_levels(cspec)
     model, config, prompts, prov = load(spec, cspec, check=None if splits is not None
                                            else (lambda ps: skip.check_prompts(ps, settings, equal_n=resampling.equal_n)))
-    if split == "answer-start":
+    if answers:
         prompts = [np.asarray(a.token_id, np.int64) for a in aps]
         check_vocabulary(spec, config, prompts)
     else:
@@ -152,13 +154,16 @@ def run_skip(output, *, spec, cspec, batch_size=8, settings=("current", "future"
     timing = {"seconds": round(dt, 3), "n_forwards": res["n_forwards"], "n_forwards_one_at_a_time": res["n_forwards_one_at_a_time"]}
     opts = {"batch_size": batch_size, "settings": list(settings), "parts": list(parts), "split": split,
             "split_seed": split_seed}
-    if split == "answer-start":
+    extra = {}
+    if answers:
         opts.update({"answer_field": answer_field, "answer_marker": answer_marker})
-    ds = skip.to_dataset(res, {**prov, "options": opts, "timing": timing}, split_seed, levels, resampling)
+        # Each prompt's future split points (those a prompt cannot use included: t <= 1).
+        extra = {"split_points": splits}
+    ds = skip.to_dataset(res, {**prov, "options": opts, "timing": timing, **extra}, split_seed, levels, resampling)
     st.write_result(output, ds, "skipping", overwrite=overwrite, inputs=inputs)
     log(f"align skip: wrote {output} ({len(prompts)} prompts, {L} layers; "
         + ", ".join(f"{k}: {v} prompts" for k, v in res["n_prompts"].items())
-        + (f"; {res['n_prompts_too_short']} " + ("with no token before the answer" if splits is not None
+        + (f"; {res['n_prompts_too_short']} " + ("with no usable split point in the answer" if splits is not None
                                                   else "too short for the future setting") if "future" in settings else "")
         + f") in {dt:.1f} s: {res['n_forwards']:,} batched forward passes "
         f"(a one-prompt-at-a-time loop makes {res['n_forwards_one_at_a_time']:,}); {intervals_note(ds.attrs)}")

@@ -10,9 +10,14 @@ probabilities p, and C'_l, p' of the intervened run:
 Settings: "current" intervenes at every position ≥ 1 and measures everywhere; "future" picks
 up to 4 split points t from range(8, T−4, 8) (shuffled with a seed per prompt), intervenes at
 1..t−1 and measures t..T−1. With `--split answer-start` ([P1] on MQuAKE and MATH) the future
-setting has one split point per prompt, its first answer token t (the first token whose
+setting has one split point per prompt, its first answer token a (the first token whose
 character span overlaps the answer, tokenized as `align.analyses.answers` does for erase and
-igrad); a prompt with t ≤ 1 has no position to skip and is counted as too short. Position 0 is
+igrad): [P1]'s protocol on MQuAKE. With `--split answer-points` ([P1] on MATH) the points are
+a + k for k in range(0, n − 4, 4), n the number of the answer's tokens a..b, shuffled by
+default_rng([seed, prompt index]), first 4 ([P1]'s code shuffles them with Python's
+`random` seeded 12345 once per run, so its points hang on the prompts' order): no point lies in
+the answer's last 4 tokens, and an answer of at most 4 tokens has none. A point t ≤ 1 has no
+position to skip; a prompt left with no point is counted as too short. Position 0 is
 never intervened on. Aggregation: max over positions, then split points, then prompts ("max"),
 or the mean over prompts of the per-prompt maxima ("mean_over_prompts").
 
@@ -47,11 +52,16 @@ from align.errors import InputError
 
 EPS = 1e-6
 SETTINGS = ("current", "future")
-SPLITS = ("random", "answer-start")
+SPLITS = ("random", "answer-start", "answer-points")
 PARTS = ("layer", "attn", "mlp")
 AGGS = ("max", "mean_over_prompts")
 SPLIT_START, SPLIT_STEP, SPLIT_MARGIN, MAX_SPLITS = 8, 8, 4, 4
 MIN_FUTURE_LENGTH = SPLIT_START + SPLIT_MARGIN + 1  # 13: the shortest T with a split point
+ANSWER_STEP, ANSWER_MARGIN = 4, 4  # --split answer-points: a + range(0, n − 4, 4)
+SPLIT_RULES = {"answer-start": "each prompt needs at least 2 tokens before its first answer token",
+               "answer-points": "each prompt needs at least 2 tokens before its first answer token and an answer "
+                                "of at least 5 tokens (its points are the first answer token + 0, 4, 8, ... short "
+                                "of its last 4 tokens)"}
 
 
 def split_points(T: int, seed: int, prompt_index: int) -> list[int]:
@@ -82,12 +92,39 @@ def answer_split(predicts_answer: np.ndarray) -> int:
     return int(pos[0]) + 1
 
 
+def answer_points(predicts_answer: np.ndarray, seed: int, prompt_index: int) -> list[int]:
+    """[P1]'s MATH split points of an answer prompt: a + k for k in range(0, n − 4, 4), where
+    the answer's tokens are a..b (n = b − a + 1), permuted by default_rng([seed,
+    prompt_index]), first 4. An answer of n ≤ 4 tokens has none."""
+    pos = np.flatnonzero(np.asarray(predicts_answer, bool)) + 1
+    if not len(pos):
+        raise InputError("a prompt has no answer token: every prompt of --split answer-points needs an answer")
+    a, n = int(pos[0]), int(pos[-1] - pos[0]) + 1
+    offsets = np.arange(0, n - ANSWER_MARGIN, ANSWER_STEP)
+    rng = np.random.default_rng([seed, prompt_index])
+    return [a + int(k) for k in rng.permutation(offsets)[:MAX_SPLITS]]
+
+
+def answer_splits(answer_prompts, split: str, seed: int = 0) -> list[list[int]]:
+    """The future setting's split points of each answer prompt under `split` ("answer-start"
+    or "answer-points"), one list per prompt, indexed as the prompts."""
+    if split == "answer-start":
+        return [[answer_split(ap.predicts_answer)] for ap in answer_prompts]
+    return [answer_points(ap.predicts_answer, seed, i) for i, ap in enumerate(answer_prompts)]
+
+
+def _usable(points, T: int) -> list[int]:
+    """The split points (an int or a list) of a prompt of T tokens that leave a position to skip."""
+    return [int(t) for t in np.atleast_1d(points) if 1 < int(t) < T]
+
+
 def rows_for(prompts, setting: str, seed: int = 0, include_position_zero: bool = False,
              splits=None) -> tuple[list[Row], int]:
     """The rows of a setting over prompts, and the number of prompts too short for it.
 
-    `splits` (one int per prompt) replaces the future setting's random split points by one
-    given point per prompt (`--split answer-start`); t ≤ 1 counts as too short.
+    `splits` (per prompt, one point or a list of them) replaces the future setting's random
+    split points (`--split answer-start`, `answer-points`); points t ≤ 1 or t ≥ T are dropped,
+    and a prompt left with none counts as too short.
     `include_position_zero` intervenes at position 0 too: for tests that compare with a
     model whose block is deleted, never for measurements."""
     first = 0 if include_position_zero else 1
@@ -101,7 +138,7 @@ def rows_for(prompts, setting: str, seed: int = 0, include_position_zero: bool =
             if splits is None:
                 pts = split_points(T, seed, i)
             else:
-                pts = [int(splits[i])] if 1 < int(splits[i]) < T else []
+                pts = _usable(splits[i], T)
             if not pts:
                 short += 1
             for t in pts:
@@ -227,14 +264,16 @@ def _check_effects(R, O, parts, prompts) -> None:
                                  f"{prompts[idx[-1]]}): the contributions overflow float32; nothing was written")
 
 
-def check_prompts(prompts, settings=SETTINGS, splits=None, equal_n: int | None = None) -> None:
+def check_prompts(prompts, settings=SETTINGS, splits=None, equal_n: int | None = None,
+                  split: str | None = None) -> None:
     """InputError when no prompt is long enough for the future setting (T < 13 everywhere;
-    with `splits`, when every prompt's answer starts at token 0 or 1), or when the equal-n
+    with `splits` of `split`, when no prompt has a usable split point), or when the equal-n
     mode's `equal_n` (None: no equal-n mode) asks for more prompts than a setting has."""
     if "future" in settings and prompts and splits is not None:
-        if not any(1 < int(t) < len(p) for t, p in zip(splits, prompts)):
-            raise InputError(f"no prompt has a token to skip before its answer: with --split answer-start each prompt "
-                             f"needs at least 2 tokens before its first answer token (none of {len(prompts)} has)")
+        if not any(_usable(t, len(p)) for t, p in zip(splits, prompts)):
+            rule = (f"with --split {split} {SPLIT_RULES[split]}" if split in SPLIT_RULES
+                    else "each prompt needs a split point t with 1 < t < T")
+            raise InputError(f"no prompt has a token to skip before its answer: {rule} (none of {len(prompts)} has)")
     elif "future" in settings and prompts:
         longest = max(len(p) for p in prompts)
         if longest < MIN_FUTURE_LENGTH:
@@ -247,7 +286,7 @@ def check_prompts(prompts, settings=SETTINGS, splits=None, equal_n: int | None =
             if setting == "current":
                 n = len(prompts)
             elif splits is not None:
-                n = sum(1 < int(t) < len(p) for t, p in zip(splits, prompts))
+                n = sum(bool(_usable(t, len(p))) for t, p in zip(splits, prompts))
             else:
                 n = sum(len(p) >= MIN_FUTURE_LENGTH for p in prompts)
             check_equal_n(equal_n, n, setting)
@@ -267,7 +306,7 @@ def skipping(model, batches, *, settings=SETTINGS, parts=PARTS, seed: int = 0, b
     batches: lists of token-id arrays (prompts), or a flat list of prompts with
     `batch_size`. Rows (a prompt in "current", a (prompt, split point) in "future") are
     batched `batch_size` per forward (default: the size of the first given batch). `splits`:
-    one future split point per prompt (`answer_split`) instead of the random ones.
+    the future split points of each prompt (`answer_splits`) instead of the random ones.
     Returns {"R": (n_settings, n_parts, 2 aggs, L, L), "O": (n_settings, n_parts, 2, L),
     "n_prompts": {setting: int}, "n_prompts_too_short": int, "per_prompt": {setting: (R
     (n, parts, L, L), O (n, parts, L))}, "n_forwards", "n_forwards_one_at_a_time"};
