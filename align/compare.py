@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from align import compare_checks
 from align.analyses import bootstrap, depth, lens
 from align.fitting import uncertainty
 from align.compare_table import csv_table, text_table
@@ -139,13 +140,10 @@ def compare_depth(items, resampling: bootstrap.Resampling) -> Comparison:
     cols = rules + [f"{r} ratio" for r in rules]
     cmp = Comparison("depth", ["result", "model", "layers", "prompts"], cols)
     for label, path, ds in items:
+        compare_checks.check_depth(path, ds)
         L = int(ds.attrs.get("n_layers", ds.sizes.get("layer", 0)))
         ed, ratio = _scalar(ds["effective_depth"].values), _scalar(ds["ratio"].values)
-        has = "effective_depth_low" in ds
-        nan = np.full(len(rules), np.nan)
-        lo = _scalar(ds["effective_depth_low"].values) if has else nan
-        hi = _scalar(ds["effective_depth_high"].values) if has else nan
-        rlo, rhi = ((lo + 1) / L, (hi + 1) / L) if has else (nan, nan)
+        lo, hi, notes = compare_checks.depth_intervals(label, ds, rules)
         n = (ds.attrs.get("bootstrap") or {}).get("n")
         prompts = "" if not isinstance(n, dict) else (str(n["contributions"]) if n["contributions"] == n["lens"]
                                                       else f"{n['contributions']}/{n['lens']}")
@@ -153,16 +151,9 @@ def compare_depth(items, resampling: bootstrap.Resampling) -> Comparison:
                    {}, {}, {})
         for k, r in enumerate(rules):
             s.value[r], s.low[r], s.high[r] = ed[k], lo[k], hi[k]
-            s.value[f"{r} ratio"], s.low[f"{r} ratio"], s.high[f"{r} ratio"] = ratio[k], rlo[k], rhi[k]
+            s.value[f"{r} ratio"], s.low[f"{r} ratio"], s.high[f"{r} ratio"] = ratio[k], (lo[k] + 1) / L, (hi[k] + 1) / L
         cmp.series.append(s)
-        if not has:
-            cmp.notes.append(f"{label}: no intervals ({ds.attrs.get('intervals', 'the result holds no bootstrap')})")
-        elif "defined_fraction" in ds:
-            B = int((ds.attrs.get("bootstrap") or {}).get("resamples", 0))
-            for r, f in zip(rules, ds["defined_fraction"].values):
-                if np.isfinite(ed[rules.index(r)]) and f < 1:
-                    cmp.notes.append(f"{label}: the {r} rule is undefined in {int(round((1 - f) * B))} of {B} resamples; "
-                                     f"its interval is over the others")
+        cmp.notes += notes
     for i, j in _pairs(items):
         a, b = items[i], items[j]
         why = _pair_refusal(a, b, ("prompts_hash", "lens_prompts_hash"))
@@ -172,12 +163,13 @@ def compare_depth(items, resampling: bootstrap.Resampling) -> Comparison:
         if why:
             cmp.notes.append(why)
             continue
-        cmp.series.append(_depth_difference(a, b, pa, pb, resampling))
+        cmp.series.append(_depth_difference(a, b, pa, pb, resampling, cmp.notes))
     return cmp
 
 
-def _depth_difference(a, b, pa, pb, resampling) -> Series:
-    """b − a in ED (layers) and in (ED + 1) / L, resampling both with the same indices."""
+def _depth_difference(a, b, pa, pb, resampling, notes: list) -> Series:
+    """b − a in ED (layers) and in (ED + 1) / L, resampling both with the same indices; a
+    column whose difference is defined in too few resamples gets no interval and a note."""
     rng = np.random.default_rng(resampling.seed)
     idx_c, idx_l = depth.resample_indices(pa, rng, resampling.resamples)
     ra = depth.depth_replicates(pa, idx_c, idx_l)["effective_depth"]
@@ -191,6 +183,9 @@ def _depth_difference(a, b, pa, pb, resampling) -> Series:
                                     (f"{r} ratio", (ea[k] + 1) / La, (eb[k] + 1) / Lb, (ra[:, k] + 1) / La, (rb[:, k] + 1) / Lb)):
             lo, hi = bootstrap.percentile_interval(yb - ya)
             s.value[col], s.low[col], s.high[col] = db - da, float(lo), float(hi)
+            why = bootstrap.withheld(yb - ya, col) if np.isfinite(db - da) and col == r else None
+            if why:
+                notes.append(f"{s.label}: {why}")
     return s
 
 
@@ -210,17 +205,21 @@ def compare_lens(items, weighting: str, resampling: bootstrap.Resampling) -> Com
         raise InputError(f"--weighting {weighting!r} is not one of {', '.join(WEIGHTINGS)}")
     cmp = Comparison("lens", ["result", "model", "boundary", "b/L"], ["KL", "overlap"], missing="not measured")
     for label, path, ds in items:
+        compare_checks.check_lens(path, ds)
         b = ds["boundary"].values
         L = int(ds.attrs.get("n_layers", len(b) - 1))
         s = Series(label, {"result": label, "model": _short(ds.attrs.get("model"))}, {}, {}, {},
                    boundary=b, relative=b / L)
+        few = compare_checks.withheld_stored(ds)
         for col, var in (("KL", "kl"), ("overlap", "overlap")):
             s.value[col] = _scalar(ds[var].sel(weighting=weighting).values)
-            has = f"{var}_low" in ds
+            has = f"{var}_low" in ds and not few
             s.low[col] = _scalar(ds[f"{var}_low"].sel(weighting=weighting).values) if has else np.full(len(b), np.nan)
             s.high[col] = _scalar(ds[f"{var}_high"].sel(weighting=weighting).values) if has else np.full(len(b), np.nan)
         if "kl_low" not in ds:
             cmp.notes.append(f"{label}: no intervals ({ds.attrs.get('intervals', 'the result holds no bootstrap')})")
+        elif few:
+            cmp.notes.append(f"{label}: {few}")
         cmp.series.append(s)
     for i, j in _pairs(items):
         a, b = items[i], items[j]
@@ -279,6 +278,7 @@ def compare_alignment(items, resampling: bootstrap.Resampling | None = None) -> 
     cmp = Comparison("alignment", ["result", "source", "target", "L_S", "L_T", "argmin path"], list(ALIGNMENT_STATS))
     without = []
     for label, path, ds in items:
+        compare_checks.check_alignment(path, ds)
         summ = ds.attrs.get("summary") or {}
         s = Series(label, {"result": label, "source": _short(ds.attrs.get("source_model")),
                            "target": _short(ds.attrs.get("target_model")), "L_S": ds.attrs.get("n_layers_source", ""),
@@ -287,10 +287,13 @@ def compare_alignment(items, resampling: bootstrap.Resampling | None = None) -> 
         s.path = {"source_layers": summ.get("source_layers", []), "argmin_path": summ.get("argmin_path", []),
                   "soft_depth": summ.get("soft_depth", []), "n_source": ds.attrs.get("n_layers_source"),
                   "n_target": ds.attrs.get("n_layers_target")}
+        few = compare_checks.withheld_stored(ds)
         for col, key in ALIGNMENT_STATS.items():
             s.value[col] = _float(summ.get(key))
-            s.low[col], s.high[col] = _stat_interval(ds, key)
-        if all(np.isnan(s.low[c]) for c in ALIGNMENT_STATS):
+            s.low[col], s.high[col] = _stat_interval(ds, key) if not few else (np.nan, np.nan)
+        if few:
+            cmp.notes.append(f"{label}: {few}")
+        elif all(np.isnan(s.low[c]) for c in ALIGNMENT_STATS):
             without.append(label)
         if summ.get("spearman") is None and summ.get("spearman_note"):
             cmp.notes.append(f"{label}: Spearman {summ['spearman_note']}")
@@ -303,7 +306,7 @@ def compare_alignment(items, resampling: bootstrap.Resampling | None = None) -> 
         if why:
             cmp.notes.append(why)
             continue
-        cmp.series.append(_alignment_difference(a, b, resampling or bootstrap.Resampling()))
+        cmp.series.append(_alignment_difference(a, b, resampling or bootstrap.Resampling(), cmp.notes))
     return cmp
 
 
@@ -334,8 +337,9 @@ def _alignment_statistics(ds, idx: np.ndarray) -> dict:
     return uncertainty.resampled_statistics(jstar, sub, sdepth, tgt[cols] / Lt, Lt)
 
 
-def _alignment_difference(a, b, resampling: bootstrap.Resampling) -> Series:
-    """b − a of each summary statistic, both resampled with the same held-out documents."""
+def _alignment_difference(a, b, resampling: bootstrap.Resampling, notes: list) -> Series:
+    """b − a of each summary statistic, both resampled with the same held-out documents; a
+    statistic whose difference is defined in too few resamples gets no interval and a note."""
     K = a[2].sizes["heldout_doc"]
     idx = bootstrap.indices(K, resampling)
     ra, rb = _alignment_statistics(a[2], idx), _alignment_statistics(b[2], idx)
@@ -346,6 +350,9 @@ def _alignment_difference(a, b, resampling: bootstrap.Resampling) -> Series:
         lo, hi = bootstrap.percentile_interval(rb[key] - ra[key])
         s.value[col] = _float(sb.get(key)) - _float(sa.get(key))
         s.low[col], s.high[col] = float(lo), float(hi)
+        why = bootstrap.withheld(rb[key] - ra[key], col) if np.isfinite(s.value[col]) else None
+        if why:
+            notes.append(f"{s.label}: {why}")
     return s
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from align.analyses.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
 from align.analyses.skip import SPLITS
 from align.cli.extract import corpus_options, corpus_spec, model_options, model_spec
 
@@ -22,8 +23,10 @@ def _resampling(f):
     """--bootstrap and --bootstrap-seed: the prompt bootstrap of the result's intervals."""
     f = click.option("--bootstrap-seed", type=click.IntRange(min=0), default=0, show_default=True,
                      help="Seed of the prompt bootstrap.")(f)
-    return click.option("--bootstrap", type=click.IntRange(min=1), default=1000, show_default=True, metavar="N",
-                        help="Resamples of prompts for the 95% percentile intervals.")(f)
+    return click.option("--bootstrap", type=int, default=RESAMPLES, show_default=True, metavar="N",
+                        callback=lambda ctx, param, value: check_resamples(value),
+                        help=f"Resamples of prompts for the 95% percentile intervals ({MIN_RESAMPLES:,} to "
+                             f"{MAX_RESAMPLES:,}).")(f)
 
 
 def _resampling_of(bootstrap, bootstrap_seed, equal_n=None):

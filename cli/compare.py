@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from align.analyses.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
+
 
 @click.command("compare")
 @click.argument("results", nargs=-1, required=True, metavar="RESULT...")
@@ -12,8 +14,10 @@ import click
 @click.option("--figure", default=None, metavar="FILE.png", help="The figure's path [default: beside -o, with .png].")
 @click.option("--weighting", type=click.Choice(["token", "prompt"]), default="token", show_default=True,
               help="lens: the average to compare (token-weighted, as P2's effective depths; prompt-weighted, as P1's figures).")
-@click.option("--bootstrap", type=click.IntRange(min=1), default=1000, show_default=True, metavar="N",
-              help="Resamples of prompts for the paired differences' 95% intervals.")
+@click.option("--bootstrap", type=int, default=RESAMPLES, show_default=True, metavar="N",
+              callback=lambda ctx, param, value: check_resamples(value),
+              help=f"Resamples of prompts for the paired differences' 95% intervals ({MIN_RESAMPLES:,} to "
+                   f"{MAX_RESAMPLES:,}).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of that bootstrap.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing table or figure.")
 def compare_cmd(results, output, figure, weighting, bootstrap, seed, overwrite):

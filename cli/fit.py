@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from align.analyses.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
 from align.cli.extract import corpus_options, corpus_spec
 
 
@@ -70,8 +71,10 @@ def live_options(f):
               help="Relative ridge penalties (units of the mean eigenvalue of XcᵀXc). auto: 1e-6..1e1 by decades, "
                    "extended by decades (within 1e-12..1e6) where a pair's choice sits at an end; a list is used as "
                    "given, and the pairs choosing its ends are counted [default: auto].")
-@click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True,
-              help="Resamples of the held-out documents for p_best and the 95% intervals (0: none).")
+@click.option("--bootstrap", type=int, default=RESAMPLES, show_default=True,
+              callback=lambda ctx, param, value: value if value == 0 else check_resamples(value),
+              help=f"Resamples of the held-out documents for p_best and the 95% intervals ({MIN_RESAMPLES:,} to "
+                   f"{MAX_RESAMPLES:,}; 0: none).")
 @click.option("--bootstrap-seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the document bootstrap.")
 @click.option("--convergence", is_flag=True,

@@ -12,7 +12,7 @@ import torch
 from fixtures_analyses import EPS, hf_prompts, ref_forward
 from modelzoo import CORPUS_TEXT
 
-B, SEED = 60, 3
+B, SEED = 120, 3
 
 
 def _cos(x, y):
@@ -110,17 +110,17 @@ def test_cli_options_reach_the_result_and_store_prompts_are_sequences(cli, extra
     from align.store import open_activations, open_result
 
     store = extracted("qwen2", sublayers=True)
-    code, _, err = cli("contrib", "--store", store, "-o", tmp_path / "c", "--bootstrap", 40, "--bootstrap-seed", 7)
+    code, _, err = cli("contrib", "--store", store, "-o", tmp_path / "c", "--bootstrap", 140, "--bootstrap-seed", 7)
     assert code == 0, err
     ds = open_result(str(tmp_path / "c"), "contributions")
     s = open_activations(store)
     seq = s.tokens("seq")
     np.testing.assert_array_equal(ds["token_count"].values, np.bincount(seq)[np.bincount(seq) > 0])
-    assert ds.attrs["bootstrap"]["resamples"] == 40 and ds.attrs["bootstrap"]["seed"] == 7
+    assert ds.attrs["bootstrap"]["resamples"] == 140 and ds.attrs["bootstrap"]["seed"] == 7
     assert ds.attrs["prompts_hash"].startswith("sha256:")
     prov = s.provenance
     corpus = prov["corpus"]
-    code, _, err = cli("lens", prov["model"], corpus["source"], "-o", tmp_path / "l", "--bootstrap", 40,
+    code, _, err = cli("lens", prov["model"], corpus["source"], "-o", tmp_path / "l", "--bootstrap", 140,
                        "--max-length", str(corpus.get("max_length")) if corpus.get("max_length") else "512")
     assert code == 0, err + json.dumps(corpus)
     lens = open_result(str(tmp_path / "l"), "lens")

@@ -53,7 +53,7 @@ def test_cli_options_reach_the_result_run_after_run(cli, depth_inputs, tmp_path)
     from align.store import open_result
 
     prompts, c, l = depth_inputs
-    runs = [(["--bootstrap", 60, "--bootstrap-seed", 1], 60, 1), (["--bootstrap", 90, "--bootstrap-seed", 2], 90, 2),
+    runs = [(["--bootstrap", 160, "--bootstrap-seed", 1], 160, 1), (["--bootstrap", 190, "--bootstrap-seed", 2], 190, 2),
             ([], 1000, 0)]
     for k, (options, resamples, seed) in enumerate(runs):
         out = tmp_path / f"d{k}"
@@ -75,10 +75,10 @@ def test_skip_cli_equal_n_reaches_the_result_and_is_not_kept(cli, zoo, corpus_fi
 
     base = ["skip", zoo("qwen2"), corpus_file, "--settings", "current", "--parts", "layer", "--max-docs", 3,
             "--max-length", 16]
-    code, _, err = cli(*base, "-o", tmp_path / "a", "--bootstrap", 30, "--bootstrap-seed", 5, "--equal-n", 2)
+    code, _, err = cli(*base, "-o", tmp_path / "a", "--bootstrap", 130, "--bootstrap-seed", 5, "--equal-n", 2)
     assert code == 0, err
     a = open_result(str(tmp_path / "a"), "skipping")
-    assert (a.attrs["bootstrap"]["resamples"], a.attrs["bootstrap"]["seed"], a.attrs["bootstrap"]["equal_n"]) == (30, 5, 2)
+    assert (a.attrs["bootstrap"]["resamples"], a.attrs["bootstrap"]["seed"], a.attrs["bootstrap"]["equal_n"]) == (130, 5, 2)
     assert "R_equal_n" in a
     assert "(seed 5, equal-n 2)" in err
     code, _, err = cli(*base, "-o", tmp_path / "b")

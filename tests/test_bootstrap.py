@@ -12,10 +12,10 @@ from assertions import one_line_error
 def test_indices_are_the_documented_scheme():
     from align.analyses.bootstrap import Resampling, indices
 
-    got = indices(7, Resampling(50, 11))
-    np.testing.assert_array_equal(got, np.random.default_rng(11).integers(0, 7, size=(50, 7)))
-    got = indices(7, Resampling(50, 11), size=3)
-    np.testing.assert_array_equal(got, np.random.default_rng(11).integers(0, 7, size=(50, 3)))
+    got = indices(7, Resampling(120, 11))
+    np.testing.assert_array_equal(got, np.random.default_rng(11).integers(0, 7, size=(120, 7)))
+    got = indices(7, Resampling(120, 11), size=3)
+    np.testing.assert_array_equal(got, np.random.default_rng(11).integers(0, 7, size=(120, 3)))
 
 
 def test_token_means_maxima_and_means_match_loops():
@@ -42,10 +42,12 @@ def test_token_means_maxima_and_means_match_loops():
 def test_percentile_interval_leaves_nan_out():
     from align.analyses.bootstrap import defined_fraction, percentile_interval
 
-    s = np.array([[1.0, np.nan, np.nan], [2.0, 5.0, np.nan], [3.0, np.nan, np.nan], [4.0, 7.0, np.nan]])
+    a = np.arange(1.0, 241.0)
+    b = np.where(np.arange(240) % 2 == 0, np.nan, a * 3)  # every other resample undefined: 120 defined
+    s = np.stack([a, b, np.full(240, np.nan)], axis=1)
     low, high = percentile_interval(s)
-    np.testing.assert_allclose(low[:2], [np.percentile([1, 2, 3, 4], 2.5), np.percentile([5, 7], 2.5)], rtol=1e-12)
-    np.testing.assert_allclose(high[:2], [np.percentile([1, 2, 3, 4], 97.5), np.percentile([5, 7], 97.5)], rtol=1e-12)
+    np.testing.assert_allclose(low[:2], [np.percentile(a, 2.5), np.percentile(a[1::2] * 3, 2.5)], rtol=1e-12)
+    np.testing.assert_allclose(high[:2], [np.percentile(a, 97.5), np.percentile(a[1::2] * 3, 97.5)], rtol=1e-12)
     assert np.isnan(low[2]) and np.isnan(high[2])
     np.testing.assert_array_equal(defined_fraction(s), [1.0, 0.5, 0.0])
 

@@ -193,10 +193,10 @@ def test_explicit_alphas_are_not_extended_and_the_ends_are_counted(synthetic, tm
 
 def test_cli_defaults_auto_grid_and_bootstrap_and_bootstrap_zero(fit_pair, cli, tmp_path):
     S, T = fit_pair
-    code, _, err = cli("fit", S, T, "-o", str(tmp_path / "d.zarr"), "--scheduler", "synchronous", "--bootstrap", "50")
+    code, _, err = cli("fit", S, T, "-o", str(tmp_path / "d.zarr"), "--scheduler", "synchronous", "--bootstrap", "150")
     assert code == 0, err
     ds = xr.open_zarr(str(tmp_path / "d.zarr"))
-    assert ds.attrs["options"]["extend_alphas"] is True and ds.attrs["options"]["bootstrap"] == 50
+    assert ds.attrs["options"]["extend_alphas"] is True and ds.attrs["options"]["bootstrap"] == 150
     assert "p_best" in ds and "relative_error_low" in ds and "val_sse" in ds
     code, _, err = cli("fit", S, T, "-o", str(tmp_path / "n.zarr"), "--scheduler", "synchronous", "--bootstrap", "0",
                        "--alphas", "1e-3,1")

@@ -10,7 +10,8 @@ idx[b] (a prompt drawn twice counts twice). An analysis that draws several index
 them one after another from the same generator, in the order its docstring gives. The 95%
 interval of a statistic is the 2.5 and 97.5 percentiles (numpy.nanpercentile, linear
 interpolation) of its resampled values; resamples where the statistic is undefined (NaN) are
-left out, and where every one is, the interval is NaN.
+left out, and where fewer than MIN_RESAMPLES (100) define it, the interval is NaN: a
+result records that rule (attrs["bootstrap"]["undefined"]).
 
 Means over tokens are ratios of per-prompt sums (Σ_b sums / Σ_b token counts), so a resample
 costs one matrix product with its prompt multiplicities, never a pass over tokens.
@@ -28,6 +29,50 @@ from align.errors import InputError
 RESAMPLES = 1000
 LEVEL = 0.95
 SCHEME = "numpy.random.default_rng(seed).integers(0, n, size=(resamples, {size}))"
+# The fewest resamples an interval is read from, for every bootstrap in align (the prompt
+# bootstrap here, the fit's document bootstrap, compare's paired differences): a 95%
+# percentile endpoint sits at rank 0.025·(B − 1) of the sorted resamples, so at B = 100 at
+# least two resamples lie beyond each end (below 41 the endpoint falls between the two most
+# extreme resamples: one draw decides it; at B = 1 the "interval" is that one resample), and
+# the tail's share of 2.5% is known to ±1.6 points (sqrt(0.025·0.975/B)). A --bootstrap
+# below it is refused; an interval whose statistic is defined in fewer resamples is NaN
+# (`percentile_interval`), with the reason recorded (`UNDEFINED`, `withheld`).
+MIN_RESAMPLES = 100
+# The most: at 10^6 that tail share is known to ±0.016 points, so more resamples change no
+# reported digit, while time (the fit's path statistics take ~0.2 ms a resample: 10^6 is
+# minutes) and memory (at least 16 bytes per resample and prompt or document drawn) grow
+# linearly, and counts like 10^20 overflow numpy's int64 sizes. Within it, the fit's plan
+# refuses a count whose arrays exceed its budget (`fitting.budget.bootstrap_bytes`).
+MAX_RESAMPLES = 1_000_000
+DRAW_BYTES = 16  # per resample and draw: its int64 index and its float64 multiplicity
+UNDEFINED = (f"an interval is NaN where its statistic is defined (finite) in fewer than {MIN_RESAMPLES} of the "
+             "resamples: too few for its 2.5 and 97.5 percentiles")
+
+
+def check_resamples(resamples, option: str = "--bootstrap") -> int:
+    """`resamples` as an int, or the one-line InputError of a count outside MIN_RESAMPLES ..
+    MAX_RESAMPLES (naming the value, the bound and, above it, the memory it would take)."""
+    if isinstance(resamples, bool) or not isinstance(resamples, (int, np.integer)):
+        raise InputError(f"{option} {resamples!r}: give a whole number of resamples, {MIN_RESAMPLES:,} to {MAX_RESAMPLES:,}")
+    b = int(resamples)
+    if b < MIN_RESAMPLES:
+        raise InputError(f"{option} {b}: a 95% percentile interval needs at least {MIN_RESAMPLES} resamples (fewer leave "
+                         f"its 2.5% tails to one or two draws): give {MIN_RESAMPLES} or more (default {RESAMPLES:,})")
+    if b > MAX_RESAMPLES:
+        raise InputError(f"{option} {b}: more than the {MAX_RESAMPLES:,} resamples align draws (their indices alone would "
+                         f"take {_binary(DRAW_BYTES * b)} per prompt or document drawn; at {MAX_RESAMPLES:,} a 95% "
+                         f"endpoint's tail share is known to ±0.02 points already): give {MAX_RESAMPLES:,} or fewer "
+                         f"(default {RESAMPLES:,})")
+    return b
+
+
+def _binary(n: float) -> str:
+    """Bytes in binary units up to YiB, for a message: 1.6e9 -> "1.5 GiB"."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB"):
+        if n < 1024:
+            return f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:,.1f} YiB"
 
 
 @dataclass(frozen=True)
@@ -44,8 +89,7 @@ class Resampling:
     equal_n: int | None = None
 
     def __post_init__(self):
-        if int(self.resamples) < 1:
-            raise InputError(f"--bootstrap {self.resamples}: the bootstrap needs at least 1 resample")
+        check_resamples(self.resamples)
         if int(self.seed) < 0:
             raise InputError(f"bootstrap seed {self.seed}: give a seed of 0 or more")
         if self.equal_n is not None and int(self.equal_n) < 1:
@@ -119,14 +163,15 @@ def resampled_maxima(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
 
 
 def percentile_interval(samples: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
-    """The (1 − level)/2 and (1 + level)/2 percentiles over axis 0, leaving NaN samples out
-    (NaN where all are)."""
+    """The (1 − level)/2 and (1 + level)/2 percentiles over axis 0 (resamples), leaving NaN
+    samples out; NaN where fewer than MIN_RESAMPLES samples are finite (`UNDEFINED`)."""
     samples = np.asarray(samples, np.float64)
     tail = 100 * (1 - level) / 2
-    if np.isfinite(samples).all():  # the common case, and numpy's percentile is ~3x faster
+    finite = np.isfinite(samples)
+    if len(samples) >= MIN_RESAMPLES and finite.all():  # the common case, and numpy's percentile is ~3x faster
         low, high = np.percentile(samples, [tail, 100 - tail], axis=0)
         return low, high
-    ok = np.isfinite(samples).any(0)
+    ok = finite.sum(0) >= MIN_RESAMPLES
     low, high = np.full(samples.shape[1:], np.nan), np.full(samples.shape[1:], np.nan)
     if np.any(ok):
         low[ok] = np.nanpercentile(samples[:, ok], tail, axis=0)
@@ -139,11 +184,30 @@ def defined_fraction(samples: np.ndarray) -> np.ndarray:
     return np.isfinite(np.asarray(samples, np.float64)).mean(0)
 
 
+def too_few(samples: np.ndarray) -> np.ndarray:
+    """Where (over the cells of samples (resamples, ...)) fewer than MIN_RESAMPLES resamples
+    define the statistic: `percentile_interval` gives NaN there."""
+    return np.isfinite(np.asarray(samples, np.float64)).sum(0) < MIN_RESAMPLES
+
+
+def withheld(samples, what: str) -> str | None:
+    """Why the interval of a scalar statistic `what` (samples (resamples,)) is NaN when too few
+    resamples define it ("no interval for <what>: defined in 37 of 1,000 resamples, fewer than
+    the 100 an interval needs"), else None."""
+    samples = np.asarray(samples, np.float64)
+    n = int(np.isfinite(samples).sum())
+    if n >= MIN_RESAMPLES:
+        return None
+    return (f"no interval for {what}: defined in {n:,} of {len(samples):,} resamples, fewer than the {MIN_RESAMPLES} "
+            "an interval needs")
+
+
 def record(n, resampling: Resampling, size=None, **extra) -> dict:
     """What a result records about its intervals (attrs["bootstrap"]): the method, n (prompts
     resampled; a dict when several sets are), resamples, seed, level, the index scheme."""
     out = {"method": "prompt bootstrap, percentile intervals", "n": n, "resamples": int(resampling.resamples),
-           "seed": int(resampling.seed), "level": LEVEL, "indices": SCHEME.format(size=size or "n")}
+           "seed": int(resampling.seed), "level": LEVEL, "indices": SCHEME.format(size=size or "n"),
+           "min_defined": MIN_RESAMPLES, "undefined": UNDEFINED}
     out.update(extra)
     return out
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from align.version import __version__
 from align import corpus, models, provenance
-from align.analyses.bootstrap import DEFAULT, Resampling
+from align.analyses.bootstrap import DEFAULT, MIN_RESAMPLES, Resampling
 from align.errors import InputError, StoreMismatch
 
 
@@ -254,7 +254,11 @@ def depth_summary(res: dict, k: int, rule: str) -> str:
         low, high, frac = res["effective_depth_low"][k], res["effective_depth_high"][k], res["defined_fraction"][k]
         if np.isfinite(low) and np.isfinite(high):
             text += f" [{_number(low)}, {_number(high)}]"
-        if frac < 1:
+        B = int((res.get("bootstrap") or {}).get("resamples", 0))
+        n = int(round(frac * B))
+        if B and n < MIN_RESAMPLES:
+            notes.append(f"defined in {n:,} of {B:,} resamples: no interval, fewer than the {MIN_RESAMPLES} one needs")
+        elif frac < 1:
             notes.append(f"defined in {frac:.0%} of resamples")
     return text + (f" ({'; '.join(notes)})" if notes else "")
 

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 
 from align import ridge
+from align.analyses.bootstrap import MIN_RESAMPLES
 
 MIN_TASK_TOKENS = 256  # tokens per task are cut down to this before the pair grid is blocked
 TASKS_PER_SLOT = 2  # statistics tasks per worker slot the default task size aims at
@@ -118,6 +119,39 @@ def client_bytes(n_tokens: int, n_pairs: int, d_s: int, d_t: int, save_maps: boo
     the split, and the graph's copies of it (26 bytes), and with --save-maps every map twice
     (the results and the Dataset)."""
     return 26 * n_tokens + (2 * 8 * n_pairs * (d_s + 1) * d_t if save_maps else 0)
+
+
+def bootstrap_bytes(resamples: int, n_docs: int, n_source: int, n_target: int, d_t: int) -> dict:
+    """Bytes the client holds for the document bootstrap (`fitting.uncertainty`) of
+    `resamples` over n_docs held-out documents and n_source × n_target pairs, at two peaks:
+
+    - "passes", while the statistics are computed: the (resamples, n_docs) float64 weights
+      and every target's ‖Σ_d w_bd c_d‖² (8·B·(K + T)), plus the larger of the weights' draw
+      (int64 indices, their offsets and counts: 24·B·K) and one target's (B, d_T) product;
+    - "summary", once the statistics are freed: the weights and squares again, and the
+      resampled scores and summary statistics, 64 bytes per resample and pair (three score
+      arrays, their percentiles and the summary's copies) + 64 per target and 32 per source
+      boundary + 256 (the paths, the nulls' draws and Spearman's values): measured with
+      tracemalloc at 40–58 bytes per pair, so the plan errs high.
+    Both are 0 without a bootstrap; linear in resamples (the nulls' comparisons are sorted,
+    never B × B)."""
+    B, K, S, T = int(resamples), int(n_docs), int(n_source), int(n_target)
+    held = 8 * B * (K + T)
+    return {"passes": held + max(24 * B * K, 8 * B * (d_t + 1)),
+            "summary": held + B * (64 * S * T + 64 * T + 32 * S + 256)}
+
+
+def bootstrap_refusal(resamples: int, need: dict, limit: int, n_docs: int, n_pairs: int) -> str | None:
+    """The one line of a --bootstrap whose arrays (`bootstrap_bytes`) exceed the fit's memory
+    budget `limit`, naming the value, what it would hold and the most that fits; else None."""
+    most = max(need.values())
+    if most <= limit:
+        return None
+    fits = int(resamples * limit / most)  # the arrays are linear in resamples
+    todo = (f"give --bootstrap {fits:,} or fewer, or raise --memory-limit" if fits >= MIN_RESAMPLES else
+            f"raise --memory-limit, fit fewer --source-layers/--target-layers, or give --bootstrap 0 (no intervals)")
+    return (f"--bootstrap {resamples:,} would hold {human_bytes(most)} of resampled scores for {n_docs:,} held-out documents "
+            f"and {n_pairs:,} pairs, more than the fit's memory budget of {human_bytes(limit)}: {todo}")
 
 
 def heldout_rows_bytes(n_heldout: int, nI: int, nJ: int, d_s: int, d_t: int) -> int:

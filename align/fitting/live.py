@@ -41,7 +41,7 @@ from align.analyses.run import model_provenance as live_model_provenance
 from align.errors import InputError
 from align.faults import fault_point
 from align.fitting.batches import TokenTable, plan_batches, token_table
-from align.fitting.budget import LiveShape, human_bytes, pass_refusal, plan_passes
+from align.fitting.budget import LiveShape, bootstrap_bytes, bootstrap_refusal, human_bytes, pass_refusal, plan_passes
 from align.fitting.cluster import default_memory_limit, executor
 from align.fitting.graph import add_heldout_task, add_task, tree
 from align.fitting.options import FitOptions, LiveJob
@@ -204,15 +204,34 @@ def make_plan(p: Prepared, options: FitOptions, device_memory: int | None, per_w
         where, (limit, idle), option = "each worker", per_worker, "--memory-limit (per worker)"
     else:
         where, limit, idle, option = budget_of(p.job, options, device_memory)
-    planned = plan_passes(s, p.target_layers, limit - idle)
+    # on the CPU the document bootstrap's weights share the budget with the passes
+    boot = {"document bootstrap": _bootstrap_bytes(p, options)["passes"]} if where == "cpu" and per_worker is None else {}
+    planned = plan_passes(s, p.target_layers, limit - idle - sum(boot.values()))
     if planned is None:
         raise InputError(pass_refusal(option, limit, idle, s, where))
     blocks, keep, need = planned
     if per_worker is not None:
         keep = False
         need.pop("held-out rows")
-    return LivePlan(where, limit - idle, blocks, keep, {"models": s.model_bytes, **need}, p.table.n_tokens,
+    return LivePlan(where, limit - idle, blocks, keep, {"models": s.model_bytes, **need, **boot}, p.table.n_tokens,
                     p.split.counts, len(p.batches), sum(b.positions for b in p.batches))
+
+
+def _bootstrap_bytes(p: Prepared, options: FitOptions) -> dict:
+    """`budget.bootstrap_bytes` of this run's document bootstrap."""
+    return bootstrap_bytes(options.bootstrap, len(p.split.test_docs), len(p.source_layers), len(p.target_layers),
+                           p.configs[1].hidden_size)
+
+
+def _refuse_bootstrap(p: Prepared, options: FitOptions) -> None:
+    """The one-line refusal of a --bootstrap whose arrays exceed this process's budget
+    (--memory-limit, unless that is per worker of a cluster; else fitting.cluster's default)."""
+    own = options.memory_limit is not None and options.scheduler in (None, "synchronous", "sync")
+    why = bootstrap_refusal(options.bootstrap, _bootstrap_bytes(p, options),
+                            options.memory_limit if own else default_memory_limit(), len(p.split.test_docs),
+                            len(p.source_layers) * len(p.target_layers))
+    if why:
+        raise InputError(why)
 
 
 @dataclass
@@ -258,6 +277,7 @@ def fit_live(job: LiveJob, output: str | None, options: FitOptions | None = None
     if output is not None and not dry_run:
         st.check_output(output, "alignment", inputs=inputs, overwrite=options.overwrite)
     p = prepare(job, options)
+    _refuse_bootstrap(p, options)
     sides = sides_of(p)
     if output is not None and not dry_run:
         check_result_room(output, p.source_layers, p.target_layers, *sides, p.split, options.save_maps)

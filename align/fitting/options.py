@@ -9,7 +9,7 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 
 from align import corpus, models, ridge
-from align.analyses.bootstrap import Resampling
+from align.analyses.bootstrap import Resampling, check_resamples
 from align.errors import InputError
 from align.fitting.split import check_seed
 
@@ -74,6 +74,8 @@ class FitOptions:
                              "positions); the untrained control is a --random-init store, the self-map `align fit S S`")
         if isinstance(self.bootstrap, bool) or not isinstance(self.bootstrap, int) or self.bootstrap < 0:
             raise InputError(f"--bootstrap {self.bootstrap}: give the number of document resamples, 0 or more (0: none)")
+        if self.bootstrap:
+            check_resamples(self.bootstrap)
         if isinstance(self.bootstrap_seed, bool) or not isinstance(self.bootstrap_seed, int) or self.bootstrap_seed < 0:
             raise InputError(f"--bootstrap-seed {self.bootstrap_seed}: give a whole number >= 0")
         extend = self.extend_alphas if self.extend_alphas is not None else alphas == tuple(ridge.DEFAULT_ALPHAS)

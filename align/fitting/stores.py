@@ -27,7 +27,7 @@ from align.faults import fault_point
 from align.fitting import budget
 from align.fitting.budget import human_bytes
 from align.fitting.cluster import (
-    PLAN_FRACTION, THREADS, cancel, default_memory_limit, device_budget, executor, local_workers, refuse_memory,
+    PLAN_FRACTION, SYNC, THREADS, cancel, default_memory_limit, device_budget, executor, local_workers, refuse_memory,
     worker_budget_of,
 )
 from align.fitting.graph import Job, block_graph
@@ -230,7 +230,14 @@ def fit(source: str, target: str, output: str | None, options: FitOptions | None
         log(f"align fit: --save-maps stores W and c for {n_pairs} pairs: {human_bytes(size)} (float64)")
     check_alphas(opts.alphas, scale_of(S, src_layers, split.part), split.n_select, split.n_train)
 
-    client_extra = budget.client_bytes(S.n_tokens, n_pairs, S.d_model, T.d_model, opts.save_maps)
+    boot = budget.bootstrap_bytes(opts.bootstrap, len(split.test_docs), len(src_layers), len(tgt_layers), T.d_model)
+    # the bootstrap's arrays live in this process, whose budget is --memory-limit unless that is per worker
+    own = opts.memory_limit is not None and (opts.scheduler is None or opts.scheduler in SYNC)
+    why = budget.bootstrap_refusal(opts.bootstrap, boot, opts.memory_limit if own else default_memory_limit(),
+                                   len(split.test_docs), n_pairs)
+    if why:
+        raise InputError(why)
+    client_extra = budget.client_bytes(S.n_tokens, n_pairs, S.d_model, T.d_model, opts.save_maps) + boot["passes"]
     use_torch = opts.device == "cpu" and fit_flops(S, T, src_layers, tgt_layers) > SMALL_FIT_FLOPS
     if use_torch:
         import torch  # noqa: F401  (before the idle footprint is measured, and the threads' BLAS limit set)

@@ -18,10 +18,12 @@ training mean of the target):
 which are the point formulas of METHODS.md §1 on the resampled documents (a document drawn
 twice counts twice). A 95% interval is the 2.5 and 97.5 percentiles of the resampled values
 (numpy.nanpercentile, linear); resamples where a value is undefined (no token drawn) are left
-out. The summary (`ridge.summary`) is recomputed on every resampled relative_error matrix:
-p_best[i, j] = the fraction of resamples whose argmin over target boundaries ≥ 1 of row i is
-j (first on ties, as the point path); the path's probability = the fraction of resamples
-whose whole argmin path equals the point estimate's.
+out, and a value defined in fewer than `bootstrap.MIN_RESAMPLES` (100) gets NaN, as do p_best
+and the path's probability when fewer resamples define the whole matrix. The summary
+(`ridge.summary`) is recomputed on every resampled relative_error matrix: p_best[i, j] = the
+fraction of resamples whose argmin over target boundaries ≥ 1 of row i is j (first on ties,
+as the point path); the path's probability = the fraction of resamples whose whole argmin
+path equals the point estimate's.
 """
 
 from __future__ import annotations
@@ -114,30 +116,42 @@ def summarise(err_b: np.ndarray, point: dict, src_layers, tgt_layers, n_source: 
     p_best = np.full(err.shape, np.nan)
     fields: dict = {"bootstrap": {"unit": "held-out document", "resamples": int(resampling.resamples),
                                   "seed": int(resampling.seed), "level": LEVEL,
-                                  "scheme": bootstrap.SCHEME.format(size="n_heldout_docs")}}
+                                  "scheme": bootstrap.SCHEME.format(size="n_heldout_docs"),
+                                  "min_defined": bootstrap.MIN_RESAMPLES, "undefined": bootstrap.UNDEFINED}}
     if not tgt:
         return p_best, fields
     tgt_ids = np.asarray([tgt_layers[k] for k in tgt])
     valid = np.all(np.isfinite(err_b[:, :, tgt]), axis=(1, 2))
-    eb = err_b[valid][:, :, tgt]  # (B', S, T')
-    choice = np.argmin(eb, axis=2)  # (B', S) first on ties, as the point path
-    B = max(len(eb), 1)
-    for a in range(err.shape[0]):
-        counts = np.bincount(choice[:, a], minlength=len(tgt))
-        p_best[a, tgt] = counts / B
-    fields["bootstrap"]["resamples_defined"] = int(valid.sum())
+    n_valid = int(valid.sum())
+    fields["bootstrap"]["resamples_defined"] = n_valid
+    enough = n_valid >= bootstrap.MIN_RESAMPLES
+    if enough:
+        eb = err_b[valid][:, :, tgt]  # (B', S, T')
+        choice = np.argmin(eb, axis=2)  # (B', S) first on ties, as the point path
+        for a in range(err.shape[0]):
+            p_best[a, tgt] = np.bincount(choice[:, a], minlength=len(tgt)) / len(eb)
+    else:  # p_best, the path's probability and every summary interval stay NaN
+        fields["bootstrap"]["note"] = (f"no p_best, path probability or summary interval: the matrix is defined in "
+                                       f"{n_valid:,} of {len(valid):,} resamples (one that drew no scored token leaves "
+                                       f"it undefined), fewer than the {bootstrap.MIN_RESAMPLES} they need")
     if not src:
         return p_best, fields
     sdepth = np.array([src_layers[k] / n_source for k in src])
     tdepth = tgt_ids / n_target
-    jstar_b = tgt_ids[choice[:, src]]  # (B', nS)
     point_path = np.asarray(point["argmin_path"])
-    fields["argmin_path_probability"] = float(np.mean(np.all(jstar_b == point_path[None, :], axis=1))) if len(jstar_b) else None
-    per = resampled_statistics(jstar_b, eb[:, src], sdepth, tdepth, n_target)
     fields["slope"] = float(path_statistics(point_path[None, :], sdepth, n_target)["slope"][0])
+    if not enough:
+        fields.update({f"{key}_{end}": float("nan") for key in STATS for end in ("low", "high")})
+        return p_best, fields
+    jstar_b = tgt_ids[choice[:, src]]  # (B', nS)
+    fields["argmin_path_probability"] = float(np.mean(np.all(jstar_b == point_path[None, :], axis=1)))
+    per = resampled_statistics(jstar_b, eb[:, src], sdepth, tdepth, n_target)
     for key in STATS:
-        lo, hi = interval(per[key]) if len(per[key]) else (np.nan, np.nan)
+        lo, hi = interval(per[key])
         fields[f"{key}_low"], fields[f"{key}_high"] = float(lo), float(hi)
+        why = bootstrap.withheld(per[key], key)
+        if why:
+            fields[f"{key}_interval_note"] = why
     soft = p_best[np.ix_(src, tgt)] @ tdepth
     fields["soft_depth_pbest"] = soft.tolist()
     fields["soft_depth_pbest_spread"] = float(soft.max() - soft.min())
@@ -167,6 +181,18 @@ def _soft_spread(eb: np.ndarray, tdepth: np.ndarray) -> np.ndarray:
     return soft.max(axis=1) - soft.min(axis=1)
 
 
+def fraction_no_smaller(x: np.ndarray, y: np.ndarray) -> float:
+    """The fraction of the len(x)·len(y) pairs (a, b) with x[a] >= y[b] (a NaN on either side
+    counts as not), as mean(x[:, None] >= y[None, :]) gives it, in O(len(x) + len(y)) memory:
+    y sorted once, each x[a] counts the y at or below it by binary search. The count is an
+    integer, so the fraction is that of the quadratic form exactly."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    ys = np.sort(y[~np.isnan(y)])
+    below = np.searchsorted(ys, x, side="right")  # y[b] <= x[a]: x[a] >= y[b]
+    count = int(below[~np.isnan(x)].sum())
+    return float(np.float64(count) / (len(x) * len(y)))
+
+
 def _nulls(err, src, tgt, tgt_ids, sdepth, n_target, per, resampling: Resampling, n_rows: int) -> dict:
     """The flat and the uniform null of the path statistics (see `summarise`)."""
     flat_j = int(tgt_ids[int(np.argmin(err[np.ix_(src, tgt)].mean(axis=0)))])
@@ -180,11 +206,10 @@ def _nulls(err, src, tgt, tgt_ids, sdepth, n_target, per, resampling: Resampling
     gaps = per["mean_depth_gap"]
     return {
         "flat": {"target_layer": flat_j, "mean_depth_gap": gap_flat, "slope": 0.0,
-                 "mean_depth_gap_vs_flat": float(np.mean(gaps >= gap_flat)) if len(gaps) else None},
+                 "mean_depth_gap_vs_flat": float(np.mean(gaps >= gap_flat))},
         "uniform": {"mean_depth_gap": float(np.mean(uni["mean_depth_gap"])), "mean_depth_gap_low": float(u_lo),
                     "mean_depth_gap_high": float(u_hi), "slope_low": float(s_lo), "slope_high": float(s_hi),
-                    "mean_depth_gap_vs_uniform": (float(np.mean(gaps[:, None] >= uni["mean_depth_gap"][None, :]))
-                                                  if len(gaps) else None)},
+                    "mean_depth_gap_vs_uniform": fraction_no_smaller(gaps, uni["mean_depth_gap"])},
         "note": ("flat: every source boundary >= 1 mapped to the target boundary of least mean error; uniform: "
                  "paths drawn uniformly among target boundaries >= 1, default_rng([seed, 1]); *_vs_*: the fraction of "
                  "(resample, null) comparisons in which the observed mean depth gap is no smaller than the null's"),
