@@ -102,7 +102,12 @@ def _forward_order(kind_index) -> float:
     return i + {"resid": 0.0, "attn": 0.3, "mlp": 0.6}[kind]
 
 
-def check_finite(out: dict, keep, locate=None) -> None:
+STORE_INCOMPLETE = "nothing of this batch was written and the store stays incomplete"
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def check_finite(out: dict, keep, locate=None, model: str | None = None, consequence: str = STORE_INCOMPLETE,
+                 float32: str = "compute in --dtype float32") -> None:
     """Refuse non-finite values among the real (unpadded) tokens of a captured batch.
 
     out: capture's dict {kind: {index: (batch, seq, d_model)}}; keep: (batch, seq) bool mask.
@@ -114,7 +119,10 @@ def check_finite(out: dict, keep, locate=None) -> None:
     leads to the exact pass, real tokens only: the first place in the forward where a value
     is NaN or inf (boundary, or sublayer and layer), how many values in how many tokens, and
     the first token, named by `locate(k)` for its index k among the batch's real tokens in
-    sequence order."""
+    sequence order. The NonFiniteError names `model` when given (the live route's "the
+    source model PATH"), says `consequence` (what became of the run) and advises checking the
+    weights, and `float32` (how to compute in float32) only where the model computed in a
+    16-bit dtype."""
     total = None
     for kind in ("resid", "attn", "mlp"):
         for t in out[kind].values():
@@ -130,8 +138,10 @@ def check_finite(out: dict, keep, locate=None) -> None:
         per_token = bad.any(-1)[keep.to(t.device)]
         first, k = int(torch.nonzero(per_token)[0, 0]), int(per_token.sum())
         where = locate(first) if locate is not None else f"token {first} of the batch"
+        of = f" of {model}" if model else ""
+        advice = "check the checkpoint's weights for NaN/inf" + (
+            f", or {float32}" if t.dtype in LOW_PRECISION else f" (it computed in {str(t.dtype).removeprefix('torch.')})")
         raise NonFiniteError(
-            f"non-finite activations at {_what(kind, i)}: {int(bad.sum()):,} NaN/inf values in {k:,} "
-            f"token{'s' if k != 1 else ''} of this batch, first at {where}; nothing of this batch was written and "
-            "the store stays incomplete: check the checkpoint's weights for NaN/inf, or compute in --dtype float32"
+            f"non-finite activations{of} at {_what(kind, i)}: {int(bad.sum()):,} NaN/inf values in {k:,} "
+            f"token{'s' if k != 1 else ''} of this batch, first at {where}; {consequence}: {advice}"
         )

@@ -57,6 +57,12 @@ char span -1, and the document of the token after it), so the fit's default, whi
 position 0 out, drops exactly it and scores every real token. A tokenizer that already adds
 tokens before a text (Llama's BOS) is refused: its BOS is already what the fit leaves out.
 
+Reading (`Reading`): a read of the corpus hashes the bytes it decodes in the same read (each
+file opened once, each line hashed as it is decoded: `align.textfiles`, which also names a
+file that is not UTF-8), and its `hexdigest()` is `corpus_hash`'s value. A store or result
+records the hash of the read its tokens came from; a later read of other bytes in the same run
+is refused (`Reading.check`): the corpus changed while align read it.
+
 `unescape(text)` reads a separator as typed on a command line: \\n, \\t, \\r and \\\\ are
 a line break, a tab, a carriage return and a backslash; any other backslash is refused.
 
@@ -82,6 +88,7 @@ from typing import Iterator
 
 import numpy as np
 
+from align import textfiles
 from align.errors import InputError
 
 GSM8K_INSTRUCTION = (
@@ -169,38 +176,16 @@ class Sequence:
 # ------------------------------------------------------------------------------- sources
 
 
-def _lines(path: str) -> Iterator[str]:
-    """The lines of a UTF-8 file without their line ends, streamed (memory stays flat)."""
-    try:
-        f = open(path, "rb")
-    except IsADirectoryError:
-        raise InputError(f"corpus file {path} is a folder, not a file") from None
-    except OSError as e:
-        raise InputError(f"cannot read corpus file {path}: {e.strerror or e}") from None
-    with f:
-        offset = 0
-        for number, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise InputError(
-                    f"corpus file {path} is not UTF-8 (byte 0x{raw[e.start]:02x} at offset {offset + e.start}, "
-                    f"line {number}): convert it to UTF-8"
-                ) from None
-            offset += len(raw)
-            yield line.rstrip("\r\n") if line.endswith("\n") else line
-
-
-def _text_docs(path: str, how: str) -> Iterator[str]:
-    """Documents of a .txt file: the whole file, each line, or blocks between blank lines."""
+def _text_docs(lines: Iterator[str], how: str) -> Iterator[str]:
+    """Documents of a .txt file's `lines`: the whole file, each line, or blocks between blank lines."""
     if how == "file":
-        yield "\n".join(_lines(path))
+        yield "\n".join(lines)
         return
     if how == "line":
-        yield from _lines(path)
+        yield from lines
         return
     cur: list[str] = []
-    for line in _lines(path):
+    for line in lines:
         if line.strip():
             cur.append(line)
         elif cur:
@@ -320,8 +305,8 @@ def _generated_items(spec: CorpusSpec) -> Iterator[Item]:
         yield Item(item.text, item.answer_start, n)
 
 
-def _jsonl_items(path: str, spec: CorpusSpec) -> Iterator[Item]:
-    for i, line in enumerate(_lines(path)):
+def _jsonl_items(path: str, lines: Iterator[str], spec: CorpusSpec) -> Iterator[Item]:
+    for i, line in enumerate(lines):
         if not line.strip():
             continue
         where = f"{path} line {i + 1}"
@@ -449,41 +434,53 @@ def unescape(text: str) -> str:
     return "".join(out)
 
 
-def items(spec: CorpusSpec) -> Iterator[Item]:
+def items(spec: CorpusSpec, reading: Reading | None = None) -> Iterator[Item]:
     """The documents of a corpus with their answer start and level, in order (at most
-    --max-docs); raises InputError for unreadable input."""
+    --max-docs); raises InputError for unreadable input. With `reading` (a `Reading` of
+    `spec`), its files are read through it, so that its hash covers the bytes they came from."""
     validate(spec)
-    count = 0
+    own = None
     if generated_format(spec.fmt) is not None:
         it = _generated_items(spec)
     elif spec.dataset is not None:
         it = _dataset_items(spec)
     else:
-        def files():
-            for f in _source_files(spec):
-                if f.endswith(".jsonl"):
-                    yield from _jsonl_items(f, spec)
-                else:
-                    how = spec.doc_split or ("file" if os.path.isdir(spec.path) else "blank")
-                    yield from (Item(d) for d in _text_docs(f, how))
-        it = files()
-    for d in it:
-        if spec.max_docs is not None and count >= spec.max_docs:
-            return
-        count += 1
-        yield d
+        if reading is None:
+            reading = own = Reading(spec)
+        it = _file_items(spec, reading)
+    try:
+        count = 0
+        for d in it:
+            if spec.max_docs is not None and count >= spec.max_docs:
+                return
+            count += 1
+            yield d
+    finally:
+        if own is not None:  # nobody asks for its hash: its open file is closed here
+            own.close()
 
 
-def documents(spec: CorpusSpec) -> Iterator[str]:
-    """The documents of a corpus, in order; raises InputError for unreadable input."""
-    for item in items(spec):
+def _file_items(spec: CorpusSpec, reading: Reading) -> Iterator[Item]:
+    """The documents of the corpus's files (.jsonl lines, or .txt documents), read through `reading`."""
+    for f, lines in reading.files():
+        if f.endswith(".jsonl"):
+            yield from _jsonl_items(f, lines, spec)
+        else:
+            how = spec.doc_split or ("file" if os.path.isdir(spec.path) else "blank")
+            yield from (Item(d) for d in _text_docs(lines, how))
+
+
+def documents(spec: CorpusSpec, reading: Reading | None = None) -> Iterator[str]:
+    """The documents of a corpus, in order (read through `reading`, as `items`); raises
+    InputError for unreadable input."""
+    for item in items(spec, reading):
         yield item.text
 
 
-def document_levels(spec: CorpusSpec) -> list:
+def document_levels(spec: CorpusSpec, reading: Reading | None = None) -> list:
     """The level of each document (None where its format has none), indexed like
-    `Sequence.doc`."""
-    return [item.level for item in items(spec)]
+    `Sequence.doc` (read through `reading`, as `items`)."""
+    return [item.level for item in items(spec, reading)]
 
 
 def provenance(spec: CorpusSpec, hash: str | None = None) -> dict:
@@ -496,24 +493,93 @@ def provenance(spec: CorpusSpec, hash: str | None = None) -> dict:
 
 
 def corpus_hash(spec: CorpusSpec) -> str:
-    """sha256 of the source bytes (file names and contents in order) and the cutting options.
-    A generated format's problems follow from its options alone."""
-    h = hashlib.sha256(json.dumps(spec.options(), sort_keys=True).encode())
-    if spec.dataset is not None:
-        h.update(spec.dataset.encode())
-        return h.hexdigest()
+    """sha256 of the source bytes (file names and contents in order) and the cutting options
+    (`Reading`'s hash, of a read that decodes nothing). A generated format's problems follow
+    from its options alone."""
     validate(spec)
-    if spec.path is None:
-        return h.hexdigest()
-    for f in _source_files(spec):
-        h.update(os.path.basename(f).encode() + b"\0")
-        try:
-            with open(f, "rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(block)
-        except OSError as e:
-            raise InputError(f"cannot read corpus file {f}: {e.strerror or e}") from None
-    return h.hexdigest()
+    return Reading(spec).hexdigest()
+
+
+class Reading:
+    """One read of a corpus's files, each opened once: the text of its documents is decoded
+    from exactly the bytes its hash covers (`items(spec, reading)`, `sequences(...,
+    reading=)`), so a file replaced while align runs can never give tokens of one text and
+    the hash of another.
+
+    The hash is `corpus_hash`'s: sha256 of the options (JSON, sorted keys), then the data set
+    name, or for each source file its name, a zero byte and its bytes. `hexdigest()` ends the
+    read: the bytes not yet read (the rest of a file the documents stopped in, at --max-docs
+    or --max-tokens, and the files after it) are read into the hash from the same handles."""
+
+    def __init__(self, spec: CorpusSpec):
+        self._h = hashlib.sha256(json.dumps(spec.options(), sort_keys=True).encode())
+        self._paths: list[str] = []
+        if spec.dataset is not None:
+            self._h.update(spec.dataset.encode())
+        elif spec.path is not None and generated_format(spec.fmt) is None:
+            self._paths = _source_files(spec)
+        self._begun = 0  # source files opened so far
+        self._open = None  # (path, handle) of the file being read, where its reader stopped
+        self._digest: str | None = None
+
+    def files(self) -> Iterator[tuple[str, Iterator[str]]]:
+        """(path, its lines) of each source file in order; each raw line enters the hash as it
+        is read (`align.textfiles.lines`)."""
+        while self._digest is None and self._begun < len(self._paths):
+            path, f = self._begin()
+            yield path, self._lines(path, f)
+
+    def _begin(self):
+        self._finish_open()
+        path = self._paths[self._begun]
+        self._begun += 1
+        self._h.update(os.path.basename(path).encode() + b"\0")
+        self._open = (path, textfiles.open_binary(path, "corpus file"))
+        return self._open
+
+    def _lines(self, path: str, f) -> Iterator[str]:
+        yield from textfiles.lines(f, path, "corpus file", self._h)
+        if self._open is not None and self._open[1] is f:
+            self._open = None
+            f.close()
+
+    def _finish_open(self) -> None:
+        if self._open is None:
+            return
+        path, f = self._open
+        self._open = None
+        with f:
+            try:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    self._h.update(block)
+            except OSError as e:
+                raise InputError(f"cannot read corpus file {path}: {e.strerror or e}") from None
+
+    def close(self) -> None:
+        """Close the file being read, without reading the rest (no hash is asked for)."""
+        if self._open is not None:
+            self._open[1].close()
+            self._open = None
+
+    def hexdigest(self) -> str:
+        """The corpus hash of this read, its unread bytes read into it first (once)."""
+        if self._digest is None:
+            self._finish_open()
+            while self._begun < len(self._paths):
+                self._begin()
+                self._finish_open()
+            self._digest = self._h.hexdigest()
+        return self._digest
+
+    def check(self, spec: CorpusSpec, recorded: str,
+              advice: str = "keep it unchanged while align runs, then run again") -> None:
+        """Refuse this read (InputError, one line ending in `advice`) when its hash is not
+        `recorded`, the hash taken earlier in the same run: the corpus changed while align
+        was reading it."""
+        now = self.hexdigest()
+        if now != recorded:
+            raise InputError(f"corpus {spec.describe()} changed while align read it (sha256 {recorded[:12]}… when the "
+                             f"run began, {now[:12]}… now): {advice}")
 
 
 # ---------------------------------------------------------------------------- tokenizing
@@ -596,11 +662,14 @@ def special_ids(tokenizer) -> np.ndarray:
     return np.asarray(sorted(ids), np.int64)
 
 
-def sequences(spec: CorpusSpec, tokenizer, stats: TokenizeStats | None = None) -> Iterator[Sequence]:
+def sequences(spec: CorpusSpec, tokenizer, stats: TokenizeStats | None = None,
+              reading: Reading | None = None) -> Iterator[Sequence]:
     """Tokenized sequences in corpus order, at most `spec.max_tokens` tokens in all: one
     document per sequence, or documents packed into full windows (`spec.pack`), each with the
     stand-in first token where `spec.stand_in_token` asks (module docstring). With `stats`,
-    counts what tokenizing dropped or parsed as special tokens in each document read."""
+    counts what tokenizing dropped or parsed as special tokens in each document read. With
+    `reading` (a `Reading` of `spec`), the files are read through it: its `hexdigest()` is
+    the hash of the bytes these tokens came from."""
     prefix, suffix = special_tokens(tokenizer)
     if spec.stand_in_token is not None:
         if prefix:
@@ -612,7 +681,7 @@ def sequences(spec: CorpusSpec, tokenizer, stats: TokenizeStats | None = None) -
         raise InputError(f"--max-length {spec.max_length} leaves no room after the {len(prefix) + len(suffix)} special "
                          "token(s) of each sequence")
     wrap = _Wrap(np.asarray(prefix, np.int64), np.asarray(suffix, np.int64))
-    encoded = _encoded(spec, tokenizer, stats, len(prefix) + len(suffix))
+    encoded = _encoded(spec, tokenizer, stats, len(prefix) + len(suffix), reading)
     if spec.pack is None:
         yield from _document_windows(spec, encoded, room, wrap)
     else:
@@ -643,11 +712,11 @@ class _Wrap:
         return Sequence(tok.astype(np.int32), int(docs[0]), seq, cs, ce, level, docs if several else None)
 
 
-def _encoded(spec: CorpusSpec, tokenizer, stats: TokenizeStats | None, n_special: int):
+def _encoded(spec: CorpusSpec, tokenizer, stats: TokenizeStats | None, n_special: int, reading: Reading | None):
     """(doc, item, ids, offsets) of every document that gives tokens, in corpus order (a
     format's over-long prompt left out and counted)."""
     special = special_ids(tokenizer) if stats is not None else None
-    for doc, item in enumerate(items(spec)):
+    for doc, item in enumerate(items(spec, reading)):
         text = item.text
         if not text:
             continue

@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from align import textfiles
 from align.errors import InputError, ModelError
 
 
@@ -266,6 +267,8 @@ def load_config(spec: ModelSpec):
     try:
         config = AutoConfig.from_pretrained(name, revision=spec.revision, trust_remote_code=spec.trust_remote_code, **kwargs)
     except (OSError, ValueError, KeyError) as e:
+        if source == "local":  # a config that is not UTF-8 is named as every text file is (align.textfiles)
+            textfiles.read(os.path.join(name, "config.json"), "model config", ModelError)
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelError(f"cannot load the config of {spec.name!r}: {first}") from None
     family_for(getattr(config, "model_type", "?"))
@@ -407,9 +410,8 @@ def _special_tokens_config(spec: ModelSpec) -> dict:
         if path is None:
             continue
         try:
-            with open(path, encoding="utf-8") as f:
-                cfg = json.load(f)
-        except (OSError, ValueError) as e:
+            cfg = json.loads(textfiles.read(path, "tokenizer file", ModelError))
+        except ValueError as e:
             raise ModelError(f"cannot read {filename} of {spec.name!r}: {e}") from None
         for key in _SPECIAL_KEYS:
             if key in cfg:
@@ -440,6 +442,8 @@ def tokenizer_from_file(path: str, config: dict | None = None, name: str | None 
     try:
         saved = Tokenizer.from_file(path)
     except Exception as e:  # the tokenizers library raises plain Exceptions for bad JSON
+        if os.path.isfile(path):  # a file that is not UTF-8 is named as every text file is (align.textfiles)
+            textfiles.read(path, "tokenizer file", ModelError)
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelError(f"cannot read the tokenizer.json of {label!r}: {first}") from None
     vocab = saved.get_vocab(with_added_tokens=True)

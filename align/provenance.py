@@ -32,7 +32,7 @@ import socket
 from concurrent.futures import ThreadPoolExecutor
 
 from align.version import __version__
-from align import corpus
+from align import corpus, textfiles
 from align.errors import ModelError
 from align.models import config_hash
 
@@ -46,8 +46,7 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 def _sharded(folder: str, index: str) -> list[str]:
     """The index file and every shard its weight_map names (sorted, each once)."""
     try:
-        with open(os.path.join(folder, index), encoding="utf-8") as f:
-            weight_map = json.load(f)["weight_map"]
+        weight_map = json.loads(textfiles.read(os.path.join(folder, index), "weight index", ModelError))["weight_map"]
         shards = sorted(set(weight_map.values()))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise ModelError(f"the weight index {os.path.join(folder, index)} cannot be read ({type(e).__name__}: {e}): "

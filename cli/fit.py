@@ -164,7 +164,8 @@ def fit_live_cmd(source, target, corpus_path, output, live, options, device, val
     cspec = corpus_spec(corpus_path, v)
     gpu = device == "cuda" or (device == "auto" and _cuda())
     job = LiveJob(spec["source"], spec["target"], cspec, v["batch_size"], v["allow_long"])
-    fit_live(job, output, options, device=("cuda" if gpu else "cpu"), device_memory=parse_memory(v["device_memory"]),
+    fit_live(job, output, options, device=("cuda" if gpu else "cpu"),
+             device_memory=parse_memory(v["device_memory"], "--device-memory"),
              dry_run=v["dry_run"])
 
 

@@ -46,18 +46,15 @@ class AnswerPrompt:
         return len(self.token_id)
 
 
-def _jsonl_items(path: str, text_field: str, answer_field: str, max_docs=None):
-    """(where, prompt text, answer text) of each item of a .jsonl file."""
+def _jsonl_items(spec: corpus.CorpusSpec, reading: corpus.Reading, answer_field: str):
+    """(where, prompt text, answer text) of each item of a .jsonl file, read through `reading`."""
+    path, text_field, max_docs = spec.path, spec.text_field, spec.max_docs
     if not str(path).endswith(".jsonl"):
         raise InputError(f"prompts {path} are not a .jsonl file: an --answer-field needs a .jsonl file with "
                          f"{text_field!r} and {answer_field!r} fields; for other corpora give --answer-marker TEXT")
-    try:
-        f = open(path, encoding="utf-8")
-    except OSError as e:
-        raise InputError(f"cannot read prompts {path}: {e.strerror or e}") from None
     n = 0
-    with f:
-        for i, line in enumerate(f):
+    for path, lines in reading.files():
+        for i, line in enumerate(lines):
             if not line.strip():
                 continue
             if max_docs is not None and n >= max_docs:
@@ -79,9 +76,9 @@ def _jsonl_items(path: str, text_field: str, answer_field: str, max_docs=None):
             yield where, text + answer, len(text)
 
 
-def _format_items(spec: corpus.CorpusSpec):
+def _format_items(spec: corpus.CorpusSpec, reading: corpus.Reading):
     """A task format's prompts (`--format`): each knows where its answer starts."""
-    for i, item in enumerate(corpus.items(spec)):
+    for i, item in enumerate(corpus.items(spec, reading)):
         if not item.text.strip():
             continue
         where = f"{spec.describe()} document {i}"
@@ -90,8 +87,8 @@ def _format_items(spec: corpus.CorpusSpec):
         yield where, item.text, item.answer_start
 
 
-def _marked_items(spec: corpus.CorpusSpec, marker: str):
-    for i, text in enumerate(corpus.documents(spec)):
+def _marked_items(spec: corpus.CorpusSpec, marker: str, reading: corpus.Reading):
+    for i, text in enumerate(corpus.documents(spec, reading)):
         if not text.strip():
             continue  # as in align.corpus: a document without text is no prompt (its index is still consumed)
         where = f"{spec.describe()} document {i}"
@@ -135,27 +132,35 @@ def tokenize_answer(tokenizer, text: str, answer_start: int, max_length: int, wh
 
 
 def load_answer_prompts(spec: corpus.CorpusSpec, tokenizer, answer_field: str = "answer",
-                        answer_marker: str | None = None) -> list[AnswerPrompt]:
+                        answer_marker: str | None = None, reading: corpus.Reading | None = None) -> list[AnswerPrompt]:
     """Every prompt of the corpus with its answer (module docstring), in order. With
     `answer_marker`, any corpus; with a task format (`spec.fmt` not "plain"), where the format
-    puts the answer; else a .jsonl file whose items hold `spec.text_field` and `answer_field`."""
+    puts the answer; else a .jsonl file whose items hold `spec.text_field` and `answer_field`.
+    With `reading`, the corpus is read through it (its hash: of the bytes these prompts came
+    from)."""
     corpus.validate(spec)
     marker = answer_marker
     if marker is not None and not marker:
         raise InputError("--answer-marker is empty: give the text after which the answer starts")
+    if marker is None and spec.fmt == "plain" and spec.path is None:
+        raise InputError("--dataset prompts need --answer-marker TEXT (an --answer-field reads a .jsonl file)")
+    own = reading is None
+    reading = reading or corpus.Reading(spec)
     if marker is not None:
-        items = _marked_items(spec, marker)
+        items = _marked_items(spec, marker, reading)
     elif spec.fmt != "plain":
-        items = _format_items(spec)
+        items = _format_items(spec, reading)
     else:
-        if spec.path is None:
-            raise InputError("--dataset prompts need --answer-marker TEXT (an --answer-field reads a .jsonl file)")
-        items = _jsonl_items(spec.path, spec.text_field, answer_field, spec.max_docs)
+        items = _jsonl_items(spec, reading, answer_field)
     prefix, suffix = corpus.special_tokens(tokenizer)
     out = []
-    for doc, (where, text, start) in enumerate(items):
-        ids, labels, predicts, answer = tokenize_answer(tokenizer, text, start, spec.max_length, where, prefix, suffix)
-        out.append(AnswerPrompt(ids, labels, predicts, doc, answer))
+    try:
+        for doc, (where, text, start) in enumerate(items):
+            ids, labels, predicts, answer = tokenize_answer(tokenizer, text, start, spec.max_length, where, prefix, suffix)
+            out.append(AnswerPrompt(ids, labels, predicts, doc, answer))
+    finally:
+        if own:
+            reading.close()
     if not out:
         raise InputError(f"prompts {spec.describe()} hold no prompt: give at least one prompt with an answer")
     return out

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 
-from align import models
+from align import models, textfiles
 from align.errors import InputError, ModelError, NonFiniteError
 
 SINGLE = "model.safetensors"
@@ -37,8 +37,11 @@ def weight_map(name: str, revision: str | None = None) -> dict[str, str]:
     """{tensor name: local safetensors file} of a checkpoint (sharded or not)."""
     index = _resolve(name, revision, INDEX)
     if index is not None:
-        with open(index, encoding="utf-8") as f:
-            wm = json.load(f)["weight_map"]
+        try:
+            wm = json.loads(textfiles.read(index, "weight index", ModelError))["weight_map"]
+        except (ValueError, KeyError, TypeError) as e:
+            raise ModelError(f"the weight index {index} cannot be read ({type(e).__name__}: {e}): the checkpoint is "
+                             "damaged") from None
         files = {fn: _resolve(name, revision, fn) for fn in set(wm.values())}
         missing = [fn for fn, p in files.items() if p is None]
         if missing:

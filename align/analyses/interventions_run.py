@@ -34,12 +34,15 @@ def run_erase(output, *, spec, cspec, reference, reference_docs=10, answer_field
     corpus.validate(rspec)
     config = models.load_config(spec)
     tokenizer = models.load_tokenizer(spec)
-    prompts = load_answer_prompts(cspec, tokenizer, answer_field, answer_marker)
+    reading = corpus.Reading(cspec)
+    prompts = load_answer_prompts(cspec, tokenizer, answer_field, answer_marker, reading)
     check_vocabulary(spec, config, [p.token_id for p in prompts])
-    ref = load_prompts(rspec, tokenizer)
+    ref_reading = corpus.Reading(rspec)
+    ref = load_prompts(rspec, tokenizer, ref_reading)
+    ref_hash = ref_reading.hexdigest()
     check_vocabulary(spec, config, ref)
     erase.check_reference(len(ref), reference_docs, reference)
-    prov = model_provenance(spec, config, tokenizer, cspec)
+    prov = model_provenance(spec, config, tokenizer, cspec, reading.hexdigest())
     model, _ = models.load_model(spec)
     t0 = time.time()
     mean, n_ref_tokens = erase.reference_mean(model, ref, batch_size)
@@ -49,7 +52,7 @@ def run_erase(output, *, spec, cspec, reference, reference_docs=10, answer_field
     timing = {"seconds": round(dt, 3), "n_forwards": res["n_forwards"], "n_forwards_reference": -(-len(ref) // batch_size),
               "n_forwards_one_at_a_time": res["n_forwards_one_at_a_time"]}
     opts = {"batch_size": batch_size, "reference_docs": reference_docs, **_answer_options(answer_field, answer_marker)}
-    refp = {"source": rspec.describe(), "hash": corpus.corpus_hash(rspec), "n_prompts": len(ref), "n_tokens": n_ref_tokens}
+    refp = {"source": rspec.describe(), "hash": ref_hash, "n_prompts": len(ref), "n_tokens": n_ref_tokens}
     ds = erase.to_dataset(res, prompts, {**prov, "options": opts, "timing": timing, "reference": refp}, mean)
     st.write_result(output, ds, "erasure", overwrite=overwrite, inputs=inputs)
     log(f"align erase: wrote {output} ({len(prompts)} prompts, {res['n_rows']:,} erased positions, boundaries 0..{L - 1}; "

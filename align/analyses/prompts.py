@@ -16,9 +16,10 @@ from align import corpus
 from align.errors import InputError
 
 
-def load_prompts(spec: corpus.CorpusSpec, tokenizer) -> list[np.ndarray]:
-    """Token ids of every prompt of the corpus, in corpus order: a list of int64 (T_i,)."""
-    prompts = [np.asarray(sq.token_id, np.int64) for sq in corpus.sequences(spec, tokenizer)]
+def load_prompts(spec: corpus.CorpusSpec, tokenizer, reading: corpus.Reading | None = None) -> list[np.ndarray]:
+    """Token ids of every prompt of the corpus, in corpus order: a list of int64 (T_i,). With
+    `reading`, the corpus is read through it (its hash: of the bytes these prompts came from)."""
+    prompts = [np.asarray(sq.token_id, np.int64) for sq in corpus.sequences(spec, tokenizer, reading=reading)]
     if not prompts:
         raise InputError(f"corpus {spec.describe()} has no text to tokenize: give a corpus with at least one non-empty document")
     return prompts

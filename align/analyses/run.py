@@ -31,18 +31,22 @@ def load(spec: models.ModelSpec, cspec: corpus.CorpusSpec, check=None):
     corpus.validate(cspec)
     config = models.load_config(spec)
     tokenizer = models.load_tokenizer(spec)
-    prompts = load_prompts(cspec, tokenizer)
+    reading = corpus.Reading(cspec)
+    prompts = load_prompts(cspec, tokenizer, reading)
     check_vocabulary(spec, config, prompts)
     if check is not None:
         check(prompts)
     model, _ = models.load_model(spec)
-    return model, config, prompts, model_provenance(spec, config, tokenizer, cspec)
+    return model, config, prompts, model_provenance(spec, config, tokenizer, cspec, reading.hexdigest())
 
 
-def model_provenance(spec: models.ModelSpec, config, tokenizer, cspec: corpus.CorpusSpec) -> dict:
+def model_provenance(spec: models.ModelSpec, config, tokenizer, cspec: corpus.CorpusSpec,
+                     corpus_hash: str | None = None) -> dict:
     """What a result computed from a live model records about the model, its tokenizer and
-    the corpus (every live-model analysis writes the same keys)."""
-    return {**provenance.inputs_record(spec, config, tokenizer, cspec), "source": "model"}
+    the corpus (every live-model analysis writes the same keys). `corpus_hash`: the hash of
+    the read whose tokens the result was computed from (corpus.Reading)."""
+    record = corpus.provenance(cspec, corpus_hash)
+    return {**provenance.inputs_record(spec, config, tokenizer, cspec, record), "source": "model"}
 
 
 def check_vocabulary(spec: models.ModelSpec, config, prompts) -> None:

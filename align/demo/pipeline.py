@@ -27,6 +27,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from align import textfiles
 from align.demo import data
 from align.errors import StoreError
 from align.demo.train import TrainConfig
@@ -90,8 +91,7 @@ def _prepare(output: str, key: str, log) -> None:
     state_path = os.path.join(output, STATE_FILE)
     old = None
     if os.path.exists(state_path):
-        with open(state_path, encoding="utf-8") as f:
-            old = json.load(f).get("key")
+        old = json.loads(textfiles.read(state_path, "demo state file")).get("key")
     if old is not None and old != key:
         log(f"align demo: {output} holds a demo of another configuration ({old}); recomputing its stores and results")
         for sub in ("stores", "results", "figures", "corpus"):

@@ -18,6 +18,7 @@ import shutil
 import time
 from dataclasses import dataclass
 
+from align import textfiles
 from align.demo import data, tokenizer
 
 TRAIN_FILE = "train.json"
@@ -89,8 +90,7 @@ def trained(folder: str) -> dict | None:
     p = os.path.join(folder, TRAIN_FILE)
     if not os.path.exists(p):
         return None
-    with open(p, encoding="utf-8") as f:
-        return json.load(f)
+    return json.loads(textfiles.read(p, "demo model record"))
 
 
 def train(cfg: TrainConfig, folder: str, log=print) -> dict:

@@ -7,7 +7,10 @@ from other inputs; nothing to do when complete) → tokenize once to count and c
 or resumed, under its write lock (align.store.writing_activations) → forward batches grouped
 by length (align.extraction.batches), copy each to host (align.extraction.transfer) and hand
 the sequences, in corpus order, to the writer thread (align.extraction.pipeline). Every check
-that can fail runs before the store exists. Re-running the same command resumes an
+that can fail runs before the store exists, but one: each read of the corpus hashes the bytes
+it decodes (align.corpus.Reading), and a read of other bytes than the identity's hash (the
+corpus changed during the run) is refused, the last one before the token table is finished.
+Re-running the same command resumes an
 incomplete store from its last committed sequence, and records each run as a segment of the
 store's provenance. `--dry-run` times one batch end to end instead (align.extraction.dryrun).
 
@@ -60,7 +63,7 @@ def extract(model: models.ModelSpec | str, corpus_source: corpus.CorpusSpec | st
         log(f"align extract: store {output} is already complete ({found.n_tokens:,} tokens); nothing to do")
         return ExtractReport(output, "already complete", found.n_tokens, time.time() - t0, 0.0)
 
-    counted = plan.count(cspec, inputs.tokenizer)
+    counted = plan.count(cspec, inputs.tokenizer, inputs.corpus_hash)
     models.check_token_ids(inputs.spec, inputs.config, counted.max_id, "document {}, position {}".format(*counted.max_id_at))
     _warn_special_tokens(counted, log)
     layout = plan.layout(inputs, counted)
@@ -72,7 +75,7 @@ def extract(model: models.ModelSpec | str, corpus_source: corpus.CorpusSpec | st
     # The model is loaded before the store exists: a model that cannot load (no CUDA, pickle
     # weights not allowed, a damaged file) leaves nothing behind.
     net, _ = models.load_model(inputs.spec)
-    rows = (sq.fields() for sq in corpus.sequences(cspec, inputs.tokenizer))
+    rows = plan.token_rows(cspec, inputs.tokenizer, counted.n_tokens, inputs.corpus_hash, output)
     with st.writing_activations(output, layout, plan.store_provenance(inputs, counted), rows, defining=DEFINING,
                                 break_lock=options.break_lock) as opened:
         store = opened.store

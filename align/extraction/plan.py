@@ -31,14 +31,16 @@ class Plan:
     max_id_at: tuple = (0, 0)
 
 
-def count(spec: corpus.CorpusSpec, tokenizer) -> Plan:
-    """Tokens, sequences and documents the corpus gives, and what tokenizing dropped."""
+def count(spec: corpus.CorpusSpec, tokenizer, corpus_hash: str | None = None) -> Plan:
+    """Tokens, sequences and documents the corpus gives, and what tokenizing dropped. With
+    `corpus_hash` (the identity's), a read of other bytes is refused (the corpus changed)."""
     n = s = longest = 0
     docs = set()
     lengths = array.array("i")  # 4 bytes a sequence: the padding estimate of --dry-run needs them
     stats = corpus.TokenizeStats()
     top, top_at = -1, (0, 0)
-    for sq in corpus.sequences(spec, tokenizer, stats):
+    reading = corpus.Reading(spec)
+    for sq in corpus.sequences(spec, tokenizer, stats, reading):
         if len(sq) and int(sq.token_id.max()) > top:
             t = int(np.argmax(sq.token_id))
             top, top_at = int(sq.token_id[t]), (sq.doc, t)
@@ -47,9 +49,30 @@ def count(spec: corpus.CorpusSpec, tokenizer) -> Plan:
         s += 1
         longest = max(longest, len(sq))
         docs.update((sq.doc,) if sq.docs is None else np.unique(sq.docs).tolist())
+    if corpus_hash is not None:
+        reading.check(spec, corpus_hash)
+    else:
+        reading.close()
     if n == 0:
         raise InputError(f"corpus {spec.describe()} has no text to tokenize: give a corpus with at least one non-empty document")
     return Plan(n, s, len(docs), longest, stats, lengths, top, top_at)
+
+
+def token_rows(spec: corpus.CorpusSpec, tokenizer, n_tokens: int, corpus_hash: str, output: str):
+    """The token table's rows (`Sequence.fields()`, corpus order) from one more read of the
+    corpus, the one whose tokens the store `output` keeps: a read of other bytes than
+    `corpus_hash` (the store's identity) is refused when it ends or passes `n_tokens` (the
+    plan's), before the token table is finished, so no store holds the tokens of one text
+    and the hash of another."""
+    reading = corpus.Reading(spec)
+    seen = 0
+    for sq in corpus.sequences(spec, tokenizer, reading=reading):
+        seen += len(sq)
+        if seen > n_tokens:
+            break
+        yield sq.fields()
+    reading.check(spec, corpus_hash, f"the store {output} was left unfinished (its token table is not written): "
+                                     "delete it, keep the corpus unchanged while align runs, and run again")
 
 
 def dropped_summary(stats: dict) -> str:

@@ -20,13 +20,15 @@ class TokenTable:
     """The corpus as a store's token table holds it, in corpus order.
 
     sequences[s]: (len_s,) token ids; start (n_seq + 1,): first token of each sequence;
-    doc, pos (n_tokens,): the document and the position in its sequence of every token."""
+    doc, pos (n_tokens,): the document and the position in its sequence of every token;
+    corpus_hash: the hash of the bytes these tokens were read from (corpus.Reading)."""
     sequences: list
     start: np.ndarray
     doc: np.ndarray
     pos: np.ndarray
     max_id: int = -1
     max_id_at: tuple = (0, 0)
+    corpus_hash: str | None = None
 
     @property
     def n_tokens(self) -> int:
@@ -38,9 +40,11 @@ class TokenTable:
 
 
 def token_table(cspec: corpus.CorpusSpec, tokenizer) -> TokenTable:
-    """Tokenize the corpus once (`corpus.sequences`: what `align extract` stores)."""
+    """Tokenize the corpus once (`corpus.sequences`: what `align extract` stores), hashing
+    the bytes read in the same read."""
     seqs, docs, top, top_at = [], [], -1, (0, 0)
-    for sq in corpus.sequences(cspec, tokenizer):
+    reading = corpus.Reading(cspec)
+    for sq in corpus.sequences(cspec, tokenizer, reading=reading):
         if len(sq) and int(sq.token_id.max()) > top:
             t = int(np.argmax(sq.token_id))
             top, top_at = int(sq.token_id[t]), (sq.doc, t)
@@ -52,7 +56,7 @@ def token_table(cspec: corpus.CorpusSpec, tokenizer) -> TokenTable:
     start = np.concatenate([[0], np.cumsum(lengths)])
     doc = np.repeat(np.asarray(docs, dtype=np.int64), lengths)
     pos = np.concatenate([np.arange(n, dtype=np.int32) for n in lengths])
-    return TokenTable(seqs, start, doc, pos, top, top_at)
+    return TokenTable(seqs, start, doc, pos, top, top_at, reading.hexdigest())
 
 
 # -- batches --------------------------------------------------------------------------------

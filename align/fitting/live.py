@@ -29,6 +29,7 @@ module checks the inputs, plans, runs and hands the sums to the shared solver an
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from align import corpus, models, provenance, ridge
+from align.corpus import generated_format
 from align import store as st
 from align.analyses.run import model_provenance as live_model_provenance
 from align.errors import InputError
@@ -51,7 +53,7 @@ from align.fitting.progress import Progress
 from align.fitting.result import Side, alignment_dataset, check_result_room, grid_note, pair_results, write_alignment
 from align.fitting.shards import ShardTask, shard_heldout_task, shard_statistics_task, shards_of, shift_task
 from align.fitting.solve import check_alphas, solve
-from align.fitting.split import TEST, Split, make_split
+from align.fitting.split import TEST, Origin, Split, make_split
 from align.layers import parse_layers
 
 __all__ = ["LiveJob", "LivePlan", "LiveReport", "Prepared", "TokenTable", "fit_live", "make_plan", "plan_batches",
@@ -131,8 +133,25 @@ def prepare(job: LiveJob, options: FitOptions) -> Prepared:
             raise InputError(
                 f"--max-length {job.corpus.max_length} is above the position limit of {spec.name} "
                 f"(max_position_embeddings {limit}): use --max-length {limit} or less, or pass --allow-long")
-    split = make_split(table.doc, table.pos, options)
+    split = make_split(table.doc, table.pos, options, origin=split_origin(job.corpus))
     return Prepared(job, configs, toks, table, split, plan_batches(table, split.part, job.batch_size), *layers)
+
+
+def split_origin(cspec: corpus.CorpusSpec) -> Origin:
+    """--live's words for too few documents: they are the corpus's (no store is involved), cut
+    by --doc-split (a .txt file or a folder) and limited by --max-docs / --max-tokens."""
+    how = ""
+    more = "give a corpus of more documents"
+    if cspec.path is not None and cspec.fmt == "plain" and not cspec.path.endswith(".jsonl"):
+        how = f" (--doc-split {cspec.doc_split or ('file' if os.path.isdir(cspec.path) else 'blank')})"
+        more += " or another --doc-split"
+    cut = [f"--{k.replace('_', '-')} {v}" for k, v in (("max_docs", cspec.max_docs), ("max_tokens", cspec.max_tokens))
+           if v is not None]
+    if generated_format(cspec.fmt) is not None and cspec.max_docs is not None:
+        more = "raise --max-docs"  # a generated format has --max-docs problems
+    elif cut:
+        more += ", or raise " + " and ".join(cut)
+    return Origin(f"the corpus {cspec.describe()}{how} gives", more)
 
 
 def shape_of(p: Prepared) -> LiveShape:
@@ -152,7 +171,7 @@ def sides_of(p: Prepared) -> tuple:
     and the batch size (the batches decide the float32 rounding)."""
     out = []
     for spec, config, tok in zip((p.job.source, p.job.target), p.configs, p.tokenizers):
-        prov = {**live_model_provenance(spec, config, tok, p.job.corpus),
+        prov = {**live_model_provenance(spec, config, tok, p.job.corpus, p.table.corpus_hash),
                 "weights": provenance.weights_identity(spec, config), "batch_size": p.job.batch_size}
         out.append(Side(prov, spec.name, config.num_hidden_layers, config.hidden_size))
     return tuple(out)
@@ -388,10 +407,10 @@ def estimate(p: Prepared, plan: LivePlan, log) -> dict:
     L_T = net.target.config.num_hidden_layers
     for _ in range(2):  # the first is the warm-up
         t = time.perf_counter()
-        xs = forward(net.source, p.table, b, p.source_layers)
+        xs = forward(net.source, p.table, b, p.source_layers, net.roles[0])
         ts = time.perf_counter() - t
         t = time.perf_counter()
-        ys = forward(net.target, p.table, b, p.target_layers)
+        ys = forward(net.target, p.table, b, p.target_layers, net.roles[1])
         tt = time.perf_counter() - t
     backend = net.backend
     stats = ridge.Statistics.zeros(p.source_layers, block, net.source.config.hidden_size,

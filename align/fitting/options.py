@@ -111,16 +111,28 @@ class LiveJob:
     allow_long: bool = False
 
 
-def parse_memory(limit) -> int | None:
-    """`--memory-limit` as bytes: an int passes, "8GB" / "512MiB" are parsed (dask's units)."""
-    if limit is None or isinstance(limit, int):
-        return limit
-    from dask.utils import parse_bytes
+def parse_memory(limit, option: str = "--memory-limit") -> int | None:
+    """`option`'s budget (--memory-limit, --device-memory) as bytes: None (the default) and a
+    positive int pass, "8GB" / "512MiB" are parsed (dask's units). Anything else is a
+    one-line InputError naming the value: a size of 0 or less too (0 used to mean the
+    default, a negative size failed later as "too small")."""
+    if limit is None:
+        return None
+    if isinstance(limit, str):
+        from dask.utils import parse_bytes
 
-    try:
-        return parse_bytes(limit)
-    except (ValueError, TypeError):
-        raise InputError(f"--memory-limit {limit!r} is not a size: write e.g. 8GB or 512MiB") from None
+        try:
+            size = parse_bytes(limit)
+        except (ValueError, TypeError):
+            raise InputError(f"{option} {limit!r} is not a size: write e.g. 8GB or 512MiB") from None
+    elif isinstance(limit, int) and not isinstance(limit, bool):
+        size = limit
+    else:
+        raise InputError(f"{option} {limit!r} is not a size: write e.g. 8GB or 512MiB (or a number of bytes)")
+    if size <= 0:
+        raise InputError(f"{option} {limit}: a budget must be more than 0 bytes; write e.g. 8GB or 512MiB, "
+                         "or leave the option out for its default")
+    return size
 
 
 FIT_DEVICES = ("cpu", "cuda", "cuda:N")  # where a fit's products and solves run (torch on a GPU)

@@ -23,14 +23,39 @@ from align.fitting.split import CONVERGENCE_PARTS, TEST, Split
 
 # -- forwards and rows ----------------------------------------------------------------------
 
-def forward(model, table: TokenTable, batch: Batch, boundaries) -> dict:
+@dataclass(frozen=True)
+class Role:
+    """Which model of the pair a forward runs, as a refusal names it: its side ("source" or
+    "target") and its folder or hub id."""
+    side: str
+    name: str
+
+
+ROLES = (Role("source", "SOURCE"), Role("target", "TARGET"))  # where the models' names are not known
+
+
+def forward(model, table: TokenTable, batch: Batch, boundaries, role: Role = ROLES[0]) -> dict:
     """Residuals {boundary: (len(members) · T, d_model)} of one batch (padding included), the
     forward stopped after the highest of `boundaries` (capture.run), refused when not finite
-    (capture.check_finite, as extract does)."""
+    (capture.check_finite, as extract does), naming the model (`role`), the boundary, and the
+    document, position and token of the first non-finite value."""
     ids, mask = pad([table.sequences[s] for s in batch.members], models.input_device(model))
     out = capture.run(model, ids, mask, boundaries)
-    capture.check_finite(out, mask.bool(), lambda k: f"token {k} of the batch")
+    capture.check_finite(out, mask.bool(), locator(table, batch), f"the {role.side} model {role.name}",
+                         "the fit stopped and wrote nothing", f"compute it in float32 (--{role.side}-dtype float32)")
     return {b: t.reshape(-1, t.shape[-1]) for b, t in out["resid"].items()}
+
+
+def locator(table: TokenTable, batch: Batch):
+    """locate(k) for a batch: its k-th real token (sequence after sequence) as "document d,
+    position p (token g)", g its index in the token table (a store's token index)."""
+    cum = np.cumsum([0] + [len(table.sequences[s]) for s in batch.members])
+
+    def locate(k: int) -> str:
+        j = int(np.searchsorted(cum, k, side="right")) - 1
+        g = int(table.start[batch.members[j]]) + (k - int(cum[j]))
+        return f"document {int(table.doc[g])}, position {int(table.pos[g])} (token {g:,})"
+    return locate
 
 
 def rows(resid: dict, boundaries, flat: np.ndarray, device) -> dict:
@@ -66,10 +91,12 @@ def training_scale(resid: dict, boundaries, batch: Batch) -> dict:
 
 @dataclass
 class Models:
-    """Both models and where the sums accumulate (the target's GPU, else the CPU)."""
+    """Both models, where the sums accumulate (the target's GPU, else the CPU), and how a
+    refusal names each (`Role`)."""
     source: object
     target: object
     device: object
+    roles: tuple = ROLES
 
     @property
     def backend(self) -> ridge.Backend:
@@ -85,15 +112,16 @@ def load_models(job: LiveJob) -> Models:
     src, _ = models.load_model(job.source)
     tgt, _ = models.load_model(job.target)
     dev = models.input_device(tgt)
-    return Models(src, tgt, dev if dev.type == "cuda" else torch.device("cpu"))
+    roles = (Role("source", job.source.name), Role("target", job.target.name))
+    return Models(src, tgt, dev if dev.type == "cuda" else torch.device("cpu"), roles)
 
 
 def forwards(net: Models, table: TokenTable, b: Batch, source_layers, block, progress: Progress | None):
     """Both forwards of one batch, timed for the progress line."""
     t = time.perf_counter()
-    xs = forward(net.source, table, b, source_layers)
+    xs = forward(net.source, table, b, source_layers, net.roles[0])
     t1 = time.perf_counter()
-    ys = forward(net.target, table, b, block)
+    ys = forward(net.target, table, b, block, net.roles[1])
     t2 = time.perf_counter()
     if progress is not None:
         progress.forward("source", b.positions, t1 - t)

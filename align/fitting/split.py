@@ -20,12 +20,25 @@ def check_seed(seed) -> None:
         raise InputError(f"--seed {seed}: the seed of the document split must be a whole number >= 0, e.g. --seed 0")
 
 
-def split_documents(doc: np.ndarray, test_fraction: float, val_fraction: float, seed: int, need_val: bool):
+@dataclass(frozen=True)
+class Origin:
+    """Where a split's documents come from, as its refusals say it: what holds them ("the
+    stores hold", "corpus X gives") and how to get more."""
+    holds: str = "the stores hold"
+    more: str = "extract a larger corpus"
+
+
+STORES = Origin()
+
+
+def split_documents(doc: np.ndarray, test_fraction: float, val_fraction: float, seed: int, need_val: bool,
+                    origin: Origin = STORES):
     """Seeded split of the document ids: (fit, validation, test) sorted arrays.
 
     The unique ids are permuted by numpy's default_rng(seed); the first round(test_fraction
     · n_docs) (at least 1) are held out, then round(val_fraction · rest) (at least 1 when a
-    validation part is needed) of the rest validate α."""
+    validation part is needed) of the rest validate α. Too few documents is an InputError
+    in `origin`'s words."""
     check_seed(seed)
     docs = np.unique(doc)
     if not 0 < test_fraction < 1:
@@ -35,8 +48,8 @@ def split_documents(doc: np.ndarray, test_fraction: float, val_fraction: float, 
     need = 3 if need_val else 2
     if len(docs) < need:
         raise InputError(
-            f"the stores hold {len(docs)} document(s): a split by document needs at least {need} "
-            "(fit, validation and held-out); extract a larger corpus"
+            f"{origin.holds} {len(docs)} document(s): a split by document needs at least {need} "
+            f"({'fit, validation and held-out' if need_val else 'fit and held-out'}); {origin.more}"
         )
     perm = np.random.default_rng(seed).permutation(docs)
     n_test = min(max(1, round(test_fraction * len(docs))), len(docs) - (need - 1))
@@ -171,13 +184,16 @@ class Split:
         return self.counts["fit"] + self.counts["validation"]
 
 
-def make_split(doc: np.ndarray, pos: np.ndarray, options, seq: np.ndarray | None = None) -> Split:
+def make_split(doc: np.ndarray, pos: np.ndarray, options, seq: np.ndarray | None = None,
+               origin: Origin = STORES) -> Split:
     """The `Split` of tokens with document ids `doc` and positions `pos` (n_tokens,) under
     `options` (FitOptions: fractions, seed, α grid, include_first_token, convergence,
-    control; `seq` (n_tokens,), the sequence ids, for --control shuffle). A part left
-    without any token is a one-line InputError."""
+    control; `seq` (n_tokens,), the sequence ids, for --control shuffle). Too few
+    documents, or a part left without any token, is a one-line InputError in `origin`'s
+    words."""
     need_val = options.need_validation
-    fit_docs, val_docs, test_docs = split_documents(doc, options.test_fraction, options.val_fraction, options.seed, need_val)
+    fit_docs, val_docs, test_docs = split_documents(doc, options.test_fraction, options.val_fraction, options.seed, need_val,
+                                                    origin)
     part = token_parts(doc, pos, fit_docs, val_docs, test_docs, options.include_first_token)
     partner = None
     if getattr(options, "control", None) == "shuffle":
@@ -186,8 +202,8 @@ def make_split(doc: np.ndarray, pos: np.ndarray, options, seq: np.ndarray | None
     counts = {name: int((part == code).sum()) for code, name in PART_NAMES.items()}
     for name, n in counts.items():
         if n == 0 and (name != "validation" or need_val):
-            raise InputError(f"the {name} part of the split has no token (position 0 excluded): extract a larger corpus "
-                             "or change the fractions")
+            raise InputError(f"the {name} part of the split has no token (position 0 excluded): change the fractions, "
+                             f"or {origin.more}")
     stat = (statistics_parts(doc, part, fit_docs, val_docs, options.seed)
             if getattr(options, "convergence", False) else None)
     return Split(fit_docs, val_docs, test_docs, part, counts, heldout_index(doc, part, test_docs), stat, partner)
