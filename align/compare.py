@@ -12,6 +12,7 @@ so a row of published numbers can be put beside them in the same columns.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from align.analyses import bootstrap, depth, lens
 from align.fitting import uncertainty
 from align.compare_table import csv_table, text_table
 from align.errors import InputError, OutputRefused
+from align.store.temporaries import staged
 
 KINDS = ("depth", "lens", "alignment")
 FORMATS = {".csv": "csv", ".md": "markdown"}
@@ -390,16 +392,9 @@ def _check_new_file(path: str, suffix: str, option: str, inputs: dict, overwrite
 
 
 def _write_text(path: str, text: str) -> None:
-    """Written beside the target and renamed over it: a failed write leaves nothing half-made."""
-    path = os.path.expanduser(path)
-    tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    """`text` into the file `path`, UTF-8, newlines as given."""
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
 
 
 def run_compare(paths, output: str | None = None, figure: str | None = None, *, weighting: str = "token",
@@ -424,19 +419,17 @@ def run_compare(paths, output: str | None = None, figure: str | None = None, *, 
     cmp = build(kind, items, weighting, resampling)
     echo(text_table(cmp))
     fig = compare_plot.plot_comparison(cmp) if fig_path is not None else None
+    # The table and the figure are each made whole beside their paths, and renamed into place
+    # only once both are: a failure (a full disk) leaves neither, and the old files as they were.
     written = []
-    if output is not None:
-        _write_text(output, csv_table(cmp) if fmt == "csv" else text_table(cmp, markdown=True))
-        written.append(output)
-    if fig is not None:
-        tmp = os.path.join(os.path.dirname(os.path.abspath(fig_path)), f".{os.path.basename(fig_path)}.tmp-{os.getpid()}")
-        try:
-            compare_plot.save(fig, tmp)
-            os.replace(tmp, fig_path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        written.append(fig_path)
+    with contextlib.ExitStack() as staging:
+        if output is not None:
+            table = csv_table(cmp) if fmt == "csv" else text_table(cmp, markdown=True)
+            _write_text(staging.enter_context(staged(output)), table)
+            written.append(output)
+        if fig is not None:
+            compare_plot.write_png(fig, staging.enter_context(staged(fig_path)))
+            written.append(fig_path)
     if written:
         log(f"align compare: wrote {' and '.join(written)} ({len(items)} {kind} results)")
     return cmp

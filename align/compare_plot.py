@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from align.plotting import _figure, save  # noqa: F401  (save: the caller writes the PNG with it)
+from align.plotting import _figure, save, write_png  # noqa: F401  (the caller writes the PNG with them)
 
 DEFAULT_SIZE = {"depth": (1100, 450), "lens": (1200, 800), "alignment": (700, 600)}
 

@@ -28,6 +28,8 @@ import numpy as np  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from align.errors import InputError  # noqa: E402
+from align.faults import fault_point  # noqa: E402
+from align.store.temporaries import staged  # noqa: E402
 
 DEFAULT_SIZE = {"alignment": (900, 750), "contributions": (1200, 500), "skipping": (1200, 900),
                 "lens": (1200, 500), "depth": (700, 450), "erasure": (1200, 420), "igrad": (1200, 420), "depthscore": (1000, 420)}
@@ -71,12 +73,22 @@ def _figure(size, dpi, nrows=1, ncols=1, **kw):
 
 
 def save(fig, path: str) -> str:
-    """Write `fig` as a PNG of exactly its pixel size (no tight bounding box) and close it."""
-    parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
-    fig.savefig(path, dpi=fig.dpi, format="png")
-    plt.close(fig)
+    """Write `fig` as a PNG of exactly its pixel size (no tight bounding box) at `path`, whole
+    or not at all, and close it: drawn inside a marked temporary folder beside `path` and
+    renamed over it (align.store.temporaries: a killed run's folder is cleaned by the next
+    write of `path`; a full disk is one StoreError naming `path`, which is left as it was)."""
+    with staged(path) as tmp:
+        write_png(fig, tmp)
+        fault_point("figure_before_rename")
     return path
+
+
+def write_png(fig, path: str) -> None:
+    """Draw `fig` into the file `path` as a PNG of exactly its pixel size, and close it."""
+    try:
+        fig.savefig(path, dpi=fig.dpi, format="png")
+    finally:
+        plt.close(fig)
 
 
 def _edges(values) -> np.ndarray:

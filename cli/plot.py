@@ -90,13 +90,7 @@ def plot_cmd(result, output, metric, agg, part, depth_path, size, dpi, prompts, 
         fig = plotting.plot_result(ds, metric=metric, agg=agg, part=part, depth=depth, size=pixels, dpi=dpi,
                                    prompts=parse_prompts(prompts))
     # Drawn beside the target and renamed over it: a failed write leaves the old PNG intact.
-    tmp = os.path.join(os.path.dirname(os.path.abspath(out)), f".{os.path.basename(out)}.tmp-{os.getpid()}")
-    try:
-        plotting.save(fig, tmp)
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    plotting.save(fig, out)
     w, h = fig.get_size_inches() * fig.dpi
     click.echo(f"align plot: wrote {out} ({int(round(w))}x{int(round(h))} px, {plotting.schema_of(ds)})")
 

@@ -17,12 +17,13 @@ from align.store.activations import (
 )
 from align.store.lifecycle import COMPLETE, Existing, Opened, end_run, inspect_activations, start_run, writing_activations
 from align.store.lock import write_lock
-from align.store.outputs import check_file_output, check_output, check_protocol, free_bytes, local_path
+from align.store import footprint
+from align.store.outputs import block_bytes, check_file_output, check_output, check_protocol, free_bytes, local_path, used_bytes
 from align.store.results import RESULT_SCHEMAS, open_alignment, open_result, write_result
 
 __all__ = [
     "ActivationStore", "ActivationWriter", "Layout", "PlanWriter", "chunk_tokens_for",
     "clean_partial_writes", "configure_zarr", "create_activations", "exists", "is_local", "write_lock", "open_activations", "read_attrs",
     "COMPLETE", "Existing", "Opened", "end_run", "inspect_activations", "start_run", "writing_activations",
-    "check_file_output", "check_output", "check_protocol", "free_bytes", "local_path", "RESULT_SCHEMAS", "open_alignment", "open_result", "write_result",
+    "block_bytes", "check_file_output", "check_output", "check_protocol", "footprint", "free_bytes", "local_path", "used_bytes", "RESULT_SCHEMAS", "open_alignment", "open_result", "write_result",
 ]

@@ -57,25 +57,28 @@ def _process_start(pid: int) -> float | None:
         return float("nan")
 
 
-def _holder() -> dict:
+def holder() -> dict:
+    """This process as a holder: host, pid, start time (local, for messages), the process's
+    start time as the kernel reports it and the machine's boot id. The store lock records it,
+    and so does every temporary a writer leaves beside its result (align.store.temporaries)."""
     return {"host": socket.gethostname(), "pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "process_start": _process_start(os.getpid()), "boot_id": _boot_id()}
 
 
-def _alive(info: dict) -> bool | None:
-    """Whether the lock's holder is still running: True or False when that can be told (same
-    host, and the lock records the holder's process start time), None otherwise."""
+def holder_alive(info: dict) -> bool | None:
+    """Whether the process a `holder()` record names is still running: True or False when
+    that can be told (same host, and the record has the process start time), None otherwise.
+    Gone: the machine booted since, no process has the pid, or the one that has it started at
+    another time (the pid was reused)."""
     if info.get("host") != socket.gethostname():
         return None
     boot = _boot_id()
     if info.get("boot_id") and boot and info["boot_id"] != boot:
-        return False  # the machine booted since the lock was taken: its holder is gone
+        return False  # the machine booted since the record was written: its holder is gone
     try:
         pid = int(info.get("pid", -1))
     except (TypeError, ValueError, OverflowError):
         return False
-    if pid == os.getpid():
-        return False  # this process is only now taking the lock: the pid was reused
     if pid <= 0:
         return False
     started = _process_start(pid)
@@ -87,6 +90,16 @@ def _alive(info: dict) -> bool | None:
     if started != started:  # NaN: the process exists but cannot be inspected
         return True
     return abs(started - recorded) <= START_TOLERANCE
+
+
+def _alive(info: dict) -> bool | None:
+    """Whether the lock's holder is still running (`holder_alive`); a lock naming this very
+    process on this host is stale: this process is only now taking it, so the pid was reused."""
+    try:
+        own = info.get("host") == socket.gethostname() and int(info.get("pid", -1)) == os.getpid()
+    except (TypeError, ValueError, OverflowError):
+        own = False
+    return False if own else holder_alive(info)
 
 
 def _describe(info: dict) -> str:
@@ -126,7 +139,7 @@ def write_lock(path: str, break_lock: bool = False, storage_options: dict | None
             if alive is False:
                 print(f"align: removing the stale lock of a run that is no longer running ({_describe(info)})",
                       file=sys.stderr)
-        fs.pipe_file(lock, json.dumps(_holder()).encode())
+        fs.pipe_file(lock, json.dumps(holder()).encode())
         try:
             yield
         finally:
@@ -170,6 +183,6 @@ def _acquire_local(lock: str, path: str, break_lock: bool) -> None:
                 + ("" if alive else ", or pass --break-lock if that run is dead")
             )
         with os.fdopen(fd, "w") as f:
-            json.dump(_holder(), f)
+            json.dump(holder(), f)
         return
     raise StoreLocked(f"store {path}: could not take the write lock")

@@ -47,6 +47,35 @@ def free_bytes(path: str) -> int:
     return shutil.disk_usage(probe).free
 
 
+def block_bytes(path: str) -> int:
+    """The block size of the local file system that holds (or would hold) `path`: what every
+    file written there is rounded up to."""
+    probe = os.path.abspath(os.path.expanduser(local_path(path) or path))
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    try:
+        return os.statvfs(probe).f_frsize or 4096
+    except (OSError, AttributeError):
+        return 4096
+
+
+def used_bytes(path: str) -> int:
+    """Bytes the files and folders under the local `path` take on disk (allocated blocks, as
+    `du` counts them; hard links once); 0 when nothing is there."""
+    root = os.path.expanduser(local_path(path) or path)
+    seen, total = set(), 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in [dirpath, *(os.path.join(dirpath, f) for f in filenames)]:
+            try:
+                st = os.lstat(name)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512
+    return total
+
+
 def check_protocol(path: str, option: str = "-o") -> None:
     """Refuse, in one line, a URL whose protocol fsspec does not know or cannot load."""
     path = str(path)

@@ -7,43 +7,21 @@ run never leaves a result that opens as complete; `attrs["align"]` carries the s
 from __future__ import annotations
 
 import contextlib
-import errno
 import gc
 import json
 import logging
 import os
-import shutil
-import uuid
 import warnings
 
 from align.errors import StoreError
 from align.faults import fault_point
 from align.version import __version__
 from align.store.activations import is_local, read_attrs
+from align.store import footprint
 from align.store.outputs import check_output, local_path
+from align.store.temporaries import temporary, write_failed
 
 RESULT_SCHEMAS = ("alignment", "contributions", "skipping", "lens", "depth", "erasure", "igrad", "depthscore")
-
-
-def _remove_dead_temporaries(parent: str, base: str) -> None:
-    """What killed writers of the same result left: temporary folders (`.NAME.tmp-PID-X`)
-    are removed; an old result moved aside (`.NAME.old-PID-X`) is put back when nothing
-    took its place, else removed (its replacement is complete)."""
-    for name in sorted(os.listdir(parent)):
-        for prefix in (f".{base}.tmp-", f".{base}.old-"):
-            if not name.startswith(prefix):
-                continue
-            try:
-                pid = int(name[len(prefix):].split("-")[0])
-                os.kill(pid, 0)
-            except (ValueError, ProcessLookupError):
-                full, dest = os.path.join(parent, name), os.path.join(parent, base)
-                if prefix.endswith("old-") and not os.path.lexists(dest):
-                    os.rename(full, dest)
-                else:
-                    shutil.rmtree(full, ignore_errors=True)
-            except PermissionError:
-                pass
 
 
 def write_result(path: str, ds, schema: str, overwrite: bool = False, storage_options: dict | None = None,
@@ -54,9 +32,9 @@ def write_result(path: str, ds, schema: str, overwrite: bool = False, storage_op
     it must be absent, an empty folder, or (with `overwrite`) a result of the same schema.
     Attributes must be JSON-serialisable. The result is written with a schema marker
     `attrs["align"]` that says it is incomplete, and marked complete last. Locally it is
-    written whole to a temporary sibling folder; only then is an old result of the same
-    schema renamed aside, the new one renamed into place, marked complete, and the old one
-    deleted. (On an object store, which has no rename, it is written in place.) A run killed
+    written whole inside a marked temporary folder beside `path` (align.store.temporaries);
+    only then is an old result of the same schema moved into that folder, the new one renamed
+    into place, marked complete, and the folder (the old result with it) deleted. (On an object store, which has no rename, it is written in place.) A run killed
     at any point leaves nothing that opens as a complete result, and a later write replaces
     what it left. A full disk is one StoreError, and leaves nothing behind.
     """
@@ -69,6 +47,7 @@ def write_result(path: str, ds, schema: str, overwrite: bool = False, storage_op
     # Written with the first metadata, so that whatever a kill leaves is known as this
     # command's own unfinished result (replaceable, never opened).
     ds.attrs["align"] = {**marker, "complete": False}
+    _pin_chunks(ds)
     path = str(path)
     check_output(path, schema, inputs=inputs, overwrite=overwrite, storage_options=storage_options)
     lp = local_path(path)
@@ -82,7 +61,7 @@ def write_result(path: str, ds, schema: str, overwrite: bool = False, storage_op
             try:
                 ds.to_zarr(path, mode="w", zarr_format=3, consolidated=False, storage_options=storage_options)
             except OSError as e:
-                raise StoreError(_write_failed(path, e)) from None
+                raise StoreError(write_failed(path, e)) from None
             fault_point("result_before_marker")
             import zarr
 
@@ -91,46 +70,49 @@ def write_result(path: str, ds, schema: str, overwrite: bool = False, storage_op
     return path
 
 
+def _pin_chunks(ds) -> None:
+    """Give every in-memory numeric array without chosen chunks those of
+    `footprint.result_chunks` (the whole array up to 64 MiB), so that what a result takes on
+    disk is known before it is computed (align.fitting.budget.result_bytes)."""
+    for v in ds.variables.values():
+        if v.ndim and "chunks" not in v.encoding and v.chunks is None and v.dtype.kind in "biuf":
+            v.encoding["chunks"] = footprint.result_chunks(v.shape, v.dtype.itemsize)
+
+
 def _write_local(lp: str, shown: str, ds, schema: str, marker: dict, overwrite: bool, inputs) -> None:
+    """Write `ds` whole inside a marked temporary folder beside `lp` (align.store.temporaries:
+    what a killed writer leaves there, the next one cleans), then swap it in."""
     import zarr
 
-    parent, base = os.path.split(os.path.abspath(lp))
-    os.makedirs(parent, exist_ok=True)
-    _remove_dead_temporaries(parent, base)
-    tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp = os.path.join(parent, f".{base}.tmp-{tag}")
-    aside = os.path.join(parent, f".{base}.old-{tag}")
-    try:
+    with temporary(lp, shown) as t:
         try:
-            ds.to_zarr(tmp, mode="w", zarr_format=3, consolidated=True)
+            ds.to_zarr(t.new, mode="w", zarr_format=3, consolidated=True)
         except BaseException as e:
-            _settle()  # writes still in flight would recreate files in tmp after it is removed
+            _settle()  # writes still in flight would recreate files in the folder after it is removed
             if isinstance(e, OSError):
-                raise StoreError(_write_failed(shown, e)) from None
+                raise StoreError(write_failed(shown, e)) from None
             raise
         fault_point("result_before_rename")
         # What is at the path now may have changed while the result was computed: check
         # again, and move aside only a result of this very schema.
         check_output(shown, schema, inputs=inputs, overwrite=overwrite)
         if os.path.isdir(lp) and os.listdir(lp) and read_attrs(lp)["align"]["schema"] == schema:
-            os.rename(lp, aside)
+            os.rename(lp, t.old)
             fault_point("result_old_aside")
         elif os.path.isdir(lp):
             os.rmdir(lp)  # empty (check_output allowed it); rename onto it would do the same
-        os.rename(tmp, lp)
-        fault_point("result_before_marker")
-        zarr.open_group(lp, mode="r+", zarr_format=3).attrs["align"] = marker
-        if os.path.isdir(aside):
-            shutil.rmtree(aside)
-    finally:
-        if os.path.exists(tmp):
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _write_failed(path: str, e: OSError) -> str:
-    if e.errno == errno.ENOSPC:
-        return f"no space left on the device while writing {path}: free some space or choose another -o (nothing was written)"
-    return f"cannot write {path}: {e.strerror or e} (nothing was written)"
+        os.rename(t.new, lp)
+        try:
+            fault_point("result_before_marker")
+            zarr.open_group(lp, mode="r+", zarr_format=3).attrs["align"] = marker
+        except BaseException as e:
+            # The new result never became complete: the old one goes back in its place.
+            if os.path.isdir(t.old):
+                os.rename(lp, t.new)
+            if isinstance(e, OSError):
+                raise StoreError(write_failed(shown, e)) from None
+            raise
+    # Leaving `temporary` removes its folder, and with it the old result (its replacement is in).
 
 
 @contextlib.contextmanager

@@ -108,3 +108,89 @@ def test_no_byte_outside_the_result_changes(world, cli, monkeypatch, command, ta
     after = snapshot(world)
     changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
     assert not changed, f"{command} -o {out} changed: {changed[:10]}"
+
+
+# -- temporaries: what align may clean beside its output --------------------------------------
+
+MARKER = "align-temporary.json"  # the marker align writes into each of its temporary folders
+
+
+def _dead_pid() -> int:
+    pid = 4_000_000
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return pid
+        except PermissionError:
+            pass
+        pid += 1
+
+
+def _mark(folder, holder: dict, name=None, inode=None) -> None:
+    """A marker in align's format, naming `holder`, `name` and `inode` (default: the folder's own)."""
+    import json
+
+    folder.mkdir()
+    (folder / "notes.txt").write_text("precious\n")
+    (folder / MARKER).write_text(json.dumps({"holder": holder, "name": name or folder.name,
+                                             "inode": inode if inode is not None else os.lstat(folder).st_ino}))
+
+
+def imitate_temporaries(folder, base: str) -> None:
+    """Beside `base` in `folder`: everything that only looks like a temporary align left, none
+    of which align made: folders and files named .BASE.tmp-* and .BASE.old-*, without a marker,
+    with a forged marker (wrong inode, one copied from another folder, no process start time),
+    with a marker of a writer on another host (it may be writing there now) and of a live one."""
+    import socket
+
+    import psutil
+
+    dead, host = _dead_pid(), socket.gethostname()
+    gone = {"host": host, "pid": dead, "started": "2020-01-01T00:00:00+0000", "process_start": 1.0e9, "boot_id": None}
+    live = {**gone, "pid": os.getpid(), "process_start": psutil.Process().create_time()}
+    (folder / f".{base}.tmp-mine").mkdir()
+    (folder / f".{base}.tmp-mine" / "notes.txt").write_text("precious\n")
+    (folder / f".{base}.tmp-{dead}-0a1b2c3d").mkdir()
+    (folder / f".{base}.tmp-{dead}-0a1b2c3d" / "notes.txt").write_text("precious\n")
+    (folder / f".{base}.tmp-{dead}").write_text("precious\n")
+    (folder / f".{base}.old-backup").write_text("precious\n")
+    (folder / f".{base}.old-{dead}-0a1b2c3d").mkdir()
+    (folder / f".{base}.old-{dead}-0a1b2c3d" / "notes.txt").write_text("precious\n")
+    (folder / f".{base}.old-{dead}-0a1b2c3d" / MARKER).write_text("{}")
+    _mark(folder / f".{base}.tmp-{dead}-forged", gone, inode=1)
+    other = folder / f"elsewhere-{base}"
+    _mark(other, gone)
+    _mark(folder / f".{base}.tmp-{dead}-copied", gone, name=other.name, inode=os.lstat(other).st_ino)
+    _mark(folder / f".{base}.tmp-{dead}-nostart", {k: v for k, v in gone.items() if k != "process_start"})
+    _mark(folder / f".{base}.tmp-{dead}-foreign", {**gone, "host": "another-host.example"})
+    _mark(folder / f".{base}.tmp-{os.getpid()}-live", live)
+    os.symlink(other, folder / f".{base}.tmp-{dead}-link")
+
+
+WRITERS = {**{name: (argv, ".png" if name == "plot" else ".zarr") for name, (argv, _, _) in COMMANDS.items()},
+           "compare": (lambda w: ["compare", w / "lens.zarr"], ".csv")}
+
+
+@pytest.mark.parametrize("command", list(WRITERS))
+def test_imitated_temporaries_beside_the_output_are_never_touched(world, cli, monkeypatch, command):
+    """Each writing command, run to completion with -o beside sibling names that imitate its
+    temporaries (`imitate_temporaries`), changes nothing but its own output (for compare, the
+    table and its figure): nothing is removed, moved or written into."""
+    argv, suffix = WRITERS[command]
+    folder = world / f"beside-{command}"
+    folder.mkdir()
+    out = folder / f"out{suffix}"
+    written = [out.name] + (["out.png"] if command == "compare" else [])
+    for name in written:
+        imitate_temporaries(folder, name)
+    monkeypatch.chdir(world)
+    before = snapshot(world)
+    code, _, err = cli(*argv(world), "-o", out)
+    assert code == 0, err
+    after = snapshot(world)
+    own = [os.path.join(folder.name, name) for name in written]
+    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k)
+                     and not any(k == o or k.startswith(o + os.sep) for o in own))
+    assert not changed, f"{command} -o {out} changed: {changed[:10]}"
+    assert all(os.path.lexists(folder / o) for o in written)

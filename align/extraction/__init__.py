@@ -67,17 +67,21 @@ def extract(model: models.ModelSpec | str, corpus_source: corpus.CorpusSpec | st
     models.check_token_ids(inputs.spec, inputs.config, counted.max_id, "document {}, position {}".format(*counted.max_id_at))
     _warn_special_tokens(counted, log)
     layout = plan.layout(inputs, counted)
-    free = st.free_bytes(output) if st.is_local(output) else None
+    local = st.is_local(output)
+    free = st.free_bytes(output) if local else None
+    record = plan.store_provenance(inputs, counted)
+    sizes = plan.store_bytes(layout, record, st.block_bytes(output) if local else st.footprint.BLOCK)
     if options.dry_run:
-        return dryrun.dry_run(inputs, counted, layout, free, output, log, t0)
-    plan.check_disk(output, sum(layout.bytes_per_array().values()), free)
+        return dryrun.dry_run(inputs, counted, layout, free, output, log, t0, sizes)
+    # What a store being resumed already takes is part of its size, not needed again.
+    plan.check_disk(output, sum(sizes.values()), free, st.used_bytes(output) if local else 0)
 
     # The model is loaded before the store exists: a model that cannot load (no CUDA, pickle
     # weights not allowed, a damaged file) leaves nothing behind.
     net, _ = models.load_model(inputs.spec)
     rows = plan.token_rows(cspec, inputs.tokenizer, counted.n_tokens, inputs.corpus_hash, output)
-    with st.writing_activations(output, layout, plan.store_provenance(inputs, counted), rows, defining=DEFINING,
-                                break_lock=options.break_lock) as opened:
+    with plan.full_disk_named(output, sum(sizes.values())), st.writing_activations(
+            output, layout, record, rows, defining=DEFINING, break_lock=options.break_lock) as opened:
         store = opened.store
         if opened.resumed:
             p = store.progress

@@ -20,7 +20,7 @@ from align import capture, corpus, models
 from align import store as st
 from align.extraction import batches, pipeline
 from align.extraction.inputs import Inputs
-from align.extraction.plan import DISK_MARGIN, Plan
+from align.extraction.plan import DISK_MARGIN, Plan, store_bytes, store_provenance
 from align.extraction.report import ExtractReport, human, span
 from align.extraction.transfer import forward_batch
 
@@ -134,7 +134,8 @@ def scratch_dir(output: str) -> tuple[str, bool]:
         return tempfile.mkdtemp(prefix="align-dry-run-"), False
 
 
-def dry_run(inputs: Inputs, plan: Plan, layout, free: int | None, output: str, log, t0: float) -> ExtractReport:
+def dry_run(inputs: Inputs, plan: Plan, layout, free: int | None, output: str, log, t0: float,
+            sizes: dict | None = None) -> ExtractReport:
     """Print what the run will produce and cost, from one batch timed end to end.
 
     The batch is the run's first (`first_batch`: length-grouped, as every batch of the run).
@@ -145,7 +146,7 @@ def dry_run(inputs: Inputs, plan: Plan, layout, free: int | None, output: str, l
     time is the larger of the two; the phase that makes it so bounds the run."""
     spec, cspec, tokenizer = inputs.spec, inputs.cspec, inputs.tokenizer
     batch_size, boundaries, kept_layers = inputs.options.batch_size, inputs.boundaries, inputs.kept_layers
-    sizes = layout.bytes_per_array()
+    sizes = sizes or store_bytes(layout, store_provenance(inputs, plan))  # as written: every chunk whole, metadata
     need = sum(sizes.values())
     model, _ = models.load_model(spec)
     seqs, members = first_batch(cspec, tokenizer, batch_size)

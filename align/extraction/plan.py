@@ -5,7 +5,9 @@ its size against the free disk, and the provenance the store records."""
 from __future__ import annotations
 
 import array
+import contextlib
 import dataclasses
+import errno
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,9 +16,13 @@ from align import corpus, provenance
 from align.errors import DiskSpaceError, InputError
 from align.extraction.inputs import Inputs
 from align.extraction.report import human
+from align.store import footprint
+from align.store.activations import TOKEN_CHUNK, TOKEN_FIELDS
 from align.store.codecs import physical_dtype
+from align.store.outputs import free_bytes, local_path
 
 DISK_MARGIN = 1.05
+SEGMENT_ROOM = 4096  # bytes of attributes kept for the run segments (~400 each) and progress a run adds
 
 
 @dataclass
@@ -99,13 +105,58 @@ def layout(inputs: Inputs, plan: Plan):
                      min(chunk, plan.n_tokens))
 
 
-def check_disk(output: str, need: int, free: int | None) -> None:
-    """Refuse a run whose store (with DISK_MARGIN for blocks and slack) does not fit."""
-    if free is not None and need * DISK_MARGIN > free:
+def store_bytes(layout, provenance: dict, block: int = footprint.BLOCK) -> dict:
+    """Bytes the store of `layout` takes on disk at its largest (align.store.footprint):
+    {"resid", "attn", "mlp": each array with every chunk of (1, chunk_tokens, d_model) values
+    written whole (the last one padded) and encoded, its chunk-key folders and zarr.json;
+    each token field (TOKEN_CHUNK-token chunks, crc32c); "metadata": the `boundary` and
+    `layer` arrays, the lock file, and the group's zarr.json (attributes: `provenance`, the
+    layout, progress, room for SEGMENT_ROOM of run segments; the consolidated copy of every
+    array's metadata) twice, as a progress update writes the new one beside the old}."""
+    item = physical_dtype(layout.store_dtype).itemsize
+    N, C, d = layout.n_tokens, layout.chunk_tokens, layout.d_model
+    out = {"resid": footprint.array_bytes((len(layout.boundaries), N, d), (1, C, d), item, layout.codec, block)}
+    for name in ("attn", "mlp") if layout.layers else ():
+        out[name] = footprint.array_bytes((len(layout.layers), N, d), (1, C, d), item, layout.codec, block)
+    for name, dt in TOKEN_FIELDS.items():
+        out[name] = footprint.array_bytes((N,), (min(TOKEN_CHUNK, max(N, 1)),), np.dtype(dt).itemsize, "crc32c", block)
+    small = [footprint.array_bytes((len(ids),), (max(len(ids), 1),), 4, "zstd", block)
+             for ids in (layout.boundaries, layout.layers) if len(ids)]
+    attrs = footprint.json_bytes({"align": {"schema": "activations", "version": 1}, "provenance": provenance,
+                                  "layout": layout.to_json(), "progress": {}}) + SEGMENT_ROOM
+    out["metadata"] = (sum(small) + footprint.on_disk(1, block)
+                       + 2 * footprint.group_bytes(attrs, len(out) + len(small), True, block))
+    return out
+
+
+def check_disk(output: str, need: int, free: int | None, held: int = 0) -> None:
+    """Refuse a run whose store (`store_bytes`, with DISK_MARGIN for slack) does not fit in
+    `free` bytes and the `held` bytes a store being resumed already takes."""
+    if free is not None and need * DISK_MARGIN > free + held:
+        there = f" (and {human(held)} already in the store)" if held else ""
         raise DiskSpaceError(
-            f"store {output} needs {human(need)} but only {human(free)} is free there: "
-            "choose fewer --layers or --max-tokens, or another disk"
+            f"store {output} needs {human(need)} on disk ({need:,} bytes as written: every chunk whole, and the "
+            f"metadata), {human(need * DISK_MARGIN)} with a {DISK_MARGIN - 1:.0%} margin, but only {human(free)} "
+            f"({free:,} bytes) is free there{there}: choose fewer --layers or --max-tokens, or another disk "
+            "(nothing was computed)"
         )
+
+
+@contextlib.contextmanager
+def full_disk_named(output: str, need: int):
+    """A disk that fills while the store is written (another process took the space after
+    `check_disk`) is one DiskSpaceError naming the store, its size and what is free now; the
+    store stays as committed, and the same command resumes it."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        free = free_bytes(output) if local_path(output) is not None else None
+        now = f", {human(free)} free now" if free is not None else ""
+        raise DiskSpaceError(
+            f"no space left on the device while writing store {output} (it needs {human(need)}{now}): free some space "
+            "and run the same command again, which resumes from the last committed sequence") from None
 
 
 def store_provenance(inputs: Inputs, plan: Plan) -> dict:

@@ -12,13 +12,16 @@ import math
 from dataclasses import dataclass
 
 from align import ridge
+from align.fitting.split import FRACTIONS
+from align.store import footprint
 from align.analyses.bootstrap import MIN_RESAMPLES
 
 MIN_TASK_TOKENS = 256  # tokens per task are cut down to this before the pair grid is blocked
 TASKS_PER_SLOT = 2  # statistics tasks per worker slot the default task size aims at
 MIN_GROUP_TOKENS = 2048  # below this a task's accumulators cost more than its products
-RESULT_MARGIN = 1.05  # as extraction's disk margin: file-system blocks and slack
-METADATA_BYTES = 4096  # per array: its zarr.json, and its copy in the consolidated metadata
+RESULT_MARGIN = 1.05  # as extraction's disk margin: slack
+ALPHA_ROOM = 32  # α values val_sse is counted with (--alphas auto: 19 at most; a longer list is rare)
+ATTRS_ROOM = 8192  # bytes of the summary and options a result's attributes hold beyond its provenance
 
 
 def human_bytes(n: float) -> str:
@@ -176,17 +179,31 @@ def default_task_tokens(chunk: int, n_tokens: int, n_slots: int, device: str) ->
 
 
 def result_bytes(n_source: int, n_target: int, d_s: int, d_t: int, n_heldout_docs: int, save_maps: bool,
-                 attrs_bytes: int = 0) -> dict:
-    """Bytes the alignment result of n_source × n_target pairs takes at most (float64,
-    uncompressed): {"scores": the five (n_source, n_target) matrices, the coordinates and the
-    held-out document ids; "maps": W (n_source, n_target, d_s, d_t) and c (…, d_t) with
-    save_maps, else 0; "metadata": METADATA_BYTES per array plus the attributes
-    (`attrs_bytes` of JSON, counted twice: the group's and the consolidated copy)}."""
-    pairs = n_source * n_target
-    scores = 8 * (5 * pairs + 2 * (n_source + n_target) + n_heldout_docs)
-    maps = 8 * pairs * (d_s + 1) * d_t if save_maps else 0
-    n_arrays = 5 + 4 + 1 + (2 if save_maps else 0)
-    return {"scores": scores, "maps": maps, "metadata": n_arrays * METADATA_BYTES + 2 * attrs_bytes}
+                 attrs_bytes: int = 0, block: int = footprint.BLOCK, n_alphas: int = ALPHA_ROOM) -> dict:
+    """Bytes the alignment result of S = n_source × T = n_target pairs takes on disk at most,
+    counted as it is written (align.store.footprint: float64 arrays in the result writer's
+    chunks, zstd at its bound for incompressible data, every file and folder in whole
+    `block`s). Every array an alignment result can hold is counted (H = n_heldout_docs):
+    the five scores, their six bootstrap bounds and p_best (S, T); heldout_doc and
+    doc_n_tokens (H); the per-document sums (H, S, T) ×3 and (H, T) ×2; val_sse (S, T, A)
+    and its α grid for `n_alphas` = A values; the --convergence fractions' two (F, S, T)
+    arrays; the four layer coordinates. Returns {"scores": those arrays; "maps": W
+    (S, T, d_s, d_t) and c (S, T, d_t) with `save_maps`, else 0; "metadata": the group's
+    zarr.json (`attrs_bytes` of compact JSON counted twice, as zarr indents it, ATTRS_ROOM
+    for the summary and options written beside them, each array's consolidated metadata),
+    and the writer's marked temporary folder}."""
+    S, T, H, A, F = n_source, n_target, n_heldout_docs, n_alphas, len(FRACTIONS) + 1
+
+    def arrays(*shapes):
+        return sum(footprint.array_bytes(sh, footprint.result_chunks(sh, 8), 8, "zstd", block) for sh in shapes)
+
+    shapes = [(S, T)] * 12 + [(H,)] * 2 + [(H, S, T)] * 3 + [(H, T)] * 2 + [(S, T, A), (A,)] + [(F, S, T)] * 2 + [(F,)]
+    shapes += [(S,), (S,), (T,), (T,)]
+    maps = arrays((S, T, d_s, d_t), (S, T, d_t)) if save_maps else 0
+    attrs = 2 * attrs_bytes + ATTRS_ROOM + 512 * (S + T)
+    metadata = (footprint.group_bytes(attrs, len(shapes) + (2 if save_maps else 0), True, block)
+                + footprint.folder_bytes(2, block) + footprint.on_disk(1, block))
+    return {"scores": arrays(*shapes), "maps": maps, "metadata": metadata}
 
 
 # -- the live route: the models, a batch and a block of target boundaries per pass -------------
