@@ -5,7 +5,8 @@ final norm applied, and transformers' own hooks miss blocks swapped after the fi
 
     h_0      input of block 0            (forward pre-hook on block 0)
     h_{l+1}  output of block l           (forward hook on block l; tensor or tuple[0])
-    a_l, m_l outputs of the modules `align.models` names as "what is added"
+    a_l, m_l outputs of the modules `align.families` names as "what is added" (times the
+             family's residual multiplier; a copy where the block changes them in place)
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from contextlib import contextmanager
 
 import torch
 
-from align import models
+from align import families, models
 from align.errors import NonFiniteError
 
 
@@ -56,9 +57,25 @@ def capture(model, boundaries, layers=(), stop_early: bool = True):
                 raise _StopForward
         return hook
 
+    fam = families.of(model)
+    scale = families.residual_scale(model)
+
     def sub_hook(kind, l):
         def hook(module, args, output):
-            out[kind][l] = _first(output)
+            t = _first(output)
+            if t.dim() == 2:  # a module on flattened tokens (OPT's fc2): back to (batch, seq, d_model)
+                t = t.view(*shapes[l], -1)
+            if fam.copy_sublayers:  # the block adds into this tensor in place after the hook (Falcon)
+                t = t.clone()
+            out[kind][l] = t if scale == 1.0 else t * scale
+        return hook
+
+    shapes = {}
+
+    def shape_hook(l):
+        def hook(module, args, kwargs):
+            h = args[0] if args else kwargs["hidden_states"]
+            shapes[l] = h.shape[:-1]
         return hook
 
     try:
@@ -69,6 +86,7 @@ def capture(model, boundaries, layers=(), stop_early: bool = True):
         if layers:
             attn_mods, mlp_mods = models.sublayer_modules(model)
             for l in layers:
+                handles.append(bl[l].register_forward_pre_hook(shape_hook(l), with_kwargs=True))
                 handles.append(attn_mods[l].register_forward_hook(sub_hook("attn", l)))
                 handles.append(mlp_mods[l].register_forward_hook(sub_hook("mlp", l)))
         yield out

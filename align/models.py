@@ -1,8 +1,7 @@
-"""The only place that knows model architectures.
+"""Models: which weights run (`ModelSpec`), loading them, and their tokenizer.
 
-For each supported family it says where the decoder blocks, the embedding, the final norm
-and the unembedding live, and which submodule's output is "what the attention / MLP sublayer
-adds to the residual" (METHODS.md, Notation). Everything else in align asks this module.
+Where a family keeps its blocks, norms and unembedding is align.families' (the only place that
+knows architectures); this module re-exports what the rest of align asks of it.
 
 Loading goes through `AutoModelForCausalLM.from_pretrained`, the same call for a small test
 model saved with `save_pretrained` and for a real Qwen 2.5 checkpoint on a GPU. The tokenizer
@@ -19,92 +18,17 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from align import textfiles
+from align import families, textfiles
 from align.errors import InputError, ModelError
 
-
-@dataclass(frozen=True)
-class Family:
-    """Where one architecture family keeps its parts (attribute paths from the CausalLM)."""
-
-    name: str
-    model_types: tuple[str, ...]
-    blocks: str = "model.layers"
-    embed: str = "model.embed_tokens"
-    final_norm: str = "model.norm"
-    unembed: str = "lm_head"
-    # Submodule of a block whose OUTPUT is exactly what is added to the residual.
-    attn_out: str = "self_attn"
-    mlp_out: str = "mlp"
-    notes: str = ""  # documentation only
-
-
-FAMILIES: tuple[Family, ...] = (
-    Family("qwen2", ("qwen2",), notes="pre-norm; Qwen's tokenizer adds no BOS"),
-    Family("llama", ("llama",), notes="pre-norm; Llama's tokenizer prepends BOS"),
-    Family("qwen3", ("qwen3",), notes="pre-norm with q/k norms"),
-    Family(
-        "olmo2",
-        ("olmo2",),
-        # OLMo2 normalises the sublayer outputs before the add: a_l is the output of
-        # post_attention_layernorm(attn(h_l)), m_l of post_feedforward_layernorm(mlp(...)).
-        attn_out="post_attention_layernorm",
-        mlp_out="post_feedforward_layernorm",
-        notes="normalises sublayer outputs before the residual add",
-    ),
+# The family table and the parts of a built model live in align.families; these names are
+# what the rest of align asks this module for.
+from align.families import (  # noqa: F401
+    FAMILIES, SUPPORTED, Family, base_model, blocks, checkpoint_keys, final_norm, get_path, head, sublayer_modules, unembed,
 )
 
-SUPPORTED = ", ".join(t for f in FAMILIES for t in f.model_types)
+
 DTYPES = ("float32", "bfloat16", "float16")
-
-
-def family_for(model_type: str) -> Family:
-    """The family of a config's `model_type`, or a ModelError naming the supported ones."""
-    for fam in FAMILIES:
-        if model_type in fam.model_types:
-            return fam
-    raise ModelError(
-        f"model_type {model_type!r} is not supported: align knows {SUPPORTED} "
-        "(architectures are described in align/models.py)"
-    )
-
-
-def get_path(obj: Any, path: str) -> Any:
-    for part in path.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-def blocks(model) -> list:
-    """The decoder blocks of a CausalLM, in order (layer 0..L-1)."""
-    return list(get_path(model, family_for(model.config.model_type).blocks))
-
-
-def final_norm(model):
-    return get_path(model, family_for(model.config.model_type).final_norm)
-
-
-def unembed(model):
-    return get_path(model, family_for(model.config.model_type).unembed)
-
-
-def base_model(model):
-    """The decoder without the LM head (what `extract` runs: no unembedding is computed)."""
-    return get_path(model, family_for(model.config.model_type).blocks.rsplit(".", 1)[0])
-
-
-def sublayer_modules(model) -> tuple[list, list]:
-    """Per block, the module whose output is a_l and the one whose output is m_l."""
-    fam = family_for(model.config.model_type)
-    bl = blocks(model)
-    return [get_path(b, fam.attn_out) for b in bl], [get_path(b, fam.mlp_out) for b in bl]
-
-
-def checkpoint_keys(model_type: str) -> dict[str, str]:
-    """Parameter-name prefixes inside a checkpoint's safetensors, for reading single tensors
-    (final norm, unembedding, embedding) without loading the blocks."""
-    fam = family_for(model_type)
-    return {"final_norm": fam.final_norm, "unembed": fam.unembed, "embed": fam.embed}
 
 
 # ----------------------------------------------------------------------------- loading
@@ -122,6 +46,7 @@ class ModelSpec:
     allow_pickle_weights: bool = False
     random_init: bool = False
     seed: int = 0
+    family: str | None = None  # a family asserted for the model_type (--family); None: the table's, or discovered
 
     def resolved_dtype(self) -> str:
         if self.dtype is not None:
@@ -271,7 +196,7 @@ def load_config(spec: ModelSpec):
             textfiles.read(os.path.join(name, "config.json"), "model config", ModelError)
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelError(f"cannot load the config of {spec.name!r}: {first}") from None
-    family_for(getattr(config, "model_type", "?"))
+    families.of_config(config, spec.family, spec.trust_remote_code)  # a model align cannot read is refused here
     return config
 
 
@@ -303,6 +228,18 @@ def build_random(config, seed: int, dtype, device: str, attn: str = "sdpa"):
         return AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=attn)
 
 
+def attention_implementation(config) -> str:
+    """torch's scaled_dot_product_attention where the family supports it, else transformers'
+    eager attention (Gemma 2 and gpt-oss: soft-capping and attention sinks are eager-only)."""
+    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    try:
+        cls = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
+    except KeyError:
+        return "sdpa"
+    return "sdpa" if getattr(cls, "_supports_sdpa", True) else "eager"
+
+
 def load_model(spec: ModelSpec):
     """(model, config) in eval mode, on the asked device and dtype.
 
@@ -323,7 +260,7 @@ def load_model(spec: ModelSpec):
     if spec.device == "cuda" and not torch.cuda.is_available():
         raise InputError("--device cuda was asked for but torch sees no CUDA device: use --device cpu")
     name = os.path.expanduser(spec.name)
-    attn = "sdpa"
+    attn = attention_implementation(config)
     if spec.random_init:
         model = build_random(config, spec.seed, dtype, init_device(spec.device), attn)
         if spec.device == "auto":
@@ -353,6 +290,11 @@ def load_model(spec: ModelSpec):
             raise ModelError(f"cannot load the weights of {spec.name!r}: {first}{hint}") from None
     model.eval()
     model.requires_grad_(False)
+    family = families.for_config(config, spec.family)
+    if family is None or family.found != "table":
+        # A discovered or asserted family is proved on this model before anything is written.
+        families.assign(model, family or families.discover(model))
+        families.verify(model)
     return model, config
 
 

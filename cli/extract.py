@@ -7,6 +7,7 @@ import json
 import click
 
 from align.corpus import FORMATS, CorpusSpec, unescape
+from align import families
 from align.models import DTYPES, ModelSpec
 from align.store.codecs import CODECS, DEFAULT_CODEC, STORE_DTYPES
 
@@ -66,7 +67,7 @@ def model_spec(name, values: dict) -> ModelSpec:
     """The ModelSpec of MODEL and the model options, field by field from click's parsed `values`."""
     return ModelSpec(name=name, revision=values["revision"], dtype=values["dtype"], device=values["device"],
                      trust_remote_code=values["trust_remote_code"], allow_pickle_weights=values["allow_pickle_weights"],
-                     random_init=values["random_init"], seed=values["seed"])
+                     random_init=values["random_init"], seed=values["seed"], family=values.get("family"))
 
 
 def model_options(f):
@@ -80,6 +81,9 @@ def model_options(f):
         click.option("--allow-pickle-weights", is_flag=True, help="Also load .bin (pickle) weights; default is safetensors only."),
         click.option("--random-init", is_flag=True, help="Same architecture, seeded random weights: the untrained control."),
         click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of --random-init."),
+        click.option("--family", type=click.Choice(families.NAMES), default=None,
+                     help="Read the model as this family (a renamed model_type); checked by a probe forward at load "
+                          "[default: the family table's, or discovered and checked]."),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -105,7 +109,7 @@ def model_options(f):
               help="Accept a --max-length above the model's max_position_embeddings (refused otherwise).")
 @click.option("--dry-run", is_flag=True, help="Print what the run would write and cost, and check free disk; write nothing.")
 @click.option("--break-lock", is_flag=True, help="Remove a stale lock left by a run that died.")
-def extract_cmd(model, corpus, output, revision, dtype, device, trust_remote_code, allow_pickle_weights, random_init, seed,
+def extract_cmd(model, corpus, output, revision, dtype, device, trust_remote_code, allow_pickle_weights, random_init, seed, family,
                 dataset, text_field, fmt, doc_split, max_length, overflow, max_tokens, max_docs, pack, stand_in_token,
                 batch_size, layers, sublayers, store_dtype, codec, chunk_tokens, allow_long, dry_run, break_lock):
     """Store MODEL's residual stream at every boundary over CORPUS.
@@ -149,7 +153,8 @@ def info_cmd(store, as_json):
         f"{store}: activation store, {state}",
         f"  model       {prov['model']}" + (f" @ {prov['revision']}" if prov.get("revision") else "")
         + (f" (random init, seed {prov['seed']})" if prov.get("random_init") else ""),
-        f"  family      {prov['model_type']}, {lay.n_layers} layers, d_model {lay.d_model}",
+        f"  family      {prov['model_type']}, {lay.n_layers} layers, d_model {lay.d_model}"
+        + (f" (read as {prov['family']['name']}, {prov['family']['found']})" if prov.get("family") else ""),
         f"  tokens      {lay.n_tokens:,} in {lay.n_sequences:,} sequences from {prov['counts']['n_docs']:,} documents",
         f"  boundaries  {list(lay.boundaries)}",
         f"  sublayers   {list(lay.layers) if lay.layers else 'none'}",

@@ -9,10 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from architectures import ARCH, blocks, head, scale
 
-# What each family adds to the residual (METHODS.md, Notation): the output of these modules.
-SUBLAYERS = {"qwen2": ("self_attn", "mlp"), "llama": ("self_attn", "mlp"), "qwen3": ("self_attn", "mlp"),
-             "olmo2": ("post_attention_layernorm", "post_feedforward_layernorm")}
+# What each family adds to the residual (METHODS.md, Notation): the output of these modules,
+# times the family's multiplier (tests/architectures.py, written from transformers' code).
+SUBLAYERS = {t: (a["attn"], a["mlp"]) for t, a in ARCH.items()}
 EPS = 1e-6
 
 
@@ -44,12 +45,19 @@ def _out(x):
     return x[0] if isinstance(x, tuple) else x
 
 
+def _3d(t):
+    """A copy of a sublayer output as (1, T, d) (OPT's fc2 returns (T, d))."""
+    return (t[None] if t.dim() == 2 else t).clone()
+
+
 def ref_forward(model, family, ids, intervene=None):
     """One prompt (list of ints), no padding. intervene = (part, layer, positions) or None.
 
     Returns (resid (L+1, T, d), attn (L, T, d), mlp (L, T, d), probs (T, V)) float64."""
-    layers = model.model.layers
+    family = model.config.model_type  # the architecture is the model's, whatever the caller names
+    layers = blocks(model)
     L = len(layers)
+    c = scale(model)
     resid, attn, mlp = [None] * (L + 1), [None] * L, [None] * L
     handles = []
     if intervene is not None:
@@ -69,8 +77,9 @@ def ref_forward(model, family, ids, intervene=None):
 
             def zero(module, args, output):
                 out = _out(output).clone()
+                flat = out.dim() == 2  # a module on flattened tokens (OPT's fc2): row t is position t
                 for t in positions:
-                    out[0, t] = 0.0
+                    out[t if flat else (0, t)] = 0.0
                 return (out,) + tuple(output[1:]) if isinstance(output, tuple) else out
             handles.append(mod.register_forward_hook(zero))
 
@@ -79,8 +88,8 @@ def ref_forward(model, family, ids, intervene=None):
     for l, layer in enumerate(layers):
         handles.append(layer.register_forward_hook(lambda m, a, o, l=l: resid.__setitem__(l + 1, _out(o).clone())))
         an, mn = SUBLAYERS[family]
-        handles.append(getattr(layer, an).register_forward_hook(lambda m, a, o, l=l: attn.__setitem__(l, _out(o).clone())))
-        handles.append(getattr(layer, mn).register_forward_hook(lambda m, a, o, l=l: mlp.__setitem__(l, _out(o).clone())))
+        handles.append(getattr(layer, an).register_forward_hook(lambda m, a, o, l=l: attn.__setitem__(l, c * _3d(_out(o)))))
+        handles.append(getattr(layer, mn).register_forward_hook(lambda m, a, o, l=l: mlp.__setitem__(l, c * _3d(_out(o)))))
     try:
         with torch.no_grad():
             logits = model(input_ids=torch.tensor([ids]), use_cache=False).logits[0]
@@ -93,7 +102,7 @@ def ref_forward(model, family, ids, intervene=None):
 
 def ref_contributions(model, family, prompts):
     """rel_norm, cos (3 parts attn/mlp/layer, L, 2 aggs mean/max), resid_cos (L, 2)."""
-    L = len(model.model.layers)
+    L = len(blocks(model))
     vals = {k: [[[] for _ in range(L)] for _ in range(3)] for k in ("rel", "cos")}
     rc = [[] for _ in range(L)]
 
@@ -120,7 +129,7 @@ def ref_contributions(model, family, prompts):
 
 def ref_lens(model, family, prompts):
     """kl, overlap: (2 weightings token/prompt, L+1 boundaries)."""
-    L = len(model.model.layers)
+    L = len(blocks(model))
     tok = {"kl": np.zeros(L + 1), "ov": np.zeros(L + 1)}
     per_prompt = {"kl": [], "ov": []}
     n = 0
@@ -130,7 +139,7 @@ def ref_lens(model, family, prompts):
         pk, po = np.zeros(L + 1), np.zeros(L + 1)
         for b in range(L + 1):
             with torch.no_grad():
-                lens_logits = model.lm_head(model.model.norm(torch.tensor(resid[b], dtype=torch.float32))).double().numpy()
+                lens_logits = head(model, torch.tensor(resid[b], dtype=torch.float32)).double().numpy()
             for t in range(len(ids)):
                 z = lens_logits[t] - lens_logits[t].max()
                 logq = z - np.log(np.exp(z).sum())
@@ -156,7 +165,7 @@ def ref_splits(T, seed, index):
 
 def ref_skip_one(model, family, ids, part, s, intervene, measure, clean=None):
     """R[s, :] (L,) and O[s] for one prompt, one intervention, explicit loops over tokens."""
-    L = len(model.model.layers)
+    L = len(blocks(model))
     clean = clean or ref_forward(model, family, ids)
     skip = ref_forward(model, family, ids, (part, s, intervene))
     C = clean[0][1:] - clean[0][:-1]
@@ -170,7 +179,7 @@ def ref_skip_one(model, family, ids, part, s, intervene, measure, clean=None):
 
 def ref_skipping(model, family, prompts, setting, parts=("layer", "attn", "mlp"), seed=0):
     """Per-prompt R (n, parts, L, L) and O (n, parts, L) for prompts that qualify."""
-    L = len(model.model.layers)
+    L = len(blocks(model))
     Rs, Os = [], []
     for i, ids in enumerate(prompts):
         T = len(ids)

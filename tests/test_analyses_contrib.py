@@ -117,4 +117,4 @@ def test_cli_unknown_architecture(cli, zoo, corpus_file, tmp_path):
     code, _, err = cli("contrib", zoo("bert"), corpus_file, "-o", tmp_path / "c.zarr")
     assert code == 2
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and "'bert'" in lines[0] and "not supported" in lines[0]
+    assert len(lines) == 1 and "'bert'" in lines[0] and "not in align's family table" in lines[0]

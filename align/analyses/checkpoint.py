@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 
-from align import models, textfiles
+from align import families, models, textfiles
 from align.errors import InputError, ModelError, NonFiniteError
 
 SINGLE = "model.safetensors"
@@ -89,10 +89,11 @@ def head_device(device: str) -> str:
 
 def read_head(name: str, revision: str | None = None, dtype: str = "float32", trust_remote_code: bool = False,
               device: str = "cpu"):
-    """(config, final_norm module, unembedding module) of checkpoint `name`, on `device`
-    (cpu | cuda | auto, `head_device`) in `dtype`.
+    """(config, head) of checkpoint `name`: an align.families.Head (final norm, the modules the
+    family applies after it, unembedding, its cap or scale) on `device` (cpu | cuda | auto,
+    `head_device`) in `dtype`.
 
-    Only the final norm's and the unembedding's tensors are read (the embedding's when the
+    Only the head's tensors are read (the embedding's when the
     unembedding is tied to it), one at a time on the host, and copied into modules allocated
     on the device in `dtype` (no float32 copy of the head on the device)."""
     import torch
@@ -103,10 +104,10 @@ def read_head(name: str, revision: str | None = None, dtype: str = "float32", tr
         raise InputError(f"dtype {dtype!r} is not one of {', '.join(models.DTYPES)}")
     device = head_device(device)
     config = models.load_config(models.ModelSpec(name, revision, trust_remote_code=trust_remote_code))
-    keys = models.checkpoint_keys(config.model_type)
+    keys = models.checkpoint_keys(config.model_type, config)
     with init_empty_weights(include_buffers=False):
         skeleton = AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
-    norm, unembed = models.final_norm(skeleton), models.unembed(skeleton)
+    head = models.head(skeleton)
     wm = weight_map(name, revision)
     torch_dtype = getattr(torch, dtype)
 
@@ -125,6 +126,7 @@ def read_head(name: str, revision: str | None = None, dtype: str = "float32", tr
         return module.eval().requires_grad_(False)
 
     tied = bool(getattr(config, "tie_word_embeddings", False)) or f"{keys['unembed']}.weight" not in wm
-    norm = fill(norm, keys["final_norm"])
-    unembed = fill(unembed, keys["unembed"], fallback=keys["embed"] if tied else None)
-    return config, norm, unembed
+    norm = fill(head.norm, keys["final_norm"])
+    after = tuple(fill(m, path) for m, path in zip(head.after, keys["after_norm"]))
+    unembed = fill(head.unembed, keys["unembed"], fallback=keys["embed"] if tied else None)
+    return config, families.Head(config, norm, unembed, after, head.finish)

@@ -1,6 +1,6 @@
 """Logit lens (METHODS.md §4, [P1], [P2]).
 
-For boundary b = 0..L, q_b = softmax(W_U · final_norm(h_b)); the reference is the model's
+For boundary b = 0..L, q_b = softmax(head(h_b)), head = W_U · final_norm (with the family's cap or scale); the reference is the model's
 own output p (= q_L). Per token:
 
     KL_b      = Σ_v q_b(v) (log q_b(v) − log p(v))      (nats; float32 or better)
@@ -31,12 +31,13 @@ TOP_K = 5
 HEAD_TOKENS = 1024
 
 
-def lens_logits(norm, unembed, h):
-    """W_U · final_norm(h) for h (..., d_model): (..., vocab), with the model's own modules."""
+def lens_logits(head, h):
+    """The model's head applied to h (..., d_model): (..., vocab). `head` is an
+    align.families.Head: final norm, any module after it, unembedding, the family's cap or scale."""
     import torch
 
     with torch.inference_mode():
-        return unembed(norm(h))
+        return head(h)
 
 
 def token_metrics(lens_logits, final_logits, k: int = TOP_K):
@@ -132,7 +133,7 @@ def logit_lens(model, batches, n_prompts: int | None = None) -> dict:
     batches = list(batches)
     n_prompts = n_prompts or sum(len(b) for b in batches)
     L = len(models.blocks(model))
-    norm, unembed = models.final_norm(model), models.unembed(model)
+    head = models.head(model)
     acc = LensAccumulator(L + 1, n_prompts)
     dev = models.input_device(model)
     first = 0
@@ -147,7 +148,7 @@ def logit_lens(model, batches, n_prompts: int | None = None) -> dict:
         acc.count(prompt)
         for b in range(L + 1):
             h = out["resid"][b][keep.to(out["resid"][b].device)]
-            kl, ov = token_metrics(lens_logits(norm, unembed, h), final)
+            kl, ov = token_metrics(lens_logits(head, h), final)
             _check_kl(b, kl, at.__getitem__)
             acc.add(b, kl, ov, prompt)
         first += len(batch)
@@ -155,9 +156,9 @@ def logit_lens(model, batches, n_prompts: int | None = None) -> dict:
     return {**acc.result(), "prompts_hash": bootstrap.prompts_hash([p for b in batches for p in b])}
 
 
-def logit_lens_from_store(store, norm, unembed, tokens_per_step: int = HEAD_TOKENS) -> dict:
-    """Logit lens from an activation store and the model's final norm and unembedding only
-    (see `align.analyses.checkpoint.read_head`). The store must hold boundary L (the
+def logit_lens_from_store(store, head, tokens_per_step: int = HEAD_TOKENS) -> dict:
+    """Logit lens from an activation store and the model's head only (final norm, unembedding:
+    see `align.analyses.checkpoint.read_head`). The store must hold boundary L (the
     reference p = softmax(W_U · final_norm(h_L))); boundaries it lacks are NaN. Prompts are
     the store's sequences. The head runs where its weights are, in their dtype, on
     `tokens_per_step` tokens at a time (log-probabilities in float32 or better, there too).
@@ -176,20 +177,20 @@ def logit_lens_from_store(store, norm, unembed, tokens_per_step: int = HEAD_TOKE
     n_prompts = int(seq.max()) + 1 if len(seq) else 0
     acc = LensAccumulator(L + 1, n_prompts)
     pos = store.tokens("pos")
-    param = next(iter(unembed.parameters()))
+    param = head.parameter
     for start in range(0, store.n_tokens, tokens_per_step):
         stop = min(store.n_tokens, start + tokens_per_step)
         prompt = seq[start:stop]
         # prompts are the store's sequences
         where = lambda k: (int(seq[start + k]), int(pos[start + k]))  # noqa: E731
         as_t = lambda b: torch.from_numpy(store.resid(b, start, stop)).to(param.device, param.dtype)  # noqa: E731
-        final = lens_logits(norm, unembed, as_t(L))
+        final = lens_logits(head, as_t(L))
         # The store's reads refuse NaN residuals; the head's output is checked here.
         check_tokens(f"the output logits (boundary {L} through the checkpoint's final norm and unembedding)", final, where,
                      advice="the final norm or unembedding overflows; nothing was written")
         acc.count(prompt)
         for b in store.boundaries:
-            kl, ov = token_metrics(lens_logits(norm, unembed, as_t(b)), final)
+            kl, ov = token_metrics(lens_logits(head, as_t(b)), final)
             _check_kl(b, kl, where)
             acc.add(b, kl, ov, prompt)
     prompts = bootstrap.prompts_from_tokens(store.tokens("token_id"), seq, pos)

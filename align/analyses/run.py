@@ -196,13 +196,13 @@ def run_lens(output, *, spec=None, cspec=None, store=None, batch_size=8, resampl
             raise InputError(f"store {store} was extracted from a randomly initialised model: its weights are in no checkpoint; run `align lens` on the model instead")
         head_dtype = models.ModelSpec(name, revision, dtype, device).resolved_dtype()
         step = tokens_per_step or lens.HEAD_TOKENS
-        config, norm, unembed = checkpoint.read_head(name, revision, dtype=head_dtype, device=device,
-                                                     trust_remote_code=spec.trust_remote_code if spec is not None else False)
+        config, head = checkpoint.read_head(name, revision, dtype=head_dtype, device=device,
+                                             trust_remote_code=spec.trust_remote_code if spec is not None else False)
         if models.config_hash(config) != s.provenance.get("config_hash"):
             raise StoreMismatch(f"checkpoint {name!r} has another config than the model of store {store}: pass the model the store was extracted from")
-        res = lens.logit_lens_from_store(s, norm, unembed, tokens_per_step=step)
+        res = lens.logit_lens_from_store(s, head, tokens_per_step=step)
         L = s.n_layers
-        head_dev = str(next(iter(unembed.parameters())).device)
+        head_dev = str(head.parameter.device)
         attrs = {**_store_provenance(s), "head_model": _model_id(name),
                  "options": {"device": head_dev, "dtype": head_dtype, "tokens_per_step": step}}
     else:

@@ -181,7 +181,8 @@ def _install(model, part: str, layer: int, where):
 
     def zero(module, args, output):
         out = _first(output)
-        return _replace_first(output, torch.where(w.to(out.device), torch.zeros_like(out), out))
+        ww = w.reshape(-1, 1) if out.dim() == 2 else w  # a module on flattened tokens (OPT's fc2)
+        return _replace_first(output, torch.where(ww.to(out.device), torch.zeros_like(out), out))
 
     return mod.register_forward_hook(zero, prepend=True)
 

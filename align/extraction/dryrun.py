@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from align import capture, corpus, models
+from align import capture, corpus, families, models
 from align import store as st
 from align.extraction import batches, pipeline
 from align.extraction.inputs import Inputs
@@ -179,6 +179,8 @@ def dry_run(inputs: Inputs, plan: Plan, layout, free: int | None, output: str, l
     lines = [
         f"align extract --dry-run: {output}",
         f"  model {spec.name} ({layout.n_layers} layers, d_model {layout.d_model}), compute {spec.resolved_dtype()}, store {layout.store_dtype}, codec {layout.codec}",
+        f"  family {families.of(model).name} ({families.of(model).found}: {families.of(model).blocks} blocks, "
+        f"final norm {families.of(model).final_norm})",
         f"  corpus {cspec.describe()}: {plan.n_docs:,} documents, {plan.n_sequences:,} sequences, {plan.n_tokens:,} tokens (longest {plan.longest})",
         f"  boundaries {span(boundaries)}" + (f"; sublayers of blocks {span(kept_layers)}" if kept_layers else "") + f"; chunks of {layout.chunk_tokens} tokens",
     ]

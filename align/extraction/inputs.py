@@ -10,7 +10,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from align import corpus, models, provenance
+from align import corpus, families, models, provenance
 from align.errors import InputError, OutputRefused
 from align.extraction.options import ExtractOptions
 from align.fitting.options import MODEL_DEVICES, check_device
@@ -106,6 +106,10 @@ def resolve(spec: models.ModelSpec, cspec: corpus.CorpusSpec, options: ExtractOp
     corpus.check_stand_in(cspec, getattr(config, "vocab_size", None))
     boundaries = parse_layers(options.layers, config.num_hidden_layers)
     kept_layers = kept_blocks(boundaries, config.num_hidden_layers, options)
+    refused = kept_layers and families.refusal(families.of_config(config, spec.family, spec.trust_remote_code), config)
+    if refused:
+        raise InputError(f"--sublayers: what attention and the MLP add is not defined for this model: {refused}; "
+                         "extract the residual stream without --sublayers")
     weights = provenance.weights_identity(spec, config)
     # Load exactly the commit recorded, even if the branch moves while this runs.
     loads = dataclasses.replace(spec, revision=weights["commit"]) if weights["kind"] == "hub" else spec
