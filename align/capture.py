@@ -1,4 +1,4 @@
-"""Forward hooks that capture residuals and sublayer outputs (METHODS.md, Notation).
+"""Forward hooks that capture residuals and sublayer outputs (docs/methods.md, Notation).
 
 Our own hooks on the decoder blocks, never `output_hidden_states`: its last entry has the
 final norm applied, and transformers' own hooks miss blocks swapped after the first forward.

@@ -272,7 +272,7 @@ def _float(x) -> float:
 
 
 def compare_alignment(items, resampling: bootstrap.Resampling | None = None) -> Comparison:
-    """The summary statistics (METHODS.md §1) of each alignment result: argmin path,
+    """The summary statistics (docs/methods.md, The fit) of each alignment result: argmin path,
     Spearman, mean depth gap, soft-depth spread, slope, with intervals where the result holds
     them; and for two results on the same held-out documents (the same `heldout_doc`, both
     with per-document sums), the paired difference of each statistic, both matrices'

@@ -12,7 +12,7 @@ Sources (`CorpusSpec`):
 
 Task formats (`items(spec)` gives each prompt's text, where its answer starts, and its
 `level`; `document_levels(spec)` the levels alone, indexed like `Sequence.doc`):
-- `gsm8k` (`question`, `answer` with "#### final"): the prompt of METHODS.md, ending
+- `gsm8k` (`question`, `answer` with "#### final"): the prompt of docs/methods.md, ending
   "The final answer is {final}"; no level.
 - `mquake` (MQuAKE case: `questions`, `answer`, `single_hops`):
   "Question: {questions[0]}\nAnswer: {answer}"; level = hops = len(single_hops) (or

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from align import families, textfiles
+from align import discovery, families, textfiles
 from align.errors import InputError, ModelError
 
 # The family table and the parts of a built model live in align.families; these names are
@@ -196,7 +196,7 @@ def load_config(spec: ModelSpec):
             textfiles.read(os.path.join(name, "config.json"), "model config", ModelError)
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelError(f"cannot load the config of {spec.name!r}: {first}") from None
-    families.of_config(config, spec.family, spec.trust_remote_code)  # a model align cannot read is refused here
+    discovery.of_config(config, spec.family, spec.trust_remote_code)  # a model align cannot read is refused here
     return config
 
 
@@ -293,8 +293,8 @@ def load_model(spec: ModelSpec):
     family = families.for_config(config, spec.family)
     if family is None or family.found != "table":
         # A discovered or asserted family is proved on this model before anything is written.
-        families.assign(model, family or families.discover(model))
-        families.verify(model)
+        families.assign(model, family or discovery.discover(model))
+        discovery.verify(model)
     return model, config
 
 

@@ -32,7 +32,7 @@ import socket
 from concurrent.futures import ThreadPoolExecutor
 
 from align.version import __version__
-from align import corpus, families, textfiles
+from align import corpus, discovery, families, textfiles
 from align.errors import ModelError
 from align.models import config_hash
 
@@ -195,5 +195,5 @@ def inputs_record(spec, config, tokenizer, cspec, corpus_record: dict | None = N
         "special_tokens": dict(zip(("prefix", "suffix"), corpus.special_tokens(tokenizer))),
         "corpus": corpus.provenance(cspec) if corpus_record is None else corpus_record,
         "compute_dtype": spec.resolved_dtype(), "align_version": __version__,
-        "family": families.record(families.of_config(config, getattr(spec, "family", None), spec.trust_remote_code)),
+        "family": families.record(discovery.of_config(config, getattr(spec, "family", None), spec.trust_remote_code)),
     }

@@ -1,4 +1,4 @@
-"""Ridge maps between residual streams from sufficient statistics (METHODS.md §1).
+"""Ridge maps between residual streams from sufficient statistics (docs/methods.md, The fit).
 
 Pure math on arrays: no file, no model, no Dask. Tokens are rows: X (n_tokens, d_source),
 Y (n_tokens, d_target); a map predicts y = x W + c with W (d_source, d_target).
@@ -29,7 +29,7 @@ from align.errors import InputError, NonFiniteError
 
 FIT, VAL = 0, 1  # the two parts of the training documents whose statistics are accumulated
 N_PARTS = 2
-EPS = 1e-12  # guards ‖y‖ in relative_error (METHODS.md §1)
+EPS = 1e-12  # guards ‖y‖ in relative_error (docs/methods.md, The fit)
 TIE_RTOL = 1e-12  # validation errors this close (relatively) are a tie, won by the larger α
 DEFAULT_ALPHAS = tuple(10.0 ** k for k in range(-6, 2))  # α_rel grid 1e-6 … 1e1 by decades
 AUTO_LIMITS = (1e-12, 1e6)  # how far `--alphas auto` may extend the grid, by decades, in α_rel
@@ -798,7 +798,7 @@ def _add_per_doc(a: dict | None, b: dict | None) -> dict:
 
 
 def scores(pair_sums: np.ndarray, target_sums: np.ndarray, centred: np.ndarray) -> dict:
-    """relative_error, norm_error, r2 of one pair from its held-out sums (METHODS.md §1):
+    """relative_error, norm_error, r2 of one pair from its held-out sums (docs/methods.md, The fit):
 
         relative_error = (1/N) Σ ‖e_n‖/max(‖y_n‖, ε)      norm_error = Σ ‖e_n‖ / Σ ‖y_n‖
         r2 = 1 − Σ ‖e_n‖² / Σ ‖y_n − ȳ‖²,  Σ ‖y − ȳ‖² = Σ ‖y − μ‖² − ‖Σ (y − μ)‖² / N
@@ -814,7 +814,7 @@ def scores(pair_sums: np.ndarray, target_sums: np.ndarray, centred: np.ndarray) 
 
 def summary(err: np.ndarray, source_layers, target_layers, n_source: int, n_target: int) -> dict:
     """The summary statistics of an error matrix err (len(source_layers), len(target_layers))
-    over boundaries ≥ 1 (METHODS.md §1). Depths are i/L_S and j/L_T.
+    over boundaries ≥ 1 (docs/methods.md, The fit). Depths are i/L_S and j/L_T.
 
     argmin_path: j*(i) = argmin_j err[i, j] per source boundary i ≥ 1 (first on exact ties);
     spearman: rank correlation of j*(i) with i/L_S (None when undefined: constant path or

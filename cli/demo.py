@@ -11,7 +11,7 @@ import click
 @click.option("--size", type=click.Choice(["full", "tiny"]), default="full", show_default=True,
               help="full: 6 layers d=128 against 12 layers d=192; tiny: 2 against 4 layers, a check that everything runs.")
 @click.option("--tokens", type=click.IntRange(min=1000), default=None,
-              help="Training tokens per model [default: 600,000 (full), 12,000 (tiny)].")
+              help="Training tokens per model [default: 600,000 (full), 4,000 (tiny)].")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the data, the initialisation and the batches.")
 def demo_cmd(output, size, tokens, seed):
     """Train a 6-layer and a 12-layer model on generated arithmetic (cached), extract them and an

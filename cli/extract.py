@@ -20,7 +20,7 @@ def corpus_options(f):
         click.option("--format", "fmt", default="plain", show_default=True, metavar="|".join(FORMATS),
                      help="Build task prompts from a data set's fields (gsm8k, mquake, math, hellaswag, aime: a .jsonl "
                           "file or --dataset), or generate N-digit arithmetic (addition:N[:SEED], multiplication:N[:SEED], "
-                          "--max-docs problems, default 100); templates in the README."),
+                          "--max-docs problems, default 100); templates in docs/formats.md."),
         click.option("--doc-split", type=click.Choice(["blank", "line", "file"]), default=None,
                      help="How a .txt file becomes documents [default: blank lines for a file, one per file for a folder]."),
         click.option("--max-length", type=click.IntRange(min=2), default=512, show_default=True,
@@ -102,9 +102,9 @@ def model_options(f):
 @click.option("--sublayers", is_flag=True, help="Also store what attention and MLP add to the residual.")
 @click.option("--store-dtype", type=click.Choice(STORE_DTYPES), default=None,
               help="Storage dtype [default: the compute dtype, lossless]. float16 refuses values beyond 65504.")
-@click.option("--codec", type=click.Choice(CODECS), default=DEFAULT_CODEC, show_default=True, help="Chunk codec (see README: Store layout).")
+@click.option("--codec", type=click.Choice(CODECS), default=DEFAULT_CODEC, show_default=True, help="Chunk codec (docs/commands/extract.md, the store layout).")
 @click.option("--chunk-tokens", type=click.IntRange(min=1), default=None,
-              help="Tokens per stored chunk [default: ~4 MiB per chunk, measured; see README]. Part of the store's identity.")
+              help="Tokens per stored chunk [default: ~4 MiB per chunk, measured; docs/commands/extract.md]. Part of the store's identity.")
 @click.option("--allow-long", is_flag=True,
               help="Accept a --max-length above the model's max_position_embeddings (refused otherwise).")
 @click.option("--dry-run", is_flag=True, help="Print what the run would write and cost, and check free disk; write nothing.")

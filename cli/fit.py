@@ -61,7 +61,7 @@ def live_options(f):
 @click.argument("corpus", required=False)
 @click.option("--live", is_flag=True,
               help="SOURCE and TARGET are models (folders or hub ids) run over CORPUS: the statistics accumulate as the "
-                   "activations appear and nothing but RESULT is written (README: `align fit --live`).")
+                   "activations appear and nothing but RESULT is written (docs/commands/fit.md, `--live`).")
 @click.option("-o", "--output", required=True, metavar="RESULT", help="Alignment result to write (a folder, or an fsspec URL).")
 @click.option("--test-fraction", type=float, default=0.2, show_default=True, help="Fraction of documents held out for scoring.")
 @click.option("--val-fraction", type=float, default=0.2, show_default=True,

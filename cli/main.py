@@ -70,7 +70,7 @@ def cli():
 
     \b
     Start here:  align demo        the whole study on two small models trained here (CPU, offline)
-    Then, in this order, on your own models (README.md, "The study on real models"):
+    Then, in this order, on your own models (README.md, the GPU quick start):
       align extract MODEL CORPUS -o STORE      residual streams of each model, one store each
       align fit SOURCE_STORE TARGET_STORE -o RESULT   the matrix of held-out map errors
       align plot RESULT                        a PNG of any result

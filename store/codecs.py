@@ -14,7 +14,7 @@ from align.errors import InputError, OverflowError16
 STORE_DTYPES = ("float32", "float16", "bfloat16")
 FLOAT16_MAX = 65504.0
 
-# Measured in bench/store_layout.py (see README "Store layout"): activations compress 1.0-1.2x,
+# Measured in bench/store_layout.py (docs/performance.md, the store layout): activations compress 1.0-1.2x,
 # so compression buys little and costs write speed; a crc32c checksum costs almost nothing and
 # turns a flipped byte or a truncated chunk into an error instead of wrong numbers.
 CODECS = ("crc32c", "none", "zstd", "blosc-lz4", "zstd+crc32c")

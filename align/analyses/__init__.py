@@ -1,4 +1,4 @@
-"""Companion analyses (METHODS.md §2-§6): contribution, skipping, logit lens, effective depth,
+"""Companion analyses (docs/methods.md): contribution, skipping, logit lens, effective depth,
 residual erasure and integrated gradients.
 
 Functions take arrays or a model and return arrays; `align.analyses.run` writes results.

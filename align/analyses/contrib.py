@@ -1,4 +1,4 @@
-"""Contribution of each layer to the residual stream (METHODS.md §2, [P1] §3.1).
+"""Contribution of each layer to the residual stream (docs/methods.md, Contributions, [P1] §3.1).
 
 Per layer l and token t (ε = 1e-6 guards every denominator: ‖x‖/max(‖y‖, ε) and
 x·y/max(‖x‖‖y‖, ε)):

@@ -1,4 +1,4 @@
-"""Effective depth (METHODS.md §5, [P2]) from the contribution and lens curves.
+"""Effective depth (docs/methods.md, Effective depth, [P2]) from the contribution and lens curves.
 
 With L layers and ratio = (ED + 1) / L:
 

@@ -1,4 +1,4 @@
-"""Depth score over difficulty levels (METHODS.md §6, [P1] §3.3).
+"""Depth score over difficulty levels (docs/methods.md, Depth score; [P1] §3.3).
 
 From one "skipping" result per difficulty level (MQuAKE hop count, MATH level, digits of a
 generated arithmetic problem), the centre of mass over skipped layers s of an effect m:

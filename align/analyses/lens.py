@@ -1,4 +1,4 @@
-"""Logit lens (METHODS.md §4, [P1], [P2]).
+"""Logit lens (docs/methods.md, Logit lens, [P1], [P2]).
 
 For boundary b = 0..L, q_b = softmax(head(h_b)), head = W_U · final_norm (with the family's cap or scale); the reference is the model's
 own output p (= q_L). Per token:

@@ -1,4 +1,4 @@
-"""Layer skipping (METHODS.md §3, [P1] §3.2).
+"""Layer skipping (docs/methods.md, Layer skipping, [P1] §3.2).
 
 Skipping layer s at positions P: part "layer" sets h_{s+1} := h_s there, part "attn" sets
 a_s := 0, part "mlp" sets m_s := 0. With clean contributions C_l = h_{l+1} − h_l and output
@@ -302,7 +302,7 @@ def check_equal_n(equal_n: int, n: int, setting: str) -> None:
 
 def skipping(model, batches, *, settings=SETTINGS, parts=PARTS, seed: int = 0, batch_size: int | None = None,
              include_position_zero: bool = False, eps: float = EPS, progress=None, splits=None) -> dict:
-    """Layer-skipping effects of a live model over prompts (METHODS.md §3).
+    """Layer-skipping effects of a live model over prompts (docs/methods.md, Layer skipping).
 
     batches: lists of token-id arrays (prompts), or a flat list of prompts with
     `batch_size`. Rows (a prompt in "current", a (prompt, split point) in "future") are

@@ -10,7 +10,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from align import corpus, families, models, provenance
+from align import corpus, discovery, families, models, provenance
 from align.errors import InputError, OutputRefused
 from align.extraction.options import ExtractOptions
 from align.fitting.options import MODEL_DEVICES, check_device
@@ -106,7 +106,7 @@ def resolve(spec: models.ModelSpec, cspec: corpus.CorpusSpec, options: ExtractOp
     corpus.check_stand_in(cspec, getattr(config, "vocab_size", None))
     boundaries = parse_layers(options.layers, config.num_hidden_layers)
     kept_layers = kept_blocks(boundaries, config.num_hidden_layers, options)
-    refused = kept_layers and families.refusal(families.of_config(config, spec.family, spec.trust_remote_code), config)
+    refused = kept_layers and families.refusal(discovery.of_config(config, spec.family, spec.trust_remote_code), config)
     if refused:
         raise InputError(f"--sublayers: what attention and the MLP add is not defined for this model: {refused}; "
                          "extract the residual stream without --sublayers")

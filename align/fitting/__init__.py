@@ -1,5 +1,5 @@
 """`align fit`: ridge maps from every boundary of a source model to every boundary of a
-target model, scored on held-out documents (METHODS.md §1). Two routes produce the
+target model, scored on held-out documents (docs/methods.md, The fit). Two routes produce the
 statistics; everything after them is shared.
 
 One concept a module:

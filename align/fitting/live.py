@@ -1,5 +1,5 @@
 """`align fit --live`: the study without stores. Both models run over the corpus and the
-sufficient statistics of METHODS.md §1 accumulate on the device as the activations appear.
+sufficient statistics of docs/methods.md, The fit accumulate on the device as the activations appear.
 
 The run is: read both configs and tokenizers (the tokenizers must behave identically: the
 store route's check and message, fitting.pairing) → tokenize the corpus once (the token

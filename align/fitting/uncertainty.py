@@ -15,7 +15,7 @@ training mean of the target):
     norm_error_b     = Σ_d w_bd e1_d / Σ_d w_bd y1_d
     r2_b             = 1 − Σ_d w_bd e2_d / (Σ_d w_bd yc2_d − ‖Σ_d w_bd c_d‖² / Σ_d w_bd n_d)
 
-which are the point formulas of METHODS.md §1 on the resampled documents (a document drawn
+which are the point formulas of docs/methods.md, The fit on the resampled documents (a document drawn
 twice counts twice). A 95% interval is the 2.5 and 97.5 percentiles of the resampled values
 (numpy.nanpercentile, linear); resamples where a value is undefined (no token drawn) are left
 out, and a value defined in fewer than `bootstrap.MIN_RESAMPLES` (100) gets NaN, as do p_best
