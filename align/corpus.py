@@ -71,7 +71,9 @@ What tokenizing changes in the text is counted (`TokenizeStats`), never silent:
   fallback or an unknown token drops them: a document of emoji becomes no tokens at all) are
   the non-whitespace characters covered by no token's character span. Whitespace is not
   counted: byte-level tokenizers that trim offsets leave the space a token carries outside
-  its span, so an uncovered space is no evidence of loss.
+  its span, so an uncovered space is no evidence of loss. Nor is a character the tokenizer's
+  NFC/NFKC normalizer composes with the one before it (e + U+0301 -> é, Hangul jamo): the
+  composed character's span is its first original character's alone.
 - literal special-token text in a document ("<|endoftext|>", "<s>") is parsed as the special
   token, as the model's own tokenizer does by default (and as a chat template relies on):
   align keeps that behaviour, so its token ids equal the tokenizer's, and counts and reports
@@ -83,6 +85,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -616,8 +619,9 @@ class TokenizeStats:
             d.pop("packed_tail_tokens")  # absent unless packed
         return d
 
-    def add(self, doc: int, text: str, ids: np.ndarray, offs: np.ndarray, special: np.ndarray) -> None:
-        n = uncovered_characters(text, offs)
+    def add(self, doc: int, text: str, ids: np.ndarray, offs: np.ndarray, special: np.ndarray,
+            compose: str | None = None) -> None:
+        n = uncovered_characters(text, offs, compose)
         if n:
             self.dropped_characters += n
             self.documents_with_dropped_characters += 1
@@ -636,10 +640,15 @@ class TokenizeStats:
 _WHITESPACE = np.array([c for c in range(0x3001) if chr(c).isspace()], np.uint32)
 
 
-def uncovered_characters(text: str, offsets: np.ndarray) -> int:
-    """Non-whitespace characters of `text` inside no token's character span [start, end).
+def uncovered_characters(text: str, offsets: np.ndarray, compose: str | None = None) -> int:
+    """Non-whitespace characters of `text` inside no token's character span [start, end), less
+    those the normalization `compose` ("NFC" or "NFKC": the tokenizer's, `composing_form`)
+    merges into the characters before them.
 
-    offsets: (n_tokens, 2) character offsets into `text`, as fast tokenizers return them."""
+    offsets: (n_tokens, 2) character offsets into `text`, as fast tokenizers return them. For
+    each run of uncovered characters [a, b) after the starter s before it, the characters merged
+    are |N(text[s:a])| + |N(text[a:b])| - |N(text[s:b])|, N the normalization: `tokenizers` aligns
+    a composed character with its first original character only."""
     if not text:
         return 0
     edges = np.zeros(len(text) + 1, np.int64)
@@ -650,7 +659,37 @@ def uncovered_characters(text: str, offsets: np.ndarray) -> int:
     if not uncovered.any():
         return 0
     codes = np.frombuffer(text.encode("utf-32-le"), np.uint32)
-    return int(np.count_nonzero(uncovered & ~np.isin(codes, _WHITESPACE)))
+    lost = uncovered & ~np.isin(codes, _WHITESPACE)
+    n = int(np.count_nonzero(lost))
+    if compose is None or not n:
+        return n
+    flips = np.flatnonzero(np.diff(np.r_[0, uncovered.astype(np.int8), 0]))
+    for a, b in zip(flips[::2], flips[1::2]):
+        s = a - 1  # the starter the run's marks may compose with (a run of marks goes back to it)
+        while s > 0 and unicodedata.combining(text[s]) and a - s < 32:
+            s -= 1
+        if s < 0:
+            continue
+        size = lambda t: len(unicodedata.normalize(compose, t))  # noqa: E731
+        merged = size(text[s:a]) + size(text[a:b]) - size(text[s:b])
+        n -= min(max(merged, 0), int(np.count_nonzero(lost[a:b])))
+    return n
+
+
+def composing_form(tokenizer) -> str | None:
+    """The composing Unicode normalization ("NFC" or "NFKC") the tokenizer's normalizer
+    applies (the last one in a Sequence), or None."""
+    normalizer = getattr(getattr(tokenizer, "backend_tokenizer", None), "normalizer", None)
+    if normalizer is None:
+        return None
+    form = None
+    todo = [json.loads(normalizer.__getstate__())]
+    while todo:
+        step = todo.pop(0)
+        if step.get("type") in ("NFC", "NFKC", "NFD", "NFKD"):
+            form = step["type"] if step["type"] in ("NFC", "NFKC") else None
+        todo[:0] = step.get("normalizers") or []
+    return form
 
 
 def special_ids(tokenizer) -> np.ndarray:
@@ -716,6 +755,7 @@ def _encoded(spec: CorpusSpec, tokenizer, stats: TokenizeStats | None, n_special
     """(doc, item, ids, offsets) of every document that gives tokens, in corpus order (a
     format's over-long prompt left out and counted)."""
     special = special_ids(tokenizer) if stats is not None else None
+    compose = composing_form(tokenizer) if stats is not None else None
     for doc, item in enumerate(items(spec, reading)):
         text = item.text
         if not text:
@@ -728,7 +768,7 @@ def _encoded(spec: CorpusSpec, tokenizer, stats: TokenizeStats | None, n_special
                 stats.over_format_limit += 1
             continue
         if stats is not None:
-            stats.add(doc, text, ids, offs, special)
+            stats.add(doc, text, ids, offs, special, compose)
         if len(ids):
             yield doc, item, ids, offs
 
