@@ -454,17 +454,20 @@ def _token_axis(ax, ds, i):
 
 def plot_erasure(ds, prompts=None, size=None, dpi: int = 100):
     """Residual erasure (METHODS.md §6, [P1] Fig. 6b): per prompt, the map of E[b, t] = max over
-    answer-predicting positions of ‖p′ − p‖₂ when the residual entering block b (rows, y) at
-    position t (columns, x, labelled with the tokens; answer-predicting ones in red) is
-    replaced by the reference mean. One panel per prompt in `prompts` [default: the first 4],
-    on one colour scale. Returns a Figure of `size` pixels [default 1200 wide, 420 high per
-    prompt]."""
+    answer-predicting positions of ‖p′ − p‖₂ when the residual at boundary b (rows, y: b = 0..L,
+    h_L the last block's output) at position t (columns, x, labelled with the tokens;
+    answer-predicting ones in red) is replaced by the reference mean. A result written before
+    boundary L was erased has rows 0..L−1 and says so in its titles. One panel per prompt in
+    `prompts` [default: the first 4], on one colour scale. Returns a Figure of `size` pixels
+    [default 1200 wide, 420 high per prompt]."""
     check_schema(ds, "erasure", "plot_erasure")
     chosen = _prompts_to_draw(ds, prompts)
     w, h = DEFAULT_SIZE["erasure"]
     fig, axes = _figure(size or (w, h * len(chosen)), dpi, len(chosen), 1, layout="constrained")
     E = ds["effect"].values
     vmax = float(np.nanmax(E[chosen])) if np.isfinite(E[chosen]).any() else 1.0
+    no_last = ds.sizes["boundary"] == ds.attrs.get("n_layers")  # an older result: boundaries 0..L−1
+    rows = f"b = 0..{int(ds['boundary'].values[-1])}" + (", no boundary L (an older result)" if no_last else "")
     mesh = None
     for k, i in enumerate(chosen):
         ax = axes[k, 0]
@@ -475,7 +478,7 @@ def plot_erasure(ds, prompts=None, size=None, dpi: int = 100):
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("boundary b")
         answer = str(ds["answer"].values[i]) if "answer" in ds else ""
-        ax.set_title(f"prompt {i}: erasing h_b(t); answer {answer[:40]!r}", fontsize=9)
+        ax.set_title(f"prompt {i}: erasing h_b(t), {rows}; answer {answer[:40]!r}", fontsize=9)
     fig.colorbar(mesh, ax=[axes[k, 0] for k in range(len(chosen))], label="max over answer positions of ‖p′ − p‖₂")
     fig.suptitle(f"residual erasure: {_short(ds.attrs.get('model', ''))}", fontsize=10)
     return fig
@@ -483,10 +486,10 @@ def plot_erasure(ds, prompts=None, size=None, dpi: int = 100):
 
 def plot_igrad(ds, prompts=None, size=None, dpi: int = 100):
     """Integrated gradients ([P1] §3.3): per prompt (rows of panels) and part (columns), the
-    attribution A[l, t] of the answer's log-probability to what the part adds at layer l
-    (y) and position t (x, tokens; answer-predicting ones in red), on a symmetric diverging
-    scale per prompt. Each panel's title gives the largest completeness gap of its layers.
-    Returns a Figure of `size` pixels [default 1200 wide, 420 high per prompt]."""
+    attribution A[l, t] of the answer's target (attrs["variant"]: P1's summed probability, or
+    the log-probability) to the part's object at layer l (y) and position t (x, tokens;
+    answer-predicting ones in red), on a symmetric diverging scale per prompt. Each panel's
+    title gives the largest completeness gap of its layers. Returns a Figure of `size` pixels [default 1200 wide, 420 high per prompt]."""
     check_schema(ds, "igrad", "plot_igrad")
     chosen = _prompts_to_draw(ds, prompts)
     parts = [str(p) for p in ds["part"].values]
@@ -494,6 +497,11 @@ def plot_igrad(ds, prompts=None, size=None, dpi: int = 100):
     fig, axes = _figure(size or (w, h * len(chosen)), dpi, len(chosen), len(parts), layout="constrained")
     A = ds["attribution"].transpose("prompt", "part", "layer", "position").values
     layers = ds["layer"].values
+    # A result written before the variant was recorded is the align variant (log p, midpoint).
+    v = ds.attrs.get("variant") or {"protocol": "align", "target": "logprob", "rule": "midpoint",
+                                    "steps": ds.attrs.get("steps", "?")}
+    target = "Σ p(answer)" if v["target"] == "prob" else "log p(answer)"
+    how = f"{v['protocol']}, {v['rule']} rule, {v['steps']} steps"
     for k, i in enumerate(chosen):
         T = int(ds["n_tokens"].values[i])
         r = float(np.nanmax(np.abs(A[i, :, :, :T]))) or 1.0
@@ -507,8 +515,8 @@ def plot_igrad(ds, prompts=None, size=None, dpi: int = 100):
             ax.set_ylabel("layer l")
             gap = float(np.nanmax(np.abs(ds["completeness_gap"].sel(part=part).values[i]))) if "completeness_gap" in ds else float("nan")
             ax.set_title(f"prompt {i}, {part}: completeness gap ≤ {gap:.2g}", fontsize=9)
-        fig.colorbar(mesh, ax=[axes[k, q] for q in range(len(parts))], label="attribution to log p(answer)")
-    fig.suptitle(f"integrated gradients ({ds.attrs.get('steps', '?')} steps): {_short(ds.attrs.get('model', ''))}", fontsize=10)
+        fig.colorbar(mesh, ax=[axes[k, q] for q in range(len(parts))], label=f"attribution to {target}")
+    fig.suptitle(f"integrated gradients ({how}): {_short(ds.attrs.get('model', ''))}", fontsize=10)
     return fig
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from align.analyses.igrad_options import BASELINES, OBJECTS, PROTOCOLS, RULES, TARGETS, variant
 from align.cli.extract import corpus_options, corpus_spec, model_options, model_spec
 
 
@@ -35,10 +36,10 @@ def _common(default_batch: int, what: str):
 @model_options
 @corpus_options
 def erase_cmd(model, prompts, output, batch_size, overwrite, answer_field, answer_marker, reference, reference_docs, **kw):
-    """Residual erasure: for every boundary b and position t of each prompt, replace the
-    residual entering block b at t by the mean residual at b over the --reference prompts, and
-    record the largest change ‖p′ − p‖₂ of the output distribution at the positions that
-    predict the answer."""
+    """Residual erasure: for every boundary b = 0..L and position t of each prompt, replace the
+    residual at b (entering block b; at L, the last block's output) at t by the mean residual at
+    b over the --reference prompts, and record the largest change ‖p′ − p‖₂ of the output
+    distribution at the positions that predict the answer."""
     from align.analyses.interventions_run import run_erase
 
     spec, cspec = _specs(model, prompts, kw)
@@ -51,20 +52,36 @@ def erase_cmd(model, prompts, output, batch_size, overwrite, answer_field, answe
 @click.argument("prompts", required=False)
 @_common(16, "Interpolation points per forward and backward pass.")
 @click.option("--parts", default="layer,attn,mlp", show_default=True, help="Comma-separated: layer, attn, mlp.")
-@click.option("--steps", type=click.IntRange(min=1), default=64, show_default=True,
-              help="Interpolation points of the midpoint Riemann rule.")
+@click.option("--protocol", type=click.Choice(tuple(PROTOCOLS)), default="p1", show_default=True,
+              help="Preset of the five options below: p1 = residual, position-mean, prob, left, 256 steps ([P1]'s code); "
+                   "align = delta, zero, logprob, midpoint, 64 steps. An option given explicitly replaces the preset's.")
+@click.option("--object", "object_", type=click.Choice(OBJECTS), default=None,
+              help="Part layer: interpolate the residual h_{l+1} block l writes (residual) or what it adds, "
+                   "h_{l+1} − h_l (delta); attn and mlp interpolate the sublayer's output either way [default: from --protocol].")
+@click.option("--baseline", type=click.Choice(BASELINES), default=None,
+              help="The object's mean over the prompt's positions (position-mean), or 0 [default: from --protocol].")
+@click.option("--target", type=click.Choice(TARGETS), default=None,
+              help="Differentiate the answer tokens' summed probability (prob) or log-probability (logprob) "
+                   "[default: from --protocol].")
+@click.option("--rule", type=click.Choice(RULES), default=None,
+              help="Riemann rule: points k/N (left) or (k + ½)/N (midpoint) [default: from --protocol].")
+@click.option("--steps", type=click.IntRange(min=1), default=None, help="Interpolation points N [default: from --protocol].")
 @model_options
 @corpus_options
-def igrad_cmd(model, prompts, output, batch_size, overwrite, answer_field, answer_marker, parts, steps, **kw):
-    """Integrated gradients of the answer's log-probability with respect to what each part
-    (layer, attention, MLP) adds at each layer and position, from a zero baseline. Computes in
-    float32 unless --dtype says otherwise."""
+def igrad_cmd(model, prompts, output, batch_size, overwrite, answer_field, answer_marker, parts, protocol, object_, baseline,
+              target, rule, steps, **kw):
+    """Integrated gradients of the answer with respect to each part (layer, attention, MLP)
+    at each layer and position. By default [P1]'s definition: the residual each block writes,
+    interpolated from its mean over positions, the answer tokens' summed probability, a left
+    Riemann sum of 256 points. Prints the completeness check (Σ_t A against f(x) − f(baseline))
+    of the variant run. Computes in float32 unless --dtype says otherwise."""
     from align.analyses.igrad import PARTS
     from align.analyses.interventions_run import run_igrad
     from align.cli.analyses import _choices
 
+    v = variant(protocol, object=object_, baseline=baseline, target=target, rule=rule, steps=steps)
     spec, cspec = _specs(model, prompts, kw)
-    run_igrad(output, spec=spec, cspec=cspec, parts=_choices(parts, PARTS, "--parts"), steps=steps, answer_field=answer_field,
+    run_igrad(output, spec=spec, cspec=cspec, parts=_choices(parts, PARTS, "--parts"), variant=v, answer_field=answer_field,
               answer_marker=answer_marker, batch_size=batch_size, overwrite=overwrite)
 
 

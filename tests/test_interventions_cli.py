@@ -66,24 +66,35 @@ def test_erase_cli_writes_the_erasure_of_a_replaced_embedding(cli, zoo, prompts_
                 p2 = torch.softmax(model(inputs_embeds=e2).logits[0].double(), -1)
                 want = max(float((p2[tau] - p[tau]).norm()) for tau in range(n_head - 1, len(ids) - 1))
                 np.testing.assert_allclose(float(ds["effect"].sel(prompt=i, boundary=0, position=t)), want, rtol=1e-4, atol=1e-6)
+    assert list(ds["boundary"].values) == [0, 1, 2] and ds["reference_mean"].shape == (3, model.config.hidden_size)
+    assert "boundaries 0..2;" in err
     code, out_, err = cli("plot", out)
     assert code == 0, err
     from PIL import Image
 
     assert Image.open(str(tmp_path / "e.png")).size == (1200, 840)
+    from align import plotting
+
+    ax = plotting.plot_erasure(ds).axes[0]
+    (mesh,) = [c for c in ax.collections if c.get_gid() == "effect/0"]
+    assert mesh.get_array().shape[0] == 3 and "b = 0..2;" in ax.get_title()  # L + 1 rows
 
 
 def test_igrad_cli_completeness_and_targets(cli, zoo, prompts_file, tmp_path):
-    """f(x) is the plain model's answer log-probability, and the stored gap is Σ_t A − (f − f(0))."""
+    """--protocol align with --steps 4: f(x) is the plain model's answer log-probability, and the
+    stored gap is Σ_t A − (f − f(0)); the variant in attrs is the align preset's but for --steps."""
     from align.store import open_result
 
     path = zoo("qwen2")
     out = tmp_path / "g.zarr"
-    code, _, err = cli("igrad", path, prompts_file, "--parts", "attn,mlp", "--steps", 4, "--batch-size", 3, "-o", out)
+    code, _, err = cli("igrad", path, prompts_file, "--parts", "attn,mlp", "--protocol", "align", "--steps", 4,
+                       "--batch-size", 3, "-o", out)
     assert code == 0, err
     assert "batched forward and backward passes (a one-point-at-a-time loop makes" in err
     ds = open_result(str(out), "igrad")
     assert list(ds["part"].values) == ["attn", "mlp"] and ds.attrs["steps"] == 4 and ds.attrs["compute_dtype"] == "float32"
+    assert ds.attrs["variant"] == {"protocol": "custom", "object": "delta", "baseline": "zero", "target": "logprob",
+                                   "rule": "midpoint", "steps": 4} and ds.attrs["rule"] == "midpoint"
     model = _hf(path)
     for i, item in enumerate(PROMPTS):
         ids, n_head = _answer(path, item)
@@ -196,7 +207,7 @@ def nan_model(zoo, tmp_path_factory):
     return str(dst)
 
 
-@pytest.mark.parametrize("command,run,first", [("erase", "in the clean run", "prompt 1, position 0"),  # shortest rows first
+@pytest.mark.parametrize("command,run,first", [("erase", "in the reference run", "prompt 0, position 0"),  # μ_L reads h_L first
                                                ("igrad", "in the run scaling layer 0", "prompt 0, position 0")])
 def test_nan_weight_is_refused_in_one_line(command, run, first, cli, nan_model, prompts_file, corpus_file, tmp_path):
     """The forward check names the array (the last residual), the prompt and position, and
@@ -206,3 +217,49 @@ def test_nan_weight_is_refused_in_one_line(command, run, first, cli, nan_model, 
     code, _, err = cli(command, nan_model, prompts_file, *extra, "-o", out)
     one_line_error(code, err, "non-finite", "the residual at boundary 2", first, run, "nothing was written")
     assert not out.exists()
+
+
+def _old_results(L=2, T=5):
+    """An erasure and an igrad result as align wrote them before boundary L was erased and the
+    variant recorded: effect over boundaries 0..L−1, attrs n_layers L; no attrs["variant"]."""
+    import xarray as xr
+
+    tokens = {"token": (("prompt", "position"), np.array([["a", "b", "c", "d", "e"]])),
+              "token_id": (("prompt", "position"), np.arange(T)[None]),
+              "predicts_answer": (("prompt", "position"), np.array([[False, False, True, True, False]])),
+              "n_tokens": (("prompt",), np.array([T])), "answer": (("prompt",), np.array(["de"]))}
+    effect = np.linspace(0, 1, L * T).reshape(1, L, T)
+    erasure = xr.Dataset(tokens | {"effect": (("prompt", "boundary", "position"), effect)},
+                         coords={"prompt": [0], "boundary": np.arange(L), "position": np.arange(T)},
+                         attrs={"model": "old", "n_layers": L, "n_prompts": 1})
+    A = np.linspace(-1, 1, 1 * L * T).reshape(1, 1, L, T)
+    igrad = xr.Dataset(tokens | {"attribution": (("prompt", "part", "layer", "position"), A),
+                                 "f": (("prompt",), [0.0]), "f_baseline": (("prompt", "part", "layer"), np.zeros((1, 1, L))),
+                                 "completeness_gap": (("prompt", "part", "layer"), np.zeros((1, 1, L)))},
+                       coords={"prompt": [0], "part": ["layer"], "layer": np.arange(L), "position": np.arange(T)},
+                       attrs={"model": "old", "n_layers": L, "n_prompts": 1, "steps": 64, "rule": "midpoint"})
+    return erasure, igrad
+
+
+def test_results_written_before_still_plot_and_say_what_they_are(cli, tmp_path):
+    """An erasure result over boundaries 0..L−1 draws L rows titled "no boundary L"; an igrad
+    result without attrs["variant"] is labelled as the align variant it is (log p, midpoint).
+    Both through `align plot` from stores too."""
+    from align import plotting
+    from align.store import write_result
+
+    erasure, igrad = _old_results()
+    fig = plotting.plot_erasure(erasure)
+    ax = fig.axes[0]
+    assert "b = 0..1, no boundary L (an older result)" in ax.get_title()
+    (mesh,) = [c for c in ax.collections if c.get_gid() == "effect/0"]
+    assert mesh.get_array().shape == (2, 5)
+    fig = plotting.plot_igrad(igrad)
+    assert "align, midpoint rule, 64 steps" in fig.get_suptitle()
+    assert fig.axes[-1].get_ylabel() == "attribution to log p(answer)"
+    for name, ds in (("erasure", erasure), ("igrad", igrad)):
+        path = str(tmp_path / f"{name}.zarr")
+        write_result(path, ds, name)
+        code, _, err = cli("plot", path, "-o", tmp_path / f"{name}.png")
+        assert code == 0, err
+        assert (tmp_path / f"{name}.png").stat().st_size > 0

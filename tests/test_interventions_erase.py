@@ -1,6 +1,9 @@
 """Residual erasure (METHODS.md §6) against a plain one-position-at-a-time float64 loop with its
-own hooks, and the structural checks: erasing with the residual itself is exactly 0, and
-erasing boundary 0 is replacing the token's embedding. The references never import align."""
+own hooks over boundaries 0..L as [P1]'s `measure_token_skip` (lib/token_skip.py) erases them
+(boundary 0: block 0's input; b ≥ 1: block b−1's output, so b = L is the last block's output),
+and the structural checks: erasing with the residual itself is exactly 0, erasing boundary 0 is
+replacing the token's embedding, erasing boundary L moves only the erased position's own
+prediction. The references never import align."""
 
 import numpy as np
 import pytest
@@ -36,16 +39,23 @@ def _docs(n):
     return [d for d in CORPUS_TEXT.split("\n\n") if d.strip()][:n]
 
 
+def _first(output):
+    return output[0] if isinstance(output, tuple) else output
+
+
 def ref_mean(model, path, docs, max_length=64):
-    """Mean residual entering each block over every token of the docs (float64 loop)."""
+    """Mean residual at each boundary 0..L over every token of the docs (float64 loop): block
+    0's input, then each block's output (P1: `layers[0].inputs[0][0]`, `layers[l].output[0]`)."""
     tok = reference_tokenizer(path)
     layers = model.model.layers
-    sums, n = [0.0] * len(layers), 0
+    sums, n = [0.0] * (len(layers) + 1), 0
     for d in docs:
         ids = tok(d)["input_ids"][:max_length]
         seen = {}
-        hs = [layer.register_forward_pre_hook(lambda m, a, k, b=b: seen.__setitem__(b, (a[0] if a else k["hidden_states"])[0].double().sum(0)),
-                                              with_kwargs=True) for b, layer in enumerate(layers)]
+        hs = [layers[0].register_forward_pre_hook(lambda m, a, k: seen.__setitem__(0, (a[0] if a else k["hidden_states"])[0].double().sum(0)),
+                                                  with_kwargs=True)]
+        hs += [layer.register_forward_hook(lambda m, a, out, b=b: seen.__setitem__(b + 1, _first(out)[0].double().sum(0)))
+               for b, layer in enumerate(layers)]
         try:
             with torch.no_grad():
                 model(input_ids=torch.tensor([ids]), use_cache=False)
@@ -58,23 +68,32 @@ def ref_mean(model, path, docs, max_length=64):
 
 
 def ref_erase(model, ids, pred, mean):
-    """E[b, t] (L, T): one forward per (boundary, position), the residual entering block b at t
-    set to mean[b]; max over answer-predicting τ of the L2 change of the probabilities."""
+    """E[b, t] (L + 1, T): one forward per (boundary, position) as P1 runs them, the residual
+    at t set to mean[b]: block 0's input for b = 0, block b−1's output for b ≥ 1; max over
+    answer-predicting τ of the L2 change of the probabilities."""
     layers = model.model.layers
     x = torch.tensor([ids])
     with torch.no_grad():
         p = torch.softmax(model(input_ids=x, use_cache=False).logits[0].double(), -1)
-    E = np.zeros((len(layers), len(ids)))
+    E = np.zeros((len(layers) + 1, len(ids)))
     taus = np.flatnonzero(pred)
-    for b, layer in enumerate(layers):
+    for b in range(len(layers) + 1):
         for t in range(len(ids)):
-            def pre(m, args, kwargs, t=t, b=b):
+            def pre(m, args, kwargs, t=t):
                 h = (args[0] if args else kwargs["hidden_states"]).clone()
-                h[0, t] = torch.as_tensor(mean[b], dtype=h.dtype)
+                h[0, t] = torch.as_tensor(mean[0], dtype=h.dtype)
                 if args:
                     return (h,) + tuple(args[1:]), kwargs
                 return args, {**kwargs, "hidden_states": h}
-            handle = layer.register_forward_pre_hook(pre, with_kwargs=True)
+
+            def post(m, args, output, t=t, b=b):
+                h = _first(output).clone()
+                h[0, t] = torch.as_tensor(mean[b], dtype=h.dtype)
+                return (h,) + tuple(output[1:]) if isinstance(output, tuple) else h
+            if b == 0:
+                handle = layers[0].register_forward_pre_hook(pre, with_kwargs=True)
+            else:
+                handle = layers[b - 1].register_forward_hook(post)
             try:
                 with torch.no_grad():
                     p2 = torch.softmax(model(input_ids=x, use_cache=False).logits[0].double(), -1)
@@ -110,7 +129,7 @@ def test_answer_positions_match_the_tokenizer(family, zoo):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_erasure_matches_one_position_at_a_time_loop(family, zoo):
     """Batched (5 rows per forward, prompts of about 20 and 25 tokens, right padding) vs the float64
-    loop, every (boundary, position) of every prompt: rtol 1e-5. The reference mean too."""
+    loop, every (boundary 0..L, position) of every prompt: rtol 1e-5. The reference mean too."""
     from align.analyses import erase
 
     path = zoo(family)
@@ -126,11 +145,12 @@ def test_erasure_matches_one_position_at_a_time_loop(family, zoo):
         want = ref_erase(model, ids, pred, mean)
         np.testing.assert_allclose(res["E"][i, :, :len(ids)], want, rtol=1e-5, atol=1e-10)
         assert np.isnan(res["E"][i, :, len(ids):]).all()
-        assert want[:, :int(np.flatnonzero(pred).max()) + 1].min() > 1e-6  # the cells run are not trivially 0
+        assert want[:-1, :int(np.flatnonzero(pred).max()) + 1].min() > 1e-6  # the cells run are not trivially 0
+        assert want[-1, pred].min() > 1e-6  # boundary L: non-zero at the answer-predicting positions
     rows = sum(int(np.flatnonzero(p.predicts_answer).max()) + 1 for p in prompts)
     assert res["n_rows"] == rows
     assert res["n_forwards"] == -(-rows // 5) * (1 + 2)
-    assert res["n_forwards_one_at_a_time"] == len(prompts) + rows * 2
+    assert res["n_forwards_one_at_a_time"] == len(prompts) + rows * 3  # boundaries 0, 1, 2
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -155,7 +175,7 @@ def test_erasing_boundary_zero_is_replacing_the_embedding(family, zoo):
     model = _hf(path)
     prompts = _align_prompts(path)[:2]
     rng = np.random.default_rng(0)
-    mean = rng.normal(size=(2, model.config.hidden_size))
+    mean = rng.normal(size=(3, model.config.hidden_size))
     res = erase.erasure(model, prompts, mean, batch_size=3)
     for i, (q, a) in enumerate(TEXTS[:2]):
         ids, pred = _ref_ids(path, q, a)
@@ -168,3 +188,40 @@ def test_erasing_boundary_zero_is_replacing_the_embedding(family, zoo):
                 p2 = torch.softmax(model(inputs_embeds=e2, use_cache=False).logits[0].double(), -1)
                 want = max(float((p2[tau] - p[tau]).norm()) for tau in np.flatnonzero(pred))
                 np.testing.assert_allclose(res["E"][i, 0, t], want, rtol=1e-5, atol=1e-10)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_erasing_boundary_L_moves_only_that_positions_prediction(family, zoo):
+    """E[L, t] = ‖softmax(lm_head(norm(μ_L))) − p(t)‖₂ at answer-predicting t (by hand from the
+    model's own final norm and head, no hooks) and exactly 0 at every other position."""
+    from align.analyses import erase
+
+    path = zoo(family)
+    model = _hf(path)
+    prompts = _align_prompts(path)[:2]
+    mean = np.random.default_rng(1).normal(size=(3, model.config.hidden_size))
+    res = erase.erasure(model, prompts, mean, batch_size=4)
+    with torch.no_grad():
+        q = torch.softmax(model.lm_head(model.model.norm(torch.as_tensor(mean[2])[None])).double(), -1)[0]
+    for i, (qt, a) in enumerate(TEXTS[:2]):
+        ids, pred = _ref_ids(path, qt, a)
+        with torch.no_grad():
+            p = torch.softmax(model(input_ids=torch.tensor([ids]), use_cache=False).logits[0].double(), -1)
+        want = np.array([float((q - p[t]).norm()) if pred[t] else 0.0 for t in range(len(ids))])
+        np.testing.assert_allclose(res["E"][i, 2, :len(ids)], want, rtol=1e-6, atol=0)
+        assert (res["E"][i, 2, :len(ids)][~pred] == 0).all() and want[pred].min() > 1e-3
+
+
+def test_a_mean_without_boundary_L_is_refused(zoo):
+    """Means for boundaries 0..L−1 only (the shape reference_mean gave before boundary L was
+    erased) are refused in one line naming both shapes."""
+    from align.analyses import erase
+    from align.errors import InputError
+
+    path = zoo("qwen2")
+    model = _hf(path)
+    d = model.config.hidden_size
+    with pytest.raises(InputError) as e:
+        erase.erasure(model, _align_prompts(path)[:1], np.zeros((2, d)), batch_size=4)
+    msg = str(e.value)
+    assert f"(2, {d})" in msg and f"(3, {d})" in msg and "0..2" in msg and "\n" not in msg

@@ -1,7 +1,8 @@
-"""Integrated gradients against a plain loop over interpolation points with its own hooks,
-completeness (attributions sum to f(x) − f(baseline), closer with more steps), and the end
-points against plain HF models (clean, and with a sublayer's output projection zeroed).
-The references never import align."""
+"""Integrated gradients in the "align" variant (what a part adds, from zero, log p, midpoint
+rule: `--protocol align`; P1's default is tested in tests/test_igrad_p1.py) against a plain
+loop over interpolation points with its own hooks, completeness (attributions sum to
+f(x) − f(baseline), closer with more steps), and the end points against plain HF models
+(clean, and with a sublayer's output projection zeroed). The references never import align."""
 
 import numpy as np
 import pytest
@@ -92,7 +93,7 @@ def test_igrad_matches_a_plain_loop_over_steps(family, zoo):
     path = zoo(family)
     model = _smooth_model(path)
     prompts = _align_prompts(path)[:1]
-    res = igrad.integrated_gradients(model, prompts, steps=8, batch_size=5)
+    res = igrad.integrated_gradients(model, prompts, variant=igrad.PROTOCOLS["align"], steps=8, batch_size=5)
     ids, n_head = _ref_ids(path, *TEXTS[0])
     for pi, part in enumerate(igrad.PARTS):
         for l in range(2):
@@ -114,8 +115,9 @@ def test_completeness_tightens_with_steps(family, zoo):
     path = zoo(family)
     model = _smooth_model(path)
     prompts = _align_prompts(path)
-    coarse = igrad.integrated_gradients(model, prompts, steps=8, batch_size=16)
-    fine = igrad.integrated_gradients(model, prompts, steps=64, batch_size=33)
+    align = igrad.PROTOCOLS["align"]
+    coarse = igrad.integrated_gradients(model, prompts, variant=align, steps=8, batch_size=16)
+    fine = igrad.integrated_gradients(model, prompts, variant=align, steps=64, batch_size=33)
     for i, (q, a) in enumerate(TEXTS):
         ids, n_head = _ref_ids(path, q, a)
         f = _target(model, ids, n_head)

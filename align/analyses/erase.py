@@ -1,9 +1,10 @@
 """Residual erasure (METHODS.md §6, [P1] §3.3).
 
 For a prompt with answer-predicting positions A (positions whose next token is an answer
-token, `align.analyses.answers`), boundary b = 0..L−1 (the residual entering block b) and
-position t: replace h_b(t) by μ_b, the mean of h_b over every real token (position 0
-included, as P1) of the reference prompts, run the rest of the model, and record
+token, `align.analyses.answers`), boundary b = 0..L (h_b: the residual entering block b, and
+h_L the last block's output before the final norm) and position t: replace h_b(t) by μ_b,
+the mean of h_b over every real token (position 0 included, as P1) of the reference prompts,
+run the rest of the model, and record
 
     E[b, t] = max over τ in A of ‖p′(τ) − p(τ)‖₂
 
@@ -11,11 +12,17 @@ included, as P1) of the reference prompts, run the rest of the model, and record
 better). A causal model's p(τ) does not depend on positions after τ, so E[b, t] = 0 exactly
 for t > max A: those cells are stored as 0 and not run.
 
+Boundary L is P1's too (`lib/token_skip.py`, `measure_token_skip`: `layers[L−1].output[0]` at
+t set to that tensor's reference mean): only the final norm and the unembedding read h_L(t),
+so E[L, t] = ‖softmax(unembed(norm(μ_L))) − p(t)‖₂ at answer-predicting t and 0 elsewhere.
+It needs no forward of its own: the clean run's h_L with the cell replaced.
+
 Rows (one prompt, one erased position) are sorted by length and batched with right padding:
-each batch costs one clean forward and one forward per boundary (1 + L), all of the same batch
-shape, so erasing a cell with its own value gives E = 0 exactly. A one-position-at-a-time loop
-makes one clean forward per prompt and one per (boundary, position). Logits are computed only
-at the answer-predicting positions (final norm and unembedding of h_L there).
+each batch costs one clean forward and one forward per boundary 0..L−1 (1 + L), all of the
+same batch shape, so erasing a cell with its own value gives E = 0 exactly. A
+one-position-at-a-time loop (P1's) makes one clean forward per prompt and one per (boundary
+0..L, position). Logits are computed only at the answer-predicting positions (final norm and
+unembedding of h_L there).
 """
 
 from __future__ import annotations
@@ -49,8 +56,9 @@ def check_reference(n_found: int, n_asked: int, source: str) -> None:
 
 
 def reference_mean(model, prompts, batch_size: int = 8) -> tuple[np.ndarray, int]:
-    """μ_b for b = 0..L−1: the mean residual entering block b over every real token of the
-    reference prompts (token-id arrays), accumulated in float64. Returns ((L, d_model), n_tokens)."""
+    """μ_b for b = 0..L: the mean residual at boundary b over every real token of the
+    reference prompts (token-id arrays), accumulated in float64. Returns ((L + 1, d_model),
+    n_tokens)."""
     import torch
 
     if not prompts:
@@ -61,11 +69,11 @@ def reference_mean(model, prompts, batch_size: int = 8) -> tuple[np.ndarray, int
     for k in range(0, len(prompts), batch_size):
         chunk = prompts[k:k + batch_size]
         ids, mask, pos = pad(chunk, dev)
-        out = forward(model, ids, mask, pos, boundaries=range(L), logits=False, prompts=list(range(k, k + len(chunk))),
+        out = forward(model, ids, mask, pos, boundaries=range(L + 1), logits=False, prompts=list(range(k, k + len(chunk))),
                       run="reference run")
         keep = mask.bool()
         # Under device_map the blocks (and so the residuals) may sit on different devices.
-        sums = torch.stack([out["resid"][b][keep.to(out["resid"][b].device)].double().sum(0).cpu() for b in range(L)])
+        sums = torch.stack([out["resid"][b][keep.to(out["resid"][b].device)].double().sum(0).cpu() for b in range(L + 1)])
         total = sums if total is None else total + sums
         n += int(keep.sum())
     return (total / n).numpy(), n
@@ -80,17 +88,21 @@ def rows_for(prompts) -> list[Row]:
     return rows
 
 
-def _install(model, boundary: int, where, value):
-    """Pre-hook on block `boundary`: h_b := value at positions `where` (B, T) bool. value: a
-    (d_model,) tensor, or None for the residual itself (the exact-zero check)."""
+def _replaced(h, where, value):
+    """h (B, T, d_model) with h := value at positions `where` (B, T) bool; value: a (d_model,)
+    tensor, or None for the residual itself (the exact-zero check)."""
     import torch
 
-    w = where[..., None]
+    repl = h if value is None else value.to(device=h.device, dtype=h.dtype).expand_as(h)
+    return torch.where(where[..., None].to(h.device), repl, h)
+
+
+def _install(model, boundary: int, where, value):
+    """Pre-hook on block `boundary` < L: h_b := value at positions `where` (`_replaced`)."""
 
     def pre(module, args, kwargs):
         h = args[0] if args else kwargs["hidden_states"]
-        repl = h if value is None else value.to(device=h.device, dtype=h.dtype).expand_as(h)
-        new = torch.where(w.to(h.device), repl, h)
+        new = _replaced(h, where, value)
         if args:
             return (new,) + tuple(args[1:]), kwargs
         return args, {**kwargs, "hidden_states": new}
@@ -111,13 +123,14 @@ def _probs(model, out, measure, L, rows, run):
 
 
 def erase_effects(model, rows: list[Row], mean, boundaries=None) -> np.ndarray:
-    """E (n_boundaries, n_rows) float64 for one batch of rows: one clean forward and one
-    forward per boundary. mean: (L, d_model) array of replacement values μ_b, or None to
-    erase each cell with its own value (the result is then exactly 0)."""
+    """E (n_boundaries, n_rows) float64 for one batch of rows [default boundaries 0..L]: one
+    clean forward and one forward per boundary below L (boundary L reuses the clean h_L).
+    mean: (L + 1, d_model) array of replacement values μ_b, or None to erase each cell with
+    its own value (the result is then exactly 0)."""
     import torch
 
     L = len(models.blocks(model))
-    boundaries = list(range(L)) if boundaries is None else list(boundaries)
+    boundaries = list(range(L + 1)) if boundaries is None else list(boundaries)
     dev = models.input_device(model)
     ids, mask, pos = pad([r.token_id for r in rows], dev)
     B, T = ids.shape
@@ -129,17 +142,20 @@ def erase_effects(model, rows: list[Row], mean, boundaries=None) -> np.ndarray:
     where, measure = where.to(dev), measure.to(dev)
     row_of = measure.nonzero()[:, 0]
     prompts = [r.prompt for r in rows]
-    p = _probs(model, forward(model, ids, mask, pos, (L,), logits=False, prompts=prompts, run="clean run"), measure, L,
-               rows, "clean run")
+    clean = forward(model, ids, mask, pos, (L,), logits=False, prompts=prompts, run="clean run")
+    p = _probs(model, clean, measure, L, rows, "clean run")
     E = np.zeros((len(boundaries), B))
     mu = None if mean is None else torch.as_tensor(np.asarray(mean))
     for k, b in enumerate(boundaries):
-        handle = _install(model, b, where, None if mu is None else mu[b])
-        try:
-            run = f"run erasing boundary {b}"
-            out = forward(model, ids, mask, pos, (L,), logits=False, prompts=prompts, run=run)
-        finally:
-            handle.remove()
+        run = f"run erasing boundary {b}"
+        if b == L:  # only the final norm and the unembedding read h_L(t)
+            out = {"resid": {L: _replaced(clean["resid"][L], where, None if mu is None else mu[L])}}
+        else:
+            handle = _install(model, b, where, None if mu is None else mu[b])
+            try:
+                out = forward(model, ids, mask, pos, (L,), logits=False, prompts=prompts, run=run)
+            finally:
+                handle.remove()
         p2 = _probs(model, out, measure, L, rows, run)
         d = (p2.to(p.device) - p).norm(dim=-1)
         E[k] = torch.zeros(B, dtype=d.dtype, device=d.device).scatter_reduce(0, row_of.to(d.device), d, "amax").double().cpu().numpy()
@@ -150,17 +166,19 @@ def erase_effects(model, rows: list[Row], mean, boundaries=None) -> np.ndarray:
 def erasure(model, prompts, mean, *, batch_size: int = 8, progress=None) -> dict:
     """Residual erasure of every (boundary, position) of each prompt (module docstring).
 
-    prompts: `AnswerPrompt`s; mean: (L, d_model) replacement values (`reference_mean`), or
-    None (test switch: erase with the residual itself). Returns {"E": (n_prompts, L, T_max)
-    float64, NaN at positions ≥ a prompt's length, 0 after its last answer-predicting
-    position; "n_forwards"; "n_forwards_one_at_a_time"; "n_rows"}."""
+    prompts: `AnswerPrompt`s; mean: (L + 1, d_model) replacement values μ_0..μ_L
+    (`reference_mean`), or None (test switch: erase with the residual itself). Returns
+    {"E": (n_prompts, L + 1, T_max) float64 over boundaries 0..L, NaN at positions ≥ a
+    prompt's length, 0 after its last answer-predicting position; "n_forwards";
+    "n_forwards_one_at_a_time"; "n_rows"}."""
     if not prompts:
         raise InputError("no prompts to run: give at least one prompt with an answer")
     if batch_size < 1:
         raise InputError(f"--batch-size {batch_size} must be at least 1")
     L = len(models.blocks(model))
+    check_mean(mean, L, model.get_input_embeddings().weight.shape[-1])
     T_max = max(len(p) for p in prompts)
-    E = np.full((len(prompts), L, T_max), np.nan)
+    E = np.full((len(prompts), L + 1, T_max), np.nan)
     for i, p in enumerate(prompts):
         E[i, :, : len(p)] = 0.0
     rows = rows_for(prompts)
@@ -175,20 +193,30 @@ def erasure(model, prompts, mean, *, batch_size: int = 8, progress=None) -> dict
             progress(min(k + batch_size, len(rows)), len(rows))
     n_batches = -(-len(rows) // batch_size)
     return {"E": E, "n_rows": len(rows), "n_forwards": n_batches * (1 + L),
-            "n_forwards_one_at_a_time": len(prompts) + len(rows) * L}
+            "n_forwards_one_at_a_time": len(prompts) + len(rows) * (L + 1)}
+
+
+def check_mean(mean, n_layers: int, d_model: int) -> None:
+    """InputError unless `mean` is None or (n_layers + 1, d_model): one row per boundary 0..L."""
+    if mean is None:
+        return
+    shape = np.shape(mean)
+    if shape != (n_layers + 1, d_model):
+        raise InputError(f"the replacement means have shape {shape}, the model needs ({n_layers + 1}, {d_model}): one row "
+                         f"per boundary 0..{n_layers} of d_model {d_model} (erase.reference_mean computes them)")
 
 
 def to_dataset(res: dict, prompts, attrs: dict, mean=None):
-    """The "erasure" result Dataset: `effect` (prompt, boundary, position); per (prompt,
-    position) the token labels, ids and the answer-predicting mask; `n_tokens` (prompt,);
-    `reference_mean` (boundary, d_model) when given."""
+    """The "erasure" result Dataset: `effect` (prompt, boundary, position), boundaries 0..L;
+    per (prompt, position) the token labels, ids and the answer-predicting mask; `n_tokens`
+    (prompt,); `reference_mean` (boundary, d_model) when given."""
     import xarray as xr
 
-    n, L, T = res["E"].shape
+    n, n_boundaries, T = res["E"].shape
     return xr.Dataset(_token_vars(prompts, T) | {"effect": (("prompt", "boundary", "position"), res["E"])}
                       | ({"reference_mean": (("boundary", "d_model"), np.asarray(mean, np.float64))} if mean is not None else {}),
-                      coords={"prompt": np.arange(n), "boundary": np.arange(L), "position": np.arange(T)},
-                      attrs={**attrs, "n_layers": L, "n_prompts": n})
+                      coords={"prompt": np.arange(n), "boundary": np.arange(n_boundaries), "position": np.arange(T)},
+                      attrs={**attrs, "n_layers": n_boundaries - 1, "n_prompts": n})
 
 
 def _token_vars(prompts, T) -> dict:

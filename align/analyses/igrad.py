@@ -1,74 +1,111 @@
-"""Integrated gradients per layer and position ([P1] §3.3).
+"""Integrated gradients per layer and position ([P1] §3.3; P1's code: `lib/igrad.py`,
+`get_igrads_multiple`).
 
-For a prompt with answer-predicting positions A (`align.analyses.answers`), the target is the
-log-probability of its answer tokens under teacher forcing,
+For a prompt with answer-predicting positions A (`align.analyses.answers`), a part and a
+layer l, let x (T, d_model) be the object interpolated at every position:
 
-    f = Σ_{τ ∈ A} log p(x_{τ+1} | x_{≤τ}).
+    part layer, object residual: h_{l+1}, the residual block l writes (P1: `layers[l].output[0]`)
+    part layer, object delta:    C_l = h_{l+1} − h_l, what block l adds
+    part attn, mlp:              a_l, m_l (either object; P1: `self_attn.output[0]`, `mlp.output`)
 
-For a part (layer: what block l adds, C_l = h_{l+1} − h_l; attn: a_l; mlp: m_l) and a layer
-l, let x (T, d_model) be what the part adds at every position, and f(α) the target when the
-part's output is replaced by α·x at every position (everything after it recomputed, everything
-before it unchanged; α = 0 is the zero baseline). The attribution of position t is
+and b (1, d_model) the baseline, the same at every position: "position-mean", x's mean over
+all T positions of the prompt (position 0 included, as P1); "zero", 0. f(r) is the target
+when the object is replaced by y = b + r·(x − b) at every position (everything after it
+recomputed, everything before it unchanged), under teacher forcing:
 
-    A[l, t] = Σ_d x_{t,d} · (1/N) Σ_{k=0}^{N−1} ∂f/∂y_{t,d} at y = α_k·x,   α_k = (k + ½)/N
+    prob:    f = Σ_{τ ∈ A} p(x_{τ+1} | x_{≤τ})        (P1)
+    logprob: f = Σ_{τ ∈ A} log p(x_{τ+1} | x_{≤τ})
 
-(the midpoint Riemann rule over N = --steps points). Completeness is the check: for each
-prompt, part and layer, Σ_t A[l, t] = f(1) − f(0) up to the rule's error, O(1/N²) for a smooth
-f. The result stores f(1), f(0) per layer and the gap Σ_t A[l, t] − (f(1) − f(0)).
-A[l, t] = 0 for t after the last answer-predicting position (a causal model's f does not read
-them).
+The attribution of position t, signed and summed over d_model (as P1: no norm, no abs):
+
+    A[l, t] = Σ_d (x − b)_{t,d} · (1/N) Σ_{k=0}^{N−1} ∂f/∂y_{t,d} at y = b + r_k·(x − b)
+
+with r_k = k/N ("left" rule, P1: r = 0 included, r = 1 not) or (k + ½)/N ("midpoint"),
+N = steps. `PROTOCOLS["p1"]` (the default) is P1's code: residual, position-mean, prob,
+left, N = 256; `PROTOCOLS["align"]` is delta, zero, logprob, midpoint, N = 64.
+
+Completeness is the check, for every variant: for each prompt, part and layer,
+Σ_t A[l, t] = f(1) − f(0) = f(x) − f(b) up to the rule's error, O(1/N) for the left rule and
+O(1/N²) for the midpoint rule on a smooth f. The result stores f(x), f(b) per layer and the
+gap Σ_t A[l, t] − (f(x) − f(b)). A[l, t] = 0 for t after the last answer-predicting position
+(a causal model's f does not read them).
 
 This is the only analysis that needs gradients: the model runs with autograd (default dtype
-float32). Rows (interpolation points α of one prompt, part and layer, plus the end points 0
-and 1 that give f(0) and f(1)) are batched `batch_size` per forward and backward pass; a plain
+float32). Rows (interpolation points r of one prompt, part and layer, plus the end points 1
+and 0 that give f(x) and f(b)) are batched `batch_size` per forward and backward pass; a plain
 loop makes one pass per point.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from align import capture, models
+from align.analyses.erase import _token_vars
 from align.analyses.forward import check_batch, check_values
+from align.analyses.igrad_options import BASELINES, OBJECTS, PROTOCOLS, RULES, TARGETS, Variant, variant  # noqa: F401
 from align.analyses.skip import _first, _replace_first
-from align.errors import InputError
+from align.errors import InputError, NonFiniteError
 
 PARTS = ("layer", "attn", "mlp")
 
 
-def alphas(steps: int) -> np.ndarray:
-    """The midpoint-rule interpolation points (k + ½)/N, k = 0..N−1."""
+def alphas(steps: int, rule: str) -> np.ndarray:
+    """The interpolation points r_k, k = 0..N−1: k/N ("left") or (k + ½)/N ("midpoint")."""
     if steps < 1:
         raise InputError(f"--steps {steps} must be at least 1")
-    return (np.arange(steps) + 0.5) / steps
+    if rule not in RULES:
+        raise InputError(f"--rule {rule!r} must be one of {', '.join(RULES)}")
+    return (np.arange(steps) + (0.0 if rule == "left" else 0.5)) / steps
 
 
-def _install(model, part: str, layer: int, alpha, store: dict):
-    """Forward hook replacing the part's output at `layer` by α·x (α (B,) per row), with
-    y = α·x a leaf that requires grad; x and y go to `store`."""
-    def scaled(x):
+def _install(model, part: str, layer: int, alpha, v: Variant, store: dict):
+    """Forward hook replacing the object of `part` at `layer` (module docstring) by
+    y = b + r·(x − b), r = alpha (B,) per row, y a leaf that requires grad; x − b and y go
+    to `store`."""
+    import torch
+
+    def interpolated(x):
         x = x.detach()
-        y = (alpha.to(device=x.device, dtype=x.dtype)[:, None, None] * x).requires_grad_(True)
-        store["x"], store["y"] = x, y
+        # Each row is the whole prompt (no padding): the mean over dim 1 is over its T positions.
+        b = x.mean(1, keepdim=True) if v.baseline == "position-mean" else torch.zeros_like(x[:, :1])
+        r = alpha.to(device=x.device, dtype=x.dtype)[:, None, None]
+        y = (b + r * (x - b)).requires_grad_(True)
+        store["dx"], store["y"] = x - b, y
         return y
 
     if part == "layer":
         def hook(module, args, kwargs, output):
             out = _first(output)
+            if v.object == "residual":
+                return _replace_first(output, interpolated(out))
             # The hook sees the block's input before a device_map hook moved it to the block's device.
             h_in = (args[0] if args else kwargs["hidden_states"]).detach().to(out.device)
-            return _replace_first(output, h_in + scaled(out - h_in))
+            return _replace_first(output, h_in + interpolated(out - h_in))
 
         return models.blocks(model)[layer].register_forward_hook(hook, with_kwargs=True, prepend=True)
     attn_mods, mlp_mods = models.sublayer_modules(model)
     mod = {"attn": attn_mods, "mlp": mlp_mods}[part][layer]
-    return mod.register_forward_hook(lambda module, args, output: _replace_first(output, scaled(_first(output))), prepend=True)
+    return mod.register_forward_hook(lambda module, args, output: _replace_first(output, interpolated(_first(output))),
+                                     prepend=True)
 
 
-def _pass(model, ids, predicts, part, layer, alpha, prompt):
+def _target(logits, target_ids, target: str):
+    """f (B,): the answer tokens' summed probability ("prob") or log-probability ("logprob");
+    logits (B, n_answer, V), target_ids (B, n_answer)."""
+    import torch
+
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+    scores = torch.softmax(logits, -1) if target == "prob" else torch.log_softmax(logits, -1)
+    return scores.gather(-1, target_ids[..., None])[..., 0].sum(-1)
+
+
+def _pass(model, ids, predicts, part, layer, alpha, prompt, v: Variant):
     """One forward and backward pass over rows of one prompt (ids (T,)) at points alpha (B,).
 
-    Returns (f (B,), g·x summed over d_model (B, T)), float64 numpy."""
+    Returns (f (B,), g·(x − b) summed over d_model (B, T)), float64 numpy."""
     import torch
 
     L = len(models.blocks(model))
@@ -80,29 +117,29 @@ def _pass(model, ids, predicts, part, layer, alpha, prompt):
     tau = torch.as_tensor(np.flatnonzero(predicts), device=dev)
     store = {}
     run = f"run scaling {'' if part == 'layer' else part + ' of '}layer {layer}"
-    handle = _install(model, part, layer, torch.as_tensor(alpha), store)
+    handle = _install(model, part, layer, torch.as_tensor(alpha), v, store)
     try:
         with torch.enable_grad(), capture.capture(model, [L], stop_early=False) as out:
             models.base_model(model)(input_ids=input_ids, attention_mask=mask, position_ids=pos, use_cache=False)
             hL = out["resid"][L]
             check_batch({"resid": {L: hL.detach()}, "logits": None}, mask, [prompt] * B, run)
             logits = models.unembed(model)(models.final_norm(model)(hL[:, tau.to(hL.device)]))
-            logp = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), -1)
-            target = input_ids[:, tau + 1].to(logp.device)
-            f = logp.gather(-1, target[..., None])[..., 0].sum(-1)  # (B,)
+            f = _target(logits, input_ids[:, tau + 1].to(logits.device), v.target)  # (B,)
             (g,) = torch.autograd.grad(f.sum(), store["y"])
     finally:
         handle.remove()
-    gx = (g.double() * store["x"].double()).sum(-1)
+    gx = (g.double() * store["dx"].double()).sum(-1)
     return f.detach().double().cpu().numpy(), gx.cpu().numpy()
 
 
-def integrated_gradients(model, prompts, *, parts=PARTS, steps: int = 64, batch_size: int = 16, progress=None) -> dict:
-    """Integrated gradients of each prompt's answer log-probability (module docstring).
+def integrated_gradients(model, prompts, *, parts=PARTS, variant: Variant = PROTOCOLS["p1"], steps: int | None = None,
+                         batch_size: int = 16, progress=None) -> dict:
+    """Integrated gradients of each prompt's answer target (module docstring) in `variant`
+    [default P1's]; `steps`, when given, replaces the variant's N.
 
     prompts: `AnswerPrompt`s. Returns {"A": (n_prompts, n_parts, L, T_max) float64, NaN at
-    positions ≥ a prompt's length; "f": (n_prompts,) f(1); "f_baseline": (n_prompts,
-    n_parts, L) f(0); "gap": (n_prompts, n_parts, L) Σ_t A − (f − f_baseline);
+    positions ≥ a prompt's length; "f": (n_prompts,) f(x); "f_baseline": (n_prompts,
+    n_parts, L) f(b); "gap": (n_prompts, n_parts, L) Σ_t A − (f − f_baseline); "variant";
     "n_passes", "n_passes_one_at_a_time"}."""
     if not prompts:
         raise InputError("no prompts to run: give at least one prompt with an answer")
@@ -111,9 +148,10 @@ def integrated_gradients(model, prompts, *, parts=PARTS, steps: int = 64, batch_
     bad = [p for p in parts if p not in PARTS]
     if bad or not parts:
         raise InputError(f"--parts {','.join(parts)!r}: each item must be one of {', '.join(PARTS)}")
+    v = variant if steps is None else dataclasses.replace(variant, steps=steps)
     L = len(models.blocks(model))
     T_max = max(len(p) for p in prompts)
-    points = np.concatenate([[1.0, 0.0], alphas(steps)])
+    points = np.concatenate([[1.0, 0.0], alphas(v.steps, v.rule)])
     A = np.full((len(prompts), len(parts), L, T_max), np.nan)
     f1 = np.zeros(len(prompts))
     f0 = np.zeros((len(prompts), len(parts), L))
@@ -125,10 +163,10 @@ def integrated_gradients(model, prompts, *, parts=PARTS, steps: int = 64, batch_
                 acc = np.zeros(len(p))
                 for k in range(0, len(points), batch_size):
                     a = points[k:k + batch_size]
-                    f, gx = _pass(model, p.token_id, p.predicts_answer, part, l, a, i)
+                    f, gx = _pass(model, p.token_id, p.predicts_answer, part, l, a, i, v)
                     n_passes += 1
                     mid = np.arange(k, k + len(a)) >= 2  # rows 0 and 1 are the end points
-                    acc += gx[mid].sum(0) / steps
+                    acc += gx[mid].sum(0) / v.steps
                     if k == 0:
                         f1[i], f0[i, pi, l] = f[0], f[1] if len(f) > 1 else np.nan
                     elif k == 1 and len(a):
@@ -138,31 +176,30 @@ def integrated_gradients(model, prompts, *, parts=PARTS, steps: int = 64, batch_
                 done += 1
                 if progress is not None:
                     progress(done, total)
-    _check_targets(f1, f0, parts)
+    _check_targets(f1, f0, parts, v)
     gap = np.nansum(A, -1) - (f1[:, None, None] - f0)
-    return {"A": A, "f": f1, "f_baseline": f0, "gap": gap, "parts": tuple(parts), "steps": steps, "n_passes": n_passes,
-            "n_passes_one_at_a_time": len(prompts) * (1 + len(parts) * L * (steps + 1))}
+    return {"A": A, "f": f1, "f_baseline": f0, "gap": gap, "parts": tuple(parts), "steps": v.steps, "variant": v,
+            "n_passes": n_passes, "n_passes_one_at_a_time": len(prompts) * (1 + len(parts) * L * (v.steps + 1))}
 
 
-def _check_targets(f1, f0, parts) -> None:
-    """NonFiniteError when f(1) or f(0) is ±inf/NaN (an answer token of probability 0 in float32)."""
-    from align.errors import NonFiniteError
-
+def _check_targets(f1, f0, parts, v: Variant) -> None:
+    """NonFiniteError when f(x) or f(b) is ±inf/NaN (log p of an answer token of probability 0
+    in float32)."""
     bad = np.argwhere(~np.isfinite(f0 + f1[:, None, None]))
     if len(bad):
         i, pi, l = (int(x) for x in bad[0])
-        raise NonFiniteError(f"the answer log-probability is not finite for prompt {i} (f = {f1[i]}, with {parts[pi]} of layer {l} "
-                             f"zeroed f = {f0[i, pi, l]}) at {len(bad):,} (prompt, part, layer) cells: an answer token has "
-                             "probability 0 in this dtype; run with --dtype float32; nothing was written")
+        what = "probability" if v.target == "prob" else "log-probability"
+        raise NonFiniteError(f"the answer {what} is not finite for prompt {i} (f = {f1[i]}, with {parts[pi]} of layer {l} "
+                             f"at its baseline f = {f0[i, pi, l]}) at {len(bad):,} (prompt, part, layer) cells: an answer "
+                             "token has probability 0 in this dtype; run with --dtype float32; nothing was written")
 
 
 def to_dataset(res: dict, prompts, attrs: dict):
     """The "igrad" result Dataset: `attribution` (prompt, part, layer, position), `f`
-    (prompt,), `f_baseline` and `completeness_gap` (prompt, part, layer), and the token
-    variables of the erasure result."""
+    (prompt,) f(x), `f_baseline` (f(b)) and `completeness_gap` (prompt, part, layer), the token
+    variables of the erasure result, and attrs["variant"] (protocol, object, baseline, target,
+    rule, steps)."""
     import xarray as xr
-
-    from align.analyses.erase import _token_vars
 
     n, _, L, T = res["A"].shape
     return xr.Dataset(
@@ -173,5 +210,6 @@ def to_dataset(res: dict, prompts, attrs: dict):
             "completeness_gap": (("prompt", "part", "layer"), res["gap"]),
         },
         coords={"prompt": np.arange(n), "part": list(res["parts"]), "layer": np.arange(L), "position": np.arange(T)},
-        attrs={**attrs, "n_layers": L, "n_prompts": n, "steps": res["steps"], "rule": "midpoint"},
+        attrs={**attrs, "n_layers": L, "n_prompts": n, "steps": res["steps"], "rule": res["variant"].rule,
+               "variant": res["variant"].to_attrs()},
     )

@@ -17,7 +17,7 @@ def _answer_options(answer_field, answer_marker) -> dict:
 
 def run_erase(output, *, spec, cspec, reference, reference_docs=10, answer_field="answer", answer_marker=None,
               batch_size=8, overwrite=False, log=_log_default):
-    """`align erase`: residual erasure of every (boundary, position) of each prompt with the
+    """`align erase`: residual erasure of every (boundary 0..L, position) of each prompt with the
     mean residual of the first `reference_docs` documents of the corpus `reference` (a
     path; read with the prompts' --text-field and --max-length, each document truncated to one
     sequence), written as "erasure"."""
@@ -55,26 +55,28 @@ def run_erase(output, *, spec, cspec, reference, reference_docs=10, answer_field
     refp = {"source": rspec.describe(), "hash": ref_hash, "n_prompts": len(ref), "n_tokens": n_ref_tokens}
     ds = erase.to_dataset(res, prompts, {**prov, "options": opts, "timing": timing, "reference": refp}, mean)
     st.write_result(output, ds, "erasure", overwrite=overwrite, inputs=inputs)
-    log(f"align erase: wrote {output} ({len(prompts)} prompts, {res['n_rows']:,} erased positions, boundaries 0..{L - 1}; "
+    log(f"align erase: wrote {output} ({len(prompts)} prompts, {res['n_rows']:,} erased positions, boundaries 0..{L}; "
         f"reference mean over {n_ref_tokens:,} tokens of {len(ref)} prompts) in {dt:.1f} s: {res['n_forwards']:,} batched "
         f"forward passes (a one-position-at-a-time loop makes {res['n_forwards_one_at_a_time']:,})")
     return output
 
 
-def run_igrad(output, *, spec, cspec, parts=("layer", "attn", "mlp"), steps=64, answer_field="answer", answer_marker=None,
-              batch_size=16, overwrite=False, log=_log_default):
-    """`align igrad`: integrated gradients of each prompt's answer log-probability per part,
-    layer and position, written as "igrad". The model computes in float32 unless spec.dtype
-    asks for another dtype."""
+def run_igrad(output, *, spec, cspec, parts=("layer", "attn", "mlp"), variant=None, answer_field="answer",
+              answer_marker=None, batch_size=16, overwrite=False, log=_log_default):
+    """`align igrad`: integrated gradients of each prompt's answer per part, layer and
+    position in `variant` (`align.analyses.igrad_options.Variant`) [default P1's,
+    `PROTOCOLS["p1"]`], written as "igrad" with the variant in attrs["variant"]. The model
+    computes in float32 unless spec.dtype asks for another dtype."""
     from align import store as st
     from align.analyses import igrad
     from align.analyses.answers import load_answer_prompts
 
+    v = igrad.PROTOCOLS["p1"] if variant is None else variant
     inputs = _inputs(spec, cspec)
     st.check_output(output, "igrad", inputs=inputs, overwrite=overwrite)
     if spec.dtype is None:  # gradients: float32 unless asked, also where the default would be bfloat16
         spec = dataclasses.replace(spec, dtype="float32")
-    igrad.alphas(steps)
+    igrad.alphas(v.steps, v.rule)
     corpus.validate(cspec)
     config = models.load_config(spec)
     tokenizer = models.load_tokenizer(spec)
@@ -83,15 +85,16 @@ def run_igrad(output, *, spec, cspec, parts=("layer", "attn", "mlp"), steps=64, 
     prov = model_provenance(spec, config, tokenizer, cspec)
     model, _ = models.load_model(spec)
     t0 = time.time()
-    res = igrad.integrated_gradients(model, prompts, parts=parts, steps=steps, batch_size=batch_size)
+    res = igrad.integrated_gradients(model, prompts, parts=parts, variant=v, batch_size=batch_size)
     dt = time.time() - t0
     L = config.num_hidden_layers
     timing = {"seconds": round(dt, 3), "n_passes": res["n_passes"], "n_passes_one_at_a_time": res["n_passes_one_at_a_time"]}
-    opts = {"batch_size": batch_size, "parts": list(parts), "steps": steps, **_answer_options(answer_field, answer_marker)}
+    opts = {"batch_size": batch_size, "parts": list(parts), "steps": v.steps, **_answer_options(answer_field, answer_marker)}
     st.write_result(output, igrad.to_dataset(res, prompts, {**prov, "options": opts, "timing": timing}), "igrad",
                     overwrite=overwrite, inputs=inputs)
     gap, delta = float(abs(res["gap"]).max()), float(abs(res["f"][:, None, None] - res["f_baseline"]).max())
-    log(f"align igrad: wrote {output} ({len(prompts)} prompts, parts {','.join(parts)}, {L} layers, {steps} steps; "
-        f"completeness: largest |Σ_t A − (f(x) − f(baseline))| {gap:.3g}, largest |f(x) − f(baseline)| {delta:.3g}) in {dt:.1f} s: {res['n_passes']:,} batched forward and "
-        f"backward passes (a one-point-at-a-time loop makes {res['n_passes_one_at_a_time']:,})")
+    log(f"align igrad: wrote {output} ({len(prompts)} prompts, parts {','.join(parts)}, {L} layers; variant {v.describe()}; "
+        f"completeness: largest |Σ_t A − (f(x) − f(baseline))| {gap:.3g}, largest |f(x) − f(baseline)| {delta:.3g}) in {dt:.1f} s: "
+        f"{res['n_passes']:,} batched forward and backward passes (a one-point-at-a-time loop makes "
+        f"{res['n_passes_one_at_a_time']:,})")
     return output
