@@ -146,3 +146,18 @@ def test_erase_records_the_hashes_of_the_prompts_and_reference_it_read(zoo, fold
     # The reference is read after the replacement: its hash is the new bytes', with its own options.
     ref_options = {**OPTIONS, "doc_split": None, "overflow": "truncate", "max_docs": 2}
     assert attrs["reference"]["hash"] == reference_hash({**OLD, "b.txt": NEW_B}, ref_options)
+
+
+def test_skip_with_answer_splits_records_the_hash_of_the_prompts_it_read(zoo, folder, cli, tmp_path, monkeypatch):
+    """`align skip --split answer-start` reads its prompts with their answers: b.txt replaced
+    right after that read; the result records the old bytes' hash, the text its tokens are."""
+    from align.analyses import answers
+    from align.store import open_result
+
+    calls = after(answers, "load_answer_prompts", folder, monkeypatch)
+    out = tmp_path / "s.zarr"
+    code, _, err = cli("skip", zoo("qwen2"), folder, "--answer-marker", " =", "--split", "answer-start",
+                       "--settings", "current", "--bootstrap", 100, *CORPUS_ARGS, "-o", out)
+    assert code == 0, err
+    assert calls[0] == "load_answer_prompts"
+    assert open_result(str(out), "skipping").attrs["corpus"]["hash"] == reference_hash(OLD)

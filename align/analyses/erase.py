@@ -14,7 +14,7 @@ for t > max A: those cells are stored as 0 and not run.
 
 Boundary L is P1's too (`lib/token_skip.py`, `measure_token_skip`: `layers[L−1].output[0]` at
 t set to that tensor's reference mean): only the final norm and the unembedding read h_L(t),
-so E[L, t] = ‖softmax(unembed(norm(μ_L))) − p(t)‖₂ at answer-predicting t and 0 elsewhere.
+so E[L, t] = ‖softmax(head(μ_L)) − p(t)‖₂ at answer-predicting t and 0 elsewhere.
 It needs no forward of its own: the clean run's h_L with the cell replaced.
 
 Rows (one prompt, one erased position) are sorted by length and batched with right padding:
@@ -115,7 +115,7 @@ def _probs(model, out, measure, L, rows, run):
     import torch
 
     h = out["resid"][L][measure.to(out["resid"][L].device)]
-    logits = models.unembed(model)(models.final_norm(model)(h))
+    logits = models.head(model)(h)  # the family's head: final norm, what follows it, unembedding, cap or scale
     logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
     idx = measure.nonzero().cpu().numpy()
     check_tokens("the output logits", logits, lambda k: (rows[idx[k, 0]].prompt, int(idx[k, 1])), f" in the {run}")

@@ -88,8 +88,15 @@ def _install(model, part: str, layer: int, alpha, v: Variant, store: dict):
         return models.blocks(model)[layer].register_forward_hook(hook, with_kwargs=True, prepend=True)
     attn_mods, mlp_mods = models.sublayer_modules(model)
     mod = {"attn": attn_mods, "mlp": mlp_mods}[part][layer]
-    return mod.register_forward_hook(lambda module, args, output: _replace_first(output, interpolated(_first(output))),
-                                     prepend=True)
+
+    def sub(module, args, output):
+        x = _first(output)
+        flat = x.dim() == 2  # a module on flattened tokens (OPT's fc2): interpolate per row as (B, T, d)
+        y = interpolated(x.view(len(alpha), -1, x.shape[-1]) if flat else x)
+        # A copy, so that a block adding into the returned tensor in place (Falcon) leaves the leaf alone.
+        return _replace_first(output, (y.view_as(x) if flat else y).clone())
+
+    return mod.register_forward_hook(sub, prepend=True)
 
 
 def _target(logits, target_ids, target: str):
@@ -123,7 +130,7 @@ def _pass(model, ids, predicts, part, layer, alpha, prompt, v: Variant):
             models.base_model(model)(input_ids=input_ids, attention_mask=mask, position_ids=pos, use_cache=False)
             hL = out["resid"][L]
             check_batch({"resid": {L: hL.detach()}, "logits": None}, mask, [prompt] * B, run)
-            logits = models.unembed(model)(models.final_norm(model)(hL[:, tau.to(hL.device)]))
+            logits = models.head(model)(hL[:, tau.to(hL.device)])
             f = _target(logits, input_ids[:, tau + 1].to(logits.device), v.target)  # (B,)
             (g,) = torch.autograd.grad(f.sum(), store["y"])
     finally:

@@ -140,7 +140,8 @@ def run_skip(output, *, spec, cspec, batch_size=8, settings=("current", "future"
         # As `load` does: corpus, then config, then tokenizer, so bad input is named in that order.
         corpus.validate(cspec)
         models.load_config(spec)
-        aps = load_answer_prompts(cspec, models.load_tokenizer(spec), answer_field, answer_marker)
+        reading = corpus.Reading(cspec)  # the prompts' tokens and the recorded hash come from this one read
+        aps = load_answer_prompts(cspec, models.load_tokenizer(spec), answer_field, answer_marker, reading)
         splits = skip.answer_splits(aps, split, split_seed)
         skip.check_prompts([a.token_id for a in aps], settings, splits, resampling.equal_n, split)
         levels = skip.answer_prompt_levels(cspec)
@@ -149,6 +150,7 @@ def run_skip(output, *, spec, cspec, batch_size=8, settings=("current", "future"
     if answers:
         prompts = [np.asarray(a.token_id, np.int64) for a in aps]
         check_vocabulary(spec, config, prompts)
+        prov = model_provenance(spec, config, models.load_tokenizer(spec), cspec, reading.hexdigest())
     else:
         levels = skip.prompt_levels(cspec, models.load_tokenizer(spec))
     t0 = time.time()
