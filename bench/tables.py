@@ -4,7 +4,7 @@ Each table lives in the page between two markers, `<!-- table: NAME -->` and `<!
 what lies between them is generated here from the JSON the benchmark wrote, with the command
 that wrote it, and is never edited by hand.
 
-    python bench/tables.py            # rewrite every table of docs/performance.md from its JSON
+    python bench/tables.py            # rewrite every table of docs/performance.md and docs/families.md
     python bench/tables.py --check    # exit 1, naming each table that differs from its JSON
 
 Plain Python (json, argparse): it imports nothing of align, so the docs test and a reader
@@ -21,7 +21,9 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
-DOC = os.path.join(os.path.dirname(HERE), "docs", "performance.md")
+DOCS = os.path.join(os.path.dirname(HERE), "docs")
+DOC = os.path.join(DOCS, "performance.md")
+FAMILIES_DOC = os.path.join(DOCS, "families.md")
 BLOCK = re.compile(r"(<!-- table: (?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
 
 
@@ -311,6 +313,23 @@ def live(r: Results) -> str:
             + sources(*[(d["config"]["command"], f"bench/results/{name}") for name, d in runs]))
 
 
+def families(r: Results) -> str:
+    """The conformance suite's numbers per model_type (bench/families.py)."""
+    d = r("families.json")
+    c, fam = d["config"], d["families"]
+    cols = [("resid", "h_b vs hidden states (rel.)"), ("last_hidden", "final norm of h_L vs last hidden state (rel.)"),
+            ("logits", "head(h_L) vs logits (abs.)"), ("identity", "h_l + a_l + m_l vs h_(l+1) (rel.)"),
+            ("lens_kl_at_L", "lens KL at L"), ("contrib", "contributions vs reference (abs.)"),
+            ("skip_R", "skip R vs reference (abs.)"), ("fit_store_vs_live", "fit: stores vs --live (abs.)"),
+            ("igrad_completeness", "igrad completeness gap, 64 steps (rel.)")]
+    rows = [[f"`{t}`"] + [sci(v[k]) if k in v else "" for k, _ in cols] for t, v in sorted(fam.items())]
+    intro = (f"{len(fam)} model_types, float32 on the CPU, transformers {c['transformers']}, torch {c['torch']}; "
+             f"the suite {'passed' if c['passed'] else 'FAILED'}. Each cell is the largest difference over the "
+             "family's tiny model (3 layers, d_model 32, the family's options on).")
+    return f"{intro}\n\n" + table(["model_type"] + [h for _, h in cols], rows) + "\n\n" + sources(
+        (c["command"], "bench/results/families.json"))
+
+
 TABLES = {
     "store-layout": store_layout,
     "store-writer": store_writer,
@@ -319,7 +338,10 @@ TABLES = {
     "fit": fit,
     "fit-200k": fit_200k,
     "live": live,
+    "families": families,
 }
+# The page each table lives on (default: docs/performance.md, the --doc page).
+PAGES = {"families": FAMILIES_DOC}
 
 
 # -- the page ------------------------------------------------------------------------------
@@ -355,32 +377,39 @@ def differing(page: str, tables: dict) -> list:
             and m.group("body") != tables[m.group("name")]]
 
 
+def _page_tables(tables: dict, page_path: str, performance: str) -> dict:
+    return {k: v for k, v in tables.items() if PAGES.get(k, performance) == page_path}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 when a table differs from its JSON")
-    ap.add_argument("--doc", default=DOC, help="the page (default docs/performance.md)")
+    ap.add_argument("--doc", default=DOC, help="the performance page (default docs/performance.md)")
     ap.add_argument("--results", default=RESULTS, help="the JSON folder (default bench/results)")
     args = ap.parse_args(argv)
-    try:
-        with open(args.doc, encoding="utf-8") as f:
-            page = f.read()
-    except OSError as e:
-        print(f"bench/tables.py: cannot read {args.doc}: {e.strerror or e}", file=sys.stderr)
-        return 1
     tables = render_all(args.results)
-    new, problems = rendered_page(page, tables)
-    for p in problems:
-        print(f"bench/tables.py: {p}", file=sys.stderr)
-    if args.check:
-        stale = differing(page, tables)
-        for name in stale:
-            print(f"bench/tables.py: table {name} in {args.doc} differs from what its JSON gives: "
-                  "run `python bench/tables.py`", file=sys.stderr)
-        return 1 if stale or problems else 0
-    if new != page:
-        with open(args.doc, "w", encoding="utf-8") as f:
-            f.write(new)
-    return 1 if problems else 0
+    failed = False
+    for path in dict.fromkeys([args.doc, *(p for p in PAGES.values())]):
+        try:
+            with open(path, encoding="utf-8") as f:
+                page = f.read()
+        except OSError as e:
+            print(f"bench/tables.py: cannot read {path}: {e.strerror or e}", file=sys.stderr)
+            return 1
+        mine = _page_tables(tables, path, args.doc)
+        new, problems = rendered_page(page, mine)
+        for p in problems:
+            print(f"bench/tables.py: {p}", file=sys.stderr)
+        failed |= bool(problems)
+        if args.check:
+            for name in differing(page, mine):
+                print(f"bench/tables.py: table {name} in {path} differs from what its JSON gives: "
+                      "run `python bench/tables.py`", file=sys.stderr)
+                failed = True
+        elif new != page:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(new)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
