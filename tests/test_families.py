@@ -117,6 +117,32 @@ def test_extraction_sublayers_and_head(model_type, family_model, family_corpus, 
     assert s.provenance["family"]["found"] == "table" and s.provenance["model_type"] == model_type
 
 
+@pytest.mark.parametrize("model_type", FAMILY_TYPES)
+def test_bfloat16_extraction(model_type, family_model, family_corpus, tmp_path):
+    """In bfloat16 (what a GPU computes in), stored h_b equal transformers' bfloat16 hidden
+    states (b < L) to the dtype's tolerance: 2 ulp of bf16 (2·2⁻⁸) of the largest |h|."""
+    import align
+    from align.store import open_activations
+    from transformers import AutoModelForCausalLM
+
+    path = family_model(model_type)
+    out = str(tmp_path / "bf16.zarr")
+    align.extract(path, family_corpus, out, dtype="bfloat16", batch_size=1, max_length=64, max_docs=2, log=lambda m: None)
+    s = open_activations(out).require_complete()
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).eval()
+    seq = s.tokens("seq")
+    worst = 0.0
+    for k in range(int(seq.max()) + 1):
+        idx = np.flatnonzero(seq == k)
+        a, b = idx[0], idx[-1] + 1
+        with torch.no_grad():
+            hs = model(input_ids=torch.tensor(s.tokens("token_id")[idx])[None], output_hidden_states=True).hidden_states
+        for bd in range(model.config.num_hidden_layers):
+            worst = max(worst, _rel(s.resid(bd, a, b), hs[bd][0].float()))
+    _record(model_type, bf16_resid=worst)
+    assert worst <= 2 * 2.0 ** -8, worst
+
+
 def _prompts(path):
     tok = reference_tokenizer(path)
     ps = [np.array(p) for p in hf_prompts(tok, CORPUS_TEXT, 12, 30)]
