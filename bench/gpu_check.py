@@ -41,6 +41,15 @@ a crash still reports what it did:
   GFLOP/s (2·N·ΣD_S·ΣD_T over the seconds of the passes) against the fp64 GEMM rate; its
   scores at the fit phase's 3x3 pairs equal the store route's on each device (1e-10
   relative, same alpha). In --tiny the same phase runs on the CPU.
+- families: for each family of FAMILY_CHECKS (--families), a random-init bf16 model of one
+  block at a real width (d_model 4096, 32 heads, 8 KV heads, intermediate 14,336, vocab
+  32,768; built from transformers' config class of the family by bench/common.py, the weights
+  drawn on the device by align's loader) runs align's probe (`align.discovery.verify`: hidden
+  states, head against logits, causality, sublayers adding up), a bare forward of one batch
+  (after a warm-up of the same shape) and one timed `align.extract` batch of the same tokens
+  (every boundary and sublayer): pass/fail per family with the error's first line, the
+  probe's numbers, tokens/s of both, peak GPU memory. In --tiny, d_model 64 on the CPU.
+  `--only families` runs env, setup and this phase alone.
 
 Exit status: 0 all checks passed (skips allowed), 1 a check failed or a phase errored, 3 the
 --timeout stopped it.
@@ -63,7 +72,7 @@ import time
 import traceback
 
 import numpy as np
-from common import build_tokenizer
+from common import build_tokenizer, family_config
 
 QWEN_1_5B = dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
                  num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True, max_position_embeddings=32768,
@@ -77,6 +86,15 @@ TINY_SMALL = dict(hidden_size=64, intermediate_size=160, num_hidden_layers=3, nu
 TINY_LARGE = dict(hidden_size=96, intermediate_size=192, num_hidden_layers=4, num_attention_heads=6,
                   num_key_value_heads=2, vocab_size=700, tie_word_embeddings=False, max_position_embeddings=1024,
                   rope_theta=10000.0, rms_norm_eps=1e-5)
+
+# The families phase: one block of each at a real width (Llama 3 8B's and Mistral 7B's widths),
+# and the same code at a tiny width in --tiny.
+FAMILY_CHECKS = ("qwen2", "qwen3", "llama", "mistral", "mixtral", "gemma", "gemma2", "gemma3_text", "gpt_neox", "gpt2",
+                 "phi3", "olmo2", "granite", "cohere", "starcoder2", "qwen3_moe")
+FAMILY_WIDTHS = dict(vocab=32768, hidden=4096, heads=32, kv_heads=8, intermediate=14336, layers=1)
+TINY_FAMILY_WIDTHS = dict(vocab=640, hidden=64, heads=4, kv_heads=2, intermediate=128, layers=1)
+FAMILY_BATCH = dict(batch_size=8, max_length=512)  # one batch of 4,096 tokens
+TINY_FAMILY_BATCH = dict(batch_size=2, max_length=64)
 
 BF16_REL_TOL = 2e-2  # ||single - batched|| / ||batched|| per boundary: bf16 rounding (2^-8) accumulated over the layers
 FIT_TOL = 1e-10
@@ -719,6 +737,95 @@ def phase_fit_live(ctx: dict, small: str, large: str, n_tokens: int, batch_size:
     return out
 
 
+def family_folder(root: str, family: str, widths: dict, tokenizer_src: str) -> str:
+    """config.json of `family` at `widths` (bench/common.py family_config) and the check's
+    tokenizer files: what `align extract --random-init` reads."""
+    folder = os.path.join(root, f"family-{family}")
+    os.makedirs(folder, exist_ok=True)
+    family_config(family, **widths, max_positions=4096, torch_dtype="bfloat16").save_pretrained(folder)
+    for f in os.listdir(tokenizer_src):
+        shutil.copy(os.path.join(tokenizer_src, f), folder)
+    return folder
+
+
+def one_batch_corpus(path: str, words, tokenizer, n_tokens: int, seed: int = 2):
+    """One document of seeded words with at least `n_tokens` tokens (so that the first windows
+    of --max-length are full), and its first `n_tokens` token ids."""
+    rng = random.Random(seed)
+    text = " ".join(rng.choice(words) for _ in range(n_tokens))
+    with open(path, "w") as f:
+        f.write(text)
+    return np.asarray(tokenizer(text, add_special_tokens=False)["input_ids"][:n_tokens], np.int64)
+
+
+def check_family(ctx: dict, family: str, widths: dict, batch_size: int, max_length: int) -> dict:
+    """One family: align's loader builds the random-init bf16 model on the device, its probe
+    (align.discovery.verify) runs, then a bare forward of one batch (a warm-up of the same shape
+    first), then one `align.extract` batch of the same tokens (the model loaded again by align,
+    the same seed: the same weights); the store must hold those tokens."""
+    import torch
+
+    import align
+    from align import discovery, families
+    from align.store import open_activations
+
+    device = ctx["device"]
+    folder = family_folder(ctx["root"], family, widths, ctx["tokenizer_dir"])
+    out = {"folder_model_type": family}
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    model, config = load_model(folder, device)
+    fam = families.of(model)
+    out.update(family=fam.name, found=fam.found, attention=getattr(config, "_attn_implementation", None),
+               parameters=sum(p.numel() for p in model.parameters()))
+    t = time.perf_counter()
+    out["probe"] = discovery.verify(model)
+    out["probe_s"] = time.perf_counter() - t
+    ids = ctx["family_ids"].reshape(batch_size, max_length)
+    batch = [ids[i] for i in range(batch_size)]
+    bare_s = bare_forward(model, [batch], device)  # a warm-up of the batch, then the timed one
+    del model
+    release(device)
+    store = os.path.join(ctx["root"], f"family-{family}.zarr")
+    rep = align.extract(model_spec(folder, device), ctx["family_corpus"], store, batch_size=batch_size,
+                        max_length=max_length, max_tokens=batch_size * max_length, sublayers=True, log=lambda m: None)
+    s = open_activations(store)
+    same = bool(np.array_equal(s.tokens("token_id"), ids.reshape(-1)))
+    n = s.n_tokens
+    shutil.rmtree(store, ignore_errors=True)
+    out.update(n_tokens=n, batch_size=batch_size, max_length=max_length, align_tokens_per_s=rep.tokens_per_second,
+               align_loop_s=rep.stats["loop_s"], bare_forward_tokens_per_s=n / bare_s,
+               align_over_bare=rep.tokens_per_second / (n / bare_s),
+               peak_gpu_memory_gib=torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None,
+               stored_tokens_are_the_batch=same)
+    return out
+
+
+def phase_families(ctx: dict, names, widths: dict, batch_size: int, max_length: int) -> dict:
+    """`check_family` for each of `names`: a family that fails (its probe refuses it, it does not
+    build, or its extraction fails) is recorded with the error's first line and the next one
+    runs; each is a check (passed or not)."""
+    results, checks = {}, {}
+    for name in names:
+        t = time.perf_counter()
+        try:
+            rec = check_family(ctx, name, widths, batch_size, max_length)
+            ok = rec["stored_tokens_are_the_batch"]
+            rec["status"] = "pass" if ok else "fail: the store does not hold the batch's tokens"
+        except Deadline:
+            raise
+        except Exception as e:  # noqa: BLE001 - recorded, and the next family still runs
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            rec, ok = {"status": "fail", "error": f"{type(e).__name__}: {first}"}, False
+        rec["seconds"] = round(time.perf_counter() - t, 3)
+        results[name] = rec
+        checks[f"{name}_probe_and_extract"] = ok
+        release(ctx["device"])
+    return {"widths": widths, "dtype": "bfloat16", "batch_size": batch_size, "max_length": max_length,
+            "passed": [n for n in names if checks[f"{n}_probe_and_extract"]],
+            "failed": [n for n in names if not checks[f"{n}_probe_and_extract"]], "families": results, "checks": checks}
+
+
 # ----------------------------------------------------------------------------- main
 
 
@@ -730,6 +837,8 @@ def main(argv=None) -> int:
     ap.add_argument("--tokens-small", type=int, default=None, help="tokens for the 1.5B extraction (default 65536; tiny 1536)")
     ap.add_argument("--tokens-large", type=int, default=None, help="tokens for the 14B extraction and the fit (default 16384; tiny 1536)")
     ap.add_argument("--workdir", default=None, help="where stores are written (default: a temporary folder, removed)")
+    ap.add_argument("--families", default=",".join(FAMILY_CHECKS), help="model_types of the families phase, comma-separated")
+    ap.add_argument("--only", choices=("families",), default=None, help="run env, setup and this phase alone")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     signal.signal(signal.SIGALRM, _on_alarm)
@@ -753,35 +862,47 @@ def main(argv=None) -> int:
         b_small, b_large = (4, 4) if args.tiny else (16, 8)
         ctx = {"device": device, "root": root, "models": {}, "configs": {}, "stores": {}, "folders": {}}
         check.phase("env", phase_env, device)
-        micro = check.phase("micro", phase_micro, device, args.tiny)
+        micro = check.phase("micro", phase_micro, device, args.tiny) if args.only is None else None
         if micro:
             ctx["fp64_gflops"] = micro["gemm_gflops"]["fp64"]
+
+        fam_widths = TINY_FAMILY_WIDTHS if args.tiny else FAMILY_WIDTHS
+        fam_batch = TINY_FAMILY_BATCH if args.tiny else FAMILY_BATCH
 
         def setup():
             tok_dir = os.path.join(root, "tokenizer")
             tok, words = build_tokenizer(tok_dir, 512 if args.tiny else 4096)
+            ctx["tokenizer_dir"] = tok_dir
             for name, cfg in cfgs.items():
                 ctx["folders"][name] = model_folder(root, name, cfg, tok_dir)
             ctx["corpus"] = os.path.join(root, "corpus.txt")
+            ctx["family_corpus"] = os.path.join(root, "family-corpus.txt")
+            ctx["family_ids"] = one_batch_corpus(ctx["family_corpus"], words, tok,
+                                                 fam_batch["batch_size"] * fam_batch["max_length"])
             return {"corpus_tokens": write_corpus(ctx["corpus"], words, max(n_small, n_large), tok),
                     "configs": cfgs}
 
         check.phase("setup", setup)
-        check.phase(f"extract_{small}", phase_extract, ctx, small, n_small, b_small, keep_model=True)
-        if small in ctx["stores"]:
-            check.phase("exactness", phase_exactness, ctx, small, b_small)
-        else:
-            check.skip("exactness", "the extraction it reads failed")
-        check.phase("split", phase_split, ctx)
-        ctx["models"].clear()  # the 14B's extraction and the fits that follow have the device to themselves
-        release(device)
-        check.phase(f"extract_{large}", phase_extract, ctx, large, n_large, b_large)
-        if large in ctx["stores"]:
-            # the target's batch size for both stores: the live route batches both models alike
-            check.phase("fit", phase_fit, ctx, small, large, n_large, b_large)
-        else:
-            check.skip("fit", "the target extraction failed")
-        check.phase("fit_live", phase_fit_live, ctx, small, large, n_large, b_large)
+        families_list = [f for f in args.families.split(",") if f]
+        if args.only is None:
+            check.phase(f"extract_{small}", phase_extract, ctx, small, n_small, b_small, keep_model=True)
+            if small in ctx["stores"]:
+                check.phase("exactness", phase_exactness, ctx, small, b_small)
+            else:
+                check.skip("exactness", "the extraction it reads failed")
+            check.phase("split", phase_split, ctx)
+            ctx["models"].clear()  # the 14B's extraction and the fits that follow have the device to themselves
+            release(device)
+            check.phase(f"extract_{large}", phase_extract, ctx, large, n_large, b_large)
+            if large in ctx["stores"]:
+                # the target's batch size for both stores: the live route batches both models alike
+                check.phase("fit", phase_fit, ctx, small, large, n_large, b_large)
+            else:
+                check.skip("fit", "the target extraction failed")
+            check.phase("fit_live", phase_fit_live, ctx, small, large, n_large, b_large)
+            ctx["store_fits"] = None
+            release(device)
+        check.phase("families", phase_families, ctx, families_list, fam_widths, **fam_batch)
         check.doc["status"] = "complete"
         code = 1 if check.doc["failed_checks"] else 0
     except Deadline:

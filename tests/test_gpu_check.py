@@ -2,8 +2,9 @@
 rot before a GPU is lent. A subprocess (with a timeout) writes its JSON; every phase must be
 there, its exactness checks passed (stored bits equal the model's own hidden states, boundary
 L stored before the final norm, single sequences within bf16 tolerance of the batched store,
-no NaN/Inf), the live fit blocked and equal to the store route's, and the CUDA-only parts
-recorded as skipped with their reason. A run cut by --timeout exits 3 with the JSON written and
+no NaN/Inf), the live fit blocked and equal to the store route's, every family of the
+families phase probed and extracted, and the CUDA-only parts recorded as skipped with their
+reason. A run cut by --timeout exits 3 with the JSON written and
 the interrupted phase named."""
 
 from __future__ import annotations
@@ -17,7 +18,12 @@ import pytest
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "..", "bench", "gpu_check.py")
 PHASES = ["env", "micro", "setup", "extract_tiny-1.5b-shape", "exactness", "split", "extract_tiny-14b-shape", "fit",
-          "fit_live"]
+          "fit_live", "families"]
+# The families phase's list (bench/gpu_check.py FAMILY_CHECKS) and the family align's table reads each with.
+FAMILIES = {"qwen2": "qwen2", "qwen3": "qwen3", "llama": "llama", "mistral": "mistral", "mixtral": "mixtral",
+            "gemma": "gemma", "gemma2": "gemma2", "gemma3_text": "gemma2", "gpt_neox": "gpt_neox", "gpt2": "gpt2",
+            "phi3": "phi3", "olmo2": "olmo2", "granite": "granite", "cohere": "cohere", "starcoder2": "starcoder2",
+            "qwen3_moe": "qwen3_moe"}
 # The tiny models (bench/gpu_check.py TINY_SMALL, TINY_LARGE): layers and widths.
 L_S, D_S, L_T, D_T = 3, 64, 4, 96
 
@@ -68,6 +74,18 @@ def test_tiny_gpu_check_runs_every_phase_and_its_exactness_checks_pass(tmp_path)
     assert lv["statistics_flops"] == 2 * 1536 * (L_S + 1) * D_S * (L_T + 1) * D_T  # 2·N·ΣD_S·ΣD_T, by hand
     assert lv["statistics_gflops_over_pass_seconds"] * 1e9 * lv["pass_seconds"] == pytest.approx(lv["statistics_flops"])
     assert lv["tokens_per_s"] > 0 and lv["fraction_of_fp64_gemm_rate"] > 0 and lv["peak_gpu_memory_bytes"] is None
+    # Every family at the tiny width: probed (the sublayer identity among its checks), one batch
+    # extracted whose stored tokens are the batch's, both rates measured.
+    fm = phases["families"]
+    assert fm["widths"] == {"vocab": 640, "hidden": 64, "heads": 4, "kv_heads": 2, "intermediate": 128, "layers": 1}
+    assert fm["passed"] == list(FAMILIES) and fm["failed"] == [], {k: v.get("error") for k, v in fm["families"].items()}
+    for model_type, family in FAMILIES.items():
+        rec = fm["families"][model_type]
+        assert rec["status"] == "pass" and rec["family"] == family and rec["found"] == "table", (model_type, rec)
+        assert "h_{l+1} = h_l + a_l + m_l" in rec["probe"] and "head(h_L) = logits" in rec["probe"], (model_type, rec)
+        assert rec["n_tokens"] == 2 * 64 and rec["stored_tokens_are_the_batch"] is True, (model_type, rec)
+        assert rec["align_tokens_per_s"] > 0 and rec["bare_forward_tokens_per_s"] > 0 and rec["parameters"] > 0
+    assert fm["families"]["gemma2"]["attention"] == "eager"  # soft-capping is eager-only
 
 
 def test_timeout_stops_cleanly_and_reports(tmp_path):
@@ -101,3 +119,16 @@ def test_timeout_stops_cleanly_and_reports(tmp_path):
     assert len(stopped) <= 1 and (not stopped or list(doc["phases"])[-1] == stopped[0])  # at most the phase under way
     assert list(doc["phases"])[:1] == ["env"] and doc["phases"]["env"]["status"] == "ok"
     assert "Traceback" not in err
+
+
+def test_only_families_runs_env_setup_and_the_families_asked(tmp_path):
+    """`--only families --families ...`: a short device check of the families alone; a
+    model_type that is not a family the bench builds fails its own entry, not the run."""
+    p = _run(tmp_path, "--only", "families", "--families", "gpt_neox,gemma2,bert", timeout=300)
+    assert p.returncode == 1, p.stdout + p.stderr[-3000:]  # bert's entry failed
+    doc = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert list(doc["phases"]) == ["env", "setup", "families"] and doc["status"] == "complete"
+    fm = doc["phases"]["families"]
+    assert fm["passed"] == ["gpt_neox", "gemma2"] and fm["failed"] == ["bert"]
+    assert doc["failed_checks"] == ["families.bert_probe_and_extract"]
+    assert "bert" in fm["families"]["bert"]["error"] and "Traceback" not in fm["families"]["bert"]["error"]
