@@ -236,7 +236,8 @@ def test_memory_limit_too_small_is_refused_naming_the_minimum(fit_pair, cli, tmp
     import re
 
     S, T = fit_pair
-    code, _, err = cli("fit", S, T, "-o", str(tmp_path / "m.zarr"), "--scheduler", "synchronous", "--memory-limit", "1MB")
+    code, _, err = cli("fit", S, T, "-o", str(tmp_path / "m.zarr"), "--scheduler", "synchronous", "--memory-limit", "1MB",
+                       "--bootstrap", 0)  # the fit's own minimum: the bootstrap's share has its own refusal (test_bootstrap_limits)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert "--memory-limit 976.6 KiB is too small" in err and "the minimum is" in err, err
     assert not os.path.exists(tmp_path / "m.zarr")
