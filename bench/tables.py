@@ -313,6 +313,27 @@ def live(r: Results) -> str:
             + sources(*[(d["config"]["command"], f"bench/results/{name}") for name, d in runs]))
 
 
+def extract_families(r: Results) -> str:
+    """Extraction against the bare forward per family, in CPU time (bench/extract.py --family)."""
+    runs = [(f, r(f"extract-{f}.json")) for f in ("qwen2", "gpt_neox", "gemma2")]
+    base = runs[0][1]["results"]["align_over_bare_cpu"]
+    rows = []
+    for f, d in runs:
+        c, res = d["config"], d["results"]
+        rows.append([f"`{f}`", c["attention"], f"{res['align_cpu_ms_per_token']:.3f}", f"{res['bare_cpu_ms_per_token']:.3f}",
+                     f"{res['align_over_bare_cpu']:.3f}", "—" if f == "qwen2" else f"{res['align_over_bare_cpu'] / base:.3f}×",
+                     f"{res['align_tokens_per_s'] / res['bare_forward_tokens_per_s']:.3f}", f"`bench/results/extract-{f}.json`"])
+    c = runs[0][1]["config"]
+    intro = (f"Each family at Qwen2.5-1.5B's widths ({c['model'].split(', ', 1)[1]}), every boundary and the sublayers, "
+             f"{n(c['sequences'] * c['sequence_length'])} tokens in batches of {c['batch_size']}, float32 on "
+             f"{c['torch_threads']} torch thread, best of {c['repeats']} alternating runs on a 2-core machine shared "
+             "with other jobs: CPU milliseconds per token over batches 2 onward (the wall clock there measured the "
+             "neighbours more than align). Target: each family within 5% of Qwen2's ratio.")
+    return (f"{intro}\n\n" + table(["family", "attention", "align, CPU ms/token", "bare forward, CPU ms/token",
+                                     "align / bare (CPU; 1: free)", "that over Qwen2's (above 1: cheaper)", "align / bare (wall, best)", "JSON"], rows)
+            + "\n\n" + sources(*[(d["config"]["command"], f"bench/results/extract-{f}.json") for f, d in runs]))
+
+
 def families(r: Results) -> str:
     """The conformance suite's numbers per model_type (bench/families.py)."""
     d = r("families.json")
@@ -321,7 +342,7 @@ def families(r: Results) -> str:
             ("logits", "head(h_L) vs logits (abs.)"), ("identity", "h_l + a_l + m_l vs h_(l+1) (rel.)"),
             ("lens_kl_at_L", "lens KL at L"), ("contrib", "contributions vs reference (abs.)"),
             ("skip_R", "skip R vs reference (abs.)"), ("fit_store_vs_live", "fit: stores vs --live (abs.)"),
-            ("igrad_completeness", "igrad completeness gap, 64 steps (rel.)")]
+            ("igrad_completeness", "igrad completeness gap, 64 steps (rel.)"), ("bf16_resid", "bf16 h_b vs hidden states (rel.)")]
     rows = [[f"`{t}`"] + [sci(v[k]) if k in v else "" for k, _ in cols] for t, v in sorted(fam.items())]
     intro = (f"{len(fam)} model_types, float32 on the CPU, transformers {c['transformers']}, torch {c['torch']}; "
              f"the suite {'passed' if c['passed'] else 'FAILED'}. Each cell is the largest difference over the "
@@ -339,6 +360,7 @@ TABLES = {
     "fit-200k": fit_200k,
     "live": live,
     "families": families,
+    "extract-families": extract_families,
 }
 # The page each table lives on (default: docs/performance.md, the --doc page).
 PAGES = {"families": FAMILIES_DOC}

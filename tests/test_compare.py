@@ -278,7 +278,9 @@ def alignment_with_documents(path, ratio, n, docs):
     return str(path)
 
 
-def test_alignment_paired_difference_matches_a_plain_loop(cli, tmp_path):
+def paired_alignments(tmp_path):
+    """Two 4x5 alignment results on the same 12 held-out documents, b's diagonal 0.1 worse:
+    (path a, path b, per-document ratio sums of a and of b, token counts, documents)."""
     rng = np.random.default_rng(11)
     K = 12
     n = rng.integers(5, 40, K).astype(float)
@@ -286,8 +288,13 @@ def test_alignment_paired_difference_matches_a_plain_loop(cli, tmp_path):
     ra = (base[None] + rng.normal(0, 0.05, (K, 4, 5))) * n[:, None, None]
     rb = (base[None] + 0.1 * np.eye(4, 5)[None] + rng.normal(0, 0.05, (K, 4, 5))) * n[:, None, None]
     docs = np.arange(100, 100 + K)
-    a = alignment_with_documents(tmp_path / "a", ra, n, docs)
-    b = alignment_with_documents(tmp_path / "b", rb, n, docs)
+    return (alignment_with_documents(tmp_path / "a", ra, n, docs), alignment_with_documents(tmp_path / "b", rb, n, docs),
+            ra, rb, n, docs)
+
+
+def test_alignment_paired_difference_matches_a_plain_loop(cli, tmp_path):
+    a, b, ra, rb, n, docs = paired_alignments(tmp_path)
+    K = len(docs)
     c = alignment_with_documents(tmp_path / "c", rb, n, docs + 1)  # other held-out documents: no pairing
     code, out, err = cli("compare", a, b, c, "-o", tmp_path / "t.csv", "--bootstrap", "300", "--seed", "4")
     assert code == 0, err

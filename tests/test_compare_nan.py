@@ -19,7 +19,7 @@ import xarray as xr
 import zarr
 from assertions import one_line_error
 
-from test_compare import alignment_with_documents, depth_result, per_prompt
+from test_compare import alignment_with_documents, depth_result, paired_alignments, per_prompt
 
 
 def _inject(result, var, index, value):
@@ -29,14 +29,7 @@ def _inject(result, var, index, value):
 
 
 def _alignment_pair(tmp_path):
-    rng = np.random.default_rng(11)
-    K = 12
-    n = rng.integers(5, 40, K).astype(float)
-    base = rng.uniform(0.3, 1.0, (4, 5))
-    ra = (base[None] + rng.normal(0, 0.05, (K, 4, 5))) * n[:, None, None]
-    rb = (base[None] + 0.1 * np.eye(4, 5)[None] + rng.normal(0, 0.05, (K, 4, 5))) * n[:, None, None]
-    docs = np.arange(100, 100 + K)
-    return (alignment_with_documents(tmp_path / "a", ra, n, docs), alignment_with_documents(tmp_path / "b", rb, n, docs))
+    return paired_alignments(tmp_path)[:2]
 
 
 @pytest.mark.parametrize("var, index, value, cell", [

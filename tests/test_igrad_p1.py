@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 from modelzoo import reference_tokenizer
+from test_interventions_igrad import TEXTS, _align_prompts
 
-TEXTS = [("the model reads every layer =", " 12 + 7 = 19"), ("so we fit linear maps", " from each layer")]
 P1 = dict(object="residual", baseline="position-mean", target="prob", rule="left", steps=256)
 # float32 on both sides, batched differently (P1's blocks of 16 points; align's 16 rows with the
 # two end points first): the sums over 256 points agree to this.
@@ -77,18 +77,6 @@ def p1_igrads(model, ids, alen, what="layer", *, object="residual", baseline="po
             l_igrads = l_igrads + (grad * (seen["orig"] - seen["base"])).detach().double().sum(0)
         rows.append(l_igrads.sum(-1) / steps)
     return torch.stack(rows).numpy()
-
-
-def _align_prompts(path):
-    from align import models
-    from align.analyses.answers import AnswerPrompt, tokenize_answer
-
-    tok = models.load_tokenizer(models.ModelSpec(path))
-    out = []
-    for i, (q, a) in enumerate(TEXTS):
-        ids, labels, pred, answer = tokenize_answer(tok, q + a, len(q), 64, f"prompt {i}")
-        out.append(AnswerPrompt(ids, labels, pred, i, answer))
-    return out
 
 
 def _close(got, want):
