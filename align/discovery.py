@@ -156,7 +156,7 @@ def verify(model, sublayers: bool = True) -> dict:
 
     hd = head(model)
     checks = {
-        "h_b = output_hidden_states[b], b < L": lambda: max(rel(resid[b], hs[b]) for b in range(L)),
+        "h_b = output_hidden_states[b], b < L": lambda: _hidden_states_check(model, ids, resid, hs, L, rel),
         "head input at h_L = last hidden state": lambda: rel(hd.pre_unembed(resid[L]), hs[L]) if len(hs) > L else 0.0,
         "head(h_L) = logits": lambda: rel(hd(resid[L]), out.logits),
         "causal: earlier logits do not see a later token": lambda: rel(changed[:, :-1], out.logits[:, :-1]),
@@ -190,6 +190,22 @@ def verify(model, sublayers: bool = True) -> dict:
         if fam.found == "discovered":
             assign(model, replace(fam, attn_out=None, mlp_out=None))
     return found
+
+
+def _hidden_states_check(model, ids, resid, hs, L: int, rel) -> float:
+    """How far the captured h_0..h_(L-1) are from the model's own `output_hidden_states`.
+    Most models list the block inputs h_0..h_(L-1) there; some (Mamba) list the block outputs
+    h_1..h_L, and then h_0 is checked against the input embeddings of the ids, which is what
+    such a model feeds block 0. The smaller of the two readings is the model's convention."""
+    import torch
+
+    standard = max(rel(resid[b], hs[b]) for b in range(L))
+    if standard == 0.0 or len(hs) != L + 1:
+        return standard
+    with torch.no_grad():
+        h0 = rel(resid[0], model.get_input_embeddings()(ids))
+    shifted = max([h0] + [rel(resid[b + 1], hs[b]) for b in range(L - 1)])
+    return min(standard, shifted)
 
 
 def _as(t, like):

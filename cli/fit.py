@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from align import families
 from align.analyses.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
 from align.cli.extract import corpus_options, corpus_spec
 
@@ -43,6 +44,10 @@ def live_options(f):
                      help="--live: seed of the source's random weights (`align extract --seed`)."),
         click.option("--target-init-seed", type=click.IntRange(min=0), default=0, show_default=True,
                      help="--live: seed of the target's random weights."),
+        click.option("--source-family", type=click.Choice(families.NAMES), default=None,
+                     help="--live: read the source model as this family (`align extract --family`)."),
+        click.option("--target-family", type=click.Choice(families.NAMES), default=None,
+                     help="--live: read the target model as this family."),
         click.option("--allow-long", is_flag=True, help="--live: accept a --max-length above a model's position limit."),
         click.option("--device-memory", default=None, metavar="BYTES",
                      help="--live on a GPU: the device's budget, e.g. 60GB [default: 90% of its free memory]."),
@@ -160,7 +165,7 @@ def fit_live_cmd(source, target, corpus_path, output, live, options, device, val
             name=source if side == "source" else target, revision=v[f"{side}_revision"],
             dtype=v[f"{side}_dtype"] or v["dtype"], device=device, trust_remote_code=v["trust_remote_code"],
             allow_pickle_weights=v["allow_pickle_weights"], random_init=v["random_init"] or v[f"{side}_random_init"],
-            seed=v[f"{side}_init_seed"])
+            seed=v[f"{side}_init_seed"], family=v[f"{side}_family"])
     cspec = corpus_spec(corpus_path, v)
     gpu = device == "cuda" or (device == "auto" and _cuda())
     job = LiveJob(spec["source"], spec["target"], cspec, v["batch_size"], v["allow_long"])

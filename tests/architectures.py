@@ -122,7 +122,7 @@ def config(model_type: str, vocab_size: int, n_layers: int = 3, **overrides):
 
     want = dict(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=n_layers,
                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, head_dim=8)
-    want.update(OPTIONS[model_type])
+    want.update(OPTIONS.get(model_type, {}))  # a type outside the table: the caller's overrides
     if "n_embd" in want:  # GPT-2-style names
         want.update(n_layer=n_layers)
         for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings", "head_dim",

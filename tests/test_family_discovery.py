@@ -113,3 +113,51 @@ def test_sublayers_of_a_post_norm_opt_are_refused_before_anything_is_written(tmp
     assert not out.exists()
     code, _, err = cli("extract", path, corpus_file, "--max-length", 48, "--max-docs", 2, "-o", out)
     assert code == 0, err  # the residual stream itself is read as ever
+
+
+def test_a_state_space_model_is_read_without_sublayers(tmp_path, corpus_file, cli):
+    """Mamba (no attention, no MLP) is not in the table: discovered, its residual stream proved
+    by the probe against transformers' hidden states (Mamba lists the block outputs h_1..h_L
+    there, and feeds block 0 its input embeddings) and stored exactly so; --sublayers is refused
+    in one line naming the family."""
+    from align.store import open_activations
+    from transformers import AutoModelForCausalLM
+
+    path = tiny("mamba", str(tmp_path / "mamba"), state_size=4, conv_kernel=2, time_step_rank=4)
+    out = tmp_path / "m.zarr"
+    code, _, err = cli("extract", path, corpus_file, "--max-length", 32, "--max-docs", 3, "--batch-size", 1, "-o", out)
+    assert code == 0, err
+    s = open_activations(str(out)).require_complete()
+    assert s.provenance["family"]["found"] == "discovered" and s.provenance["family"]["attn_out"] is None
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    L = model.config.num_hidden_layers
+    seq = s.tokens("seq")
+    for k in range(int(seq.max()) + 1):
+        idx = np.flatnonzero(seq == k)
+        a, b = idx[0], idx[-1] + 1
+        ids = torch.tensor(s.tokens("token_id")[idx])[None]
+        with torch.no_grad():
+            hs = model(input_ids=ids, output_hidden_states=True).hidden_states
+            np.testing.assert_array_equal(s.resid(0, a, b), model.get_input_embeddings()(ids)[0].numpy())
+        for bd in range(1, L + 1):
+            np.testing.assert_array_equal(s.resid(bd, a, b), hs[bd - 1][0].numpy())
+    code, _, err = cli("extract", path, corpus_file, "--sublayers", "--max-length", 32, "-o", tmp_path / "n.zarr")
+    one_line_error(code, err, "--sublayers", "discovered:mamba (mamba) blocks have no attention and MLP sublayers")
+    assert not (tmp_path / "n.zarr").exists()
+
+
+def test_live_fit_takes_a_family_per_model(models_dir, hidden, corpus_file, cli, tmp_path):
+    """`align fit --live --source-family llama --target-family llama` on models whose family the
+    table does not list: both read as asserted Llama; the option on two stores is refused."""
+    import xarray as xr
+
+    hidden("llama")
+    path = models_dir["llama"]
+    out = tmp_path / "l.zarr"
+    code, _, err = cli("fit", "--live", path, path, corpus_file, "--source-family", "llama", "--target-family", "llama",
+                       "--max-length", 48, "--bootstrap", 0, "-o", out)
+    assert code == 0, err
+    attrs = xr.open_zarr(out).attrs
+    assert attrs["source"]["family"]["found"] == attrs["target"]["family"]["found"] == "asserted"
+    code, _, err = cli("fit", "a.zarr", "b.zarr", "--source-family", "llama", "-o", tmp_path / "m.zarr")
+    one_line_error(code, err, "--source-family", "--live")
