@@ -161,10 +161,6 @@ def get_path(obj: Any, path: str) -> Any:
     return obj
 
 
-def known(model_type: str) -> bool:
-    return model_type in BY_TYPE
-
-
 def by_name(name: str) -> Family:
     """The family called `name` (what `--family NAME` asserts), or an InputError naming them."""
     for fam in FAMILIES:

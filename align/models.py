@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
-from typing import Any
 
 from align import discovery, families, textfiles
 from align.errors import InputError, ModelError

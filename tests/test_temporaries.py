@@ -79,17 +79,24 @@ def test_plot_killed_while_writing_its_figure_is_cleaned_by_the_next_plot(tmp_pa
     assert png_size(png) == (700, 450)  # the depth plot's default size
 
 
-def test_a_killed_plots_temporary_from_another_host_is_kept(tmp_path):
-    """The same temporary, its marker saying another host wrote it (a folder shared between
-    machines: a writer there may be using it): the next plot leaves it as it is."""
+def _killed_plot_with_holder(tmp_path, **holder):
+    """A plot of a depth result killed at figure_before_rename, its temporary's marker then
+    edited to name another holder (`holder`'s fields): (png, the plot's command, the folder)."""
     result = depth_result(tmp_path / "d.zarr", 6, ed=[1, 2, 3])
     png = tmp_path / "x.png"
     cmd = _killed_plot(result, png, tmp_path / "fault.log")
     [left] = [tmp_path / n for n in os.listdir(tmp_path) if n.startswith(".x.png.tmp-")]
     marker = left / "align-temporary.json"
     info = json.loads(marker.read_text())
-    info["holder"]["host"] = "another-host.example"
+    info["holder"].update(holder)
     marker.write_text(json.dumps(info))
+    return png, cmd, left
+
+
+def test_a_killed_plots_temporary_from_another_host_is_kept(tmp_path):
+    """The same temporary, its marker saying another host wrote it (a folder shared between
+    machines: a writer there may be using it): the next plot leaves it as it is."""
+    png, cmd, left = _killed_plot_with_holder(tmp_path, host="another-host.example")
     kept = snapshot(left)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
@@ -101,15 +108,9 @@ def test_a_killed_plots_temporary_whose_pid_was_reused_is_cleaned(tmp_path):
     """The same temporary, its marker's pid now that of a running process (this one) that
     started at another time than the marker says: the pid was reused, the writer is gone, and
     the next plot removes its folder."""
-    result = depth_result(tmp_path / "d.zarr", 6, ed=[1, 2, 3])
-    png = tmp_path / "x.png"
-    cmd = _killed_plot(result, png, tmp_path / "fault.log")
-    [left] = [tmp_path / n for n in os.listdir(tmp_path) if n.startswith(".x.png.tmp-")]
-    marker = left / "align-temporary.json"
-    info = json.loads(marker.read_text())
-    info["holder"]["pid"] = os.getpid()
-    info["holder"]["process_start"] = psutil.Process().create_time() + 1000.0  # not when this process started
-    marker.write_text(json.dumps(info))
+    # this running process's pid, with a start time that is not this process's
+    png, cmd, left = _killed_plot_with_holder(tmp_path, pid=os.getpid(),
+                                              process_start=psutil.Process().create_time() + 1000.0)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     assert not left.exists()
