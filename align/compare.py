@@ -286,7 +286,7 @@ def compare_alignment(items, resampling: bootstrap.Resampling | None = None) -> 
                            "target": _short(ds.attrs.get("target_model")), "L_S": ds.attrs.get("n_layers_source", ""),
                            "L_T": ds.attrs.get("n_layers_target", ""),
                            "argmin path": " ".join(str(j) for j in summ.get("argmin_path", []))}, {}, {}, {})
-        s.path = {"source_layers": summ.get("source_layers", []), "argmin_path": summ.get("argmin_path", []),
+        s.path = {"source_boundaries": summ.get("source_boundaries", []), "argmin_path": summ.get("argmin_path", []),
                   "soft_depth": summ.get("soft_depth", []), "n_source": ds.attrs.get("n_layers_source"),
                   "n_target": ds.attrs.get("n_layers_target")}
         few = compare_checks.withheld_stored(ds)
@@ -327,10 +327,10 @@ def _alignment_statistics(ds, idx: np.ndarray) -> dict:
     spread of the resampled relative_error matrix (`fitting.uncertainty`)."""
     K = idx.shape[1]
     w = bootstrap.multiplicity(idx, K)
-    ratio = ds["doc_ratio_sum"].transpose("heldout_doc", "source_layer", "target_layer").values.astype(np.float64)
+    ratio = ds["doc_ratio_sum"].transpose("heldout_doc", "source_boundary", "target_boundary").values.astype(np.float64)
     n = ds["doc_n_tokens"].values.astype(np.float64)
     err = (w @ ratio.reshape(K, -1)).reshape((len(idx),) + ratio.shape[1:]) / (w @ n)[:, None, None]
-    src, tgt = ds["source_layer"].values, ds["target_layer"].values
+    src, tgt = ds["source_boundary"].values, ds["target_boundary"].values
     rows, cols = np.flatnonzero(src >= 1), np.flatnonzero(tgt >= 1)
     Ls, Lt = int(ds.attrs["n_layers_source"]), int(ds.attrs["n_layers_target"])
     sdepth = src[rows] / Ls

@@ -15,7 +15,7 @@ import numpy as np
 from align.analyses import bootstrap
 from align.errors import NonFiniteError
 
-CELL_NAMES = {"source_layer": "source boundary", "target_layer": "target boundary", "heldout_doc": "held-out document",
+CELL_NAMES = {"source_boundary": "source boundary", "target_boundary": "target boundary", "heldout_doc": "held-out document",
               "lens_prompt": "lens prompt"}
 
 

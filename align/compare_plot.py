@@ -100,7 +100,7 @@ def _alignment(cmp, size, dpi):
         p = s.path or {}
         if not p.get("argmin_path") or not p.get("n_source") or not p.get("n_target"):
             continue
-        i = np.asarray(p["source_layers"], float) / p["n_source"]
+        i = np.asarray(p["source_boundaries"], float) / p["n_source"]
         ax.plot(i, np.asarray(p["argmin_path"], float) / p["n_target"], "o-", ms=3, color=f"C{k}", label=f"{s.label}: argmin",
                 gid=f"path/{s.label}")
         if p.get("soft_depth"):

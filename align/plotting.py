@@ -110,12 +110,12 @@ def _fmt(x, digits=2) -> str:
 def nonfinite_cells(ds, metric: str = "relative_error") -> tuple[int, int, tuple[int, int] | None]:
     """(count, total, first (source boundary, target boundary)) of the NaN/±inf cells of an
     alignment result's `metric` matrix; first is None when every cell is finite."""
-    m = ds[metric].transpose("source_layer", "target_layer")
+    m = ds[metric].transpose("source_boundary", "target_boundary")
     bad = np.argwhere(~np.isfinite(m.values.astype(float)))
     if not len(bad):
         return 0, int(m.size), None
     i, j = bad[0]
-    return len(bad), int(m.size), (int(m["source_layer"].values[i]), int(m["target_layer"].values[j]))
+    return len(bad), int(m.size), (int(m["source_boundary"].values[i]), int(m["target_boundary"].values[j]))
 
 
 def summary_text(ds) -> str:
@@ -159,21 +159,21 @@ def _model_label(ds, role: str) -> str:
 
 
 def _draw_alignment(ax, ds, metric, vmin, vmax, cmap, title=None):
-    mat = ds[metric].transpose("source_layer", "target_layer").values.astype(float)
-    src = ds["source_layer"].values
-    tgt = ds["target_layer"].values
+    mat = ds[metric].transpose("source_boundary", "target_boundary").values.astype(float)
+    src = ds["source_boundary"].values
+    tgt = ds["target_boundary"].values
     mesh = ax.pcolormesh(_edges(tgt), _edges(src), mat, cmap=cmap, vmin=vmin, vmax=vmax, shading="flat")
     s = ds.attrs.get("summary") or {}
     # No argmin path through a matrix with NaN/inf cells (see summary_text).
     path = (s.get("argmin_path") or []) if not nonfinite_cells(ds)[0] else []
-    rows = s.get("source_layers") or [int(i) for i in src if i >= 1]
+    rows = s.get("source_boundaries") or [int(i) for i in src if i >= 1]
     if path:
         ax.plot(path, rows[: len(path)], "-", color="white", lw=1.5, gid="argmin_path")
         sizes = _path_marker_sizes(ds, path, rows)
         ax.scatter(path, rows[: len(path)], s=sizes, color="white", edgecolors="black", zorder=3,
                    label="argmin per row" + (" (area: p_best)" if "p_best" in ds else ""), gid="argmin_points")
         if "p_best" in ds:  # every target a resample chose, as a dot of area p_best
-            pb = ds["p_best"].transpose("source_layer", "target_layer")
+            pb = ds["p_best"].transpose("source_boundary", "target_boundary")
             ii, jj = np.nonzero(np.nan_to_num(pb.values) > 0)
             ax.scatter(tgt[jj], src[ii], s=60 * pb.values[ii, jj], color="white", alpha=0.5, edgecolors="none",
                        zorder=2, gid="p_best")
@@ -197,7 +197,7 @@ def _path_marker_sizes(ds, path, rows) -> np.ndarray:
     if "p_best" not in ds:
         return np.full(len(path), 25.0)
     pb = ds["p_best"]
-    return np.array([60.0 * max(float(pb.sel(source_layer=i, target_layer=j)), 0.05) for i, j in zip(rows, path)])
+    return np.array([60.0 * max(float(pb.sel(source_boundary=i, target_boundary=j)), 0.05) for i, j in zip(rows, path)])
 
 
 def plot_alignment(ds, metric: str = "relative_error", size=None, dpi: int = 100, title: str | None = None):
@@ -231,8 +231,8 @@ def plot_alignments(datasets, metric: str = "relative_error", size=None, dpi: in
     fig, axes = _figure(size, dpi, 1, n, layout="constrained")
     blocks = []
     for ds in datasets:
-        m = ds[metric].transpose("source_layer", "target_layer")
-        inner = m.sel(source_layer=m.source_layer >= 1, target_layer=m.target_layer >= 1).values
+        m = ds[metric].transpose("source_boundary", "target_boundary")
+        inner = m.sel(source_boundary=m.source_boundary >= 1, target_boundary=m.target_boundary >= 1).values
         blocks.append(inner if inner.size else m.values)
     finite = np.concatenate([b[np.isfinite(b)].ravel() for b in blocks]) if blocks else np.array([])
     vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (None, None)

@@ -631,7 +631,7 @@ def _require_usable_alphas(alphas_rel: np.ndarray, alphas: np.ndarray, i) -> Non
         k = int(np.flatnonzero(bad)[0])
         if alphas[k] == 0 and alphas_rel[k] > 0:  # trace(C) = 0
             raise InputError(f"source boundary {i} is constant over the training tokens (trace of its scatter is 0): "
-                             "no map can be fitted from it; choose other --source-layers")
+                             "no map can be fitted from it; choose other --source-boundaries")
         raise InputError(f"--alphas {alphas_rel[k]:g}: the absolute penalty α_rel · trace(XcᵀXc)/d_source of source "
                          f"boundary {i} is {alphas[k]:.3g}, not a usable float64 (finite, positive, finite 1/α): "
                          "choose α_rel values nearer 1")
@@ -812,8 +812,8 @@ def scores(pair_sums: np.ndarray, target_sums: np.ndarray, centred: np.ndarray) 
 
 # -- 4. reading the matrix ----------------------------------------------------------------
 
-def summary(err: np.ndarray, source_layers, target_layers, n_source: int, n_target: int) -> dict:
-    """The summary statistics of an error matrix err (len(source_layers), len(target_layers))
+def summary(err: np.ndarray, source_boundaries, target_boundaries, n_source: int, n_target: int) -> dict:
+    """The summary statistics of an error matrix err (len(source_boundaries), len(target_boundaries))
     over boundaries ≥ 1 (docs/methods.md, The fit). Depths are i/L_S and j/L_T.
 
     argmin_path: j*(i) = argmin_j err[i, j] per source boundary i ≥ 1 (first on exact ties);
@@ -825,21 +825,21 @@ def summary(err: np.ndarray, source_layers, target_layers, n_source: int, n_targ
     around it."""
     bad = np.argwhere(~np.isfinite(err))
     if len(bad):
-        pairs = ", ".join(f"({source_layers[a]}, {target_layers[b]})" for a, b in bad[:4]) + (" ..." if len(bad) > 4 else "")
+        pairs = ", ".join(f"({source_boundaries[a]}, {target_boundaries[b]})" for a, b in bad[:4]) + (" ..." if len(bad) > 4 else "")
         raise NonFiniteError(f"{len(bad)} error(s) of the matrix are not finite, at (source, target) boundaries {pairs}: "
                              "no summary is computed over them")
-    src = [k for k, i in enumerate(source_layers) if i >= 1]
-    tgt = [k for k, j in enumerate(target_layers) if j >= 1]
-    out = {"source_layers": [int(source_layers[k]) for k in src], "target_layers": [int(target_layers[k]) for k in tgt],
+    src = [k for k, i in enumerate(source_boundaries) if i >= 1]
+    tgt = [k for k, j in enumerate(target_boundaries) if j >= 1]
+    out = {"source_boundaries": [int(source_boundaries[k]) for k in src], "target_boundaries": [int(target_boundaries[k]) for k in tgt],
            "argmin_path": [], "spearman": None, "spearman_note": "", "mean_depth_gap": None, "soft_depth": [],
            "soft_depth_spread": None}
     if not src or not tgt:
         out["spearman_note"] = "undefined: no boundary >= 1 on one side"
         return out
-    tdepth = np.array([target_layers[k] / n_target for k in tgt])
-    sdepth = np.array([source_layers[k] / n_source for k in src])
+    tdepth = np.array([target_boundaries[k] / n_target for k in tgt])
+    sdepth = np.array([source_boundaries[k] / n_source for k in src])
     sub = err[np.ix_(src, tgt)]
-    jstar = [int(target_layers[tgt[int(np.argmin(row))]]) for row in sub]
+    jstar = [int(target_boundaries[tgt[int(np.argmin(row))]]) for row in sub]
     soft = []
     for row in sub:
         tau = (row.max() - row.min()) / 10.0

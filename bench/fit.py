@@ -194,7 +194,7 @@ def stores(folder, name, n_tokens, Ls, ds, Lt, dt, doc_len, seeds):
     return out
 
 
-def ridgecv_time(S, T, src_layers, tgt_layers, n_sample, alphas):
+def ridgecv_time(S, T, src_boundaries, tgt_boundaries, n_sample, alphas):
     """Seconds per pair of scikit-learn RidgeCV (same α grid, scaled per pair as align does)
     fitted on the training tokens, timed on a sample of pairs."""
     from sklearn.linear_model import RidgeCV
@@ -204,7 +204,7 @@ def ridgecv_time(S, T, src_layers, tgt_layers, n_sample, alphas):
     s, t = open_activations(S), open_activations(T)
     doc, pos = s.tokens("doc"), s.tokens("pos")
     rng = np.random.default_rng(0)
-    pairs = [(int(rng.choice(src_layers)), int(rng.choice(tgt_layers))) for _ in range(n_sample)]
+    pairs = [(int(rng.choice(src_boundaries)), int(rng.choice(tgt_boundaries))) for _ in range(n_sample)]
     times = []
     test_docs = set(np.random.default_rng(0).permutation(np.unique(doc))[: max(1, round(0.2 * len(np.unique(doc))))])
     train = ~np.isin(doc, list(test_docs)) & (pos != 0)

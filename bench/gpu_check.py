@@ -596,7 +596,7 @@ def phase_fit(ctx: dict, small: str, large: str, n_tokens: int, batch_size: int)
     devices = ("cpu", "cuda") if device == "cuda" else ("cpu",)
     for d in devices:
         t = time.perf_counter()
-        rep = fit_mod.fit(src, ctx["stores"][large], None, source_layers=s_layers, target_layers=t_layers, device=d,
+        rep = fit_mod.fit(src, ctx["stores"][large], None, source_boundaries=s_layers, target_boundaries=t_layers, device=d,
                           scheduler="synchronous", blas_threads=os.cpu_count(), log=lambda m: None)
         seconds[d] = time.perf_counter() - t
         # Per-kind compute seconds exist only under a distributed scheduler; the synchronous one
@@ -610,7 +610,7 @@ def phase_fit(ctx: dict, small: str, large: str, n_tokens: int, batch_size: int)
     # Cross-products X'X, X'Y, Y'Y of every pair in the 3x3 grid (an upper count: each Gram
     # matrix is counted once per side), 2 flops per multiply-add.
     flops = 2.0 * n * (3 * d_s * d_s + 9 * d_s * d_t + 3 * d_t * d_t)
-    out = {"source_layers": s_layers, "target_layers": t_layers, "n_tokens": n, "fit_seconds": seconds,
+    out = {"source_boundaries": s_layers, "target_boundaries": t_layers, "n_tokens": n, "fit_seconds": seconds,
            "statistics_seconds": stats_s, "statistics_flops_estimate": flops,
            "statistics_gflops": {d: (flops / v / 1e9 if v else None) for d, v in stats_s.items()},
            "statistics_gflops_lower_bound_whole_fit": {d: flops / v / 1e9 for d, v in seconds.items()},
@@ -653,7 +653,7 @@ def compare_fits(live_ds, ref_ds) -> dict:
     FIT_TOL / 10 absolute beneath it, the suite's tolerance in tests/test_fit_live.py: a
     near-perfect map's error moves by ~1e-12 of ||y|| when sums are added in another order)
     with the same alpha_rel and the same NaN pattern."""
-    sub = live_ds.sel(source_layer=ref_ds["source_layer"].values, target_layer=ref_ds["target_layer"].values)
+    sub = live_ds.sel(source_boundary=ref_ds["source_boundary"].values, target_boundary=ref_ds["target_boundary"].values)
     rel, ok = {}, True
     for v in ("relative_error", "norm_error", "r2"):
         a, b = np.asarray(ref_ds[v].values, np.float64), np.asarray(sub[v].values, np.float64)

@@ -98,7 +98,7 @@ def model_options(f):
 @corpus_options
 @protocol_options
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True, help="Sequences per forward pass.")
-@click.option("--layers", default=None, metavar="SPEC", help="Residual boundaries to keep: e.g. 0,4,8 or ::2 or 1: [default: all 0..L].")
+@click.option("--boundaries", default=None, metavar="SPEC", help="Residual boundaries to keep: e.g. 0,4,8 or ::2 or 1: [default: all 0..L].")
 @click.option("--sublayers", is_flag=True, help="Also store what attention and MLP add to the residual.")
 @click.option("--store-dtype", type=click.Choice(STORE_DTYPES), default=None,
               help="Storage dtype [default: the compute dtype, lossless]. float16 refuses values beyond 65504.")
@@ -111,7 +111,7 @@ def model_options(f):
 @click.option("--break-lock", is_flag=True, help="Remove a stale lock left by a run that died.")
 def extract_cmd(model, corpus, output, revision, dtype, device, trust_remote_code, allow_pickle_weights, random_init, seed, family,
                 dataset, text_field, fmt, doc_split, max_length, overflow, max_tokens, max_docs, pack, stand_in_token,
-                batch_size, layers, sublayers, store_dtype, codec, chunk_tokens, allow_long, dry_run, break_lock):
+                batch_size, boundaries, sublayers, store_dtype, codec, chunk_tokens, allow_long, dry_run, break_lock):
     """Store MODEL's residual stream at every boundary over CORPUS.
 
     MODEL is a folder made by save_pretrained or a hub id. CORPUS is a .txt file, a .jsonl
@@ -122,7 +122,7 @@ def extract_cmd(model, corpus, output, revision, dtype, device, trust_remote_cod
 
     values = locals()
     extract(model_spec(model, values), corpus_spec(corpus, values), output,
-            ExtractOptions(batch_size=batch_size, layers=layers, sublayers=sublayers, store_dtype=store_dtype, codec=codec,
+            ExtractOptions(batch_size=batch_size, boundaries=boundaries, sublayers=sublayers, store_dtype=store_dtype, codec=codec,
                            chunk_tokens=chunk_tokens, allow_long=allow_long, dry_run=dry_run, break_lock=break_lock))
 
 

@@ -89,8 +89,8 @@ def live_options(f):
               help="shuffle: pair each source token with the target's token at the same position of another document "
                    "(the matrix a meaningless pairing gives; two stores only).")
 @click.option("--include-first-token", is_flag=True, help="Also fit and score position 0 of each sequence.")
-@click.option("--source-layers", default=None, metavar="SPEC", help="Source boundaries to map from, e.g. 0,4,8 or ::2 [default: all stored].")
-@click.option("--target-layers", default=None, metavar="SPEC", help="Target boundaries to map to [default: all stored].")
+@click.option("--source-boundaries", default=None, metavar="SPEC", help="Source boundaries to map from, e.g. 0,4,8 or ::2 [default: all stored].")
+@click.option("--target-boundaries", default=None, metavar="SPEC", help="Target boundaries to map to [default: all stored].")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Dask scheduler address (tcp://host:8786), or `synchronous` to run in this process "
                    "[default: threads of this process, one per CPU core].")
@@ -112,7 +112,7 @@ def live_options(f):
               help="Replace RESULT if it is an alignment result (never a store, an input or a folder holding other files).")
 @live_options
 def fit_cmd(source, target, output, test_fraction, val_fraction, seed, alphas, bootstrap, bootstrap_seed,
-            convergence, control, include_first_token, source_layers, target_layers, scheduler, n_workers, memory_limit, device, save_maps,
+            convergence, control, include_first_token, source_boundaries, target_boundaries, scheduler, n_workers, memory_limit, device, save_maps,
             task_tokens, overwrite, corpus=None, live=False, **live_values):
     """Fit ridge maps from every boundary of SOURCE to every boundary of TARGET and score them.
 
@@ -132,7 +132,7 @@ def fit_cmd(source, target, output, test_fraction, val_fraction, seed, alphas, b
             test_fraction=test_fraction, val_fraction=val_fraction, seed=seed, alphas=alphas,
             extend_alphas=alphas is None, bootstrap=bootstrap, bootstrap_seed=bootstrap_seed, convergence=convergence,
             control=control,
-            include_first_token=include_first_token, source_layers=source_layers, target_layers=target_layers,
+            include_first_token=include_first_token, source_boundaries=source_boundaries, target_boundaries=target_boundaries,
             scheduler=scheduler, memory_limit=memory_limit, save_maps=save_maps, overwrite=overwrite), device,
             live_values)
     refuse_live_only(live_values)
@@ -140,7 +140,7 @@ def fit_cmd(source, target, output, test_fraction, val_fraction, seed, alphas, b
         test_fraction=test_fraction, val_fraction=val_fraction, seed=seed, alphas=alphas,
         extend_alphas=alphas is None, bootstrap=bootstrap, bootstrap_seed=bootstrap_seed, convergence=convergence,
             control=control,
-        include_first_token=include_first_token, source_layers=source_layers, target_layers=target_layers,
+        include_first_token=include_first_token, source_boundaries=source_boundaries, target_boundaries=target_boundaries,
         scheduler=scheduler, n_workers=n_workers, memory_limit=memory_limit, device=device, save_maps=save_maps,
         task_tokens=task_tokens, overwrite=overwrite))
 

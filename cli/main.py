@@ -42,7 +42,33 @@ class Interrupted(BaseException):
     KeyboardInterrupt and turn it into Abort; `__cause__` is the original interrupt."""
 
 
+# Options renamed in this release (a boundary is not a layer), still accepted for one release.
+DEPRECATED_OPTIONS = {"--layers": "--boundaries", "--source-layers": "--source-boundaries",
+                      "--target-layers": "--target-boundaries"}
+
+
+def renamed_options(args: list[str], warn=None) -> list[str]:
+    """`args` with each deprecated option name replaced by its new one (also in `--old=value`),
+    up to a `--`; `warn` receives one line per old name used."""
+    out, rest = [], list(args)
+    while rest:
+        a = rest.pop(0)
+        if a == "--":
+            return out + [a] + rest
+        name, eq, value = a.partition("=")
+        if name in DEPRECATED_OPTIONS:
+            new = DEPRECATED_OPTIONS[name]
+            if warn is not None:
+                warn(f"align: warning: {name} is deprecated, use {new} (the old name is accepted until the next release)")
+            a = new + eq + value
+        out.append(a)
+    return out
+
+
 class LazyGroup(click.Group):
+    def parse_args(self, ctx, args):
+        return super().parse_args(ctx, renamed_options(args, lambda line: print(line, file=sys.stderr)))
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
@@ -116,7 +142,7 @@ INTERRUPTED = ("interrupted{by}: nothing incomplete opens as complete; re-run th
 # What lowers the memory a command needs, per command (for out-of-memory messages).
 LOWER_MEMORY = {
     "extract": "lower --batch-size (or --max-length), or spread the model with --device auto",
-    "fit": "lower --task-tokens or --memory-limit, or fit fewer --source-layers/--target-layers at a time",
+    "fit": "lower --task-tokens or --memory-limit, or fit fewer --source-boundaries/--target-boundaries at a time",
     "contrib": "lower --batch-size (or --max-length)",
     "lens": "lower --batch-size (or --max-length)",
     "skip": "lower --batch-size (or --max-length)",

@@ -32,9 +32,11 @@ from align.version import __version__
 
 SCHEMA = "activations"
 VERSION = 1
-# The schema versions of activation stores and results this release reads (`attrs["align"]["version"]`);
-# any other is refused by read_attrs, naming the version and the align that wrote it.
-READABLE_VERSIONS = (1,)
+# The schema versions this release reads (`attrs["align"]["version"]`), of activation stores and
+# of results (version 1 named the alignment's boundary dims source_layer/target_layer, renamed
+# when read: align.store.results); any other is refused by read_attrs, naming the version and
+# the align that wrote it.
+READABLE_VERSIONS = {"activations": (1,), "result": (1, 2)}
 TOKEN_FIELDS = {
     "token_id": np.int32,
     "doc": np.int64,
@@ -101,11 +103,12 @@ def read_attrs(path: str, storage_options: dict | None = None) -> dict:
     if not isinstance(attrs.get("align"), dict) or "schema" not in attrs["align"]:
         raise StoreError(f"{path} is a Zarr group but not an align store (no align.schema attribute)")
     marker = attrs["align"]
-    if marker.get("version") not in READABLE_VERSIONS:
+    readable = READABLE_VERSIONS["activations" if marker["schema"] == SCHEMA else "result"]
+    if marker.get("version") not in readable:
         raise StoreError(
             f"{path} is an align {marker['schema']} store of schema version {marker.get('version')!r}, written by align "
             f"{marker.get('align_version', attrs.get('align_version', 'unknown'))}; align {__version__} reads version "
-            f"{', '.join(map(str, READABLE_VERSIONS))}: open it with the align release that wrote it")
+            f"{', '.join(map(str, readable))}: open it with the align release that wrote it")
     return attrs
 
 

@@ -58,7 +58,9 @@ def inspect_activations(path: str, identity: dict, defining: tuple[str, ...]) ->
     attrs = read_attrs(path)
     if attrs["align"]["schema"] != SCHEMA:
         raise StoreMismatch(f"{path} already holds an align store of schema {attrs['align']['schema']!r}: choose another -o")
-    old = attrs.get("provenance", {}).get("identity", {})
+    old = dict(attrs.get("provenance", {}).get("identity", {}))
+    if "layers" in old and "boundaries" not in old:  # the kept boundaries' name before the rename
+        old["boundaries"] = old.pop("layers")
     differ = [k for k in defining if old.get(k) != identity.get(k)]
     if differ:
         detail = "; ".join(f"{k}: store has {_short(old.get(k))}, now {_short(identity.get(k))}" for k in differ[:5])

@@ -22,6 +22,12 @@ from align.store.outputs import check_output, local_path
 from align.store.temporaries import temporary, write_failed
 
 RESULT_SCHEMAS = ("alignment", "contributions", "skipping", "lens", "depth", "erasure", "igrad", "depthscore")
+# The schema version results are written with. Version 2 calls the alignment's residual-stream
+# positions boundaries (dims source_boundary/target_boundary, summary and option keys
+# source_boundaries/target_boundaries); a version 1 result is read under these names.
+RESULT_VERSION = 2
+VERSION_1_NAMES = {"source_layer": "source_boundary", "target_layer": "target_boundary"}
+VERSION_1_KEYS = {"source_layers": "source_boundaries", "target_layers": "target_boundaries", **VERSION_1_NAMES}
 
 
 def write_result(path: str, ds, schema: str, overwrite: bool = False, storage_options: dict | None = None,
@@ -42,7 +48,7 @@ def write_result(path: str, ds, schema: str, overwrite: bool = False, storage_op
         raise ValueError(f"unknown result schema {schema!r}")
     ds = ds.copy()
     ds.attrs = {k: v for k, v in ds.attrs.items() if k != "align"}
-    marker = {"schema": schema, "version": 1, "align_version": __version__}  # every result says which align wrote it
+    marker = {"schema": schema, "version": RESULT_VERSION, "align_version": __version__}  # every result says which align wrote it
     json.dumps(ds.attrs)  # fail before writing anything
     # Written with the first metadata, so that whatever a kill leaves is known as this
     # command's own unfinished result (replaceable, never opened).
@@ -188,7 +194,29 @@ def open_result(path: str, schema: str | None = None, storage_options: dict | No
     kwargs = {"storage_options": storage_options} if storage_options else {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return xr.open_zarr(str(path), zarr_format=3, consolidated=is_local(str(path)), **kwargs)
+        ds = xr.open_zarr(str(path), zarr_format=3, consolidated=is_local(str(path)), **kwargs)
+    return upgraded(ds) if attrs["align"].get("version") == 1 else ds
+
+
+def upgraded(ds):
+    """A result of schema version 1 under version 2's names: the alignment's dims
+    source_layer/target_layer become source_boundary/target_boundary, and the summary's and the
+    options' source_layers/target_layers (and the flat null's target_layer) become
+    source_boundaries/target_boundaries (target_boundary). Every value is unchanged."""
+    ds = ds.rename({old: new for old, new in VERSION_1_NAMES.items() if old in ds.variables or old in ds.dims})
+    for key in ("summary", "options"):
+        if key in ds.attrs:
+            ds.attrs[key] = _renamed_keys(ds.attrs[key])
+    return ds
+
+
+def _renamed_keys(value):
+    """`value` with every dict key of VERSION_1_KEYS renamed, at any depth."""
+    if isinstance(value, dict):
+        return {VERSION_1_KEYS.get(k, k): _renamed_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_renamed_keys(v) for v in value]
+    return value
 
 
 def open_alignment(path: str, storage_options: dict | None = None):

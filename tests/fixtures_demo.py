@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 
-def alignment_ds(source_layers=(0, 1, 2, 3), target_layers=tuple(range(7)), seed=0, name_s="shallow", name_t="deep"):
+def alignment_ds(source_boundaries=(0, 1, 2, 3), target_boundaries=tuple(range(7)), seed=0, name_s="shallow", name_t="deep"):
     import xarray as xr
 
     rng = np.random.default_rng(seed)
-    src, tgt = np.array(source_layers), np.array(target_layers)
+    src, tgt = np.array(source_boundaries), np.array(target_boundaries)
     Ls, Lt = int(src.max()), int(tgt.max())
     err = rng.uniform(0.2, 0.9, (len(src), len(tgt)))
     r2 = 1 - err ** 2
@@ -20,18 +20,18 @@ def alignment_ds(source_layers=(0, 1, 2, 3), target_layers=tuple(range(7)), seed
     path = [int(tgt[cols][np.argmin(err[k, cols])]) for k in rows]
     ds = xr.Dataset(
         {
-            "relative_error": (("source_layer", "target_layer"), err),
-            "norm_error": (("source_layer", "target_layer"), err * 0.9),
-            "r2": (("source_layer", "target_layer"), r2),
-            "alpha": (("source_layer", "target_layer"), np.full(err.shape, 0.5)),
-            "alpha_rel": (("source_layer", "target_layer"), np.full(err.shape, 1e-3)),
+            "relative_error": (("source_boundary", "target_boundary"), err),
+            "norm_error": (("source_boundary", "target_boundary"), err * 0.9),
+            "r2": (("source_boundary", "target_boundary"), r2),
+            "alpha": (("source_boundary", "target_boundary"), np.full(err.shape, 0.5)),
+            "alpha_rel": (("source_boundary", "target_boundary"), np.full(err.shape, 1e-3)),
             "heldout_doc": (("heldout_doc",), np.array([3, 7, 11])),
         },
-        coords={"source_layer": src, "target_layer": tgt,
-                "source_depth": ("source_layer", src / Ls), "target_depth": ("target_layer", tgt / Lt)},
+        coords={"source_boundary": src, "target_boundary": tgt,
+                "source_depth": ("source_boundary", src / Ls), "target_depth": ("target_boundary", tgt / Lt)},
         attrs={"summary": {"argmin_path": path, "spearman": 0.8, "spearman_note": "", "mean_depth_gap": 0.125,
                            "soft_depth": [0.2] * len(rows), "soft_depth_spread": 0.41,
-                           "source_layers": [int(src[k]) for k in rows], "target_layers": [int(tgt[k]) for k in cols]},
+                           "source_boundaries": [int(src[k]) for k in rows], "target_boundaries": [int(tgt[k]) for k in cols]},
                "source_model": f"/models/{name_s}", "target_model": f"/models/{name_t}",
                "n_layers_source": Ls, "n_layers_target": Lt, "source": {}, "target": {}, "options": {}},
     )

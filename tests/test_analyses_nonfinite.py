@@ -215,7 +215,7 @@ def test_depth_names_file_variable_and_index(cli, good_results, tmp_path, which,
 def test_depth_tells_unmeasured_boundary_from_nan(cli, zoo, extracted, corpus_file, tmp_path):
     """A lens over a store without boundary 1 stores NaN there with a reason (not measured):
     depth says the boundary was not measured and names it, and does not call it non-finite."""
-    store = extracted("qwen2", layers="0,2")
+    store = extracted("qwen2", boundaries="0,2")
     model = zoo("qwen2")
     code, _, err = cli("contrib", model, corpus_file, "-o", tmp_path / "c.zarr")
     assert code == 0, err
@@ -238,7 +238,7 @@ def test_alignment_plot_withholds_summary_over_nan():
     ds = alignment_ds()
     err = ds["relative_error"].values.copy()
     err[2, :] = np.nan
-    ds["relative_error"] = (("source_layer", "target_layer"), err)
+    ds["relative_error"] = (("source_boundary", "target_boundary"), err)
     text = plotting.summary_text(ds)
     assert "argmin path" not in text and "Spearman" not in text and "no summary" in text
     assert "relative_error is NaN/inf at 7 of 28 cells (first: source boundary 2, target boundary 0)" in text

@@ -204,13 +204,13 @@ def alignment_result(path, path_j, spearman, interval=None):
     from align.store import write_result
 
     err = np.random.default_rng(0).random((4, 5))
-    summ = {"source_layers": [1, 2, 3], "argmin_path": path_j, "spearman": spearman, "mean_depth_gap": 0.125,
+    summ = {"source_boundaries": [1, 2, 3], "argmin_path": path_j, "spearman": spearman, "mean_depth_gap": 0.125,
             "spearman_note": "undefined: the argmin path is constant" if spearman is None else "",
             "soft_depth": [0.2, 0.5, 0.8], "soft_depth_spread": 0.6}
     if interval:
         summ.update({"spearman_low": interval[0], "spearman_high": interval[1]})
-    ds = xr.Dataset({"relative_error": (("source_layer", "target_layer"), err), "r2": (("source_layer", "target_layer"), 1 - err)},
-                    coords={"source_layer": np.arange(4), "target_layer": np.arange(5)},
+    ds = xr.Dataset({"relative_error": (("source_boundary", "target_boundary"), err), "r2": (("source_boundary", "target_boundary"), 1 - err)},
+                    coords={"source_boundary": np.arange(4), "target_boundary": np.arange(5)},
                     attrs={"summary": summ, "source_model": "/m/small", "target_model": "/m/big", "n_layers_source": 3,
                            "n_layers_target": 4})
     write_result(str(path), ds, "alignment")
@@ -266,12 +266,12 @@ def alignment_with_documents(path, ratio, n, docs):
     src, tgt = np.arange(4), np.arange(5)
     path_j = [int(1 + np.argmin(err[i, 1:])) for i in (1, 2, 3)]
     gap = float(np.mean([abs(j / 4 - i / 3) for i, j in zip((1, 2, 3), path_j)]))
-    summ = {"source_layers": [1, 2, 3], "argmin_path": path_j, "spearman": None, "mean_depth_gap": gap,
+    summ = {"source_boundaries": [1, 2, 3], "argmin_path": path_j, "spearman": None, "mean_depth_gap": gap,
             "soft_depth": [], "soft_depth_spread": 0.0, "slope": float(np.polyfit([1 / 3, 2 / 3, 1], np.array(path_j) / 4, 1)[0])}
-    ds = xr.Dataset({"relative_error": (("source_layer", "target_layer"), err),
-                     "doc_ratio_sum": (("heldout_doc", "source_layer", "target_layer"), ratio),
+    ds = xr.Dataset({"relative_error": (("source_boundary", "target_boundary"), err),
+                     "doc_ratio_sum": (("heldout_doc", "source_boundary", "target_boundary"), ratio),
                      "doc_n_tokens": (("heldout_doc",), n)},
-                    coords={"source_layer": src, "target_layer": tgt, "heldout_doc": docs},
+                    coords={"source_boundary": src, "target_boundary": tgt, "heldout_doc": docs},
                     attrs={"summary": summ, "source_model": "/m/small", "target_model": "/m/big", "n_layers_source": 3,
                            "n_layers_target": 4})
     write_result(str(path), ds, "alignment")

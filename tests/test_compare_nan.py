@@ -101,11 +101,11 @@ def test_stored_intervals_from_too_few_resamples_are_not_shown(cli, tmp_path):
     from align.store import write_result
 
     err = np.random.default_rng(0).random((4, 5))
-    summ = {"source_layers": [1, 2, 3], "argmin_path": [1, 3, 4], "spearman": 0.8612, "spearman_low": 0.8564,
+    summ = {"source_boundaries": [1, 2, 3], "argmin_path": [1, 3, 4], "spearman": 0.8612, "spearman_low": 0.8564,
             "spearman_high": 0.8564, "mean_depth_gap": 0.125, "soft_depth_spread": 0.6,
             "bootstrap": {"unit": "held-out document", "resamples": 1, "seed": 0, "resamples_defined": 1}}
-    ds = xr.Dataset({"relative_error": (("source_layer", "target_layer"), err)},
-                    coords={"source_layer": np.arange(4), "target_layer": np.arange(5)},
+    ds = xr.Dataset({"relative_error": (("source_boundary", "target_boundary"), err)},
+                    coords={"source_boundary": np.arange(4), "target_boundary": np.arange(5)},
                     attrs={"summary": summ, "n_layers_source": 3, "n_layers_target": 4})
     write_result(str(tmp_path / "one"), ds, "alignment")
     code, out, err_ = cli("compare", tmp_path / "one", "-o", tmp_path / "t.csv")

@@ -10,7 +10,7 @@ from transformers import AutoTokenizer
 
 from align.corpus import CorpusSpec, documents, sequences
 from align.errors import InputError
-from align.layers import parse_layers
+from align.boundaries import parse_boundaries
 
 
 def test_txt_file_folder_and_jsonl(tmp_path):
@@ -85,5 +85,5 @@ def test_dataset_without_the_datasets_package():
     (None, 4, [0, 1, 2, 3, 4]), ("all", 2, [0, 1, 2]), ("0,4,8", 12, [0, 4, 8]), ("::2", 6, [0, 2, 4, 6]),
     ("1:", 3, [1, 2, 3]), ("-1", 5, [5]), ("-2:", 5, [4, 5]), ("8,0,4,4", 8, [0, 4, 8]), (" 1 , 2 ", 3, [1, 2]),
 ])
-def test_parse_layers(spec, n, want):
-    assert parse_layers(spec, n) == want
+def test_parse_boundaries(spec, n, want):
+    assert parse_boundaries(spec, n) == want

@@ -138,12 +138,12 @@ def test_demo_pipeline_end_to_end(demo_run):
         xr.open_zarr(path, consolidated=False)
     trained = xr.open_zarr(report.results["alignment"], consolidated=False)
     control = xr.open_zarr(report.results["alignment-control"], consolidated=False)
-    assert list(trained.source_layer.values) == [0, 1, 2] and list(trained.target_layer.values) == [0, 1, 2, 3, 4]
+    assert list(trained.source_boundary.values) == [0, 1, 2] and list(trained.target_boundary.values) == [0, 1, 2, 3, 4]
     assert control.attrs["target"]["random_init"] is True and trained.attrs["target"]["random_init"] is False
     assert control.attrs["target_model"] == trained.attrs["target_model"]  # same architecture and folder
     # The summary prints each matrix's argmin path, recomputed here from the matrix (i, j >= 1).
     for ds in (trained, control):
-        err = ds["relative_error"].sel(source_layer=[1, 2], target_layer=[1, 2, 3, 4]).values
+        err = ds["relative_error"].sel(source_boundary=[1, 2], target_boundary=[1, 2, 3, 4]).values
         path = [int(j) + 1 for j in np.argmin(err, axis=1)]
         assert f"argmin path j*(i), i = [1, 2]: {path}" in report.summary
     for name in ("shallow", "deep"):

@@ -124,7 +124,7 @@ def test_result_bytes_bound_what_a_fit_writes(cli, fit_pair, tmp_path, extra):
     assert code == 0, err
     ds = open_result(str(out), "alignment")
     attrs = len(json.dumps({"source": ds.attrs["source"], "target": ds.attrs["target"], "split": ds.attrs["split"]}))
-    need = result_bytes(ds.sizes["source_layer"], ds.sizes["target_layer"], 64, 96, ds.sizes["heldout_doc"],
+    need = result_bytes(ds.sizes["source_boundary"], ds.sizes["target_boundary"], 64, 96, ds.sizes["heldout_doc"],
                         "W" in ds, attrs)
     measured = du(out)
     assert measured <= sum(need.values()) <= 1.5 * measured, (need, measured)

@@ -188,8 +188,8 @@ def test_random_init_equals_seeded_from_config(zoo, corpus_file, tmp_path):
     assert s.provenance["random_init"] and s.provenance["seed"] == 7
 
 
-def test_layers_subset_and_sublayer_rule(extracted):
-    s = open_activations(extracted("qwen2", model_overrides={"num_hidden_layers": 4}, layers="0,1,2,4", sublayers=True))
+def test_boundaries_subset_and_sublayer_rule(extracted):
+    s = open_activations(extracted("qwen2", model_overrides={"num_hidden_layers": 4}, boundaries="0,1,2,4", sublayers=True))
     full = open_activations(extracted("qwen2", model_overrides={"num_hidden_layers": 4}))
     assert s.boundaries == (0, 1, 2, 4) and s.layers == (0, 1)  # block 3 needs boundaries 3 and 4
     for b in s.boundaries:
@@ -230,8 +230,8 @@ def test_complete_store_rerun_and_mismatch(zoo, corpus_file, tmp_path, cli):
     assert cli(*args)[0] == 0
     code, _, err = cli(*args, "--batch-size", "2")  # batch size may change
     assert code == 0 and "already complete" in err
-    code, _, err = cli(*args, "--layers", "0,2")
-    assert code != 0 and len(err.strip().splitlines()) == 1 and "layers" in err
+    code, _, err = cli(*args, "--boundaries", "0,2")
+    assert code != 0 and len(err.strip().splitlines()) == 1 and "boundaries: store has [0, 1, 2], now [0, 2]" in err
     code, _, err = cli("extract", zoo("llama"), corpus_file, "-o", out, "--max-docs", "3")
     assert code != 0 and len(err.strip().splitlines()) == 1 and "model" in err
 
@@ -261,7 +261,7 @@ def test_grouped_options_give_the_independent_forward_and_record_the_model_folde
     monkeypatch.chdir(os.path.dirname(path))
     out = str(tmp_path / "s.zarr")
     extract(ModelSpec(os.path.basename(path)), CorpusSpec(corpus_file, max_docs=2), out,
-            ExtractOptions(batch_size=2, layers="0,2"), log=lambda m: None)
+            ExtractOptions(batch_size=2, boundaries="0,2"), log=lambda m: None)
     s = open_activations(out).require_complete()
     assert s.boundaries == (0, 2)
     assert s.provenance["model"] == os.path.abspath(os.path.basename(path)) == path

@@ -70,8 +70,8 @@ def test_missing_corpus(cli, zoo, tmp_path):
 ])
 def test_bad_layers(cli, zoo, corpus_file, tmp_path, spec, needle):
     out = tmp_path / "o.zarr"
-    code, _, err = cli("extract", zoo("qwen2"), corpus_file, "-o", out, "--layers", spec)
-    one_line_error(code, err, "--layers", needle)
+    code, _, err = cli("extract", zoo("qwen2"), corpus_file, "-o", out, "--boundaries", spec)
+    one_line_error(code, err, "--boundaries", needle)
     assert not out.exists()
 
 

@@ -60,11 +60,11 @@ def test_every_metric_and_alpha_equal_sklearn(fit_pair, tmp_path):
     fit_r, val_r, test_r = (np.isin(doc, d) & use for d in (fit_d, val_d, test_d))
     train_r = fit_r | val_r
     assert ds.attrs["options"]["alphas"] == [10.0 ** k for k in range(-6, 2)]
-    for i in ds.source_layer.values:
+    for i in ds.source_boundary.values:
         Xc = X[i][fit_r] - X[i][fit_r].mean(0)
         scale = np.trace(Xc.T @ Xc) / Xc.shape[1]
-        for j in ds.target_layer.values:
-            cell = ds.sel(source_layer=i, target_layer=j)
+        for j in ds.target_boundary.values:
+            cell = ds.sel(source_boundary=i, target_boundary=j)
             # the grid this pair was scored on (the default, extended by decades where an end won: --alphas auto)
             curve = cell.val_sse.values
             grid = ds.alpha_grid.values[np.isfinite(curve)]
@@ -99,8 +99,8 @@ def test_cli_result_schema_and_python_entry_point(fit_pair, tmp_path, cli):
     ds = align.open_alignment(out)
     assert set(ds.data_vars) >= {"relative_error", "norm_error", "r2", "alpha", "alpha_rel"}
     assert ds["heldout_doc"].dims == ("heldout_doc",)
-    assert ds.relative_error.dims == ("source_layer", "target_layer")
-    assert ds.source_layer.values.tolist() == [0, 1, 2] and ds.target_layer.values.tolist() == [0, 1, 2, 3, 4]
+    assert ds.relative_error.dims == ("source_boundary", "target_boundary")
+    assert ds.source_boundary.values.tolist() == [0, 1, 2] and ds.target_boundary.values.tolist() == [0, 1, 2, 3, 4]
     np.testing.assert_array_equal(ds.source_depth.values, np.array([0, 1, 2]) / 2)
     np.testing.assert_array_equal(ds.target_depth.values, np.array([0, 1, 2, 3, 4]) / 4)
     a = ds.attrs
@@ -108,7 +108,7 @@ def test_cli_result_schema_and_python_entry_point(fit_pair, tmp_path, cli):
     assert a["source"]["tokenizer_hash"] == a["target"]["tokenizer_hash"]
     assert a["options"]["seed"] == 3 and a["options"]["alphas"] == [1e-3, 1e-1]
     s = a["summary"]
-    assert s["source_layers"] == [1, 2] and s["target_layers"] == [1, 2, 3, 4]
+    assert s["source_boundaries"] == [1, 2] and s["target_boundaries"] == [1, 2, 3, 4]
     err = ds.relative_error.values
     assert s["argmin_path"] == [int(1 + np.argmin(err[i, 1:])) for i in (1, 2)]
     assert len(s["soft_depth"]) == 2 and np.isfinite(s["soft_depth_spread"])
@@ -250,23 +250,23 @@ def test_memory_limit_too_small_is_refused_naming_the_minimum(fit_pair, cli, tmp
 def test_layer_subsets_and_saved_maps_equal_sklearn(fit_pair):
     S, T = fit_pair
     full = _fit(S, T, None, alphas=[1e-2, 1.0]).dataset
-    sub = _fit(S, T, None, alphas=[1e-2, 1.0], source_layers="1:", target_layers="::2", save_maps=True).dataset
-    assert sub.source_layer.values.tolist() == [1, 2] and sub.target_layer.values.tolist() == [0, 2, 4]
-    np.testing.assert_allclose(sub.relative_error.values, full.relative_error.sel(source_layer=[1, 2], target_layer=[0, 2, 4]).values,
+    sub = _fit(S, T, None, alphas=[1e-2, 1.0], source_boundaries="1:", target_boundaries="::2", save_maps=True).dataset
+    assert sub.source_boundary.values.tolist() == [1, 2] and sub.target_boundary.values.tolist() == [0, 2, 4]
+    np.testing.assert_allclose(sub.relative_error.values, full.relative_error.sel(source_boundary=[1, 2], target_boundary=[0, 2, 4]).values,
                                rtol=1e-12)
     X, doc, pos, _ = _read(S)
     Y, *_ = _read(T)
     split = sub.attrs["split"]
     train = np.isin(doc, split["fit_docs"] + split["validation_docs"]) & (pos != 0)
-    r = Ridge(alpha=float(sub.alpha.sel(source_layer=2, target_layer=4))).fit(X[2][train], Y[4][train])
-    np.testing.assert_allclose(sub.W.sel(source_layer=2, target_layer=4).values, r.coef_.T, rtol=RTOL, atol=ATOL)
-    np.testing.assert_allclose(sub.c.sel(source_layer=2, target_layer=4).values, r.intercept_, rtol=RTOL, atol=ATOL)
+    r = Ridge(alpha=float(sub.alpha.sel(source_boundary=2, target_boundary=4))).fit(X[2][train], Y[4][train])
+    np.testing.assert_allclose(sub.W.sel(source_boundary=2, target_boundary=4).values, r.coef_.T, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(sub.c.sel(source_boundary=2, target_boundary=4).values, r.intercept_, rtol=RTOL, atol=ATOL)
 
 
 def test_include_first_token_changes_the_token_set(fit_pair):
     S, T = fit_pair
-    a = _fit(S, T, None, alphas=[1e-2], source_layers="1", target_layers="1").dataset
-    b = _fit(S, T, None, alphas=[1e-2], source_layers="1", target_layers="1", include_first_token=True).dataset
+    a = _fit(S, T, None, alphas=[1e-2], source_boundaries="1", target_boundaries="1").dataset
+    b = _fit(S, T, None, alphas=[1e-2], source_boundaries="1", target_boundaries="1", include_first_token=True).dataset
     _, doc, pos, _ = _read(S)
     test = np.isin(doc, a.attrs["split"]["heldout_docs"])
     assert a.attrs["options"]["n_tokens"]["heldout"] == int((test & (pos != 0)).sum())

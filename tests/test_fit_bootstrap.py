@@ -51,11 +51,11 @@ def _resampled_metrics(S, T, ds):
     K = len(docs)
     idx = np.random.default_rng(SEED).integers(0, K, size=(B, K))
     rows = {d: np.flatnonzero((doc == d) & (pos != 0)) for d in docs}
-    src, tgt = ds.source_layer.values, ds.target_layer.values
+    src, tgt = ds.source_boundary.values, ds.target_boundary.values
     out = {n: np.full((B, len(src), len(tgt)), np.nan) for n in ("relative_error", "norm_error", "r2")}
     for a, i in enumerate(src):
         for c, j in enumerate(tgt):
-            cell = ds.sel(source_layer=i, target_layer=j)
+            cell = ds.sel(source_boundary=i, target_boundary=j)
             W, bias = cell.W.values, cell.c.values
             E = np.linalg.norm(X[i] @ W + bias - Y[j], axis=1)  # every token's error, once
             Yn = np.linalg.norm(Y[j], axis=1)
@@ -77,7 +77,7 @@ def test_intervals_and_p_best_equal_a_plain_loop_over_raw_rows(boot):
         np.testing.assert_allclose(ds[f"{name}_low"].values, lo, rtol=1e-9, atol=1e-12, err_msg=name)
         np.testing.assert_allclose(ds[f"{name}_high"].values, hi, rtol=1e-9, atol=1e-12, err_msg=name)
         assert np.all(ds[f"{name}_low"].values <= ds[name].values + 1e-12) or name != "relative_error"
-    tgt = ds.target_layer.values
+    tgt = ds.target_boundary.values
     cand = np.flatnonzero(tgt >= 1)
     choice = tgt[cand][np.argmin(ref["relative_error"][:, :, cand], axis=2)]  # (B, S)
     p = ds.p_best.values
@@ -88,7 +88,7 @@ def test_intervals_and_p_best_equal_a_plain_loop_over_raw_rows(boot):
     assert np.all(np.isnan(p[:, tgt == 0]))  # boundary 0 is never a candidate
 
     s = ds.attrs["summary"]
-    src = ds.source_layer.values
+    src = ds.source_boundary.values
     rows = np.flatnonzero(src >= 1)
     sd = src[rows] / ds.attrs["n_layers_source"]
     path = choice[:, rows]
@@ -109,7 +109,7 @@ def test_intervals_and_p_best_equal_a_plain_loop_over_raw_rows(boot):
     # the flat null: the column of least mean error over rows >= 1
     err = ds.relative_error.values[np.ix_(rows, cand)]
     flat = tgt[cand][int(np.argmin(err.mean(0)))]
-    assert s["nulls"]["flat"]["target_layer"] == flat
+    assert s["nulls"]["flat"]["target_boundary"] == flat
     assert s["nulls"]["flat"]["mean_depth_gap"] == pytest.approx(np.mean(np.abs(flat / ds.attrs["n_layers_target"] - sd)))
     assert s["bootstrap"]["resamples"] == B and s["bootstrap"]["seed"] == SEED
 
@@ -126,11 +126,11 @@ def test_self_map_gives_the_identity_path_with_probability_one(fit_pair, tmp_pat
     S, _ = fit_pair
     ds = _fit(S, S, str(tmp_path / "self.zarr"), bootstrap=100).dataset
     s = ds.attrs["summary"]
-    assert s["argmin_path"] == [int(i) for i in ds.source_layer.values if i >= 1]
+    assert s["argmin_path"] == [int(i) for i in ds.source_boundary.values if i >= 1]
     assert s["argmin_path_probability"] == 1.0
-    for i in ds.source_layer.values:
+    for i in ds.source_boundary.values:
         if i >= 1:
-            assert float(ds.p_best.sel(source_layer=i, target_layer=i)) == 1.0
+            assert float(ds.p_best.sel(source_boundary=i, target_boundary=i)) == 1.0
     assert s["slope"] == pytest.approx(1.0) and s["slope_low"] == pytest.approx(1.0)
 
 
@@ -155,7 +155,7 @@ def _stores_needing(synthetic, kind):
 @pytest.mark.parametrize("kind", ["small", "large"])
 def test_alphas_auto_extends_the_grid_to_the_validation_minimum(synthetic, tmp_path, kind):
     S, T = _stores_needing(synthetic, kind)
-    ds = _fit(S, T, str(tmp_path / "a.zarr"), source_layers="1", target_layers="1").dataset
+    ds = _fit(S, T, str(tmp_path / "a.zarr"), source_boundaries="1", target_boundaries="1").dataset
     X, doc, pos = _read(S)
     Y, *_ = _read(T)
     split = ds.attrs["split"]
@@ -164,12 +164,12 @@ def test_alphas_auto_extends_the_grid_to_the_validation_minimum(synthetic, tmp_p
     Xc = X[1][fit_r] - X[1][fit_r].mean(0)
     scale = np.trace(Xc.T @ Xc) / Xc.shape[1]
     grid = ds.alpha_grid.values
-    curve = ds.val_sse.sel(source_layer=1, target_layer=1).values
+    curve = ds.val_sse.sel(source_boundary=1, target_boundary=1).values
     done = np.isfinite(curve)
     sse = np.array([((Ridge(alpha=a * scale).fit(X[1][fit_r], Y[1][fit_r]).predict(X[1][val_r]) - Y[1][val_r]) ** 2).sum()
                     for a in grid[done]])
     np.testing.assert_allclose(curve[done], sse, rtol=1e-6)
-    chosen = float(ds.alpha_rel.sel(source_layer=1, target_layer=1))
+    chosen = float(ds.alpha_rel.sel(source_boundary=1, target_boundary=1))
     vyy = ((Y[1][val_r] - Y[1][fit_r].mean(0)) ** 2).sum()
     k = int(np.flatnonzero(sse <= sse.min() + 1e-12 * max(sse.min(), vyy))[-1])
     assert chosen == pytest.approx(grid[done][k], rel=1e-12)
@@ -184,10 +184,10 @@ def test_alphas_auto_extends_the_grid_to_the_validation_minimum(synthetic, tmp_p
 
 def test_explicit_alphas_are_not_extended_and_the_ends_are_counted(synthetic, tmp_path):
     S, T = _stores_needing(synthetic, "small")
-    ds = _fit(S, T, str(tmp_path / "a.zarr"), source_layers="1", target_layers="1", alphas=(1e-3, 1e-2, 1e-1),
+    ds = _fit(S, T, str(tmp_path / "a.zarr"), source_boundaries="1", target_boundaries="1", alphas=(1e-3, 1e-2, 1e-1),
               extend_alphas=False).dataset
     assert ds.alpha_grid.values.tolist() == [1e-3, 1e-2, 1e-1]
-    assert float(ds.alpha_rel.sel(source_layer=1, target_layer=1)) == 1e-3
+    assert float(ds.alpha_rel.sel(source_boundary=1, target_boundary=1)) == 1e-3
     assert ds.attrs["summary"]["pairs_at_smallest_alpha"] == 1
 
 
@@ -217,8 +217,8 @@ def test_plot_draws_p_best_intervals_and_a_control_beside(boot, cli, tmp_path):
     assert f"[{s['mean_depth_gap_low']:.2f}, {s['mean_depth_gap_high']:.2f}]" in title
     assert f"(p {s['argmin_path_probability']:.2f})" in title
     points = next(c for c in ax.collections if c.get_gid() == "argmin_points")
-    rows = [int(i) for i in ds.source_layer.values if i >= 1]
-    want = [60 * max(float(ds.p_best.sel(source_layer=i, target_layer=j)), 0.05) for i, j in zip(rows, s["argmin_path"])]
+    rows = [int(i) for i in ds.source_boundary.values if i >= 1]
+    want = [60 * max(float(ds.p_best.sel(source_boundary=i, target_boundary=j)), 0.05) for i, j in zip(rows, s["argmin_path"])]
     np.testing.assert_allclose(points.get_sizes(), want)
     out = str(tmp_path / "a.zarr")
     ds.to_zarr(out)  # a second result to draw beside (a copy stands in for the control)
@@ -230,7 +230,7 @@ def test_plot_draws_p_best_intervals_and_a_control_beside(boot, cli, tmp_path):
 def test_the_log_says_how_many_pairs_chose_an_end_of_a_given_grid(synthetic, tmp_path):
     S, T = _stores_needing(synthetic, "small")
     lines = []
-    _fit(S, T, str(tmp_path / "a.zarr"), source_layers="1", target_layers="1", alphas=(1e-3, 1e-2, 1e-1),
+    _fit(S, T, str(tmp_path / "a.zarr"), source_boundaries="1", target_boundaries="1", alphas=(1e-3, 1e-2, 1e-1),
          log=lines.append)
     note = [m for m in lines if "chose the smallest" in m]
     assert note == ["align fit: of 1 pairs, 1 chose the smallest α_rel 0.001: widen --alphas, or use --alphas auto; "

@@ -41,7 +41,7 @@ def test_fractions_equal_sklearn_refits_on_the_documented_documents(fit_pair):
 
     S, T = fit_pair
     ds = align.fit(S, T, None, scheduler="synchronous", log=lambda m: None, convergence=True, alphas=GRID,
-                   source_layers="1,2", target_layers="1,3").dataset
+                   source_boundaries="1,2", target_boundaries="1,3").dataset
     assert ds.fraction.values.tolist() == [0.25, 0.5, 1.0]
     np.testing.assert_array_equal(ds.relative_error_by_fraction.sel(fraction=1.0).values, ds.relative_error.values)
     X, doc, pos = _read(S)
@@ -63,7 +63,7 @@ def test_fractions_equal_sklearn_refits_on_the_documented_documents(fit_pair):
                                   - Y[j][val_r]) ** 2).sum() for a in GRID])
                 vyy = ((Y[j][val_r] - Y[j][fit_r].mean(0)) ** 2).sum()
                 k = int(np.flatnonzero(sse <= sse.min() + 1e-12 * max(sse.min(), vyy))[-1])
-                cell = dict(fraction=frac, source_layer=i, target_layer=j)
+                cell = dict(fraction=frac, source_boundary=i, target_boundary=j)
                 assert float(ds.alpha_rel_by_fraction.sel(**cell)) == GRID[k], (frac, i, j, sse)
                 train_r = fit_r | val_r
                 Xt = X[i][train_r] - X[i][train_r].mean(0)

@@ -60,7 +60,7 @@ def two_of_five_budget(zoo, corpus_file, family, dtype):
     p = live.prepare(job, opts)
     shape = live.shape_of(p)
     # on the CPU the document bootstrap's weights share the budget with the passes
-    boot = budget.bootstrap_bytes(opts.bootstrap, len(p.split.test_docs), len(p.source_layers), len(p.target_layers),
+    boot = budget.bootstrap_bytes(opts.bootstrap, len(p.split.test_docs), len(p.source_boundaries), len(p.target_boundaries),
                                   p.configs[1].hidden_size)["passes"]
     return shape.model_bytes + sum(budget.pass_bytes(shape, 2, False).values()) + boot
 

@@ -60,7 +60,7 @@ def test_shuffled_scores_equal_sklearn_on_the_paired_rows(fit_pair):
 
     S, T = fit_pair
     ds = align.fit(S, T, None, scheduler="synchronous", log=lambda m: None, control="shuffle", alphas=(1e-2, 1.0),
-                   source_layers="1,2", target_layers="2", task_tokens=300).dataset
+                   source_boundaries="1,2", target_boundaries="2", task_tokens=300).dataset
     assert ds.attrs["options"]["control"] == "shuffle"
     X, doc, seq, pos = _read(S)
     Y, *_ = _read(T)
@@ -69,7 +69,7 @@ def test_shuffled_scores_equal_sklearn_on_the_paired_rows(fit_pair):
     use = (pos != 0) & (p >= 0)
     fit_r, val_r, test_r = (np.isin(doc, split[k]) & use for k in ("fit_docs", "validation_docs", "heldout_docs"))
     for i in (1, 2):
-        cell = ds.sel(source_layer=i, target_layer=2)
+        cell = ds.sel(source_boundary=i, target_boundary=2)
         train = fit_r | val_r
         r = Ridge(alpha=float(cell.alpha)).fit(X[i][train], Y[2][p[train]])
         e = np.linalg.norm(r.predict(X[i][test_r]) - Y[2][p[test_r]], axis=1)
@@ -84,7 +84,7 @@ def test_shuffle_has_no_diagonal_on_the_demo_models(demo_run):
     S, T = report.stores["shallow"], report.stores["deep"]
     real = align.fit(S, T, None, log=lambda m: None, bootstrap=200).dataset
     shuf = align.fit(S, T, None, log=lambda m: None, bootstrap=200, control="shuffle").dataset
-    inner = dict(source_layer=slice(1, None), target_layer=slice(1, None))
+    inner = dict(source_boundary=slice(1, None), target_boundary=slice(1, None))
     assert np.all(shuf.relative_error.sel(**inner).values > real.relative_error.sel(**inner).values)
     s = shuf.attrs["summary"]
     # a meaningless pairing leaves every row nearly flat and the path without a slope

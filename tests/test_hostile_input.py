@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from align.corpus import CorpusSpec, documents, sequences
 from align.errors import AlignError
-from align.layers import parse_layers
+from align.boundaries import parse_boundaries
 
 SETTINGS = settings(deadline=None, derandomize=True, max_examples=60,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -28,10 +28,10 @@ def _one_line(e: Exception):
 @given(spec=st.text(alphabet="0123456789:-, ab+.\t", max_size=12), n=st.integers(0, 64))
 def test_layer_specs(spec, n):
     try:
-        got = parse_layers(spec, n)
+        got = parse_boundaries(spec, n)
     except Exception as e:  # noqa: BLE001 - the property is about the exception's type
         _one_line(e)
-        assert repr(spec) in str(e) or "--layers" in str(e)
+        assert repr(spec) in str(e) or "--boundaries" in str(e)
         return
     assert got == sorted(set(got)) and all(0 <= i <= n for i in got) and got
 
@@ -113,7 +113,7 @@ def _tokenizer(path):
 OPTION_VALUES = {
     "--batch-size": st.one_of(st.integers(-3, 9).map(str), st.text(max_size=4)),
     "--max-length": st.one_of(st.integers(-2, 600).map(str), st.just("1e3")),
-    "--layers": st.text(alphabet="0123456789:-,x ", max_size=8),
+    "--boundaries": st.text(alphabet="0123456789:-,x ", max_size=8),
     "--store-dtype": st.sampled_from(["float32", "float16", "bfloat16", "int8", "", "FLOAT32"]),
     "--codec": st.sampled_from(["crc32c", "none", "zstd", "lzma", ""]),
     "--max-tokens": st.one_of(st.integers(-1, 50).map(str), st.just("many")),
@@ -169,8 +169,8 @@ FIT_VALUES = {
     "--test-fraction": st.sampled_from(["0.2", "0", "1", "-0.5", "1.5", "nan", "x"]),
     "--val-fraction": st.sampled_from(["0.25", "0", "0.99", "2", "inf"]),
     "--alphas": st.sampled_from(["1e-3,1", "0", "-1", "a,b", "", "1e-6,,1", "1e400"]),
-    "--source-layers": st.text(alphabet="0123456789:-,x ", max_size=6),
-    "--target-layers": st.sampled_from(["1:", "::2", "99", "-1", "a"]),
+    "--source-boundaries": st.text(alphabet="0123456789:-,x ", max_size=6),
+    "--target-boundaries": st.sampled_from(["1:", "::2", "99", "-1", "a"]),
     "--memory-limit": st.sampled_from(["8GB", "1KB", "lots", "-5MB", "0", "2.5GiB"]),
     "--task-tokens": st.sampled_from(["256", "0", "-1", "many"]),
     "--device": st.sampled_from(["cpu", "tpu", "cuda:7"]),

@@ -97,7 +97,7 @@ def test_alignment_with_sparse_boundaries(tmp_path):
     from align import plotting
     from align.store import open_result, write_result
 
-    raw = alignment_ds(source_layers=(0, 2, 4), target_layers=(0, 4, 8, 12))
+    raw = alignment_ds(source_boundaries=(0, 2, 4), target_boundaries=(0, 4, 8, 12))
     ds = open_result(write_result(str(tmp_path / "s.zarr"), raw, "alignment"))
     fig = plotting.plot_alignment(ds, size=(500, 400))
     (mesh,) = meshes(fig.axes[0])

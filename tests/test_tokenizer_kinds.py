@@ -257,7 +257,7 @@ def test_extract_stores_the_ids_and_spans_of_tokenizer_json(folders, kind, tmp_p
     folder = folders[kind]
     texts = _texts(kind, KINDS[kind][2])
     out = tmp_path / "s.zarr"
-    code, _, err = cli("extract", folder, _jsonl(tmp_path / "c.jsonl", texts), "-o", out, "--layers", "0",
+    code, _, err = cli("extract", folder, _jsonl(tmp_path / "c.jsonl", texts), "-o", out, "--boundaries", "0",
                         "--max-length", "128")  # GPT-2's tiny model has 128 positions; every text fits one window
     assert code == 0, err
     s = open_activations(str(out)).require_complete()

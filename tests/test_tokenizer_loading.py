@@ -164,7 +164,7 @@ def test_extract_stores_the_ids_of_tokenizer_json(folders, kind, tmp_path, cli):
     texts = ["12*(3-4)=-12\n7+8=15\n\n99-1=98", "(3*4)-5=7\n8=8\n"] if kind == "demo-in-qwen2-folder" else TEXTS
     corpus = _jsonl(tmp_path / "c.jsonl", texts)
     out = tmp_path / "s.zarr"
-    code, _, err = cli("extract", folder, corpus, "-o", out, "--layers", "0")
+    code, _, err = cli("extract", folder, corpus, "-o", out, "--boundaries", "0")
     assert code == 0, err
     s = open_activations(str(out)).require_complete()
     ids, docs = s.tokens("token_id"), s.tokens("doc")

@@ -210,7 +210,7 @@ def contributions_from_store(store, eps: float = EPS, chunk_tokens: int | None =
     if missing_b or missing_l:
         raise StoreError(
             f"store {store.path} lacks boundaries {missing_b} and sublayers of blocks {missing_l}: "
-            "`align contrib --store` needs all of them (extract without --layers, with --sublayers)"
+            "`align contrib --store` needs all of them (extract without --boundaries, with --sublayers)"
         )
     store.require_complete()
     step = chunk_tokens or store.chunk_tokens

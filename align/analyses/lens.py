@@ -171,7 +171,7 @@ def logit_lens_from_store(store, head, tokens_per_step: int = HEAD_TOKENS) -> di
 
     L = store.n_layers
     if L not in store.boundaries:
-        raise StoreError(f"store {store.path} lacks boundary {L} (the last block's output), the lens reference: extract it with --layers including {L}")
+        raise StoreError(f"store {store.path} lacks boundary {L} (the last block's output), the lens reference: extract it with --boundaries including {L}")
     store.require_complete()
     seq = store.tokens("seq")
     n_prompts = int(seq.max()) + 1 if len(seq) else 0

@@ -242,12 +242,12 @@ def _matrix_lines(ds, label: str) -> list[str]:
     rho = s.get("spearman")
     rho_txt = f"{rho:.2f}" if rho is not None else f"undefined ({s.get('spearman_note', '')})"
     Ls, Lt = ds.attrs.get("n_layers_source"), ds.attrs.get("n_layers_target")
-    perfect = [round(i * Lt / Ls) for i in s.get("source_layers", [])]
+    perfect = [round(i * Lt / Ls) for i in s.get("source_boundaries", [])]
     soft = ", ".join(f"{x:.2f}" for x in s.get("soft_depth", []))
     prob = s.get("argmin_path_probability")
     lines = [
         f"  {label}:",
-        f"    argmin path j*(i), i = {s.get('source_layers')}: {s.get('argmin_path')}   (equal relative depth: {perfect})"
+        f"    argmin path j*(i), i = {s.get('source_boundaries')}: {s.get('argmin_path')}   (equal relative depth: {perfect})"
         + (f";  the same path in {prob:.0%} of document resamples" if prob is not None else ""),
         f"    Spearman(j*, i/L_S) {rho_txt}{_interval(s, 'spearman')};  mean |j*/L_T - i/L_S| "
         f"{s.get('mean_depth_gap', float('nan')):.3f}{_interval(s, 'mean_depth_gap', 3)}",
@@ -259,7 +259,7 @@ def _matrix_lines(ds, label: str) -> list[str]:
         flat, uni = nulls.get("flat", {}), nulls.get("uniform", {})
         lines.append(f"    slope of j*/L_T on i/L_S {s['slope']:.2f}{_interval(s, 'slope')} (1: the diagonal, 0: flat);  "
                      f"nulls: mean gap {flat.get('mean_depth_gap', float('nan')):.3f} for a flat path at "
-                     f"{flat.get('target_layer')}, {uni.get('mean_depth_gap', float('nan')):.3f} for uniform paths")
+                     f"{flat.get('target_boundary')}, {uni.get('mean_depth_gap', float('nan')):.3f} for uniform paths")
     return lines
 
 

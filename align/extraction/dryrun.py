@@ -49,33 +49,33 @@ def first_batch(cspec, tokenizer, batch_size: int) -> tuple[list, list[int]]:
     return [win[i] for i in members], members
 
 
-def _forward_only(model, seqs, boundaries, kept_layers) -> float:
+def _forward_only(model, seqs, boundaries, sublayer_blocks) -> float:
     """Seconds of what forward_batch does before its copies: padding, the hooked forward and
     the finite check, finished on the device."""
     dev = models.input_device(model)
     t = time.perf_counter()
     ids, mask = batches.pad(seqs, dev)
-    out = capture.run(model, ids, mask, boundaries, kept_layers)
+    out = capture.run(model, ids, mask, boundaries, sublayer_blocks)
     capture.check_finite(out, mask.bool())
     sync(dev)
     return time.perf_counter() - t
 
 
-def _transfer(model, seqs, boundaries, kept_layers, store_dtype: str) -> tuple[float, dict]:
+def _transfer(model, seqs, boundaries, sublayer_blocks, store_dtype: str) -> tuple[float, dict]:
     """Seconds of the run's own step for a batch (forward_batch: forward, gather, cast and
     copy to host), until its copies are done (the events the writer thread waits for), and
     the host arrays it made."""
     dev = models.input_device(model)
     events: list = []
     t = time.perf_counter()
-    arrays = forward_batch(model, seqs, boundaries, kept_layers, store_dtype, None, events)
+    arrays = forward_batch(model, seqs, boundaries, sublayer_blocks, store_dtype, None, events)
     for ev in events:
         ev.synchronize()
     sync(dev)
     return time.perf_counter() - t, arrays
 
 
-def timed_batch(model, sequences, boundaries, kept_layers, layout, workdir: str) -> dict[str, float]:
+def timed_batch(model, sequences, boundaries, sublayer_blocks, layout, workdir: str) -> dict[str, float]:
     """One batch through every phase of a real run, by the run's own code, each phase's
     fastest of REPEATS: the forward with hooks and the finite check; the copy, what the run's
     transfer (forward_batch) takes beyond that forward (the gather of real tokens, the cast to
@@ -88,8 +88,8 @@ def timed_batch(model, sequences, boundaries, kept_layers, layout, workdir: str)
     seqs = [sq.token_id for sq in sequences]
     fwd = step = float("inf")
     for _ in range(REPEATS):
-        fwd = min(fwd, _forward_only(model, seqs, boundaries, kept_layers))
-        s, arrays = _transfer(model, seqs, boundaries, kept_layers, layout.store_dtype)
+        fwd = min(fwd, _forward_only(model, seqs, boundaries, sublayer_blocks))
+        s, arrays = _transfer(model, seqs, boundaries, sublayer_blocks, layout.store_dtype)
         step = min(step, s)
     t = time.perf_counter()
     handed, off = [], 0
@@ -145,16 +145,16 @@ def dry_run(inputs: Inputs, plan: Plan, layout, free: int | None, output: str, l
     run does forward, copy and encoding in one thread and writes in another, so the predicted
     time is the larger of the two; the phase that makes it so bounds the run."""
     spec, cspec, tokenizer = inputs.spec, inputs.cspec, inputs.tokenizer
-    batch_size, boundaries, kept_layers = inputs.options.batch_size, inputs.boundaries, inputs.kept_layers
+    batch_size, boundaries, sublayer_blocks = inputs.options.batch_size, inputs.boundaries, inputs.sublayer_blocks
     sizes = sizes or store_bytes(layout, store_provenance(inputs, plan))  # as written: every chunk whole, metadata
     need = sum(sizes.values())
     model, _ = models.load_model(spec)
     seqs, members = first_batch(cspec, tokenizer, batch_size)
     work, beside = scratch_dir(output)
     try:
-        timed_batch(model, seqs[:1], boundaries, kept_layers, layout, work)  # warm-up
+        timed_batch(model, seqs[:1], boundaries, sublayer_blocks, layout, work)  # warm-up
         shutil.rmtree(os.path.join(work, "batch.zarr"), ignore_errors=True)
-        ph = timed_batch(model, seqs, boundaries, kept_layers, layout, work)
+        ph = timed_batch(model, seqs, boundaries, sublayer_blocks, layout, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     window = batch_size * batches.GROUP_FACTOR
@@ -182,7 +182,7 @@ def dry_run(inputs: Inputs, plan: Plan, layout, free: int | None, output: str, l
         f"  family {families.of(model).name} ({families.of(model).found}: {families.of(model).blocks} blocks, "
         f"final norm {families.of(model).final_norm})",
         f"  corpus {cspec.describe()}: {plan.n_docs:,} documents, {plan.n_sequences:,} sequences, {plan.n_tokens:,} tokens (longest {plan.longest})",
-        f"  boundaries {span(boundaries)}" + (f"; sublayers of blocks {span(kept_layers)}" if kept_layers else "") + f"; chunks of {layout.chunk_tokens} tokens",
+        f"  boundaries {span(boundaries)}" + (f"; sublayers of blocks {span(sublayer_blocks)}" if sublayer_blocks else "") + f"; chunks of {layout.chunk_tokens} tokens",
     ]
     for name, b in sizes.items():
         if b >= 1 << 20 or name in ("resid", "attn", "mlp"):

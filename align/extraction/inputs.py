@@ -14,7 +14,7 @@ from align import corpus, discovery, families, models, provenance
 from align.errors import InputError, OutputRefused
 from align.extraction.options import ExtractOptions
 from align.fitting.options import MODEL_DEVICES, check_device
-from align.layers import parse_layers
+from align.boundaries import parse_boundaries
 
 # Defining options: a store made with other values of these is another store. The hub
 # revision as typed is not one: "weights" (the commit it resolved to, or the weight files'
@@ -24,7 +24,7 @@ from align.layers import parse_layers
 # so a resume with another value names the option first. A store made before these options
 # existed has neither (None: one document per sequence, no stand-in) and resumes as before.
 DEFINING = ("model", "dtype", "random_init", "seed", "pack", "stand_in_token", "corpus_hash", "text_field",
-            "format", "doc_split", "max_length", "overflow", "max_tokens", "max_docs", "layers", "sublayers",
+            "format", "doc_split", "max_length", "overflow", "max_tokens", "max_docs", "boundaries", "sublayers",
             "store_dtype", "codec", "chunk_tokens", "config_hash", "weights", "tokenizer")
 
 
@@ -42,7 +42,7 @@ class Inputs:
     compute_dtype: str
     store_dtype: str
     boundaries: list[int]
-    kept_layers: list[int]
+    sublayer_blocks: list[int]
     weights: dict
     corpus_hash: str
     identity: dict
@@ -83,7 +83,7 @@ def kept_blocks(boundaries: list[int], n_layers: int, options: ExtractOptions) -
     kept = [l for l in range(n_layers) if l in boundaries and l + 1 in boundaries]
     if not kept:
         raise InputError(f"--sublayers keeps block l only when boundaries l and l+1 are both kept; "
-                         f"--layers {options.layers} keeps no such pair")
+                         f"--boundaries {options.boundaries} keeps no such pair")
     return kept
 
 
@@ -104,9 +104,9 @@ def resolve(spec: models.ModelSpec, cspec: corpus.CorpusSpec, options: ExtractOp
     config = models.load_config(spec)
     check_max_length(cspec.max_length, config, options.allow_long)
     corpus.check_stand_in(cspec, getattr(config, "vocab_size", None))
-    boundaries = parse_layers(options.layers, config.num_hidden_layers)
-    kept_layers = kept_blocks(boundaries, config.num_hidden_layers, options)
-    refused = kept_layers and families.refusal(discovery.of_config(config, spec.family, spec.trust_remote_code), config)
+    boundaries = parse_boundaries(options.boundaries, config.num_hidden_layers)
+    sublayer_blocks = kept_blocks(boundaries, config.num_hidden_layers, options)
+    refused = sublayer_blocks and families.refusal(discovery.of_config(config, spec.family, spec.trust_remote_code), config)
     if refused:
         raise InputError(f"--sublayers: what attention and the MLP add is not defined for this model: {refused}; "
                          "extract the residual stream without --sublayers")
@@ -121,9 +121,9 @@ def resolve(spec: models.ModelSpec, cspec: corpus.CorpusSpec, options: ExtractOp
         "text_field": cspec.text_field, "format": cspec.fmt, "doc_split": cspec.doc_split,
         "max_length": cspec.max_length, "overflow": cspec.overflow, "max_tokens": cspec.max_tokens,
         "max_docs": cspec.max_docs, "pack": _quoted(cspec.pack), "stand_in_token": cspec.stand_in_token,
-        "layers": boundaries, "sublayers": options.sublayers, "store_dtype": store_dtype,
+        "boundaries": boundaries, "sublayers": options.sublayers, "store_dtype": store_dtype,
         "codec": options.codec, "chunk_tokens": options.chunk_tokens, "config_hash": models.config_hash(config),
         "weights": weights["id"], "tokenizer": corpus.tokenizer_hashes(tokenizer)["all"],
     }
-    return Inputs(spec, loads, cspec, options, config, tokenizer, compute_dtype, store_dtype, boundaries, kept_layers,
+    return Inputs(spec, loads, cspec, options, config, tokenizer, compute_dtype, store_dtype, boundaries, sublayer_blocks,
                   weights, chash, identity)

@@ -15,7 +15,7 @@ from align.store.codecs import DEFAULT_CODEC, compressors, physical_dtype
 class ExtractOptions:
     """How the store is cut and written (with ModelSpec and CorpusSpec: everything a run needs).
 
-    `layers`: the boundaries to keep, as `--layers` spells them (None: all 0..L);
+    `boundaries`: the boundaries to keep, as `--boundaries` spells them (None: all 0..L);
     `sublayers`: also what attention and MLP add (blocks whose two boundaries are kept);
     `store_dtype`: None keeps the compute dtype; `chunk_tokens`: None picks ~4 MiB chunks;
     `allow_long`: accept a max_length beyond the model's max_position_embeddings;
@@ -23,7 +23,7 @@ class ExtractOptions:
     `break_lock`: remove a lock left by a run that cannot be shown dead from here."""
 
     batch_size: int = 8
-    layers: str | None = None
+    boundaries: str | None = None
     sublayers: bool = False
     store_dtype: str | None = None
     codec: str = DEFAULT_CODEC

@@ -110,7 +110,7 @@ class _BackgroundWriter:
             raise self.error
 
 
-def forward_all(model, store, batch_size: int, boundaries, kept_layers, store_dtype: str, *, status: str, log, t0: float,
+def forward_all(model, store, batch_size: int, boundaries, sublayer_blocks, store_dtype: str, *, status: str, log, t0: float,
                 terminal: bool) -> ExtractReport:
     """Forward the store's sequences window by window (length-grouped batches, see
     group_batches) and hand each sequence's activations to the writer in sequence order, as
@@ -153,7 +153,7 @@ def forward_all(model, store, batch_size: int, boundaries, kept_layers, store_dt
                 n_forward += 1
                 members = [win[i] for i in b]
                 seqs = [ids for _, _, ids in members]
-                arrays = forward_batch(model, seqs, boundaries, kept_layers, store_dtype, locator(members), events)
+                arrays = forward_batch(model, seqs, boundaries, sublayer_blocks, store_dtype, locator(members), events)
                 T = max(len(x) for x in seqs)
                 stats["computed"] += T * len(seqs)
                 stats["padded"] += T * len(seqs) - sum(len(x) for x in seqs)
@@ -191,7 +191,7 @@ def forward_all(model, store, batch_size: int, boundaries, kept_layers, store_dt
     dt = time.time() - t_fwd
     dropped = dropped_summary(store.provenance.get("corpus", {}))
     log(f"align extract: wrote {store.path} ({store.n_tokens:,} tokens, boundaries {span(boundaries)}"
-        + (f", sublayers of {len(kept_layers)} blocks" if kept_layers else "") + f") at {n / max(dt, 1e-9):,.0f} tok/s, "
+        + (f", sublayers of {len(sublayer_blocks)} blocks" if sublayer_blocks else "") + f") at {n / max(dt, 1e-9):,.0f} tok/s, "
         + f"padding {padding:.1%} of computed positions (batches grouped by length in windows of {window} sequences); "
         + dropped)
     run_stats = {"padding_fraction": padding, "group_window": window, "loop_s": dt, "queue_blocked_s": bg.blocked_s,

@@ -101,7 +101,7 @@ def layout(inputs: Inputs, plan: Plan):
     d_model = inputs.config.hidden_size
     chunk = inputs.options.chunk_tokens or st.chunk_tokens_for(d_model, physical_dtype(inputs.store_dtype).itemsize)
     return st.Layout(plan.n_tokens, plan.n_sequences, inputs.config.num_hidden_layers, d_model,
-                     tuple(inputs.boundaries), tuple(inputs.kept_layers), inputs.store_dtype, inputs.options.codec,
+                     tuple(inputs.boundaries), tuple(inputs.sublayer_blocks), inputs.store_dtype, inputs.options.codec,
                      min(chunk, plan.n_tokens))
 
 
@@ -137,7 +137,7 @@ def check_disk(output: str, need: int, free: int | None, held: int = 0) -> None:
         raise DiskSpaceError(
             f"store {output} needs {human(need)} on disk ({need:,} bytes as written: every chunk whole, and the "
             f"metadata), {human(need * DISK_MARGIN)} with a {DISK_MARGIN - 1:.0%} margin, but only {human(free)} "
-            f"({free:,} bytes) is free there{there}: choose fewer --layers or --max-tokens, or another disk "
+            f"({free:,} bytes) is free there{there}: choose fewer --boundaries or --max-tokens, or another disk "
             "(nothing was computed)"
         )
 
@@ -169,7 +169,7 @@ def store_provenance(inputs: Inputs, plan: Plan) -> dict:
         **provenance.inputs_record(inputs.asked, config, inputs.tokenizer, inputs.cspec, corpus_record),
         "n_layers": config.num_hidden_layers, "d_model": config.hidden_size, "weights": inputs.weights,
         "store_dtype": inputs.store_dtype,
-        "options": {"batch_size": o.batch_size, "device": inputs.asked.device, "layers": o.layers,
+        "options": {"batch_size": o.batch_size, "device": inputs.asked.device, "boundaries": o.boundaries,
                     "sublayers": o.sublayers, "codec": o.codec},
         "identity": inputs.identity,
         "counts": {"n_tokens": plan.n_tokens, "n_sequences": plan.n_sequences, "n_docs": plan.n_docs},

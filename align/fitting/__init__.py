@@ -25,16 +25,16 @@ The seam a source of statistics plugs into (the live route does what `stores.fit
 
     opts = FitOptions(...).checked()
     split = make_split(doc, pos, opts)                  # doc, pos: (n_tokens,) of the token stream
-    check_result_room(output, src_layers, tgt_layers, source_side, target_side, split, opts.save_maps)
+    check_result_room(output, src_boundaries, tgt_boundaries, source_side, target_side, split, opts.save_maps)
     check_alphas(opts.alphas, scale, split.n_select, split.n_train)
-    plan = plan_blocks(src_layers, tgt_layers, d_s, d_t, tokens, budget_bytes, n_tokens=N)   # None: refuse
+    plan = plan_blocks(src_boundaries, tgt_boundaries, d_s, d_t, tokens, budget_bytes, n_tokens=N)   # None: refuse
     for I, J in blocks:                                  # blocks of one source block are consecutive
         stats = ridge.Statistics.zeros(I, J, d_s, d_t, backend)      # accumulate on the device
         ridge.chunk_statistics(xs, ys, part, x_shift, y_shift, backend, into=stats)   # per batch
         fitted = solve(stats.numpy(backend), opts.alphas, x_shift, y_shift, opts.device, factors)
         sums = ridge.tree_sum([ridge.heldout_sums(xs, ys, fitted, backend) ...], ridge.add_heldout)
         results.update(pair_results(fitted, sums))
-    ds = alignment_dataset(results, src_layers, tgt_layers, source_side, target_side, split,
+    ds = alignment_dataset(results, src_boundaries, tgt_boundaries, source_side, target_side, split,
                            opts.recorded(n_tokens=split.counts, ...), route="live", save_maps=opts.save_maps)
     write_alignment(output, ds, inputs={...}, overwrite=opts.overwrite)
 

@@ -70,7 +70,7 @@ def task_sizes(most: int, fixed: bool) -> list:
     return [most] + [1 << k for k in range(int(math.log2(most)), -1, -1) if MIN_TASK_TOKENS <= (1 << k) < most]
 
 
-def plan_blocks(source_layers, target_layers, d_s: int, d_t: int, task_tokens: int, budget: int,
+def plan_blocks(source_boundaries, target_boundaries, d_s: int, d_t: int, task_tokens: int, budget: int,
                 chunk_tokens: int = 0, fixed_tokens: bool = False, n_tokens: int | None = None,
                 parts: int = ridge.N_PARTS):
     """Split the pair grid into blocks that fit `budget` bytes per worker (`block_bytes`),
@@ -82,7 +82,7 @@ def plan_blocks(source_layers, target_layers, d_s: int, d_t: int, task_tokens: i
     serve all its target blocks).
 
     Returns ([(I, J), ...], tokens per task), or None when not even one pair fits."""
-    nI, nJ = len(source_layers), len(target_layers)
+    nI, nJ = len(source_boundaries), len(target_boundaries)
     n_tokens = n_tokens or task_tokens
     sizes = task_sizes(task_tokens, fixed_tokens)
 
@@ -105,7 +105,7 @@ def plan_blocks(source_layers, target_layers, d_s: int, d_t: int, task_tokens: i
     if best is None:
         return None
     _, bI, bJ, step = best
-    blocks = [(tuple(source_layers[a:a + bI]), tuple(target_layers[b:b + bJ]))
+    blocks = [(tuple(source_boundaries[a:a + bI]), tuple(target_boundaries[b:b + bJ]))
               for a in range(0, nI, bI) for b in range(0, nJ, bJ)]
     return blocks, step
 
@@ -152,7 +152,7 @@ def bootstrap_refusal(resamples: int, need: dict, limit: int, n_docs: int, n_pai
         return None
     fits = int(resamples * limit / most)  # the arrays are linear in resamples
     todo = (f"give --bootstrap {fits:,} or fewer, or raise --memory-limit" if fits >= MIN_RESAMPLES else
-            f"raise --memory-limit, fit fewer --source-layers/--target-layers, or give --bootstrap 0 (no intervals)")
+            f"raise --memory-limit, fit fewer --source-boundaries/--target-boundaries, or give --bootstrap 0 (no intervals)")
     return (f"--bootstrap {resamples:,} would hold {human_bytes(most)} of resampled scores for {n_docs:,} held-out documents "
             f"and {n_pairs:,} pairs, more than the fit's memory budget of {human_bytes(limit)}: {todo}")
 
@@ -255,18 +255,18 @@ def pass_bytes(s: LiveShape, n_target: int, keep_heldout: bool) -> dict:
             "held-out sums": heldout, "held-out rows": kept}
 
 
-def plan_passes(s: LiveShape, target_layers, budget: int):
+def plan_passes(s: LiveShape, target_boundaries, budget: int):
     """Blocks of target boundaries whose pass fits `budget` bytes with the models: as few
     passes as possible, and at that number the held-out rows kept (no second forward of their
     batches) when they fit. Returns (blocks, keep_heldout, bytes of the largest block by
     holder) or None when one target boundary per pass does not fit."""
-    room, nJ = budget - s.model_bytes, len(target_layers)
+    room, nJ = budget - s.model_bytes, len(target_boundaries)
     for per in range(nJ, 0, -1):
         for keep in (True, False):
             if sum(pass_bytes(s, per, keep).values()) <= room:
                 n_blocks = math.ceil(nJ / per)
                 size = math.ceil(nJ / n_blocks)  # even blocks: as many passes, less memory
-                blocks = [tuple(target_layers[k:k + size]) for k in range(0, nJ, size)]
+                blocks = [tuple(target_boundaries[k:k + size]) for k in range(0, nJ, size)]
                 return blocks, keep, pass_bytes(s, size, keep)
     return None
 
@@ -283,4 +283,4 @@ def pass_refusal(option: str, limit: int, idle: int, s: LiveShape, where: str) -
     held = f"this process holds {human_bytes(idle)} before loading the models; " if idle else ""
     return (f"{option} {human_bytes(limit)} cannot hold one target boundary per pass on {where} ({held}the models need "
             f"{human_bytes(s.model_bytes)}, one target boundary {parts}): the minimum is "
-            f"{human_bytes(idle + least_pass_bytes(s))}; raise {option}, or lower --batch-size or the number of --source-layers")
+            f"{human_bytes(idle + least_pass_bytes(s))}; raise {option}, or lower --batch-size or the number of --source-boundaries")

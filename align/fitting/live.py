@@ -54,7 +54,7 @@ from align.fitting.result import Side, alignment_dataset, check_result_room, gri
 from align.fitting.shards import ShardTask, shard_heldout_task, shard_statistics_task, shards_of, shift_task
 from align.fitting.solve import check_alphas, solve
 from align.fitting.split import TEST, Origin, Split, make_split
-from align.layers import parse_layers
+from align.boundaries import parse_boundaries
 
 __all__ = ["LiveJob", "LivePlan", "LiveReport", "Prepared", "TokenTable", "fit_live", "make_plan", "plan_batches",
            "prepare", "shape_of", "token_table"]
@@ -109,8 +109,8 @@ class Prepared:
     table: TokenTable
     split: Split
     batches: list
-    source_layers: list
-    target_layers: list
+    source_boundaries: list
+    target_boundaries: list
 
 
 def prepare(job: LiveJob, options: FitOptions) -> Prepared:
@@ -123,8 +123,8 @@ def prepare(job: LiveJob, options: FitOptions) -> Prepared:
     configs = tuple(models.load_config(s) for s in (job.source, job.target))
     toks = tuple(models.load_tokenizer(s) for s in (job.source, job.target))
     check_tokenizers(*(corpus.tokenizer_hashes(t) for t in toks), job.source.name, job.target.name)
-    layers = [parse_layers(spec, c.num_hidden_layers, f"--{side}-layers") for spec, c, side in
-              ((options.source_layers, configs[0], "source"), (options.target_layers, configs[1], "target"))]
+    layers = [parse_boundaries(spec, c.num_hidden_layers, f"--{side}-layers") for spec, c, side in
+              ((options.source_boundaries, configs[0], "source"), (options.target_boundaries, configs[1], "target"))]
     table = token_table(job.corpus, toks[0])
     for spec, config in zip((job.source, job.target), configs):
         models.check_token_ids(spec, config, table.max_id, "document {}, position {}".format(*table.max_id_at))
@@ -160,7 +160,7 @@ def shape_of(p: Prepared) -> LiveShape:
     dts = p.job.source.resolved_dtype(), p.job.target.resolved_dtype()
     big = max(p.batches, key=lambda b: b.positions)
     inter = max(getattr(c, "intermediate_size", None) or 4 * c.hidden_size for c in (cs, ct))
-    return LiveShape(len(p.source_layers), cs.hidden_size, len(p.target_layers), ct.hidden_size, big.positions, big.width,
+    return LiveShape(len(p.source_boundaries), cs.hidden_size, len(p.target_boundaries), ct.hidden_size, big.positions, big.width,
                  inter, max(cs.num_attention_heads, ct.num_attention_heads), 4 if "float32" in dts else 2,
                  p.split.counts["heldout"], model_bytes(cs, dts[0]) + model_bytes(ct, dts[1]), p.split.n_parts)
 
@@ -225,7 +225,7 @@ def make_plan(p: Prepared, options: FitOptions, device_memory: int | None, per_w
         where, limit, idle, option = budget_of(p.job, options, device_memory)
     # on the CPU the document bootstrap's weights share the budget with the passes
     boot = {"document bootstrap": _bootstrap_bytes(p, options)["passes"]} if where == "cpu" and per_worker is None else {}
-    planned = plan_passes(s, p.target_layers, limit - idle - sum(boot.values()))
+    planned = plan_passes(s, p.target_boundaries, limit - idle - sum(boot.values()))
     if planned is None:
         raise InputError(pass_refusal(option, limit, idle, s, where))
     blocks, keep, need = planned
@@ -238,7 +238,7 @@ def make_plan(p: Prepared, options: FitOptions, device_memory: int | None, per_w
 
 def _bootstrap_bytes(p: Prepared, options: FitOptions) -> dict:
     """`budget.bootstrap_bytes` of this run's document bootstrap."""
-    return bootstrap_bytes(options.bootstrap, len(p.split.test_docs), len(p.source_layers), len(p.target_layers),
+    return bootstrap_bytes(options.bootstrap, len(p.split.test_docs), len(p.source_boundaries), len(p.target_boundaries),
                            p.configs[1].hidden_size)
 
 
@@ -248,7 +248,7 @@ def _refuse_bootstrap(p: Prepared, options: FitOptions) -> None:
     own = options.memory_limit is not None and options.scheduler in (None, "synchronous", "sync")
     why = bootstrap_refusal(options.bootstrap, _bootstrap_bytes(p, options),
                             options.memory_limit if own else default_memory_limit(), len(p.split.test_docs),
-                            len(p.source_layers) * len(p.target_layers))
+                            len(p.source_boundaries) * len(p.target_boundaries))
     if why:
         raise InputError(why)
 
@@ -299,12 +299,12 @@ def fit_live(job: LiveJob, output: str | None, options: FitOptions | None = None
     _refuse_bootstrap(p, options)
     sides = sides_of(p)
     if output is not None and not dry_run:
-        check_result_room(output, p.source_layers, p.target_layers, *sides, p.split, options.save_maps)
+        check_result_room(output, p.source_boundaries, p.target_boundaries, *sides, p.split, options.save_maps)
     if options.scheduler not in (None, "synchronous", "sync") and not dry_run:
         plan, results, statistics, rates, loop_s = run_on_cluster(p, options, log)
         return finish(p, sides, results, statistics, plan, options, output, inputs, rates, loop_s, "cluster", log, t0)
     plan = make_plan(p, options, device_memory)
-    for line in plan.lines(len(p.source_layers), len(p.target_layers), job.batch_size):
+    for line in plan.lines(len(p.source_boundaries), len(p.target_boundaries), job.batch_size):
         log(line)
     if dry_run:
         est = estimate(p, plan, log)
@@ -314,7 +314,7 @@ def fit_live(job: LiveJob, output: str | None, options: FitOptions | None = None
     progress = Progress(total, log, terminal)
     t_loop = time.time()
     try:
-        results, statistics = run_blocks(net, p.table, p.batches, p.source_layers, plan.blocks, plan.keep_heldout,
+        results, statistics = run_blocks(net, p.table, p.batches, p.source_boundaries, plan.blocks, plan.keep_heldout,
                                          options, p.split, progress)
     finally:
         progress.close()
@@ -328,7 +328,7 @@ def finish(p: Prepared, sides, results, statistics, plan: LivePlan, options: Fit
     """The alignment Dataset (the shared writer's, route "live") written to `output`."""
     log(f"align fit --live: {plan.passes} pass(es) over {p.table.n_tokens:,} tokens, {rates}")
     recorded = options.recorded(batch_size=p.job.batch_size, n_tokens=p.split.counts, device=where)
-    ds = alignment_dataset(results, p.source_layers, p.target_layers, *sides, p.split, recorded, route="live",
+    ds = alignment_dataset(results, p.source_boundaries, p.target_boundaries, *sides, p.split, recorded, route="live",
                            save_maps=options.save_maps, resampling=options.resampling)
     note = grid_note(ds, options.extend_alphas)
     if note:
@@ -336,7 +336,7 @@ def finish(p: Prepared, sides, results, statistics, plan: LivePlan, options: Fit
     if output is not None:
         fault_point("fit_live_before_write")
         write_alignment(output, ds, inputs, options.overwrite)
-        log(f"align fit --live: wrote {output} ({len(p.source_layers)}x{len(p.target_layers)} pairs) in "
+        log(f"align fit --live: wrote {output} ({len(p.source_boundaries)}x{len(p.target_boundaries)} pairs) in "
             f"{time.time() - t0:.1f} s")
     return LiveReport(output, ds, time.time() - t0, plan.record(), statistics, rates, loop_s)
 
@@ -355,7 +355,7 @@ def run_on_cluster(p: Prepared, options: FitOptions, log) -> tuple:
     t_loop = time.time()
     with executor(options.scheduler, None, options.memory_limit, log) as ex:
         plan = make_plan(p, options, None, (ex.limit, ex.idle))
-        for line in plan.lines(len(p.source_layers), len(p.target_layers), p.job.batch_size):
+        for line in plan.lines(len(p.source_boundaries), len(p.target_boundaries), p.job.batch_size):
             log(line)
         n = max(1, min(len(p.batches), 4 * ex.n_workers))
         train = shards_of([b for b in p.batches if b.n_train], n)
@@ -365,7 +365,7 @@ def run_on_cluster(p: Prepared, options: FitOptions, log) -> tuple:
             f"{ex.n_workers} Dask worker(s), each loading both models")
         x_shift = None
         for k, block in enumerate(plan.blocks):
-            I = tuple(p.source_layers)
+            I = tuple(p.source_boundaries)
             shifts = ex.run({"table": p.table, "shift": (shift_task, ShardTask(p.job, I, block, (first,)), "table", x_shift)},
                             "shift")
             if x_shift is None:
@@ -407,16 +407,16 @@ def estimate(p: Prepared, plan: LivePlan, log) -> dict:
     L_T = net.target.config.num_hidden_layers
     for _ in range(2):  # the first is the warm-up
         t = time.perf_counter()
-        xs = forward(net.source, p.table, b, p.source_layers, net.roles[0])
+        xs = forward(net.source, p.table, b, p.source_boundaries, net.roles[0])
         ts = time.perf_counter() - t
         t = time.perf_counter()
-        ys = forward(net.target, p.table, b, p.target_layers, net.roles[1])
+        ys = forward(net.target, p.table, b, p.target_boundaries, net.roles[1])
         tt = time.perf_counter() - t
     backend = net.backend
-    stats = ridge.Statistics.zeros(p.source_layers, block, net.source.config.hidden_size,
+    stats = ridge.Statistics.zeros(p.source_boundaries, block, net.source.config.hidden_size,
                                    net.target.config.hidden_size, backend)
     part = np.where(b.part == TEST, -1, b.part)
-    shift_x, shift_y = training_shift(xs, p.source_layers, b), training_shift(ys, block, b)
+    shift_x, shift_y = training_shift(xs, p.source_boundaries, b), training_shift(ys, block, b)
     t = time.perf_counter()
     ridge.chunk_statistics(xs, {j: ys[j] for j in block}, part, shift_x, shift_y, backend,
                            into=stats)
@@ -425,7 +425,7 @@ def estimate(p: Prepared, plan: LivePlan, log) -> dict:
     tp = time.perf_counter() - t
     scale = plan.positions / b.positions
     depth = sum(max(blk) for blk in plan.blocks) / max(L_T, 1)  # model depths of the target run in all passes
-    per_row = tp / max(b.n_train, 1) * len(p.target_layers) / len(block)
+    per_row = tp / max(b.n_train, 1) * len(p.target_boundaries) / len(block)
     c = plan.counts
     sec = {"source forward": ts * scale * plan.passes, "target forward": tt * scale * depth,
            "statistics": per_row * (c["fit"] + c["validation"]), "held-out": per_row * c["heldout"] / 2}

@@ -19,7 +19,7 @@ class FitOptions:
     """What a fit computes (the first group: recorded in the result) and where it runs.
 
     alphas: relative ridge penalties α_rel (units of the mean eigenvalue of XcᵀXc), kept
-    sorted; source_layers / target_layers: boundary specs ("0,4,8", "::2"; None: all).
+    sorted; source_boundaries / target_boundaries: boundary specs ("0,4,8", "::2"; None: all).
     scheduler: None (threads of this process; a local Dask cluster with n_workers), "synchronous",
     or a Dask scheduler address; memory_limit: bytes or "8GB" (the whole fit; per worker with
     an address); worker_budget: bytes per worker, replacing the measured figure (tests);
@@ -40,8 +40,8 @@ class FitOptions:
     seed: int = 0
     alphas: tuple = ridge.DEFAULT_ALPHAS
     include_first_token: bool = False
-    source_layers: str | None = None
-    target_layers: str | None = None
+    source_boundaries: str | None = None
+    target_boundaries: str | None = None
     device: str = "cpu"
     save_maps: bool = False
     scheduler: str | None = None
@@ -94,8 +94,8 @@ class FitOptions:
     def recorded(self, **extra) -> dict:
         """The options the result records (what decides its numbers), plus `extra`
         (task_tokens, n_tokens per part, ...)."""
-        keep = ("test_fraction", "val_fraction", "seed", "alphas", "include_first_token", "source_layers",
-                "target_layers", "device", "save_maps", "extend_alphas", "bootstrap", "bootstrap_seed", "convergence", "control")
+        keep = ("test_fraction", "val_fraction", "seed", "alphas", "include_first_token", "source_boundaries",
+                "target_boundaries", "device", "save_maps", "extend_alphas", "bootstrap", "bootstrap_seed", "convergence", "control")
         d = {k: v for k, v in asdict(self).items() if k in keep}
         d["alphas"] = list(self.alphas)
         return {**d, **extra}

@@ -116,10 +116,10 @@ def load_models(job: LiveJob) -> Models:
     return Models(src, tgt, dev if dev.type == "cuda" else torch.device("cpu"), roles)
 
 
-def forwards(net: Models, table: TokenTable, b: Batch, source_layers, block, progress: Progress | None):
+def forwards(net: Models, table: TokenTable, b: Batch, source_boundaries, block, progress: Progress | None):
     """Both forwards of one batch, timed for the progress line."""
     t = time.perf_counter()
-    xs = forward(net.source, table, b, source_layers, net.roles[0])
+    xs = forward(net.source, table, b, source_boundaries, net.roles[0])
     t1 = time.perf_counter()
     ys = forward(net.target, table, b, block, net.roles[1])
     t2 = time.perf_counter()
@@ -137,7 +137,7 @@ class Shifts:
     y: dict = field(default_factory=dict)
 
 
-def statistics_pass(net: Models, table: TokenTable, batches, source_layers, block, shifts: Shifts,
+def statistics_pass(net: Models, table: TokenTable, batches, source_boundaries, block, shifts: Shifts,
                     keep_heldout: bool, progress: Progress, label: str, alphas_check=None, stat_part=None):
     """One pass over `batches` for one block: (ridge.Statistics on the device, kept
     held-out rows [({i: rows}, {j: rows})] or None). `alphas_check(scale)` runs on the first
@@ -146,7 +146,7 @@ def statistics_pass(net: Models, table: TokenTable, batches, source_layers, bloc
     d_s, d_t = net.source.config.hidden_size, net.target.config.hidden_size
     backend = net.backend
     parts = ridge.N_PARTS if stat_part is None else CONVERGENCE_PARTS
-    stats = ridge.Statistics.zeros(source_layers, block, d_s, d_t, backend, parts)
+    stats = ridge.Statistics.zeros(source_boundaries, block, d_s, d_t, backend, parts)
     kept = [] if keep_heldout else None
     work: dict = {}  # the gather's buffers, reused batch after batch
     for b in batches:
@@ -154,12 +154,12 @@ def statistics_pass(net: Models, table: TokenTable, batches, source_layers, bloc
         if not b.n_train and not (keep_heldout and b.n_test):
             progress.step(label)
             continue
-        xs, ys = forwards(net, table, b, source_layers, block, progress)
+        xs, ys = forwards(net, table, b, source_boundaries, block, progress)
         if b.n_train:
             if shifts.x is None:
                 if alphas_check is not None:
-                    alphas_check(training_scale(xs, source_layers, b))
-                shifts.x = training_shift(xs, source_layers, b)
+                    alphas_check(training_scale(xs, source_boundaries, b))
+                shifts.x = training_shift(xs, source_boundaries, b)
             if block not in shifts.y:
                 shifts.y[block] = training_shift(ys, block, b)
             part = np.where(b.part == TEST, -1, b.part)
@@ -170,14 +170,14 @@ def statistics_pass(net: Models, table: TokenTable, batches, source_layers, bloc
                                    into=stats, work=work)
         if keep_heldout and b.n_test:
             held = b.flat[b.n_train:]
-            kept.append((rows(xs, source_layers, held, net.device), rows(ys, block, held, net.device),
+            kept.append((rows(xs, source_boundaries, held, net.device), rows(ys, block, held, net.device),
                          b.tokens[b.n_train:]))
         del xs, ys
         progress.step(label)
     return stats, kept
 
 
-def heldout_pass(net: Models, table: TokenTable, batches, source_layers, block, solved: dict, kept,
+def heldout_pass(net: Models, table: TokenTable, batches, source_boundaries, block, solved: dict, kept,
                  progress: Progress, label: str, hdoc: np.ndarray | None = None) -> dict:
     """The held-out sums (ridge.heldout_sums, added batch after batch) of every pair of the
     block: from the kept rows, or a second forward of the batches with held-out rows (the
@@ -200,15 +200,15 @@ def heldout_pass(net: Models, table: TokenTable, batches, source_layers, block, 
         if not b.n_test:
             continue
         fault_point("fit_live_heldout_batch")
-        xs, ys = forwards(net, table, b, source_layers, block, progress)
+        xs, ys = forwards(net, table, b, source_boundaries, block, progress)
         held = b.flat[b.n_train:]
-        add(rows(xs, source_layers, held, net.device), rows(ys, block, held, net.device), b.tokens[b.n_train:])
+        add(rows(xs, source_boundaries, held, net.device), rows(ys, block, held, net.device), b.tokens[b.n_train:])
         del xs, ys
         progress.step(label)
     return sums
 
 
-def run_blocks(net: Models, table: TokenTable, batches, source_layers, blocks, keep_heldout: bool,
+def run_blocks(net: Models, table: TokenTable, batches, source_boundaries, blocks, keep_heldout: bool,
                options: FitOptions, split: Split, progress: Progress) -> tuple:
     """Every block in turn: statistics pass, solve (the shared solver, the source's factors
     shared by all blocks), held-out pass. Returns ({(i, j): fitted + scores}, {block:
@@ -221,7 +221,7 @@ def run_blocks(net: Models, table: TokenTable, batches, source_layers, blocks, k
 
     for k, block in enumerate(blocks):
         label = f"pass {k + 1} of {len(blocks)}"
-        stats, kept = statistics_pass(net, table, batches, source_layers, block, shifts, keep_heldout, progress,
+        stats, kept = statistics_pass(net, table, batches, source_boundaries, block, shifts, keep_heldout, progress,
                                       label, alphas_check if k == 0 else None, split.stat_part)
         reduced = stats.numpy(net.backend)
         del stats
@@ -230,7 +230,7 @@ def run_blocks(net: Models, table: TokenTable, batches, source_layers, blocks, k
         if options.keep_statistics:
             kept_stats[block] = reduced
         del reduced
-        sums = heldout_pass(net, table, batches, source_layers, block, {"fitted": fitted, "fractions": fractions}, kept,
+        sums = heldout_pass(net, table, batches, source_boundaries, block, {"fitted": fitted, "fractions": fractions}, kept,
                             progress, label + ", held-out", split.heldout_index if options.bootstrap else None)
         results.update(pair_results(fitted, sums, split, options.resampling, fractions))
         del kept, fitted

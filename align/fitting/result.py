@@ -107,11 +107,11 @@ def _weights(n_docs: int, resampling: Resampling) -> np.ndarray:
     return _WEIGHTS[key]
 
 
-def alignment_dataset(results: dict, src_layers, tgt_layers, source: Side, target: Side, split: Split,
+def alignment_dataset(results: dict, src_boundaries, tgt_boundaries, source: Side, target: Side, split: Split,
                       options: dict, route: str = "store", save_maps: bool = False,
                       resampling: Resampling | None = None):
     """The alignment result (`schema: alignment`) as an xarray Dataset: the five scores over
-    (source_layer, target_layer), `val_sse` over (source_layer, target_layer, alpha_grid: α_rel),
+    (source_boundary, target_boundary), `val_sse` over (source_boundary, target_boundary, alpha_grid: α_rel),
     `heldout_doc`, W and c with `save_maps`, and attributes summary, split, options, both
     sides' provenance and `route` ("store" or "live"). When the results hold per-document
     sums (`pair_results` with a split and `resampling`), also the document bootstrap
@@ -122,46 +122,46 @@ def alignment_dataset(results: dict, src_layers, tgt_layers, source: Side, targe
     if route not in ROUTES:
         raise ValueError(f"route {route!r} is not one of {ROUTES}")
     L_S, L_T = source.n_layers, target.n_layers
-    shape = (len(src_layers), len(tgt_layers))
+    shape = (len(src_boundaries), len(tgt_boundaries))
     arrays = {name: np.full(shape, np.nan) for name in SCORES}
-    for a, i in enumerate(src_layers):
-        for b, j in enumerate(tgt_layers):
+    for a, i in enumerate(src_boundaries):
+        for b, j in enumerate(tgt_boundaries):
             for name in arrays:
                 arrays[name][a, b] = results[(i, j)][name]
-    refuse_non_finite(arrays, src_layers, tgt_layers)
-    dims = ("source_layer", "target_layer")
+    refuse_non_finite(arrays, src_boundaries, tgt_boundaries)
+    dims = ("source_boundary", "target_boundary")
     data = {name: (dims, v) for name, v in arrays.items()}
     data["heldout_doc"] = (("heldout_doc",), np.asarray(split.test_docs, dtype=np.int64))
-    grid, val_sse = _validation_curves(results, src_layers, tgt_layers)
+    grid, val_sse = _validation_curves(results, src_boundaries, tgt_boundaries)
     if grid is not None:
         data["val_sse"] = (dims + ("alpha_grid",), val_sse)
-    first = results[(src_layers[0], tgt_layers[0])]
+    first = results[(src_boundaries[0], tgt_boundaries[0])]
     if "by_fraction" in first:
         fracs = sorted(first["by_fraction"])
-        by = np.array([[[[results[(i, j)]["by_fraction"][f][k] for j in tgt_layers] for i in src_layers] for f in fracs]
+        by = np.array([[[[results[(i, j)]["by_fraction"][f][k] for j in tgt_boundaries] for i in src_boundaries] for f in fracs]
                        for k in (0, 1)])  # (2: relative_error and α_rel, fractions, S, T)
-        refuse_non_finite({f"relative_error of the {f:g} fraction": by[0][k] for k, f in enumerate(fracs)}, src_layers,
-                          tgt_layers)
+        refuse_non_finite({f"relative_error of the {f:g} fraction": by[0][k] for k, f in enumerate(fracs)}, src_boundaries,
+                          tgt_boundaries)
         data["relative_error_by_fraction"] = (("fraction",) + dims, np.concatenate([by[0], arrays["relative_error"][None]]))
         data["alpha_rel_by_fraction"] = (("fraction",) + dims, np.concatenate([by[1], arrays["alpha_rel"][None]]))
     if save_maps:
         data["W"] = (dims + ("d_source", "d_target"),
-                     np.stack([np.stack([results[(i, j)]["W"] for j in tgt_layers]) for i in src_layers]))
-        data["c"] = (dims + ("d_target",), np.stack([np.stack([results[(i, j)]["c"] for j in tgt_layers]) for i in src_layers]))
+                     np.stack([np.stack([results[(i, j)]["W"] for j in tgt_boundaries]) for i in src_boundaries]))
+        data["c"] = (dims + ("d_target",), np.stack([np.stack([results[(i, j)]["c"] for j in tgt_boundaries]) for i in src_boundaries]))
     coords = {
-        "source_layer": ("source_layer", np.asarray(src_layers, dtype=np.int64)),
-        "target_layer": ("target_layer", np.asarray(tgt_layers, dtype=np.int64)),
-        "source_depth": ("source_layer", np.asarray(src_layers, dtype=np.float64) / L_S),
-        "target_depth": ("target_layer", np.asarray(tgt_layers, dtype=np.float64) / L_T),
+        "source_boundary": ("source_boundary", np.asarray(src_boundaries, dtype=np.int64)),
+        "target_boundary": ("target_boundary", np.asarray(tgt_boundaries, dtype=np.int64)),
+        "source_depth": ("source_boundary", np.asarray(src_boundaries, dtype=np.float64) / L_S),
+        "target_depth": ("target_boundary", np.asarray(tgt_boundaries, dtype=np.float64) / L_T),
     }
     if grid is not None:
         coords["alpha_grid"] = ("alpha_grid", grid)  # α_rel values of the validation curves
     if "relative_error_by_fraction" in data:
         coords["fraction"] = ("fraction", np.array(sorted(first["by_fraction"]) + [1.0]))
-    summary = ridge.summary(arrays["relative_error"], src_layers, tgt_layers, L_S, L_T)
+    summary = ridge.summary(arrays["relative_error"], src_boundaries, tgt_boundaries, L_S, L_T)
     summary.update(_grid_ends(arrays["alpha_rel"], grid))
-    if resampling is not None and all("doc_pair" in results[(i, j)] for i in src_layers for j in tgt_layers):
-        summary.update(_with_bootstrap(data, results, arrays, summary, src_layers, tgt_layers, L_S, L_T, resampling))
+    if resampling is not None and all("doc_pair" in results[(i, j)] for i in src_boundaries for j in tgt_boundaries):
+        summary.update(_with_bootstrap(data, results, arrays, summary, src_boundaries, tgt_boundaries, L_S, L_T, resampling))
     attrs = {
         "summary": summary,
         "route": route, "source": source.provenance, "target": target.provenance,
@@ -198,16 +198,16 @@ DESCRIPTIONS = {
 }
 
 
-def _validation_curves(results: dict, src_layers, tgt_layers):
+def _validation_curves(results: dict, src_boundaries, tgt_boundaries):
     """(α_rel grid (union over pairs, increasing), val_sse (S, T, n_alpha) with NaN where a
     pair's grid lacks an α), or (None, None) when the fit had a single α (nothing validated)."""
-    grids = [np.asarray(results[(i, j)].get("val_alphas", ()), dtype=np.float64) for i in src_layers for j in tgt_layers]
+    grids = [np.asarray(results[(i, j)].get("val_alphas", ()), dtype=np.float64) for i in src_boundaries for j in tgt_boundaries]
     if not grids or any(len(g) < 2 for g in grids):
         return None, None
     grid = np.unique(np.concatenate(grids))
-    out = np.full((len(src_layers), len(tgt_layers), len(grid)), np.nan)
-    for a, i in enumerate(src_layers):
-        for b, j in enumerate(tgt_layers):
+    out = np.full((len(src_boundaries), len(tgt_boundaries), len(grid)), np.nan)
+    for a, i in enumerate(src_boundaries):
+        for b, j in enumerate(tgt_boundaries):
             r = results[(i, j)]
             out[a, b, np.searchsorted(grid, r["val_alphas"])] = r["val_sse"]
     return grid, out
@@ -221,31 +221,31 @@ def _grid_ends(alpha_rel: np.ndarray, grid) -> dict:
             "pairs_at_largest_alpha": int(np.sum(alpha_rel >= grid[-1]))}
 
 
-def _with_bootstrap(data: dict, results: dict, arrays: dict, summary: dict, src_layers, tgt_layers, L_S, L_T,
+def _with_bootstrap(data: dict, results: dict, arrays: dict, summary: dict, src_boundaries, tgt_boundaries, L_S, L_T,
                     resampling: Resampling) -> dict:
     """Adds to `data` the per-document sums, `p_best` and the scores' `<score>_low` /
     `<score>_high`; returns the summary's bootstrap fields (`uncertainty.summarise`)."""
-    dims = ("source_layer", "target_layer")
-    doc_pair = np.stack([np.stack([results[(i, j)]["doc_pair"] for j in tgt_layers], axis=1) for i in src_layers],
+    dims = ("source_boundary", "target_boundary")
+    doc_pair = np.stack([np.stack([results[(i, j)]["doc_pair"] for j in tgt_boundaries], axis=1) for i in src_boundaries],
                         axis=1)  # (K, S, T, 3)
-    first = src_layers[0]
-    doc_target = np.stack([results[(first, j)]["doc_target"] for j in tgt_layers], axis=1)  # (K, T, 3)
-    cc = np.stack([results[(first, j)]["doc_cc"] for j in tgt_layers], axis=1)  # (B, T)
+    first = src_boundaries[0]
+    doc_target = np.stack([results[(first, j)]["doc_target"] for j in tgt_boundaries], axis=1)  # (K, T, 3)
+    cc = np.stack([results[(first, j)]["doc_cc"] for j in tgt_boundaries], axis=1)  # (B, T)
     K = doc_pair.shape[0]
     w = _weights(K, resampling)
     boot = uncertainty.resampled_scores(doc_pair, doc_target, cc, w)
     for name, v in boot.items():
         lo, hi = uncertainty.interval(v)
         data[f"{name}_low"], data[f"{name}_high"] = (dims, lo), (dims, hi)
-    p_best, fields = uncertainty.summarise(boot["relative_error"], summary, src_layers, tgt_layers, L_S, L_T,
+    p_best, fields = uncertainty.summarise(boot["relative_error"], summary, src_boundaries, tgt_boundaries, L_S, L_T,
                                            resampling, arrays["relative_error"])
     data["p_best"] = (dims, p_best)
     doc = ("heldout_doc",)
     data["doc_n_tokens"] = (doc, doc_target[:, 0, 0])
     for k, name in enumerate(("doc_ratio_sum", "doc_error_sum", "doc_error_sq_sum")):
         data[name] = (doc + dims, doc_pair[..., k])
-    data["doc_norm_sum"] = (doc + ("target_layer",), doc_target[..., 1])
-    data["doc_centred_sq_sum"] = (doc + ("target_layer",), doc_target[..., 2])
+    data["doc_norm_sum"] = (doc + ("target_boundary",), doc_target[..., 1])
+    data["doc_centred_sq_sum"] = (doc + ("target_boundary",), doc_target[..., 2])
     return fields
 
 
@@ -262,20 +262,20 @@ def grid_note(ds, extended: bool) -> str | None:
         ends.append(f"{low} chose the smallest α_rel {grid[0]:g}")
     if high:
         ends.append(f"{high} the largest {grid[-1]:g}")
-    n = ds.sizes["source_layer"] * ds.sizes["target_layer"]
+    n = ds.sizes["source_boundary"] * ds.sizes["target_boundary"]
     why = ("the grid reached its limit there (--alphas auto stops at 1e-12 and 1e6)" if extended
            else "widen --alphas, or use --alphas auto")
     return f"of {n} pairs, {' and '.join(ends)}: {why}; val_sse holds each pair's validation curve"
 
 
-def refuse_non_finite(arrays: dict, src_layers, tgt_layers) -> None:
+def refuse_non_finite(arrays: dict, src_boundaries, tgt_boundaries) -> None:
     """No result holds, and no summary is computed over, a non-finite score: raise
     NonFiniteError naming the pairs (source boundary, target boundary) and the scores.
-    arrays: {score name: (len(src_layers), len(tgt_layers))}."""
+    arrays: {score name: (len(src_boundaries), len(tgt_boundaries))}."""
     bad = {}
     for name, v in arrays.items():
         for a, b in zip(*np.nonzero(~np.isfinite(v))):
-            bad.setdefault((src_layers[a], tgt_layers[b]), []).append(f"{name} {v[a, b]}")
+            bad.setdefault((src_boundaries[a], tgt_boundaries[b]), []).append(f"{name} {v[a, b]}")
     if bad:
         shown = "; ".join(f"source {i} -> target {j}: {', '.join(what)}" for (i, j), what in list(bad.items())[:4])
         more = f" (and {len(bad) - 4} more pairs)" if len(bad) > 4 else ""
@@ -283,7 +283,7 @@ def refuse_non_finite(arrays: dict, src_layers, tgt_layers) -> None:
         raise NonFiniteError(
             f"{len(bad)} layer pair(s) have non-finite held-out scores ({shown}{more}): the held-out activations of "
             f"target boundary {', '.join(map(str, targets))} have no variance or overflow float64, so no map can be "
-            "scored there; nothing was written (fit other --target-layers, or re-extract the stores)")
+            "scored there; nothing was written (fit other --target-boundaries, or re-extract the stores)")
 
 
 def jsonable(obj):
@@ -300,11 +300,11 @@ def jsonable(obj):
     return obj
 
 
-def check_result_room(output: str, src_layers, tgt_layers, source: Side, target: Side, split: Split,
+def check_result_room(output: str, src_boundaries, tgt_boundaries, source: Side, target: Side, split: Split,
                       save_maps: bool) -> None:
     """`check_room` for the alignment result these layers, sides and split make."""
     attrs = len(json.dumps(jsonable({"source": source.provenance, "target": target.provenance, "split": split.record()})))
-    check_room(output, result_bytes(len(src_layers), len(tgt_layers), source.d_model, target.d_model,
+    check_room(output, result_bytes(len(src_boundaries), len(tgt_boundaries), source.d_model, target.d_model,
                                     len(split.test_docs), save_maps, attrs))
 
 

@@ -23,7 +23,7 @@ class ShardTask:
     """What one shard task needs (opaque to Dask: its tuples are no graph keys): the job, the
     source boundaries, the block of target boundaries and the shard's batches."""
     job: LiveJob
-    source_layers: tuple
+    source_boundaries: tuple
     block: tuple
     batches: tuple
 
@@ -39,9 +39,9 @@ def shift_task(task: ShardTask, table: TokenTable, x_shift) -> dict:
     source's only when `x_shift` is None) and the source's scale (check_alphas)."""
     net = worker_models(task.job)
     b = task.batches[0]
-    xs, ys = forwards(net, table, b, list(task.source_layers), task.block, None)
-    scale = training_scale(xs, task.source_layers, b) if x_shift is None else {}
-    x = training_shift(xs, task.source_layers, b) if x_shift is None else x_shift
+    xs, ys = forwards(net, table, b, list(task.source_boundaries), task.block, None)
+    scale = training_scale(xs, task.source_boundaries, b) if x_shift is None else {}
+    x = training_shift(xs, task.source_boundaries, b) if x_shift is None else x_shift
     return {"x": x, "y": training_shift(ys, task.block, b), "scale": scale}
 
 
@@ -49,10 +49,10 @@ def shard_statistics_task(task: ShardTask, table: TokenTable, shifts: dict) -> r
     """On a worker: the sums (numpy) of the training rows of the shard's batches."""
     net = worker_models(task.job)
     d_s, d_t = net.source.config.hidden_size, net.target.config.hidden_size
-    stats = ridge.Statistics.zeros(task.source_layers, task.block, d_s, d_t, net.backend)
+    stats = ridge.Statistics.zeros(task.source_boundaries, task.block, d_s, d_t, net.backend)
     for b in task.batches:
         fault_point("fit_live_batch")
-        xs, ys = forwards(net, table, b, list(task.source_layers), task.block, None)
+        xs, ys = forwards(net, table, b, list(task.source_boundaries), task.block, None)
         part = np.where(b.part == TEST, -1, b.part)
         ridge.chunk_statistics(xs, ys, part, shifts["x"], shifts["y"], net.backend, into=stats)
     return stats.numpy(net.backend)
@@ -64,9 +64,9 @@ def shard_heldout_task(task: ShardTask, table: TokenTable, fitted: dict, hdoc=No
     net = worker_models(task.job)
     sums = None
     for b in task.batches:
-        xs, ys = forwards(net, table, b, list(task.source_layers), task.block, None)
+        xs, ys = forwards(net, table, b, list(task.source_boundaries), task.block, None)
         held = b.flat[b.n_train:]
-        s = ridge.heldout_sums(rows(xs, task.source_layers, held, net.device),
+        s = ridge.heldout_sums(rows(xs, task.source_boundaries, held, net.device),
                                rows(ys, task.block, held, net.device), fitted, net.backend,
                                docs=None if hdoc is None else hdoc[b.tokens[b.n_train:]])
         sums = s if sums is None else ridge.add_heldout(sums, s)

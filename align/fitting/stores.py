@@ -39,7 +39,7 @@ from align.fitting.result import (
 )
 from align.fitting.solve import check_alphas
 from align.fitting.split import make_split
-from align.layers import parse_layers
+from align.boundaries import parse_boundaries
 
 # A fit whose statistics take more than this many flops (2·N·ΣD_S·ΣD_T) on the CPU runs its
 # products through torch (MKL: ~10% faster than numpy's OpenBLAS, and the GIL released, so
@@ -142,9 +142,9 @@ def _check_reachable(path: str, role: str, storage_options: dict | None) -> None
                          "(check the endpoint, e.g. AWS_ENDPOINT_URL, and the credentials)") from None
 
 
-def select_layers(spec, store, option: str) -> list:
+def select_boundaries(spec, store, option: str) -> list:
     """The boundaries `spec` ("0,4,8", "::2", None: all) names, each held by `store`."""
-    chosen = parse_layers(spec, store.n_layers, option)
+    chosen = parse_boundaries(spec, store.n_layers, option)
     missing = [b for b in chosen if b not in store.boundaries]
     if missing:
         raise InputError(f"{option} {spec or 'all'} asks for boundaries {missing} that store {store.path} does not hold "
@@ -218,19 +218,19 @@ def fit(source: str, target: str, output: str | None, options: FitOptions | None
                         storage_options=opts.storage_options)
 
     S, T = open_pair(source, target, opts.storage_options)
-    src_layers = select_layers(opts.source_layers, S, "--source-layers")
-    tgt_layers = select_layers(opts.target_layers, T, "--target-layers")
+    src_boundaries = select_boundaries(opts.source_boundaries, S, "--source-boundaries")
+    tgt_boundaries = select_boundaries(opts.target_boundaries, T, "--target-boundaries")
     split = make_split(S.tokens("doc"), S.tokens("pos"), opts, S.tokens("seq"))
     sides = Side.of_store(S), Side.of_store(T)
     if output is not None:
-        check_result_room(output, src_layers, tgt_layers, *sides, split, opts.save_maps)
-    n_pairs = len(src_layers) * len(tgt_layers)
+        check_result_room(output, src_boundaries, tgt_boundaries, *sides, split, opts.save_maps)
+    n_pairs = len(src_boundaries) * len(tgt_boundaries)
     if opts.save_maps:
         size = n_pairs * (S.d_model + 1) * T.d_model * 8
         log(f"align fit: --save-maps stores W and c for {n_pairs} pairs: {human_bytes(size)} (float64)")
-    check_alphas(opts.alphas, scale_of(S, src_layers, split.part), split.n_select, split.n_train)
+    check_alphas(opts.alphas, scale_of(S, src_boundaries, split.part), split.n_select, split.n_train)
 
-    boot = budget.bootstrap_bytes(opts.bootstrap, len(split.test_docs), len(src_layers), len(tgt_layers), T.d_model)
+    boot = budget.bootstrap_bytes(opts.bootstrap, len(split.test_docs), len(src_boundaries), len(tgt_boundaries), T.d_model)
     # the bootstrap's arrays live in this process, whose budget is --memory-limit unless that is per worker
     own = opts.memory_limit is not None and (opts.scheduler is None or opts.scheduler in SYNC)
     why = budget.bootstrap_refusal(opts.bootstrap, boot, opts.memory_limit if own else default_memory_limit(),
@@ -238,10 +238,10 @@ def fit(source: str, target: str, output: str | None, options: FitOptions | None
     if why:
         raise InputError(why)
     client_extra = budget.client_bytes(S.n_tokens, n_pairs, S.d_model, T.d_model, opts.save_maps) + boot["passes"]
-    use_torch = opts.device == "cpu" and fit_flops(S, T, src_layers, tgt_layers) > SMALL_FIT_FLOPS
+    use_torch = opts.device == "cpu" and fit_flops(S, T, src_boundaries, tgt_boundaries) > SMALL_FIT_FLOPS
     if use_torch:
         import torch  # noqa: F401  (before the idle footprint is measured, and the threads' BLAS limit set)
-    scheduler, n_workers, limit = _where(opts, S, T, src_layers, tgt_layers, client_extra, log)
+    scheduler, n_workers, limit = _where(opts, S, T, src_boundaries, tgt_boundaries, client_extra, log)
     # under an explicit --memory-limit the result's modules (~70 MB) are loaded now, so that the
     # idle footprint measured below counts them; otherwise they load during the sums
     dataset_modules_counted = opts.memory_limit is not None
@@ -249,15 +249,15 @@ def fit(source: str, target: str, output: str | None, options: FitOptions | None
         import_dataset_modules()
     results, statistics = {}, {}
     with executor(scheduler, n_workers, limit, log) as ex:
-        plan, step, keep_heldout = _plan(opts, ex, S, T, src_layers, tgt_layers, client_extra, split)
+        plan, step, keep_heldout = _plan(opts, ex, S, T, src_boundaries, tgt_boundaries, client_extra, split)
         blocks = plan["block_list"]
         ranges = [(a, min(S.n_tokens, a + step)) for a in range(0, S.n_tokens, step)]
         # the shift of the sums: one store chunk's training mean is near enough (a task's range of
         # every boundary was ~1 GB to read at 128k tokens, for a vector any value of which gives the same fit)
         near = min(step, S.chunk_tokens)
-        shifts = (shifts_of(S, src_layers, split.part, near), shifts_of(T, tgt_layers, split.part, near))
+        shifts = (shifts_of(S, src_boundaries, split.part, near), shifts_of(T, tgt_boundaries, split.part, near))
         c = split.counts
-        log(f"align fit: {len(src_layers)}x{len(tgt_layers)} pairs in {len(blocks)} block(s) of at most "
+        log(f"align fit: {len(src_boundaries)}x{len(tgt_boundaries)} pairs in {len(blocks)} block(s) of at most "
             f"{len(blocks[0][0])}x{len(blocks[0][1])} ({human_bytes(plan['block_bytes'])} "
             f"per worker of {human_bytes(plan['worker_budget'])} planned), {len(ranges)} tasks of {step:,} tokens, "
             f"{c['fit']:,} fit / {c['validation']:,} validation / {c['heldout']:,} held-out tokens")
@@ -287,7 +287,7 @@ def fit(source: str, target: str, output: str | None, options: FitOptions | None
             if opts.keep_statistics:
                 statistics[(I, J)] = out["stats"]
     plan.pop("block_list")
-    ds = alignment_dataset(results, src_layers, tgt_layers, *sides, split,
+    ds = alignment_dataset(results, src_boundaries, tgt_boundaries, *sides, split,
                            opts.recorded(task_tokens=step, n_tokens=split.counts), "store", opts.save_maps,
                            opts.resampling)
     note = grid_note(ds, opts.extend_alphas)
@@ -295,16 +295,16 @@ def fit(source: str, target: str, output: str | None, options: FitOptions | None
         log(f"align fit: {note}")
     if output is not None:
         write_alignment(output, ds, {"source": source, "target": target}, opts.overwrite, opts.storage_options)
-        log(f"align fit: wrote {output} ({len(src_layers)}x{len(tgt_layers)} pairs) in {time.time() - t0:.1f} s")
+        log(f"align fit: wrote {output} ({len(src_boundaries)}x{len(tgt_boundaries)} pairs) in {time.time() - t0:.1f} s")
     return FitReport(output, ds, time.time() - t0, blocks, statistics, ex.seen, ex.task_seconds, plan)
 
 
-def fit_flops(S, T, src_layers, tgt_layers) -> float:
+def fit_flops(S, T, src_boundaries, tgt_boundaries) -> float:
     """2·N·ΣD_S·ΣD_T: the flops of the statistics' cross products."""
-    return 2.0 * S.n_tokens * len(src_layers) * S.d_model * len(tgt_layers) * T.d_model
+    return 2.0 * S.n_tokens * len(src_boundaries) * S.d_model * len(tgt_boundaries) * T.d_model
 
 
-def _where(opts: FitOptions, S, T, src_layers, tgt_layers, client_extra: int, log):
+def _where(opts: FitOptions, S, T, src_boundaries, tgt_boundaries, client_extra: int, log):
     """(scheduler, local workers, memory limit) of the executor: without --scheduler or
     --workers, threads of this process (no worker to start, no statistics to ship between
     processes: at 128k tokens 30 s against 41 s on a local cluster of 2, bench/fit.py); with
@@ -321,7 +321,7 @@ def _where(opts: FitOptions, S, T, src_layers, tgt_layers, client_extra: int, lo
     return None, n_workers, limit
 
 
-def _plan(opts: FitOptions, ex, S, T, src_layers, tgt_layers, client_extra: int, split):
+def _plan(opts: FitOptions, ex, S, T, src_boundaries, tgt_boundaries, client_extra: int, split):
     """(plan, tokens per task, keep held-out rows) once the executor is up; refuses a budget
     that cannot hold one pair, naming the minimum."""
     step = opts.task_tokens or budget.default_task_tokens(S.chunk_tokens, S.n_tokens, ex.n_workers, opts.device)
@@ -329,7 +329,7 @@ def _plan(opts: FitOptions, ex, S, T, src_layers, tgt_layers, client_extra: int,
     per_worker = opts.worker_budget if opts.worker_budget is not None else worker_budget_of(ex, client_extra)
     if opts.device != "cpu":
         per_worker = min(per_worker, device_budget(opts.device))
-    planned = budget.plan_blocks(src_layers, tgt_layers, S.d_model, T.d_model, step, per_worker, S.chunk_tokens,
+    planned = budget.plan_blocks(src_boundaries, tgt_boundaries, S.d_model, T.d_model, step, per_worker, S.chunk_tokens,
                                  fixed_tokens=fixed, n_tokens=S.n_tokens, parts=split.n_parts)
     if planned is None:
         need, least = budget.least_pair_bytes(S.d_model, T.d_model, step, S.chunk_tokens, S.n_tokens, fixed)

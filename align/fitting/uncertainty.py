@@ -99,9 +99,9 @@ def path_statistics(jstar: np.ndarray, sdepth: np.ndarray, n_target: int) -> dic
     return {"mean_depth_gap": gap, "slope": slope}
 
 
-def summarise(err_b: np.ndarray, point: dict, src_layers, tgt_layers, n_source: int, n_target: int,
+def summarise(err_b: np.ndarray, point: dict, src_boundaries, tgt_boundaries, n_source: int, n_target: int,
               resampling: Resampling, err: np.ndarray) -> tuple[np.ndarray, dict]:
-    """p_best (len(src_layers), len(tgt_layers)) and the summary's bootstrap fields.
+    """p_best (len(src_boundaries), len(tgt_boundaries)) and the summary's bootstrap fields.
 
     err_b (B, S, T): resampled relative_error; point: `ridge.summary` of the point matrix
     `err` (S, T). Fields: slope (point), `<stat>_low` / `<stat>_high` for STATS,
@@ -111,8 +111,8 @@ def summarise(err_b: np.ndarray, point: dict, src_layers, tgt_layers, n_source: 
     boundaries ≥ 1 (resamples of them from the same seed, after the documents' draws):
     their mean depth gap and slope, and the fraction of resamples in which the observed
     statistic is no better than the null's (`*_vs_*`)."""
-    src = [k for k, i in enumerate(src_layers) if i >= 1]
-    tgt = [k for k, j in enumerate(tgt_layers) if j >= 1]
+    src = [k for k, i in enumerate(src_boundaries) if i >= 1]
+    tgt = [k for k, j in enumerate(tgt_boundaries) if j >= 1]
     p_best = np.full(err.shape, np.nan)
     fields: dict = {"bootstrap": {"unit": "held-out document", "resamples": int(resampling.resamples),
                                   "seed": int(resampling.seed), "level": LEVEL,
@@ -120,7 +120,7 @@ def summarise(err_b: np.ndarray, point: dict, src_layers, tgt_layers, n_source: 
                                   "min_defined": bootstrap.MIN_RESAMPLES, "undefined": bootstrap.UNDEFINED}}
     if not tgt:
         return p_best, fields
-    tgt_ids = np.asarray([tgt_layers[k] for k in tgt])
+    tgt_ids = np.asarray([tgt_boundaries[k] for k in tgt])
     valid = np.all(np.isfinite(err_b[:, :, tgt]), axis=(1, 2))
     n_valid = int(valid.sum())
     fields["bootstrap"]["resamples_defined"] = n_valid
@@ -136,7 +136,7 @@ def summarise(err_b: np.ndarray, point: dict, src_layers, tgt_layers, n_source: 
                                        f"it undefined), fewer than the {bootstrap.MIN_RESAMPLES} they need")
     if not src:
         return p_best, fields
-    sdepth = np.array([src_layers[k] / n_source for k in src])
+    sdepth = np.array([src_boundaries[k] / n_source for k in src])
     tdepth = tgt_ids / n_target
     point_path = np.asarray(point["argmin_path"])
     fields["slope"] = float(path_statistics(point_path[None, :], sdepth, n_target)["slope"][0])
@@ -205,7 +205,7 @@ def _nulls(err, src, tgt, tgt_ids, sdepth, n_target, per, resampling: Resampling
     s_lo, s_hi = interval(uni["slope"])
     gaps = per["mean_depth_gap"]
     return {
-        "flat": {"target_layer": flat_j, "mean_depth_gap": gap_flat, "slope": 0.0,
+        "flat": {"target_boundary": flat_j, "mean_depth_gap": gap_flat, "slope": 0.0,
                  "mean_depth_gap_vs_flat": float(np.mean(gaps >= gap_flat))},
         "uniform": {"mean_depth_gap": float(np.mean(uni["mean_depth_gap"])), "mean_depth_gap_low": float(u_lo),
                     "mean_depth_gap_high": float(u_hi), "slope_low": float(s_lo), "slope_high": float(s_hi),

@@ -1,4 +1,4 @@
-"""The layer-spec language of `--layers`, `--source-layers`, `--target-layers`.
+"""The layer-spec language of `--boundaries`, `--source-boundaries`, `--target-boundaries`.
 
 A spec selects residual boundaries 0..L (or any index range 0..n-1): comma-separated items,
 each an integer (negative counts from the end: -1 is the last) or a Python slice `a:b:c`
@@ -11,7 +11,7 @@ from __future__ import annotations
 from align.errors import InputError
 
 
-def parse_layers(spec: str | None, n_layers: int, option: str = "--layers", count: int | None = None) -> list[int]:
+def parse_boundaries(spec: str | None, n_layers: int, option: str = "--boundaries", count: int | None = None) -> list[int]:
     """Indices selected by `spec` among range(count) (default: boundaries, n_layers + 1)."""
     n = n_layers + 1 if count is None else count
     if spec is None or spec.strip() in ("", "all"):
