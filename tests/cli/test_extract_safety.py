@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import zarr
 
 from align.store import open_activations, read_attrs
 from tests.helpers.assertions import one_line_error
+from tests.helpers.faults import killed_run
 
 D_MODEL = 64  # the zoo's width
 
@@ -44,12 +44,7 @@ def _extract_cmd(model, corpus, out, *extra):
 
 
 def _killed_run(cmd, tmp_path, point):
-    log = tmp_path / "fault.log"
-    env = dict(os.environ, ALIGN_FAULT=point, ALIGN_FAULT_LOG=str(log))
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    assert p.returncode == -signal.SIGKILL, p.stderr
-    name, _, nth = point.partition(":")
-    assert log.read_text().startswith(f"{name}:{nth} ")  # the named point was reached
+    killed_run(cmd, tmp_path / "fault.log", point)
 
 
 def _reference_ids(model_dir, text):
@@ -435,10 +430,7 @@ def test_hub_resume_after_the_branch_moved_is_refused(zoo, corpus_file, tmp_path
     out = tmp_path / "s.zarr"
     cmd = _extract_cmd("org/tiny", corpus_file, out, "--batch-size", "2", "--chunk-tokens", "64")
     log = tmp_path / "fault.log"
-    p = subprocess.run(cmd, env=dict(env, ALIGN_FAULT="between_batches:2", ALIGN_FAULT_LOG=str(log)),
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == -signal.SIGKILL, p.stderr
-    assert log.read_text().startswith("between_batches:2 ")
+    killed_run(cmd, log, "between_batches:2", env=env)
     assert read_attrs(str(out))["provenance"]["weights"]["commit"] == a
     (tmp_path / "hub" / "models--org--tiny" / "refs" / "main").write_text(b)
     before = _snapshot(out)

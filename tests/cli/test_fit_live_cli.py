@@ -8,7 +8,6 @@ process to itself (align/faults.py), the peak read from the kernel (ru_maxrss of
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 
@@ -17,6 +16,7 @@ import pytest
 
 from align.store import open_result
 from tests.helpers.assertions import one_line_error
+from tests.helpers.faults import killed_run
 
 BIG = {"num_hidden_layers": 4, "hidden_size": 96}
 SMALL = ["--max-length", "64", "--batch-size", "4"]
@@ -83,11 +83,6 @@ def test_the_plan_and_progress_are_printed(models, corpus_file, cli, tmp_path):
     assert ds.attrs["route"] == "live"
 
 
-def _run(args, env=None):
-    return subprocess.run([sys.executable, "-m", "align.cli.main", *args], capture_output=True, text=True, timeout=600,
-                          env=dict(os.environ, **(env or {})))
-
-
 PEAK = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]).returncode; "
         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024); sys.exit(r)")
 
@@ -100,9 +95,7 @@ def test_a_killed_run_leaves_no_result_and_the_same_command_succeeds(models, cor
     out = tmp_path / "a.zarr"
     log = tmp_path / "fault.log"
     args = ["fit", "--live", *models, corpus_file, "-o", str(out), *SMALL]
-    p = _run(args, {"ALIGN_FAULT": point, "ALIGN_FAULT_LOG": str(log)})
-    assert p.returncode == -signal.SIGKILL, p.stderr
-    assert log.read_text().startswith(point.split(":")[0] + ":")
+    killed_run([sys.executable, "-m", "align.cli.main", *args], log, point, timeout=600)
     assert not out.exists() and os.listdir(tmp_path) == ["fault.log"]
     limit = 700 * 1000 ** 2
     q = subprocess.run([sys.executable, "-c", PEAK, sys.executable, "-m", "align.cli.main", *args, "--memory-limit", "700MB"],

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 
@@ -19,6 +18,7 @@ import numpy as np
 import pytest
 
 from tests.cli.test_outputs_property import one_line_refusal, snapshot
+from tests.helpers.faults import killed_run
 
 
 def _tiny(value: float = 1.0):
@@ -138,10 +138,7 @@ def test_killed_overwrite_keeps_the_old_result(results, tmp_path, point):
     assert subprocess.run(cmd, capture_output=True, text=True, timeout=300).returncode == 0
     old = open_result(out, "depth")["effective_depth"].values.copy()
     log = tmp_path / "fault.log"
-    p = subprocess.run(cmd, env=dict(os.environ, ALIGN_FAULT=point, ALIGN_FAULT_LOG=str(log)),
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == -signal.SIGKILL, p.stderr
-    assert log.read_text().startswith(f"{point}:1 ")
+    killed_run(cmd, log, point)
     # The old result is at its place, or in the killed writer's temporary folder as `old`.
     survivors = [str(p) for p in [tmp_path / "depth.zarr", *tmp_path.glob(".depth.zarr.tmp-*/old")] if p.is_dir()]
     assert len(survivors) == 1

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import struct
 import subprocess
 import sys
 
 import psutil
-from tests.helpers.assertions import one_line_error
 from tests.cli.test_compare import depth_result
 from tests.cli.test_outputs_property import snapshot
+from tests.helpers.assertions import one_line_error
+from tests.helpers.faults import killed_run
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -55,10 +55,7 @@ def test_folders_and_files_named_like_temporaries_survive_a_fit(fit_pair, cli, t
 
 def _killed_plot(result, png, log):
     cmd = [sys.executable, "-m", "align.cli.main", "plot", result, "-o", str(png)]
-    p = subprocess.run(cmd, env=dict(os.environ, ALIGN_FAULT="figure_before_rename", ALIGN_FAULT_LOG=str(log)),
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == -signal.SIGKILL, p.stderr
-    assert log.read_text().startswith("figure_before_rename:1 "), log.read_text()
+    killed_run(cmd, log, "figure_before_rename")
     return cmd
 
 

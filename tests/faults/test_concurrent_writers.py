@@ -14,6 +14,7 @@ import numpy as np
 import zarr
 
 import align
+from tests.helpers.faults import fault_env
 
 
 def _wait_for(path, timeout=120):
@@ -26,7 +27,7 @@ def _wait_for(path, timeout=120):
 def test_second_writer_refused_first_unharmed(zoo, corpus_file, tmp_path, cli):
     out = str(tmp_path / "s.zarr")
     log = str(tmp_path / "fault.log")
-    env = dict(os.environ, ALIGN_FAULT="between_batches:2:pause", ALIGN_FAULT_LOG=log)
+    env = fault_env("between_batches:2:pause", log)
     cmd = [sys.executable, "-m", "align.cli.main", "extract", zoo("qwen2"), corpus_file, "-o", out,
            "--batch-size", "2", "--chunk-tokens", "256"]
     first = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

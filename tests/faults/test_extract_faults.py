@@ -9,7 +9,6 @@ the same batch size.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 
@@ -19,18 +18,12 @@ import zarr
 
 import align
 from align.store import open_activations
-
+from tests.helpers.faults import killed_run
 ARGS = ["--batch-size", "2", "--chunk-tokens", "256", "--sublayers"]
 
 
 def _cmd(model, corpus, out, *extra):
     return [sys.executable, "-m", "align.cli.main", "extract", model, corpus, "-o", out, *ARGS, *extra]
-
-
-def _env(**kw):
-    env = dict(os.environ)
-    env.update(kw)
-    return env
 
 
 def _assert_same_store(a: str, b: str):
@@ -54,11 +47,8 @@ def baseline(zoo, corpus_file, tmp_path_factory):
 def test_killed_run_resumes_to_identical_store(zoo, corpus_file, tmp_path, baseline, point):
     out = str(tmp_path / "s.zarr")
     log = tmp_path / "fault.log"
-    p = subprocess.run(_cmd(zoo("qwen2"), corpus_file, out), env=_env(ALIGN_FAULT=point, ALIGN_FAULT_LOG=str(log)),
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == -signal.SIGKILL, p.stderr
-    name, _, nth = point.partition(":")
-    assert log.read_text().startswith(f"{name}:{nth or 1} ")  # the named point was reached
+    killed_run(_cmd(zoo("qwen2"), corpus_file, out), log, point)
+    name = point.partition(":")[0]
     killed = open_activations(out)
     assert not killed.complete  # a killed store never reads as complete
     assert os.path.exists(os.path.join(out, "align.lock"))  # the dead run's lock is still there

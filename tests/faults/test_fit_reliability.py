@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import S3_KEY_ID as KEY_ID, S3_SECRET as SECRET, dask_processes
+from tests.helpers.faults import fault_env, killed_run
 from tests.helpers.fixtures_fit import token_table
 
 METRICS = ("relative_error", "norm_error", "r2", "alpha", "alpha_rel")
@@ -77,11 +78,7 @@ def test_killed_fit_leaves_no_complete_result_and_reruns(pair, undisturbed, tmp_
     out = str(tmp_path / "a.zarr")
     log = tmp_path / "fault.log"
     cmd = [sys.executable, "-m", "align.cli.main", "fit", S, T, "-o", out, "--scheduler", "synchronous", *OPTS]
-    p = subprocess.run(cmd, env=dict(os.environ, ALIGN_FAULT=point, ALIGN_FAULT_LOG=str(log)),
-                       capture_output=True, text=True, timeout=180)
-    assert p.returncode == -signal.SIGKILL, p.stderr
-    name, _, nth = point.partition(":")
-    assert log.read_text().startswith(f"{name}:{nth or 1} ")  # the named point was reached
+    killed_run(cmd, log, point, timeout=180)
     assert not _opens_as_complete(out)
 
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
@@ -97,7 +94,7 @@ def paused_cluster(tmp_path):
     second statistics task (ALIGN_FAULT ...:pause) until the test says go; yields
     (address, fault log path)."""
     log = tmp_path / "workers.log"
-    env = {"ALIGN_FAULT": "fit_statistics_chunk:2:pause", "ALIGN_FAULT_LOG": str(log)}
+    env = fault_env("fit_statistics_chunk:2:pause", log, env={})
     try:
         with dask_processes(2, worker_env=env) as addr:
             yield addr, log

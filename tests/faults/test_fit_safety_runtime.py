@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import zarr
 
+from tests.helpers.faults import fault_env
 
 BIG = {"num_hidden_layers": 4, "hidden_size": 96}
 ALIGN = os.path.join(os.path.dirname(sys.executable), "align")
@@ -167,7 +168,7 @@ def test_interrupted_fit_is_one_line_and_stops_its_workers(chunked, tmp_path, ho
     log = tmp_path / "fault.log"
     out = tmp_path / "a.zarr"
     where = ["--scheduler", "synchronous"] if "synchronous" in how else ["--workers", "2"]
-    env = dict(os.environ, ALIGN_FAULT="fit_statistics_chunk:1:pause", ALIGN_FAULT_LOG=str(log))
+    env = fault_env("fit_statistics_chunk:1:pause", log)
     p = subprocess.Popen([ALIGN, "fit", S, T, "-o", str(out), *where, *OPTS], env=env, text=True,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:

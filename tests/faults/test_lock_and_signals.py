@@ -19,6 +19,8 @@ import psutil
 import pytest
 import zarr
 
+from tests.helpers.faults import fault_env
+
 ARGS = ["--max-docs", "3", "--batch-size", "2", "--chunk-tokens", "64"]
 
 
@@ -118,7 +120,7 @@ def test_sigterm_unwinds_like_ctrl_c(zoo, corpus_file, tmp_path):
     log = str(tmp_path / "fault.log")
     cmd = [sys.executable, "-m", "align.cli.main", "extract", zoo("qwen2"), corpus_file, "-o", str(out),
            "--batch-size", "2", "--chunk-tokens", "64"]
-    env = dict(os.environ, ALIGN_FAULT="between_batches:2:pause", ALIGN_FAULT_LOG=log)
+    env = fault_env("between_batches:2:pause", log)
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for(log)  # paused between two batches, holding the lock

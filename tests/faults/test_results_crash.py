@@ -4,7 +4,6 @@ same command then succeeds (here `align lens`; `align fit` has its own crash tes
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 
@@ -12,6 +11,7 @@ import pytest
 
 from align.errors import StoreError
 from align.store import open_result
+from tests.helpers.faults import killed_run
 
 
 @pytest.mark.parametrize("point", ["result_before_rename", "result_before_marker"])
@@ -19,10 +19,7 @@ def test_killed_result_write_never_opens_as_complete(zoo, corpus_file, tmp_path,
     out = tmp_path / "lens.zarr"
     log = tmp_path / "fault.log"
     cmd = [sys.executable, "-m", "align.cli.main", "lens", zoo("qwen2"), corpus_file, "-o", str(out), "--max-docs", "3"]
-    env = dict(os.environ, ALIGN_FAULT=point, ALIGN_FAULT_LOG=str(log))
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    assert p.returncode == -signal.SIGKILL, p.stderr
-    assert log.read_text().startswith(f"{point}:1 ")
+    killed_run(cmd, log, point)
     # Whatever the kill left (a temporary sibling, or the renamed folder without its schema
     # marker) is refused as a result.
     leftovers = [tmp_path / n for n in os.listdir(tmp_path) if n.startswith((".lens.zarr.tmp-", "lens.zarr"))]

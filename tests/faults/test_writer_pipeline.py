@@ -8,7 +8,6 @@ a direct HF forward pass over the same padded batch, and the single-threaded wri
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ import align
 from align.extraction import pipeline as ex
 from align.store import activations as act
 from align.store.arrays import write_activations
-
+from tests.helpers.faults import killed_run
 
 def _tokens(n: int, per_seq: int) -> dict:
     seq = np.arange(n) // per_seq
@@ -121,10 +120,7 @@ def test_kill_mid_chunk_write_with_4_threads_resumes_bit_identical(zoo, corpus_f
     out = str(tmp_path / "s.zarr")
     log = tmp_path / "fault.log"
     cmd = [sys.executable, "-m", "align.cli.main", "extract", zoo("qwen2"), corpus_file, "-o", out, *opts]
-    p = subprocess.run(cmd, env=dict(os.environ, ALIGN_FAULT="mid_chunk_write:5", ALIGN_FAULT_LOG=str(log)),
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == -signal.SIGKILL, p.stderr
-    assert log.read_text().startswith("mid_chunk_write:5 ")
+    killed_run(cmd, log, "mid_chunk_write:5")
     killed = act.open_activations(out)
     assert not killed.complete and 0 < killed.progress["committed_tokens"] < killed.n_tokens
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)

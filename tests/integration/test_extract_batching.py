@@ -15,7 +15,6 @@ store's first sequence. What is checked here, against references that never impo
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 
@@ -27,6 +26,7 @@ from transformers import AutoModelForCausalLM
 
 import align
 from align.store import open_activations
+from tests.helpers.faults import killed_run
 from tests.helpers.references import residuals
 
 RTOL, ATOL = 1e-4, 1e-4  # as tests/test_extract.py
@@ -120,10 +120,7 @@ def test_killed_mid_window_resumes_bit_identical(zoo, mixed_corpus, tmp_path, gr
     # (corpus order, each as soon as the ones before it are done), so where the flushes fall,
     # and the committed point before the 16th, do not depend on thread timing: here it lies
     # inside the second window, some of whose batches have run and some not.
-    p = subprocess.run(cmd, env=dict(os.environ, ALIGN_FAULT="mid_chunk_write:16", ALIGN_FAULT_LOG=str(log)),
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == -signal.SIGKILL, p.stderr
-    assert log.read_text().startswith("mid_chunk_write:16 ")
+    killed_run(cmd, log, "mid_chunk_write:16")
     killed = open_activations(out)
     committed = killed.progress["committed_sequences"]
     assert not killed.complete and 0 < committed < 30
