@@ -183,7 +183,7 @@ def test_errors(cli, tmp_path):
 @pytest.mark.parametrize("target", ["non-empty folder", "current folder", "file", "input"])
 @pytest.mark.parametrize("overwrite", [False, True])
 def test_output_never_harms_anything(cli, tmp_path, monkeypatch, target, overwrite):
-    from tests.cli.test_outputs_property import one_line_refusal, snapshot
+    from tests.cli.test_outputs_property import snapshot
 
     a = _skip_result(tmp_path / "a", R_A, O_A)
     (tmp_path / "notes").mkdir()
@@ -194,7 +194,7 @@ def test_output_never_harms_anything(cli, tmp_path, monkeypatch, target, overwri
            "input": a}[target]
     before = snapshot(tmp_path)
     code, _, err = cli("depthscore", a, "--levels", "1", "-o", out, *(["--overwrite"] if overwrite else []))
-    one_line_refusal(code, err, out)
+    one_line_error(code, err, out)
     assert snapshot(tmp_path) == before
 
 

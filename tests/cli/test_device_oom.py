@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.helpers.assertions import one_line_error
 from tests.helpers.fixtures_fit import fit_pair  # noqa: F401
 
 CUDA_TEXT = ("CUDA out of memory. Tried to allocate 2.50 GiB. GPU 0 has a total capacity of 79.15 GiB of which "
@@ -23,9 +24,7 @@ def _oom(*args, **kwargs):
 
 
 def _one_line(code, err):
-    lines = [line for line in err.strip().splitlines() if not line.startswith(("align fit: ", "align extract: "))]
-    assert code != 0 and len(lines) == 1 and "Traceback" not in err, err  # progress lines aside
-    line = lines[0]
+    line = one_line_error(code, err, progress=("align fit: ", "align extract: "))
     assert line.startswith("align: error: out of memory on cuda:0"), line
     assert "asked for 2.50 GiB" in line and "1.06 GiB free of 79.15 GiB" in line, line
     return line

@@ -27,7 +27,8 @@ import numpy as np
 import pytest
 import zarr
 
-from tests.cli.test_outputs_property import one_line_refusal, snapshot
+from tests.cli.test_outputs_property import snapshot
+from tests.helpers.assertions import one_line_error
 
 BIG = {"num_hidden_layers": 4, "hidden_size": 96}  # the target model of fixtures_fit.fit_pair
 CLUSTER_LINE = "started a local Dask cluster"
@@ -63,7 +64,7 @@ def test_overwrite_never_replaces_an_input_or_the_current_folder(pair_dir, cli, 
     monkeypatch.chdir(pair_dir)
     before = snapshot(pair_dir)
     code, _, err = cli("fit", "S.zarr", "T.zarr", "-o", where, "--overwrite")
-    one_line_refusal(code, err, f"-o {where}", needle)
+    one_line_error(code, err, f"-o {where}", needle)
     _no_cluster(err)
     assert snapshot(pair_dir) == before
 
@@ -78,7 +79,7 @@ def test_stores_cut_into_other_windows_are_refused_naming_token_and_option(fit_p
     moved = np.flatnonzero((a["doc"] != b["doc"]) | (a["seq"] != b["seq"]) | (a["pos"] != b["pos"]))
     t = int(moved[0])
     code, _, err = cli("fit", S, T64, "-o", tmp_path / "w.zarr", "--scheduler", "synchronous")
-    msg = one_line_refusal(code, err, f"token {t:,} is at", "max_length 512 in source, 64 in target", "--max-length")
+    msg = one_line_error(code, err, f"token {t:,} is at", "max_length 512 in source, 64 in target", "--max-length")
     assert (f"(doc {a['doc'][t]}, seq {a['seq'][t]}, pos {a['pos'][t]}) in source" in msg
             and f"(doc {b['doc'][t]}, seq {b['seq'][t]}, pos {b['pos'][t]}) in target" in msg), msg
     assert not (tmp_path / "w.zarr").exists()
@@ -87,7 +88,7 @@ def test_stores_cut_into_other_windows_are_refused_naming_token_and_option(fit_p
 def test_stores_split_into_other_documents_are_refused_naming_the_option(fit_pair, extracted, cli, tmp_path):
     T_lines = extracted("qwen2", model_overrides=BIG, doc_split="line")
     code, _, err = cli("fit", fit_pair[0], T_lines, "-o", tmp_path / "d.zarr", "--scheduler", "synchronous")
-    one_line_refusal(code, err, "doc_split None in source, line in target")
+    one_line_error(code, err, "doc_split None in source, line in target")
     assert not (tmp_path / "d.zarr").exists()
 
 
@@ -122,7 +123,7 @@ def unwritable(tmp_path):
 def test_unwritable_output_folder_is_refused_before_any_worker(fit_pair, unwritable, cli):
     out = unwritable / "a.zarr"
     code, _, err = cli("fit", *fit_pair, "-o", out)  # the default: a local Dask cluster
-    one_line_refusal(code, err, f"-o {out}", f"cannot write in {unwritable}", "nothing was computed")
+    one_line_error(code, err, f"-o {out}", f"cannot write in {unwritable}", "nothing was computed")
     _no_cluster(err)
     assert os.listdir(unwritable) == []
 
@@ -131,7 +132,7 @@ def test_output_under_a_file_is_refused_before_any_worker(fit_pair, tmp_path, cl
     (tmp_path / "notes.txt").write_text("x")
     out = tmp_path / "notes.txt" / "a.zarr"
     code, _, err = cli("fit", *fit_pair, "-o", out)
-    one_line_refusal(code, err, f"{tmp_path / 'notes.txt'} is a file, not a folder")
+    one_line_error(code, err, f"{tmp_path / 'notes.txt'} is a file, not a folder")
     _no_cluster(err)
     assert (tmp_path / "notes.txt").read_text() == "x"
 
@@ -144,7 +145,7 @@ def test_full_disk_is_refused_before_any_worker_naming_the_sizes(fit_pair, tmp_p
     monkeypatch.setenv("ALIGN_FREE_DISK_BYTES", "1000")
     t0 = time.time()
     code, _, err = cli("fit", *fit_pair, "-o", tmp_path / "a.zarr", "--save-maps")
-    line = one_line_refusal(code, err, "KiB of it the maps of --save-maps", "only 1000 B is free", "nothing was computed")
+    line = one_line_error(code, err, "KiB of it the maps of --save-maps", "only 1000 B is free", "nothing was computed")
     # The maps as written: their raw bytes, and at most 10% more (compression bound, blocks, folders).
     shown = float(line.split(" KiB of it the maps")[0].rsplit(" ", 1)[1]) * 1024
     assert maps <= shown <= 1.1 * maps, line
@@ -166,7 +167,7 @@ def test_bad_values_are_named_in_one_line(fit_pair, cli, tmp_path, monkeypatch, 
     if "-o" not in args:
         args = ["-o", "a.zarr", *args]
     code, _, err = cli("fit", *fit_pair, *args)
-    one_line_refusal(code, err, *needles)
+    one_line_error(code, err, *needles)
     _no_cluster(err)
     assert os.listdir(tmp_path) == []
 
@@ -199,7 +200,7 @@ def test_unreachable_object_store_is_named(fit_pair, cli, tmp_path, monkeypatch)
         code, _, err = cli("fit", "s3://nowhere/s.zarr", fit_pair[1], "-o", tmp_path / "a.zarr", "--scheduler", "synchronous")
     finally:
         s3fs.S3FileSystem.clear_instance_cache()
-    one_line_refusal(code, err, "SOURCE s3://nowhere/s.zarr cannot be reached", "127.0.0.1:1")
+    one_line_error(code, err, "SOURCE s3://nowhere/s.zarr cannot be reached", "127.0.0.1:1")
     assert os.listdir(tmp_path) == []
 
 
@@ -217,7 +218,7 @@ def test_shrunken_array_is_named(fit_pair, cli, tmp_path):
         cm["resid"]["shape"][1] -= 100
         json.dump(root, open(os.path.join(T, "zarr.json"), "w"))
     code, _, err = cli("fit", fit_pair[0], T, "-o", tmp_path / "a.zarr", "--scheduler", "synchronous")
-    one_line_refusal(code, err, "'resid'", "shape")
+    one_line_error(code, err, "'resid'", "shape")
     assert not (tmp_path / "a.zarr").exists()
 
 
@@ -251,7 +252,7 @@ def test_memory_limit_that_cannot_hold_the_workers_is_refused_before_they_start(
     from the estimate, before a worker process exists."""
     t0 = time.time()
     code, _, err = cli("fit", *fit_pair, "-o", tmp_path / "a.zarr", "--workers", "1", "--memory-limit", "50MB")
-    one_line_refusal(code, err, "--memory-limit 47.7 MiB cannot hold 1 worker process", "estimated before starting any",
+    one_line_error(code, err, "--memory-limit 47.7 MiB cannot hold 1 worker process", "estimated before starting any",
                      "raise --memory-limit")
     _no_cluster(err)
     assert time.time() - t0 < 30

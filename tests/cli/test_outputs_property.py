@@ -18,6 +18,8 @@ import shutil
 
 import pytest
 
+from tests.helpers.assertions import one_line_error
+
 
 def snapshot(root) -> dict:
     """path -> (sha256, size, mtime_ns) for files, "dir" for folders, the link's target for links."""
@@ -35,17 +37,6 @@ def snapshot(root) -> dict:
             with open(p, "rb") as fh:
                 out[os.path.relpath(p, root)] = (hashlib.sha256(fh.read()).hexdigest(), st.st_size, st.st_mtime_ns)
     return out
-
-
-def one_line_refusal(code, err, *needles):
-    lines = err.strip().splitlines()
-    assert code != 0, err
-    assert len(lines) == 1, err
-    assert lines[0].startswith("align: error: ") and "Traceback" not in err, err
-    assert "internal error" not in lines[0], lines[0]
-    for n in needles:
-        assert str(n) in lines[0], (n, lines[0])
-    return lines[0]
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +95,7 @@ def test_no_byte_outside_the_result_changes(world, cli, monkeypatch, command, ta
         out = str(world / target.split(" ", 1)[1])
     before = snapshot(world)
     code, _, err = cli(*argv(world), "-o", out, *(["--overwrite"] if overwrite else []))
-    one_line_refusal(code, err, out)
+    one_line_error(code, err, out)
     after = snapshot(world)
     changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
     assert not changed, f"{command} -o {out} changed: {changed[:10]}"

@@ -17,7 +17,8 @@ import sys
 import numpy as np
 import pytest
 
-from tests.cli.test_outputs_property import one_line_refusal, snapshot
+from tests.cli.test_outputs_property import snapshot
+from tests.helpers.assertions import one_line_error
 from tests.helpers.faults import killed_run
 
 
@@ -157,7 +158,7 @@ def test_file_url_is_a_local_path_and_an_unknown_protocol_is_one_line(cli, resul
     assert code == 0, err
     assert open_result(str(out), "depth").attrs["contributions"] == results["contrib"]
     code, _, err = cli("depth", "--contrib", results["contrib"], "--lens", results["lens"], "-o", "foo://x")
-    one_line_refusal(code, err, "foo://x", "unknown storage protocol")
+    one_line_error(code, err, "foo://x", "unknown storage protocol")
 
 
 @pytest.mark.parametrize("command", ["contrib", "lens"])
@@ -166,7 +167,7 @@ def test_store_given_as_its_own_output_is_refused_even_with_overwrite(cli, extra
     shutil.copytree(extracted("qwen2", sublayers=True), store)
     before = snapshot(tmp_path)
     code, _, err = cli(command, "--store", store, "-o", store, "--overwrite")
-    one_line_refusal(code, err, store, "input")
+    one_line_error(code, err, store, "input")
     assert snapshot(tmp_path) == before
 
 
@@ -191,7 +192,7 @@ def test_full_disk_while_writing_a_result_is_one_line(tmpfs):
     lines (also at exit), and nothing left that opens as a result."""
     out = str(tmpfs / "r.zarr")
     p = subprocess.run([sys.executable, "-c", FULL_DISK_WRITER, out], capture_output=True, text=True, timeout=300)
-    one_line_refusal(p.returncode, p.stderr, out, "no space left")
+    one_line_error(p.returncode, p.stderr, out, "no space left")
     assert os.listdir(tmpfs) == []
 
 
@@ -200,7 +201,7 @@ def test_full_disk_under_the_cli_is_one_line(results, tmpfs):
     (tmpfs / "filler").write_bytes(b"\0" * (60 << 10))
     p = subprocess.run([sys.executable, "-m", "align.cli.main", "depth", "--contrib", results["contrib"],
                         "--lens", results["lens"], "-o", out], capture_output=True, text=True, timeout=300)
-    one_line_refusal(p.returncode, p.stderr, out, "no space left")
+    one_line_error(p.returncode, p.stderr, out, "no space left")
     assert os.listdir(tmpfs) == ["filler"]
 
 
@@ -222,7 +223,7 @@ def test_plot_output_rules(cli, results, tmp_path):
                      (results["contrib"], ".png"), (os.path.join(results["contrib"], "x.png"), "input")):
         before = snapshot(tmp_path)
         code, _, err = cli("plot", results["contrib"], "-o", out)
-        one_line_refusal(code, err, out, why)
+        one_line_error(code, err, out, why)
         assert snapshot(tmp_path) == before
     assert [n for n in os.listdir(tmp_path) if ".tmp-" in n] == []
 
@@ -230,6 +231,6 @@ def test_plot_output_rules(cli, results, tmp_path):
 @pytest.mark.parametrize("size", ["100000x100000", "20001x100", "15000x15000"])
 def test_plot_size_beyond_what_can_be_drawn_is_refused_naming_size(cli, results, tmp_path, size):
     code, _, err = cli("plot", results["contrib"], "-o", tmp_path / "x.png", "--size", size)
-    line = one_line_refusal(code, err, "--size", size)
+    line = one_line_error(code, err, "--size", size)
     assert "--batch-size" not in line and "--memory-limit" not in line
     assert not (tmp_path / "x.png").exists()

@@ -6,6 +6,10 @@ residual stream by hand from the model's own submodules (embedding, rotary embed
 attention, MLP, norms), following each family's published block structure. It never uses
 hooks nor `output_hidden_states`, so it checks what align's hooks capture.
 
+`sklearn_ridge`, `ridge_val_sse`, `chosen_alpha` and `heldout_scores` are the fit's reference:
+scikit-learn's `Ridge` (with intercept, float64) on raw rows, α relative to the mean eigenvalue of
+the centred Gram matrix, and the held-out scores written out with numpy and `r2_score`.
+
 `ARCH[model_type]` says where each decoder family keeps its parts, written out from
 transformers' model code independently of align/families.py: the blocks, the final norm and the
 modules after it, the unembedding, which block children add to the residual, the multiplier on
@@ -122,3 +126,46 @@ def head(model, h):
 def scale(model) -> float:
     f = ARCH[model.config.model_type]["scale"]
     return 1.0 if f is None else float(f(model.config))
+
+
+def alpha_scale(X) -> float:
+    """trace(Xcᵀ Xc) / d for X: (n_tokens, d), Xc = X − mean(X): the factor that turns a relative
+    α into the absolute α a ridge on X uses."""
+    Xc = np.asarray(X, np.float64) - np.asarray(X, np.float64).mean(0)
+    return float(np.trace(Xc.T @ Xc) / Xc.shape[1])
+
+
+def sklearn_ridge(X, Y, alpha: float):
+    """scikit-learn's Ridge with intercept and absolute penalty `alpha`, fitted in float64 on
+    X: (n_tokens, d_source), Y: (n_tokens, d_target)."""
+    from sklearn.linear_model import Ridge
+
+    return Ridge(alpha=alpha, fit_intercept=True).fit(np.asarray(X, np.float64), np.asarray(Y, np.float64))
+
+
+def ridge_val_sse(X_fit, Y_fit, X_val, Y_val, alphas_rel) -> np.ndarray:
+    """Σ ‖sklearn_ridge(X_fit, Y_fit, α·alpha_scale(X_fit)).predict(X_val) − Y_val‖² for each relative α:
+    (len(alphas_rel),)."""
+    scale = alpha_scale(X_fit)
+    return np.array([((sklearn_ridge(X_fit, Y_fit, a * scale).predict(X_val) - Y_val) ** 2).sum() for a in alphas_rel])
+
+
+def chosen_alpha(sse, Y_fit, Y_val) -> int:
+    """Index of the α a fit chooses from its validation curve `sse`: the largest whose error is
+    within 1e-12 of the minimum, relative to max(min sse, Σ‖Y_val − mean(Y_fit)‖²) (below that the
+    closed form's differences are rounding)."""
+    sse = np.asarray(sse)
+    vyy = ((np.asarray(Y_val) - np.asarray(Y_fit).mean(0)) ** 2).sum()
+    return int(np.flatnonzero(sse <= sse.min() + 1e-12 * max(sse.min(), vyy))[-1])
+
+
+def heldout_scores(pred, Y) -> dict[str, float]:
+    """The held-out scores of predictions pred for Y, both (n_tokens, d_target): relative_error =
+    mean ‖pred − y‖ / max(‖y‖, 1e-12), norm_error = Σ‖pred − y‖ / Σ‖y‖, r2 = scikit-learn's
+    variance-weighted R²."""
+    from sklearn.metrics import r2_score
+
+    e = np.linalg.norm(pred - Y, axis=1)
+    y = np.linalg.norm(Y, axis=1)
+    return {"relative_error": float(np.mean(e / np.maximum(y, 1e-12))), "norm_error": float(e.sum() / y.sum()),
+            "r2": float(r2_score(Y, pred, multioutput="variance_weighted"))}

@@ -3,6 +3,7 @@ time, from a store vs from the live model, and the store-without-sublayers error
 
 import numpy as np
 import pytest
+from tests.helpers.assertions import one_line_error
 from tests.helpers.fixtures_analyses import ref_contributions
 from tests.helpers.zoo import CORPUS_TEXT
 
@@ -107,9 +108,7 @@ def test_cli_store_without_sublayers_is_refused(cli, extracted, tmp_path, capsys
     capsys.readouterr()  # drop the extraction's progress lines
     code, out, err = cli("contrib", "--store", path, "-o", tmp_path / "c.zarr")
     assert code == 2
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err
-    assert path in lines[0] and "no sublayer outputs" in lines[0] and "--sublayers" in lines[0]
+    one_line_error(code, err, path, "no sublayer outputs", "--sublayers")
     assert not (tmp_path / "c.zarr").exists()
 
 

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
-from sklearn.linear_model import Ridge
-from sklearn.metrics import r2_score
 
 from tests.conftest import dask_processes
+from tests.helpers.assertions import one_line_error
 from tests.helpers.fixtures_fit import TOKENIZER, token_table
+from tests.helpers.references import alpha_scale, chosen_alpha, heldout_scores, ridge_val_sse, sklearn_ridge
 
 RTOL, ATOL = 1e-6, 1e-9
 
@@ -28,13 +28,6 @@ def _read(path):
     bounds = [int(b) for b in g["boundary"][:]]
     resid = {b: np.asarray(g["resid"][k], dtype=np.float64) for k, b in enumerate(bounds)}
     return resid, g["doc"][:], g["pos"][:], g["token_id"][:]
-
-
-def _metrics(pred, Y):
-    e = np.linalg.norm(pred - Y, axis=1)
-    y = np.linalg.norm(Y, axis=1)
-    return {"relative_error": np.mean(e / np.maximum(y, 1e-12)), "norm_error": e.sum() / y.sum(),
-            "r2": r2_score(Y, pred, multioutput="variance_weighted")}
 
 
 def _fit(*args, **kw):
@@ -61,8 +54,6 @@ def test_every_metric_and_alpha_equal_sklearn(fit_pair, tmp_path):
     train_r = fit_r | val_r
     assert ds.attrs["options"]["alphas"] == [10.0 ** k for k in range(-6, 2)]
     for i in ds.source_layer.values:
-        Xc = X[i][fit_r] - X[i][fit_r].mean(0)
-        scale = np.trace(Xc.T @ Xc) / Xc.shape[1]
         for j in ds.target_layer.values:
             cell = ds.sel(source_layer=i, target_layer=j)
             # the grid this pair was scored on (the default, extended by decades where an end won: --alphas auto)
@@ -70,20 +61,17 @@ def test_every_metric_and_alpha_equal_sklearn(fit_pair, tmp_path):
             grid = ds.alpha_grid.values[np.isfinite(curve)]
             assert all(np.isclose(grid, 10.0 ** k, rtol=1e-12).any() for k in range(-6, 2))  # the default grid is in it
             # α: brute force over the grid, each α scored by its validation squared error
-            sse = np.array([((Ridge(alpha=a * scale).fit(X[i][fit_r], Y[j][fit_r]).predict(X[i][val_r]) - Y[j][val_r]) ** 2).sum()
-                            for a in grid])
+            sse = ridge_val_sse(X[i][fit_r], Y[j][fit_r], X[i][val_r], Y[j][val_r], grid)
             # the closed form is a difference of terms of the size of the validation variance: absolute rounding
             np.testing.assert_allclose(curve[np.isfinite(curve)], sse, rtol=1e-6, atol=1e-9 * sse.max(),
                                        err_msg=f"val_sse at ({i}, {j})")
             # ties: within 1e-12 of the validation variance about the fit mean (below it the closed form is rounding)
-            vyy = ((Y[j][val_r] - Y[j][fit_r].mean(0)) ** 2).sum()
-            k = int(np.flatnonzero(sse <= sse.min() + 1e-12 * max(sse.min(), vyy))[-1])
+            k = chosen_alpha(sse, Y[j][fit_r], Y[j][val_r])
             assert float(cell.alpha_rel) == pytest.approx(grid[k], rel=1e-12), (i, j, sse)
             # final fit on all training tokens with the recorded absolute α, scored on held-out tokens
-            r = Ridge(alpha=float(cell.alpha), fit_intercept=True).fit(X[i][train_r], Y[j][train_r])
-            Xt = X[i][train_r] - X[i][train_r].mean(0)
-            np.testing.assert_allclose(float(cell.alpha), float(cell.alpha_rel) * np.trace(Xt.T @ Xt) / Xt.shape[1], rtol=1e-10)
-            want = _metrics(r.predict(X[i][test_r]), Y[j][test_r])
+            r = sklearn_ridge(X[i][train_r], Y[j][train_r], float(cell.alpha))
+            np.testing.assert_allclose(float(cell.alpha), float(cell.alpha_rel) * alpha_scale(X[i][train_r]), rtol=1e-10)
+            want = heldout_scores(r.predict(X[i][test_r]), Y[j][test_r])
             for name, v in want.items():
                 np.testing.assert_allclose(float(cell[name]), v, rtol=RTOL, atol=ATOL, err_msg=f"{name} at ({i}, {j})")
 
@@ -149,10 +137,9 @@ def test_known_answers_affine_and_unrelated(synthetic):
 def _refusal(cli, tmp_path, source, target):
     code, out, err = cli("fit", source, target, "-o", str(tmp_path / "r.zarr"), "--scheduler", "synchronous")
     assert code == 2
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("align: error: ") and "Traceback" not in err
+    line = one_line_error(code, err)
     assert not os.path.exists(tmp_path / "r.zarr")
-    return lines[0]
+    return line
 
 
 @pytest.fixture(scope="module")
@@ -238,8 +225,8 @@ def test_memory_limit_too_small_is_refused_naming_the_minimum(fit_pair, cli, tmp
     S, T = fit_pair
     code, _, err = cli("fit", S, T, "-o", str(tmp_path / "m.zarr"), "--scheduler", "synchronous", "--memory-limit", "1MB",
                        "--bootstrap", 0)  # the fit's own minimum: the bootstrap's share has its own refusal (test_bootstrap_limits)
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
-    assert "--memory-limit 976.6 KiB is too small" in err and "the minimum is" in err, err
+    assert code == 2
+    one_line_error(code, err, "--memory-limit 976.6 KiB is too small", "the minimum is")
     assert not os.path.exists(tmp_path / "m.zarr")
     # the minimum it names (plus 5% for the noise of measuring this process) is enough
     num, unit = re.search(r"the minimum is ([0-9.]+) (MiB|GiB)", err).groups()
@@ -258,7 +245,7 @@ def test_layer_subsets_and_saved_maps_equal_sklearn(fit_pair):
     Y, *_ = _read(T)
     split = sub.attrs["split"]
     train = np.isin(doc, split["fit_docs"] + split["validation_docs"]) & (pos != 0)
-    r = Ridge(alpha=float(sub.alpha.sel(source_layer=2, target_layer=4))).fit(X[2][train], Y[4][train])
+    r = sklearn_ridge(X[2][train], Y[4][train], float(sub.alpha.sel(source_layer=2, target_layer=4)))
     np.testing.assert_allclose(sub.W.sel(source_layer=2, target_layer=4).values, r.coef_.T, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(sub.c.sel(source_layer=2, target_layer=4).values, r.intercept_, rtol=RTOL, atol=ATOL)
 

@@ -14,9 +14,9 @@ import pytest
 import xarray as xr
 import zarr
 from scipy.stats import spearmanr
-from sklearn.linear_model import Ridge
 
 from tests.helpers.fixtures_fit import token_table
+from tests.helpers.references import chosen_alpha, ridge_val_sse
 
 B, SEED = 200, 3
 
@@ -161,17 +161,13 @@ def test_alphas_auto_extends_the_grid_to_the_validation_minimum(synthetic, tmp_p
     split = ds.attrs["split"]
     fit_r = np.isin(doc, split["fit_docs"]) & (pos != 0)
     val_r = np.isin(doc, split["validation_docs"]) & (pos != 0)
-    Xc = X[1][fit_r] - X[1][fit_r].mean(0)
-    scale = np.trace(Xc.T @ Xc) / Xc.shape[1]
     grid = ds.alpha_grid.values
     curve = ds.val_sse.sel(source_layer=1, target_layer=1).values
     done = np.isfinite(curve)
-    sse = np.array([((Ridge(alpha=a * scale).fit(X[1][fit_r], Y[1][fit_r]).predict(X[1][val_r]) - Y[1][val_r]) ** 2).sum()
-                    for a in grid[done]])
+    sse = ridge_val_sse(X[1][fit_r], Y[1][fit_r], X[1][val_r], Y[1][val_r], grid[done])
     np.testing.assert_allclose(curve[done], sse, rtol=1e-6)
     chosen = float(ds.alpha_rel.sel(source_layer=1, target_layer=1))
-    vyy = ((Y[1][val_r] - Y[1][fit_r].mean(0)) ** 2).sum()
-    k = int(np.flatnonzero(sse <= sse.min() + 1e-12 * max(sse.min(), vyy))[-1])
+    k = chosen_alpha(sse, Y[1][fit_r], Y[1][val_r])
     assert chosen == pytest.approx(grid[done][k], rel=1e-12)
     if kind == "small":
         assert chosen < 1e-6 and grid.min() < 1e-6

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import zarr
-from sklearn.linear_model import Ridge
+
+from tests.helpers.references import alpha_scale, chosen_alpha, heldout_scores, ridge_val_sse, sklearn_ridge
 
 GRID = (1e-3, 1e-1, 1e1)
 
@@ -56,20 +57,14 @@ def test_fractions_equal_sklearn_refits_on_the_documented_documents(fit_pair):
         val_r = np.isin(doc, np.intersect1d(val_d, members)) & use
         assert fit_r.any() and val_r.any()
         for i in (1, 2):
-            Xc = X[i][fit_r] - X[i][fit_r].mean(0)
-            scale = np.trace(Xc.T @ Xc) / Xc.shape[1]
             for j in (1, 3):
-                sse = np.array([((Ridge(alpha=a * scale).fit(X[i][fit_r], Y[j][fit_r]).predict(X[i][val_r])
-                                  - Y[j][val_r]) ** 2).sum() for a in GRID])
-                vyy = ((Y[j][val_r] - Y[j][fit_r].mean(0)) ** 2).sum()
-                k = int(np.flatnonzero(sse <= sse.min() + 1e-12 * max(sse.min(), vyy))[-1])
+                sse = ridge_val_sse(X[i][fit_r], Y[j][fit_r], X[i][val_r], Y[j][val_r], GRID)
+                k = chosen_alpha(sse, Y[j][fit_r], Y[j][val_r])
                 cell = dict(fraction=frac, source_layer=i, target_layer=j)
                 assert float(ds.alpha_rel_by_fraction.sel(**cell)) == GRID[k], (frac, i, j, sse)
                 train_r = fit_r | val_r
-                Xt = X[i][train_r] - X[i][train_r].mean(0)
-                r = Ridge(alpha=GRID[k] * np.trace(Xt.T @ Xt) / Xt.shape[1]).fit(X[i][train_r], Y[j][train_r])
-                e = np.linalg.norm(r.predict(X[i][test_r]) - Y[j][test_r], axis=1)
-                want = np.mean(e / np.maximum(np.linalg.norm(Y[j][test_r], axis=1), 1e-12))
+                r = sklearn_ridge(X[i][train_r], Y[j][train_r], GRID[k] * alpha_scale(X[i][train_r]))
+                want = heldout_scores(r.predict(X[i][test_r]), Y[j][test_r])["relative_error"]
                 np.testing.assert_allclose(float(ds.relative_error_by_fraction.sel(**cell)), want, rtol=1e-6, atol=1e-9,
                                            err_msg=str(cell))
 

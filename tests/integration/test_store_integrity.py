@@ -16,7 +16,7 @@ import shutil
 import numpy as np
 import pytest
 
-from tests.cli.test_outputs_property import one_line_refusal
+from tests.helpers.assertions import one_line_error
 
 CHUNK = 256  # tokens per chunk of the stores here, so that a store has several chunks
 
@@ -70,7 +70,7 @@ def test_edited_metadata_is_refused_naming_the_array(cli, stores, tmp_path, comm
     _edit(path, array, key, change, consolidated)
     out = str(tmp_path / "r.zarr")
     code, _, err = cli(*_argv(command, path, stores, out))
-    one_line_refusal(code, err, path, f"array {array!r}", phrase)
+    one_line_error(code, err, path, f"array {array!r}", phrase)
     assert not os.path.exists(out)
 
 
@@ -96,7 +96,7 @@ def test_non_finite_activation_is_refused_naming_array_chunk_and_token(cli, stor
     # line, and the last.
     lines = err.strip().splitlines()
     assert all(ln.startswith(f"align {command}: ") for ln in lines[:-1]), err
-    one_line_refusal(code, lines[-1], path, "array 'resid' at boundary 1", "non-finite", f"token {token:,} (doc {doc}, pos {pos})",
+    one_line_error(code, lines[-1], path, "array 'resid' at boundary 1", "non-finite", f"token {token:,} (doc {doc}, pos {pos})",
                      "in chunk 2", "1 non-finite value")
     assert not os.path.exists(out) and [n for n in os.listdir(tmp_path) if n.startswith(".r.zarr")] == []
 

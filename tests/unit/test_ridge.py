@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sklearn.linear_model import Ridge
-from sklearn.metrics import r2_score
 
 from align import ridge
+from tests.helpers.references import alpha_scale, heldout_scores, ridge_val_sse, sklearn_ridge
 
 
 def _data(n=600, d_s=12, d_t=7, seed=0, offset=30.0):
@@ -88,17 +87,12 @@ def test_solve_block_equals_sklearn_ridge():
     # α chosen: brute force over the grid by validation squared error, Ridge fitted on the fit part
     Xd, Yd = X.astype(np.float64), Y.astype(np.float64)
     fit, val = part == ridge.FIT, part == ridge.VAL
-    Xc = Xd[fit] - Xd[fit].mean(0)
-    sse = []
-    for a in grid:
-        r = Ridge(alpha=a * np.trace(Xc.T @ Xc) / Xc.shape[1], fit_intercept=True).fit(Xd[fit], Yd[fit])
-        sse.append(((r.predict(Xd[val]) - Yd[val]) ** 2).sum())
+    sse = ridge_val_sse(Xd[fit], Yd[fit], Xd[val], Yd[val], grid)
     assert m["alpha_rel"] == grid[int(np.argmin(sse))]
     np.testing.assert_allclose(m["val_sse"], sse, rtol=1e-8)
     # final fit: all training rows with the recorded absolute α
-    Xt = Xd - Xd.mean(0)
-    np.testing.assert_allclose(m["alpha"], m["alpha_rel"] * np.trace(Xt.T @ Xt) / Xt.shape[1], rtol=1e-10)
-    r = Ridge(alpha=m["alpha"], fit_intercept=True).fit(Xd, Yd)
+    np.testing.assert_allclose(m["alpha"], m["alpha_rel"] * alpha_scale(Xd), rtol=1e-10)
+    r = sklearn_ridge(Xd, Yd, m["alpha"])
     np.testing.assert_allclose(m["W"], r.coef_.T, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(m["c"], r.intercept_, rtol=1e-6, atol=1e-9)
 
@@ -118,11 +112,10 @@ def test_heldout_scores_equal_numpy_and_sklearn(use_torch, rows):
     got = ridge.scores(h["pair"][(0, 1)], h["target"][1], h["centred"][1])
     Xd, Yd = X.astype(np.float64), Y.astype(np.float64)
     pred = Xd @ W + (y_mean - x_mean @ W)
-    e = np.linalg.norm(pred - Yd, axis=1)
-    y = np.linalg.norm(Yd, axis=1)
-    np.testing.assert_allclose(got["relative_error"], np.mean(e / np.maximum(y, 1e-12)), rtol=1e-10)
-    np.testing.assert_allclose(got["norm_error"], e.sum() / y.sum(), rtol=1e-10)
-    np.testing.assert_allclose(got["r2"], r2_score(Yd, pred, multioutput="variance_weighted"), rtol=1e-9, atol=1e-12)
+    want = heldout_scores(pred, Yd)
+    np.testing.assert_allclose(got["relative_error"], want["relative_error"], rtol=1e-10)
+    np.testing.assert_allclose(got["norm_error"], want["norm_error"], rtol=1e-10)
+    np.testing.assert_allclose(got["r2"], want["r2"], rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize("use_torch", [False, True], ids=["numpy", "torch-cpu"])
