@@ -14,14 +14,7 @@ import numpy as np
 import zarr
 
 import align
-from tests.helpers.faults import fault_env
-
-
-def _wait_for(path, timeout=120):
-    t = time.time()
-    while not os.path.exists(path) or not open(path).read():
-        assert time.time() - t < timeout, f"{path} never appeared"
-        time.sleep(0.05)
+from tests.helpers.faults import fault_env, wait_reached
 
 
 def test_second_writer_refused_first_unharmed(zoo, corpus_file, tmp_path, cli):
@@ -32,7 +25,7 @@ def test_second_writer_refused_first_unharmed(zoo, corpus_file, tmp_path, cli):
            "--batch-size", "2", "--chunk-tokens", "256"]
     first = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for(log)  # the first run is mid-way, holding the lock
+        wait_reached(log)  # the first run is mid-way, holding the lock
         t = time.time()
         code, _, err = cli(*cmd[3:])
         assert time.time() - t < 30  # refused at once, not after waiting

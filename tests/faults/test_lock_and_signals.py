@@ -13,14 +13,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest
 import zarr
 
 from tests.helpers.assertions import one_line_error
-from tests.helpers.faults import fault_env
+from tests.helpers.faults import fault_env, wait_reached
 
 ARGS = ["--max-docs", "3", "--batch-size", "2", "--chunk-tokens", "64"]
 
@@ -107,13 +106,6 @@ def test_lock_without_a_start_time_needs_break_lock(zoo, corpus_file, tmp_path, 
     assert _complete(out)
 
 
-def _wait_for(path, timeout=120):
-    t = time.time()
-    while not os.path.exists(path) or not open(path).read():
-        assert time.time() - t < timeout, f"{path} never appeared"
-        time.sleep(0.05)
-
-
 def test_sigterm_unwinds_like_ctrl_c(zoo, corpus_file, tmp_path):
     """SIGTERM mid-extraction: exit 143, one line, the lock released, the store incomplete;
     the same command then resumes it to completion."""
@@ -124,7 +116,7 @@ def test_sigterm_unwinds_like_ctrl_c(zoo, corpus_file, tmp_path):
     env = fault_env("between_batches:2:pause", log)
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for(log)  # paused between two batches, holding the lock
+        wait_reached(log)  # paused between two batches, holding the lock
         assert (out / "align.lock").exists()
         p.send_signal(signal.SIGTERM)
         _, err = p.communicate(timeout=120)

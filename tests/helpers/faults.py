@@ -12,12 +12,23 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 
 def fault_env(point: str, log, env: dict | None = None) -> dict:
     """`env` (os.environ by default) with ALIGN_FAULT=point and ALIGN_FAULT_LOG=log."""
     return dict(os.environ if env is None else env, ALIGN_FAULT=point, ALIGN_FAULT_LOG=str(log))
+
+
+def wait_reached(log, timeout: float = 120) -> str:
+    """Wait until a process has written to the fault log (it is at its point, paused there or
+    dying); returns what the log holds."""
+    t = time.time()
+    while not os.path.exists(log) or not open(log).read():
+        assert time.time() - t < timeout, f"{log} never appeared"
+        time.sleep(0.05)
+    return open(log).read()
 
 
 def reached(point: str) -> str:
