@@ -4,6 +4,7 @@ hooks, and the structural checks: deletion, zeroing, empty set, future-setting z
 import numpy as np
 import pytest
 import torch
+from tests.helpers.assertions import one_line_error
 from tests.helpers.fixtures_analyses import SUBLAYERS, hf_prompts, ref_forward, ref_skipping, ref_splits
 from tests.helpers.zoo import CORPUS_TEXT
 
@@ -172,8 +173,7 @@ def test_current_setting_never_touches_position_zero(hf_models):
 def test_no_prompt_long_enough(cli, zoo, corpus_file, tmp_path):
     code, _, err = cli("skip", zoo("qwen2"), corpus_file, "-o", tmp_path / "s.zarr", "--max-length", "12", "--max-docs", "3")
     assert code == 2
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "future setting" in lines[0] and "13 tokens" in lines[0] and "has 12" in lines[0]
+    one_line_error(code, err, "future setting", "13 tokens", "has 12")
 
 
 def test_cli_skip_schema(cli, zoo, corpus_file, tmp_path):
@@ -196,4 +196,5 @@ def test_cli_skip_schema(cli, zoo, corpus_file, tmp_path):
 
 def test_cli_bad_settings(cli, zoo, corpus_file, tmp_path):
     code, _, err = cli("skip", zoo("qwen2"), corpus_file, "-o", tmp_path / "s.zarr", "--settings", "now")
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "'now'" in err and "current, future" in err
+    assert code == 2
+    one_line_error(code, err, "'now'", "current, future")

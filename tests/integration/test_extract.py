@@ -20,6 +20,7 @@ from tests.helpers.zoo import reference_tokenizer
 
 import align
 from align.store import open_activations
+from tests.helpers.assertions import one_line_error
 from tests.helpers.references import bf16_bits_to_float, residuals
 
 RTOL, ATOL = 1e-4, 1e-4
@@ -161,10 +162,8 @@ def test_float16_overflow_is_refused(zoo, corpus_file, tmp_path, cli):
     expected = float(model.model.embed_tokens.weight.detach().abs().max())
     out = tmp_path / "s16.zarr"
     code, _, err = cli("extract", big, corpus_file, "-o", out, "--store-dtype", "float16", "--max-docs", "2")
-    assert code != 0
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "boundary 0" in lines[0] and "float16" in lines[0]
-    magnitude = float(lines[0].split("magnitude ")[1].split(",")[0])
+    line = one_line_error(code, err, "boundary 0", "float16")
+    magnitude = float(line.split("magnitude ")[1].split(",")[0])
     assert magnitude <= expected * 1.001 and magnitude > 65504
     assert not open_activations(str(out)).complete
 
@@ -231,9 +230,9 @@ def test_complete_store_rerun_and_mismatch(zoo, corpus_file, tmp_path, cli):
     code, _, err = cli(*args, "--batch-size", "2")  # batch size may change
     assert code == 0 and "already complete" in err
     code, _, err = cli(*args, "--layers", "0,2")
-    assert code != 0 and len(err.strip().splitlines()) == 1 and "layers" in err
+    one_line_error(code, err, "layers")
     code, _, err = cli("extract", zoo("llama"), corpus_file, "-o", out, "--max-docs", "3")
-    assert code != 0 and len(err.strip().splitlines()) == 1 and "model" in err
+    one_line_error(code, err, "model")
 
 
 def test_info_describes_store(extracted, cli):
