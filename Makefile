@@ -1,4 +1,5 @@
-# The two front-door commands: `make demo` and `make test`. Each sets everything up first.
+# The two front-door commands: `make demo` and `make test`. Each sets everything up first;
+# `make test-fast` runs the unit tier alone.
 # `make docs` builds the documentation site (warnings are errors); `make wheel-check` builds the
 # wheel and the sdist and runs the installed wheel outside the checkout. CI runs all three.
 PYTHON ?= python3
@@ -6,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup demo test docs wheel-check clean
+.PHONY: setup demo test test-fast docs wheel-check clean
 
 setup: $(VENV)/.installed
 
@@ -24,6 +25,10 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# the unit tier only (tests/unit: pure functions, under a minute), while iterating
+test-fast: setup
+	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
 
 docs: setup
 	$(BIN)/mkdocs build --strict --site-dir site

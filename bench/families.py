@@ -1,4 +1,4 @@
-"""The family conformance suite's numbers, for docs/families.md: runs tests/test_families.py
+"""The family conformance suite's numbers, for docs/families.md: runs tests/integration/test_families.py
 (every family, on tiny models with its real options on) and writes what each check measured to
 bench/results/families.json, with the versions it ran on. bench/tables.py renders the table.
 
@@ -27,11 +27,11 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         measured = os.path.join(tmp, "families.json")
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_families.py"]
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/integration/test_families.py"]
         rc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "ALIGN_FAMILY_RESULTS": measured}).returncode
         with open(measured, encoding="utf-8") as f:
             families = json.load(f)
-    out = {"config": {"command": "python bench/families.py", "suite": "tests/test_families.py", "passed": rc == 0,
+    out = {"config": {"command": "python bench/families.py", "suite": "tests/integration/test_families.py", "passed": rc == 0,
                       "torch": torch.__version__, "transformers": transformers.__version__,
                       "python": platform.python_version(), "dtype": "float32", "device": "cpu"},
            "families": families}

@@ -650,7 +650,7 @@ def blocking_budget(p, options, limit: int | None = None) -> tuple:
 def compare_fits(live_ds, ref_ds) -> dict:
     """The live result at the reference's pairs against the reference: the largest relative
     difference of each metric, and whether all agree within FIT_TOL relative (with
-    FIT_TOL / 10 absolute beneath it, the suite's tolerance in tests/test_fit_live.py: a
+    FIT_TOL / 10 absolute beneath it, the suite's tolerance in tests/integration/test_fit_live.py: a
     near-perfect map's error moves by ~1e-12 of ||y|| when sums are added in another order)
     with the same alpha_rel and the same NaN pattern."""
     sub = live_ds.sel(source_boundary=ref_ds["source_boundary"].values, target_boundary=ref_ds["target_boundary"].values)

@@ -1,7 +1,9 @@
 """Shared fixtures: small models of every supported family, saved with save_pretrained and
-loaded back through the same code path as a real checkpoint, and small corpora.
+loaded back through the same code path as a real checkpoint, and small corpora; and the tier
+marker of every test (its folder: unit, integration, cli, faults).
 
-Nothing here imports align: fixtures are inputs, and references live in the tests."""
+Nothing here imports align: fixtures are inputs, and references live in tests/helpers/references.py
+and in the tests."""
 
 from __future__ import annotations
 
@@ -16,9 +18,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-sys.path.insert(0, os.path.dirname(__file__))
+from tests.helpers.zoo import CORPUS_TEXT, make_model  # noqa: E402
 
-from modelzoo import CORPUS_TEXT, make_model  # noqa: E402
+TIERS = ("unit", "integration", "cli", "faults")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """Mark each test with its tier, the folder under tests/ it lives in."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for item in items:
+        tier = os.path.relpath(str(item.path), here).split(os.sep)[0]
+        if tier in TIERS:
+            item.add_marker(getattr(pytest.mark, tier))
 
 
 @pytest.fixture(scope="session")
@@ -87,8 +99,7 @@ def extracted(zoo, corpus_file, tmp_path_factory):
 
 
 # Fixture modules of the other test areas (each owned with its tests).
-pytest_plugins = [m for m in ("fixtures_fit", "fixtures_analyses", "fixtures_demo")
-                  if os.path.exists(os.path.join(os.path.dirname(__file__), m + ".py"))]
+pytest_plugins = ["tests.helpers.fixtures_fit", "tests.helpers.fixtures_analyses", "tests.helpers.fixtures_demo"]
 
 
 def free_port() -> int:

@@ -1,0 +1,127 @@
+"""docs/performance.md against bench/results/*.json: every benchmark table on the page is what
+its JSON gives (bench/tables.py --check), the check catches a table that drifted from its JSON,
+and the rendered numbers are the JSON's own, read here independently. Nothing here imports align."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "bench", "tables.py")
+DOC = os.path.join(ROOT, "docs", "performance.md")
+RESULTS = os.path.join(ROOT, "bench", "results")
+
+
+def check(*args):
+    """bench/tables.py --check with `args`: (exit status, stderr)."""
+    p = subprocess.run([sys.executable, SCRIPT, "--check", *args], capture_output=True, text=True, timeout=60)
+    return p.returncode, p.stderr
+
+
+def section(name: str, page: str | None = None) -> str:
+    """The text between a table's markers in the page."""
+    page = page if page is not None else open(DOC, encoding="utf-8").read()
+    m = re.search(rf"<!-- table: {re.escape(name)} -->\n(.*?)<!-- /table -->", page, re.S)
+    assert m, f"docs/performance.md has no table {name}"
+    return m.group(1)
+
+
+def rows(text: str) -> list[list[str]]:
+    """The body rows of the Markdown tables in `text`, as lists of cell strings."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("|") and not line.startswith("|---"):
+            out.append([c.strip() for c in line.strip("|").split("|")])
+    return out
+
+
+def number(cell: str) -> float:
+    """The first number of a cell: "1,234", "**0.88×**", "11.4%" -> 1234, 0.88, 11.4."""
+    m = re.search(r"-?\d[\d,]*(\.\d+)?", cell.replace("*", ""))
+    assert m, cell
+    return float(m.group(0).replace(",", ""))
+
+
+def test_performance_tables_match_their_json():
+    code, err = check()
+    assert code == 0 and err == "", err
+
+
+def test_a_changed_json_number_is_caught(tmp_path):
+    results = tmp_path / "results"
+    shutil.copytree(RESULTS, results)
+    d = json.loads((results / "fit.json").read_text())
+    d["speed"]["fit_seconds"] += 2.5  # a new run of the benchmark, the page not regenerated
+    (results / "fit.json").write_text(json.dumps(d))
+    code, err = check("--results", str(results))
+    assert code == 1
+    named = re.findall(r"table (\S+) in .* differs from what its JSON gives", err)
+    assert named == ["fit"], err
+
+
+def test_a_table_edited_by_hand_is_caught(tmp_path):
+    page = open(DOC, encoding="utf-8").read()
+    body = section("store-writer", page)
+    edited = body.replace("| 1.00 |", "| 1.01 |", 1)
+    assert edited != body
+    doc = tmp_path / "performance.md"
+    doc.write_text(page.replace(body, edited), encoding="utf-8")
+    code, err = check("--doc", str(doc))
+    assert code == 1 and "table store-writer" in err and "differs" in err, err
+
+
+def test_a_table_without_its_markers_is_caught(tmp_path):
+    page = open(DOC, encoding="utf-8").read()
+    doc = tmp_path / "performance.md"
+    doc.write_text(re.sub(r"<!-- table: padding -->\n.*?<!-- /table -->\n", "", page, flags=re.S), encoding="utf-8")
+    code, err = check("--doc", str(doc))
+    assert code == 1 and "table padding has no" in err, err
+
+
+def test_the_writer_table_quotes_its_json():
+    """Each row of the writer table against the JSON's summary, read here: MiB/s and tokens/s
+    to the rounding of a whole number, the share of raw to two decimals."""
+    summary = json.load(open(os.path.join(RESULTS, "store_writer.json")))["summary"]
+    got = rows(section("store-writer"))[1:]  # the header row first
+    assert len(got) == len(summary)
+    for cells, x in zip(got, summary):
+        assert cells[0] == x["model"]
+        assert ("raw" in cells[1]) == (x["threads"] is None)
+        assert abs(number(cells[2]) - x["MiB_s_median"]) <= 0.5
+        assert abs(number(cells[3]) - x["tokens_s_median"]) <= 0.5
+        assert abs(number(cells[4]) - x["tokens_s_all_boundaries"]) <= 0.5
+        assert abs(number(cells[5]) - x["of_raw"]) <= 0.005
+
+
+def test_the_padding_table_quotes_its_json():
+    """The padded fraction of every batch size and window, in percent to one decimal."""
+    plan = json.load(open(os.path.join(RESULTS, "padding.json")))["plan_4096_prompts"]
+    got = {int(r[0]): r for r in rows(section("padding")) if r[0].isdigit()}
+    assert sorted(got) == sorted(int(k.split("_")[1]) for k in plan)
+    for batch, cells in got.items():
+        want = plan[f"batch_{batch}"]
+        for cell, key in zip(cells[1:], ("consecutive", "window_2x", "window_4x", "window_8x", "window_16x")):
+            assert abs(number(cell) - 100 * want[key]) <= 0.05, (batch, key, cell)
+
+
+def test_the_live_and_fit_tables_quote_their_json():
+    """The headline numbers of the fit and --live benchmarks, each computed here from its JSON."""
+    fit = json.load(open(os.path.join(RESULTS, "fit.json")))
+    text = section("fit")
+    assert f"**{fit['speed']['fit_seconds']:.1f} s**" in text
+    assert f"**{100 * fit['speed']['fraction_of_floor_rate']:.0f}%**" in text
+    mem = fit["memory"]
+    assert f"{mem['peak_rss_bytes'] / 1e6:.0f} MB = {mem['peak_rss_bytes'] / mem['memory_limit']:.2f}× the limit" in text
+    live = section("live")
+    ratio_row = next(r for r in rows(live) if r[0].startswith("`--live` against the floor"))
+    for cell, name in zip(ratio_row[1:], ("live.json", "live-nostore-1.json", "live-nostore-2.json")):
+        d = json.load(open(os.path.join(RESULTS, name)))["live"]
+        assert abs(number(cell) - d["seconds"] / d["floor_seconds"]) <= 0.0005, (name, cell)
+    for name in ("live.json", "live-nostore-1.json", "live-nostore-2.json"):
+        cmd = json.load(open(os.path.join(RESULTS, name)))["config"]["command"]
+        assert cmd in live, (name, cmd)

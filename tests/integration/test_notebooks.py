@@ -1,0 +1,64 @@
+"""The notebooks run top to bottom (nbclient, a fresh kernel) against small results made by a
+fixture, and are committed without outputs."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+
+import pytest
+
+NOTEBOOKS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "..", "notebooks", "*.ipynb")))
+
+
+def test_there_are_notebooks_and_they_are_committed_without_outputs():
+    import nbformat
+
+    names = {os.path.basename(p) for p in NOTEBOOKS}
+    assert {"alignment.ipynb", "analyses.ipynb"} <= names
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                assert cell.outputs == [] and cell.execution_count is None, path
+                assert "def " not in cell.source, f"{path} defines a helper"
+
+
+@pytest.fixture(scope="module")
+def results_folder(result_stores, tmp_path_factory):
+    """The fixture results laid out as the demo lays them out."""
+    root = tmp_path_factory.mktemp("nb") / "results"
+    root.mkdir()
+    shutil.copytree(result_stores["alignment"], root / "alignment.zarr")
+    shutil.copytree(result_stores["control"], root / "alignment-control.zarr")
+    for kind in ("contributions", "skipping", "lens", "depth"):
+        shutil.copytree(result_stores[kind], root / f"{kind}-deep.zarr")
+    return root
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
+def test_notebook_executes(path, results_folder, monkeypatch, tmp_path):
+    import nbformat
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv("ALIGN_ALIGNMENT", str(results_folder / "alignment.zarr"))
+    monkeypatch.setenv("ALIGN_CONTROL", str(results_folder / "alignment-control.zarr"))
+    monkeypatch.setenv("ALIGN_RESULTS", str(results_folder))
+    monkeypatch.setenv("ALIGN_NAME", "deep")
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    # Figures were drawn (inline PNGs), not just returned as text.
+    assert any("image/png" in o.get("data", {}) for o in outputs)
+    if os.path.basename(path) == "alignment.ipynb":
+        # The notebook's own reading of the path matches the fixture's summary.
+        from tests.helpers.fixtures_demo import alignment_ds
+
+        text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+        expected = alignment_ds().attrs["summary"]["argmin_path"]
+        for i, j in zip([1, 2, 3], expected):
+            assert f"source boundary  {i} (depth {i / 3:.2f}) -> target boundary  {j} " in text
+        results = [o["data"]["text/plain"] for o in outputs if o.output_type == "execute_result"]
+        assert str(expected) in results, results
