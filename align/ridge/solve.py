@@ -93,9 +93,9 @@ def ridge_map(lam, Q, B, alpha: float):
 
 @dataclass(frozen=True)
 class SolvedMap:
-    """One pair's map y = x W + c and how its α was chosen (numpy; means and c in raw units).
-    What a block hands on may leave the map behind: W and c are None there unless the maps
-    are kept (--save-maps), x_mean and y_mean are None once the held-out sums are taken."""
+    """One pair's map y = x W + c and how its α was chosen (numpy; means and c in raw units),
+    as `solve_block` returns it. A caller that has taken the held-out sums may hand on the α
+    choice alone: x_mean and y_mean None, and W and c None unless it keeps the maps."""
 
     W: np.ndarray | None  # (d_S, d_T): (C_t + αI)⁻¹ B_t, C_t the training scatter, B_t its centred XᵀY
     x_mean: np.ndarray | None  # (d_S,): mean of x over the training rows (fit + validation)
