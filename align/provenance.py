@@ -1,6 +1,7 @@
 """What a store or a result records about its inputs, built once: the model, its tokenizer
-and the corpus (`inputs_record`, shared by extraction and every live-model analysis), which
-weights ran, and each run segment of an extraction.
+and the corpus (`inputs_record`, shared by extraction and every live-model analysis; a live
+model's result adds its source, `model_record`; a result read from a store records the store,
+`store_record`), which weights ran, and each run segment of an extraction.
 
 Weights (`weights_identity`) are part of an activation store's identity, so that a resume
 against other weights is refused instead of mixing two models in one store:
@@ -34,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from align.version import __version__
 from align import corpus, discovery, families, textfiles
 from align.errors import ModelError
-from align.models import config_hash
+from align.models import config_hash, init_device
 
 SAFE_WEIGHTS = "model.safetensors"
 SAFE_INDEX = "model.safetensors.index.json"
@@ -135,8 +136,6 @@ def weights_identity(spec, config) -> dict:
 
     `spec` is an align.models.ModelSpec, `config` the config loaded from it."""
     if spec.random_init:
-        from align.models import init_device
-
         h, dev = config_hash(config), init_device(spec.device)
         # A CPU draw keeps the id stores made before the device was recorded have; another
         # device's generator gives other weights, so it is part of the id.
@@ -197,3 +196,20 @@ def inputs_record(spec, config, tokenizer, cspec, corpus_record: dict | None = N
         "compute_dtype": spec.resolved_dtype(), "align_version": __version__,
         "family": families.record(discovery.of_config(config, getattr(spec, "family", None), spec.trust_remote_code)),
     }
+
+
+def model_record(spec, config, tokenizer, cspec, corpus_hash: str | None = None) -> dict:
+    """What a result computed from a live model records about the model, its tokenizer and
+    the corpus (every live-model analysis writes the same keys). `corpus_hash`: the hash of
+    the read whose tokens the result was computed from (corpus.Reading)."""
+    record = corpus.provenance(cspec, corpus_hash)
+    return {**inputs_record(spec, config, tokenizer, cspec, record), "source": "model"}
+
+
+def store_record(store) -> dict:
+    """What a result computed from an activation store records about it: the store's model,
+    tokenizer and corpus keys, the store's path and align's version."""
+    p = store.provenance
+    keep = ("model", "revision", "model_type", "random_init", "seed", "config_hash", "tokenizer_hash", "special_tokens",
+            "corpus", "compute_dtype", "store_dtype")
+    return {**{k: p.get(k) for k in keep}, "source": "store", "store": store.path, "align_version": __version__}

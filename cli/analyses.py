@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from align.analyses.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
+from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
 from align.analyses.skip import SPLITS
 from align.cli.extract import corpus_options, corpus_spec, model_options, model_spec
 
@@ -31,7 +31,7 @@ def _resampling(f):
 
 def _resampling_of(bootstrap, bootstrap_seed, equal_n=None):
     """The Resampling the run_* functions take, from --bootstrap, --bootstrap-seed, --equal-n."""
-    from align.analyses.bootstrap import Resampling
+    from align.stats.bootstrap import Resampling
 
     return Resampling(bootstrap, bootstrap_seed, equal_n)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from align.analyses.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
+from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
 
 
 @click.command("compare")
@@ -24,7 +24,7 @@ def compare_cmd(results, output, figure, weighting, bootstrap, seed, overwrite):
     """Several depth, lens or alignment results (one kind) in one table: each result's numbers
     with their 95% intervals and, for two results on the same prompts, their paired
     difference (later minus earlier) with its interval. With -o, also a CSV or Markdown file and a figure."""
-    from align.analyses.bootstrap import Resampling
+    from align.stats.bootstrap import Resampling
     from align.compare import run_compare
 
     run_compare(results, output, figure, weighting=weighting, resampling=Resampling(bootstrap, seed),

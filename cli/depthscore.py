@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from align.analyses.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
+from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
 
 
 @click.command("depthscore")

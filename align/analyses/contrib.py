@@ -15,7 +15,7 @@ sums are kept in float64.
 The result also keeps each prompt's sums of the three metrics and its token count (`rel_norm_sum`,
 `cos_sum` (prompt, part, layer), `resid_cos_sum` (prompt, layer), `token_count` (prompt)), and
 the prompt-bootstrap 95% intervals of the means (`rel_norm_low`, `rel_norm_high`, ...; scheme in
-`align.analyses.bootstrap`): resample b's mean is Σ_b sums / Σ_b token counts over its prompts.
+`align.stats.bootstrap`): resample b's mean is Σ_b sums / Σ_b token counts over its prompts.
 A prompt is a forward pass's row (live model) or a store's sequence.
 """
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from align.analyses import bootstrap
+from align.stats import bootstrap
 from align.errors import InputError, StoreError
 
 EPS = 1e-6

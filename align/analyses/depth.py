@@ -14,7 +14,7 @@ Each rule's threshold (0 for the cosine, 0.5 of the maximum for the KL, 0.3 for 
 [P2]'s) is also varied over THRESHOLDS, and the result keeps ED at each (the sensitivity curve,
 `sensitivity_<rule>` over dim `threshold_<rule>`) beside the default.
 
-Intervals: a prompt bootstrap (scheme in `align.analyses.bootstrap`) over the per-prompt sums
+Intervals: a prompt bootstrap (scheme in `align.stats.bootstrap`) over the per-prompt sums
 the contributions and lens results keep. With rng = numpy.random.default_rng(seed):
 idx_c = rng.integers(0, n_c, size=(resamples, n_c)) over the contributions' prompts, then
 idx_l = idx_c when the lens result ran on the same prompts (the same `prompts_hash`), else
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from align.analyses import bootstrap
+from align.stats import bootstrap
 from align.errors import InputError, NonFiniteError
 
 RULES = ("cosine", "kl", "overlap")

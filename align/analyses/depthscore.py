@@ -52,7 +52,7 @@ import sys
 
 import numpy as np
 
-from align.analyses.bootstrap import Resampling, draw, percentile_interval, record
+from align.stats.bootstrap import Resampling, draw, percentile_interval, record
 from align.errors import InputError, NonFiniteError, StoreMismatch
 from align.version import __version__
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from align import corpus, models
-from align.analyses.run import _inputs, _log_default, check_vocabulary, model_provenance
+from align import corpus, models, provenance
+from align.analyses.run import _inputs, _log_default, check_vocabulary
 
 
 def _answer_options(answer_field, answer_marker) -> dict:
@@ -42,7 +42,7 @@ def run_erase(output, *, spec, cspec, reference, reference_docs=10, answer_field
     ref_hash = ref_reading.hexdigest()
     check_vocabulary(spec, config, ref)
     erase.check_reference(len(ref), reference_docs, reference)
-    prov = model_provenance(spec, config, tokenizer, cspec, reading.hexdigest())
+    prov = provenance.model_record(spec, config, tokenizer, cspec, reading.hexdigest())
     model, _ = models.load_model(spec)
     t0 = time.time()
     mean, n_ref_tokens = erase.reference_mean(model, ref, batch_size)
@@ -82,7 +82,7 @@ def run_igrad(output, *, spec, cspec, parts=("layer", "attn", "mlp"), variant=No
     tokenizer = models.load_tokenizer(spec)
     prompts = load_answer_prompts(cspec, tokenizer, answer_field, answer_marker)
     check_vocabulary(spec, config, [p.token_id for p in prompts])
-    prov = model_provenance(spec, config, tokenizer, cspec)
+    prov = provenance.model_record(spec, config, tokenizer, cspec)
     model, _ = models.load_model(spec)
     t0 = time.time()
     res = igrad.integrated_gradients(model, prompts, parts=parts, variant=v, batch_size=batch_size)

@@ -12,7 +12,7 @@ Two averages: "token" (sum over all tokens of all prompts / token count, [P2]) a
 The result also keeps each prompt's sums over its tokens (`kl_sum`, `overlap_sum` (prompt,
 boundary)) and token count (`token_count` (prompt)), and the prompt-bootstrap 95% intervals of
 both averages (`kl_low`, `kl_high`, `overlap_low`, `overlap_high` (weighting, boundary); scheme
-in `align.analyses.bootstrap`): resample b's token-weighted mean is Σ_b sums / Σ_b token counts,
+in `align.stats.bootstrap`): resample b's token-weighted mean is Σ_b sums / Σ_b token counts,
 its prompt-weighted mean the mean over its prompts of sum / count. A prompt is a forward
 pass's row (live model) or a store's sequence; prompts without tokens are left out.
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from align.analyses import bootstrap
+from align.stats import bootstrap
 from align.errors import InputError, StoreError
 
 WEIGHTINGS = ("token", "prompt")

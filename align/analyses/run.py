@@ -10,7 +10,7 @@ import numpy as np
 
 from align.version import __version__
 from align import corpus, models, provenance
-from align.analyses.bootstrap import DEFAULT, MIN_RESAMPLES, Resampling
+from align.stats.bootstrap import DEFAULT, MIN_RESAMPLES, Resampling
 from align.errors import InputError, StoreMismatch
 
 
@@ -37,16 +37,7 @@ def load(spec: models.ModelSpec, cspec: corpus.CorpusSpec, check=None):
     if check is not None:
         check(prompts)
     model, _ = models.load_model(spec)
-    return model, config, prompts, model_provenance(spec, config, tokenizer, cspec, reading.hexdigest())
-
-
-def model_provenance(spec: models.ModelSpec, config, tokenizer, cspec: corpus.CorpusSpec,
-                     corpus_hash: str | None = None) -> dict:
-    """What a result computed from a live model records about the model, its tokenizer and
-    the corpus (every live-model analysis writes the same keys). `corpus_hash`: the hash of
-    the read whose tokens the result was computed from (corpus.Reading)."""
-    record = corpus.provenance(cspec, corpus_hash)
-    return {**provenance.inputs_record(spec, config, tokenizer, cspec, record), "source": "model"}
+    return model, config, prompts, provenance.model_record(spec, config, tokenizer, cspec, reading.hexdigest())
 
 
 def check_vocabulary(spec: models.ModelSpec, config, prompts) -> None:
@@ -66,13 +57,6 @@ def check_vocabulary(spec: models.ModelSpec, config, prompts) -> None:
             f"prompt {longest} has {len(prompts[longest]):,} tokens, above the model's position limit "
             f"(max_position_embeddings {limit:,}): use --max-length {limit} or less"
         )
-
-
-def _store_provenance(store) -> dict:
-    p = store.provenance
-    keep = ("model", "revision", "model_type", "random_init", "seed", "config_hash", "tokenizer_hash", "special_tokens",
-            "corpus", "compute_dtype", "store_dtype")
-    return {**{k: p.get(k) for k in keep}, "source": "store", "store": store.path, "align_version": __version__}
 
 
 def _inputs(spec=None, cspec=None, **paths) -> dict:
@@ -104,7 +88,7 @@ def run_contrib(output, *, spec=None, cspec=None, store=None, batch_size=8, resa
     if store is not None:
         s = st.open_activations(store)
         res = contrib.contributions_from_store(s)
-        attrs = {**_store_provenance(s), "options": {}}
+        attrs = {**provenance.store_record(s), "options": {}}
     else:
         model, _, prompts, prov = load(spec, cspec)
         res = contrib.contributions_from_model(model, _batched(prompts, batch_size))
@@ -150,7 +134,7 @@ def run_skip(output, *, spec, cspec, batch_size=8, settings=("current", "future"
     if answers:
         prompts = [np.asarray(a.token_id, np.int64) for a in aps]
         check_vocabulary(spec, config, prompts)
-        prov = model_provenance(spec, config, models.load_tokenizer(spec), cspec, reading.hexdigest())
+        prov = provenance.model_record(spec, config, models.load_tokenizer(spec), cspec, reading.hexdigest())
     else:
         levels = skip.prompt_levels(cspec, models.load_tokenizer(spec))
     t0 = time.time()
@@ -205,7 +189,7 @@ def run_lens(output, *, spec=None, cspec=None, store=None, batch_size=8, resampl
         res = lens.logit_lens_from_store(s, head, tokens_per_step=step)
         L = s.n_layers
         head_dev = str(head.parameter.device)
-        attrs = {**_store_provenance(s), "head_model": _model_id(name),
+        attrs = {**provenance.store_record(s), "head_model": _model_id(name),
                  "options": {"device": head_dev, "dtype": head_dtype, "tokens_per_step": step}}
     else:
         model, config, prompts, prov = load(spec, cspec)

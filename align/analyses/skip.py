@@ -27,7 +27,7 @@ short for it), and `level` (prompt) where the corpus has levels: `align depthsco
 them for prompt-bootstrap intervals.
 
 Intervals of R and O (R_low, R_high, O_low, O_high, dims as R and O): a prompt bootstrap
-(`align.analyses.bootstrap`). With rng = numpy.random.default_rng(seed), for each setting in
+(`align.stats.bootstrap`). With rng = numpy.random.default_rng(seed), for each setting in
 the result's order: the n prompts it used, idx = rng.integers(0, n, size=(resamples, n)); each
 resample re-aggregates its prompts (max, and mean over prompts). A maximum over prompts grows
 with their number, so models run on different numbers of prompts do not compare by it: the
@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from align.analyses import bootstrap
+from align.stats import bootstrap
 from align.errors import InputError
 
 EPS = 1e-6

@@ -9,10 +9,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from align import corpus, ridge
+from align import corpus
 from align.errors import InputError
 from align.extraction.batches import GROUP_FACTOR, group_batches
 from align.fitting.split import TEST
+from align.ridge.statistics import FIT, VAL
 
 
 @dataclass
@@ -115,6 +116,6 @@ def plan_batches(table: TokenTable, part: np.ndarray, batch_size: int) -> list:
         if not len(used):
             continue
         flat = used[np.argsort(flat_part[used], kind="stable")]
-        counts = tuple(int((flat_part == p).sum()) for p in (ridge.FIT, ridge.VAL, TEST))
+        counts = tuple(int((flat_part == p).sum()) for p in (FIT, VAL, TEST))
         out.append(Batch(list(members), width, flat_part, flat, tokens[flat], counts))
     return out

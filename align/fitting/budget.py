@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from align import ridge
 from align.fitting.split import FRACTIONS
 from align.store import footprint
-from align.analyses.bootstrap import MIN_RESAMPLES
+from align.stats.bootstrap import MIN_RESAMPLES
 
 MIN_TASK_TOKENS = 256  # tokens per task are cut down to this before the pair grid is blocked
 TASKS_PER_SLOT = 2  # statistics tasks per worker slot the default task size aims at

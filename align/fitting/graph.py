@@ -14,17 +14,20 @@ from __future__ import annotations
 import functools
 import json
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from align import ridge
 from align import store as st
 from align.errors import InputError
 from align.faults import fault_point
 from align.fitting.cluster import blas_limit, stop_if_cancelled
 from align.fitting.solve import solve_all
 from align.fitting.split import CONVERGENCE_PARTS, TEST
+from align.ridge.backend import Backend
+from align.ridge.heldout import add_heldout, heldout_sums
+from align.ridge.solve import SolvedMap
+from align.ridge.statistics import FIT, N_PARTS, VAL, Statistics, chunk_statistics
 
 
 @dataclass(frozen=True)
@@ -44,8 +47,8 @@ class Job:
     use_torch: bool = False
     run: str = ""  # this fit's id: its tasks stop once it is cancelled (cluster.cancel)
 
-    def backend(self) -> ridge.Backend:
-        return ridge.Backend(self.device, use_torch=self.use_torch or None)
+    def backend(self) -> Backend:
+        return Backend(self.device, use_torch=self.use_torch or None)
 
 
 @functools.lru_cache(maxsize=8)
@@ -92,14 +95,14 @@ def stats_task(job: Job, I, J, start: int, stop: int, part: np.ndarray, shifts, 
     x_shift, y_shift = shifts
     be = job.backend()
     d_s, d_t = _open(job.source, job.storage_options).d_model, _open(job.target, job.storage_options).d_model
-    acc = ridge.Statistics.zeros(I, J, d_s, d_t, be, ridge.N_PARTS if stat_part is None else CONVERGENCE_PARTS)
+    acc = Statistics.zeros(I, J, d_s, d_t, be, N_PARTS if stat_part is None else CONVERGENCE_PARTS)
     work: dict = {}
     held = ({i: [] for i in I}, {j: [] for j in J}) if keep_heldout else None
     with blas_limit(job.threads):
         for a in range(start, stop, job.chunk):
             b = min(stop, a + job.chunk)
             p = part[a - start:b - start]
-            train = (p == ridge.FIT) | (p == ridge.VAL)
+            train = (p == FIT) | (p == VAL)
             test = np.flatnonzero(p == TEST) if keep_heldout else ()
             if not train.any() and not len(test):
                 continue
@@ -109,7 +112,7 @@ def stats_task(job: Job, I, J, start: int, stop: int, part: np.ndarray, shifts, 
             stop_if_cancelled(job.run)
             if train.any():
                 sp = p if stat_part is None else stat_part[a - start:b - start]
-                ridge.chunk_statistics(xs, ys, sp, x_shift, y_shift, be, into=acc, work=work)
+                chunk_statistics(xs, ys, sp, x_shift, y_shift, be, into=acc, work=work)
             if len(test):
                 for side, rows in zip(held, (xs, ys)):
                     for k, v in rows.items():
@@ -141,9 +144,9 @@ def solve_task(stats, alphas, shifts, threads, device, factors, extend: bool = F
 def heldout_of(xs, ys, solved, backend, docs=None) -> dict:
     """`ridge.heldout_sums` of the block's maps (per held-out document with `docs`) and,
     with --convergence, of each fraction's maps (pooled) under "fractions"."""
-    out = ridge.heldout_sums(xs, ys, solved["fitted"], backend, docs=docs)
+    out = heldout_sums(xs, ys, solved["fitted"], backend, docs=docs)
     if solved.get("fractions"):
-        out["fractions"] = {f: ridge.heldout_sums(xs, ys, m, backend) for f, m in solved["fractions"].items()}
+        out["fractions"] = {f: heldout_sums(xs, ys, m, backend) for f, m in solved["fractions"].items()}
     return out
 
 
@@ -170,16 +173,21 @@ def heldout_kept_task(job: Job, kept, solved):
 
 
 def add_heldout_task(a, b):
-    return ridge.add_heldout(a, b)
+    return add_heldout(a, b)
 
 
 def collect_task(solved, heldout, stats, save_maps):
     """What the client needs of a block: α, maps if asked, held-out sums, the source factors
     (statistics if asked)."""
-    keep = ("alpha_rel", "alpha", "val_sse", "val_alphas") + (("W", "c") if save_maps else ())
-    return {"fitted": {k: {f: v[f] for f in keep} for k, v in solved["fitted"].items()}, "heldout": heldout,
+    return {"fitted": {k: _slim(v, save_maps) for k, v in solved["fitted"].items()}, "heldout": heldout,
             "stats": stats, "factors": solved["factors"],
-            "fractions": {f: {k: {"alpha_rel": v["alpha_rel"]} for k, v in m.items()} for f, m in solved["fractions"].items()}}
+            "fractions": {f: {k: _slim(v, False) for k, v in m.items()} for f, m in solved["fractions"].items()}}
+
+
+def _slim(m: SolvedMap, keep_map: bool) -> SolvedMap:
+    """The map's α choice, without its means, and without W and c unless `keep_map`: what
+    crosses to the client (W of every pair would be the statistics' size again)."""
+    return replace(m, x_mean=None, y_mean=None, W=m.W if keep_map else None, c=m.c if keep_map else None)
 
 
 def tree(dsk: dict, name: str, keys: list, add) -> tuple:
@@ -216,7 +224,7 @@ def block_graph(b: int, I, J, job: Job, ranges, part, shifts, alphas, save_maps:
     stat_keys, held_keys, kept = [], [], {}
     for c, (start, stop) in enumerate(ranges):
         p = part[start:stop]
-        if np.any((p == ridge.FIT) | (p == ridge.VAL)):
+        if np.any((p == FIT) | (p == VAL)):
             key = ("stats-task", b, c)
             dsk[key] = (stats_task, job, I, J, start, stop, p.copy(), sk, keep_heldout,
                         None if hdoc is None else hdoc[start:stop].copy(),

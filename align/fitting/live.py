@@ -36,10 +36,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from align import corpus, models, provenance, ridge
+from align import corpus, models, provenance
 from align.corpus import generated_format
 from align import store as st
-from align.analyses.run import model_provenance as live_model_provenance
 from align.errors import InputError
 from align.faults import fault_point
 from align.fitting.batches import TokenTable, plan_batches, token_table
@@ -54,6 +53,7 @@ from align.fitting.result import Side, alignment_dataset, check_result_room, gri
 from align.fitting.shards import ShardTask, shard_heldout_task, shard_statistics_task, shards_of, shift_task
 from align.fitting.solve import check_alphas, solve
 from align.fitting.split import TEST, Origin, Split, make_split
+from align.ridge.statistics import Statistics, chunk_statistics
 from align.boundaries import parse_boundaries
 
 __all__ = ["LiveJob", "LivePlan", "LiveReport", "Prepared", "TokenTable", "fit_live", "make_plan", "plan_batches",
@@ -167,11 +167,11 @@ def shape_of(p: Prepared) -> LiveShape:
 
 def sides_of(p: Prepared) -> tuple:
     """Each model as the result records it (fitting.result.Side): what a live-model analysis
-    records (analyses.run.model_provenance), the weights' identity (as a store records it)
+    records (provenance.model_record), the weights' identity (as a store records it)
     and the batch size (the batches decide the float32 rounding)."""
     out = []
     for spec, config, tok in zip((p.job.source, p.job.target), p.configs, p.tokenizers):
-        prov = {**live_model_provenance(spec, config, tok, p.job.corpus, p.table.corpus_hash),
+        prov = {**provenance.model_record(spec, config, tok, p.job.corpus, p.table.corpus_hash),
                 "weights": provenance.weights_identity(spec, config), "batch_size": p.job.batch_size}
         out.append(Side(prov, spec.name, config.num_hidden_layers, config.hidden_size))
     return tuple(out)
@@ -413,12 +413,12 @@ def estimate(p: Prepared, plan: LivePlan, log) -> dict:
         ys = forward(net.target, p.table, b, p.target_boundaries, net.roles[1])
         tt = time.perf_counter() - t
     backend = net.backend
-    stats = ridge.Statistics.zeros(p.source_boundaries, block, net.source.config.hidden_size,
+    stats = Statistics.zeros(p.source_boundaries, block, net.source.config.hidden_size,
                                    net.target.config.hidden_size, backend)
     part = np.where(b.part == TEST, -1, b.part)
     shift_x, shift_y = training_shift(xs, p.source_boundaries, b), training_shift(ys, block, b)
     t = time.perf_counter()
-    ridge.chunk_statistics(xs, {j: ys[j] for j in block}, part, shift_x, shift_y, backend,
+    chunk_statistics(xs, {j: ys[j] for j in block}, part, shift_x, shift_y, backend,
                            into=stats)
     if net.device.type == "cuda":
         torch.cuda.synchronize(net.device)

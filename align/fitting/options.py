@@ -9,7 +9,7 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 
 from align import corpus, models, ridge
-from align.analyses.bootstrap import Resampling, check_resamples
+from align.stats.bootstrap import Resampling, check_resamples
 from align.errors import InputError
 from align.fitting.split import check_seed
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from align import capture, models, ridge
+from align import capture, models
 from align.extraction.batches import pad
 from align.faults import fault_point
 from align.fitting.batches import Batch, TokenTable
@@ -19,6 +19,9 @@ from align.fitting.graph import heldout_of
 from align.fitting.result import pair_results
 from align.fitting.solve import check_alphas, solve_all
 from align.fitting.split import CONVERGENCE_PARTS, TEST, Split
+from align.ridge.backend import Backend
+from align.ridge.heldout import add_heldout
+from align.ridge.statistics import N_PARTS, Statistics, chunk_statistics
 
 
 # -- forwards and rows ----------------------------------------------------------------------
@@ -99,11 +102,11 @@ class Models:
     roles: tuple = ROLES
 
     @property
-    def backend(self) -> ridge.Backend:
+    def backend(self) -> Backend:
         """torch where the target's input lives (its GPU, or the CPU: MKL's float64 products
         run ~10% faster than numpy's OpenBLAS there, release the GIL, and the forwards'
         tensors need no conversion)."""
-        return ridge.Backend(str(self.device), use_torch=True)
+        return Backend(str(self.device), use_torch=True)
 
 
 def load_models(job: LiveJob) -> Models:
@@ -145,8 +148,8 @@ def statistics_pass(net: Models, table: TokenTable, batches, source_boundaries, 
     `stat_part` (n_tokens,): each token's statistics part with --convergence (`Split.stat_part`)."""
     d_s, d_t = net.source.config.hidden_size, net.target.config.hidden_size
     backend = net.backend
-    parts = ridge.N_PARTS if stat_part is None else CONVERGENCE_PARTS
-    stats = ridge.Statistics.zeros(source_boundaries, block, d_s, d_t, backend, parts)
+    parts = N_PARTS if stat_part is None else CONVERGENCE_PARTS
+    stats = Statistics.zeros(source_boundaries, block, d_s, d_t, backend, parts)
     kept = [] if keep_heldout else None
     work: dict = {}  # the gather's buffers, reused batch after batch
     for b in batches:
@@ -166,7 +169,7 @@ def statistics_pass(net: Models, table: TokenTable, batches, source_boundaries, 
             if stat_part is not None:  # the positions' statistics parts, from their tokens'
                 part = np.full(len(b.part), -1, dtype=np.int8)
                 part[b.flat[:b.n_train]] = stat_part[b.tokens[:b.n_train]]
-            ridge.chunk_statistics(xs, ys, part, shifts.x, shifts.y[block], backend,
+            chunk_statistics(xs, ys, part, shifts.x, shifts.y[block], backend,
                                    into=stats, work=work)
         if keep_heldout and b.n_test:
             held = b.flat[b.n_train:]
@@ -190,7 +193,7 @@ def heldout_pass(net: Models, table: TokenTable, batches, source_boundaries, blo
     def add(xh, yh, tokens):
         nonlocal sums
         s = heldout_of(xh, yh, solved, backend, None if hdoc is None else hdoc[tokens])
-        sums = s if sums is None else ridge.add_heldout(sums, s)
+        sums = s if sums is None else add_heldout(sums, s)
 
     if kept is not None:
         for xh, yh, tokens in kept:

@@ -12,14 +12,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from align import ridge
 from align.version import __version__
 from align import store as st
 from align.errors import DiskSpaceError, NonFiniteError, OutputRefused
-from align.analyses.bootstrap import Resampling
+from align.stats.bootstrap import Resampling
 from align.fitting import uncertainty
 from align.fitting.budget import RESULT_MARGIN, human_bytes, result_bytes
 from align.fitting.split import Split
+from align.ridge.heldout import scores
+from align.ridge.matrix import Summary, summary as matrix_summary
+from align.ridge.solve import SolvedMap
 
 SCORES = ("relative_error", "norm_error", "r2", "alpha", "alpha_rel")
 ROUTES = ("store", "live")
@@ -63,27 +65,51 @@ def import_ahead() -> threading.Thread:
     return t
 
 
+@dataclass
+class PairResult:
+    """One pair's numbers as the alignment result records them: the solve's choice of α (and
+    its map when kept), the held-out scores, and what --convergence and the document
+    bootstrap add (None without them)."""
+
+    fitted: SolvedMap  # α_rel, α, the validation curve; W and c when kept
+    relative_error: float  # (1/N) Σ ‖e_n‖/max(‖y_n‖, ε) over the held-out tokens
+    norm_error: float  # Σ ‖e_n‖ / Σ ‖y_n‖
+    r2: float  # 1 − Σ ‖e_n‖² / Σ ‖y_n − ȳ‖²
+    by_fraction: dict | None = None  # {fraction: (relative_error, α_rel)} of the fits of ¼ and ½ of the training documents
+    doc_pair: np.ndarray | None = None  # (K, 3): per held-out document Σ ratio, Σ ‖e‖, Σ ‖e‖²
+    doc_target: np.ndarray | None = None  # (K, 3): per held-out document n, Σ ‖y‖, Σ ‖y − μ‖² of the target
+    doc_cc: np.ndarray | None = None  # (resamples,): ‖Σ_d w_bd c_d‖² of the target (`uncertainty.centred_square`)
+
+    @property
+    def alpha(self) -> float:
+        return self.fitted.alpha
+
+    @property
+    def alpha_rel(self) -> float:
+        return self.fitted.alpha_rel
+
+
 def pair_results(fitted: dict, heldout: dict, split: Split | None = None, resampling: Resampling | None = None,
                  fractions: dict | None = None) -> dict:
-    """{(i, j): α, α_rel, val_sse (and W, c when kept) of the solve, with relative_error,
-    norm_error and r2 from the held-out sums (`ridge.heldout_sums`, reduced)}.
+    """{(i, j): PairResult}: each pair's `SolvedMap` ({(i, j): SolvedMap} `fitted`) with
+    relative_error, norm_error and r2 from the held-out sums (`ridge.heldout_sums`, reduced).
 
     With per-document sums in `heldout` (heldout_sums(..., docs=split.heldout_index[...])),
     a `split` and a `resampling`, each pair also keeps what the document bootstrap needs:
-    "doc_pair" (K, 3), "doc_target" (K, 3) over the split's K held-out documents, and
-    "doc_cc" (resamples,): ‖Σ_d w_bd c_d‖² of its target (`uncertainty.centred_square`),
+    doc_pair (K, 3), doc_target (K, 3) over the split's K held-out documents, and
+    doc_cc (resamples,): ‖Σ_d w_bd c_d‖² of its target (`uncertainty.centred_square`),
     computed here, per block, so that no (K, d_T) array outlives its block.
 
-    With --convergence (`heldout["fractions"]`, `fractions`: {fraction: {(i, j): α_rel}}),
-    each pair keeps "by_fraction": {fraction: (relative_error, α_rel)} of the fits of ¼ and
+    With --convergence (`heldout["fractions"]`, `fractions`: {fraction: {(i, j): SolvedMap}}),
+    each pair keeps by_fraction: {fraction: (relative_error, α_rel)} of the fits of ¼ and
     ½ of the training documents."""
-    out = {(i, j): {**f, **ridge.scores(heldout["pair"][(i, j)], heldout["target"][j], heldout["centred"][j])}
+    out = {(i, j): PairResult(f, *scores(heldout["pair"][(i, j)], heldout["target"][j], heldout["centred"][j]))
            for (i, j), f in fitted.items()}
     for frac, sums in (heldout.get("fractions") or {}).items():
         for (i, j), r in out.items():
-            rel = ridge.scores(sums["pair"][(i, j)], sums["target"][j], sums["centred"][j])["relative_error"]
-            alpha = (fractions or {}).get(frac, {}).get((i, j), {}).get("alpha_rel", math.nan)
-            r.setdefault("by_fraction", {})[frac] = (rel, alpha)
+            rel = scores(sums["pair"][(i, j)], sums["target"][j], sums["centred"][j]).relative_error
+            m = (fractions or {}).get(frac, {}).get((i, j))
+            r.by_fraction = {**(r.by_fraction or {}), frac: (rel, m.alpha_rel if m is not None else math.nan)}
     if split is None or resampling is None or "doc" not in heldout:
         return out
     K = len(split.test_docs)
@@ -91,7 +117,7 @@ def pair_results(fitted: dict, heldout: dict, split: Split | None = None, resamp
     d = uncertainty.dense(heldout["doc"], K)
     cc = {j: uncertainty.centred_square(c, w) for j, c in d["centred"].items()}
     for (i, j), r in out.items():
-        r.update(doc_pair=d["pair"][(i, j)], doc_target=d["target"][j], doc_cc=cc[j])
+        r.doc_pair, r.doc_target, r.doc_cc = d["pair"][(i, j)], d["target"][j], cc[j]
     return out
 
 
@@ -127,7 +153,7 @@ def alignment_dataset(results: dict, src_boundaries, tgt_boundaries, source: Sid
     for a, i in enumerate(src_boundaries):
         for b, j in enumerate(tgt_boundaries):
             for name in arrays:
-                arrays[name][a, b] = results[(i, j)][name]
+                arrays[name][a, b] = getattr(results[(i, j)], name)
     refuse_non_finite(arrays, src_boundaries, tgt_boundaries)
     dims = ("source_boundary", "target_boundary")
     data = {name: (dims, v) for name, v in arrays.items()}
@@ -136,9 +162,9 @@ def alignment_dataset(results: dict, src_boundaries, tgt_boundaries, source: Sid
     if grid is not None:
         data["val_sse"] = (dims + ("alpha_grid",), val_sse)
     first = results[(src_boundaries[0], tgt_boundaries[0])]
-    if "by_fraction" in first:
-        fracs = sorted(first["by_fraction"])
-        by = np.array([[[[results[(i, j)]["by_fraction"][f][k] for j in tgt_boundaries] for i in src_boundaries] for f in fracs]
+    if first.by_fraction is not None:
+        fracs = sorted(first.by_fraction)
+        by = np.array([[[[results[(i, j)].by_fraction[f][k] for j in tgt_boundaries] for i in src_boundaries] for f in fracs]
                        for k in (0, 1)])  # (2: relative_error and α_rel, fractions, S, T)
         refuse_non_finite({f"relative_error of the {f:g} fraction": by[0][k] for k, f in enumerate(fracs)}, src_boundaries,
                           tgt_boundaries)
@@ -146,8 +172,8 @@ def alignment_dataset(results: dict, src_boundaries, tgt_boundaries, source: Sid
         data["alpha_rel_by_fraction"] = (("fraction",) + dims, np.concatenate([by[1], arrays["alpha_rel"][None]]))
     if save_maps:
         data["W"] = (dims + ("d_source", "d_target"),
-                     np.stack([np.stack([results[(i, j)]["W"] for j in tgt_boundaries]) for i in src_boundaries]))
-        data["c"] = (dims + ("d_target",), np.stack([np.stack([results[(i, j)]["c"] for j in tgt_boundaries]) for i in src_boundaries]))
+                     np.stack([np.stack([results[(i, j)].fitted.W for j in tgt_boundaries]) for i in src_boundaries]))
+        data["c"] = (dims + ("d_target",), np.stack([np.stack([results[(i, j)].fitted.c for j in tgt_boundaries]) for i in src_boundaries]))
     coords = {
         "source_boundary": ("source_boundary", np.asarray(src_boundaries, dtype=np.int64)),
         "target_boundary": ("target_boundary", np.asarray(tgt_boundaries, dtype=np.int64)),
@@ -157,11 +183,12 @@ def alignment_dataset(results: dict, src_boundaries, tgt_boundaries, source: Sid
     if grid is not None:
         coords["alpha_grid"] = ("alpha_grid", grid)  # α_rel values of the validation curves
     if "relative_error_by_fraction" in data:
-        coords["fraction"] = ("fraction", np.array(sorted(first["by_fraction"]) + [1.0]))
-    summary = ridge.summary(arrays["relative_error"], src_boundaries, tgt_boundaries, L_S, L_T)
+        coords["fraction"] = ("fraction", np.array(sorted(first.by_fraction) + [1.0]))
+    point = matrix_summary(arrays["relative_error"], src_boundaries, tgt_boundaries, L_S, L_T)
+    summary = point.to_attrs()
     summary.update(_grid_ends(arrays["alpha_rel"], grid))
-    if resampling is not None and all("doc_pair" in results[(i, j)] for i in src_boundaries for j in tgt_boundaries):
-        summary.update(_with_bootstrap(data, results, arrays, summary, src_boundaries, tgt_boundaries, L_S, L_T, resampling))
+    if resampling is not None and all(results[(i, j)].doc_pair is not None for i in src_boundaries for j in tgt_boundaries):
+        summary.update(_with_bootstrap(data, results, arrays, point, src_boundaries, tgt_boundaries, L_S, L_T, resampling))
     attrs = {
         "summary": summary,
         "route": route, "source": source.provenance, "target": target.provenance,
@@ -201,15 +228,15 @@ DESCRIPTIONS = {
 def _validation_curves(results: dict, src_boundaries, tgt_boundaries):
     """(α_rel grid (union over pairs, increasing), val_sse (S, T, n_alpha) with NaN where a
     pair's grid lacks an α), or (None, None) when the fit had a single α (nothing validated)."""
-    grids = [np.asarray(results[(i, j)].get("val_alphas", ()), dtype=np.float64) for i in src_boundaries for j in tgt_boundaries]
+    grids = [np.asarray(results[(i, j)].fitted.val_alphas, dtype=np.float64) for i in src_boundaries for j in tgt_boundaries]
     if not grids or any(len(g) < 2 for g in grids):
         return None, None
     grid = np.unique(np.concatenate(grids))
     out = np.full((len(src_boundaries), len(tgt_boundaries), len(grid)), np.nan)
     for a, i in enumerate(src_boundaries):
         for b, j in enumerate(tgt_boundaries):
-            r = results[(i, j)]
-            out[a, b, np.searchsorted(grid, r["val_alphas"])] = r["val_sse"]
+            f = results[(i, j)].fitted
+            out[a, b, np.searchsorted(grid, f.val_alphas)] = f.val_sse
     return grid, out
 
 
@@ -221,23 +248,23 @@ def _grid_ends(alpha_rel: np.ndarray, grid) -> dict:
             "pairs_at_largest_alpha": int(np.sum(alpha_rel >= grid[-1]))}
 
 
-def _with_bootstrap(data: dict, results: dict, arrays: dict, summary: dict, src_boundaries, tgt_boundaries, L_S, L_T,
+def _with_bootstrap(data: dict, results: dict, arrays: dict, point: Summary, src_boundaries, tgt_boundaries, L_S, L_T,
                     resampling: Resampling) -> dict:
     """Adds to `data` the per-document sums, `p_best` and the scores' `<score>_low` /
     `<score>_high`; returns the summary's bootstrap fields (`uncertainty.summarise`)."""
     dims = ("source_boundary", "target_boundary")
-    doc_pair = np.stack([np.stack([results[(i, j)]["doc_pair"] for j in tgt_boundaries], axis=1) for i in src_boundaries],
+    doc_pair = np.stack([np.stack([results[(i, j)].doc_pair for j in tgt_boundaries], axis=1) for i in src_boundaries],
                         axis=1)  # (K, S, T, 3)
     first = src_boundaries[0]
-    doc_target = np.stack([results[(first, j)]["doc_target"] for j in tgt_boundaries], axis=1)  # (K, T, 3)
-    cc = np.stack([results[(first, j)]["doc_cc"] for j in tgt_boundaries], axis=1)  # (B, T)
+    doc_target = np.stack([results[(first, j)].doc_target for j in tgt_boundaries], axis=1)  # (K, T, 3)
+    cc = np.stack([results[(first, j)].doc_cc for j in tgt_boundaries], axis=1)  # (B, T)
     K = doc_pair.shape[0]
     w = _weights(K, resampling)
     boot = uncertainty.resampled_scores(doc_pair, doc_target, cc, w)
     for name, v in boot.items():
         lo, hi = uncertainty.interval(v)
         data[f"{name}_low"], data[f"{name}_high"] = (dims, lo), (dims, hi)
-    p_best, fields = uncertainty.summarise(boot["relative_error"], summary, src_boundaries, tgt_boundaries, L_S, L_T,
+    p_best, fields = uncertainty.summarise(boot["relative_error"], point, src_boundaries, tgt_boundaries, L_S, L_T,
                                            resampling, arrays["relative_error"])
     data["p_best"] = (dims, p_best)
     doc = ("heldout_doc",)

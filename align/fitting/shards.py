@@ -10,12 +10,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from align import ridge
 from align.faults import fault_point
 from align.fitting.batches import TokenTable
 from align.fitting.options import LiveJob
 from align.fitting.passes import Models, forwards, load_models, rows, training_scale, training_shift
 from align.fitting.split import TEST
+from align.ridge.heldout import add_heldout, heldout_sums
+from align.ridge.statistics import Statistics, chunk_statistics
 
 
 @dataclass(frozen=True)
@@ -45,16 +46,16 @@ def shift_task(task: ShardTask, table: TokenTable, x_shift) -> dict:
     return {"x": x, "y": training_shift(ys, task.block, b), "scale": scale}
 
 
-def shard_statistics_task(task: ShardTask, table: TokenTable, shifts: dict) -> ridge.Statistics:
+def shard_statistics_task(task: ShardTask, table: TokenTable, shifts: dict) -> Statistics:
     """On a worker: the sums (numpy) of the training rows of the shard's batches."""
     net = worker_models(task.job)
     d_s, d_t = net.source.config.hidden_size, net.target.config.hidden_size
-    stats = ridge.Statistics.zeros(task.source_boundaries, task.block, d_s, d_t, net.backend)
+    stats = Statistics.zeros(task.source_boundaries, task.block, d_s, d_t, net.backend)
     for b in task.batches:
         fault_point("fit_live_batch")
         xs, ys = forwards(net, table, b, list(task.source_boundaries), task.block, None)
         part = np.where(b.part == TEST, -1, b.part)
-        ridge.chunk_statistics(xs, ys, part, shifts["x"], shifts["y"], net.backend, into=stats)
+        chunk_statistics(xs, ys, part, shifts["x"], shifts["y"], net.backend, into=stats)
     return stats.numpy(net.backend)
 
 
@@ -66,10 +67,10 @@ def shard_heldout_task(task: ShardTask, table: TokenTable, fitted: dict, hdoc=No
     for b in task.batches:
         xs, ys = forwards(net, table, b, list(task.source_boundaries), task.block, None)
         held = b.flat[b.n_train:]
-        s = ridge.heldout_sums(rows(xs, task.source_boundaries, held, net.device),
+        s = heldout_sums(rows(xs, task.source_boundaries, held, net.device),
                                rows(ys, task.block, held, net.device), fitted, net.backend,
                                docs=None if hdoc is None else hdoc[b.tokens[b.n_train:]])
-        sums = s if sums is None else ridge.add_heldout(sums, s)
+        sums = s if sums is None else add_heldout(sums, s)
     return sums
 
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import math
 
-from align import ridge
 from align.errors import InputError
 from align.fitting.options import backend
 from align.fitting.split import FRACTIONS, PART_GROUPS
+from align.ridge.solve import DEFAULT_ALPHAS, solve_block
+from align.ridge.statistics import N_PARTS, Statistics
 
 
 def check_alphas(alphas, scale: dict, n_select: int, n_train: int) -> None:
@@ -30,10 +31,10 @@ def check_alphas(alphas, scale: dict, n_select: int, n_train: int) -> None:
                     raise InputError(
                         f"--alphas {a:g}: the absolute penalty α_rel · trace(XcᵀXc)/d_source ≈ {a:g} × {n * v:.3g} for "
                         f"source boundary {b} {how} float64: choose α_rel values nearer 1 (the default grid is "
-                        f"{ridge.DEFAULT_ALPHAS[0]:g} to {ridge.DEFAULT_ALPHAS[-1]:g}); nothing was computed")
+                        f"{DEFAULT_ALPHAS[0]:g} to {DEFAULT_ALPHAS[-1]:g}); nothing was computed")
 
 
-def solve(stats: ridge.Statistics, alphas, x_shift: dict, y_shift: dict, device: str = "cpu",
+def solve(stats: Statistics, alphas, x_shift: dict, y_shift: dict, device: str = "cpu",
           factors: dict | None = None, extend: bool = False, threads: int = 1) -> dict:
     """Maps of every pair of a block from its reduced statistics (`ridge.Statistics`, numpy):
     α per pair chosen on the validation part, W and c refitted on fit + validation
@@ -41,20 +42,20 @@ def solve(stats: ridge.Statistics, alphas, x_shift: dict, y_shift: dict, device:
     GPU). x_shift / y_shift: the shifts the statistics were taken about, per boundary.
     `factors` ({source boundary: ridge.Factor}) is read and filled, so that blocks sharing
     source boundaries decompose each once. `extend` (`--alphas auto`): a grid whose end is
-    chosen gains decades there (`ridge.solve_block`). Returns {(i, j): {"W", "c", "x_mean",
-    "y_mean", "alpha", "alpha_rel", "val_sse", "val_alphas"}} (numpy). `threads`: source
+    chosen gains decades there (`ridge.solve_block`). Returns {(i, j): SolvedMap} (numpy).
+    `threads`: source
     boundaries solved side by side (`ridge.solve_block`)."""
-    return ridge.solve_block(stats, alphas, x_shift, y_shift, backend(device), factors, extend, threads)
+    return solve_block(stats, alphas, x_shift, y_shift, backend(device), factors, extend, threads)
 
 
-def solve_all(stats: ridge.Statistics, alphas, x_shift: dict, y_shift: dict, device: str = "cpu",
+def solve_all(stats: Statistics, alphas, x_shift: dict, y_shift: dict, device: str = "cpu",
               factors: dict | None = None, extend: bool = False, threads: int = 1) -> tuple[dict, dict]:
     """(maps of the full fit, {fraction: maps}) of a block. Two-part statistics give the full
     fit alone ({} for the fractions); the six parts of --convergence give it from their
     merged sums (`split.PART_GROUPS`) and the fits of ¼ and ½ of the training documents
     from theirs, each choosing its own α on its own validation documents. `factors` serve the
     full fit only (a fraction's scatters are other matrices)."""
-    if len(stats.n) == ridge.N_PARTS:
+    if len(stats.n) == N_PARTS:
         return solve(stats, alphas, x_shift, y_shift, device, factors, extend, threads), {}
     full = solve(stats.merged(*PART_GROUPS[1.0]), alphas, x_shift, y_shift, device, factors, extend, threads)
     return full, {f: solve(stats.merged(*PART_GROUPS[f]), alphas, x_shift, y_shift, device, None, extend, threads)

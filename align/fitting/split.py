@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from align import ridge
 from align.errors import InputError
+from align.ridge.statistics import FIT, N_PARTS, VAL
 
 TEST = 2  # part code of held-out rows; -1: not used (position 0, or excluded)
-PART_NAMES = {ridge.FIT: "fit", ridge.VAL: "validation", TEST: "heldout"}
+PART_NAMES = {FIT: "fit", VAL: "validation", TEST: "heldout"}
 
 
 def check_seed(seed) -> None:
@@ -59,10 +59,10 @@ def split_documents(doc: np.ndarray, test_fraction: float, val_fraction: float, 
 
 
 def token_parts(doc, pos, fit_docs, val_docs, test_docs, include_first_token: bool) -> np.ndarray:
-    """(n_tokens,) int8: ridge.FIT, ridge.VAL, TEST, or -1 (position 0 unless included)."""
+    """(n_tokens,) int8: FIT, VAL, TEST, or -1 (position 0 unless included)."""
     part = np.full(len(doc), -1, dtype=np.int8)
-    part[np.isin(doc, fit_docs)] = ridge.FIT
-    part[np.isin(doc, val_docs)] = ridge.VAL
+    part[np.isin(doc, fit_docs)] = FIT
+    part[np.isin(doc, val_docs)] = VAL
     part[np.isin(doc, test_docs)] = TEST
     if not include_first_token:
         part[pos == 0] = -1
@@ -99,7 +99,7 @@ def statistics_parts(doc: np.ndarray, part: np.ndarray, fit_docs, val_docs, seed
     (ridge.FIT or ridge.VAL) + 2 · its document's group (`fraction_groups`); -1 elsewhere."""
     groups = fraction_groups(fit_docs, val_docs, seed)
     out = np.full(len(part), -1, dtype=np.int8)
-    train = (part == ridge.FIT) | (part == ridge.VAL)
+    train = (part == FIT) | (part == VAL)
     ids, inv = np.unique(np.asarray(doc)[train], return_inverse=True)
     g = np.array([groups.get(int(d), 0) for d in ids], dtype=np.int8)[inv]
     out[train] = part[train] + 2 * g
@@ -149,7 +149,7 @@ class Split:
     fit_docs: np.ndarray
     val_docs: np.ndarray
     test_docs: np.ndarray
-    part: np.ndarray  # (n_tokens,) int8: ridge.FIT, ridge.VAL, TEST or -1
+    part: np.ndarray  # (n_tokens,) int8: FIT, VAL, TEST or -1
     counts: dict  # {"fit": tokens, "validation": tokens, "heldout": tokens}
     heldout_index: np.ndarray | None = None  # (n_tokens,) int32: a held-out token's index in test_docs, else -1
     stat_part: np.ndarray | None = None  # (n_tokens,) int8 with --convergence: each training token's statistics part
@@ -157,8 +157,8 @@ class Split:
 
     @property
     def n_parts(self) -> int:
-        """Parts of the statistics: ridge.N_PARTS, or CONVERGENCE_PARTS with --convergence."""
-        return CONVERGENCE_PARTS if self.stat_part is not None else ridge.N_PARTS
+        """Parts of the statistics: N_PARTS, or CONVERGENCE_PARTS with --convergence."""
+        return CONVERGENCE_PARTS if self.stat_part is not None else N_PARTS
 
     def statistics_part(self, start: int, stop: int) -> np.ndarray:
         """The parts tokens [start, stop) add to: ridge.FIT / ridge.VAL (held-out and unused

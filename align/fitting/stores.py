@@ -20,7 +20,6 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from align import ridge
 from align import store as st
 from align.errors import InputError, StoreError
 from align.faults import fault_point
@@ -39,6 +38,7 @@ from align.fitting.result import (
 )
 from align.fitting.solve import check_alphas
 from align.fitting.split import make_split
+from align.ridge.statistics import FIT, VAL
 from align.boundaries import parse_boundaries
 
 # A fit whose statistics take more than this many flops (2·N·ΣD_S·ΣD_T) on the CPU runs its
@@ -157,7 +157,7 @@ def first_training_rows(store, part: np.ndarray, step: int, least: int = 1):
     validation) number at least `least`, or None."""
     for start in range(0, store.n_tokens, step):
         p = part[start:start + step]
-        rows = np.flatnonzero((p == ridge.FIT) | (p == ridge.VAL))
+        rows = np.flatnonzero((p == FIT) | (p == VAL))
         if len(rows) >= least:
             return start, min(store.n_tokens, start + step), rows
     return None

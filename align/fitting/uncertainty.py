@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from align import ridge
-from align.analyses import bootstrap
-from align.analyses.bootstrap import Resampling
+from align.ridge.matrix import Summary, spearman
+from align.stats import bootstrap
+from align.stats.bootstrap import Resampling
 
 LEVEL = 0.95
 STATS = ("spearman", "mean_depth_gap", "soft_depth_spread", "slope")  # summary statistics given intervals
@@ -99,7 +99,7 @@ def path_statistics(jstar: np.ndarray, sdepth: np.ndarray, n_target: int) -> dic
     return {"mean_depth_gap": gap, "slope": slope}
 
 
-def summarise(err_b: np.ndarray, point: dict, src_boundaries, tgt_boundaries, n_source: int, n_target: int,
+def summarise(err_b: np.ndarray, point: Summary, src_boundaries, tgt_boundaries, n_source: int, n_target: int,
               resampling: Resampling, err: np.ndarray) -> tuple[np.ndarray, dict]:
     """p_best (len(src_boundaries), len(tgt_boundaries)) and the summary's bootstrap fields.
 
@@ -138,7 +138,7 @@ def summarise(err_b: np.ndarray, point: dict, src_boundaries, tgt_boundaries, n_
         return p_best, fields
     sdepth = np.array([src_boundaries[k] / n_source for k in src])
     tdepth = tgt_ids / n_target
-    point_path = np.asarray(point["argmin_path"])
+    point_path = np.asarray(point.argmin_path)
     fields["slope"] = float(path_statistics(point_path[None, :], sdepth, n_target)["slope"][0])
     if not enough:
         fields.update({f"{key}_{end}": float("nan") for key in STATS for end in ("low", "high")})
@@ -165,7 +165,7 @@ def resampled_statistics(jstar: np.ndarray, rows: np.ndarray, sdepth: np.ndarray
     relative_error over source and target boundaries ≥ 1, sdepth (nS,) and tdepth (T') their
     depths. Spearman is NaN for a constant path."""
     out = path_statistics(jstar, sdepth, n_target)
-    out["spearman"] = np.array([ridge.spearman(sdepth, p) if len(set(p.tolist())) > 1 else np.nan for p in jstar])
+    out["spearman"] = np.array([spearman(sdepth, p) if len(set(p.tolist())) > 1 else np.nan for p in jstar])
     out["soft_depth_spread"] = _soft_spread(rows, tdepth)
     return out
 

@@ -30,7 +30,7 @@ LEAST, MOST = 100, 1_000_000
     (10 ** 20, ["--bootstrap 100000000000000000000:", "1,000,000", "1.4 ZiB per prompt or document"]),
 ])
 def test_resampling_and_fit_options_refuse_counts_outside_the_bounds(value, needles):
-    from align.analyses.bootstrap import Resampling
+    from align.stats.bootstrap import Resampling
     from align.errors import InputError
     from align.fitting import FitOptions
 
@@ -80,7 +80,7 @@ def test_fit_api_refuses_before_opening_stores(tmp_path):
 # -- intervals need 100 defined resamples ----------------------------------------------------
 
 def test_percentile_interval_is_nan_below_100_defined_resamples():
-    from align.analyses.bootstrap import percentile_interval, too_few
+    from align.stats.bootstrap import percentile_interval, too_few
 
     rng = np.random.default_rng(0)
     s = rng.normal(size=(300, 4))
@@ -124,7 +124,7 @@ def _reference_paths(err_b, tgt):
 
 def _summarise(err_b, err, B):
     from align import ridge
-    from align.analyses.bootstrap import Resampling
+    from align.stats.bootstrap import Resampling
     from align.fitting import uncertainty
 
     S, T = err.shape
@@ -217,7 +217,7 @@ def test_plan_holds_the_measured_peaks(K, S, T, d_t):
     """tracemalloc's peaks of the two stages, run as a fit runs them (`result.pair_results`,
     `result._with_bootstrap`): the plan holds each, and errs high by less than 2x."""
     from align import ridge
-    from align.analyses.bootstrap import Resampling
+    from align.stats.bootstrap import Resampling
     from align.fitting import uncertainty
     from align.fitting.budget import bootstrap_bytes
 

@@ -60,7 +60,7 @@ def _prompts(tok):
 
 
 def test_contribution_intervals_match_reference(hf_models):
-    from align.analyses.bootstrap import Resampling
+    from align.stats.bootstrap import Resampling
     from align.analyses.contrib import contributions_from_model, to_dataset
 
     model, tok = hf_models("qwen2")
@@ -83,7 +83,7 @@ def test_contribution_intervals_match_reference(hf_models):
 
 
 def test_lens_intervals_match_reference(hf_models):
-    from align.analyses.bootstrap import Resampling
+    from align.stats.bootstrap import Resampling
     from align.analyses.lens import logit_lens, to_dataset
 
     model, tok = hf_models("llama")

@@ -100,7 +100,7 @@ def test_sensitivity_hand_worked():
 def test_intervals_match_plain_loops(same):
     """Joint resampling (one idx) when the lens ran on the contributions' prompts, else idx_l
     drawn after idx_c from the same generator."""
-    from align.analyses.bootstrap import Resampling
+    from align.stats.bootstrap import Resampling
     from align.analyses.depth import depth_from_results
 
     prompts = make_tokens(1, 9)

@@ -33,7 +33,7 @@ def ref_aggregates(x, ix):
 
 
 def test_intervals_and_equal_n_match_plain_loops():
-    from align.analyses.bootstrap import Resampling
+    from align.stats.bootstrap import Resampling
     from align.analyses.skip import to_dataset
 
     res = make_result(0, 8, 5)
@@ -64,7 +64,7 @@ def test_equal_n_maximum_does_not_grow_with_the_prompt_count():
     """Prompts drawn from one distribution: the max over all prompts grows with n, the
     equal-n max over N does not (its expectation is that of N prompts: N/(N+1) for uniform
     values)."""
-    from align.analyses.bootstrap import Resampling
+    from align.stats.bootstrap import Resampling
     from align.analyses.skip import to_dataset
 
     small, large = make_result(1, 10, 10), make_result(2, 400, 400)
@@ -77,7 +77,7 @@ def test_equal_n_maximum_does_not_grow_with_the_prompt_count():
 
 
 def test_equal_n_above_the_prompts_is_refused():
-    from align.analyses.bootstrap import Resampling
+    from align.stats.bootstrap import Resampling
     from align.analyses.skip import check_prompts, to_dataset
     from align.errors import InputError
 

@@ -1,4 +1,4 @@
-"""The shared prompt bootstrap (align.analyses.bootstrap) against plain numpy loops: the
+"""The shared prompt bootstrap (align.stats.bootstrap) against plain numpy loops: the
 documented indices, token-weighted means from per-prompt sums, maxima, percentile intervals
 (NaN resamples left out), the prompts' identity, and its refusals."""
 
@@ -9,7 +9,7 @@ import pytest
 
 
 def test_indices_are_the_documented_scheme():
-    from align.analyses.bootstrap import Resampling, indices
+    from align.stats.bootstrap import Resampling, indices
 
     got = indices(7, Resampling(120, 11))
     np.testing.assert_array_equal(got, np.random.default_rng(11).integers(0, 7, size=(120, 7)))
@@ -20,7 +20,7 @@ def test_indices_are_the_documented_scheme():
 def test_token_means_maxima_and_means_match_loops():
     """Resample b: Σ sums / Σ counts over prompts idx[b] (repeats counted); max and mean over
     them. rtol 1e-12 against explicit loops."""
-    from align.analyses.bootstrap import resampled_maxima, resampled_means, resampled_token_means
+    from align.stats.bootstrap import resampled_maxima, resampled_means, resampled_token_means
 
     rng = np.random.default_rng(0)
     n = 9
@@ -39,7 +39,7 @@ def test_token_means_maxima_and_means_match_loops():
 
 
 def test_percentile_interval_leaves_nan_out():
-    from align.analyses.bootstrap import defined_fraction, percentile_interval
+    from align.stats.bootstrap import defined_fraction, percentile_interval
 
     a = np.arange(1.0, 241.0)
     b = np.where(np.arange(240) % 2 == 0, np.nan, a * 3)  # every other resample undefined: 120 defined
@@ -52,7 +52,7 @@ def test_percentile_interval_leaves_nan_out():
 
 
 def test_prompts_hash_is_the_prompts_identity():
-    from align.analyses.bootstrap import prompts_from_tokens, prompts_hash
+    from align.stats.bootstrap import prompts_from_tokens, prompts_hash
 
     a = prompts_hash([np.array([1, 2]), np.array([3])])
     assert a == prompts_hash([[1, 2], [3]])
@@ -66,7 +66,7 @@ def test_prompts_hash_is_the_prompts_identity():
 @pytest.mark.parametrize("kwargs, needle", [({"resamples": 0}, "--bootstrap 0"), ({"seed": -1}, "seed -1"),
                                             ({"equal_n": 0}, "--equal-n 0")])
 def test_refusals(kwargs, needle):
-    from align.analyses.bootstrap import Resampling
+    from align.stats.bootstrap import Resampling
     from align.errors import InputError
 
     with pytest.raises(InputError, match=needle):

@@ -88,13 +88,19 @@ def test_solve_block_equals_sklearn_ridge():
     Xd, Yd = X.astype(np.float64), Y.astype(np.float64)
     fit, val = part == ridge.FIT, part == ridge.VAL
     sse = ridge_val_sse(Xd[fit], Yd[fit], Xd[val], Yd[val], grid)
-    assert m["alpha_rel"] == grid[int(np.argmin(sse))]
-    np.testing.assert_allclose(m["val_sse"], sse, rtol=1e-8)
+    assert m.alpha_rel == grid[int(np.argmin(sse))]
+    np.testing.assert_allclose(m.val_sse, sse, rtol=1e-8)
     # final fit: all training rows with the recorded absolute α
-    np.testing.assert_allclose(m["alpha"], m["alpha_rel"] * alpha_scale(Xd), rtol=1e-10)
-    r = sklearn_ridge(Xd, Yd, m["alpha"])
-    np.testing.assert_allclose(m["W"], r.coef_.T, rtol=1e-6, atol=1e-9)
-    np.testing.assert_allclose(m["c"], r.intercept_, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(m.alpha, m.alpha_rel * alpha_scale(Xd), rtol=1e-10)
+    r = sklearn_ridge(Xd, Yd, m.alpha)
+    np.testing.assert_allclose(m.W, r.coef_.T, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(m.c, r.intercept_, rtol=1e-6, atol=1e-9)
+
+
+def _map(W, x_mean, y_mean):
+    """A given map as the solve hands it on (the α fields are not read by the held-out sums)."""
+    return ridge.SolvedMap(W=W, x_mean=x_mean, y_mean=y_mean, c=y_mean - x_mean @ W, alpha_rel=1.0, alpha=1.0,
+                           val_sse=np.full(1, np.nan), val_alphas=np.ones(1))
 
 
 @pytest.mark.parametrize("rows", [None, 50], ids=["one-block", "blocks-of-50-rows"])
@@ -104,7 +110,7 @@ def test_heldout_scores_equal_numpy_and_sklearn(use_torch, rows):
     rng = np.random.default_rng(5)
     W, c = rng.normal(size=(X.shape[1], Y.shape[1])), rng.normal(size=Y.shape[1])
     x_mean, y_mean = X[:100].mean(0).astype(np.float64), Y[:100].mean(0).astype(np.float64)
-    maps = {(0, 1): {"W": W, "x_mean": x_mean, "y_mean": y_mean}}
+    maps = {(0, 1): _map(W, x_mean, y_mean)}
     backend = ridge.Backend("cpu", use_torch=use_torch)
     parts = [ridge.heldout_sums({0: X[a:a + 128]}, {1: Y[a:a + 128]}, maps, backend, rows_per_block=rows)
              for a in range(0, len(X), 128)]
@@ -113,9 +119,9 @@ def test_heldout_scores_equal_numpy_and_sklearn(use_torch, rows):
     Xd, Yd = X.astype(np.float64), Y.astype(np.float64)
     pred = Xd @ W + (y_mean - x_mean @ W)
     want = heldout_scores(pred, Yd)
-    np.testing.assert_allclose(got["relative_error"], want["relative_error"], rtol=1e-10)
-    np.testing.assert_allclose(got["norm_error"], want["norm_error"], rtol=1e-10)
-    np.testing.assert_allclose(got["r2"], want["r2"], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got.relative_error, want["relative_error"], rtol=1e-10)
+    np.testing.assert_allclose(got.norm_error, want["norm_error"], rtol=1e-10)
+    np.testing.assert_allclose(got.r2, want["r2"], rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize("use_torch", [False, True], ids=["numpy", "torch-cpu"])
@@ -123,8 +129,8 @@ def test_per_document_heldout_sums_equal_a_loop_over_documents(use_torch):
     X, Y = _data(seed=7)
     rng = np.random.default_rng(8)
     docs = np.sort(rng.integers(0, 9, len(X)))  # runs of documents, some split between chunks
-    maps = {(0, 1): {"W": rng.normal(size=(X.shape[1], Y.shape[1])), "x_mean": X.mean(0).astype(np.float64),
-                     "y_mean": Y.mean(0).astype(np.float64)}}
+    maps = {(0, 1): _map(rng.normal(size=(X.shape[1], Y.shape[1])), X.mean(0).astype(np.float64),
+                         Y.mean(0).astype(np.float64))}
     backend = ridge.Backend("cpu", use_torch=use_torch)
     parts = [ridge.heldout_sums({0: X[a:a + 100]}, {1: Y[a:a + 100]}, maps, backend, rows_per_block=30,
                                 docs=docs[a:a + 100]) for a in range(0, len(X), 100)]
@@ -133,11 +139,11 @@ def test_per_document_heldout_sums_equal_a_loop_over_documents(use_torch):
     for k, doc in enumerate(d["ids"]):
         r = docs == doc
         Xd, Yd = X[r].astype(np.float64), Y[r].astype(np.float64)
-        e = np.linalg.norm((Xd - m["x_mean"]) @ m["W"] - (Yd - m["y_mean"]), axis=1)
+        e = np.linalg.norm((Xd - m.x_mean) @ m.W - (Yd - m.y_mean), axis=1)
         y = np.linalg.norm(Yd, axis=1)
         np.testing.assert_allclose(d["pair"][(0, 1)][k], [np.sum(e / y), e.sum(), (e * e).sum()], rtol=1e-10)
-        np.testing.assert_allclose(d["target"][1][k], [r.sum(), y.sum(), ((Yd - m["y_mean"]) ** 2).sum()], rtol=1e-10)
-        np.testing.assert_allclose(d["centred"][1][k], (Yd - m["y_mean"]).sum(0), rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(d["target"][1][k], [r.sum(), y.sum(), ((Yd - m.y_mean) ** 2).sum()], rtol=1e-10)
+        np.testing.assert_allclose(d["centred"][1][k], (Yd - m.y_mean).sum(0), rtol=1e-9, atol=1e-9)
     assert d["ids"].tolist() == sorted(set(docs.tolist()))
 
 
@@ -159,17 +165,17 @@ def test_summary_hand_worked():
                     [0.5, 0.4, 0.2, 0.3],
                     [0.5, 0.6, 0.4, 0.1]])
     s = ridge.summary(err, [0, 1, 2, 3], [0, 1, 2, 3], 3, 3)
-    assert s["argmin_path"] == [1, 2, 3]
-    assert s["spearman"] == pytest.approx(1.0)
-    assert s["mean_depth_gap"] == pytest.approx(0.0)
+    assert s.argmin_path == [1, 2, 3]
+    assert s.spearman == pytest.approx(1.0)
+    assert s.mean_depth_gap == pytest.approx(0.0)
     # row 1 over j = 1..3: errors 0.1, 0.3, 0.5; τ = 0.04; weights exp(0), exp(-5), exp(-10)
     w = np.exp([0.0, -5.0, -10.0])
-    assert s["soft_depth"][0] == pytest.approx((w @ [1 / 3, 2 / 3, 1.0]) / w.sum(), rel=1e-12)
-    assert s["soft_depth_spread"] == pytest.approx(max(s["soft_depth"]) - min(s["soft_depth"]))
+    assert s.soft_depth[0] == pytest.approx((w @ [1 / 3, 2 / 3, 1.0]) / w.sum(), rel=1e-12)
+    assert s.soft_depth_spread == pytest.approx(max(s.soft_depth) - min(s.soft_depth))
     flat = ridge.summary(np.array([[0.1, 0.2], [0.1, 0.3]]), [1, 2], [1, 2], 2, 2)
-    assert flat["argmin_path"] == [1, 1] and flat["spearman"] is None and "constant" in flat["spearman_note"]
+    assert flat.argmin_path == [1, 1] and flat.spearman is None and "constant" in flat.spearman_note
     # |1/2 - 1/2| and |1/2 - 2/2|: mean 0.25
-    assert flat["mean_depth_gap"] == pytest.approx(0.25)
+    assert flat.mean_depth_gap == pytest.approx(0.25)
 
 
 # -- the solve on another backend, factors shared by blocks, in-place sums ----------------
@@ -237,11 +243,11 @@ def test_solve_on_torch_equals_numpy():
     b = ridge.solve_block(st, grid, xsh, ysh, ridge.Backend("cpu", use_torch=True))
     assert a.keys() == b.keys() and len(a) == 6
     for k in a:
-        assert a[k]["alpha_rel"] == b[k]["alpha_rel"]
-        np.testing.assert_allclose(b[k]["alpha"], a[k]["alpha"], rtol=1e-12)
-        np.testing.assert_allclose(b[k]["val_sse"], a[k]["val_sse"], rtol=1e-9)
-        np.testing.assert_allclose(b[k]["W"], a[k]["W"], rtol=1e-9, atol=1e-12 * np.abs(a[k]["W"]).max())
-        np.testing.assert_allclose(b[k]["c"], a[k]["c"], rtol=1e-9, atol=1e-9)
+        assert a[k].alpha_rel == b[k].alpha_rel
+        np.testing.assert_allclose(b[k].alpha, a[k].alpha, rtol=1e-12)
+        np.testing.assert_allclose(b[k].val_sse, a[k].val_sse, rtol=1e-9)
+        np.testing.assert_allclose(b[k].W, a[k].W, rtol=1e-9, atol=1e-12 * np.abs(a[k].W).max())
+        np.testing.assert_allclose(b[k].c, a[k].c, rtol=1e-9, atol=1e-9)
 
 
 class _CountingBackend(ridge.Backend):
@@ -269,9 +275,9 @@ def test_blocks_of_one_source_block_decompose_each_source_once():
         blocked.update(ridge.solve_block(sub, grid, xsh, ysh, be, factors))
     assert be.eighs == 2 * len(st.source)
     for k in whole:
-        assert blocked[k]["alpha_rel"] == whole[k]["alpha_rel"]
-        np.testing.assert_allclose(blocked[k]["W"], whole[k]["W"], rtol=1e-10, atol=1e-14)
-        np.testing.assert_allclose(blocked[k]["val_sse"], whole[k]["val_sse"], rtol=1e-10)
+        assert blocked[k].alpha_rel == whole[k].alpha_rel
+        np.testing.assert_allclose(blocked[k].W, whole[k].W, rtol=1e-10, atol=1e-14)
+        np.testing.assert_allclose(blocked[k].val_sse, whole[k].val_sse, rtol=1e-10)
 
 
 def test_spearman_equals_scipy_with_ties():

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from align.analyses import bootstrap
+from align.stats import bootstrap
 from align.errors import NonFiniteError
 
 CELL_NAMES = {"source_boundary": "source boundary", "target_boundary": "target boundary", "heldout_doc": "held-out document",

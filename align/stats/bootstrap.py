@@ -1,4 +1,5 @@
-"""The prompt bootstrap every companion analysis shares: resample prompts with replacement,
+"""The bootstrap every interval of align shares (the analyses' prompts, the fit's held-out
+documents, compare's paired differences): resample with replacement,
 recompute the statistic from the resampled prompts, report percentile intervals.
 
 The resampling scheme, exactly: with n prompts (in the result's prompt order),

@@ -1,66 +1,27 @@
-"""Several results of one kind side by side (`align compare`): depth, lens or alignment.
-
-Each result gives one series of numbers with the intervals it holds (a depth or lens result's
-prompt bootstrap; an alignment result's, where it holds any). Two results that ran on the same
-prompts (the same `prompts_hash`, and for depth results the same `lens_prompts_hash`) also
-give their paired difference, later minus earlier in the order given, with a prompt-bootstrap
-interval: both results are resampled with the same indices (`align.analyses.bootstrap`; for
-depth, `depth.resample_indices` from rng = numpy.random.default_rng(seed)), so what the
-prompts share cancels. The table has one row per result (per result and boundary for lens),
-so a row of published numbers can be put beside them in the same columns.
-"""
+"""Loaded results → a `Comparison` of their kind (depth, lens, alignment): each result's
+numbers with the intervals it holds, and the paired differences of results on the same
+prompts (both resampled with the same indices, `align.stats.bootstrap`; for depth,
+`depth.resample_indices` from rng = numpy.random.default_rng(seed))."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import sys
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from align import compare_checks
-from align.analyses import bootstrap, depth, lens
+from align import store as st
+from align.analyses import depth, lens
+from align.compare import checks
+from align.compare.series import Comparison, Series
+from align.errors import InputError
 from align.fitting import uncertainty
-from align.compare_table import csv_table, text_table
-from align.errors import InputError, OutputRefused
-from align.store.temporaries import staged
+from align.stats import bootstrap
+from align.store.outputs import KINDS as NAMES
 
 KINDS = ("depth", "lens", "alignment")
-FORMATS = {".csv": "csv", ".md": "markdown"}
 WEIGHTINGS = lens.WEIGHTINGS
 ALIGNMENT_STATS = {"Spearman": "spearman", "mean depth gap": "mean_depth_gap", "soft-depth spread": "soft_depth_spread",
                    "slope": "slope"}
-
-
-@dataclass
-class Series:
-    """The numbers of one result, or of one paired difference: per column, value, low and
-    high arrays of one shape (scalars for depth and alignment, (boundaries,) for lens);
-    `info`: the row's other columns."""
-
-    label: str
-    info: dict
-    value: dict
-    low: dict
-    high: dict
-    difference: bool = False
-    boundary: np.ndarray | None = None
-    relative: np.ndarray | None = None
-    path: dict | None = None
-
-
-@dataclass
-class Comparison:
-    """What `align compare` shows: the kind, the columns of numbers, one Series per result
-    and per paired difference, and notes (what has no interval, and why)."""
-
-    kind: str
-    info_columns: list
-    columns: list
-    series: list = field(default_factory=list)
-    notes: list = field(default_factory=list)
-    missing: str = "undefined"  # what a NaN number means in this kind of result
 
 
 def _label(path: str) -> str:
@@ -77,9 +38,6 @@ def _short(name) -> str:
 def load(paths) -> tuple[str, list]:
     """(kind, [(label, path, Dataset)]) of result paths that must all be of one kind among
     KINDS; anything else is refused in one line naming the path."""
-    from align import store as st
-    from align.store.outputs import KINDS as NAMES
-
     paths = [str(p) for p in paths]
     if len(paths) < 1:
         raise InputError("give at least one RESULT (depth, lens or alignment) to compare")
@@ -142,10 +100,10 @@ def compare_depth(items, resampling: bootstrap.Resampling) -> Comparison:
     cols = rules + [f"{r} ratio" for r in rules]
     cmp = Comparison("depth", ["result", "model", "layers", "prompts"], cols)
     for label, path, ds in items:
-        compare_checks.check_depth(path, ds)
+        checks.check_depth(path, ds)
         L = int(ds.attrs.get("n_layers", ds.sizes.get("layer", 0)))
         ed, ratio = _scalar(ds["effective_depth"].values), _scalar(ds["ratio"].values)
-        lo, hi, notes = compare_checks.depth_intervals(label, ds, rules)
+        lo, hi, notes = checks.depth_intervals(label, ds, rules)
         n = (ds.attrs.get("bootstrap") or {}).get("n")
         prompts = "" if not isinstance(n, dict) else (str(n["contributions"]) if n["contributions"] == n["lens"]
                                                       else f"{n['contributions']}/{n['lens']}")
@@ -207,12 +165,12 @@ def compare_lens(items, weighting: str, resampling: bootstrap.Resampling) -> Com
         raise InputError(f"--weighting {weighting!r} is not one of {', '.join(WEIGHTINGS)}")
     cmp = Comparison("lens", ["result", "model", "boundary", "b/L"], ["KL", "overlap"], missing="not measured")
     for label, path, ds in items:
-        compare_checks.check_lens(path, ds)
+        checks.check_lens(path, ds)
         b = ds["boundary"].values
         L = int(ds.attrs.get("n_layers", len(b) - 1))
         s = Series(label, {"result": label, "model": _short(ds.attrs.get("model"))}, {}, {}, {},
                    boundary=b, relative=b / L)
-        few = compare_checks.withheld_stored(ds)
+        few = checks.withheld_stored(ds)
         for col, var in (("KL", "kl"), ("overlap", "overlap")):
             s.value[col] = _scalar(ds[var].sel(weighting=weighting).values)
             has = f"{var}_low" in ds and not few
@@ -280,7 +238,7 @@ def compare_alignment(items, resampling: bootstrap.Resampling | None = None) -> 
     cmp = Comparison("alignment", ["result", "source", "target", "L_S", "L_T", "argmin path"], list(ALIGNMENT_STATS))
     without = []
     for label, path, ds in items:
-        compare_checks.check_alignment(path, ds)
+        checks.check_alignment(path, ds)
         summ = ds.attrs.get("summary") or {}
         s = Series(label, {"result": label, "source": _short(ds.attrs.get("source_model")),
                            "target": _short(ds.attrs.get("target_model")), "L_S": ds.attrs.get("n_layers_source", ""),
@@ -289,7 +247,7 @@ def compare_alignment(items, resampling: bootstrap.Resampling | None = None) -> 
         s.path = {"source_boundaries": summ.get("source_boundaries", []), "argmin_path": summ.get("argmin_path", []),
                   "soft_depth": summ.get("soft_depth", []), "n_source": ds.attrs.get("n_layers_source"),
                   "n_target": ds.attrs.get("n_layers_target")}
-        few = compare_checks.withheld_stored(ds)
+        few = checks.withheld_stored(ds)
         for col, key in ALIGNMENT_STATS.items():
             s.value[col] = _float(summ.get(key))
             s.low[col], s.high[col] = _stat_interval(ds, key) if not few else (np.nan, np.nan)
@@ -368,68 +326,3 @@ def build(kind: str, items, weighting: str = "token", resampling: bootstrap.Resa
     if kind == "lens":
         return compare_lens(items, weighting, resampling)
     return compare_alignment(items, resampling)
-
-
-def output_format(path: str) -> str:
-    """"csv" or "markdown" from -o's suffix; anything else is refused."""
-    ext = os.path.splitext(str(path))[1].lower()
-    if ext not in FORMATS:
-        raise OutputRefused(f"-o {path}: give a file ending in .csv or .md (the table's format is read from the suffix)")
-    return FORMATS[ext]
-
-
-def default_figure(output: str) -> str:
-    """TABLE.csv -> TABLE.png beside it."""
-    return os.path.splitext(str(output))[0] + ".png"
-
-
-def _check_new_file(path: str, suffix: str, option: str, inputs: dict, overwrite: bool) -> None:
-    from align import store as st
-
-    st.check_file_output(path, suffix, inputs=inputs)
-    if os.path.lexists(os.path.expanduser(path)) and not overwrite:
-        raise OutputRefused(f"{option} {path} already exists: pass --overwrite to replace it, or choose another path")
-
-
-def _write_text(path: str, text: str) -> None:
-    """`text` into the file `path`, UTF-8, newlines as given."""
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
-
-
-def run_compare(paths, output: str | None = None, figure: str | None = None, *, weighting: str = "token",
-                resampling: bootstrap.Resampling | None = None, overwrite: bool = False, echo=None, log=None) -> Comparison:
-    """`align compare`: print the table; with `output` (.csv or .md) write it and a figure
-    (`figure`, default: beside the table as .png); with only `figure`, the figure."""
-    from align import compare_plot
-
-    echo = echo or (lambda text: print(text, end=""))
-    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    paths = [str(p) for p in paths]
-    inputs = {f"RESULT {p}": p for p in paths}
-    fmt = output_format(output) if output is not None else None
-    fig_path = figure or (default_figure(output) if output is not None else None)
-    if output is not None:
-        _check_new_file(output, os.path.splitext(output)[1].lower(), "-o", inputs, overwrite)
-    if fig_path is not None:
-        if output is not None and os.path.abspath(os.path.expanduser(fig_path)) == os.path.abspath(os.path.expanduser(output)):
-            raise OutputRefused(f"--figure {fig_path} is the table's path: give the figure another name")
-        _check_new_file(fig_path, ".png", "--figure" if figure else "the figure", inputs, overwrite)
-    kind, items = load(paths)
-    cmp = build(kind, items, weighting, resampling)
-    echo(text_table(cmp))
-    fig = compare_plot.plot_comparison(cmp) if fig_path is not None else None
-    # The table and the figure are each made whole beside their paths, and renamed into place
-    # only once both are: a failure (a full disk) leaves neither, and the old files as they were.
-    written = []
-    with contextlib.ExitStack() as staging:
-        if output is not None:
-            table = csv_table(cmp) if fmt == "csv" else text_table(cmp, markdown=True)
-            _write_text(staging.enter_context(staged(output)), table)
-            written.append(output)
-        if fig is not None:
-            compare_plot.write_png(fig, staging.enter_context(staged(fig_path)))
-            written.append(fig_path)
-    if written:
-        log(f"align compare: wrote {' and '.join(written)} ({len(items)} {kind} results)")
-    return cmp

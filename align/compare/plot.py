@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from align.plotting import _figure, save, write_png  # noqa: F401  (the caller writes the PNG with them)
+from align.analyses.depth import RULES
+from align.plotting.common import figure
 
 DEFAULT_SIZE = {"depth": (1100, 450), "lens": (1200, 800), "alignment": (700, 600)}
 
@@ -35,11 +36,9 @@ def _errorbar(ax, x, s, col, **kw):
 
 
 def _depth(cmp, size, dpi):
-    from align.analyses.depth import RULES
-
     diffs = [s for s in cmp.series if s.difference]
     models = [s for s in cmp.series if not s.difference]
-    fig, axes = _figure(size, dpi, 1, 2 if diffs else 1, layout="constrained")
+    fig, axes = figure(size, dpi, 1, 2 if diffs else 1, layout="constrained")
     ax = axes[0, 0]
     width = 0.6 / max(len(models), 1)
     for k, s in enumerate(models):
@@ -71,7 +70,7 @@ def _depth(cmp, size, dpi):
 def _lens(cmp, size, dpi):
     diffs = [s for s in cmp.series if s.difference]
     models = [s for s in cmp.series if not s.difference]
-    fig, axes = _figure(size, dpi, 2 if diffs else 1, 2, layout="constrained")
+    fig, axes = figure(size, dpi, 2 if diffs else 1, 2, layout="constrained")
     for q, col in enumerate(cmp.columns):
         for row, group, offset in ((0, models, 0), (1, diffs, len(models))):
             if row == 1 and not diffs:
@@ -93,7 +92,7 @@ def _lens(cmp, size, dpi):
 
 
 def _alignment(cmp, size, dpi):
-    fig, axes = _figure(size, dpi, layout="constrained")
+    fig, axes = figure(size, dpi, layout="constrained")
     ax = axes[0, 0]
     ax.plot([0, 1], [0, 1], color="0.6", lw=0.8, ls=":", label="relative-depth diagonal")
     for k, s in enumerate(cmp.series):

@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-if TYPE_CHECKING:  # align.compare imports this module
-    from align.compare import Comparison
+from align.compare.series import Comparison
 
 
 def _num(x) -> str:

@@ -1,0 +1,96 @@
+"""Several results of one kind side by side (`align compare`): depth, lens or alignment.
+
+Each result gives one series of numbers with the intervals it holds (a depth or lens result's
+prompt bootstrap; an alignment result's, where it holds any). Two results that ran on the same
+prompts (the same `prompts_hash`, and for depth results the same `lens_prompts_hash`) also
+give their paired difference, later minus earlier in the order given, with a prompt-bootstrap
+interval: both results are resampled with the same indices (`align.stats.bootstrap`; for
+depth, `depth.resample_indices` from rng = numpy.random.default_rng(seed)), so what the
+prompts share cancels. The table has one row per result (per result and boundary for lens),
+so a row of published numbers can be put beside them in the same columns.
+
+Modules: `series` (the records), `checks` (what a result must hold), `comparisons` (results →
+Comparison), `table` (text, Markdown, CSV), `plot` (the figure); the command is here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+from align import store as st
+from align.compare.comparisons import KINDS, WEIGHTINGS, build, load
+from align.compare.plot import plot_comparison
+from align.compare.series import Comparison, Series
+from align.compare.table import csv_table, text_table
+from align.errors import OutputRefused
+from align.plotting.common import write_png
+from align.stats import bootstrap
+from align.store.temporaries import staged
+
+__all__ = ["FORMATS", "KINDS", "WEIGHTINGS", "Comparison", "Series", "build", "default_figure", "load",
+           "output_format", "run_compare"]
+
+FORMATS = {".csv": "csv", ".md": "markdown"}
+
+
+def output_format(path: str) -> str:
+    """"csv" or "markdown" from -o's suffix; anything else is refused."""
+    ext = os.path.splitext(str(path))[1].lower()
+    if ext not in FORMATS:
+        raise OutputRefused(f"-o {path}: give a file ending in .csv or .md (the table's format is read from the suffix)")
+    return FORMATS[ext]
+
+
+def default_figure(output: str) -> str:
+    """TABLE.csv -> TABLE.png beside it."""
+    return os.path.splitext(str(output))[0] + ".png"
+
+
+def _check_new_file(path: str, suffix: str, option: str, inputs: dict, overwrite: bool) -> None:
+    st.check_file_output(path, suffix, inputs=inputs)
+    if os.path.lexists(os.path.expanduser(path)) and not overwrite:
+        raise OutputRefused(f"{option} {path} already exists: pass --overwrite to replace it, or choose another path")
+
+
+def _write_text(path: str, text: str) -> None:
+    """`text` into the file `path`, UTF-8, newlines as given."""
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+
+
+def run_compare(paths, output: str | None = None, figure: str | None = None, *, weighting: str = "token",
+                resampling: bootstrap.Resampling | None = None, overwrite: bool = False, echo=None, log=None) -> Comparison:
+    """`align compare`: print the table; with `output` (.csv or .md) write it and a figure
+    (`figure`, default: beside the table as .png); with only `figure`, the figure."""
+    echo = echo or (lambda text: print(text, end=""))
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    paths = [str(p) for p in paths]
+    inputs = {f"RESULT {p}": p for p in paths}
+    fmt = output_format(output) if output is not None else None
+    fig_path = figure or (default_figure(output) if output is not None else None)
+    if output is not None:
+        _check_new_file(output, os.path.splitext(output)[1].lower(), "-o", inputs, overwrite)
+    if fig_path is not None:
+        if output is not None and os.path.abspath(os.path.expanduser(fig_path)) == os.path.abspath(os.path.expanduser(output)):
+            raise OutputRefused(f"--figure {fig_path} is the table's path: give the figure another name")
+        _check_new_file(fig_path, ".png", "--figure" if figure else "the figure", inputs, overwrite)
+    kind, items = load(paths)
+    cmp = build(kind, items, weighting, resampling)
+    echo(text_table(cmp))
+    fig = plot_comparison(cmp) if fig_path is not None else None
+    # The table and the figure are each made whole beside their paths, and renamed into place
+    # only once both are: a failure (a full disk) leaves neither, and the old files as they were.
+    written = []
+    with contextlib.ExitStack() as staging:
+        if output is not None:
+            table = csv_table(cmp) if fmt == "csv" else text_table(cmp, markdown=True)
+            _write_text(staging.enter_context(staged(output)), table)
+            written.append(output)
+        if fig is not None:
+            write_png(fig, staging.enter_context(staged(fig_path)))
+            written.append(fig_path)
+    if written:
+        log(f"align compare: wrote {' and '.join(written)} ({len(items)} {kind} results)")
+    return cmp

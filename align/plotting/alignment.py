@@ -1,0 +1,151 @@
+"""The alignment result's figure: the error matrix with its argmin path, p_best, the line of
+equal relative depth and the summary (from the result's attrs: nothing is recomputed)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from matplotlib.ticker import MaxNLocator
+
+from align.errors import InputError
+from align.plotting.common import DEFAULT_SIZE, check_schema, edges, figure, fmt
+
+METRICS = ("relative_error", "r2")
+
+
+def nonfinite_cells(ds, metric: str = "relative_error") -> tuple[int, int, tuple[int, int] | None]:
+    """(count, total, first (source boundary, target boundary)) of the NaN/±inf cells of an
+    alignment result's `metric` matrix; first is None when every cell is finite."""
+    m = ds[metric].transpose("source_boundary", "target_boundary")
+    bad = np.argwhere(~np.isfinite(m.values.astype(float)))
+    if not len(bad):
+        return 0, int(m.size), None
+    i, j = bad[0]
+    return len(bad), int(m.size), (int(m["source_boundary"].values[i]), int(m["target_boundary"].values[j]))
+
+
+def summary_text(ds) -> str:
+    """The §1 summary of an alignment result, as one or two lines of text (from attrs).
+
+    A result whose relative_error holds NaN/±inf gets no summary: the argmin path, Spearman
+    and depth gap in its attrs would have been computed around the missing cells, so the
+    text names the cells instead (how many, the first) and says the summary is withheld."""
+    n, total, first = nonfinite_cells(ds)
+    if n:
+        return (f"no summary: relative_error is NaN/inf at {n} of {total} cells (first: source boundary {first[0]}, "
+                f"target boundary {first[1]});\nno statistic is computed over them: fit again from stores without NaN")
+    s = ds.attrs.get("summary") or {}
+    rho = s.get("spearman")
+    rho_txt = (fmt(rho) + _ci(s, "spearman")) if rho is not None else f"undefined ({s.get('spearman_note', 'constant path')})"
+    path = s.get("argmin_path", [])
+    prob = s.get("argmin_path_probability")
+    path_txt = f"argmin path {path}" + (f" (p {fmt(prob)})" if prob is not None else "")
+    slope = f"; slope {fmt(s['slope'])}{_ci(s, 'slope')}" if s.get("slope") is not None else ""
+    return (f"{path_txt}; Spearman {rho_txt}{slope}\n"
+            f"mean depth gap {fmt(s.get('mean_depth_gap'))}{_ci(s, 'mean_depth_gap')}; "
+            f"soft-depth spread {fmt(s.get('soft_depth_spread'))}{_ci(s, 'soft_depth_spread')}")
+
+
+def _ci(summary: dict, key: str) -> str:
+    """" [low, high]" of a summary statistic's 95% interval, or "" when it has none."""
+    lo, hi = summary.get(f"{key}_low"), summary.get(f"{key}_high")
+    if lo is None or hi is None or not (np.isfinite(lo) and np.isfinite(hi)):
+        return ""
+    return f" [{fmt(lo)}, {fmt(hi)}]"
+
+
+def _model_label(ds, role: str) -> str:
+    name = str(ds.attrs.get(f"{role}_model", role))
+    base = os.path.basename(name.rstrip("/")) or name
+    prov = ds.attrs.get(role) if isinstance(ds.attrs.get(role), dict) else {}
+    if prov.get("random_init"):
+        base += f", random init (seed {prov.get('seed')})"
+    n = ds.attrs.get(f"n_layers_{role}")
+    return f"{base} ({n} layers)" if n is not None else base
+
+
+def _draw_alignment(ax, ds, metric, vmin, vmax, cmap, title=None):
+    mat = ds[metric].transpose("source_boundary", "target_boundary").values.astype(float)
+    src = ds["source_boundary"].values
+    tgt = ds["target_boundary"].values
+    mesh = ax.pcolormesh(edges(tgt), edges(src), mat, cmap=cmap, vmin=vmin, vmax=vmax, shading="flat")
+    s = ds.attrs.get("summary") or {}
+    # No argmin path through a matrix with NaN/inf cells (see summary_text).
+    path = (s.get("argmin_path") or []) if not nonfinite_cells(ds)[0] else []
+    rows = s.get("source_boundaries") or [int(i) for i in src if i >= 1]
+    if path:
+        ax.plot(path, rows[: len(path)], "-", color="white", lw=1.5, gid="argmin_path")
+        sizes = _path_marker_sizes(ds, path, rows)
+        ax.scatter(path, rows[: len(path)], s=sizes, color="white", edgecolors="black", zorder=3,
+                   label="argmin per row" + (" (area: p_best)" if "p_best" in ds else ""), gid="argmin_points")
+        if "p_best" in ds:  # every target a resample chose, as a dot of area p_best
+            pb = ds["p_best"].transpose("source_boundary", "target_boundary")
+            ii, jj = np.nonzero(np.nan_to_num(pb.values) > 0)
+            ax.scatter(tgt[jj], src[ii], s=60 * pb.values[ii, jj], color="white", alpha=0.5, edgecolors="none",
+                       zorder=2, gid="p_best")
+    Ls = int(ds.attrs.get("n_layers_source", src.max()))
+    Lt = int(ds.attrs.get("n_layers_target", tgt.max()))
+    ax.plot([0, Lt], [0, Ls], "--", color="red", lw=1.2, label="equal relative depth", gid="equal_depth")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlim(edges(tgt)[0], edges(tgt)[-1])
+    ax.set_ylim(edges(src)[0], edges(src)[-1])
+    ax.set_xlabel(f"target boundary: {_model_label(ds, 'target')}")
+    ax.set_ylabel(f"source boundary: {_model_label(ds, 'source')}")
+    ax.set_title(((title + "\n") if title else "") + summary_text(ds), fontsize=9)
+    ax.legend(loc="lower right", fontsize=7, framealpha=0.8)
+    return mesh
+
+
+def _path_marker_sizes(ds, path, rows) -> np.ndarray:
+    """Marker areas of the argmin path: 60 · p_best of each chosen cell (a cell chosen in every
+    resample is a full dot), or 25 without a bootstrap."""
+    if "p_best" not in ds:
+        return np.full(len(path), 25.0)
+    pb = ds["p_best"]
+    return np.array([60.0 * max(float(pb.sel(source_boundary=i, target_boundary=j)), 0.05) for i, j in zip(rows, path)])
+
+
+def plot_alignment(ds, metric: str = "relative_error", size=None, dpi: int = 100, title: str | None = None):
+    """Heatmap of an alignment result's error matrix, source boundaries i (rows, y) against
+    target boundaries j (columns, x).
+
+    metric: "relative_error" (METHODS.md §1, lower is better) or "r2" (higher is better).
+    Drawn on top: the per-row argmin path j*(i) of relative error for i >= 1 (from
+    attrs["summary"]["argmin_path"]) with each point's area its p_best where the result holds
+    the document bootstrap (and faint dots for the other targets the resamples chose), the
+    line of equal relative depth j/L_T = i/L_S, and the summary statistics in the title with
+    their 95% intervals. When relative_error holds NaN/inf, neither the path nor
+    the summary is drawn: the title names the non-finite cells instead (`summary_text`). The
+    colour scale spans the i >= 1, j >= 1 block (boundary 0 maps almost perfectly and would
+    flatten the rest); cells outside it are clipped.
+    Returns a Figure of `size` = (width, height) pixels [default 900x750].
+    """
+    return plot_alignments([ds], metric=metric, size=size, dpi=dpi, titles=[title] if title else None)
+
+
+def plot_alignments(datasets, metric: str = "relative_error", size=None, dpi: int = 100, titles=None):
+    """Several alignment results side by side on one colour scale (e.g. a trained pair and its
+    random-init control); each panel as in `plot_alignment`. [default size: 900 px wide per
+    panel, 750 high]"""
+    if metric not in METRICS:
+        raise InputError(f"--metric {metric!r} is not one of {', '.join(METRICS)}")
+    for ds in datasets:
+        check_schema(ds, "alignment", "plot_alignment")
+    n = len(datasets)
+    size = size or (DEFAULT_SIZE["alignment"][0] * n, DEFAULT_SIZE["alignment"][1])
+    fig, axes = figure(size, dpi, 1, n, layout="constrained")
+    blocks = []
+    for ds in datasets:
+        m = ds[metric].transpose("source_boundary", "target_boundary")
+        inner = m.sel(source_boundary=m.source_boundary >= 1, target_boundary=m.target_boundary >= 1).values
+        blocks.append(inner if inner.size else m.values)
+    finite = np.concatenate([b[np.isfinite(b)].ravel() for b in blocks]) if blocks else np.array([])
+    vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (None, None)
+    cmap = "viridis" if metric == "relative_error" else "viridis_r"
+    mesh = None
+    for k, ds in enumerate(datasets):
+        mesh = _draw_alignment(axes[0, k], ds, metric, vmin, vmax, cmap, titles[k] if titles else None)
+    fig.colorbar(mesh, ax=list(axes[0]), label=metric.replace("_", " ") + " (held-out)", shrink=0.9)
+    return fig
