@@ -15,7 +15,8 @@ from contextlib import contextmanager
 
 import torch
 
-from align import families, models
+from align import models
+from align.models import families
 from align.errors import NonFiniteError
 
 

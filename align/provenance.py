@@ -32,7 +32,8 @@ import socket
 from concurrent.futures import ThreadPoolExecutor
 
 from align.version import __version__
-from align import corpus, discovery, families, textfiles
+from align import corpus, textfiles
+from align.models import discovery, families
 from align.errors import ModelError
 from align.models import config_hash
 

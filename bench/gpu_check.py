@@ -766,7 +766,7 @@ def check_family(ctx: dict, family: str, widths: dict, batch_size: int, max_leng
     import torch
 
     import align
-    from align import discovery, families
+    from align.models import discovery, families
     from align.store import open_activations
 
     device = ctx["device"]

@@ -1,6 +1,6 @@
 """Tiny models of every decoder family align reads, with each family's real options switched on,
 and where each keeps its parts, written out from transformers' model code independently of
-align/families.py. Nothing here imports align.
+align/models/families.py. Nothing here imports align.
 
 `tiny(model_type, path, n_layers)` saves a seeded random model (weights std 0.2, so that blocks
 change the residual enough to matter) and a byte-level BPE tokenizer with save_pretrained.

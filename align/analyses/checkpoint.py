@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import os
 
-from align import families, models, textfiles
+from align import models, textfiles
+from align.models import families
 from align.errors import InputError, ModelError, NonFiniteError
 
 SINGLE = "model.safetensors"

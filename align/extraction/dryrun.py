@@ -16,7 +16,8 @@ import time
 
 import numpy as np
 
-from align import capture, corpus, families, models
+from align import capture, corpus, models
+from align.models import families
 from align import store as st
 from align.extraction import batches, pipeline
 from align.extraction.inputs import Inputs

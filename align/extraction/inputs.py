@@ -10,7 +10,8 @@ import json
 import os
 from dataclasses import dataclass
 
-from align import corpus, discovery, families, models, provenance
+from align import corpus, models, provenance
+from align.models import discovery, families
 from align.errors import InputError, OutputRefused
 from align.extraction.options import ExtractOptions
 from align.fitting.options import MODEL_DEVICES, check_device

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from align.errors import ModelError
-from align.families import (
+from align.models.families import (
     Family, SUPPORTED, assign, blocks, for_config, get_path, head, of, residual_scale,
 )
 
