@@ -35,7 +35,7 @@ def activations(n_tokens: int = 8192) -> np.ndarray:
     from extract import build  # the bench model of bench/extract.py
     from transformers import AutoModelForCausalLM
 
-    from align import capture
+    from align.hooks import capture
 
     root = tempfile.mkdtemp()
     try:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from align import capture, models
+from align import models
+from align.hooks import capture
 from align.errors import NonFiniteError
 
 _ADVICE = ("a weight of the checkpoint is NaN/inf, or its dtype overflows: check the checkpoint's weights, "

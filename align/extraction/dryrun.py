@@ -16,7 +16,8 @@ import time
 
 import numpy as np
 
-from align import capture, corpus, models
+from align import corpus, models
+from align.hooks import capture
 from align.models import families
 from align import store as st
 from align.extraction import batches, pipeline

@@ -18,15 +18,11 @@ import torch
 from align import models
 from align.models import families
 from align.errors import NonFiniteError
+from align.hooks.outputs import first
 
 
 class _StopForward(Exception):
     """Raised by a hook once everything asked for is captured: later blocks need not run."""
-
-
-def _first(x):
-    return x[0] if isinstance(x, (tuple, list)) else x
-
 
 @contextmanager
 def capture(model, boundaries, layers=(), stop_early: bool = True):
@@ -53,7 +49,7 @@ def capture(model, boundaries, layers=(), stop_early: bool = True):
     def block_hook(l):
         def hook(module, args, output):
             if l + 1 in boundaries:
-                out["resid"][l + 1] = _first(output)
+                out["resid"][l + 1] = first(output)
             if stop_early and l == last_block and l < L - 1:
                 raise _StopForward
         return hook
@@ -63,7 +59,7 @@ def capture(model, boundaries, layers=(), stop_early: bool = True):
 
     def sub_hook(kind, l):
         def hook(module, args, output):
-            t = _first(output)
+            t = first(output)
             if t.dim() == 2:  # a module on flattened tokens (OPT's fc2): back to (batch, seq, d_model)
                 t = t.view(*shapes[l], -1)
             if fam.copy_sublayers:  # the block adds into this tensor in place after the hook (Falcon)
