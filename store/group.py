@@ -15,14 +15,12 @@ from align.version import __version__
 READABLE_VERSIONS = (1,)
 
 
-
 def configure_zarr() -> None:
     """Every chunk is written, even one equal to the fill value, so that a missing chunk file
     always means damage (checked on read) rather than "all zeros"."""
     import zarr
 
     zarr.config.set({"array.write_empty_chunks": True})
-
 
 
 def open_group(path: str, mode: str, storage_options: dict | None = None):
@@ -35,7 +33,6 @@ def open_group(path: str, mode: str, storage_options: dict | None = None):
     return zarr.open_group(str(path), mode=mode, zarr_format=3, **kwargs)
 
 
-
 def exists(path: str, storage_options: dict | None = None) -> bool:
     if is_local(path):
         return os.path.exists(os.path.join(local_path(str(path)), "zarr.json"))
@@ -46,7 +43,6 @@ def exists(path: str, storage_options: dict | None = None) -> bool:
         return fs.exists(root.rstrip("/") + "/zarr.json")
     except Exception as e:  # an unreachable endpoint, refused credentials, an unknown protocol
         raise StoreError(f"{path} cannot be reached: {type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
-
 
 
 def read_attrs(path: str, storage_options: dict | None = None) -> dict:
@@ -67,7 +63,6 @@ def read_attrs(path: str, storage_options: dict | None = None) -> dict:
             f"{marker.get('align_version', attrs.get('align_version', 'unknown'))}; align {__version__} reads version "
             f"{', '.join(map(str, READABLE_VERSIONS))}: open it with the align release that wrote it")
     return attrs
-
 
 
 def clean_partial_writes(path: str) -> int:

@@ -22,11 +22,7 @@ import numpy as np
 from align.store.codecs import physical_dtype
 
 SCHEMA = "activations"
-
 VERSION = 1
-
-
-
 TOKEN_FIELDS = {
     "token_id": np.int32,
     "doc": np.int64,
@@ -35,17 +31,10 @@ TOKEN_FIELDS = {
     "char_start": np.int64,
     "char_end": np.int64,
 }
-
-
-
 TOKEN_CHUNK = 1 << 16
-
-
-
 # Measured in bench/store_layout.py: 4 MiB chunks write as fast as larger ones and keep the
 # writer's buffer small (49 boundaries x 4 MiB for Qwen2.5-14B).
 CHUNK_BYTES = 4 << 20
-
 
 
 def chunk_tokens_for(d_model: int, itemsize: int, target: int = CHUNK_BYTES) -> int:
@@ -53,7 +42,6 @@ def chunk_tokens_for(d_model: int, itemsize: int, target: int = CHUNK_BYTES) -> 
     n = max(1, target // (d_model * itemsize))
     p = 1 << int(round(np.log2(n)))
     return int(min(max(p, 64), 1 << 16))
-
 
 
 @dataclass(frozen=True)

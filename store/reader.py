@@ -14,6 +14,7 @@ from align.store.group import open_group, read_attrs
 from align.store.layout import SCHEMA, TOKEN_CHUNK, TOKEN_FIELDS, Layout
 from align.store.paths import is_local, local_path
 
+
 class ActivationStore:
     """Read access to an activation store. Boundaries and layers are addressed by their model
     index (boundary 0..L, layer 0..L-1), whatever subset the store keeps."""
@@ -210,16 +211,12 @@ class ActivationStore:
         return total
 
 
-
 def _freeze(options: dict | None) -> str:
     return json.dumps(options or {}, sort_keys=True)
 
 
-
 _groups: dict = {}
-
 _checked: set = set()  # metadata keys of stores whose arrays were checked against their layout
-
 
 
 def _read_block(path: str, kind: str, row: int, C: int, store_dtype: str, options: str, block_info=None) -> np.ndarray:
@@ -237,12 +234,10 @@ def _read_block(path: str, kind: str, row: int, C: int, store_dtype: str, option
     return x
 
 
-
 def _all_finite(x: np.ndarray) -> bool:
     """True when every value of x is finite (one vectorised pass: ~0.5 ms for a 512 x 1536
     float32 block, measured; cheaper than reading the block; see docs/reliability.md)."""
     return bool(np.isfinite(x).all())
-
 
 
 def check_finite(x: np.ndarray, group, path: str, kind: str, index: int, start: int) -> None:
@@ -264,7 +259,6 @@ def check_finite(x: np.ndarray, group, path: str, kind: str, index: int, start: 
         f"store {path}: array {kind!r} at {what} {index} holds {int(bad.sum()):,} non-finite value(s) (NaN or ±inf) "
         f"in {len(rows):,} token(s) of tokens {start:,}..{start + len(x) - 1:,}; the first is token {t:,}{where} "
         f"in chunk {t // C}: re-extract the store from a model that gives finite activations")
-
 
 
 def checked_read(group, path: str, kind: str, start: int, stop: int, row: int | None = None) -> np.ndarray:
@@ -292,12 +286,10 @@ def checked_read(group, path: str, kind: str, start: int, stop: int, row: int | 
         raise StoreError(_damaged(path, kind, (row, first, 0) if row is not None else (first,), str(e).split(".")[0])) from None
 
 
-
 def _damaged(path: str, kind: str, key: tuple, why: str) -> str:
     where = "/".join(map(str, key))
     return (f"store {path} is damaged: array {kind!r} chunk {key} (file {kind}/c/{where}): {why}; "
             "re-extract the store (or restore it from a copy)")
-
 
 
 def open_activations(path: str, storage_options: dict | None = None, mode: str = "r") -> ActivationStore:

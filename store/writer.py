@@ -15,6 +15,7 @@ from align.store.group import open_group
 from align.store.layout import SCHEMA, TOKEN_CHUNK, TOKEN_FIELDS, VERSION, Layout
 from align.store.reader import ActivationStore
 
+
 def create_activations(path: str, layout: Layout, attrs: dict, storage_options: dict | None = None):
     """Create (or recreate) the group and its arrays, empty, with progress = nothing planned."""
     import zarr
@@ -47,7 +48,6 @@ def create_activations(path: str, layout: Layout, attrs: dict, storage_options: 
     })
     del zarr
     return g
-
 
 
 class ActivationWriter:
@@ -199,13 +199,11 @@ class ActivationWriter:
         }
 
 
-
 def _write_rows(arr, row: int, start: int, stop: int, data: np.ndarray) -> None:
     """One row's tokens [start, stop) of a chunked array: whole chunks (the array's last may
     be partial), so no chunk is read back; zarr encodes and checksums them in this thread's
     call."""
     arr[row, start:stop] = data
-
 
 
 class PlanWriter:

@@ -88,18 +88,6 @@ def rows_for(prompts) -> list[Row]:
         rows.extend(Row(i, p.token_id, t, p.predicts_answer) for t in range(last + 1))
     return rows
 
-def _install(model, boundary: int, where, value):
-    """Pre-hook on block `boundary` < L: h_b := value at positions `where` (`_replaced`)."""
-
-    def pre(module, args, kwargs):
-        h = args[0] if args else kwargs["hidden_states"]
-        new = replaced(h, where, value)
-        if args:
-            return (new,) + tuple(args[1:]), kwargs
-        return args, {**kwargs, "hidden_states": new}
-
-    return models.blocks(model)[boundary].register_forward_pre_hook(pre, with_kwargs=True, prepend=True)
-
 
 def _probs(model, out, measure, L, rows, run):
     """Probabilities (n_measured, V) at the measured positions (B, T) bool, from h_L."""

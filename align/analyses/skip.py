@@ -150,12 +150,6 @@ def rows_for(prompts, setting: str, seed: int = 0, include_position_zero: bool =
             raise InputError(f"setting {setting!r} is not one of {', '.join(SETTINGS)}")
     return rows, short
 
-def _replace_first(output, new):
-    if isinstance(output, tuple):
-        return (new,) + tuple(output[1:])
-    if isinstance(output, list):
-        return [new] + list(output[1:])
-    return new
 
 def _stack_masks(rows, T):
     import torch

@@ -11,6 +11,7 @@ from align.corpus.reading import Reading, corpus_hash
 from align.corpus.sources import dataset_items, jsonl_items, text_documents
 from align.corpus.spec import PROTOCOL, CorpusSpec, validate
 
+
 def items(spec: CorpusSpec, reading: Reading | None = None) -> Iterator[Item]:
     """The documents of a corpus with their answer start and level, in order (at most
     --max-docs); raises InputError for unreadable input. With `reading` (a `Reading` of
@@ -37,7 +38,6 @@ def items(spec: CorpusSpec, reading: Reading | None = None) -> Iterator[Item]:
             own.close()
 
 
-
 def documents(spec: CorpusSpec, reading: Reading | None = None) -> Iterator[str]:
     """The documents of a corpus, in order (read through `reading`, as `items`); raises
     InputError for unreadable input."""
@@ -45,12 +45,10 @@ def documents(spec: CorpusSpec, reading: Reading | None = None) -> Iterator[str]
         yield item.text
 
 
-
 def document_levels(spec: CorpusSpec, reading: Reading | None = None) -> list:
     """The level of each document (None where its format has none), indexed like
     `Sequence.doc` (read through `reading`, as `items`)."""
     return [item.level for item in items(spec, reading)]
-
 
 
 def provenance(spec: CorpusSpec, hash: str | None = None) -> dict:
@@ -60,7 +58,6 @@ def provenance(spec: CorpusSpec, hash: str | None = None) -> dict:
     levels = [] if spec.fmt in ("plain", "gsm8k") else sorted({x for x in document_levels(spec) if x is not None})
     return {"source": spec.describe(), "hash": hash or corpus_hash(spec), **spec.options(),
             **{k: getattr(spec, k) for k in PROTOCOL}, **({"levels": levels} if levels else {})}
-
 
 
 def _file_items(spec: CorpusSpec, reading: Reading) -> Iterator[Item]:

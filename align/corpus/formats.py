@@ -34,26 +34,14 @@ GSM8K_INSTRUCTION = (
     "Problem: {question}\n"
     'Your response should end with "The final answer is [answer]" where [answer] is the response to the problem.'
 )
-
-
-
 FORMATS = ("plain", "gsm8k", "mquake", "math", "hellaswag", "aime", "addition:N", "multiplication:N")
-
 JSON_FORMATS = ("gsm8k", "mquake", "math", "hellaswag", "aime")
-
 GENERATED = {"addition": "+", "multiplication": "*"}
-
 GENERATED_COUNT = 100  # problems of a generated format without --max-docs
-
 MAX_DIGITS = 18  # a and b stay within int64
-
 AIME_MAX_TOKENS = 400  # P2 keeps AIME prompts of at most 400 tokens
-
-
-
 ANSWER_MARKERS = {"gsm8k": "The final answer is", "mquake": "\nAnswer:", "math": "\nSolution:", "aime": "\nAnswer:",
                   "addition": " =", "multiplication": " ="}
-
 
 
 @dataclass(frozen=True)
@@ -66,7 +54,6 @@ class Item:
     level: int | None = None
 
 
-
 def _field(item, names: tuple, fmt: str, where: str):
     if isinstance(item, dict):
         for n in names:
@@ -76,18 +63,15 @@ def _field(item, names: tuple, fmt: str, where: str):
     raise InputError(f"{where}: --format {fmt} needs a field {wanted}; check the file is in that data set's layout")
 
 
-
 def _string(value, name: str, fmt: str, where: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise InputError(f"{where}: --format {fmt} needs {name!r} to be a string, not {type(value).__name__}")
     return str(value)
 
 
-
 def _qa(prefix: str, question: str, marker: str, answer: str, level=None) -> Item:
     head = f"{prefix}{question}{marker}"
     return Item(head + answer, len(head), level)
-
 
 
 def format_item(fmt: str, item, where: str) -> Item:
@@ -140,12 +124,10 @@ def format_item(fmt: str, item, where: str) -> Item:
     raise InputError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
 
 
-
 def arithmetic_problem(op: str, a: int, b: int) -> Item:
     """The prompt of one generated problem: "{a} + {b} = {a+b}" or "{a} * {b} = {a*b}"."""
     value = a + b if op == "+" else a * b
     return _qa(f"{a} {op} ", str(b), " = ", str(value))
-
 
 
 def generated_format(fmt: str) -> tuple[str, int, int] | None:
@@ -160,7 +142,6 @@ def generated_format(fmt: str) -> tuple[str, int, int] | None:
         raise InputError(f"--format {fmt!r}: write {name}:N or {name}:N:SEED with N digits from 1 to {MAX_DIGITS} "
                          f"and a seed >= 0, e.g. {name}:3")
     return GENERATED[name], int(parts[0]), int(parts[1]) if len(parts) == 2 else 0
-
 
 
 def generated_items(fmt: str, max_docs: int | None) -> Iterator[Item]:

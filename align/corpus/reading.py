@@ -18,13 +18,13 @@ from align.corpus.sources import source_files
 from align.corpus.spec import CorpusSpec, validate
 from align.errors import InputError
 
+
 def corpus_hash(spec: CorpusSpec) -> str:
     """sha256 of the source bytes (file names and contents in order) and the cutting options
     (`Reading`'s hash, of a read that decodes nothing). A generated format's problems follow
     from its options alone."""
     validate(spec)
     return Reading(spec).hexdigest()
-
 
 
 class Reading:

@@ -12,6 +12,7 @@ from align.corpus.formats import JSON_FORMATS, Item, format_item
 from align.corpus.spec import CorpusSpec
 from align.errors import InputError
 
+
 def text_documents(lines: Iterator[str], how: str) -> Iterator[str]:
     """Documents of a .txt file's `lines`: the whole file, each line, or blocks between blank lines."""
     if how == "file":
@@ -29,7 +30,6 @@ def text_documents(lines: Iterator[str], how: str) -> Iterator[str]:
             cur = []
     if cur:
         yield "\n".join(cur)
-
 
 
 def jsonl_items(path: str, lines: Iterator[str], spec: CorpusSpec) -> Iterator[Item]:
@@ -54,7 +54,6 @@ def jsonl_items(path: str, lines: Iterator[str], spec: CorpusSpec) -> Iterator[I
         yield Item(value)
 
 
-
 def dataset_items(spec: CorpusSpec) -> Iterator[Item]:
     """The documents of the `datasets` split `spec.dataset` (NAME[:CONFIG]:SPLIT): a task
     format's prompts, or the text in `spec.text_field`."""
@@ -77,7 +76,6 @@ def dataset_items(spec: CorpusSpec) -> Iterator[Item]:
             if spec.text_field not in item:
                 raise InputError(f"{spec.dataset} item {i} has no field {spec.text_field!r}: pass --text-field NAME")
             yield Item(item[spec.text_field])
-
 
 
 def source_files(spec: CorpusSpec) -> list[str]:

@@ -24,13 +24,9 @@ from align.corpus.formats import FORMATS, JSON_FORMATS, generated_format
 from align.errors import InputError
 
 DOC_SPLITS = ("blank", "line", "file")
-
 OVERFLOWS = ("split", "truncate")
-
 PROTOCOL = ("pack", "stand_in_token")  # CorpusSpec fields of P1's protocol (module docstring)
-
 ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
-
 
 
 @dataclass(frozen=True)
@@ -65,7 +61,6 @@ class CorpusSpec:
         return d
 
 
-
 def validate(spec: CorpusSpec) -> None:
     """Check the spec's options before any work (the CLI's bad-option errors)."""
     generated = generated_format(spec.fmt)
@@ -92,7 +87,6 @@ def validate(spec: CorpusSpec) -> None:
         raise InputError(f"--format {spec.fmt} needs a .jsonl file in that data set's field layout, not {spec.path}")
 
 
-
 def _validate_protocol(spec: CorpusSpec) -> None:
     """The options of P1's protocol (module docstring), before any work."""
     if spec.stand_in_token is not None and (isinstance(spec.stand_in_token, bool) or not isinstance(
@@ -113,14 +107,12 @@ def _validate_protocol(spec: CorpusSpec) -> None:
                          f"{spec.max_length}: --pack keeps whole windows only")
 
 
-
 def check_stand_in(spec: CorpusSpec, vocab_size) -> None:
     """A stand-in token must be one of the model's `vocab_size` ids (its config's): a
     one-line InputError naming both otherwise (checked before anything is tokenized)."""
     if spec.stand_in_token is not None and isinstance(vocab_size, int) and spec.stand_in_token >= vocab_size:
         raise InputError(f"--stand-in-token {spec.stand_in_token} is not a token id of this model (ids 0 to "
                          f"{vocab_size - 1:,}): P1 uses 0")
-
 
 
 def unescape(text: str) -> str:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+
 def special_tokens(tokenizer) -> tuple[list[int], list[int]]:
     """The ids the tokenizer adds before and after a text (Llama: [BOS], []; Qwen: [], [])."""
     probe = "a b"
@@ -33,7 +34,6 @@ def special_tokens(tokenizer) -> tuple[list[int], list[int]]:
         if full[k:k + len(plain)] == plain:
             return list(full[:k]), list(full[k + len(plain):])
     return [], []
-
 
 
 @dataclass
@@ -73,10 +73,8 @@ class TokenizeStats:
                     self.first_special = [doc, text[offs[k, 0]:offs[k, 1]]]
 
 
-
 # str.isspace() is true exactly for these code points.
 _WHITESPACE = np.array([c for c in range(0x3001) if chr(c).isspace()], np.uint32)
-
 
 
 def uncovered_characters(text: str, offsets: np.ndarray, compose: str | None = None) -> int:
@@ -115,7 +113,6 @@ def uncovered_characters(text: str, offsets: np.ndarray, compose: str | None = N
     return n
 
 
-
 def composing_form(tokenizer) -> str | None:
     """The composing Unicode normalization ("NFC" or "NFKC") the tokenizer's normalizer
     applies (the last one in a Sequence), or None."""
@@ -132,7 +129,6 @@ def composing_form(tokenizer) -> str | None:
     return form
 
 
-
 def special_ids(tokenizer) -> np.ndarray:
     """Ids of the tokenizer's special tokens (named ones and added tokens marked special)."""
     ids = set(getattr(tokenizer, "all_special_ids", None) or [])
@@ -140,7 +136,6 @@ def special_ids(tokenizer) -> np.ndarray:
         if getattr(t, "special", False):
             ids.add(int(i))
     return np.asarray(sorted(ids), np.int64)
-
 
 
 def tokenizer_hashes(tokenizer) -> dict[str, str]:

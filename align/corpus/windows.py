@@ -42,6 +42,7 @@ from align.corpus.spec import CorpusSpec
 from align.corpus.tokens import TokenizeStats, composing_form, special_ids, special_tokens
 from align.errors import InputError
 
+
 @dataclass
 class Sequence:
     """One model input: token ids and, per token, its document, position and char span."""
@@ -73,7 +74,6 @@ class Sequence:
         }
 
 
-
 def sequences(spec: CorpusSpec, tokenizer, stats: TokenizeStats | None = None,
               reading: Reading | None = None) -> Iterator[Sequence]:
     """Tokenized sequences in corpus order, at most `spec.max_tokens` tokens in all: one
@@ -101,7 +101,6 @@ def sequences(spec: CorpusSpec, tokenizer, stats: TokenizeStats | None = None,
         yield from _packed_windows(spec, encoded, room, wrap, separator, stats)
 
 
-
 @dataclass(frozen=True)
 class _Wrap:
     """The special tokens put around each window's tokens (the stand-in is a prefix)."""
@@ -123,7 +122,6 @@ class _Wrap:
             tok, cs, ce, docs = tok[:budget], cs[:budget], ce[:budget], docs[:budget]
         several = len(docs) and docs[0] != docs[-1]
         return Sequence(tok.astype(np.int32), int(docs[0]), seq, cs, ce, level, docs if several else None)
-
 
 
 def _encoded(spec: CorpusSpec, tokenizer, stats: TokenizeStats | None, n_special: int, reading: Reading | None):
@@ -148,7 +146,6 @@ def _encoded(spec: CorpusSpec, tokenizer, stats: TokenizeStats | None, n_special
             yield doc, item, ids, offs
 
 
-
 def _document_windows(spec: CorpusSpec, encoded, room: int, wrap: _Wrap) -> Iterator[Sequence]:
     """One document per sequence: each cut into windows of `room` tokens (all of them, or the
     first with overflow="truncate"), the last sequence cut to --max-tokens."""
@@ -168,7 +165,6 @@ def _document_windows(spec: CorpusSpec, encoded, room: int, wrap: _Wrap) -> Iter
             seq += 1
         if budget is not None and budget <= 0:
             return  # the next document is not read (nor counted)
-
 
 
 def _packed_windows(spec: CorpusSpec, encoded, room: int, wrap: _Wrap, separator: np.ndarray,

@@ -24,6 +24,7 @@ from align.hooks.outputs import first
 class _StopForward(Exception):
     """Raised by a hook once everything asked for is captured: later blocks need not run."""
 
+
 @contextmanager
 def capture(model, boundaries, layers=(), stop_early: bool = True):
     """Install hooks; yields a dict filled at each forward:

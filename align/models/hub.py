@@ -14,12 +14,10 @@ from align.models.spec import ModelSpec
 _TRUE = ("1", "on", "yes", "true")
 
 
-
 def _offline() -> bool:
     """Whether the hub must not be asked (HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE set), read
     from the environment at call time."""
     return any(os.environ.get(v, "").strip().lower() in _TRUE for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-
 
 
 def _offline_var() -> str:
@@ -29,16 +27,13 @@ def _offline_var() -> str:
     return "HF_HUB_OFFLINE=1"
 
 
-
 _REACHABLE: dict[str, bool] = {}
-
 
 
 def _hub_endpoint() -> str:
     from huggingface_hub import constants
 
     return os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
-
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:
@@ -63,7 +58,6 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
     return _REACHABLE[endpoint]
 
 
-
 def _is_hub_id(name: str) -> bool:
     """"org/name" or "name" as the hub spells repository ids (no leading dot, slash or tilde)."""
     from huggingface_hub.utils import HFValidationError, validate_repo_id
@@ -77,7 +71,6 @@ def _is_hub_id(name: str) -> bool:
     return True
 
 
-
 def _cached(spec: ModelSpec, filename: str = "config.json") -> str | None:
     """The hub cache's copy of `filename` of the hub id `spec.name`, or None."""
     from huggingface_hub import try_to_load_from_cache
@@ -89,12 +82,10 @@ def _cached(spec: ModelSpec, filename: str = "config.json") -> str | None:
     return got if isinstance(got, str) else None
 
 
-
 def local_files_only(spec: ModelSpec) -> bool:
     """Whether a hub id must be read from the cache alone: offline mode, or an unreachable hub
     (the cache then answers at once instead of after the client's retries)."""
     return _offline() or not _hub_reachable()
-
 
 
 def check_source(spec: ModelSpec) -> str:
@@ -118,7 +109,6 @@ def check_source(spec: ModelSpec) -> str:
         raise InputError(f"no folder {spec.name!r} here (model folder does not exist), and the hub ({_hub_endpoint()}) "
                          "could not be reached to fetch it as a hub id: check the path")
     return "hub"
-
 
 
 def hub_commit(spec: ModelSpec) -> str | None:

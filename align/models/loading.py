@@ -17,6 +17,7 @@ from align.models import discovery, families
 from align.models.hub import check_source, local_files_only
 from align.models.spec import ModelSpec
 
+
 def load_config(spec: ModelSpec):
     """The model's config, checked against the supported families."""
     from transformers import AutoConfig
@@ -37,7 +38,6 @@ def load_config(spec: ModelSpec):
     return config
 
 
-
 def config_hash(config) -> str:
     """sha256 of the config's full JSON, keys sorted (what decides the architecture)."""
     d = config.to_dict()
@@ -46,14 +46,12 @@ def config_hash(config) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()
 
 
-
 def init_device(device: str) -> str:
     """Where `--random-init` draws its weights for `--device` cpu | cuda | auto: on the GPU for
     cuda (no minutes-long build on the CPU and copy), on the CPU otherwise (auto spreads a
     CPU-built model with accelerate). The device is part of the weights' identity: the same
     seed gives other numbers on another device's generator."""
     return "cuda" if device == "cuda" else "cpu"
-
 
 
 def build_random(config, seed: int, dtype, device: str, attn: str = "sdpa"):
@@ -68,7 +66,6 @@ def build_random(config, seed: int, dtype, device: str, attn: str = "sdpa"):
         return AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=attn)
 
 
-
 def attention_implementation(config) -> str:
     """torch's scaled_dot_product_attention where the family supports it, else transformers'
     eager attention (Gemma 2 and gpt-oss: soft-capping and attention sinks are eager-only)."""
@@ -79,7 +76,6 @@ def attention_implementation(config) -> str:
     except KeyError:
         return "sdpa"
     return "sdpa" if getattr(cls, "_supports_sdpa", True) else "eager"
-
 
 
 def load_model(spec: ModelSpec):
@@ -140,7 +136,6 @@ def load_model(spec: ModelSpec):
     return model, config
 
 
-
 def check_token_ids(spec: ModelSpec, config, max_id: int, where: str) -> None:
     """Refuse a token id the model has no embedding row for (ids 0..vocab_size-1): a tokenizer
     that does not belong to the weights, which would otherwise fail deep inside the forward.
@@ -152,7 +147,6 @@ def check_token_ids(spec: ModelSpec, config, max_id: int, where: str) -> None:
             "embeddings (config vocab_size): the tokenizer and the weights do not belong together; "
             "use the tokenizer saved with these weights"
         )
-
 
 
 def input_device(model):

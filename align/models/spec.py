@@ -9,7 +9,6 @@ from align.errors import InputError
 DTYPES = ("float32", "bfloat16", "float16")
 
 
-
 @dataclass(frozen=True)
 class ModelSpec:
     """Everything that decides which weights run: part of a store's defining options."""

@@ -14,17 +14,10 @@ from align.models.spec import ModelSpec
 # What a checkpoint may hold its tokenizer in: tokenizer.json (a `tokenizers` serialization,
 # read as it is) or the files of a slow tokenizer (converted by transformers).
 TOKENIZER_JSON = "tokenizer.json"
-
-
-
 # tokenizer_config.json alone holds no vocabulary: AutoTokenizer would build an empty tokenizer
 # from it that drops every character.
 SLOW_TOKENIZER_FILES = ("tokenizer.model", "spiece.model", "vocab.json", "vocab.txt")
-
-
-
 _SPECIAL_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
-
 
 
 def _tokenizer_file(spec: ModelSpec, filename: str) -> str | None:
@@ -43,7 +36,6 @@ def _tokenizer_file(spec: ModelSpec, filename: str) -> str | None:
     except Exception as e:  # network, auth, revision: the hub client's own message, one line
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelError(f"cannot read {filename} of {spec.name!r}: {first}") from None
-
 
 
 def _special_tokens_config(spec: ModelSpec) -> dict:
@@ -68,7 +60,6 @@ def _special_tokens_config(spec: ModelSpec) -> dict:
             if isinstance(cfg.get(key), bool):
                 out[key] = cfg[key]
     return out
-
 
 
 def tokenizer_from_file(path: str, config: dict | None = None, name: str | None = None):
@@ -125,7 +116,6 @@ def tokenizer_from_file(path: str, config: dict | None = None, name: str | None 
                              f"{str(want_flag).lower()} but tokenizer.json's post-processor {does} {kwargs[name]!r}: "
                              "make the two agree in a local copy of the checkpoint")
     return tok
-
 
 
 def load_tokenizer(spec: ModelSpec):
