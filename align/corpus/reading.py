@@ -1,4 +1,4 @@
-"""Reading (`Reading`): a read of the corpus hashes the bytes it decodes in the same read (each
+"""One read of a corpus (`Reading`): it hashes the bytes it decodes in the same read (each
 file opened once, each line hashed as it is decoded: `align.textfiles`, which also names a
 file that is not UTF-8), and its `hexdigest()` is `corpus_hash`'s value. A store or result
 records the hash of the read its tokens came from; a later read of other bytes in the same run

@@ -25,7 +25,7 @@ from align.errors import InputError
 
 DOC_SPLITS = ("blank", "line", "file")
 OVERFLOWS = ("split", "truncate")
-PROTOCOL = ("pack", "stand_in_token")  # CorpusSpec fields of P1's protocol (module docstring)
+PROTOCOL = ("pack", "stand_in_token")  # CorpusSpec fields of P1's protocol (align.corpus.windows)
 ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
 
 
@@ -88,7 +88,7 @@ def validate(spec: CorpusSpec) -> None:
 
 
 def _validate_protocol(spec: CorpusSpec) -> None:
-    """The options of P1's protocol (module docstring), before any work."""
+    """The options of P1's protocol (`align.corpus.windows`), before any work."""
     if spec.stand_in_token is not None and (isinstance(spec.stand_in_token, bool) or not isinstance(
             spec.stand_in_token, (int, np.integer)) or spec.stand_in_token < 0):
         raise InputError(f"--stand-in-token {spec.stand_in_token!r} must be a token id (a whole number >= 0), e.g. 0")

@@ -9,7 +9,7 @@ from align.hooks.outputs import first, replace_first
 
 
 def install_interpolation(model, part: str, layer: int, alpha, v: Variant, store: dict):
-    """Forward hook replacing the object of `part` at `layer` (module docstring) by
+    """Forward hook replacing the object of `part` at `layer` (`align.analyses.igrad`) by
     y = b + r·(x − b), r = alpha (B,) per row, y a leaf that requires grad; x − b and y go
     to `store`."""
     import torch  # imported on first use: align.analyses' constants are read without torch
