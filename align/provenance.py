@@ -31,11 +31,10 @@ import re
 import socket
 from concurrent.futures import ThreadPoolExecutor
 
-from align.version import __version__
 from align import corpus, textfiles
-from align.models import discovery, families
 from align.errors import ModelError
-from align.models import config_hash
+from align.models import config_hash, discovery, families, init_device
+from align.version import __version__
 
 SAFE_WEIGHTS = "model.safetensors"
 SAFE_INDEX = "model.safetensors.index.json"
@@ -136,8 +135,6 @@ def weights_identity(spec, config) -> dict:
 
     `spec` is an align.models.ModelSpec, `config` the config loaded from it."""
     if spec.random_init:
-        from align.models import init_device
-
         h, dev = config_hash(config), init_device(spec.device)
         # A CPU draw keeps the id stores made before the device was recorded have; another
         # device's generator gives other weights, so it is part of the id.

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from align import models
-from align.hooks import capture
 from align.errors import NonFiniteError
+from align.hooks import capture
 
 _ADVICE = ("a weight of the checkpoint is NaN/inf, or its dtype overflows: check the checkpoint's weights, "
            "or run with --dtype float32; nothing was written")

@@ -11,11 +11,11 @@ import os
 from dataclasses import dataclass
 
 from align import corpus, models, provenance
-from align.models import discovery, families
 from align.errors import InputError, OutputRefused
 from align.extraction.options import ExtractOptions
 from align.fitting.options import MODEL_DEVICES, check_device
 from align.layers import parse_layers
+from align.models import discovery, families
 
 # Defining options: a store made with other values of these is another store. The hub
 # revision as typed is not one: "weights" (the commit it resolved to, or the weight files'

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from align import models
-from align.hooks import capture
 from align.errors import OverflowError16
 from align.extraction.batches import pad
+from align.hooks import capture
 from align.store.codecs import FLOAT16_MAX
 
 

@@ -5,7 +5,7 @@ final norm applied, and transformers' own hooks miss blocks swapped after the fi
 
     h_0      input of block 0            (forward pre-hook on block 0)
     h_{l+1}  output of block l           (forward hook on block l; tensor or tuple[0])
-    a_l, m_l outputs of the modules `align.families` names as "what is added" (times the
+    a_l, m_l outputs of the modules `align.models.families` names as "what is added" (times the
              family's residual multiplier; a copy where the block changes them in place)
 """
 
@@ -16,9 +16,9 @@ from contextlib import contextmanager
 import torch
 
 from align import models
-from align.models import families
 from align.errors import NonFiniteError
 from align.hooks.outputs import first
+from align.models import families
 
 
 class _StopForward(Exception):
