@@ -32,10 +32,10 @@ import re
 import socket
 from concurrent.futures import ThreadPoolExecutor
 
-from align.version import __version__
-from align import corpus, discovery, families, textfiles
+from align import corpus, textfiles
 from align.errors import ModelError
-from align.models import config_hash, init_device
+from align.models import config_hash, discovery, families, init_device
+from align.version import __version__
 
 SAFE_WEIGHTS = "model.safetensors"
 SAFE_INDEX = "model.safetensors.index.json"

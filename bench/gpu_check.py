@@ -44,7 +44,7 @@ a crash still reports what it did:
 - families: for each family of FAMILY_CHECKS (--families), a random-init bf16 model of one
   block at a real width (d_model 4096, 32 heads, 8 KV heads, intermediate 14,336, vocab
   32,768; built from transformers' config class of the family by bench/common.py, the weights
-  drawn on the device by align's loader) runs align's probe (`align.discovery.verify`: hidden
+  drawn on the device by align's loader) runs align's probe (`align.models.discovery.verify`: hidden
   states, head against logits, causality, sublayers adding up), a bare forward of one batch
   (after a warm-up of the same shape) and one timed `align.extract` batch of the same tokens
   (every boundary and sublayer): pass/fail per family with the error's first line, the
@@ -760,13 +760,13 @@ def one_batch_corpus(path: str, words, tokenizer, n_tokens: int, seed: int = 2):
 
 def check_family(ctx: dict, family: str, widths: dict, batch_size: int, max_length: int) -> dict:
     """One family: align's loader builds the random-init bf16 model on the device, its probe
-    (align.discovery.verify) runs, then a bare forward of one batch (a warm-up of the same shape
+    (align.models.discovery.verify) runs, then a bare forward of one batch (a warm-up of the same shape
     first), then one `align.extract` batch of the same tokens (the model loaded again by align,
     the same seed: the same weights); the store must hold those tokens."""
     import torch
 
     import align
-    from align import discovery, families
+    from align.models import discovery, families
     from align.store import open_activations
 
     device = ctx["device"]

@@ -35,7 +35,7 @@ def activations(n_tokens: int = 8192) -> np.ndarray:
     from extract import build  # the bench model of bench/extract.py
     from transformers import AutoModelForCausalLM
 
-    from align import capture
+    from align.hooks import capture
 
     root = tempfile.mkdtemp()
     try:
@@ -126,7 +126,8 @@ def writer_write(data: np.ndarray, C: int, path: str, threads: int, seq_len: int
     (bounded queue), appended to the chunk buffer and written by `threads` chunk writers,
     committed, finished (consolidated metadata). The store is planned first (untimed)."""
     from align.extraction import pipeline as ex
-    from align.store import activations as act
+    from align.store import writer as act
+    from align.store.reader import open_activations
     from align.store.arrays import write_activations
 
     nb, n, d = data.shape
@@ -134,7 +135,7 @@ def writer_write(data: np.ndarray, C: int, path: str, threads: int, seq_len: int
     tokens = {"token_id": np.zeros(n, np.int32), "doc": seq, "seq": seq, "pos": np.arange(n) % seq_len}
     write_activations(path, lambda a, b: np.zeros((nb, b - a, d), np.float32), tokens, {"tokenizer_hash": "bench"},
                       store_dtype="bfloat16", codec="crc32c", chunk_tokens=C, complete=False)
-    store = act.open_activations(path, mode="r+")
+    store = open_activations(path, mode="r+")
     t = time.perf_counter()
     w = act.ActivationWriter(store, threads=threads)
     bg = ex._BackgroundWriter(w)
@@ -149,7 +150,7 @@ def writer_write(data: np.ndarray, C: int, path: str, threads: int, seq_len: int
     bg.close()
     w.finish()
     dt = time.perf_counter() - t
-    assert act.open_activations(path).complete
+    assert open_activations(path).complete
     return {"seconds": dt, "queue_blocked_s": bg.blocked_s}
 
 

@@ -7,7 +7,7 @@ import json
 import click
 
 from align.corpus import FORMATS, CorpusSpec, unescape
-from align import families
+from align.models import families
 from align.models import DTYPES, ModelSpec
 from align.store.codecs import CODECS, DEFAULT_CODEC, STORE_DTYPES
 

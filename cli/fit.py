@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from align import families
+from align.models import families
 from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
 from align.cli.extract import corpus_options, corpus_spec
 

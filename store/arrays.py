@@ -11,7 +11,9 @@ from typing import Callable
 
 import numpy as np
 
-from align.store.activations import ActivationWriter, Layout, PlanWriter, chunk_tokens_for, create_activations, open_activations
+from align.store.layout import Layout, chunk_tokens_for
+from align.store.reader import open_activations
+from align.store.writer import ActivationWriter, PlanWriter, create_activations
 from align.store.codecs import encode, physical_dtype
 
 

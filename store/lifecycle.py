@@ -17,16 +17,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from align.errors import StoreMismatch
-from align.store.activations import (
-    SCHEMA,
-    ActivationStore,
-    PlanWriter,
-    clean_partial_writes,
-    create_activations,
-    exists,
-    open_activations,
-    read_attrs,
-)
+from align.store.group import clean_partial_writes, exists, read_attrs
+from align.store.layout import SCHEMA
+from align.store.reader import ActivationStore, open_activations
+from align.store.writer import PlanWriter, create_activations
 from align.store.lock import write_lock
 
 ABSENT, INCOMPLETE, COMPLETE = "absent", "incomplete", "complete"

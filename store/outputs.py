@@ -12,6 +12,8 @@ import os
 from collections.abc import Mapping
 
 from align.errors import OutputRefused, StoreError
+from align.store.group import read_attrs
+from align.store.paths import local_path
 
 # What each schema's replacement is called in messages.
 KINDS = {"activations": "activation store", "alignment": "alignment result", "contributions": "contributions result",
@@ -21,15 +23,6 @@ KINDS = {"activations": "activation store", "alignment": "alignment result", "co
 
 def _a(kind: str) -> str:
     return ("an " if kind[0] in "aeiou" else "a ") + kind
-
-
-def local_path(path: str) -> str | None:
-    """The local file-system path of `path` (a plain path or a file:// URL), or None for a
-    remote URL (s3://, gs://, memory://, ...)."""
-    path = str(path)
-    if path.startswith("file://"):
-        return path[len("file://"):] or "/"
-    return None if "://" in path else path
 
 
 def free_bytes(path: str) -> int:
@@ -124,8 +117,6 @@ def _normalised_inputs(inputs) -> list[tuple[str, str]]:
 def _schema_at(path: str, storage_options=None) -> tuple[str | None, bool]:
     """(align schema of the store at `path` or None when it is not an align store, whether it
     is a result whose write was interrupted: marked `complete: false`)."""
-    from align.store.activations import read_attrs
-
     try:
         marker = read_attrs(path, storage_options)["align"]
         return marker["schema"], marker.get("complete") is False

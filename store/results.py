@@ -16,9 +16,10 @@ import warnings
 from align.errors import StoreError
 from align.faults import fault_point
 from align.version import __version__
-from align.store.activations import is_local, read_attrs
 from align.store import footprint
-from align.store.outputs import check_output, local_path
+from align.store.group import read_attrs
+from align.store.outputs import check_output
+from align.store.paths import is_local, local_path
 from align.store.temporaries import temporary, write_failed
 
 RESULT_SCHEMAS = ("alignment", "contributions", "skipping", "lens", "depth", "erasure", "igrad", "depthscore")

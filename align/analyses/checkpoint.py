@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import os
 
-from align import families, models, textfiles
+from align import models, textfiles
 from align.errors import InputError, ModelError, NonFiniteError
+from align.models import families
 
 SINGLE = "model.safetensors"
 INDEX = "model.safetensors.index.json"
@@ -89,7 +90,7 @@ def head_device(device: str) -> str:
 
 def read_head(name: str, revision: str | None = None, dtype: str = "float32", trust_remote_code: bool = False,
               device: str = "cpu"):
-    """(config, head) of checkpoint `name`: an align.families.Head (final norm, the modules the
+    """(config, head) of checkpoint `name`: an align.models.families.Head (final norm, the modules the
     family applies after it, unembedding, its cap or scale) on `device` (cpu | cuda | auto,
     `head_device`) in `dtype`.
 

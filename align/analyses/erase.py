@@ -35,6 +35,7 @@ from align import models
 from align.analyses.forward import check_tokens, forward
 from align.analyses.prompts import pad
 from align.errors import InputError
+from align.hooks.erase import install_erase, replaced
 
 
 @dataclass
@@ -88,28 +89,6 @@ def rows_for(prompts) -> list[Row]:
     return rows
 
 
-def _replaced(h, where, value):
-    """h (B, T, d_model) with h := value at positions `where` (B, T) bool; value: a (d_model,)
-    tensor, or None for the residual itself (the exact-zero check)."""
-    import torch
-
-    repl = h if value is None else value.to(device=h.device, dtype=h.dtype).expand_as(h)
-    return torch.where(where[..., None].to(h.device), repl, h)
-
-
-def _install(model, boundary: int, where, value):
-    """Pre-hook on block `boundary` < L: h_b := value at positions `where` (`_replaced`)."""
-
-    def pre(module, args, kwargs):
-        h = args[0] if args else kwargs["hidden_states"]
-        new = _replaced(h, where, value)
-        if args:
-            return (new,) + tuple(args[1:]), kwargs
-        return args, {**kwargs, "hidden_states": new}
-
-    return models.blocks(model)[boundary].register_forward_pre_hook(pre, with_kwargs=True, prepend=True)
-
-
 def _probs(model, out, measure, L, rows, run):
     """Probabilities (n_measured, V) at the measured positions (B, T) bool, from h_L."""
     import torch
@@ -149,9 +128,9 @@ def erase_effects(model, rows: list[Row], mean, boundaries=None) -> np.ndarray:
     for k, b in enumerate(boundaries):
         run = f"run erasing boundary {b}"
         if b == L:  # only the final norm and the unembedding read h_L(t)
-            out = {"resid": {L: _replaced(clean["resid"][L], where, None if mu is None else mu[L])}}
+            out = {"resid": {L: replaced(clean["resid"][L], where, None if mu is None else mu[L])}}
         else:
-            handle = _install(model, b, where, None if mu is None else mu[b])
+            handle = install_erase(model, b, where, None if mu is None else mu[b])
             try:
                 out = forward(model, ids, mask, pos, (L,), logits=False, prompts=prompts, run=run)
             finally:
@@ -213,13 +192,13 @@ def to_dataset(res: dict, prompts, attrs: dict, mean=None):
     import xarray as xr
 
     n, n_boundaries, T = res["E"].shape
-    return xr.Dataset(_token_vars(prompts, T) | {"effect": (("prompt", "boundary", "position"), res["E"])}
+    return xr.Dataset(token_vars(prompts, T) | {"effect": (("prompt", "boundary", "position"), res["E"])}
                       | ({"reference_mean": (("boundary", "d_model"), np.asarray(mean, np.float64))} if mean is not None else {}),
                       coords={"prompt": np.arange(n), "boundary": np.arange(n_boundaries), "position": np.arange(T)},
                       attrs={**attrs, "n_layers": n_boundaries - 1, "n_prompts": n})
 
 
-def _token_vars(prompts, T) -> dict:
+def token_vars(prompts, T) -> dict:
     """Per (prompt, position): token label ("" past the end), id (−1) and answer mask."""
     n = len(prompts)
     labels = np.full((n, T), "", dtype=object)

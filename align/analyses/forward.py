@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from align import capture, models
+from align import models
 from align.errors import NonFiniteError
+from align.hooks import capture
 
 _ADVICE = ("a weight of the checkpoint is NaN/inf, or its dtype overflows: check the checkpoint's weights, "
            "or run with --dtype float32; nothing was written")

@@ -42,12 +42,13 @@ import dataclasses
 
 import numpy as np
 
-from align import capture, models
-from align.analyses.erase import _token_vars
+from align import models
+from align.analyses.erase import token_vars
 from align.analyses.forward import check_batch, check_values
 from align.analyses.igrad_options import BASELINES, OBJECTS, PROTOCOLS, RULES, TARGETS, Variant, variant  # noqa: F401
-from align.analyses.skip import _first, _replace_first
 from align.errors import InputError, NonFiniteError
+from align.hooks import capture
+from align.hooks.igrad import install_interpolation
 
 PARTS = ("layer", "attn", "mlp")
 
@@ -59,45 +60,6 @@ def alphas(steps: int, rule: str) -> np.ndarray:
     if rule not in RULES:
         raise InputError(f"--rule {rule!r} must be one of {', '.join(RULES)}")
     return (np.arange(steps) + (0.0 if rule == "left" else 0.5)) / steps
-
-
-def _install(model, part: str, layer: int, alpha, v: Variant, store: dict):
-    """Forward hook replacing the object of `part` at `layer` (module docstring) by
-    y = b + r·(x − b), r = alpha (B,) per row, y a leaf that requires grad; x − b and y go
-    to `store`."""
-    import torch
-
-    def interpolated(x):
-        x = x.detach()
-        # Each row is the whole prompt (no padding): the mean over dim 1 is over its T positions.
-        b = x.mean(1, keepdim=True) if v.baseline == "position-mean" else torch.zeros_like(x[:, :1])
-        r = alpha.to(device=x.device, dtype=x.dtype)[:, None, None]
-        y = (b + r * (x - b)).requires_grad_(True)
-        store["dx"], store["y"] = x - b, y
-        return y
-
-    if part == "layer":
-        def hook(module, args, kwargs, output):
-            out = _first(output)
-            if v.object == "residual":
-                return _replace_first(output, interpolated(out))
-            # The hook sees the block's input before a device_map hook moved it to the block's device.
-            h_in = (args[0] if args else kwargs["hidden_states"]).detach().to(out.device)
-            return _replace_first(output, h_in + interpolated(out - h_in))
-
-        return models.blocks(model)[layer].register_forward_hook(hook, with_kwargs=True, prepend=True)
-    attn_mods, mlp_mods = models.sublayer_modules(model)
-    mod = {"attn": attn_mods, "mlp": mlp_mods}[part][layer]
-
-    def sub(module, args, output):
-        x = _first(output)
-        flat = x.dim() == 2  # a module on flattened tokens (OPT's fc2): interpolate per row as (B, T, d)
-        y = interpolated(x.view(len(alpha), -1, x.shape[-1]) if flat else x)
-        # A copy, so that a block adding into the returned tensor in place (Falcon) leaves the leaf alone.
-        return _replace_first(output, (y.view_as(x) if flat else y).clone())
-
-    return mod.register_forward_hook(sub, prepend=True)
-
 
 def _target(logits, target_ids, target: str):
     """f (B,): the answer tokens' summed probability ("prob") or log-probability ("logprob");
@@ -124,7 +86,7 @@ def _pass(model, ids, predicts, part, layer, alpha, prompt, v: Variant):
     tau = torch.as_tensor(np.flatnonzero(predicts), device=dev)
     store = {}
     run = f"run scaling {'' if part == 'layer' else part + ' of '}layer {layer}"
-    handle = _install(model, part, layer, torch.as_tensor(alpha), v, store)
+    handle = install_interpolation(model, part, layer, torch.as_tensor(alpha), v, store)
     try:
         with torch.enable_grad(), capture.capture(model, [L], stop_early=False) as out:
             models.base_model(model)(input_ids=input_ids, attention_mask=mask, position_ids=pos, use_cache=False)
@@ -210,7 +172,7 @@ def to_dataset(res: dict, prompts, attrs: dict):
 
     n, _, L, T = res["A"].shape
     return xr.Dataset(
-        _token_vars(prompts, T) | {
+        token_vars(prompts, T) | {
             "attribution": (("prompt", "part", "layer", "position"), res["A"]),
             "f": (("prompt",), res["f"]),
             "f_baseline": (("prompt", "part", "layer"), res["f_baseline"]),

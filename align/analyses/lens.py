@@ -33,7 +33,7 @@ HEAD_TOKENS = 1024
 
 def lens_logits(head, h):
     """The model's head applied to h (..., d_model): (..., vocab). `head` is an
-    align.families.Head: final norm, any module after it, unembedding, the family's cap or scale."""
+    align.models.families.Head: final norm, any module after it, unembedding, the family's cap or scale."""
     import torch
 
     with torch.inference_mode():

@@ -47,8 +47,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from align import corpus, models
+from align.analyses.prompts import pad
+from align.errors import InputError, NonFiniteError
+from align.hooks.skip import install_skip
 from align.stats import bootstrap
-from align.errors import InputError
 
 EPS = 1e-6
 SETTINGS = ("current", "future")
@@ -148,45 +151,6 @@ def rows_for(prompts, setting: str, seed: int = 0, include_position_zero: bool =
     return rows, short
 
 
-def _first(x):
-    return x[0] if isinstance(x, (tuple, list)) else x
-
-
-def _replace_first(output, new):
-    if isinstance(output, tuple):
-        return (new,) + tuple(output[1:])
-    if isinstance(output, list):
-        return [new] + list(output[1:])
-    return new
-
-
-def _install(model, part: str, layer: int, where):
-    """Register the intervention hook of (part, layer) at positions `where` (B, T) bool;
-    returns the handle. torch.where keeps dtype and values wherever `where` is False."""
-    import torch
-
-    from align import models
-
-    w = where[..., None]
-    if part == "layer":
-        def hook(module, args, kwargs, output):
-            out = _first(output)
-            # The hook sees the block's input before a device_map hook moved it to the block's device.
-            h_in = (args[0] if args else kwargs["hidden_states"]).to(out.device)
-            return _replace_first(output, torch.where(w.to(out.device), h_in, out))
-
-        return models.blocks(model)[layer].register_forward_hook(hook, with_kwargs=True, prepend=True)
-    attn_mods, mlp_mods = models.sublayer_modules(model)
-    mod = {"attn": attn_mods, "mlp": mlp_mods}[part][layer]
-
-    def zero(module, args, output):
-        out = _first(output)
-        ww = w.reshape(-1, 1) if out.dim() == 2 else w  # a module on flattened tokens (OPT's fc2)
-        return _replace_first(output, torch.where(ww.to(out.device), torch.zeros_like(out), out))
-
-    return mod.register_forward_hook(zero, prepend=True)
-
-
 def _stack_masks(rows, T):
     import torch
 
@@ -215,9 +179,7 @@ def skip_effects(model, rows: list[Row], parts=PARTS, eps: float = EPS) -> tuple
     maxima over each row's measured positions; R[:, s, l] = 0 for l < s."""
     import torch
 
-    from align import models
-    from align.analyses.forward import forward
-    from align.analyses.prompts import pad
+    from align.analyses.forward import forward  # imports torch: the CLI reads this module's constants without it
 
     L = len(models.blocks(model))
     dev = models.input_device(model)
@@ -236,7 +198,7 @@ def skip_effects(model, rows: list[Row], parts=PARTS, eps: float = EPS) -> tuple
 
     for pi, part in enumerate(parts):
         for s in range(L):
-            handle = _install(model, part, s, intervene)
+            handle = install_skip(model, part, s, intervene)
             try:
                 run = f"run skipping {'' if part == 'layer' else part + ' of '}layer {s}"
                 C2, p2 = _contribs_probs(forward(model, ids, mask, pos, boundaries, prompts=prompts, run=run), L)
@@ -254,8 +216,6 @@ def skip_effects(model, rows: list[Row], parts=PARTS, eps: float = EPS) -> tuple
 def _check_effects(R, O, parts, prompts) -> None:
     """NonFiniteError when an effect computed from finite runs is NaN/inf (a relative change
     that overflows float32), naming part, skipped and later layer and the prompt."""
-    from align.errors import NonFiniteError
-
     for name, v in (("R", R), ("O", O)):
         bad = np.argwhere(~np.isfinite(v))
         if len(bad):
@@ -312,8 +272,6 @@ def skipping(model, batches, *, settings=SETTINGS, parts=PARTS, seed: int = 0, b
     "n_prompts": {setting: int}, "n_prompts_too_short": int, "per_prompt": {setting: (R
     (n, parts, L, L), O (n, parts, L))}, "n_forwards", "n_forwards_one_at_a_time"};
     aggregations (max, mean_over_prompts)."""
-    from align import models
-
     batches = list(batches)
     if batches and isinstance(batches[0], np.ndarray):
         prompts, size = batches, batch_size or 8
@@ -451,8 +409,6 @@ def to_dataset(res: dict, attrs: dict, seed: int, levels=None, resampling: boots
 def prompt_levels(cspec, tokenizer) -> list | None:
     """The level of each prompt `load_prompts` gives (via `Sequence.doc`), or None when the
     corpus has no levels."""
-    from align import corpus
-
     doc_levels = corpus.document_levels(cspec)
     if all(lv is None for lv in doc_levels):
         return None
@@ -462,8 +418,6 @@ def prompt_levels(cspec, tokenizer) -> list | None:
 def answer_prompt_levels(cspec) -> list | None:
     """The level of each answer prompt (`answers.load_answer_prompts` skips blank documents,
     as here), or None when the corpus has no levels."""
-    from align import corpus
-
     if cspec.fmt == "plain" and cspec.path is not None and str(cspec.path).endswith(".jsonl"):
         return None
     levels = [item.level for item in corpus.items(cspec) if item.text.strip()]

@@ -10,11 +10,12 @@ import json
 import os
 from dataclasses import dataclass
 
-from align import corpus, discovery, families, models, provenance
+from align import corpus, models, provenance
 from align.errors import InputError, OutputRefused
 from align.extraction.options import ExtractOptions
 from align.fitting.options import MODEL_DEVICES, check_device
 from align.boundaries import parse_boundaries
+from align.models import discovery, families
 
 # Defining options: a store made with other values of these is another store. The hub
 # revision as typed is not one: "weights" (the commit it resolved to, or the weight files'

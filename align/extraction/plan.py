@@ -17,9 +17,10 @@ from align.errors import DiskSpaceError, InputError
 from align.extraction.inputs import Inputs
 from align.extraction.report import human
 from align.store import footprint
-from align.store.activations import TOKEN_CHUNK, TOKEN_FIELDS
+from align.store.layout import TOKEN_CHUNK, TOKEN_FIELDS
 from align.store.codecs import physical_dtype
-from align.store.outputs import free_bytes, local_path
+from align.store.outputs import free_bytes
+from align.store.paths import local_path
 
 DISK_MARGIN = 1.05
 SEGMENT_ROOM = 4096  # bytes of attributes kept for the run segments (~400 each) and progress a run adds

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from align import capture, models
+from align import models
 from align.errors import OverflowError16
 from align.extraction.batches import pad
+from align.hooks import capture
 from align.store.codecs import FLOAT16_MAX
 
 

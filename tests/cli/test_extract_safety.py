@@ -360,7 +360,7 @@ def test_finite_check_ignores_padding_and_finite_overflow_but_not_real_tokens():
     import torch
 
     from align.errors import NonFiniteError
-    from align.capture import check_finite
+    from align.hooks.capture import check_finite
 
     keep = torch.tensor([[True, True, False], [True, True, True]])  # 5 real tokens
     resid = torch.zeros(2, 3, 4)

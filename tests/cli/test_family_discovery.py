@@ -16,7 +16,7 @@ from tests.helpers.assertions import one_line_error
 @pytest.fixture
 def hidden(monkeypatch):
     """hidden(*model_types): align's family table without those model_types."""
-    from align import families
+    from align.models import families
 
     def hide(*types):
         monkeypatch.setattr(families, "BY_TYPE", {t: f for t, f in families.BY_TYPE.items() if t not in types})
@@ -51,7 +51,8 @@ def test_a_hidden_family_is_discovered_and_extracts_as_transformers_computes(mod
             "olmo2": ("model.layers", "model.norm", "post_attention_layernorm", "post_feedforward_layernorm")}
     assert (fam["blocks"], fam["final_norm"]) == want[model_type][:2]
     # the sublayers the probe chose are the ones transformers adds (OLMo 2: its post-norms)
-    from align import families, models
+    from align import models
+    from align.models import families
 
     model, _ = models.load_model(models.ModelSpec(models_dir[model_type]))
     assert (families.of(model).attn_out, families.of(model).mlp_out) == want[model_type][2:]

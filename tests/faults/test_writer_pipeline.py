@@ -20,7 +20,8 @@ from transformers import AutoModelForCausalLM
 
 import align
 from align.extraction import pipeline as ex
-from align.store import activations as act
+from align.store import writer as act
+from align.store.reader import open_activations
 from align.store.arrays import write_activations
 from tests.helpers.faults import killed_run
 
@@ -33,7 +34,7 @@ def _planned(path: str, n: int, nb: int, d: int, C: int):
     """A planned bfloat16 store with nothing written (as extract leaves it before the forward)."""
     write_activations(path, np.zeros((nb, n, d), np.float32), _tokens(n, 10), {"tokenizer_hash": "t"},
                       store_dtype="bfloat16", codec="crc32c", chunk_tokens=C, complete=False)
-    return act.open_activations(path, mode="r+")
+    return open_activations(path, mode="r+")
 
 
 @pytest.mark.parametrize("threads", [1, 4])
@@ -71,7 +72,7 @@ def test_writer_commits_only_written_chunks(tmp_path, monkeypatch, threads):
     assert checked[-1] == (n, n) and len(checked) >= 5
     assert all(c[0] in cuts for c in checked)  # commits only at batch ends
     assert np.array_equal(zarr.open_array(os.path.join(path, "resid"), mode="r")[:], data)
-    assert act.open_activations(path).complete
+    assert open_activations(path).complete
 
 
 def test_writer_resumes_from_a_partly_written_chunk(tmp_path):
@@ -84,8 +85,8 @@ def test_writer_resumes_from_a_partly_written_chunk(tmp_path):
     w.append({"resid": data[:, :70]}, 7)
     w.append({"resid": data[:, 70:150]}, 15)  # flush of chunks 1 (64..128): commit at 70
     w.close()  # as a killed run leaves it, minus the buffered tail
-    assert act.open_activations(path).progress["committed_tokens"] == 70
-    w = act.ActivationWriter(act.open_activations(path, mode="r+"), threads=4)
+    assert open_activations(path).progress["committed_tokens"] == 70
+    w = act.ActivationWriter(open_activations(path, mode="r+"), threads=4)
     w.append({"resid": data[:, 70:300]}, 30)
     w.finish()
     assert np.array_equal(zarr.open_array(os.path.join(path, "resid"), mode="r")[:], data)
@@ -121,7 +122,7 @@ def test_kill_mid_chunk_write_with_4_threads_resumes_bit_identical(zoo, corpus_f
     log = tmp_path / "fault.log"
     cmd = [sys.executable, "-m", "align.cli.main", "extract", zoo("qwen2"), corpus_file, "-o", out, *opts]
     killed_run(cmd, log, "mid_chunk_write:5")
-    killed = act.open_activations(out)
+    killed = open_activations(out)
     assert not killed.complete and 0 < killed.progress["committed_tokens"] < killed.n_tokens
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0 and "resuming" in p.stderr, p.stderr

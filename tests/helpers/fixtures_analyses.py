@@ -2,7 +2,7 @@
 loops, float64 numpy. Nothing here imports align; the tests compare align against these.
 
 The architecture knowledge below (where blocks and sublayer outputs live) is written out
-independently of align/models.py on purpose."""
+independently of align/models/ on purpose."""
 
 from __future__ import annotations
 

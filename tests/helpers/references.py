@@ -11,7 +11,7 @@ scikit-learn's `Ridge` (with intercept, float64) on raw rows, α relative to the
 the centred Gram matrix, and the held-out scores written out with numpy and `r2_score`.
 
 `ARCH[model_type]` says where each decoder family keeps its parts, written out from
-transformers' model code independently of align/families.py: the blocks, the final norm and the
+transformers' model code independently of align/models/families.py: the blocks, the final norm and the
 modules after it, the unembedding, which block children add to the residual, the multiplier on
 what they add, and the model's own last step on its logits (`blocks`, `head`, `scale`).
 """

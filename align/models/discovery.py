@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from align.errors import ModelError
-from align.families import (
+from align.models.families import (
     Family, SUPPORTED, assign, blocks, for_config, get_path, head, of, residual_scale,
 )
 
@@ -84,7 +84,7 @@ def discover(model) -> Family:
     mlp = next((n for n in MLP_NAMES if n in children), None)
     return Family(f"discovered:{mt}", (mt,), blocks=blocks_path, embed=_path_of(model, in_emb) or "", final_norm=norm,
                   unembed=unembed_path, attn_out=attn, mlp_out=mlp, found="discovered",
-                  notes="found by align.discovery.discover and checked by verify")
+                  notes="found by align.models.discovery.discover and checked by verify")
 
 
 # A float32 probe must agree to rounding; bf16/fp16 weights are probed in float32 arithmetic of

@@ -15,7 +15,7 @@ the sublayers do not add) is one named function per family, below the table.
     lens     head(h) = finish(unembed(after_norm(final_norm(h)))): head(h_L) is the model's
              own logits
 
-A model_type not in the table is discovered and proved by align.discovery.
+A model_type not in the table is discovered and proved by align.models.discovery.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ final norm applied, and transformers' own hooks miss blocks swapped after the fi
 
     h_0      input of block 0            (forward pre-hook on block 0)
     h_{l+1}  output of block l           (forward hook on block l; tensor or tuple[0])
-    a_l, m_l outputs of the modules `align.families` names as "what is added" (times the
+    a_l, m_l outputs of the modules `align.models.families` names as "what is added" (times the
              family's residual multiplier; a copy where the block changes them in place)
 """
 
@@ -15,16 +15,14 @@ from contextlib import contextmanager
 
 import torch
 
-from align import families, models
+from align import models
 from align.errors import NonFiniteError
+from align.hooks.outputs import first
+from align.models import families
 
 
 class _StopForward(Exception):
     """Raised by a hook once everything asked for is captured: later blocks need not run."""
-
-
-def _first(x):
-    return x[0] if isinstance(x, (tuple, list)) else x
 
 
 @contextmanager
@@ -52,7 +50,7 @@ def capture(model, boundaries, layers=(), stop_early: bool = True):
     def block_hook(l):
         def hook(module, args, output):
             if l + 1 in boundaries:
-                out["resid"][l + 1] = _first(output)
+                out["resid"][l + 1] = first(output)
             if stop_early and l == last_block and l < L - 1:
                 raise _StopForward
         return hook
@@ -62,7 +60,7 @@ def capture(model, boundaries, layers=(), stop_early: bool = True):
 
     def sub_hook(kind, l):
         def hook(module, args, output):
-            t = _first(output)
+            t = first(output)
             if t.dim() == 2:  # a module on flattened tokens (OPT's fc2): back to (batch, seq, d_model)
                 t = t.view(*shapes[l], -1)
             if fam.copy_sublayers:  # the block adds into this tensor in place after the hook (Falcon)
