@@ -13,7 +13,7 @@ from align import capture, models, ridge
 from align.extraction.batches import pad
 from align.faults import fault_point
 from align.fitting.batches import Batch, TokenTable
-from align.fitting.options import FitOptions, LiveJob
+from align.fitting.options import FitRequest, LiveJob
 from align.fitting.progress import Progress
 from align.fitting.graph import heldout_of
 from align.fitting.result import pair_results
@@ -209,15 +209,15 @@ def heldout_pass(net: Models, table: TokenTable, batches, source_boundaries, blo
 
 
 def run_blocks(net: Models, table: TokenTable, batches, source_boundaries, blocks, keep_heldout: bool,
-               options: FitOptions, split: Split, progress: Progress) -> tuple:
+               options: FitRequest, split: Split, progress: Progress) -> tuple:
     """Every block in turn: statistics pass, solve (the shared solver, the source's factors
     shared by all blocks), held-out pass. Returns ({(i, j): fitted + scores}, {block:
-    numpy statistics} when options.keep_statistics)."""
+    numpy statistics} when options.hooks.keep_statistics)."""
     results, kept_stats, factors, shifts = {}, {}, {}, Shifts()
     solve_device = str(net.device)  # where the sums are: the target's input device ("cuda:1" too), or the CPU
 
     def alphas_check(scale):
-        check_alphas(options.alphas, scale, split.n_select, split.n_train)
+        check_alphas(options.spec.alphas, scale, split.n_select, split.n_train)
 
     for k, block in enumerate(blocks):
         label = f"pass {k + 1} of {len(blocks)}"
@@ -225,13 +225,13 @@ def run_blocks(net: Models, table: TokenTable, batches, source_boundaries, block
                                       label, alphas_check if k == 0 else None, split.stat_part)
         reduced = stats.numpy(net.backend)
         del stats
-        fitted, fractions = solve_all(reduced, options.alphas, shifts.x, shifts.y[block], solve_device, factors,
-                                      options.extend_alphas)
-        if options.keep_statistics:
+        fitted, fractions = solve_all(reduced, options.spec.alphas, shifts.x, shifts.y[block], solve_device, factors,
+                                      options.spec.extend_alphas)
+        if options.hooks.keep_statistics:
             kept_stats[block] = reduced
         del reduced
         sums = heldout_pass(net, table, batches, source_boundaries, block, {"fitted": fitted, "fractions": fractions}, kept,
-                            progress, label + ", held-out", split.heldout_index if options.bootstrap else None)
-        results.update(pair_results(fitted, sums, split, options.resampling, fractions))
+                            progress, label + ", held-out", split.heldout_index if options.spec.bootstrap else None)
+        results.update(pair_results(fitted, sums, split, options.spec.resampling, fractions))
         del kept, fitted
     return results, kept_stats
