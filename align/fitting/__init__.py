@@ -10,8 +10,9 @@ One concept a module:
 - `split`: documents → parts (pure): `make_split(doc, pos, options) -> Split` (document ids
   per part, each token's part ridge.FIT / ridge.VAL / TEST / -1, counts).
 - `budget`: pure arithmetic of memory and disk: `statistics_bytes`, `block_bytes`,
-  `plan_blocks` (a list of (source boundaries, target boundaries) blocks and tokens per
-  task, or None: the caller words the refusal), `result_bytes`, `human_bytes`.
+  `plan_blocks` (a `BlockPlan` of the `PairGrid`: (source boundaries, target boundaries)
+  blocks and tokens per task, or None: the caller words the refusal), `result_bytes` (a
+  `ResultBytes` of a `ResultShape`), `human_bytes`.
 - `cluster`: where the store route runs (threads of this process, a local Dask cluster, a
   scheduler address) and what that costs in memory; `blas_limit`, `device_budget`.
 - `graph`: the store route's Dask tasks (statistics read from the stores, tree sums,
@@ -28,7 +29,7 @@ The seam a source of statistics plugs into (the live route does what `stores.fit
     split = make_split(doc, pos, opts.spec)                  # doc, pos: (n_tokens,) of the token stream
     check_result_room(output, src_boundaries, tgt_boundaries, source_side, target_side, split, opts.spec.save_maps)
     check_alphas(opts.spec.alphas, scale, split.n_select, split.n_train)
-    plan = plan_blocks(src_boundaries, tgt_boundaries, d_s, d_t, tokens, budget_bytes, n_tokens=N)   # None: refuse
+    plan = plan_blocks(PairGrid(src_boundaries, tgt_boundaries, d_s, d_t), tokens, budget_bytes, n_tokens=N)  # None: refuse
     for I, J in blocks:                                  # blocks of one source block are consecutive
         stats = ridge.Statistics.zeros(I, J, d_s, d_t, backend)      # accumulate on the device
         ridge.chunk_statistics(xs, ys, part, x_shift, y_shift, backend, into=stats)   # per batch
@@ -44,7 +45,8 @@ x_shift / y_shift ({boundary: float64 (d,)}) are any fixed vectors near the trai
 conditioned; the maps come back in raw units.
 """
 
-from align.fitting.budget import block_bytes, human_bytes, plan_blocks, result_bytes, statistics_bytes
+from align.fitting.budget import (BlockPlan, PairGrid, ResultBytes, ResultShape, block_bytes, human_bytes, plan_blocks,
+                                  result_bytes, statistics_bytes)
 from align.fitting.options import Execution, FitSpec, check_device, request
 from align.fitting.result import Side, alignment_dataset, check_result_room, pair_results, write_alignment
 from align.fitting.solve import check_alphas, solve
@@ -52,7 +54,7 @@ from align.fitting.split import TEST, Split, make_split, split_documents, token_
 from align.fitting.stores import FitReport, fit, open_pair
 
 __all__ = [
-    "Execution", "FitReport", "FitSpec", "Side", "Split", "TEST", "alignment_dataset", "block_bytes", "check_alphas",
+    "BlockPlan", "Execution", "FitReport", "FitSpec", "PairGrid", "ResultBytes", "ResultShape", "Side", "Split", "TEST", "alignment_dataset", "block_bytes", "check_alphas",
     "check_device", "check_result_room", "fit", "human_bytes", "make_split", "open_pair", "pair_results",
     "plan_blocks", "request", "result_bytes", "solve", "split_documents", "statistics_bytes", "token_parts", "write_alignment",
 ]

@@ -18,7 +18,7 @@ from align import store as st
 from align.errors import DiskSpaceError, NonFiniteError, OutputRefused
 from align.analyses.bootstrap import Resampling
 from align.fitting import uncertainty
-from align.fitting.budget import RESULT_MARGIN, human_bytes, result_bytes
+from align.fitting.budget import RESULT_MARGIN, ResultBytes, ResultShape, human_bytes, result_bytes
 from align.fitting.split import Split
 
 SCORES = ("relative_error", "norm_error", "r2", "alpha", "alpha_rel")
@@ -304,11 +304,11 @@ def check_result_room(output: str, src_boundaries, tgt_boundaries, source: Side,
                       save_maps: bool) -> None:
     """`check_room` for the alignment result these layers, sides and split make."""
     attrs = len(json.dumps(jsonable({"source": source.provenance, "target": target.provenance, "split": split.record()})))
-    check_room(output, result_bytes(len(src_boundaries), len(tgt_boundaries), source.d_model, target.d_model,
-                                    len(split.test_docs), save_maps, attrs))
+    shape = ResultShape(len(src_boundaries), len(tgt_boundaries), source.d_model, target.d_model, len(split.test_docs))
+    check_room(output, result_bytes(shape, save_maps, attrs))
 
 
-def check_room(output: str, sizes: dict) -> None:
+def check_room(output: str, sizes: ResultBytes) -> None:
     """Refuse, before any computing, a local `output` that cannot be written (no folder to
     write in, no permission: a probe file is created and removed in the folder the result
     will go to, or its nearest existing ancestor) or whose file system has less free space
@@ -331,10 +331,10 @@ def check_room(output: str, sizes: dict) -> None:
     except OSError as e:
         raise OutputRefused(f"-o {output}: cannot write in {existing} ({e.strerror or e}): "
                             "choose a folder you can write to (nothing was computed)") from None
-    need = sum(sizes.values())
+    need = sum(sizes)
     free = st.free_bytes(existing)
     if need * RESULT_MARGIN > free:
-        maps = f", {human_bytes(sizes['maps'])} of it the maps of --save-maps" if sizes.get("maps") else ""
+        maps = f", {human_bytes(sizes.maps)} of it the maps of --save-maps" if sizes.maps else ""
         raise DiskSpaceError(
             f"-o {output}: the alignment result needs up to {human_bytes(need * RESULT_MARGIN)}{maps}, but only {human_bytes(free)} "
             f"is free in {existing}: free some space or choose another -o{' (or drop --save-maps)' if maps else ''}; "

@@ -330,8 +330,9 @@ def _plan(opts: FitRequest, ex, S, T, src_boundaries, tgt_boundaries, client_ext
     per_worker = opts.hooks.worker_budget if opts.hooks.worker_budget is not None else worker_budget_of(ex, client_extra)
     if opts.run.device != "cpu":
         per_worker = min(per_worker, device_budget(opts.run.device))
-    planned = budget.plan_blocks(src_boundaries, tgt_boundaries, S.d_model, T.d_model, step, per_worker, S.chunk_tokens,
-                                 fixed_tokens=fixed, n_tokens=S.n_tokens, parts=split.n_parts)
+    grid = budget.PairGrid(src_boundaries, tgt_boundaries, S.d_model, T.d_model)
+    planned = budget.plan_blocks(grid, step, per_worker, S.chunk_tokens, fixed_tokens=fixed, n_tokens=S.n_tokens,
+                                 parts=split.n_parts)
     if planned is None:
         need, least = budget.least_pair_bytes(S.d_model, T.d_model, step, S.chunk_tokens, S.n_tokens, fixed)
         refuse_memory(ex, client_extra, need, S.d_model, T.d_model, least)
