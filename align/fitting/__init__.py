@@ -36,7 +36,7 @@ The seam a source of statistics plugs into (the live route does what `stores.fit
         fitted = solve(stats.numpy(backend), opts.spec.alphas, x_shift, y_shift, opts.run.device, factors)
         sums = ridge.tree_sum([ridge.heldout_sums(xs, ys, fitted, backend) ...], ridge.add_heldout)
         results.update(pair_results(fitted, sums))
-    ds = alignment_dataset(results, src_boundaries, tgt_boundaries, source_side, target_side, split,
+    ds = alignment_dataset(results, (src_boundaries, tgt_boundaries), (source_side, target_side), split,
                            opts.recorded(n_tokens=split.counts, ...), route="live", save_maps=opts.spec.save_maps)
     write_alignment(output, ds, inputs={...}, overwrite=opts.run.overwrite)
 

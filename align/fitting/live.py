@@ -33,6 +33,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -48,7 +49,7 @@ from align.fitting.cluster import default_memory_limit, executor
 from align.fitting.graph import add_heldout_task, add_task, tree
 from align.fitting.options import Execution, FitRequest, FitSpec, LiveJob, request
 from align.fitting.pairing import check_tokenizers
-from align.fitting.passes import forward, load_models, run_blocks, training_shift
+from align.fitting.passes import PassInputs, forward, load_models, run_blocks, training_shift
 from align.fitting.progress import Progress
 from align.fitting.result import Side, alignment_dataset, check_result_room, grid_note, pair_results, write_alignment
 from align.fitting.shards import ShardTask, shard_heldout_task, shard_statistics_task, shards_of, shift_task
@@ -303,7 +304,8 @@ def fit_live(job: LiveJob, output: str | None, spec: FitSpec | None = None, run:
         check_result_room(output, p.source_boundaries, p.target_boundaries, *sides, p.split, options.spec.save_maps)
     if options.run.scheduler not in (None, "synchronous", "sync") and not dry_run:
         plan, results, statistics, rates, loop_s = run_on_cluster(p, options, log)
-        return finish(p, sides, results, statistics, plan, options, output, inputs, rates, loop_s, "cluster", log, t0)
+        return finish(p, sides, Outcome(results, statistics, rates, loop_s, "cluster", t0), plan, options, output, inputs,
+                      log)
     plan = make_plan(p, options, device_memory)
     for line in plan.lines(len(p.source_boundaries), len(p.target_boundaries), job.batch_size):
         log(line)
@@ -315,21 +317,31 @@ def fit_live(job: LiveJob, output: str | None, spec: FitSpec | None = None, run:
     progress = Progress(total, log, terminal)
     t_loop = time.time()
     try:
-        results, statistics = run_blocks(net, p.table, p.batches, p.source_boundaries, plan.blocks, plan.keep_heldout,
-                                         options, p.split, progress)
+        inputs_of_passes = PassInputs(net, p.table, p.batches, p.source_boundaries, progress)
+        results, statistics = run_blocks(inputs_of_passes, plan.blocks, plan.keep_heldout, options, p.split)
     finally:
         progress.close()
     loop_s = time.time() - t_loop
-    return finish(p, sides, results, statistics, plan, options, output, inputs, progress.rates(), loop_s,
-                  str(net.device.type), log, t0)
+    outcome = Outcome(results, statistics, progress.rates(), loop_s, str(net.device.type), t0)
+    return finish(p, sides, outcome, plan, options, output, inputs, log)
 
 
-def finish(p: Prepared, sides, results, statistics, plan: LivePlan, options: FitRequest, output, inputs, rates: str,
-           loop_s: float, where: str, log, t0: float) -> LiveReport:
+class Outcome(NamedTuple):
+    """What the passes of a live fit produced, for `finish`."""
+    results: dict  # {(i, j): fitted + scores}
+    statistics: dict  # {block: numpy statistics} (keep_statistics), else {}
+    rates: str  # the passes' rates, for the log
+    loop_s: float  # seconds of the passes, solves and held-out sums
+    where: str  # where the sums were computed: "cpu", "cuda" or "cluster"
+    started: float  # time.time() at the start of the fit
+
+
+def finish(p: Prepared, sides, outcome: Outcome, plan: LivePlan, options: FitRequest, output, inputs, log) -> LiveReport:
     """The alignment Dataset (the shared writer's, route "live") written to `output`."""
+    results, statistics, rates, loop_s, where, t0 = outcome
     log(f"align fit --live: {plan.passes} pass(es) over {p.table.n_tokens:,} tokens, {rates}")
     recorded = options.recorded(batch_size=p.job.batch_size, n_tokens=p.split.counts, device=where)
-    ds = alignment_dataset(results, p.source_boundaries, p.target_boundaries, *sides, p.split, recorded, route="live",
+    ds = alignment_dataset(results, (p.source_boundaries, p.target_boundaries), sides, p.split, recorded, route="live",
                            save_maps=options.spec.save_maps, resampling=options.spec.resampling)
     note = grid_note(ds, options.spec.extend_alphas)
     if note:

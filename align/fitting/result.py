@@ -107,10 +107,10 @@ def _weights(n_docs: int, resampling: Resampling) -> np.ndarray:
     return _WEIGHTS[key]
 
 
-def alignment_dataset(results: dict, src_boundaries, tgt_boundaries, source: Side, target: Side, split: Split,
-                      options: dict, route: str = "store", save_maps: bool = False,
-                      resampling: Resampling | None = None):
-    """The alignment result (`schema: alignment`) as an xarray Dataset: the five scores over
+def alignment_dataset(results: dict, boundaries: tuple, sides: tuple, split: Split, options: dict, route: str = "store",
+                      save_maps: bool = False, resampling: Resampling | None = None):
+    """The alignment result (`schema: alignment`) of `boundaries` = (source boundaries, target
+    boundaries) and `sides` = (source Side, target Side) as an xarray Dataset: the five scores over
     (source_boundary, target_boundary), `val_sse` over (source_boundary, target_boundary, alpha_grid: α_rel),
     `heldout_doc`, W and c with `save_maps`, and attributes summary, split, options, both
     sides' provenance and `route` ("store" or "live"). When the results hold per-document
@@ -119,6 +119,7 @@ def alignment_dataset(results: dict, src_boundaries, tgt_boundaries, source: Sid
     the summary. Refuses (NonFiniteError) a non-finite score before anything is summarised."""
     import xarray as xr
 
+    (src_boundaries, tgt_boundaries), (source, target) = boundaries, sides
     if route not in ROUTES:
         raise ValueError(f"route {route!r} is not one of {ROUTES}")
     L_S, L_T = source.n_layers, target.n_layers

@@ -30,7 +30,7 @@ from align.fitting.cluster import (
     PLAN_FRACTION, SYNC, THREADS, cancel, default_memory_limit, device_budget, executor, local_workers, refuse_memory,
     worker_budget_of,
 )
-from align.fitting.graph import Job, block_graph
+from align.fitting.graph import BlockSettings, Job, Tokens, block_graph
 from align.fitting.options import Execution, FitRequest, FitSpec, request
 from align.fitting.pairing import check_tokenizers
 from align.fitting.result import (
@@ -267,14 +267,14 @@ def fit(source: str, target: str, output: str | None, spec: FitSpec | None = Non
                   uuid.uuid4().hex)
         plan["products"] = "numpy" if job.backend().torch is None else "torch"
         solve_threads = opts.run.blas_threads and opts.run.blas_threads * (ex.n_workers if ex.mode != "remote" else 1)
+        tokens = Tokens(split.part, split.heldout_index if opts.spec.bootstrap else None, split.stat_part, split.partner)
+        settings = BlockSettings(opts.spec.alphas, opts.spec.extend_alphas, solve_threads, opts.spec.save_maps,
+                                 opts.hooks.keep_statistics, keep_heldout)
         factors, factors_of = {}, None
         for b, (I, J) in enumerate(blocks):
             if I != factors_of:  # blocks come source block by source block: keep one block's factors
                 factors, factors_of = {}, I
-            dsk, key = block_graph(b, I, J, job, ranges, split.part, shifts, opts.spec.alphas, opts.spec.save_maps,
-                                   opts.hooks.keep_statistics, solve_threads, keep_heldout, factors,
-                                   hdoc=split.heldout_index if opts.spec.bootstrap else None, extend=opts.spec.extend_alphas,
-                                   stat_part=split.stat_part, partner=split.partner)
+            dsk, key = block_graph(b, (I, J), job, ranges, tokens, shifts, settings, factors)
             if b == 0 and not dataset_modules_counted:
                 import_ahead()  # the result's modules load while the sums are computed (GIL released)
             try:
@@ -288,7 +288,7 @@ def fit(source: str, target: str, output: str | None, spec: FitSpec | None = Non
             if opts.hooks.keep_statistics:
                 statistics[(I, J)] = out["stats"]
     plan.pop("block_list")
-    ds = alignment_dataset(results, src_boundaries, tgt_boundaries, *sides, split,
+    ds = alignment_dataset(results, (src_boundaries, tgt_boundaries), sides, split,
                            opts.recorded(task_tokens=step, n_tokens=split.counts), "store", opts.spec.save_maps,
                            opts.spec.resampling)
     note = grid_note(ds, opts.spec.extend_alphas)
