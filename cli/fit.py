@@ -9,7 +9,7 @@ from align.models import DTYPES
 from align.records import build
 from align.fitting.options import CONTROLS
 from align.analyses.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
-from align.cli.extract import corpus_options, corpus_spec
+from align.cli.extract import corpus_options, corpus_spec, model_spec
 
 
 def _alphas(ctx, param, value):
@@ -141,7 +141,6 @@ def fit_cmd(source, target, output, test_fraction, val_fraction, seed, alphas, b
 def fit_live_cmd(source, target, corpus_path, output, live, spec, run_values, values) -> None:
     """The --live form: model and corpus specs from the options, then align.fitting.live;
     `run_values`: the command's own options (the Execution's fields), `values`: the --live ones."""
-    from align import models
     from align.errors import InputError
     from align.fitting.live import LiveJob, fit_live
     from align.fitting.options import MODEL_DEVICES, Execution, parse_memory
@@ -155,12 +154,12 @@ def fit_live_cmd(source, target, corpus_path, output, live, spec, run_values, va
         raise InputError(f"--device {device!r}: with --live the models run on cpu, cuda or auto (accelerate's device_map)")
     v = values
     sides = {}
-    for side in ("source", "target"):
-        sides[side] = models.ModelSpec(
-            name=source if side == "source" else target, revision=v[f"{side}_revision"],
-            dtype=v[f"{side}_dtype"] or v["dtype"], device=device, trust_remote_code=v["trust_remote_code"],
-            allow_pickle_weights=v["allow_pickle_weights"], random_init=v["random_init"] or v[f"{side}_random_init"],
-            seed=v[f"{side}_init_seed"], family=v[f"{side}_family"])
+    for side, name in (("source", source), ("target", target)):
+        # each side's own option where the two can differ, the shared one (--dtype, --random-init) beside it
+        own = {"revision": v[f"{side}_revision"], "dtype": v[f"{side}_dtype"] or v["dtype"], "device": device,
+               "random_init": v["random_init"] or v[f"{side}_random_init"], "seed": v[f"{side}_init_seed"],
+               "family": v[f"{side}_family"]}
+        sides[side] = model_spec(name, {**v, **own})
     cspec = corpus_spec(corpus_path, v)
     gpu = device == "cuda" or (device == "auto" and _cuda())
     job = build(LiveJob, v, source=sides["source"], target=sides["target"], corpus=cspec)
