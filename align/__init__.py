@@ -6,12 +6,12 @@ Public entry points (`extract` and the stores' functions are imported on first u
 - `align.extract(...)`: residual streams of a model over a corpus into an activation store
   (`align.extraction`; options as `align.extraction.ExtractOptions`).
 - `align.fit(...)`: ridge maps from every boundary of one store to every boundary of another
-  (`align.fitting`; options as `align.FitOptions`).
+  (`align.fitting`; what it computes as `align.FitSpec`, where it runs as `align.Execution`).
 - `align.open_alignment(path)`: the alignment result as an xarray Dataset.
 - `align.store.open_activations(path)`: per-boundary access to an activation store.
 """
 
-from align.fitting import FitOptions, fit
+from align.fitting import Execution, FitSpec, fit
 from align.version import __version__
 
 _LAZY = {

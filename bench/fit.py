@@ -32,7 +32,7 @@ import psutil
 
 
 def make_store(path, n_tokens, n_layers, d_model, doc_len, seed):
-    from align.store.arrays import write_activations
+    from align.store.arrays import StoreFormat, StoreShape, write_activations
 
     doc = np.arange(n_tokens) // doc_len
     pos = (np.arange(n_tokens) % 256).astype(np.int32)
@@ -48,7 +48,7 @@ def make_store(path, n_tokens, n_layers, d_model, doc_len, seed):
     prov = {"model": f"random-{n_layers}x{d_model}", "model_type": "synthetic",
             "tokenizer_hash": {"vocab": "v", "merges": "m", "added_tokens": "a", "normalizer_pretokenizer": "n",
                                "special_wrapping": "s", "all": "x"}}
-    return write_activations(path, block, tok, prov, n_layers=n_layers, d_model=d_model, codec="none")
+    return write_activations(path, block, tok, prov, StoreShape(n_layers, d_model), StoreFormat(codec="none"))
 
 
 def matmul_rates(shapes: dict, chunk: int, seconds: float = 3.0) -> dict:

@@ -640,11 +640,12 @@ def blocking_budget(p, options, limit: int | None = None) -> tuple:
     held-out rows not kept), and at most `limit` (on a GPU: the share of its free memory align
     plans for by default)."""
     from align.fitting import live
+    from align.fitting.options import FitHooks
 
-    one = live.make_plan(p, dataclasses.replace(options, worker_budget=1 << 62), None)
+    one = live.make_plan(p, dataclasses.replace(options, hooks=FitHooks(worker_budget=1 << 62)), None)
     one_pass = sum(one.bytes.values()) - one.bytes.get("held-out rows", 0)
     budget = one_pass - 1 if limit is None else min(one_pass - 1, limit)
-    return budget, live.make_plan(p, dataclasses.replace(options, worker_budget=budget), None), one_pass
+    return budget, live.make_plan(p, dataclasses.replace(options, hooks=FitHooks(worker_budget=budget)), None), one_pass
 
 
 def compare_fits(live_ds, ref_ds) -> dict:
@@ -677,13 +678,14 @@ def phase_fit_live(ctx: dict, small: str, large: str, n_tokens: int, batch_size:
     import torch
 
     from align import corpus as corpus_mod
-    from align.fitting import FitOptions, live
+    from align.fitting import live
+    from align.fitting.options import request
 
     device = ctx["device"]
     release(device)  # what the fit phase's GPU fit cached
     job = live.LiveJob(model_spec(ctx["folders"][small], device), model_spec(ctx["folders"][large], device),
                        corpus_mod.CorpusSpec(ctx["corpus"], max_tokens=n_tokens), batch_size)
-    options = FitOptions().checked()
+    options = request(None, None, {})
     limit = None
     if device == "cuda":
         limit = int(getattr(live, "GPU_FRACTION", 0.9) * torch.cuda.mem_get_info()[0])
@@ -693,9 +695,9 @@ def phase_fit_live(ctx: dict, small: str, large: str, n_tokens: int, batch_size:
     log = []
     # On a GPU the budget is --device-memory's (the user's knob); on the CPU the plan's own room
     # (--memory-limit would subtract this process's resident size, which varies run to run).
-    run_options = options if device == "cuda" else dataclasses.replace(options, worker_budget=budget)
+    hooks = {} if device == "cuda" else {"worker_budget": budget}
     t = time.perf_counter()
-    rep = live.fit_live(job, None, run_options, device_memory=budget if device == "cuda" else None, log=log.append)
+    rep = live.fit_live(job, None, device_memory=budget if device == "cuda" else None, log=log.append, **hooks)
     wall = time.perf_counter() - t
     peak_gpu = torch.cuda.max_memory_allocated() if device == "cuda" else None
     cs, ct = prepared.configs

@@ -139,7 +139,6 @@ def main():
     from align import corpus as corpus_mod
     from align import models
     from align.fitting import live
-    from align.fitting.options import FitOptions
 
     root = tempfile.mkdtemp(prefix="align-bench-live-")
     result = {"config": {**vars(args), "cpu_count": os.cpu_count(), "machine": platform.machine(),
@@ -151,9 +150,9 @@ def main():
         job = live.LiveJob(models.ModelSpec(S), models.ModelSpec(T),
                            corpus_mod.CorpusSpec(corpus, max_length=args.seq, max_tokens=args.tokens), args.batch_size)
         quiet = lambda m: None  # noqa: E731
-        est = live.fit_live(job, None, FitOptions(), dry_run=True, log=quiet).dry_run
+        est = live.fit_live(job, None, dry_run=True, log=quiet).dry_run
         t = time.time()
-        rep = live.fit_live(job, os.path.join(root, "live.zarr"), FitOptions(), log=quiet)
+        rep = live.fit_live(job, os.path.join(root, "live.zarr"), log=quiet)
         live_s = time.time() - t
         plan = rep.plan
         n = plan["n_tokens"]

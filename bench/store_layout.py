@@ -128,13 +128,13 @@ def writer_write(data: np.ndarray, C: int, path: str, threads: int, seq_len: int
     from align.extraction import pipeline as ex
     from align.store import writer as act
     from align.store.reader import open_activations
-    from align.store.arrays import write_activations
+    from align.store.arrays import StoreFormat, write_activations
 
     nb, n, d = data.shape
     seq = np.arange(n) // seq_len
     tokens = {"token_id": np.zeros(n, np.int32), "doc": seq, "seq": seq, "pos": np.arange(n) % seq_len}
     write_activations(path, lambda a, b: np.zeros((nb, b - a, d), np.float32), tokens, {"tokenizer_hash": "bench"},
-                      store_dtype="bfloat16", codec="crc32c", chunk_tokens=C, complete=False)
+                      fmt=StoreFormat("bfloat16", "crc32c", C), complete=False)
     store = open_activations(path, mode="r+")
     t = time.perf_counter()
     w = act.ActivationWriter(store, threads=threads)

@@ -6,8 +6,10 @@ from __future__ import annotations
 import click
 
 from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
-from align.analyses.skip import SPLITS
+from align.analyses.options import LensOptions, SkipOptions
+from align.analyses.skip import PARTS, SETTINGS, SPLITS
 from align.cli.extract import corpus_options, corpus_spec, model_options, model_spec
+from align.records import build
 
 
 def _specs(model, corpus, values):
@@ -81,7 +83,7 @@ def _choices(value, allowed, option):
 @click.argument("model", required=False)
 @click.argument("corpus", required=False)
 @_common
-@click.option("--settings", default="current,future", show_default=True, help="Comma-separated: current, future.")
+@click.option("--settings", default="current,future", show_default=True, help=f"Comma-separated: {', '.join(SETTINGS)}.")
 @click.option("--parts", default="layer,attn,mlp", show_default=True, help="Comma-separated: layer, attn, mlp.")
 @click.option("--split-seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the future setting's split points.")
 @click.option("--split", default="random", show_default=True, metavar="|".join(SPLITS),
@@ -104,11 +106,11 @@ def skip_cmd(model, corpus, output, batch_size, overwrite, settings, parts, spli
     prompt-bootstrap 95% intervals of both aggregates."""
     from align.analyses.run import run_skip
 
+    values = dict(locals())
     spec, cspec = _specs(model, corpus, kw)
-    run_skip(output, spec=spec, cspec=cspec, batch_size=batch_size,
-             settings=_choices(settings, ("current", "future"), "--settings"),
-             parts=_choices(parts, ("layer", "attn", "mlp"), "--parts"), split=split, split_seed=split_seed,
-             answer_field=answer_field, answer_marker=answer_marker,
+    options = build(SkipOptions, values, settings=_choices(settings, SETTINGS, "--settings"),
+                    parts=_choices(parts, PARTS, "--parts"))
+    run_skip(output, spec=spec, cspec=cspec, options=options, batch_size=batch_size,
              resampling=_resampling_of(bootstrap, bootstrap_seed, equal_n), overwrite=overwrite)
 
 
@@ -133,12 +135,12 @@ def lens_cmd(model, corpus, store, output, batch_size, overwrite, bootstrap, boo
         spec = ModelSpec(model, kw["revision"], trust_remote_code=kw["trust_remote_code"]) if model else None
         # Only the final norm and the unembedding run: on --device, in --dtype (default: the
         # compute dtype there).
-        run_lens(output, spec=spec, store=store, resampling=_resampling_of(bootstrap, bootstrap_seed), overwrite=overwrite,
-                 device=kw["device"], dtype=kw["dtype"])
+        run_lens(output, spec=spec, store=store, options=build(LensOptions, kw),
+                 resampling=_resampling_of(bootstrap, bootstrap_seed), overwrite=overwrite)
         return
     spec, cspec = _specs(model, corpus, kw)
-    run_lens(output, spec=spec, cspec=cspec, batch_size=batch_size, resampling=_resampling_of(bootstrap, bootstrap_seed),
-             overwrite=overwrite)
+    run_lens(output, spec=spec, cspec=cspec, options=LensOptions(batch_size=batch_size),
+             resampling=_resampling_of(bootstrap, bootstrap_seed), overwrite=overwrite)
 
 
 @click.command("depth")

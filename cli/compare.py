@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
+from align.analyses.lens import WEIGHTINGS
 
 
 @click.command("compare")
@@ -12,7 +13,7 @@ from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check
 @click.option("-o", "--output", default=None, metavar="TABLE.csv|TABLE.md",
               help="Also write the table, as CSV or Markdown by the suffix, and the figure beside it (.png).")
 @click.option("--figure", default=None, metavar="FILE.png", help="The figure's path [default: beside -o, with .png].")
-@click.option("--weighting", type=click.Choice(["token", "prompt"]), default="token", show_default=True,
+@click.option("--weighting", type=click.Choice(WEIGHTINGS), default="token", show_default=True,
               help="lens: the average to compare (token-weighted, as P2's effective depths; prompt-weighted, as P1's figures).")
 @click.option("--bootstrap", type=int, default=RESAMPLES, show_default=True, metavar="N",
               callback=lambda ctx, param, value: check_resamples(value),

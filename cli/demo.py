@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import click
 
+from align.demo.pipeline import SIZES
+
 
 @click.command("demo")
 @click.option("-o", "--output", default="demo-output", show_default=True, metavar="FOLDER",
               help="Where models, stores, results and figures go.")
-@click.option("--size", type=click.Choice(["full", "tiny"]), default="full", show_default=True,
+@click.option("--size", type=click.Choice(SIZES), default="full", show_default=True,
               help="full: 6 layers d=128 against 12 layers d=192; tiny: 2 against 4 layers, a check that everything runs.")
 @click.option("--tokens", type=click.IntRange(min=1000), default=None,
               help="Training tokens per model [default: 600,000 (full), 4,000 (tiny)].")

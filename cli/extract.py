@@ -6,9 +6,11 @@ import json
 
 import click
 
-from align.corpus import FORMATS, CorpusSpec, unescape
+from align.corpus import DOC_SPLITS, FORMATS, OVERFLOWS, CorpusSpec, unescape
+from align.fitting.options import MODEL_DEVICES
 from align.models import families
 from align.models import DTYPES, ModelSpec
+from align.records import build
 from align.store.codecs import CODECS, DEFAULT_CODEC, STORE_DTYPES
 
 
@@ -21,11 +23,11 @@ def corpus_options(f):
                      help="Build task prompts from a data set's fields (gsm8k, mquake, math, hellaswag, aime: a .jsonl "
                           "file or --dataset), or generate N-digit arithmetic (addition:N[:SEED], multiplication:N[:SEED], "
                           "--max-docs problems, default 100); templates in docs/formats.md."),
-        click.option("--doc-split", type=click.Choice(["blank", "line", "file"]), default=None,
+        click.option("--doc-split", type=click.Choice(DOC_SPLITS), default=None,
                      help="How a .txt file becomes documents [default: blank lines for a file, one per file for a folder]."),
         click.option("--max-length", type=click.IntRange(min=2), default=512, show_default=True,
                      help="Tokens per sequence, special tokens included; longer documents are cut (see --overflow)."),
-        click.option("--overflow", type=click.Choice(["split", "truncate"]), default="split", show_default=True,
+        click.option("--overflow", type=click.Choice(OVERFLOWS), default="split", show_default=True,
                      help="split: every window of a long document is a sequence; truncate: only the first."),
         click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="Stop after this many tokens."),
         click.option("--max-docs", type=click.IntRange(min=1), default=None, help="Read at most this many documents."),
@@ -57,17 +59,12 @@ def corpus_spec(path, values: dict) -> CorpusSpec:
     parsed `values` (the separator's escapes read). Whether CORPUS may be left out (a generated
     --format needs none) is `align.corpus.validate`'s rule: the one place that decides it."""
     pack = values.get("pack")
-    return CorpusSpec(path=path, dataset=values["dataset"], text_field=values["text_field"], fmt=values["fmt"],
-                      doc_split=values["doc_split"], max_length=values["max_length"], overflow=values["overflow"],
-                      max_tokens=values["max_tokens"], max_docs=values["max_docs"],
-                      pack=None if pack is None else unescape(pack), stand_in_token=values.get("stand_in_token"))
+    return build(CorpusSpec, values, path=path, pack=None if pack is None else unescape(pack))
 
 
 def model_spec(name, values: dict) -> ModelSpec:
     """The ModelSpec of MODEL and the model options, field by field from click's parsed `values`."""
-    return ModelSpec(name=name, revision=values["revision"], dtype=values["dtype"], device=values["device"],
-                     trust_remote_code=values["trust_remote_code"], allow_pickle_weights=values["allow_pickle_weights"],
-                     random_init=values["random_init"], seed=values["seed"], family=values.get("family"))
+    return build(ModelSpec, values, name=name)
 
 
 def model_options(f):
@@ -75,7 +72,7 @@ def model_options(f):
         click.option("--revision", default=None, help="Hub revision (branch, tag or commit)."),
         click.option("--dtype", type=click.Choice(DTYPES), default=None,
                      help="Compute dtype [default: float32 on CPU, bfloat16 on CUDA]."),
-        click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="cpu", show_default=True,
+        click.option("--device", type=click.Choice(MODEL_DEVICES), default="cpu", show_default=True,
                      help="auto: accelerate's device_map='auto' (spreads a large model over the GPUs)."),
         click.option("--trust-remote-code", is_flag=True, help="Allow the checkpoint's own Python code to run."),
         click.option("--allow-pickle-weights", is_flag=True, help="Also load .bin (pickle) weights; default is safetensors only."),
@@ -120,10 +117,8 @@ def extract_cmd(model, corpus, output, revision, dtype, device, trust_remote_cod
     """
     from align.extraction import ExtractOptions, extract  # torch and transformers: loaded when the command runs
 
-    values = locals()
-    extract(model_spec(model, values), corpus_spec(corpus, values), output,
-            ExtractOptions(batch_size=batch_size, boundaries=boundaries, sublayers=sublayers, store_dtype=store_dtype, codec=codec,
-                           chunk_tokens=chunk_tokens, allow_long=allow_long, dry_run=dry_run, break_lock=break_lock))
+    values = dict(locals())
+    extract(model_spec(model, values), corpus_spec(corpus, values), output, build(ExtractOptions, values))
 
 
 @click.command("info")

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import click
 
-from align.models import families
+from align.models import DTYPES, families
+from align.records import build
+from align.fitting.options import CONTROLS
 from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
-from align.cli.extract import corpus_options, corpus_spec
+from align.cli.extract import corpus_options, corpus_spec, model_spec
 
 
 def _alphas(ctx, param, value):
@@ -25,7 +27,7 @@ def _alphas(ctx, param, value):
 def live_options(f):
     """The options of the --live form: the models' (as `align extract`'s, per model where
     they can differ), the corpus's (`align extract`'s), batching and the device budget."""
-    dtypes = click.Choice(["float32", "bfloat16", "float16"])
+    dtypes = click.Choice(DTYPES)
     opts = [
         click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True,
                      help="--live: sequences per forward pass (as `align extract`: the same batches, the same numbers)."),
@@ -85,7 +87,7 @@ def live_options(f):
 @click.option("--convergence", is_flag=True,
               help="Also fit 1/4 and 1/2 of the training documents and score them (relative_error_by_fraction): "
                    "would more tokens change the matrix? Three times the statistics' memory.")
-@click.option("--control", type=click.Choice(["shuffle"]), default=None,
+@click.option("--control", type=click.Choice([c for c in CONTROLS if c is not None]), default=None,
               help="shuffle: pair each source token with the target's token at the same position of another document "
                    "(the matrix a meaningless pairing gives; two stores only).")
 @click.option("--include-first-token", is_flag=True, help="Also fit and score position 0 of each sequence.")
@@ -125,53 +127,43 @@ def fit_cmd(source, target, output, test_fraction, val_fraction, seed, alphas, b
     random init per model where they differ; --device is where both models run and the
     statistics accumulate) and writes the same result, no stores.
     """
-    from align.fitting import FitOptions, fit
+    from align.fitting import Execution, FitSpec, fit
 
+    values = dict(locals())
+    spec = build(FitSpec, values, extend_alphas=alphas is None)
     if live or corpus is not None:
-        return fit_live_cmd(source, target, corpus, output, live, FitOptions(
-            test_fraction=test_fraction, val_fraction=val_fraction, seed=seed, alphas=alphas,
-            extend_alphas=alphas is None, bootstrap=bootstrap, bootstrap_seed=bootstrap_seed, convergence=convergence,
-            control=control,
-            include_first_token=include_first_token, source_boundaries=source_boundaries, target_boundaries=target_boundaries,
-            scheduler=scheduler, memory_limit=memory_limit, save_maps=save_maps, overwrite=overwrite), device,
-            live_values)
+        return fit_live_cmd(source, target, corpus, output, live, spec, values, live_values)
     refuse_live_only(live_values)
-    fit(source, target, output, FitOptions(
-        test_fraction=test_fraction, val_fraction=val_fraction, seed=seed, alphas=alphas,
-        extend_alphas=alphas is None, bootstrap=bootstrap, bootstrap_seed=bootstrap_seed, convergence=convergence,
-            control=control,
-        include_first_token=include_first_token, source_boundaries=source_boundaries, target_boundaries=target_boundaries,
-        scheduler=scheduler, n_workers=n_workers, memory_limit=memory_limit, device=device, save_maps=save_maps,
-        task_tokens=task_tokens, overwrite=overwrite))
+    fit(source, target, output, spec, build(Execution, values))
 
 
-def fit_live_cmd(source, target, corpus_path, output, live, options, device, values) -> None:
-    """The --live form: model and corpus specs from the options, then align.fitting.live."""
-    from align import models
+def fit_live_cmd(source, target, corpus_path, output, live, spec, run_values, values) -> None:
+    """The --live form: model and corpus specs from the options, then align.fitting.live;
+    `run_values`: the command's own options (the Execution's fields), `values`: the --live ones."""
     from align.errors import InputError
     from align.fitting.live import LiveJob, fit_live
-    from align.fitting.options import parse_memory
+    from align.fitting.options import MODEL_DEVICES, Execution, parse_memory
 
     if not live:
         raise InputError(f"a third argument ({corpus_path}) is a corpus, read only with --live: "
                          "`align fit --live SOURCE_MODEL TARGET_MODEL CORPUS -o RESULT`, or give two stores")
     refuse_store_only(STORE_ONLY)
-    if device not in ("cpu", "cuda", "auto"):
+    device = run_values["device"]
+    if device not in MODEL_DEVICES:
         raise InputError(f"--device {device!r}: with --live the models run on cpu, cuda or auto (accelerate's device_map)")
     v = values
-    spec = {}
-    for side in ("source", "target"):
-        spec[side] = models.ModelSpec(
-            name=source if side == "source" else target, revision=v[f"{side}_revision"],
-            dtype=v[f"{side}_dtype"] or v["dtype"], device=device, trust_remote_code=v["trust_remote_code"],
-            allow_pickle_weights=v["allow_pickle_weights"], random_init=v["random_init"] or v[f"{side}_random_init"],
-            seed=v[f"{side}_init_seed"], family=v[f"{side}_family"])
+    sides = {}
+    for side, name in (("source", source), ("target", target)):
+        # each side's own option where the two can differ, the shared one (--dtype, --random-init) beside it
+        own = {"revision": v[f"{side}_revision"], "dtype": v[f"{side}_dtype"] or v["dtype"], "device": device,
+               "random_init": v["random_init"] or v[f"{side}_random_init"], "seed": v[f"{side}_init_seed"],
+               "family": v[f"{side}_family"]}
+        sides[side] = model_spec(name, {**v, **own})
     cspec = corpus_spec(corpus_path, v)
     gpu = device == "cuda" or (device == "auto" and _cuda())
-    job = LiveJob(spec["source"], spec["target"], cspec, v["batch_size"], v["allow_long"])
-    fit_live(job, output, options, device=("cuda" if gpu else "cpu"),
-             device_memory=parse_memory(v["device_memory"], "--device-memory"),
-             dry_run=v["dry_run"])
+    job = build(LiveJob, v, source=sides["source"], target=sides["target"], corpus=cspec)
+    fit_live(job, output, spec, build(Execution, run_values, device="cuda" if gpu else "cpu"),
+             device_memory=parse_memory(v["device_memory"], "--device-memory"), dry_run=v["dry_run"])
 
 
 def _cuda() -> bool:

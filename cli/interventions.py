@@ -5,7 +5,9 @@ from __future__ import annotations
 import click
 
 from align.analyses.igrad_options import BASELINES, OBJECTS, PROTOCOLS, RULES, TARGETS, variant
+from align.analyses.options import EraseOptions, IgradOptions
 from align.cli.extract import corpus_options, corpus_spec, model_options, model_spec
+from align.records import build
 
 
 def _specs(model, prompts, kw):
@@ -42,9 +44,10 @@ def erase_cmd(model, prompts, output, batch_size, overwrite, answer_field, answe
     distribution at the positions that predict the answer."""
     from align.analyses.interventions_run import run_erase
 
+    values = dict(locals())
     spec, cspec = _specs(model, prompts, kw)
-    run_erase(output, spec=spec, cspec=cspec, reference=reference, reference_docs=reference_docs, answer_field=answer_field,
-              answer_marker=answer_marker, batch_size=batch_size, overwrite=overwrite)
+    run_erase(output, spec=spec, cspec=cspec, options=build(EraseOptions, values), batch_size=batch_size,
+              overwrite=overwrite)
 
 
 @click.command("igrad")
@@ -79,10 +82,11 @@ def igrad_cmd(model, prompts, output, batch_size, overwrite, answer_field, answe
     from align.analyses.interventions_run import run_igrad
     from align.cli.analyses import _choices
 
+    values = dict(locals())
     v = variant(protocol, object=object_, baseline=baseline, target=target, rule=rule, steps=steps)
     spec, cspec = _specs(model, prompts, kw)
-    run_igrad(output, spec=spec, cspec=cspec, parts=_choices(parts, PARTS, "--parts"), variant=v, answer_field=answer_field,
-              answer_marker=answer_marker, batch_size=batch_size, overwrite=overwrite)
+    options = build(IgradOptions, values, parts=_choices(parts, PARTS, "--parts"), variant=v)
+    run_igrad(output, spec=spec, cspec=cspec, options=options, batch_size=batch_size, overwrite=overwrite)
 
 
 commands = [erase_cmd, igrad_cmd]

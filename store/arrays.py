@@ -7,7 +7,7 @@ goes through the same writer and layout as one made by `align extract`.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -17,17 +17,31 @@ from align.store.writer import ActivationWriter, PlanWriter, create_activations
 from align.store.codecs import encode, physical_dtype
 
 
+class StoreShape(NamedTuple):
+    """What a written store says of its model, where the arrays do not say it (None: from them)."""
+    n_layers: int | None = None  # blocks L (None: the largest boundary)
+    d_model: int | None = None  # values per token (None: resid's last axis)
+    boundaries: tuple | None = None  # the boundaries of resid's first axis (None: 0..n_boundaries-1)
+
+
+class StoreFormat(NamedTuple):
+    """How a written store keeps its residuals."""
+    store_dtype: str = "float32"  # float32, float16 or bfloat16
+    codec: str = "none"  # one of store.codecs.CODECS
+    chunk_tokens: int | None = None  # tokens per chunk (None: ~4 MiB chunks)
+
+
 def write_activations(path: str, resid: np.ndarray | Callable[[int, int], np.ndarray], tokens: dict, provenance: dict,
-                      n_layers: int | None = None, d_model: int | None = None, boundaries=None,
-                      store_dtype: str = "float32", codec: str = "none", chunk_tokens: int | None = None,
-                      complete: bool = True) -> str:
-    """Write an activation store at `path`.
+                      shape: StoreShape = StoreShape(), fmt: StoreFormat = StoreFormat(), complete: bool = True) -> str:
+    """Write an activation store at `path`, of `shape`, in `fmt`.
 
     resid: (n_boundaries, n_tokens, d_model) float32, or a function (start, stop) -> that
     block of tokens (n_boundaries, stop - start, d_model), for stores larger than memory.
     tokens: token_id, doc, seq, pos (n_tokens,) (char_start/char_end default to -1).
     provenance: the store's provenance dict (tokenizer_hash, model, ...). With complete=False
     the store is left planned but without activations, as a killed extraction leaves it."""
+    n_layers, d_model, boundaries = shape
+    store_dtype, codec, chunk_tokens = fmt
     n = len(tokens["token_id"])
     if callable(resid):
         first = resid(0, min(n, 1))

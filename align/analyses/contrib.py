@@ -185,7 +185,7 @@ def contributions_from_model(model, batches, eps: float = EPS) -> dict:
         ids, mask, pos = pad(batch, dev)
         rows = range(first, first + len(batch))
         # Refuses NaN/inf activations, naming the array, prompt and position.
-        out = forward(model, ids, mask, pos, boundaries=range(L + 1), layers=range(L), logits=False, prompts=rows)
+        out = forward(model, (ids, mask, pos), boundaries=range(L + 1), layers=range(L), logits=False, prompts=rows)
         # Kept tokens are taken row by row: token k of the batch is (prompt, position) of `at`.
         at = [(first + i, t) for i, x in enumerate(batch) for t in range(len(x))]
         prompt = np.array([p for p, _ in at], np.int64)

@@ -70,7 +70,7 @@ def reference_mean(model, prompts, batch_size: int = 8) -> tuple[np.ndarray, int
     for k in range(0, len(prompts), batch_size):
         chunk = prompts[k:k + batch_size]
         ids, mask, pos = pad(chunk, dev)
-        out = forward(model, ids, mask, pos, boundaries=range(L + 1), logits=False, prompts=list(range(k, k + len(chunk))),
+        out = forward(model, (ids, mask, pos), boundaries=range(L + 1), logits=False, prompts=list(range(k, k + len(chunk))),
                       run="reference run")
         keep = mask.bool()
         # Under device_map the blocks (and so the residuals) may sit on different devices.
@@ -121,7 +121,7 @@ def erase_effects(model, rows: list[Row], mean, boundaries=None) -> np.ndarray:
     where, measure = where.to(dev), measure.to(dev)
     row_of = measure.nonzero()[:, 0]
     prompts = [r.prompt for r in rows]
-    clean = forward(model, ids, mask, pos, (L,), logits=False, prompts=prompts, run="clean run")
+    clean = forward(model, (ids, mask, pos), (L,), logits=False, prompts=prompts, run="clean run")
     p = _probs(model, clean, measure, L, rows, "clean run")
     E = np.zeros((len(boundaries), B))
     mu = None if mean is None else torch.as_tensor(np.asarray(mean))
@@ -132,7 +132,7 @@ def erase_effects(model, rows: list[Row], mean, boundaries=None) -> np.ndarray:
         else:
             handle = install_erase(model, b, where, None if mu is None else mu[b])
             try:
-                out = forward(model, ids, mask, pos, (L,), logits=False, prompts=prompts, run=run)
+                out = forward(model, (ids, mask, pos), (L,), logits=False, prompts=prompts, run=run)
             finally:
                 handle.remove()
         p2 = _probs(model, out, measure, L, rows, run)

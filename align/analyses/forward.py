@@ -21,9 +21,9 @@ _ADVICE = ("a weight of the checkpoint is NaN/inf, or its dtype overflows: check
            "or run with --dtype float32; nothing was written")
 
 
-def forward(model, input_ids, attention_mask, position_ids, boundaries=(), layers=(), logits: bool = True,
-            prompts=None, run: str = "") -> dict:
-    """Run `model` on a right-padded batch (all tensors (B, T)).
+def forward(model, batch: tuple, boundaries=(), layers=(), logits: bool = True, prompts=None, run: str = "") -> dict:
+    """Run `model` on a right-padded batch = (input_ids, attention_mask, position_ids), all
+    tensors (B, T).
 
     Returns {"resid": {b: h_b}, "attn": {l: a_l}, "mlp": {l: m_l}, "logits": (B, T, V) or
     None}, tensors (B, T, d_model) in the model's dtype on its device. Hooks installed before
@@ -34,6 +34,7 @@ def forward(model, input_ids, attention_mask, position_ids, boundaries=(), layer
     ..."), both only for the message of the NonFiniteError raised."""
     import torch
 
+    input_ids, attention_mask, position_ids = batch
     with capture.capture(model, boundaries, layers, stop_early=False) as out, torch.inference_mode():
         kw = dict(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
         if logits:

@@ -8,6 +8,7 @@ import dataclasses
 import time
 
 from align import corpus, models, provenance
+from align.analyses.options import EraseOptions, IgradOptions
 from align.analyses.run import _inputs, _log_default, check_vocabulary
 
 
@@ -15,17 +16,18 @@ def _answer_options(answer_field, answer_marker) -> dict:
     return {"answer_field": None if answer_marker is not None else answer_field, "answer_marker": answer_marker}
 
 
-def run_erase(output, *, spec, cspec, reference, reference_docs=10, answer_field="answer", answer_marker=None,
-              batch_size=8, overwrite=False, log=_log_default):
+def run_erase(output, *, spec, cspec, options: EraseOptions, batch_size=8, overwrite=False, log=_log_default):
     """`align erase`: residual erasure of every (boundary 0..L, position) of each prompt with the
-    mean residual of the first `reference_docs` documents of the corpus `reference` (a
-    path; read with the prompts' --text-field and --max-length, each document truncated to one
-    sequence), written as "erasure"."""
+    mean residual of the first `options.reference_docs` documents of the corpus
+    `options.reference` (a path; read with the prompts' --text-field and --max-length, each
+    document truncated to one sequence), written as "erasure"."""
     from align import store as st
     from align.analyses import erase
     from align.analyses.answers import load_answer_prompts
     from align.analyses.prompts import load_prompts
 
+    reference, reference_docs = options.reference, options.reference_docs
+    answer_field, answer_marker = options.answer_field, options.answer_marker
     inputs = _inputs(spec, cspec, reference=reference)
     st.check_output(output, "erasure", inputs=inputs, overwrite=overwrite)
     rspec = corpus.CorpusSpec(reference, text_field=cspec.text_field, max_length=cspec.max_length, overflow="truncate",
@@ -61,17 +63,18 @@ def run_erase(output, *, spec, cspec, reference, reference_docs=10, answer_field
     return output
 
 
-def run_igrad(output, *, spec, cspec, parts=("layer", "attn", "mlp"), variant=None, answer_field="answer",
-              answer_marker=None, batch_size=16, overwrite=False, log=_log_default):
-    """`align igrad`: integrated gradients of each prompt's answer per part, layer and
-    position in `variant` (`align.analyses.igrad_options.Variant`) [default P1's,
-    `PROTOCOLS["p1"]`], written as "igrad" with the variant in attrs["variant"]. The model
+def run_igrad(output, *, spec, cspec, options: IgradOptions = IgradOptions(), batch_size=16, overwrite=False,
+              log=_log_default):
+    """`align igrad`: integrated gradients of each prompt's answer per part (`options.parts`),
+    layer and position in `options.variant` (`align.analyses.igrad_options.Variant`) [default
+    P1's, `PROTOCOLS["p1"]`], written as "igrad" with the variant in attrs["variant"]. The model
     computes in float32 unless spec.dtype asks for another dtype."""
     from align import store as st
     from align.analyses import igrad
     from align.analyses.answers import load_answer_prompts
 
-    v = igrad.PROTOCOLS["p1"] if variant is None else variant
+    parts, answer_field, answer_marker = options.parts, options.answer_field, options.answer_marker
+    v = igrad.PROTOCOLS["p1"] if options.variant is None else options.variant
     inputs = _inputs(spec, cspec)
     st.check_output(output, "igrad", inputs=inputs, overwrite=overwrite)
     if spec.dtype is None:  # gradients: float32 unless asked, also where the default would be bfloat16

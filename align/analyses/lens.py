@@ -140,7 +140,7 @@ def logit_lens(model, batches, n_prompts: int | None = None) -> dict:
     for batch in batches:
         ids, mask, pos = pad(batch, dev)
         # Refuses NaN/inf residuals and logits, naming the array, prompt and position.
-        out = forward(model, ids, mask, pos, boundaries=range(L + 1), prompts=range(first, first + len(batch)))
+        out = forward(model, (ids, mask, pos), boundaries=range(L + 1), prompts=range(first, first + len(batch)))
         keep = mask.bool()
         prompt = (torch.arange(len(batch))[:, None].expand(keep.shape)[keep.cpu()] + first).numpy()
         at = [(first + i, t) for i, x in enumerate(batch) for t in range(len(x))]

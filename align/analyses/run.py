@@ -10,6 +10,7 @@ import numpy as np
 
 from align.version import __version__
 from align import corpus, models, provenance
+from align.analyses.options import LensOptions, SkipOptions
 from align.stats.bootstrap import DEFAULT, MIN_RESAMPLES, Resampling
 from align.errors import InputError, StoreMismatch
 
@@ -99,11 +100,10 @@ def run_contrib(output, *, spec=None, cspec=None, store=None, batch_size=8, resa
     return output
 
 
-def run_skip(output, *, spec, cspec, batch_size=8, settings=("current", "future"), parts=("layer", "attn", "mlp"), split="random", split_seed=0,
-             answer_field="answer", answer_marker=None, resampling: Resampling = DEFAULT, overwrite=False,
-             log=_log_default) -> str:
-    """`align skip`: current and future settings, parts layer/attn/mlp, written as "skipping".
-    `split` is "random" (P1's seeded split points, GSM8K), "answer-start" (the future setting's one
+def run_skip(output, *, spec, cspec, options: SkipOptions = SkipOptions(), batch_size=8,
+             resampling: Resampling = DEFAULT, overwrite=False, log=_log_default) -> str:
+    """`align skip`: current and future settings, parts layer/attn/mlp (`options`), written as
+    "skipping". `options.split` is "random" (P1's seeded split points, GSM8K), "answer-start" (the future setting's one
     split point per prompt is its first answer token: P1 on MQuAKE) or "answer-points" (up to 4
     points inside the answer: P1 on MATH), the prompts of both read as `align erase` reads
     them; each prompt's level is stored where the corpus has levels. `resampling` draws the
@@ -114,6 +114,8 @@ def run_skip(output, *, spec, cspec, batch_size=8, settings=("current", "future"
     from align.analyses import skip
     from align.analyses.answers import load_answer_prompts
 
+    settings, parts, split, split_seed = options.settings, options.parts, options.split, options.split_seed
+    answer_field, answer_marker = options.answer_field, options.answer_marker
     if split not in skip.SPLITS:
         raise InputError(f"--split {split!r} is not one of {', '.join(skip.SPLITS)}")
     inputs = _inputs(spec, cspec)
@@ -160,16 +162,17 @@ def run_skip(output, *, spec, cspec, batch_size=8, settings=("current", "future"
     return output
 
 
-def run_lens(output, *, spec=None, cspec=None, store=None, batch_size=8, resampling: Resampling = DEFAULT,
-             overwrite=False, log=_log_default, device="cpu", dtype=None, tokens_per_step=None):
+def run_lens(output, *, spec=None, cspec=None, store=None, options: LensOptions = LensOptions(),
+             resampling: Resampling = DEFAULT, overwrite=False, log=_log_default):
     """`align lens`: from a live model, or from a store plus the checkpoint's final norm and
     unembedding (spec names the checkpoint; default: the store's model). With a store the head
-    runs on `device` (cpu | cuda | auto) in `dtype` (default: the model's compute dtype there,
-    float32 on CPU, bfloat16 on CUDA), `tokens_per_step` tokens per head application. The
-    intervals are drawn by `resampling`."""
+    runs on `options.device` (cpu | cuda | auto) in `options.dtype` (default: the model's
+    compute dtype there, float32 on CPU, bfloat16 on CUDA), `options.tokens_per_step` tokens
+    per head application. The intervals are drawn by `resampling`."""
     from align import store as st
     from align.analyses import checkpoint, lens
 
+    batch_size, device, dtype, tokens_per_step = options.batch_size, options.device, options.dtype, options.tokens_per_step
     inputs = _inputs(spec, cspec, store=store)
     st.check_output(output, "lens", inputs=inputs, overwrite=overwrite)
     if store is not None:

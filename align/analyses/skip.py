@@ -189,7 +189,7 @@ def skip_effects(model, rows: list[Row], parts=PARTS, eps: float = EPS) -> tuple
     boundaries = range(L + 1)
     prompts = [r.prompt for r in rows]
     # Each forward refuses NaN/inf residuals and logits, naming the run, array, prompt and position.
-    C, p = _contribs_probs(forward(model, ids, mask, pos, boundaries, prompts=prompts, run="clean run"), L)
+    C, p = _contribs_probs(forward(model, (ids, mask, pos), boundaries, prompts=prompts, run="clean run"), L)
     R = np.zeros((len(parts), L, L, len(rows)))
     O = np.zeros((len(parts), L, len(rows)))
 
@@ -201,7 +201,7 @@ def skip_effects(model, rows: list[Row], parts=PARTS, eps: float = EPS) -> tuple
             handle = install_skip(model, part, s, intervene)
             try:
                 run = f"run skipping {'' if part == 'layer' else part + ' of '}layer {s}"
-                C2, p2 = _contribs_probs(forward(model, ids, mask, pos, boundaries, prompts=prompts, run=run), L)
+                C2, p2 = _contribs_probs(forward(model, (ids, mask, pos), boundaries, prompts=prompts, run=run), L)
             finally:
                 handle.remove()
             for l in range(s, L):
@@ -261,13 +261,14 @@ def check_equal_n(equal_n: int, n: int, setting: str) -> None:
 
 
 def skipping(model, batches, *, settings=SETTINGS, parts=PARTS, seed: int = 0, batch_size: int | None = None,
-             include_position_zero: bool = False, eps: float = EPS, progress=None, splits=None) -> dict:
+             include_position_zero: bool = False, splits=None) -> dict:
     """Layer-skipping effects of a live model over prompts (docs/methods.md, Layer skipping).
 
     batches: lists of token-id arrays (prompts), or a flat list of prompts with
     `batch_size`. Rows (a prompt in "current", a (prompt, split point) in "future") are
     batched `batch_size` per forward (default: the size of the first given batch). `splits`:
     the future split points of each prompt (`answer_splits`) instead of the random ones.
+    Relative changes divide by max(‖·‖, EPS) (`skip_effects`).
     Returns {"R": (n_settings, n_parts, 2 aggs, L, L), "O": (n_settings, n_parts, 2, L),
     "n_prompts": {setting: int}, "n_prompts_too_short": int, "per_prompt": {setting: (R
     (n, parts, L, L), O (n, parts, L))}, "n_forwards", "n_forwards_one_at_a_time"};
@@ -300,12 +301,10 @@ def skipping(model, batches, *, settings=SETTINGS, parts=PARTS, seed: int = 0, b
         Op = np.zeros((len(prompts), len(parts), L))
         for k in range(0, len(rows), size):
             chunk = rows[k:k + size]
-            r, o = skip_effects(model, chunk, parts, eps)
+            r, o = skip_effects(model, chunk, parts, EPS)
             for j, row in enumerate(chunk):
                 Rp[row.prompt] = np.maximum(Rp[row.prompt], r[..., j])
                 Op[row.prompt] = np.maximum(Op[row.prompt], o[..., j])
-            if progress is not None:
-                progress(setting, min(k + size, len(rows)), len(rows))
         used = sorted({row.prompt for row in rows})
         n_forwards += -(-len(rows) // size) * (1 + len(parts) * L)
         n_single += len(used) + len(rows) * len(parts) * L

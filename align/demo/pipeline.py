@@ -58,6 +58,9 @@ class DemoConfig:
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
+SIZES = ("full", "tiny")  # `align demo --size`: default_config, tiny_config
+
+
 def default_config(tokens: int = 600_000, seed: int = 0) -> DemoConfig:
     """6 layers d=128 against 12 layers d=192, both trained on `tokens` tokens."""
     return DemoConfig(TrainConfig(n_layers=6, d_model=128, tokens=tokens, seed=seed),

@@ -91,9 +91,8 @@ def extract(model: models.ModelSpec | str, corpus_source: corpus.CorpusSpec | st
                                          inputs.compute_dtype)
         segment["group_window"] = options.batch_size * batches.GROUP_FACTOR
         st.start_run(store, segment)
-        return pipeline.forward_all(net, store, options.batch_size, inputs.boundaries, inputs.sublayer_blocks,
-                                    inputs.store_dtype, status="resumed" if opened.resumed else "complete", log=log,
-                                    t0=t0, terminal=terminal)
+        return pipeline.forward_all(net, store, options.batch_size, inputs,
+                                    status="resumed" if opened.resumed else "complete", log=log, t0=t0, terminal=terminal)
 
 
 def _warn_special_tokens(counted: plan.Plan, log) -> None:

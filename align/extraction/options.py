@@ -3,11 +3,11 @@ corpus's: `ExtractOptions`, and the split of `align.extract`'s flat keywords int
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from align import corpus, models
 from align.errors import InputError
+from align.records import take
 from align.store.codecs import DEFAULT_CODEC, compressors, physical_dtype
 
 
@@ -48,19 +48,7 @@ class ExtractOptions:
 
 
 # align.extract's keyword for a CorpusSpec field, where the two differ.
-_CORPUS_KEYWORDS = {"format": "fmt"}
-
-
-def _take(cls, keywords: dict, renamed: dict | None = None) -> dict:
-    """The entries of `keywords` that name fields of dataclass `cls` (removed from `keywords`)."""
-    renamed = renamed or {}
-    names = {f.name for f in dataclasses.fields(cls)}
-    out = {}
-    for k in list(keywords):
-        field = renamed.get(k, k)
-        if field in names and field not in ("name", "path"):
-            out[field] = keywords.pop(k)
-    return out
+CORPUS_KEYWORDS = {"format": "fmt"}
 
 
 def specs(model, corpus_source, options, keywords: dict):
@@ -70,11 +58,11 @@ def specs(model, corpus_source, options, keywords: dict):
     A keyword that names no field, or one given beside its dataclass, is a TypeError."""
     keywords = dict(keywords)
     if not isinstance(model, models.ModelSpec):
-        model = models.ModelSpec(model, **_take(models.ModelSpec, keywords))
+        model = models.ModelSpec(model, **take(models.ModelSpec, keywords, skip=("name",)))
     if not isinstance(corpus_source, corpus.CorpusSpec):
-        corpus_source = corpus.CorpusSpec(corpus_source, **_take(corpus.CorpusSpec, keywords, _CORPUS_KEYWORDS))
+        corpus_source = corpus.CorpusSpec(corpus_source, **take(corpus.CorpusSpec, keywords, CORPUS_KEYWORDS, skip=("path",)))
     if options is None:
-        options = ExtractOptions(**_take(ExtractOptions, keywords))
+        options = ExtractOptions(**take(ExtractOptions, keywords))
     if keywords:
         raise TypeError(f"extract() got unexpected keyword arguments {sorted(keywords)} (not a field of the ModelSpec, "
                         "CorpusSpec or ExtractOptions it was given, or of none)")

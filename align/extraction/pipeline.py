@@ -110,14 +110,15 @@ class _BackgroundWriter:
             raise self.error
 
 
-def forward_all(model, store, batch_size: int, boundaries, sublayer_blocks, store_dtype: str, *, status: str, log, t0: float,
-                terminal: bool) -> ExtractReport:
+def forward_all(model, store, batch_size: int, inputs, *, status: str, log, t0: float, terminal: bool) -> ExtractReport:
     """Forward the store's sequences window by window (length-grouped batches, see
     group_batches) and hand each sequence's activations to the writer in sequence order, as
     soon as every sequence before it is done. A resume starts at a committed sequence, which
     may lie inside a window: the whole window is computed again, so every sequence meets the
     batch it had in an uninterrupted run, and the sequences already written are dropped.
-    Closes the run's segment in the store's provenance and marks the store complete."""
+    Closes the run's segment in the store's provenance and marks the store complete.
+    `inputs` (`extraction.inputs.Inputs`): the boundaries, sublayer blocks and storage dtype."""
+    boundaries, sublayer_blocks, store_dtype = inputs.boundaries, inputs.sublayer_blocks, inputs.store_dtype
     writer = st.ActivationWriter(store, threads=WRITER_THREADS)
     start_tokens, start_seq = writer.committed
     window = batch_size * batches.GROUP_FACTOR

@@ -4,13 +4,15 @@ statistics; everything after them is shared.
 
 One concept a module:
 
-- `options`: `FitOptions` (what a fit computes, where it runs) and `check_device`, the one
-  check of the device a fit computes on.
+- `options`: `FitSpec` (what a fit computes, recorded in the result), `Execution` (where
+  and how it runs), `request` (both checked, from records or keywords, as a `FitRequest`)
+  and `check_device`, the one check of the device a fit computes on.
 - `split`: documents → parts (pure): `make_split(doc, pos, options) -> Split` (document ids
   per part, each token's part ridge.FIT / ridge.VAL / TEST / -1, counts).
 - `budget`: pure arithmetic of memory and disk: `statistics_bytes`, `block_bytes`,
-  `plan_blocks` (a list of (source boundaries, target boundaries) blocks and tokens per
-  task, or None: the caller words the refusal), `result_bytes`, `human_bytes`.
+  `plan_blocks` (a `BlockPlan` of the `PairGrid`: (source boundaries, target boundaries)
+  blocks and tokens per task, or None: the caller words the refusal), `result_bytes` (a
+  `ResultBytes` of a `ResultShape`), `human_bytes`.
 - `cluster`: where the store route runs (threads of this process, a local Dask cluster, a
   scheduler address) and what that costs in memory; `blas_limit`, `device_budget`.
 - `graph`: the store route's Dask tasks (statistics read from the stores, tree sums,
@@ -23,35 +25,36 @@ One concept a module:
 
 The seam a source of statistics plugs into (the live route does what `stores.fit` does):
 
-    opts = FitOptions(...).checked()
-    split = make_split(doc, pos, opts)                  # doc, pos: (n_tokens,) of the token stream
-    check_result_room(output, src_boundaries, tgt_boundaries, source_side, target_side, split, opts.save_maps)
-    check_alphas(opts.alphas, scale, split.n_select, split.n_train)
-    plan = plan_blocks(src_boundaries, tgt_boundaries, d_s, d_t, tokens, budget_bytes, n_tokens=N)   # None: refuse
+    opts = request(FitSpec(...), Execution(...), {})      # .spec, .run, .hooks
+    split = make_split(doc, pos, opts.spec)                  # doc, pos: (n_tokens,) of the token stream
+    check_result_room(output, src_boundaries, tgt_boundaries, source_side, target_side, split, opts.spec.save_maps)
+    check_alphas(opts.spec.alphas, scale, split.n_select, split.n_train)
+    plan = plan_blocks(PairGrid(src_boundaries, tgt_boundaries, d_s, d_t), tokens, budget_bytes, n_tokens=N)  # None: refuse
     for I, J in blocks:                                  # blocks of one source block are consecutive
         stats = ridge.Statistics.zeros(I, J, d_s, d_t, backend)      # accumulate on the device
-        ridge.chunk_statistics(xs, ys, part, x_shift, y_shift, backend, into=stats)   # per batch
-        fitted = solve(stats.numpy(backend), opts.alphas, x_shift, y_shift, opts.device, factors)
+        ridge.chunk_statistics(xs, ys, part, (x_shift, y_shift), backend, into=stats)   # per batch
+        fitted = solve(stats.numpy(backend), opts.spec.alphas, x_shift, y_shift, opts.run.device, factors)
         sums = ridge.tree_sum([ridge.heldout_sums(xs, ys, fitted, backend) ...], ridge.add_heldout)
         results.update(pair_results(fitted, sums))
-    ds = alignment_dataset(results, src_boundaries, tgt_boundaries, source_side, target_side, split,
-                           opts.recorded(n_tokens=split.counts, ...), route="live", save_maps=opts.save_maps)
-    write_alignment(output, ds, inputs={...}, overwrite=opts.overwrite)
+    ds = alignment_dataset(results, (src_boundaries, tgt_boundaries), (source_side, target_side), split,
+                           opts.recorded(n_tokens=split.counts, ...), route="live", save_maps=opts.spec.save_maps)
+    write_alignment(output, ds, inputs={...}, overwrite=opts.run.overwrite)
 
 x_shift / y_shift ({boundary: float64 (d,)}) are any fixed vectors near the training mean
 (the first batch's mean of its training rows): they only keep the float64 sums well
 conditioned; the maps come back in raw units.
 """
 
-from align.fitting.budget import block_bytes, human_bytes, plan_blocks, result_bytes, statistics_bytes
-from align.fitting.options import FitOptions, check_device
+from align.fitting.budget import (BlockPlan, PairGrid, ResultBytes, ResultShape, block_bytes, human_bytes, plan_blocks,
+                                  result_bytes, statistics_bytes)
+from align.fitting.options import Execution, FitSpec, check_device, request
 from align.fitting.result import Side, alignment_dataset, check_result_room, pair_results, write_alignment
 from align.fitting.solve import check_alphas, solve
 from align.fitting.split import TEST, Split, make_split, split_documents, token_parts
 from align.fitting.stores import FitReport, fit, open_pair
 
 __all__ = [
-    "FitOptions", "FitReport", "Side", "Split", "TEST", "alignment_dataset", "block_bytes", "check_alphas",
+    "BlockPlan", "Execution", "FitReport", "FitSpec", "PairGrid", "ResultBytes", "ResultShape", "Side", "Split", "TEST", "alignment_dataset", "block_bytes", "check_alphas",
     "check_device", "check_result_room", "fit", "human_bytes", "make_split", "open_pair", "pair_results",
-    "plan_blocks", "result_bytes", "solve", "split_documents", "statistics_bytes", "token_parts", "write_alignment",
+    "plan_blocks", "request", "result_bytes", "solve", "split_documents", "statistics_bytes", "token_parts", "write_alignment",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from align import ridge
 from align.fitting.split import FRACTIONS
@@ -70,9 +71,22 @@ def task_sizes(most: int, fixed: bool) -> list:
     return [most] + [1 << k for k in range(int(math.log2(most)), -1, -1) if MIN_TASK_TOKENS <= (1 << k) < most]
 
 
-def plan_blocks(source_boundaries, target_boundaries, d_s: int, d_t: int, task_tokens: int, budget: int,
-                chunk_tokens: int = 0, fixed_tokens: bool = False, n_tokens: int | None = None,
-                parts: int = ridge.N_PARTS):
+class PairGrid(NamedTuple):
+    """The pairs a fit plans for: boundaries of each side and the two widths."""
+    source_boundaries: tuple  # boundaries 0..L_S of the source
+    target_boundaries: tuple  # boundaries 0..L_T of the target
+    d_s: int  # values per token and source boundary (the source's d_model)
+    d_t: int  # values per token and target boundary
+
+
+class BlockPlan(NamedTuple):
+    """The store route's plan (`plan_blocks`): blocks of the pair grid and tokens per task."""
+    blocks: list  # [(source boundaries, target boundaries), ...], source block by source block
+    task_tokens: int  # tokens each statistics task reads
+
+
+def plan_blocks(grid: PairGrid, task_tokens: int, budget: int, chunk_tokens: int = 0, fixed_tokens: bool = False,
+                n_tokens: int | None = None, parts: int = ridge.N_PARTS) -> BlockPlan | None:
     """Split the pair grid into blocks that fit `budget` bytes per worker (`block_bytes`),
     reading the stores as few times as possible: minimise (source reads) + (target reads), in
     bytes per token, over block shapes; ties to the larger block. Tokens per task shrink
@@ -81,7 +95,9 @@ def plan_blocks(source_boundaries, target_boundaries, d_s: int, d_t: int, task_t
     Blocks are listed source block by source block (the solve's factors of a source block
     serve all its target blocks).
 
-    Returns ([(I, J), ...], tokens per task), or None when not even one pair fits."""
+    `task_tokens`, `chunk_tokens` (the store's, 0: none), `n_tokens`: tokens; `budget`: bytes.
+    Returns the BlockPlan, or None when not even one pair fits."""
+    source_boundaries, target_boundaries, d_s, d_t = grid
     nI, nJ = len(source_boundaries), len(target_boundaries)
     n_tokens = n_tokens or task_tokens
     sizes = task_sizes(task_tokens, fixed_tokens)
@@ -107,7 +123,7 @@ def plan_blocks(source_boundaries, target_boundaries, d_s: int, d_t: int, task_t
     _, bI, bJ, step = best
     blocks = [(tuple(source_boundaries[a:a + bI]), tuple(target_boundaries[b:b + bJ]))
               for a in range(0, nI, bI) for b in range(0, nJ, bJ)]
-    return blocks, step
+    return BlockPlan(blocks, step)
 
 
 def least_pair_bytes(d_s: int, d_t: int, task_tokens: int, chunk_tokens: int, n_tokens: int, fixed: bool) -> tuple:
@@ -178,8 +194,24 @@ def default_task_tokens(chunk: int, n_tokens: int, n_slots: int, device: str) ->
     return min(chunk, max(MIN_GROUP_TOKENS, math.ceil(n_tokens / tasks)))
 
 
-def result_bytes(n_source: int, n_target: int, d_s: int, d_t: int, n_heldout_docs: int, save_maps: bool,
-                 attrs_bytes: int = 0, block: int = footprint.BLOCK, n_alphas: int = ALPHA_ROOM) -> dict:
+class ResultShape(NamedTuple):
+    """What the size of an alignment result depends on, beside its options."""
+    n_source: int  # source boundaries
+    n_target: int  # target boundaries
+    d_s: int  # the source's d_model (values per token)
+    d_t: int  # the target's d_model
+    n_heldout_docs: int  # held-out documents
+
+
+class ResultBytes(NamedTuple):
+    """Bytes an alignment result takes on disk at most, by what holds them (`result_bytes`)."""
+    scores: int  # bytes of every array but the maps
+    maps: int  # bytes of W and c (0 without --save-maps)
+    metadata: int  # bytes of the group's and arrays' metadata and the writer's temporary folder
+
+
+def result_bytes(shape: ResultShape, save_maps: bool, attrs_bytes: int = 0, block: int = footprint.BLOCK,
+                 n_alphas: int = ALPHA_ROOM) -> ResultBytes:
     """Bytes the alignment result of S = n_source × T = n_target pairs takes on disk at most,
     counted as it is written (align.store.footprint: float64 arrays in the result writer's
     chunks, zstd at its bound for incompressible data, every file and folder in whole
@@ -187,12 +219,13 @@ def result_bytes(n_source: int, n_target: int, d_s: int, d_t: int, n_heldout_doc
     the five scores, their six bootstrap bounds and p_best (S, T); heldout_doc and
     doc_n_tokens (H); the per-document sums (H, S, T) ×3 and (H, T) ×2; val_sse (S, T, A)
     and its α grid for `n_alphas` = A values; the --convergence fractions' two (F, S, T)
-    arrays; the four layer coordinates. Returns {"scores": those arrays; "maps": W
-    (S, T, d_s, d_t) and c (S, T, d_t) with `save_maps`, else 0; "metadata": the group's
+    arrays; the four layer coordinates. Returns the ResultBytes: scores, those arrays; maps,
+    W (S, T, d_s, d_t) and c (S, T, d_t) with `save_maps`, else 0; metadata, the group's
     zarr.json (`attrs_bytes` of compact JSON counted twice, as zarr indents it, ATTRS_ROOM
     for the summary and options written beside them, each array's consolidated metadata),
-    and the writer's marked temporary folder}."""
-    S, T, H, A, F = n_source, n_target, n_heldout_docs, n_alphas, len(FRACTIONS) + 1
+    and the writer's marked temporary folder."""
+    S, T, d_s, d_t, H = shape
+    A, F = n_alphas, len(FRACTIONS) + 1
 
     def arrays(*shapes):
         return sum(footprint.array_bytes(sh, footprint.result_chunks(sh, 8), 8, "zstd", block) for sh in shapes)
@@ -203,7 +236,7 @@ def result_bytes(n_source: int, n_target: int, d_s: int, d_t: int, n_heldout_doc
     attrs = 2 * attrs_bytes + ATTRS_ROOM + 512 * (S + T)
     metadata = (footprint.group_bytes(attrs, len(shapes) + (2 if save_maps else 0), True, block)
                 + footprint.folder_bytes(2, block) + footprint.on_disk(1, block))
-    return {"scores": arrays(*shapes), "maps": maps, "metadata": metadata}
+    return ResultBytes(arrays(*shapes), maps, metadata)
 
 
 # -- the live route: the models, a batch and a block of target boundaries per pass -------------
@@ -255,11 +288,18 @@ def pass_bytes(s: LiveShape, n_target: int, keep_heldout: bool) -> dict:
             "held-out sums": heldout, "held-out rows": kept}
 
 
-def plan_passes(s: LiveShape, target_boundaries, budget: int):
+class PassPlan(NamedTuple):
+    """The live route's plan (`plan_passes`): one pass over the corpus per block."""
+    blocks: list  # [target boundaries, ...]
+    keep_heldout: bool  # the held-out rows are kept from the statistics pass for the held-out pass
+    bytes: dict  # {holder: bytes} of the largest block (`pass_bytes`)
+
+
+def plan_passes(s: LiveShape, target_boundaries, budget: int) -> PassPlan | None:
     """Blocks of target boundaries whose pass fits `budget` bytes with the models: as few
     passes as possible, and at that number the held-out rows kept (no second forward of their
-    batches) when they fit. Returns (blocks, keep_heldout, bytes of the largest block by
-    holder) or None when one target boundary per pass does not fit."""
+    batches) when they fit. Returns the PassPlan, or None when one target boundary per pass
+    does not fit."""
     room, nJ = budget - s.model_bytes, len(target_boundaries)
     for per in range(nJ, 0, -1):
         for keep in (True, False):
@@ -267,7 +307,7 @@ def plan_passes(s: LiveShape, target_boundaries, budget: int):
                 n_blocks = math.ceil(nJ / per)
                 size = math.ceil(nJ / n_blocks)  # even blocks: as many passes, less memory
                 blocks = [tuple(target_boundaries[k:k + size]) for k in range(0, nJ, size)]
-                return blocks, keep, pass_bytes(s, size, keep)
+                return PassPlan(blocks, keep, pass_bytes(s, size, keep))
     return None
 
 

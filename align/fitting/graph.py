@@ -15,6 +15,7 @@ import functools
 import json
 import operator
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -51,6 +52,35 @@ class Job:
         return Backend(self.device, use_torch=self.use_torch or None)
 
 
+class Tokens(NamedTuple):
+    """Per-token arrays of the token stream ((n_tokens,) each), or of one task's range of it."""
+    part: np.ndarray  # each token's part: ridge.FIT, ridge.VAL, TEST or -1
+    hdoc: np.ndarray | None = None  # each held-out token's index among the held-out documents (bootstrap)
+    stat_part: np.ndarray | None = None  # the statistics part (`Split.statistics_part`, --convergence)
+    partner: np.ndarray | None = None  # the target token paired with each (--control shuffle)
+
+    def range(self, start: int, stop: int) -> "Tokens":
+        """Copies of tokens [start, stop) (a task's own arrays, sent with it)."""
+        return Tokens(*(None if a is None else a[start:stop].copy() for a in self))
+
+
+class Rows(NamedTuple):
+    """The held-out rows of a task's range: offsets in it, their documents and partners."""
+    index: np.ndarray  # offsets of the rows in [start, stop)
+    docs: np.ndarray | None = None  # each row's held-out document index (bootstrap)
+    partner: np.ndarray | None = None  # each row's target token (--control shuffle)
+
+
+class BlockSettings(NamedTuple):
+    """How a block is solved and what its result keeps."""
+    alphas: tuple  # α_rel grid
+    extend: bool = False  # the grid gains decades where an end wins
+    solve_threads: int | None = None  # threads of the solve (None: the job's)
+    save_maps: bool = False  # W and c in the result
+    keep_stats: bool = False  # the reduced statistics in the result
+    keep_heldout: bool = False  # held-out rows kept from the statistics tasks
+
+
 @functools.lru_cache(maxsize=8)
 def _open(path: str, storage_options_key: str | None = None):
     return st.open_activations(path, json.loads(storage_options_key) if storage_options_key else None)
@@ -85,13 +115,13 @@ def _read_target(job: "Job", J, start: int, stop: int, partner: np.ndarray | Non
     return _read_rows(job.target, job.storage_options, J, partner)
 
 
-def stats_task(job: Job, I, J, start: int, stop: int, part: np.ndarray, shifts, keep_heldout: bool,
-               hdoc: np.ndarray | None = None, stat_part: np.ndarray | None = None, partner: np.ndarray | None = None):
-    """Statistics of tokens [start, stop) (`part`: their parts), read `job.chunk` tokens at a
-    time and accumulated in place; returns (numpy `ridge.Statistics`, held-out rows
-    ({i: float32}, {j: float32}, their held-out document indices from `hdoc`) or None).
-    `stat_part`: the statistics part of each token (`Split.statistics_part`; None: `part`);
-    `partner`: the target token paired with each (`--control shuffle`; None: itself)."""
+def stats_task(job: Job, I, J, start: int, stop: int, tokens: Tokens, shifts, keep_heldout: bool):
+    """Statistics of tokens [start, stop) (`tokens`: their arrays), read `job.chunk` tokens
+    at a time and accumulated in place; returns (numpy `ridge.Statistics`, held-out rows
+    ({i: float32}, {j: float32}, their held-out document indices from `tokens.hdoc`) or None).
+    `tokens.stat_part`: the statistics part of each token (None: `part`); `tokens.partner`:
+    the target token paired with each (`--control shuffle`; None: itself)."""
+    part, hdoc, stat_part, partner = tokens
     x_shift, y_shift = shifts
     be = job.backend()
     d_s, d_t = _open(job.source, job.storage_options).d_model, _open(job.target, job.storage_options).d_model
@@ -112,7 +142,7 @@ def stats_task(job: Job, I, J, start: int, stop: int, part: np.ndarray, shifts, 
             stop_if_cancelled(job.run)
             if train.any():
                 sp = p if stat_part is None else stat_part[a - start:b - start]
-                chunk_statistics(xs, ys, sp, x_shift, y_shift, be, into=acc, work=work)
+                chunk_statistics(xs, ys, sp, (x_shift, y_shift), be, into=acc, work=work)
             if len(test):
                 for side, rows in zip(held, (xs, ys)):
                     for k, v in rows.items():
@@ -150,11 +180,11 @@ def heldout_of(xs, ys, solved, backend, docs=None) -> dict:
     return out
 
 
-def heldout_task(job: Job, I, J, start: int, stop: int, rows: np.ndarray, solved, docs: np.ndarray | None = None,
-                 partner: np.ndarray | None = None):
-    """Held-out error sums (pooled, and per held-out document `docs` of each row) of the
-    rows `rows` of tokens [start, stop), read from the stores (the target's rows `partner`
-    with --control shuffle)."""
+def heldout_task(job: Job, I, J, start: int, stop: int, held: Rows, solved):
+    """Held-out error sums (pooled, and per held-out document `held.docs` of each row) of the
+    rows `held.index` of tokens [start, stop), read from the stores (the target's rows
+    `held.partner` with --control shuffle)."""
+    rows, docs, partner = held
     backend = job.backend()  # before the limit: it may import torch, whose threads the limit sets
     with blas_limit(job.threads):
         xs = {i: v[rows] for i, v in _read(job.source, job.storage_options, I, start, stop).items()}
@@ -206,18 +236,20 @@ def tree(dsk: dict, name: str, keys: list, add) -> tuple:
     return keys[0]
 
 
-def block_graph(b: int, I, J, job: Job, ranges, part, shifts, alphas, save_maps: bool, keep_stats: bool,
-                solve_threads: int | None = None, keep_heldout: bool = False, factors: dict | None = None,
-                hdoc: np.ndarray | None = None, extend: bool = False, stat_part: np.ndarray | None = None,
-                partner: np.ndarray | None = None):
-    """The Dask graph (a dict) of block `b` (source boundaries I × target boundaries J):
-    returns (graph, result key). `ranges`: the tasks' token ranges; `shifts`: per boundary
-    the shift of the statistics; `factors`: source factors of earlier blocks. The solve is
-    the only task running then (every other waits on it), so it may use `solve_threads`
-    (default `job.threads`): on the CPU that many source boundaries solved side by side, one
-    BLAS thread each, else BLAS threads; the statistics use `job.threads`, whatever the cluster.
-    `hdoc` ((n_tokens,) int): each held-out token's index among the held-out documents, so
-    that the held-out sums are kept per document too (the document bootstrap)."""
+def block_graph(b: int, block: tuple, job: Job, ranges, tokens: Tokens, shifts, settings: BlockSettings,
+                factors: dict | None = None):
+    """The Dask graph (a dict) of block `b`, `block` = (source boundaries I, target
+    boundaries J): returns (graph, result key). `ranges`: the tasks' token ranges; `tokens`:
+    the stream's arrays; `shifts`: per boundary the shift of the statistics; `factors`: source
+    factors of earlier blocks. The solve is the only task running then (every other waits on
+    it), so it may use `settings.solve_threads` (default `job.threads`): on the CPU that many
+    source boundaries solved side by side, one BLAS thread each, else BLAS threads; the
+    statistics use `job.threads`, whatever the cluster. `tokens.hdoc` ((n_tokens,) int): each
+    held-out token's index among the held-out documents, so that the held-out sums are kept
+    per document too (the document bootstrap)."""
+    I, J = block
+    part, hdoc, partner = tokens.part, tokens.hdoc, tokens.partner
+    alphas, extend, solve_threads, save_maps, keep_stats, keep_heldout = settings
     dsk = {}
     sk = ("shifts", b)
     dsk[sk] = ({i: shifts[0][i] for i in I}, {j: shifts[1][j] for j in J})
@@ -226,10 +258,7 @@ def block_graph(b: int, I, J, job: Job, ranges, part, shifts, alphas, save_maps:
         p = part[start:stop]
         if np.any((p == FIT) | (p == VAL)):
             key = ("stats-task", b, c)
-            dsk[key] = (stats_task, job, I, J, start, stop, p.copy(), sk, keep_heldout,
-                        None if hdoc is None else hdoc[start:stop].copy(),
-                        None if stat_part is None else stat_part[start:stop].copy(),
-                        None if partner is None else partner[start:stop].copy())
+            dsk[key] = (stats_task, job, I, J, start, stop, tokens.range(start, stop), sk, keep_heldout)
             dsk[("stats", b, c)] = (operator.getitem, key, 0)
             stat_keys.append(("stats", b, c))
             if keep_heldout:
@@ -248,9 +277,9 @@ def block_graph(b: int, I, J, job: Job, ranges, part, shifts, alphas, save_maps:
             if c in kept:
                 dsk[key] = (heldout_kept_task, job, kept[c], fk)
             else:
-                dsk[key] = (heldout_task, job, I, J, start, stop, rows, fk,
-                            None if hdoc is None else hdoc[start:stop][rows],
+                held = Rows(rows, None if hdoc is None else hdoc[start:stop][rows],
                             None if partner is None else partner[start:stop][rows])
+                dsk[key] = (heldout_task, job, I, J, start, stop, held, fk)
             held_keys.append(key)
     if not held_keys:
         raise InputError("no held-out token is left after the split (and position 0 excluded): raise --test-fraction")

@@ -21,7 +21,7 @@ the models' provenance. Nothing else is written. With a Dask scheduler address t
 are cut into document shards that workers process (each loads both models), their sums
 added in a tree fixed by shard index (the tasks of fitting.shards run there).
 
-Module map (all under align.fitting): options (FitOptions, LiveJob), batches (the token table,
+Module map (all under align.fitting): options (FitSpec, Execution, LiveJob), batches (the token table,
 the extraction batches), passes (forwards, rows, the statistics and held-out passes), budget
 (the memory plan: pure arithmetic), progress (the terminal bar), shards (the Dask tasks); this
 module checks the inputs, plans, runs and hands the sums to the shared solver and writer.
@@ -33,6 +33,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -45,9 +46,9 @@ from align.fitting.batches import TokenTable, plan_batches, token_table
 from align.fitting.budget import LiveShape, bootstrap_bytes, bootstrap_refusal, human_bytes, pass_refusal, plan_passes
 from align.fitting.cluster import default_memory_limit, executor
 from align.fitting.graph import add_heldout_task, add_task, tree
-from align.fitting.options import FitOptions, LiveJob
+from align.fitting.options import Execution, FitRequest, FitSpec, LiveJob, request
 from align.fitting.pairing import check_tokenizers
-from align.fitting.passes import forward, load_models, run_blocks, training_shift
+from align.fitting.passes import PassInputs, forward, load_models, run_blocks, training_shift
 from align.fitting.progress import Progress
 from align.fitting.result import Side, alignment_dataset, check_result_room, grid_note, pair_results, write_alignment
 from align.fitting.shards import ShardTask, shard_heldout_task, shard_statistics_task, shards_of, shift_task
@@ -76,24 +77,24 @@ def model_bytes(config, dtype: str) -> int:
     return item * (sum(p.numel() for p in net.parameters()) + sum(b.numel() for b in net.buffers()))
 
 
-def budget_of(job: LiveJob, options: FitOptions, device_memory: int | None) -> tuple:
+def budget_of(job: LiveJob, options: FitRequest, device_memory: int | None) -> tuple:
     """(device, budget, bytes already held there, the option that sets the budget). On a GPU
     (the models and the sums live there): --device-memory, default GPU_FRACTION of its free
     memory. On the CPU: --memory-limit (default fitting.cluster's: 60% of the available
     memory), of which this process holds its resident size now (before any model loads).
-    options.worker_budget replaces both (the plan's room itself: tests)."""
+    options.hooks.worker_budget replaces both (the plan's room itself: tests)."""
     import psutil
     import torch
 
     gpu = job.target.device == "cuda" or (job.target.device == "auto" and torch.cuda.is_available())
-    if options.worker_budget is not None:
-        return ("cuda" if gpu else "cpu"), int(options.worker_budget), 0, "--memory-limit"
+    if options.hooks.worker_budget is not None:
+        return ("cuda" if gpu else "cpu"), int(options.hooks.worker_budget), 0, "--memory-limit"
     if gpu:
         if device_memory is None:
             free, _ = torch.cuda.mem_get_info()
             device_memory = int(GPU_FRACTION * free)
         return "cuda", int(device_memory), 0, "--device-memory"
-    limit = options.memory_limit if options.memory_limit is not None else default_memory_limit()
+    limit = options.run.memory_limit if options.run.memory_limit is not None else default_memory_limit()
     return "cpu", int(limit), psutil.Process().memory_info().rss, "--memory-limit"
 
 
@@ -113,7 +114,7 @@ class Prepared:
     target_boundaries: list
 
 
-def prepare(job: LiveJob, options: FitOptions) -> Prepared:
+def prepare(job: LiveJob, options: FitRequest) -> Prepared:
     """Read both configs and tokenizers (refusing tokenizers that differ, token ids a model
     has no embedding for, sequences beyond a model's positions), tokenize once, split by
     document (fitting.split) and batch."""
@@ -124,7 +125,7 @@ def prepare(job: LiveJob, options: FitOptions) -> Prepared:
     toks = tuple(models.load_tokenizer(s) for s in (job.source, job.target))
     check_tokenizers(*(corpus.tokenizer_hashes(t) for t in toks), job.source.name, job.target.name)
     layers = [parse_boundaries(spec, c.num_hidden_layers, f"--{side}-layers") for spec, c, side in
-              ((options.source_boundaries, configs[0], "source"), (options.target_boundaries, configs[1], "target"))]
+              ((options.spec.source_boundaries, configs[0], "source"), (options.spec.target_boundaries, configs[1], "target"))]
     table = token_table(job.corpus, toks[0])
     for spec, config in zip((job.source, job.target), configs):
         models.check_token_ids(spec, config, table.max_id, "document {}, position {}".format(*table.max_id_at))
@@ -133,7 +134,7 @@ def prepare(job: LiveJob, options: FitOptions) -> Prepared:
             raise InputError(
                 f"--max-length {job.corpus.max_length} is above the position limit of {spec.name} "
                 f"(max_position_embeddings {limit}): use --max-length {limit} or less, or pass --allow-long")
-    split = make_split(table.doc, table.pos, options, origin=split_origin(job.corpus))
+    split = make_split(table.doc, table.pos, options.spec, origin=split_origin(job.corpus))
     return Prepared(job, configs, toks, table, split, plan_batches(table, split.part, job.batch_size), *layers)
 
 
@@ -213,7 +214,7 @@ class LivePlan:
                 "positions": self.positions}
 
 
-def make_plan(p: Prepared, options: FitOptions, device_memory: int | None, per_worker: tuple | None = None) -> LivePlan:
+def make_plan(p: Prepared, options: FitRequest, device_memory: int | None, per_worker: tuple | None = None) -> LivePlan:
     """The blocks and memory of the run, or the one-line refusal of a budget that cannot
     hold one target boundary per pass (naming the minimum). `per_worker` (limit, idle
     footprint) plans for a Dask worker instead, which keeps no held-out rows between tasks."""
@@ -236,18 +237,18 @@ def make_plan(p: Prepared, options: FitOptions, device_memory: int | None, per_w
                     p.split.counts, len(p.batches), sum(b.positions for b in p.batches))
 
 
-def _bootstrap_bytes(p: Prepared, options: FitOptions) -> dict:
+def _bootstrap_bytes(p: Prepared, options: FitRequest) -> dict:
     """`budget.bootstrap_bytes` of this run's document bootstrap."""
-    return bootstrap_bytes(options.bootstrap, len(p.split.test_docs), len(p.source_boundaries), len(p.target_boundaries),
+    return bootstrap_bytes(options.spec.bootstrap, len(p.split.test_docs), len(p.source_boundaries), len(p.target_boundaries),
                            p.configs[1].hidden_size)
 
 
-def _refuse_bootstrap(p: Prepared, options: FitOptions) -> None:
+def _refuse_bootstrap(p: Prepared, options: FitRequest) -> None:
     """The one-line refusal of a --bootstrap whose arrays exceed this process's budget
     (--memory-limit, unless that is per worker of a cluster; else fitting.cluster's default)."""
-    own = options.memory_limit is not None and options.scheduler in (None, "synchronous", "sync")
-    why = bootstrap_refusal(options.bootstrap, _bootstrap_bytes(p, options),
-                            options.memory_limit if own else default_memory_limit(), len(p.split.test_docs),
+    own = options.run.memory_limit is not None and options.run.scheduler in (None, "synchronous", "sync")
+    why = bootstrap_refusal(options.spec.bootstrap, _bootstrap_bytes(p, options),
+                            options.run.memory_limit if own else default_memory_limit(), len(p.split.test_docs),
                             len(p.source_boundaries) * len(p.target_boundaries))
     if why:
         raise InputError(why)
@@ -268,14 +269,15 @@ class LiveReport:
     dry_run: dict | None = None
 
 
-def fit_live(job: LiveJob, output: str | None, options: FitOptions | None = None, *, device_memory: int | None = None,
-             dry_run: bool = False, log=None, **option_values) -> LiveReport:
+def fit_live(job: LiveJob, output: str | None, spec: FitSpec | None = None, run: Execution | None = None, *,
+             device_memory: int | None = None, dry_run: bool = False, log=None, **keywords) -> LiveReport:
     """`align fit --live`: the store route's alignment result computed from the models
-    themselves (see the module docstring). `options` (FitOptions, or its fields as keywords):
-    the fit's fractions, seed, α grid, first token, layers, save_maps, memory_limit (the host
-    budget), overwrite, keep_statistics; scheduler: a Dask address runs document shards on
-    its workers. `device_memory`: the GPU budget when the models run on one. With `dry_run`
-    nothing is written: the plan and a time estimate from one timed batch of each model.
+    themselves (see the module docstring). `spec` (FitSpec: fractions, seed, α grid, first
+    token, boundaries, save_maps) and `run` (Execution: memory_limit, the host budget;
+    overwrite; scheduler, a Dask address runs document shards on its workers), or their
+    fields as keywords (`options.request`). `device_memory`: the GPU budget when the models
+    run on one. With `dry_run` nothing is written: the plan and a time estimate from one
+    timed batch of each model.
 
     Before any model is loaded: -o (store.check_output: never an input, never anything but
     an alignment result, replaced only with overwrite), the tokenizers, the split, room for
@@ -283,26 +285,27 @@ def fit_live(job: LiveJob, output: str | None, options: FitOptions | None = None
     terminal = log is None and sys.stderr.isatty()
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     t0 = time.time()
-    options = (replace(options, **option_values) if options is not None else FitOptions(**option_values)).checked()
-    if options.control:
-        raise InputError(f"--control {options.control} pairs tokens across documents, which the fused route cannot (both "
+    options = request(spec, run, keywords, "fit_live")
+    if options.spec.control:
+        raise InputError(f"--control {options.spec.control} pairs tokens across documents, which the fused route cannot (both "
                          "models see the same batch): extract both stores and run `align fit SOURCE TARGET --control "
-                         f"{options.control}`")
-    if options.convergence and options.scheduler not in (None, "synchronous", "sync"):
+                         f"{options.spec.control}`")
+    if options.spec.convergence and options.run.scheduler not in (None, "synchronous", "sync"):
         raise InputError(f"--convergence with --live runs in this process only, not on the Dask cluster at "
-                         f"--scheduler {options.scheduler}: drop one of them (or fit stores on the cluster)")
+                         f"--scheduler {options.run.scheduler}: drop one of them (or fit stores on the cluster)")
     inputs = {k: v for k, v in (("source model folder", job.source.name), ("target model folder", job.target.name),
                                 ("corpus", job.corpus.path)) if v}
     if output is not None and not dry_run:
-        st.check_output(output, "alignment", inputs=inputs, overwrite=options.overwrite)
+        st.check_output(output, "alignment", inputs=inputs, overwrite=options.run.overwrite)
     p = prepare(job, options)
     _refuse_bootstrap(p, options)
     sides = sides_of(p)
     if output is not None and not dry_run:
-        check_result_room(output, p.source_boundaries, p.target_boundaries, *sides, p.split, options.save_maps)
-    if options.scheduler not in (None, "synchronous", "sync") and not dry_run:
+        check_result_room(output, p.source_boundaries, p.target_boundaries, *sides, p.split, options.spec.save_maps)
+    if options.run.scheduler not in (None, "synchronous", "sync") and not dry_run:
         plan, results, statistics, rates, loop_s = run_on_cluster(p, options, log)
-        return finish(p, sides, results, statistics, plan, options, output, inputs, rates, loop_s, "cluster", log, t0)
+        return finish(p, sides, Outcome(results, statistics, rates, loop_s, "cluster", t0), plan, options, output, inputs,
+                      log)
     plan = make_plan(p, options, device_memory)
     for line in plan.lines(len(p.source_boundaries), len(p.target_boundaries), job.batch_size):
         log(line)
@@ -314,28 +317,38 @@ def fit_live(job: LiveJob, output: str | None, options: FitOptions | None = None
     progress = Progress(total, log, terminal)
     t_loop = time.time()
     try:
-        results, statistics = run_blocks(net, p.table, p.batches, p.source_boundaries, plan.blocks, plan.keep_heldout,
-                                         options, p.split, progress)
+        inputs_of_passes = PassInputs(net, p.table, p.batches, p.source_boundaries, progress)
+        results, statistics = run_blocks(inputs_of_passes, plan.blocks, plan.keep_heldout, options, p.split)
     finally:
         progress.close()
     loop_s = time.time() - t_loop
-    return finish(p, sides, results, statistics, plan, options, output, inputs, progress.rates(), loop_s,
-                  str(net.device.type), log, t0)
+    outcome = Outcome(results, statistics, progress.rates(), loop_s, str(net.device.type), t0)
+    return finish(p, sides, outcome, plan, options, output, inputs, log)
 
 
-def finish(p: Prepared, sides, results, statistics, plan: LivePlan, options: FitOptions, output, inputs, rates: str,
-           loop_s: float, where: str, log, t0: float) -> LiveReport:
+class Outcome(NamedTuple):
+    """What the passes of a live fit produced, for `finish`."""
+    results: dict  # {(i, j): fitted + scores}
+    statistics: dict  # {block: numpy statistics} (keep_statistics), else {}
+    rates: str  # the passes' rates, for the log
+    loop_s: float  # seconds of the passes, solves and held-out sums
+    where: str  # where the sums were computed: "cpu", "cuda" or "cluster"
+    started: float  # time.time() at the start of the fit
+
+
+def finish(p: Prepared, sides, outcome: Outcome, plan: LivePlan, options: FitRequest, output, inputs, log) -> LiveReport:
     """The alignment Dataset (the shared writer's, route "live") written to `output`."""
+    results, statistics, rates, loop_s, where, t0 = outcome
     log(f"align fit --live: {plan.passes} pass(es) over {p.table.n_tokens:,} tokens, {rates}")
     recorded = options.recorded(batch_size=p.job.batch_size, n_tokens=p.split.counts, device=where)
-    ds = alignment_dataset(results, p.source_boundaries, p.target_boundaries, *sides, p.split, recorded, route="live",
-                           save_maps=options.save_maps, resampling=options.resampling)
-    note = grid_note(ds, options.extend_alphas)
+    ds = alignment_dataset(results, (p.source_boundaries, p.target_boundaries), sides, p.split, recorded, route="live",
+                           save_maps=options.spec.save_maps, resampling=options.spec.resampling)
+    note = grid_note(ds, options.spec.extend_alphas)
     if note:
         log(f"align fit --live: {note}")
     if output is not None:
         fault_point("fit_live_before_write")
-        write_alignment(output, ds, inputs, options.overwrite)
+        write_alignment(output, ds, inputs, options.run.overwrite)
         log(f"align fit --live: wrote {output} ({len(p.source_boundaries)}x{len(p.target_boundaries)} pairs) in "
             f"{time.time() - t0:.1f} s")
     return LiveReport(output, ds, time.time() - t0, plan.record(), statistics, rates, loop_s)
@@ -343,8 +356,8 @@ def finish(p: Prepared, sides, results, statistics, plan: LivePlan, options: Fit
 
 # -- on a Dask cluster ----------------------------------------------------------------------
 
-def run_on_cluster(p: Prepared, options: FitOptions, log) -> tuple:
-    """The blocks of `plan` on the Dask cluster at options.scheduler: per block, document
+def run_on_cluster(p: Prepared, options: FitRequest, log) -> tuple:
+    """The blocks of `plan` on the Dask cluster at options.run.scheduler: per block, document
     shards (runs of consecutive batches) on the workers, each loading both models once; the
     shards' sums added in a tree fixed by shard index (graph.tree), solved here, and the
     held-out sums of the shards added the same way. Held-out rows are forwarded again (rows
@@ -353,7 +366,7 @@ def run_on_cluster(p: Prepared, options: FitOptions, log) -> tuple:
     results, statistics, rates, seconds)."""
     results, kept_stats, factors = {}, {}, {}
     t_loop = time.time()
-    with executor(options.scheduler, None, options.memory_limit, log) as ex:
+    with executor(options.run.scheduler, None, options.run.memory_limit, log) as ex:
         plan = make_plan(p, options, None, (ex.limit, ex.idle))
         for line in plan.lines(len(p.source_boundaries), len(p.target_boundaries), p.job.batch_size):
             log(line)
@@ -369,7 +382,7 @@ def run_on_cluster(p: Prepared, options: FitOptions, log) -> tuple:
             shifts = ex.run({"table": p.table, "shift": (shift_task, ShardTask(p.job, I, block, (first,)), "table", x_shift)},
                             "shift")
             if x_shift is None:
-                check_alphas(options.alphas, shifts["scale"], p.split.n_select, p.split.n_train)
+                check_alphas(options.spec.alphas, shifts["scale"], p.split.n_select, p.split.n_train)
                 x_shift = shifts["x"]
             dsk = {"table": p.table, "shifts": shifts}
             keys = []
@@ -377,17 +390,17 @@ def run_on_cluster(p: Prepared, options: FitOptions, log) -> tuple:
                 dsk[("stats", s)] = (shard_statistics_task, ShardTask(p.job, I, block, tuple(shard)), "table", "shifts")
                 keys.append(("stats", s))
             stats = ex.run(dsk, tree(dsk, "stats-sum", keys, add_task))
-            fitted = solve(stats, options.alphas, shifts["x"], shifts["y"], options.device, factors, options.extend_alphas)
-            if options.keep_statistics:
+            fitted = solve(stats, options.spec.alphas, shifts["x"], shifts["y"], options.run.device, factors, options.spec.extend_alphas)
+            if options.hooks.keep_statistics:
                 kept_stats[block] = stats
-            dsk = {"table": p.table, "fitted": fitted, "hdoc": p.split.heldout_index if options.bootstrap else None}
+            dsk = {"table": p.table, "fitted": fitted, "hdoc": p.split.heldout_index if options.spec.bootstrap else None}
             keys = []
             for s, shard in enumerate(test):
                 dsk[("heldout", s)] = (shard_heldout_task, ShardTask(p.job, I, block, tuple(shard)), "table", "fitted",
                                        "hdoc")
                 keys.append(("heldout", s))
             sums = ex.run(dsk, tree(dsk, "heldout-sum", keys, add_heldout_task))
-            results.update(pair_results(fitted, sums, p.split, options.resampling))
+            results.update(pair_results(fitted, sums, p.split, options.spec.resampling))
             log(f"align fit --live: pass {k + 1} of {plan.passes} done on the cluster")
     return plan, results, kept_stats, f"{plan.positions * plan.passes:,} positions forwarded on the cluster", time.time() - t_loop
 
@@ -418,7 +431,7 @@ def estimate(p: Prepared, plan: LivePlan, log) -> dict:
     part = np.where(b.part == TEST, -1, b.part)
     shift_x, shift_y = training_shift(xs, p.source_boundaries, b), training_shift(ys, block, b)
     t = time.perf_counter()
-    chunk_statistics(xs, {j: ys[j] for j in block}, part, shift_x, shift_y, backend,
+    chunk_statistics(xs, {j: ys[j] for j in block}, part, (shift_x, shift_y), backend,
                            into=stats)
     if net.device.type == "cuda":
         torch.cuda.synchronize(net.device)

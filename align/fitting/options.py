@@ -1,6 +1,8 @@
-"""The options of a fit, grouped as `ModelSpec` and `CorpusSpec` group a model's and a corpus's
-(`FitOptions`; the live route's models and corpus as `LiveJob`), and the one check of a
-`--device` (`check_device`: where a fit computes, and where `align extract` runs a model)."""
+"""The options of a fit, grouped as `ModelSpec` and `CorpusSpec` group a model's and a corpus's:
+what it computes (`FitSpec`, recorded in the result), where it runs (`Execution`), the test
+hooks (`FitHooks`), checked together as a `FitRequest`; the live route's models and corpus as
+`LiveJob`; and the one check of a `--device` (`check_device`: where a fit computes, and where
+`align extract` runs a model)."""
 
 from __future__ import annotations
 
@@ -12,27 +14,25 @@ from align import corpus, models, ridge
 from align.stats.bootstrap import Resampling, check_resamples
 from align.errors import InputError
 from align.fitting.split import check_seed
+from align.records import take
 
 
 @dataclass(frozen=True)
-class FitOptions:
-    """What a fit computes (the first group: recorded in the result) and where it runs.
+class FitSpec:
+    """What a fit computes: the options its result records (`recorded`) and its numbers follow.
 
-    alphas: relative ridge penalties α_rel (units of the mean eigenvalue of XcᵀXc), kept
-    sorted; source_boundaries / target_boundaries: boundary specs ("0,4,8", "::2"; None: all).
-    scheduler: None (threads of this process; a local Dask cluster with n_workers), "synchronous",
-    or a Dask scheduler address; memory_limit: bytes or "8GB" (the whole fit; per worker with
-    an address); worker_budget: bytes per worker, replacing the measured figure (tests);
-    task_tokens: tokens per statistics task (None: planned); blas_threads: BLAS threads per
-    task (fixed, so that sums do not depend on where they ran); keep_statistics: return the
-    reduced statistics in the report. extend_alphas (`--alphas auto`): a grid end chosen by
-    some pair gains decades there (`ridge.solve_block`); None: extend the default grid, not
-    one given in `alphas`; bootstrap /
-    bootstrap_seed: resamples of the held-out documents (0: none) and their seed;
-    convergence: also fit ¼ and ½ of the training documents (`split.FRACTIONS`) and score
-    them (relative_error_by_fraction), at three times the statistics' memory; control:
-    "shuffle" pairs each source token with the target's token at the same position of
-    another document (`split.shuffle_partners`): the matrix a meaningless pairing gives.
+    test_fraction / val_fraction: shares of the documents held out for scoring and for
+    choosing α; seed: the document split's; alphas: relative ridge penalties α_rel (units of
+    the mean eigenvalue of XcᵀXc), kept sorted; include_first_token: also fit position 0;
+    source_boundaries / target_boundaries: boundary specs ("0,4,8", "::2"; None: all);
+    save_maps: also store every W and c. extend_alphas (`--alphas auto`): a grid end chosen
+    by some pair gains decades there (`ridge.solve_block`); None: extend the default grid,
+    not one given in `alphas`. bootstrap / bootstrap_seed: resamples of the held-out
+    documents (0: none) and their seed; convergence: also fit ¼ and ½ of the training
+    documents (`split.FRACTIONS`) and score them (relative_error_by_fraction), at three times
+    the statistics' memory; control: "shuffle" pairs each source token with the target's
+    token at the same position of another document (`split.shuffle_partners`): the matrix a
+    meaningless pairing gives.
     """
 
     test_fraction: float = 0.2
@@ -42,34 +42,21 @@ class FitOptions:
     include_first_token: bool = False
     source_boundaries: str | None = None
     target_boundaries: str | None = None
-    device: str = "cpu"
     save_maps: bool = False
-    scheduler: str | None = None
-    n_workers: int | None = None
-    memory_limit: int | str | None = None
-    task_tokens: int | None = None
-    blas_threads: int | None = 1
-    keep_statistics: bool = False
-    worker_budget: int | None = None
-    storage_options: dict | None = field(default=None, hash=False)
-    overwrite: bool = False
     extend_alphas: bool | None = None
     bootstrap: int = 1000
     bootstrap_seed: int = 0
     convergence: bool = False
     control: str | None = None
 
-    def checked(self) -> "FitOptions":
-        """These options with α sorted and `memory_limit` in bytes, or the one-line
-        InputError of the first bad value (α, seed, device, memory limit, task tokens)."""
+    def checked(self) -> "FitSpec":
+        """This spec with α sorted and extend_alphas decided, or the one-line InputError of
+        the first bad value (α, seed, control, bootstrap, bootstrap seed)."""
         alphas = tuple(sorted(float(a) for a in (self.alphas if self.alphas is not None else ridge.DEFAULT_ALPHAS)))
         if not alphas or any(not (a > 0 and math.isfinite(a)) for a in alphas):
             raise InputError(f"--alphas {','.join(map(str, alphas)) or '(empty)'}: every α_rel must be a positive finite number")
         check_seed(self.seed)
-        check_device(self.device)
-        if self.task_tokens is not None and self.task_tokens < 1:
-            raise InputError(f"--task-tokens {self.task_tokens} must be at least 1")
-        if self.control not in (None, "shuffle"):
+        if self.control not in CONTROLS:
             raise InputError(f"--control {self.control!r}: the controls are shuffle (other documents' tokens at the same "
                              "positions); the untrained control is a --random-init store, the self-map `align fit S S`")
         if isinstance(self.bootstrap, bool) or not isinstance(self.bootstrap, int) or self.bootstrap < 0:
@@ -79,7 +66,7 @@ class FitOptions:
         if isinstance(self.bootstrap_seed, bool) or not isinstance(self.bootstrap_seed, int) or self.bootstrap_seed < 0:
             raise InputError(f"--bootstrap-seed {self.bootstrap_seed}: give a whole number >= 0")
         extend = self.extend_alphas if self.extend_alphas is not None else alphas == tuple(ridge.DEFAULT_ALPHAS)
-        return replace(self, alphas=alphas, memory_limit=parse_memory(self.memory_limit), extend_alphas=bool(extend))
+        return replace(self, alphas=alphas, extend_alphas=bool(extend))
 
     @property
     def resampling(self):
@@ -91,14 +78,86 @@ class FitOptions:
         """A validation part is split off only to choose among several α."""
         return len(self.alphas) > 1
 
-    def recorded(self, **extra) -> dict:
-        """The options the result records (what decides its numbers), plus `extra`
-        (task_tokens, n_tokens per part, ...)."""
-        keep = ("test_fraction", "val_fraction", "seed", "alphas", "include_first_token", "source_boundaries",
-                "target_boundaries", "device", "save_maps", "extend_alphas", "bootstrap", "bootstrap_seed", "convergence", "control")
-        d = {k: v for k, v in asdict(self).items() if k in keep}
+    def recorded(self, device: str, **extra) -> dict:
+        """The options the result records (what decides its numbers; `device`: where the
+        products and solves ran), plus `extra` (task_tokens, n_tokens per part, ...)."""
+        d = asdict(self)
         d["alphas"] = list(self.alphas)
-        return {**d, **extra}
+        head = ("test_fraction", "val_fraction", "seed", "alphas", "include_first_token", "source_boundaries",
+                "target_boundaries")
+        return {**{k: d.pop(k) for k in head}, "device": device, **d, **extra}
+
+
+CONTROLS = (None, "shuffle")  # --control: none, or other documents' tokens at the same positions
+
+
+@dataclass(frozen=True)
+class Execution:
+    """Where and how a fit runs; none of it changes a number of the result (but `device`,
+    recorded beside the `FitSpec`).
+
+    device: where products and solves run ("cpu", "cuda", "cuda:N"); scheduler: None (threads
+    of this process; a local Dask cluster with n_workers), "synchronous", or a Dask scheduler
+    address; n_workers: processes of the local cluster; memory_limit: bytes or "8GB" (the
+    whole fit; per worker with an address); task_tokens: tokens per statistics task (None:
+    planned); blas_threads: BLAS threads per task (fixed, so that sums do not depend on where
+    they ran); storage_options: fsspec options of remote stores; overwrite: replace an
+    existing alignment result at the output."""
+
+    device: str = "cpu"
+    scheduler: str | None = None
+    n_workers: int | None = None
+    memory_limit: int | str | None = None
+    task_tokens: int | None = None
+    blas_threads: int | None = 1
+    storage_options: dict | None = field(default=None, hash=False)
+    overwrite: bool = False
+
+    def checked(self) -> "Execution":
+        """These settings with `memory_limit` in bytes, or the one-line InputError of the
+        first bad value (device, task tokens, memory limit)."""
+        check_device(self.device)
+        if self.task_tokens is not None and self.task_tokens < 1:
+            raise InputError(f"--task-tokens {self.task_tokens} must be at least 1")
+        return replace(self, memory_limit=parse_memory(self.memory_limit))
+
+
+@dataclass(frozen=True)
+class FitHooks:
+    """What tests reach into (not options of a fit): worker_budget, bytes per worker
+    replacing the measured figure; keep_statistics: return the reduced statistics in the report."""
+
+    worker_budget: int | None = None
+    keep_statistics: bool = False
+
+
+@dataclass(frozen=True)
+class FitRequest:
+    """A checked fit: what it computes, where it runs, the test hooks (`request` builds it)."""
+
+    spec: FitSpec
+    run: Execution
+    hooks: FitHooks = FitHooks()
+
+    def recorded(self, **extra) -> dict:
+        """The result's `options` attribute: `FitSpec.recorded` on this run's device."""
+        return self.spec.recorded(**{"device": self.run.device, **extra})
+
+
+def request(spec: FitSpec | None, run: Execution | None, keywords: dict, caller: str = "fit") -> FitRequest:
+    """The checked FitRequest of `align.fit`'s arguments: `spec` and `run` given as their
+    records or None, their fields (and FitHooks') among `keywords` by name, a keyword beside
+    its record replacing that field. A keyword that names no field is a TypeError."""
+    keywords = dict(keywords)
+    records = []
+    for cls, given in ((FitSpec, spec), (Execution, run), (FitHooks, None)):
+        values = take(cls, keywords)
+        records.append(replace(given, **values) if given is not None else cls(**values))
+    if keywords:
+        raise TypeError(f"{caller}() got unexpected keyword arguments {sorted(keywords)} (not a field of FitSpec or "
+                        "Execution)")
+    spec, run, hooks = records
+    return FitRequest(spec.checked(), run.checked(), hooks)
 
 
 @dataclass(frozen=True)

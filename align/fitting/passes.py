@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -14,7 +15,7 @@ from align.hooks import capture
 from align.extraction.batches import pad
 from align.faults import fault_point
 from align.fitting.batches import Batch, TokenTable
-from align.fitting.options import FitOptions, LiveJob
+from align.fitting.options import FitRequest, LiveJob
 from align.fitting.progress import Progress
 from align.fitting.graph import heldout_of
 from align.fitting.result import pair_results
@@ -141,12 +142,23 @@ class Shifts:
     y: dict = field(default_factory=dict)
 
 
-def statistics_pass(net: Models, table: TokenTable, batches, source_boundaries, block, shifts: Shifts,
-                    keep_heldout: bool, progress: Progress, label: str, alphas_check=None, stat_part=None):
-    """One pass over `batches` for one block: (ridge.Statistics on the device, kept
+class PassInputs(NamedTuple):
+    """What every pass of a live fit reads: the models, the token table, its batches, the
+    source boundaries and the progress line."""
+    net: Models
+    table: TokenTable
+    batches: list
+    source_boundaries: tuple
+    progress: Progress
+
+
+def statistics_pass(inputs: PassInputs, block, shifts: Shifts, keep_heldout: bool, label: str, alphas_check=None,
+                    stat_part=None):
+    """One pass over `inputs.batches` for one block: (ridge.Statistics on the device, kept
     held-out rows [({i: rows}, {j: rows})] or None). `alphas_check(scale)` runs on the first
     batch with training rows (the α grid against the data's scale, before any sum).
     `stat_part` (n_tokens,): each token's statistics part with --convergence (`Split.stat_part`)."""
+    net, table, batches, source_boundaries, progress = inputs
     d_s, d_t = net.source.config.hidden_size, net.target.config.hidden_size
     backend = net.backend
     parts = N_PARTS if stat_part is None else CONVERGENCE_PARTS
@@ -170,7 +182,7 @@ def statistics_pass(net: Models, table: TokenTable, batches, source_boundaries, 
             if stat_part is not None:  # the positions' statistics parts, from their tokens'
                 part = np.full(len(b.part), -1, dtype=np.int8)
                 part[b.flat[:b.n_train]] = stat_part[b.tokens[:b.n_train]]
-            chunk_statistics(xs, ys, part, shifts.x, shifts.y[block], backend,
+            chunk_statistics(xs, ys, part, (shifts.x, shifts.y[block]), backend,
                                    into=stats, work=work)
         if keep_heldout and b.n_test:
             held = b.flat[b.n_train:]
@@ -181,13 +193,13 @@ def statistics_pass(net: Models, table: TokenTable, batches, source_boundaries, 
     return stats, kept
 
 
-def heldout_pass(net: Models, table: TokenTable, batches, source_boundaries, block, solved: dict, kept,
-                 progress: Progress, label: str, hdoc: np.ndarray | None = None) -> dict:
+def heldout_pass(inputs: PassInputs, block, solved: dict, kept, label: str, hdoc: np.ndarray | None = None) -> dict:
     """The held-out sums (ridge.heldout_sums, added batch after batch) of every pair of the
     block: from the kept rows, or a second forward of the batches with held-out rows (the
     same batches, the same bits). `solved`: {"fitted": maps, "fractions": maps of
     --convergence}. `hdoc` (n_tokens,): each token's held-out document index, for the
     per-document sums of the document bootstrap (None: pooled sums only)."""
+    net, table, batches, source_boundaries, progress = inputs
     backend = net.backend
     sums = None
 
@@ -212,30 +224,30 @@ def heldout_pass(net: Models, table: TokenTable, batches, source_boundaries, blo
     return sums
 
 
-def run_blocks(net: Models, table: TokenTable, batches, source_boundaries, blocks, keep_heldout: bool,
-               options: FitOptions, split: Split, progress: Progress) -> tuple:
+def run_blocks(inputs: PassInputs, blocks, keep_heldout: bool, options: FitRequest, split: Split) -> tuple:
     """Every block in turn: statistics pass, solve (the shared solver, the source's factors
     shared by all blocks), held-out pass. Returns ({(i, j): fitted + scores}, {block:
-    numpy statistics} when options.keep_statistics)."""
+    numpy statistics} when options.hooks.keep_statistics)."""
+    net = inputs.net
     results, kept_stats, factors, shifts = {}, {}, {}, Shifts()
     solve_device = str(net.device)  # where the sums are: the target's input device ("cuda:1" too), or the CPU
 
     def alphas_check(scale):
-        check_alphas(options.alphas, scale, split.n_select, split.n_train)
+        check_alphas(options.spec.alphas, scale, split.n_select, split.n_train)
 
     for k, block in enumerate(blocks):
         label = f"pass {k + 1} of {len(blocks)}"
-        stats, kept = statistics_pass(net, table, batches, source_boundaries, block, shifts, keep_heldout, progress,
-                                      label, alphas_check if k == 0 else None, split.stat_part)
+        stats, kept = statistics_pass(inputs, block, shifts, keep_heldout, label, alphas_check if k == 0 else None,
+                                      split.stat_part)
         reduced = stats.numpy(net.backend)
         del stats
-        fitted, fractions = solve_all(reduced, options.alphas, shifts.x, shifts.y[block], solve_device, factors,
-                                      options.extend_alphas)
-        if options.keep_statistics:
+        fitted, fractions = solve_all(reduced, options.spec.alphas, shifts.x, shifts.y[block], solve_device, factors,
+                                      options.spec.extend_alphas)
+        if options.hooks.keep_statistics:
             kept_stats[block] = reduced
         del reduced
-        sums = heldout_pass(net, table, batches, source_boundaries, block, {"fitted": fitted, "fractions": fractions}, kept,
-                            progress, label + ", held-out", split.heldout_index if options.bootstrap else None)
-        results.update(pair_results(fitted, sums, split, options.resampling, fractions))
+        sums = heldout_pass(inputs, block, {"fitted": fitted, "fractions": fractions}, kept, label + ", held-out",
+                            split.heldout_index if options.spec.bootstrap else None)
+        results.update(pair_results(fitted, sums, split, options.spec.resampling, fractions))
         del kept, fitted
     return results, kept_stats

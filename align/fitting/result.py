@@ -17,7 +17,7 @@ from align import store as st
 from align.errors import DiskSpaceError, NonFiniteError, OutputRefused
 from align.stats.bootstrap import Resampling
 from align.fitting import uncertainty
-from align.fitting.budget import RESULT_MARGIN, human_bytes, result_bytes
+from align.fitting.budget import RESULT_MARGIN, ResultBytes, ResultShape, human_bytes, result_bytes
 from align.fitting.split import Split
 from align.ridge.heldout import scores
 from align.ridge.matrix import Summary, summary as matrix_summary
@@ -133,10 +133,10 @@ def _weights(n_docs: int, resampling: Resampling) -> np.ndarray:
     return _WEIGHTS[key]
 
 
-def alignment_dataset(results: dict, src_boundaries, tgt_boundaries, source: Side, target: Side, split: Split,
-                      options: dict, route: str = "store", save_maps: bool = False,
-                      resampling: Resampling | None = None):
-    """The alignment result (`schema: alignment`) as an xarray Dataset: the five scores over
+def alignment_dataset(results: dict, boundaries: tuple, sides: tuple, split: Split, options: dict, route: str = "store",
+                      save_maps: bool = False, resampling: Resampling | None = None):
+    """The alignment result (`schema: alignment`) of `boundaries` = (source boundaries, target
+    boundaries) and `sides` = (source Side, target Side) as an xarray Dataset: the five scores over
     (source_boundary, target_boundary), `val_sse` over (source_boundary, target_boundary, alpha_grid: α_rel),
     `heldout_doc`, W and c with `save_maps`, and attributes summary, split, options, both
     sides' provenance and `route` ("store" or "live"). When the results hold per-document
@@ -145,6 +145,7 @@ def alignment_dataset(results: dict, src_boundaries, tgt_boundaries, source: Sid
     the summary. Refuses (NonFiniteError) a non-finite score before anything is summarised."""
     import xarray as xr
 
+    (src_boundaries, tgt_boundaries), (source, target) = boundaries, sides
     if route not in ROUTES:
         raise ValueError(f"route {route!r} is not one of {ROUTES}")
     L_S, L_T = source.n_layers, target.n_layers
@@ -331,11 +332,11 @@ def check_result_room(output: str, src_boundaries, tgt_boundaries, source: Side,
                       save_maps: bool) -> None:
     """`check_room` for the alignment result these layers, sides and split make."""
     attrs = len(json.dumps(jsonable({"source": source.provenance, "target": target.provenance, "split": split.record()})))
-    check_room(output, result_bytes(len(src_boundaries), len(tgt_boundaries), source.d_model, target.d_model,
-                                    len(split.test_docs), save_maps, attrs))
+    shape = ResultShape(len(src_boundaries), len(tgt_boundaries), source.d_model, target.d_model, len(split.test_docs))
+    check_room(output, result_bytes(shape, save_maps, attrs))
 
 
-def check_room(output: str, sizes: dict) -> None:
+def check_room(output: str, sizes: ResultBytes) -> None:
     """Refuse, before any computing, a local `output` that cannot be written (no folder to
     write in, no permission: a probe file is created and removed in the folder the result
     will go to, or its nearest existing ancestor) or whose file system has less free space
@@ -358,10 +359,10 @@ def check_room(output: str, sizes: dict) -> None:
     except OSError as e:
         raise OutputRefused(f"-o {output}: cannot write in {existing} ({e.strerror or e}): "
                             "choose a folder you can write to (nothing was computed)") from None
-    need = sum(sizes.values())
+    need = sum(sizes)
     free = st.free_bytes(existing)
     if need * RESULT_MARGIN > free:
-        maps = f", {human_bytes(sizes['maps'])} of it the maps of --save-maps" if sizes.get("maps") else ""
+        maps = f", {human_bytes(sizes.maps)} of it the maps of --save-maps" if sizes.maps else ""
         raise DiskSpaceError(
             f"-o {output}: the alignment result needs up to {human_bytes(need * RESULT_MARGIN)}{maps}, but only {human_bytes(free)} "
             f"is free in {existing}: free some space or choose another -o{' (or drop --save-maps)' if maps else ''}; "

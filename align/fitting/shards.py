@@ -55,7 +55,7 @@ def shard_statistics_task(task: ShardTask, table: TokenTable, shifts: dict) -> S
         fault_point("fit_live_batch")
         xs, ys = forwards(net, table, b, list(task.source_boundaries), task.block, None)
         part = np.where(b.part == TEST, -1, b.part)
-        chunk_statistics(xs, ys, part, shifts["x"], shifts["y"], net.backend, into=stats)
+        chunk_statistics(xs, ys, part, (shifts["x"], shifts["y"]), net.backend, into=stats)
     return stats.numpy(net.backend)
 
 

@@ -187,7 +187,7 @@ class Split:
 def make_split(doc: np.ndarray, pos: np.ndarray, options, seq: np.ndarray | None = None,
                origin: Origin = STORES) -> Split:
     """The `Split` of tokens with document ids `doc` and positions `pos` (n_tokens,) under
-    `options` (FitOptions: fractions, seed, α grid, include_first_token, convergence,
+    `options` (FitSpec: fractions, seed, α grid, include_first_token, convergence,
     control; `seq` (n_tokens,), the sequence ids, for --control shuffle). Too few
     documents, or a part left without any token, is a one-line InputError in `origin`'s
     words."""

@@ -16,7 +16,7 @@ import math
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -29,8 +29,8 @@ from align.fitting.cluster import (
     PLAN_FRACTION, SYNC, THREADS, cancel, default_memory_limit, device_budget, executor, local_workers, refuse_memory,
     worker_budget_of,
 )
-from align.fitting.graph import Job, block_graph
-from align.fitting.options import FitOptions
+from align.fitting.graph import BlockSettings, Job, Tokens, block_graph
+from align.fitting.options import Execution, FitRequest, FitSpec, request
 from align.fitting.pairing import check_tokenizers
 from align.fitting.result import (
     Side, alignment_dataset, check_result_room, grid_note, import_ahead, import_dataset_modules, pair_results,
@@ -185,12 +185,13 @@ def scale_of(store, layers, part) -> dict:
 
 # -- the entry point ----------------------------------------------------------------------
 
-def fit(source: str, target: str, output: str | None, options: FitOptions | None = None, *, log=None,
-        **option_values) -> FitReport:
+def fit(source: str, target: str, output: str | None, spec: FitSpec | None = None, run: Execution | None = None, *,
+        log=None, **keywords) -> FitReport:
     """Fit a ridge map from every chosen boundary of `source` to every chosen boundary of
     `target` (activation stores of the same token stream) and score it on held-out documents.
 
-    `options` (FitOptions), or its fields as keywords (alphas=..., scheduler=..., ...).
+    `spec` (FitSpec: what is computed) and `run` (Execution: where it runs), or their fields
+    as keywords (alphas=..., scheduler=..., ...; `options.request`).
     Writes the alignment result to `output` (skip writing with output=None) and returns a
     FitReport whose `dataset` is the result. scheduler None runs the fit in threads of this
     process, one per CPU core (a fit above SMALL_FIT_FLOPS through torch, whose products
@@ -210,41 +211,41 @@ def fit(source: str, target: str, output: str | None, options: FitOptions | None
     input, and NonFiniteError rather than a result holding or summarised over a non-finite score."""
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     t0 = time.time()
-    opts = (replace(options, **option_values) if options is not None else FitOptions(**option_values)).checked()
+    opts = request(spec, run, keywords)
     # a file:// URL is a local path: the checked reads name chunk files by path
     source, target = (st.local_path(p) or p for p in (source, target))
     if output is not None:
-        st.check_output(output, "alignment", inputs={"source": source, "target": target}, overwrite=opts.overwrite,
-                        storage_options=opts.storage_options)
+        st.check_output(output, "alignment", inputs={"source": source, "target": target}, overwrite=opts.run.overwrite,
+                        storage_options=opts.run.storage_options)
 
-    S, T = open_pair(source, target, opts.storage_options)
-    src_boundaries = select_boundaries(opts.source_boundaries, S, "--source-boundaries")
-    tgt_boundaries = select_boundaries(opts.target_boundaries, T, "--target-boundaries")
-    split = make_split(S.tokens("doc"), S.tokens("pos"), opts, S.tokens("seq"))
+    S, T = open_pair(source, target, opts.run.storage_options)
+    src_boundaries = select_boundaries(opts.spec.source_boundaries, S, "--source-boundaries")
+    tgt_boundaries = select_boundaries(opts.spec.target_boundaries, T, "--target-boundaries")
+    split = make_split(S.tokens("doc"), S.tokens("pos"), opts.spec, S.tokens("seq"))
     sides = Side.of_store(S), Side.of_store(T)
     if output is not None:
-        check_result_room(output, src_boundaries, tgt_boundaries, *sides, split, opts.save_maps)
+        check_result_room(output, src_boundaries, tgt_boundaries, *sides, split, opts.spec.save_maps)
     n_pairs = len(src_boundaries) * len(tgt_boundaries)
-    if opts.save_maps:
+    if opts.spec.save_maps:
         size = n_pairs * (S.d_model + 1) * T.d_model * 8
         log(f"align fit: --save-maps stores W and c for {n_pairs} pairs: {human_bytes(size)} (float64)")
-    check_alphas(opts.alphas, scale_of(S, src_boundaries, split.part), split.n_select, split.n_train)
+    check_alphas(opts.spec.alphas, scale_of(S, src_boundaries, split.part), split.n_select, split.n_train)
 
-    boot = budget.bootstrap_bytes(opts.bootstrap, len(split.test_docs), len(src_boundaries), len(tgt_boundaries), T.d_model)
+    boot = budget.bootstrap_bytes(opts.spec.bootstrap, len(split.test_docs), len(src_boundaries), len(tgt_boundaries), T.d_model)
     # the bootstrap's arrays live in this process, whose budget is --memory-limit unless that is per worker
-    own = opts.memory_limit is not None and (opts.scheduler is None or opts.scheduler in SYNC)
-    why = budget.bootstrap_refusal(opts.bootstrap, boot, opts.memory_limit if own else default_memory_limit(),
+    own = opts.run.memory_limit is not None and (opts.run.scheduler is None or opts.run.scheduler in SYNC)
+    why = budget.bootstrap_refusal(opts.spec.bootstrap, boot, opts.run.memory_limit if own else default_memory_limit(),
                                    len(split.test_docs), n_pairs)
     if why:
         raise InputError(why)
-    client_extra = budget.client_bytes(S.n_tokens, n_pairs, S.d_model, T.d_model, opts.save_maps) + boot["passes"]
-    use_torch = opts.device == "cpu" and fit_flops(S, T, src_boundaries, tgt_boundaries) > SMALL_FIT_FLOPS
+    client_extra = budget.client_bytes(S.n_tokens, n_pairs, S.d_model, T.d_model, opts.spec.save_maps) + boot["passes"]
+    use_torch = opts.run.device == "cpu" and fit_flops(S, T, src_boundaries, tgt_boundaries) > SMALL_FIT_FLOPS
     if use_torch:
         import torch  # noqa: F401  (before the idle footprint is measured, and the threads' BLAS limit set)
     scheduler, n_workers, limit = _where(opts, S, T, src_boundaries, tgt_boundaries, client_extra, log)
     # under an explicit --memory-limit the result's modules (~70 MB) are loaded now, so that the
     # idle footprint measured below counts them; otherwise they load during the sums
-    dataset_modules_counted = opts.memory_limit is not None
+    dataset_modules_counted = opts.run.memory_limit is not None
     if dataset_modules_counted:
         import_dataset_modules()
     results, statistics = {}, {}
@@ -261,19 +262,19 @@ def fit(source: str, target: str, output: str | None, options: FitOptions | None
             f"{len(blocks[0][0])}x{len(blocks[0][1])} ({human_bytes(plan['block_bytes'])} "
             f"per worker of {human_bytes(plan['worker_budget'])} planned), {len(ranges)} tasks of {step:,} tokens, "
             f"{c['fit']:,} fit / {c['validation']:,} validation / {c['heldout']:,} held-out tokens")
-        so = json.dumps(opts.storage_options, sort_keys=True) if opts.storage_options else None
-        job = Job(S.path, T.path, so, opts.device, opts.blas_threads, min(step, S.chunk_tokens), use_torch,
+        so = json.dumps(opts.run.storage_options, sort_keys=True) if opts.run.storage_options else None
+        job = Job(S.path, T.path, so, opts.run.device, opts.run.blas_threads, min(step, S.chunk_tokens), use_torch,
                   uuid.uuid4().hex)
         plan["products"] = "numpy" if job.backend().torch is None else "torch"
-        solve_threads = opts.blas_threads and opts.blas_threads * (ex.n_workers if ex.mode != "remote" else 1)
+        solve_threads = opts.run.blas_threads and opts.run.blas_threads * (ex.n_workers if ex.mode != "remote" else 1)
+        tokens = Tokens(split.part, split.heldout_index if opts.spec.bootstrap else None, split.stat_part, split.partner)
+        settings = BlockSettings(opts.spec.alphas, opts.spec.extend_alphas, solve_threads, opts.spec.save_maps,
+                                 opts.hooks.keep_statistics, keep_heldout)
         factors, factors_of = {}, None
         for b, (I, J) in enumerate(blocks):
             if I != factors_of:  # blocks come source block by source block: keep one block's factors
                 factors, factors_of = {}, I
-            dsk, key = block_graph(b, I, J, job, ranges, split.part, shifts, opts.alphas, opts.save_maps,
-                                   opts.keep_statistics, solve_threads, keep_heldout, factors,
-                                   hdoc=split.heldout_index if opts.bootstrap else None, extend=opts.extend_alphas,
-                                   stat_part=split.stat_part, partner=split.partner)
+            dsk, key = block_graph(b, (I, J), job, ranges, tokens, shifts, settings, factors)
             if b == 0 and not dataset_modules_counted:
                 import_ahead()  # the result's modules load while the sums are computed (GIL released)
             try:
@@ -283,18 +284,18 @@ def fit(source: str, target: str, output: str | None, options: FitOptions | None
                 raise
             fault_point("fit_after_block")
             factors = out["factors"]
-            results.update(pair_results(out["fitted"], out["heldout"], split, opts.resampling, out["fractions"]))
-            if opts.keep_statistics:
+            results.update(pair_results(out["fitted"], out["heldout"], split, opts.spec.resampling, out["fractions"]))
+            if opts.hooks.keep_statistics:
                 statistics[(I, J)] = out["stats"]
     plan.pop("block_list")
-    ds = alignment_dataset(results, src_boundaries, tgt_boundaries, *sides, split,
-                           opts.recorded(task_tokens=step, n_tokens=split.counts), "store", opts.save_maps,
-                           opts.resampling)
-    note = grid_note(ds, opts.extend_alphas)
+    ds = alignment_dataset(results, (src_boundaries, tgt_boundaries), sides, split,
+                           opts.recorded(task_tokens=step, n_tokens=split.counts), "store", opts.spec.save_maps,
+                           opts.spec.resampling)
+    note = grid_note(ds, opts.spec.extend_alphas)
     if note:
         log(f"align fit: {note}")
     if output is not None:
-        write_alignment(output, ds, {"source": source, "target": target}, opts.overwrite, opts.storage_options)
+        write_alignment(output, ds, {"source": source, "target": target}, opts.run.overwrite, opts.run.storage_options)
         log(f"align fit: wrote {output} ({len(src_boundaries)}x{len(tgt_boundaries)} pairs) in {time.time() - t0:.1f} s")
     return FitReport(output, ds, time.time() - t0, blocks, statistics, ex.seen, ex.task_seconds, plan)
 
@@ -304,33 +305,34 @@ def fit_flops(S, T, src_boundaries, tgt_boundaries) -> float:
     return 2.0 * S.n_tokens * len(src_boundaries) * S.d_model * len(tgt_boundaries) * T.d_model
 
 
-def _where(opts: FitOptions, S, T, src_boundaries, tgt_boundaries, client_extra: int, log):
+def _where(opts: FitRequest, S, T, src_boundaries, tgt_boundaries, client_extra: int, log):
     """(scheduler, local workers, memory limit) of the executor: without --scheduler or
     --workers, threads of this process (no worker to start, no statistics to ship between
     processes: at 128k tokens 30 s against 41 s on a local cluster of 2, bench/fit.py); with
     --workers a local cluster, sized against the budget before any worker starts
     (`local_workers`)."""
-    if opts.scheduler is not None:
-        return opts.scheduler, opts.n_workers, opts.memory_limit
-    limit = opts.memory_limit if opts.memory_limit is not None else default_memory_limit()
-    if opts.n_workers is None:
+    if opts.run.scheduler is not None:
+        return opts.run.scheduler, opts.run.n_workers, opts.run.memory_limit
+    limit = opts.run.memory_limit if opts.run.memory_limit is not None else default_memory_limit()
+    if opts.run.n_workers is None:
         return THREADS, None, limit
-    step = opts.task_tokens or budget.default_task_tokens(S.chunk_tokens, S.n_tokens, opts.n_workers, opts.device)
-    least, _ = budget.least_pair_bytes(S.d_model, T.d_model, step, S.chunk_tokens, S.n_tokens, opts.task_tokens is not None)
-    n_workers = local_workers(opts.n_workers, limit, math.ceil(least / PLAN_FRACTION), client_extra, log)
+    step = opts.run.task_tokens or budget.default_task_tokens(S.chunk_tokens, S.n_tokens, opts.run.n_workers, opts.run.device)
+    least, _ = budget.least_pair_bytes(S.d_model, T.d_model, step, S.chunk_tokens, S.n_tokens, opts.run.task_tokens is not None)
+    n_workers = local_workers(opts.run.n_workers, limit, math.ceil(least / PLAN_FRACTION), client_extra, log)
     return None, n_workers, limit
 
 
-def _plan(opts: FitOptions, ex, S, T, src_boundaries, tgt_boundaries, client_extra: int, split):
+def _plan(opts: FitRequest, ex, S, T, src_boundaries, tgt_boundaries, client_extra: int, split):
     """(plan, tokens per task, keep held-out rows) once the executor is up; refuses a budget
     that cannot hold one pair, naming the minimum."""
-    step = opts.task_tokens or budget.default_task_tokens(S.chunk_tokens, S.n_tokens, ex.n_workers, opts.device)
-    fixed = opts.task_tokens is not None
-    per_worker = opts.worker_budget if opts.worker_budget is not None else worker_budget_of(ex, client_extra)
-    if opts.device != "cpu":
-        per_worker = min(per_worker, device_budget(opts.device))
-    planned = budget.plan_blocks(src_boundaries, tgt_boundaries, S.d_model, T.d_model, step, per_worker, S.chunk_tokens,
-                                 fixed_tokens=fixed, n_tokens=S.n_tokens, parts=split.n_parts)
+    step = opts.run.task_tokens or budget.default_task_tokens(S.chunk_tokens, S.n_tokens, ex.n_workers, opts.run.device)
+    fixed = opts.run.task_tokens is not None
+    per_worker = opts.hooks.worker_budget if opts.hooks.worker_budget is not None else worker_budget_of(ex, client_extra)
+    if opts.run.device != "cpu":
+        per_worker = min(per_worker, device_budget(opts.run.device))
+    grid = budget.PairGrid(src_boundaries, tgt_boundaries, S.d_model, T.d_model)
+    planned = budget.plan_blocks(grid, step, per_worker, S.chunk_tokens, fixed_tokens=fixed, n_tokens=S.n_tokens,
+                                 parts=split.n_parts)
     if planned is None:
         need, least = budget.least_pair_bytes(S.d_model, T.d_model, step, S.chunk_tokens, S.n_tokens, fixed)
         refuse_memory(ex, client_extra, need, S.d_model, T.d_model, least)

@@ -95,7 +95,7 @@ class Statistics:
         return sum(int(getattr(self, f).nbytes) for f in self.FIELDS)
 
 
-def chunk_statistics(xs: dict, ys: dict, part: np.ndarray, x_shift: dict, y_shift: dict,
+def chunk_statistics(xs: dict, ys: dict, part: np.ndarray, shifts: tuple[dict, dict],
                      backend: Backend = CPU, into: Statistics | None = None, work: dict | None = None,
                      parts: int = N_PARTS) -> Statistics:
     """Per-part sums (`Statistics`) of one chunk of tokens, for every source and target
@@ -103,13 +103,14 @@ def chunk_statistics(xs: dict, ys: dict, part: np.ndarray, x_shift: dict, y_shif
 
     xs[i]: (n, d_S) source rows at boundary i (any float dtype); ys[j]: (n, d_T) target rows
     at boundary j; part: (n,) int, the part 0..P−1 a row adds to (FIT / VAL; `parts` of them,
-    or those of `into`), anything else to skip. Rows are
+    or those of `into`), anything else to skip. shifts = (x_shift, y_shift): rows are
     shifted, x' = x − x_shift[i] and y' = y − y_shift[j], and every product is float64.
 
     The rows of each part are gathered, in part order, into one float64 (rows, ΣD) buffer per
     side (`work` keeps the buffers between calls: no fresh allocation per chunk), so every XᵀY
     of a part is one product (rows, ΣD_S)ᵀ (rows, ΣD_T), added in place into `into` (which
     is returned, on the backend) or into new sums (returned as numpy)."""
+    x_shift, y_shift = shifts
     source, target = tuple(xs), tuple(ys)
     d_s, d_t = next(iter(xs.values())).shape[1], next(iter(ys.values())).shape[1]
     P = len(into.n) if into is not None else parts

@@ -32,14 +32,14 @@ LEAST, MOST = 100, 1_000_000
 def test_resampling_and_fit_options_refuse_counts_outside_the_bounds(value, needles):
     from align.stats.bootstrap import Resampling
     from align.errors import InputError
-    from align.fitting import FitOptions
+    from align.fitting import FitSpec
 
-    for make in (lambda: Resampling(value), lambda: FitOptions(bootstrap=value).checked()):
+    for make in (lambda: Resampling(value), lambda: FitSpec(bootstrap=value).checked()):
         with pytest.raises(InputError) as e:
             make()
         assert all(n in str(e.value) for n in needles), str(e.value)
     assert Resampling(LEAST).resamples == LEAST and Resampling(MOST).resamples == MOST
-    assert FitOptions(bootstrap=0).checked().resampling is None  # 0: no bootstrap, as before
+    assert FitSpec(bootstrap=0).checked().resampling is None  # 0: no bootstrap, as before
 
 
 def _commands(tmp_path):

@@ -116,7 +116,7 @@ def test_result_bytes_bound_what_a_fit_writes(cli, fit_pair, tmp_path, extra):
     """`budget.result_bytes` for the fit's pairs, held-out documents and attributes (as the
     check before the fit counts them) against du of the result written: never less, at most
     1.5x (it counts every array a result can hold)."""
-    from align.fitting.budget import result_bytes
+    from align.fitting.budget import ResultShape, result_bytes
     from align.store import open_result
 
     out = tmp_path / "a.zarr"
@@ -124,7 +124,7 @@ def test_result_bytes_bound_what_a_fit_writes(cli, fit_pair, tmp_path, extra):
     assert code == 0, err
     ds = open_result(str(out), "alignment")
     attrs = len(json.dumps({"source": ds.attrs["source"], "target": ds.attrs["target"], "split": ds.attrs["split"]}))
-    need = result_bytes(ds.sizes["source_boundary"], ds.sizes["target_boundary"], 64, 96, ds.sizes["heldout_doc"],
+    need = result_bytes(ResultShape(ds.sizes["source_boundary"], ds.sizes["target_boundary"], 64, 96, ds.sizes["heldout_doc"]),
                         "W" in ds, attrs)
     measured = du(out)
-    assert measured <= sum(need.values()) <= 1.5 * measured, (need, measured)
+    assert measured <= sum(need) <= 1.5 * measured, (need, measured)

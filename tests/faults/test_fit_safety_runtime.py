@@ -218,8 +218,8 @@ def test_a_cancelled_fit_stops_its_own_tasks_only(chunked):
     cluster.cancel("run-a")
     jobs = {r: graph.Job(S, T, None, "cpu", 1, CHUNK, run=r) for r in ("run-a", "run-b")}
     with pytest.raises(InputError, match="the fit was cancelled"):
-        graph.stats_task(jobs["run-a"], (1,), (2,), 0, n, part, shifts, False)
-    stats, _ = graph.stats_task(jobs["run-b"], (1,), (2,), 0, n, part, shifts, False)
+        graph.stats_task(jobs["run-a"], (1,), (2,), 0, n, graph.Tokens(part), shifts, False)
+    stats, _ = graph.stats_task(jobs["run-b"], (1,), (2,), 0, n, graph.Tokens(part), shifts, False)
     rows = {int(b): k for k, b in enumerate(s["boundary"][:])}, {int(b): k for k, b in enumerate(t["boundary"][:])}
     X = np.asarray(s["resid"][rows[0][1], :n], dtype=np.float64)
     Y = np.asarray(t["resid"][rows[1][2], :n], dtype=np.float64)

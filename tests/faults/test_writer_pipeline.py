@@ -22,7 +22,7 @@ import align
 from align.extraction import pipeline as ex
 from align.store import writer as act
 from align.store.reader import open_activations
-from align.store.arrays import write_activations
+from align.store.arrays import StoreFormat, write_activations
 from tests.helpers.faults import killed_run
 
 def _tokens(n: int, per_seq: int) -> dict:
@@ -33,7 +33,7 @@ def _tokens(n: int, per_seq: int) -> dict:
 def _planned(path: str, n: int, nb: int, d: int, C: int):
     """A planned bfloat16 store with nothing written (as extract leaves it before the forward)."""
     write_activations(path, np.zeros((nb, n, d), np.float32), _tokens(n, 10), {"tokenizer_hash": "t"},
-                      store_dtype="bfloat16", codec="crc32c", chunk_tokens=C, complete=False)
+                      fmt=StoreFormat("bfloat16", "crc32c", C), complete=False)
     return open_activations(path, mode="r+")
 
 

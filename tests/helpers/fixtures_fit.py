@@ -37,10 +37,13 @@ def synthetic(tmp_path_factory):
     counter = itertools.count()
 
     def make(resid, tokens, tokenizer=None, complete=True, model="synthetic", **kw):
-        from align.store.arrays import write_activations
+        from align.records import take
+        from align.store.arrays import StoreFormat, StoreShape, write_activations
 
         path = str(root / f"s{next(counter)}.zarr")
         prov = {"model": model, "model_type": "synthetic", "tokenizer_hash": dict(tokenizer or TOKENIZER)}
-        return write_activations(path, np.asarray(resid, dtype=np.float32), tokens, prov, complete=complete, **kw)
+        shape, fmt = StoreShape(**take(StoreShape, kw)), StoreFormat(**take(StoreFormat, kw))
+        return write_activations(path, np.asarray(resid, dtype=np.float32), tokens, prov, shape, fmt, complete=complete,
+                                 **kw)
 
     return make

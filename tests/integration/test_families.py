@@ -198,7 +198,7 @@ def test_fit_between_two_depths_store_and_live(model_type, family_model, family_
         stores.append(out)
     # A fixed, moderate α grid: on ~150 tokens of 32-wide models the auto grid reaches α 1e-12,
     # where the solve's conditioning turns float64 rounding of the two routes' sums into 1e-5.
-    opts = align.FitOptions(bootstrap=0, alphas=(1e-3, 1e-2, 1e-1, 1.0), extend_alphas=False)
+    opts = align.FitSpec(bootstrap=0, alphas=(1e-3, 1e-2, 1e-1, 1.0), extend_alphas=False)
     align.fit(stores[0], stores[1], str(tmp_path / "fit.zarr"), opts, log=lambda m: None)
     from align import corpus
 

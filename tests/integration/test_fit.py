@@ -197,25 +197,25 @@ def test_memory_budget_blocks_the_grid_with_equal_results(fit_pair):
 
 
 def test_tight_budget_shrinks_tokens_per_task_before_blocks():
-    from align.fitting.budget import block_bytes, plan_blocks
+    from align.fitting.budget import PairGrid, block_bytes, plan_blocks
 
     src, tgt, N, C = list(range(9)), list(range(13)), 40_960, 4096
 
     def need(nI, nJ, t):  # the whole grid's bytes with t-token tasks (N / t of them)
         return block_bytes(nI, nJ, 256, 384, t, C, -(-N // t))
 
-    blocks, step = plan_blocks(src, tgt, 256, 384, C, need(9, 13, C), C, n_tokens=N)
+    blocks, step = plan_blocks(PairGrid(src, tgt, 256, 384), C, need(9, 13, C), C, n_tokens=N)
     assert blocks == [(tuple(src), tuple(tgt))] and step == C  # room for everything: one block, whole chunks
     # halving the tasks saves rows but deepens the reduction tree (one more accumulator)
     budget = need(9, 13, 2048)
     assert budget < need(9, 13, C)
-    blocks, step = plan_blocks(src, tgt, 256, 384, C, budget, C, n_tokens=N)
+    blocks, step = plan_blocks(PairGrid(src, tgt, 256, 384), C, budget, C, n_tokens=N)
     assert blocks == [(tuple(src), tuple(tgt))] and step == 2048  # tasks shrank, the grid did not split
-    blocks, step = plan_blocks(src, tgt, 256, 384, C, min(need(9, 13, t) for t in (256, 512, 1024, 2048, C)) - 1, C,
+    blocks, step = plan_blocks(PairGrid(src, tgt, 256, 384), C, min(need(9, 13, t) for t in (256, 512, 1024, 2048, C)) - 1, C,
                                n_tokens=N)
     assert len(blocks) > 1  # only when no task size fits does the grid split
     assert sorted((i, j) for I, J in blocks for i in I for j in J) == [(i, j) for i in src for j in tgt]
-    assert plan_blocks(src, tgt, 256, 384, C, min(need(1, 1, t) for t in (256, 512, 1024, 2048, C)) - 1, C,
+    assert plan_blocks(PairGrid(src, tgt, 256, 384), C, min(need(1, 1, t) for t in (256, 512, 1024, 2048, C)) - 1, C,
                        n_tokens=N) is None
 
 

@@ -39,11 +39,9 @@ def store_fit(S, T, **options):
 def live_fit(zoo, corpus_file, family, dtype, out=None, budget=None, **options):
     from align import corpus, models
     from align.fitting import live
-    from align.fitting.options import FitOptions
-
     job = live.LiveJob(models.ModelSpec(zoo(family), dtype=dtype), models.ModelSpec(zoo(family, **BIG), dtype=dtype),
                        corpus.CorpusSpec(corpus_file, max_length=CORPUS["max_length"]), CORPUS["batch_size"])
-    return live.fit_live(job, out, FitOptions(worker_budget=budget, **options), log=lambda m: None)
+    return live.fit_live(job, out, worker_budget=budget, log=lambda m: None, **options)
 
 
 def two_of_five_budget(zoo, corpus_file, family, dtype):
@@ -52,15 +50,15 @@ def two_of_five_budget(zoo, corpus_file, family, dtype):
     arithmetic (the input of this case)."""
     from align import corpus, models
     from align.fitting import budget, live
-    from align.fitting.options import FitOptions
+    from align.fitting.options import request
 
     job = live.LiveJob(models.ModelSpec(zoo(family), dtype=dtype), models.ModelSpec(zoo(family, **BIG), dtype=dtype),
                        corpus.CorpusSpec(corpus_file, max_length=CORPUS["max_length"]), CORPUS["batch_size"])
-    opts = FitOptions().checked()
+    opts = request(None, None, {})
     p = live.prepare(job, opts)
     shape = live.shape_of(p)
     # on the CPU the document bootstrap's weights share the budget with the passes
-    boot = budget.bootstrap_bytes(opts.bootstrap, len(p.split.test_docs), len(p.source_boundaries), len(p.target_boundaries),
+    boot = budget.bootstrap_bytes(opts.spec.bootstrap, len(p.split.test_docs), len(p.source_boundaries), len(p.target_boundaries),
                                   p.configs[1].hidden_size)["passes"]
     return shape.model_bytes + sum(budget.pass_bytes(shape, 2, False).values()) + boot
 

@@ -59,6 +59,7 @@ def test_store_lens_in_small_batches_equals_float64_reference(family, extracted,
     CPU in float32, against the unbatched float64 reference: KL rtol 1e-5 / atol 1e-6 nats
     (float32 logits of a 300-token vocabulary), top-5 overlap atol 1e-3 (a float32 near-tie
     may flip one of thousands of tokens)."""
+    from align.analyses.options import LensOptions
     from align.analyses.run import run_lens
     from align.store import open_activations, open_result
 
@@ -68,7 +69,7 @@ def test_store_lens_in_small_batches_equals_float64_reference(family, extracted,
     resid = np.stack([s.resid(b, 0, s.n_tokens) for b in range(L + 1)])
     seq = np.asarray(s.tokens("seq"))
     assert s.n_tokens > 3 * 37 and s.n_tokens % 37
-    run_lens(tmp_path / "l.zarr", store=path, tokens_per_step=37, log=lambda m: None)
+    run_lens(tmp_path / "l.zarr", store=path, options=LensOptions(tokens_per_step=37), log=lambda m: None)
     got = open_result(tmp_path / "l.zarr", "lens")
     want = ref_lens(s.provenance["model"], resid, seq)
     np.testing.assert_allclose(got["kl"].values, want["kl"], rtol=1e-5, atol=1e-6)

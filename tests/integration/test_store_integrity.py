@@ -107,13 +107,13 @@ def test_non_finite_read_is_refused_on_the_dask_path_too(tmp_path, store_dtype):
 
     from align.errors import NonFiniteError
     from align.store import open_activations
-    from align.store.arrays import write_activations
+    from align.store.arrays import StoreFormat, write_activations
 
     tokens = token_table(4, 96)
     x = np.random.default_rng(0).standard_normal((3, 384, 8)).astype(np.float32)
     path = str(tmp_path / "s.zarr")
     write_activations(path, x, tokens, {"model": "m", "model_type": "synthetic", "tokenizer_hash": TOKENIZER},
-                      store_dtype=store_dtype, codec="crc32c", chunk_tokens=64)
+                      fmt=StoreFormat(store_dtype, "crc32c", 64))
     s = open_activations(path)
     tol = {"float32": 0, "bfloat16": 2 ** -8, "float16": 2 ** -11}[store_dtype]
     np.testing.assert_allclose(s.dask("resid", 2).compute(), x[2], rtol=tol, atol=tol)

@@ -25,7 +25,7 @@ def _stats(X, Ys, part, chunk=97, shift=True):
     xs = X[:50].astype(np.float64).mean(0) if shift else np.zeros(X.shape[1])
     ysh = {j: (Y[:50].astype(np.float64).mean(0) if shift else np.zeros(Y.shape[1])) for j, Y in Ys.items()}
     pieces = [ridge.chunk_statistics({0: X[a:a + chunk]}, {j: Y[a:a + chunk] for j, Y in Ys.items()},
-                                     part[a:a + chunk], {0: xs}, ysh) for a in range(0, len(X), chunk)]
+                                     part[a:a + chunk], ({0: xs}, ysh)) for a in range(0, len(X), chunk)]
     return ridge.tree_sum(pieces), {0: xs}, ysh
 
 
@@ -151,8 +151,8 @@ def test_torch_backend_statistics_equal_numpy():
     X, Y = _data(seed=6)
     part = np.random.default_rng(1).integers(-1, 2, len(X)).astype(np.int8)
     xs, ys = {0: X[:50].mean(0).astype(np.float64)}, {1: Y[:50].mean(0).astype(np.float64)}
-    a = ridge.chunk_statistics({0: X}, {1: Y}, part, xs, ys)
-    b = ridge.chunk_statistics({0: X}, {1: Y}, part, xs, ys, ridge.Backend("cpu", use_torch=True))
+    a = ridge.chunk_statistics({0: X}, {1: Y}, part, (xs, ys))
+    b = ridge.chunk_statistics({0: X}, {1: Y}, part, (xs, ys), ridge.Backend("cpu", use_torch=True))
     for key in ("sx", "xx", "sy", "yy", "xy"):
         for k in a.view(key):
             np.testing.assert_allclose(b.view(key)[k], a.view(key)[k], rtol=1e-12, atol=1e-9)
@@ -202,12 +202,12 @@ def test_in_place_sums_over_chunks_equal_direct_sums_and_torch_tensors():
     work = {}
     for a in range(0, len(part), 128):  # chunks into one accumulator, buffers reused
         ridge.chunk_statistics({i: x[a:a + 128] for i, x in xs.items()}, {j: y[a:a + 128] for j, y in ys.items()},
-                               part[a:a + 128], xsh, ysh, into=acc, work=work)
+                               part[a:a + 128], (xsh, ysh), into=acc, work=work)
     tb = ridge.Backend("cpu", use_torch=True)
     tacc = ridge.Statistics.zeros(tuple(xs), tuple(ys), d_s, d_t, tb)
     for a in range(0, len(part), 300):  # torch tensors in, accumulated on the (torch) device
         ridge.chunk_statistics({i: torch.from_numpy(x[a:a + 300]) for i, x in xs.items()},
-                               {j: torch.from_numpy(y[a:a + 300]) for j, y in ys.items()}, part[a:a + 300], xsh, ysh,
+                               {j: torch.from_numpy(y[a:a + 300]) for j, y in ys.items()}, part[a:a + 300], (xsh, ysh),
                                tb, into=tacc)
     tacc = tacc.numpy(tb)
     for p in (ridge.FIT, ridge.VAL):
@@ -229,7 +229,7 @@ def test_in_place_sums_over_chunks_equal_direct_sums_and_torch_tensors():
 
 def _solved_stats():
     xs, ys, part, (xsh, ysh) = _multi()
-    return ridge.chunk_statistics(xs, ys, part, xsh, ysh), xsh, ysh
+    return ridge.chunk_statistics(xs, ys, part, (xsh, ysh)), xsh, ysh
 
 
 def test_solve_on_torch_equals_numpy():
