@@ -378,7 +378,8 @@ def ci(s: dict, key: str, digits: int) -> str:
 def demo_machine(d: dict) -> str:
     m = d["machine"]
     before, after = m["load_average_before"][0], m["load_average_after"][0]
-    return (f"{m['cores']} CPU cores ({m['cpu_model']}), {m['torch_threads']} torch threads, load average "
+    threads = f"{m['torch_threads']} torch thread{'s' if m['torch_threads'] != 1 else ''}"
+    return (f"{m['cores']} CPU cores ({m['cpu_model']}), {threads}, load average "
             f"{before:.1f} at the start and {after:.1f} at the end")
 
 
