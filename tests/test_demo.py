@@ -240,6 +240,7 @@ def _path_stats(ds):
 
 
 def test_every_seed_trains_its_own_pair_on_the_same_heldout_documents(demo_run):
+    import xarray as xr
     from safetensors.numpy import load_file
 
     out, report = demo_run
@@ -252,10 +253,8 @@ def test_every_seed_trains_its_own_pair_on_the_same_heldout_documents(demo_run):
         a = load_file(os.path.join(first["models"][name], "model.safetensors"))
         b = load_file(os.path.join(second["models"][name], "model.safetensors"))
         assert not np.allclose(a["model.embed_tokens.weight"], b["model.embed_tokens.weight"])
-    for name, path in second["stores"].items():
+    for path in second["stores"].values():
         assert path.startswith(os.path.join(out, "seeds", "seed-1", "stores"))
-    import xarray as xr
-
     docs = [xr.open_zarr(x["results"]["alignment"], consolidated=False).heldout_doc.values.tolist() for x in report.seeds]
     assert docs[0] == docs[1]  # the same held-out documents score every seed
 

@@ -151,7 +151,6 @@ def run(output: str = "demo-output", config: DemoConfig | None = None, log=None,
 
 
 def _run(output, config, log, figures) -> DemoReport:
-    from align import store as st
     from align.analyses import run as analyses
     from align.corpus import CorpusSpec
     from align.models import ModelSpec
@@ -180,9 +179,7 @@ def _run(output, config, log, figures) -> DemoReport:
     first = report.seeds[0]
     report.models, report.training, report.stores = dict(first["models"]), dict(first["training"]), dict(first["stores"])
     report.results.update(first["results"])
-    report.across = across.statistics([{"seed": x["seed"], **{w: st.open_result(x["results"][r], "alignment").attrs["summary"]
-                                                              for w, r in (("trained", "alignment"), ("control", "alignment-control"))}}
-                                       for x in report.seeds])
+    report.across = across.statistics([_seed_summaries(x) for x in report.seeds])
 
     # 3. Companion analyses of the first seed's trained models: contributions and lens from the
     # stores, skipping from the live model on the first documents, effective depth from the first two.
@@ -263,9 +260,19 @@ def _one_seed(report: DemoReport, config: DemoConfig, seed: int, first: bool, co
     return out
 
 
+def _seed_summaries(seed_run: dict) -> dict:
+    """{seed, trained, control}: a seed's two alignment summaries (attrs["summary"])."""
+    from align.store import open_result
+
+    return {"seed": seed_run["seed"],
+            **{pair: open_result(seed_run["results"][name], "alignment").attrs["summary"]
+               for pair, name in (("trained", "alignment"), ("control", "alignment-control"))}}
+
+
 def machine() -> dict:
     """Where the demo runs: CPU cores, the CPU model (/proc/cpuinfo), the 1/5/15-minute load
-    averages at the start (the end's are added when it finishes), torch's thread count."""
+    averages at the start (the end's are added when it finishes), torch's thread count and the
+    OMP_NUM_THREADS it was given (None: unset)."""
     import platform
 
     import torch
@@ -277,6 +284,7 @@ def machine() -> dict:
     except OSError:
         pass
     return {"cores": os.cpu_count(), "cpu_model": model, "torch_threads": torch.get_num_threads(),
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
             "platform": platform.platform(), "load_average_before": [round(x, 2) for x in os.getloadavg()]}
 
 
