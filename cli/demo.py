@@ -9,9 +9,9 @@ import click
 @click.option("-o", "--output", default="demo-output", show_default=True, metavar="FOLDER",
               help="Where models, stores, results and figures go.")
 @click.option("--size", type=click.Choice(["full", "tiny"]), default="full", show_default=True,
-              help="full: 6 layers d=128 against 12 layers d=192; tiny: 2 against 4 layers, a check that everything runs.")
+              help="full: 6 against 12 layers, both d=128; tiny: 2 against 4 layers, a check that everything runs.")
 @click.option("--tokens", type=click.IntRange(min=1000), default=None,
-              help="Training tokens per model [default: 250,000 (full), 4,000 (tiny)].")
+              help="Training tokens per model [default: 400,000 (full), 4,000 (tiny)].")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="The first training seed (the one analysed and drawn; it also seeds the held-out documents).")
 @click.option("--seeds", default=None, metavar="N|S1,S2,...",

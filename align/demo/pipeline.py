@@ -68,11 +68,11 @@ class DemoConfig:
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def default_config(tokens: int = 250_000, seeds=(0, 1, 2)) -> DemoConfig:
-    """6 layers d=128 against 12 layers d=192, both trained on `tokens` tokens, per seed."""
+def default_config(tokens: int = 400_000, seeds=(0, 1, 2)) -> DemoConfig:
+    """6 layers against 12 layers, both d=128, both trained on `tokens` tokens, per seed."""
     seeds = _check_seeds(seeds)
     return DemoConfig(TrainConfig(n_layers=6, d_model=128, tokens=tokens, seed=seeds[0]),
-                      TrainConfig(n_layers=12, d_model=192, tokens=tokens, seed=seeds[0]), seeds=seeds)
+                      TrainConfig(n_layers=12, d_model=128, tokens=tokens, seed=seeds[0]), seeds=seeds)
 
 
 def tiny_config(tokens: int = 4_000, seeds=(0, 1)) -> DemoConfig:
