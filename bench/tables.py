@@ -515,11 +515,15 @@ def _page_tables(tables: dict, page_path: str, performance: str) -> dict:
 
 def keep_demo(path: str, results: str) -> None:
     """Copy a demo run's demo.json into the results folder, refusing one without the
-    across-seed statistics and the machine record."""
+    across-seed statistics and the machine record, or of a run that reused cached models
+    (its timings would not be the whole run's)."""
     d = Results(os.path.dirname(os.path.abspath(path)))(os.path.basename(path))
     missing = [k for k in ("across_seeds", "machine", "timings", "seeds", "config") if k not in d]
     if missing:
         raise SystemExit(f"bench/tables.py: {path} has no {', '.join(missing)}: is it an align demo's demo.json?")
+    if not any(k.startswith("train ") for k in d["timings"]):
+        raise SystemExit(f"bench/tables.py: {path} is of a run that reused its models (no training timed): "
+                         "run align demo into a fresh folder")
     with open(os.path.join(results, "demo.json"), "w", encoding="utf-8") as f:
         json.dump(d, f, indent=1)
         f.write("\n")

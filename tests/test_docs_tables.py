@@ -156,7 +156,8 @@ def test_the_demo_tables_quote_their_json():
 
 def test_a_new_demo_run_is_kept_and_its_tables_caught(tmp_path):
     """--demo copies a demo.json into the results folder; the pages, not regenerated, then
-    differ in both demo tables; a JSON without the across-seed statistics is refused."""
+    differ in both demo tables; a JSON of a cached rerun, or without the across-seed
+    statistics, is refused."""
     results = tmp_path / "results"
     shutil.copytree(RESULTS, results)
     d = json.loads((results / "demo.json").read_text())
@@ -167,6 +168,10 @@ def test_a_new_demo_run_is_kept_and_its_tables_caught(tmp_path):
     assert code == 1
     assert re.findall(r"table (\S+) in .* differs from what its JSON gives", err) == ["demo", "demo-readme"], err
     assert json.loads((results / "demo.json").read_text()) == d
+    d["timings"] = {"figures": 3.0, "total": 9.0}  # a second run into the same folder reuses everything
+    run.write_text(json.dumps(d))
+    code, err = check("--results", str(results), "--demo", str(run))
+    assert code == 1 and "reused its models" in err and err.count("\n") == 1, err
     del d["across_seeds"]
     run.write_text(json.dumps(d))
     code, err = check("--results", str(results), "--demo", str(run))
