@@ -4,8 +4,10 @@ Each table lives in the page between two markers, `<!-- table: NAME -->` and `<!
 what lies between them is generated here from the JSON the benchmark wrote, with the command
 that wrote it, and is never edited by hand.
 
-    python bench/tables.py            # rewrite every table of docs/performance.md and docs/families.md
+    python bench/tables.py            # rewrite every table of docs/performance.md, docs/families.md,
+                                      # docs/commands/demo.md and README.md
     python bench/tables.py --check    # exit 1, naming each table that differs from its JSON
+    python bench/tables.py --demo OUT/demo.json   # keep a demo run as bench/results/demo.json, then rewrite
 
 Plain Python (json, argparse): it imports nothing of align, so the docs test and a reader
 without the package installed can run it.
@@ -24,6 +26,8 @@ RESULTS = os.path.join(HERE, "results")
 DOCS = os.path.join(os.path.dirname(HERE), "docs")
 DOC = os.path.join(DOCS, "performance.md")
 FAMILIES_DOC = os.path.join(DOCS, "families.md")
+DEMO_DOC = os.path.join(DOCS, "commands", "demo.md")
+README = os.path.join(os.path.dirname(HERE), "README.md")
 BLOCK = re.compile(r"(<!-- table: (?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
 
 
@@ -351,6 +355,110 @@ def families(r: Results) -> str:
         (c["command"], "bench/results/families.json"))
 
 
+# -- the demo (align demo's OUT/demo.json) -------------------------------------------------
+
+DEMO_COMMAND = "align demo -o /tmp/demo-full && python bench/tables.py --demo /tmp/demo-full/demo.json"
+DEMO_STATS = (("slope", "slope of j*/L_T on i/L_S", 2), ("mean_depth_gap", "mean depth gap", 3),
+              ("soft_depth_spread", "soft-depth spread", 3), ("spearman", "Spearman", 2))
+DEMO_STEPS = (("train", "training (every seed, both models)"), ("extract", "extraction (every seed, three stores)"),
+              ("fit", "fits (every seed, two)"), ("contrib", "contributions"), ("lens", "logit lens"),
+              ("skip", "layer skipping"), ("depth", "effective depth"), ("figures", "figures"))
+
+
+def opt(x, digits: int) -> str:
+    return "undefined" if x is None else f"{x:.{digits}f}"
+
+
+def ci(s: dict, key: str, digits: int) -> str:
+    """" [low, high]" of a statistic's document-bootstrap interval, or ""."""
+    lo, hi = s.get(f"{key}_low"), s.get(f"{key}_high")
+    return "" if lo is None or hi is None else f" [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def demo_machine(d: dict) -> str:
+    m = d["machine"]
+    before, after = m["load_average_before"][0], m["load_average_after"][0]
+    threads = f"{m['torch_threads']} torch thread{'s' if m['torch_threads'] != 1 else ''}"
+    return (f"{m['cores']} CPU cores ({m['cpu_model']}), {threads}, load average "
+            f"{before:.1f} at the start and {after:.1f} at the end")
+
+
+def demo_steps(d: dict) -> dict:
+    """Seconds per kind of step (the first word of each timing), the total kept apart."""
+    out = {}
+    for k, v in d["timings"].items():
+        if k != "total":
+            out[k.split()[0]] = out.get(k.split()[0], 0.0) + v
+    return out
+
+
+def demo(r: Results) -> str:
+    d = r("demo.json")
+    a, c = d["across_seeds"], d["config"]
+    first = d["seeds"][0]
+    s0 = {pair: a["per_seed"][0][pair] for pair in ("trained", "control")}
+    tr = first["training"]
+    losses = "; ".join(
+        f"seed {x['seed']}: " + ", ".join(f"{name} {t['heldout_loss_init']:.2f} → {t['heldout_loss_trained']:.2f}"
+                                          for name, t in x["training"].items()) for x in d["seeds"])
+    intro = (f"One run of `align demo` (seeds {a['seeds']}; seed {a['seeds'][0]} analysed and drawn) on "
+             f"{demo_machine(d)}. Every model saw {n(tr['shallow']['tokens_seen'])} training tokens "
+             f"({c['shallow']['n_layers']} layers d_model {c['shallow']['d_model']} against {c['deep']['n_layers']} "
+             f"layers d_model {c['deep']['d_model']}); held-out loss in nats per character, {losses}. Relative error "
+             f"of the shallow → deep maps on {c['n_docs']} held-out documents, boundaries ≥ 1, seed {a['seeds'][0]}, "
+             "with the document bootstrap's 95% intervals:")
+    Ls, Lt = c["shallow"]["n_layers"], c["deep"]["n_layers"]
+    diag = [round(i * Lt / Ls) for i in range(1, Ls + 1)]
+    rows0 = []
+    for pair, label in (("trained", "trained → trained"), ("control", "trained → untrained deep (control)")):
+        x = s0[pair]
+        rows0.append([label, str(x["argmin_path"]), f"**{opt(x['slope'], 2)}{ci(x, 'slope', 2)}**",
+                      f"{opt(x['spearman'], 2)}{ci(x, 'spearman', 2)}",
+                      f"{opt(x['mean_depth_gap'], 3)}{ci(x, 'mean_depth_gap', 3)}",
+                      f"{opt(x['soft_depth_spread'], 3)}{ci(x, 'soft_depth_spread', 3)}"])
+    t0 = table(["pair", f"argmin path j*(i), i = 1..{Ls} (equal relative depth: {diag})", "slope", "Spearman",
+                "mean depth gap", "soft-depth spread"], rows0)
+    rows = []
+    for key, label, digits in DEMO_STATS:
+        for pair, name in (("trained", "trained"), ("control", "control")):
+            sp = a[pair][key]
+            vals = ", ".join(opt(v, digits) for v in sp["values"])
+            rng = "—" if sp["min"] is None else f"{sp['min']:.{digits}f}–{sp['max']:.{digits}f}"
+            rows.append([label, name, vals, opt(sp["mean"], digits), "—" if sp["sd"] is None else f"{sp['sd']:.{digits}f}",
+                         rng, f"{opt(s0[pair][key], digits)}{ci(s0[pair], key, digits)}"])
+    seeds = ", ".join(str(x) for x in a["seeds"])
+    t1 = table(["statistic", "pair", f"per seed ({seeds})", "mean", "sd", "min–max", f"seed {a['seeds'][0]} [bootstrap 95%]"],
+               rows)
+    paths = table(["seed", "trained pair's argmin path", "control's argmin path"],
+                  [[x["seed"], str(x["trained"]["argmin_path"]), str(x["control"]["argmin_path"])] for x in a["per_seed"]])
+    said = "\n".join(f"- {x}" for x in a["sentences"])
+    steps = demo_steps(d)
+    trows = [[label, f"{steps[k]:,.0f}"] for k, label in DEMO_STEPS if k in steps]
+    trows.append(["**the whole run**", f"**{d['timings']['total']:,.0f}**"])
+    return (f"{intro}\n\n{t0}\n\nAcross the seeds (the spread of training; the intervals above are over held-out "
+            f"documents of one seed):\n\n{t1}\n\n{paths}\n\nThe rule: {a['rule']}. What it gives:\n\n{said}\n\n"
+            f"Wall time of the run's steps, seconds ({demo_machine(d)}):\n\n" + table(["step", "seconds"], trows)
+            + "\n\n" + sources((DEMO_COMMAND, "bench/results/demo.json")))
+
+
+def demo_readme(r: Results) -> str:
+    """The README's sentences on the demo, from the same JSON."""
+    d = r("demo.json")
+    a = d["across_seeds"]
+    s0 = {pair: a["per_seed"][0][pair] for pair in ("trained", "control")}
+    t, c = a["trained"]["slope"], a["control"]["slope"]
+    robust = [x for x in a["sentences"] if x.startswith("Robust")]
+    not_robust = [x for x in a["sentences"] if not x.startswith("Robust")]
+    return (f"On the machine the docs quote ({demo_machine(d)}) the whole `align demo` took "
+            f"{d['timings']['total']:,.0f} s. On seed {a['seeds'][0]} the trained pair's argmin path has slope "
+            f"{opt(s0['trained']['slope'], 2)}{ci(s0['trained'], 'slope', 2)} and the control's "
+            f"{opt(s0['control']['slope'], 2)}{ci(s0['control'], 'slope', 2)} (document-bootstrap intervals); over "
+            f"the {len(a['seeds'])} seeds {a['seeds']} the trained slope ranged "
+            f"{opt(t['min'], 2)}–{opt(t['max'], 2)} and the control's {opt(c['min'], 2)}–{opt(c['max'], 2)}. "
+            + " ".join(robust + not_robust)
+            + " ([the demo's numbers](docs/commands/demo.md#what-the-demo-shows-measured))")
+
+
 TABLES = {
     "store-layout": store_layout,
     "store-writer": store_writer,
@@ -361,9 +469,11 @@ TABLES = {
     "live": live,
     "families": families,
     "extract-families": extract_families,
+    "demo": demo,
+    "demo-readme": demo_readme,
 }
 # The page each table lives on (default: docs/performance.md, the --doc page).
-PAGES = {"families": FAMILIES_DOC}
+PAGES = {"families": FAMILIES_DOC, "demo": DEMO_DOC, "demo-readme": README}
 
 
 # -- the page ------------------------------------------------------------------------------
@@ -403,12 +513,31 @@ def _page_tables(tables: dict, page_path: str, performance: str) -> dict:
     return {k: v for k, v in tables.items() if PAGES.get(k, performance) == page_path}
 
 
+def keep_demo(path: str, results: str) -> None:
+    """Copy a demo run's demo.json into the results folder, refusing one without the
+    across-seed statistics and the machine record, or of a run that reused cached models
+    (its timings would not be the whole run's)."""
+    d = Results(os.path.dirname(os.path.abspath(path)))(os.path.basename(path))
+    missing = [k for k in ("across_seeds", "machine", "timings", "seeds", "config") if k not in d]
+    if missing:
+        raise SystemExit(f"bench/tables.py: {path} has no {', '.join(missing)}: is it an align demo's demo.json?")
+    if not any(k.startswith("train ") for k in d["timings"]):
+        raise SystemExit(f"bench/tables.py: {path} is of a run that reused its models (no training timed): "
+                         "run align demo into a fresh folder")
+    with open(os.path.join(results, "demo.json"), "w", encoding="utf-8") as f:
+        json.dump(d, f, indent=1)
+        f.write("\n")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 when a table differs from its JSON")
     ap.add_argument("--doc", default=DOC, help="the performance page (default docs/performance.md)")
     ap.add_argument("--results", default=RESULTS, help="the JSON folder (default bench/results)")
+    ap.add_argument("--demo", metavar="DEMO_JSON", help="first copy this OUT/demo.json of `align demo` to RESULTS/demo.json")
     args = ap.parse_args(argv)
+    if args.demo:
+        keep_demo(args.demo, args.results)
     tables = render_all(args.results)
     failed = False
     for path in dict.fromkeys([args.doc, *(p for p in PAGES.values())]):

@@ -4,12 +4,19 @@ shallow→control, run the companion analyses, draw the figures, print a summary
 
 Everything lands in one output folder:
 
-    OUT/models/{shallow,deep}-<key>/   trained checkpoints (save_pretrained + train.json)
-    OUT/corpus/heldout.txt             the generated evaluation corpus
-    OUT/stores/*.zarr                  activation stores (align extract)
-    OUT/results/*.zarr                 alignment, contributions, lens, skipping, depth results
-    OUT/figures/*.png                  figures (align.plotting)
-    OUT/demo.json                      the demo's configuration and summary
+    OUT/models/{shallow,deep}-<key>/   trained checkpoints of every seed (save_pretrained + train.json)
+    OUT/corpus/heldout.txt             the generated evaluation corpus (one for every seed)
+    OUT/stores/*.zarr                  activation stores of the first seed (align extract)
+    OUT/results/*.zarr                 the first seed's alignment, contributions, lens, skipping, depth results
+    OUT/seeds/seed-<s>/{stores,results}/   every other seed's three stores and two alignments
+    OUT/figures/*.png                  figures of the first seed (align.plotting)
+    OUT/demo.json                      the demo's configuration, summary, across-seed statistics, machine
+
+Every seed trains its own shallow and deep model (initialisation, batches and training stream
+drawn from the seed) and extracts its own control (an untrained deep-shaped model, seed
+control_seed + seed), so the control's range across seeds holds its initialisation's noise too;
+all seeds are extracted on the same held-out documents, so the spread across seeds is that of
+training, not of the evaluation text. The analyses and figures are the first seed's only.
 
 Every step is skipped when its output exists and was made with the same configuration
 (`demo.json` carries its key; another key clears the stores, results and figures first, never
@@ -29,7 +36,8 @@ from dataclasses import dataclass, field
 
 from align import textfiles
 from align.demo import data
-from align.errors import StoreError
+from align.errors import InputError, StoreError
+from align.demo import seeds as across
 from align.demo.train import TrainConfig
 
 STATE_FILE = "demo.json"
@@ -39,13 +47,15 @@ STATE_FILE = "demo.json"
 class DemoConfig:
     """The demo's sizes. `shallow`/`deep` are training configurations (same token count);
     `n_docs` held-out documents of `lines_per_doc` problems are extracted; the layer-skipping
-    analysis reads the first `skip_docs` of them."""
+    analysis reads the first `skip_docs` of them. `seeds` are the training seeds; the first is
+    the seed of `shallow` and `deep` (the one analysed and drawn)."""
 
     shallow: TrainConfig
     deep: TrainConfig
     n_docs: int = 300
     lines_per_doc: int = 6
-    skip_docs: int = 24
+    skip_docs: int = 8
+    seeds: tuple = (0,)
     control_seed: int = 1
     fit_seed: int = 0
     batch_size: int = 16
@@ -61,17 +71,26 @@ class DemoConfig:
 SIZES = ("full", "tiny")  # `align demo --size`: default_config, tiny_config
 
 
-def default_config(tokens: int = 600_000, seed: int = 0) -> DemoConfig:
-    """6 layers d=128 against 12 layers d=192, both trained on `tokens` tokens."""
-    return DemoConfig(TrainConfig(n_layers=6, d_model=128, tokens=tokens, seed=seed),
-                      TrainConfig(n_layers=12, d_model=192, tokens=tokens, seed=seed))
+def default_config(tokens: int = 400_000, seeds=(0, 1, 2)) -> DemoConfig:
+    """6 layers against 12 layers, both d=128, both trained on `tokens` tokens, per seed."""
+    seeds = _check_seeds(seeds)
+    return DemoConfig(TrainConfig(n_layers=6, d_model=128, tokens=tokens, seed=seeds[0]),
+                      TrainConfig(n_layers=12, d_model=128, tokens=tokens, seed=seeds[0]), seeds=seeds)
 
 
-def tiny_config(tokens: int = 4_000, seed: int = 0) -> DemoConfig:
-    """A reduced demo for tests: 2 layers d=32 against 4 layers d=48, a few seconds each."""
-    return DemoConfig(TrainConfig(n_layers=2, d_model=32, tokens=tokens, seq_len=32, batch_size=8, warmup_steps=5, seed=seed),
-                      TrainConfig(n_layers=4, d_model=48, tokens=tokens, seq_len=32, batch_size=8, warmup_steps=5, seed=seed),
-                      n_docs=30, lines_per_doc=3, skip_docs=2, batch_size=16)
+def tiny_config(tokens: int = 4_000, seeds=(0, 1)) -> DemoConfig:
+    """A reduced demo for tests: 2 layers d=32 against 4 layers d=48, a few seconds each, two seeds."""
+    seeds = _check_seeds(seeds)
+    return DemoConfig(TrainConfig(n_layers=2, d_model=32, tokens=tokens, seq_len=32, batch_size=8, warmup_steps=5, seed=seeds[0]),
+                      TrainConfig(n_layers=4, d_model=48, tokens=tokens, seq_len=32, batch_size=8, warmup_steps=5, seed=seeds[0]),
+                      n_docs=30, lines_per_doc=3, skip_docs=2, batch_size=16, seeds=seeds)
+
+
+def _check_seeds(seeds) -> tuple:
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise InputError(f"seeds {list(seeds)} must be distinct non-negative integers, at least one")
+    return seeds
 
 
 @dataclass
@@ -85,6 +104,9 @@ class DemoReport:
     figures: dict = field(default_factory=dict)  # name -> PNG
     training: dict = field(default_factory=dict)  # name -> train.json
     timings: dict = field(default_factory=dict)  # step -> seconds
+    seeds: list = field(default_factory=list)  # per seed: {seed, models, training, stores, results}
+    across: dict = field(default_factory=dict)  # across-seed statistics and robustness (align.demo.seeds)
+    machine: dict = field(default_factory=dict)  # cores, CPU model, load averages before and after
     summary: str = ""
 
 
@@ -132,11 +154,8 @@ def run(output: str = "demo-output", config: DemoConfig | None = None, log=None,
 
 
 def _run(output, config, log, figures) -> DemoReport:
-    import align
-    from align import store as st
     from align.analyses import run as analyses
     from align.corpus import CorpusSpec
-    from align.demo import train
     from align.models import ModelSpec
 
     log = log or (lambda m: print(m, file=sys.stderr, flush=True))
@@ -145,15 +164,10 @@ def _run(output, config, log, figures) -> DemoReport:
     t_all = time.time()
     _prepare(output, key, log)
     report = DemoReport(output)
+    report.machine = machine()
     sub = lambda *p: os.path.join(output, *p)  # noqa: E731
 
-    # 1. Train (cached by the training configuration).
-    for name, tc in (("shallow", config.shallow), ("deep", config.deep)):
-        folder = sub("models", f"{name}-{tc.key()}")
-        report.models[name] = folder
-        report.training[name] = _step(report, f"train {name}", lambda: train.train(tc, folder, log=log), log)
-
-    # 2. The evaluation corpus: generated, distinct from the training stream.
+    # 1. The evaluation corpus: generated, distinct from every training stream, one for all seeds.
     corpus_path = sub("corpus", "heldout.txt")
     if not os.path.exists(corpus_path):
         os.makedirs(sub("corpus"), exist_ok=True)
@@ -161,32 +175,19 @@ def _run(output, config, log, figures) -> DemoReport:
                                       config.shallow.min_ops, config.shallow.max_ops)
         data.write_corpus(corpus_path + ".tmp", docs)
         os.replace(corpus_path + ".tmp", corpus_path)
-    # A document is a few problems: well under max_length, so one sequence per document.
-    max_length = 512
 
-    # 3. Extract: both trained models and the untrained control of the deep model's shape.
-    quiet = lambda m: log(m) if "wrote" in m or "already complete" in m else None  # noqa: E731
-    jobs = (("shallow", report.models["shallow"], False), ("deep", report.models["deep"], False),
-            ("control", report.models["deep"], True))
-    for name, model, random_init in jobs:
-        path = sub("stores", f"{name}.zarr")
-        report.stores[name] = path
-        _step(report, f"extract {name}", lambda: align.extract(
-            model, corpus_path, path, random_init=random_init, seed=config.control_seed, max_length=max_length,
-            batch_size=config.batch_size, sublayers=True, log=quiet), log)
+    # 2. Per seed: train, extract (shallow, deep, control), fit shallow → deep and → control.
+    for k, seed in enumerate(config.seeds):
+        report.seeds.append(_one_seed(report, config, seed, k == 0, corpus_path, log))
+    first = report.seeds[0]
+    report.models, report.training, report.stores = dict(first["models"]), dict(first["training"]), dict(first["stores"])
+    report.results.update(first["results"])
+    report.across = across.statistics([_seed_summaries(x) for x in report.seeds])
 
-    # 4. Fit shallow → deep and shallow → control.
-    for name, target in (("alignment", "deep"), ("alignment-control", "control")):
-        path = sub("results", f"{name}.zarr")
-        report.results[name] = path
-        if not _done(path):
-            _step(report, f"fit {name}", lambda: align.fit(
-                report.stores["shallow"], report.stores[target], path, seed=config.fit_seed, scheduler="synchronous",
-                blas_threads=None, log=quiet), log)
-
-    # 5. Companion analyses of both trained models: contributions and lens from the stores,
-    # skipping from the live model on the first documents, effective depth from the first two.
-    skip_spec = CorpusSpec(corpus_path, max_length=max_length, max_docs=config.skip_docs)
+    # 3. Companion analyses of the first seed's trained models: contributions and lens from the
+    # stores, skipping from the live model on the first documents, effective depth from the first two.
+    quiet = _quiet(log)
+    skip_spec = CorpusSpec(corpus_path, max_length=MAX_LENGTH, max_docs=config.skip_docs)
     for name in ("shallow", "deep"):
         paths = {kind: sub("results", f"{kind}-{name}.zarr") for kind in ("contributions", "lens", "skipping", "depth")}
         report.results.update({f"{kind}-{name}": p for kind, p in paths.items()})
@@ -203,16 +204,91 @@ def _run(output, config, log, figures) -> DemoReport:
             _step(report, f"depth {name}", lambda: analyses.run_depth(paths["depth"], contrib_path=paths["contributions"],
                                                                       lens_path=paths["lens"], log=quiet), log)
 
-    # 6. Figures and the summary.
+    # 4. Figures and the summary.
     if figures:
         _step(report, "figures", lambda: draw_figures(report), log)
     report.summary = summarize(report)
     report.timings["total"] = round(time.time() - t_all, 2)
+    report.machine["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     with open(sub(STATE_FILE), "w", encoding="utf-8") as f:
         json.dump({"key": key, "config": dataclasses.asdict(config), "models": report.models, "stores": report.stores,
                    "results": report.results, "figures": report.figures, "timings": report.timings,
+                   "seeds": report.seeds, "across_seeds": report.across, "machine": report.machine,
                    "summary": report.summary}, f, indent=1)
     return report
+
+
+# A document is a few problems: well under max_length, so one sequence per document.
+MAX_LENGTH = 512
+
+
+def _quiet(log):
+    """The log of align's steps, reduced to the lines that say a store was written or reused."""
+    return lambda m: log(m) if "wrote" in m or "already complete" in m else None
+
+
+def _one_seed(report: DemoReport, config: DemoConfig, seed: int, first: bool, corpus_path: str, log) -> dict:
+    """Train, extract and fit one seed; returns {seed, models, training, stores, results}.
+
+    The first seed's stores and results keep the demo's top-level paths (OUT/stores,
+    OUT/results) and store sublayers for the analyses; every other seed's go to
+    OUT/seeds/seed-<s>/ with the residual stream only (all a fit reads)."""
+    import align
+    from align.demo import train
+
+    out = {"seed": seed, "models": {}, "training": {}, "stores": {}, "results": {}}
+    root = report.output if first else os.path.join(report.output, "seeds", f"seed-{seed}")
+    tag = "" if first else f" seed {seed}"
+    for name, tc in (("shallow", config.shallow), ("deep", config.deep)):
+        tc = dataclasses.replace(tc, seed=seed)
+        folder = os.path.join(report.output, "models", f"{name}-{tc.key()}")
+        out["models"][name] = folder
+        out["training"][name] = _step(report, f"train {name}{tag}", lambda: train.train(tc, folder, log=log), log)
+    quiet = _quiet(log)
+    jobs = (("shallow", out["models"]["shallow"], False), ("deep", out["models"]["deep"], False),
+            ("control", out["models"]["deep"], True))
+    for name, model, random_init in jobs:
+        path = os.path.join(root, "stores", f"{name}.zarr")
+        out["stores"][name] = path
+        _step(report, f"extract {name}{tag}", lambda: align.extract(
+            model, corpus_path, path, random_init=random_init, seed=config.control_seed + seed, max_length=MAX_LENGTH,
+            batch_size=config.batch_size, sublayers=first, log=quiet), log)
+    for name, target in (("alignment", "deep"), ("alignment-control", "control")):
+        path = os.path.join(root, "results", f"{name}.zarr")
+        out["results"][name] = path
+        if not _done(path):
+            _step(report, f"fit {name}{tag}", lambda: align.fit(
+                out["stores"]["shallow"], out["stores"][target], path, seed=config.fit_seed, scheduler="synchronous",
+                blas_threads=None, log=quiet), log)
+    return out
+
+
+def _seed_summaries(seed_run: dict) -> dict:
+    """{seed, trained, control}: a seed's two alignment summaries (attrs["summary"])."""
+    from align.store import open_result
+
+    return {"seed": seed_run["seed"],
+            **{pair: open_result(seed_run["results"][name], "alignment").attrs["summary"]
+               for pair, name in (("trained", "alignment"), ("control", "alignment-control"))}}
+
+
+def machine() -> dict:
+    """Where the demo runs: CPU cores, the CPU model (/proc/cpuinfo), the 1/5/15-minute load
+    averages at the start (the end's are added when it finishes), torch's thread count and the
+    OMP_NUM_THREADS it was given (None: unset)."""
+    import platform
+
+    import torch
+
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return {"cores": os.cpu_count(), "cpu_model": model, "torch_threads": torch.get_num_threads(),
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+            "platform": platform.platform(), "load_average_before": [round(x, 2) for x in os.getloadavg()]}
 
 
 def draw_figures(report: DemoReport) -> dict:
@@ -289,13 +365,20 @@ def summarize(report: DemoReport) -> str:
         lines.append(f"  model {name:<8} {report.models[name]}  ({c['n_layers']} layers, d={c['d_model']}, "
                      f"{t['tokens_seen']:,} training tokens, held-out loss {t['heldout_loss_init']:.2f} -> "
                      f"{t['heldout_loss_trained']:.2f} nats/char)")
+    for x in report.seeds[1:]:
+        folder = os.path.join(report.output, "seeds", f"seed-{x['seed']}")
+        losses = ", ".join(f"{name} {t['heldout_loss_init']:.2f} -> {t['heldout_loss_trained']:.2f}" for name, t in x["training"].items())
+        lines.append(f"  seed {x['seed']:<4} {folder}/ (held-out loss {losses} nats/char)")
     lines.append(f"  stores   {', '.join(report.stores.values())}")
     lines.append(f"  results  {os.path.join(report.output, 'results')}/ ({len(r)} stores)")
     if report.figures:
         lines.append(f"  figures  {os.path.join(report.output, 'figures')}/ ({', '.join(sorted(os.path.basename(p) for p in report.figures.values()))})")
-    lines.append("Layer-to-layer maps, shallow -> deep (relative error on held-out documents, boundaries >= 1):")
+    lines.append(f"Layer-to-layer maps, shallow -> deep, seed {report.seeds[0]['seed'] if report.seeds else 0} "
+                 "(relative error on held-out documents, boundaries >= 1):")
     lines += _matrix_lines(open_result(r["alignment"], "alignment"), "trained -> trained")
     lines += _matrix_lines(open_result(r["alignment-control"], "alignment"), "trained -> untrained deep (control)")
+    if report.across:
+        lines += across.lines(report.across)
     lines.append("Effective depth (ED, ratio (ED+1)/L):")
     for name in ("shallow", "deep"):
         d = open_result(r[f"depth-{name}"], "depth")

@@ -186,6 +186,10 @@ def test_demo_second_run_is_cached(demo_run, cli):
 @pytest.mark.parametrize("args,words", [
     (("--tokens", "5"), ["--tokens", "5"]),
     (("--size", "huge"), ["--size", "huge"]),
+    (("--seeds", "0"), ["--seeds", "0"]),
+    (("--seeds", "two"), ["--seeds", "two"]),
+    (("--seeds", "3,3"), ["--seeds", "3,3"]),
+    (("--seeds", "1,2", "--seed", "4"), ["--seed", "list"]),
 ])
 def test_demo_bad_options(cli, tmp_path, args, words):
     code, _, stderr = cli("demo", "-o", tmp_path / "d", *args)
@@ -214,3 +218,109 @@ def test_demo_stores_hold_the_training_tokenization_newlines_included(demo_run):
         for d, text in enumerate(docs):
             np.testing.assert_array_equal(ids[doc == d], ref.encode(text.strip("\n")).ids, err_msg=f"{name} doc {d}")
         assert (ids == ref.token_to_id("\n")).sum() == sum(t.strip("\n").count("\n") for t in docs) > 0
+
+
+# -- several seeds --------------------------------------------------------------------------
+def _path_stats(ds):
+    """(argmin path, slope, mean gap, soft-depth spread) of an alignment result recomputed with
+    numpy from its relative_error over boundaries >= 1: j*(i) the argmin, depths i/L_S and
+    j/L_T, the least-squares slope of j*/L_T on i/L_S, mean |j*/L_T - i/L_S|, and the soft
+    depths sum_j w_ij j/L_T with w ∝ exp(-(err - row min)/tau), tau = (row max - row min)/10."""
+    src = ds.source_layer.values[ds.source_layer.values >= 1]
+    tgt = ds.target_layer.values[ds.target_layer.values >= 1]
+    err = ds["relative_error"].sel(source_layer=src, target_layer=tgt).values
+    Ls, Lt = int(ds.source_layer.values.max()), int(ds.target_layer.values.max())
+    path = tgt[np.argmin(err, axis=1)]
+    x, y = src / Ls, path / Lt
+    slope = np.polyfit(x, y, 1)[0] if len(x) > 1 else float("nan")
+    tau = (err.max(axis=1, keepdims=True) - err.min(axis=1, keepdims=True)) / 10
+    w = np.where(tau > 0, np.exp(-(err - err.min(axis=1, keepdims=True)) / np.where(tau > 0, tau, 1)), 1.0)
+    soft = (w / w.sum(axis=1, keepdims=True)) @ (tgt / Lt)
+    return [int(j) for j in path], float(slope), float(np.mean(np.abs(y - x))), float(soft.max() - soft.min())
+
+
+def test_every_seed_trains_its_own_pair_on_the_same_heldout_documents(demo_run):
+    import xarray as xr
+    from safetensors.numpy import load_file
+
+    out, report = demo_run
+    assert [x["seed"] for x in report.seeds] == [0, 1]
+    first, second = report.seeds
+    assert first["stores"] == report.stores and first["models"] == report.models
+    for name in ("shallow", "deep"):
+        assert first["models"][name] != second["models"][name]
+        assert second["training"][name]["config"]["seed"] == 1
+        a = load_file(os.path.join(first["models"][name], "model.safetensors"))
+        b = load_file(os.path.join(second["models"][name], "model.safetensors"))
+        assert not np.allclose(a["model.embed_tokens.weight"], b["model.embed_tokens.weight"])
+    for path in second["stores"].values():
+        assert path.startswith(os.path.join(out, "seeds", "seed-1", "stores"))
+    docs = [xr.open_zarr(x["results"]["alignment"], consolidated=False).heldout_doc.values.tolist() for x in report.seeds]
+    assert docs[0] == docs[1]  # the same held-out documents score every seed
+
+
+def test_across_seed_statistics_match_the_result_stores(demo_run):
+    """The per-seed values, mean, sample sd, min and max in the report and in demo.json, against
+    the statistics recomputed here from each seed's result stores opened with xarray."""
+    import xarray as xr
+
+    out, report = demo_run
+    with open(os.path.join(out, "demo.json"), encoding="utf-8") as f:
+        saved = json.load(f)
+    for st in (report.across, saved["across_seeds"]):
+        assert st["seeds"] == [0, 1]
+        for pair, result in (("trained", "alignment"), ("control", "alignment-control")):
+            mine = [_path_stats(xr.open_zarr(x["results"][result], consolidated=False)) for x in report.seeds]
+            assert st[pair]["paths"] == [m[0] for m in mine]
+            assert st[pair]["distinct_paths"] == len({tuple(m[0]) for m in mine})
+            for k, key in ((1, "slope"), (2, "mean_depth_gap"), (3, "soft_depth_spread")):
+                want = np.array([m[k] for m in mine])
+                got = st[pair][key]
+                np.testing.assert_allclose(got["values"], want, atol=1e-9, err_msg=f"{pair} {key}")
+                np.testing.assert_allclose([got["mean"], got["min"], got["max"], got["sd"]],
+                                           [want.mean(), want.min(), want.max(), want.std(ddof=1)], atol=1e-9)
+            for row, m in zip(st["per_seed"], mine):
+                assert row[pair]["argmin_path"] == m[0]
+    for line in report.across["sentences"]:
+        assert line in report.summary
+    assert "Across seeds [0, 1]" in report.summary
+
+
+def _summary(slope, gap, spread, path):
+    return {"slope": slope, "mean_depth_gap": gap, "soft_depth_spread": spread, "spearman": None, "argmin_path": path,
+            "slope_low": slope, "slope_high": slope}
+
+
+def test_the_robustness_sentences_follow_the_separation_rule():
+    """A hand-worked case of three seeds. Slope: trained 0.70..0.90, control 0.10..0.20: every
+    trained value above the control's range, separated. Gap: trained 0.08..0.12, control
+    0.10..0.50: 0.10 and 0.12 fall in the control's range, not separated. Spread: trained
+    0.50..0.60 against control 0.08..0.10: separated. Trained paths: two distinct; control: one."""
+    from align.demo import seeds
+
+    per_seed = [{"seed": s, "trained": _summary(*t), "control": _summary(*c)} for s, t, c in (
+        (0, (0.8, 0.08, 0.5, [2, 4, 6]), (0.1, 0.44, 0.09, [1, 1, 2])),
+        (1, (0.7, 0.12, 0.6, [2, 5, 6]), (0.2, 0.10, 0.10, [1, 1, 2])),
+        (2, (0.9, 0.10, 0.55, [2, 4, 6]), (0.15, 0.50, 0.08, [1, 1, 2])))]
+    st = seeds.statistics(per_seed)
+    assert st["separation"] == {"slope": "above", "mean_depth_gap": None, "soft_depth_spread": "above"}
+    assert st["trained"]["slope"]["mean"] == pytest.approx(0.8) and st["trained"]["slope"]["sd"] == pytest.approx(0.1)
+    assert (st["control"]["mean_depth_gap"]["min"], st["control"]["mean_depth_gap"]["max"]) == (0.10, 0.50)
+    said = st["sentences"]
+    assert said[0] == ("Robust: the slope separates the trained pair from the control in all 3 seeds "
+                       "(trained 0.70–0.90, control 0.10–0.20: every trained value lies above the control's range).")
+    assert said[1].startswith("Not robust: the mean depth gap does not separate") and "trained 0.080–0.120, control 0.100–0.500" in said[1]
+    assert said[2].startswith("Robust: the soft-depth spread separates")
+    assert said[3] == ("Not robust: the trained pair's exact argmin path differs across the seeds "
+                       "(2 distinct paths in 3 seeds: [2, 4, 6], [2, 5, 6], [2, 4, 6]).")
+    assert said[4] == "Robust: the control's exact argmin path is [1, 1, 2] in all 3 seeds."
+    # Touching ranges do not separate; the gap lying below the control's range does; an undefined
+    # slope in one seed leaves the slope undecided.
+    per_seed[1]["trained"]["slope"] = 0.2
+    per_seed[1]["control"]["mean_depth_gap"] = 0.3
+    per_seed[0]["control"]["slope"] = None
+    st = seeds.statistics(per_seed)
+    assert st["separation"] == {"slope": None, "mean_depth_gap": "below", "soft_depth_spread": "above"}
+    assert st["sentences"][0].startswith("Not established: the slope is undefined in some seed")
+    per_seed[0]["control"]["slope"] = 0.1
+    assert seeds.statistics(per_seed)["separation"]["slope"] is None  # trained 0.2 touches the control's 0.2

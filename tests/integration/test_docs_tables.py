@@ -14,6 +14,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "bench", "tables.py")
 DOC = os.path.join(ROOT, "docs", "performance.md")
+DEMO_DOC = os.path.join(ROOT, "docs", "commands", "demo.md")
+README = os.path.join(ROOT, "README.md")
 RESULTS = os.path.join(ROOT, "bench", "results")
 
 
@@ -125,3 +127,52 @@ def test_the_live_and_fit_tables_quote_their_json():
     for name in ("live.json", "live-nostore-1.json", "live-nostore-2.json"):
         cmd = json.load(open(os.path.join(RESULTS, name)))["config"]["command"]
         assert cmd in live, (name, cmd)
+
+
+def test_the_demo_tables_quote_their_json():
+    """docs/commands/demo.md and README.md against bench/results/demo.json, read here: every
+    seed's slope, gap and spread of both pairs in the across-seed table, the sentences saying
+    what is robust on both pages, the whole run's seconds and the machine's cores."""
+    d = json.load(open(os.path.join(RESULTS, "demo.json")))
+    a = d["across_seeds"]
+    page = section("demo", open(DEMO_DOC, encoding="utf-8").read())
+    readme = section("demo-readme", open(README, encoding="utf-8").read())
+    got = {(r[0], r[1]): r for r in rows(page) if len(r) == 7 and r[1] in ("trained", "control")}
+    for key, label, digits in (("slope", "slope of j*/L_T on i/L_S", 2), ("mean_depth_gap", "mean depth gap", 3),
+                               ("soft_depth_spread", "soft-depth spread", 3)):
+        for pair in ("trained", "control"):
+            cells = got[(label, pair)]
+            values = [row[pair][key] for row in a["per_seed"]]
+            assert [float(v) for v in cells[2].split(", ")] == [round(v, digits) for v in values], (key, pair)
+            assert abs(number(cells[3]) - sum(values) / len(values)) <= 0.5 * 10 ** -digits
+            lo, hi = (float(x) for x in cells[5].split("–"))
+            assert (lo, hi) == (round(min(values), digits), round(max(values), digits))
+    for sentence in a["sentences"]:
+        assert f"- {sentence}" in page and sentence in readme
+    assert f"**{d['timings']['total']:,.0f}**" in page and f"took {d['timings']['total']:,.0f} s" in readme
+    assert f"{d['machine']['cores']} CPU cores" in page
+    assert [x["seed"] for x in d["seeds"]] == a["seeds"] and len(a["seeds"]) >= 3
+
+
+def test_a_new_demo_run_is_kept_and_its_tables_caught(tmp_path):
+    """--demo copies a demo.json into the results folder; the pages, not regenerated, then
+    differ in both demo tables; a JSON of a cached rerun, or without the across-seed
+    statistics, is refused."""
+    results = tmp_path / "results"
+    shutil.copytree(RESULTS, results)
+    d = json.loads((results / "demo.json").read_text())
+    d["timings"]["total"] += 100.0
+    run = tmp_path / "demo.json"
+    run.write_text(json.dumps(d))
+    code, err = check("--results", str(results), "--demo", str(run))
+    assert code == 1
+    assert re.findall(r"table (\S+) in .* differs from what its JSON gives", err) == ["demo", "demo-readme"], err
+    assert json.loads((results / "demo.json").read_text()) == d
+    d["timings"] = {"figures": 3.0, "total": 9.0}  # a second run into the same folder reuses everything
+    run.write_text(json.dumps(d))
+    code, err = check("--results", str(results), "--demo", str(run))
+    assert code == 1 and "reused its models" in err and err.count("\n") == 1, err
+    del d["across_seeds"]
+    run.write_text(json.dumps(d))
+    code, err = check("--results", str(results), "--demo", str(run))
+    assert code == 1 and "across_seeds" in err and err.count("\n") == 1, err
