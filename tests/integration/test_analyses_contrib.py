@@ -4,7 +4,7 @@ time, from a store vs from the live model, and the store-without-sublayers error
 import numpy as np
 import pytest
 from tests.helpers.assertions import one_line_error
-from tests.helpers.fixtures_analyses import ref_contributions
+from tests.helpers.fixtures_analyses import hf_prompts, ref_contributions
 from tests.helpers.zoo import CORPUS_TEXT
 
 FAMILIES = ("qwen2", "llama", "qwen3", "olmo2")
@@ -45,7 +45,7 @@ def test_model_matches_reference(family, hf_models):
     from align.analyses import contributions_from_model
 
     model, tok = hf_models(family)
-    prompts = [np.array(p) for p in __import__("fixtures_analyses").hf_prompts(tok, CORPUS_TEXT, 5, 40)]
+    prompts = [np.array(p) for p in hf_prompts(tok, CORPUS_TEXT, 5, 40)]
     assert len({len(p) for p in prompts}) > 1  # padding really happens
     rel, cos, rc = ref_contributions(model, family, [list(p) for p in prompts])
     res = contributions_from_model(model, [prompts[:3], prompts[3:]])
