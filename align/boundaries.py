@@ -11,7 +11,7 @@ from __future__ import annotations
 from align.errors import InputError
 
 
-def parse_boundaries(spec: str | None, n_layers: int, option: str = "--boundaries", count: int | None = None) -> list[int]:
+def parse_boundaries(spec: str | None, n_layers: int, option: str = "`boundaries`", count: int | None = None) -> list[int]:
     """Indices selected by `spec` among range(count) (default: boundaries, n_layers + 1)."""
     n = n_layers + 1 if count is None else count
     if spec is None or spec.strip() in ("", "all"):

@@ -77,14 +77,14 @@ def weight_files(folder: str, allow_pickle: bool, explicit: str | None = None) -
     if pickles and not allow_pickle:
         raise ModelError(
             f"model folder {folder!r} has only pickle weights ({pickles[0]}) and no {SAFE_WEIGHTS}: loading a pickle "
-            "can run code; pass --allow-pickle-weights if you trust it, or convert it to safetensors"
+            "can run code; pass `allow_pickle_weights` if you trust it, or convert it to safetensors"
         )
     if PICKLE_WEIGHTS in pickles:
         return [PICKLE_WEIGHTS]
     if PICKLE_INDEX in pickles:
         return _sharded(folder, PICKLE_INDEX)
     raise ModelError(f"model folder {folder!r} holds no weights ({SAFE_WEIGHTS} or {SAFE_INDEX}): "
-                     "pass a folder made by save_pretrained, or --random-init for the untrained control")
+                     "pass a folder made by save_pretrained, or `random_init` for the untrained control")
 
 
 def file_sha256(path: str) -> str:

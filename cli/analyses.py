@@ -10,11 +10,17 @@ from align.analyses.options import LensOptions, SkipOptions
 from align.analyses.skip import PARTS, SETTINGS, SPLITS
 from align.cli.extract import corpus_options, corpus_spec, model_options, model_spec
 from align.records import build
+from align.errors import InputError
+from align.stats.bootstrap import Resampling
+from align.analyses.run import run_contrib
+from align.analyses.run import run_skip
+from align.analyses.run import run_lens
+from align.models import ModelSpec
+from align.analyses.run import run_depth
 
 
 def _specs(model, corpus, values):
     """The ModelSpec and CorpusSpec of MODEL, CORPUS and the options (align.cli.extract's builders)."""
-    from align.errors import InputError
 
     if model is None:
         raise InputError("give a MODEL (a folder made by save_pretrained or a hub id), or --store STORE")
@@ -33,7 +39,6 @@ def _resampling(f):
 
 def _resampling_of(bootstrap, bootstrap_seed, equal_n=None):
     """The Resampling the run_* functions take, from --bootstrap, --bootstrap-seed, --equal-n."""
-    from align.stats.bootstrap import Resampling
 
     return Resampling(bootstrap, bootstrap_seed, equal_n)
 
@@ -56,8 +61,6 @@ def contrib_cmd(model, corpus, store, output, batch_size, overwrite, bootstrap, 
     """Relative norms and cosines of what attention, MLP and each whole layer add to the
     residual stream (mean and max over tokens), and cos(h_{l+1}, h_l); prompt-bootstrap 95%
     intervals of the means."""
-    from align.analyses.run import run_contrib
-    from align.errors import InputError
 
     if store is not None:
         if model is not None or corpus is not None:
@@ -70,7 +73,6 @@ def contrib_cmd(model, corpus, store, output, batch_size, overwrite, bootstrap, 
 
 
 def _choices(value, allowed, option):
-    from align.errors import InputError
 
     items = tuple(v.strip() for v in value.split(",") if v.strip())
     bad = [v for v in items if v not in allowed]
@@ -104,7 +106,6 @@ def skip_cmd(model, corpus, output, batch_size, overwrite, settings, parts, spli
     """Effect of skipping each layer (or its attention or MLP) on every later layer's
     contribution (R) and on the output distribution (O), in the current and future settings;
     prompt-bootstrap 95% intervals of both aggregates."""
-    from align.analyses.run import run_skip
 
     values = dict(locals())
     spec, cspec = _specs(model, corpus, kw)
@@ -125,9 +126,6 @@ def skip_cmd(model, corpus, output, batch_size, overwrite, settings, parts, spli
 def lens_cmd(model, corpus, store, output, batch_size, overwrite, bootstrap, bootstrap_seed, **kw):
     """Logit lens: KL(lens || output) and top-5 overlap at every boundary 0..L, token- and
     prompt-weighted, with prompt-bootstrap 95% intervals."""
-    from align.analyses.run import run_lens
-    from align.errors import InputError
-    from align.models import ModelSpec
 
     if store is not None:
         if corpus is not None:
@@ -153,7 +151,6 @@ def depth_cmd(contrib_path, lens_path, output, overwrite, bootstrap, bootstrap_s
     """Effective depth by the cosine, KL and overlap rules (NaN with a reason when undefined),
     each rule's depth over a range of thresholds, and prompt-bootstrap 95% intervals where the
     contributions and lens results hold per-prompt sums."""
-    from align.analyses.run import run_depth
 
     run_depth(output, contrib_path=contrib_path, lens_path=lens_path, resampling=_resampling_of(bootstrap, bootstrap_seed),
               overwrite=overwrite)

@@ -6,6 +6,7 @@ import click
 
 from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
 from align.analyses.lens import WEIGHTINGS
+from align.stats.bootstrap import Resampling
 
 
 @click.command("compare")
@@ -25,7 +26,6 @@ def compare_cmd(results, output, figure, weighting, bootstrap, seed, overwrite):
     """Several depth, lens or alignment results (one kind) in one table: each result's numbers
     with their 95% intervals and, for two results on the same prompts, their paired
     difference (later minus earlier) with its interval. With -o, also a CSV or Markdown file and a figure."""
-    from align.stats.bootstrap import Resampling
     from align.compare import run_compare
 
     run_compare(results, output, figure, weighting=weighting, resampling=Resampling(bootstrap, seed),

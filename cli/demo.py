@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 
 from align.demo.pipeline import SIZES
+from align.demo import pipeline
+from align.errors import InputError
 
 
 @click.command("demo")
@@ -27,7 +29,6 @@ def demo_cmd(output, size, tokens, seed, seeds):
 
     Nothing is downloaded. A second run reuses everything and only redraws the figures.
     """
-    from align.demo import pipeline
 
     make = pipeline.default_config if size == "full" else pipeline.tiny_config
     kwargs = {} if tokens is None else {"tokens": tokens}
@@ -39,7 +40,6 @@ def demo_cmd(output, size, tokens, seed, seeds):
 
 def seed_list(text: str | None, first: int, default: int) -> tuple:
     """--seeds as a tuple: a count N gives first .. first+N-1, a list is taken as given."""
-    from align.errors import InputError
 
     text = str(default) if text is None else text.strip()
     try:

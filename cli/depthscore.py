@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
+from align.analyses.depthscore import run_depthscore
 
 
 @click.command("depthscore")
@@ -27,7 +28,6 @@ def depthscore_cmd(skip_results, output, levels, bootstrap, seed, overwrite):
     of R[s, l]) is align's extension; the output effect (m_s = O[s]) is given for both. A flat
     DS across levels: the model uses no more depth for harder items. Prompt-bootstrap 95%
     intervals (ds_low, ds_high) where the skip results hold per-prompt values."""
-    from align.analyses.depthscore import run_depthscore
 
     run_depthscore(skip_results, output, levels=levels, bootstrap=bootstrap, seed=seed, overwrite=overwrite)
 

@@ -12,6 +12,7 @@ from align.models import families
 from align.models import DTYPES, ModelSpec
 from align.records import build
 from align.store.codecs import CODECS, DEFAULT_CODEC, STORE_DTYPES
+from align.store import open_activations, read_attrs
 
 
 def corpus_options(f):
@@ -127,7 +128,6 @@ def extract_cmd(model, corpus, output, revision, dtype, device, trust_remote_cod
 def info_cmd(store, as_json):
     """Print what STORE holds: model, tokens, boundaries, dtype, size, completeness, provenance."""
     from align.extraction import dropped_summary
-    from align.store import open_activations, read_attrs
 
     attrs = read_attrs(store)
     if as_json:

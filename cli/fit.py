@@ -9,6 +9,9 @@ from align.records import build
 from align.fitting.options import CONTROLS
 from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
 from align.cli.extract import corpus_options, corpus_spec, model_spec
+from align.fitting import Execution, FitSpec, fit
+from align.errors import InputError
+from align.fitting.options import MODEL_DEVICES, Execution, parse_memory
 
 
 def _alphas(ctx, param, value):
@@ -127,7 +130,6 @@ def fit_cmd(source, target, output, test_fraction, val_fraction, seed, alphas, b
     random init per model where they differ; --device is where both models run and the
     statistics accumulate) and writes the same result, no stores.
     """
-    from align.fitting import Execution, FitSpec, fit
 
     values = dict(locals())
     spec = build(FitSpec, values, extend_alphas=alphas is None)
@@ -140,9 +142,7 @@ def fit_cmd(source, target, output, test_fraction, val_fraction, seed, alphas, b
 def fit_live_cmd(source, target, corpus_path, output, live, spec, run_values, values) -> None:
     """The --live form: model and corpus specs from the options, then align.fitting.live;
     `run_values`: the command's own options (the Execution's fields), `values`: the --live ones."""
-    from align.errors import InputError
     from align.fitting.live import LiveJob, fit_live
-    from align.fitting.options import MODEL_DEVICES, Execution, parse_memory
 
     if not live:
         raise InputError(f"a third argument ({corpus_path}) is a corpus, read only with --live: "
@@ -186,7 +186,6 @@ def _given(names) -> list:
 
 def refuse_store_only(names) -> None:
     """An option of the store form given with --live is one line, not ignored."""
-    from align.errors import InputError
 
     given = _given(names)
     if given:
@@ -197,7 +196,6 @@ def refuse_store_only(names) -> None:
 
 def refuse_live_only(values: dict) -> None:
     """An option of the --live form given to the store form is one line, not ignored."""
-    from align.errors import InputError
 
     given = _given(values)
     if given:

@@ -8,6 +8,9 @@ from align.analyses.igrad_options import BASELINES, OBJECTS, PROTOCOLS, RULES, T
 from align.analyses.options import EraseOptions, IgradOptions
 from align.cli.extract import corpus_options, corpus_spec, model_options, model_spec
 from align.records import build
+from align.analyses.interventions_run import run_erase
+from align.analyses.interventions_run import run_igrad
+from align.cli.analyses import _choices
 
 
 def _specs(model, prompts, kw):
@@ -42,7 +45,6 @@ def erase_cmd(model, prompts, output, batch_size, overwrite, answer_field, answe
     residual at b (entering block b; at L, the last block's output) at t by the mean residual at
     b over the --reference prompts, and record the largest change ‖p′ − p‖₂ of the output
     distribution at the positions that predict the answer."""
-    from align.analyses.interventions_run import run_erase
 
     values = dict(locals())
     spec, cspec = _specs(model, prompts, kw)
@@ -79,8 +81,6 @@ def igrad_cmd(model, prompts, output, batch_size, overwrite, answer_field, answe
     Riemann sum of 256 points. Prints the completeness check (Σ_t A against f(x) − f(baseline))
     of the variant run. Computes in float32 unless --dtype says otherwise."""
     from align.analyses.igrad import PARTS
-    from align.analyses.interventions_run import run_igrad
-    from align.cli.analyses import _choices
 
     values = dict(locals())
     v = variant(protocol, object=object_, baseline=baseline, target=target, rule=rule, steps=steps)

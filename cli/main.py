@@ -8,6 +8,7 @@ file or bad option value alike.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import os
 import signal
@@ -16,6 +17,7 @@ import threading
 
 import click
 
+from align import messages
 from align.errors import AlignError
 
 # Each module defines `commands`, a list of click commands. Import is lazy per command so
@@ -108,6 +110,27 @@ def cli():
     """
 
 
+@functools.cache
+def option_names() -> dict[str, str]:
+    """The option each Python parameter name is given as on the command line, over every
+    command: a click option's own name and the name of each of its long flags (`fmt` and
+    `format` → --format, `batch_size` → --batch-size), shown as the option is first declared
+    (`output` → -o)."""
+    names: dict[str, str] = {}
+    for module in dict.fromkeys(COMMAND_MODULES.values()):
+        for command in importlib.import_module(module).commands:
+            for p in command.params:
+                if isinstance(p, click.Option) and p.name:
+                    for name in (p.name, *(o[2:].replace("-", "_") for o in p.opts if o.startswith("--"))):
+                        names.setdefault(name, p.opts[0])
+    return names
+
+
+def option_of(name: str) -> str | None:
+    """How the CLI spells the library's parameter `name` (None: a name no option has)."""
+    return option_names().get(name)
+
+
 def fail(message: str, code: int = 2) -> None:
     print(f"align: error: {' '.join(str(message).split())}", file=sys.stderr)
     sys.exit(code)
@@ -183,7 +206,8 @@ def device_oom_message(text: str, command: str | None) -> str:
 
 def main(argv=None) -> None:
     try:
-        with _sigterm_unwinds():
+        # The library's parameter names are shown as the options that set them.
+        with _sigterm_unwinds(), messages.speaking(option_of):
             rv = cli.main(args=argv, prog_name="align", standalone_mode=False)
     except Interrupted as e:
         if isinstance(e.__cause__, Terminated):
@@ -192,7 +216,7 @@ def main(argv=None) -> None:
     except Terminated:
         fail(INTERRUPTED.format(by=" by SIGTERM"), 143)
     except AlignError as e:
-        fail(str(e), e.exit_code)
+        fail(messages.shown(str(e), option_of), e.exit_code)
     except click.exceptions.NoArgsIsHelpError as e:
         print(e.ctx.get_help() if e.ctx else str(e))
         sys.exit(0)

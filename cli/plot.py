@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 
 import click
+from align.errors import InputError
+from align.store import check_file_output, open_result
 
 MAX_SIDE = 20_000
 MAX_PIXELS = 100_000_000  # 400 MB of RGBA
@@ -13,7 +15,6 @@ MAX_DPI = 2400
 
 def parse_size(value: str | None):
     """'WxH' -> (W, H) pixels, or None."""
-    from align.errors import InputError
 
     if value is None:
         return None
@@ -31,7 +32,6 @@ def parse_size(value: str | None):
 
 def parse_prompts(value: str | None):
     """'0,3' -> [0, 3], or None."""
-    from align.errors import InputError
 
     if value is None:
         return None
@@ -68,7 +68,6 @@ def default_png(result: str) -> str:
 def plot_cmd(result, output, metric, agg, part, depth_path, size, dpi, prompts, beside):
     """Draw RESULT (an alignment, contributions, skipping, lens, depth, erasure or igrad store) as a PNG."""
     from align import plotting
-    from align.store import check_file_output, open_result
 
     pixels = parse_size(size)
     out = output or default_png(result)
@@ -79,7 +78,6 @@ def plot_cmd(result, output, metric, agg, part, depth_path, size, dpi, prompts, 
     ds = open_result(result)
     depth = open_result(depth_path, "depth") if depth_path else None
     if beside:
-        from align.errors import InputError
 
         if plotting.schema_of(ds) != "alignment":
             raise InputError(f"--beside draws alignment results side by side; {result} is a {plotting.schema_of(ds)} result")

@@ -23,7 +23,7 @@ DEFAULT_CODEC = "crc32c"
 
 def physical_dtype(store_dtype: str) -> np.dtype:
     if store_dtype not in STORE_DTYPES:
-        raise InputError(f"--store-dtype {store_dtype!r} is not one of {', '.join(STORE_DTYPES)}")
+        raise InputError(f"`store_dtype` {store_dtype!r} is not one of {', '.join(STORE_DTYPES)}")
     return np.dtype(np.uint16) if store_dtype == "bfloat16" else np.dtype(store_dtype)
 
 
@@ -40,7 +40,7 @@ def compressors(codec: str, itemsize: int = 2):
         "zstd+crc32c": [ZstdCodec(level=1), Crc32cCodec()],
     }
     if codec not in table:
-        raise InputError(f"--codec {codec!r} is not one of {', '.join(CODECS)}")
+        raise InputError(f"`codec` {codec!r} is not one of {', '.join(CODECS)}")
     return table[codec]
 
 
@@ -62,7 +62,7 @@ def encode(x, store_dtype: str, what: str = "values") -> np.ndarray:
             if not np.isfinite(amax) or amax > FLOAT16_MAX:
                 raise OverflowError16(
                     f"{what} has a value of magnitude {amax:.6g}, beyond float16's {FLOAT16_MAX:g}: "
-                    "use --store-dtype bfloat16 or float32"
+                    "use `store_dtype` bfloat16 or float32"
                 )
         return t.to(torch.float16).cpu().numpy()
     return t.to(torch.float32).cpu().numpy()

@@ -51,7 +51,7 @@ def inspect_activations(path: str, identity: dict, defining: tuple[str, ...]) ->
         return Existing(ABSENT)
     attrs = read_attrs(path)
     if attrs["align"]["schema"] != SCHEMA:
-        raise StoreMismatch(f"{path} already holds an align store of schema {attrs['align']['schema']!r}: choose another -o")
+        raise StoreMismatch(f"{path} already holds an align store of schema {attrs['align']['schema']!r}: choose another `output`")
     old = dict(attrs.get("provenance", {}).get("identity", {}))
     if "layers" in old and "boundaries" not in old:  # the kept boundaries' name before the rename
         old["boundaries"] = old.pop("layers")
@@ -59,7 +59,7 @@ def inspect_activations(path: str, identity: dict, defining: tuple[str, ...]) ->
     if differ:
         detail = "; ".join(f"{k}: store has {_short(old.get(k))}, now {_short(identity.get(k))}" for k in differ[:5])
         raise StoreMismatch(
-            f"store {path} was made with different options or inputs ({detail}): use another -o, "
+            f"store {path} was made with different options or inputs ({detail}): use another `output`, "
             "or delete the store to start over"
         )
     n = attrs.get("layout", {}).get("n_tokens")

@@ -21,10 +21,10 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sys
 import time
 from contextlib import contextmanager
 
+from align import messages
 from align.errors import StoreLocked
 
 LOCK_NAME = "align.lock"
@@ -134,11 +134,10 @@ def write_lock(path: str, break_lock: bool = False, storage_options: dict | None
             if alive is True or (alive is None and not break_lock):
                 raise StoreLocked(
                     f"store {path} is locked by another writer ({_describe(info)}): wait for it to finish"
-                    + ("" if alive else ", or pass --break-lock if that run is dead")
+                    + ("" if alive else ", or pass `break_lock` if that run is dead")
                 )
             if alive is False:
-                print(f"align: removing the stale lock of a run that is no longer running ({_describe(info)})",
-                      file=sys.stderr)
+                messages.say(f"align: removing the stale lock of a run that is no longer running ({_describe(info)})")
         fs.pipe_file(lock, json.dumps(holder()).encode())
         try:
             yield
@@ -174,13 +173,12 @@ def _acquire_local(lock: str, path: str, break_lock: bool) -> None:
             # without a process start time): only --break-lock removes its lock.
             if alive is False or (break_lock and alive is None):
                 if alive is False:
-                    print(f"align: removing the stale lock of a run that is no longer running ({_describe(info)})",
-                          file=sys.stderr)
+                    messages.say(f"align: removing the stale lock of a run that is no longer running ({_describe(info)})")
                 os.unlink(lock)
                 continue
             raise StoreLocked(
                 f"store {path} is being written by another process ({_describe(info)}): wait for it to finish"
-                + ("" if alive else ", or pass --break-lock if that run is dead")
+                + ("" if alive else ", or pass `break_lock` if that run is dead")
             )
         with os.fdopen(fd, "w") as f:
             json.dump(holder(), f)

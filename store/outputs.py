@@ -69,7 +69,7 @@ def used_bytes(path: str) -> int:
     return total
 
 
-def check_protocol(path: str, option: str = "-o") -> None:
+def check_protocol(path: str, option: str = "`output`") -> None:
     """Refuse, in one line, a URL whose protocol fsspec does not know or cannot load."""
     path = str(path)
     if local_path(path) is not None:
@@ -146,26 +146,26 @@ def check_output(path: str, schema: str, *, inputs=(), overwrite: bool = False, 
     for label, inp in _normalised_inputs(inputs):
         if (inp == target or _inside(target, inp) or _inside(inp, target)) and (remote == (local_path(inp) is None)):
             how = "is" if inp == target else ("lies inside" if _inside(target, inp) else "holds")
-            raise OutputRefused(f"-o {path} {how} this command's input {label}: write the {kind} elsewhere (choose another -o)")
+            raise OutputRefused(f"`output` {path} {how} this command's input {label}: write the {kind} elsewhere (choose another `output`)")
     if remote:
         _check_remote(path, schema, kind, overwrite, storage_options)
         return
     cwd = _real(os.getcwd())
     if _inside(cwd, target):
-        raise OutputRefused(f"-o {path} is the current folder{'' if cwd == target else ' or holds it'}: "
-                            f"give a new path for the {kind}, e.g. -o {schema}.zarr")
+        raise OutputRefused(f"`output` {path} is the current folder{'' if cwd == target else ' or holds it'}: "
+                            f"give a new path for the {kind}, e.g. `output` {schema}.zarr")
     shown = os.path.expanduser(lp)
     if os.path.islink(shown):
-        raise OutputRefused(f"-o {path} is a symbolic link: give the path of a new or empty folder instead")
+        raise OutputRefused(f"`output` {path} is a symbolic link: give the path of a new or empty folder instead")
     if not os.path.lexists(shown):
         ancestor = os.path.dirname(os.path.abspath(shown))
         while not os.path.lexists(ancestor):
             ancestor = os.path.dirname(ancestor)
         if not os.path.isdir(ancestor):
-            raise OutputRefused(f"-o {path}: {ancestor} is a file, not a folder: choose another -o")
+            raise OutputRefused(f"`output` {path}: {ancestor} is a file, not a folder: choose another `output`")
         return
     if not os.path.isdir(shown):
-        raise OutputRefused(f"-o {path} is an existing file, not {_a(kind)}: choose another -o "
+        raise OutputRefused(f"`output` {path} is an existing file, not {_a(kind)}: choose another `output` "
                             "(align replaces nothing but its own results)")
     # An extraction's lock file is its own (the lock decides); for a result it is a file.
     entries = [e for e in os.listdir(shown) if not (schema == "activations" and e == "align.lock")]
@@ -173,13 +173,13 @@ def check_output(path: str, schema: str, *, inputs=(), overwrite: bool = False, 
         return
     found, unfinished = _schema_at(shown)
     if found is None:
-        raise OutputRefused(f"-o {path} is a folder holding other files ({len(entries)} entries): not an align store, "
+        raise OutputRefused(f"`output` {path} is a folder holding other files ({len(entries)} entries): not an align store, "
                             f"not {_a(kind)}; choose a new or empty folder")
     if found != schema:
-        raise OutputRefused(f"-o {path} holds an align store of schema {found!r} ({_a(KINDS.get(found, 'store'))}), "
-                            f"not {_a(kind)}: choose another -o (--overwrite replaces only {_a(kind)})")
+        raise OutputRefused(f"`output` {path} holds an align store of schema {found!r} ({_a(KINDS.get(found, 'store'))}), "
+                            f"not {_a(kind)}: choose another `output` (`overwrite` replaces only {_a(kind)})")
     if schema != "activations" and not overwrite and not unfinished:
-        raise OutputRefused(f"-o {path} already holds {_a(kind)}: pass --overwrite to replace it, or choose another -o")
+        raise OutputRefused(f"`output` {path} already holds {_a(kind)}: pass `overwrite` to replace it, or choose another `output`")
 
 
 def _check_remote(path, schema, kind, overwrite, storage_options):
@@ -192,17 +192,17 @@ def _check_remote(path, schema, kind, overwrite, storage_options):
         other = not present and fs.exists(root) and any(
             p.rstrip("/").rsplit("/", 1)[-1] != "align.lock" for p in fs.ls(root, detail=False))
     except Exception as e:  # unreachable endpoint, bad credentials: one line naming the URL
-        raise OutputRefused(f"-o {path} cannot be checked: {type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
+        raise OutputRefused(f"`output` {path} cannot be checked: {type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
     if other:
-        raise OutputRefused(f"-o {path} holds other objects (not {_a(kind)}): choose a new prefix")
+        raise OutputRefused(f"`output` {path} holds other objects (not {_a(kind)}): choose a new prefix")
     if not present:
         return
     found, unfinished = _schema_at(path, storage_options)
     if found != schema:
         what = f"an align store of schema {found!r}" if found else "a Zarr group that is not an align store"
-        raise OutputRefused(f"-o {path} holds {what}, not {_a(kind)}: choose another -o (--overwrite replaces only {_a(kind)})")
+        raise OutputRefused(f"`output` {path} holds {what}, not {_a(kind)}: choose another `output` (`overwrite` replaces only {_a(kind)})")
     if schema != "activations" and not overwrite and not unfinished:
-        raise OutputRefused(f"-o {path} already holds {_a(kind)}: pass --overwrite to replace it, or choose another -o")
+        raise OutputRefused(f"`output` {path} already holds {_a(kind)}: pass `overwrite` to replace it, or choose another `output`")
 
 
 def check_file_output(path: str, suffix: str, *, inputs=()) -> None:
@@ -211,15 +211,15 @@ def check_file_output(path: str, suffix: str, *, inputs=()) -> None:
     path = str(path)
     lp = local_path(path)
     if lp is None:
-        raise OutputRefused(f"-o {path}: give a local file path ending in {suffix}")
+        raise OutputRefused(f"`output` {path}: give a local file path ending in {suffix}")
     if not lp.lower().endswith(suffix):
-        raise OutputRefused(f"-o {path} does not end in {suffix}: give a {suffix} file path")
+        raise OutputRefused(f"`output` {path} does not end in {suffix}: give a {suffix} file path")
     target = _real(lp)
     for label, inp in _normalised_inputs(inputs):
         if inp == target or _inside(target, inp) or _inside(inp, target):
-            raise OutputRefused(f"-o {path} is (or lies inside) this command's input {label}: choose another -o")
+            raise OutputRefused(f"`output` {path} is (or lies inside) this command's input {label}: choose another `output`")
     shown = os.path.expanduser(lp)
     if os.path.isdir(shown):
-        raise OutputRefused(f"-o {path} is a folder: give a {suffix} file path")
+        raise OutputRefused(f"`output` {path} is a folder: give a {suffix} file path")
     if os.path.lexists(shown) and not os.path.isfile(shown):
-        raise OutputRefused(f"-o {path} exists and is not a regular file: choose another -o")
+        raise OutputRefused(f"`output` {path} exists and is not a regular file: choose another `output`")

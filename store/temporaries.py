@@ -55,7 +55,7 @@ class Temporary:
 def write_failed(path: str, e: OSError) -> str:
     """The one line of a write that failed with `e`, naming the output `path`."""
     if e.errno == errno.ENOSPC:
-        return f"no space left on the device while writing {path}: free some space or choose another -o (nothing was written)"
+        return f"no space left on the device while writing {path}: free some space or choose another `output` (nothing was written)"
     return f"cannot write {path}: {e.strerror or e} (nothing was written)"
 
 

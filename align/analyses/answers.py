@@ -50,8 +50,8 @@ def _jsonl_items(spec: corpus.CorpusSpec, reading: corpus.Reading, answer_field:
     """(where, prompt text, answer text) of each item of a .jsonl file, read through `reading`."""
     path, text_field, max_docs = spec.path, spec.text_field, spec.max_docs
     if not str(path).endswith(".jsonl"):
-        raise InputError(f"prompts {path} are not a .jsonl file: an --answer-field needs a .jsonl file with "
-                         f"{text_field!r} and {answer_field!r} fields; for other corpora give --answer-marker TEXT")
+        raise InputError(f"prompts {path} are not a .jsonl file: an `answer_field` needs a .jsonl file with "
+                         f"{text_field!r} and {answer_field!r} fields; for other corpora give `answer_marker` TEXT")
     n = 0
     for path, lines in reading.files():
         for i, line in enumerate(lines):
@@ -65,10 +65,10 @@ def _jsonl_items(spec: corpus.CorpusSpec, reading: corpus.Reading, answer_field:
             except ValueError as e:
                 raise InputError(f"{where} is not valid JSON ({e.msg}): each line must be one JSON object") from None
             if not isinstance(item, dict) or text_field not in item:
-                raise InputError(f"{where} has no field {text_field!r}: pass --text-field NAME")
+                raise InputError(f"{where} has no field {text_field!r}: pass `text_field` NAME")
             if answer_field not in item:
                 raise InputError(f"{where} has no answer field {answer_field!r}: give each item an answer, "
-                                 f"or pass --answer-field NAME or --answer-marker TEXT")
+                                 f"or pass `answer_field` NAME or `answer_marker` TEXT")
             text, answer = item[text_field], item[answer_field]
             if not isinstance(text, str) or not isinstance(answer, str):
                 raise InputError(f"{where}: fields {text_field!r} and {answer_field!r} must be strings")
@@ -83,7 +83,7 @@ def _format_items(spec: corpus.CorpusSpec, reading: corpus.Reading):
             continue
         where = f"{spec.describe()} document {i}"
         if item.answer_start is None:
-            raise InputError(f"{where} (--format {spec.fmt}) has no answer: give --answer-marker TEXT")
+            raise InputError(f"{where} (`format` {spec.fmt}) has no answer: give `answer_marker` TEXT")
         yield where, item.text, item.answer_start
 
 
@@ -95,7 +95,7 @@ def _marked_items(spec: corpus.CorpusSpec, marker: str, reading: corpus.Reading)
         k = text.rfind(marker)
         if k < 0:
             raise InputError(f"{where} has no answer marker {marker!r}: every prompt needs it (the answer is the text "
-                             f"after its last occurrence); check --answer-marker")
+                             f"after its last occurrence); check `answer_marker`")
         yield where, text, k + len(marker)
 
 
@@ -120,8 +120,8 @@ def tokenize_answer(tokenizer, text: str, answer_start: int, max_length: int, wh
     ids = np.concatenate([pre, ids, suf])
     offs = np.concatenate([np.full((len(pre), 2), -1), offs, np.full((len(suf), 2), -1)]).astype(np.int64)
     if len(ids) > max_length:
-        raise InputError(f"{where} has {len(ids)} tokens, more than --max-length {max_length}: cutting it would cut "
-                         f"its answer; raise --max-length or shorten the prompt")
+        raise InputError(f"{where} has {len(ids)} tokens, more than `max_length` {max_length}: cutting it would cut "
+                         f"its answer; raise `max_length` or shorten the prompt")
     is_answer = (offs[:, 0] >= 0) & (offs[:, 0] < a1) & (offs[:, 1] > a0) & (offs[:, 1] > offs[:, 0])
     predicts = np.zeros(len(ids), bool)
     predicts[:-1] = is_answer[1:]
@@ -141,9 +141,9 @@ def load_answer_prompts(spec: corpus.CorpusSpec, tokenizer, answer_field: str = 
     corpus.validate(spec)
     marker = answer_marker
     if marker is not None and not marker:
-        raise InputError("--answer-marker is empty: give the text after which the answer starts")
+        raise InputError("`answer_marker` is empty: give the text after which the answer starts")
     if marker is None and spec.fmt == "plain" and spec.path is None:
-        raise InputError("--dataset prompts need --answer-marker TEXT (an --answer-field reads a .jsonl file)")
+        raise InputError("`dataset` prompts need `answer_marker` TEXT (an `answer_field` reads a .jsonl file)")
     own = reading is None
     reading = reading or corpus.Reading(spec)
     if marker is not None:

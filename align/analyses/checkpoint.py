@@ -80,9 +80,9 @@ def head_device(device: str) -> str:
     import torch
 
     if device not in ("cpu", "cuda", "auto"):
-        raise InputError(f"--device {device!r} is not one of cpu, cuda, auto")
+        raise InputError(f"`device` {device!r} is not one of cpu, cuda, auto")
     if device == "cuda" and not torch.cuda.is_available():
-        raise InputError("--device cuda was asked for but torch sees no CUDA device: use --device cpu")
+        raise InputError("`device` cuda was asked for but torch sees no CUDA device: use `device` cpu")
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     return device

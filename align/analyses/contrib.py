@@ -25,6 +25,8 @@ import numpy as np
 
 from align.stats import bootstrap
 from align.errors import InputError, StoreError
+from align import models
+from align.analyses.prompts import pad
 
 EPS = 1e-6
 PARTS = ("attn", "mlp", "layer")
@@ -171,9 +173,7 @@ def contributions_from_model(model, batches, eps: float = EPS) -> dict:
     batches: iterable of lists of token-id arrays (one prompt each); each list is one
     right-padded forward pass, padding excluded from every aggregate. Same return as
     `contributions`."""
-    from align import models
     from align.analyses.forward import forward
-    from align.analyses.prompts import pad
 
     L = len(models.blocks(model))
     acc = ContributionAccumulator(L)
@@ -206,11 +206,11 @@ def contributions_from_store(store, eps: float = EPS, chunk_tokens: int | None =
     missing_b = [b for b in range(L + 1) if b not in store.boundaries]
     missing_l = [l for l in range(L) if l not in store.layers]
     if not store.layers:
-        raise StoreError(f"store {store.path} holds no sublayer outputs: extract it again with --sublayers, or run `align contrib` on the model")
+        raise StoreError(f"store {store.path} holds no sublayer outputs: extract it again with `sublayers`, or run `align contrib` on the model")
     if missing_b or missing_l:
         raise StoreError(
             f"store {store.path} lacks boundaries {missing_b} and sublayers of blocks {missing_l}: "
-            "`align contrib --store` needs all of them (extract without --boundaries, with --sublayers)"
+            "`align contrib --store` needs all of them (extract without `boundaries`, with `sublayers`)"
         )
     store.require_complete()
     step = chunk_tokens or store.chunk_tokens

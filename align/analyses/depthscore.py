@@ -48,13 +48,15 @@ is still there with the recorded hash has the levels of its documents, which mus
 from __future__ import annotations
 
 import os
-import sys
 
 import numpy as np
 
+from align import messages
 from align.stats.bootstrap import Resampling, draw, percentile_interval, record
 from align.errors import InputError, NonFiniteError, StoreMismatch
 from align.version import __version__
+from align import corpus
+from align import store as st
 
 EFFECTS = ("layer", "output")
 HEADLINE = {"setting": "future", "part": "layer", "agg": "max", "effect": "layer"}
@@ -93,7 +95,6 @@ def depth_score(m: np.ndarray) -> float:
 def level_from_provenance(attrs: dict, where: str) -> int | None:
     """The level of a result's corpus from its provenance (module docstring), or None when
     its corpus has no levels or cannot be read back."""
-    from align import corpus
 
     prov = attrs.get("corpus") or {}
     recorded = prov.get("levels")
@@ -129,9 +130,9 @@ def parse_levels(text: str | None, n: int) -> list[int] | None:
         return None
     parts = [p.strip() for p in text.split(",")]
     if not all(p.lstrip("-").isdigit() for p in parts):
-        raise InputError(f"--levels {text!r}: give comma-separated integers, one per skip result, e.g. 2,3,4")
+        raise InputError(f"`levels` {text!r}: give comma-separated integers, one per skip result, e.g. 2,3,4")
     if len(parts) != n:
-        raise InputError(f"--levels {text!r} gives {len(parts)} levels for {n} skip results: give one per result")
+        raise InputError(f"`levels` {text!r} gives {len(parts)} levels for {n} skip results: give one per result")
     return [int(p) for p in parts]
 
 
@@ -191,13 +192,13 @@ def depth_scores(results: list, levels: list[int], names: list[str], bootstrap: 
         for k, want in coords.items():
             if [str(v) for v in ds[k].values] != want:
                 raise StoreMismatch(f"{name} holds {k} {[str(v) for v in ds[k].values]}, {names[0]} holds {want}: "
-                                    f"run the skip analyses with the same --settings and --parts")
+                                    f"run the skip analyses with the same `settings` and `parts`")
     splits = [(ds.attrs.get("options") or {}).get("split") for ds in results]
     known = [(sp, name) for sp, name in zip(splits, names) if sp is not None]
     if "future" in coords["setting"] and len({sp for sp, _ in known}) > 1:
         (sa, na), (sb, nb) = known[0], next(k for k in known if k[0] != known[0][0])
-        raise StoreMismatch(f"{nb} was run with --split {sb}, {na} with --split {sa}: the future setting's levels "
-                            f"compare only at the same split points; run the skip analyses with the same --split")
+        raise StoreMismatch(f"{nb} was run with `split` {sb}, {na} with `split` {sa}: the future setting's levels "
+                            f"compare only at the same split points; run the skip analyses with the same `split`")
     shape = (len(levels), len(coords["setting"]), len(coords["part"]), len(coords["agg"]), len(EFFECTS))
     out = np.full(shape, np.nan)
     low, high = np.full(shape, np.nan), np.full(shape, np.nan)
@@ -263,9 +264,8 @@ def to_dataset(res: dict, attrs: dict):
 def run_depthscore(paths, output, *, levels: str | None = None, bootstrap: int = 1000, seed: int = 0,
                    overwrite: bool = False, log=None) -> str:
     """`align depthscore`: DS over levels from one skip result per level; writes `output`."""
-    from align import store as st
 
-    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    log = log or messages.say
     paths = [str(p) for p in paths]
     if not paths:
         raise InputError("give at least one SKIP_RESULT (a result of `align skip`)")
@@ -278,7 +278,7 @@ def run_depthscore(paths, output, *, levels: str | None = None, bootstrap: int =
         missing = [p for p, lv in zip(paths, found) if lv is None]
         if missing:
             raise InputError(f"{missing[0]} has no level in its provenance (its corpus has none, or its file changed): "
-                             f"pass --levels with one level per skip result, e.g. --levels 2,3,4")
+                             f"pass `levels` with one level per skip result, e.g. `levels` 2,3,4")
         given = found
     res = depth_scores(results, given, paths, bootstrap=bootstrap, seed=seed)
     attrs = {k: results[0].attrs.get(k) for k in ("model", "revision", "model_type", "config_hash")}
@@ -305,7 +305,7 @@ def summary(res: dict) -> str:
         return ", ".join(f"{lv}: {one(i)}" for i, lv in sorted(enumerate(res["levels"]), key=lambda x: x[1]))
 
     split = next((sp for sp in res.get("splits") or [] if sp), None)
-    where = f"{head['setting']} setting" + (f", --split {split}" if head["setting"] == "future" and split else "")
+    where = f"{head['setting']} setting" + (f", `split` {split}" if head["setting"] == "future" and split else "")
     text = (f"{head['name']} ({where}; layer effect, part {head['part']}, {head['agg']}) by level "
             f"{by_level(head['setting'])} of {res['n_layers']} layers")
     if head["setting"] == "future" and "current" in res["setting"]:

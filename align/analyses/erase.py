@@ -52,8 +52,8 @@ class Row:
 def check_reference(n_found: int, n_asked: int, source: str) -> None:
     """InputError when the reference corpus has fewer prompts than --reference-docs asks for."""
     if n_found < n_asked:
-        raise InputError(f"--reference {source} has {n_found} document{'s' if n_found != 1 else ''} with text, fewer than "
-                         f"--reference-docs {n_asked}: give a larger reference corpus or a smaller --reference-docs")
+        raise InputError(f"`reference` {source} has {n_found} document{'s' if n_found != 1 else ''} with text, fewer than "
+                         f"`reference_docs` {n_asked}: give a larger reference corpus or a smaller `reference_docs`")
 
 
 def reference_mean(model, prompts, batch_size: int = 8) -> tuple[np.ndarray, int]:
@@ -153,7 +153,7 @@ def erasure(model, prompts, mean, *, batch_size: int = 8, progress=None) -> dict
     if not prompts:
         raise InputError("no prompts to run: give at least one prompt with an answer")
     if batch_size < 1:
-        raise InputError(f"--batch-size {batch_size} must be at least 1")
+        raise InputError(f"`batch_size` {batch_size} must be at least 1")
     L = len(models.blocks(model))
     check_mean(mean, L, model.get_input_embeddings().weight.shape[-1])
     T_max = max(len(p) for p in prompts)

@@ -18,7 +18,7 @@ from align.errors import NonFiniteError
 from align.hooks import capture
 
 _ADVICE = ("a weight of the checkpoint is NaN/inf, or its dtype overflows: check the checkpoint's weights, "
-           "or run with --dtype float32; nothing was written")
+           "or run with `dtype` float32; nothing was written")
 
 
 def forward(model, batch: tuple, boundaries=(), layers=(), logits: bool = True, prompts=None, run: str = "") -> dict:

@@ -56,9 +56,9 @@ PARTS = ("layer", "attn", "mlp")
 def alphas(steps: int, rule: str) -> np.ndarray:
     """The interpolation points r_k, k = 0..N−1: k/N ("left") or (k + ½)/N ("midpoint")."""
     if steps < 1:
-        raise InputError(f"--steps {steps} must be at least 1")
+        raise InputError(f"`steps` {steps} must be at least 1")
     if rule not in RULES:
-        raise InputError(f"--rule {rule!r} must be one of {', '.join(RULES)}")
+        raise InputError(f"`rule` {rule!r} must be one of {', '.join(RULES)}")
     return (np.arange(steps) + (0.0 if rule == "left" else 0.5)) / steps
 
 def _target(logits, target_ids, target: str):
@@ -113,10 +113,10 @@ def integrated_gradients(model, prompts, *, parts=PARTS, variant: Variant = PROT
     if not prompts:
         raise InputError("no prompts to run: give at least one prompt with an answer")
     if batch_size < 1:
-        raise InputError(f"--batch-size {batch_size} must be at least 1")
+        raise InputError(f"`batch_size` {batch_size} must be at least 1")
     bad = [p for p in parts if p not in PARTS]
     if bad or not parts:
-        raise InputError(f"--parts {','.join(parts)!r}: each item must be one of {', '.join(PARTS)}")
+        raise InputError(f"`parts` {','.join(parts)!r}: each item must be one of {', '.join(PARTS)}")
     v = variant if steps is None else dataclasses.replace(variant, steps=steps)
     L = len(models.blocks(model))
     T_max = max(len(p) for p in prompts)
@@ -160,7 +160,7 @@ def _check_targets(f1, f0, parts, v: Variant) -> None:
         what = "probability" if v.target == "prob" else "log-probability"
         raise NonFiniteError(f"the answer {what} is not finite for prompt {i} (f = {f1[i]}, with {parts[pi]} of layer {l} "
                              f"at its baseline f = {f0[i, pi, l]}) at {len(bad):,} (prompt, part, layer) cells: an answer "
-                             "token has probability 0 in this dtype; run with --dtype float32; nothing was written")
+                             "token has probability 0 in this dtype; run with `dtype` float32; nothing was written")
 
 
 def to_dataset(res: dict, prompts, attrs: dict):

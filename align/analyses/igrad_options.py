@@ -55,17 +55,17 @@ def variant(protocol: str = "p1", **options) -> Variant:
     """The preset `protocol` with each option given (object, baseline, target, rule, steps;
     None keeps the preset's) in its place. InputError names a value that is not allowed."""
     if protocol not in PROTOCOLS:
-        raise InputError(f"--protocol {protocol!r} must be one of {', '.join(PROTOCOLS)}")
+        raise InputError(f"`protocol` {protocol!r} must be one of {', '.join(PROTOCOLS)}")
     unknown = [k for k in options if k not in _CHOICES and k != "steps"]
     if unknown:
         raise TypeError(f"variant() got an unknown option {unknown[0]!r}")
     given = {k: v for k, v in options.items() if v is not None}
     for name, value in given.items():
         if name in _CHOICES and value not in _CHOICES[name]:
-            raise InputError(f"--{name} {value!r} must be one of {', '.join(_CHOICES[name])}")
+            raise InputError(f"`{name}` {value!r} must be one of {', '.join(_CHOICES[name])}")
     steps = given.get("steps")
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1):
-        raise InputError(f"--steps {steps!r} must be a whole number of at least 1")
+        raise InputError(f"`steps` {steps!r} must be a whole number of at least 1")
     if steps is not None:
         given["steps"] = int(steps)
     return dataclasses.replace(PROTOCOLS[protocol], **given)

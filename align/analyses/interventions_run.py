@@ -10,6 +10,9 @@ import time
 from align import corpus, models, provenance
 from align.analyses.options import EraseOptions, IgradOptions
 from align.analyses.run import _inputs, _log_default, check_vocabulary
+from align import store as st
+from align.analyses.answers import load_answer_prompts
+from align.analyses.prompts import load_prompts
 
 
 def _answer_options(answer_field, answer_marker) -> dict:
@@ -21,10 +24,7 @@ def run_erase(output, *, spec, cspec, options: EraseOptions, batch_size=8, overw
     mean residual of the first `options.reference_docs` documents of the corpus
     `options.reference` (a path; read with the prompts' --text-field and --max-length, each
     document truncated to one sequence), written as "erasure"."""
-    from align import store as st
     from align.analyses import erase
-    from align.analyses.answers import load_answer_prompts
-    from align.analyses.prompts import load_prompts
 
     reference, reference_docs = options.reference, options.reference_docs
     answer_field, answer_marker = options.answer_field, options.answer_marker
@@ -69,9 +69,7 @@ def run_igrad(output, *, spec, cspec, options: IgradOptions = IgradOptions(), ba
     layer and position in `options.variant` (`align.analyses.igrad_options.Variant`) [default
     P1's, `PROTOCOLS["p1"]`], written as "igrad" with the variant in attrs["variant"]. The model
     computes in float32 unless spec.dtype asks for another dtype."""
-    from align import store as st
     from align.analyses import igrad
-    from align.analyses.answers import load_answer_prompts
 
     parts, answer_field, answer_marker = options.parts, options.answer_field, options.answer_marker
     v = igrad.PROTOCOLS["p1"] if options.variant is None else options.variant

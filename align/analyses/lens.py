@@ -23,6 +23,8 @@ import numpy as np
 
 from align.stats import bootstrap
 from align.errors import InputError, StoreError
+from align import models
+from align.analyses.prompts import pad
 
 WEIGHTINGS = ("token", "prompt")
 TOP_K = 5
@@ -68,7 +70,7 @@ def _check_kl(b: int, kl, where) -> None:
     from align.analyses.forward import check_values
 
     check_values(f"the logit-lens KL at boundary {b}", kl, where,
-                 advice="the lens logits overflow in this dtype (try --dtype float32); nothing was written")
+                 advice="the lens logits overflow in this dtype (try `dtype` float32); nothing was written")
 
 
 class LensAccumulator:
@@ -126,9 +128,7 @@ def logit_lens(model, batches, n_prompts: int | None = None) -> dict:
     "n_prompts"}, rows (token, prompt) weighting, columns boundary 0..L."""
     import torch
 
-    from align import models
     from align.analyses.forward import forward
-    from align.analyses.prompts import pad
 
     batches = list(batches)
     n_prompts = n_prompts or sum(len(b) for b in batches)
@@ -171,7 +171,7 @@ def logit_lens_from_store(store, head, tokens_per_step: int = HEAD_TOKENS) -> di
 
     L = store.n_layers
     if L not in store.boundaries:
-        raise StoreError(f"store {store.path} lacks boundary {L} (the last block's output), the lens reference: extract it with --boundaries including {L}")
+        raise StoreError(f"store {store.path} lacks boundary {L} (the last block's output), the lens reference: extract it with `boundaries` including {L}")
     store.require_complete()
     seq = store.tokens("seq")
     n_prompts = int(seq.max()) + 1 if len(seq) else 0

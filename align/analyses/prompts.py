@@ -28,7 +28,7 @@ def load_prompts(spec: corpus.CorpusSpec, tokenizer, reading: corpus.Reading | N
 def batches(prompts: list[np.ndarray], batch_size: int) -> Iterator[list[np.ndarray]]:
     """Consecutive groups of at most `batch_size` prompts."""
     if batch_size < 1:
-        raise InputError(f"--batch-size {batch_size} must be at least 1")
+        raise InputError(f"`batch_size` {batch_size} must be at least 1")
     for i in range(0, len(prompts), batch_size):
         yield prompts[i:i + batch_size]
 

@@ -4,19 +4,25 @@ its provenance. The CLI calls these; notebooks may too."""
 from __future__ import annotations
 
 import os
-import sys
 
 import numpy as np
 
 from align.version import __version__
-from align import corpus, models, provenance
+from align import corpus, messages, models, provenance
 from align.analyses.options import LensOptions, SkipOptions
 from align.stats.bootstrap import DEFAULT, MIN_RESAMPLES, Resampling
 from align.errors import InputError, StoreMismatch
+from align.analyses.prompts import load_prompts
+from align.analyses.prompts import batches
+from align import store as st
+from align.analyses import contrib
+from align.analyses import skip
+from align.analyses.answers import load_answer_prompts
+from align.analyses import checkpoint, lens
+from align.analyses import depth
 
 
-def _log_default(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+_log_default = messages.say
 
 
 def _model_id(name: str) -> str:
@@ -27,7 +33,6 @@ def _model_id(name: str) -> str:
 def load(spec: models.ModelSpec, cspec: corpus.CorpusSpec, check=None):
     """(model, config, prompts, provenance) for a live-model analysis; `check(prompts)` runs
     before the weights are loaded, so bad input fails fast."""
-    from align.analyses.prompts import load_prompts
 
     corpus.validate(cspec)
     config = models.load_config(spec)
@@ -56,14 +61,14 @@ def check_vocabulary(spec: models.ModelSpec, config, prompts) -> None:
     if limit and len(prompts[longest]) > limit:
         raise InputError(
             f"prompt {longest} has {len(prompts[longest]):,} tokens, above the model's position limit "
-            f"(max_position_embeddings {limit:,}): use --max-length {limit} or less"
+            f"(max_position_embeddings {limit:,}): use `max_length` {limit} or less"
         )
 
 
 def _inputs(spec=None, cspec=None, **paths) -> dict:
     """The command's inputs by label, for `check_output`: -o may be none of them, lie inside
     none and hold none (a hub id that names no local folder cannot be harmed)."""
-    out = {f"--{k.replace('_path', '')} {v}": v for k, v in paths.items() if v is not None}
+    out = {f"`{k.replace('_path', '')}` {v}": v for k, v in paths.items() if v is not None}
     if spec is not None:
         out[f"MODEL {spec.name}"] = spec.name
     if cspec is not None and cspec.path is not None:
@@ -72,7 +77,6 @@ def _inputs(spec=None, cspec=None, **paths) -> dict:
 
 
 def _batched(prompts, batch_size):
-    from align.analyses.prompts import batches
 
     return list(batches(prompts, batch_size))
 
@@ -81,8 +85,6 @@ def run_contrib(output, *, spec=None, cspec=None, store=None, batch_size=8, resa
                 overwrite=False, log=_log_default):
     """`align contrib`: from a live model (spec + cspec) or an activation store path; the
     intervals drawn by `resampling`."""
-    from align import store as st
-    from align.analyses import contrib
 
     inputs = _inputs(spec, cspec, store=store)
     st.check_output(output, "contributions", inputs=inputs, overwrite=overwrite)
@@ -110,14 +112,11 @@ def run_skip(output, *, spec, cspec, options: SkipOptions = SkipOptions(), batch
     intervals; its equal-n mode is checked against the prompts before the weights load."""
     import time
 
-    from align import store as st
-    from align.analyses import skip
-    from align.analyses.answers import load_answer_prompts
 
     settings, parts, split, split_seed = options.settings, options.parts, options.split, options.split_seed
     answer_field, answer_marker = options.answer_field, options.answer_marker
     if split not in skip.SPLITS:
-        raise InputError(f"--split {split!r} is not one of {', '.join(skip.SPLITS)}")
+        raise InputError(f"`split` {split!r} is not one of {', '.join(skip.SPLITS)}")
     inputs = _inputs(spec, cspec)
     st.check_output(output, "skipping", inputs=inputs, overwrite=overwrite)
     splits = None
@@ -169,8 +168,6 @@ def run_lens(output, *, spec=None, cspec=None, store=None, options: LensOptions 
     runs on `options.device` (cpu | cuda | auto) in `options.dtype` (default: the model's
     compute dtype there, float32 on CPU, bfloat16 on CUDA), `options.tokens_per_step` tokens
     per head application. The intervals are drawn by `resampling`."""
-    from align import store as st
-    from align.analyses import checkpoint, lens
 
     batch_size, device, dtype, tokens_per_step = options.batch_size, options.device, options.dtype, options.tokens_per_step
     inputs = _inputs(spec, cspec, store=store)
@@ -210,8 +207,6 @@ def run_depth(output, *, contrib_path, lens_path, resampling: Resampling = DEFAU
     """`align depth`: effective depth from a contributions and a lens result, with intervals
     drawn by `resampling` where both hold per-prompt sums. The log line gives each rule's
     depth and interval, e.g. "kl 40 [38, 42] (ratio 0.62)"."""
-    from align import store as st
-    from align.analyses import depth
 
     inputs = _inputs(contrib_path=contrib_path, lens_path=lens_path)
     st.check_output(output, "depth", inputs=inputs, overwrite=overwrite)

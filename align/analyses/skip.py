@@ -91,7 +91,7 @@ def answer_split(predicts_answer: np.ndarray) -> int:
     marks t−1 when token t is an answer token): the future setting's split point."""
     pos = np.flatnonzero(np.asarray(predicts_answer, bool))
     if not len(pos):
-        raise InputError("a prompt has no answer token: every prompt of --split answer-start needs an answer")
+        raise InputError("a prompt has no answer token: every prompt of `split` answer-start needs an answer")
     return int(pos[0]) + 1
 
 
@@ -101,7 +101,7 @@ def answer_points(predicts_answer: np.ndarray, seed: int, prompt_index: int) -> 
     prompt_index]), first 4. An answer of n ≤ 4 tokens has none."""
     pos = np.flatnonzero(np.asarray(predicts_answer, bool)) + 1
     if not len(pos):
-        raise InputError("a prompt has no answer token: every prompt of --split answer-points needs an answer")
+        raise InputError("a prompt has no answer token: every prompt of `split` answer-points needs an answer")
     a, n = int(pos[0]), int(pos[-1] - pos[0]) + 1
     offsets = np.arange(0, n - ANSWER_MARGIN, ANSWER_STEP)
     rng = np.random.default_rng([seed, prompt_index])
@@ -232,7 +232,7 @@ def check_prompts(prompts, settings=SETTINGS, splits=None, equal_n: int | None =
     mode's `equal_n` (None: no equal-n mode) asks for more prompts than a setting has."""
     if "future" in settings and prompts and splits is not None:
         if not any(_usable(t, len(p)) for t, p in zip(splits, prompts)):
-            rule = (f"with --split {split} {SPLIT_RULES[split]}" if split in SPLIT_RULES
+            rule = (f"with `split` {split} {SPLIT_RULES[split]}" if split in SPLIT_RULES
                     else "each prompt needs a split point t with 1 < t < T")
             raise InputError(f"no prompt has a token to skip before its answer: {rule} (none of {len(prompts)} has)")
     elif "future" in settings and prompts:
@@ -240,7 +240,7 @@ def check_prompts(prompts, settings=SETTINGS, splits=None, equal_n: int | None =
         if longest < MIN_FUTURE_LENGTH:
             raise InputError(
                 f"no prompt is long enough for the future setting: it needs at least {MIN_FUTURE_LENGTH} tokens "
-                f"and the longest of {len(prompts)} prompts has {longest}: give longer prompts or --settings current"
+                f"and the longest of {len(prompts)} prompts has {longest}: give longer prompts or `settings` current"
             )
     if equal_n is not None and prompts:
         for setting in settings:
@@ -256,7 +256,7 @@ def check_prompts(prompts, settings=SETTINGS, splits=None, equal_n: int | None =
 def check_equal_n(equal_n: int, n: int, setting: str) -> None:
     """InputError when the equal-n mode asks for more prompts than `setting` used."""
     if equal_n > n:
-        raise InputError(f"--equal-n {equal_n} is above the {n} prompts the {setting} setting uses: give N <= {n} "
+        raise InputError(f"`equal_n` {equal_n} is above the {n} prompts the {setting} setting uses: give N <= {n} "
                          f"(the smallest prompt count of the models you compare)")
 
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 
+from align import messages
 from align import store as st
 from align.compare.comparisons import KINDS, WEIGHTINGS, build, load
 from align.compare.plot import plot_comparison
@@ -39,7 +39,7 @@ def output_format(path: str) -> str:
     """"csv" or "markdown" from -o's suffix; anything else is refused."""
     ext = os.path.splitext(str(path))[1].lower()
     if ext not in FORMATS:
-        raise OutputRefused(f"-o {path}: give a file ending in .csv or .md (the table's format is read from the suffix)")
+        raise OutputRefused(f"`output` {path}: give a file ending in .csv or .md (the table's format is read from the suffix)")
     return FORMATS[ext]
 
 
@@ -51,7 +51,7 @@ def default_figure(output: str) -> str:
 def _check_new_file(path: str, suffix: str, option: str, inputs: dict, overwrite: bool) -> None:
     st.check_file_output(path, suffix, inputs=inputs)
     if os.path.lexists(os.path.expanduser(path)) and not overwrite:
-        raise OutputRefused(f"{option} {path} already exists: pass --overwrite to replace it, or choose another path")
+        raise OutputRefused(f"{option} {path} already exists: pass `overwrite` to replace it, or choose another path")
 
 
 def _write_text(path: str, text: str) -> None:
@@ -65,17 +65,17 @@ def run_compare(paths, output: str | None = None, figure: str | None = None, *, 
     """`align compare`: print the table; with `output` (.csv or .md) write it and a figure
     (`figure`, default: beside the table as .png); with only `figure`, the figure."""
     echo = echo or (lambda text: print(text, end=""))
-    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    log = log or messages.say
     paths = [str(p) for p in paths]
     inputs = {f"RESULT {p}": p for p in paths}
     fmt = output_format(output) if output is not None else None
     fig_path = figure or (default_figure(output) if output is not None else None)
     if output is not None:
-        _check_new_file(output, os.path.splitext(output)[1].lower(), "-o", inputs, overwrite)
+        _check_new_file(output, os.path.splitext(output)[1].lower(), "`output`", inputs, overwrite)
     if fig_path is not None:
         if output is not None and os.path.abspath(os.path.expanduser(fig_path)) == os.path.abspath(os.path.expanduser(output)):
-            raise OutputRefused(f"--figure {fig_path} is the table's path: give the figure another name")
-        _check_new_file(fig_path, ".png", "--figure" if figure else "the figure", inputs, overwrite)
+            raise OutputRefused(f"`figure` {fig_path} is the table's path: give the figure another name")
+        _check_new_file(fig_path, ".png", "`figure`" if figure else "the figure", inputs, overwrite)
     kind, items = load(paths)
     cmp = build(kind, items, weighting, resampling)
     echo(text_table(cmp))

@@ -48,7 +48,7 @@ def withheld_stored(ds) -> str | None:
     if n is None or int(n) >= bootstrap.MIN_RESAMPLES:
         return None
     return (f"its intervals are not shown: they come from {int(n)} resamples, fewer than the {bootstrap.MIN_RESAMPLES} "
-            "an interval needs (make the result again with the default --bootstrap)")
+            "an interval needs (make the result again with the default `bootstrap`)")
 
 
 def depth_intervals(label: str, ds, rules) -> tuple[np.ndarray, np.ndarray, list]:

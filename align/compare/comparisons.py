@@ -162,7 +162,7 @@ def compare_lens(items, weighting: str, resampling: bootstrap.Resampling) -> Com
     result with intervals, and the paired differences of results on the same prompts with
     the same number of boundaries."""
     if weighting not in WEIGHTINGS:
-        raise InputError(f"--weighting {weighting!r} is not one of {', '.join(WEIGHTINGS)}")
+        raise InputError(f"`weighting` {weighting!r} is not one of {', '.join(WEIGHTINGS)}")
     cmp = Comparison("lens", ["result", "model", "boundary", "b/L"], ["KL", "overlap"], missing="not measured")
     for label, path, ds in items:
         checks.check_lens(path, ds)
@@ -274,7 +274,7 @@ def _alignment_pair_refusal(a, b) -> str | None:
     """Why alignment results a and b (label, path, ds) have no paired difference, or None."""
     for x in (a, b):
         if "doc_ratio_sum" not in x[2] or "doc_n_tokens" not in x[2]:
-            return f"no paired difference of {b[0]} and {a[0]}: {x[1]} holds no per-document sums (fit with --bootstrap)"
+            return f"no paired difference of {b[0]} and {a[0]}: {x[1]} holds no per-document sums (fit with `bootstrap`)"
     if a[2]["heldout_doc"].values.tolist() != b[2]["heldout_doc"].values.tolist():
         return f"no paired difference of {b[0]} and {a[0]}: they were scored on different held-out documents"
     return None

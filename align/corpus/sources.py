@@ -47,7 +47,7 @@ def jsonl_items(path: str, lines: Iterator[str], spec: CorpusSpec) -> Iterator[I
             yield format_item(spec.fmt, item, where)
             continue
         if not isinstance(item, dict) or spec.text_field not in item:
-            raise InputError(f"{where} has no field {spec.text_field!r}: pass --text-field NAME")
+            raise InputError(f"{where} has no field {spec.text_field!r}: pass `text_field` NAME")
         value = item[spec.text_field]
         if not isinstance(value, str):
             raise InputError(f"{where}: field {spec.text_field!r} is {type(value).__name__}, not a string")
@@ -59,22 +59,22 @@ def dataset_items(spec: CorpusSpec) -> Iterator[Item]:
     format's prompts, or the text in `spec.text_field`."""
     parts = spec.dataset.split(":")
     if len(parts) not in (2, 3) or not all(parts):
-        raise InputError(f"--dataset {spec.dataset!r} must be NAME:SPLIT or NAME:CONFIG:SPLIT")
+        raise InputError(f"`dataset` {spec.dataset!r} must be NAME:SPLIT or NAME:CONFIG:SPLIT")
     name, config, split = (parts[0], None, parts[1]) if len(parts) == 2 else parts
     try:
         import datasets  # noqa: F401
     except ImportError:
-        raise InputError("--dataset needs the `datasets` package: pip install 'align[datasets]', or export the data to jsonl") from None
+        raise InputError("`dataset` needs the `datasets` package: pip install 'align[datasets]', or export the data to jsonl") from None
     try:
         ds = datasets.load_dataset(name, config, split=split)
     except Exception as e:  # datasets raises many types for unreachable data
-        raise InputError(f"--dataset {spec.dataset!r} could not be loaded: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        raise InputError(f"`dataset` {spec.dataset!r} could not be loaded: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
     for i, item in enumerate(ds):
         if spec.fmt in JSON_FORMATS:
             yield format_item(spec.fmt, item, f"{spec.dataset} item {i}")
         else:
             if spec.text_field not in item:
-                raise InputError(f"{spec.dataset} item {i} has no field {spec.text_field!r}: pass --text-field NAME")
+                raise InputError(f"{spec.dataset} item {i} has no field {spec.text_field!r}: pass `text_field` NAME")
             yield Item(item[spec.text_field])
 
 

@@ -85,12 +85,12 @@ def sequences(spec: CorpusSpec, tokenizer, stats: TokenizeStats | None = None,
     prefix, suffix = special_tokens(tokenizer)
     if spec.stand_in_token is not None:
         if prefix:
-            raise InputError(f"--stand-in-token {spec.stand_in_token}: this model's tokenizer already puts {prefix} "
-                             "(its BOS) at position 0 of every sequence, which the fit leaves out: drop --stand-in-token")
+            raise InputError(f"`stand_in_token` {spec.stand_in_token}: this model's tokenizer already puts {prefix} "
+                             "(its BOS) at position 0 of every sequence, which the fit leaves out: drop `stand_in_token`")
         prefix = [int(spec.stand_in_token)]
     room = spec.max_length - len(prefix) - len(suffix)
     if room < 1:
-        raise InputError(f"--max-length {spec.max_length} leaves no room after the {len(prefix) + len(suffix)} special "
+        raise InputError(f"`max_length` {spec.max_length} leaves no room after the {len(prefix) + len(suffix)} special "
                          "token(s) of each sequence")
     wrap = _Wrap(np.asarray(prefix, np.int64), np.asarray(suffix, np.int64))
     encoded = _encoded(spec, tokenizer, stats, len(prefix) + len(suffix), reading)
@@ -197,6 +197,6 @@ def _packed_windows(spec: CorpusSpec, encoded, room: int, wrap: _Wrap, separator
     if stats is not None:
         stats.packed_tail_tokens = held
     if seq == 0:
-        raise InputError(f"--pack: corpus {spec.describe()} gives {held:,} tokens, less than one full window of "
-                         f"{room:,} (--max-length {spec.max_length} less the special tokens): give more text or a "
-                         "smaller --max-length")
+        raise InputError(f"`pack`: corpus {spec.describe()} gives {held:,} tokens, less than one full window of "
+                         f"{room:,} (`max_length` {spec.max_length} less the special tokens): give more text or a "
+                         "smaller `max_length`")

@@ -30,15 +30,21 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import time
 from dataclasses import dataclass, field
 
-from align import textfiles
+from align import messages, textfiles
 from align.demo import data
 from align.errors import InputError, StoreError
 from align.demo import seeds as across
 from align.demo.train import TrainConfig
+from align import store as st
+from align.analyses import run as analyses
+from align.corpus import CorpusSpec
+from align.models import ModelSpec
+import align
+from align.demo import train
+from align.store import open_result
 
 STATE_FILE = "demo.json"
 
@@ -133,7 +139,6 @@ def _step(report: DemoReport, name: str, fn, log):
 def _done(path: str) -> bool:
     """A step's result is done when it opens as a complete result (a killed write leaves one
     that does not, and the step then runs again)."""
-    from align import store as st
 
     try:
         st.open_result(path)
@@ -154,11 +159,8 @@ def run(output: str = "demo-output", config: DemoConfig | None = None, log=None,
 
 
 def _run(output, config, log, figures) -> DemoReport:
-    from align.analyses import run as analyses
-    from align.corpus import CorpusSpec
-    from align.models import ModelSpec
 
-    log = log or (lambda m: print(m, file=sys.stderr, flush=True))
+    log = log or messages.say
     config = config or default_config()
     key = config.key()
     t_all = time.time()
@@ -233,8 +235,6 @@ def _one_seed(report: DemoReport, config: DemoConfig, seed: int, first: bool, co
     The first seed's stores and results keep the demo's top-level paths (OUT/stores,
     OUT/results) and store sublayers for the analyses; every other seed's go to
     OUT/seeds/seed-<s>/ with the residual stream only (all a fit reads)."""
-    import align
-    from align.demo import train
 
     out = {"seed": seed, "models": {}, "training": {}, "stores": {}, "results": {}}
     root = report.output if first else os.path.join(report.output, "seeds", f"seed-{seed}")
@@ -265,7 +265,6 @@ def _one_seed(report: DemoReport, config: DemoConfig, seed: int, first: bool, co
 
 def _seed_summaries(seed_run: dict) -> dict:
     """{seed, trained, control}: a seed's two alignment summaries (attrs["summary"])."""
-    from align.store import open_result
 
     return {"seed": seed_run["seed"],
             **{pair: open_result(seed_run["results"][name], "alignment").attrs["summary"]
@@ -294,7 +293,6 @@ def machine() -> dict:
 def draw_figures(report: DemoReport) -> dict:
     """Every figure of the demo into OUT/figures; returns name -> path."""
     from align import plotting
-    from align.store import open_result
 
     fig_dir = os.path.join(report.output, "figures")
     r = report.results
@@ -355,7 +353,6 @@ def summarize(report: DemoReport) -> str:
     and the control, training losses, effective depths."""
     import numpy as np
 
-    from align.store import open_result
 
     r = report.results
     lines = [f"align demo: everything is in {report.output}/"]

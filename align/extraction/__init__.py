@@ -25,7 +25,7 @@ from __future__ import annotations
 import sys
 import time
 
-from align import corpus, models, provenance
+from align import corpus, messages, models, provenance
 from align import store as st
 from align.extraction import batches, dryrun, pipeline, plan
 from align.extraction.inputs import DEFINING, resolve
@@ -36,8 +36,7 @@ from align.extraction.report import ExtractReport
 __all__ = ["ExtractOptions", "ExtractReport", "dropped_summary", "extract"]
 
 
-def _stderr(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+_stderr = messages.say
 
 
 def extract(model: models.ModelSpec | str, corpus_source: corpus.CorpusSpec | str | None, output: str,

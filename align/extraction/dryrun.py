@@ -192,7 +192,7 @@ def dry_run(inputs: Inputs, plan: Plan, layout, free: int | None, output: str, l
     lines.append(f"  total      {human(need)}" + (f" of {human(free)} free" if free is not None else ""))
     lines.append(f"  one batch of {len(seqs)} sequences ({ph['tokens']:,} tokens in {ph['positions']:,} positions; the run's "
                  f"first, grouped by length), timed end to end through the run's own copy and writer"
-                 + ("" if beside else f" (written to {tempfile.gettempdir()}: -o's file system could not be used)") + ":")
+                 + ("" if beside else f" (written to {tempfile.gettempdir()}: `output`'s file system could not be used)") + ":")
     for k in ("forward", "copy", "encode", "write"):
         lines.append(f"    {k:<8} {ph[k] * 1e3:10.2f} ms   whole run ~{run_s[k]:,.3g} s")
     lines.append(f"  padding    {pad:.1%} of computed positions (length-grouped batches, windows of {window} sequences)")

@@ -16,6 +16,7 @@ from align.extraction.options import ExtractOptions
 from align.fitting.options import MODEL_DEVICES, check_device
 from align.boundaries import parse_boundaries
 from align.models import discovery, families
+from align import store as st
 
 # Defining options: a store made with other values of these is another store. The hub
 # revision as typed is not one: "weights" (the commit it resolved to, or the weight files'
@@ -54,7 +55,6 @@ def check_output(output: str, inputs: dict[str, str]) -> None:
     run's own inputs (the model folder, the corpus), inside one or holding one, nor a folder
     holding anything else (align.store.check_output), and its nearest existing ancestor must
     be a folder. Nothing is touched here; refusals are one line."""
-    from align import store as st
 
     st.check_output(output, "activations", inputs=inputs)
     local = st.local_path(output)
@@ -64,7 +64,7 @@ def check_output(output: str, inputs: dict[str, str]) -> None:
     while parent and not os.path.lexists(parent):
         parent = os.path.dirname(parent)
     if parent and not os.path.isdir(parent):
-        raise OutputRefused(f"-o {output}: {parent} is a file, not a folder: choose another -o")
+        raise OutputRefused(f"`output` {output}: {parent} is a file, not a folder: choose another `output`")
 
 
 def check_max_length(max_length: int, config, allow_long: bool) -> None:
@@ -72,8 +72,8 @@ def check_max_length(max_length: int, config, allow_long: bool) -> None:
     limit = getattr(config, "max_position_embeddings", None)
     if limit and max_length > limit and not allow_long:
         raise InputError(
-            f"--max-length {max_length} is above the model's position limit (max_position_embeddings {limit}): "
-            f"use --max-length {limit} or less, or pass --allow-long to run positions the model was not built for"
+            f"`max_length` {max_length} is above the model's position limit (max_position_embeddings {limit}): "
+            f"use `max_length` {limit} or less, or pass `allow_long` to run positions the model was not built for"
         )
 
 
@@ -83,8 +83,8 @@ def kept_blocks(boundaries: list[int], n_layers: int, options: ExtractOptions) -
         return []
     kept = [l for l in range(n_layers) if l in boundaries and l + 1 in boundaries]
     if not kept:
-        raise InputError(f"--sublayers keeps block l only when boundaries l and l+1 are both kept; "
-                         f"--boundaries {options.boundaries} keeps no such pair")
+        raise InputError(f"`sublayers` keeps block l only when boundaries l and l+1 are both kept; "
+                         f"`boundaries` {options.boundaries} keeps no such pair")
     return kept
 
 
@@ -109,8 +109,8 @@ def resolve(spec: models.ModelSpec, cspec: corpus.CorpusSpec, options: ExtractOp
     sublayer_blocks = kept_blocks(boundaries, config.num_hidden_layers, options)
     refused = sublayer_blocks and families.refusal(discovery.of_config(config, spec.family, spec.trust_remote_code), config)
     if refused:
-        raise InputError(f"--sublayers: what attention and the MLP add is not defined for this model: {refused}; "
-                         "extract the residual stream without --sublayers")
+        raise InputError(f"`sublayers`: what attention and the MLP add is not defined for this model: {refused}; "
+                         "extract the residual stream without `sublayers`")
     weights = provenance.weights_identity(spec, config)
     # Load exactly the commit recorded, even if the branch moves while this runs.
     loads = dataclasses.replace(spec, revision=weights["commit"]) if weights["kind"] == "hub" else spec

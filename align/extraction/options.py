@@ -35,9 +35,9 @@ class ExtractOptions:
     def check(self) -> None:
         """One-line InputError for a value no model or corpus could make right."""
         if self.batch_size < 1:
-            raise InputError(f"--batch-size {self.batch_size} must be at least 1")
+            raise InputError(f"`batch_size` {self.batch_size} must be at least 1")
         if self.chunk_tokens is not None and self.chunk_tokens < 1:
-            raise InputError(f"--chunk-tokens {self.chunk_tokens} must be at least 1")
+            raise InputError(f"`chunk_tokens` {self.chunk_tokens} must be at least 1")
 
     def check_storage(self, compute_dtype: str) -> str:
         """The storage dtype (the compute dtype unless chosen), after checking it and the codec."""

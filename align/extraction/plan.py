@@ -21,6 +21,7 @@ from align.store.layout import TOKEN_CHUNK, TOKEN_FIELDS
 from align.store.codecs import physical_dtype
 from align.store.outputs import free_bytes
 from align.store.paths import local_path
+from align import store as st
 
 DISK_MARGIN = 1.05
 SEGMENT_ROOM = 4096  # bytes of attributes kept for the run segments (~400 each) and progress a run adds
@@ -97,7 +98,6 @@ def dropped_summary(stats: dict) -> str:
 def layout(inputs: Inputs, plan: Plan):
     """The store's shape: tokens and sequences from the plan, boundaries and blocks kept,
     storage dtype, codec, and chunks of --chunk-tokens (default ~4 MiB) capped at the tokens."""
-    from align import store as st
 
     d_model = inputs.config.hidden_size
     chunk = inputs.options.chunk_tokens or st.chunk_tokens_for(d_model, physical_dtype(inputs.store_dtype).itemsize)
@@ -138,7 +138,7 @@ def check_disk(output: str, need: int, free: int | None, held: int = 0) -> None:
         raise DiskSpaceError(
             f"store {output} needs {human(need)} on disk ({need:,} bytes as written: every chunk whole, and the "
             f"metadata), {human(need * DISK_MARGIN)} with a {DISK_MARGIN - 1:.0%} margin, but only {human(free)} "
-            f"({free:,} bytes) is free there{there}: choose fewer --boundaries or --max-tokens, or another disk "
+            f"({free:,} bytes) is free there{there}: choose fewer `boundaries` or `max_tokens`, or another disk "
             "(nothing was computed)"
         )
 

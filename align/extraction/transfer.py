@@ -130,5 +130,5 @@ def _check_float16(out: dict) -> None:
         if not np.isfinite(v) or v > FLOAT16_MAX:
             raise OverflowError16(
                 f"{kind} at {'boundary' if kind == 'resid' else 'layer'} {i} has a value of magnitude {float(v):.6g}, "
-                f"beyond float16's {FLOAT16_MAX:g}: use --store-dtype bfloat16 or float32"
+                f"beyond float16's {FLOAT16_MAX:g}: use `store_dtype` bfloat16 or float32"
             )

@@ -167,9 +167,9 @@ def bootstrap_refusal(resamples: int, need: dict, limit: int, n_docs: int, n_pai
     if most <= limit:
         return None
     fits = int(resamples * limit / most)  # the arrays are linear in resamples
-    todo = (f"give --bootstrap {fits:,} or fewer, or raise --memory-limit" if fits >= MIN_RESAMPLES else
-            f"raise --memory-limit, fit fewer --source-boundaries/--target-boundaries, or give --bootstrap 0 (no intervals)")
-    return (f"--bootstrap {resamples:,} would hold {human_bytes(most)} of resampled scores for {n_docs:,} held-out documents "
+    todo = (f"give `bootstrap` {fits:,} or fewer, or raise `memory_limit`" if fits >= MIN_RESAMPLES else
+            f"raise `memory_limit`, fit fewer `source_boundaries`/`target_boundaries`, or give `bootstrap` 0 (no intervals)")
+    return (f"`bootstrap` {resamples:,} would hold {human_bytes(most)} of resampled scores for {n_docs:,} held-out documents "
             f"and {n_pairs:,} pairs, more than the fit's memory budget of {human_bytes(limit)}: {todo}")
 
 
@@ -323,4 +323,4 @@ def pass_refusal(option: str, limit: int, idle: int, s: LiveShape, where: str) -
     held = f"this process holds {human_bytes(idle)} before loading the models; " if idle else ""
     return (f"{option} {human_bytes(limit)} cannot hold one target boundary per pass on {where} ({held}the models need "
             f"{human_bytes(s.model_bytes)}, one target boundary {parts}): the minimum is "
-            f"{human_bytes(idle + least_pass_bytes(s))}; raise {option}, or lower --batch-size or the number of --source-boundaries")
+            f"{human_bytes(idle + least_pass_bytes(s))}; raise {option}, or lower `batch_size` or the number of `source_boundaries`")

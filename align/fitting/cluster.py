@@ -18,13 +18,15 @@ import logging
 import math
 import os
 import sys
-import threading
 from dataclasses import dataclass
 
 import numpy as np
 
 from align.errors import InputError
 from align.fitting.budget import human_bytes
+import align.fitting.graph  # noqa: F401  (what a task runs: part of the warm footprint)
+from align.fitting.tasks import blas_limit
+from align.store import configure_zarr
 
 SYNC = ("sync", "synchronous")
 THREADS = "threads"  # this process, one thread per core: the default
@@ -33,28 +35,6 @@ GPU_FRACTION = 0.5  # of a GPU's free memory the accumulators may plan for
 # `block_bytes` does not count (allocator slack, Dask's copies of results in transit). In
 # bench/fit.py the measured peak above the idle footprint was ~70% of the planned bytes.
 PLAN_FRACTION = 0.9
-
-
-@contextlib.contextmanager
-def blas_limit(threads: int | None):
-    """A fixed BLAS thread count inside a task: float sums must not depend on where they ran.
-    Torch's own thread count too once torch is imported (its MKL is not one threadpoolctl
-    sees)."""
-    if threads is None:
-        yield
-        return
-    from threadpoolctl import threadpool_limits
-
-    torch = sys.modules.get("torch")
-    before = torch.get_num_threads() if torch is not None else None
-    if torch is not None and before != threads:
-        torch.set_num_threads(threads)
-    try:
-        with threadpool_limits(limits=threads, user_api="blas"):
-            yield
-    finally:
-        if torch is not None and before != threads:
-            torch.set_num_threads(before)
 
 
 M_ARENA_MAX, M_MMAP_THRESHOLD = -8, -3  # glibc's mallopt parameters
@@ -77,25 +57,6 @@ def tune_allocator() -> bool:
     except (OSError, AttributeError):
         return False
     return all(mallopt(k, v) == 1 for k, v in ALLOCATOR.items())
-
-
-_CANCELLED: set = set()  # the runs (Job.run) of this process that have ended by an error or Ctrl-C
-_CANCELLED_LOCK = threading.Lock()
-
-
-def cancel(run: str) -> None:
-    """Mark a fit `run` of this process as ended: its tasks still running in threads stop at
-    their next chunk (`stop_if_cancelled`). Other fits of the process are not affected."""
-    with _CANCELLED_LOCK:
-        _CANCELLED.add(run)
-
-
-def stop_if_cancelled(run: str) -> None:
-    """Called by a task between store chunks: once its fit has ended by an error or Ctrl-C
-    (`cancel`), the task stops (a thread cannot be killed, and the interpreter would wait
-    for it before exiting)."""
-    if run in _CANCELLED:
-        raise InputError("the fit was cancelled")
 
 
 def cpu_cores() -> int:
@@ -122,9 +83,9 @@ def local_workers(n_workers: int, limit: int, pair_bytes: int, client_extra: int
     cores = cpu_cores()
     n = n_workers
     if n > cores:
-        log(f"align fit: --workers {n} capped to {cores}, the CPU cores this process may run on (more worker "
+        log(f"align fit: `workers` {n} capped to {cores}, the CPU cores this process may run on (more worker "
             "processes would only share them, each with its own idle memory); for more, start a Dask cluster "
-            "and pass --scheduler ADDRESS")
+            "and pass `scheduler` ADDRESS")
         n = cores
     import distributed  # noqa: F401  (every worker imports it: count it in this process's footprint too)
 
@@ -141,10 +102,10 @@ def local_workers(n_workers: int, limit: int, pair_bytes: int, client_extra: int
     most = next((k for k in range(n - 1, 0, -1) if fits(k)), 0)
     where = (f"this process uses {human_bytes(idle)} idle, each worker about {human_bytes(worker_idle)}, the split "
              f"{human_bytes(client_extra)}, and one layer pair needs {human_bytes(pair_bytes)} per worker")
-    todo = (f"use --workers {most} or fewer, or raise --memory-limit" if most else
-            f"raise --memory-limit to at least {human_bytes(idle + worker_idle + client_extra + pair_bytes)}, "
-            "or leave out --workers (threads of this process)")
-    raise InputError(f"--memory-limit {human_bytes(limit)} cannot hold {n} worker process(es) ({where}; estimated before "
+    todo = (f"use `workers` {most} or fewer, or raise `memory_limit`" if most else
+            f"raise `memory_limit` to at least {human_bytes(idle + worker_idle + client_extra + pair_bytes)}, "
+            "or leave out `workers` (threads of this process)")
+    raise InputError(f"`memory_limit` {human_bytes(limit)} cannot hold {n} worker process(es) ({where}; estimated before "
                      f"starting any): {todo}")
 
 
@@ -173,8 +134,6 @@ def _warm_rss() -> int:
     a worker keeps during the fit)."""
     import psutil
 
-    import align.fitting.graph  # noqa: F401  (what a worker's tasks import)
-    from align.store import configure_zarr
 
     configure_zarr()  # imports zarr, as reading a chunk will
 
@@ -364,14 +323,14 @@ def _start_dask(stack, scheduler, n_workers, limit, seen, log) -> Executor:
         try:
             client = Client(scheduler, timeout="20s")
         except (OSError, TimeoutError) as e:
-            raise InputError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there ({e})") from None
+            raise InputError(f"`scheduler` {scheduler}: cannot reach a Dask scheduler there ({e})") from None
         except (ValueError, TypeError) as e:  # not an address at all: "notaurl"
-            raise InputError(f"--scheduler {scheduler} is not a Dask scheduler address ({e}): give one such as "
+            raise InputError(f"`scheduler` {scheduler} is not a Dask scheduler address ({e}): give one such as "
                              "tcp://host:8786, or `synchronous` to run in this process") from None
         stack.callback(_quietly, client.close)
         workers = client.scheduler_info().get("workers", {})
         if not workers:
-            raise InputError(f"--scheduler {scheduler}: the cluster has no workers; start some with `dask worker {scheduler}`")
+            raise InputError(f"`scheduler` {scheduler}: the cluster has no workers; start some with `dask worker {scheduler}`")
         per_worker = limit or min(int(w.get("memory_limit") or default_memory_limit()) for w in workers.values())
         idle = max(client.run(_warm_rss).values())
         ex = Executor(None, seen, {}, len(workers), "remote", per_worker, idle)
@@ -439,6 +398,6 @@ def refuse_memory(ex: Executor, client_extra: int, need: int, d_s: int, d_t: int
         who = "this process" if ex.mode in ("sync", "threads") else f"this process and its {ex.n_workers} workers"
         where = f"{who} use {human_bytes(ex.idle)} idle and the split {human_bytes(client_extra)}"
     raise InputError(
-        f"--memory-limit {human_bytes(ex.limit)} is too small ({where}, and one layer pair of d_source {d_s}, d_target {d_t} "
+        f"`memory_limit` {human_bytes(ex.limit)} is too small ({where}, and one layer pair of d_source {d_s}, d_target {d_t} "
         f"with {tokens}-token tasks needs {human_bytes(need)} per worker): the minimum is {human_bytes(minimum)}; "
-        "raise --memory-limit" + ("" if ex.mode == "remote" else " or use fewer --workers"))
+        "raise `memory_limit`" + ("" if ex.mode == "remote" else " or use fewer `workers`"))

@@ -22,7 +22,7 @@ import numpy as np
 from align import store as st
 from align.errors import InputError
 from align.faults import fault_point
-from align.fitting.cluster import blas_limit, stop_if_cancelled
+from align.fitting.tasks import blas_limit, stop_if_cancelled
 from align.fitting.solve import solve_all
 from align.fitting.split import CONVERGENCE_PARTS, TEST
 from align.ridge.backend import Backend
@@ -282,7 +282,7 @@ def block_graph(b: int, block: tuple, job: Job, ranges, tokens: Tokens, shifts, 
                 dsk[key] = (heldout_task, job, I, J, start, stop, held, fk)
             held_keys.append(key)
     if not held_keys:
-        raise InputError("no held-out token is left after the split (and position 0 excluded): raise --test-fraction")
+        raise InputError("no held-out token is left after the split (and position 0 excluded): raise `test_fraction`")
     hroot = tree(dsk, f"heldout-sum-{b}", held_keys, add_heldout_task)
     rk = ("result", b)
     dsk[rk] = (collect_task, fk, hroot, root if keep_stats else None, save_maps)

@@ -35,9 +35,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-import numpy as np
 
-from align import corpus, models, provenance
+from align import corpus, messages, models, provenance
 from align.corpus import generated_format
 from align import store as st
 from align.errors import InputError
@@ -48,13 +47,13 @@ from align.fitting.cluster import default_memory_limit, executor
 from align.fitting.graph import add_heldout_task, add_task, tree
 from align.fitting.options import Execution, FitRequest, FitSpec, LiveJob, request
 from align.fitting.pairing import check_tokenizers
-from align.fitting.passes import PassInputs, forward, load_models, run_blocks, training_shift
+from align.fitting.live_estimate import estimate
+from align.fitting.passes import PassInputs, load_models, run_blocks
 from align.fitting.progress import Progress
 from align.fitting.result import Side, alignment_dataset, check_result_room, grid_note, pair_results, write_alignment
 from align.fitting.shards import ShardTask, shard_heldout_task, shard_statistics_task, shards_of, shift_task
 from align.fitting.solve import check_alphas, solve
-from align.fitting.split import TEST, Origin, Split, make_split
-from align.ridge.statistics import Statistics, chunk_statistics
+from align.fitting.split import Origin, Split, make_split
 from align.boundaries import parse_boundaries
 
 __all__ = ["LiveJob", "LivePlan", "LiveReport", "Prepared", "TokenTable", "fit_live", "make_plan", "plan_batches",
@@ -88,14 +87,14 @@ def budget_of(job: LiveJob, options: FitRequest, device_memory: int | None) -> t
 
     gpu = job.target.device == "cuda" or (job.target.device == "auto" and torch.cuda.is_available())
     if options.hooks.worker_budget is not None:
-        return ("cuda" if gpu else "cpu"), int(options.hooks.worker_budget), 0, "--memory-limit"
+        return ("cuda" if gpu else "cpu"), int(options.hooks.worker_budget), 0, "`memory_limit`"
     if gpu:
         if device_memory is None:
             free, _ = torch.cuda.mem_get_info()
             device_memory = int(GPU_FRACTION * free)
-        return "cuda", int(device_memory), 0, "--device-memory"
+        return "cuda", int(device_memory), 0, "`device_memory`"
     limit = options.run.memory_limit if options.run.memory_limit is not None else default_memory_limit()
-    return "cpu", int(limit), psutil.Process().memory_info().rss, "--memory-limit"
+    return "cpu", int(limit), psutil.Process().memory_info().rss, "`memory_limit`"
 
 
 # -- the run --------------------------------------------------------------------------------
@@ -119,12 +118,12 @@ def prepare(job: LiveJob, options: FitRequest) -> Prepared:
     has no embedding for, sequences beyond a model's positions), tokenize once, split by
     document (fitting.split) and batch."""
     if job.batch_size < 1:
-        raise InputError(f"--batch-size {job.batch_size} must be at least 1")
+        raise InputError(f"`batch_size` {job.batch_size} must be at least 1")
     corpus.validate(job.corpus)
     configs = tuple(models.load_config(s) for s in (job.source, job.target))
     toks = tuple(models.load_tokenizer(s) for s in (job.source, job.target))
     check_tokenizers(*(corpus.tokenizer_hashes(t) for t in toks), job.source.name, job.target.name)
-    layers = [parse_boundaries(spec, c.num_hidden_layers, f"--{side}-layers") for spec, c, side in
+    layers = [parse_boundaries(spec, c.num_hidden_layers, f"`{side}_boundaries`") for spec, c, side in
               ((options.spec.source_boundaries, configs[0], "source"), (options.spec.target_boundaries, configs[1], "target"))]
     table = token_table(job.corpus, toks[0])
     for spec, config in zip((job.source, job.target), configs):
@@ -132,8 +131,8 @@ def prepare(job: LiveJob, options: FitRequest) -> Prepared:
         limit = getattr(config, "max_position_embeddings", None)
         if limit and job.corpus.max_length > limit and not job.allow_long:
             raise InputError(
-                f"--max-length {job.corpus.max_length} is above the position limit of {spec.name} "
-                f"(max_position_embeddings {limit}): use --max-length {limit} or less, or pass --allow-long")
+                f"`max_length` {job.corpus.max_length} is above the position limit of {spec.name} "
+                f"(max_position_embeddings {limit}): use `max_length` {limit} or less, or pass `allow_long`")
     split = make_split(table.doc, table.pos, options.spec, origin=split_origin(job.corpus))
     return Prepared(job, configs, toks, table, split, plan_batches(table, split.part, job.batch_size), *layers)
 
@@ -144,12 +143,12 @@ def split_origin(cspec: corpus.CorpusSpec) -> Origin:
     how = ""
     more = "give a corpus of more documents"
     if cspec.path is not None and cspec.fmt == "plain" and not cspec.path.endswith(".jsonl"):
-        how = f" (--doc-split {cspec.doc_split or ('file' if os.path.isdir(cspec.path) else 'blank')})"
-        more += " or another --doc-split"
-    cut = [f"--{k.replace('_', '-')} {v}" for k, v in (("max_docs", cspec.max_docs), ("max_tokens", cspec.max_tokens))
+        how = f" (`doc_split` {cspec.doc_split or ('file' if os.path.isdir(cspec.path) else 'blank')})"
+        more += " or another `doc_split`"
+    cut = [f"`{k}` {v}" for k, v in (("max_docs", cspec.max_docs), ("max_tokens", cspec.max_tokens))
            if v is not None]
     if generated_format(cspec.fmt) is not None and cspec.max_docs is not None:
-        more = "raise --max-docs"  # a generated format has --max-docs problems
+        more = "raise `max_docs`"  # a generated format has --max-docs problems
     elif cut:
         more += ", or raise " + " and ".join(cut)
     return Origin(f"the corpus {cspec.describe()}{how} gives", more)
@@ -221,7 +220,7 @@ def make_plan(p: Prepared, options: FitRequest, device_memory: int | None, per_w
     s = shape_of(p)
     if per_worker is not None:
         s = replace(s, n_heldout=0)
-        where, (limit, idle), option = "each worker", per_worker, "--memory-limit (per worker)"
+        where, (limit, idle), option = "each worker", per_worker, "`memory_limit` (per worker)"
     else:
         where, limit, idle, option = budget_of(p.job, options, device_memory)
     # on the CPU the document bootstrap's weights share the budget with the passes
@@ -283,16 +282,16 @@ def fit_live(job: LiveJob, output: str | None, spec: FitSpec | None = None, run:
     an alignment result, replaced only with overwrite), the tokenizers, the split, room for
     the result and the memory plan are checked; every refusal is one line."""
     terminal = log is None and sys.stderr.isatty()
-    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    log = log or messages.say
     t0 = time.time()
     options = request(spec, run, keywords, "fit_live")
     if options.spec.control:
-        raise InputError(f"--control {options.spec.control} pairs tokens across documents, which the fused route cannot (both "
+        raise InputError(f"`control` {options.spec.control} pairs tokens across documents, which the fused route cannot (both "
                          "models see the same batch): extract both stores and run `align fit SOURCE TARGET --control "
                          f"{options.spec.control}`")
     if options.spec.convergence and options.run.scheduler not in (None, "synchronous", "sync"):
-        raise InputError(f"--convergence with --live runs in this process only, not on the Dask cluster at "
-                         f"--scheduler {options.run.scheduler}: drop one of them (or fit stores on the cluster)")
+        raise InputError(f"`convergence` with `live` runs in this process only, not on the Dask cluster at "
+                         f"`scheduler` {options.run.scheduler}: drop one of them (or fit stores on the cluster)")
     inputs = {k: v for k, v in (("source model folder", job.source.name), ("target model folder", job.target.name),
                                 ("corpus", job.corpus.path)) if v}
     if output is not None and not dry_run:
@@ -403,52 +402,3 @@ def run_on_cluster(p: Prepared, options: FitRequest, log) -> tuple:
             results.update(pair_results(fitted, sums, p.split, options.spec.resampling))
             log(f"align fit --live: pass {k + 1} of {plan.passes} done on the cluster")
     return plan, results, kept_stats, f"{plan.positions * plan.passes:,} positions forwarded on the cluster", time.time() - t_loop
-
-
-def estimate(p: Prepared, plan: LivePlan, log) -> dict:
-    """--dry-run: time one batch of each model (the batch with most training rows, after a
-    warm-up) and the statistics of its rows for the first block, and scale them to the run:
-    every pass forwards every batch through the source and, up to the block's highest
-    boundary, the target; the sums cost in proportion to training rows × target boundaries;
-    held-out rows cost one product each (half a training row's sums), and a second forward
-    of their batches when not kept. Returns the estimate (seconds by phase)."""
-    import torch
-
-    net = load_models(p.job)
-    b = max(p.batches, key=lambda x: x.n_train)
-    block = plan.blocks[0]
-    L_T = net.target.config.num_hidden_layers
-    for _ in range(2):  # the first is the warm-up
-        t = time.perf_counter()
-        xs = forward(net.source, p.table, b, p.source_boundaries, net.roles[0])
-        ts = time.perf_counter() - t
-        t = time.perf_counter()
-        ys = forward(net.target, p.table, b, p.target_boundaries, net.roles[1])
-        tt = time.perf_counter() - t
-    backend = net.backend
-    stats = Statistics.zeros(p.source_boundaries, block, net.source.config.hidden_size,
-                                   net.target.config.hidden_size, backend)
-    part = np.where(b.part == TEST, -1, b.part)
-    shift_x, shift_y = training_shift(xs, p.source_boundaries, b), training_shift(ys, block, b)
-    t = time.perf_counter()
-    chunk_statistics(xs, {j: ys[j] for j in block}, part, (shift_x, shift_y), backend,
-                           into=stats)
-    if net.device.type == "cuda":
-        torch.cuda.synchronize(net.device)
-    tp = time.perf_counter() - t
-    scale = plan.positions / b.positions
-    depth = sum(max(blk) for blk in plan.blocks) / max(L_T, 1)  # model depths of the target run in all passes
-    per_row = tp / max(b.n_train, 1) * len(p.target_boundaries) / len(block)
-    c = plan.counts
-    sec = {"source forward": ts * scale * plan.passes, "target forward": tt * scale * depth,
-           "statistics": per_row * (c["fit"] + c["validation"]), "held-out": per_row * c["heldout"] / 2}
-    if not plan.keep_heldout:
-        held = sum(x.positions for x in p.batches if x.n_test)
-        sec["held-out"] += (ts + tt) * held / b.positions * plan.passes
-    total = sum(sec.values())
-    log(f"align fit --live --dry-run: one batch of {len(b.members)} sequences ({b.positions:,} positions): source "
-        f"{ts * 1e3:.1f} ms, target {tt * 1e3:.1f} ms, statistics of its {b.n_train:,} training rows {tp * 1e3:.1f} ms")
-    log("align fit --live --dry-run: whole run ~" + ", ".join(f"{k} {v:,.3g} s" for k, v in sec.items())
-        + f" = ~{total:,.3g} s (model loading and the solve not counted); nothing was written")
-    return {"seconds": sec, "seconds_estimate": total,
-            "batch": {"positions": b.positions, "rows": b.n_train, "source_s": ts, "target_s": tt, "statistics_s": tp}}

@@ -54,17 +54,17 @@ class FitSpec:
         the first bad value (α, seed, control, bootstrap, bootstrap seed)."""
         alphas = tuple(sorted(float(a) for a in (self.alphas if self.alphas is not None else ridge.DEFAULT_ALPHAS)))
         if not alphas or any(not (a > 0 and math.isfinite(a)) for a in alphas):
-            raise InputError(f"--alphas {','.join(map(str, alphas)) or '(empty)'}: every α_rel must be a positive finite number")
+            raise InputError(f"`alphas` {','.join(map(str, alphas)) or '(empty)'}: every α_rel must be a positive finite number")
         check_seed(self.seed)
         if self.control not in CONTROLS:
-            raise InputError(f"--control {self.control!r}: the controls are shuffle (other documents' tokens at the same "
-                             "positions); the untrained control is a --random-init store, the self-map `align fit S S`")
+            raise InputError(f"`control` {self.control!r}: the controls are shuffle (other documents' tokens at the same "
+                             "positions); the untrained control is a `random_init` store, the self-map `align fit S S`")
         if isinstance(self.bootstrap, bool) or not isinstance(self.bootstrap, int) or self.bootstrap < 0:
-            raise InputError(f"--bootstrap {self.bootstrap}: give the number of document resamples, 0 or more (0: none)")
+            raise InputError(f"`bootstrap` {self.bootstrap}: give the number of document resamples, 0 or more (0: none)")
         if self.bootstrap:
             check_resamples(self.bootstrap)
         if isinstance(self.bootstrap_seed, bool) or not isinstance(self.bootstrap_seed, int) or self.bootstrap_seed < 0:
-            raise InputError(f"--bootstrap-seed {self.bootstrap_seed}: give a whole number >= 0")
+            raise InputError(f"`bootstrap_seed` {self.bootstrap_seed}: give a whole number >= 0")
         extend = self.extend_alphas if self.extend_alphas is not None else alphas == tuple(ridge.DEFAULT_ALPHAS)
         return replace(self, alphas=alphas, extend_alphas=bool(extend))
 
@@ -118,7 +118,7 @@ class Execution:
         first bad value (device, task tokens, memory limit)."""
         check_device(self.device)
         if self.task_tokens is not None and self.task_tokens < 1:
-            raise InputError(f"--task-tokens {self.task_tokens} must be at least 1")
+            raise InputError(f"`task_tokens` {self.task_tokens} must be at least 1")
         return replace(self, memory_limit=parse_memory(self.memory_limit))
 
 
@@ -170,7 +170,7 @@ class LiveJob:
     allow_long: bool = False
 
 
-def parse_memory(limit, option: str = "--memory-limit") -> int | None:
+def parse_memory(limit, option: str = "`memory_limit`") -> int | None:
     """`option`'s budget (--memory-limit, --device-memory) as bytes: None (the default) and a
     positive int pass, "8GB" / "512MiB" are parsed (dask's units). Anything else is a
     one-line InputError naming the value: a size of 0 or less too (0 used to mean the
@@ -205,16 +205,16 @@ def check_device(device: str, accepted: tuple = FIT_DEVICES) -> None:
     FIT_DEVICES is where a fit computes, MODEL_DEVICES where `align extract` runs a model."""
     indexed = "cuda:N" in accepted and isinstance(device, str) and re.fullmatch(r"cuda:\d+", device) is not None
     if device not in accepted and not indexed:
-        raise InputError(f"--device {device!r} is not one of {', '.join(accepted)}")
+        raise InputError(f"`device` {device!r} is not one of {', '.join(accepted)}")
     if device in ("cpu", "auto"):
         return
     import torch
 
     if not torch.cuda.is_available():
-        raise InputError(f"--device {device} was asked for but torch sees no CUDA device: use --device cpu")
+        raise InputError(f"`device` {device} was asked for but torch sees no CUDA device: use `device` cpu")
     n = torch.cuda.device_count()
     if indexed and int(device.split(":")[1]) >= n:
-        raise InputError(f"--device {device}: torch sees {n} CUDA GPU(s), cuda:0 to cuda:{n - 1}")
+        raise InputError(f"`device` {device}: torch sees {n} CUDA GPU(s), cuda:0 to cuda:{n - 1}")
 
 
 def backend(device: str) -> ridge.Backend:

@@ -47,7 +47,7 @@ def forward(model, table: TokenTable, batch: Batch, boundaries, role: Role = ROL
     ids, mask = pad([table.sequences[s] for s in batch.members], models.input_device(model))
     out = capture.run(model, ids, mask, boundaries)
     capture.check_finite(out, mask.bool(), locator(table, batch), f"the {role.side} model {role.name}",
-                         "the fit stopped and wrote nothing", f"compute it in float32 (--{role.side}-dtype float32)")
+                         "the fit stopped and wrote nothing", f"compute it in float32 (`{role.side}_dtype` float32)")
     return {b: t.reshape(-1, t.shape[-1]) for b, t in out["resid"].items()}
 
 

@@ -215,7 +215,7 @@ DESCRIPTIONS = {
     "p_best": "fraction of document-bootstrap resamples in which this target boundary is the argmin of the row "
               "(target boundaries >= 1; rows sum to 1)",
     "relative_error_by_fraction": "relative_error of the maps fitted on 1/4, 1/2 and all of the training documents "
-                                  "(--convergence; each fraction chooses its alpha on its own validation documents)",
+                                  "(`convergence`; each fraction chooses its alpha on its own validation documents)",
     "alpha_rel_by_fraction": "alpha_rel each fraction's fit chose",
     "doc_n_tokens": "held-out tokens scored per held-out document",
     "doc_ratio_sum": "per held-out document: sum over its tokens of ||e|| / max(||y||, 1e-12)",
@@ -291,8 +291,8 @@ def grid_note(ds, extended: bool) -> str | None:
     if high:
         ends.append(f"{high} the largest {grid[-1]:g}")
     n = ds.sizes["source_boundary"] * ds.sizes["target_boundary"]
-    why = ("the grid reached its limit there (--alphas auto stops at 1e-12 and 1e6)" if extended
-           else "widen --alphas, or use --alphas auto")
+    why = ("the grid reached its limit there (`alphas` auto stops at 1e-12 and 1e6)" if extended
+           else "widen `alphas`, or use `alphas` auto")
     return f"of {n} pairs, {' and '.join(ends)}: {why}; val_sse holds each pair's validation curve"
 
 
@@ -311,7 +311,7 @@ def refuse_non_finite(arrays: dict, src_boundaries, tgt_boundaries) -> None:
         raise NonFiniteError(
             f"{len(bad)} layer pair(s) have non-finite held-out scores ({shown}{more}): the held-out activations of "
             f"target boundary {', '.join(map(str, targets))} have no variance or overflow float64, so no map can be "
-            "scored there; nothing was written (fit other --target-boundaries, or re-extract the stores)")
+            "scored there; nothing was written (fit other `target_boundaries`, or re-extract the stores)")
 
 
 def jsonable(obj):
@@ -350,22 +350,22 @@ def check_room(output: str, sizes: ResultBytes) -> None:
     while not os.path.lexists(existing):
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
-        raise OutputRefused(f"-o {output}: {existing} is a file, not a folder, so nothing can be written under it: "
-                            "choose another -o")
+        raise OutputRefused(f"`output` {output}: {existing} is a file, not a folder, so nothing can be written under it: "
+                            "choose another `output`")
     try:
         fd, probe = tempfile.mkstemp(prefix=".align-write-probe-", dir=existing)
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise OutputRefused(f"-o {output}: cannot write in {existing} ({e.strerror or e}): "
+        raise OutputRefused(f"`output` {output}: cannot write in {existing} ({e.strerror or e}): "
                             "choose a folder you can write to (nothing was computed)") from None
     need = sum(sizes)
     free = st.free_bytes(existing)
     if need * RESULT_MARGIN > free:
-        maps = f", {human_bytes(sizes.maps)} of it the maps of --save-maps" if sizes.maps else ""
+        maps = f", {human_bytes(sizes.maps)} of it the maps of `save_maps`" if sizes.maps else ""
         raise DiskSpaceError(
-            f"-o {output}: the alignment result needs up to {human_bytes(need * RESULT_MARGIN)}{maps}, but only {human_bytes(free)} "
-            f"is free in {existing}: free some space or choose another -o{' (or drop --save-maps)' if maps else ''}; "
+            f"`output` {output}: the alignment result needs up to {human_bytes(need * RESULT_MARGIN)}{maps}, but only {human_bytes(free)} "
+            f"is free in {existing}: free some space or choose another `output`{' (or drop `save_maps`)' if maps else ''}; "
             "nothing was computed")
 
 

@@ -29,7 +29,7 @@ def check_alphas(alphas, scale: dict, n_select: int, n_train: int) -> None:
                 if not (math.isfinite(x) and x > 0 and math.isfinite(1.0 / x)):
                     how = "overflows" if not math.isfinite(x) or x > 1 else "underflows"
                     raise InputError(
-                        f"--alphas {a:g}: the absolute penalty α_rel · trace(XcᵀXc)/d_source ≈ {a:g} × {n * v:.3g} for "
+                        f"`alphas` {a:g}: the absolute penalty α_rel · trace(XcᵀXc)/d_source ≈ {a:g} × {n * v:.3g} for "
                         f"source boundary {b} {how} float64: choose α_rel values nearer 1 (the default grid is "
                         f"{DEFAULT_ALPHAS[0]:g} to {DEFAULT_ALPHAS[-1]:g}); nothing was computed")
 

@@ -17,7 +17,7 @@ PART_NAMES = {FIT: "fit", VAL: "validation", TEST: "heldout"}
 def check_seed(seed) -> None:
     """numpy's generators take whole numbers >= 0 only (a negative one was "internal error")."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise InputError(f"--seed {seed}: the seed of the document split must be a whole number >= 0, e.g. --seed 0")
+        raise InputError(f"`seed` {seed}: the seed of the document split must be a whole number >= 0, e.g. `seed` 0")
 
 
 @dataclass(frozen=True)
@@ -42,9 +42,9 @@ def split_documents(doc: np.ndarray, test_fraction: float, val_fraction: float, 
     check_seed(seed)
     docs = np.unique(doc)
     if not 0 < test_fraction < 1:
-        raise InputError(f"--test-fraction {test_fraction} must be between 0 and 1 (exclusive)")
+        raise InputError(f"`test_fraction` {test_fraction} must be between 0 and 1 (exclusive)")
     if need_val and not 0 < val_fraction < 1:
-        raise InputError(f"--val-fraction {val_fraction} must be between 0 and 1 (exclusive) to choose among several --alphas")
+        raise InputError(f"`val_fraction` {val_fraction} must be between 0 and 1 (exclusive) to choose among several `alphas`")
     need = 3 if need_val else 2
     if len(docs) < need:
         raise InputError(
@@ -122,7 +122,7 @@ def shuffle_partners(doc: np.ndarray, seq: np.ndarray, pos: np.ndarray, seed: in
     ids, start, length = np.unique(seq, return_index=True, return_counts=True)
     sdoc = doc[start]
     if len(np.unique(sdoc)) < 2:
-        raise InputError("--control shuffle pairs tokens of different documents: the stores hold one document; "
+        raise InputError("`control` shuffle pairs tokens of different documents: the stores hold one document; "
                          "extract a corpus of several")
     order = np.random.default_rng([seed, 3]).permutation(len(ids))
     partner = np.empty(len(ids), dtype=np.int64)

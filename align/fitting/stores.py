@@ -13,22 +13,23 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 import uuid
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from align import messages
 from align import store as st
 from align.errors import InputError, StoreError
 from align.faults import fault_point
 from align.fitting import budget
 from align.fitting.budget import human_bytes
 from align.fitting.cluster import (
-    PLAN_FRACTION, SYNC, THREADS, cancel, default_memory_limit, device_budget, executor, local_workers, refuse_memory,
+    PLAN_FRACTION, SYNC, THREADS, default_memory_limit, device_budget, executor, local_workers, refuse_memory,
     worker_budget_of,
 )
+from align.fitting.tasks import cancel
 from align.fitting.graph import BlockSettings, Job, Tokens, block_graph
 from align.fitting.options import Execution, FitRequest, FitSpec, request
 from align.fitting.pairing import check_tokenizers
@@ -99,7 +100,7 @@ def open_pair(source: str, target: str, storage_options: dict | None = None):
             raise StoreError(
                 f"token {t:,} is id {int(a[bad[0]])} in source {S.path} but {int(b[bad[0]])} in target {T.path} "
                 f"({len(bad):,} of tokens {b0:,}..{b1 - 1:,} differ){windowing}: both stores must hold the same token stream "
-                "(extract both from the same corpus with the same --max-length/--max-tokens)"
+                "(extract both from the same corpus with the same `max_length`/`max_tokens`)"
             )
         place = {name: (S.tokens(name, b0, b1), T.tokens(name, b0, b1)) for name in ("doc", "seq", "pos")}
         moved = np.zeros(b1 - b0, dtype=bool)
@@ -113,7 +114,7 @@ def open_pair(source: str, target: str, storage_options: dict | None = None):
                 f"token {t:,} is at ({where(0)}) in source {S.path} but at ({where(1)}) in target {T.path} "
                 f"({int(moved.sum()):,} of tokens {b0:,}..{b1 - 1:,} differ){windowing}: the stores hold the same tokens "
                 "cut into different sequences, so each model saw another context; extract both with the same "
-                "--max-length, --overflow and --doc-split"
+                "`max_length`, `overflow` and `doc_split`"
             )
     return S, T
 
@@ -209,7 +210,7 @@ def fit(source: str, target: str, output: str | None, spec: FitSpec | None = Non
     be writable with room for the result (`result.check_room`), and every α_rel must give a
     usable absolute α for these data (`solve.check_alphas`). Raises AlignError for every bad
     input, and NonFiniteError rather than a result holding or summarised over a non-finite score."""
-    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    log = log or messages.say
     t0 = time.time()
     opts = request(spec, run, keywords)
     # a file:// URL is a local path: the checked reads name chunk files by path
@@ -219,8 +220,8 @@ def fit(source: str, target: str, output: str | None, spec: FitSpec | None = Non
                         storage_options=opts.run.storage_options)
 
     S, T = open_pair(source, target, opts.run.storage_options)
-    src_boundaries = select_boundaries(opts.spec.source_boundaries, S, "--source-boundaries")
-    tgt_boundaries = select_boundaries(opts.spec.target_boundaries, T, "--target-boundaries")
+    src_boundaries = select_boundaries(opts.spec.source_boundaries, S, "`source_boundaries`")
+    tgt_boundaries = select_boundaries(opts.spec.target_boundaries, T, "`target_boundaries`")
     split = make_split(S.tokens("doc"), S.tokens("pos"), opts.spec, S.tokens("seq"))
     sides = Side.of_store(S), Side.of_store(T)
     if output is not None:
@@ -228,7 +229,7 @@ def fit(source: str, target: str, output: str | None, spec: FitSpec | None = Non
     n_pairs = len(src_boundaries) * len(tgt_boundaries)
     if opts.spec.save_maps:
         size = n_pairs * (S.d_model + 1) * T.d_model * 8
-        log(f"align fit: --save-maps stores W and c for {n_pairs} pairs: {human_bytes(size)} (float64)")
+        log(f"align fit: `save_maps` stores W and c for {n_pairs} pairs: {human_bytes(size)} (float64)")
     check_alphas(opts.spec.alphas, scale_of(S, src_boundaries, split.part), split.n_select, split.n_train)
 
     boot = budget.bootstrap_bytes(opts.spec.bootstrap, len(split.test_docs), len(src_boundaries), len(tgt_boundaries), T.d_model)

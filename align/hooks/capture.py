@@ -123,7 +123,7 @@ LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
 def check_finite(out: dict, keep, locate=None, model: str | None = None, consequence: str = STORE_INCOMPLETE,
-                 float32: str = "compute in --dtype float32") -> None:
+                 float32: str = "compute in `dtype` float32") -> None:
     """Refuse non-finite values among the real (unpadded) tokens of a captured batch.
 
     out: capture's dict {kind: {index: (batch, seq, d_model)}}; keep: (batch, seq) bool mask.

@@ -66,7 +66,7 @@ def discover(model) -> Family:
     if len(lists) != 1:
         raise ModelError(f"model_type {mt!r} is not in align's family table and its decoder blocks could not be found: "
                          f"{len(lists)} ModuleLists of num_hidden_layers={L} modules ({', '.join(lists) or 'none'}); "
-                         f"align knows {SUPPORTED}, or assert one with --family NAME")
+                         f"align knows {SUPPORTED}, or assert one with `family` NAME")
     blocks_path = lists[0]
     parent_path = blocks_path.rsplit(".", 1)[0] if "." in blocks_path else ""
     parent = get_path(model, parent_path) if parent_path else model
@@ -77,7 +77,7 @@ def discover(model) -> Family:
         missing = " and ".join(w for w, p in (("the final norm", norm), ("the output embeddings", unembed_path)) if p is None)
         raise ModelError(f"model_type {mt!r} is not in align's family table and {missing} could not be found "
                          f"(looked beside {blocks_path} for {', '.join(NORM_NAMES)}); the family table knows {SUPPORTED}, "
-                         "or assert a family with --family NAME")
+                         "or assert a family with `family` NAME")
     block = get_path(model, blocks_path)[0]
     children = dict(block.named_children())
     attn = next((n for n in ATTN_NAMES if n in children), None)
@@ -170,7 +170,7 @@ def verify(model, sublayers: bool = True) -> dict:
         if not diff <= tol:  # NaN fails too
             raise ModelError(f"{model.config.model_type} ({fam.name}, {fam.found}): the check {check!r} failed by "
                              f"{diff:.2g}{why} (relative; at most {tol:.0e} passes): align cannot read this model's "
-                             "residual stream; assert the right family with --family NAME, or use a supported model")
+                             "residual stream; assert the right family with `family` NAME, or use a supported model")
         found[check] = diff
     scale = residual_scale(model)
     for a, m in candidates:

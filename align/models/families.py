@@ -166,7 +166,7 @@ def by_name(name: str) -> Family:
     for fam in FAMILIES:
         if fam.name == name:
             return fam
-    raise InputError(f"--family {name!r} is not a family align knows: {', '.join(NAMES)}")
+    raise InputError(f"`family` {name!r} is not a family align knows: {', '.join(NAMES)}")
 
 
 def for_config(config, asserted: str | None = None) -> Family | None:

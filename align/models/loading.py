@@ -94,9 +94,9 @@ def load_model(spec: ModelSpec):
     config = load_config(spec)
     dtype = getattr(torch, spec.resolved_dtype())
     if spec.device not in ("cpu", "cuda", "auto"):
-        raise InputError(f"--device {spec.device!r} is not one of cpu, cuda, auto")
+        raise InputError(f"`device` {spec.device!r} is not one of cpu, cuda, auto")
     if spec.device == "cuda" and not torch.cuda.is_available():
-        raise InputError("--device cuda was asked for but torch sees no CUDA device: use --device cpu")
+        raise InputError("`device` cuda was asked for but torch sees no CUDA device: use `device` cpu")
     name = os.path.expanduser(spec.name)
     attn = attention_implementation(config)
     if spec.random_init:
@@ -124,7 +124,7 @@ def load_model(spec: ModelSpec):
             model = AutoModelForCausalLM.from_pretrained(name, config=config, **kwargs)
         except (OSError, ValueError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            hint = "" if spec.allow_pickle_weights else " (align loads only safetensors weights unless --allow-pickle-weights)"
+            hint = "" if spec.allow_pickle_weights else " (align loads only safetensors weights unless `allow_pickle_weights`)"
             raise ModelError(f"cannot load the weights of {spec.name!r}: {first}{hint}") from None
     model.eval()
     model.requires_grad_(False)

@@ -26,7 +26,7 @@ class ModelSpec:
     def resolved_dtype(self) -> str:
         if self.dtype is not None:
             if self.dtype not in DTYPES:
-                raise InputError(f"--dtype {self.dtype!r} is not one of {', '.join(DTYPES)}")
+                raise InputError(f"`dtype` {self.dtype!r} is not one of {', '.join(DTYPES)}")
             return self.dtype
         if self.device == "cuda":
             return "bfloat16"

@@ -130,7 +130,7 @@ def plot_alignments(datasets, metric: str = "relative_error", size=None, dpi: in
     random-init control); each panel as in `plot_alignment`. [default size: 900 px wide per
     panel, 750 high]"""
     if metric not in METRICS:
-        raise InputError(f"--metric {metric!r} is not one of {', '.join(METRICS)}")
+        raise InputError(f"`metric` {metric!r} is not one of {', '.join(METRICS)}")
     for ds in datasets:
         check_schema(ds, "alignment", "plot_alignment")
     n = len(datasets)

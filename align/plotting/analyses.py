@@ -21,7 +21,7 @@ def plot_contributions(ds, agg: str = "mean", depth=None, size=None, dpi: int = 
     check_schema(ds, "contributions", "plot_contributions")
     aggs = [str(a) for a in ds["agg"].values]
     if agg not in aggs:
-        raise InputError(f"--agg {agg!r} is not one of {', '.join(aggs)}")
+        raise InputError(f"`agg` {agg!r} is not one of {', '.join(aggs)}")
     fig, axes = figure(size or DEFAULT_SIZE["contributions"], dpi, 1, 2, layout="constrained")
     layers = ds["layer"].values
     for part in [str(p) for p in ds["part"].values]:
@@ -54,9 +54,9 @@ def plot_skipping(ds, part: str = "layer", agg: str = "max", size=None, dpi: int
     parts = [str(p) for p in ds["part"].values]
     aggs = [str(a) for a in ds["agg"].values]
     if part not in parts:
-        raise InputError(f"--part {part!r} is not one of {', '.join(parts)}")
+        raise InputError(f"`part` {part!r} is not one of {', '.join(parts)}")
     if agg not in aggs:
-        raise InputError(f"--agg {agg!r} is not one of {', '.join(aggs)}")
+        raise InputError(f"`agg` {agg!r} is not one of {', '.join(aggs)}")
     settings = [str(s) for s in ds["setting"].values]
     fig, axes = figure(size or DEFAULT_SIZE["skipping"], dpi, 2, len(settings), layout="constrained")
     skipped, later = ds["skipped"].values, ds["later"].values
@@ -141,9 +141,9 @@ def plot_depthscore(ds, part: str = "layer", agg: str = "max", size=None, dpi: i
     check_schema(ds, "depthscore", "plot_depthscore")
     parts, aggs = [str(p) for p in ds["part"].values], [str(a) for a in ds["agg"].values]
     if part not in parts:
-        raise InputError(f"--part {part!r} is not one of {', '.join(parts)}")
+        raise InputError(f"`part` {part!r} is not one of {', '.join(parts)}")
     if agg not in aggs:
-        raise InputError(f"--agg {agg!r} is not one of {', '.join(aggs)}")
+        raise InputError(f"`agg` {agg!r} is not one of {', '.join(aggs)}")
     effects = [str(e) for e in ds["effect"].values]
     fig, axes = figure(size or DEFAULT_SIZE["depthscore"], dpi, 1, len(effects), layout="constrained")
     levels = ds["level"].values

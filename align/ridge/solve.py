@@ -253,7 +253,7 @@ def _solve_source(stats: Statistics, i, f: Factor, alphas_rel, x_shift, y_shift:
                 if not np.all(np.isfinite(sse[given])):  # only the given grid must score: an added decade may not
                     k = given.start + int(np.flatnonzero(~np.isfinite(sse[given]))[0])
                     raise InputError(
-                        f"--alphas {rel[k]:g} gives a non-finite validation error for source boundary {i} -> "
+                        f"`alphas` {rel[k]:g} gives a non-finite validation error for source boundary {i} -> "
                         f"target boundary {j} (absolute α {rel[k] * scale:.3g} against eigenvalues down to "
                         f"{f.lam_f.min():.3g} overflows float64): choose α_rel values nearer 1")
                 out.append(sse)
@@ -328,7 +328,7 @@ def _require_usable_alphas(alphas_rel: np.ndarray, alphas: np.ndarray, i) -> Non
         k = int(np.flatnonzero(bad)[0])
         if alphas[k] == 0 and alphas_rel[k] > 0:  # trace(C) = 0
             raise InputError(f"source boundary {i} is constant over the training tokens (trace of its scatter is 0): "
-                             "no map can be fitted from it; choose other --source-boundaries")
-        raise InputError(f"--alphas {alphas_rel[k]:g}: the absolute penalty α_rel · trace(XcᵀXc)/d_source of source "
+                             "no map can be fitted from it; choose other `source_boundaries`")
+        raise InputError(f"`alphas` {alphas_rel[k]:g}: the absolute penalty α_rel · trace(XcᵀXc)/d_source of source "
                          f"boundary {i} is {alphas[k]:.3g}, not a usable float64 (finite, positive, finite 1/α): "
                          "choose α_rel values nearer 1")

@@ -50,7 +50,7 @@ UNDEFINED = (f"an interval is NaN where its statistic is defined (finite) in few
              "resamples: too few for its 2.5 and 97.5 percentiles")
 
 
-def check_resamples(resamples, option: str = "--bootstrap") -> int:
+def check_resamples(resamples, option: str = "`bootstrap`") -> int:
     """`resamples` as an int, or the one-line InputError of a count outside MIN_RESAMPLES ..
     MAX_RESAMPLES (naming the value, the bound and, above it, the memory it would take)."""
     if isinstance(resamples, bool) or not isinstance(resamples, (int, np.integer)):
@@ -94,7 +94,7 @@ class Resampling:
         if int(self.seed) < 0:
             raise InputError(f"bootstrap seed {self.seed}: give a seed of 0 or more")
         if self.equal_n is not None and int(self.equal_n) < 1:
-            raise InputError(f"--equal-n {self.equal_n} must be at least 1 prompt")
+            raise InputError(f"`equal_n` {self.equal_n} must be at least 1 prompt")
 
 
 DEFAULT = Resampling()  # 1,000 resamples from seed 0, no equal-n mode: what a caller that names none gets

@@ -73,7 +73,7 @@ def test_fit_api_refuses_before_opening_stores(tmp_path):
     from align.errors import InputError
 
     for value in (1, 10 ** 8):
-        with pytest.raises(InputError, match=f"--bootstrap {value}:"):
+        with pytest.raises(InputError, match=f"`bootstrap` {value}:"):
             align.fit(str(tmp_path / "no.zarr"), str(tmp_path / "none.zarr"), None, bootstrap=value, log=lambda m: None)
 
 

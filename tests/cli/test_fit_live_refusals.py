@@ -59,10 +59,10 @@ def test_one_device_check_serves_the_fit_and_extraction(monkeypatch):
     check_device("cuda", MODEL_DEVICES)
     with pytest.raises(InputError) as e:
         check_device("cuda:2")
-    assert str(e.value) == "--device cuda:2: torch sees 2 CUDA GPU(s), cuda:0 to cuda:1"
+    assert str(e.value) == "`device` cuda:2: torch sees 2 CUDA GPU(s), cuda:0 to cuda:1"
     # and one without
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     for device, accepted in (("cuda", MODEL_DEVICES), ("cuda:0", None)):
         with pytest.raises(InputError) as e:
             check_device(device, *([accepted] if accepted else []))
-        assert str(e.value) == f"--device {device} was asked for but torch sees no CUDA device: use --device cpu"
+        assert str(e.value) == f"`device` {device} was asked for but torch sees no CUDA device: use `device` cpu"

@@ -31,7 +31,7 @@ def test_layer_specs(spec, n):
         got = parse_boundaries(spec, n)
     except Exception as e:  # noqa: BLE001 - the property is about the exception's type
         _one_line(e)
-        assert repr(spec) in str(e) or "--boundaries" in str(e)
+        assert repr(spec) in str(e) or "`boundaries`" in str(e)
         return
     assert got == sorted(set(got)) and all(0 <= i <= n for i in got) and got
 

@@ -208,14 +208,14 @@ def test_a_cancelled_fit_stops_its_own_tasks_only(chunked):
     another run of the same process computes (its sums equal a direct float64 XᵀY)."""
     from align import ridge
     from align.errors import InputError
-    from align.fitting import cluster, graph
+    from align.fitting import graph, tasks
 
     S, T, _ = chunked
     s, t = zarr.open_group(S, mode="r"), zarr.open_group(T, mode="r")
     n = 2 * CHUNK
     part = np.zeros(n, dtype=np.int8)
     shifts = ({1: np.zeros(s["resid"].shape[2])}, {2: np.zeros(t["resid"].shape[2])})
-    cluster.cancel("run-a")
+    tasks.cancel("run-a")
     jobs = {r: graph.Job(S, T, None, "cpu", 1, CHUNK, run=r) for r in ("run-a", "run-b")}
     with pytest.raises(InputError, match="the fit was cancelled"):
         graph.stats_task(jobs["run-a"], (1,), (2,), 0, n, graph.Tokens(part), shifts, False)

@@ -81,8 +81,8 @@ def test_equal_n_above_the_prompts_is_refused():
     from align.analyses.skip import check_prompts, to_dataset
     from align.errors import InputError
 
-    with pytest.raises(InputError, match="--equal-n 6 is above the 5 prompts the future setting"):
+    with pytest.raises(InputError, match="`equal_n` 6 is above the 5 prompts the future setting"):
         to_dataset(make_result(0, 8, 5), {}, seed=0, resampling=Resampling(100, 0, 6))
     prompts = [np.arange(20), np.arange(5)]
-    with pytest.raises(InputError, match="--equal-n 2 is above the 1 prompts the future setting"):
+    with pytest.raises(InputError, match="`equal_n` 2 is above the 1 prompts the future setting"):
         check_prompts(prompts, ("current", "future"), equal_n=2)

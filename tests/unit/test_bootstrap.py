@@ -63,8 +63,8 @@ def test_prompts_hash_is_the_prompts_identity():
     assert prompts_hash(rows) == a
 
 
-@pytest.mark.parametrize("kwargs, needle", [({"resamples": 0}, "--bootstrap 0"), ({"seed": -1}, "seed -1"),
-                                            ({"equal_n": 0}, "--equal-n 0")])
+@pytest.mark.parametrize("kwargs, needle", [({"resamples": 0}, "`bootstrap` 0"), ({"seed": -1}, "seed -1"),
+                                            ({"equal_n": 0}, "`equal_n` 0")])
 def test_refusals(kwargs, needle):
     from align.stats.bootstrap import Resampling
     from align.errors import InputError

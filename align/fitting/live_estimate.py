@@ -1,0 +1,60 @@
+"""`align fit --live --dry-run`: the run's time estimated from one batch of each model."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from align.fitting.passes import forward, load_models, training_shift
+from align.fitting.split import TEST
+from align.ridge.statistics import Statistics, chunk_statistics
+
+
+def estimate(p, plan, log) -> dict:
+    """`dry_run`: time one batch (p: live.Prepared, plan: live.LivePlan) of each model (the batch with most training rows, after a
+    warm-up) and the statistics of its rows for the first block, and scale them to the run:
+    every pass forwards every batch through the source and, up to the block's highest
+    boundary, the target; the sums cost in proportion to training rows × target boundaries;
+    held-out rows cost one product each (half a training row's sums), and a second forward
+    of their batches when not kept. Returns the estimate (seconds by phase)."""
+    import torch
+
+    net = load_models(p.job)
+    b = max(p.batches, key=lambda x: x.n_train)
+    block = plan.blocks[0]
+    L_T = net.target.config.num_hidden_layers
+    for _ in range(2):  # the first is the warm-up
+        t = time.perf_counter()
+        xs = forward(net.source, p.table, b, p.source_boundaries, net.roles[0])
+        ts = time.perf_counter() - t
+        t = time.perf_counter()
+        ys = forward(net.target, p.table, b, p.target_boundaries, net.roles[1])
+        tt = time.perf_counter() - t
+    backend = net.backend
+    stats = Statistics.zeros(p.source_boundaries, block, net.source.config.hidden_size,
+                                   net.target.config.hidden_size, backend)
+    part = np.where(b.part == TEST, -1, b.part)
+    shift_x, shift_y = training_shift(xs, p.source_boundaries, b), training_shift(ys, block, b)
+    t = time.perf_counter()
+    chunk_statistics(xs, {j: ys[j] for j in block}, part, (shift_x, shift_y), backend,
+                           into=stats)
+    if net.device.type == "cuda":
+        torch.cuda.synchronize(net.device)
+    tp = time.perf_counter() - t
+    scale = plan.positions / b.positions
+    depth = sum(max(blk) for blk in plan.blocks) / max(L_T, 1)  # model depths of the target run in all passes
+    per_row = tp / max(b.n_train, 1) * len(p.target_boundaries) / len(block)
+    c = plan.counts
+    sec = {"source forward": ts * scale * plan.passes, "target forward": tt * scale * depth,
+           "statistics": per_row * (c["fit"] + c["validation"]), "held-out": per_row * c["heldout"] / 2}
+    if not plan.keep_heldout:
+        held = sum(x.positions for x in p.batches if x.n_test)
+        sec["held-out"] += (ts + tt) * held / b.positions * plan.passes
+    total = sum(sec.values())
+    log(f"align fit --live --dry-run: one batch of {len(b.members)} sequences ({b.positions:,} positions): source "
+        f"{ts * 1e3:.1f} ms, target {tt * 1e3:.1f} ms, statistics of its {b.n_train:,} training rows {tp * 1e3:.1f} ms")
+    log("align fit --live --dry-run: whole run ~" + ", ".join(f"{k} {v:,.3g} s" for k, v in sec.items())
+        + f" = ~{total:,.3g} s (model loading and the solve not counted); nothing was written")
+    return {"seconds": sec, "seconds_estimate": total,
+            "batch": {"positions": b.positions, "rows": b.n_train, "source_s": ts, "target_s": tt, "statistics_s": tp}}

@@ -1,0 +1,51 @@
+"""What runs inside every fit task, on any worker: a fixed BLAS thread count, and the stop of
+the tasks of a fit that has ended."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+
+from align.errors import InputError
+
+
+@contextlib.contextmanager
+def blas_limit(threads: int | None):
+    """A fixed BLAS thread count inside a task: float sums must not depend on where they ran.
+    Torch's own thread count too once torch is imported (its MKL is not one threadpoolctl
+    sees)."""
+    if threads is None:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch is not None else None
+    if torch is not None and before != threads:
+        torch.set_num_threads(threads)
+    try:
+        with threadpool_limits(limits=threads, user_api="blas"):
+            yield
+    finally:
+        if torch is not None and before != threads:
+            torch.set_num_threads(before)
+
+
+_CANCELLED: set = set()  # the runs (Job.run) of this process that have ended by an error or Ctrl-C
+_CANCELLED_LOCK = threading.Lock()
+
+
+def cancel(run: str) -> None:
+    """Mark a fit `run` of this process as ended: its tasks still running in threads stop at
+    their next chunk (`stop_if_cancelled`). Other fits of the process are not affected."""
+    with _CANCELLED_LOCK:
+        _CANCELLED.add(run)
+
+
+def stop_if_cancelled(run: str) -> None:
+    """Called by a task between store chunks: once its fit has ended by an error or Ctrl-C
+    (`cancel`), the task stops (a thread cannot be killed, and the interpreter would wait
+    for it before exiting)."""
+    if run in _CANCELLED:
+        raise InputError("the fit was cancelled")

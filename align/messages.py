@@ -1,0 +1,43 @@
+"""What the library says, in its own terms, and who translates it.
+
+The library's errors and log lines name the Python API's parameters in backticks (`` `batch_size`
+0 must be at least 1 ``; `output` for where a result goes). A caller that offers them under other
+names speaks them with `speaking` (the CLI: `batch_size` → `--batch-size`, `output` →
+`-o`); every log line the library prints goes through `say`, and `shown` gives any message in
+the installed terms. Without a translation a message is shown as written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sys
+from typing import Callable
+
+NAME = re.compile(r"`([a-z][a-z0-9_]*)`")
+_terms: Callable[[str], str | None] | None = None
+
+
+@contextlib.contextmanager
+def speaking(terms: Callable[[str], str | None]):
+    """While inside, show every parameter name `name` for which terms(name) is not None as
+    terms(name); the terms before are back after."""
+    global _terms
+    before, _terms = _terms, terms
+    try:
+        yield
+    finally:
+        _terms = before
+
+
+def shown(message: str, terms: Callable[[str], str | None] | None = None) -> str:
+    """`message` in `terms` (default: those installed by `speaking`, if any)."""
+    terms = terms or _terms
+    if terms is None:
+        return message
+    return NAME.sub(lambda m: terms(m.group(1)) or m.group(0), message)
+
+
+def say(message: str) -> None:
+    """The library's log line, on stderr, in the installed terms."""
+    print(shown(message), file=sys.stderr, flush=True)

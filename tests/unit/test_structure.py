@@ -1,0 +1,171 @@
+"""The shape of the code: imports run one way without cycles, align's own modules are imported
+at the top of files, and no module holds more than one concept's worth of lines.
+
+The modules are read with `ast` from the three folders the package is made of (align/ is
+`align`, cli/ is `align.cli`, store/ is `align.store`); nothing is imported.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+while not (ROOT / "setup.py").exists():  # the test may sit in a tier folder
+    ROOT = ROOT.parent
+FOLDERS = {"align": "align", "align.cli": "cli", "align.store": "store"}
+# Third-party packages whose import costs seconds or memory: a module that pulls one in at its
+# top may be imported inside a function, so that `align --help` and light commands stay fast.
+HEAVY = ("torch", "transformers", "accelerate", "dask", "distributed", "zarr", "numcodecs", "matplotlib",
+         "xarray", "sklearn", "scipy", "datasets", "tokenizers", "fsspec")
+MAX_LINES = 450
+# Which layer may import which: an arrow runs from the importer's layer to the imported's.
+LAYERS = {"align.cli": 3, "align": 2, "align.store": 1}
+BASE = ("align.errors", "align.faults", "align.messages", "align.version")  # imported by every layer
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for package, folder in FOLDERS.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = [p for p in path.relative_to(ROOT / folder).with_suffix("").parts if p != "__init__"]
+            found[".".join([package, *parts])] = path
+    return found
+
+
+MODULES = modules()
+
+
+def _targets(node, name: str, is_package: bool) -> list[str]:
+    """The align modules (and third-party top names) an import statement names."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if node.level:
+        base = name.split(".")[: len(name.split(".")) - node.level + (1 if is_package else 0)]
+        module = ".".join(base + ([node.module] if node.module else []))
+    else:
+        module = node.module or ""
+    out = []
+    for a in node.names:
+        full = f"{module}.{a.name}"
+        out.append(full if full in MODULES else module)
+    return out
+
+
+def _is_top(node, tree) -> bool:
+    """At module level, or inside a module-level if/try (TYPE_CHECKING, optional imports)."""
+    def within(body):
+        for n in body:
+            if n is node:
+                return True
+            if isinstance(n, (ast.If, ast.Try)) and within(n.body + getattr(n, "orelse", []) + getattr(n, "finalbody", [])
+                                                          + [h for t in getattr(n, "handlers", []) for h in t.body]):
+                return True
+        return False
+    return within(tree.body)
+
+
+def imports() -> tuple[dict, dict, dict]:
+    """Per module: align modules imported at the top, align modules imported inside functions
+    (with line numbers), and third-party top-level packages imported at the top."""
+    top, lazy, third = {}, {}, {}
+    for name, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        top[name], lazy[name], third[name] = set(), [], set()
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)) or getattr(node, "level", 0) == 0 and \
+                    isinstance(node, ast.ImportFrom) and node.module == "__future__":
+                continue
+            names = _targets(node, name, path.name == "__init__.py")
+            ours = [t for t in names if t in MODULES or t.split(".")[0] == "align"]
+            if _is_top(node, tree):
+                top[name].update(t for t in ours if t in MODULES)
+                third[name].update(t.split(".")[0] for t in names if t.split(".")[0] != "align")
+            else:
+                lazy[name].extend((t, node.lineno) for t in ours if t in MODULES)
+    return top, lazy, third
+
+
+TOP, LAZY, THIRD = imports()
+
+
+def closure(name: str) -> set[str]:
+    """Every align module importing `name` runs (at the top, transitively; parents included)."""
+    seen, todo = set(), [name]
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        parts = m.split(".")
+        todo.extend(".".join(parts[:k]) for k in range(1, len(parts)) if ".".join(parts[:k]) in MODULES)
+        todo.extend(TOP.get(m, ()))
+    return seen
+
+
+def heavy(name: str) -> set[str]:
+    return {h for m in closure(name) for h in THIRD.get(m, ()) if h in HEAVY}
+
+
+def test_no_import_cycles():
+    index, low, stack, on, cycles, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):  # Tarjan's strongly connected components
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(TOP[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in sorted(MODULES):
+        if v not in index:
+            visit(v)
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def test_align_modules_are_imported_at_the_top():
+    """A function-level import of an align module is allowed only where that module pulls in a
+    heavy package at its top (the reason, computed: the lazy import keeps that cost off the
+    commands and imports that do not need it)."""
+    bad = [f"{MODULES[m].relative_to(ROOT)}:{line} imports {t} inside a function, and {t} imports no heavy package"
+           for m, items in LAZY.items() for t, line in items if not heavy(t)]
+    assert not bad, "\n".join(bad)
+
+
+def test_imports_run_one_way():
+    """cli → align → store: the library never imports the CLI, the store imports only the store
+    and the base modules, and fitting does not import the analyses."""
+    def layer(m):
+        return max((LAYERS[p] for p in LAYERS if m == p or m.startswith(p + ".")), default=0)
+
+    bad = []
+    for m in MODULES:
+        for t, line in [(t, None) for t in TOP[m]] + LAZY[m]:
+            if t in BASE or t == "align":
+                continue
+            if layer(t) > layer(m) and m != "align.__main__":
+                bad.append(f"{m} imports {t}")
+            if m.startswith("align.fitting") and t.startswith("align.analyses"):
+                bad.append(f"{m} imports {t} (fitting does not depend on the analyses)")
+    assert not bad, "\n".join(bad)
+
+
+def test_modules_are_small():
+    long = {str(p.relative_to(ROOT)): n for p in MODULES.values()
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines (split them by concept): {long}"
