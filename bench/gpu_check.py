@@ -728,7 +728,7 @@ def phase_fit_live(ctx: dict, small: str, large: str, n_tokens: int, batch_size:
             checks[f"metrics_equal_store_route_{d}_{FIT_TOL:g}"] = c["metrics_equal"]
             checks[f"alpha_equals_store_route_{d}"] = c["alpha_rel_equal"]
     elif device == "cpu":
-        one = live.fit_live(job, None, options, log=lambda m: None)
+        one = live.fit_live(job, None, options.spec, options.run, log=lambda m: None)
         out["against_one_pass_cpu"] = compare_fits(rep.dataset, one.dataset)
         checks[f"metrics_equal_one_pass_{FIT_TOL:g}"] = out["against_one_pass_cpu"]["metrics_equal"]
         checks["alpha_equals_one_pass"] = out["against_one_pass_cpu"]["alpha_rel_equal"]

@@ -1,4 +1,4 @@
-"""Residual erasure (METHODS.md §6, [P1] §3.3).
+"""Residual erasure (docs/methods.md, [P1] §3.3).
 
 For a prompt with answer-predicting positions A (positions whose next token is an answer
 token, `align.analyses.answers`), boundary b = 0..L (h_b: the residual entering block b, and

@@ -11,8 +11,7 @@ from align import corpus, models, provenance
 from align.analyses.options import EraseOptions, IgradOptions
 from align.analyses.run import _inputs, _log_default, check_vocabulary
 from align import store as st
-from align.analyses.answers import load_answer_prompts
-from align.analyses.prompts import load_prompts
+from align.analyses import answers, prompts as prompt_files
 
 
 def _answer_options(answer_field, answer_marker) -> dict:
@@ -37,10 +36,10 @@ def run_erase(output, *, spec, cspec, options: EraseOptions, batch_size=8, overw
     config = models.load_config(spec)
     tokenizer = models.load_tokenizer(spec)
     reading = corpus.Reading(cspec)
-    prompts = load_answer_prompts(cspec, tokenizer, answer_field, answer_marker, reading)
+    prompts = answers.load_answer_prompts(cspec, tokenizer, answer_field, answer_marker, reading)
     check_vocabulary(spec, config, [p.token_id for p in prompts])
     ref_reading = corpus.Reading(rspec)
-    ref = load_prompts(rspec, tokenizer, ref_reading)
+    ref = prompt_files.load_prompts(rspec, tokenizer, ref_reading)
     ref_hash = ref_reading.hexdigest()
     check_vocabulary(spec, config, ref)
     erase.check_reference(len(ref), reference_docs, reference)
@@ -81,7 +80,7 @@ def run_igrad(output, *, spec, cspec, options: IgradOptions = IgradOptions(), ba
     corpus.validate(cspec)
     config = models.load_config(spec)
     tokenizer = models.load_tokenizer(spec)
-    prompts = load_answer_prompts(cspec, tokenizer, answer_field, answer_marker)
+    prompts = answers.load_answer_prompts(cspec, tokenizer, answer_field, answer_marker)
     check_vocabulary(spec, config, [p.token_id for p in prompts])
     prov = provenance.model_record(spec, config, tokenizer, cspec)
     model, _ = models.load_model(spec)

@@ -12,12 +12,11 @@ from align import corpus, messages, models, provenance
 from align.analyses.options import LensOptions, SkipOptions
 from align.stats.bootstrap import DEFAULT, MIN_RESAMPLES, Resampling
 from align.errors import InputError, StoreMismatch
-from align.analyses.prompts import load_prompts
+from align.analyses import answers as answer_files, prompts as prompt_files
 from align.analyses.prompts import batches
 from align import store as st
 from align.analyses import contrib
 from align.analyses import skip
-from align.analyses.answers import load_answer_prompts
 from align.analyses import checkpoint, lens
 from align.analyses import depth
 
@@ -38,7 +37,7 @@ def load(spec: models.ModelSpec, cspec: corpus.CorpusSpec, check=None):
     config = models.load_config(spec)
     tokenizer = models.load_tokenizer(spec)
     reading = corpus.Reading(cspec)
-    prompts = load_prompts(cspec, tokenizer, reading)
+    prompts = prompt_files.load_prompts(cspec, tokenizer, reading)
     check_vocabulary(spec, config, prompts)
     if check is not None:
         check(prompts)
@@ -126,7 +125,7 @@ def run_skip(output, *, spec, cspec, options: SkipOptions = SkipOptions(), batch
         corpus.validate(cspec)
         models.load_config(spec)
         reading = corpus.Reading(cspec)  # the prompts' tokens and the recorded hash come from this one read
-        aps = load_answer_prompts(cspec, models.load_tokenizer(spec), answer_field, answer_marker, reading)
+        aps = answer_files.load_answer_prompts(cspec, models.load_tokenizer(spec), answer_field, answer_marker, reading)
         splits = skip.answer_splits(aps, split, split_seed)
         skip.check_prompts([a.token_id for a in aps], settings, splits, resampling.equal_n, split)
         levels = skip.answer_prompt_levels(cspec)

@@ -14,14 +14,17 @@ One concept a module:
   blocks and tokens per task, or None: the caller words the refusal), `result_bytes` (a
   `ResultBytes` of a `ResultShape`), `human_bytes`.
 - `cluster`: where the store route runs (threads of this process, a local Dask cluster, a
-  scheduler address) and what that costs in memory; `blas_limit`, `device_budget`.
+  scheduler address) and what that costs in memory (`device_budget`); `tasks`: what runs inside
+  every task (`blas_limit`, `stop_if_cancelled`).
 - `graph`: the store route's Dask tasks (statistics read from the stores, tree sums,
   solve, held-out sums); `stores`: the store route itself, `fit(source, target, output)`.
 - `solve`: reduced statistics → maps: `check_alphas` (before any pass), `solve` (α per pair
   on the validation part, refit on fit + validation; torch on a GPU).
 - `result`: held-out sums → scores (`pair_results`), the alignment Dataset with summary and
   provenance (`alignment_dataset`, `Side`, route "store" or "live"), `check_result_room`,
-  `write_alignment`.
+  `write_alignment`; `uncertainty`: the document bootstrap of the scores and the summary.
+- `live`: the model route (`fit_live`), with `live_estimate` (its dry run), `batches`,
+  `passes`, `shards`, `progress`; `pairing`: the check that two tokenizers behave alike.
 
 The seam a source of statistics plugs into (the live route does what `stores.fit` does):
 

@@ -7,7 +7,7 @@ A local cluster gets at most one worker process per CPU core, and is sized again
 memory budget before any worker starts (`local_workers`); once up, its idle footprint is
 measured (`Executor.idle`) and the fit plans the rest. Whatever ends a fit (an error in a
 task, Ctrl-C, SIGTERM) cancels the running graph and stops the workers (in threads, the
-running tasks stop at their next chunk: `stop_if_cancelled`), and Dask's own logs
+running tasks stop at their next chunk: `align.fitting.tasks.stop_if_cancelled`), and Dask's own logs
 never reach the user: the error is the one line the CLI prints.
 """
 
@@ -74,7 +74,7 @@ def local_workers(n_workers: int, limit: int, pair_bytes: int, client_extra: int
     At most one per CPU core this process may run on (`cpu_cores`): more would only share the
     cores, each holding its own idle memory; the log says so when --workers asked for more.
     Then memory: this process uses `_warm_rss` idle, each worker is estimated to use as much,
-    and one layer pair needs `pair_bytes` per worker; n workers fit `limit` when
+    and one boundary pair needs `pair_bytes` per worker; n workers fit `limit` when
     idle + n·worker_idle + client_extra + n·pair_bytes ≤ limit. When that fails, the worker's
     footprint is measured in a fresh interpreter that imports what a worker does
     (`_fresh_worker_rss`: this process may hold more, torch for one) before anything is
@@ -83,7 +83,7 @@ def local_workers(n_workers: int, limit: int, pair_bytes: int, client_extra: int
     cores = cpu_cores()
     n = n_workers
     if n > cores:
-        log(f"align fit: `workers` {n} capped to {cores}, the CPU cores this process may run on (more worker "
+        log(f"align fit: `n_workers` {n} capped to {cores}, the CPU cores this process may run on (more worker "
             "processes would only share them, each with its own idle memory); for more, start a Dask cluster "
             "and pass `scheduler` ADDRESS")
         n = cores
@@ -101,10 +101,10 @@ def local_workers(n_workers: int, limit: int, pair_bytes: int, client_extra: int
         return n
     most = next((k for k in range(n - 1, 0, -1) if fits(k)), 0)
     where = (f"this process uses {human_bytes(idle)} idle, each worker about {human_bytes(worker_idle)}, the split "
-             f"{human_bytes(client_extra)}, and one layer pair needs {human_bytes(pair_bytes)} per worker")
-    todo = (f"use `workers` {most} or fewer, or raise `memory_limit`" if most else
+             f"{human_bytes(client_extra)}, and one boundary pair needs {human_bytes(pair_bytes)} per worker")
+    todo = (f"use `n_workers` {most} or fewer, or raise `memory_limit`" if most else
             f"raise `memory_limit` to at least {human_bytes(idle + worker_idle + client_extra + pair_bytes)}, "
-            "or leave out `workers` (threads of this process)")
+            "or leave out `n_workers` (threads of this process)")
     raise InputError(f"`memory_limit` {human_bytes(limit)} cannot hold {n} worker process(es) ({where}; estimated before "
                      f"starting any): {todo}")
 
@@ -387,7 +387,7 @@ def worker_budget_of(ex: Executor, client_extra: int) -> int:
 
 
 def refuse_memory(ex: Executor, client_extra: int, need: int, d_s: int, d_t: int, tokens: int):
-    """Raise the one-line InputError of a budget that cannot hold one layer pair once the
+    """Raise the one-line InputError of a budget that cannot hold one boundary pair once the
     workers are up (`need`: bytes per worker of the smallest plan), naming the minimum."""
     need = math.ceil(need / PLAN_FRACTION)
     if ex.mode == "remote":
@@ -398,6 +398,6 @@ def refuse_memory(ex: Executor, client_extra: int, need: int, d_s: int, d_t: int
         who = "this process" if ex.mode in ("sync", "threads") else f"this process and its {ex.n_workers} workers"
         where = f"{who} use {human_bytes(ex.idle)} idle and the split {human_bytes(client_extra)}"
     raise InputError(
-        f"`memory_limit` {human_bytes(ex.limit)} is too small ({where}, and one layer pair of d_source {d_s}, d_target {d_t} "
+        f"`memory_limit` {human_bytes(ex.limit)} is too small ({where}, and one boundary pair of d_source {d_s}, d_target {d_t} "
         f"with {tokens}-token tasks needs {human_bytes(need)} per worker): the minimum is {human_bytes(minimum)}; "
-        "raise `memory_limit`" + ("" if ex.mode == "remote" else " or use fewer `workers`"))
+        "raise `memory_limit`" + ("" if ex.mode == "remote" else " or use fewer `n_workers`"))

@@ -46,7 +46,7 @@ class Job:
     threads: int | None
     chunk: int
     use_torch: bool = False
-    run: str = ""  # this fit's id: its tasks stop once it is cancelled (cluster.cancel)
+    run: str = ""  # this fit's id: its tasks stop once it is cancelled (tasks.cancel)
 
     def backend(self) -> Backend:
         return Backend(self.device, use_torch=self.use_torch or None)

@@ -23,7 +23,8 @@ added in a tree fixed by shard index (the tasks of fitting.shards run there).
 
 Module map (all under align.fitting): options (FitSpec, Execution, LiveJob), batches (the token table,
 the extraction batches), passes (forwards, rows, the statistics and held-out passes), budget
-(the memory plan: pure arithmetic), progress (the terminal bar), shards (the Dask tasks); this
+(the memory plan: pure arithmetic), progress (the terminal bar), shards (the Dask tasks),
+live_estimate (the dry run), tasks (the BLAS thread count, cancellation); this
 module checks the inputs, plans, runs and hands the sums to the shared solver and writer.
 """
 
@@ -123,7 +124,7 @@ def prepare(job: LiveJob, options: FitRequest) -> Prepared:
     configs = tuple(models.load_config(s) for s in (job.source, job.target))
     toks = tuple(models.load_tokenizer(s) for s in (job.source, job.target))
     check_tokenizers(*(corpus.tokenizer_hashes(t) for t in toks), job.source.name, job.target.name)
-    layers = [parse_boundaries(spec, c.num_hidden_layers, f"`{side}_boundaries`") for spec, c, side in
+    boundaries = [parse_boundaries(spec, c.num_hidden_layers, f"`{side}_boundaries`") for spec, c, side in
               ((options.spec.source_boundaries, configs[0], "source"), (options.spec.target_boundaries, configs[1], "target"))]
     table = token_table(job.corpus, toks[0])
     for spec, config in zip((job.source, job.target), configs):
@@ -134,7 +135,7 @@ def prepare(job: LiveJob, options: FitRequest) -> Prepared:
                 f"`max_length` {job.corpus.max_length} is above the position limit of {spec.name} "
                 f"(max_position_embeddings {limit}): use `max_length` {limit} or less, or pass `allow_long`")
     split = make_split(table.doc, table.pos, options.spec, origin=split_origin(job.corpus))
-    return Prepared(job, configs, toks, table, split, plan_batches(table, split.part, job.batch_size), *layers)
+    return Prepared(job, configs, toks, table, split, plan_batches(table, split.part, job.batch_size), *boundaries)
 
 
 def split_origin(cspec: corpus.CorpusSpec) -> Origin:

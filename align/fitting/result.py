@@ -309,7 +309,7 @@ def refuse_non_finite(arrays: dict, src_boundaries, tgt_boundaries) -> None:
         more = f" (and {len(bad) - 4} more pairs)" if len(bad) > 4 else ""
         targets = sorted({j for _, j in bad})
         raise NonFiniteError(
-            f"{len(bad)} layer pair(s) have non-finite held-out scores ({shown}{more}): the held-out activations of "
+            f"{len(bad)} boundary pair(s) have non-finite held-out scores ({shown}{more}): the held-out activations of "
             f"target boundary {', '.join(map(str, targets))} have no variance or overflow float64, so no map can be "
             "scored there; nothing was written (fit other `target_boundaries`, or re-extract the stores)")
 

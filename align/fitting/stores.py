@@ -164,24 +164,24 @@ def first_training_rows(store, part: np.ndarray, step: int, least: int = 1):
     return None
 
 
-def shifts_of(store, layers, part, step: int) -> dict:
+def shifts_of(store, boundaries, part, step: int) -> dict:
     """Per boundary, the float64 mean of the training rows of the first task range that has
     any: the shift that keeps the float64 sums well conditioned (any value gives the same fit)."""
     first = first_training_rows(store, part, step)
     if first is None:
-        return {b: np.zeros(store.d_model) for b in layers}
+        return {b: np.zeros(store.d_model) for b in boundaries}
     start, stop, rows = first
-    return {b: store.resid(b, start, stop)[rows].astype(np.float64).mean(0) for b in layers}
+    return {b: store.resid(b, start, stop)[rows].astype(np.float64).mean(0) for b in boundaries}
 
 
-def scale_of(store, layers, part) -> dict:
+def scale_of(store, boundaries, part) -> dict:
     """Per boundary, the mean variance per dimension of the training rows of the first store
     chunk that has two (float64): the scale of trace(XcᵀXc)/(n·d) that `check_alphas` uses."""
     first = first_training_rows(store, part, store.chunk_tokens, least=2)
     if first is None:
         return {}
     start, stop, rows = first
-    return {b: float(store.resid(b, start, stop)[rows].astype(np.float64).var(0).mean()) for b in layers}
+    return {b: float(store.resid(b, start, stop)[rows].astype(np.float64).var(0).mean()) for b in boundaries}
 
 
 # -- the entry point ----------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Every function here draws what a result already holds and computes no new statistic: the
 argmin path and the summary numbers of an alignment come from its `summary` attribute (written
-by `align fit`, METHODS.md §1), effective depths from a "depth" result (§5). Each function
+by `align fit`, docs/methods.md#held-out-scores), effective depths from a "depth" result (§5). Each function
 returns a matplotlib Figure of exactly `size` pixels (width, height) at `dpi`; `save(fig, path)`
 writes it as a PNG of that size. Matplotlib runs headless (the Agg backend) unless the caller
 chose another backend before importing this module.

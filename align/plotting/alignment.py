@@ -111,7 +111,7 @@ def plot_alignment(ds, metric: str = "relative_error", size=None, dpi: int = 100
     """Heatmap of an alignment result's error matrix, source boundaries i (rows, y) against
     target boundaries j (columns, x).
 
-    metric: "relative_error" (METHODS.md §1, lower is better) or "r2" (higher is better).
+    metric: "relative_error" (docs/methods.md#held-out-scores, lower is better) or "r2" (higher is better).
     Drawn on top: the per-row argmin path j*(i) of relative error for i >= 1 (from
     attrs["summary"]["argmin_path"]) with each point's area its p_best where the result holds
     the document bootstrap (and faint dots for the other targets the resamples chose), the

@@ -15,7 +15,7 @@ from align.plotting.common import DEFAULT_SIZE, MAX_PANELS, check_schema, edges,
 
 def plot_contributions(ds, agg: str = "mean", depth=None, size=None, dpi: int = 100):
     """Per layer l: relative norm (left) and cosine (right) of what attention, the MLP and the
-    whole layer add to the residual (METHODS.md §2), aggregated by `agg` ("mean" or "max"),
+    whole layer add to the residual (docs/methods.md#contributions), aggregated by `agg` ("mean" or "max"),
     plus cos(h_{l+1}, h_l) on the right. With a "depth" result, the cosine effective depth is
     marked. Returns a Figure of `size` pixels [default 1200x500]."""
     check_schema(ds, "contributions", "plot_contributions")
@@ -37,16 +37,8 @@ def plot_contributions(ds, agg: str = "mean", depth=None, size=None, dpi: int = 
     return fig
 
 
-def label_curves(axes, xlabel: str) -> None:
-    """Integer ticks, the x label and a legend on each axes of a row of per-layer curves."""
-    for ax in axes:
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel(xlabel)
-        ax.legend(fontsize=8)
-
-
 def plot_skipping(ds, part: str = "layer", agg: str = "max", size=None, dpi: int = 100):
-    """Layer skipping (METHODS.md §3): top, the R[s, l] heatmaps (skipped layer s, rows; later
+    """Layer skipping (docs/methods.md#layer-skipping): top, the R[s, l] heatmaps (skipped layer s, rows; later
     layer l, columns) of the "current" and "future" settings for `part`; bottom, O[s] bars for
     the three parts, per setting. `agg`: "max" or "mean_over_prompts". Returns a Figure of
     `size` pixels [default 1200x900]."""
@@ -88,7 +80,7 @@ def plot_skipping(ds, part: str = "layer", agg: str = "max", size=None, dpi: int
 
 
 def plot_lens(ds, depth=None, size=None, dpi: int = 100):
-    """Logit lens (METHODS.md §4): KL(lens ‖ output) (left) and top-5 overlap (right) per
+    """Logit lens (docs/methods.md#logit-lens): KL(lens ‖ output) (left) and top-5 overlap (right) per
     boundary, token-weighted (solid) and prompt-weighted (dashed). With a "depth" result, the
     KL and overlap effective depths (§5) are marked as vertical lines where defined, and named
     as undefined where not. Returns a Figure of `size` pixels [default 1200x500]."""
@@ -110,7 +102,7 @@ def plot_lens(ds, depth=None, size=None, dpi: int = 100):
 
 
 def plot_depth(ds, size=None, dpi: int = 100):
-    """Effective-depth ratios (ED + 1) / L per rule (METHODS.md §5) as bars; an undefined
+    """Effective-depth ratios (ED + 1) / L per rule (docs/methods.md#effective-depth) as bars; an undefined
     rule has no bar and says why. Returns a Figure of `size` pixels [default 700x450]."""
     check_schema(ds, "depth", "plot_depth")
     fig, axes = figure(size or DEFAULT_SIZE["depth"], dpi, layout="constrained")
@@ -133,7 +125,7 @@ def plot_depth(ds, size=None, dpi: int = 100):
 
 
 def plot_depthscore(ds, part: str = "layer", agg: str = "max", size=None, dpi: int = 100):
-    """Depth score against level (METHODS.md §6): one panel per effect (layer, output), one
+    """Depth score against level (docs/methods.md): one panel per effect (layer, output), one
     line per setting (the future one, P1's, first), for `part` and `agg`; the right axis reads
     DS / L. A flat line: the model uses no more depth for harder items. Undefined points are
     gaps; the prompt-bootstrap 95% intervals (ds_low, ds_high), where the result has them, are
@@ -222,7 +214,7 @@ def _token_axis(ax, ds, i):
 
 
 def plot_erasure(ds, prompts=None, size=None, dpi: int = 100):
-    """Residual erasure (METHODS.md §6, [P1] Fig. 6b): per prompt, the map of E[b, t] = max over
+    """Residual erasure (docs/methods.md, [P1] Fig. 6b): per prompt, the map of E[b, t] = max over
     answer-predicting positions of ‖p′ − p‖₂ when the residual at boundary b (rows, y: b = 0..L,
     h_L the last block's output) at position t (columns, x, labelled with the tokens;
     answer-predicting ones in red) is replaced by the reference mean. A result written before

@@ -1,5 +1,5 @@
 """`align contrib`, `lens` and `depth` through the command line: the depth result follows the
-rules of METHODS.md §5 applied by hand to the two results' own curves."""
+rules of docs/methods.md applied by hand to the two results' own curves."""
 
 from __future__ import annotations
 

@@ -24,10 +24,10 @@ LEAST, MOST = 100, 1_000_000
 # -- the floor and the cap -------------------------------------------------------------------
 
 @pytest.mark.parametrize("value, needles", [
-    (1, ["--bootstrap 1:", "at least 100"]), (99, ["--bootstrap 99:", "at least 100"]),
-    (MOST + 1, ["--bootstrap 1000001:", "1,000,000", "15.3 MiB per prompt or document"]),  # 16 bytes a draw
-    (10 ** 8, ["--bootstrap 100000000:", "1,000,000", "1.5 GiB per prompt or document"]),
-    (10 ** 20, ["--bootstrap 100000000000000000000:", "1,000,000", "1.4 ZiB per prompt or document"]),
+    (1, ["`bootstrap` 1:", "at least 100"]), (99, ["`bootstrap` 99:", "at least 100"]),
+    (MOST + 1, ["`bootstrap` 1000001:", "1,000,000", "15.3 MiB per prompt or document"]),  # 16 bytes a draw
+    (10 ** 8, ["`bootstrap` 100000000:", "1,000,000", "1.5 GiB per prompt or document"]),
+    (10 ** 20, ["`bootstrap` 100000000000000000000:", "1,000,000", "1.4 ZiB per prompt or document"]),
 ])
 def test_resampling_and_fit_options_refuse_counts_outside_the_bounds(value, needles):
     from align.stats.bootstrap import Resampling

@@ -1,6 +1,6 @@
 """`align compare` on depth, lens and alignment results built by hand: the table holds each
 result's numbers and intervals as stored; paired differences of results on the same prompts
-match a plain-loop reference (documented indices, rules of METHODS.md §5 applied to curves
+match a plain-loop reference (documented indices, rules of docs/methods.md applied to curves
 recomputed from the per-prompt sums), and known differences come out exactly; mixed kinds,
 unknown files and unsafe outputs are refused in one line naming the path."""
 
@@ -19,7 +19,7 @@ RULE_GRID = {"cosine": [-0.2, -0.15, -0.1, -0.05, 0.0, 0.05, 0.1, 0.15, 0.2],
 
 
 def ref_rules(cos, kl, ov, L):
-    """(cosine, kl, overlap) ED of curves over layers / boundaries 0..L−1 (METHODS.md §5)."""
+    """(cosine, kl, overlap) ED of curves over layers / boundaries 0..L−1 (docs/methods.md)."""
     c = [l for l in range(L - 1) if cos[l] < 0 <= cos[l + 1]]
     top = max(kl[:L])
     k = [l for l in range(L - 1) if kl[l] < 0.5 * top]

@@ -1,7 +1,7 @@
 """`align fit --live` as a command: refusals in one line, the plan, --dry-run, progress, a
 killed run (real SIGKILL at a named fault point) and the peak memory against --memory-limit.
 
-Refusals are checked through the console script in this process (tests/assertions.py's
+Refusals are checked through the console script in this process (tests/helpers/assertions.py's
 one_line_error); the kill and the memory run are child processes, the kill delivered by the
 process to itself (align/faults.py), the peak read from the kernel (ru_maxrss of the child)."""
 

@@ -45,10 +45,10 @@ def test_one_device_check_serves_the_fit_and_extraction(monkeypatch):
     assert inputs.check_device is check_device
     check_device("cpu")
     check_device("auto", MODEL_DEVICES)
-    for device, accepted, message in [("tpu", None, "--device 'tpu' is not one of cpu, cuda, cuda:N"),
-                                      ("auto", None, "--device 'auto' is not one of cpu, cuda, cuda:N"),
-                                      ("cuda:1", MODEL_DEVICES, "--device 'cuda:1' is not one of cpu, cuda, auto"),
-                                      ("cuda:x", None, "--device 'cuda:x' is not one of cpu, cuda, cuda:N")]:
+    for device, accepted, message in [("tpu", None, "`device` 'tpu' is not one of cpu, cuda, cuda:N"),
+                                      ("auto", None, "`device` 'auto' is not one of cpu, cuda, cuda:N"),
+                                      ("cuda:1", MODEL_DEVICES, "`device` 'cuda:1' is not one of cpu, cuda, auto"),
+                                      ("cuda:x", None, "`device` 'cuda:x' is not one of cpu, cuda, cuda:N")]:
         with pytest.raises(InputError) as e:
             check_device(device, *([accepted] if accepted else []))
         assert str(e.value) == message

@@ -33,9 +33,9 @@ def test_the_library_refuses_a_budget_of_zero_or_less_and_a_non_size():
     from align.errors import InputError
     from align.fitting import Execution
 
-    for value, message in [(0, f"--memory-limit 0: {ADVICE}"), (-(2 ** 30), f"--memory-limit -1073741824: {ADVICE}"),
-                           (True, "--memory-limit True is not a size: write e.g. 8GB or 512MiB (or a number of bytes)"),
-                           (8.5e9, "--memory-limit 8500000000.0 is not a size: write e.g. 8GB or 512MiB (or a number "
+    for value, message in [(0, f"`memory_limit` 0: {ADVICE}"), (-(2 ** 30), f"`memory_limit` -1073741824: {ADVICE}"),
+                           (True, "`memory_limit` True is not a size: write e.g. 8GB or 512MiB (or a number of bytes)"),
+                           (8.5e9, "`memory_limit` 8500000000.0 is not a size: write e.g. 8GB or 512MiB (or a number "
                                    "of bytes)")]:
         with pytest.raises(InputError) as e:
             Execution(memory_limit=value).checked()

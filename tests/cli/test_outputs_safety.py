@@ -46,7 +46,7 @@ RULES = [
     ("absent", "lens", False, None),
     ("empty folder", "lens", False, None),
     ("lens result", "lens", True, None),
-    ("lens result", "lens", False, "pass --overwrite"),
+    ("lens result", "lens", False, "pass `overwrite`"),
     ("depth result", "lens", True, "holds an align store of schema 'depth' (a depth result), not a lens result"),
     ("activation store", "lens", True, "holds an align store of schema 'activations'"),
     ("folder with notes.txt", "lens", True, "folder holding other files"),

@@ -3,7 +3,7 @@ token (`--stand-in-token ID`), against hand-worked references.
 
 References: the documents are tokenized with the `tokenizers` library reading the model's
 tokenizer.json (no align), joined and cut by hand below; residuals come from
-tests/reference.py's forward composed from the model's own submodules and from the HF
+tests/helpers/references.py's forward composed from the model's own submodules and from the HF
 model's own hidden states (boundaries before the final norm), float32, at
 test_extract.py's tolerance (rtol 1e-4, atol 1e-4: ~1000x the observed rounding of batched
 against single-sequence forwards, ~1e4x below any real error such as a shifted position).

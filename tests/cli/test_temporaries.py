@@ -7,7 +7,7 @@ named like temporaries survive a fit; a plot killed (SIGKILL) in the middle of i
 leaves a temporary that the next plot removes, but not when the marker says another host
 wrote it; `align compare` on a full disk (a real tmpfs) writes neither its table nor its
 figure. The property test over every writing command is
-tests/test_outputs_property.py::test_imitated_temporaries_beside_the_output_are_never_touched.
+tests/cli/test_outputs_property.py::test_imitated_temporaries_beside_the_output_are_never_touched.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ import pytest
 import torch
 from tests.helpers.references import ARCH, blocks, head, scale
 
-# What each family adds to the residual (METHODS.md, Notation): the output of these modules,
-# times the family's multiplier (tests/architectures.py, written from transformers' code).
+# What each family adds to the residual (docs/methods.md, Notation): the output of these modules,
+# times the family's multiplier (tests/helpers/references.py, written from transformers' code).
 SUBLAYERS = {t: (a["attn"], a["mlp"]) for t, a in ARCH.items()}
 EPS = 1e-6
 

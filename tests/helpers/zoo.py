@@ -58,7 +58,7 @@ def reference_tokenizer(path: str):
 
     A reference for tests: AutoTokenizer is not one, since for a folder whose config.json says
     qwen2 it builds Qwen2's tokenizer class, which replaces the saved pre-tokenizer with its own
-    (other ids for digits and newlines). tests/test_tokenizer_loading.py checks this against the
+    (other ids for digits and newlines). tests/integration/test_tokenizer_loading.py checks this against the
     `tokenizers` library reading the same file."""
     import json
     import os

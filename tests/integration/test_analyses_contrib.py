@@ -1,4 +1,4 @@
-"""Contributions (METHODS.md §2) against a plain per-token reference, batched vs one at a
+"""Contributions (docs/methods.md) against a plain per-token reference, batched vs one at a
 time, from a store vs from the live model, and the store-without-sublayers error."""
 
 import numpy as np

@@ -1,5 +1,5 @@
 """Prompt-bootstrap intervals of the contributions' means and the lens curves: per-token values
-from a direct HF forward (float64 loops, tests/fixtures_analyses.py), grouped by prompt,
+from a direct HF forward (float64 loops, tests/helpers/fixtures_analyses.py), grouped by prompt,
 resampled with the documented indices numpy.random.default_rng(seed).integers(0, n, size=(B,
 n)), each resample's mean recomputed from the raw per-token values; rtol 1e-5 (align's
 per-token values are float32). Also: the options reach the result, and a store route's

@@ -1,4 +1,4 @@
-"""Logit lens (METHODS.md §4) against a plain reference; the lens at boundary L is the
+"""Logit lens (docs/methods.md) against a plain reference; the lens at boundary L is the
 model's output; the store + checkpoint-head path equals the live model (tied and untied)."""
 
 import numpy as np

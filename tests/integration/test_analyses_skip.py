@@ -1,4 +1,4 @@
-"""Layer skipping (METHODS.md §3) against a plain one-prompt-at-a-time reference with its own
+"""Layer skipping (docs/methods.md) against a plain one-prompt-at-a-time reference with its own
 hooks, and the structural checks: deletion, zeroing, empty set, future-setting zeros."""
 
 import numpy as np

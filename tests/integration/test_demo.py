@@ -226,10 +226,10 @@ def _path_stats(ds):
     numpy from its relative_error over boundaries >= 1: j*(i) the argmin, depths i/L_S and
     j/L_T, the least-squares slope of j*/L_T on i/L_S, mean |j*/L_T - i/L_S|, and the soft
     depths sum_j w_ij j/L_T with w ∝ exp(-(err - row min)/tau), tau = (row max - row min)/10."""
-    src = ds.source_layer.values[ds.source_layer.values >= 1]
-    tgt = ds.target_layer.values[ds.target_layer.values >= 1]
-    err = ds["relative_error"].sel(source_layer=src, target_layer=tgt).values
-    Ls, Lt = int(ds.source_layer.values.max()), int(ds.target_layer.values.max())
+    src = ds.source_boundary.values[ds.source_boundary.values >= 1]
+    tgt = ds.target_boundary.values[ds.target_boundary.values >= 1]
+    err = ds["relative_error"].sel(source_boundary=src, target_boundary=tgt).values
+    Ls, Lt = int(ds.source_boundary.values.max()), int(ds.target_boundary.values.max())
     path = tgt[np.argmin(err, axis=1)]
     x, y = src / Ls, path / Lt
     slope = np.polyfit(x, y, 1)[0] if len(x) > 1 else float("nan")

@@ -1,4 +1,4 @@
-"""`align extract` against an independent forward pass (tests/reference.py, no align import).
+"""`align extract` against an independent forward pass (tests/helpers/references.py, no align import).
 
 Tolerances: float32 compute, stored float32. Batched, padded runs and the reference's single
 sequences differ by kernel rounding only; weights are O(0.1) and activations O(1-10), so

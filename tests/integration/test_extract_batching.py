@@ -2,8 +2,8 @@
 
 Sequences are batched by length inside windows of 4 x batch_size sequences counted from the
 store's first sequence. What is checked here, against references that never import align:
-- the stored activations equal an independent per-sequence forward (tests/reference.py) at
-  the tolerance of tests/test_extract.py (float32; batched and single runs differ by kernel
+- the stored activations equal an independent per-sequence forward (tests/helpers/references.py) at
+  the tolerance of tests/integration/test_extract.py (float32; batched and single runs differ by kernel
   rounding only), and the token table is in corpus order;
 - the padding recorded in the run's provenance segment equals the padding of the stated rule
   worked out here by hand (sort by length, longest first, ties by position; cut every
@@ -29,7 +29,7 @@ from align.store import open_activations
 from tests.helpers.faults import killed_run
 from tests.helpers.references import residuals
 
-RTOL, ATOL = 1e-4, 1e-4  # as tests/test_extract.py
+RTOL, ATOL = 1e-4, 1e-4  # as tests/integration/test_extract.py
 BATCH = 3
 WINDOW = 4 * BATCH
 

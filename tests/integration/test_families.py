@@ -3,7 +3,7 @@ transformers' own config class with the family's real options on (parallel resid
 soft-capping, multipliers, mixtures of experts, GQA, projections), saved with save_pretrained
 and read through align's real loading path. Each test compares align with transformers' own
 forward or with the plain references of fixtures_analyses, whose knowledge of where each
-family keeps its parts is tests/architectures.py, written independently of align.
+family keeps its parts is tests/helpers/references.py, written independently of align.
 
 Per family: stored h_b against `output_hidden_states` (b < L) and the head of h_L against the
 model's logits; h_{l+1} = h_l + a_l + m_l; the lens at L; contributions and skip effects

@@ -229,5 +229,5 @@ def test_the_log_says_how_many_pairs_chose_an_end_of_a_given_grid(synthetic, tmp
     _fit(S, T, str(tmp_path / "a.zarr"), source_boundaries="1", target_boundaries="1", alphas=(1e-3, 1e-2, 1e-1),
          log=lines.append)
     note = [m for m in lines if "chose the smallest" in m]
-    assert note == ["align fit: of 1 pairs, 1 chose the smallest α_rel 0.001: widen --alphas, or use --alphas auto; "
+    assert note == ["align fit: of 1 pairs, 1 chose the smallest α_rel 0.001: widen `alphas`, or use `alphas` auto; "
                     "val_sse holds each pair's validation curve"]

@@ -1,7 +1,7 @@
 """`align fit --live --scheduler ADDRESS`: document shards on the workers of a real Dask
 cluster (a `dask scheduler` and two `dask worker` processes on loopback, each worker loading
 both models), their sums added in a tree fixed by shard index. The result equals the store
-route's (`align extract` × 2 + `align fit`) to the tolerances of tests/test_fit_live.py."""
+route's (`align extract` × 2 + `align fit`) to the tolerances of tests/integration/test_fit_live.py."""
 
 from __future__ import annotations
 

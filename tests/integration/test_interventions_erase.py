@@ -1,4 +1,4 @@
-"""Residual erasure (METHODS.md §6) against a plain one-position-at-a-time float64 loop with its
+"""Residual erasure (docs/methods.md) against a plain one-position-at-a-time float64 loop with its
 own hooks over boundaries 0..L as [P1]'s `measure_token_skip` (lib/token_skip.py) erases them
 (boundary 0: block 0's input; b ≥ 1: block b−1's output, so b = L is the last block's output),
 and the structural checks: erasing with the residual itself is exactly 0, erasing boundary 0 is

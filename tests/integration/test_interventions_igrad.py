@@ -1,5 +1,5 @@
 """Integrated gradients in the "align" variant (what a part adds, from zero, log p, midpoint
-rule: `--protocol align`; P1's default is tested in tests/test_igrad_p1.py) against a plain
+rule: `--protocol align`; P1's default is tested in tests/integration/test_igrad_p1.py) against a plain
 loop over interpolation points with its own hooks, completeness (attributions sum to
 f(x) − f(baseline), closer with more steps), and the end points against plain HF models
 (clean, and with a sublayer's output projection zeroed). The references never import align."""

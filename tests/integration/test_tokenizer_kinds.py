@@ -4,7 +4,7 @@
 with and without BOS/EOS wrapping. Each is built here with the `tokenizers` library (trained
 on a few ASCII lines, so that every non-ASCII character goes through byte fallback), saved with
 `PreTrainedTokenizerFast.save_pretrained` beside a tiny model of its family
-(tests/architectures.py), and run through `align extract`: the stored token ids and character
+(tests/helpers/references.py), and run through `align extract`: the stored token ids and character
 spans (char_start, char_end) equal the `tokenizers` library's `encode` of the saved
 tokenizer.json (ids and offsets; the tokens its post-processor adds have span -1), on text with
 multi-byte characters, decomposed characters, whitespace runs, characters outside the

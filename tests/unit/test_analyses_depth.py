@@ -1,4 +1,4 @@
-"""Effective-depth rules (METHODS.md §5) on hand-built curves."""
+"""Effective-depth rules (docs/methods.md) on hand-built curves."""
 
 import numpy as np
 import pytest

@@ -1,6 +1,6 @@
 """Effective depth's threshold sensitivity and prompt-bootstrap intervals, on contributions and
 lens results built by hand from per-token values: a plain-loop reference applies the rules of
-METHODS.md §5 to curves recomputed from the raw per-token values of the resampled prompts
+docs/methods.md to curves recomputed from the raw per-token values of the resampled prompts
 (indices drawn as the depth module documents), rtol 1e-12."""
 
 from __future__ import annotations
