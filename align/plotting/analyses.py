@@ -19,9 +19,7 @@ def plot_contributions(ds, agg: str = "mean", depth=None, size=None, dpi: int = 
     plus cos(h_{l+1}, h_l) on the right. With a "depth" result, the cosine effective depth is
     marked. Returns a Figure of `size` pixels [default 1200x500]."""
     check_schema(ds, "contributions", "plot_contributions")
-    aggs = [str(a) for a in ds["agg"].values]
-    if agg not in aggs:
-        raise InputError(f"`agg` {agg!r} is not one of {', '.join(aggs)}")
+    check_selection(ds, agg=agg)
     fig, axes = figure(size or DEFAULT_SIZE["contributions"], dpi, 1, 2, layout="constrained")
     layers = ds["layer"].values
     for part in [str(p) for p in ds["part"].values]:
@@ -37,18 +35,23 @@ def plot_contributions(ds, agg: str = "mean", depth=None, size=None, dpi: int = 
     return fig
 
 
+
+def check_selection(ds, **chosen) -> None:
+    """Each chosen value (e.g. part="attn") is one of the result's coordinate values of that
+    name, or the one-line InputError that lists them."""
+    for name, value in chosen.items():
+        values = [str(v) for v in ds[name].values]
+        if value not in values:
+            raise InputError(f"`{name}` {value!r} is not one of {', '.join(values)}")
+
 def plot_skipping(ds, part: str = "layer", agg: str = "max", size=None, dpi: int = 100):
     """Layer skipping (docs/methods.md#layer-skipping): top, the R[s, l] heatmaps (skipped layer s, rows; later
     layer l, columns) of the "current" and "future" settings for `part`; bottom, O[s] bars for
     the three parts, per setting. `agg`: "max" or "mean_over_prompts". Returns a Figure of
     `size` pixels [default 1200x900]."""
     check_schema(ds, "skipping", "plot_skipping")
+    check_selection(ds, part=part, agg=agg)
     parts = [str(p) for p in ds["part"].values]
-    aggs = [str(a) for a in ds["agg"].values]
-    if part not in parts:
-        raise InputError(f"`part` {part!r} is not one of {', '.join(parts)}")
-    if agg not in aggs:
-        raise InputError(f"`agg` {agg!r} is not one of {', '.join(aggs)}")
     settings = [str(s) for s in ds["setting"].values]
     fig, axes = figure(size or DEFAULT_SIZE["skipping"], dpi, 2, len(settings), layout="constrained")
     skipped, later = ds["skipped"].values, ds["later"].values
@@ -131,11 +134,7 @@ def plot_depthscore(ds, part: str = "layer", agg: str = "max", size=None, dpi: i
     gaps; the prompt-bootstrap 95% intervals (ds_low, ds_high), where the result has them, are
     error bars. Returns a Figure of `size` pixels [default 1000x420]."""
     check_schema(ds, "depthscore", "plot_depthscore")
-    parts, aggs = [str(p) for p in ds["part"].values], [str(a) for a in ds["agg"].values]
-    if part not in parts:
-        raise InputError(f"`part` {part!r} is not one of {', '.join(parts)}")
-    if agg not in aggs:
-        raise InputError(f"`agg` {agg!r} is not one of {', '.join(aggs)}")
+    check_selection(ds, part=part, agg=agg)
     effects = [str(e) for e in ds["effect"].values]
     fig, axes = figure(size or DEFAULT_SIZE["depthscore"], dpi, 1, len(effects), layout="constrained")
     levels = ds["level"].values
