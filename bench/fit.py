@@ -9,6 +9,7 @@ process), and the peak memory of the client and its workers under --memory-limit
     .venv/bin/python bench/fit.py                       # defaults below; writes bench/results/fit.json
     .venv/bin/python bench/fit.py --tokens 20000 --quick    # no memory run
     .venv/bin/python bench/fit.py --stores /tmp/fb      # keep (and re-use) the generated stores there
+    .venv/bin/python bench/fit.py --pairing char-anchors --tokens 65536   # an anchored pair against tokens
 
 The stores are written from seeded random arrays through align.store (the fit's cost does not
 depend on what the numbers are), in float32 without compression.
@@ -237,6 +238,10 @@ def main():
                     help="the memory run on a local cluster of that many workers [default 0: threads, as align fit runs]")
     ap.add_argument("--idle-probe", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--quick", action="store_true", help="skip the memory run")
+    ap.add_argument("--pairing", choices=["tokens", "char-anchors"], default="tokens",
+                    help="char-anchors: time an anchored pair against a same-tokenizer pair of as many rows "
+                         "(bench/fit_pairing.py; writes bench/results/fit-pairing.json)")
+    ap.add_argument("--repeats", type=int, default=3, help="--pairing char-anchors: runs of each fit, alternated")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "fit.json"))
     ap.add_argument("--tmp", default=None)
     args = ap.parse_args()
@@ -244,6 +249,11 @@ def main():
         from dask.utils import parse_bytes
 
         return idle_probe(args.workers if args.workers is not None else os.cpu_count(), parse_bytes(args.memory_limit))
+    if args.pairing == "char-anchors":
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import fit_pairing
+
+        return fit_pairing.main(args)
 
     import align
     from align import ridge

@@ -6,6 +6,7 @@ import click
 
 from align.models import DTYPES, families
 from align.records import build
+from align.fitting.anchors import MIN_COVERAGE, PAIRINGS
 from align.fitting.options import CONTROLS
 from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
 from align.cli.extract import corpus_options, corpus_spec, model_spec
@@ -93,6 +94,12 @@ def live_options(f):
 @click.option("--control", type=click.Choice([c for c in CONTROLS if c is not None]), default=None,
               help="shuffle: pair each source token with the target's token at the same position of another document "
                    "(the matrix a meaningless pairing gives; two stores only).")
+@click.option("--pairing", type=click.Choice(PAIRINGS), default="auto", show_default=True,
+              help="Which tokens make a row: tokens (one token stream, token for token), char-anchors (the tokens of "
+                   "two tokenizations that end at the same character of a document; two stores only), auto (tokens "
+                   "when the tokenizers behave identically, else char-anchors).")
+@click.option("--min-coverage", type=click.FloatRange(0, 1), default=MIN_COVERAGE, show_default=True,
+              help="char-anchors: the fraction of each model's tokens the anchors must cover (0: no floor).")
 @click.option("--include-first-token", is_flag=True, help="Also fit and score position 0 of each sequence.")
 @click.option("--source-boundaries", default=None, metavar="SPEC", help="Source boundaries to map from, e.g. 0,4,8 or ::2 [default: all stored].")
 @click.option("--target-boundaries", default=None, metavar="SPEC", help="Target boundaries to map to [default: all stored].")
@@ -117,12 +124,13 @@ def live_options(f):
               help="Replace RESULT if it is an alignment result (never a store, an input or a folder holding other files).")
 @live_options
 def fit_cmd(source, target, output, test_fraction, val_fraction, seed, alphas, bootstrap, bootstrap_seed,
-            convergence, control, include_first_token, source_boundaries, target_boundaries, scheduler, n_workers, memory_limit, device, save_maps,
+            convergence, control, pairing, min_coverage, include_first_token, source_boundaries, target_boundaries, scheduler, n_workers, memory_limit, device, save_maps,
             task_tokens, overwrite, corpus=None, live=False, **live_values):
     """Fit ridge maps from every boundary of SOURCE to every boundary of TARGET and score them.
 
-    SOURCE and TARGET are activation stores made by `align extract` from the same corpus with
-    one tokenizer. The result holds relative_error, norm_error, r2 and α per pair on held-out
+    SOURCE and TARGET are activation stores made by `align extract` from the same corpus: of
+    one tokenizer (rows token for token), or of two (rows at the characters where both end a
+    token, --pairing char-anchors, which auto picks). The result holds relative_error, norm_error, r2 and α per pair on held-out
     documents; open it with xarray.open_zarr(RESULT) or align.open_alignment(RESULT).
 
     With --live: `align fit --live SOURCE_MODEL TARGET_MODEL CORPUS -o RESULT` runs both models

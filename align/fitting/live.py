@@ -47,7 +47,7 @@ from align.fitting.budget import LiveShape, bootstrap_bytes, bootstrap_refusal, 
 from align.fitting.cluster import default_memory_limit, executor
 from align.fitting.graph import add_heldout_task, add_task, tree
 from align.fitting.options import Execution, FitRequest, FitSpec, LiveJob, request
-from align.fitting.pairing import check_tokenizers
+from align.fitting.pairing import check_tokenizers, resolve
 from align.fitting.live_estimate import estimate
 from align.fitting.passes import PassInputs, load_models, run_blocks
 from align.fitting.progress import Progress
@@ -123,7 +123,14 @@ def prepare(job: LiveJob, options: FitRequest) -> Prepared:
     corpus.validate(job.corpus)
     configs = tuple(models.load_config(s) for s in (job.source, job.target))
     toks = tuple(models.load_tokenizer(s) for s in (job.source, job.target))
-    check_tokenizers(*(corpus.tokenizer_hashes(t) for t in toks), job.source.name, job.target.name)
+    hashes = tuple(corpus.tokenizer_hashes(t) for t in toks)
+    mode, why = resolve(options.spec.pairing, *hashes)
+    if mode == "char-anchors":
+        raise InputError(
+            f"the tokenizers of source {job.source.name} and target {job.target.name} {why.removeprefix('the tokenizers ')}: "
+            "the fused route forwards one token stream to both models and cannot pair tokens anchored on the text; "
+            "extract both stores and run `align fit SOURCE TARGET` (`pairing` char-anchors)")
+    check_tokenizers(*hashes, job.source.name, job.target.name)
     boundaries = [parse_boundaries(spec, c.num_hidden_layers, f"`{side}_boundaries`") for spec, c, side in
               ((options.spec.source_boundaries, configs[0], "source"), (options.spec.target_boundaries, configs[1], "target"))]
     table = token_table(job.corpus, toks[0])
@@ -340,9 +347,10 @@ def finish(p: Prepared, sides, outcome: Outcome, plan: LivePlan, options: FitReq
     """The alignment Dataset (the shared writer's, route "live") written to `output`."""
     results, statistics, rates, loop_s, where, t0 = outcome
     log(f"align fit --live: {plan.passes} pass(es) over {p.table.n_tokens:,} tokens, {rates}")
-    recorded = options.recorded(batch_size=p.job.batch_size, n_tokens=p.split.counts, device=where)
+    recorded = options.recorded(batch_size=p.job.batch_size, n_tokens=p.split.counts, device=where, pairing="tokens")
     ds = alignment_dataset(results, (p.source_boundaries, p.target_boundaries), sides, p.split, recorded, route="live",
                            save_maps=options.spec.save_maps, resampling=options.spec.resampling)
+    ds.attrs["pairing"] = {"mode": "tokens"}
     note = grid_note(ds, options.spec.extend_alphas)
     if note:
         log(f"align fit --live: {note}")

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from align import corpus, models, ridge
 from align.stats.bootstrap import Resampling, check_resamples
 from align.errors import InputError
+from align.fitting.anchors import MIN_COVERAGE, check_min_coverage, check_pairing
 from align.fitting.split import check_seed
 from align.records import take
 
@@ -32,7 +33,11 @@ class FitSpec:
     documents (`split.FRACTIONS`) and score them (relative_error_by_fraction), at three times
     the statistics' memory; control: "shuffle" pairs each source token with the target's
     token at the same position of another document (`split.shuffle_partners`): the matrix a
-    meaningless pairing gives.
+    meaningless pairing gives. pairing: which rows pair the two models (`anchors`): "tokens"
+    (one token stream, token for token), "char-anchors" (the tokens of two tokenizations that
+    end at the same character of a document), "auto" (tokens when the tokenizers behave
+    identically, else char-anchors); min_coverage: the fraction of each side's tokens the
+    anchors must cover.
     """
 
     test_fraction: float = 0.2
@@ -48,6 +53,8 @@ class FitSpec:
     bootstrap_seed: int = 0
     convergence: bool = False
     control: str | None = None
+    pairing: str = "auto"
+    min_coverage: float = MIN_COVERAGE
 
     def checked(self) -> "FitSpec":
         """This spec with α sorted and extend_alphas decided, or the one-line InputError of
@@ -56,6 +63,8 @@ class FitSpec:
         if not alphas or any(not (a > 0 and math.isfinite(a)) for a in alphas):
             raise InputError(f"`alphas` {','.join(map(str, alphas)) or '(empty)'}: every α_rel must be a positive finite number")
         check_seed(self.seed)
+        check_pairing(self.pairing)
+        check_min_coverage(self.min_coverage)
         if self.control not in CONTROLS:
             raise InputError(f"`control` {self.control!r}: the controls are shuffle (other documents' tokens at the same "
                              "positions); the untrained control is a `random_init` store, the self-map `align fit S S`")

@@ -185,24 +185,28 @@ class Split:
 
 
 def make_split(doc: np.ndarray, pos: np.ndarray, options, seq: np.ndarray | None = None,
-               origin: Origin = STORES) -> Split:
+               origin: Origin = STORES, partner: np.ndarray | None = None) -> Split:
     """The `Split` of tokens with document ids `doc` and positions `pos` (n_tokens,) under
     `options` (FitSpec: fractions, seed, α grid, include_first_token, convergence,
-    control; `seq` (n_tokens,), the sequence ids, for --control shuffle). Too few
+    control; `seq` (n_tokens,), the sequence ids, for --control shuffle). `partner`
+    (n_tokens,): the target token paired with each (−1: none), when the pairing is not
+    token for token (`anchors`: it already holds the control's shuffle). Too few
     documents, or a part left without any token, is a one-line InputError in `origin`'s
     words."""
     need_val = options.need_validation
     fit_docs, val_docs, test_docs = split_documents(doc, options.test_fraction, options.val_fraction, options.seed, need_val,
                                                     origin)
     part = token_parts(doc, pos, fit_docs, val_docs, test_docs, options.include_first_token)
-    partner = None
-    if getattr(options, "control", None) == "shuffle":
+    anchored = partner is not None
+    if partner is None and getattr(options, "control", None) == "shuffle":
         partner = shuffle_partners(doc, seq, pos, options.seed)
-        part[partner < 0] = -1  # no token of another document at this position: left out
+    if partner is not None:
+        part[partner < 0] = -1  # no partner (no anchor, or no token of another document there): left out
     counts = {name: int((part == code).sum()) for code, name in PART_NAMES.items()}
     for name, n in counts.items():
         if n == 0 and (name != "validation" or need_val):
-            raise InputError(f"the {name} part of the split has no token (position 0 excluded): change the fractions, "
+            raise InputError(f"the {name} part of the split has no token (position 0 excluded"
+                             f"{'; anchored tokens only' if anchored else ''}): change the fractions, "
                              f"or {origin.more}")
     stat = (statistics_parts(doc, part, fit_docs, val_docs, options.seed)
             if getattr(options, "convergence", False) else None)

@@ -32,7 +32,7 @@ from align.fitting.cluster import (
 from align.fitting.tasks import cancel
 from align.fitting.graph import BlockSettings, Job, Tokens, block_graph
 from align.fitting.options import Execution, FitRequest, FitSpec, request
-from align.fitting.pairing import check_tokenizers
+from align.fitting.pairing import anchored_partner, check_same_text, check_tokenizers, resolve, target_part
 from align.fitting.result import (
     Side, alignment_dataset, check_result_room, grid_note, import_ahead, import_dataset_modules, pair_results,
     write_alignment,
@@ -66,15 +66,19 @@ class FitReport:
 WINDOWING = ("max_length", "overflow", "doc_split")  # corpus options that cut documents into sequences
 
 
-def open_pair(source: str, target: str, storage_options: dict | None = None):
+def open_pair(source: str, target: str, storage_options: dict | None = None, pairing: str = "tokens"):
     """Open both activation stores and refuse a pair that cannot be fitted, with one line
-    naming what differs: the tokenizers, the token count, and per token (block by block) its
+    naming what differs; returns (S, T, mode, why): the pairing `pairing` resolves to
+    ("tokens" or "char-anchors", `pairing.resolve`) and the words the log gives for it.
+
+    Token for token: the tokenizers, the token count, and per token (block by block) its
     id and its place (doc, seq, pos). Two stores of the same token ids cut into different
     windows (another --max-length or --doc-split) saw each token in another context: a map
     between them is wrong, so the first token whose place differs is named, with the
     windowing options of the two stores' provenance that differ. Windowing options that
     differ while every token sits in the same place (documents shorter than both windows)
-    change nothing and pass."""
+    change nothing and pass. Anchored on the text: the same corpus, unpacked
+    (`pairing.check_same_text`; the windows and the coverage are checked with the anchors)."""
     stores = []
     for role, path in (("source", source), ("target", target)):
         _check_reachable(path, role.upper(), storage_options)
@@ -83,7 +87,17 @@ def open_pair(source: str, target: str, storage_options: dict | None = None):
         stores.append(s)
     S, T = stores
     hs, ht = S.provenance.get("tokenizer_hash", {}), T.provenance.get("tokenizer_hash", {})
+    mode, why = resolve(pairing, hs, ht)
+    if mode == "char-anchors":
+        check_same_text(S, T)
+        return S, T, mode, why
     check_tokenizers(hs, ht, f"{S.path} ({S.provenance.get('model')})", f"{T.path} ({T.provenance.get('model')})")
+    _check_one_stream(S, T)
+    return S, T, mode, why
+
+
+def _check_one_stream(S, T) -> None:
+    """Refuse two stores whose token streams differ: count, ids, places (`open_pair`)."""
     windowing = _windowing_difference(S, T)
     if S.n_tokens != T.n_tokens:
         raise StoreError(
@@ -116,7 +130,6 @@ def open_pair(source: str, target: str, storage_options: dict | None = None):
                 "cut into different sequences, so each model saw another context; extract both with the same "
                 "`max_length`, `overflow` and `doc_split`"
             )
-    return S, T
 
 
 def _windowing_difference(S, T) -> str:
@@ -219,10 +232,14 @@ def fit(source: str, target: str, output: str | None, spec: FitSpec | None = Non
         st.check_output(output, "alignment", inputs={"source": source, "target": target}, overwrite=opts.run.overwrite,
                         storage_options=opts.run.storage_options)
 
-    S, T = open_pair(source, target, opts.run.storage_options)
+    S, T, mode, paired_by = open_pair(source, target, opts.run.storage_options, opts.spec.pairing)
+    if mode == "char-anchors":
+        log(f"align fit: pairing char-anchors ({paired_by})")
     src_boundaries = select_boundaries(opts.spec.source_boundaries, S, "`source_boundaries`")
     tgt_boundaries = select_boundaries(opts.spec.target_boundaries, T, "`target_boundaries`")
-    split = make_split(S.tokens("doc"), S.tokens("pos"), opts.spec, S.tokens("seq"))
+    anchored, partner = anchored_partner(S, T, opts.spec, log) if mode == "char-anchors" else (None, None)
+    split = make_split(S.tokens("doc"), S.tokens("pos"), opts.spec, S.tokens("seq"), partner=partner)
+    t_part = split.part if anchored is None else target_part(split.part, split.partner, T.n_tokens)
     sides = Side.of_store(S), Side.of_store(T)
     if output is not None:
         check_result_room(output, src_boundaries, tgt_boundaries, *sides, split, opts.spec.save_maps)
@@ -257,12 +274,13 @@ def fit(source: str, target: str, output: str | None, spec: FitSpec | None = Non
         # the shift of the sums: one store chunk's training mean is near enough (a task's range of
         # every boundary was ~1 GB to read at 128k tokens, for a vector any value of which gives the same fit)
         near = min(step, S.chunk_tokens)
-        shifts = (shifts_of(S, src_boundaries, split.part, near), shifts_of(T, tgt_boundaries, split.part, near))
+        shifts = (shifts_of(S, src_boundaries, split.part, near), shifts_of(T, tgt_boundaries, t_part, near))
         c = split.counts
         log(f"align fit: {len(src_boundaries)}x{len(tgt_boundaries)} pairs in {len(blocks)} block(s) of at most "
             f"{len(blocks[0][0])}x{len(blocks[0][1])} ({human_bytes(plan['block_bytes'])} "
             f"per worker of {human_bytes(plan['worker_budget'])} planned), {len(ranges)} tasks of {step:,} tokens, "
-            f"{c['fit']:,} fit / {c['validation']:,} validation / {c['heldout']:,} held-out tokens")
+            f"{c['fit']:,} fit / {c['validation']:,} validation / {c['heldout']:,} held-out "
+            f"{'tokens (pairing tokens: ' + paired_by + ')' if mode == 'tokens' else 'anchored pairs'}")
         so = json.dumps(opts.run.storage_options, sort_keys=True) if opts.run.storage_options else None
         job = Job(S.path, T.path, so, opts.run.device, opts.run.blas_threads, min(step, S.chunk_tokens), use_torch,
                   uuid.uuid4().hex)
@@ -290,8 +308,9 @@ def fit(source: str, target: str, output: str | None, spec: FitSpec | None = Non
                 statistics[(I, J)] = out["stats"]
     plan.pop("block_list")
     ds = alignment_dataset(results, (src_boundaries, tgt_boundaries), sides, split,
-                           opts.recorded(task_tokens=step, n_tokens=split.counts), "store", opts.spec.save_maps,
+                           opts.recorded(task_tokens=step, n_tokens=split.counts, pairing=mode), "store", opts.spec.save_maps,
                            opts.spec.resampling)
+    ds.attrs["pairing"] = anchored.record() if anchored is not None else {"mode": "tokens"}
     note = grid_note(ds, opts.spec.extend_alphas)
     if note:
         log(f"align fit: {note}")

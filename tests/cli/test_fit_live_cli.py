@@ -28,15 +28,25 @@ def models(zoo):
     return zoo("qwen2"), zoo("qwen2", **BIG)
 
 
-def test_tokenizers_that_differ_are_refused_as_the_store_route_does(zoo, extracted, corpus_file, cli, tmp_path):
+def test_tokenizers_that_differ_are_refused_naming_the_store_route(zoo, extracted, corpus_file, cli, tmp_path):
     other = {"vocab_size": 280}  # another BPE vocabulary, trained on the same text
     code, _, err_live = cli("fit", "--live", zoo("qwen2"), zoo("qwen2", **other), corpus_file, "-o", tmp_path / "a.zarr")
-    live = one_line_error(code, err_live, "differ in vocabulary", "fit models that share a tokenizer")
-    code, _, err_store = cli("fit", extracted("qwen2"), extracted("qwen2", model_overrides=other), "-o", tmp_path / "b.zarr",
-                             "--scheduler", "synchronous")
+    live = one_line_error(code, err_live, "differ in vocabulary", "cannot pair tokens anchored on the text",
+                          "extract both stores and run `align fit SOURCE TARGET` (--pairing char-anchors)")
+    stores = extracted("qwen2"), extracted("qwen2", model_overrides=other)
+    code, _, err_store = cli("fit", *stores, "-o", tmp_path / "b.zarr", "--scheduler", "synchronous", "--pairing", "tokens")
     store = one_line_error(code, err_store)
-    assert live.split(" differ in ")[1] == store.split(" differ in ")[1]  # the same reason, word for word
-    assert not (tmp_path / "a.zarr").exists()
+    # the same parts named, word for word
+    assert live.split(" differ in ")[1].split(":")[0] == store.split(" differ in ")[1].split(":")[0]
+    assert not (tmp_path / "a.zarr").exists() and not (tmp_path / "b.zarr").exists()
+    # the store route pairs them on the text (auto), once every document is read from its start by both
+    code, _, err = cli("fit", *stores, "-o", tmp_path / "c.zarr", "--scheduler", "synchronous", "--bootstrap", "0")
+    one_line_error(code, err, "is cut into 1 window(s) in source", "but 2 in target", "--overflow truncate",
+                   progress=("align fit: ",))
+    whole = extracted("qwen2", overflow="truncate"), extracted("qwen2", model_overrides=other, overflow="truncate")
+    code, _, err = cli("fit", *whole, "-o", tmp_path / "c.zarr", "--scheduler", "synchronous", "--bootstrap", "0")
+    assert code == 0, err
+    assert "pairing char-anchors (the tokenizers differ in vocabulary" in err and "anchored pairs cover" in err
 
 
 def test_a_budget_without_room_for_one_target_boundary_names_the_minimum(models, corpus_file, cli, tmp_path):

@@ -19,8 +19,8 @@ def test_the_tokenizer_check_names_every_part_that_differs_in_one_message():
     with pytest.raises(StoreError) as e:
         check_tokenizers(HASHES, other, "a.zarr (m1)", "b.zarr (m2)")
     assert str(e.value) == ("the tokenizers of source a.zarr (m1) and target b.zarr (m2) differ in vocabulary, "
-                            "special-token wrapping: a map between models needs one token stream; fit models that "
-                            "share a tokenizer")
+                            "special-token wrapping: `pairing` tokens needs one token stream; pair their tokens on "
+                            "the text with `pairing` char-anchors (what auto does)")
     check_tokenizers(HASHES, {**HASHES, "all": "another"}, "a", "b")  # only the behaviour's parts count
 
 

@@ -134,8 +134,8 @@ def test_known_answers_affine_and_unrelated(synthetic):
         assert abs(r2[i, 0]) < 5 * d_s / n_train, r2
 
 
-def _refusal(cli, tmp_path, source, target):
-    code, out, err = cli("fit", source, target, "-o", str(tmp_path / "r.zarr"), "--scheduler", "synchronous")
+def _refusal(cli, tmp_path, source, target, *options):
+    code, out, err = cli("fit", source, target, "-o", str(tmp_path / "r.zarr"), "--scheduler", "synchronous", *options)
     assert code == 2
     line = one_line_error(code, err)
     assert not os.path.exists(tmp_path / "r.zarr")
@@ -163,8 +163,9 @@ def test_refuses_token_ids_that_differ(small_pair, synthetic, cli, tmp_path):
 @pytest.mark.parametrize("part,word", [("vocab", "vocabulary"), ("merges", "merges"), ("added_tokens", "added tokens")])
 def test_refuses_tokenizers_that_differ(small_pair, synthetic, cli, tmp_path, part, word):
     tok, X, S = small_pair
-    msg = _refusal(cli, tmp_path, S, synthetic(X, tok, tokenizer={**TOKENIZER, part: "other"}, n_layers=1))
-    assert f"differ in {word}:" in msg
+    msg = _refusal(cli, tmp_path, S, synthetic(X, tok, tokenizer={**TOKENIZER, part: "other"}, n_layers=1), "--pairing",
+                   "tokens")
+    assert f"differ in {word}: --pairing tokens needs one token stream" in msg
 
 
 def test_refuses_incomplete_and_non_activation_stores(small_pair, synthetic, cli, tmp_path, fit_pair):
