@@ -89,7 +89,7 @@ def run(args) -> dict:
         coverage = {k: probe.attrs["pairing"][k]["coverage"] for k in ("source", "target")}
         # the baseline: one tokenizer, as many rows (tokens outside position 0) over as many documents
         per_doc = -(-rows // n_docs) + 1
-        base = token_table(per_doc * 4, n_docs, 0.0, 3)
+        base = token_table(per_doc * 8, n_docs, 0.0, 3)  # words of 2–7 characters: more than per_doc tokens
         keep = np.concatenate([np.flatnonzero(base["doc"] == d)[:per_doc] for d in range(n_docs)])
         base = {k: v[keep] for k, v in base.items()}
         BS = write(os.path.join(tmp, "bs.zarr"), base, Ls, ds, 1, TOKENIZERS["source"])

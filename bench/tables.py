@@ -360,8 +360,9 @@ def families(r: Results) -> str:
 DEMO_COMMAND = "align demo -o /tmp/demo-full && python bench/tables.py --demo /tmp/demo-full/demo.json"
 DEMO_STATS = (("slope", "slope of j*/L_T on i/L_S", 2), ("mean_depth_gap", "mean depth gap", 3),
               ("soft_depth_spread", "soft-depth spread", 3), ("spearman", "Spearman", 2))
-DEMO_STEPS = (("train", "training (every seed, both models)"), ("extract", "extraction (every seed, three stores)"),
-              ("fit", "fits (every seed, two)"), ("contrib", "contributions"), ("lens", "logit lens"),
+DEMO_STEPS = (("train", "training (every seed, both models; the BPE model once)"),
+              ("extract", "extraction (every seed, three stores; the BPE model's)"),
+              ("fit", "fits (every seed, two; shallow → BPE)"), ("contrib", "contributions"), ("lens", "logit lens"),
               ("skip", "layer skipping"), ("depth", "effective depth"), ("figures", "figures"))
 
 
@@ -409,13 +410,15 @@ def demo(r: Results) -> str:
              "with the document bootstrap's 95% intervals:")
     Ls, Lt = c["shallow"]["n_layers"], c["deep"]["n_layers"]
     diag = [round(i * Lt / Ls) for i in range(1, Ls + 1)]
-    rows0 = []
-    for pair, label in (("trained", "trained → trained"), ("control", "trained → untrained deep (control)")):
-        x = s0[pair]
-        rows0.append([label, str(x["argmin_path"]), f"**{opt(x['slope'], 2)}{ci(x, 'slope', 2)}**",
-                      f"{opt(x['spearman'], 2)}{ci(x, 'spearman', 2)}",
-                      f"{opt(x['mean_depth_gap'], 3)}{ci(x, 'mean_depth_gap', 3)}",
-                      f"{opt(x['soft_depth_spread'], 3)}{ci(x, 'soft_depth_spread', 3)}"])
+    pairs = [("trained → trained", s0["trained"]), ("trained → untrained deep (control)", s0["control"])]
+    other = d.get("tokenizers_pair")
+    if other:
+        cov = other["pairing"]
+        pairs.append((f"trained → trained deep, BPE tokenizer (char-anchors: {cov['source']:.0%} of the shallow "
+                      f"model's tokens, {cov['target']:.0%} of the BPE model's)", other["summary"]))
+    rows0 = [[label, str(x["argmin_path"]), f"**{opt(x['slope'], 2)}{ci(x, 'slope', 2)}**",
+              f"{opt(x['spearman'], 2)}{ci(x, 'spearman', 2)}", f"{opt(x['mean_depth_gap'], 3)}{ci(x, 'mean_depth_gap', 3)}",
+              f"{opt(x['soft_depth_spread'], 3)}{ci(x, 'soft_depth_spread', 3)}"] for label, x in pairs]
     t0 = table(["pair", f"argmin path j*(i), i = 1..{Ls} (equal relative depth: {diag})", "slope", "Spearman",
                 "mean depth gap", "soft-depth spread"], rows0)
     rows = []

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from align import messages, textfiles
 from align.demo import data
-from align.errors import InputError, StoreError
+from align.errors import InputError
 from align.demo import seeds as across
 from align.demo.train import TrainConfig
 from align import store as st
@@ -43,7 +43,8 @@ from align.analyses import run as analyses
 from align.corpus import CorpusSpec
 from align.models import ModelSpec
 import align
-from align.demo import train
+from align.demo import train, tokenizers_pair
+from align.demo.steps import done, quiet, step
 from align.store import open_result
 
 STATE_FILE = "demo.json"
@@ -65,6 +66,7 @@ class DemoConfig:
     control_seed: int = 1
     fit_seed: int = 0
     batch_size: int = 16
+    bpe_merges: int = 48  # the third model's tokenizer (`tokenizers_pair`); 0: no third model
 
     def key(self) -> str:
         # "format" 2: stores made since align reads a checkpoint's tokenizer.json as saved
@@ -129,22 +131,8 @@ def _prepare(output: str, key: str, log) -> None:
             shutil.rmtree(os.path.join(output, sub), ignore_errors=True)
 
 
-def _step(report: DemoReport, name: str, fn, log):
-    t = time.time()
-    out = fn()
-    report.timings[name] = round(time.time() - t, 2)
-    return out
 
 
-def _done(path: str) -> bool:
-    """A step's result is done when it opens as a complete result (a killed write leaves one
-    that does not, and the step then runs again)."""
-
-    try:
-        st.open_result(path)
-    except StoreError:
-        return False
-    return True
 
 
 def run(output: str = "demo-output", config: DemoConfig | None = None, log=None, figures: bool = True) -> DemoReport:
@@ -184,31 +172,33 @@ def _run(output, config, log, figures) -> DemoReport:
     first = report.seeds[0]
     report.models, report.training, report.stores = dict(first["models"]), dict(first["training"]), dict(first["stores"])
     report.results.update(first["results"])
+    if config.bpe_merges:  # the third model: another tokenizer, paired with the shallow model on the text
+        tokenizers_pair.run(report, config, first, corpus_path, log, MAX_LENGTH)
     report.across = across.statistics([_seed_summaries(x) for x in report.seeds])
 
     # 3. Companion analyses of the first seed's trained models: contributions and lens from the
     # stores, skipping from the live model on the first documents, effective depth from the first two.
-    quiet = _quiet(log)
+    brief = quiet(log)
     skip_spec = CorpusSpec(corpus_path, max_length=MAX_LENGTH, max_docs=config.skip_docs)
     for name in ("shallow", "deep"):
         paths = {kind: sub("results", f"{kind}-{name}.zarr") for kind in ("contributions", "lens", "skipping", "depth")}
         report.results.update({f"{kind}-{name}": p for kind, p in paths.items()})
-        if not _done(paths["contributions"]):
-            _step(report, f"contrib {name}", lambda: analyses.run_contrib(paths["contributions"], store=report.stores[name],
-                                                                          log=quiet), log)
-        if not _done(paths["lens"]):
-            _step(report, f"lens {name}", lambda: analyses.run_lens(paths["lens"], store=report.stores[name], log=quiet), log)
-        if not _done(paths["skipping"]):
+        if not done(paths["contributions"]):
+            step(report, f"contrib {name}", lambda: analyses.run_contrib(paths["contributions"], store=report.stores[name],
+                                                                          log=brief), log)
+        if not done(paths["lens"]):
+            step(report, f"lens {name}", lambda: analyses.run_lens(paths["lens"], store=report.stores[name], log=brief), log)
+        if not done(paths["skipping"]):
             spec = ModelSpec(report.models[name])
-            _step(report, f"skip {name}", lambda: analyses.run_skip(paths["skipping"], spec=spec, cspec=skip_spec,
-                                                                    batch_size=config.batch_size, log=quiet), log)
-        if not _done(paths["depth"]):
-            _step(report, f"depth {name}", lambda: analyses.run_depth(paths["depth"], contrib_path=paths["contributions"],
-                                                                      lens_path=paths["lens"], log=quiet), log)
+            step(report, f"skip {name}", lambda: analyses.run_skip(paths["skipping"], spec=spec, cspec=skip_spec,
+                                                                    batch_size=config.batch_size, log=brief), log)
+        if not done(paths["depth"]):
+            step(report, f"depth {name}", lambda: analyses.run_depth(paths["depth"], contrib_path=paths["contributions"],
+                                                                      lens_path=paths["lens"], log=brief), log)
 
     # 4. Figures and the summary.
     if figures:
-        _step(report, "figures", lambda: draw_figures(report), log)
+        step(report, "figures", lambda: draw_figures(report), log)
     report.summary = summarize(report)
     report.timings["total"] = round(time.time() - t_all, 2)
     report.machine["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
@@ -216,6 +206,7 @@ def _run(output, config, log, figures) -> DemoReport:
         json.dump({"key": key, "config": dataclasses.asdict(config), "models": report.models, "stores": report.stores,
                    "results": report.results, "figures": report.figures, "timings": report.timings,
                    "seeds": report.seeds, "across_seeds": report.across, "machine": report.machine,
+                   "tokenizers_pair": tokenizers_pair.record(report) if tokenizers_pair.RESULT in report.results else None,
                    "summary": report.summary}, f, indent=1)
     return report
 
@@ -224,9 +215,6 @@ def _run(output, config, log, figures) -> DemoReport:
 MAX_LENGTH = 512
 
 
-def _quiet(log):
-    """The log of align's steps, reduced to the lines that say a store was written or reused."""
-    return lambda m: log(m) if "wrote" in m or "already complete" in m else None
 
 
 def _one_seed(report: DemoReport, config: DemoConfig, seed: int, first: bool, corpus_path: str, log) -> dict:
@@ -243,23 +231,23 @@ def _one_seed(report: DemoReport, config: DemoConfig, seed: int, first: bool, co
         tc = dataclasses.replace(tc, seed=seed)
         folder = os.path.join(report.output, "models", f"{name}-{tc.key()}")
         out["models"][name] = folder
-        out["training"][name] = _step(report, f"train {name}{tag}", lambda: train.train(tc, folder, log=log), log)
-    quiet = _quiet(log)
+        out["training"][name] = step(report, f"train {name}{tag}", lambda: train.train(tc, folder, log=log), log)
+    brief = quiet(log)
     jobs = (("shallow", out["models"]["shallow"], False), ("deep", out["models"]["deep"], False),
             ("control", out["models"]["deep"], True))
     for name, model, random_init in jobs:
         path = os.path.join(root, "stores", f"{name}.zarr")
         out["stores"][name] = path
-        _step(report, f"extract {name}{tag}", lambda: align.extract(
+        step(report, f"extract {name}{tag}", lambda: align.extract(
             model, corpus_path, path, random_init=random_init, seed=config.control_seed + seed, max_length=MAX_LENGTH,
-            batch_size=config.batch_size, sublayers=first, log=quiet), log)
+            batch_size=config.batch_size, sublayers=first, log=brief), log)
     for name, target in (("alignment", "deep"), ("alignment-control", "control")):
         path = os.path.join(root, "results", f"{name}.zarr")
         out["results"][name] = path
-        if not _done(path):
-            _step(report, f"fit {name}{tag}", lambda: align.fit(
+        if not done(path):
+            step(report, f"fit {name}{tag}", lambda: align.fit(
                 out["stores"]["shallow"], out["stores"][target], path, seed=config.fit_seed, scheduler="synchronous",
-                blas_threads=None, log=quiet), log)
+                blas_threads=None, log=brief), log)
     return out
 
 
@@ -302,6 +290,10 @@ def draw_figures(report: DemoReport) -> dict:
         fig = plotting.plot_alignments([trained, control], metric=metric,
                                        titles=["trained shallow → trained deep", "trained shallow → untrained deep (control)"])
         report.figures[name] = plotting.save(fig, os.path.join(fig_dir, f"{name}.png"))
+    if tokenizers_pair.RESULT in r:
+        fig = plotting.plot_alignments([trained, open_result(r[tokenizers_pair.RESULT], "alignment")],
+                                       titles=["shallow → deep, one tokenizer", "shallow → deep BPE, pairs anchored on the text"])
+        report.figures["alignment-tokenizers"] = plotting.save(fig, os.path.join(fig_dir, "alignment-tokenizers.png"))
     for name in ("shallow", "deep"):
         depth = open_result(r[f"depth-{name}"], "depth")
         figs = {
@@ -362,6 +354,12 @@ def summarize(report: DemoReport) -> str:
         lines.append(f"  model {name:<8} {report.models[name]}  ({c['n_layers']} layers, d={c['d_model']}, "
                      f"{t['tokens_seen']:,} training tokens, held-out loss {t['heldout_loss_init']:.2f} -> "
                      f"{t['heldout_loss_trained']:.2f} nats/char)")
+    if tokenizers_pair.NAME in report.training:
+        t = report.training[tokenizers_pair.NAME]
+        c = t["config"]
+        lines.append(f"  model {tokenizers_pair.NAME:<8} {report.models[tokenizers_pair.NAME]}  ({c['n_layers']} layers, "
+                     f"d={c['d_model']}, a BPE of {c['bpe_merges']} merges, {t['tokens_seen']:,} training tokens, held-out "
+                     f"loss {t['heldout_loss_init']:.2f} -> {t['heldout_loss_trained']:.2f} nats/token)")
     for x in report.seeds[1:]:
         folder = os.path.join(report.output, "seeds", f"seed-{x['seed']}")
         losses = ", ".join(f"{name} {t['heldout_loss_init']:.2f} -> {t['heldout_loss_trained']:.2f}" for name, t in x["training"].items())
@@ -374,6 +372,9 @@ def summarize(report: DemoReport) -> str:
                  "(relative error on held-out documents, boundaries >= 1):")
     lines += _matrix_lines(open_result(r["alignment"], "alignment"), "trained -> trained")
     lines += _matrix_lines(open_result(r["alignment-control"], "alignment"), "trained -> untrained deep (control)")
+    if tokenizers_pair.RESULT in r:
+        bpe = open_result(r[tokenizers_pair.RESULT], "alignment")
+        lines += _matrix_lines(bpe, f"trained -> trained deep with a BPE tokenizer ({tokenizers_pair.coverage(bpe)})")
     if report.across:
         lines += across.lines(report.across)
     lines.append("Effective depth (ED, ratio (ED+1)/L):")

@@ -40,6 +40,7 @@ class TrainConfig:
     min_ops: int = 1
     max_ops: int = 4
     seed: int = 0
+    bpe_merges: int = 0  # 0: the character tokenizer; else a BPE of this many merges learnt on the training text
 
     @property
     def steps(self) -> int:
@@ -47,7 +48,10 @@ class TrainConfig:
 
     def key(self) -> str:
         """sha256 of the configuration (and the alphabet), first 12 hex digits."""
-        blob = json.dumps({**dataclasses.asdict(self), "alphabet": data.ALPHABET, "format": 1}, sort_keys=True)
+        fields = dataclasses.asdict(self)
+        if not self.bpe_merges:
+            fields.pop("bpe_merges")  # the character models keep their keys
+        blob = json.dumps({**fields, "alphabet": data.ALPHABET, "format": 1}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -116,14 +120,14 @@ def train(cfg: TrainConfig, folder: str, log=print) -> dict:
     if os.path.exists(tmp):
         shutil.rmtree(tmp)
     os.makedirs(tmp)
-    tok = tokenizer.save(tmp)
+    # The training stream: enough characters that windows rarely repeat.
+    n_chars = max(4 * cfg.tokens, 20_000)
+    text = data.training_text(n_chars, cfg.seed, cfg.min_ops, cfg.max_ops)
+    tok = tokenizer.save(tmp, merges=cfg.bpe_merges, text=text[:200_000])
     torch.manual_seed(cfg.seed)
     model = Qwen2ForCausalLM(qwen2_config(cfg, len(tok)))
     model.train()
-
-    # The training stream: enough characters that windows rarely repeat.
-    n_chars = max(4 * cfg.tokens, 20_000)
-    ids = torch.tensor(tok(data.training_text(n_chars, cfg.seed, cfg.min_ops, cfg.max_ops))["input_ids"], dtype=torch.long)
+    ids = torch.tensor(tok(text)["input_ids"], dtype=torch.long)
     held = torch.tensor(tok("\n".join(data.heldout_documents(64, cfg.seed + 10_000, 8, cfg.min_ops, cfg.max_ops)))["input_ids"])
     n_w = len(held) // (cfg.seq_len + 1)
     held = held[: n_w * (cfg.seq_len + 1)].view(n_w, cfg.seq_len + 1)[:64]
@@ -158,7 +162,7 @@ def train(cfg: TrainConfig, folder: str, log=print) -> dict:
         if time.time() - last >= 15 or step == steps - 1:
             last = time.time()
             rate = (step + 1) * cfg.batch_size * cfg.seq_len / (last - t0)
-            log(f"align demo: training {cfg.n_layers}-layer d={cfg.d_model}: step {step + 1}/{steps}, "
+            log(f"align demo: training {cfg.n_layers}-layer d={cfg.d_model}{' (BPE)' if cfg.bpe_merges else ''}: step {step + 1}/{steps}, "
                 f"loss {float(loss.detach()):.3f}, {rate:,.0f} tok/s, ETA {(steps - step - 1) * cfg.batch_size * cfg.seq_len / rate:,.0f} s")
     seconds = time.time() - t0
     loss1 = _heldout_loss(model, held)

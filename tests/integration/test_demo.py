@@ -246,7 +246,9 @@ def test_every_seed_trains_its_own_pair_on_the_same_heldout_documents(demo_run):
     out, report = demo_run
     assert [x["seed"] for x in report.seeds] == [0, 1]
     first, second = report.seeds
-    assert first["stores"] == report.stores and first["models"] == report.models
+    # the first seed's stores and models are the demo's (beside them the third model's, trained once)
+    assert {k: v for k, v in report.stores.items() if k != "deep-bpe"} == first["stores"]
+    assert {k: v for k, v in report.models.items() if k != "deep-bpe"} == first["models"]
     for name in ("shallow", "deep"):
         assert first["models"][name] != second["models"][name]
         assert second["training"][name]["config"]["seed"] == 1
@@ -324,3 +326,36 @@ def test_the_robustness_sentences_follow_the_separation_rule():
     assert st["sentences"][0].startswith("Not established: the slope is undefined in some seed")
     per_seed[0]["control"]["slope"] = 0.1
     assert seeds.statistics(per_seed)["separation"]["slope"] is None  # trained 0.2 touches the control's 0.2
+
+
+# -- the third model: another tokenizer -----------------------------------------------------
+
+def test_the_bpe_model_is_paired_with_the_shallow_one_on_the_text(demo_run):
+    """The demo's BPE model reads the same held-out documents in other tokens; its result's
+    anchored pairs are those a plain loop finds from both models' tokenizer.json read by the
+    `tokenizers` library: every BPE token ends where a character does (all of them anchors),
+    and the character model's anchors are the characters where a BPE token ends."""
+    import xarray as xr
+    from tokenizers import Tokenizer
+
+    out, report = demo_run
+    with open(os.path.join(out, "corpus", "heldout.txt"), encoding="utf-8") as f:
+        docs = [d.strip("\n") for d in f.read().split("\n\n") if d.strip()]
+    ends = {}
+    for name in ("shallow", "deep-bpe"):
+        tok = Tokenizer.from_file(os.path.join(report.models[name], "tokenizer.json"))
+        ends[name] = [[e for (_, e) in tok.encode(text).offsets] for text in docs]
+    assert sum(map(len, ends["deep-bpe"])) < 0.9 * sum(map(len, ends["shallow"]))  # the BPE cuts coarser
+    pairs = sum(len(set(a) & set(b)) for a, b in zip(ends["shallow"], ends["deep-bpe"]))
+    ds = xr.open_zarr(report.results["alignment-bpe"], consolidated=False)
+    p = ds.attrs["pairing"]
+    assert p["mode"] == "char-anchors" and ds.attrs["options"]["pairing"] == "char-anchors"
+    assert p["pairs"] == pairs == sum(map(len, ends["deep-bpe"]))
+    assert p["source"]["coverage"] == pairs / sum(map(len, ends["shallow"]))
+    assert p["target"]["coverage"] == 1.0
+    # the matrix is printed and drawn beside the same-tokenizer pair
+    err = ds["relative_error"].sel(source_boundary=[1, 2], target_boundary=[1, 2, 3, 4]).values
+    path = [int(j) + 1 for j in np.argmin(err, axis=1)]
+    line = report.summary.split("with a BPE tokenizer")[1]
+    assert f"argmin path j*(i), i = [1, 2]: {path}" in line.split("\n")[1]
+    assert "alignment-tokenizers" in report.figures
