@@ -327,3 +327,12 @@ def test_token_pairing_of_two_tokenizers_is_refused(anchored_pair, cli, tmp_path
     line = _refusal(cli, tmp_path, S, T, "--pairing", "tokens")
     assert "differ in vocabulary, merges: --pairing tokens needs one token stream" in line
     assert "--pairing char-anchors" in line
+
+
+def test_bootstrap_and_convergence_run_on_anchored_rows_unchanged(anchored_pair):
+    *_, S, T = anchored_pair
+    plain = _fit(S, T, None, alphas=ALPHAS, pairing="char-anchors", bootstrap=0).dataset
+    more = _fit(S, T, None, alphas=ALPHAS, pairing="char-anchors", bootstrap=200, convergence=True).dataset
+    np.testing.assert_array_equal(more.relative_error.values, plain.relative_error.values)  # the same rows, the same fit
+    assert more.attrs["summary"]["bootstrap"]["resamples"] == 200
+    assert "relative_error_by_fraction" in more and np.isfinite(more.relative_error_by_fraction.values).all()
