@@ -333,6 +333,7 @@ def test_bootstrap_and_convergence_run_on_anchored_rows_unchanged(anchored_pair)
     *_, S, T = anchored_pair
     plain = _fit(S, T, None, alphas=ALPHAS, pairing="char-anchors", bootstrap=0).dataset
     more = _fit(S, T, None, alphas=ALPHAS, pairing="char-anchors", bootstrap=200, convergence=True).dataset
-    np.testing.assert_array_equal(more.relative_error.values, plain.relative_error.values)  # the same rows, the same fit
+    # the same rows, the same fit (--convergence sums them in six parts: rounding only)
+    np.testing.assert_allclose(more.relative_error.values, plain.relative_error.values, rtol=1e-12)
     assert more.attrs["summary"]["bootstrap"]["resamples"] == 200
     assert "relative_error_by_fraction" in more and np.isfinite(more.relative_error_by_fraction.values).all()
