@@ -1,6 +1,7 @@
 """`align fit --pairing char-anchors` against a reference that never imports align, on two
 models whose tokenizers are of different kinds, trained here with `tokenizers`: a byte-level
-BPE and a SentencePiece-style BPE (Metaspace, byte fallback). The corpus has multi-byte
+BPE and a SentencePiece-style BPE (Metaspace, byte fallback), as tests/helpers/anchors_reference.py
+trains them. The corpus has multi-byte
 characters (split into byte pieces by both), whitespace runs and the text `<|endoftext|>`.
 
 The reference tokenizes each document itself (`tokenizers.Tokenizer.from_file` of each
@@ -17,6 +18,7 @@ import pytest
 import xarray as xr
 import zarr
 
+from tests.helpers.anchors_reference import anchors, byte_level_bpe, metaspace_byte_fallback, tokenize
 from tests.helpers.references import chosen_alpha, heldout_scores, ridge_val_sse, sklearn_ridge
 
 ALPHAS = [1e-3, 1e-1, 10.0]
@@ -33,39 +35,6 @@ def _documents(n: int = 36, seed: int = 0) -> list:
         seps = [" " if rng.random() < 0.8 else "   " for _ in range(k - 1)]
         docs.append("".join(w + s for w, s in zip(words, seps + [""])))
     return docs
-
-
-def _byte_level(texts):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"], show_progress=False,
-                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    return tok
-
-
-def _metaspace_byte_fallback(texts):
-    """A BPE over Metaspace words with byte fallback: its alphabet is the 30 most frequent
-    characters; any other character is its UTF-8 bytes, as <0xNN> tokens (as Llama's)."""
-    import json
-
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Metaspace()
-    tok.decoder = decoders.Metaspace()
-    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=120, special_tokens=["<unk>", "<|endoftext|>"],
-                                                       limit_alphabet=30, show_progress=False))
-    spec = json.loads(tok.to_str())
-    vocab = spec["model"]["vocab"]
-    for b in range(256):
-        vocab.setdefault(f"<0x{b:02X}>", len(vocab))
-    spec["model"]["byte_fallback"] = True
-    spec["model"]["unk_token"] = None
-    spec["decoder"] = {"type": "Sequence", "decoders": [{"type": "ByteFallback"}, spec["decoder"]]}
-    return Tokenizer.from_str(json.dumps(spec))
 
 
 def _checkpoint(folder, tok, layers: int, width: int, seed: int) -> str:
@@ -91,7 +60,7 @@ def two_tokenizers(tmp_path_factory):
     corpus = root / "corpus.txt"
     corpus.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
     models, stores = [], []
-    for k, (make, layers, width) in enumerate(((_byte_level, 2, 32), (_metaspace_byte_fallback, 3, 48))):
+    for k, (make, layers, width) in enumerate(((byte_level_bpe, 2, 32), (metaspace_byte_fallback, 3, 48))):
         folder = _checkpoint(str(root / f"model-{k}"), make(docs), layers, width, seed=k)
         store = str(root / f"store-{k}.zarr")
         align.extract(folder, str(corpus), store, dtype="float32", batch_size=4, log=lambda m: None)
@@ -103,24 +72,6 @@ def two_tokenizers(tmp_path_factory):
     return docs, models, stores, xr.open_zarr(out), "\n".join(lines)
 
 
-def _tokenize(folder, docs):
-    """Per document (ids, offsets) from the checkpoint's tokenizer.json, read by `tokenizers`."""
-    from tokenizers import Tokenizer
-
-    tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
-    return [(e.ids, e.offsets) for e in (tok.encode(d, add_special_tokens=False) for d in docs)]
-
-
-def _anchors(offsets) -> dict:
-    """{c: token} of one document: a token with a non-empty span whose next token starts at
-    or after its end (the last byte piece of a character; every whole token)."""
-    out = {}
-    for i, (s, e) in enumerate(offsets):
-        if e > s and (i + 1 == len(offsets) or offsets[i + 1][0] >= e):
-            out[e] = i
-    return out
-
-
 def _read(path):
     g = zarr.open_group(path, mode="r")
     bounds = [int(b) for b in g["boundary"][:]]
@@ -130,7 +81,7 @@ def _read(path):
 
 def test_char_anchors_equal_reference_across_tokenizers(two_tokenizers):
     docs, models, stores, ds, log = two_tokenizers
-    toks = [_tokenize(m, docs) for m in models]
+    toks = [tokenize(m, docs) for m in models]
     reads = [_read(s) for s in stores]
     # each store holds its tokenizer's ids, document by document, position 0 first
     for (X, doc, pos, ids), tk in zip(reads, toks):
@@ -144,7 +95,7 @@ def test_char_anchors_equal_reference_across_tokenizers(two_tokenizers):
     starts = [np.r_[0, np.cumsum([len(t[0]) for t in tk])] for tk in toks]
     counts = [0, 0]
     for d in range(len(docs)):
-        a, b = _anchors(toks[0][d][1]), _anchors(toks[1][d][1])
+        a, b = anchors(toks[0][d][1]), anchors(toks[1][d][1])
         counts[0] += len(toks[0][d][0])
         counts[1] += len(toks[1][d][0])
         common = sorted(set(a) & set(b))
@@ -153,7 +104,7 @@ def test_char_anchors_equal_reference_across_tokenizers(two_tokenizers):
                 rows["s"].append(starts[0][d] + a[c])
                 rows["t"].append(starts[1][d] + b[c])
     si, ti = np.array(rows["s"]), np.array(rows["t"])
-    pairs_all = sum(len(set(_anchors(toks[0][d][1])) & set(_anchors(toks[1][d][1]))) for d in range(len(docs)))
+    pairs_all = sum(len(set(anchors(toks[0][d][1])) & set(anchors(toks[1][d][1]))) for d in range(len(docs)))
     cover = (pairs_all / counts[0], pairs_all / counts[1])
     assert all(0.3 < c < 0.99 for c in cover), cover
     p = ds.attrs["pairing"]
