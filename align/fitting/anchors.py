@@ -20,7 +20,8 @@ Windows: a token's context starts where its window starts. The two stores must c
 document into windows that start at the same characters (a document in one window each, the
 usual case, always does); otherwise the fit is refused, naming the document (a store holds
 residuals computed in its windows, so neither route can re-cut them; `--live` follows the
-same rule so that both routes fit the same rows). Packed stores (`pack`) are refused: a
+same rule, so that both routes fit the same rows, and reads each model's windows as its
+extraction would). Packed stores (`pack`) are refused: a
 packed window's tokens read the end of the documents before them, cut at other characters by
 each tokenizer.
 
@@ -138,7 +139,7 @@ def anchor_pairs(s: TokenPlaces, t: TokenPlaces, names: tuple = ("source", "targ
             raise InputError(
                 f"document {d} is cut into {len(ws[d])} window(s) in {names[0]} but {len(wt[d])} in {names[1]}, at other "
                 "characters: each model would read the text after a cut in another context, so no token there can be "
-                "paired; extract both with a `max_length` that holds every document whole, or with `overflow` truncate"
+                "paired; tokenize both with a `max_length` that holds every document whole, or with `overflow` truncate"
             )
     a_s, a_t = anchor_tokens(s), anchor_tokens(t)
     key = lambda tab, idx: (tab.doc[idx].astype(np.int64) << 32) | tab.char_end[idx].astype(np.int64)  # noqa: E731
@@ -163,8 +164,8 @@ def check_coverage(anchored: Anchored, min_coverage: float, names: tuple = ("sou
         if c < min_coverage:
             raise InputError(
                 f"only {c:.1%} of the tokens of {side} {name} are anchors shared with the other model "
-                f"({anchored.n_pairs:,} pairs; floor `min_coverage` {min_coverage:g}): the two stores hardly hold the same "
-                "text (another corpus, or a tokenizer that changes it); extract both from one corpus, or pass "
+                f"({anchored.n_pairs:,} pairs; floor `min_coverage` {min_coverage:g}): the two tokenizations hardly hold the "
+                "same text (another corpus, or a tokenizer that changes it); tokenize both from one corpus, or pass "
                 "`min_coverage` 0 to fit them anyway"
             )
 

@@ -22,7 +22,9 @@ class TokenTable:
 
     sequences[s]: (len_s,) token ids; start (n_seq + 1,): first token of each sequence;
     doc, pos (n_tokens,): the document and the position in its sequence of every token;
-    corpus_hash: the hash of the bytes these tokens were read from (corpus.Reading)."""
+    corpus_hash: the hash of the bytes these tokens were read from (corpus.Reading);
+    seq, char_start, char_end (n_tokens,): each token's sequence and character span, as a
+    store's token table holds them (what the anchors of fitting.anchors read)."""
     sequences: list
     start: np.ndarray
     doc: np.ndarray
@@ -30,6 +32,9 @@ class TokenTable:
     max_id: int = -1
     max_id_at: tuple = (0, 0)
     corpus_hash: str | None = None
+    seq: np.ndarray | None = None
+    char_start: np.ndarray | None = None
+    char_end: np.ndarray | None = None
 
     @property
     def n_tokens(self) -> int:
@@ -43,7 +48,7 @@ class TokenTable:
 def token_table(cspec: corpus.CorpusSpec, tokenizer) -> TokenTable:
     """Tokenize the corpus once (`corpus.sequences`: what `align extract` stores), hashing
     the bytes read in the same read."""
-    seqs, docs, top, top_at = [], [], -1, (0, 0)
+    seqs, docs, ids, spans, top, top_at = [], [], [], ([], []), -1, (0, 0)
     reading = corpus.Reading(cspec)
     for sq in corpus.sequences(cspec, tokenizer, reading=reading):
         if len(sq) and int(sq.token_id.max()) > top:
@@ -51,13 +56,18 @@ def token_table(cspec: corpus.CorpusSpec, tokenizer) -> TokenTable:
             top, top_at = int(sq.token_id[t]), (sq.doc, t)
         seqs.append(sq.token_id)
         docs.append(sq.doc)
+        ids.append(sq.seq)
+        spans[0].append(sq.char_start)
+        spans[1].append(sq.char_end)
     if not seqs:
         raise InputError(f"corpus {cspec.describe()} has no text to tokenize: give a corpus with at least one non-empty document")
     lengths = np.array([len(s) for s in seqs], dtype=np.int64)
     start = np.concatenate([[0], np.cumsum(lengths)])
     doc = np.repeat(np.asarray(docs, dtype=np.int64), lengths)
     pos = np.concatenate([np.arange(n, dtype=np.int32) for n in lengths])
-    return TokenTable(seqs, start, doc, pos, top, top_at, reading.hexdigest())
+    seq = np.repeat(np.asarray(ids, dtype=np.int64), lengths)
+    char_start, char_end = (np.concatenate(x).astype(np.int64) for x in spans)
+    return TokenTable(seqs, start, doc, pos, top, top_at, reading.hexdigest(), seq, char_start, char_end)
 
 
 # -- batches --------------------------------------------------------------------------------

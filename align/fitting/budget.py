@@ -244,8 +244,10 @@ def result_bytes(shape: ResultShape, save_maps: bool, attrs_bytes: int = 0, bloc
 @dataclass(frozen=True)
 class LiveShape:
     """What the memory plan needs to know about a job: boundaries and widths of each side,
-    the largest batch (positions, padded length), the widest MLP and most heads, the itemsize
-    of the compute dtype, held-out rows, and the models' bytes (weights and buffers)."""
+    the largest batch of either model (positions, padded length), the widest MLP and most
+    heads, the itemsize of the compute dtype, held-out rows, the models' bytes (weights and
+    buffers), the statistics' parts and, with two tokenizers, the most target rows one
+    grouping window holds for its source batches (fitting.live_anchors)."""
     n_source: int
     d_s: int
     n_target: int
@@ -258,6 +260,7 @@ class LiveShape:
     n_heldout: int
     model_bytes: int
     parts: int = ridge.N_PARTS
+    window_rows: int = 0
 
 
 def batch_bytes(s: LiveShape, n_target: int) -> int:
@@ -278,14 +281,16 @@ def pass_bytes(s: LiveShape, n_target: int, keep_heldout: bool) -> dict:
     statistics (`statistics_bytes`), the solve (the block's maps, the factors of every
     source boundary kept for the next blocks, 3·d_S² each, two scatters), one batch
     (`batch_bytes`), the held-out sums' temporaries (the maps side by side, the predictions
-    of a batch) and, with `keep_heldout`, the block's held-out rows in the compute dtype."""
+    of a batch), with `keep_heldout` the block's held-out rows in the compute dtype, and
+    with two tokenizers a grouping window's target rows of the block (compute dtype)."""
     nI, dS, dT = s.n_source, s.d_s, s.d_t
     solve_b = 8 * (nI * n_target * (dS * dT + dS + 2 * dT) + 3 * nI * dS * dS + 2 * dS * dS)
     heldout = 8 * (dS * n_target * dT + 2 * s.batch_positions * n_target * dT)
     kept = s.itemsize * s.n_heldout * (nI * dS + n_target * dT) if keep_heldout else 0
     solve_b += 2 * statistics_bytes(nI, n_target, dS, dT) if s.parts > ridge.N_PARTS else 0  # the fractions' merged sums
     return {"statistics": statistics_bytes(nI, n_target, dS, dT, s.parts), "solve": solve_b, "batch": batch_bytes(s, n_target),
-            "held-out sums": heldout, "held-out rows": kept}
+            "held-out sums": heldout, "held-out rows": kept,
+            **({"window rows": s.itemsize * s.window_rows * n_target * dT} if s.window_rows else {})}
 
 
 class PassPlan(NamedTuple):

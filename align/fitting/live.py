@@ -47,6 +47,8 @@ from align.fitting.budget import LiveShape, bootstrap_bytes, bootstrap_refusal, 
 from align.fitting.cluster import default_memory_limit, executor
 from align.fitting.graph import add_heldout_task, add_task, tree
 from align.fitting.options import Execution, FitRequest, FitSpec, LiveJob, request
+from align.fitting import live_anchors
+from align.fitting.anchors import coverage_line
 from align.fitting.pairing import check_tokenizers, resolve
 from align.fitting.live_estimate import estimate
 from align.fitting.passes import PassInputs, load_models, run_blocks
@@ -103,7 +105,10 @@ def budget_of(job: LiveJob, options: FitRequest, device_memory: int | None) -> t
 @dataclass
 class Prepared:
     """Everything known before the first forward: configs, tokenizers, the token table, the
-    split, the batches and the chosen boundaries of each side."""
+    split, the batches and the chosen boundaries of each side. With two tokenizers
+    (`pairing` char-anchors) `table` and `batches` are the source's, `target_table` the
+    target's, `anchored` the pairs (fitting.anchors.Anchored) and `stream` what the passes
+    forward (live_anchors.AnchoredStream); with one, `stream` is the token table."""
     job: LiveJob
     configs: tuple
     tokenizers: tuple
@@ -112,6 +117,21 @@ class Prepared:
     batches: list
     source_boundaries: list
     target_boundaries: list
+    pairing: tuple = ("tokens", "one tokenizer")  # (mode, why): fitting.pairing.resolve
+    target_table: TokenTable | None = None
+    anchored: object = None
+    stream: object = None
+
+    def __post_init__(self):
+        if self.target_table is None:
+            self.target_table = self.table
+        if self.stream is None:
+            self.stream = self.table
+
+    @property
+    def target_batches(self) -> list:
+        """The batches the target forwards (the source's with one token stream)."""
+        return self.batches if self.anchored is None else self.stream.target_batches
 
 
 def prepare(job: LiveJob, options: FitRequest) -> Prepared:
@@ -125,24 +145,32 @@ def prepare(job: LiveJob, options: FitRequest) -> Prepared:
     toks = tuple(models.load_tokenizer(s) for s in (job.source, job.target))
     hashes = tuple(corpus.tokenizer_hashes(t) for t in toks)
     mode, why = resolve(options.spec.pairing, *hashes)
-    if mode == "char-anchors":
-        raise InputError(
-            f"the tokenizers of source {job.source.name} and target {job.target.name} {why.removeprefix('the tokenizers ')}: "
-            "the fused route forwards one token stream to both models and cannot pair tokens anchored on the text; "
-            "extract both stores and run `align fit SOURCE TARGET` (`pairing` char-anchors)")
-    check_tokenizers(*hashes, job.source.name, job.target.name)
+    if mode == "tokens":
+        check_tokenizers(*hashes, job.source.name, job.target.name)
+    elif job.corpus.pack is not None:
+        raise InputError(f"`pack` {job.corpus.pack!r} with tokenizers that differ: a packed window's tokens read the end of "
+                         "the documents before them, cut at other characters by each tokenizer, so they cannot be anchored; "
+                         "drop `pack`")
     boundaries = [parse_boundaries(spec, c.num_hidden_layers, f"`{side}_boundaries`") for spec, c, side in
               ((options.spec.source_boundaries, configs[0], "source"), (options.spec.target_boundaries, configs[1], "target"))]
-    table = token_table(job.corpus, toks[0])
-    for spec, config in zip((job.source, job.target), configs):
+    tables = (token_table(job.corpus, toks[0]),) * 2 if mode == "tokens" else \
+        tuple(token_table(job.corpus, tok) for tok in toks)
+    for spec, config, table in zip((job.source, job.target), configs, tables):
         models.check_token_ids(spec, config, table.max_id, "document {}, position {}".format(*table.max_id_at))
         limit = getattr(config, "max_position_embeddings", None)
         if limit and job.corpus.max_length > limit and not job.allow_long:
             raise InputError(
                 f"`max_length` {job.corpus.max_length} is above the position limit of {spec.name} "
                 f"(max_position_embeddings {limit}): use `max_length` {limit} or less, or pass `allow_long`")
-    split = make_split(table.doc, table.pos, options.spec, origin=split_origin(job.corpus))
-    return Prepared(job, configs, toks, table, split, plan_batches(table, split.part, job.batch_size), *boundaries)
+    table = tables[0]
+    found, partner = live_anchors.anchor(*tables, options.spec, (job.source.name, job.target.name)) \
+        if mode == "char-anchors" else (None, None)
+    split = make_split(table.doc, table.pos, options.spec, origin=split_origin(job.corpus), partner=partner)
+    batches = plan_batches(table, split.part, job.batch_size)
+    if found is None:
+        return Prepared(job, configs, toks, table, split, batches, *boundaries, (mode, why))
+    stream = live_anchors.AnchoredStream.build(*tables, split.part, split.partner, job.batch_size)
+    return Prepared(job, configs, toks, table, split, batches, *boundaries, (mode, why), tables[1], found, stream)
 
 
 def split_origin(cspec: corpus.CorpusSpec) -> Origin:
@@ -166,11 +194,12 @@ def shape_of(p: Prepared) -> LiveShape:
     """The memory plan's view of a prepared job (the models' bytes from their configs)."""
     cs, ct = p.configs
     dts = p.job.source.resolved_dtype(), p.job.target.resolved_dtype()
-    big = max(p.batches, key=lambda b: b.positions)
+    big = max(p.batches + p.target_batches, key=lambda b: b.positions)
     inter = max(getattr(c, "intermediate_size", None) or 4 * c.hidden_size for c in (cs, ct))
+    held = 0 if p.anchored is None else p.stream.most_held(p.batches)
     return LiveShape(len(p.source_boundaries), cs.hidden_size, len(p.target_boundaries), ct.hidden_size, big.positions, big.width,
                  inter, max(cs.num_attention_heads, ct.num_attention_heads), 4 if "float32" in dts else 2,
-                 p.split.counts["heldout"], model_bytes(cs, dts[0]) + model_bytes(ct, dts[1]), p.split.n_parts)
+                 p.split.counts["heldout"], model_bytes(cs, dts[0]) + model_bytes(ct, dts[1]), p.split.n_parts, held)
 
 
 def sides_of(p: Prepared) -> tuple:
@@ -178,8 +207,8 @@ def sides_of(p: Prepared) -> tuple:
     records (provenance.model_record), the weights' identity (as a store records it)
     and the batch size (the batches decide the float32 rounding)."""
     out = []
-    for spec, config, tok in zip((p.job.source, p.job.target), p.configs, p.tokenizers):
-        prov = {**provenance.model_record(spec, config, tok, p.job.corpus, p.table.corpus_hash),
+    for spec, config, tok, table in zip((p.job.source, p.job.target), p.configs, p.tokenizers, (p.table, p.target_table)):
+        prov = {**provenance.model_record(spec, config, tok, p.job.corpus, table.corpus_hash),
                 "weights": provenance.weights_identity(spec, config), "batch_size": p.job.batch_size}
         out.append(Side(prov, spec.name, config.num_hidden_layers, config.hidden_size))
     return tuple(out)
@@ -305,6 +334,9 @@ def fit_live(job: LiveJob, output: str | None, spec: FitSpec | None = None, run:
     if output is not None and not dry_run:
         st.check_output(output, "alignment", inputs=inputs, overwrite=options.run.overwrite)
     p = prepare(job, options)
+    if p.anchored is not None:
+        log(f"align fit --live: pairing char-anchors ({p.pairing[1]})")
+        log(f"align fit --live: {coverage_line(p.anchored)}")
     _refuse_bootstrap(p, options)
     sides = sides_of(p)
     if output is not None and not dry_run:
@@ -324,7 +356,7 @@ def fit_live(job: LiveJob, output: str | None, spec: FitSpec | None = None, run:
     progress = Progress(total, log, terminal)
     t_loop = time.time()
     try:
-        inputs_of_passes = PassInputs(net, p.table, p.batches, p.source_boundaries, progress)
+        inputs_of_passes = PassInputs(net, p.stream, p.batches, p.source_boundaries, progress)
         results, statistics = run_blocks(inputs_of_passes, plan.blocks, plan.keep_heldout, options, p.split)
     finally:
         progress.close()
@@ -347,10 +379,10 @@ def finish(p: Prepared, sides, outcome: Outcome, plan: LivePlan, options: FitReq
     """The alignment Dataset (the shared writer's, route "live") written to `output`."""
     results, statistics, rates, loop_s, where, t0 = outcome
     log(f"align fit --live: {plan.passes} pass(es) over {p.table.n_tokens:,} tokens, {rates}")
-    recorded = options.recorded(batch_size=p.job.batch_size, n_tokens=p.split.counts, device=where, pairing="tokens")
+    recorded = options.recorded(batch_size=p.job.batch_size, n_tokens=p.split.counts, device=where, pairing=p.pairing[0])
     ds = alignment_dataset(results, (p.source_boundaries, p.target_boundaries), sides, p.split, recorded, route="live",
                            save_maps=options.spec.save_maps, resampling=options.spec.resampling)
-    ds.attrs["pairing"] = {"mode": "tokens"}
+    ds.attrs["pairing"] = {"mode": "tokens"} if p.anchored is None else p.anchored.record()
     note = grid_note(ds, options.spec.extend_alphas)
     if note:
         log(f"align fit --live: {note}")
@@ -379,20 +411,21 @@ def run_on_cluster(p: Prepared, options: FitRequest, log) -> tuple:
         for line in plan.lines(len(p.source_boundaries), len(p.target_boundaries), p.job.batch_size):
             log(line)
         n = max(1, min(len(p.batches), 4 * ex.n_workers))
-        train = shards_of([b for b in p.batches if b.n_train], n)
-        test = shards_of([b for b in p.batches if b.n_test], n)
+        unit = None if p.anchored is None else p.stream.window_of
+        train = shards_of([b for b in p.batches if b.n_train], n, unit)
+        test = shards_of([b for b in p.batches if b.n_test], n, unit)
         first = next(b for b in p.batches if b.n_train)
         log(f"align fit --live: {len(train)} shard(s) of the training batches and {len(test)} of the held-out ones on "
             f"{ex.n_workers} Dask worker(s), each loading both models")
         x_shift = None
         for k, block in enumerate(plan.blocks):
             I = tuple(p.source_boundaries)
-            shifts = ex.run({"table": p.table, "shift": (shift_task, ShardTask(p.job, I, block, (first,)), "table", x_shift)},
+            shifts = ex.run({"table": p.stream, "shift": (shift_task, ShardTask(p.job, I, block, (first,)), "table", x_shift)},
                             "shift")
             if x_shift is None:
                 check_alphas(options.spec.alphas, shifts["scale"], p.split.n_select, p.split.n_train)
                 x_shift = shifts["x"]
-            dsk = {"table": p.table, "shifts": shifts}
+            dsk = {"table": p.stream, "shifts": shifts}
             keys = []
             for s, shard in enumerate(train):
                 dsk[("stats", s)] = (shard_statistics_task, ShardTask(p.job, I, block, tuple(shard)), "table", "shifts")
@@ -401,7 +434,7 @@ def run_on_cluster(p: Prepared, options: FitRequest, log) -> tuple:
             fitted = solve(stats, options.spec.alphas, shifts["x"], shifts["y"], options.run.device, factors, options.spec.extend_alphas)
             if options.hooks.keep_statistics:
                 kept_stats[block] = stats
-            dsk = {"table": p.table, "fitted": fitted, "hdoc": p.split.heldout_index if options.spec.bootstrap else None}
+            dsk = {"table": p.stream, "fitted": fitted, "hdoc": p.split.heldout_index if options.spec.bootstrap else None}
             keys = []
             for s, shard in enumerate(test):
                 dsk[("heldout", s)] = (shard_heldout_task, ShardTask(p.job, I, block, tuple(shard)), "table", "fitted",

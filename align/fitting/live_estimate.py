@@ -6,18 +6,32 @@ import time
 
 import numpy as np
 
-from align.fitting.passes import forward, load_models, training_shift
+from align.fitting.passes import load_models, paired, training_shift
 from align.fitting.split import TEST
 from align.ridge.statistics import Statistics, chunk_statistics
 
 
+class Timer:
+    """Seconds and positions of each model's forwards (what passes.paired reports to a
+    progress line)."""
+
+    def __init__(self):
+        self.seconds = {"source": 0.0, "target": 0.0}
+        self.positions = {"source": 0, "target": 0}
+
+    def forward(self, side: str, positions: int, seconds: float) -> None:
+        self.seconds[side] += seconds
+        self.positions[side] += positions
+
+
 def estimate(p, plan, log) -> dict:
-    """`dry_run`: time one batch (p: live.Prepared, plan: live.LivePlan) of each model (the batch with most training rows, after a
-    warm-up) and the statistics of its rows for the first block, and scale them to the run:
-    every pass forwards every batch through the source and, up to the block's highest
-    boundary, the target; the sums cost in proportion to training rows × target boundaries;
-    held-out rows cost one product each (half a training row's sums), and a second forward
-    of their batches when not kept. Returns the estimate (seconds by phase)."""
+    """`dry_run`: time one batch (p: live.Prepared, plan: live.LivePlan) of each model (the
+    source batch with most training rows and, with two tokenizers, the target batches that
+    hold its partners, after a warm-up) and the statistics of its rows for the first block,
+    and scale them to the run: every pass forwards every batch through the source and, up to
+    the block's highest boundary, the target; the sums cost in proportion to training rows ×
+    target boundaries; held-out rows cost one product each (half a training row's sums), and
+    a second forward of their batches when not kept. Returns the estimate (seconds by phase)."""
     import torch
 
     net = load_models(p.job)
@@ -25,12 +39,9 @@ def estimate(p, plan, log) -> dict:
     block = plan.blocks[0]
     L_T = net.target.config.num_hidden_layers
     for _ in range(2):  # the first is the warm-up
-        t = time.perf_counter()
-        xs = forward(net.source, p.table, b, p.source_boundaries, net.roles[0])
-        ts = time.perf_counter() - t
-        t = time.perf_counter()
-        ys = forward(net.target, p.table, b, p.target_boundaries, net.roles[1])
-        tt = time.perf_counter() - t
+        timer = Timer()
+        _, xs, ys = next(paired(net, p.stream, [b], p.source_boundaries, p.target_boundaries, timer, "train"))
+    ts, tt = timer.seconds["source"], timer.seconds["target"]
     backend = net.backend
     stats = Statistics.zeros(p.source_boundaries, block, net.source.config.hidden_size,
                                    net.target.config.hidden_size, backend)
@@ -42,15 +53,17 @@ def estimate(p, plan, log) -> dict:
     if net.device.type == "cuda":
         torch.cuda.synchronize(net.device)
     tp = time.perf_counter() - t
-    scale = plan.positions / b.positions
+    per_s, per_t = ts / timer.positions["source"], tt / timer.positions["target"]  # seconds per position
     depth = sum(max(blk) for blk in plan.blocks) / max(L_T, 1)  # model depths of the target run in all passes
     per_row = tp / max(b.n_train, 1) * len(p.target_boundaries) / len(block)
     c = plan.counts
-    sec = {"source forward": ts * scale * plan.passes, "target forward": tt * scale * depth,
+    sec = {"source forward": per_s * plan.positions * plan.passes,
+           "target forward": per_t * sum(x.positions for x in p.target_batches) * depth,
            "statistics": per_row * (c["fit"] + c["validation"]), "held-out": per_row * c["heldout"] / 2}
-    if not plan.keep_heldout:
+    if not plan.keep_heldout:  # a second forward of the batches with held-out rows (and, anchored, their partners')
         held = sum(x.positions for x in p.batches if x.n_test)
-        sec["held-out"] += (ts + tt) * held / b.positions * plan.passes
+        held_t = held if p.anchored is None else sum(x.positions for x in p.target_batches if x.n_test)
+        sec["held-out"] += (per_s * held + per_t * held_t) * plan.passes
     total = sum(sec.values())
     log(f"align fit --live --dry-run: one batch of {len(b.members)} sequences ({b.positions:,} positions): source "
         f"{ts * 1e3:.1f} ms, target {tt * 1e3:.1f} ms, statistics of its {b.n_train:,} training rows {tp * 1e3:.1f} ms")

@@ -134,6 +134,20 @@ def forwards(net: Models, table: TokenTable, b: Batch, source_boundaries, block,
     return xs, ys
 
 
+def paired(net: Models, stream, batches, source_boundaries, block, progress: Progress | None, rows: str = "used"):
+    """Yields (batch, xs, ys) for every batch of `batches`: both models' residuals, laid out
+    like the batch's forward. `stream`: the token table of one token stream (both models
+    forward the batch), or a live_anchors.AnchoredStream (the target forwarded in its own
+    batches, each position of the batch's `rows` holding its partner's row)."""
+    if isinstance(stream, TokenTable):
+        for b in batches:
+            xs, ys = forwards(net, stream, b, source_boundaries, block, progress)
+            yield b, xs, ys
+            del xs, ys  # before the next forward
+    else:
+        yield from stream.forwards(net, batches, source_boundaries, block, progress, rows)
+
+
 @dataclass
 class Shifts:
     """The fixed shifts of the sums ({boundary: float64 (d,)}): the source's are taken once
@@ -143,10 +157,11 @@ class Shifts:
 
 
 class PassInputs(NamedTuple):
-    """What every pass of a live fit reads: the models, the token table, its batches, the
-    source boundaries and the progress line."""
+    """What every pass of a live fit reads: the models, what they forward (`paired`: the
+    token table, or the anchored stream), the source's batches, the source boundaries and
+    the progress line."""
     net: Models
-    table: TokenTable
+    table: object
     batches: list
     source_boundaries: tuple
     progress: Progress
@@ -165,12 +180,11 @@ def statistics_pass(inputs: PassInputs, block, shifts: Shifts, keep_heldout: boo
     stats = Statistics.zeros(source_boundaries, block, d_s, d_t, backend, parts)
     kept = [] if keep_heldout else None
     work: dict = {}  # the gather's buffers, reused batch after batch
-    for b in batches:
+    todo = [b for b in batches if b.n_train or (keep_heldout and b.n_test)]
+    for _ in range(len(batches) - len(todo)):
+        progress.step(label)
+    for b, xs, ys in paired(net, table, todo, source_boundaries, block, progress, "used" if keep_heldout else "train"):
         fault_point("fit_live_batch")
-        if not b.n_train and not (keep_heldout and b.n_test):
-            progress.step(label)
-            continue
-        xs, ys = forwards(net, table, b, source_boundaries, block, progress)
         if b.n_train:
             if shifts.x is None:
                 if alphas_check is not None:
@@ -212,11 +226,8 @@ def heldout_pass(inputs: PassInputs, block, solved: dict, kept, label: str, hdoc
         for xh, yh, tokens in kept:
             add(xh, yh, tokens)
         return sums
-    for b in batches:
-        if not b.n_test:
-            continue
+    for b, xs, ys in paired(net, table, [b for b in batches if b.n_test], source_boundaries, block, progress, "heldout"):
         fault_point("fit_live_heldout_batch")
-        xs, ys = forwards(net, table, b, source_boundaries, block, progress)
         held = b.flat[b.n_train:]
         add(rows(xs, source_boundaries, held, net.device), rows(ys, block, held, net.device), b.tokens[b.n_train:])
         del xs, ys

@@ -28,25 +28,37 @@ def models(zoo):
     return zoo("qwen2"), zoo("qwen2", **BIG)
 
 
-def test_tokenizers_that_differ_are_refused_naming_the_store_route(zoo, extracted, corpus_file, cli, tmp_path):
+def test_tokenizers_that_differ_pair_on_the_text_with_the_store_routes_checks(zoo, extracted, corpus_file, cli, tmp_path):
     other = {"vocab_size": 280}  # another BPE vocabulary, trained on the same text
-    code, _, err_live = cli("fit", "--live", zoo("qwen2"), zoo("qwen2", **other), corpus_file, "-o", tmp_path / "a.zarr")
-    live = one_line_error(code, err_live, "differ in vocabulary", "cannot pair tokens anchored on the text",
-                          "extract both stores and run `align fit SOURCE TARGET` (--pairing char-anchors)")
+    pair = zoo("qwen2"), zoo("qwen2", **other)
     stores = extracted("qwen2"), extracted("qwen2", model_overrides=other)
+    # `--pairing tokens`: both routes refuse, naming the same parts word for word
+    code, _, err_live = cli("fit", "--live", *pair, corpus_file, "-o", tmp_path / "a.zarr", "--pairing", "tokens")
+    live = one_line_error(code, err_live, "differ in vocabulary", "--pairing tokens needs one token stream")
     code, _, err_store = cli("fit", *stores, "-o", tmp_path / "b.zarr", "--scheduler", "synchronous", "--pairing", "tokens")
     store = one_line_error(code, err_store)
-    # the same parts named, word for word
     assert live.split(" differ in ")[1].split(":")[0] == store.split(" differ in ")[1].split(":")[0]
-    assert not (tmp_path / "a.zarr").exists() and not (tmp_path / "b.zarr").exists()
-    # the store route pairs them on the text (auto), once every document is read from its start by both
+    # auto pairs them on the text; a document cut into windows at other characters is refused by both, alike
+    code, _, err_live = cli("fit", "--live", *pair, corpus_file, "-o", tmp_path / "a.zarr", "--bootstrap", "0")
+    live = one_line_error(code, err_live, "is cut into 1 window(s) in source", "but 2 in target", "--overflow truncate",
+                          progress=PROGRESS)
     code, _, err = cli("fit", *stores, "-o", tmp_path / "c.zarr", "--scheduler", "synchronous", "--bootstrap", "0")
-    one_line_error(code, err, "is cut into 1 window(s) in source", "but 2 in target", "--overflow truncate",
-                   progress=("align fit: ",))
+    store = one_line_error(code, err, progress=("align fit: ",))
+    assert live.split(" is cut into ")[1].split(" in source")[0] == store.split(" is cut into ")[1].split(" in source")[0]
+    assert live.split(" at other characters")[1] == store.split(" at other characters")[1]
+    assert not any((tmp_path / n).exists() for n in ("a.zarr", "b.zarr", "c.zarr"))
+    # every document read from its start by both: both routes fit
+    code, _, err = cli("fit", "--live", *pair, corpus_file, "-o", tmp_path / "a.zarr", "--bootstrap", "0",
+                       "--overflow", "truncate")
+    assert code == 0, err
+    assert "align fit --live: pairing char-anchors (the tokenizers differ in vocabulary" in err
+    assert "anchored pairs cover source" in err and "window rows" in err
     whole = extracted("qwen2", overflow="truncate"), extracted("qwen2", model_overrides=other, overflow="truncate")
     code, _, err = cli("fit", *whole, "-o", tmp_path / "c.zarr", "--scheduler", "synchronous", "--bootstrap", "0")
     assert code == 0, err
     assert "pairing char-anchors (the tokenizers differ in vocabulary" in err and "anchored pairs cover" in err
+    a, b = open_result(str(tmp_path / "a.zarr"), "alignment"), open_result(str(tmp_path / "c.zarr"), "alignment")
+    assert a.attrs["pairing"] == b.attrs["pairing"] and a.attrs["route"] == "live"
 
 
 def test_a_budget_without_room_for_one_target_boundary_names_the_minimum(models, corpus_file, cli, tmp_path):

@@ -1,5 +1,6 @@
-"""`align fit --pairing char-anchors`, run through the CLI as a user runs it, against a reference
-that never imports align (tests/helpers/anchors_reference.py, tests/helpers/references.py).
+"""`align fit --pairing char-anchors`, run through the CLI as a user runs it on two stores and
+with `--live` on the two checkpoints, against a reference that never imports align
+(tests/helpers/anchors_reference.py, tests/helpers/references.py).
 
 Two tokenizers of different kinds are trained here with `tokenizers` on the corpus itself: a
 byte-level BPE (vocabulary 300, next to a random Qwen2) and a SentencePiece-style BPE over
@@ -195,13 +196,36 @@ def test_char_anchors_equal_reference_across_tokenizers(built, cross_fit):
     coverage = {side: len(pairs["doc"]) / pairs["spanned"][side] for side in ("source", "target")}
     assert all(0.3 < c < 0.95 for c in coverage.values()), coverage
     assert min(coverage.values()) >= 0.5, coverage  # the fit's default floor (--min-coverage 0.5)
-    # the rows: pairs of anchors at the same character, neither at position 0 of its sequence
+    _compare(cross_fit, *_cross_rows(built))
+
+
+def _cross_rows(built) -> tuple:
+    """The reference's rows (X, Y, doc): pairs of anchors at the same character, neither at
+    position 0 of its sequence."""
+    pairs = ref.anchored_pairs(built["toks"]["bpe"], built["toks"]["sp"])
     keep = (pairs["source"] != 0) & (pairs["target"] != 0)
     assert (~keep).sum() > 0  # some documents start with a token that both end at the same character
     doc = pairs["doc"][keep]
     X = ref.stack_rows(built["resid"]["bpe"], doc, pairs["source"][keep])
     Y = ref.stack_rows(built["resid"]["sp"], doc, pairs["target"][keep])
-    _compare(cross_fit, X, Y, doc)
+    return X, Y, doc
+
+
+def test_live_pairs_the_anchors_on_the_fly_as_the_reference_and_the_stores_do(built, cross_fit, capsys):
+    """`align fit --live` of the two checkpoints over the corpus (each model tokenizing it
+    itself; `--batch-size 1`, as the stores): the reference's scores at 1e-9, the store route's
+    within test_fit_live's 1e-10, and the same recorded pairing."""
+    out = str(built["root"] / "live-cross.zarr")
+    code, _, err = run_cli(["fit", "--live", built["folders"]["bpe"], built["folders"]["sp"], str(built["corpus"]),
+                            "-o", out, "--max-length", "256", "--batch-size", "1", "--dtype", "float32", "--alphas",
+                            ",".join(map(str, ALPHAS)), "--seed", "0", "--bootstrap", "0"], capsys)
+    assert code == 0, err
+    assert "align fit --live: pairing char-anchors (the tokenizers differ in" in err
+    live = xr.open_zarr(out)
+    _compare(live, *_cross_rows(built))
+    for name in ("relative_error", "norm_error", "r2"):
+        np.testing.assert_allclose(live[name].values, cross_fit[name].values, rtol=1e-10, atol=1e-11, err_msg=name)
+    assert live.attrs["pairing"] == cross_fit.attrs["pairing"] and live.attrs["route"] == "live"
 
 
 def test_result_records_the_pairing(built, cross_fit):
