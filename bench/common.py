@@ -1,12 +1,14 @@
 """What the bench scripts build alike: a byte-level BPE tokenizer trained on seeded random
 words, and a random-weight model saved beside it (Qwen2 by default; any family of
 `FAMILY_OPTIONS` from transformers' own config class at the same widths). Imported by
-bench/extract.py, bench/padding.py and bench/gpu_check.py (run as scripts, so this folder is
-on sys.path)."""
+bench/extract.py, bench/padding.py, bench/live.py, bench/live_pairing.py and bench/gpu_check.py
+(run as scripts, so this folder is on sys.path). Also the live benchmarks' floor: `widths`,
+`matmul_rate` and `bare_forward`."""
 
 from __future__ import annotations
 
 import random
+import time
 
 
 def build_tokenizer(folder: str, vocab: int, seed: int = 0):
@@ -96,3 +98,47 @@ def build_model(folder: str, family: str, vocab: int, hidden: int, heads: int, k
 def build_qwen2(folder: str, vocab: int, hidden: int, heads: int, kv_heads: int, intermediate: int, layers: int):
     """`build_model` of a Qwen2 (tied embeddings)."""
     return build_model(folder, "qwen2", vocab, hidden, heads, kv_heads, intermediate, layers)
+
+
+def widths(spec: str) -> tuple:
+    """"6x256" -> (6, 256): layers and d_model."""
+    layers, d = (int(x) for x in spec.split("x"))
+    return layers, d
+
+
+def matmul_rate(n: int, p: int, q: int, seconds: float = 3.0) -> float:
+    """float64 flop/s of torch's addmm on the statistics' own shape: (n, p)ᵀ (n, q)."""
+    import torch
+
+    X, Y = torch.randn(n, p, dtype=torch.float64), torch.randn(n, q, dtype=torch.float64)
+    acc = torch.zeros(p, q, dtype=torch.float64)
+    acc.addmm_(X.T, Y)
+    k, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        acc.addmm_(X.T, Y)
+        k += 1
+    return 2.0 * n * p * q * k / (time.perf_counter() - t0)
+
+
+def bare_forward(spec, batches, table) -> float:
+    """Seconds of the bare decoder forward (`model.model`: no hooks, no unembedding) of the
+    model of `spec` (align.models.ModelSpec) over `batches` of `table` (one warm-up batch first)."""
+    import torch
+
+    from align import models
+    from align.extraction.batches import pad
+
+    model, _ = models.load_model(spec)
+    base = models.base_model(model)
+
+    def run(b):
+        ids, mask = pad([table.sequences[s] for s in b.members], "cpu")
+        position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
+        with torch.inference_mode():
+            base(input_ids=ids, attention_mask=mask, position_ids=position_ids, use_cache=False)
+
+    run(batches[0])
+    t = time.perf_counter()
+    for b in batches:
+        run(b)
+    return time.perf_counter() - t

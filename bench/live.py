@@ -30,16 +30,9 @@ import time
 import numpy as np
 import psutil
 import torch
-from common import build_qwen2
-
-from align.extraction.batches import pad
+from common import bare_forward, build_qwen2, matmul_rate, widths
 
 ALIGN = os.path.join(os.path.dirname(sys.executable), "align")
-
-
-def widths(spec: str) -> tuple:
-    layers, d = (int(x) for x in spec.split("x"))
-    return layers, d
 
 
 def build(root: str, source: str, target: str, vocab: int, tokens: int) -> tuple:
@@ -59,41 +52,9 @@ def build(root: str, source: str, target: str, vocab: int, tokens: int) -> tuple
     return out[0], out[1], corpus
 
 
-def matmul_rate(n: int, p: int, q: int, seconds: float = 3.0) -> float:
-    """float64 flop/s of torch's addmm on the statistics' own shape: (n, p)ᵀ (n, q)."""
-    X, Y = torch.randn(n, p, dtype=torch.float64), torch.randn(n, q, dtype=torch.float64)
-    acc = torch.zeros(p, q, dtype=torch.float64)
-    acc.addmm_(X.T, Y)
-    k, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        acc.addmm_(X.T, Y)
-        k += 1
-    return 2.0 * n * p * q * k / (time.perf_counter() - t0)
-
-
 def bare_forwards(job, batches, table) -> dict:
-    """Seconds of the bare decoder forward of each model over `batches` (one warm-up batch first)."""
-    from align import models
-    from align.fitting import live
-
-    out = {}
-    for side in ("source", "target"):
-        model, _ = models.load_model(getattr(job, side))
-        base = models.base_model(model)
-
-        def run(b):
-            ids, mask = pad([table.sequences[s] for s in b.members], "cpu")
-            position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
-            with torch.inference_mode():
-                base(input_ids=ids, attention_mask=mask, position_ids=position_ids, use_cache=False)
-
-        run(batches[0])
-        t = time.perf_counter()
-        for b in batches:
-            run(b)
-        out[side] = time.perf_counter() - t
-        del model, base
-    return out
+    """Seconds of the bare decoder forward of each model over `batches` (common.bare_forward)."""
+    return {side: bare_forward(getattr(job, side), batches, table) for side in ("source", "target")}
 
 
 def du(path: str) -> int:
@@ -132,8 +93,21 @@ def main():
     ap.add_argument("--no-store", action="store_true", help="skip the store route")
     ap.add_argument("--no-memory", action="store_true", help="skip the peak-memory run")
     ap.add_argument("--note", default="", help="a line recorded with the results (e.g. the machine's load)")
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "live.json"))
+    ap.add_argument("--out", default=None, help="[default: bench/results/live.json; with --pairing char-anchors "
+                    "live-pairing.json]")
+    ap.add_argument("--pairing", choices=["tokens", "char-anchors"], default="tokens",
+                    help="char-anchors: a target with another tokenizer, against a same-tokenizer target, each against "
+                         "its floor (bench/live_pairing.py)")
+    ap.add_argument("--target-vocab", type=int, default=3072, help="--pairing char-anchors: the other tokenizer's vocabulary")
+    ap.add_argument("--repeats", type=int, default=2, help="--pairing char-anchors: runs of each fit, alternated")
     args = ap.parse_args()
+    results = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+    if args.pairing == "char-anchors":
+        import live_pairing
+
+        args.out = args.out or os.path.join(results, "live-pairing.json")
+        return live_pairing.main(args)
+    args.out = args.out or os.path.join(results, "live.json")
 
     import align
     from align import corpus as corpus_mod

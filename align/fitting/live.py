@@ -1,9 +1,10 @@
 """`align fit --live`: the study without stores. Both models run over the corpus and the
 sufficient statistics of docs/methods.md, The fit accumulate on the device as the activations appear.
 
-The run is: read both configs and tokenizers (the tokenizers must behave identically: the
-store route's check and message, fitting.pairing) → tokenize the corpus once (the token
-table a store would hold) → split documents and mark every token fit / validation / held-out / unused exactly as
+The run is: read both configs and tokenizers (the pairing: the store route's resolution,
+checks and messages, fitting.pairing) → tokenize the corpus once (the token table a store
+would hold; once per model when the tokenizers differ, the rows then anchored on the text as
+two stores' are: fitting.live_anchors) → split documents and mark every token fit / validation / held-out / unused exactly as
 the store route does (fitting.split) → batch the sequences exactly as `align extract` does
 (length-grouped windows, extraction.batches), so every token meets the batch a store saw and
 gets the same bits → plan the memory: the target boundaries are covered in blocks, one pass
@@ -22,7 +23,8 @@ are cut into document shards that workers process (each loads both models), thei
 added in a tree fixed by shard index (the tasks of fitting.shards run there).
 
 Module map (all under align.fitting): options (FitSpec, Execution, LiveJob), batches (the token table,
-the extraction batches), passes (forwards, rows, the statistics and held-out passes), budget
+the extraction batches), passes (forwards, rows, the statistics and held-out passes),
+live_anchors (two tokenizers: each model's own batches, paired per grouping window), budget
 (the memory plan: pure arithmetic), progress (the terminal bar), shards (the Dask tasks),
 live_estimate (the dry run), tasks (the BLAS thread count, cancellation); this
 module checks the inputs, plans, runs and hands the sums to the shared solver and writer.
