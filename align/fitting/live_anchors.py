@@ -33,6 +33,7 @@ from align.extraction.batches import GROUP_FACTOR
 from align.fitting import anchors
 from align.fitting.batches import Batch, TokenTable, plan_batches
 from align.fitting.pairing import target_part
+from align.fitting.passes import forward
 
 ROWS = ("used", "train", "heldout")  # which rows of a source batch a pass reads
 
@@ -112,8 +113,6 @@ class AnchoredStream:
         forwarded in its own batches up to the block's highest boundary."""
         import torch
 
-        from align.fitting.passes import forward
-
         for _, run in itertools.groupby(batches, key=self.window_of):
             run = list(run)
             cut = [slice_of(b, rows) for b in run]
@@ -140,8 +139,6 @@ class AnchoredStream:
         """{j: (len(need), d_T)}: the target rows `need` (sorted token indices), from the
         forwards of the target batches that hold them."""
         import torch
-
-        from align.fitting.passes import forward
 
         held: dict = {}
         where = self.batch_of[need]

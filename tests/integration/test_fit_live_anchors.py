@@ -26,13 +26,14 @@ import pytest
 import zarr
 
 from tests.helpers import anchors_reference as ref
-from tests.integration.test_fit_live import assert_same_result, store_fit
+from tests.integration.test_fit_live import ATOL, RTOL, assert_same_result, store_fit
 
 OTHER = {"num_hidden_layers": 4, "hidden_size": 96, "vocab_size": 280}
 CORPUS = dict(max_length=64, batch_size=2, overflow="truncate")
 ALPHAS = [1e-4, 1e-2, 1.0]
-CASES = [  # compute dtype, include the first token, blocked (two target boundaries per pass, held-out rows forwarded again)
-    ("float32", False, False), ("bfloat16", True, True),
+CASES = [  # compute dtype, include the first token, blocked (two target boundaries per pass, held-out rows forwarded
+    # again), --convergence
+    ("float32", False, False, True), ("bfloat16", True, True, False),
 ]
 
 
@@ -60,23 +61,31 @@ def two_of_five_budget(job, **options):
     return shape.model_bytes + sum(budget.pass_bytes(shape, 2, False).values()) + boot
 
 
-@pytest.mark.parametrize("dtype,first,blocked", CASES)
-def test_live_equals_the_store_route_across_tokenizers(zoo, extracted, corpus_file, dtype, first, blocked):
+@pytest.mark.parametrize("dtype,first,blocked,convergence", CASES)
+def test_live_equals_the_store_route_across_tokenizers(zoo, extracted, corpus_file, dtype, first, blocked, convergence):
     from align.fitting import live
 
     S = extracted("qwen2", dtype=dtype, **CORPUS)
     T = extracted("qwen2", model_overrides=OTHER, dtype=dtype, **CORPUS)
-    want = store_fit(S, T, include_first_token=first, alphas=ALPHAS)
+    want = store_fit(S, T, include_first_token=first, alphas=ALPHAS, convergence=convergence)
     assert want.attrs["pairing"]["mode"] == "char-anchors"
     job = job_of(zoo, corpus_file, dtype)
     lines = []
     rep = live.fit_live(job, None, worker_budget=two_of_five_budget(job, include_first_token=first) if blocked else None, log=lines.append,
-                        include_first_token=first, alphas=ALPHAS)
+                        include_first_token=first, alphas=ALPHAS, convergence=convergence)
     assert rep.plan["passes"] == (3 if blocked else 1), rep.plan["blocks"]
     assert rep.plan["keep_heldout"] is not blocked
     assert "window rows" in rep.plan["bytes"]
     got = rep.dataset
     assert_same_result(want, got)
+    # every array beside the scores too: the document bootstrap's bounds and per-document sums, and
+    # with --convergence the fits of 1/4 and 1/2 of the training documents
+    assert ("relative_error_by_fraction" in got) is convergence
+    for name, v in want.data_vars.items():
+        if v.dtype.kind == "f" and name != "alpha_rel_by_fraction":
+            np.testing.assert_allclose(got[name].values, v.values, rtol=RTOL, atol=ATOL, err_msg=name)
+        else:
+            np.testing.assert_array_equal(got[name].values, v.values, err_msg=name)
     assert got.attrs["pairing"] == want.attrs["pairing"]  # the same pairs, coverage and documents
     assert got.attrs["options"]["pairing"] == "char-anchors"
     assert any(line.startswith("align fit --live: pairing char-anchors (the tokenizers differ in vocabulary")
