@@ -196,10 +196,11 @@ def shape_of(p: Prepared) -> LiveShape:
     """The memory plan's view of a prepared job (the models' bytes from their configs)."""
     cs, ct = p.configs
     dts = p.job.source.resolved_dtype(), p.job.target.resolved_dtype()
-    big = max(p.batches + p.target_batches, key=lambda b: b.positions)
+    both = p.batches + p.target_batches
+    positions, width = max(b.positions for b in both), max(b.width for b in both)  # each bounds its term
     inter = max(getattr(c, "intermediate_size", None) or 4 * c.hidden_size for c in (cs, ct))
     held = 0 if p.anchored is None else p.stream.most_held(p.batches)
-    return LiveShape(len(p.source_boundaries), cs.hidden_size, len(p.target_boundaries), ct.hidden_size, big.positions, big.width,
+    return LiveShape(len(p.source_boundaries), cs.hidden_size, len(p.target_boundaries), ct.hidden_size, positions, width,
                  inter, max(cs.num_attention_heads, ct.num_attention_heads), 4 if "float32" in dts else 2,
                  p.split.counts["heldout"], model_bytes(cs, dts[0]) + model_bytes(ct, dts[1]), p.split.n_parts, held)
 

@@ -11,11 +11,15 @@ under `min_coverage`, packed windows).
 The batches of `align extract` are cut within windows of GROUP_FACTOR × batch_size sequences
 counted from the first, and a document is cut into the same windows by both tokenizations
 (else refused), so a grouping window of the source holds the same documents as that of the
-target. Per grouping window of the source: the target batches that hold the partners of its
-rows are forwarded first and those rows alone kept (`held`, in the compute dtype, at most one
-window's anchors × the block's boundaries); then each source batch is forwarded and handed on
-with a target tensor laid out like its own forward, each paired position holding its
-partner's row (`AnchoredStream.forwards`). Everything downstream (the statistics, the shifts,
+target, unless a document earlier in the corpus is in one tokenization only (a prompt one
+tokenizer makes too long for its format, a text one tokenizer reads as no token), which shifts
+the target's windows. Per grouping window of the source: the target batches that hold the
+partners of its rows and have not been forwarded yet are forwarded, and those rows alone
+kept (in the compute dtype, the block's boundaries) until the last window that reads them
+(`AnchoredStream.needs`): one window, or two around a shift, so each target batch is forwarded
+once a pass. Then each source batch is forwarded and handed on with a target tensor laid out
+like its own forward, each paired position holding its partner's row
+(`AnchoredStream.forwards`). Everything downstream (the statistics, the shifts,
 the held-out rows and sums, the Dask shards) reads that pair as it reads the pair of one
 batch of one token stream.
 """
@@ -25,6 +29,7 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -62,6 +67,15 @@ def slice_of(b: Batch, rows: str) -> slice:
     return {"used": slice(None), "train": slice(0, b.n_train), "heldout": slice(b.n_train, None)}[rows]
 
 
+class Needs(NamedTuple):
+    """What a pass over some source batches reads of the target (`AnchoredStream.needs`)."""
+    cut: list  # per source batch, the slice of its `flat` the pass reads
+    wanted: list  # per source batch, the partners of those rows (target token indices)
+    held: dict  # target batch -> the partners it holds, sorted
+    first: dict  # target batch -> the first grouping window that reads it
+    last: dict  # target batch -> the last
+
+
 @dataclass
 class AnchoredStream:
     """What the passes forward when the models tokenize differently.
@@ -95,12 +109,40 @@ class AnchoredStream:
         """The grouping window of a source batch (every batch lies in one)."""
         return b.members[0] // self.window
 
+    def needs(self, batches: list, rows: str = "used") -> "Needs":
+        """What forwarding `batches` (corpus order) for their `rows` needs of the target: each
+        batch's rows (slices of its `flat`) and their partners, and per target batch the
+        partners it holds (sorted) and the first and last grouping window that reads them."""
+        cut = [slice_of(b, rows) for b in batches]
+        wanted = [self.partner[b.tokens[c]] for b, c in zip(batches, cut)]
+        tokens = np.concatenate(wanted) if wanted else np.zeros(0, np.int64)
+        if np.any(tokens < 0) or np.any(self.batch_of[tokens] < 0):
+            raise AssertionError("a used source token has no target row")  # the split leaves such tokens out
+        window = np.repeat([self.window_of(b) for b in batches], [len(w) for w in wanted]).astype(np.int64)
+        k = self.batch_of[tokens]
+        order = np.lexsort((tokens, k))
+        k, tokens, window = k[order], tokens[order], window[order]
+        starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]]) if len(k) else np.zeros(0, np.int64)
+        held = {int(k[a]): tokens[a:b] for a, b in zip(starts, np.r_[starts[1:], len(k)])}
+        first = dict(zip(k[starts].tolist(), np.minimum.reduceat(window, starts).tolist())) if len(k) else {}
+        last = dict(zip(k[starts].tolist(), np.maximum.reduceat(window, starts).tolist())) if len(k) else {}
+        return Needs(cut, wanted, held, first, last)
+
     def most_held(self, batches: list) -> int:
-        """The most target rows one grouping window of `batches` holds at once (the memory plan)."""
-        most = 0
-        for _, run in itertools.groupby(batches, key=self.window_of):
-            most = max(most, sum(len(b.tokens) for b in run))
-        return most
+        """The most target rows `forwards` holds at once over `batches` (the memory plan): each
+        target batch's rows from the first grouping window that reads them to the last (one
+        window, when both tokenizations cut the corpus into the same sequences; more where a
+        document is in one of them only and shifts the target's windows). Any subset of
+        `batches` and of their rows holds no more."""
+        n = self.needs(batches)
+        if not n.held:
+            return 0
+        top = max(n.last.values()) + 2
+        change = np.zeros(top, np.int64)
+        for k, rows in n.held.items():
+            change[n.first[k]] += len(rows)
+            change[n.last[k] + 1] -= len(rows)
+        return int(np.cumsum(change).max())
 
     def target_positions(self) -> int:
         """Positions of every target batch (the target forwards of one pass)."""
@@ -109,50 +151,58 @@ class AnchoredStream:
     def forwards(self, net, batches: list, source_boundaries, block, progress, rows: str = "used"):
         """Yields (batch, xs, ys) for every source batch of `batches` (corpus order): xs its
         forward (passes.forward), ys {j: (positions, d_T)} laid out like it, holding at each of
-        the batch's `rows` (ROWS) the row of its partner (zeros elsewhere), the target
-        forwarded in its own batches up to the block's highest boundary."""
-        import torch
-
-        for _, run in itertools.groupby(batches, key=self.window_of):
+        the batch's `rows` (ROWS) the row of its partner (zeros elsewhere). The target is
+        forwarded in its own batches up to the block's highest boundary, each batch once: its
+        partners' rows are kept from the first grouping window that reads them to the last."""
+        n = self.needs(batches, rows)
+        kept: dict = {}  # target batch -> (its partners, sorted; {j: their rows})
+        items = list(zip(batches, n.cut, n.wanted))
+        for w_id, run in itertools.groupby(items, key=lambda item: self.window_of(item[0])):
             run = list(run)
-            cut = [slice_of(b, rows) for b in run]
-            wanted = [self.partner[b.tokens[c]] for b, c in zip(run, cut)]
-            need = np.unique(np.concatenate(wanted))
-            if np.any(need < 0) or np.any(self.batch_of[need] < 0):
-                raise AssertionError("a used source token has no target row")  # the split leaves such tokens out
-            held = self._held(net, need, block, progress)
-            for b, c, w in zip(run, cut, wanted):
+            for k in np.unique(self.batch_of[np.concatenate([w for _, _, w in run])]).tolist():
+                if k not in kept:
+                    kept[k] = (n.held[k], self._rows(net, k, n.held[k], block, progress))
+            for b, c, w in run:
                 t = time.perf_counter()
                 xs = forward(net.source, self.source, b, source_boundaries, net.roles[0])
                 if progress is not None:
                     progress.forward("source", b.positions, time.perf_counter() - t)
-                at, slot = torch.from_numpy(b.flat[c]), torch.from_numpy(np.searchsorted(need, w))
-                ys = {}
-                for j in block:
-                    ys[j] = held[j].new_zeros((b.positions, held[j].shape[1]))
-                    ys[j][at.to(ys[j].device)] = held[j][slot.to(ys[j].device)]
+                ys = self._laid_out(b, b.flat[c], w, kept, block, xs, net)
                 yield b, xs, ys
                 del xs, ys
-            del held
+            for k in [k for k in kept if n.last[k] <= w_id]:
+                del kept[k]
 
-    def _held(self, net, need: np.ndarray, block, progress) -> dict:
-        """{j: (len(need), d_T)}: the target rows `need` (sorted token indices), from the
-        forwards of the target batches that hold them."""
+    def _rows(self, net, k: int, tokens: np.ndarray, block, progress) -> dict:
+        """{j: (len(tokens), d_T)}: the rows of `tokens` (sorted, all in target batch k) from
+        that batch's forward."""
         import torch
 
-        held: dict = {}
-        where = self.batch_of[need]
-        for k in np.unique(where):
-            tb = self.target_batches[int(k)]
-            t = time.perf_counter()
-            ys = forward(net.target, self.target, tb, block, net.roles[1])
-            if progress is not None:
-                progress.forward("target", tb.positions, time.perf_counter() - t)
-            mine = np.flatnonzero(where == k)
-            slot, flat = torch.from_numpy(mine), torch.from_numpy(self.flat_of[need[mine]])
+        tb = self.target_batches[k]
+        t = time.perf_counter()
+        ys = forward(net.target, self.target, tb, block, net.roles[1])
+        if progress is not None:
+            progress.forward("target", tb.positions, time.perf_counter() - t)
+        flat = torch.from_numpy(self.flat_of[tokens])
+        return {j: ys[j].index_select(0, flat.to(ys[j].device)) for j in block}
+
+    def _laid_out(self, b: Batch, at: np.ndarray, partners: np.ndarray, kept: dict, block, xs, net) -> dict:
+        """{j: (b.positions, d_T)}: zeros but at positions `at` of the batch, where the kept rows
+        of their `partners` are."""
+        import torch
+
+        where = self.batch_of[partners]
+        ys = {}
+        for j in block:
+            like = next((rows[j] for _, rows in kept.values()), None)
+            if like is None:  # no row of this pass in the batch: nothing is read, only the layout
+                like = xs[next(iter(xs))].new_zeros((0, net.target.config.hidden_size))
+            ys[j] = like.new_zeros((b.positions, like.shape[1]))
+        for k in np.unique(where).tolist():
+            m = where == k
+            pos = torch.from_numpy(at[m])
+            tokens, rows = kept[k]
+            slot = torch.from_numpy(np.searchsorted(tokens, partners[m]))
             for j in block:
-                if j not in held:
-                    held[j] = ys[j].new_empty((len(need), ys[j].shape[1]))
-                held[j][slot.to(held[j].device)] = ys[j].index_select(0, flat.to(ys[j].device))
-            del ys
-        return held
+                ys[j][pos.to(ys[j].device)] = rows[j][slot.to(ys[j].device)]
+        return ys

@@ -54,6 +54,7 @@ def shard_statistics_task(task: ShardTask, table, shifts: dict) -> Statistics:
         fault_point("fit_live_batch")
         part = np.where(b.part == TEST, -1, b.part)
         chunk_statistics(xs, ys, part, (shifts["x"], shifts["y"]), net.backend, into=stats)
+        del xs, ys  # before the next forward
     return stats.numpy(net.backend)
 
 
@@ -68,6 +69,7 @@ def shard_heldout_task(task: ShardTask, table, fitted: dict, hdoc=None) -> dict:
                                rows(ys, task.block, held, net.device), fitted, net.backend,
                                docs=None if hdoc is None else hdoc[b.tokens[b.n_train:]])
         sums = s if sums is None else add_heldout(sums, s)
+        del xs, ys
     return sums
 
 
