@@ -159,3 +159,21 @@ def test_most_held_is_the_most_rows_alive_at_once():
     assert any(lo < hi for lo, hi, _ in alive.values())  # a batch alive across both windows
     assert stream.most_held(batches) == most
     assert stream.most_held(batches[:3]) <= most  # a subset holds no more
+
+
+def test_a_corpus_read_differently_by_the_two_tokenizations_is_refused():
+    """The two token tables of --live come from two reads of the corpus: a file replaced between
+    them (another hash) is refused in one line, before any pair is made."""
+    import pytest
+
+    from align.errors import InputError
+    from align.fitting.live_anchors import anchor
+    from align.fitting.options import FitSpec
+
+    a, b = _table({0: 4, 1: 5}), _table({0: 4, 1: 5})
+    a.corpus_hash, b.corpus_hash = "a" * 64, "b" * 64
+    with pytest.raises(InputError) as e:
+        anchor(a, b, FitSpec(), ("src", "tgt"))
+    assert str(e.value) == ("the corpus changed between the source's read and the target's (hash aaaaaaaaaaaa against "
+                            "bbbbbbbbbbbb): anchors pair characters of one text; fit from a corpus nothing writes to "
+                            "while it runs")
