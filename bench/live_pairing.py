@@ -73,6 +73,12 @@ def floor_of(job, args, rows: int, rate: float, sums: tuple) -> dict:
             "seconds": fwd["source"]["seconds"] + fwd["target"]["seconds"] + flops / rate}
 
 
+def pairing_summary(pairing: dict) -> dict:
+    """A result's attrs["pairing"] without its per-document coverage."""
+    return {k: ({"coverage": v["coverage"], "tokens": v["tokens"]} if k in ("source", "target") else v)
+            for k, v in pairing.items() if k != "documents"}
+
+
 def main(args) -> None:
     from align import corpus, models
     from align.fitting import live
@@ -104,10 +110,7 @@ def main(args) -> None:
             out[mode] = {"rows": rows, "seconds": [r["seconds"] for r in runs[mode]], "median_seconds": med,
                          "loop_seconds": [r["loop_seconds"] for r in runs[mode]], "floor": floor, "matmul_rate_flops": rate,
                          "ratio_to_floor": med / floor["seconds"], "plan_bytes": runs[mode][0]["plan"]["bytes"],
-                         "pairing": ds_.attrs["pairing"] if mode == "tokens" else
-                         {k: v for k, v in ds_.attrs["pairing"].items() if k in ("mode", "pairs")} |
-                         {side: {"coverage": ds_.attrs["pairing"][side]["coverage"],
-                                 "tokens": ds_.attrs["pairing"][side]["tokens"]} for side in ("source", "target")}}
+                         "pairing": pairing_summary(ds_.attrs["pairing"])}
         result["fits"] = out
         result["ratio_of_ratios"] = out["char-anchors"]["ratio_to_floor"] / out["tokens"]["ratio_to_floor"]
     finally:

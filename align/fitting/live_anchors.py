@@ -40,7 +40,6 @@ from align.fitting.batches import Batch, TokenTable, plan_batches
 from align.fitting.pairing import target_part
 from align.fitting.passes import forward
 
-ROWS = ("used", "train", "heldout")  # which rows of a source batch a pass reads
 
 
 def places(table: TokenTable) -> anchors.TokenPlaces:
@@ -118,14 +117,17 @@ class AnchoredStream:
         tokens = np.concatenate(wanted) if wanted else np.zeros(0, np.int64)
         if np.any(tokens < 0) or np.any(self.batch_of[tokens] < 0):
             raise AssertionError("a used source token has no target row")  # the split leaves such tokens out
+        if not len(tokens):
+            return Needs(cut, wanted, {}, {}, {})
         window = np.repeat([self.window_of(b) for b in batches], [len(w) for w in wanted]).astype(np.int64)
         k = self.batch_of[tokens]
         order = np.lexsort((tokens, k))
         k, tokens, window = k[order], tokens[order], window[order]
-        starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]]) if len(k) else np.zeros(0, np.int64)
-        held = {int(k[a]): tokens[a:b] for a, b in zip(starts, np.r_[starts[1:], len(k)])}
-        first = dict(zip(k[starts].tolist(), np.minimum.reduceat(window, starts).tolist())) if len(k) else {}
-        last = dict(zip(k[starts].tolist(), np.maximum.reduceat(window, starts).tolist())) if len(k) else {}
+        starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+        ids = k[starts].tolist()
+        held = dict(zip(ids, np.split(tokens, starts[1:])))
+        first = dict(zip(ids, np.minimum.reduceat(window, starts).tolist()))
+        last = dict(zip(ids, np.maximum.reduceat(window, starts).tolist()))
         return Needs(cut, wanted, held, first, last)
 
     def most_held(self, batches: list) -> int:
@@ -144,30 +146,26 @@ class AnchoredStream:
             change[n.last[k] + 1] -= len(rows)
         return int(np.cumsum(change).max())
 
-    def target_positions(self) -> int:
-        """Positions of every target batch (the target forwards of one pass)."""
-        return sum(b.positions for b in self.target_batches)
-
     def forwards(self, net, batches: list, source_boundaries, block, progress, rows: str = "used"):
         """Yields (batch, xs, ys) for every source batch of `batches` (corpus order): xs its
         forward (passes.forward), ys {j: (positions, d_T)} laid out like it, holding at each of
-        the batch's `rows` (ROWS) the row of its partner (zeros elsewhere). The target is
+        the batch's `rows` (`slice_of`) the row of its partner (zeros elsewhere). The target is
         forwarded in its own batches up to the block's highest boundary, each batch once: its
         partners' rows are kept from the first grouping window that reads them to the last."""
         n = self.needs(batches, rows)
-        kept: dict = {}  # target batch -> (its partners, sorted; {j: their rows})
+        kept: dict = {}  # target batch -> {j: the rows of its partners (n.held)}
         items = list(zip(batches, n.cut, n.wanted))
         for w_id, run in itertools.groupby(items, key=lambda item: self.window_of(item[0])):
             run = list(run)
             for k in np.unique(self.batch_of[np.concatenate([w for _, _, w in run])]).tolist():
                 if k not in kept:
-                    kept[k] = (n.held[k], self._rows(net, k, n.held[k], block, progress))
+                    kept[k] = self._rows(net, k, n.held[k], block, progress)
             for b, c, w in run:
                 t = time.perf_counter()
                 xs = forward(net.source, self.source, b, source_boundaries, net.roles[0])
                 if progress is not None:
                     progress.forward("source", b.positions, time.perf_counter() - t)
-                ys = self._laid_out(b, b.flat[c], w, kept, block, xs, net)
+                ys = self._laid_out(b, b.flat[c], w, n.held, kept, block, xs, net)
                 yield b, xs, ys
                 del xs, ys
             for k in [k for k in kept if n.last[k] <= w_id]:
@@ -186,23 +184,23 @@ class AnchoredStream:
         flat = torch.from_numpy(self.flat_of[tokens])
         return {j: ys[j].index_select(0, flat.to(ys[j].device)) for j in block}
 
-    def _laid_out(self, b: Batch, at: np.ndarray, partners: np.ndarray, kept: dict, block, xs, net) -> dict:
+    def _laid_out(self, b: Batch, at: np.ndarray, partners: np.ndarray, held: dict, kept: dict, block, xs,
+                  net) -> dict:
         """{j: (b.positions, d_T)}: zeros but at positions `at` of the batch, where the kept rows
-        of their `partners` are."""
+        of their `partners` are (`held`: each target batch's partners, the order of its kept rows)."""
         import torch
 
         where = self.batch_of[partners]
         ys = {}
         for j in block:
-            like = next((rows[j] for _, rows in kept.values()), None)
+            like = next((rows[j] for rows in kept.values()), None)
             if like is None:  # no row of this pass in the batch: nothing is read, only the layout
                 like = xs[next(iter(xs))].new_zeros((0, net.target.config.hidden_size))
             ys[j] = like.new_zeros((b.positions, like.shape[1]))
         for k in np.unique(where).tolist():
             m = where == k
             pos = torch.from_numpy(at[m])
-            tokens, rows = kept[k]
-            slot = torch.from_numpy(np.searchsorted(tokens, partners[m]))
+            slot = torch.from_numpy(np.searchsorted(held[k], partners[m]))
             for j in block:
-                ys[j][pos.to(ys[j].device)] = rows[j][slot.to(ys[j].device)]
+                ys[j][pos.to(ys[j].device)] = kept[k][j][slot.to(ys[j].device)]
         return ys

@@ -45,16 +45,23 @@ def live_fit(zoo, corpus_file, family, dtype, out=None, budget=None, **options):
 
 
 def two_of_five_budget(zoo, corpus_file, family, dtype):
-    """A plan budget that holds two target boundaries per pass, not three (held-out rows not
-    kept), beside the document bootstrap's weights: the bytes the plan counts, from its own
-    arithmetic (the input of this case)."""
+    """`budget_of_two_of_five` for this module's job of `family` in `dtype`."""
     from align import corpus, models
-    from align.fitting import budget, live
-    from align.fitting.options import request
+    from align.fitting import live
 
     job = live.LiveJob(models.ModelSpec(zoo(family), dtype=dtype), models.ModelSpec(zoo(family, **BIG), dtype=dtype),
                        corpus.CorpusSpec(corpus_file, max_length=CORPUS["max_length"]), CORPUS["batch_size"])
-    opts = request(None, None, {})
+    return budget_of_two_of_five(job)
+
+
+def budget_of_two_of_five(job, **options):
+    """A plan budget that holds two target boundaries per pass, not three (held-out rows not
+    kept), beside the document bootstrap's weights: the bytes the plan counts, from its own
+    arithmetic (the input of this case), for `job` fitted with `options`."""
+    from align.fitting import budget, live
+    from align.fitting.options import request
+
+    opts = request(None, None, options)
     p = live.prepare(job, opts)
     shape = live.shape_of(p)
     # on the CPU the document bootstrap's weights share the budget with the passes

@@ -26,7 +26,7 @@ import pytest
 import zarr
 
 from tests.helpers import anchors_reference as ref
-from tests.integration.test_fit_live import ATOL, RTOL, assert_same_result, store_fit
+from tests.integration.test_fit_live import ATOL, RTOL, assert_same_result, budget_of_two_of_five, store_fit
 
 OTHER = {"num_hidden_layers": 4, "hidden_size": 96, "vocab_size": 280}
 CORPUS = dict(max_length=64, batch_size=2, overflow="truncate")
@@ -46,21 +46,6 @@ def job_of(zoo, corpus_file, dtype):
                         CORPUS["batch_size"])
 
 
-def two_of_five_budget(job, **options):
-    """A plan budget that holds two of the five target boundaries per pass, from the plan's own
-    arithmetic (the input of this case), the window's held target rows included."""
-    from align.fitting import budget, live
-    from align.fitting.options import request
-
-    opts = request(None, None, options)
-    p = live.prepare(job, opts)
-    shape = live.shape_of(p)
-    assert shape.window_rows > 0
-    boot = budget.bootstrap_bytes(opts.spec.bootstrap, len(p.split.test_docs), len(p.source_boundaries),
-                                  len(p.target_boundaries), p.configs[1].hidden_size)["passes"]
-    return shape.model_bytes + sum(budget.pass_bytes(shape, 2, False).values()) + boot
-
-
 @pytest.mark.parametrize("dtype,first,blocked,convergence", CASES)
 def test_live_equals_the_store_route_across_tokenizers(zoo, extracted, corpus_file, dtype, first, blocked, convergence):
     from align.fitting import live
@@ -70,9 +55,14 @@ def test_live_equals_the_store_route_across_tokenizers(zoo, extracted, corpus_fi
     want = store_fit(S, T, include_first_token=first, alphas=ALPHAS, convergence=convergence)
     assert want.attrs["pairing"]["mode"] == "char-anchors"
     job = job_of(zoo, corpus_file, dtype)
+    if blocked:  # the budget counts the window's kept target rows
+        from align.fitting.options import request
+
+        assert live.shape_of(live.prepare(job, request(None, None, {"include_first_token": first}))).window_rows > 0
     lines = []
-    rep = live.fit_live(job, None, worker_budget=two_of_five_budget(job, include_first_token=first) if blocked else None, log=lines.append,
-                        include_first_token=first, alphas=ALPHAS, convergence=convergence)
+    room = budget_of_two_of_five(job, include_first_token=first) if blocked else None
+    rep = live.fit_live(job, None, worker_budget=room, log=lines.append, include_first_token=first, alphas=ALPHAS,
+                        convergence=convergence)
     assert rep.plan["passes"] == (3 if blocked else 1), rep.plan["blocks"]
     assert rep.plan["keep_heldout"] is not blocked
     assert "window rows" in rep.plan["bytes"]
