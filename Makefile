@@ -1,13 +1,13 @@
 # The two front-door commands: `make demo` and `make test`. Each sets everything up first;
 # `make test-fast` runs the unit tier alone.
-# `make docs` builds the documentation site (warnings are errors); `make wheel-check` builds the
+# `make lint` checks the code with ruff (CI runs it first); `make docs` builds the documentation site (warnings are errors); `make wheel-check` builds the
 # wheel and the sdist and runs the installed wheel outside the checkout. CI runs all three.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup demo test test-fast docs wheel-check clean
+.PHONY: setup demo test test-fast lint format docs wheel-check clean
 
 setup: $(VENV)/.installed
 
@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	# torch first and pinned: on a CPU machine this is the CPU build; an unpinned
 	# `torch` requirement would pull a multi-GB CUDA build.
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e ".[test,docs,build]"
+	$(BIN)/python -m pip install --quiet -e ".[test,docs,build,lint]"
 	touch $@
 
 demo: setup
@@ -29,6 +29,15 @@ test: setup
 # the unit tier only (tests/unit: pure functions, under a minute), while iterating
 test-fast: setup
 	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
+
+# ruff: the lint rules and the format of pyproject.toml's [tool.ruff]; `make format` rewrites
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: setup
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
 
 docs: setup
 	$(BIN)/mkdocs build --strict --site-dir site

@@ -12,6 +12,9 @@ FOLDERS = {"align": "align", "align.cli": "cli", "align.store": "store"}
 
 setup(
     package_dir=FOLDERS,
-    packages=[package for name, folder in FOLDERS.items()
-              for package in (name, *(f"{name}.{sub}" for sub in find_packages(folder)))],
+    packages=[
+        package
+        for name, folder in FOLDERS.items()
+        for package in (name, *(f"{name}.{sub}" for sub in find_packages(folder)))
+    ],
 )

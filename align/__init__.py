@@ -14,6 +14,16 @@ Public entry points (`extract` and the stores' functions are imported on first u
 from align.fitting import Execution, FitSpec, fit
 from align.version import __version__
 
+__all__ = [
+    "Execution",
+    "FitSpec",
+    "fit",
+    "__version__",
+    "extract",
+    "open_alignment",
+    "open_activations",
+]
+
 _LAZY = {
     "extract": ("align.extraction", "extract"),
     "open_alignment": ("align.store", "open_alignment"),

@@ -11,7 +11,9 @@ from __future__ import annotations
 from align.errors import InputError
 
 
-def parse_boundaries(spec: str | None, n_layers: int, option: str = "`boundaries`", count: int | None = None) -> list[int]:
+def parse_boundaries(
+    spec: str | None, n_layers: int, option: str = "`boundaries`", count: int | None = None
+) -> list[int]:
     """Indices selected by `spec` among range(count) (default: boundaries, n_layers + 1)."""
     n = n_layers + 1 if count is None else count
     if spec is None or spec.strip() in ("", "all"):
@@ -35,10 +37,14 @@ def parse_boundaries(spec: str | None, n_layers: int, option: str = "`boundaries
             else:
                 i = int(item)
                 if not -n <= i < n:
-                    raise InputError(f"{option} {spec!r}: index {i} is out of range for {n} boundaries (0..{n - 1})")
+                    raise InputError(
+                        f"{option} {spec!r}: index {i} is out of range for {n} boundaries (0..{n - 1})"
+                    )
                 chosen.add(i % n)
         except ValueError:
-            raise InputError(f"{option} {spec!r}: {item!r} is not an integer or a slice a:b:c") from None
+            raise InputError(
+                f"{option} {spec!r}: {item!r} is not an integer or a slice a:b:c"
+            ) from None
     if not chosen:
         raise InputError(f"{option} {spec!r} selects no boundary among 0..{n - 1}")
     return sorted(chosen)

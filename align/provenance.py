@@ -47,15 +47,21 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 def _sharded(folder: str, index: str) -> list[str]:
     """The index file and every shard its weight_map names (sorted, each once)."""
     try:
-        weight_map = json.loads(textfiles.read(os.path.join(folder, index), "weight index", ModelError))["weight_map"]
+        weight_map = json.loads(
+            textfiles.read(os.path.join(folder, index), "weight index", ModelError)
+        )["weight_map"]
         shards = sorted(set(weight_map.values()))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise ModelError(f"the weight index {os.path.join(folder, index)} cannot be read ({type(e).__name__}: {e}): "
-                         "the checkpoint is damaged") from None
+        raise ModelError(
+            f"the weight index {os.path.join(folder, index)} cannot be read ({type(e).__name__}: {e}): "
+            "the checkpoint is damaged"
+        ) from None
     for s in shards:
         if not os.path.isfile(os.path.join(folder, s)):
-            raise ModelError(f"the weight index {os.path.join(folder, index)} names {s}, which is missing: "
-                             "the checkpoint is incomplete (copy every shard)")
+            raise ModelError(
+                f"the weight index {os.path.join(folder, index)} names {s}, which is missing: "
+                "the checkpoint is incomplete (copy every shard)"
+            )
     return [index] + shards
 
 
@@ -67,7 +73,9 @@ def weight_files(folder: str, allow_pickle: bool, explicit: str | None = None) -
     without `allow_pickle` is refused here, before any store exists."""
     if explicit:  # config.transformers_weights: the file the checkpoint says to load
         if not os.path.isfile(os.path.join(folder, explicit)):
-            raise ModelError(f"model folder {folder!r}: its config names weights {explicit!r}, which is missing")
+            raise ModelError(
+                f"model folder {folder!r}: its config names weights {explicit!r}, which is missing"
+            )
         return _sharded(folder, explicit) if explicit.endswith(".index.json") else [explicit]
     if os.path.isfile(os.path.join(folder, SAFE_WEIGHTS)):
         return [SAFE_WEIGHTS]
@@ -83,8 +91,10 @@ def weight_files(folder: str, allow_pickle: bool, explicit: str | None = None) -
         return [PICKLE_WEIGHTS]
     if PICKLE_INDEX in pickles:
         return _sharded(folder, PICKLE_INDEX)
-    raise ModelError(f"model folder {folder!r} holds no weights ({SAFE_WEIGHTS} or {SAFE_INDEX}): "
-                     "pass a folder made by save_pretrained, or `random_init` for the untrained control")
+    raise ModelError(
+        f"model folder {folder!r} holds no weights ({SAFE_WEIGHTS} or {SAFE_INDEX}): "
+        "pass a folder made by save_pretrained, or `random_init` for the untrained control"
+    )
 
 
 def file_sha256(path: str) -> str:
@@ -105,9 +115,13 @@ def files_identity(folder: str, names: list[str]) -> dict:
             digests = list(pool.map(file_sha256, paths))
         sizes = [os.path.getsize(p) for p in paths]
     except OSError as e:
-        raise ModelError(f"cannot read the weights in {folder!r}: {e.strerror or e} ({e.filename})") from None
+        raise ModelError(
+            f"cannot read the weights in {folder!r}: {e.strerror or e} ({e.filename})"
+        ) from None
     files = {n: {"bytes": s, "sha256": d} for n, s, d in sorted(zip(names, sizes, digests))}
-    combined = hashlib.sha256(json.dumps([[n, f["bytes"], f["sha256"]] for n, f in files.items()]).encode()).hexdigest()
+    combined = hashlib.sha256(
+        json.dumps([[n, f["bytes"], f["sha256"]] for n, f in files.items()]).encode()
+    ).hexdigest()
     return {"id": f"sha256 {combined}", "kind": "files", "files": files}
 
 
@@ -140,19 +154,34 @@ def weights_identity(spec, config) -> dict:
         # A CPU draw keeps the id stores made before the device was recorded have; another
         # device's generator gives other weights, so it is part of the id.
         where = "" if dev == "cpu" else f" on {dev}"
-        return {"id": f"random init seed {spec.seed}{where}, config sha256 {h}", "kind": "random_init",
-                "seed": spec.seed, "config_hash": h, "init_device": dev}
+        return {
+            "id": f"random init seed {spec.seed}{where}, config sha256 {h}",
+            "kind": "random_init",
+            "seed": spec.seed,
+            "config_hash": h,
+            "init_device": dev,
+        }
     folder = os.path.expanduser(spec.name)
     if os.path.isdir(folder):
-        names = weight_files(folder, spec.allow_pickle_weights, getattr(config, "transformers_weights", None))
+        names = weight_files(
+            folder, spec.allow_pickle_weights, getattr(config, "transformers_weights", None)
+        )
         return files_identity(folder, names)
     commit = _hub_commit(spec.name, spec.revision) or getattr(config, "_commit_hash", None)
     if not commit and spec.revision and _COMMIT.match(spec.revision):
         commit = spec.revision
     if not commit:
-        raise ModelError(f"cannot tell which commit of hub model {spec.name!r} revision {spec.revision or 'main'} "
-                         "is in use: download it again, or pass a local folder")
-    return {"id": f"hub commit {commit}", "kind": "hub", "repo": spec.name, "revision": spec.revision, "commit": commit}
+        raise ModelError(
+            f"cannot tell which commit of hub model {spec.name!r} revision {spec.revision or 'main'} "
+            "is in use: download it again, or pass a local folder"
+        )
+    return {
+        "id": f"hub commit {commit}",
+        "kind": "hub",
+        "repo": spec.name,
+        "revision": spec.revision,
+        "commit": commit,
+    }
 
 
 def run_segment(start_token: int, batch_size: int, device: str, dtype: str) -> dict:
@@ -188,13 +217,20 @@ def inputs_record(spec, config, tokenizer, cspec, corpus_record: dict | None = N
     `spec` is an align.models.ModelSpec, `config` and `tokenizer` loaded from it, `cspec`
     an align.corpus.CorpusSpec."""
     return {
-        "model": model_id(spec.name), "revision": spec.revision, "model_type": config.model_type,
-        "random_init": spec.random_init, "seed": spec.seed if spec.random_init else None,
-        "config_hash": config_hash(config), "tokenizer_hash": corpus.tokenizer_hashes(tokenizer),
+        "model": model_id(spec.name),
+        "revision": spec.revision,
+        "model_type": config.model_type,
+        "random_init": spec.random_init,
+        "seed": spec.seed if spec.random_init else None,
+        "config_hash": config_hash(config),
+        "tokenizer_hash": corpus.tokenizer_hashes(tokenizer),
         "special_tokens": dict(zip(("prefix", "suffix"), corpus.special_tokens(tokenizer))),
         "corpus": corpus.provenance(cspec) if corpus_record is None else corpus_record,
-        "compute_dtype": spec.resolved_dtype(), "align_version": __version__,
-        "family": families.record(discovery.of_config(config, getattr(spec, "family", None), spec.trust_remote_code)),
+        "compute_dtype": spec.resolved_dtype(),
+        "align_version": __version__,
+        "family": families.record(
+            discovery.of_config(config, getattr(spec, "family", None), spec.trust_remote_code)
+        ),
     }
 
 
@@ -210,6 +246,22 @@ def store_record(store) -> dict:
     """What a result computed from an activation store records about it: the store's model,
     tokenizer and corpus keys, the store's path and align's version."""
     p = store.provenance
-    keep = ("model", "revision", "model_type", "random_init", "seed", "config_hash", "tokenizer_hash", "special_tokens",
-            "corpus", "compute_dtype", "store_dtype")
-    return {**{k: p.get(k) for k in keep}, "source": "store", "store": store.path, "align_version": __version__}
+    keep = (
+        "model",
+        "revision",
+        "model_type",
+        "random_init",
+        "seed",
+        "config_hash",
+        "tokenizer_hash",
+        "special_tokens",
+        "corpus",
+        "compute_dtype",
+        "store_dtype",
+    )
+    return {
+        **{k: p.get(k) for k in keep},
+        "source": "store",
+        "store": store.path,
+        "align_version": __version__,
+    }

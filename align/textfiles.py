@@ -28,15 +28,19 @@ def open_binary(path: str, what: str, error=InputError) -> BinaryIO:
         raise error(f"cannot read {what} {path}: {e.strerror or e}") from None
 
 
-def decode(raw: bytes, path: str, what: str, offset: int = 0, line: int | None = None, error=InputError) -> str:
+def decode(
+    raw: bytes, path: str, what: str, offset: int = 0, line: int | None = None, error=InputError
+) -> str:
     """`raw` (bytes of `path` starting at byte `offset`, on line `line`) as UTF-8 text, or
     `error`: "{what} {path} is not UTF-8 (byte 0x.. at offset N, line K): convert it ..."."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
         at = f", line {line}" if line is not None else ""
-        raise error(f"{what} {path} is not UTF-8 (byte 0x{raw[e.start]:02x} at offset {offset + e.start:,}{at}): "
-                    "convert it to UTF-8, e.g. iconv -f latin1 -t utf-8") from None
+        raise error(
+            f"{what} {path} is not UTF-8 (byte 0x{raw[e.start]:02x} at offset {offset + e.start:,}{at}): "
+            "convert it to UTF-8, e.g. iconv -f latin1 -t utf-8"
+        ) from None
 
 
 def lines(f: BinaryIO, path: str, what: str, digest=None, error=InputError) -> Iterator[str]:

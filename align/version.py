@@ -5,5 +5,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 try:
     __version__ = version("align")
-except PackageNotFoundError:  # the source folder on sys.path without an install: say so, never guess
+except (
+    PackageNotFoundError
+):  # the source folder on sys.path without an install: say so, never guess
     __version__ = "0+unknown"

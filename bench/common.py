@@ -17,12 +17,22 @@ def build_tokenizer(folder: str, vocab: int, seed: int = 0):
     from transformers import PreTrainedTokenizerFast
 
     rng = random.Random(seed)
-    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))) for _ in range(3000)]
+    words = [
+        "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9)))
+        for _ in range(3000)
+    ]
     text = [" ".join(rng.choice(words) for _ in range(200)) for _ in range(200)]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.train_from_iterator(text, trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<|endoftext|>"], show_progress=False,
-                                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.train_from_iterator(
+        text,
+        trainers.BpeTrainer(
+            vocab_size=vocab,
+            special_tokens=["<|endoftext|>"],
+            show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>")
     fast.save_pretrained(folder)
     return fast, words
@@ -43,28 +53,53 @@ FAMILY_OPTIONS = {
     "gemma": _HEAD,
     "gemma2": lambda w: dict(_HEAD(w), query_pre_attn_scalar=w["hidden"] // w["heads"]),
     "gemma3_text": lambda w: dict(_HEAD(w), query_pre_attn_scalar=w["hidden"] // w["heads"]),
-    "gpt_neox": lambda w: dict(use_parallel_residual=True, rotary_pct=0.25),  # Pythia's; no grouped KV heads
+    "gpt_neox": lambda w: dict(
+        use_parallel_residual=True, rotary_pct=0.25
+    ),  # Pythia's; no grouped KV heads
     "gpt2": lambda w: dict(n_inner=w["intermediate"]),
     "phi3": _KV,
     "olmo2": _KV,
     "granite": _KV,
     "cohere": _KV,
     "starcoder2": _KV,
-    "qwen3_moe": lambda w: dict(_HEAD(w), num_experts=8, num_experts_per_tok=2, decoder_sparse_step=1,
-                                moe_intermediate_size=w["intermediate"] // 4),
+    "qwen3_moe": lambda w: dict(
+        _HEAD(w),
+        num_experts=8,
+        num_experts_per_tok=2,
+        decoder_sparse_step=1,
+        moe_intermediate_size=w["intermediate"] // 4,
+    ),
 }
 
 
-def family_config(family: str, vocab: int, hidden: int, heads: int, kv_heads: int, intermediate: int, layers: int,
-                  max_positions: int = 4096, **extra):
+def family_config(
+    family: str,
+    vocab: int,
+    hidden: int,
+    heads: int,
+    kv_heads: int,
+    intermediate: int,
+    layers: int,
+    max_positions: int = 4096,
+    **extra,
+):
     """transformers' config class of `family` (a FAMILY_OPTIONS key) at these widths; a
     default special-token id beyond the vocabulary is dropped (an embedding's padding row
     must lie inside it)."""
     from transformers import AutoConfig
 
     if family not in FAMILY_OPTIONS:
-        raise ValueError(f"family {family!r} is not one the bench builds: {', '.join(FAMILY_OPTIONS)}")
-    widths = dict(vocab=vocab, hidden=hidden, heads=heads, kv_heads=kv_heads, intermediate=intermediate, layers=layers)
+        raise ValueError(
+            f"family {family!r} is not one the bench builds: {', '.join(FAMILY_OPTIONS)}"
+        )
+    widths = dict(
+        vocab=vocab,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv_heads,
+        intermediate=intermediate,
+        layers=layers,
+    )
     from transformers.utils import logging as hf_logging
 
     verbosity = hf_logging.get_verbosity()
@@ -73,15 +108,33 @@ def family_config(family: str, vocab: int, hidden: int, heads: int, kv_heads: in
         defaults = AutoConfig.for_model(family)
     finally:
         hf_logging.set_verbosity(verbosity)
-    ids = {k: None for k in ("bos_token_id", "eos_token_id", "pad_token_id")
-           if isinstance(getattr(defaults, k, None), int) and getattr(defaults, k) >= vocab}
-    return AutoConfig.for_model(family, vocab_size=vocab, hidden_size=hidden, num_attention_heads=heads,
-                                intermediate_size=intermediate, num_hidden_layers=layers,
-                                max_position_embeddings=max_positions, **{**FAMILY_OPTIONS[family](widths), **ids, **extra})
+    ids = {
+        k: None
+        for k in ("bos_token_id", "eos_token_id", "pad_token_id")
+        if isinstance(getattr(defaults, k, None), int) and getattr(defaults, k) >= vocab
+    }
+    return AutoConfig.for_model(
+        family,
+        vocab_size=vocab,
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        intermediate_size=intermediate,
+        num_hidden_layers=layers,
+        max_position_embeddings=max_positions,
+        **{**FAMILY_OPTIONS[family](widths), **ids, **extra},
+    )
 
 
-def build_model(folder: str, family: str, vocab: int, hidden: int, heads: int, kv_heads: int, intermediate: int,
-                layers: int):
+def build_model(
+    folder: str,
+    family: str,
+    vocab: int,
+    hidden: int,
+    heads: int,
+    kv_heads: int,
+    intermediate: int,
+    layers: int,
+):
     """A model of `family` at these widths with random weights (torch seed 0), saved into
     `folder` with the tokenizer of `build_tokenizer(folder, vocab)`; returns the tokenizer's
     training words."""
@@ -95,13 +148,15 @@ def build_model(folder: str, family: str, vocab: int, hidden: int, heads: int, k
     return words
 
 
-def build_qwen2(folder: str, vocab: int, hidden: int, heads: int, kv_heads: int, intermediate: int, layers: int):
+def build_qwen2(
+    folder: str, vocab: int, hidden: int, heads: int, kv_heads: int, intermediate: int, layers: int
+):
     """`build_model` of a Qwen2 (tied embeddings)."""
     return build_model(folder, "qwen2", vocab, hidden, heads, kv_heads, intermediate, layers)
 
 
 def widths(spec: str) -> tuple:
-    """"6x256" -> (6, 256): layers and d_model."""
+    """ "6x256" -> (6, 256): layers and d_model."""
     layers, d = (int(x) for x in spec.split("x"))
     return layers, d
 

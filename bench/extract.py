@@ -40,7 +40,9 @@ import numpy as np
 import torch
 from common import FAMILY_OPTIONS, build_model
 
-WIDTHS = dict(vocab=4096, hidden=1536, heads=12, kv_heads=2, intermediate=8960, layers=2)  # Qwen2.5-1.5B's, 2 layers
+WIDTHS = dict(
+    vocab=4096, hidden=1536, heads=12, kv_heads=2, intermediate=8960, layers=2
+)  # Qwen2.5-1.5B's, 2 layers
 
 
 def build(root: str, family: str = "qwen2") -> str:
@@ -60,14 +62,23 @@ def load_bare(model_path: str):
 
     from align.models import attention_implementation
 
-    attn = attention_implementation(AutoConfig.from_pretrained(model_path))  # what align's forward runs
-    return AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32, attn_implementation=attn).eval().base_model
+    attn = attention_implementation(
+        AutoConfig.from_pretrained(model_path)
+    )  # what align's forward runs
+    return (
+        AutoModelForCausalLM.from_pretrained(
+            model_path, dtype=torch.float32, attn_implementation=attn
+        )
+        .eval()
+        .base_model
+    )
 
 
 def bare_forward(base, batches: list[list[np.ndarray]]) -> dict:
     """The bare decoder forward over `batches` after one warm-up batch: wall seconds over all of
     them ("s"), and wall and process CPU seconds over batches 2.. ("rest_s", "rest_cpu_s": what
     align's loop is measured over, its first batch being its warm-up)."""
+
     def run(batch):
         ids = torch.from_numpy(np.stack(batch).astype(np.int64))
         with torch.inference_mode():
@@ -95,7 +106,9 @@ class Clock:
         self.marks.append((time.perf_counter(), time.process_time(), message))
 
     def loop(self) -> tuple[float, float]:
-        first = next(m for m in self.marks if re.match(r"align extract: [\d,]+/[\d,]+ tokens", m[2]))
+        first = next(
+            m for m in self.marks if re.match(r"align extract: [\d,]+/[\d,]+ tokens", m[2])
+        )
         last = self.marks[-1]
         assert last[2].startswith("align extract: wrote"), last[2]
         return last[0] - first[0], last[1] - first[1]
@@ -108,30 +121,56 @@ def extract_once(model_path: str, corpus: str, store: str, n_tokens: int, batch_
 
     clock = Clock()
     t0 = time.perf_counter()
-    report = align.extract(model_path, corpus, store, max_length=512, max_tokens=n_tokens, batch_size=batch_size,
-                           sublayers=True, log=clock)
+    report = align.extract(
+        model_path,
+        corpus,
+        store,
+        max_length=512,
+        max_tokens=n_tokens,
+        batch_size=batch_size,
+        sublayers=True,
+        log=clock,
+    )
     return report, time.perf_counter() - t0, clock
 
 
 def describe(family: str) -> str:
     w = WIDTHS
-    heads = f"{w['heads']} heads" + (f", {w['kv_heads']} kv" if "num_key_value_heads" in FAMILY_OPTIONS[family](w) else "")
-    return (f"{family}, hidden {w['hidden']}, {heads}, intermediate {w['intermediate']}, {w['layers']} layers, "
-            f"vocab {w['vocab']}")
+    heads = f"{w['heads']} heads" + (
+        f", {w['kv_heads']} kv" if "num_key_value_heads" in FAMILY_OPTIONS[family](w) else ""
+    )
+    return (
+        f"{family}, hidden {w['hidden']}, {heads}, intermediate {w['intermediate']}, {w['layers']} layers, "
+        f"vocab {w['vocab']}"
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sequences", type=int, default=24)
     ap.add_argument("--batch-size", type=int, default=4)
-    ap.add_argument("--family", default="qwen2", choices=sorted(FAMILY_OPTIONS),
-                    help="the model's family, built at Qwen2.5-1.5B's widths (default qwen2)")
-    ap.add_argument("--repeats", type=int, default=1, help="alternate align and the bare forward N times")
-    ap.add_argument("--threads", type=int, default=None, help="torch threads (default torch's: one per core)")
-    ap.add_argument("--out", default=None, help="default bench/results/extract.json (extract-FAMILY.json for another family)")
+    ap.add_argument(
+        "--family",
+        default="qwen2",
+        choices=sorted(FAMILY_OPTIONS),
+        help="the model's family, built at Qwen2.5-1.5B's widths (default qwen2)",
+    )
+    ap.add_argument(
+        "--repeats", type=int, default=1, help="alternate align and the bare forward N times"
+    )
+    ap.add_argument(
+        "--threads", type=int, default=None, help="torch threads (default torch's: one per core)"
+    )
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="default bench/results/extract.json (extract-FAMILY.json for another family)",
+    )
     args = ap.parse_args()
     if args.sequences <= args.batch_size:
-        ap.error("--sequences must exceed --batch-size: the batches after the first are what is measured")
+        ap.error(
+            "--sequences must exceed --batch-size: the batches after the first are what is measured"
+        )
     name = "extract.json" if args.family == "qwen2" else f"extract-{args.family}.json"
     args.out = args.out or os.path.join(os.path.dirname(__file__), "results", name)
     if args.threads:
@@ -160,16 +199,22 @@ def main() -> None:
             ids, seq = s.tokens("token_id"), s.tokens("seq")
             seqs = np.split(ids, np.flatnonzero(np.diff(seq)) + 1)
             assert all(len(x) == 512 for x in seqs), "every sequence must be 512 tokens"
-            batches = [seqs[i:i + args.batch_size] for i in range(0, len(seqs), args.batch_size)]
+            batches = [seqs[i : i + args.batch_size] for i in range(0, len(seqs), args.batch_size)]
             bare = bare_forward(base, batches)
             (w_all, c_all), (w_one, c_one) = clock.loop(), clock_one.loop()
-            runs.append({"align_tokens_per_s": report.tokens_per_second, "align_end_to_end_wall_s": wall,
-                         "bare_forward_s": bare["s"], "bare_forward_tokens_per_s": n_tokens / bare["s"],
-                         "align_cpu_ms_per_token": 1e3 * (c_all - c_one) / (n_tokens - first),
-                         "bare_cpu_ms_per_token": 1e3 * bare["rest_cpu_s"] / (n_tokens - first),
-                         "align_wall_ms_per_token": 1e3 * (w_all - w_one) / (n_tokens - first),
-                         "bare_wall_ms_per_token": 1e3 * bare["rest_s"] / (n_tokens - first),
-                         "load_average_1min": os.getloadavg()[0]})
+            runs.append(
+                {
+                    "align_tokens_per_s": report.tokens_per_second,
+                    "align_end_to_end_wall_s": wall,
+                    "bare_forward_s": bare["s"],
+                    "bare_forward_tokens_per_s": n_tokens / bare["s"],
+                    "align_cpu_ms_per_token": 1e3 * (c_all - c_one) / (n_tokens - first),
+                    "bare_cpu_ms_per_token": 1e3 * bare["rest_cpu_s"] / (n_tokens - first),
+                    "align_wall_ms_per_token": 1e3 * (w_all - w_one) / (n_tokens - first),
+                    "bare_wall_ms_per_token": 1e3 * bare["rest_s"] / (n_tokens - first),
+                    "load_average_1min": os.getloadavg()[0],
+                }
+            )
             store_bytes, chunk_tokens, codec = s.nbytes_stored(), s.chunk_tokens, s.layout.codec
             shutil.rmtree(one)
             if r + 1 < args.repeats:
@@ -182,21 +227,40 @@ def main() -> None:
         cpu_align = float(np.median([x["align_cpu_ms_per_token"] for x in runs]))
         cpu_bare = float(np.median([x["bare_cpu_ms_per_token"] for x in runs]))
         result = {
-            "config": {"model": describe(args.family), "family": args.family,
-                       "attention": attention_implementation(AutoConfig.from_pretrained(model_path)),
-                       "dtype": "float32", "device": "cpu", "sequence_length": 512, "sequences": args.sequences,
-                       "batch_size": args.batch_size, "boundaries": f"0..{WIDTHS['layers']}", "sublayers": True,
-                       "store_bytes": store_bytes, "chunk_tokens": chunk_tokens, "codec": codec,
-                       "repeats": args.repeats, "torch_threads": torch.get_num_threads(),
-                       "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
-                       "python": sys.version.split()[0], "torch": torch.__version__,
-                       "command": " ".join(["bench/extract.py", *sys.argv[1:]])},
-            "results": {"n_tokens": n_tokens, "align_tokens_per_s": best["align_tokens_per_s"],
-                        "bare_forward_tokens_per_s": bare_rate,
-                        "slowdown_vs_bare": bare_rate / best["align_tokens_per_s"] - 1.0,
-                        "align_end_to_end_wall_s": best["align_end_to_end_wall_s"], "bare_forward_s": bare_s,
-                        "align_cpu_ms_per_token": cpu_align, "bare_cpu_ms_per_token": cpu_bare,
-                        "align_over_bare_cpu": cpu_bare / cpu_align, "runs": runs},
+            "config": {
+                "model": describe(args.family),
+                "family": args.family,
+                "attention": attention_implementation(AutoConfig.from_pretrained(model_path)),
+                "dtype": "float32",
+                "device": "cpu",
+                "sequence_length": 512,
+                "sequences": args.sequences,
+                "batch_size": args.batch_size,
+                "boundaries": f"0..{WIDTHS['layers']}",
+                "sublayers": True,
+                "store_bytes": store_bytes,
+                "chunk_tokens": chunk_tokens,
+                "codec": codec,
+                "repeats": args.repeats,
+                "torch_threads": torch.get_num_threads(),
+                "cpu": platform.processor() or platform.machine(),
+                "cpu_count": os.cpu_count(),
+                "python": sys.version.split()[0],
+                "torch": torch.__version__,
+                "command": " ".join(["bench/extract.py", *sys.argv[1:]]),
+            },
+            "results": {
+                "n_tokens": n_tokens,
+                "align_tokens_per_s": best["align_tokens_per_s"],
+                "bare_forward_tokens_per_s": bare_rate,
+                "slowdown_vs_bare": bare_rate / best["align_tokens_per_s"] - 1.0,
+                "align_end_to_end_wall_s": best["align_end_to_end_wall_s"],
+                "bare_forward_s": bare_s,
+                "align_cpu_ms_per_token": cpu_align,
+                "bare_cpu_ms_per_token": cpu_bare,
+                "align_over_bare_cpu": cpu_bare / cpu_align,
+                "runs": runs,
+            },
         }
     finally:
         shutil.rmtree(root, ignore_errors=True)

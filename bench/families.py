@@ -27,18 +27,39 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         measured = os.path.join(tmp, "families.json")
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/integration/test_families.py"]
-        rc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "ALIGN_FAMILY_RESULTS": measured}).returncode
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/integration/test_families.py",
+        ]
+        rc = subprocess.run(
+            cmd, cwd=ROOT, env={**os.environ, "ALIGN_FAMILY_RESULTS": measured}
+        ).returncode
         with open(measured, encoding="utf-8") as f:
             families = json.load(f)
-    out = {"config": {"command": "python bench/families.py", "suite": "tests/integration/test_families.py", "passed": rc == 0,
-                      "torch": torch.__version__, "transformers": transformers.__version__,
-                      "python": platform.python_version(), "dtype": "float32", "device": "cpu"},
-           "families": families}
+    out = {
+        "config": {
+            "command": "python bench/families.py",
+            "suite": "tests/integration/test_families.py",
+            "passed": rc == 0,
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "python": platform.python_version(),
+            "dtype": "float32",
+            "device": "cpu",
+        },
+        "families": families,
+    }
     with open(OUT, "w", encoding="utf-8") as f:
         json.dump(out, f, indent=1, sort_keys=True)
         f.write("\n")
-    print(f"bench/families.py: {len(families)} families, suite {'passed' if rc == 0 else 'FAILED'}: {OUT}")
+    print(
+        f"bench/families.py: {len(families)} families, suite {'passed' if rc == 0 else 'FAILED'}: {OUT}"
+    )
     return rc
 
 

@@ -23,10 +23,22 @@ import time
 import numpy as np
 
 TOKENIZERS = {
-    "source": {"vocab": "v0", "merges": "m0", "added_tokens": "a", "normalizer_pretokenizer": "n",
-               "special_wrapping": "s", "all": "x0"},
-    "target": {"vocab": "v1", "merges": "m1", "added_tokens": "a", "normalizer_pretokenizer": "n",
-               "special_wrapping": "s", "all": "x1"},
+    "source": {
+        "vocab": "v0",
+        "merges": "m0",
+        "added_tokens": "a",
+        "normalizer_pretokenizer": "n",
+        "special_wrapping": "s",
+        "all": "x0",
+    },
+    "target": {
+        "vocab": "v1",
+        "merges": "m1",
+        "added_tokens": "a",
+        "normalizer_pretokenizer": "n",
+        "special_wrapping": "s",
+        "all": "x1",
+    },
 }
 
 
@@ -60,16 +72,28 @@ def token_table(n_chars_per_doc: int, n_docs: int, p_cut: float, seed: int) -> d
 def write(path: str, table: dict, n_layers: int, d_model: int, seed: int, tokenizer: dict) -> str:
     from align.store.arrays import StoreFormat, StoreShape, write_activations
 
-    mix = np.random.default_rng(seed).normal(size=(d_model, d_model)).astype(np.float32) / np.sqrt(d_model)
+    mix = np.random.default_rng(seed).normal(size=(d_model, d_model)).astype(np.float32) / np.sqrt(
+        d_model
+    )
 
     def block(start, stop):
         rng = np.random.default_rng([seed, start])
-        return np.stack([(rng.standard_normal((stop - start, d_model), dtype=np.float32) @ mix) + b
-                         for b in range(n_layers + 1)])
+        return np.stack(
+            [
+                (rng.standard_normal((stop - start, d_model), dtype=np.float32) @ mix) + b
+                for b in range(n_layers + 1)
+            ]
+        )
 
-    prov = {"model": f"random-{n_layers}x{d_model}", "model_type": "synthetic", "tokenizer_hash": tokenizer,
-            "corpus": {"hash": "bench-text", "source": "bench words"}}
-    return write_activations(path, block, table, prov, StoreShape(n_layers, d_model), StoreFormat(codec="none"))
+    prov = {
+        "model": f"random-{n_layers}x{d_model}",
+        "model_type": "synthetic",
+        "tokenizer_hash": tokenizer,
+        "corpus": {"hash": "bench-text", "source": "bench words"},
+    }
+    return write_activations(
+        path, block, table, prov, StoreShape(n_layers, d_model), StoreFormat(codec="none")
+    )
 
 
 def run(args) -> dict:
@@ -89,7 +113,9 @@ def run(args) -> dict:
         coverage = {k: probe.attrs["pairing"][k]["coverage"] for k in ("source", "target")}
         # the baseline: one tokenizer, as many rows (tokens outside position 0) over as many documents
         per_doc = -(-rows // n_docs) + 1
-        base = token_table(per_doc * 8, n_docs, 0.0, 3)  # words of 2–7 characters: more than per_doc tokens
+        base = token_table(
+            per_doc * 8, n_docs, 0.0, 3
+        )  # words of 2–7 characters: more than per_doc tokens
         keep = np.concatenate([np.flatnonzero(base["doc"] == d)[:per_doc] for d in range(n_docs)])
         base = {k: v[keep] for k, v in base.items()}
         BS = write(os.path.join(tmp, "bs.zarr"), base, Ls, ds, 1, TOKENIZERS["source"])
@@ -105,12 +131,24 @@ def run(args) -> dict:
                     base_rows = sum(rep.dataset.attrs["options"]["n_tokens"].values())
         med = {k: statistics.median(v) for k, v in times.items()}
         return {
-            "config": {"source": args.source, "target": args.target, "documents": n_docs, "repeats": args.repeats,
-                       "source_tokens": len(src_t["doc"]), "target_tokens": len(tgt_t["doc"]),
-                       "baseline_tokens": len(base["doc"]), "machine": platform.processor() or platform.machine(),
-                       "cpus": os.cpu_count(), "load_average_at_start": args.load0},
-            "anchored_rows": rows, "baseline_rows": base_rows, "coverage": coverage,
-            "seconds": times, "median_seconds": med, "ratio_char_anchors_over_tokens": med["char-anchors"] / med["tokens"],
+            "config": {
+                "source": args.source,
+                "target": args.target,
+                "documents": n_docs,
+                "repeats": args.repeats,
+                "source_tokens": len(src_t["doc"]),
+                "target_tokens": len(tgt_t["doc"]),
+                "baseline_tokens": len(base["doc"]),
+                "machine": platform.processor() or platform.machine(),
+                "cpus": os.cpu_count(),
+                "load_average_at_start": args.load0,
+            },
+            "anchored_rows": rows,
+            "baseline_rows": base_rows,
+            "coverage": coverage,
+            "seconds": times,
+            "median_seconds": med,
+            "ratio_char_anchors_over_tokens": med["char-anchors"] / med["tokens"],
         }
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -74,23 +74,75 @@ import traceback
 import numpy as np
 from common import build_tokenizer, family_config
 
-QWEN_1_5B = dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
-                 num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True, max_position_embeddings=32768,
-                 rope_theta=1000000.0, rms_norm_eps=1e-6)
-QWEN_14B = dict(hidden_size=5120, intermediate_size=13824, num_hidden_layers=48, num_attention_heads=40,
-                num_key_value_heads=8, vocab_size=152064, tie_word_embeddings=False, max_position_embeddings=32768,
-                rope_theta=1000000.0, rms_norm_eps=1e-5)
-TINY_SMALL = dict(hidden_size=64, intermediate_size=160, num_hidden_layers=3, num_attention_heads=4,
-                  num_key_value_heads=2, vocab_size=640, tie_word_embeddings=True, max_position_embeddings=1024,
-                  rope_theta=10000.0, rms_norm_eps=1e-6)
-TINY_LARGE = dict(hidden_size=96, intermediate_size=192, num_hidden_layers=4, num_attention_heads=6,
-                  num_key_value_heads=2, vocab_size=700, tie_word_embeddings=False, max_position_embeddings=1024,
-                  rope_theta=10000.0, rms_norm_eps=1e-5)
+QWEN_1_5B = dict(
+    hidden_size=1536,
+    intermediate_size=8960,
+    num_hidden_layers=28,
+    num_attention_heads=12,
+    num_key_value_heads=2,
+    vocab_size=151936,
+    tie_word_embeddings=True,
+    max_position_embeddings=32768,
+    rope_theta=1000000.0,
+    rms_norm_eps=1e-6,
+)
+QWEN_14B = dict(
+    hidden_size=5120,
+    intermediate_size=13824,
+    num_hidden_layers=48,
+    num_attention_heads=40,
+    num_key_value_heads=8,
+    vocab_size=152064,
+    tie_word_embeddings=False,
+    max_position_embeddings=32768,
+    rope_theta=1000000.0,
+    rms_norm_eps=1e-5,
+)
+TINY_SMALL = dict(
+    hidden_size=64,
+    intermediate_size=160,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=640,
+    tie_word_embeddings=True,
+    max_position_embeddings=1024,
+    rope_theta=10000.0,
+    rms_norm_eps=1e-6,
+)
+TINY_LARGE = dict(
+    hidden_size=96,
+    intermediate_size=192,
+    num_hidden_layers=4,
+    num_attention_heads=6,
+    num_key_value_heads=2,
+    vocab_size=700,
+    tie_word_embeddings=False,
+    max_position_embeddings=1024,
+    rope_theta=10000.0,
+    rms_norm_eps=1e-5,
+)
 
 # The families phase: one block of each at a real width (Llama 3 8B's and Mistral 7B's widths),
 # and the same code at a tiny width in --tiny.
-FAMILY_CHECKS = ("qwen2", "qwen3", "llama", "mistral", "mixtral", "gemma", "gemma2", "gemma3_text", "gpt_neox", "gpt2",
-                 "phi3", "olmo2", "granite", "cohere", "starcoder2", "qwen3_moe")
+FAMILY_CHECKS = (
+    "qwen2",
+    "qwen3",
+    "llama",
+    "mistral",
+    "mixtral",
+    "gemma",
+    "gemma2",
+    "gemma3_text",
+    "gpt_neox",
+    "gpt2",
+    "phi3",
+    "olmo2",
+    "granite",
+    "cohere",
+    "starcoder2",
+    "qwen3_moe",
+)
 FAMILY_WIDTHS = dict(vocab=32768, hidden=4096, heads=32, kv_heads=8, intermediate=14336, layers=1)
 TINY_FAMILY_WIDTHS = dict(vocab=640, hidden=64, heads=4, kv_heads=2, intermediate=128, layers=1)
 FAMILY_BATCH = dict(batch_size=8, max_length=512)  # one batch of 4,096 tokens
@@ -113,8 +165,13 @@ class Check:
 
     def __init__(self, out_dir: str, args):
         self.path = os.path.join(out_dir, "gpu_check.json")
-        self.doc = {"args": vars(args), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    "phases": {}, "failed_checks": [], "status": "running"}
+        self.doc = {
+            "args": vars(args),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "phases": {},
+            "failed_checks": [],
+            "status": "running",
+        }
         self.t0 = time.time()
         self.write()
 
@@ -131,18 +188,28 @@ class Check:
         try:
             out = fn(*a, **kw) or {}
             status = out.pop("status", "ok")
-            self.doc["phases"][name] = {"status": status, "seconds": round(time.time() - t, 3), **out}
+            self.doc["phases"][name] = {
+                "status": status,
+                "seconds": round(time.time() - t, 3),
+                **out,
+            }
             for k, v in out.get("checks", {}).items():
                 if v is False:
                     self.doc["failed_checks"].append(f"{name}.{k}")
             return out
         except Deadline:
-            self.doc["phases"][name] = {"status": "stopped: --timeout reached", "seconds": round(time.time() - t, 3)}
+            self.doc["phases"][name] = {
+                "status": "stopped: --timeout reached",
+                "seconds": round(time.time() - t, 3),
+            }
             raise
         except Exception as e:  # noqa: BLE001 - recorded, and the next phase still runs
-            self.doc["phases"][name] = {"status": "error", "seconds": round(time.time() - t, 3),
-                                        "error": f"{type(e).__name__}: {e}",
-                                        "traceback": traceback.format_exc().splitlines()[-12:]}
+            self.doc["phases"][name] = {
+                "status": "error",
+                "seconds": round(time.time() - t, 3),
+                "error": f"{type(e).__name__}: {e}",
+                "traceback": traceback.format_exc().splitlines()[-12:],
+            }
             self.doc["failed_checks"].append(f"{name}.error")
             return None
         finally:
@@ -235,7 +302,7 @@ def _grouped_batches(lengths, batch_size: int):
 
     window = batch_size * GROUP_FACTOR
     for w0 in range(0, len(lengths), window):
-        part = lengths[w0:w0 + window]
+        part = lengths[w0 : w0 + window]
         for b in group_batches(part, batch_size):
             yield [w0 + i for i in b]
 
@@ -247,8 +314,8 @@ def _padded(seqs, device):
     ids = torch.zeros((len(seqs), T), dtype=torch.long)
     mask = torch.zeros((len(seqs), T), dtype=torch.long)
     for i, x in enumerate(seqs):
-        ids[i, :len(x)] = torch.from_numpy(np.asarray(x, dtype=np.int64))
-        mask[i, :len(x)] = 1
+        ids[i, : len(x)] = torch.from_numpy(np.asarray(x, dtype=np.int64))
+        mask[i, : len(x)] = 1
     ids, mask = ids.to(device), mask.to(device)
     return ids, mask, (mask.cumsum(-1) - 1).clamp(min=0)
 
@@ -259,15 +326,25 @@ def _padded(seqs, device):
 def phase_env(device: str) -> dict:
     import torch
 
-    out = {"python": sys.version.split()[0], "torch": torch.__version__, "platform": platform.platform(),
-           "cpu_count": os.cpu_count(), "device": device, "cuda_available": torch.cuda.is_available()}
+    out = {
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "device": device,
+        "cuda_available": torch.cuda.is_available(),
+    }
     import transformers
 
     out["transformers"] = transformers.__version__
     if device == "cuda":
         p = torch.cuda.get_device_properties(0)
-        out.update(gpu=p.name, gpu_memory_gib=p.total_memory / 2**30, cuda=torch.version.cuda,
-                   device_count=torch.cuda.device_count())
+        out.update(
+            gpu=p.name,
+            gpu_memory_gib=p.total_memory / 2**30,
+            cuda=torch.version.cuda,
+            device_count=torch.cuda.device_count(),
+        )
     return out
 
 
@@ -292,12 +369,16 @@ def _copy_rate(nbytes: int, pinned: bool, direction: str) -> float:
     host.fill_(1)
     dev = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
     for _ in range(2):  # warm-up
-        dev.copy_(host, non_blocking=pinned) if direction == "h2d" else host.copy_(dev, non_blocking=pinned)
+        dev.copy_(host, non_blocking=pinned) if direction == "h2d" else host.copy_(
+            dev, non_blocking=pinned
+        )
     torch.cuda.synchronize()
     reps = 5
     t = time.perf_counter()
     for _ in range(reps):
-        dev.copy_(host, non_blocking=pinned) if direction == "h2d" else host.copy_(dev, non_blocking=pinned)
+        dev.copy_(host, non_blocking=pinned) if direction == "h2d" else host.copy_(
+            dev, non_blocking=pinned
+        )
     torch.cuda.synchronize()
     return nbytes * reps / (time.perf_counter() - t) / 1e9
 
@@ -312,8 +393,11 @@ def phase_micro(device: str, tiny: bool) -> dict:
         out["gemm_gflops"][name] = _gemm_rate(size, dt, device, 3 if tiny else 10)
     if device == "cuda":
         nbytes = 1 << 30
-        out["copy_gb_per_s"] = {f"{d}_{'pinned' if p else 'pageable'}": _copy_rate(nbytes, p, d)
-                                for d in ("h2d", "d2h") for p in (True, False)}
+        out["copy_gb_per_s"] = {
+            f"{d}_{'pinned' if p else 'pageable'}": _copy_rate(nbytes, p, d)
+            for d in ("h2d", "d2h")
+            for p in (True, False)
+        }
         out["copy_bytes"] = nbytes
     else:
         out["copy_gb_per_s"] = "skipped: needs CUDA (pinned memory and device copies)"
@@ -343,7 +427,9 @@ def bare_forward(model, batches, device: str) -> float:
     return time.perf_counter() - t
 
 
-def phase_extract(ctx: dict, name: str, n_tokens: int, batch_size: int, keep_model: bool = False) -> dict:
+def phase_extract(
+    ctx: dict, name: str, n_tokens: int, batch_size: int, keep_model: bool = False
+) -> dict:
     """align.extract of `name` against a bare forward of the check's own copy of the model
     (loaded by align after the extraction's model is released), kept in ctx["models"] for the
     later phases when `keep_model`."""
@@ -356,15 +442,28 @@ def phase_extract(ctx: dict, name: str, n_tokens: int, batch_size: int, keep_mod
     out = os.path.join(ctx["root"], f"{name}.zarr")
     # What --dry-run predicts for this run (one batch through the run's own transfer and writer).
     t = time.perf_counter()
-    dry = align.extract(model_spec(folder, device), ctx["corpus"], out, batch_size=batch_size, max_tokens=n_tokens,
-                        dry_run=True, log=lambda m: None).dry_run
+    dry = align.extract(
+        model_spec(folder, device),
+        ctx["corpus"],
+        out,
+        batch_size=batch_size,
+        max_tokens=n_tokens,
+        dry_run=True,
+        log=lambda m: None,
+    ).dry_run
     dry_s = time.perf_counter() - t
     release(device)
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     log = []
-    rep = align.extract(model_spec(folder, device), ctx["corpus"], out, batch_size=batch_size, max_tokens=n_tokens,
-                        log=log.append)
+    rep = align.extract(
+        model_spec(folder, device),
+        ctx["corpus"],
+        out,
+        batch_size=batch_size,
+        max_tokens=n_tokens,
+        log=log.append,
+    )
     peak_gpu = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
     release(device)  # align's model is gone: the check's copy takes its place, not a second one
     t = time.perf_counter()
@@ -386,17 +485,30 @@ def phase_extract(ctx: dict, name: str, n_tokens: int, batch_size: int, keep_mod
     del model
     release(device)
     return {
-        "model_built_on": built_on, "build_s": build_s,
+        "model_built_on": built_on,
+        "build_s": build_s,
         "init_device_recorded": s.provenance.get("weights", {}).get("init_device"),
-        "n_tokens": s.n_tokens, "n_sequences": len(seqs), "batch_size": batch_size, "boundaries": len(s.boundaries),
-        "align_tokens_per_s": rep.tokens_per_second, "bare_forward_tokens_per_s": bare_rate,
-        "align_over_bare": rep.tokens_per_second / bare_rate, "align_loop_s": rep.stats["loop_s"],
-        "queue_blocked_s": rep.stats["queue_blocked_s"], "padding_fraction": rep.stats["padding_fraction"],
-        "store_bytes": stored, "write_mb_per_s": stored / rep.stats["loop_s"] / 1e6,
-        "peak_gpu_memory_gib": peak_gpu, "final_line": log[-1] if log else None,
-        "dry_run": {"predicted_tokens_per_s": dry["tokens_per_second"], "bound_by": dry["bound_by"],
-                    "batch_seconds": {k: dry["batch"][k] for k in ("forward", "copy", "encode", "write")},
-                    "predicted_over_actual": dry["tokens_per_second"] / rep.tokens_per_second, "seconds": dry_s},
+        "n_tokens": s.n_tokens,
+        "n_sequences": len(seqs),
+        "batch_size": batch_size,
+        "boundaries": len(s.boundaries),
+        "align_tokens_per_s": rep.tokens_per_second,
+        "bare_forward_tokens_per_s": bare_rate,
+        "align_over_bare": rep.tokens_per_second / bare_rate,
+        "align_loop_s": rep.stats["loop_s"],
+        "queue_blocked_s": rep.stats["queue_blocked_s"],
+        "padding_fraction": rep.stats["padding_fraction"],
+        "store_bytes": stored,
+        "write_mb_per_s": stored / rep.stats["loop_s"] / 1e6,
+        "peak_gpu_memory_gib": peak_gpu,
+        "final_line": log[-1] if log else None,
+        "dry_run": {
+            "predicted_tokens_per_s": dry["tokens_per_second"],
+            "bound_by": dry["bound_by"],
+            "batch_seconds": {k: dry["batch"][k] for k in ("forward", "copy", "encode", "write")},
+            "predicted_over_actual": dry["tokens_per_second"] / rep.tokens_per_second,
+            "seconds": dry_s,
+        },
         "peak_host_rss_mib_so_far": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         # A target of issue 10 (the pipeline's), reported, not an exactness check.
         "targets": {"align_at_least_0.85_of_bare": rep.tokens_per_second >= 0.85 * bare_rate},
@@ -426,8 +538,13 @@ def phase_exactness(ctx: dict, name: str, batch_size: int) -> dict:
     dev = models.input_device(model)
     ids, mask, pos = _padded([seqs[i] for i in first], dev)
     with torch.inference_mode():
-        hs = models.base_model(model)(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False,
-                                      output_hidden_states=True).hidden_states
+        hs = models.base_model(model)(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=pos,
+            use_cache=False,
+            output_hidden_states=True,
+        ).hidden_states
     mismatched, final_max, not_normed = [], 0.0, 0.0
     final_bits_equal = True
     for j, i in enumerate(first):
@@ -436,7 +553,11 @@ def phase_exactness(ctx: dict, name: str, batch_size: int) -> dict:
             want = hs[b][j, :n].contiguous().view(torch.int16).cpu().numpy().view(np.uint16)
             if not np.array_equal(_raw(s, "resid", b, a, a + n), want):
                 mismatched.append([int(i), b])
-        hL = torch.from_numpy(_raw(s, "resid", L, a, a + n).view(np.int16)).view(torch.bfloat16).to(dev)
+        hL = (
+            torch.from_numpy(_raw(s, "resid", L, a, a + n).view(np.int16))
+            .view(torch.bfloat16)
+            .to(dev)
+        )
         with torch.inference_mode():
             normed = models.final_norm(model)(hL[None])[0]
         ref = hs[L][j, :n]
@@ -449,7 +570,9 @@ def phase_exactness(ctx: dict, name: str, batch_size: int) -> dict:
         a, n = int(starts[i]), lengths[i]
         x = torch.from_numpy(np.asarray(seqs[i], dtype=np.int64))[None].to(dev)
         with torch.inference_mode():
-            one = models.base_model(model)(input_ids=x, use_cache=False, output_hidden_states=True).hidden_states
+            one = models.base_model(model)(
+                input_ids=x, use_cache=False, output_hidden_states=True
+            ).hidden_states
         for b in range(L):
             got = (_raw(s, "resid", b, a, a + n).astype(np.uint32) << 16).view(np.float32)
             want = one[b][0].float().cpu().numpy()
@@ -460,12 +583,22 @@ def phase_exactness(ctx: dict, name: str, batch_size: int) -> dict:
         for a in range(0, s.n_tokens, 1 << 16):
             bits = _raw(s, "resid", b, a, min(s.n_tokens, a + (1 << 16)))
             bad += int(((bits & 0x7F80) == 0x7F80).sum())
-    out = {"batch": [int(i) for i in first], "boundaries_compared": L, "mismatched_seq_boundary": mismatched[:20],
-           "final_norm_of_stored_hL_max_abs_diff": final_max, "stored_hL_vs_normed_max_abs_diff": not_normed,
-           "single_vs_batched_max_rel_error": rel, "non_finite_values": bad}
-    checks = {"stored_bits_equal_hidden_states": not mismatched, "final_norm_of_stored_hL_equals_last_hidden_state": final_bits_equal,
-              "hL_stored_before_final_norm": not_normed > 0, f"single_vs_batched_within_{BF16_REL_TOL}": rel <= BF16_REL_TOL,
-              "no_nan_or_inf": bad == 0}
+    out = {
+        "batch": [int(i) for i in first],
+        "boundaries_compared": L,
+        "mismatched_seq_boundary": mismatched[:20],
+        "final_norm_of_stored_hL_max_abs_diff": final_max,
+        "stored_hL_vs_normed_max_abs_diff": not_normed,
+        "single_vs_batched_max_rel_error": rel,
+        "non_finite_values": bad,
+    }
+    checks = {
+        "stored_bits_equal_hidden_states": not mismatched,
+        "final_norm_of_stored_hL_equals_last_hidden_state": final_bits_equal,
+        "hL_stored_before_final_norm": not_normed > 0,
+        f"single_vs_batched_within_{BF16_REL_TOL}": rel <= BF16_REL_TOL,
+        "no_nan_or_inf": bad == 0,
+    }
     if device == "cuda":
         # --device auto on one GPU against --device cuda, both through align's own loading.
         saved = os.path.join(ctx["root"], f"{name}-saved")
@@ -476,10 +609,20 @@ def phase_exactness(ctx: dict, name: str, batch_size: int) -> dict:
         stores = {}
         for d in ("cuda", "auto"):
             stores[d] = os.path.join(ctx["root"], f"{name}-{d}.zarr")
-            align.extract(saved, ctx["corpus"], stores[d], device=d, dtype="bfloat16", batch_size=batch_size,
-                          max_tokens=4096, log=lambda m: None)
+            align.extract(
+                saved,
+                ctx["corpus"],
+                stores[d],
+                device=d,
+                dtype="bfloat16",
+                batch_size=batch_size,
+                max_tokens=4096,
+                log=lambda m: None,
+            )
         a_, c_ = open_activations(stores["auto"]), open_activations(stores["cuda"])
-        same = all(np.array_equal(_raw(a_, "resid", b), _raw(c_, "resid", b)) for b in c_.boundaries)
+        same = all(
+            np.array_equal(_raw(a_, "resid", b), _raw(c_, "resid", b)) for b in c_.boundaries
+        )
         checks["device_auto_equals_cuda_bits"] = same
         out["device_auto_tokens"] = c_.n_tokens
     else:
@@ -513,7 +656,9 @@ def place_split(model, first: str, second: str, n_first: int):
 
     emb = model.get_input_embeddings()
     tied = models.unembed(model).weight is emb.weight
-    placed = [(emb, first)] + [(b, first if i < n_first else second) for i, b in enumerate(models.blocks(model))]
+    placed = [(emb, first)] + [
+        (b, first if i < n_first else second) for i, b in enumerate(models.blocks(model))
+    ]
     rot = getattr(models.base_model(model), "rotary_emb", None)
     placed += ([(rot, first)] if rot is not None else []) + [(models.final_norm(model), second)]
     placed.append((models.unembed(model), first if tied else second))
@@ -521,7 +666,9 @@ def place_split(model, first: str, second: str, n_first: int):
         module.to(dev)
         add_hook_to_module(module, AlignDevicesHook(execution_device=dev, io_same_device=False))
     # dispatch_model's hook on the whole model: inputs to the first device, logits back to the inputs' device
-    add_hook_to_module(model, AlignDevicesHook(execution_device=first, io_same_device=True), append=True)
+    add_hook_to_module(
+        model, AlignDevicesHook(execution_device=first, io_same_device=True), append=True
+    )
     return model
 
 
@@ -562,20 +709,38 @@ def phase_split(ctx: dict) -> dict:
     def diff(a, b):
         return float(np.nanmax(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
 
-    d = {"contrib_cos": diff(one["contrib"]["cos"], two["contrib"]["cos"]),
-         "contrib_rel_norm_rel": diff(np.log(one["contrib"]["rel_norm"]), np.log(two["contrib"]["rel_norm"])),
-         "skip_R": diff(one["skip"]["R"], two["skip"]["R"]), "skip_O": diff(one["skip"]["O"], two["skip"]["O"]),
-         "lens_kl": diff(one["lens"]["kl"], two["lens"]["kl"]), "lens_overlap": diff(one["lens"]["overlap"], two["lens"]["overlap"])}
+    d = {
+        "contrib_cos": diff(one["contrib"]["cos"], two["contrib"]["cos"]),
+        "contrib_rel_norm_rel": diff(
+            np.log(one["contrib"]["rel_norm"]), np.log(two["contrib"]["rel_norm"])
+        ),
+        "skip_R": diff(one["skip"]["R"], two["skip"]["R"]),
+        "skip_O": diff(one["skip"]["O"], two["skip"]["O"]),
+        "lens_kl": diff(one["lens"]["kl"], two["lens"]["kl"]),
+        "lens_overlap": diff(one["lens"]["overlap"], two["lens"]["overlap"]),
+    }
     # bf16 keeps 8 bits: a cosine or a log-ratio moves by ~1e-2 when half the blocks run on another
     # device's kernels; KL (nats) and the probability distance O by a few 1e-2; top-5 overlap by a tie flip.
     # These limits are estimates until a GPU run checks them.
-    limits = {"contrib_cos": 5e-2, "contrib_rel_norm_rel": 5e-2, "skip_R": 1e-1, "skip_O": 5e-2, "lens_kl": 1e-1,
-              "lens_overlap": 0.2}
+    limits = {
+        "contrib_cos": 5e-2,
+        "contrib_rel_norm_rel": 5e-2,
+        "skip_R": 1e-1,
+        "skip_O": 5e-2,
+        "lens_kl": 1e-1,
+        "lens_overlap": 0.2,
+    }
     checks = {f"split_{k}_within_{limits[k]:g}": bool(v <= limits[k]) for k, v in d.items()}
-    return {"placement": f"blocks 0..{L // 2 - 1} on {ctx['device']}, {L // 2}..{L - 1} and the final norm on cpu",
-            "prompts": len(prompts), "tokens": sum(len(p) for p in prompts),
-            "seconds_one_device": round(one["seconds"], 2), "seconds_split": round(two["seconds"], 2),
-            "max_abs_diff": d, "extract": f"skipped: {split_supported() or 'not run here'}", "checks": checks}
+    return {
+        "placement": f"blocks 0..{L // 2 - 1} on {ctx['device']}, {L // 2}..{L - 1} and the final norm on cpu",
+        "prompts": len(prompts),
+        "tokens": sum(len(p) for p in prompts),
+        "seconds_one_device": round(one["seconds"], 2),
+        "seconds_split": round(two["seconds"], 2),
+        "max_abs_diff": d,
+        "extract": f"skipped: {split_supported() or 'not run here'}",
+        "checks": checks,
+    }
 
 
 def phase_fit(ctx: dict, small: str, large: str, n_tokens: int, batch_size: int) -> dict:
@@ -590,14 +755,29 @@ def phase_fit(ctx: dict, small: str, large: str, n_tokens: int, batch_size: int)
     tgt_store = open_activations(ctx["stores"][large])
     Lt = len(tgt_store.boundaries) - 1
     s_layers, t_layers = f"0,{Ls // 2},{Ls}", f"0,{Lt // 2},{Lt}"
-    align.extract(model_spec(folder, device), ctx["corpus"], src, batch_size=batch_size, max_tokens=n_tokens,
-                  log=lambda m: None)
+    align.extract(
+        model_spec(folder, device),
+        ctx["corpus"],
+        src,
+        batch_size=batch_size,
+        max_tokens=n_tokens,
+        log=lambda m: None,
+    )
     results, seconds, stats_s = {}, {}, {}
     devices = ("cpu", "cuda") if device == "cuda" else ("cpu",)
     for d in devices:
         t = time.perf_counter()
-        rep = fit_mod.fit(src, ctx["stores"][large], None, source_boundaries=s_layers, target_boundaries=t_layers, device=d,
-                          scheduler="synchronous", blas_threads=os.cpu_count(), log=lambda m: None)
+        rep = fit_mod.fit(
+            src,
+            ctx["stores"][large],
+            None,
+            source_boundaries=s_layers,
+            target_boundaries=t_layers,
+            device=d,
+            scheduler="synchronous",
+            blas_threads=os.cpu_count(),
+            log=lambda m: None,
+        )
         seconds[d] = time.perf_counter() - t
         # Per-kind compute seconds exist only under a distributed scheduler; the synchronous one
         # (used here: no worker process has to initialise CUDA) gives the whole fit's time.
@@ -610,21 +790,33 @@ def phase_fit(ctx: dict, small: str, large: str, n_tokens: int, batch_size: int)
     # Cross-products X'X, X'Y, Y'Y of every pair in the 3x3 grid (an upper count: each Gram
     # matrix is counted once per side), 2 flops per multiply-add.
     flops = 2.0 * n * (3 * d_s * d_s + 9 * d_s * d_t + 3 * d_t * d_t)
-    out = {"source_boundaries": s_layers, "target_boundaries": t_layers, "n_tokens": n, "fit_seconds": seconds,
-           "statistics_seconds": stats_s, "statistics_flops_estimate": flops,
-           "statistics_gflops": {d: (flops / v / 1e9 if v else None) for d, v in stats_s.items()},
-           "statistics_gflops_lower_bound_whole_fit": {d: flops / v / 1e9 for d, v in seconds.items()},
-           "batch_size": batch_size}
+    out = {
+        "source_boundaries": s_layers,
+        "target_boundaries": t_layers,
+        "n_tokens": n,
+        "fit_seconds": seconds,
+        "statistics_seconds": stats_s,
+        "statistics_flops_estimate": flops,
+        "statistics_gflops": {d: (flops / v / 1e9 if v else None) for d, v in stats_s.items()},
+        "statistics_gflops_lower_bound_whole_fit": {d: flops / v / 1e9 for d, v in seconds.items()},
+        "batch_size": batch_size,
+    }
     fp64 = ctx.get("fp64_gflops")
     if fp64:
-        out["fraction_of_fp64_gemm_rate"] = (flops / (stats_s.get(device) or seconds[device]) / 1e9) / fp64
+        out["fraction_of_fp64_gemm_rate"] = (
+            flops / (stats_s.get(device) or seconds[device]) / 1e9
+        ) / fp64
     checks = {}
     if "cuda" in results:
         a, b = results["cpu"], results["cuda"]
-        diffs = {v: float(np.nanmax(np.abs(a[v].values - b[v].values))) for v in ("relative_error", "r2")}
+        diffs = {
+            v: float(np.nanmax(np.abs(a[v].values - b[v].values))) for v in ("relative_error", "r2")
+        }
         out["cuda_vs_cpu_max_abs_diff"] = diffs
         checks["cuda_metrics_equal_cpu_1e-10"] = all(x <= FIT_TOL for x in diffs.values())
-        checks["cuda_alpha_equals_cpu"] = bool(np.array_equal(a["alpha_rel"].values, b["alpha_rel"].values))
+        checks["cuda_alpha_equals_cpu"] = bool(
+            np.array_equal(a["alpha_rel"].values, b["alpha_rel"].values)
+        )
     else:
         out["cuda_vs_cpu"] = "skipped: needs CUDA"
         r2 = results["cpu"]["r2"].values
@@ -642,10 +834,16 @@ def blocking_budget(p, options, limit: int | None = None) -> tuple:
     from align.fitting import live
     from align.fitting.options import FitHooks
 
-    one = live.make_plan(p, dataclasses.replace(options, hooks=FitHooks(worker_budget=1 << 62)), None)
+    one = live.make_plan(
+        p, dataclasses.replace(options, hooks=FitHooks(worker_budget=1 << 62)), None
+    )
     one_pass = sum(one.bytes.values()) - one.bytes.get("held-out rows", 0)
     budget = one_pass - 1 if limit is None else min(one_pass - 1, limit)
-    return budget, live.make_plan(p, dataclasses.replace(options, hooks=FitHooks(worker_budget=budget)), None), one_pass
+    return (
+        budget,
+        live.make_plan(p, dataclasses.replace(options, hooks=FitHooks(worker_budget=budget)), None),
+        one_pass,
+    )
 
 
 def compare_fits(live_ds, ref_ds) -> dict:
@@ -654,17 +852,28 @@ def compare_fits(live_ds, ref_ds) -> dict:
     FIT_TOL / 10 absolute beneath it, the suite's tolerance in tests/integration/test_fit_live.py: a
     near-perfect map's error moves by ~1e-12 of ||y|| when sums are added in another order)
     with the same alpha_rel and the same NaN pattern."""
-    sub = live_ds.sel(source_boundary=ref_ds["source_boundary"].values, target_boundary=ref_ds["target_boundary"].values)
+    sub = live_ds.sel(
+        source_boundary=ref_ds["source_boundary"].values,
+        target_boundary=ref_ds["target_boundary"].values,
+    )
     rel, ok = {}, True
     for v in ("relative_error", "norm_error", "r2"):
         a, b = np.asarray(ref_ds[v].values, np.float64), np.asarray(sub[v].values, np.float64)
         both = np.isfinite(a) & np.isfinite(b)
-        rel[v] = float(np.max(np.abs(a - b)[both] / np.maximum(np.abs(a[both]), 1e-300), initial=0.0))
-        ok &= bool(np.array_equal(np.isfinite(a), np.isfinite(b))
-                   and np.allclose(b[both], a[both], rtol=FIT_TOL, atol=FIT_TOL / 10))
+        rel[v] = float(
+            np.max(np.abs(a - b)[both] / np.maximum(np.abs(a[both]), 1e-300), initial=0.0)
+        )
+        ok &= bool(
+            np.array_equal(np.isfinite(a), np.isfinite(b))
+            and np.allclose(b[both], a[both], rtol=FIT_TOL, atol=FIT_TOL / 10)
+        )
     same_alpha = bool(np.array_equal(sub["alpha_rel"].values, ref_ds["alpha_rel"].values))
-    return {"pairs": int(ref_ds["relative_error"].size), "max_relative_difference": rel, "metrics_equal": ok,
-            "alpha_rel_equal": same_alpha}
+    return {
+        "pairs": int(ref_ds["relative_error"].size),
+        "max_relative_difference": rel,
+        "metrics_equal": ok,
+        "alpha_rel_equal": same_alpha,
+    }
 
 
 def phase_fit_live(ctx: dict, small: str, large: str, n_tokens: int, batch_size: int) -> dict:
@@ -683,8 +892,12 @@ def phase_fit_live(ctx: dict, small: str, large: str, n_tokens: int, batch_size:
 
     device = ctx["device"]
     release(device)  # what the fit phase's GPU fit cached
-    job = live.LiveJob(model_spec(ctx["folders"][small], device), model_spec(ctx["folders"][large], device),
-                       corpus_mod.CorpusSpec(ctx["corpus"], max_tokens=n_tokens), batch_size)
+    job = live.LiveJob(
+        model_spec(ctx["folders"][small], device),
+        model_spec(ctx["folders"][large], device),
+        corpus_mod.CorpusSpec(ctx["corpus"], max_tokens=n_tokens),
+        batch_size,
+    )
     options = request(None, None, {})
     limit = None
     if device == "cuda":
@@ -697,30 +910,52 @@ def phase_fit_live(ctx: dict, small: str, large: str, n_tokens: int, batch_size:
     # (--memory-limit would subtract this process's resident size, which varies run to run).
     hooks = {} if device == "cuda" else {"worker_budget": budget}
     t = time.perf_counter()
-    rep = live.fit_live(job, None, device_memory=budget if device == "cuda" else None, log=log.append, **hooks)
+    rep = live.fit_live(
+        job, None, device_memory=budget if device == "cuda" else None, log=log.append, **hooks
+    )
     wall = time.perf_counter() - t
     peak_gpu = torch.cuda.max_memory_allocated() if device == "cuda" else None
     cs, ct = prepared.configs
     n = rep.plan["n_tokens"]
-    sum_s, sum_t = (cs.num_hidden_layers + 1) * cs.hidden_size, (ct.num_hidden_layers + 1) * ct.hidden_size
+    sum_s, sum_t = (
+        (cs.num_hidden_layers + 1) * cs.hidden_size,
+        (ct.num_hidden_layers + 1) * ct.hidden_size,
+    )
     flops = 2.0 * n * sum_s * sum_t
     gflops = flops / rep.loop_seconds / 1e9
     planned = sum(rep.plan["bytes"].values())
-    out = {"pairs": f"{cs.num_hidden_layers + 1}x{ct.num_hidden_layers + 1}", "n_tokens": n, "batch_size": batch_size,
-           "budget_bytes": budget, "one_pass_plan_bytes": one_pass,
-           "budget_option": "--device-memory" if device == "cuda" else "worker_budget (plan room)",
-           "passes": rep.plan["passes"], "blocks": rep.plan["blocks"], "keep_heldout": rep.plan["keep_heldout"],
-           "planned_bytes": rep.plan["bytes"], "seconds": wall, "pass_seconds": rep.loop_seconds,
-           "tokens_per_s": n / rep.loop_seconds, "tokens_per_s_wall": n / wall, "rates": rep.rates,
-           "statistics_flops": flops, "statistics_gflops_over_pass_seconds": gflops,
-           "peak_gpu_memory_bytes": peak_gpu, "log": log[-6:]}
+    out = {
+        "pairs": f"{cs.num_hidden_layers + 1}x{ct.num_hidden_layers + 1}",
+        "n_tokens": n,
+        "batch_size": batch_size,
+        "budget_bytes": budget,
+        "one_pass_plan_bytes": one_pass,
+        "budget_option": "--device-memory" if device == "cuda" else "worker_budget (plan room)",
+        "passes": rep.plan["passes"],
+        "blocks": rep.plan["blocks"],
+        "keep_heldout": rep.plan["keep_heldout"],
+        "planned_bytes": rep.plan["bytes"],
+        "seconds": wall,
+        "pass_seconds": rep.loop_seconds,
+        "tokens_per_s": n / rep.loop_seconds,
+        "tokens_per_s_wall": n / wall,
+        "rates": rep.rates,
+        "statistics_flops": flops,
+        "statistics_gflops_over_pass_seconds": gflops,
+        "peak_gpu_memory_bytes": peak_gpu,
+        "log": log[-6:],
+    }
     fp64 = ctx.get("fp64_gflops")
     if fp64:
         out["fp64_gemm_gflops"] = fp64
         out["fraction_of_fp64_gemm_rate"] = gflops / fp64
-    checks = {"blocked_in_2_or_more_passes": rep.plan["passes"] >= 2 and plan.passes == rep.plan["passes"]}
+    checks = {
+        "blocked_in_2_or_more_passes": rep.plan["passes"] >= 2 and plan.passes == rep.plan["passes"]
+    }
     if peak_gpu is not None:
-        out["targets"] = {"peak_gpu_memory_within_plan": peak_gpu <= planned}  # the plan's estimate, reported
+        out["targets"] = {
+            "peak_gpu_memory_within_plan": peak_gpu <= planned
+        }  # the plan's estimate, reported
     refs = ctx.get("store_fits") or {}
     if refs:
         out["against_store_route"] = {d: compare_fits(rep.dataset, r) for d, r in refs.items()}
@@ -733,8 +968,10 @@ def phase_fit_live(ctx: dict, small: str, large: str, n_tokens: int, batch_size:
         checks[f"metrics_equal_one_pass_{FIT_TOL:g}"] = out["against_one_pass_cpu"]["metrics_equal"]
         checks["alpha_equals_one_pass"] = out["against_one_pass_cpu"]["alpha_rel_equal"]
     else:
-        out["against_store_route"] = ("skipped: the fit phase's stores are missing (a 14B live fit on the CPU "
-                                      "would not fit the timeout)")
+        out["against_store_route"] = (
+            "skipped: the fit phase's stores are missing (a 14B live fit on the CPU "
+            "would not fit the timeout)"
+        )
     out["checks"] = checks
     return out
 
@@ -744,7 +981,9 @@ def family_folder(root: str, family: str, widths: dict, tokenizer_src: str) -> s
     tokenizer files: what `align extract --random-init` reads."""
     folder = os.path.join(root, f"family-{family}")
     os.makedirs(folder, exist_ok=True)
-    family_config(family, **widths, max_positions=4096, torch_dtype="bfloat16").save_pretrained(folder)
+    family_config(family, **widths, max_positions=4096, torch_dtype="bfloat16").save_pretrained(
+        folder
+    )
     for f in os.listdir(tokenizer_src):
         shutil.copy(os.path.join(tokenizer_src, f), folder)
     return folder
@@ -778,8 +1017,12 @@ def check_family(ctx: dict, family: str, widths: dict, batch_size: int, max_leng
         torch.cuda.reset_peak_memory_stats()
     model, config = load_model(folder, device)
     fam = families.of(model)
-    out.update(family=fam.name, found=fam.found, attention=getattr(config, "_attn_implementation", None),
-               parameters=sum(p.numel() for p in model.parameters()))
+    out.update(
+        family=fam.name,
+        found=fam.found,
+        attention=getattr(config, "_attn_implementation", None),
+        parameters=sum(p.numel() for p in model.parameters()),
+    )
     t = time.perf_counter()
     out["probe"] = discovery.verify(model)
     out["probe_s"] = time.perf_counter() - t
@@ -789,17 +1032,31 @@ def check_family(ctx: dict, family: str, widths: dict, batch_size: int, max_leng
     del model
     release(device)
     store = os.path.join(ctx["root"], f"family-{family}.zarr")
-    rep = align.extract(model_spec(folder, device), ctx["family_corpus"], store, batch_size=batch_size,
-                        max_length=max_length, max_tokens=batch_size * max_length, sublayers=True, log=lambda m: None)
+    rep = align.extract(
+        model_spec(folder, device),
+        ctx["family_corpus"],
+        store,
+        batch_size=batch_size,
+        max_length=max_length,
+        max_tokens=batch_size * max_length,
+        sublayers=True,
+        log=lambda m: None,
+    )
     s = open_activations(store)
     same = bool(np.array_equal(s.tokens("token_id"), ids.reshape(-1)))
     n = s.n_tokens
     shutil.rmtree(store, ignore_errors=True)
-    out.update(n_tokens=n, batch_size=batch_size, max_length=max_length, align_tokens_per_s=rep.tokens_per_second,
-               align_loop_s=rep.stats["loop_s"], bare_forward_tokens_per_s=n / bare_s,
-               align_over_bare=rep.tokens_per_second / (n / bare_s),
-               peak_gpu_memory_gib=torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None,
-               stored_tokens_are_the_batch=same)
+    out.update(
+        n_tokens=n,
+        batch_size=batch_size,
+        max_length=max_length,
+        align_tokens_per_s=rep.tokens_per_second,
+        align_loop_s=rep.stats["loop_s"],
+        bare_forward_tokens_per_s=n / bare_s,
+        align_over_bare=rep.tokens_per_second / (n / bare_s),
+        peak_gpu_memory_gib=torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None,
+        stored_tokens_are_the_batch=same,
+    )
     return out
 
 
@@ -823,9 +1080,16 @@ def phase_families(ctx: dict, names, widths: dict, batch_size: int, max_length: 
         results[name] = rec
         checks[f"{name}_probe_and_extract"] = ok
         release(ctx["device"])
-    return {"widths": widths, "dtype": "bfloat16", "batch_size": batch_size, "max_length": max_length,
-            "passed": [n for n in names if checks[f"{n}_probe_and_extract"]],
-            "failed": [n for n in names if not checks[f"{n}_probe_and_extract"]], "families": results, "checks": checks}
+    return {
+        "widths": widths,
+        "dtype": "bfloat16",
+        "batch_size": batch_size,
+        "max_length": max_length,
+        "passed": [n for n in names if checks[f"{n}_probe_and_extract"]],
+        "failed": [n for n in names if not checks[f"{n}_probe_and_extract"]],
+        "families": results,
+        "checks": checks,
+    }
 
 
 # ----------------------------------------------------------------------------- main
@@ -833,14 +1097,46 @@ def phase_families(ctx: dict, names, widths: dict, batch_size: int, max_length: 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "gpu_check"))
-    ap.add_argument("--tiny", action="store_true", help="tiny widths, few layers, on the CPU (what the test suite runs)")
-    ap.add_argument("--timeout", type=float, default=480.0, help="seconds; the phase under way is stopped and recorded")
-    ap.add_argument("--tokens-small", type=int, default=None, help="tokens for the 1.5B extraction (default 65536; tiny 1536)")
-    ap.add_argument("--tokens-large", type=int, default=None, help="tokens for the 14B extraction and the fit (default 16384; tiny 1536)")
-    ap.add_argument("--workdir", default=None, help="where stores are written (default: a temporary folder, removed)")
-    ap.add_argument("--families", default=",".join(FAMILY_CHECKS), help="model_types of the families phase, comma-separated")
-    ap.add_argument("--only", choices=("families",), default=None, help="run env, setup and this phase alone")
+    ap.add_argument(
+        "--out",
+        default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "gpu_check"),
+    )
+    ap.add_argument(
+        "--tiny",
+        action="store_true",
+        help="tiny widths, few layers, on the CPU (what the test suite runs)",
+    )
+    ap.add_argument(
+        "--timeout",
+        type=float,
+        default=480.0,
+        help="seconds; the phase under way is stopped and recorded",
+    )
+    ap.add_argument(
+        "--tokens-small",
+        type=int,
+        default=None,
+        help="tokens for the 1.5B extraction (default 65536; tiny 1536)",
+    )
+    ap.add_argument(
+        "--tokens-large",
+        type=int,
+        default=None,
+        help="tokens for the 14B extraction and the fit (default 16384; tiny 1536)",
+    )
+    ap.add_argument(
+        "--workdir",
+        default=None,
+        help="where stores are written (default: a temporary folder, removed)",
+    )
+    ap.add_argument(
+        "--families",
+        default=",".join(FAMILY_CHECKS),
+        help="model_types of the families phase, comma-separated",
+    )
+    ap.add_argument(
+        "--only", choices=("families",), default=None, help="run env, setup and this phase alone"
+    )
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     signal.signal(signal.SIGALRM, _on_alarm)
@@ -857,12 +1153,24 @@ def main(argv=None) -> int:
             check.write()
             print(f"gpu_check: {check.doc['status']}", file=sys.stderr)
             return 1
-        small, large = ("tiny-1.5b-shape", "tiny-14b-shape") if args.tiny else ("qwen2.5-1.5b", "qwen2.5-14b")
-        cfgs = {small: TINY_SMALL if args.tiny else QWEN_1_5B, large: TINY_LARGE if args.tiny else QWEN_14B}
+        small, large = (
+            ("tiny-1.5b-shape", "tiny-14b-shape") if args.tiny else ("qwen2.5-1.5b", "qwen2.5-14b")
+        )
+        cfgs = {
+            small: TINY_SMALL if args.tiny else QWEN_1_5B,
+            large: TINY_LARGE if args.tiny else QWEN_14B,
+        }
         n_small = args.tokens_small or (1536 if args.tiny else 65536)
         n_large = args.tokens_large or (1536 if args.tiny else 16384)
         b_small, b_large = (4, 4) if args.tiny else (16, 8)
-        ctx = {"device": device, "root": root, "models": {}, "configs": {}, "stores": {}, "folders": {}}
+        ctx = {
+            "device": device,
+            "root": root,
+            "models": {},
+            "configs": {},
+            "stores": {},
+            "folders": {},
+        }
         check.phase("env", phase_env, device)
         micro = check.phase("micro", phase_micro, device, args.tiny) if args.only is None else None
         if micro:
@@ -879,21 +1187,28 @@ def main(argv=None) -> int:
                 ctx["folders"][name] = model_folder(root, name, cfg, tok_dir)
             ctx["corpus"] = os.path.join(root, "corpus.txt")
             ctx["family_corpus"] = os.path.join(root, "family-corpus.txt")
-            ctx["family_ids"] = one_batch_corpus(ctx["family_corpus"], words, tok,
-                                                 fam_batch["batch_size"] * fam_batch["max_length"])
-            return {"corpus_tokens": write_corpus(ctx["corpus"], words, max(n_small, n_large), tok),
-                    "configs": cfgs}
+            ctx["family_ids"] = one_batch_corpus(
+                ctx["family_corpus"], words, tok, fam_batch["batch_size"] * fam_batch["max_length"]
+            )
+            return {
+                "corpus_tokens": write_corpus(ctx["corpus"], words, max(n_small, n_large), tok),
+                "configs": cfgs,
+            }
 
         check.phase("setup", setup)
         families_list = [f for f in args.families.split(",") if f]
         if args.only is None:
-            check.phase(f"extract_{small}", phase_extract, ctx, small, n_small, b_small, keep_model=True)
+            check.phase(
+                f"extract_{small}", phase_extract, ctx, small, n_small, b_small, keep_model=True
+            )
             if small in ctx["stores"]:
                 check.phase("exactness", phase_exactness, ctx, small, b_small)
             else:
                 check.skip("exactness", "the extraction it reads failed")
             check.phase("split", phase_split, ctx)
-            ctx["models"].clear()  # the 14B's extraction and the fits that follow have the device to themselves
+            ctx[
+                "models"
+            ].clear()  # the 14B's extraction and the fits that follow have the device to themselves
             release(device)
             check.phase(f"extract_{large}", phase_extract, ctx, large, n_large, b_large)
             if large in ctx["stores"]:
@@ -914,8 +1229,16 @@ def main(argv=None) -> int:
         signal.setitimer(signal.ITIMER_REAL, 0)
         check.write()
         shutil.rmtree(root, ignore_errors=True)
-    print(json.dumps({"status": check.doc["status"], "failed_checks": check.doc["failed_checks"],
-                      "json": check.path}, indent=2))
+    print(
+        json.dumps(
+            {
+                "status": check.doc["status"],
+                "failed_checks": check.doc["failed_checks"],
+                "json": check.path,
+            },
+            indent=2,
+        )
+    )
     return code
 
 

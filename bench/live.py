@@ -41,14 +41,18 @@ def build(root: str, source: str, target: str, vocab: int, tokens: int) -> tuple
     for name, spec in (("source", source), ("target", target)):
         L, d = widths(spec)
         path = os.path.join(root, name)
-        words = build_qwen2(path, vocab, hidden=d, heads=d // 64, kv_heads=2, intermediate=4 * d, layers=L)
+        words = build_qwen2(
+            path, vocab, hidden=d, heads=d // 64, kv_heads=2, intermediate=4 * d, layers=L
+        )
         out.append(path)
     rng = random.Random(1)
     corpus = os.path.join(root, "corpus.txt")
     with open(corpus, "w") as f:
         # documents of 1,200 words (a few full windows each), enough of them for `tokens`
         n_docs = max(10, tokens // 1500 + 2)
-        f.write("\n\n".join(" ".join(rng.choice(words) for _ in range(1200)) for _ in range(n_docs)))
+        f.write(
+            "\n\n".join(" ".join(rng.choice(words) for _ in range(1200)) for _ in range(n_docs))
+        )
     return out[0], out[1], corpus
 
 
@@ -65,20 +69,42 @@ def du(path: str) -> int:
     return total
 
 
-PEAK = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]).returncode; "
-        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024); sys.exit(r)")
+PEAK = (
+    "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]).returncode; "
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024); sys.exit(r)"
+)
 
 
 def live_peak(args, S, T, corpus, out, limit: str) -> dict:
     """The live run under --memory-limit in a child process: its peak resident size (the
     kernel's ru_maxrss of that child alone, read by a wrapper process whose only child it is)."""
-    cmd = [ALIGN, "fit", "--live", S, T, corpus, "-o", out, "--memory-limit", limit, "--batch-size", str(args.batch_size),
-           "--max-length", str(args.seq)] + (["--max-tokens", str(args.tokens)] if args.tokens else [])
+    cmd = [
+        ALIGN,
+        "fit",
+        "--live",
+        S,
+        T,
+        corpus,
+        "-o",
+        out,
+        "--memory-limit",
+        limit,
+        "--batch-size",
+        str(args.batch_size),
+        "--max-length",
+        str(args.seq),
+    ] + (["--max-tokens", str(args.tokens)] if args.tokens else [])
     t = time.time()
     p = subprocess.run([sys.executable, "-c", PEAK] + cmd, capture_output=True, text=True)
-    return {"command": "align " + " ".join(cmd[1:]), "returncode": p.returncode, "seconds": time.time() - t,
-            "peak_rss_bytes": int(p.stdout.split()[-1]), "stderr_plan": [line for line in p.stderr.splitlines()
-                                                                         if "block(s)" in line or "memory on" in line]}
+    return {
+        "command": "align " + " ".join(cmd[1:]),
+        "returncode": p.returncode,
+        "seconds": time.time() - t,
+        "peak_rss_bytes": int(p.stdout.split()[-1]),
+        "stderr_plan": [
+            line for line in p.stderr.splitlines() if "block(s)" in line or "memory on" in line
+        ],
+    }
 
 
 def main():
@@ -92,14 +118,33 @@ def main():
     ap.add_argument("--memory-limit", default="2GB", help="budget of the peak-memory run")
     ap.add_argument("--no-store", action="store_true", help="skip the store route")
     ap.add_argument("--no-memory", action="store_true", help="skip the peak-memory run")
-    ap.add_argument("--note", default="", help="a line recorded with the results (e.g. the machine's load)")
-    ap.add_argument("--out", default=None, help="[default: bench/results/live.json; with --pairing char-anchors "
-                    "live-pairing.json]")
-    ap.add_argument("--pairing", choices=["tokens", "char-anchors"], default="tokens",
-                    help="char-anchors: a target with another tokenizer, against a same-tokenizer target, each against "
-                         "its floor (bench/live_pairing.py)")
-    ap.add_argument("--target-vocab", type=int, default=3072, help="--pairing char-anchors: the other tokenizer's vocabulary")
-    ap.add_argument("--repeats", type=int, default=2, help="--pairing char-anchors: runs of each fit, alternated")
+    ap.add_argument(
+        "--note", default="", help="a line recorded with the results (e.g. the machine's load)"
+    )
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="[default: bench/results/live.json; with --pairing char-anchors live-pairing.json]",
+    )
+    ap.add_argument(
+        "--pairing",
+        choices=["tokens", "char-anchors"],
+        default="tokens",
+        help="char-anchors: a target with another tokenizer, against a same-tokenizer target, each against "
+        "its floor (bench/live_pairing.py)",
+    )
+    ap.add_argument(
+        "--target-vocab",
+        type=int,
+        default=3072,
+        help="--pairing char-anchors: the other tokenizer's vocabulary",
+    )
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=2,
+        help="--pairing char-anchors: runs of each fit, alternated",
+    )
     args = ap.parse_args()
     results = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
     if args.pairing == "char-anchors":
@@ -115,14 +160,25 @@ def main():
     from align.fitting import live
 
     root = tempfile.mkdtemp(prefix="align-bench-live-")
-    result = {"config": {**vars(args), "cpu_count": os.cpu_count(), "machine": platform.machine(),
-                         "torch_threads": torch.get_num_threads(), "memory_bytes": psutil.virtual_memory().total,
-                         "command": " ".join(["bench/live.py"] + sys.argv[1:])},
-              "load_average_at_start": list(os.getloadavg())}
+    result = {
+        "config": {
+            **vars(args),
+            "cpu_count": os.cpu_count(),
+            "machine": platform.machine(),
+            "torch_threads": torch.get_num_threads(),
+            "memory_bytes": psutil.virtual_memory().total,
+            "command": " ".join(["bench/live.py"] + sys.argv[1:]),
+        },
+        "load_average_at_start": list(os.getloadavg()),
+    }
     try:
         S, T, corpus = build(root, args.source, args.target, args.vocab, args.tokens)
-        job = live.LiveJob(models.ModelSpec(S), models.ModelSpec(T),
-                           corpus_mod.CorpusSpec(corpus, max_length=args.seq, max_tokens=args.tokens), args.batch_size)
+        job = live.LiveJob(
+            models.ModelSpec(S),
+            models.ModelSpec(T),
+            corpus_mod.CorpusSpec(corpus, max_length=args.seq, max_tokens=args.tokens),
+            args.batch_size,
+        )
         quiet = lambda m: None  # noqa: E731
         est = live.fit_live(job, None, dry_run=True, log=quiet).dry_run
         t = time.time()
@@ -140,37 +196,67 @@ def main():
         rate = matmul_rate(rows, sum_s, sum_t)
         flops = 2.0 * n * sum_s * sum_t
         floor = fwd["source"] + fwd["target"] + flops / rate
-        result["live"] = {"n_tokens": n, "seconds": live_s, "loop_seconds": rep.loop_seconds, "rates": rep.rates,
-                          "plan": {k: plan[k] for k in ("blocks", "passes", "keep_heldout", "bytes")},
-                          "floor_seconds": floor, "bare_forward_seconds": fwd, "product_flops": flops,
-                          "matmul_rate_flops": rate, "ratio_to_floor": live_s / floor,
-                          "loop_ratio_to_floor": rep.loop_seconds / floor, "target_ratio": 1.25,
-                          "dry_run_estimate_seconds": est["seconds_estimate"], "dry_run_phases": est["seconds"]}
+        result["live"] = {
+            "n_tokens": n,
+            "seconds": live_s,
+            "loop_seconds": rep.loop_seconds,
+            "rates": rep.rates,
+            "plan": {k: plan[k] for k in ("blocks", "passes", "keep_heldout", "bytes")},
+            "floor_seconds": floor,
+            "bare_forward_seconds": fwd,
+            "product_flops": flops,
+            "matmul_rate_flops": rate,
+            "ratio_to_floor": live_s / floor,
+            "loop_ratio_to_floor": rep.loop_seconds / floor,
+            "target_ratio": 1.25,
+            "dry_run_estimate_seconds": est["seconds_estimate"],
+            "dry_run_phases": est["seconds"],
+        }
         print(json.dumps(result["live"], indent=1), flush=True)
         if not args.no_store:
             st = {}
             for side, m in (("source", S), ("target", T)):
                 t = time.time()
-                align.extract(m, corpus, os.path.join(root, f"{side}.zarr"), max_length=args.seq, max_tokens=args.tokens,
-                              batch_size=args.batch_size, log=quiet)
+                align.extract(
+                    m,
+                    corpus,
+                    os.path.join(root, f"{side}.zarr"),
+                    max_length=args.seq,
+                    max_tokens=args.tokens,
+                    batch_size=args.batch_size,
+                    log=quiet,
+                )
                 st[f"extract_{side}_seconds"] = time.time() - t
                 st[f"{side}_store_bytes"] = du(os.path.join(root, f"{side}.zarr"))
             t = time.time()
-            fitted = align.fit(os.path.join(root, "source.zarr"), os.path.join(root, "target.zarr"),
-                               os.path.join(root, "store.zarr"), log=quiet)
+            fitted = align.fit(
+                os.path.join(root, "source.zarr"),
+                os.path.join(root, "target.zarr"),
+                os.path.join(root, "store.zarr"),
+                log=quiet,
+            )
             st["fit_seconds"] = time.time() - t
-            st["total_seconds"] = st["extract_source_seconds"] + st["extract_target_seconds"] + st["fit_seconds"]
+            st["total_seconds"] = (
+                st["extract_source_seconds"] + st["extract_target_seconds"] + st["fit_seconds"]
+            )
             st["disk_bytes"] = st["source_store_bytes"] + st["target_store_bytes"]
             a, b = fitted.dataset, rep.dataset
             st["max_relative_difference_to_live"] = {
-                k: float(np.max(np.abs(a[k].values - b[k].values) / np.maximum(np.abs(a[k].values), 1e-12)))
-                for k in ("relative_error", "norm_error", "r2", "alpha")}
+                k: float(
+                    np.max(
+                        np.abs(a[k].values - b[k].values) / np.maximum(np.abs(a[k].values), 1e-12)
+                    )
+                )
+                for k in ("relative_error", "norm_error", "r2", "alpha")
+            }
             result["store_route"] = st
             print(json.dumps(st, indent=1), flush=True)
         if not args.no_memory:
             from dask.utils import parse_bytes
 
-            m = live_peak(args, S, T, corpus, os.path.join(root, "live-mem.zarr"), args.memory_limit)
+            m = live_peak(
+                args, S, T, corpus, os.path.join(root, "live-mem.zarr"), args.memory_limit
+            )
             m["limit_bytes"] = parse_bytes(args.memory_limit)
             m["peak_over_limit"] = m["peak_rss_bytes"] / m["limit_bytes"]
             result["memory"] = m

@@ -38,9 +38,25 @@ def build(root: str, args) -> dict:
     """The source, the two targets and the corpus under `root`."""
     (Ls, ds), (Lt, dt) = widths(args.source), widths(args.target)
     paths = {name: os.path.join(root, name) for name in ("source", "same", "other")}
-    words = build_qwen2(paths["source"], args.vocab, hidden=ds, heads=ds // 64, kv_heads=2, intermediate=4 * ds, layers=Ls)
+    words = build_qwen2(
+        paths["source"],
+        args.vocab,
+        hidden=ds,
+        heads=ds // 64,
+        kv_heads=2,
+        intermediate=4 * ds,
+        layers=Ls,
+    )
     for name, vocab in (("same", args.vocab), ("other", args.target_vocab)):
-        build_qwen2(paths[name], vocab, hidden=dt, heads=dt // 64, kv_heads=2, intermediate=4 * dt, layers=Lt)
+        build_qwen2(
+            paths[name],
+            vocab,
+            hidden=dt,
+            heads=dt // 64,
+            kv_heads=2,
+            intermediate=4 * dt,
+            layers=Lt,
+        )
     rng = random.Random(1)
     n_docs = max(10, args.tokens // 150)  # ~150 source tokens a document
     paths["corpus"] = os.path.join(root, "corpus.txt")
@@ -54,7 +70,12 @@ def one_fit(job, quiet) -> dict:
 
     t = time.time()
     rep = live.fit_live(job, None, log=quiet, bootstrap=0)
-    return {"seconds": time.time() - t, "loop_seconds": rep.loop_seconds, "plan": rep.plan, "dataset": rep.dataset}
+    return {
+        "seconds": time.time() - t,
+        "loop_seconds": rep.loop_seconds,
+        "plan": rep.plan,
+        "dataset": rep.dataset,
+    }
 
 
 def floor_of(job, args, rows: int, rate: float, sums: tuple) -> dict:
@@ -69,14 +90,20 @@ def floor_of(job, args, rows: int, rate: float, sums: tuple) -> dict:
         batches = live.plan_batches(table, np.zeros(table.n_tokens, np.int8), args.batch_size)
         fwd[side] = {"seconds": bare_forward(spec, batches, table), "tokens": table.n_tokens}
     flops = 2.0 * rows * sums[0] * sums[1]
-    return {"bare_forwards": fwd, "product_flops": flops,
-            "seconds": fwd["source"]["seconds"] + fwd["target"]["seconds"] + flops / rate}
+    return {
+        "bare_forwards": fwd,
+        "product_flops": flops,
+        "seconds": fwd["source"]["seconds"] + fwd["target"]["seconds"] + flops / rate,
+    }
 
 
 def pairing_summary(pairing: dict) -> dict:
     """A result's attrs["pairing"] without its per-document coverage."""
-    return {k: ({"coverage": v["coverage"], "tokens": v["tokens"]} if k in ("source", "target") else v)
-            for k, v in pairing.items() if k != "documents"}
+    return {
+        k: ({"coverage": v["coverage"], "tokens": v["tokens"]} if k in ("source", "target") else v)
+        for k, v in pairing.items()
+        if k != "documents"
+    }
 
 
 def main(args) -> None:
@@ -84,16 +111,33 @@ def main(args) -> None:
     from align.fitting import live
 
     root = tempfile.mkdtemp(prefix="align-bench-live-pairing-")
-    result = {"config": {k: v for k, v in vars(args).items() if k not in ("no_store", "no_memory", "memory_limit")},
-              "machine": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
-              "torch_threads": torch.get_num_threads(), "memory_bytes": psutil.virtual_memory().total,
-              "load_average_at_start": list(os.getloadavg())}
+    result = {
+        "config": {
+            k: v
+            for k, v in vars(args).items()
+            if k not in ("no_store", "no_memory", "memory_limit")
+        },
+        "machine": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "memory_bytes": psutil.virtual_memory().total,
+        "load_average_at_start": list(os.getloadavg()),
+    }
     quiet = lambda m: None  # noqa: E731
     try:
         paths = build(root, args)
-        cspec = corpus.CorpusSpec(paths["corpus"], max_length=args.seq, overflow="truncate")  # the documents set the size
-        jobs = {mode: live.LiveJob(models.ModelSpec(paths["source"]), models.ModelSpec(paths[target]), cspec, args.batch_size)
-                for mode, target in (("char-anchors", "other"), ("tokens", "same"))}
+        cspec = corpus.CorpusSpec(
+            paths["corpus"], max_length=args.seq, overflow="truncate"
+        )  # the documents set the size
+        jobs = {
+            mode: live.LiveJob(
+                models.ModelSpec(paths["source"]),
+                models.ModelSpec(paths[target]),
+                cspec,
+                args.batch_size,
+            )
+            for mode, target in (("char-anchors", "other"), ("tokens", "same"))
+        }
         runs = {mode: [] for mode in jobs}
         for _ in range(args.repeats):
             for mode, job in jobs.items():
@@ -107,12 +151,21 @@ def main(args) -> None:
             rate = matmul_rate(min(rows, 4096), *sums)
             floor = floor_of(job, args, rows, rate, sums)
             med = statistics.median(r["seconds"] for r in runs[mode])
-            out[mode] = {"rows": rows, "seconds": [r["seconds"] for r in runs[mode]], "median_seconds": med,
-                         "loop_seconds": [r["loop_seconds"] for r in runs[mode]], "floor": floor, "matmul_rate_flops": rate,
-                         "ratio_to_floor": med / floor["seconds"], "plan_bytes": runs[mode][0]["plan"]["bytes"],
-                         "pairing": pairing_summary(ds_.attrs["pairing"])}
+            out[mode] = {
+                "rows": rows,
+                "seconds": [r["seconds"] for r in runs[mode]],
+                "median_seconds": med,
+                "loop_seconds": [r["loop_seconds"] for r in runs[mode]],
+                "floor": floor,
+                "matmul_rate_flops": rate,
+                "ratio_to_floor": med / floor["seconds"],
+                "plan_bytes": runs[mode][0]["plan"]["bytes"],
+                "pairing": pairing_summary(ds_.attrs["pairing"]),
+            }
         result["fits"] = out
-        result["ratio_of_ratios"] = out["char-anchors"]["ratio_to_floor"] / out["tokens"]["ratio_to_floor"]
+        result["ratio_of_ratios"] = (
+            out["char-anchors"]["ratio_to_floor"] / out["tokens"]["ratio_to_floor"]
+        )
     finally:
         shutil.rmtree(root, ignore_errors=True)
     result["load_average_at_end"] = list(os.getloadavg())

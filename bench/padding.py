@@ -43,7 +43,9 @@ def build(root: str, n_docs: int, vocab: int = 4096) -> tuple[str, str]:
     lengths = np.random.default_rng(0).integers(100, 401, n_docs)
     corpus = os.path.join(root, "gsm8k_shaped.txt")
     with open(corpus, "w") as f:
-        f.write("\n\n".join(" ".join(rng.choice(words) for _ in range(int(k) // 2)) for k in lengths))
+        f.write(
+            "\n\n".join(" ".join(rng.choice(words) for _ in range(int(k) // 2)) for k in lengths)
+        )
     return path, corpus
 
 
@@ -81,9 +83,18 @@ def real_run(root: str, n_docs: int, batch: int) -> dict:
         seq = s.tokens("seq")
         lens = np.diff(np.r_[0, np.flatnonzero(np.diff(seq)) + 1, len(seq)])
         run = s.provenance["runs"][-1]
-        res[name] = {"group_window": run["group_window"], "padding_fraction": run["padding_fraction"],
-                     "tokens_per_s": rep.tokens_per_second, "wall_s": wall, "n_tokens": s.n_tokens,
-                     "sequence_tokens": {"min": int(lens.min()), "mean": float(lens.mean()), "max": int(lens.max())}}
+        res[name] = {
+            "group_window": run["group_window"],
+            "padding_fraction": run["padding_fraction"],
+            "tokens_per_s": rep.tokens_per_second,
+            "wall_s": wall,
+            "n_tokens": s.n_tokens,
+            "sequence_tokens": {
+                "min": int(lens.min()),
+                "mean": float(lens.mean()),
+                "max": int(lens.max()),
+            },
+        }
     return res
 
 
@@ -91,18 +102,26 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--docs", type=int, default=384)
     ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "padding.json"))
+    ap.add_argument(
+        "--out", default=os.path.join(os.path.dirname(__file__), "results", "padding.json")
+    )
     args = ap.parse_args()
     from align.extraction import batches as ex
 
     root = tempfile.mkdtemp(prefix="align-bench-padding-")
     try:
         result = {
-            "config": {"corpus": "prompt lengths uniform 100-400 tokens, numpy default_rng(0)",
-                       "align_group_factor": ex.GROUP_FACTOR, "real_run_docs": args.docs, "real_run_batch_size": args.batch_size,
-                       "real_run_model": "qwen2, hidden 256, 4 heads, 2 kv, intermediate 1024, 2 layers, vocab 4096, float32, cpu",
-                       "torch_threads": torch.get_num_threads(), "cpu": platform.processor() or platform.machine(),
-                       "python": sys.version.split()[0], "torch": torch.__version__},
+            "config": {
+                "corpus": "prompt lengths uniform 100-400 tokens, numpy default_rng(0)",
+                "align_group_factor": ex.GROUP_FACTOR,
+                "real_run_docs": args.docs,
+                "real_run_batch_size": args.batch_size,
+                "real_run_model": "qwen2, hidden 256, 4 heads, 2 kv, intermediate 1024, 2 layers, vocab 4096, float32, cpu",
+                "torch_threads": torch.get_num_threads(),
+                "cpu": platform.processor() or platform.machine(),
+                "python": sys.version.split()[0],
+                "torch": torch.__version__,
+            },
             "plan_4096_prompts": plan_only(),
             "real_extraction": real_run(root, args.docs, args.batch_size),
         }

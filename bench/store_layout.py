@@ -57,11 +57,18 @@ def measure(data: np.ndarray, codec: str, C: int, root: str) -> dict:
     nb, n, d = data.shape
     chunk_bytes = C * d * data.dtype.itemsize
     path = os.path.join(root, f"{codec}-{C}.zarr")
-    arr = zarr.create_array(path, shape=data.shape, chunks=(1, C, d), dtype=data.dtype, compressors=compressors(codec, data.dtype.itemsize),
-                            fill_value=0, zarr_format=3)
+    arr = zarr.create_array(
+        path,
+        shape=data.shape,
+        chunks=(1, C, d),
+        dtype=data.dtype,
+        compressors=compressors(codec, data.dtype.itemsize),
+        fill_value=0,
+        zarr_format=3,
+    )
     t = time.perf_counter()
     for s in range(0, n, C):
-        arr[:, s:s + C] = data[:, s:s + C]
+        arr[:, s : s + C] = data[:, s : s + C]
     write = time.perf_counter() - t
     size = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(path) for f in fs)
     t = time.perf_counter()
@@ -71,8 +78,14 @@ def measure(data: np.ndarray, codec: str, C: int, root: str) -> dict:
     assert np.array_equal(got, data[-1])
     shutil.rmtree(path)
     mb = data.nbytes / 2**20
-    return {"codec": codec, "chunk_MiB": chunk_bytes / 2**20, "chunk_tokens": C, "write_MiB_s": mb / write,
-            "read_MiB_s": mb / read, "ratio": data.nbytes / size}
+    return {
+        "codec": codec,
+        "chunk_MiB": chunk_bytes / 2**20,
+        "chunk_tokens": C,
+        "write_MiB_s": mb / write,
+        "read_MiB_s": mb / read,
+        "ratio": data.nbytes / size,
+    }
 
 
 def main() -> None:
@@ -93,14 +106,29 @@ def main() -> None:
     out = os.path.join(os.path.dirname(__file__), "results", "store_layout.json")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as f:
-        json.dump({"config": {"data": "resid boundaries 0..2, qwen2 1.5B widths, 2 layers, random weights, 8192 tokens",
-                              "bytes_float32": int(f32.nbytes)}, "results": rows}, f, indent=2)
+        json.dump(
+            {
+                "config": {
+                    "data": "resid boundaries 0..2, qwen2 1.5B widths, 2 layers, random weights, 8192 tokens",
+                    "bytes_float32": int(f32.nbytes),
+                },
+                "results": rows,
+            },
+            f,
+            indent=2,
+        )
 
 
 def _writer_data(nb: int, n: int, d: int) -> np.ndarray:
     """bfloat16 bits of Gaussian values (the checksum does not care what they are)."""
     g = torch.Generator().manual_seed(0)
-    return torch.randn((nb, n, d), generator=g).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+    return (
+        torch.randn((nb, n, d), generator=g)
+        .to(torch.bfloat16)
+        .view(torch.int16)
+        .numpy()
+        .view(np.uint16)
+    )
 
 
 def raw_write(data: np.ndarray, C: int, path: str) -> float:
@@ -112,11 +140,18 @@ def raw_write(data: np.ndarray, C: int, path: str) -> float:
     from align.store.codecs import compressors
 
     nb, n, d = data.shape
-    arr = zarr.create_array(path, shape=data.shape, chunks=(1, C, d), dtype=data.dtype,
-                            compressors=compressors("crc32c", 2), fill_value=0, zarr_format=3)
+    arr = zarr.create_array(
+        path,
+        shape=data.shape,
+        chunks=(1, C, d),
+        dtype=data.dtype,
+        compressors=compressors("crc32c", 2),
+        fill_value=0,
+        zarr_format=3,
+    )
     t = time.perf_counter()
     for s in range(0, n, C):
-        arr[:, s:s + C] = data[:, s:s + C]
+        arr[:, s : s + C] = data[:, s : s + C]
     return time.perf_counter() - t
 
 
@@ -127,21 +162,32 @@ def writer_write(data: np.ndarray, C: int, path: str, threads: int, seq_len: int
     committed, finished (consolidated metadata). The store is planned first (untimed)."""
     from align.extraction import pipeline as ex
     from align.store import writer as act
-    from align.store.reader import open_activations
     from align.store.arrays import StoreFormat, write_activations
+    from align.store.reader import open_activations
 
     nb, n, d = data.shape
     seq = np.arange(n) // seq_len
-    tokens = {"token_id": np.zeros(n, np.int32), "doc": seq, "seq": seq, "pos": np.arange(n) % seq_len}
-    write_activations(path, lambda a, b: np.zeros((nb, b - a, d), np.float32), tokens, {"tokenizer_hash": "bench"},
-                      fmt=StoreFormat("bfloat16", "crc32c", C), complete=False)
+    tokens = {
+        "token_id": np.zeros(n, np.int32),
+        "doc": seq,
+        "seq": seq,
+        "pos": np.arange(n) % seq_len,
+    }
+    write_activations(
+        path,
+        lambda a, b: np.zeros((nb, b - a, d), np.float32),
+        tokens,
+        {"tokenizer_hash": "bench"},
+        fmt=StoreFormat("bfloat16", "crc32c", C),
+        complete=False,
+    )
     store = open_activations(path, mode="r+")
     t = time.perf_counter()
     w = act.ActivationWriter(store, threads=threads)
     bg = ex._BackgroundWriter(w)
     item = []
     for s in range(0, n, seq_len):
-        item.append(({"resid": data[:, s:s + seq_len]}, int(seq[s]) + 1))
+        item.append(({"resid": data[:, s : s + seq_len]}, int(seq[s]) + 1))
         if len(item) == 4:
             bg.put(item)
             item = []
@@ -163,43 +209,101 @@ def writer_bench(reps: int = 5) -> None:
         for model, d, C, nb, n in shapes:
             data = _writer_data(nb, n, d)
             mib = data.nbytes / 2**20
-            for rep in range(reps):  # interleaved, so a neighbour's load falls on every variant alike
+            for rep in range(
+                reps
+            ):  # interleaved, so a neighbour's load falls on every variant alike
                 p = os.path.join(root, "raw.zarr")
                 sec = raw_write(data, C, p)
                 shutil.rmtree(p)
-                rows.append({"model": model, "path": "raw zarr", "threads": None, "rep": rep, "seconds": sec})
+                rows.append(
+                    {
+                        "model": model,
+                        "path": "raw zarr",
+                        "threads": None,
+                        "rep": rep,
+                        "seconds": sec,
+                    }
+                )
                 for threads in (1, 2, 4):
                     p = os.path.join(root, "w.zarr")
                     r = writer_write(data, C, p, threads, seq_len=384)
                     shutil.rmtree(p)
-                    rows.append({"model": model, "path": "align writer", "threads": threads, "rep": rep, **r})
+                    rows.append(
+                        {
+                            "model": model,
+                            "path": "align writer",
+                            "threads": threads,
+                            "rep": rep,
+                            **r,
+                        }
+                    )
             for r in rows:
                 if r["model"] == model:
-                    r.update({"MiB": mib, "tokens": n, "MiB_s": mib / r["seconds"], "tokens_s": n / r["seconds"],
-                              "chunk": f"{C} x {d}", "boundaries": nb})
+                    r.update(
+                        {
+                            "MiB": mib,
+                            "tokens": n,
+                            "MiB_s": mib / r["seconds"],
+                            "tokens_s": n / r["seconds"],
+                            "chunk": f"{C} x {d}",
+                            "boundaries": nb,
+                        }
+                    )
     finally:
         shutil.rmtree(root, ignore_errors=True)
     summary = []
     for model, d, C, nb, n in shapes:
         raw = sorted(r["MiB_s"] for r in rows if r["model"] == model and r["path"] == "raw zarr")
         raw_med = raw[len(raw) // 2]
-        per_token = {"tokens_s_median": nb * d * 2, "tokens_s_all_boundaries": all_boundaries[model] * d * 2}
-        summary.append({"model": model, "path": "raw zarr", "threads": None, "MiB_s_median": raw_med,
-                        **{k: raw_med * 2**20 / v for k, v in per_token.items()}, "of_raw": 1.0})
+        per_token = {
+            "tokens_s_median": nb * d * 2,
+            "tokens_s_all_boundaries": all_boundaries[model] * d * 2,
+        }
+        summary.append(
+            {
+                "model": model,
+                "path": "raw zarr",
+                "threads": None,
+                "MiB_s_median": raw_med,
+                **{k: raw_med * 2**20 / v for k, v in per_token.items()},
+                "of_raw": 1.0,
+            }
+        )
         for threads in (1, 2, 4):
-            got = sorted(r["MiB_s"] for r in rows if r["model"] == model and r["threads"] == threads)
+            got = sorted(
+                r["MiB_s"] for r in rows if r["model"] == model and r["threads"] == threads
+            )
             med = got[len(got) // 2]
-            summary.append({"model": model, "path": "align writer", "threads": threads, "MiB_s_median": med,
-                            **{k: med * 2**20 / v for k, v in per_token.items()}, "of_raw": med / raw_med})
+            summary.append(
+                {
+                    "model": model,
+                    "path": "align writer",
+                    "threads": threads,
+                    "MiB_s_median": med,
+                    **{k: med * 2**20 / v for k, v in per_token.items()},
+                    "of_raw": med / raw_med,
+                }
+            )
     for r in summary:
         print(json.dumps(r))
     out = os.path.join(os.path.dirname(__file__), "results", "store_writer.json")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as f:
-        json.dump({"config": {"data": "bfloat16 bits of Gaussian values, codec crc32c, 640 MiB (14B: 8 boundaries x 8,192 tokens) and 768 MiB (1.5B: 16 x 16,384); sequences of "
-                              "384 tokens handed to the writer in items of 4", "reps": reps,
-                              "cpus": os.cpu_count(), "note": "2 CPU cores shared with other jobs"},
-                   "summary": summary, "runs": rows}, f, indent=2)
+        json.dump(
+            {
+                "config": {
+                    "data": "bfloat16 bits of Gaussian values, codec crc32c, 640 MiB (14B: 8 boundaries x 8,192 tokens) and 768 MiB (1.5B: 16 x 16,384); sequences of "
+                    "384 tokens handed to the writer in items of 4",
+                    "reps": reps,
+                    "cpus": os.cpu_count(),
+                    "note": "2 CPU cores shared with other jobs",
+                },
+                "summary": summary,
+                "runs": rows,
+            },
+            f,
+            indent=2,
+        )
 
 
 if __name__ == "__main__":

@@ -45,7 +45,9 @@ class Results:
                 with open(path, encoding="utf-8") as f:
                     self._cache[name] = json.load(f)
             except OSError as e:
-                raise SystemExit(f"bench/tables.py: cannot read {path}: {e.strerror or e}") from None
+                raise SystemExit(
+                    f"bench/tables.py: cannot read {path}: {e.strerror or e}"
+                ) from None
             except ValueError as e:
                 raise SystemExit(f"bench/tables.py: {path} is not JSON ({e})") from None
         return self._cache[name]
@@ -53,13 +55,14 @@ class Results:
 
 # -- formatting ----------------------------------------------------------------------------
 
+
 def n(x, digits: int = 0) -> str:
     """A number with thousands separators and `digits` decimals."""
     return f"{x:,.{digits}f}"
 
 
 def mib(b) -> str:
-    return f"{b / 2 ** 20:,.0f} MiB"
+    return f"{b / 2**20:,.0f} MiB"
 
 
 def gb(b) -> str:
@@ -106,7 +109,10 @@ def command_line(cmd: str) -> str:
 def sources(*items) -> str:
     """The lines under a table: the command of each run it shows, and the JSON kept of it."""
     lines = [f"    {command_line(cmd)}    # {path}" for cmd, path in items]
-    return "Produced by (each command, then the JSON of its run in bench/results/):\n\n" + "\n".join(lines)
+    return (
+        "Produced by (each command, then the JSON of its run in bench/results/):\n\n"
+        + "\n".join(lines)
+    )
 
 
 # -- the tables ----------------------------------------------------------------------------
@@ -118,13 +124,25 @@ def store_layout(r: Results) -> str:
     d = r("store_layout.json")
     rows = []
     order = {c: k for k, c in enumerate(CODEC_ORDER)}
-    for x in sorted(d["results"], key=lambda x: (x["dtype"] != "float32", order.get(x["codec"], 99), x["chunk_tokens"])):
+    for x in sorted(
+        d["results"],
+        key=lambda x: (x["dtype"] != "float32", order.get(x["codec"], 99), x["chunk_tokens"]),
+    ):
         codec = f"**{x['codec']}** (default)" if x["codec"] == "crc32c" else x["codec"]
-        rows.append([x["dtype"], codec, f"{n(x['chunk_tokens'])} tokens ({x['chunk_MiB']:g} MiB)", n(x["write_MiB_s"]),
-                     n(x["read_MiB_s"]), f"{x['ratio']:.3f}"])
+        rows.append(
+            [
+                x["dtype"],
+                codec,
+                f"{n(x['chunk_tokens'])} tokens ({x['chunk_MiB']:g} MiB)",
+                n(x["write_MiB_s"]),
+                n(x["read_MiB_s"]),
+                f"{x['ratio']:.3f}",
+            ]
+        )
     text = table(["stored as", "codec", "chunk", "write MiB/s", "read MiB/s", "size ratio"], rows)
-    return (f"Data: {d['config']['data']}.\n\n{text}\n\n"
-            + sources((".venv/bin/python bench/store_layout.py", "bench/results/store_layout.json")))
+    return f"Data: {d['config']['data']}.\n\n{text}\n\n" + sources(
+        (".venv/bin/python bench/store_layout.py", "bench/results/store_layout.json")
+    )
 
 
 WRITER_TARGET = 0.90  # the writer's rate over raw Zarr's
@@ -138,24 +156,65 @@ def store_writer(r: Results) -> str:
     d = r("store_writer.json")
     rows = []
     for x in d["summary"]:
-        path = x["path"] if x["threads"] is None else f"{x['path']}, {x['threads']} thread{'s' if x['threads'] > 1 else ''}"
+        path = (
+            x["path"]
+            if x["threads"] is None
+            else f"{x['path']}, {x['threads']} thread{'s' if x['threads'] > 1 else ''}"
+        )
         target = "" if x["threads"] is None else met(x["of_raw"] >= WRITER_TARGET)
-        rows.append([x["model"], path, n(x["MiB_s_median"]), n(x["tokens_s_median"]), n(x["tokens_s_all_boundaries"]),
-                     f"{x['of_raw']:.2f}", target])
-    text = table(["shape", "path", "MiB/s", "tokens/s (these boundaries)", "tokens/s (all boundaries: 49 / 29)", "of raw",
-                  f"target: ≥ {WRITER_TARGET:.2f} of raw"], rows)
+        rows.append(
+            [
+                x["model"],
+                path,
+                n(x["MiB_s_median"]),
+                n(x["tokens_s_median"]),
+                n(x["tokens_s_all_boundaries"]),
+                f"{x['of_raw']:.2f}",
+                target,
+            ]
+        )
+    text = table(
+        [
+            "shape",
+            "path",
+            "MiB/s",
+            "tokens/s (these boundaries)",
+            "tokens/s (all boundaries: 49 / 29)",
+            "of raw",
+            f"target: ≥ {WRITER_TARGET:.2f} of raw",
+        ],
+        rows,
+    )
     c = d["config"]
-    return (f"Data: {c['data']}; median of {c['reps']} interleaved repetitions on {c['cpus']} CPU cores ({c['note']}).\n\n"
-            f"{text}\n\n" + sources((".venv/bin/python bench/store_layout.py --writer", "bench/results/store_writer.json")))
+    return (
+        f"Data: {c['data']}; median of {c['reps']} interleaved repetitions on {c['cpus']} CPU cores ({c['note']}).\n\n"
+        f"{text}\n\n"
+        + sources(
+            (".venv/bin/python bench/store_layout.py --writer", "bench/results/store_writer.json")
+        )
+    )
 
 
 EXTRACT_RUNS = (  # (JSON, what the run was, the command that wrote it, its target: ("ratio", least align / bare)
     # or ("slowdown", most (bare − align) / bare), or None)
-    ("extract-pipeline.json", "the overlapping pipeline (length-grouped batches, 4 chunk-writer threads), idle machine",
-     "bench/extract.py --sequences 16 --out bench/results/extract-pipeline.json", ("ratio", 0.85)),
-    ("extract.json", "the single-writer loop before it, idle machine", "bench/extract.py --sequences 16", ("slowdown", 0.15)),
-    ("extract-32seq-loaded.json", "machine shared with other jobs",
-     "bench/extract.py --sequences 32 --out bench/results/extract-32seq-loaded.json", None),
+    (
+        "extract-pipeline.json",
+        "the overlapping pipeline (length-grouped batches, 4 chunk-writer threads), idle machine",
+        "bench/extract.py --sequences 16 --out bench/results/extract-pipeline.json",
+        ("ratio", 0.85),
+    ),
+    (
+        "extract.json",
+        "the single-writer loop before it, idle machine",
+        "bench/extract.py --sequences 16",
+        ("slowdown", 0.15),
+    ),
+    (
+        "extract-32seq-loaded.json",
+        "machine shared with other jobs",
+        "bench/extract.py --sequences 32 --out bench/results/extract-32seq-loaded.json",
+        None,
+    ),
 )
 
 
@@ -171,15 +230,35 @@ def extract(r: Results) -> str:
             target = f"at least {goal[1]:.2f}× the bare forward: {met(ratio >= goal[1])}"
         else:
             target = f"at most {pct(goal[1], 0)} slower: {met(x['slowdown_vs_bare'] <= goal[1])}"
-        rows.append([f"{c['sequences']} sequences ({n(x['n_tokens'])} tokens), {what}", n(x["align_tokens_per_s"]),
-                     n(x["bare_forward_tokens_per_s"]), f"{ratio:.2f}×", pct(x["slowdown_vs_bare"]), target,
-                     f"`bench/results/{name}`"])
+        rows.append(
+            [
+                f"{c['sequences']} sequences ({n(x['n_tokens'])} tokens), {what}",
+                n(x["align_tokens_per_s"]),
+                n(x["bare_forward_tokens_per_s"]),
+                f"{ratio:.2f}×",
+                pct(x["slowdown_vs_bare"]),
+                target,
+                f"`bench/results/{name}`",
+            ]
+        )
         made.append((cmd, f"bench/results/{name}"))
     c = r(EXTRACT_RUNS[0][0])["config"]
-    head = (f"Model: {c['model']}; sequences of {c['sequence_length']}, boundaries {c['boundaries']} plus sublayers, "
-            f"{c['dtype']} on {c['torch_threads']} CPU threads, batches of {c['batch_size']}, codec {c['codec']}.")
-    text = table(["run", "align extract, tok/s", "bare forward, tok/s", "align / bare", "align is slower by", "target", "JSON"],
-                 rows)
+    head = (
+        f"Model: {c['model']}; sequences of {c['sequence_length']}, boundaries {c['boundaries']} plus sublayers, "
+        f"{c['dtype']} on {c['torch_threads']} CPU threads, batches of {c['batch_size']}, codec {c['codec']}."
+    )
+    text = table(
+        [
+            "run",
+            "align extract, tok/s",
+            "bare forward, tok/s",
+            "align / bare",
+            "align is slower by",
+            "target",
+            "JSON",
+        ],
+        rows,
+    )
     return f"{head}\n\n{text}\n\n" + sources(*made)
 
 
@@ -187,19 +266,45 @@ def padding(r: Results) -> str:
     d = r("padding.json")
     plan = d["plan_4096_prompts"]
     factors = ("consecutive", "window_2x", "window_4x", "window_8x", "window_16x")
-    head = ["batch size", "consecutive batches", "windows of 2 × batch", "**4 × batch** (align)", "8 ×", "16 ×"]
-    rows = [[k.split("_")[1]] + [pct(plan[k][f]) for f in factors] for k in sorted(plan, key=lambda k: int(k.split("_")[1]))]
+    head = [
+        "batch size",
+        "consecutive batches",
+        "windows of 2 × batch",
+        "**4 × batch** (align)",
+        "8 ×",
+        "16 ×",
+    ]
+    rows = [
+        [k.split("_")[1]] + [pct(plan[k][f]) for f in factors]
+        for k in sorted(plan, key=lambda k: int(k.split("_")[1]))
+    ]
     real = d["real_extraction"]
     c = d["config"]
-    run_rows = [[name, n(x["n_tokens"]), x["group_window"], pct(x["padding_fraction"]), n(x["tokens_per_s"]),
-                 f"{x['wall_s']:.1f}"] for name, x in (("consecutive batches", real["consecutive"]),
-                                                      ("grouped (align)", real["grouped"]))]
-    return (f"Corpus: {c['corpus']}. Padded positions over all positions computed, for 4,096 prompt lengths:\n\n"
-            + table(head, rows)
-            + f"\n\nA real extraction of {c['real_run_docs']} such prompts ({c['real_run_model']}, batch size "
-              f"{c['real_run_batch_size']}):\n\n"
-            + table(["batches", "tokens", "window (sequences)", "padding", "tokens/s", "seconds"], run_rows)
-            + "\n\n" + sources((".venv/bin/python bench/padding.py", "bench/results/padding.json")))
+    run_rows = [
+        [
+            name,
+            n(x["n_tokens"]),
+            x["group_window"],
+            pct(x["padding_fraction"]),
+            n(x["tokens_per_s"]),
+            f"{x['wall_s']:.1f}",
+        ]
+        for name, x in (
+            ("consecutive batches", real["consecutive"]),
+            ("grouped (align)", real["grouped"]),
+        )
+    ]
+    return (
+        f"Corpus: {c['corpus']}. Padded positions over all positions computed, for 4,096 prompt lengths:\n\n"
+        + table(head, rows)
+        + f"\n\nA real extraction of {c['real_run_docs']} such prompts ({c['real_run_model']}, batch size "
+        f"{c['real_run_batch_size']}):\n\n"
+        + table(
+            ["batches", "tokens", "window (sequences)", "padding", "tokens/s", "seconds"], run_rows
+        )
+        + "\n\n"
+        + sources((".venv/bin/python bench/padding.py", "bench/results/padding.json"))
+    )
 
 
 def fit(r: Results) -> str:
@@ -209,60 +314,101 @@ def fit(r: Results) -> str:
     (ls, ds_), (lt, dt) = c["source"].split("x"), c["target"].split("x")
     others = lambda xs, best: ", ".join(f"{x:.2f}" for x in xs if x != best)  # noqa: E731
     rows = [
-        [f"{n(s['n_tokens'])} tokens, {s['plan']['mode']} of the `align fit` process (the default), products through "
-         f"{s['plan']['products']}",
-         f"**{s['fit_seconds']:.1f} s** against the floor of {s['floor_seconds']:.1f} s: **{pct(s['fraction_of_floor_rate'], 0)}** "
-         f"of its rate; against the strict floor of {s['strict_floor_seconds']:.1f} s: {pct(s['fraction_of_strict_floor_rate'], 0)}",
-         f"≥ 70% of the floor's rate: {met(s['fraction_of_floor_rate'] >= 0.7)}"],
-        ["the same, against scikit-learn RidgeCV (timed on "
-         f"{len(s['ridgecv_sample_pairs'])} pairs, multiplied by {s['pairs']})",
-         f"{n(s['ridgecv_seconds_extrapolated'])} s: **{s['speedup_vs_ridgecv']:.0f}×**",
-         f"≥ 10×: {met(s['speedup_vs_ridgecv'] >= 10)}"],
-        [f"{n(small['n_tokens'])} tokens, `align.fit()` called in a fresh process after `import align`",
-         f"**{small['best_call_seconds']:.2f} s** (best of {len(small['call_seconds'])}; "
-         f"{others(small['call_seconds'], small['best_call_seconds'])} in the others)",
-         f"≤ 3 s: {met(small['best_call_seconds'] <= 3)}"],
-        [f"{n(small['n_tokens'])} tokens, `align fit` as a command (interpreter start and every import included)",
-         f"**{small['best_command_seconds']:.2f} s** (best of {len(small['command_seconds'])}; "
-         f"{others(small['command_seconds'], small['best_command_seconds'])} in the others)",
-         f"≤ 3 s: {met(small['best_command_seconds'] <= 3)}"],
-        [f"memory: {n(mem['n_tokens'])} tokens, stores {gb(mem['store_bytes'])} "
-         f"({mem['store_bytes'] / mem['memory_limit']:.1f}× the budget), `--memory-limit {mem['memory_limit'] / 1e6:.0f}MB`",
-         f"peak RSS **{mem['peak_rss_bytes'] / 1e6:.0f} MB = {mem['peak_over_limit']:.2f}× the limit** in "
-         f"{mem['fit_seconds']:.1f} s; plan: {mem['fit_log'][0].removeprefix('align fit: ')}",
-         f"within 1.3× the limit: {met(mem['peak_over_limit'] <= 1.3)}"],
+        [
+            f"{n(s['n_tokens'])} tokens, {s['plan']['mode']} of the `align fit` process (the default), products through "
+            f"{s['plan']['products']}",
+            f"**{s['fit_seconds']:.1f} s** against the floor of {s['floor_seconds']:.1f} s: **{pct(s['fraction_of_floor_rate'], 0)}** "
+            f"of its rate; against the strict floor of {s['strict_floor_seconds']:.1f} s: {pct(s['fraction_of_strict_floor_rate'], 0)}",
+            f"≥ 70% of the floor's rate: {met(s['fraction_of_floor_rate'] >= 0.7)}",
+        ],
+        [
+            "the same, against scikit-learn RidgeCV (timed on "
+            f"{len(s['ridgecv_sample_pairs'])} pairs, multiplied by {s['pairs']})",
+            f"{n(s['ridgecv_seconds_extrapolated'])} s: **{s['speedup_vs_ridgecv']:.0f}×**",
+            f"≥ 10×: {met(s['speedup_vs_ridgecv'] >= 10)}",
+        ],
+        [
+            f"{n(small['n_tokens'])} tokens, `align.fit()` called in a fresh process after `import align`",
+            f"**{small['best_call_seconds']:.2f} s** (best of {len(small['call_seconds'])}; "
+            f"{others(small['call_seconds'], small['best_call_seconds'])} in the others)",
+            f"≤ 3 s: {met(small['best_call_seconds'] <= 3)}",
+        ],
+        [
+            f"{n(small['n_tokens'])} tokens, `align fit` as a command (interpreter start and every import included)",
+            f"**{small['best_command_seconds']:.2f} s** (best of {len(small['command_seconds'])}; "
+            f"{others(small['command_seconds'], small['best_command_seconds'])} in the others)",
+            f"≤ 3 s: {met(small['best_command_seconds'] <= 3)}",
+        ],
+        [
+            f"memory: {n(mem['n_tokens'])} tokens, stores {gb(mem['store_bytes'])} "
+            f"({mem['store_bytes'] / mem['memory_limit']:.1f}× the budget), `--memory-limit {mem['memory_limit'] / 1e6:.0f}MB`",
+            f"peak RSS **{mem['peak_rss_bytes'] / 1e6:.0f} MB = {mem['peak_over_limit']:.2f}× the limit** in "
+            f"{mem['fit_seconds']:.1f} s; plan: {mem['fit_log'][0].removeprefix('align fit: ')}",
+            f"within 1.3× the limit: {met(mem['peak_over_limit'] <= 1.3)}",
+        ],
     ]
     floors = table(["product", "float64 rate"], [[k, gflops(v)] for k, v in rates.items()])
     flops = s["floor_flops"]
-    return (f"Stores of seeded random float32 arrays: source {ls} layers × d {ds_}, target {lt} layers × d {dt} "
-            f"({int(ls) + 1} × {int(lt) + 1} = {s['pairs']} boundary pairs), documents of {c['doc_len']} tokens, `align fit`'s "
-            f"default options (the document bootstrap, `--alphas auto`). The floor is "
-            f"2·N·ΣD_S·ΣD_T = {sci(flops)} flop at the float64 rate measured in the same run (one single-threaded "
-            f"process per core; the floor the targets were set against: one pair's XᵀY over a store chunk through "
-            f"numpy; the strict floor: the best of the rates below). Load average {load_range(s['load_average_before_after'])} "
-            f"during the run.\n\n"
-            + table(["run", "measured", "target"], rows) + "\n\nThe rates behind the two floors:\n\n" + floors + "\n\n"
-            + sources((c["command"], "bench/results/fit.json")))
+    return (
+        f"Stores of seeded random float32 arrays: source {ls} layers × d {ds_}, target {lt} layers × d {dt} "
+        f"({int(ls) + 1} × {int(lt) + 1} = {s['pairs']} boundary pairs), documents of {c['doc_len']} tokens, `align fit`'s "
+        f"default options (the document bootstrap, `--alphas auto`). The floor is "
+        f"2·N·ΣD_S·ΣD_T = {sci(flops)} flop at the float64 rate measured in the same run (one single-threaded "
+        f"process per core; the floor the targets were set against: one pair's XᵀY over a store chunk through "
+        f"numpy; the strict floor: the best of the rates below). Load average {load_range(s['load_average_before_after'])} "
+        f"during the run.\n\n"
+        + table(["run", "measured", "target"], rows)
+        + "\n\nThe rates behind the two floors:\n\n"
+        + floors
+        + "\n\n"
+        + sources((c["command"], "bench/results/fit.json"))
+    )
 
 
-PHASES = {"stats": "statistics", "heldout": "held-out pass", "stats-sum": "tree sums of the statistics", "solve": "solves",
-          "heldout-sum": "tree sums of the held-out sums", "shifts": "shifts", "result": "result"}
+PHASES = {
+    "stats": "statistics",
+    "heldout": "held-out pass",
+    "stats-sum": "tree sums of the statistics",
+    "solve": "solves",
+    "heldout-sum": "tree sums of the held-out sums",
+    "shifts": "shifts",
+    "result": "result",
+}
 
 
 def fit_200k(r: Results) -> str:
     d = r("fit-200k.json")
     s, c = d["speed"], d["config"]
     phases = s["task_compute_seconds"]
-    row = [f"{n(s['n_tokens'])} tokens, {s['pairs']} pairs, {c['workers']}-worker local cluster, load "
-           f"{load_range(s['load_average_before_after'])}", f"{s['fit_seconds']:.1f} s",
-           f"{n(s['ridgecv_seconds_extrapolated'])} s: **{s['speedup_vs_ridgecv']:.1f}×** ({met(s['speedup_vs_ridgecv'] >= 10)})",
-           gflops(s["matmul_rate_flops"]),
-           f"**{pct(s['fraction_of_floor_rate'], 0)}** (floor {s['floor_seconds']:.1f} s; {met(s['fraction_of_floor_rate'] >= 0.5)})"]
-    text = table(["run", "`align fit`", "RidgeCV, extrapolated (target then ≥ 10×)", "float64 rate",
-                  "share of the floor's rate (target then ≥ 50%)"], [row])
-    ph = table(["phase", "compute seconds, both workers"],
-               [[PHASES.get(k, k), f"{v:.1f}"] for k, v in sorted(phases.items(), key=lambda kv: -kv[1]) if v >= 0.05])
-    return (f"{text}\n\nWhere the workers' time went:\n\n{ph}\n\n" + sources((c["command"], "bench/results/fit-200k.json")))
+    row = [
+        f"{n(s['n_tokens'])} tokens, {s['pairs']} pairs, {c['workers']}-worker local cluster, load "
+        f"{load_range(s['load_average_before_after'])}",
+        f"{s['fit_seconds']:.1f} s",
+        f"{n(s['ridgecv_seconds_extrapolated'])} s: **{s['speedup_vs_ridgecv']:.1f}×** ({met(s['speedup_vs_ridgecv'] >= 10)})",
+        gflops(s["matmul_rate_flops"]),
+        f"**{pct(s['fraction_of_floor_rate'], 0)}** (floor {s['floor_seconds']:.1f} s; {met(s['fraction_of_floor_rate'] >= 0.5)})",
+    ]
+    text = table(
+        [
+            "run",
+            "`align fit`",
+            "RidgeCV, extrapolated (target then ≥ 10×)",
+            "float64 rate",
+            "share of the floor's rate (target then ≥ 50%)",
+        ],
+        [row],
+    )
+    ph = table(
+        ["phase", "compute seconds, both workers"],
+        [
+            [PHASES.get(k, k), f"{v:.1f}"]
+            for k, v in sorted(phases.items(), key=lambda kv: -kv[1])
+            if v >= 0.05
+        ],
+    )
+    return f"{text}\n\nWhere the workers' time went:\n\n{ph}\n\n" + sources(
+        (c["command"], "bench/results/fit-200k.json")
+    )
 
 
 LIVE_RUNS = ("live.json", "live-nostore-1.json", "live-nostore-2.json")
@@ -278,43 +424,81 @@ def live(r: Results) -> str:
         est = x["dry_run_estimate_seconds"]
         return {
             "wall": f"**{x['seconds']:.1f} s** (passes, solve, held-out sums: {x['loop_seconds']:.1f} s); {x['rates']}",
-            "floor": (f"**{x['floor_seconds']:.1f} s** = bare forwards {x['bare_forward_seconds']['source']:.1f} s + "
-                      f"{x['bare_forward_seconds']['target']:.1f} s + {sci(x['product_flops'])} flop at "
-                      f"{gflops(x['matmul_rate_flops'])}"),
+            "floor": (
+                f"**{x['floor_seconds']:.1f} s** = bare forwards {x['bare_forward_seconds']['source']:.1f} s + "
+                f"{x['bare_forward_seconds']['target']:.1f} s + {sci(x['product_flops'])} flop at "
+                f"{gflops(x['matmul_rate_flops'])}"
+            ),
             "ratio": f"**{x['ratio_to_floor']:.3f}×** (the passes: {x['loop_ratio_to_floor']:.3f}×)",
-            "target": f"≤ {x['target_ratio']:.2f}×: " + ("**met**" if x["ratio_to_floor"] <= x["target_ratio"] else "not met"),
+            "target": f"≤ {x['target_ratio']:.2f}×: "
+            + ("**met**" if x["ratio_to_floor"] <= x["target_ratio"] else "not met"),
             "dry": f"{est:.1f} s ({100 * (est / x['seconds'] - 1):+.0f}% of the run)",
-            "plan": (f"{x['plan']['passes']} pass, {len(x['plan']['blocks'])} block; held-out rows "
-                     + ("kept" if x["plan"]["keep_heldout"] else "forwarded again")),
+            "plan": (
+                f"{x['plan']['passes']} pass, {len(x['plan']['blocks'])} block; held-out rows "
+                + ("kept" if x["plan"]["keep_heldout"] else "forwarded again")
+            ),
         }
 
     cols = [col(d) for _, d in runs]
-    labels = [("wall", "`align fit --live`, wall time (loading and tokenizing included)"), ("floor", "floor"),
-              ("ratio", "`--live` against the floor"), ("target", "target"), ("dry", "`--dry-run` estimate"),
-              ("plan", "plan")]
+    labels = [
+        ("wall", "`align fit --live`, wall time (loading and tokenizing included)"),
+        ("floor", "floor"),
+        ("ratio", "`--live` against the floor"),
+        ("target", "target"),
+        ("dry", "`--dry-run` estimate"),
+        ("plan", "plan"),
+    ]
     rows = [[label] + [cl[key] for cl in cols] for key, label in labels]
     sr = first.get("store_route")
     if sr:
         diff = sr["max_relative_difference_to_live"]
         blank = [""] * (len(runs) - 1)
-        rows.append(["store route on the same job", f"{sr['total_seconds']:.1f} s = extract {sr['extract_source_seconds']:.1f} + "
-                     f"extract {sr['extract_target_seconds']:.1f} + fit {sr['fit_seconds']:.1f} "
-                     f"({sr['total_seconds'] / first['live']['seconds']:.2f}× `--live`)"] + blank)
-        rows.append(["store route's disk", f"{gb(sr['disk_bytes'])} ({gb(sr['source_store_bytes'])} + "
-                     f"{gb(sr['target_store_bytes'])}); `--live`: the result only"] + blank)
-        rows.append(["largest relative difference, store route vs `--live`",
-                     ", ".join(f"{k} {sci(v)}" for k, v in diff.items())] + blank)
+        rows.append(
+            [
+                "store route on the same job",
+                f"{sr['total_seconds']:.1f} s = extract {sr['extract_source_seconds']:.1f} + "
+                f"extract {sr['extract_target_seconds']:.1f} + fit {sr['fit_seconds']:.1f} "
+                f"({sr['total_seconds'] / first['live']['seconds']:.2f}× `--live`)",
+            ]
+            + blank
+        )
+        rows.append(
+            [
+                "store route's disk",
+                f"{gb(sr['disk_bytes'])} ({gb(sr['source_store_bytes'])} + "
+                f"{gb(sr['target_store_bytes'])}); `--live`: the result only",
+            ]
+            + blank
+        )
+        rows.append(
+            [
+                "largest relative difference, store route vs `--live`",
+                ", ".join(f"{k} {sci(v)}" for k, v in diff.items()),
+            ]
+            + blank
+        )
     mem = first.get("memory")
     if mem:
-        rows.append([f"peak resident size, `--memory-limit {c['memory_limit']}` (a second run, read from the kernel)",
-                     f"{gb(mem['peak_rss_bytes'])} = **{mem['peak_over_limit']:.2f}× the limit**"] + [""] * (len(runs) - 1))
+        rows.append(
+            [
+                f"peak resident size, `--memory-limit {c['memory_limit']}` (a second run, read from the kernel)",
+                f"{gb(mem['peak_rss_bytes'])} = **{mem['peak_over_limit']:.2f}× the limit**",
+            ]
+            + [""] * (len(runs) - 1)
+        )
     head = [""] + [f"`bench/results/{name}`" for name, _ in runs]
     src, tgt = c["source"].split("x"), c["target"].split("x")
-    intro = (f"Two seeded random Qwen2 models, {src[0]} layers d {src[1]} → {tgt[0]} layers d {tgt[1]}, vocabulary "
-             f"{n(c['vocab'])}, float32 on the CPU ({c['torch_threads']} torch threads); {n(c['tokens'])} tokens in "
-             f"sequences of {c['seq']}, batches of {c['batch_size']}.")
-    return (f"{intro}\n\n" + table(head, rows) + "\n\n"
-            + sources(*[(d["config"]["command"], f"bench/results/{name}") for name, d in runs]))
+    intro = (
+        f"Two seeded random Qwen2 models, {src[0]} layers d {src[1]} → {tgt[0]} layers d {tgt[1]}, vocabulary "
+        f"{n(c['vocab'])}, float32 on the CPU ({c['torch_threads']} torch threads); {n(c['tokens'])} tokens in "
+        f"sequences of {c['seq']}, batches of {c['batch_size']}."
+    )
+    return (
+        f"{intro}\n\n"
+        + table(head, rows)
+        + "\n\n"
+        + sources(*[(d["config"]["command"], f"bench/results/{name}") for name, d in runs])
+    )
 
 
 def extract_families(r: Results) -> str:
@@ -324,46 +508,99 @@ def extract_families(r: Results) -> str:
     rows = []
     for f, d in runs:
         c, res = d["config"], d["results"]
-        rows.append([f"`{f}`", c["attention"], f"{res['align_cpu_ms_per_token']:.3f}", f"{res['bare_cpu_ms_per_token']:.3f}",
-                     f"{res['align_over_bare_cpu']:.3f}", "—" if f == "qwen2" else f"{res['align_over_bare_cpu'] / base:.3f}×",
-                     f"{res['align_tokens_per_s'] / res['bare_forward_tokens_per_s']:.3f}", f"`bench/results/extract-{f}.json`"])
+        rows.append(
+            [
+                f"`{f}`",
+                c["attention"],
+                f"{res['align_cpu_ms_per_token']:.3f}",
+                f"{res['bare_cpu_ms_per_token']:.3f}",
+                f"{res['align_over_bare_cpu']:.3f}",
+                "—" if f == "qwen2" else f"{res['align_over_bare_cpu'] / base:.3f}×",
+                f"{res['align_tokens_per_s'] / res['bare_forward_tokens_per_s']:.3f}",
+                f"`bench/results/extract-{f}.json`",
+            ]
+        )
     c = runs[0][1]["config"]
-    intro = (f"Each family at Qwen2.5-1.5B's widths ({c['model'].split(', ', 1)[1]}), every boundary and the sublayers, "
-             f"{n(c['sequences'] * c['sequence_length'])} tokens in batches of {c['batch_size']}, float32 on "
-             f"{c['torch_threads']} torch thread, best of {c['repeats']} alternating runs on a 2-core machine shared "
-             "with other jobs: CPU milliseconds per token over batches 2 onward (the wall clock there measured the "
-             "neighbours more than align). Target: each family within 5% of Qwen2's ratio.")
-    return (f"{intro}\n\n" + table(["family", "attention", "align, CPU ms/token", "bare forward, CPU ms/token",
-                                     "align / bare (CPU; 1: free)", "that over Qwen2's (above 1: cheaper)", "align / bare (wall, best)", "JSON"], rows)
-            + "\n\n" + sources(*[(d["config"]["command"], f"bench/results/extract-{f}.json") for f, d in runs]))
+    intro = (
+        f"Each family at Qwen2.5-1.5B's widths ({c['model'].split(', ', 1)[1]}), every boundary and the sublayers, "
+        f"{n(c['sequences'] * c['sequence_length'])} tokens in batches of {c['batch_size']}, float32 on "
+        f"{c['torch_threads']} torch thread, best of {c['repeats']} alternating runs on a 2-core machine shared "
+        "with other jobs: CPU milliseconds per token over batches 2 onward (the wall clock there measured the "
+        "neighbours more than align). Target: each family within 5% of Qwen2's ratio."
+    )
+    return (
+        f"{intro}\n\n"
+        + table(
+            [
+                "family",
+                "attention",
+                "align, CPU ms/token",
+                "bare forward, CPU ms/token",
+                "align / bare (CPU; 1: free)",
+                "that over Qwen2's (above 1: cheaper)",
+                "align / bare (wall, best)",
+                "JSON",
+            ],
+            rows,
+        )
+        + "\n\n"
+        + sources(*[(d["config"]["command"], f"bench/results/extract-{f}.json") for f, d in runs])
+    )
 
 
 def families(r: Results) -> str:
     """The conformance suite's numbers per model_type (bench/families.py)."""
     d = r("families.json")
     c, fam = d["config"], d["families"]
-    cols = [("resid", "h_b vs hidden states (rel.)"), ("last_hidden", "final norm of h_L vs last hidden state (rel.)"),
-            ("logits", "head(h_L) vs logits (abs.)"), ("identity", "h_l + a_l + m_l vs h_(l+1) (rel.)"),
-            ("lens_kl_at_L", "lens KL at L"), ("contrib", "contributions vs reference (abs.)"),
-            ("skip_R", "skip R vs reference (abs.)"), ("fit_store_vs_live", "fit: stores vs --live (abs.)"),
-            ("igrad_completeness", "igrad completeness gap, 64 steps (rel.)"), ("bf16_resid", "bf16 h_b vs hidden states (rel.)")]
-    rows = [[f"`{t}`"] + [sci(v[k]) if k in v else "" for k, _ in cols] for t, v in sorted(fam.items())]
-    intro = (f"{len(fam)} model_types, float32 on the CPU, transformers {c['transformers']}, torch {c['torch']}; "
-             f"the suite {'passed' if c['passed'] else 'FAILED'}. Each cell is the largest difference over the "
-             "family's tiny model (3 layers, d_model 32, the family's options on).")
-    return f"{intro}\n\n" + table(["model_type"] + [h for _, h in cols], rows) + "\n\n" + sources(
-        (c["command"], "bench/results/families.json"))
+    cols = [
+        ("resid", "h_b vs hidden states (rel.)"),
+        ("last_hidden", "final norm of h_L vs last hidden state (rel.)"),
+        ("logits", "head(h_L) vs logits (abs.)"),
+        ("identity", "h_l + a_l + m_l vs h_(l+1) (rel.)"),
+        ("lens_kl_at_L", "lens KL at L"),
+        ("contrib", "contributions vs reference (abs.)"),
+        ("skip_R", "skip R vs reference (abs.)"),
+        ("fit_store_vs_live", "fit: stores vs --live (abs.)"),
+        ("igrad_completeness", "igrad completeness gap, 64 steps (rel.)"),
+        ("bf16_resid", "bf16 h_b vs hidden states (rel.)"),
+    ]
+    rows = [
+        [f"`{t}`"] + [sci(v[k]) if k in v else "" for k, _ in cols] for t, v in sorted(fam.items())
+    ]
+    intro = (
+        f"{len(fam)} model_types, float32 on the CPU, transformers {c['transformers']}, torch {c['torch']}; "
+        f"the suite {'passed' if c['passed'] else 'FAILED'}. Each cell is the largest difference over the "
+        "family's tiny model (3 layers, d_model 32, the family's options on)."
+    )
+    return (
+        f"{intro}\n\n"
+        + table(["model_type"] + [h for _, h in cols], rows)
+        + "\n\n"
+        + sources((c["command"], "bench/results/families.json"))
+    )
 
 
 # -- the demo (align demo's OUT/demo.json) -------------------------------------------------
 
-DEMO_COMMAND = "align demo -o /tmp/demo-full && python bench/tables.py --demo /tmp/demo-full/demo.json"
-DEMO_STATS = (("slope", "slope of j*/L_T on i/L_S", 2), ("mean_depth_gap", "mean depth gap", 3),
-              ("soft_depth_spread", "soft-depth spread", 3), ("spearman", "Spearman", 2))
-DEMO_STEPS = (("train", "training (every seed, both models; the BPE model once)"),
-              ("extract", "extraction (every seed, three stores; the BPE model's)"),
-              ("fit", "fits (every seed, two; shallow → BPE)"), ("contrib", "contributions"), ("lens", "logit lens"),
-              ("skip", "layer skipping"), ("depth", "effective depth"), ("figures", "figures"))
+DEMO_COMMAND = (
+    "align demo -o /tmp/demo-full && python bench/tables.py --demo /tmp/demo-full/demo.json"
+)
+DEMO_STATS = (
+    ("slope", "slope of j*/L_T on i/L_S", 2),
+    ("mean_depth_gap", "mean depth gap", 3),
+    ("soft_depth_spread", "soft-depth spread", 3),
+    ("spearman", "Spearman", 2),
+)
+DEMO_STEPS = (
+    ("train", "training (every seed, both models; the BPE model once)"),
+    ("extract", "extraction (every seed, three stores; the BPE model's)"),
+    ("fit", "fits (every seed, two; shallow → BPE)"),
+    ("contrib", "contributions"),
+    ("lens", "logit lens"),
+    ("skip", "layer skipping"),
+    ("depth", "effective depth"),
+    ("figures", "figures"),
+)
 
 
 def opt(x, digits: int) -> str:
@@ -371,7 +608,7 @@ def opt(x, digits: int) -> str:
 
 
 def ci(s: dict, key: str, digits: int) -> str:
-    """" [low, high]" of a statistic's document-bootstrap interval, or ""."""
+    """ " [low, high]" of a statistic's document-bootstrap interval, or ""."""
     lo, hi = s.get(f"{key}_low"), s.get(f"{key}_high")
     return "" if lo is None or hi is None else f" [{lo:.{digits}f}, {hi:.{digits}f}]"
 
@@ -380,8 +617,10 @@ def demo_machine(d: dict) -> str:
     m = d["machine"]
     before, after = m["load_average_before"][0], m["load_average_after"][0]
     threads = f"{m['torch_threads']} torch thread{'s' if m['torch_threads'] != 1 else ''}"
-    return (f"{m['cores']} CPU cores ({m['cpu_model']}), {threads}, load average "
-            f"{before:.1f} at the start and {after:.1f} at the end")
+    return (
+        f"{m['cores']} CPU cores ({m['cpu_model']}), {threads}, load average "
+        f"{before:.1f} at the start and {after:.1f} at the end"
+    )
 
 
 def demo_steps(d: dict) -> dict:
@@ -400,48 +639,108 @@ def demo(r: Results) -> str:
     s0 = {pair: a["per_seed"][0][pair] for pair in ("trained", "control")}
     tr = first["training"]
     losses = "; ".join(
-        f"seed {x['seed']}: " + ", ".join(f"{name} {t['heldout_loss_init']:.2f} → {t['heldout_loss_trained']:.2f}"
-                                          for name, t in x["training"].items()) for x in d["seeds"])
-    intro = (f"One run of `align demo` (seeds {a['seeds']}; seed {a['seeds'][0]} analysed and drawn) on "
-             f"{demo_machine(d)}. Every model saw {n(tr['shallow']['tokens_seen'])} training tokens "
-             f"({c['shallow']['n_layers']} layers d_model {c['shallow']['d_model']} against {c['deep']['n_layers']} "
-             f"layers d_model {c['deep']['d_model']}); held-out loss in nats per character, {losses}. Relative error "
-             f"of the shallow → deep maps on {c['n_docs']} held-out documents, boundaries ≥ 1, seed {a['seeds'][0]}, "
-             "with the document bootstrap's 95% intervals:")
+        f"seed {x['seed']}: "
+        + ", ".join(
+            f"{name} {t['heldout_loss_init']:.2f} → {t['heldout_loss_trained']:.2f}"
+            for name, t in x["training"].items()
+        )
+        for x in d["seeds"]
+    )
+    intro = (
+        f"One run of `align demo` (seeds {a['seeds']}; seed {a['seeds'][0]} analysed and drawn) on "
+        f"{demo_machine(d)}. Every model saw {n(tr['shallow']['tokens_seen'])} training tokens "
+        f"({c['shallow']['n_layers']} layers d_model {c['shallow']['d_model']} against {c['deep']['n_layers']} "
+        f"layers d_model {c['deep']['d_model']}); held-out loss in nats per character, {losses}. Relative error "
+        f"of the shallow → deep maps on {c['n_docs']} held-out documents, boundaries ≥ 1, seed {a['seeds'][0]}, "
+        "with the document bootstrap's 95% intervals:"
+    )
     Ls, Lt = c["shallow"]["n_layers"], c["deep"]["n_layers"]
     diag = [round(i * Lt / Ls) for i in range(1, Ls + 1)]
-    pairs = [("trained → trained", s0["trained"]), ("trained → untrained deep (control)", s0["control"])]
+    pairs = [
+        ("trained → trained", s0["trained"]),
+        ("trained → untrained deep (control)", s0["control"]),
+    ]
     other = d.get("tokenizers_pair")
     if other:
         cov = other["pairing"]
-        pairs.append((f"trained → trained deep, BPE tokenizer (char-anchors: {cov['source']:.0%} of the shallow "
-                      f"model's tokens, {cov['target']:.0%} of the BPE model's)", other["summary"]))
-    rows0 = [[label, str(x["argmin_path"]), f"**{opt(x['slope'], 2)}{ci(x, 'slope', 2)}**",
-              f"{opt(x['spearman'], 2)}{ci(x, 'spearman', 2)}", f"{opt(x['mean_depth_gap'], 3)}{ci(x, 'mean_depth_gap', 3)}",
-              f"{opt(x['soft_depth_spread'], 3)}{ci(x, 'soft_depth_spread', 3)}"] for label, x in pairs]
-    t0 = table(["pair", f"argmin path j*(i), i = 1..{Ls} (equal relative depth: {diag})", "slope", "Spearman",
-                "mean depth gap", "soft-depth spread"], rows0)
+        pairs.append(
+            (
+                f"trained → trained deep, BPE tokenizer (char-anchors: {cov['source']:.0%} of the shallow "
+                f"model's tokens, {cov['target']:.0%} of the BPE model's)",
+                other["summary"],
+            )
+        )
+    rows0 = [
+        [
+            label,
+            str(x["argmin_path"]),
+            f"**{opt(x['slope'], 2)}{ci(x, 'slope', 2)}**",
+            f"{opt(x['spearman'], 2)}{ci(x, 'spearman', 2)}",
+            f"{opt(x['mean_depth_gap'], 3)}{ci(x, 'mean_depth_gap', 3)}",
+            f"{opt(x['soft_depth_spread'], 3)}{ci(x, 'soft_depth_spread', 3)}",
+        ]
+        for label, x in pairs
+    ]
+    t0 = table(
+        [
+            "pair",
+            f"argmin path j*(i), i = 1..{Ls} (equal relative depth: {diag})",
+            "slope",
+            "Spearman",
+            "mean depth gap",
+            "soft-depth spread",
+        ],
+        rows0,
+    )
     rows = []
     for key, label, digits in DEMO_STATS:
         for pair, name in (("trained", "trained"), ("control", "control")):
             sp = a[pair][key]
             vals = ", ".join(opt(v, digits) for v in sp["values"])
             rng = "—" if sp["min"] is None else f"{sp['min']:.{digits}f}–{sp['max']:.{digits}f}"
-            rows.append([label, name, vals, opt(sp["mean"], digits), "—" if sp["sd"] is None else f"{sp['sd']:.{digits}f}",
-                         rng, f"{opt(s0[pair][key], digits)}{ci(s0[pair], key, digits)}"])
+            rows.append(
+                [
+                    label,
+                    name,
+                    vals,
+                    opt(sp["mean"], digits),
+                    "—" if sp["sd"] is None else f"{sp['sd']:.{digits}f}",
+                    rng,
+                    f"{opt(s0[pair][key], digits)}{ci(s0[pair], key, digits)}",
+                ]
+            )
     seeds = ", ".join(str(x) for x in a["seeds"])
-    t1 = table(["statistic", "pair", f"per seed ({seeds})", "mean", "sd", "min–max", f"seed {a['seeds'][0]} [bootstrap 95%]"],
-               rows)
-    paths = table(["seed", "trained pair's argmin path", "control's argmin path"],
-                  [[x["seed"], str(x["trained"]["argmin_path"]), str(x["control"]["argmin_path"])] for x in a["per_seed"]])
+    t1 = table(
+        [
+            "statistic",
+            "pair",
+            f"per seed ({seeds})",
+            "mean",
+            "sd",
+            "min–max",
+            f"seed {a['seeds'][0]} [bootstrap 95%]",
+        ],
+        rows,
+    )
+    paths = table(
+        ["seed", "trained pair's argmin path", "control's argmin path"],
+        [
+            [x["seed"], str(x["trained"]["argmin_path"]), str(x["control"]["argmin_path"])]
+            for x in a["per_seed"]
+        ],
+    )
     said = "\n".join(f"- {x}" for x in a["sentences"])
     steps = demo_steps(d)
     trows = [[label, f"{steps[k]:,.0f}"] for k, label in DEMO_STEPS if k in steps]
     trows.append(["**the whole run**", f"**{d['timings']['total']:,.0f}**"])
-    return (f"{intro}\n\n{t0}\n\nAcross the seeds (the spread of training; the intervals above are over held-out "
-            f"documents of one seed):\n\n{t1}\n\n{paths}\n\nThe rule: {a['rule']}. What it gives:\n\n{said}\n\n"
-            f"Wall time of the run's steps, seconds ({demo_machine(d)}):\n\n" + table(["step", "seconds"], trows)
-            + "\n\n" + sources((DEMO_COMMAND, "bench/results/demo.json")))
+    return (
+        f"{intro}\n\n{t0}\n\nAcross the seeds (the spread of training; the intervals above are over held-out "
+        f"documents of one seed):\n\n{t1}\n\n{paths}\n\nThe rule: {a['rule']}. What it gives:\n\n{said}\n\n"
+        f"Wall time of the run's steps, seconds ({demo_machine(d)}):\n\n"
+        + table(["step", "seconds"], trows)
+        + "\n\n"
+        + sources((DEMO_COMMAND, "bench/results/demo.json"))
+    )
 
 
 def demo_readme(r: Results) -> str:
@@ -452,14 +751,16 @@ def demo_readme(r: Results) -> str:
     t, c = a["trained"]["slope"], a["control"]["slope"]
     robust = [x for x in a["sentences"] if x.startswith("Robust")]
     not_robust = [x for x in a["sentences"] if not x.startswith("Robust")]
-    return (f"On the machine the docs quote ({demo_machine(d)}) the whole `align demo` took "
-            f"{d['timings']['total']:,.0f} s. On seed {a['seeds'][0]} the trained pair's argmin path has slope "
-            f"{opt(s0['trained']['slope'], 2)}{ci(s0['trained'], 'slope', 2)} and the control's "
-            f"{opt(s0['control']['slope'], 2)}{ci(s0['control'], 'slope', 2)} (document-bootstrap intervals); over "
-            f"the {len(a['seeds'])} seeds {a['seeds']} the trained slope ranged "
-            f"{opt(t['min'], 2)}–{opt(t['max'], 2)} and the control's {opt(c['min'], 2)}–{opt(c['max'], 2)}. "
-            + " ".join(robust + not_robust)
-            + " ([the demo's numbers](docs/commands/demo.md#what-the-demo-shows-measured))")
+    return (
+        f"On the machine the docs quote ({demo_machine(d)}) the whole `align demo` took "
+        f"{d['timings']['total']:,.0f} s. On seed {a['seeds'][0]} the trained pair's argmin path has slope "
+        f"{opt(s0['trained']['slope'], 2)}{ci(s0['trained'], 'slope', 2)} and the control's "
+        f"{opt(s0['control']['slope'], 2)}{ci(s0['control'], 'slope', 2)} (document-bootstrap intervals); over "
+        f"the {len(a['seeds'])} seeds {a['seeds']} the trained slope ranged "
+        f"{opt(t['min'], 2)}–{opt(t['max'], 2)} and the control's {opt(c['min'], 2)}–{opt(c['max'], 2)}. "
+        + " ".join(robust + not_robust)
+        + " ([the demo's numbers](docs/commands/demo.md#what-the-demo-shows-measured))"
+    )
 
 
 TABLES = {
@@ -481,6 +782,7 @@ PAGES = {"families": FAMILIES_DOC, "demo": DEMO_DOC, "demo-readme": README}
 
 # -- the page ------------------------------------------------------------------------------
 
+
 def render_all(results: str = RESULTS) -> dict:
     """{table name: its Markdown} from the JSON files of `results`."""
     r = Results(results)
@@ -501,15 +803,21 @@ def rendered_page(page: str, tables: dict) -> tuple[str, list]:
         return m.group(1) + tables[name] + m.group(4)
 
     out = BLOCK.sub(repl, page)
-    problems += [f"table {name} has no '<!-- table: {name} -->' ... '<!-- /table -->' markers in the page"
-                 for name in tables if name not in seen]
+    problems += [
+        f"table {name} has no '<!-- table: {name} -->' ... '<!-- /table -->' markers in the page"
+        for name in tables
+        if name not in seen
+    ]
     return out, problems
 
 
 def differing(page: str, tables: dict) -> list:
     """The names of the tables whose text in `page` is not what their JSON gives."""
-    return [m.group("name") for m in BLOCK.finditer(page) if m.group("name") in tables
-            and m.group("body") != tables[m.group("name")]]
+    return [
+        m.group("name")
+        for m in BLOCK.finditer(page)
+        if m.group("name") in tables and m.group("body") != tables[m.group("name")]
+    ]
 
 
 def _page_tables(tables: dict, page_path: str, performance: str) -> dict:
@@ -523,10 +831,14 @@ def keep_demo(path: str, results: str) -> None:
     d = Results(os.path.dirname(os.path.abspath(path)))(os.path.basename(path))
     missing = [k for k in ("across_seeds", "machine", "timings", "seeds", "config") if k not in d]
     if missing:
-        raise SystemExit(f"bench/tables.py: {path} has no {', '.join(missing)}: is it an align demo's demo.json?")
+        raise SystemExit(
+            f"bench/tables.py: {path} has no {', '.join(missing)}: is it an align demo's demo.json?"
+        )
     if not any(k.startswith("train ") for k in d["timings"]):
-        raise SystemExit(f"bench/tables.py: {path} is of a run that reused its models (no training timed): "
-                         "run align demo into a fresh folder")
+        raise SystemExit(
+            f"bench/tables.py: {path} is of a run that reused its models (no training timed): "
+            "run align demo into a fresh folder"
+        )
     with open(os.path.join(results, "demo.json"), "w", encoding="utf-8") as f:
         json.dump(d, f, indent=1)
         f.write("\n")
@@ -534,10 +846,18 @@ def keep_demo(path: str, results: str) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 when a table differs from its JSON")
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 when a table differs from its JSON",
+    )
     ap.add_argument("--doc", default=DOC, help="the performance page (default docs/performance.md)")
     ap.add_argument("--results", default=RESULTS, help="the JSON folder (default bench/results)")
-    ap.add_argument("--demo", metavar="DEMO_JSON", help="first copy this OUT/demo.json of `align demo` to RESULTS/demo.json")
+    ap.add_argument(
+        "--demo",
+        metavar="DEMO_JSON",
+        help="first copy this OUT/demo.json of `align demo` to RESULTS/demo.json",
+    )
     args = ap.parse_args(argv)
     if args.demo:
         keep_demo(args.demo, args.results)
@@ -557,8 +877,11 @@ def main(argv=None) -> int:
         failed |= bool(problems)
         if args.check:
             for name in differing(page, mine):
-                print(f"bench/tables.py: table {name} in {path} differs from what its JSON gives: "
-                      "run `python bench/tables.py`", file=sys.stderr)
+                print(
+                    f"bench/tables.py: table {name} in {path} differs from what its JSON gives: "
+                    "run `python bench/tables.py`",
+                    file=sys.stderr,
+                )
                 failed = True
         elif new != page:
             with open(path, "w", encoding="utf-8") as f:

@@ -4,23 +4,55 @@ from __future__ import annotations
 
 import click
 
-from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
 from align.analyses.lens import WEIGHTINGS
-from align.stats.bootstrap import Resampling
+from align.stats.bootstrap import (
+    MAX_RESAMPLES,
+    MIN_RESAMPLES,
+    RESAMPLES,
+    Resampling,
+    check_resamples,
+)
 
 
 @click.command("compare")
 @click.argument("results", nargs=-1, required=True, metavar="RESULT...")
-@click.option("-o", "--output", default=None, metavar="TABLE.csv|TABLE.md",
-              help="Also write the table, as CSV or Markdown by the suffix, and the figure beside it (.png).")
-@click.option("--figure", default=None, metavar="FILE.png", help="The figure's path [default: beside -o, with .png].")
-@click.option("--weighting", type=click.Choice(WEIGHTINGS), default="token", show_default=True,
-              help="lens: the average to compare (token-weighted, as P2's effective depths; prompt-weighted, as P1's figures).")
-@click.option("--bootstrap", type=int, default=RESAMPLES, show_default=True, metavar="N",
-              callback=lambda ctx, param, value: check_resamples(value),
-              help=f"Resamples of prompts for the paired differences' 95% intervals ({MIN_RESAMPLES:,} to "
-                   f"{MAX_RESAMPLES:,}).")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of that bootstrap.")
+@click.option(
+    "-o",
+    "--output",
+    default=None,
+    metavar="TABLE.csv|TABLE.md",
+    help="Also write the table, as CSV or Markdown by the suffix, and the figure beside it (.png).",
+)
+@click.option(
+    "--figure",
+    default=None,
+    metavar="FILE.png",
+    help="The figure's path [default: beside -o, with .png].",
+)
+@click.option(
+    "--weighting",
+    type=click.Choice(WEIGHTINGS),
+    default="token",
+    show_default=True,
+    help="lens: the average to compare (token-weighted, as P2's effective depths; prompt-weighted, as P1's figures).",
+)
+@click.option(
+    "--bootstrap",
+    type=int,
+    default=RESAMPLES,
+    show_default=True,
+    metavar="N",
+    callback=lambda ctx, param, value: check_resamples(value),
+    help=f"Resamples of prompts for the paired differences' 95% intervals ({MIN_RESAMPLES:,} to "
+    f"{MAX_RESAMPLES:,}).",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seed of that bootstrap.",
+)
 @click.option("--overwrite", is_flag=True, help="Replace an existing table or figure.")
 def compare_cmd(results, output, figure, weighting, bootstrap, seed, overwrite):
     """Several depth, lens or alignment results (one kind) in one table: each result's numbers
@@ -28,8 +60,15 @@ def compare_cmd(results, output, figure, weighting, bootstrap, seed, overwrite):
     difference (later minus earlier) with its interval. With -o, also a CSV or Markdown file and a figure."""
     from align.compare import run_compare
 
-    run_compare(results, output, figure, weighting=weighting, resampling=Resampling(bootstrap, seed),
-                overwrite=overwrite, echo=lambda text: click.echo(text, nl=False))
+    run_compare(
+        results,
+        output,
+        figure,
+        weighting=weighting,
+        resampling=Resampling(bootstrap, seed),
+        overwrite=overwrite,
+        echo=lambda text: click.echo(text, nl=False),
+    )
 
 
 commands = [compare_cmd]

@@ -4,23 +4,47 @@ from __future__ import annotations
 
 import click
 
-from align.demo.pipeline import SIZES
 from align.demo import pipeline
+from align.demo.pipeline import SIZES
 from align.errors import InputError
 
 
 @click.command("demo")
-@click.option("-o", "--output", default="demo-output", show_default=True, metavar="FOLDER",
-              help="Where models, stores, results and figures go.")
-@click.option("--size", type=click.Choice(SIZES), default="full", show_default=True,
-              help="full: 6 against 12 layers, both d=128; tiny: 2 against 4 layers, a check that everything runs.")
-@click.option("--tokens", type=click.IntRange(min=1000), default=None,
-              help="Training tokens per model [default: 400,000 (full), 4,000 (tiny)].")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
-              help="The first training seed (the one analysed and drawn; it also seeds the held-out documents).")
-@click.option("--seeds", default=None, metavar="N|S1,S2,...",
-              help="Training seeds: a count N (seeds --seed .. --seed+N-1) or a comma-separated list whose first is "
-                   "the one analysed [default: 3 (full), 2 (tiny)].")
+@click.option(
+    "-o",
+    "--output",
+    default="demo-output",
+    show_default=True,
+    metavar="FOLDER",
+    help="Where models, stores, results and figures go.",
+)
+@click.option(
+    "--size",
+    type=click.Choice(SIZES),
+    default="full",
+    show_default=True,
+    help="full: 6 against 12 layers, both d=128; tiny: 2 against 4 layers, a check that everything runs.",
+)
+@click.option(
+    "--tokens",
+    type=click.IntRange(min=1000),
+    default=None,
+    help="Training tokens per model [default: 400,000 (full), 4,000 (tiny)].",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="The first training seed (the one analysed and drawn; it also seeds the held-out documents).",
+)
+@click.option(
+    "--seeds",
+    default=None,
+    metavar="N|S1,S2,...",
+    help="Training seeds: a count N (seeds --seed .. --seed+N-1) or a comma-separated list whose first is "
+    "the one analysed [default: 3 (full), 2 (tiny)].",
+)
 def demo_cmd(output, size, tokens, seed, seeds):
     """Train a 6-layer and a 12-layer model on generated arithmetic with each seed (cached),
     extract them and an untrained 12-layer control per seed, fit shallow -> deep and shallow ->
@@ -32,10 +56,14 @@ def demo_cmd(output, size, tokens, seed, seeds):
 
     make = pipeline.default_config if size == "full" else pipeline.tiny_config
     kwargs = {} if tokens is None else {"tokens": tokens}
-    report = pipeline.run(output, make(seeds=seed_list(seeds, seed, 3 if size == "full" else 2), **kwargs))
+    report = pipeline.run(
+        output, make(seeds=seed_list(seeds, seed, 3 if size == "full" else 2), **kwargs)
+    )
     click.echo(report.summary)
-    click.echo(f"  time     {report.timings['total']:,.0f} s this run "
-               f"(steps: {', '.join(f'{k} {v:,.0f} s' for k, v in report.timings.items() if k != 'total' and v >= 1)})")
+    click.echo(
+        f"  time     {report.timings['total']:,.0f} s this run "
+        f"(steps: {', '.join(f'{k} {v:,.0f} s' for k, v in report.timings.items() if k != 'total' and v >= 1)})"
+    )
 
 
 def seed_list(text: str | None, first: int, default: int) -> tuple:
@@ -45,13 +73,17 @@ def seed_list(text: str | None, first: int, default: int) -> tuple:
     try:
         values = [int(x) for x in text.split(",")]
     except ValueError:
-        raise InputError(f"--seeds {text!r} must be a count or a comma-separated list of integers") from None
+        raise InputError(
+            f"--seeds {text!r} must be a count or a comma-separated list of integers"
+        ) from None
     if "," not in text:
         if values[0] < 1:
             raise InputError(f"--seeds {text} must be a count of at least 1")
         return tuple(range(first, first + values[0]))
     if first != 0:
-        raise InputError("--seed gives the first seed of a count: with a list --seeds, put the first seed first")
+        raise InputError(
+            "--seed gives the first seed of a count: with a list --seeds, put the first seed first"
+        )
     if len(set(values)) != len(values) or min(values) < 0:
         raise InputError(f"--seeds {text} must list distinct non-negative integers")
     return tuple(values)

@@ -8,30 +8,68 @@ import click
 
 from align.corpus import DOC_SPLITS, FORMATS, OVERFLOWS, CorpusSpec, unescape
 from align.fitting.options import MODEL_DEVICES
-from align.models import families
-from align.models import DTYPES, ModelSpec
+from align.models import DTYPES, ModelSpec, families
 from align.records import build
-from align.store.codecs import CODECS, DEFAULT_CODEC, STORE_DTYPES
 from align.store import open_activations, read_attrs
+from align.store.codecs import CODECS, DEFAULT_CODEC, STORE_DTYPES
 
 
 def corpus_options(f):
     """The corpus options shared by every command that reads prompts."""
     opts = [
-        click.option("--dataset", metavar="NAME[:CONFIG]:SPLIT", help="Read a `datasets` split instead of CORPUS (needs the datasets package)."),
-        click.option("--text-field", default="text", show_default=True, help="Field holding the text in a .jsonl corpus."),
-        click.option("--format", "fmt", default="plain", show_default=True, metavar="|".join(FORMATS),
-                     help="Build task prompts from a data set's fields (gsm8k, mquake, math, hellaswag, aime: a .jsonl "
-                          "file or --dataset), or generate N-digit arithmetic (addition:N[:SEED], multiplication:N[:SEED], "
-                          "--max-docs problems, default 100); templates in docs/formats.md."),
-        click.option("--doc-split", type=click.Choice(DOC_SPLITS), default=None,
-                     help="How a .txt file becomes documents [default: blank lines for a file, one per file for a folder]."),
-        click.option("--max-length", type=click.IntRange(min=2), default=512, show_default=True,
-                     help="Tokens per sequence, special tokens included; longer documents are cut (see --overflow)."),
-        click.option("--overflow", type=click.Choice(OVERFLOWS), default="split", show_default=True,
-                     help="split: every window of a long document is a sequence; truncate: only the first."),
-        click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="Stop after this many tokens."),
-        click.option("--max-docs", type=click.IntRange(min=1), default=None, help="Read at most this many documents."),
+        click.option(
+            "--dataset",
+            metavar="NAME[:CONFIG]:SPLIT",
+            help="Read a `datasets` split instead of CORPUS (needs the datasets package).",
+        ),
+        click.option(
+            "--text-field",
+            default="text",
+            show_default=True,
+            help="Field holding the text in a .jsonl corpus.",
+        ),
+        click.option(
+            "--format",
+            "fmt",
+            default="plain",
+            show_default=True,
+            metavar="|".join(FORMATS),
+            help="Build task prompts from a data set's fields (gsm8k, mquake, math, hellaswag, aime: a .jsonl "
+            "file or --dataset), or generate N-digit arithmetic (addition:N[:SEED], multiplication:N[:SEED], "
+            "--max-docs problems, default 100); templates in docs/formats.md.",
+        ),
+        click.option(
+            "--doc-split",
+            type=click.Choice(DOC_SPLITS),
+            default=None,
+            help="How a .txt file becomes documents [default: blank lines for a file, one per file for a folder].",
+        ),
+        click.option(
+            "--max-length",
+            type=click.IntRange(min=2),
+            default=512,
+            show_default=True,
+            help="Tokens per sequence, special tokens included; longer documents are cut (see --overflow).",
+        ),
+        click.option(
+            "--overflow",
+            type=click.Choice(OVERFLOWS),
+            default="split",
+            show_default=True,
+            help="split: every window of a long document is a sequence; truncate: only the first.",
+        ),
+        click.option(
+            "--max-tokens",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Stop after this many tokens.",
+        ),
+        click.option(
+            "--max-docs",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Read at most this many documents.",
+        ),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -42,13 +80,23 @@ def protocol_options(f):
     """P1's protocol (align.corpus): documents packed into full windows, a stand-in first
     token. Commands that read a corpus through CorpusSpec can take these as they are."""
     opts = [
-        click.option("--pack", "pack", default=None, metavar="SEPARATOR",
-                     help="Join the documents with SEPARATOR (text, tokenized; \\n \\t \\r \\\\ are escapes, e.g. "
-                          "'\\n\\n' or '<|endoftext|>') and cut them into full windows of --max-length tokens; the "
-                          "last partial window is left out. Part of the store's identity."),
-        click.option("--stand-in-token", type=click.IntRange(min=0), default=None, metavar="ID",
-                     help="Put token ID at position 0 of every sequence (P1: 0 for a model without BOS, e.g. Qwen 2.5), "
-                          "so the fit's default leaves out only it; refused when the tokenizer adds a BOS."),
+        click.option(
+            "--pack",
+            "pack",
+            default=None,
+            metavar="SEPARATOR",
+            help="Join the documents with SEPARATOR (text, tokenized; \\n \\t \\r \\\\ are escapes, e.g. "
+            "'\\n\\n' or '<|endoftext|>') and cut them into full windows of --max-length tokens; the "
+            "last partial window is left out. Part of the store's identity.",
+        ),
+        click.option(
+            "--stand-in-token",
+            type=click.IntRange(min=0),
+            default=None,
+            metavar="ID",
+            help="Put token ID at position 0 of every sequence (P1: 0 for a model without BOS, e.g. Qwen 2.5), "
+            "so the fit's default leaves out only it; refused when the tokenizer adds a BOS.",
+        ),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -71,17 +119,48 @@ def model_spec(name, values: dict) -> ModelSpec:
 def model_options(f):
     opts = [
         click.option("--revision", default=None, help="Hub revision (branch, tag or commit)."),
-        click.option("--dtype", type=click.Choice(DTYPES), default=None,
-                     help="Compute dtype [default: float32 on CPU, bfloat16 on CUDA]."),
-        click.option("--device", type=click.Choice(MODEL_DEVICES), default="cpu", show_default=True,
-                     help="auto: accelerate's device_map='auto' (spreads a large model over the GPUs)."),
-        click.option("--trust-remote-code", is_flag=True, help="Allow the checkpoint's own Python code to run."),
-        click.option("--allow-pickle-weights", is_flag=True, help="Also load .bin (pickle) weights; default is safetensors only."),
-        click.option("--random-init", is_flag=True, help="Same architecture, seeded random weights: the untrained control."),
-        click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of --random-init."),
-        click.option("--family", type=click.Choice(families.NAMES), default=None,
-                     help="Read the model as this family (a renamed model_type); checked by a probe forward at load "
-                          "[default: the family table's, or discovered and checked]."),
+        click.option(
+            "--dtype",
+            type=click.Choice(DTYPES),
+            default=None,
+            help="Compute dtype [default: float32 on CPU, bfloat16 on CUDA].",
+        ),
+        click.option(
+            "--device",
+            type=click.Choice(MODEL_DEVICES),
+            default="cpu",
+            show_default=True,
+            help="auto: accelerate's device_map='auto' (spreads a large model over the GPUs).",
+        ),
+        click.option(
+            "--trust-remote-code",
+            is_flag=True,
+            help="Allow the checkpoint's own Python code to run.",
+        ),
+        click.option(
+            "--allow-pickle-weights",
+            is_flag=True,
+            help="Also load .bin (pickle) weights; default is safetensors only.",
+        ),
+        click.option(
+            "--random-init",
+            is_flag=True,
+            help="Same architecture, seeded random weights: the untrained control.",
+        ),
+        click.option(
+            "--seed",
+            type=click.IntRange(min=0),
+            default=0,
+            show_default=True,
+            help="Seed of --random-init.",
+        ),
+        click.option(
+            "--family",
+            type=click.Choice(families.NAMES),
+            default=None,
+            help="Read the model as this family (a renamed model_type); checked by a probe forward at load "
+            "[default: the family table's, or discovered and checked].",
+        ),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -91,35 +170,112 @@ def model_options(f):
 @click.command("extract")
 @click.argument("model")
 @click.argument("corpus", required=False)
-@click.option("-o", "--output", required=True, metavar="STORE", help="Activation store to write (a folder, or an fsspec URL).")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    metavar="STORE",
+    help="Activation store to write (a folder, or an fsspec URL).",
+)
 @model_options
 @corpus_options
 @protocol_options
-@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True, help="Sequences per forward pass.")
-@click.option("--boundaries", default=None, metavar="SPEC", help="Residual boundaries to keep: e.g. 0,4,8 or ::2 or 1: [default: all 0..L].")
-@click.option("--sublayers", is_flag=True, help="Also store what attention and MLP add to the residual.")
-@click.option("--store-dtype", type=click.Choice(STORE_DTYPES), default=None,
-              help="Storage dtype [default: the compute dtype, lossless]. float16 refuses values beyond 65504.")
-@click.option("--codec", type=click.Choice(CODECS), default=DEFAULT_CODEC, show_default=True, help="Chunk codec (docs/commands/extract.md, the store layout).")
-@click.option("--chunk-tokens", type=click.IntRange(min=1), default=None,
-              help="Tokens per stored chunk [default: ~4 MiB per chunk, measured; docs/commands/extract.md]. Part of the store's identity.")
-@click.option("--allow-long", is_flag=True,
-              help="Accept a --max-length above the model's max_position_embeddings (refused otherwise).")
-@click.option("--dry-run", is_flag=True, help="Print what the run would write and cost, and check free disk; write nothing.")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Sequences per forward pass.",
+)
+@click.option(
+    "--boundaries",
+    default=None,
+    metavar="SPEC",
+    help="Residual boundaries to keep: e.g. 0,4,8 or ::2 or 1: [default: all 0..L].",
+)
+@click.option(
+    "--sublayers", is_flag=True, help="Also store what attention and MLP add to the residual."
+)
+@click.option(
+    "--store-dtype",
+    type=click.Choice(STORE_DTYPES),
+    default=None,
+    help="Storage dtype [default: the compute dtype, lossless]. float16 refuses values beyond 65504.",
+)
+@click.option(
+    "--codec",
+    type=click.Choice(CODECS),
+    default=DEFAULT_CODEC,
+    show_default=True,
+    help="Chunk codec (docs/commands/extract.md, the store layout).",
+)
+@click.option(
+    "--chunk-tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Tokens per stored chunk [default: ~4 MiB per chunk, measured; docs/commands/extract.md]. Part of the store's identity.",
+)
+@click.option(
+    "--allow-long",
+    is_flag=True,
+    help="Accept a --max-length above the model's max_position_embeddings (refused otherwise).",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print what the run would write and cost, and check free disk; write nothing.",
+)
 @click.option("--break-lock", is_flag=True, help="Remove a stale lock left by a run that died.")
-def extract_cmd(model, corpus, output, revision, dtype, device, trust_remote_code, allow_pickle_weights, random_init, seed, family,
-                dataset, text_field, fmt, doc_split, max_length, overflow, max_tokens, max_docs, pack, stand_in_token,
-                batch_size, boundaries, sublayers, store_dtype, codec, chunk_tokens, allow_long, dry_run, break_lock):
+def extract_cmd(
+    model,
+    corpus,
+    output,
+    revision,
+    dtype,
+    device,
+    trust_remote_code,
+    allow_pickle_weights,
+    random_init,
+    seed,
+    family,
+    dataset,
+    text_field,
+    fmt,
+    doc_split,
+    max_length,
+    overflow,
+    max_tokens,
+    max_docs,
+    pack,
+    stand_in_token,
+    batch_size,
+    boundaries,
+    sublayers,
+    store_dtype,
+    codec,
+    chunk_tokens,
+    allow_long,
+    dry_run,
+    break_lock,
+):
     """Store MODEL's residual stream at every boundary over CORPUS.
 
     MODEL is a folder made by save_pretrained or a hub id. CORPUS is a .txt file, a .jsonl
     file, or a folder of .txt files. Re-running the same command resumes an incomplete store
     (refused if the weights changed). The last line reports characters the tokenizer dropped.
     """
-    from align.extraction import ExtractOptions, extract  # torch and transformers: loaded when the command runs
+    from align.extraction import (  # torch and transformers: loaded when the command runs
+        ExtractOptions,
+        extract,
+    )
 
     values = dict(locals())
-    extract(model_spec(model, values), corpus_spec(corpus, values), output, build(ExtractOptions, values))
+    extract(
+        model_spec(model, values),
+        corpus_spec(corpus, values),
+        output,
+        build(ExtractOptions, values),
+    )
 
 
 @click.command("info")
@@ -142,14 +298,23 @@ def info_cmd(store, as_json):
         return
     s = open_activations(store)
     p, lay, prov = s.progress, s.layout, s.provenance
-    state = "complete" if p["complete"] else f"INCOMPLETE ({p['committed_tokens']:,} of {lay.n_tokens:,} tokens committed; re-run the same extract command to resume)"
+    state = (
+        "complete"
+        if p["complete"]
+        else f"INCOMPLETE ({p['committed_tokens']:,} of {lay.n_tokens:,} tokens committed; re-run the same extract command to resume)"
+    )
     size = s.nbytes_stored()
     lines = [
         f"{store}: activation store, {state}",
-        f"  model       {prov['model']}" + (f" @ {prov['revision']}" if prov.get("revision") else "")
+        f"  model       {prov['model']}"
+        + (f" @ {prov['revision']}" if prov.get("revision") else "")
         + (f" (random init, seed {prov['seed']})" if prov.get("random_init") else ""),
         f"  family      {prov['model_type']}, {lay.n_layers} layers, d_model {lay.d_model}"
-        + (f" (read as {prov['family']['name']}, {prov['family']['found']})" if prov.get("family") else ""),
+        + (
+            f" (read as {prov['family']['name']}, {prov['family']['found']})"
+            if prov.get("family")
+            else ""
+        ),
         f"  tokens      {lay.n_tokens:,} in {lay.n_sequences:,} sequences from {prov['counts']['n_docs']:,} documents",
         f"  boundaries  {list(lay.boundaries)}",
         f"  sublayers   {list(lay.layers) if lay.layers else 'none'}",
@@ -167,8 +332,10 @@ def info_cmd(store, as_json):
     ]
     for r in prov.get("runs", []):
         stop = "…" if r["tokens"][1] is None else f"{r['tokens'][1]:,}"
-        lines.append(f"  run         tokens {r['tokens'][0]:,}..{stop}, batch size {r['batch_size']}, {r['device']}, "
-                     f"{r['dtype']}, align {r['align_version']}, {r['host']}, started {r['started']}")
+        lines.append(
+            f"  run         tokens {r['tokens'][0]:,}..{stop}, batch size {r['batch_size']}, {r['device']}, "
+            f"{r['dtype']}, align {r['align_version']}, {r['host']}, started {r['started']}"
+        )
     click.echo("\n".join(lines))
 
 

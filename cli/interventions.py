@@ -5,12 +5,11 @@ from __future__ import annotations
 import click
 
 from align.analyses.igrad_options import BASELINES, OBJECTS, PROTOCOLS, RULES, TARGETS, variant
+from align.analyses.interventions_run import run_erase, run_igrad
 from align.analyses.options import EraseOptions, IgradOptions
+from align.cli.analyses import _choices
 from align.cli.extract import corpus_options, corpus_spec, model_options, model_spec
 from align.records import build
-from align.analyses.interventions_run import run_erase
-from align.analyses.interventions_run import run_igrad
-from align.cli.analyses import _choices
 
 
 def _specs(model, prompts, kw):
@@ -20,14 +19,36 @@ def _specs(model, prompts, kw):
 
 def _common(default_batch: int, what: str):
     def deco(f):
-        f = click.option("--answer-marker", default=None, metavar="TEXT",
-                         help="The answer is the text after the last occurrence of TEXT in each prompt (any corpus; "
-                              "--format gsm8k: 'The final answer is') [default: use --answer-field].")(f)
-        f = click.option("--answer-field", default="answer", show_default=True, metavar="NAME",
-                         help="In a .jsonl file, the field whose text is appended to --text-field's text as the answer.")(f)
+        f = click.option(
+            "--answer-marker",
+            default=None,
+            metavar="TEXT",
+            help="The answer is the text after the last occurrence of TEXT in each prompt (any corpus; "
+            "--format gsm8k: 'The final answer is') [default: use --answer-field].",
+        )(f)
+        f = click.option(
+            "--answer-field",
+            default="answer",
+            show_default=True,
+            metavar="NAME",
+            help="In a .jsonl file, the field whose text is appended to --text-field's text as the answer.",
+        )(f)
         f = click.option("--overwrite", is_flag=True, help="Replace an existing result at -o.")(f)
-        f = click.option("--batch-size", type=click.IntRange(min=1), default=default_batch, show_default=True, help=what)(f)
-        return click.option("-o", "--output", required=True, metavar="RESULT", help="Result store to write (Zarr; opens in xarray).")(f)
+        f = click.option(
+            "--batch-size",
+            type=click.IntRange(min=1),
+            default=default_batch,
+            show_default=True,
+            help=what,
+        )(f)
+        return click.option(
+            "-o",
+            "--output",
+            required=True,
+            metavar="RESULT",
+            help="Result store to write (Zarr; opens in xarray).",
+        )(f)
+
     return deco
 
 
@@ -35,12 +56,33 @@ def _common(default_batch: int, what: str):
 @click.argument("model")
 @click.argument("prompts", required=False)
 @_common(8, "Rows (a prompt and one erased position) per forward pass.")
-@click.option("--reference", required=True, metavar="CORPUS", help="Corpus whose mean residual replaces the erased cell.")
-@click.option("--reference-docs", type=click.IntRange(min=1), default=10, show_default=True,
-              help="Documents of --reference to average over (fewer is an error).")
+@click.option(
+    "--reference",
+    required=True,
+    metavar="CORPUS",
+    help="Corpus whose mean residual replaces the erased cell.",
+)
+@click.option(
+    "--reference-docs",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="Documents of --reference to average over (fewer is an error).",
+)
 @model_options
 @corpus_options
-def erase_cmd(model, prompts, output, batch_size, overwrite, answer_field, answer_marker, reference, reference_docs, **kw):
+def erase_cmd(
+    model,
+    prompts,
+    output,
+    batch_size,
+    overwrite,
+    answer_field,
+    answer_marker,
+    reference,
+    reference_docs,
+    **kw,
+):
     """Residual erasure: for every boundary b = 0..L and position t of each prompt, replace the
     residual at b (entering block b; at L, the last block's output) at t by the mean residual at
     b over the --reference prompts, and record the largest change ‖p′ − p‖₂ of the output
@@ -48,33 +90,86 @@ def erase_cmd(model, prompts, output, batch_size, overwrite, answer_field, answe
 
     values = dict(locals())
     spec, cspec = _specs(model, prompts, kw)
-    run_erase(output, spec=spec, cspec=cspec, options=build(EraseOptions, values), batch_size=batch_size,
-              overwrite=overwrite)
+    run_erase(
+        output,
+        spec=spec,
+        cspec=cspec,
+        options=build(EraseOptions, values),
+        batch_size=batch_size,
+        overwrite=overwrite,
+    )
 
 
 @click.command("igrad")
 @click.argument("model")
 @click.argument("prompts", required=False)
 @_common(16, "Interpolation points per forward and backward pass.")
-@click.option("--parts", default="layer,attn,mlp", show_default=True, help="Comma-separated: layer, attn, mlp.")
-@click.option("--protocol", type=click.Choice(tuple(PROTOCOLS)), default="p1", show_default=True,
-              help="Preset of the five options below: p1 = residual, position-mean, prob, left, 256 steps ([P1]'s code); "
-                   "align = delta, zero, logprob, midpoint, 64 steps. An option given explicitly replaces the preset's.")
-@click.option("--object", "object_", type=click.Choice(OBJECTS), default=None,
-              help="Part layer: interpolate the residual h_{l+1} block l writes (residual) or what it adds, "
-                   "h_{l+1} − h_l (delta); attn and mlp interpolate the sublayer's output either way [default: from --protocol].")
-@click.option("--baseline", type=click.Choice(BASELINES), default=None,
-              help="The object's mean over the prompt's positions (position-mean), or 0 [default: from --protocol].")
-@click.option("--target", type=click.Choice(TARGETS), default=None,
-              help="Differentiate the answer tokens' summed probability (prob) or log-probability (logprob) "
-                   "[default: from --protocol].")
-@click.option("--rule", type=click.Choice(RULES), default=None,
-              help="Riemann rule: points k/N (left) or (k + ½)/N (midpoint) [default: from --protocol].")
-@click.option("--steps", type=click.IntRange(min=1), default=None, help="Interpolation points N [default: from --protocol].")
+@click.option(
+    "--parts",
+    default="layer,attn,mlp",
+    show_default=True,
+    help="Comma-separated: layer, attn, mlp.",
+)
+@click.option(
+    "--protocol",
+    type=click.Choice(tuple(PROTOCOLS)),
+    default="p1",
+    show_default=True,
+    help="Preset of the five options below: p1 = residual, position-mean, prob, left, 256 steps ([P1]'s code); "
+    "align = delta, zero, logprob, midpoint, 64 steps. An option given explicitly replaces the preset's.",
+)
+@click.option(
+    "--object",
+    "object_",
+    type=click.Choice(OBJECTS),
+    default=None,
+    help="Part layer: interpolate the residual h_{l+1} block l writes (residual) or what it adds, "
+    "h_{l+1} − h_l (delta); attn and mlp interpolate the sublayer's output either way [default: from --protocol].",
+)
+@click.option(
+    "--baseline",
+    type=click.Choice(BASELINES),
+    default=None,
+    help="The object's mean over the prompt's positions (position-mean), or 0 [default: from --protocol].",
+)
+@click.option(
+    "--target",
+    type=click.Choice(TARGETS),
+    default=None,
+    help="Differentiate the answer tokens' summed probability (prob) or log-probability (logprob) "
+    "[default: from --protocol].",
+)
+@click.option(
+    "--rule",
+    type=click.Choice(RULES),
+    default=None,
+    help="Riemann rule: points k/N (left) or (k + ½)/N (midpoint) [default: from --protocol].",
+)
+@click.option(
+    "--steps",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Interpolation points N [default: from --protocol].",
+)
 @model_options
 @corpus_options
-def igrad_cmd(model, prompts, output, batch_size, overwrite, answer_field, answer_marker, parts, protocol, object_, baseline,
-              target, rule, steps, **kw):
+def igrad_cmd(
+    model,
+    prompts,
+    output,
+    batch_size,
+    overwrite,
+    answer_field,
+    answer_marker,
+    parts,
+    protocol,
+    object_,
+    baseline,
+    target,
+    rule,
+    steps,
+    **kw,
+):
     """Integrated gradients of the answer with respect to each part (layer, attention, MLP)
     at each layer and position. By default [P1]'s definition: the residual each block writes,
     interpolated from its mean over positions, the answer tokens' summed probability, a left
@@ -86,7 +181,9 @@ def igrad_cmd(model, prompts, output, batch_size, overwrite, answer_field, answe
     v = variant(protocol, object=object_, baseline=baseline, target=target, rule=rule, steps=steps)
     spec, cspec = _specs(model, prompts, kw)
     options = build(IgradOptions, values, parts=_choices(parts, PARTS, "--parts"), variant=v)
-    run_igrad(output, spec=spec, cspec=cspec, options=options, batch_size=batch_size, overwrite=overwrite)
+    run_igrad(
+        output, spec=spec, cspec=cspec, options=options, batch_size=batch_size, overwrite=overwrite
+    )
 
 
 commands = [erase_cmd, igrad_cmd]

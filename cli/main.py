@@ -45,8 +45,11 @@ class Interrupted(BaseException):
 
 
 # Options renamed in this release (a boundary is not a layer), still accepted for one release.
-DEPRECATED_OPTIONS = {"--layers": "--boundaries", "--source-layers": "--source-boundaries",
-                      "--target-layers": "--target-boundaries"}
+DEPRECATED_OPTIONS = {
+    "--layers": "--boundaries",
+    "--source-layers": "--source-boundaries",
+    "--target-layers": "--target-boundaries",
+}
 
 
 def renamed_options(args: list[str], warn=None) -> list[str]:
@@ -61,7 +64,9 @@ def renamed_options(args: list[str], warn=None) -> list[str]:
         if name in DEPRECATED_OPTIONS:
             new = DEPRECATED_OPTIONS[name]
             if warn is not None:
-                warn(f"align: warning: {name} is deprecated, use {new} (the old name is accepted until the next release)")
+                warn(
+                    f"align: warning: {name} is deprecated, use {new} (the old name is accepted until the next release)"
+                )
             a = new + eq + value
         out.append(a)
     return out
@@ -69,7 +74,9 @@ def renamed_options(args: list[str], warn=None) -> list[str]:
 
 class LazyGroup(click.Group):
     def parse_args(self, ctx, args):
-        return super().parse_args(ctx, renamed_options(args, lambda line: print(line, file=sys.stderr)))
+        return super().parse_args(
+            ctx, renamed_options(args, lambda line: print(line, file=sys.stderr))
+        )
 
     def invoke(self, ctx):
         try:
@@ -88,7 +95,10 @@ class LazyGroup(click.Group):
         return cmds.get(name)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(package_name="align", prog_name="align")
 def cli():
     """align: does a deeper language model use its depth?
@@ -121,7 +131,10 @@ def option_names() -> dict[str, str]:
         for command in importlib.import_module(module).commands:
             for p in command.params:
                 if isinstance(p, click.Option) and p.name:
-                    for name in (p.name, *(o[2:].replace("-", "_") for o in p.opts if o.startswith("--"))):
+                    for name in (
+                        p.name,
+                        *(o[2:].replace("-", "_") for o in p.opts if o.startswith("--")),
+                    ):
                         names.setdefault(name, p.opts[0])
     return names
 
@@ -158,8 +171,10 @@ def _sigterm_unwinds():
         signal.signal(signal.SIGTERM, previous)
 
 
-INTERRUPTED = ("interrupted{by}: nothing incomplete opens as complete; re-run the same command "
-               "(`align extract` resumes where it stopped)")
+INTERRUPTED = (
+    "interrupted{by}: nothing incomplete opens as complete; re-run the same command "
+    "(`align extract` resumes where it stopped)"
+)
 
 
 # What lowers the memory a command needs, per command (for out-of-memory messages).
@@ -183,7 +198,10 @@ def _command(argv) -> str | None:
 
 def _is_device_oom(e: BaseException) -> bool:
     """torch's out-of-memory error (CUDA and other accelerators), without importing torch."""
-    return any(c.__name__ == "OutOfMemoryError" and c.__module__.split(".")[0] == "torch" for c in type(e).__mro__)
+    return any(
+        c.__name__ == "OutOfMemoryError" and c.__module__.split(".")[0] == "torch"
+        for c in type(e).__mro__
+    )
 
 
 def device_oom_message(text: str, command: str | None) -> str:
@@ -193,7 +211,10 @@ def device_oom_message(text: str, command: str | None) -> str:
     import re
 
     asked = re.search(r"Tried to allocate ([\d.]+ ?[KMGT]?i?B)", text)
-    where = re.search(r"GPU (\d+) has a total capacity of ([\d.]+ ?[KMGT]?i?B) of which ([\d.]+ ?[KMGT]?i?B) is free", text)
+    where = re.search(
+        r"GPU (\d+) has a total capacity of ([\d.]+ ?[KMGT]?i?B) of which ([\d.]+ ?[KMGT]?i?B) is free",
+        text,
+    )
     device = f"cuda:{where.group(1)}" if where else ("the GPU" if "CUDA" in text else "the device")
     parts = [f"out of memory on {device}"]
     if asked:
@@ -242,7 +263,10 @@ def main(argv=None) -> None:
             fail(device_oom_message(str(e), _command(argv)))
         if os.environ.get("ALIGN_DEBUG"):
             raise
-        fail(f"internal error: {type(e).__name__}: {e} (set ALIGN_DEBUG=1 to see the traceback, and report it)", 1)
+        fail(
+            f"internal error: {type(e).__name__}: {e} (set ALIGN_DEBUG=1 to see the traceback, and report it)",
+            1,
+        )
     sys.exit(rv if isinstance(rv, int) else 0)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import click
+
 from align.errors import InputError
 from align.store import check_file_output, open_result
 
@@ -21,12 +22,16 @@ def parse_size(value: str | None):
     try:
         w, h = (int(x) for x in value.lower().split("x"))
     except ValueError:
-        raise InputError(f"--size {value!r} is not WIDTHxHEIGHT in pixels (e.g. 1200x800)") from None
+        raise InputError(
+            f"--size {value!r} is not WIDTHxHEIGHT in pixels (e.g. 1200x800)"
+        ) from None
     # The figure is drawn into an RGBA buffer of w*h*4 bytes (and a copy when the PNG is
     # encoded): bound it before matplotlib allocates, so a typo is one line, not a MemoryError.
     if w > MAX_SIDE or h > MAX_SIDE or w * h > MAX_PIXELS:
-        raise InputError(f"--size {value!r} is too large: at most {MAX_SIDE:,} px a side and {MAX_PIXELS // 10**6} megapixels "
-                         f"in all (this one is {w * h / 1e6:,.0f} megapixels, {w * h * 4 / 2**30:,.1f} GiB to draw): give a smaller --size")
+        raise InputError(
+            f"--size {value!r} is too large: at most {MAX_SIDE:,} px a side and {MAX_PIXELS // 10**6} megapixels "
+            f"in all (this one is {w * h / 1e6:,.0f} megapixels, {w * h * 4 / 2**30:,.1f} GiB to draw): give a smaller --size"
+        )
     return w, h
 
 
@@ -40,7 +45,9 @@ def parse_prompts(value: str | None):
     except ValueError:
         out = []
     if not out or min(out) < 0:
-        raise InputError(f"--prompts {value!r} is not a comma-separated list of prompt indices (e.g. 0,3)")
+        raise InputError(
+            f"--prompts {value!r} is not a comma-separated list of prompt indices (e.g. 0,3)"
+        )
     return out
 
 
@@ -53,18 +60,60 @@ def default_png(result: str) -> str:
 
 @click.command("plot")
 @click.argument("result")
-@click.option("-o", "--output", metavar="FILE.png", default=None, help="PNG to write [default: RESULT with .png].")
-@click.option("--metric", type=click.Choice(["relative_error", "r2"]), default=None,
-              help="alignment: the matrix to draw [default: relative_error].")
-@click.option("--agg", default=None, help="contributions: mean | max [mean]; skipping: max | mean_over_prompts [max].")
-@click.option("--part", default=None, help="skipping: the R heatmap's part, layer | attn | mlp [layer].")
-@click.option("--depth", "depth_path", metavar="DEPTH", default=None,
-              help="lens, contributions: a depth result whose effective depths to mark.")
-@click.option("--size", default=None, metavar="WxH", help="Figure size in pixels [default: by schema, e.g. 900x750].")
-@click.option("--dpi", type=click.IntRange(min=20, max=MAX_DPI), default=100, show_default=True, help="Dots per inch (fonts scale with it).")
-@click.option("--prompts", default=None, metavar="I,J,...", help="erasure, igrad: prompt indices to draw [the first 4].")
-@click.option("--beside", "beside", metavar="RESULT", multiple=True,
-              help="alignment: another alignment result (e.g. a control) drawn beside RESULT on one colour scale; repeatable.")
+@click.option(
+    "-o",
+    "--output",
+    metavar="FILE.png",
+    default=None,
+    help="PNG to write [default: RESULT with .png].",
+)
+@click.option(
+    "--metric",
+    type=click.Choice(["relative_error", "r2"]),
+    default=None,
+    help="alignment: the matrix to draw [default: relative_error].",
+)
+@click.option(
+    "--agg",
+    default=None,
+    help="contributions: mean | max [mean]; skipping: max | mean_over_prompts [max].",
+)
+@click.option(
+    "--part", default=None, help="skipping: the R heatmap's part, layer | attn | mlp [layer]."
+)
+@click.option(
+    "--depth",
+    "depth_path",
+    metavar="DEPTH",
+    default=None,
+    help="lens, contributions: a depth result whose effective depths to mark.",
+)
+@click.option(
+    "--size",
+    default=None,
+    metavar="WxH",
+    help="Figure size in pixels [default: by schema, e.g. 900x750].",
+)
+@click.option(
+    "--dpi",
+    type=click.IntRange(min=20, max=MAX_DPI),
+    default=100,
+    show_default=True,
+    help="Dots per inch (fonts scale with it).",
+)
+@click.option(
+    "--prompts",
+    default=None,
+    metavar="I,J,...",
+    help="erasure, igrad: prompt indices to draw [the first 4].",
+)
+@click.option(
+    "--beside",
+    "beside",
+    metavar="RESULT",
+    multiple=True,
+    help="alignment: another alignment result (e.g. a control) drawn beside RESULT on one colour scale; repeatable.",
+)
 def plot_cmd(result, output, metric, agg, part, depth_path, size, dpi, prompts, beside):
     """Draw RESULT (an alignment, contributions, skipping, lens, depth, erasure or igrad store) as a PNG."""
     from align import plotting
@@ -73,24 +122,47 @@ def plot_cmd(result, output, metric, agg, part, depth_path, size, dpi, prompts, 
     out = output or default_png(result)
     # A .png that is absent or a regular file is replaced; a folder, another kind of file or
     # an input of the plot never is.
-    check_file_output(out, ".png", inputs={f"RESULT {result}": result, f"--depth {depth_path}": depth_path,
-                                           **{f"--beside {b}": b for b in beside}})
+    check_file_output(
+        out,
+        ".png",
+        inputs={
+            f"RESULT {result}": result,
+            f"--depth {depth_path}": depth_path,
+            **{f"--beside {b}": b for b in beside},
+        },
+    )
     ds = open_result(result)
     depth = open_result(depth_path, "depth") if depth_path else None
     if beside:
-
         if plotting.schema_of(ds) != "alignment":
-            raise InputError(f"--beside draws alignment results side by side; {result} is a {plotting.schema_of(ds)} result")
+            raise InputError(
+                f"--beside draws alignment results side by side; {result} is a {plotting.schema_of(ds)} result"
+            )
         others = [open_result(b, "alignment") for b in beside]
-        fig = plotting.plot_alignments([ds, *others], metric=metric or "relative_error", size=pixels, dpi=dpi,
-                                       titles=[os.path.basename(p.rstrip("/")) for p in (result, *beside)])
+        fig = plotting.plot_alignments(
+            [ds, *others],
+            metric=metric or "relative_error",
+            size=pixels,
+            dpi=dpi,
+            titles=[os.path.basename(p.rstrip("/")) for p in (result, *beside)],
+        )
     else:
-        fig = plotting.plot_result(ds, metric=metric, agg=agg, part=part, depth=depth, size=pixels, dpi=dpi,
-                                   prompts=parse_prompts(prompts))
+        fig = plotting.plot_result(
+            ds,
+            metric=metric,
+            agg=agg,
+            part=part,
+            depth=depth,
+            size=pixels,
+            dpi=dpi,
+            prompts=parse_prompts(prompts),
+        )
     # Drawn beside the target and renamed over it: a failed write leaves the old PNG intact.
     plotting.save(fig, out)
     w, h = fig.get_size_inches() * fig.dpi
-    click.echo(f"align plot: wrote {out} ({int(round(w))}x{int(round(h))} px, {plotting.schema_of(ds)})")
+    click.echo(
+        f"align plot: wrote {out} ({int(round(w))}x{int(round(h))} px, {plotting.schema_of(ds)})"
+    )
 
 
 commands = [plot_cmd]

@@ -11,28 +11,39 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from align.store.codecs import encode, physical_dtype
 from align.store.layout import Layout, chunk_tokens_for
 from align.store.reader import open_activations
 from align.store.writer import ActivationWriter, PlanWriter, create_activations
-from align.store.codecs import encode, physical_dtype
 
 
 class StoreShape(NamedTuple):
     """What a written store says of its model, where the arrays do not say it (None: from them)."""
+
     n_layers: int | None = None  # blocks L (None: the largest boundary)
     d_model: int | None = None  # values per token (None: resid's last axis)
-    boundaries: tuple | None = None  # the boundaries of resid's first axis (None: 0..n_boundaries-1)
+    boundaries: tuple | None = (
+        None  # the boundaries of resid's first axis (None: 0..n_boundaries-1)
+    )
 
 
 class StoreFormat(NamedTuple):
     """How a written store keeps its residuals."""
+
     store_dtype: str = "float32"  # float32, float16 or bfloat16
     codec: str = "none"  # one of store.codecs.CODECS
     chunk_tokens: int | None = None  # tokens per chunk (None: ~4 MiB chunks)
 
 
-def write_activations(path: str, resid: np.ndarray | Callable[[int, int], np.ndarray], tokens: dict, provenance: dict,
-                      shape: StoreShape = StoreShape(), fmt: StoreFormat = StoreFormat(), complete: bool = True) -> str:
+def write_activations(
+    path: str,
+    resid: np.ndarray | Callable[[int, int], np.ndarray],
+    tokens: dict,
+    provenance: dict,
+    shape: StoreShape = StoreShape(),
+    fmt: StoreFormat = StoreFormat(),
+    complete: bool = True,
+) -> str:
     """Write an activation store at `path`, of `shape`, in `fmt`.
 
     resid: (n_boundaries, n_tokens, d_model) float32, or a function (start, stop) -> that
@@ -52,7 +63,9 @@ def write_activations(path: str, resid: np.ndarray | Callable[[int, int], np.nda
     boundaries = tuple(boundaries if boundaries is not None else range(nb))
     n_layers = n_layers if n_layers is not None else max(boundaries)
     C = chunk_tokens or min(chunk_tokens_for(d, physical_dtype(store_dtype).itemsize), n)
-    layout = Layout(n, int(np.max(tokens["seq"])) + 1, n_layers, d, boundaries, (), store_dtype, codec, C)
+    layout = Layout(
+        n, int(np.max(tokens["seq"])) + 1, n_layers, d, boundaries, (), store_dtype, codec, C
+    )
     prov = {"n_layers": n_layers, "d_model": d, **provenance}
     create_activations(path, layout, prov)
     store = open_activations(path, mode="r+")
@@ -70,8 +83,13 @@ def write_activations(path: str, resid: np.ndarray | Callable[[int, int], np.nda
         stop = min(n, start + C)
         block = resid(start, stop) if callable(resid) else resid[:, start:stop]
         # commit at whole sequences: the last sequence that ends inside this block
-        writer.append({"resid": np.ascontiguousarray(block, dtype=np.float32) if store_dtype == "float32"
-                       else encode(np.ascontiguousarray(block, dtype=np.float32), store_dtype)},
-                      int(seq[stop - 1]) + (1 if stop == n else 0))
+        writer.append(
+            {
+                "resid": np.ascontiguousarray(block, dtype=np.float32)
+                if store_dtype == "float32"
+                else encode(np.ascontiguousarray(block, dtype=np.float32), store_dtype)
+            },
+            int(seq[stop - 1]) + (1 if stop == n else 0),
+        )
     writer.finish()
     return path

@@ -19,7 +19,9 @@ import json
 import math
 
 BLOCK = 4096  # bytes of a file-system block, when the file system does not say
-METADATA_BYTES = 2048  # one array's zarr.json at most (measured 650-1,000 bytes), and its consolidated copy
+METADATA_BYTES = (
+    2048  # one array's zarr.json at most (measured 650-1,000 bytes), and its consolidated copy
+)
 ENTRY_BYTES = 32  # a folder entry (ext4: 8 bytes + the name rounded up to 4; names here are short)
 GROUP_EXTRA = 512  # the group zarr.json's own fields around its attributes
 # One chunk of a result at most: zarr's own ceiling for a chunk it chooses. Results are
@@ -92,6 +94,6 @@ def result_chunks(shape, itemsize: int, limit: int = RESULT_CHUNK_BYTES) -> tupl
     for k in range(len(chunks)):
         if itemsize * math.prod(chunks[k:]) <= limit:
             break
-        rest = itemsize * math.prod(chunks[k + 1:])
+        rest = itemsize * math.prod(chunks[k + 1 :])
         chunks[k] = max(1, limit // rest)
     return tuple(chunks)

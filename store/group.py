@@ -44,27 +44,36 @@ def exists(path: str, storage_options: dict | None = None) -> bool:
         fs, root = fsspec.core.url_to_fs(str(path), **(storage_options or {}))
         return fs.exists(root.rstrip("/") + "/zarr.json")
     except Exception as e:  # an unreachable endpoint, refused credentials, an unknown protocol
-        raise StoreError(f"{path} cannot be reached: {type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
+        raise StoreError(
+            f"{path} cannot be reached: {type(e).__name__}: {' '.join(str(e).split())[:200]}"
+        ) from None
 
 
 def read_attrs(path: str, storage_options: dict | None = None) -> dict:
     """The group attributes of any align store, or a StoreError saying why not."""
     if not exists(path, storage_options):
-        raise StoreError(f"{path} is not a store: it has no zarr.json (make it with `align extract` or `align fit`)")
+        raise StoreError(
+            f"{path} is not a store: it has no zarr.json (make it with `align extract` or `align fit`)"
+        )
     try:
         g = open_group(path, "r", storage_options)
     except Exception as e:  # zarr raises many types for a damaged group
-        raise StoreError(f"{path} cannot be opened as a Zarr v3 group: {type(e).__name__}: {e}") from None
+        raise StoreError(
+            f"{path} cannot be opened as a Zarr v3 group: {type(e).__name__}: {e}"
+        ) from None
     attrs = g.attrs.asdict()
     if not isinstance(attrs.get("align"), dict) or "schema" not in attrs["align"]:
-        raise StoreError(f"{path} is a Zarr group but not an align store (no align.schema attribute)")
+        raise StoreError(
+            f"{path} is a Zarr group but not an align store (no align.schema attribute)"
+        )
     marker = attrs["align"]
     readable = READABLE_VERSIONS["activations" if marker["schema"] == "activations" else "result"]
     if marker.get("version") not in readable:
         raise StoreError(
             f"{path} is an align {marker['schema']} store of schema version {marker.get('version')!r}, written by align "
             f"{marker.get('align_version', attrs.get('align_version', 'unknown'))}; align {__version__} reads version "
-            f"{', '.join(map(str, readable))}: open it with the align release that wrote it")
+            f"{', '.join(map(str, readable))}: open it with the align release that wrote it"
+        )
     return attrs
 
 

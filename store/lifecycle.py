@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from align.errors import StoreMismatch
 from align.store.group import clean_partial_writes, exists, read_attrs
 from align.store.layout import SCHEMA
+from align.store.lock import write_lock
 from align.store.reader import ActivationStore, open_activations
 from align.store.writer import PlanWriter, create_activations
-from align.store.lock import write_lock
 
 ABSENT, INCOMPLETE, COMPLETE = "absent", "incomplete", "complete"
 
@@ -51,13 +51,18 @@ def inspect_activations(path: str, identity: dict, defining: tuple[str, ...]) ->
         return Existing(ABSENT)
     attrs = read_attrs(path)
     if attrs["align"]["schema"] != SCHEMA:
-        raise StoreMismatch(f"{path} already holds an align store of schema {attrs['align']['schema']!r}: choose another `output`")
+        raise StoreMismatch(
+            f"{path} already holds an align store of schema {attrs['align']['schema']!r}: choose another `output`"
+        )
     old = dict(attrs.get("provenance", {}).get("identity", {}))
     if "layers" in old and "boundaries" not in old:  # the kept boundaries' name before the rename
         old["boundaries"] = old.pop("layers")
     differ = [k for k in defining if old.get(k) != identity.get(k)]
     if differ:
-        detail = "; ".join(f"{k}: store has {_short(old.get(k))}, now {_short(identity.get(k))}" for k in differ[:5])
+        detail = "; ".join(
+            f"{k}: store has {_short(old.get(k))}, now {_short(identity.get(k))}"
+            for k in differ[:5]
+        )
         raise StoreMismatch(
             f"store {path} was made with different options or inputs ({detail}): use another `output`, "
             "or delete the store to start over"
@@ -77,8 +82,15 @@ class Opened:
 
 
 @contextmanager
-def writing_activations(path: str, layout, provenance: dict, rows, *, defining: tuple[str, ...],
-                        break_lock: bool = False):
+def writing_activations(
+    path: str,
+    layout,
+    provenance: dict,
+    rows,
+    *,
+    defining: tuple[str, ...],
+    break_lock: bool = False,
+):
     """Hold `path`'s write lock and yield an `Opened` store to append to, whatever -o holds:
 
     - nothing, or a store whose token table was never finished: create it with `layout` and

@@ -61,8 +61,13 @@ def holder() -> dict:
     """This process as a holder: host, pid, start time (local, for messages), the process's
     start time as the kernel reports it and the machine's boot id. The store lock records it,
     and so does every temporary a writer leaves beside its result (align.store.temporaries)."""
-    return {"host": socket.gethostname(), "pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "process_start": _process_start(os.getpid()), "boot_id": _boot_id()}
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "process_start": _process_start(os.getpid()),
+        "boot_id": _boot_id(),
+    }
 
 
 def holder_alive(info: dict) -> bool | None:
@@ -110,7 +115,7 @@ def _describe(info: dict) -> str:
 def write_lock(path: str, break_lock: bool = False, storage_options: dict | None = None):
     """Hold the store's write lock for the duration of the block."""
     if _is_local(path):
-        local = path[len("file://"):] if path.startswith("file://") else path
+        local = path[len("file://") :] if path.startswith("file://") else path
         os.makedirs(local, exist_ok=True)
         lock = os.path.join(local, LOCK_NAME)
         _acquire_local(lock, path, break_lock)
@@ -137,7 +142,9 @@ def write_lock(path: str, break_lock: bool = False, storage_options: dict | None
                     + ("" if alive else ", or pass `break_lock` if that run is dead")
                 )
             if alive is False:
-                messages.say(f"align: removing the stale lock of a run that is no longer running ({_describe(info)})")
+                messages.say(
+                    f"align: removing the stale lock of a run that is no longer running ({_describe(info)})"
+                )
         fs.pipe_file(lock, json.dumps(holder()).encode())
         try:
             yield
@@ -173,13 +180,15 @@ def _acquire_local(lock: str, path: str, break_lock: bool) -> None:
             # without a process start time): only --break-lock removes its lock.
             if alive is False or (break_lock and alive is None):
                 if alive is False:
-                    messages.say(f"align: removing the stale lock of a run that is no longer running ({_describe(info)})")
+                    messages.say(
+                        f"align: removing the stale lock of a run that is no longer running ({_describe(info)})"
+                    )
                 os.unlink(lock)
                 continue
             raise StoreLocked(
                 f"store {path} is being written by another process ({_describe(info)}): wait for it to finish"
                 + ("" if alive else ", or pass `break_lock` if that run is dead")
-            )
+            ) from None
         with os.fdopen(fd, "w") as f:
             json.dump(holder(), f)
         return

@@ -16,9 +16,17 @@ from align.store.group import read_attrs
 from align.store.paths import local_path
 
 # What each schema's replacement is called in messages.
-KINDS = {"activations": "activation store", "alignment": "alignment result", "contributions": "contributions result",
-         "skipping": "skipping result", "lens": "lens result", "depth": "depth result",
-         "erasure": "erasure result", "igrad": "igrad result", "depthscore": "depthscore result"}
+KINDS = {
+    "activations": "activation store",
+    "alignment": "alignment result",
+    "contributions": "contributions result",
+    "skipping": "skipping result",
+    "lens": "lens result",
+    "depth": "depth result",
+    "erasure": "erasure result",
+    "igrad": "igrad result",
+    "depthscore": "depthscore result",
+}
 
 
 def _a(kind: str) -> str:
@@ -80,11 +88,15 @@ def check_protocol(path: str, option: str = "`output`") -> None:
     try:
         fsspec.get_filesystem_class(protocol)
     except ValueError:
-        raise OutputRefused(f"{option} {path}: unknown storage protocol {protocol!r}: give a local path, or a URL such as "
-                            "s3://bucket/name.zarr, gs://..., file:///abs/path") from None
+        raise OutputRefused(
+            f"{option} {path}: unknown storage protocol {protocol!r}: give a local path, or a URL such as "
+            "s3://bucket/name.zarr, gs://..., file:///abs/path"
+        ) from None
     except ImportError as e:
-        raise OutputRefused(f"{option} {path}: protocol {protocol!r} needs a package that is not installed ({e}): "
-                            "install it, or give a local path") from None
+        raise OutputRefused(
+            f"{option} {path}: protocol {protocol!r} needs a package that is not installed ({e}): "
+            "install it, or give a local path"
+        ) from None
 
 
 def _real(path: str) -> str:
@@ -124,7 +136,14 @@ def _schema_at(path: str, storage_options=None) -> tuple[str | None, bool]:
         return None, False
 
 
-def check_output(path: str, schema: str, *, inputs=(), overwrite: bool = False, storage_options: dict | None = None) -> None:
+def check_output(
+    path: str,
+    schema: str,
+    *,
+    inputs=(),
+    overwrite: bool = False,
+    storage_options: dict | None = None,
+) -> None:
     """Refuse an output path a command of result kind `schema` must not write, before any work.
 
     `inputs`: the command's input paths or URLs (a sequence, or a mapping label -> path);
@@ -144,42 +163,60 @@ def check_output(path: str, schema: str, *, inputs=(), overwrite: bool = False, 
     remote = lp is None
     target = path.rstrip("/") if remote else _real(lp)
     for label, inp in _normalised_inputs(inputs):
-        if (inp == target or _inside(target, inp) or _inside(inp, target)) and (remote == (local_path(inp) is None)):
+        if (inp == target or _inside(target, inp) or _inside(inp, target)) and (
+            remote == (local_path(inp) is None)
+        ):
             how = "is" if inp == target else ("lies inside" if _inside(target, inp) else "holds")
-            raise OutputRefused(f"`output` {path} {how} this command's input {label}: write the {kind} elsewhere (choose another `output`)")
+            raise OutputRefused(
+                f"`output` {path} {how} this command's input {label}: write the {kind} elsewhere (choose another `output`)"
+            )
     if remote:
         _check_remote(path, schema, kind, overwrite, storage_options)
         return
     cwd = _real(os.getcwd())
     if _inside(cwd, target):
-        raise OutputRefused(f"`output` {path} is the current folder{'' if cwd == target else ' or holds it'}: "
-                            f"give a new path for the {kind}, e.g. `output` {schema}.zarr")
+        raise OutputRefused(
+            f"`output` {path} is the current folder{'' if cwd == target else ' or holds it'}: "
+            f"give a new path for the {kind}, e.g. `output` {schema}.zarr"
+        )
     shown = os.path.expanduser(lp)
     if os.path.islink(shown):
-        raise OutputRefused(f"`output` {path} is a symbolic link: give the path of a new or empty folder instead")
+        raise OutputRefused(
+            f"`output` {path} is a symbolic link: give the path of a new or empty folder instead"
+        )
     if not os.path.lexists(shown):
         ancestor = os.path.dirname(os.path.abspath(shown))
         while not os.path.lexists(ancestor):
             ancestor = os.path.dirname(ancestor)
         if not os.path.isdir(ancestor):
-            raise OutputRefused(f"`output` {path}: {ancestor} is a file, not a folder: choose another `output`")
+            raise OutputRefused(
+                f"`output` {path}: {ancestor} is a file, not a folder: choose another `output`"
+            )
         return
     if not os.path.isdir(shown):
-        raise OutputRefused(f"`output` {path} is an existing file, not {_a(kind)}: choose another `output` "
-                            "(align replaces nothing but its own results)")
+        raise OutputRefused(
+            f"`output` {path} is an existing file, not {_a(kind)}: choose another `output` "
+            "(align replaces nothing but its own results)"
+        )
     # An extraction's lock file is its own (the lock decides); for a result it is a file.
     entries = [e for e in os.listdir(shown) if not (schema == "activations" and e == "align.lock")]
     if not entries:
         return
     found, unfinished = _schema_at(shown)
     if found is None:
-        raise OutputRefused(f"`output` {path} is a folder holding other files ({len(entries)} entries): not an align store, "
-                            f"not {_a(kind)}; choose a new or empty folder")
+        raise OutputRefused(
+            f"`output` {path} is a folder holding other files ({len(entries)} entries): not an align store, "
+            f"not {_a(kind)}; choose a new or empty folder"
+        )
     if found != schema:
-        raise OutputRefused(f"`output` {path} holds an align store of schema {found!r} ({_a(KINDS.get(found, 'store'))}), "
-                            f"not {_a(kind)}: choose another `output` (`overwrite` replaces only {_a(kind)})")
+        raise OutputRefused(
+            f"`output` {path} holds an align store of schema {found!r} ({_a(KINDS.get(found, 'store'))}), "
+            f"not {_a(kind)}: choose another `output` (`overwrite` replaces only {_a(kind)})"
+        )
     if schema != "activations" and not overwrite and not unfinished:
-        raise OutputRefused(f"`output` {path} already holds {_a(kind)}: pass `overwrite` to replace it, or choose another `output`")
+        raise OutputRefused(
+            f"`output` {path} already holds {_a(kind)}: pass `overwrite` to replace it, or choose another `output`"
+        )
 
 
 def _check_remote(path, schema, kind, overwrite, storage_options):
@@ -189,20 +226,37 @@ def _check_remote(path, schema, kind, overwrite, storage_options):
         fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
         present = fs.exists(root.rstrip("/") + "/zarr.json")
         # A lock object alone is what a writer of this very output left (its lock decides).
-        other = not present and fs.exists(root) and any(
-            p.rstrip("/").rsplit("/", 1)[-1] != "align.lock" for p in fs.ls(root, detail=False))
+        other = (
+            not present
+            and fs.exists(root)
+            and any(
+                p.rstrip("/").rsplit("/", 1)[-1] != "align.lock" for p in fs.ls(root, detail=False)
+            )
+        )
     except Exception as e:  # unreachable endpoint, bad credentials: one line naming the URL
-        raise OutputRefused(f"`output` {path} cannot be checked: {type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
+        raise OutputRefused(
+            f"`output` {path} cannot be checked: {type(e).__name__}: {' '.join(str(e).split())[:200]}"
+        ) from None
     if other:
-        raise OutputRefused(f"`output` {path} holds other objects (not {_a(kind)}): choose a new prefix")
+        raise OutputRefused(
+            f"`output` {path} holds other objects (not {_a(kind)}): choose a new prefix"
+        )
     if not present:
         return
     found, unfinished = _schema_at(path, storage_options)
     if found != schema:
-        what = f"an align store of schema {found!r}" if found else "a Zarr group that is not an align store"
-        raise OutputRefused(f"`output` {path} holds {what}, not {_a(kind)}: choose another `output` (`overwrite` replaces only {_a(kind)})")
+        what = (
+            f"an align store of schema {found!r}"
+            if found
+            else "a Zarr group that is not an align store"
+        )
+        raise OutputRefused(
+            f"`output` {path} holds {what}, not {_a(kind)}: choose another `output` (`overwrite` replaces only {_a(kind)})"
+        )
     if schema != "activations" and not overwrite and not unfinished:
-        raise OutputRefused(f"`output` {path} already holds {_a(kind)}: pass `overwrite` to replace it, or choose another `output`")
+        raise OutputRefused(
+            f"`output` {path} already holds {_a(kind)}: pass `overwrite` to replace it, or choose another `output`"
+        )
 
 
 def check_file_output(path: str, suffix: str, *, inputs=()) -> None:
@@ -217,9 +271,13 @@ def check_file_output(path: str, suffix: str, *, inputs=()) -> None:
     target = _real(lp)
     for label, inp in _normalised_inputs(inputs):
         if inp == target or _inside(target, inp) or _inside(inp, target):
-            raise OutputRefused(f"`output` {path} is (or lies inside) this command's input {label}: choose another `output`")
+            raise OutputRefused(
+                f"`output` {path} is (or lies inside) this command's input {label}: choose another `output`"
+            )
     shown = os.path.expanduser(lp)
     if os.path.isdir(shown):
         raise OutputRefused(f"`output` {path} is a folder: give a {suffix} file path")
     if os.path.lexists(shown) and not os.path.isfile(shown):
-        raise OutputRefused(f"`output` {path} exists and is not a regular file: choose another `output`")
+        raise OutputRefused(
+            f"`output` {path} exists and is not a regular file: choose another `output`"
+        )

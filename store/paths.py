@@ -8,7 +8,7 @@ def local_path(path: str) -> str | None:
     remote URL (s3://, gs://, memory://, ...)."""
     path = str(path)
     if path.startswith("file://"):
-        return path[len("file://"):] or "/"
+        return path[len("file://") :] or "/"
     return None if "://" in path else path
 
 

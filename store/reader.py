@@ -22,7 +22,9 @@ class ActivationStore:
     def __init__(self, path: str, storage_options: dict | None = None, mode: str = "r"):
         attrs = read_attrs(path, storage_options)
         if attrs["align"]["schema"] != SCHEMA:
-            raise StoreError(f"{path} is an align store of schema {attrs['align']['schema']!r}, not an activation store")
+            raise StoreError(
+                f"{path} is an align store of schema {attrs['align']['schema']!r}, not an activation store"
+            )
         self.path = local_path(str(path)) or str(path)
         self.storage_options = storage_options
         self.group = open_group(path, mode, storage_options)
@@ -31,7 +33,9 @@ class ActivationStore:
             self.layout = Layout.from_json(attrs["layout"])
             physical_dtype(self.layout.store_dtype)
         except (KeyError, TypeError, ValueError, AlignError) as e:
-            raise StoreError(f"store {path} has a damaged layout attribute ({type(e).__name__}: {e}): re-extract the store") from None
+            raise StoreError(
+                f"store {path} has a damaged layout attribute ({type(e).__name__}: {e}): re-extract the store"
+            ) from None
         self.provenance = attrs["provenance"]
         key = self._metadata_key()
         if key is None or key not in _checked:
@@ -44,7 +48,11 @@ class ActivationStore:
         per task (the fit) checks it once: locally the size and mtime of every zarr.json (an
         edit changes them), on an object store the URL and options (one command's lifetime)."""
         if not is_local(self.path):
-            return (self.path, _freeze(self.storage_options), json.dumps(self.attrs["layout"], sort_keys=True))
+            return (
+                self.path,
+                _freeze(self.storage_options),
+                json.dumps(self.attrs["layout"], sort_keys=True),
+            )
         stats = []
         for name in ("", *self._expected_arrays()):
             try:
@@ -58,8 +66,10 @@ class ActivationStore:
         """array name -> (shape, dtype, chunk shape) that the layout prescribes."""
         L = self.layout
         pdt, N, d = physical_dtype(L.store_dtype), L.n_tokens, L.d_model
-        out = {"resid": ((len(L.boundaries), N, d), pdt, (1, L.chunk_tokens, d)),
-               "boundary": ((len(L.boundaries),), np.dtype(np.int32), None)}
+        out = {
+            "resid": ((len(L.boundaries), N, d), pdt, (1, L.chunk_tokens, d)),
+            "boundary": ((len(L.boundaries),), np.dtype(np.int32), None),
+        }
         if L.layers:
             for name in ("attn", "mlp"):
                 out[name] = ((len(L.layers), N, d), pdt, (1, L.chunk_tokens, d))
@@ -77,35 +87,53 @@ class ActivationStore:
         if getattr(self.group.metadata, "consolidated_metadata", None) is not None:
             import zarr
 
-            kwargs = {"storage_options": self.storage_options} if self.storage_options and not is_local(self.path) else {}
-            views.append(zarr.open_group(self.path, mode="r", zarr_format=3, use_consolidated=False, **kwargs))
+            kwargs = (
+                {"storage_options": self.storage_options}
+                if self.storage_options and not is_local(self.path)
+                else {}
+            )
+            views.append(
+                zarr.open_group(
+                    self.path, mode="r", zarr_format=3, use_consolidated=False, **kwargs
+                )
+            )
         fix = "its metadata was edited or damaged: re-extract the store (or restore it from a copy)"
         for name, (shape, dtype, chunks) in self._expected_arrays().items():
             for view in views:
                 try:
                     arr = view[name]
                 except Exception as e:  # KeyError, or zarr's errors for unreadable metadata
-                    raise StoreError(f"store {self.path}: array {name!r} cannot be opened ({type(e).__name__}: {e}); {fix}") from None
+                    raise StoreError(
+                        f"store {self.path}: array {name!r} cannot be opened ({type(e).__name__}: {e}); {fix}"
+                    ) from None
                 found = [("data type", dtype, arr.dtype), ("shape", shape, tuple(arr.shape))]
                 if chunks is not None:
                     found.append(("chunk shape", chunks, tuple(arr.chunks)))
                 if name in ("resid", "attn", "mlp"):
-                    found.append(("logical_dtype", self.layout.store_dtype, arr.attrs.get("logical_dtype")))
+                    found.append(
+                        ("logical_dtype", self.layout.store_dtype, arr.attrs.get("logical_dtype"))
+                    )
                 for what, want, got in found:
                     if want != got:
                         want_s = str(want) if not isinstance(want, np.dtype) else want.name
                         got_s = str(got) if not isinstance(got, np.dtype) else got.name
-                        raise StoreError(f"store {self.path}: array {name!r} has {what} {got_s}, expected {want_s} "
-                                         f"(from the store's layout: {self._layout_summary()}); {fix}")
+                        raise StoreError(
+                            f"store {self.path}: array {name!r} has {what} {got_s}, expected {want_s} "
+                            f"(from the store's layout: {self._layout_summary()}); {fix}"
+                        )
         kept = tuple(int(b) for b in self.group["boundary"][:])
         if kept != tuple(self.layout.boundaries):
-            raise StoreError(f"store {self.path}: array 'boundary' holds {list(kept)}, expected {list(self.layout.boundaries)} "
-                             f"(from the store's layout); {fix}")
+            raise StoreError(
+                f"store {self.path}: array 'boundary' holds {list(kept)}, expected {list(self.layout.boundaries)} "
+                f"(from the store's layout); {fix}"
+            )
 
     def _layout_summary(self) -> str:
         L = self.layout
-        return (f"{len(L.boundaries)} boundaries, {L.n_tokens:,} tokens, d_model {L.d_model}, "
-                f"store_dtype {L.store_dtype}, {L.chunk_tokens} tokens per chunk")
+        return (
+            f"{len(L.boundaries)} boundaries, {L.n_tokens:,} tokens, d_model {L.d_model}, "
+            f"store_dtype {L.store_dtype}, {L.chunk_tokens} tokens per chunk"
+        )
 
     # -- what it holds
     @property
@@ -153,7 +181,9 @@ class ActivationStore:
         keep = self.boundaries if kind == "resid" else self.layers
         if index not in keep:
             what = "boundary" if kind == "resid" else "layer"
-            raise StoreError(f"store {self.path} does not hold {kind} at {what} {index}: it holds {list(keep)}")
+            raise StoreError(
+                f"store {self.path} does not hold {kind} at {what} {index}: it holds {list(keep)}"
+            )
         return keep.index(index)
 
     # -- numpy access
@@ -195,9 +225,18 @@ class ActivationStore:
         i = self._index(kind, index)
         C, n, d = self.chunk_tokens, self.n_tokens, self.d_model
         chunks = (tuple(min(C, n - s) for s in range(0, n, C)), (d,))
-        return da.map_blocks(_read_block, self.path, kind, i, C, self.layout.store_dtype,
-                             _freeze(self.storage_options), chunks=chunks, dtype=np.float32,
-                             name=f"align-read-{kind}-{i}-{abs(hash((self.path, self.progress['committed_tokens'])))}")
+        return da.map_blocks(
+            _read_block,
+            self.path,
+            kind,
+            i,
+            C,
+            self.layout.store_dtype,
+            _freeze(self.storage_options),
+            chunks=chunks,
+            dtype=np.float32,
+            name=f"align-read-{kind}-{i}-{abs(hash((self.path, self.progress['committed_tokens'])))}",
+        )
 
     def resid_dask(self, boundary: int):
         return self.dask("resid", boundary)
@@ -219,7 +258,9 @@ _groups: dict = {}
 _checked: set = set()  # metadata keys of stores whose arrays were checked against their layout
 
 
-def _read_block(path: str, kind: str, row: int, C: int, store_dtype: str, options: str, block_info=None) -> np.ndarray:
+def _read_block(
+    path: str, kind: str, row: int, C: int, store_dtype: str, options: str, block_info=None
+) -> np.ndarray:
     """One dask block: token chunk block_info[None]["chunk-location"][0] of row `row`."""
     c = block_info[None]["chunk-location"][0]
     key = (path, options)
@@ -258,10 +299,13 @@ def check_finite(x: np.ndarray, group, path: str, kind: str, index: int, start: 
     raise NonFiniteError(
         f"store {path}: array {kind!r} at {what} {index} holds {int(bad.sum()):,} non-finite value(s) (NaN or ±inf) "
         f"in {len(rows):,} token(s) of tokens {start:,}..{start + len(x) - 1:,}; the first is token {t:,}{where} "
-        f"in chunk {t // C}: re-extract the store from a model that gives finite activations")
+        f"in chunk {t // C}: re-extract the store from a model that gives finite activations"
+    )
 
 
-def checked_read(group, path: str, kind: str, start: int, stop: int, row: int | None = None) -> np.ndarray:
+def checked_read(
+    group, path: str, kind: str, start: int, stop: int, row: int | None = None
+) -> np.ndarray:
     """Read tokens [start, stop) of array `kind` (row `row` of a 3-D array), refusing to
     return numbers from a damaged chunk: a checksum mismatch, a truncated or a missing chunk
     file raises a StoreError naming the array and the chunk."""
@@ -280,19 +324,27 @@ def checked_read(group, path: str, kind: str, start: int, stop: int, row: int | 
         for c in range(first, last + 1):
             key = (row, c, 0) if row is not None else (c,)
             try:
-                arr[row, c * C:(c + 1) * C] if row is not None else arr[c * C:(c + 1) * C]
+                arr[row, c * C : (c + 1) * C] if row is not None else arr[c * C : (c + 1) * C]
             except (ValueError, OSError, RuntimeError) as e2:
                 raise StoreError(_damaged(path, kind, key, str(e2).split(".")[0])) from None
-        raise StoreError(_damaged(path, kind, (row, first, 0) if row is not None else (first,), str(e).split(".")[0])) from None
+        raise StoreError(
+            _damaged(
+                path, kind, (row, first, 0) if row is not None else (first,), str(e).split(".")[0]
+            )
+        ) from None
 
 
 def _damaged(path: str, kind: str, key: tuple, why: str) -> str:
     where = "/".join(map(str, key))
-    return (f"store {path} is damaged: array {kind!r} chunk {key} (file {kind}/c/{where}): {why}; "
-            "re-extract the store (or restore it from a copy)")
+    return (
+        f"store {path} is damaged: array {kind!r} chunk {key} (file {kind}/c/{where}): {why}; "
+        "re-extract the store (or restore it from a copy)"
+    )
 
 
-def open_activations(path: str, storage_options: dict | None = None, mode: str = "r") -> ActivationStore:
+def open_activations(
+    path: str, storage_options: dict | None = None, mode: str = "r"
+) -> ActivationStore:
     """Open an activation store (complete or not; see `require_complete`). mode "r+" is for
     the writer."""
     return ActivationStore(path, storage_options, mode)

@@ -15,24 +15,43 @@ import warnings
 
 from align.errors import StoreError
 from align.faults import fault_point
-from align.version import __version__
 from align.store import footprint
 from align.store.group import read_attrs
 from align.store.outputs import check_output
 from align.store.paths import is_local, local_path
 from align.store.temporaries import temporary, write_failed
+from align.version import __version__
 
-RESULT_SCHEMAS = ("alignment", "contributions", "skipping", "lens", "depth", "erasure", "igrad", "depthscore")
+RESULT_SCHEMAS = (
+    "alignment",
+    "contributions",
+    "skipping",
+    "lens",
+    "depth",
+    "erasure",
+    "igrad",
+    "depthscore",
+)
 # The schema version results are written with. Version 2 calls the alignment's residual-stream
 # positions boundaries (dims source_boundary/target_boundary, summary and option keys
 # source_boundaries/target_boundaries); a version 1 result is read under these names.
 RESULT_VERSION = 2
 VERSION_1_NAMES = {"source_layer": "source_boundary", "target_layer": "target_boundary"}
-VERSION_1_KEYS = {"source_layers": "source_boundaries", "target_layers": "target_boundaries", **VERSION_1_NAMES}
+VERSION_1_KEYS = {
+    "source_layers": "source_boundaries",
+    "target_layers": "target_boundaries",
+    **VERSION_1_NAMES,
+}
 
 
-def write_result(path: str, ds, schema: str, overwrite: bool = False, storage_options: dict | None = None,
-                 inputs=()) -> str:
+def write_result(
+    path: str,
+    ds,
+    schema: str,
+    overwrite: bool = False,
+    storage_options: dict | None = None,
+    inputs=(),
+) -> str:
     """Write `ds` (an xarray.Dataset) as a result store of `schema`. Returns the path.
 
     `path` is checked by `check_output` (against `inputs`, the command's own input paths):
@@ -49,7 +68,11 @@ def write_result(path: str, ds, schema: str, overwrite: bool = False, storage_op
         raise ValueError(f"unknown result schema {schema!r}")
     ds = ds.copy()
     ds.attrs = {k: v for k, v in ds.attrs.items() if k != "align"}
-    marker = {"schema": schema, "version": RESULT_VERSION, "align_version": __version__}  # every result says which align wrote it
+    marker = {
+        "schema": schema,
+        "version": RESULT_VERSION,
+        "align_version": __version__,
+    }  # every result says which align wrote it
     json.dumps(ds.attrs)  # fail before writing anything
     # Written with the first metadata, so that whatever a kill leaves is known as this
     # command's own unfinished result (replaceable, never opened).
@@ -66,7 +89,13 @@ def write_result(path: str, ds, schema: str, overwrite: bool = False, storage_op
             _write_local(os.path.expanduser(lp), path, ds, schema, marker, overwrite, inputs)
         else:
             try:
-                ds.to_zarr(path, mode="w", zarr_format=3, consolidated=False, storage_options=storage_options)
+                ds.to_zarr(
+                    path,
+                    mode="w",
+                    zarr_format=3,
+                    consolidated=False,
+                    storage_options=storage_options,
+                )
             except OSError as e:
                 raise StoreError(write_failed(path, e)) from None
             fault_point("result_before_marker")
@@ -86,7 +115,9 @@ def _pin_chunks(ds) -> None:
             v.encoding["chunks"] = footprint.result_chunks(v.shape, v.dtype.itemsize)
 
 
-def _write_local(lp: str, shown: str, ds, schema: str, marker: dict, overwrite: bool, inputs) -> None:
+def _write_local(
+    lp: str, shown: str, ds, schema: str, marker: dict, overwrite: bool, inputs
+) -> None:
     """Write `ds` whole inside a marked temporary folder beside `lp` (align.store.temporaries:
     what a killed writer leaves there, the next one cleans), then swap it in."""
     import zarr
@@ -191,7 +222,9 @@ def open_result(path: str, schema: str | None = None, storage_options: dict | No
     if found not in RESULT_SCHEMAS:
         raise StoreError(f"{path} is an align store of schema {found!r}, not a result")
     if attrs["align"].get("complete") is False:
-        raise StoreError(f"{path} is an unfinished {found} result (its write was interrupted): run the command that makes it again")
+        raise StoreError(
+            f"{path} is an unfinished {found} result (its write was interrupted): run the command that makes it again"
+        )
     kwargs = {"storage_options": storage_options} if storage_options else {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -204,7 +237,9 @@ def upgraded(ds):
     source_layer/target_layer become source_boundary/target_boundary, and the summary's and the
     options' source_layers/target_layers (and the flat null's target_layer) become
     source_boundaries/target_boundaries (target_boundary). Every value is unchanged."""
-    ds = ds.rename({old: new for old, new in VERSION_1_NAMES.items() if old in ds.variables or old in ds.dims})
+    ds = ds.rename(
+        {old: new for old, new in VERSION_1_NAMES.items() if old in ds.variables or old in ds.dims}
+    )
     for key in ("summary", "options"):
         if key in ds.attrs:
             ds.attrs[key] = _renamed_keys(ds.attrs[key])

@@ -40,6 +40,7 @@ MARKER = "align-temporary.json"
 class Temporary:
     """A marked temporary folder beside `path`: `new` is where the output is made, `old`
     where an output it replaces waits until the new one is in place."""
+
     folder: str
     path: str
 
@@ -98,7 +99,11 @@ def remove_dead(path: str) -> int:
         return 0
     for name in names:
         folder = os.path.join(parent, name)
-        if not name.startswith(_prefix(base)) or os.path.islink(folder) or not os.path.isdir(folder):
+        if (
+            not name.startswith(_prefix(base))
+            or os.path.islink(folder)
+            or not os.path.isdir(folder)
+        ):
             continue
         who = _marker(folder, name)
         if who is None or holder_alive(who) is not False:
@@ -140,7 +145,9 @@ def temporary(path: str, shown: str | None = None):
     finally:
         try:
             _settle(t)
-        except OSError:  # `old` could not be put back: the folder stays, and the next writer restores it
+        except (
+            OSError
+        ):  # `old` could not be put back: the folder stays, and the next writer restores it
             pass
 
 

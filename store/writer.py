@@ -26,26 +26,67 @@ def create_activations(path: str, layout: Layout, attrs: dict, storage_options: 
     pdt = physical_dtype(layout.store_dtype)
     C, N, d = layout.chunk_tokens, layout.n_tokens, layout.d_model
     extra = {"logical_dtype": layout.store_dtype}
-    g.create_array("resid", shape=(len(layout.boundaries), N, d), chunks=(1, C, d), dtype=pdt,
-                   compressors=comp, fill_value=0, dimension_names=("boundary", "token", "d_model"), overwrite=True,
-                   attributes=extra)
+    g.create_array(
+        "resid",
+        shape=(len(layout.boundaries), N, d),
+        chunks=(1, C, d),
+        dtype=pdt,
+        compressors=comp,
+        fill_value=0,
+        dimension_names=("boundary", "token", "d_model"),
+        overwrite=True,
+        attributes=extra,
+    )
     if layout.layers:
         for name in ("attn", "mlp"):
-            g.create_array(name, shape=(len(layout.layers), N, d), chunks=(1, C, d), dtype=pdt,
-                           compressors=comp, fill_value=0, dimension_names=("layer", "token", "d_model"), overwrite=True,
-                           attributes=extra)
+            g.create_array(
+                name,
+                shape=(len(layout.layers), N, d),
+                chunks=(1, C, d),
+                dtype=pdt,
+                compressors=comp,
+                fill_value=0,
+                dimension_names=("layer", "token", "d_model"),
+                overwrite=True,
+                attributes=extra,
+            )
     for name, dt in TOKEN_FIELDS.items():
-        g.create_array(name, shape=(N,), chunks=(min(TOKEN_CHUNK, max(N, 1)),), dtype=dt,
-                       compressors=compressors("crc32c"), fill_value=-1, dimension_names=("token",), overwrite=True)
-    g.create_array("boundary", data=np.asarray(layout.boundaries, dtype=np.int32), dimension_names=("boundary",), overwrite=True)
+        g.create_array(
+            name,
+            shape=(N,),
+            chunks=(min(TOKEN_CHUNK, max(N, 1)),),
+            dtype=dt,
+            compressors=compressors("crc32c"),
+            fill_value=-1,
+            dimension_names=("token",),
+            overwrite=True,
+        )
+    g.create_array(
+        "boundary",
+        data=np.asarray(layout.boundaries, dtype=np.int32),
+        dimension_names=("boundary",),
+        overwrite=True,
+    )
     if layout.layers:
-        g.create_array("layer", data=np.asarray(layout.layers, dtype=np.int32), dimension_names=("layer",), overwrite=True)
-    g.attrs.update({
-        "align": {"schema": SCHEMA, "version": VERSION},
-        "provenance": attrs,
-        "layout": layout.to_json(),
-        "progress": {"planned": False, "committed_tokens": 0, "committed_sequences": 0, "complete": False},
-    })
+        g.create_array(
+            "layer",
+            data=np.asarray(layout.layers, dtype=np.int32),
+            dimension_names=("layer",),
+            overwrite=True,
+        )
+    g.attrs.update(
+        {
+            "align": {"schema": SCHEMA, "version": VERSION},
+            "provenance": attrs,
+            "layout": layout.to_json(),
+            "progress": {
+                "planned": False,
+                "committed_tokens": 0,
+                "committed_sequences": 0,
+                "complete": False,
+            },
+        }
+    )
     del zarr
     return g
 
@@ -77,12 +118,20 @@ class ActivationWriter:
         # Two chunk buffers: one filled by `append` while the other's chunks are written.
         self._bufs = []
         for _ in range(2):
-            self._bufs.append({k: np.empty((self.g[k].shape[0], self.C, self.g[k].shape[2]), dtype=self.g[k].dtype)
-                               for k in self.kinds})
+            self._bufs.append(
+                {
+                    k: np.empty(
+                        (self.g[k].shape[0], self.C, self.g[k].shape[2]), dtype=self.g[k].dtype
+                    )
+                    for k in self.kinds
+                }
+            )
         self._cur = 0
         for k in self.kinds:
             if self.buf_len:
-                self._bufs[0][k][:, :self.buf_len] = self.g[k][:, self.buf_start:p["committed_tokens"]]
+                self._bufs[0][k][:, : self.buf_len] = self.g[k][
+                    :, self.buf_start : p["committed_tokens"]
+                ]
         self.pending: list[tuple[int, int]] = []
         self.threads = max(1, int(threads))
         self._pool = None
@@ -100,7 +149,7 @@ class ActivationWriter:
         C, buf = self.C, self._bufs[self._cur]
         m = min(C - self.buf_len, n)
         for k in self.kinds:
-            buf[k][:, self.buf_len:self.buf_len + m] = arrays[k][:, :m]
+            buf[k][:, self.buf_len : self.buf_len + m] = arrays[k][:, :m]
         if self.buf_len + m < C:
             self.buf_len += m
             return
@@ -115,7 +164,7 @@ class ActivationWriter:
         nbuf = self._bufs[self._cur]
         for k in self.kinds:
             if rest:
-                nbuf[k][:, :rest] = arrays[k][:, m + whole:]
+                nbuf[k][:, :rest] = arrays[k][:, m + whole :]
         self.buf_start, self.buf_len = stop, rest
 
     def drain(self) -> None:
@@ -158,7 +207,9 @@ class ActivationWriter:
             # zarr warns that consolidated metadata is not yet in the v3 spec, and about the
             # lock file beside the arrays; both are expected here.
             warnings.simplefilter("ignore")
-            zarr.consolidate_metadata(self.g.store_path.store, self.g.store_path.path or None, zarr_format=3)
+            zarr.consolidate_metadata(
+                self.g.store_path.store, self.g.store_path.path or None, zarr_format=3
+            )
         self.g = zarr.open_group(self.g.store_path, mode="r+", zarr_format=3)
         self._progress(self.committed, complete=True)
 
@@ -227,7 +278,7 @@ class PlanWriter:
     def _flush(self, n: int) -> None:
         for k in TOKEN_FIELDS:
             data = np.concatenate(self.buf[k])
-            self.g[k][self.start:self.start + n] = data[:n]
+            self.g[k][self.start : self.start + n] = data[:n]
             self.buf[k] = [data[n:]]
         self.start += n
         self.n -= n
@@ -236,5 +287,12 @@ class PlanWriter:
         if self.n:
             self._flush(self.n)
         if self.start != self.store.n_tokens:
-            raise StoreError(f"store {self.store.path}: planned {self.start:,} tokens, expected {self.store.n_tokens:,}")
-        self.g.attrs["progress"] = {"planned": True, "committed_tokens": 0, "committed_sequences": 0, "complete": False}
+            raise StoreError(
+                f"store {self.store.path}: planned {self.start:,} tokens, expected {self.store.n_tokens:,}"
+            )
+        self.g.attrs["progress"] = {
+            "planned": True,
+            "committed_tokens": 0,
+            "committed_sequences": 0,
+            "complete": False,
+        }

@@ -91,7 +91,13 @@ def extracted(zoo, corpus_file, tmp_path_factory):
         key = json.dumps([family, model_overrides, corpus, options], sort_keys=True, default=str)
         if key not in made:
             out = str(root / f"store-{len(made)}.zarr")
-            align.extract(zoo(family, **model_overrides), corpus or corpus_file, out, log=lambda m: None, **options)
+            align.extract(
+                zoo(family, **model_overrides),
+                corpus or corpus_file,
+                out,
+                log=lambda m: None,
+                **options,
+            )
             made[key] = out
         return made[key]
 
@@ -99,7 +105,11 @@ def extracted(zoo, corpus_file, tmp_path_factory):
 
 
 # Fixture modules of the other test areas (each owned with its tests).
-pytest_plugins = ["tests.helpers.fixtures_fit", "tests.helpers.fixtures_analyses", "tests.helpers.fixtures_demo"]
+pytest_plugins = [
+    "tests.helpers.fixtures_fit",
+    "tests.helpers.fixtures_analyses",
+    "tests.helpers.fixtures_demo",
+]
 
 
 def free_port() -> int:
@@ -126,8 +136,12 @@ def s3():
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     mp = pytest.MonkeyPatch()
-    for k, v in {"AWS_ACCESS_KEY_ID": S3_KEY_ID, "AWS_SECRET_ACCESS_KEY": S3_SECRET, "AWS_DEFAULT_REGION": "us-east-1",
-                 "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}.items():
+    for k, v in {
+        "AWS_ACCESS_KEY_ID": S3_KEY_ID,
+        "AWS_SECRET_ACCESS_KEY": S3_SECRET,
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+    }.items():
         mp.setenv(k, v)
     # fsspec caches filesystem instances by their arguments, not by the environment.
     s3fs.S3FileSystem.clear_instance_cache()
@@ -147,12 +161,32 @@ def dask_processes(n_workers: int = 2, worker_env: dict | None = None):
     addr = f"tcp://127.0.0.1:{port}"
     dask_cli = os.path.join(os.path.dirname(sys.executable), "dask")
     quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    procs = [subprocess.Popen([dask_cli, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"], **quiet)]
+    procs = [
+        subprocess.Popen(
+            [dask_cli, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+            **quiet,
+        )
+    ]
     try:
         for _ in range(n_workers):
-            procs.append(subprocess.Popen([dask_cli, "worker", addr, "--nworkers", "1", "--nthreads", "1",
-                                           "--no-dashboard", "--memory-limit", "2GB"],
-                                          env=dict(os.environ, **(worker_env or {})), **quiet))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        dask_cli,
+                        "worker",
+                        addr,
+                        "--nworkers",
+                        "1",
+                        "--nthreads",
+                        "1",
+                        "--no-dashboard",
+                        "--memory-limit",
+                        "2GB",
+                    ],
+                    env=dict(os.environ, **(worker_env or {})),
+                    **quiet,
+                )
+            )
         from distributed import Client
 
         with Client(addr, timeout="30s") as c:
@@ -177,8 +211,15 @@ def tmpfs(tmp_path):
 
     mnt = tmp_path / "tmpfs"
     mnt.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
-                                           capture_output=True).returncode != 0:
-        pytest.skip("mounting a tmpfs needs root (a full disk is tested on a real small file system)")
+    if (
+        os.geteuid() != 0
+        or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True
+        ).returncode
+        != 0
+    ):
+        pytest.skip(
+            "mounting a tmpfs needs root (a full disk is tested on a real small file system)"
+        )
     yield mnt
     subprocess.run(["umount", str(mnt)], capture_output=True)

@@ -31,6 +31,7 @@ import numpy as np
 from align import corpus
 from align.errors import InputError
 
+
 @dataclass
 class AnswerPrompt:
     """One prompt: token ids (T,), per-token label strings, the (T,) boolean mask of
@@ -50,8 +51,10 @@ def _jsonl_items(spec: corpus.CorpusSpec, reading: corpus.Reading, answer_field:
     """(where, prompt text, answer text) of each item of a .jsonl file, read through `reading`."""
     path, text_field, max_docs = spec.path, spec.text_field, spec.max_docs
     if not str(path).endswith(".jsonl"):
-        raise InputError(f"prompts {path} are not a .jsonl file: an `answer_field` needs a .jsonl file with "
-                         f"{text_field!r} and {answer_field!r} fields; for other corpora give `answer_marker` TEXT")
+        raise InputError(
+            f"prompts {path} are not a .jsonl file: an `answer_field` needs a .jsonl file with "
+            f"{text_field!r} and {answer_field!r} fields; for other corpora give `answer_marker` TEXT"
+        )
     n = 0
     for path, lines in reading.files():
         for i, line in enumerate(lines):
@@ -63,15 +66,21 @@ def _jsonl_items(spec: corpus.CorpusSpec, reading: corpus.Reading, answer_field:
             try:
                 item = json.loads(line)
             except ValueError as e:
-                raise InputError(f"{where} is not valid JSON ({e.msg}): each line must be one JSON object") from None
+                raise InputError(
+                    f"{where} is not valid JSON ({e.msg}): each line must be one JSON object"
+                ) from None
             if not isinstance(item, dict) or text_field not in item:
                 raise InputError(f"{where} has no field {text_field!r}: pass `text_field` NAME")
             if answer_field not in item:
-                raise InputError(f"{where} has no answer field {answer_field!r}: give each item an answer, "
-                                 f"or pass `answer_field` NAME or `answer_marker` TEXT")
+                raise InputError(
+                    f"{where} has no answer field {answer_field!r}: give each item an answer, "
+                    f"or pass `answer_field` NAME or `answer_marker` TEXT"
+                )
             text, answer = item[text_field], item[answer_field]
             if not isinstance(text, str) or not isinstance(answer, str):
-                raise InputError(f"{where}: fields {text_field!r} and {answer_field!r} must be strings")
+                raise InputError(
+                    f"{where}: fields {text_field!r} and {answer_field!r} must be strings"
+                )
             n += 1
             yield where, text + answer, len(text)
 
@@ -83,7 +92,9 @@ def _format_items(spec: corpus.CorpusSpec, reading: corpus.Reading):
             continue
         where = f"{spec.describe()} document {i}"
         if item.answer_start is None:
-            raise InputError(f"{where} (`format` {spec.fmt}) has no answer: give `answer_marker` TEXT")
+            raise InputError(
+                f"{where} (`format` {spec.fmt}) has no answer: give `answer_marker` TEXT"
+            )
         yield where, item.text, item.answer_start
 
 
@@ -94,8 +105,10 @@ def _marked_items(spec: corpus.CorpusSpec, marker: str, reading: corpus.Reading)
         where = f"{spec.describe()} document {i}"
         k = text.rfind(marker)
         if k < 0:
-            raise InputError(f"{where} has no answer marker {marker!r}: every prompt needs it (the answer is the text "
-                             f"after its last occurrence); check `answer_marker`")
+            raise InputError(
+                f"{where} has no answer marker {marker!r}: every prompt needs it (the answer is the text "
+                f"after its last occurrence); check `answer_marker`"
+            )
         yield where, text, k + len(marker)
 
 
@@ -103,8 +116,9 @@ def _label(tokenizer, text: str, tid: int, start: int, end: int) -> str:
     return text[start:end] if start >= 0 else str(tokenizer.convert_ids_to_tokens(int(tid)))
 
 
-def tokenize_answer(tokenizer, text: str, answer_start: int, max_length: int, where: str,
-                    prefix=None, suffix=None) -> tuple[np.ndarray, list, np.ndarray, str]:
+def tokenize_answer(
+    tokenizer, text: str, answer_start: int, max_length: int, where: str, prefix=None, suffix=None
+) -> tuple[np.ndarray, list, np.ndarray, str]:
     """(token ids (T,), labels, answer-predicting mask (T,), answer) of one text whose
     answer is text[answer_start:] without leading whitespace."""
     if prefix is None or suffix is None:
@@ -118,21 +132,34 @@ def tokenize_answer(tokenizer, text: str, answer_start: int, max_length: int, wh
     offs = np.asarray(enc["offset_mapping"], np.int64).reshape(-1, 2)
     pre, suf = np.asarray(prefix, np.int64), np.asarray(suffix, np.int64)
     ids = np.concatenate([pre, ids, suf])
-    offs = np.concatenate([np.full((len(pre), 2), -1), offs, np.full((len(suf), 2), -1)]).astype(np.int64)
+    offs = np.concatenate([np.full((len(pre), 2), -1), offs, np.full((len(suf), 2), -1)]).astype(
+        np.int64
+    )
     if len(ids) > max_length:
-        raise InputError(f"{where} has {len(ids)} tokens, more than `max_length` {max_length}: cutting it would cut "
-                         f"its answer; raise `max_length` or shorten the prompt")
-    is_answer = (offs[:, 0] >= 0) & (offs[:, 0] < a1) & (offs[:, 1] > a0) & (offs[:, 1] > offs[:, 0])
+        raise InputError(
+            f"{where} has {len(ids)} tokens, more than `max_length` {max_length}: cutting it would cut "
+            f"its answer; raise `max_length` or shorten the prompt"
+        )
+    is_answer = (
+        (offs[:, 0] >= 0) & (offs[:, 0] < a1) & (offs[:, 1] > a0) & (offs[:, 1] > offs[:, 0])
+    )
     predicts = np.zeros(len(ids), bool)
     predicts[:-1] = is_answer[1:]
     if not predicts.any():
-        raise InputError(f"{where}: no token predicts its answer {text[a0:a1]!r} (the answer must follow at least one token)")
+        raise InputError(
+            f"{where}: no token predicts its answer {text[a0:a1]!r} (the answer must follow at least one token)"
+        )
     labels = [_label(tokenizer, text, t, s, e) for t, (s, e) in zip(ids, offs)]
     return ids, labels, predicts, text[a0:a1]
 
 
-def load_answer_prompts(spec: corpus.CorpusSpec, tokenizer, answer_field: str = "answer",
-                        answer_marker: str | None = None, reading: corpus.Reading | None = None) -> list[AnswerPrompt]:
+def load_answer_prompts(
+    spec: corpus.CorpusSpec,
+    tokenizer,
+    answer_field: str = "answer",
+    answer_marker: str | None = None,
+    reading: corpus.Reading | None = None,
+) -> list[AnswerPrompt]:
     """Every prompt of the corpus with its answer (module docstring), in order. With
     `answer_marker`, any corpus; with a task format (`spec.fmt` not "plain"), where the format
     puts the answer; else a .jsonl file whose items hold `spec.text_field` and `answer_field`.
@@ -143,7 +170,9 @@ def load_answer_prompts(spec: corpus.CorpusSpec, tokenizer, answer_field: str = 
     if marker is not None and not marker:
         raise InputError("`answer_marker` is empty: give the text after which the answer starts")
     if marker is None and spec.fmt == "plain" and spec.path is None:
-        raise InputError("`dataset` prompts need `answer_marker` TEXT (an `answer_field` reads a .jsonl file)")
+        raise InputError(
+            "`dataset` prompts need `answer_marker` TEXT (an `answer_field` reads a .jsonl file)"
+        )
     own = reading is None
     reading = reading or corpus.Reading(spec)
     if marker is not None:
@@ -156,11 +185,15 @@ def load_answer_prompts(spec: corpus.CorpusSpec, tokenizer, answer_field: str = 
     out = []
     try:
         for doc, (where, text, start) in enumerate(items):
-            ids, labels, predicts, answer = tokenize_answer(tokenizer, text, start, spec.max_length, where, prefix, suffix)
+            ids, labels, predicts, answer = tokenize_answer(
+                tokenizer, text, start, spec.max_length, where, prefix, suffix
+            )
             out.append(AnswerPrompt(ids, labels, predicts, doc, answer))
     finally:
         if own:
             reading.close()
     if not out:
-        raise InputError(f"prompts {spec.describe()} hold no prompt: give at least one prompt with an answer")
+        raise InputError(
+            f"prompts {spec.describe()} hold no prompt: give at least one prompt with an answer"
+        )
     return out

@@ -41,16 +41,22 @@ def weight_map(name: str, revision: str | None = None) -> dict[str, str]:
         try:
             wm = json.loads(textfiles.read(index, "weight index", ModelError))["weight_map"]
         except (ValueError, KeyError, TypeError) as e:
-            raise ModelError(f"the weight index {index} cannot be read ({type(e).__name__}: {e}): the checkpoint is "
-                             "damaged") from None
+            raise ModelError(
+                f"the weight index {index} cannot be read ({type(e).__name__}: {e}): the checkpoint is "
+                "damaged"
+            ) from None
         files = {fn: _resolve(name, revision, fn) for fn in set(wm.values())}
         missing = [fn for fn, p in files.items() if p is None]
         if missing:
-            raise ModelError(f"checkpoint {name!r} lists shard {missing[0]} in {INDEX} but it is missing")
+            raise ModelError(
+                f"checkpoint {name!r} lists shard {missing[0]} in {INDEX} but it is missing"
+            )
         return {k: files[fn] for k, fn in wm.items()}
     single = _resolve(name, revision, SINGLE)
     if single is None:
-        raise ModelError(f"checkpoint {name!r} has no {SINGLE} or {INDEX}: the lens over a store reads safetensors weights only")
+        raise ModelError(
+            f"checkpoint {name!r} has no {SINGLE} or {INDEX}: the lens over a store reads safetensors weights only"
+        )
     from safetensors import safe_open
 
     with safe_open(single, framework="pt") as f:
@@ -70,8 +76,10 @@ def _check_finite(name: str, key: str, t) -> None:
 
     if t.is_floating_point() and not bool(torch.isfinite(t).all()):
         n = int((~torch.isfinite(t)).sum())
-        raise NonFiniteError(f"checkpoint {name!r} has {n:,} NaN/inf values in tensor {key!r} of shape {tuple(t.shape)}: "
-                             "the logit lens cannot read through it; fix the checkpoint")
+        raise NonFiniteError(
+            f"checkpoint {name!r} has {n:,} NaN/inf values in tensor {key!r} of shape {tuple(t.shape)}: "
+            "the logit lens cannot read through it; fix the checkpoint"
+        )
 
 
 def head_device(device: str) -> str:
@@ -82,14 +90,21 @@ def head_device(device: str) -> str:
     if device not in ("cpu", "cuda", "auto"):
         raise InputError(f"`device` {device!r} is not one of cpu, cuda, auto")
     if device == "cuda" and not torch.cuda.is_available():
-        raise InputError("`device` cuda was asked for but torch sees no CUDA device: use `device` cpu")
+        raise InputError(
+            "`device` cuda was asked for but torch sees no CUDA device: use `device` cpu"
+        )
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     return device
 
 
-def read_head(name: str, revision: str | None = None, dtype: str = "float32", trust_remote_code: bool = False,
-              device: str = "cpu"):
+def read_head(
+    name: str,
+    revision: str | None = None,
+    dtype: str = "float32",
+    trust_remote_code: bool = False,
+    device: str = "cpu",
+):
     """(config, head) of checkpoint `name`: an align.models.families.Head (final norm, the modules the
     family applies after it, unembedding, its cap or scale) on `device` (cpu | cuda | auto,
     `head_device`) in `dtype`.
@@ -104,7 +119,9 @@ def read_head(name: str, revision: str | None = None, dtype: str = "float32", tr
     if dtype not in models.DTYPES:
         raise InputError(f"dtype {dtype!r} is not one of {', '.join(models.DTYPES)}")
     device = head_device(device)
-    config = models.load_config(models.ModelSpec(name, revision, trust_remote_code=trust_remote_code))
+    config = models.load_config(
+        models.ModelSpec(name, revision, trust_remote_code=trust_remote_code)
+    )
     keys = models.checkpoint_keys(config.model_type, config)
     with init_empty_weights(include_buffers=False):
         skeleton = AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
@@ -120,13 +137,17 @@ def read_head(name: str, revision: str | None = None, dtype: str = "float32", tr
             if key not in wm and fallback is not None and f"{fallback}.{pname}" in wm:
                 key = f"{fallback}.{pname}"  # tied embeddings: the unembedding is the embedding
             if key not in wm:
-                raise ModelError(f"checkpoint {name!r} has no tensor {key!r}: cannot build the lens head")
+                raise ModelError(
+                    f"checkpoint {name!r} has no tensor {key!r}: cannot build the lens head"
+                )
             state[pname] = _read(wm, key)
             _check_finite(name, key, state[pname])
         module.load_state_dict(state)  # copies each tensor to the module's device and dtype
         return module.eval().requires_grad_(False)
 
-    tied = bool(getattr(config, "tie_word_embeddings", False)) or f"{keys['unembed']}.weight" not in wm
+    tied = (
+        bool(getattr(config, "tie_word_embeddings", False)) or f"{keys['unembed']}.weight" not in wm
+    )
     norm = fill(head.norm, keys["final_norm"])
     after = tuple(fill(m, path) for m, path in zip(head.after, keys["after_norm"]))
     unembed = fill(head.unembed, keys["unembed"], fallback=keys["embed"] if tied else None)

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from align.stats import bootstrap
-from align.errors import InputError, StoreError
 from align import models
 from align.analyses.prompts import pad
+from align.errors import InputError, StoreError
+from align.stats import bootstrap
 
 EPS = 1e-6
 PARTS = ("attn", "mlp", "layer")
@@ -77,8 +77,12 @@ def _refuse(layer: int, tc: dict, where) -> None:
         rows = v.double().cpu().numpy().reshape(-1, v.shape[-1])
         for i, row in enumerate(rows):
             what = f"the {names[key]} of part {PARTS[i]}" if key in names else "cos(h_{l+1}, h_l)"
-            check_values(f"{what} at layer {layer}", row, where,
-                         advice="its inputs hold NaN/inf or overflow float32; nothing was written")
+            check_values(
+                f"{what} at layer {layer}",
+                row,
+                where,
+                advice="its inputs hold NaN/inf or overflow float32; nothing was written",
+            )
 
 
 class ContributionAccumulator:
@@ -99,7 +103,10 @@ class ContributionAccumulator:
     def _grow(self, n_prompts: int) -> None:
         extra = n_prompts - len(self.pcount)
         if extra > 0:
-            self.psum = {k: np.concatenate([v, np.zeros((extra,) + v.shape[1:])]) for k, v in self.psum.items()}
+            self.psum = {
+                k: np.concatenate([v, np.zeros((extra,) + v.shape[1:])])
+                for k, v in self.psum.items()
+            }
             self.pcount = np.concatenate([self.pcount, np.zeros((extra, self.L), np.int64)])
 
     def add(self, layer: int, h, a, m, h_next, eps: float = EPS, where=None, prompt=None) -> None:
@@ -119,7 +126,9 @@ class ContributionAccumulator:
             _refuse(layer, tc, where or (lambda k: (None, k)))
         for k, v in tc.items():
             self.sum[k][..., layer] += sums[k]
-            self.max[k][..., layer] = np.maximum(self.max[k][..., layer], v.max(-1).values.double().cpu().numpy())
+            self.max[k][..., layer] = np.maximum(
+                self.max[k][..., layer], v.max(-1).values.double().cpu().numpy()
+            )
         self.count[layer] += n
         if prompt is None:
             self.per_prompt = False
@@ -129,7 +138,9 @@ class ContributionAccumulator:
             self._grow(P)
             for k, v in tc.items():
                 rows = v.double().cpu().numpy().reshape(-1, n)  # (3, n) or (1, n)
-                add = np.stack([np.bincount(prompt, weights=r, minlength=P) for r in rows], -1)  # (P, 3 or 1)
+                add = np.stack(
+                    [np.bincount(prompt, weights=r, minlength=P) for r in rows], -1
+                )  # (P, 3 or 1)
                 self.psum[k][:P, ..., layer] += add.reshape(self.psum[k][:P, ..., layer].shape)
             self.pcount[:P, layer] += np.bincount(prompt, minlength=P)
 
@@ -160,7 +171,9 @@ def contributions(resid, attn, mlp, eps: float = EPS, prompt=None) -> dict:
     resid, attn, mlp = np.asarray(resid), np.asarray(attn), np.asarray(mlp)
     L = attn.shape[0]
     if resid.shape[0] != L + 1 or mlp.shape != attn.shape or resid.shape[1:] != attn.shape[1:]:
-        raise InputError(f"contributions needs resid (L+1, n, d) and attn, mlp (L, n, d): got {resid.shape}, {attn.shape}, {mlp.shape}")
+        raise InputError(
+            f"contributions needs resid (L+1, n, d) and attn, mlp (L, n, d): got {resid.shape}, {attn.shape}, {mlp.shape}"
+        )
     acc = ContributionAccumulator(L)
     for l in range(L):
         acc.add(l, resid[l], attn[l], mlp[l], resid[l + 1], eps, prompt=prompt)
@@ -185,15 +198,30 @@ def contributions_from_model(model, batches, eps: float = EPS) -> dict:
         ids, mask, pos = pad(batch, dev)
         rows = range(first, first + len(batch))
         # Refuses NaN/inf activations, naming the array, prompt and position.
-        out = forward(model, (ids, mask, pos), boundaries=range(L + 1), layers=range(L), logits=False, prompts=rows)
+        out = forward(
+            model,
+            (ids, mask, pos),
+            boundaries=range(L + 1),
+            layers=range(L),
+            logits=False,
+            prompts=rows,
+        )
         # Kept tokens are taken row by row: token k of the batch is (prompt, position) of `at`.
         at = [(first + i, t) for i, x in enumerate(batch) for t in range(len(x))]
         prompt = np.array([p for p, _ in at], np.int64)
         keep = mask.bool()
         for l in range(L):
             pick = lambda t: t[keep.to(t.device)]  # noqa: E731  (n_real_tokens, d_model)
-            acc.add(l, pick(out["resid"][l]), pick(out["attn"][l]), pick(out["mlp"][l]), pick(out["resid"][l + 1]), eps,
-                    where=at.__getitem__, prompt=prompt)
+            acc.add(
+                l,
+                pick(out["resid"][l]),
+                pick(out["attn"][l]),
+                pick(out["mlp"][l]),
+                pick(out["resid"][l + 1]),
+                eps,
+                where=at.__getitem__,
+                prompt=prompt,
+            )
         first += len(batch)
         del out
     return {**acc.result(), "prompts_hash": bootstrap.prompts_hash(seen)}
@@ -206,7 +234,9 @@ def contributions_from_store(store, eps: float = EPS, chunk_tokens: int | None =
     missing_b = [b for b in range(L + 1) if b not in store.boundaries]
     missing_l = [l for l in range(L) if l not in store.layers]
     if not store.layers:
-        raise StoreError(f"store {store.path} holds no sublayer outputs: extract it again with `sublayers`, or run `align contrib` on the model")
+        raise StoreError(
+            f"store {store.path} holds no sublayer outputs: extract it again with `sublayers`, or run `align contrib` on the model"
+        )
     if missing_b or missing_l:
         raise StoreError(
             f"store {store.path} lacks boundaries {missing_b} and sublayers of blocks {missing_l}: "
@@ -222,9 +252,20 @@ def contributions_from_store(store, eps: float = EPS, chunk_tokens: int | None =
         h = store.resid(0, start, stop)
         for l in range(L):
             h_next = store.resid(l + 1, start, stop)
-            acc.add(l, h, store.attn(l, start, stop), store.mlp(l, start, stop), h_next, eps, where=where, prompt=seq)
+            acc.add(
+                l,
+                h,
+                store.attn(l, start, stop),
+                store.mlp(l, start, stop),
+                h_next,
+                eps,
+                where=where,
+                prompt=seq,
+            )
             h = h_next
-    prompts = bootstrap.prompts_from_tokens(store.tokens("token_id"), store.tokens("seq"), store.tokens("pos"))
+    prompts = bootstrap.prompts_from_tokens(
+        store.tokens("token_id"), store.tokens("seq"), store.tokens("pos")
+    )
     return {**acc.result(), "prompts_hash": bootstrap.prompts_hash(prompts)}
 
 
@@ -236,8 +277,12 @@ def mean_intervals(per_prompt: dict, resampling: bootstrap.Resampling) -> dict:
     "cos": ..., "resid_cos": (low (L,), high)}, with idx = bootstrap.indices(P, resampling)."""
     counts = per_prompt["token_count"]
     idx = bootstrap.indices(len(counts), resampling)
-    return {k: bootstrap.percentile_interval(bootstrap.resampled_token_means(per_prompt[f"{k}_sum"], counts, idx))
-            for k in ("rel_norm", "cos", "resid_cos")}
+    return {
+        k: bootstrap.percentile_interval(
+            bootstrap.resampled_token_means(per_prompt[f"{k}_sum"], counts, idx)
+        )
+        for k in ("rel_norm", "cos", "resid_cos")
+    }
 
 
 def to_dataset(res: dict, attrs: dict, resampling: bootstrap.Resampling = bootstrap.DEFAULT):
@@ -260,17 +305,26 @@ def to_dataset(res: dict, attrs: dict, resampling: bootstrap.Resampling = bootst
             dims = ("layer",) if k == "resid_cos" else ("part", "layer")
             data[f"{k}_low"], data[f"{k}_high"] = (dims, low), (dims, high)
         for k in ("rel_norm", "cos", "resid_cos"):
-            data[f"{k}_sum"] = (("prompt",) + (("layer",) if k == "resid_cos" else ("part", "layer")), pp[f"{k}_sum"])
+            data[f"{k}_sum"] = (
+                ("prompt",) + (("layer",) if k == "resid_cos" else ("part", "layer")),
+                pp[f"{k}_sum"],
+            )
         data["token_count"] = (("prompt",), np.asarray(pp["token_count"], np.int64))
         coords["prompt"] = np.arange(len(pp["token_count"]))
         n = len(pp["token_count"])
-        extra = {"intervals": f"prompt bootstrap of the means (agg=mean) over {n} prompts: *_low, *_high",
-                 "bootstrap": bootstrap.record(n, resampling)}
+        extra = {
+            "intervals": f"prompt bootstrap of the means (agg=mean) over {n} prompts: *_low, *_high",
+            "bootstrap": bootstrap.record(n, resampling),
+        }
     ds = xr.Dataset(data, coords=coords)
     for k in ("rel_norm", "cos", "resid_cos"):
         if f"{k}_low" in ds:
-            ds[f"{k}_low"].attrs["description"] = f"2.5th percentile of the token mean of {k} over prompt-bootstrap resamples"
-            ds[f"{k}_high"].attrs["description"] = f"97.5th percentile of the token mean of {k} over prompt-bootstrap resamples"
+            ds[f"{k}_low"].attrs["description"] = (
+                f"2.5th percentile of the token mean of {k} over prompt-bootstrap resamples"
+            )
+            ds[f"{k}_high"].attrs["description"] = (
+                f"97.5th percentile of the token mean of {k} over prompt-bootstrap resamples"
+            )
             ds[f"{k}_sum"].attrs["description"] = f"sum of {k} over each prompt's tokens"
     ds.attrs = {**attrs, "n_layers": L, "n_tokens": res["n_tokens"], **extra}
     if res.get("prompts_hash"):

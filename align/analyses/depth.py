@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from align.stats import bootstrap
 from align.errors import InputError, NonFiniteError
+from align.stats import bootstrap
 
 RULES = ("cosine", "kl", "overlap")
 KL_FRACTION = 0.5
@@ -39,8 +39,11 @@ OVERLAP_THRESHOLD = 0.3
 DEFAULT_THRESHOLDS = {"cosine": 0.0, "kl": KL_FRACTION, "overlap": OVERLAP_THRESHOLD}
 # The sensitivity curves: the cosine's crossing level, the KL's fraction of its maximum, the
 # overlap's level; each grid holds the default.
-THRESHOLDS = {"cosine": np.round(np.arange(-0.2, 0.2001, 0.05), 2), "kl": np.round(np.arange(0.1, 0.9001, 0.1), 2),
-              "overlap": np.round(np.arange(0.1, 0.9001, 0.1), 2)}
+THRESHOLDS = {
+    "cosine": np.round(np.arange(-0.2, 0.2001, 0.05), 2),
+    "kl": np.round(np.arange(0.1, 0.9001, 0.1), 2),
+    "overlap": np.round(np.arange(0.1, 0.9001, 0.1), 2),
+}
 
 
 def _last(hits: np.ndarray) -> np.ndarray:
@@ -79,7 +82,10 @@ def cosine_depth(c) -> tuple[float, str]:
     ed = float(rule_depths("cosine", c))
     if np.isfinite(ed):
         return ed, ""
-    return np.nan, f"the mean cosine never crosses from negative to non-negative between layers 0 and {len(c) - 1}"
+    return (
+        np.nan,
+        f"the mean cosine never crosses from negative to non-negative between layers 0 and {len(c) - 1}",
+    )
 
 
 def kl_depth(kl) -> tuple[float, str]:
@@ -89,7 +95,10 @@ def kl_depth(kl) -> tuple[float, str]:
     if np.isfinite(ed):
         return ed, ""
     top = np.nanmax(kl) if np.isfinite(kl).any() else np.nan
-    return np.nan, f"no boundary in 0..{len(kl) - 2} has KL below {KL_FRACTION} x its maximum ({top:.4g})"
+    return (
+        np.nan,
+        f"no boundary in 0..{len(kl) - 2} has KL below {KL_FRACTION} x its maximum ({top:.4g})",
+    )
 
 
 def overlap_depth(overlap) -> tuple[float, str]:
@@ -118,7 +127,9 @@ def effective_depth(cos_attn, cos_mlp, cos_layer, kl, overlap) -> dict:
     L = cos.shape[1]
     kl, overlap = np.asarray(kl, np.float64), np.asarray(overlap, np.float64)
     if len(kl) not in (L, L + 1) or len(overlap) not in (L, L + 1):
-        raise InputError(f"effective depth needs lens curves over {L + 1} boundaries for {L} layers: got {len(kl)} and {len(overlap)}")
+        raise InputError(
+            f"effective depth needs lens curves over {L + 1} boundaries for {L} layers: got {len(kl)} and {len(overlap)}"
+        )
     found = {
         "cosine": cosine_depth(cos.mean(0)),
         "kl": kl_depth(kl[:L]),
@@ -126,8 +137,13 @@ def effective_depth(cos_attn, cos_mlp, cos_layer, kl, overlap) -> dict:
     }
     ed = np.array([found[r][0] for r in RULES])
     curves = {"cosine": cos.mean(0), "kl": kl[:L], "overlap": overlap[:L]}
-    return {"effective_depth": ed, "ratio": (ed + 1) / L, "reasons": {r: found[r][1] for r in RULES}, "n_layers": L,
-            "sensitivity": sensitivity(curves)}
+    return {
+        "effective_depth": ed,
+        "ratio": (ed + 1) / L,
+        "reasons": {r: found[r][1] for r in RULES},
+        "n_layers": L,
+        "sensitivity": sensitivity(curves),
+    }
 
 
 def depth_replicates(per_prompt: dict, idx_c: np.ndarray, idx_l: np.ndarray) -> dict:
@@ -135,16 +151,22 @@ def depth_replicates(per_prompt: dict, idx_c: np.ndarray, idx_l: np.ndarray) -> 
     {rule: (resamples, n_thresholds)}} from per-prompt sums {"cos_sum": (n_c, 3 parts, L),
     "token_count": (n_c,), "kl_sum", "overlap_sum": (n_l, L+1), "lens_token_count": (n_l,)}
     and resample indices idx_c (resamples, n_c), idx_l (resamples, n_l)."""
-    cos = bootstrap.resampled_token_means(per_prompt["cos_sum"], per_prompt["token_count"], idx_c).mean(1)
+    cos = bootstrap.resampled_token_means(
+        per_prompt["cos_sum"], per_prompt["token_count"], idx_c
+    ).mean(1)
     L = cos.shape[-1]
     curves = {"cosine": cos}
     for name in ("kl", "overlap"):
-        curves[name] = bootstrap.resampled_token_means(per_prompt[f"{name}_sum"][:, :L], per_prompt["lens_token_count"], idx_l)
+        curves[name] = bootstrap.resampled_token_means(
+            per_prompt[f"{name}_sum"][:, :L], per_prompt["lens_token_count"], idx_l
+        )
     ed = np.stack([rule_depths(r, curves[r]) for r in RULES], -1)
     return {"effective_depth": ed, "sensitivity": sensitivity(curves)}
 
 
-def resample_indices(per_prompt: dict, rng: np.random.Generator, resamples: int) -> tuple[np.ndarray, np.ndarray]:
+def resample_indices(
+    per_prompt: dict, rng: np.random.Generator, resamples: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(idx_c, idx_l) as the module docstring draws them: idx_l is idx_c when the lens ran on
     the contributions' prompts (per_prompt["same_prompts"])."""
     idx_c = bootstrap.draw(rng, len(per_prompt["token_count"]), resamples)
@@ -156,15 +178,28 @@ def resample_indices(per_prompt: dict, rng: np.random.Generator, resamples: int)
 def per_prompt_sums(contrib, lens) -> dict | None:
     """The per-prompt sums a depth bootstrap reads from a contributions and a lens result, or
     None when either lacks them (results made before they were stored)."""
-    if "cos_sum" not in contrib or "token_count" not in contrib or "kl_sum" not in lens or "token_count" not in lens:
+    if (
+        "cos_sum" not in contrib
+        or "token_count" not in contrib
+        or "kl_sum" not in lens
+        or "token_count" not in lens
+    ):
         return None
     hc, hl = contrib.attrs.get("prompts_hash"), lens.attrs.get("prompts_hash")
-    return {"cos_sum": contrib["cos_sum"].transpose("prompt", "part", "layer").values.astype(np.float64),
-            "token_count": contrib["token_count"].values.astype(np.int64),
-            "kl_sum": lens["kl_sum"].transpose("prompt", "boundary").values.astype(np.float64),
-            "overlap_sum": lens["overlap_sum"].transpose("prompt", "boundary").values.astype(np.float64),
-            "lens_token_count": lens["token_count"].values.astype(np.int64),
-            "same_prompts": bool(hc and hc == hl), "prompts_hash": hc, "lens_prompts_hash": hl}
+    return {
+        "cos_sum": contrib["cos_sum"]
+        .transpose("prompt", "part", "layer")
+        .values.astype(np.float64),
+        "token_count": contrib["token_count"].values.astype(np.int64),
+        "kl_sum": lens["kl_sum"].transpose("prompt", "boundary").values.astype(np.float64),
+        "overlap_sum": lens["overlap_sum"]
+        .transpose("prompt", "boundary")
+        .values.astype(np.float64),
+        "lens_token_count": lens["token_count"].values.astype(np.int64),
+        "same_prompts": bool(hc and hc == hl),
+        "prompts_hash": hc,
+        "lens_prompts_hash": hl,
+    }
 
 
 def intervals(res: dict, per_prompt: dict, resampling: bootstrap.Resampling) -> dict:
@@ -174,13 +209,24 @@ def intervals(res: dict, per_prompt: dict, resampling: bootstrap.Resampling) -> 
     idx_c, idx_l = resample_indices(per_prompt, rng, resampling.resamples)
     reps = depth_replicates(per_prompt, idx_c, idx_l)
     low, high = bootstrap.percentile_interval(reps["effective_depth"])
-    n = {"contributions": len(per_prompt["token_count"]), "lens": len(per_prompt["lens_token_count"])}
-    out = {**res, "effective_depth_low": low, "effective_depth_high": high,
-           "defined_fraction": bootstrap.defined_fraction(reps["effective_depth"]),
-           "sensitivity_low": {}, "sensitivity_high": {}, "per_prompt": per_prompt,
-           "bootstrap": bootstrap.record(n, resampling, joint=per_prompt["same_prompts"])}
+    n = {
+        "contributions": len(per_prompt["token_count"]),
+        "lens": len(per_prompt["lens_token_count"]),
+    }
+    out = {
+        **res,
+        "effective_depth_low": low,
+        "effective_depth_high": high,
+        "defined_fraction": bootstrap.defined_fraction(reps["effective_depth"]),
+        "sensitivity_low": {},
+        "sensitivity_high": {},
+        "per_prompt": per_prompt,
+        "bootstrap": bootstrap.record(n, resampling, joint=per_prompt["same_prompts"]),
+    }
     for r in RULES:
-        out["sensitivity_low"][r], out["sensitivity_high"][r] = bootstrap.percentile_interval(reps["sensitivity"][r])
+        out["sensitivity_low"][r], out["sensitivity_high"][r] = bootstrap.percentile_interval(
+            reps["sensitivity"][r]
+        )
     return out
 
 
@@ -189,7 +235,7 @@ def _name(ds, what: str) -> str:
 
 
 def _cell(da, idx) -> str:
-    """"part=mlp, layer=1, agg=mean": the index along each dim, then the selected scalars."""
+    """ "part=mlp, layer=1, agg=mean": the index along each dim, then the selected scalars."""
     dims = [f"{d}={da[d].values[i].item() if d in da.coords else i}" for d, i in zip(da.dims, idx)]
     return ", ".join(dims + [f"{c}={da[c].item()}" for c in da.coords if da[c].ndim == 0])
 
@@ -205,7 +251,8 @@ def _refuse_nonfinite(ds, what: str, var: str, da, rerun: str, bad=None) -> None
     if len(bad):
         raise NonFiniteError(
             f"{_name(ds, what)}: {var}[{_cell(da, bad[0])}] is {_value(da.values[tuple(bad[0])])} ({len(bad)} of {da.size} values "
-            f"non-finite), where effective depth needs a number: it was computed from NaN/inf activations; {rerun}")
+            f"non-finite), where effective depth needs a number: it was computed from NaN/inf activations; {rerun}"
+        )
 
 
 def depth_from_results(contrib, lens, resampling: bootstrap.Resampling = bootstrap.DEFAULT) -> dict:
@@ -219,10 +266,17 @@ def depth_from_results(contrib, lens, resampling: bootstrap.Resampling = bootstr
     at a boundary the lens did not measure (a store without it) is refused as missing."""
     Lc, Ll = int(contrib.sizes["layer"]), int(lens.sizes["boundary"]) - 1
     if Lc != Ll:
-        raise InputError(f"the contributions result has {Lc} layers but the lens result has {Ll}: give results of the same model")
+        raise InputError(
+            f"the contributions result has {Lc} layers but the lens result has {Ll}: give results of the same model"
+        )
     cm = contrib["cos"].sel(agg="mean")
-    _refuse_nonfinite(contrib, "contributions", "cos", cm.transpose("part", "layer"),
-                      "run `align contrib` again on a model or store without NaN")
+    _refuse_nonfinite(
+        contrib,
+        "contributions",
+        "cos",
+        cm.transpose("part", "layer"),
+        "run `align contrib` again on a model or store without NaN",
+    )
     measured = lens.attrs.get("boundaries_measured")
     rerun = "run `align lens` again on a model or store without NaN"
     for var in ("kl", "overlap"):
@@ -232,27 +286,35 @@ def depth_from_results(contrib, lens, resampling: bootstrap.Resampling = bootstr
             if np.isinf(v).any():
                 _refuse_nonfinite(lens, "lens", var, curve, rerun, bad=np.isinf(v))
             if np.isnan(v).any():
-                raise InputError(f"{_name(lens, 'lens')}: {var} is NaN at boundaries {b[np.isnan(v)].tolist()}: the lens "
-                                 f"either did not measure them or computed NaN there; effective depth reads boundaries "
-                                 f"0..{Ll - 1}: run `align lens` again on every boundary")
+                raise InputError(
+                    f"{_name(lens, 'lens')}: {var} is NaN at boundaries {b[np.isnan(v)].tolist()}: the lens "
+                    f"either did not measure them or computed NaN there; effective depth reads boundaries "
+                    f"0..{Ll - 1}: run `align lens` again on every boundary"
+                )
             continue
         # NaN means "not measured" only where the result says the boundary was not measured.
         missing = np.isnan(v) & ~np.isin(b, measured)
         _refuse_nonfinite(lens, "lens", var, curve, rerun, bad=~np.isfinite(v) & ~missing)
         if missing.any():
-            raise InputError(f"{_name(lens, 'lens')} did not measure boundaries {b[missing].tolist()} ({var} is NaN there), "
-                             f"and effective depth reads boundaries 0..{Ll - 1}: run `align lens` on every boundary")
+            raise InputError(
+                f"{_name(lens, 'lens')} did not measure boundaries {b[missing].tolist()} ({var} is NaN there), "
+                f"and effective depth reads boundaries 0..{Ll - 1}: run `align lens` on every boundary"
+            )
     kl = lens["kl"].sel(weighting="token").values
     ov = lens["overlap"].sel(weighting="token").values
-    res = effective_depth(cm.sel(part="attn").values, cm.sel(part="mlp").values, cm.sel(part="layer").values, kl, ov)
+    res = effective_depth(
+        cm.sel(part="attn").values, cm.sel(part="mlp").values, cm.sel(part="layer").values, kl, ov
+    )
     pp = per_prompt_sums(contrib, lens)
     if pp is None:
         return res
     return intervals(res, pp, resampling)
 
 
-NO_INTERVALS = ("none: the contributions or lens result holds no per-prompt sums (made before they were stored): "
-                "rerun `align contrib` and `align lens`")
+NO_INTERVALS = (
+    "none: the contributions or lens result holds no per-prompt sums (made before they were stored): "
+    "rerun `align contrib` and `align lens`"
+)
 
 
 def to_dataset(res: dict, attrs: dict):
@@ -261,7 +323,10 @@ def to_dataset(res: dict, attrs: dict):
     per-prompt sums the bootstrap read (dims prompt, lens_prompt)."""
     import xarray as xr
 
-    data = {"effective_depth": (("rule",), res["effective_depth"]), "ratio": (("rule",), res["ratio"])}
+    data = {
+        "effective_depth": (("rule",), res["effective_depth"]),
+        "ratio": (("rule",), res["ratio"]),
+    }
     coords = {"rule": list(RULES)}
     L = res["n_layers"]
     boot = "effective_depth_low" in res
@@ -274,24 +339,39 @@ def to_dataset(res: dict, attrs: dict):
     extra = {"intervals": NO_INTERVALS}
     if boot:
         pp = res["per_prompt"]
-        data.update({
-            "effective_depth_low": (("rule",), res["effective_depth_low"]),
-            "effective_depth_high": (("rule",), res["effective_depth_high"]),
-            "ratio_low": (("rule",), (res["effective_depth_low"] + 1) / L),
-            "ratio_high": (("rule",), (res["effective_depth_high"] + 1) / L),
-            "defined_fraction": (("rule",), res["defined_fraction"]),
-            "cos_sum": (("prompt", "part", "layer"), pp["cos_sum"]),
-            "token_count": (("prompt",), pp["token_count"]),
-            "kl_sum": (("lens_prompt", "boundary"), pp["kl_sum"]),
-            "overlap_sum": (("lens_prompt", "boundary"), pp["overlap_sum"]),
-            "lens_token_count": (("lens_prompt",), pp["lens_token_count"]),
-        })
-        coords.update({"part": ["attn", "mlp", "layer"], "layer": np.arange(L), "boundary": np.arange(pp["kl_sum"].shape[1])})
-        extra = {"intervals": "prompt bootstrap: effective_depth_low, effective_depth_high (percentiles over the "
-                              "resamples where the rule is defined; defined_fraction says in how many)",
-                 "bootstrap": res["bootstrap"]}
+        data.update(
+            {
+                "effective_depth_low": (("rule",), res["effective_depth_low"]),
+                "effective_depth_high": (("rule",), res["effective_depth_high"]),
+                "ratio_low": (("rule",), (res["effective_depth_low"] + 1) / L),
+                "ratio_high": (("rule",), (res["effective_depth_high"] + 1) / L),
+                "defined_fraction": (("rule",), res["defined_fraction"]),
+                "cos_sum": (("prompt", "part", "layer"), pp["cos_sum"]),
+                "token_count": (("prompt",), pp["token_count"]),
+                "kl_sum": (("lens_prompt", "boundary"), pp["kl_sum"]),
+                "overlap_sum": (("lens_prompt", "boundary"), pp["overlap_sum"]),
+                "lens_token_count": (("lens_prompt",), pp["lens_token_count"]),
+            }
+        )
+        coords.update(
+            {
+                "part": ["attn", "mlp", "layer"],
+                "layer": np.arange(L),
+                "boundary": np.arange(pp["kl_sum"].shape[1]),
+            }
+        )
+        extra = {
+            "intervals": "prompt bootstrap: effective_depth_low, effective_depth_high (percentiles over the "
+            "resamples where the rule is defined; defined_fraction says in how many)",
+            "bootstrap": res["bootstrap"],
+        }
         extra.update({k: pp[k] for k in ("prompts_hash", "lens_prompts_hash") if pp.get(k)})
     ds = xr.Dataset(data, coords=coords)
-    ds.attrs = {**attrs, "reasons": res["reasons"], "n_layers": L,
-                "thresholds": {r: float(t) for r, t in DEFAULT_THRESHOLDS.items()}, **extra}
+    ds.attrs = {
+        **attrs,
+        "reasons": res["reasons"],
+        "n_layers": L,
+        "thresholds": {r: float(t) for r, t in DEFAULT_THRESHOLDS.items()},
+        **extra,
+    }
     return ds

@@ -51,25 +51,28 @@ import os
 
 import numpy as np
 
-from align import messages
-from align.stats.bootstrap import Resampling, draw, percentile_interval, record
-from align.errors import InputError, NonFiniteError, StoreMismatch
-from align.version import __version__
-from align import corpus
+from align import corpus, messages
 from align import store as st
+from align.errors import InputError, NonFiniteError, StoreMismatch
+from align.stats.bootstrap import Resampling, draw, percentile_interval, record
+from align.version import __version__
 
 EFFECTS = ("layer", "output")
 HEADLINE = {"setting": "future", "part": "layer", "agg": "max", "effect": "layer"}
 SCORES = {
     "future": "P1's depth score: DS = sum_s s*m_s / sum_s m_s with m_s = sum_l R[s, l] / max(L-1-s, 1) (layer "
-              "effect; the mean over later layers, R[s, l<=s] = 0 in this setting) or m_s = O[s] (output effect)",
+    "effect; the mean over later layers, R[s, l<=s] = 0 in this setting) or m_s = O[s] (output effect)",
     "current": "align's extension, not in P1: DS of the layer effect m_s = mean over later layers l > s of R[s, l], "
-               "s = 0..L-2 (P1's formula would count R[s, s] = 1 here), or of the output effect m_s = O[s]",
+    "s = 0..L-2 (P1's formula would count R[s, s] = 1 here), or of the output effect m_s = O[s]",
 }
-INTERVALS = ("none: a prompt bootstrap needs R and O per prompt, and {name} holds only their aggregates over "
-             "prompts (rerun `align skip` to store per-prompt values)")
-BOOTSTRAP = ("prompt bootstrap: {B} resamples of prompts per level and setting, seed {seed}, 2.5 and 97.5 "
-             "percentiles of DS (ds_low, ds_high)")
+INTERVALS = (
+    "none: a prompt bootstrap needs R and O per prompt, and {name} holds only their aggregates over "
+    "prompts (rerun `align skip` to store per-prompt values)"
+)
+BOOTSTRAP = (
+    "prompt bootstrap: {B} resamples of prompts per level and setting, seed {seed}, 2.5 and 97.5 "
+    "percentiles of DS (ds_low, ds_high)"
+)
 
 
 def layer_effect(R: np.ndarray, setting: str = "future") -> np.ndarray:
@@ -80,7 +83,7 @@ def layer_effect(R: np.ndarray, setting: str = "future") -> np.ndarray:
     L = R.shape[0]
     if setting == "future":
         return R.sum(1) / np.maximum(L - 1 - np.arange(L), 1)
-    return np.array([R[s, s + 1:].mean() for s in range(L - 1)])
+    return np.array([R[s, s + 1 :].mean() for s in range(L - 1)])
 
 
 def depth_score(m: np.ndarray) -> float:
@@ -100,8 +103,10 @@ def level_from_provenance(attrs: dict, where: str) -> int | None:
     recorded = prov.get("levels")
     if isinstance(recorded, list) and recorded:
         if len(set(recorded)) != 1:
-            raise InputError(f"{where} mixes levels {sorted(set(recorded))}: run the skip analysis on one level's "
-                             f"prompts per result")
+            raise InputError(
+                f"{where} mixes levels {sorted(set(recorded))}: run the skip analysis on one level's "
+                f"prompts per result"
+            )
         return int(recorded[0])
     fmt = prov.get("fmt", "plain")
     try:
@@ -113,14 +118,18 @@ def level_from_provenance(attrs: dict, where: str) -> int | None:
     if fmt not in ("mquake", "math") or prov.get("dataset"):
         return None
     source = prov.get("source")
-    fields = {k: prov[k] for k in corpus.CorpusSpec.__dataclass_fields__ if k in prov and k != "path"}
+    fields = {
+        k: prov[k] for k in corpus.CorpusSpec.__dataclass_fields__ if k in prov and k != "path"
+    }
     spec = corpus.CorpusSpec(path=source, **fields)
     if not source or not os.path.exists(source) or corpus.corpus_hash(spec) != prov.get("hash"):
         return None
     levels = {lv for lv in corpus.document_levels(spec) if lv is not None}
     if len(levels) > 1:
-        raise InputError(f"{where} comes from {source}, whose prompts have levels {sorted(levels)}: write one corpus "
-                         f"per level and run the skip analysis on each")
+        raise InputError(
+            f"{where} comes from {source}, whose prompts have levels {sorted(levels)}: write one corpus "
+            f"per level and run the skip analysis on each"
+        )
     return levels.pop() if levels else None
 
 
@@ -130,9 +139,13 @@ def parse_levels(text: str | None, n: int) -> list[int] | None:
         return None
     parts = [p.strip() for p in text.split(",")]
     if not all(p.lstrip("-").isdigit() for p in parts):
-        raise InputError(f"`levels` {text!r}: give comma-separated integers, one per skip result, e.g. 2,3,4")
+        raise InputError(
+            f"`levels` {text!r}: give comma-separated integers, one per skip result, e.g. 2,3,4"
+        )
     if len(parts) != n:
-        raise InputError(f"`levels` {text!r} gives {len(parts)} levels for {n} skip results: give one per result")
+        raise InputError(
+            f"`levels` {text!r} gives {len(parts)} levels for {n} skip results: give one per result"
+        )
     return [int(p) for p in parts]
 
 
@@ -143,21 +156,40 @@ def _aggregate(x: np.ndarray, agg: str) -> np.ndarray:
 def _per_prompt(ds, name, setting, R, O, coords):
     """(R (n, part, L, L), O (n, part, L)) of the prompts `setting` used, checked against the
     stored aggregates R, O (part, agg, ...)."""
-    Rp = ds["R_prompt"].sel(setting=setting).transpose("prompt", "part", "skipped", "later").values.astype(np.float64)
-    Op = ds["O_prompt"].sel(setting=setting).transpose("prompt", "part", "skipped").values.astype(np.float64)
+    Rp = (
+        ds["R_prompt"]
+        .sel(setting=setting)
+        .transpose("prompt", "part", "skipped", "later")
+        .values.astype(np.float64)
+    )
+    Op = (
+        ds["O_prompt"]
+        .sel(setting=setting)
+        .transpose("prompt", "part", "skipped")
+        .values.astype(np.float64)
+    )
     used = np.isfinite(Rp).all(axis=(1, 2, 3)) & np.isfinite(Op).all(axis=(1, 2))
     if not used.any():
-        raise InputError(f"{name}: no prompt has per-prompt values in setting {setting!r}: nothing to resample")
+        raise InputError(
+            f"{name}: no prompt has per-prompt values in setting {setting!r}: nothing to resample"
+        )
     Rp, Op = Rp[used], Op[used]
     for c, agg in enumerate(coords["agg"]):
-        for got, want, var in ((_aggregate(Rp, agg), R[:, c], "R"), (_aggregate(Op, agg), O[:, c], "O")):
+        for got, want, var in (
+            (_aggregate(Rp, agg), R[:, c], "R"),
+            (_aggregate(Op, agg), O[:, c], "O"),
+        ):
             if not np.allclose(got, want, rtol=1e-12, atol=0):
-                raise StoreMismatch(f"{name}: {var} ({setting}, {agg}) is not the {agg} of {var}_prompt: the result was "
-                                    f"edited; rerun `align skip`")
+                raise StoreMismatch(
+                    f"{name}: {var} ({setting}, {agg}) is not the {agg} of {var}_prompt: the result was "
+                    f"edited; rerun `align skip`"
+                )
     return Rp, Op
 
 
-def bootstrap_scores(Rp: np.ndarray, Op: np.ndarray, aggs, idx: np.ndarray, setting: str = "future") -> np.ndarray:
+def bootstrap_scores(
+    Rp: np.ndarray, Op: np.ndarray, aggs, idx: np.ndarray, setting: str = "future"
+) -> np.ndarray:
     """DS of every resample: (B, part, agg, effect) from per-prompt R (n, part, L, L), O (n,
     part, L) of `setting` and resample indices idx (B, n) into the prompts."""
     B = idx.shape[0]
@@ -173,71 +205,120 @@ def bootstrap_scores(Rp: np.ndarray, Op: np.ndarray, aggs, idx: np.ndarray, sett
     return out
 
 
-def depth_scores(results: list, levels: list[int], names: list[str], bootstrap: int = 1000, seed: int = 0) -> dict:
+def depth_scores(
+    results: list, levels: list[int], names: list[str], bootstrap: int = 1000, seed: int = 0
+) -> dict:
     """DS per level, setting, part, agg and effect from "skipping" Datasets (one per level),
     with prompt-bootstrap intervals where every result holds per-prompt values (module
     docstring)."""
-    resampling = Resampling(bootstrap, seed)  # refuses a count outside MIN_RESAMPLES..MAX_RESAMPLES or a negative seed
+    resampling = Resampling(
+        bootstrap, seed
+    )  # refuses a count outside MIN_RESAMPLES..MAX_RESAMPLES or a negative seed
     if len(set(levels)) != len(levels):
         dup = sorted({lv for lv in levels if levels.count(lv) > 1})
-        raise InputError(f"level {dup[0]} is given to more than one skip result: give one result per level")
+        raise InputError(
+            f"level {dup[0]} is given to more than one skip result: give one result per level"
+        )
     first = results[0]
     coords = {k: [str(v) for v in first[k].values] for k in ("setting", "part", "agg")}
     L = int(first.sizes["skipped"])
     for ds, name in zip(results[1:], names[1:]):
         for key in ("model", "config_hash"):
             if ds.attrs.get(key) != first.attrs.get(key):
-                raise StoreMismatch(f"{name} and {names[0]} come from different models ({key}: "
-                                    f"{ds.attrs.get(key)!r} vs {first.attrs.get(key)!r})")
+                raise StoreMismatch(
+                    f"{name} and {names[0]} come from different models ({key}: "
+                    f"{ds.attrs.get(key)!r} vs {first.attrs.get(key)!r})"
+                )
         for k, want in coords.items():
             if [str(v) for v in ds[k].values] != want:
-                raise StoreMismatch(f"{name} holds {k} {[str(v) for v in ds[k].values]}, {names[0]} holds {want}: "
-                                    f"run the skip analyses with the same `settings` and `parts`")
+                raise StoreMismatch(
+                    f"{name} holds {k} {[str(v) for v in ds[k].values]}, {names[0]} holds {want}: "
+                    f"run the skip analyses with the same `settings` and `parts`"
+                )
     splits = [(ds.attrs.get("options") or {}).get("split") for ds in results]
     known = [(sp, name) for sp, name in zip(splits, names) if sp is not None]
     if "future" in coords["setting"] and len({sp for sp, _ in known}) > 1:
         (sa, na), (sb, nb) = known[0], next(k for k in known if k[0] != known[0][0])
-        raise StoreMismatch(f"{nb} was run with `split` {sb}, {na} with `split` {sa}: the future setting's levels "
-                            f"compare only at the same split points; run the skip analyses with the same `split`")
-    shape = (len(levels), len(coords["setting"]), len(coords["part"]), len(coords["agg"]), len(EFFECTS))
+        raise StoreMismatch(
+            f"{nb} was run with `split` {sb}, {na} with `split` {sa}: the future setting's levels "
+            f"compare only at the same split points; run the skip analyses with the same `split`"
+        )
+    shape = (
+        len(levels),
+        len(coords["setting"]),
+        len(coords["part"]),
+        len(coords["agg"]),
+        len(EFFECTS),
+    )
     out = np.full(shape, np.nan)
     low, high = np.full(shape, np.nan), np.full(shape, np.nan)
-    lacking = [name for ds, name in zip(results, names) if "R_prompt" not in ds or "O_prompt" not in ds]
+    lacking = [
+        name for ds, name in zip(results, names) if "R_prompt" not in ds or "O_prompt" not in ds
+    ]
     rng = np.random.default_rng(seed) if not lacking else None
     undefined = []
     n_resampled = [{} for _ in results]
     for i, (ds, name) in enumerate(zip(results, names)):
-        R = ds["R"].transpose("setting", "part", "agg", "skipped", "later").values.astype(np.float64)
+        R = (
+            ds["R"]
+            .transpose("setting", "part", "agg", "skipped", "later")
+            .values.astype(np.float64)
+        )
         O = ds["O"].transpose("setting", "part", "agg", "skipped").values.astype(np.float64)
         for arr, var in ((R, "R"), (O, "O")):
             if not np.isfinite(arr).all():
-                raise NonFiniteError(f"{name}: {var} holds a non-finite value: a depth score of it would be wrong")
+                raise NonFiniteError(
+                    f"{name}: {var} holds a non-finite value: a depth score of it would be wrong"
+                )
         for a, setting in enumerate(coords["setting"]):
             for b, part in enumerate(coords["part"]):
                 for c, agg in enumerate(coords["agg"]):
                     for e, m in enumerate((layer_effect(R[a, b, c], setting), O[a, b, c])):
                         out[i, a, b, c, e] = depth_score(m)
                         if not np.isfinite(out[i, a, b, c, e]):
-                            undefined.append(f"level {levels[i]} {setting} {part} {agg} {EFFECTS[e]} effect: "
-                                             f"skipping changed nothing (sum of m_s is 0)")
+                            undefined.append(
+                                f"level {levels[i]} {setting} {part} {agg} {EFFECTS[e]} effect: "
+                                f"skipping changed nothing (sum of m_s is 0)"
+                            )
             if rng is not None:
                 Rp, Op = _per_prompt(ds, name, setting, R[a], O[a], coords)
                 idx = draw(rng, len(Rp), bootstrap)
                 n_resampled[i][setting] = len(Rp)
-                low[i, a], high[i, a] = percentile_interval(bootstrap_scores(Rp, Op, coords["agg"], idx, setting))
-    intervals = (INTERVALS.format(name=lacking[0]) if lacking else BOOTSTRAP.format(B=bootstrap, seed=seed))
-    return {"ds": out, "ds_low": low, "ds_high": high, "intervals": intervals, "levels": list(levels), "n_layers": L,
-            "undefined": undefined, **coords, "splits": splits,
-            "bootstrap": None if lacking else record([{"level": lv, **n} for lv, n in zip(levels, n_resampled)], resampling),
-            "n_prompts": [int(ds.attrs.get("n_prompts", 0)) for ds in results]}
+                low[i, a], high[i, a] = percentile_interval(
+                    bootstrap_scores(Rp, Op, coords["agg"], idx, setting)
+                )
+    intervals = (
+        INTERVALS.format(name=lacking[0]) if lacking else BOOTSTRAP.format(B=bootstrap, seed=seed)
+    )
+    return {
+        "ds": out,
+        "ds_low": low,
+        "ds_high": high,
+        "intervals": intervals,
+        "levels": list(levels),
+        "n_layers": L,
+        "undefined": undefined,
+        **coords,
+        "splits": splits,
+        "bootstrap": None
+        if lacking
+        else record([{"level": lv, **n} for lv, n in zip(levels, n_resampled)], resampling),
+        "n_prompts": [int(ds.attrs.get("n_prompts", 0)) for ds in results],
+    }
 
 
 def headline(res: dict) -> dict:
     """The cell a depth score is quoted by: HEADLINE ([P1]'s: future setting, part layer, max,
     layer effect), or the nearest cell the results hold (the current setting: align's
     extension), with the score's name."""
-    pick = {k: (HEADLINE[k] if HEADLINE[k] in res[k] else res[k][0]) for k in ("setting", "part", "agg")}
-    name = "P1's depth score" if pick["setting"] == "future" else "align's current-setting depth score (not in P1)"
+    pick = {
+        k: (HEADLINE[k] if HEADLINE[k] in res[k] else res[k][0]) for k in ("setting", "part", "agg")
+    }
+    name = (
+        "P1's depth score"
+        if pick["setting"] == "future"
+        else "align's current-setting depth score (not in P1)"
+    )
     return {**pick, "effect": HEADLINE["effect"], "name": name}
 
 
@@ -248,21 +329,44 @@ def to_dataset(res: dict, attrs: dict):
 
     dims = ("level", "setting", "part", "agg", "effect")
     ds = xr.Dataset(
-        {"DS": (dims, res["ds"]), "ds_low": (dims, res["ds_low"]), "ds_high": (dims, res["ds_high"]),
-         "n_prompts": (("level",), np.asarray(res["n_prompts"], np.int64))},
-        coords={"level": np.asarray(res["levels"], np.int64), "setting": res["setting"], "part": res["part"],
-                "agg": res["agg"], "effect": list(EFFECTS)},
+        {
+            "DS": (dims, res["ds"]),
+            "ds_low": (dims, res["ds_low"]),
+            "ds_high": (dims, res["ds_high"]),
+            "n_prompts": (("level",), np.asarray(res["n_prompts"], np.int64)),
+        },
+        coords={
+            "level": np.asarray(res["levels"], np.int64),
+            "setting": res["setting"],
+            "part": res["part"],
+            "agg": res["agg"],
+            "effect": list(EFFECTS),
+        },
     )
-    ds.attrs = {**attrs, "n_layers": res["n_layers"], "undefined": res["undefined"], "intervals": res["intervals"],
-                "headline": headline(res), "scores": {s: SCORES[s] for s in res["setting"] if s in SCORES},
-                "splits": res.get("splits")}
+    ds.attrs = {
+        **attrs,
+        "n_layers": res["n_layers"],
+        "undefined": res["undefined"],
+        "intervals": res["intervals"],
+        "headline": headline(res),
+        "scores": {s: SCORES[s] for s in res["setting"] if s in SCORES},
+        "splits": res.get("splits"),
+    }
     if res.get("bootstrap"):
         ds.attrs["bootstrap"] = res["bootstrap"]
     return ds.sortby("level")
 
 
-def run_depthscore(paths, output, *, levels: str | None = None, bootstrap: int = 1000, seed: int = 0,
-                   overwrite: bool = False, log=None) -> str:
+def run_depthscore(
+    paths,
+    output,
+    *,
+    levels: str | None = None,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    overwrite: bool = False,
+    log=None,
+) -> str:
     """`align depthscore`: DS over levels from one skip result per level; writes `output`."""
 
     log = log or messages.say
@@ -277,14 +381,24 @@ def run_depthscore(paths, output, *, levels: str | None = None, bootstrap: int =
         found = [level_from_provenance(ds.attrs, p) for ds, p in zip(results, paths)]
         missing = [p for p, lv in zip(paths, found) if lv is None]
         if missing:
-            raise InputError(f"{missing[0]} has no level in its provenance (its corpus has none, or its file changed): "
-                             f"pass `levels` with one level per skip result, e.g. `levels` 2,3,4")
+            raise InputError(
+                f"{missing[0]} has no level in its provenance (its corpus has none, or its file changed): "
+                f"pass `levels` with one level per skip result, e.g. `levels` 2,3,4"
+            )
         given = found
     res = depth_scores(results, given, paths, bootstrap=bootstrap, seed=seed)
     attrs = {k: results[0].attrs.get(k) for k in ("model", "revision", "model_type", "config_hash")}
-    attrs.update({"skip_results": paths, "align_version": __version__, "options": {"levels": given, "bootstrap": bootstrap, "seed": seed},
-                  "corpora": [ds.attrs.get("corpus") for ds in results]})
-    st.write_result(output, to_dataset(res, attrs), "depthscore", overwrite=overwrite, inputs=inputs)
+    attrs.update(
+        {
+            "skip_results": paths,
+            "align_version": __version__,
+            "options": {"levels": given, "bootstrap": bootstrap, "seed": seed},
+            "corpora": [ds.attrs.get("corpus") for ds in results],
+        }
+    )
+    st.write_result(
+        output, to_dataset(res, attrs), "depthscore", overwrite=overwrite, inputs=inputs
+    )
     log(f"align depthscore: wrote {output}: {summary(res)}")
     return output
 
@@ -302,13 +416,22 @@ def summary(res: dict) -> str:
             v, lo, hi = (res[key][i, a, k, g, 0] for key in ("ds", "ds_low", "ds_high"))
             return f"{v:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if np.isfinite(lo) else "")
 
-        return ", ".join(f"{lv}: {one(i)}" for i, lv in sorted(enumerate(res["levels"]), key=lambda x: x[1]))
+        return ", ".join(
+            f"{lv}: {one(i)}" for i, lv in sorted(enumerate(res["levels"]), key=lambda x: x[1])
+        )
 
     split = next((sp for sp in res.get("splits") or [] if sp), None)
-    where = f"{head['setting']} setting" + (f", `split` {split}" if head["setting"] == "future" and split else "")
-    text = (f"{head['name']} ({where}; layer effect, part {head['part']}, {head['agg']}) by level "
-            f"{by_level(head['setting'])} of {res['n_layers']} layers")
+    where = f"{head['setting']} setting" + (
+        f", `split` {split}" if head["setting"] == "future" and split else ""
+    )
+    text = (
+        f"{head['name']} ({where}; layer effect, part {head['part']}, {head['agg']}) by level "
+        f"{by_level(head['setting'])} of {res['n_layers']} layers"
+    )
     if head["setting"] == "future" and "current" in res["setting"]:
         text += f"; align's current-setting extension by level {by_level('current')}"
-    return (text + (f"; {len(res['undefined'])} undefined" if res["undefined"] else "")
-            + ("" if np.isfinite(res["ds_low"]).any() else f"; intervals {res['intervals']}"))
+    return (
+        text
+        + (f"; {len(res['undefined'])} undefined" if res["undefined"] else "")
+        + ("" if np.isfinite(res["ds_low"]).any() else f"; intervals {res['intervals']}")
+    )

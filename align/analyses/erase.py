@@ -52,8 +52,10 @@ class Row:
 def check_reference(n_found: int, n_asked: int, source: str) -> None:
     """InputError when the reference corpus has fewer prompts than --reference-docs asks for."""
     if n_found < n_asked:
-        raise InputError(f"`reference` {source} has {n_found} document{'s' if n_found != 1 else ''} with text, fewer than "
-                         f"`reference_docs` {n_asked}: give a larger reference corpus or a smaller `reference_docs`")
+        raise InputError(
+            f"`reference` {source} has {n_found} document{'s' if n_found != 1 else ''} with text, fewer than "
+            f"`reference_docs` {n_asked}: give a larger reference corpus or a smaller `reference_docs`"
+        )
 
 
 def reference_mean(model, prompts, batch_size: int = 8) -> tuple[np.ndarray, int]:
@@ -63,18 +65,31 @@ def reference_mean(model, prompts, batch_size: int = 8) -> tuple[np.ndarray, int
     import torch
 
     if not prompts:
-        raise InputError("no reference prompts: give a reference corpus with at least one non-empty document")
+        raise InputError(
+            "no reference prompts: give a reference corpus with at least one non-empty document"
+        )
     L = len(models.blocks(model))
     dev = models.input_device(model)
     total, n = None, 0
     for k in range(0, len(prompts), batch_size):
-        chunk = prompts[k:k + batch_size]
+        chunk = prompts[k : k + batch_size]
         ids, mask, pos = pad(chunk, dev)
-        out = forward(model, (ids, mask, pos), boundaries=range(L + 1), logits=False, prompts=list(range(k, k + len(chunk))),
-                      run="reference run")
+        out = forward(
+            model,
+            (ids, mask, pos),
+            boundaries=range(L + 1),
+            logits=False,
+            prompts=list(range(k, k + len(chunk))),
+            run="reference run",
+        )
         keep = mask.bool()
         # Under device_map the blocks (and so the residuals) may sit on different devices.
-        sums = torch.stack([out["resid"][b][keep.to(out["resid"][b].device)].double().sum(0).cpu() for b in range(L + 1)])
+        sums = torch.stack(
+            [
+                out["resid"][b][keep.to(out["resid"][b].device)].double().sum(0).cpu()
+                for b in range(L + 1)
+            ]
+        )
         total = sums if total is None else total + sums
         n += int(keep.sum())
     return (total / n).numpy(), n
@@ -94,10 +109,17 @@ def _probs(model, out, measure, L, rows, run):
     import torch
 
     h = out["resid"][L][measure.to(out["resid"][L].device)]
-    logits = models.head(model)(h)  # the family's head: final norm, what follows it, unembedding, cap or scale
+    logits = models.head(model)(
+        h
+    )  # the family's head: final norm, what follows it, unembedding, cap or scale
     logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
     idx = measure.nonzero().cpu().numpy()
-    check_tokens("the output logits", logits, lambda k: (rows[idx[k, 0]].prompt, int(idx[k, 1])), f" in the {run}")
+    check_tokens(
+        "the output logits",
+        logits,
+        lambda k: (rows[idx[k, 0]].prompt, int(idx[k, 1])),
+        f" in the {run}",
+    )
     return torch.softmax(logits, -1)
 
 
@@ -137,7 +159,13 @@ def erase_effects(model, rows: list[Row], mean, boundaries=None) -> np.ndarray:
                 handle.remove()
         p2 = _probs(model, out, measure, L, rows, run)
         d = (p2.to(p.device) - p).norm(dim=-1)
-        E[k] = torch.zeros(B, dtype=d.dtype, device=d.device).scatter_reduce(0, row_of.to(d.device), d, "amax").double().cpu().numpy()
+        E[k] = (
+            torch.zeros(B, dtype=d.dtype, device=d.device)
+            .scatter_reduce(0, row_of.to(d.device), d, "amax")
+            .double()
+            .cpu()
+            .numpy()
+        )
         del out, p2
     return E
 
@@ -164,15 +192,19 @@ def erasure(model, prompts, mean, *, batch_size: int = 8, progress=None) -> dict
     # Rows of similar length share a batch: less padding; results are per row anyway.
     rows.sort(key=lambda r: (len(r.token_id), r.prompt, r.position))
     for k in range(0, len(rows), batch_size):
-        chunk = rows[k:k + batch_size]
+        chunk = rows[k : k + batch_size]
         e = erase_effects(model, chunk, mean)
         for j, r in enumerate(chunk):
             E[r.prompt, :, r.position] = e[:, j]
         if progress is not None:
             progress(min(k + batch_size, len(rows)), len(rows))
     n_batches = -(-len(rows) // batch_size)
-    return {"E": E, "n_rows": len(rows), "n_forwards": n_batches * (1 + L),
-            "n_forwards_one_at_a_time": len(prompts) + len(rows) * (L + 1)}
+    return {
+        "E": E,
+        "n_rows": len(rows),
+        "n_forwards": n_batches * (1 + L),
+        "n_forwards_one_at_a_time": len(prompts) + len(rows) * (L + 1),
+    }
 
 
 def check_mean(mean, n_layers: int, d_model: int) -> None:
@@ -181,8 +213,10 @@ def check_mean(mean, n_layers: int, d_model: int) -> None:
         return
     shape = np.shape(mean)
     if shape != (n_layers + 1, d_model):
-        raise InputError(f"the replacement means have shape {shape}, the model needs ({n_layers + 1}, {d_model}): one row "
-                         f"per boundary 0..{n_layers} of d_model {d_model} (erase.reference_mean computes them)")
+        raise InputError(
+            f"the replacement means have shape {shape}, the model needs ({n_layers + 1}, {d_model}): one row "
+            f"per boundary 0..{n_layers} of d_model {d_model} (erase.reference_mean computes them)"
+        )
 
 
 def to_dataset(res: dict, prompts, attrs: dict, mean=None):
@@ -192,10 +226,21 @@ def to_dataset(res: dict, prompts, attrs: dict, mean=None):
     import xarray as xr
 
     n, n_boundaries, T = res["E"].shape
-    return xr.Dataset(token_vars(prompts, T) | {"effect": (("prompt", "boundary", "position"), res["E"])}
-                      | ({"reference_mean": (("boundary", "d_model"), np.asarray(mean, np.float64))} if mean is not None else {}),
-                      coords={"prompt": np.arange(n), "boundary": np.arange(n_boundaries), "position": np.arange(T)},
-                      attrs={**attrs, "n_layers": n_boundaries - 1, "n_prompts": n})
+    return xr.Dataset(
+        token_vars(prompts, T)
+        | {"effect": (("prompt", "boundary", "position"), res["E"])}
+        | (
+            {"reference_mean": (("boundary", "d_model"), np.asarray(mean, np.float64))}
+            if mean is not None
+            else {}
+        ),
+        coords={
+            "prompt": np.arange(n),
+            "boundary": np.arange(n_boundaries),
+            "position": np.arange(T),
+        },
+        attrs={**attrs, "n_layers": n_boundaries - 1, "n_prompts": n},
+    )
 
 
 def token_vars(prompts, T) -> dict:
@@ -208,7 +253,10 @@ def token_vars(prompts, T) -> dict:
         labels[i, : len(p)] = p.tokens
         ids[i, : len(p)] = p.token_id
         pred[i, : len(p)] = p.predicts_answer
-    return {"token": (("prompt", "position"), labels.astype(str)), "token_id": (("prompt", "position"), ids),
-            "predicts_answer": (("prompt", "position"), pred),
-            "n_tokens": (("prompt",), np.array([len(p) for p in prompts], np.int64)),
-            "answer": (("prompt",), np.array([p.answer for p in prompts], dtype=str))}
+    return {
+        "token": (("prompt", "position"), labels.astype(str)),
+        "token_id": (("prompt", "position"), ids),
+        "predicts_answer": (("prompt", "position"), pred),
+        "n_tokens": (("prompt",), np.array([len(p) for p in prompts], np.int64)),
+        "answer": (("prompt",), np.array([p.answer for p in prompts], dtype=str)),
+    }

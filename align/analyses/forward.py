@@ -17,11 +17,15 @@ from align import models
 from align.errors import NonFiniteError
 from align.hooks import capture
 
-_ADVICE = ("a weight of the checkpoint is NaN/inf, or its dtype overflows: check the checkpoint's weights, "
-           "or run with `dtype` float32; nothing was written")
+_ADVICE = (
+    "a weight of the checkpoint is NaN/inf, or its dtype overflows: check the checkpoint's weights, "
+    "or run with `dtype` float32; nothing was written"
+)
 
 
-def forward(model, batch: tuple, boundaries=(), layers=(), logits: bool = True, prompts=None, run: str = "") -> dict:
+def forward(
+    model, batch: tuple, boundaries=(), layers=(), logits: bool = True, prompts=None, run: str = ""
+) -> dict:
     """Run `model` on a right-padded batch = (input_ids, attention_mask, position_ids), all
     tensors (B, T).
 
@@ -35,8 +39,16 @@ def forward(model, batch: tuple, boundaries=(), layers=(), logits: bool = True, 
     import torch
 
     input_ids, attention_mask, position_ids = batch
-    with capture.capture(model, boundaries, layers, stop_early=False) as out, torch.inference_mode():
-        kw = dict(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
+    with (
+        capture.capture(model, boundaries, layers, stop_early=False) as out,
+        torch.inference_mode(),
+    ):
+        kw = dict(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            use_cache=False,
+        )
         if logits:
             out["logits"] = model(**kw).logits
         else:
@@ -69,8 +81,12 @@ def finite_flags(tensors) -> list[bool]:
     if not tensors:
         return []
     dev = tensors[0].device
-    flags = [torch.isfinite(torch.stack(torch.aminmax(t))).all().to(dev) if t.numel() else torch.ones((), dtype=torch.bool, device=dev)
-             for t in tensors]
+    flags = [
+        torch.isfinite(torch.stack(torch.aminmax(t))).all().to(dev)
+        if t.numel()
+        else torch.ones((), dtype=torch.bool, device=dev)
+        for t in tensors
+    ]
     return torch.stack(flags).tolist()
 
 
@@ -91,8 +107,9 @@ def _plural(n: int, word: str) -> str:
 
 
 def _how_many(nan: int, inf: int) -> str:
-    return " and ".join(p for p in (f"{nan:,} NaN" if nan else "", f"{inf:,} ±inf" if inf else "") if p) + \
-        (" value" if nan + inf == 1 else " values")
+    return " and ".join(
+        p for p in (f"{nan:,} NaN" if nan else "", f"{inf:,} ±inf" if inf else "") if p
+    ) + (" value" if nan + inf == 1 else " values")
 
 
 def describe(label: str, nan, inf, where, scope: str) -> str:
@@ -126,7 +143,9 @@ def check_batch(out, attention_mask, prompts=None, run: str = "") -> None:
     if not bad:
         return  # NaN only in padding slots, which no analysis reads
     label, nan, inf = bad[0]
-    scope = f" of a batch of {_plural(len(set(prompts)), 'prompt')}" + (f" in the {run}" if run else "")
+    scope = f" of a batch of {_plural(len(set(prompts)), 'prompt')}" + (
+        f" in the {run}" if run else ""
+    )
     msg = describe(label, nan, inf, lambda k: (prompts[k // T], k % T), scope)
     if len(bad) > 1:
         msg += f", and {_plural(len(bad) - 1, 'later array')} too (up to {bad[-1][0]})"
@@ -153,4 +172,6 @@ def check_values(label: str, values, where, scope: str = "", advice: str = _ADVI
         return
     v = v.reshape(-1, v.shape[-1])
     nan, inf = np.isnan(v).sum(0), np.isinf(v).sum(0)
-    raise NonFiniteError(f"non-finite values computed: {describe(label, nan, inf, where, scope)}: {advice}")
+    raise NonFiniteError(
+        f"non-finite values computed: {describe(label, nan, inf, where, scope)}: {advice}"
+    )

@@ -45,7 +45,15 @@ import numpy as np
 from align import models
 from align.analyses.erase import token_vars
 from align.analyses.forward import check_batch, check_values
-from align.analyses.igrad_options import BASELINES, OBJECTS, PROTOCOLS, RULES, TARGETS, Variant, variant  # noqa: F401
+from align.analyses.igrad_options import (  # noqa: F401
+    BASELINES,
+    OBJECTS,
+    PROTOCOLS,
+    RULES,
+    TARGETS,
+    Variant,
+    variant,  # re-exported: igrad.variant(name, **options)
+)
 from align.errors import InputError, NonFiniteError
 from align.hooks import capture
 from align.hooks.igrad import install_interpolation
@@ -60,6 +68,7 @@ def alphas(steps: int, rule: str) -> np.ndarray:
     if rule not in RULES:
         raise InputError(f"`rule` {rule!r} must be one of {', '.join(RULES)}")
     return (np.arange(steps) + (0.0 if rule == "left" else 0.5)) / steps
+
 
 def _target(logits, target_ids, target: str):
     """f (B,): the answer tokens' summed probability ("prob") or log-probability ("logprob");
@@ -89,7 +98,9 @@ def _pass(model, ids, predicts, part, layer, alpha, prompt, v: Variant):
     handle = install_interpolation(model, part, layer, torch.as_tensor(alpha), v, store)
     try:
         with torch.enable_grad(), capture.capture(model, [L], stop_early=False) as out:
-            models.base_model(model)(input_ids=input_ids, attention_mask=mask, position_ids=pos, use_cache=False)
+            models.base_model(model)(
+                input_ids=input_ids, attention_mask=mask, position_ids=pos, use_cache=False
+            )
             hL = out["resid"][L]
             check_batch({"resid": {L: hL.detach()}, "logits": None}, mask, [prompt] * B, run)
             logits = models.head(model)(hL[:, tau.to(hL.device)])
@@ -101,8 +112,16 @@ def _pass(model, ids, predicts, part, layer, alpha, prompt, v: Variant):
     return f.detach().double().cpu().numpy(), gx.cpu().numpy()
 
 
-def integrated_gradients(model, prompts, *, parts=PARTS, variant: Variant = PROTOCOLS["p1"], steps: int | None = None,
-                         batch_size: int = 16, progress=None) -> dict:
+def integrated_gradients(
+    model,
+    prompts,
+    *,
+    parts=PARTS,
+    variant: Variant = PROTOCOLS["p1"],  # noqa: F811 (the parameter shadows igrad.variant)
+    steps: int | None = None,
+    batch_size: int = 16,
+    progress=None,
+) -> dict:
     """Integrated gradients of each prompt's answer target (module docstring) in `variant`
     [default P1's]; `steps`, when given, replaces the variant's N.
 
@@ -116,7 +135,9 @@ def integrated_gradients(model, prompts, *, parts=PARTS, variant: Variant = PROT
         raise InputError(f"`batch_size` {batch_size} must be at least 1")
     bad = [p for p in parts if p not in PARTS]
     if bad or not parts:
-        raise InputError(f"`parts` {','.join(parts)!r}: each item must be one of {', '.join(PARTS)}")
+        raise InputError(
+            f"`parts` {','.join(parts)!r}: each item must be one of {', '.join(PARTS)}"
+        )
     v = variant if steps is None else dataclasses.replace(variant, steps=steps)
     L = len(models.blocks(model))
     T_max = max(len(p) for p in prompts)
@@ -131,7 +152,7 @@ def integrated_gradients(model, prompts, *, parts=PARTS, variant: Variant = PROT
             for l in range(L):
                 acc = np.zeros(len(p))
                 for k in range(0, len(points), batch_size):
-                    a = points[k:k + batch_size]
+                    a = points[k : k + batch_size]
                     f, gx = _pass(model, p.token_id, p.predicts_answer, part, l, a, i, v)
                     n_passes += 1
                     mid = np.arange(k, k + len(a)) >= 2  # rows 0 and 1 are the end points
@@ -141,14 +162,25 @@ def integrated_gradients(model, prompts, *, parts=PARTS, variant: Variant = PROT
                     elif k == 1 and len(a):
                         f0[i, pi, l] = f[0]
                 A[i, pi, l, : len(p)] = acc
-                check_values("the attributions", acc[None], lambda t: (i, t), f" of {part} layer {l}")
+                check_values(
+                    "the attributions", acc[None], lambda t: (i, t), f" of {part} layer {l}"
+                )
                 done += 1
                 if progress is not None:
                     progress(done, total)
     _check_targets(f1, f0, parts, v)
     gap = np.nansum(A, -1) - (f1[:, None, None] - f0)
-    return {"A": A, "f": f1, "f_baseline": f0, "gap": gap, "parts": tuple(parts), "steps": v.steps, "variant": v,
-            "n_passes": n_passes, "n_passes_one_at_a_time": len(prompts) * (1 + len(parts) * L * (v.steps + 1))}
+    return {
+        "A": A,
+        "f": f1,
+        "f_baseline": f0,
+        "gap": gap,
+        "parts": tuple(parts),
+        "steps": v.steps,
+        "variant": v,
+        "n_passes": n_passes,
+        "n_passes_one_at_a_time": len(prompts) * (1 + len(parts) * L * (v.steps + 1)),
+    }
 
 
 def _check_targets(f1, f0, parts, v: Variant) -> None:
@@ -158,9 +190,11 @@ def _check_targets(f1, f0, parts, v: Variant) -> None:
     if len(bad):
         i, pi, l = (int(x) for x in bad[0])
         what = "probability" if v.target == "prob" else "log-probability"
-        raise NonFiniteError(f"the answer {what} is not finite for prompt {i} (f = {f1[i]}, with {parts[pi]} of layer {l} "
-                             f"at its baseline f = {f0[i, pi, l]}) at {len(bad):,} (prompt, part, layer) cells: an answer "
-                             "token has probability 0 in this dtype; run with `dtype` float32; nothing was written")
+        raise NonFiniteError(
+            f"the answer {what} is not finite for prompt {i} (f = {f1[i]}, with {parts[pi]} of layer {l} "
+            f"at its baseline f = {f0[i, pi, l]}) at {len(bad):,} (prompt, part, layer) cells: an answer "
+            "token has probability 0 in this dtype; run with `dtype` float32; nothing was written"
+        )
 
 
 def to_dataset(res: dict, prompts, attrs: dict):
@@ -172,13 +206,25 @@ def to_dataset(res: dict, prompts, attrs: dict):
 
     n, _, L, T = res["A"].shape
     return xr.Dataset(
-        token_vars(prompts, T) | {
+        token_vars(prompts, T)
+        | {
             "attribution": (("prompt", "part", "layer", "position"), res["A"]),
             "f": (("prompt",), res["f"]),
             "f_baseline": (("prompt", "part", "layer"), res["f_baseline"]),
             "completeness_gap": (("prompt", "part", "layer"), res["gap"]),
         },
-        coords={"prompt": np.arange(n), "part": list(res["parts"]), "layer": np.arange(L), "position": np.arange(T)},
-        attrs={**attrs, "n_layers": L, "n_prompts": n, "steps": res["steps"], "rule": res["variant"].rule,
-               "variant": res["variant"].to_attrs()},
+        coords={
+            "prompt": np.arange(n),
+            "part": list(res["parts"]),
+            "layer": np.arange(L),
+            "position": np.arange(T),
+        },
+        attrs={
+            **attrs,
+            "n_layers": L,
+            "n_prompts": n,
+            "steps": res["steps"],
+            "rule": res["variant"].rule,
+            "variant": res["variant"].to_attrs(),
+        },
     )

@@ -40,15 +40,19 @@ class Variant:
         return {"protocol": self.protocol(), **dataclasses.asdict(self)}
 
     def describe(self) -> str:
-        return (f"{self.protocol()}: object {self.object}, baseline {self.baseline}, target {self.target}, "
-                f"{self.rule} rule, {self.steps} steps")
+        return (
+            f"{self.protocol()}: object {self.object}, baseline {self.baseline}, target {self.target}, "
+            f"{self.rule} rule, {self.steps} steps"
+        )
 
 
 # P1's code (lib/igrad.py, get_igrads_multiple): the block's output residual, its mean over
 # positions, the answer tokens' summed probability, r = k/N with N = 256. "align" is the
 # completeness-checked variant align ran before: what the block adds, from zero, log p, midpoint.
-PROTOCOLS = {"p1": Variant("residual", "position-mean", "prob", "left", 256),
-             "align": Variant("delta", "zero", "logprob", "midpoint", 64)}
+PROTOCOLS = {
+    "p1": Variant("residual", "position-mean", "prob", "left", 256),
+    "align": Variant("delta", "zero", "logprob", "midpoint", 64),
+}
 
 
 def variant(protocol: str = "p1", **options) -> Variant:
@@ -64,7 +68,9 @@ def variant(protocol: str = "p1", **options) -> Variant:
         if name in _CHOICES and value not in _CHOICES[name]:
             raise InputError(f"`{name}` {value!r} must be one of {', '.join(_CHOICES[name])}")
     steps = given.get("steps")
-    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1):
+    if steps is not None and (
+        isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1
+    ):
         raise InputError(f"`steps` {steps!r} must be a whole number of at least 1")
     if steps is not None:
         given["steps"] = int(steps)

@@ -8,17 +8,23 @@ import dataclasses
 import time
 
 from align import corpus, models, provenance
+from align import store as st
+from align.analyses import answers
+from align.analyses import prompts as prompt_files
 from align.analyses.options import EraseOptions, IgradOptions
 from align.analyses.run import _inputs, _log_default, check_vocabulary
-from align import store as st
-from align.analyses import answers, prompts as prompt_files
 
 
 def _answer_options(answer_field, answer_marker) -> dict:
-    return {"answer_field": None if answer_marker is not None else answer_field, "answer_marker": answer_marker}
+    return {
+        "answer_field": None if answer_marker is not None else answer_field,
+        "answer_marker": answer_marker,
+    }
 
 
-def run_erase(output, *, spec, cspec, options: EraseOptions, batch_size=8, overwrite=False, log=_log_default):
+def run_erase(
+    output, *, spec, cspec, options: EraseOptions, batch_size=8, overwrite=False, log=_log_default
+):
     """`align erase`: residual erasure of every (boundary 0..L, position) of each prompt with the
     mean residual of the first `options.reference_docs` documents of the corpus
     `options.reference` (a path; read with the prompts' --text-field and --max-length, each
@@ -29,8 +35,13 @@ def run_erase(output, *, spec, cspec, options: EraseOptions, batch_size=8, overw
     answer_field, answer_marker = options.answer_field, options.answer_marker
     inputs = _inputs(spec, cspec, reference=reference)
     st.check_output(output, "erasure", inputs=inputs, overwrite=overwrite)
-    rspec = corpus.CorpusSpec(reference, text_field=cspec.text_field, max_length=cspec.max_length, overflow="truncate",
-                              max_docs=reference_docs)
+    rspec = corpus.CorpusSpec(
+        reference,
+        text_field=cspec.text_field,
+        max_length=cspec.max_length,
+        overflow="truncate",
+        max_docs=reference_docs,
+    )
     corpus.validate(cspec)
     corpus.validate(rspec)
     config = models.load_config(spec)
@@ -50,20 +61,45 @@ def run_erase(output, *, spec, cspec, options: EraseOptions, batch_size=8, overw
     res = erase.erasure(model, prompts, mean, batch_size=batch_size)
     dt = time.time() - t0
     L = config.num_hidden_layers
-    timing = {"seconds": round(dt, 3), "n_forwards": res["n_forwards"], "n_forwards_reference": -(-len(ref) // batch_size),
-              "n_forwards_one_at_a_time": res["n_forwards_one_at_a_time"]}
-    opts = {"batch_size": batch_size, "reference_docs": reference_docs, **_answer_options(answer_field, answer_marker)}
-    refp = {"source": rspec.describe(), "hash": ref_hash, "n_prompts": len(ref), "n_tokens": n_ref_tokens}
-    ds = erase.to_dataset(res, prompts, {**prov, "options": opts, "timing": timing, "reference": refp}, mean)
+    timing = {
+        "seconds": round(dt, 3),
+        "n_forwards": res["n_forwards"],
+        "n_forwards_reference": -(-len(ref) // batch_size),
+        "n_forwards_one_at_a_time": res["n_forwards_one_at_a_time"],
+    }
+    opts = {
+        "batch_size": batch_size,
+        "reference_docs": reference_docs,
+        **_answer_options(answer_field, answer_marker),
+    }
+    refp = {
+        "source": rspec.describe(),
+        "hash": ref_hash,
+        "n_prompts": len(ref),
+        "n_tokens": n_ref_tokens,
+    }
+    ds = erase.to_dataset(
+        res, prompts, {**prov, "options": opts, "timing": timing, "reference": refp}, mean
+    )
     st.write_result(output, ds, "erasure", overwrite=overwrite, inputs=inputs)
-    log(f"align erase: wrote {output} ({len(prompts)} prompts, {res['n_rows']:,} erased positions, boundaries 0..{L}; "
+    log(
+        f"align erase: wrote {output} ({len(prompts)} prompts, {res['n_rows']:,} erased positions, boundaries 0..{L}; "
         f"reference mean over {n_ref_tokens:,} tokens of {len(ref)} prompts) in {dt:.1f} s: {res['n_forwards']:,} batched "
-        f"forward passes (a one-position-at-a-time loop makes {res['n_forwards_one_at_a_time']:,})")
+        f"forward passes (a one-position-at-a-time loop makes {res['n_forwards_one_at_a_time']:,})"
+    )
     return output
 
 
-def run_igrad(output, *, spec, cspec, options: IgradOptions = IgradOptions(), batch_size=16, overwrite=False,
-              log=_log_default):
+def run_igrad(
+    output,
+    *,
+    spec,
+    cspec,
+    options: IgradOptions = IgradOptions(),
+    batch_size=16,
+    overwrite=False,
+    log=_log_default,
+):
     """`align igrad`: integrated gradients of each prompt's answer per part (`options.parts`),
     layer and position in `options.variant` (`align.analyses.igrad_options.Variant`) [default
     P1's, `PROTOCOLS["p1"]`], written as "igrad" with the variant in attrs["variant"]. The model
@@ -74,7 +110,9 @@ def run_igrad(output, *, spec, cspec, options: IgradOptions = IgradOptions(), ba
     v = igrad.PROTOCOLS["p1"] if options.variant is None else options.variant
     inputs = _inputs(spec, cspec)
     st.check_output(output, "igrad", inputs=inputs, overwrite=overwrite)
-    if spec.dtype is None:  # gradients: float32 unless asked, also where the default would be bfloat16
+    if (
+        spec.dtype is None
+    ):  # gradients: float32 unless asked, also where the default would be bfloat16
         spec = dataclasses.replace(spec, dtype="float32")
     igrad.alphas(v.steps, v.rule)
     corpus.validate(cspec)
@@ -88,13 +126,32 @@ def run_igrad(output, *, spec, cspec, options: IgradOptions = IgradOptions(), ba
     res = igrad.integrated_gradients(model, prompts, parts=parts, variant=v, batch_size=batch_size)
     dt = time.time() - t0
     L = config.num_hidden_layers
-    timing = {"seconds": round(dt, 3), "n_passes": res["n_passes"], "n_passes_one_at_a_time": res["n_passes_one_at_a_time"]}
-    opts = {"batch_size": batch_size, "parts": list(parts), "steps": v.steps, **_answer_options(answer_field, answer_marker)}
-    st.write_result(output, igrad.to_dataset(res, prompts, {**prov, "options": opts, "timing": timing}), "igrad",
-                    overwrite=overwrite, inputs=inputs)
-    gap, delta = float(abs(res["gap"]).max()), float(abs(res["f"][:, None, None] - res["f_baseline"]).max())
-    log(f"align igrad: wrote {output} ({len(prompts)} prompts, parts {','.join(parts)}, {L} layers; variant {v.describe()}; "
+    timing = {
+        "seconds": round(dt, 3),
+        "n_passes": res["n_passes"],
+        "n_passes_one_at_a_time": res["n_passes_one_at_a_time"],
+    }
+    opts = {
+        "batch_size": batch_size,
+        "parts": list(parts),
+        "steps": v.steps,
+        **_answer_options(answer_field, answer_marker),
+    }
+    st.write_result(
+        output,
+        igrad.to_dataset(res, prompts, {**prov, "options": opts, "timing": timing}),
+        "igrad",
+        overwrite=overwrite,
+        inputs=inputs,
+    )
+    gap, delta = (
+        float(abs(res["gap"]).max()),
+        float(abs(res["f"][:, None, None] - res["f_baseline"]).max()),
+    )
+    log(
+        f"align igrad: wrote {output} ({len(prompts)} prompts, parts {','.join(parts)}, {L} layers; variant {v.describe()}; "
         f"completeness: largest |Σ_t A − (f(x) − f(baseline))| {gap:.3g}, largest |f(x) − f(baseline)| {delta:.3g}) in {dt:.1f} s: "
         f"{res['n_passes']:,} batched forward and backward passes (a one-point-at-a-time loop makes "
-        f"{res['n_passes_one_at_a_time']:,})")
+        f"{res['n_passes_one_at_a_time']:,})"
+    )
     return output

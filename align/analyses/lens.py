@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from align.stats import bootstrap
-from align.errors import InputError, StoreError
 from align import models
 from align.analyses.prompts import pad
+from align.errors import InputError, StoreError
+from align.stats import bootstrap
 
 WEIGHTINGS = ("token", "prompt")
 TOP_K = 5
@@ -69,8 +69,12 @@ def _check_kl(b: int, kl, where) -> None:
     overflowed); the top-5 overlap is a count and cannot be, so KL is the one to check."""
     from align.analyses.forward import check_values
 
-    check_values(f"the logit-lens KL at boundary {b}", kl, where,
-                 advice="the lens logits overflow in this dtype (try `dtype` float32); nothing was written")
+    check_values(
+        f"the logit-lens KL at boundary {b}",
+        kl,
+        where,
+        advice="the lens logits overflow in this dtype (try `dtype` float32); nothing was written",
+    )
 
 
 class LensAccumulator:
@@ -140,7 +144,12 @@ def logit_lens(model, batches, n_prompts: int | None = None) -> dict:
     for batch in batches:
         ids, mask, pos = pad(batch, dev)
         # Refuses NaN/inf residuals and logits, naming the array, prompt and position.
-        out = forward(model, (ids, mask, pos), boundaries=range(L + 1), prompts=range(first, first + len(batch)))
+        out = forward(
+            model,
+            (ids, mask, pos),
+            boundaries=range(L + 1),
+            prompts=range(first, first + len(batch)),
+        )
         keep = mask.bool()
         prompt = (torch.arange(len(batch))[:, None].expand(keep.shape)[keep.cpu()] + first).numpy()
         at = [(first + i, t) for i, x in enumerate(batch) for t in range(len(x))]
@@ -171,7 +180,9 @@ def logit_lens_from_store(store, head, tokens_per_step: int = HEAD_TOKENS) -> di
 
     L = store.n_layers
     if L not in store.boundaries:
-        raise StoreError(f"store {store.path} lacks boundary {L} (the last block's output), the lens reference: extract it with `boundaries` including {L}")
+        raise StoreError(
+            f"store {store.path} lacks boundary {L} (the last block's output), the lens reference: extract it with `boundaries` including {L}"
+        )
     store.require_complete()
     seq = store.tokens("seq")
     n_prompts = int(seq.max()) + 1 if len(seq) else 0
@@ -186,8 +197,12 @@ def logit_lens_from_store(store, head, tokens_per_step: int = HEAD_TOKENS) -> di
         as_t = lambda b: torch.from_numpy(store.resid(b, start, stop)).to(param.device, param.dtype)  # noqa: E731
         final = lens_logits(head, as_t(L))
         # The store's reads refuse NaN residuals; the head's output is checked here.
-        check_tokens(f"the output logits (boundary {L} through the checkpoint's final norm and unembedding)", final, where,
-                     advice="the final norm or unembedding overflows; nothing was written")
+        check_tokens(
+            f"the output logits (boundary {L} through the checkpoint's final norm and unembedding)",
+            final,
+            where,
+            advice="the final norm or unembedding overflows; nothing was written",
+        )
         acc.count(prompt)
         for b in store.boundaries:
             kl, ov = token_metrics(lens_logits(head, as_t(b)), final)
@@ -214,13 +229,18 @@ def curve_replicates(per_prompt: dict, idx: np.ndarray) -> dict:
 NO_INTERVALS = "none: this lens result holds no per-prompt sums"
 
 
-def to_dataset(res: dict, attrs: dict, n_layers: int, resampling: bootstrap.Resampling = bootstrap.DEFAULT):
+def to_dataset(
+    res: dict, attrs: dict, n_layers: int, resampling: bootstrap.Resampling = bootstrap.DEFAULT
+):
     """The "lens" result Dataset: dims weighting, boundary (0..L); with per-prompt sums, also
     dim prompt and the intervals (module docstring) drawn by `resampling` (default:
     1,000 resamples from seed 0), idx = bootstrap.indices(P, resampling)."""
     import xarray as xr
 
-    data = {"kl": (("weighting", "boundary"), res["kl"]), "overlap": (("weighting", "boundary"), res["overlap"])}
+    data = {
+        "kl": (("weighting", "boundary"), res["kl"]),
+        "overlap": (("weighting", "boundary"), res["overlap"]),
+    }
     coords = {"weighting": list(WEIGHTINGS), "boundary": np.arange(n_layers + 1)}
     extra = {"intervals": NO_INTERVALS}
     pp = res.get("per_prompt")
@@ -229,17 +249,28 @@ def to_dataset(res: dict, attrs: dict, n_layers: int, resampling: bootstrap.Resa
         reps = curve_replicates(pp, bootstrap.indices(n, resampling))
         for name in ("kl", "overlap"):
             low, high = bootstrap.percentile_interval(reps[name])
-            data[f"{name}_low"], data[f"{name}_high"] = (("weighting", "boundary"), low), (("weighting", "boundary"), high)
+            data[f"{name}_low"], data[f"{name}_high"] = (
+                (("weighting", "boundary"), low),
+                (("weighting", "boundary"), high),
+            )
             data[f"{name}_sum"] = (("prompt", "boundary"), pp[f"{name}_sum"])
         data["token_count"] = (("prompt",), np.asarray(pp["token_count"], np.int64))
         coords["prompt"] = np.arange(n)
-        extra = {"intervals": f"prompt bootstrap of both weightings over {n} prompts: kl_low, kl_high, overlap_low, overlap_high",
-                 "bootstrap": bootstrap.record(n, resampling)}
+        extra = {
+            "intervals": f"prompt bootstrap of both weightings over {n} prompts: kl_low, kl_high, overlap_low, overlap_high",
+            "bootstrap": bootstrap.record(n, resampling),
+        }
     ds = xr.Dataset(data, coords=coords)
     # Which boundaries were measured: NaN anywhere else means "not measured", never a number
     # lost (readers such as `align depth` rely on it).
-    ds.attrs = {**attrs, "n_layers": n_layers, "n_tokens": res["n_tokens"], "n_prompts": res["n_prompts"],
-                "boundaries_measured": list(res.get("measured", range(n_layers + 1))), **extra}
+    ds.attrs = {
+        **attrs,
+        "n_layers": n_layers,
+        "n_tokens": res["n_tokens"],
+        "n_prompts": res["n_prompts"],
+        "boundaries_measured": list(res.get("measured", range(n_layers + 1))),
+        **extra,
+    }
     if res.get("prompts_hash"):
         ds.attrs["prompts_hash"] = res["prompts_hash"]
     return ds

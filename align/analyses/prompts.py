@@ -16,12 +16,19 @@ from align import corpus
 from align.errors import InputError
 
 
-def load_prompts(spec: corpus.CorpusSpec, tokenizer, reading: corpus.Reading | None = None) -> list[np.ndarray]:
+def load_prompts(
+    spec: corpus.CorpusSpec, tokenizer, reading: corpus.Reading | None = None
+) -> list[np.ndarray]:
     """Token ids of every prompt of the corpus, in corpus order: a list of int64 (T_i,). With
     `reading`, the corpus is read through it (its hash: of the bytes these prompts came from)."""
-    prompts = [np.asarray(sq.token_id, np.int64) for sq in corpus.sequences(spec, tokenizer, reading=reading)]
+    prompts = [
+        np.asarray(sq.token_id, np.int64)
+        for sq in corpus.sequences(spec, tokenizer, reading=reading)
+    ]
     if not prompts:
-        raise InputError(f"corpus {spec.describe()} has no text to tokenize: give a corpus with at least one non-empty document")
+        raise InputError(
+            f"corpus {spec.describe()} has no text to tokenize: give a corpus with at least one non-empty document"
+        )
     return prompts
 
 
@@ -30,7 +37,7 @@ def batches(prompts: list[np.ndarray], batch_size: int) -> Iterator[list[np.ndar
     if batch_size < 1:
         raise InputError(f"`batch_size` {batch_size} must be at least 1")
     for i in range(0, len(prompts), batch_size):
-        yield prompts[i:i + batch_size]
+        yield prompts[i : i + batch_size]
 
 
 def pad(batch: list[np.ndarray], device=None):

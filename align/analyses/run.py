@@ -7,19 +7,16 @@ import os
 
 import numpy as np
 
-from align.version import __version__
 from align import corpus, messages, models, provenance
-from align.analyses.options import LensOptions, SkipOptions
-from align.stats.bootstrap import DEFAULT, MIN_RESAMPLES, Resampling
-from align.errors import InputError, StoreMismatch
-from align.analyses import answers as answer_files, prompts as prompt_files
-from align.analyses.prompts import batches
 from align import store as st
-from align.analyses import contrib
-from align.analyses import skip
-from align.analyses import checkpoint, lens
-from align.analyses import depth
-
+from align.analyses import answers as answer_files
+from align.analyses import checkpoint, contrib, depth, lens, skip
+from align.analyses import prompts as prompt_files
+from align.analyses.options import LensOptions, SkipOptions
+from align.analyses.prompts import batches
+from align.errors import InputError, StoreMismatch
+from align.stats.bootstrap import DEFAULT, MIN_RESAMPLES, Resampling
+from align.version import __version__
 
 _log_default = messages.say
 
@@ -42,7 +39,12 @@ def load(spec: models.ModelSpec, cspec: corpus.CorpusSpec, check=None):
     if check is not None:
         check(prompts)
     model, _ = models.load_model(spec)
-    return model, config, prompts, provenance.model_record(spec, config, tokenizer, cspec, reading.hexdigest())
+    return (
+        model,
+        config,
+        prompts,
+        provenance.model_record(spec, config, tokenizer, cspec, reading.hexdigest()),
+    )
 
 
 def check_vocabulary(spec: models.ModelSpec, config, prompts) -> None:
@@ -54,7 +56,9 @@ def check_vocabulary(spec: models.ModelSpec, config, prompts) -> None:
     top = [int(p.max()) if len(p) else -1 for p in prompts]
     k = int(np.argmax(top))
     if top[k] >= 0:
-        models.check_token_ids(spec, config, top[k], f"prompt {k}, position {int(np.argmax(prompts[k]))}")
+        models.check_token_ids(
+            spec, config, top[k], f"prompt {k}, position {int(np.argmax(prompts[k]))}"
+        )
     limit = getattr(config, "max_position_embeddings", None)
     longest = int(np.argmax([len(p) for p in prompts]))
     if limit and len(prompts[longest]) > limit:
@@ -80,8 +84,17 @@ def _batched(prompts, batch_size):
     return list(batches(prompts, batch_size))
 
 
-def run_contrib(output, *, spec=None, cspec=None, store=None, batch_size=8, resampling: Resampling = DEFAULT,
-                overwrite=False, log=_log_default):
+def run_contrib(
+    output,
+    *,
+    spec=None,
+    cspec=None,
+    store=None,
+    batch_size=8,
+    resampling: Resampling = DEFAULT,
+    overwrite=False,
+    log=_log_default,
+):
     """`align contrib`: from a live model (spec + cspec) or an activation store path; the
     intervals drawn by `resampling`."""
 
@@ -97,12 +110,23 @@ def run_contrib(output, *, spec=None, cspec=None, store=None, batch_size=8, resa
         attrs = {**prov, "options": {"batch_size": batch_size}}
     ds = contrib.to_dataset(res, attrs, resampling)
     st.write_result(output, ds, "contributions", overwrite=overwrite, inputs=inputs)
-    log(f"align contrib: wrote {output} ({res['n_tokens']:,} tokens, {res['resid_cos'].shape[0]} layers; {intervals_note(ds.attrs)})")
+    log(
+        f"align contrib: wrote {output} ({res['n_tokens']:,} tokens, {res['resid_cos'].shape[0]} layers; {intervals_note(ds.attrs)})"
+    )
     return output
 
 
-def run_skip(output, *, spec, cspec, options: SkipOptions = SkipOptions(), batch_size=8,
-             resampling: Resampling = DEFAULT, overwrite=False, log=_log_default) -> str:
+def run_skip(
+    output,
+    *,
+    spec,
+    cspec,
+    options: SkipOptions = SkipOptions(),
+    batch_size=8,
+    resampling: Resampling = DEFAULT,
+    overwrite=False,
+    log=_log_default,
+) -> str:
     """`align skip`: current and future settings, parts layer/attn/mlp (`options`), written as
     "skipping". `options.split` is "random" (P1's seeded split points, GSM8K), "answer-start" (the future setting's one
     split point per prompt is its first answer token: P1 on MQuAKE) or "answer-points" (up to 4
@@ -111,8 +135,12 @@ def run_skip(output, *, spec, cspec, options: SkipOptions = SkipOptions(), batch
     intervals; its equal-n mode is checked against the prompts before the weights load."""
     import time
 
-
-    settings, parts, split, split_seed = options.settings, options.parts, options.split, options.split_seed
+    settings, parts, split, split_seed = (
+        options.settings,
+        options.parts,
+        options.split,
+        options.split_seed,
+    )
     answer_field, answer_marker = options.answer_field, options.answer_marker
     if split not in skip.SPLITS:
         raise InputError(f"`split` {split!r} is not one of {', '.join(skip.SPLITS)}")
@@ -124,72 +152,142 @@ def run_skip(output, *, spec, cspec, options: SkipOptions = SkipOptions(), batch
         # As `load` does: corpus, then config, then tokenizer, so bad input is named in that order.
         corpus.validate(cspec)
         models.load_config(spec)
-        reading = corpus.Reading(cspec)  # the prompts' tokens and the recorded hash come from this one read
-        aps = answer_files.load_answer_prompts(cspec, models.load_tokenizer(spec), answer_field, answer_marker, reading)
+        reading = corpus.Reading(
+            cspec
+        )  # the prompts' tokens and the recorded hash come from this one read
+        aps = answer_files.load_answer_prompts(
+            cspec, models.load_tokenizer(spec), answer_field, answer_marker, reading
+        )
         splits = skip.answer_splits(aps, split, split_seed)
         skip.check_prompts([a.token_id for a in aps], settings, splits, resampling.equal_n, split)
         levels = skip.answer_prompt_levels(cspec)
-    model, config, prompts, prov = load(spec, cspec, check=None if splits is not None
-                                           else (lambda ps: skip.check_prompts(ps, settings, equal_n=resampling.equal_n)))
+    model, config, prompts, prov = load(
+        spec,
+        cspec,
+        check=None
+        if splits is not None
+        else (lambda ps: skip.check_prompts(ps, settings, equal_n=resampling.equal_n)),
+    )
     if answers:
         prompts = [np.asarray(a.token_id, np.int64) for a in aps]
         check_vocabulary(spec, config, prompts)
-        prov = provenance.model_record(spec, config, models.load_tokenizer(spec), cspec, reading.hexdigest())
+        prov = provenance.model_record(
+            spec, config, models.load_tokenizer(spec), cspec, reading.hexdigest()
+        )
     else:
         levels = skip.prompt_levels(cspec, models.load_tokenizer(spec))
     t0 = time.time()
-    res = skip.skipping(model, prompts, settings=settings, parts=parts, seed=split_seed, batch_size=batch_size, splits=splits)
+    res = skip.skipping(
+        model,
+        prompts,
+        settings=settings,
+        parts=parts,
+        seed=split_seed,
+        batch_size=batch_size,
+        splits=splits,
+    )
     dt = time.time() - t0
     L = config.num_hidden_layers
-    timing = {"seconds": round(dt, 3), "n_forwards": res["n_forwards"], "n_forwards_one_at_a_time": res["n_forwards_one_at_a_time"]}
-    opts = {"batch_size": batch_size, "settings": list(settings), "parts": list(parts), "split": split,
-            "split_seed": split_seed}
+    timing = {
+        "seconds": round(dt, 3),
+        "n_forwards": res["n_forwards"],
+        "n_forwards_one_at_a_time": res["n_forwards_one_at_a_time"],
+    }
+    opts = {
+        "batch_size": batch_size,
+        "settings": list(settings),
+        "parts": list(parts),
+        "split": split,
+        "split_seed": split_seed,
+    }
     extra = {}
     if answers:
         opts.update({"answer_field": answer_field, "answer_marker": answer_marker})
         # Each prompt's future split points (those a prompt cannot use included: t <= 1).
         extra = {"split_points": splits}
-    ds = skip.to_dataset(res, {**prov, "options": opts, "timing": timing, **extra}, split_seed, levels, resampling)
+    ds = skip.to_dataset(
+        res, {**prov, "options": opts, "timing": timing, **extra}, split_seed, levels, resampling
+    )
     st.write_result(output, ds, "skipping", overwrite=overwrite, inputs=inputs)
-    log(f"align skip: wrote {output} ({len(prompts)} prompts, {L} layers; "
+    log(
+        f"align skip: wrote {output} ({len(prompts)} prompts, {L} layers; "
         + ", ".join(f"{k}: {v} prompts" for k, v in res["n_prompts"].items())
-        + (f"; {res['n_prompts_too_short']} " + ("with no usable split point in the answer" if splits is not None
-                                                  else "too short for the future setting") if "future" in settings else "")
+        + (
+            f"; {res['n_prompts_too_short']} "
+            + (
+                "with no usable split point in the answer"
+                if splits is not None
+                else "too short for the future setting"
+            )
+            if "future" in settings
+            else ""
+        )
         + f") in {dt:.1f} s: {res['n_forwards']:,} batched forward passes "
-        f"(a one-prompt-at-a-time loop makes {res['n_forwards_one_at_a_time']:,}); {intervals_note(ds.attrs)}")
+        f"(a one-prompt-at-a-time loop makes {res['n_forwards_one_at_a_time']:,}); {intervals_note(ds.attrs)}"
+    )
     return output
 
 
-def run_lens(output, *, spec=None, cspec=None, store=None, options: LensOptions = LensOptions(),
-             resampling: Resampling = DEFAULT, overwrite=False, log=_log_default):
+def run_lens(
+    output,
+    *,
+    spec=None,
+    cspec=None,
+    store=None,
+    options: LensOptions = LensOptions(),
+    resampling: Resampling = DEFAULT,
+    overwrite=False,
+    log=_log_default,
+):
     """`align lens`: from a live model, or from a store plus the checkpoint's final norm and
     unembedding (spec names the checkpoint; default: the store's model). With a store the head
     runs on `options.device` (cpu | cuda | auto) in `options.dtype` (default: the model's
     compute dtype there, float32 on CPU, bfloat16 on CUDA), `options.tokens_per_step` tokens
     per head application. The intervals are drawn by `resampling`."""
 
-    batch_size, device, dtype, tokens_per_step = options.batch_size, options.device, options.dtype, options.tokens_per_step
+    batch_size, device, dtype, tokens_per_step = (
+        options.batch_size,
+        options.device,
+        options.dtype,
+        options.tokens_per_step,
+    )
     inputs = _inputs(spec, cspec, store=store)
     st.check_output(output, "lens", inputs=inputs, overwrite=overwrite)
     if store is not None:
         s = st.open_activations(store)
-        name = spec.name if spec is not None else s.provenance.get("identity", {}).get("model") or s.provenance["model"]
+        name = (
+            spec.name
+            if spec is not None
+            else s.provenance.get("identity", {}).get("model") or s.provenance["model"]
+        )
         inputs[f"the store's model {name}"] = name
         st.check_output(output, "lens", inputs=inputs, overwrite=overwrite)
         revision = spec.revision if spec is not None else s.provenance.get("revision")
         if s.provenance.get("random_init"):
-            raise InputError(f"store {store} was extracted from a randomly initialised model: its weights are in no checkpoint; run `align lens` on the model instead")
+            raise InputError(
+                f"store {store} was extracted from a randomly initialised model: its weights are in no checkpoint; run `align lens` on the model instead"
+            )
         head_dtype = models.ModelSpec(name, revision, dtype, device).resolved_dtype()
         step = tokens_per_step or lens.HEAD_TOKENS
-        config, head = checkpoint.read_head(name, revision, dtype=head_dtype, device=device,
-                                             trust_remote_code=spec.trust_remote_code if spec is not None else False)
+        config, head = checkpoint.read_head(
+            name,
+            revision,
+            dtype=head_dtype,
+            device=device,
+            trust_remote_code=spec.trust_remote_code if spec is not None else False,
+        )
         if models.config_hash(config) != s.provenance.get("config_hash"):
-            raise StoreMismatch(f"checkpoint {name!r} has another config than the model of store {store}: pass the model the store was extracted from")
+            raise StoreMismatch(
+                f"checkpoint {name!r} has another config than the model of store {store}: pass the model the store was extracted from"
+            )
         res = lens.logit_lens_from_store(s, head, tokens_per_step=step)
         L = s.n_layers
         head_dev = str(head.parameter.device)
-        attrs = {**provenance.store_record(s), "head_model": _model_id(name),
-                 "options": {"device": head_dev, "dtype": head_dtype, "tokens_per_step": step}}
+        attrs = {
+            **provenance.store_record(s),
+            "head_model": _model_id(name),
+            "options": {"device": head_dev, "dtype": head_dtype, "tokens_per_step": step},
+        }
     else:
         model, config, prompts, prov = load(spec, cspec)
         res = lens.logit_lens(model, _batched(prompts, batch_size))
@@ -197,12 +295,22 @@ def run_lens(output, *, spec=None, cspec=None, store=None, options: LensOptions 
         attrs = {**prov, "options": {"batch_size": batch_size}}
     ds = lens.to_dataset(res, attrs, L, resampling)
     st.write_result(output, ds, "lens", overwrite=overwrite, inputs=inputs)
-    log(f"align lens: wrote {output} ({res['n_tokens']:,} tokens, {res['n_prompts']} prompts, boundaries 0..{L}; "
-        f"{intervals_note(ds.attrs)})")
+    log(
+        f"align lens: wrote {output} ({res['n_tokens']:,} tokens, {res['n_prompts']} prompts, boundaries 0..{L}; "
+        f"{intervals_note(ds.attrs)})"
+    )
     return output
 
 
-def run_depth(output, *, contrib_path, lens_path, resampling: Resampling = DEFAULT, overwrite=False, log=_log_default):
+def run_depth(
+    output,
+    *,
+    contrib_path,
+    lens_path,
+    resampling: Resampling = DEFAULT,
+    overwrite=False,
+    log=_log_default,
+):
     """`align depth`: effective depth from a contributions and a lens result, with intervals
     drawn by `resampling` where both hold per-prompt sums. The log line gives each rule's
     depth and interval, e.g. "kl 40 [38, 42] (ratio 0.62)"."""
@@ -212,15 +320,31 @@ def run_depth(output, *, contrib_path, lens_path, resampling: Resampling = DEFAU
     c, l = st.open_result(contrib_path, "contributions"), st.open_result(lens_path, "lens")
     for key in ("model", "config_hash"):
         if c.attrs.get(key) != l.attrs.get(key):
-            raise StoreMismatch(f"{contrib_path} and {lens_path} come from different models ({key}: {c.attrs.get(key)!r} vs {l.attrs.get(key)!r})")
+            raise StoreMismatch(
+                f"{contrib_path} and {lens_path} come from different models ({key}: {c.attrs.get(key)!r} vs {l.attrs.get(key)!r})"
+            )
     res = depth.depth_from_results(c, l, resampling)
-    attrs = {k: c.attrs.get(k) for k in ("model", "revision", "model_type", "config_hash", "tokenizer_hash", "corpus")}
-    attrs.update({"contributions": str(contrib_path), "lens": str(lens_path), "align_version": __version__,
-                  "lens_corpus": l.attrs.get("corpus"), "options": {}})
+    attrs = {
+        k: c.attrs.get(k)
+        for k in ("model", "revision", "model_type", "config_hash", "tokenizer_hash", "corpus")
+    }
+    attrs.update(
+        {
+            "contributions": str(contrib_path),
+            "lens": str(lens_path),
+            "align_version": __version__,
+            "lens_corpus": l.attrs.get("corpus"),
+            "options": {},
+        }
+    )
     ds = depth.to_dataset(res, attrs)
     st.write_result(output, ds, "depth", overwrite=overwrite, inputs=inputs)
     parts = [depth_summary(res, k, rule) for k, rule in enumerate(depth.RULES)]
-    log(f"align depth: wrote {output}: " + "; ".join(parts) + f" of {res['n_layers']} layers; {intervals_note(ds.attrs)}")
+    log(
+        f"align depth: wrote {output}: "
+        + "; ".join(parts)
+        + f" of {res['n_layers']} layers; {intervals_note(ds.attrs)}"
+    )
     return output
 
 
@@ -235,16 +359,24 @@ def depth_summary(res: dict, k: int, rule: str) -> str:
     brackets where the result has one and the share of resamples where the rule is defined
     when not all; "kl undefined (reason)" where the point estimate is undefined."""
     ed = float(res["effective_depth"][k])
-    text = f"{rule} {_number(ed)}" if np.isfinite(ed) else f"{rule} undefined ({res['reasons'][rule]})"
+    text = (
+        f"{rule} {_number(ed)}" if np.isfinite(ed) else f"{rule} undefined ({res['reasons'][rule]})"
+    )
     notes = [f"ratio {res['ratio'][k]:.2f}"] if np.isfinite(ed) else []
     if "effective_depth_low" in res:
-        low, high, frac = res["effective_depth_low"][k], res["effective_depth_high"][k], res["defined_fraction"][k]
+        low, high, frac = (
+            res["effective_depth_low"][k],
+            res["effective_depth_high"][k],
+            res["defined_fraction"][k],
+        )
         if np.isfinite(low) and np.isfinite(high):
             text += f" [{_number(low)}, {_number(high)}]"
         B = int((res.get("bootstrap") or {}).get("resamples", 0))
         n = int(round(frac * B))
         if B and n < MIN_RESAMPLES:
-            notes.append(f"defined in {n:,} of {B:,} resamples: no interval, fewer than the {MIN_RESAMPLES} one needs")
+            notes.append(
+                f"defined in {n:,} of {B:,} resamples: no interval, fewer than the {MIN_RESAMPLES} one needs"
+            )
         elif frac < 1:
             notes.append(f"defined in {frac:.0%} of resamples")
     return text + (f" ({'; '.join(notes)})" if notes else "")

@@ -61,10 +61,12 @@ AGGS = ("max", "mean_over_prompts")
 SPLIT_START, SPLIT_STEP, SPLIT_MARGIN, MAX_SPLITS = 8, 8, 4, 4
 MIN_FUTURE_LENGTH = SPLIT_START + SPLIT_MARGIN + 1  # 13: the shortest T with a split point
 ANSWER_STEP, ANSWER_MARGIN = 4, 4  # --split answer-points: a + range(0, n − 4, 4)
-SPLIT_RULES = {"answer-start": "each prompt needs at least 2 tokens before its first answer token",
-               "answer-points": "each prompt needs at least 2 tokens before its first answer token and an answer "
-                                "of at least 5 tokens (its points are the first answer token + 0, 4, 8, ... short "
-                                "of its last 4 tokens)"}
+SPLIT_RULES = {
+    "answer-start": "each prompt needs at least 2 tokens before its first answer token",
+    "answer-points": "each prompt needs at least 2 tokens before its first answer token and an answer "
+    "of at least 5 tokens (its points are the first answer token + 0, 4, 8, ... short "
+    "of its last 4 tokens)",
+}
 
 
 def split_points(T: int, seed: int, prompt_index: int) -> list[int]:
@@ -91,7 +93,9 @@ def answer_split(predicts_answer: np.ndarray) -> int:
     marks t−1 when token t is an answer token): the future setting's split point."""
     pos = np.flatnonzero(np.asarray(predicts_answer, bool))
     if not len(pos):
-        raise InputError("a prompt has no answer token: every prompt of `split` answer-start needs an answer")
+        raise InputError(
+            "a prompt has no answer token: every prompt of `split` answer-start needs an answer"
+        )
     return int(pos[0]) + 1
 
 
@@ -101,7 +105,9 @@ def answer_points(predicts_answer: np.ndarray, seed: int, prompt_index: int) -> 
     prompt_index]), first 4. An answer of n ≤ 4 tokens has none."""
     pos = np.flatnonzero(np.asarray(predicts_answer, bool)) + 1
     if not len(pos):
-        raise InputError("a prompt has no answer token: every prompt of `split` answer-points needs an answer")
+        raise InputError(
+            "a prompt has no answer token: every prompt of `split` answer-points needs an answer"
+        )
     a, n = int(pos[0]), int(pos[-1] - pos[0]) + 1
     offsets = np.arange(0, n - ANSWER_MARGIN, ANSWER_STEP)
     rng = np.random.default_rng([seed, prompt_index])
@@ -121,8 +127,9 @@ def _usable(points, T: int) -> list[int]:
     return [int(t) for t in np.atleast_1d(points) if 1 < int(t) < T]
 
 
-def rows_for(prompts, setting: str, seed: int = 0, include_position_zero: bool = False,
-             splits=None) -> tuple[list[Row], int]:
+def rows_for(
+    prompts, setting: str, seed: int = 0, include_position_zero: bool = False, splits=None
+) -> tuple[list[Row], int]:
     """The rows of a setting over prompts, and the number of prompts too short for it.
 
     `splits` (per prompt, one point or a list of them) replaces the future setting's random
@@ -167,11 +174,16 @@ def _contribs_probs(out, L):
     import torch
 
     # Under a device_map h_{l+1} is on block l's device, h_l on the previous block's.
-    C = [(out["resid"][l + 1].float() - out["resid"][l].float().to(out["resid"][l + 1].device)) for l in range(L)]
+    C = [
+        (out["resid"][l + 1].float() - out["resid"][l].float().to(out["resid"][l + 1].device))
+        for l in range(L)
+    ]
     return C, torch.softmax(out["logits"].float(), -1)
 
 
-def skip_effects(model, rows: list[Row], parts=PARTS, eps: float = EPS) -> tuple[np.ndarray, np.ndarray]:
+def skip_effects(
+    model, rows: list[Row], parts=PARTS, eps: float = EPS
+) -> tuple[np.ndarray, np.ndarray]:
     """Per-row effects of skipping each layer, for one batch of rows (one right-padded
     forward per (part, layer), plus one clean forward).
 
@@ -179,7 +191,9 @@ def skip_effects(model, rows: list[Row], parts=PARTS, eps: float = EPS) -> tuple
     maxima over each row's measured positions; R[:, s, l] = 0 for l < s."""
     import torch
 
-    from align.analyses.forward import forward  # imports torch: the CLI reads this module's constants without it
+    from align.analyses.forward import (
+        forward,  # imports torch: the CLI reads this module's constants without it
+    )
 
     L = len(models.blocks(model))
     dev = models.input_device(model)
@@ -189,23 +203,35 @@ def skip_effects(model, rows: list[Row], parts=PARTS, eps: float = EPS) -> tuple
     boundaries = range(L + 1)
     prompts = [r.prompt for r in rows]
     # Each forward refuses NaN/inf residuals and logits, naming the run, array, prompt and position.
-    C, p = _contribs_probs(forward(model, (ids, mask, pos), boundaries, prompts=prompts, run="clean run"), L)
+    C, p = _contribs_probs(
+        forward(model, (ids, mask, pos), boundaries, prompts=prompts, run="clean run"), L
+    )
     R = np.zeros((len(parts), L, L, len(rows)))
     O = np.zeros((len(parts), L, len(rows)))
 
     def masked_max(v):  # v (B, T) >= 0 -> (B,), 0 where nothing is measured
-        return torch.where(measure.to(v.device), v, torch.zeros_like(v)).amax(-1).double().cpu().numpy()
+        return (
+            torch.where(measure.to(v.device), v, torch.zeros_like(v))
+            .amax(-1)
+            .double()
+            .cpu()
+            .numpy()
+        )
 
     for pi, part in enumerate(parts):
         for s in range(L):
             handle = install_skip(model, part, s, intervene)
             try:
                 run = f"run skipping {'' if part == 'layer' else part + ' of '}layer {s}"
-                C2, p2 = _contribs_probs(forward(model, (ids, mask, pos), boundaries, prompts=prompts, run=run), L)
+                C2, p2 = _contribs_probs(
+                    forward(model, (ids, mask, pos), boundaries, prompts=prompts, run=run), L
+                )
             finally:
                 handle.remove()
             for l in range(s, L):
-                diff = (C[l] - C2[l].to(C[l].device)).norm(dim=-1) / C[l].norm(dim=-1).clamp(min=eps)
+                diff = (C[l] - C2[l].to(C[l].device)).norm(dim=-1) / C[l].norm(dim=-1).clamp(
+                    min=eps
+                )
                 R[pi, s, l] = masked_max(diff)
             O[pi, s] = masked_max((p2.to(p.device) - p).norm(dim=-1))
             del C2, p2
@@ -220,21 +246,31 @@ def _check_effects(R, O, parts, prompts) -> None:
         bad = np.argwhere(~np.isfinite(v))
         if len(bad):
             idx = tuple(int(i) for i in bad[0])
-            cell = f"part {parts[idx[0]]}, skipped layer {idx[1]}" + (f", later layer {idx[2]}" if name == "R" else "")
-            raise NonFiniteError(f"the skipping effect {name} is NaN/inf at {len(bad):,} cells (first: {cell}, prompt "
-                                 f"{prompts[idx[-1]]}): the contributions overflow float32; nothing was written")
+            cell = f"part {parts[idx[0]]}, skipped layer {idx[1]}" + (
+                f", later layer {idx[2]}" if name == "R" else ""
+            )
+            raise NonFiniteError(
+                f"the skipping effect {name} is NaN/inf at {len(bad):,} cells (first: {cell}, prompt "
+                f"{prompts[idx[-1]]}): the contributions overflow float32; nothing was written"
+            )
 
 
-def check_prompts(prompts, settings=SETTINGS, splits=None, equal_n: int | None = None,
-                  split: str | None = None) -> None:
+def check_prompts(
+    prompts, settings=SETTINGS, splits=None, equal_n: int | None = None, split: str | None = None
+) -> None:
     """InputError when no prompt is long enough for the future setting (T < 13 everywhere;
     with `splits` of `split`, when no prompt has a usable split point), or when the equal-n
     mode's `equal_n` (None: no equal-n mode) asks for more prompts than a setting has."""
     if "future" in settings and prompts and splits is not None:
         if not any(_usable(t, len(p)) for t, p in zip(splits, prompts)):
-            rule = (f"with `split` {split} {SPLIT_RULES[split]}" if split in SPLIT_RULES
-                    else "each prompt needs a split point t with 1 < t < T")
-            raise InputError(f"no prompt has a token to skip before its answer: {rule} (none of {len(prompts)} has)")
+            rule = (
+                f"with `split` {split} {SPLIT_RULES[split]}"
+                if split in SPLIT_RULES
+                else "each prompt needs a split point t with 1 < t < T"
+            )
+            raise InputError(
+                f"no prompt has a token to skip before its answer: {rule} (none of {len(prompts)} has)"
+            )
     elif "future" in settings and prompts:
         longest = max(len(p) for p in prompts)
         if longest < MIN_FUTURE_LENGTH:
@@ -256,12 +292,23 @@ def check_prompts(prompts, settings=SETTINGS, splits=None, equal_n: int | None =
 def check_equal_n(equal_n: int, n: int, setting: str) -> None:
     """InputError when the equal-n mode asks for more prompts than `setting` used."""
     if equal_n > n:
-        raise InputError(f"`equal_n` {equal_n} is above the {n} prompts the {setting} setting uses: give N <= {n} "
-                         f"(the smallest prompt count of the models you compare)")
+        raise InputError(
+            f"`equal_n` {equal_n} is above the {n} prompts the {setting} setting uses: give N <= {n} "
+            f"(the smallest prompt count of the models you compare)"
+        )
 
 
-def skipping(model, batches, *, settings=SETTINGS, parts=PARTS, seed: int = 0, batch_size: int | None = None,
-             include_position_zero: bool = False, splits=None) -> dict:
+def skipping(
+    model,
+    batches,
+    *,
+    settings=SETTINGS,
+    parts=PARTS,
+    seed: int = 0,
+    batch_size: int | None = None,
+    include_position_zero: bool = False,
+    splits=None,
+) -> dict:
     """Layer-skipping effects of a live model over prompts (docs/methods.md, Layer skipping).
 
     batches: lists of token-id arrays (prompts), or a flat list of prompts with
@@ -290,8 +337,9 @@ def skipping(model, batches, *, settings=SETTINGS, parts=PARTS, seed: int = 0, b
     n_forwards = n_single = 0
     used_by = {}
     for si, setting in enumerate(settings):
-        rows, too_short = rows_for(prompts, setting, seed, include_position_zero,
-                                   splits if setting == "future" else None)
+        rows, too_short = rows_for(
+            prompts, setting, seed, include_position_zero, splits if setting == "future" else None
+        )
         if setting == "future":
             short = too_short
             check_prompts(prompts, (setting,), splits)
@@ -300,7 +348,7 @@ def skipping(model, batches, *, settings=SETTINGS, parts=PARTS, seed: int = 0, b
         Rp = np.zeros((len(prompts), len(parts), L, L))
         Op = np.zeros((len(prompts), len(parts), L))
         for k in range(0, len(rows), size):
-            chunk = rows[k:k + size]
+            chunk = rows[k : k + size]
             r, o = skip_effects(model, chunk, parts, EPS)
             for j, row in enumerate(chunk):
                 Rp[row.prompt] = np.maximum(Rp[row.prompt], r[..., j])
@@ -314,9 +362,20 @@ def skipping(model, batches, *, settings=SETTINGS, parts=PARTS, seed: int = 0, b
         n_prompts[setting] = len(used)
         per_prompt[setting] = (Rp, Op)
         used_by[setting] = used
-    return {"R": R, "O": O, "n_prompts": n_prompts, "n_prompts_total": len(prompts), "used": used_by, "n_prompts_too_short": short, "per_prompt": per_prompt,
-            "settings": tuple(settings), "parts": tuple(parts), "n_forwards": n_forwards,
-            "n_forwards_one_at_a_time": n_single, "prompts_hash": bootstrap.prompts_hash(prompts)}
+    return {
+        "R": R,
+        "O": O,
+        "n_prompts": n_prompts,
+        "n_prompts_total": len(prompts),
+        "used": used_by,
+        "n_prompts_too_short": short,
+        "per_prompt": per_prompt,
+        "settings": tuple(settings),
+        "parts": tuple(parts),
+        "n_forwards": n_forwards,
+        "n_forwards_one_at_a_time": n_single,
+        "prompts_hash": bootstrap.prompts_hash(prompts),
+    }
 
 
 def per_prompt_arrays(res: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -334,7 +393,9 @@ def per_prompt_arrays(res: dict) -> tuple[np.ndarray, np.ndarray]:
 
 def _aggregates(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """(resamples, 2 aggs, ...): max and mean over the prompts idx[b] of values (n, ...)."""
-    return np.stack([bootstrap.resampled_maxima(values, idx), bootstrap.resampled_means(values, idx)], 1)
+    return np.stack(
+        [bootstrap.resampled_maxima(values, idx), bootstrap.resampled_means(values, idx)], 1
+    )
 
 
 def intervals(res: dict, resampling: bootstrap.Resampling) -> dict:
@@ -362,11 +423,20 @@ def intervals(res: dict, resampling: bootstrap.Resampling) -> dict:
                 reps = _aggregates(x, idx_n)
                 low, high = bootstrap.percentile_interval(reps)
                 out[f"{v}_equal_n"][si] = reps.mean(0).swapaxes(0, 1)
-                out[f"{v}_equal_n_low"][si], out[f"{v}_equal_n_high"][si] = low.swapaxes(0, 1), high.swapaxes(0, 1)
+                out[f"{v}_equal_n_low"][si], out[f"{v}_equal_n_high"][si] = (
+                    low.swapaxes(0, 1),
+                    high.swapaxes(0, 1),
+                )
     return out
 
 
-def to_dataset(res: dict, attrs: dict, seed: int, levels=None, resampling: bootstrap.Resampling = bootstrap.DEFAULT):
+def to_dataset(
+    res: dict,
+    attrs: dict,
+    seed: int,
+    levels=None,
+    resampling: bootstrap.Resampling = bootstrap.DEFAULT,
+):
     """The "skipping" result Dataset: R, O (setting, part, agg, skipped, later), the
     per-prompt maxima R_prompt, O_prompt (module docstring), their bootstrap intervals drawn
     by `resampling` (default: 1,000 resamples from seed 0, no equal-n mode) and, given `levels` (one per prompt,
@@ -374,10 +444,18 @@ def to_dataset(res: dict, attrs: dict, seed: int, levels=None, resampling: boots
     import xarray as xr
 
     L = res["R"].shape[-1]
-    rdims, odims = ("setting", "part", "agg", "skipped", "later"), ("setting", "part", "agg", "skipped")
+    rdims, odims = (
+        ("setting", "part", "agg", "skipped", "later"),
+        ("setting", "part", "agg", "skipped"),
+    )
     data = {"R": (rdims, res["R"]), "O": (odims, res["O"])}
-    coords = {"setting": list(res["settings"]), "part": list(res["parts"]), "agg": list(AGGS),
-              "skipped": np.arange(L), "later": np.arange(L)}
+    coords = {
+        "setting": list(res["settings"]),
+        "part": list(res["parts"]),
+        "agg": list(AGGS),
+        "skipped": np.arange(L),
+        "later": np.arange(L),
+    }
     extra = {"intervals": "none: this result holds no per-prompt maxima"}
     if "used" in res:
         Rp, Op = per_prompt_arrays(res)
@@ -386,20 +464,34 @@ def to_dataset(res: dict, attrs: dict, seed: int, levels=None, resampling: boots
         coords["prompt"] = np.arange(res["n_prompts_total"])
         if levels is not None and any(lv is not None for lv in levels):
             if len(levels) != res["n_prompts_total"] or any(lv is None for lv in levels):
-                raise InputError(f"levels are given for {sum(lv is not None for lv in levels)} of "
-                                 f"{res['n_prompts_total']} prompts: every prompt needs one")
+                raise InputError(
+                    f"levels are given for {sum(lv is not None for lv in levels)} of "
+                    f"{res['n_prompts_total']} prompts: every prompt needs one"
+                )
             data["level"] = (("prompt",), np.asarray(levels, np.int64))
         for k, v in intervals(res, resampling).items():
             data[k] = (rdims if k.startswith("R") else odims, v)
         n = {s: len(res["per_prompt"][s][0]) for s in res["settings"]}
-        extra = {"intervals": "prompt bootstrap per setting: R_low, R_high, O_low, O_high"
-                              + (f"; equal-n mode over {resampling.equal_n} prompts: R_equal_n, O_equal_n and their "
-                                 f"_low, _high" if resampling.equal_n else ""),
-                 "bootstrap": bootstrap.record(n, resampling, equal_n=resampling.equal_n)}
+        extra = {
+            "intervals": "prompt bootstrap per setting: R_low, R_high, O_low, O_high"
+            + (
+                f"; equal-n mode over {resampling.equal_n} prompts: R_equal_n, O_equal_n and their "
+                f"_low, _high"
+                if resampling.equal_n
+                else ""
+            ),
+            "bootstrap": bootstrap.record(n, resampling, equal_n=resampling.equal_n),
+        }
     ds = xr.Dataset(data, coords=coords)
-    ds.attrs = {**attrs, "n_layers": L, "n_prompts": res["n_prompts"].get("current", max(res["n_prompts"].values())),
-                "n_prompts_by_setting": res["n_prompts"], "n_prompts_too_short": res["n_prompts_too_short"], "seed": seed,
-                **extra}
+    ds.attrs = {
+        **attrs,
+        "n_layers": L,
+        "n_prompts": res["n_prompts"].get("current", max(res["n_prompts"].values())),
+        "n_prompts_by_setting": res["n_prompts"],
+        "n_prompts_too_short": res["n_prompts_too_short"],
+        "seed": seed,
+        **extra,
+    }
     if res.get("prompts_hash"):
         ds.attrs["prompts_hash"] = res["prompts_hash"]
     return ds

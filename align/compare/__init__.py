@@ -29,17 +29,29 @@ from align.plotting.common import write_png
 from align.stats import bootstrap
 from align.store.temporaries import staged
 
-__all__ = ["FORMATS", "KINDS", "WEIGHTINGS", "Comparison", "Series", "build", "default_figure", "load",
-           "output_format", "run_compare"]
+__all__ = [
+    "FORMATS",
+    "KINDS",
+    "WEIGHTINGS",
+    "Comparison",
+    "Series",
+    "build",
+    "default_figure",
+    "load",
+    "output_format",
+    "run_compare",
+]
 
 FORMATS = {".csv": "csv", ".md": "markdown"}
 
 
 def output_format(path: str) -> str:
-    """"csv" or "markdown" from -o's suffix; anything else is refused."""
+    """ "csv" or "markdown" from -o's suffix; anything else is refused."""
     ext = os.path.splitext(str(path))[1].lower()
     if ext not in FORMATS:
-        raise OutputRefused(f"`output` {path}: give a file ending in .csv or .md (the table's format is read from the suffix)")
+        raise OutputRefused(
+            f"`output` {path}: give a file ending in .csv or .md (the table's format is read from the suffix)"
+        )
     return FORMATS[ext]
 
 
@@ -51,7 +63,9 @@ def default_figure(output: str) -> str:
 def _check_new_file(path: str, suffix: str, option: str, inputs: dict, overwrite: bool) -> None:
     st.check_file_output(path, suffix, inputs=inputs)
     if os.path.lexists(os.path.expanduser(path)) and not overwrite:
-        raise OutputRefused(f"{option} {path} already exists: pass `overwrite` to replace it, or choose another path")
+        raise OutputRefused(
+            f"{option} {path} already exists: pass `overwrite` to replace it, or choose another path"
+        )
 
 
 def _write_text(path: str, text: str) -> None:
@@ -60,8 +74,17 @@ def _write_text(path: str, text: str) -> None:
         f.write(text)
 
 
-def run_compare(paths, output: str | None = None, figure: str | None = None, *, weighting: str = "token",
-                resampling: bootstrap.Resampling | None = None, overwrite: bool = False, echo=None, log=None) -> Comparison:
+def run_compare(
+    paths,
+    output: str | None = None,
+    figure: str | None = None,
+    *,
+    weighting: str = "token",
+    resampling: bootstrap.Resampling | None = None,
+    overwrite: bool = False,
+    echo=None,
+    log=None,
+) -> Comparison:
     """`align compare`: print the table; with `output` (.csv or .md) write it and a figure
     (`figure`, default: beside the table as .png); with only `figure`, the figure."""
     echo = echo or (lambda text: print(text, end=""))
@@ -73,8 +96,12 @@ def run_compare(paths, output: str | None = None, figure: str | None = None, *, 
     if output is not None:
         _check_new_file(output, os.path.splitext(output)[1].lower(), "`output`", inputs, overwrite)
     if fig_path is not None:
-        if output is not None and os.path.abspath(os.path.expanduser(fig_path)) == os.path.abspath(os.path.expanduser(output)):
-            raise OutputRefused(f"`figure` {fig_path} is the table's path: give the figure another name")
+        if output is not None and os.path.abspath(os.path.expanduser(fig_path)) == os.path.abspath(
+            os.path.expanduser(output)
+        ):
+            raise OutputRefused(
+                f"`figure` {fig_path} is the table's path: give the figure another name"
+            )
         _check_new_file(fig_path, ".png", "`figure`" if figure else "the figure", inputs, overwrite)
     kind, items = load(paths)
     cmp = build(kind, items, weighting, resampling)

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from align.stats import bootstrap
 from align.errors import NonFiniteError
+from align.stats import bootstrap
 
-CELL_NAMES = {"source_boundary": "source boundary", "target_boundary": "target boundary", "heldout_doc": "held-out document",
-              "lens_prompt": "lens prompt"}
+CELL_NAMES = {
+    "source_boundary": "source boundary",
+    "target_boundary": "target boundary",
+    "heldout_doc": "held-out document",
+    "lens_prompt": "lens prompt",
+}
 
 
 def refuse_nonfinite(path: str, var: str, da, rerun: str, nan_ok=None) -> None:
@@ -32,12 +36,16 @@ def refuse_nonfinite(path: str, var: str, da, rerun: str, nan_ok=None) -> None:
     if not bad.any():
         return
     first = np.argwhere(bad)[0]
-    cell = ", ".join(f"{CELL_NAMES.get(d, d)} {da[d].values[k].item() if d in da.coords else k}"
-                     for d, k in zip(da.dims, first))
+    cell = ", ".join(
+        f"{CELL_NAMES.get(d, d)} {da[d].values[k].item() if d in da.coords else k}"
+        for d, k in zip(da.dims, first)
+    )
     x = v[tuple(first)]
     found = "NaN" if np.isnan(x) else ("inf" if x > 0 else "-inf")
-    raise NonFiniteError(f"{path}: {var} is {found} at {cell} ({int(bad.sum())} of {v.size} values non-finite): align compare "
-                         f"reads no number computed from it; {rerun}")
+    raise NonFiniteError(
+        f"{path}: {var} is {found} at {cell} ({int(bad.sum())} of {v.size} values non-finite): align compare "
+        f"reads no number computed from it; {rerun}"
+    )
 
 
 def withheld_stored(ds) -> str | None:
@@ -47,8 +55,10 @@ def withheld_stored(ds) -> str | None:
     n = boot.get("resamples_defined", boot.get("resamples"))
     if n is None or int(n) >= bootstrap.MIN_RESAMPLES:
         return None
-    return (f"its intervals are not shown: they come from {int(n)} resamples, fewer than the {bootstrap.MIN_RESAMPLES} "
-            "an interval needs (make the result again with the default `bootstrap`)")
+    return (
+        f"its intervals are not shown: they come from {int(n)} resamples, fewer than the {bootstrap.MIN_RESAMPLES} "
+        "an interval needs (make the result again with the default `bootstrap`)"
+    )
 
 
 def depth_intervals(label: str, ds, rules) -> tuple[np.ndarray, np.ndarray, list]:
@@ -57,7 +67,13 @@ def depth_intervals(label: str, ds, rules) -> tuple[np.ndarray, np.ndarray, list
     defined), and the notes that say so."""
     nan = np.full(len(rules), np.nan)
     if "effective_depth_low" not in ds:
-        return nan, nan, [f"{label}: no intervals ({ds.attrs.get('intervals', 'the result holds no bootstrap')})"]
+        return (
+            nan,
+            nan,
+            [
+                f"{label}: no intervals ({ds.attrs.get('intervals', 'the result holds no bootstrap')})"
+            ],
+        )
     few = withheld_stored(ds)
     if few:
         return nan, nan, [f"{label}: {few}"]
@@ -73,9 +89,14 @@ def depth_intervals(label: str, ds, rules) -> tuple[np.ndarray, np.ndarray, list
         if n < bootstrap.MIN_RESAMPLES:
             lo[k] = hi[k] = np.nan
         if np.isfinite(ed[k]) and f < 1:
-            notes.append(f"{label}: the {r} rule is undefined in {B - n} of {B} resamples; " + (
-                "its interval is over the others" if n >= bootstrap.MIN_RESAMPLES else
-                f"no interval: {n} defined resamples are fewer than the {bootstrap.MIN_RESAMPLES} an interval needs"))
+            notes.append(
+                f"{label}: the {r} rule is undefined in {B - n} of {B} resamples; "
+                + (
+                    "its interval is over the others"
+                    if n >= bootstrap.MIN_RESAMPLES
+                    else f"no interval: {n} defined resamples are fewer than the {bootstrap.MIN_RESAMPLES} an interval needs"
+                )
+            )
     return lo, hi, notes
 
 
@@ -91,7 +112,9 @@ def check_depth(path: str, ds) -> None:
     for var in ("cos_sum", "token_count", "kl_sum", "overlap_sum", "lens_token_count"):
         if var in ds:
             da = ds[var]
-            refuse_nonfinite(path, var, da.isel(boundary=slice(0, L)) if "boundary" in da.dims else da, rerun)
+            refuse_nonfinite(
+                path, var, da.isel(boundary=slice(0, L)) if "boundary" in da.dims else da, rerun
+            )
 
 
 def check_lens(path: str, ds) -> None:
@@ -103,7 +126,11 @@ def check_lens(path: str, ds) -> None:
     for var in ("kl", "overlap", "kl_sum", "overlap_sum"):
         if var in ds:
             da = ds[var]
-            gap = ~np.isin(da["boundary"].values, measured) if measured is not None else np.ones(da.sizes["boundary"], bool)
+            gap = (
+                ~np.isin(da["boundary"].values, measured)
+                if measured is not None
+                else np.ones(da.sizes["boundary"], bool)
+            )
             nan_ok = np.broadcast_to(gap, da.transpose(..., "boundary").shape)
             refuse_nonfinite(path, var, da.transpose(..., "boundary"), rerun, nan_ok=nan_ok)
     if "token_count" in ds:

@@ -20,8 +20,12 @@ from align.store.outputs import KINDS as NAMES
 
 KINDS = ("depth", "lens", "alignment")
 WEIGHTINGS = lens.WEIGHTINGS
-ALIGNMENT_STATS = {"Spearman": "spearman", "mean depth gap": "mean_depth_gap", "soft-depth spread": "soft_depth_spread",
-                   "slope": "slope"}
+ALIGNMENT_STATS = {
+    "Spearman": "spearman",
+    "mean depth gap": "mean_depth_gap",
+    "soft-depth spread": "soft_depth_spread",
+    "slope": "slope",
+}
 
 
 def _label(path: str) -> str:
@@ -45,10 +49,14 @@ def load(paths) -> tuple[str, list]:
     for p in paths:
         found = st.read_attrs(p)["align"]["schema"]
         if found not in KINDS:
-            raise InputError(f"{p} is {NAMES.get(found, found + ' store')}: align compare reads depth, lens and alignment "
-                             f"results")
+            raise InputError(
+                f"{p} is {NAMES.get(found, found + ' store')}: align compare reads depth, lens and alignment "
+                f"results"
+            )
         if kind is not None and found != kind:
-            raise InputError(f"{p} is a {found} result but {paths[0]} is a {kind} result: compare results of one kind")
+            raise InputError(
+                f"{p} is a {found} result but {paths[0]} is a {kind} result: compare results of one kind"
+            )
         kind = found
         items.append([_label(p), p, st.open_result(p, found)])
     labels = [it[0] for it in items]
@@ -69,16 +77,23 @@ def _pairs(items):
 
 # -- depth ---------------------------------------------------------------------------------
 
+
 def _depth_prompts(ds) -> dict | None:
     """The per-prompt sums a depth result holds (as `depth.per_prompt_sums` gives them)."""
     need = ("cos_sum", "token_count", "kl_sum", "overlap_sum", "lens_token_count")
     if any(v not in ds for v in need):
         return None
     hc, hl = ds.attrs.get("prompts_hash"), ds.attrs.get("lens_prompts_hash")
-    return {"cos_sum": ds["cos_sum"].transpose("prompt", "part", "layer").values.astype(np.float64),
-            "token_count": ds["token_count"].values, "kl_sum": ds["kl_sum"].values.astype(np.float64),
-            "overlap_sum": ds["overlap_sum"].values.astype(np.float64), "lens_token_count": ds["lens_token_count"].values,
-            "same_prompts": bool(hc and hc == hl), "prompts_hash": hc, "lens_prompts_hash": hl}
+    return {
+        "cos_sum": ds["cos_sum"].transpose("prompt", "part", "layer").values.astype(np.float64),
+        "token_count": ds["token_count"].values,
+        "kl_sum": ds["kl_sum"].values.astype(np.float64),
+        "overlap_sum": ds["overlap_sum"].values.astype(np.float64),
+        "lens_token_count": ds["lens_token_count"].values,
+        "same_prompts": bool(hc and hc == hl),
+        "prompts_hash": hc,
+        "lens_prompts_hash": hl,
+    }
 
 
 def _pair_refusal(a, b, keys) -> str | None:
@@ -105,13 +120,34 @@ def compare_depth(items, resampling: bootstrap.Resampling) -> Comparison:
         ed, ratio = _scalar(ds["effective_depth"].values), _scalar(ds["ratio"].values)
         lo, hi, notes = checks.depth_intervals(label, ds, rules)
         n = (ds.attrs.get("bootstrap") or {}).get("n")
-        prompts = "" if not isinstance(n, dict) else (str(n["contributions"]) if n["contributions"] == n["lens"]
-                                                      else f"{n['contributions']}/{n['lens']}")
-        s = Series(label, {"result": label, "model": _short(ds.attrs.get("model")), "layers": L, "prompts": prompts},
-                   {}, {}, {})
+        prompts = (
+            ""
+            if not isinstance(n, dict)
+            else (
+                str(n["contributions"])
+                if n["contributions"] == n["lens"]
+                else f"{n['contributions']}/{n['lens']}"
+            )
+        )
+        s = Series(
+            label,
+            {
+                "result": label,
+                "model": _short(ds.attrs.get("model")),
+                "layers": L,
+                "prompts": prompts,
+            },
+            {},
+            {},
+            {},
+        )
         for k, r in enumerate(rules):
             s.value[r], s.low[r], s.high[r] = ed[k], lo[k], hi[k]
-            s.value[f"{r} ratio"], s.low[f"{r} ratio"], s.high[f"{r} ratio"] = ratio[k], (lo[k] + 1) / L, (hi[k] + 1) / L
+            s.value[f"{r} ratio"], s.low[f"{r} ratio"], s.high[f"{r} ratio"] = (
+                ratio[k],
+                (lo[k] + 1) / L,
+                (hi[k] + 1) / L,
+            )
         cmp.series.append(s)
         cmp.notes += notes
     for i, j in _pairs(items):
@@ -136,11 +172,30 @@ def _depth_difference(a, b, pa, pb, resampling, notes: list) -> Series:
     rb = depth.depth_replicates(pb, idx_c, idx_l)["effective_depth"]
     La, Lb = int(a[2].attrs["n_layers"]), int(b[2].attrs["n_layers"])
     ea, eb = _scalar(a[2]["effective_depth"].values), _scalar(b[2]["effective_depth"].values)
-    s = Series(f"{b[0]} − {a[0]}", {"result": f"{b[0]} − {a[0]} (paired)", "model": "", "layers": "",
-                                   "prompts": str(len(pa["token_count"]))}, {}, {}, {}, difference=True)
+    s = Series(
+        f"{b[0]} − {a[0]}",
+        {
+            "result": f"{b[0]} − {a[0]} (paired)",
+            "model": "",
+            "layers": "",
+            "prompts": str(len(pa["token_count"])),
+        },
+        {},
+        {},
+        {},
+        difference=True,
+    )
     for k, r in enumerate(depth.RULES):
-        for col, da, db, ya, yb in ((r, ea[k], eb[k], ra[:, k], rb[:, k]),
-                                    (f"{r} ratio", (ea[k] + 1) / La, (eb[k] + 1) / Lb, (ra[:, k] + 1) / La, (rb[:, k] + 1) / Lb)):
+        for col, da, db, ya, yb in (
+            (r, ea[k], eb[k], ra[:, k], rb[:, k]),
+            (
+                f"{r} ratio",
+                (ea[k] + 1) / La,
+                (eb[k] + 1) / Lb,
+                (ra[:, k] + 1) / La,
+                (rb[:, k] + 1) / Lb,
+            ),
+        ):
             lo, hi = bootstrap.percentile_interval(yb - ya)
             s.value[col], s.low[col], s.high[col] = db - da, float(lo), float(hi)
             why = bootstrap.withheld(yb - ya, col) if np.isfinite(db - da) and col == r else None
@@ -150,6 +205,7 @@ def _depth_difference(a, b, pa, pb, resampling, notes: list) -> Series:
 
 
 # -- lens ----------------------------------------------------------------------------------
+
 
 def _lens_prompts(ds) -> dict | None:
     if any(v not in ds for v in ("kl_sum", "overlap_sum", "token_count")):
@@ -163,21 +219,40 @@ def compare_lens(items, weighting: str, resampling: bootstrap.Resampling) -> Com
     the same number of boundaries."""
     if weighting not in WEIGHTINGS:
         raise InputError(f"`weighting` {weighting!r} is not one of {', '.join(WEIGHTINGS)}")
-    cmp = Comparison("lens", ["result", "model", "boundary", "b/L"], ["KL", "overlap"], missing="not measured")
+    cmp = Comparison(
+        "lens", ["result", "model", "boundary", "b/L"], ["KL", "overlap"], missing="not measured"
+    )
     for label, path, ds in items:
         checks.check_lens(path, ds)
         b = ds["boundary"].values
         L = int(ds.attrs.get("n_layers", len(b) - 1))
-        s = Series(label, {"result": label, "model": _short(ds.attrs.get("model"))}, {}, {}, {},
-                   boundary=b, relative=b / L)
+        s = Series(
+            label,
+            {"result": label, "model": _short(ds.attrs.get("model"))},
+            {},
+            {},
+            {},
+            boundary=b,
+            relative=b / L,
+        )
         few = checks.withheld_stored(ds)
         for col, var in (("KL", "kl"), ("overlap", "overlap")):
             s.value[col] = _scalar(ds[var].sel(weighting=weighting).values)
             has = f"{var}_low" in ds and not few
-            s.low[col] = _scalar(ds[f"{var}_low"].sel(weighting=weighting).values) if has else np.full(len(b), np.nan)
-            s.high[col] = _scalar(ds[f"{var}_high"].sel(weighting=weighting).values) if has else np.full(len(b), np.nan)
+            s.low[col] = (
+                _scalar(ds[f"{var}_low"].sel(weighting=weighting).values)
+                if has
+                else np.full(len(b), np.nan)
+            )
+            s.high[col] = (
+                _scalar(ds[f"{var}_high"].sel(weighting=weighting).values)
+                if has
+                else np.full(len(b), np.nan)
+            )
         if "kl_low" not in ds:
-            cmp.notes.append(f"{label}: no intervals ({ds.attrs.get('intervals', 'the result holds no bootstrap')})")
+            cmp.notes.append(
+                f"{label}: no intervals ({ds.attrs.get('intervals', 'the result holds no bootstrap')})"
+            )
         elif few:
             cmp.notes.append(f"{label}: {few}")
         cmp.series.append(s)
@@ -188,8 +263,10 @@ def compare_lens(items, weighting: str, resampling: bootstrap.Resampling) -> Com
         if why is None and (pa is None or pb is None):
             why = f"no paired difference of {b[0]} and {a[0]}: {(a if pa is None else b)[1]} holds no per-prompt sums"
         if why is None and a[2].sizes["boundary"] != b[2].sizes["boundary"]:
-            why = (f"no paired difference of {b[0]} and {a[0]}: their curves have {a[2].sizes['boundary']} and "
-                   f"{b[2].sizes['boundary']} boundaries (the table and figure put them side by side by b/L)")
+            why = (
+                f"no paired difference of {b[0]} and {a[0]}: their curves have {a[2].sizes['boundary']} and "
+                f"{b[2].sizes['boundary']} boundaries (the table and figure put them side by side by b/L)"
+            )
         if why:
             cmp.notes.append(why)
             continue
@@ -197,8 +274,16 @@ def compare_lens(items, weighting: str, resampling: bootstrap.Resampling) -> Com
         ra, rb = lens.curve_replicates(pa, idx), lens.curve_replicates(pb, idx)
         w = WEIGHTINGS.index(weighting)
         sa, sb = cmp.series[i], cmp.series[j]
-        s = Series(f"{b[0]} − {a[0]}", {"result": f"{b[0]} − {a[0]} (paired)", "model": ""}, {}, {}, {},
-                   difference=True, boundary=sa.boundary, relative=sa.relative)
+        s = Series(
+            f"{b[0]} − {a[0]}",
+            {"result": f"{b[0]} − {a[0]} (paired)", "model": ""},
+            {},
+            {},
+            {},
+            difference=True,
+            boundary=sa.boundary,
+            relative=sa.relative,
+        )
         for col, var in (("KL", "kl"), ("overlap", "overlap")):
             s.value[col] = sb.value[col] - sa.value[col]
             s.low[col], s.high[col] = bootstrap.percentile_interval(rb[var][:, w] - ra[var][:, w])
@@ -207,6 +292,7 @@ def compare_lens(items, weighting: str, resampling: bootstrap.Resampling) -> Com
 
 
 # -- alignment -----------------------------------------------------------------------------
+
 
 def _stat_interval(ds, key: str) -> tuple[float, float]:
     """The interval of summary statistic `key` where the result holds one (summary keys
@@ -235,18 +321,36 @@ def compare_alignment(items, resampling: bootstrap.Resampling | None = None) -> 
     them; and for two results on the same held-out documents (the same `heldout_doc`, both
     with per-document sums), the paired difference of each statistic, both matrices'
     relative_error resampled with the same document indices (`_alignment_difference`)."""
-    cmp = Comparison("alignment", ["result", "source", "target", "L_S", "L_T", "argmin path"], list(ALIGNMENT_STATS))
+    cmp = Comparison(
+        "alignment",
+        ["result", "source", "target", "L_S", "L_T", "argmin path"],
+        list(ALIGNMENT_STATS),
+    )
     without = []
     for label, path, ds in items:
         checks.check_alignment(path, ds)
         summ = ds.attrs.get("summary") or {}
-        s = Series(label, {"result": label, "source": _short(ds.attrs.get("source_model")),
-                           "target": _short(ds.attrs.get("target_model")), "L_S": ds.attrs.get("n_layers_source", ""),
-                           "L_T": ds.attrs.get("n_layers_target", ""),
-                           "argmin path": " ".join(str(j) for j in summ.get("argmin_path", []))}, {}, {}, {})
-        s.path = {"source_boundaries": summ.get("source_boundaries", []), "argmin_path": summ.get("argmin_path", []),
-                  "soft_depth": summ.get("soft_depth", []), "n_source": ds.attrs.get("n_layers_source"),
-                  "n_target": ds.attrs.get("n_layers_target")}
+        s = Series(
+            label,
+            {
+                "result": label,
+                "source": _short(ds.attrs.get("source_model")),
+                "target": _short(ds.attrs.get("target_model")),
+                "L_S": ds.attrs.get("n_layers_source", ""),
+                "L_T": ds.attrs.get("n_layers_target", ""),
+                "argmin path": " ".join(str(j) for j in summ.get("argmin_path", [])),
+            },
+            {},
+            {},
+            {},
+        )
+        s.path = {
+            "source_boundaries": summ.get("source_boundaries", []),
+            "argmin_path": summ.get("argmin_path", []),
+            "soft_depth": summ.get("soft_depth", []),
+            "n_source": ds.attrs.get("n_layers_source"),
+            "n_target": ds.attrs.get("n_layers_target"),
+        }
         few = checks.withheld_stored(ds)
         for col, key in ALIGNMENT_STATS.items():
             s.value[col] = _float(summ.get(key))
@@ -259,14 +363,18 @@ def compare_alignment(items, resampling: bootstrap.Resampling | None = None) -> 
             cmp.notes.append(f"{label}: Spearman {summ['spearman_note']}")
         cmp.series.append(s)
     if without:
-        cmp.notes.append(f"no intervals for {', '.join(without)}: the alignment result holds no bootstrap of its summary")
+        cmp.notes.append(
+            f"no intervals for {', '.join(without)}: the alignment result holds no bootstrap of its summary"
+        )
     for i, j in _pairs(items):
         a, b = items[i], items[j]
         why = _alignment_pair_refusal(a, b)
         if why:
             cmp.notes.append(why)
             continue
-        cmp.series.append(_alignment_difference(a, b, resampling or bootstrap.Resampling(), cmp.notes))
+        cmp.series.append(
+            _alignment_difference(a, b, resampling or bootstrap.Resampling(), cmp.notes)
+        )
     return cmp
 
 
@@ -285,7 +393,11 @@ def _alignment_statistics(ds, idx: np.ndarray) -> dict:
     spread of the resampled relative_error matrix (`fitting.uncertainty`)."""
     K = idx.shape[1]
     w = bootstrap.multiplicity(idx, K)
-    ratio = ds["doc_ratio_sum"].transpose("heldout_doc", "source_boundary", "target_boundary").values.astype(np.float64)
+    ratio = (
+        ds["doc_ratio_sum"]
+        .transpose("heldout_doc", "source_boundary", "target_boundary")
+        .values.astype(np.float64)
+    )
     n = ds["doc_n_tokens"].values.astype(np.float64)
     err = (w @ ratio.reshape(K, -1)).reshape((len(idx),) + ratio.shape[1:]) / (w @ n)[:, None, None]
     src, tgt = ds["source_boundary"].values, ds["target_boundary"].values
@@ -304,8 +416,21 @@ def _alignment_difference(a, b, resampling: bootstrap.Resampling, notes: list) -
     idx = bootstrap.indices(K, resampling)
     ra, rb = _alignment_statistics(a[2], idx), _alignment_statistics(b[2], idx)
     sa, sb = a[2].attrs.get("summary") or {}, b[2].attrs.get("summary") or {}
-    s = Series(f"{b[0]} − {a[0]}", {"result": f"{b[0]} − {a[0]} (paired)", "source": "", "target": "", "L_S": "",
-                                   "L_T": "", "argmin path": ""}, {}, {}, {}, difference=True)
+    s = Series(
+        f"{b[0]} − {a[0]}",
+        {
+            "result": f"{b[0]} − {a[0]} (paired)",
+            "source": "",
+            "target": "",
+            "L_S": "",
+            "L_T": "",
+            "argmin path": "",
+        },
+        {},
+        {},
+        {},
+        difference=True,
+    )
     for col, key in ALIGNMENT_STATS.items():
         lo, hi = bootstrap.percentile_interval(rb[key] - ra[key])
         s.value[col] = _float(sb.get(key)) - _float(sa.get(key))
@@ -318,7 +443,10 @@ def _alignment_difference(a, b, resampling: bootstrap.Resampling, notes: list) -
 
 # -- the command ---------------------------------------------------------------------------
 
-def build(kind: str, items, weighting: str = "token", resampling: bootstrap.Resampling | None = None) -> Comparison:
+
+def build(
+    kind: str, items, weighting: str = "token", resampling: bootstrap.Resampling | None = None
+) -> Comparison:
     """The Comparison of loaded results (`load`)."""
     resampling = resampling or bootstrap.Resampling()
     if kind == "depth":

@@ -43,8 +43,15 @@ def _depth(cmp, size, dpi):
     width = 0.6 / max(len(models), 1)
     for k, s in enumerate(models):
         for r, rule in enumerate(RULES):
-            _errorbar(ax, r - 0.3 + width * (k + 0.5), s, f"{rule} ratio", color=f"C{k}",
-                      label=s.label if r == 0 else None, gid=f"ratio/{s.label}/{rule}")
+            _errorbar(
+                ax,
+                r - 0.3 + width * (k + 0.5),
+                s,
+                f"{rule} ratio",
+                color=f"C{k}",
+                label=s.label if r == 0 else None,
+                gid=f"ratio/{s.label}/{rule}",
+            )
     ax.set_xticks(range(len(RULES)), RULES)
     ax.set_xlim(-0.5, len(RULES) - 0.5)
     ax.set_ylim(0, 1.05)
@@ -56,8 +63,15 @@ def _depth(cmp, size, dpi):
         width = 0.6 / len(diffs)
         for k, s in enumerate(diffs):
             for r, rule in enumerate(RULES):
-                _errorbar(ax, r - 0.3 + width * (k + 0.5), s, rule, color=f"C{len(models) + k}",
-                          label=s.label if r == 0 else None, gid=f"difference/{s.label}/{rule}")
+                _errorbar(
+                    ax,
+                    r - 0.3 + width * (k + 0.5),
+                    s,
+                    rule,
+                    color=f"C{len(models) + k}",
+                    label=s.label if r == 0 else None,
+                    gid=f"difference/{s.label}/{rule}",
+                )
         ax.axhline(0, color="0.5", lw=0.8)
         ax.set_xticks(range(len(RULES)), RULES)
         ax.set_xlim(-0.5, len(RULES) - 0.5)
@@ -78,14 +92,19 @@ def _lens(cmp, size, dpi):
             ax = axes[row, q]
             for k, s in enumerate(group):
                 x, v, lo, hi = s.relative, s.value[col], s.low[col], s.high[col]
-                ax.plot(x, v, "o-", ms=3, color=f"C{offset + k}", label=s.label, gid=f"{col}/{s.label}")
+                ax.plot(
+                    x, v, "o-", ms=3, color=f"C{offset + k}", label=s.label, gid=f"{col}/{s.label}"
+                )
                 ok = np.isfinite(lo) & np.isfinite(hi)
                 if ok.any():
                     ax.fill_between(x[ok], lo[ok], hi[ok], color=f"C{offset + k}", alpha=0.2, lw=0)
             if row == 1:
                 ax.axhline(0, color="0.5", lw=0.8)
             ax.set_xlabel("relative depth b / L")
-            ax.set_ylabel(("difference in " if row else "") + ("KL(lens ‖ output), nats" if col == "KL" else "top-5 overlap"))
+            ax.set_ylabel(
+                ("difference in " if row else "")
+                + ("KL(lens ‖ output), nats" if col == "KL" else "top-5 overlap")
+            )
             _legend(ax)
     axes[0, 0].set_title("logit lens, 95% prompt-bootstrap intervals shaded", fontsize=10)
     return fig
@@ -100,8 +119,15 @@ def _alignment(cmp, size, dpi):
         if not p.get("argmin_path") or not p.get("n_source") or not p.get("n_target"):
             continue
         i = np.asarray(p["source_boundaries"], float) / p["n_source"]
-        ax.plot(i, np.asarray(p["argmin_path"], float) / p["n_target"], "o-", ms=3, color=f"C{k}", label=f"{s.label}: argmin",
-                gid=f"path/{s.label}")
+        ax.plot(
+            i,
+            np.asarray(p["argmin_path"], float) / p["n_target"],
+            "o-",
+            ms=3,
+            color=f"C{k}",
+            label=f"{s.label}: argmin",
+            gid=f"path/{s.label}",
+        )
         if p.get("soft_depth"):
             ax.plot(i, p["soft_depth"], "--", color=f"C{k}", lw=1, label=f"{s.label}: soft depth")
     ax.set_xlim(0, 1.02)

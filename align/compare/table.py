@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+
 import numpy as np
 
 from align.compare.series import Comparison
@@ -30,11 +31,24 @@ def rows(cmp: Comparison) -> list[dict]:
     out = []
     for s in cmp.series:
         if s.boundary is None:
-            out.append({**s.info, **{c: (float(s.value[c]), float(s.low[c]), float(s.high[c])) for c in cmp.columns}})
+            out.append(
+                {
+                    **s.info,
+                    **{
+                        c: (float(s.value[c]), float(s.low[c]), float(s.high[c]))
+                        for c in cmp.columns
+                    },
+                }
+            )
             continue
         for k, b in enumerate(s.boundary):
             row = {**s.info, "boundary": int(b), "b/L": f"{s.relative[k]:.3f}"}
-            row.update({c: (float(s.value[c][k]), float(s.low[c][k]), float(s.high[c][k])) for c in cmp.columns})
+            row.update(
+                {
+                    c: (float(s.value[c][k]), float(s.low[c][k]), float(s.high[c][k]))
+                    for c in cmp.columns
+                }
+            )
             out.append(row)
     return out
 
@@ -43,7 +57,10 @@ def text_table(cmp: Comparison, markdown: bool = False) -> str:
     """The table as aligned text (terminal) or a Markdown table: number columns read
     "value [low, high]"; notes follow."""
     header = cmp.info_columns + cmp.columns
-    body = [[str(r[c]) if c in cmp.info_columns else _cell(*r[c], cmp.missing) for c in header] for r in rows(cmp)]
+    body = [
+        [str(r[c]) if c in cmp.info_columns else _cell(*r[c], cmp.missing) for c in header]
+        for r in rows(cmp)
+    ]
     lines = []
     if markdown:
         lines.append("| " + " | ".join(header) + " |")

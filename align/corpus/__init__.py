@@ -22,7 +22,16 @@ from align.corpus.formats import (
     generated_format,
 )
 from align.corpus.reading import Reading, corpus_hash
-from align.corpus.spec import DOC_SPLITS, ESCAPES, OVERFLOWS, PROTOCOL, CorpusSpec, check_stand_in, unescape, validate
+from align.corpus.spec import (
+    DOC_SPLITS,
+    ESCAPES,
+    OVERFLOWS,
+    PROTOCOL,
+    CorpusSpec,
+    check_stand_in,
+    unescape,
+    validate,
+)
 from align.corpus.tokens import (
     TokenizeStats,
     composing_form,
@@ -34,10 +43,37 @@ from align.corpus.tokens import (
 from align.corpus.windows import Sequence, sequences
 
 __all__ = [
-    "AIME_MAX_TOKENS", "ANSWER_MARKERS", "DOC_SPLITS", "ESCAPES", "FORMATS", "GENERATED", "GENERATED_COUNT",
-    "GSM8K_INSTRUCTION", "JSON_FORMATS", "MAX_DIGITS", "OVERFLOWS", "PROTOCOL",
-    "CorpusSpec", "Item", "Reading", "Sequence", "TokenizeStats",
-    "arithmetic_problem", "check_stand_in", "composing_form", "corpus_hash", "document_levels", "documents",
-    "generated_format", "items", "provenance", "sequences", "special_ids", "special_tokens", "tokenizer_hashes",
-    "uncovered_characters", "unescape", "validate",
+    "AIME_MAX_TOKENS",
+    "ANSWER_MARKERS",
+    "DOC_SPLITS",
+    "ESCAPES",
+    "FORMATS",
+    "GENERATED",
+    "GENERATED_COUNT",
+    "GSM8K_INSTRUCTION",
+    "JSON_FORMATS",
+    "MAX_DIGITS",
+    "OVERFLOWS",
+    "PROTOCOL",
+    "CorpusSpec",
+    "Item",
+    "Reading",
+    "Sequence",
+    "TokenizeStats",
+    "arithmetic_problem",
+    "check_stand_in",
+    "composing_form",
+    "corpus_hash",
+    "document_levels",
+    "documents",
+    "generated_format",
+    "items",
+    "provenance",
+    "sequences",
+    "special_ids",
+    "special_tokens",
+    "tokenizer_hashes",
+    "uncovered_characters",
+    "unescape",
+    "validate",
 ]

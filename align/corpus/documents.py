@@ -55,9 +55,18 @@ def provenance(spec: CorpusSpec, hash: str | None = None) -> dict:
     """What every store and result records about its corpus: source, hash (`hash` when it is
     already known), the options, and the documents' levels (sorted distinct values) where the
     format has levels (a plain corpus is not read again for them)."""
-    levels = [] if spec.fmt in ("plain", "gsm8k") else sorted({x for x in document_levels(spec) if x is not None})
-    return {"source": spec.describe(), "hash": hash or corpus_hash(spec), **spec.options(),
-            **{k: getattr(spec, k) for k in PROTOCOL}, **({"levels": levels} if levels else {})}
+    levels = (
+        []
+        if spec.fmt in ("plain", "gsm8k")
+        else sorted({x for x in document_levels(spec) if x is not None})
+    )
+    return {
+        "source": spec.describe(),
+        "hash": hash or corpus_hash(spec),
+        **spec.options(),
+        **{k: getattr(spec, k) for k in PROTOCOL},
+        **({"levels": levels} if levels else {}),
+    }
 
 
 def _file_items(spec: CorpusSpec, reading: Reading) -> Iterator[Item]:

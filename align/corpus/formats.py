@@ -34,14 +34,29 @@ GSM8K_INSTRUCTION = (
     "Problem: {question}\n"
     'Your response should end with "The final answer is [answer]" where [answer] is the response to the problem.'
 )
-FORMATS = ("plain", "gsm8k", "mquake", "math", "hellaswag", "aime", "addition:N", "multiplication:N")
+FORMATS = (
+    "plain",
+    "gsm8k",
+    "mquake",
+    "math",
+    "hellaswag",
+    "aime",
+    "addition:N",
+    "multiplication:N",
+)
 JSON_FORMATS = ("gsm8k", "mquake", "math", "hellaswag", "aime")
 GENERATED = {"addition": "+", "multiplication": "*"}
 GENERATED_COUNT = 100  # problems of a generated format without --max-docs
 MAX_DIGITS = 18  # a and b stay within int64
 AIME_MAX_TOKENS = 400  # P2 keeps AIME prompts of at most 400 tokens
-ANSWER_MARKERS = {"gsm8k": "The final answer is", "mquake": "\nAnswer:", "math": "\nSolution:", "aime": "\nAnswer:",
-                  "addition": " =", "multiplication": " ="}
+ANSWER_MARKERS = {
+    "gsm8k": "The final answer is",
+    "mquake": "\nAnswer:",
+    "math": "\nSolution:",
+    "aime": "\nAnswer:",
+    "addition": " =",
+    "multiplication": " =",
+}
 
 
 @dataclass(frozen=True)
@@ -60,12 +75,16 @@ def _field(item, names: tuple, fmt: str, where: str):
             if n in item:
                 return item[n]
     wanted = " or ".join(repr(n) for n in names)
-    raise InputError(f"{where}: `format` {fmt} needs a field {wanted}; check the file is in that data set's layout")
+    raise InputError(
+        f"{where}: `format` {fmt} needs a field {wanted}; check the file is in that data set's layout"
+    )
 
 
 def _string(value, name: str, fmt: str, where: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise InputError(f"{where}: `format` {fmt} needs {name!r} to be a string, not {type(value).__name__}")
+        raise InputError(
+            f"{where}: `format` {fmt} needs {name!r} to be a string, not {type(value).__name__}"
+        )
     return str(value)
 
 
@@ -80,42 +99,63 @@ def format_item(fmt: str, item, where: str) -> Item:
         try:
             question, answer = item["question"], item["answer"]
         except (KeyError, TypeError):
-            raise InputError(f"{where}: `format` gsm8k needs 'question' and 'answer' fields") from None
+            raise InputError(
+                f"{where}: `format` gsm8k needs 'question' and 'answer' fields"
+            ) from None
         if not isinstance(question, str) or not isinstance(answer, str) or "####" not in answer:
-            raise InputError(f"{where}: a GSM8K answer must be a string containing '#### <final answer>'")
+            raise InputError(
+                f"{where}: a GSM8K answer must be a string containing '#### <final answer>'"
+            )
         reasoning, _, final = answer.partition("####")
         if reasoning and not reasoning.endswith("\n"):
             reasoning += "\n"
-        head = GSM8K_INSTRUCTION.format(question=question) + "\n\n" + reasoning + "The final answer is "
+        head = (
+            GSM8K_INSTRUCTION.format(question=question)
+            + "\n\n"
+            + reasoning
+            + "The final answer is "
+        )
         return Item(head + final.strip(), len(head))
     if fmt == "mquake":
         questions = _field(item, ("questions",), fmt, where)
         if not isinstance(questions, list) or not questions or not isinstance(questions[0], str):
-            raise InputError(f"{where}: `format` mquake needs 'questions' to be a non-empty list of strings")
+            raise InputError(
+                f"{where}: `format` mquake needs 'questions' to be a non-empty list of strings"
+            )
         answer = _string(_field(item, ("answer",), fmt, where), "answer", fmt, where)
         hops = item.get("single_hops")
         if hops is None and isinstance(item.get("orig"), dict):
             hops = item["orig"].get("triples")
         if not isinstance(hops, list) or not hops:
-            raise InputError(f"{where}: `format` mquake needs 'single_hops' (or 'orig.triples') to count the hops")
+            raise InputError(
+                f"{where}: `format` mquake needs 'single_hops' (or 'orig.triples') to count the hops"
+            )
         return _qa("Question: ", questions[0], "\nAnswer: ", answer, len(hops))
     if fmt == "math":
         problem = _string(_field(item, ("problem",), fmt, where), "problem", fmt, where)
         solution = _string(_field(item, ("solution",), fmt, where), "solution", fmt, where)
         raw = _field(item, ("level",), fmt, where)
         text = str(raw).strip()
-        digits = text[len("Level"):].strip() if text.startswith("Level") else text
+        digits = text[len("Level") :].strip() if text.startswith("Level") else text
         if isinstance(raw, bool) or not digits.isdigit() or not 1 <= int(digits) <= 5:
-            raise InputError(f"{where}: `format` math needs 'level' like \"Level 3\" (1 to 5), got {raw!r}")
+            raise InputError(
+                f"{where}: `format` math needs 'level' like \"Level 3\" (1 to 5), got {raw!r}"
+            )
         return _qa("Problem: ", problem, "\nSolution: ", solution, int(digits))
     if fmt == "hellaswag":
         ctx = _string(_field(item, ("ctx",), fmt, where), "ctx", fmt, where)
         endings = _field(item, ("endings",), fmt, where)
         label = _field(item, ("label",), fmt, where)
-        ok = isinstance(endings, list) and str(label).strip().isdigit() and not isinstance(label, bool)
+        ok = (
+            isinstance(endings, list)
+            and str(label).strip().isdigit()
+            and not isinstance(label, bool)
+        )
         if not ok or not int(label) < len(endings) or not isinstance(endings[int(label)], str):
-            raise InputError(f"{where}: `format` hellaswag needs 'endings' (a list of strings) and 'label' (the gold "
-                             f"ending's index), got label {label!r}; a test split without labels cannot be used")
+            raise InputError(
+                f"{where}: `format` hellaswag needs 'endings' (a list of strings) and 'label' (the gold "
+                f"ending's index), got label {label!r}; a test split without labels cannot be used"
+            )
         return Item(f"{ctx} {endings[int(label)]}", len(ctx) + 1)
     if fmt == "aime":
         problem = _string(_field(item, ("Problem", "problem"), fmt, where), "problem", fmt, where)
@@ -137,10 +177,16 @@ def generated_format(fmt: str) -> tuple[str, int, int] | None:
     if name not in GENERATED:
         return None
     parts = rest.split(":") if sep else []
-    ok = len(parts) in (1, 2) and all(p.isdigit() for p in parts) and 1 <= int(parts[0]) <= MAX_DIGITS
+    ok = (
+        len(parts) in (1, 2)
+        and all(p.isdigit() for p in parts)
+        and 1 <= int(parts[0]) <= MAX_DIGITS
+    )
     if not ok:
-        raise InputError(f"`format` {fmt!r}: write {name}:N or {name}:N:SEED with N digits from 1 to {MAX_DIGITS} "
-                         f"and a seed >= 0, e.g. {name}:3")
+        raise InputError(
+            f"`format` {fmt!r}: write {name}:N or {name}:N:SEED with N digits from 1 to {MAX_DIGITS} "
+            f"and a seed >= 0, e.g. {name}:3"
+        )
     return GENERATED[name], int(parts[0]), int(parts[1]) if len(parts) == 2 else 0
 
 
@@ -148,7 +194,7 @@ def generated_items(fmt: str, max_docs: int | None) -> Iterator[Item]:
     """The problems of a generated format (`generated_format`), `max_docs` of them (default
     GENERATED_COUNT), each with its level N."""
     op, n, seed = generated_format(fmt)
-    lo, hi = (0 if n == 1 else 10 ** (n - 1)), 10 ** n  # N-digit integers, [lo, hi)
+    lo, hi = (0 if n == 1 else 10 ** (n - 1)), 10**n  # N-digit integers, [lo, hi)
     rng = np.random.default_rng([seed, n])
     for _ in range(max_docs if max_docs is not None else GENERATED_COUNT):
         a, b = (int(x) for x in rng.integers(lo, hi, size=2))

@@ -98,12 +98,18 @@ class Reading:
             self._digest = self._h.hexdigest()
         return self._digest
 
-    def check(self, spec: CorpusSpec, recorded: str,
-              advice: str = "keep it unchanged while align runs, then run again") -> None:
+    def check(
+        self,
+        spec: CorpusSpec,
+        recorded: str,
+        advice: str = "keep it unchanged while align runs, then run again",
+    ) -> None:
         """Refuse this read (InputError, one line ending in `advice`) when its hash is not
         `recorded`, the hash taken earlier in the same run: the corpus changed while align
         was reading it."""
         now = self.hexdigest()
         if now != recorded:
-            raise InputError(f"corpus {spec.describe()} changed while align read it (sha256 {recorded[:12]}… when the "
-                             f"run began, {now[:12]}… now): {advice}")
+            raise InputError(
+                f"corpus {spec.describe()} changed while align read it (sha256 {recorded[:12]}… when the "
+                f"run began, {now[:12]}… now): {advice}"
+            )

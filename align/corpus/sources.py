@@ -42,7 +42,9 @@ def jsonl_items(path: str, lines: Iterator[str], spec: CorpusSpec) -> Iterator[I
         try:
             item = json.loads(line)
         except ValueError as e:
-            raise InputError(f"{where} is not valid JSON ({e.msg}): each line must be one JSON object") from None
+            raise InputError(
+                f"{where} is not valid JSON ({e.msg}): each line must be one JSON object"
+            ) from None
         if spec.fmt in JSON_FORMATS:
             yield format_item(spec.fmt, item, where)
             continue
@@ -50,7 +52,9 @@ def jsonl_items(path: str, lines: Iterator[str], spec: CorpusSpec) -> Iterator[I
             raise InputError(f"{where} has no field {spec.text_field!r}: pass `text_field` NAME")
         value = item[spec.text_field]
         if not isinstance(value, str):
-            raise InputError(f"{where}: field {spec.text_field!r} is {type(value).__name__}, not a string")
+            raise InputError(
+                f"{where}: field {spec.text_field!r} is {type(value).__name__}, not a string"
+            )
         yield Item(value)
 
 
@@ -64,17 +68,23 @@ def dataset_items(spec: CorpusSpec) -> Iterator[Item]:
     try:
         import datasets  # noqa: F401
     except ImportError:
-        raise InputError("`dataset` needs the `datasets` package: pip install 'align[datasets]', or export the data to jsonl") from None
+        raise InputError(
+            "`dataset` needs the `datasets` package: pip install 'align[datasets]', or export the data to jsonl"
+        ) from None
     try:
         ds = datasets.load_dataset(name, config, split=split)
     except Exception as e:  # datasets raises many types for unreachable data
-        raise InputError(f"`dataset` {spec.dataset!r} could not be loaded: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        raise InputError(
+            f"`dataset` {spec.dataset!r} could not be loaded: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        ) from None
     for i, item in enumerate(ds):
         if spec.fmt in JSON_FORMATS:
             yield format_item(spec.fmt, item, f"{spec.dataset} item {i}")
         else:
             if spec.text_field not in item:
-                raise InputError(f"{spec.dataset} item {i} has no field {spec.text_field!r}: pass `text_field` NAME")
+                raise InputError(
+                    f"{spec.dataset} item {i} has no field {spec.text_field!r}: pass `text_field` NAME"
+                )
             yield Item(item[spec.text_field])
 
 
@@ -90,5 +100,7 @@ def source_files(spec: CorpusSpec) -> list[str]:
             raise InputError(f"corpus folder {path} holds no .txt files")
         return files
     if not path.endswith((".txt", ".jsonl")):
-        raise InputError(f"corpus {path} is neither a .txt nor a .jsonl file nor a folder of .txt files")
+        raise InputError(
+            f"corpus {path} is neither a .txt nor a .jsonl file nor a folder of .txt files"
+        )
     return [path]

@@ -42,7 +42,9 @@ class CorpusSpec:
     overflow: str = "split"
     max_tokens: int | None = None
     max_docs: int | None = None
-    pack: str | None = None  # None: one document per sequence; a separator: documents packed into full windows
+    pack: str | None = (
+        None  # None: one document per sequence; a separator: documents packed into full windows
+    )
     stand_in_token: int | None = None  # an id put at position 0 of every sequence (a stand-in BOS)
 
     def describe(self) -> str:
@@ -77,42 +79,68 @@ def validate(spec: CorpusSpec) -> None:
     _validate_protocol(spec)
     if generated is not None:
         if spec.path is not None or spec.dataset is not None:
-            raise InputError(f"`format` {spec.fmt} generates its problems: give no CORPUS or `dataset` with it")
+            raise InputError(
+                f"`format` {spec.fmt} generates its problems: give no CORPUS or `dataset` with it"
+            )
         return
     if (spec.path is None) == (spec.dataset is None):
-        raise InputError("give a CORPUS path, `dataset` NAME[:CONFIG]:SPLIT or a generated `format` (addition:N, "
-                         "multiplication:N)" if spec.path is None else
-                         f"give either a CORPUS path ({spec.path}) or `dataset` {spec.dataset}, not both")
+        raise InputError(
+            "give a CORPUS path, `dataset` NAME[:CONFIG]:SPLIT or a generated `format` (addition:N, "
+            "multiplication:N)"
+            if spec.path is None
+            else f"give either a CORPUS path ({spec.path}) or `dataset` {spec.dataset}, not both"
+        )
     if spec.fmt in JSON_FORMATS and spec.path is not None and not spec.path.endswith(".jsonl"):
-        raise InputError(f"`format` {spec.fmt} needs a .jsonl file in that data set's field layout, not {spec.path}")
+        raise InputError(
+            f"`format` {spec.fmt} needs a .jsonl file in that data set's field layout, not {spec.path}"
+        )
 
 
 def _validate_protocol(spec: CorpusSpec) -> None:
     """The options of P1's protocol (`align.corpus.windows`), before any work."""
-    if spec.stand_in_token is not None and (isinstance(spec.stand_in_token, bool) or not isinstance(
-            spec.stand_in_token, (int, np.integer)) or spec.stand_in_token < 0):
-        raise InputError(f"`stand_in_token` {spec.stand_in_token!r} must be a token id (a whole number >= 0), e.g. 0")
+    if spec.stand_in_token is not None and (
+        isinstance(spec.stand_in_token, bool)
+        or not isinstance(spec.stand_in_token, (int, np.integer))
+        or spec.stand_in_token < 0
+    ):
+        raise InputError(
+            f"`stand_in_token` {spec.stand_in_token!r} must be a token id (a whole number >= 0), e.g. 0"
+        )
     if spec.pack is None:
         return
     if not isinstance(spec.pack, str):
-        raise InputError(f"`pack` {spec.pack!r} must be a string (the separator's text), e.g. '\\n\\n'")
+        raise InputError(
+            f"`pack` {spec.pack!r} must be a string (the separator's text), e.g. '\\n\\n'"
+        )
     if spec.fmt != "plain":
-        raise InputError(f"`pack` joins plain documents into windows; `format` {spec.fmt} makes one prompt per "
-                         "sequence: drop `pack` or `format`")
+        raise InputError(
+            f"`pack` joins plain documents into windows; `format` {spec.fmt} makes one prompt per "
+            "sequence: drop `pack` or `format`"
+        )
     if spec.overflow != "split":
-        raise InputError(f"`pack` cuts the joined documents into consecutive full windows; `overflow` {spec.overflow} "
-                         "does not apply: drop `overflow`")
+        raise InputError(
+            f"`pack` cuts the joined documents into consecutive full windows; `overflow` {spec.overflow} "
+            "does not apply: drop `overflow`"
+        )
     if spec.max_tokens is not None and spec.max_tokens < spec.max_length:
-        raise InputError(f"`max_tokens` {spec.max_tokens} is less than one packed window of `max_length` "
-                         f"{spec.max_length}: `pack` keeps whole windows only")
+        raise InputError(
+            f"`max_tokens` {spec.max_tokens} is less than one packed window of `max_length` "
+            f"{spec.max_length}: `pack` keeps whole windows only"
+        )
 
 
 def check_stand_in(spec: CorpusSpec, vocab_size) -> None:
     """A stand-in token must be one of the model's `vocab_size` ids (its config's): a
     one-line InputError naming both otherwise (checked before anything is tokenized)."""
-    if spec.stand_in_token is not None and isinstance(vocab_size, int) and spec.stand_in_token >= vocab_size:
-        raise InputError(f"`stand_in_token` {spec.stand_in_token} is not a token id of this model (ids 0 to "
-                         f"{vocab_size - 1:,}): P1 uses 0")
+    if (
+        spec.stand_in_token is not None
+        and isinstance(vocab_size, int)
+        and spec.stand_in_token >= vocab_size
+    ):
+        raise InputError(
+            f"`stand_in_token` {spec.stand_in_token} is not a token id of this model (ids 0 to "
+            f"{vocab_size - 1:,}): P1 uses 0"
+        )
 
 
 def unescape(text: str) -> str:
@@ -125,10 +153,12 @@ def unescape(text: str) -> str:
             out.append(c)
             i += 1
             continue
-        nxt = text[i + 1:i + 2]
+        nxt = text[i + 1 : i + 2]
         if nxt not in ESCAPES:
-            raise InputError(f"`pack` {text!r}: unknown escape \\{nxt} at character {i}; write \\n, \\t, \\r, "
-                             "or \\\\ for a backslash")
+            raise InputError(
+                f"`pack` {text!r}: unknown escape \\{nxt} at character {i}; write \\n, \\t, \\r, "
+                "or \\\\ for a backslash"
+            )
         out.append(ESCAPES[nxt])
         i += 2
     return "".join(out)

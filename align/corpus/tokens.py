@@ -31,8 +31,8 @@ def special_tokens(tokenizer) -> tuple[list[int], list[int]]:
     plain = tokenizer(probe, add_special_tokens=False)["input_ids"]
     full = tokenizer(probe, add_special_tokens=True)["input_ids"]
     for k in range(len(full) - len(plain) + 1):
-        if full[k:k + len(plain)] == plain:
-            return list(full[:k]), list(full[k + len(plain):])
+        if full[k : k + len(plain)] == plain:
+            return list(full[:k]), list(full[k + len(plain) :])
     return [], []
 
 
@@ -43,21 +43,34 @@ class TokenizeStats:
     dropped_characters: int = 0
     documents_with_dropped_characters: int = 0
     first_dropped: list = field(default_factory=list)  # up to 5 [doc, n_dropped]
-    special_token_text: int = 0  # occurrences of literal special-token text parsed as special tokens
+    special_token_text: int = (
+        0  # occurrences of literal special-token text parsed as special tokens
+    )
     first_special: list | None = None  # [doc, text] of the first occurrence
-    over_format_limit: int = 0  # documents longer than their format allows (aime: 400 tokens), left out
+    over_format_limit: int = (
+        0  # documents longer than their format allows (aime: 400 tokens), left out
+    )
     packed_tail_tokens: int | None = None  # packed: tokens after the last full window, left out
 
     def to_json(self) -> dict:
         d = dict(self.__dict__)
         if not d["over_format_limit"]:
-            d.pop("over_format_limit")  # absent unless a format limits length: older stores read the same
+            d.pop(
+                "over_format_limit"
+            )  # absent unless a format limits length: older stores read the same
         if d["packed_tail_tokens"] is None:
             d.pop("packed_tail_tokens")  # absent unless packed
         return d
 
-    def add(self, doc: int, text: str, ids: np.ndarray, offs: np.ndarray, special: np.ndarray,
-            compose: str | None = None) -> None:
+    def add(
+        self,
+        doc: int,
+        text: str,
+        ids: np.ndarray,
+        offs: np.ndarray,
+        special: np.ndarray,
+        compose: str | None = None,
+    ) -> None:
         n = uncovered_characters(text, offs, compose)
         if n:
             self.dropped_characters += n
@@ -70,7 +83,7 @@ class TokenizeStats:
                 self.special_token_text += len(hit)
                 if self.first_special is None:
                     k = hit[0]
-                    self.first_special = [doc, text[offs[k, 0]:offs[k, 1]]]
+                    self.first_special = [doc, text[offs[k, 0] : offs[k, 1]]]
 
 
 # str.isspace() is true exactly for these code points.
@@ -141,12 +154,15 @@ def special_ids(tokenizer) -> np.ndarray:
 def tokenizer_hashes(tokenizer) -> dict[str, str]:
     """Hashes of the tokenizer's behaviour: its vocabulary, merges, added tokens, and how it
     wraps a text (special tokens), each separately so a mismatch can say what differs."""
+
     def digest(obj) -> str:
         return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
     spec = json.loads(tokenizer.backend_tokenizer.to_str())
     model = spec.get("model", {})
-    added = sorted((t.get("id"), t.get("content"), t.get("special")) for t in spec.get("added_tokens", []))
+    added = sorted(
+        (t.get("id"), t.get("content"), t.get("special")) for t in spec.get("added_tokens", [])
+    )
     prefix, suffix = special_tokens(tokenizer)
     out = {
         "vocab": digest(model.get("vocab")),

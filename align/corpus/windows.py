@@ -53,7 +53,9 @@ class Sequence:
     char_start: np.ndarray  # (n,) int, -1 for special tokens
     char_end: np.ndarray
     level: int | None = None  # the document's difficulty level, where its format has one
-    docs: np.ndarray | None = None  # (n,) int64, each token's document, when a packed window holds several
+    docs: np.ndarray | None = (
+        None  # (n,) int64, each token's document, when a packed window holds several
+    )
 
     def __len__(self) -> int:
         return len(self.token_id)
@@ -74,8 +76,9 @@ class Sequence:
         }
 
 
-def sequences(spec: CorpusSpec, tokenizer, stats: TokenizeStats | None = None,
-              reading: Reading | None = None) -> Iterator[Sequence]:
+def sequences(
+    spec: CorpusSpec, tokenizer, stats: TokenizeStats | None = None, reading: Reading | None = None
+) -> Iterator[Sequence]:
     """Tokenized sequences in corpus order, at most `spec.max_tokens` tokens in all: one
     document per sequence, or documents packed into full windows (`spec.pack`), each with the
     stand-in first token where `spec.stand_in_token` asks (module docstring). With `stats`,
@@ -85,19 +88,25 @@ def sequences(spec: CorpusSpec, tokenizer, stats: TokenizeStats | None = None,
     prefix, suffix = special_tokens(tokenizer)
     if spec.stand_in_token is not None:
         if prefix:
-            raise InputError(f"`stand_in_token` {spec.stand_in_token}: this model's tokenizer already puts {prefix} "
-                             "(its BOS) at position 0 of every sequence, which the fit leaves out: drop `stand_in_token`")
+            raise InputError(
+                f"`stand_in_token` {spec.stand_in_token}: this model's tokenizer already puts {prefix} "
+                "(its BOS) at position 0 of every sequence, which the fit leaves out: drop `stand_in_token`"
+            )
         prefix = [int(spec.stand_in_token)]
     room = spec.max_length - len(prefix) - len(suffix)
     if room < 1:
-        raise InputError(f"`max_length` {spec.max_length} leaves no room after the {len(prefix) + len(suffix)} special "
-                         "token(s) of each sequence")
+        raise InputError(
+            f"`max_length` {spec.max_length} leaves no room after the {len(prefix) + len(suffix)} special "
+            "token(s) of each sequence"
+        )
     wrap = _Wrap(np.asarray(prefix, np.int64), np.asarray(suffix, np.int64))
     encoded = _encoded(spec, tokenizer, stats, len(prefix) + len(suffix), reading)
     if spec.pack is None:
         yield from _document_windows(spec, encoded, room, wrap)
     else:
-        separator = np.asarray(tokenizer(spec.pack, add_special_tokens=False)["input_ids"], np.int64)
+        separator = np.asarray(
+            tokenizer(spec.pack, add_special_tokens=False)["input_ids"], np.int64
+        )
         yield from _packed_windows(spec, encoded, room, wrap, separator, stats)
 
 
@@ -108,7 +117,9 @@ class _Wrap:
     pre: np.ndarray
     suf: np.ndarray
 
-    def sequence(self, ids, cs, ce, docs, seq: int, level=None, budget: int | None = None) -> Sequence:
+    def sequence(
+        self, ids, cs, ce, docs, seq: int, level=None, budget: int | None = None
+    ) -> Sequence:
         """A Sequence of `ids` (with char spans `cs`, `ce` and documents `docs`) wrapped in the
         prefix and suffix (char spans -1; documents of the first and last token), cut to
         `budget` tokens."""
@@ -117,14 +128,24 @@ class _Wrap:
         tok = np.concatenate([self.pre, ids, self.suf])
         cs = np.concatenate([pad(np_), cs, pad(ns)])
         ce = np.concatenate([pad(np_), ce, pad(ns)])
-        docs = np.concatenate([np.full(np_, docs[0], np.int64), docs, np.full(ns, docs[-1], np.int64)])
+        docs = np.concatenate(
+            [np.full(np_, docs[0], np.int64), docs, np.full(ns, docs[-1], np.int64)]
+        )
         if budget is not None:
             tok, cs, ce, docs = tok[:budget], cs[:budget], ce[:budget], docs[:budget]
         several = len(docs) and docs[0] != docs[-1]
-        return Sequence(tok.astype(np.int32), int(docs[0]), seq, cs, ce, level, docs if several else None)
+        return Sequence(
+            tok.astype(np.int32), int(docs[0]), seq, cs, ce, level, docs if several else None
+        )
 
 
-def _encoded(spec: CorpusSpec, tokenizer, stats: TokenizeStats | None, n_special: int, reading: Reading | None):
+def _encoded(
+    spec: CorpusSpec,
+    tokenizer,
+    stats: TokenizeStats | None,
+    n_special: int,
+    reading: Reading | None,
+):
     """(doc, item, ids, offsets) of every document that gives tokens, in corpus order (a
     format's over-long prompt left out and counted)."""
     special = special_ids(tokenizer) if stats is not None else None
@@ -157,8 +178,15 @@ def _document_windows(spec: CorpusSpec, encoded, room: int, wrap: _Wrap) -> Iter
             if budget is not None and budget <= 0:
                 return
             body = slice(s, s + room)
-            sq = wrap.sequence(ids[body], offs[body, 0], offs[body, 1], np.full(len(ids[body]), doc, np.int64), seq,
-                               item.level, budget)
+            sq = wrap.sequence(
+                ids[body],
+                offs[body, 0],
+                offs[body, 1],
+                np.full(len(ids[body]), doc, np.int64),
+                seq,
+                item.level,
+                budget,
+            )
             if budget is not None:
                 budget -= len(sq)
             yield sq
@@ -167,8 +195,14 @@ def _document_windows(spec: CorpusSpec, encoded, room: int, wrap: _Wrap) -> Iter
             return  # the next document is not read (nor counted)
 
 
-def _packed_windows(spec: CorpusSpec, encoded, room: int, wrap: _Wrap, separator: np.ndarray,
-                    stats: TokenizeStats | None) -> Iterator[Sequence]:
+def _packed_windows(
+    spec: CorpusSpec,
+    encoded,
+    room: int,
+    wrap: _Wrap,
+    separator: np.ndarray,
+    stats: TokenizeStats | None,
+) -> Iterator[Sequence]:
     """Documents joined by `separator` (its tokens in the document before it, char spans -1)
     cut into full windows of `room` tokens; the last partial window left out and counted;
     with --max-tokens, whole windows only."""
@@ -187,7 +221,9 @@ def _packed_windows(spec: CorpusSpec, encoded, room: int, wrap: _Wrap, separator
         held += len(ids)
         previous = doc
         while held >= room:
-            joined = parts[0] if len(parts) == 1 else tuple(np.concatenate(col) for col in zip(*parts))
+            joined = (
+                parts[0] if len(parts) == 1 else tuple(np.concatenate(col) for col in zip(*parts))
+            )
             yield wrap.sequence(*(c[:room] for c in joined), seq)
             seq += 1
             held -= room
@@ -197,6 +233,8 @@ def _packed_windows(spec: CorpusSpec, encoded, room: int, wrap: _Wrap, separator
     if stats is not None:
         stats.packed_tail_tokens = held
     if seq == 0:
-        raise InputError(f"`pack`: corpus {spec.describe()} gives {held:,} tokens, less than one full window of "
-                         f"{room:,} (`max_length` {spec.max_length} less the special tokens): give more text or a "
-                         "smaller `max_length`")
+        raise InputError(
+            f"`pack`: corpus {spec.describe()} gives {held:,} tokens, less than one full window of "
+            f"{room:,} (`max_length` {spec.max_length} less the special tokens): give more text or a "
+            "smaller `max_length`"
+        )

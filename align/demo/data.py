@@ -52,12 +52,12 @@ def value(numbers: list[int], ops: list[str], paren: int | None = None) -> int:
     where the pair (numbers[paren] ops[paren] numbers[paren+1]) is parenthesised."""
     nums, ops = list(numbers), list(ops)
     if paren is not None:
-        nums[paren:paren + 2] = [_apply(nums[paren], ops[paren], nums[paren + 1])]
+        nums[paren : paren + 2] = [_apply(nums[paren], ops[paren], nums[paren + 1])]
         del ops[paren]
     i = 0
     while i < len(ops):
         if ops[i] == "*":
-            nums[i:i + 2] = [nums[i] * nums[i + 1]]
+            nums[i : i + 2] = [nums[i] * nums[i + 1]]
             del ops[i]
         else:
             i += 1
@@ -75,7 +75,9 @@ def document(rng: random.Random, n_lines: int, min_ops: int, max_ops: int) -> st
 
 def check_ops(min_ops: int, max_ops: int) -> None:
     if not 1 <= min_ops <= max_ops:
-        raise InputError(f"operations per problem {min_ops}..{max_ops} must satisfy 1 <= min <= max")
+        raise InputError(
+            f"operations per problem {min_ops}..{max_ops} must satisfy 1 <= min <= max"
+        )
 
 
 def training_text(n_chars: int, seed: int, min_ops: int = 1, max_ops: int = 4) -> str:
@@ -91,7 +93,9 @@ def training_text(n_chars: int, seed: int, min_ops: int = 1, max_ops: int = 4) -
     return "".join(out)
 
 
-def heldout_documents(n_docs: int, seed: int, lines_per_doc: int = 6, min_ops: int = 1, max_ops: int = 4) -> list[str]:
+def heldout_documents(
+    n_docs: int, seed: int, lines_per_doc: int = 6, min_ops: int = 1, max_ops: int = 4
+) -> list[str]:
     """`n_docs` documents of `lines_per_doc` problems each, from a random stream distinct from
     the training one (another seed string), for extraction and the analyses."""
     check_ops(min_ops, max_ops)

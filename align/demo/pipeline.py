@@ -33,18 +33,16 @@ import shutil
 import time
 from dataclasses import dataclass, field
 
+import align
 from align import messages, textfiles
-from align.demo import data
-from align.errors import InputError
-from align.demo import seeds as across
-from align.demo.train import TrainConfig
-from align import store as st
 from align.analyses import run as analyses
 from align.corpus import CorpusSpec
-from align.models import ModelSpec
-import align
-from align.demo import train, tokenizers_pair
+from align.demo import data, tokenizers_pair, train
+from align.demo import seeds as across
 from align.demo.steps import done, quiet, step
+from align.demo.train import TrainConfig
+from align.errors import InputError
+from align.models import ModelSpec
 from align.store import open_result
 
 STATE_FILE = "demo.json"
@@ -71,8 +69,15 @@ class DemoConfig:
     def key(self) -> str:
         # "format" 2: stores made since align reads a checkpoint's tokenizer.json as saved
         # (format 1 stores lost every newline); an older output is recomputed, models kept.
-        blob = json.dumps({**dataclasses.asdict(self), "shallow_key": self.shallow.key(), "deep_key": self.deep.key(),
-                           "format": 2}, sort_keys=True)
+        blob = json.dumps(
+            {
+                **dataclasses.asdict(self),
+                "shallow_key": self.shallow.key(),
+                "deep_key": self.deep.key(),
+                "format": 2,
+            },
+            sort_keys=True,
+        )
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -82,22 +87,49 @@ SIZES = ("full", "tiny")  # `align demo --size`: default_config, tiny_config
 def default_config(tokens: int = 400_000, seeds=(0, 1, 2)) -> DemoConfig:
     """6 layers against 12 layers, both d=128, both trained on `tokens` tokens, per seed."""
     seeds = _check_seeds(seeds)
-    return DemoConfig(TrainConfig(n_layers=6, d_model=128, tokens=tokens, seed=seeds[0]),
-                      TrainConfig(n_layers=12, d_model=128, tokens=tokens, seed=seeds[0]), seeds=seeds)
+    return DemoConfig(
+        TrainConfig(n_layers=6, d_model=128, tokens=tokens, seed=seeds[0]),
+        TrainConfig(n_layers=12, d_model=128, tokens=tokens, seed=seeds[0]),
+        seeds=seeds,
+    )
 
 
 def tiny_config(tokens: int = 4_000, seeds=(0, 1)) -> DemoConfig:
     """A reduced demo for tests: 2 layers d=32 against 4 layers d=48, a few seconds each, two seeds."""
     seeds = _check_seeds(seeds)
-    return DemoConfig(TrainConfig(n_layers=2, d_model=32, tokens=tokens, seq_len=32, batch_size=8, warmup_steps=5, seed=seeds[0]),
-                      TrainConfig(n_layers=4, d_model=48, tokens=tokens, seq_len=32, batch_size=8, warmup_steps=5, seed=seeds[0]),
-                      n_docs=30, lines_per_doc=3, skip_docs=2, batch_size=16, seeds=seeds)
+    return DemoConfig(
+        TrainConfig(
+            n_layers=2,
+            d_model=32,
+            tokens=tokens,
+            seq_len=32,
+            batch_size=8,
+            warmup_steps=5,
+            seed=seeds[0],
+        ),
+        TrainConfig(
+            n_layers=4,
+            d_model=48,
+            tokens=tokens,
+            seq_len=32,
+            batch_size=8,
+            warmup_steps=5,
+            seed=seeds[0],
+        ),
+        n_docs=30,
+        lines_per_doc=3,
+        skip_docs=2,
+        batch_size=16,
+        seeds=seeds,
+    )
 
 
 def _check_seeds(seeds) -> tuple:
     seeds = tuple(int(s) for s in seeds)
     if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
-        raise InputError(f"seeds {list(seeds)} must be distinct non-negative integers, at least one")
+        raise InputError(
+            f"seeds {list(seeds)} must be distinct non-negative integers, at least one"
+        )
     return seeds
 
 
@@ -113,7 +145,9 @@ class DemoReport:
     training: dict = field(default_factory=dict)  # name -> train.json
     timings: dict = field(default_factory=dict)  # step -> seconds
     seeds: list = field(default_factory=list)  # per seed: {seed, models, training, stores, results}
-    across: dict = field(default_factory=dict)  # across-seed statistics and robustness (align.demo.seeds)
+    across: dict = field(
+        default_factory=dict
+    )  # across-seed statistics and robustness (align.demo.seeds)
     machine: dict = field(default_factory=dict)  # cores, CPU model, load averages before and after
     summary: str = ""
 
@@ -126,16 +160,16 @@ def _prepare(output: str, key: str, log) -> None:
     if os.path.exists(state_path):
         old = json.loads(textfiles.read(state_path, "demo state file")).get("key")
     if old is not None and old != key:
-        log(f"align demo: {output} holds a demo of another configuration ({old}); recomputing its stores and results")
+        log(
+            f"align demo: {output} holds a demo of another configuration ({old}); recomputing its stores and results"
+        )
         for sub in ("stores", "results", "figures", "corpus"):
             shutil.rmtree(os.path.join(output, sub), ignore_errors=True)
 
 
-
-
-
-
-def run(output: str = "demo-output", config: DemoConfig | None = None, log=None, figures: bool = True) -> DemoReport:
+def run(
+    output: str = "demo-output", config: DemoConfig | None = None, log=None, figures: bool = True
+) -> DemoReport:
     """Run the whole demo into `output`; returns a DemoReport (its .summary is printed by the CLI)."""
     import warnings
 
@@ -161,8 +195,13 @@ def _run(output, config, log, figures) -> DemoReport:
     corpus_path = sub("corpus", "heldout.txt")
     if not os.path.exists(corpus_path):
         os.makedirs(sub("corpus"), exist_ok=True)
-        docs = data.heldout_documents(config.n_docs, config.shallow.seed, config.lines_per_doc,
-                                      config.shallow.min_ops, config.shallow.max_ops)
+        docs = data.heldout_documents(
+            config.n_docs,
+            config.shallow.seed,
+            config.lines_per_doc,
+            config.shallow.min_ops,
+            config.shallow.max_ops,
+        )
         data.write_corpus(corpus_path + ".tmp", docs)
         os.replace(corpus_path + ".tmp", corpus_path)
 
@@ -170,9 +209,15 @@ def _run(output, config, log, figures) -> DemoReport:
     for k, seed in enumerate(config.seeds):
         report.seeds.append(_one_seed(report, config, seed, k == 0, corpus_path, log))
     first = report.seeds[0]
-    report.models, report.training, report.stores = dict(first["models"]), dict(first["training"]), dict(first["stores"])
+    report.models, report.training, report.stores = (
+        dict(first["models"]),
+        dict(first["training"]),
+        dict(first["stores"]),
+    )
     report.results.update(first["results"])
-    if config.bpe_merges:  # the third model: another tokenizer, paired with the shallow model on the text
+    if (
+        config.bpe_merges
+    ):  # the third model: another tokenizer, paired with the shallow model on the text
         tokenizers_pair.run(report, config, first, corpus_path, log, MAX_LENGTH)
     report.across = across.statistics([_seed_summaries(x) for x in report.seeds])
 
@@ -181,20 +226,53 @@ def _run(output, config, log, figures) -> DemoReport:
     brief = quiet(log)
     skip_spec = CorpusSpec(corpus_path, max_length=MAX_LENGTH, max_docs=config.skip_docs)
     for name in ("shallow", "deep"):
-        paths = {kind: sub("results", f"{kind}-{name}.zarr") for kind in ("contributions", "lens", "skipping", "depth")}
+        paths = {
+            kind: sub("results", f"{kind}-{name}.zarr")
+            for kind in ("contributions", "lens", "skipping", "depth")
+        }
         report.results.update({f"{kind}-{name}": p for kind, p in paths.items()})
         if not done(paths["contributions"]):
-            step(report, f"contrib {name}", lambda: analyses.run_contrib(paths["contributions"], store=report.stores[name],
-                                                                          log=brief), log)
+            step(
+                report,
+                f"contrib {name}",
+                lambda: analyses.run_contrib(
+                    paths["contributions"], store=report.stores[name], log=brief
+                ),
+                log,
+            )
         if not done(paths["lens"]):
-            step(report, f"lens {name}", lambda: analyses.run_lens(paths["lens"], store=report.stores[name], log=brief), log)
+            step(
+                report,
+                f"lens {name}",
+                lambda: analyses.run_lens(paths["lens"], store=report.stores[name], log=brief),
+                log,
+            )
         if not done(paths["skipping"]):
             spec = ModelSpec(report.models[name])
-            step(report, f"skip {name}", lambda: analyses.run_skip(paths["skipping"], spec=spec, cspec=skip_spec,
-                                                                    batch_size=config.batch_size, log=brief), log)
+            step(
+                report,
+                f"skip {name}",
+                lambda: analyses.run_skip(
+                    paths["skipping"],
+                    spec=spec,
+                    cspec=skip_spec,
+                    batch_size=config.batch_size,
+                    log=brief,
+                ),
+                log,
+            )
         if not done(paths["depth"]):
-            step(report, f"depth {name}", lambda: analyses.run_depth(paths["depth"], contrib_path=paths["contributions"],
-                                                                      lens_path=paths["lens"], log=brief), log)
+            step(
+                report,
+                f"depth {name}",
+                lambda: analyses.run_depth(
+                    paths["depth"],
+                    contrib_path=paths["contributions"],
+                    lens_path=paths["lens"],
+                    log=brief,
+                ),
+                log,
+            )
 
     # 4. Figures and the summary.
     if figures:
@@ -203,11 +281,26 @@ def _run(output, config, log, figures) -> DemoReport:
     report.timings["total"] = round(time.time() - t_all, 2)
     report.machine["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     with open(sub(STATE_FILE), "w", encoding="utf-8") as f:
-        json.dump({"key": key, "config": dataclasses.asdict(config), "models": report.models, "stores": report.stores,
-                   "results": report.results, "figures": report.figures, "timings": report.timings,
-                   "seeds": report.seeds, "across_seeds": report.across, "machine": report.machine,
-                   "tokenizers_pair": tokenizers_pair.record(report) if tokenizers_pair.RESULT in report.results else None,
-                   "summary": report.summary}, f, indent=1)
+        json.dump(
+            {
+                "key": key,
+                "config": dataclasses.asdict(config),
+                "models": report.models,
+                "stores": report.stores,
+                "results": report.results,
+                "figures": report.figures,
+                "timings": report.timings,
+                "seeds": report.seeds,
+                "across_seeds": report.across,
+                "machine": report.machine,
+                "tokenizers_pair": tokenizers_pair.record(report)
+                if tokenizers_pair.RESULT in report.results
+                else None,
+                "summary": report.summary,
+            },
+            f,
+            indent=1,
+        )
     return report
 
 
@@ -215,9 +308,9 @@ def _run(output, config, log, figures) -> DemoReport:
 MAX_LENGTH = 512
 
 
-
-
-def _one_seed(report: DemoReport, config: DemoConfig, seed: int, first: bool, corpus_path: str, log) -> dict:
+def _one_seed(
+    report: DemoReport, config: DemoConfig, seed: int, first: bool, corpus_path: str, log
+) -> dict:
     """Train, extract and fit one seed; returns {seed, models, training, stores, results}.
 
     The first seed's stores and results keep the demo's top-level paths (OUT/stores,
@@ -231,32 +324,65 @@ def _one_seed(report: DemoReport, config: DemoConfig, seed: int, first: bool, co
         tc = dataclasses.replace(tc, seed=seed)
         folder = os.path.join(report.output, "models", f"{name}-{tc.key()}")
         out["models"][name] = folder
-        out["training"][name] = step(report, f"train {name}{tag}", lambda: train.train(tc, folder, log=log), log)
+        out["training"][name] = step(
+            report, f"train {name}{tag}", lambda: train.train(tc, folder, log=log), log
+        )
     brief = quiet(log)
-    jobs = (("shallow", out["models"]["shallow"], False), ("deep", out["models"]["deep"], False),
-            ("control", out["models"]["deep"], True))
+    jobs = (
+        ("shallow", out["models"]["shallow"], False),
+        ("deep", out["models"]["deep"], False),
+        ("control", out["models"]["deep"], True),
+    )
     for name, model, random_init in jobs:
         path = os.path.join(root, "stores", f"{name}.zarr")
         out["stores"][name] = path
-        step(report, f"extract {name}{tag}", lambda: align.extract(
-            model, corpus_path, path, random_init=random_init, seed=config.control_seed + seed, max_length=MAX_LENGTH,
-            batch_size=config.batch_size, sublayers=first, log=brief), log)
+        step(
+            report,
+            f"extract {name}{tag}",
+            lambda: align.extract(
+                model,
+                corpus_path,
+                path,
+                random_init=random_init,
+                seed=config.control_seed + seed,
+                max_length=MAX_LENGTH,
+                batch_size=config.batch_size,
+                sublayers=first,
+                log=brief,
+            ),
+            log,
+        )
     for name, target in (("alignment", "deep"), ("alignment-control", "control")):
         path = os.path.join(root, "results", f"{name}.zarr")
         out["results"][name] = path
         if not done(path):
-            step(report, f"fit {name}{tag}", lambda: align.fit(
-                out["stores"]["shallow"], out["stores"][target], path, seed=config.fit_seed, scheduler="synchronous",
-                blas_threads=None, log=brief), log)
+            step(
+                report,
+                f"fit {name}{tag}",
+                lambda: align.fit(
+                    out["stores"]["shallow"],
+                    out["stores"][target],
+                    path,
+                    seed=config.fit_seed,
+                    scheduler="synchronous",
+                    blas_threads=None,
+                    log=brief,
+                ),
+                log,
+            )
     return out
 
 
 def _seed_summaries(seed_run: dict) -> dict:
     """{seed, trained, control}: a seed's two alignment summaries (attrs["summary"])."""
 
-    return {"seed": seed_run["seed"],
-            **{pair: open_result(seed_run["results"][name], "alignment").attrs["summary"]
-               for pair, name in (("trained", "alignment"), ("control", "alignment-control"))}}
+    return {
+        "seed": seed_run["seed"],
+        **{
+            pair: open_result(seed_run["results"][name], "alignment").attrs["summary"]
+            for pair, name in (("trained", "alignment"), ("control", "alignment-control"))
+        },
+    }
 
 
 def machine() -> dict:
@@ -270,12 +396,20 @@ def machine() -> dict:
     model = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
+            model = next(
+                (line.split(":", 1)[1].strip() for line in f if line.startswith("model name")),
+                model,
+            )
     except OSError:
         pass
-    return {"cores": os.cpu_count(), "cpu_model": model, "torch_threads": torch.get_num_threads(),
-            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-            "platform": platform.platform(), "load_average_before": [round(x, 2) for x in os.getloadavg()]}
+    return {
+        "cores": os.cpu_count(),
+        "cpu_model": model,
+        "torch_threads": torch.get_num_threads(),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "platform": platform.platform(),
+        "load_average_before": [round(x, 2) for x in os.getloadavg()],
+    }
 
 
 def draw_figures(report: DemoReport) -> dict:
@@ -284,22 +418,39 @@ def draw_figures(report: DemoReport) -> dict:
 
     fig_dir = os.path.join(report.output, "figures")
     r = report.results
-    trained, control = open_result(r["alignment"], "alignment"), open_result(r["alignment-control"], "alignment")
+    trained, control = (
+        open_result(r["alignment"], "alignment"),
+        open_result(r["alignment-control"], "alignment"),
+    )
     for metric in ("relative_error", "r2"):
         name = "alignment" if metric == "relative_error" else "alignment-r2"
-        fig = plotting.plot_alignments([trained, control], metric=metric,
-                                       titles=["trained shallow → trained deep", "trained shallow → untrained deep (control)"])
+        fig = plotting.plot_alignments(
+            [trained, control],
+            metric=metric,
+            titles=["trained shallow → trained deep", "trained shallow → untrained deep (control)"],
+        )
         report.figures[name] = plotting.save(fig, os.path.join(fig_dir, f"{name}.png"))
     if tokenizers_pair.RESULT in r:
-        fig = plotting.plot_alignments([trained, open_result(r[tokenizers_pair.RESULT], "alignment")],
-                                       titles=["shallow → deep, one tokenizer", "shallow → deep BPE, pairs anchored on the text"])
-        report.figures["alignment-tokenizers"] = plotting.save(fig, os.path.join(fig_dir, "alignment-tokenizers.png"))
+        fig = plotting.plot_alignments(
+            [trained, open_result(r[tokenizers_pair.RESULT], "alignment")],
+            titles=[
+                "shallow → deep, one tokenizer",
+                "shallow → deep BPE, pairs anchored on the text",
+            ],
+        )
+        report.figures["alignment-tokenizers"] = plotting.save(
+            fig, os.path.join(fig_dir, "alignment-tokenizers.png")
+        )
     for name in ("shallow", "deep"):
         depth = open_result(r[f"depth-{name}"], "depth")
         figs = {
-            f"contributions-{name}": plotting.plot_contributions(open_result(r[f"contributions-{name}"], "contributions"), depth=depth),
+            f"contributions-{name}": plotting.plot_contributions(
+                open_result(r[f"contributions-{name}"], "contributions"), depth=depth
+            ),
             f"lens-{name}": plotting.plot_lens(open_result(r[f"lens-{name}"], "lens"), depth=depth),
-            f"skipping-{name}": plotting.plot_skipping(open_result(r[f"skipping-{name}"], "skipping")),
+            f"skipping-{name}": plotting.plot_skipping(
+                open_result(r[f"skipping-{name}"], "skipping")
+            ),
         }
         for fname, fig in figs.items():
             report.figures[fname] = plotting.save(fig, os.path.join(fig_dir, f"{fname}.png"))
@@ -326,14 +477,16 @@ def _matrix_lines(ds, label: str) -> list[str]:
     if s.get("slope") is not None:
         nulls = s.get("nulls") or {}
         flat, uni = nulls.get("flat", {}), nulls.get("uniform", {})
-        lines.append(f"    slope of j*/L_T on i/L_S {s['slope']:.2f}{_interval(s, 'slope')} (1: the diagonal, 0: flat);  "
-                     f"nulls: mean gap {flat.get('mean_depth_gap', float('nan')):.3f} for a flat path at "
-                     f"{flat.get('target_boundary')}, {uni.get('mean_depth_gap', float('nan')):.3f} for uniform paths")
+        lines.append(
+            f"    slope of j*/L_T on i/L_S {s['slope']:.2f}{_interval(s, 'slope')} (1: the diagonal, 0: flat);  "
+            f"nulls: mean gap {flat.get('mean_depth_gap', float('nan')):.3f} for a flat path at "
+            f"{flat.get('target_boundary')}, {uni.get('mean_depth_gap', float('nan')):.3f} for uniform paths"
+        )
     return lines
 
 
 def _interval(s: dict, key: str, digits: int = 2) -> str:
-    """" [low, high]" of a summary statistic's 95% document-bootstrap interval, or ""."""
+    """ " [low, high]" of a summary statistic's 95% document-bootstrap interval, or ""."""
     lo, hi = s.get(f"{key}_low"), s.get(f"{key}_high")
     if lo is None or hi is None:
         return ""
@@ -345,36 +498,50 @@ def summarize(report: DemoReport) -> str:
     and the control, training losses, effective depths."""
     import numpy as np
 
-
     r = report.results
     lines = [f"align demo: everything is in {report.output}/"]
     for name in ("shallow", "deep"):
         t = report.training[name]
         c = t["config"]
-        lines.append(f"  model {name:<8} {report.models[name]}  ({c['n_layers']} layers, d={c['d_model']}, "
-                     f"{t['tokens_seen']:,} training tokens, held-out loss {t['heldout_loss_init']:.2f} -> "
-                     f"{t['heldout_loss_trained']:.2f} nats/char)")
+        lines.append(
+            f"  model {name:<8} {report.models[name]}  ({c['n_layers']} layers, d={c['d_model']}, "
+            f"{t['tokens_seen']:,} training tokens, held-out loss {t['heldout_loss_init']:.2f} -> "
+            f"{t['heldout_loss_trained']:.2f} nats/char)"
+        )
     if tokenizers_pair.NAME in report.training:
         t = report.training[tokenizers_pair.NAME]
         c = t["config"]
-        lines.append(f"  model {tokenizers_pair.NAME:<8} {report.models[tokenizers_pair.NAME]}  ({c['n_layers']} layers, "
-                     f"d={c['d_model']}, a BPE of {c['bpe_merges']} merges, {t['tokens_seen']:,} training tokens, held-out "
-                     f"loss {t['heldout_loss_init']:.2f} -> {t['heldout_loss_trained']:.2f} nats/token)")
+        lines.append(
+            f"  model {tokenizers_pair.NAME:<8} {report.models[tokenizers_pair.NAME]}  ({c['n_layers']} layers, "
+            f"d={c['d_model']}, a BPE of {c['bpe_merges']} merges, {t['tokens_seen']:,} training tokens, held-out "
+            f"loss {t['heldout_loss_init']:.2f} -> {t['heldout_loss_trained']:.2f} nats/token)"
+        )
     for x in report.seeds[1:]:
         folder = os.path.join(report.output, "seeds", f"seed-{x['seed']}")
-        losses = ", ".join(f"{name} {t['heldout_loss_init']:.2f} -> {t['heldout_loss_trained']:.2f}" for name, t in x["training"].items())
+        losses = ", ".join(
+            f"{name} {t['heldout_loss_init']:.2f} -> {t['heldout_loss_trained']:.2f}"
+            for name, t in x["training"].items()
+        )
         lines.append(f"  seed {x['seed']:<4} {folder}/ (held-out loss {losses} nats/char)")
     lines.append(f"  stores   {', '.join(report.stores.values())}")
     lines.append(f"  results  {os.path.join(report.output, 'results')}/ ({len(r)} stores)")
     if report.figures:
-        lines.append(f"  figures  {os.path.join(report.output, 'figures')}/ ({', '.join(sorted(os.path.basename(p) for p in report.figures.values()))})")
-    lines.append(f"Layer-to-layer maps, shallow -> deep, seed {report.seeds[0]['seed'] if report.seeds else 0} "
-                 "(relative error on held-out documents, boundaries >= 1):")
+        lines.append(
+            f"  figures  {os.path.join(report.output, 'figures')}/ ({', '.join(sorted(os.path.basename(p) for p in report.figures.values()))})"
+        )
+    lines.append(
+        f"Layer-to-layer maps, shallow -> deep, seed {report.seeds[0]['seed'] if report.seeds else 0} "
+        "(relative error on held-out documents, boundaries >= 1):"
+    )
     lines += _matrix_lines(open_result(r["alignment"], "alignment"), "trained -> trained")
-    lines += _matrix_lines(open_result(r["alignment-control"], "alignment"), "trained -> untrained deep (control)")
+    lines += _matrix_lines(
+        open_result(r["alignment-control"], "alignment"), "trained -> untrained deep (control)"
+    )
     if tokenizers_pair.RESULT in r:
         bpe = open_result(r[tokenizers_pair.RESULT], "alignment")
-        lines += _matrix_lines(bpe, f"trained -> trained deep with a BPE tokenizer ({tokenizers_pair.coverage(bpe)})")
+        lines += _matrix_lines(
+            bpe, f"trained -> trained deep with a BPE tokenizer ({tokenizers_pair.coverage(bpe)})"
+        )
     if report.across:
         lines += across.lines(report.across)
     lines.append("Effective depth (ED, ratio (ED+1)/L):")
@@ -387,6 +554,10 @@ def summarize(report: DemoReport) -> str:
             if "effective_depth_low" in d:
                 lo, hi = (float(d[f"effective_depth_{k}"].sel(rule=rule)) for k in ("low", "high"))
                 ci = f" [{lo:g}, {hi:g}]" if np.isfinite(lo) and np.isfinite(hi) else ""
-            parts.append(f"{rule} {ed:g}{ci} ({float(d['ratio'].sel(rule=rule)):.2f})" if np.isfinite(ed) else f"{rule} undefined")
+            parts.append(
+                f"{rule} {ed:g}{ci} ({float(d['ratio'].sel(rule=rule)):.2f})"
+                if np.isfinite(ed)
+                else f"{rule} undefined"
+            )
         lines.append(f"  {name:<8} " + "; ".join(parts))
     return "\n".join(lines)

@@ -26,7 +26,9 @@ def build(alphabet: str = ALPHABET):
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token=SPECIAL))
     tok.add_special_tokens([SPECIAL])
     tok.decoder = decoders.Fuse()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=SPECIAL, pad_token=SPECIAL, unk_token=SPECIAL)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token=SPECIAL, pad_token=SPECIAL, unk_token=SPECIAL
+    )
 
 
 def build_bpe(text: str, n_merges: int, alphabet: str = ALPHABET):
@@ -38,10 +40,17 @@ def build_bpe(text: str, n_merges: int, alphabet: str = ALPHABET):
 
     tok = Tokenizer(models.BPE(unk_token=SPECIAL))
     tok.decoder = decoders.Fuse()
-    trainer = trainers.BpeTrainer(vocab_size=1 + len(alphabet) + n_merges, special_tokens=[SPECIAL],
-                                  initial_alphabet=list(alphabet), limit_alphabet=len(alphabet), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=1 + len(alphabet) + n_merges,
+        special_tokens=[SPECIAL],
+        initial_alphabet=list(alphabet),
+        limit_alphabet=len(alphabet),
+        show_progress=False,
+    )
     tok.train_from_iterator(text.split("\n"), trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=SPECIAL, pad_token=SPECIAL, unk_token=SPECIAL)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token=SPECIAL, pad_token=SPECIAL, unk_token=SPECIAL
+    )
 
 
 def save(path: str, alphabet: str = ALPHABET, merges: int = 0, text: str | None = None):

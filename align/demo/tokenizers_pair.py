@@ -16,8 +16,8 @@ import os
 import align
 from align.demo import train
 from align.demo.seeds import STATS
-from align.store import open_result
 from align.demo.steps import done, quiet, step
+from align.store import open_result
 
 NAME = "deep-bpe"
 RESULT = "alignment-bpe"
@@ -27,29 +27,61 @@ def run(report, config, seed_run: dict, corpus_path: str, log, max_length: int) 
     """Train, extract and fit the BPE model into `report` (models, training, stores, results
     under NAME and RESULT), each step timed."""
     seed = seed_run["seed"]
-    brief = lambda m: log(m) if "anchored pairs" in m or "pairing char-anchors" in m else quiet(log)(m)  # noqa: E731
-    tc = dataclasses.replace(config.deep, seed=seed, bpe_merges=config.bpe_merges, tokens=config.deep.tokens // 2)
+
+    def brief(m):
+        return log(m) if "anchored pairs" in m or "pairing char-anchors" in m else quiet(log)(m)
+
+    tc = dataclasses.replace(
+        config.deep, seed=seed, bpe_merges=config.bpe_merges, tokens=config.deep.tokens // 2
+    )
     folder = os.path.join(report.output, "models", f"{NAME}-{tc.key()}")
     report.models[NAME] = folder
-    report.training[NAME] = step(report, f"train {NAME}", lambda: train.train(tc, folder, log=log), log)
+    report.training[NAME] = step(
+        report, f"train {NAME}", lambda: train.train(tc, folder, log=log), log
+    )
     store = os.path.join(report.output, "stores", f"{NAME}.zarr")
     report.stores[NAME] = store
-    step(report, f"extract {NAME}", lambda: align.extract(folder, corpus_path, store, max_length=max_length,
-                                                         batch_size=config.batch_size, log=brief), log)
+    step(
+        report,
+        f"extract {NAME}",
+        lambda: align.extract(
+            folder,
+            corpus_path,
+            store,
+            max_length=max_length,
+            batch_size=config.batch_size,
+            log=brief,
+        ),
+        log,
+    )
     result = os.path.join(report.output, "results", f"{RESULT}.zarr")
     report.results[RESULT] = result
     if not done(result):
-        step(report, f"fit {RESULT}", lambda: align.fit(seed_run["stores"]["shallow"], store, result, seed=config.fit_seed,
-                                                       scheduler="synchronous", blas_threads=None, log=brief), log)
+        step(
+            report,
+            f"fit {RESULT}",
+            lambda: align.fit(
+                seed_run["stores"]["shallow"],
+                store,
+                result,
+                seed=config.fit_seed,
+                scheduler="synchronous",
+                blas_threads=None,
+                log=brief,
+            ),
+            log,
+        )
 
 
 def coverage(ds) -> str:
-    """"source 52.1%, target 100.0% of their tokens" from a result's recorded pairing."""
+    """ "source 52.1%, target 100.0% of their tokens" from a result's recorded pairing."""
     p = ds.attrs.get("pairing") or {}
     if p.get("mode") != "char-anchors":
         return f"pairing {p.get('mode', 'tokens')}"
-    return (f"char-anchors covering {p['source']['coverage']:.1%} of the shallow model's tokens and "
-            f"{p['target']['coverage']:.1%} of the BPE model's")
+    return (
+        f"char-anchors covering {p['source']['coverage']:.1%} of the shallow model's tokens and "
+        f"{p['target']['coverage']:.1%} of the BPE model's"
+    )
 
 
 def record(report) -> dict:
@@ -58,8 +90,17 @@ def record(report) -> dict:
     ds = open_result(report.results[RESULT], "alignment")
     s = ds.attrs["summary"]
     p = ds.attrs["pairing"]
-    return {"model": report.models[NAME], "training": report.training[NAME], "pairing": {
-                "mode": p["mode"], "pairs": p.get("pairs"),
-                **{side: p[side]["coverage"] for side in ("source", "target") if side in p}},
-            "summary": {"argmin_path": list(s.get("argmin_path") or []), **{k: s.get(k) for k in STATS},
-                        **{f"{k}_{e}": s.get(f"{k}_{e}") for k in STATS for e in ("low", "high")}}}
+    return {
+        "model": report.models[NAME],
+        "training": report.training[NAME],
+        "pairing": {
+            "mode": p["mode"],
+            "pairs": p.get("pairs"),
+            **{side: p[side]["coverage"] for side in ("source", "target") if side in p},
+        },
+        "summary": {
+            "argmin_path": list(s.get("argmin_path") or []),
+            **{k: s.get(k) for k in STATS},
+            **{f"{k}_{e}": s.get(f"{k}_{e}") for k in STATS for e in ("low", "high")},
+        },
+    }

@@ -40,7 +40,9 @@ class TrainConfig:
     min_ops: int = 1
     max_ops: int = 4
     seed: int = 0
-    bpe_merges: int = 0  # 0: the character tokenizer; else a BPE of this many merges learnt on the training text
+    bpe_merges: int = (
+        0  # 0: the character tokenizer; else a BPE of this many merges learnt on the training text
+    )
 
     @property
     def steps(self) -> int:
@@ -61,10 +63,18 @@ def qwen2_config(cfg: TrainConfig, vocab_size: int):
     from transformers import Qwen2Config
 
     return Qwen2Config(
-        vocab_size=vocab_size, hidden_size=cfg.d_model, intermediate_size=4 * cfg.d_model,
-        num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads, num_key_value_heads=max(1, cfg.n_heads // 2),
-        max_position_embeddings=max(512, cfg.seq_len), rms_norm_eps=1e-6, tie_word_embeddings=True,
-        bos_token_id=None, eos_token_id=0, pad_token_id=0,
+        vocab_size=vocab_size,
+        hidden_size=cfg.d_model,
+        intermediate_size=4 * cfg.d_model,
+        num_hidden_layers=cfg.n_layers,
+        num_attention_heads=cfg.n_heads,
+        num_key_value_heads=max(1, cfg.n_heads // 2),
+        max_position_embeddings=max(512, cfg.seq_len),
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=0,
+        pad_token_id=0,
     )
 
 
@@ -74,7 +84,7 @@ def _batches(text_ids, cfg: TrainConfig, rng):
 
     n = len(text_ids) - cfg.seq_len - 1
     starts = torch.randint(0, n, (cfg.batch_size,), generator=rng)
-    return torch.stack([text_ids[s: s + cfg.seq_len + 1] for s in starts.tolist()])
+    return torch.stack([text_ids[s : s + cfg.seq_len + 1] for s in starts.tolist()])
 
 
 def _heldout_loss(model, ids) -> float:
@@ -84,7 +94,9 @@ def _heldout_loss(model, ids) -> float:
     model.eval()
     with torch.no_grad():
         out = model(input_ids=ids[:, :-1])
-        loss = torch.nn.functional.cross_entropy(out.logits.reshape(-1, out.logits.shape[-1]), ids[:, 1:].reshape(-1))
+        loss = torch.nn.functional.cross_entropy(
+            out.logits.reshape(-1, out.logits.shape[-1]), ids[:, 1:].reshape(-1)
+        )
     model.train()
     return float(loss)
 
@@ -112,7 +124,9 @@ def train(cfg: TrainConfig, folder: str, log=print) -> dict:
 
     done = trained(folder)
     if done is not None and done.get("key") == cfg.key():
-        log(f"align demo: reusing trained model {folder} (key {cfg.key()}, {done['tokens_seen']:,} tokens)")
+        log(
+            f"align demo: reusing trained model {folder} (key {cfg.key()}, {done['tokens_seen']:,} tokens)"
+        )
         return done
     if os.path.exists(folder):
         shutil.rmtree(folder)
@@ -128,14 +142,24 @@ def train(cfg: TrainConfig, folder: str, log=print) -> dict:
     model = Qwen2ForCausalLM(qwen2_config(cfg, len(tok)))
     model.train()
     ids = torch.tensor(tok(text)["input_ids"], dtype=torch.long)
-    held = torch.tensor(tok("\n".join(data.heldout_documents(64, cfg.seed + 10_000, 8, cfg.min_ops, cfg.max_ops)))["input_ids"])
+    held = torch.tensor(
+        tok("\n".join(data.heldout_documents(64, cfg.seed + 10_000, 8, cfg.min_ops, cfg.max_ops)))[
+            "input_ids"
+        ]
+    )
     n_w = len(held) // (cfg.seq_len + 1)
     held = held[: n_w * (cfg.seq_len + 1)].view(n_w, cfg.seq_len + 1)[:64]
 
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=cfg.lr, betas=(0.9, 0.95))
+    opt = torch.optim.AdamW(
+        [
+            {"params": decay, "weight_decay": cfg.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ],
+        lr=cfg.lr,
+        betas=(0.9, 0.95),
+    )
     steps = cfg.steps
 
     def lr_at(step):
@@ -152,7 +176,9 @@ def train(cfg: TrainConfig, folder: str, log=print) -> dict:
             g["lr"] = lr_at(step)
         batch = _batches(ids, cfg, rng)
         logits = model(input_ids=batch[:, :-1]).logits
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1)
+        )
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -162,21 +188,32 @@ def train(cfg: TrainConfig, folder: str, log=print) -> dict:
         if time.time() - last >= 15 or step == steps - 1:
             last = time.time()
             rate = (step + 1) * cfg.batch_size * cfg.seq_len / (last - t0)
-            log(f"align demo: training {cfg.n_layers}-layer d={cfg.d_model}{' (BPE)' if cfg.bpe_merges else ''}: step {step + 1}/{steps}, "
-                f"loss {float(loss.detach()):.3f}, {rate:,.0f} tok/s, ETA {(steps - step - 1) * cfg.batch_size * cfg.seq_len / rate:,.0f} s")
+            log(
+                f"align demo: training {cfg.n_layers}-layer d={cfg.d_model}{' (BPE)' if cfg.bpe_merges else ''}: step {step + 1}/{steps}, "
+                f"loss {float(loss.detach()):.3f}, {rate:,.0f} tok/s, ETA {(steps - step - 1) * cfg.batch_size * cfg.seq_len / rate:,.0f} s"
+            )
     seconds = time.time() - t0
     loss1 = _heldout_loss(model, held)
     model.eval()
     model.save_pretrained(tmp)
     info = {
-        "key": cfg.key(), "config": dataclasses.asdict(cfg), "steps": steps, "tokens_seen": steps * cfg.batch_size * cfg.seq_len,
-        "seconds": seconds, "tokens_per_second": steps * cfg.batch_size * cfg.seq_len / seconds,
-        "heldout_loss_init": loss0, "heldout_loss_trained": loss1, "loss_curve": curve,
-        "n_parameters": sum(p.numel() for p in model.parameters()), "torch": torch.__version__,
+        "key": cfg.key(),
+        "config": dataclasses.asdict(cfg),
+        "steps": steps,
+        "tokens_seen": steps * cfg.batch_size * cfg.seq_len,
+        "seconds": seconds,
+        "tokens_per_second": steps * cfg.batch_size * cfg.seq_len / seconds,
+        "heldout_loss_init": loss0,
+        "heldout_loss_trained": loss1,
+        "loss_curve": curve,
+        "n_parameters": sum(p.numel() for p in model.parameters()),
+        "torch": torch.__version__,
         "threads": torch.get_num_threads(),
     }
     with open(os.path.join(tmp, TRAIN_FILE), "w", encoding="utf-8") as f:
         json.dump(info, f, indent=1)
     os.rename(tmp, folder)
-    log(f"align demo: trained {folder}: held-out loss {loss0:.2f} -> {loss1:.2f} in {seconds:,.0f} s")
+    log(
+        f"align demo: trained {folder}: held-out loss {loss0:.2f} -> {loss1:.2f} in {seconds:,.0f} s"
+    )
     return info

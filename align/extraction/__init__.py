@@ -39,8 +39,15 @@ __all__ = ["ExtractOptions", "ExtractReport", "dropped_summary", "extract"]
 _stderr = messages.say
 
 
-def extract(model: models.ModelSpec | str, corpus_source: corpus.CorpusSpec | str | None, output: str,
-            options: ExtractOptions | None = None, *, log=None, **keywords) -> ExtractReport:
+def extract(
+    model: models.ModelSpec | str,
+    corpus_source: corpus.CorpusSpec | str | None,
+    output: str,
+    options: ExtractOptions | None = None,
+    *,
+    log=None,
+    **keywords,
+) -> ExtractReport:
     """Extract raw residuals (boundaries 0..L, before the final norm) and optionally the
     sublayer outputs of `model` over `corpus_source` into the activation store `output`.
 
@@ -59,17 +66,26 @@ def extract(model: models.ModelSpec | str, corpus_source: corpus.CorpusSpec | st
     inputs = resolve(spec, cspec, options, output)
     found = st.inspect_activations(output, inputs.identity, DEFINING)
     if found.state == st.COMPLETE:
-        log(f"align extract: store {output} is already complete ({found.n_tokens:,} tokens); nothing to do")
+        log(
+            f"align extract: store {output} is already complete ({found.n_tokens:,} tokens); nothing to do"
+        )
         return ExtractReport(output, "already complete", found.n_tokens, time.time() - t0, 0.0)
 
     counted = plan.count(cspec, inputs.tokenizer, inputs.corpus_hash)
-    models.check_token_ids(inputs.spec, inputs.config, counted.max_id, "document {}, position {}".format(*counted.max_id_at))
+    models.check_token_ids(
+        inputs.spec,
+        inputs.config,
+        counted.max_id,
+        "document {}, position {}".format(*counted.max_id_at),
+    )
     _warn_special_tokens(counted, log)
     layout = plan.layout(inputs, counted)
     local = st.is_local(output)
     free = st.free_bytes(output) if local else None
     record = plan.store_provenance(inputs, counted)
-    sizes = plan.store_bytes(layout, record, st.block_bytes(output) if local else st.footprint.BLOCK)
+    sizes = plan.store_bytes(
+        layout, record, st.block_bytes(output) if local else st.footprint.BLOCK
+    )
     if options.dry_run:
         return dryrun.dry_run(inputs, counted, layout, free, output, log, t0, sizes)
     # What a store being resumed already takes is part of its size, not needed again.
@@ -79,19 +95,41 @@ def extract(model: models.ModelSpec | str, corpus_source: corpus.CorpusSpec | st
     # weights not allowed, a damaged file) leaves nothing behind.
     net, _ = models.load_model(inputs.spec)
     rows = plan.token_rows(cspec, inputs.tokenizer, counted.n_tokens, inputs.corpus_hash, output)
-    with plan.full_disk_named(output, sum(sizes.values())), st.writing_activations(
-            output, layout, record, rows, defining=DEFINING, break_lock=options.break_lock) as opened:
+    with (
+        plan.full_disk_named(output, sum(sizes.values())),
+        st.writing_activations(
+            output, layout, record, rows, defining=DEFINING, break_lock=options.break_lock
+        ) as opened,
+    ):
         store = opened.store
         if opened.resumed:
             p = store.progress
-            log(f"align extract: resuming {output} at {p['committed_tokens']:,} of {store.n_tokens:,} tokens"
-                + (f" (removed {opened.removed} partial file(s) left by a killed write)" if opened.removed else ""))
-        segment = provenance.run_segment(store.progress["committed_tokens"], options.batch_size, spec.device,
-                                         inputs.compute_dtype)
+            log(
+                f"align extract: resuming {output} at {p['committed_tokens']:,} of {store.n_tokens:,} tokens"
+                + (
+                    f" (removed {opened.removed} partial file(s) left by a killed write)"
+                    if opened.removed
+                    else ""
+                )
+            )
+        segment = provenance.run_segment(
+            store.progress["committed_tokens"],
+            options.batch_size,
+            spec.device,
+            inputs.compute_dtype,
+        )
         segment["group_window"] = options.batch_size * batches.GROUP_FACTOR
         st.start_run(store, segment)
-        return pipeline.forward_all(net, store, options.batch_size, inputs,
-                                    status="resumed" if opened.resumed else "complete", log=log, t0=t0, terminal=terminal)
+        return pipeline.forward_all(
+            net,
+            store,
+            options.batch_size,
+            inputs,
+            status="resumed" if opened.resumed else "complete",
+            log=log,
+            t0=t0,
+            terminal=terminal,
+        )
 
 
 def _warn_special_tokens(counted: plan.Plan, log) -> None:
@@ -99,6 +137,8 @@ def _warn_special_tokens(counted: plan.Plan, log) -> None:
     does: say so, with the first occurrence."""
     if counted.stats.special_token_text:
         doc, text = counted.stats.first_special
-        log(f"align extract: warning: {counted.stats.special_token_text:,} literal special-token text(s) in the corpus are "
+        log(
+            f"align extract: warning: {counted.stats.special_token_text:,} literal special-token text(s) in the corpus are "
             f"read as special tokens, as the tokenizer does (first: {text!r} in document {doc}); remove them from "
-            "the text if they are meant as plain text")
+            "the text if they are meant as plain text"
+        )

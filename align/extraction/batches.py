@@ -21,7 +21,7 @@ def group_batches(lengths, batch_size: int) -> list[list[int]]:
     increasing order, and batches come in the order of their first position (so the
     window's first sequences are ready, and written, early)."""
     order = sorted(range(len(lengths)), key=lambda i: (-int(lengths[i]), i))
-    batches = [sorted(order[i:i + batch_size]) for i in range(0, len(order), batch_size)]
+    batches = [sorted(order[i : i + batch_size]) for i in range(0, len(order), batch_size)]
     return sorted(batches)
 
 
@@ -30,9 +30,15 @@ def padding_fraction(lengths, batch_size: int, window: int) -> float:
     windows of `window` sequences (window == batch_size: consecutive batches, no grouping)."""
     pad = total = 0
     for w0 in range(0, len(lengths), window):
-        part = [int(x) for x in lengths[w0:w0 + window]]
-        batches = group_batches(part, batch_size) if window > batch_size else \
-            [list(range(i, min(i + batch_size, len(part)))) for i in range(0, len(part), batch_size)]
+        part = [int(x) for x in lengths[w0 : w0 + window]]
+        batches = (
+            group_batches(part, batch_size)
+            if window > batch_size
+            else [
+                list(range(i, min(i + batch_size, len(part))))
+                for i in range(0, len(part), batch_size)
+            ]
+        )
         for b in batches:
             T = max(part[i] for i in b)
             total += T * len(b)

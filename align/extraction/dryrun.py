@@ -77,7 +77,9 @@ def _transfer(model, seqs, boundaries, sublayer_blocks, store_dtype: str) -> tup
     return time.perf_counter() - t, arrays
 
 
-def timed_batch(model, sequences, boundaries, sublayer_blocks, layout, workdir: str) -> dict[str, float]:
+def timed_batch(
+    model, sequences, boundaries, sublayer_blocks, layout, workdir: str
+) -> dict[str, float]:
     """One batch through every phase of a real run, by the run's own code, each phase's
     fastest of REPEATS: the forward with hooks and the finite check; the copy, what the run's
     transfer (forward_batch) takes beyond that forward (the gather of real tokens, the cast to
@@ -96,11 +98,13 @@ def timed_batch(model, sequences, boundaries, sublayer_blocks, layout, workdir: 
     t = time.perf_counter()
     handed, off = [], 0
     for x in seqs:
-        handed.append({k: v[:, off:off + len(x)] for k, v in arrays.items()})
+        handed.append({k: v[:, off : off + len(x)] for k, v in arrays.items()})
         off += len(x)
     encode_s = time.perf_counter() - t
     n = off
-    tmp_layout = dataclasses.replace(layout, n_tokens=n, n_sequences=len(seqs), chunk_tokens=min(layout.chunk_tokens, n))
+    tmp_layout = dataclasses.replace(
+        layout, n_tokens=n, n_sequences=len(seqs), chunk_tokens=min(layout.chunk_tokens, n)
+    )
     path = os.path.join(workdir, "batch.zarr")
     st.create_activations(path, tmp_layout, {"runs": []})
     store = st.open_activations(path, mode="r+")
@@ -116,8 +120,14 @@ def timed_batch(model, sequences, boundaries, sublayer_blocks, layout, workdir: 
         w.append(a, k + 1)
     w.finish()
     t5 = time.perf_counter()
-    return {"forward": fwd, "copy": max(step - fwd, 0.0), "encode": encode_s, "write": t5 - t4, "tokens": n,
-            "positions": len(seqs) * max(len(x) for x in seqs)}
+    return {
+        "forward": fwd,
+        "copy": max(step - fwd, 0.0),
+        "encode": encode_s,
+        "write": t5 - t4,
+        "tokens": n,
+        "positions": len(seqs) * max(len(x) for x in seqs),
+    }
 
 
 def scratch_dir(output: str) -> tuple[str, bool]:
@@ -136,8 +146,16 @@ def scratch_dir(output: str) -> tuple[str, bool]:
         return tempfile.mkdtemp(prefix="align-dry-run-"), False
 
 
-def dry_run(inputs: Inputs, plan: Plan, layout, free: int | None, output: str, log, t0: float,
-            sizes: dict | None = None) -> ExtractReport:
+def dry_run(
+    inputs: Inputs,
+    plan: Plan,
+    layout,
+    free: int | None,
+    output: str,
+    log,
+    t0: float,
+    sizes: dict | None = None,
+) -> ExtractReport:
     """Print what the run will produce and cost, from one batch timed end to end.
 
     The batch is the run's first (`first_batch`: length-grouped, as every batch of the run).
@@ -147,8 +165,14 @@ def dry_run(inputs: Inputs, plan: Plan, layout, free: int | None, output: str, l
     run does forward, copy and encoding in one thread and writes in another, so the predicted
     time is the larger of the two; the phase that makes it so bounds the run."""
     spec, cspec, tokenizer = inputs.spec, inputs.cspec, inputs.tokenizer
-    batch_size, boundaries, sublayer_blocks = inputs.options.batch_size, inputs.boundaries, inputs.sublayer_blocks
-    sizes = sizes or store_bytes(layout, store_provenance(inputs, plan))  # as written: every chunk whole, metadata
+    batch_size, boundaries, sublayer_blocks = (
+        inputs.options.batch_size,
+        inputs.boundaries,
+        inputs.sublayer_blocks,
+    )
+    sizes = sizes or store_bytes(
+        layout, store_provenance(inputs, plan)
+    )  # as written: every chunk whole, metadata
     need = sum(sizes.values())
     model, _ = models.load_model(spec)
     seqs, members = first_batch(cspec, tokenizer, batch_size)
@@ -175,8 +199,10 @@ def dry_run(inputs: Inputs, plan: Plan, layout, free: int | None, output: str, l
         margin = f"the write takes {run_s['write'] / max(main, 1e-12):.2f}x the forward, copy and encoding together"
     else:
         rest = sorted(v for k, v in run_s.items() if k != bound)[-1]
-        margin = (f"{bound} is {run_s[bound] / max(rest, 1e-12):.2f}x the next phase; the writer thread needs "
-                  f"{run_s['write'] / max(main, 1e-12):.0%} of the compute thread's time")
+        margin = (
+            f"{bound} is {run_s[bound] / max(rest, 1e-12):.2f}x the next phase; the writer thread needs "
+            f"{run_s['write'] / max(main, 1e-12):.0%} of the compute thread's time"
+        )
     rate = plan.n_tokens / max(total, 1e-12)
     lines = [
         f"align extract --dry-run: {output}",
@@ -184,27 +210,55 @@ def dry_run(inputs: Inputs, plan: Plan, layout, free: int | None, output: str, l
         f"  family {families.of(model).name} ({families.of(model).found}: {families.of(model).blocks} blocks, "
         f"final norm {families.of(model).final_norm})",
         f"  corpus {cspec.describe()}: {plan.n_docs:,} documents, {plan.n_sequences:,} sequences, {plan.n_tokens:,} tokens (longest {plan.longest})",
-        f"  boundaries {span(boundaries)}" + (f"; sublayers of blocks {span(sublayer_blocks)}" if sublayer_blocks else "") + f"; chunks of {layout.chunk_tokens} tokens",
+        f"  boundaries {span(boundaries)}"
+        + (f"; sublayers of blocks {span(sublayer_blocks)}" if sublayer_blocks else "")
+        + f"; chunks of {layout.chunk_tokens} tokens",
     ]
     for name, b in sizes.items():
         if b >= 1 << 20 or name in ("resid", "attn", "mlp"):
             lines.append(f"  {name:<10} {human(b)}")
-    lines.append(f"  total      {human(need)}" + (f" of {human(free)} free" if free is not None else ""))
-    lines.append(f"  one batch of {len(seqs)} sequences ({ph['tokens']:,} tokens in {ph['positions']:,} positions; the run's "
-                 f"first, grouped by length), timed end to end through the run's own copy and writer"
-                 + ("" if beside else f" (written to {tempfile.gettempdir()}: `output`'s file system could not be used)") + ":")
+    lines.append(
+        f"  total      {human(need)}" + (f" of {human(free)} free" if free is not None else "")
+    )
+    lines.append(
+        f"  one batch of {len(seqs)} sequences ({ph['tokens']:,} tokens in {ph['positions']:,} positions; the run's "
+        f"first, grouped by length), timed end to end through the run's own copy and writer"
+        + (
+            ""
+            if beside
+            else f" (written to {tempfile.gettempdir()}: `output`'s file system could not be used)"
+        )
+        + ":"
+    )
     for k in ("forward", "copy", "encode", "write"):
         lines.append(f"    {k:<8} {ph[k] * 1e3:10.2f} ms   whole run ~{run_s[k]:,.3g} s")
-    lines.append(f"  padding    {pad:.1%} of computed positions (length-grouped batches, windows of {window} sequences)")
+    lines.append(
+        f"  padding    {pad:.1%} of computed positions (length-grouped batches, windows of {window} sequences)"
+    )
     lines.append(f"  bound by   {bound}: {margin}")
-    lines.append(f"  time       ~{total:,.3g} s at {rate:,.0f} tok/s (forward, copy and encoding in one thread, writes in another)")
+    lines.append(
+        f"  time       ~{total:,.3g} s at {rate:,.0f} tok/s (forward, copy and encoding in one thread, writes in another)"
+    )
     if free is not None and need * DISK_MARGIN > free:
         lines.append("  DISK: not enough free space; the real run would refuse")
     for line in lines:
         log(line)
-    info = {"n_tokens": plan.n_tokens, "n_sequences": plan.n_sequences, "bytes": sizes, "total_bytes": need,
-            "free_bytes": free, "tokens_per_second": rate, "seconds_estimate": total,
-            "batch": {**{k: ph[k] for k in ("forward", "copy", "encode", "write", "tokens", "positions")},
-                      "sequences": [int(i) for i in members]},
-            "phases_seconds": run_s, "bound_by": bound, "write_timed_beside_output": beside, "padding_fraction": pad, "group_window": window}
+    info = {
+        "n_tokens": plan.n_tokens,
+        "n_sequences": plan.n_sequences,
+        "bytes": sizes,
+        "total_bytes": need,
+        "free_bytes": free,
+        "tokens_per_second": rate,
+        "seconds_estimate": total,
+        "batch": {
+            **{k: ph[k] for k in ("forward", "copy", "encode", "write", "tokens", "positions")},
+            "sequences": [int(i) for i in members],
+        },
+        "phases_seconds": run_s,
+        "bound_by": bound,
+        "write_timed_beside_output": beside,
+        "padding_fraction": pad,
+        "group_window": window,
+    }
     return ExtractReport(output, "dry run", plan.n_tokens, time.time() - t0, rate, info)

@@ -11,12 +11,12 @@ import os
 from dataclasses import dataclass
 
 from align import corpus, models, provenance
+from align import store as st
+from align.boundaries import parse_boundaries
 from align.errors import InputError, OutputRefused
 from align.extraction.options import ExtractOptions
 from align.fitting.options import MODEL_DEVICES, check_device
-from align.boundaries import parse_boundaries
 from align.models import discovery, families
-from align import store as st
 
 # Defining options: a store made with other values of these is another store. The hub
 # revision as typed is not one: "weights" (the commit it resolved to, or the weight files'
@@ -25,9 +25,30 @@ from align import store as st
 # P1's protocol (--pack, --stand-in-token) comes before the corpus hash, which it also enters,
 # so a resume with another value names the option first. A store made before these options
 # existed has neither (None: one document per sequence, no stand-in) and resumes as before.
-DEFINING = ("model", "dtype", "random_init", "seed", "pack", "stand_in_token", "corpus_hash", "text_field",
-            "format", "doc_split", "max_length", "overflow", "max_tokens", "max_docs", "boundaries", "sublayers",
-            "store_dtype", "codec", "chunk_tokens", "config_hash", "weights", "tokenizer")
+DEFINING = (
+    "model",
+    "dtype",
+    "random_init",
+    "seed",
+    "pack",
+    "stand_in_token",
+    "corpus_hash",
+    "text_field",
+    "format",
+    "doc_split",
+    "max_length",
+    "overflow",
+    "max_tokens",
+    "max_docs",
+    "boundaries",
+    "sublayers",
+    "store_dtype",
+    "codec",
+    "chunk_tokens",
+    "config_hash",
+    "weights",
+    "tokenizer",
+)
 
 
 @dataclass
@@ -64,7 +85,9 @@ def check_output(output: str, inputs: dict[str, str]) -> None:
     while parent and not os.path.lexists(parent):
         parent = os.path.dirname(parent)
     if parent and not os.path.isdir(parent):
-        raise OutputRefused(f"`output` {output}: {parent} is a file, not a folder: choose another `output`")
+        raise OutputRefused(
+            f"`output` {output}: {parent} is a file, not a folder: choose another `output`"
+        )
 
 
 def check_max_length(max_length: int, config, allow_long: bool) -> None:
@@ -83,8 +106,10 @@ def kept_blocks(boundaries: list[int], n_layers: int, options: ExtractOptions) -
         return []
     kept = [l for l in range(n_layers) if l in boundaries and l + 1 in boundaries]
     if not kept:
-        raise InputError(f"`sublayers` keeps block l only when boundaries l and l+1 are both kept; "
-                         f"`boundaries` {options.boundaries} keeps no such pair")
+        raise InputError(
+            f"`sublayers` keeps block l only when boundaries l and l+1 are both kept; "
+            f"`boundaries` {options.boundaries} keeps no such pair"
+        )
     return kept
 
 
@@ -94,37 +119,75 @@ def _quoted(text: str | None) -> str | None:
     return None if text is None else json.dumps(text)
 
 
-def resolve(spec: models.ModelSpec, cspec: corpus.CorpusSpec, options: ExtractOptions, output: str) -> Inputs:
+def resolve(
+    spec: models.ModelSpec, cspec: corpus.CorpusSpec, options: ExtractOptions, output: str
+) -> Inputs:
     """Check every input, cheapest first, and resolve what the run will use (see Inputs)."""
     options.check()
     compute_dtype = spec.resolved_dtype()
     store_dtype = options.check_storage(compute_dtype)
     corpus.validate(cspec)
     check_output(output, {"model folder": spec.name, "corpus": cspec.path})
-    check_device(spec.device, MODEL_DEVICES)  # cheap, before hashing weights or tokenizing the corpus
+    check_device(
+        spec.device, MODEL_DEVICES
+    )  # cheap, before hashing weights or tokenizing the corpus
     config = models.load_config(spec)
     check_max_length(cspec.max_length, config, options.allow_long)
     corpus.check_stand_in(cspec, getattr(config, "vocab_size", None))
     boundaries = parse_boundaries(options.boundaries, config.num_hidden_layers)
     sublayer_blocks = kept_blocks(boundaries, config.num_hidden_layers, options)
-    refused = sublayer_blocks and families.refusal(discovery.of_config(config, spec.family, spec.trust_remote_code), config)
+    refused = sublayer_blocks and families.refusal(
+        discovery.of_config(config, spec.family, spec.trust_remote_code), config
+    )
     if refused:
-        raise InputError(f"`sublayers`: what attention and the MLP add is not defined for this model: {refused}; "
-                         "extract the residual stream without `sublayers`")
+        raise InputError(
+            f"`sublayers`: what attention and the MLP add is not defined for this model: {refused}; "
+            "extract the residual stream without `sublayers`"
+        )
     weights = provenance.weights_identity(spec, config)
     # Load exactly the commit recorded, even if the branch moves while this runs.
-    loads = dataclasses.replace(spec, revision=weights["commit"]) if weights["kind"] == "hub" else spec
+    loads = (
+        dataclasses.replace(spec, revision=weights["commit"]) if weights["kind"] == "hub" else spec
+    )
     tokenizer = models.load_tokenizer(loads)
     chash = corpus.corpus_hash(cspec)
     identity = {
-        "model": provenance.model_id(spec.name), "revision": spec.revision, "dtype": compute_dtype,
-        "random_init": spec.random_init, "seed": spec.seed if spec.random_init else None, "corpus_hash": chash,
-        "text_field": cspec.text_field, "format": cspec.fmt, "doc_split": cspec.doc_split,
-        "max_length": cspec.max_length, "overflow": cspec.overflow, "max_tokens": cspec.max_tokens,
-        "max_docs": cspec.max_docs, "pack": _quoted(cspec.pack), "stand_in_token": cspec.stand_in_token,
-        "boundaries": boundaries, "sublayers": options.sublayers, "store_dtype": store_dtype,
-        "codec": options.codec, "chunk_tokens": options.chunk_tokens, "config_hash": models.config_hash(config),
-        "weights": weights["id"], "tokenizer": corpus.tokenizer_hashes(tokenizer)["all"],
+        "model": provenance.model_id(spec.name),
+        "revision": spec.revision,
+        "dtype": compute_dtype,
+        "random_init": spec.random_init,
+        "seed": spec.seed if spec.random_init else None,
+        "corpus_hash": chash,
+        "text_field": cspec.text_field,
+        "format": cspec.fmt,
+        "doc_split": cspec.doc_split,
+        "max_length": cspec.max_length,
+        "overflow": cspec.overflow,
+        "max_tokens": cspec.max_tokens,
+        "max_docs": cspec.max_docs,
+        "pack": _quoted(cspec.pack),
+        "stand_in_token": cspec.stand_in_token,
+        "boundaries": boundaries,
+        "sublayers": options.sublayers,
+        "store_dtype": store_dtype,
+        "codec": options.codec,
+        "chunk_tokens": options.chunk_tokens,
+        "config_hash": models.config_hash(config),
+        "weights": weights["id"],
+        "tokenizer": corpus.tokenizer_hashes(tokenizer)["all"],
     }
-    return Inputs(spec, loads, cspec, options, config, tokenizer, compute_dtype, store_dtype, boundaries, sublayer_blocks,
-                  weights, chash, identity)
+    return Inputs(
+        spec,
+        loads,
+        cspec,
+        options,
+        config,
+        tokenizer,
+        compute_dtype,
+        store_dtype,
+        boundaries,
+        sublayer_blocks,
+        weights,
+        chash,
+        identity,
+    )

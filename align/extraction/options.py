@@ -60,10 +60,14 @@ def specs(model, corpus_source, options, keywords: dict):
     if not isinstance(model, models.ModelSpec):
         model = models.ModelSpec(model, **take(models.ModelSpec, keywords, skip=("name",)))
     if not isinstance(corpus_source, corpus.CorpusSpec):
-        corpus_source = corpus.CorpusSpec(corpus_source, **take(corpus.CorpusSpec, keywords, CORPUS_KEYWORDS, skip=("path",)))
+        corpus_source = corpus.CorpusSpec(
+            corpus_source, **take(corpus.CorpusSpec, keywords, CORPUS_KEYWORDS, skip=("path",))
+        )
     if options is None:
         options = ExtractOptions(**take(ExtractOptions, keywords))
     if keywords:
-        raise TypeError(f"extract() got unexpected keyword arguments {sorted(keywords)} (not a field of the ModelSpec, "
-                        "CorpusSpec or ExtractOptions it was given, or of none)")
+        raise TypeError(
+            f"extract() got unexpected keyword arguments {sorted(keywords)} (not a field of the ModelSpec, "
+            "CorpusSpec or ExtractOptions it was given, or of none)"
+        )
     return model, corpus_source, options

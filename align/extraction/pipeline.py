@@ -39,7 +39,14 @@ class _Progress:
         if terminal:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, initial=done, unit="tok", unit_scale=True, file=self.stream, dynamic_ncols=True)
+            self.bar = tqdm(
+                total=total,
+                initial=done,
+                unit="tok",
+                unit_scale=True,
+                file=self.stream,
+                dynamic_ncols=True,
+            )
 
     def update(self, n: int, padding: float | None = None):
         """`n` more tokens written; `padding`: the run's padded fraction of computed positions."""
@@ -55,7 +62,9 @@ class _Progress:
             rate = (self.done - self.start_done) / max(now - self.t0, 1e-9)
             eta = (self.total - self.done) / rate if rate > 0 else float("inf")
             pad = f", padding {padding:.1%}" if padding is not None else ""
-            self.log(f"align extract: {self.done:,}/{self.total:,} tokens, {rate:,.0f} tok/s{pad}, ETA {eta:,.0f} s")
+            self.log(
+                f"align extract: {self.done:,}/{self.total:,} tokens, {rate:,.0f} tok/s{pad}, ETA {eta:,.0f} s"
+            )
 
     def close(self):
         if self.bar is not None:
@@ -110,7 +119,9 @@ class _BackgroundWriter:
             raise self.error
 
 
-def forward_all(model, store, batch_size: int, inputs, *, status: str, log, t0: float, terminal: bool) -> ExtractReport:
+def forward_all(
+    model, store, batch_size: int, inputs, *, status: str, log, t0: float, terminal: bool
+) -> ExtractReport:
     """Forward the store's sequences window by window (length-grouped batches, see
     group_batches) and hand each sequence's activations to the writer in sequence order, as
     soon as every sequence before it is done. A resume starts at a committed sequence, which
@@ -118,7 +129,11 @@ def forward_all(model, store, batch_size: int, inputs, *, status: str, log, t0: 
     batch it had in an uninterrupted run, and the sequences already written are dropped.
     Closes the run's segment in the store's provenance and marks the store complete.
     `inputs` (`extraction.inputs.Inputs`): the boundaries, sublayer blocks and storage dtype."""
-    boundaries, sublayer_blocks, store_dtype = inputs.boundaries, inputs.sublayer_blocks, inputs.store_dtype
+    boundaries, sublayer_blocks, store_dtype = (
+        inputs.boundaries,
+        inputs.sublayer_blocks,
+        inputs.store_dtype,
+    )
     writer = st.ActivationWriter(store, threads=WRITER_THREADS)
     start_tokens, start_seq = writer.committed
     window = batch_size * batches.GROUP_FACTOR
@@ -140,6 +155,7 @@ def forward_all(model, store, batch_size: int, inputs, *, status: str, log, t0: 
             g = members[j][1] + (k - int(cum[j]))
             doc, pos = int(store.tokens("doc", g, g + 1)[0]), int(store.tokens("pos", g, g + 1)[0])
             return f"document {doc}, position {pos} (token {g:,})"
+
         return locate
 
     n_forward = 0
@@ -154,14 +170,16 @@ def forward_all(model, store, batch_size: int, inputs, *, status: str, log, t0: 
                 n_forward += 1
                 members = [win[i] for i in b]
                 seqs = [ids for _, _, ids in members]
-                arrays = forward_batch(model, seqs, boundaries, sublayer_blocks, store_dtype, locator(members), events)
+                arrays = forward_batch(
+                    model, seqs, boundaries, sublayer_blocks, store_dtype, locator(members), events
+                )
                 T = max(len(x) for x in seqs)
                 stats["computed"] += T * len(seqs)
                 stats["padded"] += T * len(seqs) - sum(len(x) for x in seqs)
                 off = 0
                 for i, x in zip(b, seqs):
                     # Views into the batch's arrays: no copy until the writer's flush.
-                    ready[i] = {k: v[:, off:off + len(x)] for k, v in arrays.items()}
+                    ready[i] = {k: v[:, off : off + len(x)] for k, v in arrays.items()}
                     off += len(x)
                 del arrays
                 appends, n_new = [], 0
@@ -191,10 +209,21 @@ def forward_all(model, store, batch_size: int, inputs, *, status: str, log, t0: 
     n = store.n_tokens - start_tokens
     dt = time.time() - t_fwd
     dropped = dropped_summary(store.provenance.get("corpus", {}))
-    log(f"align extract: wrote {store.path} ({store.n_tokens:,} tokens, boundaries {span(boundaries)}"
-        + (f", sublayers of {len(sublayer_blocks)} blocks" if sublayer_blocks else "") + f") at {n / max(dt, 1e-9):,.0f} tok/s, "
+    log(
+        f"align extract: wrote {store.path} ({store.n_tokens:,} tokens, boundaries {span(boundaries)}"
+        + (f", sublayers of {len(sublayer_blocks)} blocks" if sublayer_blocks else "")
+        + f") at {n / max(dt, 1e-9):,.0f} tok/s, "
         + f"padding {padding:.1%} of computed positions (batches grouped by length in windows of {window} sequences); "
-        + dropped)
-    run_stats = {"padding_fraction": padding, "group_window": window, "loop_s": dt, "queue_blocked_s": bg.blocked_s,
-                 "queue_max_depth": bg.max_depth, "writer_threads": writer.threads}
-    return ExtractReport(store.path, status, store.n_tokens, time.time() - t0, n / max(dt, 1e-9), stats=run_stats)
+        + dropped
+    )
+    run_stats = {
+        "padding_fraction": padding,
+        "group_window": window,
+        "loop_s": dt,
+        "queue_blocked_s": bg.blocked_s,
+        "queue_max_depth": bg.max_depth,
+        "writer_threads": writer.threads,
+    }
+    return ExtractReport(
+        store.path, status, store.n_tokens, time.time() - t0, n / max(dt, 1e-9), stats=run_stats
+    )

@@ -13,18 +13,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from align import corpus, provenance
+from align import store as st
 from align.errors import DiskSpaceError, InputError
 from align.extraction.inputs import Inputs
 from align.extraction.report import human
 from align.store import footprint
-from align.store.layout import TOKEN_CHUNK, TOKEN_FIELDS
 from align.store.codecs import physical_dtype
+from align.store.layout import TOKEN_CHUNK, TOKEN_FIELDS
 from align.store.outputs import free_bytes
 from align.store.paths import local_path
-from align import store as st
 
 DISK_MARGIN = 1.05
-SEGMENT_ROOM = 4096  # bytes of attributes kept for the run segments (~400 each) and progress a run adds
+SEGMENT_ROOM = (
+    4096  # bytes of attributes kept for the run segments (~400 each) and progress a run adds
+)
 
 
 @dataclass
@@ -62,7 +64,9 @@ def count(spec: corpus.CorpusSpec, tokenizer, corpus_hash: str | None = None) ->
     else:
         reading.close()
     if n == 0:
-        raise InputError(f"corpus {spec.describe()} has no text to tokenize: give a corpus with at least one non-empty document")
+        raise InputError(
+            f"corpus {spec.describe()} has no text to tokenize: give a corpus with at least one non-empty document"
+        )
     return Plan(n, s, len(docs), longest, stats, lengths, top, top_at)
 
 
@@ -79,8 +83,12 @@ def token_rows(spec: corpus.CorpusSpec, tokenizer, n_tokens: int, corpus_hash: s
         if seen > n_tokens:
             break
         yield sq.fields()
-    reading.check(spec, corpus_hash, f"the store {output} was left unfinished (its token table is not written): "
-                                     "delete it, keep the corpus unchanged while align runs, and run again")
+    reading.check(
+        spec,
+        corpus_hash,
+        f"the store {output} was left unfinished (its token table is not written): "
+        "delete it, keep the corpus unchanged while align runs, and run again",
+    )
 
 
 def dropped_summary(stats: dict) -> str:
@@ -91,8 +99,10 @@ def dropped_summary(stats: dict) -> str:
     if not n:
         return "no character dropped by the tokenizer"
     first = ", ".join(f"document {doc} ({k})" for doc, k in stats.get("first_dropped", [])[:3])
-    return (f"{n:,} character{'s' if n != 1 else ''} outside the tokenizer's vocabulary dropped from {d:,} "
-            f"document{'s' if d != 1 else ''} (first: {first})")
+    return (
+        f"{n:,} character{'s' if n != 1 else ''} outside the tokenizer's vocabulary dropped from {d:,} "
+        f"document{'s' if d != 1 else ''} (first: {first})"
+    )
 
 
 def layout(inputs: Inputs, plan: Plan):
@@ -100,10 +110,20 @@ def layout(inputs: Inputs, plan: Plan):
     storage dtype, codec, and chunks of --chunk-tokens (default ~4 MiB) capped at the tokens."""
 
     d_model = inputs.config.hidden_size
-    chunk = inputs.options.chunk_tokens or st.chunk_tokens_for(d_model, physical_dtype(inputs.store_dtype).itemsize)
-    return st.Layout(plan.n_tokens, plan.n_sequences, inputs.config.num_hidden_layers, d_model,
-                     tuple(inputs.boundaries), tuple(inputs.sublayer_blocks), inputs.store_dtype, inputs.options.codec,
-                     min(chunk, plan.n_tokens))
+    chunk = inputs.options.chunk_tokens or st.chunk_tokens_for(
+        d_model, physical_dtype(inputs.store_dtype).itemsize
+    )
+    return st.Layout(
+        plan.n_tokens,
+        plan.n_sequences,
+        inputs.config.num_hidden_layers,
+        d_model,
+        tuple(inputs.boundaries),
+        tuple(inputs.sublayer_blocks),
+        inputs.store_dtype,
+        inputs.options.codec,
+        min(chunk, plan.n_tokens),
+    )
 
 
 def store_bytes(layout, provenance: dict, block: int = footprint.BLOCK) -> dict:
@@ -116,17 +136,40 @@ def store_bytes(layout, provenance: dict, block: int = footprint.BLOCK) -> dict:
     array's metadata) twice, as a progress update writes the new one beside the old}."""
     item = physical_dtype(layout.store_dtype).itemsize
     N, C, d = layout.n_tokens, layout.chunk_tokens, layout.d_model
-    out = {"resid": footprint.array_bytes((len(layout.boundaries), N, d), (1, C, d), item, layout.codec, block)}
+    out = {
+        "resid": footprint.array_bytes(
+            (len(layout.boundaries), N, d), (1, C, d), item, layout.codec, block
+        )
+    }
     for name in ("attn", "mlp") if layout.layers else ():
-        out[name] = footprint.array_bytes((len(layout.layers), N, d), (1, C, d), item, layout.codec, block)
+        out[name] = footprint.array_bytes(
+            (len(layout.layers), N, d), (1, C, d), item, layout.codec, block
+        )
     for name, dt in TOKEN_FIELDS.items():
-        out[name] = footprint.array_bytes((N,), (min(TOKEN_CHUNK, max(N, 1)),), np.dtype(dt).itemsize, "crc32c", block)
-    small = [footprint.array_bytes((len(ids),), (max(len(ids), 1),), 4, "zstd", block)
-             for ids in (layout.boundaries, layout.layers) if len(ids)]
-    attrs = footprint.json_bytes({"align": {"schema": "activations", "version": 1}, "provenance": provenance,
-                                  "layout": layout.to_json(), "progress": {}}) + SEGMENT_ROOM
-    out["metadata"] = (sum(small) + footprint.on_disk(1, block)
-                       + 2 * footprint.group_bytes(attrs, len(out) + len(small), True, block))
+        out[name] = footprint.array_bytes(
+            (N,), (min(TOKEN_CHUNK, max(N, 1)),), np.dtype(dt).itemsize, "crc32c", block
+        )
+    small = [
+        footprint.array_bytes((len(ids),), (max(len(ids), 1),), 4, "zstd", block)
+        for ids in (layout.boundaries, layout.layers)
+        if len(ids)
+    ]
+    attrs = (
+        footprint.json_bytes(
+            {
+                "align": {"schema": "activations", "version": 1},
+                "provenance": provenance,
+                "layout": layout.to_json(),
+                "progress": {},
+            }
+        )
+        + SEGMENT_ROOM
+    )
+    out["metadata"] = (
+        sum(small)
+        + footprint.on_disk(1, block)
+        + 2 * footprint.group_bytes(attrs, len(out) + len(small), True, block)
+    )
     return out
 
 
@@ -157,7 +200,8 @@ def full_disk_named(output: str, need: int):
         now = f", {human(free)} free now" if free is not None else ""
         raise DiskSpaceError(
             f"no space left on the device while writing store {output} (it needs {human(need)}{now}): free some space "
-            "and run the same command again, which resumes from the last committed sequence") from None
+            "and run the same command again, which resumes from the last committed sequence"
+        ) from None
 
 
 def store_provenance(inputs: Inputs, plan: Plan) -> dict:
@@ -167,12 +211,25 @@ def store_provenance(inputs: Inputs, plan: Plan) -> dict:
     config, o = inputs.config, inputs.options
     corpus_record = {**corpus.provenance(inputs.cspec, inputs.corpus_hash), **plan.stats.to_json()}
     return {
-        **provenance.inputs_record(inputs.asked, config, inputs.tokenizer, inputs.cspec, corpus_record),
-        "n_layers": config.num_hidden_layers, "d_model": config.hidden_size, "weights": inputs.weights,
+        **provenance.inputs_record(
+            inputs.asked, config, inputs.tokenizer, inputs.cspec, corpus_record
+        ),
+        "n_layers": config.num_hidden_layers,
+        "d_model": config.hidden_size,
+        "weights": inputs.weights,
         "store_dtype": inputs.store_dtype,
-        "options": {"batch_size": o.batch_size, "device": inputs.asked.device, "boundaries": o.boundaries,
-                    "sublayers": o.sublayers, "codec": o.codec},
+        "options": {
+            "batch_size": o.batch_size,
+            "device": inputs.asked.device,
+            "boundaries": o.boundaries,
+            "sublayers": o.sublayers,
+            "codec": o.codec,
+        },
         "identity": inputs.identity,
-        "counts": {"n_tokens": plan.n_tokens, "n_sequences": plan.n_sequences, "n_docs": plan.n_docs},
+        "counts": {
+            "n_tokens": plan.n_tokens,
+            "n_sequences": plan.n_sequences,
+            "n_docs": plan.n_docs,
+        },
         "runs": [],
     }

@@ -13,7 +13,9 @@ class ExtractReport:
     seconds: float
     tokens_per_second: float
     dry_run: dict | None = None
-    stats: dict | None = None  # padding_fraction, group_window, loop_s, queue_blocked_s (a run that forwarded)
+    stats: dict | None = (
+        None  # padding_fraction, group_window, loop_s, queue_blocked_s (a run that forwarded)
+    )
 
 
 def human(n: float) -> str:

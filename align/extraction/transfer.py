@@ -16,7 +16,9 @@ from align.store.codecs import FLOAT16_MAX
 def _storage_torch_dtype(store_dtype: str):
     import torch
 
-    return {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[store_dtype]
+    return {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[
+        store_dtype
+    ]
 
 
 _side_streams: dict = {}
@@ -31,7 +33,9 @@ def _side_stream(device):
     return _side_streams[device]
 
 
-def forward_batch(model, batch, boundaries, layers, store_dtype: str, locate=None, pending: list | None = None) -> dict[str, np.ndarray]:
+def forward_batch(
+    model, batch, boundaries, layers, store_dtype: str, locate=None, pending: list | None = None
+) -> dict[str, np.ndarray]:
     """Run one batch of sequences; returns {kind: (n_kept, n_real_tokens, d_model)} encoded
     for storage, tokens in sequence order, padding dropped. Non-finite values are refused
     before anything is encoded (`capture.check_finite`: the batch's one host-device
@@ -67,8 +71,13 @@ def forward_batch(model, batch, boundaries, layers, store_dtype: str, locate=Non
             t = out[kind].pop(i)
             d = t.shape[-1]
             if rows is None:
-                cuda = any(x.device.type == "cuda" for x in out[kind].values()) or t.device.type == "cuda"
-                rows = torch.empty((len(index), n, d), dtype=tdt, pin_memory=cuda and torch.cuda.is_available())
+                cuda = (
+                    any(x.device.type == "cuda" for x in out[kind].values())
+                    or t.device.type == "cuda"
+                )
+                rows = torch.empty(
+                    (len(index), n, d), dtype=tdt, pin_memory=cuda and torch.cuda.is_available()
+                )
             flat = t.reshape(-1, d)
             if t.device.type == "cuda":
                 dev = t.device
@@ -84,7 +93,9 @@ def forward_batch(model, batch, boundaries, layers, store_dtype: str, locate=Non
                     t.record_stream(side)
                     events[dev] = True
             elif padded and flat.dtype == tdt and t.device.type == "cpu":
-                torch.index_select(flat, 0, idx_host, out=rows[r])  # gathered straight into the output
+                torch.index_select(
+                    flat, 0, idx_host, out=rows[r]
+                )  # gathered straight into the output
             else:
                 if padded:
                     if t.device not in idx_on:

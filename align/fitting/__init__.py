@@ -48,16 +48,56 @@ x_shift / y_shift ({boundary: float64 (d,)}) are any fixed vectors near the trai
 conditioned; the maps come back in raw units.
 """
 
-from align.fitting.budget import (BlockPlan, PairGrid, ResultBytes, ResultShape, block_bytes, human_bytes, plan_blocks,
-                                  result_bytes, statistics_bytes)
+from align.fitting.budget import (
+    BlockPlan,
+    PairGrid,
+    ResultBytes,
+    ResultShape,
+    block_bytes,
+    human_bytes,
+    plan_blocks,
+    result_bytes,
+    statistics_bytes,
+)
 from align.fitting.options import Execution, FitSpec, check_device, request
-from align.fitting.result import Side, alignment_dataset, check_result_room, pair_results, write_alignment
+from align.fitting.result import (
+    Side,
+    alignment_dataset,
+    check_result_room,
+    pair_results,
+    write_alignment,
+)
 from align.fitting.solve import check_alphas, solve
 from align.fitting.split import TEST, Split, make_split, split_documents, token_parts
 from align.fitting.stores import FitReport, fit, open_pair
 
 __all__ = [
-    "BlockPlan", "Execution", "FitReport", "FitSpec", "PairGrid", "ResultBytes", "ResultShape", "Side", "Split", "TEST", "alignment_dataset", "block_bytes", "check_alphas",
-    "check_device", "check_result_room", "fit", "human_bytes", "make_split", "open_pair", "pair_results",
-    "plan_blocks", "request", "result_bytes", "solve", "split_documents", "statistics_bytes", "token_parts", "write_alignment",
+    "BlockPlan",
+    "Execution",
+    "FitReport",
+    "FitSpec",
+    "PairGrid",
+    "ResultBytes",
+    "ResultShape",
+    "Side",
+    "Split",
+    "TEST",
+    "alignment_dataset",
+    "block_bytes",
+    "check_alphas",
+    "check_device",
+    "check_result_room",
+    "fit",
+    "human_bytes",
+    "make_split",
+    "open_pair",
+    "pair_results",
+    "plan_blocks",
+    "request",
+    "result_bytes",
+    "solve",
+    "split_documents",
+    "statistics_bytes",
+    "token_parts",
+    "write_alignment",
 ]

@@ -48,6 +48,7 @@ MIN_COVERAGE = 0.5  # default floor of each side's anchor coverage
 @dataclass(frozen=True)
 class TokenPlaces:
     """One tokenization's token table: (n_tokens,) arrays in store order."""
+
     doc: np.ndarray
     seq: np.ndarray
     pos: np.ndarray
@@ -56,7 +57,12 @@ class TokenPlaces:
 
     @classmethod
     def of_store(cls, store) -> "TokenPlaces":
-        return cls(*(np.asarray(store.tokens(name)) for name in ("doc", "seq", "pos", "char_start", "char_end")))
+        return cls(
+            *(
+                np.asarray(store.tokens(name))
+                for name in ("doc", "seq", "pos", "char_start", "char_end")
+            )
+        )
 
     def __len__(self) -> int:
         return len(self.doc)
@@ -99,6 +105,7 @@ class Anchored:
     source, target: (n_pairs,) int64 token indices, in store order on both sides; coverage:
     per side the fraction of its tokens with a span that are paired; documents: the
     documents either side holds (sorted), with each side's coverage in each."""
+
     source: np.ndarray
     target: np.ndarray
     coverage: dict  # {"source": float, "target": float}
@@ -110,7 +117,13 @@ class Anchored:
     def n_pairs(self) -> int:
         return len(self.source)
 
-    def partner(self, n_source: int, include_first_token: bool, source_pos: np.ndarray, target_pos: np.ndarray):
+    def partner(
+        self,
+        n_source: int,
+        include_first_token: bool,
+        source_pos: np.ndarray,
+        target_pos: np.ndarray,
+    ):
         """(n_source,) int64: the target token paired with each source token, −1 where none
         (or either token is at position 0 and `include_first_token` is off)."""
         out = np.full(n_source, -1, dtype=np.int64)
@@ -122,11 +135,20 @@ class Anchored:
 
     def record(self) -> dict:
         """What the result records of the pairing (JSON)."""
-        return {"mode": "char-anchors", "pairs": self.n_pairs,
-                **{side: {"coverage": self.coverage[side], "tokens": self.tokens[side], "anchors": self.n_pairs,
-                          "document_coverage": [round(float(x), 6) for x in self.doc_coverage[side]]}
-                   for side in ("source", "target")},
-                "documents": self.documents.tolist()}
+        return {
+            "mode": "char-anchors",
+            "pairs": self.n_pairs,
+            **{
+                side: {
+                    "coverage": self.coverage[side],
+                    "tokens": self.tokens[side],
+                    "anchors": self.n_pairs,
+                    "document_coverage": [round(float(x), 6) for x in self.doc_coverage[side]],
+                }
+                for side in ("source", "target")
+            },
+            "documents": self.documents.tolist(),
+        }
 
 
 def anchor_pairs(s: TokenPlaces, t: TokenPlaces, names: tuple = ("source", "target")) -> Anchored:
@@ -142,9 +164,15 @@ def anchor_pairs(s: TokenPlaces, t: TokenPlaces, names: tuple = ("source", "targ
                 "paired; tokenize both with a `max_length` that holds every document whole, or with `overflow` truncate"
             )
     a_s, a_t = anchor_tokens(s), anchor_tokens(t)
-    key = lambda tab, idx: (tab.doc[idx].astype(np.int64) << 32) | tab.char_end[idx].astype(np.int64)  # noqa: E731
+
+    def key(tab, idx):
+        return (tab.doc[idx].astype(np.int64) << 32) | tab.char_end[idx].astype(np.int64)
+
     _, i, j = np.intersect1d(key(s, a_s), key(t, a_t), assume_unique=True, return_indices=True)
-    src, tgt = a_s[i], a_t[j]  # both in key order = store order (documents in corpus order, c increasing)
+    src, tgt = (
+        a_s[i],
+        a_t[j],
+    )  # both in key order = store order (documents in corpus order, c increasing)
     documents = np.union1d(np.unique(s.doc[s.char_start >= 0]), np.unique(t.doc[t.char_start >= 0]))
     coverage, tokens, per_doc = {}, {}, {}
     for side, tab, idx in (("source", s, src), ("target", t, tgt)):
@@ -154,10 +182,14 @@ def anchor_pairs(s: TokenPlaces, t: TokenPlaces, names: tuple = ("source", "targ
         n = np.bincount(np.searchsorted(documents, spanned_docs), minlength=len(documents))
         k = np.bincount(np.searchsorted(documents, tab.doc[idx]), minlength=len(documents))
         per_doc[side] = np.divide(k, n, out=np.zeros(len(documents)), where=n > 0)
-    return Anchored(src.astype(np.int64), tgt.astype(np.int64), coverage, tokens, documents, per_doc)
+    return Anchored(
+        src.astype(np.int64), tgt.astype(np.int64), coverage, tokens, documents, per_doc
+    )
 
 
-def check_coverage(anchored: Anchored, min_coverage: float, names: tuple = ("source", "target")) -> None:
+def check_coverage(
+    anchored: Anchored, min_coverage: float, names: tuple = ("source", "target")
+) -> None:
     """Refuse a pair whose anchors cover less than `min_coverage` of either side's tokens."""
     for side, name in zip(("source", "target"), names):
         c = anchored.coverage[side]
@@ -176,8 +208,14 @@ def coverage_line(anchored: Anchored) -> str:
     for side in ("source", "target"):
         per = anchored.doc_coverage[side]
         low = int(np.argmin(per)) if len(per) else 0
-        parts.append(f"{side} {anchored.coverage[side]:.1%} of its {anchored.tokens[side]:,} tokens"
-                     + (f" (lowest: document {int(anchored.documents[low])}, {per[low]:.1%})" if len(per) else ""))
+        parts.append(
+            f"{side} {anchored.coverage[side]:.1%} of its {anchored.tokens[side]:,} tokens"
+            + (
+                f" (lowest: document {int(anchored.documents[low])}, {per[low]:.1%})"
+                if len(per)
+                else ""
+            )
+        )
     return f"{anchored.n_pairs:,} anchored pairs cover " + "; ".join(parts)
 
 
@@ -188,8 +226,10 @@ def check_pairing(pairing: str) -> None:
 
 def check_min_coverage(value) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise InputError(f"`min_coverage` {value}: give the fraction of each model's tokens that must be anchors, "
-                         "between 0 and 1 (0: no floor)")
+        raise InputError(
+            f"`min_coverage` {value}: give the fraction of each model's tokens that must be anchors, "
+            "between 0 and 1 (0: no floor)"
+        )
 
 
 def shuffled(anchored: Anchored, source: TokenPlaces, seed: int, shuffle_partners) -> Anchored:
@@ -203,5 +243,11 @@ def shuffled(anchored: Anchored, source: TokenPlaces, seed: int, shuffle_partner
     ordinal = np.arange(len(seq)) - np.repeat(starts, np.diff(np.r_[starts, len(seq)]))
     p = shuffle_partners(doc, seq, ordinal, seed)
     ok = p >= 0
-    return Anchored(anchored.source[ok], anchored.target[p[ok]], anchored.coverage, anchored.tokens,
-                    anchored.documents, anchored.doc_coverage)
+    return Anchored(
+        anchored.source[ok],
+        anchored.target[p[ok]],
+        anchored.coverage,
+        anchored.tokens,
+        anchored.documents,
+        anchored.doc_coverage,
+    )

@@ -25,6 +25,7 @@ class TokenTable:
     corpus_hash: the hash of the bytes these tokens were read from (corpus.Reading);
     seq, char_start, char_end (n_tokens,): each token's sequence and character span, as a
     store's token table holds them (what the anchors of fitting.anchors read)."""
+
     sequences: list
     start: np.ndarray
     doc: np.ndarray
@@ -60,17 +61,22 @@ def token_table(cspec: corpus.CorpusSpec, tokenizer) -> TokenTable:
         spans[0].append(sq.char_start)
         spans[1].append(sq.char_end)
     if not seqs:
-        raise InputError(f"corpus {cspec.describe()} has no text to tokenize: give a corpus with at least one non-empty document")
+        raise InputError(
+            f"corpus {cspec.describe()} has no text to tokenize: give a corpus with at least one non-empty document"
+        )
     lengths = np.array([len(s) for s in seqs], dtype=np.int64)
     start = np.concatenate([[0], np.cumsum(lengths)])
     doc = np.repeat(np.asarray(docs, dtype=np.int64), lengths)
     pos = np.concatenate([np.arange(n, dtype=np.int32) for n in lengths])
     seq = np.repeat(np.asarray(ids, dtype=np.int64), lengths)
     char_start, char_end = (np.concatenate(x).astype(np.int64) for x in spans)
-    return TokenTable(seqs, start, doc, pos, top, top_at, reading.hexdigest(), seq, char_start, char_end)
+    return TokenTable(
+        seqs, start, doc, pos, top, top_at, reading.hexdigest(), seq, char_start, char_end
+    )
 
 
 # -- batches --------------------------------------------------------------------------------
+
 
 def extraction_batches(lengths, batch_size: int) -> list:
     """Sequence indices of every batch `align extract` forwards, in its order: windows of
@@ -78,7 +84,7 @@ def extraction_batches(lengths, batch_size: int) -> list:
     window = batch_size * GROUP_FACTOR
     out = []
     for w0 in range(0, len(lengths), window):
-        out += [[w0 + i for i in b] for b in group_batches(lengths[w0:w0 + window], batch_size)]
+        out += [[w0 + i for i in b] for b in group_batches(lengths[w0 : w0 + window], batch_size)]
     return out
 
 
@@ -91,6 +97,7 @@ class Batch:
     flat (n_used,): the used positions, fit first, then validation, then held-out (each in
     position order: the order ridge.chunk_statistics gathers them); tokens (n_used,): their
     indices in the token table; counts: positions per part (fit, validation, held-out)."""
+
     members: list
     width: int
     part: np.ndarray
@@ -120,8 +127,8 @@ def plan_batches(table: TokenTable, part: np.ndarray, batch_size: int) -> list:
         tokens = np.full(len(members) * width, -1, dtype=np.int64)
         for r, s in enumerate(members):
             a, b = int(table.start[s]), int(table.start[s + 1])
-            flat_part[r * width:r * width + b - a] = part[a:b]
-            tokens[r * width:r * width + b - a] = np.arange(a, b)
+            flat_part[r * width : r * width + b - a] = part[a:b]
+            tokens[r * width : r * width + b - a] = np.arange(a, b)
         used = np.flatnonzero(flat_part >= 0)
         if not len(used):
             continue

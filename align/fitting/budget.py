@@ -14,15 +14,19 @@ from typing import NamedTuple
 
 from align import ridge
 from align.fitting.split import FRACTIONS
-from align.store import footprint
 from align.stats.bootstrap import MIN_RESAMPLES
+from align.store import footprint
 
 MIN_TASK_TOKENS = 256  # tokens per task are cut down to this before the pair grid is blocked
 TASKS_PER_SLOT = 2  # statistics tasks per worker slot the default task size aims at
 MIN_GROUP_TOKENS = 2048  # below this a task's accumulators cost more than its products
 RESULT_MARGIN = 1.05  # as extraction's disk margin: slack
-ALPHA_ROOM = 32  # α values val_sse is counted with (--alphas auto: 19 at most; a longer list is rare)
-ATTRS_ROOM = 8192  # bytes of the summary and options a result's attributes hold beyond its provenance
+ALPHA_ROOM = (
+    32  # α values val_sse is counted with (--alphas auto: 19 at most; a longer list is rare)
+)
+ATTRS_ROOM = (
+    8192  # bytes of the summary and options a result's attributes hold beyond its provenance
+)
 
 
 def human_bytes(n: float) -> str:
@@ -39,8 +43,16 @@ def statistics_bytes(nI: int, nJ: int, d_s: int, d_t: int, parts: int = ridge.N_
     return 8 * (parts * (nI * d_s * d_s + nI * nJ * d_s * d_t + nI * d_s + nJ * d_t + nJ + 1))
 
 
-def block_bytes(nI: int, nJ: int, d_s: int, d_t: int, task_tokens: int, chunk_tokens: int = 0, n_tasks: int = 1,
-                parts: int = ridge.N_PARTS) -> int:
+def block_bytes(
+    nI: int,
+    nJ: int,
+    d_s: int,
+    d_t: int,
+    task_tokens: int,
+    chunk_tokens: int = 0,
+    n_tasks: int = 1,
+    parts: int = ridge.N_PARTS,
+) -> int:
     """Peak bytes one worker plans for a block of nI source × nJ target boundaries, beyond
     its idle footprint, when the statistics come from `n_tasks` tasks:
 
@@ -68,11 +80,14 @@ def task_sizes(most: int, fixed: bool) -> list:
     """Tokens per task to try, largest first: `most`, then powers of two down to MIN_TASK_TOKENS."""
     if fixed:
         return [most]
-    return [most] + [1 << k for k in range(int(math.log2(most)), -1, -1) if MIN_TASK_TOKENS <= (1 << k) < most]
+    return [most] + [
+        1 << k for k in range(int(math.log2(most)), -1, -1) if MIN_TASK_TOKENS <= (1 << k) < most
+    ]
 
 
 class PairGrid(NamedTuple):
     """The pairs a fit plans for: boundaries of each side and the two widths."""
+
     source_boundaries: tuple  # boundaries 0..L_S of the source
     target_boundaries: tuple  # boundaries 0..L_T of the target
     d_s: int  # values per token and source boundary (the source's d_model)
@@ -81,12 +96,20 @@ class PairGrid(NamedTuple):
 
 class BlockPlan(NamedTuple):
     """The store route's plan (`plan_blocks`): blocks of the pair grid and tokens per task."""
+
     blocks: list  # [(source boundaries, target boundaries), ...], source block by source block
     task_tokens: int  # tokens each statistics task reads
 
 
-def plan_blocks(grid: PairGrid, task_tokens: int, budget: int, chunk_tokens: int = 0, fixed_tokens: bool = False,
-                n_tokens: int | None = None, parts: int = ridge.N_PARTS) -> BlockPlan | None:
+def plan_blocks(
+    grid: PairGrid,
+    task_tokens: int,
+    budget: int,
+    chunk_tokens: int = 0,
+    fixed_tokens: bool = False,
+    n_tokens: int | None = None,
+    parts: int = ridge.N_PARTS,
+) -> BlockPlan | None:
     """Split the pair grid into blocks that fit `budget` bytes per worker (`block_bytes`),
     reading the stores as few times as possible: minimise (source reads) + (target reads), in
     bytes per token, over block shapes; ties to the larger block. Tokens per task shrink
@@ -104,7 +127,10 @@ def plan_blocks(grid: PairGrid, task_tokens: int, budget: int, chunk_tokens: int
 
     def fitting(bI, bJ):
         for t in sizes:
-            if block_bytes(bI, bJ, d_s, d_t, t, chunk_tokens, math.ceil(n_tokens / t), parts) <= budget:
+            if (
+                block_bytes(bI, bJ, d_s, d_t, t, chunk_tokens, math.ceil(n_tokens / t), parts)
+                <= budget
+            ):
                 return t
         return None
 
@@ -121,16 +147,23 @@ def plan_blocks(grid: PairGrid, task_tokens: int, budget: int, chunk_tokens: int
     if best is None:
         return None
     _, bI, bJ, step = best
-    blocks = [(tuple(source_boundaries[a:a + bI]), tuple(target_boundaries[b:b + bJ]))
-              for a in range(0, nI, bI) for b in range(0, nJ, bJ)]
+    blocks = [
+        (tuple(source_boundaries[a : a + bI]), tuple(target_boundaries[b : b + bJ]))
+        for a in range(0, nI, bI)
+        for b in range(0, nJ, bJ)
+    ]
     return BlockPlan(blocks, step)
 
 
-def least_pair_bytes(d_s: int, d_t: int, task_tokens: int, chunk_tokens: int, n_tokens: int, fixed: bool) -> tuple:
+def least_pair_bytes(
+    d_s: int, d_t: int, task_tokens: int, chunk_tokens: int, n_tokens: int, fixed: bool
+) -> tuple:
     """(bytes, tokens per task) of the smallest plan for one layer pair: what a worker needs
     at least, beyond its idle footprint."""
-    return min((block_bytes(1, 1, d_s, d_t, t, chunk_tokens, math.ceil(n_tokens / t)), t)
-               for t in task_sizes(task_tokens, fixed))
+    return min(
+        (block_bytes(1, 1, d_s, d_t, t, chunk_tokens, math.ceil(n_tokens / t)), t)
+        for t in task_sizes(task_tokens, fixed)
+    )
 
 
 def client_bytes(n_tokens: int, n_pairs: int, d_s: int, d_t: int, save_maps: bool) -> int:
@@ -156,21 +189,30 @@ def bootstrap_bytes(resamples: int, n_docs: int, n_source: int, n_target: int, d
     never B × B)."""
     B, K, S, T = int(resamples), int(n_docs), int(n_source), int(n_target)
     held = 8 * B * (K + T)
-    return {"passes": held + max(24 * B * K, 8 * B * (d_t + 1)),
-            "summary": held + B * (64 * S * T + 64 * T + 32 * S + 256)}
+    return {
+        "passes": held + max(24 * B * K, 8 * B * (d_t + 1)),
+        "summary": held + B * (64 * S * T + 64 * T + 32 * S + 256),
+    }
 
 
-def bootstrap_refusal(resamples: int, need: dict, limit: int, n_docs: int, n_pairs: int) -> str | None:
+def bootstrap_refusal(
+    resamples: int, need: dict, limit: int, n_docs: int, n_pairs: int
+) -> str | None:
     """The one line of a --bootstrap whose arrays (`bootstrap_bytes`) exceed the fit's memory
     budget `limit`, naming the value, what it would hold and the most that fits; else None."""
     most = max(need.values())
     if most <= limit:
         return None
     fits = int(resamples * limit / most)  # the arrays are linear in resamples
-    todo = (f"give `bootstrap` {fits:,} or fewer, or raise `memory_limit`" if fits >= MIN_RESAMPLES else
-            f"raise `memory_limit`, fit fewer `source_boundaries`/`target_boundaries`, or give `bootstrap` 0 (no intervals)")
-    return (f"`bootstrap` {resamples:,} would hold {human_bytes(most)} of resampled scores for {n_docs:,} held-out documents "
-            f"and {n_pairs:,} pairs, more than the fit's memory budget of {human_bytes(limit)}: {todo}")
+    todo = (
+        f"give `bootstrap` {fits:,} or fewer, or raise `memory_limit`"
+        if fits >= MIN_RESAMPLES
+        else "raise `memory_limit`, fit fewer `source_boundaries`/`target_boundaries`, or give `bootstrap` 0 (no intervals)"
+    )
+    return (
+        f"`bootstrap` {resamples:,} would hold {human_bytes(most)} of resampled scores for {n_docs:,} held-out documents "
+        f"and {n_pairs:,} pairs, more than the fit's memory budget of {human_bytes(limit)}: {todo}"
+    )
 
 
 def heldout_rows_bytes(n_heldout: int, nI: int, nJ: int, d_s: int, d_t: int) -> int:
@@ -196,6 +238,7 @@ def default_task_tokens(chunk: int, n_tokens: int, n_slots: int, device: str) ->
 
 class ResultShape(NamedTuple):
     """What the size of an alignment result depends on, beside its options."""
+
     n_source: int  # source boundaries
     n_target: int  # target boundaries
     d_s: int  # the source's d_model (values per token)
@@ -205,13 +248,19 @@ class ResultShape(NamedTuple):
 
 class ResultBytes(NamedTuple):
     """Bytes an alignment result takes on disk at most, by what holds them (`result_bytes`)."""
+
     scores: int  # bytes of every array but the maps
     maps: int  # bytes of W and c (0 without --save-maps)
     metadata: int  # bytes of the group's and arrays' metadata and the writer's temporary folder
 
 
-def result_bytes(shape: ResultShape, save_maps: bool, attrs_bytes: int = 0, block: int = footprint.BLOCK,
-                 n_alphas: int = ALPHA_ROOM) -> ResultBytes:
+def result_bytes(
+    shape: ResultShape,
+    save_maps: bool,
+    attrs_bytes: int = 0,
+    block: int = footprint.BLOCK,
+    n_alphas: int = ALPHA_ROOM,
+) -> ResultBytes:
     """Bytes the alignment result of S = n_source × T = n_target pairs takes on disk at most,
     counted as it is written (align.store.footprint: float64 arrays in the result writer's
     chunks, zstd at its bound for incompressible data, every file and folder in whole
@@ -228,18 +277,33 @@ def result_bytes(shape: ResultShape, save_maps: bool, attrs_bytes: int = 0, bloc
     A, F = n_alphas, len(FRACTIONS) + 1
 
     def arrays(*shapes):
-        return sum(footprint.array_bytes(sh, footprint.result_chunks(sh, 8), 8, "zstd", block) for sh in shapes)
+        return sum(
+            footprint.array_bytes(sh, footprint.result_chunks(sh, 8), 8, "zstd", block)
+            for sh in shapes
+        )
 
-    shapes = [(S, T)] * 12 + [(H,)] * 2 + [(H, S, T)] * 3 + [(H, T)] * 2 + [(S, T, A), (A,)] + [(F, S, T)] * 2 + [(F,)]
+    shapes = (
+        [(S, T)] * 12
+        + [(H,)] * 2
+        + [(H, S, T)] * 3
+        + [(H, T)] * 2
+        + [(S, T, A), (A,)]
+        + [(F, S, T)] * 2
+        + [(F,)]
+    )
     shapes += [(S,), (S,), (T,), (T,)]
     maps = arrays((S, T, d_s, d_t), (S, T, d_t)) if save_maps else 0
     attrs = 2 * attrs_bytes + ATTRS_ROOM + 512 * (S + T)
-    metadata = (footprint.group_bytes(attrs, len(shapes) + (2 if save_maps else 0), True, block)
-                + footprint.folder_bytes(2, block) + footprint.on_disk(1, block))
+    metadata = (
+        footprint.group_bytes(attrs, len(shapes) + (2 if save_maps else 0), True, block)
+        + footprint.folder_bytes(2, block)
+        + footprint.on_disk(1, block)
+    )
     return ResultBytes(arrays(*shapes), maps, metadata)
 
 
 # -- the live route: the models, a batch and a block of target boundaries per pass -------------
+
 
 @dataclass(frozen=True)
 class LiveShape:
@@ -248,6 +312,7 @@ class LiveShape:
     heads, the itemsize of the compute dtype, held-out rows, the models' bytes (weights and
     buffers), the statistics' parts and, with two tokenizers, the most target rows one
     grouping window holds for its source batches (fitting.live_anchors)."""
+
     n_source: int
     d_s: int
     n_target: int
@@ -271,7 +336,9 @@ def batch_bytes(s: LiveShape, n_target: int) -> int:
     B = s.batch_positions
     width = s.n_source * s.d_s + n_target * s.d_t
     captured = s.itemsize * B * width
-    transient = s.itemsize * B * (4 * max(s.d_s, s.d_t) + 2 * s.inter) + 4 * s.heads * B * s.batch_width
+    transient = (
+        s.itemsize * B * (4 * max(s.d_s, s.d_t) + 2 * s.inter) + 4 * s.heads * B * s.batch_width
+    )
     gathered = (2 * s.itemsize + 16) * B * width + 8 * B * n_target * s.d_t
     return captured + transient + gathered
 
@@ -287,14 +354,22 @@ def pass_bytes(s: LiveShape, n_target: int, keep_heldout: bool) -> dict:
     solve_b = 8 * (nI * n_target * (dS * dT + dS + 2 * dT) + 3 * nI * dS * dS + 2 * dS * dS)
     heldout = 8 * (dS * n_target * dT + 2 * s.batch_positions * n_target * dT)
     kept = s.itemsize * s.n_heldout * (nI * dS + n_target * dT) if keep_heldout else 0
-    solve_b += 2 * statistics_bytes(nI, n_target, dS, dT) if s.parts > ridge.N_PARTS else 0  # the fractions' merged sums
-    return {"statistics": statistics_bytes(nI, n_target, dS, dT, s.parts), "solve": solve_b, "batch": batch_bytes(s, n_target),
-            "held-out sums": heldout, "held-out rows": kept,
-            **({"window rows": s.itemsize * s.window_rows * n_target * dT} if s.window_rows else {})}
+    solve_b += (
+        2 * statistics_bytes(nI, n_target, dS, dT) if s.parts > ridge.N_PARTS else 0
+    )  # the fractions' merged sums
+    return {
+        "statistics": statistics_bytes(nI, n_target, dS, dT, s.parts),
+        "solve": solve_b,
+        "batch": batch_bytes(s, n_target),
+        "held-out sums": heldout,
+        "held-out rows": kept,
+        **({"window rows": s.itemsize * s.window_rows * n_target * dT} if s.window_rows else {}),
+    }
 
 
 class PassPlan(NamedTuple):
     """The live route's plan (`plan_passes`): one pass over the corpus per block."""
+
     blocks: list  # [target boundaries, ...]
     keep_heldout: bool  # the held-out rows are kept from the statistics pass for the held-out pass
     bytes: dict  # {holder: bytes} of the largest block (`pass_bytes`)
@@ -311,7 +386,7 @@ def plan_passes(s: LiveShape, target_boundaries, budget: int) -> PassPlan | None
             if sum(pass_bytes(s, per, keep).values()) <= room:
                 n_blocks = math.ceil(nJ / per)
                 size = math.ceil(nJ / n_blocks)  # even blocks: as many passes, less memory
-                blocks = [tuple(target_boundaries[k:k + size]) for k in range(0, nJ, size)]
+                blocks = [tuple(target_boundaries[k : k + size]) for k in range(0, nJ, size)]
                 return PassPlan(blocks, keep, pass_bytes(s, size, keep))
     return None
 
@@ -326,6 +401,8 @@ def pass_refusal(option: str, limit: int, idle: int, s: LiveShape, where: str) -
     need = pass_bytes(s, 1, False)
     parts = ", ".join(f"{k} {human_bytes(v)}" for k, v in need.items() if v)
     held = f"this process holds {human_bytes(idle)} before loading the models; " if idle else ""
-    return (f"{option} {human_bytes(limit)} cannot hold one target boundary per pass on {where} ({held}the models need "
-            f"{human_bytes(s.model_bytes)}, one target boundary {parts}): the minimum is "
-            f"{human_bytes(idle + least_pass_bytes(s))}; raise {option}, or lower `batch_size` or the number of `source_boundaries`")
+    return (
+        f"{option} {human_bytes(limit)} cannot hold one target boundary per pass on {where} ({held}the models need "
+        f"{human_bytes(s.model_bytes)}, one target boundary {parts}): the minimum is "
+        f"{human_bytes(idle + least_pass_bytes(s))}; raise {option}, or lower `batch_size` or the number of `source_boundaries`"
+    )

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+import align.fitting.graph  # noqa: F401  (what a task runs: part of the warm footprint)
 from align.errors import InputError
 from align.fitting.budget import human_bytes
-import align.fitting.graph  # noqa: F401  (what a task runs: part of the warm footprint)
 from align.fitting.tasks import blas_limit
 from align.store import configure_zarr
 
@@ -83,9 +83,11 @@ def local_workers(n_workers: int, limit: int, pair_bytes: int, client_extra: int
     cores = cpu_cores()
     n = n_workers
     if n > cores:
-        log(f"align fit: `n_workers` {n} capped to {cores}, the CPU cores this process may run on (more worker "
+        log(
+            f"align fit: `n_workers` {n} capped to {cores}, the CPU cores this process may run on (more worker "
             "processes would only share them, each with its own idle memory); for more, start a Dask cluster "
-            "and pass `scheduler` ADDRESS")
+            "and pass `scheduler` ADDRESS"
+        )
         n = cores
     import distributed  # noqa: F401  (every worker imports it: count it in this process's footprint too)
 
@@ -100,13 +102,20 @@ def local_workers(n_workers: int, limit: int, pair_bytes: int, client_extra: int
     if fits(n):
         return n
     most = next((k for k in range(n - 1, 0, -1) if fits(k)), 0)
-    where = (f"this process uses {human_bytes(idle)} idle, each worker about {human_bytes(worker_idle)}, the split "
-             f"{human_bytes(client_extra)}, and one boundary pair needs {human_bytes(pair_bytes)} per worker")
-    todo = (f"use `n_workers` {most} or fewer, or raise `memory_limit`" if most else
-            f"raise `memory_limit` to at least {human_bytes(idle + worker_idle + client_extra + pair_bytes)}, "
-            "or leave out `n_workers` (threads of this process)")
-    raise InputError(f"`memory_limit` {human_bytes(limit)} cannot hold {n} worker process(es) ({where}; estimated before "
-                     f"starting any): {todo}")
+    where = (
+        f"this process uses {human_bytes(idle)} idle, each worker about {human_bytes(worker_idle)}, the split "
+        f"{human_bytes(client_extra)}, and one boundary pair needs {human_bytes(pair_bytes)} per worker"
+    )
+    todo = (
+        f"use `n_workers` {most} or fewer, or raise `memory_limit`"
+        if most
+        else f"raise `memory_limit` to at least {human_bytes(idle + worker_idle + client_extra + pair_bytes)}, "
+        "or leave out `n_workers` (threads of this process)"
+    )
+    raise InputError(
+        f"`memory_limit` {human_bytes(limit)} cannot hold {n} worker process(es) ({where}; estimated before "
+        f"starting any): {todo}"
+    )
 
 
 def _fresh_worker_rss() -> int | None:
@@ -116,7 +125,9 @@ def _fresh_worker_rss() -> int | None:
 
     code = "import distributed.nanny, distributed.worker; from align.fitting.cluster import _warm_rss; print(_warm_rss())"
     try:
-        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        p = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+        )
         return int(p.stdout.split()[-1])
     except (OSError, ValueError, IndexError, subprocess.SubprocessError):
         return None
@@ -133,7 +144,6 @@ def _warm_rss() -> int:
     """RSS of this process once it has imported and run what a task uses (the idle footprint
     a worker keeps during the fit)."""
     import psutil
-
 
     configure_zarr()  # imports zarr, as reading a chunk will
 
@@ -165,6 +175,7 @@ class Executor:
     worker (mode "remote"); `idle` is the footprint measured once the workers were up and
     warm: this process and every worker it started (sync, local), or the largest worker
     (remote)."""
+
     run: object
     seen: set
     task_seconds: dict
@@ -185,14 +196,19 @@ def _no_memory_guard() -> dict:
     """Dask's spill/pause/restart thresholds count a worker's idle footprint against its
     share; the fit's own plan keeps it within the budget, so the workers align starts run
     without them (a restart would redo the work, not save memory)."""
-    return {f"distributed.worker.memory.{k}": False for k in ("target", "spill", "pause", "terminate")}
+    return {
+        f"distributed.worker.memory.{k}": False for k in ("target", "spill", "pause", "terminate")
+    }
 
 
 # Dask's own loggers in this process, and the level worker processes this fit starts get
 # through dask's config (read from the environment when a worker imports distributed).
 DASK_LOGGERS = ("distributed", "tornado", "bokeh")
-WORKER_LOG_ENV = {"DASK_LOGGING__DISTRIBUTED": "critical", "DASK_LOGGING__ASYNCIO": "critical",
-                  "DASK_LOGGING__TORNADO": "critical"}
+WORKER_LOG_ENV = {
+    "DASK_LOGGING__DISTRIBUTED": "critical",
+    "DASK_LOGGING__ASYNCIO": "critical",
+    "DASK_LOGGING__TORNADO": "critical",
+}
 
 
 @contextlib.contextmanager
@@ -292,7 +308,9 @@ def executor(scheduler, n_workers, memory_limit, log):
             with blas_limit(1):
                 return dask.threaded.get(dsk, key, num_workers=n)
 
-        yield Executor(run_threads, seen, {}, n, "threads", limit or default_memory_limit(), _warm_rss())
+        yield Executor(
+            run_threads, seen, {}, n, "threads", limit or default_memory_limit(), _warm_rss()
+        )
         return
     with contextlib.ExitStack() as stack:
         stack.enter_context(_quiet_dask())
@@ -309,33 +327,51 @@ def _start_dask(stack, scheduler, n_workers, limit, seen, log) -> Executor:
         n = n_workers or cpu_cores()
         total = limit or default_memory_limit()
         with _signals_deferred(), dask.config.set(_no_memory_guard()):
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=total // n,
-                                   dashboard_address=None, silence_logs=logging.CRITICAL)
+            cluster = LocalCluster(
+                n_workers=n,
+                threads_per_worker=1,
+                processes=True,
+                memory_limit=total // n,
+                dashboard_address=None,
+                silence_logs=logging.CRITICAL,
+            )
         stack.callback(_quietly, cluster.close)
         client = Client(cluster)
         stack.callback(_quietly, client.close)
         client.run(_warm_rss)
         _warm_rss()
         ex = Executor(None, seen, {}, n, "local", total, _tree_rss())
-        log(f"align fit: started a local Dask cluster of {n} worker processes; budget {human_bytes(total)}, "
-            f"{human_bytes(ex.idle)} of it used idle by this process and the workers")
+        log(
+            f"align fit: started a local Dask cluster of {n} worker processes; budget {human_bytes(total)}, "
+            f"{human_bytes(ex.idle)} of it used idle by this process and the workers"
+        )
     else:
         try:
             client = Client(scheduler, timeout="20s")
         except (OSError, TimeoutError) as e:
-            raise InputError(f"`scheduler` {scheduler}: cannot reach a Dask scheduler there ({e})") from None
+            raise InputError(
+                f"`scheduler` {scheduler}: cannot reach a Dask scheduler there ({e})"
+            ) from None
         except (ValueError, TypeError) as e:  # not an address at all: "notaurl"
-            raise InputError(f"`scheduler` {scheduler} is not a Dask scheduler address ({e}): give one such as "
-                             "tcp://host:8786, or `synchronous` to run in this process") from None
+            raise InputError(
+                f"`scheduler` {scheduler} is not a Dask scheduler address ({e}): give one such as "
+                "tcp://host:8786, or `synchronous` to run in this process"
+            ) from None
         stack.callback(_quietly, client.close)
         workers = client.scheduler_info().get("workers", {})
         if not workers:
-            raise InputError(f"`scheduler` {scheduler}: the cluster has no workers; start some with `dask worker {scheduler}`")
-        per_worker = limit or min(int(w.get("memory_limit") or default_memory_limit()) for w in workers.values())
+            raise InputError(
+                f"`scheduler` {scheduler}: the cluster has no workers; start some with `dask worker {scheduler}`"
+            )
+        per_worker = limit or min(
+            int(w.get("memory_limit") or default_memory_limit()) for w in workers.values()
+        )
         idle = max(client.run(_warm_rss).values())
         ex = Executor(None, seen, {}, len(workers), "remote", per_worker, idle)
-        log(f"align fit: using the Dask cluster at {scheduler} ({len(workers)} workers, {human_bytes(per_worker)} each, "
-            f"{human_bytes(idle)} of it used idle)")
+        log(
+            f"align fit: using the Dask cluster at {scheduler} ({len(workers)} workers, {human_bytes(per_worker)} each, "
+            f"{human_bytes(idle)} of it used idle)"
+        )
 
     def run(dsk, key):
         from distributed import get_task_stream
@@ -357,7 +393,9 @@ def _start_dask(stack, scheduler, n_workers, limit, seen, log) -> Executor:
             if "worker" in t:
                 seen.add(t["worker"])
             k = t.get("key")
-            kind = str(k[0] if isinstance(k, tuple) else k).rstrip("0123456789").rstrip("-")  # "stats-sum-3" -> "stats-sum"
+            kind = (
+                str(k[0] if isinstance(k, tuple) else k).rstrip("0123456789").rstrip("-")
+            )  # "stats-sum-3" -> "stats-sum"
             for s in t.get("startstops", ()):
                 if s.get("action") == "compute":
                     ex.task_seconds[kind] = ex.task_seconds.get(kind, 0.0) + s["stop"] - s["start"]
@@ -395,9 +433,14 @@ def refuse_memory(ex: Executor, client_extra: int, need: int, d_s: int, d_t: int
         where = f"per worker: a worker of this cluster uses {human_bytes(ex.idle)} idle"
     else:
         minimum = ex.idle + client_extra + ex.n_workers * need
-        who = "this process" if ex.mode in ("sync", "threads") else f"this process and its {ex.n_workers} workers"
+        who = (
+            "this process"
+            if ex.mode in ("sync", "threads")
+            else f"this process and its {ex.n_workers} workers"
+        )
         where = f"{who} use {human_bytes(ex.idle)} idle and the split {human_bytes(client_extra)}"
     raise InputError(
         f"`memory_limit` {human_bytes(ex.limit)} is too small ({where}, and one boundary pair of d_source {d_s}, d_target {d_t} "
         f"with {tokens}-token tasks needs {human_bytes(need)} per worker): the minimum is {human_bytes(minimum)}; "
-        "raise `memory_limit`" + ("" if ex.mode == "remote" else " or use fewer `n_workers`"))
+        "raise `memory_limit`" + ("" if ex.mode == "remote" else " or use fewer `n_workers`")
+    )

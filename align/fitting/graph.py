@@ -22,9 +22,9 @@ import numpy as np
 from align import store as st
 from align.errors import InputError
 from align.faults import fault_point
-from align.fitting.tasks import blas_limit, stop_if_cancelled
 from align.fitting.solve import solve_all
 from align.fitting.split import CONVERGENCE_PARTS, TEST
+from align.fitting.tasks import blas_limit, stop_if_cancelled
 from align.ridge.backend import Backend
 from align.ridge.heldout import add_heldout, heldout_sums
 from align.ridge.solve import SolvedMap
@@ -54,9 +54,14 @@ class Job:
 
 class Tokens(NamedTuple):
     """Per-token arrays of the token stream ((n_tokens,) each), or of one task's range of it."""
+
     part: np.ndarray  # each token's part: ridge.FIT, ridge.VAL, TEST or -1
-    hdoc: np.ndarray | None = None  # each held-out token's index among the held-out documents (bootstrap)
-    stat_part: np.ndarray | None = None  # the statistics part (`Split.statistics_part`, --convergence)
+    hdoc: np.ndarray | None = (
+        None  # each held-out token's index among the held-out documents (bootstrap)
+    )
+    stat_part: np.ndarray | None = (
+        None  # the statistics part (`Split.statistics_part`, --convergence)
+    )
     partner: np.ndarray | None = None  # the target token paired with each (--control shuffle)
 
     def range(self, start: int, stop: int) -> "Tokens":
@@ -66,6 +71,7 @@ class Tokens(NamedTuple):
 
 class Rows(NamedTuple):
     """The held-out rows of a task's range: offsets in it, their documents and partners."""
+
     index: np.ndarray  # offsets of the rows in [start, stop)
     docs: np.ndarray | None = None  # each row's held-out document index (bootstrap)
     partner: np.ndarray | None = None  # each row's target token (--control shuffle)
@@ -73,6 +79,7 @@ class Rows(NamedTuple):
 
 class BlockSettings(NamedTuple):
     """How a block is solved and what its result keeps."""
+
     alphas: tuple  # α_rel grid
     extend: bool = False  # the grid gains decades where an end wins
     solve_threads: int | None = None  # threads of the solve (None: the job's)
@@ -83,7 +90,9 @@ class BlockSettings(NamedTuple):
 
 @functools.lru_cache(maxsize=8)
 def _open(path: str, storage_options_key: str | None = None):
-    return st.open_activations(path, json.loads(storage_options_key) if storage_options_key else None)
+    return st.open_activations(
+        path, json.loads(storage_options_key) if storage_options_key else None
+    )
 
 
 def _read(path: str, so, boundaries, start: int, stop: int) -> dict:
@@ -100,7 +109,11 @@ def _read_rows(path: str, so, boundaries, index: np.ndarray) -> dict:
     index = np.asarray(index, dtype=np.int64)
     ok = np.flatnonzero(index >= 0)
     out = {}
-    if len(ok) and np.all(np.diff(index[ok]) > 0) and index[ok[-1]] + 1 - index[ok[0]] <= 2 * len(ok):
+    if (
+        len(ok)
+        and np.all(np.diff(index[ok]) > 0)
+        and index[ok[-1]] + 1 - index[ok[0]] <= 2 * len(ok)
+    ):
         lo, hi = int(index[ok[0]]), int(index[ok[-1]]) + 1
         for b in boundaries:
             rows = np.zeros((len(index), s.d_model), dtype=np.float32)
@@ -133,24 +146,31 @@ def stats_task(job: Job, I, J, start: int, stop: int, tokens: Tokens, shifts, ke
     part, hdoc, stat_part, partner = tokens
     x_shift, y_shift = shifts
     be = job.backend()
-    d_s, d_t = _open(job.source, job.storage_options).d_model, _open(job.target, job.storage_options).d_model
+    d_s, d_t = (
+        _open(job.source, job.storage_options).d_model,
+        _open(job.target, job.storage_options).d_model,
+    )
     acc = Statistics.zeros(I, J, d_s, d_t, be, N_PARTS if stat_part is None else CONVERGENCE_PARTS)
     work: dict = {}
     held = ({i: [] for i in I}, {j: [] for j in J}) if keep_heldout else None
     with blas_limit(job.threads):
         for a in range(start, stop, job.chunk):
             b = min(stop, a + job.chunk)
-            p = part[a - start:b - start]
+            p = part[a - start : b - start]
             train = (p == FIT) | (p == VAL)
             test = np.flatnonzero(p == TEST) if keep_heldout else ()
             if not train.any() and not len(test):
                 continue
             xs = _read(job.source, job.storage_options, I, a, b)
-            ys = _read_target(job, J, a, b, None if partner is None else partner[a - start:b - start])
-            fault_point("fit_statistics_chunk")  # crash tests: killed mid-way through the statistics
+            ys = _read_target(
+                job, J, a, b, None if partner is None else partner[a - start : b - start]
+            )
+            fault_point(
+                "fit_statistics_chunk"
+            )  # crash tests: killed mid-way through the statistics
             stop_if_cancelled(job.run)
             if train.any():
-                sp = p if stat_part is None else stat_part[a - start:b - start]
+                sp = p if stat_part is None else stat_part[a - start : b - start]
                 chunk_statistics(xs, ys, sp, (x_shift, y_shift), be, into=acc, work=work)
             if len(test):
                 for side, rows in zip(held, (xs, ys)):
@@ -173,10 +193,19 @@ def solve_task(stats, alphas, shifts, threads, device, factors, extend: bool = F
     """The block's maps, the source factors they used and the fractions' maps of
     --convergence ({"fitted", "factors", "fractions"})."""
     factors = dict(factors)
-    side_by_side = threads if device == "cpu" and threads and threads > 1 else 1  # source boundaries at once
+    side_by_side = (
+        threads if device == "cpu" and threads and threads > 1 else 1
+    )  # source boundaries at once
     with blas_limit(1 if side_by_side > 1 else threads):
-        fitted, fractions = solve_all(stats, alphas, *shifts, device=device, factors=factors, extend=extend,
-                                      threads=side_by_side)
+        fitted, fractions = solve_all(
+            stats,
+            alphas,
+            *shifts,
+            device=device,
+            factors=factors,
+            extend=extend,
+            threads=side_by_side,
+        )
     return {"fitted": fitted, "factors": factors, "fractions": fractions}
 
 
@@ -185,7 +214,9 @@ def heldout_of(xs, ys, solved, backend, docs=None) -> dict:
     with --convergence, of each fraction's maps (pooled) under "fractions"."""
     out = heldout_sums(xs, ys, solved["fitted"], backend, docs=docs)
     if solved.get("fractions"):
-        out["fractions"] = {f: heldout_sums(xs, ys, m, backend) for f, m in solved["fractions"].items()}
+        out["fractions"] = {
+            f: heldout_sums(xs, ys, m, backend) for f, m in solved["fractions"].items()
+        }
     return out
 
 
@@ -198,7 +229,10 @@ def heldout_task(job: Job, I, J, start: int, stop: int, held: Rows, solved):
     with blas_limit(job.threads):
         xs = {i: v[rows] for i, v in _read(job.source, job.storage_options, I, start, stop).items()}
         if partner is None:
-            ys = {j: v[rows] for j, v in _read(job.target, job.storage_options, J, start, stop).items()}
+            ys = {
+                j: v[rows]
+                for j, v in _read(job.target, job.storage_options, J, start, stop).items()
+            }
         else:
             ys = _read_rows(job.target, job.storage_options, J, partner)
         return heldout_of(xs, ys, solved, backend, docs)
@@ -218,15 +252,23 @@ def add_heldout_task(a, b):
 def collect_task(solved, heldout, stats, save_maps):
     """What the client needs of a block: α, maps if asked, held-out sums, the source factors
     (statistics if asked)."""
-    return {"fitted": {k: _slim(v, save_maps) for k, v in solved["fitted"].items()}, "heldout": heldout,
-            "stats": stats, "factors": solved["factors"],
-            "fractions": {f: {k: _slim(v, False) for k, v in m.items()} for f, m in solved["fractions"].items()}}
+    return {
+        "fitted": {k: _slim(v, save_maps) for k, v in solved["fitted"].items()},
+        "heldout": heldout,
+        "stats": stats,
+        "factors": solved["factors"],
+        "fractions": {
+            f: {k: _slim(v, False) for k, v in m.items()} for f, m in solved["fractions"].items()
+        },
+    }
 
 
 def _slim(m: SolvedMap, keep_map: bool) -> SolvedMap:
     """The map's α choice, without its means, and without W and c unless `keep_map`: what
     crosses to the client (W of every pair would be the statistics' size again)."""
-    return replace(m, x_mean=None, y_mean=None, W=m.W if keep_map else None, c=m.c if keep_map else None)
+    return replace(
+        m, x_mean=None, y_mean=None, W=m.W if keep_map else None, c=m.c if keep_map else None
+    )
 
 
 def tree(dsk: dict, name: str, keys: list, add) -> tuple:
@@ -245,8 +287,16 @@ def tree(dsk: dict, name: str, keys: list, add) -> tuple:
     return keys[0]
 
 
-def block_graph(b: int, block: tuple, job: Job, ranges, tokens: Tokens, shifts, settings: BlockSettings,
-                factors: dict | None = None):
+def block_graph(
+    b: int,
+    block: tuple,
+    job: Job,
+    ranges,
+    tokens: Tokens,
+    shifts,
+    settings: BlockSettings,
+    factors: dict | None = None,
+):
     """The Dask graph (a dict) of block `b`, `block` = (source boundaries I, target
     boundaries J): returns (graph, result key). `ranges`: the tasks' token ranges; `tokens`:
     the stream's arrays; `shifts`: per boundary the shift of the statistics; `factors`: source
@@ -267,18 +317,39 @@ def block_graph(b: int, block: tuple, job: Job, ranges, tokens: Tokens, shifts, 
         p = part[start:stop]
         if np.any((p == FIT) | (p == VAL)):
             key = ("stats-task", b, c)
-            dsk[key] = (stats_task, job, I, J, start, stop, tokens.range(start, stop), sk, keep_heldout)
+            dsk[key] = (
+                stats_task,
+                job,
+                I,
+                J,
+                start,
+                stop,
+                tokens.range(start, stop),
+                sk,
+                keep_heldout,
+            )
             dsk[("stats", b, c)] = (operator.getitem, key, 0)
             stat_keys.append(("stats", b, c))
             if keep_heldout:
                 kept[c] = ("kept", b, c)
                 dsk[kept[c]] = (operator.getitem, key, 1)
     if not stat_keys:
-        raise InputError("no training token is left after the split (and position 0 excluded): extract a larger corpus")
+        raise InputError(
+            "no training token is left after the split (and position 0 excluded): extract a larger corpus"
+        )
     root = tree(dsk, f"stats-sum-{b}", stat_keys, add_task)
     fk = ("solve", b)
     dsk[("factors", b)] = (dict, factors or {})
-    dsk[fk] = (solve_task, root, list(alphas), sk, solve_threads or job.threads, job.device, ("factors", b), extend)
+    dsk[fk] = (
+        solve_task,
+        root,
+        list(alphas),
+        sk,
+        solve_threads or job.threads,
+        job.device,
+        ("factors", b),
+        extend,
+    )
     for c, (start, stop) in enumerate(ranges):
         rows = np.flatnonzero(part[start:stop] == TEST)
         if len(rows):
@@ -286,12 +357,17 @@ def block_graph(b: int, block: tuple, job: Job, ranges, tokens: Tokens, shifts, 
             if c in kept:
                 dsk[key] = (heldout_kept_task, job, kept[c], fk)
             else:
-                held = Rows(rows, None if hdoc is None else hdoc[start:stop][rows],
-                            None if partner is None else partner[start:stop][rows])
+                held = Rows(
+                    rows,
+                    None if hdoc is None else hdoc[start:stop][rows],
+                    None if partner is None else partner[start:stop][rows],
+                )
                 dsk[key] = (heldout_task, job, I, J, start, stop, held, fk)
             held_keys.append(key)
     if not held_keys:
-        raise InputError("no held-out token is left after the split (and position 0 excluded): raise `test_fraction`")
+        raise InputError(
+            "no held-out token is left after the split (and position 0 excluded): raise `test_fraction`"
+        )
     hroot = tree(dsk, f"heldout-sum-{b}", held_keys, add_heldout_task)
     rk = ("result", b)
     dsk[rk] = (collect_task, fk, hroot, root if keep_stats else None, save_maps)

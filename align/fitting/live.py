@@ -38,36 +38,67 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-
 from align import corpus, messages, models, provenance
-from align.corpus import generated_format
 from align import store as st
+from align.boundaries import parse_boundaries
+from align.corpus import generated_format
 from align.errors import InputError
 from align.faults import fault_point
-from align.fitting.batches import TokenTable, plan_batches, token_table
-from align.fitting.budget import LiveShape, bootstrap_bytes, bootstrap_refusal, human_bytes, pass_refusal, plan_passes
-from align.fitting.cluster import default_memory_limit, executor
-from align.fitting.graph import add_heldout_task, add_task, tree
-from align.fitting.options import Execution, FitRequest, FitSpec, LiveJob, request
 from align.fitting import live_anchors
 from align.fitting.anchors import coverage_line
-from align.fitting.pairing import check_tokenizers, resolve
+from align.fitting.batches import TokenTable, plan_batches, token_table
+from align.fitting.budget import (
+    LiveShape,
+    bootstrap_bytes,
+    bootstrap_refusal,
+    human_bytes,
+    pass_refusal,
+    plan_passes,
+)
+from align.fitting.cluster import default_memory_limit, executor
+from align.fitting.graph import add_heldout_task, add_task, tree
 from align.fitting.live_estimate import estimate
+from align.fitting.options import Execution, FitRequest, FitSpec, LiveJob, request
+from align.fitting.pairing import check_tokenizers, resolve
 from align.fitting.passes import PassInputs, load_models, run_blocks
 from align.fitting.progress import Progress
-from align.fitting.result import Side, alignment_dataset, check_result_room, grid_note, pair_results, write_alignment
-from align.fitting.shards import ShardTask, shard_heldout_task, shard_statistics_task, shards_of, shift_task
+from align.fitting.result import (
+    Side,
+    alignment_dataset,
+    check_result_room,
+    grid_note,
+    pair_results,
+    write_alignment,
+)
+from align.fitting.shards import (
+    ShardTask,
+    shard_heldout_task,
+    shard_statistics_task,
+    shards_of,
+    shift_task,
+)
 from align.fitting.solve import check_alphas, solve
 from align.fitting.split import Origin, Split, make_split
-from align.boundaries import parse_boundaries
 
-__all__ = ["LiveJob", "LivePlan", "LiveReport", "Prepared", "TokenTable", "fit_live", "make_plan", "plan_batches",
-           "prepare", "shape_of", "token_table"]
+__all__ = [
+    "LiveJob",
+    "LivePlan",
+    "LiveReport",
+    "Prepared",
+    "TokenTable",
+    "fit_live",
+    "make_plan",
+    "plan_batches",
+    "prepare",
+    "shape_of",
+    "token_table",
+]
 
 GPU_FRACTION = 0.9  # of a GPU's free memory a live fit plans for without --device-memory
 
 
 # -- memory ---------------------------------------------------------------------------------
+
 
 def model_bytes(config, dtype: str) -> int:
     """Bytes of a model's weights and buffers in `dtype`, from its config alone (the
@@ -98,11 +129,14 @@ def budget_of(job: LiveJob, options: FitRequest, device_memory: int | None) -> t
             free, _ = torch.cuda.mem_get_info()
             device_memory = int(GPU_FRACTION * free)
         return "cuda", int(device_memory), 0, "`device_memory`"
-    limit = options.run.memory_limit if options.run.memory_limit is not None else default_memory_limit()
+    limit = (
+        options.run.memory_limit if options.run.memory_limit is not None else default_memory_limit()
+    )
     return "cpu", int(limit), psutil.Process().memory_info().rss, "`memory_limit`"
 
 
 # -- the run --------------------------------------------------------------------------------
+
 
 @dataclass
 class Prepared:
@@ -111,6 +145,7 @@ class Prepared:
     (`pairing` char-anchors) `table` and `batches` are the source's, `target_table` the
     target's, `anchored` the pairs (fitting.anchors.Anchored) and `stream` what the passes
     forward (live_anchors.AnchoredStream); with one, `stream` is the token table."""
+
     job: LiveJob
     configs: tuple
     tokenizers: tuple
@@ -150,29 +185,59 @@ def prepare(job: LiveJob, options: FitRequest) -> Prepared:
     if mode == "tokens":
         check_tokenizers(*hashes, job.source.name, job.target.name)
     elif job.corpus.pack is not None:
-        raise InputError(f"`pack` {job.corpus.pack!r} with tokenizers that differ: a packed window's tokens read the end of "
-                         "the documents before them, cut at other characters by each tokenizer, so they cannot be anchored; "
-                         "drop `pack`")
-    boundaries = [parse_boundaries(spec, c.num_hidden_layers, f"`{side}_boundaries`") for spec, c, side in
-              ((options.spec.source_boundaries, configs[0], "source"), (options.spec.target_boundaries, configs[1], "target"))]
-    tables = (token_table(job.corpus, toks[0]),) * 2 if mode == "tokens" else \
-        tuple(token_table(job.corpus, tok) for tok in toks)
+        raise InputError(
+            f"`pack` {job.corpus.pack!r} with tokenizers that differ: a packed window's tokens read the end of "
+            "the documents before them, cut at other characters by each tokenizer, so they cannot be anchored; "
+            "drop `pack`"
+        )
+    boundaries = [
+        parse_boundaries(spec, c.num_hidden_layers, f"`{side}_boundaries`")
+        for spec, c, side in (
+            (options.spec.source_boundaries, configs[0], "source"),
+            (options.spec.target_boundaries, configs[1], "target"),
+        )
+    ]
+    tables = (
+        (token_table(job.corpus, toks[0]),) * 2
+        if mode == "tokens"
+        else tuple(token_table(job.corpus, tok) for tok in toks)
+    )
     for spec, config, table in zip((job.source, job.target), configs, tables):
-        models.check_token_ids(spec, config, table.max_id, "document {}, position {}".format(*table.max_id_at))
+        models.check_token_ids(
+            spec, config, table.max_id, "document {}, position {}".format(*table.max_id_at)
+        )
         limit = getattr(config, "max_position_embeddings", None)
         if limit and job.corpus.max_length > limit and not job.allow_long:
             raise InputError(
                 f"`max_length` {job.corpus.max_length} is above the position limit of {spec.name} "
-                f"(max_position_embeddings {limit}): use `max_length` {limit} or less, or pass `allow_long`")
+                f"(max_position_embeddings {limit}): use `max_length` {limit} or less, or pass `allow_long`"
+            )
     table = tables[0]
-    found, partner = live_anchors.anchor(*tables, options.spec, (job.source.name, job.target.name)) \
-        if mode == "char-anchors" else (None, None)
-    split = make_split(table.doc, table.pos, options.spec, origin=split_origin(job.corpus), partner=partner)
+    found, partner = (
+        live_anchors.anchor(*tables, options.spec, (job.source.name, job.target.name))
+        if mode == "char-anchors"
+        else (None, None)
+    )
+    split = make_split(
+        table.doc, table.pos, options.spec, origin=split_origin(job.corpus), partner=partner
+    )
     batches = plan_batches(table, split.part, job.batch_size)
     if found is None:
         return Prepared(job, configs, toks, table, split, batches, *boundaries, (mode, why))
     stream = live_anchors.AnchoredStream.build(*tables, split.part, split.partner, job.batch_size)
-    return Prepared(job, configs, toks, table, split, batches, *boundaries, (mode, why), tables[1], found, stream)
+    return Prepared(
+        job,
+        configs,
+        toks,
+        table,
+        split,
+        batches,
+        *boundaries,
+        (mode, why),
+        tables[1],
+        found,
+        stream,
+    )
 
 
 def split_origin(cspec: corpus.CorpusSpec) -> Origin:
@@ -183,8 +248,11 @@ def split_origin(cspec: corpus.CorpusSpec) -> Origin:
     if cspec.path is not None and cspec.fmt == "plain" and not cspec.path.endswith(".jsonl"):
         how = f" (`doc_split` {cspec.doc_split or ('file' if os.path.isdir(cspec.path) else 'blank')})"
         more += " or another `doc_split`"
-    cut = [f"`{k}` {v}" for k, v in (("max_docs", cspec.max_docs), ("max_tokens", cspec.max_tokens))
-           if v is not None]
+    cut = [
+        f"`{k}` {v}"
+        for k, v in (("max_docs", cspec.max_docs), ("max_tokens", cspec.max_tokens))
+        if v is not None
+    ]
     if generated_format(cspec.fmt) is not None and cspec.max_docs is not None:
         more = "raise `max_docs`"  # a generated format has --max-docs problems
     elif cut:
@@ -197,12 +265,27 @@ def shape_of(p: Prepared) -> LiveShape:
     cs, ct = p.configs
     dts = p.job.source.resolved_dtype(), p.job.target.resolved_dtype()
     both = p.batches + p.target_batches
-    positions, width = max(b.positions for b in both), max(b.width for b in both)  # each bounds its term
+    positions, width = (
+        max(b.positions for b in both),
+        max(b.width for b in both),
+    )  # each bounds its term
     inter = max(getattr(c, "intermediate_size", None) or 4 * c.hidden_size for c in (cs, ct))
     held = 0 if p.anchored is None else p.stream.most_held(p.batches)
-    return LiveShape(len(p.source_boundaries), cs.hidden_size, len(p.target_boundaries), ct.hidden_size, positions, width,
-                 inter, max(cs.num_attention_heads, ct.num_attention_heads), 4 if "float32" in dts else 2,
-                 p.split.counts["heldout"], model_bytes(cs, dts[0]) + model_bytes(ct, dts[1]), p.split.n_parts, held)
+    return LiveShape(
+        len(p.source_boundaries),
+        cs.hidden_size,
+        len(p.target_boundaries),
+        ct.hidden_size,
+        positions,
+        width,
+        inter,
+        max(cs.num_attention_heads, ct.num_attention_heads),
+        4 if "float32" in dts else 2,
+        p.split.counts["heldout"],
+        model_bytes(cs, dts[0]) + model_bytes(ct, dts[1]),
+        p.split.n_parts,
+        held,
+    )
 
 
 def sides_of(p: Prepared) -> tuple:
@@ -210,9 +293,14 @@ def sides_of(p: Prepared) -> tuple:
     records (provenance.model_record), the weights' identity (as a store records it)
     and the batch size (the batches decide the float32 rounding)."""
     out = []
-    for spec, config, tok, table in zip((p.job.source, p.job.target), p.configs, p.tokenizers, (p.table, p.target_table)):
-        prov = {**provenance.model_record(spec, config, tok, p.job.corpus, table.corpus_hash),
-                "weights": provenance.weights_identity(spec, config), "batch_size": p.job.batch_size}
+    for spec, config, tok, table in zip(
+        (p.job.source, p.job.target), p.configs, p.tokenizers, (p.table, p.target_table)
+    ):
+        prov = {
+            **provenance.model_record(spec, config, tok, p.job.corpus, table.corpus_hash),
+            "weights": provenance.weights_identity(spec, config),
+            "batch_size": p.job.batch_size,
+        }
         out.append(Side(prov, spec.name, config.num_hidden_layers, config.hidden_size))
     return tuple(out)
 
@@ -220,6 +308,7 @@ def sides_of(p: Prepared) -> tuple:
 @dataclass
 class LivePlan:
     """The plan printed before the first forward."""
+
     device: str
     budget: int
     blocks: list
@@ -236,24 +325,39 @@ class LivePlan:
 
     def lines(self, n_source: int, n_target: int, batch_size: int) -> list:
         c = self.counts
-        held = "kept from the first forward" if self.keep_heldout else "scored by a second forward of their batches"
+        held = (
+            "kept from the first forward"
+            if self.keep_heldout
+            else "scored by a second forward of their batches"
+        )
         return [
             f"align fit --live: {self.n_tokens:,} tokens ({c['fit']:,} fit / {c['validation']:,} validation / "
             f"{c['heldout']:,} held-out) in {self.batches:,} batches of up to {batch_size} sequences",
             f"align fit --live: {n_source}x{n_target} pairs in {self.passes} block(s) of up to "
             f"{max(len(b) for b in self.blocks)} target boundaries, one pass over the corpus each; held-out rows {held}",
-            f"align fit --live: memory on {self.device}: " + ", ".join(f"{k} {human_bytes(v)}" for k, v in self.bytes.items())
+            f"align fit --live: memory on {self.device}: "
+            + ", ".join(f"{k} {human_bytes(v)}" for k, v in self.bytes.items())
             + f" = {human_bytes(sum(self.bytes.values()))} of {human_bytes(self.budget)} planned",
         ]
 
     def record(self) -> dict:
-        return {"device": self.device, "budget": self.budget, "blocks": [list(b) for b in self.blocks],
-                "passes": self.passes, "keep_heldout": self.keep_heldout, "bytes": dict(self.bytes),
-                "n_tokens": self.n_tokens, "counts": dict(self.counts), "batches": self.batches,
-                "positions": self.positions}
+        return {
+            "device": self.device,
+            "budget": self.budget,
+            "blocks": [list(b) for b in self.blocks],
+            "passes": self.passes,
+            "keep_heldout": self.keep_heldout,
+            "bytes": dict(self.bytes),
+            "n_tokens": self.n_tokens,
+            "counts": dict(self.counts),
+            "batches": self.batches,
+            "positions": self.positions,
+        }
 
 
-def make_plan(p: Prepared, options: FitRequest, device_memory: int | None, per_worker: tuple | None = None) -> LivePlan:
+def make_plan(
+    p: Prepared, options: FitRequest, device_memory: int | None, per_worker: tuple | None = None
+) -> LivePlan:
     """The blocks and memory of the run, or the one-line refusal of a budget that cannot
     hold one target boundary per pass (naming the minimum). `per_worker` (limit, idle
     footprint) plans for a Dask worker instead, which keeps no held-out rows between tasks."""
@@ -264,7 +368,11 @@ def make_plan(p: Prepared, options: FitRequest, device_memory: int | None, per_w
     else:
         where, limit, idle, option = budget_of(p.job, options, device_memory)
     # on the CPU the document bootstrap's weights share the budget with the passes
-    boot = {"document bootstrap": _bootstrap_bytes(p, options)["passes"]} if where == "cpu" and per_worker is None else {}
+    boot = (
+        {"document bootstrap": _bootstrap_bytes(p, options)["passes"]}
+        if where == "cpu" and per_worker is None
+        else {}
+    )
     planned = plan_passes(s, p.target_boundaries, limit - idle - sum(boot.values()))
     if planned is None:
         raise InputError(pass_refusal(option, limit, idle, s, where))
@@ -272,23 +380,45 @@ def make_plan(p: Prepared, options: FitRequest, device_memory: int | None, per_w
     if per_worker is not None:
         keep = False
         need.pop("held-out rows")
-    return LivePlan(where, limit - idle, blocks, keep, {"models": s.model_bytes, **need, **boot}, p.table.n_tokens,
-                    p.split.counts, len(p.batches), sum(b.positions for b in p.batches))
+    return LivePlan(
+        where,
+        limit - idle,
+        blocks,
+        keep,
+        {"models": s.model_bytes, **need, **boot},
+        p.table.n_tokens,
+        p.split.counts,
+        len(p.batches),
+        sum(b.positions for b in p.batches),
+    )
 
 
 def _bootstrap_bytes(p: Prepared, options: FitRequest) -> dict:
     """`budget.bootstrap_bytes` of this run's document bootstrap."""
-    return bootstrap_bytes(options.spec.bootstrap, len(p.split.test_docs), len(p.source_boundaries), len(p.target_boundaries),
-                           p.configs[1].hidden_size)
+    return bootstrap_bytes(
+        options.spec.bootstrap,
+        len(p.split.test_docs),
+        len(p.source_boundaries),
+        len(p.target_boundaries),
+        p.configs[1].hidden_size,
+    )
 
 
 def _refuse_bootstrap(p: Prepared, options: FitRequest) -> None:
     """The one-line refusal of a --bootstrap whose arrays exceed this process's budget
     (--memory-limit, unless that is per worker of a cluster; else fitting.cluster's default)."""
-    own = options.run.memory_limit is not None and options.run.scheduler in (None, "synchronous", "sync")
-    why = bootstrap_refusal(options.spec.bootstrap, _bootstrap_bytes(p, options),
-                            options.run.memory_limit if own else default_memory_limit(), len(p.split.test_docs),
-                            len(p.source_boundaries) * len(p.target_boundaries))
+    own = options.run.memory_limit is not None and options.run.scheduler in (
+        None,
+        "synchronous",
+        "sync",
+    )
+    why = bootstrap_refusal(
+        options.spec.bootstrap,
+        _bootstrap_bytes(p, options),
+        options.run.memory_limit if own else default_memory_limit(),
+        len(p.split.test_docs),
+        len(p.source_boundaries) * len(p.target_boundaries),
+    )
     if why:
         raise InputError(why)
 
@@ -298,18 +428,30 @@ class LiveReport:
     """What `fit_live` returns: the result's path (None: not written), the Dataset, seconds,
     the plan (LivePlan.record()), statistics per block when asked, the progress rates, the
     seconds of the passes, and with a dry run its estimate."""
+
     path: str | None
     dataset: object
     seconds: float
     plan: dict
     statistics: dict = field(default_factory=dict)
     rates: str = ""
-    loop_seconds: float = 0.0  # the passes, solves and held-out sums (loading and tokenizing not counted)
+    loop_seconds: float = (
+        0.0  # the passes, solves and held-out sums (loading and tokenizing not counted)
+    )
     dry_run: dict | None = None
 
 
-def fit_live(job: LiveJob, output: str | None, spec: FitSpec | None = None, run: Execution | None = None, *,
-             device_memory: int | None = None, dry_run: bool = False, log=None, **keywords) -> LiveReport:
+def fit_live(
+    job: LiveJob,
+    output: str | None,
+    spec: FitSpec | None = None,
+    run: Execution | None = None,
+    *,
+    device_memory: int | None = None,
+    dry_run: bool = False,
+    log=None,
+    **keywords,
+) -> LiveReport:
     """`align fit --live`: the store route's alignment result computed from the models
     themselves (see the module docstring). `spec` (FitSpec: fractions, seed, α grid, first
     token, boundaries, save_maps) and `run` (Execution: memory_limit, the host budget;
@@ -326,14 +468,25 @@ def fit_live(job: LiveJob, output: str | None, spec: FitSpec | None = None, run:
     t0 = time.time()
     options = request(spec, run, keywords, "fit_live")
     if options.spec.control:
-        raise InputError(f"`control` {options.spec.control} pairs tokens across documents, which the fused route cannot (both "
-                         "models see the same batch): extract both stores and run `align fit SOURCE TARGET --control "
-                         f"{options.spec.control}`")
+        raise InputError(
+            f"`control` {options.spec.control} pairs tokens across documents, which the fused route cannot (both "
+            "models see the same batch): extract both stores and run `align fit SOURCE TARGET --control "
+            f"{options.spec.control}`"
+        )
     if options.spec.convergence and options.run.scheduler not in (None, "synchronous", "sync"):
-        raise InputError(f"`convergence` with `live` runs in this process only, not on the Dask cluster at "
-                         f"`scheduler` {options.run.scheduler}: drop one of them (or fit stores on the cluster)")
-    inputs = {k: v for k, v in (("source model folder", job.source.name), ("target model folder", job.target.name),
-                                ("corpus", job.corpus.path)) if v}
+        raise InputError(
+            f"`convergence` with `live` runs in this process only, not on the Dask cluster at "
+            f"`scheduler` {options.run.scheduler}: drop one of them (or fit stores on the cluster)"
+        )
+    inputs = {
+        k: v
+        for k, v in (
+            ("source model folder", job.source.name),
+            ("target model folder", job.target.name),
+            ("corpus", job.corpus.path),
+        )
+        if v
+    }
     if output is not None and not dry_run:
         st.check_output(output, "alignment", inputs=inputs, overwrite=options.run.overwrite)
     p = prepare(job, options)
@@ -343,11 +496,26 @@ def fit_live(job: LiveJob, output: str | None, spec: FitSpec | None = None, run:
     _refuse_bootstrap(p, options)
     sides = sides_of(p)
     if output is not None and not dry_run:
-        check_result_room(output, p.source_boundaries, p.target_boundaries, *sides, p.split, options.spec.save_maps)
+        check_result_room(
+            output,
+            p.source_boundaries,
+            p.target_boundaries,
+            *sides,
+            p.split,
+            options.spec.save_maps,
+        )
     if options.run.scheduler not in (None, "synchronous", "sync") and not dry_run:
         plan, results, statistics, rates, loop_s = run_on_cluster(p, options, log)
-        return finish(p, sides, Outcome(results, statistics, rates, loop_s, "cluster", t0), plan, options, output, inputs,
-                      log)
+        return finish(
+            p,
+            sides,
+            Outcome(results, statistics, rates, loop_s, "cluster", t0),
+            plan,
+            options,
+            output,
+            inputs,
+            log,
+        )
     plan = make_plan(p, options, device_memory)
     for line in plan.lines(len(p.source_boundaries), len(p.target_boundaries), job.batch_size):
         log(line)
@@ -355,12 +523,16 @@ def fit_live(job: LiveJob, output: str | None, spec: FitSpec | None = None, run:
         est = estimate(p, plan, log)
         return LiveReport(None, None, time.time() - t0, plan.record(), dry_run=est)
     net = load_models(job)
-    total = plan.passes * len(p.batches) + (0 if plan.keep_heldout else plan.passes * sum(1 for b in p.batches if b.n_test))
+    total = plan.passes * len(p.batches) + (
+        0 if plan.keep_heldout else plan.passes * sum(1 for b in p.batches if b.n_test)
+    )
     progress = Progress(total, log, terminal)
     t_loop = time.time()
     try:
         inputs_of_passes = PassInputs(net, p.stream, p.batches, p.source_boundaries, progress)
-        results, statistics = run_blocks(inputs_of_passes, plan.blocks, plan.keep_heldout, options, p.split)
+        results, statistics = run_blocks(
+            inputs_of_passes, plan.blocks, plan.keep_heldout, options, p.split
+        )
     finally:
         progress.close()
     loop_s = time.time() - t_loop
@@ -370,6 +542,7 @@ def fit_live(job: LiveJob, output: str | None, spec: FitSpec | None = None, run:
 
 class Outcome(NamedTuple):
     """What the passes of a live fit produced, for `finish`."""
+
     results: dict  # {(i, j): fitted + scores}
     statistics: dict  # {block: numpy statistics} (keep_statistics), else {}
     rates: str  # the passes' rates, for the log
@@ -378,13 +551,25 @@ class Outcome(NamedTuple):
     started: float  # time.time() at the start of the fit
 
 
-def finish(p: Prepared, sides, outcome: Outcome, plan: LivePlan, options: FitRequest, output, inputs, log) -> LiveReport:
+def finish(
+    p: Prepared, sides, outcome: Outcome, plan: LivePlan, options: FitRequest, output, inputs, log
+) -> LiveReport:
     """The alignment Dataset (the shared writer's, route "live") written to `output`."""
     results, statistics, rates, loop_s, where, t0 = outcome
     log(f"align fit --live: {plan.passes} pass(es) over {p.table.n_tokens:,} tokens, {rates}")
-    recorded = options.recorded(batch_size=p.job.batch_size, n_tokens=p.split.counts, device=where, pairing=p.pairing[0])
-    ds = alignment_dataset(results, (p.source_boundaries, p.target_boundaries), sides, p.split, recorded, route="live",
-                           save_maps=options.spec.save_maps, resampling=options.spec.resampling)
+    recorded = options.recorded(
+        batch_size=p.job.batch_size, n_tokens=p.split.counts, device=where, pairing=p.pairing[0]
+    )
+    ds = alignment_dataset(
+        results,
+        (p.source_boundaries, p.target_boundaries),
+        sides,
+        p.split,
+        recorded,
+        route="live",
+        save_maps=options.spec.save_maps,
+        resampling=options.spec.resampling,
+    )
     ds.attrs["pairing"] = {"mode": "tokens"} if p.anchored is None else p.anchored.record()
     note = grid_note(ds, options.spec.extend_alphas)
     if note:
@@ -392,12 +577,15 @@ def finish(p: Prepared, sides, outcome: Outcome, plan: LivePlan, options: FitReq
     if output is not None:
         fault_point("fit_live_before_write")
         write_alignment(output, ds, inputs, options.run.overwrite)
-        log(f"align fit --live: wrote {output} ({len(p.source_boundaries)}x{len(p.target_boundaries)} pairs) in "
-            f"{time.time() - t0:.1f} s")
+        log(
+            f"align fit --live: wrote {output} ({len(p.source_boundaries)}x{len(p.target_boundaries)} pairs) in "
+            f"{time.time() - t0:.1f} s"
+        )
     return LiveReport(output, ds, time.time() - t0, plan.record(), statistics, rates, loop_s)
 
 
 # -- on a Dask cluster ----------------------------------------------------------------------
+
 
 def run_on_cluster(p: Prepared, options: FitRequest, log) -> tuple:
     """The blocks of `plan` on the Dask cluster at options.run.scheduler: per block, document
@@ -411,39 +599,78 @@ def run_on_cluster(p: Prepared, options: FitRequest, log) -> tuple:
     t_loop = time.time()
     with executor(options.run.scheduler, None, options.run.memory_limit, log) as ex:
         plan = make_plan(p, options, None, (ex.limit, ex.idle))
-        for line in plan.lines(len(p.source_boundaries), len(p.target_boundaries), p.job.batch_size):
+        for line in plan.lines(
+            len(p.source_boundaries), len(p.target_boundaries), p.job.batch_size
+        ):
             log(line)
         n = max(1, min(len(p.batches), 4 * ex.n_workers))
         unit = None if p.anchored is None else p.stream.window_of
         train = shards_of([b for b in p.batches if b.n_train], n, unit)
         test = shards_of([b for b in p.batches if b.n_test], n, unit)
         first = next(b for b in p.batches if b.n_train)
-        log(f"align fit --live: {len(train)} shard(s) of the training batches and {len(test)} of the held-out ones on "
-            f"{ex.n_workers} Dask worker(s), each loading both models")
+        log(
+            f"align fit --live: {len(train)} shard(s) of the training batches and {len(test)} of the held-out ones on "
+            f"{ex.n_workers} Dask worker(s), each loading both models"
+        )
         x_shift = None
         for k, block in enumerate(plan.blocks):
             I = tuple(p.source_boundaries)
-            shifts = ex.run({"table": p.stream, "shift": (shift_task, ShardTask(p.job, I, block, (first,)), "table", x_shift)},
-                            "shift")
+            shifts = ex.run(
+                {
+                    "table": p.stream,
+                    "shift": (shift_task, ShardTask(p.job, I, block, (first,)), "table", x_shift),
+                },
+                "shift",
+            )
             if x_shift is None:
-                check_alphas(options.spec.alphas, shifts["scale"], p.split.n_select, p.split.n_train)
+                check_alphas(
+                    options.spec.alphas, shifts["scale"], p.split.n_select, p.split.n_train
+                )
                 x_shift = shifts["x"]
             dsk = {"table": p.stream, "shifts": shifts}
             keys = []
             for s, shard in enumerate(train):
-                dsk[("stats", s)] = (shard_statistics_task, ShardTask(p.job, I, block, tuple(shard)), "table", "shifts")
+                dsk[("stats", s)] = (
+                    shard_statistics_task,
+                    ShardTask(p.job, I, block, tuple(shard)),
+                    "table",
+                    "shifts",
+                )
                 keys.append(("stats", s))
             stats = ex.run(dsk, tree(dsk, "stats-sum", keys, add_task))
-            fitted = solve(stats, options.spec.alphas, shifts["x"], shifts["y"], options.run.device, factors, options.spec.extend_alphas)
+            fitted = solve(
+                stats,
+                options.spec.alphas,
+                shifts["x"],
+                shifts["y"],
+                options.run.device,
+                factors,
+                options.spec.extend_alphas,
+            )
             if options.hooks.keep_statistics:
                 kept_stats[block] = stats
-            dsk = {"table": p.stream, "fitted": fitted, "hdoc": p.split.heldout_index if options.spec.bootstrap else None}
+            dsk = {
+                "table": p.stream,
+                "fitted": fitted,
+                "hdoc": p.split.heldout_index if options.spec.bootstrap else None,
+            }
             keys = []
             for s, shard in enumerate(test):
-                dsk[("heldout", s)] = (shard_heldout_task, ShardTask(p.job, I, block, tuple(shard)), "table", "fitted",
-                                       "hdoc")
+                dsk[("heldout", s)] = (
+                    shard_heldout_task,
+                    ShardTask(p.job, I, block, tuple(shard)),
+                    "table",
+                    "fitted",
+                    "hdoc",
+                )
                 keys.append(("heldout", s))
             sums = ex.run(dsk, tree(dsk, "heldout-sum", keys, add_heldout_task))
             results.update(pair_results(fitted, sums, p.split, options.spec.resampling))
             log(f"align fit --live: pass {k + 1} of {plan.passes} done on the cluster")
-    return plan, results, kept_stats, f"{plan.positions * plan.passes:,} positions forwarded on the cluster", time.time() - t_loop
+    return (
+        plan,
+        results,
+        kept_stats,
+        f"{plan.positions * plan.passes:,} positions forwarded on the cluster",
+        time.time() - t_loop,
+    )

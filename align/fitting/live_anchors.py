@@ -41,7 +41,6 @@ from align.fitting.pairing import target_part
 from align.fitting.passes import forward
 
 
-
 def places(table: TokenTable) -> anchors.TokenPlaces:
     """A token table as the anchors read it (a store's doc, seq, pos and span columns)."""
     return anchors.TokenPlaces(table.doc, table.seq, table.pos, table.char_start, table.char_end)
@@ -52,22 +51,29 @@ def anchor(source: TokenTable, target: TokenTable, spec, names: tuple) -> tuple:
     route refuses them (windows, coverage under `spec.min_coverage`; `names` are the models'),
     and each source token's target token under the first-token policy (−1: none)."""
     if source.corpus_hash != target.corpus_hash:
-        raise InputError(f"the corpus changed between the source's read and the target's (hash {source.corpus_hash[:12]} "
-                         f"against {target.corpus_hash[:12]}): anchors pair characters of one text; fit from a corpus "
-                         "nothing writes to while it runs")
+        raise InputError(
+            f"the corpus changed between the source's read and the target's (hash {source.corpus_hash[:12]} "
+            f"against {target.corpus_hash[:12]}): anchors pair characters of one text; fit from a corpus "
+            "nothing writes to while it runs"
+        )
     s, t = places(source), places(target)
-    found = anchors.anchor_pairs(s, t, tuple(f"{side} {name}" for side, name in zip(("source", "target"), names)))
+    found = anchors.anchor_pairs(
+        s, t, tuple(f"{side} {name}" for side, name in zip(("source", "target"), names))
+    )
     anchors.check_coverage(found, spec.min_coverage, names)
     return found, found.partner(len(s), spec.include_first_token, s.pos, t.pos)
 
 
 def slice_of(b: Batch, rows: str) -> slice:
     """The rows of `b.flat` a pass reads: all used ones, the training ones or the held-out ones."""
-    return {"used": slice(None), "train": slice(0, b.n_train), "heldout": slice(b.n_train, None)}[rows]
+    return {"used": slice(None), "train": slice(0, b.n_train), "heldout": slice(b.n_train, None)}[
+        rows
+    ]
 
 
 class Needs(NamedTuple):
     """What a pass over some source batches reads of the target (`AnchoredStream.needs`)."""
+
     cut: list  # per source batch, the slice of its `flat` the pass reads
     wanted: list  # per source batch, the partners of those rows (target token indices)
     held: dict  # target batch -> the partners it holds, sorted
@@ -84,6 +90,7 @@ class AnchoredStream:
     (n_source_tokens,): each source token's target token (−1: none); window: sequences per
     grouping window; batch_of, flat_of (n_target_tokens,): each target token's batch (an
     index into target_batches, −1: none) and its position in that batch's forward."""
+
     source: TokenTable
     target: TokenTable
     target_batches: list
@@ -93,8 +100,14 @@ class AnchoredStream:
     flat_of: np.ndarray
 
     @classmethod
-    def build(cls, source: TokenTable, target: TokenTable, part: np.ndarray, partner: np.ndarray,
-              batch_size: int) -> "AnchoredStream":
+    def build(
+        cls,
+        source: TokenTable,
+        target: TokenTable,
+        part: np.ndarray,
+        partner: np.ndarray,
+        batch_size: int,
+    ) -> "AnchoredStream":
         """The stream of a split (`part`, each source token's part) paired by `partner`."""
         batches = plan_batches(target, target_part(part, partner, target.n_tokens), batch_size)
         batch_of = np.full(target.n_tokens, -1, dtype=np.int32)
@@ -116,10 +129,14 @@ class AnchoredStream:
         wanted = [self.partner[b.tokens[c]] for b, c in zip(batches, cut)]
         tokens = np.concatenate(wanted) if wanted else np.zeros(0, np.int64)
         if np.any(tokens < 0) or np.any(self.batch_of[tokens] < 0):
-            raise AssertionError("a used source token has no target row")  # the split leaves such tokens out
+            raise AssertionError(
+                "a used source token has no target row"
+            )  # the split leaves such tokens out
         if not len(tokens):
             return Needs(cut, wanted, {}, {}, {})
-        window = np.repeat([self.window_of(b) for b in batches], [len(w) for w in wanted]).astype(np.int64)
+        window = np.repeat([self.window_of(b) for b in batches], [len(w) for w in wanted]).astype(
+            np.int64
+        )
         k = self.batch_of[tokens]
         order = np.lexsort((tokens, k))
         k, tokens, window = k[order], tokens[order], window[order]
@@ -184,8 +201,9 @@ class AnchoredStream:
         flat = torch.from_numpy(self.flat_of[tokens])
         return {j: ys[j].index_select(0, flat.to(ys[j].device)) for j in block}
 
-    def _laid_out(self, b: Batch, at: np.ndarray, partners: np.ndarray, held: dict, kept: dict, block, xs,
-                  net) -> dict:
+    def _laid_out(
+        self, b: Batch, at: np.ndarray, partners: np.ndarray, held: dict, kept: dict, block, xs, net
+    ) -> dict:
         """{j: (b.positions, d_T)}: zeros but at positions `at` of the batch, where the kept rows
         of their `partners` are (`held`: each target batch's partners, the order of its kept rows)."""
         import torch

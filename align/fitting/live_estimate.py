@@ -40,34 +40,66 @@ def estimate(p, plan, log) -> dict:
     L_T = net.target.config.num_hidden_layers
     for _ in range(2):  # the first is the warm-up
         timer = Timer()
-        _, xs, ys = next(paired(net, p.stream, [b], p.source_boundaries, p.target_boundaries, timer, "train"))
+        _, xs, ys = next(
+            paired(net, p.stream, [b], p.source_boundaries, p.target_boundaries, timer, "train")
+        )
     ts, tt = timer.seconds["source"], timer.seconds["target"]
     backend = net.backend
-    stats = Statistics.zeros(p.source_boundaries, block, net.source.config.hidden_size,
-                                   net.target.config.hidden_size, backend)
+    stats = Statistics.zeros(
+        p.source_boundaries,
+        block,
+        net.source.config.hidden_size,
+        net.target.config.hidden_size,
+        backend,
+    )
     part = np.where(b.part == TEST, -1, b.part)
     shift_x, shift_y = training_shift(xs, p.source_boundaries, b), training_shift(ys, block, b)
     t = time.perf_counter()
-    chunk_statistics(xs, {j: ys[j] for j in block}, part, (shift_x, shift_y), backend,
-                           into=stats)
+    chunk_statistics(xs, {j: ys[j] for j in block}, part, (shift_x, shift_y), backend, into=stats)
     if net.device.type == "cuda":
         torch.cuda.synchronize(net.device)
     tp = time.perf_counter() - t
-    per_s, per_t = ts / timer.positions["source"], tt / timer.positions["target"]  # seconds per position
-    depth = sum(max(blk) for blk in plan.blocks) / max(L_T, 1)  # model depths of the target run in all passes
+    per_s, per_t = (
+        ts / timer.positions["source"],
+        tt / timer.positions["target"],
+    )  # seconds per position
+    depth = sum(max(blk) for blk in plan.blocks) / max(
+        L_T, 1
+    )  # model depths of the target run in all passes
     per_row = tp / max(b.n_train, 1) * len(p.target_boundaries) / len(block)
     c = plan.counts
-    sec = {"source forward": per_s * plan.positions * plan.passes,
-           "target forward": per_t * sum(x.positions for x in p.target_batches) * depth,
-           "statistics": per_row * (c["fit"] + c["validation"]), "held-out": per_row * c["heldout"] / 2}
-    if not plan.keep_heldout:  # a second forward of the batches with held-out rows (and, anchored, their partners')
+    sec = {
+        "source forward": per_s * plan.positions * plan.passes,
+        "target forward": per_t * sum(x.positions for x in p.target_batches) * depth,
+        "statistics": per_row * (c["fit"] + c["validation"]),
+        "held-out": per_row * c["heldout"] / 2,
+    }
+    if (
+        not plan.keep_heldout
+    ):  # a second forward of the batches with held-out rows (and, anchored, their partners')
         held = sum(x.positions for x in p.batches if x.n_test)
-        held_t = held if p.anchored is None else sum(x.positions for x in p.target_batches if x.n_test)
+        held_t = (
+            held if p.anchored is None else sum(x.positions for x in p.target_batches if x.n_test)
+        )
         sec["held-out"] += (per_s * held + per_t * held_t) * plan.passes
     total = sum(sec.values())
-    log(f"align fit --live --dry-run: one batch of {len(b.members)} sequences ({b.positions:,} positions): source "
-        f"{ts * 1e3:.1f} ms, target {tt * 1e3:.1f} ms, statistics of its {b.n_train:,} training rows {tp * 1e3:.1f} ms")
-    log("align fit --live --dry-run: whole run ~" + ", ".join(f"{k} {v:,.3g} s" for k, v in sec.items())
-        + f" = ~{total:,.3g} s (model loading and the solve not counted); nothing was written")
-    return {"seconds": sec, "seconds_estimate": total,
-            "batch": {"positions": b.positions, "rows": b.n_train, "source_s": ts, "target_s": tt, "statistics_s": tp}}
+    log(
+        f"align fit --live --dry-run: one batch of {len(b.members)} sequences ({b.positions:,} positions): source "
+        f"{ts * 1e3:.1f} ms, target {tt * 1e3:.1f} ms, statistics of its {b.n_train:,} training rows {tp * 1e3:.1f} ms"
+    )
+    log(
+        "align fit --live --dry-run: whole run ~"
+        + ", ".join(f"{k} {v:,.3g} s" for k, v in sec.items())
+        + f" = ~{total:,.3g} s (model loading and the solve not counted); nothing was written"
+    )
+    return {
+        "seconds": sec,
+        "seconds_estimate": total,
+        "batch": {
+            "positions": b.positions,
+            "rows": b.n_train,
+            "source_s": ts,
+            "target_s": tt,
+            "statistics_s": tp,
+        },
+    }

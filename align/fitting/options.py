@@ -11,11 +11,11 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 
 from align import corpus, models, ridge
-from align.stats.bootstrap import Resampling, check_resamples
 from align.errors import InputError
 from align.fitting.anchors import MIN_COVERAGE, check_min_coverage, check_pairing
 from align.fitting.split import check_seed
 from align.records import take
+from align.stats.bootstrap import Resampling, check_resamples
 
 
 @dataclass(frozen=True)
@@ -59,22 +59,44 @@ class FitSpec:
     def checked(self) -> "FitSpec":
         """This spec with α sorted and extend_alphas decided, or the one-line InputError of
         the first bad value (α, seed, control, bootstrap, bootstrap seed)."""
-        alphas = tuple(sorted(float(a) for a in (self.alphas if self.alphas is not None else ridge.DEFAULT_ALPHAS)))
+        alphas = tuple(
+            sorted(
+                float(a) for a in (self.alphas if self.alphas is not None else ridge.DEFAULT_ALPHAS)
+            )
+        )
         if not alphas or any(not (a > 0 and math.isfinite(a)) for a in alphas):
-            raise InputError(f"`alphas` {','.join(map(str, alphas)) or '(empty)'}: every α_rel must be a positive finite number")
+            raise InputError(
+                f"`alphas` {','.join(map(str, alphas)) or '(empty)'}: every α_rel must be a positive finite number"
+            )
         check_seed(self.seed)
         check_pairing(self.pairing)
         check_min_coverage(self.min_coverage)
         if self.control not in CONTROLS:
-            raise InputError(f"`control` {self.control!r}: the controls are shuffle (other documents' tokens at the same "
-                             "positions); the untrained control is a `random_init` store, the self-map `align fit S S`")
-        if isinstance(self.bootstrap, bool) or not isinstance(self.bootstrap, int) or self.bootstrap < 0:
-            raise InputError(f"`bootstrap` {self.bootstrap}: give the number of document resamples, 0 or more (0: none)")
+            raise InputError(
+                f"`control` {self.control!r}: the controls are shuffle (other documents' tokens at the same "
+                "positions); the untrained control is a `random_init` store, the self-map `align fit S S`"
+            )
+        if (
+            isinstance(self.bootstrap, bool)
+            or not isinstance(self.bootstrap, int)
+            or self.bootstrap < 0
+        ):
+            raise InputError(
+                f"`bootstrap` {self.bootstrap}: give the number of document resamples, 0 or more (0: none)"
+            )
         if self.bootstrap:
             check_resamples(self.bootstrap)
-        if isinstance(self.bootstrap_seed, bool) or not isinstance(self.bootstrap_seed, int) or self.bootstrap_seed < 0:
+        if (
+            isinstance(self.bootstrap_seed, bool)
+            or not isinstance(self.bootstrap_seed, int)
+            or self.bootstrap_seed < 0
+        ):
             raise InputError(f"`bootstrap_seed` {self.bootstrap_seed}: give a whole number >= 0")
-        extend = self.extend_alphas if self.extend_alphas is not None else alphas == tuple(ridge.DEFAULT_ALPHAS)
+        extend = (
+            self.extend_alphas
+            if self.extend_alphas is not None
+            else alphas == tuple(ridge.DEFAULT_ALPHAS)
+        )
         return replace(self, alphas=alphas, extend_alphas=bool(extend))
 
     @property
@@ -92,8 +114,15 @@ class FitSpec:
         products and solves ran), plus `extra` (task_tokens, n_tokens per part, ...)."""
         d = asdict(self)
         d["alphas"] = list(self.alphas)
-        head = ("test_fraction", "val_fraction", "seed", "alphas", "include_first_token", "source_boundaries",
-                "target_boundaries")
+        head = (
+            "test_fraction",
+            "val_fraction",
+            "seed",
+            "alphas",
+            "include_first_token",
+            "source_boundaries",
+            "target_boundaries",
+        )
         return {**{k: d.pop(k) for k in head}, "device": device, **d, **extra}
 
 
@@ -153,7 +182,9 @@ class FitRequest:
         return self.spec.recorded(**{"device": self.run.device, **extra})
 
 
-def request(spec: FitSpec | None, run: Execution | None, keywords: dict, caller: str = "fit") -> FitRequest:
+def request(
+    spec: FitSpec | None, run: Execution | None, keywords: dict, caller: str = "fit"
+) -> FitRequest:
     """The checked FitRequest of `align.fit`'s arguments: `spec` and `run` given as their
     records or None, their fields (and FitHooks') among `keywords` by name, a keyword beside
     its record replacing that field. A keyword that names no field is a TypeError."""
@@ -163,8 +194,10 @@ def request(spec: FitSpec | None, run: Execution | None, keywords: dict, caller:
         values = take(cls, keywords)
         records.append(replace(given, **values) if given is not None else cls(**values))
     if keywords:
-        raise TypeError(f"{caller}() got unexpected keyword arguments {sorted(keywords)} (not a field of FitSpec or "
-                        "Execution)")
+        raise TypeError(
+            f"{caller}() got unexpected keyword arguments {sorted(keywords)} (not a field of FitSpec or "
+            "Execution)"
+        )
     spec, run, hooks = records
     return FitRequest(spec.checked(), run.checked(), hooks)
 
@@ -172,6 +205,7 @@ def request(spec: FitSpec | None, run: Execution | None, keywords: dict, caller:
 @dataclass(frozen=True)
 class LiveJob:
     """What the live route runs: both models, the corpus, how sequences are batched."""
+
     source: models.ModelSpec
     target: models.ModelSpec
     corpus: corpus.CorpusSpec
@@ -192,14 +226,20 @@ def parse_memory(limit, option: str = "`memory_limit`") -> int | None:
         try:
             size = parse_bytes(limit)
         except (ValueError, TypeError):
-            raise InputError(f"{option} {limit!r} is not a size: write e.g. 8GB or 512MiB") from None
+            raise InputError(
+                f"{option} {limit!r} is not a size: write e.g. 8GB or 512MiB"
+            ) from None
     elif isinstance(limit, int) and not isinstance(limit, bool):
         size = limit
     else:
-        raise InputError(f"{option} {limit!r} is not a size: write e.g. 8GB or 512MiB (or a number of bytes)")
+        raise InputError(
+            f"{option} {limit!r} is not a size: write e.g. 8GB or 512MiB (or a number of bytes)"
+        )
     if size <= 0:
-        raise InputError(f"{option} {limit}: a budget must be more than 0 bytes; write e.g. 8GB or 512MiB, "
-                         "or leave the option out for its default")
+        raise InputError(
+            f"{option} {limit}: a budget must be more than 0 bytes; write e.g. 8GB or 512MiB, "
+            "or leave the option out for its default"
+        )
     return size
 
 
@@ -212,7 +252,11 @@ def check_device(device: str, accepted: tuple = FIT_DEVICES) -> None:
     device_map, any GPUs torch sees or the CPU) and exists here; anything else is a one-line
     InputError naming it. Cheap: it runs before weights are hashed or a corpus is tokenized.
     FIT_DEVICES is where a fit computes, MODEL_DEVICES where `align extract` runs a model."""
-    indexed = "cuda:N" in accepted and isinstance(device, str) and re.fullmatch(r"cuda:\d+", device) is not None
+    indexed = (
+        "cuda:N" in accepted
+        and isinstance(device, str)
+        and re.fullmatch(r"cuda:\d+", device) is not None
+    )
     if device not in accepted and not indexed:
         raise InputError(f"`device` {device!r} is not one of {', '.join(accepted)}")
     if device in ("cpu", "auto"):
@@ -220,7 +264,9 @@ def check_device(device: str, accepted: tuple = FIT_DEVICES) -> None:
     import torch
 
     if not torch.cuda.is_available():
-        raise InputError(f"`device` {device} was asked for but torch sees no CUDA device: use `device` cpu")
+        raise InputError(
+            f"`device` {device} was asked for but torch sees no CUDA device: use `device` cpu"
+        )
     n = torch.cuda.device_count()
     if indexed and int(device.split(":")[1]) >= n:
         raise InputError(f"`device` {device}: torch sees {n} CUDA GPU(s), cuda:0 to cuda:{n - 1}")

@@ -15,13 +15,20 @@ from align.fitting import anchors
 from align.fitting.split import shuffle_partners
 
 TOKENIZER_PARTS = ("vocab", "merges", "added_tokens", "normalizer_pretokenizer", "special_wrapping")
-TOKENIZER_NAMES = {"vocab": "vocabulary", "merges": "merges", "added_tokens": "added tokens",
-                   "normalizer_pretokenizer": "normalizer/pre-tokenizer", "special_wrapping": "special-token wrapping"}
+TOKENIZER_NAMES = {
+    "vocab": "vocabulary",
+    "merges": "merges",
+    "added_tokens": "added tokens",
+    "normalizer_pretokenizer": "normalizer/pre-tokenizer",
+    "special_wrapping": "special-token wrapping",
+}
 
 
 def differing_parts(source_hashes: dict, target_hashes: dict) -> list:
     """The names of the tokenizer parts whose hashes differ ([] when they behave identically)."""
-    return [TOKENIZER_NAMES[k] for k in TOKENIZER_PARTS if source_hashes.get(k) != target_hashes.get(k)]
+    return [
+        TOKENIZER_NAMES[k] for k in TOKENIZER_PARTS if source_hashes.get(k) != target_hashes.get(k)
+    ]
 
 
 def check_tokenizers(source_hashes: dict, target_hashes: dict, source: str, target: str) -> None:
@@ -52,8 +59,11 @@ def check_same_text(S, T) -> None:
     options (the corpus hash each records), and no packed windows."""
     cs, ct = S.provenance.get("corpus") or {}, T.provenance.get("corpus") or {}
     if cs.get("hash") != ct.get("hash"):
-        differ = [f"{k} {cs.get(k)!r} in source, {ct.get(k)!r} in target" for k in sorted(set(cs) | set(ct))
-                  if k != "hash" and cs.get(k) != ct.get(k)]
+        differ = [
+            f"{k} {cs.get(k)!r} in source, {ct.get(k)!r} in target"
+            for k in sorted(set(cs) | set(ct))
+            if k != "hash" and cs.get(k) != ct.get(k)
+        ]
         raise StoreError(
             f"source {S.path} and target {T.path} were extracted from different corpora (corpus hash "
             f"{str(cs.get('hash'))[:12]} against {str(ct.get('hash'))[:12]}{'; ' + '; '.join(differ) if differ else ''}): "
@@ -80,7 +90,11 @@ def anchored_partner(S, T, spec, log) -> tuple:
         raise StoreError(str(e)) from None
     log(f"align fit: {anchors.coverage_line(found)}")
     anchors.check_coverage(found, spec.min_coverage, names)
-    rows = anchors.shuffled(found, src, spec.seed, shuffle_partners) if spec.control == "shuffle" else found
+    rows = (
+        anchors.shuffled(found, src, spec.seed, shuffle_partners)
+        if spec.control == "shuffle"
+        else found
+    )
     return found, rows.partner(len(src), spec.include_first_token, src.pos, tgt.pos)
 
 

@@ -11,32 +11,36 @@ from typing import NamedTuple
 import numpy as np
 
 from align import models
-from align.hooks import capture
 from align.extraction.batches import pad
 from align.faults import fault_point
 from align.fitting.batches import Batch, TokenTable
+from align.fitting.graph import heldout_of
 from align.fitting.options import FitRequest, LiveJob
 from align.fitting.progress import Progress
-from align.fitting.graph import heldout_of
 from align.fitting.result import pair_results
 from align.fitting.solve import check_alphas, solve_all
 from align.fitting.split import CONVERGENCE_PARTS, TEST, Split
+from align.hooks import capture
 from align.ridge.backend import Backend
 from align.ridge.heldout import add_heldout
 from align.ridge.statistics import N_PARTS, Statistics, chunk_statistics
 
-
 # -- forwards and rows ----------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Role:
     """Which model of the pair a forward runs, as a refusal names it: its side ("source" or
     "target") and its folder or hub id."""
+
     side: str
     name: str
 
 
-ROLES = (Role("source", "SOURCE"), Role("target", "TARGET"))  # where the models' names are not known
+ROLES = (
+    Role("source", "SOURCE"),
+    Role("target", "TARGET"),
+)  # where the models' names are not known
 
 
 def forward(model, table: TokenTable, batch: Batch, boundaries, role: Role = ROLES[0]) -> dict:
@@ -46,8 +50,14 @@ def forward(model, table: TokenTable, batch: Batch, boundaries, role: Role = ROL
     document, position and token of the first non-finite value."""
     ids, mask = pad([table.sequences[s] for s in batch.members], models.input_device(model))
     out = capture.run(model, ids, mask, boundaries)
-    capture.check_finite(out, mask.bool(), locator(table, batch), f"the {role.side} model {role.name}",
-                         "the fit stopped and wrote nothing", f"compute it in float32 (`{role.side}_dtype` float32)")
+    capture.check_finite(
+        out,
+        mask.bool(),
+        locator(table, batch),
+        f"the {role.side} model {role.name}",
+        "the fit stopped and wrote nothing",
+        f"compute it in float32 (`{role.side}_dtype` float32)",
+    )
     return {b: t.reshape(-1, t.shape[-1]) for b, t in out["resid"].items()}
 
 
@@ -60,6 +70,7 @@ def locator(table: TokenTable, batch: Batch):
         j = int(np.searchsorted(cum, k, side="right")) - 1
         g = int(table.start[batch.members[j]]) + (k - int(cum[j]))
         return f"document {int(table.doc[g])}, position {int(table.pos[g])} (token {g:,})"
+
     return locate
 
 
@@ -82,22 +93,24 @@ def model_rows(model, table: TokenTable, batches, boundaries, device="cpu"):
 def training_shift(resid: dict, boundaries, batch: Batch) -> dict:
     """{boundary: float64 (d,)}: the mean of a batch's training rows, the shift that keeps
     the float64 sums well conditioned (any fixed vector gives the same fit)."""
-    got = rows(resid, boundaries, batch.flat[:batch.n_train], next(iter(resid.values())).device)
+    got = rows(resid, boundaries, batch.flat[: batch.n_train], next(iter(resid.values())).device)
     return {b: t.double().mean(0).cpu().numpy() for b, t in got.items()}
 
 
 def training_scale(resid: dict, boundaries, batch: Batch) -> dict:
     """{boundary: mean per-dimension variance of a batch's training rows} (check_alphas)."""
-    got = rows(resid, boundaries, batch.flat[:batch.n_train], next(iter(resid.values())).device)
+    got = rows(resid, boundaries, batch.flat[: batch.n_train], next(iter(resid.values())).device)
     return {b: float(t.double().var(0, correction=0).mean()) for b, t in got.items()}
 
 
 # -- passes ---------------------------------------------------------------------------------
 
+
 @dataclass
 class Models:
     """Both models, where the sums accumulate (the target's GPU, else the CPU), and how a
     refusal names each (`Role`)."""
+
     source: object
     target: object
     device: object
@@ -121,7 +134,9 @@ def load_models(job: LiveJob) -> Models:
     return Models(src, tgt, dev if dev.type == "cuda" else torch.device("cpu"), roles)
 
 
-def forwards(net: Models, table: TokenTable, b: Batch, source_boundaries, block, progress: Progress | None):
+def forwards(
+    net: Models, table: TokenTable, b: Batch, source_boundaries, block, progress: Progress | None
+):
     """Both forwards of one batch, timed for the progress line."""
     t = time.perf_counter()
     xs = forward(net.source, table, b, source_boundaries, net.roles[0])
@@ -134,7 +149,15 @@ def forwards(net: Models, table: TokenTable, b: Batch, source_boundaries, block,
     return xs, ys
 
 
-def paired(net: Models, stream, batches, source_boundaries, block, progress: Progress | None, rows: str = "used"):
+def paired(
+    net: Models,
+    stream,
+    batches,
+    source_boundaries,
+    block,
+    progress: Progress | None,
+    rows: str = "used",
+):
     """Yields (batch, xs, ys) for every batch of `batches`: both models' residuals, laid out
     like the batch's forward. `stream`: the token table of one token stream (both models
     forward the batch), or a live_anchors.AnchoredStream (the target forwarded in its own
@@ -152,6 +175,7 @@ def paired(net: Models, stream, batches, source_boundaries, block, progress: Pro
 class Shifts:
     """The fixed shifts of the sums ({boundary: float64 (d,)}): the source's are taken once
     and serve every block (so its factors serve them all), the target's once per block."""
+
     x: dict | None = None
     y: dict = field(default_factory=dict)
 
@@ -160,6 +184,7 @@ class PassInputs(NamedTuple):
     """What every pass of a live fit reads: the models, what they forward (`paired`: the
     token table, or the anchored stream), the source's batches, the source boundaries and
     the progress line."""
+
     net: Models
     table: object
     batches: list
@@ -167,8 +192,15 @@ class PassInputs(NamedTuple):
     progress: Progress
 
 
-def statistics_pass(inputs: PassInputs, block, shifts: Shifts, keep_heldout: bool, label: str, alphas_check=None,
-                    stat_part=None):
+def statistics_pass(
+    inputs: PassInputs,
+    block,
+    shifts: Shifts,
+    keep_heldout: bool,
+    label: str,
+    alphas_check=None,
+    stat_part=None,
+):
     """One pass over `inputs.batches` for one block: (ridge.Statistics on the device, kept
     held-out rows [({i: rows}, {j: rows})] or None). `alphas_check(scale)` runs on the first
     batch with training rows (the α grid against the data's scale, before any sum).
@@ -183,7 +215,9 @@ def statistics_pass(inputs: PassInputs, block, shifts: Shifts, keep_heldout: boo
     todo = [b for b in batches if b.n_train or (keep_heldout and b.n_test)]
     for _ in range(len(batches) - len(todo)):
         progress.step(label)
-    for b, xs, ys in paired(net, table, todo, source_boundaries, block, progress, "used" if keep_heldout else "train"):
+    for b, xs, ys in paired(
+        net, table, todo, source_boundaries, block, progress, "used" if keep_heldout else "train"
+    ):
         fault_point("fit_live_batch")
         if b.n_train:
             if shifts.x is None:
@@ -195,19 +229,27 @@ def statistics_pass(inputs: PassInputs, block, shifts: Shifts, keep_heldout: boo
             part = np.where(b.part == TEST, -1, b.part)
             if stat_part is not None:  # the positions' statistics parts, from their tokens'
                 part = np.full(len(b.part), -1, dtype=np.int8)
-                part[b.flat[:b.n_train]] = stat_part[b.tokens[:b.n_train]]
-            chunk_statistics(xs, ys, part, (shifts.x, shifts.y[block]), backend,
-                                   into=stats, work=work)
+                part[b.flat[: b.n_train]] = stat_part[b.tokens[: b.n_train]]
+            chunk_statistics(
+                xs, ys, part, (shifts.x, shifts.y[block]), backend, into=stats, work=work
+            )
         if keep_heldout and b.n_test:
-            held = b.flat[b.n_train:]
-            kept.append((rows(xs, source_boundaries, held, net.device), rows(ys, block, held, net.device),
-                         b.tokens[b.n_train:]))
+            held = b.flat[b.n_train :]
+            kept.append(
+                (
+                    rows(xs, source_boundaries, held, net.device),
+                    rows(ys, block, held, net.device),
+                    b.tokens[b.n_train :],
+                )
+            )
         del xs, ys
         progress.step(label)
     return stats, kept
 
 
-def heldout_pass(inputs: PassInputs, block, solved: dict, kept, label: str, hdoc: np.ndarray | None = None) -> dict:
+def heldout_pass(
+    inputs: PassInputs, block, solved: dict, kept, label: str, hdoc: np.ndarray | None = None
+) -> dict:
     """The held-out sums (ridge.heldout_sums, added batch after batch) of every pair of the
     block: from the kept rows, or a second forward of the batches with held-out rows (the
     same batches, the same bits). `solved`: {"fitted": maps, "fractions": maps of
@@ -226,39 +268,69 @@ def heldout_pass(inputs: PassInputs, block, solved: dict, kept, label: str, hdoc
         for xh, yh, tokens in kept:
             add(xh, yh, tokens)
         return sums
-    for b, xs, ys in paired(net, table, [b for b in batches if b.n_test], source_boundaries, block, progress, "heldout"):
+    for b, xs, ys in paired(
+        net, table, [b for b in batches if b.n_test], source_boundaries, block, progress, "heldout"
+    ):
         fault_point("fit_live_heldout_batch")
-        held = b.flat[b.n_train:]
-        add(rows(xs, source_boundaries, held, net.device), rows(ys, block, held, net.device), b.tokens[b.n_train:])
+        held = b.flat[b.n_train :]
+        add(
+            rows(xs, source_boundaries, held, net.device),
+            rows(ys, block, held, net.device),
+            b.tokens[b.n_train :],
+        )
         del xs, ys
         progress.step(label)
     return sums
 
 
-def run_blocks(inputs: PassInputs, blocks, keep_heldout: bool, options: FitRequest, split: Split) -> tuple:
+def run_blocks(
+    inputs: PassInputs, blocks, keep_heldout: bool, options: FitRequest, split: Split
+) -> tuple:
     """Every block in turn: statistics pass, solve (the shared solver, the source's factors
     shared by all blocks), held-out pass. Returns ({(i, j): fitted + scores}, {block:
     numpy statistics} when options.hooks.keep_statistics)."""
     net = inputs.net
     results, kept_stats, factors, shifts = {}, {}, {}, Shifts()
-    solve_device = str(net.device)  # where the sums are: the target's input device ("cuda:1" too), or the CPU
+    solve_device = str(
+        net.device
+    )  # where the sums are: the target's input device ("cuda:1" too), or the CPU
 
     def alphas_check(scale):
         check_alphas(options.spec.alphas, scale, split.n_select, split.n_train)
 
     for k, block in enumerate(blocks):
         label = f"pass {k + 1} of {len(blocks)}"
-        stats, kept = statistics_pass(inputs, block, shifts, keep_heldout, label, alphas_check if k == 0 else None,
-                                      split.stat_part)
+        stats, kept = statistics_pass(
+            inputs,
+            block,
+            shifts,
+            keep_heldout,
+            label,
+            alphas_check if k == 0 else None,
+            split.stat_part,
+        )
         reduced = stats.numpy(net.backend)
         del stats
-        fitted, fractions = solve_all(reduced, options.spec.alphas, shifts.x, shifts.y[block], solve_device, factors,
-                                      options.spec.extend_alphas)
+        fitted, fractions = solve_all(
+            reduced,
+            options.spec.alphas,
+            shifts.x,
+            shifts.y[block],
+            solve_device,
+            factors,
+            options.spec.extend_alphas,
+        )
         if options.hooks.keep_statistics:
             kept_stats[block] = reduced
         del reduced
-        sums = heldout_pass(inputs, block, {"fitted": fitted, "fractions": fractions}, kept, label + ", held-out",
-                            split.heldout_index if options.spec.bootstrap else None)
+        sums = heldout_pass(
+            inputs,
+            block,
+            {"fitted": fitted, "fractions": fractions},
+            kept,
+            label + ", held-out",
+            split.heldout_index if options.spec.bootstrap else None,
+        )
         results.update(pair_results(fitted, sums, split, options.spec.resampling, fractions))
         del kept, fitted
     return results, kept_stats

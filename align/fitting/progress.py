@@ -20,7 +20,14 @@ class Progress:
             from tqdm import tqdm
 
             # a batch takes tens of ms at least: redraw at each one
-            self.bar = tqdm(total=self.total, unit="batch", dynamic_ncols=True, leave=False, file=sys.stderr, mininterval=0)
+            self.bar = tqdm(
+                total=self.total,
+                unit="batch",
+                dynamic_ncols=True,
+                leave=False,
+                file=sys.stderr,
+                mininterval=0,
+            )
 
     def forward(self, side: str, tokens: int, seconds: float) -> None:
         self.tokens[side] += tokens
@@ -40,7 +47,9 @@ class Progress:
             self.bar.update(1)
         elif now - self.last >= 10 or self.done == self.total:
             self.last = now
-            self.log(f"align fit --live: {what}, batch {self.done:,}/{self.total:,}, {self.rates()}, ETA {eta:,.0f} s")
+            self.log(
+                f"align fit --live: {what}, batch {self.done:,}/{self.total:,}, {self.rates()}, ETA {eta:,.0f} s"
+            )
 
     def close(self) -> None:
         if self.bar is not None:

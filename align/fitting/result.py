@@ -12,16 +12,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from align.version import __version__
 from align import store as st
 from align.errors import DiskSpaceError, NonFiniteError, OutputRefused
-from align.stats.bootstrap import Resampling
 from align.fitting import uncertainty
 from align.fitting.budget import RESULT_MARGIN, ResultBytes, ResultShape, human_bytes, result_bytes
 from align.fitting.split import Split
 from align.ridge.heldout import scores
-from align.ridge.matrix import Summary, summary as matrix_summary
+from align.ridge.matrix import Summary
+from align.ridge.matrix import summary as matrix_summary
 from align.ridge.solve import SolvedMap
+from align.stats.bootstrap import Resampling
+from align.version import __version__
 
 SCORES = ("relative_error", "norm_error", "r2", "alpha", "alpha_rel")
 ROUTES = ("store", "live")
@@ -75,10 +76,16 @@ class PairResult:
     relative_error: float  # (1/N) Σ ‖e_n‖/max(‖y_n‖, ε) over the held-out tokens
     norm_error: float  # Σ ‖e_n‖ / Σ ‖y_n‖
     r2: float  # 1 − Σ ‖e_n‖² / Σ ‖y_n − ȳ‖²
-    by_fraction: dict | None = None  # {fraction: (relative_error, α_rel)} of the fits of ¼ and ½ of the training documents
+    by_fraction: dict | None = (
+        None  # {fraction: (relative_error, α_rel)} of the fits of ¼ and ½ of the training documents
+    )
     doc_pair: np.ndarray | None = None  # (K, 3): per held-out document Σ ratio, Σ ‖e‖, Σ ‖e‖²
-    doc_target: np.ndarray | None = None  # (K, 3): per held-out document n, Σ ‖y‖, Σ ‖y − μ‖² of the target
-    doc_cc: np.ndarray | None = None  # (resamples,): ‖Σ_d w_bd c_d‖² of the target (`uncertainty.centred_square`)
+    doc_target: np.ndarray | None = (
+        None  # (K, 3): per held-out document n, Σ ‖y‖, Σ ‖y − μ‖² of the target
+    )
+    doc_cc: np.ndarray | None = (
+        None  # (resamples,): ‖Σ_d w_bd c_d‖² of the target (`uncertainty.centred_square`)
+    )
 
     @property
     def alpha(self) -> float:
@@ -89,8 +96,13 @@ class PairResult:
         return self.fitted.alpha_rel
 
 
-def pair_results(fitted: dict, heldout: dict, split: Split | None = None, resampling: Resampling | None = None,
-                 fractions: dict | None = None) -> dict:
+def pair_results(
+    fitted: dict,
+    heldout: dict,
+    split: Split | None = None,
+    resampling: Resampling | None = None,
+    fractions: dict | None = None,
+) -> dict:
     """{(i, j): PairResult}: each pair's `SolvedMap` ({(i, j): SolvedMap} `fitted`) with
     relative_error, norm_error and r2 from the held-out sums (`ridge.heldout_sums`, reduced).
 
@@ -103,13 +115,20 @@ def pair_results(fitted: dict, heldout: dict, split: Split | None = None, resamp
     With --convergence (`heldout["fractions"]`, `fractions`: {fraction: {(i, j): SolvedMap}}),
     each pair keeps by_fraction: {fraction: (relative_error, α_rel)} of the fits of ¼ and
     ½ of the training documents."""
-    out = {(i, j): PairResult(f, *scores(heldout["pair"][(i, j)], heldout["target"][j], heldout["centred"][j]))
-           for (i, j), f in fitted.items()}
+    out = {
+        (i, j): PairResult(
+            f, *scores(heldout["pair"][(i, j)], heldout["target"][j], heldout["centred"][j])
+        )
+        for (i, j), f in fitted.items()
+    }
     for frac, sums in (heldout.get("fractions") or {}).items():
         for (i, j), r in out.items():
             rel = scores(sums["pair"][(i, j)], sums["target"][j], sums["centred"][j]).relative_error
             m = (fractions or {}).get(frac, {}).get((i, j))
-            r.by_fraction = {**(r.by_fraction or {}), frac: (rel, m.alpha_rel if m is not None else math.nan)}
+            r.by_fraction = {
+                **(r.by_fraction or {}),
+                frac: (rel, m.alpha_rel if m is not None else math.nan),
+            }
     if split is None or resampling is None or "doc" not in heldout:
         return out
     K = len(split.test_docs)
@@ -133,8 +152,16 @@ def _weights(n_docs: int, resampling: Resampling) -> np.ndarray:
     return _WEIGHTS[key]
 
 
-def alignment_dataset(results: dict, boundaries: tuple, sides: tuple, split: Split, options: dict, route: str = "store",
-                      save_maps: bool = False, resampling: Resampling | None = None):
+def alignment_dataset(
+    results: dict,
+    boundaries: tuple,
+    sides: tuple,
+    split: Split,
+    options: dict,
+    route: str = "store",
+    save_maps: bool = False,
+    resampling: Resampling | None = None,
+):
     """The alignment result (`schema: alignment`) of `boundaries` = (source boundaries, target
     boundaries) and `sides` = (source Side, target Side) as an xarray Dataset: the five scores over
     (source_boundary, target_boundary), `val_sse` over (source_boundary, target_boundary, alpha_grid: α_rel),
@@ -165,16 +192,50 @@ def alignment_dataset(results: dict, boundaries: tuple, sides: tuple, split: Spl
     first = results[(src_boundaries[0], tgt_boundaries[0])]
     if first.by_fraction is not None:
         fracs = sorted(first.by_fraction)
-        by = np.array([[[[results[(i, j)].by_fraction[f][k] for j in tgt_boundaries] for i in src_boundaries] for f in fracs]
-                       for k in (0, 1)])  # (2: relative_error and α_rel, fractions, S, T)
-        refuse_non_finite({f"relative_error of the {f:g} fraction": by[0][k] for k, f in enumerate(fracs)}, src_boundaries,
-                          tgt_boundaries)
-        data["relative_error_by_fraction"] = (("fraction",) + dims, np.concatenate([by[0], arrays["relative_error"][None]]))
-        data["alpha_rel_by_fraction"] = (("fraction",) + dims, np.concatenate([by[1], arrays["alpha_rel"][None]]))
+        by = np.array(
+            [
+                [
+                    [
+                        [results[(i, j)].by_fraction[f][k] for j in tgt_boundaries]
+                        for i in src_boundaries
+                    ]
+                    for f in fracs
+                ]
+                for k in (0, 1)
+            ]
+        )  # (2: relative_error and α_rel, fractions, S, T)
+        refuse_non_finite(
+            {f"relative_error of the {f:g} fraction": by[0][k] for k, f in enumerate(fracs)},
+            src_boundaries,
+            tgt_boundaries,
+        )
+        data["relative_error_by_fraction"] = (
+            ("fraction",) + dims,
+            np.concatenate([by[0], arrays["relative_error"][None]]),
+        )
+        data["alpha_rel_by_fraction"] = (
+            ("fraction",) + dims,
+            np.concatenate([by[1], arrays["alpha_rel"][None]]),
+        )
     if save_maps:
-        data["W"] = (dims + ("d_source", "d_target"),
-                     np.stack([np.stack([results[(i, j)].fitted.W for j in tgt_boundaries]) for i in src_boundaries]))
-        data["c"] = (dims + ("d_target",), np.stack([np.stack([results[(i, j)].fitted.c for j in tgt_boundaries]) for i in src_boundaries]))
+        data["W"] = (
+            dims + ("d_source", "d_target"),
+            np.stack(
+                [
+                    np.stack([results[(i, j)].fitted.W for j in tgt_boundaries])
+                    for i in src_boundaries
+                ]
+            ),
+        )
+        data["c"] = (
+            dims + ("d_target",),
+            np.stack(
+                [
+                    np.stack([results[(i, j)].fitted.c for j in tgt_boundaries])
+                    for i in src_boundaries
+                ]
+            ),
+        )
     coords = {
         "source_boundary": ("source_boundary", np.asarray(src_boundaries, dtype=np.int64)),
         "target_boundary": ("target_boundary", np.asarray(tgt_boundaries, dtype=np.int64)),
@@ -188,21 +249,45 @@ def alignment_dataset(results: dict, boundaries: tuple, sides: tuple, split: Spl
     point = matrix_summary(arrays["relative_error"], src_boundaries, tgt_boundaries, L_S, L_T)
     summary = point.to_attrs()
     summary.update(_grid_ends(arrays["alpha_rel"], grid))
-    if resampling is not None and all(results[(i, j)].doc_pair is not None for i in src_boundaries for j in tgt_boundaries):
-        summary.update(_with_bootstrap(data, results, arrays, point, src_boundaries, tgt_boundaries, L_S, L_T, resampling))
+    if resampling is not None and all(
+        results[(i, j)].doc_pair is not None for i in src_boundaries for j in tgt_boundaries
+    ):
+        summary.update(
+            _with_bootstrap(
+                data, results, arrays, point, src_boundaries, tgt_boundaries, L_S, L_T, resampling
+            )
+        )
     attrs = {
         "summary": summary,
-        "route": route, "source": source.provenance, "target": target.provenance,
-        "source_model": source.model, "target_model": target.model, "source_path": source.path, "target_path": target.path,
-        "n_layers_source": L_S, "n_layers_target": L_T, "options": options, "split": split.record(),
+        "route": route,
+        "source": source.provenance,
+        "target": target.provenance,
+        "source_model": source.model,
+        "target_model": target.model,
+        "source_path": source.path,
+        "target_path": target.path,
+        "n_layers_source": L_S,
+        "n_layers_target": L_T,
+        "options": options,
+        "split": split.record(),
         "align_version": __version__,
     }
     ds = xr.Dataset(data, coords=coords, attrs=jsonable(attrs))
-    ds["relative_error"].attrs["description"] = "mean over held-out tokens of ||x W + c - y|| / max(||y||, 1e-12)"
-    ds["norm_error"].attrs["description"] = "sum of ||x W + c - y|| over sum of ||y|| (held-out tokens)"
-    ds["r2"].attrs["description"] = "1 - sum ||e||^2 / sum ||y - mean(y)||^2 (held-out; variance-weighted)"
-    ds["alpha"].attrs["description"] = "absolute ridge penalty of the final fit: alpha_rel * trace(XcT Xc) / d_source"
-    ds["alpha_rel"].attrs["description"] = "ridge penalty in units of the mean eigenvalue, chosen on validation documents"
+    ds["relative_error"].attrs["description"] = (
+        "mean over held-out tokens of ||x W + c - y|| / max(||y||, 1e-12)"
+    )
+    ds["norm_error"].attrs["description"] = (
+        "sum of ||x W + c - y|| over sum of ||y|| (held-out tokens)"
+    )
+    ds["r2"].attrs["description"] = (
+        "1 - sum ||e||^2 / sum ||y - mean(y)||^2 (held-out; variance-weighted)"
+    )
+    ds["alpha"].attrs["description"] = (
+        "absolute ridge penalty of the final fit: alpha_rel * trace(XcT Xc) / d_source"
+    )
+    ds["alpha_rel"].attrs["description"] = (
+        "ridge penalty in units of the mean eigenvalue, chosen on validation documents"
+    )
     for name, text in DESCRIPTIONS.items():
         if name in ds:
             ds[name].attrs["description"] = text
@@ -211,11 +296,11 @@ def alignment_dataset(results: dict, boundaries: tuple, sides: tuple, split: Spl
 
 DESCRIPTIONS = {
     "val_sse": "validation sum of squared errors of the map fitted on the fit part, for every alpha_rel of the grid "
-               "(NaN: not evaluated for this pair)",
+    "(NaN: not evaluated for this pair)",
     "p_best": "fraction of document-bootstrap resamples in which this target boundary is the argmin of the row "
-              "(target boundaries >= 1; rows sum to 1)",
+    "(target boundaries >= 1; rows sum to 1)",
     "relative_error_by_fraction": "relative_error of the maps fitted on 1/4, 1/2 and all of the training documents "
-                                  "(`convergence`; each fraction chooses its alpha on its own validation documents)",
+    "(`convergence`; each fraction chooses its alpha on its own validation documents)",
     "alpha_rel_by_fraction": "alpha_rel each fraction's fit chose",
     "doc_n_tokens": "held-out tokens scored per held-out document",
     "doc_ratio_sum": "per held-out document: sum over its tokens of ||e|| / max(||y||, 1e-12)",
@@ -229,7 +314,11 @@ DESCRIPTIONS = {
 def _validation_curves(results: dict, src_boundaries, tgt_boundaries):
     """(α_rel grid (union over pairs, increasing), val_sse (S, T, n_alpha) with NaN where a
     pair's grid lacks an α), or (None, None) when the fit had a single α (nothing validated)."""
-    grids = [np.asarray(results[(i, j)].fitted.val_alphas, dtype=np.float64) for i in src_boundaries for j in tgt_boundaries]
+    grids = [
+        np.asarray(results[(i, j)].fitted.val_alphas, dtype=np.float64)
+        for i in src_boundaries
+        for j in tgt_boundaries
+    ]
     if not grids or any(len(g) < 2 for g in grids):
         return None, None
     grid = np.unique(np.concatenate(grids))
@@ -245,19 +334,38 @@ def _grid_ends(alpha_rel: np.ndarray, grid) -> dict:
     """How many pairs chose the smallest or the largest α_rel of their grid."""
     if grid is None:
         return {}
-    return {"alpha_grid": [float(a) for a in grid], "pairs_at_smallest_alpha": int(np.sum(alpha_rel <= grid[0])),
-            "pairs_at_largest_alpha": int(np.sum(alpha_rel >= grid[-1]))}
+    return {
+        "alpha_grid": [float(a) for a in grid],
+        "pairs_at_smallest_alpha": int(np.sum(alpha_rel <= grid[0])),
+        "pairs_at_largest_alpha": int(np.sum(alpha_rel >= grid[-1])),
+    }
 
 
-def _with_bootstrap(data: dict, results: dict, arrays: dict, point: Summary, src_boundaries, tgt_boundaries, L_S, L_T,
-                    resampling: Resampling) -> dict:
+def _with_bootstrap(
+    data: dict,
+    results: dict,
+    arrays: dict,
+    point: Summary,
+    src_boundaries,
+    tgt_boundaries,
+    L_S,
+    L_T,
+    resampling: Resampling,
+) -> dict:
     """Adds to `data` the per-document sums, `p_best` and the scores' `<score>_low` /
     `<score>_high`; returns the summary's bootstrap fields (`uncertainty.summarise`)."""
     dims = ("source_boundary", "target_boundary")
-    doc_pair = np.stack([np.stack([results[(i, j)].doc_pair for j in tgt_boundaries], axis=1) for i in src_boundaries],
-                        axis=1)  # (K, S, T, 3)
+    doc_pair = np.stack(
+        [
+            np.stack([results[(i, j)].doc_pair for j in tgt_boundaries], axis=1)
+            for i in src_boundaries
+        ],
+        axis=1,
+    )  # (K, S, T, 3)
     first = src_boundaries[0]
-    doc_target = np.stack([results[(first, j)].doc_target for j in tgt_boundaries], axis=1)  # (K, T, 3)
+    doc_target = np.stack(
+        [results[(first, j)].doc_target for j in tgt_boundaries], axis=1
+    )  # (K, T, 3)
     cc = np.stack([results[(first, j)].doc_cc for j in tgt_boundaries], axis=1)  # (B, T)
     K = doc_pair.shape[0]
     w = _weights(K, resampling)
@@ -265,8 +373,16 @@ def _with_bootstrap(data: dict, results: dict, arrays: dict, point: Summary, src
     for name, v in boot.items():
         lo, hi = uncertainty.interval(v)
         data[f"{name}_low"], data[f"{name}_high"] = (dims, lo), (dims, hi)
-    p_best, fields = uncertainty.summarise(boot["relative_error"], point, src_boundaries, tgt_boundaries, L_S, L_T,
-                                           resampling, arrays["relative_error"])
+    p_best, fields = uncertainty.summarise(
+        boot["relative_error"],
+        point,
+        src_boundaries,
+        tgt_boundaries,
+        L_S,
+        L_T,
+        resampling,
+        arrays["relative_error"],
+    )
     data["p_best"] = (dims, p_best)
     doc = ("heldout_doc",)
     data["doc_n_tokens"] = (doc, doc_target[:, 0, 0])
@@ -291,8 +407,11 @@ def grid_note(ds, extended: bool) -> str | None:
     if high:
         ends.append(f"{high} the largest {grid[-1]:g}")
     n = ds.sizes["source_boundary"] * ds.sizes["target_boundary"]
-    why = ("the grid reached its limit there (`alphas` auto stops at 1e-12 and 1e6)" if extended
-           else "widen `alphas`, or use `alphas` auto")
+    why = (
+        "the grid reached its limit there (`alphas` auto stops at 1e-12 and 1e6)"
+        if extended
+        else "widen `alphas`, or use `alphas` auto"
+    )
     return f"of {n} pairs, {' and '.join(ends)}: {why}; val_sse holds each pair's validation curve"
 
 
@@ -305,13 +424,16 @@ def refuse_non_finite(arrays: dict, src_boundaries, tgt_boundaries) -> None:
         for a, b in zip(*np.nonzero(~np.isfinite(v))):
             bad.setdefault((src_boundaries[a], tgt_boundaries[b]), []).append(f"{name} {v[a, b]}")
     if bad:
-        shown = "; ".join(f"source {i} -> target {j}: {', '.join(what)}" for (i, j), what in list(bad.items())[:4])
+        shown = "; ".join(
+            f"source {i} -> target {j}: {', '.join(what)}" for (i, j), what in list(bad.items())[:4]
+        )
         more = f" (and {len(bad) - 4} more pairs)" if len(bad) > 4 else ""
         targets = sorted({j for _, j in bad})
         raise NonFiniteError(
             f"{len(bad)} boundary pair(s) have non-finite held-out scores ({shown}{more}): the held-out activations of "
             f"target boundary {', '.join(map(str, targets))} have no variance or overflow float64, so no map can be "
-            "scored there; nothing was written (fit other `target_boundaries`, or re-extract the stores)")
+            "scored there; nothing was written (fit other `target_boundaries`, or re-extract the stores)"
+        )
 
 
 def jsonable(obj):
@@ -328,11 +450,30 @@ def jsonable(obj):
     return obj
 
 
-def check_result_room(output: str, src_boundaries, tgt_boundaries, source: Side, target: Side, split: Split,
-                      save_maps: bool) -> None:
+def check_result_room(
+    output: str,
+    src_boundaries,
+    tgt_boundaries,
+    source: Side,
+    target: Side,
+    split: Split,
+    save_maps: bool,
+) -> None:
     """`check_room` for the alignment result these layers, sides and split make."""
-    attrs = len(json.dumps(jsonable({"source": source.provenance, "target": target.provenance, "split": split.record()})))
-    shape = ResultShape(len(src_boundaries), len(tgt_boundaries), source.d_model, target.d_model, len(split.test_docs))
+    attrs = len(
+        json.dumps(
+            jsonable(
+                {"source": source.provenance, "target": target.provenance, "split": split.record()}
+            )
+        )
+    )
+    shape = ResultShape(
+        len(src_boundaries),
+        len(tgt_boundaries),
+        source.d_model,
+        target.d_model,
+        len(split.test_docs),
+    )
     check_room(output, result_bytes(shape, save_maps, attrs))
 
 
@@ -350,15 +491,19 @@ def check_room(output: str, sizes: ResultBytes) -> None:
     while not os.path.lexists(existing):
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
-        raise OutputRefused(f"`output` {output}: {existing} is a file, not a folder, so nothing can be written under it: "
-                            "choose another `output`")
+        raise OutputRefused(
+            f"`output` {output}: {existing} is a file, not a folder, so nothing can be written under it: "
+            "choose another `output`"
+        )
     try:
         fd, probe = tempfile.mkstemp(prefix=".align-write-probe-", dir=existing)
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise OutputRefused(f"`output` {output}: cannot write in {existing} ({e.strerror or e}): "
-                            "choose a folder you can write to (nothing was computed)") from None
+        raise OutputRefused(
+            f"`output` {output}: cannot write in {existing} ({e.strerror or e}): "
+            "choose a folder you can write to (nothing was computed)"
+        ) from None
     need = sum(sizes)
     free = st.free_bytes(existing)
     if need * RESULT_MARGIN > free:
@@ -366,11 +511,16 @@ def check_room(output: str, sizes: ResultBytes) -> None:
         raise DiskSpaceError(
             f"`output` {output}: the alignment result needs up to {human_bytes(need * RESULT_MARGIN)}{maps}, but only {human_bytes(free)} "
             f"is free in {existing}: free some space or choose another `output`{' (or drop `save_maps`)' if maps else ''}; "
-            "nothing was computed")
+            "nothing was computed"
+        )
 
 
-def write_alignment(output: str, ds, inputs: dict, overwrite: bool = False, storage_options: dict | None = None) -> None:
+def write_alignment(
+    output: str, ds, inputs: dict, overwrite: bool = False, storage_options: dict | None = None
+) -> None:
     """Write the alignment Dataset to `output` through the store's result writer (a hidden
     temporary renamed into place: a killed write never opens as complete). `inputs`:
     {role: path} that -o may never replace (the stores; for the live route, model folders)."""
-    st.write_result(output, ds, "alignment", overwrite=overwrite, storage_options=storage_options, inputs=inputs)
+    st.write_result(
+        output, ds, "alignment", overwrite=overwrite, storage_options=storage_options, inputs=inputs
+    )

@@ -22,6 +22,7 @@ from align.ridge.statistics import Statistics, chunk_statistics
 class ShardTask:
     """What one shard task needs (opaque to Dask: its tuples are no graph keys): the job, the
     source boundaries, the block of target boundaries and the shard's batches."""
+
     job: LiveJob
     source_boundaries: tuple
     block: tuple
@@ -39,7 +40,11 @@ def shift_task(task: ShardTask, table, x_shift) -> dict:
     source's only when `x_shift` is None) and the source's scale (check_alphas). `table`:
     what the models forward (passes.paired), as in every task here."""
     net = worker_models(task.job)
-    b, xs, ys = next(paired(net, table, task.batches[:1], list(task.source_boundaries), task.block, None, "train"))
+    b, xs, ys = next(
+        paired(
+            net, table, task.batches[:1], list(task.source_boundaries), task.block, None, "train"
+        )
+    )
     scale = training_scale(xs, task.source_boundaries, b) if x_shift is None else {}
     x = training_shift(xs, task.source_boundaries, b) if x_shift is None else x_shift
     return {"x": x, "y": training_shift(ys, task.block, b), "scale": scale}
@@ -50,7 +55,9 @@ def shard_statistics_task(task: ShardTask, table, shifts: dict) -> Statistics:
     net = worker_models(task.job)
     d_s, d_t = net.source.config.hidden_size, net.target.config.hidden_size
     stats = Statistics.zeros(task.source_boundaries, task.block, d_s, d_t, net.backend)
-    for b, xs, ys in paired(net, table, list(task.batches), list(task.source_boundaries), task.block, None, "train"):
+    for b, xs, ys in paired(
+        net, table, list(task.batches), list(task.source_boundaries), task.block, None, "train"
+    ):
         fault_point("fit_live_batch")
         part = np.where(b.part == TEST, -1, b.part)
         chunk_statistics(xs, ys, part, (shifts["x"], shifts["y"]), net.backend, into=stats)
@@ -63,11 +70,17 @@ def shard_heldout_task(task: ShardTask, table, fitted: dict, hdoc=None) -> dict:
     held-out document too with `hdoc` (each token's held-out document index)."""
     net = worker_models(task.job)
     sums = None
-    for b, xs, ys in paired(net, table, list(task.batches), list(task.source_boundaries), task.block, None, "heldout"):
-        held = b.flat[b.n_train:]
-        s = heldout_sums(rows(xs, task.source_boundaries, held, net.device),
-                               rows(ys, task.block, held, net.device), fitted, net.backend,
-                               docs=None if hdoc is None else hdoc[b.tokens[b.n_train:]])
+    for b, xs, ys in paired(
+        net, table, list(task.batches), list(task.source_boundaries), task.block, None, "heldout"
+    ):
+        held = b.flat[b.n_train :]
+        s = heldout_sums(
+            rows(xs, task.source_boundaries, held, net.device),
+            rows(ys, task.block, held, net.device),
+            fitted,
+            net.backend,
+            docs=None if hdoc is None else hdoc[b.tokens[b.n_train :]],
+        )
         sums = s if sums is None else add_heldout(sums, s)
         del xs, ys
     return sums

@@ -31,11 +31,20 @@ def check_alphas(alphas, scale: dict, n_select: int, n_train: int) -> None:
                     raise InputError(
                         f"`alphas` {a:g}: the absolute penalty α_rel · trace(XcᵀXc)/d_source ≈ {a:g} × {n * v:.3g} for "
                         f"source boundary {b} {how} float64: choose α_rel values nearer 1 (the default grid is "
-                        f"{DEFAULT_ALPHAS[0]:g} to {DEFAULT_ALPHAS[-1]:g}); nothing was computed")
+                        f"{DEFAULT_ALPHAS[0]:g} to {DEFAULT_ALPHAS[-1]:g}); nothing was computed"
+                    )
 
 
-def solve(stats: Statistics, alphas, x_shift: dict, y_shift: dict, device: str = "cpu",
-          factors: dict | None = None, extend: bool = False, threads: int = 1) -> dict:
+def solve(
+    stats: Statistics,
+    alphas,
+    x_shift: dict,
+    y_shift: dict,
+    device: str = "cpu",
+    factors: dict | None = None,
+    extend: bool = False,
+    threads: int = 1,
+) -> dict:
     """Maps of every pair of a block from its reduced statistics (`ridge.Statistics`, numpy):
     α per pair chosen on the validation part, W and c refitted on fit + validation
     (`ridge.solve_block`), with eigendecompositions and products on `device` (torch on a
@@ -48,8 +57,16 @@ def solve(stats: Statistics, alphas, x_shift: dict, y_shift: dict, device: str =
     return solve_block(stats, alphas, x_shift, y_shift, backend(device), factors, extend, threads)
 
 
-def solve_all(stats: Statistics, alphas, x_shift: dict, y_shift: dict, device: str = "cpu",
-              factors: dict | None = None, extend: bool = False, threads: int = 1) -> tuple[dict, dict]:
+def solve_all(
+    stats: Statistics,
+    alphas,
+    x_shift: dict,
+    y_shift: dict,
+    device: str = "cpu",
+    factors: dict | None = None,
+    extend: bool = False,
+    threads: int = 1,
+) -> tuple[dict, dict]:
     """(maps of the full fit, {fraction: maps}) of a block. Two-part statistics give the full
     fit alone ({} for the fractions); the six parts of --convergence give it from their
     merged sums (`split.PART_GROUPS`) and the fits of ¼ and ½ of the training documents
@@ -57,6 +74,12 @@ def solve_all(stats: Statistics, alphas, x_shift: dict, y_shift: dict, device: s
     full fit only (a fraction's scatters are other matrices)."""
     if len(stats.n) == N_PARTS:
         return solve(stats, alphas, x_shift, y_shift, device, factors, extend, threads), {}
-    full = solve(stats.merged(*PART_GROUPS[1.0]), alphas, x_shift, y_shift, device, factors, extend, threads)
-    return full, {f: solve(stats.merged(*PART_GROUPS[f]), alphas, x_shift, y_shift, device, None, extend, threads)
-                  for f in FRACTIONS}
+    full = solve(
+        stats.merged(*PART_GROUPS[1.0]), alphas, x_shift, y_shift, device, factors, extend, threads
+    )
+    return full, {
+        f: solve(
+            stats.merged(*PART_GROUPS[f]), alphas, x_shift, y_shift, device, None, extend, threads
+        )
+        for f in FRACTIONS
+    }

@@ -17,13 +17,16 @@ PART_NAMES = {FIT: "fit", VAL: "validation", TEST: "heldout"}
 def check_seed(seed) -> None:
     """numpy's generators take whole numbers >= 0 only (a negative one was "internal error")."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise InputError(f"`seed` {seed}: the seed of the document split must be a whole number >= 0, e.g. `seed` 0")
+        raise InputError(
+            f"`seed` {seed}: the seed of the document split must be a whole number >= 0, e.g. `seed` 0"
+        )
 
 
 @dataclass(frozen=True)
 class Origin:
     """Where a split's documents come from, as its refusals say it: what holds them ("the
     stores hold", "corpus X gives") and how to get more."""
+
     holds: str = "the stores hold"
     more: str = "extract a larger corpus"
 
@@ -31,8 +34,14 @@ class Origin:
 STORES = Origin()
 
 
-def split_documents(doc: np.ndarray, test_fraction: float, val_fraction: float, seed: int, need_val: bool,
-                    origin: Origin = STORES):
+def split_documents(
+    doc: np.ndarray,
+    test_fraction: float,
+    val_fraction: float,
+    seed: int,
+    need_val: bool,
+    origin: Origin = STORES,
+):
     """Seeded split of the document ids: (fit, validation, test) sorted arrays.
 
     The unique ids are permuted by numpy's default_rng(seed); the first round(test_fraction
@@ -44,7 +53,9 @@ def split_documents(doc: np.ndarray, test_fraction: float, val_fraction: float, 
     if not 0 < test_fraction < 1:
         raise InputError(f"`test_fraction` {test_fraction} must be between 0 and 1 (exclusive)")
     if need_val and not 0 < val_fraction < 1:
-        raise InputError(f"`val_fraction` {val_fraction} must be between 0 and 1 (exclusive) to choose among several `alphas`")
+        raise InputError(
+            f"`val_fraction` {val_fraction} must be between 0 and 1 (exclusive) to choose among several `alphas`"
+        )
     need = 3 if need_val else 2
     if len(docs) < need:
         raise InputError(
@@ -94,7 +105,9 @@ def fraction_groups(fit_docs: np.ndarray, val_docs: np.ndarray, seed: int) -> di
     return out
 
 
-def statistics_parts(doc: np.ndarray, part: np.ndarray, fit_docs, val_docs, seed: int) -> np.ndarray:
+def statistics_parts(
+    doc: np.ndarray, part: np.ndarray, fit_docs, val_docs, seed: int
+) -> np.ndarray:
     """(n_tokens,) int8 for `--convergence`: a training token's statistics part, its part
     (ridge.FIT or ridge.VAL) + 2 · its document's group (`fraction_groups`); -1 elsewhere."""
     groups = fraction_groups(fit_docs, val_docs, seed)
@@ -122,15 +135,17 @@ def shuffle_partners(doc: np.ndarray, seq: np.ndarray, pos: np.ndarray, seed: in
     ids, start, length = np.unique(seq, return_index=True, return_counts=True)
     sdoc = doc[start]
     if len(np.unique(sdoc)) < 2:
-        raise InputError("`control` shuffle pairs tokens of different documents: the stores hold one document; "
-                         "extract a corpus of several")
+        raise InputError(
+            "`control` shuffle pairs tokens of different documents: the stores hold one document; "
+            "extract a corpus of several"
+        )
     order = np.random.default_rng([seed, 3]).permutation(len(ids))
     partner = np.empty(len(ids), dtype=np.int64)
     partner[order] = np.roll(order, -1)
     for k, s in enumerate(order):
         if sdoc[partner[s]] != sdoc[s]:
             continue
-        for t in np.r_[order[k + 1:], order[:k]]:
+        for t in np.r_[order[k + 1 :], order[:k]]:
             if sdoc[partner[t]] != sdoc[s] and sdoc[partner[s]] != sdoc[t]:
                 partner[s], partner[t] = partner[t], partner[s]
                 break
@@ -151,9 +166,15 @@ class Split:
     test_docs: np.ndarray
     part: np.ndarray  # (n_tokens,) int8: FIT, VAL, TEST or -1
     counts: dict  # {"fit": tokens, "validation": tokens, "heldout": tokens}
-    heldout_index: np.ndarray | None = None  # (n_tokens,) int32: a held-out token's index in test_docs, else -1
-    stat_part: np.ndarray | None = None  # (n_tokens,) int8 with --convergence: each training token's statistics part
-    partner: np.ndarray | None = None  # (n_tokens,) int64 with --control shuffle: the target token paired with each
+    heldout_index: np.ndarray | None = (
+        None  # (n_tokens,) int32: a held-out token's index in test_docs, else -1
+    )
+    stat_part: np.ndarray | None = (
+        None  # (n_tokens,) int8 with --convergence: each training token's statistics part
+    )
+    partner: np.ndarray | None = (
+        None  # (n_tokens,) int64 with --control shuffle: the target token paired with each
+    )
 
     @property
     def n_parts(self) -> int:
@@ -170,13 +191,20 @@ class Split:
 
     def record(self) -> dict:
         """The document ids of each part, as the result records them."""
-        return {"fit_docs": self.fit_docs.tolist(), "validation_docs": self.val_docs.tolist(),
-                "heldout_docs": self.test_docs.tolist()}
+        return {
+            "fit_docs": self.fit_docs.tolist(),
+            "validation_docs": self.val_docs.tolist(),
+            "heldout_docs": self.test_docs.tolist(),
+        }
 
     @property
     def n_select(self) -> int:
         """Tokens whose statistics choose α (the fit part when a validation part exists)."""
-        return self.counts["fit"] if len(self.val_docs) else self.counts["fit"] + self.counts["validation"]
+        return (
+            self.counts["fit"]
+            if len(self.val_docs)
+            else self.counts["fit"] + self.counts["validation"]
+        )
 
     @property
     def n_train(self) -> int:
@@ -184,8 +212,14 @@ class Split:
         return self.counts["fit"] + self.counts["validation"]
 
 
-def make_split(doc: np.ndarray, pos: np.ndarray, options, seq: np.ndarray | None = None,
-               origin: Origin = STORES, partner: np.ndarray | None = None) -> Split:
+def make_split(
+    doc: np.ndarray,
+    pos: np.ndarray,
+    options,
+    seq: np.ndarray | None = None,
+    origin: Origin = STORES,
+    partner: np.ndarray | None = None,
+) -> Split:
     """The `Split` of tokens with document ids `doc` and positions `pos` (n_tokens,) under
     `options` (FitSpec: fractions, seed, α grid, include_first_token, convergence,
     control; `seq` (n_tokens,), the sequence ids, for --control shuffle). `partner`
@@ -194,23 +228,40 @@ def make_split(doc: np.ndarray, pos: np.ndarray, options, seq: np.ndarray | None
     documents, or a part left without any token, is a one-line InputError in `origin`'s
     words."""
     need_val = options.need_validation
-    fit_docs, val_docs, test_docs = split_documents(doc, options.test_fraction, options.val_fraction, options.seed, need_val,
-                                                    origin)
+    fit_docs, val_docs, test_docs = split_documents(
+        doc, options.test_fraction, options.val_fraction, options.seed, need_val, origin
+    )
     part = token_parts(doc, pos, fit_docs, val_docs, test_docs, options.include_first_token)
     anchored = partner is not None
     if partner is None and getattr(options, "control", None) == "shuffle":
         partner = shuffle_partners(doc, seq, pos, options.seed)
     if partner is not None:
-        part[partner < 0] = -1  # no partner (no anchor, or no token of another document there): left out
+        part[
+            partner < 0
+        ] = -1  # no partner (no anchor, or no token of another document there): left out
     counts = {name: int((part == code).sum()) for code, name in PART_NAMES.items()}
     for name, n in counts.items():
         if n == 0 and (name != "validation" or need_val):
-            raise InputError(f"the {name} part of the split has no token (position 0 excluded"
-                             f"{'; anchored tokens only' if anchored else ''}): change the fractions, "
-                             f"or {origin.more}")
-    stat = (statistics_parts(doc, part, fit_docs, val_docs, options.seed)
-            if getattr(options, "convergence", False) else None)
-    return Split(fit_docs, val_docs, test_docs, part, counts, heldout_index(doc, part, test_docs), stat, partner)
+            raise InputError(
+                f"the {name} part of the split has no token (position 0 excluded"
+                f"{'; anchored tokens only' if anchored else ''}): change the fractions, "
+                f"or {origin.more}"
+            )
+    stat = (
+        statistics_parts(doc, part, fit_docs, val_docs, options.seed)
+        if getattr(options, "convergence", False)
+        else None
+    )
+    return Split(
+        fit_docs,
+        val_docs,
+        test_docs,
+        part,
+        counts,
+        heldout_index(doc, part, test_docs),
+        stat,
+        partner,
+    )
 
 
 def heldout_index(doc: np.ndarray, part: np.ndarray, test_docs: np.ndarray) -> np.ndarray:

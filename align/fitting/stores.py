@@ -21,26 +21,45 @@ import numpy as np
 
 from align import messages
 from align import store as st
+from align.boundaries import parse_boundaries
 from align.errors import InputError, StoreError
 from align.faults import fault_point
 from align.fitting import budget
 from align.fitting.budget import human_bytes
 from align.fitting.cluster import (
-    PLAN_FRACTION, SYNC, THREADS, default_memory_limit, device_budget, executor, local_workers, refuse_memory,
+    PLAN_FRACTION,
+    SYNC,
+    THREADS,
+    default_memory_limit,
+    device_budget,
+    executor,
+    local_workers,
+    refuse_memory,
     worker_budget_of,
 )
-from align.fitting.tasks import cancel
 from align.fitting.graph import BlockSettings, Job, Tokens, block_graph
 from align.fitting.options import Execution, FitRequest, FitSpec, request
-from align.fitting.pairing import anchored_partner, check_same_text, check_tokenizers, resolve, target_part
+from align.fitting.pairing import (
+    anchored_partner,
+    check_same_text,
+    check_tokenizers,
+    resolve,
+    target_part,
+)
 from align.fitting.result import (
-    Side, alignment_dataset, check_result_room, grid_note, import_ahead, import_dataset_modules, pair_results,
+    Side,
+    alignment_dataset,
+    check_result_room,
+    grid_note,
+    import_ahead,
+    import_dataset_modules,
+    pair_results,
     write_alignment,
 )
 from align.fitting.solve import check_alphas
 from align.fitting.split import make_split
+from align.fitting.tasks import cancel
 from align.ridge.statistics import FIT, VAL
-from align.boundaries import parse_boundaries
 
 # A fit whose statistics take more than this many flops (2·N·ΣD_S·ΣD_T) on the CPU runs its
 # products through torch (MKL: ~10% faster than numpy's OpenBLAS, and the GIL released, so
@@ -55,18 +74,30 @@ class FitReport:
     dataset: object  # the xarray.Dataset written
     seconds: float
     blocks: list
-    statistics: dict = field(default_factory=dict)  # {(I, J): reduced ridge.Statistics}, when asked for
+    statistics: dict = field(
+        default_factory=dict
+    )  # {(I, J): reduced ridge.Statistics}, when asked for
     workers: set = field(default_factory=set)  # addresses of the workers that ran tasks
-    task_seconds: dict = field(default_factory=dict)  # compute seconds summed by task kind (stats, solve, ...)
-    plan: dict = field(default_factory=dict)  # memory plan: budget, idle footprint, per-worker bytes, tokens per task
+    task_seconds: dict = field(
+        default_factory=dict
+    )  # compute seconds summed by task kind (stats, solve, ...)
+    plan: dict = field(
+        default_factory=dict
+    )  # memory plan: budget, idle footprint, per-worker bytes, tokens per task
 
 
 # -- checks -------------------------------------------------------------------------------
 
-WINDOWING = ("max_length", "overflow", "doc_split")  # corpus options that cut documents into sequences
+WINDOWING = (
+    "max_length",
+    "overflow",
+    "doc_split",
+)  # corpus options that cut documents into sequences
 
 
-def open_pair(source: str, target: str, storage_options: dict | None = None, pairing: str = "tokens"):
+def open_pair(
+    source: str, target: str, storage_options: dict | None = None, pairing: str = "tokens"
+):
     """Open both activation stores and refuse a pair that cannot be fitted, with one line
     naming what differs; returns (S, T, mode, why): the pairing `pairing` resolves to
     ("tokens" or "char-anchors", `pairing.resolve`) and the words the log gives for it.
@@ -91,7 +122,9 @@ def open_pair(source: str, target: str, storage_options: dict | None = None, pai
     if mode == "char-anchors":
         check_same_text(S, T)
         return S, T, mode, why
-    check_tokenizers(hs, ht, f"{S.path} ({S.provenance.get('model')})", f"{T.path} ({T.provenance.get('model')})")
+    check_tokenizers(
+        hs, ht, f"{S.path} ({S.provenance.get('model')})", f"{T.path} ({T.provenance.get('model')})"
+    )
     _check_one_stream(S, T)
     return S, T, mode, why
 
@@ -116,7 +149,9 @@ def _check_one_stream(S, T) -> None:
                 f"({len(bad):,} of tokens {b0:,}..{b1 - 1:,} differ){windowing}: both stores must hold the same token stream "
                 "(extract both from the same corpus with the same `max_length`/`max_tokens`)"
             )
-        place = {name: (S.tokens(name, b0, b1), T.tokens(name, b0, b1)) for name in ("doc", "seq", "pos")}
+        place = {
+            name: (S.tokens(name, b0, b1), T.tokens(name, b0, b1)) for name in ("doc", "seq", "pos")
+        }
         moved = np.zeros(b1 - b0, dtype=bool)
         for x, y in place.values():
             moved |= x != y
@@ -136,7 +171,11 @@ def _windowing_difference(S, T) -> str:
     """' (corpus max_length 512 in source, 64 in target; ...)' for the windowing options the
     two stores' provenance records differently, or ''."""
     cs, ct = S.provenance.get("corpus") or {}, T.provenance.get("corpus") or {}
-    differ = [f"{k} {cs.get(k)} in source, {ct.get(k)} in target" for k in WINDOWING if cs.get(k) != ct.get(k)]
+    differ = [
+        f"{k} {cs.get(k)} in source, {ct.get(k)} in target"
+        for k in WINDOWING
+        if cs.get(k) != ct.get(k)
+    ]
     return f" (corpus {'; '.join(differ)})" if differ else ""
 
 
@@ -152,8 +191,10 @@ def _check_reachable(path: str, role: str, storage_options: dict | None) -> None
         fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
         fs.exists(root.rstrip("/") + "/zarr.json")
     except Exception as e:  # noqa: BLE001  (an unreachable endpoint, refused credentials, ...)
-        raise InputError(f"{role} {path} cannot be reached: {type(e).__name__}: {' '.join(str(e).split())[:200]} "
-                         "(check the endpoint, e.g. AWS_ENDPOINT_URL, and the credentials)") from None
+        raise InputError(
+            f"{role} {path} cannot be reached: {type(e).__name__}: {' '.join(str(e).split())[:200]} "
+            "(check the endpoint, e.g. AWS_ENDPOINT_URL, and the credentials)"
+        ) from None
 
 
 def select_boundaries(spec, store, option: str) -> list:
@@ -161,8 +202,10 @@ def select_boundaries(spec, store, option: str) -> list:
     chosen = parse_boundaries(spec, store.n_layers, option)
     missing = [b for b in chosen if b not in store.boundaries]
     if missing:
-        raise InputError(f"{option} {spec or 'all'} asks for boundaries {missing} that store {store.path} does not hold "
-                         f"(it holds {list(store.boundaries)}): choose among those")
+        raise InputError(
+            f"{option} {spec or 'all'} asks for boundaries {missing} that store {store.path} does not hold "
+            f"(it holds {list(store.boundaries)}): choose among those"
+        )
     return chosen
 
 
@@ -170,7 +213,7 @@ def first_training_rows(store, part: np.ndarray, step: int, least: int = 1):
     """(start, stop, rows) of the first `step`-token range whose training rows (fit or
     validation) number at least `least`, or None."""
     for start in range(0, store.n_tokens, step):
-        p = part[start:start + step]
+        p = part[start : start + step]
         rows = np.flatnonzero((p == FIT) | (p == VAL))
         if len(rows) >= least:
             return start, min(store.n_tokens, start + step), rows
@@ -194,13 +237,25 @@ def scale_of(store, boundaries, part) -> dict:
     if first is None:
         return {}
     start, stop, rows = first
-    return {b: float(store.resid(b, start, stop)[rows].astype(np.float64).var(0).mean()) for b in boundaries}
+    return {
+        b: float(store.resid(b, start, stop)[rows].astype(np.float64).var(0).mean())
+        for b in boundaries
+    }
 
 
 # -- the entry point ----------------------------------------------------------------------
 
-def fit(source: str, target: str, output: str | None, spec: FitSpec | None = None, run: Execution | None = None, *,
-        log=None, **keywords) -> FitReport:
+
+def fit(
+    source: str,
+    target: str,
+    output: str | None,
+    spec: FitSpec | None = None,
+    run: Execution | None = None,
+    *,
+    log=None,
+    **keywords,
+) -> FitReport:
     """Fit a ridge map from every chosen boundary of `source` to every chosen boundary of
     `target` (activation stores of the same token stream) and score it on held-out documents.
 
@@ -229,38 +284,74 @@ def fit(source: str, target: str, output: str | None, spec: FitSpec | None = Non
     # a file:// URL is a local path: the checked reads name chunk files by path
     source, target = (st.local_path(p) or p for p in (source, target))
     if output is not None:
-        st.check_output(output, "alignment", inputs={"source": source, "target": target}, overwrite=opts.run.overwrite,
-                        storage_options=opts.run.storage_options)
+        st.check_output(
+            output,
+            "alignment",
+            inputs={"source": source, "target": target},
+            overwrite=opts.run.overwrite,
+            storage_options=opts.run.storage_options,
+        )
 
     S, T, mode, paired_by = open_pair(source, target, opts.run.storage_options, opts.spec.pairing)
     if mode == "char-anchors":
         log(f"align fit: pairing char-anchors ({paired_by})")
     src_boundaries = select_boundaries(opts.spec.source_boundaries, S, "`source_boundaries`")
     tgt_boundaries = select_boundaries(opts.spec.target_boundaries, T, "`target_boundaries`")
-    anchored, partner = anchored_partner(S, T, opts.spec, log) if mode == "char-anchors" else (None, None)
-    split = make_split(S.tokens("doc"), S.tokens("pos"), opts.spec, S.tokens("seq"), partner=partner)
+    anchored, partner = (
+        anchored_partner(S, T, opts.spec, log) if mode == "char-anchors" else (None, None)
+    )
+    split = make_split(
+        S.tokens("doc"), S.tokens("pos"), opts.spec, S.tokens("seq"), partner=partner
+    )
     t_part = split.part if anchored is None else target_part(split.part, split.partner, T.n_tokens)
     sides = Side.of_store(S), Side.of_store(T)
     if output is not None:
-        check_result_room(output, src_boundaries, tgt_boundaries, *sides, split, opts.spec.save_maps)
+        check_result_room(
+            output, src_boundaries, tgt_boundaries, *sides, split, opts.spec.save_maps
+        )
     n_pairs = len(src_boundaries) * len(tgt_boundaries)
     if opts.spec.save_maps:
         size = n_pairs * (S.d_model + 1) * T.d_model * 8
-        log(f"align fit: `save_maps` stores W and c for {n_pairs} pairs: {human_bytes(size)} (float64)")
-    check_alphas(opts.spec.alphas, scale_of(S, src_boundaries, split.part), split.n_select, split.n_train)
+        log(
+            f"align fit: `save_maps` stores W and c for {n_pairs} pairs: {human_bytes(size)} (float64)"
+        )
+    check_alphas(
+        opts.spec.alphas, scale_of(S, src_boundaries, split.part), split.n_select, split.n_train
+    )
 
-    boot = budget.bootstrap_bytes(opts.spec.bootstrap, len(split.test_docs), len(src_boundaries), len(tgt_boundaries), T.d_model)
+    boot = budget.bootstrap_bytes(
+        opts.spec.bootstrap,
+        len(split.test_docs),
+        len(src_boundaries),
+        len(tgt_boundaries),
+        T.d_model,
+    )
     # the bootstrap's arrays live in this process, whose budget is --memory-limit unless that is per worker
-    own = opts.run.memory_limit is not None and (opts.run.scheduler is None or opts.run.scheduler in SYNC)
-    why = budget.bootstrap_refusal(opts.spec.bootstrap, boot, opts.run.memory_limit if own else default_memory_limit(),
-                                   len(split.test_docs), n_pairs)
+    own = opts.run.memory_limit is not None and (
+        opts.run.scheduler is None or opts.run.scheduler in SYNC
+    )
+    why = budget.bootstrap_refusal(
+        opts.spec.bootstrap,
+        boot,
+        opts.run.memory_limit if own else default_memory_limit(),
+        len(split.test_docs),
+        n_pairs,
+    )
     if why:
         raise InputError(why)
-    client_extra = budget.client_bytes(S.n_tokens, n_pairs, S.d_model, T.d_model, opts.spec.save_maps) + boot["passes"]
-    use_torch = opts.run.device == "cpu" and fit_flops(S, T, src_boundaries, tgt_boundaries) > SMALL_FIT_FLOPS
+    client_extra = (
+        budget.client_bytes(S.n_tokens, n_pairs, S.d_model, T.d_model, opts.spec.save_maps)
+        + boot["passes"]
+    )
+    use_torch = (
+        opts.run.device == "cpu"
+        and fit_flops(S, T, src_boundaries, tgt_boundaries) > SMALL_FIT_FLOPS
+    )
     if use_torch:
         import torch  # noqa: F401  (before the idle footprint is measured, and the threads' BLAS limit set)
-    scheduler, n_workers, limit = _where(opts, S, T, src_boundaries, tgt_boundaries, client_extra, log)
+    scheduler, n_workers, limit = _where(
+        opts, S, T, src_boundaries, tgt_boundaries, client_extra, log
+    )
     # under an explicit --memory-limit the result's modules (~70 MB) are loaded now, so that the
     # idle footprint measured below counts them; otherwise they load during the sums
     dataset_modules_counted = opts.run.memory_limit is not None
@@ -268,30 +359,64 @@ def fit(source: str, target: str, output: str | None, spec: FitSpec | None = Non
         import_dataset_modules()
     results, statistics = {}, {}
     with executor(scheduler, n_workers, limit, log) as ex:
-        plan, step, keep_heldout = _plan(opts, ex, S, T, src_boundaries, tgt_boundaries, client_extra, split)
+        plan, step, keep_heldout = _plan(
+            opts, ex, S, T, src_boundaries, tgt_boundaries, client_extra, split
+        )
         blocks = plan["block_list"]
         ranges = [(a, min(S.n_tokens, a + step)) for a in range(0, S.n_tokens, step)]
         # the shift of the sums: one store chunk's training mean is near enough (a task's range of
         # every boundary was ~1 GB to read at 128k tokens, for a vector any value of which gives the same fit)
         near = min(step, S.chunk_tokens)
-        shifts = (shifts_of(S, src_boundaries, split.part, near), shifts_of(T, tgt_boundaries, t_part, near))
+        shifts = (
+            shifts_of(S, src_boundaries, split.part, near),
+            shifts_of(T, tgt_boundaries, t_part, near),
+        )
         c = split.counts
-        log(f"align fit: {len(src_boundaries)}x{len(tgt_boundaries)} pairs in {len(blocks)} block(s) of at most "
+        log(
+            f"align fit: {len(src_boundaries)}x{len(tgt_boundaries)} pairs in {len(blocks)} block(s) of at most "
             f"{len(blocks[0][0])}x{len(blocks[0][1])} ({human_bytes(plan['block_bytes'])} "
             f"per worker of {human_bytes(plan['worker_budget'])} planned), {len(ranges)} tasks of {step:,} tokens, "
             f"{c['fit']:,} fit / {c['validation']:,} validation / {c['heldout']:,} held-out "
-            f"{'tokens (pairing tokens: ' + paired_by + ')' if mode == 'tokens' else 'anchored pairs'}")
-        so = json.dumps(opts.run.storage_options, sort_keys=True) if opts.run.storage_options else None
-        job = Job(S.path, T.path, so, opts.run.device, opts.run.blas_threads, min(step, S.chunk_tokens), use_torch,
-                  uuid.uuid4().hex)
+            f"{'tokens (pairing tokens: ' + paired_by + ')' if mode == 'tokens' else 'anchored pairs'}"
+        )
+        so = (
+            json.dumps(opts.run.storage_options, sort_keys=True)
+            if opts.run.storage_options
+            else None
+        )
+        job = Job(
+            S.path,
+            T.path,
+            so,
+            opts.run.device,
+            opts.run.blas_threads,
+            min(step, S.chunk_tokens),
+            use_torch,
+            uuid.uuid4().hex,
+        )
         plan["products"] = "numpy" if job.backend().torch is None else "torch"
-        solve_threads = opts.run.blas_threads and opts.run.blas_threads * (ex.n_workers if ex.mode != "remote" else 1)
-        tokens = Tokens(split.part, split.heldout_index if opts.spec.bootstrap else None, split.stat_part, split.partner)
-        settings = BlockSettings(opts.spec.alphas, opts.spec.extend_alphas, solve_threads, opts.spec.save_maps,
-                                 opts.hooks.keep_statistics, keep_heldout)
+        solve_threads = opts.run.blas_threads and opts.run.blas_threads * (
+            ex.n_workers if ex.mode != "remote" else 1
+        )
+        tokens = Tokens(
+            split.part,
+            split.heldout_index if opts.spec.bootstrap else None,
+            split.stat_part,
+            split.partner,
+        )
+        settings = BlockSettings(
+            opts.spec.alphas,
+            opts.spec.extend_alphas,
+            solve_threads,
+            opts.spec.save_maps,
+            opts.hooks.keep_statistics,
+            keep_heldout,
+        )
         factors, factors_of = {}, None
         for b, (I, J) in enumerate(blocks):
-            if I != factors_of:  # blocks come source block by source block: keep one block's factors
+            if (
+                I != factors_of
+            ):  # blocks come source block by source block: keep one block's factors
                 factors, factors_of = {}, I
             dsk, key = block_graph(b, (I, J), job, ranges, tokens, shifts, settings, factors)
             if b == 0 and not dataset_modules_counted:
@@ -303,21 +428,42 @@ def fit(source: str, target: str, output: str | None, spec: FitSpec | None = Non
                 raise
             fault_point("fit_after_block")
             factors = out["factors"]
-            results.update(pair_results(out["fitted"], out["heldout"], split, opts.spec.resampling, out["fractions"]))
+            results.update(
+                pair_results(
+                    out["fitted"], out["heldout"], split, opts.spec.resampling, out["fractions"]
+                )
+            )
             if opts.hooks.keep_statistics:
                 statistics[(I, J)] = out["stats"]
     plan.pop("block_list")
-    ds = alignment_dataset(results, (src_boundaries, tgt_boundaries), sides, split,
-                           opts.recorded(task_tokens=step, n_tokens=split.counts, pairing=mode), "store", opts.spec.save_maps,
-                           opts.spec.resampling)
+    ds = alignment_dataset(
+        results,
+        (src_boundaries, tgt_boundaries),
+        sides,
+        split,
+        opts.recorded(task_tokens=step, n_tokens=split.counts, pairing=mode),
+        "store",
+        opts.spec.save_maps,
+        opts.spec.resampling,
+    )
     ds.attrs["pairing"] = anchored.record() if anchored is not None else {"mode": "tokens"}
     note = grid_note(ds, opts.spec.extend_alphas)
     if note:
         log(f"align fit: {note}")
     if output is not None:
-        write_alignment(output, ds, {"source": source, "target": target}, opts.run.overwrite, opts.run.storage_options)
-        log(f"align fit: wrote {output} ({len(src_boundaries)}x{len(tgt_boundaries)} pairs) in {time.time() - t0:.1f} s")
-    return FitReport(output, ds, time.time() - t0, blocks, statistics, ex.seen, ex.task_seconds, plan)
+        write_alignment(
+            output,
+            ds,
+            {"source": source, "target": target},
+            opts.run.overwrite,
+            opts.run.storage_options,
+        )
+        log(
+            f"align fit: wrote {output} ({len(src_boundaries)}x{len(tgt_boundaries)} pairs) in {time.time() - t0:.1f} s"
+        )
+    return FitReport(
+        output, ds, time.time() - t0, blocks, statistics, ex.seen, ex.task_seconds, plan
+    )
 
 
 def fit_flops(S, T, src_boundaries, tgt_boundaries) -> float:
@@ -336,33 +482,72 @@ def _where(opts: FitRequest, S, T, src_boundaries, tgt_boundaries, client_extra:
     limit = opts.run.memory_limit if opts.run.memory_limit is not None else default_memory_limit()
     if opts.run.n_workers is None:
         return THREADS, None, limit
-    step = opts.run.task_tokens or budget.default_task_tokens(S.chunk_tokens, S.n_tokens, opts.run.n_workers, opts.run.device)
-    least, _ = budget.least_pair_bytes(S.d_model, T.d_model, step, S.chunk_tokens, S.n_tokens, opts.run.task_tokens is not None)
-    n_workers = local_workers(opts.run.n_workers, limit, math.ceil(least / PLAN_FRACTION), client_extra, log)
+    step = opts.run.task_tokens or budget.default_task_tokens(
+        S.chunk_tokens, S.n_tokens, opts.run.n_workers, opts.run.device
+    )
+    least, _ = budget.least_pair_bytes(
+        S.d_model, T.d_model, step, S.chunk_tokens, S.n_tokens, opts.run.task_tokens is not None
+    )
+    n_workers = local_workers(
+        opts.run.n_workers, limit, math.ceil(least / PLAN_FRACTION), client_extra, log
+    )
     return None, n_workers, limit
 
 
 def _plan(opts: FitRequest, ex, S, T, src_boundaries, tgt_boundaries, client_extra: int, split):
     """(plan, tokens per task, keep held-out rows) once the executor is up; refuses a budget
     that cannot hold one pair, naming the minimum."""
-    step = opts.run.task_tokens or budget.default_task_tokens(S.chunk_tokens, S.n_tokens, ex.n_workers, opts.run.device)
+    step = opts.run.task_tokens or budget.default_task_tokens(
+        S.chunk_tokens, S.n_tokens, ex.n_workers, opts.run.device
+    )
     fixed = opts.run.task_tokens is not None
-    per_worker = opts.hooks.worker_budget if opts.hooks.worker_budget is not None else worker_budget_of(ex, client_extra)
+    per_worker = (
+        opts.hooks.worker_budget
+        if opts.hooks.worker_budget is not None
+        else worker_budget_of(ex, client_extra)
+    )
     if opts.run.device != "cpu":
         per_worker = min(per_worker, device_budget(opts.run.device))
     grid = budget.PairGrid(src_boundaries, tgt_boundaries, S.d_model, T.d_model)
-    planned = budget.plan_blocks(grid, step, per_worker, S.chunk_tokens, fixed_tokens=fixed, n_tokens=S.n_tokens,
-                                 parts=split.n_parts)
+    planned = budget.plan_blocks(
+        grid,
+        step,
+        per_worker,
+        S.chunk_tokens,
+        fixed_tokens=fixed,
+        n_tokens=S.n_tokens,
+        parts=split.n_parts,
+    )
     if planned is None:
-        need, least = budget.least_pair_bytes(S.d_model, T.d_model, step, S.chunk_tokens, S.n_tokens, fixed)
+        need, least = budget.least_pair_bytes(
+            S.d_model, T.d_model, step, S.chunk_tokens, S.n_tokens, fixed
+        )
         refuse_memory(ex, client_extra, need, S.d_model, T.d_model, least)
     blocks, step = planned
     nI, nJ = len(blocks[0][0]), len(blocks[0][1])
-    used = budget.block_bytes(nI, nJ, S.d_model, T.d_model, step, S.chunk_tokens, math.ceil(S.n_tokens / step),
-                              split.n_parts)
+    used = budget.block_bytes(
+        nI,
+        nJ,
+        S.d_model,
+        T.d_model,
+        step,
+        S.chunk_tokens,
+        math.ceil(S.n_tokens / step),
+        split.n_parts,
+    )
     kept = budget.heldout_rows_bytes(split.counts["heldout"], nI, nJ, S.d_model, T.d_model)
     keep_heldout = used + kept <= per_worker
-    plan = {"mode": ex.mode, "limit": ex.limit, "idle": ex.idle, "client_extra": client_extra,
-            "worker_budget": per_worker, "n_workers": ex.n_workers, "task_tokens": step, "blocks": len(blocks),
-            "block_bytes": used, "heldout_rows_kept": keep_heldout, "block_list": blocks}
+    plan = {
+        "mode": ex.mode,
+        "limit": ex.limit,
+        "idle": ex.idle,
+        "client_extra": client_extra,
+        "worker_budget": per_worker,
+        "n_workers": ex.n_workers,
+        "task_tokens": step,
+        "blocks": len(blocks),
+        "block_bytes": used,
+        "heldout_rows_kept": keep_heldout,
+        "block_list": blocks,
+    }
     return plan, step, keep_heldout

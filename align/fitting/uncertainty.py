@@ -35,7 +35,12 @@ from align.stats import bootstrap
 from align.stats.bootstrap import Resampling
 
 LEVEL = 0.95
-STATS = ("spearman", "mean_depth_gap", "soft_depth_spread", "slope")  # summary statistics given intervals
+STATS = (
+    "spearman",
+    "mean_depth_gap",
+    "soft_depth_spread",
+    "slope",
+)  # summary statistics given intervals
 
 
 def weights(n_docs: int, resampling: Resampling) -> np.ndarray:
@@ -64,7 +69,9 @@ def centred_square(centred: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.einsum("bd,bd->b", q, q)
 
 
-def resampled_scores(doc_pair: np.ndarray, doc_target: np.ndarray, cc: np.ndarray, w: np.ndarray) -> dict:
+def resampled_scores(
+    doc_pair: np.ndarray, doc_target: np.ndarray, cc: np.ndarray, w: np.ndarray
+) -> dict:
     """Scores of every pair in every resample.
 
     doc_pair (K, S, T, 3): per document Σ ratio, Σ‖e‖, Σ‖e‖²; doc_target (K, T, 3): n, Σ‖y‖,
@@ -99,8 +106,16 @@ def path_statistics(jstar: np.ndarray, sdepth: np.ndarray, n_target: int) -> dic
     return {"mean_depth_gap": gap, "slope": slope}
 
 
-def summarise(err_b: np.ndarray, point: Summary, src_boundaries, tgt_boundaries, n_source: int, n_target: int,
-              resampling: Resampling, err: np.ndarray) -> tuple[np.ndarray, dict]:
+def summarise(
+    err_b: np.ndarray,
+    point: Summary,
+    src_boundaries,
+    tgt_boundaries,
+    n_source: int,
+    n_target: int,
+    resampling: Resampling,
+    err: np.ndarray,
+) -> tuple[np.ndarray, dict]:
     """p_best (len(src_boundaries), len(tgt_boundaries)) and the summary's bootstrap fields.
 
     err_b (B, S, T): resampled relative_error; point: `ridge.summary` of the point matrix
@@ -114,10 +129,17 @@ def summarise(err_b: np.ndarray, point: Summary, src_boundaries, tgt_boundaries,
     src = [k for k, i in enumerate(src_boundaries) if i >= 1]
     tgt = [k for k, j in enumerate(tgt_boundaries) if j >= 1]
     p_best = np.full(err.shape, np.nan)
-    fields: dict = {"bootstrap": {"unit": "held-out document", "resamples": int(resampling.resamples),
-                                  "seed": int(resampling.seed), "level": LEVEL,
-                                  "scheme": bootstrap.SCHEME.format(size="n_heldout_docs"),
-                                  "min_defined": bootstrap.MIN_RESAMPLES, "undefined": bootstrap.UNDEFINED}}
+    fields: dict = {
+        "bootstrap": {
+            "unit": "held-out document",
+            "resamples": int(resampling.resamples),
+            "seed": int(resampling.seed),
+            "level": LEVEL,
+            "scheme": bootstrap.SCHEME.format(size="n_heldout_docs"),
+            "min_defined": bootstrap.MIN_RESAMPLES,
+            "undefined": bootstrap.UNDEFINED,
+        }
+    }
     if not tgt:
         return p_best, fields
     tgt_ids = np.asarray([tgt_boundaries[k] for k in tgt])
@@ -131,9 +153,11 @@ def summarise(err_b: np.ndarray, point: Summary, src_boundaries, tgt_boundaries,
         for a in range(err.shape[0]):
             p_best[a, tgt] = np.bincount(choice[:, a], minlength=len(tgt)) / len(eb)
     else:  # p_best, the path's probability and every summary interval stay NaN
-        fields["bootstrap"]["note"] = (f"no p_best, path probability or summary interval: the matrix is defined in "
-                                       f"{n_valid:,} of {len(valid):,} resamples (one that drew no scored token leaves "
-                                       f"it undefined), fewer than the {bootstrap.MIN_RESAMPLES} they need")
+        fields["bootstrap"]["note"] = (
+            f"no p_best, path probability or summary interval: the matrix is defined in "
+            f"{n_valid:,} of {len(valid):,} resamples (one that drew no scored token leaves "
+            f"it undefined), fewer than the {bootstrap.MIN_RESAMPLES} they need"
+        )
     if not src:
         return p_best, fields
     sdepth = np.array([src_boundaries[k] / n_source for k in src])
@@ -144,7 +168,9 @@ def summarise(err_b: np.ndarray, point: Summary, src_boundaries, tgt_boundaries,
         fields.update({f"{key}_{end}": float("nan") for key in STATS for end in ("low", "high")})
         return p_best, fields
     jstar_b = tgt_ids[choice[:, src]]  # (B', nS)
-    fields["argmin_path_probability"] = float(np.mean(np.all(jstar_b == point_path[None, :], axis=1)))
+    fields["argmin_path_probability"] = float(
+        np.mean(np.all(jstar_b == point_path[None, :], axis=1))
+    )
     per = resampled_statistics(jstar_b, eb[:, src], sdepth, tdepth, n_target)
     for key in STATS:
         lo, hi = interval(per[key])
@@ -159,13 +185,16 @@ def summarise(err_b: np.ndarray, point: Summary, src_boundaries, tgt_boundaries,
     return p_best, fields
 
 
-def resampled_statistics(jstar: np.ndarray, rows: np.ndarray, sdepth: np.ndarray, tdepth: np.ndarray,
-                         n_target: int) -> dict:
+def resampled_statistics(
+    jstar: np.ndarray, rows: np.ndarray, sdepth: np.ndarray, tdepth: np.ndarray, n_target: int
+) -> dict:
     """STATS of every resample: jstar (B, nS) the argmin paths, rows (B, nS, T') the resampled
     relative_error over source and target boundaries ≥ 1, sdepth (nS,) and tdepth (T') their
     depths. Spearman is NaN for a constant path."""
     out = path_statistics(jstar, sdepth, n_target)
-    out["spearman"] = np.array([spearman(sdepth, p) if len(set(p.tolist())) > 1 else np.nan for p in jstar])
+    out["spearman"] = np.array(
+        [spearman(sdepth, p) if len(set(p.tolist())) > 1 else np.nan for p in jstar]
+    )
     out["soft_depth_spread"] = _soft_spread(rows, tdepth)
     return out
 
@@ -193,11 +222,15 @@ def fraction_no_smaller(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.float64(count) / (len(x) * len(y)))
 
 
-def _nulls(err, src, tgt, tgt_ids, sdepth, n_target, per, resampling: Resampling, n_rows: int) -> dict:
+def _nulls(
+    err, src, tgt, tgt_ids, sdepth, n_target, per, resampling: Resampling, n_rows: int
+) -> dict:
     """The flat and the uniform null of the path statistics (see `summarise`)."""
     flat_j = int(tgt_ids[int(np.argmin(err[np.ix_(src, tgt)].mean(axis=0)))])
     flat = path_statistics(np.full((1, n_rows), flat_j), sdepth, n_target)
-    rng = np.random.default_rng([int(resampling.seed), 1])  # its own stream: the documents' draws stay as documented
+    rng = np.random.default_rng(
+        [int(resampling.seed), 1]
+    )  # its own stream: the documents' draws stay as documented
     uniform_paths = tgt_ids[rng.integers(0, len(tgt_ids), size=(int(resampling.resamples), n_rows))]
     uni = path_statistics(uniform_paths, sdepth, n_target)
     gap_flat = float(flat["mean_depth_gap"][0])
@@ -205,12 +238,23 @@ def _nulls(err, src, tgt, tgt_ids, sdepth, n_target, per, resampling: Resampling
     s_lo, s_hi = interval(uni["slope"])
     gaps = per["mean_depth_gap"]
     return {
-        "flat": {"target_boundary": flat_j, "mean_depth_gap": gap_flat, "slope": 0.0,
-                 "mean_depth_gap_vs_flat": float(np.mean(gaps >= gap_flat))},
-        "uniform": {"mean_depth_gap": float(np.mean(uni["mean_depth_gap"])), "mean_depth_gap_low": float(u_lo),
-                    "mean_depth_gap_high": float(u_hi), "slope_low": float(s_lo), "slope_high": float(s_hi),
-                    "mean_depth_gap_vs_uniform": fraction_no_smaller(gaps, uni["mean_depth_gap"])},
-        "note": ("flat: every source boundary >= 1 mapped to the target boundary of least mean error; uniform: "
-                 "paths drawn uniformly among target boundaries >= 1, default_rng([seed, 1]); *_vs_*: the fraction of "
-                 "(resample, null) comparisons in which the observed mean depth gap is no smaller than the null's"),
+        "flat": {
+            "target_boundary": flat_j,
+            "mean_depth_gap": gap_flat,
+            "slope": 0.0,
+            "mean_depth_gap_vs_flat": float(np.mean(gaps >= gap_flat)),
+        },
+        "uniform": {
+            "mean_depth_gap": float(np.mean(uni["mean_depth_gap"])),
+            "mean_depth_gap_low": float(u_lo),
+            "mean_depth_gap_high": float(u_hi),
+            "slope_low": float(s_lo),
+            "slope_high": float(s_hi),
+            "mean_depth_gap_vs_uniform": fraction_no_smaller(gaps, uni["mean_depth_gap"]),
+        },
+        "note": (
+            "flat: every source boundary >= 1 mapped to the target boundary of least mean error; uniform: "
+            "paths drawn uniformly among target boundaries >= 1, default_rng([seed, 1]); *_vs_*: the fraction of "
+            "(resample, null) comparisons in which the observed mean depth gap is no smaller than the null's"
+        ),
     }

@@ -53,6 +53,7 @@ def capture(model, boundaries, layers=(), stop_early: bool = True):
                 out["resid"][l + 1] = first(output)
             if stop_early and l == last_block and l < L - 1:
                 raise _StopForward
+
         return hook
 
     fam = families.of(model)
@@ -61,11 +62,16 @@ def capture(model, boundaries, layers=(), stop_early: bool = True):
     def sub_hook(kind, l):
         def hook(module, args, output):
             t = first(output)
-            if t.dim() == 2:  # a module on flattened tokens (OPT's fc2): back to (batch, seq, d_model)
+            if (
+                t.dim() == 2
+            ):  # a module on flattened tokens (OPT's fc2): back to (batch, seq, d_model)
                 t = t.view(*shapes[l], -1)
-            if fam.copy_sublayers:  # the block adds into this tensor in place after the hook (Falcon)
+            if (
+                fam.copy_sublayers
+            ):  # the block adds into this tensor in place after the hook (Falcon)
                 t = t.clone()
             out[kind][l] = t if scale == 1.0 else t * scale
+
         return hook
 
     shapes = {}
@@ -74,6 +80,7 @@ def capture(model, boundaries, layers=(), stop_early: bool = True):
         def hook(module, args, kwargs):
             h = args[0] if args else kwargs["hidden_states"]
             shapes[l] = h.shape[:-1]
+
         return hook
 
     try:
@@ -102,14 +109,23 @@ def run(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, boundaries
     base = models.base_model(model)
     with capture(model, boundaries, layers) as out, torch.inference_mode():
         try:
-            base(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
+            base(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                position_ids=position_ids,
+                use_cache=False,
+            )
         except _StopForward:
             pass
     return out
 
 
 def _what(kind: str, i: int) -> str:
-    return {"resid": f"boundary {i}", "attn": f"the attention output of layer {i}", "mlp": f"the MLP output of layer {i}"}[kind]
+    return {
+        "resid": f"boundary {i}",
+        "attn": f"the attention output of layer {i}",
+        "mlp": f"the MLP output of layer {i}",
+    }[kind]
 
 
 def _forward_order(kind_index) -> float:
@@ -122,8 +138,14 @@ STORE_INCOMPLETE = "nothing of this batch was written and the store stays incomp
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
-def check_finite(out: dict, keep, locate=None, model: str | None = None, consequence: str = STORE_INCOMPLETE,
-                 float32: str = "compute in `dtype` float32") -> None:
+def check_finite(
+    out: dict,
+    keep,
+    locate=None,
+    model: str | None = None,
+    consequence: str = STORE_INCOMPLETE,
+    float32: str = "compute in `dtype` float32",
+) -> None:
     """Refuse non-finite values among the real (unpadded) tokens of a captured batch.
 
     out: capture's dict {kind: {index: (batch, seq, d_model)}}; keep: (batch, seq) bool mask.
@@ -146,7 +168,9 @@ def check_finite(out: dict, keep, locate=None, model: str | None = None, consequ
             total = s if total is None else total + s.to(total.device)
     if total is None or bool(torch.isfinite(total)):
         return
-    for kind, i in sorted(((k, i) for k in ("resid", "attn", "mlp") for i in out[k]), key=_forward_order):
+    for kind, i in sorted(
+        ((k, i) for k in ("resid", "attn", "mlp") for i in out[k]), key=_forward_order
+    ):
         t = out[kind][i]
         bad = ~torch.isfinite(t) & keep.to(t.device)[..., None]
         if not bool(bad.any()):
@@ -156,7 +180,10 @@ def check_finite(out: dict, keep, locate=None, model: str | None = None, consequ
         where = locate(first) if locate is not None else f"token {first} of the batch"
         of = f" of {model}" if model else ""
         advice = "check the checkpoint's weights for NaN/inf" + (
-            f", or {float32}" if t.dtype in LOW_PRECISION else f" (it computed in {str(t.dtype).removeprefix('torch.')})")
+            f", or {float32}"
+            if t.dtype in LOW_PRECISION
+            else f" (it computed in {str(t.dtype).removeprefix('torch.')})"
+        )
         raise NonFiniteError(
             f"non-finite activations{of} at {_what(kind, i)}: {int(bad.sum()):,} NaN/inf values in {k:,} "
             f"token{'s' if k != 1 else ''} of this batch, first at {where}; {consequence}: {advice}"

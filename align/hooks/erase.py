@@ -25,4 +25,6 @@ def install_erase(model, boundary: int, where, value):
             return (new,) + tuple(args[1:]), kwargs
         return args, {**kwargs, "hidden_states": new}
 
-    return models.blocks(model)[boundary].register_forward_pre_hook(pre, with_kwargs=True, prepend=True)
+    return models.blocks(model)[boundary].register_forward_pre_hook(
+        pre, with_kwargs=True, prepend=True
+    )

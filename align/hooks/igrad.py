@@ -24,6 +24,7 @@ def install_interpolation(model, part: str, layer: int, alpha, v: Variant, store
         return y
 
     if part == "layer":
+
         def hook(module, args, kwargs, output):
             out = first(output)
             if v.object == "residual":
@@ -32,13 +33,17 @@ def install_interpolation(model, part: str, layer: int, alpha, v: Variant, store
             h_in = (args[0] if args else kwargs["hidden_states"]).detach().to(out.device)
             return replace_first(output, h_in + interpolated(out - h_in))
 
-        return models.blocks(model)[layer].register_forward_hook(hook, with_kwargs=True, prepend=True)
+        return models.blocks(model)[layer].register_forward_hook(
+            hook, with_kwargs=True, prepend=True
+        )
     attn_mods, mlp_mods = models.sublayer_modules(model)
     mod = {"attn": attn_mods, "mlp": mlp_mods}[part][layer]
 
     def sub(module, args, output):
         x = first(output)
-        flat = x.dim() == 2  # a module on flattened tokens (OPT's fc2): interpolate per row as (B, T, d)
+        flat = (
+            x.dim() == 2
+        )  # a module on flattened tokens (OPT's fc2): interpolate per row as (B, T, d)
         y = interpolated(x.view(len(alpha), -1, x.shape[-1]) if flat else x)
         # A copy, so that a block adding into the returned tensor in place (Falcon) leaves the leaf alone.
         return replace_first(output, (y.view_as(x) if flat else y).clone())

@@ -14,13 +14,16 @@ def install_skip(model, part: str, layer: int, where):
 
     w = where[..., None]
     if part == "layer":
+
         def hook(module, args, kwargs, output):
             out = first(output)
             # The hook sees the block's input before a device_map hook moved it to the block's device.
             h_in = (args[0] if args else kwargs["hidden_states"]).to(out.device)
             return replace_first(output, torch.where(w.to(out.device), h_in, out))
 
-        return models.blocks(model)[layer].register_forward_hook(hook, with_kwargs=True, prepend=True)
+        return models.blocks(model)[layer].register_forward_hook(
+            hook, with_kwargs=True, prepend=True
+        )
     attn_mods, mlp_mods = models.sublayer_modules(model)
     mod = {"attn": attn_mods, "mlp": mlp_mods}[part][layer]
 

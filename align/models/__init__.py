@@ -34,12 +34,41 @@ from align.models.loading import (
     load_model,
 )
 from align.models.spec import DTYPES, ModelSpec
-from align.models.tokenizer import SLOW_TOKENIZER_FILES, TOKENIZER_JSON, load_tokenizer, tokenizer_from_file
+from align.models.tokenizer import (
+    SLOW_TOKENIZER_FILES,
+    TOKENIZER_JSON,
+    load_tokenizer,
+    tokenizer_from_file,
+)
 
 __all__ = [
-    "DTYPES", "FAMILIES", "SLOW_TOKENIZER_FILES", "SUPPORTED", "TOKENIZER_JSON", "Family", "ModelSpec",
-    "attention_implementation", "base_model", "blocks", "build_random", "check_source", "check_token_ids",
-    "checkpoint_keys", "config_hash", "discovery", "families", "final_norm", "get_path", "head", "hub_commit",
-    "init_device", "input_device", "load_config", "load_model", "load_tokenizer", "sublayer_modules",
-    "tokenizer_from_file", "unembed",
+    "DTYPES",
+    "FAMILIES",
+    "SLOW_TOKENIZER_FILES",
+    "SUPPORTED",
+    "TOKENIZER_JSON",
+    "Family",
+    "ModelSpec",
+    "attention_implementation",
+    "base_model",
+    "blocks",
+    "build_random",
+    "check_source",
+    "check_token_ids",
+    "checkpoint_keys",
+    "config_hash",
+    "discovery",
+    "families",
+    "final_norm",
+    "get_path",
+    "head",
+    "hub_commit",
+    "init_device",
+    "input_device",
+    "load_config",
+    "load_model",
+    "load_tokenizer",
+    "sublayer_modules",
+    "tokenizer_from_file",
+    "unembed",
 ]

@@ -14,7 +14,15 @@ from dataclasses import replace
 
 from align.errors import ModelError
 from align.models.families import (
-    Family, SUPPORTED, assign, blocks, for_config, get_path, head, of, residual_scale,
+    SUPPORTED,
+    Family,
+    assign,
+    blocks,
+    for_config,
+    get_path,
+    head,
+    of,
+    residual_scale,
 )
 
 
@@ -26,7 +34,6 @@ def of_config(config, asserted: str | None = None, trust_remote_code: bool = Fal
         return fam
     from accelerate import init_empty_weights
     from transformers import AutoModelForCausalLM
-
     from transformers.utils import logging as hf_logging
 
     verbosity = hf_logging.get_verbosity()
@@ -36,8 +43,10 @@ def of_config(config, asserted: str | None = None, trust_remote_code: bool = Fal
             skeleton = AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
     except (ValueError, KeyError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ModelError(f"model_type {getattr(config, 'model_type', '?')!r} is not a causal language model "
-                         f"transformers can build: {first}") from None
+        raise ModelError(
+            f"model_type {getattr(config, 'model_type', '?')!r} is not a causal language model "
+            f"transformers can build: {first}"
+        ) from None
     finally:
         hf_logging.set_verbosity(verbosity)
     return discover(skeleton)
@@ -62,29 +71,57 @@ def discover(model) -> Family:
     config = model.config
     mt = getattr(config, "model_type", "?")
     L = getattr(config, "num_hidden_layers", None)
-    lists = [n for n, m in model.named_modules() if isinstance(m, torch.nn.ModuleList) and len(m) == L and n]
+    lists = [
+        n
+        for n, m in model.named_modules()
+        if isinstance(m, torch.nn.ModuleList) and len(m) == L and n
+    ]
     if len(lists) != 1:
-        raise ModelError(f"model_type {mt!r} is not in align's family table and its decoder blocks could not be found: "
-                         f"{len(lists)} ModuleLists of num_hidden_layers={L} modules ({', '.join(lists) or 'none'}); "
-                         f"align knows {SUPPORTED}, or assert one with `family` NAME")
+        raise ModelError(
+            f"model_type {mt!r} is not in align's family table and its decoder blocks could not be found: "
+            f"{len(lists)} ModuleLists of num_hidden_layers={L} modules ({', '.join(lists) or 'none'}); "
+            f"align knows {SUPPORTED}, or assert one with `family` NAME"
+        )
     blocks_path = lists[0]
     parent_path = blocks_path.rsplit(".", 1)[0] if "." in blocks_path else ""
     parent = get_path(model, parent_path) if parent_path else model
-    norm = next((f"{parent_path}.{n}".lstrip(".") for n in NORM_NAMES if isinstance(getattr(parent, n, None), torch.nn.Module)), None)
+    norm = next(
+        (
+            f"{parent_path}.{n}".lstrip(".")
+            for n in NORM_NAMES
+            if isinstance(getattr(parent, n, None), torch.nn.Module)
+        ),
+        None,
+    )
     out_emb, in_emb = model.get_output_embeddings(), model.get_input_embeddings()
     unembed_path = _path_of(model, out_emb) if out_emb is not None else None
     if norm is None or unembed_path is None:
-        missing = " and ".join(w for w, p in (("the final norm", norm), ("the output embeddings", unembed_path)) if p is None)
-        raise ModelError(f"model_type {mt!r} is not in align's family table and {missing} could not be found "
-                         f"(looked beside {blocks_path} for {', '.join(NORM_NAMES)}); the family table knows {SUPPORTED}, "
-                         "or assert a family with `family` NAME")
+        missing = " and ".join(
+            w
+            for w, p in (("the final norm", norm), ("the output embeddings", unembed_path))
+            if p is None
+        )
+        raise ModelError(
+            f"model_type {mt!r} is not in align's family table and {missing} could not be found "
+            f"(looked beside {blocks_path} for {', '.join(NORM_NAMES)}); the family table knows {SUPPORTED}, "
+            "or assert a family with `family` NAME"
+        )
     block = get_path(model, blocks_path)[0]
     children = dict(block.named_children())
     attn = next((n for n in ATTN_NAMES if n in children), None)
     mlp = next((n for n in MLP_NAMES if n in children), None)
-    return Family(f"discovered:{mt}", (mt,), blocks=blocks_path, embed=_path_of(model, in_emb) or "", final_norm=norm,
-                  unembed=unembed_path, attn_out=attn, mlp_out=mlp, found="discovered",
-                  notes="found by align.models.discovery.discover and checked by verify")
+    return Family(
+        f"discovered:{mt}",
+        (mt,),
+        blocks=blocks_path,
+        embed=_path_of(model, in_emb) or "",
+        final_norm=norm,
+        unembed=unembed_path,
+        attn_out=attn,
+        mlp_out=mlp,
+        found="discovered",
+        notes="found by align.models.discovery.discover and checked by verify",
+    )
 
 
 # A float32 probe must agree to rounding; bf16/fp16 weights are probed in float32 arithmetic of
@@ -121,10 +158,17 @@ def verify(model, sublayers: bool = True) -> dict:
         def hook(module, args, output):
             t = output[0] if isinstance(output, (tuple, list)) else output
             store[key] = t.detach().clone()
+
         return hook
 
-    handles = [bl[0].register_forward_pre_hook(
-        lambda m, a, k: resid.__setitem__(0, (a[0] if a else k["hidden_states"]).detach().clone()), with_kwargs=True)]
+    handles = [
+        bl[0].register_forward_pre_hook(
+            lambda m, a, k: resid.__setitem__(
+                0, (a[0] if a else k["hidden_states"]).detach().clone()
+            ),
+            with_kwargs=True,
+        )
+    ]
     handles += [b.register_forward_hook(keep(resid, l + 1)) for l, b in enumerate(bl)]
     candidates = []
     if sublayers and fam.attn_out and fam.mlp_out:
@@ -156,37 +200,63 @@ def verify(model, sublayers: bool = True) -> dict:
 
     hd = head(model)
     checks = {
-        "h_b = output_hidden_states[b], b < L": lambda: _hidden_states_check(model, ids, resid, hs, L, rel),
-        "head input at h_L = last hidden state": lambda: rel(hd.pre_unembed(resid[L]), hs[L]) if len(hs) > L else 0.0,
+        "h_b = output_hidden_states[b], b < L": lambda: _hidden_states_check(
+            model, ids, resid, hs, L, rel
+        ),
+        "head input at h_L = last hidden state": lambda: (
+            rel(hd.pre_unembed(resid[L]), hs[L]) if len(hs) > L else 0.0
+        ),
         "head(h_L) = logits": lambda: rel(hd(resid[L]), out.logits),
-        "causal: earlier logits do not see a later token": lambda: rel(changed[:, :-1], out.logits[:, :-1]),
+        "causal: earlier logits do not see a later token": lambda: rel(
+            changed[:, :-1], out.logits[:, :-1]
+        ),
     }
     found = {}
     for check, measure in checks.items():
         try:
             diff, why = measure(), ""
-        except (RuntimeError, ValueError, TypeError) as e:  # e.g. the parts found do not even fit together
-            diff, why = float("inf"), f" ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+        except (
+            RuntimeError,
+            ValueError,
+            TypeError,
+        ) as e:  # e.g. the parts found do not even fit together
+            diff, why = (
+                float("inf"),
+                f" ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})",
+            )
         if not diff <= tol:  # NaN fails too
-            raise ModelError(f"{model.config.model_type} ({fam.name}, {fam.found}): the check {check!r} failed by "
-                             f"{diff:.2g}{why} (relative; at most {tol:.0e} passes): align cannot read this model's "
-                             "residual stream; assert the right family with `family` NAME, or use a supported model")
+            raise ModelError(
+                f"{model.config.model_type} ({fam.name}, {fam.found}): the check {check!r} failed by "
+                f"{diff:.2g}{why} (relative; at most {tol:.0e} passes): align cannot read this model's "
+                "residual stream; assert the right family with `family` NAME, or use a supported model"
+            )
         found[check] = diff
     scale = residual_scale(model)
     for a, m in candidates:
         if not all((l, a) in sub and (l, m) in sub for l in range(L)):
             continue
-        err = max(rel(resid[l] + scale * (_as(sub[(l, a)], resid[l]) + _as(sub[(l, m)], resid[l])), resid[l + 1])
-                  for l in range(L))
+        err = max(
+            rel(
+                resid[l] + scale * (_as(sub[(l, a)], resid[l]) + _as(sub[(l, m)], resid[l])),
+                resid[l + 1],
+            )
+            for l in range(L)
+        )
         if err <= tol:
             found["h_{l+1} = h_l + a_l + m_l"] = err
             if (a, m) != (fam.attn_out, fam.mlp_out):
                 assign(model, replace(fam, attn_out=a, mlp_out=m))
             break
     else:
-        if candidates and fam.found != "discovered" and (fam.not_additive is None or not fam.not_additive(model.config)):
-            raise ModelError(f"{model.config.model_type} ({fam.name}): the check 'h_(l+1) = h_l + a_l + m_l' failed: "
-                             "the family's sublayer modules do not add up to the residual for this configuration")
+        if (
+            candidates
+            and fam.found != "discovered"
+            and (fam.not_additive is None or not fam.not_additive(model.config))
+        ):
+            raise ModelError(
+                f"{model.config.model_type} ({fam.name}): the check 'h_(l+1) = h_l + a_l + m_l' failed: "
+                "the family's sublayer modules do not add up to the residual for this configuration"
+            )
         if fam.found == "discovered":
             assign(model, replace(fam, attn_out=None, mlp_out=None))
     return found
@@ -211,5 +281,3 @@ def _hidden_states_check(model, ids, resid, hs, L: int, rel) -> float:
 def _as(t, like):
     """A sublayer output in the residual's shape (OPT's fc2 works on flattened tokens)."""
     return t.reshape(like.shape) if t.shape != like.shape else t
-
-

@@ -93,12 +93,22 @@ def opt_not_additive(config) -> str | None:
 FAMILIES: tuple[Family, ...] = (
     Family("llama", ("llama",), notes="pre-norm; Llama 3's tokenizer prepends BOS"),
     Family("mistral", ("mistral", "ministral"), notes="pre-norm, sliding-window attention"),
-    Family("mixtral", ("mixtral",), notes="pre-norm; the MLP is a mixture of experts (m_l: the experts' weighted sum)"),
+    Family(
+        "mixtral",
+        ("mixtral",),
+        notes="pre-norm; the MLP is a mixture of experts (m_l: the experts' weighted sum)",
+    ),
     Family("qwen2", ("qwen2",), notes="pre-norm; Qwen's tokenizer adds no BOS"),
-    Family("qwen2_moe", ("qwen2_moe",), notes="pre-norm; m_l: routed experts plus the gated shared expert"),
+    Family(
+        "qwen2_moe",
+        ("qwen2_moe",),
+        notes="pre-norm; m_l: routed experts plus the gated shared expert",
+    ),
     Family("qwen3", ("qwen3",), notes="pre-norm with q/k norms"),
     Family("qwen3_moe", ("qwen3_moe",), notes="pre-norm; mixture-of-experts MLP"),
-    Family("gemma", ("gemma",), notes="pre-norm; h_0 is the embedding times √d_model; tied unembedding"),
+    Family(
+        "gemma", ("gemma",), notes="pre-norm; h_0 is the embedding times √d_model; tied unembedding"
+    ),
     Family(
         "gemma2",
         ("gemma2", "gemma3_text"),
@@ -109,14 +119,39 @@ FAMILIES: tuple[Family, ...] = (
         finish=gemma_softcap,
         notes="pre- and post-sublayer norms; h_0 scaled by √d_model; final logits soft-capped",
     ),
-    Family("gpt2", ("gpt2", "gpt_bigcode"), blocks="transformer.h", embed="transformer.wte", final_norm="transformer.ln_f",
-           attn_out="attn", notes="learned position embeddings added before block 0; tied unembedding"),
-    Family("gpt_neox", ("gpt_neox",), blocks="gpt_neox.layers", embed="gpt_neox.embed_in",
-           final_norm="gpt_neox.final_layer_norm", attn_out="attention",
-           notes="parallel residual when use_parallel_residual (Pythia): both sublayers read h_l"),
-    Family("gptj", ("gptj",), blocks="transformer.h", embed="transformer.wte", final_norm="transformer.ln_f",
-           attn_out="attn", notes="parallel block: one norm, both sublayers read it"),
-    Family("phi", ("phi",), final_norm="model.final_layernorm", notes="parallel block: both sublayers read one norm of h_l"),
+    Family(
+        "gpt2",
+        ("gpt2", "gpt_bigcode"),
+        blocks="transformer.h",
+        embed="transformer.wte",
+        final_norm="transformer.ln_f",
+        attn_out="attn",
+        notes="learned position embeddings added before block 0; tied unembedding",
+    ),
+    Family(
+        "gpt_neox",
+        ("gpt_neox",),
+        blocks="gpt_neox.layers",
+        embed="gpt_neox.embed_in",
+        final_norm="gpt_neox.final_layer_norm",
+        attn_out="attention",
+        notes="parallel residual when use_parallel_residual (Pythia): both sublayers read h_l",
+    ),
+    Family(
+        "gptj",
+        ("gptj",),
+        blocks="transformer.h",
+        embed="transformer.wte",
+        final_norm="transformer.ln_f",
+        attn_out="attn",
+        notes="parallel block: one norm, both sublayers read it",
+    ),
+    Family(
+        "phi",
+        ("phi",),
+        final_norm="model.final_layernorm",
+        notes="parallel block: both sublayers read one norm of h_l",
+    ),
     Family("phi3", ("phi3",), notes="pre-norm"),
     Family(
         "olmo2",
@@ -132,22 +167,61 @@ FAMILIES: tuple[Family, ...] = (
     Family("starcoder2", ("starcoder2",), notes="pre-norm with biases; tied unembedding"),
     Family("smollm3", ("smollm3",), notes="pre-norm; no rotary embedding in every fourth layer"),
     Family("helium", ("helium",), notes="pre-norm"),
-    Family("deepseek_v3", ("deepseek_v3",), notes="multi-head latent attention; mixture-of-experts MLP after the first dense blocks"),
-    Family("gpt_oss", ("gpt_oss",), notes="alternating sliding and full attention with sinks; mixture-of-experts MLP"),
-    Family("falcon", ("falcon",), blocks="transformer.h", embed="transformer.word_embeddings", final_norm="transformer.ln_f",
-           attn_out="self_attention", copy_sublayers=True,
-           notes="parallel attention (the block adds the attention output into the MLP's tensor in place)"),
-    Family("stablelm", ("stablelm",), notes="pre-norm; parallel residual when use_parallel_residual"),
-    Family("granite", ("granite",), residual_scale=granite_residual_scale, finish=granite_finish,
-           notes="residual_multiplier on each add, embedding_multiplier on h_0, logits / logits_scaling"),
-    Family("granitemoe", ("granitemoe",), mlp_out="block_sparse_moe", residual_scale=granite_residual_scale,
-           finish=granite_finish, notes="Granite with a mixture-of-experts MLP"),
-    Family("cohere", ("cohere", "cohere2"), finish=cohere_finish,
-           notes="parallel block: one norm, both sublayers read it; logits × logit_scale; tied unembedding"),
-    Family("opt", ("opt",), blocks="model.decoder.layers", embed="model.decoder.embed_tokens",
-           final_norm="model.decoder.final_layer_norm", mlp_out="fc2", after_norm=("model.decoder.project_out",),
-           not_additive=opt_not_additive,
-           notes="learned positions added before block 0; m_l is fc2's output; project_out after the final norm"),
+    Family(
+        "deepseek_v3",
+        ("deepseek_v3",),
+        notes="multi-head latent attention; mixture-of-experts MLP after the first dense blocks",
+    ),
+    Family(
+        "gpt_oss",
+        ("gpt_oss",),
+        notes="alternating sliding and full attention with sinks; mixture-of-experts MLP",
+    ),
+    Family(
+        "falcon",
+        ("falcon",),
+        blocks="transformer.h",
+        embed="transformer.word_embeddings",
+        final_norm="transformer.ln_f",
+        attn_out="self_attention",
+        copy_sublayers=True,
+        notes="parallel attention (the block adds the attention output into the MLP's tensor in place)",
+    ),
+    Family(
+        "stablelm", ("stablelm",), notes="pre-norm; parallel residual when use_parallel_residual"
+    ),
+    Family(
+        "granite",
+        ("granite",),
+        residual_scale=granite_residual_scale,
+        finish=granite_finish,
+        notes="residual_multiplier on each add, embedding_multiplier on h_0, logits / logits_scaling",
+    ),
+    Family(
+        "granitemoe",
+        ("granitemoe",),
+        mlp_out="block_sparse_moe",
+        residual_scale=granite_residual_scale,
+        finish=granite_finish,
+        notes="Granite with a mixture-of-experts MLP",
+    ),
+    Family(
+        "cohere",
+        ("cohere", "cohere2"),
+        finish=cohere_finish,
+        notes="parallel block: one norm, both sublayers read it; logits × logit_scale; tied unembedding",
+    ),
+    Family(
+        "opt",
+        ("opt",),
+        blocks="model.decoder.layers",
+        embed="model.decoder.embed_tokens",
+        final_norm="model.decoder.final_layer_norm",
+        mlp_out="fc2",
+        after_norm=("model.decoder.project_out",),
+        not_additive=opt_not_additive,
+        notes="learned positions added before block 0; m_l is fc2's output; project_out after the final norm",
+    ),
 )
 
 BY_TYPE = {t: f for f in FAMILIES for t in f.model_types}
@@ -197,8 +271,10 @@ def of(model) -> Family:
         return held[1]
     fam = for_config(model.config)
     if fam is None:
-        raise ModelError(f"model_type {getattr(model.config, 'model_type', '?')!r} is not in align's family table and "
-                         "this model was not loaded by align.models.load_model, which discovers and proves its parts")
+        raise ModelError(
+            f"model_type {getattr(model.config, 'model_type', '?')!r} is not in align's family table and "
+            "this model was not loaded by align.models.load_model, which discovers and proves its parts"
+        )
     return fam
 
 
@@ -255,9 +331,16 @@ def checkpoint_keys(model_type: str, config=None) -> dict[str, str]:
     (final norm, modules after it, unembedding, embedding) without loading the blocks."""
     fam = (for_config(config) if config is not None else None) or BY_TYPE.get(model_type)
     if fam is None:
-        raise ModelError(f"model_type {model_type!r} is not in align's family table: the lens from a store needs "
-                         f"the family's head ({SUPPORTED}); run `align lens MODEL CORPUS` on the model instead")
-    return {"final_norm": fam.final_norm, "unembed": fam.unembed, "embed": fam.embed, "after_norm": fam.after_norm}
+        raise ModelError(
+            f"model_type {model_type!r} is not in align's family table: the lens from a store needs "
+            f"the family's head ({SUPPORTED}); run `align lens MODEL CORPUS` on the model instead"
+        )
+    return {
+        "final_norm": fam.final_norm,
+        "unembed": fam.unembed,
+        "embed": fam.embed,
+        "after_norm": fam.after_norm,
+    }
 
 
 @dataclass
@@ -308,7 +391,15 @@ def _optional(obj, path):
 def record(fam: Family) -> dict:
     """What a store's or result's provenance records about the family a model is read with: its
     name, how it was found (table, asserted with --family, discovered), and the parts' paths."""
-    return {"name": fam.name, "found": fam.found, "blocks": fam.blocks, "final_norm": fam.final_norm,
-            "unembed": fam.unembed, "attn_out": fam.attn_out, "mlp_out": fam.mlp_out, "after_norm": list(fam.after_norm),
-            "residual_scale": fam.residual_scale.__name__ if fam.residual_scale else None,
-            "finish": fam.finish.__name__ if fam.finish else None}
+    return {
+        "name": fam.name,
+        "found": fam.found,
+        "blocks": fam.blocks,
+        "final_norm": fam.final_norm,
+        "unembed": fam.unembed,
+        "attn_out": fam.attn_out,
+        "mlp_out": fam.mlp_out,
+        "after_norm": list(fam.after_norm),
+        "residual_scale": fam.residual_scale.__name__ if fam.residual_scale else None,
+        "finish": fam.finish.__name__ if fam.finish else None,
+    }

@@ -17,7 +17,10 @@ _TRUE = ("1", "on", "yes", "true")
 def _offline() -> bool:
     """Whether the hub must not be asked (HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE set), read
     from the environment at call time."""
-    return any(os.environ.get(v, "").strip().lower() in _TRUE for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    return any(
+        os.environ.get(v, "").strip().lower() in _TRUE
+        for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
 
 
 def _offline_var() -> str:
@@ -41,7 +44,6 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
     unreachable host for half a minute, and a typo'd local path deserves a fast answer."""
     import socket
     from urllib.parse import urlparse
-
     from urllib.request import getproxies, proxy_bypass
 
     endpoint = _hub_endpoint()
@@ -49,9 +51,13 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
         u = urlparse(endpoint)
         proxy = getproxies().get(u.scheme)
         if proxy and not proxy_bypass(u.hostname or ""):
-            u = urlparse(proxy if "://" in proxy else "http://" + proxy)  # behind a proxy, the proxy is what must answer
+            u = urlparse(
+                proxy if "://" in proxy else "http://" + proxy
+            )  # behind a proxy, the proxy is what must answer
         try:
-            socket.create_connection((u.hostname, u.port or (443 if u.scheme == "https" else 80)), timeout=timeout).close()
+            socket.create_connection(
+                (u.hostname, u.port or (443 if u.scheme == "https" else 80)), timeout=timeout
+            ).close()
             _REACHABLE[endpoint] = True
         except (OSError, ValueError):
             _REACHABLE[endpoint] = False
@@ -59,7 +65,7 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
 
 
 def _is_hub_id(name: str) -> bool:
-    """"org/name" or "name" as the hub spells repository ids (no leading dot, slash or tilde)."""
+    """ "org/name" or "name" as the hub spells repository ids (no leading dot, slash or tilde)."""
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
@@ -89,7 +95,7 @@ def local_files_only(spec: ModelSpec) -> bool:
 
 
 def check_source(spec: ModelSpec) -> str:
-    """"local" for an existing model folder, "hub" for a hub id that can be read (cached, or
+    """ "local" for an existing model folder, "hub" for a hub id that can be read (cached, or
     the hub is reachable); otherwise an InputError in one line saying why, before any download
     is tried. A name that is not an existing folder is looked up on the hub only when it has the
     form of a hub id."""
@@ -97,17 +103,25 @@ def check_source(spec: ModelSpec) -> str:
     if os.path.isdir(name):
         return "local"
     if os.path.exists(name):
-        raise InputError(f"model {spec.name!r} is a file, not a folder: pass a folder made by save_pretrained or a hub id")
+        raise InputError(
+            f"model {spec.name!r} is a file, not a folder: pass a folder made by save_pretrained or a hub id"
+        )
     if not _is_hub_id(name):
-        raise InputError(f"model folder {spec.name!r} does not exist, and it is not a hub id: check the path")
+        raise InputError(
+            f"model folder {spec.name!r} does not exist, and it is not a hub id: check the path"
+        )
     if _cached(spec) is not None:
         return "hub"
     if _offline():
-        raise InputError(f"no folder {spec.name!r} here (model folder does not exist), and offline mode is set "
-                         f"({_offline_var()}) so it cannot be fetched as a hub id: check the path")
+        raise InputError(
+            f"no folder {spec.name!r} here (model folder does not exist), and offline mode is set "
+            f"({_offline_var()}) so it cannot be fetched as a hub id: check the path"
+        )
     if not _hub_reachable():
-        raise InputError(f"no folder {spec.name!r} here (model folder does not exist), and the hub ({_hub_endpoint()}) "
-                         "could not be reached to fetch it as a hub id: check the path")
+        raise InputError(
+            f"no folder {spec.name!r} here (model folder does not exist), and the hub ({_hub_endpoint()}) "
+            "could not be reached to fetch it as a hub id: check the path"
+        )
     return "hub"
 
 
@@ -121,7 +135,12 @@ def hub_commit(spec: ModelSpec) -> str | None:
     from huggingface_hub import hf_hub_download
 
     try:
-        path = hf_hub_download(spec.name, "config.json", revision=spec.revision, local_files_only=local_files_only(spec))
+        path = hf_hub_download(
+            spec.name,
+            "config.json",
+            revision=spec.revision,
+            local_files_only=local_files_only(spec),
+        )
     except Exception as e:  # the hub client's own message, one line
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelError(f"cannot resolve the commit of {spec.name!r}: {first}") from None

@@ -25,23 +25,38 @@ def load_config(spec: ModelSpec):
     name = os.path.expanduser(spec.name)
     source = check_source(spec)
     if source == "local" and not os.path.isfile(os.path.join(name, "config.json")):
-        raise InputError(f"model folder {spec.name!r} has no config.json: pass a folder made by save_pretrained")
+        raise InputError(
+            f"model folder {spec.name!r} has no config.json: pass a folder made by save_pretrained"
+        )
     kwargs = {"local_files_only": True} if source == "hub" and local_files_only(spec) else {}
     try:
-        config = AutoConfig.from_pretrained(name, revision=spec.revision, trust_remote_code=spec.trust_remote_code, **kwargs)
+        config = AutoConfig.from_pretrained(
+            name, revision=spec.revision, trust_remote_code=spec.trust_remote_code, **kwargs
+        )
     except (OSError, ValueError, KeyError) as e:
-        if source == "local":  # a config that is not UTF-8 is named as every text file is (align.textfiles)
+        if (
+            source == "local"
+        ):  # a config that is not UTF-8 is named as every text file is (align.textfiles)
             textfiles.read(os.path.join(name, "config.json"), "model config", ModelError)
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelError(f"cannot load the config of {spec.name!r}: {first}") from None
-    discovery.of_config(config, spec.family, spec.trust_remote_code)  # a model align cannot read is refused here
+    discovery.of_config(
+        config, spec.family, spec.trust_remote_code
+    )  # a model align cannot read is refused here
     return config
 
 
 def config_hash(config) -> str:
     """sha256 of the config's full JSON, keys sorted (what decides the architecture)."""
     d = config.to_dict()
-    for k in ("_name_or_path", "transformers_version", "_commit_hash", "dtype", "torch_dtype", "_attn_implementation_autoset"):
+    for k in (
+        "_name_or_path",
+        "transformers_version",
+        "_commit_hash",
+        "dtype",
+        "torch_dtype",
+        "_attn_implementation_autoset",
+    ):
         d.pop(k, None)
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -96,7 +111,9 @@ def load_model(spec: ModelSpec):
     if spec.device not in ("cpu", "cuda", "auto"):
         raise InputError(f"`device` {spec.device!r} is not one of cpu, cuda, auto")
     if spec.device == "cuda" and not torch.cuda.is_available():
-        raise InputError("`device` cuda was asked for but torch sees no CUDA device: use `device` cpu")
+        raise InputError(
+            "`device` cuda was asked for but torch sees no CUDA device: use `device` cpu"
+        )
     name = os.path.expanduser(spec.name)
     attn = attention_implementation(config)
     if spec.random_init:
@@ -104,7 +121,9 @@ def load_model(spec: ModelSpec):
         if spec.device == "auto":
             from accelerate import dispatch_model, infer_auto_device_map
 
-            model = dispatch_model(model, infer_auto_device_map(model, no_split_module_classes=model._no_split_modules))
+            model = dispatch_model(
+                model, infer_auto_device_map(model, no_split_module_classes=model._no_split_modules)
+            )
     else:
         kwargs = dict(
             revision=spec.revision,
@@ -124,7 +143,11 @@ def load_model(spec: ModelSpec):
             model = AutoModelForCausalLM.from_pretrained(name, config=config, **kwargs)
         except (OSError, ValueError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            hint = "" if spec.allow_pickle_weights else " (align loads only safetensors weights unless `allow_pickle_weights`)"
+            hint = (
+                ""
+                if spec.allow_pickle_weights
+                else " (align loads only safetensors weights unless `allow_pickle_weights`)"
+            )
             raise ModelError(f"cannot load the weights of {spec.name!r}: {first}{hint}") from None
     model.eval()
     model.requires_grad_(False)

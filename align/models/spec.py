@@ -21,7 +21,9 @@ class ModelSpec:
     allow_pickle_weights: bool = False
     random_init: bool = False
     seed: int = 0
-    family: str | None = None  # a family asserted for the model_type (--family); None: the table's, or discovered
+    family: str | None = (
+        None  # a family asserted for the model_type (--family); None: the table's, or discovered
+    )
 
     def resolved_dtype(self) -> str:
         if self.dtype is not None:

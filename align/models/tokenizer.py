@@ -17,7 +17,15 @@ TOKENIZER_JSON = "tokenizer.json"
 # tokenizer_config.json alone holds no vocabulary: AutoTokenizer would build an empty tokenizer
 # from it that drops every character.
 SLOW_TOKENIZER_FILES = ("tokenizer.model", "spiece.model", "vocab.json", "vocab.txt")
-_SPECIAL_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
+_SPECIAL_KEYS = (
+    "bos_token",
+    "eos_token",
+    "unk_token",
+    "pad_token",
+    "sep_token",
+    "cls_token",
+    "mask_token",
+)
 
 
 def _tokenizer_file(spec: ModelSpec, filename: str) -> str | None:
@@ -30,7 +38,9 @@ def _tokenizer_file(spec: ModelSpec, filename: str) -> str | None:
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
     try:
-        return hf_hub_download(name, filename, revision=spec.revision, local_files_only=local_files_only(spec))
+        return hf_hub_download(
+            name, filename, revision=spec.revision, local_files_only=local_files_only(spec)
+        )
     except (EntryNotFoundError, LocalEntryNotFoundError):
         return None
     except Exception as e:  # network, auth, revision: the hub client's own message, one line
@@ -79,12 +89,18 @@ def tokenizer_from_file(path: str, config: dict | None = None, name: str | None 
     try:
         saved = Tokenizer.from_file(path)
     except Exception as e:  # the tokenizers library raises plain Exceptions for bad JSON
-        if os.path.isfile(path):  # a file that is not UTF-8 is named as every text file is (align.textfiles)
+        if os.path.isfile(
+            path
+        ):  # a file that is not UTF-8 is named as every text file is (align.textfiles)
             textfiles.read(path, "tokenizer file", ModelError)
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelError(f"cannot read the tokenizer.json of {label!r}: {first}") from None
     vocab = saved.get_vocab(with_added_tokens=True)
-    kwargs = {k: v for k, v in (config or {}).items() if k in _SPECIAL_KEYS and isinstance(v, str) and v in vocab}
+    kwargs = {
+        k: v
+        for k, v in (config or {}).items()
+        if k in _SPECIAL_KEYS and isinstance(v, str) and v in vocab
+    }
     if "model_max_length" in (config or {}):
         kwargs["model_max_length"] = config["model_max_length"]
     tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_file(path), **kwargs)
@@ -94,27 +110,44 @@ def tokenizer_from_file(path: str, config: dict | None = None, name: str | None 
         # transformers puts a template in place of a missing post-processor; the saved one adds nothing.
         backend.post_processor = None
     got = json.loads(backend.to_str())
-    differ = [k for k in ("normalizer", "pre_tokenizer", "model", "post_processor", "decoder", "added_tokens")
-              if got.get(k) != want.get(k)]
+    differ = [
+        k
+        for k in (
+            "normalizer",
+            "pre_tokenizer",
+            "model",
+            "post_processor",
+            "decoder",
+            "added_tokens",
+        )
+        if got.get(k) != want.get(k)
+    ]
     if differ:
-        raise ModelError(f"loading the tokenizer of {label!r} changed its {', '.join(differ)} from what tokenizer.json "
-                         "says: align refuses to tokenize with anything but the saved tokenizer")
+        raise ModelError(
+            f"loading the tokenizer of {label!r} changed its {', '.join(differ)} from what tokenizer.json "
+            "says: align refuses to tokenize with anything but the saved tokenizer"
+        )
     # tokenizer_config.json's add_bos_token/add_eos_token, where given, must describe what the
     # file's post-processor does: transformers would rebuild the wrapping from the flags, the
     # file says otherwise, and which one the model was trained with cannot be told from here.
     plain, full = saved.encode("a b", add_special_tokens=False).ids, saved.encode("a b").ids
-    k = next((i for i in range(len(full) - len(plain) + 1) if full[i:i + len(plain)] == plain), 0)
-    prefix, suffix = full[:k], full[k + len(plain):]
-    for flag, name, ids in (("add_bos_token", "bos_token", prefix), ("add_eos_token", "eos_token", suffix)):
+    k = next((i for i in range(len(full) - len(plain) + 1) if full[i : i + len(plain)] == plain), 0)
+    prefix, suffix = full[:k], full[k + len(plain) :]
+    for flag, name, ids in (
+        ("add_bos_token", "bos_token", prefix),
+        ("add_eos_token", "eos_token", suffix),
+    ):
         want_flag = (config or {}).get(flag)
         token_id = saved.token_to_id(kwargs[name]) if name in kwargs else None
         if want_flag is None or (want_flag and token_id is None):
             continue
         if want_flag != (token_id in ids):
             does = "adds" if token_id in ids else "does not add"
-            raise ModelError(f"the tokenizer files of {label!r} disagree: tokenizer_config.json says {flag}="
-                             f"{str(want_flag).lower()} but tokenizer.json's post-processor {does} {kwargs[name]!r}: "
-                             "make the two agree in a local copy of the checkpoint")
+            raise ModelError(
+                f"the tokenizer files of {label!r} disagree: tokenizer_config.json says {flag}="
+                f"{str(want_flag).lower()} but tokenizer.json's post-processor {does} {kwargs[name]!r}: "
+                "make the two agree in a local copy of the checkpoint"
+            )
     return tok
 
 
@@ -130,21 +163,31 @@ def load_tokenizer(spec: ModelSpec):
     path = _tokenizer_file(spec, TOKENIZER_JSON)
     if path is not None:
         return tokenizer_from_file(path, _special_tokens_config(spec), spec.name)
-    if source == "local" and not any(os.path.isfile(os.path.join(name, f)) for f in SLOW_TOKENIZER_FILES):
-        raise InputError(f"model folder {spec.name!r} has no tokenizer files (looked for {TOKENIZER_JSON}, "
-                         f"{', '.join(SLOW_TOKENIZER_FILES)}): save the tokenizer into it with "
-                         "tokenizer.save_pretrained(folder)")
+    if source == "local" and not any(
+        os.path.isfile(os.path.join(name, f)) for f in SLOW_TOKENIZER_FILES
+    ):
+        raise InputError(
+            f"model folder {spec.name!r} has no tokenizer files (looked for {TOKENIZER_JSON}, "
+            f"{', '.join(SLOW_TOKENIZER_FILES)}): save the tokenizer into it with "
+            "tokenizer.save_pretrained(folder)"
+        )
     from transformers import AutoTokenizer
 
     kwargs = {"local_files_only": True} if source == "hub" and local_files_only(spec) else {}
     try:
-        tok = AutoTokenizer.from_pretrained(name, revision=spec.revision, trust_remote_code=spec.trust_remote_code, **kwargs)
+        tok = AutoTokenizer.from_pretrained(
+            name, revision=spec.revision, trust_remote_code=spec.trust_remote_code, **kwargs
+        )
     except (OSError, ValueError, KeyError, TypeError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelError(f"cannot load the tokenizer of {spec.name!r}: {first}") from None
     if not getattr(tok, "is_fast", False):
-        raise ModelError(f"the tokenizer of {spec.name!r} is not a fast tokenizer: align needs character offsets")
+        raise ModelError(
+            f"the tokenizer of {spec.name!r} is not a fast tokenizer: align needs character offsets"
+        )
     if tok.backend_tokenizer.get_vocab_size(with_added_tokens=False) == 0:
-        raise ModelError(f"the tokenizer of {spec.name!r} has an empty vocabulary (no {TOKENIZER_JSON} and no "
-                         f"{', '.join(SLOW_TOKENIZER_FILES)} was found): save the tokenizer with the model")
+        raise ModelError(
+            f"the tokenizer of {spec.name!r} has an empty vocabulary (no {TOKENIZER_JSON} and no "
+            f"{', '.join(SLOW_TOKENIZER_FILES)} was found): save the tokenizer with the model"
+        )
     return tok

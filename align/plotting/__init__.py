@@ -18,22 +18,67 @@ from __future__ import annotations
 
 import inspect
 
-from align.plotting.common import DEFAULT_SIZE, MAX_PANELS, check_schema, figure, save, schema_of, write_png
-from align.plotting.alignment import METRICS, nonfinite_cells, plot_alignment, plot_alignments, summary_text
-from align.plotting.analyses import (
-    plot_contributions, plot_depth, plot_depthscore, plot_erasure, plot_igrad, plot_lens, plot_skipping,
-)
 from align.errors import InputError
+from align.plotting.alignment import (
+    METRICS,
+    nonfinite_cells,
+    plot_alignment,
+    plot_alignments,
+    summary_text,
+)
+from align.plotting.analyses import (
+    plot_contributions,
+    plot_depth,
+    plot_depthscore,
+    plot_erasure,
+    plot_igrad,
+    plot_lens,
+    plot_skipping,
+)
+from align.plotting.common import (
+    DEFAULT_SIZE,
+    MAX_PANELS,
+    check_schema,
+    figure,
+    save,
+    schema_of,
+    write_png,
+)
 
 __all__ = [
-    "DEFAULT_SIZE", "MAX_PANELS", "METRICS", "PLOTTERS", "check_schema", "figure", "nonfinite_cells", "plot_alignment",
-    "plot_alignments", "plot_contributions", "plot_depth", "plot_depthscore", "plot_erasure", "plot_igrad", "plot_lens",
-    "plot_result", "plot_skipping", "save", "schema_of", "summary_text", "write_png",
+    "DEFAULT_SIZE",
+    "MAX_PANELS",
+    "METRICS",
+    "PLOTTERS",
+    "check_schema",
+    "figure",
+    "nonfinite_cells",
+    "plot_alignment",
+    "plot_alignments",
+    "plot_contributions",
+    "plot_depth",
+    "plot_depthscore",
+    "plot_erasure",
+    "plot_igrad",
+    "plot_lens",
+    "plot_result",
+    "plot_skipping",
+    "save",
+    "schema_of",
+    "summary_text",
+    "write_png",
 ]
 
-PLOTTERS = {"alignment": plot_alignment, "contributions": plot_contributions, "skipping": plot_skipping,
-            "lens": plot_lens, "depth": plot_depth, "erasure": plot_erasure, "igrad": plot_igrad,
-            "depthscore": plot_depthscore}
+PLOTTERS = {
+    "alignment": plot_alignment,
+    "contributions": plot_contributions,
+    "skipping": plot_skipping,
+    "lens": plot_lens,
+    "depth": plot_depth,
+    "erasure": plot_erasure,
+    "igrad": plot_igrad,
+    "depthscore": plot_depthscore,
+}
 
 
 def plot_result(ds, **options):
@@ -41,7 +86,9 @@ def plot_result(ds, **options):
     (unknown ones for that schema are refused)."""
     schema = schema_of(ds)
     if schema not in PLOTTERS:
-        raise InputError(f"cannot plot a Dataset of schema {schema!r}: align plots {', '.join(PLOTTERS)}")
+        raise InputError(
+            f"cannot plot a Dataset of schema {schema!r}: align plots {', '.join(PLOTTERS)}"
+        )
     fn = PLOTTERS[schema]
     allowed = set(inspect.signature(fn).parameters) - {"ds"}
     bad = [k for k, v in options.items() if v is not None and k not in allowed]

@@ -22,7 +22,11 @@ def nonfinite_cells(ds, metric: str = "relative_error") -> tuple[int, int, tuple
     if not len(bad):
         return 0, int(m.size), None
     i, j = bad[0]
-    return len(bad), int(m.size), (int(m["source_boundary"].values[i]), int(m["target_boundary"].values[j]))
+    return (
+        len(bad),
+        int(m.size),
+        (int(m["source_boundary"].values[i]), int(m["target_boundary"].values[j])),
+    )
 
 
 def summary_text(ds) -> str:
@@ -33,22 +37,30 @@ def summary_text(ds) -> str:
     text names the cells instead (how many, the first) and says the summary is withheld."""
     n, total, first = nonfinite_cells(ds)
     if n:
-        return (f"no summary: relative_error is NaN/inf at {n} of {total} cells (first: source boundary {first[0]}, "
-                f"target boundary {first[1]});\nno statistic is computed over them: fit again from stores without NaN")
+        return (
+            f"no summary: relative_error is NaN/inf at {n} of {total} cells (first: source boundary {first[0]}, "
+            f"target boundary {first[1]});\nno statistic is computed over them: fit again from stores without NaN"
+        )
     s = ds.attrs.get("summary") or {}
     rho = s.get("spearman")
-    rho_txt = (fmt(rho) + _ci(s, "spearman")) if rho is not None else f"undefined ({s.get('spearman_note', 'constant path')})"
+    rho_txt = (
+        (fmt(rho) + _ci(s, "spearman"))
+        if rho is not None
+        else f"undefined ({s.get('spearman_note', 'constant path')})"
+    )
     path = s.get("argmin_path", [])
     prob = s.get("argmin_path_probability")
     path_txt = f"argmin path {path}" + (f" (p {fmt(prob)})" if prob is not None else "")
     slope = f"; slope {fmt(s['slope'])}{_ci(s, 'slope')}" if s.get("slope") is not None else ""
-    return (f"{path_txt}; Spearman {rho_txt}{slope}\n"
-            f"mean depth gap {fmt(s.get('mean_depth_gap'))}{_ci(s, 'mean_depth_gap')}; "
-            f"soft-depth spread {fmt(s.get('soft_depth_spread'))}{_ci(s, 'soft_depth_spread')}")
+    return (
+        f"{path_txt}; Spearman {rho_txt}{slope}\n"
+        f"mean depth gap {fmt(s.get('mean_depth_gap'))}{_ci(s, 'mean_depth_gap')}; "
+        f"soft-depth spread {fmt(s.get('soft_depth_spread'))}{_ci(s, 'soft_depth_spread')}"
+    )
 
 
 def _ci(summary: dict, key: str) -> str:
-    """" [low, high]" of a summary statistic's 95% interval, or "" when it has none."""
+    """ " [low, high]" of a summary statistic's 95% interval, or "" when it has none."""
     lo, hi = summary.get(f"{key}_low"), summary.get(f"{key}_high")
     if lo is None or hi is None or not (np.isfinite(lo) and np.isfinite(hi)):
         return ""
@@ -69,7 +81,9 @@ def _draw_alignment(ax, ds, metric, vmin, vmax, cmap, title=None):
     mat = ds[metric].transpose("source_boundary", "target_boundary").values.astype(float)
     src = ds["source_boundary"].values
     tgt = ds["target_boundary"].values
-    mesh = ax.pcolormesh(edges(tgt), edges(src), mat, cmap=cmap, vmin=vmin, vmax=vmax, shading="flat")
+    mesh = ax.pcolormesh(
+        edges(tgt), edges(src), mat, cmap=cmap, vmin=vmin, vmax=vmax, shading="flat"
+    )
     s = ds.attrs.get("summary") or {}
     # No argmin path through a matrix with NaN/inf cells (see summary_text).
     path = (s.get("argmin_path") or []) if not nonfinite_cells(ds)[0] else []
@@ -77,16 +91,34 @@ def _draw_alignment(ax, ds, metric, vmin, vmax, cmap, title=None):
     if path:
         ax.plot(path, rows[: len(path)], "-", color="white", lw=1.5, gid="argmin_path")
         sizes = _path_marker_sizes(ds, path, rows)
-        ax.scatter(path, rows[: len(path)], s=sizes, color="white", edgecolors="black", zorder=3,
-                   label="argmin per row" + (" (area: p_best)" if "p_best" in ds else ""), gid="argmin_points")
+        ax.scatter(
+            path,
+            rows[: len(path)],
+            s=sizes,
+            color="white",
+            edgecolors="black",
+            zorder=3,
+            label="argmin per row" + (" (area: p_best)" if "p_best" in ds else ""),
+            gid="argmin_points",
+        )
         if "p_best" in ds:  # every target a resample chose, as a dot of area p_best
             pb = ds["p_best"].transpose("source_boundary", "target_boundary")
             ii, jj = np.nonzero(np.nan_to_num(pb.values) > 0)
-            ax.scatter(tgt[jj], src[ii], s=60 * pb.values[ii, jj], color="white", alpha=0.5, edgecolors="none",
-                       zorder=2, gid="p_best")
+            ax.scatter(
+                tgt[jj],
+                src[ii],
+                s=60 * pb.values[ii, jj],
+                color="white",
+                alpha=0.5,
+                edgecolors="none",
+                zorder=2,
+                gid="p_best",
+            )
     Ls = int(ds.attrs.get("n_layers_source", src.max()))
     Lt = int(ds.attrs.get("n_layers_target", tgt.max()))
-    ax.plot([0, Lt], [0, Ls], "--", color="red", lw=1.2, label="equal relative depth", gid="equal_depth")
+    ax.plot(
+        [0, Lt], [0, Ls], "--", color="red", lw=1.2, label="equal relative depth", gid="equal_depth"
+    )
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlim(edges(tgt)[0], edges(tgt)[-1])
@@ -104,10 +136,17 @@ def _path_marker_sizes(ds, path, rows) -> np.ndarray:
     if "p_best" not in ds:
         return np.full(len(path), 25.0)
     pb = ds["p_best"]
-    return np.array([60.0 * max(float(pb.sel(source_boundary=i, target_boundary=j)), 0.05) for i, j in zip(rows, path)])
+    return np.array(
+        [
+            60.0 * max(float(pb.sel(source_boundary=i, target_boundary=j)), 0.05)
+            for i, j in zip(rows, path)
+        ]
+    )
 
 
-def plot_alignment(ds, metric: str = "relative_error", size=None, dpi: int = 100, title: str | None = None):
+def plot_alignment(
+    ds, metric: str = "relative_error", size=None, dpi: int = 100, title: str | None = None
+):
     """Heatmap of an alignment result's error matrix, source boundaries i (rows, y) against
     target boundaries j (columns, x).
 
@@ -122,10 +161,14 @@ def plot_alignment(ds, metric: str = "relative_error", size=None, dpi: int = 100
     flatten the rest); cells outside it are clipped.
     Returns a Figure of `size` = (width, height) pixels [default 900x750].
     """
-    return plot_alignments([ds], metric=metric, size=size, dpi=dpi, titles=[title] if title else None)
+    return plot_alignments(
+        [ds], metric=metric, size=size, dpi=dpi, titles=[title] if title else None
+    )
 
 
-def plot_alignments(datasets, metric: str = "relative_error", size=None, dpi: int = 100, titles=None):
+def plot_alignments(
+    datasets, metric: str = "relative_error", size=None, dpi: int = 100, titles=None
+):
     """Several alignment results side by side on one colour scale (e.g. a trained pair and its
     random-init control); each panel as in `plot_alignment`. [default size: 900 px wide per
     panel, 750 high]"""
@@ -139,13 +182,17 @@ def plot_alignments(datasets, metric: str = "relative_error", size=None, dpi: in
     blocks = []
     for ds in datasets:
         m = ds[metric].transpose("source_boundary", "target_boundary")
-        inner = m.sel(source_boundary=m.source_boundary >= 1, target_boundary=m.target_boundary >= 1).values
+        inner = m.sel(
+            source_boundary=m.source_boundary >= 1, target_boundary=m.target_boundary >= 1
+        ).values
         blocks.append(inner if inner.size else m.values)
     finite = np.concatenate([b[np.isfinite(b)].ravel() for b in blocks]) if blocks else np.array([])
     vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (None, None)
     cmap = "viridis" if metric == "relative_error" else "viridis_r"
     mesh = None
     for k, ds in enumerate(datasets):
-        mesh = _draw_alignment(axes[0, k], ds, metric, vmin, vmax, cmap, titles[k] if titles else None)
+        mesh = _draw_alignment(
+            axes[0, k], ds, metric, vmin, vmax, cmap, titles[k] if titles else None
+        )
     fig.colorbar(mesh, ax=list(axes[0]), label=metric.replace("_", " ") + " (held-out)", shrink=0.9)
     return fig

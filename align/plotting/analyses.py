@@ -10,7 +10,14 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from align.errors import InputError
-from align.plotting.common import DEFAULT_SIZE, MAX_PANELS, check_schema, edges, figure, label_curves
+from align.plotting.common import (
+    DEFAULT_SIZE,
+    MAX_PANELS,
+    check_schema,
+    edges,
+    figure,
+    label_curves,
+)
 
 
 def plot_contributions(ds, agg: str = "mean", depth=None, size=None, dpi: int = 100):
@@ -23,9 +30,30 @@ def plot_contributions(ds, agg: str = "mean", depth=None, size=None, dpi: int = 
     fig, axes = figure(size or DEFAULT_SIZE["contributions"], dpi, 1, 2, layout="constrained")
     layers = ds["layer"].values
     for part in [str(p) for p in ds["part"].values]:
-        axes[0, 0].plot(layers, ds["rel_norm"].sel(part=part, agg=agg).values, "o-", ms=3, label=part, gid=f"rel_norm/{part}")
-        axes[0, 1].plot(layers, ds["cos"].sel(part=part, agg=agg).values, "o-", ms=3, label=part, gid=f"cos/{part}")
-    axes[0, 1].plot(layers, ds["resid_cos"].sel(agg=agg).values, "k--", lw=1, label="cos(h_l+1, h_l)", gid="resid_cos")
+        axes[0, 0].plot(
+            layers,
+            ds["rel_norm"].sel(part=part, agg=agg).values,
+            "o-",
+            ms=3,
+            label=part,
+            gid=f"rel_norm/{part}",
+        )
+        axes[0, 1].plot(
+            layers,
+            ds["cos"].sel(part=part, agg=agg).values,
+            "o-",
+            ms=3,
+            label=part,
+            gid=f"cos/{part}",
+        )
+    axes[0, 1].plot(
+        layers,
+        ds["resid_cos"].sel(agg=agg).values,
+        "k--",
+        lw=1,
+        label="cos(h_l+1, h_l)",
+        gid="resid_cos",
+    )
     axes[0, 1].axhline(0, color="grey", lw=0.5)
     axes[0, 0].set_ylabel(f"‖contribution‖ / ‖residual‖ ({agg} over tokens)")
     axes[0, 1].set_ylabel(f"cosine with the residual ({agg} over tokens)")
@@ -33,7 +61,6 @@ def plot_contributions(ds, agg: str = "mean", depth=None, size=None, dpi: int = 
     label_curves(axes[0], "layer")
     fig.suptitle(f"contributions: {_short(ds.attrs.get('model', ''))}", fontsize=10)
     return fig
-
 
 
 def check_selection(ds, **chosen) -> None:
@@ -44,6 +71,7 @@ def check_selection(ds, **chosen) -> None:
         if value not in values:
             raise InputError(f"`{name}` {value!r} is not one of {', '.join(values)}")
 
+
 def plot_skipping(ds, part: str = "layer", agg: str = "max", size=None, dpi: int = 100):
     """Layer skipping (docs/methods.md#layer-skipping): top, the R[s, l] heatmaps (skipped layer s, rows; later
     layer l, columns) of the "current" and "future" settings for `part`; bottom, O[s] bars for
@@ -53,14 +81,18 @@ def plot_skipping(ds, part: str = "layer", agg: str = "max", size=None, dpi: int
     check_selection(ds, part=part, agg=agg)
     parts = [str(p) for p in ds["part"].values]
     settings = [str(s) for s in ds["setting"].values]
-    fig, axes = figure(size or DEFAULT_SIZE["skipping"], dpi, 2, len(settings), layout="constrained")
+    fig, axes = figure(
+        size or DEFAULT_SIZE["skipping"], dpi, 2, len(settings), layout="constrained"
+    )
     skipped, later = ds["skipped"].values, ds["later"].values
     vmax = float(np.nanmax(ds["R"].sel(part=part, agg=agg).values)) if ds["R"].size else 1.0
     mesh = None
     for k, setting in enumerate(settings):
         ax = axes[0, k]
         r = ds["R"].sel(setting=setting, part=part, agg=agg).transpose("skipped", "later").values
-        mesh = ax.pcolormesh(edges(later), edges(skipped), r, cmap="magma", vmin=0, vmax=vmax or 1.0, shading="flat")
+        mesh = ax.pcolormesh(
+            edges(later), edges(skipped), r, cmap="magma", vmin=0, vmax=vmax or 1.0, shading="flat"
+        )
         ax.invert_yaxis()
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
@@ -70,8 +102,13 @@ def plot_skipping(ds, part: str = "layer", agg: str = "max", size=None, dpi: int
         ax = axes[1, k]
         width = 0.8 / len(parts)
         for q, p in enumerate(parts):
-            ax.bar(skipped + (q - (len(parts) - 1) / 2) * width, ds["O"].sel(setting=setting, part=p, agg=agg).values,
-                   width=width, label=p, gid=f"O/{setting}/{p}")
+            ax.bar(
+                skipped + (q - (len(parts) - 1) / 2) * width,
+                ds["O"].sel(setting=setting, part=p, agg=agg).values,
+                width=width,
+                label=p,
+                gid=f"O/{setting}/{p}",
+            )
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("skipped layer s")
         ax.set_ylabel("O[s]: ‖p' − p‖₂")
@@ -92,8 +129,17 @@ def plot_lens(ds, depth=None, size=None, dpi: int = 100):
     b = ds["boundary"].values
     for w in [str(x) for x in ds["weighting"].values]:
         style = "o-" if w == "token" else "s--"
-        axes[0, 0].plot(b, ds["kl"].sel(weighting=w).values, style, ms=3, label=f"{w}-weighted", gid=f"kl/{w}")
-        axes[0, 1].plot(b, ds["overlap"].sel(weighting=w).values, style, ms=3, label=f"{w}-weighted", gid=f"overlap/{w}")
+        axes[0, 0].plot(
+            b, ds["kl"].sel(weighting=w).values, style, ms=3, label=f"{w}-weighted", gid=f"kl/{w}"
+        )
+        axes[0, 1].plot(
+            b,
+            ds["overlap"].sel(weighting=w).values,
+            style,
+            ms=3,
+            label=f"{w}-weighted",
+            gid=f"overlap/{w}",
+        )
     axes[0, 0].set_ylabel("KL(lens ‖ model output), nats")
     axes[0, 1].set_ylabel("top-5 overlap with the output")
     axes[0, 1].set_ylim(-0.02, 1.02)
@@ -112,12 +158,19 @@ def plot_depth(ds, size=None, dpi: int = 100):
     ax = axes[0, 0]
     rules = [str(r) for r in ds["rule"].values]
     ratio = ds["ratio"].values.astype(float)
-    ax.bar(range(len(rules)), np.where(np.isfinite(ratio), ratio, 0.0), color="tab:blue", gid="ratio")
+    ax.bar(
+        range(len(rules)), np.where(np.isfinite(ratio), ratio, 0.0), color="tab:blue", gid="ratio"
+    )
     reasons = ds.attrs.get("reasons") or {}
     for k, (r, v) in enumerate(zip(rules, ratio)):
         ed = float(ds["effective_depth"].sel(rule=r))
-        ax.text(k, (v if np.isfinite(v) else 0) + 0.02, f"ED {ed:g}" if np.isfinite(ed) else "undefined",
-                ha="center", fontsize=8)
+        ax.text(
+            k,
+            (v if np.isfinite(v) else 0) + 0.02,
+            f"ED {ed:g}" if np.isfinite(ed) else "undefined",
+            ha="center",
+            fontsize=8,
+        )
         if not np.isfinite(v) and reasons.get(r):
             ax.text(k, 0.5, str(reasons[r])[:60], ha="center", rotation=90, fontsize=6, va="center")
     ax.set_xticks(range(len(rules)), rules)
@@ -136,34 +189,60 @@ def plot_depthscore(ds, part: str = "layer", agg: str = "max", size=None, dpi: i
     check_schema(ds, "depthscore", "plot_depthscore")
     check_selection(ds, part=part, agg=agg)
     effects = [str(e) for e in ds["effect"].values]
-    fig, axes = figure(size or DEFAULT_SIZE["depthscore"], dpi, 1, len(effects), layout="constrained")
+    fig, axes = figure(
+        size or DEFAULT_SIZE["depthscore"], dpi, 1, len(effects), layout="constrained"
+    )
     levels = ds["level"].values
     L = ds.attrs.get("n_layers")
     for k, effect in enumerate(effects):
         ax = axes[0, k]
-        settings = sorted((str(s) for s in ds["setting"].values), key=lambda s: s != "future")  # P1's first
+        settings = sorted(
+            (str(s) for s in ds["setting"].values), key=lambda s: s != "future"
+        )  # P1's first
         for setting in settings:
-            y = ds["DS"].sel(setting=setting, part=part, agg=agg, effect=effect).values.astype(float)
-            label = {"future": "future (P1)", "current": "current (align's extension)"}.get(setting, setting)
-            line, = ax.plot(levels, y, marker="o", label=label, gid=f"DS/{effect}/{setting}")
+            y = (
+                ds["DS"]
+                .sel(setting=setting, part=part, agg=agg, effect=effect)
+                .values.astype(float)
+            )
+            label = {"future": "future (P1)", "current": "current (align's extension)"}.get(
+                setting, setting
+            )
+            (line,) = ax.plot(levels, y, marker="o", label=label, gid=f"DS/{effect}/{setting}")
             if "ds_low" in ds and "ds_high" in ds:
-                lo = ds["ds_low"].sel(setting=setting, part=part, agg=agg, effect=effect).values.astype(float)
-                hi = ds["ds_high"].sel(setting=setting, part=part, agg=agg, effect=effect).values.astype(float)
+                lo = (
+                    ds["ds_low"]
+                    .sel(setting=setting, part=part, agg=agg, effect=effect)
+                    .values.astype(float)
+                )
+                hi = (
+                    ds["ds_high"]
+                    .sel(setting=setting, part=part, agg=agg, effect=effect)
+                    .values.astype(float)
+                )
                 ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(y)
                 if ok.any():
                     # Asymmetric bars from the percentiles; clipped at 0 against rounding.
                     err = np.vstack([np.maximum(y[ok] - lo[ok], 0), np.maximum(hi[ok] - y[ok], 0)])
-                    bars = ax.errorbar(levels[ok], y[ok], yerr=err, fmt="none", ecolor=line.get_color(), capsize=3)
+                    bars = ax.errorbar(
+                        levels[ok], y[ok], yerr=err, fmt="none", ecolor=line.get_color(), capsize=3
+                    )
                     bars.lines[2][0].set_gid(f"DS-interval/{effect}/{setting}")  # the vertical bars
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("level")
         ax.set_ylabel("depth score DS (layers)")
         if L:
             ax.set_ylim(0, L - 1)
-            ax.secondary_yaxis("right", functions=(lambda d, L=L: d / L, lambda r, L=L: r * L)).set_ylabel("DS / L")
+            ax.secondary_yaxis(
+                "right", functions=(lambda d, L=L: d / L, lambda r, L=L: r * L)
+            ).set_ylabel("DS / L")
         ax.set_title(f"{effect} effect ({part}, {agg})", fontsize=10)
         ax.legend(fontsize=8)
-    name = "P1's depth score (future setting)" if "future" in ds["setting"].values else "depth score (current setting)"
+    name = (
+        "P1's depth score (future setting)"
+        if "future" in ds["setting"].values
+        else "depth score (current setting)"
+    )
     fig.suptitle(f"{name} by level: {_short(ds.attrs.get('model', ''))}", fontsize=10)
     return fig
 
@@ -183,7 +262,14 @@ def _mark_depth(ax, depth, rule):
     if v is None:
         ax.plot([], [], " ", label=f"{rule} effective depth: undefined")
     else:
-        ax.axvline(v, color="tab:red", lw=1, ls=":", label=f"{rule} effective depth {v:g}", gid=f"depth/{rule}")
+        ax.axvline(
+            v,
+            color="tab:red",
+            lw=1,
+            ls=":",
+            label=f"{rule} effective depth {v:g}",
+            gid=f"depth/{rule}",
+        )
 
 
 def _short(name) -> str:
@@ -196,7 +282,9 @@ def _prompts_to_draw(ds, prompts):
     chosen = list(range(min(n, MAX_PANELS))) if prompts is None else [int(p) for p in prompts]
     bad = [p for p in chosen if not 0 <= p < n]
     if bad or not chosen:
-        raise InputError(f"prompt {bad[0] if bad else '(none)'} is not in this result: it holds prompts 0..{n - 1}")
+        raise InputError(
+            f"prompt {bad[0] if bad else '(none)'} is not in this result: it holds prompts 0..{n - 1}"
+        )
     return chosen
 
 
@@ -227,19 +315,33 @@ def plot_erasure(ds, prompts=None, size=None, dpi: int = 100):
     E = ds["effect"].values
     vmax = float(np.nanmax(E[chosen])) if np.isfinite(E[chosen]).any() else 1.0
     no_last = ds.sizes["boundary"] == ds.attrs.get("n_layers")  # an older result: boundaries 0..L−1
-    rows = f"b = 0..{int(ds['boundary'].values[-1])}" + (", no boundary L (an older result)" if no_last else "")
+    rows = f"b = 0..{int(ds['boundary'].values[-1])}" + (
+        ", no boundary L (an older result)" if no_last else ""
+    )
     mesh = None
     for k, i in enumerate(chosen):
         ax = axes[k, 0]
         T = _token_axis(ax, ds, i)
         b = ds["boundary"].values
-        mesh = ax.pcolormesh(np.arange(T + 1) - 0.5, edges(b), E[i, :, :T], cmap="viridis", vmin=0, vmax=vmax or 1.0,
-                             shading="flat", gid=f"effect/{i}")
+        mesh = ax.pcolormesh(
+            np.arange(T + 1) - 0.5,
+            edges(b),
+            E[i, :, :T],
+            cmap="viridis",
+            vmin=0,
+            vmax=vmax or 1.0,
+            shading="flat",
+            gid=f"effect/{i}",
+        )
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("boundary b")
         answer = str(ds["answer"].values[i]) if "answer" in ds else ""
         ax.set_title(f"prompt {i}: erasing h_b(t), {rows}; answer {answer[:40]!r}", fontsize=9)
-    fig.colorbar(mesh, ax=[axes[k, 0] for k in range(len(chosen))], label="max over answer positions of ‖p′ − p‖₂")
+    fig.colorbar(
+        mesh,
+        ax=[axes[k, 0] for k in range(len(chosen))],
+        label="max over answer positions of ‖p′ − p‖₂",
+    )
     fig.suptitle(f"residual erasure: {_short(ds.attrs.get('model', ''))}", fontsize=10)
     return fig
 
@@ -254,12 +356,18 @@ def plot_igrad(ds, prompts=None, size=None, dpi: int = 100):
     chosen = _prompts_to_draw(ds, prompts)
     parts = [str(p) for p in ds["part"].values]
     w, h = DEFAULT_SIZE["igrad"]
-    fig, axes = figure(size or (w, h * len(chosen)), dpi, len(chosen), len(parts), layout="constrained")
+    fig, axes = figure(
+        size or (w, h * len(chosen)), dpi, len(chosen), len(parts), layout="constrained"
+    )
     A = ds["attribution"].transpose("prompt", "part", "layer", "position").values
     layers = ds["layer"].values
     # A result written before the variant was recorded is the align variant (log p, midpoint).
-    v = ds.attrs.get("variant") or {"protocol": "align", "target": "logprob", "rule": "midpoint",
-                                    "steps": ds.attrs.get("steps", "?")}
+    v = ds.attrs.get("variant") or {
+        "protocol": "align",
+        "target": "logprob",
+        "rule": "midpoint",
+        "steps": ds.attrs.get("steps", "?"),
+    }
     target = "Σ p(answer)" if v["target"] == "prob" else "log p(answer)"
     how = f"{v['protocol']}, {v['rule']} rule, {v['steps']} steps"
     for k, i in enumerate(chosen):
@@ -269,12 +377,26 @@ def plot_igrad(ds, prompts=None, size=None, dpi: int = 100):
         for q, part in enumerate(parts):
             ax = axes[k, q]
             _token_axis(ax, ds, i)
-            mesh = ax.pcolormesh(np.arange(T + 1) - 0.5, edges(layers), A[i, q, :, :T], cmap="RdBu_r", vmin=-r, vmax=r,
-                                 shading="flat", gid=f"attribution/{i}/{part}")
+            mesh = ax.pcolormesh(
+                np.arange(T + 1) - 0.5,
+                edges(layers),
+                A[i, q, :, :T],
+                cmap="RdBu_r",
+                vmin=-r,
+                vmax=r,
+                shading="flat",
+                gid=f"attribution/{i}/{part}",
+            )
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_ylabel("layer l")
-            gap = float(np.nanmax(np.abs(ds["completeness_gap"].sel(part=part).values[i]))) if "completeness_gap" in ds else float("nan")
+            gap = (
+                float(np.nanmax(np.abs(ds["completeness_gap"].sel(part=part).values[i])))
+                if "completeness_gap" in ds
+                else float("nan")
+            )
             ax.set_title(f"prompt {i}, {part}: completeness gap ≤ {gap:.2g}", fontsize=9)
-        fig.colorbar(mesh, ax=[axes[k, q] for q in range(len(parts))], label=f"attribution to {target}")
+        fig.colorbar(
+            mesh, ax=[axes[k, q] for q in range(len(parts))], label=f"attribution to {target}"
+        )
     fig.suptitle(f"integrated gradients ({how}): {_short(ds.attrs.get('model', ''))}", fontsize=10)
     return fig

@@ -25,8 +25,16 @@ from align.errors import InputError  # noqa: E402
 from align.faults import fault_point  # noqa: E402
 from align.store.temporaries import staged  # noqa: E402
 
-DEFAULT_SIZE = {"alignment": (900, 750), "contributions": (1200, 500), "skipping": (1200, 900),
-                "lens": (1200, 500), "depth": (700, 450), "erasure": (1200, 420), "igrad": (1200, 420), "depthscore": (1000, 420)}
+DEFAULT_SIZE = {
+    "alignment": (900, 750),
+    "contributions": (1200, 500),
+    "skipping": (1200, 900),
+    "lens": (1200, 500),
+    "depth": (700, 450),
+    "erasure": (1200, 420),
+    "igrad": (1200, 420),
+    "depthscore": (1000, 420),
+}
 _REQUIRED = {
     "alignment": ("relative_error", "r2"),
     "contributions": ("rel_norm", "cos", "resid_cos"),
@@ -50,11 +58,15 @@ def check_schema(ds, schema: str, what: str = "this plot") -> None:
     """Raise InputError (one line) unless `ds` is a result of `schema` holding its variables."""
     found = schema_of(ds)
     if found is not None and found != schema:
-        raise InputError(f"{what} needs a result of schema {schema!r}, got one of schema {found!r}: "
-                         f"use the plot function for {found!r} (or `align plot`, which picks it)")
+        raise InputError(
+            f"{what} needs a result of schema {schema!r}, got one of schema {found!r}: "
+            f"use the plot function for {found!r} (or `align plot`, which picks it)"
+        )
     missing = [v for v in _REQUIRED[schema] if v not in ds.variables]
     if missing:
-        raise InputError(f"{what} needs a result of schema {schema!r}; this Dataset lacks {', '.join(missing)}")
+        raise InputError(
+            f"{what} needs a result of schema {schema!r}; this Dataset lacks {', '.join(missing)}"
+        )
 
 
 def figure(size, dpi, nrows=1, ncols=1, **kw):

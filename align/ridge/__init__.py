@@ -22,16 +22,65 @@ path. The names below are those callers use as `ridge.X`.
 
 from align.ridge.backend import CPU, Backend
 from align.ridge.heldout import EPS, Scores, add_heldout, heldout_sums, scores
-from align.ridge.solve import (
-    AUTO_FLOOR, AUTO_LIMITS, DEFAULT_ALPHAS, TIE_RTOL, Factor, SolvedMap, about, absolute_alpha, choose_alpha, eigen,
-    moments, ridge_map, solve_block, source_factor, validation_sse,
-)
-from align.ridge.statistics import FIT, N_PARTS, VAL, Statistics, add_statistics, chunk_statistics, tree_sum
 from align.ridge.matrix import Summary, spearman, summary
+from align.ridge.solve import (
+    AUTO_FLOOR,
+    AUTO_LIMITS,
+    DEFAULT_ALPHAS,
+    TIE_RTOL,
+    Factor,
+    SolvedMap,
+    about,
+    absolute_alpha,
+    choose_alpha,
+    eigen,
+    moments,
+    ridge_map,
+    solve_block,
+    source_factor,
+    validation_sse,
+)
+from align.ridge.statistics import (
+    FIT,
+    N_PARTS,
+    VAL,
+    Statistics,
+    add_statistics,
+    chunk_statistics,
+    tree_sum,
+)
 
 __all__ = [
-    "AUTO_FLOOR", "AUTO_LIMITS", "CPU", "DEFAULT_ALPHAS", "EPS", "FIT", "N_PARTS", "TIE_RTOL", "VAL", "Backend", "Factor",
-    "Scores", "SolvedMap", "Statistics", "Summary", "about", "absolute_alpha", "add_heldout", "add_statistics",
-    "choose_alpha", "chunk_statistics", "eigen", "heldout_sums", "moments", "ridge_map", "scores", "solve_block",
-    "source_factor", "spearman", "summary", "tree_sum", "validation_sse",
+    "AUTO_FLOOR",
+    "AUTO_LIMITS",
+    "CPU",
+    "DEFAULT_ALPHAS",
+    "EPS",
+    "FIT",
+    "N_PARTS",
+    "TIE_RTOL",
+    "VAL",
+    "Backend",
+    "Factor",
+    "Scores",
+    "SolvedMap",
+    "Statistics",
+    "Summary",
+    "about",
+    "absolute_alpha",
+    "add_heldout",
+    "add_statistics",
+    "choose_alpha",
+    "chunk_statistics",
+    "eigen",
+    "heldout_sums",
+    "moments",
+    "ridge_map",
+    "scores",
+    "solve_block",
+    "source_factor",
+    "spearman",
+    "summary",
+    "tree_sum",
+    "validation_sse",
 ]

@@ -11,11 +11,20 @@ import numpy as np
 from align.ridge.backend import CPU, Backend
 
 EPS = 1e-12  # guards ‖y‖ in relative_error (docs/methods.md, The fit)
-HELDOUT_BLOCK_VALUES = 1 << 20  # predictions per row block of `heldout_sums` on numpy (8 MB: stays in cache)
+HELDOUT_BLOCK_VALUES = (
+    1 << 20
+)  # predictions per row block of `heldout_sums` on numpy (8 MB: stays in cache)
 
 
-def heldout_sums(xs: dict, ys: dict, maps: dict, backend: Backend = CPU, eps: float = EPS,
-                 rows_per_block: int | None = None, docs: np.ndarray | None = None) -> dict:
+def heldout_sums(
+    xs: dict,
+    ys: dict,
+    maps: dict,
+    backend: Backend = CPU,
+    eps: float = EPS,
+    rows_per_block: int | None = None,
+    docs: np.ndarray | None = None,
+) -> dict:
     """Error sums of one chunk of held-out rows, for every pair in `maps` ({(i, j): a
     `SolvedMap` with its W, x_mean and y_mean}).
 
@@ -47,20 +56,37 @@ def heldout_sums(xs: dict, ys: dict, maps: dict, backend: Backend = CPU, eps: fl
         x_mean = maps[(i, js[0])].x_mean
         W = [maps[(i, j)].W for j in js]
         # a map about other means than the first of its source / target: shift its error
-        offsets = [(maps[(i, j)].y_mean - centre[j]) - (maps[(i, j)].x_mean - x_mean) @ maps[(i, j)].W for j in js]
+        offsets = [
+            (maps[(i, j)].y_mean - centre[j]) - (maps[(i, j)].x_mean - x_mean) @ maps[(i, j)].W
+            for j in js
+        ]
         offset = np.concatenate(offsets)
-        plans[i] = (put(x_mean), put(np.concatenate(W, axis=1)), tuple(js), put(offset) if np.any(offset) else None)
+        plans[i] = (
+            put(x_mean),
+            put(np.concatenate(W, axis=1)),
+            tuple(js),
+            put(offset) if np.any(offset) else None,
+        )
     centres = {j: put(c) for j, c in centre.items()}
     n = len(ys[next(iter(ys))]) if ys else 0
     width = max((p[1].shape[1] for p in plans.values()), default=1)
-    step = (rows_per_block or max(64, HELDOUT_BLOCK_VALUES // width)) if backend.on_cpu else max(n, 1)
+    step = (
+        (rows_per_block or max(64, HELDOUT_BLOCK_VALUES // width)) if backend.on_cpu else max(n, 1)
+    )
     pair = {k: np.zeros(3) for k in maps}
     target = {j: np.zeros(3) for j in ys}
     centred = {j: np.zeros(len(centre[j]) if j in centre else ys[j].shape[1]) for j in ys}
     seg = _Segments(docs) if docs is not None else None
-    per_doc = ({"ids": seg.ids if seg else None, "pair": {k: np.zeros((seg.k, 3)) for k in maps},
-                "target": {j: np.zeros((seg.k, 3)) for j in ys}, "centred": {j: np.zeros((seg.k, len(centred[j]))) for j in ys}}
-               if seg else None)
+    per_doc = (
+        {
+            "ids": seg.ids if seg else None,
+            "pair": {k: np.zeros((seg.k, 3)) for k in maps},
+            "target": {j: np.zeros((seg.k, 3)) for j in ys},
+            "centred": {j: np.zeros((seg.k, len(centred[j]))) for j in ys},
+        }
+        if seg
+        else None
+    )
     for r0 in range(0, n, step):
         r1 = min(n, r0 + step)
         part = seg.part(r0, r1) if seg else None
@@ -74,21 +100,30 @@ def heldout_sums(xs: dict, ys: dict, maps: dict, backend: Backend = CPU, eps: fl
             centred[j] = centred[j] + backend.get(backend.sum0(yc[j]))
             if part:
                 stack = backend.torch.stack if backend.torch is not None else np.stack
-                per_doc["target"][j] += part.sums(stack([ynorm[j] * 0 + 1, ynorm[j], yc2], 1), backend)
+                per_doc["target"][j] += part.sums(
+                    stack([ynorm[j] * 0 + 1, ynorm[j], yc2], 1), backend
+                )
                 per_doc["centred"][j] += part.sums(yc[j], backend)
         cats: dict = {}  # per list of targets: their centred rows side by side, and their norms
         for i, (x_mean, W_all, js, offset) in plans.items():
             if js not in cats:
-                cats[js] = (_side_by_side([yc[j] for j in js], backend), _side_by_side([ynorm[j][:, None] for j in js], backend))
+                cats[js] = (
+                    _side_by_side([yc[j] for j in js], backend),
+                    _side_by_side([ynorm[j][:, None] for j in js], backend),
+                )
             Ycat, Yn = cats[js]
             E = (put(xs[i][r0:r1]) - x_mean) @ W_all  # (rows, Σ d_T) predictions about the means
             E -= Ycat  # the errors of every target at once
             if offset is not None:
                 E += offset
             e2 = backend.blocknorm2(E, len(js))  # (rows, targets)
-            en = e2 ** 0.5
+            en = e2**0.5
             ratio = en / backend.maximum(Yn, eps)
-            sums = backend.get(backend.sum0(ratio)), backend.get(backend.sum0(en)), backend.get(backend.sum0(e2))
+            sums = (
+                backend.get(backend.sum0(ratio)),
+                backend.get(backend.sum0(en)),
+                backend.get(backend.sum0(e2)),
+            )
             for b, j in enumerate(js):
                 pair[(i, j)] += [float(sums[0][b]), float(sums[1][b]), float(sums[2][b])]
             if part:
@@ -135,7 +170,9 @@ class _Range:
         the backend's device (reduced there: only (k, ...) crosses to the host)."""
         if backend.torch is not None and isinstance(values, backend.torch.Tensor):
             t = backend.torch
-            out = t.zeros((self.k,) + tuple(values.shape[1:]), dtype=t.float64, device=values.device)
+            out = t.zeros(
+                (self.k,) + tuple(values.shape[1:]), dtype=t.float64, device=values.device
+            )
             out.index_add_(0, t.from_numpy(self.slot).to(values.device), values.to(t.float64))
             return backend.get(out)
         values = np.asarray(values, dtype=np.float64)
@@ -150,7 +187,9 @@ def add_heldout(a: dict, b: dict) -> dict:
     if "doc" in a or "doc" in b:
         out["doc"] = _add_per_doc(a.get("doc"), b.get("doc"))
     if "fractions" in a:  # --convergence: the fractions' maps' sums, added alike
-        out["fractions"] = {f: add_heldout(a["fractions"][f], b["fractions"][f]) for f in a["fractions"]}
+        out["fractions"] = {
+            f: add_heldout(a["fractions"][f], b["fractions"][f]) for f in a["fractions"]
+        }
     return out
 
 
@@ -181,10 +220,12 @@ class Scores(NamedTuple):
 def scores(pair_sums: np.ndarray, target_sums: np.ndarray, centred: np.ndarray) -> Scores:
     """relative_error, norm_error, r2 of one pair from its held-out sums (docs/methods.md, The fit):
 
-        relative_error = (1/N) Σ ‖e_n‖/max(‖y_n‖, ε)      norm_error = Σ ‖e_n‖ / Σ ‖y_n‖
-        r2 = 1 − Σ ‖e_n‖² / Σ ‖y_n − ȳ‖²,  Σ ‖y − ȳ‖² = Σ ‖y − μ‖² − ‖Σ (y − μ)‖² / N
+    relative_error = (1/N) Σ ‖e_n‖/max(‖y_n‖, ε)      norm_error = Σ ‖e_n‖ / Σ ‖y_n‖
+    r2 = 1 − Σ ‖e_n‖² / Σ ‖y_n − ȳ‖²,  Σ ‖y − ȳ‖² = Σ ‖y − μ‖² − ‖Σ (y − μ)‖² / N
     """
     ratio, e1, e2 = pair_sums
     N, y1, yc2 = target_sums
     ss_tot = yc2 - float(centred @ centred) / N
-    return Scores(ratio / N, e1 / y1 if y1 > 0 else math.nan, 1.0 - e2 / ss_tot if ss_tot > 0 else math.nan)
+    return Scores(
+        ratio / N, e1 / y1 if y1 > 0 else math.nan, 1.0 - e2 / ss_tot if ss_tot > 0 else math.nan
+    )

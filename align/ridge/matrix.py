@@ -27,13 +27,21 @@ class Summary:
 
     def to_attrs(self) -> dict:
         """The summary as the alignment result's attrs["summary"] begins (JSON-ready, this order)."""
-        return {"source_boundaries": list(self.source_boundaries), "target_boundaries": list(self.target_boundaries),
-                "argmin_path": list(self.argmin_path), "spearman": self.spearman, "spearman_note": self.spearman_note,
-                "mean_depth_gap": self.mean_depth_gap, "soft_depth": list(self.soft_depth),
-                "soft_depth_spread": self.soft_depth_spread}
+        return {
+            "source_boundaries": list(self.source_boundaries),
+            "target_boundaries": list(self.target_boundaries),
+            "argmin_path": list(self.argmin_path),
+            "spearman": self.spearman,
+            "spearman_note": self.spearman_note,
+            "mean_depth_gap": self.mean_depth_gap,
+            "soft_depth": list(self.soft_depth),
+            "soft_depth_spread": self.soft_depth_spread,
+        }
 
 
-def summary(err: np.ndarray, source_boundaries, target_boundaries, n_source: int, n_target: int) -> Summary:
+def summary(
+    err: np.ndarray, source_boundaries, target_boundaries, n_source: int, n_target: int
+) -> Summary:
     """The summary statistics (`Summary`) of an error matrix err (len(source_boundaries),
     len(target_boundaries)) over boundaries ≥ 1 (docs/methods.md, The fit). Depths are i/L_S
     and j/L_T.
@@ -47,9 +55,13 @@ def summary(err: np.ndarray, source_boundaries, target_boundaries, n_source: int
     around it."""
     bad = np.argwhere(~np.isfinite(err))
     if len(bad):
-        pairs = ", ".join(f"({source_boundaries[a]}, {target_boundaries[b]})" for a, b in bad[:4]) + (" ..." if len(bad) > 4 else "")
-        raise NonFiniteError(f"{len(bad)} error(s) of the matrix are not finite, at (source, target) boundaries {pairs}: "
-                             "no summary is computed over them")
+        pairs = ", ".join(
+            f"({source_boundaries[a]}, {target_boundaries[b]})" for a, b in bad[:4]
+        ) + (" ..." if len(bad) > 4 else "")
+        raise NonFiniteError(
+            f"{len(bad)} error(s) of the matrix are not finite, at (source, target) boundaries {pairs}: "
+            "no summary is computed over them"
+        )
     src = [k for k, i in enumerate(source_boundaries) if i >= 1]
     tgt = [k for k, j in enumerate(target_boundaries) if j >= 1]
     kept = [int(source_boundaries[k]) for k in src], [int(target_boundaries[k]) for k in tgt]
@@ -72,8 +84,15 @@ def summary(err: np.ndarray, source_boundaries, target_boundaries, n_source: int
     else:
         rho = spearman(sdepth, jstar)
         note = "Spearman rank correlation of j*(i) with i/L_S over source boundaries >= 1"
-    return Summary(*kept, jstar, rho, note, float(np.mean(np.abs(np.array(jstar) / n_target - sdepth))), soft,
-                   float(max(soft) - min(soft)))
+    return Summary(
+        *kept,
+        jstar,
+        rho,
+        note,
+        float(np.mean(np.abs(np.array(jstar) / n_target - sdepth))),
+        soft,
+        float(max(soft) - min(soft)),
+    )
 
 
 def spearman(a, b) -> float:

@@ -15,7 +15,7 @@ from align.ridge.backend import CPU, Backend
 from align.ridge.statistics import FIT, N_PARTS, VAL, Statistics
 
 TIE_RTOL = 1e-12  # validation errors this close (relatively) are a tie, won by the larger α
-DEFAULT_ALPHAS = tuple(10.0 ** k for k in range(-6, 2))  # α_rel grid 1e-6 … 1e1 by decades
+DEFAULT_ALPHAS = tuple(10.0**k for k in range(-6, 2))  # α_rel grid 1e-6 … 1e1 by decades
 AUTO_LIMITS = (1e-12, 1e6)  # how far `--alphas auto` may extend the grid, by decades, in α_rel
 # An end of the grid is extended only when it beats its neighbour by more than this fraction of
 # the validation part's total sum of squares (the tie band of `choose_alpha`): below it, the
@@ -33,7 +33,9 @@ def about(n: float, s_a, s_b, ab, mu_a, mu_b):
     """Σ (a − μ_a)(b − μ_b)ᵀ from sums over n rows: ab − s_a μ_bᵀ − μ_a s_bᵀ + n μ_a μ_bᵀ.
     With μ the same part's means this is the centred cross product. numpy or torch."""
     out = ab - s_a[:, None] * mu_b[None, :]
-    out -= mu_a[:, None] * (s_b - n * mu_b)[None, :]  # in place: at (d_S, nJ·d_T) each temporary is a page-faulting ~10 MB
+    out -= (
+        mu_a[:, None] * (s_b - n * mu_b)[None, :]
+    )  # in place: at (d_S, nJ·d_T) each temporary is a page-faulting ~10 MB
     return out
 
 
@@ -80,7 +82,9 @@ def choose_alpha(sse: np.ndarray, rtol: float = TIE_RTOL, total: float = 0.0) ->
     all rounding). `sse` follows an increasing α grid and must be finite (a NaN would win no
     comparison: `solve_block` refuses it first)."""
     if not np.all(np.isfinite(sse)):
-        raise NonFiniteError(f"validation errors {sse.tolist()} are not all finite: no α can be chosen among them")
+        raise NonFiniteError(
+            f"validation errors {sse.tolist()} are not all finite: no α can be chosen among them"
+        )
     best = float(np.min(sse))
     tied = np.flatnonzero(sse <= best + rtol * max(abs(best), abs(float(total))))
     return int(tied[-1])
@@ -97,13 +101,17 @@ class SolvedMap:
     as `solve_block` returns it. A caller that has taken the held-out sums may hand on the α
     choice alone: x_mean and y_mean None, and W and c None unless it keeps the maps."""
 
-    W: np.ndarray | None  # (d_S, d_T): (C_t + αI)⁻¹ B_t, C_t the training scatter, B_t its centred XᵀY
+    W: (
+        np.ndarray | None
+    )  # (d_S, d_T): (C_t + αI)⁻¹ B_t, C_t the training scatter, B_t its centred XᵀY
     x_mean: np.ndarray | None  # (d_S,): mean of x over the training rows (fit + validation)
     y_mean: np.ndarray | None  # (d_T,): mean of y over the training rows
     c: np.ndarray | None  # (d_T,): y_mean − x_mean W
     alpha_rel: float  # the chosen α_rel (units of the mean eigenvalue trace(C)/d_S)
     alpha: float  # the refit's absolute α = α_rel · trace(C_t)/d_S
-    val_sse: np.ndarray  # (n_alpha,): validation SSE of the fit part's map per α_rel of val_alphas (NaN: one α)
+    val_sse: (
+        np.ndarray
+    )  # (n_alpha,): validation SSE of the fit part's map per α_rel of val_alphas (NaN: one α)
     val_alphas: np.ndarray  # (n_alpha,): the increasing α_rel grid val_sse follows
 
 
@@ -143,12 +151,29 @@ def source_factor(stats: Statistics, i, alphas_rel, backend: Backend = CPU) -> F
         M = backend.get(Q_f.T @ Vxx @ Q_f)
         lam_f, Q_f = backend.get(lam_f), backend.get(Q_f)
     lam_t, Q_t = eigen(C_t, backend)
-    return Factor(backend.get(mu_f), lam_f, Q_f, a_f, M, backend.get(mu_t), backend.get(lam_t), backend.get(Q_t),
-                  float(C_t.diagonal().sum()))
+    return Factor(
+        backend.get(mu_f),
+        lam_f,
+        Q_f,
+        a_f,
+        M,
+        backend.get(mu_t),
+        backend.get(lam_t),
+        backend.get(Q_t),
+        float(C_t.diagonal().sum()),
+    )
 
 
-def solve_block(stats: Statistics, alphas_rel, x_shift: dict, y_shift: dict, backend: Backend = CPU,
-                factors: dict | None = None, extend: bool = False, threads: int = 1) -> dict:
+def solve_block(
+    stats: Statistics,
+    alphas_rel,
+    x_shift: dict,
+    y_shift: dict,
+    backend: Backend = CPU,
+    factors: dict | None = None,
+    extend: bool = False,
+    threads: int = 1,
+) -> dict:
     """Choose α and fit W, c for every (i, j) of a block's reduced statistics (numpy).
 
     Per source boundary i, one `Factor` (`source_factor`: the fit part's and the training
@@ -193,6 +218,7 @@ def _decades(grid: np.ndarray, scale: float) -> tuple[list, list]:
     tenth of the one before down to AUTO_LIMITS[0]; above, ten times up to AUTO_LIMITS[1];
     each giving a usable absolute α (α_rel · scale finite, positive, with a finite
     reciprocal), and stopping at the first that does not."""
+
     def usable(a):
         with np.errstate(over="ignore", divide="ignore"):
             return bool(np.isfinite(a * scale) and a * scale > 0 and np.isfinite(1 / (a * scale)))
@@ -214,12 +240,23 @@ def _extend_window(chosen: list, sses: list, totals) -> tuple[bool, bool]:
     beats the next one by more than AUTO_FLOOR × its validation sum of squares (`totals`)."""
     last = len(sses[0]) - 1
     low = any(k == 0 and v[1] - v[0] > AUTO_FLOOR * t for k, v, t in zip(chosen, sses, totals))
-    high = any(k == last and v[last - 1] - v[last] > AUTO_FLOOR * t for k, v, t in zip(chosen, sses, totals))
+    high = any(
+        k == last and v[last - 1] - v[last] > AUTO_FLOOR * t
+        for k, v, t in zip(chosen, sses, totals)
+    )
     return low, high
 
 
-def _solve_source(stats: Statistics, i, f: Factor, alphas_rel, x_shift, y_shift: dict, backend: Backend,
-                  extend: bool = False) -> dict:
+def _solve_source(
+    stats: Statistics,
+    i,
+    f: Factor,
+    alphas_rel,
+    x_shift,
+    y_shift: dict,
+    backend: Backend,
+    extend: bool = False,
+) -> dict:
     """Every target of source boundary i: α by validation error, then the refit (one product
     Q_tᵀ B_t and one Q_t (…) for all targets at once)."""
     a, dS, dT = stats.source.index(i), stats.d_source, stats.d_target
@@ -228,7 +265,7 @@ def _solve_source(stats: Statistics, i, f: Factor, alphas_rel, x_shift, y_shift:
     put = backend.put
     sx = put(stats.sx[:, a])
     sy = put(stats.sy.reshape(N_PARTS, -1))  # (P, nJ·d_T)
-    xy = put(stats.xy[:, a * dS:(a + 1) * dS])  # (P, d_S, nJ·d_T)
+    xy = put(stats.xy[:, a * dS : (a + 1) * dS])  # (P, d_S, nJ·d_T)
     mu_f, mu_t = put(f.mu_f), put(f.mu_t)
     nu_f, nu_t = sy[FIT] / n_f, (sy[FIT] + sy[VAL]) / (n_f + n_v)
     targets = stats.target
@@ -238,8 +275,11 @@ def _solve_source(stats: Statistics, i, f: Factor, alphas_rel, x_shift, y_shift:
         P = Q_f.T @ about(n_f, sx[FIT], sy[FIT], xy[FIT], mu_f, nu_f)
         R = Q_f.T @ about(n_v, sx[VAL], sy[VAL], xy[VAL], mu_f, nu_f)
         # Σ ‖y − ν_f‖² over the validation rows, per target: Σ‖y‖² − 2 ν_f·Σy + n ‖ν_f‖²
-        Vyy = backend.get(put(stats.yy[VAL]) - 2.0 * (nu_f * sy[VAL]).reshape(-1, dT).sum(1)
-                          + n_v * (nu_f * nu_f).reshape(-1, dT).sum(1))
+        Vyy = backend.get(
+            put(stats.yy[VAL])
+            - 2.0 * (nu_f * sy[VAL]).reshape(-1, dT).sum(1)
+            + n_v * (nu_f * nu_f).reshape(-1, dT).sum(1)
+        )
         lam_f, M = put(f.lam_f), put(f.M)
         scale = float(f.alphas_f[0]) / float(alphas_rel[0])  # trace(C_f)/d_S: α = α_rel · scale
 
@@ -249,13 +289,19 @@ def _solve_source(stats: Statistics, i, f: Factor, alphas_rel, x_shift, y_shift:
             for b, j in enumerate(targets):
                 cols = slice(b * dT, (b + 1) * dT)
                 with np.errstate(over="ignore", invalid="ignore"):
-                    sse = np.asarray(backend.get(_sse(lam_f, P[:, cols], M, R[:, cols], float(Vyy[b]), a_f)), dtype=np.float64)
-                if not np.all(np.isfinite(sse[given])):  # only the given grid must score: an added decade may not
+                    sse = np.asarray(
+                        backend.get(_sse(lam_f, P[:, cols], M, R[:, cols], float(Vyy[b]), a_f)),
+                        dtype=np.float64,
+                    )
+                if not np.all(
+                    np.isfinite(sse[given])
+                ):  # only the given grid must score: an added decade may not
                     k = given.start + int(np.flatnonzero(~np.isfinite(sse[given]))[0])
                     raise InputError(
                         f"`alphas` {rel[k]:g} gives a non-finite validation error for source boundary {i} -> "
                         f"target boundary {j} (absolute α {rel[k] * scale:.3g} against eigenvalues down to "
-                        f"{f.lam_f.min():.3g} overflows float64): choose α_rel values nearer 1")
+                        f"{f.lam_f.min():.3g} overflows float64): choose α_rel values nearer 1"
+                    )
                 out.append(sse)
             return out
 
@@ -266,13 +312,20 @@ def _solve_source(stats: Statistics, i, f: Factor, alphas_rel, x_shift, y_shift:
         full = np.array(below[::-1] + list(alphas_rel) + above)
         lo, hi = len(below), len(below) + len(alphas_rel)
         curves = scored(full, slice(lo, hi))
-        ok = np.all(np.isfinite(np.stack(curves)), axis=0)  # an added decade whose error overflows ends the range there
+        ok = np.all(
+            np.isfinite(np.stack(curves)), axis=0
+        )  # an added decade whose error overflows ends the range there
         first, last = lo, hi
         while first > 0 and ok[first - 1]:
             first -= 1
         while last < len(full) and ok[last]:
             last += 1
-        full, curves, lo, hi = full[first:last], [v[first:last] for v in curves], lo - first, hi - first
+        full, curves, lo, hi = (
+            full[first:last],
+            [v[first:last] for v in curves],
+            lo - first,
+            hi - first,
+        )
         while True:
             sses = [v[lo:hi] for v in curves]
             chosen = [choose_alpha(v, total=t) for v, t in zip(sses, Vyy)]
@@ -286,9 +339,11 @@ def _solve_source(stats: Statistics, i, f: Factor, alphas_rel, x_shift, y_shift:
         chosen, sses = [0] * len(targets), [np.full(1, np.nan)] * len(targets)
     alphas = [float(alphas_rel[k]) * f.trace_t / dS for k in chosen]
     for k, alpha in zip(chosen, alphas):
-        _require_usable_alphas(alphas_rel[k:k + 1], np.array([alpha]), i)
+        _require_usable_alphas(alphas_rel[k : k + 1], np.array([alpha]), i)
     Q_t, lam_t = put(f.Q_t), put(f.lam_t)
-    PT = Q_t.T @ about(n_f + n_v, sx[FIT] + sx[VAL], sy[FIT] + sy[VAL], xy[FIT] + xy[VAL], mu_t, nu_t)
+    PT = Q_t.T @ about(
+        n_f + n_v, sx[FIT] + sx[VAL], sy[FIT] + sy[VAL], xy[FIT] + xy[VAL], mu_t, nu_t
+    )
     scale = put(np.concatenate([np.full(dT, alpha) for alpha in alphas]))  # α of each column's pair
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         W_all = backend.get(Q_t @ (PT / (lam_t[:, None] + scale[None, :])))
@@ -296,27 +351,49 @@ def _solve_source(stats: Statistics, i, f: Factor, alphas_rel, x_shift, y_shift:
     nu_t = backend.get(nu_t)
     out = {}
     for b, j in enumerate(targets):
-        k, W = chosen[b], W_all[:, b * dT:(b + 1) * dT]
+        k, W = chosen[b], W_all[:, b * dT : (b + 1) * dT]
         if not np.all(np.isfinite(W)):
-            raise NonFiniteError(f"the map from source boundary {i} to target boundary {j} is not finite with α_rel "
-                                 f"{alphas_rel[k]:g} (absolute α {alphas[b]:.3g}): choose α_rel values nearer 1")
-        y_mean = nu_t[b * dT:(b + 1) * dT] + y_shift[j]
-        out[(i, j)] = SolvedMap(W=np.ascontiguousarray(W), x_mean=x_mean, y_mean=y_mean, c=y_mean - x_mean @ W,
-                                alpha_rel=float(alphas_rel[k]), alpha=alphas[b], val_sse=sses[b], val_alphas=alphas_rel)
+            raise NonFiniteError(
+                f"the map from source boundary {i} to target boundary {j} is not finite with α_rel "
+                f"{alphas_rel[k]:g} (absolute α {alphas[b]:.3g}): choose α_rel values nearer 1"
+            )
+        y_mean = nu_t[b * dT : (b + 1) * dT] + y_shift[j]
+        out[(i, j)] = SolvedMap(
+            W=np.ascontiguousarray(W),
+            x_mean=x_mean,
+            y_mean=y_mean,
+            c=y_mean - x_mean @ W,
+            alpha_rel=float(alphas_rel[k]),
+            alpha=alphas[b],
+            val_sse=sses[b],
+            val_alphas=alphas_rel,
+        )
     return out
 
 
 def _require_finite_statistics(stats: Statistics) -> None:
     """Sums over NaN or ±inf rows are NaN or ±inf: refuse them naming the boundary (the
     store refuses such rows on read; this guards the solve against any other source)."""
-    for key, side in (("sx", "source"), ("xx", "source"), ("sy", "target"), ("yy", "target"), ("xy", "pair")):
+    for key, side in (
+        ("sx", "source"),
+        ("xx", "source"),
+        ("sy", "target"),
+        ("yy", "target"),
+        ("xy", "pair"),
+    ):
         if np.all(np.isfinite(getattr(stats, key))):
             continue
         for k, v in stats.view(key).items():
             if not np.all(np.isfinite(v)):
-                what = f"source boundary {k[0]} -> target boundary {k[1]}" if side == "pair" else f"{side} boundary {k}"
-                raise NonFiniteError(f"the training statistics of {what} are not finite: its activations hold NaN or "
-                                     "±inf, or overflow float64; nothing was fitted")
+                what = (
+                    f"source boundary {k[0]} -> target boundary {k[1]}"
+                    if side == "pair"
+                    else f"{side} boundary {k}"
+                )
+                raise NonFiniteError(
+                    f"the training statistics of {what} are not finite: its activations hold NaN or "
+                    "±inf, or overflow float64; nothing was fitted"
+                )
 
 
 def _require_usable_alphas(alphas_rel: np.ndarray, alphas: np.ndarray, i) -> None:
@@ -327,8 +404,12 @@ def _require_usable_alphas(alphas_rel: np.ndarray, alphas: np.ndarray, i) -> Non
     if np.any(bad):
         k = int(np.flatnonzero(bad)[0])
         if alphas[k] == 0 and alphas_rel[k] > 0:  # trace(C) = 0
-            raise InputError(f"source boundary {i} is constant over the training tokens (trace of its scatter is 0): "
-                             "no map can be fitted from it; choose other `source_boundaries`")
-        raise InputError(f"`alphas` {alphas_rel[k]:g}: the absolute penalty α_rel · trace(XcᵀXc)/d_source of source "
-                         f"boundary {i} is {alphas[k]:.3g}, not a usable float64 (finite, positive, finite 1/α): "
-                         "choose α_rel values nearer 1")
+            raise InputError(
+                f"source boundary {i} is constant over the training tokens (trace of its scatter is 0): "
+                "no map can be fitted from it; choose other `source_boundaries`"
+            )
+        raise InputError(
+            f"`alphas` {alphas_rel[k]:g}: the absolute penalty α_rel · trace(XcᵀXc)/d_source of source "
+            f"boundary {i} is {alphas[k]:.3g}, not a usable float64 (finite, positive, finite 1/α): "
+            "choose α_rel values nearer 1"
+        )

@@ -43,12 +43,26 @@ class Statistics:
     FIELDS = ("n", "sx", "xx", "sy", "yy", "xy")
 
     @classmethod
-    def zeros(cls, source, target, d_source: int, d_target: int, backend: Backend = CPU,
-              parts: int = N_PARTS) -> "Statistics":
+    def zeros(
+        cls,
+        source,
+        target,
+        d_source: int,
+        d_target: int,
+        backend: Backend = CPU,
+        parts: int = N_PARTS,
+    ) -> "Statistics":
         nI, nJ, P = len(source), len(target), parts
-        return cls(tuple(source), tuple(target), np.zeros(P), backend.zeros((P, nI, d_source)),
-                   backend.zeros((P, nI, d_source, d_source)), backend.zeros((P, nJ, d_target)),
-                   backend.zeros((P, nJ)), backend.zeros((P, nI * d_source, nJ * d_target)))
+        return cls(
+            tuple(source),
+            tuple(target),
+            np.zeros(P),
+            backend.zeros((P, nI, d_source)),
+            backend.zeros((P, nI, d_source, d_source)),
+            backend.zeros((P, nJ, d_target)),
+            backend.zeros((P, nJ)),
+            backend.zeros((P, nI * d_source, nJ * d_target)),
+        )
 
     @property
     def d_source(self) -> int:
@@ -62,7 +76,7 @@ class Statistics:
         """Σ x'y'ᵀ of source boundary i and target boundary j: (P, d_S, d_T), a view."""
         a, b = self.source.index(i), self.target.index(j)
         dS, dT = self.d_source, self.d_target
-        return self.xy[:, a * dS:(a + 1) * dS, b * dT:(b + 1) * dT]
+        return self.xy[:, a * dS : (a + 1) * dS, b * dT : (b + 1) * dT]
 
     def view(self, name: str) -> dict:
         """One field per boundary ({i: (P, ...)}) or, for "xy", per pair ({(i, j): (P, d_S, d_T)})."""
@@ -73,14 +87,20 @@ class Statistics:
 
     def numpy(self, backend: Backend = CPU) -> "Statistics":
         """The same sums as numpy arrays (off the device)."""
-        return Statistics(self.source, self.target, np.asarray(self.n),
-                          *(backend.get(getattr(self, f)) for f in self.FIELDS[1:]))
+        return Statistics(
+            self.source,
+            self.target,
+            np.asarray(self.n),
+            *(backend.get(getattr(self, f)) for f in self.FIELDS[1:]),
+        )
 
     def merged(self, fit_parts, val_parts) -> "Statistics":
         """Two-part statistics (FIT, VAL) whose parts are the sums of `fit_parts` and of
         `val_parts` of these (numpy): how the fits of --convergence read their share."""
+
         def two(a):
             return np.stack([sum(a[k] for k in fit_parts), sum(a[k] for k in val_parts)])
+
         return Statistics(self.source, self.target, *(two(getattr(self, f)) for f in self.FIELDS))
 
     def add_(self, other: "Statistics") -> "Statistics":
@@ -95,9 +115,16 @@ class Statistics:
         return sum(int(getattr(self, f).nbytes) for f in self.FIELDS)
 
 
-def chunk_statistics(xs: dict, ys: dict, part: np.ndarray, shifts: tuple[dict, dict],
-                     backend: Backend = CPU, into: Statistics | None = None, work: dict | None = None,
-                     parts: int = N_PARTS) -> Statistics:
+def chunk_statistics(
+    xs: dict,
+    ys: dict,
+    part: np.ndarray,
+    shifts: tuple[dict, dict],
+    backend: Backend = CPU,
+    into: Statistics | None = None,
+    work: dict | None = None,
+    parts: int = N_PARTS,
+) -> Statistics:
     """Per-part sums (`Statistics`) of one chunk of tokens, for every source and target
     boundary given.
 
@@ -126,13 +153,15 @@ def chunk_statistics(xs: dict, ys: dict, part: np.ndarray, shifts: tuple[dict, d
     for p, r in enumerate(rows):
         if not len(r):
             continue
-        Xp, Yp = X[at:at + len(r)], Y[at:at + len(r)]
+        Xp, Yp = X[at : at + len(r)], Y[at : at + len(r)]
         at += len(r)
-        fresh = acc.n[p] == 0  # this part's sums are still zeros: the products are written, not added
+        fresh = (
+            acc.n[p] == 0
+        )  # this part's sums are still zeros: the products are written, not added
         acc.n[p] += len(r)
         acc.sx[p] += backend.sum0(Xp).reshape(len(source), d_s)
         for a in range(len(source)):
-            Xa = Xp[:, a * d_s:(a + 1) * d_s]
+            Xa = Xp[:, a * d_s : (a + 1) * d_s]
             backend.add_product(acc.xx[p, a], Xa, Xa, fresh)
         acc.sy[p] += backend.sum0(Yp).reshape(len(target), d_t)
         acc.yy[p] += backend.sumsq0(Yp).reshape(len(target), d_t).sum(1)
@@ -140,7 +169,15 @@ def chunk_statistics(xs: dict, ys: dict, part: np.ndarray, shifts: tuple[dict, d
     return acc if into is not None else acc.numpy(backend)
 
 
-def _gather(arrays: dict, keys: tuple, order: np.ndarray, shifts: dict, backend: Backend, work: dict, name: str):
+def _gather(
+    arrays: dict,
+    keys: tuple,
+    order: np.ndarray,
+    shifts: dict,
+    backend: Backend,
+    work: dict,
+    name: str,
+):
     """Rows `order` of every boundary, side by side and shifted: float64 (len(order), Σd) on
     the backend, landing straight in a reused buffer (`work[name]`: no fresh allocation, no
     page faults, chunk after chunk). On torch the arrays may be numpy or tensors already on
@@ -155,23 +192,33 @@ def _gather(arrays: dict, keys: tuple, order: np.ndarray, shifts: dict, backend:
     if backend.torch is None:
         for a, k in enumerate(keys):
             rows = arrays[k] if whole else arrays[k][order]
-            np.subtract(rows, shifts[k], out=out[:, a * d:(a + 1) * d])  # float32 − float64 → float64
+            np.subtract(
+                rows, shifts[k], out=out[:, a * d : (a + 1) * d]
+            )  # float32 − float64 → float64
         return out
     t = backend.torch
     idx = None if whole else t.from_numpy(order).to(backend.dev)
     for a, k in enumerate(keys):
         rows = arrays[k]
-        rows = (t.from_numpy(np.ascontiguousarray(rows)) if isinstance(rows, np.ndarray) else rows).to(backend.dev)
+        rows = (
+            t.from_numpy(np.ascontiguousarray(rows)) if isinstance(rows, np.ndarray) else rows
+        ).to(backend.dev)
         if idx is not None:
             rows = rows.index_select(0, idx)
         # any float dtype − float64 → float64, written in place into the buffer's columns
-        t.sub(rows, backend.put(np.asarray(shifts[k], dtype=np.float64)), out=out[:, a * d:(a + 1) * d])
+        t.sub(
+            rows,
+            backend.put(np.asarray(shifts[k], dtype=np.float64)),
+            out=out[:, a * d : (a + 1) * d],
+        )
     return out
 
 
 def add_statistics(a: Statistics, b: Statistics) -> Statistics:
     """Elementwise sum of two `Statistics` over the same boundaries (a new one)."""
-    return Statistics(a.source, a.target, *(getattr(a, f) + getattr(b, f) for f in Statistics.FIELDS))
+    return Statistics(
+        a.source, a.target, *(getattr(a, f) + getattr(b, f) for f in Statistics.FIELDS)
+    )
 
 
 def tree_sum(items: list, add=add_statistics):
@@ -179,5 +226,8 @@ def tree_sum(items: list, add=add_statistics):
     same bits, whoever computes it."""
     items = list(items)
     while len(items) > 1:
-        items = [add(items[k], items[k + 1]) if k + 1 < len(items) else items[k] for k in range(0, len(items), 2)]
+        items = [
+            add(items[k], items[k + 1]) if k + 1 < len(items) else items[k]
+            for k in range(0, len(items), 2)
+        ]
     return items[0]

@@ -46,24 +46,32 @@ MIN_RESAMPLES = 100
 # refuses a count whose arrays exceed its budget (`fitting.budget.bootstrap_bytes`).
 MAX_RESAMPLES = 1_000_000
 DRAW_BYTES = 16  # per resample and draw: its int64 index and its float64 multiplicity
-UNDEFINED = (f"an interval is NaN where its statistic is defined (finite) in fewer than {MIN_RESAMPLES} of the "
-             "resamples: too few for its 2.5 and 97.5 percentiles")
+UNDEFINED = (
+    f"an interval is NaN where its statistic is defined (finite) in fewer than {MIN_RESAMPLES} of the "
+    "resamples: too few for its 2.5 and 97.5 percentiles"
+)
 
 
 def check_resamples(resamples, option: str = "`bootstrap`") -> int:
     """`resamples` as an int, or the one-line InputError of a count outside MIN_RESAMPLES ..
     MAX_RESAMPLES (naming the value, the bound and, above it, the memory it would take)."""
     if isinstance(resamples, bool) or not isinstance(resamples, (int, np.integer)):
-        raise InputError(f"{option} {resamples!r}: give a whole number of resamples, {MIN_RESAMPLES:,} to {MAX_RESAMPLES:,}")
+        raise InputError(
+            f"{option} {resamples!r}: give a whole number of resamples, {MIN_RESAMPLES:,} to {MAX_RESAMPLES:,}"
+        )
     b = int(resamples)
     if b < MIN_RESAMPLES:
-        raise InputError(f"{option} {b}: a 95% percentile interval needs at least {MIN_RESAMPLES} resamples (fewer leave "
-                         f"its 2.5% tails to one or two draws): give {MIN_RESAMPLES} or more (default {RESAMPLES:,})")
+        raise InputError(
+            f"{option} {b}: a 95% percentile interval needs at least {MIN_RESAMPLES} resamples (fewer leave "
+            f"its 2.5% tails to one or two draws): give {MIN_RESAMPLES} or more (default {RESAMPLES:,})"
+        )
     if b > MAX_RESAMPLES:
-        raise InputError(f"{option} {b}: more than the {MAX_RESAMPLES:,} resamples align draws (their indices alone would "
-                         f"take {_binary(DRAW_BYTES * b)} per prompt or document drawn; at {MAX_RESAMPLES:,} a 95% "
-                         f"endpoint's tail share is known to ±0.02 points already): give {MAX_RESAMPLES:,} or fewer "
-                         f"(default {RESAMPLES:,})")
+        raise InputError(
+            f"{option} {b}: more than the {MAX_RESAMPLES:,} resamples align draws (their indices alone would "
+            f"take {_binary(DRAW_BYTES * b)} per prompt or document drawn; at {MAX_RESAMPLES:,} a 95% "
+            f"endpoint's tail share is known to ±0.02 points already): give {MAX_RESAMPLES:,} or fewer "
+            f"(default {RESAMPLES:,})"
+        )
     return b
 
 
@@ -97,7 +105,9 @@ class Resampling:
             raise InputError(f"`equal_n` {self.equal_n} must be at least 1 prompt")
 
 
-DEFAULT = Resampling()  # 1,000 resamples from seed 0, no equal-n mode: what a caller that names none gets
+DEFAULT = (
+    Resampling()
+)  # 1,000 resamples from seed 0, no equal-n mode: what a caller that names none gets
 
 
 def draw(rng: np.random.Generator, n: int, resamples: int, size: int | None = None) -> np.ndarray:
@@ -123,7 +133,9 @@ def resampled_sums(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """Σ over the prompts of each resample of values (n, ...): (resamples, ...)."""
     values = np.asarray(values, np.float64)
     n = values.shape[0]
-    return (multiplicity(idx, n) @ values.reshape(n, -1)).reshape((idx.shape[0],) + values.shape[1:])
+    return (multiplicity(idx, n) @ values.reshape(n, -1)).reshape(
+        (idx.shape[0],) + values.shape[1:]
+    )
 
 
 def resampled_token_means(sums: np.ndarray, counts: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -169,7 +181,9 @@ def percentile_interval(samples: np.ndarray, level: float = LEVEL) -> tuple[np.n
     samples = np.asarray(samples, np.float64)
     tail = 100 * (1 - level) / 2
     finite = np.isfinite(samples)
-    if len(samples) >= MIN_RESAMPLES and finite.all():  # the common case, and numpy's percentile is ~3x faster
+    if (
+        len(samples) >= MIN_RESAMPLES and finite.all()
+    ):  # the common case, and numpy's percentile is ~3x faster
         low, high = np.percentile(samples, [tail, 100 - tail], axis=0)
         return low, high
     ok = finite.sum(0) >= MIN_RESAMPLES
@@ -199,16 +213,25 @@ def withheld(samples, what: str) -> str | None:
     n = int(np.isfinite(samples).sum())
     if n >= MIN_RESAMPLES:
         return None
-    return (f"no interval for {what}: defined in {n:,} of {len(samples):,} resamples, fewer than the {MIN_RESAMPLES} "
-            "an interval needs")
+    return (
+        f"no interval for {what}: defined in {n:,} of {len(samples):,} resamples, fewer than the {MIN_RESAMPLES} "
+        "an interval needs"
+    )
 
 
 def record(n, resampling: Resampling, size=None, **extra) -> dict:
     """What a result records about its intervals (attrs["bootstrap"]): the method, n (prompts
     resampled; a dict when several sets are), resamples, seed, level, the index scheme."""
-    out = {"method": "prompt bootstrap, percentile intervals", "n": n, "resamples": int(resampling.resamples),
-           "seed": int(resampling.seed), "level": LEVEL, "indices": SCHEME.format(size=size or "n"),
-           "min_defined": MIN_RESAMPLES, "undefined": UNDEFINED}
+    out = {
+        "method": "prompt bootstrap, percentile intervals",
+        "n": n,
+        "resamples": int(resampling.resamples),
+        "seed": int(resampling.seed),
+        "level": LEVEL,
+        "indices": SCHEME.format(size=size or "n"),
+        "min_defined": MIN_RESAMPLES,
+        "undefined": UNDEFINED,
+    }
     out.update(extra)
     return out
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.unit.test_analyses_depth_intervals import COS_GRID, FRACTION_GRID, L, make_tokens, results
+from tests.unit.test_analyses_depth_intervals import (
+    COS_GRID,
+    FRACTION_GRID,
+    L,
+    make_tokens,
+    results,
+)
 
 
 def test_cli_writes_intervals_and_sensitivity(cli, tmp_path):
@@ -14,8 +20,19 @@ def test_cli_writes_intervals_and_sensitivity(cli, tmp_path):
     contrib, lens = results(make_tokens(3, 6))
     write_result(str(tmp_path / "c"), contrib, "contributions")
     write_result(str(tmp_path / "l"), lens, "lens")
-    code, _, err = cli("depth", "--contrib", tmp_path / "c", "--lens", tmp_path / "l", "-o", tmp_path / "d",
-                       "--bootstrap", 180, "--bootstrap-seed", 2)
+    code, _, err = cli(
+        "depth",
+        "--contrib",
+        tmp_path / "c",
+        "--lens",
+        tmp_path / "l",
+        "-o",
+        tmp_path / "d",
+        "--bootstrap",
+        180,
+        "--bootstrap-seed",
+        2,
+    )
     assert code == 0, err
     ds = open_result(str(tmp_path / "d"), "depth")
     assert ds.attrs["bootstrap"]["resamples"] == 180 and ds.attrs["bootstrap"]["seed"] == 2
@@ -38,9 +55,13 @@ def test_results_without_per_prompt_sums_get_no_interval(cli, tmp_path):
     from align.store import open_result, write_result
 
     contrib, lens = results(make_tokens(3, 6))
-    write_result(str(tmp_path / "c"), contrib.drop_vars(["cos_sum", "token_count"]), "contributions")
+    write_result(
+        str(tmp_path / "c"), contrib.drop_vars(["cos_sum", "token_count"]), "contributions"
+    )
     write_result(str(tmp_path / "l"), lens, "lens")
-    code, _, err = cli("depth", "--contrib", tmp_path / "c", "--lens", tmp_path / "l", "-o", tmp_path / "d")
+    code, _, err = cli(
+        "depth", "--contrib", tmp_path / "c", "--lens", tmp_path / "l", "-o", tmp_path / "d"
+    )
     assert code == 0, err
     ds = open_result(str(tmp_path / "d"), "depth")
     assert "effective_depth_low" not in ds and ds.attrs["intervals"].startswith("none")

@@ -15,6 +15,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
+
 from tests.helpers.assertions import one_line_error
 
 # One line each, no newline inside a document (so any tokenizer class reading tokenizer.json
@@ -25,7 +26,6 @@ DOCS = [
     "so we fit linear maps from each layer to each layer and look at the errors while the shallow one finishes early.",
     "a deeper network spreads the same computation over more layers while the shallow one finishes early in its depth.",
 ]
-
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +53,10 @@ def _poisoned(zoo, dst, family, edit):
 def nan_mlp(zoo, tmp_path_factory):
     """qwen2 (2 layers) with row 5 of layer 1's MLP down_proj NaN: the MLP output of layer 1
     is NaN in dimension 5 at every token, and so is everything after it."""
+
     def edit(m):
         m.model.layers[1].mlp.down_proj.weight[5, :] = float("nan")
+
     return _poisoned(zoo, tmp_path_factory.mktemp("nan") / "qwen2-nan-mlp", "qwen2", edit)
 
 
@@ -74,7 +76,10 @@ def test_fixture_really_holds_nan(nan_mlp):
     ids = _token_ids(nan_mlp)[0]
     seen = {}
     model.model.layers[1].mlp.register_forward_hook(lambda m, a, o: seen.__setitem__("mlp1", o))
-    model.model.layers[1].register_forward_pre_hook(lambda m, a, k: seen.__setitem__("h1", (a[0] if a else k["hidden_states"])), with_kwargs=True)
+    model.model.layers[1].register_forward_pre_hook(
+        lambda m, a, k: seen.__setitem__("h1", (a[0] if a else k["hidden_states"])),
+        with_kwargs=True,
+    )
     with torch.no_grad():
         model(input_ids=torch.tensor([ids]))
     assert torch.isfinite(seen["h1"]).all()
@@ -82,11 +87,18 @@ def test_fixture_really_holds_nan(nan_mlp):
     assert bad.sum() == len(ids) and bad[:, 5].all()
 
 
-@pytest.mark.parametrize("command,array,extra", [
-    ("contrib", "the MLP output of layer 1", "and 1 later array too (up to the residual at boundary 2)"),
-    ("lens", "the residual at boundary 2", "and 1 later array too (up to the output logits)"),
-    ("skip", "the residual at boundary 2", "3 prompts in the clean run (first"),
-])
+@pytest.mark.parametrize(
+    "command,array,extra",
+    [
+        (
+            "contrib",
+            "the MLP output of layer 1",
+            "and 1 later array too (up to the residual at boundary 2)",
+        ),
+        ("lens", "the residual at boundary 2", "and 1 later array too (up to the output logits)"),
+        ("skip", "the residual at boundary 2", "3 prompts in the clean run (first"),
+    ],
+)
 def test_nan_weight_is_refused_in_one_line(cli, nan_mlp, corpus, tmp_path, command, array, extra):
     """All three prompts in one batch: each of their N tokens has one NaN value (dimension 5),
     so the first array holding them has N NaN values at N tokens; the first is prompt 0,
@@ -94,11 +106,22 @@ def test_nan_weight_is_refused_in_one_line(cli, nan_mlp, corpus, tmp_path, comma
     n = sum(len(ids) for ids in _token_ids(nan_mlp))
     out = tmp_path / "r.zarr"
     code, _, err = cli(command, nan_mlp, corpus, "-o", out, "--batch-size", "8")
-    line = one_line_error(code, err, "non-finite", array, f"holds {n:,} NaN values at {n:,} tokens",
-                           "of a batch of 3 prompts", "(first: prompt 0, position 0)", extra, "--dtype float32")
+    line = one_line_error(
+        code,
+        err,
+        "non-finite",
+        array,
+        f"holds {n:,} NaN values at {n:,} tokens",
+        "of a batch of 3 prompts",
+        "(first: prompt 0, position 0)",
+        extra,
+        "--dtype float32",
+    )
     assert "nothing was written" in line
     assert not out.exists()
-    assert not [p for p in os.listdir(tmp_path) if p.startswith(".r.zarr")]  # no temporary left either
+    assert not [
+        p for p in os.listdir(tmp_path) if p.startswith(".r.zarr")
+    ]  # no temporary left either
 
 
 def test_nan_embedding_row_names_the_first_prompt_and_position(cli, zoo, corpus, tmp_path):
@@ -116,12 +139,17 @@ def test_nan_embedding_row_names_the_first_prompt_and_position(cli, zoo, corpus,
 
     def edit(m):
         m.model.embed_tokens.weight[target, :] = float("nan")
+
     model = _poisoned(zoo, tmp_path / "llama-nan-embed", "llama", edit)
     out = tmp_path / "c.zarr"
     code, _, err = cli("contrib", model, corpus, "-o", out, "--batch-size", "3")
     d = 64  # the zoo's d_model
-    one_line_error(code, err, f"the residual at boundary 0 holds {d * len(hits):,} NaN values at {len(hits):,} tokens",
-                    f"(first: prompt {hits[0][0]}, position {hits[0][1]})")
+    one_line_error(
+        code,
+        err,
+        f"the residual at boundary 0 holds {d * len(hits):,} NaN values at {len(hits):,} tokens",
+        f"(first: prompt {hits[0][0]}, position {hits[0][1]})",
+    )
     assert not out.exists()
 
 
@@ -140,7 +168,9 @@ def test_check_ignores_padding_but_not_real_tokens():
     out["resid"][0] = h
     with pytest.raises(NonFiniteError) as e:
         check_batch(out, mask, prompts=[7, 9])
-    assert "holds 1 ±inf value at 1 token of" in str(e.value) and "(first: prompt 9, position 1)" in str(e.value)
+    assert "holds 1 ±inf value at 1 token of" in str(
+        e.value
+    ) and "(first: prompt 9, position 1)" in str(e.value)
 
 
 def test_contributions_from_arrays_refuse_nan():
@@ -150,12 +180,20 @@ def test_contributions_from_arrays_refuse_nan():
     from align.errors import NonFiniteError
 
     rng = np.random.default_rng(0)
-    resid, attn, mlp = rng.normal(size=(3, 5, 4)), rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 4))
+    resid, attn, mlp = (
+        rng.normal(size=(3, 5, 4)),
+        rng.normal(size=(2, 5, 4)),
+        rng.normal(size=(2, 5, 4)),
+    )
     attn[1, 3, 2] = np.nan
     with pytest.raises(NonFiniteError) as e:
         contributions(resid, attn, mlp)
     msg = str(e.value)
-    assert "part attn at layer 1" in msg and "(first: token 3)" in msg and "1 NaN value at 1 token" in msg
+    assert (
+        "part attn at layer 1" in msg
+        and "(first: token 3)" in msg
+        and "1 NaN value at 1 token" in msg
+    )
 
 
 def test_lens_head_with_nan_weight_is_refused(zoo, tmp_path):
@@ -166,6 +204,7 @@ def test_lens_head_with_nan_weight_is_refused(zoo, tmp_path):
 
     def edit(m):
         m.model.norm.weight[3] = float("nan")
+
     model = _poisoned(zoo, tmp_path / "qwen2-nan-norm", "qwen2", edit)
     with pytest.raises(NonFiniteError) as e:
         read_head(model)
@@ -193,11 +232,24 @@ def _inject(result, var, index, value):
     arr[index] = value
 
 
-@pytest.mark.parametrize("which,var,index,cell", [
-    ("c.zarr", "cos", (1, 2, 0), "cos[part=mlp, layer=2, agg=mean] is NaN"),  # dims part, layer, agg
-    ("l.zarr", "kl", (0, 1), "kl[boundary=1, weighting=token] is NaN"),  # dims weighting, boundary
-    ("l.zarr", "overlap", (0, 3), "overlap[boundary=3, weighting=token] is inf"),
-])
+@pytest.mark.parametrize(
+    "which,var,index,cell",
+    [
+        (
+            "c.zarr",
+            "cos",
+            (1, 2, 0),
+            "cos[part=mlp, layer=2, agg=mean] is NaN",
+        ),  # dims part, layer, agg
+        (
+            "l.zarr",
+            "kl",
+            (0, 1),
+            "kl[boundary=1, weighting=token] is NaN",
+        ),  # dims weighting, boundary
+        ("l.zarr", "overlap", (0, 3), "overlap[boundary=3, weighting=token] is inf"),
+    ],
+)
 def test_depth_names_file_variable_and_index(cli, good_results, tmp_path, which, var, index, cell):
     """A NaN (or inf) in a real result where depth needs a number: one line naming that
     result's path, the variable and the index; not "the lens lacks boundaries"."""
@@ -221,7 +273,15 @@ def test_depth_tells_unmeasured_boundary_from_nan(cli, zoo, extracted, corpus_fi
     assert code == 0, err
     code, _, err = cli("lens", "--store", store, "-o", tmp_path / "l.zarr")
     assert code == 0, err
-    code, _, err = cli("depth", "--contrib", tmp_path / "c.zarr", "--lens", tmp_path / "l.zarr", "-o", tmp_path / "d.zarr")
+    code, _, err = cli(
+        "depth",
+        "--contrib",
+        tmp_path / "c.zarr",
+        "--lens",
+        tmp_path / "l.zarr",
+        "-o",
+        tmp_path / "d.zarr",
+    )
     line = one_line_error(code, err, "did not measure boundaries [1]")
     assert "non-finite" not in line
 
@@ -231,9 +291,8 @@ def test_alignment_plot_withholds_summary_over_nan():
     (as a fit over NaN would): the title names the NaN cells and gives no argmin path, no
     Spearman; no argmin path is drawn. Choice: the figure is still drawn (the finite cells are
     real numbers worth seeing); only the summary, which would be wrong, is withheld."""
-    from tests.helpers.fixtures_demo import alignment_ds
-
     from align import plotting
+    from tests.helpers.fixtures_demo import alignment_ds
 
     ds = alignment_ds()
     err = ds["relative_error"].values.copy()
@@ -241,7 +300,10 @@ def test_alignment_plot_withholds_summary_over_nan():
     ds["relative_error"] = (("source_boundary", "target_boundary"), err)
     text = plotting.summary_text(ds)
     assert "argmin path" not in text and "Spearman" not in text and "no summary" in text
-    assert "relative_error is NaN/inf at 7 of 28 cells (first: source boundary 2, target boundary 0)" in text
+    assert (
+        "relative_error is NaN/inf at 7 of 28 cells (first: source boundary 2, target boundary 0)"
+        in text
+    )
     fig = plotting.plot_alignment(ds)
     ax = fig.axes[0]
     assert "argmin_path" not in [ln.get_gid() for ln in ax.get_lines()]

@@ -6,5 +6,15 @@ from tests.helpers.assertions import one_line_error
 
 
 def test_cli_refuses_zero_resamples(cli, tmp_path):
-    code, _, err = cli("depth", "--contrib", tmp_path / "c", "--lens", tmp_path / "l", "-o", tmp_path / "d", "--bootstrap", "0")
+    code, _, err = cli(
+        "depth",
+        "--contrib",
+        tmp_path / "c",
+        "--lens",
+        tmp_path / "l",
+        "-o",
+        tmp_path / "d",
+        "--bootstrap",
+        "0",
+    )
     one_line_error(code, err, "--bootstrap")

@@ -45,7 +45,9 @@ def test_an_old_result_opens_under_the_new_names():
     assert s["source_boundaries"] == old["summary"]["source_layers"] == [1, 2]
     assert s["target_boundaries"] == old["summary"]["target_layers"]
     assert s["nulls"]["flat"]["target_boundary"] == old["summary"]["nulls"]["flat"]["target_layer"]
-    assert s["slope"] == old["summary"]["slope"] and s["argmin_path"] == old["summary"]["argmin_path"]
+    assert (
+        s["slope"] == old["summary"]["slope"] and s["argmin_path"] == old["summary"]["argmin_path"]
+    )
     assert ds.attrs["options"]["source_boundaries"] == old["options"]["source_layers"]
     assert not any("layers" in k for k in s) and "source_layers" not in ds.attrs["options"]
 
@@ -70,8 +72,10 @@ def test_the_new_and_the_old_option_names(fit_pair, tmp_path, cli):
     with one warning line each."""
     src, tgt = fit_pair
     runs = {}
-    for name, flags in {"new": ["--source-boundaries", "1:", "--target-boundaries=0,2"],
-                        "old": ["--source-layers", "1:", "--target-layers=0,2"]}.items():
+    for name, flags in {
+        "new": ["--source-boundaries", "1:", "--target-boundaries=0,2"],
+        "old": ["--source-layers", "1:", "--target-layers=0,2"],
+    }.items():
         out = str(tmp_path / f"{name}.zarr")
         code, _, err = cli("fit", src, tgt, "-o", out, *flags)
         assert code == 0, err
@@ -83,13 +87,18 @@ def test_the_new_and_the_old_option_names(fit_pair, tmp_path, cli):
     assert dims == ("source_boundary", "target_boundary") and err.shape == (2, 2)
     np.testing.assert_array_equal(raw(new, "source_boundary")[0], [1, 2])
     np.testing.assert_array_equal(raw(new, "target_boundary")[0], [0, 2])
-    assert attrs["options"]["source_boundaries"] == "1:" and attrs["options"]["target_boundaries"] == "0,2"
+    assert (
+        attrs["options"]["source_boundaries"] == "1:"
+        and attrs["options"]["target_boundaries"] == "0,2"
+    )
     assert attrs["summary"]["source_boundaries"] == [1, 2]
     warnings = [line for line in err_old.splitlines() if "deprecated" in line]
-    assert warnings == ["align: warning: --source-layers is deprecated, use --source-boundaries "
-                        "(the old name is accepted until the next release)",
-                        "align: warning: --target-layers is deprecated, use --target-boundaries "
-                        "(the old name is accepted until the next release)"]
+    assert warnings == [
+        "align: warning: --source-layers is deprecated, use --source-boundaries "
+        "(the old name is accepted until the next release)",
+        "align: warning: --target-layers is deprecated, use --target-boundaries "
+        "(the old name is accepted until the next release)",
+    ]
     assert "deprecated" not in err_new
     np.testing.assert_array_equal(raw(old, "relative_error")[0], err)
 
@@ -97,8 +106,13 @@ def test_the_new_and_the_old_option_names(fit_pair, tmp_path, cli):
 def test_a_bad_boundary_spec_names_the_new_option(fit_pair, tmp_path, cli):
     src, tgt = fit_pair
     code, _, err = cli("fit", src, tgt, "-o", tmp_path / "r.zarr", "--source-layers", "9")
-    one_line_error(code, err, "--source-boundaries '9'", "index 9 is out of range",
-                   progress=("align: warning: --source-layers is deprecated",))
+    one_line_error(
+        code,
+        err,
+        "--source-boundaries '9'",
+        "index 9 is out of range",
+        progress=("align: warning: --source-layers is deprecated",),
+    )
 
 
 def test_a_store_made_before_the_rename_is_still_the_same_store(zoo, corpus_file, tmp_path, cli):

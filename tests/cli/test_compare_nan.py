@@ -17,9 +17,14 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
-from tests.helpers.assertions import one_line_error
 
-from tests.cli.test_compare import alignment_with_documents, depth_result, paired_alignments, per_prompt
+from tests.cli.test_compare import (
+    alignment_with_documents,
+    depth_result,
+    paired_alignments,
+    per_prompt,
+)
+from tests.helpers.assertions import one_line_error
 
 
 def _inject(result, var, index, value):
@@ -32,12 +37,25 @@ def _alignment_pair(tmp_path):
     return paired_alignments(tmp_path)[:2]
 
 
-@pytest.mark.parametrize("var, index, value, cell", [
-    ("relative_error", (2, 3), np.nan, "relative_error is NaN at source boundary 2, target boundary 3 (1 of 20"),
-    ("doc_ratio_sum", (4, 1, 2), np.inf, "doc_ratio_sum is inf at held-out document 104, source boundary 1, "
-                                         "target boundary 2 (1 of 240"),
-    ("doc_n_tokens", (7,), np.nan, "doc_n_tokens is NaN at held-out document 107 (1 of 12"),
-])
+@pytest.mark.parametrize(
+    "var, index, value, cell",
+    [
+        (
+            "relative_error",
+            (2, 3),
+            np.nan,
+            "relative_error is NaN at source boundary 2, target boundary 3 (1 of 20",
+        ),
+        (
+            "doc_ratio_sum",
+            (4, 1, 2),
+            np.inf,
+            "doc_ratio_sum is inf at held-out document 104, source boundary 1, "
+            "target boundary 2 (1 of 240",
+        ),
+        ("doc_n_tokens", (7,), np.nan, "doc_n_tokens is NaN at held-out document 107 (1 of 12"),
+    ],
+)
 def test_alignment_result_with_a_nan_cell_is_refused(cli, tmp_path, var, index, value, cell):
     a, b = _alignment_pair(tmp_path)
     code, out, err = cli("compare", a, b)
@@ -54,7 +72,9 @@ def test_depth_result_with_a_nan_sum_is_refused_and_an_undefined_rule_compares(c
     pp = per_prompt(1, n, L)
     a = depth_result(tmp_path / "a", L, pp)
     b = depth_result(tmp_path / "b", L, {**pp, "kl_sum": pp["kl_sum"] * 1.1})
-    c = depth_result(tmp_path / "c", L, ed=[np.nan, 2.0, 3.0])  # the cosine rule undefined: NaN with a meaning
+    c = depth_result(
+        tmp_path / "c", L, ed=[np.nan, 2.0, 3.0]
+    )  # the cosine rule undefined: NaN with a meaning
     code, out, err = cli("compare", a, b, c)
     assert code == 0 and "undefined" in out, err
     _inject(b, "kl_sum", (3, 2), np.nan)
@@ -74,10 +94,21 @@ def _lens(path, pp, L, measured):
     for name in ("kl", "overlap"):
         s = pp[f"{name}_sum"].copy()
         s[:, [b for b in range(L + 1) if b not in measured]] = np.nan
-        data[name] = (("weighting", "boundary"), np.stack([s.sum(0) / c.sum(), (s / c[:, None]).mean(0)]))
+        data[name] = (
+            ("weighting", "boundary"),
+            np.stack([s.sum(0) / c.sum(), (s / c[:, None]).mean(0)]),
+        )
         data[f"{name}_sum"] = (("prompt", "boundary"), s)
-    ds = xr.Dataset(data, coords={"weighting": ["token", "prompt"], "boundary": np.arange(L + 1)},
-                    attrs={"model": "m", "n_layers": L, "prompts_hash": "sha256:p", "boundaries_measured": list(measured)})
+    ds = xr.Dataset(
+        data,
+        coords={"weighting": ["token", "prompt"], "boundary": np.arange(L + 1)},
+        attrs={
+            "model": "m",
+            "n_layers": L,
+            "prompts_hash": "sha256:p",
+            "boundaries_measured": list(measured),
+        },
+    )
     write_result(str(path), ds, "lens")
     return str(path)
 
@@ -101,19 +132,37 @@ def test_stored_intervals_from_too_few_resamples_are_not_shown(cli, tmp_path):
     from align.store import write_result
 
     err = np.random.default_rng(0).random((4, 5))
-    summ = {"source_boundaries": [1, 2, 3], "argmin_path": [1, 3, 4], "spearman": 0.8612, "spearman_low": 0.8564,
-            "spearman_high": 0.8564, "mean_depth_gap": 0.125, "soft_depth_spread": 0.6,
-            "bootstrap": {"unit": "held-out document", "resamples": 1, "seed": 0, "resamples_defined": 1}}
-    ds = xr.Dataset({"relative_error": (("source_boundary", "target_boundary"), err)},
-                    coords={"source_boundary": np.arange(4), "target_boundary": np.arange(5)},
-                    attrs={"summary": summ, "n_layers_source": 3, "n_layers_target": 4})
+    summ = {
+        "source_boundaries": [1, 2, 3],
+        "argmin_path": [1, 3, 4],
+        "spearman": 0.8612,
+        "spearman_low": 0.8564,
+        "spearman_high": 0.8564,
+        "mean_depth_gap": 0.125,
+        "soft_depth_spread": 0.6,
+        "bootstrap": {
+            "unit": "held-out document",
+            "resamples": 1,
+            "seed": 0,
+            "resamples_defined": 1,
+        },
+    }
+    ds = xr.Dataset(
+        {"relative_error": (("source_boundary", "target_boundary"), err)},
+        coords={"source_boundary": np.arange(4), "target_boundary": np.arange(5)},
+        attrs={"summary": summ, "n_layers_source": 3, "n_layers_target": 4},
+    )
     write_result(str(tmp_path / "one"), ds, "alignment")
     code, out, err_ = cli("compare", tmp_path / "one", "-o", tmp_path / "t.csv")
     assert code == 0, err_
     assert "0.8612" in out and "0.8564" not in out
     assert "one: its intervals are not shown: they come from 1 resamples, fewer than the 100" in out
     row = next(csv.DictReader(io.StringIO((tmp_path / "t.csv").read_text())))
-    assert float(row["Spearman"]) == 0.8612 and row["Spearman_low"] == "" and row["Spearman_high"] == ""
+    assert (
+        float(row["Spearman"]) == 0.8612
+        and row["Spearman_low"] == ""
+        and row["Spearman_high"] == ""
+    )
 
 
 def test_paired_statistic_defined_in_too_few_resamples_gets_no_interval(cli, tmp_path):
@@ -152,5 +201,7 @@ def test_paired_statistic_defined_in_too_few_resamples_gets_no_interval(cli, tmp
     assert float(diff["Spearman"]) == pytest.approx(0.2)
     assert diff["Spearman_low"] == "" and diff["Spearman_high"] == ""
     assert diff["mean depth gap_low"] != ""
-    assert (f"b − a: no interval for Spearman: defined in {defined} of 1,000 resamples, fewer than the 100 an interval "
-            "needs") in out
+    assert (
+        f"b − a: no interval for Spearman: defined in {defined} of 1,000 resamples, fewer than the 100 an interval "
+        "needs"
+    ) in out

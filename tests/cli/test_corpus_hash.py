@@ -14,16 +14,27 @@ import json
 import os
 
 import pytest
+
 from tests.helpers.assertions import one_line_error
 
 # One document per line of each file (--doc-split line), each with an answer after " =".
-OLD = {"a.txt": "the model reads every layer = 19\nso we fit linear maps from each layer = 12\n"
-                "a deeper network spreads the same computation = 7\n",
-       "b.txt": "the shallow one finishes early in its depth = 3\nand we look at the errors of every map = 40\n"
-                "each layer is a point of the residual stream = 8\n"}
+OLD = {
+    "a.txt": "the model reads every layer = 19\nso we fit linear maps from each layer = 12\n"
+    "a deeper network spreads the same computation = 7\n",
+    "b.txt": "the shallow one finishes early in its depth = 3\nand we look at the errors of every map = 40\n"
+    "each layer is a point of the residual stream = 8\n",
+}
 NEW_B = "another text entirely = 1\nwith other words in it = 2\nand a third line of it = 5\n"
-OPTIONS = {"dataset": None, "text_field": "text", "fmt": "plain", "doc_split": "line", "max_length": 64,
-           "overflow": "split", "max_tokens": None, "max_docs": None}  # CorpusSpec's recorded options
+OPTIONS = {
+    "dataset": None,
+    "text_field": "text",
+    "fmt": "plain",
+    "doc_split": "line",
+    "max_length": 64,
+    "overflow": "split",
+    "max_tokens": None,
+    "max_docs": None,
+}  # CorpusSpec's recorded options
 CORPUS_ARGS = ["--doc-split", "line", "--max-length", "64"]
 
 
@@ -62,12 +73,15 @@ def after(module, name: str, folder, monkeypatch) -> list:
             replace_b(folder)
         calls.append(name)
         return out
+
     monkeypatch.setattr(module, name, wrapped)
     return calls
 
 
 @pytest.mark.parametrize("max_tokens", [None, 100])
-def test_live_fit_records_the_hash_of_the_text_it_tokenized(zoo, folder, cli, tmp_path, monkeypatch, max_tokens):
+def test_live_fit_records_the_hash_of_the_text_it_tokenized(
+    zoo, folder, cli, tmp_path, monkeypatch, max_tokens
+):
     """b.txt replaced right after --live has tokenized the corpus (its token table): the result
     records the hash of the old bytes, those its tokens came from (it used to hash the corpus
     again afterwards, recording the new text's hash). With --max-tokens 100 the tokens stop
@@ -79,20 +93,40 @@ def test_live_fit_records_the_hash_of_the_text_it_tokenized(zoo, folder, cli, tm
     calls = after(live, "token_table", folder, monkeypatch)
     out = tmp_path / "r.zarr"
     cut = ["--max-tokens", str(max_tokens)] if max_tokens else []
-    code, _, err = cli("fit", "--live", zoo("qwen2"), zoo("qwen2"), folder, "-o", out, *CORPUS_ARGS, *cut,
-                       "--bootstrap", "0")
+    code, _, err = cli(
+        "fit",
+        "--live",
+        zoo("qwen2"),
+        zoo("qwen2"),
+        folder,
+        "-o",
+        out,
+        *CORPUS_ARGS,
+        *cut,
+        "--bootstrap",
+        "0",
+    )
     assert code == 0, err
     assert calls == ["token_table"]
     attrs = open_result(str(out), "alignment").attrs
-    assert (attrs["options"]["n_tokens"]["fit"] + attrs["options"]["n_tokens"]["validation"]
-            + attrs["options"]["n_tokens"]["heldout"]) < (100 if max_tokens else 10 ** 6)
+    assert (
+        attrs["options"]["n_tokens"]["fit"]
+        + attrs["options"]["n_tokens"]["validation"]
+        + attrs["options"]["n_tokens"]["heldout"]
+    ) < (100 if max_tokens else 10**6)
     for side in ("source", "target"):
-        assert attrs[side]["corpus"]["hash"] == reference_hash(OLD, {**OPTIONS, "max_tokens": max_tokens}), side
+        assert attrs[side]["corpus"]["hash"] == reference_hash(
+            OLD, {**OPTIONS, "max_tokens": max_tokens}
+        ), side
     assert reference_hash(OLD) != reference_hash({**OLD, "b.txt": NEW_B})
 
 
-@pytest.mark.parametrize("module,name", [("align.corpus", "corpus_hash"), ("align.extraction.plan", "count")])
-def test_extract_refuses_a_corpus_replaced_between_its_reads(zoo, folder, cli, tmp_path, monkeypatch, module, name):
+@pytest.mark.parametrize(
+    "module,name", [("align.corpus", "corpus_hash"), ("align.extraction.plan", "count")]
+)
+def test_extract_refuses_a_corpus_replaced_between_its_reads(
+    zoo, folder, cli, tmp_path, monkeypatch, module, name
+):
     """b.txt replaced after the identity's hash (before the tokens are counted), or after the
     count (before the token table is written): the run stops in one line naming the corpus,
     and no complete store is left (it used to finish a store holding the tokens of the new
@@ -104,8 +138,14 @@ def test_extract_refuses_a_corpus_replaced_between_its_reads(zoo, folder, cli, t
     calls = after(importlib.import_module(module), name, folder, monkeypatch)
     out = tmp_path / "s.zarr"
     code, _, err = cli("extract", zoo("qwen2"), folder, "-o", out, *CORPUS_ARGS)
-    line = one_line_error(code, err, f"corpus {folder} changed while align read it", reference_hash(OLD)[:12],
-                          reference_hash({**OLD, "b.txt": NEW_B})[:12], progress=("align extract: ",))
+    line = one_line_error(
+        code,
+        err,
+        f"corpus {folder} changed while align read it",
+        reference_hash(OLD)[:12],
+        reference_hash({**OLD, "b.txt": NEW_B})[:12],
+        progress=("align extract: ",),
+    )
     assert calls == [name]
     if name == "corpus_hash":
         assert not out.exists()  # refused by the count, before the store is created
@@ -128,7 +168,9 @@ def test_contrib_records_the_hash_of_the_prompts_it_read(zoo, folder, cli, tmp_p
     assert open_result(str(out), "contributions").attrs["corpus"]["hash"] == reference_hash(OLD)
 
 
-def test_erase_records_the_hashes_of_the_prompts_and_reference_it_read(zoo, folder, cli, tmp_path, monkeypatch):
+def test_erase_records_the_hashes_of_the_prompts_and_reference_it_read(
+    zoo, folder, cli, tmp_path, monkeypatch
+):
     """`align erase` with a folder of marked prompts and the same folder as its reference:
     b.txt replaced right after the prompts are read, then (the reference read) right after
     the reference prompts; both hashes are the old bytes'."""
@@ -137,8 +179,20 @@ def test_erase_records_the_hashes_of_the_prompts_and_reference_it_read(zoo, fold
 
     calls = after(answers, "load_answer_prompts", folder, monkeypatch)
     out = tmp_path / "e.zarr"
-    code, _, err = cli("erase", zoo("qwen2"), folder, "--answer-marker", " =", "--reference", folder,
-                       "--reference-docs", 2, *CORPUS_ARGS, "-o", out)
+    code, _, err = cli(
+        "erase",
+        zoo("qwen2"),
+        folder,
+        "--answer-marker",
+        " =",
+        "--reference",
+        folder,
+        "--reference-docs",
+        2,
+        *CORPUS_ARGS,
+        "-o",
+        out,
+    )
     assert code == 0, err
     assert calls == ["load_answer_prompts"]
     attrs = open_result(str(out), "erasure").attrs
@@ -148,7 +202,9 @@ def test_erase_records_the_hashes_of_the_prompts_and_reference_it_read(zoo, fold
     assert attrs["reference"]["hash"] == reference_hash({**OLD, "b.txt": NEW_B}, ref_options)
 
 
-def test_skip_with_answer_splits_records_the_hash_of_the_prompts_it_read(zoo, folder, cli, tmp_path, monkeypatch):
+def test_skip_with_answer_splits_records_the_hash_of_the_prompts_it_read(
+    zoo, folder, cli, tmp_path, monkeypatch
+):
     """`align skip --split answer-start` reads its prompts with their answers: b.txt replaced
     right after that read; the result records the old bytes' hash, the text its tokens are."""
     from align.analyses import answers
@@ -156,8 +212,22 @@ def test_skip_with_answer_splits_records_the_hash_of_the_prompts_it_read(zoo, fo
 
     calls = after(answers, "load_answer_prompts", folder, monkeypatch)
     out = tmp_path / "s.zarr"
-    code, _, err = cli("skip", zoo("qwen2"), folder, "--answer-marker", " =", "--split", "answer-start",
-                       "--settings", "current", "--bootstrap", 100, *CORPUS_ARGS, "-o", out)
+    code, _, err = cli(
+        "skip",
+        zoo("qwen2"),
+        folder,
+        "--answer-marker",
+        " =",
+        "--split",
+        "answer-start",
+        "--settings",
+        "current",
+        "--bootstrap",
+        100,
+        *CORPUS_ARGS,
+        "-o",
+        out,
+    )
     assert code == 0, err
     assert calls[0] == "load_answer_prompts"
     assert open_result(str(out), "skipping").attrs["corpus"]["hash"] == reference_hash(OLD)

@@ -14,32 +14,28 @@ L = 4
 # R[s, l] (skipped s, later l) of the current setting (align's extension). Diagonal and lower
 # entries are not "later" layers and must not count; row s = L-1 has no later layer and is
 # left out.
-R_A = np.array([[50., 3., 3., 3.],
-                [9., 50., 0., 2.],
-                [9., 9., 50., 2.],
-                [9., 9., 9., 50.]])
+R_A = np.array(
+    [[50.0, 3.0, 3.0, 3.0], [9.0, 50.0, 0.0, 2.0], [9.0, 9.0, 50.0, 2.0], [9.0, 9.0, 9.0, 50.0]]
+)
 # m = (3, 1, 2): DS = (0*3 + 1*1 + 2*2) / (3 + 1 + 2) = 5/6
-O_A = np.array([0., 1., 0., 3.])  # DS = (1*1 + 3*3) / (1 + 3) = 2.5
-R_B = np.array([[0., 0., 0., 0.],
-                [0., 0., 4., 4.],
-                [0., 0., 0., 1.],
-                [0., 0., 0., 0.]])
+O_A = np.array([0.0, 1.0, 0.0, 3.0])  # DS = (1*1 + 3*3) / (1 + 3) = 2.5
+R_B = np.array(
+    [[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 4.0, 4.0], [0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]]
+)
 # m = (0, 4, 1): DS = (1*4 + 2*1) / 5 = 1.2
-O_B = np.array([2., 2., 0., 0.])  # DS = (0 + 2) / 4 = 0.5
+O_B = np.array([2.0, 2.0, 0.0, 0.0])  # DS = (0 + 2) / 4 = 0.5
 # The future setting: layers l <= s are unchanged at the measured positions (R[s, l<=s] = 0).
 # P1's m_s = sum_l R[s, l] / max(L-1-s, 1) over s = 0..L-1.
-R_F = np.array([[0., 3., 3., 3.],
-                [0., 0., 2., 0.],
-                [0., 0., 0., 5.],
-                [0., 0., 0., 0.]])
+R_F = np.array(
+    [[0.0, 3.0, 3.0, 3.0], [0.0, 0.0, 2.0, 0.0], [0.0, 0.0, 0.0, 5.0], [0.0, 0.0, 0.0, 0.0]]
+)
 # m = (9/3, 2/2, 5/1, 0/1) = (3, 1, 5, 0): DS = (0*3 + 1*1 + 2*5 + 3*0) / 9 = 11/9
-O_F = np.array([0., 2., 0., 2.])  # DS = (1*2 + 3*2) / 4 = 2
-R_G = np.array([[0., 6., 0., 0.],
-                [0., 0., 1., 1.],
-                [0., 0., 0., 0.],
-                [0., 0., 0., 0.]])
+O_F = np.array([0.0, 2.0, 0.0, 2.0])  # DS = (1*2 + 3*2) / 4 = 2
+R_G = np.array(
+    [[0.0, 6.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]
+)
 # m = (6/3, 2/2, 0, 0) = (2, 1, 0, 0): DS = 1/3
-O_G = np.array([1., 0., 0., 0.])  # DS = 0
+O_G = np.array([1.0, 0.0, 0.0, 0.0])  # DS = 0
 
 
 def _skip_result(path, R, O, corpus=None, model="m", future=None, options=None):
@@ -54,9 +50,19 @@ def _skip_result(path, R, O, corpus=None, model="m", future=None, options=None):
     Rs[0, 0, 0], Os[0, 0, 0] = R, O
     if future is not None:
         Rs[1, 0, 0], Os[1, 0, 0] = future
-    res = {"R": Rs, "O": Os, "settings": settings, "parts": ["layer", "attn"],
-           "n_prompts": {s: 5 for s in settings}, "n_prompts_too_short": {}}
-    attrs = {"model": model, "config_hash": "h", "corpus": corpus or {"source": "x.txt", "fmt": "plain"}}
+    res = {
+        "R": Rs,
+        "O": Os,
+        "settings": settings,
+        "parts": ["layer", "attn"],
+        "n_prompts": {s: 5 for s in settings},
+        "n_prompts_too_short": {},
+    }
+    attrs = {
+        "model": model,
+        "config_hash": "h",
+        "corpus": corpus or {"source": "x.txt", "fmt": "plain"},
+    }
     if options is not None:
         attrs["options"] = options
     write_result(str(path), to_dataset(res, attrs, seed=0), "skipping")
@@ -99,12 +105,23 @@ def test_headline_is_p1_future_score(cli, tmp_path):
     np.testing.assert_allclose(fut.sel(effect="output").values, [2.0, 0.0], rtol=1e-12)
     cur = ds["DS"].sel(setting="current", part="layer", agg="max", effect="layer")
     np.testing.assert_allclose(cur.values, [5 / 6, 1.2], rtol=1e-12)
-    assert ds.attrs["headline"] == {"setting": "future", "part": "layer", "agg": "max", "effect": "layer",
-                                    "name": "P1's depth score"}
-    assert "P1" in ds.attrs["scores"]["future"] and "align's extension" in ds.attrs["scores"]["current"]
+    assert ds.attrs["headline"] == {
+        "setting": "future",
+        "part": "layer",
+        "agg": "max",
+        "effect": "layer",
+        "name": "P1's depth score",
+    }
+    assert (
+        "P1" in ds.attrs["scores"]["future"]
+        and "align's extension" in ds.attrs["scores"]["current"]
+    )
     line = next(ln for ln in err.splitlines() if ln.startswith("align depthscore: wrote"))
     head, _, rest = line.partition("; align's current-setting extension by level ")
-    assert "P1's depth score (future setting; layer effect, part layer, max) by level 2: 1.22, 3: 0.33" in head
+    assert (
+        "P1's depth score (future setting; layer effect, part layer, max) by level 2: 1.22, 3: 0.33"
+        in head
+    )
     assert rest.startswith("2: 0.83, 3: 1.20")
     fig = plot_result(ds, part="layer", agg="max")
     panel = fig.axes[0]
@@ -115,7 +132,9 @@ def test_headline_is_p1_future_score(cli, tmp_path):
 
 def test_results_of_different_splits_are_refused(cli, tmp_path):
     """Levels measured at different future split points do not compare: one line naming both."""
-    a = _skip_result(tmp_path / "a", R_A, O_A, future=(R_F, O_F), options={"split": "answer-points"})
+    a = _skip_result(
+        tmp_path / "a", R_A, O_A, future=(R_F, O_F), options={"split": "answer-points"}
+    )
     b = _skip_result(tmp_path / "b", R_B, O_B, future=(R_G, O_G), options={"split": "random"})
     code, _, err = cli("depthscore", a, b, "--levels", "2,3", "-o", tmp_path / "ds")
     one_line_error(code, err, str(tmp_path / "b"), "--split random", "--split answer-points")
@@ -142,7 +161,9 @@ def test_levels_from_provenance(cli, tmp_path):
     from align.corpus import CorpusSpec, corpus_hash
     from align.store import open_result
 
-    gen = _skip_result(tmp_path / "gen", R_A, O_A, corpus={"source": "generated addition:4", "fmt": "addition:4"})
+    gen = _skip_result(
+        tmp_path / "gen", R_A, O_A, corpus={"source": "generated addition:4", "fmt": "addition:4"}
+    )
     math = tmp_path / "math2.jsonl"
     math.write_text(json.dumps({"problem": "p", "solution": "s", "level": "Level 2"}) + "\n")
     spec = CorpusSpec(str(math), fmt="math")
@@ -190,10 +211,16 @@ def test_output_never_harms_anything(cli, tmp_path, monkeypatch, target, overwri
     (tmp_path / "notes" / "notes.txt").write_text("my notes\n")
     (tmp_path / "file.txt").write_text("a file\n")
     monkeypatch.chdir(tmp_path)
-    out = {"non-empty folder": str(tmp_path / "notes"), "current folder": ".", "file": str(tmp_path / "file.txt"),
-           "input": a}[target]
+    out = {
+        "non-empty folder": str(tmp_path / "notes"),
+        "current folder": ".",
+        "file": str(tmp_path / "file.txt"),
+        "input": a,
+    }[target]
     before = snapshot(tmp_path)
-    code, _, err = cli("depthscore", a, "--levels", "1", "-o", out, *(["--overwrite"] if overwrite else []))
+    code, _, err = cli(
+        "depthscore", a, "--levels", "1", "-o", out, *(["--overwrite"] if overwrite else [])
+    )
     one_line_error(code, err, out)
     assert snapshot(tmp_path) == before
 
@@ -215,16 +242,41 @@ def test_end_to_end_from_math_prompts(cli, zoo, tmp_path):
     align's definitions, and the log line quotes the headline first."""
     from align.store import open_result
 
-    model = zoo("qwen2", num_hidden_layers=4)  # with 2 layers every layer-effect DS is 0: only s = 0 has a later layer
+    model = zoo(
+        "qwen2", num_hidden_layers=4
+    )  # with 2 layers every layer-effect DS is 0: only s = 0 has a later layer
     outs = []
     for level in (2, 1):
         f = tmp_path / f"math{level}.jsonl"
-        f.write_text("".join(json.dumps({"problem": f"What is {k} plus {level}?", "level": f"Level {level}",
-                                         "solution": f"It is {k + level}, since {k} plus {level} makes {k + level}."})
-                             + "\n" for k in range(3)))
+        f.write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "problem": f"What is {k} plus {level}?",
+                        "level": f"Level {level}",
+                        "solution": f"It is {k + level}, since {k} plus {level} makes {k + level}.",
+                    }
+                )
+                + "\n"
+                for k in range(3)
+            )
+        )
         out = tmp_path / f"skip{level}"
-        code, _, err = cli("skip", model, f, "--format", "math", "--settings", "current,future", "--parts", "layer",
-                           "--split", "answer-points", "-o", out)
+        code, _, err = cli(
+            "skip",
+            model,
+            f,
+            "--format",
+            "math",
+            "--settings",
+            "current,future",
+            "--parts",
+            "layer",
+            "--split",
+            "answer-points",
+            "-o",
+            out,
+        )
         assert code == 0, err
         outs.append(str(out))
     code, _, err = cli("depthscore", *outs, "--bootstrap", 100, "-o", tmp_path / "ds")
@@ -235,22 +287,32 @@ def test_end_to_end_from_math_prompts(cli, zoo, tmp_path):
     heads = {}
     for level, path in zip((2, 1), outs):
         skip = open_result(path, "skipping")
-        assert all(len(p) >= 2 for p in skip.attrs["split_points"])  # answers long enough for several points
+        assert all(
+            len(p) >= 2 for p in skip.attrs["split_points"]
+        )  # answers long enough for several points
         got = ds["DS"].sel(level=level, part="layer", agg="max")
         Rf = skip["R"].sel(setting="future", part="layer", agg="max").values.astype(float)
         heads[level] = _p1_depth_score(Rf)
         assert 0.1 < heads[level] < 2.9  # not an end of the layer range by construction
-        np.testing.assert_allclose(float(got.sel(setting="future", effect="layer")), heads[level], rtol=1e-12)
+        np.testing.assert_allclose(
+            float(got.sel(setting="future", effect="layer")), heads[level], rtol=1e-12
+        )
         R = skip["R"].sel(setting="current", part="layer", agg="max").values.astype(float)
         n = R.shape[0]
-        m = np.array([R[s, s + 1:].mean() for s in range(n - 1)])
+        m = np.array([R[s, s + 1 :].mean() for s in range(n - 1)])
         want_layer = sum(s * m[s] for s in range(n - 1)) / m.sum()
-        np.testing.assert_allclose(float(got.sel(setting="current", effect="layer")), want_layer, rtol=1e-12)
+        np.testing.assert_allclose(
+            float(got.sel(setting="current", effect="layer")), want_layer, rtol=1e-12
+        )
         for setting in ("current", "future"):
             O = skip["O"].sel(setting=setting, part="layer", agg="max").values.astype(float)
             want_output = sum(s * O[s] for s in range(n)) / O.sum()
-            np.testing.assert_allclose(float(got.sel(setting=setting, effect="output")), want_output, rtol=1e-12)
+            np.testing.assert_allclose(
+                float(got.sel(setting=setting, effect="output")), want_output, rtol=1e-12
+            )
     line = next(ln for ln in err.splitlines() if ln.startswith("align depthscore: wrote"))
-    assert (f"P1's depth score (future setting, --split answer-points; layer effect, part layer, max) by level "
-            f"1: {heads[1]:.2f} [") in line
+    assert (
+        f"P1's depth score (future setting, --split answer-points; layer effect, part layer, max) by level "
+        f"1: {heads[1]:.2f} ["
+    ) in line
     assert line.index("P1's depth score") < line.index("align's current-setting extension")

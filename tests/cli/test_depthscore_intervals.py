@@ -6,6 +6,7 @@ and an edited result is refused."""
 from __future__ import annotations
 
 import numpy as np
+
 from tests.helpers.assertions import one_line_error
 
 L = 4
@@ -21,10 +22,20 @@ def _skip_result(path, Rp, Op, model="m"):
     n = len(Rp)
     R = np.stack([Rp.max(0), Rp.mean(0)], 1)[None]
     O = np.stack([Op.max(0), Op.mean(0)], 1)[None]
-    res = {"R": R, "O": O, "settings": ["future"], "parts": PARTS, "n_prompts": {"future": n},
-           "n_prompts_too_short": 0, "n_prompts_total": n, "used": {"future": list(range(n))},
-           "per_prompt": {"future": (Rp, Op)}}
-    write_result(str(path), to_dataset(res, {"model": model, "config_hash": "h"}, seed=0), "skipping")
+    res = {
+        "R": R,
+        "O": O,
+        "settings": ["future"],
+        "parts": PARTS,
+        "n_prompts": {"future": n},
+        "n_prompts_too_short": 0,
+        "n_prompts_total": n,
+        "used": {"future": list(range(n))},
+        "per_prompt": {"future": (Rp, Op)},
+    }
+    write_result(
+        str(path), to_dataset(res, {"model": model, "config_hash": "h"}, seed=0), "skipping"
+    )
     return str(path)
 
 
@@ -54,7 +65,18 @@ def test_interval_matches_numpy_reference(cli, tmp_path):
     data = [_random_prompts(1, 7), _random_prompts(2, 5)]
     paths = [_skip_result(tmp_path / f"s{i}", *d) for i, d in enumerate(data)]
     B, seed = 200, 5
-    code, _, err = cli("depthscore", *paths, "--levels", "3,2", "--bootstrap", B, "--seed", seed, "-o", tmp_path / "ds")
+    code, _, err = cli(
+        "depthscore",
+        *paths,
+        "--levels",
+        "3,2",
+        "--bootstrap",
+        B,
+        "--seed",
+        seed,
+        "-o",
+        tmp_path / "ds",
+    )
     assert code == 0, err
     ds = open_result(str(tmp_path / "ds"), "depthscore")
     rng = np.random.default_rng(seed)
@@ -65,12 +87,18 @@ def test_interval_matches_numpy_reference(cli, tmp_path):
             for k, part in enumerate(PARTS):
                 lay = [_ref_ds(_ref_layer(f(Rp[ix])[k])) for ix in idx]
                 out = [_ref_ds(f(Op[ix])[k]) for ix in idx]
-                for effect, samples, point in (("layer", lay, _ref_ds(_ref_layer(f(Rp)[k]))),
-                                               ("output", out, _ref_ds(f(Op)[k]))):
+                for effect, samples, point in (
+                    ("layer", lay, _ref_ds(_ref_layer(f(Rp)[k]))),
+                    ("output", out, _ref_ds(f(Op)[k])),
+                ):
                     cell = ds.sel(level=level, setting="future", part=part, agg=agg, effect=effect)
                     np.testing.assert_allclose(float(cell["DS"]), point, rtol=1e-12)
-                    np.testing.assert_allclose(float(cell["ds_low"]), np.percentile(samples, 2.5), rtol=1e-12)
-                    np.testing.assert_allclose(float(cell["ds_high"]), np.percentile(samples, 97.5), rtol=1e-12)
+                    np.testing.assert_allclose(
+                        float(cell["ds_low"]), np.percentile(samples, 2.5), rtol=1e-12
+                    )
+                    np.testing.assert_allclose(
+                        float(cell["ds_high"]), np.percentile(samples, 97.5), rtol=1e-12
+                    )
                     assert float(cell["ds_low"]) < float(cell["ds_high"])
     assert "bootstrap" in ds.attrs["intervals"] and "200" in ds.attrs["intervals"]
 
@@ -95,7 +123,21 @@ def test_seed_reproduces(cli, tmp_path):
     a = _skip_result(tmp_path / "a", *_random_prompts(4, 6))
     runs = {}
     for name, seed in (("x", 0), ("y", 0), ("z", 1)):
-        assert cli("depthscore", a, "--levels", "2", "--bootstrap", 100, "--seed", seed, "-o", tmp_path / name)[0] == 0
+        assert (
+            cli(
+                "depthscore",
+                a,
+                "--levels",
+                "2",
+                "--bootstrap",
+                100,
+                "--seed",
+                seed,
+                "-o",
+                tmp_path / name,
+            )[0]
+            == 0
+        )
         runs[name] = open_result(str(tmp_path / name), "depthscore")
     for v in ("ds_low", "ds_high"):
         np.testing.assert_array_equal(runs["x"][v].values, runs["y"][v].values)
@@ -109,15 +151,28 @@ def test_without_per_prompt_values_no_interval(cli, tmp_path):
     from align.store import open_result, write_result
 
     Rp, Op = _random_prompts(5, 3)
-    res = {"R": np.stack([Rp.max(0), Rp.mean(0)], 1)[None], "O": np.stack([Op.max(0), Op.mean(0)], 1)[None],
-           "settings": ["future"], "parts": PARTS, "n_prompts": {"future": 3}, "n_prompts_too_short": 0}
-    write_result(str(tmp_path / "old"), to_dataset(res, {"model": "m", "config_hash": "h"}, seed=0), "skipping")
+    res = {
+        "R": np.stack([Rp.max(0), Rp.mean(0)], 1)[None],
+        "O": np.stack([Op.max(0), Op.mean(0)], 1)[None],
+        "settings": ["future"],
+        "parts": PARTS,
+        "n_prompts": {"future": 3},
+        "n_prompts_too_short": 0,
+    }
+    write_result(
+        str(tmp_path / "old"),
+        to_dataset(res, {"model": "m", "config_hash": "h"}, seed=0),
+        "skipping",
+    )
     code, _, err = cli("depthscore", tmp_path / "old", "--levels", "2", "-o", tmp_path / "ds")
     assert code == 0, err
     ds = open_result(str(tmp_path / "ds"), "depthscore")
     assert np.isnan(ds["ds_low"].values).all() and np.isnan(ds["ds_high"].values).all()
-    np.testing.assert_allclose(float(ds["DS"].sel(level=2, setting="future", part="layer", agg="max", effect="output")),
-                               _ref_ds(Op.max(0)[0]), rtol=1e-12)
+    np.testing.assert_allclose(
+        float(ds["DS"].sel(level=2, setting="future", part="layer", agg="max", effect="output")),
+        _ref_ds(Op.max(0)[0]),
+        rtol=1e-12,
+    )
     assert ds.attrs["intervals"].startswith("none") and "per-prompt" in err
 
 
@@ -129,10 +184,20 @@ def test_edited_aggregate_is_refused(cli, tmp_path):
 
     R = np.stack([Rp.max(0) * 1.5, Rp.mean(0)], 1)[None]
     O = np.stack([Op.max(0), Op.mean(0)], 1)[None]
-    res = {"R": R, "O": O, "settings": ["future"], "parts": PARTS, "n_prompts": {"future": 4},
-           "n_prompts_too_short": 0, "n_prompts_total": 4, "used": {"future": list(range(4))},
-           "per_prompt": {"future": (Rp, Op)}}
-    write_result(str(tmp_path / "b"), to_dataset(res, {"model": "m", "config_hash": "h"}, seed=0), "skipping")
+    res = {
+        "R": R,
+        "O": O,
+        "settings": ["future"],
+        "parts": PARTS,
+        "n_prompts": {"future": 4},
+        "n_prompts_too_short": 0,
+        "n_prompts_total": 4,
+        "used": {"future": list(range(4))},
+        "per_prompt": {"future": (Rp, Op)},
+    }
+    write_result(
+        str(tmp_path / "b"), to_dataset(res, {"model": "m", "config_hash": "h"}, seed=0), "skipping"
+    )
     code, _, err = cli("depthscore", tmp_path / "b", "--levels", "2", "-o", tmp_path / "ds")
     one_line_error(code, err, "is not the max of R_prompt")
     assert not (tmp_path / "ds").exists()
@@ -143,12 +208,17 @@ def test_plot_draws_interval_bars(cli, tmp_path):
     from align.store import open_result
 
     paths = [_skip_result(tmp_path / f"s{i}", *_random_prompts(10 + i, 5)) for i in range(2)]
-    assert cli("depthscore", *paths, "--levels", "1,2", "--bootstrap", 100, "-o", tmp_path / "ds")[0] == 0
+    assert (
+        cli("depthscore", *paths, "--levels", "1,2", "--bootstrap", 100, "-o", tmp_path / "ds")[0]
+        == 0
+    )
     ds = open_result(str(tmp_path / "ds"))
     fig = plot_result(ds, part="layer", agg="max")
     gids = {c.get_gid() for ax in fig.axes for c in ax.collections}
     assert {"DS-interval/layer/future", "DS-interval/output/future"} <= gids
-    bars = next(c for ax in fig.axes for c in ax.collections if c.get_gid() == "DS-interval/layer/future")
+    bars = next(
+        c for ax in fig.axes for c in ax.collections if c.get_gid() == "DS-interval/layer/future"
+    )
     segs = bars.get_segments()
     lo = ds["ds_low"].sel(setting="future", part="layer", agg="max", effect="layer").values
     hi = ds["ds_high"].sel(setting="future", part="layer", agg="max", effect="layer").values

@@ -13,10 +13,12 @@ import torch
 from tests.helpers.assertions import one_line_error
 from tests.helpers.fixtures_fit import fit_pair  # noqa: F401
 
-CUDA_TEXT = ("CUDA out of memory. Tried to allocate 2.50 GiB. GPU 0 has a total capacity of 79.15 GiB of which "
-             "1.06 GiB is free. Including non-PyTorch memory, this process has 78.08 GiB memory in use. Of the "
-             "allocated memory 77.50 GiB is allocated by PyTorch. If reserved but unallocated memory is large try "
-             "setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.")
+CUDA_TEXT = (
+    "CUDA out of memory. Tried to allocate 2.50 GiB. GPU 0 has a total capacity of 79.15 GiB of which "
+    "1.06 GiB is free. Including non-PyTorch memory, this process has 78.08 GiB memory in use. Of the "
+    "allocated memory 77.50 GiB is allocated by PyTorch. If reserved but unallocated memory is large try "
+    "setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."
+)
 
 
 def _oom(*args, **kwargs):
@@ -30,7 +32,9 @@ def _one_line(code, err):
     return line
 
 
-def test_extract_oom_names_device_sizes_and_batch_size(zoo, corpus_file, tmp_path, cli, monkeypatch):
+def test_extract_oom_names_device_sizes_and_batch_size(
+    zoo, corpus_file, tmp_path, cli, monkeypatch
+):
     import align.models
 
     monkeypatch.setattr(align.models, "load_model", _oom)

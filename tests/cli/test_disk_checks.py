@@ -24,14 +24,21 @@ KiB = 1 << 10
 
 def du(path) -> int:
     """Bytes `path` takes on disk, as du(1) counts them (allocated blocks)."""
-    return int(subprocess.run(["du", "-s", "--block-size=1", str(path)], capture_output=True, text=True,
-                              check=True).stdout.split()[0])
+    return int(
+        subprocess.run(
+            ["du", "-s", "--block-size=1", str(path)], capture_output=True, text=True, check=True
+        ).stdout.split()[0]
+    )
 
 
 STORES = {
     "chunks of 2048 tokens, sublayers": {"chunk_tokens": 2048, "sublayers": True},
     "default": {},
-    "bfloat16, no codec, sublayers": {"store_dtype": "bfloat16", "codec": "none", "sublayers": True},
+    "bfloat16, no codec, sublayers": {
+        "store_dtype": "bfloat16",
+        "codec": "none",
+        "sublayers": True,
+    },
     "40 tokens": {"max_tokens": 40},
 }
 
@@ -52,7 +59,11 @@ def test_store_bytes_count_what_a_written_store_takes(extracted, options):
     for name in os.listdir(path):
         if os.path.isdir(os.path.join(path, name)) and name in sizes:
             measured = du(os.path.join(path, name))
-            assert measured <= sizes[name] <= 1.02 * measured + 16 * KiB, (name, sizes[name], measured)
+            assert measured <= sizes[name] <= 1.02 * measured + 16 * KiB, (
+                name,
+                sizes[name],
+                measured,
+            )
     total, measured = sum(sizes.values()), du(path)
     assert measured <= total <= 1.05 * measured + 64 * KiB, (total, measured)
 
@@ -68,7 +79,10 @@ def test_dry_run_says_what_the_run_writes(zoo, corpus_file, tmp_path):
     assert not out.exists()
     align.extract(zoo("qwen2"), corpus_file, str(out), **options)
     measured = du(out)
-    assert measured <= report.dry_run["total_bytes"] <= 1.05 * measured + 64 * KiB, (report.dry_run["total_bytes"], measured)
+    assert measured <= report.dry_run["total_bytes"] <= 1.05 * measured + 64 * KiB, (
+        report.dry_run["total_bytes"],
+        measured,
+    )
 
 
 def test_extract_on_a_small_disk_is_refused_before_computing(cli, zoo, corpus_file, tmpfs):
@@ -81,15 +95,22 @@ def test_extract_on_a_small_disk_is_refused_before_computing(cli, zoo, corpus_fi
     assert os.listdir(tmpfs) == []
 
 
-def test_extract_whose_disk_fills_while_writing_names_the_store(cli, zoo, corpus_file, tmpfs, monkeypatch):
+def test_extract_whose_disk_fills_while_writing_names_the_store(
+    cli, zoo, corpus_file, tmpfs, monkeypatch
+):
     """The check told there is room (the disk fills after it, as when another process takes
     the space): one line naming the store and that it resumes, not a bare "No space left on
     device"."""
     monkeypatch.setenv("ALIGN_FREE_DISK_BYTES", str(1 << 40))
     out = tmpfs / "s.zarr"
     code, _, err = cli("extract", zoo("qwen2"), corpus_file, "-o", out, "--max-tokens", "40")
-    one_line_error(code, err, f"no space left on the device while writing store {out}", "resumes",
-                   progress=("align extract: ",))
+    one_line_error(
+        code,
+        err,
+        f"no space left on the device while writing store {out}",
+        "resumes",
+        progress=("align extract: ",),
+    )
 
 
 def test_fit_on_a_small_disk_is_refused_before_computing(cli, fit_pair, tmpfs):
@@ -97,21 +118,45 @@ def test_fit_on_a_small_disk_is_refused_before_computing(cli, fit_pair, tmpfs):
     ~540 KiB on disk (every file and folder a block): the check counted ~60 KiB, passed on a
     64 KiB tmpfs, and the fit failed at the write."""
     out = tmpfs / "a.zarr"
-    code, _, err = cli("fit", *fit_pair, "-o", out, "--scheduler", "synchronous", "--alphas", "1e-3,1e-1")
-    one_line_error(code, err, f"-o {out}", "needs up to", "only 64.0 KiB is free", "nothing was computed")
+    code, _, err = cli(
+        "fit", *fit_pair, "-o", out, "--scheduler", "synchronous", "--alphas", "1e-3,1e-1"
+    )
+    one_line_error(
+        code, err, f"-o {out}", "needs up to", "only 64.0 KiB is free", "nothing was computed"
+    )
     assert os.listdir(tmpfs) == []
 
 
 def test_live_fit_on_a_small_disk_is_refused_before_computing(cli, zoo, corpus_file, tmpfs):
     out = tmpfs / "a.zarr"
-    code, _, err = cli("fit", "--live", zoo("qwen2"), zoo("qwen2", num_hidden_layers=4, hidden_size=96), corpus_file,
-                       "-o", out, "--alphas", "1e-3,1e-1")
-    one_line_error(code, err, f"-o {out}", "needs up to", "only 64.0 KiB is free", "nothing was computed",
-                   progress=("align fit: ",))
+    code, _, err = cli(
+        "fit",
+        "--live",
+        zoo("qwen2"),
+        zoo("qwen2", num_hidden_layers=4, hidden_size=96),
+        corpus_file,
+        "-o",
+        out,
+        "--alphas",
+        "1e-3,1e-1",
+    )
+    one_line_error(
+        code,
+        err,
+        f"-o {out}",
+        "needs up to",
+        "only 64.0 KiB is free",
+        "nothing was computed",
+        progress=("align fit: ",),
+    )
     assert os.listdir(tmpfs) == []
 
 
-@pytest.mark.parametrize("extra", [[], ["--save-maps"], ["--convergence", "--save-maps"]], ids=["scores", "maps", "convergence"])
+@pytest.mark.parametrize(
+    "extra",
+    [[], ["--save-maps"], ["--convergence", "--save-maps"]],
+    ids=["scores", "maps", "convergence"],
+)
 def test_result_bytes_bound_what_a_fit_writes(cli, fit_pair, tmp_path, extra):
     """`budget.result_bytes` for the fit's pairs, held-out documents and attributes (as the
     check before the fit counts them) against du of the result written: never less, at most
@@ -123,8 +168,21 @@ def test_result_bytes_bound_what_a_fit_writes(cli, fit_pair, tmp_path, extra):
     code, _, err = cli("fit", *fit_pair, "-o", out, "--scheduler", "synchronous", *extra)
     assert code == 0, err
     ds = open_result(str(out), "alignment")
-    attrs = len(json.dumps({"source": ds.attrs["source"], "target": ds.attrs["target"], "split": ds.attrs["split"]}))
-    need = result_bytes(ResultShape(ds.sizes["source_boundary"], ds.sizes["target_boundary"], 64, 96, ds.sizes["heldout_doc"]),
-                        "W" in ds, attrs)
+    attrs = len(
+        json.dumps(
+            {"source": ds.attrs["source"], "target": ds.attrs["target"], "split": ds.attrs["split"]}
+        )
+    )
+    need = result_bytes(
+        ResultShape(
+            ds.sizes["source_boundary"],
+            ds.sizes["target_boundary"],
+            64,
+            96,
+            ds.sizes["heldout_doc"],
+        ),
+        "W" in ds,
+        attrs,
+    )
     measured = du(out)
     assert measured <= sum(need) <= 1.5 * measured, (need, measured)

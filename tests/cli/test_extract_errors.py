@@ -11,7 +11,6 @@ from align.store import exists, read_attrs
 from tests.helpers.assertions import one_line_error
 
 
-
 def _not_complete(out):
     if exists(str(out)):
         assert not read_attrs(str(out))["progress"]["complete"]
@@ -29,7 +28,9 @@ def bad_corpora(tmp_path):
     bad_json.write_text('{"text": "fine"}\n{"text": oops}\n')
     no_field = tmp_path / "nofield.jsonl"
     no_field.write_text('{"body": "x"}\n')
-    return dict(empty=empty, latin1=latin1, folder=folder_named_txt, bad_json=bad_json, no_field=no_field)
+    return dict(
+        empty=empty, latin1=latin1, folder=folder_named_txt, bad_json=bad_json, no_field=no_field
+    )
 
 
 def test_missing_model_folder(cli, corpus_file, tmp_path):
@@ -46,13 +47,16 @@ def test_config_that_is_not_a_causal_lm(cli, zoo, corpus_file, tmp_path):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("which,needles", [
-    ("empty", ["empty.txt", "no text"]),
-    ("latin1", ["latin1.txt", "not UTF-8", "0xe9", "line 2"]),
-    ("folder", ["folder.txt", "folder"]),
-    ("bad_json", ["bad.jsonl line 2", "JSON"]),
-    ("no_field", ["nofield.jsonl line 1", "'text'", "--text-field"]),
-])
+@pytest.mark.parametrize(
+    "which,needles",
+    [
+        ("empty", ["empty.txt", "no text"]),
+        ("latin1", ["latin1.txt", "not UTF-8", "0xe9", "line 2"]),
+        ("folder", ["folder.txt", "folder"]),
+        ("bad_json", ["bad.jsonl line 2", "JSON"]),
+        ("no_field", ["nofield.jsonl line 1", "'text'", "--text-field"]),
+    ],
+)
 def test_bad_corpus(cli, zoo, bad_corpora, tmp_path, which, needles):
     out = tmp_path / "o.zarr"
     code, _, err = cli("extract", zoo("qwen2"), bad_corpora[which], "-o", out)
@@ -65,9 +69,17 @@ def test_missing_corpus(cli, zoo, tmp_path):
     one_line_error(code, err, "nope.txt", "does not exist")
 
 
-@pytest.mark.parametrize("spec,needle", [
-    ("0,99", "99"), ("a", "'a'"), ("::0", "step"), ("1:2:3:4", "'1:2:3:4'"), ("0,,1", "empty"), ("5:9", "selects no"),
-])
+@pytest.mark.parametrize(
+    "spec,needle",
+    [
+        ("0,99", "99"),
+        ("a", "'a'"),
+        ("::0", "step"),
+        ("1:2:3:4", "'1:2:3:4'"),
+        ("0,,1", "empty"),
+        ("5:9", "selects no"),
+    ],
+)
 def test_bad_layers(cli, zoo, corpus_file, tmp_path, spec, needle):
     out = tmp_path / "o.zarr"
     code, _, err = cli("extract", zoo("qwen2"), corpus_file, "-o", out, "--boundaries", spec)
@@ -76,9 +88,13 @@ def test_bad_layers(cli, zoo, corpus_file, tmp_path, spec, needle):
 
 
 def test_bad_option_values_are_one_line(cli, zoo, corpus_file, tmp_path):
-    code, _, err = cli("extract", zoo("qwen2"), corpus_file, "-o", tmp_path / "o", "--batch-size", "zero")
+    code, _, err = cli(
+        "extract", zoo("qwen2"), corpus_file, "-o", tmp_path / "o", "--batch-size", "zero"
+    )
     one_line_error(code, err, "zero", "--batch-size")
-    code, _, err = cli("extract", zoo("qwen2"), corpus_file, "-o", tmp_path / "o", "--store-dtype", "int8")
+    code, _, err = cli(
+        "extract", zoo("qwen2"), corpus_file, "-o", tmp_path / "o", "--store-dtype", "int8"
+    )
     one_line_error(code, err, "int8")
     code, _, err = cli("extract", zoo("qwen2"), corpus_file)
     one_line_error(code, err, "--output")

@@ -27,7 +27,6 @@ from tests.helpers.faults import killed_run
 D_MODEL = 64  # the zoo's width
 
 
-
 def _snapshot(root) -> dict:
     """path -> (sha256, size, mtime_ns) for every file under root."""
     out = {}
@@ -35,12 +34,26 @@ def _snapshot(root) -> dict:
         for f in files:
             p = os.path.join(dirpath, f)
             st = os.stat(p)
-            out[os.path.relpath(p, root)] = (hashlib.sha256(open(p, "rb").read()).hexdigest(), st.st_size, st.st_mtime_ns)
+            out[os.path.relpath(p, root)] = (
+                hashlib.sha256(open(p, "rb").read()).hexdigest(),
+                st.st_size,
+                st.st_mtime_ns,
+            )
     return out
 
 
 def _extract_cmd(model, corpus, out, *extra):
-    return [sys.executable, "-m", "align.cli.main", "extract", str(model), str(corpus), "-o", str(out), *extra]
+    return [
+        sys.executable,
+        "-m",
+        "align.cli.main",
+        "extract",
+        str(model),
+        str(corpus),
+        "-o",
+        str(out),
+        *extra,
+    ]
 
 
 def _killed_run(cmd, tmp_path, point):
@@ -50,7 +63,11 @@ def _killed_run(cmd, tmp_path, point):
 def _reference_ids(model_dir, text):
     from tokenizers import Tokenizer
 
-    return Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json")).encode(text, add_special_tokens=False).ids
+    return (
+        Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
+        .encode(text, add_special_tokens=False)
+        .ids
+    )
 
 
 def _resave(model_dir, seed=None, edit=None):
@@ -88,13 +105,24 @@ def test_resume_against_other_weights_is_refused(zoo, corpus_file, tmp_path):
     assert (model / "model.safetensors").read_bytes() != original
     before = _snapshot(out)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    line = one_line_error(p.returncode, p.stderr, "weights: store has sha256 ", ", now sha256 ", progress=("align extract: ",))
+    line = one_line_error(
+        p.returncode,
+        p.stderr,
+        "weights: store has sha256 ",
+        ", now sha256 ",
+        progress=("align extract: ",),
+    )
     assert "config_hash" not in line  # only the weights changed
-    old_hex, new_hex = (part.split("sha256 ")[1][:12] for part in line.split("weights: ")[1].split(", now "))
+    old_hex, new_hex = (
+        part.split("sha256 ")[1][:12] for part in line.split("weights: ")[1].split(", now ")
+    )
     assert old_hex != new_hex
     assert _snapshot(out) == before  # untouched, stale lock included
     assert not open_activations(str(out)).complete
-    assert json.loads((model / "config.json").read_text())["num_hidden_layers"] == config_before["num_hidden_layers"]
+    assert (
+        json.loads((model / "config.json").read_text())["num_hidden_layers"]
+        == config_before["num_hidden_layers"]
+    )
 
     # The original weights back: the same command resumes and completes.
     (model / "model.safetensors").write_bytes(original)
@@ -110,13 +138,15 @@ def test_sharded_and_pickle_weights_are_fingerprinted(zoo, tmp_path):
     from transformers import AutoModelForCausalLM
 
     from align.errors import ModelError
-    from align.provenance import weight_files, weights_identity
     from align.models import ModelSpec, load_config
+    from align.provenance import weight_files, weights_identity
 
     sharded = tmp_path / "sharded"
     shutil.copytree(zoo("qwen2"), sharded)
     os.remove(sharded / "model.safetensors")
-    AutoModelForCausalLM.from_pretrained(zoo("qwen2")).save_pretrained(sharded, max_shard_size="100KB")
+    AutoModelForCausalLM.from_pretrained(zoo("qwen2")).save_pretrained(
+        sharded, max_shard_size="100KB"
+    )
     shards = sorted(f for f in os.listdir(sharded) if f.endswith(".safetensors"))
     assert len(shards) > 2
     spec = ModelSpec(str(sharded))
@@ -135,12 +165,19 @@ def test_sharded_and_pickle_weights_are_fingerprinted(zoo, tmp_path):
 
     pickled = tmp_path / "pickled"
     shutil.copytree(zoo("qwen2"), pickled)
-    torch.save(AutoModelForCausalLM.from_pretrained(zoo("qwen2")).state_dict(), pickled / "pytorch_model.bin")
+    torch.save(
+        AutoModelForCausalLM.from_pretrained(zoo("qwen2")).state_dict(),
+        pickled / "pytorch_model.bin",
+    )
     os.remove(pickled / "model.safetensors")
     spec = ModelSpec(str(pickled), allow_pickle_weights=True)
     ident = weights_identity(spec, load_config(spec))
-    assert ident["files"] == {"pytorch_model.bin": {"bytes": os.path.getsize(pickled / "pytorch_model.bin"),
-                                                    "sha256": hashlib.sha256((pickled / "pytorch_model.bin").read_bytes()).hexdigest()}}
+    assert ident["files"] == {
+        "pytorch_model.bin": {
+            "bytes": os.path.getsize(pickled / "pytorch_model.bin"),
+            "sha256": hashlib.sha256((pickled / "pytorch_model.bin").read_bytes()).hexdigest(),
+        }
+    }
 
 
 # ---------------------------------------------------------------------------- item 12
@@ -153,7 +190,10 @@ def pickle_only(zoo, tmp_path):
 
     folder = tmp_path / "pickle-only"
     shutil.copytree(zoo("qwen2"), folder)
-    torch.save(AutoModelForCausalLM.from_pretrained(zoo("qwen2")).state_dict(), folder / "pytorch_model.bin")
+    torch.save(
+        AutoModelForCausalLM.from_pretrained(zoo("qwen2")).state_dict(),
+        folder / "pytorch_model.bin",
+    )
     os.remove(folder / "model.safetensors")
     return folder
 
@@ -172,10 +212,19 @@ def test_cuda_without_cuda_creates_no_store(cli, zoo, corpus_file, tmp_path):
 def test_pickle_only_checkpoint_creates_no_store(cli, pickle_only, corpus_file, tmp_path):
     out = tmp_path / "o.zarr"
     code, _, err = cli("extract", pickle_only, corpus_file, "-o", out)
-    one_line_error(code, err, "only pickle weights", "pytorch_model.bin", "--allow-pickle-weights", progress=("align extract: ",))
+    one_line_error(
+        code,
+        err,
+        "only pickle weights",
+        "pytorch_model.bin",
+        "--allow-pickle-weights",
+        progress=("align extract: ",),
+    )
     assert not os.path.lexists(out)
     # Allowed, it loads and completes.
-    code, _, err = cli("extract", pickle_only, corpus_file, "-o", out, "--allow-pickle-weights", "--max-docs", "2")
+    code, _, err = cli(
+        "extract", pickle_only, corpus_file, "-o", out, "--allow-pickle-weights", "--max-docs", "2"
+    )
     assert code == 0, err
     assert open_activations(str(out)).complete
 
@@ -197,11 +246,17 @@ def test_each_run_segment_is_recorded(zoo, corpus_file, tmp_path, cli):
     assert [r["tokens"] for r in runs] == [[0, stopped], [stopped, s.n_tokens]]
     assert [r["batch_size"] for r in runs] == [2, 3]
     for r in runs:
-        assert r["device"] == "cpu" and r["dtype"] == "float32" and r["host"] == socket.gethostname()
+        assert (
+            r["device"] == "cpu" and r["dtype"] == "float32" and r["host"] == socket.gethostname()
+        )
         assert r["align_version"] and r["started"].endswith("+00:00")
     assert runs[0]["started"] <= runs[1]["started"]
     code, text, _ = cli("info", out)
-    assert code == 0 and f"tokens 0..{stopped:,}, batch size 2, cpu" in text and f"tokens {stopped:,}..{s.n_tokens:,}, batch size 3" in text
+    assert (
+        code == 0
+        and f"tokens 0..{stopped:,}, batch size 2, cpu" in text
+        and f"tokens {stopped:,}..{s.n_tokens:,}, batch size 3" in text
+    )
 
 
 # ---------------------------------------------------------------------------- item 15
@@ -223,22 +278,31 @@ def narrow_tokenizer_model(zoo, tmp_path):
             os.remove(folder / f)
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.train_from_iterator([CORPUS_TEXT], trainers.BpeTrainer(vocab_size=150, special_tokens=["<|endoftext|>"],
-                                                              show_progress=False))
+    tok.train_from_iterator(
+        [CORPUS_TEXT],
+        trainers.BpeTrainer(vocab_size=150, special_tokens=["<|endoftext|>"], show_progress=False),
+    )
     PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>").save_pretrained(folder)
     return folder
 
 
-def test_dropped_characters_are_counted_and_reported(cli, narrow_tokenizer_model, corpus_file, tmp_path):
+def test_dropped_characters_are_counted_and_reported(
+    cli, narrow_tokenizer_model, corpus_file, tmp_path
+):
     plain = open(corpus_file, encoding="utf-8").read().split("\n\n")[0]
     corpus = tmp_path / "emoji.txt"
     # document 1: 300 emoji, document 2: two emoji amid known words. Hand count: 302 in 2 docs.
-    corpus.write_text(plain + "\n\n" + "\U0001F600" * 300 + "\n\nthe model \U0001F600\U0001F680 reads\n", encoding="utf-8")
+    corpus.write_text(
+        plain + "\n\n" + "\U0001f600" * 300 + "\n\nthe model \U0001f600\U0001f680 reads\n",
+        encoding="utf-8",
+    )
     out = tmp_path / "s.zarr"
     code, _, err = cli("extract", narrow_tokenizer_model, corpus, "-o", out)
     assert code == 0, err
     last = err.strip().splitlines()[-1]
-    assert "302 characters outside the tokenizer's vocabulary dropped from 2 documents" in last, last
+    assert "302 characters outside the tokenizer's vocabulary dropped from 2 documents" in last, (
+        last
+    )
     c = open_activations(str(out)).provenance["corpus"]
     assert c["dropped_characters"] == 302 and c["documents_with_dropped_characters"] == 2
     assert c["first_dropped"] == [[1, 300], [2, 2]]
@@ -246,7 +310,7 @@ def test_dropped_characters_are_counted_and_reported(cli, narrow_tokenizer_model
 
 def test_byte_level_tokenizer_drops_nothing(cli, zoo, tmp_path):
     corpus = tmp_path / "emoji.txt"
-    corpus.write_text("the model \U0001F600 reads\n\n" + "\U0001F680" * 30 + "\n", encoding="utf-8")
+    corpus.write_text("the model \U0001f600 reads\n\n" + "\U0001f680" * 30 + "\n", encoding="utf-8")
     out = tmp_path / "s.zarr"
     code, _, err = cli("extract", zoo("qwen2"), corpus, "-o", out)
     assert code == 0, err
@@ -257,7 +321,7 @@ def test_byte_level_tokenizer_drops_nothing(cli, zoo, tmp_path):
 def test_uncovered_characters_hand_worked():
     from align.corpus import uncovered_characters
 
-    text = "ab  c\U0001F600\nd"
+    text = "ab  c\U0001f600\nd"
     # tokens "ab" and "c"; the spaces and the newline are whitespace (not counted), the emoji
     # and "d" are covered by no token: 2.
     assert uncovered_characters(text, np.array([[0, 2], [4, 5]])) == 2
@@ -276,7 +340,11 @@ def test_special_token_text_is_warned_once(cli, zoo, tmp_path):
     assert code == 0, err
     warnings = [line for line in err.splitlines() if "warning" in line]
     assert len(warnings) == 1, err
-    assert "'<|endoftext|>'" in warnings[0] and "document 1" in warnings[0] and "2 literal" in warnings[0]
+    assert (
+        "'<|endoftext|>'" in warnings[0]
+        and "document 1" in warnings[0]
+        and "2 literal" in warnings[0]
+    )
     s = open_activations(str(out))
     assert s.provenance["corpus"]["special_token_text"] == 2
     # The stored ids are the tokenizer's own (the special token, as it parses it).
@@ -289,14 +357,25 @@ def test_special_token_text_is_warned_once(cli, zoo, tmp_path):
 
 def test_max_length_beyond_position_limit(cli, zoo, corpus_file, tmp_path):
     out = tmp_path / "o.zarr"
-    limit = json.loads(open(os.path.join(zoo("qwen2"), "config.json")).read())["max_position_embeddings"]
+    limit = json.loads(open(os.path.join(zoo("qwen2"), "config.json")).read())[
+        "max_position_embeddings"
+    ]
     code, _, err = cli("extract", zoo("qwen2"), corpus_file, "-o", out, "--max-length", limit + 1)
-    one_line_error(code, err, f"--max-length {limit + 1}", f"max_position_embeddings {limit}", "--allow-long", progress=("align extract: ",))
+    one_line_error(
+        code,
+        err,
+        f"--max-length {limit + 1}",
+        f"max_position_embeddings {limit}",
+        "--allow-long",
+        progress=("align extract: ",),
+    )
     assert not os.path.lexists(out)
     code, _, err = cli("extract", zoo("qwen2"), corpus_file, "-o", out, "--max-length", limit)
     assert code == 0, err
     out2 = tmp_path / "long.zarr"
-    code, _, err = cli("extract", zoo("qwen2"), corpus_file, "-o", out2, "--max-length", limit + 1, "--allow-long")
+    code, _, err = cli(
+        "extract", zoo("qwen2"), corpus_file, "-o", out2, "--max-length", limit + 1, "--allow-long"
+    )
     assert code == 0, err
 
 
@@ -321,15 +400,36 @@ def _assert_nothing_non_finite_written(out, committed_at_most=None):
         assert progress["committed_tokens"] <= committed_at_most
 
 
-@pytest.mark.parametrize("sublayers,where", [(False, "at boundary 2:"), (True, "at the MLP output of layer 1:")])
-def test_nan_weight_is_refused_naming_boundary_token_and_count(cli, zoo, corpus_file, tmp_path, sublayers, where):
-    model = _nan_model(zoo, tmp_path, lambda m: m.model.layers[1].mlp.down_proj.weight.fill_(float("nan")))
+@pytest.mark.parametrize(
+    "sublayers,where", [(False, "at boundary 2:"), (True, "at the MLP output of layer 1:")]
+)
+def test_nan_weight_is_refused_naming_boundary_token_and_count(
+    cli, zoo, corpus_file, tmp_path, sublayers, where
+):
+    model = _nan_model(
+        zoo, tmp_path, lambda m: m.model.layers[1].mlp.down_proj.weight.fill_(float("nan"))
+    )
     first_doc = open(corpus_file, encoding="utf-8").read().split("\n\n")[0]
     n = len(_reference_ids(str(model), first_doc))  # the first batch is document 0 alone
     out = tmp_path / "s.zarr"
-    code, _, err = cli("extract", model, corpus_file, "-o", out, "--batch-size", "1", *(["--sublayers"] if sublayers else []))
-    one_line_error(code, err, where, f"{n * D_MODEL:,} NaN/inf values in {n:,} tokens",
-                    "document 0, position 0 (token 0)", progress=("align extract: ",))
+    code, _, err = cli(
+        "extract",
+        model,
+        corpus_file,
+        "-o",
+        out,
+        "--batch-size",
+        "1",
+        *(["--sublayers"] if sublayers else []),
+    )
+    one_line_error(
+        code,
+        err,
+        where,
+        f"{n * D_MODEL:,} NaN/inf values in {n:,} tokens",
+        "document 0, position 0 (token 0)",
+        progress=("align extract: ",),
+    )
     _assert_nothing_non_finite_written(out, committed_at_most=0)
 
 
@@ -343,12 +443,22 @@ def test_nan_embedding_row_is_named_at_its_first_token(cli, zoo, corpus_file, tm
     d, tid = next((d, t) for d in range(3, len(ids)) for t in ids[d] if t not in seen)
     pos = ids[d].index(tid)
     token = sum(len(x) for x in ids[:d]) + pos
-    model = _nan_model(zoo, tmp_path, lambda m: m.model.embed_tokens.weight[tid].fill_(float("nan")))
+    model = _nan_model(
+        zoo, tmp_path, lambda m: m.model.embed_tokens.weight[tid].fill_(float("nan"))
+    )
     out = tmp_path / "s.zarr"
-    code, _, err = cli("extract", model, corpus_file, "-o", out, "--batch-size", "1", "--chunk-tokens", "16")
+    code, _, err = cli(
+        "extract", model, corpus_file, "-o", out, "--batch-size", "1", "--chunk-tokens", "16"
+    )
     k = ids[d].count(tid)
-    one_line_error(code, err, "at boundary 0:", f"{k * D_MODEL:,} NaN/inf values in {k:,} token{'s' if k != 1 else ''} ",
-                    f"document {d}, position {pos} (token {token:,})", progress=("align extract: ",))
+    one_line_error(
+        code,
+        err,
+        "at boundary 0:",
+        f"{k * D_MODEL:,} NaN/inf values in {k:,} token{'s' if k != 1 else ''} ",
+        f"document {d}, position {pos} (token {token:,})",
+        progress=("align extract: ",),
+    )
     _assert_nothing_non_finite_written(out, committed_at_most=token)
     assert open_activations(str(out)).progress["committed_tokens"] > 0  # earlier batches were kept
 
@@ -374,18 +484,26 @@ def test_finite_check_ignores_padding_and_finite_overflow_but_not_real_tokens():
     mlp = torch.zeros(2, 3, 4)
     mlp[1, 2, :] = float("nan")  # arises before boundary 1 in the forward, at real token 4
     out = {"resid": {0: resid, 1: later}, "attn": {}, "mlp": {0: mlp}}
-    with pytest.raises(NonFiniteError, match=r"at the MLP output of layer 0: 4 NaN/inf values in 1 token of this batch, first at token 4 "):
+    with pytest.raises(
+        NonFiniteError,
+        match=r"at the MLP output of layer 0: 4 NaN/inf values in 1 token of this batch, first at token 4 ",
+    ):
         check_finite(out, keep)
     del out["mlp"][0]
-    with pytest.raises(NonFiniteError, match=r"at boundary 1: 2 NaN/inf values in 2 tokens of this batch, first at token 3 "):
+    with pytest.raises(
+        NonFiniteError,
+        match=r"at boundary 1: 2 NaN/inf values in 2 tokens of this batch, first at token 3 ",
+    ):
         check_finite(out, keep)
 
 
 # ----------------------------------------------------------------------------- item 1
 
 
-@pytest.mark.parametrize("target", ["file", "corpus file", "corpus folder", "model folder", "folder with notes",
-                                    "under a file"])
+@pytest.mark.parametrize(
+    "target",
+    ["file", "corpus file", "corpus folder", "model folder", "folder with notes", "under a file"],
+)
 def test_output_that_is_not_a_store_is_refused_and_untouched(cli, zoo, tmp_path, target):
     world = tmp_path / "world"
     world.mkdir()
@@ -398,8 +516,14 @@ def test_output_that_is_not_a_store_is_refused_and_untouched(cli, zoo, tmp_path,
     (world / "notes").mkdir()
     (world / "notes" / "notes.txt").write_text("keep me\n")
     corpus = corpus_dir if target == "corpus folder" else corpus_dir / "a.txt"
-    out = {"file": world / "file.zarr", "corpus file": corpus_dir / "a.txt", "corpus folder": corpus_dir,
-           "model folder": model, "folder with notes": world / "notes", "under a file": world / "file.zarr" / "s.zarr"}[target]
+    out = {
+        "file": world / "file.zarr",
+        "corpus file": corpus_dir / "a.txt",
+        "corpus folder": corpus_dir,
+        "model folder": model,
+        "folder with notes": world / "notes",
+        "under a file": world / "file.zarr" / "s.zarr",
+    }[target]
     before = _snapshot(world)
     code, _, err = cli("extract", model, corpus, "-o", out)
     one_line_error(code, err, out, progress=("align extract: ",))
@@ -435,9 +559,16 @@ def test_hub_resume_after_the_branch_moved_is_refused(zoo, corpus_file, tmp_path
     (tmp_path / "hub" / "models--org--tiny" / "refs" / "main").write_text(b)
     before = _snapshot(out)
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    one_line_error(p.returncode, p.stderr, f"weights: store has hub commit {a[:12]}…, now hub commit {b[:12]}…", progress=("align extract: ",))
+    one_line_error(
+        p.returncode,
+        p.stderr,
+        f"weights: store has hub commit {a[:12]}…, now hub commit {b[:12]}…",
+        progress=("align extract: ",),
+    )
     assert _snapshot(out) == before
     # Pinned to the first commit, the same store resumes and completes.
-    p = subprocess.run(cmd + ["--revision", a], env=env, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        cmd + ["--revision", a], env=env, capture_output=True, text=True, timeout=300
+    )
     assert p.returncode == 0 and "resuming" in p.stderr, p.stderr
     assert open_activations(str(out)).complete

@@ -28,52 +28,126 @@ def models(zoo):
     return zoo("qwen2"), zoo("qwen2", **BIG)
 
 
-def test_tokenizers_that_differ_pair_on_the_text_with_the_store_routes_checks(zoo, extracted, corpus_file, cli, tmp_path):
+def test_tokenizers_that_differ_pair_on_the_text_with_the_store_routes_checks(
+    zoo, extracted, corpus_file, cli, tmp_path
+):
     other = {"vocab_size": 280}  # another BPE vocabulary, trained on the same text
     pair = zoo("qwen2"), zoo("qwen2", **other)
     stores = extracted("qwen2"), extracted("qwen2", model_overrides=other)
     # `--pairing tokens`: both routes refuse, naming the same parts word for word
-    code, _, err_live = cli("fit", "--live", *pair, corpus_file, "-o", tmp_path / "a.zarr", "--pairing", "tokens")
-    live = one_line_error(code, err_live, "differ in vocabulary", "--pairing tokens needs one token stream")
-    code, _, err_store = cli("fit", *stores, "-o", tmp_path / "b.zarr", "--scheduler", "synchronous", "--pairing", "tokens")
+    code, _, err_live = cli(
+        "fit", "--live", *pair, corpus_file, "-o", tmp_path / "a.zarr", "--pairing", "tokens"
+    )
+    live = one_line_error(
+        code, err_live, "differ in vocabulary", "--pairing tokens needs one token stream"
+    )
+    code, _, err_store = cli(
+        "fit",
+        *stores,
+        "-o",
+        tmp_path / "b.zarr",
+        "--scheduler",
+        "synchronous",
+        "--pairing",
+        "tokens",
+    )
     store = one_line_error(code, err_store)
     assert live.split(" differ in ")[1].split(":")[0] == store.split(" differ in ")[1].split(":")[0]
     # auto pairs them on the text; a document cut into windows at other characters is refused by both, alike
-    code, _, err_live = cli("fit", "--live", *pair, corpus_file, "-o", tmp_path / "a.zarr", "--bootstrap", "0")
-    live = one_line_error(code, err_live, "is cut into 1 window(s) in source", "but 2 in target", "--overflow truncate",
-                          progress=PROGRESS)
-    code, _, err = cli("fit", *stores, "-o", tmp_path / "c.zarr", "--scheduler", "synchronous", "--bootstrap", "0")
+    code, _, err_live = cli(
+        "fit", "--live", *pair, corpus_file, "-o", tmp_path / "a.zarr", "--bootstrap", "0"
+    )
+    live = one_line_error(
+        code,
+        err_live,
+        "is cut into 1 window(s) in source",
+        "but 2 in target",
+        "--overflow truncate",
+        progress=PROGRESS,
+    )
+    code, _, err = cli(
+        "fit", *stores, "-o", tmp_path / "c.zarr", "--scheduler", "synchronous", "--bootstrap", "0"
+    )
     store = one_line_error(code, err, progress=("align fit: ",))
-    assert live.split(" is cut into ")[1].split(" in source")[0] == store.split(" is cut into ")[1].split(" in source")[0]
+    assert (
+        live.split(" is cut into ")[1].split(" in source")[0]
+        == store.split(" is cut into ")[1].split(" in source")[0]
+    )
     assert live.split(" at other characters")[1] == store.split(" at other characters")[1]
     assert not any((tmp_path / n).exists() for n in ("a.zarr", "b.zarr", "c.zarr"))
     # every document read from its start by both: both routes fit
-    code, _, err = cli("fit", "--live", *pair, corpus_file, "-o", tmp_path / "a.zarr", "--bootstrap", "0",
-                       "--overflow", "truncate")
+    code, _, err = cli(
+        "fit",
+        "--live",
+        *pair,
+        corpus_file,
+        "-o",
+        tmp_path / "a.zarr",
+        "--bootstrap",
+        "0",
+        "--overflow",
+        "truncate",
+    )
     assert code == 0, err
     assert "align fit --live: pairing char-anchors (the tokenizers differ in vocabulary" in err
     assert "anchored pairs cover source" in err and "window rows" in err
-    whole = extracted("qwen2", overflow="truncate"), extracted("qwen2", model_overrides=other, overflow="truncate")
-    code, _, err = cli("fit", *whole, "-o", tmp_path / "c.zarr", "--scheduler", "synchronous", "--bootstrap", "0")
+    whole = (
+        extracted("qwen2", overflow="truncate"),
+        extracted("qwen2", model_overrides=other, overflow="truncate"),
+    )
+    code, _, err = cli(
+        "fit", *whole, "-o", tmp_path / "c.zarr", "--scheduler", "synchronous", "--bootstrap", "0"
+    )
     assert code == 0, err
-    assert "pairing char-anchors (the tokenizers differ in vocabulary" in err and "anchored pairs cover" in err
-    a, b = open_result(str(tmp_path / "a.zarr"), "alignment"), open_result(str(tmp_path / "c.zarr"), "alignment")
+    assert (
+        "pairing char-anchors (the tokenizers differ in vocabulary" in err
+        and "anchored pairs cover" in err
+    )
+    a, b = (
+        open_result(str(tmp_path / "a.zarr"), "alignment"),
+        open_result(str(tmp_path / "c.zarr"), "alignment"),
+    )
     assert a.attrs["pairing"] == b.attrs["pairing"] and a.attrs["route"] == "live"
 
 
-def test_a_budget_without_room_for_one_target_boundary_names_the_minimum(models, corpus_file, cli, tmp_path):
-    code, _, err = cli("fit", "--live", *models, corpus_file, "-o", tmp_path / "a.zarr", "--memory-limit", "100MB", *SMALL)
-    line = one_line_error(code, err, "--memory-limit 95.4 MiB cannot hold one target boundary per pass", "the minimum is")
+def test_a_budget_without_room_for_one_target_boundary_names_the_minimum(
+    models, corpus_file, cli, tmp_path
+):
+    code, _, err = cli(
+        "fit",
+        "--live",
+        *models,
+        corpus_file,
+        "-o",
+        tmp_path / "a.zarr",
+        "--memory-limit",
+        "100MB",
+        *SMALL,
+    )
+    line = one_line_error(
+        code,
+        err,
+        "--memory-limit 95.4 MiB cannot hold one target boundary per pass",
+        "the minimum is",
+    )
     minimum = line.split("the minimum is ")[1].split(";")[0]
-    value, unit = minimum.split()  # the minimum counts this process's idle footprint: MiB or GiB by machine
-    assert float(value) * {"MiB": 2 ** 20, "GiB": 2 ** 30}[unit] > 95.4 * 2 ** 20
+    value, unit = (
+        minimum.split()
+    )  # the minimum counts this process's idle footprint: MiB or GiB by machine
+    assert float(value) * {"MiB": 2**20, "GiB": 2**30}[unit] > 95.4 * 2**20
     assert not (tmp_path / "a.zarr").exists()
 
 
-@pytest.mark.parametrize("args,needles", [
-    (["--batch-size", "3"], ["--batch-size applies to `align fit --live` only"]),
-    (["--max-length", "64", "--dtype", "float32"], ["--max-length, --dtype apply to `align fit --live` only"]),
-])
+@pytest.mark.parametrize(
+    "args,needles",
+    [
+        (["--batch-size", "3"], ["--batch-size applies to `align fit --live` only"]),
+        (
+            ["--max-length", "64", "--dtype", "float32"],
+            ["--max-length, --dtype apply to `align fit --live` only"],
+        ),
+    ],
+)
 def test_live_options_given_to_the_store_form_are_refused(fit_pair, cli, tmp_path, args, needles):
     code, _, err = cli("fit", *fit_pair, "-o", tmp_path / "a.zarr", *args)
     one_line_error(code, err, *needles)
@@ -81,15 +155,25 @@ def test_live_options_given_to_the_store_form_are_refused(fit_pair, cli, tmp_pat
 
 def test_a_corpus_without_live_is_refused(models, corpus_file, cli, tmp_path):
     code, _, err = cli("fit", *models, corpus_file, "-o", tmp_path / "a.zarr")
-    one_line_error(code, err, f"a third argument ({corpus_file}) is a corpus, read only with --live")
+    one_line_error(
+        code, err, f"a third argument ({corpus_file}) is a corpus, read only with --live"
+    )
 
 
-def test_dry_run_prints_the_plan_and_an_estimate_and_writes_nothing(models, corpus_file, cli, tmp_path):
-    code, _, err = cli("fit", "--live", *models, corpus_file, "-o", tmp_path / "a.zarr", "--dry-run", *SMALL)
+def test_dry_run_prints_the_plan_and_an_estimate_and_writes_nothing(
+    models, corpus_file, cli, tmp_path
+):
+    code, _, err = cli(
+        "fit", "--live", *models, corpus_file, "-o", tmp_path / "a.zarr", "--dry-run", *SMALL
+    )
     assert code == 0, err
     assert "3x5 pairs in 1 block(s)" in err and "one pass over the corpus each" in err
     assert "memory on cpu: models" in err and "planned" in err
-    assert "one batch of 4 sequences" in err and "whole run ~source forward" in err and "nothing was written" in err
+    assert (
+        "one batch of 4 sequences" in err
+        and "whole run ~source forward" in err
+        and "nothing was written" in err
+    )
     assert os.listdir(tmp_path) == []
 
 
@@ -97,20 +181,33 @@ def test_the_plan_and_progress_are_printed(models, corpus_file, cli, tmp_path):
     code, _, err = cli("fit", "--live", *models, corpus_file, "-o", tmp_path / "a.zarr", *SMALL)
     assert code == 0, err
     lines = err.strip().splitlines()
-    assert lines[0].startswith("align fit --live: 2,455 tokens (") and "batches of up to 4 sequences" in lines[0]
-    assert any(line.startswith("align fit --live: pass 1 of 1, batch ") and "source " in line and "target " in line
-               and " tok/s" in line and "ETA" in line for line in lines), err
+    assert (
+        lines[0].startswith("align fit --live: 2,455 tokens (")
+        and "batches of up to 4 sequences" in lines[0]
+    )
+    assert any(
+        line.startswith("align fit --live: pass 1 of 1, batch ")
+        and "source " in line
+        and "target " in line
+        and " tok/s" in line
+        and "ETA" in line
+        for line in lines
+    ), err
     assert lines[-1].startswith(f"align fit --live: wrote {tmp_path / 'a.zarr'} (3x5 pairs)")
     ds = open_result(str(tmp_path / "a.zarr"), "alignment")  # opens as a complete result
     assert ds.attrs["route"] == "live"
 
 
-PEAK = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]).returncode; "
-        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024); sys.exit(r)")
+PEAK = (
+    "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]).returncode; "
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024); sys.exit(r)"
+)
 
 
 @pytest.mark.parametrize("point", ["fit_live_batch:3", "fit_live_before_write"])
-def test_a_killed_run_leaves_no_result_and_the_same_command_succeeds(models, corpus_file, tmp_path, point):
+def test_a_killed_run_leaves_no_result_and_the_same_command_succeeds(
+    models, corpus_file, tmp_path, point
+):
     """SIGKILL in the statistics pass or just before the result is written: nothing opens as a
     result; the same command (here under --memory-limit 700MB, whose peak resident size is
     measured by the kernel) then writes it, within 1.3x the limit."""
@@ -119,9 +216,23 @@ def test_a_killed_run_leaves_no_result_and_the_same_command_succeeds(models, cor
     args = ["fit", "--live", *models, corpus_file, "-o", str(out), *SMALL]
     killed_run([sys.executable, "-m", "align.cli.main", *args], log, point, timeout=600)
     assert not out.exists() and os.listdir(tmp_path) == ["fault.log"]
-    limit = 700 * 1000 ** 2
-    q = subprocess.run([sys.executable, "-c", PEAK, sys.executable, "-m", "align.cli.main", *args, "--memory-limit", "700MB"],
-                       capture_output=True, text=True, timeout=600)
+    limit = 700 * 1000**2
+    q = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            PEAK,
+            sys.executable,
+            "-m",
+            "align.cli.main",
+            *args,
+            "--memory-limit",
+            "700MB",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert q.returncode == 0, q.stderr
     peak = int(q.stdout.split()[-1])
     assert peak <= 1.3 * limit, (peak, q.stderr)
@@ -138,4 +249,9 @@ def test_progress_on_a_terminal_shows_pass_rates_and_eta(capsys):
     p.step("pass 2 of 3")
     p.close()
     err = capsys.readouterr().err
-    assert "pass 2 of 3" in err and "source 4,096 tok/s, target 1,024 tok/s" in err and "ETA" in err and "1/4" in err
+    assert (
+        "pass 2 of 3" in err
+        and "source 4,096 tok/s, target 1,024 tok/s" in err
+        and "ETA" in err
+        and "1/4" in err
+    )

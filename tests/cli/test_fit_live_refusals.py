@@ -11,25 +11,43 @@ from align.errors import InputError, StoreError
 from align.fitting.pairing import check_tokenizers
 from tests.helpers.assertions import one_line_error
 
-HASHES = {"vocab": "v", "merges": "m", "added_tokens": "a", "normalizer_pretokenizer": "n", "special_wrapping": "s"}
+HASHES = {
+    "vocab": "v",
+    "merges": "m",
+    "added_tokens": "a",
+    "normalizer_pretokenizer": "n",
+    "special_wrapping": "s",
+}
 
 
 def test_the_tokenizer_check_names_every_part_that_differs_in_one_message():
     other = {**HASHES, "vocab": "v2", "special_wrapping": "s2"}
     with pytest.raises(StoreError) as e:
         check_tokenizers(HASHES, other, "a.zarr (m1)", "b.zarr (m2)")
-    assert str(e.value) == ("the tokenizers of source a.zarr (m1) and target b.zarr (m2) differ in vocabulary, "
-                            "special-token wrapping: `pairing` tokens needs one token stream; pair their tokens on "
-                            "the text with `pairing` char-anchors (what auto does)")
-    check_tokenizers(HASHES, {**HASHES, "all": "another"}, "a", "b")  # only the behaviour's parts count
+    assert str(e.value) == (
+        "the tokenizers of source a.zarr (m1) and target b.zarr (m2) differ in vocabulary, "
+        "special-token wrapping: `pairing` tokens needs one token stream; pair their tokens on "
+        "the text with `pairing` char-anchors (what auto does)"
+    )
+    check_tokenizers(
+        HASHES, {**HASHES, "all": "another"}, "a", "b"
+    )  # only the behaviour's parts count
 
 
-@pytest.mark.parametrize("given,named", [
-    (["--workers", "2"], "--workers applies to `align fit` on two stores only"),
-    (["--task-tokens", "4096"], "--task-tokens applies to `align fit` on two stores only"),
-    (["--workers", "2", "--task-tokens", "4096"], "--workers, --task-tokens apply to `align fit` on two stores only"),
-])
-def test_store_only_options_with_live_are_refused_naming_the_option(zoo, corpus_file, cli, tmp_path, given, named):
+@pytest.mark.parametrize(
+    "given,named",
+    [
+        (["--workers", "2"], "--workers applies to `align fit` on two stores only"),
+        (["--task-tokens", "4096"], "--task-tokens applies to `align fit` on two stores only"),
+        (
+            ["--workers", "2", "--task-tokens", "4096"],
+            "--workers, --task-tokens apply to `align fit` on two stores only",
+        ),
+    ],
+)
+def test_store_only_options_with_live_are_refused_naming_the_option(
+    zoo, corpus_file, cli, tmp_path, given, named
+):
     out = tmp_path / "r.zarr"
     code, _, err = cli("fit", "--live", zoo("qwen2"), zoo("qwen2"), corpus_file, "-o", out, *given)
     one_line_error(code, err, named, "--batch-size", "drop it" if len(given) == 2 else "drop them")
@@ -45,10 +63,12 @@ def test_one_device_check_serves_the_fit_and_extraction(monkeypatch):
     assert inputs.check_device is check_device
     check_device("cpu")
     check_device("auto", MODEL_DEVICES)
-    for device, accepted, message in [("tpu", None, "`device` 'tpu' is not one of cpu, cuda, cuda:N"),
-                                      ("auto", None, "`device` 'auto' is not one of cpu, cuda, cuda:N"),
-                                      ("cuda:1", MODEL_DEVICES, "`device` 'cuda:1' is not one of cpu, cuda, auto"),
-                                      ("cuda:x", None, "`device` 'cuda:x' is not one of cpu, cuda, cuda:N")]:
+    for device, accepted, message in [
+        ("tpu", None, "`device` 'tpu' is not one of cpu, cuda, cuda:N"),
+        ("auto", None, "`device` 'auto' is not one of cpu, cuda, cuda:N"),
+        ("cuda:1", MODEL_DEVICES, "`device` 'cuda:1' is not one of cpu, cuda, auto"),
+        ("cuda:x", None, "`device` 'cuda:x' is not one of cpu, cuda, cuda:N"),
+    ]:
         with pytest.raises(InputError) as e:
             check_device(device, *([accepted] if accepted else []))
         assert str(e.value) == message
@@ -65,4 +85,7 @@ def test_one_device_check_serves_the_fit_and_extraction(monkeypatch):
     for device, accepted in (("cuda", MODEL_DEVICES), ("cuda:0", None)):
         with pytest.raises(InputError) as e:
             check_device(device, *([accepted] if accepted else []))
-        assert str(e.value) == f"`device` {device} was asked for but torch sees no CUDA device: use `device` cpu"
+        assert (
+            str(e.value)
+            == f"`device` {device} was asked for but torch sees no CUDA device: use `device` cpu"
+        )

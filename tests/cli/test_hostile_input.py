@@ -11,12 +11,16 @@ import re
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from align.boundaries import parse_boundaries
 from align.corpus import CorpusSpec, documents, sequences
 from align.errors import AlignError
-from align.boundaries import parse_boundaries
 
-SETTINGS = settings(deadline=None, derandomize=True, max_examples=60,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+SETTINGS = settings(
+    deadline=None,
+    derandomize=True,
+    max_examples=60,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 def _one_line(e: Exception):
@@ -37,8 +41,11 @@ def test_layer_specs(spec, n):
 
 
 @SETTINGS
-@given(raw=st.binary(max_size=400), kind=st.sampled_from(["txt", "jsonl"]),
-       split=st.sampled_from([None, "blank", "line", "file"]))
+@given(
+    raw=st.binary(max_size=400),
+    kind=st.sampled_from(["txt", "jsonl"]),
+    split=st.sampled_from([None, "blank", "line", "file"]),
+)
 def test_corpus_readers_on_arbitrary_bytes(tmp_path_factory, raw, kind, split):
     path = tmp_path_factory.mktemp("h") / f"c.{kind}"
     path.write_bytes(raw)
@@ -51,15 +58,26 @@ def test_corpus_readers_on_arbitrary_bytes(tmp_path_factory, raw, kind, split):
 
 
 @SETTINGS
-@given(text=st.text(max_size=300), max_length=st.integers(2, 40), overflow=st.sampled_from(["split", "truncate"]),
-       max_tokens=st.one_of(st.none(), st.integers(1, 50)))
+@given(
+    text=st.text(max_size=300),
+    max_length=st.integers(2, 40),
+    overflow=st.sampled_from(["split", "truncate"]),
+    max_tokens=st.one_of(st.none(), st.integers(1, 50)),
+)
 def test_sequences_are_consistent(zoo, tmp_path_factory, text, max_length, overflow, max_tokens):
     tok = _tokenizer(zoo("llama"))
     path = tmp_path_factory.mktemp("s") / "c.txt"
     path.write_text(text, encoding="utf-8")
     docs = list(documents(CorpusSpec(str(path))))
     try:
-        seqs = list(sequences(CorpusSpec(str(path), max_length=max_length, overflow=overflow, max_tokens=max_tokens), tok))
+        seqs = list(
+            sequences(
+                CorpusSpec(
+                    str(path), max_length=max_length, overflow=overflow, max_tokens=max_tokens
+                ),
+                tok,
+            )
+        )
     except Exception as e:  # noqa: BLE001
         _one_line(e)
         return
@@ -77,8 +95,9 @@ _tok_cache: dict = {}
 
 def _options_strategy(values: dict):
     """1 to 3 of the options in `values`, each with a value drawn from its strategy."""
-    return st.dictionaries(st.sampled_from(sorted(values)), st.just(None), min_size=1, max_size=3).flatmap(
-        lambda d: st.fixed_dictionaries({k: values[k] for k in d}))
+    return st.dictionaries(
+        st.sampled_from(sorted(values)), st.just(None), min_size=1, max_size=3
+    ).flatmap(lambda d: st.fixed_dictionaries({k: values[k] for k in d}))
 
 
 def _run_with_options(args: list[str], opts: dict) -> int:
@@ -124,12 +143,18 @@ OPTION_VALUES = {
 }
 
 
-@settings(deadline=None, derandomize=True, max_examples=25,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    deadline=None,
+    derandomize=True,
+    max_examples=25,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(opts=_options_strategy(OPTION_VALUES))
 def test_cli_options_fail_in_one_line(zoo, corpus_file, tmp_path_factory, opts):
     out = tmp_path_factory.mktemp("o") / "s.zarr"
-    _run_with_options(["extract", zoo("qwen2"), corpus_file, "-o", str(out), "--dry-run", "--max-docs", "1"], opts)
+    _run_with_options(
+        ["extract", zoo("qwen2"), corpus_file, "-o", str(out), "--dry-run", "--max-docs", "1"], opts
+    )
     assert not out.exists()  # a dry run or a refusal writes nothing
 
 
@@ -161,7 +186,9 @@ def test_store_attributes_are_never_executed(extracted, tmp_path, cli):
     root = pathlib.Path(__file__).resolve().parents[2]
     for f in [*root.glob("align/**/*.py"), *root.glob("store/*.py"), *root.glob("cli/*.py")]:
         src_text = f.read_text()
-        assert not re.search(r"(?<![.\w])(eval|exec)\(|pickle\.loads?\(|yaml\.load\(|torch\.load\(", src_text), f
+        assert not re.search(
+            r"(?<![.\w])(eval|exec)\(|pickle\.loads?\(|yaml\.load\(|torch\.load\(", src_text
+        ), f
     json.dumps(g.attrs.asdict())
 
 
@@ -177,12 +204,19 @@ FIT_VALUES = {
 }
 
 
-@settings(deadline=None, derandomize=True, max_examples=20,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    deadline=None,
+    derandomize=True,
+    max_examples=20,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(opts=_options_strategy(FIT_VALUES))
 def test_fit_options_fail_in_one_line(extracted, tmp_path_factory, opts):
     """`align fit` with arbitrary option values: a result, or exactly one error line."""
     src = extracted("qwen2", batch_size=4)
     out = tmp_path_factory.mktemp("f") / "a.zarr"
-    if _run_with_options(["fit", src, src, "-o", str(out), "--scheduler", "synchronous"], opts) != 0:
+    if (
+        _run_with_options(["fit", src, src, "-o", str(out), "--scheduler", "synchronous"], opts)
+        != 0
+    ):
         assert not out.exists()

@@ -6,12 +6,15 @@ import json
 import numpy as np
 import pytest
 import torch
-from tests.helpers.zoo import reference_tokenizer
+
 from tests.helpers.assertions import one_line_error
+from tests.helpers.zoo import reference_tokenizer
 from tests.integration.test_interventions_erase import _docs, ref_mean
 
-PROMPTS = [{"text": "the model reads every layer =", "answer": " 12 + 7 = 19"},
-           {"text": "so we fit linear maps", "answer": " from each layer"}]
+PROMPTS = [
+    {"text": "the model reads every layer =", "answer": " 12 + 7 = 19"},
+    {"text": "so we fit linear maps", "answer": " from each layer"},
+]
 
 
 @pytest.fixture
@@ -35,15 +38,30 @@ def _answer(path, item):
     return full, len(head)
 
 
-def test_erase_cli_writes_the_erasure_of_a_replaced_embedding(cli, zoo, prompts_file, corpus_file, tmp_path):
+def test_erase_cli_writes_the_erasure_of_a_replaced_embedding(
+    cli, zoo, prompts_file, corpus_file, tmp_path
+):
     """The result's E[0, t] equals the change when the token's embedding is replaced by the
     mean residual at boundary 0 over the first 3 reference documents (computed here)."""
     from align.store import open_result
 
     path = zoo("llama")
     out = tmp_path / "e.zarr"
-    code, _, err = cli("erase", path, prompts_file, "--reference", corpus_file, "--reference-docs", 3, "--max-length", 64,
-                       "--batch-size", 4, "-o", out)
+    code, _, err = cli(
+        "erase",
+        path,
+        prompts_file,
+        "--reference",
+        corpus_file,
+        "--reference-docs",
+        3,
+        "--max-length",
+        64,
+        "--batch-size",
+        4,
+        "-o",
+        out,
+    )
     assert code == 0, err
     assert "batched forward passes (a one-position-at-a-time loop makes" in err
     ds = open_result(str(out), "erasure")
@@ -54,9 +72,13 @@ def test_erase_cli_writes_the_erasure_of_a_replaced_embedding(cli, zoo, prompts_
     for i, item in enumerate(PROMPTS):
         ids, n_head = _answer(path, item)
         assert int(ds["n_tokens"][i]) == len(ids)
-        assert list(ds["token_id"].values[i, :len(ids)]) == ids
-        assert np.flatnonzero(ds["predicts_answer"].values[i]).tolist() == list(range(n_head - 1, len(ids) - 1))
-        assert "".join(ds["token"].values[i, 1:len(ids)]) == item["text"] + item["answer"]  # position 0 is BOS
+        assert list(ds["token_id"].values[i, : len(ids)]) == ids
+        assert np.flatnonzero(ds["predicts_answer"].values[i]).tolist() == list(
+            range(n_head - 1, len(ids) - 1)
+        )
+        assert (
+            "".join(ds["token"].values[i, 1 : len(ids)]) == item["text"] + item["answer"]
+        )  # position 0 is BOS
         with torch.no_grad():
             emb = model.get_input_embeddings()(torch.tensor([ids]))
             p = torch.softmax(model(inputs_embeds=emb).logits[0].double(), -1)
@@ -64,9 +86,19 @@ def test_erase_cli_writes_the_erasure_of_a_replaced_embedding(cli, zoo, prompts_
                 e2 = emb.clone()
                 e2[0, t] = torch.as_tensor(mean0, dtype=torch.float32)
                 p2 = torch.softmax(model(inputs_embeds=e2).logits[0].double(), -1)
-                want = max(float((p2[tau] - p[tau]).norm()) for tau in range(n_head - 1, len(ids) - 1))
-                np.testing.assert_allclose(float(ds["effect"].sel(prompt=i, boundary=0, position=t)), want, rtol=1e-4, atol=1e-6)
-    assert list(ds["boundary"].values) == [0, 1, 2] and ds["reference_mean"].shape == (3, model.config.hidden_size)
+                want = max(
+                    float((p2[tau] - p[tau]).norm()) for tau in range(n_head - 1, len(ids) - 1)
+                )
+                np.testing.assert_allclose(
+                    float(ds["effect"].sel(prompt=i, boundary=0, position=t)),
+                    want,
+                    rtol=1e-4,
+                    atol=1e-6,
+                )
+    assert list(ds["boundary"].values) == [0, 1, 2] and ds["reference_mean"].shape == (
+        3,
+        model.config.hidden_size,
+    )
     assert "boundaries 0..2;" in err
     code, out_, err = cli("plot", out)
     assert code == 0, err
@@ -87,14 +119,41 @@ def test_igrad_cli_completeness_and_targets(cli, zoo, prompts_file, tmp_path):
 
     path = zoo("qwen2")
     out = tmp_path / "g.zarr"
-    code, _, err = cli("igrad", path, prompts_file, "--parts", "attn,mlp", "--protocol", "align", "--steps", 4,
-                       "--batch-size", 3, "-o", out)
+    code, _, err = cli(
+        "igrad",
+        path,
+        prompts_file,
+        "--parts",
+        "attn,mlp",
+        "--protocol",
+        "align",
+        "--steps",
+        4,
+        "--batch-size",
+        3,
+        "-o",
+        out,
+    )
     assert code == 0, err
     assert "batched forward and backward passes (a one-point-at-a-time loop makes" in err
     ds = open_result(str(out), "igrad")
-    assert list(ds["part"].values) == ["attn", "mlp"] and ds.attrs["steps"] == 4 and ds.attrs["compute_dtype"] == "float32"
-    assert ds.attrs["variant"] == {"protocol": "custom", "object": "delta", "baseline": "zero", "target": "logprob",
-                                   "rule": "midpoint", "steps": 4} and ds.attrs["rule"] == "midpoint"
+    assert (
+        list(ds["part"].values) == ["attn", "mlp"]
+        and ds.attrs["steps"] == 4
+        and ds.attrs["compute_dtype"] == "float32"
+    )
+    assert (
+        ds.attrs["variant"]
+        == {
+            "protocol": "custom",
+            "object": "delta",
+            "baseline": "zero",
+            "target": "logprob",
+            "rule": "midpoint",
+            "steps": 4,
+        }
+        and ds.attrs["rule"] == "midpoint"
+    )
     model = _hf(path)
     for i, item in enumerate(PROMPTS):
         ids, n_head = _answer(path, item)
@@ -118,7 +177,10 @@ def test_gsm8k_format_uses_the_final_answer_marker(zoo, tmp_path):
     from align.analyses.answers import load_answer_prompts
 
     p = tmp_path / "gsm.jsonl"
-    p.write_text(json.dumps({"question": "How many?", "answer": "It is 3 + 4 = 7.\n#### 7"}) + "\n", encoding="utf-8")
+    p.write_text(
+        json.dumps({"question": "How many?", "answer": "It is 3 + 4 = 7.\n#### 7"}) + "\n",
+        encoding="utf-8",
+    )
     tok = models.load_tokenizer(models.ModelSpec(zoo("qwen2")))
     (prompt,) = load_answer_prompts(corpus.CorpusSpec(str(p), fmt="gsm8k", max_length=256), tok)
     assert prompt.answer == "7"
@@ -126,8 +188,18 @@ def test_gsm8k_format_uses_the_final_answer_marker(zoo, tmp_path):
     assert last.tolist() == [len(prompt) - 2] and prompt.tokens[-1].strip() == "7"
 
 
-@pytest.mark.parametrize("case", ["no_answer_field", "no_marker", "too_few_reference", "txt_without_marker", "too_long",
-                                  "empty_answer", "bad_parts"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "no_answer_field",
+        "no_marker",
+        "too_few_reference",
+        "txt_without_marker",
+        "too_long",
+        "empty_answer",
+        "bad_parts",
+    ],
+)
 def test_one_line_errors(case, cli, zoo, corpus_file, tmp_path):
     path = zoo("qwen2")
     out = tmp_path / "r.zarr"
@@ -140,12 +212,30 @@ def test_one_line_errors(case, cli, zoo, corpus_file, tmp_path):
     erase = ("erase", path)
     ref = ("--reference", corpus_file)
     args, needles = {
-        "no_answer_field": (erase + (jl,) + ref, [f"{jl} line 1", "no answer field 'answer'", "--answer-marker"]),
-        "no_marker": (erase + (corpus_file,) + ref + ("--answer-marker", "####"), [corpus_file, "document 0", "'####'"]),
-        "too_few_reference": (erase + (good,) + ref + ("--reference-docs", 50), [corpus_file, "12 documents", "--reference-docs 50"]),
-        "txt_without_marker": (erase + (corpus_file,) + ref, [corpus_file, "not a .jsonl file", "--answer-marker"]),
-        "too_long": (("igrad", path, good, "--max-length", 5), ["has ", "more than --max-length 5"]),
-        "empty_answer": (("igrad", path, dot, "--answer-marker", "."), [f"{dot} document 0", "empty answer"]),
+        "no_answer_field": (
+            erase + (jl,) + ref,
+            [f"{jl} line 1", "no answer field 'answer'", "--answer-marker"],
+        ),
+        "no_marker": (
+            erase + (corpus_file,) + ref + ("--answer-marker", "####"),
+            [corpus_file, "document 0", "'####'"],
+        ),
+        "too_few_reference": (
+            erase + (good,) + ref + ("--reference-docs", 50),
+            [corpus_file, "12 documents", "--reference-docs 50"],
+        ),
+        "txt_without_marker": (
+            erase + (corpus_file,) + ref,
+            [corpus_file, "not a .jsonl file", "--answer-marker"],
+        ),
+        "too_long": (
+            ("igrad", path, good, "--max-length", 5),
+            ["has ", "more than --max-length 5"],
+        ),
+        "empty_answer": (
+            ("igrad", path, dot, "--answer-marker", "."),
+            [f"{dot} document 0", "empty answer"],
+        ),
         "bad_parts": (("igrad", path, good, "--parts", "layer,heads"), ["--parts", "heads"]),
     }[case]
     code, _, err = cli(*args, "-o", out)
@@ -165,7 +255,9 @@ def test_output_safety(cli, zoo, corpus_file, prompts_file, tmp_path):
     (other / "notes.txt").write_text("keep", encoding="utf-8")
     code, _, err = cli("erase", path, prompts_file, "--reference", corpus_file, "-o", other)
     one_line_error(code, err, str(other))
-    assert (other / "notes.txt").read_text(encoding="utf-8") == "keep" and len(list(other.iterdir())) == 1
+    assert (other / "notes.txt").read_text(encoding="utf-8") == "keep" and len(
+        list(other.iterdir())
+    ) == 1
 
 
 def test_marker_prompts_skip_blank_documents(zoo, tmp_path):
@@ -179,7 +271,9 @@ def test_marker_prompts_skip_blank_documents(zoo, tmp_path):
     p.write_text("12 + 7 = 19\n\n1 = 2 = 3\n", encoding="utf-8")
     path = zoo("qwen2")
     tok = models.load_tokenizer(models.ModelSpec(path))
-    prompts = load_answer_prompts(corpus.CorpusSpec(str(p), doc_split="line"), tok, answer_marker="=")
+    prompts = load_answer_prompts(
+        corpus.CorpusSpec(str(p), doc_split="line"), tok, answer_marker="="
+    )
     assert [q.answer for q in prompts] == ["19", "3"]
     ref = reference_tokenizer(path)
     for q, (head, text) in zip(prompts, [("12 + 7 =", "12 + 7 = 19"), ("1 = 2 =", "1 = 2 = 3")]):
@@ -207,15 +301,28 @@ def nan_model(zoo, tmp_path_factory):
     return str(dst)
 
 
-@pytest.mark.parametrize("command,run,first", [("erase", "in the reference run", "prompt 0, position 0"),  # μ_L reads h_L first
-                                               ("igrad", "in the run scaling layer 0", "prompt 0, position 0")])
-def test_nan_weight_is_refused_in_one_line(command, run, first, cli, nan_model, prompts_file, corpus_file, tmp_path):
+@pytest.mark.parametrize(
+    "command,run,first",
+    [
+        ("erase", "in the reference run", "prompt 0, position 0"),  # μ_L reads h_L first
+        ("igrad", "in the run scaling layer 0", "prompt 0, position 0"),
+    ],
+)
+def test_nan_weight_is_refused_in_one_line(
+    command, run, first, cli, nan_model, prompts_file, corpus_file, tmp_path
+):
     """The forward check names the array (the last residual), the prompt and position, and
     which run; nothing is written."""
     out = tmp_path / "r.zarr"
-    extra = ("--reference", corpus_file, "--reference-docs", 2) if command == "erase" else ("--steps", 2)
+    extra = (
+        ("--reference", corpus_file, "--reference-docs", 2)
+        if command == "erase"
+        else ("--steps", 2)
+    )
     code, _, err = cli(command, nan_model, prompts_file, *extra, "-o", out)
-    one_line_error(code, err, "non-finite", "the residual at boundary 2", first, run, "nothing was written")
+    one_line_error(
+        code, err, "non-finite", "the residual at boundary 2", first, run, "nothing was written"
+    )
     assert not out.exists()
 
 
@@ -224,20 +331,31 @@ def _old_results(L=2, T=5):
     variant recorded: effect over boundaries 0..L−1, attrs n_layers L; no attrs["variant"]."""
     import xarray as xr
 
-    tokens = {"token": (("prompt", "position"), np.array([["a", "b", "c", "d", "e"]])),
-              "token_id": (("prompt", "position"), np.arange(T)[None]),
-              "predicts_answer": (("prompt", "position"), np.array([[False, False, True, True, False]])),
-              "n_tokens": (("prompt",), np.array([T])), "answer": (("prompt",), np.array(["de"]))}
+    tokens = {
+        "token": (("prompt", "position"), np.array([["a", "b", "c", "d", "e"]])),
+        "token_id": (("prompt", "position"), np.arange(T)[None]),
+        "predicts_answer": (("prompt", "position"), np.array([[False, False, True, True, False]])),
+        "n_tokens": (("prompt",), np.array([T])),
+        "answer": (("prompt",), np.array(["de"])),
+    }
     effect = np.linspace(0, 1, L * T).reshape(1, L, T)
-    erasure = xr.Dataset(tokens | {"effect": (("prompt", "boundary", "position"), effect)},
-                         coords={"prompt": [0], "boundary": np.arange(L), "position": np.arange(T)},
-                         attrs={"model": "old", "n_layers": L, "n_prompts": 1})
+    erasure = xr.Dataset(
+        tokens | {"effect": (("prompt", "boundary", "position"), effect)},
+        coords={"prompt": [0], "boundary": np.arange(L), "position": np.arange(T)},
+        attrs={"model": "old", "n_layers": L, "n_prompts": 1},
+    )
     A = np.linspace(-1, 1, 1 * L * T).reshape(1, 1, L, T)
-    igrad = xr.Dataset(tokens | {"attribution": (("prompt", "part", "layer", "position"), A),
-                                 "f": (("prompt",), [0.0]), "f_baseline": (("prompt", "part", "layer"), np.zeros((1, 1, L))),
-                                 "completeness_gap": (("prompt", "part", "layer"), np.zeros((1, 1, L)))},
-                       coords={"prompt": [0], "part": ["layer"], "layer": np.arange(L), "position": np.arange(T)},
-                       attrs={"model": "old", "n_layers": L, "n_prompts": 1, "steps": 64, "rule": "midpoint"})
+    igrad = xr.Dataset(
+        tokens
+        | {
+            "attribution": (("prompt", "part", "layer", "position"), A),
+            "f": (("prompt",), [0.0]),
+            "f_baseline": (("prompt", "part", "layer"), np.zeros((1, 1, L))),
+            "completeness_gap": (("prompt", "part", "layer"), np.zeros((1, 1, L))),
+        },
+        coords={"prompt": [0], "part": ["layer"], "layer": np.arange(L), "position": np.arange(T)},
+        attrs={"model": "old", "n_layers": L, "n_prompts": 1, "steps": 64, "rule": "midpoint"},
+    )
     return erasure, igrad
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from tests.helpers.assertions import one_line_error
+
 from tests.cli.test_analyses_nonfinite import _poisoned
+from tests.helpers.assertions import one_line_error
 
 DOCS = [
     "the model reads every layer of the residual stream",
@@ -38,14 +39,23 @@ def once_token(model_dir):
     each)."""
     from tokenizers import Tokenizer
 
-    ids = [Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json")).encode(d).ids for d in DOCS]
+    ids = [
+        Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json")).encode(d).ids for d in DOCS
+    ]
     flat = [t for row in ids for t in row]
-    d, p = next((d, p) for d, row in enumerate(ids) for p, t in enumerate(row) if d > 0 and p > 0 and flat.count(t) == 1)
+    d, p = next(
+        (d, p)
+        for d, row in enumerate(ids)
+        for p, t in enumerate(row)
+        if d > 0 and p > 0 and flat.count(t) == 1
+    )
     return ids[d][p], d, p, sum(len(row) for row in ids[:d]) + p
 
 
 @pytest.mark.parametrize("side,dtype", [("source", "float32"), ("target", "bfloat16")])
-def test_a_nan_activation_names_the_model_boundary_document_and_position(zoo, docs_file, cli, tmp_path, side, dtype):
+def test_a_nan_activation_names_the_model_boundary_document_and_position(
+    zoo, docs_file, cli, tmp_path, side, dtype
+):
     """The embedding row of one token set to NaN in one model: boundary 0 holds d_model NaN at
     that one token. float32 gets no dtype advice; bfloat16 is told how to run that model in
     float32 (--SIDE-dtype). Neither speaks of a store."""
@@ -54,16 +64,24 @@ def test_a_nan_activation_names_the_model_boundary_document_and_position(zoo, do
 
     def edit(m):
         m.model.embed_tokens.weight[tid, :] = float("nan")
+
     poisoned = _poisoned(zoo, tmp_path / "nan-embed", "qwen2", edit)
     models = (poisoned, clean) if side == "source" else (clean, poisoned)
     out = tmp_path / "r.zarr"
     code, _, err = cli("fit", "--live", *models, docs_file, "-o", out, *ARGS, "--dtype", dtype)
-    advice = ("check the checkpoint's weights for NaN/inf (it computed in float32)" if dtype == "float32" else
-              f"check the checkpoint's weights for NaN/inf, or compute it in float32 (--{side}-dtype float32)")
-    line = one_line_error(code, err, f"non-finite activations of the {side} model {poisoned} at boundary 0: "
-                                     f"{D_MODEL} NaN/inf values in 1 token of this batch, first at document {d}, "
-                                     f"position {p} (token {g}); the fit stopped and wrote nothing: {advice}",
-                          progress=("align fit --live: ",))
+    advice = (
+        "check the checkpoint's weights for NaN/inf (it computed in float32)"
+        if dtype == "float32"
+        else f"check the checkpoint's weights for NaN/inf, or compute it in float32 (--{side}-dtype float32)"
+    )
+    line = one_line_error(
+        code,
+        err,
+        f"non-finite activations of the {side} model {poisoned} at boundary 0: "
+        f"{D_MODEL} NaN/inf values in 1 token of this batch, first at document {d}, "
+        f"position {p} (token {g}); the fit stopped and wrote nothing: {advice}",
+        progress=("align fit --live: ",),
+    )
     assert "store" not in line
     assert not out.exists()
 
@@ -74,15 +92,23 @@ def test_too_few_documents_speak_of_the_corpus_and_its_options(zoo, docs_file, c
         corpus = tmp_path / "two"
         corpus.mkdir()
         for k in range(2):
-            (corpus / f"{k}.txt").write_text(DOCS[k] + "\n\n" + DOCS[k + 2] + "\n", encoding="utf-8")
+            (corpus / f"{k}.txt").write_text(
+                DOCS[k] + "\n\n" + DOCS[k + 2] + "\n", encoding="utf-8"
+            )
         extra, how, more = [], "file", "give a corpus of more documents or another --doc-split"
     else:
         corpus, extra, how = docs_file, ["--max-docs", "2"], "blank"
         more = "give a corpus of more documents or another --doc-split, or raise --max-docs 2"
     out = tmp_path / "r.zarr"
-    code, _, err = cli("fit", "--live", zoo("qwen2"), zoo("qwen2"), corpus, "-o", out, *ARGS, *extra)
-    line = one_line_error(code, err, f"the corpus {corpus} (--doc-split {how}) gives 2 document(s): a split by document "
-                                     f"needs at least 3 (fit, validation and held-out); {more}")
+    code, _, err = cli(
+        "fit", "--live", zoo("qwen2"), zoo("qwen2"), corpus, "-o", out, *ARGS, *extra
+    )
+    line = one_line_error(
+        code,
+        err,
+        f"the corpus {corpus} (--doc-split {how}) gives 2 document(s): a split by document "
+        f"needs at least 3 (fit, validation and held-out); {more}",
+    )
     assert "store" not in line and "extract" not in line
     assert not out.exists()
 
@@ -94,7 +120,11 @@ def test_a_part_without_tokens_speaks_of_the_corpus(zoo, cli, tmp_path):
     corpus.write_text("a\n\nb\n\nc\n\nd\n\ne\n", encoding="utf-8")
     out = tmp_path / "r.zarr"
     code, _, err = cli("fit", "--live", zoo("qwen2"), zoo("qwen2"), corpus, "-o", out, *ARGS)
-    line = one_line_error(code, err, "part of the split has no token (position 0 excluded): change the fractions, "
-                                     "or give a corpus of more documents or another --doc-split")
+    line = one_line_error(
+        code,
+        err,
+        "part of the split has no token (position 0 excluded): change the fractions, "
+        "or give a corpus of more documents or another --doc-split",
+    )
     assert "store" not in line and "extract" not in line
     assert not out.exists()

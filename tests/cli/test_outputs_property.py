@@ -35,7 +35,11 @@ def snapshot(root) -> dict:
                 continue
             st = os.stat(p)
             with open(p, "rb") as fh:
-                out[os.path.relpath(p, root)] = (hashlib.sha256(fh.read()).hexdigest(), st.st_size, st.st_mtime_ns)
+                out[os.path.relpath(p, root)] = (
+                    hashlib.sha256(fh.read()).hexdigest(),
+                    st.st_size,
+                    st.st_mtime_ns,
+                )
     return out
 
 
@@ -49,14 +53,21 @@ def world(tmp_path_factory, zoo, corpus_file, extracted):
     shutil.copytree(zoo("qwen2"), root / "model")
     shutil.copy(corpus_file, root / "docs.txt")
     shutil.copytree(extracted("qwen2", sublayers=True), root / "S.zarr")
-    shutil.copytree(extracted("qwen2", model_overrides={"num_hidden_layers": 4, "hidden_size": 96}), root / "T.zarr")
-    for args in (["contrib", "--store", root / "S.zarr", "-o", root / "contrib.zarr"],
-                 ["lens", "--store", root / "S.zarr", "-o", root / "lens.zarr"]):
+    shutil.copytree(
+        extracted("qwen2", model_overrides={"num_hidden_layers": 4, "hidden_size": 96}),
+        root / "T.zarr",
+    )
+    for args in (
+        ["contrib", "--store", root / "S.zarr", "-o", root / "contrib.zarr"],
+        ["lens", "--store", root / "S.zarr", "-o", root / "lens.zarr"],
+    ):
         code, _, _ = run_cli([str(a) for a in args])
         assert code == 0, args
     (root / "prompts.jsonl").write_text(
         '{"text": "the model reads every layer =", "answer": " 12 + 7 = 19"}\n'
-        '{"text": "so we fit linear maps", "answer": " from each layer"}\n', encoding="utf-8")
+        '{"text": "so we fit linear maps", "answer": " from each layer"}\n',
+        encoding="utf-8",
+    )
     (root / "notes").mkdir()
     (root / "notes" / "notes.txt").write_text("my notes\n")
     (root / "file.txt").write_text("a file\n")
@@ -66,14 +77,41 @@ def world(tmp_path_factory, zoo, corpus_file, extracted):
 # command -> (argv without -o, given the world; its inputs by name; has --overwrite)
 COMMANDS = {
     "extract": (lambda w: ["extract", w / "model", w / "docs.txt"], ("model", "docs.txt"), False),
-    "fit": (lambda w: ["fit", w / "S.zarr", w / "T.zarr", "--scheduler", "synchronous"], ("S.zarr", "T.zarr"), True),
+    "fit": (
+        lambda w: ["fit", w / "S.zarr", w / "T.zarr", "--scheduler", "synchronous"],
+        ("S.zarr", "T.zarr"),
+        True,
+    ),
     "contrib": (lambda w: ["contrib", "--store", w / "S.zarr"], ("S.zarr",), True),
     "lens": (lambda w: ["lens", "--store", w / "S.zarr"], ("S.zarr",), True),
-    "skip": (lambda w: ["skip", w / "model", w / "docs.txt", "--max-docs", "2"], ("model", "docs.txt"), True),
-    "depth": (lambda w: ["depth", "--contrib", w / "contrib.zarr", "--lens", w / "lens.zarr"], ("contrib.zarr", "lens.zarr"), True),
-    "erase": (lambda w: ["erase", w / "model", w / "prompts.jsonl", "--reference", w / "docs.txt", "--reference-docs", "2"],
-              ("model", "prompts.jsonl", "docs.txt"), True),
-    "igrad": (lambda w: ["igrad", w / "model", w / "prompts.jsonl", "--steps", "2"], ("model", "prompts.jsonl"), True),
+    "skip": (
+        lambda w: ["skip", w / "model", w / "docs.txt", "--max-docs", "2"],
+        ("model", "docs.txt"),
+        True,
+    ),
+    "depth": (
+        lambda w: ["depth", "--contrib", w / "contrib.zarr", "--lens", w / "lens.zarr"],
+        ("contrib.zarr", "lens.zarr"),
+        True,
+    ),
+    "erase": (
+        lambda w: [
+            "erase",
+            w / "model",
+            w / "prompts.jsonl",
+            "--reference",
+            w / "docs.txt",
+            "--reference-docs",
+            "2",
+        ],
+        ("model", "prompts.jsonl", "docs.txt"),
+        True,
+    ),
+    "igrad": (
+        lambda w: ["igrad", w / "model", w / "prompts.jsonl", "--steps", "2"],
+        ("model", "prompts.jsonl"),
+        True,
+    ),
     "plot": (lambda w: ["plot", w / "contrib.zarr"], ("contrib.zarr",), False),
 }
 
@@ -83,14 +121,23 @@ def _cases():
         targets = ["non-empty folder", "current folder", "file"] + [f"input {i}" for i in inputs]
         for target in targets:
             for overwrite in (False, True) if has_overwrite else (False,):
-                yield pytest.param(name, target, overwrite, id=f"{name}-{target.replace(' ', '_')}{'-overwrite' if overwrite else ''}")
+                yield pytest.param(
+                    name,
+                    target,
+                    overwrite,
+                    id=f"{name}-{target.replace(' ', '_')}{'-overwrite' if overwrite else ''}",
+                )
 
 
 @pytest.mark.parametrize("command,target,overwrite", list(_cases()))
 def test_no_byte_outside_the_result_changes(world, cli, monkeypatch, command, target, overwrite):
     argv, _, _ = COMMANDS[command]
     monkeypatch.chdir(world)
-    out = {"non-empty folder": str(world / "notes"), "current folder": ".", "file": str(world / "file.txt")}.get(target)
+    out = {
+        "non-empty folder": str(world / "notes"),
+        "current folder": ".",
+        "file": str(world / "file.txt"),
+    }.get(target)
     if out is None:
         out = str(world / target.split(" ", 1)[1])
     before = snapshot(world)
@@ -124,8 +171,15 @@ def _mark(folder, holder: dict, name=None, inode=None) -> None:
 
     folder.mkdir()
     (folder / "notes.txt").write_text("precious\n")
-    (folder / MARKER).write_text(json.dumps({"holder": holder, "name": name or folder.name,
-                                             "inode": inode if inode is not None else os.lstat(folder).st_ino}))
+    (folder / MARKER).write_text(
+        json.dumps(
+            {
+                "holder": holder,
+                "name": name or folder.name,
+                "inode": inode if inode is not None else os.lstat(folder).st_ino,
+            }
+        )
+    )
 
 
 def imitate_temporaries(folder, base: str) -> None:
@@ -138,7 +192,13 @@ def imitate_temporaries(folder, base: str) -> None:
     import psutil
 
     dead, host = _dead_pid(), socket.gethostname()
-    gone = {"host": host, "pid": dead, "started": "2020-01-01T00:00:00+0000", "process_start": 1.0e9, "boot_id": None}
+    gone = {
+        "host": host,
+        "pid": dead,
+        "started": "2020-01-01T00:00:00+0000",
+        "process_start": 1.0e9,
+        "boot_id": None,
+    }
     live = {**gone, "pid": os.getpid(), "process_start": psutil.Process().create_time()}
     (folder / f".{base}.tmp-mine").mkdir()
     (folder / f".{base}.tmp-mine" / "notes.txt").write_text("precious\n")
@@ -152,15 +212,25 @@ def imitate_temporaries(folder, base: str) -> None:
     _mark(folder / f".{base}.tmp-{dead}-forged", gone, inode=1)
     other = folder / f"elsewhere-{base}"
     _mark(other, gone)
-    _mark(folder / f".{base}.tmp-{dead}-copied", gone, name=other.name, inode=os.lstat(other).st_ino)
-    _mark(folder / f".{base}.tmp-{dead}-nostart", {k: v for k, v in gone.items() if k != "process_start"})
+    _mark(
+        folder / f".{base}.tmp-{dead}-copied", gone, name=other.name, inode=os.lstat(other).st_ino
+    )
+    _mark(
+        folder / f".{base}.tmp-{dead}-nostart",
+        {k: v for k, v in gone.items() if k != "process_start"},
+    )
     _mark(folder / f".{base}.tmp-{dead}-foreign", {**gone, "host": "another-host.example"})
     _mark(folder / f".{base}.tmp-{os.getpid()}-live", live)
     os.symlink(other, folder / f".{base}.tmp-{dead}-link")
 
 
-WRITERS = {**{name: (argv, ".png" if name == "plot" else ".zarr") for name, (argv, _, _) in COMMANDS.items()},
-           "compare": (lambda w: ["compare", w / "lens.zarr"], ".csv")}
+WRITERS = {
+    **{
+        name: (argv, ".png" if name == "plot" else ".zarr")
+        for name, (argv, _, _) in COMMANDS.items()
+    },
+    "compare": (lambda w: ["compare", w / "lens.zarr"], ".csv"),
+}
 
 
 @pytest.mark.parametrize("command", list(WRITERS))
@@ -181,7 +251,11 @@ def test_imitated_temporaries_beside_the_output_are_never_touched(world, cli, mo
     assert code == 0, err
     after = snapshot(world)
     own = [os.path.join(folder.name, name) for name in written]
-    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k)
-                     and not any(k == o or k.startswith(o + os.sep) for o in own))
+    changed = sorted(
+        k
+        for k in set(before) | set(after)
+        if before.get(k) != after.get(k)
+        and not any(k == o or k.startswith(o + os.sep) for o in own)
+    )
     assert not changed, f"{command} -o {out} changed: {changed[:10]}"
     assert all(os.path.lexists(folder / o) for o in written)

@@ -47,7 +47,12 @@ RULES = [
     ("empty folder", "lens", False, None),
     ("lens result", "lens", True, None),
     ("lens result", "lens", False, "pass `overwrite`"),
-    ("depth result", "lens", True, "holds an align store of schema 'depth' (a depth result), not a lens result"),
+    (
+        "depth result",
+        "lens",
+        True,
+        "holds an align store of schema 'depth' (a depth result), not a lens result",
+    ),
     ("activation store", "lens", True, "holds an align store of schema 'activations'"),
     ("folder with notes.txt", "lens", True, "folder holding other files"),
     ("file", "lens", True, "existing file"),
@@ -62,7 +67,9 @@ RULES = [
 ]
 
 
-@pytest.mark.parametrize("what,schema,overwrite,refusal", RULES, ids=[r[0].replace(" ", "_") for r in RULES])
+@pytest.mark.parametrize(
+    "what,schema,overwrite,refusal", RULES, ids=[r[0].replace(" ", "_") for r in RULES]
+)
 def test_check_output_rules(tmp_path, monkeypatch, extracted, what, schema, overwrite, refusal):
     from align.errors import OutputRefused
     from align.store import check_output, write_result
@@ -90,8 +97,11 @@ def test_check_output_rules(tmp_path, monkeypatch, extracted, what, schema, over
     elif what in ("an input", "inside an input", "holding an input"):
         (tmp_path / "in").mkdir()
         inputs = {"--store in": str(tmp_path / "in")}
-        out = {"an input": str(tmp_path / "in"), "inside an input": str(tmp_path / "in" / "r.zarr"),
-               "holding an input": str(tmp_path)}[what]
+        out = {
+            "an input": str(tmp_path / "in"),
+            "inside an input": str(tmp_path / "in" / "r.zarr"),
+            "holding an input": str(tmp_path),
+        }[what]
         monkeypatch.chdir(tmp_path.parent)
     elif what == "symbolic link":
         os.mkdir(tmp_path / "real")
@@ -134,14 +144,29 @@ def test_killed_overwrite_keeps_the_old_result(results, tmp_path, point):
     from align.store import open_result
 
     out = str(tmp_path / "depth.zarr")
-    cmd = [sys.executable, "-m", "align.cli.main", "depth", "--contrib", results["contrib"], "--lens", results["lens"],
-           "-o", out, "--overwrite"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "align.cli.main",
+        "depth",
+        "--contrib",
+        results["contrib"],
+        "--lens",
+        results["lens"],
+        "-o",
+        out,
+        "--overwrite",
+    ]
     assert subprocess.run(cmd, capture_output=True, text=True, timeout=300).returncode == 0
     old = open_result(out, "depth")["effective_depth"].values.copy()
     log = tmp_path / "fault.log"
     killed_run(cmd, log, point)
     # The old result is at its place, or in the killed writer's temporary folder as `old`.
-    survivors = [str(p) for p in [tmp_path / "depth.zarr", *tmp_path.glob(".depth.zarr.tmp-*/old")] if p.is_dir()]
+    survivors = [
+        str(p)
+        for p in [tmp_path / "depth.zarr", *tmp_path.glob(".depth.zarr.tmp-*/old")]
+        if p.is_dir()
+    ]
     assert len(survivors) == 1
     np.testing.assert_array_equal(open_result(survivors[0], "depth")["effective_depth"].values, old)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -154,15 +179,21 @@ def test_file_url_is_a_local_path_and_an_unknown_protocol_is_one_line(cli, resul
     from align.store import open_result
 
     out = tmp_path / "d.zarr"
-    code, _, err = cli("depth", "--contrib", results["contrib"], "--lens", results["lens"], "-o", f"file://{out}")
+    code, _, err = cli(
+        "depth", "--contrib", results["contrib"], "--lens", results["lens"], "-o", f"file://{out}"
+    )
     assert code == 0, err
     assert open_result(str(out), "depth").attrs["contributions"] == results["contrib"]
-    code, _, err = cli("depth", "--contrib", results["contrib"], "--lens", results["lens"], "-o", "foo://x")
+    code, _, err = cli(
+        "depth", "--contrib", results["contrib"], "--lens", results["lens"], "-o", "foo://x"
+    )
     one_line_error(code, err, "foo://x", "unknown storage protocol")
 
 
 @pytest.mark.parametrize("command", ["contrib", "lens"])
-def test_store_given_as_its_own_output_is_refused_even_with_overwrite(cli, extracted, tmp_path, command):
+def test_store_given_as_its_own_output_is_refused_even_with_overwrite(
+    cli, extracted, tmp_path, command
+):
     store = str(tmp_path / "s.zarr")
     shutil.copytree(extracted("qwen2", sublayers=True), store)
     before = snapshot(tmp_path)
@@ -191,7 +222,9 @@ def test_full_disk_while_writing_a_result_is_one_line(tmpfs):
     """ENOSPC inside zarr's concurrent writes: the one error, none of asyncio's hundreds of
     lines (also at exit), and nothing left that opens as a result."""
     out = str(tmpfs / "r.zarr")
-    p = subprocess.run([sys.executable, "-c", FULL_DISK_WRITER, out], capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-c", FULL_DISK_WRITER, out], capture_output=True, text=True, timeout=300
+    )
     one_line_error(p.returncode, p.stderr, out, "no space left")
     assert os.listdir(tmpfs) == []
 
@@ -199,13 +232,29 @@ def test_full_disk_while_writing_a_result_is_one_line(tmpfs):
 def test_full_disk_under_the_cli_is_one_line(results, tmpfs):
     out = str(tmpfs / "d.zarr")
     (tmpfs / "filler").write_bytes(b"\0" * (60 << 10))
-    p = subprocess.run([sys.executable, "-m", "align.cli.main", "depth", "--contrib", results["contrib"],
-                        "--lens", results["lens"], "-o", out], capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "align.cli.main",
+            "depth",
+            "--contrib",
+            results["contrib"],
+            "--lens",
+            results["lens"],
+            "-o",
+            out,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     one_line_error(p.returncode, p.stderr, out, "no space left")
     assert os.listdir(tmpfs) == ["filler"]
 
 
 # -- align plot
+
 
 def test_plot_output_rules(cli, results, tmp_path):
     """A .png that is absent or a regular file is (re)written; a folder, a non-PNG file and
@@ -219,8 +268,12 @@ def test_plot_output_rules(cli, results, tmp_path):
     (tmp_path / "folder.png").mkdir()
     (tmp_path / "folder.png" / "notes.txt").write_text("x")
     (tmp_path / "notes.txt").write_text("x")
-    for out, why in ((tmp_path / "folder.png", "is a folder"), (tmp_path / "notes.txt", "does not end in .png"),
-                     (results["contrib"], ".png"), (os.path.join(results["contrib"], "x.png"), "input")):
+    for out, why in (
+        (tmp_path / "folder.png", "is a folder"),
+        (tmp_path / "notes.txt", "does not end in .png"),
+        (results["contrib"], ".png"),
+        (os.path.join(results["contrib"], "x.png"), "input"),
+    ):
         before = snapshot(tmp_path)
         code, _, err = cli("plot", results["contrib"], "-o", out)
         one_line_error(code, err, out, why)

@@ -87,24 +87,38 @@ def test_packed_store_equals_hand_worked_windows(zoo, corpus_file, tmp_path, cli
     """`--pack '\\n\\n'` typed with backslashes (as a shell passes it in single quotes)."""
     model = zoo("qwen2")
     out = tmp_path / "p.zarr"
-    code, _, err = cli("extract", model, corpus_file, "-o", out, "--max-length", WINDOW, "--pack", "\\n\\n")
+    code, _, err = cli(
+        "extract", model, corpus_file, "-o", out, "--max-length", WINDOW, "--pack", "\\n\\n"
+    )
     assert code == 0, err
     want, tail = packed_reference(model, _docs(corpus_file), "\n\n", WINDOW)
-    assert len(want["token_id"]) // WINDOW >= 30 and tail > 0  # many windows, documents cut across them
+    assert (
+        len(want["token_id"]) // WINDOW >= 30 and tail > 0
+    )  # many windows, documents cut across them
     s = open_activations(str(out)).require_complete()
     assert_table(s, want)
     # a document cut across two windows keeps its one id in both
     cut = [d for d in np.unique(want["doc"]) if len(np.unique(want["seq"][want["doc"] == d])) > 1]
     assert cut
     prov = s.provenance["corpus"]
-    assert prov["pack"] == "\n\n" and prov["stand_in_token"] is None and prov["packed_tail_tokens"] == tail
+    assert (
+        prov["pack"] == "\n\n"
+        and prov["stand_in_token"] is None
+        and prov["packed_tail_tokens"] == tail
+    )
     assert s.provenance["identity"]["pack"] == json.dumps("\n\n")
     assert s.provenance["counts"]["n_docs"] == len(np.unique(want["doc"]))
     code, text, _ = cli("info", out)
-    assert code == 0 and 'packed with separator "\\n\\n"' in text and f"{tail:,} tokens after the last full window" in text
+    assert (
+        code == 0
+        and 'packed with separator "\\n\\n"' in text
+        and f"{tail:,} tokens after the last full window" in text
+    )
 
 
-@pytest.mark.parametrize("family,separator", [("qwen2", "<|endoftext|>"), ("llama", "\n\n"), ("qwen2", "")])
+@pytest.mark.parametrize(
+    "family,separator", [("qwen2", "<|endoftext|>"), ("llama", "\n\n"), ("qwen2", "")]
+)
 def test_packed_sequences_other_separators_and_a_bos(zoo, corpus_file, family, separator):
     """A special-token separator is read as the special token; a tokenizer's BOS starts every
     window (as the stand-in does); the empty separator joins documents directly."""
@@ -113,14 +127,22 @@ def test_packed_sequences_other_separators_and_a_bos(zoo, corpus_file, family, s
     prefix = [tok.bos_token_id] if family == "llama" else []
     want, tail = packed_reference(model, _docs(corpus_file), separator, WINDOW, prefix)
     stats = corpus.TokenizeStats()
-    got = list(corpus.sequences(corpus.CorpusSpec(corpus_file, max_length=WINDOW, pack=separator), tok, stats))
-    table = {k: np.concatenate([sq.fields()[k] for sq in got]) for k in ("token_id", "doc", "seq", "pos", "char_start",
-                                                                        "char_end")}
+    got = list(
+        corpus.sequences(
+            corpus.CorpusSpec(corpus_file, max_length=WINDOW, pack=separator), tok, stats
+        )
+    )
+    table = {
+        k: np.concatenate([sq.fields()[k] for sq in got])
+        for k in ("token_id", "doc", "seq", "pos", "char_start", "char_end")
+    }
     for k, v in want.items():
         np.testing.assert_array_equal(table[k], v, err_msg=k)
     assert stats.packed_tail_tokens == tail
     if separator == "<|endoftext|>":
-        eos = Tokenizer.from_file(os.path.join(model, "tokenizer.json")).token_to_id("<|endoftext|>")
+        eos = Tokenizer.from_file(os.path.join(model, "tokenizer.json")).token_to_id(
+            "<|endoftext|>"
+        )
         assert np.count_nonzero(table["token_id"] == eos) > 0
 
 
@@ -134,18 +156,29 @@ def test_stand_in_at_position_zero_before_the_unpacked_ids(extracted):
     plain = open_activations(extracted("qwen2"))
     stood = open_activations(extracted("qwen2", stand_in_token=0)).require_complete()
     seq_p, seq_s = plain.tokens("seq"), stood.tokens("seq")
-    assert stood.n_tokens == plain.n_tokens + plain.layout.n_sequences  # one more token per sequence, every document fits
+    assert (
+        stood.n_tokens == plain.n_tokens + plain.layout.n_sequences
+    )  # one more token per sequence, every document fits
     for k in range(plain.layout.n_sequences):
         p, s = np.flatnonzero(seq_p == k), np.flatnonzero(seq_s == k)
         ids = stood.tokens("token_id")[s]
-        assert ids[0] == 0 and stood.tokens("pos")[s[0]] == 0 and stood.tokens("char_start")[s[0]] == -1
+        assert (
+            ids[0] == 0
+            and stood.tokens("pos")[s[0]] == 0
+            and stood.tokens("char_start")[s[0]] == -1
+        )
         np.testing.assert_array_equal(ids[1:], plain.tokens("token_id")[p])
         np.testing.assert_array_equal(stood.tokens("pos")[s], np.arange(len(s)))
         assert (stood.tokens("doc")[s] == plain.tokens("doc")[p[0]]).all()
-    assert stood.provenance["corpus"]["stand_in_token"] == 0 and stood.provenance["identity"]["stand_in_token"] == 0
+    assert (
+        stood.provenance["corpus"]["stand_in_token"] == 0
+        and stood.provenance["identity"]["stand_in_token"] == 0
+    )
 
 
-def test_protocol_store_table_and_residuals_equal_an_independent_forward(zoo, corpus_file, protocol_store):
+def test_protocol_store_table_and_residuals_equal_an_independent_forward(
+    zoo, corpus_file, protocol_store
+):
     s = open_activations(protocol_store).require_complete()
     model_dir = zoo("qwen2")
     want, _ = packed_reference(model_dir, _docs(corpus_file), "\n\n", WINDOW, prefix=(0,))
@@ -157,17 +190,33 @@ def test_protocol_store_table_and_residuals_equal_an_independent_forward(zoo, co
         idx = np.flatnonzero(seq == k)
         ids = s.tokens("token_id")[idx]
         ref = residuals(model, ids)["resid"]
-        with torch.inference_mode():  # HF's own hidden states: boundaries 0..L-1 (its last one is after the final norm)
-            hf = model(torch.as_tensor(ids[None], dtype=torch.long), output_hidden_states=True).hidden_states
+        with (
+            torch.inference_mode()
+        ):  # HF's own hidden states: boundaries 0..L-1 (its last one is after the final norm)
+            hf = model(
+                torch.as_tensor(ids[None], dtype=torch.long), output_hidden_states=True
+            ).hidden_states
         for b in s.boundaries:
-            np.testing.assert_allclose(s.resid(b)[idx], ref[b], rtol=RTOL, atol=ATOL, err_msg=f"window {k}, boundary {b}")
+            np.testing.assert_allclose(
+                s.resid(b)[idx], ref[b], rtol=RTOL, atol=ATOL, err_msg=f"window {k}, boundary {b}"
+            )
             if b < L:
                 np.testing.assert_allclose(s.resid(b)[idx], hf[b][0].numpy(), rtol=RTOL, atol=ATOL)
 
 
 def test_resume_with_other_protocol_options_is_refused(zoo, corpus_file, tmp_path, cli):
     out = tmp_path / "r.zarr"
-    base = ["extract", zoo("qwen2"), corpus_file, "-o", out, "--max-length", "32", "--max-docs", "4"]
+    base = [
+        "extract",
+        zoo("qwen2"),
+        corpus_file,
+        "-o",
+        out,
+        "--max-length",
+        "32",
+        "--max-docs",
+        "4",
+    ]
     assert cli(*base, "--pack", "\\n\\n")[0] == 0
     before = json.dumps(open_activations(str(out)).provenance, sort_keys=True)
     code, _, err = cli(*base, "--pack", "<|endoftext|>")
@@ -181,13 +230,19 @@ def test_resume_with_other_protocol_options_is_refused(zoo, corpus_file, tmp_pat
     assert code == 0 and "already complete" in err
 
 
-@pytest.mark.parametrize("args,needles", [
-    (["--pack", "\\q"], ["--pack '\\\\q'", "unknown escape \\q"]),
-    (["--pack", "\\n", "--overflow", "truncate"], ["--overflow truncate"]),
-    (["--pack", "\\n", "--max-tokens", "10"], ["--max-tokens 10", "--max-length 32"]),
-    (["--pack", "\\n", "--max-docs", "1", "--max-length", "1000"], ["--pack", "less than one full window of 1,000"]),
-    (["--stand-in-token", "300"], ["--stand-in-token 300", "ids 0 to 299"]),
-])
+@pytest.mark.parametrize(
+    "args,needles",
+    [
+        (["--pack", "\\q"], ["--pack '\\\\q'", "unknown escape \\q"]),
+        (["--pack", "\\n", "--overflow", "truncate"], ["--overflow truncate"]),
+        (["--pack", "\\n", "--max-tokens", "10"], ["--max-tokens 10", "--max-length 32"]),
+        (
+            ["--pack", "\\n", "--max-docs", "1", "--max-length", "1000"],
+            ["--pack", "less than one full window of 1,000"],
+        ),
+        (["--stand-in-token", "300"], ["--stand-in-token 300", "ids 0 to 299"]),
+    ],
+)
 def test_bad_protocol_options_are_one_line(zoo, corpus_file, tmp_path, cli, args, needles):
     base = ["extract", zoo("qwen2"), corpus_file, "-o", tmp_path / "x.zarr", "--max-length", "32"]
     code, _, err = cli(*base, *args)
@@ -195,25 +250,50 @@ def test_bad_protocol_options_are_one_line(zoo, corpus_file, tmp_path, cli, args
     assert not (tmp_path / "x.zarr").exists()
 
 
-def test_stand_in_refused_for_a_tokenizer_with_bos_and_pack_for_task_formats(zoo, corpus_file, tmp_path, cli):
-    code, _, err = cli("extract", zoo("llama"), corpus_file, "-o", tmp_path / "l.zarr", "--stand-in-token", "0")
+def test_stand_in_refused_for_a_tokenizer_with_bos_and_pack_for_task_formats(
+    zoo, corpus_file, tmp_path, cli
+):
+    code, _, err = cli(
+        "extract", zoo("llama"), corpus_file, "-o", tmp_path / "l.zarr", "--stand-in-token", "0"
+    )
     one_line_error(code, err, "--stand-in-token 0", "BOS")
     j = tmp_path / "g.jsonl"
     j.write_text(json.dumps({"question": "q", "answer": "a\n#### 1"}) + "\n")
-    code, _, err = cli("extract", zoo("qwen2"), j, "-o", tmp_path / "g.zarr", "--format", "gsm8k", "--pack", "\\n")
+    code, _, err = cli(
+        "extract", zoo("qwen2"), j, "-o", tmp_path / "g.zarr", "--format", "gsm8k", "--pack", "\\n"
+    )
     one_line_error(code, err, "--pack", "--format gsm8k")
     with pytest.raises(InputError, match="must be a token id"):
         corpus.validate(corpus.CorpusSpec(corpus_file, stand_in_token=-1))
 
 
-def test_fit_on_protocol_stores_scores_every_real_token(extracted, zoo, corpus_file, protocol_store, tmp_path, cli):
+def test_fit_on_protocol_stores_scores_every_real_token(
+    extracted, zoo, corpus_file, protocol_store, tmp_path, cli
+):
     """Every token but the stand-ins is fitted, validated or scored: 63 of each 64."""
-    target = extracted("qwen2", model_overrides=BIGGER, max_length=WINDOW, pack="\n\n", stand_in_token=0, batch_size=4)
+    target = extracted(
+        "qwen2",
+        model_overrides=BIGGER,
+        max_length=WINDOW,
+        pack="\n\n",
+        stand_in_token=0,
+        batch_size=4,
+    )
     want, _ = packed_reference(zoo("qwen2"), _docs(corpus_file), "\n\n", WINDOW, prefix=(0,))
     n_windows = len(want["token_id"]) // WINDOW
     real = n_windows * (WINDOW - 1)
     out = tmp_path / "fit.zarr"
-    code, _, err = cli("fit", protocol_store, target, "-o", out, "--scheduler", "synchronous", "--alphas", "1e-3,1e-1")
+    code, _, err = cli(
+        "fit",
+        protocol_store,
+        target,
+        "-o",
+        out,
+        "--scheduler",
+        "synchronous",
+        "--alphas",
+        "1e-3,1e-1",
+    )
     assert code == 0, err
     ds = xr.open_zarr(str(out))
     counts = ds.attrs["options"]["n_tokens"]
@@ -232,8 +312,12 @@ def test_a_store_made_before_the_protocol_options_still_resumes(zoo, corpus_file
     assert cli(*base)[0] == 0
     group = zarr.open_group(str(out), mode="r+")
     prov = dict(group.attrs["provenance"])
-    prov["identity"] = {k: v for k, v in prov["identity"].items() if k not in ("pack", "stand_in_token")}
-    prov["corpus"] = {k: v for k, v in prov["corpus"].items() if k not in ("pack", "stand_in_token")}
+    prov["identity"] = {
+        k: v for k, v in prov["identity"].items() if k not in ("pack", "stand_in_token")
+    }
+    prov["corpus"] = {
+        k: v for k, v in prov["corpus"].items() if k not in ("pack", "stand_in_token")
+    }
     group.attrs["provenance"] = prov
     code, _, err = cli(*base)
     assert code == 0 and "already complete" in err
@@ -246,8 +330,16 @@ def test_corpus_hash_without_the_protocol_options_is_unchanged(corpus_file):
     before these options recorded: sha256 of the cutting options then the file's name and bytes."""
     import hashlib
 
-    options = {"dataset": None, "text_field": "text", "fmt": "plain", "doc_split": None, "max_length": 512,
-               "overflow": "split", "max_tokens": None, "max_docs": None}
+    options = {
+        "dataset": None,
+        "text_field": "text",
+        "fmt": "plain",
+        "doc_split": None,
+        "max_length": 512,
+        "overflow": "split",
+        "max_tokens": None,
+        "max_docs": None,
+    }
     h = hashlib.sha256(json.dumps(options, sort_keys=True).encode())
     h.update(os.path.basename(corpus_file).encode() + b"\0")
     h.update(open(corpus_file, "rb").read())

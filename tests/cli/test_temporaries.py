@@ -19,6 +19,7 @@ import subprocess
 import sys
 
 import psutil
+
 from tests.cli.test_compare import depth_result
 from tests.cli.test_outputs_property import snapshot
 from tests.helpers.assertions import one_line_error
@@ -35,7 +36,9 @@ def png_size(path) -> tuple[int, int]:
     return struct.unpack(">II", head[16:24])
 
 
-def test_folders_and_files_named_like_temporaries_survive_a_fit(fit_pair, cli, tmp_path, monkeypatch):
+def test_folders_and_files_named_like_temporaries_survive_a_fit(
+    fit_pair, cli, tmp_path, monkeypatch
+):
     """`mkdir .r.zarr.tmp-mine && echo precious > .r.zarr.tmp-mine/notes.txt` and
     `echo precious > .r.zarr.old-backup`, then `align fit a.zarr b.zarr -o r.zarr`: the fit
     deleted the folder and moved the file onto r.zarr, with exit 0."""
@@ -46,7 +49,9 @@ def test_folders_and_files_named_like_temporaries_survive_a_fit(fit_pair, cli, t
     (tmp_path / ".r.zarr.tmp-12345").mkdir()  # a number that no process of this host need have
     (tmp_path / ".r.zarr.tmp-12345" / "notes.txt").write_text("precious\n")
     before = snapshot(tmp_path)
-    code, _, err = cli("fit", *fit_pair, "-o", "r.zarr", "--scheduler", "synchronous", "--alphas", "1e-3,1e-1")
+    code, _, err = cli(
+        "fit", *fit_pair, "-o", "r.zarr", "--scheduler", "synchronous", "--alphas", "1e-3,1e-1"
+    )
     assert code == 0, err
     after = snapshot(tmp_path)
     assert {k: v for k, v in after.items() if not k.startswith("r.zarr")} == before
@@ -106,8 +111,9 @@ def test_a_killed_plots_temporary_whose_pid_was_reused_is_cleaned(tmp_path):
     started at another time than the marker says: the pid was reused, the writer is gone, and
     the next plot removes its folder."""
     # this running process's pid, with a start time that is not this process's
-    png, cmd, left = _killed_plot_with_holder(tmp_path, pid=os.getpid(),
-                                              process_start=psutil.Process().create_time() + 1000.0)
+    png, cmd, left = _killed_plot_with_holder(
+        tmp_path, pid=os.getpid(), process_start=psutil.Process().create_time() + 1000.0
+    )
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     assert not left.exists()
@@ -130,4 +136,6 @@ def test_compare_on_a_full_disk_writes_neither_table_nor_figure(cli, tmp_path, t
     code, _, err = cli("compare", a, b, "-o", tmpfs / "t.csv", "--overwrite")
     one_line_error(code, err, str(tmpfs / "t.png"), "no space left")
     assert sorted(os.listdir(tmpfs)) == ["filler", "t.csv", "t.png"]
-    assert (tmpfs / "t.csv").read_text() == "old table\n" and (tmpfs / "t.png").read_bytes() == b"old figure"
+    assert (tmpfs / "t.csv").read_text() == "old table\n" and (
+        tmpfs / "t.png"
+    ).read_bytes() == b"old figure"

@@ -10,6 +10,7 @@ import json
 import shutil
 
 import pytest
+
 from tests.helpers.assertions import one_line_error
 
 LATIN1 = "café au lait".encode("latin-1")  # é is byte 0xe9, not UTF-8
@@ -19,8 +20,10 @@ def expected(what: str, path, raw: bytes) -> str:
     """The one message, from the bytes of the file: the first 0xe9, its offset and line."""
     at = raw.index(b"\xe9")
     line = raw.count(b"\n", 0, at) + 1
-    return (f"{what} {path} is not UTF-8 (byte 0xe9 at offset {at:,}, line {line}): convert it to UTF-8, "
-            "e.g. iconv -f latin1 -t utf-8")
+    return (
+        f"{what} {path} is not UTF-8 (byte 0xe9 at offset {at:,}, line {line}): convert it to UTF-8, "
+        "e.g. iconv -f latin1 -t utf-8"
+    )
 
 
 def write(path, raw: bytes):
@@ -34,7 +37,9 @@ def jsonl(*rows) -> bytes:
 
 @pytest.fixture
 def good_prompts(tmp_path):
-    return write(tmp_path / "good.jsonl", jsonl({"text": "the model reads every layer =", "answer": " 19"}))
+    return write(
+        tmp_path / "good.jsonl", jsonl({"text": "the model reads every layer =", "answer": " 19"})
+    )
 
 
 def corpus_case(tmp_path, kind):
@@ -63,9 +68,17 @@ def test_extract_names_a_corpus_file_that_is_not_utf8(cli, zoo, tmp_path, kind):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("filename,what", [("config.json", "model config"), ("tokenizer.json", "tokenizer file"),
-                                           ("tokenizer_config.json", "tokenizer file")])
-def test_extract_names_a_model_file_that_is_not_utf8(cli, zoo, corpus_file, tmp_path, filename, what):
+@pytest.mark.parametrize(
+    "filename,what",
+    [
+        ("config.json", "model config"),
+        ("tokenizer.json", "tokenizer file"),
+        ("tokenizer_config.json", "tokenizer file"),
+    ],
+)
+def test_extract_names_a_model_file_that_is_not_utf8(
+    cli, zoo, corpus_file, tmp_path, filename, what
+):
     """One byte 0xe9 put inside the first string value of the file (the JSON stays well formed
     but for its encoding): the loaders used to say "not a valid JSON file", "stream did not
     contain valid UTF-8" or the codec's own words, with no offset."""
@@ -84,8 +97,12 @@ def test_extract_names_a_model_file_that_is_not_utf8(cli, zoo, corpus_file, tmp_
 def test_erase_names_a_prompt_file_that_is_not_utf8(cli, zoo, corpus_file, tmp_path):
     """An --answer-field prompt file (.jsonl) with a latin-1 line: it used to end with
     "internal error: UnicodeDecodeError"."""
-    raw = jsonl({"text": "the model reads every layer =", "answer": " 19"}) + \
-        b'{"text": "' + LATIN1 + b' =", "answer": " 7"}\n'
+    raw = (
+        jsonl({"text": "the model reads every layer =", "answer": " 19"})
+        + b'{"text": "'
+        + LATIN1
+        + b' =", "answer": " 7"}\n'
+    )
     prompts = write(tmp_path / "p.jsonl", raw)
     out = tmp_path / "e.zarr"
     code, _, err = cli("erase", zoo("qwen2"), prompts, "--reference", corpus_file, "-o", out)
@@ -111,6 +128,16 @@ def test_erase_names_a_reference_corpus_that_is_not_utf8(cli, zoo, good_prompts,
     raw = b"the first reference document\n\nthe second, " + LATIN1 + b"\n"
     reference = write(tmp_path / "ref.txt", raw)
     out = tmp_path / "e.zarr"
-    code, _, err = cli("erase", zoo("qwen2"), good_prompts, "--reference", reference, "--reference-docs", 2, "-o", out)
+    code, _, err = cli(
+        "erase",
+        zoo("qwen2"),
+        good_prompts,
+        "--reference",
+        reference,
+        "--reference-docs",
+        2,
+        "-o",
+        out,
+    )
     one_line_error(code, err, expected("corpus file", reference, raw))
     assert not out.exists()

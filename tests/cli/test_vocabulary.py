@@ -43,9 +43,16 @@ def _largest_id(path, text):
 def test_token_id_beyond_the_embeddings_is_named(mismatched, corpus_file, tmp_path, cli, command):
     out = tmp_path / "o.zarr"
     code, _, err = cli(command, mismatched, corpus_file, "-o", out)
-    line = one_line_error(code, err, f"has {N_EMBED} token embeddings", "do not belong together",
-                          progress=("align extract: ",))
-    assert f"token id {_largest_id(mismatched, open(corpus_file, encoding='utf-8').read())}" in line, line
+    line = one_line_error(
+        code,
+        err,
+        f"has {N_EMBED} token embeddings",
+        "do not belong together",
+        progress=("align extract: ",),
+    )
+    assert (
+        f"token id {_largest_id(mismatched, open(corpus_file, encoding='utf-8').read())}" in line
+    ), line
     assert not out.exists()
 
 
@@ -64,5 +71,11 @@ def test_prompt_longer_than_the_positions_is_refused(zoo, corpus_file, tmp_path,
     docs.write_text(text + "\n", encoding="utf-8")
     out = tmp_path / "o.zarr"
     code, _, err = cli(command, model, docs, "-o", out, "--max-length", "4096")
-    one_line_error(code, err, f"prompt 0 has {n:,} tokens", "max_position_embeddings 1,024", "--max-length 1024")
+    one_line_error(
+        code,
+        err,
+        f"prompt 0 has {n:,} tokens",
+        "max_position_embeddings 1,024",
+        "--max-length 1024",
+    )
     assert not out.exists()

@@ -22,9 +22,23 @@ def test_second_writer_refused_first_unharmed(zoo, corpus_file, tmp_path, cli):
     out = str(tmp_path / "s.zarr")
     log = str(tmp_path / "fault.log")
     env = fault_env("between_batches:2:pause", log)
-    cmd = [sys.executable, "-m", "align.cli.main", "extract", zoo("qwen2"), corpus_file, "-o", out,
-           "--batch-size", "2", "--chunk-tokens", "256"]
-    first = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "align.cli.main",
+        "extract",
+        zoo("qwen2"),
+        corpus_file,
+        "-o",
+        out,
+        "--batch-size",
+        "2",
+        "--chunk-tokens",
+        "256",
+    ]
+    first = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         wait_reached(log)  # the first run is mid-way, holding the lock
         t = time.time()
@@ -38,7 +52,9 @@ def test_second_writer_refused_first_unharmed(zoo, corpus_file, tmp_path, cli):
             first.kill()
     assert first.returncode == 0, first_err
     base = str(tmp_path / "base.zarr")
-    align.extract(zoo("qwen2"), corpus_file, base, batch_size=2, chunk_tokens=256, log=lambda m: None)
+    align.extract(
+        zoo("qwen2"), corpus_file, base, batch_size=2, chunk_tokens=256, log=lambda m: None
+    )
     a, b = zarr.open_group(out, mode="r"), zarr.open_group(base, mode="r")
     for name, _ in b.arrays():
         np.testing.assert_array_equal(a[name][...], b[name][...], err_msg=name)
@@ -48,7 +64,9 @@ def test_second_writer_refused_first_unharmed(zoo, corpus_file, tmp_path, cli):
 def test_lock_from_another_host_needs_break_lock(zoo, corpus_file, tmp_path, cli):
     out = tmp_path / "s.zarr"
     out.mkdir()
-    (out / "align.lock").write_text(json.dumps({"host": "gpu-node-7", "pid": 4242, "started": "2026-11-29T01:02:03+0000"}))
+    (out / "align.lock").write_text(
+        json.dumps({"host": "gpu-node-7", "pid": 4242, "started": "2026-11-29T01:02:03+0000"})
+    )
     args = ["extract", zoo("qwen2"), corpus_file, "-o", out, "--max-docs", "2"]
     code, _, err = cli(*args)
     one_line_error(code, err, "gpu-node-7", "pid 4242", "--break-lock")

@@ -19,11 +19,23 @@ import zarr
 import align
 from align.store import open_activations
 from tests.helpers.faults import killed_run
+
 ARGS = ["--batch-size", "2", "--chunk-tokens", "256", "--sublayers"]
 
 
 def _cmd(model, corpus, out, *extra):
-    return [sys.executable, "-m", "align.cli.main", "extract", model, corpus, "-o", out, *ARGS, *extra]
+    return [
+        sys.executable,
+        "-m",
+        "align.cli.main",
+        "extract",
+        model,
+        corpus,
+        "-o",
+        out,
+        *ARGS,
+        *extra,
+    ]
 
 
 def _assert_same_store(a: str, b: str):
@@ -39,7 +51,15 @@ def _assert_same_store(a: str, b: str):
 @pytest.fixture(scope="module")
 def baseline(zoo, corpus_file, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("base") / "base.zarr")
-    align.extract(zoo("qwen2"), corpus_file, out, batch_size=2, chunk_tokens=256, sublayers=True, log=lambda m: None)
+    align.extract(
+        zoo("qwen2"),
+        corpus_file,
+        out,
+        batch_size=2,
+        chunk_tokens=256,
+        sublayers=True,
+        log=lambda m: None,
+    )
     return out
 
 
@@ -59,11 +79,15 @@ def test_killed_run_resumes_to_identical_store(zoo, corpus_file, tmp_path, basel
     os.makedirs(os.path.dirname(stray), exist_ok=True)
     open(stray, "wb").write(b"\0" * 100)
 
-    p = subprocess.run(_cmd(zoo("qwen2"), corpus_file, out), capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        _cmd(zoo("qwen2"), corpus_file, out), capture_output=True, text=True, timeout=300
+    )
     assert p.returncode == 0, p.stderr
     assert "resuming" in p.stderr and "stale lock" in p.stderr
     _assert_same_store(out, baseline)
-    leftovers = [f for _, _, fs in os.walk(out) for f in fs if f.endswith(".partial") or f == "align.lock"]
+    leftovers = [
+        f for _, _, fs in os.walk(out) for f in fs if f.endswith(".partial") or f == "align.lock"
+    ]
     assert leftovers == []
 
 
@@ -89,8 +113,25 @@ def test_peak_memory_is_flat_in_corpus_size(zoo, tmp_path):
     rss = {}
     for name, corpus in (("small", small), ("large", large)):
         out = str(tmp_path / f"{name}.zarr")
-        rss[name] = _max_rss_kib([sys.executable, "-m", "align.cli.main", "extract", model, str(corpus), "-o", out,
-                                  "--batch-size", "16", "--chunk-tokens", "1024"])
-    n_small, n_large = open_activations(str(tmp_path / "small.zarr")).n_tokens, open_activations(str(tmp_path / "large.zarr")).n_tokens
+        rss[name] = _max_rss_kib(
+            [
+                sys.executable,
+                "-m",
+                "align.cli.main",
+                "extract",
+                model,
+                str(corpus),
+                "-o",
+                out,
+                "--batch-size",
+                "16",
+                "--chunk-tokens",
+                "1024",
+            ]
+        )
+    n_small, n_large = (
+        open_activations(str(tmp_path / "small.zarr")).n_tokens,
+        open_activations(str(tmp_path / "large.zarr")).n_tokens,
+    )
     assert n_large == 8 * n_small
     assert rss["large"] <= 1.05 * rss["small"], rss

@@ -23,7 +23,9 @@ import time
 import numpy as np
 import pytest
 
-from tests.conftest import S3_KEY_ID as KEY_ID, S3_SECRET as SECRET, dask_processes
+from tests.conftest import S3_KEY_ID as KEY_ID
+from tests.conftest import S3_SECRET as SECRET
+from tests.conftest import dask_processes
 from tests.helpers.faults import fault_env, killed_run
 from tests.helpers.fixtures_fit import token_table
 
@@ -39,7 +41,12 @@ def pair(synthetic):
     tok = token_table(16, 300)
     rng = np.random.default_rng(5)
     X = rng.normal(size=(3, len(tok["doc"]), 24)) * 2 + 1
-    Y = np.stack([X[2] @ rng.normal(size=(24, 16)) + rng.normal(size=(len(tok["doc"]), 16)) for _ in range(2)])
+    Y = np.stack(
+        [
+            X[2] @ rng.normal(size=(24, 16)) + rng.normal(size=(len(tok["doc"]), 16))
+            for _ in range(2)
+        ]
+    )
     return synthetic(X, tok, n_layers=2), synthetic(Y, tok, n_layers=1)
 
 
@@ -52,7 +59,9 @@ def undisturbed(pair):
 
 def _assert_same(ds, ref):
     for name in METRICS:
-        np.testing.assert_allclose(ds[name].values, ref[name].values, rtol=1e-12, atol=0, err_msg=name)
+        np.testing.assert_allclose(
+            ds[name].values, ref[name].values, rtol=1e-12, atol=0, err_msg=name
+        )
     assert ds.attrs["split"] == ref.attrs["split"]
 
 
@@ -70,14 +79,29 @@ def _opens_as_complete(path: str) -> bool:
 
 # -- (a) killed runs ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("point", ["fit_statistics_chunk:3", "fit_after_block", "result_before_rename"])
+
+@pytest.mark.parametrize(
+    "point", ["fit_statistics_chunk:3", "fit_after_block", "result_before_rename"]
+)
 def test_killed_fit_leaves_no_complete_result_and_reruns(pair, undisturbed, tmp_path, point):
     from align.store import open_alignment
 
     S, T = pair
     out = str(tmp_path / "a.zarr")
     log = tmp_path / "fault.log"
-    cmd = [sys.executable, "-m", "align.cli.main", "fit", S, T, "-o", out, "--scheduler", "synchronous", *OPTS]
+    cmd = [
+        sys.executable,
+        "-m",
+        "align.cli.main",
+        "fit",
+        S,
+        T,
+        "-o",
+        out,
+        "--scheduler",
+        "synchronous",
+        *OPTS,
+    ]
     killed_run(cmd, log, point, timeout=180)
     assert not _opens_as_complete(out)
 
@@ -87,6 +111,7 @@ def test_killed_fit_leaves_no_complete_result_and_reruns(pair, undisturbed, tmp_
 
 
 # -- (b) a worker killed mid-fit ---------------------------------------------------------
+
 
 @pytest.fixture
 def paused_cluster(tmp_path):
@@ -105,7 +130,12 @@ def paused_cluster(tmp_path):
 def _paused_pids(log, want: int, timeout: float) -> list[int]:
     deadline = time.time() + timeout
     while time.time() < deadline:
-        pids = sorted({int(line.split("pid=")[1]) for line in (log.read_text().splitlines() if log.exists() else [])})
+        pids = sorted(
+            {
+                int(line.split("pid=")[1])
+                for line in (log.read_text().splitlines() if log.exists() else [])
+            }
+        )
         if len(pids) >= want:
             return pids
         time.sleep(0.1)
@@ -113,7 +143,9 @@ def _paused_pids(log, want: int, timeout: float) -> list[int]:
 
 
 @pytest.mark.slow
-def test_worker_killed_mid_fit_is_survived_with_the_same_result(pair, undisturbed, paused_cluster, tmp_path):
+def test_worker_killed_mid_fit_is_survived_with_the_same_result(
+    pair, undisturbed, paused_cluster, tmp_path
+):
     import align
     from align.store import open_alignment
 
@@ -159,7 +191,9 @@ def _upload(client, local: str, prefix: str) -> str:
     for root, _, files in os.walk(local):
         for f in files:
             path = os.path.join(root, f)
-            client.upload_file(path, BUCKET, prefix + "/" + os.path.relpath(path, local).replace(os.sep, "/"))
+            client.upload_file(
+                path, BUCKET, prefix + "/" + os.path.relpath(path, local).replace(os.sep, "/")
+            )
     return f"s3://{BUCKET}/{prefix}"
 
 
@@ -179,7 +213,9 @@ def test_fit_on_s3_stores_equals_local_and_leaks_no_credentials(pair, undisturbe
     S, T = pair
     src, tgt = _upload(s3, S, "stores/s.zarr"), _upload(s3, T, "stores/t.zarr")
     out = f"s3://{BUCKET}/results/a.zarr"
-    code, stdout, stderr = run_cli(["fit", src, tgt, "-o", out, "--scheduler", "synchronous", *OPTS], capfd)
+    code, stdout, stderr = run_cli(
+        ["fit", src, tgt, "-o", out, "--scheduler", "synchronous", *OPTS], capfd
+    )
     assert code == 0, stderr
     ds = open_alignment(out)
     _assert_same(ds, undisturbed)
@@ -193,8 +229,15 @@ def test_fit_on_s3_stores_equals_local_and_leaks_no_credentials(pair, undisturbe
     _assert_same(local_cluster.dataset, undisturbed)
 
     captured = capfd.readouterr()
-    texts = [stdout, stderr, captured.out, captured.err, "\n".join(lines), json.dumps(ds.attrs),
-             json.dumps(local_cluster.dataset.attrs)]
+    texts = [
+        stdout,
+        stderr,
+        captured.out,
+        captured.err,
+        "\n".join(lines),
+        json.dumps(ds.attrs),
+        json.dumps(local_cluster.dataset.attrs),
+    ]
     texts += [s3.get_object(Bucket=BUCKET, Key=k)["Body"].read().decode("latin-1") for k in keys]
     for text in texts:
         assert KEY_ID not in text and SECRET not in text

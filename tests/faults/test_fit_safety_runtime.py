@@ -30,17 +30,25 @@ CHUNK = 256
 
 
 def _run(*args, env=None, timeout=300):
-    p = subprocess.run([ALIGN, *map(str, args)], capture_output=True, text=True, timeout=timeout,
-                       env=dict(os.environ, **(env or {})))
+    p = subprocess.run(
+        [ALIGN, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ, **(env or {})),
+    )
     return p.returncode, p.stdout, p.stderr
 
 
 # A fit's other stderr lines are its own progress log (click adds a blank line before an
 # interrupt's message); no Dask worker log and no leaked-semaphore warning reach the terminal.
-FIT_ERROR = dict(progress=("align fit: ",), blank_lines=True, absent=("Compute Failed", "leaked semaphore"))
+FIT_ERROR = dict(
+    progress=("align fit: ",), blank_lines=True, absent=("Compute Failed", "leaked semaphore")
+)
 
 
 # -- item 4: non-finite values ---------------------------------------------------------------
+
 
 def test_summary_refuses_a_non_finite_error():
     from align import ridge
@@ -60,7 +68,9 @@ def chunked(extracted):
 
     S = extracted("qwen2", chunk_tokens=CHUNK)
     T = extracted("qwen2", model_overrides=BIG, chunk_tokens=CHUNK)
-    split = align.fit(S, T, None, scheduler="synchronous", alphas=[1e-3, 1e-1], log=lambda m: None).dataset.attrs["split"]
+    split = align.fit(
+        S, T, None, scheduler="synchronous", alphas=[1e-3, 1e-1], log=lambda m: None
+    ).dataset.attrs["split"]
     return S, T, split
 
 
@@ -89,16 +99,32 @@ def _with_nan(store, tmp_path, token: int, boundary: int = 1) -> str:
 
 @pytest.mark.parametrize("scheduler", ["synchronous", "threads", "local cluster"])
 @pytest.mark.parametrize("part", ["heldout_docs", "fit_docs"])
-def test_nan_in_a_token_is_one_line_naming_array_chunk_and_token(chunked, tmp_path, part, scheduler):
+def test_nan_in_a_token_is_one_line_naming_array_chunk_and_token(
+    chunked, tmp_path, part, scheduler
+):
     """In every place a fit runs: the NaN's own line (in threads, not the "cancelled" of the
     tasks it stopped)."""
     S, T, split = chunked
     t = _last_token_of(T, split[part])
     bad = _with_nan(T, tmp_path, t)
     out = tmp_path / "a.zarr"
-    where = {"synchronous": ["--scheduler", "synchronous"], "threads": [], "local cluster": ["--workers", "2"]}[scheduler]
+    where = {
+        "synchronous": ["--scheduler", "synchronous"],
+        "threads": [],
+        "local cluster": ["--workers", "2"],
+    }[scheduler]
     code, _, err = _run("fit", S, bad, "-o", out, *where, *OPTS)
-    one_line_error(code, err, bad, "'resid'", "boundary 1", f"token {t:,}", f"chunk {t // CHUNK}", "non-finite", **FIT_ERROR)
+    one_line_error(
+        code,
+        err,
+        bad,
+        "'resid'",
+        "boundary 1",
+        f"token {t:,}",
+        f"chunk {t // CHUNK}",
+        "non-finite",
+        **FIT_ERROR,
+    )
     assert not out.exists()
 
 
@@ -110,17 +136,27 @@ def test_degenerate_heldout_target_is_refused_not_summarised(synthetic, cli, tmp
     tok = token_table(10, 120)
     rng = np.random.default_rng(3)
     X = rng.normal(size=(2, len(tok["doc"]), 6))
-    Y = np.stack([X[1] @ rng.normal(size=(6, 5)), np.ones((len(tok["doc"]), 5))])  # boundary 1 constant
+    Y = np.stack(
+        [X[1] @ rng.normal(size=(6, 5)), np.ones((len(tok["doc"]), 5))]
+    )  # boundary 1 constant
     S, T = synthetic(X, tok, n_layers=1), synthetic(Y, tok, n_layers=1)
     out = tmp_path / "a.zarr"
     code, _, err = cli("fit", S, T, "-o", out, "--scheduler", "synchronous", *OPTS)
     assert code == 2
-    one_line_error(code, err, "source 0 -> target 1: r2 nan", "source 1 -> target 1: r2 nan", "no variance", **FIT_ERROR)
+    one_line_error(
+        code,
+        err,
+        "source 0 -> target 1: r2 nan",
+        "source 1 -> target 1: r2 nan",
+        "no variance",
+        **FIT_ERROR,
+    )
     assert "target 0" not in err  # the other target boundary is fine
     assert not out.exists()
 
 
 # -- item 8: one line, whatever stops the fit ------------------------------------------------
+
 
 def test_damaged_chunk_under_the_local_cluster_is_one_line(chunked, tmp_path):
     """A flipped byte in a chunk that a worker reads: the worker's error comes back as the
@@ -160,11 +196,19 @@ def test_interrupted_fit_is_one_line_and_stops_its_workers(chunked, tmp_path, ho
     out = tmp_path / "a.zarr"
     where = ["--scheduler", "synchronous"] if "synchronous" in how else ["--workers", "2"]
     env = fault_env("fit_statistics_chunk:1:pause", log)
-    p = subprocess.Popen([ALIGN, "fit", S, T, "-o", str(out), *where, *OPTS], env=env, text=True,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    p = subprocess.Popen(
+        [ALIGN, "fit", S, T, "-o", str(out), *where, *OPTS],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         deadline = time.time() + 120
-        while not (log.exists() and log.read_text()) and p.poll() is None and time.time() < deadline:
+        while (
+            not (log.exists() and log.read_text()) and p.poll() is None and time.time() < deadline
+        ):
             time.sleep(0.1)
         reached = log.read_text() if log.exists() else ""
         assert reached.startswith("fit_statistics_chunk:1 pid="), (reached, p.poll())
@@ -197,8 +241,17 @@ def test_disk_that_fills_while_the_result_is_written_is_one_line(fit_pair, tmpfs
     fit would refuse that at once, so ALIGN_FREE_DISK_BYTES tells it there is room: the disk
     fills between the check and the write, as when another process takes the space."""
     out = tmpfs / "a.zarr"
-    code, _, err = _run("fit", *fit_pair, "-o", out, "--scheduler", "synchronous", "--save-maps", *OPTS,
-                        env={"ALIGN_FREE_DISK_BYTES": str(1 << 40)})
+    code, _, err = _run(
+        "fit",
+        *fit_pair,
+        "-o",
+        out,
+        "--scheduler",
+        "synchronous",
+        "--save-maps",
+        *OPTS,
+        env={"ALIGN_FREE_DISK_BYTES": str(1 << 40)},
+    )
     one_line_error(code, err, "no space left", str(out), **FIT_ERROR)
     assert os.listdir(tmpfs) == []
 
@@ -220,7 +273,10 @@ def test_a_cancelled_fit_stops_its_own_tasks_only(chunked):
     with pytest.raises(InputError, match="the fit was cancelled"):
         graph.stats_task(jobs["run-a"], (1,), (2,), 0, n, graph.Tokens(part), shifts, False)
     stats, _ = graph.stats_task(jobs["run-b"], (1,), (2,), 0, n, graph.Tokens(part), shifts, False)
-    rows = {int(b): k for k, b in enumerate(s["boundary"][:])}, {int(b): k for k, b in enumerate(t["boundary"][:])}
+    rows = (
+        {int(b): k for k, b in enumerate(s["boundary"][:])},
+        {int(b): k for k, b in enumerate(t["boundary"][:])},
+    )
     X = np.asarray(s["resid"][rows[0][1], :n], dtype=np.float64)
     Y = np.asarray(t["resid"][rows[1][2], :n], dtype=np.float64)
     np.testing.assert_allclose(stats.xy[ridge.FIT], X.T @ Y, rtol=1e-12, atol=1e-9)

@@ -52,8 +52,12 @@ def test_lock_of_a_reused_pid_is_stale(zoo, corpus_file, tmp_path, cli, sleeper)
     """The pid is alive, but the process behind it started at another time than the holder:
     the holder is gone (a container restart hands the same pids out again)."""
     out = tmp_path / "s.zarr"
-    _write_lock(out, pid=sleeper.pid, process_start=psutil.Process(sleeper.pid).create_time() - 3600,
-                boot_id=_boot_id())
+    _write_lock(
+        out,
+        pid=sleeper.pid,
+        process_start=psutil.Process(sleeper.pid).create_time() - 3600,
+        boot_id=_boot_id(),
+    )
     code, _, err = cli("extract", zoo("qwen2"), corpus_file, "-o", out, *ARGS)
     assert code == 0, err
     assert "stale lock" in err and f"pid {sleeper.pid}" in err
@@ -65,7 +69,9 @@ def test_lock_recording_this_very_pid_is_stale(zoo, corpus_file, tmp_path, cli):
     the new run's own, which does not hold the lock yet. (Here: the test process's pid, since
     the CLI runs in it.)"""
     out = tmp_path / "s.zarr"
-    _write_lock(out, pid=os.getpid(), process_start=psutil.Process().create_time(), boot_id=_boot_id())
+    _write_lock(
+        out, pid=os.getpid(), process_start=psutil.Process().create_time(), boot_id=_boot_id()
+    )
     code, _, err = cli("extract", zoo("qwen2"), corpus_file, "-o", out, *ARGS)
     assert code == 0, err
     assert "stale lock" in err and _complete(out)
@@ -73,18 +79,29 @@ def test_lock_recording_this_very_pid_is_stale(zoo, corpus_file, tmp_path, cli):
 
 def test_lock_from_before_a_reboot_is_stale(zoo, corpus_file, tmp_path, cli, sleeper):
     out = tmp_path / "s.zarr"
-    _write_lock(out, pid=sleeper.pid, process_start=psutil.Process(sleeper.pid).create_time(),
-                boot_id="00000000-0000-0000-0000-000000000000")
+    _write_lock(
+        out,
+        pid=sleeper.pid,
+        process_start=psutil.Process(sleeper.pid).create_time(),
+        boot_id="00000000-0000-0000-0000-000000000000",
+    )
     code, _, err = cli("extract", zoo("qwen2"), corpus_file, "-o", out, *ARGS)
     assert code == 0, err
     assert "stale lock" in err and _complete(out)
 
 
-def test_lock_of_a_live_holder_is_kept_even_with_break_lock(zoo, corpus_file, tmp_path, cli, sleeper):
+def test_lock_of_a_live_holder_is_kept_even_with_break_lock(
+    zoo, corpus_file, tmp_path, cli, sleeper
+):
     """Same pid, same start time, same boot: the holder is running, and --break-lock does not
     take a live run's lock away."""
     out = tmp_path / "s.zarr"
-    _write_lock(out, pid=sleeper.pid, process_start=psutil.Process(sleeper.pid).create_time(), boot_id=_boot_id())
+    _write_lock(
+        out,
+        pid=sleeper.pid,
+        process_start=psutil.Process(sleeper.pid).create_time(),
+        boot_id=_boot_id(),
+    )
     for extra in ((), ("--break-lock",)):
         code, _, err = cli("extract", zoo("qwen2"), corpus_file, "-o", out, *ARGS, *extra)
         line = one_line_error(code, err, f"pid {sleeper.pid}", "wait for it to finish")
@@ -109,8 +126,20 @@ def test_sigterm_unwinds_like_ctrl_c(zoo, corpus_file, tmp_path):
     the same command then resumes it to completion."""
     out = tmp_path / "s.zarr"
     log = str(tmp_path / "fault.log")
-    cmd = [sys.executable, "-m", "align.cli.main", "extract", zoo("qwen2"), corpus_file, "-o", str(out),
-           "--batch-size", "2", "--chunk-tokens", "64"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "align.cli.main",
+        "extract",
+        zoo("qwen2"),
+        corpus_file,
+        "-o",
+        str(out),
+        "--batch-size",
+        "2",
+        "--chunk-tokens",
+        "64",
+    ]
     env = fault_env("between_batches:2:pause", log)
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -18,11 +18,24 @@ from tests.helpers.faults import killed_run
 def test_killed_result_write_never_opens_as_complete(zoo, corpus_file, tmp_path, point):
     out = tmp_path / "lens.zarr"
     log = tmp_path / "fault.log"
-    cmd = [sys.executable, "-m", "align.cli.main", "lens", zoo("qwen2"), corpus_file, "-o", str(out), "--max-docs", "3"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "align.cli.main",
+        "lens",
+        zoo("qwen2"),
+        corpus_file,
+        "-o",
+        str(out),
+        "--max-docs",
+        "3",
+    ]
     killed_run(cmd, log, point)
     # Whatever the kill left (a temporary sibling, or the renamed folder without its schema
     # marker) is refused as a result.
-    leftovers = [tmp_path / n for n in os.listdir(tmp_path) if n.startswith((".lens.zarr.tmp-", "lens.zarr"))]
+    leftovers = [
+        tmp_path / n for n in os.listdir(tmp_path) if n.startswith((".lens.zarr.tmp-", "lens.zarr"))
+    ]
     assert leftovers
     for path in leftovers:
         with pytest.raises(StoreError):
@@ -31,4 +44,6 @@ def test_killed_result_write_never_opens_as_complete(zoo, corpus_file, tmp_path,
     assert p.returncode == 0, p.stderr
     ds = open_result(str(out), "lens")
     assert ds["kl"].shape == (2, 3)
-    assert [n for n in os.listdir(tmp_path) if n.startswith(".lens.zarr.tmp-")] == []  # debris removed
+    assert [
+        n for n in os.listdir(tmp_path) if n.startswith(".lens.zarr.tmp-")
+    ] == []  # debris removed

@@ -21,19 +21,31 @@ from transformers import AutoModelForCausalLM
 import align
 from align.extraction import pipeline as ex
 from align.store import writer as act
-from align.store.reader import open_activations
 from align.store.arrays import StoreFormat, write_activations
+from align.store.reader import open_activations
 from tests.helpers.faults import killed_run
+
 
 def _tokens(n: int, per_seq: int) -> dict:
     seq = np.arange(n) // per_seq
-    return {"token_id": np.zeros(n, np.int32), "doc": seq, "seq": seq, "pos": np.arange(n) % per_seq}
+    return {
+        "token_id": np.zeros(n, np.int32),
+        "doc": seq,
+        "seq": seq,
+        "pos": np.arange(n) % per_seq,
+    }
 
 
 def _planned(path: str, n: int, nb: int, d: int, C: int):
     """A planned bfloat16 store with nothing written (as extract leaves it before the forward)."""
-    write_activations(path, np.zeros((nb, n, d), np.float32), _tokens(n, 10), {"tokenizer_hash": "t"},
-                      fmt=StoreFormat("bfloat16", "crc32c", C), complete=False)
+    write_activations(
+        path,
+        np.zeros((nb, n, d), np.float32),
+        _tokens(n, 10),
+        {"tokenizer_hash": "t"},
+        fmt=StoreFormat("bfloat16", "crc32c", C),
+        complete=False,
+    )
     return open_activations(path, mode="r+")
 
 
@@ -58,8 +70,8 @@ def test_writer_commits_only_written_chunks(tmp_path, monkeypatch, threads):
     real_progress = act.ActivationWriter._progress
 
     def progress(self, committed, complete):
-        got = zarr.open_array(os.path.join(path, "resid"), mode="r")[:, :committed[0]]
-        assert np.array_equal(got, data[:, :committed[0]]), committed
+        got = zarr.open_array(os.path.join(path, "resid"), mode="r")[:, : committed[0]]
+        assert np.array_equal(got, data[:, : committed[0]]), committed
         checked.append(committed)
         real_progress(self, committed, complete)
 
@@ -102,8 +114,16 @@ def test_writer_threads_1_and_4_give_identical_stores(zoo, corpus_file, tmp_path
     for threads in (1, 4):
         monkeypatch.setattr(ex, "WRITER_THREADS", threads)
         out = str(tmp_path / f"t{threads}.zarr")
-        report = align.extract(zoo("qwen2"), corpus_file, out, batch_size=3, chunk_tokens=16, sublayers=True,
-                               store_dtype="bfloat16", log=lambda m: None)
+        report = align.extract(
+            zoo("qwen2"),
+            corpus_file,
+            out,
+            batch_size=3,
+            chunk_tokens=16,
+            sublayers=True,
+            store_dtype="bfloat16",
+            log=lambda m: None,
+        )
         assert report.stats["writer_threads"] == threads
         stores[threads] = _arrays(out)
     assert sorted(stores[1]) == sorted(stores[4])
@@ -111,16 +131,38 @@ def test_writer_threads_1_and_4_give_identical_stores(zoo, corpus_file, tmp_path
         assert np.array_equal(stores[1][k], stores[4][k]), k
 
 
-def test_kill_mid_chunk_write_with_4_threads_resumes_bit_identical(zoo, corpus_file, tmp_path, monkeypatch):
+def test_kill_mid_chunk_write_with_4_threads_resumes_bit_identical(
+    zoo, corpus_file, tmp_path, monkeypatch
+):
     monkeypatch.setattr(ex, "WRITER_THREADS", 1)
     base = str(tmp_path / "base.zarr")
     opts = ["--batch-size", "3", "--chunk-tokens", "16", "--sublayers", "--store-dtype", "bfloat16"]
-    align.extract(zoo("qwen2"), corpus_file, base, batch_size=3, chunk_tokens=16, sublayers=True,
-                  store_dtype="bfloat16", log=lambda m: None)
-    assert ex.WRITER_THREADS == 1 and open(ex.__file__).read().count("\nWRITER_THREADS = 4\n") == 1  # the CLI's 4
+    align.extract(
+        zoo("qwen2"),
+        corpus_file,
+        base,
+        batch_size=3,
+        chunk_tokens=16,
+        sublayers=True,
+        store_dtype="bfloat16",
+        log=lambda m: None,
+    )
+    assert (
+        ex.WRITER_THREADS == 1 and open(ex.__file__).read().count("\nWRITER_THREADS = 4\n") == 1
+    )  # the CLI's 4
     out = str(tmp_path / "s.zarr")
     log = tmp_path / "fault.log"
-    cmd = [sys.executable, "-m", "align.cli.main", "extract", zoo("qwen2"), corpus_file, "-o", out, *opts]
+    cmd = [
+        sys.executable,
+        "-m",
+        "align.cli.main",
+        "extract",
+        zoo("qwen2"),
+        corpus_file,
+        "-o",
+        out,
+        *opts,
+    ]
     killed_run(cmd, log, "mid_chunk_write:5")
     killed = open_activations(out)
     assert not killed.complete and 0 < killed.progress["committed_tokens"] < killed.n_tokens
@@ -150,8 +192,14 @@ def test_back_pressure_bounds_the_queue(zoo, corpus_file, tmp_path, monkeypatch)
         depth_seen.append(self.q.qsize())
 
     monkeypatch.setattr(ex._BackgroundWriter, "put", put)
-    report = align.extract(zoo("qwen2"), corpus_file, str(tmp_path / "bp.zarr"), batch_size=1, chunk_tokens=16,
-                           log=lambda m: None)
+    report = align.extract(
+        zoo("qwen2"),
+        corpus_file,
+        str(tmp_path / "bp.zarr"),
+        batch_size=1,
+        chunk_tokens=16,
+        log=lambda m: None,
+    )
     assert max(depth_seen) <= ex.QUEUE_DEPTH
     assert report.stats["queue_max_depth"] == ex.QUEUE_DEPTH
     assert report.stats["queue_blocked_s"] > 0.2
@@ -171,11 +219,11 @@ def test_forward_batch_gather_equals_hf_hidden_states(zoo):
     ids = torch.zeros((3, T), dtype=torch.long)
     mask = torch.zeros((3, T), dtype=torch.long)
     for i, s in enumerate(seqs):
-        ids[i, :len(s)] = torch.from_numpy(s.astype(np.int64))
-        mask[i, :len(s)] = 1
+        ids[i, : len(s)] = torch.from_numpy(s.astype(np.int64))
+        mask[i, : len(s)] = 1
     with torch.no_grad():
         hs = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
     for b in range(L):
-        want = np.concatenate([hs[b][i, :len(s)].numpy() for i, s in enumerate(seqs)])
+        want = np.concatenate([hs[b][i, : len(s)].numpy() for i, s in enumerate(seqs)])
         assert got["resid"][b].dtype == np.float32
         np.testing.assert_array_equal(got["resid"][b], want)

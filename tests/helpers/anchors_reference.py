@@ -26,7 +26,14 @@ import os
 
 import numpy as np
 
-from tests.helpers.references import alpha_scale, chosen_alpha, heldout_scores, residuals, ridge_val_sse, sklearn_ridge
+from tests.helpers.references import (
+    alpha_scale,
+    chosen_alpha,
+    heldout_scores,
+    residuals,
+    ridge_val_sse,
+    sklearn_ridge,
+)
 
 EOT = "<|endoftext|>"
 
@@ -47,8 +54,36 @@ FIXED = [
     "Raés, paés, maés, taés: an a, an accent, then an s; raés paés maés taés again.",
     "saü, naï, maè, laö, baä, kaå: the lead byte after an a, and raés paés once more.",
 ]
-WORDS = ["alpha", "beta", "gamma", "delta", "model", "token", "reads", "the", "text", "of", "a", "document",
-         "café", "naïve", "über", "müde", "中文", "字符", "😀", "42", "3.14", "end.", "ok,", "raés", "paés", "naï", "saü", EOT]
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "model",
+    "token",
+    "reads",
+    "the",
+    "text",
+    "of",
+    "a",
+    "document",
+    "café",
+    "naïve",
+    "über",
+    "müde",
+    "中文",
+    "字符",
+    "😀",
+    "42",
+    "3.14",
+    "end.",
+    "ok,",
+    "raés",
+    "paés",
+    "naï",
+    "saü",
+    EOT,
+]
 SEPARATORS = [" "] * 12 + ["  ", "   ", "\t", " \t "]
 
 
@@ -58,10 +93,15 @@ def documents(n: int = 36, seed: int = 0) -> list[str]:
     rng = np.random.default_rng(seed)
     docs = list(FIXED)
     while len(docs) < n:
-        text = WORDS[int(rng.integers(len(WORDS) - 1))]  # never open with the marker: FIXED has that case
+        text = WORDS[
+            int(rng.integers(len(WORDS) - 1))
+        ]  # never open with the marker: FIXED has that case
         target = int(rng.integers(40, 140))
         while len(text) < target:
-            text += SEPARATORS[int(rng.integers(len(SEPARATORS)))] + WORDS[int(rng.integers(len(WORDS)))]
+            text += (
+                SEPARATORS[int(rng.integers(len(SEPARATORS)))]
+                + WORDS[int(rng.integers(len(WORDS)))]
+            )
         if 40 <= len(text) <= 150:
             docs.append(text)
     assert all("\n" not in d and d == d.strip() and 40 <= len(d) <= 150 for d in docs)
@@ -79,8 +119,15 @@ def byte_level_bpe(texts, vocab_size: int = 300):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOT], show_progress=False,
-                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.train_from_iterator(
+        texts,
+        trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            special_tokens=[EOT],
+            show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
     return tok
 
 
@@ -95,8 +142,12 @@ def metaspace_byte_fallback(texts, trained: int = 144, alphabet: int = 30):
     tok = Tokenizer(models.BPE(byte_fallback=True, unk_token=None))
     tok.pre_tokenizer = pre_tokenizers.Metaspace()
     tok.decoder = decoders.Metaspace()
-    tok.train_from_iterator(["".join(c for c in t if ord(c) < 128) for t in texts], trainers.BpeTrainer(vocab_size=trained, special_tokens=[EOT], limit_alphabet=alphabet,
-                                                       show_progress=False))
+    tok.train_from_iterator(
+        ["".join(c for c in t if ord(c) < 128) for t in texts],
+        trainers.BpeTrainer(
+            vocab_size=trained, special_tokens=[EOT], limit_alphabet=alphabet, show_progress=False
+        ),
+    )
     spec = json.loads(tok.to_str())
     vocab = spec["model"]["vocab"]
     assert sorted(vocab.values()) == list(range(len(vocab)))
@@ -108,19 +159,39 @@ def metaspace_byte_fallback(texts, trained: int = 144, alphabet: int = 30):
     return Tokenizer.from_str(json.dumps(spec))
 
 
-def save_checkpoint(folder, tok, family: str, layers: int = 2, width: int = 32, seed: int = 0) -> str:
+def save_checkpoint(
+    folder, tok, family: str, layers: int = 2, width: int = 32, seed: int = 0
+) -> str:
     """`tok` saved by PreTrainedTokenizerFast (eos <|endoftext|>, nothing added around the text)
     and a random `family` ("qwen2" or "llama") model seeded with `seed`, in `folder`."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import (
+        LlamaConfig,
+        LlamaForCausalLM,
+        PreTrainedTokenizerFast,
+        Qwen2Config,
+        Qwen2ForCausalLM,
+    )
 
     os.makedirs(folder, exist_ok=True)
     PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOT).save_pretrained(folder)
     eos = tok.token_to_id(EOT)
-    Config, Model = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM)}[family]
-    config = Config(vocab_size=tok.get_vocab_size(), hidden_size=width, intermediate_size=2 * width,
-                    num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                    tie_word_embeddings=False, bos_token_id=eos, eos_token_id=eos)
+    Config, Model = {
+        "qwen2": (Qwen2Config, Qwen2ForCausalLM),
+        "llama": (LlamaConfig, LlamaForCausalLM),
+    }[family]
+    config = Config(
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=width,
+        intermediate_size=2 * width,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=False,
+        bos_token_id=eos,
+        eos_token_id=eos,
+    )
     torch.manual_seed(seed)
     Model(config).save_pretrained(folder)
     return str(folder)
@@ -131,7 +202,10 @@ def tokenize(folder, docs) -> list:
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(os.path.join(str(folder), "tokenizer.json"))
-    return [(list(e.ids), [tuple(o) for o in e.offsets]) for e in (tok.encode(d, add_special_tokens=False) for d in docs)]
+    return [
+        (list(e.ids), [tuple(o) for o in e.offsets])
+        for e in (tok.encode(d, add_special_tokens=False) for d in docs)
+    ]
 
 
 def anchors(offsets) -> dict:
@@ -200,7 +274,9 @@ def reference_cells(X, Y, doc, split, alphas) -> dict:
     `doc`; split: the result's recorded "fit_docs", "validation_docs", "heldout_docs". α is
     chosen on validation (fit on the fit documents' rows), the map refitted on fit + validation
     rows with α_rel times alpha_scale of those rows, and scored on the held-out rows."""
-    fit_r, val_r, test_r = (np.isin(doc, split[k]) for k in ("fit_docs", "validation_docs", "heldout_docs"))
+    fit_r, val_r, test_r = (
+        np.isin(doc, split[k]) for k in ("fit_docs", "validation_docs", "heldout_docs")
+    )
     assert fit_r.any() and val_r.any() and test_r.any()
     train_r = fit_r | val_r
     out = {}
@@ -210,6 +286,8 @@ def reference_cells(X, Y, doc, split, alphas) -> dict:
             sse = ridge_val_sse(x[fit_r], y[fit_r], x[val_r], y[val_r], alphas)
             k = chosen_alpha(sse, y[fit_r], y[val_r])
             alpha = alphas[k] * alpha_scale(x[train_r])
-            scores = heldout_scores(sklearn_ridge(x[train_r], y[train_r], alpha).predict(x[test_r]), y[test_r])
+            scores = heldout_scores(
+                sklearn_ridge(x[train_r], y[train_r], alpha).predict(x[test_r]), y[test_r]
+            )
             out[(i, j)] = {"alpha_rel": alphas[k], "alpha": alpha, "val_sse": sse, **scores}
     return out

@@ -37,10 +37,14 @@ def reached(point: str) -> str:
     return f"{name}:{rest.partition(':')[0] or 1} "
 
 
-def killed_run(cmd, log, point: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+def killed_run(
+    cmd, log, point: str, env: dict | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """Run `cmd` under fault_env(point, log, env); check it died of SIGKILL and that the log's
     first line says the named point was reached. Returns the finished process."""
-    p = subprocess.run(cmd, env=fault_env(point, log, env), capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(
+        cmd, env=fault_env(point, log, env), capture_output=True, text=True, timeout=timeout
+    )
     assert p.returncode == -signal.SIGKILL, p.stderr
     text = Path(log).read_text() if Path(log).exists() else ""
     assert text.startswith(reached(point)), (point, text)  # the named point was reached

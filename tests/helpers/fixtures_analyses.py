@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from tests.helpers.references import ARCH, blocks, head, scale
 
 # What each family adds to the residual (docs/methods.md, Notation): the output of these modules,
@@ -65,31 +66,52 @@ def ref_forward(model, family, ids, intervene=None):
         positions = list(positions)
 
         if part == "layer":
+
             def skip(module, args, kwargs, output):
                 h_in = args[0] if args else kwargs["hidden_states"]
                 out = _out(output).clone()
                 for t in positions:
                     out[0, t] = h_in[0, t]
                 return (out,) + tuple(output[1:]) if isinstance(output, tuple) else out
+
             handles.append(layers[s].register_forward_hook(skip, with_kwargs=True))
         else:
             mod = getattr(layers[s], SUBLAYERS[family][0 if part == "attn" else 1])
 
             def zero(module, args, output):
                 out = _out(output).clone()
-                flat = out.dim() == 2  # a module on flattened tokens (OPT's fc2): row t is position t
+                flat = (
+                    out.dim() == 2
+                )  # a module on flattened tokens (OPT's fc2): row t is position t
                 for t in positions:
                     out[t if flat else (0, t)] = 0.0
                 return (out,) + tuple(output[1:]) if isinstance(output, tuple) else out
+
             handles.append(mod.register_forward_hook(zero))
 
-    handles.append(layers[0].register_forward_pre_hook(
-        lambda m, a, k: resid.__setitem__(0, (a[0] if a else k["hidden_states"]).clone()), with_kwargs=True))
+    handles.append(
+        layers[0].register_forward_pre_hook(
+            lambda m, a, k: resid.__setitem__(0, (a[0] if a else k["hidden_states"]).clone()),
+            with_kwargs=True,
+        )
+    )
     for l, layer in enumerate(layers):
-        handles.append(layer.register_forward_hook(lambda m, a, o, l=l: resid.__setitem__(l + 1, _out(o).clone())))
+        handles.append(
+            layer.register_forward_hook(
+                lambda m, a, o, l=l: resid.__setitem__(l + 1, _out(o).clone())
+            )
+        )
         an, mn = SUBLAYERS[family]
-        handles.append(getattr(layer, an).register_forward_hook(lambda m, a, o, l=l: attn.__setitem__(l, c * _3d(_out(o)))))
-        handles.append(getattr(layer, mn).register_forward_hook(lambda m, a, o, l=l: mlp.__setitem__(l, c * _3d(_out(o)))))
+        handles.append(
+            getattr(layer, an).register_forward_hook(
+                lambda m, a, o, l=l: attn.__setitem__(l, c * _3d(_out(o)))
+            )
+        )
+        handles.append(
+            getattr(layer, mn).register_forward_hook(
+                lambda m, a, o, l=l: mlp.__setitem__(l, c * _3d(_out(o)))
+            )
+        )
     try:
         with torch.no_grad():
             logits = model(input_ids=torch.tensor([ids]), use_cache=False).logits[0]
@@ -139,7 +161,9 @@ def ref_lens(model, family, prompts):
         pk, po = np.zeros(L + 1), np.zeros(L + 1)
         for b in range(L + 1):
             with torch.no_grad():
-                lens_logits = head(model, torch.tensor(resid[b], dtype=torch.float32)).double().numpy()
+                lens_logits = (
+                    head(model, torch.tensor(resid[b], dtype=torch.float32)).double().numpy()
+                )
             for t in range(len(ids)):
                 z = lens_logits[t] - lens_logits[t].max()
                 logq = z - np.log(np.exp(z).sum())
@@ -172,7 +196,13 @@ def ref_skip_one(model, family, ids, part, s, intervene, measure, clean=None):
     C2 = skip[0][1:] - skip[0][:-1]
     R = np.zeros(L)
     for l in range(s, L):
-        R[l] = max([np.linalg.norm(C[l, t] - C2[l, t]) / max(np.linalg.norm(C[l, t]), EPS) for t in measure] + [0.0])
+        R[l] = max(
+            [
+                np.linalg.norm(C[l, t] - C2[l, t]) / max(np.linalg.norm(C[l, t]), EPS)
+                for t in measure
+            ]
+            + [0.0]
+        )
     O = max([np.linalg.norm(skip[3][t] - clean[3][t]) for t in measure] + [0.0])
     return R, O
 

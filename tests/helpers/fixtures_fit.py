@@ -8,14 +8,22 @@ import itertools
 import numpy as np
 import pytest
 
-TOKENIZER = {"vocab": "v0", "merges": "m0", "added_tokens": "a0", "normalizer_pretokenizer": "n0",
-             "special_wrapping": "s0", "all": "all0"}
+TOKENIZER = {
+    "vocab": "v0",
+    "merges": "m0",
+    "added_tokens": "a0",
+    "normalizer_pretokenizer": "n0",
+    "special_wrapping": "s0",
+    "all": "all0",
+}
 
 
 @pytest.fixture(scope="session")
 def fit_pair(extracted):
     """(source, target): qwen2 2 layers d 64, and qwen2 4 layers d 96, same tokenizer."""
-    return extracted("qwen2"), extracted("qwen2", model_overrides={"num_hidden_layers": 4, "hidden_size": 96})
+    return extracted("qwen2"), extracted(
+        "qwen2", model_overrides={"num_hidden_layers": 4, "hidden_size": 96}
+    )
 
 
 def token_table(n_docs: int, doc_len: int, seq_len: int = 64, seed: int = 0) -> dict:
@@ -25,8 +33,12 @@ def token_table(n_docs: int, doc_len: int, seq_len: int = 64, seed: int = 0) -> 
     within = np.tile(np.arange(doc_len), n_docs)
     seq_in_doc = within // seq_len
     seq = np.cumsum(np.r_[1, (np.diff(doc) != 0) | (np.diff(seq_in_doc) != 0)]) - 1
-    return {"token_id": rng.integers(0, 300, len(doc)).astype(np.int32), "doc": doc, "seq": seq,
-            "pos": (within % seq_len).astype(np.int32)}
+    return {
+        "token_id": rng.integers(0, 300, len(doc)).astype(np.int32),
+        "doc": doc,
+        "seq": seq,
+        "pos": (within % seq_len).astype(np.int32),
+    }
 
 
 @pytest.fixture(scope="session")
@@ -37,15 +49,29 @@ def synthetic(tmp_path_factory):
     root = tmp_path_factory.mktemp("synthetic")
     counter = itertools.count()
 
-    def make(resid, tokens, tokenizer=None, complete=True, model="synthetic", provenance=None, **kw):
+    def make(
+        resid, tokens, tokenizer=None, complete=True, model="synthetic", provenance=None, **kw
+    ):
         from align.records import take
         from align.store.arrays import StoreFormat, StoreShape, write_activations
 
         path = str(root / f"s{next(counter)}.zarr")
-        prov = {"model": model, "model_type": "synthetic", "tokenizer_hash": dict(tokenizer or TOKENIZER),
-                **(provenance or {})}
+        prov = {
+            "model": model,
+            "model_type": "synthetic",
+            "tokenizer_hash": dict(tokenizer or TOKENIZER),
+            **(provenance or {}),
+        }
         shape, fmt = StoreShape(**take(StoreShape, kw)), StoreFormat(**take(StoreFormat, kw))
-        return write_activations(path, np.asarray(resid, dtype=np.float32), tokens, prov, shape, fmt, complete=complete,
-                                 **kw)
+        return write_activations(
+            path,
+            np.asarray(resid, dtype=np.float32),
+            tokens,
+            prov,
+            shape,
+            fmt,
+            complete=complete,
+            **kw,
+        )
 
     return make

@@ -46,13 +46,20 @@ def residuals(model, ids) -> dict[str, np.ndarray]:
     resid, attn, mlp = [h], [], []
     for layer in inner.layers:
         if post:
-            a = layer.post_attention_layernorm(layer.self_attn(hidden_states=h, attention_mask=mask,
-                                                               position_embeddings=pe, position_ids=pos)[0])
+            a = layer.post_attention_layernorm(
+                layer.self_attn(
+                    hidden_states=h, attention_mask=mask, position_embeddings=pe, position_ids=pos
+                )[0]
+            )
             mid = h + a
             m = layer.post_feedforward_layernorm(layer.mlp(mid))
         else:
-            a = layer.self_attn(hidden_states=layer.input_layernorm(h), attention_mask=mask,
-                                position_embeddings=pe, position_ids=pos)[0]
+            a = layer.self_attn(
+                hidden_states=layer.input_layernorm(h),
+                attention_mask=mask,
+                position_embeddings=pe,
+                position_ids=pos,
+            )[0]
             mid = h + a
             m = layer.mlp(layer.post_attention_layernorm(mid))
         h = mid + m
@@ -60,8 +67,15 @@ def residuals(model, ids) -> dict[str, np.ndarray]:
         attn.append(a)
         mlp.append(m)
     f32 = lambda ts: torch.stack([t[0] for t in ts]).float().numpy()  # noqa: E731
-    return {"resid": f32(resid), "attn": f32(attn), "mlp": f32(mlp), "final": inner.norm(h)[0].float().numpy(),
-            "resid_bf16_bits": torch.stack([t[0] for t in resid]).view(torch.int16).numpy() if h.dtype == torch.bfloat16 else None}
+    return {
+        "resid": f32(resid),
+        "attn": f32(attn),
+        "mlp": f32(mlp),
+        "final": inner.norm(h)[0].float().numpy(),
+        "resid_bf16_bits": torch.stack([t[0] for t in resid]).view(torch.int16).numpy()
+        if h.dtype == torch.bfloat16
+        else None,
+    }
 
 
 def bf16_bits_to_float(bits: np.ndarray) -> np.ndarray:
@@ -74,32 +88,62 @@ def _gemma_cap(config, logits):
 
 
 def _llama_like(**kw):
-    return dict(dict(blocks="model.layers", norm="model.norm", after=(), unembed="lm_head", attn="self_attn", mlp="mlp",
-                     scale=None, finish=None), **kw)
+    return dict(
+        dict(
+            blocks="model.layers",
+            norm="model.norm",
+            after=(),
+            unembed="lm_head",
+            attn="self_attn",
+            mlp="mlp",
+            scale=None,
+            finish=None,
+        ),
+        **kw,
+    )
 
 
 # Where each family keeps its parts (read from transformers' modeling_*.py of each family).
 ARCH = {t: _llama_like() for t in FAMILY_TYPES}
-ARCH.update({
-    "gemma2": _llama_like(attn="post_attention_layernorm", mlp="post_feedforward_layernorm", finish=_gemma_cap),
-    "gemma3_text": _llama_like(attn="post_attention_layernorm", mlp="post_feedforward_layernorm", finish=_gemma_cap),
-    "olmo2": _llama_like(attn="post_attention_layernorm", mlp="post_feedforward_layernorm"),
-    "olmo3": _llama_like(attn="post_attention_layernorm", mlp="post_feedforward_layernorm"),
-    "exaone4": _llama_like(attn="post_attention_layernorm", mlp="post_feedforward_layernorm"),
-    "gpt2": _llama_like(blocks="transformer.h", norm="transformer.ln_f", attn="attn"),
-    "gpt_bigcode": _llama_like(blocks="transformer.h", norm="transformer.ln_f", attn="attn"),
-    "gptj": _llama_like(blocks="transformer.h", norm="transformer.ln_f", attn="attn"),
-    "gpt_neox": _llama_like(blocks="gpt_neox.layers", norm="gpt_neox.final_layer_norm", attn="attention"),
-    "phi": _llama_like(norm="model.final_layernorm"),
-    "falcon": _llama_like(blocks="transformer.h", norm="transformer.ln_f", attn="self_attention"),
-    "granite": _llama_like(scale=lambda c: c.residual_multiplier, finish=lambda c, x: x / c.logits_scaling),
-    "granitemoe": _llama_like(mlp="block_sparse_moe", scale=lambda c: c.residual_multiplier,
-                              finish=lambda c, x: x / c.logits_scaling),
-    "cohere": _llama_like(finish=lambda c, x: x * c.logit_scale),
-    "cohere2": _llama_like(finish=lambda c, x: x * c.logit_scale),
-    "opt": _llama_like(blocks="model.decoder.layers", norm="model.decoder.final_layer_norm",
-                       after=("model.decoder.project_out",), mlp="fc2"),
-})
+ARCH.update(
+    {
+        "gemma2": _llama_like(
+            attn="post_attention_layernorm", mlp="post_feedforward_layernorm", finish=_gemma_cap
+        ),
+        "gemma3_text": _llama_like(
+            attn="post_attention_layernorm", mlp="post_feedforward_layernorm", finish=_gemma_cap
+        ),
+        "olmo2": _llama_like(attn="post_attention_layernorm", mlp="post_feedforward_layernorm"),
+        "olmo3": _llama_like(attn="post_attention_layernorm", mlp="post_feedforward_layernorm"),
+        "exaone4": _llama_like(attn="post_attention_layernorm", mlp="post_feedforward_layernorm"),
+        "gpt2": _llama_like(blocks="transformer.h", norm="transformer.ln_f", attn="attn"),
+        "gpt_bigcode": _llama_like(blocks="transformer.h", norm="transformer.ln_f", attn="attn"),
+        "gptj": _llama_like(blocks="transformer.h", norm="transformer.ln_f", attn="attn"),
+        "gpt_neox": _llama_like(
+            blocks="gpt_neox.layers", norm="gpt_neox.final_layer_norm", attn="attention"
+        ),
+        "phi": _llama_like(norm="model.final_layernorm"),
+        "falcon": _llama_like(
+            blocks="transformer.h", norm="transformer.ln_f", attn="self_attention"
+        ),
+        "granite": _llama_like(
+            scale=lambda c: c.residual_multiplier, finish=lambda c, x: x / c.logits_scaling
+        ),
+        "granitemoe": _llama_like(
+            mlp="block_sparse_moe",
+            scale=lambda c: c.residual_multiplier,
+            finish=lambda c, x: x / c.logits_scaling,
+        ),
+        "cohere": _llama_like(finish=lambda c, x: x * c.logit_scale),
+        "cohere2": _llama_like(finish=lambda c, x: x * c.logit_scale),
+        "opt": _llama_like(
+            blocks="model.decoder.layers",
+            norm="model.decoder.final_layer_norm",
+            after=("model.decoder.project_out",),
+            mlp="fc2",
+        ),
+    }
+)
 
 
 def get(obj, path):
@@ -140,14 +184,21 @@ def sklearn_ridge(X, Y, alpha: float):
     X: (n_tokens, d_source), Y: (n_tokens, d_target)."""
     from sklearn.linear_model import Ridge
 
-    return Ridge(alpha=alpha, fit_intercept=True).fit(np.asarray(X, np.float64), np.asarray(Y, np.float64))
+    return Ridge(alpha=alpha, fit_intercept=True).fit(
+        np.asarray(X, np.float64), np.asarray(Y, np.float64)
+    )
 
 
 def ridge_val_sse(X_fit, Y_fit, X_val, Y_val, alphas_rel) -> np.ndarray:
     """Σ ‖sklearn_ridge(X_fit, Y_fit, α·alpha_scale(X_fit)).predict(X_val) − Y_val‖² for each relative α:
     (len(alphas_rel),)."""
     scale = alpha_scale(X_fit)
-    return np.array([((sklearn_ridge(X_fit, Y_fit, a * scale).predict(X_val) - Y_val) ** 2).sum() for a in alphas_rel])
+    return np.array(
+        [
+            ((sklearn_ridge(X_fit, Y_fit, a * scale).predict(X_val) - Y_val) ** 2).sum()
+            for a in alphas_rel
+        ]
+    )
 
 
 def chosen_alpha(sse, Y_fit, Y_val) -> int:
@@ -167,5 +218,8 @@ def heldout_scores(pred, Y) -> dict[str, float]:
 
     e = np.linalg.norm(pred - Y, axis=1)
     y = np.linalg.norm(Y, axis=1)
-    return {"relative_error": float(np.mean(e / np.maximum(y, 1e-12))), "norm_error": float(e.sum() / y.sum()),
-            "r2": float(r2_score(Y, pred, multioutput="variance_weighted"))}
+    return {
+        "relative_error": float(np.mean(e / np.maximum(y, 1e-12))),
+        "norm_error": float(e.sum() / y.sum()),
+        "r2": float(r2_score(Y, pred, multioutput="variance_weighted")),
+    }

@@ -3,6 +3,7 @@ time, from a store vs from the live model, and the store-without-sublayers error
 
 import numpy as np
 import pytest
+
 from tests.helpers.assertions import one_line_error
 from tests.helpers.fixtures_analyses import hf_prompts, ref_contributions
 from tests.helpers.zoo import CORPUS_TEXT
@@ -36,7 +37,9 @@ def test_zero_residual_is_guarded():
     z = np.zeros((1, 1, 4))
     res = contributions(np.concatenate([z, z + 1]), z + 0.5, z + 0.5)
     assert np.isfinite(res["rel_norm"]).all() and np.isfinite(res["cos"]).all()
-    np.testing.assert_allclose(res["rel_norm"][0, 0, 0], 1.0 / 1e-6, rtol=1e-6)  # |a|=1, |h|=0 → 1/ε
+    np.testing.assert_allclose(
+        res["rel_norm"][0, 0, 0], 1.0 / 1e-6, rtol=1e-6
+    )  # |a|=1, |h|=0 → 1/ε
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -80,7 +83,7 @@ def test_store_equals_live_model(family, extracted, hf_models, corpus_file):
     model, _ = hf_models(family)
     spec = models.ModelSpec(store.provenance["model"])
     prompts = load_prompts(corpus.CorpusSpec(corpus_file), models.load_tokenizer(spec))
-    live = contributions_from_model(model, [prompts[i:i + 5] for i in range(0, len(prompts), 5)])
+    live = contributions_from_model(model, [prompts[i : i + 5] for i in range(0, len(prompts), 5)])
     stored = contributions_from_store(store, chunk_tokens=300)
     assert stored["n_tokens"] == live["n_tokens"] == store.n_tokens
     for k in ("rel_norm", "cos", "resid_cos"):
@@ -96,8 +99,14 @@ def test_cli_store_round_trip_and_schema(cli, extracted, tmp_path):
     code, _, err = cli("contrib", "--store", path, "-o", out)
     assert code == 0, err
     ds = open_result(out, "contributions")
-    assert ds["rel_norm"].dims == ("part", "layer", "agg") and ds["resid_cos"].dims == ("layer", "agg")
-    assert list(ds["part"].values) == ["attn", "mlp", "layer"] and list(ds["agg"].values) == ["mean", "max"]
+    assert ds["rel_norm"].dims == ("part", "layer", "agg") and ds["resid_cos"].dims == (
+        "layer",
+        "agg",
+    )
+    assert list(ds["part"].values) == ["attn", "mlp", "layer"] and list(ds["agg"].values) == [
+        "mean",
+        "max",
+    ]
     assert ds.attrs["n_layers"] == 2 and ds.attrs["n_tokens"] > 0
     for key in ("model", "config_hash", "tokenizer_hash", "corpus", "align_version", "options"):
         assert key in ds.attrs

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+
 from tests.helpers.fixtures_analyses import EPS, hf_prompts, ref_forward
 from tests.helpers.zoo import CORPUS_TEXT
 
@@ -44,7 +45,11 @@ def ref_lens_tokens(model, family, ids):
     kl, ov = np.zeros((resid.shape[0], len(ids))), np.zeros((resid.shape[0], len(ids)))
     for b in range(resid.shape[0]):
         with torch.no_grad():
-            z = model.lm_head(model.model.norm(torch.tensor(resid[b], dtype=torch.float32))).double().numpy()
+            z = (
+                model.lm_head(model.model.norm(torch.tensor(resid[b], dtype=torch.float32)))
+                .double()
+                .numpy()
+            )
         for t in range(len(ids)):
             logq = z[t] - z[t].max()
             logq = logq - np.log(np.exp(logq).sum())
@@ -60,31 +65,44 @@ def _prompts(tok):
 
 
 def test_contribution_intervals_match_reference(hf_models):
-    from align.stats.bootstrap import Resampling
     from align.analyses.contrib import contributions_from_model, to_dataset
+    from align.stats.bootstrap import Resampling
 
     model, tok = hf_models("qwen2")
     prompts = _prompts(tok)
     per = [ref_contrib_tokens(model, "qwen2", list(p)) for p in prompts]
-    ds = to_dataset(contributions_from_model(model, [prompts[:4], prompts[4:]]), {}, Resampling(B, SEED))
+    ds = to_dataset(
+        contributions_from_model(model, [prompts[:4], prompts[4:]]), {}, Resampling(B, SEED)
+    )
     idx = np.random.default_rng(SEED).integers(0, len(prompts), size=(B, len(prompts)))
-    for k, (var, dims) in enumerate((("rel_norm", ("part", "layer")), ("cos", ("part", "layer")),
-                                     ("resid_cos", ("layer",)))):
+    for k, (var, dims) in enumerate(
+        (("rel_norm", ("part", "layer")), ("cos", ("part", "layer")), ("resid_cos", ("layer",)))
+    ):
         reps = np.array([np.concatenate([per[p][k] for p in ix], -1).mean(-1) for ix in idx])
-        np.testing.assert_allclose(ds[f"{var}_low"].transpose(*dims).values, np.percentile(reps, 2.5, axis=0),
-                                   rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(ds[f"{var}_high"].transpose(*dims).values, np.percentile(reps, 97.5, axis=0),
-                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            ds[f"{var}_low"].transpose(*dims).values,
+            np.percentile(reps, 2.5, axis=0),
+            rtol=1e-5,
+            atol=1e-6,
+        )
+        np.testing.assert_allclose(
+            ds[f"{var}_high"].transpose(*dims).values,
+            np.percentile(reps, 97.5, axis=0),
+            rtol=1e-5,
+            atol=1e-6,
+        )
         point = np.concatenate([x[k] for x in per], -1).mean(-1)
-        np.testing.assert_allclose(ds[var].sel(agg="mean").transpose(*dims).values, point, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            ds[var].sel(agg="mean").transpose(*dims).values, point, rtol=1e-5, atol=1e-6
+        )
     np.testing.assert_array_equal(ds["token_count"].values, [len(p) for p in prompts])
     assert ds.attrs["bootstrap"]["n"] == len(prompts) and ds.attrs["bootstrap"]["resamples"] == B
     assert ds.attrs["bootstrap"]["seed"] == SEED
 
 
 def test_lens_intervals_match_reference(hf_models):
-    from align.stats.bootstrap import Resampling
     from align.analyses.lens import logit_lens, to_dataset
+    from align.stats.bootstrap import Resampling
 
     model, tok = hf_models("llama")
     prompts = _prompts(tok)
@@ -96,9 +114,16 @@ def test_lens_intervals_match_reference(hf_models):
         token = np.array([np.concatenate([per[p][k] for p in ix], -1).mean(-1) for ix in idx])
         prompt = np.array([np.mean([per[p][k].mean(-1) for p in ix], 0) for ix in idx])
         for w, reps in (("token", token), ("prompt", prompt)):
-            got = ds[f"{var}_low"].sel(weighting=w).values, ds[f"{var}_high"].sel(weighting=w).values
-            np.testing.assert_allclose(got[0], np.percentile(reps, 2.5, axis=0), rtol=1e-4, atol=1e-5)
-            np.testing.assert_allclose(got[1], np.percentile(reps, 97.5, axis=0), rtol=1e-4, atol=1e-5)
+            got = (
+                ds[f"{var}_low"].sel(weighting=w).values,
+                ds[f"{var}_high"].sel(weighting=w).values,
+            )
+            np.testing.assert_allclose(
+                got[0], np.percentile(reps, 2.5, axis=0), rtol=1e-4, atol=1e-5
+            )
+            np.testing.assert_allclose(
+                got[1], np.percentile(reps, 97.5, axis=0), rtol=1e-4, atol=1e-5
+            )
     assert ds.attrs["bootstrap"]["n"] == len(prompts)
 
 
@@ -110,7 +135,9 @@ def test_cli_options_reach_the_result_and_store_prompts_are_sequences(cli, extra
     from align.store import open_activations, open_result
 
     store = extracted("qwen2", sublayers=True)
-    code, _, err = cli("contrib", "--store", store, "-o", tmp_path / "c", "--bootstrap", 140, "--bootstrap-seed", 7)
+    code, _, err = cli(
+        "contrib", "--store", store, "-o", tmp_path / "c", "--bootstrap", 140, "--bootstrap-seed", 7
+    )
     assert code == 0, err
     ds = open_result(str(tmp_path / "c"), "contributions")
     s = open_activations(store)
@@ -120,8 +147,17 @@ def test_cli_options_reach_the_result_and_store_prompts_are_sequences(cli, extra
     assert ds.attrs["prompts_hash"].startswith("sha256:")
     prov = s.provenance
     corpus = prov["corpus"]
-    code, _, err = cli("lens", prov["model"], corpus["source"], "-o", tmp_path / "l", "--bootstrap", 140,
-                       "--max-length", str(corpus.get("max_length")) if corpus.get("max_length") else "512")
+    code, _, err = cli(
+        "lens",
+        prov["model"],
+        corpus["source"],
+        "-o",
+        tmp_path / "l",
+        "--bootstrap",
+        140,
+        "--max-length",
+        str(corpus.get("max_length")) if corpus.get("max_length") else "512",
+    )
     assert code == 0, err + json.dumps(corpus)
     lens = open_result(str(tmp_path / "l"), "lens")
     assert lens.attrs["prompts_hash"] == ds.attrs["prompts_hash"]

@@ -4,6 +4,7 @@ model's output; the store + checkpoint-head path equals the live model (tied and
 import numpy as np
 import pytest
 import torch
+
 from tests.helpers.fixtures_analyses import hf_prompts, ref_lens
 from tests.helpers.zoo import CORPUS_TEXT
 
@@ -61,12 +62,19 @@ def test_store_with_checkpoint_head_equals_live(family, extracted, hf_models, co
     # the head holds exactly the model's tensors (the embedding when tied)
     assert torch.equal(head.norm.weight, model.model.norm.weight)
     assert torch.equal(head.unembed.weight, model.lm_head.weight)
-    prompts = load_prompts(corpus.CorpusSpec(corpus_file), models.load_tokenizer(models.ModelSpec(store.provenance["model"])))
-    live = logit_lens(model, [prompts[i:i + 6] for i in range(0, len(prompts), 6)])
+    prompts = load_prompts(
+        corpus.CorpusSpec(corpus_file),
+        models.load_tokenizer(models.ModelSpec(store.provenance["model"])),
+    )
+    live = logit_lens(model, [prompts[i : i + 6] for i in range(0, len(prompts), 6)])
     stored = logit_lens_from_store(store, head, tokens_per_step=500)
-    assert stored["n_tokens"] == live["n_tokens"] and stored["n_prompts"] == live["n_prompts"] == len(prompts)
+    assert stored["n_tokens"] == live["n_tokens"] and stored["n_prompts"] == live[
+        "n_prompts"
+    ] == len(prompts)
     np.testing.assert_allclose(stored["kl"], live["kl"], rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(stored["overlap"], live["overlap"], atol=1e-3)  # a rare top-5 tie may flip
+    np.testing.assert_allclose(
+        stored["overlap"], live["overlap"], atol=1e-3
+    )  # a rare top-5 tie may flip
 
 
 def test_read_head_reads_no_block(zoo, monkeypatch):
@@ -111,10 +119,17 @@ def test_cli_lens_store_and_model(cli, extracted, zoo, corpus_file, tmp_path, ca
     capsys.readouterr()
     code, _, err = cli("lens", "--store", path, "-o", tmp_path / "a.zarr")
     assert code == 0, err
-    code, _, err = cli("lens", zoo("llama"), corpus_file, "-o", tmp_path / "b.zarr", "--batch-size", "5")
+    code, _, err = cli(
+        "lens", zoo("llama"), corpus_file, "-o", tmp_path / "b.zarr", "--batch-size", "5"
+    )
     assert code == 0, err
     a, b = open_result(tmp_path / "a.zarr", "lens"), open_result(tmp_path / "b.zarr", "lens")
-    assert a["kl"].dims == ("weighting", "boundary") and list(a["weighting"].values) == ["token", "prompt"]
+    assert a["kl"].dims == ("weighting", "boundary") and list(a["weighting"].values) == [
+        "token",
+        "prompt",
+    ]
     assert list(a["boundary"].values) == [0, 1, 2] and a.attrs["n_layers"] == 2
-    assert a.attrs["n_tokens"] == b.attrs["n_tokens"] and a.attrs["n_prompts"] == b.attrs["n_prompts"]
+    assert (
+        a.attrs["n_tokens"] == b.attrs["n_tokens"] and a.attrs["n_prompts"] == b.attrs["n_prompts"]
+    )
     np.testing.assert_allclose(a["kl"].values, b["kl"].values, rtol=1e-5, atol=1e-6)

@@ -4,8 +4,15 @@ hooks, and the structural checks: deletion, zeroing, empty set, future-setting z
 import numpy as np
 import pytest
 import torch
+
 from tests.helpers.assertions import one_line_error
-from tests.helpers.fixtures_analyses import SUBLAYERS, hf_prompts, ref_forward, ref_skipping, ref_splits
+from tests.helpers.fixtures_analyses import (
+    SUBLAYERS,
+    hf_prompts,
+    ref_forward,
+    ref_skipping,
+    ref_splits,
+)
 from tests.helpers.zoo import CORPUS_TEXT
 
 FAMILIES = ("qwen2", "llama", "qwen3", "olmo2")
@@ -71,7 +78,7 @@ def _deleted(model, family, s):
     cfg = model.config.to_dict()
     cfg["num_hidden_layers"] -= 1
     if cfg.get("layer_types"):
-        cfg["layer_types"] = cfg["layer_types"][:s] + cfg["layer_types"][s + 1:]
+        cfg["layer_types"] = cfg["layer_types"][:s] + cfg["layer_types"][s + 1 :]
     config = type(model.config).from_dict(cfg)
     small = AutoModelForCausalLM.from_config(config).eval()
     state = {}
@@ -94,7 +101,14 @@ def test_skip_everywhere_equals_deleting_the_block(family, hf_models):
 
     model, tok = hf_models(family, num_hidden_layers=3)
     prompts = _prompts(tok, n=3)[1:]
-    res = skipping(model, prompts, settings=("current",), parts=("layer",), batch_size=2, include_position_zero=True)
+    res = skipping(
+        model,
+        prompts,
+        settings=("current",),
+        parts=("layer",),
+        batch_size=2,
+        include_position_zero=True,
+    )
     Rp, Op = res["per_prompt"]["current"]
     for s in range(3):
         small = _deleted(model, family, s)
@@ -106,7 +120,9 @@ def test_skip_everywhere_equals_deleting_the_block(family, hf_models):
             C = clean[0][1:] - clean[0][:-1]
             Cg = gone[0][1:] - gone[0][:-1]
             for l in range(s + 1, 3):
-                R = (np.linalg.norm(C[l] - Cg[l - 1], axis=-1) / np.linalg.norm(C[l], axis=-1)).max()
+                R = (
+                    np.linalg.norm(C[l] - Cg[l - 1], axis=-1) / np.linalg.norm(C[l], axis=-1)
+                ).max()
                 np.testing.assert_allclose(Rp[i, 0, s, l], R, rtol=1e-4, atol=1e-6)
             np.testing.assert_allclose(Rp[i, 0, s, s], 1.0, rtol=1e-6)  # C'_s = 0 everywhere
 
@@ -119,7 +135,14 @@ def test_skip_attention_equals_zeroing_its_output(family, hf_models):
 
     model, tok = hf_models(family)
     prompts = _prompts(tok, n=3)[1:]
-    res = skipping(model, prompts, settings=("current",), parts=("attn",), include_position_zero=True, batch_size=4)
+    res = skipping(
+        model,
+        prompts,
+        settings=("current",),
+        parts=("attn",),
+        include_position_zero=True,
+        batch_size=4,
+    )
     Op = res["per_prompt"]["current"][1]
     for s in range(2):
         zeroed = type(model)(model.config).eval()
@@ -131,7 +154,9 @@ def test_skip_attention_equals_zeroing_its_output(family, hf_models):
             target.weight.zero_()
         for i, ids in enumerate(prompts):
             clean, z = ref_forward(model, family, list(ids)), ref_forward(zeroed, family, list(ids))
-            np.testing.assert_allclose(Op[i, 0, s], np.linalg.norm(z[3] - clean[3], axis=-1).max(), rtol=1e-4, atol=1e-6)
+            np.testing.assert_allclose(
+                Op[i, 0, s], np.linalg.norm(z[3] - clean[3], axis=-1).max(), rtol=1e-4, atol=1e-6
+            )
 
 
 @pytest.mark.parametrize("family", ("qwen2", "llama"))
@@ -171,7 +196,17 @@ def test_current_setting_never_touches_position_zero(hf_models):
 
 
 def test_no_prompt_long_enough(cli, zoo, corpus_file, tmp_path):
-    code, _, err = cli("skip", zoo("qwen2"), corpus_file, "-o", tmp_path / "s.zarr", "--max-length", "12", "--max-docs", "3")
+    code, _, err = cli(
+        "skip",
+        zoo("qwen2"),
+        corpus_file,
+        "-o",
+        tmp_path / "s.zarr",
+        "--max-length",
+        "12",
+        "--max-docs",
+        "3",
+    )
     assert code == 2
     one_line_error(code, err, "future setting", "13 tokens", "has 12")
 
@@ -180,14 +215,41 @@ def test_cli_skip_schema(cli, zoo, corpus_file, tmp_path):
     from align.store import open_result
 
     out = tmp_path / "s.zarr"
-    code, _, err = cli("skip", zoo("qwen2"), corpus_file, "-o", out, "--max-docs", "3", "--max-length", "40",
-                       "--split-seed", "3", "--batch-size", "16")
+    code, _, err = cli(
+        "skip",
+        zoo("qwen2"),
+        corpus_file,
+        "-o",
+        out,
+        "--max-docs",
+        "3",
+        "--max-length",
+        "40",
+        "--split-seed",
+        "3",
+        "--batch-size",
+        "16",
+    )
     assert code == 0, err
     ds = open_result(out, "skipping")
-    assert ds["R"].dims == ("setting", "part", "agg", "skipped", "later") and ds["O"].dims == ("setting", "part", "agg", "skipped")
-    assert list(ds["setting"].values) == ["current", "future"] and list(ds["part"].values) == ["layer", "attn", "mlp"]
-    assert list(ds["agg"].values) == ["max", "mean_over_prompts"] and ds.sizes["skipped"] == ds.sizes["later"] == 2
-    assert ds.attrs["seed"] == 3 and ds.attrs["n_layers"] == 2 and ds.attrs["n_prompts_too_short"] >= 0
+    assert ds["R"].dims == ("setting", "part", "agg", "skipped", "later") and ds["O"].dims == (
+        "setting",
+        "part",
+        "agg",
+        "skipped",
+    )
+    assert list(ds["setting"].values) == ["current", "future"] and list(ds["part"].values) == [
+        "layer",
+        "attn",
+        "mlp",
+    ]
+    assert (
+        list(ds["agg"].values) == ["max", "mean_over_prompts"]
+        and ds.sizes["skipped"] == ds.sizes["later"] == 2
+    )
+    assert (
+        ds.attrs["seed"] == 3 and ds.attrs["n_layers"] == 2 and ds.attrs["n_prompts_too_short"] >= 0
+    )
     assert ds.attrs["n_prompts"] > 0 and "config_hash" in ds.attrs and "corpus" in ds.attrs
     R = ds["R"].values
     assert np.all(R[..., 1, 0] == 0)  # later < skipped
@@ -195,6 +257,8 @@ def test_cli_skip_schema(cli, zoo, corpus_file, tmp_path):
 
 
 def test_cli_bad_settings(cli, zoo, corpus_file, tmp_path):
-    code, _, err = cli("skip", zoo("qwen2"), corpus_file, "-o", tmp_path / "s.zarr", "--settings", "now")
+    code, _, err = cli(
+        "skip", zoo("qwen2"), corpus_file, "-o", tmp_path / "s.zarr", "--settings", "now"
+    )
     assert code == 2
     one_line_error(code, err, "'now'", "current, future")

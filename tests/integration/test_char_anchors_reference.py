@@ -18,12 +18,37 @@ import pytest
 import xarray as xr
 import zarr
 
-from tests.helpers.anchors_reference import anchors, byte_level_bpe, metaspace_byte_fallback, tokenize
+from tests.helpers.anchors_reference import (
+    anchors,
+    byte_level_bpe,
+    metaspace_byte_fallback,
+    tokenize,
+)
 from tests.helpers.references import chosen_alpha, heldout_scores, ridge_val_sse, sklearn_ridge
 
 ALPHAS = [1e-3, 1e-1, 10.0]
-WORDS = ["alpha", "beta", "gamma", "delta", "café", "naïve", "über", "中文", "字符", "😀", "x", "yz", "42", "3.14",
-         "résumé", "ok", "<|endoftext|>", "tab\tbed", "two  spaces", "end."]
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "café",
+    "naïve",
+    "über",
+    "中文",
+    "字符",
+    "😀",
+    "x",
+    "yz",
+    "42",
+    "3.14",
+    "résumé",
+    "ok",
+    "<|endoftext|>",
+    "tab\tbed",
+    "two  spaces",
+    "end.",
+]
 
 
 def _documents(n: int = 36, seed: int = 0) -> list:
@@ -44,9 +69,16 @@ def _checkpoint(folder, tok, layers: int, width: int, seed: int) -> str:
     os.makedirs(folder, exist_ok=True)
     PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>").save_pretrained(folder)
     torch.manual_seed(seed)
-    config = Qwen2Config(vocab_size=tok.get_vocab_size(), hidden_size=width, intermediate_size=2 * width,
-                         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=512, tie_word_embeddings=False)
+    config = Qwen2Config(
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=width,
+        intermediate_size=2 * width,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
+    )
     Qwen2ForCausalLM(config).save_pretrained(folder)
     return folder
 
@@ -60,7 +92,9 @@ def two_tokenizers(tmp_path_factory):
     corpus = root / "corpus.txt"
     corpus.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
     models, stores = [], []
-    for k, (make, layers, width) in enumerate(((byte_level_bpe, 2, 32), (metaspace_byte_fallback, 3, 48))):
+    for k, (make, layers, width) in enumerate(
+        ((byte_level_bpe, 2, 32), (metaspace_byte_fallback, 3, 48))
+    ):
         folder = _checkpoint(str(root / f"model-{k}"), make(docs), layers, width, seed=k)
         store = str(root / f"store-{k}.zarr")
         align.extract(folder, str(corpus), store, dtype="float32", batch_size=4, log=lambda m: None)
@@ -68,15 +102,27 @@ def two_tokenizers(tmp_path_factory):
         stores.append(store)
     out = str(root / "result.zarr")
     lines = []
-    align.fit(*stores, out, pairing="char-anchors", alphas=ALPHAS, bootstrap=0, scheduler="synchronous", log=lines.append)
+    align.fit(
+        *stores,
+        out,
+        pairing="char-anchors",
+        alphas=ALPHAS,
+        bootstrap=0,
+        scheduler="synchronous",
+        log=lines.append,
+    )
     return docs, models, stores, xr.open_zarr(out), "\n".join(lines)
 
 
 def _read(path):
     g = zarr.open_group(path, mode="r")
     bounds = [int(b) for b in g["boundary"][:]]
-    return ({b: np.asarray(g["resid"][k], dtype=np.float64) for k, b in enumerate(bounds)},
-            g["doc"][:], g["pos"][:], g["token_id"][:])
+    return (
+        {b: np.asarray(g["resid"][k], dtype=np.float64) for k, b in enumerate(bounds)},
+        g["doc"][:],
+        g["pos"][:],
+        g["token_id"][:],
+    )
 
 
 def test_char_anchors_equal_reference_across_tokenizers(two_tokenizers):
@@ -89,7 +135,10 @@ def test_char_anchors_equal_reference_across_tokenizers(two_tokenizers):
             np.testing.assert_array_equal(ids[doc == d], ref_ids)
             np.testing.assert_array_equal(pos[doc == d], np.arange(len(ref_ids)))
     # the corpus exercises the rule: byte pieces, other cuts, a partial overlap
-    pieces = [sum(1 for i in range(1, len(o)) if o[i][0] < o[i - 1][1]) for o in (t[1] for tk in toks for t in tk)]
+    pieces = [
+        sum(1 for i in range(1, len(o)) if o[i][0] < o[i - 1][1])
+        for o in (t[1] for tk in toks for t in tk)
+    ]
     assert sum(pieces) > 0
     rows = {"s": [], "t": []}
     starts = [np.r_[0, np.cumsum([len(t[0]) for t in tk])] for tk in toks]
@@ -104,27 +153,39 @@ def test_char_anchors_equal_reference_across_tokenizers(two_tokenizers):
                 rows["s"].append(starts[0][d] + a[c])
                 rows["t"].append(starts[1][d] + b[c])
     si, ti = np.array(rows["s"]), np.array(rows["t"])
-    pairs_all = sum(len(set(anchors(toks[0][d][1])) & set(anchors(toks[1][d][1]))) for d in range(len(docs)))
+    pairs_all = sum(
+        len(set(anchors(toks[0][d][1])) & set(anchors(toks[1][d][1]))) for d in range(len(docs))
+    )
     cover = (pairs_all / counts[0], pairs_all / counts[1])
     assert all(0.3 < c < 0.99 for c in cover), cover
     p = ds.attrs["pairing"]
     assert p["mode"] == "char-anchors" and p["pairs"] == pairs_all
-    np.testing.assert_allclose([p["source"]["coverage"], p["target"]["coverage"]], cover, rtol=1e-12)
+    np.testing.assert_allclose(
+        [p["source"]["coverage"], p["target"]["coverage"]], cover, rtol=1e-12
+    )
     assert f"{pairs_all:,} anchored pairs cover source {cover[0]:.1%}" in log
     (X, doc, _, _), (Y, _, _, _) = reads
     split = ds.attrs["split"]
     d_rows = doc[si]
-    fit_d, val_d, test_d = (np.isin(d_rows, split[k]) for k in ("fit_docs", "validation_docs", "heldout_docs"))
+    fit_d, val_d, test_d = (
+        np.isin(d_rows, split[k]) for k in ("fit_docs", "validation_docs", "heldout_docs")
+    )
     assert fit_d.sum() and val_d.sum() and test_d.sum()
     train = fit_d | val_d
     for i in ds.source_boundary.values:
         for j in ds.target_boundary.values:
             x, y = X[int(i)][si], Y[int(j)][ti]
-            k = chosen_alpha(ridge_val_sse(x[fit_d], y[fit_d], x[val_d], y[val_d], ALPHAS), y[fit_d], y[val_d])
+            k = chosen_alpha(
+                ridge_val_sse(x[fit_d], y[fit_d], x[val_d], y[val_d], ALPHAS), y[fit_d], y[val_d]
+            )
             xc = x[train] - x[train].mean(0)
             alpha = ALPHAS[k] * np.trace(xc.T @ xc) / xc.shape[1]
-            want = heldout_scores(sklearn_ridge(x[train], y[train], alpha).predict(x[test_d]), y[test_d])
+            want = heldout_scores(
+                sklearn_ridge(x[train], y[train], alpha).predict(x[test_d]), y[test_d]
+            )
             cell = ds.sel(source_boundary=i, target_boundary=j)
             assert float(cell.alpha_rel) == ALPHAS[k], (i, j)
             for name, v in want.items():
-                np.testing.assert_allclose(float(cell[name]), v, rtol=1e-9, atol=1e-12, err_msg=f"{name} at ({i}, {j})")
+                np.testing.assert_allclose(
+                    float(cell[name]), v, rtol=1e-9, atol=1e-12, err_msg=f"{name} at ({i}, {j})"
+                )

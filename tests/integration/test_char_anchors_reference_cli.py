@@ -57,39 +57,85 @@ def built(tmp_path_factory):
     folders = {
         "bpe": ref.save_checkpoint(root / "bpe", bpe, "qwen2", layers=2, width=32, seed=0),
         "sp": ref.save_checkpoint(root / "sp", sp, "llama", layers=2, width=32, seed=1),
-        "bpe-other": ref.save_checkpoint(root / "bpe-other", bpe, "qwen2", layers=3, width=48, seed=2),
+        "bpe-other": ref.save_checkpoint(
+            root / "bpe-other", bpe, "qwen2", layers=3, width=48, seed=2
+        ),
     }
     stores, toks, resid = {}, {}, {}
     for name, folder in folders.items():
         stores[name] = str(root / f"{name}.zarr")
-        _cli("extract", folder, corpus, "-o", stores[name], "--dtype", "float32", "--max-length", "256",
-             "--batch-size", "1")
+        _cli(
+            "extract",
+            folder,
+            corpus,
+            "-o",
+            stores[name],
+            "--dtype",
+            "float32",
+            "--max-length",
+            "256",
+            "--batch-size",
+            "1",
+        )
         toks[name] = ref.tokenize(folder, docs)
         resid[name] = ref.model_boundaries(folder, [ids for ids, _ in toks[name]])
-    return {"root": root, "docs": docs, "corpus": corpus, "folders": folders, "stores": stores, "toks": toks,
-            "resid": resid}
+    return {
+        "root": root,
+        "docs": docs,
+        "corpus": corpus,
+        "folders": folders,
+        "stores": stores,
+        "toks": toks,
+        "resid": resid,
+    }
 
 
 @pytest.fixture(scope="module")
 def cross_fit(built):
     out = str(built["root"] / "cross.zarr")
-    _cli("fit", built["stores"]["bpe"], built["stores"]["sp"], "-o", out, "--pairing", "char-anchors",
-         "--alphas", ",".join(map(str, ALPHAS)), "--seed", "0", "--bootstrap", "0")
+    _cli(
+        "fit",
+        built["stores"]["bpe"],
+        built["stores"]["sp"],
+        "-o",
+        out,
+        "--pairing",
+        "char-anchors",
+        "--alphas",
+        ",".join(map(str, ALPHAS)),
+        "--seed",
+        "0",
+        "--bootstrap",
+        "0",
+    )
     return xr.open_zarr(out)
 
 
 @pytest.fixture(scope="module")
 def same_fit(built):
     out = str(built["root"] / "same.zarr")
-    _cli("fit", built["stores"]["bpe"], built["stores"]["bpe-other"], "-o", out,
-         "--alphas", ",".join(map(str, ALPHAS)), "--seed", "0", "--bootstrap", "0")
+    _cli(
+        "fit",
+        built["stores"]["bpe"],
+        built["stores"]["bpe-other"],
+        "-o",
+        out,
+        "--alphas",
+        ",".join(map(str, ALPHAS)),
+        "--seed",
+        "0",
+        "--bootstrap",
+        "0",
+    )
     return xr.open_zarr(out)
 
 
 def _compare(ds, X, Y, doc):
     """align's cells against the reference on rows X (S, n, d_S), Y (T, n, d_T) of documents doc."""
     split = ds.attrs["split"]
-    assert sorted(split["fit_docs"] + split["validation_docs"] + split["heldout_docs"]) == sorted(set(doc.tolist()))
+    assert sorted(split["fit_docs"] + split["validation_docs"] + split["heldout_docs"]) == sorted(
+        set(doc.tolist())
+    )
     assert ds["heldout_doc"].values.tolist() == list(split["heldout_docs"])
     assert ds.source_boundary.values.tolist() == list(range(len(X)))
     assert ds.target_boundary.values.tolist() == list(range(len(Y)))
@@ -101,12 +147,19 @@ def _compare(ds, X, Y, doc):
         curve = cell.val_sse.values
         np.testing.assert_allclose(grid[np.isfinite(curve)], ALPHAS, rtol=1e-12)
         # the closed form's validation error is a difference of large terms: test_fit's bound
-        np.testing.assert_allclose(curve[np.isfinite(curve)], w["val_sse"], rtol=1e-6, atol=1e-9 * w["val_sse"].max(),
-                                   err_msg=f"val_sse {at}")
+        np.testing.assert_allclose(
+            curve[np.isfinite(curve)],
+            w["val_sse"],
+            rtol=1e-6,
+            atol=1e-9 * w["val_sse"].max(),
+            err_msg=f"val_sse {at}",
+        )
         assert float(cell.alpha_rel) == pytest.approx(w["alpha_rel"], rel=1e-12), at
         np.testing.assert_allclose(float(cell.alpha), w["alpha"], rtol=1e-10, err_msg=f"alpha {at}")
         for name in ("relative_error", "norm_error", "r2"):
-            np.testing.assert_allclose(float(cell[name]), w[name], rtol=RTOL, atol=ATOL, err_msg=f"{name} {at}")
+            np.testing.assert_allclose(
+                float(cell[name]), w[name], rtol=RTOL, atol=ATOL, err_msg=f"{name} {at}"
+            )
 
 
 def _pieces(text, offsets) -> int:
@@ -114,7 +167,9 @@ def _pieces(text, offsets) -> int:
     of two or more UTF-8 bytes, shared with the next or the previous token."""
     n = 0
     for k, (s, e) in enumerate(offsets):
-        shared = (k + 1 < len(offsets) and offsets[k + 1] == (s, e)) or (k > 0 and offsets[k - 1] == (s, e))
+        shared = (k + 1 < len(offsets) and offsets[k + 1] == (s, e)) or (
+            k > 0 and offsets[k - 1] == (s, e)
+        )
         n += e == s + 1 and len(text[s].encode("utf-8")) > 1 and shared
     return n
 
@@ -134,7 +189,9 @@ def test_checkpoints_tokenize_as_their_tokenizer_json(built):
         hf = PreTrainedTokenizerFast.from_pretrained(folder)
         for d, (ids, offsets) in zip(docs, built["toks"][name]):
             enc = hf(d, add_special_tokens=False, return_offsets_mapping=True)
-            assert enc["input_ids"] == ids and [tuple(o) for o in enc["offset_mapping"]] == offsets, (name, d)
+            assert (
+                enc["input_ids"] == ids and [tuple(o) for o in enc["offset_mapping"]] == offsets
+            ), (name, d)
             assert hf(d)["input_ids"] == ids, (name, d)  # nothing added around the text
         g = zarr.open_group(built["stores"][name], mode="r")
         doc, pos, token_id = g["doc"][:], g["pos"][:], g["token_id"][:]
@@ -143,8 +200,11 @@ def test_checkpoints_tokenize_as_their_tokenizer_json(built):
             rows = np.flatnonzero(doc == d)
             np.testing.assert_array_equal(token_id[rows], ids)
             np.testing.assert_array_equal(pos[rows], np.arange(len(ids)))
-            np.testing.assert_array_equal(np.asarray(g["resid"][:, rows], np.float64), built["resid"][name][d],
-                                          err_msg=f"{name} document {d}")
+            np.testing.assert_array_equal(
+                np.asarray(g["resid"][:, rows], np.float64),
+                built["resid"][name][d],
+                err_msg=f"{name} document {d}",
+            )
 
 
 def test_reference_reduces_to_tokens_for_one_tokenizer(built, same_fit):
@@ -159,7 +219,9 @@ def test_reference_reduces_to_tokens_for_one_tokenizer(built, same_fit):
     not_anchor = 0
     for d, (ids, offsets) in enumerate(toks_s):
         anchored = set(pairs["source"][pairs["doc"] == d].tolist())
-        for k in set(range(len(ids))) - anchored:  # a piece whose character goes on in the next token
+        for k in (
+            set(range(len(ids))) - anchored
+        ):  # a piece whose character goes on in the next token
             assert k + 1 < len(offsets) and offsets[k + 1][0] < offsets[k][1], (d, k, offsets[k])
             not_anchor += 1
     assert not_anchor > 0  # the byte-level tokenizer cuts characters into pieces here
@@ -177,7 +239,9 @@ def test_char_anchors_equal_reference_across_tokenizers(built, cross_fit):
         pieces = sum(_pieces(d, offsets) for d, (_, offsets) in zip(docs, toks))
         assert pieces > 0, f"{name}: no multi-byte character is cut into byte pieces"
         # `<|endoftext|>` in the text is read as the special token, one token over its 13 characters
-        eot_spans = [(s, e) for d, (_, offsets) in zip(docs, toks) for (s, e) in offsets if d[s:e] == ref.EOT]
+        eot_spans = [
+            (s, e) for d, (_, offsets) in zip(docs, toks) for (s, e) in offsets if d[s:e] == ref.EOT
+        ]
         assert len(eot_spans) == sum(d.count(ref.EOT) for d in docs), name
     assert any(any(unicodedata.category(c) == "So" for c in d) for d in docs)  # the emoji
     assert any("\t" in d for d in docs) and any("   " in d for d in docs)
@@ -187,10 +251,15 @@ def test_char_anchors_equal_reference_across_tokenizers(built, cross_fit):
     inside = 0
     for (_, a), (_, b) in ((x, y) for pair in zip(ts, tt) for x, y in (pair, pair[::-1])):
         other = ref.anchors(b)
-        inside += sum(1 for k in range(len(a) - 1)
-                      if a[k][1] > a[k][0] and a[k + 1][0] < a[k][1] < a[k + 1][1] and a[k][1] in other)
+        inside += sum(
+            1
+            for k in range(len(a) - 1)
+            if a[k][1] > a[k][0] and a[k + 1][0] < a[k][1] < a[k + 1][1] and a[k][1] in other
+        )
     assert inside > 0
-    differ = sum(1 for (_, a), (_, b) in zip(ts, tt) if sorted(ref.anchors(a)) != sorted(ref.anchors(b)))
+    differ = sum(
+        1 for (_, a), (_, b) in zip(ts, tt) if sorted(ref.anchors(a)) != sorted(ref.anchors(b))
+    )
     assert differ >= len(docs) // 2, differ
     pairs = ref.anchored_pairs(ts, tt)
     coverage = {side: len(pairs["doc"]) / pairs["spanned"][side] for side in ("source", "target")}
@@ -204,27 +273,54 @@ def _cross_rows(built) -> tuple:
     position 0 of its sequence."""
     pairs = ref.anchored_pairs(built["toks"]["bpe"], built["toks"]["sp"])
     keep = (pairs["source"] != 0) & (pairs["target"] != 0)
-    assert (~keep).sum() > 0  # some documents start with a token that both end at the same character
+    assert (
+        ~keep
+    ).sum() > 0  # some documents start with a token that both end at the same character
     doc = pairs["doc"][keep]
     X = ref.stack_rows(built["resid"]["bpe"], doc, pairs["source"][keep])
     Y = ref.stack_rows(built["resid"]["sp"], doc, pairs["target"][keep])
     return X, Y, doc
 
 
-def test_live_pairs_the_anchors_on_the_fly_as_the_reference_and_the_stores_do(built, cross_fit, capsys):
+def test_live_pairs_the_anchors_on_the_fly_as_the_reference_and_the_stores_do(
+    built, cross_fit, capsys
+):
     """`align fit --live` of the two checkpoints over the corpus (each model tokenizing it
     itself; `--batch-size 1`, as the stores): the reference's scores at 1e-9, the store route's
     within test_fit_live's 1e-10, and the same recorded pairing."""
     out = str(built["root"] / "live-cross.zarr")
-    code, _, err = run_cli(["fit", "--live", built["folders"]["bpe"], built["folders"]["sp"], str(built["corpus"]),
-                            "-o", out, "--max-length", "256", "--batch-size", "1", "--dtype", "float32", "--alphas",
-                            ",".join(map(str, ALPHAS)), "--seed", "0", "--bootstrap", "0"], capsys)
+    code, _, err = run_cli(
+        [
+            "fit",
+            "--live",
+            built["folders"]["bpe"],
+            built["folders"]["sp"],
+            str(built["corpus"]),
+            "-o",
+            out,
+            "--max-length",
+            "256",
+            "--batch-size",
+            "1",
+            "--dtype",
+            "float32",
+            "--alphas",
+            ",".join(map(str, ALPHAS)),
+            "--seed",
+            "0",
+            "--bootstrap",
+            "0",
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert "align fit --live: pairing char-anchors (the tokenizers differ in" in err
     live = xr.open_zarr(out)
     _compare(live, *_cross_rows(built))
     for name in ("relative_error", "norm_error", "r2"):
-        np.testing.assert_allclose(live[name].values, cross_fit[name].values, rtol=1e-10, atol=1e-11, err_msg=name)
+        np.testing.assert_allclose(
+            live[name].values, cross_fit[name].values, rtol=1e-10, atol=1e-11, err_msg=name
+        )
     assert live.attrs["pairing"] == cross_fit.attrs["pairing"] and live.attrs["route"] == "live"
 
 

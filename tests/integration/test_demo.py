@@ -58,7 +58,9 @@ def test_problems_are_correct_and_have_the_asked_number_of_operations():
             line = data.problem(rng, n_ops)
             expr, answer = line.split("=")
             assert int(answer) == _evaluate(expr), line
-            assert sum(expr.count(c) for c in "+-*") == n_ops, line  # operands are non-negative: every sign is an operation
+            assert sum(expr.count(c) for c in "+-*") == n_ops, (
+                line
+            )  # operands are non-negative: every sign is an operation
             assert set(line) <= set(data.ALPHABET)
 
 
@@ -73,7 +75,9 @@ def test_corpus_is_seeded_and_respects_the_operation_range():
     assert set(ops) == {2, 3}
     docs = data.heldout_documents(10, seed=3, lines_per_doc=4, min_ops=1, max_ops=1)
     assert len(docs) == 10 and all(len(d.splitlines()) == 4 for d in docs)
-    assert not set(docs) & set(a.splitlines())  # another stream (documents of 4 lines vs single lines)
+    assert not set(docs) & set(
+        a.splitlines()
+    )  # another stream (documents of 4 lines vs single lines)
 
 
 def test_bad_operation_range_is_refused():
@@ -93,12 +97,16 @@ def test_tokenizer_is_char_level_and_loads_like_a_checkpoint(tmp_path):
     from align.models import ModelSpec, load_tokenizer
 
     tokenizer.save(str(tmp_path))
-    qwen2_config(TrainConfig(n_layers=1, d_model=16), len(data.ALPHABET) + 1).save_pretrained(str(tmp_path))
+    qwen2_config(TrainConfig(n_layers=1, d_model=16), len(data.ALPHABET) + 1).save_pretrained(
+        str(tmp_path)
+    )
     tok = load_tokenizer(ModelSpec(str(tmp_path)))
     assert tok.is_fast and len(tok) == len(data.ALPHABET) + 1
     text = "12*(3-4)=-12\n7+8=15\n\n1=1"
     enc = tok(text, return_offsets_mapping=True)
-    assert enc["input_ids"] == [data.ALPHABET.index(c) + 1 for c in text]  # no BOS, one id per character, "\n" kept
+    assert enc["input_ids"] == [
+        data.ALPHABET.index(c) + 1 for c in text
+    ]  # no BOS, one id per character, "\n" kept
     assert enc["offset_mapping"] == [(k, k + 1) for k in range(len(text))]
     assert tok.decode(enc["input_ids"]) == text
     assert tok("x")["input_ids"] == [tok.unk_token_id] == [0]
@@ -110,19 +118,37 @@ def test_training_is_seeded_cached_and_learns(tmp_path):
 
     from align.demo.train import TrainConfig, train
 
-    cfg = TrainConfig(n_layers=1, d_model=32, tokens=5120, seq_len=32, batch_size=8, warmup_steps=3, lr=1e-2)
+    cfg = TrainConfig(
+        n_layers=1, d_model=32, tokens=5120, seq_len=32, batch_size=8, warmup_steps=3, lr=1e-2
+    )
     a = train(cfg, str(tmp_path / "a"), log=lambda m: None)
     train(cfg, str(tmp_path / "b"), log=lambda m: None)
-    wa, wb = load_file(str(tmp_path / "a" / "model.safetensors")), load_file(str(tmp_path / "b" / "model.safetensors"))
-    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)  # same seed, same weights
+    wa, wb = (
+        load_file(str(tmp_path / "a" / "model.safetensors")),
+        load_file(str(tmp_path / "b" / "model.safetensors")),
+    )
+    assert wa.keys() == wb.keys() and all(
+        torch.equal(wa[k], wb[k]) for k in wa
+    )  # same seed, same weights
     assert a["tokens_seen"] == 20 * 8 * 32 and a["key"] == cfg.key()
-    assert a["heldout_loss_trained"] < a["heldout_loss_init"] - 0.1  # better than the first step by a margin
+    assert (
+        a["heldout_loss_trained"] < a["heldout_loss_init"] - 0.1
+    )  # better than the first step by a margin
     mtime = os.path.getmtime(tmp_path / "a" / "model.safetensors")
     logs = []
     again = train(cfg, str(tmp_path / "a"), log=logs.append)
     assert again == a and os.path.getmtime(tmp_path / "a" / "model.safetensors") == mtime
     assert "reusing" in logs[0]
-    other = TrainConfig(n_layers=1, d_model=32, tokens=3000, seq_len=32, batch_size=8, warmup_steps=3, lr=1e-2, seed=1)
+    other = TrainConfig(
+        n_layers=1,
+        d_model=32,
+        tokens=3000,
+        seq_len=32,
+        batch_size=8,
+        warmup_steps=3,
+        lr=1e-2,
+        seed=1,
+    )
     assert other.key() != cfg.key()
 
 
@@ -138,9 +164,16 @@ def test_demo_pipeline_end_to_end(demo_run):
         xr.open_zarr(path, consolidated=False)
     trained = xr.open_zarr(report.results["alignment"], consolidated=False)
     control = xr.open_zarr(report.results["alignment-control"], consolidated=False)
-    assert list(trained.source_boundary.values) == [0, 1, 2] and list(trained.target_boundary.values) == [0, 1, 2, 3, 4]
-    assert control.attrs["target"]["random_init"] is True and trained.attrs["target"]["random_init"] is False
-    assert control.attrs["target_model"] == trained.attrs["target_model"]  # same architecture and folder
+    assert list(trained.source_boundary.values) == [0, 1, 2] and list(
+        trained.target_boundary.values
+    ) == [0, 1, 2, 3, 4]
+    assert (
+        control.attrs["target"]["random_init"] is True
+        and trained.attrs["target"]["random_init"] is False
+    )
+    assert (
+        control.attrs["target_model"] == trained.attrs["target_model"]
+    )  # same architecture and folder
     # The summary prints each matrix's argmin path, recomputed here from the matrix (i, j >= 1).
     for ds in (trained, control):
         err = ds["relative_error"].sel(source_boundary=[1, 2], target_boundary=[1, 2, 3, 4]).values
@@ -150,11 +183,24 @@ def test_demo_pipeline_end_to_end(demo_run):
         assert f"model {name}" in report.summary
         depth = xr.open_zarr(report.results[f"depth-{name}"], consolidated=False)
         assert list(depth.rule.values) == ["cosine", "kl", "overlap"]
-    expected = {"alignment": (1800, 750), "contributions": (1200, 500), "lens": (1200, 500), "skipping": (1200, 900)}
+    expected = {
+        "alignment": (1800, 750),
+        "contributions": (1200, 500),
+        "lens": (1200, 500),
+        "skipping": (1200, 900),
+    }
     for name, png in report.figures.items():
         with Image.open(png) as im:
-            assert im.size == expected[name.split("-")[0]], name  # the trained pair beside its control: two panels
-    assert set(report.figures) >= {"alignment", "alignment-r2", "contributions-deep", "lens-deep", "skipping-deep"}
+            assert im.size == expected[name.split("-")[0]], (
+                name
+            )  # the trained pair beside its control: two panels
+    assert set(report.figures) >= {
+        "alignment",
+        "alignment-r2",
+        "contributions-deep",
+        "lens-deep",
+        "skipping-deep",
+    }
     with open(os.path.join(out, "demo.json"), encoding="utf-8") as f:
         assert json.load(f)["summary"] == report.summary
 
@@ -178,19 +224,24 @@ def test_demo_second_run_is_cached(demo_run, cli):
     code, stdout, stderr = cli("demo", "--size", "tiny", "-o", out)
     assert code == 0, stderr
     assert report.summary.splitlines()[-1] in stdout  # same numbers
-    assert "train" not in stdout.splitlines()[-1] and "fit" not in stdout.splitlines()[-1]  # no step took >= 1 s of those
+    assert (
+        "train" not in stdout.splitlines()[-1] and "fit" not in stdout.splitlines()[-1]
+    )  # no step took >= 1 s of those
     assert {p: os.path.getmtime(p) for p in stamp} == stamp
     assert "reusing trained model" in stderr
 
 
-@pytest.mark.parametrize("args,words", [
-    (("--tokens", "5"), ["--tokens", "5"]),
-    (("--size", "huge"), ["--size", "huge"]),
-    (("--seeds", "0"), ["--seeds", "0"]),
-    (("--seeds", "two"), ["--seeds", "two"]),
-    (("--seeds", "3,3"), ["--seeds", "3,3"]),
-    (("--seeds", "1,2", "--seed", "4"), ["--seed", "list"]),
-])
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (("--tokens", "5"), ["--tokens", "5"]),
+        (("--size", "huge"), ["--size", "huge"]),
+        (("--seeds", "0"), ["--seeds", "0"]),
+        (("--seeds", "two"), ["--seeds", "two"]),
+        (("--seeds", "3,3"), ["--seeds", "3,3"]),
+        (("--seeds", "1,2", "--seed", "4"), ["--seed", "list"]),
+    ],
+)
 def test_demo_bad_options(cli, tmp_path, args, words):
     code, _, stderr = cli("demo", "-o", tmp_path / "d", *args)
     assert code == 2 and stderr.count("\n") == 1 and stderr.startswith("align: error:")
@@ -216,8 +267,12 @@ def test_demo_stores_hold_the_training_tokenization_newlines_included(demo_run):
         ids, doc = s.tokens("token_id"), s.tokens("doc")
         assert len(set(doc.tolist())) == len(docs)
         for d, text in enumerate(docs):
-            np.testing.assert_array_equal(ids[doc == d], ref.encode(text.strip("\n")).ids, err_msg=f"{name} doc {d}")
-        assert (ids == ref.token_to_id("\n")).sum() == sum(t.strip("\n").count("\n") for t in docs) > 0
+            np.testing.assert_array_equal(
+                ids[doc == d], ref.encode(text.strip("\n")).ids, err_msg=f"{name} doc {d}"
+            )
+        assert (
+            (ids == ref.token_to_id("\n")).sum() == sum(t.strip("\n").count("\n") for t in docs) > 0
+        )
 
 
 # -- several seeds --------------------------------------------------------------------------
@@ -234,9 +289,16 @@ def _path_stats(ds):
     x, y = src / Ls, path / Lt
     slope = np.polyfit(x, y, 1)[0] if len(x) > 1 else float("nan")
     tau = (err.max(axis=1, keepdims=True) - err.min(axis=1, keepdims=True)) / 10
-    w = np.where(tau > 0, np.exp(-(err - err.min(axis=1, keepdims=True)) / np.where(tau > 0, tau, 1)), 1.0)
+    w = np.where(
+        tau > 0, np.exp(-(err - err.min(axis=1, keepdims=True)) / np.where(tau > 0, tau, 1)), 1.0
+    )
     soft = (w / w.sum(axis=1, keepdims=True)) @ (tgt / Lt)
-    return [int(j) for j in path], float(slope), float(np.mean(np.abs(y - x))), float(soft.max() - soft.min())
+    return (
+        [int(j) for j in path],
+        float(slope),
+        float(np.mean(np.abs(y - x))),
+        float(soft.max() - soft.min()),
+    )
 
 
 def test_every_seed_trains_its_own_pair_on_the_same_heldout_documents(demo_run):
@@ -257,7 +319,10 @@ def test_every_seed_trains_its_own_pair_on_the_same_heldout_documents(demo_run):
         assert not np.allclose(a["model.embed_tokens.weight"], b["model.embed_tokens.weight"])
     for path in second["stores"].values():
         assert path.startswith(os.path.join(out, "seeds", "seed-1", "stores"))
-    docs = [xr.open_zarr(x["results"]["alignment"], consolidated=False).heldout_doc.values.tolist() for x in report.seeds]
+    docs = [
+        xr.open_zarr(x["results"]["alignment"], consolidated=False).heldout_doc.values.tolist()
+        for x in report.seeds
+    ]
     assert docs[0] == docs[1]  # the same held-out documents score every seed
 
 
@@ -272,15 +337,21 @@ def test_across_seed_statistics_match_the_result_stores(demo_run):
     for st in (report.across, saved["across_seeds"]):
         assert st["seeds"] == [0, 1]
         for pair, result in (("trained", "alignment"), ("control", "alignment-control")):
-            mine = [_path_stats(xr.open_zarr(x["results"][result], consolidated=False)) for x in report.seeds]
+            mine = [
+                _path_stats(xr.open_zarr(x["results"][result], consolidated=False))
+                for x in report.seeds
+            ]
             assert st[pair]["paths"] == [m[0] for m in mine]
             assert st[pair]["distinct_paths"] == len({tuple(m[0]) for m in mine})
             for k, key in ((1, "slope"), (2, "mean_depth_gap"), (3, "soft_depth_spread")):
                 want = np.array([m[k] for m in mine])
                 got = st[pair][key]
                 np.testing.assert_allclose(got["values"], want, atol=1e-9, err_msg=f"{pair} {key}")
-                np.testing.assert_allclose([got["mean"], got["min"], got["max"], got["sd"]],
-                                           [want.mean(), want.min(), want.max(), want.std(ddof=1)], atol=1e-9)
+                np.testing.assert_allclose(
+                    [got["mean"], got["min"], got["max"], got["sd"]],
+                    [want.mean(), want.min(), want.max(), want.std(ddof=1)],
+                    atol=1e-9,
+                )
             for row, m in zip(st["per_seed"], mine):
                 assert row[pair]["argmin_path"] == m[0]
     for line in report.across["sentences"]:
@@ -289,8 +360,15 @@ def test_across_seed_statistics_match_the_result_stores(demo_run):
 
 
 def _summary(slope, gap, spread, path):
-    return {"slope": slope, "mean_depth_gap": gap, "soft_depth_spread": spread, "spearman": None, "argmin_path": path,
-            "slope_low": slope, "slope_high": slope}
+    return {
+        "slope": slope,
+        "mean_depth_gap": gap,
+        "soft_depth_spread": spread,
+        "spearman": None,
+        "argmin_path": path,
+        "slope_low": slope,
+        "slope_high": slope,
+    }
 
 
 def test_the_robustness_sentences_follow_the_separation_rule():
@@ -300,21 +378,41 @@ def test_the_robustness_sentences_follow_the_separation_rule():
     0.50..0.60 against control 0.08..0.10: separated. Trained paths: two distinct; control: one."""
     from align.demo import seeds
 
-    per_seed = [{"seed": s, "trained": _summary(*t), "control": _summary(*c)} for s, t, c in (
-        (0, (0.8, 0.08, 0.5, [2, 4, 6]), (0.1, 0.44, 0.09, [1, 1, 2])),
-        (1, (0.7, 0.12, 0.6, [2, 5, 6]), (0.2, 0.10, 0.10, [1, 1, 2])),
-        (2, (0.9, 0.10, 0.55, [2, 4, 6]), (0.15, 0.50, 0.08, [1, 1, 2])))]
+    per_seed = [
+        {"seed": s, "trained": _summary(*t), "control": _summary(*c)}
+        for s, t, c in (
+            (0, (0.8, 0.08, 0.5, [2, 4, 6]), (0.1, 0.44, 0.09, [1, 1, 2])),
+            (1, (0.7, 0.12, 0.6, [2, 5, 6]), (0.2, 0.10, 0.10, [1, 1, 2])),
+            (2, (0.9, 0.10, 0.55, [2, 4, 6]), (0.15, 0.50, 0.08, [1, 1, 2])),
+        )
+    ]
     st = seeds.statistics(per_seed)
-    assert st["separation"] == {"slope": "above", "mean_depth_gap": None, "soft_depth_spread": "above"}
-    assert st["trained"]["slope"]["mean"] == pytest.approx(0.8) and st["trained"]["slope"]["sd"] == pytest.approx(0.1)
-    assert (st["control"]["mean_depth_gap"]["min"], st["control"]["mean_depth_gap"]["max"]) == (0.10, 0.50)
+    assert st["separation"] == {
+        "slope": "above",
+        "mean_depth_gap": None,
+        "soft_depth_spread": "above",
+    }
+    assert st["trained"]["slope"]["mean"] == pytest.approx(0.8) and st["trained"]["slope"][
+        "sd"
+    ] == pytest.approx(0.1)
+    assert (st["control"]["mean_depth_gap"]["min"], st["control"]["mean_depth_gap"]["max"]) == (
+        0.10,
+        0.50,
+    )
     said = st["sentences"]
-    assert said[0] == ("Robust: the slope separates the trained pair from the control in all 3 seeds "
-                       "(trained 0.70–0.90, control 0.10–0.20: every trained value lies above the control's range).")
-    assert said[1].startswith("Not robust: the mean depth gap does not separate") and "trained 0.080–0.120, control 0.100–0.500" in said[1]
+    assert said[0] == (
+        "Robust: the slope separates the trained pair from the control in all 3 seeds "
+        "(trained 0.70–0.90, control 0.10–0.20: every trained value lies above the control's range)."
+    )
+    assert (
+        said[1].startswith("Not robust: the mean depth gap does not separate")
+        and "trained 0.080–0.120, control 0.100–0.500" in said[1]
+    )
     assert said[2].startswith("Robust: the soft-depth spread separates")
-    assert said[3] == ("Not robust: the trained pair's exact argmin path differs across the seeds "
-                       "(2 distinct paths in 3 seeds: [2, 4, 6], [2, 5, 6], [2, 4, 6]).")
+    assert said[3] == (
+        "Not robust: the trained pair's exact argmin path differs across the seeds "
+        "(2 distinct paths in 3 seeds: [2, 4, 6], [2, 5, 6], [2, 4, 6])."
+    )
     assert said[4] == "Robust: the control's exact argmin path is [1, 1, 2] in all 3 seeds."
     # Touching ranges do not separate; the gap lying below the control's range does; an undefined
     # slope in one seed leaves the slope undecided.
@@ -322,13 +420,20 @@ def test_the_robustness_sentences_follow_the_separation_rule():
     per_seed[1]["control"]["mean_depth_gap"] = 0.3
     per_seed[0]["control"]["slope"] = None
     st = seeds.statistics(per_seed)
-    assert st["separation"] == {"slope": None, "mean_depth_gap": "below", "soft_depth_spread": "above"}
+    assert st["separation"] == {
+        "slope": None,
+        "mean_depth_gap": "below",
+        "soft_depth_spread": "above",
+    }
     assert st["sentences"][0].startswith("Not established: the slope is undefined in some seed")
     per_seed[0]["control"]["slope"] = 0.1
-    assert seeds.statistics(per_seed)["separation"]["slope"] is None  # trained 0.2 touches the control's 0.2
+    assert (
+        seeds.statistics(per_seed)["separation"]["slope"] is None
+    )  # trained 0.2 touches the control's 0.2
 
 
 # -- the third model: another tokenizer -----------------------------------------------------
+
 
 def test_the_bpe_model_is_paired_with_the_shallow_one_on_the_text(demo_run):
     """The demo's BPE model reads the same held-out documents in other tokens; its result's
@@ -345,7 +450,9 @@ def test_the_bpe_model_is_paired_with_the_shallow_one_on_the_text(demo_run):
     for name in ("shallow", "deep-bpe"):
         tok = Tokenizer.from_file(os.path.join(report.models[name], "tokenizer.json"))
         ends[name] = [[e for (_, e) in tok.encode(text).offsets] for text in docs]
-    assert sum(map(len, ends["deep-bpe"])) < 0.9 * sum(map(len, ends["shallow"]))  # the BPE cuts coarser
+    assert sum(map(len, ends["deep-bpe"])) < 0.9 * sum(
+        map(len, ends["shallow"])
+    )  # the BPE cuts coarser
     pairs = sum(len(set(a) & set(b)) for a, b in zip(ends["shallow"], ends["deep-bpe"]))
     ds = xr.open_zarr(report.results["alignment-bpe"], consolidated=False)
     p = ds.attrs["pairing"]

@@ -21,7 +21,9 @@ RESULTS = os.path.join(ROOT, "bench", "results")
 
 def check(*args):
     """bench/tables.py --check with `args`: (exit status, stderr)."""
-    p = subprocess.run([sys.executable, SCRIPT, "--check", *args], capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, SCRIPT, "--check", *args], capture_output=True, text=True, timeout=60
+    )
     return p.returncode, p.stderr
 
 
@@ -80,7 +82,10 @@ def test_a_table_edited_by_hand_is_caught(tmp_path):
 def test_a_table_without_its_markers_is_caught(tmp_path):
     page = open(DOC, encoding="utf-8").read()
     doc = tmp_path / "performance.md"
-    doc.write_text(re.sub(r"<!-- table: padding -->\n.*?<!-- /table -->\n", "", page, flags=re.S), encoding="utf-8")
+    doc.write_text(
+        re.sub(r"<!-- table: padding -->\n.*?<!-- /table -->\n", "", page, flags=re.S),
+        encoding="utf-8",
+    )
     code, err = check("--doc", str(doc))
     assert code == 1 and "table padding has no" in err, err
 
@@ -107,7 +112,9 @@ def test_the_padding_table_quotes_its_json():
     assert sorted(got) == sorted(int(k.split("_")[1]) for k in plan)
     for batch, cells in got.items():
         want = plan[f"batch_{batch}"]
-        for cell, key in zip(cells[1:], ("consecutive", "window_2x", "window_4x", "window_8x", "window_16x")):
+        for cell, key in zip(
+            cells[1:], ("consecutive", "window_2x", "window_4x", "window_8x", "window_16x")
+        ):
             assert abs(number(cell) - 100 * want[key]) <= 0.05, (batch, key, cell)
 
 
@@ -118,10 +125,15 @@ def test_the_live_and_fit_tables_quote_their_json():
     assert f"**{fit['speed']['fit_seconds']:.1f} s**" in text
     assert f"**{100 * fit['speed']['fraction_of_floor_rate']:.0f}%**" in text
     mem = fit["memory"]
-    assert f"{mem['peak_rss_bytes'] / 1e6:.0f} MB = {mem['peak_rss_bytes'] / mem['memory_limit']:.2f}× the limit" in text
+    assert (
+        f"{mem['peak_rss_bytes'] / 1e6:.0f} MB = {mem['peak_rss_bytes'] / mem['memory_limit']:.2f}× the limit"
+        in text
+    )
     live = section("live")
     ratio_row = next(r for r in rows(live) if r[0].startswith("`--live` against the floor"))
-    for cell, name in zip(ratio_row[1:], ("live.json", "live-nostore-1.json", "live-nostore-2.json")):
+    for cell, name in zip(
+        ratio_row[1:], ("live.json", "live-nostore-1.json", "live-nostore-2.json")
+    ):
         d = json.load(open(os.path.join(RESULTS, name)))["live"]
         assert abs(number(cell) - d["seconds"] / d["floor_seconds"]) <= 0.0005, (name, cell)
     for name in ("live.json", "live-nostore-1.json", "live-nostore-2.json"):
@@ -138,18 +150,27 @@ def test_the_demo_tables_quote_their_json():
     page = section("demo", open(DEMO_DOC, encoding="utf-8").read())
     readme = section("demo-readme", open(README, encoding="utf-8").read())
     got = {(r[0], r[1]): r for r in rows(page) if len(r) == 7 and r[1] in ("trained", "control")}
-    for key, label, digits in (("slope", "slope of j*/L_T on i/L_S", 2), ("mean_depth_gap", "mean depth gap", 3),
-                               ("soft_depth_spread", "soft-depth spread", 3)):
+    for key, label, digits in (
+        ("slope", "slope of j*/L_T on i/L_S", 2),
+        ("mean_depth_gap", "mean depth gap", 3),
+        ("soft_depth_spread", "soft-depth spread", 3),
+    ):
         for pair in ("trained", "control"):
             cells = got[(label, pair)]
             values = [row[pair][key] for row in a["per_seed"]]
-            assert [float(v) for v in cells[2].split(", ")] == [round(v, digits) for v in values], (key, pair)
-            assert abs(number(cells[3]) - sum(values) / len(values)) <= 0.5 * 10 ** -digits
+            assert [float(v) for v in cells[2].split(", ")] == [round(v, digits) for v in values], (
+                key,
+                pair,
+            )
+            assert abs(number(cells[3]) - sum(values) / len(values)) <= 0.5 * 10**-digits
             lo, hi = (float(x) for x in cells[5].split("–"))
             assert (lo, hi) == (round(min(values), digits), round(max(values), digits))
     for sentence in a["sentences"]:
         assert f"- {sentence}" in page and sentence in readme
-    assert f"**{d['timings']['total']:,.0f}**" in page and f"took {d['timings']['total']:,.0f} s" in readme
+    assert (
+        f"**{d['timings']['total']:,.0f}**" in page
+        and f"took {d['timings']['total']:,.0f} s" in readme
+    )
     assert f"{d['machine']['cores']} CPU cores" in page
     assert [x["seed"] for x in d["seeds"]] == a["seeds"] and len(a["seeds"]) >= 3
 
@@ -166,9 +187,15 @@ def test_a_new_demo_run_is_kept_and_its_tables_caught(tmp_path):
     run.write_text(json.dumps(d))
     code, err = check("--results", str(results), "--demo", str(run))
     assert code == 1
-    assert re.findall(r"table (\S+) in .* differs from what its JSON gives", err) == ["demo", "demo-readme"], err
+    assert re.findall(r"table (\S+) in .* differs from what its JSON gives", err) == [
+        "demo",
+        "demo-readme",
+    ], err
     assert json.loads((results / "demo.json").read_text()) == d
-    d["timings"] = {"figures": 3.0, "total": 9.0}  # a second run into the same folder reuses everything
+    d["timings"] = {
+        "figures": 3.0,
+        "total": 9.0,
+    }  # a second run into the same folder reuses everything
     run.write_text(json.dumps(d))
     code, err = check("--results", str(results), "--demo", str(run))
     assert code == 1 and "reused its models" in err and err.count("\n") == 1, err

@@ -16,12 +16,11 @@ import torch
 import zarr
 from transformers import AutoModelForCausalLM
 
-from tests.helpers.zoo import reference_tokenizer
-
 import align
 from align.store import open_activations
 from tests.helpers.assertions import one_line_error
 from tests.helpers.references import bf16_bits_to_float, residuals
+from tests.helpers.zoo import reference_tokenizer
 
 RTOL, ATOL = 1e-4, 1e-4
 # float32's own error grows with an array's largest value: at Qwen2.5-14B's widths a random
@@ -32,7 +31,10 @@ SCALE_ATOL = 1e-5
 
 
 def assert_close(got, ref):
-    np.testing.assert_allclose(got, ref, rtol=RTOL, atol=max(ATOL, SCALE_ATOL * float(np.abs(ref).max())))
+    np.testing.assert_allclose(
+        got, ref, rtol=RTOL, atol=max(ATOL, SCALE_ATOL * float(np.abs(ref).max()))
+    )
+
 
 FAMILIES = [
     ("qwen2", {}),
@@ -40,11 +42,28 @@ FAMILIES = [
     ("qwen3", {}),
     ("olmo2", {}),
     # Qwen2.5-1.5B's widths, one layer.
-    ("qwen2", dict(hidden_size=1536, num_attention_heads=12, num_key_value_heads=2, intermediate_size=8960,
-                   num_hidden_layers=1)),
+    (
+        "qwen2",
+        dict(
+            hidden_size=1536,
+            num_attention_heads=12,
+            num_key_value_heads=2,
+            intermediate_size=8960,
+            num_hidden_layers=1,
+        ),
+    ),
     # Qwen2.5-14B's widths, untied embeddings, one layer.
-    ("qwen2", dict(hidden_size=5120, num_attention_heads=40, num_key_value_heads=8, intermediate_size=13824,
-                   num_hidden_layers=1, tie_word_embeddings=False)),
+    (
+        "qwen2",
+        dict(
+            hidden_size=5120,
+            num_attention_heads=40,
+            num_key_value_heads=8,
+            intermediate_size=13824,
+            num_hidden_layers=1,
+            tie_word_embeddings=False,
+        ),
+    ),
 ]
 
 
@@ -59,12 +78,24 @@ def _sequences(store):
     return np.split(np.arange(store.n_tokens), cuts)
 
 
-@pytest.mark.parametrize("family,overrides", FAMILIES, ids=["qwen2", "llama", "qwen3", "olmo2", "qwen2-1.5B-widths", "qwen2-14B-widths"])
+@pytest.mark.parametrize(
+    "family,overrides",
+    FAMILIES,
+    ids=["qwen2", "llama", "qwen3", "olmo2", "qwen2-1.5B-widths", "qwen2-14B-widths"],
+)
 def test_residuals_equal_independent_forward(zoo, corpus_file, tmp_path, family, overrides):
     path = zoo(family, **overrides)
     wide = bool(overrides)
     out = str(tmp_path / "s.zarr")
-    align.extract(path, corpus_file, out, sublayers=True, batch_size=4, max_docs=2 if wide else None, log=lambda m: None)
+    align.extract(
+        path,
+        corpus_file,
+        out,
+        sublayers=True,
+        batch_size=4,
+        max_docs=2 if wide else None,
+        log=lambda m: None,
+    )
     s = open_activations(out).require_complete()
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
@@ -77,7 +108,9 @@ def test_residuals_equal_independent_forward(zoo, corpus_file, tmp_path, family,
     for d, idx in enumerate(seqs):
         ids = tok(docs[d])["input_ids"]
         np.testing.assert_array_equal(s.tokens("token_id")[idx], ids)
-        assert (s.tokens("doc")[idx] == d).all() and (s.tokens("pos")[idx] == np.arange(len(idx))).all()
+        assert (s.tokens("doc")[idx] == d).all() and (
+            s.tokens("pos")[idx] == np.arange(len(idx))
+        ).all()
         ref = residuals(model, ids)
         a, b = idx[0], idx[-1] + 1
         got = np.stack([s.resid(bd, a, b) for bd in range(L + 1)])
@@ -86,7 +119,9 @@ def test_residuals_equal_independent_forward(zoo, corpus_file, tmp_path, family,
         assert_close(np.stack([s.mlp(l, a, b) for l in range(L)]), ref["mlp"])
         # Residual identity h_{l+1} = h_l + a_l + m_l, to the rounding of two float32 adds.
         for l in range(L):
-            np.testing.assert_allclose(got[l + 1], got[l] + s.attn(l, a, b) + s.mlp(l, a, b), rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(
+                got[l + 1], got[l] + s.attn(l, a, b) + s.mlp(l, a, b), rtol=1e-5, atol=1e-5
+            )
         # The last boundary is the RAW block output: final_norm of it is transformers' last hidden state.
         with torch.inference_mode():
             hf = model(torch.tensor([ids]), output_hidden_states=True).hidden_states[-1][0].numpy()
@@ -101,14 +136,18 @@ def test_residuals_equal_independent_forward(zoo, corpus_file, tmp_path, family,
                 assert tok.decode([ids[t]]) == text[c0:c1]
     prov = s.provenance
     assert prov["model_type"] == family and prov["n_layers"] == L
-    assert prov["special_tokens"]["prefix"] == ([tok.bos_token_id] if family in ("llama", "olmo2") else [])
+    assert prov["special_tokens"]["prefix"] == (
+        [tok.bos_token_id] if family in ("llama", "olmo2") else []
+    )
 
 
 def test_mixed_lengths_batched_equal_single(extracted):
     one = open_activations(extracted("llama", batch_size=1))
     many = open_activations(extracted("llama", batch_size=6))
     lengths = [len(x) for x in _sequences(one)]
-    assert max(lengths[:6]) >= 2 * min(lengths[:6])  # the first batch mixes lengths 2x apart or more
+    assert max(lengths[:6]) >= 2 * min(
+        lengths[:6]
+    )  # the first batch mixes lengths 2x apart or more
     for b in one.boundaries:
         np.testing.assert_allclose(many.resid(b), one.resid(b), rtol=RTOL, atol=ATOL)
     np.testing.assert_array_equal(many.tokens("token_id"), one.tokens("token_id"))
@@ -133,7 +172,9 @@ def test_bfloat16_compute_and_lossless_storage(zoo, corpus_file, extracted):
     raw = s.raw("resid", 1)
     dec = s.resid(1)
     # Decoding is exact: torch's own bf16 view of the decoded float32 gives back the bits.
-    np.testing.assert_array_equal(torch.from_numpy(dec).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16), raw)
+    np.testing.assert_array_equal(
+        torch.from_numpy(dec).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16), raw
+    )
     np.testing.assert_array_equal(bf16_bits_to_float(raw), dec)
     model = AutoModelForCausalLM.from_pretrained(zoo("qwen2"), dtype=torch.bfloat16)
     idx = _sequences(s)[0]
@@ -147,7 +188,13 @@ def test_bfloat16_storage_of_float32_rounds_like_torch(extracted):
     f32 = open_activations(extracted("qwen2", batch_size=4))
     b16 = open_activations(extracted("qwen2", batch_size=4, store_dtype="bfloat16"))
     for b in f32.boundaries:
-        want = torch.from_numpy(f32.resid(b)).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+        want = (
+            torch.from_numpy(f32.resid(b))
+            .to(torch.bfloat16)
+            .view(torch.int16)
+            .numpy()
+            .view(np.uint16)
+        )
         np.testing.assert_array_equal(b16.raw("resid", b), want)
 
 
@@ -161,7 +208,9 @@ def test_float16_overflow_is_refused(zoo, corpus_file, tmp_path, cli):
     reference_tokenizer(src).save_pretrained(big)
     expected = float(model.model.embed_tokens.weight.detach().abs().max())
     out = tmp_path / "s16.zarr"
-    code, _, err = cli("extract", big, corpus_file, "-o", out, "--store-dtype", "float16", "--max-docs", "2")
+    code, _, err = cli(
+        "extract", big, corpus_file, "-o", out, "--store-dtype", "float16", "--max-docs", "2"
+    )
     line = one_line_error(code, err, "boundary 0", "float16")
     magnitude = float(line.split("magnitude ")[1].split(",")[0])
     assert magnitude <= expected * 1.001 and magnitude > 65504
@@ -176,7 +225,9 @@ def test_random_init_equals_seeded_from_config(zoo, corpus_file, tmp_path):
     from transformers import AutoConfig
 
     torch.manual_seed(7)
-    ref_model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path), dtype=torch.float32).eval()
+    ref_model = AutoModelForCausalLM.from_config(
+        AutoConfig.from_pretrained(path), dtype=torch.float32
+    ).eval()
     trained = AutoModelForCausalLM.from_pretrained(path)
     idx = _sequences(s)[0]
     ids = s.tokens("token_id")[idx]
@@ -188,7 +239,11 @@ def test_random_init_equals_seeded_from_config(zoo, corpus_file, tmp_path):
 
 
 def test_boundaries_subset_and_sublayer_rule(extracted):
-    s = open_activations(extracted("qwen2", model_overrides={"num_hidden_layers": 4}, boundaries="0,1,2,4", sublayers=True))
+    s = open_activations(
+        extracted(
+            "qwen2", model_overrides={"num_hidden_layers": 4}, boundaries="0,1,2,4", sublayers=True
+        )
+    )
     full = open_activations(extracted("qwen2", model_overrides={"num_hidden_layers": 4}))
     assert s.boundaries == (0, 1, 2, 4) and s.layers == (0, 1)  # block 3 needs boundaries 3 and 4
     for b in s.boundaries:
@@ -197,7 +252,11 @@ def test_boundaries_subset_and_sublayer_rule(extracted):
 
     ds = xr.open_zarr(s.path)
     assert list(ds["boundary"].values) == [0, 1, 2, 4]
-    assert ds["resid"].dims == ("boundary", "token", "d_model") and ds["attn"].dims == ("layer", "token", "d_model")
+    assert ds["resid"].dims == ("boundary", "token", "d_model") and ds["attn"].dims == (
+        "layer",
+        "token",
+        "d_model",
+    )
     assert ds["token_id"].dims == ("token",)
 
 
@@ -220,7 +279,9 @@ def test_dry_run_reports_sizes_and_writes_nothing(zoo, corpus_file, tmp_path, cl
     for phase in ("forward", "copy", "encode", "write"):
         assert f"    {phase} " in err  # one batch timed end to end, every phase
     assert "  bound by   " in err and "padding " in err
-    assert sorted(p.name for p in tmp_path.iterdir()) == []  # the timed write's scratch store is gone too
+    assert (
+        sorted(p.name for p in tmp_path.iterdir()) == []
+    )  # the timed write's scratch store is gone too
 
 
 def test_complete_store_rerun_and_mismatch(zoo, corpus_file, tmp_path, cli):
@@ -240,12 +301,16 @@ def test_info_describes_store(extracted, cli):
     code, out, _ = cli("info", path)
     assert code == 0
     s = open_activations(path)
-    assert "complete" in out and f"{s.n_tokens:,}" in out and "[0, 1, 2]" in out and "float32" in out
+    assert (
+        "complete" in out and f"{s.n_tokens:,}" in out and "[0, 1, 2]" in out and "float32" in out
+    )
     code, out, _ = cli("info", path, "--json")
     assert json.loads(out)["layout"]["n_tokens"] == s.n_tokens
 
 
-def test_grouped_options_give_the_independent_forward_and_record_the_model_folder(zoo, corpus_file, tmp_path, monkeypatch):
+def test_grouped_options_give_the_independent_forward_and_record_the_model_folder(
+    zoo, corpus_file, tmp_path, monkeypatch
+):
     """`align.extraction.extract(ModelSpec, CorpusSpec, output, ExtractOptions)`: the kept
     boundaries equal the reference forward (tolerances above); a model folder given relative
     to the working folder is recorded as its absolute path (os.path.abspath), so the record
@@ -259,8 +324,13 @@ def test_grouped_options_give_the_independent_forward_and_record_the_model_folde
     path = zoo("qwen2")
     monkeypatch.chdir(os.path.dirname(path))
     out = str(tmp_path / "s.zarr")
-    extract(ModelSpec(os.path.basename(path)), CorpusSpec(corpus_file, max_docs=2), out,
-            ExtractOptions(batch_size=2, boundaries="0,2"), log=lambda m: None)
+    extract(
+        ModelSpec(os.path.basename(path)),
+        CorpusSpec(corpus_file, max_docs=2),
+        out,
+        ExtractOptions(batch_size=2, boundaries="0,2"),
+        log=lambda m: None,
+    )
     s = open_activations(out).require_complete()
     assert s.boundaries == (0, 2)
     assert s.provenance["model"] == os.path.abspath(os.path.basename(path)) == path

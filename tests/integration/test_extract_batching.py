@@ -14,7 +14,6 @@ store's first sequence. What is checked here, against references that never impo
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -40,7 +39,9 @@ WORDS = "alpha beta gamma delta residual stream token layer norm head block valu
 def mixed_corpus(tmp_path_factory):
     """30 documents whose lengths run from 2 to ~120 words in a shuffled order."""
     rng = np.random.default_rng(7)
-    sizes = rng.permutation(np.r_[rng.integers(2, 12, 10), rng.integers(30, 60, 10), rng.integers(90, 120, 10)])
+    sizes = rng.permutation(
+        np.r_[rng.integers(2, 12, 10), rng.integers(30, 60, 10), rng.integers(90, 120, 10)]
+    )
     docs = [" ".join(rng.choice(WORDS, size=int(k))) for k in sizes]
     p = tmp_path_factory.mktemp("mixed") / "mixed.txt"
     p.write_text("\n\n".join(docs), encoding="utf-8")
@@ -56,13 +57,13 @@ def _sequences(store):
 def _padding_by_hand(lengths, batch, window, grouped):
     pad = total = 0
     for w0 in range(0, len(lengths), window):
-        part = list(lengths[w0:w0 + window])
+        part = list(lengths[w0 : w0 + window])
         if grouped:
             order = sorted(range(len(part)), key=lambda i: (-part[i], i))
         else:
             order = list(range(len(part)))
         for c in range(0, len(order), batch):
-            members = [part[i] for i in order[c:c + batch]]
+            members = [part[i] for i in order[c : c + batch]]
             total += max(members) * len(members)
             pad += max(members) * len(members) - sum(members)
     return pad / total
@@ -71,7 +72,15 @@ def _padding_by_hand(lengths, batch, window, grouped):
 @pytest.fixture(scope="module")
 def grouped(zoo, mixed_corpus, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("grouped") / "g.zarr")
-    align.extract(zoo("qwen2"), mixed_corpus, out, batch_size=BATCH, chunk_tokens=32, sublayers=True, log=lambda m: None)
+    align.extract(
+        zoo("qwen2"),
+        mixed_corpus,
+        out,
+        batch_size=BATCH,
+        chunk_tokens=32,
+        sublayers=True,
+        log=lambda m: None,
+    )
     return out
 
 
@@ -81,14 +90,22 @@ def test_grouped_extraction_equals_per_sequence_reference(zoo, grouped):
     L = model.config.num_hidden_layers
     seqs = _sequences(s)
     assert len(seqs) == 30
-    assert (np.diff(s.tokens("seq")) >= 0).all() and (s.tokens("doc")[[x[0] for x in seqs]] == np.arange(30)).all()
+    assert (np.diff(s.tokens("seq")) >= 0).all() and (
+        s.tokens("doc")[[x[0] for x in seqs]] == np.arange(30)
+    ).all()
     ids = s.tokens("token_id")
     for idx in seqs:
         ref = residuals(model, ids[idx])
         a, b = idx[0], idx[-1] + 1
-        np.testing.assert_allclose(np.stack([s.resid(bd, a, b) for bd in range(L + 1)]), ref["resid"], rtol=RTOL, atol=ATOL)
-        np.testing.assert_allclose(np.stack([s.attn(l, a, b) for l in range(L)]), ref["attn"], rtol=RTOL, atol=ATOL)
-        np.testing.assert_allclose(np.stack([s.mlp(l, a, b) for l in range(L)]), ref["mlp"], rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(
+            np.stack([s.resid(bd, a, b) for bd in range(L + 1)]), ref["resid"], rtol=RTOL, atol=ATOL
+        )
+        np.testing.assert_allclose(
+            np.stack([s.attn(l, a, b) for l in range(L)]), ref["attn"], rtol=RTOL, atol=ATOL
+        )
+        np.testing.assert_allclose(
+            np.stack([s.mlp(l, a, b) for l in range(L)]), ref["mlp"], rtol=RTOL, atol=ATOL
+        )
 
 
 def test_padding_is_recorded_and_below_consecutive_batching(grouped):
@@ -104,18 +121,37 @@ def test_padding_is_recorded_and_below_consecutive_batching(grouped):
 
 def test_progress_and_final_line_report_padding(zoo, mixed_corpus, tmp_path):
     lines = []
-    align.extract(zoo("qwen2"), mixed_corpus, str(tmp_path / "s.zarr"), batch_size=BATCH, log=lines.append)
+    align.extract(
+        zoo("qwen2"), mixed_corpus, str(tmp_path / "s.zarr"), batch_size=BATCH, log=lines.append
+    )
     progress = [x for x in lines if "tok/s" in x and "ETA" in x]
     assert progress and all(", padding " in x for x in progress)
     final = lines[-1]
-    assert final.startswith("align extract: wrote ") and "padding " in final and "windows of 12 sequences" in final
+    assert (
+        final.startswith("align extract: wrote ")
+        and "padding " in final
+        and "windows of 12 sequences" in final
+    )
 
 
 def test_killed_mid_window_resumes_bit_identical(zoo, mixed_corpus, tmp_path, grouped):
     out = str(tmp_path / "s.zarr")
     log = tmp_path / "fault.log"
-    cmd = [sys.executable, "-m", "align.cli.main", "extract", zoo("qwen2"), mixed_corpus, "-o", out,
-           "--batch-size", str(BATCH), "--chunk-tokens", "32", "--sublayers"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "align.cli.main",
+        "extract",
+        zoo("qwen2"),
+        mixed_corpus,
+        "-o",
+        out,
+        "--batch-size",
+        str(BATCH),
+        "--chunk-tokens",
+        "32",
+        "--sublayers",
+    ]
     # Killed in the writer's 16th chunk write. Sequences reach the writer in a fixed order
     # (corpus order, each as soon as the ones before it are done), so where the flushes fall,
     # and the committed point before the 16th, do not depend on thread timing: here it lies

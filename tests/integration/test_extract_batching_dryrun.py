@@ -21,10 +21,10 @@ def _positions(lengths, batch, window):
     """Computed positions of length-grouped batches, by hand (README's rule)."""
     total = 0
     for w0 in range(0, len(lengths), window):
-        part = list(lengths[w0:w0 + window])
+        part = list(lengths[w0 : w0 + window])
         order = sorted(range(len(part)), key=lambda i: (-part[i], i))
         for c in range(0, len(order), batch):
-            members = [part[i] for i in order[c:c + batch]]
+            members = [part[i] for i in order[c : c + batch]]
             total += max(members) * len(members)
     return total
 
@@ -34,7 +34,11 @@ def _first_batch(lengths, batch, window):
     position), cut every `batch`; the cut holding sequence 0."""
     part = list(lengths[:window])
     order = sorted(range(len(part)), key=lambda i: (-part[i], i))
-    return next(sorted(order[c:c + batch]) for c in range(0, len(order), batch) if 0 in order[c:c + batch])
+    return next(
+        sorted(order[c : c + batch])
+        for c in range(0, len(order), batch)
+        if 0 in order[c : c + batch]
+    )
 
 
 def test_dry_run_times_every_phase_and_names_the_bound(zoo, corpus_file, tmp_path):
@@ -42,11 +46,21 @@ def test_dry_run_times_every_phase_and_names_the_bound(zoo, corpus_file, tmp_pat
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "keep.txt").write_text("x")
     lines = []
-    rep = align.extract(zoo("qwen2"), corpus_file, str(out), dry_run=True, batch_size=4, sublayers=True,
-                        chunk_tokens=64, log=lines.append)
+    rep = align.extract(
+        zoo("qwen2"),
+        corpus_file,
+        str(out),
+        dry_run=True,
+        batch_size=4,
+        sublayers=True,
+        chunk_tokens=64,
+        log=lines.append,
+    )
     text = "\n".join(lines)
     assert rep.status == "dry run" and not out.exists()
-    assert sorted(os.listdir(tmp_path / "sub")) == ["keep.txt"]  # the scratch store was beside -o and is gone
+    assert sorted(os.listdir(tmp_path / "sub")) == [
+        "keep.txt"
+    ]  # the scratch store was beside -o and is gone
     info = rep.dry_run
     batch = info["batch"]
     assert set(info["phases_seconds"]) == {"forward", "copy", "encode", "write"}
@@ -60,14 +74,23 @@ def test_dry_run_times_every_phase_and_names_the_bound(zoo, corpus_file, tmp_pat
     # The sequence lengths, from a real run's token table; the predicted time and rate are
     # worked out from them and the reported per-batch times.
     n = info["n_tokens"]
-    align.extract(zoo("qwen2"), corpus_file, str(tmp_path / "real.zarr"), batch_size=4, sublayers=True,
-                  chunk_tokens=64, log=lambda m: None)
+    align.extract(
+        zoo("qwen2"),
+        corpus_file,
+        str(tmp_path / "real.zarr"),
+        batch_size=4,
+        sublayers=True,
+        chunk_tokens=64,
+        log=lambda m: None,
+    )
     s = open_activations(str(tmp_path / "real.zarr"))
     seq = s.tokens("seq")
     lengths = np.diff(np.r_[0, np.flatnonzero(np.diff(seq)) + 1, len(seq)]).tolist()
     first = _first_batch(lengths, 4, 16)
     assert batch["sequences"] == first
-    assert batch["tokens"] == sum(lengths[i] for i in first) and batch["positions"] == 4 * max(lengths[i] for i in first)
+    assert batch["tokens"] == sum(lengths[i] for i in first) and batch["positions"] == 4 * max(
+        lengths[i] for i in first
+    )
     positions = _positions(lengths, 4, 16)
     assert info["padding_fraction"] == pytest.approx(1 - n / positions)
     fwd = batch["forward"] * positions / batch["positions"]

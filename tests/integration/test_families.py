@@ -18,17 +18,19 @@ import os
 import numpy as np
 import pytest
 import torch
-from tests.helpers.references import ARCH, head
-from tests.helpers.zoo import FAMILY_TYPES, tiny
+
 from tests.helpers.fixtures_analyses import hf_prompts, ref_contributions, ref_skipping
-from tests.helpers.zoo import CORPUS_TEXT, reference_tokenizer
+from tests.helpers.references import ARCH, head
+from tests.helpers.zoo import CORPUS_TEXT, FAMILY_TYPES, reference_tokenizer, tiny
 
 # Tolerances, float32 throughout: the stored residuals are the forward's own tensors (batch of
 # one: bit for bit); identities and heads to a few float32 roundings.
 RESID_TOL = 0.0
 IDENTITY_TOL = 1e-5  # relative to the largest |h|
 LOGITS_TOL = 1e-5  # max abs difference of the head of h_L and the model's logits
-RESULTS = os.environ.get("ALIGN_FAMILY_RESULTS")  # where to write the measured numbers (bench/families.py)
+RESULTS = os.environ.get(
+    "ALIGN_FAMILY_RESULTS"
+)  # where to write the measured numbers (bench/families.py)
 FAMILY_RESULTS: dict[str, dict] = {}
 
 
@@ -85,7 +87,9 @@ def test_extraction_sublayers_and_head(model_type, family_model, family_corpus, 
 
     path = family_model(model_type)
     out = str(tmp_path / "s.zarr")
-    align.extract(path, family_corpus, out, sublayers=True, batch_size=1, max_length=64, log=lambda m: None)
+    align.extract(
+        path, family_corpus, out, sublayers=True, batch_size=1, max_length=64, log=lambda m: None
+    )
     s = open_activations(out).require_complete()
     model = _hf(path)
     L = model.config.num_hidden_layers
@@ -102,7 +106,9 @@ def test_extraction_sublayers_and_head(model_type, family_model, family_corpus, 
             worst["resid"] = max(worst["resid"], _rel(got[bd], ref.hidden_states[bd][0]))
         with torch.no_grad():
             h_L = torch.from_numpy(got[L])[None]
-            worst["logits"] = max(worst["logits"], float((head(model, h_L) - ref.logits).abs().max()))
+            worst["logits"] = max(
+                worst["logits"], float((head(model, h_L) - ref.logits).abs().max())
+            )
             arch = ARCH[model_type]
             pre = h_L
             for p in (arch["norm"], *arch["after"]):
@@ -110,7 +116,9 @@ def test_extraction_sublayers_and_head(model_type, family_model, family_corpus, 
                 pre = m(pre) if m is not None else pre
             worst["last_hidden"] = max(worst["last_hidden"], _rel(pre[0], ref.hidden_states[L][0]))
         for l in range(L):
-            worst["identity"] = max(worst["identity"], _rel(got[l] + s.attn(l, a, b) + s.mlp(l, a, b), got[l + 1]))
+            worst["identity"] = max(
+                worst["identity"], _rel(got[l] + s.attn(l, a, b) + s.mlp(l, a, b), got[l + 1])
+            )
     _record(model_type, **worst)
     assert worst["resid"] <= RESID_TOL, worst
     assert worst["last_hidden"] <= IDENTITY_TOL and worst["logits"] <= LOGITS_TOL, worst
@@ -122,13 +130,23 @@ def test_extraction_sublayers_and_head(model_type, family_model, family_corpus, 
 def test_bfloat16_extraction(model_type, family_model, family_corpus, tmp_path):
     """In bfloat16 (what a GPU computes in), stored h_b equal transformers' bfloat16 hidden
     states (b < L) to the dtype's tolerance: 2 ulp of bf16 (2·2⁻⁸) of the largest |h|."""
+    from transformers import AutoModelForCausalLM
+
     import align
     from align.store import open_activations
-    from transformers import AutoModelForCausalLM
 
     path = family_model(model_type)
     out = str(tmp_path / "bf16.zarr")
-    align.extract(path, family_corpus, out, dtype="bfloat16", batch_size=1, max_length=64, max_docs=2, log=lambda m: None)
+    align.extract(
+        path,
+        family_corpus,
+        out,
+        dtype="bfloat16",
+        batch_size=1,
+        max_length=64,
+        max_docs=2,
+        log=lambda m: None,
+    )
     s = open_activations(out).require_complete()
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).eval()
     seq = s.tokens("seq")
@@ -137,11 +155,13 @@ def test_bfloat16_extraction(model_type, family_model, family_corpus, tmp_path):
         idx = np.flatnonzero(seq == k)
         a, b = idx[0], idx[-1] + 1
         with torch.no_grad():
-            hs = model(input_ids=torch.tensor(s.tokens("token_id")[idx])[None], output_hidden_states=True).hidden_states
+            hs = model(
+                input_ids=torch.tensor(s.tokens("token_id")[idx])[None], output_hidden_states=True
+            ).hidden_states
         for bd in range(model.config.num_hidden_layers):
             worst = max(worst, _rel(s.resid(bd, a, b), hs[bd][0].float()))
     _record(model_type, bf16_resid=worst)
-    assert worst <= 2 * 2.0 ** -8, worst
+    assert worst <= 2 * 2.0**-8, worst
 
 
 def _prompts(path):
@@ -162,7 +182,9 @@ def test_lens_contributions_and_skip(model_type, family_model):
     prompts = _prompts(path)
     lens = logit_lens(model, [prompts])
     L = model.config.num_hidden_layers
-    assert np.abs(lens["kl"][:, L]).max() <= 1e-6 and (lens["overlap"][:, L] == 1).all(), lens["kl"][:, L]
+    assert np.abs(lens["kl"][:, L]).max() <= 1e-6 and (lens["overlap"][:, L] == 1).all(), lens[
+        "kl"
+    ][:, L]
 
     hf = _hf(path)
     got = contributions_from_model(model, [prompts])
@@ -178,15 +200,18 @@ def test_lens_contributions_and_skip(model_type, family_model):
         np.testing.assert_allclose(res["per_prompt"][setting][0], Rp, rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(res["per_prompt"][setting][1], Op, rtol=1e-4, atol=1e-5)
         skip = max(skip, float(np.abs(res["per_prompt"][setting][0] - Rp).max()))
-    _record(model_type, lens_kl_at_L=float(np.abs(lens["kl"][:, L]).max()), contrib=contrib, skip_R=skip)
+    _record(
+        model_type, lens_kl_at_L=float(np.abs(lens["kl"][:, L]).max()), contrib=contrib, skip_R=skip
+    )
 
 
 @pytest.mark.parametrize("model_type", FAMILY_TYPES)
 def test_fit_between_two_depths_store_and_live(model_type, family_model, family_corpus, tmp_path):
     """A 2-layer and a 3-layer model of the family: the store route and --live give the same
     relative errors (1e-10), every cell finite."""
-    import align
     import xarray as xr
+
+    import align
     from align.fitting.live import LiveJob, fit_live
     from align.models import ModelSpec
 
@@ -202,7 +227,9 @@ def test_fit_between_two_depths_store_and_live(model_type, family_model, family_
     align.fit(stores[0], stores[1], str(tmp_path / "fit.zarr"), opts, log=lambda m: None)
     from align import corpus
 
-    job = LiveJob(ModelSpec(shallow), ModelSpec(deep), corpus.CorpusSpec(family_corpus, max_length=64), 4)
+    job = LiveJob(
+        ModelSpec(shallow), ModelSpec(deep), corpus.CorpusSpec(family_corpus, max_length=64), 4
+    )
     fit_live(job, str(tmp_path / "live.zarr"), opts, device="cpu", log=lambda m: None)
     a = xr.open_zarr(tmp_path / "fit.zarr")["relative_error"].values
     b = xr.open_zarr(tmp_path / "live.zarr")["relative_error"].values
@@ -232,7 +259,9 @@ def test_interventions_and_their_identities(model_type, family_model):
     path = family_model(model_type)
     spec = models.ModelSpec(path)
     model, _ = models.load_model(spec)
-    prompts = load_answer_prompts(corpus.CorpusSpec(fmt="addition:2", max_docs=2), models.load_tokenizer(spec))
+    prompts = load_answer_prompts(
+        corpus.CorpusSpec(fmt="addition:2", max_docs=2), models.load_tokenizer(spec)
+    )
     E = erasure(model, prompts, None)["E"]
     assert np.nanmax(np.abs(E)) == 0.0
     gaps = []

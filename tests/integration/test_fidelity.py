@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+
 from tests.helpers.fixtures_analyses import hf_load, hf_prompts, ref_forward
 from tests.helpers.zoo import CORPUS_TEXT, reference_tokenizer
 
@@ -28,8 +29,10 @@ def _p1_norms(model, family, prompts):
     sums over all prompts divided by the total token count; maxima over every token (P1 returns
     them for attention and MLP). Computed in float32, as P1 casts with .float()."""
     L = len(model.model.layers)
-    sums = {k: torch.zeros(L, dtype=torch.float64) for k in ("rc_att", "rc_mlp", "rc_layer", "cos_att", "cos_mlp",
-                                                              "cos_layer", "cos_io")}
+    sums = {
+        k: torch.zeros(L, dtype=torch.float64)
+        for k in ("rc_att", "rc_mlp", "rc_layer", "cos_att", "cos_mlp", "cos_layer", "cos_io")
+    }
     max_att, max_mlp = torch.zeros(L), torch.zeros(L)
     cnt = 0
     for ids in prompts:
@@ -40,12 +43,21 @@ def _p1_norms(model, family, prompts):
         rc_att = a.norm(dim=-1) / h.norm(dim=-1).clamp(min=1e-6)
         rc_mlp = m.norm(dim=-1) / mlp_in.norm(dim=-1).clamp(min=1e-6)
         rc_layer = diff.norm(dim=-1) / h.norm(dim=-1).clamp(min=1e-6)
-        per = {"rc_att": rc_att, "rc_mlp": rc_mlp, "rc_layer": rc_layer,
-               "cos_att": F.cosine_similarity(a, h, dim=-1), "cos_mlp": F.cosine_similarity(m, mlp_in, dim=-1),
-               "cos_layer": F.cosine_similarity(diff, h, dim=-1), "cos_io": F.cosine_similarity(out, h, dim=-1)}
+        per = {
+            "rc_att": rc_att,
+            "rc_mlp": rc_mlp,
+            "rc_layer": rc_layer,
+            "cos_att": F.cosine_similarity(a, h, dim=-1),
+            "cos_mlp": F.cosine_similarity(m, mlp_in, dim=-1),
+            "cos_layer": F.cosine_similarity(diff, h, dim=-1),
+            "cos_io": F.cosine_similarity(out, h, dim=-1),
+        }
         for k, v in per.items():
             sums[k] += v.sum(1).double()
-        max_att, max_mlp = torch.maximum(max_att, rc_att.max(1).values), torch.maximum(max_mlp, rc_mlp.max(1).values)
+        max_att, max_mlp = (
+            torch.maximum(max_att, rc_att.max(1).values),
+            torch.maximum(max_mlp, rc_mlp.max(1).values),
+        )
         cnt += len(ids)
     means = {k: (v / cnt).numpy() for k, v in sums.items()}
     return means, max_att.double().numpy(), max_mlp.double().numpy()
@@ -61,10 +73,14 @@ def test_contributions_equal_p1_analyze_norms(family, hf_models):
     model, tok = hf_models(family)
     prompts = hf_prompts(tok, CORPUS_TEXT, 5, 40)
     means, max_att, max_mlp = _p1_norms(model, family, prompts)
-    res = contributions_from_model(model, [[np.array(p) for p in prompts[:3]], [np.array(p) for p in prompts[3:]]])
+    res = contributions_from_model(
+        model, [[np.array(p) for p in prompts[:3]], [np.array(p) for p in prompts[3:]]]
+    )
     tol = dict(rtol=1e-5, atol=1e-6)
     for k, name in enumerate(("att", "mlp", "layer")):  # align's parts: attn, mlp, layer
-        np.testing.assert_allclose(res["rel_norm"][k, :, 0], means[f"rc_{name}"], err_msg=name, **tol)
+        np.testing.assert_allclose(
+            res["rel_norm"][k, :, 0], means[f"rc_{name}"], err_msg=name, **tol
+        )
         np.testing.assert_allclose(res["cos"][k, :, 0], means[f"cos_{name}"], err_msg=name, **tol)
     np.testing.assert_allclose(res["resid_cos"][:, 0], means["cos_io"], **tol)
     np.testing.assert_allclose(res["rel_norm"][0, :, 1], max_att, **tol)
@@ -83,7 +99,12 @@ def _papers_lens(model, family, prompts, K=5):
     for ids in prompts:
         resid, _, _, _ = ref_forward(model, family, ids)
         with torch.no_grad():
-            lout = model(input_ids=torch.tensor([ids]), use_cache=False).logits[0].float().log_softmax(-1)
+            lout = (
+                model(input_ids=torch.tensor([ids]), use_cache=False)
+                .logits[0]
+                .float()
+                .log_softmax(-1)
+            )
             real = F.one_hot(lout.topk(K, dim=-1).indices, V).sum(-2).float()  # (T, V)
             kl, ov = [], []
             for b in range(L):
@@ -98,8 +119,10 @@ def _papers_lens(model, family, prompts, K=5):
         p1_kl.append(kl.mean(1))
         p1_ov.append(ov.mean(1))
         p2_kl, p2_ov, cnt = p2_kl + kl.sum(1), p2_ov + ov.sum(1), cnt + len(ids)
-    return {"p1": (torch.stack(p1_kl).mean(0).numpy(), torch.stack(p1_ov).mean(0).numpy()),
-            "p2": ((p2_kl / cnt).numpy(), (p2_ov / cnt).numpy())}
+    return {
+        "p1": (torch.stack(p1_kl).mean(0).numpy(), torch.stack(p1_ov).mean(0).numpy()),
+        "p2": ((p2_kl / cnt).numpy(), (p2_ov / cnt).numpy()),
+    }
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -113,7 +136,9 @@ def test_lens_weightings_equal_p1_and_p2_code(family, hf_models):
     prompts = hf_prompts(tok, CORPUS_TEXT, 5, 40)
     L = len(model.model.layers)
     want = _papers_lens(model, family, prompts)
-    res = logit_lens(model, [[np.array(p) for p in prompts[:2]], [np.array(p) for p in prompts[2:]]])
+    res = logit_lens(
+        model, [[np.array(p) for p in prompts[:2]], [np.array(p) for p in prompts[2:]]]
+    )
     for row, paper in ((0, "p2"), (1, "p1")):  # align's rows: token, prompt
         kl, ov = want[paper]
         np.testing.assert_allclose(res["kl"][row, :L], kl, rtol=1e-4, atol=1e-6, err_msg=paper)
@@ -150,9 +175,15 @@ def _p2_overlap_ed(ov, threshold=0.3):
 
 def _curves(rng, L):
     """Random curves with crossings, plateaus and exact threshold values in them."""
-    noise = rng.normal(0, 0.05, (3, L)) * rng.integers(0, 2)  # none in half the cases: values on the grid, 0 included
+    noise = rng.normal(0, 0.05, (3, L)) * rng.integers(
+        0, 2
+    )  # none in half the cases: values on the grid, 0 included
     cos = torch.tensor(rng.choice([-0.3, -0.1, 0.0, 0.05, 0.4], size=(3, L)) + noise)
-    kl = torch.tensor(np.sort(rng.exponential(2.0, L))[::-1].copy() if rng.random() < 0.5 else rng.exponential(2.0, L))
+    kl = torch.tensor(
+        np.sort(rng.exponential(2.0, L))[::-1].copy()
+        if rng.random() < 0.5
+        else rng.exponential(2.0, L)
+    )
     if rng.random() < 0.2:
         kl[rng.integers(0, L)] = 0.5 * kl.max()  # exactly half the maximum is not below it
     ov = torch.tensor(rng.choice([0.0, 0.2, 0.3, 0.4, 0.6, 1.0], size=L))
@@ -194,10 +225,12 @@ def test_effective_depth_rules_equal_p2_notebook():
 # Each answer's first word and its leading space are one token of the zoo's tokenizer, as for
 # most words in Llama 3's and Qwen 2.5's: where the space is a token of its own (" in" here,
 # " 1987" there), P1 starts the answer at the space and align at the word (docs/fidelity.md).
-MQUAKE = [("Who wrote the book about the layers of the network?", "the shallow model"),
-          ("Where was the deeper network trained before it read every document?", "the corpus"),
-          ("Which map fits the residual stream of each layer?", "a linear one"),
-          ("What does a deeper model spread over more layers?", "the same computation")]
+MQUAKE = [
+    ("Who wrote the book about the layers of the network?", "the shallow model"),
+    ("Where was the deeper network trained before it read every document?", "the corpus"),
+    ("Which map fits the residual stream of each layer?", "a linear one"),
+    ("What does a deeper model spread over more layers?", "the same computation"),
+]
 
 
 def _p1_future_effect(model, family, ids, t):
@@ -212,7 +245,9 @@ def _p1_future_effect(model, family, ids, t):
     for s in range(L):
         skip = ref_forward(model, family, ids, ("layer", s, range(1, t)))
         C2 = skip[0][1:] - skip[0][:-1]
-        rel = np.linalg.norm(C[:, t:] - C2[:, t:], axis=-1) / np.maximum(np.linalg.norm(C[:, t:], axis=-1), 1e-6)
+        rel = np.linalg.norm(C[:, t:] - C2[:, t:], axis=-1) / np.maximum(
+            np.linalg.norm(C[:, t:], axis=-1), 1e-6
+        )
         dall[s] = rel.max(-1)
         dout[s] = np.linalg.norm(skip[3][t:] - clean[3][t:], axis=-1).max()
     return dall, dout
@@ -243,10 +278,29 @@ def test_future_depth_score_equals_p1_skip_max_depth(zoo, cli, tmp_path):
 
     path = zoo("llama", num_hidden_layers=4)
     corpus = tmp_path / "mq.jsonl"
-    corpus.write_text("".join(json.dumps({"questions": [q], "answer": a, "single_hops": [{}, {}]}) + "\n"
-                              for q, a in MQUAKE))
-    code, _, err = cli("skip", path, corpus, "--format", "mquake", "--split", "answer-start", "--settings", "future",
-                       "--parts", "layer", "--batch-size", "2", "-o", tmp_path / "skip")
+    corpus.write_text(
+        "".join(
+            json.dumps({"questions": [q], "answer": a, "single_hops": [{}, {}]}) + "\n"
+            for q, a in MQUAKE
+        )
+    )
+    code, _, err = cli(
+        "skip",
+        path,
+        corpus,
+        "--format",
+        "mquake",
+        "--split",
+        "answer-start",
+        "--settings",
+        "future",
+        "--parts",
+        "layer",
+        "--batch-size",
+        "2",
+        "-o",
+        tmp_path / "skip",
+    )
     assert code == 0, err
     code, _, err = cli("depthscore", tmp_path / "skip", "--levels", "2", "-o", tmp_path / "ds")
     assert code == 0, err
@@ -267,8 +321,12 @@ def test_future_depth_score_equals_p1_skip_max_depth(zoo, cli, tmp_path):
         want_layer = _p1_depth_score(_p1_layer_reduce(reduce(dall)))
         want_output = _p1_depth_score(reduce(dout))
         cell = ds["DS"].sel(level=2, setting="future", part="layer", agg=agg)
-        np.testing.assert_allclose(float(cell.sel(effect="layer")), want_layer, rtol=1e-4, err_msg=agg)
-        np.testing.assert_allclose(float(cell.sel(effect="output")), want_output, rtol=1e-4, err_msg=agg)
+        np.testing.assert_allclose(
+            float(cell.sel(effect="layer")), want_layer, rtol=1e-4, err_msg=agg
+        )
+        np.testing.assert_allclose(
+            float(cell.sel(effect="output")), want_output, rtol=1e-4, err_msg=agg
+        )
     # Not a trivial centre: the layer effect is spread over several skipped layers.
     m = _p1_layer_reduce(dall.max(0))
     assert (m[:-1] > 1e-3).sum() >= 2, m

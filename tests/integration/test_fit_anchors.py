@@ -29,6 +29,7 @@ def _fit(*args, **kw):
 
 # -- the two tokenizations: segmentations of the same documents' characters ---------------------
 
+
 def _segment(words: list, rng, p_cut: float, split_chars=()) -> list:
     """Spans [(s, e)] of a document made of `words` (their (start, end)): each word is one
     token, or with probability `p_cut` two cut at a random inside character; a character of
@@ -42,7 +43,11 @@ def _segment(words: list, rng, p_cut: float, split_chars=()) -> list:
             inside = [c for c in split_chars if a <= c < b]
             if inside:
                 c = inside[0]
-                spans += ([(a, c)] if c > a else []) + [(c, c + 1), (c, c + 1)] + ([(c + 1, b)] if b > c + 1 else [])
+                spans += (
+                    ([(a, c)] if c > a else [])
+                    + [(c, c + 1), (c, c + 1)]
+                    + ([(c + 1, b)] if b > c + 1 else [])
+                )
             else:
                 spans.append((a, b))
     return spans
@@ -74,8 +79,15 @@ def _tables(n_docs=24, seed=0, max_length=None, gap=False):
         for d, n in enumerate(lengths):
             spans = _segment(words[d], r, p_cut, split_chars=(10, 31) if split else ())
             if gap and not split:  # trimmed offsets: a token's span ends before the next one starts
-                spans = [(s, e - 1) if e - s > 1 and k % 3 == 0 else (s, e) for k, (s, e) in enumerate(spans)]
-            windows = [spans] if max_length is None else [spans[i:i + max_length] for i in range(0, len(spans), max_length)]
+                spans = [
+                    (s, e - 1) if e - s > 1 and k % 3 == 0 else (s, e)
+                    for k, (s, e) in enumerate(spans)
+                ]
+            windows = (
+                [spans]
+                if max_length is None
+                else [spans[i : i + max_length] for i in range(0, len(spans), max_length)]
+            )
             for w in windows:
                 for p, (s, e) in enumerate([(-1, -1)] + w):
                     cols["doc"].append(d)
@@ -100,7 +112,9 @@ def _reference_anchors(t) -> dict:
         s, e, d = t["char_start"][i], t["char_end"][i], t["doc"][i]
         if s < 0 or e <= s:
             continue
-        nxt = next((k for k in range(i + 1, n) if t["char_start"][k] >= 0 or t["doc"][k] != d), None)
+        nxt = next(
+            (k for k in range(i + 1, n) if t["char_start"][k] >= 0 or t["doc"][k] != d), None
+        )
         if nxt is not None and t["doc"][nxt] == d and t["char_start"][nxt] < e:
             continue
         out[(int(d), int(e))] = i
@@ -128,7 +142,9 @@ def _residuals(tabs, n_boundaries=2, d_s=6, d_t=5, seed=1):
             if t["char_start"][i] >= 0:
                 f = feature(int(t["doc"][i]), int(t["char_end"][i]))
                 for b in range(n_boundaries):
-                    R[b, i] = f * (b + 1) if side == 0 else f @ W[0, b] + 0.05 * rng.normal(size=d_t)
+                    R[b, i] = (
+                        f * (b + 1) if side == 0 else f @ W[0, b] + 0.05 * rng.normal(size=d_t)
+                    )
         out.append(R)
     return out
 
@@ -144,6 +160,7 @@ def anchored_pair(synthetic):
 
 # -- the rule ---------------------------------------------------------------------------------
 
+
 def test_anchor_rule_on_hand_built_spans():
     from align.fitting.anchors import TokenPlaces, anchor_pairs, anchor_tokens
 
@@ -152,12 +169,24 @@ def test_anchor_rule_on_hand_built_spans():
     s = [-1, 0, 2, 2, 3, 4, 4, -1, 0, 3, 5]
     e = [-1, 2, 3, 3, 4, 4, 6, -1, 3, 4, 7]
     doc = [0] * 7 + [1] * 4
-    t = TokenPlaces(np.array(doc), np.array([0] * 7 + [1] * 4), np.array(list(range(7)) + list(range(4))),
-                    np.array(s), np.array(e))
-    np.testing.assert_array_equal(anchor_tokens(t), [1, 3, 4, 6, 8, 9, 10])  # not the first byte piece, not zero-width
+    t = TokenPlaces(
+        np.array(doc),
+        np.array([0] * 7 + [1] * 4),
+        np.array(list(range(7)) + list(range(4))),
+        np.array(s),
+        np.array(e),
+    )
+    np.testing.assert_array_equal(
+        anchor_tokens(t), [1, 3, 4, 6, 8, 9, 10]
+    )  # not the first byte piece, not zero-width
     # another tokenization of the same text: "a" (0,1), "bc" (1,4)... ends at 1, 4, 6 and 3, 7
-    u = TokenPlaces(np.array([0, 0, 0, 0, 1, 1]), np.array([0, 0, 0, 0, 1, 1]), np.array([0, 1, 2, 3, 0, 1]),
-                    np.array([-1, 0, 1, 4, 0, 3]), np.array([-1, 1, 4, 6, 3, 7]))
+    u = TokenPlaces(
+        np.array([0, 0, 0, 0, 1, 1]),
+        np.array([0, 0, 0, 0, 1, 1]),
+        np.array([0, 1, 2, 3, 0, 1]),
+        np.array([-1, 0, 1, 4, 0, 3]),
+        np.array([-1, 1, 4, 6, 3, 7]),
+    )
     a = anchor_pairs(t, u)
     np.testing.assert_array_equal(a.source, [4, 6, 8, 10])  # (0, 4), (0, 6), (1, 3), (1, 7)
     np.testing.assert_array_equal(a.target, [2, 3, 4, 5])
@@ -184,6 +213,7 @@ def test_one_tokenization_anchors_every_token_with_a_span():
 
 # -- the fit against the reference --------------------------------------------------------------
 
+
 def test_scores_equal_a_plain_loop_and_sklearn(anchored_pair):
     tabs, X, Y, S, T = anchored_pair
     ds = _fit(S, T, None, alphas=ALPHAS, pairing="char-anchors", bootstrap=0).dataset
@@ -193,26 +223,43 @@ def test_scores_equal_a_plain_loop_and_sklearn(anchored_pair):
     ti = np.array([tgt[k] for k in common])
     keep = (tabs[0]["pos"][si] != 0) & (tabs[1]["pos"][ti] != 0)
     si, ti = si[keep], ti[keep]
-    assert 0.3 < len(common) / (tabs[0]["char_start"] >= 0).sum() < 0.95  # a partial overlap of the two cuts
-    assert any(tabs[0]["char_start"][k] == tabs[0]["char_start"][k + 1] for k in range(len(si) - 1))  # byte pieces
+    assert (
+        0.3 < len(common) / (tabs[0]["char_start"] >= 0).sum() < 0.95
+    )  # a partial overlap of the two cuts
+    assert any(
+        tabs[0]["char_start"][k] == tabs[0]["char_start"][k + 1] for k in range(len(si) - 1)
+    )  # byte pieces
     doc = tabs[0]["doc"][si]
     split = ds.attrs["split"]
-    fit_d, val_d, test_d = (np.isin(doc, split[k]) for k in ("fit_docs", "validation_docs", "heldout_docs"))
+    fit_d, val_d, test_d = (
+        np.isin(doc, split[k]) for k in ("fit_docs", "validation_docs", "heldout_docs")
+    )
     assert ds.attrs["options"]["pairing"] == "char-anchors"
-    assert ds.attrs["options"]["n_tokens"] == {"fit": int(fit_d.sum()), "validation": int(val_d.sum()),
-                                               "heldout": int(test_d.sum())}
+    assert ds.attrs["options"]["n_tokens"] == {
+        "fit": int(fit_d.sum()),
+        "validation": int(val_d.sum()),
+        "heldout": int(test_d.sum()),
+    }
     for i in range(2):
         for j in range(2):
-            x, y = (np.asarray(a, np.float32).astype(np.float64) for a in (X[i][si], Y[j][ti]))  # as stored
-            k = chosen_alpha(ridge_val_sse(x[fit_d], y[fit_d], x[val_d], y[val_d], ALPHAS), y[fit_d], y[val_d])
+            x, y = (
+                np.asarray(a, np.float32).astype(np.float64) for a in (X[i][si], Y[j][ti])
+            )  # as stored
+            k = chosen_alpha(
+                ridge_val_sse(x[fit_d], y[fit_d], x[val_d], y[val_d], ALPHAS), y[fit_d], y[val_d]
+            )
             train = fit_d | val_d
             xc = x[train] - x[train].mean(0)
             alpha = ALPHAS[k] * np.trace(xc.T @ xc) / xc.shape[1]
-            ref = heldout_scores(sklearn_ridge(x[train], y[train], alpha).predict(x[test_d]), y[test_d])
+            ref = heldout_scores(
+                sklearn_ridge(x[train], y[train], alpha).predict(x[test_d]), y[test_d]
+            )
             cell = ds.sel(source_boundary=i, target_boundary=j)
             assert float(cell.alpha_rel) == ALPHAS[k]
             for name, v in ref.items():
-                np.testing.assert_allclose(float(cell[name]), v, rtol=1e-9, atol=1e-12, err_msg=f"{name} {i}->{j}")
+                np.testing.assert_allclose(
+                    float(cell[name]), v, rtol=1e-9, atol=1e-12, err_msg=f"{name} {i}->{j}"
+                )
     rec = ds.attrs["pairing"]
     n_src = (tabs[0]["char_start"] >= 0).sum()
     assert rec["mode"] == "char-anchors" and rec["pairs"] == len(common)
@@ -230,13 +277,15 @@ def test_right_pairing_fits_and_token_order_does_not(anchored_pair):
     assert float(ds.relative_error.sel(source_boundary=1, target_boundary=0)) < 0.1
     n = min(len(tabs[0]["doc"]), len(tabs[1]["doc"]))
     x, y = X[1][:n], Y[0][:n]
-    pred = sklearn_ridge(x[: n // 2], y[: n // 2], 1.0).predict(x[n // 2:])
-    assert heldout_scores(pred, y[n // 2:])["relative_error"] > 0.5
+    pred = sklearn_ridge(x[: n // 2], y[: n // 2], 1.0).predict(x[n // 2 :])
+    assert heldout_scores(pred, y[n // 2 :])["relative_error"] > 0.5
 
 
 def test_auto_pairs_anchors_for_two_tokenizers_and_says_so(anchored_pair, cli, tmp_path):
     *_, S, T = anchored_pair
-    code, out, err = cli("fit", S, T, "-o", tmp_path / "r.zarr", "--scheduler", "synchronous", "--bootstrap", "0")
+    code, out, err = cli(
+        "fit", S, T, "-o", tmp_path / "r.zarr", "--scheduler", "synchronous", "--bootstrap", "0"
+    )
     assert code == 0, err
     assert "pairing char-anchors (the tokenizers differ in vocabulary, merges)" in err
     assert "anchored pairs cover source" in err and "lowest: document" in err
@@ -257,16 +306,24 @@ def test_control_shuffle_pairs_anchors_of_other_documents(anchored_pair):
     from align.fitting.split import shuffle_partners
 
     tabs, X, Y, S, T = anchored_pair
-    places = [TokenPlaces(*(np.asarray(t[k]) for k in ("doc", "seq", "pos", "char_start", "char_end"))) for t in tabs]
+    places = [
+        TokenPlaces(*(np.asarray(t[k]) for k in ("doc", "seq", "pos", "char_start", "char_end")))
+        for t in tabs
+    ]
     a = anchor_pairs(*places)
     sh = shuffled(a, places[0], 0, shuffle_partners)
     assert len(sh.source) > 0.8 * len(a.source)
     assert np.all(tabs[0]["doc"][sh.source] != tabs[1]["doc"][sh.target])
-    ds = _fit(S, T, None, alphas=ALPHAS, pairing="char-anchors", bootstrap=0, control="shuffle").dataset
-    assert float(ds.relative_error.sel(source_boundary=1, target_boundary=0)) > 0.5  # nothing to map
+    ds = _fit(
+        S, T, None, alphas=ALPHAS, pairing="char-anchors", bootstrap=0, control="shuffle"
+    ).dataset
+    assert (
+        float(ds.relative_error.sel(source_boundary=1, target_boundary=0)) > 0.5
+    )  # nothing to map
 
 
 # -- refusals -----------------------------------------------------------------------------------
+
 
 def _refusal(cli, tmp_path, *args):
     code, out, err = cli("fit", *args, "-o", str(tmp_path / "r.zarr"), "--scheduler", "synchronous")
@@ -277,21 +334,39 @@ def _refusal(cli, tmp_path, *args):
 
 def test_coverage_below_the_floor_is_refused_unless_lowered(synthetic, cli, tmp_path):
     tabs = _tables(n_docs=12)
-    shifted = dict(tabs[1], char_start=np.where(tabs[1]["char_start"] >= 0, tabs[1]["char_start"] + 1000, -1),
-                   char_end=np.where(tabs[1]["char_end"] >= 0, tabs[1]["char_end"] + 1000, -1))
+    shifted = dict(
+        tabs[1],
+        char_start=np.where(tabs[1]["char_start"] >= 0, tabs[1]["char_start"] + 1000, -1),
+        char_end=np.where(tabs[1]["char_end"] >= 0, tabs[1]["char_end"] + 1000, -1),
+    )
     X, Y = _residuals(tabs)
     S = synthetic(X, tabs[0], n_layers=1)
     T = synthetic(Y, shifted, tokenizer=OTHER, n_layers=1)
     line = _refusal(cli, tmp_path, S, T)
-    assert "only 0.0% of the tokens of source" in line and "--min-coverage 0.5" in line and "--min-coverage 0" in line
+    assert (
+        "only 0.0% of the tokens of source" in line
+        and "--min-coverage 0.5" in line
+        and "--min-coverage 0" in line
+    )
     half = dict(tabs[1])  # half of the documents shifted: coverage about half of the target's
     moved = np.isin(half["doc"], np.arange(6)) & (half["char_start"] >= 0)
     half["char_start"] = np.where(moved, half["char_start"] + 1000, half["char_start"])
     half["char_end"] = np.where(moved, half["char_end"] + 1000, half["char_end"])
     T2 = synthetic(Y, half, tokenizer=OTHER, n_layers=1)
     assert "are anchors shared" in _refusal(cli, tmp_path, S, T2)
-    code, _, err = cli("fit", S, T2, "-o", tmp_path / "ok.zarr", "--scheduler", "synchronous", "--min-coverage", "0",
-                       "--bootstrap", "0")
+    code, _, err = cli(
+        "fit",
+        S,
+        T2,
+        "-o",
+        tmp_path / "ok.zarr",
+        "--scheduler",
+        "synchronous",
+        "--min-coverage",
+        "0",
+        "--bootstrap",
+        "0",
+    )
     assert code == 0, err
 
 
@@ -311,8 +386,13 @@ def test_another_corpus_and_packed_windows_are_refused(anchored_pair, synthetic,
     tabs, X, Y, _, _ = anchored_pair
     one = {"hash": "a" * 64, "source": "corpus.txt", "pack": None}
     S = synthetic(X, tabs[0], n_layers=1, provenance={"corpus": one})
-    T = synthetic(Y, tabs[1], tokenizer=OTHER, n_layers=1, provenance={"corpus": {**one, "hash": "b" * 64,
-                                                                                  "source": "other.txt"}})
+    T = synthetic(
+        Y,
+        tabs[1],
+        tokenizer=OTHER,
+        n_layers=1,
+        provenance={"corpus": {**one, "hash": "b" * 64, "source": "other.txt"}},
+    )
     line = _refusal(cli, tmp_path, S, T)
     assert "different corpora (corpus hash aaaaaaaaaaaa against bbbbbbbbbbbb" in line
     assert "source 'corpus.txt' in source, 'other.txt' in target" in line
@@ -332,8 +412,13 @@ def test_token_pairing_of_two_tokenizers_is_refused(anchored_pair, cli, tmp_path
 def test_bootstrap_and_convergence_run_on_anchored_rows_unchanged(anchored_pair):
     *_, S, T = anchored_pair
     plain = _fit(S, T, None, alphas=ALPHAS, pairing="char-anchors", bootstrap=0).dataset
-    more = _fit(S, T, None, alphas=ALPHAS, pairing="char-anchors", bootstrap=200, convergence=True).dataset
+    more = _fit(
+        S, T, None, alphas=ALPHAS, pairing="char-anchors", bootstrap=200, convergence=True
+    ).dataset
     # the same rows, the same fit (--convergence sums them in six parts: rounding only)
     np.testing.assert_allclose(more.relative_error.values, plain.relative_error.values, rtol=1e-12)
     assert more.attrs["summary"]["bootstrap"]["resamples"] == 200
-    assert "relative_error_by_fraction" in more and np.isfinite(more.relative_error_by_fraction.values).all()
+    assert (
+        "relative_error_by_fraction" in more
+        and np.isfinite(more.relative_error_by_fraction.values).all()
+    )

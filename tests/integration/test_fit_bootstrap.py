@@ -24,7 +24,11 @@ B, SEED = 200, 3
 def _read(path):
     g = zarr.open_group(path, mode="r")
     bounds = [int(b) for b in g["boundary"][:]]
-    return {b: np.asarray(g["resid"][k], dtype=np.float64) for k, b in enumerate(bounds)}, g["doc"][:], g["pos"][:]
+    return (
+        {b: np.asarray(g["resid"][k], dtype=np.float64) for k, b in enumerate(bounds)},
+        g["doc"][:],
+        g["pos"][:],
+    )
 
 
 def _fit(*args, **kw):
@@ -52,7 +56,9 @@ def _resampled_metrics(S, T, ds):
     idx = np.random.default_rng(SEED).integers(0, K, size=(B, K))
     rows = {d: np.flatnonzero((doc == d) & (pos != 0)) for d in docs}
     src, tgt = ds.source_boundary.values, ds.target_boundary.values
-    out = {n: np.full((B, len(src), len(tgt)), np.nan) for n in ("relative_error", "norm_error", "r2")}
+    out = {
+        n: np.full((B, len(src), len(tgt)), np.nan) for n in ("relative_error", "norm_error", "r2")
+    }
     for a, i in enumerate(src):
         for c, j in enumerate(tgt):
             cell = ds.sel(source_boundary=i, target_boundary=j)
@@ -65,7 +71,7 @@ def _resampled_metrics(S, T, ds):
                 out["relative_error"][b, a, c] = np.mean(e / np.maximum(y, 1e-12))
                 out["norm_error"][b, a, c] = e.sum() / y.sum()
                 Yr = Y[j][r]
-                out["r2"][b, a, c] = 1 - (e ** 2).sum() / ((Yr - Yr.mean(0)) ** 2).sum()
+                out["r2"][b, a, c] = 1 - (e**2).sum() / ((Yr - Yr.mean(0)) ** 2).sum()
     return out
 
 
@@ -74,9 +80,15 @@ def test_intervals_and_p_best_equal_a_plain_loop_over_raw_rows(boot):
     ref = _resampled_metrics(S, T, ds)
     for name, v in ref.items():
         lo, hi = np.percentile(v, [2.5, 97.5], axis=0)
-        np.testing.assert_allclose(ds[f"{name}_low"].values, lo, rtol=1e-9, atol=1e-12, err_msg=name)
-        np.testing.assert_allclose(ds[f"{name}_high"].values, hi, rtol=1e-9, atol=1e-12, err_msg=name)
-        assert np.all(ds[f"{name}_low"].values <= ds[name].values + 1e-12) or name != "relative_error"
+        np.testing.assert_allclose(
+            ds[f"{name}_low"].values, lo, rtol=1e-9, atol=1e-12, err_msg=name
+        )
+        np.testing.assert_allclose(
+            ds[f"{name}_high"].values, hi, rtol=1e-9, atol=1e-12, err_msg=name
+        )
+        assert (
+            np.all(ds[f"{name}_low"].values <= ds[name].values + 1e-12) or name != "relative_error"
+        )
     tgt = ds.target_boundary.values
     cand = np.flatnonzero(tgt >= 1)
     choice = tgt[cand][np.argmin(ref["relative_error"][:, :, cand], axis=2)]  # (B, S)
@@ -92,7 +104,9 @@ def test_intervals_and_p_best_equal_a_plain_loop_over_raw_rows(boot):
     rows = np.flatnonzero(src >= 1)
     sd = src[rows] / ds.attrs["n_layers_source"]
     path = choice[:, rows]
-    assert s["argmin_path_probability"] == pytest.approx(np.mean(np.all(path == np.array(s["argmin_path"]), axis=1)))
+    assert s["argmin_path_probability"] == pytest.approx(
+        np.mean(np.all(path == np.array(s["argmin_path"]), axis=1))
+    )
     td = path / ds.attrs["n_layers_target"]
     gaps = np.abs(td - sd).mean(1)
     slopes = np.array([np.polyfit(sd, t, 1)[0] for t in td])
@@ -100,26 +114,41 @@ def test_intervals_and_p_best_equal_a_plain_loop_over_raw_rows(boot):
     for key, v in (("mean_depth_gap", gaps), ("slope", slopes), ("spearman", sp)):
         v = v[np.isfinite(v)]
         lo, hi = np.percentile(v, [2.5, 97.5]) if len(v) else (np.nan, np.nan)
-        got = [np.nan if s[f"{key}_{e}"] is None else s[f"{key}_{e}"] for e in ("low", "high")]  # NaN is stored as None
+        got = [
+            np.nan if s[f"{key}_{e}"] is None else s[f"{key}_{e}"] for e in ("low", "high")
+        ]  # NaN is stored as None
         np.testing.assert_allclose(got, [lo, hi], rtol=1e-9, atol=1e-12, err_msg=key)
-    np.testing.assert_allclose(s["slope"], np.polyfit(sd, np.array(s["argmin_path"]) / ds.attrs["n_layers_target"], 1)[0],
-                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        s["slope"],
+        np.polyfit(sd, np.array(s["argmin_path"]) / ds.attrs["n_layers_target"], 1)[0],
+        rtol=1e-9,
+        atol=1e-12,
+    )
     # the p_best soft depth is the expected best depth over resamples
-    np.testing.assert_allclose(s["soft_depth_pbest"], (path / ds.attrs["n_layers_target"]).mean(0), rtol=1e-12)
+    np.testing.assert_allclose(
+        s["soft_depth_pbest"], (path / ds.attrs["n_layers_target"]).mean(0), rtol=1e-12
+    )
     # the flat null: the column of least mean error over rows >= 1
     err = ds.relative_error.values[np.ix_(rows, cand)]
     flat = tgt[cand][int(np.argmin(err.mean(0)))]
     assert s["nulls"]["flat"]["target_boundary"] == flat
-    assert s["nulls"]["flat"]["mean_depth_gap"] == pytest.approx(np.mean(np.abs(flat / ds.attrs["n_layers_target"] - sd)))
+    assert s["nulls"]["flat"]["mean_depth_gap"] == pytest.approx(
+        np.mean(np.abs(flat / ds.attrs["n_layers_target"] - sd))
+    )
     assert s["bootstrap"]["resamples"] == B and s["bootstrap"]["seed"] == SEED
 
 
 def test_per_document_sums_add_up_to_the_point_scores(boot):
     _, _, ds = boot
     n = ds.doc_n_tokens.values
-    np.testing.assert_allclose(ds.doc_ratio_sum.sum("heldout_doc").values / n.sum(), ds.relative_error.values, rtol=1e-10)
-    np.testing.assert_allclose(ds.doc_error_sum.sum("heldout_doc").values / ds.doc_norm_sum.sum("heldout_doc").values,
-                               ds.norm_error.values, rtol=1e-10)
+    np.testing.assert_allclose(
+        ds.doc_ratio_sum.sum("heldout_doc").values / n.sum(), ds.relative_error.values, rtol=1e-10
+    )
+    np.testing.assert_allclose(
+        ds.doc_error_sum.sum("heldout_doc").values / ds.doc_norm_sum.sum("heldout_doc").values,
+        ds.norm_error.values,
+        rtol=1e-10,
+    )
 
 
 def test_self_map_gives_the_identity_path_with_probability_one(fit_pair, tmp_path):
@@ -143,7 +172,9 @@ def _stores_needing(synthetic, kind):
     d, dt = 12, (64 if kind == "small" else 256)
     tokens = token_table(n_docs=60, doc_len=400 if kind == "large" else 60, seq_len=400)
     n = len(tokens["doc"])
-    X = rng.normal(size=(n, d)) * np.geomspace(1e-4 if kind == "small" else 0.05, 3, d)  # an uneven spectrum
+    X = rng.normal(size=(n, d)) * np.geomspace(
+        1e-4 if kind == "small" else 0.05, 3, d
+    )  # an uneven spectrum
     W = rng.normal(size=(d, dt))
     noise = rng.normal(size=(n, dt))
     Y = X @ W + 1e-2 * noise if kind == "small" else 1e-3 * (X @ W) + noise
@@ -180,8 +211,15 @@ def test_alphas_auto_extends_the_grid_to_the_validation_minimum(synthetic, tmp_p
 
 def test_explicit_alphas_are_not_extended_and_the_ends_are_counted(synthetic, tmp_path):
     S, T = _stores_needing(synthetic, "small")
-    ds = _fit(S, T, str(tmp_path / "a.zarr"), source_boundaries="1", target_boundaries="1", alphas=(1e-3, 1e-2, 1e-1),
-              extend_alphas=False).dataset
+    ds = _fit(
+        S,
+        T,
+        str(tmp_path / "a.zarr"),
+        source_boundaries="1",
+        target_boundaries="1",
+        alphas=(1e-3, 1e-2, 1e-1),
+        extend_alphas=False,
+    ).dataset
     assert ds.alpha_grid.values.tolist() == [1e-3, 1e-2, 1e-1]
     assert float(ds.alpha_rel.sel(source_boundary=1, target_boundary=1)) == 1e-3
     assert ds.attrs["summary"]["pairs_at_smallest_alpha"] == 1
@@ -189,17 +227,41 @@ def test_explicit_alphas_are_not_extended_and_the_ends_are_counted(synthetic, tm
 
 def test_cli_defaults_auto_grid_and_bootstrap_and_bootstrap_zero(fit_pair, cli, tmp_path):
     S, T = fit_pair
-    code, _, err = cli("fit", S, T, "-o", str(tmp_path / "d.zarr"), "--scheduler", "synchronous", "--bootstrap", "150")
+    code, _, err = cli(
+        "fit",
+        S,
+        T,
+        "-o",
+        str(tmp_path / "d.zarr"),
+        "--scheduler",
+        "synchronous",
+        "--bootstrap",
+        "150",
+    )
     assert code == 0, err
     ds = xr.open_zarr(str(tmp_path / "d.zarr"))
     assert ds.attrs["options"]["extend_alphas"] is True and ds.attrs["options"]["bootstrap"] == 150
     assert "p_best" in ds and "relative_error_low" in ds and "val_sse" in ds
-    code, _, err = cli("fit", S, T, "-o", str(tmp_path / "n.zarr"), "--scheduler", "synchronous", "--bootstrap", "0",
-                       "--alphas", "1e-3,1")
+    code, _, err = cli(
+        "fit",
+        S,
+        T,
+        "-o",
+        str(tmp_path / "n.zarr"),
+        "--scheduler",
+        "synchronous",
+        "--bootstrap",
+        "0",
+        "--alphas",
+        "1e-3,1",
+    )
     assert code == 0, err
     ds = xr.open_zarr(str(tmp_path / "n.zarr"))
     assert "p_best" not in ds and "argmin_path_probability" not in ds.attrs["summary"]
-    assert ds.attrs["options"]["extend_alphas"] is False and ds.alpha_grid.values.tolist() == [1e-3, 1.0]
+    assert ds.attrs["options"]["extend_alphas"] is False and ds.alpha_grid.values.tolist() == [
+        1e-3,
+        1.0,
+    ]
 
 
 def test_plot_draws_p_best_intervals_and_a_control_beside(boot, cli, tmp_path):
@@ -214,7 +276,10 @@ def test_plot_draws_p_best_intervals_and_a_control_beside(boot, cli, tmp_path):
     assert f"(p {s['argmin_path_probability']:.2f})" in title
     points = next(c for c in ax.collections if c.get_gid() == "argmin_points")
     rows = [int(i) for i in ds.source_boundary.values if i >= 1]
-    want = [60 * max(float(ds.p_best.sel(source_boundary=i, target_boundary=j)), 0.05) for i, j in zip(rows, s["argmin_path"])]
+    want = [
+        60 * max(float(ds.p_best.sel(source_boundary=i, target_boundary=j)), 0.05)
+        for i, j in zip(rows, s["argmin_path"])
+    ]
     np.testing.assert_allclose(points.get_sizes(), want)
     out = str(tmp_path / "a.zarr")
     ds.to_zarr(out)  # a second result to draw beside (a copy stands in for the control)
@@ -226,8 +291,17 @@ def test_plot_draws_p_best_intervals_and_a_control_beside(boot, cli, tmp_path):
 def test_the_log_says_how_many_pairs_chose_an_end_of_a_given_grid(synthetic, tmp_path):
     S, T = _stores_needing(synthetic, "small")
     lines = []
-    _fit(S, T, str(tmp_path / "a.zarr"), source_boundaries="1", target_boundaries="1", alphas=(1e-3, 1e-2, 1e-1),
-         log=lines.append)
+    _fit(
+        S,
+        T,
+        str(tmp_path / "a.zarr"),
+        source_boundaries="1",
+        target_boundaries="1",
+        alphas=(1e-3, 1e-2, 1e-1),
+        log=lines.append,
+    )
     note = [m for m in lines if "chose the smallest" in m]
-    assert note == ["align fit: of 1 pairs, 1 chose the smallest α_rel 0.001: widen `alphas`, or use `alphas` auto; "
-                    "val_sse holds each pair's validation curve"]
+    assert note == [
+        "align fit: of 1 pairs, 1 chose the smallest α_rel 0.001: widen `alphas`, or use `alphas` auto; "
+        "val_sse holds each pair's validation curve"
+    ]

@@ -14,7 +14,13 @@ import numpy as np
 import pytest
 import zarr
 
-from tests.helpers.references import alpha_scale, chosen_alpha, heldout_scores, ridge_val_sse, sklearn_ridge
+from tests.helpers.references import (
+    alpha_scale,
+    chosen_alpha,
+    heldout_scores,
+    ridge_val_sse,
+    sklearn_ridge,
+)
 
 GRID = (1e-3, 1e-1, 1e1)
 
@@ -22,7 +28,11 @@ GRID = (1e-3, 1e-1, 1e1)
 def _read(path):
     g = zarr.open_group(path, mode="r")
     bounds = [int(b) for b in g["boundary"][:]]
-    return {b: np.asarray(g["resid"][k], dtype=np.float64) for k, b in enumerate(bounds)}, g["doc"][:], g["pos"][:]
+    return (
+        {b: np.asarray(g["resid"][k], dtype=np.float64) for k, b in enumerate(bounds)},
+        g["doc"][:],
+        g["pos"][:],
+    )
 
 
 def _groups(fit_docs, val_docs, seed):
@@ -41,14 +51,27 @@ def test_fractions_equal_sklearn_refits_on_the_documented_documents(fit_pair):
     import align
 
     S, T = fit_pair
-    ds = align.fit(S, T, None, scheduler="synchronous", log=lambda m: None, convergence=True, alphas=GRID,
-                   source_boundaries="1,2", target_boundaries="1,3").dataset
+    ds = align.fit(
+        S,
+        T,
+        None,
+        scheduler="synchronous",
+        log=lambda m: None,
+        convergence=True,
+        alphas=GRID,
+        source_boundaries="1,2",
+        target_boundaries="1,3",
+    ).dataset
     assert ds.fraction.values.tolist() == [0.25, 0.5, 1.0]
-    np.testing.assert_array_equal(ds.relative_error_by_fraction.sel(fraction=1.0).values, ds.relative_error.values)
+    np.testing.assert_array_equal(
+        ds.relative_error_by_fraction.sel(fraction=1.0).values, ds.relative_error.values
+    )
     X, doc, pos = _read(S)
     Y, *_ = _read(T)
     split = ds.attrs["split"]
-    fit_d, val_d, test_d = (np.array(split[k]) for k in ("fit_docs", "validation_docs", "heldout_docs"))
+    fit_d, val_d, test_d = (
+        np.array(split[k]) for k in ("fit_docs", "validation_docs", "heldout_docs")
+    )
     groups = _groups(fit_d, val_d, 0)
     use = pos != 0
     test_r = np.isin(doc, test_d) & use
@@ -63,10 +86,17 @@ def test_fractions_equal_sklearn_refits_on_the_documented_documents(fit_pair):
                 cell = dict(fraction=frac, source_boundary=i, target_boundary=j)
                 assert float(ds.alpha_rel_by_fraction.sel(**cell)) == GRID[k], (frac, i, j, sse)
                 train_r = fit_r | val_r
-                r = sklearn_ridge(X[i][train_r], Y[j][train_r], GRID[k] * alpha_scale(X[i][train_r]))
+                r = sklearn_ridge(
+                    X[i][train_r], Y[j][train_r], GRID[k] * alpha_scale(X[i][train_r])
+                )
                 want = heldout_scores(r.predict(X[i][test_r]), Y[j][test_r])["relative_error"]
-                np.testing.assert_allclose(float(ds.relative_error_by_fraction.sel(**cell)), want, rtol=1e-6, atol=1e-9,
-                                           err_msg=str(cell))
+                np.testing.assert_allclose(
+                    float(ds.relative_error_by_fraction.sel(**cell)),
+                    want,
+                    rtol=1e-6,
+                    atol=1e-9,
+                    err_msg=str(cell),
+                )
 
 
 def test_live_equals_the_store_route_with_fractions(zoo, extracted, corpus_file):
@@ -76,16 +106,30 @@ def test_live_equals_the_store_route_with_fractions(zoo, extracted, corpus_file)
     T = extracted("qwen2", model_overrides=BIG, dtype="float32", **CORPUS)
     a = store_fit(S, T, convergence=True)
     b = live_fit(zoo, corpus_file, "qwen2", "float32", convergence=True).dataset
-    np.testing.assert_allclose(b.relative_error_by_fraction.values, a.relative_error_by_fraction.values, rtol=1e-10,
-                               atol=1e-11)
+    np.testing.assert_allclose(
+        b.relative_error_by_fraction.values,
+        a.relative_error_by_fraction.values,
+        rtol=1e-10,
+        atol=1e-11,
+    )
     np.testing.assert_array_equal(b.alpha_rel_by_fraction.values, a.alpha_rel_by_fraction.values)
 
 
 def test_convergence_on_a_dask_cluster_with_live_is_refused(zoo, corpus_file, cli, tmp_path):
     from tests.helpers.assertions import one_line_error
 
-    code, _, err = cli("fit", "--live", zoo("qwen2"), zoo("qwen2"), corpus_file, "-o", tmp_path / "a.zarr",
-                       "--convergence", "--scheduler", "tcp://127.0.0.1:1")
+    code, _, err = cli(
+        "fit",
+        "--live",
+        zoo("qwen2"),
+        zoo("qwen2"),
+        corpus_file,
+        "-o",
+        tmp_path / "a.zarr",
+        "--convergence",
+        "--scheduler",
+        "tcp://127.0.0.1:1",
+    )
     one_line_error(code, err, "--convergence", "--scheduler tcp://127.0.0.1:1")
     assert not (tmp_path / "a.zarr").exists()
 
@@ -96,7 +140,11 @@ def test_cli_convergence_flag(fit_pair, cli, tmp_path, extra):
 
     S, T = fit_pair
     out = tmp_path / "c.zarr"
-    code, _, err = cli("fit", S, T, "-o", out, "--scheduler", "synchronous", "--bootstrap", "0", *extra)
+    code, _, err = cli(
+        "fit", S, T, "-o", out, "--scheduler", "synchronous", "--bootstrap", "0", *extra
+    )
     assert code == 0, err
     ds = xr.open_zarr(str(out))
-    assert ("relative_error_by_fraction" in ds) == bool(extra) and ds.attrs["options"]["convergence"] == bool(extra)
+    assert ("relative_error_by_fraction" in ds) == bool(extra) and ds.attrs["options"][
+        "convergence"
+    ] == bool(extra)

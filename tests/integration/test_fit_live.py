@@ -22,10 +22,14 @@ import pytest
 BIG = {"num_hidden_layers": 4, "hidden_size": 96}
 CORPUS = dict(max_length=64, batch_size=4)
 CASES = [  # family, compute dtype, include the first token, blocked
-    ("qwen2", "float32", False, False), ("qwen2", "bfloat16", True, True),
-    ("llama", "float32", True, False), ("llama", "bfloat16", False, True),
-    ("qwen3", "float32", False, True), ("qwen3", "bfloat16", True, False),
-    ("olmo2", "float32", True, True), ("olmo2", "bfloat16", False, False),
+    ("qwen2", "float32", False, False),
+    ("qwen2", "bfloat16", True, True),
+    ("llama", "float32", True, False),
+    ("llama", "bfloat16", False, True),
+    ("qwen3", "float32", False, True),
+    ("qwen3", "bfloat16", True, False),
+    ("olmo2", "float32", True, True),
+    ("olmo2", "bfloat16", False, False),
 ]
 RTOL, ATOL = 1e-10, 1e-11
 
@@ -39,8 +43,13 @@ def store_fit(S, T, **options):
 def live_fit(zoo, corpus_file, family, dtype, out=None, budget=None, **options):
     from align import corpus, models
     from align.fitting import live
-    job = live.LiveJob(models.ModelSpec(zoo(family), dtype=dtype), models.ModelSpec(zoo(family, **BIG), dtype=dtype),
-                       corpus.CorpusSpec(corpus_file, max_length=CORPUS["max_length"]), CORPUS["batch_size"])
+
+    job = live.LiveJob(
+        models.ModelSpec(zoo(family), dtype=dtype),
+        models.ModelSpec(zoo(family, **BIG), dtype=dtype),
+        corpus.CorpusSpec(corpus_file, max_length=CORPUS["max_length"]),
+        CORPUS["batch_size"],
+    )
     return live.fit_live(job, out, worker_budget=budget, log=lambda m: None, **options)
 
 
@@ -49,8 +58,12 @@ def two_of_five_budget(zoo, corpus_file, family, dtype):
     from align import corpus, models
     from align.fitting import live
 
-    job = live.LiveJob(models.ModelSpec(zoo(family), dtype=dtype), models.ModelSpec(zoo(family, **BIG), dtype=dtype),
-                       corpus.CorpusSpec(corpus_file, max_length=CORPUS["max_length"]), CORPUS["batch_size"])
+    job = live.LiveJob(
+        models.ModelSpec(zoo(family), dtype=dtype),
+        models.ModelSpec(zoo(family, **BIG), dtype=dtype),
+        corpus.CorpusSpec(corpus_file, max_length=CORPUS["max_length"]),
+        CORPUS["batch_size"],
+    )
     return budget_of_two_of_five(job)
 
 
@@ -65,8 +78,13 @@ def budget_of_two_of_five(job, **options):
     p = live.prepare(job, opts)
     shape = live.shape_of(p)
     # on the CPU the document bootstrap's weights share the budget with the passes
-    boot = budget.bootstrap_bytes(opts.spec.bootstrap, len(p.split.test_docs), len(p.source_boundaries), len(p.target_boundaries),
-                                  p.configs[1].hidden_size)["passes"]
+    boot = budget.bootstrap_bytes(
+        opts.spec.bootstrap,
+        len(p.split.test_docs),
+        len(p.source_boundaries),
+        len(p.target_boundaries),
+        p.configs[1].hidden_size,
+    )["passes"]
     return shape.model_bytes + sum(budget.pass_bytes(shape, 2, False).values()) + boot
 
 
@@ -74,7 +92,9 @@ def assert_same_result(a, b):
     """Two alignment Datasets hold the same result (see the module docstring for tolerances)."""
     assert set(a.data_vars) == set(b.data_vars) and set(a.coords) == set(b.coords)
     for name in ("relative_error", "norm_error", "r2"):
-        np.testing.assert_allclose(b[name].values, a[name].values, rtol=RTOL, atol=ATOL, err_msg=name)
+        np.testing.assert_allclose(
+            b[name].values, a[name].values, rtol=RTOL, atol=ATOL, err_msg=name
+        )
     np.testing.assert_array_equal(b["alpha_rel"].values, a["alpha_rel"].values)
     np.testing.assert_allclose(b["alpha"].values, a["alpha"].values, rtol=1e-13)
     for c in a.coords:
@@ -89,13 +109,17 @@ def assert_same_result(a, b):
         else:
             np.testing.assert_allclose(sb[k], sa[k], rtol=RTOL, atol=ATOL, err_msg=k)
     np.testing.assert_allclose(sb["soft_depth"], sa["soft_depth"], rtol=RTOL, atol=ATOL)
-    assert set(b.attrs) - {"align"} == set(a.attrs) - {"align"}  # the same schema (the marker is the writer's)
+    assert set(b.attrs) - {"align"} == set(a.attrs) - {
+        "align"
+    }  # the same schema (the marker is the writer's)
     for k in ("n_layers_source", "n_layers_target", "source_model", "target_model"):
         assert b.attrs[k] == a.attrs[k], k
 
 
 @pytest.mark.parametrize("family,dtype,first,blocked", CASES)
-def test_live_equals_extract_extract_fit(zoo, extracted, corpus_file, family, dtype, first, blocked):
+def test_live_equals_extract_extract_fit(
+    zoo, extracted, corpus_file, family, dtype, first, blocked
+):
     S = extracted(family, dtype=dtype, **CORPUS)
     T = extracted(family, model_overrides=BIG, dtype=dtype, **CORPUS)
     a = store_fit(S, T, include_first_token=first)

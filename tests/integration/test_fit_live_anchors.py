@@ -26,14 +26,21 @@ import pytest
 import zarr
 
 from tests.helpers import anchors_reference as ref
-from tests.integration.test_fit_live import ATOL, RTOL, assert_same_result, budget_of_two_of_five, store_fit
+from tests.integration.test_fit_live import (
+    ATOL,
+    RTOL,
+    assert_same_result,
+    budget_of_two_of_five,
+    store_fit,
+)
 
 OTHER = {"num_hidden_layers": 4, "hidden_size": 96, "vocab_size": 280}
 CORPUS = dict(max_length=64, batch_size=2, overflow="truncate")
 ALPHAS = [1e-4, 1e-2, 1.0]
 CASES = [  # compute dtype, include the first token, blocked (two target boundaries per pass, held-out rows forwarded
     # again), --convergence
-    ("float32", False, False, True), ("bfloat16", True, True, False),
+    ("float32", False, False, True),
+    ("bfloat16", True, True, False),
 ]
 
 
@@ -41,13 +48,20 @@ def job_of(zoo, corpus_file, dtype):
     from align import corpus, models
     from align.fitting import live
 
-    return live.LiveJob(models.ModelSpec(zoo("qwen2"), dtype=dtype), models.ModelSpec(zoo("qwen2", **OTHER), dtype=dtype),
-                        corpus.CorpusSpec(corpus_file, max_length=CORPUS["max_length"], overflow=CORPUS["overflow"]),
-                        CORPUS["batch_size"])
+    return live.LiveJob(
+        models.ModelSpec(zoo("qwen2"), dtype=dtype),
+        models.ModelSpec(zoo("qwen2", **OTHER), dtype=dtype),
+        corpus.CorpusSpec(
+            corpus_file, max_length=CORPUS["max_length"], overflow=CORPUS["overflow"]
+        ),
+        CORPUS["batch_size"],
+    )
 
 
 @pytest.mark.parametrize("dtype,first,blocked,convergence", CASES)
-def test_live_equals_the_store_route_across_tokenizers(zoo, extracted, corpus_file, dtype, first, blocked, convergence):
+def test_live_equals_the_store_route_across_tokenizers(
+    zoo, extracted, corpus_file, dtype, first, blocked, convergence
+):
     from align.fitting import live
 
     S = extracted("qwen2", dtype=dtype, **CORPUS)
@@ -58,11 +72,23 @@ def test_live_equals_the_store_route_across_tokenizers(zoo, extracted, corpus_fi
     if blocked:  # the budget counts the window's kept target rows
         from align.fitting.options import request
 
-        assert live.shape_of(live.prepare(job, request(None, None, {"include_first_token": first}))).window_rows > 0
+        assert (
+            live.shape_of(
+                live.prepare(job, request(None, None, {"include_first_token": first}))
+            ).window_rows
+            > 0
+        )
     lines = []
     room = budget_of_two_of_five(job, include_first_token=first) if blocked else None
-    rep = live.fit_live(job, None, worker_budget=room, log=lines.append, include_first_token=first, alphas=ALPHAS,
-                        convergence=convergence)
+    rep = live.fit_live(
+        job,
+        None,
+        worker_budget=room,
+        log=lines.append,
+        include_first_token=first,
+        alphas=ALPHAS,
+        convergence=convergence,
+    )
     assert rep.plan["passes"] == (3 if blocked else 1), rep.plan["blocks"]
     assert rep.plan["keep_heldout"] is not blocked
     assert "window rows" in rep.plan["bytes"]
@@ -73,13 +99,19 @@ def test_live_equals_the_store_route_across_tokenizers(zoo, extracted, corpus_fi
     assert ("relative_error_by_fraction" in got) is convergence
     for name, v in want.data_vars.items():
         if v.dtype.kind == "f" and name != "alpha_rel_by_fraction":
-            np.testing.assert_allclose(got[name].values, v.values, rtol=RTOL, atol=ATOL, err_msg=name)
+            np.testing.assert_allclose(
+                got[name].values, v.values, rtol=RTOL, atol=ATOL, err_msg=name
+            )
         else:
             np.testing.assert_array_equal(got[name].values, v.values, err_msg=name)
     assert got.attrs["pairing"] == want.attrs["pairing"]  # the same pairs, coverage and documents
     assert got.attrs["options"]["pairing"] == "char-anchors"
-    assert any(line.startswith("align fit --live: pairing char-anchors (the tokenizers differ in vocabulary")
-               for line in lines), lines
+    assert any(
+        line.startswith(
+            "align fit --live: pairing char-anchors (the tokenizers differ in vocabulary"
+        )
+        for line in lines
+    ), lines
     assert any("anchored pairs cover source" in line for line in lines), lines
 
 
@@ -96,7 +128,11 @@ def test_on_the_auto_grid_live_lies_within_the_store_routes_own_spread(zoo, extr
     for name in ("relative_error", "norm_error", "r2"):
         x, y, y2 = got[name].values, a[name].values, b[name].values
         spread = np.abs(y - y2)
-        assert np.all(np.abs(x - y) <= 1e-10 * np.abs(y) + 10 * spread + 1e-11), (name, np.abs(x - y).max(), spread.max())
+        assert np.all(np.abs(x - y) <= 1e-10 * np.abs(y) + 10 * spread + 1e-11), (
+            name,
+            np.abs(x - y).max(),
+            spread.max(),
+        )
         well = spread <= 1e-12 * np.abs(y)
         assert well.sum() >= well.size - 1, name  # only the boundary-0 pair is that sensitive
         np.testing.assert_allclose(x[well], y[well], rtol=1e-10, atol=1e-11, err_msg=name)
@@ -161,22 +197,39 @@ def test_packed_windows_with_tokenizers_that_differ_are_refused(zoo, corpus_file
     from align.errors import InputError
     from align.fitting import live
 
-    job = live.LiveJob(models.ModelSpec(zoo("qwen2")), models.ModelSpec(zoo("qwen2", **OTHER)),
-                       corpus.CorpusSpec(corpus_file, max_length=64, pack="<|endoftext|>"), 2)
+    job = live.LiveJob(
+        models.ModelSpec(zoo("qwen2")),
+        models.ModelSpec(zoo("qwen2", **OTHER)),
+        corpus.CorpusSpec(corpus_file, max_length=64, pack="<|endoftext|>"),
+        2,
+    )
     with pytest.raises(InputError) as e:
         live.fit_live(job, str(tmp_path / "a.zarr"), log=lambda m: None)
-    assert str(e.value) == ("`pack` '<|endoftext|>' with tokenizers that differ: a packed window's tokens read the end of "
-                            "the documents before them, cut at other characters by each tokenizer, so they cannot be "
-                            "anchored; drop `pack`")
+    assert str(e.value) == (
+        "`pack` '<|endoftext|>' with tokenizers that differ: a packed window's tokens read the end of "
+        "the documents before them, cut at other characters by each tokenizer, so they cannot be "
+        "anchored; drop `pack`"
+    )
     assert not (tmp_path / "a.zarr").exists()
 
 
-def test_dry_run_times_both_models_in_their_own_batches_and_writes_nothing(zoo, corpus_file, tmp_path):
+def test_dry_run_times_both_models_in_their_own_batches_and_writes_nothing(
+    zoo, corpus_file, tmp_path
+):
     from align.fitting import live
 
     lines = []
-    rep = live.fit_live(job_of(zoo, corpus_file, "float32"), str(tmp_path / "a.zarr"), dry_run=True, log=lines.append)
+    rep = live.fit_live(
+        job_of(zoo, corpus_file, "float32"),
+        str(tmp_path / "a.zarr"),
+        dry_run=True,
+        log=lines.append,
+    )
     est = rep.dry_run
     assert est["seconds"]["source forward"] > 0 and est["seconds"]["target forward"] > 0
-    assert est["batch"]["target_s"] > 0 and est["seconds_estimate"] == pytest.approx(sum(est["seconds"].values()))
-    assert any("nothing was written" in line for line in lines) and not (tmp_path / "a.zarr").exists()
+    assert est["batch"]["target_s"] > 0 and est["seconds_estimate"] == pytest.approx(
+        sum(est["seconds"].values())
+    )
+    assert (
+        any("nothing was written" in line for line in lines) and not (tmp_path / "a.zarr").exists()
+    )

@@ -30,7 +30,9 @@ def _parts_by_hand(doc, pos):
     return part
 
 
-@pytest.mark.parametrize("family,dtype", [("qwen2", "float32"), ("llama", "float32"), ("olmo2", "bfloat16")])
+@pytest.mark.parametrize(
+    "family,dtype", [("qwen2", "float32"), ("llama", "float32"), ("olmo2", "bfloat16")]
+)
 def test_rows_equal_the_store(zoo, extracted, corpus_file, family, dtype):
     store = extracted(family, dtype=dtype, batch_size=3, max_length=40)
     X, doc, pos, token_id, seq = _store(store)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import xarray as xr
 import zarr
 
 from tests.helpers.assertions import one_line_error
@@ -20,7 +19,9 @@ def test_partners_sit_at_the_same_position_of_another_document():
 
     t = token_table(n_docs=9, doc_len=150, seq_len=64)
     keep = np.ones(len(t["doc"]), bool)
-    keep[np.flatnonzero(t["doc"] == 4)[100:]] = False  # one document shorter: its last window ends early
+    keep[np.flatnonzero(t["doc"] == 4)[100:]] = (
+        False  # one document shorter: its last window ends early
+    )
     doc, seq, pos = t["doc"][keep], t["seq"][keep], t["pos"][keep]
     p = shuffle_partners(doc, seq, pos, seed=5)
     ok = p >= 0
@@ -50,8 +51,12 @@ def test_one_document_has_no_partner():
 def _read(path):
     g = zarr.open_group(path, mode="r")
     bounds = [int(b) for b in g["boundary"][:]]
-    return ({b: np.asarray(g["resid"][k], dtype=np.float64) for k, b in enumerate(bounds)}, g["doc"][:], g["seq"][:],
-            g["pos"][:])
+    return (
+        {b: np.asarray(g["resid"][k], dtype=np.float64) for k, b in enumerate(bounds)},
+        g["doc"][:],
+        g["seq"][:],
+        g["pos"][:],
+    )
 
 
 def test_shuffled_scores_equal_sklearn_on_the_paired_rows(fit_pair):
@@ -59,15 +64,27 @@ def test_shuffled_scores_equal_sklearn_on_the_paired_rows(fit_pair):
     from align.fitting.split import shuffle_partners
 
     S, T = fit_pair
-    ds = align.fit(S, T, None, scheduler="synchronous", log=lambda m: None, control="shuffle", alphas=(1e-2, 1.0),
-                   source_boundaries="1,2", target_boundaries="2", task_tokens=300).dataset
+    ds = align.fit(
+        S,
+        T,
+        None,
+        scheduler="synchronous",
+        log=lambda m: None,
+        control="shuffle",
+        alphas=(1e-2, 1.0),
+        source_boundaries="1,2",
+        target_boundaries="2",
+        task_tokens=300,
+    ).dataset
     assert ds.attrs["options"]["control"] == "shuffle"
     X, doc, seq, pos = _read(S)
     Y, *_ = _read(T)
     p = shuffle_partners(doc, seq, pos, ds.attrs["options"]["seed"])
     split = ds.attrs["split"]
     use = (pos != 0) & (p >= 0)
-    fit_r, val_r, test_r = (np.isin(doc, split[k]) & use for k in ("fit_docs", "validation_docs", "heldout_docs"))
+    fit_r, val_r, test_r = (
+        np.isin(doc, split[k]) & use for k in ("fit_docs", "validation_docs", "heldout_docs")
+    )
     for i in (1, 2):
         cell = ds.sel(source_boundary=i, target_boundary=2)
         train = fit_r | val_r
@@ -92,7 +109,16 @@ def test_shuffle_has_no_diagonal_on_the_demo_models(demo_run):
 
 
 def test_live_refuses_the_shuffle_control(zoo, corpus_file, cli, tmp_path):
-    code, _, err = cli("fit", "--live", zoo("qwen2"), zoo("qwen2"), corpus_file, "-o", tmp_path / "a.zarr",
-                       "--control", "shuffle")
+    code, _, err = cli(
+        "fit",
+        "--live",
+        zoo("qwen2"),
+        zoo("qwen2"),
+        corpus_file,
+        "-o",
+        tmp_path / "a.zarr",
+        "--control",
+        "shuffle",
+    )
     one_line_error(code, err, "--control shuffle", "extract both stores")
     assert not (tmp_path / "a.zarr").exists()

@@ -10,28 +10,67 @@ import re
 import pytest
 from transformers import AutoTokenizer
 
-from align.corpus import CorpusSpec, TokenizeStats, arithmetic_problem, document_levels, documents, items, sequences
+from align.corpus import (
+    CorpusSpec,
+    TokenizeStats,
+    arithmetic_problem,
+    document_levels,
+    documents,
+    items,
+    sequences,
+)
 from align.errors import InputError
 from tests.helpers.assertions import one_line_error
 
 # One item per data set, in that data set's own field layout (abridged).
 MQUAKE = {
     "case_id": 1561,
-    "requested_rewrite": [{"prompt": "{} is associated with the sport of", "subject": "Dudley Town F.C.",
-                           "target_new": {"str": "cricket"}, "target_true": {"str": "association football"}}],
-    "questions": ["Which country is the sport of Dudley Town F.C. from?", "From which country does it come?"],
+    "requested_rewrite": [
+        {
+            "prompt": "{} is associated with the sport of",
+            "subject": "Dudley Town F.C.",
+            "target_new": {"str": "cricket"},
+            "target_true": {"str": "association football"},
+        }
+    ],
+    "questions": [
+        "Which country is the sport of Dudley Town F.C. from?",
+        "From which country does it come?",
+    ],
     "answer": "England",
     "answer_alias": ["ENG"],
     "new_answer": "India",
-    "single_hops": [{"question": "Which sport?", "cloze": "x", "answer": "association football"},
-                    {"question": "Which country?", "cloze": "y", "answer": "England"}],
+    "single_hops": [
+        {"question": "Which sport?", "cloze": "x", "answer": "association football"},
+        {"question": "Which country?", "cloze": "y", "answer": "England"},
+    ],
 }
-MATH = {"problem": "What is $1+1$?", "level": "Level 3", "type": "Algebra", "solution": "It is $\\boxed{2}$."}
-HELLASWAG = {"ind": 4, "activity_label": "Roof shingle removal", "ctx_a": "A man is sitting on a roof.", "ctx_b": "he",
-             "ctx": "A man is sitting on a roof. he",
-             "endings": ["is using wrap to wrap a pair of skis.", "is ripping level tiles off.",
-                         "is holding a rubik's cube.", "starts pulling up roofing on a roof."], "label": "3"}
-AIME = {"ID": "2024-I-2", "Problem": "Find $xy$ when $x = 2$ and $y = 3$.", "Answer": 6, "Solution": "..."}
+MATH = {
+    "problem": "What is $1+1$?",
+    "level": "Level 3",
+    "type": "Algebra",
+    "solution": "It is $\\boxed{2}$.",
+}
+HELLASWAG = {
+    "ind": 4,
+    "activity_label": "Roof shingle removal",
+    "ctx_a": "A man is sitting on a roof.",
+    "ctx_b": "he",
+    "ctx": "A man is sitting on a roof. he",
+    "endings": [
+        "is using wrap to wrap a pair of skis.",
+        "is ripping level tiles off.",
+        "is holding a rubik's cube.",
+        "starts pulling up roofing on a roof.",
+    ],
+    "label": "3",
+}
+AIME = {
+    "ID": "2024-I-2",
+    "Problem": "Find $xy$ when $x = 2$ and $y = 3$.",
+    "Answer": 6,
+    "Solution": "...",
+}
 
 
 def _jsonl(tmp_path, name, *rows):
@@ -40,34 +79,70 @@ def _jsonl(tmp_path, name, *rows):
     return str(p)
 
 
-@pytest.mark.parametrize("fmt, item, text, answer, level", [
-    ("mquake", MQUAKE, "Question: Which country is the sport of Dudley Town F.C. from?\nAnswer: England", "England", 2),
-    ("math", MATH, "Problem: What is $1+1$?\nSolution: It is $\\boxed{2}$.", "It is $\\boxed{2}$.", 3),
-    ("hellaswag", HELLASWAG, "A man is sitting on a roof. he starts pulling up roofing on a roof.",
-     "starts pulling up roofing on a roof.", None),
-    ("aime", AIME, "Problem: Find $xy$ when $x = 2$ and $y = 3$.\nAnswer: 6", "6", None),
-    ("aime", {"problem": "Find 7.", "answer": "7"}, "Problem: Find 7.\nAnswer: 7", "7", None),
-    ("hellaswag", {**HELLASWAG, "label": 0}, "A man is sitting on a roof. he is using wrap to wrap a pair of skis.",
-     "is using wrap to wrap a pair of skis.", None),
-    ("mquake", {"questions": ["Q?"], "answer": "A", "orig": {"triples": [[1, 2, 3], [3, 4, 5], [5, 6, 7]]}},
-     "Question: Q?\nAnswer: A", "A", 3),
-])
+@pytest.mark.parametrize(
+    "fmt, item, text, answer, level",
+    [
+        (
+            "mquake",
+            MQUAKE,
+            "Question: Which country is the sport of Dudley Town F.C. from?\nAnswer: England",
+            "England",
+            2,
+        ),
+        (
+            "math",
+            MATH,
+            "Problem: What is $1+1$?\nSolution: It is $\\boxed{2}$.",
+            "It is $\\boxed{2}$.",
+            3,
+        ),
+        (
+            "hellaswag",
+            HELLASWAG,
+            "A man is sitting on a roof. he starts pulling up roofing on a roof.",
+            "starts pulling up roofing on a roof.",
+            None,
+        ),
+        ("aime", AIME, "Problem: Find $xy$ when $x = 2$ and $y = 3$.\nAnswer: 6", "6", None),
+        ("aime", {"problem": "Find 7.", "answer": "7"}, "Problem: Find 7.\nAnswer: 7", "7", None),
+        (
+            "hellaswag",
+            {**HELLASWAG, "label": 0},
+            "A man is sitting on a roof. he is using wrap to wrap a pair of skis.",
+            "is using wrap to wrap a pair of skis.",
+            None,
+        ),
+        (
+            "mquake",
+            {
+                "questions": ["Q?"],
+                "answer": "A",
+                "orig": {"triples": [[1, 2, 3], [3, 4, 5], [5, 6, 7]]},
+            },
+            "Question: Q?\nAnswer: A",
+            "A",
+            3,
+        ),
+    ],
+)
 def test_template(tmp_path, fmt, item, text, answer, level):
     spec = CorpusSpec(_jsonl(tmp_path, fmt, item), fmt=fmt)
     (got,) = list(items(spec))
     assert got.text == text
-    assert got.text[got.answer_start:] == answer
+    assert got.text[got.answer_start :] == answer
     assert got.level == level
     assert list(documents(spec)) == [text] and document_levels(spec) == [level]
 
 
 def test_arithmetic_template():
     add, mul = arithmetic_problem("+", 12, 34), arithmetic_problem("*", 12, 34)
-    assert (add.text, add.text[add.answer_start:]) == ("12 + 34 = 46", "46")
-    assert (mul.text, mul.text[mul.answer_start:]) == ("12 * 34 = 408", "408")
+    assert (add.text, add.text[add.answer_start :]) == ("12 + 34 = 46", "46")
+    assert (mul.text, mul.text[mul.answer_start :]) == ("12 * 34 = 408", "408")
 
 
-@pytest.mark.parametrize("fmt, n, op", [("addition:3", 3, "+"), ("multiplication:2:7", 2, "*"), ("addition:1", 1, "+")])
+@pytest.mark.parametrize(
+    "fmt, n, op", [("addition:3", 3, "+"), ("multiplication:2:7", 2, "*"), ("addition:1", 1, "+")]
+)
 def test_generated_problems(fmt, n, op):
     spec = CorpusSpec(fmt=fmt, max_docs=40)
     got = list(items(spec))
@@ -75,10 +150,12 @@ def test_generated_problems(fmt, n, op):
     low = 0 if n == 1 else 10 ** (n - 1)
     for it in got:
         a, b, c = map(int, re.fullmatch(rf"(\d+) \{op} (\d+) = (\d+)", it.text).groups())
-        assert low <= a < 10 ** n and low <= b < 10 ** n
+        assert low <= a < 10**n and low <= b < 10**n
         assert c == (a + b if op == "+" else a * b)
-        assert it.text[it.answer_start:] == str(c) and it.level == n
-    assert [i.text for i in items(spec)] == [i.text for i in got]  # seeded: the same problems every time
+        assert it.text[it.answer_start :] == str(c) and it.level == n
+    assert [i.text for i in items(spec)] == [
+        i.text for i in got
+    ]  # seeded: the same problems every time
     assert len({i.text for i in got}) > 30  # not one problem repeated
     assert len(list(items(CorpusSpec(fmt=fmt.split(":")[0] + f":{n}")))) == 100  # default count
     other = CorpusSpec(fmt=f"{fmt.split(':')[0]}:{n}:99", max_docs=40)
@@ -99,15 +176,18 @@ def test_sequences_carry_levels_and_aime_keeps_400_tokens(zoo, tmp_path):
     assert "over_format_limit" not in TokenizeStats().to_json()
 
 
-@pytest.mark.parametrize("fmt, item, needle", [
-    ("mquake", {"answer": "A", "single_hops": [{}]}, "'questions'"),
-    ("mquake", {"questions": ["Q?"], "answer": "A"}, "single_hops"),
-    ("math", {"problem": "p", "solution": "s"}, "'level'"),
-    ("math", {**MATH, "level": "Level ?"}, "Level ?"),
-    ("hellaswag", {"ctx": "c", "endings": ["a"], "label": ""}, "label ''"),
-    ("hellaswag", {"ctx": "c", "label": "0"}, "'endings'"),
-    ("aime", {"Problem": "p"}, "'Answer' or 'answer'"),
-])
+@pytest.mark.parametrize(
+    "fmt, item, needle",
+    [
+        ("mquake", {"answer": "A", "single_hops": [{}]}, "'questions'"),
+        ("mquake", {"questions": ["Q?"], "answer": "A"}, "single_hops"),
+        ("math", {"problem": "p", "solution": "s"}, "'level'"),
+        ("math", {**MATH, "level": "Level ?"}, "Level ?"),
+        ("hellaswag", {"ctx": "c", "endings": ["a"], "label": ""}, "label ''"),
+        ("hellaswag", {"ctx": "c", "label": "0"}, "'endings'"),
+        ("aime", {"Problem": "p"}, "'Answer' or 'answer'"),
+    ],
+)
 def test_missing_fields_are_one_line_errors(cli, zoo, tmp_path, fmt, item, needle):
     path = _jsonl(tmp_path, fmt, item)
     with pytest.raises(InputError, match=re.escape(needle)):
@@ -117,8 +197,17 @@ def test_missing_fields_are_one_line_errors(cli, zoo, tmp_path, fmt, item, needl
     assert not (tmp_path / "s").exists()
 
 
-@pytest.mark.parametrize("fmt", ["addition:0", "addition:x", "multiplication:", "addition:3:-1", "addition:19",
-                                 "subtraction:3"])
+@pytest.mark.parametrize(
+    "fmt",
+    [
+        "addition:0",
+        "addition:x",
+        "multiplication:",
+        "addition:3:-1",
+        "addition:19",
+        "subtraction:3",
+    ],
+)
 def test_bad_generated_format(cli, zoo, tmp_path, fmt):
     path = _jsonl(tmp_path, "any", {"text": "x"})
     code, _, err = cli("extract", zoo("qwen2"), path, "-o", tmp_path / "s", "--format", fmt)
@@ -133,7 +222,11 @@ def test_dataset_path_uses_the_same_templates(monkeypatch):
     import sys
     import types
 
-    rows = {"hendrycks/math": [MATH], "Rowan/hellaswag": [HELLASWAG], "Maxwell-Jia/AIME_2024": [AIME]}
+    rows = {
+        "hendrycks/math": [MATH],
+        "Rowan/hellaswag": [HELLASWAG],
+        "Maxwell-Jia/AIME_2024": [AIME],
+    }
     calls = []
 
     def load_dataset(name, config, split):
@@ -142,13 +235,20 @@ def test_dataset_path_uses_the_same_templates(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
     got = list(items(CorpusSpec(dataset="hendrycks/math:test", fmt="math")))
-    assert [(i.text, i.level) for i in got] == [("Problem: What is $1+1$?\nSolution: It is $\\boxed{2}$.", 3)]
+    assert [(i.text, i.level) for i in got] == [
+        ("Problem: What is $1+1$?\nSolution: It is $\\boxed{2}$.", 3)
+    ]
     assert list(documents(CorpusSpec(dataset="Rowan/hellaswag:validation", fmt="hellaswag"))) == [
-        "A man is sitting on a roof. he starts pulling up roofing on a roof."]
+        "A man is sitting on a roof. he starts pulling up roofing on a roof."
+    ]
     assert list(documents(CorpusSpec(dataset="Maxwell-Jia/AIME_2024:train", fmt="aime"))) == [
-        "Problem: Find $xy$ when $x = 2$ and $y = 3$.\nAnswer: 6"]
-    assert calls == [("hendrycks/math", None, "test"), ("Rowan/hellaswag", None, "validation"),
-                     ("Maxwell-Jia/AIME_2024", None, "train")]
+        "Problem: Find $xy$ when $x = 2$ and $y = 3$.\nAnswer: 6"
+    ]
+    assert calls == [
+        ("hendrycks/math", None, "test"),
+        ("Rowan/hellaswag", None, "validation"),
+        ("Maxwell-Jia/AIME_2024", None, "train"),
+    ]
 
 
 def test_generated_format_from_the_command_line(cli, zoo, tmp_path):
@@ -160,7 +260,9 @@ def test_generated_format_from_the_command_line(cli, zoo, tmp_path):
     from tokenizers import Tokenizer
 
     out = tmp_path / "add.zarr"
-    code, _, err = cli("extract", zoo("qwen2"), "--format", "addition:3", "--max-docs", "6", "-o", out)
+    code, _, err = cli(
+        "extract", zoo("qwen2"), "--format", "addition:3", "--max-docs", "6", "-o", out
+    )
     assert code == 0, err
     g = zarr.open_group(str(out), mode="r")
     ids, doc = g["token_id"][...], g["doc"][...]
@@ -172,10 +274,13 @@ def test_generated_format_from_the_command_line(cli, zoo, tmp_path):
     assert g.attrs["provenance"]["corpus"]["levels"] == [3]  # N digits is the level
 
 
-@pytest.mark.parametrize("fmt, item, answer", [
-    ("math", MATH, "It is $\\boxed{2}$."),
-    ("hellaswag", HELLASWAG, "starts pulling up roofing on a roof."),
-])
+@pytest.mark.parametrize(
+    "fmt, item, answer",
+    [
+        ("math", MATH, "It is $\\boxed{2}$."),
+        ("hellaswag", HELLASWAG, "starts pulling up roofing on a roof."),
+    ],
+)
 def test_answer_prompts_of_a_format(zoo, tmp_path, fmt, item, answer):
     """erase/igrad read a format's answer where the format puts it (hellaswag has no marker):
     the answer-predicting positions are those whose next token overlaps the answer's characters,
@@ -195,5 +300,7 @@ def test_answer_prompts_of_a_format(zoo, tmp_path, fmt, item, answer):
     assert p.token_id.tolist() == enc.ids and p.answer == answer
     n = len(enc.ids)
     # position t predicts the answer when token t+1 has characters and ends past the answer's start
-    want = [t + 1 < n and enc.offsets[t + 1][1] > max(start, enc.offsets[t + 1][0]) for t in range(n)]
+    want = [
+        t + 1 < n and enc.offsets[t + 1][1] > max(start, enc.offsets[t + 1][0]) for t in range(n)
+    ]
     assert p.predicts_answer.tolist() == want

@@ -6,6 +6,7 @@ reference with that one change. The reference never imports align."""
 import numpy as np
 import pytest
 import torch
+
 from tests.helpers.zoo import reference_tokenizer
 from tests.integration.test_interventions_igrad import TEXTS, _align_prompts
 
@@ -29,12 +30,23 @@ def _p1_ids(path, prompt, answer):
     tok = reference_tokenizer(path)
     ids = tok(prompt + answer)["input_ids"]
     alen = len(tok(answer, add_special_tokens=False)["input_ids"])
-    assert ids[:len(ids) - alen] == tok(prompt)["input_ids"]
+    assert ids[: len(ids) - alen] == tok(prompt)["input_ids"]
     return ids, alen
 
 
-def p1_igrads(model, ids, alen, what="layer", *, object="residual", baseline="position-mean", target="prob",
-              rule="left", steps=256, block=16):
+def p1_igrads(
+    model,
+    ids,
+    alen,
+    what="layer",
+    *,
+    object="residual",
+    baseline="position-mean",
+    target="prob",
+    rule="left",
+    steps=256,
+    block=16,
+):
     """(L, T) float64: P1's get_igrads_multiple for one prompt. Per layer l, in blocks of 16
     points: the object of `what` (P1: `layers[l].output[0]`, `self_attn.output[0]`,
     `mlp.output`) replaced in a batch of copies of the prompt by orig·r + baseline·(1 − r),
@@ -56,9 +68,17 @@ def p1_igrads(model, ids, alen, what="layer", *, object="residual", baseline="po
 
             def hook(m, args, kwargs, output):
                 out = output[0] if isinstance(output, tuple) else output
-                h_in = (args[0] if args else kwargs["hidden_states"]) if (what == "layer" and object == "delta") else 0
+                h_in = (
+                    (args[0] if args else kwargs["hidden_states"])
+                    if (what == "layer" and object == "delta")
+                    else 0
+                )
                 orig = (out - h_in).clone().detach()
-                base = orig.mean(dim=1, keepdim=True) if baseline == "position-mean" else torch.zeros_like(orig[:, :1])
+                base = (
+                    orig.mean(dim=1, keepdim=True)
+                    if baseline == "position-mean"
+                    else torch.zeros_like(orig[:, :1])
+                )
                 tgt = (orig * r[:, None, None] + base * (1 - r[:, None, None])).requires_grad_()
                 seen.update(orig=orig, base=base, tgt=tgt)
                 new = h_in + tgt
@@ -67,8 +87,14 @@ def p1_igrads(model, ids, alen, what="layer", *, object="residual", baseline="po
             handle = mod.register_forward_hook(hook, with_kwargs=True)
             try:
                 with torch.enable_grad():
-                    logits = model(input_ids=x.repeat(len(r), 1), use_cache=False).logits[:, :-1].float()
-                    scores = torch.softmax(logits, -1) if target == "prob" else torch.log_softmax(logits, -1)
+                    logits = (
+                        model(input_ids=x.repeat(len(r), 1), use_cache=False).logits[:, :-1].float()
+                    )
+                    scores = (
+                        torch.softmax(logits, -1)
+                        if target == "prob"
+                        else torch.log_softmax(logits, -1)
+                    )
                     tid = x[:, 1:].repeat(len(r), 1)
                     oprobs = scores.gather(-1, tid.unsqueeze(-1))[..., 0]
                     (grad,) = torch.autograd.grad(oprobs[:, -alen:].sum(), seen["tgt"])
@@ -83,7 +109,9 @@ def _close(got, want):
     np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL_OF_MAX * np.abs(want).max())
 
 
-@pytest.mark.parametrize("family", ["llama", "qwen2"])  # llama's tokenizer adds a BOS, which the mean includes
+@pytest.mark.parametrize(
+    "family", ["llama", "qwen2"]
+)  # llama's tokenizer adds a BOS, which the mean includes
 def test_default_is_p1s_integrated_gradients(family, zoo):
     """align's default (no variant given) against the P1 reference, every part, layer and
     position of both prompts, rtol 1e-4 and atol 1e-5 of the largest |A| (float32 both)."""
@@ -97,12 +125,14 @@ def test_default_is_p1s_integrated_gradients(family, zoo):
     for i, (q, a) in enumerate(TEXTS):
         ids, alen = _p1_ids(path, q, a)
         assert list(prompts[i].token_id) == ids
-        np.testing.assert_array_equal(np.flatnonzero(prompts[i].predicts_answer), np.arange(len(ids) - 1 - alen, len(ids) - 1))
+        np.testing.assert_array_equal(
+            np.flatnonzero(prompts[i].predicts_answer), np.arange(len(ids) - 1 - alen, len(ids) - 1)
+        )
         for pi, part in enumerate(igrad.PARTS):
             want = p1_igrads(model, ids, alen, part)
             assert np.abs(want).max() > 1e-4
-            _close(res["A"][i, pi, :, :len(ids)], want)
-        assert np.isnan(res["A"][i, :, :, len(ids):]).all()
+            _close(res["A"][i, pi, :, : len(ids)], want)
+        assert np.isnan(res["A"][i, :, :, len(ids) :]).all()
 
 
 def _f(model, ids, alen, hook=None, module=None):
@@ -110,7 +140,9 @@ def _f(model, ids, alen, hook=None, module=None):
     handle = module.register_forward_hook(hook) if hook else None
     try:
         with torch.no_grad():
-            p = torch.softmax(model(input_ids=torch.tensor([ids]), use_cache=False).logits[0, :-1].double(), -1)
+            p = torch.softmax(
+                model(input_ids=torch.tensor([ids]), use_cache=False).logits[0, :-1].double(), -1
+            )
     finally:
         if handle:
             handle.remove()
@@ -133,11 +165,17 @@ def test_p1s_completeness_is_reported(zoo):
         ids, alen = _p1_ids(path, q, a)
         np.testing.assert_allclose(fine["f"][i], _f(model, ids, alen), rtol=1e-5)
         for l in range(2):
+
             def to_mean(m, args, output):
                 h = output[0] if isinstance(output, tuple) else output
                 new = h.mean(dim=1, keepdim=True).expand_as(h)
                 return (new,) + tuple(output[1:]) if isinstance(output, tuple) else new
-            np.testing.assert_allclose(fine["f_baseline"][i, 0, l], _f(model, ids, alen, to_mean, model.model.layers[l]), rtol=1e-5)
+
+            np.testing.assert_allclose(
+                fine["f_baseline"][i, 0, l],
+                _f(model, ids, alen, to_mean, model.model.layers[l]),
+                rtol=1e-5,
+            )
         delta = fine["f"][i] - fine["f_baseline"][i]
         np.testing.assert_allclose(fine["gap"][i], np.nansum(fine["A"][i], -1) - delta, atol=1e-9)
         ratio = np.abs(coarse["gap"][i]) / np.abs(fine["gap"][i])
@@ -150,10 +188,22 @@ def llama_p1(zoo):
     path = zoo("llama")
     model = _hf(path)
     ids, alen = _p1_ids(path, *TEXTS[0])
-    return path, model, ids, alen, {part: p1_igrads(model, ids, alen, part) for part in ("layer", "attn", "mlp")}
+    return (
+        path,
+        model,
+        ids,
+        alen,
+        {part: p1_igrads(model, ids, alen, part) for part in ("layer", "attn", "mlp")},
+    )
 
 
-SWITCHES = [("object", "delta"), ("baseline", "zero"), ("target", "logprob"), ("rule", "midpoint"), ("steps", 64)]
+SWITCHES = [
+    ("object", "delta"),
+    ("baseline", "zero"),
+    ("target", "logprob"),
+    ("rule", "midpoint"),
+    ("steps", 64),
+]
 
 
 @pytest.mark.parametrize("option,value", SWITCHES)
@@ -172,13 +222,16 @@ def test_each_option_switched_alone(option, value, llama_p1):
     res = igrad.integrated_gradients(model, prompts, variant=v)
     for pi, part in enumerate(igrad.PARTS):
         want = p1_igrads(model, ids, alen, part, **{**P1, option: value})
-        got = res["A"][0, pi, :, :len(ids)]
+        got = res["A"][0, pi, :, : len(ids)]
         _close(got, want)
         default = defaults[part]
         if option == "object" and part != "layer":
             _close(got, default)
         else:
-            assert np.abs(got - default).max() > 10 * ATOL_OF_MAX * np.abs(default).max(), (option, part)
+            assert np.abs(got - default).max() > 10 * ATOL_OF_MAX * np.abs(default).max(), (
+                option,
+                part,
+            )
 
 
 def test_the_align_preset_is_the_former_variant(zoo):
@@ -191,11 +244,25 @@ def test_the_align_preset_is_the_former_variant(zoo):
     prompts = _align_prompts(path)[:1]
     ids, alen = _p1_ids(path, *TEXTS[0])
     v = igrad.variant("align")
-    assert v == igrad.Variant("delta", "zero", "logprob", "midpoint", 64) and v.protocol() == "align"
+    assert (
+        v == igrad.Variant("delta", "zero", "logprob", "midpoint", 64) and v.protocol() == "align"
+    )
     res = igrad.integrated_gradients(model, prompts, variant=v)
     for pi, part in enumerate(igrad.PARTS):
-        _close(res["A"][0, pi, :, :len(ids)], p1_igrads(model, ids, alen, part, object="delta", baseline="zero",
-                                                          target="logprob", rule="midpoint", steps=64))
+        _close(
+            res["A"][0, pi, :, : len(ids)],
+            p1_igrads(
+                model,
+                ids,
+                alen,
+                part,
+                object="delta",
+                baseline="zero",
+                target="logprob",
+                rule="midpoint",
+                steps=64,
+            ),
+        )
 
 
 def test_cli_default_is_p1_and_prints_its_completeness(cli, zoo, tmp_path):
@@ -207,14 +274,23 @@ def test_cli_default_is_p1_and_prints_its_completeness(cli, zoo, tmp_path):
 
     path = zoo("llama")
     prompts = tmp_path / "p.jsonl"
-    prompts.write_text("".join(json.dumps({"text": q, "answer": a}) + "\n" for q, a in TEXTS), encoding="utf-8")
+    prompts.write_text(
+        "".join(json.dumps({"text": q, "answer": a}) + "\n" for q, a in TEXTS), encoding="utf-8"
+    )
     out = tmp_path / "g.zarr"
     code, _, err = cli("igrad", path, prompts, "--parts", "layer", "-o", out)
     assert code == 0, err
-    assert "variant p1: object residual, baseline position-mean, target prob, left rule, 256 steps" in err
+    assert (
+        "variant p1: object residual, baseline position-mean, target prob, left rule, 256 steps"
+        in err
+    )
     assert "completeness: largest |Σ_t A − (f(x) − f(baseline))|" in err
     ds = open_result(str(out), "igrad")
-    assert ds.attrs["variant"] == {"protocol": "p1", **P1} and ds.attrs["rule"] == "left" and ds.attrs["steps"] == 256
+    assert (
+        ds.attrs["variant"] == {"protocol": "p1", **P1}
+        and ds.attrs["rule"] == "left"
+        and ds.attrs["steps"] == 256
+    )
     model = _hf(path)
     for i, (q, a) in enumerate(TEXTS):
         ids, alen = _p1_ids(path, q, a)
@@ -223,7 +299,9 @@ def test_cli_default_is_p1_and_prints_its_completeness(cli, zoo, tmp_path):
     assert code == 0, err
 
 
-@pytest.mark.parametrize("option,value", [("--rule", "trapezoid"), ("--object", "heads"), ("--protocol", "p2")])
+@pytest.mark.parametrize(
+    "option,value", [("--rule", "trapezoid"), ("--object", "heads"), ("--protocol", "p2")]
+)
 def test_a_bad_variant_option_is_one_line(option, value, cli, zoo, tmp_path):
     from tests.helpers.assertions import one_line_error
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.overrides import _get_current_function_mode_stack
 import transformers
+from torch.overrides import _get_current_function_mode_stack
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from align import models, provenance
@@ -29,12 +29,25 @@ def test_random_init_on_cpu_equals_seeded_from_config(zoo):
         assert got[k].device.type == "cpu"
         assert torch.equal(got[k], want[k]), k  # bit for bit
     other, _ = models.load_model(models.ModelSpec(path, device="cpu", random_init=True, seed=8))
-    assert not torch.equal(other.state_dict()["model.embed_tokens.weight"], want["model.embed_tokens.weight"])
+    assert not torch.equal(
+        other.state_dict()["model.embed_tokens.weight"], want["model.embed_tokens.weight"]
+    )
 
 
 def test_random_init_provenance_records_the_device(zoo, corpus_file, tmp_path, cli):
     out = tmp_path / "r.zarr"
-    code, _, err = cli("extract", zoo("qwen2"), corpus_file, "-o", out, "--random-init", "--seed", "3", "--max-docs", "2")
+    code, _, err = cli(
+        "extract",
+        zoo("qwen2"),
+        corpus_file,
+        "-o",
+        out,
+        "--random-init",
+        "--seed",
+        "3",
+        "--max-docs",
+        "2",
+    )
     assert code == 0, err
     w = open_activations(str(out)).provenance["weights"]
     assert w["kind"] == "random_init" and w["seed"] == 3 and w["init_device"] == "cpu"
@@ -52,7 +65,9 @@ class _Fake(torch.nn.Module):
 
 def _context_device():
     """The device of the active `with torch.device(...)` block (where new tensors go), or None."""
-    found = [m.device for m in _get_current_function_mode_stack() if type(m).__name__ == "DeviceContext"]
+    found = [
+        m.device for m in _get_current_function_mode_stack() if type(m).__name__ == "DeviceContext"
+    ]
     return found[-1] if found else None
 
 
@@ -74,8 +89,12 @@ def test_cuda_random_init_builds_under_the_cuda_device(zoo, monkeypatch):
     assert seen["kwargs"]["dtype"] == torch.bfloat16
     assert _context_device() is None  # the context ends with the build
     w = provenance.weights_identity(spec, models.load_config(spec))
-    assert w["init_device"] == "cuda" and w["id"].startswith("random init seed 11 on cuda, config sha256 ")
-    cpu = provenance.weights_identity(models.ModelSpec(spec.name, random_init=True, seed=11), models.load_config(spec))
+    assert w["init_device"] == "cuda" and w["id"].startswith(
+        "random init seed 11 on cuda, config sha256 "
+    )
+    cpu = provenance.weights_identity(
+        models.ModelSpec(spec.name, random_init=True, seed=11), models.load_config(spec)
+    )
     assert cpu["id"] != w["id"]  # another generator, other weights: another store
 
 

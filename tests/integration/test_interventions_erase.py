@@ -8,11 +8,15 @@ prediction. The references never import align."""
 import numpy as np
 import pytest
 import torch
+
 from tests.helpers.zoo import CORPUS_TEXT, reference_tokenizer
 
 FAMILIES = ("qwen2", "llama")
-TEXTS = [("the model reads every layer =", " 12 + 7 = 19"), ("so we fit linear maps", " from each layer"),
-         ("a deeper network spreads the same computation over more layers while", " the shallow one")]
+TEXTS = [
+    ("the model reads every layer =", " 12 + 7 = 19"),
+    ("so we fit linear maps", " from each layer"),
+    ("a deeper network spreads the same computation over more layers while", " the shallow one"),
+]
 
 
 def _hf(path, dtype=torch.float64):
@@ -29,9 +33,9 @@ def _ref_ids(path, prompt, answer):
     tok = reference_tokenizer(path)
     full = tok(prompt + answer)["input_ids"]
     head = tok(prompt)["input_ids"]
-    assert full[:len(head)] == head
+    assert full[: len(head)] == head
     pred = np.zeros(len(full), bool)
-    pred[len(head) - 1:len(full) - 1] = True
+    pred[len(head) - 1 : len(full) - 1] = True
     return full, pred
 
 
@@ -52,10 +56,20 @@ def ref_mean(model, path, docs, max_length=64):
     for d in docs:
         ids = tok(d)["input_ids"][:max_length]
         seen = {}
-        hs = [layers[0].register_forward_pre_hook(lambda m, a, k: seen.__setitem__(0, (a[0] if a else k["hidden_states"])[0].double().sum(0)),
-                                                  with_kwargs=True)]
-        hs += [layer.register_forward_hook(lambda m, a, out, b=b: seen.__setitem__(b + 1, _first(out)[0].double().sum(0)))
-               for b, layer in enumerate(layers)]
+        hs = [
+            layers[0].register_forward_pre_hook(
+                lambda m, a, k: seen.__setitem__(
+                    0, (a[0] if a else k["hidden_states"])[0].double().sum(0)
+                ),
+                with_kwargs=True,
+            )
+        ]
+        hs += [
+            layer.register_forward_hook(
+                lambda m, a, out, b=b: seen.__setitem__(b + 1, _first(out)[0].double().sum(0))
+            )
+            for b, layer in enumerate(layers)
+        ]
         try:
             with torch.no_grad():
                 model(input_ids=torch.tensor([ids]), use_cache=False)
@@ -79,6 +93,7 @@ def ref_erase(model, ids, pred, mean):
     taus = np.flatnonzero(pred)
     for b in range(len(layers) + 1):
         for t in range(len(ids)):
+
             def pre(m, args, kwargs, t=t):
                 h = (args[0] if args else kwargs["hidden_states"]).clone()
                 h[0, t] = torch.as_tensor(mean[0], dtype=h.dtype)
@@ -90,6 +105,7 @@ def ref_erase(model, ids, pred, mean):
                 h = _first(output).clone()
                 h[0, t] = torch.as_tensor(mean[b], dtype=h.dtype)
                 return (h,) + tuple(output[1:]) if isinstance(output, tuple) else h
+
             if b == 0:
                 handle = layers[0].register_forward_pre_hook(pre, with_kwargs=True)
             else:
@@ -143,10 +159,14 @@ def test_erasure_matches_one_position_at_a_time_loop(family, zoo):
     for i, p in enumerate(prompts):
         ids, pred = _ref_ids(path, *TEXTS[i])
         want = ref_erase(model, ids, pred, mean)
-        np.testing.assert_allclose(res["E"][i, :, :len(ids)], want, rtol=1e-5, atol=1e-10)
-        assert np.isnan(res["E"][i, :, len(ids):]).all()
-        assert want[:-1, :int(np.flatnonzero(pred).max()) + 1].min() > 1e-6  # the cells run are not trivially 0
-        assert want[-1, pred].min() > 1e-6  # boundary L: non-zero at the answer-predicting positions
+        np.testing.assert_allclose(res["E"][i, :, : len(ids)], want, rtol=1e-5, atol=1e-10)
+        assert np.isnan(res["E"][i, :, len(ids) :]).all()
+        assert (
+            want[:-1, : int(np.flatnonzero(pred).max()) + 1].min() > 1e-6
+        )  # the cells run are not trivially 0
+        assert (
+            want[-1, pred].min() > 1e-6
+        )  # boundary L: non-zero at the answer-predicting positions
     rows = sum(int(np.flatnonzero(p.predicts_answer).max()) + 1 for p in prompts)
     assert res["n_rows"] == rows
     assert res["n_forwards"] == -(-rows // 5) * (1 + 2)
@@ -202,14 +222,18 @@ def test_erasing_boundary_L_moves_only_that_positions_prediction(family, zoo):
     mean = np.random.default_rng(1).normal(size=(3, model.config.hidden_size))
     res = erase.erasure(model, prompts, mean, batch_size=4)
     with torch.no_grad():
-        q = torch.softmax(model.lm_head(model.model.norm(torch.as_tensor(mean[2])[None])).double(), -1)[0]
+        q = torch.softmax(
+            model.lm_head(model.model.norm(torch.as_tensor(mean[2])[None])).double(), -1
+        )[0]
     for i, (qt, a) in enumerate(TEXTS[:2]):
         ids, pred = _ref_ids(path, qt, a)
         with torch.no_grad():
-            p = torch.softmax(model(input_ids=torch.tensor([ids]), use_cache=False).logits[0].double(), -1)
+            p = torch.softmax(
+                model(input_ids=torch.tensor([ids]), use_cache=False).logits[0].double(), -1
+            )
         want = np.array([float((q - p[t]).norm()) if pred[t] else 0.0 for t in range(len(ids))])
-        np.testing.assert_allclose(res["E"][i, 2, :len(ids)], want, rtol=1e-6, atol=0)
-        assert (res["E"][i, 2, :len(ids)][~pred] == 0).all() and want[pred].min() > 1e-3
+        np.testing.assert_allclose(res["E"][i, 2, : len(ids)], want, rtol=1e-6, atol=0)
+        assert (res["E"][i, 2, : len(ids)][~pred] == 0).all() and want[pred].min() > 1e-3
 
 
 def test_a_mean_without_boundary_L_is_refused(zoo):

@@ -7,10 +7,14 @@ f(x) − f(baseline), closer with more steps), and the end points against plain 
 import numpy as np
 import pytest
 import torch
+
 from tests.helpers.zoo import reference_tokenizer
 
 FAMILIES = ("qwen2", "llama")
-TEXTS = [("the model reads every layer =", " 12 + 7 = 19"), ("so we fit linear maps", " from each layer")]
+TEXTS = [
+    ("the model reads every layer =", " 12 + 7 = 19"),
+    ("so we fit linear maps", " from each layer"),
+]
 
 
 def _smooth_model(path):
@@ -30,14 +34,16 @@ def _smooth_model(path):
 def _ref_ids(path, prompt, answer):
     tok = reference_tokenizer(path)
     full, head = tok(prompt + answer)["input_ids"], tok(prompt)["input_ids"]
-    assert full[:len(head)] == head
+    assert full[: len(head)] == head
     return full, len(head)
 
 
 def _target(model, ids, n_head):
     """f = Σ log p(answer token | prefix) of a plain forward."""
     with torch.no_grad():
-        logp = torch.log_softmax(model(input_ids=torch.tensor([ids]), use_cache=False).logits[0].double(), -1)
+        logp = torch.log_softmax(
+            model(input_ids=torch.tensor([ids]), use_cache=False).logits[0].double(), -1
+        )
     return float(sum(logp[t - 1, ids[t]] for t in range(n_head, len(ids))))
 
 
@@ -53,7 +59,9 @@ def ref_igrad(model, ids, n_head, part, layer, steps):
 
         def hook(m, args, kwargs, output):
             out = output[0] if isinstance(output, tuple) else output
-            base = (args[0] if args else kwargs["hidden_states"]).detach() if part == "layer" else 0.0
+            base = (
+                (args[0] if args else kwargs["hidden_states"]).detach() if part == "layer" else 0.0
+            )
             x = (out - base).detach()
             y = (alpha * x).requires_grad_(True)
             keep["x"], keep["y"] = x, y
@@ -63,7 +71,9 @@ def ref_igrad(model, ids, n_head, part, layer, steps):
         h = mod.register_forward_hook(hook, with_kwargs=True)
         try:
             with torch.enable_grad():
-                logp = torch.log_softmax(model(input_ids=torch.tensor([ids]), use_cache=False).logits[0].double(), -1)
+                logp = torch.log_softmax(
+                    model(input_ids=torch.tensor([ids]), use_cache=False).logits[0].double(), -1
+                )
                 f = sum(logp[t - 1, ids[t]] for t in range(n_head, len(ids)))
                 (g,) = torch.autograd.grad(f, keep["y"])
         finally:
@@ -93,7 +103,9 @@ def test_igrad_matches_a_plain_loop_over_steps(family, zoo):
     path = zoo(family)
     model = _smooth_model(path)
     prompts = _align_prompts(path)[:1]
-    res = igrad.integrated_gradients(model, prompts, variant=igrad.PROTOCOLS["align"], steps=8, batch_size=5)
+    res = igrad.integrated_gradients(
+        model, prompts, variant=igrad.PROTOCOLS["align"], steps=8, batch_size=5
+    )
     ids, n_head = _ref_ids(path, *TEXTS[0])
     for pi, part in enumerate(igrad.PARTS):
         for l in range(2):
@@ -132,7 +144,9 @@ def test_completeness_tightens_with_steps(family, zoo):
                         blk.self_attn.o_proj.weight.zero_()
                     if part in ("mlp", "layer"):
                         blk.mlp.down_proj.weight.zero_()
-                np.testing.assert_allclose(fine["f_baseline"][i, pi, l], _target(zeroed, ids, n_head), rtol=1e-6)
+                np.testing.assert_allclose(
+                    fine["f_baseline"][i, pi, l], _target(zeroed, ids, n_head), rtol=1e-6
+                )
         delta = fine["f"][i] - fine["f_baseline"][i]
         for res in (coarse, fine):
             np.testing.assert_allclose(np.nansum(res["A"][i], -1) - delta, res["gap"][i], atol=1e-9)

@@ -12,8 +12,9 @@ import os
 import numpy as np
 import pytest
 import torch
-from tests.helpers.assertions import one_line_error
 from safetensors import safe_open
+
+from tests.helpers.assertions import one_line_error
 
 
 def _tensor(path, *keys):
@@ -49,7 +50,9 @@ def ref_lens(model_path, resid, seq):
     out = {}
     prompts = np.unique(seq)
     for name, v in (("kl", np.array(kl)), ("overlap", np.array(ov))):
-        out[name] = np.stack([v.mean(-1), np.stack([v[:, seq == p].mean(-1) for p in prompts], -1).mean(-1)])
+        out[name] = np.stack(
+            [v.mean(-1), np.stack([v[:, seq == p].mean(-1) for p in prompts], -1).mean(-1)]
+        )
     return out
 
 
@@ -69,12 +72,16 @@ def test_store_lens_in_small_batches_equals_float64_reference(family, extracted,
     resid = np.stack([s.resid(b, 0, s.n_tokens) for b in range(L + 1)])
     seq = np.asarray(s.tokens("seq"))
     assert s.n_tokens > 3 * 37 and s.n_tokens % 37
-    run_lens(tmp_path / "l.zarr", store=path, options=LensOptions(tokens_per_step=37), log=lambda m: None)
+    run_lens(
+        tmp_path / "l.zarr", store=path, options=LensOptions(tokens_per_step=37), log=lambda m: None
+    )
     got = open_result(tmp_path / "l.zarr", "lens")
     want = ref_lens(s.provenance["model"], resid, seq)
     np.testing.assert_allclose(got["kl"].values, want["kl"], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got["overlap"].values, want["overlap"], atol=1e-3)
-    assert want["kl"][0, 0] > 0.05  # boundary 0 is far from the output: the comparison means something
+    assert (
+        want["kl"][0, 0] > 0.05
+    )  # boundary 0 is far from the output: the comparison means something
     assert got.attrs["options"] == {"device": "cpu", "dtype": "float32", "tokens_per_step": 37}
 
 
@@ -98,7 +105,9 @@ def test_cli_lens_store_bfloat16_within_bf16_tolerance(cli, extracted, tmp_path)
     assert not np.array_equal(b["kl"].values, a["kl"].values)  # bf16 really ran
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a machine without CUDA")
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="checks the message of a machine without CUDA"
+)
 def test_cli_lens_store_cuda_without_cuda_is_one_line(cli, extracted, tmp_path):
     path = extracted("llama")
     code, _, err = cli("lens", "--store", path, "--device", "cuda", "-o", tmp_path / "c.zarr")

@@ -9,7 +9,9 @@ import shutil
 
 import pytest
 
-NOTEBOOKS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "..", "notebooks", "*.ipynb")))
+NOTEBOOKS = sorted(
+    glob.glob(os.path.join(os.path.dirname(__file__), "..", "..", "notebooks", "*.ipynb"))
+)
 
 
 def test_there_are_notebooks_and_they_are_committed_without_outputs():
@@ -47,7 +49,9 @@ def test_notebook_executes(path, results_folder, monkeypatch, tmp_path):
     monkeypatch.setenv("ALIGN_RESULTS", str(results_folder))
     monkeypatch.setenv("ALIGN_NAME", "deep")
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     # Figures were drawn (inline PNGs), not just returned as text.

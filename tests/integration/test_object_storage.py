@@ -15,7 +15,8 @@ from align.store import open_activations
 pytest.importorskip("moto.server")
 pytest.importorskip("s3fs")
 
-from tests.conftest import S3_KEY_ID as KEY_ID, S3_SECRET as SECRET  # noqa: E402
+from tests.conftest import S3_KEY_ID as KEY_ID  # noqa: E402
+from tests.conftest import S3_SECRET as SECRET
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -25,7 +26,9 @@ def bucket(s3):
 
 def _all_objects(client, prefix):
     keys = []
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket="align-test", Prefix=prefix):
+    for page in client.get_paginator("list_objects_v2").paginate(
+        Bucket="align-test", Prefix=prefix
+    ):
         keys += [o["Key"] for o in page.get("Contents", [])]
     return keys
 
@@ -33,7 +36,15 @@ def _all_objects(client, prefix):
 def test_extract_to_s3_equals_local(s3, zoo, corpus_file, extracted, capfd):
     url = "s3://align-test/acts/qwen2.zarr"
     lines = []
-    align.extract(zoo("qwen2"), corpus_file, url, batch_size=4, chunk_tokens=512, sublayers=True, log=lines.append)
+    align.extract(
+        zoo("qwen2"),
+        corpus_file,
+        url,
+        batch_size=4,
+        chunk_tokens=512,
+        sublayers=True,
+        log=lines.append,
+    )
     local = open_activations(extracted("qwen2", batch_size=4, chunk_tokens=512, sublayers=True))
     remote = open_activations(url).require_complete()
     for b in local.boundaries:
@@ -59,8 +70,13 @@ def test_s3_lock_refuses_a_second_writer(s3, zoo, corpus_file):
     """What is promised on object stores: a writer that finds a lock object is refused,
     naming the holder (the check-then-write window of one round trip is documented)."""
     url = "s3://align-test/acts/locked.zarr"
-    s3.put_object(Bucket="align-test", Key="acts/locked.zarr/align.lock",
-                  Body=json.dumps({"host": "other-node", "pid": 99, "started": "2026-11-29T00:00:00+0000"}).encode())
+    s3.put_object(
+        Bucket="align-test",
+        Key="acts/locked.zarr/align.lock",
+        Body=json.dumps(
+            {"host": "other-node", "pid": 99, "started": "2026-11-29T00:00:00+0000"}
+        ).encode(),
+    )
     with pytest.raises(StoreLocked, match="other-node.*pid 99"):
         align.extract(zoo("qwen2"), corpus_file, url, max_docs=2, log=lambda m: None)
     align.extract(zoo("qwen2"), corpus_file, url, max_docs=2, break_lock=True, log=lambda m: None)

@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.helpers.fixtures_demo import alignment_ds, contributions_ds, depth_ds, lens_ds, skipping_ds
+from tests.helpers.fixtures_demo import (
+    alignment_ds,
+    contributions_ds,
+    lens_ds,
+    skipping_ds,
+)
 
 TOL = 1e-12  # the artists hold the very float64 values given; nothing is recomputed
 
@@ -53,7 +58,9 @@ def test_alignment_heatmap_matches_result(opened, tmp_path, metric):
     ax = fig.axes[0]
     (mesh,) = meshes(ax)
     expected = alignment_ds()[metric].values  # rows: source boundaries, columns: target
-    np.testing.assert_allclose(np.asarray(mesh.get_array()).reshape(expected.shape), expected, rtol=0, atol=TOL)
+    np.testing.assert_allclose(
+        np.asarray(mesh.get_array()).reshape(expected.shape), expected, rtol=0, atol=TOL
+    )
     # Cell centres sit on the boundary indices.
     coords = mesh.get_coordinates()  # (rows+1, cols+1, 2) corners
     np.testing.assert_allclose((coords[0, 1:, 0] + coords[0, :-1, 0]) / 2, np.arange(7))
@@ -85,10 +92,16 @@ def test_alignment_colour_scale_leaves_out_boundary_zero(opened):
 def test_alignment_pair_on_one_scale_and_size(opened, tmp_path):
     from align import plotting
 
-    fig = plotting.plot_alignments([opened("alignment"), opened("control")], size=(1400, 600), titles=["trained", "control"])
+    fig = plotting.plot_alignments(
+        [opened("alignment"), opened("control")], size=(1400, 600), titles=["trained", "control"]
+    )
     m1, m2 = meshes(fig.axes[0])[0], meshes(fig.axes[1])[0]
     assert (m1.norm.vmin, m1.norm.vmax) == (m2.norm.vmin, m2.norm.vmax)
-    np.testing.assert_allclose(np.asarray(m2.get_array()).reshape(4, 7), alignment_ds(seed=9)["relative_error"].values, atol=TOL)
+    np.testing.assert_allclose(
+        np.asarray(m2.get_array()).reshape(4, 7),
+        alignment_ds(seed=9)["relative_error"].values,
+        atol=TOL,
+    )
     assert fig.axes[1].get_title().startswith("control")
     assert png_size(plotting.save(fig, str(tmp_path / "pair.png"))) == (1400, 600)
 
@@ -103,7 +116,9 @@ def test_alignment_with_sparse_boundaries(tmp_path):
     (mesh,) = meshes(fig.axes[0])
     coords = mesh.get_coordinates()
     np.testing.assert_allclose((coords[0, 1:, 0] + coords[0, :-1, 0]) / 2, [0, 4, 8, 12])
-    np.testing.assert_allclose(np.asarray(mesh.get_array()).reshape(3, 4), raw["relative_error"].values, atol=TOL)
+    np.testing.assert_allclose(
+        np.asarray(mesh.get_array()).reshape(3, 4), raw["relative_error"].values, atol=TOL
+    )
     assert list(line(fig.axes[0], "argmin_path").get_ydata()) == [2, 4]
     assert png_size(plotting.save(fig, str(tmp_path / "s.png"))) == (500, 400)
 
@@ -117,10 +132,21 @@ def test_contributions_curves_match(opened, tmp_path):
     for part in ("attn", "mlp", "layer"):
         ln = line(left, f"rel_norm/{part}")
         np.testing.assert_allclose(ln.get_xdata(), np.arange(5))
-        np.testing.assert_allclose(ln.get_ydata(), raw["rel_norm"].sel(part=part, agg="max").values, atol=TOL)
-        np.testing.assert_allclose(line(right, f"cos/{part}").get_ydata(), raw["cos"].sel(part=part, agg="max").values, atol=TOL)
-    np.testing.assert_allclose(line(right, "resid_cos").get_ydata(), raw["resid_cos"].sel(agg="max").values, atol=TOL)
-    assert list(line(right, "depth/cosine").get_xdata()) == [2.0, 2.0]  # the cosine ED of the depth fixture
+        np.testing.assert_allclose(
+            ln.get_ydata(), raw["rel_norm"].sel(part=part, agg="max").values, atol=TOL
+        )
+        np.testing.assert_allclose(
+            line(right, f"cos/{part}").get_ydata(),
+            raw["cos"].sel(part=part, agg="max").values,
+            atol=TOL,
+        )
+    np.testing.assert_allclose(
+        line(right, "resid_cos").get_ydata(), raw["resid_cos"].sel(agg="max").values, atol=TOL
+    )
+    assert list(line(right, "depth/cosine").get_xdata()) == [
+        2.0,
+        2.0,
+    ]  # the cosine ED of the depth fixture
     assert png_size(plotting.save(fig, str(tmp_path / "c.png"))) == (1200, 500)
 
 
@@ -128,15 +154,24 @@ def test_skipping_heatmaps_and_bars_match(opened, tmp_path):
     from align import plotting
 
     raw = skipping_ds()
-    fig = plotting.plot_skipping(opened("skipping"), part="attn", agg="mean_over_prompts", size=(1000, 800))
+    fig = plotting.plot_skipping(
+        opened("skipping"), part="attn", agg="mean_over_prompts", size=(1000, 800)
+    )
     for k, setting in enumerate(("current", "future")):
         (mesh,) = meshes(fig.axes[k])
-        np.testing.assert_allclose(np.asarray(mesh.get_array()).reshape(5, 5),
-                                   raw["R"].sel(setting=setting, part="attn", agg="mean_over_prompts").values, atol=TOL)
+        np.testing.assert_allclose(
+            np.asarray(mesh.get_array()).reshape(5, 5),
+            raw["R"].sel(setting=setting, part="attn", agg="mean_over_prompts").values,
+            atol=TOL,
+        )
         bars = fig.axes[2 + k]
         for part in ("layer", "attn", "mlp"):
             heights = [r.get_height() for r in bars.patches if r.get_gid() == f"O/{setting}/{part}"]
-            np.testing.assert_allclose(heights, raw["O"].sel(setting=setting, part=part, agg="mean_over_prompts").values, atol=TOL)
+            np.testing.assert_allclose(
+                heights,
+                raw["O"].sel(setting=setting, part=part, agg="mean_over_prompts").values,
+                atol=TOL,
+            )
     assert png_size(plotting.save(fig, str(tmp_path / "k.png"))) == (1000, 800)
 
 
@@ -147,13 +182,21 @@ def test_lens_curves_and_depth_markers(opened, tmp_path):
     fig = plotting.plot_lens(opened("lens"), depth=opened("depth"))
     kl_ax, ov_ax = fig.axes[:2]
     for w in ("token", "prompt"):
-        np.testing.assert_allclose(line(kl_ax, f"kl/{w}").get_ydata(), raw["kl"].sel(weighting=w).values, atol=TOL)
-        np.testing.assert_allclose(line(ov_ax, f"overlap/{w}").get_ydata(), raw["overlap"].sel(weighting=w).values, atol=TOL)
+        np.testing.assert_allclose(
+            line(kl_ax, f"kl/{w}").get_ydata(), raw["kl"].sel(weighting=w).values, atol=TOL
+        )
+        np.testing.assert_allclose(
+            line(ov_ax, f"overlap/{w}").get_ydata(),
+            raw["overlap"].sel(weighting=w).values,
+            atol=TOL,
+        )
         np.testing.assert_allclose(line(kl_ax, f"kl/{w}").get_xdata(), np.arange(6))
     assert list(line(kl_ax, "depth/kl").get_xdata()) == [1.0, 1.0]
     # The overlap ED of the fixture is undefined: no marker, and the legend says so.
     assert not [ln for ln in ov_ax.get_lines() if ln.get_gid() == "depth/overlap"]
-    assert any("overlap effective depth: undefined" in t.get_text() for t in ov_ax.get_legend().get_texts())
+    assert any(
+        "overlap effective depth: undefined" in t.get_text() for t in ov_ax.get_legend().get_texts()
+    )
     assert png_size(plotting.save(fig, str(tmp_path / "l.png"))) == (1200, 500)
 
 
@@ -168,13 +211,16 @@ def test_depth_bars(opened, tmp_path):
     assert png_size(plotting.save(fig, str(tmp_path / "d.png"))) == (700, 450)
 
 
-@pytest.mark.parametrize("fn,schema,given", [
-    ("plot_alignment", "alignment", "lens"),
-    ("plot_contributions", "contributions", "alignment"),
-    ("plot_skipping", "skipping", "contributions"),
-    ("plot_lens", "lens", "skipping"),
-    ("plot_depth", "depth", "lens"),
-])
+@pytest.mark.parametrize(
+    "fn,schema,given",
+    [
+        ("plot_alignment", "alignment", "lens"),
+        ("plot_contributions", "contributions", "alignment"),
+        ("plot_skipping", "skipping", "contributions"),
+        ("plot_lens", "lens", "skipping"),
+        ("plot_depth", "depth", "lens"),
+    ],
+)
 def test_wrong_schema_is_refused(opened, fn, schema, given):
     from align import plotting
     from align.errors import AlignError
@@ -212,11 +258,14 @@ def test_cli_plot_default_output_and_depth(result_stores, cli, tmp_path):
     assert png_size(tmp_path / "lens.png") == (1200, 500)
 
 
-@pytest.mark.parametrize("args,words", [
-    (("--metric", "r2"), ["metric", "lens"]),
-    (("--size", "big"), ["'big'", "WIDTHxHEIGHT"]),
-    (("--size", "10x10"), ["10x10"]),
-])
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (("--metric", "r2"), ["metric", "lens"]),
+        (("--size", "big"), ["'big'", "WIDTHxHEIGHT"]),
+        (("--size", "10x10"), ["10x10"]),
+    ],
+)
 def test_cli_plot_bad_options(result_stores, cli, tmp_path, args, words):
     code, _, stderr = cli("plot", result_stores["lens"], "-o", tmp_path / "x.png", *args)
     assert code == 2

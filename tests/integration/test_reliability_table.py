@@ -12,13 +12,20 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 def test_every_named_test_is_collected():
     text = (ROOT / "docs" / "reliability.md").read_text()
-    named = sorted(set(re.findall(r"`(tests/(?:unit|integration|cli|faults)/test_\w+\.py)::(test_\w+)`", text)))
+    named = sorted(
+        set(re.findall(r"`(tests/(?:unit|integration|cli|faults)/test_\w+\.py)::(test_\w+)`", text))
+    )
     assert len(named) >= 15, "the table names its tests as `tests/TIER/FILE.py::test_name`"
     flat = re.findall(r"`tests/test_\w+\.py", text)
     assert not flat, f"docs/reliability.md names tests outside their tier folder: {flat}"
     files = sorted({f for f, _ in named})
-    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *files],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *files],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    ).stdout
     collected = {line.split("[")[0] for line in out.splitlines() if "::" in line}
     missing = [f"{f}::{t}" for f, t in named if f"{f}::{t}" not in collected]
     assert not missing, f"named in docs/reliability.md but not collected: {missing}"

@@ -9,6 +9,7 @@ import json
 import os
 
 import numpy as np
+
 from tests.helpers.assertions import one_line_error
 from tests.helpers.fixtures_analyses import hf_load, ref_forward, ref_skip_one
 
@@ -57,8 +58,23 @@ def test_answer_start_matches_reference(zoo, cli, tmp_path):
     path = zoo("llama")
     corpus = _mquake_file(tmp_path / "mq.jsonl")
     out = tmp_path / "skip"
-    code, _, err = cli("skip", path, corpus, "--format", "mquake", "--split", "answer-start", "--settings",
-                       "current,future", "--parts", "layer,attn", "--batch-size", "2", "-o", out)
+    code, _, err = cli(
+        "skip",
+        path,
+        corpus,
+        "--format",
+        "mquake",
+        "--split",
+        "answer-start",
+        "--settings",
+        "current,future",
+        "--parts",
+        "layer,attn",
+        "--batch-size",
+        "2",
+        "-o",
+        out,
+    )
     assert code == 0, err
     ds = open_result(str(out), "skipping")
     assert ds.attrs["options"]["split"] == "answer-start"
@@ -77,7 +93,9 @@ def test_answer_start_matches_reference(zoo, cli, tmp_path):
                 got_o = float(ds["O_prompt"].sel(prompt=i, setting="future", part=part, skipped=s))
                 np.testing.assert_allclose(got_r, r, rtol=1e-4, atol=1e-5)
                 np.testing.assert_allclose(got_o, o, rtol=1e-4, atol=1e-5)
-    assert float(ds["O_prompt"].sel(setting="future", part="layer", skipped=0).max()) > 1e-3  # not trivially 0
+    assert (
+        float(ds["O_prompt"].sel(setting="future", part="layer", skipped=0).max()) > 1e-3
+    )  # not trivially 0
     for setting in ("current", "future"):
         Rp = ds["R_prompt"].sel(setting=setting).values
         Op = ds["O_prompt"].sel(setting=setting).values
@@ -99,7 +117,9 @@ MATH_CASES = [  # (problem, solution): --format math's fields, all of level 2
 def _math_file(path):
     with open(path, "w", encoding="utf-8") as f:
         for problem, solution in MATH_CASES:
-            f.write(json.dumps({"problem": problem, "solution": solution, "level": "Level 2"}) + "\n")
+            f.write(
+                json.dumps({"problem": problem, "solution": solution, "level": "Level 2"}) + "\n"
+            )
     return str(path)
 
 
@@ -119,8 +139,11 @@ def _ref_answer_tokens(model_dir, text, answer_start):
 
     tk = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
     enc = tk.encode(text)
-    pos = [i for i, ((s, e), special) in enumerate(zip(enc.offsets, enc.special_tokens_mask))
-           if not special and e > s and s < len(text) and e > answer_start]
+    pos = [
+        i
+        for i, ((s, e), special) in enumerate(zip(enc.offsets, enc.special_tokens_mask))
+        if not special and e > s and s < len(text) and e > answer_start
+    ]
     return list(enc.ids), pos
 
 
@@ -131,7 +154,7 @@ def test_answer_points_hand_worked():
 
     def mask(T, a, b):  # predicts_answer: position t-1 marks answer token t, for t in a..b
         m = np.zeros(T, bool)
-        m[a - 1:b] = True
+        m[a - 1 : b] = True
         return m
 
     assert answer_points(mask(10, 5, 8), 0, 0) == []
@@ -154,11 +177,31 @@ def test_answer_points_matches_reference(zoo, cli, tmp_path):
     corpus = _math_file(tmp_path / "math.jsonl")
     out = tmp_path / "skip"
     seed = 3
-    code, _, err = cli("skip", path, corpus, "--format", "math", "--split", "answer-points", "--split-seed", seed,
-                       "--settings", "future", "--parts", "layer,attn", "--batch-size", "3", "-o", out)
+    code, _, err = cli(
+        "skip",
+        path,
+        corpus,
+        "--format",
+        "math",
+        "--split",
+        "answer-points",
+        "--split-seed",
+        seed,
+        "--settings",
+        "future",
+        "--parts",
+        "layer,attn",
+        "--batch-size",
+        "3",
+        "-o",
+        out,
+    )
     assert code == 0, err
     ds = open_result(str(out), "skipping")
-    assert ds.attrs["options"]["split"] == "answer-points" and ds.attrs["options"]["split_seed"] == seed
+    assert (
+        ds.attrs["options"]["split"] == "answer-points"
+        and ds.attrs["options"]["split_seed"] == seed
+    )
     model, _ = hf_load(path)
     L = len(model.model.layers)
     want = []
@@ -168,17 +211,28 @@ def test_answer_points_matches_reference(zoo, cli, tmp_path):
         want.append((ids, _ref_answer_points(answer, seed, i)))
     assert [len(p) for _, p in want] == [4, 1, 0]  # 11 candidate points, 1, none
     assert ds.attrs["split_points"] == [p for _, p in want]
-    assert ds.attrs["n_prompts_too_short"] == 1 and np.isnan(ds["R_prompt"].sel(prompt=2).values).all()
+    assert (
+        ds.attrs["n_prompts_too_short"] == 1 and np.isnan(ds["R_prompt"].sel(prompt=2).values).all()
+    )
     for i, (ids, points) in enumerate(want[:2]):
         T = len(ids)
         clean = ref_forward(model, "llama", ids)
         for part in ("layer", "attn"):
             for s in range(L):
-                refs = [ref_skip_one(model, "llama", ids, part, s, range(1, t), range(t, T), clean) for t in points]
+                refs = [
+                    ref_skip_one(model, "llama", ids, part, s, range(1, t), range(t, T), clean)
+                    for t in points
+                ]
                 got = ds.sel(prompt=i, setting="future", part=part, skipped=s)
-                np.testing.assert_allclose(got["R_prompt"].values, np.max([r for r, _ in refs], 0), rtol=1e-4, atol=1e-5)
-                np.testing.assert_allclose(float(got["O_prompt"]), max(o for _, o in refs), rtol=1e-4, atol=1e-5)
-    assert float(ds["O_prompt"].sel(prompt=0, setting="future", part="layer", skipped=0)) > 1e-3  # not trivially 0
+                np.testing.assert_allclose(
+                    got["R_prompt"].values, np.max([r for r, _ in refs], 0), rtol=1e-4, atol=1e-5
+                )
+                np.testing.assert_allclose(
+                    float(got["O_prompt"]), max(o for _, o in refs), rtol=1e-4, atol=1e-5
+                )
+    assert (
+        float(ds["O_prompt"].sel(prompt=0, setting="future", part="layer", skipped=0)) > 1e-3
+    )  # not trivially 0
 
 
 def test_random_split_keeps_per_prompt_values(hf_models):
@@ -187,7 +241,9 @@ def test_random_split_keeps_per_prompt_values(hf_models):
     from align.analyses.skip import skipping, to_dataset
 
     model, tok = hf_models("qwen2")
-    ids = tok("the model reads every layer and writes into the residual stream of the network")["input_ids"]
+    ids = tok("the model reads every layer and writes into the residual stream of the network")[
+        "input_ids"
+    ]
     prompts = [np.array(ids[:10]), np.array(ids[:20]), np.array(ids)]
     assert len(ids) >= 13
     res = skipping(model, prompts, settings=("current", "future"), parts=("layer",), batch_size=2)
@@ -195,9 +251,13 @@ def test_random_split_keeps_per_prompt_values(hf_models):
     fut = ds["R_prompt"].sel(setting="future").values
     assert np.isnan(fut[0]).all() and np.isfinite(fut[1:]).all()  # prompt 0 has 10 < 13 tokens
     np.testing.assert_array_equal(ds["R"].sel(setting="future", agg="max").values, fut[1:].max(0))
-    np.testing.assert_array_equal(ds["R"].sel(setting="future", agg="mean_over_prompts").values, fut[1:].mean(0))
+    np.testing.assert_array_equal(
+        ds["R"].sel(setting="future", agg="mean_over_prompts").values, fut[1:].mean(0)
+    )
     cur = ds["O_prompt"].sel(setting="current").values
-    np.testing.assert_array_equal(ds["O"].sel(setting="current", agg="mean_over_prompts").values, cur.mean(0))
+    np.testing.assert_array_equal(
+        ds["O"].sel(setting="current", agg="mean_over_prompts").values, cur.mean(0)
+    )
     assert "level" not in ds
 
 
@@ -217,9 +277,16 @@ def test_answer_at_start_is_counted_short():
 def test_no_token_before_any_answer_is_one_line_error(zoo, cli, tmp_path):
     """Every answer starts at token 1 (qwen2 adds no BOS): one line, nothing written."""
     corpus = tmp_path / "p.jsonl"
-    corpus.write_text(json.dumps({"text": "a", "answer": "bc"}) + "\n" + json.dumps({"text": "x", "answer": "y"}) + "\n")
+    corpus.write_text(
+        json.dumps({"text": "a", "answer": "bc"})
+        + "\n"
+        + json.dumps({"text": "x", "answer": "y"})
+        + "\n"
+    )
     out = tmp_path / "skip"
-    code, _, err = cli("skip", zoo("qwen2"), corpus, "--split", "answer-start", "--settings", "future", "-o", out)
+    code, _, err = cli(
+        "skip", zoo("qwen2"), corpus, "--split", "answer-start", "--settings", "future", "-o", out
+    )
     one_line_error(code, err, "--split answer-start", "before its first answer token")
     assert not out.exists()
 
@@ -230,7 +297,9 @@ def test_no_answer_long_enough_for_points_is_one_line_error(zoo, cli, tmp_path):
     corpus = tmp_path / "p.jsonl"
     corpus.write_text(json.dumps({"text": "the model reads ", "answer": "ab"}) + "\n")
     out = tmp_path / "skip"
-    code, _, err = cli("skip", zoo("qwen2"), corpus, "--split", "answer-points", "--settings", "future", "-o", out)
+    code, _, err = cli(
+        "skip", zoo("qwen2"), corpus, "--split", "answer-points", "--settings", "future", "-o", out
+    )
     one_line_error(code, err, "--split answer-points", "an answer of at least 5 tokens")
     assert not out.exists()
 
@@ -248,8 +317,19 @@ def test_random_split_stores_levels(zoo, cli, tmp_path):
 
     corpus = _mquake_file(tmp_path / "mq.jsonl")
     out = tmp_path / "skip"
-    code, _, err = cli("skip", zoo("qwen2"), corpus, "--format", "mquake", "--settings", "current", "--parts", "layer",
-                       "-o", out)
+    code, _, err = cli(
+        "skip",
+        zoo("qwen2"),
+        corpus,
+        "--format",
+        "mquake",
+        "--settings",
+        "current",
+        "--parts",
+        "layer",
+        "-o",
+        out,
+    )
     assert code == 0, err
     ds = open_result(str(out), "skipping")
     assert list(ds["level"].values) == [h for _, _, h in CASES]

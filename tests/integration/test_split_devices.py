@@ -81,10 +81,31 @@ def _tag(x, k):
     return x
 
 
-_FACTORIES = {torch.zeros, torch.ones, torch.empty, torch.full, torch.arange, torch.tensor, torch.as_tensor, torch.eye,
-              torch.linspace, torch.rand, torch.randn, torch.randint, torch.zeros_like, torch.ones_like, torch.empty_like,
-              torch.full_like, torch.rand_like, torch.randn_like, torch.Tensor.new_zeros, torch.Tensor.new_ones,
-              torch.Tensor.new_empty, torch.Tensor.new_full, torch.Tensor.new_tensor}
+_FACTORIES = {
+    torch.zeros,
+    torch.ones,
+    torch.empty,
+    torch.full,
+    torch.arange,
+    torch.tensor,
+    torch.as_tensor,
+    torch.eye,
+    torch.linspace,
+    torch.rand,
+    torch.randn,
+    torch.randint,
+    torch.zeros_like,
+    torch.ones_like,
+    torch.empty_like,
+    torch.full_like,
+    torch.rand_like,
+    torch.randn_like,
+    torch.Tensor.new_zeros,
+    torch.Tensor.new_ones,
+    torch.Tensor.new_empty,
+    torch.Tensor.new_full,
+    torch.Tensor.new_tensor,
+}
 _TO_HOST = {torch.Tensor.numpy, torch.Tensor.tolist, torch.Tensor.item}
 _CHECKED_HOST_READS = {torch.Tensor.numpy}  # CUDA refuses .numpy(), not .tolist() or .item()
 _DEVICE_GET = torch.Tensor.device.__get__
@@ -105,14 +126,18 @@ class FakeDevices(TorchFunctionMode):
             return torch.device("cpu", k) if k else torch.device("cpu")
         if func in (torch.Tensor.to, torch.Tensor.cpu):
             return self._move(func, args, kwargs)
-        if func is torch.autograd.grad:  # autograd crosses devices; each gradient is on its input's device
+        if (
+            func is torch.autograd.grad
+        ):  # autograd crosses devices; each gradient is on its input's device
             inputs = args[1] if len(args) > 1 else kwargs["inputs"]
             grads = func(*args, **kwargs)
             for g, x in zip(grads, [inputs] if isinstance(inputs, torch.Tensor) else inputs):
                 _tag(g, dev_of(x))
             return grads
         if func in _CHECKED_HOST_READS and dev_of(args[0]) != HOST:
-            raise DeviceMismatch(f"{func.__name__}() of a tensor on fake device {dev_of(args[0])}: move it to the host first")
+            raise DeviceMismatch(
+                f"{func.__name__}() of a tensor on fake device {dev_of(args[0])}: move it to the host first"
+            )
         target = _index(kwargs.get("device"))
         if "device" in kwargs:
             kwargs["device"] = _real(kwargs["device"])
@@ -120,11 +145,17 @@ class FakeDevices(TorchFunctionMode):
         # torch lets a 0-dim CPU tensor (a scalar) meet a tensor of any device; nothing else.
         devs = {dev_of(t) for t in ins if not (t.dim() == 0 and dev_of(t) == HOST)}
         if len(devs) > 1 and func not in _FACTORIES:
-            raise DeviceMismatch(f"{getattr(func, '__name__', func)} mixes tensors on fake devices {sorted(devs)}")
+            raise DeviceMismatch(
+                f"{getattr(func, '__name__', func)} mixes tensors on fake devices {sorted(devs)}"
+            )
         out = func(*args, **kwargs)
         if func in _TO_HOST:
             return out
-        k = target if target is not None else (devs.pop() if devs else (dev_of(ins[0]) if ins else HOST))
+        k = (
+            target
+            if target is not None
+            else (devs.pop() if devs else (dev_of(ins[0]) if ins else HOST))
+        )
         self.devices_seen.add(k)
         return _tag(out, k)
 
@@ -173,12 +204,21 @@ def split(model, first_device_blocks: int):
 
     for module, k in placed:
         with FakeDevices():  # the hook "moves" the weights to cpu:k as it is added
-            add_hook_to_module(module, AlignDevicesHook(execution_device=torch.device("cpu", k), io_same_device=False))
-        for t in list(module.parameters()) + list(module.buffers()):  # rebuilt by the hook: tagged here
+            add_hook_to_module(
+                module,
+                AlignDevicesHook(execution_device=torch.device("cpu", k), io_same_device=False),
+            )
+        for t in list(module.parameters()) + list(
+            module.buffers()
+        ):  # rebuilt by the hook: tagged here
             setattr(t, _ATTR, k)
     # dispatch_model's hook on the whole model: inputs to the main device, outputs (the logits)
     # back to the inputs' device.
-    add_hook_to_module(model, AlignDevicesHook(execution_device=torch.device("cpu", 1), io_same_device=True), append=True)
+    add_hook_to_module(
+        model,
+        AlignDevicesHook(execution_device=torch.device("cpu", 1), io_same_device=True),
+        append=True,
+    )
     return model
 
 
@@ -200,7 +240,9 @@ def _answer_prompts(path):
 
     tok = models.load_tokenizer(models.ModelSpec(path))
     out = []
-    for i, (q, a) in enumerate([("the model reads every layer =", " 12 + 7"), ("so we fit linear maps", " from each")]):
+    for i, (q, a) in enumerate(
+        [("the model reads every layer =", " 12 + 7"), ("so we fit linear maps", " from each")]
+    ):
         ids, labels, pred, answer = tokenize_answer(tok, q + a, len(q), 64, f"prompt {i}")
         out.append(AnswerPrompt(ids, labels, pred, i, answer))
     return out
@@ -223,7 +265,9 @@ def _close(a, b):
             if isinstance(a[k], (np.ndarray, float, int)) and not isinstance(a[k], bool):
                 _close(a[k], b[k])
         return
-    np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=1e-6, atol=1e-9, equal_nan=True)
+    np.testing.assert_allclose(
+        np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=1e-6, atol=1e-9, equal_nan=True
+    )
 
 
 def test_the_instrument_catches_a_combination_without_a_move():
@@ -240,6 +284,7 @@ def test_the_instrument_catches_a_combination_without_a_move():
         assert str(h.device) == "cpu:1" and str(a.to(h.device).device) == "cpu:1"
         # the unfixed contrib: token_contributions on tensors of two blocks' devices
         from align.analyses.contrib import token_contributions
+
         token_contributions(h, a, a, a)  # fixed: moves everything to h's device
 
 

@@ -30,10 +30,14 @@ TEXTS = [
 
 # Pre-tokenizer regexes of the real checkpoints (Qwen 2.5 splits digits one by one, Llama 3
 # in groups of up to three).
-QWEN25_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
-                r"\s*[\r\n]+|\s+(?!\S)|\s+")
-LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
-                r"\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN25_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+    r"\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+LLAMA3_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+    r"\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 
 
 def _reference(folder):
@@ -58,7 +62,9 @@ def _demo_folder(path):
 
     tok = demo_tokenizer.save(path)
     torch.manual_seed(0)
-    Qwen2ForCausalLM(qwen2_config(TrainConfig(n_layers=1, d_model=16), len(tok))).save_pretrained(path)
+    Qwen2ForCausalLM(qwen2_config(TrainConfig(n_layers=1, d_model=16), len(tok))).save_pretrained(
+        path
+    )
     return path
 
 
@@ -70,32 +76,67 @@ def _real_layout_folder(path, kind):
     from tests.helpers.zoo import CORPUS_TEXT, _corpus_text
 
     split = QWEN25_SPLIT if kind == "qwen25" else LLAMA3_SPLIT
-    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] if kind == "qwen25" else ["<|begin_of_text|>", "<|end_of_text|>"]
+    specials = (
+        ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+        if kind == "qwen25"
+        else ["<|begin_of_text|>", "<|end_of_text|>"]
+    )
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(pattern=__import__("tokenizers").Regex(split), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(
+                pattern=__import__("tokenizers").Regex(split), behavior="isolated", invert=False
+            ),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
-    tok.train_from_iterator([CORPUS_TEXT, _corpus_text(1), "é ü ß 中文 😀 — «quotes» 0123456789"], trainer)
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(
+        [CORPUS_TEXT, _corpus_text(1), "é ü ß 中文 😀 — «quotes» 0123456789"], trainer
+    )
     if kind == "qwen25":
         tok.normalizer = normalizers.NFC()
         tok.post_processor = processors.ByteLevel(trim_offsets=False)
-        cfg = {"add_prefix_space": False, "bos_token": None, "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>",
-               "unk_token": None, "errors": "replace", "model_max_length": 131072, "split_special_tokens": False,
-               "additional_special_tokens": ["<|im_start|>", "<|im_end|>"], "tokenizer_class": "Qwen2Tokenizer",
-               "clean_up_tokenization_spaces": False}
+        cfg = {
+            "add_prefix_space": False,
+            "bos_token": None,
+            "eos_token": "<|endoftext|>",
+            "pad_token": "<|endoftext|>",
+            "unk_token": None,
+            "errors": "replace",
+            "model_max_length": 131072,
+            "split_special_tokens": False,
+            "additional_special_tokens": ["<|im_start|>", "<|im_end|>"],
+            "tokenizer_class": "Qwen2Tokenizer",
+            "clean_up_tokenization_spaces": False,
+        }
         family = "qwen2"
     else:
         bos = tok.token_to_id("<|begin_of_text|>")
-        tok.post_processor = processors.Sequence([
-            processors.ByteLevel(trim_offsets=False),
-            processors.TemplateProcessing(single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A <|begin_of_text|> $B:1",
-                                          special_tokens=[("<|begin_of_text|>", bos)])])
-        cfg = {"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>", "clean_up_tokenization_spaces": True,
-               "model_input_names": ["input_ids", "attention_mask"], "model_max_length": 131072,
-               "tokenizer_class": "PreTrainedTokenizerFast"}
+        tok.post_processor = processors.Sequence(
+            [
+                processors.ByteLevel(trim_offsets=False),
+                processors.TemplateProcessing(
+                    single="<|begin_of_text|> $A",
+                    pair="<|begin_of_text|> $A <|begin_of_text|> $B:1",
+                    special_tokens=[("<|begin_of_text|>", bos)],
+                ),
+            ]
+        )
+        cfg = {
+            "bos_token": "<|begin_of_text|>",
+            "eos_token": "<|end_of_text|>",
+            "clean_up_tokenization_spaces": True,
+            "model_input_names": ["input_ids", "attention_mask"],
+            "model_max_length": 131072,
+            "tokenizer_class": "PreTrainedTokenizerFast",
+        }
         family = "llama"
     os.makedirs(path, exist_ok=True)
     tok.save(os.path.join(path, "tokenizer.json"))
@@ -124,7 +165,9 @@ def test_load_tokenizer_gives_the_ids_of_tokenizer_json(folders, kind):
 
     folder = folders[kind]
     with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
-        assert json.load(f)["model_type"] in FAMILIES  # the case AutoTokenizer gets wrong: a config names the family
+        assert (
+            json.load(f)["model_type"] in FAMILIES
+        )  # the case AutoTokenizer gets wrong: a config names the family
     ref = _reference(folder)
     tok = load_tokenizer(ModelSpec(folder))
     assert tok.is_fast
@@ -134,19 +177,30 @@ def test_load_tokenizer_gives_the_ids_of_tokenizer_json(folders, kind):
             want = ref.encode(text, add_special_tokens=special)
             got = tok(text, add_special_tokens=special, return_offsets_mapping=True)
             assert got["input_ids"] == want.ids, (kind, text, special)
-            assert [tuple(o) for o in got["offset_mapping"]] == [tuple(o) for o in want.offsets], (kind, text)
+            assert [tuple(o) for o in got["offset_mapping"]] == [tuple(o) for o in want.offsets], (
+                kind,
+                text,
+            )
     if kind == "demo-in-qwen2-folder":
         nl = ref.token_to_id("\n")
-        assert nl is not None and tok("1\n2")["input_ids"] == [ref.token_to_id("1"), nl, ref.token_to_id("2")]
+        assert nl is not None and tok("1\n2")["input_ids"] == [
+            ref.token_to_id("1"),
+            nl,
+            ref.token_to_id("2"),
+        ]
     # Special tokens as the files define them: Llama-style templates prepend BOS, the others add nothing.
     bos_first = kind in ("llama", "olmo2", "llama3-layout")
-    assert (ref.encode("a b").ids[0] != ref.encode("a b", add_special_tokens=False).ids[0]) == bos_first
+    assert (
+        ref.encode("a b").ids[0] != ref.encode("a b", add_special_tokens=False).ids[0]
+    ) == bos_first
     with open(os.path.join(folder, "tokenizer_config.json"), encoding="utf-8") as f:
         cfg = json.load(f)
     for key in ("eos_token", "pad_token", "bos_token"):
         name = cfg.get(key)
         if isinstance(name, str):
-            assert getattr(tok, key) == name and getattr(tok, key + "_id") == ref.token_to_id(name), key
+            assert getattr(tok, key) == name and getattr(tok, key + "_id") == ref.token_to_id(
+                name
+            ), key
     assert len(tok) == ref.get_vocab_size(with_added_tokens=True)  # nothing added to the vocabulary
 
 
@@ -162,7 +216,11 @@ def test_extract_stores_the_ids_of_tokenizer_json(folders, kind, tmp_path, cli):
     from align.store import open_activations
 
     folder = folders[kind]
-    texts = ["12*(3-4)=-12\n7+8=15\n\n99-1=98", "(3*4)-5=7\n8=8\n"] if kind == "demo-in-qwen2-folder" else TEXTS
+    texts = (
+        ["12*(3-4)=-12\n7+8=15\n\n99-1=98", "(3*4)-5=7\n8=8\n"]
+        if kind == "demo-in-qwen2-folder"
+        else TEXTS
+    )
     corpus = _jsonl(tmp_path / "c.jsonl", texts)
     out = tmp_path / "s.zarr"
     code, _, err = cli("extract", folder, corpus, "-o", out, "--boundaries", "0")
@@ -171,7 +229,9 @@ def test_extract_stores_the_ids_of_tokenizer_json(folders, kind, tmp_path, cli):
     ids, docs = s.tokens("token_id"), s.tokens("doc")
     ref = _reference(folder)
     for d, text in enumerate(texts):
-        np.testing.assert_array_equal(ids[docs == d], ref.encode(text).ids, err_msg=f"{kind} doc {d}")
+        np.testing.assert_array_equal(
+            ids[docs == d], ref.encode(text).ids, err_msg=f"{kind} doc {d}"
+        )
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -207,12 +267,22 @@ def test_hub_id_from_the_cache_uses_its_tokenizer_json(folders, tmp_path, monkey
     assert load_tokenizer(spec)(text)["input_ids"] == ref.encode(text).ids
     assert load_config(spec).model_type == "qwen2"
     assert hub_commit(spec) == commit
-    assert hub_commit(ModelSpec(folders["demo-in-qwen2-folder"])) is None  # a local folder has no commit
+    assert (
+        hub_commit(ModelSpec(folders["demo-in-qwen2-folder"])) is None
+    )  # a local folder has no commit
 
 
-@pytest.mark.parametrize("kind,flag,value", [("llama", "add_bos_token", False), ("qwen2", "add_bos_token", True),
-                                             ("qwen2", "add_eos_token", True)])
-def test_tokenizer_config_flags_that_contradict_the_file_are_refused(zoo, tmp_path, cli, corpus_file, kind, flag, value):
+@pytest.mark.parametrize(
+    "kind,flag,value",
+    [
+        ("llama", "add_bos_token", False),
+        ("qwen2", "add_bos_token", True),
+        ("qwen2", "add_eos_token", True),
+    ],
+)
+def test_tokenizer_config_flags_that_contradict_the_file_are_refused(
+    zoo, tmp_path, cli, corpus_file, kind, flag, value
+):
     """add_bos_token/add_eos_token in tokenizer_config.json that say otherwise than the
     tokenizer.json's post-processor: which wrapping the model saw cannot be told, so refused."""
     import shutil
@@ -230,4 +300,7 @@ def test_tokenizer_config_flags_that_contradict_the_file_are_refused(zoo, tmp_pa
     cfg_path.write_text(json.dumps(cfg))
     from align.models import ModelSpec, load_tokenizer
 
-    assert load_tokenizer(ModelSpec(str(folder)))("a\nb")["input_ids"] == _reference(str(folder)).encode("a\nb").ids
+    assert (
+        load_tokenizer(ModelSpec(str(folder)))("a\nb")["input_ids"]
+        == _reference(str(folder)).encode("a\nb").ids
+    )

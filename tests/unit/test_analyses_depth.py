@@ -52,7 +52,9 @@ def test_kl_exactly_half_is_not_below_and_last_layer_not_counted():
 
 
 def test_overlap_first_above():
-    r = ed(ov=[0, 0.2, 0.3, 0.4, 0.2, 0.8, 1])  # 0.3 is not > 0.3; first is l = 3; dip later ignored
+    r = ed(
+        ov=[0, 0.2, 0.3, 0.4, 0.2, 0.8, 1]
+    )  # 0.3 is not > 0.3; first is l = 3; dip later ignored
     assert r["effective_depth"][2] == 3
 
 

@@ -53,10 +53,15 @@ def results(prompts, lens_prompts=None, same=True):
     cos_sum = np.stack([p[0].sum(-1) for p in prompts])
     cos_mean = cos_sum.sum(0) / counts.sum()
     cos = np.stack([cos_mean, cos_mean + 1], -1)  # the max is not read
-    contrib = xr.Dataset({"cos": (("part", "layer", "agg"), cos), "cos_sum": (("prompt", "part", "layer"), cos_sum),
-                          "token_count": (("prompt",), counts)},
-                         coords={"part": ["attn", "mlp", "layer"], "layer": np.arange(L), "agg": ["mean", "max"]},
-                         attrs={"model": "m", "config_hash": "h", "prompts_hash": "sha256:a"})
+    contrib = xr.Dataset(
+        {
+            "cos": (("part", "layer", "agg"), cos),
+            "cos_sum": (("prompt", "part", "layer"), cos_sum),
+            "token_count": (("prompt",), counts),
+        },
+        coords={"part": ["attn", "mlp", "layer"], "layer": np.arange(L), "agg": ["mean", "max"]},
+        attrs={"model": "m", "config_hash": "h", "prompts_hash": "sha256:a"},
+    )
     lc = np.array([p[1].shape[-1] for p in lens_prompts])
     data = {"token_count": (("prompt",), lc)}
     for k, name in ((1, "kl"), (2, "overlap")):
@@ -65,9 +70,16 @@ def results(prompts, lens_prompts=None, same=True):
         prompt = (s / lc[:, None]).mean(0)
         data[name] = (("weighting", "boundary"), np.stack([token, prompt]))
         data[f"{name}_sum"] = (("prompt", "boundary"), s)
-    lens = xr.Dataset(data, coords={"weighting": ["token", "prompt"], "boundary": np.arange(L + 1)},
-                      attrs={"model": "m", "config_hash": "h", "boundaries_measured": list(range(L + 1)),
-                             "prompts_hash": "sha256:a" if same else "sha256:b"})
+    lens = xr.Dataset(
+        data,
+        coords={"weighting": ["token", "prompt"], "boundary": np.arange(L + 1)},
+        attrs={
+            "model": "m",
+            "config_hash": "h",
+            "boundaries_measured": list(range(L + 1)),
+            "prompts_hash": "sha256:a" if same else "sha256:b",
+        },
+    )
     return contrib, lens
 
 
@@ -86,22 +98,34 @@ def test_sensitivity_hand_worked():
 
     c = [-0.3, -0.12, 0.07, 0.12, -0.02, 0.13]
     r = effective_depth(c, c, c, np.linspace(10, 0, L + 1), np.linspace(0, 1, L + 1))
-    by_hand = {-0.2: 0, -0.15: 0, -0.1: 1, -0.05: 1, 0.0: 4, 0.05: 4, 0.1: 4, 0.15: np.nan, 0.2: np.nan}
+    by_hand = {
+        -0.2: 0,
+        -0.15: 0,
+        -0.1: 1,
+        -0.05: 1,
+        0.0: 4,
+        0.05: 4,
+        0.1: 4,
+        0.15: np.nan,
+        0.2: np.nan,
+    }
     np.testing.assert_array_equal(r["sensitivity"]["cosine"], [by_hand[t] for t in COS_GRID])
     assert r["effective_depth"][0] == 4
     # KL 10 .. 0 over 7 boundaries: max over 0..5 is 10; first l with KL_l < f·10; overlap l/6 > t.
     kl = np.linspace(10, 0, L + 1)
     np.testing.assert_array_equal(r["sensitivity"]["kl"], [ref_kl(kl, f) for f in FRACTION_GRID])
     ov = np.linspace(0, 1, L + 1)
-    np.testing.assert_array_equal(r["sensitivity"]["overlap"], [ref_overlap(ov, t) for t in FRACTION_GRID])
+    np.testing.assert_array_equal(
+        r["sensitivity"]["overlap"], [ref_overlap(ov, t) for t in FRACTION_GRID]
+    )
 
 
 @pytest.mark.parametrize("same", [True, False])
 def test_intervals_match_plain_loops(same):
     """Joint resampling (one idx) when the lens ran on the contributions' prompts, else idx_l
     drawn after idx_c from the same generator."""
-    from align.stats.bootstrap import Resampling
     from align.analyses.depth import depth_from_results
+    from align.stats.bootstrap import Resampling
 
     prompts = make_tokens(1, 9)
     lens_prompts = prompts if same else make_tokens(2, 7)
@@ -120,19 +144,35 @@ def test_intervals_match_plain_loops(same):
         sens["overlap"].append([ref_overlap(ov, t) for t in FRACTION_GRID])
     eds = np.array(eds)
     cos, kl, ov = curves(prompts, lens_prompts, range(len(prompts)), range(len(lens_prompts)))
-    np.testing.assert_array_equal(res["effective_depth"], [ref_cosine(cos), ref_kl(kl), ref_overlap(ov)])
+    np.testing.assert_array_equal(
+        res["effective_depth"], [ref_cosine(cos), ref_kl(kl), ref_overlap(ov)]
+    )
     least = 100  # the documented floor: an interval from fewer defined resamples is NaN
     for k in range(3):
         ok = eds[~np.isnan(eds[:, k]), k]
-        want = (np.percentile(ok, 2.5), np.percentile(ok, 97.5)) if len(ok) >= least else (np.nan, np.nan)
-        np.testing.assert_allclose([res["effective_depth_low"][k], res["effective_depth_high"][k]], want, rtol=1e-12)
+        want = (
+            (np.percentile(ok, 2.5), np.percentile(ok, 97.5))
+            if len(ok) >= least
+            else (np.nan, np.nan)
+        )
+        np.testing.assert_allclose(
+            [res["effective_depth_low"][k], res["effective_depth_high"][k]], want, rtol=1e-12
+        )
         np.testing.assert_allclose(res["defined_fraction"][k], len(ok) / B, rtol=1e-12)
     for rule, s in sens.items():
         s = np.array(s)
         for j in range(s.shape[1]):
             ok = s[~np.isnan(s[:, j]), j]
-            want = (np.percentile(ok, 2.5), np.percentile(ok, 97.5)) if len(ok) >= least else (np.nan, np.nan)
-            np.testing.assert_allclose([res["sensitivity_low"][rule][j], res["sensitivity_high"][rule][j]], want, rtol=1e-12)
+            want = (
+                (np.percentile(ok, 2.5), np.percentile(ok, 97.5))
+                if len(ok) >= least
+                else (np.nan, np.nan)
+            )
+            np.testing.assert_allclose(
+                [res["sensitivity_low"][rule][j], res["sensitivity_high"][rule][j]],
+                want,
+                rtol=1e-12,
+            )
     assert res["bootstrap"]["n"] == {"contributions": 9, "lens": len(lens_prompts)}
     assert res["bootstrap"]["resamples"] == B and res["bootstrap"]["seed"] == seed
     assert res["bootstrap"]["joint"] is same

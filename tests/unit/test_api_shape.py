@@ -36,7 +36,9 @@ def _public_functions(tree):
         for node in ast.iter_child_nodes(parent):
             if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
                 stack.append((node, f"{prefix}{node.name}."))
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
+            elif isinstance(
+                node, (ast.FunctionDef, ast.AsyncFunctionDef)
+            ) and not node.name.startswith("_"):
                 yield node, prefix + node.name
 
 
@@ -46,25 +48,34 @@ def offenders() -> list[str]:
     for folder in FOLDERS:
         for path in sorted((ROOT / folder).rglob("*.py")):
             rel = path.relative_to(ROOT).as_posix()
-            if any(part.startswith("_") and part != "__init__.py" for part in path.relative_to(ROOT).parts):
+            if any(
+                part.startswith("_") and part != "__init__.py"
+                for part in path.relative_to(ROOT).parts
+            ):
                 continue
             for node, name in _public_functions(ast.parse(path.read_text(), rel)):
                 n = _count(node)
-                if n > MAX_PARAMETERS and not _is_click_command(node) and f"{rel}:{name}" not in ALLOWED:
+                if (
+                    n > MAX_PARAMETERS
+                    and not _is_click_command(node)
+                    and f"{rel}:{name}" not in ALLOWED
+                ):
                     out.append(f"{rel}:{node.lineno} {name} ({n} parameters)")
     return out
 
 
 def test_no_public_function_takes_more_than_eight_parameters():
     found = offenders()
-    assert not found, (f"public functions over {MAX_PARAMETERS} parameters (group them into a record): "
-                       + "; ".join(found))
+    assert not found, (
+        f"public functions over {MAX_PARAMETERS} parameters (group them into a record): "
+        + "; ".join(found)
+    )
 
 
 def test_the_check_sees_an_offender_and_spares_records_and_commands(tmp_path):
     """The walk itself, on a hand-written module: a 9-parameter function is named with its
     line; a dataclass's fields, a click command, a private helper and a method's self are not."""
-    source = '''
+    source = """
 import click
 from dataclasses import dataclass
 
@@ -89,8 +100,11 @@ class Record:
 class Thing:
     def method(self, a, b, c, d, e, f, g, h):
         pass
-'''
+"""
     tree = ast.parse(source)
-    found = [(node.lineno, name, _count(node)) for node, name in _public_functions(tree)
-             if _count(node) > MAX_PARAMETERS and not _is_click_command(node)]
+    found = [
+        (node.lineno, name, _count(node))
+        for node, name in _public_functions(tree)
+        if _count(node) > MAX_PARAMETERS and not _is_click_command(node)
+    ]
     assert found == [(5, "wide", 9)]

@@ -34,19 +34,29 @@ def test_token_means_maxima_and_means_match_loops():
             total += sums[p]
             count += counts[p]
         np.testing.assert_allclose(got[b], total / count, rtol=1e-12)
-        np.testing.assert_allclose(resampled_maxima(sums, idx)[b], np.max([sums[p] for p in ix], 0), rtol=0)
-        np.testing.assert_allclose(resampled_means(sums, idx)[b], np.mean([sums[p] for p in ix], 0), rtol=1e-12)
+        np.testing.assert_allclose(
+            resampled_maxima(sums, idx)[b], np.max([sums[p] for p in ix], 0), rtol=0
+        )
+        np.testing.assert_allclose(
+            resampled_means(sums, idx)[b], np.mean([sums[p] for p in ix], 0), rtol=1e-12
+        )
 
 
 def test_percentile_interval_leaves_nan_out():
     from align.stats.bootstrap import defined_fraction, percentile_interval
 
     a = np.arange(1.0, 241.0)
-    b = np.where(np.arange(240) % 2 == 0, np.nan, a * 3)  # every other resample undefined: 120 defined
+    b = np.where(
+        np.arange(240) % 2 == 0, np.nan, a * 3
+    )  # every other resample undefined: 120 defined
     s = np.stack([a, b, np.full(240, np.nan)], axis=1)
     low, high = percentile_interval(s)
-    np.testing.assert_allclose(low[:2], [np.percentile(a, 2.5), np.percentile(a[1::2] * 3, 2.5)], rtol=1e-12)
-    np.testing.assert_allclose(high[:2], [np.percentile(a, 97.5), np.percentile(a[1::2] * 3, 97.5)], rtol=1e-12)
+    np.testing.assert_allclose(
+        low[:2], [np.percentile(a, 2.5), np.percentile(a[1::2] * 3, 2.5)], rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        high[:2], [np.percentile(a, 97.5), np.percentile(a[1::2] * 3, 97.5)], rtol=1e-12
+    )
     assert np.isnan(low[2]) and np.isnan(high[2])
     np.testing.assert_array_equal(defined_fraction(s), [1.0, 0.5, 0.0])
 
@@ -63,11 +73,17 @@ def test_prompts_hash_is_the_prompts_identity():
     assert prompts_hash(rows) == a
 
 
-@pytest.mark.parametrize("kwargs, needle", [({"resamples": 0}, "`bootstrap` 0"), ({"seed": -1}, "seed -1"),
-                                            ({"equal_n": 0}, "`equal_n` 0")])
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({"resamples": 0}, "`bootstrap` 0"),
+        ({"seed": -1}, "seed -1"),
+        ({"equal_n": 0}, "`equal_n` 0"),
+    ],
+)
 def test_refusals(kwargs, needle):
-    from align.stats.bootstrap import Resampling
     from align.errors import InputError
+    from align.stats.bootstrap import Resampling
 
     with pytest.raises(InputError, match=needle):
         Resampling(**kwargs)

@@ -18,6 +18,7 @@ from align.fitting.shards import shards_of
 @dataclass
 class B:
     """What shards_of reads of a batch."""
+
     members: list
     positions: int
     tokens: np.ndarray
@@ -33,8 +34,16 @@ def test_shards_are_cut_between_windows_only():
     bs = _batches()
     window = lambda b: b.members[0] // 4  # noqa: E731
     # without units: cut once the positions so far reach k/n of the 120 (10, 40, 60, 80, 120)
-    assert [[b.members for b in s] for s in shards_of(bs, 3)] == [[[0, 2], [1, 3]], [[4, 5], [6, 7]], [[8, 9]]]
-    assert [[b.members for b in s] for s in shards_of(bs, 4)] == [[[0, 2], [1, 3]], [[4, 5]], [[6, 7], [8, 9]]]
+    assert [[b.members for b in s] for s in shards_of(bs, 3)] == [
+        [[0, 2], [1, 3]],
+        [[4, 5], [6, 7]],
+        [[8, 9]],
+    ]
+    assert [[b.members for b in s] for s in shards_of(bs, 4)] == [
+        [[0, 2], [1, 3]],
+        [[4, 5]],
+        [[6, 7], [8, 9]],
+    ]
     # with units: a window is never cut (not after [4, 5]: [6, 7] is in its window)
     got = shards_of(bs, 4, window)
     assert [[b.members for b in s] for s in got] == [[[0, 2], [1, 3]], [[4, 5], [6, 7]], [[8, 9]]]
@@ -43,7 +52,7 @@ def test_shards_are_cut_between_windows_only():
 
 
 def test_the_plan_counts_a_windows_rows_of_the_block_only_when_anchored():
-    shape = budget.LiveShape(3, 64, 5, 96, 512, 64, 256, 4, 4, 100, 10 ** 6)
+    shape = budget.LiveShape(3, 64, 5, 96, 512, 64, 256, 4, 4, 100, 10**6)
     plain = budget.pass_bytes(shape, 2, False)
     assert "window rows" not in plain
     from dataclasses import replace
@@ -55,6 +64,7 @@ def test_the_plan_counts_a_windows_rows_of_the_block_only_when_anchored():
 
 # -- a corpus whose target windows are shifted: document 3 is in the source's tokenization only ----
 
+
 def _table(lengths: dict):
     """A token table of one sequence per document (`lengths`: document -> tokens), in order."""
     from align.fitting.batches import TokenTable
@@ -63,20 +73,27 @@ def _table(lengths: dict):
     n = np.array([lengths[d] for d in docs])
     start = np.r_[0, np.cumsum(n)]
     seqs = [np.arange(a, b) % 50 for a, b in zip(start[:-1], start[1:])]
-    return TokenTable(seqs, start, np.repeat(docs, n), np.concatenate([np.arange(k) for k in n]).astype(np.int32))
+    return TokenTable(
+        seqs, start, np.repeat(docs, n), np.concatenate([np.arange(k) for k in n]).astype(np.int32)
+    )
 
 
 def _shifted():
-    from align.fitting.live_anchors import AnchoredStream
     from align.fitting.batches import plan_batches
 
     src_len = {d: 3 + (5 * d) % 7 for d in range(12)}
     tgt_len = {d: src_len[d] + d % 2 for d in range(12) if d != 3}
     src, tgt = _table(src_len), _table(tgt_len)
     where = {(int(d), int(p)): g for g, (d, p) in enumerate(zip(tgt.doc, tgt.pos))}
-    partner = np.array([where.get((int(d), int(p)), -1) if p else -1 for d, p in zip(src.doc, src.pos)])
-    part = np.where(partner >= 0, np.where(src.doc % 2 == 0, 0, 2), -1).astype(np.int8)  # even docs fit, odd held out
-    stream = AnchoredStream.build(src, tgt, part, partner, batch_size=2)  # grouping windows of 8 sequences
+    partner = np.array(
+        [where.get((int(d), int(p)), -1) if p else -1 for d, p in zip(src.doc, src.pos)]
+    )
+    part = np.where(partner >= 0, np.where(src.doc % 2 == 0, 0, 2), -1).astype(
+        np.int8
+    )  # even docs fit, odd held out
+    stream = AnchoredStream.build(
+        src, tgt, part, partner, batch_size=2
+    )  # grouping windows of 8 sequences
     return src, tgt, partner, part, stream, plan_batches(src, part, 2)
 
 
@@ -92,20 +109,25 @@ def _fake_forward(calls):
             t = torch.full((len(batch.members) * width, 3), -1.0, dtype=torch.float64)
             for r, s in enumerate(batch.members):
                 a, b = int(table.start[s]), int(table.start[s + 1])
-                t[r * width:r * width + b - a, 0] = 0.0 if model == "source" else 1.0
-                t[r * width:r * width + b - a, 1] = torch.arange(a, b, dtype=torch.float64)
-                t[r * width:r * width + b - a, 2] = float(j)
+                t[r * width : r * width + b - a, 0] = 0.0 if model == "source" else 1.0
+                t[r * width : r * width + b - a, 1] = torch.arange(a, b, dtype=torch.float64)
+                t[r * width : r * width + b - a, 2] = float(j)
             out[j] = t
         if model != "source":
             calls.append(tuple(batch.members))
         return out
+
     return forward
 
 
 def _net():
     from types import SimpleNamespace
 
-    return SimpleNamespace(source="source", target=SimpleNamespace(config=SimpleNamespace(hidden_size=3)), roles=(None, None))
+    return SimpleNamespace(
+        source="source",
+        target=SimpleNamespace(config=SimpleNamespace(hidden_size=3)),
+        roles=(None, None),
+    )
 
 
 def test_shifted_windows_pair_every_row_and_forward_each_target_batch_once(monkeypatch):
@@ -120,8 +142,11 @@ def test_shifted_windows_pair_every_row_and_forward_each_target_batch_once(monke
         for g in b.tokens:
             reads.setdefault(int(stream.batch_of[partner[g]]), set()).add(b.members[0] // 8)
     assert any(len(w) > 1 for w in reads.values())
-    for rows, keep in (("used", lambda b: b.flat), ("heldout", lambda b: b.flat[b.n_train:]),
-                       ("train", lambda b: b.flat[:b.n_train])):
+    for rows, keep in (
+        ("used", lambda b: b.flat),
+        ("heldout", lambda b: b.flat[b.n_train :]),
+        ("train", lambda b: b.flat[: b.n_train]),
+    ):
         calls.clear()
         todo = [b for b in batches if len(keep(b))]
         seen = 0
@@ -141,8 +166,14 @@ def test_shifted_windows_pair_every_row_and_forward_each_target_batch_once(monke
                         assert xs[i][k].tolist() == [0.0, float(g), float(i)]
         assert seen == 2 * sum(len(keep(b)) for b in todo), rows
         assert len(calls) == len(set(calls)), rows  # each target batch forwarded once
-        needed = {int(stream.batch_of[partner[g]]) for b in todo for g in b.tokens[np.isin(b.flat, keep(b))]}
-        assert sorted(calls) == sorted(tuple(stream.target_batches[k].members) for k in needed), rows
+        needed = {
+            int(stream.batch_of[partner[g]])
+            for b in todo
+            for g in b.tokens[np.isin(b.flat, keep(b))]
+        }
+        assert sorted(calls) == sorted(tuple(stream.target_batches[k].members) for k in needed), (
+            rows
+        )
 
 
 def test_most_held_is_the_most_rows_alive_at_once():
@@ -174,6 +205,8 @@ def test_a_corpus_read_differently_by_the_two_tokenizations_is_refused():
     a.corpus_hash, b.corpus_hash = "a" * 64, "b" * 64
     with pytest.raises(InputError) as e:
         anchor(a, b, FitSpec(), ("src", "tgt"))
-    assert str(e.value) == ("the corpus changed between the source's read and the target's (hash aaaaaaaaaaaa against "
-                            "bbbbbbbbbbbb): anchors pair characters of one text; fit from a corpus nothing writes to "
-                            "while it runs")
+    assert str(e.value) == (
+        "the corpus changed between the source's read and the target's (hash aaaaaaaaaaaa against "
+        "bbbbbbbbbbbb): anchors pair characters of one text; fit from a corpus nothing writes to "
+        "while it runs"
+    )

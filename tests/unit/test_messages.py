@@ -18,9 +18,14 @@ COMMAND_LINE = re.compile(r"align [a-z]+(?: [A-Z_.]+)*(?: --?[a-z][\w-]*(?:[ =][
 def strings(path: Path):
     """(line, text) of every string literal of a module that is not a docstring."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    docs = {id(n.body[0].value) for n in ast.walk(tree)
-            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
-            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    docs = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+    }
     for n in ast.walk(tree):
         if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
             yield n.lineno, n.value
@@ -42,10 +47,16 @@ def test_shown_translates_only_known_names():
 
     terms = {"batch_size": "--batch-size", "output": "-o"}.get
     text = "`batch_size` 0 must be at least 1; choose another `output`, not `path`"
-    assert messages.shown(text, terms) == "--batch-size 0 must be at least 1; choose another -o, not `path`"
+    assert (
+        messages.shown(text, terms)
+        == "--batch-size 0 must be at least 1; choose another -o, not `path`"
+    )
     assert messages.shown(text) == text  # nothing installed: as written
     with messages.speaking(terms):
-        assert messages.shown(text) == "--batch-size 0 must be at least 1; choose another -o, not `path`"
+        assert (
+            messages.shown(text)
+            == "--batch-size 0 must be at least 1; choose another -o, not `path`"
+        )
     assert messages.shown(text) == text
 
 
@@ -55,9 +66,25 @@ def test_the_library_error_names_the_python_parameter_and_the_cli_the_option(tmp
     from align.errors import InputError
 
     with pytest.raises(InputError) as e:
-        align.fit(str(tmp_path / "a"), str(tmp_path / "b"), str(tmp_path / "r"), memory_limit="-5GB")
-    assert str(e.value).startswith("`memory_limit` -5GB: a budget must be more than 0 bytes"), str(e.value)
+        align.fit(
+            str(tmp_path / "a"), str(tmp_path / "b"), str(tmp_path / "r"), memory_limit="-5GB"
+        )
+    assert str(e.value).startswith("`memory_limit` -5GB: a budget must be more than 0 bytes"), str(
+        e.value
+    )
     with pytest.raises(SystemExit):
-        main(["fit", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / "r"), "--memory-limit", "-5GB"])
+        main(
+            [
+                "fit",
+                str(tmp_path / "a"),
+                str(tmp_path / "b"),
+                "-o",
+                str(tmp_path / "r"),
+                "--memory-limit",
+                "-5GB",
+            ]
+        )
     err = capsys.readouterr().err
-    assert err.startswith("align: error: --memory-limit -5GB: a budget must be more than 0 bytes"), err
+    assert err.startswith(
+        "align: error: --memory-limit -5GB: a budget must be more than 0 bytes"
+    ), err

@@ -16,16 +16,28 @@ def _data(n=600, d_s=12, d_t=7, seed=0, offset=30.0):
     rng = np.random.default_rng(seed)
     # correlated columns, a large common offset (as residual streams have), a linear target
     X = (rng.normal(size=(n, d_s)) @ rng.normal(size=(d_s, d_s)) + offset).astype(np.float32)
-    Y = (X @ rng.normal(size=(d_s, d_t)) * 0.1 + rng.normal(size=(n, d_t)) - offset / 3).astype(np.float32)
+    Y = (X @ rng.normal(size=(d_s, d_t)) * 0.1 + rng.normal(size=(n, d_t)) - offset / 3).astype(
+        np.float32
+    )
     return X, Y
 
 
 def _stats(X, Ys, part, chunk=97, shift=True):
     """Statistics of (X, {j: Y}) accumulated over chunks, through the module."""
     xs = X[:50].astype(np.float64).mean(0) if shift else np.zeros(X.shape[1])
-    ysh = {j: (Y[:50].astype(np.float64).mean(0) if shift else np.zeros(Y.shape[1])) for j, Y in Ys.items()}
-    pieces = [ridge.chunk_statistics({0: X[a:a + chunk]}, {j: Y[a:a + chunk] for j, Y in Ys.items()},
-                                     part[a:a + chunk], ({0: xs}, ysh)) for a in range(0, len(X), chunk)]
+    ysh = {
+        j: (Y[:50].astype(np.float64).mean(0) if shift else np.zeros(Y.shape[1]))
+        for j, Y in Ys.items()
+    }
+    pieces = [
+        ridge.chunk_statistics(
+            {0: X[a : a + chunk]},
+            {j: Y[a : a + chunk] for j, Y in Ys.items()},
+            part[a : a + chunk],
+            ({0: xs}, ysh),
+        )
+        for a in range(0, len(X), chunk)
+    ]
     return ridge.tree_sum(pieces), {0: xs}, ysh
 
 
@@ -40,7 +52,7 @@ def test_chunk_statistics_match_direct_sums():
         np.testing.assert_allclose(st.view("sx")[0][p], Xp.sum(0), rtol=1e-12, atol=1e-9)
         np.testing.assert_allclose(st.view("xx")[0][p], Xp.T @ Xp, rtol=1e-12, atol=1e-9)
         np.testing.assert_allclose(st.view("sy")[5][p], Yp.sum(0), rtol=1e-12, atol=1e-9)
-        np.testing.assert_allclose(st.view("yy")[5][p], (Yp ** 2).sum(), rtol=1e-12)
+        np.testing.assert_allclose(st.view("yy")[5][p], (Yp**2).sum(), rtol=1e-12)
         np.testing.assert_allclose(st.view("xy")[(0, 5)][p], Xp.T @ Yp, rtol=1e-12, atol=1e-9)
 
 
@@ -70,7 +82,9 @@ def test_validation_sse_equals_explicit_predictions():
 
 
 def test_choose_alpha_ties_go_to_the_larger():
-    assert ridge.choose_alpha(np.array([2.0, 1.0, 1.0 + 1e-13, 3.0])) == 2  # within 1e-12: tie, larger wins
+    assert (
+        ridge.choose_alpha(np.array([2.0, 1.0, 1.0 + 1e-13, 3.0])) == 2
+    )  # within 1e-12: tie, larger wins
     assert ridge.choose_alpha(np.array([2.0, 1.0, 1.0 + 1e-9, 3.0])) == 1  # beyond: the least wins
     assert ridge.choose_alpha(np.array([5.0, 5.0, 5.0])) == 2
     # a curve at the rounding floor of its validation variance (total 100): all ties, the largest α wins
@@ -99,8 +113,16 @@ def test_solve_block_equals_sklearn_ridge():
 
 def _map(W, x_mean, y_mean):
     """A given map as the solve hands it on (the α fields are not read by the held-out sums)."""
-    return ridge.SolvedMap(W=W, x_mean=x_mean, y_mean=y_mean, c=y_mean - x_mean @ W, alpha_rel=1.0, alpha=1.0,
-                           val_sse=np.full(1, np.nan), val_alphas=np.ones(1))
+    return ridge.SolvedMap(
+        W=W,
+        x_mean=x_mean,
+        y_mean=y_mean,
+        c=y_mean - x_mean @ W,
+        alpha_rel=1.0,
+        alpha=1.0,
+        val_sse=np.full(1, np.nan),
+        val_alphas=np.ones(1),
+    )
 
 
 @pytest.mark.parametrize("rows", [None, 50], ids=["one-block", "blocks-of-50-rows"])
@@ -108,12 +130,16 @@ def _map(W, x_mean, y_mean):
 def test_heldout_scores_equal_numpy_and_sklearn(use_torch, rows):
     X, Y = _data(seed=4)
     rng = np.random.default_rng(5)
-    W, c = rng.normal(size=(X.shape[1], Y.shape[1])), rng.normal(size=Y.shape[1])
+    W = rng.normal(size=(X.shape[1], Y.shape[1]))
     x_mean, y_mean = X[:100].mean(0).astype(np.float64), Y[:100].mean(0).astype(np.float64)
     maps = {(0, 1): _map(W, x_mean, y_mean)}
     backend = ridge.Backend("cpu", use_torch=use_torch)
-    parts = [ridge.heldout_sums({0: X[a:a + 128]}, {1: Y[a:a + 128]}, maps, backend, rows_per_block=rows)
-             for a in range(0, len(X), 128)]
+    parts = [
+        ridge.heldout_sums(
+            {0: X[a : a + 128]}, {1: Y[a : a + 128]}, maps, backend, rows_per_block=rows
+        )
+        for a in range(0, len(X), 128)
+    ]
     h = ridge.tree_sum(parts, add=ridge.add_heldout)
     got = ridge.scores(h["pair"][(0, 1)], h["target"][1], h["centred"][1])
     Xd, Yd = X.astype(np.float64), Y.astype(np.float64)
@@ -129,11 +155,25 @@ def test_per_document_heldout_sums_equal_a_loop_over_documents(use_torch):
     X, Y = _data(seed=7)
     rng = np.random.default_rng(8)
     docs = np.sort(rng.integers(0, 9, len(X)))  # runs of documents, some split between chunks
-    maps = {(0, 1): _map(rng.normal(size=(X.shape[1], Y.shape[1])), X.mean(0).astype(np.float64),
-                         Y.mean(0).astype(np.float64))}
+    maps = {
+        (0, 1): _map(
+            rng.normal(size=(X.shape[1], Y.shape[1])),
+            X.mean(0).astype(np.float64),
+            Y.mean(0).astype(np.float64),
+        )
+    }
     backend = ridge.Backend("cpu", use_torch=use_torch)
-    parts = [ridge.heldout_sums({0: X[a:a + 100]}, {1: Y[a:a + 100]}, maps, backend, rows_per_block=30,
-                                docs=docs[a:a + 100]) for a in range(0, len(X), 100)]
+    parts = [
+        ridge.heldout_sums(
+            {0: X[a : a + 100]},
+            {1: Y[a : a + 100]},
+            maps,
+            backend,
+            rows_per_block=30,
+            docs=docs[a : a + 100],
+        )
+        for a in range(0, len(X), 100)
+    ]
     d = ridge.tree_sum(parts, add=ridge.add_heldout)["doc"]
     m = maps[(0, 1)]
     for k, doc in enumerate(d["ids"]):
@@ -141,8 +181,12 @@ def test_per_document_heldout_sums_equal_a_loop_over_documents(use_torch):
         Xd, Yd = X[r].astype(np.float64), Y[r].astype(np.float64)
         e = np.linalg.norm((Xd - m.x_mean) @ m.W - (Yd - m.y_mean), axis=1)
         y = np.linalg.norm(Yd, axis=1)
-        np.testing.assert_allclose(d["pair"][(0, 1)][k], [np.sum(e / y), e.sum(), (e * e).sum()], rtol=1e-10)
-        np.testing.assert_allclose(d["target"][1][k], [r.sum(), y.sum(), ((Yd - m.y_mean) ** 2).sum()], rtol=1e-10)
+        np.testing.assert_allclose(
+            d["pair"][(0, 1)][k], [np.sum(e / y), e.sum(), (e * e).sum()], rtol=1e-10
+        )
+        np.testing.assert_allclose(
+            d["target"][1][k], [r.sum(), y.sum(), ((Yd - m.y_mean) ** 2).sum()], rtol=1e-10
+        )
         np.testing.assert_allclose(d["centred"][1][k], (Yd - m.y_mean).sum(0), rtol=1e-9, atol=1e-9)
     assert d["ids"].tolist() == sorted(set(docs.tolist()))
 
@@ -160,10 +204,9 @@ def test_torch_backend_statistics_equal_numpy():
 
 def test_summary_hand_worked():
     # boundaries 0..3 both sides (L = 3); row 0 and column 0 are left out of the summary
-    err = np.array([[0.0, 0.9, 0.9, 0.9],
-                    [0.5, 0.1, 0.3, 0.5],
-                    [0.5, 0.4, 0.2, 0.3],
-                    [0.5, 0.6, 0.4, 0.1]])
+    err = np.array(
+        [[0.0, 0.9, 0.9, 0.9], [0.5, 0.1, 0.3, 0.5], [0.5, 0.4, 0.2, 0.3], [0.5, 0.6, 0.4, 0.1]]
+    )
     s = ridge.summary(err, [0, 1, 2, 3], [0, 1, 2, 3], 3, 3)
     assert s.argmin_path == [1, 2, 3]
     assert s.spearman == pytest.approx(1.0)
@@ -180,17 +223,23 @@ def test_summary_hand_worked():
 
 # -- the solve on another backend, factors shared by blocks, in-place sums ----------------
 
+
 def _multi(n=900, d_s=10, d_t=6, seed=8):
     """Two source boundaries and three target boundaries of one token stream (float32)."""
     X, Y = _data(n=n, d_s=d_s, d_t=d_t, seed=seed)
     rng = np.random.default_rng(seed + 1)
     xs = {0: X, 3: (X @ rng.normal(size=(d_s, d_s)) + 2.0).astype(np.float32)}
-    ys = {1: Y, 2: (xs[3] @ rng.normal(size=(d_s, d_t)) + rng.normal(size=(n, d_t))).astype(np.float32),
-          5: rng.normal(size=(n, d_t)).astype(np.float32)}
+    ys = {
+        1: Y,
+        2: (xs[3] @ rng.normal(size=(d_s, d_t)) + rng.normal(size=(n, d_t))).astype(np.float32),
+        5: rng.normal(size=(n, d_t)).astype(np.float32),
+    }
     part = np.where(np.arange(n) % 5 == 0, ridge.VAL, ridge.FIT).astype(np.int8)
     part[::17] = -1
-    shifts = ({i: x[:40].astype(np.float64).mean(0) for i, x in xs.items()},
-              {j: y[:40].astype(np.float64).mean(0) for j, y in ys.items()})
+    shifts = (
+        {i: x[:40].astype(np.float64).mean(0) for i, x in xs.items()},
+        {j: y[:40].astype(np.float64).mean(0) for j, y in ys.items()},
+    )
     return xs, ys, part, shifts
 
 
@@ -201,14 +250,25 @@ def test_in_place_sums_over_chunks_equal_direct_sums_and_torch_tensors():
     acc = ridge.Statistics.zeros(tuple(xs), tuple(ys), d_s, d_t)
     work = {}
     for a in range(0, len(part), 128):  # chunks into one accumulator, buffers reused
-        ridge.chunk_statistics({i: x[a:a + 128] for i, x in xs.items()}, {j: y[a:a + 128] for j, y in ys.items()},
-                               part[a:a + 128], (xsh, ysh), into=acc, work=work)
+        ridge.chunk_statistics(
+            {i: x[a : a + 128] for i, x in xs.items()},
+            {j: y[a : a + 128] for j, y in ys.items()},
+            part[a : a + 128],
+            (xsh, ysh),
+            into=acc,
+            work=work,
+        )
     tb = ridge.Backend("cpu", use_torch=True)
     tacc = ridge.Statistics.zeros(tuple(xs), tuple(ys), d_s, d_t, tb)
     for a in range(0, len(part), 300):  # torch tensors in, accumulated on the (torch) device
-        ridge.chunk_statistics({i: torch.from_numpy(x[a:a + 300]) for i, x in xs.items()},
-                               {j: torch.from_numpy(y[a:a + 300]) for j, y in ys.items()}, part[a:a + 300], (xsh, ysh),
-                               tb, into=tacc)
+        ridge.chunk_statistics(
+            {i: torch.from_numpy(x[a : a + 300]) for i, x in xs.items()},
+            {j: torch.from_numpy(y[a : a + 300]) for j, y in ys.items()},
+            part[a : a + 300],
+            (xsh, ysh),
+            tb,
+            into=tacc,
+        )
     tacc = tacc.numpy(tb)
     for p in (ridge.FIT, ridge.VAL):
         rows = part == p
@@ -224,7 +284,7 @@ def test_in_place_sums_over_chunks_equal_direct_sums_and_torch_tensors():
             for j, y in ys.items():
                 Yp = y[rows].astype(np.float64) - ysh[j]
                 np.testing.assert_allclose(st.view("sy")[j][p], Yp.sum(0), rtol=1e-12, atol=1e-9)
-                np.testing.assert_allclose(st.view("yy")[j][p], (Yp ** 2).sum(), rtol=1e-12)
+                np.testing.assert_allclose(st.view("yy")[j][p], (Yp**2).sum(), rtol=1e-12)
 
 
 def _solved_stats():
@@ -269,9 +329,19 @@ def test_blocks_of_one_source_block_decompose_each_source_once():
     whole = ridge.solve_block(st, grid, xsh, ysh)
     be, factors, blocked = _CountingBackend(), {}, {}
     for J in ((1,), (2, 5)):
-        cols = np.concatenate([np.arange(st.target.index(j) * 6, st.target.index(j) * 6 + 6) for j in J])
-        sub = ridge.Statistics(st.source, J, st.n, st.sx, st.xx, st.sy[:, [st.target.index(j) for j in J]],
-                               st.yy[:, [st.target.index(j) for j in J]], st.xy[:, :, cols])
+        cols = np.concatenate(
+            [np.arange(st.target.index(j) * 6, st.target.index(j) * 6 + 6) for j in J]
+        )
+        sub = ridge.Statistics(
+            st.source,
+            J,
+            st.n,
+            st.sx,
+            st.xx,
+            st.sy[:, [st.target.index(j) for j in J]],
+            st.yy[:, [st.target.index(j) for j in J]],
+            st.xy[:, :, cols],
+        )
         blocked.update(ridge.solve_block(sub, grid, xsh, ysh, be, factors))
     assert be.eighs == 2 * len(st.source)
     for k in whole:

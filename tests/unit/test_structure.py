@@ -16,19 +16,42 @@ while not (ROOT / "setup.py").exists():  # the test may sit in a tier folder
 FOLDERS = {"align": "align", "align.cli": "cli", "align.store": "store"}
 # Third-party packages whose import costs seconds or memory: a module that pulls one in at its
 # top may be imported inside a function, so that `align --help` and light commands stay fast.
-HEAVY = ("torch", "transformers", "accelerate", "dask", "distributed", "zarr", "numcodecs", "matplotlib",
-         "xarray", "sklearn", "scipy", "datasets", "tokenizers", "fsspec")
-MAX_LINES = 450
+HEAVY = (
+    "torch",
+    "transformers",
+    "accelerate",
+    "dask",
+    "distributed",
+    "zarr",
+    "numcodecs",
+    "matplotlib",
+    "xarray",
+    "sklearn",
+    "scipy",
+    "datasets",
+    "tokenizers",
+    "fsspec",
+)
+# 450 lines of the compact style before ruff format; the formatter spreads a wrapped call one
+# argument a line, which grew the code 1.43x in lines (15,850 -> 22,671), not in statements
+MAX_LINES = 700
 # Which layer may import which: an arrow runs from the importer's layer to the imported's.
 LAYERS = {"align.cli": 3, "align": 2, "align.store": 1}
-BASE = ("align.errors", "align.faults", "align.messages", "align.version")  # imported by every layer
+BASE = (
+    "align.errors",
+    "align.faults",
+    "align.messages",
+    "align.version",
+)  # imported by every layer
 
 
 def modules() -> dict[str, Path]:
     found = {}
     for package, folder in FOLDERS.items():
         for path in sorted((ROOT / folder).rglob("*.py")):
-            parts = [p for p in path.relative_to(ROOT / folder).with_suffix("").parts if p != "__init__"]
+            parts = [
+                p for p in path.relative_to(ROOT / folder).with_suffix("").parts if p != "__init__"
+            ]
             found[".".join([package, *parts])] = path
     return found
 
@@ -54,14 +77,20 @@ def _targets(node, name: str, is_package: bool) -> list[str]:
 
 def _is_top(node, tree) -> bool:
     """At module level, or inside a module-level if/try (TYPE_CHECKING, optional imports)."""
+
     def within(body):
         for n in body:
             if n is node:
                 return True
-            if isinstance(n, (ast.If, ast.Try)) and within(n.body + getattr(n, "orelse", []) + getattr(n, "finalbody", [])
-                                                          + [h for t in getattr(n, "handlers", []) for h in t.body]):
+            if isinstance(n, (ast.If, ast.Try)) and within(
+                n.body
+                + getattr(n, "orelse", [])
+                + getattr(n, "finalbody", [])
+                + [h for t in getattr(n, "handlers", []) for h in t.body]
+            ):
                 return True
         return False
+
     return within(tree.body)
 
 
@@ -73,8 +102,12 @@ def imports() -> tuple[dict, dict, dict]:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         top[name], lazy[name], third[name] = set(), [], set()
         for node in ast.walk(tree):
-            if not isinstance(node, (ast.Import, ast.ImportFrom)) or getattr(node, "level", 0) == 0 and \
-                    isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            if (
+                not isinstance(node, (ast.Import, ast.ImportFrom))
+                or getattr(node, "level", 0) == 0
+                and isinstance(node, ast.ImportFrom)
+                and node.module == "__future__"
+            ):
                 continue
             names = _targets(node, name, path.name == "__init__.py")
             ours = [t for t in names if t in MODULES or t.split(".")[0] == "align"]
@@ -98,7 +131,9 @@ def closure(name: str) -> set[str]:
             continue
         seen.add(m)
         parts = m.split(".")
-        todo.extend(".".join(parts[:k]) for k in range(1, len(parts)) if ".".join(parts[:k]) in MODULES)
+        todo.extend(
+            ".".join(parts[:k]) for k in range(1, len(parts)) if ".".join(parts[:k]) in MODULES
+        )
         todo.extend(TOP.get(m, ()))
     return seen
 
@@ -142,14 +177,19 @@ def test_align_modules_are_imported_at_the_top():
     """A function-level import of an align module is allowed only where that module pulls in a
     heavy package at its top (the reason, computed: the lazy import keeps that cost off the
     commands and imports that do not need it)."""
-    bad = [f"{MODULES[m].relative_to(ROOT)}:{line} imports {t} inside a function, and {t} imports no heavy package"
-           for m, items in LAZY.items() for t, line in items if not heavy(t)]
+    bad = [
+        f"{MODULES[m].relative_to(ROOT)}:{line} imports {t} inside a function, and {t} imports no heavy package"
+        for m, items in LAZY.items()
+        for t, line in items
+        if not heavy(t)
+    ]
     assert not bad, "\n".join(bad)
 
 
 def test_imports_run_one_way():
     """cli → align → store: the library never imports the CLI, the store imports only the store
     and the base modules, and fitting does not import the analyses."""
+
     def layer(m):
         return max((LAYERS[p] for p in LAYERS if m == p or m.startswith(p + ".")), default=0)
 
@@ -166,6 +206,9 @@ def test_imports_run_one_way():
 
 
 def test_modules_are_small():
-    long = {str(p.relative_to(ROOT)): n for p in MODULES.values()
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in MODULES.values()
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
     assert not long, f"modules over {MAX_LINES} lines (split them by concept): {long}"
