@@ -24,7 +24,11 @@ One concept a module:
   provenance (`alignment_dataset`, `Side`, route "store" or "live"), `check_result_room`,
   `write_alignment`; `uncertainty`: the document bootstrap of the scores and the summary.
 - `live`: the model route (`fit_live`), with `live_estimate` (its dry run), `batches`,
-  `passes`, `shards`, `progress`; `pairing`: the check that two tokenizers behave alike.
+  `passes`, `shards`, `progress`; `live_anchors`: two tokenizers on the live route (each model
+  forwarded in its own batches, its rows paired per grouping window).
+- `pairing`: which rows pair two models (one token stream, or anchors on the text) and the
+  check that two tokenizers behave alike; `anchors`: the anchor rule, its coverage and the
+  windows check (pure).
 
 The seam a source of statistics plugs into (the live route does what `stores.fit` does):
 
