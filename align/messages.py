@@ -41,3 +41,13 @@ def shown(message: str, terms: Callable[[str], str | None] | None = None) -> str
 def say(message: str) -> None:
     """The library's log line, on stderr, in the installed terms."""
     print(shown(message), file=sys.stderr, flush=True)
+
+
+def human_bytes(n: float) -> str:
+    """Bytes in binary units for a message, one decimal: 1536 -> "1.5 KiB", 1.6e9 -> "1.5 GiB",
+    512 -> "512 B"; past ZiB, YiB with thousands separators."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB"):
+        if abs(n) < 1024:
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:,.1f} YiB"

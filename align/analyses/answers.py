@@ -23,7 +23,6 @@ does; one longer than --max-length is refused (cutting it would cut the answer).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,19 +55,10 @@ def _jsonl_items(spec: corpus.CorpusSpec, reading: corpus.Reading, answer_field:
             f"{text_field!r} and {answer_field!r} fields; for other corpora give `answer_marker` TEXT"
         )
     n = 0
+    if max_docs == 0:
+        return
     for path, lines in reading.files():
-        for i, line in enumerate(lines):
-            if not line.strip():
-                continue
-            if max_docs is not None and n >= max_docs:
-                return
-            where = f"{path} line {i + 1}"
-            try:
-                item = json.loads(line)
-            except ValueError as e:
-                raise InputError(
-                    f"{where} is not valid JSON ({e.msg}): each line must be one JSON object"
-                ) from None
+        for where, item in corpus.json_lines(path, lines):
             if not isinstance(item, dict) or text_field not in item:
                 raise InputError(f"{where} has no field {text_field!r}: pass `text_field` NAME")
             if answer_field not in item:
@@ -83,6 +73,8 @@ def _jsonl_items(spec: corpus.CorpusSpec, reading: corpus.Reading, answer_field:
                 )
             n += 1
             yield where, text + answer, len(text)
+            if max_docs is not None and n >= max_docs:
+                return
 
 
 def _format_items(spec: corpus.CorpusSpec, reading: corpus.Reading):

@@ -22,6 +22,7 @@ from align.corpus.formats import (
     generated_format,
 )
 from align.corpus.reading import Reading, corpus_hash
+from align.corpus.sources import json_lines
 from align.corpus.spec import (
     DOC_SPLITS,
     ESCAPES,
@@ -64,6 +65,7 @@ __all__ = [
     "check_stand_in",
     "composing_form",
     "corpus_hash",
+    "json_lines",
     "document_levels",
     "documents",
     "generated_format",

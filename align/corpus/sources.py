@@ -32,19 +32,26 @@ def text_documents(lines: Iterator[str], how: str) -> Iterator[str]:
         yield "\n".join(cur)
 
 
-def jsonl_items(path: str, lines: Iterator[str], spec: CorpusSpec) -> Iterator[Item]:
-    """The documents of a .jsonl file's `lines` (`path` names it in messages): a task format's
-    prompts, or the text in `spec.text_field`; blank lines are skipped."""
+def json_lines(path: str, lines: Iterator[str]) -> Iterator[tuple[str, object]]:
+    """(where, value) of each non-blank line of a .jsonl file's `lines`, parsed: the one JSONL
+    reader of corpora and prompt files. `where` ("PATH line N") names the line in messages; a
+    line that is not JSON is refused in one line naming it."""
     for i, line in enumerate(lines):
         if not line.strip():
             continue
         where = f"{path} line {i + 1}"
         try:
-            item = json.loads(line)
+            yield where, json.loads(line)
         except ValueError as e:
             raise InputError(
                 f"{where} is not valid JSON ({e.msg}): each line must be one JSON object"
             ) from None
+
+
+def jsonl_items(path: str, lines: Iterator[str], spec: CorpusSpec) -> Iterator[Item]:
+    """The documents of a .jsonl file's `lines` (`path` names it in messages): a task format's
+    prompts, or the text in `spec.text_field`; blank lines are skipped."""
+    for where, item in json_lines(path, lines):
         if spec.fmt in JSON_FORMATS:
             yield format_item(spec.fmt, item, where)
             continue

@@ -21,9 +21,10 @@ from align import store as st
 from align.extraction import batches, pipeline
 from align.extraction.inputs import Inputs
 from align.extraction.plan import DISK_MARGIN, Plan, store_bytes, store_provenance
-from align.extraction.report import ExtractReport, human, span
+from align.extraction.report import ExtractReport, span
 from align.extraction.transfer import forward_batch
 from align.hooks import capture
+from align.messages import human_bytes as human
 from align.models import families
 
 REPEATS = 2  # each timed phase runs this many times and its fastest time counts (after a warm-up)

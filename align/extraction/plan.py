@@ -16,7 +16,7 @@ from align import corpus, provenance
 from align import store as st
 from align.errors import DiskSpaceError, InputError
 from align.extraction.inputs import Inputs
-from align.extraction.report import human
+from align.messages import human_bytes as human
 from align.store import footprint
 from align.store.codecs import physical_dtype
 from align.store.layout import TOKEN_CHUNK, TOKEN_FIELDS

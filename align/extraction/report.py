@@ -18,14 +18,6 @@ class ExtractReport:
     )
 
 
-def human(n: float) -> str:
-    """Bytes as B, KiB, MiB, GiB or TiB, one decimal."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-
-
 def span(idx) -> str:
     """Indices as a range "a..b" when consecutive, else comma-separated."""
     idx = list(idx)

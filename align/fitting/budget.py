@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from align import ridge
 from align.fitting.split import FRACTIONS
+from align.messages import human_bytes  # noqa: F401 (the fit's modules import it from here)
 from align.stats.bootstrap import MIN_RESAMPLES
 from align.store import footprint
 
@@ -27,14 +28,6 @@ ALPHA_ROOM = (
 ATTRS_ROOM = (
     8192  # bytes of the summary and options a result's attributes hold beyond its provenance
 )
-
-
-def human_bytes(n: float) -> str:
-    """1536 -> "1.5 KiB": bytes for messages, in binary units."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
 
 
 def statistics_bytes(nI: int, nJ: int, d_s: int, d_t: int, parts: int = ridge.N_PARTS) -> int:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from align.errors import InputError
+from align.messages import human_bytes
 
 RESAMPLES = 1000
 LEVEL = 0.95
@@ -68,20 +69,11 @@ def check_resamples(resamples, option: str = "`bootstrap`") -> int:
     if b > MAX_RESAMPLES:
         raise InputError(
             f"{option} {b}: more than the {MAX_RESAMPLES:,} resamples align draws (their indices alone would "
-            f"take {_binary(DRAW_BYTES * b)} per prompt or document drawn; at {MAX_RESAMPLES:,} a 95% "
+            f"take {human_bytes(DRAW_BYTES * b)} per prompt or document drawn; at {MAX_RESAMPLES:,} a 95% "
             f"endpoint's tail share is known to ±0.02 points already): give {MAX_RESAMPLES:,} or fewer "
             f"(default {RESAMPLES:,})"
         )
     return b
-
-
-def _binary(n: float) -> str:
-    """Bytes in binary units up to YiB, for a message: 1.6e9 -> "1.5 GiB"."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB"):
-        if n < 1024:
-            return f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:,.1f} YiB"
 
 
 @dataclass(frozen=True)
