@@ -103,13 +103,13 @@ def test_the_new_and_the_old_option_names(fit_pair, tmp_path, cli):
     np.testing.assert_array_equal(raw(old, "relative_error")[0], err)
 
 
-def test_a_bad_boundary_spec_names_the_new_option(fit_pair, tmp_path, cli):
+def test_a_bad_boundary_spec_names_the_option_as_typed(fit_pair, tmp_path, cli):
     src, tgt = fit_pair
     code, _, err = cli("fit", src, tgt, "-o", tmp_path / "r.zarr", "--source-layers", "9")
     one_line_error(
         code,
         err,
-        "--source-boundaries '9'",
+        "--source-layers '9'",
         "index 9 is out of range",
         progress=("align: warning: --source-layers is deprecated",),
     )
