@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 
 import align
-from align import messages, textfiles
+from align import messages, seeding, textfiles
 from align.analyses import run as analyses
 from align.corpus import CorpusSpec
 from align.demo import data, tokenizers_pair, train
@@ -130,6 +130,8 @@ def _check_seeds(seeds) -> tuple:
         raise InputError(
             f"seeds {list(seeds)} must be distinct non-negative integers, at least one"
         )
+    for s in seeds:  # the control of seed s is drawn with seed control_seed + s
+        seeding.check(s + DemoConfig.control_seed, "seeds")
     return seeds
 
 
