@@ -130,8 +130,13 @@ def _check_seeds(seeds) -> tuple:
         raise InputError(
             f"seeds {list(seeds)} must be distinct non-negative integers, at least one"
         )
-    for s in seeds:  # the control of seed s is drawn with seed control_seed + s
-        seeding.check(s + DemoConfig.control_seed, "seeds")
+    for s in seeds:
+        seeding.check(s, "seeds")
+        if s + DemoConfig.control_seed > seeding.MAX_SEED:
+            raise InputError(
+                f"`seeds` {s}: the untrained control of a seed is drawn with seed + "
+                f"{DemoConfig.control_seed}, beyond 2**63 - 1; give a smaller seed"
+            )
     return seeds
 
 

@@ -72,3 +72,51 @@ def test_numeric_option_values_fail_in_one_line(name, option, cli, tmp_path, mon
         line = one_line_error(code, err, progress=("align: warning: ",))
         if value in NEVER:
             assert option in line, (value, line)
+
+
+BIG = str(10**30)
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["demo", "--seeds", BIG], f"--seeds {BIG} must be a count from 1 to 100"),
+        (
+            ["demo", "--seeds", f"0,{BIG}"],
+            f"--seeds {BIG}: a seed must be a whole number from 0 to 2**63 - 1",
+        ),
+        (["demo", "--seed", BIG], "'--seed'"),
+    ],
+)
+def test_demo_seeds_beyond_the_range_are_one_line(cli, tmp_path, argv, needle, monkeypatch):
+    from align.demo import pipeline
+    from align.errors import InputError
+
+    monkeypatch.setattr(pipeline, "run", lambda *a, **k: (_ for _ in ()).throw(InputError("ran")))
+    code, _, err = cli(*argv, "-o", tmp_path / "d")
+    one_line_error(code, err, needle)
+    assert not (tmp_path / "d").exists()
+
+
+def test_library_seeds_beyond_the_range_are_refused_naming_the_parameter(
+    zoo, corpus_file, tmp_path
+):
+    """Through the Python API (no click to bound them): the random initialisation's seed, the
+    fit's split seed and the bootstrap's seed."""
+    import align
+    from align.errors import InputError
+    from align.fitting.split import check_seed
+    from align.stats.bootstrap import Resampling
+
+    with pytest.raises(InputError) as e:
+        align.extract(
+            zoo("qwen2"), corpus_file, str(tmp_path / "s.zarr"), random_init=True, seed=10**30
+        )
+    assert f"`seed` {10**30}: a seed must be a whole number from 0 to 2**63 - 1" in str(e.value)
+    assert not (tmp_path / "s.zarr").exists()
+    for call, name in (
+        (lambda: check_seed(2**63), "seed"),
+        (lambda: Resampling(1000, 2**63), "bootstrap_seed"),
+    ):
+        with pytest.raises(InputError, match=f"`{name}` {2**63}: a seed must be"):
+            call()
