@@ -258,25 +258,20 @@ _BUILT: dict[int, tuple[Any, Family]] = {}
 
 def check_parts(model, family: Family, name: str) -> None:
     """Refuse `family` for `model` (checkpoint `name`) unless every part it names is there:
-    the blocks, embedding, final norm, unembedding, and each block's sublayers."""
-    paths = [family.blocks, family.embed, family.final_norm, family.unembed]
-    for path in paths:
-        try:
-            get_path(model, path)
-        except AttributeError:
-            break
-    else:
+    the blocks, embedding, final norm, unembedding, and the first block's sublayers."""
+    paths = (family.blocks, family.embed, family.final_norm, family.unembed)
+    missing = next((p for p in paths if not _has(model, p)), None)
+    if missing is None:
         block = get_path(model, family.blocks)[0]
-        sub = [p for p in (family.attn_out, family.mlp_out) if p]
-        missing = [f"{family.blocks}.0.{p}" for p in sub if not _has(block, p)]
-        if not missing:
-            return
-        path = missing[0]
-    raise ModelError(
-        f"{name!r} (model_type {getattr(model.config, 'model_type', '?')!r}) has no module "
-        f"{path!r}, where family {family.name} keeps a part: the `family` asserted is not this "
-        f"model's; leave `family` out, or give the family of this architecture ({', '.join(NAMES)})"
-    )
+        subs = (p for p in (family.attn_out, family.mlp_out) if p and not _has(block, p))
+        missing = next((f"{family.blocks}.0.{p}" for p in subs), None)
+    if missing is not None:
+        raise ModelError(
+            f"{name!r} (model_type {getattr(model.config, 'model_type', '?')!r}) has no module "
+            f"{missing!r}, where family {family.name} keeps a part: the `family` asserted is not "
+            f"this model's; leave `family` out, or give the family of this architecture "
+            f"({', '.join(NAMES)})"
+        )
 
 
 def _has(obj, path: str) -> bool:
