@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.helpers.assertions import one_line_error
-from tests.helpers.faults import killed_run
+from tests.helpers.faults import fault_env, killed_run, wait_reached
 from tests.helpers.fixtures_fit import token_table
 
 
@@ -78,3 +78,36 @@ def test_rerunning_the_writer_restores_then_replaces(interrupted):
     after = np.asarray(zarr.open_group(out, mode="r")["relative_error"][...])
     np.testing.assert_array_equal(after, before)
     assert [n for n in os.listdir(os.path.dirname(out)) if n.startswith(".r.zarr")] == []
+
+
+def test_a_reader_during_the_replacement_says_it_is_under_way(interrupted, cli, tmp_path):
+    """The writer paused (not killed) with the old result aside: `align info` names the
+    replacement under way, its pid and where the previous version waits; the writer then
+    finishes and the result reads again."""
+    out, cmd, before = interrupted
+    log = str(tmp_path / "fault.log")
+    writer = subprocess.Popen(
+        cmd,
+        env=fault_env("result_old_aside:1:pause", log),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_reached(log)
+        code, _, err = cli("info", out)
+        one_line_error(
+            code,
+            err,
+            f"{out} is being replaced (align pid {writer.pid} is writing it)",
+            "its previous version is at",
+            "wait for that command to finish",
+            absent=("not a store",),
+        )
+        open(log + ".go", "w").close()
+        _, writer_err = writer.communicate(timeout=300)
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+    assert writer.returncode == 0, writer_err
+    assert cli("info", out)[0] == 0
