@@ -6,6 +6,9 @@ not UTF-8 (its value and offset from the file's start) and its line, e.g.
     corpus file docs.txt is not UTF-8 (byte 0xe9 at offset 5, line 2): convert it to UTF-8,
     e.g. iconv -f latin1 -t utf-8
 
+A file that starts with the byte-order mark of UTF-16 or UTF-32 is named as that encoding, and
+the conversion given is from it (latin1 would turn every character into two or four).
+
 `lines` streams a file's lines (memory stays flat) and adds each raw line to a hash as it is
 read, so that a hash taken this way covers exactly the bytes the text was decoded from;
 `read` gives a whole (small) file's text.
@@ -36,11 +39,32 @@ def decode(
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
+        bom = encoding_of_bom(raw) if offset == 0 else None
+        if bom is not None:
+            raise error(
+                f"{what} {path} is {bom} (its first bytes are {bom}'s byte-order mark), not UTF-8: "
+                f"convert it to UTF-8, e.g. iconv -f {bom} -t utf-8"
+            ) from None
         at = f", line {line}" if line is not None else ""
         raise error(
             f"{what} {path} is not UTF-8 (byte 0x{raw[e.start]:02x} at offset {offset + e.start:,}{at}): "
             "convert it to UTF-8, e.g. iconv -f latin1 -t utf-8"
         ) from None
+
+
+# Byte-order marks of the encodings that are not UTF-8, longest first (UTF-32LE's mark begins
+# with UTF-16LE's), and the name iconv knows each encoding by.
+BYTE_ORDER_MARKS = (
+    (b"\x00\x00\xfe\xff", "UTF-32BE"),
+    (b"\xff\xfe\x00\x00", "UTF-32LE"),
+    (b"\xfe\xff", "UTF-16BE"),
+    (b"\xff\xfe", "UTF-16LE"),
+)
+
+
+def encoding_of_bom(raw: bytes) -> str | None:
+    """The encoding whose byte-order mark `raw` (a file's first bytes) starts with, or None."""
+    return next((name for mark, name in BYTE_ORDER_MARKS if raw.startswith(mark)), None)
 
 
 def lines(f: BinaryIO, path: str, what: str, digest=None, error=InputError) -> Iterator[str]:

@@ -9,6 +9,7 @@ from align.analyses.options import LensOptions, SkipOptions
 from align.analyses.run import run_contrib, run_depth, run_lens, run_skip
 from align.analyses.skip import PARTS, SETTINGS, SPLITS
 from align.cli.extract import corpus_options, corpus_spec, model_options, model_spec
+from align.cli.numbers import SEED, whole
 from align.errors import InputError
 from align.models import ModelSpec
 from align.records import build
@@ -35,7 +36,7 @@ def _resampling(f):
     """--bootstrap and --bootstrap-seed: the prompt bootstrap of the result's intervals."""
     f = click.option(
         "--bootstrap-seed",
-        type=click.IntRange(min=0),
+        type=SEED,
         default=0,
         show_default=True,
         help="Seed of the prompt bootstrap.",
@@ -62,7 +63,7 @@ def _common(f):
     f = click.option("--overwrite", is_flag=True, help="Replace an existing result at -o.")(f)
     f = click.option(
         "--batch-size",
-        type=click.IntRange(min=1),
+        type=whole(1),
         default=8,
         show_default=True,
         help="Prompts (rows) per forward pass.",
@@ -146,7 +147,7 @@ def _choices(value, allowed, option):
 )
 @click.option(
     "--split-seed",
-    type=click.IntRange(min=0),
+    type=SEED,
     default=0,
     show_default=True,
     help="Seed of the future setting's split points.",
@@ -176,7 +177,7 @@ def _choices(value, allowed, option):
 @_resampling
 @click.option(
     "--equal-n",
-    type=click.IntRange(min=1),
+    type=whole(1),
     default=None,
     metavar="N",
     help="Also the aggregates over N prompts drawn per resample (R_equal_n, O_equal_n): a maximum over "

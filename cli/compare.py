@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from align.analyses.lens import WEIGHTINGS
+from align.cli.numbers import SEED
 from align.stats.bootstrap import (
     MAX_RESAMPLES,
     MIN_RESAMPLES,
@@ -48,7 +49,7 @@ from align.stats.bootstrap import (
 )
 @click.option(
     "--seed",
-    type=click.IntRange(min=0),
+    type=SEED,
     default=0,
     show_default=True,
     help="Seed of that bootstrap.",

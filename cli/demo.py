@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import click
 
+from align.cli.numbers import SEED, whole
 from align.demo import pipeline
 from align.demo.pipeline import SIZES
 from align.errors import InputError
+
+MAX_SEEDS = 100  # training seeds one demo run may ask for
 
 
 @click.command("demo")
@@ -27,13 +30,13 @@ from align.errors import InputError
 )
 @click.option(
     "--tokens",
-    type=click.IntRange(min=1000),
+    type=whole(1000),
     default=None,
     help="Training tokens per model [default: 400,000 (full), 4,000 (tiny)].",
 )
 @click.option(
     "--seed",
-    type=click.IntRange(min=0),
+    type=SEED,
     default=0,
     show_default=True,
     help="The first training seed (the one analysed and drawn; it also seeds the held-out documents).",
@@ -77,13 +80,17 @@ def seed_list(text: str | None, first: int, default: int) -> tuple:
             f"--seeds {text!r} must be a count or a comma-separated list of integers"
         ) from None
     if "," not in text:
-        if values[0] < 1:
-            raise InputError(f"--seeds {text} must be a count of at least 1")
+        if not 1 <= values[0] <= MAX_SEEDS:
+            raise InputError(
+                f"--seeds {text} must be a count from 1 to {MAX_SEEDS} (each seed trains two models)"
+            )
         return tuple(range(first, first + values[0]))
     if first != 0:
         raise InputError(
             "--seed gives the first seed of a count: with a list --seeds, put the first seed first"
         )
+    if len(values) > MAX_SEEDS:
+        raise InputError(f"--seeds lists {len(values)} seeds: at most {MAX_SEEDS}")
     if len(set(values)) != len(values) or min(values) < 0:
         raise InputError(f"--seeds {text} must list distinct non-negative integers")
     return tuple(values)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from align.analyses.depthscore import run_depthscore
+from align.cli.numbers import SEED
 from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
 
 
@@ -29,7 +30,7 @@ from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check
 )
 @click.option(
     "--seed",
-    type=click.IntRange(min=0),
+    type=SEED,
     default=0,
     show_default=True,
     help="Seed of the prompt bootstrap.",

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from align.cli.numbers import SEED, whole
 from align.corpus import DOC_SPLITS, FORMATS, OVERFLOWS, CorpusSpec, unescape
 from align.fitting.options import MODEL_DEVICES
 from align.models import DTYPES, ModelSpec, families
@@ -46,7 +47,7 @@ def corpus_options(f):
         ),
         click.option(
             "--max-length",
-            type=click.IntRange(min=2),
+            type=whole(2),
             default=512,
             show_default=True,
             help="Tokens per sequence, special tokens included; longer documents are cut (see --overflow).",
@@ -60,13 +61,13 @@ def corpus_options(f):
         ),
         click.option(
             "--max-tokens",
-            type=click.IntRange(min=1),
+            type=whole(1),
             default=None,
             help="Stop after this many tokens.",
         ),
         click.option(
             "--max-docs",
-            type=click.IntRange(min=1),
+            type=whole(1),
             default=None,
             help="Read at most this many documents.",
         ),
@@ -91,7 +92,7 @@ def protocol_options(f):
         ),
         click.option(
             "--stand-in-token",
-            type=click.IntRange(min=0),
+            type=whole(0),
             default=None,
             metavar="ID",
             help="Put token ID at position 0 of every sequence (P1: 0 for a model without BOS, e.g. Qwen 2.5), "
@@ -149,7 +150,7 @@ def model_options(f):
         ),
         click.option(
             "--seed",
-            type=click.IntRange(min=0),
+            type=SEED,
             default=0,
             show_default=True,
             help="Seed of --random-init.",
@@ -182,7 +183,7 @@ def model_options(f):
 @protocol_options
 @click.option(
     "--batch-size",
-    type=click.IntRange(min=1),
+    type=whole(1),
     default=8,
     show_default=True,
     help="Sequences per forward pass.",
@@ -211,7 +212,7 @@ def model_options(f):
 )
 @click.option(
     "--chunk-tokens",
-    type=click.IntRange(min=1),
+    type=whole(1),
     default=None,
     help="Tokens per stored chunk [default: ~4 MiB per chunk, measured; docs/commands/extract.md]. Part of the store's identity.",
 )

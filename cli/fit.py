@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from align.cli.extract import corpus_options, corpus_spec, model_spec
+from align.cli.numbers import FINITE, SEED, whole
 from align.errors import InputError
 from align.fitting import FitSpec, fit
 from align.fitting.anchors import MIN_COVERAGE, PAIRINGS
@@ -12,6 +13,13 @@ from align.fitting.options import CONTROLS, MODEL_DEVICES, Execution, parse_memo
 from align.models import DTYPES, families
 from align.records import build
 from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
+
+
+def _size(value, param):
+    """A size option (--memory-limit, --device-memory) checked as it is parsed, before any
+    input is read: the text as given, or its one-line refusal (`parse_memory`)."""
+    parse_memory(value, param.opts[0])
+    return value
 
 
 def _alphas(ctx, param, value):
@@ -36,7 +44,7 @@ def live_options(f):
     opts = [
         click.option(
             "--batch-size",
-            type=click.IntRange(min=1),
+            type=whole(1),
             default=8,
             show_default=True,
             help="--live: sequences per forward pass (as `align extract`: the same batches, the same numbers).",
@@ -90,14 +98,14 @@ def live_options(f):
         ),
         click.option(
             "--source-init-seed",
-            type=click.IntRange(min=0),
+            type=SEED,
             default=0,
             show_default=True,
             help="--live: seed of the source's random weights (`align extract --seed`).",
         ),
         click.option(
             "--target-init-seed",
-            type=click.IntRange(min=0),
+            type=SEED,
             default=0,
             show_default=True,
             help="--live: seed of the target's random weights.",
@@ -123,6 +131,7 @@ def live_options(f):
             "--device-memory",
             default=None,
             metavar="BYTES",
+            callback=lambda ctx, param, value: _size(value, param),
             help="--live on a GPU: the device's budget, e.g. 60GB [default: 90% of its free memory].",
         ),
         click.option(
@@ -156,19 +165,19 @@ def live_options(f):
 )
 @click.option(
     "--test-fraction",
-    type=float,
+    type=FINITE,
     default=0.2,
     show_default=True,
     help="Fraction of documents held out for scoring.",
 )
 @click.option(
     "--val-fraction",
-    type=float,
+    type=FINITE,
     default=0.2,
     show_default=True,
     help="Fraction of the remaining documents that chooses α.",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the document split.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the document split.")
 @click.option(
     "--alphas",
     callback=_alphas,
@@ -189,7 +198,7 @@ def live_options(f):
 )
 @click.option(
     "--bootstrap-seed",
-    type=click.IntRange(min=0),
+    type=SEED,
     default=0,
     show_default=True,
     help="Seed of the document bootstrap.",
@@ -248,7 +257,7 @@ def live_options(f):
 @click.option(
     "--workers",
     "n_workers",
-    type=click.IntRange(min=1),
+    type=whole(1),
     default=None,
     help="Run on a local Dask cluster of this many worker processes instead of threads of this process: "
     "at most one per CPU core (more are capped, with a log line); fewer when --memory-limit cannot "
@@ -258,6 +267,7 @@ def live_options(f):
     "--memory-limit",
     default=None,
     metavar="BYTES",
+    callback=lambda ctx, param, value: _size(value, param),
     help="Memory budget, e.g. 8GB: of the whole fit (this process and the workers it starts, their idle "
     "footprint included), or per worker with --scheduler [default: 60% of the available memory].",
 )
@@ -277,7 +287,7 @@ def live_options(f):
 )
 @click.option(
     "--task-tokens",
-    type=click.IntRange(min=1),
+    type=whole(1),
     default=None,
     help="Tokens each task reads [default: the store's chunk; 65,536 or more on a GPU].",
 )

@@ -9,6 +9,7 @@ from align.analyses.interventions_run import run_erase, run_igrad
 from align.analyses.options import EraseOptions, IgradOptions
 from align.cli.analyses import _choices
 from align.cli.extract import corpus_options, corpus_spec, model_options, model_spec
+from align.cli.numbers import whole
 from align.records import build
 
 
@@ -36,7 +37,7 @@ def _common(default_batch: int, what: str):
         f = click.option("--overwrite", is_flag=True, help="Replace an existing result at -o.")(f)
         f = click.option(
             "--batch-size",
-            type=click.IntRange(min=1),
+            type=whole(1),
             default=default_batch,
             show_default=True,
             help=what,
@@ -64,7 +65,7 @@ def _common(default_batch: int, what: str):
 )
 @click.option(
     "--reference-docs",
-    type=click.IntRange(min=1),
+    type=whole(1),
     default=10,
     show_default=True,
     help="Documents of --reference to average over (fewer is an error).",
@@ -147,7 +148,7 @@ def erase_cmd(
 )
 @click.option(
     "--steps",
-    type=click.IntRange(min=1),
+    type=whole(1),
     default=None,
     help="Interpolation points N [default: from --protocol].",
 )

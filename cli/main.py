@@ -18,6 +18,7 @@ import threading
 import click
 
 from align import messages
+from align.cli import renames
 from align.errors import AlignError
 
 # Each module defines `commands`, a list of click commands. Import is lazy per command so
@@ -44,39 +45,26 @@ class Interrupted(BaseException):
     KeyboardInterrupt and turn it into Abort; `__cause__` is the original interrupt."""
 
 
-# Options renamed in this release (a boundary is not a layer), still accepted for one release.
-DEPRECATED_OPTIONS = {
-    "--layers": "--boundaries",
-    "--source-layers": "--source-boundaries",
-    "--target-layers": "--target-boundaries",
-}
-
-
-def renamed_options(args: list[str], warn=None) -> list[str]:
-    """`args` with each deprecated option name replaced by its new one (also in `--old=value`),
-    up to a `--`; `warn` receives one line per old name used."""
-    out, rest = [], list(args)
-    while rest:
-        a = rest.pop(0)
-        if a == "--":
-            return out + [a] + rest
-        name, eq, value = a.partition("=")
-        if name in DEPRECATED_OPTIONS:
-            new = DEPRECATED_OPTIONS[name]
-            if warn is not None:
-                warn(
-                    f"align: warning: {name} is deprecated, use {new} (the old name is accepted until the next release)"
-                )
-            a = new + eq + value
-        out.append(a)
-    return out
+# This run's command, and the options the user typed under their old names, {new: old}
+# (align.cli.renames): messages name options as typed, and only options of this command.
+_typed: dict[str, str] = {}
+_command_name: list[str] = []
 
 
 class LazyGroup(click.Group):
     def parse_args(self, ctx, args):
-        return super().parse_args(
-            ctx, renamed_options(args, lambda line: print(line, file=sys.stderr))
-        )
+        # The command is the first token that is not one of the group's flags.
+        at = next((i for i, a in enumerate(args) if not a.startswith("-")), None)
+        command = self.get_command(ctx, args[at]) if at is not None else None
+        if command is not None:
+            _command_name[:] = [command.name]
+            rest, typed = renames.renamed(args[at + 1 :], command)
+            _typed.clear()
+            _typed.update(typed)
+            for line in renames.warnings(typed):
+                print(line, file=sys.stderr)
+            args = [*args[: at + 1], *rest]
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx):
         try:
@@ -121,14 +109,16 @@ def cli():
 
 
 @functools.cache
-def option_names() -> dict[str, str]:
-    """The option each Python parameter name is given as on the command line, over every
-    command: a click option's own name and the name of each of its long flags (`fmt` and
-    `format` → --format, `batch_size` → --batch-size), shown as the option is first declared
-    (`output` → -o)."""
+def option_names(name: str | None = None) -> dict[str, str]:
+    """The option each Python parameter name is given as on the command line of command
+    `name` (None: over every command): a click option's own name and the name of each of its
+    long flags (`fmt` and `format` → --format, `batch_size` → --batch-size), shown as the
+    option is first declared (`output` → -o)."""
     names: dict[str, str] = {}
     for module in dict.fromkeys(COMMAND_MODULES.values()):
         for command in importlib.import_module(module).commands:
+            if name is not None and command.name != name:
+                continue
             for p in command.params:
                 if isinstance(p, click.Option) and p.name:
                     for name in (
@@ -140,8 +130,14 @@ def option_names() -> dict[str, str]:
 
 
 def option_of(name: str) -> str | None:
-    """How the CLI spells the library's parameter `name` (None: a name no option has)."""
-    return option_names().get(name)
+    """How the CLI spells the library's parameter `name` in this run: an option of the command
+    that runs (advice never names an option the command lacks: a parameter it has no option
+    for is shown in words, `max_tokens` → "max tokens"), as the user typed it (an old name
+    stays old). Outside a command, over every command (None: a name no option has)."""
+    if not _command_name:
+        return option_names().get(name)
+    option = option_names(_command_name[0]).get(name)
+    return _typed.get(option, option) if option else name.replace("_", " ")
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -226,6 +222,8 @@ def device_oom_message(text: str, command: str | None) -> str:
 
 
 def main(argv=None) -> None:
+    _typed.clear()
+    _command_name.clear()
     try:
         # The library's parameter names are shown as the options that set them.
         with _sigterm_unwinds(), messages.speaking(option_of):
@@ -243,9 +241,9 @@ def main(argv=None) -> None:
         sys.exit(0)
     except click.UsageError as e:
         cmd = e.ctx.command_path if e.ctx else "align"
-        fail(f"{e.format_message()} (see `{cmd} --help`)")
+        fail(f"{renames.as_typed(e.format_message(), _typed)} (see `{cmd} --help`)")
     except click.ClickException as e:
-        fail(e.format_message())
+        fail(renames.as_typed(e.format_message(), _typed))
     except click.exceptions.Abort as e:  # click turns Ctrl-C (and our SIGTERM) into Abort
         if isinstance(e.__context__, Terminated):
             fail(INTERRUPTED.format(by=" by SIGTERM"), 143)

@@ -8,6 +8,7 @@ import os
 
 from align.errors import StoreError
 from align.store.paths import is_local, local_path
+from align.store.temporaries import replacement
 from align.version import __version__
 
 # The schema versions this release reads (`attrs["align"]["version"]`), of activation stores and
@@ -52,6 +53,9 @@ def exists(path: str, storage_options: dict | None = None) -> bool:
 def read_attrs(path: str, storage_options: dict | None = None) -> dict:
     """The group attributes of any align store, or a StoreError saying why not."""
     if not exists(path, storage_options):
+        told = replacement(local_path(str(path))) if is_local(path) else None
+        if told is not None:
+            raise StoreError(told)
         raise StoreError(
             f"{path} is not a store: it has no zarr.json (make it with `align extract` or `align fit`)"
         )

@@ -229,7 +229,26 @@ def open_result(path: str, schema: str | None = None, storage_options: dict | No
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ds = xr.open_zarr(str(path), zarr_format=3, consolidated=is_local(str(path)), **kwargs)
+    _check_names(path, ds, attrs["align"].get("version"))
     return upgraded(ds) if attrs["align"].get("version") == 1 else ds
+
+
+def _check_names(path: str, ds, version) -> None:
+    """Refuse a result whose dims are not those of the schema version its marker says (an
+    edited or mislabelled marker): version 1 names the alignment's boundaries source_layer and
+    target_layer, version 2 source_boundary and target_boundary."""
+    names = set(ds.dims) | set(ds.variables)
+    other = (
+        VERSION_1_NAMES if version == RESULT_VERSION else dict.fromkeys(VERSION_1_NAMES.values())
+    )
+    found = sorted(n for n in other if n in names)
+    if found:
+        raise StoreError(
+            f"{path} says schema version {version} but holds {', '.join(found)}, a name of "
+            f"version {1 if version == RESULT_VERSION else RESULT_VERSION}: its marker "
+            "(zarr.json attributes align.version) was edited or mislabelled; write the result "
+            "again with the command that made it"
+        )
 
 
 def upgraded(ds):

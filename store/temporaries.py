@@ -116,6 +116,39 @@ def remove_dead(path: str) -> int:
     return removed
 
 
+def replacement(path: str) -> str | None:
+    """What a reader of the local `path` should be told when a writer's temporary beside it
+    holds the previous version (`old`): that `path` is being replaced (its writer runs) or
+    that the replacement was interrupted (its writer is gone), where the previous version is,
+    and what restores it. None when no marked temporary beside `path` holds one."""
+    parent, base = os.path.split(os.path.abspath(path))
+    try:
+        names = sorted(os.listdir(parent))
+    except OSError:
+        return None
+    for name in names:
+        folder = os.path.join(parent, name)
+        t = Temporary(folder, os.path.join(parent, base))
+        if not name.startswith(_prefix(base)) or os.path.islink(folder):
+            continue
+        who = _marker(folder, name)
+        if who is None or not os.path.isdir(t.old) or os.path.islink(t.old):
+            continue
+        pid = who.get("pid", "?")
+        if holder_alive(who):
+            return (
+                f"{path} is being replaced (align pid {pid} is writing it): its previous version "
+                f"is at {t.old} until the new one is in place; wait for that command to finish"
+            )
+        host = who.get("host", "?")
+        return (
+            f"{path} is not in place: its replacement was interrupted (align pid {pid} on {host} "
+            f"stopped), and its previous version is intact at {t.old}; rerun the command that "
+            f"wrote {path} (or any command writing it), which puts the previous version back first"
+        )
+    return None
+
+
 @contextlib.contextmanager
 def temporary(path: str, shown: str | None = None):
     """A marked temporary folder beside the local `path` (its folder created if need be),

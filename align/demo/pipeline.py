@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 
 import align
-from align import messages, textfiles
+from align import messages, seeding, textfiles
 from align.analyses import run as analyses
 from align.corpus import CorpusSpec
 from align.demo import data, tokenizers_pair, train
@@ -130,6 +130,13 @@ def _check_seeds(seeds) -> tuple:
         raise InputError(
             f"seeds {list(seeds)} must be distinct non-negative integers, at least one"
         )
+    for s in seeds:
+        seeding.check(s, "seeds")
+        if s + DemoConfig.control_seed > seeding.MAX_SEED:
+            raise InputError(
+                f"`seeds` {s}: the untrained control of a seed is drawn with seed + "
+                f"{DemoConfig.control_seed}, beyond 2**63 - 1; give a smaller seed"
+            )
     return seeds
 
 

@@ -10,7 +10,7 @@ import math
 import re
 from dataclasses import asdict, dataclass, field, replace
 
-from align import corpus, models, ridge
+from align import corpus, models, ridge, seeding
 from align.errors import InputError
 from align.fitting.anchors import MIN_COVERAGE, check_min_coverage, check_pairing
 from align.fitting.split import check_seed
@@ -86,12 +86,7 @@ class FitSpec:
             )
         if self.bootstrap:
             check_resamples(self.bootstrap)
-        if (
-            isinstance(self.bootstrap_seed, bool)
-            or not isinstance(self.bootstrap_seed, int)
-            or self.bootstrap_seed < 0
-        ):
-            raise InputError(f"`bootstrap_seed` {self.bootstrap_seed}: give a whole number >= 0")
+        seeding.check(self.bootstrap_seed, "bootstrap_seed")
         extend = (
             self.extend_alphas
             if self.extend_alphas is not None
@@ -213,6 +208,9 @@ class LiveJob:
     allow_long: bool = False
 
 
+MAX_BYTES = 2**63 - 1  # the largest size a byte count in torch, numpy or psutil holds
+
+
 def parse_memory(limit, option: str = "`memory_limit`") -> int | None:
     """`option`'s budget (--memory-limit, --device-memory) as bytes: None (the default) and a
     positive int pass, "8GB" / "512MiB" are parsed (dask's units). Anything else is a
@@ -225,7 +223,7 @@ def parse_memory(limit, option: str = "`memory_limit`") -> int | None:
 
         try:
             size = parse_bytes(limit)
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, OverflowError):  # 1e400 is float inf, which int() refuses
             raise InputError(
                 f"{option} {limit!r} is not a size: write e.g. 8GB or 512MiB"
             ) from None
@@ -239,6 +237,11 @@ def parse_memory(limit, option: str = "`memory_limit`") -> int | None:
         raise InputError(
             f"{option} {limit}: a budget must be more than 0 bytes; write e.g. 8GB or 512MiB, "
             "or leave the option out for its default"
+        )
+    if size > MAX_BYTES:
+        raise InputError(
+            f"{option} {limit}: {size:.3g} bytes is beyond any machine's memory (at most "
+            f"2**63 - 1 bytes); write e.g. 8GB or 512MiB, or leave the option out for its default"
         )
     return size
 

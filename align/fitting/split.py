@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from align import seeding
 from align.errors import InputError
 from align.ridge.statistics import FIT, N_PARTS, VAL
 
@@ -15,11 +16,9 @@ PART_NAMES = {FIT: "fit", VAL: "validation", TEST: "heldout"}
 
 
 def check_seed(seed) -> None:
-    """numpy's generators take whole numbers >= 0 only (a negative one was "internal error")."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise InputError(
-            f"`seed` {seed}: the seed of the document split must be a whole number >= 0, e.g. `seed` 0"
-        )
+    """numpy's generators take whole numbers >= 0 only (a negative one was "internal error"),
+    and align takes none beyond `seeding.MAX_SEED`."""
+    seeding.check(seed, "seed")
 
 
 @dataclass(frozen=True)

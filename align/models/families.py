@@ -256,6 +256,32 @@ def for_config(config, asserted: str | None = None) -> Family | None:
 _BUILT: dict[int, tuple[Any, Family]] = {}
 
 
+def check_parts(model, family: Family, name: str) -> None:
+    """Refuse `family` for `model` (checkpoint `name`) unless every part it names is there:
+    the blocks, embedding, final norm, unembedding, and the first block's sublayers."""
+    paths = (family.blocks, family.embed, family.final_norm, family.unembed)
+    missing = next((p for p in paths if not _has(model, p)), None)
+    if missing is None:
+        block = get_path(model, family.blocks)[0]
+        subs = (p for p in (family.attn_out, family.mlp_out) if p and not _has(block, p))
+        missing = next((f"{family.blocks}.0.{p}" for p in subs), None)
+    if missing is not None:
+        raise ModelError(
+            f"{name!r} (model_type {getattr(model.config, 'model_type', '?')!r}) has no module "
+            f"{missing!r}, where family {family.name} keeps a part: the `family` asserted is not "
+            f"this model's; leave `family` out, or give the family of this architecture "
+            f"({', '.join(NAMES)})"
+        )
+
+
+def _has(obj, path: str) -> bool:
+    try:
+        get_path(obj, path)
+    except AttributeError:
+        return False
+    return True
+
+
 def assign(model, family: Family) -> None:
     import weakref
 

@@ -11,9 +11,9 @@ import hashlib
 import json
 import os
 
-from align import textfiles
+from align import seeding, textfiles
 from align.errors import InputError, ModelError
-from align.models import discovery, families
+from align.models import discovery, families, weights
 from align.models.hub import check_source, local_files_only
 from align.models.spec import ModelSpec
 
@@ -24,22 +24,30 @@ def load_config(spec: ModelSpec):
 
     name = os.path.expanduser(spec.name)
     source = check_source(spec)
-    if source == "local" and not os.path.isfile(os.path.join(name, "config.json")):
+    path = os.path.join(name, "config.json")
+    if source == "local" and not os.path.isfile(path):
         raise InputError(
             f"model folder {spec.name!r} has no config.json: pass a folder made by save_pretrained"
         )
     kwargs = {"local_files_only": True} if source == "hub" and local_files_only(spec) else {}
+    if source == "local":  # its depth checked before transformers builds a list per block
+        # (a config that is not UTF-8 is named as every text file is: align.textfiles)
+        text = textfiles.read(path, "model config", ModelError)
+        try:
+            raw = json.loads(text)
+        except ValueError as e:
+            raise ModelError(f"model config {path} is not JSON: {e}") from None
+        weights.check_config(raw if isinstance(raw, dict) else {}, f"model {spec.name!r}")
     try:
         config = AutoConfig.from_pretrained(
             name, revision=spec.revision, trust_remote_code=spec.trust_remote_code, **kwargs
         )
-    except (OSError, ValueError, KeyError) as e:
-        if (
-            source == "local"
-        ):  # a config that is not UTF-8 is named as every text file is (align.textfiles)
-            textfiles.read(os.path.join(name, "config.json"), "model config", ModelError)
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ModelError(f"cannot load the config of {spec.name!r}: {first}") from None
+    except Exception as e:  # OSError, ValueError, huggingface_hub's validation errors, ...
+        # transformers' validators say what is wrong on the last line of a longer message
+        said = " ".join(str(e).split()) or type(e).__name__
+        raise ModelError(f"cannot load the config of {spec.name!r}: {said[:400]}") from None
+    depth = {k: getattr(config, k, None) for k in ("num_hidden_layers", "layer_types")}
+    weights.check_config(depth, f"model {spec.name!r}")
     discovery.of_config(
         config, spec.family, spec.trust_remote_code
     )  # a model align cannot read is refused here
@@ -76,6 +84,7 @@ def build_random(config, seed: int, dtype, device: str, attn: str = "sdpa"):
     import torch
     from transformers import AutoModelForCausalLM
 
+    seeding.check(seed, "seed")
     torch.manual_seed(seed)
     with torch.device(device):
         return AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=attn)
@@ -139,9 +148,21 @@ def load_model(spec: ModelSpec):
             kwargs["device_map"] = {"": "cuda"}
         if check_source(spec) == "hub" and local_files_only(spec):
             kwargs["local_files_only"] = True
+        if os.path.isdir(name):
+            weights.tensor_names(name)  # every weights file whole, before transformers reads it
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # its table of missing tensors: one line of ours instead
         try:
-            model = AutoModelForCausalLM.from_pretrained(name, config=config, **kwargs)
-        except (OSError, ValueError) as e:
+            # Tensors of another shape are reported in the loading information, not raised
+            # after a 20-line table: the check below refuses them in one line.
+            model, info = AutoModelForCausalLM.from_pretrained(
+                name,
+                config=config,
+                output_loading_info=True,
+                ignore_mismatched_sizes=True,
+                **kwargs,
+            )
+        except (OSError, ValueError, RuntimeError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             hint = (
                 ""
@@ -149,11 +170,16 @@ def load_model(spec: ModelSpec):
                 else " (align loads only safetensors weights unless `allow_pickle_weights`)"
             )
             raise ModelError(f"cannot load the weights of {spec.name!r}: {first}{hint}") from None
+        finally:
+            hf_logging.set_verbosity(verbosity)
+        weights.check_loaded(info, weights.tied(model), f"model {spec.name!r}")
     model.eval()
     model.requires_grad_(False)
     family = families.for_config(config, spec.family)
     if family is None or family.found != "table":
         # A discovered or asserted family is proved on this model before anything is written.
+        if family is not None:
+            families.check_parts(model, family, spec.name)
         families.assign(model, family or discovery.discover(model))
         discovery.verify(model)
     return model, config

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from align import seeding
 from align.errors import InputError
 from align.messages import human_bytes
 
@@ -91,8 +92,7 @@ class Resampling:
 
     def __post_init__(self):
         check_resamples(self.resamples)
-        if int(self.seed) < 0:
-            raise InputError(f"bootstrap seed {self.seed}: give a seed of 0 or more")
+        seeding.check(self.seed, "bootstrap_seed")
         if self.equal_n is not None and int(self.equal_n) < 1:
             raise InputError(f"`equal_n` {self.equal_n} must be at least 1 prompt")
 

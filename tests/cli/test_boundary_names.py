@@ -103,13 +103,13 @@ def test_the_new_and_the_old_option_names(fit_pair, tmp_path, cli):
     np.testing.assert_array_equal(raw(old, "relative_error")[0], err)
 
 
-def test_a_bad_boundary_spec_names_the_new_option(fit_pair, tmp_path, cli):
+def test_a_bad_boundary_spec_names_the_option_as_typed(fit_pair, tmp_path, cli):
     src, tgt = fit_pair
     code, _, err = cli("fit", src, tgt, "-o", tmp_path / "r.zarr", "--source-layers", "9")
     one_line_error(
         code,
         err,
-        "--source-boundaries '9'",
+        "--source-layers '9'",
         "index 9 is out of range",
         progress=("align: warning: --source-layers is deprecated",),
     )
@@ -129,3 +129,37 @@ def test_a_store_made_before_the_rename_is_still_the_same_store(zoo, corpus_file
     assert code == 0 and "already complete" in err, err
     code, _, err = cli(*args, "--boundaries", "0,2")
     one_line_error(code, err, "boundaries: store has [0, 1, 2], now [0, 2]")
+
+
+@pytest.mark.parametrize(
+    "version,found,other", [(2, "source_layer, target_layer", 1), (1, None, 2)]
+)
+def test_a_marker_that_contradicts_the_dims_is_refused_in_one_line(
+    tmp_path, cli, version, found, other
+):
+    """A version 1 result whose marker was edited to say version 2 (its dims keep version 1's
+    names), and a version 2 result marked version 1: `align compare` and `open_alignment`
+    refuse it in one line naming the file, the names found and the version they belong to."""
+    import align
+    from align.errors import StoreError
+
+    path = tmp_path / "edited.zarr"
+    shutil.copytree(OLD, path)
+    if version == 1:  # a version 2 result: the dims renamed as version 2 writes them
+        import xarray as xr
+
+        ds = align.open_alignment(str(OLD)).load()
+        ds.attrs["align"] = {"schema": "alignment", "version": 1, "complete": True}
+        shutil.rmtree(path)
+        ds.to_zarr(path, zarr_format=3, consolidated=True)
+        assert "source_boundary" in xr.open_zarr(path).dims
+        found = "source_boundary, target_boundary"
+    meta = json.loads((path / "zarr.json").read_text())
+    meta["attributes"]["align"]["version"] = version
+    (path / "zarr.json").write_text(json.dumps(meta))
+    needle = f"{path} says schema version {version} but holds {found}, a name of version {other}"
+    code, _, err = cli("compare", path, path)
+    one_line_error(code, err, needle, "marker")
+    with pytest.raises(StoreError) as e:
+        align.open_alignment(str(path))
+    assert needle in str(e.value) and "\n" not in str(e.value)

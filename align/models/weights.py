@@ -1,0 +1,135 @@
+"""What a checkpoint's weight files hold, checked before and after they load.
+
+Before: the config does not contradict itself (a depth of 1 .. MAX_BLOCKS blocks, one layer
+type per block), and every safetensors file of a local checkpoint is whole (its header says
+where each tensor's bytes lie; the file must reach the last of them). After: `from_pretrained`'s loading
+information proves that every parameter and buffer the architecture expects came from the
+files and that no tensor in them went unused; transformers itself excepts tied weights (filled
+from the tensor they are tied to) and non-persistent buffers (computed, never saved). A
+checkpoint that fails is one line naming the file or the first tensor, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+
+from align.errors import ModelError
+
+# The most blocks a config may say a model has: beyond any model align reads, and small
+# enough that building it is not the first thing to fail (a config of 10⁹ blocks).
+MAX_BLOCKS = 10_000
+
+
+def header(path: str) -> dict:
+    """The JSON header of the safetensors file `path` ({tensor: {dtype, shape, data_offsets}}),
+    after checking the file is whole: a ModelError names an empty, unreadable or truncated
+    file (the bytes its header describes and the bytes it holds)."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(8)
+            n = struct.unpack("<Q", head)[0] if len(head) == 8 else None
+            text = f.read(n) if n is not None and n <= size - 8 else None
+    except OSError as e:
+        raise ModelError(f"cannot read weights file {path}: {e.strerror or e}") from None
+    if size == 0:
+        raise ModelError(f"weights file {path} is empty (0 bytes): copy the checkpoint again")
+    if text is None:
+        raise ModelError(
+            f"weights file {path} is truncated or not safetensors: its {size:,} bytes do not "
+            "hold the header it starts with; copy the checkpoint again"
+        )
+    try:
+        table = json.loads(text)
+        end = max(
+            (int(v["data_offsets"][1]) for k, v in table.items() if k != "__metadata__"),
+            default=0,
+        )
+    except (ValueError, KeyError, TypeError, IndexError):
+        raise ModelError(
+            f"weights file {path} has a damaged safetensors header: copy the checkpoint again"
+        ) from None
+    if 8 + n + end > size:
+        raise ModelError(
+            f"weights file {path} is truncated: its header places tensors up to byte "
+            f"{8 + n + end:,}, but the file holds {size:,} bytes; copy the checkpoint again"
+        )
+    return {k: v for k, v in table.items() if k != "__metadata__"}
+
+
+def tensor_names(folder: str) -> list[str]:
+    """The tensors the safetensors weights of the local checkpoint `folder` hold (its
+    model.safetensors, or every shard its model.safetensors.index.json names; each file
+    checked by `header`); [] when it has neither (pickle weights are not read here)."""
+    files = ["model.safetensors"]
+    index = os.path.join(folder, "model.safetensors.index.json")
+    if not os.path.isfile(os.path.join(folder, files[0])) and os.path.isfile(index):
+        try:
+            with open(index, "rb") as f:
+                files = sorted(set(json.loads(f.read())["weight_map"].values()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return []  # named where the weights are fingerprinted (align.provenance)
+    names: list[str] = []
+    for name in files:
+        if os.path.isfile(os.path.join(folder, name)):
+            names += header(os.path.join(folder, name))
+    return names
+
+
+def check_config(values: dict, where: str) -> None:
+    """Refuse a config (its values: config.json as read, or a config's attributes) that
+    contradicts itself: num_hidden_layers not a whole number 1 .. MAX_BLOCKS, or a layer_types
+    list of another length."""
+    n = values.get("num_hidden_layers")
+    if n is None:
+        return
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_BLOCKS:
+        raise ModelError(
+            f"{where}: config.json says num_hidden_layers {n!r}; a model has 1 to "
+            f"{MAX_BLOCKS:,} blocks: fix the config (the weights number their blocks)"
+        )
+    kinds = values.get("layer_types")
+    if isinstance(kinds, (list, tuple)) and len(kinds) != n:
+        raise ModelError(
+            f"{where}: config.json says num_hidden_layers {n} but lists {len(kinds)} layer_types: "
+            "the config contradicts itself; fix it (one layer type per block)"
+        )
+
+
+def tied(model) -> set[str]:
+    """The parameters `model` fills from another tensor it is tied to (no tensor of their own
+    in the weights: the unembedding tied to the embedding)."""
+    keys = getattr(model, "all_tied_weights_keys", None) or getattr(
+        model, "_tied_weights_keys", None
+    )
+    return set(keys or ())
+
+
+def check_loaded(info: dict, tied: set[str], where: str) -> None:
+    """Refuse a model whose loading information (`from_pretrained(...,
+    output_loading_info=True)`) shows a tensor the architecture expects that the weights
+    lacked (it would be initialised at random; a `tied` one excepted), one the weights held
+    that the architecture did not use, or one of another shape (the weights' and the
+    config's): one line naming the first of each and the counts."""
+    missing = sorted(set(info.get("missing_keys") or ()) - tied)
+    unused = sorted(info.get("unexpected_keys") or ())
+    shaped = sorted(info.get("mismatched_keys") or (), key=str)
+    if not (missing or unused or shaped):
+        return
+    parts = []
+    if missing:
+        parts.append(f"{len(missing)} expected tensor(s) not in the weights (first {missing[0]})")
+    if unused:
+        parts.append(f"{len(unused)} tensor(s) of the weights unused (first {unused[0]})")
+    if shaped:
+        first = shaped[0]
+        if isinstance(first, (tuple, list)) and len(first) == 3:
+            name, held, built = first
+            first = f"{name}: {tuple(held)} in the weights, {tuple(built)} by the config"
+        parts.append(f"{len(shaped)} tensor(s) of another shape than the config's (first {first})")
+    raise ModelError(
+        f"{where}: the weights do not fit the architecture its config describes: "
+        f"{'; '.join(parts)}; use the config saved with these weights (nothing was written)"
+    )
