@@ -180,12 +180,15 @@ def contributions(resid, attn, mlp, eps: float = EPS, prompt=None) -> dict:
     return acc.result()
 
 
-def contributions_from_model(model, batches, eps: float = EPS) -> dict:
+def contributions_from_model(model, batches, eps: float = EPS, progress=None) -> dict:
     """Contribution metrics of a live model over prompts.
 
     batches: iterable of lists of token-id arrays (one prompt each); each list is one
-    right-padded forward pass, padding excluded from every aggregate. Same return as
+    right-padded forward pass, padding excluded from every aggregate. `progress`
+    (align.fitting.progress.Progress, counting batches) hears of each batch. Same return as
     `contributions`."""
+    import time
+
     from align.analyses.forward import forward
 
     L = len(models.blocks(model))
@@ -194,6 +197,7 @@ def contributions_from_model(model, batches, eps: float = EPS) -> dict:
     first = 0
     seen = []
     for batch in batches:
+        t = time.perf_counter()
         seen.extend(batch)
         ids, mask, pos = pad(batch, dev)
         rows = range(first, first + len(batch))
@@ -224,6 +228,9 @@ def contributions_from_model(model, batches, eps: float = EPS) -> dict:
             )
         first += len(batch)
         del out
+        if progress is not None:
+            progress.forward("model", int(ids.numel()), time.perf_counter() - t)
+            progress.step(f"{first:,} prompts")
     return {**acc.result(), "prompts_hash": bootstrap.prompts_hash(seen)}
 
 

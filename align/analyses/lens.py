@@ -124,12 +124,15 @@ class LensAccumulator:
         return out
 
 
-def logit_lens(model, batches, n_prompts: int | None = None) -> dict:
+def logit_lens(model, batches, n_prompts: int | None = None, progress=None) -> dict:
     """Logit lens of a live model over prompts.
 
     batches: a list (or iterable, then pass n_prompts) of lists of token-id arrays, each one
-    right-padded forward pass. Returns {"kl": (2, L+1), "overlap": (2, L+1), "n_tokens",
+    right-padded forward pass; `progress` (align.fitting.progress.Progress, counting batches)
+    hears of each batch. Returns {"kl": (2, L+1), "overlap": (2, L+1), "n_tokens",
     "n_prompts"}, rows (token, prompt) weighting, columns boundary 0..L."""
+    import time
+
     import torch
 
     from align.analyses.forward import forward
@@ -142,6 +145,7 @@ def logit_lens(model, batches, n_prompts: int | None = None) -> dict:
     dev = models.input_device(model)
     first = 0
     for batch in batches:
+        t = time.perf_counter()
         ids, mask, pos = pad(batch, dev)
         # Refuses NaN/inf residuals and logits, naming the array, prompt and position.
         out = forward(
@@ -162,6 +166,9 @@ def logit_lens(model, batches, n_prompts: int | None = None) -> dict:
             acc.add(b, kl, ov, prompt)
         first += len(batch)
         del out
+        if progress is not None:
+            progress.forward("model", int(ids.numel()), time.perf_counter() - t)
+            progress.step(f"{first:,} prompts")
     return {**acc.result(), "prompts_hash": bootstrap.prompts_hash([p for b in batches for p in b])}
 
 
