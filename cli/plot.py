@@ -8,6 +8,7 @@ import os
 import click
 
 from align.errors import InputError
+from align.names import pair_title
 from align.store import check_file_output, open_result
 
 MAX_SIDE = 20_000
@@ -155,7 +156,7 @@ def plot_cmd(result, output, metric, agg, part, depth_path, size, dpi, prompts, 
             size=pixels,
             dpi=dpi,
             titles=[
-                f"{_stem(p)}: {plotting.pair_title(d)}"
+                f"{_stem(p)}: {pair_title(d.attrs)}"
                 for p, d in zip((result, *beside), (ds, *others))
             ],
         )

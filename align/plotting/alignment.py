@@ -3,13 +3,12 @@ equal relative depth and the summary (from the result's attrs: nothing is recomp
 
 from __future__ import annotations
 
-import os
-import re
-
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from align.errors import InputError
+from align.fitting.headline import pairing_text
+from align.names import model_name, pair_title
 from align.plotting.common import DEFAULT_SIZE, check_schema, edges, figure, fmt
 
 METRICS = ("relative_error", "r2")
@@ -68,14 +67,6 @@ def _ci(summary: dict, key: str) -> str:
     return f" [{fmt(lo)}, {fmt(hi)}]"
 
 
-def model_name(name) -> str:
-    """A model's name for a figure: the folder's name without a trailing hash (the demo's
-    "deep-4f2a9c01b3de" is "deep"), or a hub id as given."""
-    name = str(name)
-    base = os.path.basename(name.rstrip("/")) or name
-    return re.sub(r"-[0-9a-f]{8,64}$", "", base) or base
-
-
 def _model_label(ds, role: str) -> str:
     base = model_name(ds.attrs.get(f"{role}_model", role))
     prov = ds.attrs.get(role) if isinstance(ds.attrs.get(role), dict) else {}
@@ -83,36 +74,6 @@ def _model_label(ds, role: str) -> str:
         base += f", random init (seed {prov.get('seed')})"
     n = ds.attrs.get(f"n_layers_{role}")
     return f"{base} ({n} layers)" if n is not None else base
-
-
-def pair_title(ds) -> str:
-    """The pair a result maps, short: "shallow → deep", "shallow → deep (random init)"."""
-    names = []
-    for role in ("source", "target"):
-        prov = ds.attrs.get(role) if isinstance(ds.attrs.get(role), dict) else {}
-        name = model_name(ds.attrs.get(f"{role}_model", role))
-        names.append(name + (" (random init)" if prov.get("random_init") else ""))
-    return " → ".join(names)
-
-
-def pairing_text(ds) -> str:
-    """How the two models' tokens were paired (attrs["pairing"]), for a caption: "" for one
-    token stream, else "pairs anchored on the text: 1,234 pairs; coverage source 41%, target
-    100%"."""
-    p = ds.attrs.get("pairing") or {}
-    if p.get("mode", "tokens") == "tokens":
-        return ""
-    cover = ", ".join(
-        f"{side} {p[side]['coverage']:.0%} of {p[side]['tokens']:,} tokens"
-        for side in ("source", "target")
-        if isinstance(p.get(side), dict) and "coverage" in p[side]
-    )
-    pairs = p.get("pairs")
-    return (
-        f"pairing {p['mode']}"
-        + (f": {pairs:,} anchored pairs" if pairs is not None else "")
-        + (f"; coverage {cover}" if cover else "")
-    )
 
 
 def argmax_path(ds, metric: str = "r2") -> tuple[list, list]:
@@ -168,7 +129,7 @@ def _draw_alignment(ax, ds, metric, vmin, vmax, cmap, title=None):
     ax.set_ylim(edges(src)[0], edges(src)[-1])
     ax.set_xlabel(f"target boundary: {_model_label(ds, 'target')}")
     ax.set_ylabel(f"source boundary: {_model_label(ds, 'source')}")
-    ax.set_title(title or pair_title(ds), fontsize=11)
+    ax.set_title(title or pair_title(ds.attrs), fontsize=11)
     ax.annotate(
         caption(ds, metric),
         xy=(0.5, 0),
@@ -191,7 +152,7 @@ def caption(ds, metric: str = "relative_error") -> str:
     text = summary_text(ds)
     if metric == "r2" and not nonfinite_cells(ds)[0] and not nonfinite_cells(ds, "r2")[0]:
         text = f"argmax r2 path {argmax_path(ds)[1]}; relative error's " + text
-    pairing = pairing_text(ds)
+    pairing = pairing_text(ds.attrs.get("pairing"))
     return text + (f"\n{pairing}" if pairing else "")
 
 

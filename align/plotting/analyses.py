@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from align.errors import InputError
-from align.plotting.alignment import model_name
+from align.names import model_name
 from align.plotting.common import (
     DEFAULT_SIZE,
     MAX_PANELS,
