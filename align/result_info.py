@@ -94,7 +94,7 @@ def describe(path: str, ds) -> str:
         lines.append(_field("headline", headline(attrs)))
         lines.append(_field("source", _model(attrs, "source")))
         lines.append(_field("target", _model(attrs, "target")))
-        pairing = pairing_text(attrs.get("pairing"))
+        pairing = pairing_text(attrs.get("pairing")).removeprefix("pairing ")
         lines.append(_field("pairing", pairing or "one token stream (both read the same tokens)"))
         lines.append(_field("route", str(attrs.get("route", "?"))))
         corpus = _corpus(provenance_of(attrs, "source").get("corpus"))
