@@ -143,7 +143,11 @@ def run_contrib(
     st.check_output(output, "contributions", inputs=inputs, overwrite=overwrite)
     if store is not None:
         s = st.open_activations(store)
-        res = contrib.contributions_from_store(s)
+        progress = _progress("align contrib", -(-s.n_tokens // s.chunk_tokens), log, "chunk")
+        try:
+            res = contrib.contributions_from_store(s, progress=progress)
+        finally:
+            progress.close()
         attrs = {**provenance.store_record(s), "options": {}}
     else:
         model, _, prompts, prov = load(spec, cspec)
@@ -328,7 +332,11 @@ def run_lens(
             raise StoreMismatch(
                 f"checkpoint {name!r} has another config than the model of store {store}: pass the model the store was extracted from"
             )
-        res = lens.logit_lens_from_store(s, head, tokens_per_step=step)
+        progress = _progress("align lens", -(-s.n_tokens // step), log, "step")
+        try:
+            res = lens.logit_lens_from_store(s, head, tokens_per_step=step, progress=progress)
+        finally:
+            progress.close()
         L = s.n_layers
         head_dev = str(head.parameter.device)
         attrs = {

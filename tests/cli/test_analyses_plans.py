@@ -20,7 +20,7 @@ TEXT = "\n\n".join(" ".join(d.split("\n")) for d in TEXT.split("\n\n")) + "\n"
 
 
 @pytest.fixture(scope="module")
-def corpus_file(tmp_path_factory):
+def words_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("plans") / "docs.txt"
     path.write_text(TEXT, encoding="utf-8")
     return str(path)
@@ -35,13 +35,13 @@ def lengths(zoo):
     return [len(p) for p in hf_prompts(tok, TEXT, DOCS, 512)]
 
 
-def _args(zoo, corpus_file, out, *more):
-    return (zoo("qwen2"), corpus_file, "--max-docs", DOCS, "--batch-size", BATCH, "-o", out, *more)
+def _args(zoo, words_file, out, *more):
+    return (zoo("qwen2"), words_file, "--max-docs", DOCS, "--batch-size", BATCH, "-o", out, *more)
 
 
-def test_skip_shows_progress_off_a_terminal(zoo, corpus_file, cli, tmp_path):
+def test_skip_shows_progress_off_a_terminal(zoo, words_file, cli, tmp_path):
     out = tmp_path / "s.zarr"
-    code, _, err = cli("skip", *_args(zoo, corpus_file, out, "--settings", "current"))
+    code, _, err = cli("skip", *_args(zoo, words_file, out, "--settings", "current"))
     assert code == 0, err
     # DOCS prompts in batches of BATCH rows, each batch 1 clean + PARTS x LAYERS forwards
     n = -(-DOCS // BATCH) * (1 + PARTS * LAYERS)
@@ -56,8 +56,8 @@ def test_skip_shows_progress_off_a_terminal(zoo, corpus_file, cli, tmp_path):
 
 
 @pytest.mark.parametrize("command", ["contrib", "lens"])
-def test_contrib_and_lens_show_progress_off_a_terminal(command, zoo, corpus_file, cli, tmp_path):
-    code, _, err = cli(command, *_args(zoo, corpus_file, tmp_path / "r.zarr"))
+def test_contrib_and_lens_show_progress_off_a_terminal(command, zoo, words_file, cli, tmp_path):
+    code, _, err = cli(command, *_args(zoo, words_file, tmp_path / "r.zarr"))
     assert code == 0, err
     assert re.search(
         rf"^align {command}: {DOCS} prompts, batch 2/2, [\d,]+ tok/s, ETA 0 s$", err, re.M
@@ -70,9 +70,9 @@ def _plan_line(err, key):
     return found[0]
 
 
-def test_skip_dry_run_counts_rows_forwards_and_positions(zoo, corpus_file, cli, tmp_path, lengths):
+def test_skip_dry_run_counts_rows_forwards_and_positions(zoo, words_file, cli, tmp_path, lengths):
     out = tmp_path / "s.zarr"
-    code, _, err = cli("skip", *_args(zoo, corpus_file, out, "--settings", "current", "--dry-run"))
+    code, _, err = cli("skip", *_args(zoo, words_file, out, "--settings", "current", "--dry-run"))
     assert code == 0, err
     assert not out.exists()
     # rows sorted by length, BATCH a batch: positions = rows x the batch's longest row
@@ -93,9 +93,9 @@ def test_skip_dry_run_counts_rows_forwards_and_positions(zoo, corpus_file, cli, 
 
 
 @pytest.mark.parametrize("command", ["contrib", "lens"])
-def test_contrib_and_lens_dry_run(command, zoo, corpus_file, cli, tmp_path, lengths):
+def test_contrib_and_lens_dry_run(command, zoo, words_file, cli, tmp_path, lengths):
     out = tmp_path / "r.zarr"
-    code, _, err = cli(command, *_args(zoo, corpus_file, out, "--dry-run"))
+    code, _, err = cli(command, *_args(zoo, words_file, out, "--dry-run"))
     assert code == 0, err
     assert not out.exists()
     # batches in corpus order
@@ -112,3 +112,14 @@ def test_dry_run_with_a_store_is_refused(cli, tmp_path):
         "lens", "--store", tmp_path / "x.zarr", "-o", tmp_path / "l.zarr", "--dry-run"
     )
     one_line_error(code, err, "--dry-run", "--store")
+
+
+@pytest.mark.parametrize("command,unit", [("contrib", "chunk"), ("lens", "step")])
+def test_store_routes_show_progress(command, unit, extracted, cli, tmp_path):
+    store = extracted("qwen2", sublayers=True)
+    code, _, err = cli(command, "--store", store, "-o", tmp_path / "r.zarr")
+    assert code == 0, err
+    # the last step's line: every token read, k of k steps
+    assert re.search(
+        rf"^align {command}: [\d,]+ tokens, {unit} (\d+)/\1, [\d,]+ tok/s, ETA 0 s$", err, re.M
+    ), err
