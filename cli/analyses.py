@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from align.analyses.options import LensOptions, SkipOptions
+from align.analyses.run import dry_run as plan_run
 from align.analyses.run import run_contrib, run_depth, run_lens, run_skip
 from align.analyses.skip import PARTS, SETTINGS, SPLITS
 from align.cli.extract import corpus_options, corpus_spec, model_options, model_spec
@@ -59,7 +60,25 @@ def _resampling_of(bootstrap, bootstrap_seed, equal_n=None):
     return Resampling(bootstrap, bootstrap_seed, equal_n)
 
 
+def _dry_run(f):
+    return click.option(
+        "--dry-run",
+        is_flag=True,
+        help="Print what the run will read, the forwards it will make, its memory, what it will "
+        "write and its time from one timed batch; write nothing.",
+    )(f)
+
+
+def _no_store_plan(store, dry_run):
+    if store is not None and dry_run:
+        raise InputError(
+            "--dry-run plans a run of MODEL over CORPUS; with --store no model runs: "
+            "drop --dry-run (`align info STORE` says what the store holds)"
+        )
+
+
 def _common(f):
+    f = _dry_run(f)
     f = click.option("--overwrite", is_flag=True, help="Replace an existing result at -o.")(f)
     f = click.option(
         "--batch-size",
@@ -91,12 +110,13 @@ def _common(f):
 @model_options
 @corpus_options
 def contrib_cmd(
-    model, corpus, store, output, batch_size, overwrite, bootstrap, bootstrap_seed, **kw
+    model, corpus, store, output, batch_size, overwrite, dry_run, bootstrap, bootstrap_seed, **kw
 ):
     """Relative norms and cosines of what attention, MLP and each whole layer add to the
     residual stream (mean and max over tokens), and cos(h_{l+1}, h_l); prompt-bootstrap 95%
     intervals of the means."""
 
+    _no_store_plan(store, dry_run)
     if store is not None:
         if model is not None or corpus is not None:
             raise InputError(
@@ -110,6 +130,9 @@ def contrib_cmd(
         )
         return
     spec, cspec = _specs(model, corpus, kw)
+    if dry_run:
+        _plan("contrib", output, spec, cspec, batch_size, overwrite)
+        return
     run_contrib(
         output,
         spec=spec,
@@ -191,6 +214,7 @@ def skip_cmd(
     output,
     batch_size,
     overwrite,
+    dry_run,
     settings,
     parts,
     split_seed,
@@ -214,6 +238,9 @@ def skip_cmd(
         settings=_choices(settings, SETTINGS, "--settings"),
         parts=_choices(parts, PARTS, "--parts"),
     )
+    if dry_run:
+        _plan("skip", output, spec, cspec, (options, batch_size), overwrite)
+        return
     run_skip(
         output,
         spec=spec,
@@ -238,10 +265,13 @@ def skip_cmd(
 @_resampling
 @model_options
 @corpus_options
-def lens_cmd(model, corpus, store, output, batch_size, overwrite, bootstrap, bootstrap_seed, **kw):
+def lens_cmd(
+    model, corpus, store, output, batch_size, overwrite, dry_run, bootstrap, bootstrap_seed, **kw
+):
     """Logit lens: KL(lens || output) and top-5 overlap at every boundary 0..L, token- and
     prompt-weighted, with prompt-bootstrap 95% intervals."""
 
+    _no_store_plan(store, dry_run)
     if store is not None:
         if corpus is not None:
             raise InputError("--store reads the tokens from the store: give no CORPUS with it")
@@ -262,6 +292,9 @@ def lens_cmd(model, corpus, store, output, batch_size, overwrite, bootstrap, boo
         )
         return
     spec, cspec = _specs(model, corpus, kw)
+    if dry_run:
+        _plan("lens", output, spec, cspec, batch_size, overwrite)
+        return
     run_lens(
         output,
         spec=spec,
@@ -270,6 +303,11 @@ def lens_cmd(model, corpus, store, output, batch_size, overwrite, bootstrap, boo
         resampling=_resampling_of(bootstrap, bootstrap_seed),
         overwrite=overwrite,
     )
+
+
+def _plan(command, output, spec, cspec, options, overwrite):
+    """The dry run of `command` (align.analyses.run.dry_run)."""
+    plan_run(command, output, spec=spec, cspec=cspec, options=options, overwrite=overwrite)
 
 
 @click.command("depth")

@@ -11,7 +11,8 @@ from align.corpus import DOC_SPLITS, FORMATS, OVERFLOWS, CorpusSpec, unescape
 from align.fitting.options import MODEL_DEVICES
 from align.models import DTYPES, ModelSpec, families
 from align.records import build
-from align.store import open_activations, read_attrs
+from align.result_info import describe
+from align.store import open_activations, open_result, read_attrs
 from align.store.codecs import CODECS, DEFAULT_CODEC, STORE_DTYPES
 
 
@@ -292,10 +293,8 @@ def info_cmd(store, as_json):
         return
     schema = attrs["align"]["schema"]
     if schema != "activations":
-        click.echo(f"{store}: align result, schema {schema}")
-        for k, v in sorted(attrs.items()):
-            if k != "align":
-                click.echo(f"  {k}: {json.dumps(v)[:200]}")
+        click.echo(describe(store, open_result(store, schema)))
+        click.echo(f"  (every attribute: align info {store} --json)")
         return
     s = open_activations(store)
     p, lay, prov = s.progress, s.layout, s.provenance

@@ -1,4 +1,5 @@
-"""`align plot`: any result store as a PNG figure, drawn by its schema."""
+"""`align plot`: any result store as a figure (PNG, PDF or SVG by -o's suffix), drawn by its
+schema."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import click
 
 from align.errors import InputError
+from align.names import pair_title
 from align.store import check_file_output, open_result
 
 MAX_SIDE = 20_000
@@ -58,14 +60,21 @@ def default_png(result: str) -> str:
     return (root if ext == ".zarr" else base) + ".png"
 
 
+def _stem(path: str) -> str:
+    """A result's name for a panel title: its folder's name without .zarr."""
+    base = os.path.basename(path.rstrip("/\\"))
+    return base[: -len(".zarr")] if base.endswith(".zarr") else base
+
+
 @click.command("plot")
 @click.argument("result")
 @click.option(
     "-o",
     "--output",
-    metavar="FILE.png",
+    metavar="FILE",
     default=None,
-    help="PNG to write [default: RESULT with .png].",
+    help="Figure to write, PNG, PDF or SVG by its suffix (.png, .pdf, .svg) [default: RESULT "
+    "with .png].",
 )
 @click.option(
     "--metric",
@@ -115,16 +124,18 @@ def default_png(result: str) -> str:
     help="alignment: another alignment result (e.g. a control) drawn beside RESULT on one colour scale; repeatable.",
 )
 def plot_cmd(result, output, metric, agg, part, depth_path, size, dpi, prompts, beside):
-    """Draw RESULT (an alignment, contributions, skipping, lens, depth, erasure or igrad store) as a PNG."""
+    """Draw RESULT (an alignment, contributions, skipping, lens, depth, erasure or igrad store) as
+    a PNG, PDF or SVG."""
     from align import plotting
+    from align.plotting.common import FORMATS
 
     pixels = parse_size(size)
     out = output or default_png(result)
-    # A .png that is absent or a regular file is replaced; a folder, another kind of file or
-    # an input of the plot never is.
+    # A figure file that is absent or a regular file is replaced; a folder, another kind of
+    # file or an input of the plot never is.
     check_file_output(
         out,
-        ".png",
+        tuple(FORMATS),
         inputs={
             f"RESULT {result}": result,
             f"--depth {depth_path}": depth_path,
@@ -144,7 +155,10 @@ def plot_cmd(result, output, metric, agg, part, depth_path, size, dpi, prompts, 
             metric=metric or "relative_error",
             size=pixels,
             dpi=dpi,
-            titles=[os.path.basename(p.rstrip("/")) for p in (result, *beside)],
+            titles=[
+                f"{_stem(p)}: {pair_title(d.attrs)}"
+                for p, d in zip((result, *beside), (ds, *others))
+            ],
         )
     else:
         fig = plotting.plot_result(
@@ -161,7 +175,8 @@ def plot_cmd(result, output, metric, agg, part, depth_path, size, dpi, prompts, 
     plotting.save(fig, out)
     w, h = fig.get_size_inches() * fig.dpi
     click.echo(
-        f"align plot: wrote {out} ({int(round(w))}x{int(round(h))} px, {plotting.schema_of(ds)})"
+        f"align plot: wrote {out} ({int(round(w))}x{int(round(h))} px at {dpi} dpi, "
+        f"{plotting.schema_of(ds)})"
     )
 
 

@@ -259,14 +259,17 @@ def _check_remote(path, schema, kind, overwrite, storage_options):
         )
 
 
-def check_file_output(path: str, suffix: str, *, inputs=()) -> None:
-    """Refuse a single-file output (a figure) unless it ends in `suffix` and is absent or an
-    existing regular file with that suffix; never one of `inputs`, inside one, or a folder."""
+def check_file_output(path: str, suffix, *, inputs=()) -> None:
+    """Refuse a single-file output (a figure) unless it ends in `suffix` (one, or a tuple of
+    the suffixes allowed) and is absent or an existing regular file; never one of `inputs`,
+    inside one, or a folder."""
     path = str(path)
+    allowed = (suffix,) if isinstance(suffix, str) else tuple(suffix)
+    suffix = " or ".join(allowed)
     lp = local_path(path)
     if lp is None:
         raise OutputRefused(f"`output` {path}: give a local file path ending in {suffix}")
-    if not lp.lower().endswith(suffix):
+    if not lp.lower().endswith(allowed):
         raise OutputRefused(f"`output` {path} does not end in {suffix}: give a {suffix} file path")
     target = _real(lp)
     for label, inp in _normalised_inputs(inputs):

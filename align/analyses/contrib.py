@@ -180,12 +180,15 @@ def contributions(resid, attn, mlp, eps: float = EPS, prompt=None) -> dict:
     return acc.result()
 
 
-def contributions_from_model(model, batches, eps: float = EPS) -> dict:
+def contributions_from_model(model, batches, eps: float = EPS, progress=None) -> dict:
     """Contribution metrics of a live model over prompts.
 
     batches: iterable of lists of token-id arrays (one prompt each); each list is one
-    right-padded forward pass, padding excluded from every aggregate. Same return as
+    right-padded forward pass, padding excluded from every aggregate. `progress`
+    (align.fitting.progress.Progress, counting batches) hears of each batch. Same return as
     `contributions`."""
+    import time
+
     from align.analyses.forward import forward
 
     L = len(models.blocks(model))
@@ -194,6 +197,7 @@ def contributions_from_model(model, batches, eps: float = EPS) -> dict:
     first = 0
     seen = []
     for batch in batches:
+        t = time.perf_counter()
         seen.extend(batch)
         ids, mask, pos = pad(batch, dev)
         rows = range(first, first + len(batch))
@@ -224,12 +228,20 @@ def contributions_from_model(model, batches, eps: float = EPS) -> dict:
             )
         first += len(batch)
         del out
+        if progress is not None:
+            progress.forward("model", int(ids.numel()), time.perf_counter() - t)
+            progress.step(f"{first:,} prompts")
     return {**acc.result(), "prompts_hash": bootstrap.prompts_hash(seen)}
 
 
-def contributions_from_store(store, eps: float = EPS, chunk_tokens: int | None = None) -> dict:
+def contributions_from_store(
+    store, eps: float = EPS, chunk_tokens: int | None = None, progress=None
+) -> dict:
     """Contribution metrics from an activation store holding every boundary and the sublayer
-    outputs of every block (`align extract --sublayers`), read chunk by chunk; no model."""
+    outputs of every block (`align extract --sublayers`), read chunk by chunk; no model.
+    `progress` (align.fitting.progress.Progress, counting chunks) hears of each chunk."""
+    import time
+
     L = store.n_layers
     missing_b = [b for b in range(L + 1) if b not in store.boundaries]
     missing_l = [l for l in range(L) if l not in store.layers]
@@ -246,6 +258,7 @@ def contributions_from_store(store, eps: float = EPS, chunk_tokens: int | None =
     step = chunk_tokens or store.chunk_tokens
     acc = ContributionAccumulator(L)
     for start in range(0, store.n_tokens, step):
+        t = time.perf_counter()
         stop = min(store.n_tokens, start + step)
         seq, pos = store.tokens("seq", start, stop), store.tokens("pos", start, stop)
         where = lambda k: (int(seq[k]), int(pos[k]))  # noqa: E731  (prompt = the store's sequence)
@@ -263,6 +276,9 @@ def contributions_from_store(store, eps: float = EPS, chunk_tokens: int | None =
                 prompt=seq,
             )
             h = h_next
+        if progress is not None:
+            progress.forward("model", stop - start, time.perf_counter() - t)
+            progress.step(f"{stop:,} tokens")
     prompts = bootstrap.prompts_from_tokens(
         store.tokens("token_id"), store.tokens("seq"), store.tokens("pos")
     )

@@ -124,12 +124,15 @@ class LensAccumulator:
         return out
 
 
-def logit_lens(model, batches, n_prompts: int | None = None) -> dict:
+def logit_lens(model, batches, n_prompts: int | None = None, progress=None) -> dict:
     """Logit lens of a live model over prompts.
 
     batches: a list (or iterable, then pass n_prompts) of lists of token-id arrays, each one
-    right-padded forward pass. Returns {"kl": (2, L+1), "overlap": (2, L+1), "n_tokens",
+    right-padded forward pass; `progress` (align.fitting.progress.Progress, counting batches)
+    hears of each batch. Returns {"kl": (2, L+1), "overlap": (2, L+1), "n_tokens",
     "n_prompts"}, rows (token, prompt) weighting, columns boundary 0..L."""
+    import time
+
     import torch
 
     from align.analyses.forward import forward
@@ -142,6 +145,7 @@ def logit_lens(model, batches, n_prompts: int | None = None) -> dict:
     dev = models.input_device(model)
     first = 0
     for batch in batches:
+        t = time.perf_counter()
         ids, mask, pos = pad(batch, dev)
         # Refuses NaN/inf residuals and logits, naming the array, prompt and position.
         out = forward(
@@ -162,18 +166,24 @@ def logit_lens(model, batches, n_prompts: int | None = None) -> dict:
             acc.add(b, kl, ov, prompt)
         first += len(batch)
         del out
+        if progress is not None:
+            progress.forward("model", int(ids.numel()), time.perf_counter() - t)
+            progress.step(f"{first:,} prompts")
     return {**acc.result(), "prompts_hash": bootstrap.prompts_hash([p for b in batches for p in b])}
 
 
-def logit_lens_from_store(store, head, tokens_per_step: int = HEAD_TOKENS) -> dict:
+def logit_lens_from_store(store, head, tokens_per_step: int = HEAD_TOKENS, progress=None) -> dict:
     """Logit lens from an activation store and the model's head only (final norm, unembedding:
     see `align.analyses.checkpoint.read_head`). The store must hold boundary L (the
     reference p = softmax(W_U · final_norm(h_L))); boundaries it lacks are NaN. Prompts are
     the store's sequences. The head runs where its weights are, in their dtype, on
-    `tokens_per_step` tokens at a time (log-probabilities in float32 or better, there too).
-    Same return as `logit_lens`."""
+    `tokens_per_step` tokens at a time (log-probabilities in float32 or better, there too);
+    `progress` (align.fitting.progress.Progress, counting steps) hears of each step. Same
+    return as `logit_lens`."""
     if tokens_per_step < 1:
         raise InputError(f"tokens_per_step {tokens_per_step} must be at least 1")
+    import time
+
     import torch
 
     from align.analyses.forward import check_tokens
@@ -190,6 +200,7 @@ def logit_lens_from_store(store, head, tokens_per_step: int = HEAD_TOKENS) -> di
     pos = store.tokens("pos")
     param = head.parameter
     for start in range(0, store.n_tokens, tokens_per_step):
+        t = time.perf_counter()
         stop = min(store.n_tokens, start + tokens_per_step)
         prompt = seq[start:stop]
         # prompts are the store's sequences
@@ -208,6 +219,9 @@ def logit_lens_from_store(store, head, tokens_per_step: int = HEAD_TOKENS) -> di
             kl, ov = token_metrics(lens_logits(head, as_t(b)), final)
             _check_kl(b, kl, where)
             acc.add(b, kl, ov, prompt)
+        if progress is not None:
+            progress.forward("model", stop - start, time.perf_counter() - t)
+            progress.step(f"{stop:,} tokens")
     prompts = bootstrap.prompts_from_tokens(store.tokens("token_id"), seq, pos)
     return {**acc.result(), "prompts_hash": bootstrap.prompts_hash(prompts)}
 

@@ -4,17 +4,19 @@ its provenance. The CLI calls these; notebooks may too."""
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 
 from align import corpus, messages, models, provenance
 from align import store as st
 from align.analyses import answers as answer_files
-from align.analyses import checkpoint, contrib, depth, lens, skip
+from align.analyses import checkpoint, contrib, depth, dryrun, lens, skip
 from align.analyses import prompts as prompt_files
 from align.analyses.options import LensOptions, SkipOptions
 from align.analyses.prompts import batches
 from align.errors import InputError, StoreMismatch
+from align.fitting.progress import Progress
 from align.stats.bootstrap import DEFAULT, MIN_RESAMPLES, Resampling
 from align.version import __version__
 
@@ -84,6 +86,45 @@ def _batched(prompts, batch_size):
     return list(batches(prompts, batch_size))
 
 
+def _progress(command: str, total: int, log, unit: str = "batch") -> Progress:
+    """The run's progress: a bar with the ETA on a terminal (the default `log` on a terminal),
+    else a log line every ~10 s and at the end."""
+    terminal = log is _log_default and sys.stderr.isatty()
+    return Progress(total, log, terminal, command=command, sides=("model",), unit=unit)
+
+
+def _reading(spec, cspec, prompts) -> dict:
+    """What a dry run says it reads: the model, the corpus, its prompts and tokens."""
+    return {
+        "model": spec.name,
+        "corpus": cspec.describe(),
+        "prompts": len(prompts),
+        "tokens": int(sum(len(p) for p in prompts)),
+        "longest": max((len(p) for p in prompts), default=0),
+    }
+
+
+def dry_run(command: str, output, *, spec, cspec, options=None, overwrite=False, log=_log_default):
+    """`--dry-run` of `command` ("contrib", "lens" or "skip") on a live model: the checks of a
+    real run (-o included), then what it will read, run, hold and write and its time from one
+    timed batch (`align.analyses.dryrun`); writes nothing. `options`: the command's batch size
+    (contrib, lens: an int; lens also takes LensOptions), or SkipOptions and the batch size as
+    a pair (skip). Returns the estimate (`dryrun.dry_run`)."""
+    schema = {"contrib": "contributions", "lens": "lens", "skip": "skipping"}[command]
+    st.check_output(output, schema, inputs=_inputs(spec, cspec), overwrite=overwrite)
+    if command == "skip":
+        opts, batch_size = options or (SkipOptions(), 8)
+        model, config, prompts, _, splits, _ = _skip_inputs(spec, cspec, opts, None)
+        plan = skip.plan_rows(prompts, opts.settings, opts.split_seed, batch_size, splits=splits)
+        work = dryrun.skip_work(model, config, plan, opts.parts)
+    else:
+        batch_size = options.batch_size if isinstance(options, LensOptions) else (options or 8)
+        model, config, prompts, _ = load(spec, cspec)
+        make = dryrun.contrib_work if command == "contrib" else dryrun.lens_work
+        work = make(model, config, _batched(prompts, batch_size))
+    return dryrun.dry_run(model, config, _reading(spec, cspec, prompts), work, output, log)
+
+
 def run_contrib(
     output,
     *,
@@ -102,11 +143,20 @@ def run_contrib(
     st.check_output(output, "contributions", inputs=inputs, overwrite=overwrite)
     if store is not None:
         s = st.open_activations(store)
-        res = contrib.contributions_from_store(s)
+        progress = _progress("align contrib", -(-s.n_tokens // s.chunk_tokens), log, "chunk")
+        try:
+            res = contrib.contributions_from_store(s, progress=progress)
+        finally:
+            progress.close()
         attrs = {**provenance.store_record(s), "options": {}}
     else:
         model, _, prompts, prov = load(spec, cspec)
-        res = contrib.contributions_from_model(model, _batched(prompts, batch_size))
+        work = _batched(prompts, batch_size)
+        progress = _progress("align contrib", len(work), log)
+        try:
+            res = contrib.contributions_from_model(model, work, progress=progress)
+        finally:
+            progress.close()
         attrs = {**prov, "options": {"batch_size": batch_size}}
     ds = contrib.to_dataset(res, attrs, resampling)
     st.write_result(output, ds, "contributions", overwrite=overwrite, inputs=inputs)
@@ -142,52 +192,21 @@ def run_skip(
         options.split_seed,
     )
     answer_field, answer_marker = options.answer_field, options.answer_marker
-    if split not in skip.SPLITS:
-        raise InputError(f"`split` {split!r} is not one of {', '.join(skip.SPLITS)}")
+    answers = split != "random"
     inputs = _inputs(spec, cspec)
     st.check_output(output, "skipping", inputs=inputs, overwrite=overwrite)
-    splits = None
-    answers = split != "random"
-    if answers:
-        # As `load` does: corpus, then config, then tokenizer, so bad input is named in that order.
-        corpus.validate(cspec)
-        models.load_config(spec)
-        reading = corpus.Reading(
-            cspec
-        )  # the prompts' tokens and the recorded hash come from this one read
-        aps = answer_files.load_answer_prompts(
-            cspec, models.load_tokenizer(spec), answer_field, answer_marker, reading
-        )
-        splits = skip.answer_splits(aps, split, split_seed)
-        skip.check_prompts([a.token_id for a in aps], settings, splits, resampling.equal_n, split)
-        levels = skip.answer_prompt_levels(cspec)
-    model, config, prompts, prov = load(
-        spec,
-        cspec,
-        check=None
-        if splits is not None
-        else (lambda ps: skip.check_prompts(ps, settings, equal_n=resampling.equal_n)),
+    model, config, prompts, prov, splits, levels = _skip_inputs(
+        spec, cspec, options, resampling.equal_n
     )
-    if answers:
-        prompts = [np.asarray(a.token_id, np.int64) for a in aps]
-        check_vocabulary(spec, config, prompts)
-        prov = provenance.model_record(
-            spec, config, models.load_tokenizer(spec), cspec, reading.hexdigest()
-        )
-    else:
-        levels = skip.prompt_levels(cspec, models.load_tokenizer(spec))
     t0 = time.time()
-    res = skip.skipping(
-        model,
-        prompts,
-        settings=settings,
-        parts=parts,
-        seed=split_seed,
-        batch_size=batch_size,
-        splits=splits,
-    )
-    dt = time.time() - t0
+    plan = skip.plan_rows(prompts, settings, split_seed, batch_size, splits=splits)
     L = config.num_hidden_layers
+    progress = _progress("align skip", plan.n_forwards(len(parts), L), log, unit="forward")
+    try:
+        res = skip.skip_rows(model, plan, parts, progress)
+    finally:
+        progress.close()
+    dt = time.time() - t0
     timing = {
         "seconds": round(dt, 3),
         "n_forwards": res["n_forwards"],
@@ -226,6 +245,39 @@ def run_skip(
         f"(a one-prompt-at-a-time loop makes {res['n_forwards_one_at_a_time']:,}); {intervals_note(ds.attrs)}"
     )
     return output
+
+
+def _skip_inputs(spec, cspec, options: SkipOptions, equal_n):
+    """(model, config, prompts, provenance, split points or None, levels or None) of
+    `align skip`: with `options.split` other than "random", the prompts with their answers read
+    as `align erase` reads them and their split points; every prompt checked before the
+    weights load (`equal_n` against the prompts a setting uses)."""
+    split, settings = options.split, options.settings
+    if split not in skip.SPLITS:
+        raise InputError(f"`split` {split!r} is not one of {', '.join(skip.SPLITS)}")
+    if split == "random":
+        model, config, prompts, prov = load(
+            spec, cspec, check=lambda ps: skip.check_prompts(ps, settings, equal_n=equal_n)
+        )
+        levels = skip.prompt_levels(cspec, models.load_tokenizer(spec))
+        return model, config, prompts, prov, None, levels
+    # As `load` does: corpus, then config, then tokenizer, so bad input is named in that order.
+    corpus.validate(cspec)
+    models.load_config(spec)
+    reading = corpus.Reading(cspec)  # the prompts' tokens and the recorded hash come from this read
+    aps = answer_files.load_answer_prompts(
+        cspec, models.load_tokenizer(spec), options.answer_field, options.answer_marker, reading
+    )
+    splits = skip.answer_splits(aps, split, options.split_seed)
+    skip.check_prompts([a.token_id for a in aps], settings, splits, equal_n, split)
+    levels = skip.answer_prompt_levels(cspec)
+    model, config, _, _ = load(spec, cspec)
+    prompts = [np.asarray(a.token_id, np.int64) for a in aps]
+    check_vocabulary(spec, config, prompts)
+    prov = provenance.model_record(
+        spec, config, models.load_tokenizer(spec), cspec, reading.hexdigest()
+    )
+    return model, config, prompts, prov, splits, levels
 
 
 def run_lens(
@@ -280,7 +332,11 @@ def run_lens(
             raise StoreMismatch(
                 f"checkpoint {name!r} has another config than the model of store {store}: pass the model the store was extracted from"
             )
-        res = lens.logit_lens_from_store(s, head, tokens_per_step=step)
+        progress = _progress("align lens", -(-s.n_tokens // step), log, "step")
+        try:
+            res = lens.logit_lens_from_store(s, head, tokens_per_step=step, progress=progress)
+        finally:
+            progress.close()
         L = s.n_layers
         head_dev = str(head.parameter.device)
         attrs = {
@@ -290,7 +346,12 @@ def run_lens(
         }
     else:
         model, config, prompts, prov = load(spec, cspec)
-        res = lens.logit_lens(model, _batched(prompts, batch_size))
+        work = _batched(prompts, batch_size)
+        progress = _progress("align lens", len(work), log)
+        try:
+            res = lens.logit_lens(model, work, progress=progress)
+        finally:
+            progress.close()
         L = config.num_hidden_layers
         attrs = {**prov, "options": {"batch_size": batch_size}}
     ds = lens.to_dataset(res, attrs, L, resampling)

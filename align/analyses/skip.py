@@ -319,42 +319,102 @@ def skipping(
     Returns {"R": (n_settings, n_parts, 2 aggs, L, L), "O": (n_settings, n_parts, 2, L),
     "n_prompts": {setting: int}, "n_prompts_too_short": int, "per_prompt": {setting: (R
     (n, parts, L, L), O (n, parts, L))}, "n_forwards", "n_forwards_one_at_a_time"};
-    aggregations (max, mean_over_prompts)."""
+    aggregations (max, mean_over_prompts). `plan_rows` and `skip_rows` are its two halves."""
     batches = list(batches)
     if batches and isinstance(batches[0], np.ndarray):
         prompts, size = batches, batch_size or 8
     else:
         prompts = [p for b in batches for p in b]
         size = batch_size or max(1, len(batches[0]) if batches else 1)
-    if not prompts:
+    plan = plan_rows(prompts, settings, seed, size, include_position_zero, splits)
+    return skip_rows(model, plan, parts)
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """The rows of each setting over the prompts, sorted by length (rows of similar length
+    share a batch: less padding, and results are per prompt anyway), `size` a batch."""
+
+    prompts: list  # token-id arrays, one a prompt
+    rows: dict  # setting -> [Row], sorted by length
+    too_short: int  # prompts with no usable split point in the future setting
+    size: int  # rows per batch
+
+    def batches(self, setting: str) -> list[list[Row]]:
+        """The setting's batches of rows, in the order they run."""
+        rows = self.rows[setting]
+        return [rows[k : k + self.size] for k in range(0, len(rows), self.size)]
+
+    def n_batches(self) -> int:
+        return sum(-(-len(r) // self.size) for r in self.rows.values())
+
+    def n_forwards(self, n_parts: int, n_layers: int) -> int:
+        """Forwards of the run: per batch one clean run and one per (part, skipped layer)."""
+        return self.n_batches() * (1 + n_parts * n_layers)
+
+    def positions(self, setting: str) -> list[int]:
+        """Padded positions (rows × longest row) of each of the setting's batches."""
+        return [len(b) * max(len(r.token_id) for r in b) for b in self.batches(setting)]
+
+
+def plan_rows(
+    prompts,
+    settings=SETTINGS,
+    seed: int = 0,
+    size: int = 8,
+    include_position_zero: bool = False,
+    splits=None,
+) -> RowPlan:
+    """The rows of every setting (`rows_for`) over prompts (token-id arrays), sorted by
+    length, and their batches of `size` rows; the prompts are checked for the future setting
+    (`check_prompts`). Refuses an empty list of prompts."""
+    if not len(prompts):
         raise InputError("no prompts to run: give a corpus with at least one non-empty document")
-    L = len(models.blocks(model))
-    R = np.zeros((len(settings), len(parts), len(AGGS), L, L))
-    O = np.zeros((len(settings), len(parts), len(AGGS), L))
-    n_prompts, short, per_prompt = {}, 0, {}
-    # Forward passes made, and those a one-prompt-at-a-time loop would make (one clean run per
-    # prompt, one intervened run per (part, layer, split point)).
-    n_forwards = n_single = 0
-    used_by = {}
-    for si, setting in enumerate(settings):
-        rows, too_short = rows_for(
+    rows, short = {}, 0
+    for setting in settings:
+        rows[setting], too_short = rows_for(
             prompts, setting, seed, include_position_zero, splits if setting == "future" else None
         )
         if setting == "future":
             short = too_short
             check_prompts(prompts, (setting,), splits)
-        # Rows of similar length share a batch: less padding, and results are per prompt anyway.
-        rows.sort(key=lambda r: len(r.token_id))
+        rows[setting].sort(key=lambda r: len(r.token_id))
+    return RowPlan(list(prompts), rows, short, size)
+
+
+def skip_rows(model, plan: RowPlan, parts=PARTS, progress=None) -> dict:
+    """The layer-skipping effects (`skipping`'s return) of `plan`'s rows: each batch through
+    `skip_effects`; `progress` (align.fitting.progress.Progress, counting forwards) hears of
+    each batch."""
+    import time
+
+    prompts, size = plan.prompts, plan.size
+    L = len(models.blocks(model))
+    settings = tuple(plan.rows)
+    R = np.zeros((len(settings), len(parts), len(AGGS), L, L))
+    O = np.zeros((len(settings), len(parts), len(AGGS), L))
+    n_prompts, per_prompt = {}, {}
+    # Forward passes made, and those a one-prompt-at-a-time loop would make (one clean run per
+    # prompt, one intervened run per (part, layer, split point)).
+    n_forwards = n_single = 0
+    used_by = {}
+    per_batch = 1 + len(parts) * L
+    for si, setting in enumerate(settings):
+        rows = plan.rows[setting]
         Rp = np.zeros((len(prompts), len(parts), L, L))
         Op = np.zeros((len(prompts), len(parts), L))
-        for k in range(0, len(rows), size):
-            chunk = rows[k : k + size]
+        for chunk in plan.batches(setting):
+            t = time.perf_counter()
             r, o = skip_effects(model, chunk, parts, EPS)
+            if progress is not None:
+                positions = len(chunk) * max(len(row.token_id) for row in chunk)
+                progress.forward("model", positions * per_batch, time.perf_counter() - t)
+                progress.step(f"{setting} setting", per_batch)
             for j, row in enumerate(chunk):
                 Rp[row.prompt] = np.maximum(Rp[row.prompt], r[..., j])
                 Op[row.prompt] = np.maximum(Op[row.prompt], o[..., j])
         used = sorted({row.prompt for row in rows})
-        n_forwards += -(-len(rows) // size) * (1 + len(parts) * L)
+        n_forwards += -(-len(rows) // size) * per_batch
         n_single += len(used) + len(rows) * len(parts) * L
         Rp, Op = Rp[used], Op[used]
         R[si, :, 0], R[si, :, 1] = Rp.max(0), Rp.mean(0)
@@ -368,9 +428,9 @@ def skipping(
         "n_prompts": n_prompts,
         "n_prompts_total": len(prompts),
         "used": used_by,
-        "n_prompts_too_short": short,
+        "n_prompts_too_short": plan.too_short,
         "per_prompt": per_prompt,
-        "settings": tuple(settings),
+        "settings": settings,
         "parts": tuple(parts),
         "n_forwards": n_forwards,
         "n_forwards_one_at_a_time": n_single,

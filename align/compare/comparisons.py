@@ -15,6 +15,7 @@ from align.compare import checks
 from align.compare.series import Comparison, Series
 from align.errors import InputError
 from align.fitting import uncertainty
+from align.names import labelled
 from align.stats import bootstrap
 from align.store.outputs import KINDS as NAMES
 
@@ -32,11 +33,6 @@ def _label(path: str) -> str:
     base = os.path.basename(str(path).rstrip("/\\"))
     root, ext = os.path.splitext(base)
     return root if ext == ".zarr" else base
-
-
-def _short(name) -> str:
-    name = str(name or "")
-    return os.path.basename(name.rstrip("/")) or name
 
 
 def load(paths) -> tuple[str, list]:
@@ -133,7 +129,7 @@ def compare_depth(items, resampling: bootstrap.Resampling) -> Comparison:
             label,
             {
                 "result": label,
-                "model": _short(ds.attrs.get("model")),
+                "model": labelled(ds.attrs),
                 "layers": L,
                 "prompts": prompts,
             },
@@ -228,7 +224,7 @@ def compare_lens(items, weighting: str, resampling: bootstrap.Resampling) -> Com
         L = int(ds.attrs.get("n_layers", len(b) - 1))
         s = Series(
             label,
-            {"result": label, "model": _short(ds.attrs.get("model"))},
+            {"result": label, "model": labelled(ds.attrs)},
             {},
             {},
             {},
@@ -334,8 +330,8 @@ def compare_alignment(items, resampling: bootstrap.Resampling | None = None) -> 
             label,
             {
                 "result": label,
-                "source": _short(ds.attrs.get("source_model")),
-                "target": _short(ds.attrs.get("target_model")),
+                "source": labelled(ds.attrs, "source"),
+                "target": labelled(ds.attrs, "target"),
                 "L_S": ds.attrs.get("n_layers_source", ""),
                 "L_T": ds.attrs.get("n_layers_target", ""),
                 "argmin path": " ".join(str(j) for j in summ.get("argmin_path", [])),

@@ -5,6 +5,7 @@ shallow→control, run the companion analyses, draw the figures, print a summary
 Everything lands in one output folder:
 
     OUT/models/{shallow,deep}-<key>/   trained checkpoints of every seed (save_pretrained + train.json)
+    OUT/models/{shallow,deep,deep-bpe} links to the first seed's (the models analysed)
     OUT/corpus/heldout.txt             the generated evaluation corpus (one for every seed)
     OUT/stores/*.zarr                  activation stores of the first seed (align extract)
     OUT/results/*.zarr                 the first seed's alignment, contributions, lens, skipping, depth results
@@ -226,6 +227,7 @@ def _run(output, config, log, figures) -> DemoReport:
         config.bpe_merges
     ):  # the third model: another tokenizer, paired with the shallow model on the text
         tokenizers_pair.run(report, config, first, corpus_path, log, MAX_LENGTH)
+    link_models(report.output, report.models)
     report.across = across.statistics([_seed_summaries(x) for x in report.seeds])
 
     # 3. Companion analyses of the first seed's trained models: contributions and lens from the
@@ -313,6 +315,24 @@ def _run(output, config, log, figures) -> DemoReport:
 
 # A document is a few problems: well under max_length, so one sequence per document.
 MAX_LENGTH = 512
+
+
+def link_models(output: str, models: dict) -> None:
+    """OUT/models/NAME for the first seed's analysed models ("shallow", "deep", "deep-bpe"): a
+    relative link to its cached folder (NAME-<key>, one a training configuration), so a command
+    line names one model where a pattern such as models/deep-* matches every seed's. A link is
+    replaced in one rename when a run picks another folder; a real folder there is left alone."""
+    for name, folder in models.items():
+        link = os.path.join(output, "models", name)
+        if os.path.abspath(folder) == os.path.abspath(link):
+            continue
+        if os.path.lexists(link) and not os.path.islink(link):
+            continue
+        tmp = f"{link}.link-tmp"
+        if os.path.lexists(tmp):
+            os.remove(tmp)
+        os.symlink(os.path.basename(folder.rstrip("/")), tmp)
+        os.replace(tmp, link)
 
 
 def _one_seed(

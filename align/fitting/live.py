@@ -57,6 +57,7 @@ from align.fitting.budget import (
 )
 from align.fitting.cluster import default_memory_limit, executor
 from align.fitting.graph import add_heldout_task, add_task, tree
+from align.fitting.headline import headline
 from align.fitting.live_estimate import estimate
 from align.fitting.options import Execution, FitRequest, FitSpec, LiveJob, request
 from align.fitting.pairing import check_tokenizers, resolve
@@ -581,6 +582,7 @@ def finish(
             f"align fit --live: wrote {output} ({len(p.source_boundaries)}x{len(p.target_boundaries)} pairs) in "
             f"{time.time() - t0:.1f} s"
         )
+    log(f"align fit --live: {headline(ds.attrs)}")
     return LiveReport(output, ds, time.time() - t0, plan.record(), statistics, rates, loop_s)
 
 

@@ -1,20 +1,32 @@
-"""The live route's progress on a terminal: tokens/s of each model, pass k of n, the ETA."""
+"""Progress of a run of forwards on a terminal: tokens/s of each model, step k of n, the ETA
+(`align fit --live`, and the analyses that run a model: contrib, lens, skip)."""
 
 from __future__ import annotations
 
 import sys
 import time
 
+LOG_EVERY = 10.0  # seconds between two plain log lines off a terminal
+
 
 class Progress:
-    """Tokens/s of each model, pass k of n and the ETA: a tqdm bar on a terminal, else a log
-    line every ~10 s."""
+    """Tokens/s of each model (`sides`), step k of n and the ETA: a tqdm bar on a terminal,
+    else a log line every ~LOG_EVERY s and at the last step, each begun with `command` and
+    counting `unit`s ("batch" for the live fit, "forward" for layer skipping)."""
 
-    def __init__(self, total_batches: int, log, terminal: bool):
-        self.log, self.total = log, max(total_batches, 1)
+    def __init__(
+        self,
+        total_batches: int,
+        log,
+        terminal: bool,
+        command: str = "align fit --live",
+        sides: tuple = ("source", "target"),
+        unit: str = "batch",
+    ):
+        self.log, self.total, self.command, self.unit = log, max(total_batches, 1), command, unit
         self.done, self.t0, self.last = 0, time.perf_counter(), time.perf_counter()
-        self.seconds = {"source": 0.0, "target": 0.0}
-        self.tokens = {"source": 0, "target": 0}
+        self.seconds = {k: 0.0 for k in sides}
+        self.tokens = {k: 0 for k in sides}
         self.bar = None
         if terminal:
             from tqdm import tqdm
@@ -22,7 +34,7 @@ class Progress:
             # a batch takes tens of ms at least: redraw at each one
             self.bar = tqdm(
                 total=self.total,
-                unit="batch",
+                unit=unit,
                 dynamic_ncols=True,
                 leave=False,
                 file=sys.stderr,
@@ -34,21 +46,26 @@ class Progress:
         self.seconds[side] += seconds
 
     def rates(self) -> str:
+        """ "source 1,234 tok/s, target 567 tok/s"; "1,234 tok/s" for one model."""
         r = {k: self.tokens[k] / max(self.seconds[k], 1e-9) for k in self.seconds}
-        return f"source {r['source']:,.0f} tok/s, target {r['target']:,.0f} tok/s"
+        if len(r) == 1:
+            return f"{next(iter(r.values())):,.0f} tok/s"
+        return ", ".join(f"{k} {v:,.0f} tok/s" for k, v in r.items())
 
-    def step(self, what: str) -> None:
-        self.done += 1
+    def step(self, what: str, n: int = 1) -> None:
+        """`n` more of the `total` units done, the last of them `what` (e.g. "pass 1/2")."""
+        self.done += n
         now = time.perf_counter()
-        eta = (now - self.t0) / self.done * (self.total - self.done)
+        eta = (now - self.t0) / self.done * max(self.total - self.done, 0)
         if self.bar is not None:
             self.bar.set_description_str(what, refresh=False)
             self.bar.set_postfix_str(f"{self.rates()}, ETA {eta:,.0f} s", refresh=False)
-            self.bar.update(1)
-        elif now - self.last >= 10 or self.done == self.total:
+            self.bar.update(n)
+        elif now - self.last >= LOG_EVERY or self.done >= self.total:
             self.last = now
             self.log(
-                f"align fit --live: {what}, batch {self.done:,}/{self.total:,}, {self.rates()}, ETA {eta:,.0f} s"
+                f"{self.command}: {what}, {self.unit} {self.done:,}/{self.total:,}, {self.rates()}, "
+                f"ETA {eta:,.0f} s"
             )
 
     def close(self) -> None:

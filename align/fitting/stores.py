@@ -38,6 +38,7 @@ from align.fitting.cluster import (
     worker_budget_of,
 )
 from align.fitting.graph import BlockSettings, Job, Tokens, block_graph
+from align.fitting.headline import headline
 from align.fitting.options import Execution, FitRequest, FitSpec, request
 from align.fitting.pairing import (
     anchored_partner,
@@ -461,6 +462,7 @@ def fit(
         log(
             f"align fit: wrote {output} ({len(src_boundaries)}x{len(tgt_boundaries)} pairs) in {time.time() - t0:.1f} s"
         )
+    log(f"align fit: {headline(ds.attrs)}")
     return FitReport(
         output, ds, time.time() - t0, blocks, statistics, ex.seen, ex.task_seconds, plan
     )

@@ -4,7 +4,7 @@ Every function here draws what a result already holds and computes no new statis
 argmin path and the summary numbers of an alignment come from its `summary` attribute (written
 by `align fit`, docs/methods.md#held-out-scores), effective depths from a "depth" result (§5). Each function
 returns a matplotlib Figure of exactly `size` pixels (width, height) at `dpi`; `save(fig, path)`
-writes it as a PNG of that size. Matplotlib runs headless (the Agg backend) unless the caller
+writes it as a PNG of that size, or as a PDF or SVG by the path's suffix. Matplotlib runs headless (the Agg backend) unless the caller
 chose another backend before importing this module.
 
 A Dataset of another schema is refused with a one-line AlignError naming both schemas.
@@ -21,6 +21,8 @@ import inspect
 from align.errors import InputError
 from align.plotting.alignment import (
     METRICS,
+    argmax_path,
+    caption,
     nonfinite_cells,
     plot_alignment,
     plot_alignments,
@@ -37,19 +39,24 @@ from align.plotting.analyses import (
 )
 from align.plotting.common import (
     DEFAULT_SIZE,
+    FORMATS,
     MAX_PANELS,
     check_schema,
     figure,
     save,
     schema_of,
+    write_figure,
     write_png,
 )
 
 __all__ = [
     "DEFAULT_SIZE",
+    "FORMATS",
     "MAX_PANELS",
     "METRICS",
     "PLOTTERS",
+    "argmax_path",
+    "caption",
     "check_schema",
     "figure",
     "nonfinite_cells",
@@ -66,6 +73,7 @@ __all__ = [
     "save",
     "schema_of",
     "summary_text",
+    "write_figure",
     "write_png",
 ]
 

@@ -3,12 +3,12 @@ equal relative depth and the summary (from the result's attrs: nothing is recomp
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from align.errors import InputError
+from align.fitting.headline import pairing_text
+from align.names import model_name, pair_title
 from align.plotting.common import DEFAULT_SIZE, check_schema, edges, figure, fmt
 
 METRICS = ("relative_error", "r2")
@@ -68,13 +68,23 @@ def _ci(summary: dict, key: str) -> str:
 
 
 def _model_label(ds, role: str) -> str:
-    name = str(ds.attrs.get(f"{role}_model", role))
-    base = os.path.basename(name.rstrip("/")) or name
+    base = model_name(ds.attrs.get(f"{role}_model", role))
     prov = ds.attrs.get(role) if isinstance(ds.attrs.get(role), dict) else {}
     if prov.get("random_init"):
         base += f", random init (seed {prov.get('seed')})"
     n = ds.attrs.get(f"n_layers_{role}")
     return f"{base} ({n} layers)" if n is not None else base
+
+
+def argmax_path(ds, metric: str = "r2") -> tuple[list, list]:
+    """(rows i, j*(i) = argmax_j metric[i, j]) over the summary's boundaries ≥ 1 (first on
+    exact ties): the best path of a similarity, as argmin_path is relative error's."""
+    s = ds.attrs.get("summary") or {}
+    m = ds[metric].transpose("source_boundary", "target_boundary")
+    rows = s.get("source_boundaries") or [int(i) for i in m.source_boundary.values if i >= 1]
+    cols = s.get("target_boundaries") or [int(j) for j in m.target_boundary.values if j >= 1]
+    sub = m.sel(source_boundary=rows, target_boundary=cols).values.astype(float)
+    return list(rows), [int(cols[int(np.argmax(r))]) for r in sub]
 
 
 def _draw_alignment(ax, ds, metric, vmin, vmax, cmap, title=None):
@@ -85,22 +95,16 @@ def _draw_alignment(ax, ds, metric, vmin, vmax, cmap, title=None):
         edges(tgt), edges(src), mat, cmap=cmap, vmin=vmin, vmax=vmax, shading="flat"
     )
     s = ds.attrs.get("summary") or {}
-    # No argmin path through a matrix with NaN/inf cells (see summary_text).
-    path = (s.get("argmin_path") or []) if not nonfinite_cells(ds)[0] else []
-    rows = s.get("source_boundaries") or [int(i) for i in src if i >= 1]
-    if path:
-        ax.plot(path, rows[: len(path)], "-", color="white", lw=1.5, gid="argmin_path")
-        sizes = _path_marker_sizes(ds, path, rows)
-        ax.scatter(
-            path,
-            rows[: len(path)],
-            s=sizes,
-            color="white",
-            edgecolors="black",
-            zorder=3,
-            label="argmin per row" + (" (area: p_best)" if "p_best" in ds else ""),
-            gid="argmin_points",
-        )
+    # No path through a matrix with NaN/inf cells (see summary_text).
+    finite = not nonfinite_cells(ds)[0] and not nonfinite_cells(ds, metric)[0]
+    if metric == "r2" and finite:
+        rows, path = argmax_path(ds, metric)
+        _draw_path(ax, path, rows, np.full(len(path), 25.0), "argmax r2 per row", "argmax_path")
+    elif finite and s.get("argmin_path"):
+        path = s["argmin_path"]
+        rows = (s.get("source_boundaries") or [int(i) for i in src if i >= 1])[: len(path)]
+        label = "argmin per row" + (" (area: p_best)" if "p_best" in ds else "")
+        _draw_path(ax, path, rows, _path_marker_sizes(ds, path, rows), label, "argmin_path")
         if "p_best" in ds:  # every target a resample chose, as a dot of area p_best
             pb = ds["p_best"].transpose("source_boundary", "target_boundary")
             ii, jj = np.nonzero(np.nan_to_num(pb.values) > 0)
@@ -125,9 +129,45 @@ def _draw_alignment(ax, ds, metric, vmin, vmax, cmap, title=None):
     ax.set_ylim(edges(src)[0], edges(src)[-1])
     ax.set_xlabel(f"target boundary: {_model_label(ds, 'target')}")
     ax.set_ylabel(f"source boundary: {_model_label(ds, 'source')}")
-    ax.set_title(((title + "\n") if title else "") + summary_text(ds), fontsize=9)
+    ax.set_title(title or pair_title(ds.attrs), fontsize=11)
+    ax.annotate(
+        caption(ds, metric),
+        xy=(0.5, 0),
+        xycoords=ax.xaxis.label,
+        xytext=(0, -4),
+        textcoords="offset points",
+        ha="center",
+        va="top",
+        fontsize=8,
+        gid="caption",
+    )
     ax.legend(loc="lower right", fontsize=7, framealpha=0.8)
     return mesh
+
+
+def caption(ds, metric: str = "relative_error") -> str:
+    """The caption under an alignment panel: the statistics of the summary (`summary_text`),
+    for r2 the argmax path first (the statistics are those of relative error's argmin path),
+    and the pairing of two tokenizers (`pairing_text`)."""
+    text = summary_text(ds)
+    if metric == "r2" and not nonfinite_cells(ds)[0] and not nonfinite_cells(ds, "r2")[0]:
+        text = f"argmax r2 path {argmax_path(ds)[1]}; relative error's " + text
+    pairing = pairing_text(ds.attrs.get("pairing"))
+    return text + (f"\n{pairing}" if pairing else "")
+
+
+def _draw_path(ax, path, rows, sizes, label, gid):
+    ax.plot(path, rows, "-", color="white", lw=1.5, gid=gid)
+    ax.scatter(
+        path,
+        rows,
+        s=sizes,
+        color="white",
+        edgecolors="black",
+        zorder=3,
+        label=label,
+        gid=gid.replace("path", "points"),
+    )
 
 
 def _path_marker_sizes(ds, path, rows) -> np.ndarray:
@@ -151,14 +191,17 @@ def plot_alignment(
     target boundaries j (columns, x).
 
     metric: "relative_error" (docs/methods.md#held-out-scores, lower is better) or "r2" (higher is better).
-    Drawn on top: the per-row argmin path j*(i) of relative error for i >= 1 (from
-    attrs["summary"]["argmin_path"]) with each point's area its p_best where the result holds
-    the document bootstrap (and faint dots for the other targets the resamples chose), the
-    line of equal relative depth j/L_T = i/L_S, and the summary statistics in the title with
-    their 95% intervals. When relative_error holds NaN/inf, neither the path nor
-    the summary is drawn: the title names the non-finite cells instead (`summary_text`). The
-    colour scale spans the i >= 1, j >= 1 block (boundary 0 maps almost perfectly and would
-    flatten the rest); cells outside it are clipped.
+    Drawn on top: the metric's own best path, for relative error the per-row argmin j*(i) for
+    i >= 1 (from attrs["summary"]["argmin_path"]) with each point's area its p_best where the
+    result holds the document bootstrap (and faint dots for the other targets the resamples
+    chose), for r2 the per-row argmax (`argmax_path`); the line of equal relative depth
+    j/L_T = i/L_S. The title names the pair (`pair_title`: model names without hashes); the
+    caption under the panel holds the summary statistics with their 95% intervals and, for
+    two tokenizers, the pairing and its coverage (`caption`). When relative_error holds
+    NaN/inf, neither the path nor the summary is drawn: the caption names the non-finite
+    cells instead (`summary_text`). The colour scale spans the i >= 1, j >= 1 block
+    (boundary 0 maps almost perfectly and would flatten the rest); where a boundary-0 cell
+    lies beyond it, the colour bar is extended (a triangle at that end) and its label says so.
     Returns a Figure of `size` = (width, height) pixels [default 900x750].
     """
     return plot_alignments(
@@ -194,5 +237,22 @@ def plot_alignments(
         mesh = _draw_alignment(
             axes[0, k], ds, metric, vmin, vmax, cmap, titles[k] if titles else None
         )
-    fig.colorbar(mesh, ax=list(axes[0]), label=metric.replace("_", " ") + " (held-out)", shrink=0.9)
+    below, above = _clipped(datasets, metric, vmin, vmax)
+    extend = {(False, False): "neither", (True, False): "min", (False, True): "max"}.get(
+        (below, above), "both"
+    )
+    label = metric.replace("_", " ") + " (held-out)"
+    if below or above:
+        label += "\nscale of boundaries ≥ 1; boundary-0 cells beyond it clipped"
+    fig.colorbar(mesh, ax=list(axes[0]), label=label, shrink=0.9, extend=extend)
     return fig
+
+
+def _clipped(datasets, metric, vmin, vmax) -> tuple[bool, bool]:
+    """Whether any finite cell lies below vmin, above vmax (the boundary-0 cells the colour
+    scale leaves out)."""
+    if vmin is None:
+        return False, False
+    values = np.concatenate([ds[metric].values.astype(float).ravel() for ds in datasets])
+    values = values[np.isfinite(values)]
+    return bool((values < vmin).any()), bool((values > vmax).any())

@@ -4,12 +4,13 @@ recomputed)."""
 
 from __future__ import annotations
 
-import os
+import textwrap
 
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from align.errors import InputError
+from align.names import model_name
 from align.plotting.common import (
     DEFAULT_SIZE,
     MAX_PANELS,
@@ -30,23 +31,18 @@ def plot_contributions(ds, agg: str = "mean", depth=None, size=None, dpi: int = 
     fig, axes = figure(size or DEFAULT_SIZE["contributions"], dpi, 1, 2, layout="constrained")
     layers = ds["layer"].values
     for part in [str(p) for p in ds["part"].values]:
-        axes[0, 0].plot(
-            layers,
-            ds["rel_norm"].sel(part=part, agg=agg).values,
-            "o-",
-            ms=3,
-            label=part,
-            gid=f"rel_norm/{part}",
-        )
-        axes[0, 1].plot(
-            layers,
-            ds["cos"].sel(part=part, agg=agg).values,
-            "o-",
-            ms=3,
-            label=part,
-            gid=f"cos/{part}",
-        )
-    axes[0, 1].plot(
+        for ax, name in ((axes[0, 0], "rel_norm"), (axes[0, 1], "cos")):
+            (line,) = ax.plot(
+                layers,
+                ds[name].sel(part=part, agg=agg).values,
+                "o-",
+                ms=3,
+                label=part,
+                gid=f"{name}/{part}",
+            )
+            if agg == "mean":
+                _interval_bars(ax, ds, name, line, f"{name}-interval/{part}", part=part)
+    (line,) = axes[0, 1].plot(
         layers,
         ds["resid_cos"].sel(agg=agg).values,
         "k--",
@@ -54,13 +50,49 @@ def plot_contributions(ds, agg: str = "mean", depth=None, size=None, dpi: int = 
         label="cos(h_l+1, h_l)",
         gid="resid_cos",
     )
+    if agg == "mean":
+        _interval_bars(axes[0, 1], ds, "resid_cos", line, "resid_cos-interval")
     axes[0, 1].axhline(0, color="grey", lw=0.5)
     axes[0, 0].set_ylabel(f"‖contribution‖ / ‖residual‖ ({agg} over tokens)")
     axes[0, 1].set_ylabel(f"cosine with the residual ({agg} over tokens)")
     _mark_depth(axes[0, 1], depth, "cosine")
     label_curves(axes[0], "layer")
-    fig.suptitle(f"contributions: {_short(ds.attrs.get('model', ''))}", fontsize=10)
+    fig.suptitle(f"contributions: {_short(ds.attrs.get('model', ''))}", fontsize=11)
+    _intervals_note(fig, ds, "rel_norm" if agg == "mean" else None)
     return fig
+
+
+def _interval_bars(ax, ds, name, line, gid, **sel) -> None:
+    """Error bars of the 95% interval (`name`_low, `name`_high) where the result holds one,
+    in the colour of `line`; asymmetric, from the percentiles (clipped at 0 against rounding)."""
+    if f"{name}_low" not in ds or f"{name}_high" not in ds:
+        return
+    x, y = line.get_xdata(), np.asarray(line.get_ydata(), dtype=float)
+    lo = ds[f"{name}_low"].sel(**sel).values.astype(float)
+    hi = ds[f"{name}_high"].sel(**sel).values.astype(float)
+    ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(y)
+    if not ok.any():
+        return
+    err = np.vstack([np.maximum(y[ok] - lo[ok], 0), np.maximum(hi[ok] - y[ok], 0)])
+    bars = ax.errorbar(
+        np.asarray(x)[ok], y[ok], yerr=err, fmt="none", ecolor=line.get_color(), capsize=2, lw=0.8
+    )
+    bars.lines[2][0].set_gid(gid)
+
+
+def _intervals_note(fig, ds, name) -> None:
+    """A caption line under the figure: how the intervals drawn were made, or why none are."""
+    b = ds.attrs.get("bootstrap") or {}
+    if name is not None and f"{name}_low" in ds and b:
+        text = (
+            f"bars: {b.get('level', 0.95):.0%} intervals over {b.get('resamples', 0):,} prompt "
+            f"resamples (seed {b.get('seed')})"
+        )
+    elif name is not None and f"{name}_low" in ds:
+        text = "bars: 95% prompt-bootstrap intervals"
+    else:
+        text = "no intervals drawn" + ("" if name is not None else " (they are of the means)")
+    fig.supxlabel(text, fontsize=8)
 
 
 def check_selection(ds, **chosen) -> None:
@@ -129,24 +161,24 @@ def plot_lens(ds, depth=None, size=None, dpi: int = 100):
     b = ds["boundary"].values
     for w in [str(x) for x in ds["weighting"].values]:
         style = "o-" if w == "token" else "s--"
-        axes[0, 0].plot(
-            b, ds["kl"].sel(weighting=w).values, style, ms=3, label=f"{w}-weighted", gid=f"kl/{w}"
-        )
-        axes[0, 1].plot(
-            b,
-            ds["overlap"].sel(weighting=w).values,
-            style,
-            ms=3,
-            label=f"{w}-weighted",
-            gid=f"overlap/{w}",
-        )
+        for ax, name in ((axes[0, 0], "kl"), (axes[0, 1], "overlap")):
+            (line,) = ax.plot(
+                b,
+                ds[name].sel(weighting=w).values,
+                style,
+                ms=3,
+                label=f"{w}-weighted",
+                gid=f"{name}/{w}",
+            )
+            _interval_bars(ax, ds, name, line, f"{name}-interval/{w}", weighting=w)
     axes[0, 0].set_ylabel("KL(lens ‖ model output), nats")
     axes[0, 1].set_ylabel("top-5 overlap with the output")
     axes[0, 1].set_ylim(-0.02, 1.02)
     _mark_depth(axes[0, 0], depth, "kl")
     _mark_depth(axes[0, 1], depth, "overlap")
     label_curves(axes[0], "residual boundary b")
-    fig.suptitle(f"logit lens: {_short(ds.attrs.get('model', ''))}", fontsize=10)
+    fig.suptitle(f"logit lens: {_short(ds.attrs.get('model', ''))}", fontsize=11)
+    _intervals_note(fig, ds, "kl")
     return fig
 
 
@@ -172,7 +204,17 @@ def plot_depth(ds, size=None, dpi: int = 100):
             fontsize=8,
         )
         if not np.isfinite(v) and reasons.get(r):
-            ax.text(k, 0.5, str(reasons[r])[:60], ha="center", rotation=90, fontsize=6, va="center")
+            # the whole reason, wrapped to the width of a bar's slot
+            width = max(12, int(60 / max(len(rules), 1) * 1.2))
+            ax.text(
+                k,
+                0.55,
+                textwrap.fill(str(reasons[r]), width),
+                ha="center",
+                va="center",
+                fontsize=9,
+                gid=f"reason/{r}",
+            )
     ax.set_xticks(range(len(rules)), rules)
     ax.set_ylim(0, 1.1)
     ax.set_ylabel("(ED + 1) / L")
@@ -273,8 +315,8 @@ def _mark_depth(ax, depth, rule):
 
 
 def _short(name) -> str:
-    name = str(name)
-    return os.path.basename(name.rstrip("/")) or name
+    """A model's name for a title, without its folder or a trailing hash."""
+    return model_name(name)
 
 
 def _prompts_to_draw(ds, prompts):

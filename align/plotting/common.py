@@ -1,5 +1,6 @@
 """What every figure shares: the headless backend, the default sizes, the schema check, the
-figure of an exact pixel size, the PNG written whole, cell edges and number formats.
+figure of an exact pixel size, the file (PNG, PDF or SVG) written whole, cell edges and number
+formats.
 
 Matplotlib runs headless (the Agg backend) unless the caller chose another backend before
 importing align.plotting."""
@@ -46,6 +47,9 @@ _REQUIRED = {
     "depthscore": ("DS", "n_prompts"),
 }
 MAX_PANELS = 4  # prompts drawn by default, one row of panels each
+# A figure's file format by its path's suffix: PNG of exactly the figure's pixel size, or the
+# vector formats papers take (PDF, SVG) at the size in inches it has at its dpi.
+FORMATS = {".png": "png", ".pdf": "pdf", ".svg": "svg"}
 
 
 def schema_of(ds) -> str | None:
@@ -79,20 +83,38 @@ def figure(size, dpi, nrows=1, ncols=1, **kw):
 
 
 def save(fig, path: str) -> str:
-    """Write `fig` as a PNG of exactly its pixel size (no tight bounding box) at `path`, whole
-    or not at all, and close it: drawn inside a marked temporary folder beside `path` and
-    renamed over it (align.store.temporaries: a killed run's folder is cleaned by the next
-    write of `path`; a full disk is one StoreError naming `path`, which is left as it was)."""
+    """Write `fig` at `path` as a PNG of exactly its pixel size (no tight bounding box), or as
+    a PDF or SVG of its size in inches, by the path's suffix (`FORMATS`), whole or not at all,
+    and close it: drawn inside a marked temporary folder beside `path` and renamed over it
+    (align.store.temporaries: a killed run's folder is cleaned by the next write of `path`; a
+    full disk is one StoreError naming `path`, which is left as it was)."""
+    fmt = figure_format(path)
     with staged(path) as tmp:
-        write_png(fig, tmp)
+        write_figure(fig, tmp, fmt)
         fault_point("figure_before_rename")
     return path
 
 
+def figure_format(path: str) -> str:
+    """ "png", "pdf" or "svg" by the suffix of `path`, or the one-line InputError."""
+    suffix = os.path.splitext(str(path))[1].lower()
+    if suffix not in FORMATS:
+        raise InputError(
+            f"figure path {path} ends in {suffix or 'no suffix'}: give a path ending in "
+            f"{', '.join(FORMATS)}"
+        )
+    return FORMATS[suffix]
+
+
 def write_png(fig, path: str) -> None:
     """Draw `fig` into the file `path` as a PNG of exactly its pixel size, and close it."""
+    write_figure(fig, path, "png")
+
+
+def write_figure(fig, path: str, fmt: str = "png") -> None:
+    """Draw `fig` into the file `path` in `fmt` ("png", "pdf", "svg"), and close it."""
     try:
-        fig.savefig(path, dpi=fig.dpi, format="png")
+        fig.savefig(path, dpi=fig.dpi, format=fmt)
     finally:
         plt.close(fig)
 

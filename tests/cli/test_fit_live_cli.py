@@ -193,9 +193,14 @@ def test_the_plan_and_progress_are_printed(models, corpus_file, cli, tmp_path):
         and "ETA" in line
         for line in lines
     ), err
-    assert lines[-1].startswith(f"align fit --live: wrote {tmp_path / 'a.zarr'} (3x5 pairs)")
+    assert lines[-2].startswith(f"align fit --live: wrote {tmp_path / 'a.zarr'} (3x5 pairs)")
     ds = open_result(str(tmp_path / "a.zarr"), "alignment")  # opens as a complete result
     assert ds.attrs["route"] == "live"
+    # the headline: the pair and the result's own path and slope with its interval
+    s = ds.attrs["summary"]
+    assert lines[-1].startswith("align fit --live: ") and " → " in lines[-1]
+    assert f"argmin path j*(i) {s['argmin_path']} for i = {s['source_boundaries']}" in lines[-1]
+    assert f"slope {s['slope']:.2f} [{s['slope_low']:.2f}, {s['slope_high']:.2f}]" in lines[-1]
 
 
 PEAK = (

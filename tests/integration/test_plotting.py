@@ -65,14 +65,22 @@ def test_alignment_heatmap_matches_result(opened, tmp_path, metric):
     coords = mesh.get_coordinates()  # (rows+1, cols+1, 2) corners
     np.testing.assert_allclose((coords[0, 1:, 0] + coords[0, :-1, 0]) / 2, np.arange(7))
     np.testing.assert_allclose((coords[1:, 0, 1] + coords[:-1, 0, 1]) / 2, np.arange(4))
-    path = line(ax, "argmin_path")
     summary = ds.attrs["summary"]
-    assert list(path.get_xdata()) == summary["argmin_path"]
+    if metric == "relative_error":
+        path = line(ax, "argmin_path")
+        assert list(path.get_xdata()) == summary["argmin_path"]
+    else:  # r2 is a similarity: its own path, the argmax over targets >= 1 of each row >= 1
+        path = line(ax, "argmax_path")
+        r2 = alignment_ds()["r2"].values[1:, 1:]
+        assert list(path.get_xdata()) == [int(j) + 1 for j in np.argmax(r2, axis=1)]
     assert list(path.get_ydata()) == [1, 2, 3]
     diag = line(ax, "equal_depth")
     assert list(diag.get_xdata()) == [0, 6] and list(diag.get_ydata()) == [0, 3]
-    title = ax.get_title()
-    assert "Spearman 0.80" in title and "mean depth gap 0.12" in title and "spread 0.41" in title
+    # a short title naming the pair; the statistics in the caption under the panel
+    assert ax.get_title() == "shallow → deep"
+    (caption,) = [t for t in ax.texts if t.get_gid() == "caption"]
+    text = caption.get_text()
+    assert "Spearman 0.80" in text and "mean depth gap 0.12" in text and "spread 0.41" in text
     assert "shallow (3 layers)" in ax.get_ylabel() and "deep (6 layers)" in ax.get_xlabel()
     out = plotting.save(fig, str(tmp_path / "a.png"))
     assert png_size(out) == (900, 750)

@@ -1,0 +1,118 @@
+"""`align info RESULT`: a result store in a few readable lines (what it is, its models and
+corpus, its headline numbers, how its intervals were drawn, its options and variables),
+from the result itself (the command adds how to print every attribute)."""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+
+from align.fitting.headline import headline, pairing_text
+from align.names import model_name, provenance_of
+
+WIDTH = 100  # a line's width before it wraps, under its label
+
+
+def _field(label: str, text: str) -> str:
+    return textwrap.fill(text, WIDTH, initial_indent=f"  {label:<11} ", subsequent_indent=" " * 14)
+
+
+def _model(attrs: dict, role: str | None = None) -> str:
+    """ "shallow (/abs/shallow-4f2a..., 6 layers, random init seed 3)"."""
+    key = f"{role}_model" if role else "model"
+    name = str(attrs.get(key) or provenance_of(attrs, role).get("model") or "?")
+    prov = provenance_of(attrs, role)
+    layers = attrs.get(f"n_layers_{role}") if role else attrs.get("n_layers")
+    notes = [name] if model_name(name) != name else []
+    if layers is not None:
+        notes.append(f"{layers} layers")
+    if prov.get("random_init"):
+        notes.append(f"random init, seed {prov.get('seed')}")
+    return model_name(name) + (f" ({', '.join(notes)})" if notes else "")
+
+
+def _corpus(record) -> str | None:
+    if not isinstance(record, dict) or not record.get("source"):
+        return None
+    digest = str(record.get("hash") or "")
+    return f"{record['source']}" + (f" (sha256 {digest[:12]})" if digest else "")
+
+
+def _intervals(attrs: dict) -> str:
+    b = attrs.get("bootstrap") or (attrs.get("summary") or {}).get("bootstrap")
+    if isinstance(b, dict) and b.get("resamples"):
+        what = "document" if attrs.get("align", {}).get("schema") == "alignment" else "prompt"
+        return (
+            f"{b.get('level', 0.95):.0%} intervals over {b['resamples']:,} {what} resamples "
+            f"(seed {b.get('seed')})"
+        )
+    return str(attrs.get("intervals") or "none")
+
+
+def _options(options) -> str:
+    if not isinstance(options, dict) or not options:
+        return "none recorded"
+    parts = []
+    for k, v in options.items():
+        if isinstance(v, (list, tuple)) and len(v) > 8:
+            v = f"[{v[0]}, {v[1]}, ..., {v[-1]}] ({len(v)})"
+        elif isinstance(v, dict):
+            v = json.dumps(v, sort_keys=True)
+        parts.append(f"{k} {v}")
+    return ", ".join(parts)
+
+
+def _depths(ds) -> str:
+    reasons = ds.attrs.get("reasons") or {}
+    out = []
+    for rule in [str(r) for r in ds["rule"].values]:
+        v = float(ds["effective_depth"].sel(rule=rule))
+        if not math.isfinite(v):
+            out.append(f"{rule} undefined ({reasons.get(rule, 'no reason recorded')})")
+            continue
+        text = f"{rule} {v:g}"
+        if "effective_depth_low" in ds:
+            lo = float(ds["effective_depth_low"].sel(rule=rule))
+            hi = float(ds["effective_depth_high"].sel(rule=rule))
+            if math.isfinite(lo) and math.isfinite(hi):
+                text += f" [{lo:g}, {hi:g}]"
+        out.append(text)
+    return "; ".join(out)
+
+
+def describe(path: str, ds) -> str:
+    """The summary `align info` prints of the result Dataset `ds` read from `path`."""
+    attrs = ds.attrs
+    marker = attrs.get("align") or {}
+    schema = marker.get("schema", "?")
+    lines = [
+        f"{path}: align result, schema {schema} (version {marker.get('version', '?')}, "
+        f"written by align {marker.get('align_version') or attrs.get('align_version', '?')})"
+    ]
+    if schema == "alignment":
+        lines.append(_field("headline", headline(attrs)))
+        lines.append(_field("source", _model(attrs, "source")))
+        lines.append(_field("target", _model(attrs, "target")))
+        pairing = pairing_text(attrs.get("pairing")).removeprefix("pairing ")
+        lines.append(_field("pairing", pairing or "one token stream (both read the same tokens)"))
+        lines.append(_field("route", str(attrs.get("route", "?"))))
+        corpus = _corpus(provenance_of(attrs, "source").get("corpus"))
+    else:
+        lines.append(_field("model", _model(attrs)))
+        if attrs.get("n_prompts") is not None:
+            lines.append(_field("prompts", f"{attrs['n_prompts']:,}"))
+        corpus = _corpus(attrs.get("corpus"))
+        if schema == "depth":
+            lines.append(_field("depths", _depths(ds)))
+    if corpus:
+        lines.append(_field("corpus", corpus))
+    lines.append(_field("intervals", _intervals(attrs)))
+    lines.append(_field("options", _options(attrs.get("options"))))
+    groups: dict = {}
+    for name in ds.data_vars:
+        dims = " × ".join(f"{d} {n}" for d, n in ds[name].sizes.items()) or "scalar"
+        groups.setdefault(dims, []).append(str(name))
+    for k, (dims, names) in enumerate(groups.items()):
+        lines.append(_field("variables" if k == 0 else "", f"{dims}: {', '.join(names)}"))
+    return "\n".join(lines)
