@@ -36,7 +36,8 @@ counts: per side, the fraction of the characters its tokens cover, in the contex
 read, that lie before the last anchor the two sides share there. A context both sides read is
 a document's first window (held by either side) or a later window that starts at one
 character on both; it reaches to the end of the shorter of the two windows, or, when both run
-to the document's end, to the end of the longer, and then the two must end together (a
+to the document's end (a document's last window, unless it is full: a full window may have been
+truncated), to the end of the longer, and then the two must end together (a
 shared anchor at the shorter one's end; else none of the document's text counts as covered).
 Two tokenizations of one text, of any granularity or space convention, end their last tokens
 of a document at its last character (or share an anchor where one of them stops short of
@@ -62,6 +63,7 @@ from align.errors import InputError
 PAIRINGS = ("auto", "tokens", "char-anchors")
 MIN_COVERAGE = 0.9  # default floor of each side's text coverage (`text_coverage`)
 TRAILING_SAMPLE = 20  # unpaired anchors needed to name a trailing-space convention
+TRAILING_MARGIN = 0.2  # and how much more often one side trails than the other (`trails`)
 
 
 @dataclass(frozen=True)
@@ -125,10 +127,12 @@ class Windows:
         return out
 
 
-def windows_of(t: TokenPlaces) -> Windows:
+def windows_of(t: TokenPlaces, max_length: int | None = None) -> Windows:
     """The windows of a tokenization (module docstring): a window is a run of tokens of one
     sequence and one document; a later window of a document starts a context at x when the
-    previous window's last token with a span ends at x and its own first starts at x (x > 0)."""
+    previous window's last token with a span ends at x and its own first starts at x (x > 0).
+    A document's last window runs to its end unless its sequence holds `max_length` tokens
+    (given): a full window may have been truncated (`overflow` truncate), so it counts as cut."""
     sp = np.flatnonzero(np.asarray(t.char_start) >= 0)
     doc, seq = np.asarray(t.doc)[sp], np.asarray(t.seq)[sp]
     s, e = (
@@ -145,6 +149,9 @@ def windows_of(t: TokenPlaces) -> Windows:
     x, before = s[firsts], e[np.maximum(firsts - 1, 0)]
     start = np.where(first_of_doc, 0, np.where((before == x) & (x > 0), x, -1))
     end = np.maximum.reduceat(e, firsts) if len(firsts) else np.zeros(0, np.int64)
+    if max_length is not None and len(firsts):
+        held = np.bincount(np.asarray(t.seq, np.int64))  # tokens per sequence, specials included
+        last_of_doc &= held[seq[firsts].astype(np.int64)] < max_length
     return Windows(sp, np.cumsum(new) - 1, wdoc, start.astype(np.int64), end, last_of_doc)
 
 
@@ -245,11 +252,12 @@ def _key(tab: TokenPlaces, idx: np.ndarray, shift: int = 0) -> np.ndarray:
     return (tab.doc[idx].astype(np.int64) << 32) | (tab.char_end[idx].astype(np.int64) + shift)
 
 
-def anchor_pairs(s: TokenPlaces, t: TokenPlaces) -> Anchored:
+def anchor_pairs(s: TokenPlaces, t: TokenPlaces, max_lengths: tuple = (None, None)) -> Anchored:
     """The anchored pairs of two tokenizations of one corpus (module docstring): anchors at one
     (document, c) whose contexts start at one character; those whose contexts differ are
-    left out and counted per document."""
-    win = {"source": windows_of(s), "target": windows_of(t)}
+    left out and counted per document. `max_lengths`: each side's `max_length`, where known
+    (`windows_of`: a full window may have been truncated)."""
+    win = {"source": windows_of(s, max_lengths[0]), "target": windows_of(t, max_lengths[1])}
     ctx_s, ctx_t = win["source"].contexts(len(s)), win["target"].contexts(len(t))
     a_s, a_t = anchor_tokens(s), anchor_tokens(t)
     _, i, j = np.intersect1d(_key(s, a_s), _key(t, a_t), assume_unique=True, return_indices=True)
@@ -372,13 +380,22 @@ def coverage_line(anchored: Anchored) -> str:
         )
     line = f"{anchored.n_pairs:,} anchored pairs cover " + "; ".join(parts)
     for side, other in (("source", "target"), ("target", "source")):
-        if anchored.trailing.get(side, 0.0) > 0.5:
+        if trails(anchored.trailing, side, other):
             line += (
                 f"; the {side} ends {anchored.trailing[side]:.0%} of its unpaired anchors one character after "
                 f"the {other} (a trailing-space convention, 'the▁' against '▁the'): there only the ends "
                 "that punctuation or a line makes pair"
             )
     return line
+
+
+def trails(trailing: dict, side: str, other: str) -> bool:
+    """Whether `side` ends its tokens after the space `other` starts them with: more than half
+    of its unpaired anchors sit one character after one of the other's, and at least
+    TRAILING_MARGIN more than the other way round (small tokens put many anchors one character
+    apart by chance, on both sides alike)."""
+    mine, theirs = trailing.get(side, 0.0), trailing.get(other, 0.0)
+    return mine > 0.5 and mine - theirs >= TRAILING_MARGIN
 
 
 def windows_line(anchored: Anchored) -> str | None:

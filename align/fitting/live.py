@@ -214,7 +214,12 @@ def prepare(job: LiveJob, options: FitRequest) -> Prepared:
             )
     table = tables[0]
     found, partner = (
-        live_anchors.anchor(*tables, options.spec, (job.source.name, job.target.name))
+        live_anchors.anchor(
+            *tables,
+            options.spec,
+            (job.source.name, job.target.name),
+            job.corpus.max_length,
+        )
         if mode == "char-anchors"
         else (None, None)
     )

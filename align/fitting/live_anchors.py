@@ -48,10 +48,13 @@ def places(table: TokenTable) -> anchors.TokenPlaces:
     return anchors.TokenPlaces(table.doc, table.seq, table.pos, table.char_start, table.char_end)
 
 
-def anchor(source: TokenTable, target: TokenTable, spec, names: tuple) -> tuple:
+def anchor(
+    source: TokenTable, target: TokenTable, spec, names: tuple, max_length: int | None = None
+) -> tuple:
     """(Anchored, partner): the anchored pairs of the two tables, refused where the store
     route refuses them (coverage under `spec.min_coverage`; `names` are the models'),
-    and each source token's target token under the first-token policy (−1: none)."""
+    and each source token's target token under the first-token policy (−1: none).
+    `max_length`: the corpus's, which both tables' windows were cut at."""
     if source.corpus_hash != target.corpus_hash:
         raise InputError(
             f"the corpus changed between the source's read and the target's (hash {source.corpus_hash[:12]} "
@@ -59,7 +62,7 @@ def anchor(source: TokenTable, target: TokenTable, spec, names: tuple) -> tuple:
             "nothing writes to while it runs"
         )
     s, t = places(source), places(target)
-    found = anchors.anchor_pairs(s, t)
+    found = anchors.anchor_pairs(s, t, (max_length, max_length))
     anchors.check_coverage(found, spec.min_coverage, names)
     return found, found.partner(len(s), spec.include_first_token, s.pos, t.pos)
 

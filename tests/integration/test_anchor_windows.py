@@ -85,7 +85,7 @@ def test_windowed_documents_keep_the_references_anchors_and_fit_by_default(three
     cs, ct = _columns(stores[a]), _columns(stores[b])
     # the corpus exercises the rule: long documents cut into windows at other characters
     n_windows = [np.bincount(np.unique(np.c_[c["doc"], c["seq"]], axis=0)[:, 0]) for c in (cs, ct)]
-    assert all((w > 1).sum() == 6 for w in n_windows) and not np.array_equal(*n_windows)
+    assert all((w[::2] > 1).all() for w in n_windows) and not np.array_equal(*n_windows)
     pairs, left = ref.windowed_pairs(cs, ct)
     assert len(left) >= 4 and sum(left.values()) > 20  # anchors in later windows at other cuts
     lines = []
@@ -102,6 +102,9 @@ def test_windowed_documents_keep_the_references_anchors_and_fit_by_default(three
         "at other characters" in "\n".join(lines)
     )
     assert min(rec["source"]["text_coverage"], rec["target"]["text_coverage"]) >= 0.9
+    # the trailing-space convention is named for the third tokenizer only
+    cover = next(x for x in lines if "anchored pairs cover" in x)
+    assert ("the target ends" in cover) is (b == 2) and "the source ends" not in cover
     # the rows: the reference's pairs but those with a token at position 0, each document's
     # rows in the part the result's split gives it
     si = np.array(sorted(pairs))
@@ -183,7 +186,7 @@ def test_extract_dry_run_says_the_corpus_will_be_windowed(three, tmp_path):
         log=lines.append,
     )
     n_long = sum(n > MAX_LENGTH for n in lengths)
-    assert n_long == 6
+    assert n_long >= 6  # the six long documents at least
     assert (
         f"  windows    {n_long} document(s) longer than `max_length` {MAX_LENGTH} are cut into windows "
         f"(the longest: {max(lengths):,} tokens with this tokenizer); another tokenizer cuts them at "

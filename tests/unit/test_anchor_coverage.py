@@ -116,3 +116,17 @@ def test_covered_characters_is_the_union_of_the_clipped_spans():
     window = np.array([0, 0, 0, 1, 1])
     np.testing.assert_array_equal(covered_characters(s, e, window, np.array([10, 10])), [7, 4])
     np.testing.assert_array_equal(covered_characters(s, e, window, np.array([8, 2])), [6, 2])
+
+
+def test_a_full_window_may_have_been_truncated_so_it_need_not_end_with_the_other():
+    from align.fitting.anchors import anchor_pairs
+
+    # `overflow` truncate: BOS + (0,2) (2,4) (4,6) is full at max_length 4, BOS + (0,4) (4,8) at
+    # 3; the shared anchor is 4. Known full, both windows are cut: the text reaches the shorter
+    # end (6), 4 of 6 characters anchored on each side. Not known, both seem to run to the
+    # document's end, which they do not share: nothing counts.
+    a, b = _places([[(0, 2), (2, 4), (4, 6)]]), _places([[(0, 4), (4, 8)]])
+    cut = anchor_pairs(a, b, (4, 3))
+    assert cut.text_coverage == pytest.approx({"source": 4 / 6, "target": 4 / 6}, abs=1e-15)
+    assert anchor_pairs(a, b).text_coverage == {"source": 0.0, "target": 0.0}
+    assert anchor_pairs(a, b, (5, 5)).text_coverage == {"source": 0.0, "target": 0.0}
