@@ -183,7 +183,9 @@ def _choices(value, allowed, option):
     help="The future setting's split points: random (up to 4 per prompt from 8, 16, ...; P1 on GSM8K), "
     "answer-start (one per prompt: its first answer token, read as `align erase` reads answers; P1 on "
     "MQuAKE) or answer-points (the first answer token + 0, 4, 8, ... short of the answer's last 4 "
-    "tokens, shuffled with --split-seed, up to 4; P1 on MATH).",
+    "tokens, shuffled with --split-seed per prompt, up to 4; P1's rule on MATH) or answer-points-stream "
+    "(the same points drawn from one Python random stream seeded --split-seed, prompt after prompt: "
+    "P1's draws with --split-seed 12345 and every level's prompts in one file, in P1's order).",
 )
 @click.option(
     "--answer-field",
@@ -196,6 +198,13 @@ def _choices(value, allowed, option):
     default=None,
     metavar="TEXT",
     help="With --split answer-start or answer-points: the answer is the text after the last TEXT.",
+)
+@click.option(
+    "--split-stream-after",
+    multiple=True,
+    metavar="FILE",
+    help="With --split answer-points-stream: files whose prompts draw from the stream first, in the "
+    "order given (the earlier levels, as P1 runs them); read with this run's corpus options. Repeatable.",
 )
 @_resampling
 @click.option(
@@ -221,6 +230,7 @@ def skip_cmd(
     split,
     answer_field,
     answer_marker,
+    split_stream_after,
     bootstrap,
     bootstrap_seed,
     equal_n,

@@ -118,15 +118,19 @@ def model_spec(name, values: dict) -> ModelSpec:
     return build(ModelSpec, values, name=name)
 
 
-def model_options(f):
+DTYPE_HELP = "Compute dtype [default: float32 on CPU, bfloat16 on CUDA]."
+
+
+def float32_model_options(f):
+    """`model_options` of a command that computes in float32 on every device unless --dtype
+    says otherwise (igrad: gradients)."""
+    return model_options(f, "Compute dtype [default: float32 on every device: gradients need it].")
+
+
+def model_options(f, dtype_help: str = DTYPE_HELP):
     opts = [
         click.option("--revision", default=None, help="Hub revision (branch, tag or commit)."),
-        click.option(
-            "--dtype",
-            type=click.Choice(DTYPES),
-            default=None,
-            help="Compute dtype [default: float32 on CPU, bfloat16 on CUDA].",
-        ),
+        click.option("--dtype", type=click.Choice(DTYPES), default=None, help=dtype_help),
         click.option(
             "--device",
             type=click.Choice(MODEL_DEVICES),

@@ -230,7 +230,8 @@ def live_options(f):
     type=click.FloatRange(0, 1),
     default=MIN_COVERAGE,
     show_default=True,
-    help="char-anchors: the fraction of each model's tokens the anchors must cover (0: no floor).",
+    help="char-anchors: the fraction of each model's text, in the contexts both read, that must lie "
+    "before an anchor the two share (0: no floor); token coverage is reported, not refused.",
 )
 @click.option(
     "--include-first-token", is_flag=True, help="Also fit and score position 0 of each sequence."

@@ -8,7 +8,13 @@ from align.analyses.igrad_options import BASELINES, OBJECTS, PROTOCOLS, RULES, T
 from align.analyses.interventions_run import run_erase, run_igrad
 from align.analyses.options import EraseOptions, IgradOptions
 from align.cli.analyses import _choices
-from align.cli.extract import corpus_options, corpus_spec, model_options, model_spec
+from align.cli.extract import (
+    corpus_options,
+    corpus_spec,
+    float32_model_options,
+    model_options,
+    model_spec,
+)
 from align.cli.numbers import whole
 from align.records import build
 
@@ -152,7 +158,7 @@ def erase_cmd(
     default=None,
     help="Interpolation points N [default: from --protocol].",
 )
-@model_options
+@float32_model_options
 @corpus_options
 def igrad_cmd(
     model,

@@ -14,9 +14,10 @@ from align.analyses.skip import PARTS, SETTINGS
 class SkipOptions:
     """`align skip`: the settings and parts run, the future setting's split points.
 
-    split: "random" (P1's seeded split points, seed `split_seed`), "answer-start" or
-    "answer-points" (from each prompt's answer, read with `answer_field` / `answer_marker`
-    as `align erase` reads it)."""
+    split: "random" (P1's seeded split points, seed `split_seed`), "answer-start",
+    "answer-points" or "answer-points-stream" (from each prompt's answer, read with
+    `answer_field` / `answer_marker` as `align erase` reads it); split_stream_after: with
+    "answer-points-stream", the corpus files whose prompts draw from the stream first."""
 
     settings: tuple = SETTINGS
     parts: tuple = PARTS
@@ -24,6 +25,7 @@ class SkipOptions:
     split_seed: int = 0
     answer_field: str = "answer"
     answer_marker: str | None = None
+    split_stream_after: tuple = ()
 
 
 @dataclass(frozen=True)

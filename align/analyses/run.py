@@ -3,6 +3,7 @@ its provenance. The CLI calls these; notebooks may too."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 
@@ -166,6 +167,22 @@ def run_contrib(
     return output
 
 
+def _stream_before(cspec, spec, options) -> list:
+    """The answer prompts of `options.split_stream_after` (read with `cspec`'s options, in
+    order): those that draw from --split answer-points-stream's stream before this file's."""
+    tokenizer = models.load_tokenizer(spec)
+    return [
+        ap
+        for path in options.split_stream_after
+        for ap in answer_files.load_answer_prompts(
+            dataclasses.replace(cspec, path=path),
+            tokenizer,
+            options.answer_field,
+            options.answer_marker,
+        )
+    ]
+
+
 def run_skip(
     output,
     *,
@@ -255,6 +272,11 @@ def _skip_inputs(spec, cspec, options: SkipOptions, equal_n):
     split, settings = options.split, options.settings
     if split not in skip.SPLITS:
         raise InputError(f"`split` {split!r} is not one of {', '.join(skip.SPLITS)}")
+    if options.split_stream_after and split != "answer-points-stream":
+        raise InputError(
+            f"`split_stream_after` is read only with `split` answer-points-stream, not {split!r}: "
+            "drop it, or draw with `split` answer-points-stream"
+        )
     if split == "random":
         model, config, prompts, prov = load(
             spec, cspec, check=lambda ps: skip.check_prompts(ps, settings, equal_n=equal_n)
@@ -268,7 +290,8 @@ def _skip_inputs(spec, cspec, options: SkipOptions, equal_n):
     aps = answer_files.load_answer_prompts(
         cspec, models.load_tokenizer(spec), options.answer_field, options.answer_marker, reading
     )
-    splits = skip.answer_splits(aps, split, options.split_seed)
+    before = _stream_before(cspec, spec, options) if split == "answer-points-stream" else []
+    splits = skip.answer_splits(aps, split, options.split_seed, before)
     skip.check_prompts([a.token_id for a in aps], settings, splits, equal_n, split)
     levels = skip.answer_prompt_levels(cspec)
     model, config, _, _ = load(spec, cspec)

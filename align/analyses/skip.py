@@ -55,7 +55,7 @@ from align.stats import bootstrap
 
 EPS = 1e-6
 SETTINGS = ("current", "future")
-SPLITS = ("random", "answer-start", "answer-points")
+SPLITS = ("random", "answer-start", "answer-points", "answer-points-stream")
 PARTS = ("layer", "attn", "mlp")
 AGGS = ("max", "mean_over_prompts")
 SPLIT_START, SPLIT_STEP, SPLIT_MARGIN, MAX_SPLITS = 8, 8, 4, 4
@@ -67,6 +67,7 @@ SPLIT_RULES = {
     "of at least 5 tokens (its points are the first answer token + 0, 4, 8, ... short "
     "of its last 4 tokens)",
 }
+SPLIT_RULES["answer-points-stream"] = SPLIT_RULES["answer-points"]
 
 
 def split_points(T: int, seed: int, prompt_index: int) -> list[int]:
@@ -114,11 +115,36 @@ def answer_points(predicts_answer: np.ndarray, seed: int, prompt_index: int) -> 
     return [a + int(k) for k in rng.permutation(offsets)[:MAX_SPLITS]]
 
 
-def answer_splits(answer_prompts, split: str, seed: int = 0) -> list[list[int]]:
-    """The future setting's split points of each answer prompt under `split` ("answer-start"
-    or "answer-points"), one list per prompt, indexed as the prompts."""
+def answer_points_stream(predicts_answer: list, seed: int) -> list[list[int]]:
+    """[P1]'s MATH split points drawn as its `skip_max_depth.py` draws them: one Python
+    `random.Random(seed)` consumed prompt after prompt, in order (P1: seed 12345, every level's
+    prompts in turn); each prompt's offsets range(0, n − 4, 4) shuffled by it, first 4, plus a
+    (`answer_points`' a and n)."""
+    import random
+
+    rng, out = random.Random(seed), []
+    for k, predicts in enumerate(predicts_answer):
+        pos = np.flatnonzero(np.asarray(predicts, bool)) + 1
+        if not len(pos):
+            raise InputError(
+                f"prompt {k} has no answer token: every prompt of `split` answer-points-stream needs an answer"
+            )
+        a, n = int(pos[0]), int(pos[-1] - pos[0]) + 1
+        offsets = list(range(0, n - ANSWER_MARGIN, ANSWER_STEP))
+        rng.shuffle(offsets)
+        out.append([a + x for x in offsets[:MAX_SPLITS]])
+    return out
+
+
+def answer_splits(answer_prompts, split: str, seed: int = 0, before: list = ()) -> list[list[int]]:
+    """The future setting's split points of each answer prompt under `split` ("answer-start",
+    "answer-points" or "answer-points-stream"), one list per prompt, indexed as the prompts.
+    With "answer-points-stream", the prompts `before` draw from the stream first."""
     if split == "answer-start":
         return [[answer_split(ap.predicts_answer)] for ap in answer_prompts]
+    if split == "answer-points-stream":
+        every = [ap.predicts_answer for ap in (*before, *answer_prompts)]
+        return answer_points_stream(every, seed)[len(before) :]
     return [answer_points(ap.predicts_answer, seed, i) for i, ap in enumerate(answer_prompts)]
 
 

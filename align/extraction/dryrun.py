@@ -147,6 +147,19 @@ def scratch_dir(output: str) -> tuple[str, bool]:
         return tempfile.mkdtemp(prefix="align-dry-run-"), False
 
 
+def windows_note(plan: Plan, cspec) -> str:
+    """The dry run's line for a corpus some of whose documents are cut into windows: another
+    tokenizer cuts them at other characters, and a fit across the two then pairs anchors
+    only where both windows start at one character (fitting.anchors)."""
+    return (
+        f"  windows    {plan.windowed:,} document(s) longer than `max_length` {cspec.max_length} are cut into "
+        f"windows (the longest: {plan.longest_document:,} tokens with this tokenizer); another tokenizer cuts "
+        "them at other characters, and a fit across the two leaves out the anchors after the first cut: to keep "
+        "two tokenizers' windows together, extract both with a `max_length` above the longest document of "
+        "either, or with `overflow` truncate (first windows only)"
+    )
+
+
 def dry_run(
     inputs: Inputs,
     plan: Plan,
@@ -240,6 +253,8 @@ def dry_run(
     lines.append(
         f"  time       ~{total:,.3g} s at {rate:,.0f} tok/s (forward, copy and encoding in one thread, writes in another)"
     )
+    if plan.windowed:
+        lines.append(windows_note(plan, cspec))
     if free is not None and need * DISK_MARGIN > free:
         lines.append("  DISK: not enough free space; the real run would refuse")
     for line in lines:
@@ -261,5 +276,7 @@ def dry_run(
         "write_timed_beside_output": beside,
         "padding_fraction": pad,
         "group_window": window,
+        "windowed_documents": plan.windowed,
+        "longest_document": plan.longest_document,
     }
     return ExtractReport(output, "dry run", plan.n_tokens, time.time() - t0, rate, info)

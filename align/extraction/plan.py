@@ -39,6 +39,8 @@ class Plan:
     lengths: list = dataclasses.field(default_factory=list)  # tokens per sequence, corpus order
     max_id: int = -1  # the largest token id, and where it first occurs (document, position)
     max_id_at: tuple = (0, 0)
+    windowed: int = 0  # documents cut into more than one window
+    longest_document: int = 0  # tokens of the longest document, its windows together
 
 
 def count(spec: corpus.CorpusSpec, tokenizer, corpus_hash: str | None = None) -> Plan:
@@ -50,7 +52,10 @@ def count(spec: corpus.CorpusSpec, tokenizer, corpus_hash: str | None = None) ->
     stats = corpus.TokenizeStats()
     top, top_at = -1, (0, 0)
     reading = corpus.Reading(spec)
+    whole = _Documents()
     for sq in corpus.sequences(spec, tokenizer, stats, reading):
+        if spec.pack is None:
+            whole.add(sq.doc, len(sq))
         if len(sq) and int(sq.token_id.max()) > top:
             t = int(np.argmax(sq.token_id))
             top, top_at = int(sq.token_id[t]), (sq.doc, t)
@@ -67,7 +72,31 @@ def count(spec: corpus.CorpusSpec, tokenizer, corpus_hash: str | None = None) ->
         raise InputError(
             f"corpus {spec.describe()} has no text to tokenize: give a corpus with at least one non-empty document"
         )
-    return Plan(n, s, len(docs), longest, stats, lengths, top, top_at)
+    whole.close()
+    return Plan(
+        n, s, len(docs), longest, stats, lengths, top, top_at, whole.windowed, whole.longest
+    )
+
+
+class _Documents:
+    """Counts, over sequences in corpus order, the documents cut into more than one window
+    and the tokens of the longest document (its windows together)."""
+
+    def __init__(self):
+        self.doc, self.windows, self.tokens = None, 0, 0
+        self.windowed = self.longest = 0
+
+    def add(self, doc: int, n: int) -> None:
+        if doc != self.doc:
+            self.close()
+            self.doc, self.windows, self.tokens = doc, 0, 0
+        self.windows += 1
+        self.tokens += n
+
+    def close(self) -> None:
+        self.windowed += self.windows > 1
+        self.longest = max(self.longest, self.tokens)
+        self.windows = 0
 
 
 def token_rows(spec: corpus.CorpusSpec, tokenizer, n_tokens: int, corpus_hash: str, output: str):

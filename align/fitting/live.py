@@ -45,7 +45,7 @@ from align.corpus import generated_format
 from align.errors import InputError
 from align.faults import fault_point
 from align.fitting import live_anchors
-from align.fitting.anchors import coverage_line
+from align.fitting.anchors import coverage_line, windows_line
 from align.fitting.batches import TokenTable, plan_batches, token_table
 from align.fitting.budget import (
     LiveShape,
@@ -215,7 +215,12 @@ def prepare(job: LiveJob, options: FitRequest) -> Prepared:
             )
     table = tables[0]
     found, partner = (
-        live_anchors.anchor(*tables, options.spec, (job.source.name, job.target.name))
+        live_anchors.anchor(
+            *tables,
+            options.spec,
+            (job.source.name, job.target.name),
+            job.corpus.max_length,
+        )
         if mode == "char-anchors"
         else (None, None)
     )
@@ -494,6 +499,8 @@ def fit_live(
     if p.anchored is not None:
         log(f"align fit --live: pairing char-anchors ({p.pairing[1]})")
         log(f"align fit --live: {coverage_line(p.anchored)}")
+        if windows_line(p.anchored):
+            log(f"align fit --live: {windows_line(p.anchored)}")
     _refuse_bootstrap(p, options)
     sides = sides_of(p)
     if output is not None and not dry_run:

@@ -2,24 +2,26 @@
 (fitting.anchors), paired on the fly.
 
 Each model reads the corpus with its own tokenizer (its own token table, the one its store
-would hold) and is forwarded in its own extraction batches (fitting.batches.plan_batches over
-its own lengths), so every token meets the batch its store saw and gets the same bits. The
-anchors, the first-token policy, the split and the coverage are the store route's, computed
-from the two token tables; so are the refusals (windows cut at other characters, coverage
-under `min_coverage`, packed windows).
+would hold) and is forwarded in its own windows and its own extraction batches
+(fitting.batches.plan_batches over its own lengths), so every token meets the batch its store
+saw and gets the same bits. The anchors, the windows rule (anchors whose contexts start at
+other characters are left out and counted), the first-token policy, the split and the
+coverage are the store route's, computed from the two token tables; so are the refusals
+(coverage under `min_coverage`, packed windows).
 
 The batches of `align extract` are cut within windows of GROUP_FACTOR × batch_size sequences
-counted from the first, and a document is cut into the same windows by both tokenizations
-(else refused), so a grouping window of the source holds the same documents as that of the
-target, unless a document earlier in the corpus is in one tokenization only (a prompt one
-tokenizer makes too long for its format, a text one tokenizer reads as no token), which shifts
-the target's windows. Per grouping window of the source: the target batches that hold the
-partners of its rows and have not been forwarded yet are forwarded, and those rows alone
-kept (in the compute dtype, the block's boundaries) until the last window that reads them
-(`AnchoredStream.needs`): one window, or two around a shift, so each target batch is forwarded
-once a pass. Then each source batch is forwarded and handed on with a target tensor laid out
-like its own forward, each paired position holding its partner's row
-(`AnchoredStream.forwards`). Everything downstream (the statistics, the shifts,
+counted from the first. Nothing assumes the two tokenizations cut the corpus into the same
+sequences: a document cut into more windows by one of them, or in one tokenization only (a
+prompt one tokenizer makes too long for its format, a text one tokenizer reads as no token),
+shifts the target's sequences against the source's, and a target batch then holds partners
+of rows of several grouping windows of the source. Per grouping window of the source: the
+target batches that hold the partners of its rows and have not been forwarded yet are
+forwarded, and those rows alone kept (in the compute dtype, the block's boundaries) until the
+last window that reads them (`AnchoredStream.needs`; `most_held` is what the memory plan
+counts), so each target batch is forwarded once a pass (once a shard on a cluster, whose
+shards are cut between grouping windows). Then each source batch is forwarded and handed on
+with a target tensor laid out like its own forward, each paired position holding its
+partner's row (`AnchoredStream.forwards`). Everything downstream (the statistics, the shifts,
 the held-out rows and sums, the Dask shards) reads that pair as it reads the pair of one
 batch of one token stream.
 """
@@ -46,10 +48,13 @@ def places(table: TokenTable) -> anchors.TokenPlaces:
     return anchors.TokenPlaces(table.doc, table.seq, table.pos, table.char_start, table.char_end)
 
 
-def anchor(source: TokenTable, target: TokenTable, spec, names: tuple) -> tuple:
+def anchor(
+    source: TokenTable, target: TokenTable, spec, names: tuple, max_length: int | None = None
+) -> tuple:
     """(Anchored, partner): the anchored pairs of the two tables, refused where the store
-    route refuses them (windows, coverage under `spec.min_coverage`; `names` are the models'),
-    and each source token's target token under the first-token policy (−1: none)."""
+    route refuses them (coverage under `spec.min_coverage`; `names` are the models'),
+    and each source token's target token under the first-token policy (−1: none).
+    `max_length`: the corpus's, which both tables' windows were cut at."""
     if source.corpus_hash != target.corpus_hash:
         raise InputError(
             f"the corpus changed between the source's read and the target's (hash {source.corpus_hash[:12]} "
@@ -57,9 +62,7 @@ def anchor(source: TokenTable, target: TokenTable, spec, names: tuple) -> tuple:
             "nothing writes to while it runs"
         )
     s, t = places(source), places(target)
-    found = anchors.anchor_pairs(
-        s, t, tuple(f"{side} {name}" for side, name in zip(("source", "target"), names))
-    )
+    found = anchors.anchor_pairs(s, t, (max_length, max_length))
     anchors.check_coverage(found, spec.min_coverage, names)
     return found, found.partner(len(s), spec.include_first_token, s.pos, t.pos)
 
@@ -151,7 +154,8 @@ class AnchoredStream:
         """The most target rows `forwards` holds at once over `batches` (the memory plan): each
         target batch's rows from the first grouping window that reads them to the last (one
         window, when both tokenizations cut the corpus into the same sequences; more where a
-        document is in one of them only and shifts the target's windows). Any subset of
+        document is cut into more windows, or is, in one of them and shifts the target's
+        sequences). Any subset of
         `batches` and of their rows holds no more."""
         n = self.needs(batches)
         if not n.held:

@@ -36,8 +36,8 @@ class FitSpec:
     meaningless pairing gives. pairing: which rows pair the two models (`anchors`): "tokens"
     (one token stream, token for token), "char-anchors" (the tokens of two tokenizations that
     end at the same character of a document), "auto" (tokens when the tokenizers behave
-    identically, else char-anchors); min_coverage: the fraction of each side's tokens the
-    anchors must cover.
+    identically, else char-anchors); min_coverage: the fraction of each side's text, in the
+    contexts both read, that must lie before a shared anchor (`anchors.text_coverage`).
     """
 
     test_fraction: float = 0.2

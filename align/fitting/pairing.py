@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from align.errors import InputError, StoreError
+from align.errors import StoreError
 from align.fitting import anchors
 from align.fitting.split import shuffle_partners
 
@@ -84,11 +84,11 @@ def anchored_partner(S, T, spec, log) -> tuple:
     (−1: none) under the first-token policy and `--control shuffle`."""
     names = (f"{S.path} ({S.provenance.get('model')})", f"{T.path} ({T.provenance.get('model')})")
     src, tgt = anchors.TokenPlaces.of_store(S), anchors.TokenPlaces.of_store(T)
-    try:
-        found = anchors.anchor_pairs(src, tgt, (f"source {names[0]}", f"target {names[1]}"))
-    except InputError as e:
-        raise StoreError(str(e)) from None
+    found = anchors.anchor_pairs(src, tgt, tuple(_max_length(x) for x in (S, T)))
     log(f"align fit: {anchors.coverage_line(found)}")
+    left = anchors.windows_line(found)
+    if left:
+        log(f"align fit: {left}")
     anchors.check_coverage(found, spec.min_coverage, names)
     rows = (
         anchors.shuffled(found, src, spec.seed, shuffle_partners)
@@ -96,6 +96,12 @@ def anchored_partner(S, T, spec, log) -> tuple:
         else found
     )
     return found, rows.partner(len(src), spec.include_first_token, src.pos, tgt.pos)
+
+
+def _max_length(store):
+    """The `max_length` a store's windows were cut at (its corpus record), or None."""
+    value = (store.provenance.get("corpus") or {}).get("max_length")
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def target_part(part: np.ndarray, partner: np.ndarray, n_target: int) -> np.ndarray:

@@ -381,3 +381,16 @@ def test_results_written_before_still_plot_and_say_what_they_are(cli, tmp_path):
         code, _, err = cli("plot", path, "-o", tmp_path / f"{name}.png")
         assert code == 0, err
         assert (tmp_path / f"{name}.png").stat().st_size > 0
+
+
+def test_igrad_help_states_its_float32_default(cli):
+    """igrad computes in float32 on every device unless --dtype says otherwise
+    (interventions_run.run_igrad); its help says so, and not the other commands' bfloat16 on
+    CUDA, which `align erase --help` keeps."""
+    code, out, _ = cli("igrad", "--help")
+    assert code == 0
+    text = " ".join(out.split())
+    assert "Compute dtype [default: float32 on every device: gradients need it]." in text
+    assert "bfloat16 on CUDA" not in text
+    code, out, _ = cli("erase", "--help")
+    assert code == 0 and "float32 on CPU, bfloat16 on CUDA" in " ".join(out.split())

@@ -7,6 +7,11 @@
   kinds, trained on those texts with `tokenizers` (a GPT-2-style byte-level BPE, and a
   SentencePiece-style BPE over Metaspace words whose unknown characters fall back to the 256
   `<0xNN>` byte tokens, as Llama's).
+- `trailing_space_bpe(texts)`: a third kind, whose words carry the whitespace after them ("the▁"
+  where the other two write "▁the"), with byte fallback.
+- `window_contexts(cols)`, `windowed_pairs(cols_s, cols_t)`: the windows rule over two stores'
+  token columns, by plain loops: anchors at one character pair only where both windows start
+  their context at one character; the others are counted per document.
 - `save_checkpoint(folder, tok, family, ...)`: the tokenizer through
   `PreTrainedTokenizerFast.save_pretrained` next to a tiny seeded random Qwen2 or Llama.
 - `tokenize(folder, docs)`: per document (ids, offsets) from the folder's tokenizer.json read by
@@ -159,6 +164,31 @@ def metaspace_byte_fallback(texts, trained: int = 144, alphabet: int = 30):
     return Tokenizer.from_str(json.dumps(spec))
 
 
+def trailing_space_bpe(texts, trained: int = 160, alphabet: int = 30):
+    """A BPE over words that keep the whitespace after them (pre-tokenized by the regex
+    `\\S+\\s*|\\s+`, so "the cat" is "the " + "cat": the "the▁" convention), an alphabet of the
+    `alphabet` most frequent ASCII characters and the 256 byte tokens any other character
+    falls back to."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(byte_fallback=True, unk_token=None))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"\S+\s*|\s+"), behavior="isolated")
+    tok.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Fuse()])
+    tok.train_from_iterator(
+        ["".join(c for c in t if ord(c) < 128) for t in texts],
+        trainers.BpeTrainer(
+            vocab_size=trained, special_tokens=[EOT], limit_alphabet=alphabet, show_progress=False
+        ),
+    )
+    spec = json.loads(tok.to_str())
+    vocab = spec["model"]["vocab"]
+    for b in range(256):
+        vocab.setdefault(f"<0x{b:02X}>", len(vocab))
+    spec["model"]["byte_fallback"] = True
+    spec["model"]["unk_token"] = None
+    return Tokenizer.from_str(json.dumps(spec))
+
+
 def save_checkpoint(
     folder, tok, family: str, layers: int = 2, width: int = 32, seed: int = 0
 ) -> str:
@@ -238,6 +268,58 @@ def anchored_pairs(src, tgt) -> dict:
     out = {k: np.array(v, dtype=np.int64) for k, v in rows.items()}
     out["spanned"] = spanned
     return out
+
+
+def offsets_per_doc(cols) -> dict:
+    """{document: ([(start, end), ...], [store index, ...])} of a store's tokens with a span."""
+    out = {}
+    for k in range(len(cols["doc"])):
+        if cols["char_start"][k] >= 0:
+            d = int(cols["doc"][k])
+            out.setdefault(d, ([], []))
+            out[d][0].append((int(cols["char_start"][k]), int(cols["char_end"][k])))
+            out[d][1].append(k)
+    return out
+
+
+def window_contexts(cols) -> dict:
+    """{store index: the character its context starts at, or None} for a store's tokens with a
+    span: 0 in its document's first window (sequence); in a later one, the start of the
+    window's first token with a span when the previous window's last one ends there (and it
+    is not 0); None otherwise (a window that begins inside a character or after a gap)."""
+    out, prev, ctx = {}, None, None
+    for k in range(len(cols["doc"])):
+        if cols["char_start"][k] < 0:
+            continue
+        d, q = int(cols["doc"][k]), int(cols["seq"][k])
+        s, e = int(cols["char_start"][k]), int(cols["char_end"][k])
+        if prev is None or prev[0] != d:
+            ctx = 0
+        elif prev[1] != q:
+            ctx = s if prev[2] == s and s > 0 else None
+        out[k] = ctx
+        prev = (d, q, e)
+    return out
+
+
+def windowed_pairs(cs, ct) -> tuple:
+    """({source index: target index}, {document: anchors left out}) for two stores' token
+    columns (doc, seq, char_start, char_end): the anchors (`anchors`, over each document's
+    spans) at one character of a document pair when their two contexts start at one
+    character (`window_contexts`); every other anchor at a character both sides have is
+    left out and counted. First tokens included."""
+    ctx_s, ctx_t = window_contexts(cs), window_contexts(ct)
+    os_, ot = offsets_per_doc(cs), offsets_per_doc(ct)
+    pairs, left = {}, {}
+    for d in sorted(set(os_) & set(ot)):
+        a, b = anchors(os_[d][0]), anchors(ot[d][0])
+        for c in sorted(set(a) & set(b)):
+            s, t = os_[d][1][a[c]], ot[d][1][b[c]]
+            if ctx_s[s] is not None and ctx_s[s] == ctx_t[t]:
+                pairs[s] = t
+            else:
+                left[d] = left.get(d, 0) + 1
+    return pairs, left
 
 
 def model_boundaries(folder, ids_per_doc) -> list:

@@ -264,7 +264,6 @@ def test_char_anchors_equal_reference_across_tokenizers(built, cross_fit):
     pairs = ref.anchored_pairs(ts, tt)
     coverage = {side: len(pairs["doc"]) / pairs["spanned"][side] for side in ("source", "target")}
     assert all(0.3 < c < 0.95 for c in coverage.values()), coverage
-    assert min(coverage.values()) >= 0.5, coverage  # the fit's default floor (--min-coverage 0.5)
     _compare(cross_fit, *_cross_rows(built))
 
 

@@ -1,7 +1,8 @@
 """`align fit --pairing char-anchors` on stores written from chosen arrays: the anchor rule on
 hand-built spans, the fit's scores against a plain loop over the spans plus scikit-learn, the
-reduction to token pairing for one tokenizer, and every refusal (coverage floor, windows cut at
-other characters, another corpus, packed windows, token pairing of two tokenizers)."""
+reduction to token pairing for one tokenizer, windows cut at other characters (anchors left
+out and counted, nothing refused), and every refusal (text coverage under the floor, another
+text, another corpus, packed windows, token pairing of two tokenizers)."""
 
 from __future__ import annotations
 
@@ -344,16 +345,17 @@ def test_coverage_below_the_floor_is_refused_unless_lowered(synthetic, cli, tmp_
     T = synthetic(Y, shifted, tokenizer=OTHER, n_layers=1)
     line = _refusal(cli, tmp_path, S, T)
     assert (
-        "only 0.0% of the tokens of source" in line
-        and "--min-coverage 0.5" in line
-        and "--min-coverage 0" in line
+        "only 0.0% of the text of source" in line
+        and "--min-coverage 0.9" in line
+        and "--min-coverage 0 " in line
+        and "do not cover the same text" in line
     )
-    half = dict(tabs[1])  # half of the documents shifted: coverage about half of the target's
+    half = dict(tabs[1])  # half of the documents shifted: about half of the text covered
     moved = np.isin(half["doc"], np.arange(6)) & (half["char_start"] >= 0)
     half["char_start"] = np.where(moved, half["char_start"] + 1000, half["char_start"])
     half["char_end"] = np.where(moved, half["char_end"] + 1000, half["char_end"])
     T2 = synthetic(Y, half, tokenizer=OTHER, n_layers=1)
-    assert "are anchors shared" in _refusal(cli, tmp_path, S, T2)
+    assert "of the text of source" in _refusal(cli, tmp_path, S, T2)
     code, _, err = cli(
         "fit",
         S,
@@ -370,16 +372,65 @@ def test_coverage_below_the_floor_is_refused_unless_lowered(synthetic, cli, tmp_
     assert code == 0, err
 
 
-def test_windows_cut_at_other_characters_are_refused(synthetic, cli, tmp_path):
+def test_another_text_of_the_same_documents_is_refused(synthetic, cli, tmp_path):
+    """Two texts of 24 documents of 60–140 characters each, cut alike (no corpus hash: the
+    anchors alone decide): most documents end at other characters, so little of either text
+    lies before a shared anchor; the refusal names the floor and the token counts, which are
+    not what it refuses on."""
+    tabs, other = _tables(seed=0), _tables(seed=7)
+    X, _ = _residuals(tabs)
+    _, Y = _residuals(other)
+    S = synthetic(X, tabs[0], n_layers=1)
+    T = synthetic(Y, other[1], tokenizer=OTHER, n_layers=1)
+    line = _refusal(cli, tmp_path, S, T)
+    assert line.startswith("align: error: only ") and "% of the text of source" in line
+    assert "floor --min-coverage 0.9; lowest: document " in line
+    n_s, n_t = ((t["char_start"] >= 0).sum() for t in (tabs[0], other[1]))
+    assert f"not their token counts, {n_s:,} against {n_t:,}, which bound only how many" in line
+
+
+def test_windows_cut_at_other_characters_keep_the_shared_contexts(synthetic, cli, tmp_path):
+    """One side holds every document whole, the other cuts it into windows of 20 tokens: the
+    anchors of the first windows and of later windows that start at one character on both
+    sides pair (none here: the whole side has no later window), the rest are left out and
+    counted per document, as tests/helpers/anchors_reference.py's loop counts them; the fit
+    is not refused."""
+    from align.fitting.anchors import TokenPlaces, anchor_pairs
+    from tests.helpers.anchors_reference import windowed_pairs
+
     tabs = _tables(n_docs=10)
     cut = _tables(n_docs=10, max_length=20)
+    want, left = windowed_pairs(tabs[0], cut[1])
+    assert len(left) >= 6 and sum(left.values()) > 30
+    got = anchor_pairs(
+        *(
+            TokenPlaces(
+                *(np.asarray(t[k]) for k in ("doc", "seq", "pos", "char_start", "char_end"))
+            )
+            for t in (tabs[0], cut[1])
+        )
+    )
+    assert dict(zip(got.source.tolist(), got.target.tolist())) == want
+    assert got.left_out == left
     X, _ = _residuals(tabs)
     _, Y = _residuals(cut)
     S = synthetic(X, tabs[0], n_layers=1)
     T = synthetic(Y, cut[1], tokenizer=OTHER, n_layers=1)
-    line = _refusal(cli, tmp_path, S, T)
-    assert "document 0 is cut into 1 window(s) in source" in line and "--overflow truncate" in line
-    assert "--max-length" in line
+    out = tmp_path / "r.zarr"
+    code, _, err = cli("fit", S, T, "-o", out, "--scheduler", "synchronous", "--bootstrap", "0")
+    assert code == 0, err
+    top = sorted(left.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+    assert (
+        f"align fit: {sum(left.values()):,} anchors left out in {len(left)} document(s) whose windows "
+        "start at other characters in the two tokenizations ("
+        + ", ".join(f"document {d}: {k}" for d, k in top)
+        + f", {len(left) - 5} more): they read the text in other contexts; a --max-length that "
+        "holds every document keeps them"
+    ) in err
+    rec = xr.open_zarr(out).attrs["pairing"]
+    assert rec["pairs"] == len(want) and rec["windows"]["left_out"] == [
+        left[d] for d in sorted(left)
+    ]
 
 
 def test_another_corpus_and_packed_windows_are_refused(anchored_pair, synthetic, cli, tmp_path):

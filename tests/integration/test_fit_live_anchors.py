@@ -5,7 +5,8 @@ sums are the stores' rows at the anchored pairs, bit for bit.
 The two zoo models are Qwen2 checkpoints with two BPE vocabularies trained on the same text
 (300 and 280 tokens), so they cut most words at other characters. `--overflow truncate` reads
 every document from its start in one window on both sides (the default `split` cuts the long
-documents into windows at other characters: refused on both routes, tests/cli/test_fit_live_cli.py).
+documents into windows at other characters, whose anchors in other contexts both routes leave
+out alike: tests/integration/test_anchor_windows.py, tests/cli/test_fit_live_cli.py).
 Batches of 2 sequences make grouping windows of 8 sequences: the 12 documents fall in two
 windows, and within each the two models group their sequences into other batches (their
 lengths differ), which is what the on-the-fly pairing has to meet.

@@ -334,3 +334,88 @@ def test_random_split_stores_levels(zoo, cli, tmp_path):
     ds = open_result(str(out), "skipping")
     assert list(ds["level"].values) == [h for _, _, h in CASES]
     assert ds.sizes["prompt"] == len(CASES)
+
+
+def test_answer_points_stream_draws_p1s_stream(zoo, cli, tmp_path):
+    """--split answer-points-stream --split-seed 12345: the recorded split points are those of
+    P1's loop (skip_max_depth.py, `main`: Python's `random` seeded once, `random.shuffle` of
+    each answer's offsets prompt after prompt), from the tokenizers library's answer span."""
+    import random
+
+    from align.store import open_result
+
+    path = zoo("llama")
+    corpus = _math_file(tmp_path / "math.jsonl")
+    out = tmp_path / "skip"
+    code, _, err = cli(
+        "skip",
+        path,
+        corpus,
+        "--format",
+        "math",
+        "--split",
+        "answer-points-stream",
+        "--split-seed",
+        "12345",
+        "--settings",
+        "future",
+        "--parts",
+        "layer",
+        "-o",
+        out,
+    )
+    assert code == 0, err
+    ds = open_result(str(out), "skipping")
+    assert ds.attrs["options"]["split"] == "answer-points-stream"
+    rng, want = random.Random(12345), []
+    for problem, solution in MATH_CASES:
+        head = f"Problem: {problem}\nSolution: "
+        _, answer = _ref_answer_tokens(path, head + solution, len(head))
+        pos = list(range(0, answer[-1] - answer[0] + 1 - 4, 4))
+        rng.shuffle(pos)
+        want.append([answer[0] + x for x in pos[:4]])
+    assert ds.attrs["split_points"] == want and len(want[0]) == 4
+
+
+def test_the_stream_continues_after_the_earlier_levels(zoo, cli, tmp_path):
+    """--split-stream-after FILE: the earlier file's prompts draw from P1's stream first, so this
+    file's points are those P1's loop draws for it after them; without the stream split the
+    option is refused in one line."""
+    import random
+
+    from align.store import open_result
+
+    path = zoo("llama")
+    first = _math_file(tmp_path / "level1.jsonl")
+    second = tmp_path / "level2.jsonl"
+    with open(second, "w", encoding="utf-8") as f:
+        for problem, solution in reversed(MATH_CASES):
+            f.write(
+                json.dumps({"problem": problem, "solution": solution, "level": "Level 3"}) + "\n"
+            )
+    out = tmp_path / "skip"
+    args = ["skip", path, second, "--format", "math", "--settings", "future", "--parts", "layer"]
+    code, _, err = cli(
+        *args,
+        "--split",
+        "answer-points-stream",
+        "--split-seed",
+        "12345",
+        "--split-stream-after",
+        first,
+        "-o",
+        out,
+    )
+    assert code == 0, err
+    rng, want = random.Random(12345), []
+    for cases in (MATH_CASES, list(reversed(MATH_CASES))):
+        for problem, solution in cases:
+            head = f"Problem: {problem}\nSolution: "
+            _, answer = _ref_answer_tokens(path, head + solution, len(head))
+            pos = list(range(0, answer[-1] - answer[0] + 1 - 4, 4))
+            rng.shuffle(pos)
+            want.append([answer[0] + x for x in pos[:4]])
+    got = open_result(str(out), "skipping").attrs["split_points"]
+    assert got == want[len(MATH_CASES) :] and got != want[: len(MATH_CASES)][::-1]
+    code, _, err = cli(*args, "--split-stream-after", first, "-o", tmp_path / "no")
+    one_line_error(code, err, "--split-stream-after", "--split answer-points-stream, not 'random'")
