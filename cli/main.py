@@ -36,6 +36,8 @@ COMMAND_MODULES = {
     "demo": "align.cli.demo",
     "depthscore": "align.cli.depthscore",
     "compare": "align.cli.compare",
+    "study": "align.cli.study",
+    "report": "align.cli.study",
 }
 
 
