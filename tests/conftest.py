@@ -109,6 +109,7 @@ pytest_plugins = [
     "tests.helpers.fixtures_fit",
     "tests.helpers.fixtures_analyses",
     "tests.helpers.fixtures_demo",
+    "tests.helpers.fixtures_study",
 ]
 
 
