@@ -38,10 +38,11 @@ def study_text(zoo, corpus_file, extra: str = "", models=("a", "b", "c")) -> str
     """The tiny study's file; `extra` is appended (more sections)."""
     paths = {"a": zoo("qwen2"), "b": zoo("qwen2", **B_SHAPE), "c": zoo("llama")}
     text = STUDY.format(corpus=corpus_file, extra=extra, **paths)
-    if models != ("a", "b", "c"):  # the two-model form: a and b, one pair
+    if models != ("a", "b", "c"):  # the two-model form: a and b, one pair, no control
         text = text.replace(f'[[models]]\nname = "c"\npath = "{paths["c"]}"\n', "")
         text = text.replace('list = [["a", "b"], ["a", "c"]]', 'list = [["a", "b"]]')
         text = text.replace('analyses = ["depth"]', "analyses = []")
+        text = text.replace("shuffle = true", "shuffle = false")
     return text
 
 
