@@ -21,7 +21,12 @@ from align.errors import InputError
     is_flag=True,
     help="Go on past a failing unit (the units reading it are blocked).",
 )
-def study_cmd(study_file, output, init, dry_run, keep_going):
+@click.option(
+    "--scheduler",
+    default=None,
+    help="Address of a Dask scheduler whose workers run the units (they must see DIR) [default: here].",
+)
+def study_cmd(study_file, output, init, dry_run, keep_going, scheduler):
     """Run a study: every model extracted, every pair fitted, every analysis, then the report.
     Re-running resumes; after an edit of STUDY.toml only the units it changes run."""
     from align.study import load_study, plan_study, run_study, write_template
@@ -41,7 +46,7 @@ def study_cmd(study_file, output, init, dry_run, keep_going):
         for line in plan_study(study, output).lines():
             click.echo(line)
         return
-    report = run_study(study, output, keep_going=keep_going)
+    report = run_study(study, output, keep_going=keep_going, scheduler=scheduler)
     click.echo(
         f"align study: {output}: {len(report.ran)} unit(s) run, {len(report.skipped)} already done"
         + (f", {len(report.failed)} failed, {len(report.blocked)} blocked" if report.failed else "")

@@ -7,6 +7,7 @@ static report.
 - `units`: the units, their outputs, inputs and keys (`plan`)
 - `estimate`: `--dry-run`, every unit's disk, memory and time (`plan_study`)
 - `execute`: the run under DIR's lock, resume by key, `keep_going` (`run_units`);
+  `placement`: the units as tasks of a Dask cluster (`scheduler`);
   `state`: DIR/study.json
 - `report`, `html`: the static site (`write_report`)
 """
@@ -33,10 +34,13 @@ __all__ = [
 ]
 
 
-def run_study(study: Study, root: str, keep_going: bool = False, log=None) -> StudyReport:
+def run_study(
+    study: Study, root: str, keep_going: bool = False, scheduler: str | None = None, log=None
+) -> StudyReport:
     """Run every unit of `study` in the folder `root` that is not already done with the same
-    options, then write the report to `root`/report (`run_units`)."""
-    return run_units(study, root, keep_going=keep_going, log=log)
+    options, then write the report to `root`/report (`run_units`); `scheduler`: the address
+    of a Dask scheduler whose workers run the units (None: one after another here)."""
+    return run_units(study, root, keep_going=keep_going, scheduler=scheduler, log=log)
 
 
 def write_template(path: str) -> str:

@@ -73,83 +73,124 @@ def why(unit, entry: dict | None, root: str) -> str | None:
     return None
 
 
-def run_units(study: Study, root: str, keep_going: bool = False, log=None) -> StudyReport:
-    """Run every unit of `study` not already current in `root`, in order, under its lock.
-    A failing unit stops the study (an AlignError naming it) unless `keep_going`: then the
-    units that read its output are blocked and the others run."""
+def run_units(
+    study: Study, root: str, keep_going: bool = False, scheduler: str | None = None, log=None
+) -> StudyReport:
+    """Run every unit of `study` not already current in `root`, under its lock: one after
+    another in this process, or on the Dask cluster at `scheduler` (`placement`). A failing
+    unit stops the study (an AlignError naming it) unless `keep_going`: then the units that
+    read its output are blocked and the others run."""
     log = log or messages.say
     check_root(root)
     os.makedirs(root, exist_ok=True)
     t0 = time.time()
     try:
         with st.write_lock(root):
-            report = _run(study, root, keep_going, log)
+            ledger = Ledger(study, root, log)
+            if scheduler is None:
+                _run(ledger, keep_going)
+            else:
+                from align.study.placement import run_on_cluster
+
+                run_on_cluster(ledger, scheduler, keep_going)
     except StoreLocked as e:
         raise StoreLocked(str(e).replace(f"store {root}", f"study {root}", 1)) from None
-    report.seconds = time.time() - t0
-    return report
+    ledger.report.seconds = time.time() - t0
+    return ledger.report
 
 
-def _run(study, root, keep_going, log) -> StudyReport:
-    units = units_mod.plan(study)
-    state = read_state(root)
-    state.update(
-        study=study.path,
-        name=study.name,
-        order=[u.name for u in units],
-        models=[m.name for m in study.models],
-        corpus=asdict(study.corpus),
-        study_text=textfiles.read(study.path, "study file"),
-    )
-    entries = state.setdefault("units", {})
-    for gone in [n for n in entries if n not in state["order"]]:
-        log(f"align study: {gone} is no longer in the study (its output is kept)")
-        entries.pop(gone)
-    report = StudyReport(root)
-    bad = set()
-    for u in units:
-        if u.kind != "report" and bad & set(u.inputs):
-            report.blocked.append(u.name)
-            entries[u.name] = {**entries.get(u.name, {}), "state": BLOCKED}
-            bad.add(u.name)
-            continue
-        reason = why(u, entries.get(u.name), root)
+class Ledger:
+    """The study's units and their recorded state: what must run and why, and each unit's
+    start, end or failure written to DIR/study.json as it happens."""
+
+    def __init__(self, study: Study, root: str, log):
+        self.study, self.root, self.log = study, root, log
+        self.units = units_mod.plan(study)
+        self.state = read_state(root)
+        self.state.update(
+            study=study.path,
+            name=study.name,
+            order=[u.name for u in self.units],
+            models=[m.name for m in study.models],
+            corpus=asdict(study.corpus),
+            study_text=textfiles.read(study.path, "study file"),
+        )
+        self.entries = self.state.setdefault("units", {})
+        for gone in [n for n in self.entries if n not in self.state["order"]]:
+            log(f"align study: {gone} is no longer in the study (its output is kept)")
+            self.entries.pop(gone)
+        self.report = StudyReport(root)
+        self.bad = set()  # failed and blocked units
+
+    def blocked(self, u) -> bool:
+        """Whether `u` reads a failed or blocked unit (the report never is: it shows what is done)."""
+        if u.kind == "report" or not (self.bad & set(u.inputs)):
+            return False
+        self.report.blocked.append(u.name)
+        self.entries[u.name] = {**self.entries.get(u.name, {}), "state": BLOCKED}
+        self.bad.add(u.name)
+        write_state(self.root, self.state)
+        return True
+
+    def start(self, u) -> bool:
+        """Mark `u` running and say why (True), or record it skipped, current (False)."""
+        reason = why(u, self.entries.get(u.name), self.root)
         if reason is None:
-            report.skipped.append(u.name)
-            continue
-        log(f"align study: run {u.name} ({reason})")
-        old = entries.get(u.name, {})
+            self.report.skipped.append(u.name)
+            return False
+        self.log(f"align study: run {u.name} ({reason})")
+        old = self.entries.get(u.name, {})
         if old.get("key") not in (None, u.key) and u.kind != "report":
-            _remove(os.path.join(root, u.output))
-        entries[u.name] = {
+            _remove(os.path.join(self.root, u.output))
+        self.entries[u.name] = {
             "key": u.key,
             "definition": u.definition,
             "state": RUNNING,
             "output": u.output,
             "kind": u.kind,
         }
-        write_state(root, state)
+        write_state(self.root, self.state)
+        return True
+
+    def done(self, u, seconds: float, worker: str | None = None) -> None:
+        self.entries[u.name].update(state=DONE, seconds=round(seconds, 3))
+        self.entries[u.name].pop("error", None)
+        if worker is not None:
+            self.entries[u.name]["worker"] = worker
+        write_state(self.root, self.state)
+        self.report.ran.append(u.name)
+        fault_point("study_unit_done")
+
+    def failed(self, u, error: AlignError, seconds: float, keep_going: bool) -> None:
+        """Record the failure; raise it named unless `keep_going`."""
+        self.entries[u.name].update(state=FAILED, error=str(error), seconds=round(seconds, 3))
+        write_state(self.root, self.state)
+        self.report.failed[u.name] = str(error)
+        self.bad.add(u.name)
+        if not keep_going:
+            raise type(error)(
+                f"study unit {u.name} failed: {error} (fix it and re-run; done units are kept)"
+            ) from None
+        self.log(f"align study: {u.name} failed: {error}")
+
+
+def _run(ledger: Ledger, keep_going: bool) -> None:
+    """The units one after another in this process."""
+    for u in ledger.units:
+        if ledger.blocked(u) or not ledger.start(u):
+            continue
         t = time.time()
         try:
-            RUNNERS[u.kind](u, study, root, _quiet(log, u.name))
+            run_unit(u, ledger.study, ledger.root, _quiet(ledger.log, u.name))
         except AlignError as e:
-            entries[u.name].update(state=FAILED, error=str(e), seconds=round(time.time() - t, 3))
-            write_state(root, state)
-            report.failed[u.name] = str(e)
-            bad.add(u.name)
-            if not keep_going:
-                raise type(e)(
-                    f"study unit {u.name} failed: {e} (fix it and re-run; done units are kept)"
-                ) from None
-            log(f"align study: {u.name} failed: {e}")
+            ledger.failed(u, e, time.time() - t, keep_going)
             continue
-        entries[u.name].update(state=DONE, seconds=round(time.time() - t, 3))
-        entries[u.name].pop("error", None)
-        write_state(root, state)
-        report.ran.append(u.name)
-        fault_point("study_unit_done")
-    write_state(root, state)
-    return report
+        ledger.done(u, time.time() - t)
+
+
+def run_unit(u, study: Study, root: str, log) -> None:
+    """Run unit `u` through its command's library function."""
+    RUNNERS[u.kind](u, study, root, log)
 
 
 def _quiet(log, name):

@@ -67,7 +67,7 @@ SECTIONS = {
     "bootstrap": {"resamples": (int, 1000), "seed": (int, 0)},
     "controls": {"random_init": (list, []), "random_init_seed": (int, 0), "shuffle": (bool, False)},
     "analyses": {"batch_size": (int, 8)},
-    "route": {"kind": (str, "stores"), "device": (str, "cpu")},
+    "route": {"kind": (str, "stores"), "device": (str, "cpu"), "gpu_resource": (bool, False)},
 }
 MODEL_KEYS = {
     "name": (str, None),
@@ -108,6 +108,7 @@ class Study:
     analyses_batch: int
     route: str
     device: str
+    gpu_resource: bool = False  # on a Dask cluster: every model or solve unit asks for a GPU worker
 
     def model(self, name: str) -> StudyModel:
         return next(m for m in self.models if m.name == name)
@@ -199,6 +200,7 @@ def load_study(path: str) -> Study:
             analyses_batch=_positive("[analyses]", "batch_size", t["analyses"]["batch_size"], path),
             route=_choice("[route]", "kind", t["route"]["kind"], ROUTES, path),
             device=t["route"]["device"],
+            gpu_resource=t["route"]["gpu_resource"],
         )
     except InputError as e:
         if str(e).startswith(f"study file {path}"):

@@ -49,9 +49,10 @@ def _jsonable(obj):
     return obj
 
 
-def unit_key(definition: dict, input_keys: list) -> str:
-    """sha256 (16 hex digits) of the definition and the keys of the units it reads."""
-    blob = json.dumps([_jsonable(definition), input_keys], sort_keys=True)
+def unit_key(kind: str, definition: dict, input_keys: list) -> str:
+    """sha256 (16 hex digits) of the unit's kind, its definition and the keys of the units it
+    reads (two analyses of one model share a definition: the kind tells them apart)."""
+    blob = json.dumps([kind, _jsonable(definition), input_keys], sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -166,7 +167,7 @@ def _analyses(study: Study, cspec: dict) -> list:
 def _keyed(units: list) -> list:
     keys, out = {}, []
     for u in units:
-        k = unit_key(u.definition, [keys[i] for i in u.inputs])
+        k = unit_key(u.kind, u.definition, [keys[i] for i in u.inputs])
         keys[u.name] = k
         out.append(replace(u, key=k))
     return out

@@ -163,3 +163,13 @@ def test_an_edit_changes_the_keys_of_its_units_and_downstream_only(tmp_path):
     edited = BASE.replace('path = "docs.txt"', 'path = "docs.txt"\nmax_length = 128')
     after = {u.name: u.key for u in plan(load_study(write(tmp_path, edited)))}
     assert all(before[n] != after[n] for n in before)
+
+
+def test_every_unit_has_its_own_key(tmp_path):
+    from align.study import load_study
+    from align.study.units import plan
+
+    units = plan(
+        load_study(write(tmp_path, BASE + "[controls]\nshuffle = true\nrandom_init = ['b']\n"))
+    )
+    assert len({u.key for u in units}) == len(units)
