@@ -148,14 +148,33 @@ def test_info_shows_every_unit(tiny_study, cli):
     assert [re.sub(r" [0-9.]+ s$", "", r[11:]) for r in rows] == UNITS
 
 
-def test_dry_run_lists_every_unit_and_refuses_a_full_disk(tiny_study, cli, monkeypatch):
-    path, root, _ = tiny_study
-    code, out, _ = cli("study", path, "-o", root + "-plan", "--dry-run")
+def test_dry_run_lists_every_unit_and_refuses_a_full_disk(
+    cli, monkeypatch, zoo, corpus_file, tmp_path
+):
+    two = tmp_path / "two.toml"
+    two.write_text(study_text(zoo, corpus_file, models=("a", "b")), encoding="utf-8")
+    code, out, _ = cli("study", two, "-o", tmp_path / "plan", "--dry-run")
     assert code == 0
     rows = out.splitlines()[2:-1]
-    assert [r[2:36].strip() for r in rows] == UNITS
-    assert not os.path.exists(root + "-plan")
+    assert [r[2:36].strip() for r in rows] == ["extract a", "extract b", "fit a->b", "report"]
+    assert "MiB" in rows[0] and out.splitlines()[-1].startswith("  total: disk ")
+    assert not (tmp_path / "plan").exists()
     monkeypatch.setenv("ALIGN_FREE_DISK_BYTES", "1000")
-    code, _, err = cli("study", path, "-o", root + "-plan", "--dry-run")
+    code, _, err = cli("study", two, "-o", tmp_path / "plan", "--dry-run")
     assert code == 2 and err.count("\n") == 1
     assert "needs ~" in err and "on disk and 1000 B is free" in err
+
+
+def test_report_elsewhere_never_replaces_other_files(tiny_study, cli, tmp_path):
+    _, root, _ = tiny_study
+    (tmp_path / "notes.txt").write_text("mine", encoding="utf-8")
+    code, _, err = cli("report", root, "-o", tmp_path)
+    assert code == 2 and err == (
+        f"align: error: -o {tmp_path} exists and is not a report (no .align-report): give a new or "
+        "empty folder\n"
+    )
+    assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "mine"
+    code, _, _ = cli("report", root, "-o", tmp_path / "r")
+    assert code == 0 and (tmp_path / "r" / "pairs" / "a--c.html").is_file()
+    code, _, _ = cli("report", root, "-o", tmp_path / "r")  # a report is replaced
+    assert code == 0
