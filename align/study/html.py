@@ -11,7 +11,7 @@ import math
 
 STYLE = """
 body{font:15px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}
-table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding:.2em .45em;text-align:right}
+table{border-collapse:collapse;margin:.6em 0;display:block;overflow-x:auto;max-width:100%}td,th{border:1px solid #ccc;padding:.2em .45em;text-align:right}
 th{background:#f3f3f3}td.l,th.l{text-align:left}nav a{margin-right:1em}img{max-width:100%}
 .grid td{text-align:center;vertical-align:top}.grid img{width:180px}.m td{font-size:12px}
 .holds{color:#075}.not{color:#a30}pre{background:#f6f6f6;padding:.6em;overflow:auto;font-size:12px}

@@ -16,6 +16,8 @@ import json
 import os
 import shutil
 
+import numpy as np
+
 from align import messages
 from align.errors import InputError
 from align.faults import fault_point
@@ -330,27 +332,58 @@ def model_page(root: str, state: dict, model: str) -> str:
             continue
         ds = _open(root, entry)
         parts.append(f"<h2>{h.esc(kind)}</h2>")
+        if kind == "depth":
+            parts += [h.sentence(text, None) for text in depth_sentences(model, ds)]
         parts.append(h.image(h.png(plot_result(ds)), f"{kind} of {model}"))
         parts.append(_curves_table(ds))
     body = "".join(parts) or "<p>No analysis of this model in the study.</p>"
     return h.page(f"Model {model}", body, depth=1)
 
 
-def _curves_table(ds) -> str:
-    """The result's one-dimensional variables (per layer, per boundary, per rule) as a table
-    per dimension: the numbers each figure draws."""
+def depth_sentences(model: str, ds) -> list:
+    """Each rule's effective depth in words, with its interval where the result has one."""
     out = []
-    by_dim = {}
+    for k, rule in enumerate(ds["rule"].values):
+        ed = float(ds["effective_depth"].values[k])
+        if ed != ed:
+            out.append(f"{model}: the effective depth by the {rule} rule is undefined.")
+            continue
+        low = float(ds["effective_depth_low"].values[k]) if "effective_depth_low" in ds else None
+        high = float(ds["effective_depth_high"].values[k]) if "effective_depth_high" in ds else None
+        out.append(
+            f"{model}: effective depth by the {rule} rule {h.interval(ed, low, high, 1)} "
+            f"(ratio to the model's depth {h.number(float(ds['ratio'].values[k]), 2)})."
+        )
+    return out
+
+
+PER_ITEM = ("prompt", "lens_prompt", "heldout_doc")  # dimensions too long for a page's table
+AXES = ("layer", "boundary", "rule")  # what a curve runs along
+
+
+def _curves_table(ds) -> str:
+    """The result's curves (variables along one layer, boundary or rule dimension, or along
+    one of them and a short one such as part) as a table per dimension: the numbers each
+    figure draws."""
+    columns = {}
     for name, v in ds.data_vars.items():
-        if v.ndim == 1 and v.sizes[v.dims[0]] <= 200 and v.dtype.kind in "fiu":
-            by_dim.setdefault(v.dims[0], []).append(name)
-    for dim, names in by_dim.items():
+        if v.dtype.kind not in "fiu" or any(d in PER_ITEM for d in v.dims):
+            continue
+        if v.ndim == 1:
+            columns.setdefault(v.dims[0], []).append((name, v.values))
+        elif v.ndim == 2 and min(v.shape) <= 4 and set(v.dims) & set(AXES):
+            axis = [d for d in v.dims if d in AXES]
+            long = axis[0] if axis else v.dims[int(np.argmax(v.shape))]
+            short = next(d for d in v.dims if d != long)
+            v = v.transpose(short, long)
+            labels = ds[short].values if short in ds.coords else range(v.shape[0])
+            for k, label in enumerate(labels):
+                columns.setdefault(long, []).append((f"{name} {label}", v.values[k]))
+    out = []
+    for dim, cols in columns.items():
         coord = ds[dim].values if dim in ds.coords else range(ds.sizes[dim])
-        rows = [
-            [str(c)] + [h.number(float(ds[n].values[k]), 4) for n in names]
-            for k, c in enumerate(coord)
-        ]
-        out.append(h.table([dim] + names, rows))
+        rows = [[str(c)] + [h.number(float(x[k]), 4) for _, x in cols] for k, c in enumerate(coord)]
+        out.append(h.table([dim] + [n for n, _ in cols], rows))
     return "".join(out)
 
 
@@ -361,8 +394,11 @@ def corpus_page(state: dict) -> str:
         [n, units.get(n, {}).get("state", "pending"), h.number(units.get(n, {}).get("seconds"), 1)]
         for n in state.get("order", [])
     ]
+    corpus = state.get("corpus") or {}
     body = (
-        f"<p>Study file {h.esc(state.get('study', ''))}</p><pre>{h.esc(text)}</pre>"
+        "<h2>Corpus</h2>"
+        + h.table(["option", "value"], [[k, json.dumps(v)] for k, v in corpus.items()])
+        + f"<h2>Study file</h2><p>{h.esc(state.get('study', ''))}</p><pre>{h.esc(text)}</pre>"
         f"<h2>Units</h2>{h.table(['unit', 'state', 'seconds'], rows)}"
     )
     return h.page("Corpus and options", body)
