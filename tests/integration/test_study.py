@@ -178,3 +178,25 @@ def test_report_elsewhere_never_replaces_other_files(tiny_study, cli, tmp_path):
     assert code == 0 and (tmp_path / "r" / "pairs" / "a--c.html").is_file()
     code, _, _ = cli("report", root, "-o", tmp_path / "r")  # a report is replaced
     assert code == 0
+
+
+def test_a_live_study_equals_align_fit_live(zoo, corpus_file, tmp_path):
+    """`[route] kind = "live"`: no store; the pair's result equals `fit_live` bit for bit."""
+    from align.corpus import CorpusSpec
+    from align.fitting.live import fit_live
+    from align.fitting.options import LiveJob
+    from align.models import ModelSpec
+    from align.store import open_result
+    from align.study import load_study, run_study
+
+    path = tmp_path / "live.toml"
+    text = study_text(zoo, corpus_file, "[route]\nkind = 'live'\n", models=("a", "b"))
+    path.write_text(text, encoding="utf-8")
+    root = str(tmp_path / "out")
+    report = run_study(load_study(str(path)), root, log=lambda m: None)
+    assert report.ran == ["fit a->b", "report"] and not os.path.exists(f"{root}/stores")
+    job = LiveJob(
+        ModelSpec(zoo("qwen2")), ModelSpec(zoo("qwen2", **B_SHAPE)), CorpusSpec(corpus_file)
+    )
+    expected = fit_live(job, None, bootstrap=200, log=lambda m: None).dataset
+    same_dataset(open_result(f"{root}/results/fits/a--b.zarr"), expected)
