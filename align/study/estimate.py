@@ -23,7 +23,9 @@ from align.fitting import Execution
 from align.fitting.budget import ResultShape, result_bytes, statistics_bytes
 from align.fitting.options import LiveJob
 from align.study import units as units_mod
+from align.study.execute import why
 from align.study.schema import Study
+from align.study.state import read_state
 
 
 @dataclass
@@ -97,15 +99,22 @@ def matmul_rate(d: int = 256, n: int = 4096) -> float:
 
 
 def plan_study(study: Study, root: str, log=None) -> StudyPlan:
-    """The estimate of every unit of `study` written to `root`; refuses (DiskSpaceError) a
+    """The estimate of every unit of `study` written to `root` (a unit already done there
+    with the same options is marked skipped and costs nothing); refuses (DiskSpaceError) a
     study whose outputs would not fit the free disk."""
     units = units_mod.plan(study)
     plan = StudyPlan(root, free=st.free_bytes(root))
+    entries = read_state(root).get("units", {})
     extracted = {}
     rate = None
     for u in units:
         e = Estimate(u)
-        if u.kind == "extract":
+        current = why(u, entries.get(u.name), root) is None
+        if current:  # done with these options: skipped by the run, nothing more on disk
+            e.disk, e.seconds, e.note = 0, 0.0, "done: skipped"
+            if u.kind == "extract":
+                extracted[u.models[0]] = _extracted(os.path.join(root, u.output))
+        elif u.kind == "extract":
             info = _extraction(study, u, root)
             extracted[u.models[0]] = info
             e.disk, e.seconds = info["total_bytes"], info["seconds_estimate"]
@@ -118,7 +127,7 @@ def plan_study(study: Study, root: str, log=None) -> StudyPlan:
             rate = rate or matmul_rate()
             e.disk, e.memory, e.seconds = _store_fit(study, u, extracted, rate)
             e.note = f"statistics at {rate / 1e9:,.1f} GFLOP/s (one timed float64 product)"
-        elif u.kind in ("contrib", "lens") and u.models[0] in extracted:
+        elif u.kind in ("contrib", "lens") and "phases_seconds" in extracted.get(u.models[0], {}):
             e.seconds = extracted[u.models[0]]["phases_seconds"]["forward"]
             e.memory = _weights_bytes(study.model(u.models[0]).spec)
             e.note = "one forward over the corpus, as the extraction's"
@@ -139,10 +148,23 @@ def _extraction(study: Study, u, root: str) -> dict:
 
     m = study.model(u.models[0])
     out = os.path.join(root, u.output)
+    if os.path.exists(out):  # made with other options: the run replaces it; time a new one
+        out = os.path.join(os.path.dirname(out), f".dry-run-{os.path.basename(out)}")
     report = extract(
         m.spec, study.corpus, out, replace(study.extraction, dry_run=True), log=lambda line: None
     )
     return report.dry_run
+
+
+def _extracted(path: str) -> dict:
+    """What the fits' estimates read of an extraction already done: its token counts."""
+    store = st.open_activations(path)
+    counts = store.provenance.get("counts", {})
+    return {
+        "n_tokens": store.n_tokens,
+        "n_sequences": store.layout.n_sequences,
+        "n_docs": counts.get("n_docs", store.layout.n_sequences),
+    }
 
 
 def _live(study: Study, u) -> float | None:

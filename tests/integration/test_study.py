@@ -200,3 +200,13 @@ def test_a_live_study_equals_align_fit_live(zoo, corpus_file, tmp_path):
     )
     expected = fit_live(job, None, bootstrap=200, log=lambda m: None).dataset
     same_dataset(open_result(f"{root}/results/fits/a--b.zarr"), expected)
+
+
+def test_dry_run_of_a_done_study_marks_every_unit_skipped(tiny_study, cli):
+    path, root, _ = tiny_study
+    code, out, _ = cli("study", path, "-o", root, "--dry-run")
+    assert code == 0
+    rows = out.splitlines()[2:-1]
+    assert [r[2:36].strip() for r in rows] == UNITS
+    assert all(r.endswith("(done: skipped)") and " 0 B " in r for r in rows), out
+    assert out.splitlines()[-1].startswith("  total: disk 0 B of ")
