@@ -37,6 +37,8 @@ COMMAND_MODULES = {
     "demo": "align.cli.demo",
     "depthscore": "align.cli.depthscore",
     "compare": "align.cli.compare",
+    "study": "align.cli.study",
+    "report": "align.cli.study",
 }
 
 
@@ -103,6 +105,7 @@ def cli():
       align contrib | lens | skip  MODEL CORPUS -o RESULT, then  align depth   (one model)
       align erase | igrad  MODEL PROMPTS -o RESULT   what each cell / part does to an answer
       align compare RESULT RESULT...           results of one kind side by side, with 95% intervals
+      align study STUDY.toml -o DIR            N models: every pair and analysis, resumable, and a report
       align info STORE                         what a store holds and whether it is complete
     `align COMMAND --help` for each command's options.
     """

@@ -109,6 +109,7 @@ pytest_plugins = [
     "tests.helpers.fixtures_fit",
     "tests.helpers.fixtures_analyses",
     "tests.helpers.fixtures_demo",
+    "tests.helpers.fixtures_study",
 ]
 
 
@@ -152,9 +153,10 @@ def s3():
 
 
 @contextlib.contextmanager
-def dask_processes(n_workers: int = 2, worker_env: dict | None = None):
+def dask_processes(n_workers: int = 2, worker_env: dict | None = None, resources: tuple = ()):
     """A `dask scheduler` and `n_workers` single-threaded `dask worker` processes started on
-    loopback; yields the scheduler address and stops them all afterwards."""
+    loopback (worker k declaring `resources[k]`, e.g. "GPU=1", where given); yields the
+    scheduler address and stops them all afterwards."""
     import subprocess
 
     port = free_port()
@@ -168,7 +170,8 @@ def dask_processes(n_workers: int = 2, worker_env: dict | None = None):
         )
     ]
     try:
-        for _ in range(n_workers):
+        for k in range(n_workers):
+            declared = resources[k] if k < len(resources) else None
             procs.append(
                 subprocess.Popen(
                     [
@@ -182,6 +185,7 @@ def dask_processes(n_workers: int = 2, worker_env: dict | None = None):
                         "--no-dashboard",
                         "--memory-limit",
                         "2GB",
+                        *(["--resources", declared] if declared else []),
                     ],
                     env=dict(os.environ, **(worker_env or {})),
                     **quiet,

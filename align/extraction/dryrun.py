@@ -262,6 +262,7 @@ def dry_run(
     info = {
         "n_tokens": plan.n_tokens,
         "n_sequences": plan.n_sequences,
+        "n_docs": plan.n_docs,
         "bytes": sizes,
         "total_bytes": need,
         "free_bytes": free,

@@ -1,0 +1,271 @@
+"""Running a study's units in order, each through the library function of its command
+(`align.extract`, `align.fit`, `align.fitting.live.fit_live`, `align.analyses.run`'s
+`run_*`), under one lock on DIR, with the state of every unit in DIR/study.json.
+
+Resume: a unit is skipped when the state records it done with the same key and its output
+exists; otherwise it runs, and the log says why (new, options changed and which, an input
+changed, the last run stopped in it, its output is missing). A unit whose key changed has its
+old output removed first (an activation store of other options would be refused, not
+replaced). Every output is written by the command's own writer, atomically; the state is
+written whole (a temporary file renamed) after each unit.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, field, replace
+
+from align import messages, textfiles
+from align import store as st
+from align.analyses import run as analyses
+from align.analyses.options import LensOptions
+from align.errors import AlignError, InputError, StoreLocked
+from align.faults import fault_point
+from align.fitting import Execution, fit
+from align.fitting.options import LiveJob
+from align.stats.bootstrap import Resampling
+from align.study import units as units_mod
+from align.study.report import write_report
+from align.study.schema import Study
+from align.study.state import BLOCKED, DONE, FAILED, RUNNING, STATE_FILE, read_state, write_state
+
+
+@dataclass
+class StudyReport:
+    """What a run did: units run, skipped, failed (name -> one-line error), blocked."""
+
+    root: str
+    ran: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)
+    failed: dict = field(default_factory=dict)
+    blocked: list = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def check_root(root: str) -> None:
+    """DIR is new, empty or a study's: never a folder holding anything else."""
+    if os.path.exists(root) and not os.path.isdir(root):
+        raise InputError(f"`output` {root} is a file: give a folder for the study")
+    if os.path.isdir(root) and os.listdir(root):
+        if not os.path.exists(os.path.join(root, STATE_FILE)):
+            raise InputError(
+                f"`output` {root} holds files that are not a study's (no {STATE_FILE}): give a new or empty folder"
+            )
+
+
+def why(unit, entry: dict | None, root: str) -> str | None:
+    """Why `unit` must run, or None when its recorded output is current."""
+    if entry is None:
+        return "new"
+    if entry.get("key") != unit.key:
+        fields = units_mod.changed(entry.get("definition", {}), unit.definition)
+        if fields:
+            return "options changed: " + ", ".join(fields)
+        return "an input changed: " + ", ".join(unit.inputs)
+    if entry.get("state") == RUNNING:
+        return "the last run stopped in it"
+    if entry.get("state") != DONE:
+        return f"{entry.get('state')} in the last run"
+    if not os.path.exists(os.path.join(root, unit.output)):
+        return "its output is missing"
+    return None
+
+
+def run_units(
+    study: Study, root: str, keep_going: bool = False, scheduler: str | None = None, log=None
+) -> StudyReport:
+    """Run every unit of `study` not already current in `root`, under its lock: one after
+    another in this process, or on the Dask cluster at `scheduler` (`placement`). A failing
+    unit stops the study (an AlignError naming it) unless `keep_going`: then the units that
+    read its output are blocked and the others run."""
+    log = log or messages.say
+    check_root(root)
+    os.makedirs(root, exist_ok=True)
+    t0 = time.time()
+    try:
+        with st.write_lock(root):
+            ledger = Ledger(study, root, log)
+            if scheduler is None:
+                _run(ledger, keep_going)
+            else:
+                from align.study.placement import run_on_cluster
+
+                run_on_cluster(ledger, scheduler, keep_going)
+    except StoreLocked as e:
+        raise StoreLocked(str(e).replace(f"store {root}", f"study {root}", 1)) from None
+    ledger.report.seconds = time.time() - t0
+    return ledger.report
+
+
+class Ledger:
+    """The study's units and their recorded state: what must run and why, and each unit's
+    start, end or failure written to DIR/study.json as it happens."""
+
+    def __init__(self, study: Study, root: str, log):
+        self.study, self.root, self.log = study, root, log
+        self.units = units_mod.plan(study)
+        self.state = read_state(root)
+        self.state.update(
+            study=study.path,
+            name=study.name,
+            order=[u.name for u in self.units],
+            models=[m.name for m in study.models],
+            corpus=asdict(study.corpus),
+            study_text=textfiles.read(study.path, "study file"),
+        )
+        self.entries = self.state.setdefault("units", {})
+        for gone in [n for n in self.entries if n not in self.state["order"]]:
+            log(f"align study: {gone} is no longer in the study (its output is kept)")
+            self.entries.pop(gone)
+        self.report = StudyReport(root)
+        self.bad = set()  # failed and blocked units
+
+    def blocked(self, u) -> bool:
+        """Whether `u` reads a failed or blocked unit (the report never is: it shows what is done)."""
+        if u.kind == "report" or not (self.bad & set(u.inputs)):
+            return False
+        self.report.blocked.append(u.name)
+        self.entries[u.name] = {**self.entries.get(u.name, {}), "state": BLOCKED}
+        self.bad.add(u.name)
+        write_state(self.root, self.state)
+        return True
+
+    def start(self, u) -> bool:
+        """Mark `u` running and say why (True), or record it skipped, current (False)."""
+        reason = why(u, self.entries.get(u.name), self.root)
+        if reason is None:
+            self.report.skipped.append(u.name)
+            return False
+        self.log(f"align study: run {u.name} ({reason})")
+        old = self.entries.get(u.name, {})
+        if old.get("key") not in (None, u.key) and u.kind != "report":
+            _remove(os.path.join(self.root, u.output))
+        self.entries[u.name] = {
+            "key": u.key,
+            "definition": u.definition,
+            "state": RUNNING,
+            "output": u.output,
+            "kind": u.kind,
+        }
+        write_state(self.root, self.state)
+        return True
+
+    def done(self, u, seconds: float, worker: str | None = None) -> None:
+        self.entries[u.name].update(state=DONE, seconds=round(seconds, 3))
+        self.entries[u.name].pop("error", None)
+        if worker is not None:
+            self.entries[u.name]["worker"] = worker
+        write_state(self.root, self.state)
+        self.report.ran.append(u.name)
+        fault_point("study_unit_done")
+
+    def failed(self, u, error: AlignError, seconds: float, keep_going: bool) -> None:
+        """Record the failure; raise it named unless `keep_going`."""
+        self.entries[u.name].update(state=FAILED, error=str(error), seconds=round(seconds, 3))
+        write_state(self.root, self.state)
+        self.report.failed[u.name] = str(error)
+        self.bad.add(u.name)
+        if not keep_going:
+            raise type(error)(
+                f"study unit {u.name} failed: {error} (fix it and re-run; done units are kept)"
+            ) from None
+        self.log(f"align study: {u.name} failed: {error}")
+
+
+def _run(ledger: Ledger, keep_going: bool) -> None:
+    """The units one after another in this process."""
+    for u in ledger.units:
+        if ledger.blocked(u) or not ledger.start(u):
+            continue
+        t = time.time()
+        try:
+            run_unit(u, ledger.study, ledger.root, _quiet(ledger.log, u.name))
+        except AlignError as e:
+            ledger.failed(u, e, time.time() - t, keep_going)
+            continue
+        ledger.done(u, time.time() - t)
+
+
+def run_unit(u, study: Study, root: str, log) -> None:
+    """Run unit `u` through its command's library function."""
+    RUNNERS[u.kind](u, study, root, log)
+
+
+def _quiet(log, name):
+    return lambda line: log(f"  [{name}] {line}")
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    elif os.path.exists(path):
+        os.unlink(path)
+
+
+def _resampling(study: Study):
+    b, seed = study.fit.bootstrap, study.fit.bootstrap_seed
+    return Resampling(b, seed) if b else Resampling(seed=seed)
+
+
+def _extract(u, study, root, log):
+    from align.extraction import extract
+
+    m = study.model(u.models[0])
+    extract(m.spec, study.corpus, os.path.join(root, u.output), study.extraction, log=log)
+
+
+def _fit(u, study, root, log):
+    spec = replace(study.fit, control="shuffle" if u.control == "shuffle" else None)
+    run = Execution(device=study.device, overwrite=True)
+    out = os.path.join(root, u.output)
+    if study.route == "live":
+        from align.fitting.live import fit_live
+
+        src, tgt = (study.model(n).spec for n in u.models)
+        job = LiveJob(src, tgt, study.corpus, study.extraction.batch_size)
+        fit_live(job, out, spec, run, log=log)
+        return
+    src, tgt = (os.path.join(root, f"stores/{n}.zarr") for n in u.models)
+    fit(src, tgt, out, spec, run, log=log)
+
+
+def _analysis(u, study, root, log):
+    m = study.model(u.models[0])
+    out = os.path.join(root, u.output)
+    common = dict(spec=m.spec, cspec=study.corpus, resampling=_resampling(study), overwrite=True)
+    if u.kind == "contrib":
+        analyses.run_contrib(out, batch_size=study.analyses_batch, log=log, **common)
+    elif u.kind == "lens":
+        opts = LensOptions(batch_size=study.analyses_batch)
+        analyses.run_lens(out, options=opts, log=log, **common)
+    else:
+        analyses.run_skip(out, batch_size=study.analyses_batch, log=log, **common)
+
+
+def _depth(u, study, root, log):
+    name = u.models[0]
+    analyses.run_depth(
+        os.path.join(root, u.output),
+        contrib_path=os.path.join(root, f"results/contrib/{name}.zarr"),
+        lens_path=os.path.join(root, f"results/lens/{name}.zarr"),
+        resampling=_resampling(study),
+        overwrite=True,
+        log=log,
+    )
+
+
+def _report(u, study, root, log):
+    write_report(root, os.path.join(root, u.output), log=log)
+
+
+RUNNERS = {
+    "extract": _extract,
+    "fit": _fit,
+    "contrib": _analysis,
+    "lens": _analysis,
+    "skip": _analysis,
+    "depth": _depth,
+    "report": _report,
+}

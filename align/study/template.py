@@ -1,0 +1,64 @@
+"""The commented study file `align study --init` writes."""
+
+TEMPLATE = """\
+# An align study: every pair of these models, every analysis, in one folder.
+#   `align study FILE -o DIR --dry-run`        the plan: units, disk, memory, time
+#   `align study FILE -o DIR`                  run it (re-run to resume; an edit reruns what it changes)
+#   `align info DIR`                           each unit's state
+#   `align report DIR -o REPORT`               the report (also written at the end of every run)
+# Relative paths are read from this file's folder. Unknown keys are refused.
+
+[study]
+name = "my-study"
+
+# One [[models]] table per model: name (letters, digits, . _ -), path (a folder or a hub id),
+# and optionally revision, family, dtype (float32, bfloat16, float16), device (cpu, cuda, auto)
+# and the analyses of this model (contrib, lens, skip, depth; depth runs contrib and lens).
+[[models]]
+name = "small"
+path = "Qwen/Qwen2.5-0.5B"
+revision = "main"
+analyses = ["contrib", "lens", "depth"]
+
+[[models]]
+name = "large"
+path = "Qwen/Qwen2.5-1.5B"
+analyses = ["contrib", "lens", "depth"]
+
+[corpus]
+path = "corpus.txt"          # or dataset = "NAME[:CONFIG]:SPLIT", or format = "addition:3"
+max_length = 512             # tokens per sequence
+# doc_split = "blank"        # blank, line, file
+# max_docs = 1000
+
+[extraction]
+# boundaries = "::2"         # which boundaries to keep (default: all)
+max_tokens = 100000          # tokens of the corpus to read
+batch_size = 8
+
+[pairs]
+mode = "all"                 # all ordered pairs; "list" with list = [["small", "large"]];
+                             # "reference" with reference = "large": each model -> the reference
+
+[fit]
+measures = ["ridge"]
+test_fraction = 0.2
+val_fraction = 0.2
+seed = 0
+# alphas = [0.001, 0.01, 0.1]
+
+[bootstrap]
+resamples = 1000             # document resamples of every interval (0: none for the fits)
+seed = 0
+
+[controls]
+random_init = []             # models whose untrained twin is also extracted and fitted as a target
+shuffle = false              # also fit every pair with the shuffle control
+
+[analyses]
+batch_size = 8
+
+[route]
+kind = "stores"              # stores: N extractions and N(N-1) fits; live: each pair's two models run together
+device = "cpu"               # where fits compute
+"""

@@ -1,0 +1,185 @@
+"""A study as a graph of units: each unit one run of an existing command's library function
+(extraction, fit, analysis) or the report, its output folder under the study's DIR, the units
+it reads from, and its definition, the options that decide its output.
+
+A unit's key is the hash of its definition and of the keys of the units it reads: a changed
+option changes the key of its unit and of every unit downstream, and nothing else. Units are
+listed in an order where each comes after every unit it reads (`plan`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, replace
+
+from align.study.schema import Study
+
+KINDS = ("extract", "fit", "contrib", "lens", "skip", "depth", "report")
+GPU_KINDS = ("extract", "fit", "contrib", "lens", "skip")  # run a model or solve on a device
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One unit: `name` ("fit a->b"), `kind` (KINDS), `output` (relative to DIR), `inputs`
+    (names of the units it reads), `definition` (JSON-able: what decides its output), and the
+    models it concerns (`models`: names)."""
+
+    name: str
+    kind: str
+    output: str
+    inputs: tuple = ()
+    definition: dict = field(default_factory=dict, hash=False)
+    models: tuple = ()
+    control: str | None = None  # "shuffle" or "random_init" for a control fit
+    key: str = ""
+
+    @property
+    def gpu(self) -> bool:
+        """Whether this unit computes on a device where one is asked for (a Dask worker
+        resource "GPU" on a cluster)."""
+        return self.kind in GPU_KINDS and self.definition.get("device", "cpu") != "cpu"
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    return obj
+
+
+def unit_key(kind: str, definition: dict, input_keys: list) -> str:
+    """sha256 (16 hex digits) of the unit's kind, its definition and the keys of the units it
+    reads (two analyses of one model share a definition: the kind tells them apart)."""
+    blob = json.dumps([kind, _jsonable(definition), input_keys], sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def pair_stem(source: str, target: str, control: str | None = None) -> str:
+    return f"{source}--{target}" + (f".{control}" if control else "")
+
+
+def plan(study: Study) -> list:
+    """Every unit of `study`, each after the units it reads, with its key."""
+    units = []
+    live = study.route == "live"
+    cspec = asdict(study.corpus)
+    if not live:
+        for m in study.models:
+            units.append(
+                Unit(
+                    f"extract {m.name}",
+                    "extract",
+                    f"stores/{m.name}.zarr",
+                    definition={
+                        "model": asdict(m.spec),
+                        "corpus": cspec,
+                        "options": asdict(study.extraction),
+                        "device": m.spec.device,
+                    },
+                    models=(m.name,),
+                )
+            )
+    for s, t in study.pairs:
+        fits = [(s, t, None)]
+        if study.shuffle and not live:
+            fits.append((s, t, "shuffle"))
+        twin = study.twin(t)
+        if twin is not None:
+            fits.append((s, twin.name, "random_init"))
+        for src, tgt, control in fits:
+            spec = replace(study.fit, control="shuffle" if control == "shuffle" else None)
+            definition = {
+                "source": src,
+                "target": tgt,
+                "spec": asdict(spec),
+                "measures": list(study.measures),
+                "route": study.route,
+                "device": study.device,
+                "control": control,
+            }
+            if live:
+                definition.update(
+                    models=[asdict(study.model(src).spec), asdict(study.model(tgt).spec)],
+                    corpus=cspec,
+                    batch_size=study.extraction.batch_size,
+                )
+            units.append(
+                Unit(
+                    f"fit {src}->{tgt}" + (" shuffle" if control == "shuffle" else ""),
+                    "fit",
+                    f"results/fits/{pair_stem(src, tgt, control if control == 'shuffle' else None)}.zarr",
+                    inputs=() if live else (f"extract {src}", f"extract {tgt}"),
+                    definition=definition,
+                    models=(src, tgt),
+                    control=control,
+                )
+            )
+    units += _analyses(study, cspec)
+    units.append(
+        Unit(
+            "report",
+            "report",
+            "report",
+            inputs=tuple(u.name for u in units),
+            definition={"name": study.name},
+        )
+    )
+    return _keyed(units)
+
+
+def _analyses(study: Study, cspec: dict) -> list:
+    units = []
+    for m in study.models:
+        wanted = set(m.analyses) | ({"contrib", "lens"} if "depth" in m.analyses else set())
+        for kind in ("contrib", "lens", "skip"):
+            if kind in wanted:
+                units.append(
+                    Unit(
+                        f"{kind} {m.name}",
+                        kind,
+                        f"results/{kind}/{m.name}.zarr",
+                        definition={
+                            "model": asdict(m.spec),
+                            "corpus": cspec,
+                            "batch_size": study.analyses_batch,
+                            "bootstrap": [study.fit.bootstrap, study.fit.bootstrap_seed],
+                            "device": m.spec.device,
+                        },
+                        models=(m.name,),
+                    )
+                )
+        if "depth" in m.analyses:
+            units.append(
+                Unit(
+                    f"depth {m.name}",
+                    "depth",
+                    f"results/depth/{m.name}.zarr",
+                    inputs=(f"contrib {m.name}", f"lens {m.name}"),
+                    definition={"bootstrap": [study.fit.bootstrap, study.fit.bootstrap_seed]},
+                    models=(m.name,),
+                )
+            )
+    return units
+
+
+def _keyed(units: list) -> list:
+    keys, out = {}, []
+    for u in units:
+        k = unit_key(u.kind, u.definition, [keys[i] for i in u.inputs])
+        keys[u.name] = k
+        out.append(replace(u, key=k))
+    return out
+
+
+def changed(old: dict, new: dict, prefix: str = "") -> list:
+    """The dotted names of the fields that differ between two definitions."""
+    out = []
+    for k in sorted(set(old) | set(new)):
+        a, b = old.get(k), new.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += changed(a, b, f"{prefix}{k}.")
+        elif _jsonable(a) != _jsonable(b):
+            out.append(prefix + k)
+    return out

@@ -1,0 +1,71 @@
+"""`align study` and `align report`: route to align.study."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from align.errors import InputError
+
+
+@click.command("study")
+@click.argument("study_file", metavar="STUDY.toml", required=False)
+@click.option("-o", "--output", default=None, help="The study's folder (stores, results, report).")
+@click.option("--init", is_flag=True, help="Write a commented study file to STUDY.toml and stop.")
+@click.option(
+    "--dry-run", is_flag=True, help="Print every unit with its disk, memory and time; run nothing."
+)
+@click.option(
+    "--keep-going",
+    is_flag=True,
+    help="Go on past a failing unit (the units reading it are blocked).",
+)
+@click.option(
+    "--scheduler",
+    default=None,
+    help="Address of a Dask scheduler whose workers run the units (they must see DIR) [default: here].",
+)
+def study_cmd(study_file, output, init, dry_run, keep_going, scheduler):
+    """Run a study: every model extracted, every pair fitted, every analysis, then the report.
+    Re-running resumes; after an edit of STUDY.toml only the units it changes run."""
+    from align.study import load_study, plan_study, run_study, write_template
+
+    if study_file is None:
+        raise click.UsageError("give STUDY.toml (`align study --init STUDY.toml` writes one)")
+    if init:
+        write_template(study_file)
+        click.echo(
+            f"align study: wrote {study_file}; edit it, then: align study {study_file} -o DIR --dry-run"
+        )
+        return
+    if output is None:
+        raise InputError("give -o DIR, the study's folder")
+    study = load_study(study_file)
+    if dry_run:
+        for line in plan_study(study, output).lines():
+            click.echo(line)
+        return
+    report = run_study(study, output, keep_going=keep_going, scheduler=scheduler)
+    click.echo(
+        f"align study: {output}: {len(report.ran)} unit(s) run, {len(report.skipped)} already done"
+        + (f", {len(report.failed)} failed, {len(report.blocked)} blocked" if report.failed else "")
+        + f" in {report.seconds:.1f} s; report: {os.path.join(output, 'report', 'index.html')}"
+    )
+    if report.failed:
+        raise SystemExit(1)
+
+
+@click.command("report")
+@click.argument("study_dir", metavar="DIR")
+@click.option(
+    "-o", "--output", required=True, help="The report's folder (index.html and its pages)."
+)
+def report_cmd(study_dir, output):
+    """Write the report of the study in DIR: a static site that opens offline."""
+    from align.study.report import write_report
+
+    write_report(study_dir, output)
+
+
+commands = [study_cmd, report_cmd]

@@ -1,0 +1,117 @@
+"""The tiny study's report opened in a real browser (Debian's chromium, driven by playwright):
+every page loads without a console error, makes no request beyond its own file (every other
+request is blocked and recorded, and the blocking is shown to catch one), every image decodes
+and has alt text, every link resolves to a page of the report, and the value a matrix cell
+shows on hover equals the number in the result.
+
+Not skipped where chromium or playwright is missing: it fails saying how to install them
+(CI's .ci/run installs chromium as root; playwright is in the test extra)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(
+            "chromium is not installed: apt-get install -y chromium (.ci/run does it as root)"
+        )
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail(
+            "playwright is not installed: pip install -e '.[test]' (or pip install playwright)"
+        )
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+def open_page(browser, url: str):
+    """(page, blocked requests, console errors) of `url` loaded with every request but file:
+    ones aborted and recorded."""
+    context = browser.new_context()
+    blocked, errors = [], []
+
+    def route(r):
+        if r.request.url.startswith("file:") or r.request.url.startswith("data:"):
+            r.continue_()
+        else:
+            blocked.append(r.request.url)
+            r.abort()
+
+    context.route("**/*", route)
+    page = context.new_page()
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url, wait_until="load")
+    return page, blocked, errors
+
+
+def test_the_network_block_catches_a_request(browser, tmp_path):
+    """The blocking route sees a request a page does make (so an empty list below means none)."""
+    p = tmp_path / "probe.html"
+    p.write_text('<img src="http://example.invalid/x.png" alt="x">', encoding="utf-8")
+    page, blocked, _ = open_page(browser, p.as_uri())
+    page.context.close()
+    assert blocked == ["http://example.invalid/x.png"]
+
+
+def test_every_page_loads_offline_with_images_and_links(tiny_study, browser):
+    _, root, _ = tiny_study
+    report = Path(root) / "report"
+    pages = sorted(report.rglob("*.html"))
+    assert {p.relative_to(report).as_posix() for p in pages} >= {
+        "index.html",
+        "corpus.html",
+        "pairs/a--b.html",
+        "pairs/a--c.html",
+        "models/a.html",
+    }
+    for path in pages:
+        page, blocked, errors = open_page(browser, path.as_uri())
+        assert blocked == [] and errors == [], (path, blocked, errors)
+        assert page.inner_text("h1").strip(), path
+        images = page.evaluate(
+            "Array.from(document.images).map(i => [i.complete && i.naturalWidth > 0, i.alt])"
+        )
+        assert all(ok and alt for ok, alt in images), (path, images)
+        for href in page.evaluate("Array.from(document.links).map(a => a.href)"):
+            target = Path(unquote(urlparse(href).path))
+            assert href.startswith("file:") and target.is_file(), (path, href)
+            assert report in target.parents, (path, href)
+        page.context.close()
+    index, _, _ = open_page(browser, (report / "index.html").as_uri())
+    assert index.evaluate("document.images.length") == 2  # a -> b and a -> c
+    index.context.close()
+
+
+def test_a_hover_shows_the_results_number(tiny_study, browser):
+    from align.store import open_result
+
+    _, root, _ = tiny_study
+    ds = open_result(f"{root}/results/fits/a--b.zarr")
+    page, _, _ = open_page(browser, (Path(root) / "report/pairs/a--b.html").as_uri())
+    cells = page.locator("table.m span[title]")
+    assert cells.count() == ds.relative_error.size
+    for k in (0, cells.count() - 1):
+        cells.nth(k).hover()
+        title = cells.nth(k).get_attribute("title")
+        i, j, value = re.fullmatch(
+            r"source boundary (\d+), target boundary (\d+): relative_error ([0-9.]+) \[.*\]", title
+        ).groups()
+        expected = float(ds.relative_error.sel(source_boundary=int(i), target_boundary=int(j)))
+        assert abs(float(value) - expected) <= 5e-7, (title, expected)  # shown with 6 decimals
+        assert float(cells.nth(k).get_attribute("data-value")) == expected
+    page.context.close()

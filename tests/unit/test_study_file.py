@@ -1,0 +1,175 @@
+"""The study file: every refusal one line naming the key, the value and what is allowed; the
+template `align study --init` writes reads back; the units of each pair mode, and which keys an
+edit changes (written out by hand for these small studies)."""
+
+from __future__ import annotations
+
+import pytest
+
+BASE = """
+[study]
+name = "t"
+[[models]]
+name = "a"
+path = "a"
+analyses = ["depth"]
+[[models]]
+name = "b"
+path = "b"
+[[models]]
+name = "c"
+path = "c"
+[corpus]
+path = "docs.txt"
+"""
+
+
+def write(tmp_path, text: str) -> str:
+    p = tmp_path / "s.toml"
+    p.write_text(text, encoding="utf-8")
+    return str(p)
+
+
+def refused(tmp_path, text: str) -> str:
+    from align.errors import InputError
+    from align.study import load_study
+
+    with pytest.raises(InputError) as e:
+        load_study(write(tmp_path, text))
+    message = str(e.value)
+    assert "\n" not in message and message.startswith("study file ")
+    return message
+
+
+@pytest.mark.parametrize(
+    "extra, expected",
+    [
+        ("[fit]\nmesures = ['ridge']\n", "[fit] has no key 'mesures'; the keys are measures,"),
+        ("[fit]\nmeasures = ['cka']\n", "[fit] measures = 'cka' is not one of ridge"),
+        ("[fit]\ntest_fraction = 'half'\n", "[fit] test_fraction = 'half' must be a number"),
+        ("[pairs]\nmode = 'some'\n", "[pairs] mode = 'some' is not one of all, list, reference"),
+        (
+            "[pairs]\nmode = 'list'\nlist = [['a', 'z']]\n",
+            "[pairs] list = 'z' is not one of a, b, c",
+        ),
+        ("[pairs]\nmode = 'reference'\n", "[pairs] reference = None is not one of a, b, c"),
+        ("[controls]\nrandom_init = ['q']\n", "[controls] random_init = 'q' is not one of a, b, c"),
+        ("[controls]\nshuffle = 1\n", "[controls] shuffle = 1 must be true or false"),
+        ("[route]\nkind = 'cloud'\n", "[route] kind = 'cloud' is not one of stores, live"),
+        ("[extras]\nx = 1\n", "no section [extras]; the sections are models, study,"),
+        ("[analyses]\nbatch_size = 0\n", "[analyses] batch_size = 0 must be at least 1"),
+        (
+            "[bootstrap]\nresamples = 5\n",
+            "`bootstrap` 5: a 95% percentile interval needs at least 100",
+        ),
+        ("[corpus.more]\n", "[corpus] has no key 'more'"),
+    ],
+)
+def test_bad_values_are_refused_naming_key_and_value(tmp_path, extra, expected):
+    assert expected in refused(tmp_path, BASE + extra)
+
+
+def test_bad_models_are_refused(tmp_path):
+    one = '[[models]]\nname = "a"\npath = "a"\n[corpus]\npath = "d.txt"\n'
+    assert "compares at least two [[models]], found 1" in refused(tmp_path, one)
+    twice = BASE.replace('name = "b"', 'name = "a"')
+    assert "[[models]] 2 name = 'a' is used twice" in refused(tmp_path, twice)
+    bad = BASE.replace('analyses = ["depth"]', 'analyses = ["probe"]')
+    assert "[[models]] 1 analyses = 'probe' is not one of contrib, lens, skip, depth" in refused(
+        tmp_path, bad
+    )
+    typo = BASE.replace('path = "b"', 'pth = "b"')
+    assert "[[models]] 2 has no key 'pth'" in refused(tmp_path, typo)
+    assert "is not valid TOML" in refused(tmp_path, BASE + "[fit\n")
+
+
+def test_template_reads_back(tmp_path):
+    from align.study import load_study, write_template
+
+    path = str(tmp_path / "new.toml")
+    write_template(path)
+    study = load_study(path)
+    assert [m.name for m in study.models] == ["small", "large"]
+    assert study.pairs == (("small", "large"), ("large", "small"))
+    assert study.measures == ("ridge",)
+
+
+def names(study):
+    from align.study.units import plan
+
+    return [u.name for u in plan(study)]
+
+
+def test_units_of_each_pair_mode(tmp_path):
+    from align.study import load_study
+
+    all_pairs = load_study(write(tmp_path, BASE))
+    assert names(all_pairs) == [
+        "extract a",
+        "extract b",
+        "extract c",
+        "fit a->b",
+        "fit a->c",
+        "fit b->a",
+        "fit b->c",
+        "fit c->a",
+        "fit c->b",
+        "contrib a",
+        "lens a",
+        "depth a",
+        "report",
+    ]
+    ref = load_study(
+        write(
+            tmp_path,
+            BASE + "[pairs]\nmode = 'reference'\nreference = 'c'\n[controls]\n"
+            "random_init = ['c']\nshuffle = true\n",
+        )
+    )
+    assert names(ref)[:9] == [
+        "extract a",
+        "extract b",
+        "extract c",
+        "extract c.random",
+        "fit a->c",
+        "fit a->c shuffle",
+        "fit a->c.random",
+        "fit b->c",
+        "fit b->c shuffle",
+    ]
+    live = load_study(
+        write(
+            tmp_path, BASE + "[route]\nkind = 'live'\n[pairs]\nmode = 'list'\nlist = [['a', 'b']]\n"
+        )
+    )
+    assert names(live) == ["fit a->b", "contrib a", "lens a", "depth a", "report"]
+
+
+def test_an_edit_changes_the_keys_of_its_units_and_downstream_only(tmp_path):
+    from align.study import load_study
+    from align.study.units import plan
+
+    before = {u.name: u.key for u in plan(load_study(write(tmp_path, BASE)))}
+    after = {u.name: u.key for u in plan(load_study(write(tmp_path, BASE + "[fit]\nseed = 1\n")))}
+    assert {n for n in before if before[n] != after[n]} == {
+        "fit a->b",
+        "fit a->c",
+        "fit b->a",
+        "fit b->c",
+        "fit c->a",
+        "fit c->b",
+        "report",
+    }
+    edited = BASE.replace('path = "docs.txt"', 'path = "docs.txt"\nmax_length = 128')
+    after = {u.name: u.key for u in plan(load_study(write(tmp_path, edited)))}
+    assert all(before[n] != after[n] for n in before)
+
+
+def test_every_unit_has_its_own_key(tmp_path):
+    from align.study import load_study
+    from align.study.units import plan
+
+    units = plan(
+        load_study(write(tmp_path, BASE + "[controls]\nshuffle = true\nrandom_init = ['b']\n"))
+    )
+    assert len({u.key for u in units}) == len(units)
