@@ -8,15 +8,18 @@ Public entry points (`extract` and the stores' functions are imported on first u
 - `align.fit(...)`: ridge maps from every boundary of one store to every boundary of another
   (`align.fitting`; what it computes as `align.FitSpec`, where it runs as `align.Execution`).
 - `align.open_alignment(path)`: the alignment result as an xarray Dataset.
+- `align.apply_map(result, x, source_boundary, target_boundary)`: a map saved with `save_maps`
+  applied to new activations (x W + c).
 - `align.store.open_activations(path)`: per-boundary access to an activation store.
 """
 
-from align.fitting import Execution, FitSpec, fit
+from align.fitting import Execution, FitSpec, apply_map, fit
 from align.version import __version__
 
 __all__ = [
     "Execution",
     "FitSpec",
+    "apply_map",
     "fit",
     "__version__",
     "extract",
@@ -38,3 +41,8 @@ def __getattr__(name):
         module, attr = _LAZY[name]
         return getattr(importlib.import_module(module), attr)
     raise AttributeError(f"module 'align' has no attribute {name!r}")
+
+
+def __dir__():
+    """The module's names with the lazily imported ones, so that completion offers `extract`."""
+    return sorted(set(globals()) | set(_LAZY))

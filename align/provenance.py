@@ -217,7 +217,7 @@ def inputs_record(spec, config, tokenizer, cspec, corpus_record: dict | None = N
     `spec` is an align.models.ModelSpec, `config` and `tokenizer` loaded from it, `cspec`
     an align.corpus.CorpusSpec."""
     return {
-        "model": model_id(spec.name),
+        "model": spec.label or model_id(spec.name),
         "revision": spec.revision,
         "model_type": config.model_type,
         "random_init": spec.random_init,

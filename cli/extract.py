@@ -51,7 +51,7 @@ def corpus_options(f):
             type=whole(2),
             default=512,
             show_default=True,
-            help="Tokens per sequence, special tokens included; longer documents are cut (see --overflow).",
+            help="Tokens per sequence, special tokens included; longer documents are cut (see --overflow). Capped at the model's max_position_embeddings (said in a log line) unless --allow-long.",
         ),
         click.option(
             "--overflow",
@@ -224,7 +224,7 @@ def model_options(f, dtype_help: str = DTYPE_HELP):
 @click.option(
     "--allow-long",
     is_flag=True,
-    help="Accept a --max-length above the model's max_position_embeddings (refused otherwise).",
+    help="Keep a --max-length above the model's max_position_embeddings (capped at it otherwise).",
 )
 @click.option(
     "--dry-run",
@@ -232,6 +232,11 @@ def model_options(f, dtype_help: str = DTYPE_HELP):
     help="Print what the run would write and cost, and check free disk; write nothing.",
 )
 @click.option("--break-lock", is_flag=True, help="Remove a stale lock left by a run that died.")
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Replace an activation store at -o made from other inputs (or complete) by a new extraction; nothing else is ever removed.",
+)
 def extract_cmd(
     model,
     corpus,
@@ -263,12 +268,13 @@ def extract_cmd(
     allow_long,
     dry_run,
     break_lock,
+    overwrite,
 ):
     """Store MODEL's residual stream at every boundary over CORPUS.
 
     MODEL is a folder made by save_pretrained or a hub id. CORPUS is a .txt file, a .jsonl
     file, or a folder of .txt files. Re-running the same command resumes an incomplete store
-    (refused if the weights changed). The last line reports characters the tokenizer dropped.
+    (refused if the weights changed; --overwrite replaces it). The last line reports characters the tokenizer dropped.
     """
     from align.extraction import (  # torch and transformers: loaded when the command runs
         ExtractOptions,

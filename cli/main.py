@@ -89,7 +89,7 @@ class LazyGroup(click.Group):
     cls=LazyGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-@click.version_option(package_name="align", prog_name="align")
+@click.version_option(package_name="align-depth", prog_name="align")
 def cli():
     """align: does a deeper language model use its depth?
 

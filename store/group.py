@@ -93,3 +93,29 @@ def clean_partial_writes(path: str) -> int:
                 os.unlink(os.path.join(root, f))
                 removed += 1
     return removed
+
+
+def remove_contents(
+    path: str, keep: tuple[str, ...] = (), storage_options: dict | None = None
+) -> None:
+    """Remove every entry of the store at `path` but those named in `keep` (its lock file). The
+    caller has checked that `path` is its own kind of align store and holds its write lock."""
+    if is_local(path):
+        import shutil
+
+        root = os.path.expanduser(local_path(path))
+        for entry in os.listdir(root):
+            if entry in keep:
+                continue
+            full = os.path.join(root, entry)
+            if os.path.isdir(full) and not os.path.islink(full):
+                shutil.rmtree(full)
+            else:
+                os.unlink(full)
+        return
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+    for entry in fs.ls(root, detail=False):
+        if entry.rstrip("/").rsplit("/", 1)[-1] not in keep:
+            fs.rm(entry, recursive=True)

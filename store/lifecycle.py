@@ -17,9 +17,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from align.errors import StoreMismatch
-from align.store.group import clean_partial_writes, exists, read_attrs
+from align.store.group import clean_partial_writes, exists, read_attrs, remove_contents
 from align.store.layout import SCHEMA
-from align.store.lock import write_lock
+from align.store.lock import LOCK_NAME, write_lock
 from align.store.reader import ActivationStore, open_activations
 from align.store.writer import PlanWriter, create_activations
 
@@ -43,10 +43,13 @@ def _short(v) -> str:
     return r if len(r) <= 40 else r[:16] + "..." + r[-8:]
 
 
-def inspect_activations(path: str, identity: dict, defining: tuple[str, ...]) -> Existing:
+def inspect_activations(
+    path: str, identity: dict, defining: tuple[str, ...], overwrite: bool = False
+) -> Existing:
     """What `path` holds for a writer of `identity`. Raises StoreMismatch (one line) when it
     is another kind of align store, or an activation store whose `defining` identity values
-    differ (up to five named, with both values). Reads attributes only; takes no lock."""
+    differ (up to five named, with both values). With `overwrite`, an activation store of any
+    identity is ABSENT: it is replaced. Reads attributes only; takes no lock."""
     if not exists(path):
         return Existing(ABSENT)
     attrs = read_attrs(path)
@@ -54,6 +57,8 @@ def inspect_activations(path: str, identity: dict, defining: tuple[str, ...]) ->
         raise StoreMismatch(
             f"{path} already holds an align store of schema {attrs['align']['schema']!r}: choose another `output`"
         )
+    if overwrite:
+        return Existing(ABSENT)
     old = dict(attrs.get("provenance", {}).get("identity", {}))
     if "layers" in old and "boundaries" not in old:  # the kept boundaries' name before the rename
         old["boundaries"] = old.pop("layers")
@@ -90,6 +95,7 @@ def writing_activations(
     *,
     defining: tuple[str, ...],
     break_lock: bool = False,
+    overwrite: bool = False,
 ):
     """Hold `path`'s write lock and yield an `Opened` store to append to, whatever -o holds:
 
@@ -98,11 +104,16 @@ def writing_activations(
       iterable of per-token field dicts, consumed only here);
     - a store of the same identity: resume it, removing the partial files a killed write left;
     - anything else: StoreMismatch (checked again under the lock, so a store another writer
-      made meanwhile is never overwritten).
+      made meanwhile is never overwritten);
+    - with `overwrite`, an activation store of any identity, complete or not, is emptied
+      (under the lock, its own lock file kept) and created anew; any other store or folder is
+      still refused (`align.store.check_output` and the schema check here).
 
     The lock is released when the block ends, by an error too."""
     with write_lock(path, break_lock=break_lock):
-        found = inspect_activations(path, provenance["identity"], defining)
+        found = inspect_activations(path, provenance["identity"], defining, overwrite)
+        if overwrite and exists(path):
+            remove_contents(path, keep=(LOCK_NAME,))
         store = open_activations(path) if found.state != ABSENT else None
         if store is None or not store.progress["planned"]:
             create_activations(path, layout, provenance)

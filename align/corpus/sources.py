@@ -76,7 +76,7 @@ def dataset_items(spec: CorpusSpec) -> Iterator[Item]:
         import datasets  # noqa: F401
     except ImportError:
         raise InputError(
-            "`dataset` needs the `datasets` package: pip install 'align[datasets]', or export the data to jsonl"
+            "`dataset` needs the `datasets` package: pip install 'align-depth[datasets]', or export the data to jsonl"
         ) from None
     try:
         ds = datasets.load_dataset(name, config, split=split)

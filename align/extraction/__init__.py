@@ -14,7 +14,8 @@ Re-running the same command resumes an
 incomplete store from its last committed sequence, and records each run as a segment of the
 store's provenance. `--dry-run` times one batch end to end instead (align.extraction.dryrun).
 
-Module map: options (ExtractOptions, the keyword split), inputs (checks, identity), plan
+Module map: options (ExtractOptions, the keyword split), memory (a model object in memory
+saved for the run), inputs (checks, identity), plan
 (counting, layout, disk, the store's provenance), batches (length grouping, windows, pad),
 transfer (forward_batch: device → host), pipeline (the writer thread, the run loop), dryrun,
 report (ExtractReport).
@@ -27,7 +28,8 @@ import time
 
 from align import corpus, messages, models, provenance
 from align import store as st
-from align.extraction import batches, dryrun, pipeline, plan
+from align.errors import InputError
+from align.extraction import batches, dryrun, memory, pipeline, plan
 from align.extraction.inputs import DEFINING, resolve
 from align.extraction.options import ExtractOptions, specs
 from align.extraction.plan import dropped_summary
@@ -40,18 +42,22 @@ _stderr = messages.say
 
 
 def extract(
-    model: models.ModelSpec | str,
+    model,
     corpus_source: corpus.CorpusSpec | str | None,
     output: str,
     options: ExtractOptions | None = None,
     *,
+    tokenizer=None,
     log=None,
     **keywords,
 ) -> ExtractReport:
     """Extract raw residuals (boundaries 0..L, before the final norm) and optionally the
     sublayer outputs of `model` over `corpus_source` into the activation store `output`.
 
-    `model` is a ModelSpec or a model folder / hub id, `corpus_source` a CorpusSpec or a
+    `model` is a ModelSpec, a model folder / hub id, or a model object in memory (a
+    transformers PreTrainedModel, with its `tokenizer`: written into a temporary folder for the
+    run and recorded as `in memory: NAME` with the sha256 of its weights, see
+    align.extraction.memory); `corpus_source` a CorpusSpec or a
     corpus path (None for --dataset or a generated --format), `options` ExtractOptions; the
     fields of any given as a path or None may be passed as keywords instead (revision=,
     device=, max_length=, format=, batch_size=, sublayers=, ...). `log` receives each
@@ -59,12 +65,22 @@ def extract(
 
     Returns an ExtractReport. Raises AlignError subclasses for every bad input, all of them
     before the store is created."""
+    if memory.is_model_object(model):
+        with memory.saved_model(model, tokenizer, keywords) as spec:
+            return extract(spec, corpus_source, output, options, log=log, **keywords)
+    if tokenizer is not None:
+        raise InputError(
+            "`tokenizer` goes with a model object in memory; `model` names a checkpoint, whose "
+            "own tokenizer is used: leave `tokenizer` out"
+        )
     spec, cspec, options = specs(model, corpus_source, options, keywords)
     terminal = log is None and sys.stderr.isatty()
     log = log or _stderr
     t0 = time.time()
-    inputs = resolve(spec, cspec, options, output)
-    found = st.inspect_activations(output, inputs.identity, DEFINING)
+    inputs = resolve(spec, cspec, options, output, log)
+    cspec = inputs.cspec  # `max_length` capped at the model's positions
+    replacing = options.overwrite and st.exists(output)
+    found = st.inspect_activations(output, inputs.identity, DEFINING, options.overwrite)
     if found.state == st.COMPLETE:
         log(
             f"align extract: store {output} is already complete ({found.n_tokens:,} tokens); nothing to do"
@@ -98,10 +114,18 @@ def extract(
     with (
         plan.full_disk_named(output, sum(sizes.values())),
         st.writing_activations(
-            output, layout, record, rows, defining=DEFINING, break_lock=options.break_lock
+            output,
+            layout,
+            record,
+            rows,
+            defining=DEFINING,
+            break_lock=options.break_lock,
+            overwrite=options.overwrite,
         ) as opened,
     ):
         store = opened.store
+        if replacing:
+            log(f"align extract: replaced the activation store at {output} (`overwrite`)")
         if opened.resumed:
             p = store.progress
             log(

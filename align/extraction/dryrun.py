@@ -220,7 +220,7 @@ def dry_run(
     rate = plan.n_tokens / max(total, 1e-12)
     lines = [
         f"align extract --dry-run: {output}",
-        f"  model {spec.name} ({layout.n_layers} layers, d_model {layout.d_model}), compute {spec.resolved_dtype()}, store {layout.store_dtype}, codec {layout.codec}",
+        f"  model {spec.label or spec.name} ({layout.n_layers} layers, d_model {layout.d_model}), compute {spec.resolved_dtype()}, store {layout.store_dtype}, codec {layout.codec}",
         f"  family {families.of(model).name} ({families.of(model).found}: {families.of(model).blocks} blocks, "
         f"final norm {families.of(model).final_norm})",
         f"  corpus {cspec.describe()}: {plan.n_docs:,} documents, {plan.n_sequences:,} sequences, {plan.n_tokens:,} tokens (longest {plan.longest})",

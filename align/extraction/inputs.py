@@ -16,6 +16,7 @@ from align.boundaries import parse_boundaries
 from align.errors import InputError, OutputRefused
 from align.extraction.options import ExtractOptions
 from align.fitting.options import MODEL_DEVICES, check_device
+from align.messages import say
 from align.models import discovery, families
 
 # Defining options: a store made with other values of these is another store. The hub
@@ -90,14 +91,18 @@ def check_output(output: str, inputs: dict[str, str]) -> None:
         )
 
 
-def check_max_length(max_length: int, config, allow_long: bool) -> None:
-    """A sequence longer than the positions the model was built for is refused unless forced."""
+def capped_max_length(cspec: corpus.CorpusSpec, config, allow_long: bool, log) -> corpus.CorpusSpec:
+    """A `max_length` above the positions the model was built for is lowered to them, said in
+    one log line; `allow_long` keeps it as given (positions the model was not built for)."""
     limit = getattr(config, "max_position_embeddings", None)
-    if limit and max_length > limit and not allow_long:
-        raise InputError(
-            f"`max_length` {max_length} is above the model's position limit (max_position_embeddings {limit}): "
-            f"use `max_length` {limit} or less, or pass `allow_long` to run positions the model was not built for"
-        )
+    if not limit or cspec.max_length <= limit or allow_long:
+        return cspec
+    log(
+        f"align extract: `max_length` {cspec.max_length} is above the model's position limit "
+        f"(max_position_embeddings {limit}): windows of {limit} tokens are used; pass `allow_long` "
+        "to run positions the model was not built for"
+    )
+    return dataclasses.replace(cspec, max_length=limit)
 
 
 def kept_blocks(boundaries: list[int], n_layers: int, options: ExtractOptions) -> list[int]:
@@ -120,9 +125,14 @@ def _quoted(text: str | None) -> str | None:
 
 
 def resolve(
-    spec: models.ModelSpec, cspec: corpus.CorpusSpec, options: ExtractOptions, output: str
+    spec: models.ModelSpec,
+    cspec: corpus.CorpusSpec,
+    options: ExtractOptions,
+    output: str,
+    log=say,
 ) -> Inputs:
-    """Check every input, cheapest first, and resolve what the run will use (see Inputs)."""
+    """Check every input, cheapest first, and resolve what the run will use (see Inputs); `log`
+    receives the line that says a `max_length` was capped."""
     options.check()
     compute_dtype = spec.resolved_dtype()
     store_dtype = options.check_storage(compute_dtype)
@@ -132,7 +142,7 @@ def resolve(
         spec.device, MODEL_DEVICES
     )  # cheap, before hashing weights or tokenizing the corpus
     config = models.load_config(spec)
-    check_max_length(cspec.max_length, config, options.allow_long)
+    cspec = capped_max_length(cspec, config, options.allow_long, log)
     corpus.check_stand_in(cspec, getattr(config, "vocab_size", None))
     boundaries = parse_boundaries(options.boundaries, config.num_hidden_layers)
     sublayer_blocks = kept_blocks(boundaries, config.num_hidden_layers, options)
@@ -152,7 +162,7 @@ def resolve(
     tokenizer = models.load_tokenizer(loads)
     chash = corpus.corpus_hash(cspec)
     identity = {
-        "model": provenance.model_id(spec.name),
+        "model": spec.label or provenance.model_id(spec.name),
         "revision": spec.revision,
         "dtype": compute_dtype,
         "random_init": spec.random_init,

@@ -20,7 +20,10 @@ class ExtractOptions:
     `store_dtype`: None keeps the compute dtype; `chunk_tokens`: None picks ~4 MiB chunks;
     `allow_long`: accept a max_length beyond the model's max_position_embeddings;
     `dry_run`: report size and time from one timed batch, write nothing;
-    `break_lock`: remove a lock left by a run that cannot be shown dead from here."""
+    `break_lock`: remove a lock left by a run that cannot be shown dead from here;
+    `overwrite`: replace an activation store at `output` (another identity, or complete) by a
+    new extraction instead of resuming or refusing it; nothing but an activation store is
+    ever removed."""
 
     batch_size: int = 8
     boundaries: str | None = None
@@ -31,6 +34,7 @@ class ExtractOptions:
     allow_long: bool = False
     dry_run: bool = False
     break_lock: bool = False
+    overwrite: bool = False
 
     def check(self) -> None:
         """One-line InputError for a value no model or corpus could make right."""

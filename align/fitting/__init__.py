@@ -23,6 +23,7 @@ One concept a module:
 - `result`: held-out sums → scores (`pair_results`), the alignment Dataset with summary and
   provenance (`alignment_dataset`, `Side`, route "store" or "live"), `check_result_room`,
   `write_alignment`; `uncertainty`: the document bootstrap of the scores and the summary.
+- `maps`: `apply_map`, a map saved with `save_maps` applied to new activations.
 - `live`: the model route (`fit_live`), with `live_estimate` (its dry run), `batches`,
   `passes`, `shards`, `progress`; `live_anchors`: two tokenizers on the live route (each model
   forwarded in its own batches, its rows paired per grouping window).
@@ -63,6 +64,7 @@ from align.fitting.budget import (
     result_bytes,
     statistics_bytes,
 )
+from align.fitting.maps import apply_map
 from align.fitting.options import Execution, FitSpec, check_device, request
 from align.fitting.result import (
     Side,
@@ -87,6 +89,7 @@ __all__ = [
     "Split",
     "TEST",
     "alignment_dataset",
+    "apply_map",
     "block_bytes",
     "check_alphas",
     "check_device",

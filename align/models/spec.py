@@ -24,6 +24,9 @@ class ModelSpec:
     family: str | None = (
         None  # a family asserted for the model_type (--family); None: the table's, or discovered
     )
+    # How the model is recorded (a model object in memory, saved into a temporary folder for
+    # the run: "in memory: NAME"); None: its folder's absolute path or its hub id.
+    label: str | None = None
 
     def resolved_dtype(self) -> str:
         if self.dtype is not None:

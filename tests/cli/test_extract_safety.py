@@ -355,28 +355,81 @@ def test_special_token_text_is_warned_once(cli, zoo, tmp_path):
     assert (s.tokens("token_id")[doc == 1] == eos_id).sum() == 2
 
 
-def test_max_length_beyond_position_limit(cli, zoo, corpus_file, tmp_path):
+def test_max_length_beyond_position_limit_is_capped(cli, zoo, corpus_file, tmp_path):
+    """A --max-length above max_position_embeddings runs at the model's positions, said in one
+    line; --allow-long keeps it. Read back with zarr: the windows and the recorded length."""
+    model = zoo("qwen2", max_position_embeddings=64)
     out = tmp_path / "o.zarr"
-    limit = json.loads(open(os.path.join(zoo("qwen2"), "config.json")).read())[
-        "max_position_embeddings"
-    ]
-    code, _, err = cli("extract", zoo("qwen2"), corpus_file, "-o", out, "--max-length", limit + 1)
-    one_line_error(
-        code,
-        err,
-        f"--max-length {limit + 1}",
-        f"max_position_embeddings {limit}",
-        "--allow-long",
-        progress=("align extract: ",),
-    )
-    assert not os.path.lexists(out)
-    code, _, err = cli("extract", zoo("qwen2"), corpus_file, "-o", out, "--max-length", limit)
+    code, _, err = cli("extract", model, corpus_file, "-o", out, "--max-length", 100)
     assert code == 0, err
+    capped = [line for line in err.splitlines() if "max_position_embeddings 64" in line]
+    assert len(capped) == 1 and "--max-length 100" in capped[0], err
+    assert "windows of 64 tokens" in capped[0] and "--allow-long" in capped[0], capped
+    g = zarr.open_group(str(out), mode="r")
+    assert g.attrs["provenance"]["identity"]["max_length"] == 64
+    # the corpus's longest document (200 tokens) is cut into windows of 64 positions
+    assert int(g["pos"][:].max()) == 63
+    # the same command again finds the store complete (the capped length is its identity)
+    code, _, err = cli("extract", model, corpus_file, "-o", out, "--max-length", 100)
+    assert code == 0 and "already complete" in err, err
     out2 = tmp_path / "long.zarr"
     code, _, err = cli(
-        "extract", zoo("qwen2"), corpus_file, "-o", out2, "--max-length", limit + 1, "--allow-long"
+        "extract", model, corpus_file, "-o", out2, "--max-length", 100, "--allow-long"
     )
-    assert code == 0, err
+    assert code == 0 and "max_position_embeddings" not in err, err
+    long = zarr.open_group(str(out2), mode="r")
+    assert long.attrs["provenance"]["identity"]["max_length"] == 100
+    assert int(long["pos"][:].max()) == 99
+
+
+def test_overwrite_replaces_only_an_activation_store(cli, zoo, corpus_file, tmp_path):
+    """--overwrite: a store made from other inputs (refused without it) is replaced by a new
+    extraction equal to one made from nothing; another kind of store or a folder of other files
+    is never removed."""
+    model = zoo("qwen2")
+    out, fresh = tmp_path / "o.zarr", tmp_path / "fresh.zarr"
+    assert cli("extract", model, corpus_file, "-o", out, "--max-length", 32)[0] == 0
+    code, _, err = cli("extract", model, corpus_file, "-o", out, "--max-length", 48)
+    one_line_error(
+        code, err, str(out), "max_length: store has 32, now 48", progress=("align extract: ",)
+    )
+    code, _, err = cli("extract", model, corpus_file, "-o", out, "--max-length", 48, "--overwrite")
+    assert code == 0 and f"replaced the activation store at {out}" in err, err
+    assert cli("extract", model, corpus_file, "-o", fresh, "--max-length", 48)[0] == 0
+    a, b = zarr.open_group(str(out), mode="r"), zarr.open_group(str(fresh), mode="r")
+    assert a.attrs["provenance"]["identity"]["max_length"] == 48
+    assert sorted(a.keys()) == sorted(b.keys())
+    for name in b.keys():
+        np.testing.assert_array_equal(a[name][:], b[name][:], err_msg=name)
+    assert sorted(os.listdir(out)) == sorted(os.listdir(fresh))
+    # not an activation store: a folder of other files, and a result of another kind
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "keep.txt").write_text("mine")
+    code, _, err = cli("extract", model, corpus_file, "-o", other, "--overwrite")
+    one_line_error(code, err, str(other), "not an align store", progress=("align extract: ",))
+    assert (other / "keep.txt").read_text() == "mine"
+    result = tmp_path / "fit.zarr"
+    assert (
+        cli(
+            "fit",
+            out,
+            fresh,
+            "-o",
+            result,
+            "--alphas",
+            "1",
+            "--source-boundaries",
+            "1",
+            "--target-boundaries",
+            "1",
+        )[0]
+        == 0
+    )
+    before = sorted(os.listdir(result))
+    code, _, err = cli("extract", model, corpus_file, "-o", result, "--overwrite")
+    one_line_error(code, err, str(result), "schema 'alignment'", progress=("align extract: ",))
+    assert sorted(os.listdir(result)) == before
 
 
 # ----------------------------------------------------------------------------- item 4

@@ -25,6 +25,8 @@ def test_there_are_notebooks_and_they_are_committed_without_outputs():
             if cell.cell_type == "code":
                 assert cell.outputs == [] and cell.execution_count is None, path
                 assert "def " not in cell.source, f"{path} defines a helper"
+            # no page that does not exist, no path that assumes the source checkout
+            assert "METHODS.md" not in cell.source and "../" not in cell.source, path
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +56,11 @@ def test_notebook_executes(path, results_folder, monkeypatch, tmp_path):
     ).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
-    # Figures were drawn (inline PNGs), not just returned as text.
-    assert any("image/png" in o.get("data", {}) for o in outputs)
+    # Figures were drawn (inline PNGs), not just returned as text, and each exactly once: one
+    # image per cell that calls a plotting function, none elsewhere.
+    for cell in (c for c in nb.cells if c.cell_type == "code"):
+        images = sum("image/png" in o.get("data", {}) for o in cell.outputs)
+        assert images == ("plotting.plot_" in cell.source), (images, cell.source)
     if os.path.basename(path) == "alignment.ipynb":
         # The notebook's own reading of the path matches the fixture's summary.
         from tests.helpers.fixtures_demo import alignment_ds

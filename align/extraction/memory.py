@@ -1,0 +1,64 @@
+"""A model already in memory (a transformers `PreTrainedModel` and its tokenizer, as
+TransformerLens and nnsight users hold them) as `align.extract`'s `model`.
+
+The model and the tokenizer are written with `save_pretrained` (safetensors) into a temporary
+folder beside nothing of the user's, and the extraction reads that folder as it reads any model
+folder: every check, the probe of the family and the forward are the same. The store records
+the model as `in memory: NAME` and the weights by the sha256 of their safetensors files
+(`weights` in the identity), so running again with the same weights resumes the store and other
+weights are refused as another store. The folder is removed when the extraction ends.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from contextlib import contextmanager
+
+from align.errors import InputError
+from align.models import ModelSpec
+from align.records import take
+
+
+def is_model_object(model) -> bool:
+    """True for a model object in memory (anything with a config and `save_pretrained`),
+    False for a ModelSpec or a path."""
+    return not isinstance(model, (str, os.PathLike, ModelSpec)) and (
+        hasattr(model, "save_pretrained") and hasattr(model, "config")
+    )
+
+
+def label(model) -> str:
+    """How the store records a model object: `in memory: ` and the name it was loaded from
+    (its config's `_name_or_path`), or its class when it has none."""
+    name = getattr(model.config, "_name_or_path", "") or type(model).__name__
+    return f"in memory: {name}"
+
+
+@contextmanager
+def saved_model(model, tokenizer, keywords: dict):
+    """Yield the ModelSpec of `model` and `tokenizer` written into a temporary folder (removed
+    when the block ends); the ModelSpec fields among `keywords` (`align.extract`'s: dtype,
+    device, family) are taken from it into the spec. A missing or unusable tokenizer and the
+    options that name how a checkpoint is loaded (revision, random_init) are refused."""
+    if tokenizer is None:
+        raise InputError(
+            f"`model` is a model object ({type(model).__name__}): pass its `tokenizer` too "
+            "(the tokenizer it was trained with)"
+        )
+    if not hasattr(tokenizer, "save_pretrained"):
+        raise InputError(
+            f"`tokenizer` is a {type(tokenizer).__name__}, not a transformers tokenizer: pass the "
+            "model's tokenizer as loaded by AutoTokenizer"
+        )
+    for field in ("revision", "random_init", "seed", "allow_pickle_weights"):
+        if keywords.get(field):
+            raise InputError(
+                f"`{field}` names how a checkpoint is loaded; `model` is a model object already "
+                "loaded: leave it out"
+            )
+    with tempfile.TemporaryDirectory(prefix="align-model-") as folder:
+        model.save_pretrained(folder, safe_serialization=True)
+        tokenizer.save_pretrained(folder)
+        fields = take(ModelSpec, keywords, skip=("name", "label"))
+        yield ModelSpec(folder, label=label(model), **fields)

@@ -1,0 +1,164 @@
+"""The documentation site as a reader's browser shows it: built by mkdocs (strict), served on
+loopback and opened in headless Chromium (the system's, driven by playwright). Every page
+checked fits its column at a desktop and a phone width (no table, formula or page wider than
+the main column, and no table cut inside a scroll box), asks nothing of any network, draws its
+formulas with the bundled KaTeX, and nests the lists the pages nest.
+
+Chromium comes from the system (`.ci/run` installs it with apt-get when it is missing); set
+ALIGN_CHROMIUM to use another binary. Without one the test is skipped, except under CI."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import threading
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+# an options table (extract, fit), formulas (methods), the generated API page
+PAGES = ("commands/extract/", "commands/fit/", "methods/", "api/")
+WIDTHS = (1280, 390)
+
+GEOMETRY = """() => {
+  // The main column is .md-content (the theme lets a table's scroll box reach into its padding).
+  const main = document.querySelector('.md-content');
+  const box = main.getBoundingClientRect();
+  // An element inside a box that scrolls (a code block, a display formula) is not past the
+  // column; the box itself must fit. KaTeX's MathML copy is hidden (clipped) for readers.
+  const inScrollBox = (el) => {
+    for (let a = el.parentElement; a && a !== main; a = a.parentElement) {
+      if (getComputedStyle(a).overflowX !== 'visible') return true;
+    }
+    return false;
+  };
+  const past = [...main.querySelectorAll('*')]
+    .filter((el) => !el.closest('.katex-mathml') && !inScrollBox(el))
+    .filter((el) => {
+      const r = el.getBoundingClientRect();
+      return r.width > 0 && (r.right > box.right + 1 || r.left < box.left - 1);
+    })
+    .map((el) => el.tagName + ':' + el.textContent.trim().slice(0, 60));
+  const tables = [...main.querySelectorAll('table')];
+  return {
+    page: [document.documentElement.scrollWidth, document.documentElement.clientWidth],
+    past: past.slice(0, 5),
+    cut_tables: tables
+      .filter((t) => [t, t.parentElement, t.parentElement.parentElement]
+        .some((e) => e.scrollWidth > e.clientWidth + 1))
+      .map((t) => t.textContent.trim().slice(0, 60)),
+    formulas: main.querySelectorAll('.arithmatex').length,
+    drawn: main.querySelectorAll('.arithmatex .katex').length,
+    failed: main.querySelectorAll('.katex-error').length,
+    raw: (main.innerText.match(/\\$\\$|\\\\frac|\\\\sum/g) || []).length,
+  };
+}"""
+
+
+def _chromium() -> str | None:
+    return (
+        os.environ.get("ALIGN_CHROMIUM")
+        or shutil.which("chromium")
+        or shutil.which("chromium-browser")
+    )
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The site built by `mkdocs build --strict` and served on 127.0.0.1: its base URL."""
+    out = tmp_path_factory.mktemp("site")
+    mkdocs = pathlib.Path(sys.executable).with_name("mkdocs")
+    run = subprocess.run(
+        [str(mkdocs), "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(out))
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    binary = _chromium()
+    if binary is None:
+        if os.environ.get("CI"):
+            pytest.fail("no Chromium: .ci/run installs it (apt-get install chromium)")
+        pytest.skip("no Chromium on this machine (set ALIGN_CHROMIUM, or install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=binary, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+def _open(browser, site, page_path, width):
+    """(page, the URLs it asked for outside the site): every such request is aborted."""
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    outside = []
+
+    def route(r):
+        if r.request.url.startswith(site):
+            r.continue_()
+        else:
+            outside.append(r.request.url)
+            r.abort()
+
+    page.route("**/*", route)
+    page.goto(site + page_path, wait_until="networkidle")
+    return page, outside
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("page_path", PAGES)
+def test_page_fits_its_column_offline(browser, site, page_path, width, tmp_path):
+    page, outside = _open(browser, site, page_path, width)
+    g = page.evaluate(GEOMETRY)
+    page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
+    page.close()
+    assert outside == [], f"{page_path} asked the network for {outside}"
+    assert g["page"][0] <= g["page"][1], f"{page_path} at {width}px scrolls sideways: {g['page']}"
+    assert g["past"] == [], f"{page_path} at {width}px: past the main column: {g['past']}"
+    assert g["cut_tables"] == [], f"{page_path} at {width}px: tables cut in a scroll box"
+    assert g["failed"] == 0 and g["raw"] == 0, g
+    assert g["drawn"] == g["formulas"], g
+
+
+def test_formulas_drawn_and_lists_nested(browser, site):
+    page, outside = _open(browser, site, "methods/", 1280)
+    g = page.evaluate(GEOMETRY)
+    nested = page.evaluate(
+        """() => [...document.querySelectorAll('.md-content__inner li li')]
+                   .map((li) => li.textContent.trim().slice(0, 40))"""
+    )
+    paragraphs = page.evaluate(
+        """() => [...document.querySelectorAll('.md-content__inner p, .md-content__inner li')]
+                   .map((p) => p.textContent).filter((t) => /\\n\\s*- \\S/.test(t))"""
+    )
+    page.close()
+    assert outside == []
+    # the page's display formulas (twelve $$ blocks) and every inline one, each drawn by KaTeX
+    source = (ROOT / "docs" / "methods.md").read_text()
+    assert g["formulas"] >= source.count("$$") // 2 >= 12, g
+    assert g["drawn"] == g["formulas"] and g["failed"] == 0, g
+    # "Pairing tokens across tokenizers": the byte pieces' item nests under its parent item
+    assert any(t.startswith("Of the byte pieces") for t in nested), nested
+    assert paragraphs == [], paragraphs
