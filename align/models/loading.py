@@ -111,6 +111,7 @@ def load_model(spec: ModelSpec):
     to the GPU (device_map), never through host memory.
     """
     import torch
+    from safetensors import SafetensorError
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
@@ -162,7 +163,8 @@ def load_model(spec: ModelSpec):
                 ignore_mismatched_sizes=True,
                 **kwargs,
             )
-        except (OSError, ValueError, RuntimeError) as e:
+        except (OSError, ValueError, RuntimeError, SafetensorError) as e:
+            # (a damaged file of a hub cache: a local folder's files were checked above)
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             hint = (
                 ""

@@ -195,3 +195,16 @@ def test_random_init_is_exempt(zoo, tmp_path):
     folder = copy_with(zoo, tmp_path, num_hidden_layers=3)
     model, _ = load_model(ModelSpec(str(folder), random_init=True, seed=1))
     assert len(model.model.layers) == 3
+
+
+def test_a_damaged_file_not_checked_before_loading_is_still_one_line(zoo, tmp_path, monkeypatch):
+    """Where the files are not checked first (a hub id's cached snapshot), safetensors' own
+    error when transformers reads a truncated file is one line naming the checkpoint."""
+    from align.models import weights
+
+    monkeypatch.setattr(weights, "tensor_names", lambda folder: [])
+    folder = copy_with(zoo, tmp_path)
+    path = folder / "model.safetensors"
+    path.write_bytes(path.read_bytes()[:-100])
+    line = refusal(folder)
+    assert f"cannot load the weights of {str(folder)!r}: Error while deserializing header" in line
