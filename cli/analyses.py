@@ -249,7 +249,15 @@ def skip_cmd(
         parts=_choices(parts, PARTS, "--parts"),
     )
     if dry_run:
-        _plan("skip", output, spec, cspec, (options, batch_size), overwrite)
+        plan_run(
+            "skip",
+            output,
+            spec=spec,
+            cspec=cspec,
+            batch_size=batch_size,
+            skip_options=options,
+            overwrite=overwrite,
+        )
         return
     run_skip(
         output,
@@ -315,9 +323,9 @@ def lens_cmd(
     )
 
 
-def _plan(command, output, spec, cspec, options, overwrite):
-    """The dry run of `command` (align.analyses.run.dry_run)."""
-    plan_run(command, output, spec=spec, cspec=cspec, options=options, overwrite=overwrite)
+def _plan(command, output, spec, cspec, batch_size, overwrite):
+    """The dry run of contrib or lens (align.analyses.run.dry_run)."""
+    plan_run(command, output, spec=spec, cspec=cspec, batch_size=batch_size, overwrite=overwrite)
 
 
 @click.command("depth")

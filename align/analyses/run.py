@@ -105,21 +105,30 @@ def _reading(spec, cspec, prompts) -> dict:
     }
 
 
-def dry_run(command: str, output, *, spec, cspec, options=None, overwrite=False, log=_log_default):
+def dry_run(
+    command: str,
+    output,
+    *,
+    spec,
+    cspec,
+    batch_size: int = 8,
+    skip_options: SkipOptions = SkipOptions(),
+    overwrite=False,
+    log=_log_default,
+):
     """`--dry-run` of `command` ("contrib", "lens" or "skip") on a live model: the checks of a
     real run (-o included), then what it will read, run, hold and write and its time from one
-    timed batch (`align.analyses.dryrun`); writes nothing. `options`: the command's batch size
-    (contrib, lens: an int; lens also takes LensOptions), or SkipOptions and the batch size as
-    a pair (skip). Returns the estimate (`dryrun.dry_run`)."""
+    timed batch (`align.analyses.dryrun`); writes nothing. `batch_size`: prompts (skip: rows)
+    per forward; `skip_options`: skip's settings, parts and split points. Returns the
+    estimate (`dryrun.dry_run`)."""
     schema = {"contrib": "contributions", "lens": "lens", "skip": "skipping"}[command]
     st.check_output(output, schema, inputs=_inputs(spec, cspec), overwrite=overwrite)
     if command == "skip":
-        opts, batch_size = options or (SkipOptions(), 8)
+        opts = skip_options
         model, config, prompts, _, splits, _ = _skip_inputs(spec, cspec, opts, None)
         plan = skip.plan_rows(prompts, opts.settings, opts.split_seed, batch_size, splits=splits)
         work = dryrun.skip_work(model, config, plan, opts.parts)
     else:
-        batch_size = options.batch_size if isinstance(options, LensOptions) else (options or 8)
         model, config, prompts, _ = load(spec, cspec)
         make = dryrun.contrib_work if command == "contrib" else dryrun.lens_work
         work = make(model, config, _batched(prompts, batch_size))

@@ -3,6 +3,8 @@ equal relative depth and the summary (from the result's attrs: nothing is recomp
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
@@ -130,8 +132,13 @@ def _draw_alignment(ax, ds, metric, vmin, vmax, cmap, title=None):
     ax.set_xlabel(f"target boundary: {_model_label(ds, 'target')}")
     ax.set_ylabel(f"source boundary: {_model_label(ds, 'source')}")
     ax.set_title(title or pair_title(ds.attrs), fontsize=11)
+    # The caption wrapped to the panel's width (a character of 8 pt is about 4.4 pt wide), so a
+    # long line neither runs off the figure nor squeezes the panel.
+    width = ax.figure.get_figwidth() * 72 * ax.get_position().width
+    chars = max(40, int(width / 4.4))
+    text = "\n".join(textwrap.fill(line, chars) for line in caption(ds, metric).split("\n"))
     ax.annotate(
-        caption(ds, metric),
+        text,
         xy=(0.5, 0),
         xycoords=ax.xaxis.label,
         xytext=(0, -4),

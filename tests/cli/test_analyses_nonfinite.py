@@ -288,7 +288,7 @@ def test_depth_tells_unmeasured_boundary_from_nan(cli, zoo, extracted, corpus_fi
 
 def test_alignment_plot_withholds_summary_over_nan():
     """An alignment result with a NaN row (source boundary 2) and a summary computed around it
-    (as a fit over NaN would): the title names the NaN cells and gives no argmin path, no
+    (as a fit over NaN would): the caption names the NaN cells and gives no argmin path, no
     Spearman; no argmin path is drawn. Choice: the figure is still drawn (the finite cells are
     real numbers worth seeing); only the summary, which would be wrong, is withheld."""
     from align import plotting
@@ -307,6 +307,7 @@ def test_alignment_plot_withholds_summary_over_nan():
     fig = plotting.plot_alignment(ds)
     ax = fig.axes[0]
     assert "argmin_path" not in [ln.get_gid() for ln in ax.get_lines()]
-    assert "no summary" in ax.get_title() and "Spearman" not in ax.get_title()
+    (caption,) = [t.get_text() for t in ax.texts if t.get_gid() == "caption"]
+    assert "no summary" in caption and "Spearman" not in caption
     # the same result without the NaN still gets its summary
     assert "argmin path" in plotting.summary_text(alignment_ds())

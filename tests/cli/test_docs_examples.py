@@ -127,3 +127,13 @@ def test_documented_command_runs_on_the_demo_output(example, demo_output, cli, m
     code, _, err = cli(*args)
     assert code == 0, f"{example}\n{err}"
     assert "--dry-run" in err and not os.path.exists("out"), err
+
+
+def test_readme_paths_are_the_demo_s(demo_output):
+    """The README's Python examples read the demo's output: every demo-output/ path they name
+    is one the demo writes."""
+    readme = (DOCS.parents[1] / "README.md").read_text(encoding="utf-8")
+    paths = set(re.findall(r"demo-output/[\w./-]+", readme))
+    assert paths, "the README names no demo output"
+    missing = [p for p in sorted(paths) if not (demo_output / p.rstrip("/.")).exists()]
+    assert not missing, missing

@@ -271,7 +271,7 @@ def test_plot_draws_p_best_intervals_and_a_control_beside(boot, cli, tmp_path):
     fig = plotting.plot_alignment(ds)
     ax = fig.axes[0]
     s = ds.attrs["summary"]
-    title = ax.get_title()
+    (title,) = [t.get_text() for t in ax.texts if t.get_gid() == "caption"]  # the statistics
     assert f"[{s['mean_depth_gap_low']:.2f}, {s['mean_depth_gap_high']:.2f}]" in title
     assert f"(p {s['argmin_path_probability']:.2f})" in title
     points = next(c for c in ax.collections if c.get_gid() == "argmin_points")
