@@ -125,7 +125,7 @@ def live_options(f):
         click.option(
             "--allow-long",
             is_flag=True,
-            help="--live: accept a --max-length above a model's position limit.",
+            help="--live: keep a --max-length above a model's position limit (capped at it otherwise).",
         ),
         click.option(
             "--device-memory",

@@ -172,14 +172,34 @@ class Prepared:
         return self.batches if self.anchored is None else self.stream.target_batches
 
 
-def prepare(job: LiveJob, options: FitRequest) -> Prepared:
+def _capped(job: LiveJob, configs, log) -> LiveJob:
+    """The job with `max_length` lowered to the fewest positions of the two models (one log
+    line), unless `allow_long` or it fits both."""
+    limits = [
+        (getattr(c, "max_position_embeddings", None), s.name)
+        for c, s in zip(configs, (job.source, job.target))
+    ]
+    limit, name = min(((n, s) for n, s in limits if n), default=(None, None))
+    if limit is None or job.corpus.max_length <= limit or job.allow_long:
+        return job
+    log(
+        f"align fit --live: `max_length` {job.corpus.max_length} is above the position limit of {name} "
+        f"(max_position_embeddings {limit}): windows of {limit} tokens are used; pass `allow_long` to "
+        "run positions the model was not built for"
+    )
+    return replace(job, corpus=replace(job.corpus, max_length=limit))
+
+
+def prepare(job: LiveJob, options: FitRequest, log=messages.say) -> Prepared:
     """Read both configs and tokenizers (refusing tokenizers that differ, token ids a model
-    has no embedding for, sequences beyond a model's positions), tokenize once, split by
-    document (fitting.split) and batch."""
+    has no embedding for; a `max_length` beyond a model's positions is capped at them, said
+    to `log`, unless `allow_long`), tokenize once, split by document (fitting.split) and
+    batch."""
     if job.batch_size < 1:
         raise InputError(f"`batch_size` {job.batch_size} must be at least 1")
     corpus.validate(job.corpus)
     configs = tuple(models.load_config(s) for s in (job.source, job.target))
+    job = _capped(job, configs, log)
     toks = tuple(models.load_tokenizer(s) for s in (job.source, job.target))
     hashes = tuple(corpus.tokenizer_hashes(t) for t in toks)
     mode, why = resolve(options.spec.pairing, *hashes)
@@ -207,12 +227,6 @@ def prepare(job: LiveJob, options: FitRequest) -> Prepared:
         models.check_token_ids(
             spec, config, table.max_id, "document {}, position {}".format(*table.max_id_at)
         )
-        limit = getattr(config, "max_position_embeddings", None)
-        if limit and job.corpus.max_length > limit and not job.allow_long:
-            raise InputError(
-                f"`max_length` {job.corpus.max_length} is above the position limit of {spec.name} "
-                f"(max_position_embeddings {limit}): use `max_length` {limit} or less, or pass `allow_long`"
-            )
     table = tables[0]
     found, partner = (
         live_anchors.anchor(
@@ -495,7 +509,7 @@ def fit_live(
     }
     if output is not None and not dry_run:
         st.check_output(output, "alignment", inputs=inputs, overwrite=options.run.overwrite)
-    p = prepare(job, options)
+    p = prepare(job, options, log)
     if p.anchored is not None:
         log(f"align fit --live: pairing char-anchors ({p.pairing[1]})")
         log(f"align fit --live: {coverage_line(p.anchored)}")

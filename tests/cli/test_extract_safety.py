@@ -625,3 +625,21 @@ def test_hub_resume_after_the_branch_moved_is_refused(zoo, corpus_file, tmp_path
     )
     assert p.returncode == 0 and "resuming" in p.stderr, p.stderr
     assert open_activations(str(out)).complete
+
+
+def test_live_fit_caps_max_length_as_extract_does(cli, zoo, corpus_file, tmp_path):
+    """`align fit --live --max-length` above a model's positions runs at them (one log line),
+    and gives the result of asking for those positions: the same windows, the same numbers."""
+    source = zoo("qwen2", max_position_embeddings=64)
+    target = zoo("qwen2", max_position_embeddings=64, num_hidden_layers=3)
+    fit = ("fit", "--live", source, target, corpus_file, "--alphas", "1")
+    code, _, err = cli(*fit, "-o", tmp_path / "capped.zarr", "--max-length", 100)
+    assert code == 0, err
+    capped = [line for line in err.splitlines() if "max_position_embeddings 64" in line]
+    assert len(capped) == 1 and "windows of 64 tokens" in capped[0], err
+    code, _, err = cli(*fit, "-o", tmp_path / "asked.zarr", "--max-length", 64)
+    assert code == 0 and "max_position_embeddings" not in err, err
+    a = zarr.open_group(str(tmp_path / "capped.zarr"), mode="r")
+    b = zarr.open_group(str(tmp_path / "asked.zarr"), mode="r")
+    np.testing.assert_array_equal(a["relative_error"][:], b["relative_error"][:])
+    assert a.attrs["source"]["corpus"]["max_length"] == 64
