@@ -296,10 +296,11 @@ def extract_cmd(
 def info_cmd(store, as_json):
     """Print what STORE holds: model, tokens, boundaries, dtype, size, completeness, provenance."""
     from align.extraction import dropped_summary
-    from align.study.state import describe, is_study
+    from align.study.state import describe as describe_study
+    from align.study.state import is_study
 
     if is_study(store) and not as_json:
-        click.echo("\n".join(describe(store)))
+        click.echo("\n".join(describe_study(store)))
         return
     attrs = read_attrs(store)
     if as_json:
