@@ -11,7 +11,7 @@ from typing import Callable
 
 from align.analyses import contrib, lens, skip
 from align.extraction.dryrun import sync
-from align.extraction.report import human
+from align.messages import human_bytes as human
 
 FLOAT32 = 4  # bytes: the log-probabilities and the accumulators are float32 or wider
 

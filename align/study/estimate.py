@@ -18,10 +18,10 @@ from align import models
 from align import store as st
 from align.errors import DiskSpaceError
 from align.extraction.plan import DISK_MARGIN
-from align.extraction.report import human
 from align.fitting import Execution
 from align.fitting.budget import ResultShape, result_bytes, statistics_bytes
 from align.fitting.options import LiveJob
+from align.messages import human_bytes as human
 from align.study import units as units_mod
 from align.study.execute import why
 from align.study.schema import Study
