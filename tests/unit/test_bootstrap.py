@@ -77,7 +77,7 @@ def test_prompts_hash_is_the_prompts_identity():
     "kwargs, needle",
     [
         ({"resamples": 0}, "`bootstrap` 0"),
-        ({"seed": -1}, "seed -1"),
+        ({"seed": -1}, "`bootstrap_seed` -1"),
         ({"equal_n": 0}, "`equal_n` 0"),
     ],
 )
