@@ -763,6 +763,36 @@ def demo_readme(r: Results) -> str:
     )
 
 
+def study(r: Results) -> str:
+    """`align study` against its units run by hand (bench/study.py)."""
+    d = r("study.json")
+    hand, units = d["by_hand_s"], d["study"]["units"]
+    rows = [[name, f"{hand[name]:.1f}", f"{units[name]:.1f}"] for name in hand]
+    rows.append(
+        [
+            "**total** (the study's wall time less its report)",
+            f"**{d['by_hand_total_s']:.1f}**",
+            f"**{d['study_without_report_s']:.1f}**",
+        ]
+    )
+    loads = d["load_average_before_after"]
+    return (
+        f"{d['config']['docs']} documents, {d['config']['models']}, both ordered pairs, "
+        f"{d['config']['bootstrap']} bootstrap resamples; {d['machine']['cores']} cores, load "
+        f"{load_range(loads)}. Seconds:\n\n"
+        + table(["unit", "by hand", "as a study"], rows)
+        + f"\n\nThe study against the units by hand: {pct(d['overhead_fraction'])} (the fastest of "
+        f"{d['config']['repeats']} alternated runs each way: by hand "
+        + ", ".join(f"{x:.1f}" for x in d["by_hand_totals_s"])
+        + " s, as a study "
+        + ", ".join(f"{x:.1f}" for x in d["study_totals_s"])
+        + f" s). The study's own time beyond its units (plan, state, lock): "
+        f"{d['study']['wall_s'] - sum(units.values()):.2f} s; its report, which the single commands "
+        f"do not write, took {units.get('report', 0.0):.1f} s more.\n\n"
+        + sources((d["command"], "bench/results/study.json"))
+    )
+
+
 TABLES = {
     "store-layout": store_layout,
     "store-writer": store_writer,
@@ -775,6 +805,7 @@ TABLES = {
     "extract-families": extract_families,
     "demo": demo,
     "demo-readme": demo_readme,
+    "study": study,
 }
 # The page each table lives on (default: docs/performance.md, the --doc page).
 PAGES = {"families": FAMILIES_DOC, "demo": DEMO_DOC, "demo-readme": README}

@@ -181,7 +181,7 @@ def _run(ledger: Ledger, keep_going: bool) -> None:
             continue
         t = time.time()
         try:
-            run_unit(u, ledger.study, ledger.root, _quiet(ledger.log, u.name))
+            run_unit(u, ledger.study, ledger.root, _prefixed(ledger.log, u.name))
         except AlignError as e:
             ledger.failed(u, e, time.time() - t, keep_going)
             continue
@@ -193,7 +193,7 @@ def run_unit(u, study: Study, root: str, log) -> None:
     RUNNERS[u.kind](u, study, root, log)
 
 
-def _quiet(log, name):
+def _prefixed(log, name):
     return lambda line: log(f"  [{name}] {line}")
 
 
