@@ -35,7 +35,7 @@ from align import models
 from align.analyses.forward import check_tokens, forward
 from align.analyses.prompts import pad
 from align.errors import InputError
-from align.hooks.erase import install_erase, replaced
+from align.hooks.substitute import install_erase, replaced
 
 
 @dataclass

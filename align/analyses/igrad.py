@@ -56,7 +56,7 @@ from align.analyses.igrad_options import (  # noqa: F401
 )
 from align.errors import InputError, NonFiniteError
 from align.hooks import capture
-from align.hooks.igrad import install_interpolation
+from align.hooks.interpolate import install_interpolation
 
 PARTS = ("layer", "attn", "mlp")
 

@@ -50,7 +50,7 @@ import numpy as np
 from align import corpus, models
 from align.analyses.prompts import pad
 from align.errors import InputError, NonFiniteError
-from align.hooks.skip import install_skip
+from align.hooks.bypass import install_skip
 from align.stats import bootstrap
 
 EPS = 1e-6
