@@ -9,6 +9,7 @@ from align.errors import InputError
 from align.fitting import FitSpec, fit
 from align.fitting.anchors import MIN_COVERAGE, PAIRINGS
 from align.fitting.options import CONTROLS, MODEL_DEVICES, Execution, parse_memory
+from align.measures import MEASURES
 from align.models import DTYPES, families
 from align.records import build
 from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
@@ -208,6 +209,14 @@ def live_options(f):
     "(the matrix a meaningless pairing gives; two stores only).",
 )
 @click.option(
+    "--measures",
+    default="ridge",
+    show_default=True,
+    metavar="LIST",
+    help="Similarity measures beside ridge's held-out error, comma-separated, or all: "
+    f"{', '.join(MEASURES)}; each from the held-out rows, with its 95% interval under --bootstrap.",
+)
+@click.option(
     "--pairing",
     type=click.Choice(PAIRINGS),
     default="auto",
@@ -299,6 +308,7 @@ def fit_cmd(
     bootstrap_seed,
     convergence,
     control,
+    measures,
     pairing,
     min_coverage,
     include_first_token,

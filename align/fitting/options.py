@@ -14,6 +14,7 @@ from align import corpus, models, ridge
 from align.errors import InputError
 from align.fitting.anchors import MIN_COVERAGE, check_min_coverage, check_pairing
 from align.fitting.split import check_seed
+from align.measures import STREAMED, parse_measures
 from align.records import take
 from align.stats.bootstrap import Resampling, check_resamples
 
@@ -37,7 +38,8 @@ class FitSpec:
     (one token stream, token for token), "char-anchors" (the tokens of two tokenizations that
     end at the same character of a document), "auto" (tokens when the tokenizers behave
     identically, else char-anchors); min_coverage: the fraction of each side's tokens the
-    anchors must cover.
+    anchors must cover. measures: the similarity measures computed beside ridge
+    (`align.measures.MEASURES`; "ridge" always, the others from the held-out rows).
     """
 
     test_fraction: float = 0.2
@@ -55,6 +57,7 @@ class FitSpec:
     control: str | None = None
     pairing: str = "auto"
     min_coverage: float = MIN_COVERAGE
+    measures: tuple = ("ridge",)
 
     def checked(self) -> "FitSpec":
         """This spec with α sorted and extend_alphas decided, or the one-line InputError of
@@ -97,12 +100,22 @@ class FitSpec:
             if self.extend_alphas is not None
             else alphas == tuple(ridge.DEFAULT_ALPHAS)
         )
-        return replace(self, alphas=alphas, extend_alphas=bool(extend))
+        return replace(
+            self,
+            alphas=alphas,
+            extend_alphas=bool(extend),
+            measures=parse_measures(self.measures),
+        )
 
     @property
     def resampling(self):
         """The document bootstrap's `Resampling`, or None with bootstrap=0."""
         return Resampling(self.bootstrap, self.bootstrap_seed) if self.bootstrap else None
+
+    @property
+    def streamed(self) -> tuple:
+        """The measures computed from the held-out sums (`align.measures.STREAMED`)."""
+        return tuple(m for m in self.measures if m in STREAMED)
 
     @property
     def need_validation(self) -> bool:

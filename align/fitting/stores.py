@@ -393,6 +393,7 @@ def fit(
             min(step, S.chunk_tokens),
             use_torch,
             uuid.uuid4().hex,
+            opts.spec.streamed,
         )
         plan["products"] = "numpy" if job.backend().torch is None else "torch"
         solve_threads = opts.run.blas_threads and opts.run.blas_threads * (

@@ -1,0 +1,53 @@
+"""Similarity measures between the layers of two models beside ridge's held-out error
+(docs/methods.md, Similarity measures): `streamed` computes them from sums over rows
+accumulated in the fit's held-out pass (`cka`, `cka-debiased`, `procrustes`, `cca`, `svcca`);
+`rows` from rows sampled from the held-out documents.
+
+`MEASURES` names every measure `align fit --measures` accepts and its direction: for a
+"similarity" larger is closer (a row's path is its argmax), for a "distance" smaller is
+closer (its argmin). `ridge` is the fit's held-out relative error, always computed."""
+
+from __future__ import annotations
+
+from align.errors import InputError
+
+MODULES = ("streamed", "rows", "calibration")
+
+SIMILARITY, DISTANCE = "similarity", "distance"
+
+MEASURES = {
+    "ridge": DISTANCE,
+    "cka": SIMILARITY,
+    "cka-debiased": SIMILARITY,
+    "procrustes": DISTANCE,
+    "cca": SIMILARITY,
+    "svcca": SIMILARITY,
+}
+
+STREAMED = ("cka", "cka-debiased", "procrustes", "cca", "svcca")  # from the held-out sums
+
+
+def variable(name: str) -> str:
+    """The result's array of measure `name` ("cka-debiased" -> "cka_debiased")."""
+    return name.replace("-", "_")
+
+
+def parse_measures(text) -> tuple:
+    """`--measures` ("cka,procrustes", "all", or a list/tuple of names) as a tuple of valid
+    names in MEASURES order, "ridge" always first; the one-line InputError of an unknown
+    name lists the valid ones."""
+    if text is None:
+        return ("ridge",)
+    items = text.split(",") if isinstance(text, str) else list(text)
+    names = [str(s).strip() for s in items if str(s).strip()]
+    if not names:
+        raise InputError(f"`measures` {text!r}: give one or more of {', '.join(MEASURES)}, or all")
+    if "all" in names:
+        return tuple(MEASURES)
+    bad = [n for n in names if n not in MEASURES]
+    if bad:
+        raise InputError(
+            f"`measures` {', '.join(bad)}: not a measure; the measures are "
+            f"{', '.join(MEASURES)} (or all)"
+        )
+    return tuple(n for n in MEASURES if n == "ridge" or n in names)
