@@ -9,7 +9,8 @@ The interface the fit calls:
     row_measures(xs, ys, docs, measures, *, k, permutations, seed, resampling)
         -> {measure: {"value", "low", "high", "null_mean", "null_std", "critical",
                       "calibrated", "p", "p_family": (n_source, n_target) arrays,
-                      "direction": "similarity" or "distance"}}
+                      "direction": "similarity" or "distance",
+                      "null_scheme": "documents" or "rows"}}
 
 Every measure is computed from a `Prepared` record of each boundary's rows (its centred
 rows' SVD, its neighbour lists, its rank matrix), built once per boundary; a permutation of
@@ -67,7 +68,8 @@ class Prepared:
     centred rows' squared norms; `neighbours` (n_rows, k) each row's k nearest rows by cosine;
     `unit_gram` (n_rows, n_rows) the cosines; `ranks` (n_rows, n_rows) the centred ranks of
     the correlation distances (0 on the diagonal and between copies of one row); `hsic_self`
-    the debiased CKA's and CKNNA's self-terms. A field a measure list does not need is None."""
+    HSIC_u(K, K) of the debiased CKA, `knn_self` HSIC_u(A_x∘K, A_x∘K) of CKNNA; `width` d.
+    A field the measures asked for do not need is None."""
 
     u: np.ndarray | None = None
     s: np.ndarray | None = None
@@ -478,7 +480,8 @@ def row_measures(
 
         {measure: {"value", "low", "high", "null_mean", "null_std", "critical",
                    "calibrated", "p", "p_family": (n_source, n_target),
-                   "direction": "similarity" | "distance"}}
+                   "direction": "similarity" | "distance",
+                   "null_scheme": "documents" | "rows"}}
 
     value: the measure (`mknn`, `cknna`, `rsa`, `cka`, `cka_debiased`, `procrustes`, `cca`,
     `svcca`); low, high: the 2.5 and 97.5 percentiles over `bootstrap_values`
@@ -506,7 +509,7 @@ def row_measures(
             f"`docs` of shape {docs.shape}: give one document id per sampled row ({len(first):,})"
         )
     value = observed_values(xs, ys, measures, k)
-    perms, _ = calibration.draw_permutations(docs, permutations, seed)
+    perms, scheme = calibration.draw_permutations(docs, permutations, seed)
     null = null_values(xs, ys, perms, measures, k)
     resampled = bootstrap_values(xs, ys, docs, measures, k, resampling)
     out = {}
@@ -515,5 +518,5 @@ def row_measures(
         low, high = bootstrap.percentile_interval(resampled[n])
         out[n] = {"value": value[n], "low": low, "high": high}
         out[n].update(calibration.summarise(value[n], null[n], direction, ideal))
-        out[n]["direction"] = direction
+        out[n].update(direction=direction, null_scheme=scheme)
     return out
