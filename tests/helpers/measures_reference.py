@@ -24,6 +24,13 @@ def cka(X, Y) -> float:
     return hsic(K, L) / np.sqrt(hsic(K, K) * hsic(L, L))
 
 
+def cka_features(X, Y) -> float:
+    """Linear CKA in feature space (Kornblith et al. 2019, Eq. 4 with centred columns):
+    ‖YᵀX‖²_F / (‖XᵀX‖_F ‖YᵀY‖_F), for loops over many resamples (no n × n kernel)."""
+    X, Y = X - X.mean(0), Y - Y.mean(0)
+    return np.linalg.norm(Y.T @ X) ** 2 / (np.linalg.norm(X.T @ X) * np.linalg.norm(Y.T @ Y))
+
+
 def _hsic_unbiased(K, L) -> float:
     """Song et al. 2012 Eq. 5, written as platonic-rep's `hsic_unbiased`."""
     m = len(K)

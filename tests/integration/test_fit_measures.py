@@ -1,0 +1,173 @@
+"""`align fit --measures`: the streamed similarity measures (CKA, debiased CKA, Procrustes,
+CCA, SVCCA) of every boundary pair against references from the held-out rows themselves
+(tests/helpers/measures_reference.py, never importing align), within 1e-8 relative: on real
+stores of two tiny models of one tokenizer (store route and --live), on a char-anchor pair;
+a model against itself (CKA 1, Procrustes 0 on the diagonal); the group bootstrap against a
+plain loop over resampled groups; the CLI's option and refusal."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+
+from tests.helpers.assertions import one_line_error
+from tests.helpers.measures_reference import MEASURES as REFERENCE
+from tests.helpers.measures_reference import cka_features, procrustes
+from tests.integration.test_fit_anchors import OTHER, _reference_anchors, _residuals, _tables
+from tests.integration.test_fit_live import CORPUS, live_fit
+
+RTOL = 1e-8
+STREAMED = ("cka", "cka-debiased", "procrustes", "cca", "svcca")
+BOOT_REFERENCE = {"cka": cka_features, "procrustes": procrustes}  # no n × n kernel per resample
+GROUPS = 10  # held-out document index mod 10 (docs/methods.md)
+
+
+def _fit(*args, **kw):
+    import align
+
+    kw.setdefault("scheduler", "synchronous")
+    kw.setdefault("log", lambda m: None)
+    return align.fit(*args, **kw).dataset
+
+
+def _read(path):
+    g = zarr.open_group(path, mode="r")
+    bounds = [int(b) for b in g["boundary"][:]]
+    X = {b: np.asarray(g["resid"][k], dtype=np.float64) for k, b in enumerate(bounds)}
+    return X, g["doc"][:], g["pos"][:]
+
+
+def _heldout(ds, doc, pos):
+    """The rows scored: tokens of the held-out documents, position 0 left out."""
+    return np.isin(doc, ds.attrs["split"]["heldout_docs"]) & (pos != 0)
+
+
+def _check(ds, X, Y, keep_x, keep_y=None):
+    keep_y = keep_x if keep_y is None else keep_y
+    for i in ds.source_boundary.values:
+        for j in ds.target_boundary.values:
+            x, y = X[int(i)][keep_x], Y[int(j)][keep_y]
+            for name in STREAMED:
+                got = float(ds[name.replace("-", "_")].sel(source_boundary=i, target_boundary=j))
+                want = REFERENCE[name](x, y)
+                np.testing.assert_allclose(got, want, rtol=RTOL, err_msg=f"{name} {i}->{j}")
+
+
+@pytest.fixture(scope="module")
+def store_measures(fit_pair):
+    S, T = fit_pair
+    return _fit(S, T, None, measures="all", bootstrap=0, alphas=[1e-2])
+
+
+def test_store_route_equals_references_from_the_rows(fit_pair, store_measures):
+    S, T = fit_pair
+    ds = store_measures
+    X, doc, pos = _read(S)
+    Y, *_ = _read(T)
+    _check(ds, X, Y, _heldout(ds, doc, pos))
+    summary = ds.attrs["summary"]["measures"]
+    assert summary["cka"]["direction"] == "similarity" == ds["cka"].attrs["direction"]
+    assert summary["procrustes"]["direction"] == "distance"
+    for name, pick in (("cka", np.argmax), ("procrustes", np.argmin)):
+        want = ds.target_boundary.values[pick(ds[name].values, axis=1)].tolist()
+        assert summary[name]["path"] == want, name
+
+
+def test_default_fit_is_ridge_alone_and_unchanged(fit_pair, store_measures):
+    S, T = fit_pair
+    ds = _fit(S, T, None, bootstrap=0, alphas=[1e-2])
+    assert ds.attrs["options"]["measures"] == ["ridge"] and "cka" not in ds
+    assert "measures" not in ds.attrs["summary"]
+    for name in ("relative_error", "norm_error", "r2", "alpha"):
+        np.testing.assert_array_equal(ds[name].values, store_measures[name].values)
+
+
+def test_live_route_equals_references_from_the_store(zoo, corpus_file, extracted):
+    S = extracted("qwen2", dtype="float32", **CORPUS)
+    T = extracted("qwen2", model_overrides={"num_hidden_layers": 4, "hidden_size": 96}, **CORPUS)
+    ds = live_fit(
+        zoo, corpus_file, "qwen2", "float32", measures="all", bootstrap=0, alphas=[1e-2]
+    ).dataset
+    X, doc, pos = _read(S)
+    Y, *_ = _read(T)
+    _check(ds, X, Y, _heldout(ds, doc, pos))
+
+
+def test_char_anchor_pair_equals_references_from_the_anchored_rows(synthetic):
+    tabs = _tables()
+    X, Y = _residuals(tabs)
+    S = synthetic(X, tabs[0], n_layers=1, model="src")
+    T = synthetic(Y, tabs[1], tokenizer=OTHER, n_layers=1, model="tgt")
+    ds = _fit(S, T, None, pairing="char-anchors", measures="all", bootstrap=0, alphas=[1.0])
+    src, tgt = _reference_anchors(tabs[0]), _reference_anchors(tabs[1])
+    common = sorted(set(src) & set(tgt))
+    si, ti = np.array([src[k] for k in common]), np.array([tgt[k] for k in common])
+    keep = (tabs[0]["pos"][si] != 0) & (tabs[1]["pos"][ti] != 0)
+    keep &= np.isin(tabs[0]["doc"][si], ds.attrs["split"]["heldout_docs"])
+    stored = [
+        {b: np.asarray(R[b], np.float32).astype(np.float64) for b in range(2)} for R in (X, Y)
+    ]
+    _check(ds, stored[0], stored[1], si[keep], ti[keep])
+
+
+def test_a_model_against_itself_gives_cka_one_and_procrustes_zero(fit_pair):
+    S, _ = fit_pair
+    ds = _fit(S, S, None, measures="cka,cka-debiased,procrustes", bootstrap=0, alphas=[1e-2])
+    diag = [(int(b), int(b)) for b in ds.source_boundary.values]
+    for i, j in diag:
+        cell = ds.sel(source_boundary=i, target_boundary=j)
+        np.testing.assert_allclose(float(cell.cka), 1.0, rtol=1e-12)
+        np.testing.assert_allclose(float(cell.cka_debiased), 1.0, rtol=1e-12)
+        assert float(cell.procrustes) < 1e-6  # arccos near 1: half the digits
+    assert ds.attrs["summary"]["measures"]["cka"]["path"] == [i for i, _ in diag]
+
+
+def test_group_bootstrap_equals_a_plain_loop_over_drawn_groups(fit_pair):
+    S, T = fit_pair
+    B, seed = 100, 5
+    ds = _fit(
+        S,
+        T,
+        None,
+        measures="cka,procrustes",
+        bootstrap=B,
+        bootstrap_seed=seed,
+        alphas=[1e-2],
+        source_boundaries="1,2",
+        target_boundaries="2,4",
+    )
+    X, doc, pos = _read(S)
+    Y, *_ = _read(T)
+    heldout = list(ds.heldout_doc.values)
+    keep = _heldout(ds, doc, pos)
+    group = np.array([heldout.index(d) % GROUPS if k else -1 for d, k in zip(doc, keep)])
+    present = [g for g in range(GROUPS) if np.any(group == g)]
+    draws = np.random.default_rng(seed).integers(0, len(present), size=(B, len(present)))
+    for i in (1, 2):
+        for j in (2, 4):
+            for name in ("cka", "procrustes"):
+                vals = []
+                for row in draws:
+                    rows = np.concatenate([np.flatnonzero(group == present[k]) for k in row])
+                    vals.append(BOOT_REFERENCE[name](X[i][rows], Y[j][rows]))
+                lo, hi = np.nanpercentile(vals, [2.5, 97.5])
+                cell = ds.sel(source_boundary=i, target_boundary=j)
+                np.testing.assert_allclose(float(cell[name + "_low"]), lo, rtol=RTOL)
+                np.testing.assert_allclose(float(cell[name + "_high"]), hi, rtol=RTOL)
+
+
+def test_cli_writes_the_measures_and_refuses_an_unknown_one(fit_pair, cli, tmp_path):
+    S, T = fit_pair
+    out = tmp_path / "m.zarr"
+    args = ("fit", S, T, "--scheduler", "synchronous", "--bootstrap", "0", "--alphas", "0.01")
+    code, _, err = cli(*args, "-o", out, "--measures", "cka,procrustes")
+    assert code == 0, err
+    ds = xr.open_zarr(out)
+    assert {"cka", "cka_low", "procrustes_high"} <= set(ds.data_vars)
+    assert ds.attrs["options"]["measures"] == ["ridge", "cka", "procrustes"]
+    code, _, err = cli(*args, "-o", tmp_path / "n.zarr", "--measures", "cka,mutual")
+    one_line_error(
+        code, err, "--measures mutual: not a measure", "ridge, cka, cka-debiased, procrustes"
+    )
