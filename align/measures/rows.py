@@ -66,7 +66,7 @@ class Prepared:
     """One boundary's rows (n_rows = M), in the forms the measures read. `u` (n_rows, rank)
     and `s` (rank,) are the SVD of the centred rows (Xc = u·diag(s)·vᵀ); `a` (n_rows,) the
     centred rows' squared norms; `neighbours` (n_rows, k) each row's k nearest rows by cosine;
-    `unit_gram` (n_rows, n_rows) the cosines; `ranks` (n_rows, n_rows) the centred ranks of
+    `near` (n_rows, k) their cosines; `ranks` (n_rows, n_rows) the centred ranks of
     the correlation distances (0 on the diagonal and between copies of one row); `hsic_self`
     HSIC_u(K, K) of the debiased CKA, `knn_self` HSIC_u(A_x∘K, A_x∘K) of CKNNA; `width` d.
     A field the measures asked for do not need is None."""
@@ -75,7 +75,7 @@ class Prepared:
     s: np.ndarray | None = None
     a: np.ndarray | None = None
     neighbours: np.ndarray | None = None
-    unit_gram: np.ndarray | None = None
+    near: np.ndarray | None = None
     ranks: np.ndarray | None = None
     hsic_self: float | None = None
     knn_self: float | None = None
@@ -105,9 +105,11 @@ def prepare(x: np.ndarray, measures, k: int = K_NEIGHBOURS, origin=None) -> Prep
         gram = gram if origin is None else gram[np.ix_(origin, origin)]
         fields["neighbours"] = _neighbours(gram, k, origin)
         if "cknna" in measures:
-            fields["unit_gram"] = gram
-            mask = _mask(fields["neighbours"])
-            fields["knn_self"] = _hsic_kernels(mask * gram, mask * gram)
+            near = np.take_along_axis(gram, fields["neighbours"], axis=1)
+            rows = np.repeat(np.arange(len(gram)), k)
+            cols = fields["neighbours"].ravel()
+            fields["near"] = near
+            fields["knn_self"] = _hsic_masked(rows, cols, near.ravel(), near.ravel(), len(gram))
     if "rsa" in measures:
         fields["ranks"] = _rank_matrix(distinct, origin)
     return Prepared(**fields)
@@ -122,8 +124,8 @@ def permuted(p: Prepared, perm: np.ndarray) -> Prepared:
         fields.update(u=p.u[perm], a=p.a[perm])
     if p.neighbours is not None:
         fields["neighbours"] = inverse[p.neighbours[perm]]
-    if p.unit_gram is not None:
-        fields["unit_gram"] = p.unit_gram[np.ix_(perm, perm)]
+    if p.near is not None:
+        fields["near"] = p.near[perm]
     if p.ranks is not None:
         fields["ranks"] = p.ranks[np.ix_(perm, perm)]
     return replace(p, **fields)
@@ -141,27 +143,24 @@ def _neighbours(gram: np.ndarray, k: int, origin) -> np.ndarray:
     return np.argsort(-g, axis=1, kind="stable")[:, :k]
 
 
-def _mask(neighbours: np.ndarray) -> np.ndarray:
-    """(n_rows, n_rows) 1 at (r, n) for each neighbour n of row r, else 0."""
-    m = np.zeros((len(neighbours), len(neighbours)))
-    np.put_along_axis(m, neighbours, 1.0, axis=1)
-    return m
+def _hsic_masked(rows, cols, kv, lv, m: int) -> float:
+    """Song et al. (2012)'s unbiased HSIC of two kernels that are zero but at the entries
+    (rows[e], cols[e]), where they are kv[e] and lv[e] (no entry on the diagonal), as
+    platonic-rep's hsic_unbiased writes it for dense matrices (K̃, L̃: the diagonals zeroed):
 
+        [Σ K̃∘L̃ᵀ + Σ K̃ · Σ L̃ / ((m − 1)(m − 2)) − 2 · 1ᵀK̃L̃1 / (m − 2)] / (m(m − 3))
 
-def _hsic_kernels(k: np.ndarray, l: np.ndarray) -> float:
-    """Song et al. (2012)'s unbiased HSIC of two kernel matrices (n_rows, n_rows), as
-    platonic-rep's hsic_unbiased writes it (K̃, L̃: the diagonals zeroed; m rows):
-
-        [Σ K̃∘L̃ᵀ + Σ K̃ · Σ L̃ / ((m − 1)(m − 2)) − 2 · 1ᵀK̃L̃1 / (m − 2)] / (m(m − 3))"""
-    m = k.shape[0]
-    kt, lt = k.copy(), l.copy()
-    np.fill_diagonal(kt, 0.0)
-    np.fill_diagonal(lt, 0.0)
-    total = (
-        (kt * lt.T).sum()
-        + kt.sum() * lt.sum() / ((m - 1) * (m - 2))
-        - 2.0 * kt.sum(axis=0) @ lt.sum(axis=1) / (m - 2)
-    )
+    CKNNA's masked kernels hold at most k entries a row, so this costs O(m·k log(m·k)), not
+    O(m²): Σ K̃∘L̃ᵀ pairs entry (r, n) with entry (n, r) where both exist, and 1ᵀK̃L̃1 is
+    K̃'s column sums against L̃'s row sums."""
+    key = rows * m + cols
+    order = np.argsort(key)
+    mirror = cols * m + rows
+    at = np.minimum(np.searchsorted(key[order], mirror), len(key) - 1)
+    hit = key[order][at] == mirror
+    both = float(kv[hit] @ lv[order[at[hit]]])
+    outer = 2.0 * np.bincount(cols, kv, m) @ np.bincount(rows, lv, m) / (m - 2)
+    total = both + kv.sum() * lv.sum() / ((m - 1) * (m - 2)) - outer
     return float(total / (m * (m - 3)))
 
 
@@ -172,7 +171,7 @@ def _hsic_features(zx, zy, a, b) -> float:
 
         [‖zxᵀzy‖²_F − a·b + Σa · Σb / ((m − 1)(m − 2)) − 2 a·b / (m − 2)] / (m(m − 3))
 
-    equal to `_hsic_kernels` of the uncentred rows' kernels (the estimator does not move
+    equal to `_hsic_masked` (written out densely) of the uncentred rows' kernels (the estimator does not move
     with a shift of the rows)."""
     m = zx.shape[0]
     cross = np.linalg.norm(zx.T @ zy) ** 2
@@ -208,8 +207,12 @@ def _values(name: str, px: Prepared, py: Prepared, k: int) -> float:
         shared = (both[:, 1:] == both[:, :-1]).sum(axis=1)  # each list holds distinct rows
         return float(shared.mean() / px.neighbours.shape[1])
     if name == "cknna":
-        mask = _mask(px.neighbours) * _mask(py.neighbours)
-        cross = _hsic_kernels(mask * px.unit_gram, mask * py.unit_gram)
+        m, k = px.neighbours.shape
+        kx = np.repeat(np.arange(m), k) * m + px.neighbours.ravel()
+        ky = np.repeat(np.arange(m), k) * m + py.neighbours.ravel()
+        shared, ix, iy = np.intersect1d(kx, ky, assume_unique=True, return_indices=True)
+        rows, cols = np.divmod(shared, m)
+        cross = _hsic_masked(rows, cols, px.near.ravel()[ix], py.near.ravel()[iy], m)
         return _ratio(cross, px.knn_self * py.knn_self)
     if name == "rsa":
         return _ratio((px.ranks * py.ranks).sum(), (px.ranks**2).sum() * (py.ranks**2).sum())
