@@ -58,6 +58,7 @@ from align.fitting.budget import (
 from align.fitting.cluster import default_memory_limit, executor
 from align.fitting.graph import add_heldout_task, add_task, tree
 from align.fitting.live_estimate import estimate
+from align.fitting.measured import measure_groups_of
 from align.fitting.options import Execution, FitRequest, FitSpec, LiveJob, request
 from align.fitting.pairing import check_tokenizers, resolve
 from align.fitting.passes import PassInputs, load_models, run_blocks
@@ -361,7 +362,7 @@ def make_plan(
     """The blocks and memory of the run, or the one-line refusal of a budget that cannot
     hold one target boundary per pass (naming the minimum). `per_worker` (limit, idle
     footprint) plans for a Dask worker instead, which keeps no held-out rows between tasks."""
-    s = shape_of(p)
+    s = replace(shape_of(p), measure_groups=measure_groups_of(options.spec))
     if per_worker is not None:
         s = replace(s, n_heldout=0)
         where, (limit, idle), option = "each worker", per_worker, "`memory_limit` (per worker)"
@@ -632,7 +633,7 @@ def run_on_cluster(p: Prepared, options: FitRequest, log) -> tuple:
             for s, shard in enumerate(train):
                 dsk[("stats", s)] = (
                     shard_statistics_task,
-                    ShardTask(p.job, I, block, tuple(shard)),
+                    ShardTask(p.job, I, block, tuple(shard), options.spec.streamed),
                     "table",
                     "shifts",
                 )

@@ -19,6 +19,15 @@ SCHEME = (
 )
 
 
+def measure_groups_of(spec) -> int:
+    """Groups of held-out documents the streamed measures' sums keep for a `FitSpec`: 0
+    without a streamed measure, 1 without the bootstrap, else MEASURE_GROUPS (the memory
+    planner's count, `budget.measure_bytes`)."""
+    if not spec.streamed:
+        return 0
+    return streamed.MEASURE_GROUPS if spec.bootstrap else 1
+
+
 def group_weights(present: int, resampling: Resampling) -> np.ndarray:
     """(resamples, present) multiplicities of the groups holding rows, drawn as the document
     bootstrap draws documents (`bootstrap.indices`, the fit's seed)."""

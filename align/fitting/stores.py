@@ -38,6 +38,7 @@ from align.fitting.cluster import (
     worker_budget_of,
 )
 from align.fitting.graph import BlockSettings, Job, Tokens, block_graph
+from align.fitting.measured import measure_groups_of
 from align.fitting.options import Execution, FitRequest, FitSpec, request
 from align.fitting.pairing import (
     anchored_partner,
@@ -509,7 +510,8 @@ def _plan(opts: FitRequest, ex, S, T, src_boundaries, tgt_boundaries, client_ext
     )
     if opts.run.device != "cpu":
         per_worker = min(per_worker, device_budget(opts.run.device))
-    grid = budget.PairGrid(src_boundaries, tgt_boundaries, S.d_model, T.d_model)
+    groups = measure_groups_of(opts.spec)
+    grid = budget.PairGrid(src_boundaries, tgt_boundaries, S.d_model, T.d_model, groups)
     planned = budget.plan_blocks(
         grid,
         step,
@@ -523,6 +525,7 @@ def _plan(opts: FitRequest, ex, S, T, src_boundaries, tgt_boundaries, client_ext
         need, least = budget.least_pair_bytes(
             S.d_model, T.d_model, step, S.chunk_tokens, S.n_tokens, fixed
         )
+        need += budget.measure_bytes(1, 1, S.d_model, T.d_model, groups)  # --measures' sums
         refuse_memory(ex, client_extra, need, S.d_model, T.d_model, least)
     blocks, step = planned
     nI, nJ = len(blocks[0][0]), len(blocks[0][1])
@@ -535,7 +538,7 @@ def _plan(opts: FitRequest, ex, S, T, src_boundaries, tgt_boundaries, client_ext
         S.chunk_tokens,
         math.ceil(S.n_tokens / step),
         split.n_parts,
-    )
+    ) + budget.measure_bytes(nI, nJ, S.d_model, T.d_model, groups)
     kept = budget.heldout_rows_bytes(split.counts["heldout"], nI, nJ, S.d_model, T.d_model)
     keep_heldout = used + kept <= per_worker
     plan = {
