@@ -97,11 +97,13 @@ def _zeros_side(G: int, d: int) -> dict:
 
 
 def add_sums(a: dict, b: dict) -> dict:
-    """The sum of two `row_sums` results over the same boundaries (a new one)."""
-    return {
-        key: {k: {f: a[key][k][f] + b[key][k][f] for f in a[key][k]} for k in a[key]}
-        for key in ("source", "target", "pair")
-    }
+    """a += b of two `row_sums` results over the same boundaries, in place (the sums are
+    large: no third copy); returns a."""
+    for key in ("source", "target", "pair"):
+        for k, fields in a[key].items():
+            for f, v in fields.items():
+                v += b[key][k][f]
+    return a
 
 
 def sums_bytes(nI: int, nJ: int, d_s: int, d_t: int, n_groups: int) -> int:
