@@ -140,6 +140,17 @@ def _read_target(job: "Job", J, start: int, stop: int, partner: np.ndarray | Non
     return _read_rows(job.target, job.storage_options, J, partner)
 
 
+def sampled_rows(job: "Job", I, J, tokens: np.ndarray, partner: np.ndarray | None) -> tuple:
+    """({i: (M, d_S)}, {j: (M, d_T)}) float32: the rows of the source tokens `tokens` and
+    of the target tokens paired with them (`partner[tokens]`: char anchors or --control
+    shuffle; None: the same tokens), read from the stores."""
+    xs = _read_rows(job.source, job.storage_options, I, tokens)
+    ys = _read_rows(
+        job.target, job.storage_options, J, tokens if partner is None else partner[tokens]
+    )
+    return xs, ys
+
+
 def stats_task(job: Job, I, J, start: int, stop: int, tokens: Tokens, shifts, keep_heldout: bool):
     """Statistics of tokens [start, stop) (`tokens`: their arrays), read `job.chunk` tokens
     at a time and accumulated in place; returns (numpy `ridge.Statistics`, held-out rows

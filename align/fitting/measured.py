@@ -69,19 +69,43 @@ def groups_present(heldout: dict) -> int:
     return int(np.sum(first["n"] > 0))
 
 
-def measure_arrays(results: dict, src_boundaries, tgt_boundaries, names) -> dict:
-    """{array name: (S, T)} `<measure>`, `<measure>_low`, `<measure>_high` of the streamed
-    `names` from each pair's `PairResult.measures`."""
+FAMILY_LEVEL = 0.05  # a cell survives when its family-wise p-value is below this
+CALIBRATION = ("null_mean", "null_std", "calibrated", "p", "p_family")  # from the sampled rows
+
+
+def measure_arrays(results: dict, src_boundaries, tgt_boundaries) -> tuple:
+    """(names, {array name: (S, T)}): every measure the pairs hold, in MEASURES order, and its
+    arrays: `<measure>`, `<measure>_low`, `<measure>_high` (a streamed measure's from all the
+    held-out rows, `PairResult.measures`; a row measure's from the sampled rows), and from the
+    sampled rows (`PairResult.sampled`) `<measure>_null_mean`, `_null_std`, `_calibrated`,
+    `_p`, `_p_family`, plus `<measure>_sampled`, a streamed measure's value on the sample."""
+    first = results[(src_boundaries[0], tgt_boundaries[0])]
+    streamed_, sampled_ = first.measures or {}, first.sampled or {}
+    names = tuple(n for n in MEASURES if n in streamed_ or n in sampled_)
     shape = (len(src_boundaries), len(tgt_boundaries))
+
+    def grid(get):
+        v = np.full(shape, np.nan)
+        for a, i in enumerate(src_boundaries):
+            for b, j in enumerate(tgt_boundaries):
+                v[a, b] = get(results[(i, j)])
+        return v
+
     out = {}
     for n in names:
+        base = variable(n)
         for k, suffix in enumerate(("", "_low", "_high")):
-            v = np.full(shape, np.nan)
-            for a, i in enumerate(src_boundaries):
-                for b, j in enumerate(tgt_boundaries):
-                    v[a, b] = results[(i, j)].measures[n][k]
-            out[variable(n) + suffix] = v
-    return out
+            if n in streamed_:
+                out[base + suffix] = grid(lambda r, n=n, k=k: r.measures[n][k])
+            else:
+                f = ("value", "low", "high")[k]
+                out[base + suffix] = grid(lambda r, n=n, f=f: r.sampled[n][f])
+        if n in sampled_:
+            for f in CALIBRATION:
+                out[f"{base}_{f}"] = grid(lambda r, n=n, f=f: r.sampled[n][f])
+            if n in streamed_:
+                out[base + "_sampled"] = grid(lambda r, n=n: r.sampled[n]["value"])
+    return names, out
 
 
 def path(values: np.ndarray, direction: str, tgt_boundaries) -> list:
@@ -94,14 +118,21 @@ def path(values: np.ndarray, direction: str, tgt_boundaries) -> list:
 def measures_summary(arrays: dict, names, tgt_boundaries, groups: int | None) -> dict:
     """The result's attrs["summary"]["measures"]: per measure its direction, array and path
     (`path`), and the interval's scheme."""
-    out = {
-        n: {
-            "direction": MEASURES[n],
-            "array": variable(n),
-            "path": path(arrays[variable(n)], MEASURES[n], tgt_boundaries),
-        }
-        for n in names
-    }
+    out = {}
+    for n in names:
+        picked = path(arrays[variable(n)], MEASURES[n], tgt_boundaries)
+        out[n] = {"direction": MEASURES[n], "array": variable(n), "path": picked}
+        p_family = arrays.get(variable(n) + "_p_family")
+        if p_family is not None:  # which cells, and whether the path, beat the grid's null
+            cols = [list(tgt_boundaries).index(j) for j in picked]
+            survive = p_family < FAMILY_LEVEL
+            out[n]["cells_surviving"] = int(survive.sum())
+            out[n]["path_surviving"] = bool(all(survive[a, b] for a, b in enumerate(cols)))
+    if any("cells_surviving" in v for v in out.values()):
+        out["surviving"] = (
+            f"cells with p_family < {FAMILY_LEVEL} (the correction for reading the best of the "
+            "grid); the path survives when every one of its cells does"
+        )
     out["rows"] = "held-out documents (the rows ridge's held-out error is measured on)"
     if groups is not None:
         out["interval"] = SCHEME.format(G=streamed.MEASURE_GROUPS, present=groups)

@@ -267,6 +267,8 @@ def heldout_pass(
 
     def add(xh, yh, tokens):
         nonlocal sums
+        if solved.get("sample") is not None:
+            solved["sample"].take(xh, yh, tokens)
         s = heldout_of(xh, yh, solved, backend, None if hdoc is None else hdoc[tokens], measures)
         sums = s if sums is None else add_heldout_all(sums, s)
 
@@ -290,11 +292,17 @@ def heldout_pass(
 
 
 def run_blocks(
-    inputs: PassInputs, blocks, keep_heldout: bool, options: FitRequest, split: Split
+    inputs: PassInputs,
+    blocks,
+    keep_heldout: bool,
+    options: FitRequest,
+    split: Split,
+    sample=None,
 ) -> tuple:
     """Every block in turn: statistics pass, solve (the shared solver, the source's factors
     shared by all blocks), held-out pass. Returns ({(i, j): fitted + scores}, {block:
-    numpy statistics} when options.hooks.keep_statistics)."""
+    numpy statistics} when options.hooks.keep_statistics). `sample` (fitting.sampled.Sample):
+    the held-out rows it keeps, gathered by the held-out passes."""
     net = inputs.net
     results, kept_stats, factors, shifts = {}, {}, {}, Shifts()
     solve_device = str(
@@ -332,7 +340,7 @@ def run_blocks(
         sums = heldout_pass(
             inputs,
             block,
-            {"fitted": fitted, "fractions": fractions},
+            {"fitted": fitted, "fractions": fractions, "sample": sample},
             kept,
             label + ", held-out",
             split.heldout_index if options.spec.bootstrap else None,

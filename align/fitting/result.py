@@ -91,6 +91,7 @@ class PairResult:
         None  # {streamed measure: (value, low, high)} (`measured.pair_measures`)
     )
     measure_groups: int | None = None  # groups of held-out documents their interval resampled
+    sampled: dict | None = None  # {measure: {field: value}} on the sampled rows (`sampled.attach`)
 
     @property
     def alpha(self) -> float:
@@ -258,7 +259,7 @@ def alignment_dataset(
         coords["fraction"] = ("fraction", np.array(sorted(first.by_fraction) + [1.0]))
     point = matrix_summary(arrays["relative_error"], src_boundaries, tgt_boundaries, L_S, L_T)
     summary = point.to_attrs()
-    if first.measures is not None:
+    if first.measures is not None or first.sampled is not None:
         summary["measures"] = _with_measures(data, results, src_boundaries, tgt_boundaries)
     summary.update(_grid_ends(arrays["alpha_rel"], grid))
     if resampling is not None and all(
@@ -309,7 +310,7 @@ def alignment_dataset(
             ds[v].attrs["direction"] = MEASURES[name]
             ds[v].attrs["description"] = f"{name} of the held-out rows ({MEASURES[name]})"
             for end in ("_low", "_high"):
-                ds[v + end].attrs["description"] = f"95% group-bootstrap interval of {name}"
+                ds[v + end].attrs["description"] = f"95% bootstrap interval of {name}"
     return ds
 
 
@@ -334,8 +335,7 @@ def _with_measures(data: dict, results: dict, src_boundaries, tgt_boundaries) ->
     """Adds the streamed measures' arrays (`measured.measure_arrays`) to `data`; returns the
     summary's "measures" field (each one's direction and path)."""
     first = results[(src_boundaries[0], tgt_boundaries[0])]
-    names = tuple(first.measures)
-    arrays = measured.measure_arrays(results, src_boundaries, tgt_boundaries, names)
+    names, arrays = measured.measure_arrays(results, src_boundaries, tgt_boundaries)
     refuse_non_finite(
         {n: arrays[variable(n)] for n in names}, src_boundaries, tgt_boundaries, "measures"
     )

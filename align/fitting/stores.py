@@ -24,7 +24,7 @@ from align import store as st
 from align.boundaries import parse_boundaries
 from align.errors import InputError, StoreError
 from align.faults import fault_point
-from align.fitting import budget
+from align.fitting import budget, sampled
 from align.fitting.budget import human_bytes
 from align.fitting.cluster import (
     PLAN_FRACTION,
@@ -37,7 +37,7 @@ from align.fitting.cluster import (
     refuse_memory,
     worker_budget_of,
 )
-from align.fitting.graph import BlockSettings, Job, Tokens, block_graph
+from align.fitting.graph import BlockSettings, Job, Tokens, block_graph, sampled_rows
 from align.fitting.measured import measure_groups_of
 from align.fitting.options import Execution, FitRequest, FitSpec, request
 from align.fitting.pairing import (
@@ -305,6 +305,7 @@ def fit(
         S.tokens("doc"), S.tokens("pos"), opts.spec, S.tokens("seq"), partner=partner
     )
     t_part = split.part if anchored is None else target_part(split.part, split.partner, T.n_tokens)
+    sample = sampled.draw(split, opts.spec)  # before the pass: the rows every boundary keeps
     sides = Side.of_store(S), Side.of_store(T)
     if output is not None:
         check_result_room(
@@ -438,12 +439,20 @@ def fit(
             if opts.hooks.keep_statistics:
                 statistics[(I, J)] = out["stats"]
     plan.pop("block_list")
+    extra = {}
+    if sample is not None:  # the row measures and every measure's calibration, on the sample
+        sample.xs, sample.ys = sampled_rows(
+            job, src_boundaries, tgt_boundaries, sample.tokens, split.partner
+        )
+        extra["sampled_rows"] = sampled.attach(
+            results, sample, opts.spec, src_boundaries, tgt_boundaries
+        )
     ds = alignment_dataset(
         results,
         (src_boundaries, tgt_boundaries),
         sides,
         split,
-        opts.recorded(task_tokens=step, n_tokens=split.counts, pairing=mode),
+        opts.recorded(task_tokens=step, n_tokens=split.counts, pairing=mode, **extra),
         "store",
         opts.spec.save_maps,
         opts.spec.resampling,

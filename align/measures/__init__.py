@@ -1,7 +1,8 @@
 """Similarity measures between the layers of two models beside ridge's held-out error
 (docs/methods.md, Similarity measures): `streamed` computes them from sums over rows
 accumulated in the fit's held-out pass (`cka`, `cka-debiased`, `procrustes`, `cca`, `svcca`);
-`rows` from rows sampled from the held-out documents.
+`rows` (mutual neighbours, CKNNA, RSA, and every measure's calibration) from rows sampled
+from the held-out documents.
 
 `MEASURES` names every measure `align fit --measures` accepts and its direction: for a
 "similarity" larger is closer (a row's path is its argmax), for a "distance" smaller is
@@ -22,9 +23,15 @@ MEASURES = {
     "procrustes": DISTANCE,
     "cca": SIMILARITY,
     "svcca": SIMILARITY,
+    "mknn": SIMILARITY,
+    "cknna": SIMILARITY,
+    "rsa": SIMILARITY,
 }
 
 STREAMED = ("cka", "cka-debiased", "procrustes", "cca", "svcca")  # from the held-out sums
+ROW_ONLY = ("mknn", "cknna", "rsa")  # only on the sampled rows (with the calibration)
+SAMPLE_ROWS = 4096  # rows drawn from the held-out documents for the row measures (at most)
+PERMUTATIONS = 99  # the null draws suggested for the calibration (p-values down to 0.01)
 
 
 def variable(name: str) -> str:

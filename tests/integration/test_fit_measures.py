@@ -21,6 +21,7 @@ from tests.integration.test_fit_live import CORPUS, live_fit
 RTOL = 1e-8
 STREAMED = ("cka", "cka-debiased", "procrustes", "cca", "svcca")
 BOOT_REFERENCE = {"cka": cka_features, "procrustes": procrustes}  # no n × n kernel per resample
+M = 150  # sampled held-out rows of the row measures and the calibration
 GROUPS = 10  # held-out document index mod 10 (docs/methods.md)
 
 
@@ -58,7 +59,15 @@ def _check(ds, X, Y, keep_x, keep_y=None):
 @pytest.fixture(scope="module")
 def store_measures(fit_pair):
     S, T = fit_pair
-    return _fit(S, T, None, measures="all", bootstrap=0, alphas=[1e-2])
+    return _fit(
+        S,
+        T,
+        None,
+        measures=",".join(STREAMED),
+        bootstrap=0,
+        alphas=[1e-2],
+        target_boundaries="0,2,4",
+    )
 
 
 def test_store_route_equals_references_from_the_rows(fit_pair, store_measures):
@@ -75,9 +84,43 @@ def test_store_route_equals_references_from_the_rows(fit_pair, store_measures):
         assert summary[name]["path"] == want, name
 
 
+def test_sampled_rows_are_the_documented_draw_and_carry_the_calibration(fit_pair):
+    """The M rows: numpy.random.default_rng(seed).choice(n_heldout, M, replace=False) among the
+    held-out rows in token order, sorted; every measure on them (`<measure>_sampled` of a
+    streamed one, the value of a row one) against the references; the calibration's arrays."""
+    S, T = fit_pair
+    ds = _fit(
+        S,
+        T,
+        None,
+        measures="cka,procrustes,rsa",
+        bootstrap=0,
+        alphas=[1e-2],
+        sample_rows=M,
+        permutations=9,
+        source_boundaries="1,2",
+        target_boundaries="2,4",
+    )
+    X, doc, pos = _read(S)
+    Y, *_ = _read(T)
+    held = np.flatnonzero(_heldout(ds, doc, pos))
+    rows = held[np.sort(np.random.default_rng(0).choice(len(held), M, replace=False))]
+    assert ds.attrs["options"]["sampled_rows"]["rows"] == M
+    for i in ds.source_boundary.values:
+        for j in ds.target_boundary.values:
+            x, y = X[int(i)][rows], Y[int(j)][rows]
+            cell = ds.sel(source_boundary=i, target_boundary=j)
+            for name in ("cka", "procrustes"):
+                want = REFERENCE[name](x, y)
+                np.testing.assert_allclose(float(cell[name + "_sampled"]), want, rtol=1e-6)
+            for f in ("null_mean", "calibrated", "p", "p_family"):
+                assert np.isfinite(float(cell[f"cka_{f}"])), f
+            assert 0 < float(cell.cka_p) <= 1 and 0 <= float(cell.cka_calibrated) <= 1
+
+
 def test_default_fit_is_ridge_alone_and_unchanged(fit_pair, store_measures):
     S, T = fit_pair
-    ds = _fit(S, T, None, bootstrap=0, alphas=[1e-2])
+    ds = _fit(S, T, None, bootstrap=0, alphas=[1e-2], target_boundaries="0,2,4")
     assert ds.attrs["options"]["measures"] == ["ridge"] and "cka" not in ds
     assert "measures" not in ds.attrs["summary"]
     for name in ("relative_error", "norm_error", "r2", "alpha"):
@@ -88,7 +131,14 @@ def test_live_route_equals_references_from_the_store(zoo, corpus_file, extracted
     S = extracted("qwen2", dtype="float32", **CORPUS)
     T = extracted("qwen2", model_overrides={"num_hidden_layers": 4, "hidden_size": 96}, **CORPUS)
     ds = live_fit(
-        zoo, corpus_file, "qwen2", "float32", measures="all", bootstrap=0, alphas=[1e-2]
+        zoo,
+        corpus_file,
+        "qwen2",
+        "float32",
+        measures=",".join(STREAMED),
+        bootstrap=0,
+        alphas=[1e-2],
+        target_boundaries="0,2,4",
     ).dataset
     X, doc, pos = _read(S)
     Y, *_ = _read(T)
@@ -100,7 +150,9 @@ def test_char_anchor_pair_equals_references_from_the_anchored_rows(synthetic):
     X, Y = _residuals(tabs)
     S = synthetic(X, tabs[0], n_layers=1, model="src")
     T = synthetic(Y, tabs[1], tokenizer=OTHER, n_layers=1, model="tgt")
-    ds = _fit(S, T, None, pairing="char-anchors", measures="all", bootstrap=0, alphas=[1.0])
+    ds = _fit(
+        S, T, None, pairing="char-anchors", measures=",".join(STREAMED), bootstrap=0, alphas=[1.0]
+    )
     src, tgt = _reference_anchors(tabs[0]), _reference_anchors(tabs[1])
     common = sorted(set(src) & set(tgt))
     si, ti = np.array([src[k] for k in common]), np.array([tgt[k] for k in common])
@@ -171,6 +223,8 @@ def test_cli_writes_the_measures_and_refuses_an_unknown_one(fit_pair, cli, tmp_p
     one_line_error(
         code, err, "--measures mutual: not a measure", "ridge, cka, cka-debiased, procrustes"
     )
+    code, _, err = cli(*args, "-o", tmp_path / "n.zarr", "--measures", "cka,mknn")
+    one_line_error(code, err, "mknn come with their calibration", "--permutations 1 or more")
 
 
 def test_planner_counts_the_sums_and_refuses_in_one_line_naming_the_bytes(fit_pair):
