@@ -253,3 +253,25 @@ def test_planner_counts_the_sums_and_refuses_in_one_line_naming_the_bytes(fit_pa
     assert "\n" not in text and "one boundary pair of d_source 64, d_target 96" in text, text
     need = (ridge + sums) / 0.9  # PLAN_FRACTION of the budget is planned
     assert f"needs {need / 2**20:.1f} MiB per worker" in text, text
+
+
+def test_plot_measure_draws_the_argmax_path_of_a_similarity(
+    fit_pair, store_measures, cli, tmp_path
+):
+    from align.plotting import plot_measure
+
+    ds = store_measures
+    for name, pick in (("cka", np.argmax), ("procrustes", np.argmin)):
+        fig = plot_measure(ds, name)
+        (line,) = [ln for ln in fig.axes[0].lines if ln.get_gid() == "measure_path"]
+        want = ds.target_boundary.values[pick(ds[name].values, axis=1)]
+        np.testing.assert_array_equal(line.get_xdata(), want)
+        np.testing.assert_array_equal(line.get_ydata(), ds.source_boundary.values)
+    out = tmp_path / "r.zarr"
+    S, T = fit_pair
+    args = ("--scheduler", "synchronous", "--bootstrap", "0", "--measures", "cka,procrustes")
+    assert cli("fit", S, T, "-o", out, *args)[0] == 0
+    code, _, err = cli("plot", out, "--measure", "cka", "-o", tmp_path / "cka.png")
+    assert code == 0 and (tmp_path / "cka.png").stat().st_size > 0, err
+    code, _, err = cli("plot", out, "--measure", "rsa", "-o", tmp_path / "rsa.png")
+    one_line_error(code, err, "--measure rsa: not in this result", "it holds cka, procrustes")
