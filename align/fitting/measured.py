@@ -38,28 +38,33 @@ def pair_measures(heldout: dict, resampling: Resampling | None) -> dict:
     """{(i, j): {name: (value, low, high)}} of every pair of a block's held-out sums
     (`graph.heldout_of` with measures): the value from all rows; low, high the 95%
     percentile interval over resampled groups of held-out documents (NaN without
-    `resampling`, or with fewer than two groups holding rows). {} without measures."""
+    `resampling`, or with fewer than two groups holding rows). {} without measures. Each
+    side is reduced and decomposed once, for all the pairs it is in."""
     if "measures" not in heldout:
         return {}
     names, sums = heldout["measures"]["names"], heldout["measures"]["sums"]
     first = next(iter(sums["target"].values()))
     keep = np.flatnonzero(first["n"] > 0)  # groups holding rows: the units resampled
     w = group_weights(len(keep), resampling) if resampling is not None and len(keep) > 1 else None
+    xr = {i: streamed.weighted(s) for i, s in sums["source"].items()}
+    yr = {j: streamed.weighted(s) for j, s in sums["target"].items()}
+    value = {
+        (i, j): streamed.pair_measures(xr[i], yr[j], streamed.weighted(pair), names, (i, j))
+        for (i, j), pair in sums["pair"].items()
+    }
+    if w is None:
+        return {k: {n: (v[n], np.nan, np.nan) for n in names} for k, v in value.items()}
+    sub = {
+        key: {k: {f: a[keep] for f, a in fields.items()} for k, fields in sums[key].items()}
+        for key in ("source", "target", "pair")
+    }
+    boot = streamed.resampled(sub, names, w)
     out = {}
-    for (i, j), pair in sums["pair"].items():
-        x, y = sums["source"][i], sums["target"][j]
-        value = streamed.pair_measures(
-            streamed.weighted(x), streamed.weighted(y), streamed.weighted(pair), names, (i, j)
-        )
-        if w is None:
-            out[(i, j)] = {n: (value[n], np.nan, np.nan) for n in names}
-            continue
-        sub = [{f: v[keep] for f, v in s.items()} for s in (x, y, pair)]
-        boot = streamed.resampled(*sub, names, w)
-        out[(i, j)] = {}
+    for k, v in value.items():
+        out[k] = {}
         for n in names:
-            lo, hi = bootstrap.percentile_interval(boot[n][:, None])
-            out[(i, j)][n] = (value[n], float(lo[0]), float(hi[0]))
+            lo, hi = bootstrap.percentile_interval(boot[k][n][:, None])
+            out[k][n] = (v[n], float(lo[0]), float(hi[0]))
     return out
 
 

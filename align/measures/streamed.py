@@ -135,10 +135,22 @@ def cross(x: dict, y: dict, pair: dict) -> np.ndarray:
     return pair["xy"] - np.outer(x["s"], y["s"]) / x["n"]
 
 
+def _cached(side: dict, key: str, make):
+    """side[key], made once: a side's reduced sums serve every pair it is in, so its
+    decompositions are computed once per side, not once per pair."""
+    if key not in side:
+        side[key] = make()
+    return side[key]
+
+
+def _norm(side: dict) -> float:
+    return _cached(side, "_norm", lambda: float(np.linalg.norm(centred(side))))
+
+
 def cka(x: dict, y: dict, pair: dict) -> float:
     """Linear CKA (Kornblith et al. 2019) on centred rows: ‖XᵀY‖²_F / (‖XᵀX‖_F ‖YᵀY‖_F)."""
     Cxy = cross(x, y, pair)
-    return float(np.sum(Cxy * Cxy) / (np.linalg.norm(centred(x)) * np.linalg.norm(centred(y))))
+    return float(np.sum(Cxy * Cxy) / (_norm(x) * _norm(y)))
 
 
 def hsic_unbiased(m: float, kl: float, k1: float, l1: float, k1l1: float) -> float:
@@ -170,7 +182,9 @@ def cka_debiased(x: dict, y: dict, pair: dict) -> float:
     k1, l1 = float(sx @ sx - np.trace(x["S"])), float(sy @ sy - np.trace(y["S"]))
     k1l1 = float(sx @ xy @ sy - pair["r_xy"] @ sy - pair["r_yx"] @ sx + p)
     hkl = hsic_unbiased(x["n"], kl, k1, l1, k1l1)
-    return hkl / float(np.sqrt(_self_hsic(x) * _self_hsic(y)))
+    hx = _cached(x, "_hsic", lambda: _self_hsic(x))
+    hy = _cached(y, "_hsic", lambda: _self_hsic(y))
+    return hkl / float(np.sqrt(hx * hy))
 
 
 def procrustes(x: dict, y: dict, pair: dict) -> float:
@@ -192,9 +206,10 @@ def cca(x: dict, y: dict, pair: dict) -> float:
     """Mean squared canonical correlation (Kornblith et al. 2019's R²_CCA):
     ‖Cxx^(−1/2) Cxy Cyy^(−1/2)‖²_F / min(d_S, d_T), the covariances with CCA_RIDGE·tr(C)/d
     on their diagonal (a singular one stays invertible)."""
-    Cxx, Cyy = centred(x), centred(y)
-    M = _inverse_sqrt(Cxx, CCA_RIDGE) @ cross(x, y, pair) @ _inverse_sqrt(Cyy, CCA_RIDGE)
-    return float(np.sum(M * M) / min(len(Cxx), len(Cyy)))
+    Wx = _cached(x, "_isqrt", lambda: _inverse_sqrt(centred(x), CCA_RIDGE))
+    Wy = _cached(y, "_isqrt", lambda: _inverse_sqrt(centred(y), CCA_RIDGE))
+    M = Wx @ cross(x, y, pair) @ Wy
+    return float(np.sum(M * M) / min(len(Wx), len(Wy)))
 
 
 def _principal(C: np.ndarray, share: float):
@@ -212,8 +227,8 @@ def svcca(x: dict, y: dict, pair: dict) -> float:
     SVCCA_VARIANCE of its variance (V_x, λ_x), then the mean canonical correlation of the
     reduced rows: the singular values of Λ_x^(−1/2) V_xᵀ Cxy V_y Λ_y^(−1/2), averaged over
     min(k_x, k_y) (the reduced covariances are diagonal and positive: no regularisation)."""
-    Vx, lx = _principal(centred(x), SVCCA_VARIANCE)
-    Vy, ly = _principal(centred(y), SVCCA_VARIANCE)
+    Vx, lx = _cached(x, "_pca", lambda: _principal(centred(x), SVCCA_VARIANCE))
+    Vy, ly = _cached(y, "_pca", lambda: _principal(centred(y), SVCCA_VARIANCE))
     M = (Vx.T @ cross(x, y, pair) @ Vy) / np.sqrt(lx)[:, None] / np.sqrt(ly)[None, :]
     return float(np.linalg.svd(M, compute_uv=False).mean())
 
@@ -248,16 +263,24 @@ def pair_measures(x: dict, y: dict, pair: dict, names, where: tuple) -> dict:
     return {n: FUNCTIONS[n](x, y, pair) for n in names}
 
 
-def resampled(x: dict, y: dict, pair: dict, names, w: np.ndarray) -> dict:
-    """{name: (B,)} every measure on every resample of groups: w (B, G) the multiplicity of
-    each group in each resample; NaN where a resample's rows have no variance."""
-    out = {n: np.full(len(w), np.nan) for n in names}
+def resampled(sums: dict, names, w: np.ndarray) -> dict:
+    """{(i, j): {name: (B,)}} every measure of every pair of `sums` (a `row_sums` result, or
+    its groups' subset) on every resample of groups: w (B, G) the multiplicity of each group
+    in each resample; each side reduced (and decomposed) once per resample; NaN where a
+    resample's rows of a side have no variance."""
+    out = {k: {n: np.full(len(w), np.nan) for n in names} for k in sums["pair"]}
     for b, wb in enumerate(w):
-        xb, yb, pb = weighted(x, wb), weighted(y, wb), weighted(pair, wb)
-        ok = all(s["n"] >= 4 and np.trace(centred(s)) > 0 for s in (xb, yb))
-        if not ok:
-            continue
+        xr = {i: weighted(s, wb) for i, s in sums["source"].items()}
+        yr = {j: weighted(s, wb) for j, s in sums["target"].items()}
+        ok = {
+            (key, k): s["n"] >= 4 and np.trace(centred(s)) > 0
+            for key, side in (("source", xr), ("target", yr))
+            for k, s in side.items()
+        }
         with np.errstate(all="ignore"):
-            for n in names:
-                out[n][b] = FUNCTIONS[n](xb, yb, pb)
+            for (i, j), pair in sums["pair"].items():
+                if ok[("source", i)] and ok[("target", j)]:
+                    pb = weighted(pair, wb)
+                    for n in names:
+                        out[(i, j)][n][b] = FUNCTIONS[n](xr[i], yr[j], pb)
     return out
