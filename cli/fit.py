@@ -10,6 +10,8 @@ from align.errors import InputError
 from align.fitting import FitSpec, fit
 from align.fitting.anchors import MIN_COVERAGE, PAIRINGS
 from align.fitting.options import CONTROLS, MODEL_DEVICES, Execution, parse_memory
+from align.measures import MEASURES, PERMUTATIONS, SAMPLE_ROWS
+from align.measures.rows import K_NEIGHBOURS
 from align.models import DTYPES, families
 from align.records import build
 from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
@@ -217,6 +219,37 @@ def live_options(f):
     "(the matrix a meaningless pairing gives; two stores only).",
 )
 @click.option(
+    "--measures",
+    default="ridge",
+    show_default=True,
+    metavar="LIST",
+    help="Similarity measures beside ridge's held-out error, comma-separated, or all: "
+    f"{', '.join(MEASURES)}; each from the held-out rows, with its 95% interval under --bootstrap.",
+)
+@click.option(
+    "--sample-rows",
+    type=click.IntRange(min=1),
+    default=None,
+    help=f"With --measures: held-out rows drawn (by --seed) for mknn, cknna, rsa and every measure's "
+    f"calibration [default: {SAMPLE_ROWS:,}, or every held-out row when fewer].",
+)
+@click.option(
+    "--permutations",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="With --measures: null draws of every measure's calibration on the sampled rows (the target's "
+    f"documents re-paired; {PERMUTATIONS} gives p-values down to 0.01); 0: none. mknn, cknna and rsa "
+    "need 1 or more.",
+)
+@click.option(
+    "--neighbours",
+    type=click.IntRange(min=1),
+    default=K_NEIGHBOURS,
+    show_default=True,
+    help="With --measures: k of mknn and cknna.",
+)
+@click.option(
     "--pairing",
     type=click.Choice(PAIRINGS),
     default="auto",
@@ -310,6 +343,10 @@ def fit_cmd(
     bootstrap_seed,
     convergence,
     control,
+    measures,
+    sample_rows,
+    permutations,
+    neighbours,
     pairing,
     min_coverage,
     include_first_token,

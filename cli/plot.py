@@ -83,6 +83,13 @@ def _stem(path: str) -> str:
     help="alignment: the matrix to draw [default: relative_error].",
 )
 @click.option(
+    "--measure",
+    default=None,
+    metavar="NAME",
+    help="alignment: draw this similarity measure of `align fit --measures` (cka, procrustes, ...) "
+    "with its path (a similarity's argmax, a distance's argmin) instead of the error matrix.",
+)
+@click.option(
     "--agg",
     default=None,
     help="contributions: mean | max [mean]; skipping: max | mean_over_prompts [max].",
@@ -123,7 +130,7 @@ def _stem(path: str) -> str:
     multiple=True,
     help="alignment: another alignment result (e.g. a control) drawn beside RESULT on one colour scale; repeatable.",
 )
-def plot_cmd(result, output, metric, agg, part, depth_path, size, dpi, prompts, beside):
+def plot_cmd(result, output, metric, measure, agg, part, depth_path, size, dpi, prompts, beside):
     """Draw RESULT (an alignment, contributions, skipping, lens, depth, erasure or igrad store) as
     a PNG, PDF or SVG."""
     from align import plotting
@@ -144,7 +151,9 @@ def plot_cmd(result, output, metric, agg, part, depth_path, size, dpi, prompts, 
     )
     ds = open_result(result)
     depth = open_result(depth_path, "depth") if depth_path else None
-    if beside:
+    if measure is not None:
+        fig = plotting.plot_measure(ds, measure, size=pixels, dpi=dpi)
+    elif beside:
         if plotting.schema_of(ds) != "alignment":
             raise InputError(
                 f"--beside draws alignment results side by side; {result} is a {plotting.schema_of(ds)} result"

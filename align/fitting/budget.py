@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from align import ridge
 from align.fitting.split import FRACTIONS
+from align.measures.streamed import sums_bytes
 from align.messages import human_bytes  # noqa: F401 (the fit's modules import it from here)
 from align.stats.bootstrap import MIN_RESAMPLES
 from align.store import footprint
@@ -69,6 +70,15 @@ def block_bytes(
     return (3 + math.ceil(math.log2(max(n_tasks, 1)))) * acc + maps + rows + extra
 
 
+def measure_bytes(nI: int, nJ: int, d_s: int, d_t: int, groups: int, copies: int = 3) -> int:
+    """Bytes the streamed measures' sums (`measures.streamed.sums_bytes`, per group of
+    held-out documents: every pair's Σxyᵀ, every boundary's Σxxᵀ, ...) add to a block of
+    nI × nJ boundaries: `copies` of them (3 on the store route: the two inputs of a held-out
+    tree's add and their sum; 2 on the live route: the block's and one batch's); 0 without
+    measures (groups 0)."""
+    return copies * sums_bytes(nI, nJ, d_s, d_t, groups) if groups else 0
+
+
 def task_sizes(most: int, fixed: bool) -> list:
     """Tokens per task to try, largest first: `most`, then powers of two down to MIN_TASK_TOKENS."""
     if fixed:
@@ -85,6 +95,7 @@ class PairGrid(NamedTuple):
     target_boundaries: tuple  # boundaries 0..L_T of the target
     d_s: int  # values per token and source boundary (the source's d_model)
     d_t: int  # values per token and target boundary
+    measure_groups: int = 0  # groups of the streamed measures' sums (0: no measure)
 
 
 class BlockPlan(NamedTuple):
@@ -113,7 +124,7 @@ def plan_blocks(
 
     `task_tokens`, `chunk_tokens` (the store's, 0: none), `n_tokens`: tokens; `budget`: bytes.
     Returns the BlockPlan, or None when not even one pair fits."""
-    source_boundaries, target_boundaries, d_s, d_t = grid
+    source_boundaries, target_boundaries, d_s, d_t = grid[:4]
     nI, nJ = len(source_boundaries), len(target_boundaries)
     n_tokens = n_tokens or task_tokens
     sizes = task_sizes(task_tokens, fixed_tokens)
@@ -122,6 +133,7 @@ def plan_blocks(
         for t in sizes:
             if (
                 block_bytes(bI, bJ, d_s, d_t, t, chunk_tokens, math.ceil(n_tokens / t), parts)
+                + measure_bytes(bI, bJ, d_s, d_t, grid.measure_groups)
                 <= budget
             ):
                 return t
@@ -319,6 +331,7 @@ class LiveShape:
     model_bytes: int
     parts: int = ridge.N_PARTS
     window_rows: int = 0
+    measure_groups: int = 0  # groups of the streamed measures' sums (0: no measure)
 
 
 def batch_bytes(s: LiveShape, n_target: int) -> int:
@@ -357,6 +370,11 @@ def pass_bytes(s: LiveShape, n_target: int, keep_heldout: bool) -> dict:
         "held-out sums": heldout,
         "held-out rows": kept,
         **({"window rows": s.itemsize * s.window_rows * n_target * dT} if s.window_rows else {}),
+        **(
+            {"measure sums": measure_bytes(nI, n_target, dS, dT, s.measure_groups, 2)}
+            if s.measure_groups
+            else {}
+        ),
     }
 
 

@@ -25,6 +25,8 @@ from align.faults import fault_point
 from align.fitting.solve import solve_all
 from align.fitting.split import CONVERGENCE_PARTS, TEST
 from align.fitting.tasks import blas_limit, stop_if_cancelled
+from align.measures import streamed
+from align.measures.streamed import MEASURE_GROUPS
 from align.ridge.backend import Backend
 from align.ridge.heldout import add_heldout, heldout_sums
 from align.ridge.solve import SolvedMap
@@ -47,6 +49,7 @@ class Job:
     chunk: int
     use_torch: bool = False
     run: str = ""  # this fit's id: its tasks stop once it is cancelled (tasks.cancel)
+    measures: tuple = ()  # the streamed measures whose sums the held-out tasks add
 
     def backend(self) -> Backend:
         return Backend(self.device, use_torch=self.use_torch or None)
@@ -137,6 +140,17 @@ def _read_target(job: "Job", J, start: int, stop: int, partner: np.ndarray | Non
     return _read_rows(job.target, job.storage_options, J, partner)
 
 
+def sampled_rows(job: "Job", I, J, tokens: np.ndarray, partner: np.ndarray | None) -> tuple:
+    """({i: (M, d_S)}, {j: (M, d_T)}) float32: the rows of the source tokens `tokens` and
+    of the target tokens paired with them (`partner[tokens]`: char anchors or --control
+    shuffle; None: the same tokens), read from the stores."""
+    xs = _read_rows(job.source, job.storage_options, I, tokens)
+    ys = _read_rows(
+        job.target, job.storage_options, J, tokens if partner is None else partner[tokens]
+    )
+    return xs, ys
+
+
 def stats_task(job: Job, I, J, start: int, stop: int, tokens: Tokens, shifts, keep_heldout: bool):
     """Statistics of tokens [start, stop) (`tokens`: their arrays), read `job.chunk` tokens
     at a time and accumulated in place; returns (numpy `ridge.Statistics`, held-out rows
@@ -209,10 +223,24 @@ def solve_task(stats, alphas, shifts, threads, device, factors, extend: bool = F
     return {"fitted": fitted, "factors": factors, "fractions": fractions}
 
 
-def heldout_of(xs, ys, solved, backend, docs=None) -> dict:
+def heldout_of(xs, ys, solved, backend, docs=None, measures: tuple = ()) -> dict:
     """`ridge.heldout_sums` of the block's maps (per held-out document with `docs`) and,
-    with --convergence, of each fraction's maps (pooled) under "fractions"."""
+    with --convergence, of each fraction's maps (pooled) under "fractions"; with streamed
+    `measures`, their sums (`measures.streamed.row_sums`, rows shifted by the maps' training
+    means, in the groups of `measure_groups`) under "measures"."""
     out = heldout_sums(xs, ys, solved["fitted"], backend, docs=docs)
+    if measures:
+        fitted = solved["fitted"]
+        shifts = ({}, {})
+        for (i, j), m in fitted.items():
+            shifts[0].setdefault(i, m.x_mean)
+            shifts[1].setdefault(j, m.y_mean)
+        n = len(next(iter(ys.values())))
+        groups, G = measure_groups(docs, n)
+        out["measures"] = {
+            "names": tuple(measures),
+            "sums": streamed.row_sums(xs, ys, shifts, groups, G, backend),
+        }
     if solved.get("fractions"):
         out["fractions"] = {
             f: heldout_sums(xs, ys, m, backend) for f, m in solved["fractions"].items()
@@ -235,18 +263,38 @@ def heldout_task(job: Job, I, J, start: int, stop: int, held: Rows, solved):
             }
         else:
             ys = _read_rows(job.target, job.storage_options, J, partner)
-        return heldout_of(xs, ys, solved, backend, docs)
+        return heldout_of(xs, ys, solved, backend, docs, job.measures)
 
 
 def heldout_kept_task(job: Job, kept, solved):
     """Held-out error sums of the rows a statistics task kept."""
     backend = job.backend()
     with blas_limit(job.threads):
-        return heldout_of(kept[0], kept[1], solved, backend, kept[2])
+        return heldout_of(kept[0], kept[1], solved, backend, kept[2], job.measures)
+
+
+def measure_groups(docs, n: int) -> tuple:
+    """(groups (n,), G): each held-out row's group of the measures' bootstrap, its held-out
+    document index modulo MEASURE_GROUPS (G = MEASURE_GROUPS); without `docs` (no bootstrap)
+    every row in one group (G = 1)."""
+    if docs is None:
+        return np.zeros(n, dtype=np.int64), 1
+    return np.asarray(docs, dtype=np.int64) % MEASURE_GROUPS, MEASURE_GROUPS
+
+
+def add_heldout_all(a: dict, b: dict) -> dict:
+    """`ridge.add_heldout`, and the streamed measures' sums added alike."""
+    out = add_heldout(a, b)
+    if "measures" in a:
+        out["measures"] = {
+            "names": a["measures"]["names"],
+            "sums": streamed.add_sums(a["measures"]["sums"], b["measures"]["sums"]),
+        }
+    return out
 
 
 def add_heldout_task(a, b):
-    return add_heldout(a, b)
+    return add_heldout_all(a, b)
 
 
 def collect_task(solved, heldout, stats, save_maps):

@@ -44,7 +44,7 @@ from align.boundaries import parse_boundaries
 from align.corpus import generated_format
 from align.errors import InputError
 from align.faults import fault_point
-from align.fitting import live_anchors
+from align.fitting import live_anchors, sampled
 from align.fitting.anchors import coverage_line, windows_line
 from align.fitting.batches import TokenTable, plan_batches, token_table
 from align.fitting.budget import (
@@ -59,6 +59,7 @@ from align.fitting.cluster import default_memory_limit, executor
 from align.fitting.graph import add_heldout_task, add_task, tree
 from align.fitting.headline import headline
 from align.fitting.live_estimate import estimate
+from align.fitting.measured import measure_groups_of
 from align.fitting.options import Execution, FitRequest, FitSpec, LiveJob, request
 from align.fitting.pairing import check_tokenizers, resolve
 from align.fitting.passes import PassInputs, load_models, run_blocks
@@ -159,6 +160,7 @@ class Prepared:
     target_table: TokenTable | None = None
     anchored: object = None
     stream: object = None
+    sample: object = None  # the held-out rows of the row measures (fitting.sampled.Sample)
 
     def __post_init__(self):
         if self.target_table is None:
@@ -381,7 +383,7 @@ def make_plan(
     """The blocks and memory of the run, or the one-line refusal of a budget that cannot
     hold one target boundary per pass (naming the minimum). `per_worker` (limit, idle
     footprint) plans for a Dask worker instead, which keeps no held-out rows between tasks."""
-    s = shape_of(p)
+    s = replace(shape_of(p), measure_groups=measure_groups_of(options.spec))
     if per_worker is not None:
         s = replace(s, n_heldout=0)
         where, (limit, idle), option = "each worker", per_worker, "`memory_limit` (per worker)"
@@ -516,6 +518,13 @@ def fit_live(
         if windows_line(p.anchored):
             log(f"align fit --live: {windows_line(p.anchored)}")
     _refuse_bootstrap(p, options)
+    p.sample = sampled.draw(p.split, options.spec)  # before the passes, by the split's seed
+    if p.sample is not None and options.run.scheduler not in (None, "synchronous", "sync"):
+        raise InputError(
+            f"`measures` {','.join(options.spec.sampled)} with `live` runs in this process only, not "
+            f"on the Dask cluster at `scheduler` {options.run.scheduler} (its sampled rows are "
+            "gathered by this process's passes): drop `scheduler`, or fit stores on the cluster"
+        )
     sides = sides_of(p)
     if output is not None and not dry_run:
         check_result_room(
@@ -553,7 +562,7 @@ def fit_live(
     try:
         inputs_of_passes = PassInputs(net, p.stream, p.batches, p.source_boundaries, progress)
         results, statistics = run_blocks(
-            inputs_of_passes, plan.blocks, plan.keep_heldout, options, p.split
+            inputs_of_passes, plan.blocks, plan.keep_heldout, options, p.split, p.sample
         )
     finally:
         progress.close()
@@ -579,8 +588,17 @@ def finish(
     """The alignment Dataset (the shared writer's, route "live") written to `output`."""
     results, statistics, rates, loop_s, where, t0 = outcome
     log(f"align fit --live: {plan.passes} pass(es) over {p.table.n_tokens:,} tokens, {rates}")
+    extra = {}
+    if p.sample is not None:  # the row measures and every measure's calibration
+        extra["sampled_rows"] = sampled.attach(
+            results, p.sample, options.spec, p.source_boundaries, p.target_boundaries
+        )
     recorded = options.recorded(
-        batch_size=p.job.batch_size, n_tokens=p.split.counts, device=where, pairing=p.pairing[0]
+        batch_size=p.job.batch_size,
+        n_tokens=p.split.counts,
+        device=where,
+        pairing=p.pairing[0],
+        **extra,
     )
     ds = alignment_dataset(
         results,
@@ -655,7 +673,7 @@ def run_on_cluster(p: Prepared, options: FitRequest, log) -> tuple:
             for s, shard in enumerate(train):
                 dsk[("stats", s)] = (
                     shard_statistics_task,
-                    ShardTask(p.job, I, block, tuple(shard)),
+                    ShardTask(p.job, I, block, tuple(shard), options.spec.streamed),
                     "table",
                     "shifts",
                 )

@@ -14,6 +14,9 @@ from align import corpus, models, ridge, seeding
 from align.errors import InputError
 from align.fitting.anchors import MIN_COVERAGE, check_min_coverage, check_pairing
 from align.fitting.split import check_seed
+from align.measures import PERMUTATIONS, ROW_ONLY, STREAMED, parse_measures
+from align.measures.calibration import check_permutations
+from align.measures.rows import K_NEIGHBOURS
 from align.records import take
 from align.stats.bootstrap import Resampling, check_resamples
 
@@ -38,6 +41,12 @@ class FitSpec:
     end at the same character of a document), "auto" (tokens when the tokenizers behave
     identically, else char-anchors); min_coverage: the fraction of each side's text, in the
     contexts both read, that must lie before a shared anchor (`anchors.text_coverage`).
+    measures: the similarity measures computed beside ridge
+    (`align.measures.MEASURES`; "ridge" always, the others from the held-out rows).
+    sample_rows: the held-out rows the row measures and every measure's calibration use
+    (None: SAMPLE_ROWS, or all held-out rows when fewer); permutations: the calibration's
+    null draws (0: no calibration; mknn, cknna and rsa need 1 or more); neighbours: k of
+    mknn and cknna.
     """
 
     test_fraction: float = 0.2
@@ -55,6 +64,10 @@ class FitSpec:
     control: str | None = None
     pairing: str = "auto"
     min_coverage: float = MIN_COVERAGE
+    measures: tuple = ("ridge",)
+    sample_rows: int | None = None
+    permutations: int = 0
+    neighbours: int = K_NEIGHBOURS
 
     def checked(self) -> "FitSpec":
         """This spec with α sorted and extend_alphas decided, or the one-line InputError of
@@ -92,12 +105,42 @@ class FitSpec:
             if self.extend_alphas is not None
             else alphas == tuple(ridge.DEFAULT_ALPHAS)
         )
-        return replace(self, alphas=alphas, extend_alphas=bool(extend))
+        return replace(
+            self,
+            alphas=alphas,
+            extend_alphas=bool(extend),
+            measures=parse_measures(self.measures),
+            permutations=self._checked_permutations(),
+        )
+
+    def _checked_permutations(self) -> int:
+        """`permutations` (0: no calibration), or the one-line InputError of a negative
+        count or of row measures asked without a null."""
+        if self.permutations == 0:
+            rows_only = [m for m in parse_measures(self.measures) if m in ROW_ONLY]
+            if rows_only:
+                raise InputError(
+                    f"`measures` {','.join(rows_only)} come with their calibration: give "
+                    f"`permutations` 1 or more ({PERMUTATIONS} gives p-values down to 0.01)"
+                )
+            return 0
+        return check_permutations(self.permutations)
 
     @property
     def resampling(self):
         """The document bootstrap's `Resampling`, or None with bootstrap=0."""
         return Resampling(self.bootstrap, self.bootstrap_seed) if self.bootstrap else None
+
+    @property
+    def streamed(self) -> tuple:
+        """The measures computed from the held-out sums (`align.measures.STREAMED`)."""
+        return tuple(m for m in self.measures if m in STREAMED)
+
+    @property
+    def sampled(self) -> tuple:
+        """The measures computed on the sampled rows: with `permutations`, every one asked
+        but ridge (each gets its calibration); without, none."""
+        return tuple(m for m in self.measures if m != "ridge") if self.permutations else ()
 
     @property
     def need_validation(self) -> bool:

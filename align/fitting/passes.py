@@ -14,7 +14,7 @@ from align import models
 from align.extraction.batches import pad
 from align.faults import fault_point
 from align.fitting.batches import Batch, TokenTable
-from align.fitting.graph import heldout_of
+from align.fitting.graph import add_heldout_all, heldout_of
 from align.fitting.options import FitRequest, LiveJob
 from align.fitting.progress import Progress
 from align.fitting.result import pair_results
@@ -22,7 +22,6 @@ from align.fitting.solve import check_alphas, solve_all
 from align.fitting.split import CONVERGENCE_PARTS, TEST, Split
 from align.hooks import capture
 from align.ridge.backend import Backend
-from align.ridge.heldout import add_heldout
 from align.ridge.statistics import N_PARTS, Statistics, chunk_statistics
 
 # -- forwards and rows ----------------------------------------------------------------------
@@ -248,21 +247,30 @@ def statistics_pass(
 
 
 def heldout_pass(
-    inputs: PassInputs, block, solved: dict, kept, label: str, hdoc: np.ndarray | None = None
+    inputs: PassInputs,
+    block,
+    solved: dict,
+    kept,
+    label: str,
+    hdoc: np.ndarray | None = None,
+    measures: tuple = (),
 ) -> dict:
     """The held-out sums (ridge.heldout_sums, added batch after batch) of every pair of the
     block: from the kept rows, or a second forward of the batches with held-out rows (the
     same batches, the same bits). `solved`: {"fitted": maps, "fractions": maps of
     --convergence}. `hdoc` (n_tokens,): each token's held-out document index, for the
-    per-document sums of the document bootstrap (None: pooled sums only)."""
+    per-document sums of the document bootstrap (None: pooled sums only). `measures`: the
+    streamed measures whose sums are added too (`graph.heldout_of`)."""
     net, table, batches, source_boundaries, progress = inputs
     backend = net.backend
     sums = None
 
     def add(xh, yh, tokens):
         nonlocal sums
-        s = heldout_of(xh, yh, solved, backend, None if hdoc is None else hdoc[tokens])
-        sums = s if sums is None else add_heldout(sums, s)
+        if solved.get("sample") is not None:
+            solved["sample"].take(xh, yh, tokens)
+        s = heldout_of(xh, yh, solved, backend, None if hdoc is None else hdoc[tokens], measures)
+        sums = s if sums is None else add_heldout_all(sums, s)
 
     if kept is not None:
         for xh, yh, tokens in kept:
@@ -284,11 +292,17 @@ def heldout_pass(
 
 
 def run_blocks(
-    inputs: PassInputs, blocks, keep_heldout: bool, options: FitRequest, split: Split
+    inputs: PassInputs,
+    blocks,
+    keep_heldout: bool,
+    options: FitRequest,
+    split: Split,
+    sample=None,
 ) -> tuple:
     """Every block in turn: statistics pass, solve (the shared solver, the source's factors
     shared by all blocks), held-out pass. Returns ({(i, j): fitted + scores}, {block:
-    numpy statistics} when options.hooks.keep_statistics)."""
+    numpy statistics} when options.hooks.keep_statistics). `sample` (fitting.sampled.Sample):
+    the held-out rows it keeps, gathered by the held-out passes."""
     net = inputs.net
     results, kept_stats, factors, shifts = {}, {}, {}, Shifts()
     solve_device = str(
@@ -326,10 +340,11 @@ def run_blocks(
         sums = heldout_pass(
             inputs,
             block,
-            {"fitted": fitted, "fractions": fractions},
+            {"fitted": fitted, "fractions": fractions, "sample": sample},
             kept,
             label + ", held-out",
             split.heldout_index if options.spec.bootstrap else None,
+            options.spec.streamed,
         )
         results.update(pair_results(fitted, sums, split, options.spec.resampling, fractions))
         del kept, fitted

@@ -14,9 +14,10 @@ import numpy as np
 
 from align import store as st
 from align.errors import DiskSpaceError, NonFiniteError, OutputRefused
-from align.fitting import uncertainty
+from align.fitting import measured, uncertainty
 from align.fitting.budget import RESULT_MARGIN, ResultBytes, ResultShape, human_bytes, result_bytes
 from align.fitting.split import Split
+from align.measures import MEASURES, variable
 from align.ridge.heldout import scores
 from align.ridge.matrix import Summary
 from align.ridge.matrix import summary as matrix_summary
@@ -86,6 +87,11 @@ class PairResult:
     doc_cc: np.ndarray | None = (
         None  # (resamples,): ‖Σ_d w_bd c_d‖² of the target (`uncertainty.centred_square`)
     )
+    measures: dict | None = (
+        None  # {streamed measure: (value, low, high)} (`measured.pair_measures`)
+    )
+    measure_groups: int | None = None  # groups of held-out documents their interval resampled
+    sampled: dict | None = None  # {measure: {field: value}} on the sampled rows (`sampled.attach`)
 
     @property
     def alpha(self) -> float:
@@ -129,6 +135,11 @@ def pair_results(
                 **(r.by_fraction or {}),
                 frac: (rel, m.alpha_rel if m is not None else math.nan),
             }
+    measures = measured.pair_measures(heldout, resampling if "doc" in heldout else None)
+    for k, m in measures.items():
+        out[k].measures = m
+        if "doc" in heldout and resampling is not None:
+            out[k].measure_groups = measured.groups_present(heldout)
     if split is None or resampling is None or "doc" not in heldout:
         return out
     K = len(split.test_docs)
@@ -248,6 +259,8 @@ def alignment_dataset(
         coords["fraction"] = ("fraction", np.array(sorted(first.by_fraction) + [1.0]))
     point = matrix_summary(arrays["relative_error"], src_boundaries, tgt_boundaries, L_S, L_T)
     summary = point.to_attrs()
+    if first.measures is not None or first.sampled is not None:
+        summary["measures"] = _with_measures(data, results, src_boundaries, tgt_boundaries)
     summary.update(_grid_ends(arrays["alpha_rel"], grid))
     if resampling is not None and all(
         results[(i, j)].doc_pair is not None for i in src_boundaries for j in tgt_boundaries
@@ -291,6 +304,13 @@ def alignment_dataset(
     for name, text in DESCRIPTIONS.items():
         if name in ds:
             ds[name].attrs["description"] = text
+    for name in summary.get("measures") or {}:
+        if name in MEASURES:
+            v = variable(name)
+            ds[v].attrs["direction"] = MEASURES[name]
+            ds[v].attrs["description"] = f"{name} of the held-out rows ({MEASURES[name]})"
+            for end in ("_low", "_high"):
+                ds[v + end].attrs["description"] = f"95% bootstrap interval of {name}"
     return ds
 
 
@@ -309,6 +329,20 @@ DESCRIPTIONS = {
     "doc_norm_sum": "per held-out document: sum of ||y|| of the target",
     "doc_centred_sq_sum": "per held-out document: sum of ||y - mu||^2, mu the target's training mean",
 }
+
+
+def _with_measures(data: dict, results: dict, src_boundaries, tgt_boundaries) -> dict:
+    """Adds the streamed measures' arrays (`measured.measure_arrays`) to `data`; returns the
+    summary's "measures" field (each one's direction and path)."""
+    first = results[(src_boundaries[0], tgt_boundaries[0])]
+    names, arrays = measured.measure_arrays(results, src_boundaries, tgt_boundaries)
+    refuse_non_finite(
+        {n: arrays[variable(n)] for n in names}, src_boundaries, tgt_boundaries, "measures"
+    )
+    dims = ("source_boundary", "target_boundary")
+    for name, v in arrays.items():
+        data[name] = (dims, v)
+    return measured.measures_summary(arrays, names, tgt_boundaries, first.measure_groups)
 
 
 def _validation_curves(results: dict, src_boundaries, tgt_boundaries):
@@ -415,7 +449,7 @@ def grid_note(ds, extended: bool) -> str | None:
     return f"of {n} pairs, {' and '.join(ends)}: {why}; val_sse holds each pair's validation curve"
 
 
-def refuse_non_finite(arrays: dict, src_boundaries, tgt_boundaries) -> None:
+def refuse_non_finite(arrays: dict, src_boundaries, tgt_boundaries, what: str = "scores") -> None:
     """No result holds, and no summary is computed over, a non-finite score: raise
     NonFiniteError naming the pairs (source boundary, target boundary) and the scores.
     arrays: {score name: (len(src_boundaries), len(tgt_boundaries))}."""
@@ -430,7 +464,7 @@ def refuse_non_finite(arrays: dict, src_boundaries, tgt_boundaries) -> None:
         more = f" (and {len(bad) - 4} more pairs)" if len(bad) > 4 else ""
         targets = sorted({j for _, j in bad})
         raise NonFiniteError(
-            f"{len(bad)} boundary pair(s) have non-finite held-out scores ({shown}{more}): the held-out activations of "
+            f"{len(bad)} boundary pair(s) have non-finite held-out {what} ({shown}{more}): the held-out activations of "
             f"target boundary {', '.join(map(str, targets))} have no variance or overflow float64, so no map can be "
             "scored there; nothing was written (fit other `target_boundaries`, or re-extract the stores)"
         )

@@ -11,22 +11,24 @@ from dataclasses import dataclass
 import numpy as np
 
 from align.faults import fault_point
+from align.fitting.graph import add_heldout_all, heldout_of
 from align.fitting.options import LiveJob
 from align.fitting.passes import Models, load_models, paired, rows, training_scale, training_shift
 from align.fitting.split import TEST
-from align.ridge.heldout import add_heldout, heldout_sums
 from align.ridge.statistics import Statistics, chunk_statistics
 
 
 @dataclass(frozen=True)
 class ShardTask:
     """What one shard task needs (opaque to Dask: its tuples are no graph keys): the job, the
-    source boundaries, the block of target boundaries and the shard's batches."""
+    source boundaries, the block of target boundaries, the shard's batches and the streamed
+    measures whose sums the held-out task adds."""
 
     job: LiveJob
     source_boundaries: tuple
     block: tuple
     batches: tuple
+    measures: tuple = ()
 
 
 @functools.lru_cache(maxsize=1)
@@ -74,14 +76,15 @@ def shard_heldout_task(task: ShardTask, table, fitted: dict, hdoc=None) -> dict:
         net, table, list(task.batches), list(task.source_boundaries), task.block, None, "heldout"
     ):
         held = b.flat[b.n_train :]
-        s = heldout_sums(
+        s = heldout_of(
             rows(xs, task.source_boundaries, held, net.device),
             rows(ys, task.block, held, net.device),
-            fitted,
+            {"fitted": fitted},
             net.backend,
-            docs=None if hdoc is None else hdoc[b.tokens[b.n_train :]],
+            None if hdoc is None else hdoc[b.tokens[b.n_train :]],
+            task.measures,
         )
-        sums = s if sums is None else add_heldout(sums, s)
+        sums = s if sums is None else add_heldout_all(sums, s)
         del xs, ys
     return sums
 

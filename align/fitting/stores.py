@@ -24,7 +24,7 @@ from align import store as st
 from align.boundaries import parse_boundaries
 from align.errors import InputError, StoreError
 from align.faults import fault_point
-from align.fitting import budget
+from align.fitting import budget, sampled
 from align.fitting.budget import human_bytes
 from align.fitting.cluster import (
     PLAN_FRACTION,
@@ -37,8 +37,9 @@ from align.fitting.cluster import (
     refuse_memory,
     worker_budget_of,
 )
-from align.fitting.graph import BlockSettings, Job, Tokens, block_graph
+from align.fitting.graph import BlockSettings, Job, Tokens, block_graph, sampled_rows
 from align.fitting.headline import headline
+from align.fitting.measured import measure_groups_of
 from align.fitting.options import Execution, FitRequest, FitSpec, request
 from align.fitting.pairing import (
     anchored_partner,
@@ -305,6 +306,7 @@ def fit(
         S.tokens("doc"), S.tokens("pos"), opts.spec, S.tokens("seq"), partner=partner
     )
     t_part = split.part if anchored is None else target_part(split.part, split.partner, T.n_tokens)
+    sample = sampled.draw(split, opts.spec)  # before the pass: the rows every boundary keeps
     sides = Side.of_store(S), Side.of_store(T)
     if output is not None:
         check_result_room(
@@ -394,6 +396,7 @@ def fit(
             min(step, S.chunk_tokens),
             use_torch,
             uuid.uuid4().hex,
+            opts.spec.streamed,
         )
         plan["products"] = "numpy" if job.backend().torch is None else "torch"
         solve_threads = opts.run.blas_threads and opts.run.blas_threads * (
@@ -437,12 +440,20 @@ def fit(
             if opts.hooks.keep_statistics:
                 statistics[(I, J)] = out["stats"]
     plan.pop("block_list")
+    extra = {}
+    if sample is not None:  # the row measures and every measure's calibration, on the sample
+        sample.xs, sample.ys = sampled_rows(
+            job, src_boundaries, tgt_boundaries, sample.tokens, split.partner
+        )
+        extra["sampled_rows"] = sampled.attach(
+            results, sample, opts.spec, src_boundaries, tgt_boundaries
+        )
     ds = alignment_dataset(
         results,
         (src_boundaries, tgt_boundaries),
         sides,
         split,
-        opts.recorded(task_tokens=step, n_tokens=split.counts, pairing=mode),
+        opts.recorded(task_tokens=step, n_tokens=split.counts, pairing=mode, **extra),
         "store",
         opts.spec.save_maps,
         opts.spec.resampling,
@@ -510,7 +521,8 @@ def _plan(opts: FitRequest, ex, S, T, src_boundaries, tgt_boundaries, client_ext
     )
     if opts.run.device != "cpu":
         per_worker = min(per_worker, device_budget(opts.run.device))
-    grid = budget.PairGrid(src_boundaries, tgt_boundaries, S.d_model, T.d_model)
+    groups = measure_groups_of(opts.spec)
+    grid = budget.PairGrid(src_boundaries, tgt_boundaries, S.d_model, T.d_model, groups)
     planned = budget.plan_blocks(
         grid,
         step,
@@ -524,6 +536,7 @@ def _plan(opts: FitRequest, ex, S, T, src_boundaries, tgt_boundaries, client_ext
         need, least = budget.least_pair_bytes(
             S.d_model, T.d_model, step, S.chunk_tokens, S.n_tokens, fixed
         )
+        need += budget.measure_bytes(1, 1, S.d_model, T.d_model, groups)  # --measures' sums
         refuse_memory(ex, client_extra, need, S.d_model, T.d_model, least)
     blocks, step = planned
     nI, nJ = len(blocks[0][0]), len(blocks[0][1])
@@ -536,7 +549,7 @@ def _plan(opts: FitRequest, ex, S, T, src_boundaries, tgt_boundaries, client_ext
         S.chunk_tokens,
         math.ceil(S.n_tokens / step),
         split.n_parts,
-    )
+    ) + budget.measure_bytes(nI, nJ, S.d_model, T.d_model, groups)
     kept = budget.heldout_rows_bytes(split.counts["heldout"], nI, nJ, S.d_model, T.d_model)
     keep_heldout = used + kept <= per_worker
     plan = {

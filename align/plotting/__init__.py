@@ -26,6 +26,7 @@ from align.plotting.alignment import (
     nonfinite_cells,
     plot_alignment,
     plot_alignments,
+    plot_measure,
     summary_text,
 )
 from align.plotting.analyses import (
@@ -62,6 +63,7 @@ __all__ = [
     "nonfinite_cells",
     "plot_alignment",
     "plot_alignments",
+    "plot_measure",
     "plot_contributions",
     "plot_depth",
     "plot_depthscore",

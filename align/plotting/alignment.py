@@ -10,6 +10,7 @@ from matplotlib.ticker import MaxNLocator
 
 from align.errors import InputError
 from align.fitting.headline import pairing_text
+from align.measures import MEASURES, SIMILARITY
 from align.names import model_name, pair_title
 from align.plotting.common import DEFAULT_SIZE, check_schema, edges, figure, fmt
 
@@ -263,3 +264,48 @@ def _clipped(datasets, metric, vmin, vmax) -> tuple[bool, bool]:
     values = np.concatenate([ds[metric].values.astype(float).ravel() for ds in datasets])
     values = values[np.isfinite(values)]
     return bool((values < vmin).any()), bool((values > vmax).any())
+
+
+def plot_measure(ds, name: str, size=None, dpi: int = 100):
+    """Heatmap of one similarity measure of an alignment result (`align fit --measures`),
+    source boundaries i (rows, y) against target boundaries j (columns, x), with the path its
+    summary picked (attrs["summary"]["measures"][name]["path"]: each row's argmax for a
+    similarity, argmin for a distance) and the line of equal relative depth; the colour
+    scale's direction follows the measure's (darker is closer, as in the error matrix). Returns
+    a Figure."""
+    check_schema(ds, "alignment", "plot_measure")
+    record = ((ds.attrs.get("summary") or {}).get("measures") or {}).get(name)
+    if record is None or record.get("array") not in ds:
+        held = [k for k in MEASURES if k in ((ds.attrs.get("summary") or {}).get("measures") or {})]
+        raise InputError(
+            f"`measure` {name}: not in this result (it holds {', '.join(held) or 'no measure'}); "
+            "fit with `align fit --measures` to add it"
+        )
+    size = size or DEFAULT_SIZE["alignment"]
+    fig, axes = figure(size, dpi, 1, 1, layout="constrained")
+    ax = axes[0, 0]
+    mat = ds[record["array"]].transpose("source_boundary", "target_boundary").values
+    src, tgt = ds["source_boundary"].values, ds["target_boundary"].values
+    cmap = "viridis_r" if record["direction"] == SIMILARITY else "viridis"
+    mesh = ax.pcolormesh(edges(tgt), edges(src), mat, cmap=cmap, shading="flat")
+    pick = "argmax" if record["direction"] == SIMILARITY else "argmin"
+    ax.plot(
+        record["path"],
+        src,
+        marker="o",
+        color="white",
+        mec="black",
+        gid="measure_path",
+        label=f"{pick} per row",
+    )
+    Ls = int(ds.attrs.get("n_layers_source", src.max()))
+    Lt = int(ds.attrs.get("n_layers_target", tgt.max()))
+    ax.plot([0, Lt], [0, Ls], "--", color="red", lw=1.2, label="equal relative depth")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel(f"target boundary: {_model_label(ds, 'target')}")
+    ax.set_ylabel(f"source boundary: {_model_label(ds, 'source')}")
+    ax.set_title(f"{name} ({record['direction']}): {pick} path {record['path']}", fontsize=9)
+    ax.legend(loc="lower right", fontsize=7, framealpha=0.8)
+    fig.colorbar(mesh, ax=ax, label=f"{name} (held-out, {record['direction']})", shrink=0.9)
+    return fig

@@ -1,0 +1,144 @@
+"""The similarity measures of a fit, after the held-out pass (both routes): each pair's value
+and group-bootstrap interval from the streamed sums (`measures.streamed`), and the result's
+arrays `<measure>`, `<measure>_low`, `<measure>_high` over (source_boundary,
+target_boundary) with each measure's direction and path (docs/methods.md, Similarity
+measures)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from align.measures import MEASURES, SIMILARITY, streamed, variable
+from align.stats import bootstrap
+from align.stats.bootstrap import Resampling
+
+SCHEME = (
+    "groups g = heldout_doc index mod {G} ({present} of them holding rows); resample b draws "
+    "numpy.random.default_rng(seed).integers(0, {present}, size=(resamples, {present})) groups "
+    "and recomputes every measure from the drawn groups' sums"
+)
+
+
+def measure_groups_of(spec) -> int:
+    """Groups of held-out documents the streamed measures' sums keep for a `FitSpec`: 0
+    without a streamed measure, 1 without the bootstrap, else MEASURE_GROUPS (the memory
+    planner's count, `budget.measure_bytes`)."""
+    if not spec.streamed:
+        return 0
+    return streamed.MEASURE_GROUPS if spec.bootstrap else 1
+
+
+def group_weights(present: int, resampling: Resampling) -> np.ndarray:
+    """(resamples, present) multiplicities of the groups holding rows, drawn as the document
+    bootstrap draws documents (`bootstrap.indices`, the fit's seed)."""
+    return bootstrap.multiplicity(bootstrap.indices(present, resampling), present)
+
+
+def pair_measures(heldout: dict, resampling: Resampling | None) -> dict:
+    """{(i, j): {name: (value, low, high)}} of every pair of a block's held-out sums
+    (`graph.heldout_of` with measures): the value from all rows; low, high the 95%
+    percentile interval over resampled groups of held-out documents (NaN without
+    `resampling`, or with fewer than two groups holding rows). {} without measures. Each
+    side is reduced and decomposed once, for all the pairs it is in."""
+    if "measures" not in heldout:
+        return {}
+    names, sums = heldout["measures"]["names"], heldout["measures"]["sums"]
+    first = next(iter(sums["target"].values()))
+    keep = np.flatnonzero(first["n"] > 0)  # groups holding rows: the units resampled
+    w = group_weights(len(keep), resampling) if resampling is not None and len(keep) > 1 else None
+    xr = {i: streamed.weighted(s) for i, s in sums["source"].items()}
+    yr = {j: streamed.weighted(s) for j, s in sums["target"].items()}
+    value = {
+        (i, j): streamed.pair_measures(xr[i], yr[j], streamed.weighted(pair), names, (i, j))
+        for (i, j), pair in sums["pair"].items()
+    }
+    if w is None:
+        return {k: {n: (v[n], np.nan, np.nan) for n in names} for k, v in value.items()}
+    sub = {
+        key: {k: {f: a[keep] for f, a in fields.items()} for k, fields in sums[key].items()}
+        for key in ("source", "target", "pair")
+    }
+    boot = streamed.resampled(sub, names, w)
+    out = {}
+    for k, v in value.items():
+        out[k] = {}
+        for n in names:
+            lo, hi = bootstrap.percentile_interval(boot[k][n][:, None])
+            out[k][n] = (v[n], float(lo[0]), float(hi[0]))
+    return out
+
+
+def groups_present(heldout: dict) -> int:
+    """How many groups of held-out documents hold rows (the measures' bootstrap units)."""
+    first = next(iter(heldout["measures"]["sums"]["target"].values()))
+    return int(np.sum(first["n"] > 0))
+
+
+FAMILY_LEVEL = 0.05  # a cell survives when its family-wise p-value is below this
+CALIBRATION = ("null_mean", "null_std", "calibrated", "p", "p_family")  # from the sampled rows
+
+
+def measure_arrays(results: dict, src_boundaries, tgt_boundaries) -> tuple:
+    """(names, {array name: (S, T)}): every measure the pairs hold, in MEASURES order, and its
+    arrays: `<measure>`, `<measure>_low`, `<measure>_high` (a streamed measure's from all the
+    held-out rows, `PairResult.measures`; a row measure's from the sampled rows), and from the
+    sampled rows (`PairResult.sampled`) `<measure>_null_mean`, `_null_std`, `_calibrated`,
+    `_p`, `_p_family`, plus `<measure>_sampled`, a streamed measure's value on the sample."""
+    first = results[(src_boundaries[0], tgt_boundaries[0])]
+    streamed_, sampled_ = first.measures or {}, first.sampled or {}
+    names = tuple(n for n in MEASURES if n in streamed_ or n in sampled_)
+    shape = (len(src_boundaries), len(tgt_boundaries))
+
+    def grid(get):
+        v = np.full(shape, np.nan)
+        for a, i in enumerate(src_boundaries):
+            for b, j in enumerate(tgt_boundaries):
+                v[a, b] = get(results[(i, j)])
+        return v
+
+    out = {}
+    for n in names:
+        base = variable(n)
+        for k, suffix in enumerate(("", "_low", "_high")):
+            if n in streamed_:
+                out[base + suffix] = grid(lambda r, n=n, k=k: r.measures[n][k])
+            else:
+                f = ("value", "low", "high")[k]
+                out[base + suffix] = grid(lambda r, n=n, f=f: r.sampled[n][f])
+        if n in sampled_:
+            for f in CALIBRATION:
+                out[f"{base}_{f}"] = grid(lambda r, n=n, f=f: r.sampled[n][f])
+            if n in streamed_:
+                out[base + "_sampled"] = grid(lambda r, n=n: r.sampled[n]["value"])
+    return names, out
+
+
+def path(values: np.ndarray, direction: str, tgt_boundaries) -> list:
+    """The target boundary of each source row a measure picks: the row's argmax for a
+    similarity, its argmin for a distance (first on ties)."""
+    pick = np.argmax if direction == SIMILARITY else np.argmin
+    return [int(tgt_boundaries[k]) for k in pick(values, axis=1)]
+
+
+def measures_summary(arrays: dict, names, tgt_boundaries, groups: int | None) -> dict:
+    """The result's attrs["summary"]["measures"]: per measure its direction, array and path
+    (`path`), and the interval's scheme."""
+    out = {}
+    for n in names:
+        picked = path(arrays[variable(n)], MEASURES[n], tgt_boundaries)
+        out[n] = {"direction": MEASURES[n], "array": variable(n), "path": picked}
+        p_family = arrays.get(variable(n) + "_p_family")
+        if p_family is not None:  # which cells, and whether the path, beat the grid's null
+            cols = [list(tgt_boundaries).index(j) for j in picked]
+            survive = p_family < FAMILY_LEVEL
+            out[n]["cells_surviving"] = int(survive.sum())
+            out[n]["path_surviving"] = bool(all(survive[a, b] for a, b in enumerate(cols)))
+    if any("cells_surviving" in v for v in out.values()):
+        out["surviving"] = (
+            f"cells with p_family < {FAMILY_LEVEL} (the correction for reading the best of the "
+            "grid); the path survives when every one of its cells does"
+        )
+    out["rows"] = "held-out documents (the rows ridge's held-out error is measured on)"
+    if groups is not None:
+        out["interval"] = SCHEME.format(G=streamed.MEASURE_GROUPS, present=groups)
+    return out

@@ -1,0 +1,104 @@
+"""The held-out rows the row measures and every measure's calibration use (both routes): M
+tokens drawn from the held-out documents before the pass (`measures.rows.sample_rows`, the
+split's seed), their rows of every boundary gathered (from the stores, or from the live
+held-out pass), then `measures.rows.row_measures` once for the whole grid, its numbers kept
+per pair (`PairResult.sampled`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from align.fitting.split import TEST, Split
+from align.measures import SAMPLE_ROWS, rows
+from align.stats.bootstrap import MIN_RESAMPLES, Resampling
+
+# The row measures' fields each pair keeps, and the result's arrays they become
+# (`<measure>_<field>`; "value", "low" and "high" of a streamed measure are its full-rows
+# numbers instead, `measured.pair_measures`).
+FIELDS = ("value", "low", "high", "null_mean", "null_std", "calibrated", "p", "p_family")
+
+
+@dataclass
+class Sample:
+    """M held-out tokens (sorted token indices of the source's stream) and their held-out
+    document index, with the rows gathered so far: {boundary: (M, d) float64}."""
+
+    tokens: np.ndarray
+    docs: np.ndarray
+    xs: dict = field(default_factory=dict)
+    ys: dict = field(default_factory=dict)
+
+    def take(self, xs: dict, ys: dict, tokens: np.ndarray) -> None:
+        """Keep the rows of one chunk of held-out rows whose token is sampled: xs[i] (n, d_S),
+        ys[j] (n, d_T) numpy or tensors, row r from token tokens[r]."""
+        tokens = np.asarray(tokens)
+        hit = np.flatnonzero(np.isin(tokens, self.tokens))
+        if not len(hit):
+            return
+        at = np.searchsorted(self.tokens, tokens[hit])
+        for store, side in ((self.xs, xs), (self.ys, ys)):
+            for b, v in side.items():
+                got = _numpy(v, hit)
+                if b not in store:
+                    store[b] = np.zeros((len(self.tokens), got.shape[1]))
+                store[b][at] = got
+
+
+def _numpy(v, rows_: np.ndarray) -> np.ndarray:
+    """Rows `rows_` of a numpy array or a torch tensor, as float64 numpy."""
+    if isinstance(v, np.ndarray):
+        return v[rows_].astype(np.float64)
+    import torch
+
+    return v.index_select(0, torch.from_numpy(rows_).to(v.device)).double().cpu().numpy()
+
+
+def draw(split: Split, spec) -> Sample | None:
+    """The sample of a fit (`FitSpec`): None without a measure beyond ridge; else
+    spec.sample_rows (None: SAMPLE_ROWS, or every held-out row when fewer) tokens drawn among
+    the held-out ones by `rows.sample_rows` with the split's seed (a count beyond the
+    held-out rows is refused in one line there)."""
+    if not spec.sampled:
+        return None
+    held = np.flatnonzero(split.part == TEST)
+    doc = split.heldout_index[held]
+    m = spec.sample_rows if spec.sample_rows is not None else min(SAMPLE_ROWS, len(held))
+    pick = rows.sample_rows(doc, m, spec.seed)
+    return Sample(held[pick], doc[pick])
+
+
+def resampling_of(spec) -> Resampling:
+    """The row bootstrap's resampling: the fit's, or MIN_RESAMPLES from its seed without one."""
+    return spec.resampling or Resampling(MIN_RESAMPLES, spec.bootstrap_seed)
+
+
+def attach(results: dict, sample: Sample, spec, src_boundaries, tgt_boundaries) -> dict:
+    """`rows.row_measures` of the sample for every pair of the grid; each pair's
+    `PairResult.sampled` = {measure: {field: value}} (FIELDS). Returns the record of the
+    sample the result's summary keeps."""
+    out = rows.row_measures(
+        {i: sample.xs[i] for i in src_boundaries},
+        {j: sample.ys[j] for j in tgt_boundaries},
+        sample.docs,
+        spec.sampled,
+        k=spec.neighbours,
+        permutations=spec.permutations,
+        seed=spec.seed,
+        resampling=resampling_of(spec),
+    )
+    for a, i in enumerate(src_boundaries):
+        for b, j in enumerate(tgt_boundaries):
+            results[(i, j)].sampled = {
+                n: {f: float(np.asarray(out[n][f])[a, b]) for f in FIELDS} for n in spec.sampled
+            }
+    first = out[spec.sampled[0]]
+    return {
+        "rows": int(len(sample.tokens)),
+        "seed": int(spec.seed),
+        "permutations": int(spec.permutations),
+        "neighbours": int(spec.neighbours),
+        "null_scheme": first["null_scheme"],
+        "bootstrap_resamples": int(resampling_of(spec).resamples),
+    }

@@ -1,0 +1,60 @@
+"""Similarity measures between the layers of two models beside ridge's held-out error
+(docs/methods.md, Similarity measures): `streamed` computes them from sums over rows
+accumulated in the fit's held-out pass (`cka`, `cka-debiased`, `procrustes`, `cca`, `svcca`);
+`rows` (mutual neighbours, CKNNA, RSA, and every measure's calibration) from rows sampled
+from the held-out documents.
+
+`MEASURES` names every measure `align fit --measures` accepts and its direction: for a
+"similarity" larger is closer (a row's path is its argmax), for a "distance" smaller is
+closer (its argmin). `ridge` is the fit's held-out relative error, always computed."""
+
+from __future__ import annotations
+
+from align.errors import InputError
+
+MODULES = ("streamed", "rows", "calibration")
+
+SIMILARITY, DISTANCE = "similarity", "distance"
+
+MEASURES = {
+    "ridge": DISTANCE,
+    "cka": SIMILARITY,
+    "cka-debiased": SIMILARITY,
+    "procrustes": DISTANCE,
+    "cca": SIMILARITY,
+    "svcca": SIMILARITY,
+    "mknn": SIMILARITY,
+    "cknna": SIMILARITY,
+    "rsa": SIMILARITY,
+}
+
+STREAMED = ("cka", "cka-debiased", "procrustes", "cca", "svcca")  # from the held-out sums
+ROW_ONLY = ("mknn", "cknna", "rsa")  # only on the sampled rows (with the calibration)
+SAMPLE_ROWS = 4096  # rows drawn from the held-out documents for the row measures (at most)
+PERMUTATIONS = 99  # the null draws suggested for the calibration (p-values down to 0.01)
+
+
+def variable(name: str) -> str:
+    """The result's array of measure `name` ("cka-debiased" -> "cka_debiased")."""
+    return name.replace("-", "_")
+
+
+def parse_measures(text) -> tuple:
+    """`--measures` ("cka,procrustes", "all", or a list/tuple of names) as a tuple of valid
+    names in MEASURES order, "ridge" always first; the one-line InputError of an unknown
+    name lists the valid ones."""
+    if text is None:
+        return ("ridge",)
+    items = text.split(",") if isinstance(text, str) else list(text)
+    names = [str(s).strip() for s in items if str(s).strip()]
+    if not names:
+        raise InputError(f"`measures` {text!r}: give one or more of {', '.join(MEASURES)}, or all")
+    if "all" in names:
+        return tuple(MEASURES)
+    bad = [n for n in names if n not in MEASURES]
+    if bad:
+        raise InputError(
+            f"`measures` {', '.join(bad)}: not a measure; the measures are "
+            f"{', '.join(MEASURES)} (or all)"
+        )
+    return tuple(n for n in MEASURES if n == "ridge" or n in names)

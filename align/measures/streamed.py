@@ -1,0 +1,286 @@
+"""Similarity measures of two layers from sums over rows (docs/methods.md, Similarity
+measures): linear CKA, debiased CKA, orthogonal Procrustes, mean squared CCA and SVCCA of
+every boundary pair, from sums one pass over the held-out rows accumulates, in groups of
+held-out documents so that a bootstrap over groups needs no row again.
+
+Rows: X (n, d_S) of a source boundary, Y (n, d_T) of a target boundary, paired row by row,
+shifted by any fixed vector (every measure here is unchanged by a shift of either side; the
+fit uses the maps' training means, so the float64 sums cancel little when centred).
+
+The sums, per group g of rows (leading axis G everywhere):
+
+    source i:  n, s = Σx (d_S), S = Σxxᵀ (d_S, d_S), q = Σ‖x‖²x (d_S), f = Σ‖x‖⁴
+    target j:  the same of y
+    pair (i, j):  xy = Σxyᵀ (d_S, d_T), p = Σ‖x‖²‖y‖², r_xy = Σ‖x‖²y (d_T), r_yx = Σ‖y‖²x (d_S)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from align.errors import NonFiniteError
+from align.ridge.backend import CPU, Backend
+
+SIDE_FIELDS = ("n", "s", "S", "q", "f")
+PAIR_FIELDS = ("xy", "p", "r_xy", "r_yx")
+CCA_RIDGE = 1e-6  # ε: CCA's covariances get ε·tr(C)/d on their diagonal (docs/methods.md)
+MEASURE_GROUPS = 10  # groups of held-out documents the measures' bootstrap resamples
+SVCCA_VARIANCE = 0.99  # SVCCA keeps the top directions holding this share of each side's variance
+
+
+# -- sums ----------------------------------------------------------------------------------
+
+
+def row_sums(
+    xs: dict,
+    ys: dict,
+    shifts: tuple,
+    groups: np.ndarray,
+    n_groups: int,
+    backend: Backend = CPU,
+) -> dict:
+    """The sums of the module docstring of one chunk of rows, per group.
+
+    xs[i] (n, d_S), ys[j] (n, d_T): paired rows (numpy, or tensors on the backend's
+    device); shifts = ({i: (d_S,)}, {j: (d_T,)}) subtracted first; groups (n,) int in
+    0..n_groups−1: each row's group. Returns {"source": {i: {field: (G, ...)}}, "target":
+    {j: ...}, "pair": {(i, j): ...}} as float64 numpy."""
+    groups = np.asarray(groups, dtype=np.int64)
+    present = [g for g in range(n_groups) if np.any(groups == g)]
+    idx = {g: backend.mask(np.flatnonzero(groups == g)) for g in present}
+    sides = {}
+    out = {"source": {}, "target": {}, "pair": {}}
+    for key, rows, shift in (("source", xs, shifts[0]), ("target", ys, shifts[1])):
+        for b, v in rows.items():
+            A = backend.put(v) - backend.put(np.asarray(shift[b], dtype=np.float64))
+            d = A.shape[1]
+            acc = _zeros_side(n_groups, d)
+            parts = {}
+            for g in present:
+                Ag = A[idx[g]]
+                a2 = (Ag * Ag).sum(1)
+                parts[g] = (Ag, a2)
+                acc["n"][g] = len(groups[groups == g])
+                acc["s"][g] = backend.get(Ag.sum(0))
+                acc["S"][g] = backend.get(Ag.T @ Ag)
+                acc["q"][g] = backend.get(a2 @ Ag)
+                acc["f"][g] = float((a2 * a2).sum())
+            out[key][b] = acc
+            sides[(key, b)] = parts
+    for i in xs:
+        for j in ys:
+            dS, dT = out["source"][i]["s"].shape[1], out["target"][j]["s"].shape[1]
+            acc = {
+                "xy": np.zeros((n_groups, dS, dT)),
+                "p": np.zeros(n_groups),
+                "r_xy": np.zeros((n_groups, dT)),
+                "r_yx": np.zeros((n_groups, dS)),
+            }
+            for g in present:
+                (X, x2), (Y, y2) = sides[("source", i)][g], sides[("target", j)][g]
+                acc["xy"][g] = backend.get(X.T @ Y)
+                acc["p"][g] = float((x2 * y2).sum())
+                acc["r_xy"][g] = backend.get(x2 @ Y)
+                acc["r_yx"][g] = backend.get(y2 @ X)
+            out["pair"][(i, j)] = acc
+    return out
+
+
+def _zeros_side(G: int, d: int) -> dict:
+    return {
+        "n": np.zeros(G),
+        "s": np.zeros((G, d)),
+        "S": np.zeros((G, d, d)),
+        "q": np.zeros((G, d)),
+        "f": np.zeros(G),
+    }
+
+
+def add_sums(a: dict, b: dict) -> dict:
+    """a += b of two `row_sums` results over the same boundaries, in place (the sums are
+    large: no third copy); returns a."""
+    for key in ("source", "target", "pair"):
+        for k, fields in a[key].items():
+            for f, v in fields.items():
+                v += b[key][k][f]
+    return a
+
+
+def sums_bytes(nI: int, nJ: int, d_s: int, d_t: int, n_groups: int) -> int:
+    """Bytes of one `row_sums` result (float64): per group, every source's and target's
+    n, s, S, q, f and every pair's xy, p, r_xy, r_yx."""
+    side = nI * (d_s * d_s + 2 * d_s + 2) + nJ * (d_t * d_t + 2 * d_t + 2)
+    pair = nI * nJ * (d_s * d_t + d_s + d_t + 1)
+    return 8 * n_groups * (side + pair)
+
+
+def weighted(sums: dict, w: np.ndarray | None = None) -> dict:
+    """One side's or pair's sums ({field: (G, ...)}) summed over groups with weights w (G,)
+    (None: all ones): {field: (...)}."""
+    if w is None:
+        return {f: v.sum(0) for f, v in sums.items()}
+    return {f: np.tensordot(w, v, axes=(0, 0)) for f, v in sums.items()}
+
+
+# -- measures from reduced sums --------------------------------------------------------------
+
+
+def centred(side: dict) -> np.ndarray:
+    """C = Σ(x − x̄)(x − x̄)ᵀ = S − s sᵀ/n of one side's reduced sums."""
+    return side["S"] - np.outer(side["s"], side["s"]) / side["n"]
+
+
+def cross(x: dict, y: dict, pair: dict) -> np.ndarray:
+    """Σ(x − x̄)(y − ȳ)ᵀ = xy − s_x s_yᵀ/n."""
+    return pair["xy"] - np.outer(x["s"], y["s"]) / x["n"]
+
+
+def _cached(side: dict, key: str, make):
+    """side[key], made once: a side's reduced sums serve every pair it is in, so its
+    decompositions are computed once per side, not once per pair."""
+    if key not in side:
+        side[key] = make()
+    return side[key]
+
+
+def _norm(side: dict) -> float:
+    return _cached(side, "_norm", lambda: float(np.linalg.norm(centred(side))))
+
+
+def cka(x: dict, y: dict, pair: dict) -> float:
+    """Linear CKA (Kornblith et al. 2019) on centred rows: ‖XᵀY‖²_F / (‖XᵀX‖_F ‖YᵀY‖_F)."""
+    Cxy = cross(x, y, pair)
+    return float(np.sum(Cxy * Cxy) / (_norm(x) * _norm(y)))
+
+
+def hsic_unbiased(m: float, kl: float, k1: float, l1: float, k1l1: float) -> float:
+    """Song et al. (2012) Eq. 5, the unbiased HSIC of m rows from its kernel sums:
+
+        [tr(K̃L̃) + (1ᵀK̃1)(1ᵀL̃1)/((m−1)(m−2)) − 2/(m−2)·1ᵀK̃L̃1] / (m(m−3))
+
+    kl = tr(K̃L̃), k1 = 1ᵀK̃1, l1 = 1ᵀL̃1, k1l1 = 1ᵀK̃L̃1 (K̃, L̃ the kernels with zero diagonal)."""
+    return (kl + k1 * l1 / ((m - 1) * (m - 2)) - 2.0 * k1l1 / (m - 2)) / (m * (m - 3))
+
+
+def _self_hsic(side: dict) -> float:
+    """HSIC(K, K), K = XXᵀ: tr(K̃²) = ‖S‖² − Σ‖x‖⁴, 1ᵀK̃1 = ‖s‖² − tr S,
+    1ᵀK̃²1 = sᵀSs − 2 q·s + Σ‖x‖⁴."""
+    S, s, q, f, m = side["S"], side["s"], side["q"], side["f"], side["n"]
+    k1 = float(s @ s - np.trace(S))
+    return hsic_unbiased(m, float(np.sum(S * S) - f), k1, k1, float(s @ S @ s - 2 * q @ s + f))
+
+
+def cka_debiased(x: dict, y: dict, pair: dict) -> float:
+    """CKA with the unbiased HSIC, as platonic-rep's `metrics.py` `unbiased_cka` (linear
+    kernels of the rows as given, K = XXᵀ, L = YYᵀ; no ε in the denominator):
+    HSIC(K, L) / sqrt(HSIC(K, K) HSIC(L, L)), with
+
+        tr(K̃L̃) = ‖Σxyᵀ‖² − Σ‖x‖²‖y‖²,  1ᵀK̃1 = ‖Σx‖² − Σ‖x‖²,
+        1ᵀK̃L̃1 = Σxᵀ (Σxyᵀ) Σy − Σ‖x‖²y·Σy − Σ‖y‖²x·Σx + Σ‖x‖²‖y‖²."""
+    xy, sx, sy, p = pair["xy"], x["s"], y["s"], pair["p"]
+    kl = float(np.sum(xy * xy) - p)
+    k1, l1 = float(sx @ sx - np.trace(x["S"])), float(sy @ sy - np.trace(y["S"]))
+    k1l1 = float(sx @ xy @ sy - pair["r_xy"] @ sy - pair["r_yx"] @ sx + p)
+    hkl = hsic_unbiased(x["n"], kl, k1, l1, k1l1)
+    hx = _cached(x, "_hsic", lambda: _self_hsic(x))
+    hy = _cached(y, "_hsic", lambda: _self_hsic(y))
+    return hkl / float(np.sqrt(hx * hy))
+
+
+def procrustes(x: dict, y: dict, pair: dict) -> float:
+    """The angular Procrustes distance of netrep's `LinearMetric(alpha=1)` (centred rows, the
+    narrower side zero-padded, which changes no sum): arccos(‖X̂ᵀŶ‖_*), X̂ = X_c/‖X_c‖_F,
+    Ŷ = Y_c/‖Y_c‖_F; ‖X̂ᵀŶ‖_* (the nuclear norm, the Procrustes similarity) clipped to [−1, 1]."""
+    nuc = np.linalg.svd(cross(x, y, pair), compute_uv=False).sum()
+    sim = nuc / np.sqrt(np.trace(centred(x)) * np.trace(centred(y)))
+    return float(np.arccos(np.clip(sim, -1.0, 1.0)))
+
+
+def _inverse_sqrt(C: np.ndarray, ridge: float) -> np.ndarray:
+    """(C + ε tr(C)/d I)^(−1/2) of a symmetric positive semi-definite C (d, d)."""
+    lam, Q = np.linalg.eigh(C + ridge * np.trace(C) / len(C) * np.eye(len(C)))
+    return (Q / np.sqrt(lam)) @ Q.T
+
+
+def cca(x: dict, y: dict, pair: dict) -> float:
+    """Mean squared canonical correlation (Kornblith et al. 2019's R²_CCA):
+    ‖Cxx^(−1/2) Cxy Cyy^(−1/2)‖²_F / min(d_S, d_T), the covariances with CCA_RIDGE·tr(C)/d
+    on their diagonal (a singular one stays invertible)."""
+    Wx = _cached(x, "_isqrt", lambda: _inverse_sqrt(centred(x), CCA_RIDGE))
+    Wy = _cached(y, "_isqrt", lambda: _inverse_sqrt(centred(y), CCA_RIDGE))
+    M = Wx @ cross(x, y, pair) @ Wy
+    return float(np.sum(M * M) / min(len(Wx), len(Wy)))
+
+
+def _principal(C: np.ndarray, share: float):
+    """The top eigenvectors V (d, k) of C holding `share` of its trace, and their
+    eigenvalues λ (k,): k the fewest whose cumulative sum reaches share·tr(C)."""
+    lam, Q = np.linalg.eigh(C)
+    lam, Q = lam[::-1], Q[:, ::-1]
+    k = int(np.searchsorted(np.cumsum(lam), share * lam.sum())) + 1
+    k = min(k, len(lam))
+    return Q[:, :k], lam[:k]
+
+
+def svcca(x: dict, y: dict, pair: dict) -> float:
+    """SVCCA (Raghu et al. 2017): each side reduced to its top principal directions holding
+    SVCCA_VARIANCE of its variance (V_x, λ_x), then the mean canonical correlation of the
+    reduced rows: the singular values of Λ_x^(−1/2) V_xᵀ Cxy V_y Λ_y^(−1/2), averaged over
+    min(k_x, k_y) (the reduced covariances are diagonal and positive: no regularisation)."""
+    Vx, lx = _cached(x, "_pca", lambda: _principal(centred(x), SVCCA_VARIANCE))
+    Vy, ly = _cached(y, "_pca", lambda: _principal(centred(y), SVCCA_VARIANCE))
+    M = (Vx.T @ cross(x, y, pair) @ Vy) / np.sqrt(lx)[:, None] / np.sqrt(ly)[None, :]
+    return float(np.linalg.svd(M, compute_uv=False).mean())
+
+
+FUNCTIONS = {
+    "cka": cka,
+    "cka-debiased": cka_debiased,
+    "procrustes": procrustes,
+    "cca": cca,
+    "svcca": svcca,
+}
+
+
+def check_variance(x: dict, y: dict, where: tuple) -> None:
+    """Refuse (NonFiniteError) a pair whose source or target rows have no variance (tr of
+    the centred covariance ≤ 0, or fewer than 4 rows: the debiased HSIC's m(m−3)), naming
+    the pair (source boundary, target boundary)."""
+    i, j = where
+    for side, s, b in (("source", x, i), ("target", y, j)):
+        if s["n"] < 4 or not np.trace(centred(s)) > 0:
+            raise NonFiniteError(
+                f"source {i} -> target {j}: the held-out rows of {side} boundary {b} have no "
+                f"variance ({int(s['n'])} rows), so no similarity measure is defined there; "
+                "nothing was written (fit other boundaries, or a corpus with more held-out text)"
+            )
+
+
+def pair_measures(x: dict, y: dict, pair: dict, names, where: tuple) -> dict:
+    """{name: value} of the streamed measures `names` of one pair from its reduced sums
+    (`weighted`), refused first without variance (`check_variance`)."""
+    check_variance(x, y, where)
+    return {n: FUNCTIONS[n](x, y, pair) for n in names}
+
+
+def resampled(sums: dict, names, w: np.ndarray) -> dict:
+    """{(i, j): {name: (B,)}} every measure of every pair of `sums` (a `row_sums` result, or
+    its groups' subset) on every resample of groups: w (B, G) the multiplicity of each group
+    in each resample; each side reduced (and decomposed) once per resample; NaN where a
+    resample's rows of a side have no variance."""
+    out = {k: {n: np.full(len(w), np.nan) for n in names} for k in sums["pair"]}
+    for b, wb in enumerate(w):
+        xr = {i: weighted(s, wb) for i, s in sums["source"].items()}
+        yr = {j: weighted(s, wb) for j, s in sums["target"].items()}
+        ok = {
+            (key, k): s["n"] >= 4 and np.trace(centred(s)) > 0
+            for key, side in (("source", xr), ("target", yr))
+            for k, s in side.items()
+        }
+        with np.errstate(all="ignore"):
+            for (i, j), pair in sums["pair"].items():
+                if ok[("source", i)] and ok[("target", j)]:
+                    pb = weighted(pair, wb)
+                    for n in names:
+                        out[(i, j)][n][b] = FUNCTIONS[n](xr[i], yr[j], pb)
+    return out

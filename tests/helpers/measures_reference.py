@@ -1,0 +1,104 @@
+"""References of the similarity measures, from rows, written from the papers and the peers'
+code (never imports align): platonic-rep's `metrics.py` (`hsic_unbiased`, `cka` with
+`unbiased=True`) for debiased CKA, netrep's `LinearMetric(alpha=1)` (centre, rotate by the
+SVD of XᵀY, angular distance) for Procrustes, Kornblith et al. 2019 for CKA and R²_CCA,
+Raghu et al. 2017 for SVCCA (PCA to 99% of the variance, then CCA)."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.linalg import sqrtm
+
+CCA_RIDGE = 1e-6  # as docs/methods.md states: ε·tr(C)/d on each covariance's diagonal
+
+
+def cka(X, Y) -> float:
+    """Kornblith et al. 2019, linear CKA of centred rows, via HSIC with H = I − 11ᵀ/n."""
+    n = len(X)
+    H = np.eye(n) - 1.0 / n
+    K, L = X @ X.T, Y @ Y.T
+
+    def hsic(A, B):
+        return np.trace(A @ H @ B @ H)
+
+    return hsic(K, L) / np.sqrt(hsic(K, K) * hsic(L, L))
+
+
+def cka_features(X, Y) -> float:
+    """Linear CKA in feature space (Kornblith et al. 2019, Eq. 4 with centred columns):
+    ‖YᵀX‖²_F / (‖XᵀX‖_F ‖YᵀY‖_F), for loops over many resamples (no n × n kernel)."""
+    X, Y = X - X.mean(0), Y - Y.mean(0)
+    return np.linalg.norm(Y.T @ X) ** 2 / (np.linalg.norm(X.T @ X) * np.linalg.norm(Y.T @ Y))
+
+
+def _hsic_unbiased(K, L) -> float:
+    """Song et al. 2012 Eq. 5, written as platonic-rep's `hsic_unbiased`."""
+    m = len(K)
+    Kt, Lt = K.copy(), L.copy()
+    np.fill_diagonal(Kt, 0)
+    np.fill_diagonal(Lt, 0)
+    v = (
+        np.sum(Kt * Lt.T)
+        + np.sum(Kt) * np.sum(Lt) / ((m - 1) * (m - 2))
+        - 2 * np.sum(Kt @ Lt) / (m - 2)
+    )
+    return v / (m * (m - 3))
+
+
+def cka_debiased(X, Y) -> float:
+    """platonic-rep's unbiased_cka with linear kernels of the rows as given, without its
+    1e-6 in the denominator."""
+    K, L = X @ X.T, Y @ Y.T
+    return _hsic_unbiased(K, L) / np.sqrt(_hsic_unbiased(K, K) * _hsic_unbiased(L, L))
+
+
+def procrustes(X, Y) -> float:
+    """netrep LinearMetric(alpha=1, center_columns=True, zero_pad=True).fit_score: the
+    narrower side zero-padded, columns centred, the rotations from the SVD of XᵀY, and the
+    angular distance of the rotated matrices."""
+    d = max(X.shape[1], Y.shape[1])
+    X = np.pad(X, ((0, 0), (0, d - X.shape[1])))
+    Y = np.pad(Y, ((0, 0), (0, d - Y.shape[1])))
+    X, Y = X - X.mean(0), Y - Y.mean(0)
+    U, _, Vt = np.linalg.svd(X.T @ Y)
+    A, B = X @ U, Y @ Vt.T
+    corr = np.sum(A * B) / (np.linalg.norm(A) * np.linalg.norm(B))
+    return float(np.arccos(np.clip(corr, -1.0, 1.0)))
+
+
+def cca(X, Y) -> float:
+    """Mean squared canonical correlation: the eigenvalues of Cxx⁻¹Cxy Cyy⁻¹Cyx (covariances
+    ridged by ε tr(C)/d), summed, over min(d_S, d_T)."""
+    X, Y = X - X.mean(0), Y - Y.mean(0)
+    Cxx, Cyy, Cxy = X.T @ X, Y.T @ Y, X.T @ Y
+    Cxx = Cxx + CCA_RIDGE * np.trace(Cxx) / len(Cxx) * np.eye(len(Cxx))
+    Cyy = Cyy + CCA_RIDGE * np.trace(Cyy) / len(Cyy) * np.eye(len(Cyy))
+    M = np.linalg.solve(Cxx, Cxy) @ np.linalg.solve(Cyy, Cxy.T)
+    return float(np.trace(M).real / min(len(Cxx), len(Cyy)))
+
+
+def _pca(X, share=0.99):
+    """Centred rows projected on the fewest principal directions holding `share` of the variance."""
+    X = X - X.mean(0)
+    U, s, Vt = np.linalg.svd(X, full_matrices=False)
+    var = s**2
+    k = int(np.argmax(np.cumsum(var) >= share * var.sum())) + 1
+    return X @ Vt[:k].T
+
+
+def svcca(X, Y) -> float:
+    """Raghu et al. 2017: PCA of each side to 99% of its variance, then the mean canonical
+    correlation (the singular values of Cxx^(−1/2) Cxy Cyy^(−1/2)) over min(k_x, k_y)."""
+    A, B = _pca(X), _pca(Y)
+    Cxx, Cyy, Cxy = A.T @ A, B.T @ B, A.T @ B
+    M = np.linalg.inv(sqrtm(Cxx)).real @ Cxy @ np.linalg.inv(sqrtm(Cyy)).real
+    return float(np.linalg.svd(M, compute_uv=False)[: min(A.shape[1], B.shape[1])].mean())
+
+
+MEASURES = {
+    "cka": cka,
+    "cka-debiased": cka_debiased,
+    "procrustes": procrustes,
+    "cca": cca,
+    "svcca": svcca,
+}

@@ -1,0 +1,277 @@
+"""`align fit --measures`: the streamed similarity measures (CKA, debiased CKA, Procrustes,
+CCA, SVCCA) of every boundary pair against references from the held-out rows themselves
+(tests/helpers/measures_reference.py, never importing align), within 1e-8 relative: on real
+stores of two tiny models of one tokenizer (store route and --live), on a char-anchor pair;
+a model against itself (CKA 1, Procrustes 0 on the diagonal); the group bootstrap against a
+plain loop over resampled groups; the CLI's option and refusal."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+
+from tests.helpers.assertions import one_line_error
+from tests.helpers.measures_reference import MEASURES as REFERENCE
+from tests.helpers.measures_reference import cka_features, procrustes
+from tests.integration.test_fit_anchors import OTHER, _reference_anchors, _residuals, _tables
+from tests.integration.test_fit_live import CORPUS, live_fit
+
+RTOL = 1e-8
+STREAMED = ("cka", "cka-debiased", "procrustes", "cca", "svcca")
+BOOT_REFERENCE = {"cka": cka_features, "procrustes": procrustes}  # no n × n kernel per resample
+M = 150  # sampled held-out rows of the row measures and the calibration
+GROUPS = 10  # held-out document index mod 10 (docs/methods.md)
+
+
+def _fit(*args, **kw):
+    import align
+
+    kw.setdefault("scheduler", "synchronous")
+    kw.setdefault("log", lambda m: None)
+    return align.fit(*args, **kw).dataset
+
+
+def _read(path):
+    g = zarr.open_group(path, mode="r")
+    bounds = [int(b) for b in g["boundary"][:]]
+    X = {b: np.asarray(g["resid"][k], dtype=np.float64) for k, b in enumerate(bounds)}
+    return X, g["doc"][:], g["pos"][:]
+
+
+def _heldout(ds, doc, pos):
+    """The rows scored: tokens of the held-out documents, position 0 left out."""
+    return np.isin(doc, ds.attrs["split"]["heldout_docs"]) & (pos != 0)
+
+
+def _check(ds, X, Y, keep_x, keep_y=None):
+    keep_y = keep_x if keep_y is None else keep_y
+    for i in ds.source_boundary.values:
+        for j in ds.target_boundary.values:
+            x, y = X[int(i)][keep_x], Y[int(j)][keep_y]
+            for name in STREAMED:
+                got = float(ds[name.replace("-", "_")].sel(source_boundary=i, target_boundary=j))
+                want = REFERENCE[name](x, y)
+                np.testing.assert_allclose(got, want, rtol=RTOL, err_msg=f"{name} {i}->{j}")
+
+
+@pytest.fixture(scope="module")
+def store_measures(fit_pair):
+    S, T = fit_pair
+    return _fit(
+        S,
+        T,
+        None,
+        measures=",".join(STREAMED),
+        bootstrap=0,
+        alphas=[1e-2],
+        target_boundaries="0,2,4",
+    )
+
+
+def test_store_route_equals_references_from_the_rows(fit_pair, store_measures):
+    S, T = fit_pair
+    ds = store_measures
+    X, doc, pos = _read(S)
+    Y, *_ = _read(T)
+    _check(ds, X, Y, _heldout(ds, doc, pos))
+    summary = ds.attrs["summary"]["measures"]
+    assert summary["cka"]["direction"] == "similarity" == ds["cka"].attrs["direction"]
+    assert summary["procrustes"]["direction"] == "distance"
+    for name, pick in (("cka", np.argmax), ("procrustes", np.argmin)):
+        want = ds.target_boundary.values[pick(ds[name].values, axis=1)].tolist()
+        assert summary[name]["path"] == want, name
+
+
+def test_sampled_rows_are_the_documented_draw_and_carry_the_calibration(fit_pair):
+    """The M rows: numpy.random.default_rng(seed).choice(n_heldout, M, replace=False) among the
+    held-out rows in token order, sorted; every measure on them (`<measure>_sampled` of a
+    streamed one, the value of a row one) against the references; the calibration's arrays."""
+    S, T = fit_pair
+    ds = _fit(
+        S,
+        T,
+        None,
+        measures="cka,procrustes,rsa",
+        bootstrap=0,
+        alphas=[1e-2],
+        sample_rows=M,
+        permutations=9,
+        source_boundaries="1,2",
+        target_boundaries="2,4",
+    )
+    X, doc, pos = _read(S)
+    Y, *_ = _read(T)
+    held = np.flatnonzero(_heldout(ds, doc, pos))
+    rows = held[np.sort(np.random.default_rng(0).choice(len(held), M, replace=False))]
+    assert ds.attrs["options"]["sampled_rows"]["rows"] == M
+    for i in ds.source_boundary.values:
+        for j in ds.target_boundary.values:
+            x, y = X[int(i)][rows], Y[int(j)][rows]
+            cell = ds.sel(source_boundary=i, target_boundary=j)
+            for name in ("cka", "procrustes"):
+                want = REFERENCE[name](x, y)
+                np.testing.assert_allclose(float(cell[name + "_sampled"]), want, rtol=1e-6)
+            for f in ("null_mean", "calibrated", "p", "p_family"):
+                assert np.isfinite(float(cell[f"cka_{f}"])), f
+            assert 0 < float(cell.cka_p) <= 1 and 0 <= float(cell.cka_calibrated) <= 1
+
+
+def test_default_fit_is_ridge_alone_and_unchanged(fit_pair, store_measures):
+    S, T = fit_pair
+    ds = _fit(S, T, None, bootstrap=0, alphas=[1e-2], target_boundaries="0,2,4")
+    assert ds.attrs["options"]["measures"] == ["ridge"] and "cka" not in ds
+    assert "measures" not in ds.attrs["summary"]
+    for name in ("relative_error", "norm_error", "r2", "alpha"):
+        np.testing.assert_array_equal(ds[name].values, store_measures[name].values)
+
+
+def test_live_route_equals_references_from_the_store(zoo, corpus_file, extracted):
+    S = extracted("qwen2", dtype="float32", **CORPUS)
+    T = extracted("qwen2", model_overrides={"num_hidden_layers": 4, "hidden_size": 96}, **CORPUS)
+    ds = live_fit(
+        zoo,
+        corpus_file,
+        "qwen2",
+        "float32",
+        measures=",".join(STREAMED),
+        bootstrap=0,
+        alphas=[1e-2],
+        target_boundaries="0,2,4",
+    ).dataset
+    X, doc, pos = _read(S)
+    Y, *_ = _read(T)
+    _check(ds, X, Y, _heldout(ds, doc, pos))
+
+
+def test_char_anchor_pair_equals_references_from_the_anchored_rows(synthetic):
+    tabs = _tables()
+    X, Y = _residuals(tabs)
+    S = synthetic(X, tabs[0], n_layers=1, model="src")
+    T = synthetic(Y, tabs[1], tokenizer=OTHER, n_layers=1, model="tgt")
+    ds = _fit(
+        S, T, None, pairing="char-anchors", measures=",".join(STREAMED), bootstrap=0, alphas=[1.0]
+    )
+    src, tgt = _reference_anchors(tabs[0]), _reference_anchors(tabs[1])
+    common = sorted(set(src) & set(tgt))
+    si, ti = np.array([src[k] for k in common]), np.array([tgt[k] for k in common])
+    keep = (tabs[0]["pos"][si] != 0) & (tabs[1]["pos"][ti] != 0)
+    keep &= np.isin(tabs[0]["doc"][si], ds.attrs["split"]["heldout_docs"])
+    stored = [
+        {b: np.asarray(R[b], np.float32).astype(np.float64) for b in range(2)} for R in (X, Y)
+    ]
+    _check(ds, stored[0], stored[1], si[keep], ti[keep])
+
+
+def test_a_model_against_itself_gives_cka_one_and_procrustes_zero(fit_pair):
+    S, _ = fit_pair
+    ds = _fit(S, S, None, measures="cka,cka-debiased,procrustes", bootstrap=0, alphas=[1e-2])
+    diag = [(int(b), int(b)) for b in ds.source_boundary.values]
+    for i, j in diag:
+        cell = ds.sel(source_boundary=i, target_boundary=j)
+        np.testing.assert_allclose(float(cell.cka), 1.0, rtol=1e-12)
+        np.testing.assert_allclose(float(cell.cka_debiased), 1.0, rtol=1e-12)
+        assert float(cell.procrustes) < 1e-6  # arccos near 1: half the digits
+    assert ds.attrs["summary"]["measures"]["cka"]["path"] == [i for i, _ in diag]
+
+
+def test_group_bootstrap_equals_a_plain_loop_over_drawn_groups(fit_pair):
+    S, T = fit_pair
+    B, seed = 100, 5
+    ds = _fit(
+        S,
+        T,
+        None,
+        measures="cka,procrustes",
+        bootstrap=B,
+        bootstrap_seed=seed,
+        alphas=[1e-2],
+        source_boundaries="1,2",
+        target_boundaries="4",
+    )
+    X, doc, pos = _read(S)
+    Y, *_ = _read(T)
+    heldout = list(ds.heldout_doc.values)
+    keep = _heldout(ds, doc, pos)
+    group = np.array([heldout.index(d) % GROUPS if k else -1 for d, k in zip(doc, keep)])
+    present = [g for g in range(GROUPS) if np.any(group == g)]
+    draws = np.random.default_rng(seed).integers(0, len(present), size=(B, len(present)))
+    for i in (1, 2):
+        for j in (4,):
+            for name in ("cka", "procrustes"):
+                vals = []
+                for row in draws:
+                    rows = np.concatenate([np.flatnonzero(group == present[k]) for k in row])
+                    vals.append(BOOT_REFERENCE[name](X[i][rows], Y[j][rows]))
+                lo, hi = np.nanpercentile(vals, [2.5, 97.5])
+                cell = ds.sel(source_boundary=i, target_boundary=j)
+                np.testing.assert_allclose(float(cell[name + "_low"]), lo, rtol=RTOL)
+                np.testing.assert_allclose(float(cell[name + "_high"]), hi, rtol=RTOL)
+
+
+def test_cli_writes_the_measures_and_refuses_an_unknown_one(fit_pair, cli, tmp_path):
+    S, T = fit_pair
+    out = tmp_path / "m.zarr"
+    args = ("fit", S, T, "--scheduler", "synchronous", "--bootstrap", "0", "--alphas", "0.01")
+    code, _, err = cli(*args, "-o", out, "--measures", "cka,procrustes")
+    assert code == 0, err
+    ds = xr.open_zarr(out)
+    assert {"cka", "cka_low", "procrustes_high"} <= set(ds.data_vars)
+    assert ds.attrs["options"]["measures"] == ["ridge", "cka", "procrustes"]
+    code, _, err = cli(*args, "-o", tmp_path / "n.zarr", "--measures", "cka,mutual")
+    one_line_error(
+        code, err, "--measures mutual: not a measure", "ridge, cka, cka-debiased, procrustes"
+    )
+    code, _, err = cli(*args, "-o", tmp_path / "n.zarr", "--measures", "cka,mknn")
+    one_line_error(code, err, "mknn come with their calibration", "--permutations 1 or more")
+
+
+def test_planner_counts_the_sums_and_refuses_in_one_line_naming_the_bytes(fit_pair):
+    """A worker budget that holds one pair for ridge alone but not its measures' sums: per
+    group of held-out documents Σxyᵀ, both Σxxᵀ and the vectors beside them, three copies
+    (two inputs of an add and their sum), G = 10 groups with the bootstrap."""
+    from align.errors import InputError
+    from align.fitting import budget
+
+    S, T = fit_pair
+    d_s, d_t = 64, 96
+    from align.store import open_activations
+
+    store = open_activations(S)
+    n, chunk = store.n_tokens, store.chunk_tokens
+    ridge = budget.block_bytes(1, 1, d_s, d_t, 256, chunk, -(-n // 256))  # the test's input
+    sums = 3 * 8 * GROUPS * (d_s * d_s + 2 * d_s + 2 + d_t * d_t + 2 * d_t + 2)
+    sums += 3 * 8 * GROUPS * (d_s * d_t + d_s + d_t + 1)
+    opts = dict(alphas=[1e-2], task_tokens=256, bootstrap=100, source_boundaries="1")
+    opts["target_boundaries"] = "1"
+    ds = _fit(S, T, None, worker_budget=ridge + sums // 2, **opts)  # ridge alone fits
+    assert "cka" not in ds
+    with pytest.raises(InputError) as e:
+        _fit(S, T, None, worker_budget=ridge + sums // 2, measures="cka", **opts)
+    text = str(e.value)
+    assert "\n" not in text and "one boundary pair of d_source 64, d_target 96" in text, text
+    need = (ridge + sums) / 0.9  # PLAN_FRACTION of the budget is planned
+    assert f"needs {need / 2**20:.1f} MiB per worker" in text, text
+
+
+def test_plot_measure_draws_the_argmax_path_of_a_similarity(
+    fit_pair, store_measures, cli, tmp_path
+):
+    from align.plotting import plot_measure
+
+    ds = store_measures
+    for name, pick in (("cka", np.argmax), ("procrustes", np.argmin)):
+        fig = plot_measure(ds, name)
+        (line,) = [ln for ln in fig.axes[0].lines if ln.get_gid() == "measure_path"]
+        want = ds.target_boundary.values[pick(ds[name].values, axis=1)]
+        np.testing.assert_array_equal(line.get_xdata(), want)
+        np.testing.assert_array_equal(line.get_ydata(), ds.source_boundary.values)
+    out = tmp_path / "r.zarr"
+    S, T = fit_pair
+    args = ("--scheduler", "synchronous", "--bootstrap", "0", "--measures", "cka,procrustes")
+    assert cli("fit", S, T, "-o", out, *args)[0] == 0
+    code, _, err = cli("plot", out, "--measure", "cka", "-o", tmp_path / "cka.png")
+    assert code == 0 and (tmp_path / "cka.png").stat().st_size > 0, err
+    code, _, err = cli("plot", out, "--measure", "rsa", "-o", tmp_path / "rsa.png")
+    one_line_error(code, err, "--measure rsa: not in this result", "it holds cka, procrustes")

@@ -1,0 +1,106 @@
+"""The streamed measures (align.measures.streamed) from sums of rows accumulated chunk by
+chunk and group by group, against references computed from the rows themselves
+(tests/helpers/measures_reference.py: the papers, platonic-rep's and netrep's definitions),
+within 1e-8 relative; known answers; the refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.helpers.measures_reference import MEASURES as REFERENCE
+
+RTOL = 1e-8
+
+
+def _one_line(e, *needles):
+    text = str(e.value)
+    assert "\n" not in text, text
+    for n in needles:
+        assert n in text, (n, text)
+
+
+def _rows(n=300, d_s=7, d_t=5, seed=0, shift=(3.0, -2.0)):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d_s)) @ rng.normal(size=(d_s, d_s)) + shift[0]
+    Y = X @ rng.normal(size=(d_s, d_t)) + 0.7 * rng.normal(size=(n, d_t)) + shift[1]
+    return X, Y
+
+
+def _sums(X, Y, groups, G, chunks=3, shifts=None):
+    from align.measures import streamed
+
+    shifts = shifts or ({0: np.zeros(X.shape[1])}, {0: np.zeros(Y.shape[1])})
+    out = None
+    for r in np.array_split(np.arange(len(X)), chunks):
+        s = streamed.row_sums({0: X[r]}, {0: Y[r]}, shifts, groups[r], G)
+        out = s if out is None else streamed.add_sums(out, s)
+    return out
+
+
+def _values(sums, names, w=None):
+    from align.measures import streamed
+
+    x, y, p = (
+        streamed.weighted(s, w)
+        for s in (sums["source"][0], sums["target"][0], sums["pair"][(0, 0)])
+    )
+    return streamed.pair_measures(x, y, p, names, (0, 0))
+
+
+def test_every_measure_equals_its_reference_from_rows():
+    from align.measures import STREAMED
+
+    X, Y = _rows()
+    groups = np.arange(len(X)) % 4
+    shifts = ({0: X[:10].mean(0)}, {0: Y[:10].mean(0) + 1.0})  # any fixed shift
+    got = _values(_sums(X, Y, groups, 4, shifts=shifts), STREAMED)
+    for name in STREAMED:
+        np.testing.assert_allclose(got[name], REFERENCE[name](X, Y), rtol=RTOL, err_msg=name)
+
+
+def test_weighted_groups_equal_the_measure_of_the_drawn_rows():
+    """A resample's weights over groups equal the measure of its groups' rows, a group drawn
+    twice counted twice."""
+    from align.measures import STREAMED
+
+    X, Y = _rows(seed=1)
+    groups = np.arange(len(X)) % 5
+    w = np.array([2.0, 0.0, 1.0, 1.0, 1.0])
+    rows = np.concatenate([np.flatnonzero(groups == g) for g in (0, 0, 2, 3, 4)])
+    got = _values(_sums(X, Y, groups, 5), STREAMED, w)
+    for name in STREAMED:
+        want = REFERENCE[name](X[rows], Y[rows])
+        np.testing.assert_allclose(got[name], want, rtol=RTOL, err_msg=name)
+
+
+def test_rotated_copy_gives_cka_one_and_procrustes_zero():
+    """Known answer: Y = X Q with Q a random orthogonal matrix."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(200, 6))
+    Q, _ = np.linalg.qr(rng.normal(size=(6, 6)))
+    got = _values(_sums(X, X @ Q, np.zeros(200, int), 1), ("cka", "cka-debiased", "procrustes"))
+    np.testing.assert_allclose(got["cka"], 1.0, rtol=1e-12)
+    np.testing.assert_allclose(got["cka-debiased"], 1.0, rtol=1e-12)
+    assert got["procrustes"] < 1e-6  # arccos near 1 loses half the digits: sqrt(2·1e-13)
+
+
+def test_a_side_without_variance_is_refused_naming_the_pair():
+    from align.errors import NonFiniteError
+
+    X, _ = _rows()
+    Y = np.ones((len(X), 3))
+    with pytest.raises(NonFiniteError) as e:
+        _values(_sums(X, Y, np.zeros(len(X), int), 1), ("cka",))
+    _one_line(e, "source 0 -> target 0", "target boundary 0 have no variance")
+
+
+def test_unknown_measure_is_refused_listing_the_valid_ones():
+    from align.errors import InputError
+    from align.measures import MEASURES, parse_measures
+
+    with pytest.raises(InputError) as e:
+        parse_measures("cka,nope")
+    _one_line(e, "`measures` nope", ", ".join(MEASURES))
+    assert parse_measures("all") == tuple(MEASURES)
+    assert parse_measures("procrustes,cka") == ("ridge", "cka", "procrustes")
