@@ -152,7 +152,10 @@ def _hsic_masked(rows, cols, kv, lv, m: int) -> float:
 
     CKNNA's masked kernels hold at most k entries a row, so this costs O(m·k log(m·k)), not
     O(m²): Σ K̃∘L̃ᵀ pairs entry (r, n) with entry (n, r) where both exist, and 1ᵀK̃L̃1 is
-    K̃'s column sums against L̃'s row sums."""
+    K̃'s column sums against L̃'s row sums. NaN below 4 rows, where it is undefined (a
+    bootstrap resample of few distinct rows)."""
+    if m < 4:
+        return float("nan")
     key = rows * m + cols
     order = np.argsort(key)
     mirror = cols * m + rows
@@ -174,6 +177,8 @@ def _hsic_features(zx, zy, a, b) -> float:
     equal to `_hsic_masked` (written out densely) of the uncentred rows' kernels (the estimator does not move
     with a shift of the rows)."""
     m = zx.shape[0]
+    if m < 4:  # undefined (a bootstrap resample of few distinct rows): NaN, as bootstrap_values says
+        return float("nan")
     cross = np.linalg.norm(zx.T @ zy) ** 2
     ab = float(a @ b)
     total = cross - ab + a.sum() * b.sum() / ((m - 1) * (m - 2)) - 2.0 * ab / (m - 2)
