@@ -349,3 +349,23 @@ def test_refusals_are_one_line_and_name_the_value():
     with pytest.raises(AlignError) as e:
         r.cka(x, np.where(np.arange(12)[:, None] == 3, np.nan, y))
     one_line(e, "target boundary 0", "non-finite", "row 3")
+
+
+def test_a_resample_of_too_few_distinct_rows_leaves_the_unbiased_hsic_undefined_not_a_crash():
+    """Two documents of three rows: a resample that draws one document twice holds 3 distinct
+    rows, where the unbiased HSIC (m(m − 3) in its denominator) is undefined: NaN there, a
+    number wherever both documents are drawn (the documented draw: default_rng(seed).integers)."""
+    from align.measures import rows
+    from align.stats.bootstrap import Resampling
+
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=(6, 5)), rng.normal(size=(6, 4))
+    docs = np.array([0, 0, 0, 1, 1, 1])
+    resampling = Resampling(resamples=50, seed=7)
+    values = rows.bootstrap_values({0: x}, {0: y}, docs, ("cka-debiased",), 2, resampling)
+    drawn = np.random.default_rng(7).integers(0, 2, size=(50, 2))
+    one_document = drawn[:, 0] == drawn[:, 1]
+    assert one_document.any() and (~one_document).any()
+    v = values["cka-debiased"][:, 0, 0]
+    assert np.isnan(v[one_document]).all()
+    assert np.isfinite(v[~one_document]).all()
