@@ -361,9 +361,9 @@ def test_a_resample_of_too_few_distinct_rows_leaves_the_unbiased_hsic_undefined_
     rng = np.random.default_rng(3)
     x, y = rng.normal(size=(6, 5)), rng.normal(size=(6, 4))
     docs = np.array([0, 0, 0, 1, 1, 1])
-    resampling = Resampling(resamples=50, seed=7)
+    resampling = Resampling(resamples=100, seed=7)
     values = rows.bootstrap_values({0: x}, {0: y}, docs, ("cka-debiased",), 2, resampling)
-    drawn = np.random.default_rng(7).integers(0, 2, size=(50, 2))
+    drawn = np.random.default_rng(7).integers(0, 2, size=(100, 2))
     one_document = drawn[:, 0] == drawn[:, 1]
     assert one_document.any() and (~one_document).any()
     v = values["cka-debiased"][:, 0, 0]
