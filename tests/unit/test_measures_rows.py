@@ -352,19 +352,19 @@ def test_refusals_are_one_line_and_name_the_value():
 
 
 def test_a_resample_of_too_few_distinct_rows_leaves_the_unbiased_hsic_undefined_not_a_crash():
-    """Two documents of three rows: a resample that draws one document twice holds 3 distinct
-    rows, where the unbiased HSIC (m(m − 3) in its denominator) is undefined: NaN there, a
-    number wherever both documents are drawn (the documented draw: default_rng(seed).integers)."""
+    """A document of one row and one of five: a resample that draws the first twice holds 2
+    rows, where the unbiased HSIC ((m − 2) and m(m − 3) in its denominators) is undefined: NaN
+    there, a number in every other resample (the documented draw: default_rng(seed).integers)."""
     from align.measures import rows
     from align.stats.bootstrap import Resampling
 
     rng = np.random.default_rng(3)
     x, y = rng.normal(size=(6, 5)), rng.normal(size=(6, 4))
-    docs = np.array([0, 0, 0, 1, 1, 1])
+    docs = np.array([0, 1, 1, 1, 1, 1])
     resampling = Resampling(resamples=100, seed=7)
     values = rows.bootstrap_values({0: x}, {0: y}, docs, ("cka-debiased",), 2, resampling)
     drawn = np.random.default_rng(7).integers(0, 2, size=(100, 2))
-    one_document = drawn[:, 0] == drawn[:, 1]
+    one_document = (drawn == 0).all(axis=1)
     assert one_document.any() and (~one_document).any()
     v = values["cka-debiased"][:, 0, 0]
     assert np.isnan(v[one_document]).all()
