@@ -24,7 +24,8 @@ One concept a module:
   provenance (`alignment_dataset`, `Side`, route "store" or "live"), `check_result_room`,
   `write_alignment`; `uncertainty`: the document bootstrap of the scores and the summary.
 - `maps`: `apply_map`, a map saved with `save_maps` applied to new activations.
-- `live`: the model route (`fit_live`), with `live_estimate` (its dry run), `batches`,
+- `live`: the model route (`fit_live`), with `live_estimate` (its dry run), `live_cluster`
+  (its run on a Dask cluster), `batches`,
   `passes`, `shards`, `progress`; `live_anchors`: two tokenizers on the live route (each model
   forwarded in its own batches, its rows paired per grouping window).
 - `pairing`: which rows pair two models (one token stream, or anchors on the text) and the

@@ -44,7 +44,7 @@ from align.boundaries import parse_boundaries
 from align.corpus import generated_format
 from align.errors import InputError
 from align.faults import fault_point
-from align.fitting import live_anchors, sampled
+from align.fitting import live_anchors, live_cluster, sampled
 from align.fitting.anchors import coverage_line, windows_line
 from align.fitting.batches import TokenTable, plan_batches, token_table
 from align.fitting.budget import (
@@ -55,8 +55,7 @@ from align.fitting.budget import (
     pass_refusal,
     plan_passes,
 )
-from align.fitting.cluster import default_memory_limit, executor
-from align.fitting.graph import add_heldout_task, add_task, tree
+from align.fitting.cluster import default_memory_limit
 from align.fitting.headline import headline
 from align.fitting.live_estimate import estimate
 from align.fitting.measured import measure_groups_of
@@ -69,17 +68,8 @@ from align.fitting.result import (
     alignment_dataset,
     check_result_room,
     grid_note,
-    pair_results,
     write_alignment,
 )
-from align.fitting.shards import (
-    ShardTask,
-    shard_heldout_task,
-    shard_statistics_task,
-    shards_of,
-    shift_task,
-)
-from align.fitting.solve import check_alphas, solve
 from align.fitting.split import Origin, Split, make_split
 
 __all__ = [
@@ -536,7 +526,9 @@ def fit_live(
             options.spec.save_maps,
         )
     if options.run.scheduler not in (None, "synchronous", "sync") and not dry_run:
-        plan, results, statistics, rates, loop_s = run_on_cluster(p, options, log)
+        plan, results, statistics, rates, loop_s = live_cluster.run_on_cluster(
+            p, options, log, lambda limits: make_plan(p, options, None, limits)
+        )
         return finish(
             p,
             sides,
@@ -623,95 +615,3 @@ def finish(
         )
     log(f"align fit --live: {headline(ds.attrs)}")
     return LiveReport(output, ds, time.time() - t0, plan.record(), statistics, rates, loop_s)
-
-
-# -- on a Dask cluster ----------------------------------------------------------------------
-
-
-def run_on_cluster(p: Prepared, options: FitRequest, log) -> tuple:
-    """The blocks of `plan` on the Dask cluster at options.run.scheduler: per block, document
-    shards (runs of consecutive batches) on the workers, each loading both models once; the
-    shards' sums added in a tree fixed by shard index (graph.tree), solved here, and the
-    held-out sums of the shards added the same way. Held-out rows are forwarded again (rows
-    are not kept between tasks). The plan is made per worker (--memory-limit per worker, or
-    the workers' own limit, less the largest worker's idle footprint). Returns (plan,
-    results, statistics, rates, seconds)."""
-    results, kept_stats, factors = {}, {}, {}
-    t_loop = time.time()
-    with executor(options.run.scheduler, None, options.run.memory_limit, log) as ex:
-        plan = make_plan(p, options, None, (ex.limit, ex.idle))
-        for line in plan.lines(
-            len(p.source_boundaries), len(p.target_boundaries), p.job.batch_size
-        ):
-            log(line)
-        n = max(1, min(len(p.batches), 4 * ex.n_workers))
-        unit = None if p.anchored is None else p.stream.window_of
-        train = shards_of([b for b in p.batches if b.n_train], n, unit)
-        test = shards_of([b for b in p.batches if b.n_test], n, unit)
-        first = next(b for b in p.batches if b.n_train)
-        log(
-            f"align fit --live: {len(train)} shard(s) of the training batches and {len(test)} of the held-out ones on "
-            f"{ex.n_workers} Dask worker(s), each loading both models"
-        )
-        x_shift = None
-        for k, block in enumerate(plan.blocks):
-            I = tuple(p.source_boundaries)
-            shifts = ex.run(
-                {
-                    "table": p.stream,
-                    "shift": (shift_task, ShardTask(p.job, I, block, (first,)), "table", x_shift),
-                },
-                "shift",
-            )
-            if x_shift is None:
-                check_alphas(
-                    options.spec.alphas, shifts["scale"], p.split.n_select, p.split.n_train
-                )
-                x_shift = shifts["x"]
-            dsk = {"table": p.stream, "shifts": shifts}
-            keys = []
-            for s, shard in enumerate(train):
-                dsk[("stats", s)] = (
-                    shard_statistics_task,
-                    ShardTask(p.job, I, block, tuple(shard), options.spec.streamed),
-                    "table",
-                    "shifts",
-                )
-                keys.append(("stats", s))
-            stats = ex.run(dsk, tree(dsk, "stats-sum", keys, add_task))
-            fitted = solve(
-                stats,
-                options.spec.alphas,
-                shifts["x"],
-                shifts["y"],
-                options.run.device,
-                factors,
-                options.spec.extend_alphas,
-            )
-            if options.hooks.keep_statistics:
-                kept_stats[block] = stats
-            dsk = {
-                "table": p.stream,
-                "fitted": fitted,
-                "hdoc": p.split.heldout_index if options.spec.bootstrap else None,
-            }
-            keys = []
-            for s, shard in enumerate(test):
-                dsk[("heldout", s)] = (
-                    shard_heldout_task,
-                    ShardTask(p.job, I, block, tuple(shard)),
-                    "table",
-                    "fitted",
-                    "hdoc",
-                )
-                keys.append(("heldout", s))
-            sums = ex.run(dsk, tree(dsk, "heldout-sum", keys, add_heldout_task))
-            results.update(pair_results(fitted, sums, p.split, options.spec.resampling))
-            log(f"align fit --live: pass {k + 1} of {plan.passes} done on the cluster")
-    return (
-        plan,
-        results,
-        kept_stats,
-        f"{plan.positions * plan.passes:,} positions forwarded on the cluster",
-        time.time() - t_loop,
-    )

@@ -1,7 +1,7 @@
 """The live route's Dask tasks (`align fit --live --scheduler ADDRESS`): the corpus's batches cut
 into document shards (`shards_of`, fixed by the batches alone), and per shard the shifts, the
 statistics of its training rows and the held-out sums, each worker loading both models once.
-live.run_on_cluster builds the graphs and adds the shards' sums in a tree fixed by shard index."""
+live_cluster.run_on_cluster builds the graphs and adds the shards' sums in a tree fixed by shard index."""
 
 from __future__ import annotations
 

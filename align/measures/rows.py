@@ -177,7 +177,9 @@ def _hsic_features(zx, zy, a, b) -> float:
     equal to `_hsic_masked` (written out densely) of the uncentred rows' kernels (the estimator does not move
     with a shift of the rows)."""
     m = zx.shape[0]
-    if m < 4:  # undefined (a bootstrap resample of few distinct rows): NaN, as bootstrap_values says
+    if (
+        m < 4
+    ):  # undefined (a bootstrap resample of few distinct rows): NaN, as bootstrap_values says
         return float("nan")
     cross = np.linalg.norm(zx.T @ zy) ** 2
     ab = float(a @ b)
