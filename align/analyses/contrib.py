@@ -247,7 +247,7 @@ def contributions_from_store(
     missing_l = [l for l in range(L) if l not in store.layers]
     if not store.layers:
         raise StoreError(
-            f"store {store.path} holds no sublayer outputs: extract it again with `sublayers`, or run `align contrib` on the model"
+            f"store {store.path} holds no sublayer outputs: extract it again with `align extract --sublayers`, or run `align contrib` on the model"
         )
     if missing_b or missing_l:
         raise StoreError(

@@ -72,9 +72,9 @@ def check_same_text(S, T) -> None:
     for role, s, c in (("source", S, cs), ("target", T, ct)):
         if c.get("pack") is not None:
             raise StoreError(
-                f"{role} {s.path} packs documents into windows (`pack` {c.get('pack')!r}): a packed window's tokens read "
+                f"{role} {s.path} packs documents into windows (extracted with `align extract --pack {c.get('pack')!r}`): a packed window's tokens read "
                 "the end of the documents before them, cut at other characters by each tokenizer, so they cannot be "
-                "anchored; extract both without `pack`"
+                "anchored; extract both without `align extract --pack`"
             )
 
 

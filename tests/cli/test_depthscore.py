@@ -137,7 +137,7 @@ def test_results_of_different_splits_are_refused(cli, tmp_path):
     )
     b = _skip_result(tmp_path / "b", R_B, O_B, future=(R_G, O_G), options={"split": "random"})
     code, _, err = cli("depthscore", a, b, "--levels", "2,3", "-o", tmp_path / "ds")
-    one_line_error(code, err, str(tmp_path / "b"), "--split random", "--split answer-points")
+    one_line_error(code, err, str(tmp_path / "b"), "with split random", "with split answer-points")
     assert not (tmp_path / "ds").exists()
 
 
@@ -312,7 +312,7 @@ def test_end_to_end_from_math_prompts(cli, zoo, tmp_path):
             )
     line = next(ln for ln in err.splitlines() if ln.startswith("align depthscore: wrote"))
     assert (
-        f"P1's depth score (future setting, --split answer-points; layer effect, part layer, max) by level "
+        f"P1's depth score (future setting, split answer-points; layer effect, part layer, max) by level "
         f"1: {heads[1]:.2f} ["
     ) in line
     assert line.index("P1's depth score") < line.index("align's current-setting extension")

@@ -117,7 +117,7 @@ def test_cli_store_without_sublayers_is_refused(cli, extracted, tmp_path, capsys
     capsys.readouterr()  # drop the extraction's progress lines
     code, out, err = cli("contrib", "--store", path, "-o", tmp_path / "c.zarr")
     assert code == 2
-    one_line_error(code, err, path, "no sublayer outputs", "--sublayers")
+    one_line_error(code, err, path, "no sublayer outputs", "`align extract --sublayers`")
     assert not (tmp_path / "c.zarr").exists()
 
 

@@ -104,7 +104,9 @@ def test_checkpoint_device_map(zoo, monkeypatch, device, want):
 
     def from_pretrained(name, **kwargs):
         seen.update(kwargs)
-        return _Fake()
+        # as transformers answers output_loading_info=True: every tensor loaded, none unused
+        info = {"missing_keys": [], "unexpected_keys": [], "mismatched_keys": [], "error_msgs": []}
+        return (_Fake(), info) if kwargs.get("output_loading_info") else _Fake()
 
     spec = models.ModelSpec(zoo("qwen2"), device=device)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
