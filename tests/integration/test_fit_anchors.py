@@ -450,7 +450,10 @@ def test_another_corpus_and_packed_windows_are_refused(anchored_pair, synthetic,
     packed = {**one, "pack": "<|endoftext|>"}
     S = synthetic(X, tabs[0], n_layers=1, provenance={"corpus": packed})
     T = synthetic(Y, tabs[1], tokenizer=OTHER, n_layers=1, provenance={"corpus": packed})
-    assert "packs documents into windows (extracted with `align extract --pack '<|endoftext|>'`)" in _refusal(cli, tmp_path, S, T)
+    assert (
+        "packs documents into windows (extracted with `align extract --pack '<|endoftext|>'`)"
+        in _refusal(cli, tmp_path, S, T)
+    )
 
 
 def test_token_pairing_of_two_tokenizers_is_refused(anchored_pair, cli, tmp_path):
