@@ -228,14 +228,14 @@ def live_options(f):
 )
 @click.option(
     "--sample-rows",
-    type=click.IntRange(min=1),
+    type=whole(1),
     default=None,
     help=f"With --measures: held-out rows drawn (by --seed) for mknn, cknna, rsa and every measure's "
     f"calibration [default: {SAMPLE_ROWS:,}, or every held-out row when fewer].",
 )
 @click.option(
     "--permutations",
-    type=click.IntRange(min=0),
+    type=whole(0),
     default=0,
     show_default=True,
     help="With --measures: null draws of every measure's calibration on the sampled rows (the target's "
@@ -244,7 +244,7 @@ def live_options(f):
 )
 @click.option(
     "--neighbours",
-    type=click.IntRange(min=1),
+    type=whole(1),
     default=K_NEIGHBOURS,
     show_default=True,
     help="With --measures: k of mknn and cknna.",

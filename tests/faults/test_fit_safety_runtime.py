@@ -203,6 +203,10 @@ def test_interrupted_fit_is_one_line_and_stops_its_workers(chunked, tmp_path, ho
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        # as a terminal's foreground job: SIGINT at its default (a shell's background job, such
+        # as a CI step started with `&`, inherits it ignored, and Python then never raises
+        # KeyboardInterrupt)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.time() + 120

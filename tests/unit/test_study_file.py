@@ -45,7 +45,10 @@ def refused(tmp_path, text: str) -> str:
     "extra, expected",
     [
         ("[fit]\nmesures = ['ridge']\n", "[fit] has no key 'mesures'; the keys are measures,"),
-        ("[fit]\nmeasures = ['cka']\n", "[fit] measures = 'cka' is not one of ridge"),
+        (
+            "[fit]\nmeasures = ['kca']\n",
+            "[fit] measures = 'kca' is not one of ridge, cka, cka-debiased",
+        ),
         ("[fit]\ntest_fraction = 'half'\n", "[fit] test_fraction = 'half' must be a number"),
         ("[pairs]\nmode = 'some'\n", "[pairs] mode = 'some' is not one of all, list, reference"),
         (
