@@ -77,15 +77,16 @@ def _no_store_plan(store, dry_run):
         )
 
 
-def _common(f):
-    f = _dry_run(f)
+def run_outputs(f, default_batch: int = 8, what: str = "Prompts (rows) per forward pass."):
+    """The options every analysis that runs a model shares, in this order in its help:
+    -o, --batch-size (`default_batch`, helped by `what`), --overwrite."""
     f = click.option("--overwrite", is_flag=True, help="Replace an existing result at -o.")(f)
     f = click.option(
         "--batch-size",
         type=whole(1),
-        default=8,
+        default=default_batch,
         show_default=True,
-        help="Prompts (rows) per forward pass.",
+        help=what,
     )(f)
     return click.option(
         "-o",
@@ -94,6 +95,10 @@ def _common(f):
         metavar="RESULT",
         help="Result store to write (Zarr; opens in xarray).",
     )(f)
+
+
+def _common(f):
+    return run_outputs(_dry_run(f))
 
 
 @click.command("contrib")

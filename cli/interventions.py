@@ -7,7 +7,7 @@ import click
 from align.analyses.igrad_options import BASELINES, OBJECTS, PROTOCOLS, RULES, TARGETS, variant
 from align.analyses.interventions_run import run_erase, run_igrad
 from align.analyses.options import EraseOptions, IgradOptions
-from align.cli.analyses import _choices
+from align.cli.analyses import _choices, run_outputs
 from align.cli.extract import (
     corpus_options,
     corpus_spec,
@@ -40,21 +40,7 @@ def _common(default_batch: int, what: str):
             metavar="NAME",
             help="In a .jsonl file, the field whose text is appended to --text-field's text as the answer.",
         )(f)
-        f = click.option("--overwrite", is_flag=True, help="Replace an existing result at -o.")(f)
-        f = click.option(
-            "--batch-size",
-            type=whole(1),
-            default=default_batch,
-            show_default=True,
-            help=what,
-        )(f)
-        return click.option(
-            "-o",
-            "--output",
-            required=True,
-            metavar="RESULT",
-            help="Result store to write (Zarr; opens in xarray).",
-        )(f)
+        return run_outputs(f, default_batch, what)
 
     return deco
 
