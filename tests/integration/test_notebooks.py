@@ -30,10 +30,15 @@ def test_there_are_notebooks_and_they_are_committed_without_outputs():
 
 
 @pytest.fixture(scope="module")
-def results_folder(result_stores, tmp_path_factory):
-    """The fixture results laid out as the demo lays them out."""
+def results_folder(result_stores, fit_pair, tmp_path_factory):
+    """The fixture results laid out as the demo lays them out, and beside them two stores of
+    tiny models as the demo names its stores (the notebook fits its measure from them: the
+    fixture's alignment result holds none)."""
     root = tmp_path_factory.mktemp("nb") / "results"
     root.mkdir()
+    (root / "stores").mkdir()
+    for name, store in zip(("shallow", "deep"), fit_pair):
+        shutil.copytree(store, root / "stores" / f"{name}.zarr")
     shutil.copytree(result_stores["alignment"], root / "alignment.zarr")
     shutil.copytree(result_stores["control"], root / "alignment-control.zarr")
     for kind in ("contributions", "skipping", "lens", "depth"):
@@ -50,6 +55,7 @@ def test_notebook_executes(path, results_folder, monkeypatch, tmp_path):
     monkeypatch.setenv("ALIGN_CONTROL", str(results_folder / "alignment-control.zarr"))
     monkeypatch.setenv("ALIGN_RESULTS", str(results_folder))
     monkeypatch.setenv("ALIGN_NAME", "deep")
+    monkeypatch.setenv("ALIGN_STORES", str(results_folder / "stores"))
     nb = nbformat.read(path, as_version=4)
     NotebookClient(
         nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
@@ -71,3 +77,43 @@ def test_notebook_executes(path, results_folder, monkeypatch, tmp_path):
             assert f"source boundary  {i} (depth {i / 3:.2f}) -> target boundary  {j} " in text
         results = [o["data"]["text/plain"] for o in outputs if o.output_type == "execute_result"]
         assert str(expected) in results, results
+        # Its CKA path: each row's argmax of CKA on the held-out rows (a reference that reads
+        # the stores with zarr and never imports align), over the documents the fit held out.
+        heldout = _heldout_docs(results_folder / "stores")
+        want = _cka_path(results_folder / "stores", heldout)
+        assert f"cka is a similarity: path {want} for source boundaries [0, 1, 2]" in text
+        assert str(want) in results, results
+
+
+def _heldout_docs(stores) -> list:
+    """The documents the notebook's fit held out: the fit's split of the same stores with
+    the same (default) options."""
+    import align
+
+    ds = align.fit(
+        str(stores / "shallow.zarr"),
+        str(stores / "deep.zarr"),
+        None,
+        scheduler="synchronous",
+        alphas=[1.0],
+        log=lambda m: None,
+    ).dataset
+    return ds.attrs["split"]["heldout_docs"]
+
+
+def _cka_path(stores, heldout) -> list:
+    """Each source boundary's argmax over target boundaries of linear CKA on the held-out
+    rows (position 0 left out, as the fit scores), read with zarr."""
+    import numpy as np
+    import zarr
+
+    from tests.helpers.measures_reference import cka_features
+
+    def rows(path):
+        g = zarr.open_group(str(path), mode="r")
+        keep = np.isin(g["doc"][:], heldout) & (g["pos"][:] != 0)
+        bounds = [int(b) for b in g["boundary"][:]]
+        return {b: np.asarray(g["resid"][k], np.float64)[keep] for k, b in enumerate(bounds)}
+
+    X, Y = rows(stores / "shallow.zarr"), rows(stores / "deep.zarr")
+    return [max(Y, key=lambda j: cka_features(X[i], Y[j])) for i in sorted(X)]
