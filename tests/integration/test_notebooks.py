@@ -77,10 +77,13 @@ def test_notebook_executes(path, results_folder, monkeypatch, tmp_path):
             assert f"source boundary  {i} (depth {i / 3:.2f}) -> target boundary  {j} " in text
         results = [o["data"]["text/plain"] for o in outputs if o.output_type == "execute_result"]
         assert str(expected) in results, results
-        # Its CKA path: each row's argmax of CKA on the held-out rows (a reference that reads
-        # the stores with zarr and never imports align), over the documents the fit held out.
-        heldout = _heldout_docs(results_folder / "stores")
-        want = _cka_path(results_folder / "stores", heldout)
+        # Its CKA matrix (shown to 3 decimals) and path (each row's argmax) against a reference
+        # that reads the stores with zarr and never imports align, on the documents held out.
+        import numpy as np
+
+        ref = _cka_matrix(results_folder / "stores", _heldout_docs(results_folder / "stores"))
+        np.testing.assert_allclose(_shown_matrix(results), ref, atol=5e-4 + 1e-9)
+        want = ref.argmax(1).tolist()
         assert f"cka is a similarity: path {want} for source boundaries [0, 1, 2]" in text
         assert str(want) in results, results
 
@@ -101,9 +104,9 @@ def _heldout_docs(stores) -> list:
     return ds.attrs["split"]["heldout_docs"]
 
 
-def _cka_path(stores, heldout) -> list:
-    """Each source boundary's argmax over target boundaries of linear CKA on the held-out
-    rows (position 0 left out, as the fit scores), read with zarr."""
+def _cka_matrix(stores, heldout):
+    """Linear CKA of every source boundary (rows) with every target boundary (columns) on
+    the held-out rows (position 0 left out, as the fit scores), read with zarr."""
     import numpy as np
     import zarr
 
@@ -116,4 +119,17 @@ def _cka_path(stores, heldout) -> list:
         return {b: np.asarray(g["resid"][k], np.float64)[keep] for k, b in enumerate(bounds)}
 
     X, Y = rows(stores / "shallow.zarr"), rows(stores / "deep.zarr")
-    return [max(Y, key=lambda j: cka_features(X[i], Y[j])) for i in sorted(X)]
+    return np.array([[cka_features(X[i], Y[j]) for j in sorted(Y)] for i in sorted(X)])
+
+
+def _shown_matrix(results: list):
+    """The matrix the last cell that displayed one showed as a DataFrame indexed by source
+    boundary, columns target boundaries (pandas' text form; the error matrix comes first)."""
+    import numpy as np
+
+    table = [r for r in results if r.startswith("target_boundary")][-1]
+    lines = table.splitlines()
+    cols = [int(c) for c in lines[0].split()[1:]]
+    body = [line.split() for line in lines[2:]]
+    assert [int(r[0]) for r in body] == list(range(len(body))) and cols == list(range(len(cols)))
+    return np.array([[float(v) for v in r[1:]] for r in body])
