@@ -46,11 +46,31 @@ def write_activations(
 ) -> str:
     """Write an activation store at `path`, of `shape`, in `fmt`.
 
-    resid: (n_boundaries, n_tokens, d_model) float32, or a function (start, stop) -> that
-    block of tokens (n_boundaries, stop - start, d_model), for stores larger than memory.
-    tokens: token_id, doc, seq, pos (n_tokens,) (char_start/char_end default to -1).
-    provenance: the store's provenance dict (tokenizer_hash, model, ...). With complete=False
-    the store is left planned but without activations, as a killed extraction leaves it."""
+    Parameters
+    ----------
+    path : str
+        Where the store is written.
+    resid : array of shape (n_boundaries, n_tokens, d_model) or callable
+        float32 residuals, or a function (start, stop) -> that block of tokens, of shape
+        (n_boundaries, stop - start, d_model), for stores larger than memory.
+    tokens : dict
+        token_id, doc, seq, pos, each of shape (n_tokens,) (char_start/char_end default to -1).
+    provenance : dict
+        The store's provenance dict (tokenizer_hash, model, ...).
+    shape : StoreShape, optional
+        The model's blocks, width and the boundaries of `resid`'s first axis (None: from the
+        arrays).
+    fmt : StoreFormat, optional
+        The store's dtype, codec and chunking.
+    complete : bool, optional
+        With False the store is left planned but without activations, as a killed extraction
+        leaves it.
+
+    Returns
+    -------
+    str
+        `path`.
+    """
     n_layers, d_model, boundaries = shape
     store_dtype, codec, chunk_tokens = fmt
     n = len(tokens["token_id"])

@@ -85,8 +85,40 @@ def run_compare(
     echo=None,
     log=None,
 ) -> Comparison:
-    """`align compare`: print the table; with `output` (.csv or .md) write it and a figure
-    (`figure`, default: beside the table as .png); with only `figure`, the figure."""
+    """Run `align compare`: print the table, and write it and its figure when asked.
+
+    With `output` (.csv or .md) the table is written and a figure (`figure`, default: beside
+    the table as .png); with only `figure`, the figure.
+
+    Parameters
+    ----------
+    paths : list of str
+        Results of one kind (alignments, or results of one analysis).
+    output : str, optional
+        The table's file, .csv or .md.
+    figure : str, optional
+        The figure's file, .png.
+    weighting : str, optional
+        "token" or "prompt" (the lens's curves).
+    resampling : Resampling, optional
+        How the intervals are drawn.
+    overwrite : bool, optional
+        Replace the files at `output` and `figure`.
+    echo : callable, optional
+        Receives the text table (default: stdout).
+    log : callable, optional
+        Receives each message (default: stderr).
+
+    Returns
+    -------
+    Comparison
+        The series compared.
+
+    Raises
+    ------
+    OutputRefused
+        A figure at the table's path, or a file that `overwrite` does not allow to replace.
+    """
     echo = echo or (lambda text: print(text, end=""))
     log = log or messages.say
     paths = [str(p) for p in paths]

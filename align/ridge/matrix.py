@@ -42,17 +42,38 @@ class Summary:
 def summary(
     err: np.ndarray, source_boundaries, target_boundaries, n_source: int, n_target: int
 ) -> Summary:
-    """The summary statistics (`Summary`) of an error matrix err (len(source_boundaries),
-    len(target_boundaries)) over boundaries ≥ 1 (docs/methods.md, The fit). Depths are i/L_S
-    and j/L_T.
+    """The summary statistics (`Summary`) of an error matrix over boundaries ≥ 1.
 
-    argmin_path: j*(i) = argmin_j err[i, j] per source boundary i ≥ 1 (first on exact ties);
-    spearman: rank correlation of j*(i) with i/L_S (None when undefined: constant path or
-    fewer than two boundaries); mean_depth_gap: mean |j*/L_T − i/L_S|; soft_depth:
-    Σ_j w_ij j/L_T with w_ij ∝ exp(−err_ij/τ), τ = (row max − row min)/10 (uniform weights
-    when the row is flat); soft_depth_spread: max − min of the soft depths. A non-finite
-    error anywhere in `err` raises NonFiniteError naming its pairs: nothing is summarised
-    around it."""
+    See docs/methods.md, The fit. Depths are i/L_S and j/L_T. argmin_path: j*(i) = argmin_j
+    err[i, j] per source boundary i ≥ 1 (first on exact ties); spearman: rank correlation of
+    j*(i) with i/L_S (None when undefined: constant path or fewer than two boundaries);
+    mean_depth_gap: mean |j*/L_T − i/L_S|; soft_depth: Σ_j w_ij j/L_T with
+    w_ij ∝ exp(−err_ij/τ), τ = (row max − row min)/10 (uniform weights when the row is flat);
+    soft_depth_spread: max − min of the soft depths.
+
+    Parameters
+    ----------
+    err : array of shape (n_source_boundaries, n_target_boundaries)
+        The error matrix.
+    source_boundaries : sequence of int
+        The boundaries of its rows.
+    target_boundaries : sequence of int
+        The boundaries of its columns.
+    n_source : int
+        L_S, the source's blocks.
+    n_target : int
+        L_T, the target's blocks.
+
+    Returns
+    -------
+    Summary
+        argmin_path, spearman, mean_depth_gap, soft_depth, soft_depth_spread.
+
+    Raises
+    ------
+    NonFiniteError
+        A non-finite error anywhere in `err`, naming its pairs: nothing is summarised around it.
+    """
     bad = np.argwhere(~np.isfinite(err))
     if len(bad):
         pairs = ", ".join(
@@ -96,8 +117,20 @@ def summary(
 
 
 def spearman(a, b) -> float:
-    """Spearman's rank correlation of two (n,) sequences: Pearson's correlation of their
-    average ranks (tied values share the mean of their ranks); NaN when either is constant."""
+    """Spearman's rank correlation of two sequences.
+
+    Pearson's correlation of their average ranks (tied values share the mean of their ranks).
+
+    Parameters
+    ----------
+    a, b : array of shape (n,)
+        The two sequences.
+
+    Returns
+    -------
+    float
+        The correlation; NaN when either is constant.
+    """
     ra, rb = _average_ranks(a), _average_ranks(b)
     ra, rb = ra - ra.mean(), rb - rb.mean()
     denom = math.sqrt(float(ra @ ra) * float(rb @ rb))

@@ -125,18 +125,36 @@ def chunk_statistics(
     work: dict | None = None,
     parts: int = N_PARTS,
 ) -> Statistics:
-    """Per-part sums (`Statistics`) of one chunk of tokens, for every source and target
-    boundary given.
+    """Per-part sums (`Statistics`) of one chunk of tokens, for every source and target boundary.
 
-    xs[i]: (n, d_S) source rows at boundary i (any float dtype); ys[j]: (n, d_T) target rows
-    at boundary j; part: (n,) int, the part 0..P−1 a row adds to (FIT / VAL; `parts` of them,
-    or those of `into`), anything else to skip. shifts = (x_shift, y_shift): rows are
-    shifted, x' = x − x_shift[i] and y' = y − y_shift[j], and every product is float64.
+    Rows are shifted, x' = x − x_shift[i] and y' = y − y_shift[j], and every product is
+    float64. The rows of each part are gathered, in part order, into one float64 (rows, ΣD)
+    buffer per side, so every XᵀY of a part is one product (rows, ΣD_S)ᵀ (rows, ΣD_T).
 
-    The rows of each part are gathered, in part order, into one float64 (rows, ΣD) buffer per
-    side (`work` keeps the buffers between calls: no fresh allocation per chunk), so every XᵀY
-    of a part is one product (rows, ΣD_S)ᵀ (rows, ΣD_T), added in place into `into` (which
-    is returned, on the backend) or into new sums (returned as numpy)."""
+    Parameters
+    ----------
+    xs : dict of int to array of shape (n_tokens, d_source)
+        xs[i]: source rows at boundary i (any float dtype).
+    ys : dict of int to array of shape (n_tokens, d_target)
+        ys[j]: target rows at boundary j.
+    part : array of shape (n_tokens,)
+        int, the part 0..P−1 a row adds to (FIT / VAL), anything else to skip.
+    shifts : tuple of (dict, dict)
+        (x_shift, y_shift), per boundary: (d_source,) and (d_target,).
+    backend : Backend, optional
+        Where the products run.
+    into : Statistics, optional
+        Sums to add into, in place (its parts count).
+    work : dict, optional
+        Keeps the buffers between calls: no fresh allocation per chunk.
+    parts : int, optional
+        P, the parts (without `into`).
+
+    Returns
+    -------
+    Statistics
+        `into` (on the backend), or new sums (numpy).
+    """
     x_shift, y_shift = shifts
     source, target = tuple(xs), tuple(ys)
     d_s, d_t = next(iter(xs.values())).shape[1], next(iter(ys.values())).shape[1]
@@ -215,15 +233,40 @@ def _gather(
 
 
 def add_statistics(a: Statistics, b: Statistics) -> Statistics:
-    """Elementwise sum of two `Statistics` over the same boundaries (a new one)."""
+    """Elementwise sum of two `Statistics` over the same boundaries (a new one).
+
+    Parameters
+    ----------
+    a, b : Statistics
+        Sums over the same boundaries.
+
+    Returns
+    -------
+    Statistics
+        a + b.
+    """
     return Statistics(
         a.source, a.target, *(getattr(a, f) + getattr(b, f) for f in Statistics.FIELDS)
     )
 
 
 def tree_sum(items: list, add=add_statistics):
-    """Pairwise sum in a fixed tree by position: ((0+1)+(2+3))+... The same list gives the
-    same bits, whoever computes it."""
+    """Pairwise sum in a fixed tree by position: ((0+1)+(2+3))+...
+
+    The same list gives the same bits, whoever computes it.
+
+    Parameters
+    ----------
+    items : list
+        What is summed, in order.
+    add : callable, optional
+        The sum of two items.
+
+    Returns
+    -------
+    object
+        The sum.
+    """
     items = list(items)
     while len(items) > 1:
         items = [
