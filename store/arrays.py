@@ -18,7 +18,17 @@ from align.store.writer import ActivationWriter, PlanWriter, create_activations
 
 
 class StoreShape(NamedTuple):
-    """What a written store says of its model, where the arrays do not say it (None: from them)."""
+    """What a written store says of its model, where the arrays do not say it (None: from them).
+
+    Attributes
+    ----------
+    n_layers : int, optional
+        Blocks L (None: the largest boundary).
+    d_model : int, optional
+        Values per token (None: resid's last axis).
+    boundaries : tuple of int, optional
+        The boundaries of resid's first axis (None: 0..n_boundaries-1).
+    """
 
     n_layers: int | None = None  # blocks L (None: the largest boundary)
     d_model: int | None = None  # values per token (None: resid's last axis)

@@ -137,7 +137,21 @@ def task_sizes(most: int, fixed: bool) -> list:
 
 
 class PairGrid(NamedTuple):
-    """The pairs a fit plans for: boundaries of each side and the two widths."""
+    """The pairs a fit plans for: boundaries of each side and the two widths.
+
+    Attributes
+    ----------
+    source_boundaries : tuple of int
+        Boundaries 0..L_S of the source.
+    target_boundaries : tuple of int
+        Boundaries 0..L_T of the target.
+    d_s : int
+        Values per token and source boundary (the source's d_model).
+    d_t : int
+        Values per token and target boundary.
+    measure_groups : int, optional
+        Groups of the streamed measures' sums (0: no measure).
+    """
 
     source_boundaries: tuple  # boundaries 0..L_S of the source
     target_boundaries: tuple  # boundaries 0..L_T of the target
@@ -147,7 +161,15 @@ class PairGrid(NamedTuple):
 
 
 class BlockPlan(NamedTuple):
-    """The store route's plan (`plan_blocks`): blocks of the pair grid and tokens per task."""
+    """The store route's plan (`plan_blocks`): blocks of the pair grid and tokens per task.
+
+    Attributes
+    ----------
+    blocks : list
+        [(source boundaries, target boundaries), ...], source block by source block.
+    task_tokens : int
+        Tokens each statistics task reads.
+    """
 
     blocks: list  # [(source boundaries, target boundaries), ...], source block by source block
     task_tokens: int  # tokens each statistics task reads
@@ -311,7 +333,21 @@ def default_task_tokens(chunk: int, n_tokens: int, n_slots: int, device: str) ->
 
 
 class ResultShape(NamedTuple):
-    """What the size of an alignment result depends on, beside its options."""
+    """What the size of an alignment result depends on, beside its options.
+
+    Attributes
+    ----------
+    n_source : int
+        Source boundaries.
+    n_target : int
+        Target boundaries.
+    d_s : int
+        The source's d_model (values per token).
+    d_t : int
+        The target's d_model.
+    n_heldout_docs : int
+        Held-out documents.
+    """
 
     n_source: int  # source boundaries
     n_target: int  # target boundaries
@@ -321,7 +357,17 @@ class ResultShape(NamedTuple):
 
 
 class ResultBytes(NamedTuple):
-    """Bytes an alignment result takes on disk at most, by what holds them (`result_bytes`)."""
+    """Bytes an alignment result takes on disk at most, by what holds them (`result_bytes`).
+
+    Attributes
+    ----------
+    scores : int
+        Bytes of every array but the maps.
+    maps : int
+        Bytes of W and c (0 without --save-maps).
+    metadata : int
+        Bytes of the group's and arrays' metadata and the writer's temporary folder.
+    """
 
     scores: int  # bytes of every array but the maps
     maps: int  # bytes of W and c (0 without --save-maps)
@@ -467,7 +513,17 @@ def pass_bytes(s: LiveShape, n_target: int, keep_heldout: bool) -> dict:
 
 
 class PassPlan(NamedTuple):
-    """The live route's plan (`plan_passes`): one pass over the corpus per block."""
+    """The live route's plan (`plan_passes`): one pass over the corpus per block.
+
+    Attributes
+    ----------
+    blocks : list
+        [target boundaries, ...].
+    keep_heldout : bool
+        The held-out rows are kept from the statistics pass for the held-out pass.
+    bytes : dict
+        {holder: bytes} of the largest block (`pass_bytes`).
+    """
 
     blocks: list  # [target boundaries, ...]
     keep_heldout: bool  # the held-out rows are kept from the statistics pass for the held-out pass

@@ -31,9 +31,19 @@ ROUTES = ("store", "live")
 
 @dataclass
 class Side:
-    """One model of a fit as its result records it: `provenance` (a store's, or a model's
-    for the live route), `path` (the store, or the model's name or folder), its number of
-    blocks L (boundaries 0..L) and width."""
+    """One model of a fit as its result records it.
+
+    Parameters
+    ----------
+    provenance : dict
+        A store's, or a model's for the live route.
+    path : str or None
+        The store, or the model's name or folder.
+    n_layers : int
+        Its number of blocks L (boundaries 0..L).
+    d_model : int
+        Its width.
+    """
 
     provenance: dict
     path: str | None
@@ -69,9 +79,36 @@ def import_ahead() -> threading.Thread:
 
 @dataclass
 class PairResult:
-    """One pair's numbers as the alignment result records them: the solve's choice of α (and
-    its map when kept), the held-out scores, and what --convergence and the document
-    bootstrap add (None without them)."""
+    """One pair's numbers as the alignment result records them.
+
+    The solve's choice of α (and its map when kept), the held-out scores, and what
+    --convergence and the document bootstrap add (None without them).
+
+    Parameters
+    ----------
+    fitted : SolvedMap
+        α_rel, α, the validation curve; W and c when kept.
+    relative_error : float
+        (1/N) Σ ‖e_n‖/max(‖y_n‖, ε) over the held-out tokens.
+    norm_error : float
+        Σ ‖e_n‖ / Σ ‖y_n‖.
+    r2 : float
+        1 − Σ ‖e_n‖² / Σ ‖y_n − ȳ‖².
+    by_fraction : dict, optional
+        {fraction: (relative_error, α_rel)} of the fits of ¼ and ½ of the training documents.
+    doc_pair : array of shape (K, 3), optional
+        Per held-out document Σ ratio, Σ ‖e‖, Σ ‖e‖².
+    doc_target : array of shape (K, 3), optional
+        Per held-out document n, Σ ‖y‖, Σ ‖y − μ‖² of the target.
+    doc_cc : array of shape (resamples,), optional
+        ‖Σ_d w_bd c_d‖² of the target (`uncertainty.centred_square`).
+    measures : dict, optional
+        {streamed measure: (value, low, high)} (`measured.pair_measures`).
+    measure_groups : int, optional
+        Groups of held-out documents their interval resampled.
+    sampled : dict, optional
+        {measure: {field: value}} on the sampled rows (`sampled.attach`).
+    """
 
     fitted: SolvedMap  # α_rel, α, the validation curve; W and c when kept
     relative_error: float  # (1/N) Σ ‖e_n‖/max(‖y_n‖, ε) over the held-out tokens

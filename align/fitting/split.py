@@ -200,7 +200,27 @@ def shuffle_partners(doc: np.ndarray, seq: np.ndarray, pos: np.ndarray, seed: in
 
 @dataclass
 class Split:
-    """The split of one token stream: document ids per part, each token's part, counts."""
+    """The split of one token stream: document ids per part, each token's part, counts.
+
+    Parameters
+    ----------
+    fit_docs : array
+        The fit part's document ids, sorted.
+    val_docs : array
+        The validation part's.
+    test_docs : array
+        The held-out part's.
+    part : array of shape (n_tokens,)
+        int8: FIT, VAL, TEST or -1.
+    counts : dict
+        {"fit": tokens, "validation": tokens, "heldout": tokens}.
+    heldout_index : array of shape (n_tokens,), optional
+        int32: a held-out token's index in test_docs, else -1.
+    stat_part : array of shape (n_tokens,), optional
+        int8 with --convergence: each training token's statistics part.
+    partner : array of shape (n_tokens,), optional
+        int64 with --control shuffle: the target token paired with each.
+    """
 
     fit_docs: np.ndarray
     val_docs: np.ndarray

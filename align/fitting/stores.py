@@ -72,6 +72,28 @@ SMALL_FIT_FLOPS = 2e12
 
 @dataclass
 class FitReport:
+    """What `fit` returns: the result's path, its Dataset, the seconds and the plan.
+
+    Parameters
+    ----------
+    path : str or None
+        Where the result was written (None: not written).
+    dataset : xarray.Dataset
+        The alignment result.
+    seconds : float
+        Wall time of the fit.
+    blocks : list
+        The plan's blocks of boundaries.
+    statistics : dict, optional
+        {(I, J): reduced ridge.Statistics}, when asked for.
+    workers : set, optional
+        Addresses of the workers that ran tasks.
+    task_seconds : dict, optional
+        Compute seconds summed by task kind (stats, solve, ...).
+    plan : dict, optional
+        The memory plan: budget, idle footprint, per-worker bytes, tokens per task.
+    """
+
     path: str | None
     dataset: object  # the xarray.Dataset written
     seconds: float

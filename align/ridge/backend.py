@@ -8,11 +8,18 @@ import numpy as np
 
 
 class Backend:
-    """Where the products and solves run: "cpu" (numpy) or a torch device such as "cuda"
-    (use_torch=True runs torch on "cpu" too: the GPU's code path, testable without one).
+    """Where the products and solves run: "cpu" (numpy) or a torch device such as "cuda".
 
-    Arrays enter as numpy (any float dtype) through `put` and leave as numpy through `get`;
-    in between they live on the device, in float64.
+    Arrays enter as numpy (any float dtype) through `put` and leave as numpy through `get`; in
+    between they live on the device, in float64.
+
+    Parameters
+    ----------
+    device : str, optional
+        "cpu", or a torch device.
+    use_torch : bool, optional
+        True runs torch on "cpu" too: the GPU's code path, testable without one (None: torch
+        on any device but "cpu").
     """
 
     def __init__(self, device: str = "cpu", use_torch: bool | None = None):

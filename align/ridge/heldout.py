@@ -242,7 +242,17 @@ def _add_per_doc(a: dict | None, b: dict | None) -> dict:
 
 
 class Scores(NamedTuple):
-    """One pair's held-out scores (`scores`)."""
+    """One pair's held-out scores (`scores`).
+
+    Attributes
+    ----------
+    relative_error : float
+        (1/N) Σ ‖e_n‖/max(‖y_n‖, ε).
+    norm_error : float
+        Σ ‖e_n‖ / Σ ‖y_n‖ (NaN when Σ ‖y_n‖ = 0).
+    r2 : float
+        1 − Σ ‖e_n‖² / Σ ‖y_n − ȳ‖² (NaN when the target has no variance).
+    """
 
     relative_error: float  # (1/N) Σ ‖e_n‖/max(‖y_n‖, ε)
     norm_error: float  # Σ ‖e_n‖ / Σ ‖y_n‖ (NaN when Σ ‖y_n‖ = 0)

@@ -13,8 +13,29 @@ from align.errors import NonFiniteError
 
 @dataclass(frozen=True)
 class Summary:
-    """The summary statistics of an error matrix over boundaries ≥ 1 (`summary`). Depths are
-    i/L_S of a source boundary i and j/L_T of a target boundary j."""
+    """The summary statistics of an error matrix over boundaries ≥ 1 (`summary`).
+
+    Depths are i/L_S of a source boundary i and j/L_T of a target boundary j.
+
+    Parameters
+    ----------
+    source_boundaries : list of int
+        The source boundaries i ≥ 1 summarised, in the matrix's order.
+    target_boundaries : list of int
+        The target boundaries j ≥ 1 summarised.
+    argmin_path : list of int
+        j*(i) = argmin_j err[i, j] per source boundary i ≥ 1 (first on exact ties).
+    spearman : float or None
+        Rank correlation of j*(i) with i/L_S; None when undefined.
+    spearman_note : str
+        What `spearman` is, or why it is undefined.
+    mean_depth_gap : float or None
+        Mean over i of |j*(i)/L_T − i/L_S|; None without boundaries ≥ 1.
+    soft_depth : list of float
+        Σ_j w_ij j/L_T per source boundary i ≥ 1, w_ij ∝ exp(−err_ij/τ).
+    soft_depth_spread : float or None
+        max − min of soft_depth.
+    """
 
     source_boundaries: list  # the source boundaries i ≥ 1 summarised, in the matrix's order
     target_boundaries: list  # the target boundaries j ≥ 1 summarised

@@ -226,9 +226,30 @@ def ridge_map(lam, Q, B, alpha: float):
 
 @dataclass(frozen=True)
 class SolvedMap:
-    """One pair's map y = x W + c and how its α was chosen (numpy; means and c in raw units),
-    as `solve_block` returns it. A caller that has taken the held-out sums may hand on the α
-    choice alone: x_mean and y_mean None, and W and c None unless it keeps the maps."""
+    """One pair's map y = x W + c and how its α was chosen, as `solve_block` returns it.
+
+    numpy; means and c in raw units. A caller that has taken the held-out sums may hand on the
+    α choice alone: x_mean and y_mean None, and W and c None unless it keeps the maps.
+
+    Parameters
+    ----------
+    W : array of shape (d_source, d_target) or None
+        (C_t + αI)⁻¹ B_t, C_t the training scatter, B_t its centred XᵀY.
+    x_mean : array of shape (d_source,) or None
+        Mean of x over the training rows (fit + validation).
+    y_mean : array of shape (d_target,) or None
+        Mean of y over the training rows.
+    c : array of shape (d_target,) or None
+        y_mean − x_mean W.
+    alpha_rel : float
+        The chosen α_rel (units of the mean eigenvalue trace(C)/d_source).
+    alpha : float
+        The refit's absolute α = α_rel · trace(C_t)/d_source.
+    val_sse : array of shape (n_alpha,)
+        Validation SSE of the fit part's map per α_rel of val_alphas (NaN: one α).
+    val_alphas : array of shape (n_alpha,)
+        The increasing α_rel grid val_sse follows.
+    """
 
     W: (
         np.ndarray | None
@@ -246,10 +267,31 @@ class SolvedMap:
 
 @dataclass
 class Factor:
-    """What the solve needs of one source boundary, whatever the target: the fit part's
-    mean μ_f, eigenbasis (λ_f, Q_f), absolute α grid and M = Q_fᵀ Vxx Q_f (Vxx: the
-    validation scatter about μ_f), and the training mean μ_t and eigenbasis (λ_t, Q_t).
-    numpy; the λ_f/Q_f/alphas_f/M fields are None with a single α (nothing to choose)."""
+    """What the solve needs of one source boundary, whatever the target.
+
+    numpy; the λ_f/Q_f/alphas_f/M fields are None with a single α (nothing to choose).
+
+    Parameters
+    ----------
+    mu_f : array of shape (d_source,)
+        The fit part's mean μ_f.
+    lam_f : array of shape (d_source,) or None
+        Its eigenvalues λ_f.
+    Q_f : array of shape (d_source, d_source) or None
+        Its eigenvectors Q_f.
+    alphas_f : array of shape (n_alpha,) or None
+        The absolute α grid.
+    M : array of shape (d_source, d_source) or None
+        Q_fᵀ Vxx Q_f (Vxx: the validation scatter about μ_f).
+    mu_t : array of shape (d_source,)
+        The training mean μ_t.
+    lam_t : array of shape (d_source,)
+        The training scatter's eigenvalues λ_t.
+    Q_t : array of shape (d_source, d_source)
+        Its eigenvectors Q_t.
+    trace_t : float
+        Its trace.
+    """
 
     mu_f: np.ndarray
     lam_f: np.ndarray | None

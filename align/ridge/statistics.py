@@ -19,8 +19,10 @@ N_PARTS = 2
 
 @dataclass
 class Statistics:
-    """Per-part sums of shifted rows (x' = x − s_x, y' = y − s_y) for source boundaries
-    `source` (each d_S wide) and target boundaries `target` (each d_T wide); P = N_PARTS:
+    """Per-part sums of shifted rows (x' = x − s_x, y' = y − s_y) for a block of boundaries.
+
+    For source boundaries `source` (each d_S wide) and target boundaries `target` (each d_T
+    wide); P = N_PARTS:
 
         n (P,)                      rows
         sx (P, nI, d_S)             Σ x'                 xx (P, nI, d_S, d_S)   Σ x'x'ᵀ
@@ -29,7 +31,27 @@ class Statistics:
                                     block at rows a·d_S, columns b·d_T (a, b their places)
 
     `n` is numpy; the other arrays are numpy, or torch tensors while they accumulate on a
-    device (`Backend`). Pickles as plain arrays (Dask ships it between tasks)."""
+    device (`Backend`). Pickles as plain arrays (Dask ships it between tasks).
+
+    Parameters
+    ----------
+    source : tuple of int
+        The source boundaries, nI of them.
+    target : tuple of int
+        The target boundaries, nJ of them.
+    n : array of shape (P,)
+        Rows per part.
+    sx : array of shape (P, nI, d_source)
+        Σ x'.
+    xx : array of shape (P, nI, d_source, d_source)
+        Σ x'x'ᵀ.
+    sy : array of shape (P, nJ, d_target)
+        Σ y'.
+    yy : array of shape (P, nJ)
+        Σ ‖y'‖².
+    xy : array of shape (P, nI·d_source, nJ·d_target)
+        Σ x'y'ᵀ of every pair, side by side.
+    """
 
     source: tuple
     target: tuple

@@ -97,12 +97,28 @@ def check_resamples(resamples, option: str = "`bootstrap`") -> int:
 
 @dataclass(frozen=True)
 class Resampling:
-    """How a result's intervals are drawn: `resamples` bootstrap resamples of prompts from
-    `seed`; `equal_n` (maxima only): draw N prompts per resample instead of n, so that a
-    maximum over prompts is one over the same number of prompts for every model. Every
-    function that draws intervals takes one as an argument (default `DEFAULT`); nothing is
-    read from global or context state, so two results computed in one process with different
-    options cannot leak into each other."""
+    """How a result's intervals are drawn.
+
+    Every function that draws intervals takes one as an argument (default `DEFAULT`); nothing
+    is read from global or context state, so two results computed in one process with
+    different options cannot leak into each other.
+
+    Parameters
+    ----------
+    resamples : int, optional
+        Bootstrap resamples of prompts.
+    seed : int, optional
+        The resamples' seed.
+    equal_n : int, optional
+        Maxima only: draw N prompts per resample instead of n, so that a maximum over prompts is
+        one over the same number of prompts for every model.
+
+    Raises
+    ------
+    InputError
+        A resample count outside MIN_RESAMPLES .. MAX_RESAMPLES, a seed out of range, or an
+        `equal_n` below 1.
+    """
 
     resamples: int = RESAMPLES
     seed: int = 0

@@ -29,6 +29,9 @@ NAMED = tuple(f"align.measures.rows.{n}" for n in ROW_MEASURES) + tuple(
 OPTIONS = "options.py's records are redeclared field by field (issue #30, point 1); its "
 OPTIONS += "functions' docstrings follow that change"
 EXEMPT = {"align.fitting.options.request": OPTIONS, "align.fitting.options.check_device": OPTIONS}
+# The option records (ModelSpec and CorpusSpec carry options too) get field docstrings there.
+RECORDS = ("ExtractOptions", "FitSpec", "Execution", "LiveJob", "ModelSpec", "CorpusSpec")
+RECORDS += ("SkipOptions", "LensOptions", "EraseOptions", "IgradOptions")
 
 
 def _resolve(dotted: str):
@@ -63,12 +66,15 @@ def _functions() -> dict:
             if inspect.isfunction(f) and not n.startswith("_") and f.__module__ == name
         ]
     for obj in objects:
-        if inspect.isfunction(obj):
+        if inspect.isfunction(obj) or inspect.isclass(obj):
             found[f"{obj.__module__}.{obj.__qualname__}"] = obj
     return found
 
 
-FUNCTIONS = _functions()
+OBJECTS = _functions()
+FUNCTIONS = {k: f for k, f in OBJECTS.items() if inspect.isfunction(f)}
+# The API page's records: their fields as the constructor's parameters.
+CLASSES = {k: c for k, c in OBJECTS.items() if inspect.isclass(c)}
 
 
 def sections(doc: str) -> dict:
@@ -170,3 +176,25 @@ def test_the_parser_on_a_hand_written_docstring():
     assert signature_names(f) == ["x", "y", "**keywords"]
     with pytest.raises(ValueError, match="'Returns'"):
         sections("Sum.\n\nReturns\n----\nint\n")
+
+
+@pytest.mark.parametrize("name", sorted(n for n in CLASSES if n.rsplit(".", 1)[1] not in RECORDS))
+def test_record_docstring_names_every_field(name):
+    """A class takes its fields as parameters: `Parameters` (a dataclass's constructor) or
+    `Attributes` (a NamedTuple's fields) names each, in order."""
+    doc = inspect.getdoc(CLASSES[name])
+    lines = doc.splitlines()
+    assert len(lines) == 1 or lines[1] == "", f"{name}: the summary is not one line: {lines[:2]}"
+    found = sections(doc)
+    listed = found.get("Parameters", found.get("Attributes"))
+    assert listed is not None, f"{name}: no Parameters or Attributes section"
+    want = signature_names(CLASSES[name])
+    names = documented_names(listed)
+    assert names == want, f"{name}: the docstring documents {names}, the signature is {want}"
+
+
+def test_the_records_are_found():
+    assert {"Statistics", "SolvedMap", "Resampling", "StoreShape"} <= {
+        n.rsplit(".", 1)[1] for n in CLASSES
+    }
+    assert set(RECORDS) <= {n.rsplit(".", 1)[1] for n in CLASSES}
