@@ -243,15 +243,36 @@ class Split:
         return CONVERGENCE_PARTS if self.stat_part is not None else N_PARTS
 
     def statistics_part(self, start: int, stop: int) -> np.ndarray:
-        """The parts tokens [start, stop) add to: ridge.FIT / ridge.VAL (held-out and unused
-        tokens -1), or their `stat_part` with --convergence."""
+        """The parts tokens [start, stop) add to.
+
+        ridge.FIT / ridge.VAL (held-out and unused tokens -1), or their `stat_part` with
+        --convergence.
+
+        Parameters
+        ----------
+        start : int
+            The first token.
+        stop : int
+            The token after the last.
+
+        Returns
+        -------
+        array of shape (stop - start,)
+            int8 parts.
+        """
         if self.stat_part is not None:
             return self.stat_part[start:stop]
         p = self.part[start:stop]
         return np.where(p == TEST, -1, p)
 
     def record(self) -> dict:
-        """The document ids of each part, as the result records them."""
+        """The document ids of each part, as the result records them.
+
+        Returns
+        -------
+        dict
+            {"fit_docs", "validation_docs", "heldout_docs"}: lists of ids.
+        """
         return {
             "fit_docs": self.fit_docs.tolist(),
             "validation_docs": self.val_docs.tolist(),

@@ -47,7 +47,13 @@ class Summary:
     soft_depth_spread: float | None  # max − min of soft_depth
 
     def to_attrs(self) -> dict:
-        """The summary as the alignment result's attrs["summary"] begins (JSON-ready, this order)."""
+        """The summary as the alignment result's attrs["summary"] begins (JSON-ready, this order).
+
+        Returns
+        -------
+        dict
+            Its fields, in this order.
+        """
         return {
             "source_boundaries": list(self.source_boundaries),
             "target_boundaries": list(self.target_boundaries),

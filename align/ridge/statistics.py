@@ -95,20 +95,55 @@ class Statistics:
         return int(self.sy.shape[2])
 
     def pair(self, i, j):
-        """Σ x'y'ᵀ of source boundary i and target boundary j: (P, d_S, d_T), a view."""
+        """Σ x'y'ᵀ of source boundary i and target boundary j, a view.
+
+        Parameters
+        ----------
+        i : int
+            The source boundary.
+        j : int
+            The target boundary.
+
+        Returns
+        -------
+        array of shape (P, d_source, d_target)
+            A view of `xy`.
+        """
         a, b = self.source.index(i), self.target.index(j)
         dS, dT = self.d_source, self.d_target
         return self.xy[:, a * dS : (a + 1) * dS, b * dT : (b + 1) * dT]
 
     def view(self, name: str) -> dict:
-        """One field per boundary ({i: (P, ...)}) or, for "xy", per pair ({(i, j): (P, d_S, d_T)})."""
+        """One field per boundary, or for "xy" per pair.
+
+        Parameters
+        ----------
+        name : str
+            One of FIELDS.
+
+        Returns
+        -------
+        dict
+            {i: (P, ...)}, or for "xy" {(i, j): (P, d_source, d_target)}.
+        """
         if name == "xy":
             return {(i, j): self.pair(i, j) for i in self.source for j in self.target}
         keys = self.source if name in ("sx", "xx") else self.target
         return {k: getattr(self, name)[:, a] for a, k in enumerate(keys)}
 
     def numpy(self, backend: Backend = CPU) -> "Statistics":
-        """The same sums as numpy arrays (off the device)."""
+        """The same sums as numpy arrays (off the device).
+
+        Parameters
+        ----------
+        backend : Backend, optional
+            The device they are on.
+
+        Returns
+        -------
+        Statistics
+            numpy sums.
+        """
         return Statistics(
             self.source,
             self.target,
@@ -117,8 +152,22 @@ class Statistics:
         )
 
     def merged(self, fit_parts, val_parts) -> "Statistics":
-        """Two-part statistics (FIT, VAL) whose parts are the sums of `fit_parts` and of
-        `val_parts` of these (numpy): how the fits of --convergence read their share."""
+        """Two-part statistics (FIT, VAL) whose parts are sums of these parts (numpy).
+
+        How the fits of --convergence read their share.
+
+        Parameters
+        ----------
+        fit_parts : sequence of int
+            The parts summed into FIT.
+        val_parts : sequence of int
+            The parts summed into VAL.
+
+        Returns
+        -------
+        Statistics
+            Two parts.
+        """
 
         def two(a):
             return np.stack([sum(a[k] for k in fit_parts), sum(a[k] for k in val_parts)])
@@ -126,7 +175,18 @@ class Statistics:
         return Statistics(self.source, self.target, *(two(getattr(self, f)) for f in self.FIELDS))
 
     def add_(self, other: "Statistics") -> "Statistics":
-        """self += other, field by field, in place; returns self."""
+        """self += other, field by field, in place; returns self.
+
+        Parameters
+        ----------
+        other : Statistics
+            Sums over the same boundaries.
+
+        Returns
+        -------
+        Statistics
+            self.
+        """
         for f in self.FIELDS:
             a = getattr(self, f)
             a += getattr(other, f)
