@@ -88,18 +88,13 @@ class PairResult:
     ----------
     fitted : SolvedMap
         α_rel, α, the validation curve; W and c when kept.
-    relative_error : float
-        (1/N) Σ ‖e_n‖/max(‖y_n‖, ε) over the held-out tokens.
-    norm_error : float
-        Σ ‖e_n‖ / Σ ‖y_n‖.
-    r2 : float
+    relative_error, norm_error, r2 : float
+        (1/N) Σ ‖e_n‖/max(‖y_n‖, ε) over the held-out tokens; Σ ‖e_n‖ / Σ ‖y_n‖;
         1 − Σ ‖e_n‖² / Σ ‖y_n − ȳ‖².
     by_fraction : dict, optional
         {fraction: (relative_error, α_rel)} of the fits of ¼ and ½ of the training documents.
-    doc_pair : array of shape (K, 3), optional
-        Per held-out document Σ ratio, Σ ‖e‖, Σ ‖e‖².
-    doc_target : array of shape (K, 3), optional
-        Per held-out document n, Σ ‖y‖, Σ ‖y − μ‖² of the target.
+    doc_pair, doc_target : array of shape (K, 3), optional
+        Per held-out document Σ ratio, Σ ‖e‖, Σ ‖e‖²; and n, Σ ‖y‖, Σ ‖y − μ‖² of the target.
     doc_cc : array of shape (resamples,), optional
         ‖Σ_d w_bd c_d‖² of the target (`uncertainty.centred_square`).
     measures : dict, optional
@@ -584,22 +579,14 @@ def check_result_room(
     ----------
     output : str
         Where the result goes.
-    src_boundaries : sequence of int
-        The source boundaries.
-    tgt_boundaries : sequence of int
-        The target boundaries.
-    source : Side
-        The source model.
-    target : Side
-        The target model.
+    src_boundaries, tgt_boundaries : sequence of int
+        The source and target boundaries.
+    source, target : Side
+        The two models.
     split : Split
         The split (its held-out documents).
     save_maps : bool
         Whether W and c are kept.
-
-    Returns
-    -------
-    None
 
     Raises
     ------
@@ -683,10 +670,6 @@ def write_alignment(
         Replace an alignment result at `output`.
     storage_options : dict, optional
         fsspec options of a remote `output`.
-
-    Returns
-    -------
-    None
     """
     st.write_result(
         output, ds, "alignment", overwrite=overwrite, storage_options=storage_options, inputs=inputs

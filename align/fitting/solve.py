@@ -33,10 +33,6 @@ def check_alphas(alphas, scale: dict, n_select: int, n_train: int) -> None:
     n_train : int
         The rows of the final refit.
 
-    Returns
-    -------
-    None
-
     Raises
     ------
     InputError

@@ -40,7 +40,23 @@ DOCUMENTS, ROWS = "documents", "rows"  # the two schemes `draw_permutations` rec
 
 
 def check_permutations(count) -> int:
-    """`count` as an int, or the one-line InputError of a count below 1."""
+    """A permutation count as an int.
+
+    Parameters
+    ----------
+    count : int
+        K.
+
+    Returns
+    -------
+    int
+        `count`.
+
+    Raises
+    ------
+    InputError
+        A count below 1, in one line.
+    """
     if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or int(count) < 1:
         raise InputError(
             f"`permutations` {count!r}: give a whole number of null permutations, 1 or more "
@@ -50,20 +66,33 @@ def check_permutations(count) -> int:
 
 
 def draw_permutations(docs: np.ndarray, count: int, seed: int) -> tuple[np.ndarray, str]:
-    """K permutations of the M sampled rows, each re-pairing the target's rows with the
-    source's across documents: (K, M) int64, and the scheme used ("documents" or "rows").
+    """K permutations of the M sampled rows, each re-pairing the target's rows across documents.
 
     With n ≥ MIN_DOCUMENTS documents, draw k takes an order σ_k of the documents
     (numpy.random.default_rng(seed).permutation(n), one after another) and lays the target's
-    rows out document by document in σ_k's order, each document's rows together and in
-    their own order; the source's rows stay in document order. Row r of the source is
-    paired with row perm[k, r] of the target. Documents of equal row counts are swapped
-    whole; unequal ones shift the pairing within a document's run (a source document meets
-    one target document or two neighbouring ones). With fewer documents every row is
-    permuted alone (default_rng(seed).permutation(M) per draw).
+    rows out document by document in σ_k's order, each document's rows together and in their
+    own order; the source's rows stay in document order. Row r of the source is paired with row
+    perm[k, r] of the target. Documents of equal row counts are swapped whole; unequal ones
+    shift the pairing within a document's run (a source document meets one target document or
+    two neighbouring ones). With fewer documents every row is permuted alone
+    (default_rng(seed).permutation(M) per draw).
 
-    docs: (n_rows,) int, the document of each sampled row. count: K. seed: the recorded
-    seed."""
+    Parameters
+    ----------
+    docs : array of shape (n_rows,)
+        int, the document of each sampled row.
+    count : int
+        K.
+    seed : int
+        The recorded seed.
+
+    Returns
+    -------
+    perm : array of shape (K, n_rows)
+        int64.
+    scheme : str
+        "documents" or "rows".
+    """
     docs = np.asarray(docs)
     count = check_permutations(count)
     rng = np.random.default_rng(seed)

@@ -280,10 +280,8 @@ def mknn(x: np.ndarray, y: np.ndarray, k: int = K_NEIGHBOURS) -> float:
 
     Parameters
     ----------
-    x : array of shape (n_rows, d_source)
-        The source's rows.
-    y : array of shape (n_rows, d_target)
-        The target's rows, row r of both from one token.
+    x, y : array of shape (n_rows, d_source), (n_rows, d_target)
+        The source's and the target's rows, row r of both from one token.
     k : int, optional
         Neighbours, 1 ≤ k < n_rows.
 
@@ -327,10 +325,8 @@ def cknna(x: np.ndarray, y: np.ndarray, k: int = K_NEIGHBOURS) -> float:
 
     Parameters
     ----------
-    x : array of shape (n_rows, d_source)
-        The source's rows.
-    y : array of shape (n_rows, d_target)
-        The target's rows, row r of both from one token.
+    x, y : array of shape (n_rows, d_source), (n_rows, d_target)
+        The source's and the target's rows, row r of both from one token.
     k : int, optional
         Neighbours, 2 ≤ k < n_rows.
 
@@ -351,10 +347,8 @@ def rsa(x: np.ndarray, y: np.ndarray) -> float:
 
     Parameters
     ----------
-    x : array of shape (n_rows, d_source)
-        The source's rows.
-    y : array of shape (n_rows, d_target)
-        The target's rows, row r of both from one token.
+    x, y : array of shape (n_rows, d_source), (n_rows, d_target)
+        The source's and the target's rows, row r of both from one token.
 
     Returns
     -------
@@ -371,10 +365,8 @@ def cka(x: np.ndarray, y: np.ndarray) -> float:
 
     Parameters
     ----------
-    x : array of shape (n_rows, d_source)
-        The source's rows.
-    y : array of shape (n_rows, d_target)
-        The target's rows, row r of both from one token.
+    x, y : array of shape (n_rows, d_source), (n_rows, d_target)
+        The source's and the target's rows, row r of both from one token.
 
     Returns
     -------
@@ -392,10 +384,8 @@ def cka_debiased(x: np.ndarray, y: np.ndarray) -> float:
 
     Parameters
     ----------
-    x : array of shape (n_rows, d_source)
-        The source's rows.
-    y : array of shape (n_rows, d_target)
-        The target's rows, row r of both from one token.
+    x, y : array of shape (n_rows, d_source), (n_rows, d_target)
+        The source's and the target's rows, row r of both from one token.
         n_rows ≥ 4.
 
     Returns
@@ -418,10 +408,8 @@ def procrustes(x: np.ndarray, y: np.ndarray) -> float:
 
     Parameters
     ----------
-    x : array of shape (n_rows, d_source)
-        The source's rows.
-    y : array of shape (n_rows, d_target)
-        The target's rows, row r of both from one token.
+    x, y : array of shape (n_rows, d_source), (n_rows, d_target)
+        The source's and the target's rows, row r of both from one token.
 
     Returns
     -------
@@ -442,10 +430,8 @@ def cca(x: np.ndarray, y: np.ndarray) -> float:
 
     Parameters
     ----------
-    x : array of shape (n_rows, d_source)
-        The source's rows.
-    y : array of shape (n_rows, d_target)
-        The target's rows, row r of both from one token.
+    x, y : array of shape (n_rows, d_source), (n_rows, d_target)
+        The source's and the target's rows, row r of both from one token.
 
     Returns
     -------
@@ -464,10 +450,8 @@ def svcca(x: np.ndarray, y: np.ndarray) -> float:
 
     Parameters
     ----------
-    x : array of shape (n_rows, d_source)
-        The source's rows.
-    y : array of shape (n_rows, d_target)
-        The target's rows, row r of both from one token.
+    x, y : array of shape (n_rows, d_source), (n_rows, d_target)
+        The source's and the target's rows, row r of both from one token.
 
     Returns
     -------

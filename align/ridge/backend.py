@@ -202,10 +202,6 @@ class Backend:
             Right rows.
         fresh : bool, optional
             acc still holds zeros.
-
-        Returns
-        -------
-        None
         """
         if self.torch is not None:
             acc.addmm_(A.T, B)
