@@ -391,10 +391,10 @@ def solve_block(
         AUTO_LIMITS, and every target is scored on it again from the same factors (the added α
         cost no eigendecomposition); a chosen α at a limit stays there.
     threads : int, optional
-        > 1 solves that many source boundaries side by side in threads (numpy's BLAS and LAPACK
-        release the GIL; the caller limits BLAS to one thread each): each source boundary's
-        numbers are computed as they would be alone, so the result is the same whatever the
-        count.
+        Above 1, solves that many source boundaries side by side in threads (numpy's BLAS and
+        LAPACK release the GIL; the caller limits BLAS to one thread each): each source
+        boundary's numbers are computed as they would be alone, so the result is the same
+        whatever the count.
 
     Returns
     -------

@@ -124,6 +124,13 @@ def _open(browser, site, page_path, width):
 
     page.route("**/*", route)
     page.goto(site + page_path, wait_until="networkidle")
+    # The theme's script puts each table in its scroll box after the load; on a busy machine
+    # that can come after "networkidle", and the page is checked as a reader sees it.
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('.md-typeset table:not([class])')]
+                   .every((t) => t.parentElement.classList.contains('md-typeset__table'))""",
+        timeout=30_000,
+    )
     return page, outside
 
 
