@@ -120,7 +120,7 @@ def read_head(
     dtype : str, optional
         The head's dtype on the device.
     trust_remote_code : bool, optional
-        Passed to transformers when the config is read.
+        Passed to transformers when the config is read and the head's modules are built.
     device : str, optional
         cpu | cuda | auto (`head_device`).
 

@@ -40,7 +40,7 @@ def run_erase(
     cspec : CorpusSpec
         The corpus of prompts.
     options : EraseOptions
-        The reference corpus and its documents, the answers.
+        The reference corpus and its document count, and how each prompt's answer is read.
     batch_size : int, optional
         Rows per forward.
     overwrite : bool, optional
@@ -139,7 +139,7 @@ def run_igrad(
     cspec : CorpusSpec
         The corpus of prompts.
     options : IgradOptions, optional
-        Parts, variant, steps, the answers.
+        The parts, the variant, and how each prompt's answer is read.
     batch_size : int, optional
         Rows per pass.
     overwrite : bool, optional

@@ -246,7 +246,7 @@ def run_skip(
     cspec : CorpusSpec
         The corpus of prompts.
     options : SkipOptions, optional
-        Settings, parts, seed, split.
+        The settings and parts run, the future setting's split points and their seed.
     batch_size : int, optional
         Rows per forward.
     resampling : Resampling, optional
