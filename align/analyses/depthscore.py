@@ -367,7 +367,36 @@ def run_depthscore(
     overwrite: bool = False,
     log=None,
 ) -> str:
-    """`align depthscore`: DS over levels from one skip result per level; writes `output`."""
+    """Run `align depthscore`: DS over levels from one skip result per level; writes `output`.
+
+    Parameters
+    ----------
+    paths : list of str
+        One "skipping" result per level.
+    output : str
+        Where the result is written.
+    levels : str, optional
+        One level per result, comma-separated (default: each result's corpus level from its
+        provenance).
+    bootstrap : int, optional
+        Resamples of the intervals.
+    seed : int, optional
+        The resampling's seed.
+    overwrite : bool, optional
+        Replace a result of the same schema at `output`.
+    log : callable, optional
+        Receives each message (default: stderr).
+
+    Returns
+    -------
+    str
+        `output`.
+
+    Raises
+    ------
+    InputError
+        No result, or a result without a level when `levels` is not given.
+    """
 
     log = log or messages.say
     paths = [str(p) for p in paths]

@@ -59,9 +59,31 @@ def check_reference(n_found: int, n_asked: int, source: str) -> None:
 
 
 def reference_mean(model, prompts, batch_size: int = 8) -> tuple[np.ndarray, int]:
-    """μ_b for b = 0..L: the mean residual at boundary b over every real token of the
-    reference prompts (token-id arrays), accumulated in float64. Returns ((L + 1, d_model),
-    n_tokens)."""
+    """The mean residual μ_b at every boundary b = 0..L over the reference prompts.
+
+    Taken over every real token of the prompts, accumulated in float64.
+
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+        The model, in memory.
+    prompts : list of array of shape (n_prompt_tokens,)
+        The reference prompts' token ids.
+    batch_size : int, optional
+        Prompts per forward.
+
+    Returns
+    -------
+    mean : array of shape (n_boundaries, d_model)
+        μ_0..μ_L.
+    n_tokens : int
+        The tokens averaged.
+
+    Raises
+    ------
+    InputError
+        No reference prompts.
+    """
     import torch
 
     if not prompts:
@@ -173,11 +195,32 @@ def erase_effects(model, rows: list[Row], mean, boundaries=None) -> np.ndarray:
 def erasure(model, prompts, mean, *, batch_size: int = 8, progress=None) -> dict:
     """Residual erasure of every (boundary, position) of each prompt (module docstring).
 
-    prompts: `AnswerPrompt`s; mean: (L + 1, d_model) replacement values μ_0..μ_L
-    (`reference_mean`), or None (test switch: erase with the residual itself). Returns
-    {"E": (n_prompts, L + 1, T_max) float64 over boundaries 0..L, NaN at positions ≥ a
-    prompt's length, 0 after its last answer-predicting position; "n_forwards";
-    "n_forwards_one_at_a_time"; "n_rows"}."""
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+        The model, in memory.
+    prompts : list of AnswerPrompt
+        The prompts with their answers.
+    mean : array of shape (n_boundaries, d_model) or None
+        Replacement values μ_0..μ_L (`reference_mean`), or None (test switch: erase with the
+        residual itself).
+    batch_size : int, optional
+        Rows per forward.
+    progress : align.fitting.progress.Progress, optional
+        Hears of each batch.
+
+    Returns
+    -------
+    dict
+        {"E": (n_prompts, n_boundaries, T_max) float64 over boundaries 0..L, NaN at positions
+        ≥ a prompt's length, 0 after its last answer-predicting position; "n_forwards";
+        "n_forwards_one_at_a_time"; "n_rows"}.
+
+    Raises
+    ------
+    InputError
+        No prompts, `batch_size` below 1, or `mean` of another shape than (L + 1, d_model).
+    """
     if not prompts:
         raise InputError("no prompts to run: give at least one prompt with an answer")
     if batch_size < 1:

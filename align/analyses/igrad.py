@@ -122,13 +122,39 @@ def integrated_gradients(
     batch_size: int = 16,
     progress=None,
 ) -> dict:
-    """Integrated gradients of each prompt's answer target (module docstring) in `variant`
-    [default P1's]; `steps`, when given, replaces the variant's N.
+    """Integrated gradients of each prompt's answer target (module docstring) in `variant`.
 
-    prompts: `AnswerPrompt`s. Returns {"A": (n_prompts, n_parts, L, T_max) float64, NaN at
-    positions ≥ a prompt's length; "f": (n_prompts,) f(x); "f_baseline": (n_prompts,
-    n_parts, L) f(b); "gap": (n_prompts, n_parts, L) Σ_t A − (f − f_baseline); "variant";
-    "n_passes", "n_passes_one_at_a_time"}."""
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+        The model, in memory.
+    prompts : list of AnswerPrompt
+        The prompts with their answers.
+    parts : tuple of str, optional
+        "layer", "attn", "mlp".
+    variant : Variant, optional
+        Target, baseline and rule (default: P1's).
+    steps : int, optional
+        Replaces the variant's N when given.
+    batch_size : int, optional
+        Rows per pass.
+    progress : align.fitting.progress.Progress, optional
+        Hears of each batch.
+
+    Returns
+    -------
+    dict
+        {"A": (n_prompts, n_parts, L, T_max) float64, NaN at positions ≥ a prompt's length;
+        "f": (n_prompts,) f(x); "f_baseline": (n_prompts, n_parts, L) f(b); "gap": (n_prompts,
+        n_parts, L) Σ_t A − (f − f_baseline); "variant"; "n_passes", "n_passes_one_at_a_time"}.
+
+    Raises
+    ------
+    InputError
+        No prompts, `batch_size` or `steps` below 1, an unknown part.
+    NonFiniteError
+        An answer probability that is not finite in the model's dtype.
+    """
     if not prompts:
         raise InputError("no prompts to run: give at least one prompt with an answer")
     if batch_size < 1:

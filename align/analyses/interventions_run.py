@@ -25,10 +25,34 @@ def _answer_options(answer_field, answer_marker) -> dict:
 def run_erase(
     output, *, spec, cspec, options: EraseOptions, batch_size=8, overwrite=False, log=_log_default
 ):
-    """`align erase`: residual erasure of every (boundary 0..L, position) of each prompt with the
-    mean residual of the first `options.reference_docs` documents of the corpus
-    `options.reference` (a path; read with the prompts' --text-field and --max-length, each
-    document truncated to one sequence), written as "erasure"."""
+    """Run `align erase`: residual erasure of every (boundary 0..L, position) of each prompt.
+
+    The replacement is the mean residual of the first `options.reference_docs` documents of the
+    corpus `options.reference` (a path; read with the prompts' text field and max length, each
+    document truncated to one sequence); written as "erasure".
+
+    Parameters
+    ----------
+    output : str
+        Where the result is written.
+    spec : ModelSpec
+        The model.
+    cspec : CorpusSpec
+        The corpus of prompts.
+    options : EraseOptions
+        The reference corpus and its document count, and how each prompt's answer is read.
+    batch_size : int, optional
+        Rows per forward.
+    overwrite : bool, optional
+        Replace a result of the same schema at `output`.
+    log : callable, optional
+        Receives each message (default: stderr).
+
+    Returns
+    -------
+    str
+        `output`.
+    """
     from align.analyses import erase
 
     reference, reference_docs = options.reference, options.reference_docs
@@ -100,10 +124,34 @@ def run_igrad(
     overwrite=False,
     log=_log_default,
 ):
-    """`align igrad`: integrated gradients of each prompt's answer per part (`options.parts`),
-    layer and position in `options.variant` (`align.analyses.igrad_options.Variant`) [default
-    P1's, `PROTOCOLS["p1"]`], written as "igrad" with the variant in attrs["variant"]. The model
-    computes in float32 unless spec.dtype asks for another dtype."""
+    """Run `align igrad`: integrated gradients of each prompt's answer, written as "igrad".
+
+    Per part (`options.parts`), layer and position in `options.variant`
+    (`align.analyses.igrad_options.Variant`) [default P1's, `PROTOCOLS["p1"]`], the variant in
+    attrs["variant"]. The model computes in float32 unless spec.dtype asks for another dtype.
+
+    Parameters
+    ----------
+    output : str
+        Where the result is written.
+    spec : ModelSpec
+        The model.
+    cspec : CorpusSpec
+        The corpus of prompts.
+    options : IgradOptions, optional
+        The parts, the variant, and how each prompt's answer is read.
+    batch_size : int, optional
+        Rows per pass.
+    overwrite : bool, optional
+        Replace a result of the same schema at `output`.
+    log : callable, optional
+        Receives each message (default: stderr).
+
+    Returns
+    -------
+    str
+        `output`.
+    """
     from align.analyses import igrad
 
     parts, answer_field, answer_marker = options.parts, options.answer_field, options.answer_marker

@@ -146,8 +146,35 @@ def run_contrib(
     overwrite=False,
     log=_log_default,
 ):
-    """`align contrib`: from a live model (spec + cspec) or an activation store path; the
-    intervals drawn by `resampling`."""
+    """Run `align contrib`: contributions from a live model or an activation store, written.
+
+    From a live model (spec + cspec) or an activation store path; the intervals drawn by
+    `resampling`.
+
+    Parameters
+    ----------
+    output : str
+        Where the result is written.
+    spec : ModelSpec, optional
+        The model (with `cspec`).
+    cspec : CorpusSpec, optional
+        The corpus of prompts.
+    store : str, optional
+        An activation store path holding every boundary and the sublayers, instead of a model.
+    batch_size : int, optional
+        Prompts per forward.
+    resampling : Resampling, optional
+        How the intervals are drawn.
+    overwrite : bool, optional
+        Replace a result of the same schema at `output`.
+    log : callable, optional
+        Receives each message (default: stderr).
+
+    Returns
+    -------
+    str
+        `output`.
+    """
 
     inputs = _inputs(spec, cspec, store=store)
     st.check_output(output, "contributions", inputs=inputs, overwrite=overwrite)
@@ -203,12 +230,38 @@ def run_skip(
     overwrite=False,
     log=_log_default,
 ) -> str:
-    """`align skip`: current and future settings, parts layer/attn/mlp (`options`), written as
-    "skipping". `options.split` is "random" (P1's seeded split points, GSM8K), "answer-start" (the future setting's one
-    split point per prompt is its first answer token: P1 on MQuAKE) or "answer-points" (up to 4
-    points inside the answer: P1 on MATH), the prompts of both read as `align erase` reads
-    them; each prompt's level is stored where the corpus has levels. `resampling` draws the
-    intervals; its equal-n mode is checked against the prompts before the weights load."""
+    """Run `align skip`: current and future settings, parts layer/attn/mlp, written as "skipping".
+
+    `options.split` is "random" (P1's seeded split points, GSM8K), "answer-start" (the future
+    setting's one split point per prompt is its first answer token: P1 on MQuAKE) or
+    "answer-points" (up to 4 points inside the answer: P1 on MATH), the prompts of both read as
+    `align erase` reads them; each prompt's level is stored where the corpus has levels.
+
+    Parameters
+    ----------
+    output : str
+        Where the result is written.
+    spec : ModelSpec
+        The model.
+    cspec : CorpusSpec
+        The corpus of prompts.
+    options : SkipOptions, optional
+        The settings and parts run, the future setting's split points and their seed.
+    batch_size : int, optional
+        Rows per forward.
+    resampling : Resampling, optional
+        Draws the intervals; its equal-n mode is checked against the prompts before the weights
+        load.
+    overwrite : bool, optional
+        Replace a result of the same schema at `output`.
+    log : callable, optional
+        Receives each message (default: stderr).
+
+    Returns
+    -------
+    str
+        `output`.
+    """
     import time
 
     settings, parts, split, split_seed = (
@@ -323,11 +376,38 @@ def run_lens(
     overwrite=False,
     log=_log_default,
 ):
-    """`align lens`: from a live model, or from a store plus the checkpoint's final norm and
-    unembedding (spec names the checkpoint; default: the store's model). With a store the head
-    runs on `options.device` (cpu | cuda | auto) in `options.dtype` (default: the model's
-    compute dtype there, float32 on CPU, bfloat16 on CUDA), `options.tokens_per_step` tokens
-    per head application. The intervals are drawn by `resampling`."""
+    """Run `align lens`: the logit lens from a live model or from a store, written.
+
+    From a live model, or from a store plus the checkpoint's final norm and unembedding (spec
+    names the checkpoint; default: the store's model). With a store the head runs on
+    `options.device` (cpu | cuda | auto) in `options.dtype` (default: the model's compute dtype
+    there, float32 on CPU, bfloat16 on CUDA), `options.tokens_per_step` tokens per head
+    application.
+
+    Parameters
+    ----------
+    output : str
+        Where the result is written.
+    spec : ModelSpec, optional
+        The model, or with a store the checkpoint whose head is read.
+    cspec : CorpusSpec, optional
+        The corpus of prompts (a live model).
+    store : str, optional
+        An activation store path holding boundary L, instead of running the model.
+    options : LensOptions, optional
+        Batch size, and the head's device, dtype and tokens per step.
+    resampling : Resampling, optional
+        How the intervals are drawn.
+    overwrite : bool, optional
+        Replace a result of the same schema at `output`.
+    log : callable, optional
+        Receives each message (default: stderr).
+
+    Returns
+    -------
+    str
+        `output`.
+    """
 
     batch_size, device, dtype, tokens_per_step = (
         options.batch_size,
@@ -404,9 +484,31 @@ def run_depth(
     overwrite=False,
     log=_log_default,
 ):
-    """`align depth`: effective depth from a contributions and a lens result, with intervals
-    drawn by `resampling` where both hold per-prompt sums. The log line gives each rule's
-    depth and interval, e.g. "kl 40 [38, 42] (ratio 0.62)"."""
+    """Run `align depth`: effective depth from a contributions and a lens result, written.
+
+    Intervals are drawn by `resampling` where both hold per-prompt sums. The log line gives
+    each rule's depth and interval, e.g. "kl 40 [38, 42] (ratio 0.62)".
+
+    Parameters
+    ----------
+    output : str
+        Where the result is written.
+    contrib_path : str
+        A "contributions" result.
+    lens_path : str
+        A "lens" result of the same model.
+    resampling : Resampling, optional
+        How the intervals are drawn.
+    overwrite : bool, optional
+        Replace a result of the same schema at `output`.
+    log : callable, optional
+        Receives each message (default: stderr).
+
+    Returns
+    -------
+    str
+        `output`.
+    """
 
     inputs = _inputs(contrib_path=contrib_path, lens_path=lens_path)
     st.check_output(output, "depth", inputs=inputs, overwrite=overwrite)

@@ -91,9 +91,41 @@ def run_compare(
     echo=None,
     log=None,
 ) -> Comparison:
-    """`align compare`: print the table; with `output` (.csv or .md) write it and a figure
-    (`figure`: PNG, PDF or SVG by its suffix; default: beside the table as .png); with only
-    `figure`, the figure. `view`: the lens weighting and the alignment measure (`View`)."""
+    """Run `align compare`: print the table, and write it and its figure when asked.
+
+    With `output` (.csv or .md) the table is written and a figure (`figure`: PNG, PDF or SVG
+    by its suffix; default: beside the table as .png); with only `figure`, the figure.
+
+    Parameters
+    ----------
+    paths : list of str
+        Results of one kind (alignments, or results of one analysis).
+    output : str, optional
+        The table's file, .csv or .md.
+    figure : str, optional
+        The figure's file: .png, .pdf or .svg.
+    view : View, optional
+        The lens weighting ("token" or "prompt") and the alignment measure (default:
+        `View()`: token weighting, ridge).
+    resampling : Resampling, optional
+        How the intervals are drawn.
+    overwrite : bool, optional
+        Replace the files at `output` and `figure`.
+    echo : callable, optional
+        Receives the text table (default: stdout).
+    log : callable, optional
+        Receives each message (default: stderr).
+
+    Returns
+    -------
+    Comparison
+        The series compared.
+
+    Raises
+    ------
+    OutputRefused
+        A figure at the table's path, or a file that `overwrite` does not allow to replace.
+    """
     view = view or View()
     echo = echo or (lambda text: print(text, end=""))
     log = log or messages.say

@@ -27,9 +27,16 @@ class Series:
 
 @dataclass(frozen=True)
 class View:
-    """What `align compare` reads of each result: `weighting`, the lens average ("token" or
-    "prompt"); `measure`, the alignment results' measure of `align fit --measures` (None or
-    "ridge": the held-out error matrix and its summary)."""
+    """What `align compare` reads of each result.
+
+    Parameters
+    ----------
+    weighting : str
+        The lens average: "token" or "prompt".
+    measure : str or None
+        The alignment results' measure of `align fit --measures`; None or "ridge": the held-out
+        error matrix and its summary.
+    """
 
     weighting: str = "token"
     measure: str | None = None

@@ -464,17 +464,45 @@ def fit_live(
     log=None,
     **keywords,
 ) -> LiveReport:
-    """`align fit --live`: the store route's alignment result computed from the models
-    themselves (see the module docstring). `spec` (FitSpec: fractions, seed, α grid, first
-    token, boundaries, save_maps) and `run` (Execution: memory_limit, the host budget;
-    overwrite; scheduler, a Dask address runs document shards on its workers), or their
-    fields as keywords (`options.request`). `device_memory`: the GPU budget when the models
-    run on one. With `dry_run` nothing is written: the plan and a time estimate from one
-    timed batch of each model.
+    """Compute the alignment result from the models themselves (`align fit --live`).
 
-    Before any model is loaded: -o (store.check_output: never an input, never anything but
-    an alignment result, replaced only with overwrite), the tokenizers, the split, room for
-    the result and the memory plan are checked; every refusal is one line."""
+    The store route's alignment result, with the residuals computed from the models as the
+    fit reads them (see the module docstring). Before any model is loaded: the output
+    (store.check_output: never an input, never anything but an alignment result, replaced only
+    with overwrite), the tokenizers, the split, room for the result and the memory plan are
+    checked; every refusal is one line.
+
+    Parameters
+    ----------
+    job : LiveJob
+        The two models and the corpus.
+    output : str or None
+        Where the alignment result is written; None computes it without writing.
+    spec : FitSpec, optional
+        Fractions, seed, α grid, first token, boundaries, save_maps.
+    run : Execution, optional
+        memory_limit (the host budget); overwrite; scheduler (a Dask address runs document
+        shards on its workers).
+    device_memory : int, optional
+        The GPU budget in bytes when the models run on one.
+    dry_run : bool, optional
+        Write nothing: the plan and a time estimate from one timed batch of each model.
+    log : callable, optional
+        Receives each message (default: `align.messages.say`, to stderr).
+    **keywords
+        The fields of `spec` and `run` by name (`options.request`).
+
+    Returns
+    -------
+    LiveReport
+        The result's path (None: not written), its Dataset, the seconds, the plan, and with a
+        dry run its estimate.
+
+    Raises
+    ------
+    AlignError
+        For every bad input, before any model is loaded.
+    """
     terminal = log is None and sys.stderr.isatty()
     log = log or messages.say
     t0 = time.time()

@@ -35,14 +35,39 @@ PERMUTATIONS = 99  # the null draws suggested for the calibration (p-values down
 
 
 def variable(name: str) -> str:
-    """The result's array of measure `name` ("cka-debiased" -> "cka_debiased")."""
+    """The result's array of measure `name` ("cka-debiased" -> "cka_debiased").
+
+    Parameters
+    ----------
+    name : str
+        A measure.
+
+    Returns
+    -------
+    str
+        The array's name.
+    """
     return name.replace("-", "_")
 
 
 def parse_measures(text) -> tuple:
-    """`--measures` ("cka,procrustes", "all", or a list/tuple of names) as a tuple of valid
-    names in MEASURES order, "ridge" always first; the one-line InputError of an unknown
-    name lists the valid ones."""
+    """`--measures` as a tuple of valid names in MEASURES order, "ridge" always first.
+
+    Parameters
+    ----------
+    text : str, list, tuple or None
+        "cka,procrustes", "all", or a list/tuple of names (None: ridge alone).
+
+    Returns
+    -------
+    tuple of str
+        The names.
+
+    Raises
+    ------
+    InputError
+        An unknown name, in one line listing the valid ones, or no name at all.
+    """
     if text is None:
         return ("ridge",)
     items = text.split(",") if isinstance(text, str) else list(text)

@@ -99,9 +99,29 @@ def matmul_rate(d: int = 256, n: int = 4096) -> float:
 
 
 def plan_study(study: Study, root: str, log=None) -> StudyPlan:
-    """The estimate of every unit of `study` written to `root` (a unit already done there
-    with the same options is marked skipped and costs nothing); refuses (DiskSpaceError) a
-    study whose outputs would not fit the free disk."""
+    """Estimate every unit of `study` written to `root`.
+
+    A unit already done there with the same options is marked skipped and costs nothing.
+
+    Parameters
+    ----------
+    study : Study
+        The study (`load_study`).
+    root : str
+        The study's folder.
+    log : callable, optional
+        Receives each message.
+
+    Returns
+    -------
+    StudyPlan
+        Every unit's estimate, the free disk of `root` and the route's note.
+
+    Raises
+    ------
+    DiskSpaceError
+        A study whose outputs would not fit the free disk.
+    """
     units = units_mod.plan(study)
     plan = StudyPlan(root, free=st.free_bytes(root))
     entries = read_state(root).get("units", {})

@@ -35,8 +35,29 @@ SUMMARY = (  # (label, key in the summary) of the pair table
 
 
 def write_report(root: str, output: str, log=None) -> str:
-    """Write the report of the study in `root` to the folder `output`, whole: built in a
-    temporary folder beside it and renamed into place."""
+    """Write the report of the study in `root` to the folder `output`, whole.
+
+    Built in a temporary folder beside it and renamed into place.
+
+    Parameters
+    ----------
+    root : str
+        The study's folder.
+    output : str
+        The report's folder (new, or a report).
+    log : callable, optional
+        Receives each message (default: stderr).
+
+    Returns
+    -------
+    str
+        `output`.
+
+    Raises
+    ------
+    InputError
+        `root` that is not a study folder, or `output` that exists and is not a report.
+    """
     log = log or messages.say
     if not is_study(root):
         raise InputError(f"{root} is not a study folder (no study.json): run `align study` first")

@@ -173,7 +173,23 @@ def _choice(where: str, key: str, value, allowed, path: str):
 
 
 def load_study(path: str) -> Study:
-    """Read and check the study file at `path`; relative paths in it are from its folder."""
+    """Read and check the study file at `path`; relative paths in it are from its folder.
+
+    Parameters
+    ----------
+    path : str
+        The study file (TOML).
+
+    Returns
+    -------
+    Study
+        The checked study.
+
+    Raises
+    ------
+    InputError
+        A file that is not valid TOML, an unknown section or a bad value.
+    """
     raw = read_toml(path)
     for section in raw:
         if section not in SECTIONS and section != "models":
