@@ -234,14 +234,9 @@ def contributions_from_model(model, batches, eps: float = EPS, progress=None) ->
     return {**acc.result(), "prompts_hash": bootstrap.prompts_hash(seen)}
 
 
-def contributions_from_store(
-    store, eps: float = EPS, chunk_tokens: int | None = None, progress=None
-) -> dict:
-    """Contribution metrics from an activation store holding every boundary and the sublayer
-    outputs of every block (`align extract --sublayers`), read chunk by chunk; no model.
-    `progress` (align.fitting.progress.Progress, counting chunks) hears of each chunk."""
-    import time
-
+def check_store(store) -> None:
+    """StoreError unless `store` is complete and holds every boundary 0..L and the sublayer
+    outputs of every block: what `contributions_from_store` reads."""
     L = store.n_layers
     missing_b = [b for b in range(L + 1) if b not in store.boundaries]
     missing_l = [l for l in range(L) if l not in store.layers]
@@ -255,6 +250,18 @@ def contributions_from_store(
             "`align contrib --store` needs all of them (extract without `boundaries`, with `sublayers`)"
         )
     store.require_complete()
+
+
+def contributions_from_store(
+    store, eps: float = EPS, chunk_tokens: int | None = None, progress=None
+) -> dict:
+    """Contribution metrics from an activation store holding every boundary and the sublayer
+    outputs of every block (`align extract --sublayers`), read chunk by chunk; no model.
+    `progress` (align.fitting.progress.Progress, counting chunks) hears of each chunk."""
+    import time
+
+    check_store(store)
+    L = store.n_layers
     step = chunk_tokens or store.chunk_tokens
     acc = ContributionAccumulator(L)
     for start in range(0, store.n_tokens, step):
