@@ -33,7 +33,7 @@ class Work:
     run: Callable  # one batch through the run's own code
     activations: Callable  # padded positions -> bytes of activations held at once (estimate)
     result_bytes: int  # the result's largest arrays (per-prompt sums), estimated
-    unit: str = "forwards"  # what one of `forwards_per_batch` is ("passes" for igrad)
+    unit: str = "forwards"  # what `forwards_per_batch` counts (igrad: forward and backward passes)
     reads: tuple = ()  # further lines of what the run reads (erase's reference corpus)
     more_forwards: int = 0  # single forwards outside the batches (erase's reference mean)
     more_positions: int = 0  # their padded positions, timed at the batches' rate

@@ -113,6 +113,15 @@ def gradient_pass(model, ids, predicts, part, layer, alpha, prompt, v: Variant):
     return f.detach().double().cpu().numpy(), gx.cpu().numpy()
 
 
+def check_parts(parts) -> None:
+    """InputError unless `parts` is a non-empty selection of PARTS."""
+    bad = [p for p in parts if p not in PARTS]
+    if bad or not parts:
+        raise InputError(
+            f"`parts` {','.join(parts)!r}: each item must be one of {', '.join(PARTS)}"
+        )
+
+
 def integrated_gradients(
     model,
     prompts,
@@ -135,11 +144,7 @@ def integrated_gradients(
         raise InputError("no prompts to run: give at least one prompt with an answer")
     if batch_size < 1:
         raise InputError(f"`batch_size` {batch_size} must be at least 1")
-    bad = [p for p in parts if p not in PARTS]
-    if bad or not parts:
-        raise InputError(
-            f"`parts` {','.join(parts)!r}: each item must be one of {', '.join(PARTS)}"
-        )
+    check_parts(parts)
     v = variant if steps is None else dataclasses.replace(variant, steps=steps)
     L = len(models.blocks(model))
     T_max = max(len(p) for p in prompts)

@@ -115,6 +115,7 @@ def _igrad_inputs(spec, cspec, options: IgradOptions):
     if spec.dtype is None:  # gradients: float32 unless asked, also where the default is bfloat16
         spec = dataclasses.replace(spec, dtype="float32")
     igrad.alphas(v.steps, v.rule)
+    igrad.check_parts(options.parts)
     corpus.validate(cspec)
     config = models.load_config(spec)
     tokenizer = models.load_tokenizer(spec)
