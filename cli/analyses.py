@@ -7,7 +7,7 @@ import click
 
 from align.analyses.options import LensOptions, SkipOptions
 from align.analyses.run import dry_run as plan_run
-from align.analyses.run import run_contrib, run_depth, run_lens, run_skip
+from align.analyses.run import plan_from_store, run_contrib, run_depth, run_lens, run_skip
 from align.analyses.skip import PARTS, SETTINGS, SPLITS
 from align.cli.extract import corpus_options, corpus_spec, model_options, model_spec
 from align.cli.numbers import SEED, whole
@@ -60,21 +60,15 @@ def _resampling_of(bootstrap, bootstrap_seed, equal_n=None):
     return Resampling(bootstrap, bootstrap_seed, equal_n)
 
 
-def _dry_run(f):
+def _dry_run(f, store: bool = False):
+    """--dry-run; `store`: the command also reads a --store, which its dry run plans too."""
+    also = " With --store: what the store holds and what the run will read." if store else ""
     return click.option(
         "--dry-run",
         is_flag=True,
         help="Print what the run will read, the forwards it will make, its memory, what it will "
-        "write and its time from one timed batch; write nothing.",
+        f"write and its time from one timed batch; write nothing.{also}",
     )(f)
-
-
-def _no_store_plan(store, dry_run):
-    if store is not None and dry_run:
-        raise InputError(
-            "--dry-run plans a run of MODEL over CORPUS; with --store no model runs: "
-            "drop --dry-run (`align info STORE` says what the store holds)"
-        )
 
 
 def run_outputs(f, default_batch: int = 8, what: str = "Prompts (rows) per forward pass."):
@@ -101,6 +95,11 @@ def _common(f):
     return run_outputs(_dry_run(f))
 
 
+def _common_store(f):
+    """_common for a command that also reads a --store."""
+    return run_outputs(_dry_run(f, store=True))
+
+
 @click.command("contrib")
 @click.argument("model", required=False)
 @click.argument("corpus", required=False)
@@ -110,7 +109,7 @@ def _common(f):
     metavar="STORE",
     help="Read residuals and sublayer outputs from an activation store (made with --sublayers) instead of running MODEL.",
 )
-@_common
+@_common_store
 @_resampling
 @model_options
 @corpus_options
@@ -121,12 +120,14 @@ def contrib_cmd(
     residual stream (mean and max over tokens), and cos(h_{l+1}, h_l); prompt-bootstrap 95%
     intervals of the means."""
 
-    _no_store_plan(store, dry_run)
     if store is not None:
         if model is not None or corpus is not None:
             raise InputError(
                 "--store reads everything from the store: give no MODEL or CORPUS with it"
             )
+        if dry_run:
+            plan_from_store("contrib", output, store=store, overwrite=overwrite)
+            return
         run_contrib(
             output,
             store=store,
@@ -284,7 +285,7 @@ def skip_cmd(
     metavar="STORE",
     help="Read residuals from an activation store; only the final norm and unembedding of MODEL (default: the store's model) are read.",
 )
-@_common
+@_common_store
 @_resampling
 @model_options
 @corpus_options
@@ -294,7 +295,6 @@ def lens_cmd(
     """Logit lens: KL(lens || output) and top-5 overlap at every boundary 0..L, token- and
     prompt-weighted, with prompt-bootstrap 95% intervals."""
 
-    _no_store_plan(store, dry_run)
     if store is not None:
         if corpus is not None:
             raise InputError("--store reads the tokens from the store: give no CORPUS with it")
@@ -303,6 +303,9 @@ def lens_cmd(
             if model
             else None
         )
+        if dry_run:
+            plan_from_store("lens", output, store=store, spec=spec, overwrite=overwrite)
+            return
         # Only the final norm and the unembedding run: on --device, in --dtype (default: the
         # compute dtype there).
         run_lens(

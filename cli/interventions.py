@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 
 from align.analyses.igrad_options import BASELINES, OBJECTS, PROTOCOLS, RULES, TARGETS, variant
-from align.analyses.interventions_run import run_erase, run_igrad
+from align.analyses.interventions_run import plan_erase, plan_igrad, run_erase, run_igrad
 from align.analyses.options import EraseOptions, IgradOptions
-from align.cli.analyses import _choices, run_outputs
+from align.cli.analyses import _choices, _dry_run, run_outputs
 from align.cli.extract import (
     corpus_options,
     corpus_spec,
@@ -40,7 +40,7 @@ def _common(default_batch: int, what: str):
             metavar="NAME",
             help="In a .jsonl file, the field whose text is appended to --text-field's text as the answer.",
         )(f)
-        return run_outputs(f, default_batch, what)
+        return run_outputs(_dry_run(f), default_batch, what)
 
     return deco
 
@@ -70,6 +70,7 @@ def erase_cmd(
     output,
     batch_size,
     overwrite,
+    dry_run,
     answer_field,
     answer_marker,
     reference,
@@ -83,7 +84,8 @@ def erase_cmd(
 
     values = dict(locals())
     spec, cspec = _specs(model, prompts, kw)
-    run_erase(
+    run = plan_erase if dry_run else run_erase
+    run(
         output,
         spec=spec,
         cspec=cspec,
@@ -152,6 +154,7 @@ def igrad_cmd(
     output,
     batch_size,
     overwrite,
+    dry_run,
     answer_field,
     answer_marker,
     parts,
@@ -174,9 +177,8 @@ def igrad_cmd(
     v = variant(protocol, object=object_, baseline=baseline, target=target, rule=rule, steps=steps)
     spec, cspec = _specs(model, prompts, kw)
     options = build(IgradOptions, values, parts=_choices(parts, PARTS, "--parts"), variant=v)
-    run_igrad(
-        output, spec=spec, cspec=cspec, options=options, batch_size=batch_size, overwrite=overwrite
-    )
+    run = plan_igrad if dry_run else run_igrad
+    run(output, spec=spec, cspec=cspec, options=options, batch_size=batch_size, overwrite=overwrite)
 
 
 commands = [erase_cmd, igrad_cmd]

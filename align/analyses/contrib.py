@@ -277,6 +277,24 @@ def contributions_from_model(model, batches, eps: float = EPS, progress=None) ->
     return {**acc.result(), "prompts_hash": bootstrap.prompts_hash(seen)}
 
 
+def check_store(store) -> None:
+    """StoreError unless `store` is complete and holds every boundary 0..L and the sublayer
+    outputs of every block: what `contributions_from_store` reads."""
+    L = store.n_layers
+    missing_b = [b for b in range(L + 1) if b not in store.boundaries]
+    missing_l = [l for l in range(L) if l not in store.layers]
+    if not store.layers:
+        raise StoreError(
+            f"store {store.path} holds no sublayer outputs: extract it again with `align extract --sublayers`, or run `align contrib` on the model"
+        )
+    if missing_b or missing_l:
+        raise StoreError(
+            f"store {store.path} lacks boundaries {missing_b} and sublayers of blocks {missing_l}: "
+            "`align contrib --store` needs all of them (extract without `boundaries`, with `sublayers`)"
+        )
+    store.require_complete()
+
+
 def contributions_from_store(
     store, eps: float = EPS, chunk_tokens: int | None = None, progress=None
 ) -> dict:
@@ -304,23 +322,13 @@ def contributions_from_store(
     Raises
     ------
     StoreError
-        A store without sublayer outputs, lacking a boundary or a block, or incomplete.
+        A store without sublayer outputs, lacking a boundary or a block, or incomplete
+        (`check_store`).
     """
     import time
 
+    check_store(store)
     L = store.n_layers
-    missing_b = [b for b in range(L + 1) if b not in store.boundaries]
-    missing_l = [l for l in range(L) if l not in store.layers]
-    if not store.layers:
-        raise StoreError(
-            f"store {store.path} holds no sublayer outputs: extract it again with `align extract --sublayers`, or run `align contrib` on the model"
-        )
-    if missing_b or missing_l:
-        raise StoreError(
-            f"store {store.path} lacks boundaries {missing_b} and sublayers of blocks {missing_l}: "
-            "`align contrib --store` needs all of them (extract without `boundaries`, with `sublayers`)"
-        )
-    store.require_complete()
     step = chunk_tokens or store.chunk_tokens
     acc = ContributionAccumulator(L)
     for start in range(0, store.n_tokens, step):

@@ -27,6 +27,7 @@ unembedding of h_L there).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,7 +59,7 @@ def check_reference(n_found: int, n_asked: int, source: str) -> None:
         )
 
 
-def reference_mean(model, prompts, batch_size: int = 8) -> tuple[np.ndarray, int]:
+def reference_mean(model, prompts, batch_size: int = 8, progress=None) -> tuple[np.ndarray, int]:
     """The mean residual μ_b at every boundary b = 0..L over the reference prompts.
 
     Taken over every real token of the prompts, accumulated in float64.
@@ -71,6 +72,8 @@ def reference_mean(model, prompts, batch_size: int = 8) -> tuple[np.ndarray, int
         The reference prompts' token ids.
     batch_size : int, optional
         Prompts per forward.
+    progress : align.fitting.progress.Progress, optional
+        Counting forwards; hears of each batch.
 
     Returns
     -------
@@ -95,6 +98,7 @@ def reference_mean(model, prompts, batch_size: int = 8) -> tuple[np.ndarray, int
     total, n = None, 0
     for k in range(0, len(prompts), batch_size):
         chunk = prompts[k : k + batch_size]
+        t = time.perf_counter()
         ids, mask, pos = pad(chunk, dev)
         out = forward(
             model,
@@ -114,6 +118,9 @@ def reference_mean(model, prompts, batch_size: int = 8) -> tuple[np.ndarray, int
         )
         total = sums if total is None else total + sums
         n += int(keep.sum())
+        if progress is not None:
+            progress.forward("model", int(ids.numel()), time.perf_counter() - t)
+            progress.step("reference mean")
     return (total / n).numpy(), n
 
 
@@ -207,7 +214,7 @@ def erasure(model, prompts, mean, *, batch_size: int = 8, progress=None) -> dict
     batch_size : int, optional
         Rows per forward.
     progress : align.fitting.progress.Progress, optional
-        Hears of each batch.
+        Counting forwards; hears of each batch's 1 + L forwards.
 
     Returns
     -------
@@ -236,11 +243,14 @@ def erasure(model, prompts, mean, *, batch_size: int = 8, progress=None) -> dict
     rows.sort(key=lambda r: (len(r.token_id), r.prompt, r.position))
     for k in range(0, len(rows), batch_size):
         chunk = rows[k : k + batch_size]
+        t = time.perf_counter()
         e = erase_effects(model, chunk, mean)
         for j, r in enumerate(chunk):
             E[r.prompt, :, r.position] = e[:, j]
         if progress is not None:
-            progress(min(k + batch_size, len(rows)), len(rows))
+            positions = len(chunk) * max(len(r.token_id) for r in chunk)
+            progress.forward("model", positions * (1 + L), time.perf_counter() - t)
+            progress.step(f"{min(k + batch_size, len(rows)):,} of {len(rows):,} rows", 1 + L)
     n_batches = -(-len(rows) // batch_size)
     return {
         "E": E,

@@ -39,6 +39,7 @@ loop makes one pass per point.
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import numpy as np
 
@@ -80,7 +81,7 @@ def _target(logits, target_ids, target: str):
     return scores.gather(-1, target_ids[..., None])[..., 0].sum(-1)
 
 
-def _pass(model, ids, predicts, part, layer, alpha, prompt, v: Variant):
+def gradient_pass(model, ids, predicts, part, layer, alpha, prompt, v: Variant):
     """One forward and backward pass over rows of one prompt (ids (T,)) at points alpha (B,).
 
     Returns (f (B,), g·(x − b) summed over d_model (B, T)), float64 numpy."""
@@ -112,6 +113,15 @@ def _pass(model, ids, predicts, part, layer, alpha, prompt, v: Variant):
     return f.detach().double().cpu().numpy(), gx.cpu().numpy()
 
 
+def check_parts(parts) -> None:
+    """InputError unless `parts` is a non-empty selection of PARTS."""
+    bad = [p for p in parts if p not in PARTS]
+    if bad or not parts:
+        raise InputError(
+            f"`parts` {','.join(parts)!r}: each item must be one of {', '.join(PARTS)}"
+        )
+
+
 def integrated_gradients(
     model,
     prompts,
@@ -139,7 +149,7 @@ def integrated_gradients(
     batch_size : int, optional
         Rows per pass.
     progress : align.fitting.progress.Progress, optional
-        Hears of each batch.
+        Counting passes; hears of each pass.
 
     Returns
     -------
@@ -159,11 +169,7 @@ def integrated_gradients(
         raise InputError("no prompts to run: give at least one prompt with an answer")
     if batch_size < 1:
         raise InputError(f"`batch_size` {batch_size} must be at least 1")
-    bad = [p for p in parts if p not in PARTS]
-    if bad or not parts:
-        raise InputError(
-            f"`parts` {','.join(parts)!r}: each item must be one of {', '.join(PARTS)}"
-        )
+    check_parts(parts)
     v = variant if steps is None else dataclasses.replace(variant, steps=steps)
     L = len(models.blocks(model))
     T_max = max(len(p) for p in prompts)
@@ -172,15 +178,18 @@ def integrated_gradients(
     f1 = np.zeros(len(prompts))
     f0 = np.zeros((len(prompts), len(parts), L))
     n_passes = 0
-    done, total = 0, len(prompts) * len(parts) * L
     for i, p in enumerate(prompts):
         for pi, part in enumerate(parts):
             for l in range(L):
                 acc = np.zeros(len(p))
                 for k in range(0, len(points), batch_size):
                     a = points[k : k + batch_size]
-                    f, gx = _pass(model, p.token_id, p.predicts_answer, part, l, a, i, v)
+                    t = time.perf_counter()
+                    f, gx = gradient_pass(model, p.token_id, p.predicts_answer, part, l, a, i, v)
                     n_passes += 1
+                    if progress is not None:
+                        progress.forward("model", len(a) * len(p), time.perf_counter() - t)
+                        progress.step(f"prompt {i + 1:,} of {len(prompts):,}, {part} layer {l}")
                     mid = np.arange(k, k + len(a)) >= 2  # rows 0 and 1 are the end points
                     acc += gx[mid].sum(0) / v.steps
                     if k == 0:
@@ -191,9 +200,6 @@ def integrated_gradients(
                 check_values(
                     "the attributions", acc[None], lambda t: (i, t), f" of {part} layer {l}"
                 )
-                done += 1
-                if progress is not None:
-                    progress(done, total)
     _check_targets(f1, f0, parts, v)
     gap = np.nansum(A, -1) - (f1[:, None, None] - f0)
     return {

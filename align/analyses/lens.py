@@ -204,6 +204,17 @@ def logit_lens(model, batches, n_prompts: int | None = None, progress=None) -> d
     return {**acc.result(), "prompts_hash": bootstrap.prompts_hash([p for b in batches for p in b])}
 
 
+def check_store(store) -> None:
+    """StoreError unless `store` is complete and holds boundary L, the lens reference: what
+    `logit_lens_from_store` needs."""
+    L = store.n_layers
+    if L not in store.boundaries:
+        raise StoreError(
+            f"store {store.path} lacks boundary {L} (the last block's output), the lens reference: extract it with `boundaries` including {L}"
+        )
+    store.require_complete()
+
+
 def logit_lens_from_store(store, head, tokens_per_step: int = HEAD_TOKENS, progress=None) -> dict:
     """Logit lens from an activation store and the model's head only.
 
@@ -243,12 +254,8 @@ def logit_lens_from_store(store, head, tokens_per_step: int = HEAD_TOKENS, progr
 
     from align.analyses.forward import check_tokens
 
+    check_store(store)
     L = store.n_layers
-    if L not in store.boundaries:
-        raise StoreError(
-            f"store {store.path} lacks boundary {L} (the last block's output), the lens reference: extract it with `boundaries` including {L}"
-        )
-    store.require_complete()
     seq = store.tokens("seq")
     n_prompts = int(seq.max()) + 1 if len(seq) else 0
     acc = LensAccumulator(L + 1, n_prompts)

@@ -419,18 +419,8 @@ def run_lens(
     st.check_output(output, "lens", inputs=inputs, overwrite=overwrite)
     if store is not None:
         s = st.open_activations(store)
-        name = (
-            spec.name
-            if spec is not None
-            else s.provenance.get("identity", {}).get("model") or s.provenance["model"]
-        )
-        inputs[f"the store's model {name}"] = name
+        name, revision = _head_model(spec, s, inputs)
         st.check_output(output, "lens", inputs=inputs, overwrite=overwrite)
-        revision = spec.revision if spec is not None else s.provenance.get("revision")
-        if s.provenance.get("random_init"):
-            raise InputError(
-                f"store {store} was extracted from a randomly initialised model: its weights are in no checkpoint; run `align lens` on the model instead"
-            )
         head_dtype = models.ModelSpec(name, revision, dtype, device).resolved_dtype()
         step = tokens_per_step or lens.HEAD_TOKENS
         config, head = checkpoint.read_head(
@@ -473,6 +463,92 @@ def run_lens(
         f"{intervals_note(ds.attrs)})"
     )
     return output
+
+
+def _head_model(spec, s, inputs: dict) -> tuple[str, str | None]:
+    """(name, revision) of the checkpoint whose head `align lens --store` applies to store `s`:
+    `spec`'s, or the store's model (added to `inputs`, which -o must spare); a store of a
+    randomly initialised model is refused (its weights are in no checkpoint)."""
+    name = (
+        spec.name
+        if spec is not None
+        else s.provenance.get("identity", {}).get("model") or s.provenance["model"]
+    )
+    inputs[f"the store's model {name}"] = name
+    if s.provenance.get("random_init"):
+        raise InputError(
+            f"store {s.path} was extracted from a randomly initialised model: its weights are in no checkpoint; run `align lens` on the model instead"
+        )
+    return name, spec.revision if spec is not None else s.provenance.get("revision")
+
+
+def plan_from_store(
+    command: str, output, *, store, spec=None, overwrite=False, log=_log_default
+) -> dict:
+    """`--dry-run` of `command` ("contrib" or "lens") reading `store`: the checks of a real run
+    (-o, what the store must hold; lens: the checkpoint's config against the store's), then
+    what the store holds and what the run will read and write. No model runs and nothing is
+    timed (the run reads chunks; lens applies the head at each boundary); writes nothing.
+    Returns the numbers said."""
+    schema = {"contrib": "contributions", "lens": "lens"}[command]
+    inputs = _inputs(spec, None, store=store)
+    st.check_output(output, schema, inputs=inputs, overwrite=overwrite)
+    s = st.open_activations(store)
+    n_chunks = -(-s.n_tokens // s.chunk_tokens)
+    if command == "lens":
+        name, revision = _head_model(spec, s, inputs)
+        st.check_output(output, schema, inputs=inputs, overwrite=overwrite)
+        trust = spec.trust_remote_code if spec is not None else False
+        config = models.load_config(models.ModelSpec(name, revision, trust_remote_code=trust))
+        if models.config_hash(config) != s.provenance.get("config_hash"):
+            raise StoreMismatch(
+                f"checkpoint {name!r} has another config than the model of store {store}: pass the model the store was extracted from"
+            )
+        lens.check_store(s)
+        arrays = len(s.boundaries)
+        what = (
+            f"the residual at each of its {arrays} boundaries ({s.n_tokens:,} tokens each)"
+            f", {{read}}; the final norm and unembedding of {name} (vocabulary "
+            f"{config.vocab_size:,})"
+        )
+    else:
+        contrib.check_store(s)
+        arrays = len(s.boundaries) + 2 * len(s.layers)
+        what = (
+            f"{_count(n_chunks, 'chunk')} of {s.chunk_tokens:,} tokens of every boundary's "
+            "residual and every block's attention and MLP output, {read}"
+        )
+    size = 4 if s.layout.store_dtype == "float32" else 2  # bytes a value
+    read = s.n_tokens * s.d_model * arrays * size
+    L = s.n_layers
+    sublayers = f", sublayers of blocks {_span(s.layers)}" if s.layers else ", no sublayers"
+    result = s.layout.n_sequences * (7 * L if command == "contrib" else 2 * (L + 1)) * 8
+    head = {"contrib": "align contrib --dry-run", "lens": "align lens --dry-run"}[command]
+    lines = [
+        f"{head}: {output} (a {schema} result) from store {store}",
+        f"  store      {s.n_tokens:,} tokens in {s.layout.n_sequences:,} sequences of "
+        f"{s.provenance.get('model')}, {L} layers, d_model {s.d_model}, "
+        f"{s.layout.store_dtype}; boundaries {_span(s.boundaries)}{sublayers}",
+        f"  reads      {what.format(read=messages.human_bytes(read))}",
+        f"  writes     ~{messages.human_bytes(result)} (the result's per-prompt arrays; a "
+        "prompt is a sequence of the store)",
+        "  time       not estimated (the store route is not timed); nothing was written",
+    ]
+    for line in lines:
+        log(line)
+    return {"chunks": n_chunks, "read_bytes": read, "result_bytes": result}
+
+
+def _count(n: int, word: str) -> str:
+    """ "1 chunk", "3 chunks"."""
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
+def _span(values) -> str:
+    """ "0..6" for consecutive values, else the list."""
+    v = list(values)
+    consecutive = v == list(range(v[0], v[-1] + 1)) if v else False
+    return f"{v[0]}..{v[-1]}" if consecutive and len(v) > 1 else ", ".join(map(str, v))
 
 
 def run_depth(
