@@ -316,10 +316,75 @@ def pair_page(s: str, t: str, ds, controls: dict) -> str:
     prov = {k: v for k, v in ds.attrs.items() if k not in ("summary",)}
     body = (
         f"{said}<h2>Matrix</h2>{fig}{stats}<h2>Values</h2><p>Point at a cell for its value and "
-        f"interval.</p>{matrix_table(ds)}{pbest}{ctl}<h2>Provenance</h2>"
+        f"interval.</p>{matrix_table(ds)}{pbest}{measure_sections(s, t, ds)}{ctl}<h2>Provenance</h2>"
         f"<pre>{h.esc(json.dumps(prov, indent=1, default=str)[:20000])}</pre>"
     )
     return h.page(f"{s} → {t}", body, depth=1)
+
+
+CALIBRATION = (  # (label, suffix) of a measure's calibration arrays, where the fit made them
+    ("null mean", "null_mean"),
+    ("calibrated", "calibrated"),
+    ("p", "p"),
+    ("p_family", "p_family"),
+)
+
+
+def measures_of(ds) -> list:
+    """(name, array, direction) of every measure beside ridge the result holds, in the
+    order of its summary (`align fit --measures`)."""
+    held = _summary(ds).get("measures") or {}
+    return [
+        (name, m["array"], m["direction"])
+        for name, m in held.items()
+        if isinstance(m, dict) and m.get("array") in ds
+    ]
+
+
+def measure_sections(s: str, t: str, ds) -> str:
+    """A section per measure: its matrix drawn with the path its direction picks (each row's
+    argmax for a similarity, argmin for a distance), the path with each cell's value, interval
+    and calibration (null mean, calibrated score, p, p_family) where the result holds them,
+    and the matrix as a table whose cells carry value and interval on hover."""
+    from align.plotting import plot_measure
+
+    out = []
+    for name, var, direction in measures_of(ds):
+        record = _summary(ds)["measures"][name]
+        pick = "argmax" if direction == "similarity" else "argmin"
+        fig = h.image(
+            h.png(plot_measure(ds, name)), f"{name} matrix of {s} → {t} with its {pick} path"
+        )
+        calib = [(label, f"{var}_{k}") for label, k in CALIBRATION if f"{var}_{k}" in ds]
+        rows = []
+        for b, j in zip(ds["source_boundary"].values, record.get("path") or []):
+            cell = {"source_boundary": int(b), "target_boundary": int(j)}
+            value = [float(ds[var].sel(cell))] + [
+                float(ds[f"{var}_{e}"].sel(cell)) if f"{var}_{e}" in ds else None
+                for e in ("low", "high")
+            ]
+            rows.append(
+                [f"source {int(b)}", f"target {int(j)}", h.interval(*value)]
+                + [h.number(float(ds[a].sel(cell))) for _, a in calib]
+            )
+        surviving = ""
+        if "cells_surviving" in record:
+            surviving = h.sentence(
+                f"{name}: {record['cells_surviving']} of {ds[var].size} cells beat the null "
+                "(p_family < 0.05); the path "
+                + ("does, every cell of it." if record.get("path_surviving") else "does not."),
+                bool(record.get("path_surviving")),
+            )
+        out.append(
+            f"<h2>{h.esc(name)}</h2><p>A {h.esc(direction)}: "
+            + ("larger" if direction == "similarity" else "smaller")
+            + f" is closer; the path is each source row's {pick}.</p>{fig}{surviving}"
+            + h.table(
+                ["source", pick, f"{name} [95% interval]"] + [label for label, _ in calib], rows
+            )
+            + matrix_table(ds, var)
+        )
+    return "".join(out)
 
 
 def model_page(root: str, state: dict, model: str) -> str:
