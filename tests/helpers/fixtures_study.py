@@ -24,7 +24,7 @@ path = "{corpus}"
 [pairs]
 mode = "list"
 list = [["a", "b"], ["a", "c"]]
-{measures}[bootstrap]
+[bootstrap]
 resamples = 200
 [controls]
 shuffle = true
@@ -32,16 +32,13 @@ shuffle = true
 """
 
 B_SHAPE = {"num_hidden_layers": 4, "hidden_size": 96}  # as tests/helpers/fixtures_fit.fit_pair
-# The three-model form's fits: two streamed measures and their calibration (the report's pages).
-MEASURES = '[fit]\nmeasures = ["cka", "procrustes"]\npermutations = 5\n'
 
 
 def study_text(zoo, corpus_file, extra: str = "", models=("a", "b", "c")) -> str:
     """The tiny study's file; `extra` is appended (more sections)."""
     paths = {"a": zoo("qwen2"), "b": zoo("qwen2", **B_SHAPE), "c": zoo("llama")}
-    three = models == ("a", "b", "c")
-    text = STUDY.format(corpus=corpus_file, extra=extra, measures=MEASURES * three, **paths)
-    if not three:  # the two-model form: a and b, one pair, no control, ridge alone
+    text = STUDY.format(corpus=corpus_file, extra=extra, **paths)
+    if models != ("a", "b", "c"):  # the two-model form: a and b, one pair, no control
         text = text.replace(f'[[models]]\nname = "c"\npath = "{paths["c"]}"\n', "")
         text = text.replace('list = [["a", "b"], ["a", "c"]]', 'list = [["a", "b"]]')
         text = text.replace('analyses = ["depth"]', "analyses = []")

@@ -72,14 +72,7 @@ def test_results_equal_the_single_commands(tiny_study, extracted, zoo, corpus_fi
             np.testing.assert_array_equal(mine.tokens(t), theirs.tokens(t))
     for target, control in (("b", None), ("b", "shuffle"), ("c", None)):
         report = align.fit(
-            stores["a"],
-            stores[target],
-            None,
-            bootstrap=200,
-            control=control,
-            measures="cka,procrustes",
-            permutations=5,
-            log=lambda m: None,
+            stores["a"], stores[target], None, bootstrap=200, control=control, log=lambda m: None
         )
         stem = f"a--{target}" + (f".{control}" if control else "")
         same_dataset(open_result(f"{root}/results/fits/{stem}.zarr"), report.dataset)
@@ -111,10 +104,7 @@ def test_an_edit_reruns_only_its_units_and_says_why(tiny_study, zoo, corpus_file
     copy = str(tmp_path / "out")
     shutil.copytree(root, copy)
     path = tmp_path / "edited.toml"
-    text = study_text(zoo, corpus_file).replace(
-        "permutations = 5\n", "permutations = 5\nseed = 1\n"
-    )
-    path.write_text(text, encoding="utf-8")
+    path.write_text(study_text(zoo, corpus_file, "[fit]\nseed = 1\n"), encoding="utf-8")
     lines = []
     report = run_study(load_study(str(path)), copy, log=lines.append)
     fits = [u for u in UNITS if u.startswith("fit ")]

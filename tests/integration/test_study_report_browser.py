@@ -117,16 +117,32 @@ def test_a_hover_shows_the_results_number(tiny_study, browser):
     page.context.close()
 
 
-def test_a_measures_hover_and_calibration_are_the_results_numbers(tiny_study, browser):
-    """Each measure of the pair has its own matrix on the pair's page: the value a hover on a
-    cka and a procrustes cell shows is the result's; the path table follows each measure's
-    direction (cka's row argmax, procrustes' row argmin, computed here with numpy) and shows
-    the calibration's null mean and p of the result on that cell."""
+@pytest.fixture(scope="module")
+def measured_study(zoo, corpus_file, tmp_path_factory):
+    """The tiny study's two-model form (a -> b) with cka and procrustes calibrated by 2 null
+    draws: its DIR."""
+    from align.study import load_study, run_study
+    from tests.helpers.fixtures_study import study_text
+
+    root = tmp_path_factory.mktemp("measured-study")
+    path = root / "measured.toml"
+    extra = '[fit]\nmeasures = ["cka", "procrustes"]\npermutations = 2\n'
+    path.write_text(study_text(zoo, corpus_file, extra, models=("a", "b")), encoding="utf-8")
+    run_study(load_study(str(path)), str(root / "out"), log=lambda m: None)
+    return str(root / "out")
+
+
+def test_a_measures_hover_and_calibration_are_the_results_numbers(measured_study, browser):
+    """A study's `[fit] measures` reach its fit, and each measure has its own matrix on the
+    pair's page: the value a hover on a cka and a procrustes cell shows is the result's; the
+    path table follows each measure's direction (cka's row argmax, procrustes' row argmin,
+    computed here with numpy) and shows the calibration's null mean and p of the result on
+    that cell."""
     import numpy as np
 
     from align.store import open_result
 
-    _, root, _ = tiny_study
+    root = measured_study
     ds = open_result(f"{root}/results/fits/a--b.zarr")
     page, _, _ = open_page(browser, (Path(root) / "report/pairs/a--b.html").as_uri())
     for name, pick in (("cka", np.argmax), ("procrustes", np.argmin)):
