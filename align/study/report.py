@@ -4,7 +4,9 @@ Pages: index.html (the N × N grid of pairs, each cell the matrix's thumbnail, t
 interval, the pairing's coverage where the tokenizers differ; the sentences that say what
 holds), pairs/S--T.html (the matrix drawn by `align.plotting.plot_alignment` and as a table
 whose cells carry the value and interval in their `title`, the argmin path, p_best along it,
-the controls beside, the pairing, the provenance), models/NAME.html (each analysis drawn by
+the controls beside, the pairing, the provenance; then each measure beside ridge the fit
+computed, its matrix, the path its direction picks with the calibration where the fit made
+one, and its table of hover values), models/NAME.html (each analysis drawn by
 `align.plotting.plot_result`, with its numbers in a table), corpus.html (the corpus, the
 options, the study file). Every figure is an inline PNG with alt text; nothing is computed
 here that the results do not hold, but the comparisons the sentences make.
@@ -21,6 +23,7 @@ import numpy as np
 from align import messages
 from align.errors import InputError
 from align.faults import fault_point
+from align.measures import SIMILARITY
 from align.store import open_result
 from align.study import html as h
 from align.study.state import DONE, is_study, read_state
@@ -351,7 +354,7 @@ def measure_sections(s: str, t: str, ds) -> str:
     out = []
     for name, var, direction in measures_of(ds):
         record = _summary(ds)["measures"][name]
-        pick = "argmax" if direction == "similarity" else "argmin"
+        pick = "argmax" if direction == SIMILARITY else "argmin"
         fig = h.image(
             h.png(plot_measure(ds, name)), f"{name} matrix of {s} → {t} with its {pick} path"
         )
@@ -377,7 +380,7 @@ def measure_sections(s: str, t: str, ds) -> str:
             )
         out.append(
             f"<h2>{h.esc(name)}</h2><p>A {h.esc(direction)}: "
-            + ("larger" if direction == "similarity" else "smaller")
+            + ("larger" if direction == SIMILARITY else "smaller")
             + f" is closer; the path is each source row's {pick}.</p>{fig}{surviving}"
             + h.table(
                 ["source", pick, f"{name} [95% interval]"] + [label for label, _ in calib], rows
