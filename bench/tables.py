@@ -793,6 +793,85 @@ def study(r: Results) -> str:
     )
 
 
+def zoo(r: Results) -> str:
+    """The study planner's estimates for nine public models (bench/zoo.py): arithmetic on
+    their configs at stated rates, nothing run."""
+    d = r("zoo.json")
+    rates, tot = d["rates"], d["totals"]
+    units = {u["unit"]: u for u in d["units"]}
+    rows = []
+    for name, m in d["models"].items():
+        e = units[f"extract {name}"]
+        fits = [u for k, u in units.items() if k.startswith(f"fit {name}->")]
+        rows.append(
+            [
+                name,
+                f"{m['layers']} × {m['d_model']:,}",
+                f"{m['parameters'] / 1e9:.2f} B",
+                f"{e['disk'] / 1e9:,.1f} GB",
+                f"{e['memory'] / 1e9:.1f} GB",
+                f"{e['seconds'] / 60:.1f} min",
+                f"{max(u['memory'] for u in fits) / 1e9:,.0f} GB",
+                f"{sum(u['seconds'] for u in fits) / 3600:.1f} h",
+            ]
+        )
+    gpus = rates["gpus_per_node"]
+    return (
+        f"Estimates, not measurements: {len(d['models'])} models, {len(units) - len(d['models'])} "
+        f"ordered pairs, {d['tokens']:,} tokens in sequences of {d['context']}, every boundary, "
+        "the store route (an extraction per model, a fit per pair; no analyses or controls). "
+        "Per model:\n\n"
+        + table(
+            [
+                "model",
+                "layers × d",
+                "parameters",
+                "store on disk",
+                "weights (bf16)",
+                "extraction",
+                "largest statistics of its fits as source",
+                "its fits as source, one GPU",
+            ],
+            rows,
+        )
+        + "\n\n"
+        + table(
+            ["the whole study", "estimate"],
+            [
+                ["disk (stores and results)", f"**{tot['disk'] / 1e12:.2f} TB**"],
+                [
+                    "memory of the largest fit's statistics (whole grid in one block)",
+                    f"**{tot['largest_fit_statistics'] / 1e9:,.0f} GB**; "
+                    f"{tot['fits_over_gpu_memory']} fits exceed one GPU's "
+                    f"{rates['h200_memory_bytes'] / 1e9:.0f} GB and are split into blocks",
+                ],
+                ["largest weights on one GPU", f"{tot['largest_weights'] / 1e9:.1f} GB"],
+                [
+                    "one GPU, every unit after another",
+                    f"{tot['one_gpu_hours']:.1f} h (extractions "
+                    f"{tot['extract_hours_one_gpu']:.1f} h, fits {tot['fit_hours_one_gpu']:.1f} h)",
+                ],
+                [f"one H200 node ({gpus} GPUs)", f"**{tot['hours_1_node']:.1f} h**"],
+                [f"four H200 nodes ({4 * gpus} GPUs)", f"**{tot['hours_4_node']:.1f} h**"],
+            ],
+        )
+        + "\n\nThe rates: the extraction's forward at "
+        f"{pct(rates['forward_fraction_of_bf16_peak'], 0)} of the H200's dense bf16 peak "
+        f"({rates['h200_bf16_peak_flops'] / 1e12:,.0f} TFLOP/s), 2 FLOPs per weight of the blocks "
+        "and attention's 2·L·n·d per token; the fit's 2·2·N·(S·d_S² + S·T·d_S·d_T) float64 "
+        f"FLOPs (`align.study.estimate.fit_flops`) at {pct(rates['fit_fraction_of_fp64_peak'], 0)} "
+        f"of its fp64 tensor-core peak ({rates['h200_fp64_peak_flops'] / 1e12:,.0f} TFLOP/s); "
+        "writing a store, and reading both of a fit's stores once, at "
+        f"{rates['store_write_and_read_bytes_per_s'] / 2**20:,.0f} MiB/s, the slower of the "
+        "extraction writer's best rates measured above (store-writer, on 2 CPU cores); disk and "
+        "memory from the fit's own budget (`align.fitting.budget`). A node runs one unit per "
+        "GPU, the extractions first, each phase's units given longest first to the least loaded "
+        "GPU. Not counted: loading the weights, the extra reads of a fit split into blocks, "
+        "several GPUs of a node sharing one disk. None of these rates has been measured on an "
+        "H200 (see GPU status below).\n\n" + sources((d["command"], "bench/results/zoo.json"))
+    )
+
+
 TABLES = {
     "store-layout": store_layout,
     "store-writer": store_writer,
@@ -806,6 +885,7 @@ TABLES = {
     "demo": demo,
     "demo-readme": demo_readme,
     "study": study,
+    "zoo": zoo,
 }
 # The page each table lives on (default: docs/performance.md, the --doc page).
 PAGES = {"families": FAMILIES_DOC, "demo": DEMO_DOC, "demo-readme": README}

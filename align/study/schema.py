@@ -55,6 +55,7 @@ SECTIONS = {
     "pairs": {"mode": (str, "all"), "list": (list, None), "reference": (str, None)},
     "fit": {
         "measures": (list, ["ridge"]),
+        "permutations": (int, 0),
         "test_fraction": (float, 0.2),
         "val_fraction": (float, 0.2),
         "seed": (int, 0),
@@ -210,8 +211,8 @@ def load_study(path: str) -> Study:
             corpus=_corpus(t["corpus"], t["extraction"], base),
             extraction=_extraction(t["extraction"]),
             pairs=_pairs(t["pairs"], names, path),
-            fit=_fit(t["fit"], t["bootstrap"]),
             measures=_measures(t["fit"]["measures"], path),
+            fit=_fit(t["fit"], t["bootstrap"], _measures(t["fit"]["measures"], path)),
             shuffle=t["controls"]["shuffle"],
             analyses_batch=_positive("[analyses]", "batch_size", t["analyses"]["batch_size"], path),
             route=_choice("[route]", "kind", t["route"]["kind"], ROUTES, path),
@@ -325,7 +326,7 @@ def _pairs(p: dict, names: list, path: str) -> tuple:
     return tuple(dict.fromkeys(out))
 
 
-def _fit(f: dict, b: dict) -> FitSpec:
+def _fit(f: dict, b: dict, measures: tuple) -> FitSpec:
     spec = FitSpec(
         test_fraction=f["test_fraction"],
         val_fraction=f["val_fraction"],
@@ -337,6 +338,8 @@ def _fit(f: dict, b: dict) -> FitSpec:
         bootstrap=b["resamples"],
         bootstrap_seed=b["seed"],
         pairing=f["pairing"],
+        measures=measures,
+        permutations=f["permutations"],
     )
     spec.checked()
     return spec
