@@ -202,7 +202,7 @@ def index_page(state: dict, models: list, fits: dict) -> str:
         ["pair"] + [label for label, _ in SUMMARY] + ["argmin path", "pairing"], table_rows
     )
     body = (
-        f"<p>{len(trained)} models, {len(table_rows)} pairs. Each cell: the held-out relative "
+        f"<p>{_count(len(trained), 'model')}, {_count(len(table_rows), 'pair')}. Each cell: the held-out relative "
         "error of the ridge map from every source boundary (rows, bottom to top) to every target "
         "boundary (columns), lower is better; the slope of the argmin path with its 95% interval.</p>"
         f"<h2>Grid</h2>{grid}<h2>What holds</h2>"
@@ -491,3 +491,8 @@ def corpus_page(state: dict) -> str:
         f"<h2>Units</h2>{h.table(['unit', 'state', 'seconds'], rows)}"
     )
     return h.page("Corpus and options", body)
+
+
+def _count(n: int, noun: str) -> str:
+    """'1 pair', '3 pairs'."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
