@@ -64,3 +64,31 @@ def test_heldout_procrustes_equals_scipy_on_the_stores_rows(fit_pair):
                 float(cell.procrustes_heldout)
                 >= np.sqrt(2 - 2 * np.cos(float(cell.procrustes))) - 1e-12
             )
+
+
+def test_live_route_equals_scipy_on_the_stores_rows(zoo, corpus_file, extracted):
+    """--live: the rotation from the passes' training statistics, the error from the held-out
+    pass, against the same reference on the rows the stores of the same models hold."""
+    from tests.integration.test_fit_live import CORPUS, live_fit
+
+    S = extracted("qwen2", dtype="float32", **CORPUS)
+    T = extracted("qwen2", model_overrides={"num_hidden_layers": 4, "hidden_size": 96}, **CORPUS)
+    ds = live_fit(
+        zoo,
+        corpus_file,
+        "qwen2",
+        "float32",
+        measures="procrustes-heldout",
+        bootstrap=0,
+        alphas=[1e-2],
+        target_boundaries="0,3",
+    ).dataset
+    X, doc, pos = _read(S)
+    Y, *_ = _read(T)
+    train, test = _training(ds, doc, pos), _heldout(ds, doc, pos)
+    for i in ds.source_boundary.values:
+        for j in ds.target_boundary.values:
+            x, y = X[int(i)], Y[int(j)]
+            want = procrustes_heldout(x[train], y[train], x[test], y[test])
+            got = float(ds.procrustes_heldout.sel(source_boundary=i, target_boundary=j))
+            np.testing.assert_allclose(got, want, rtol=RTOL, err_msg=f"{i}->{j}")
