@@ -114,7 +114,7 @@ def resample_costs(d_s, d_t, measures, modules: dict, resamples=3, repeats=3) ->
 def row_measure_costs(d_s, d_t, m, k=10) -> dict:
     """Seconds of `mknn` and `rsa` on M rows of one source and one target boundary: the
     observed cell with both boundaries' preparation (`rows.observed_values`), and one null
-    draw of the cell beyond it (`rows.null_values` with 5 permutations minus 1, over 4)."""
+    draw of the cell beyond it (`rows.null_values` with 11 permutations minus 1, over 10)."""
     from align.measures import rows
 
     rng = np.random.default_rng(0)
@@ -126,16 +126,16 @@ def row_measure_costs(d_s, d_t, m, k=10) -> dict:
         t0 = time.perf_counter()
         rows.observed_values(x, y, (name,), k)
         observed = time.perf_counter() - t0
-        perms = np.stack([rng.permutation(m) for _ in range(5)])
+        perms = np.stack([rng.permutation(m) for _ in range(11)])
         t0 = time.perf_counter()
         rows.null_values(x, y, perms[:1], (name,), k)
         one = time.perf_counter() - t0
         t0 = time.perf_counter()
         rows.null_values(x, y, perms, (name,), k)
-        five = time.perf_counter() - t0
+        eleven = time.perf_counter() - t0
         out[name] = {
             "observed_seconds": observed,
-            "null_draw_seconds": (five - one) / 4,
+            "null_draw_seconds": (eleven - one) / 10,
         }
     return out
 
