@@ -41,6 +41,7 @@ def store_plan(budget: int, tokens: int, chunk: int, groups: int) -> dict:
         SOURCE["d"],
         TARGET["d"],
         measure_groups=groups,
+        rotations=groups > 0,  # --measures all holds procrustes-heldout's rotations
     )
     task = b.default_task_tokens(chunk, tokens, 1, "cpu")
     plan = b.plan_blocks(grid, task, budget, chunk, n_tokens=tokens)
@@ -56,7 +57,7 @@ def store_plan(budget: int, tokens: int, chunk: int, groups: int) -> dict:
         chunk,
         math.ceil(tokens / plan.task_tokens),
     )
-    sums = b.measure_bytes(nI, nJ, SOURCE["d"], TARGET["d"], groups)
+    sums = b.measure_bytes(nI, nJ, SOURCE["d"], TARGET["d"], groups, rotations=groups > 0)
     return {
         "budget_bytes": budget,
         "groups": groups,
@@ -86,6 +87,7 @@ def live_plan(budget: int, tokens: int, batch: int, length: int, groups: int) ->
         n_heldout=int(HELDOUT * tokens),
         model_bytes=int(2 * (SOURCE["params"] + TARGET["params"])),
         measure_groups=groups,
+        rotations=groups > 0,
     )
     plan = b.plan_passes(shape, tuple(range(TARGET["layers"] + 1)), budget)
     if plan is None:
@@ -153,7 +155,8 @@ def main(argv=None):
     gib = 1 << 30
     f = flops(args.tokens, args.resamples)
     out = {
-        "config": {k: v for k, v in vars(args).items() if k != "out"} | {"source": SOURCE, "target": TARGET, "heldout_fraction": HELDOUT},
+        "config": {k: v for k, v in vars(args).items() if k != "out"}
+        | {"source": SOURCE, "target": TARGET, "heldout_fraction": HELDOUT},
         "command": "bench/plan_measures.py" + (" " + " ".join(argv) if argv else ""),
         "store": {
             label: store_plan(int(args.host_memory * gib), args.tokens, args.chunk, g)

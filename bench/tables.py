@@ -446,7 +446,7 @@ def plan_measures(r: Results) -> str:
         return (
             f"{p['blocks']} blocks of {p['block_shape'][0]} × {p['block_shape'][1]}: "
             f"{(p['block_bytes'] + p['measure_bytes']) / gib:.0f} GiB a block "
-            f"({p['measure_bytes'] / gib:.0f} GiB of it the measures' sums)"
+            f"({p['measure_bytes'] / gib:.0f} GiB of it the measures' sums and rotations)"
         )
 
     def live(p):
@@ -457,7 +457,7 @@ def plan_measures(r: Results) -> str:
         return (
             f"{p['passes']} passes of {p['targets_per_pass']} target "
             f"boundar{'y' if p['targets_per_pass'] == 1 else 'ies'}: "
-            f"{held / gib:.0f} GiB on the device ({sums / gib:.0f} GiB of it the measures' sums)"
+            f"{held / gib:.0f} GiB on the device ({sums / gib:.0f} GiB of it the measures' sums and rotations)"
         )
 
     mem = table(

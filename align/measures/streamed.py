@@ -116,7 +116,8 @@ def add_sums(a: dict, b: dict) -> dict:
 
 def sums_bytes(nI: int, nJ: int, d_s: int, d_t: int, n_groups: int) -> int:
     """Bytes of one `row_sums` result (float64): per group, every source's and target's
-    n, s, S, q, f and every pair's xy, p, r_xy, r_yx (and qxy, q_sy with a rotation)."""
+    n, s, S, q, f and every pair's xy, p, r_xy, r_yx, and qxy, q_sy (counted always: d_S + 1
+    values a pair, held only with a rotation)."""
     side = nI * (d_s * d_s + 2 * d_s + 2) + nJ * (d_t * d_t + 2 * d_t + 2)
     pair = nI * nJ * (d_s * d_t + 2 * d_s + d_t + 2)
     return 8 * n_groups * (side + pair)

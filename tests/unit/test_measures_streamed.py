@@ -5,6 +5,8 @@ within 1e-8 relative; known answers; the refusals."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -147,3 +149,21 @@ def test_heldout_procrustes_equals_scipy_on_training_and_heldout_rows(widths):
     np.testing.assert_allclose(
         _values(own, ("procrustes-heldout",))["procrustes-heldout"], chord, rtol=1e-8
     )
+
+
+def test_planner_counts_the_heldout_procrustes_rotations():
+    """With procrustes-heldout every pair's training rotation (d_S × d_T float64) is held
+    with the maps: the store route's block and the live route's pass count 8·nI·nJ·d_S·d_T
+    bytes more, and nothing without measures."""
+    from align.fitting import budget
+
+    nI, nJ, d_s, d_t = 3, 4, 64, 96
+    extra = 8 * nI * nJ * d_s * d_t
+    for copies in (3, 2):
+        plain = budget.measure_bytes(nI, nJ, d_s, d_t, 10, copies)
+        assert budget.measure_bytes(nI, nJ, d_s, d_t, 10, copies, rotations=True) == plain + extra
+    assert budget.measure_bytes(nI, nJ, d_s, d_t, 0, rotations=True) == 0
+    shape = budget.LiveShape(nI, d_s, nJ, d_t, 512, 128, 256, 4, 4, 1000, 10**6, measure_groups=1)
+    with_r = budget.pass_bytes(dataclasses.replace(shape, rotations=True), nJ, False)
+    without = budget.pass_bytes(shape, nJ, False)
+    assert with_r["measure sums"] - without["measure sums"] == extra
