@@ -365,6 +365,137 @@ def fit(r: Results) -> str:
     )
 
 
+def fit_measures(r: Results) -> str:
+    d = r("fit-measures.json")
+    c, f, b, rows_ = d["config"], d["fits"], d["bootstrap"], d["rows"]
+    med = f["median_seconds"]
+    nI, nJ = b["grid"]
+    runs = lambda k: ", ".join(f"{o['seconds']:.1f}" for o in f["runs"][k])  # noqa: E731
+    pairs = [m["seconds"] / r["seconds"] for r, m in zip(f["runs"]["ridge"], f["runs"]["measures"])]
+    fits = table(
+        ["run", "seconds (median)", "runs"],
+        [
+            ["ridge alone", f"{med['ridge']:.1f}", runs("ridge")],
+            [f"ridge + {', '.join(c['measures'])}", f"{med['measures']:.1f}", runs("measures")],
+            [
+                "ratio",
+                f"**{f['ratio']:.2f}×**",
+                f"run by run {', '.join(f'{x:.2f}×' for x in pairs)}; target ≤ 1.3×: "
+                f"{met(f['ratio'] <= 1.3)}",
+            ],
+        ],
+    )
+    labels = [k for k in ("before", "after") if k in b]
+    boot = table(
+        ["code", "a boundary", "a pair", f"a resample of the {nI} × {nJ} grid", "1,000 resamples"],
+        [
+            [
+                f"{k} ({b['baseline']})" if k == "before" else k,
+                f"{1e3 * b[k]['side_seconds']:.0f} ms",
+                f"{1e3 * b[k]['pair_seconds']:.0f} ms",
+                f"{b[k]['resample_seconds']:.2f} s",
+                f"{n(b[k]['seconds_at_1000'])} s",
+            ]
+            for k in labels
+        ],
+    )
+    rowm = table(
+        ["measure", "one cell, both boundaries prepared", "one null draw of a cell"],
+        [
+            [
+                f"`{name}`",
+                f"{rows_[name]['observed_seconds']:.2f} s",
+                f"{1e3 * rows_[name]['null_draw_seconds']:.0f} ms"
+                if rows_[name]["null_draw_seconds"] > 0
+                else "below the timing's noise (the two calls' preparation)",
+            ]
+            for name in ("mknn", "rsa")
+        ],
+    )
+    return (
+        f"{n(c['tokens'])} tokens of bench/fit.py's stores (source {c['source']}, target "
+        f"{c['target']}: {f['pairs']} pairs), `--bootstrap {c['bootstrap']}`, runs alternated; load "
+        f"average {load_range(f['load_average_before_after'])} on {c['cpu_count']} cores.\n\n"
+        + fits
+        + "\n\nThe group bootstrap of the streamed measures, per resample (single-threaded BLAS, "
+        "a 1 × 1 and a 3 × 3 grid timed and solved for the cost of a boundary and of a pair, "
+        "scaled to the grid):\n\n"
+        + boot
+        + f"\n\nThe row measures on M = {n(c['sample_rows'])} sampled rows (d {c['source'].split('x')[1]} "
+        f"and {c['target'].split('x')[1]}):\n\n"
+        + rowm
+        + (f"\n\nTimed again: {d['rows_command']}." if "rows_command" in d else "")
+        + "\n\n"
+        + sources((c["command"], "bench/results/fit-measures.json"))
+    )
+
+
+def plan_measures(r: Results) -> str:
+    d = r("plan-measures.json")
+    c = d["config"]
+    gib = 2**30
+    kinds = (
+        ("ridge", "ridge alone"),
+        ("measures", "`--measures all --bootstrap 0`"),
+        ("measures_bootstrap", "`--measures all` (10 groups)"),
+    )
+
+    def store(p):
+        if not p["fits"]:
+            return "does not fit"
+        return (
+            f"{p['blocks']} blocks of {p['block_shape'][0]} × {p['block_shape'][1]}: "
+            f"{(p['block_bytes'] + p['measure_bytes']) / gib:.0f} GiB a block "
+            f"({p['measure_bytes'] / gib:.0f} GiB of it the measures' sums and rotations)"
+        )
+
+    def live(p):
+        if not p["fits"]:
+            return "does not fit"
+        held = sum(p["pass_bytes"].values()) + p["model_bytes"]
+        sums = p["pass_bytes"].get("measure sums", 0)
+        return (
+            f"{p['passes']} passes of {p['targets_per_pass']} target "
+            f"boundar{'y' if p['targets_per_pass'] == 1 else 'ies'}: "
+            f"{held / gib:.0f} GiB on the device ({sums / gib:.0f} GiB of it the measures' sums and rotations)"
+        )
+
+    mem = table(
+        [
+            "fit",
+            f"store route, {c['host_memory']:g} GiB per worker",
+            f"`--live`, {c['device_memory']:g} GiB of one GPU",
+        ],
+        [[label, store(d["store"][k]), live(d["live"][k])] for k, label in kinds],
+    )
+    fl, sec = d["flops"], d["seconds"]
+    what = (
+        ("statistics", "ridge's statistics, 2·N·ΣD_S·ΣD_T"),
+        ("measure_sums", "the measures' sums over the held-out rows"),
+        ("measure_evaluation", "the streamed measures of every pair, once"),
+        ("measure_bootstrap", f"their group bootstrap, {n(c['resamples'])} resamples"),
+        ("forwards_per_pass", "both models' forwards, one pass (`--live`)"),
+    )
+    work = table(
+        ["part", "flop", "seconds at the assumed rate"],
+        [[label, sci(fl[k]), n(sec[k])] for k, label in what],
+    )
+    return (
+        f"**A plan, not a measurement**: {c['source']['name']} ({c['source']['layers'] + 1} boundaries, "
+        f"d {n(c['source']['d'])}) → {c['target']['name']} ({c['target']['layers'] + 1} boundaries, "
+        f"d {n(c['target']['d'])}), {n(c['tokens'])} tokens, {pct(c['heldout_fraction'], 0)} held out, "
+        f"from the planner's own functions (`plan_blocks`, `plan_passes`; `--live` with bfloat16 models "
+        f"and batches of {c['batch']} × {n(c['length'])} tokens). Times assume "
+        f"{c['rate'] / 1e12:g} TFLOP/s float64 for the products and decompositions and "
+        f"{c['forward_rate'] / 1e12:g} TFLOP/s bfloat16 for the forwards.\n\n"
+        + mem
+        + "\n\n"
+        + work
+        + "\n\n"
+        + sources((d["command"], "bench/results/plan-measures.json"))
+    )
+
+
 PHASES = {
     "stats": "statistics",
     "heldout": "held-out pass",
@@ -879,6 +1010,8 @@ TABLES = {
     "padding": padding,
     "fit": fit,
     "fit-200k": fit_200k,
+    "fit-measures": fit_measures,
+    "plan-measures": plan_measures,
     "live": live,
     "families": families,
     "extract-families": extract_families,

@@ -118,13 +118,20 @@ def block_bytes(
     return (3 + math.ceil(math.log2(max(n_tasks, 1)))) * acc + maps + rows + extra
 
 
-def measure_bytes(nI: int, nJ: int, d_s: int, d_t: int, groups: int, copies: int = 3) -> int:
+def measure_bytes(
+    nI: int, nJ: int, d_s: int, d_t: int, groups: int, copies: int = 3, rotations: bool = False
+) -> int:
     """Bytes the streamed measures' sums (`measures.streamed.sums_bytes`, per group of
     held-out documents: every pair's Σxyᵀ, every boundary's Σxxᵀ, ...) add to a block of
     nI × nJ boundaries: `copies` of them (3 on the store route: the two inputs of a held-out
-    tree's add and their sum; 2 on the live route: the block's and one batch's); 0 without
-    measures (groups 0)."""
-    return copies * sums_bytes(nI, nJ, d_s, d_t, groups) if groups else 0
+    tree's add and their sum; 2 on the live route: the block's and one batch's), and with
+    `rotations` (procrustes-heldout) every pair's training rotation, d_S × d_T float64 held
+    with the block's maps; 0 without measures (groups 0)."""
+    if not groups:
+        return 0
+    return copies * sums_bytes(nI, nJ, d_s, d_t, groups) + (
+        8 * nI * nJ * d_s * d_t if rotations else 0
+    )
 
 
 def task_sizes(most: int, fixed: bool) -> list:
@@ -158,6 +165,7 @@ class PairGrid(NamedTuple):
     d_s: int  # values per token and source boundary (the source's d_model)
     d_t: int  # values per token and target boundary
     measure_groups: int = 0  # groups of the streamed measures' sums (0: no measure)
+    rotations: bool = False  # procrustes-heldout: every pair's training rotation is held
 
 
 class BlockPlan(NamedTuple):
@@ -224,7 +232,7 @@ def plan_blocks(
         for t in sizes:
             if (
                 block_bytes(bI, bJ, d_s, d_t, t, chunk_tokens, math.ceil(n_tokens / t), parts)
-                + measure_bytes(bI, bJ, d_s, d_t, grid.measure_groups)
+                + measure_bytes(bI, bJ, d_s, d_t, grid.measure_groups, rotations=grid.rotations)
                 <= budget
             ):
                 return t
@@ -466,6 +474,7 @@ class LiveShape:
     parts: int = ridge.N_PARTS
     window_rows: int = 0
     measure_groups: int = 0  # groups of the streamed measures' sums (0: no measure)
+    rotations: bool = False  # procrustes-heldout: every pair's training rotation is held
 
 
 def batch_bytes(s: LiveShape, n_target: int) -> int:
@@ -505,7 +514,11 @@ def pass_bytes(s: LiveShape, n_target: int, keep_heldout: bool) -> dict:
         "held-out rows": kept,
         **({"window rows": s.itemsize * s.window_rows * n_target * dT} if s.window_rows else {}),
         **(
-            {"measure sums": measure_bytes(nI, n_target, dS, dT, s.measure_groups, 2)}
+            {
+                "measure sums": measure_bytes(
+                    nI, n_target, dS, dT, s.measure_groups, 2, rotations=s.rotations
+                )
+            }
             if s.measure_groups
             else {}
         ),

@@ -58,7 +58,7 @@ from align.fitting.budget import (
 from align.fitting.cluster import default_memory_limit
 from align.fitting.headline import headline
 from align.fitting.live_estimate import estimate
-from align.fitting.measured import measure_groups_of
+from align.fitting.measured import HELDOUT_PROCRUSTES, measure_groups_of
 from align.fitting.options import Execution, FitRequest, FitSpec, LiveJob, request
 from align.fitting.pairing import check_tokenizers, resolve
 from align.fitting.passes import PassInputs, load_models, run_blocks
@@ -373,7 +373,11 @@ def make_plan(
     """The blocks and memory of the run, or the one-line refusal of a budget that cannot
     hold one target boundary per pass (naming the minimum). `per_worker` (limit, idle
     footprint) plans for a Dask worker instead, which keeps no held-out rows between tasks."""
-    s = replace(shape_of(p), measure_groups=measure_groups_of(options.spec))
+    s = replace(
+        shape_of(p),
+        measure_groups=measure_groups_of(options.spec),
+        rotations=HELDOUT_PROCRUSTES in options.spec.measures,
+    )
     if per_worker is not None:
         s = replace(s, n_heldout=0)
         where, (limit, idle), option = "each worker", per_worker, "`memory_limit` (per worker)"

@@ -139,8 +139,12 @@ class FitSpec:
     @property
     def sampled(self) -> tuple:
         """The measures computed on the sampled rows: with `permutations`, every one asked
-        but ridge (each gets its calibration); without, none."""
-        return tuple(m for m in self.measures if m != "ridge") if self.permutations else ()
+        but ridge and procrustes-heldout (each gets its calibration; the held-out Procrustes
+        error needs the training rotation, which the sampled rows do not carry); without,
+        none."""
+        if not self.permutations:
+            return ()
+        return tuple(m for m in self.measures if m not in ("ridge", "procrustes-heldout"))
 
     @property
     def need_validation(self) -> bool:

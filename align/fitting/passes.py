@@ -15,6 +15,7 @@ from align.extraction.batches import pad
 from align.faults import fault_point
 from align.fitting.batches import Batch, TokenTable
 from align.fitting.graph import add_heldout_all, heldout_of
+from align.fitting.measured import with_rotations
 from align.fitting.options import FitRequest, LiveJob
 from align.fitting.progress import Progress
 from align.fitting.result import pair_results
@@ -334,6 +335,7 @@ def run_blocks(
             factors,
             options.spec.extend_alphas,
         )
+        fitted = with_rotations(fitted, reduced, options.spec.streamed)
         if options.hooks.keep_statistics:
             kept_stats[block] = reduced
         del reduced

@@ -39,7 +39,7 @@ from align.fitting.cluster import (
 )
 from align.fitting.graph import BlockSettings, Job, Tokens, block_graph, sampled_rows
 from align.fitting.headline import headline
-from align.fitting.measured import measure_groups_of
+from align.fitting.measured import HELDOUT_PROCRUSTES, measure_groups_of
 from align.fitting.options import Execution, FitRequest, FitSpec, request
 from align.fitting.pairing import (
     anchored_partner,
@@ -597,7 +597,8 @@ def _plan(opts: FitRequest, ex, S, T, src_boundaries, tgt_boundaries, client_ext
     if opts.run.device != "cpu":
         per_worker = min(per_worker, device_budget(opts.run.device))
     groups = measure_groups_of(opts.spec)
-    grid = budget.PairGrid(src_boundaries, tgt_boundaries, S.d_model, T.d_model, groups)
+    rotations = HELDOUT_PROCRUSTES in opts.spec.measures  # its rotations, held with the maps
+    grid = budget.PairGrid(src_boundaries, tgt_boundaries, S.d_model, T.d_model, groups, rotations)
     planned = budget.plan_blocks(
         grid,
         step,
@@ -611,7 +612,7 @@ def _plan(opts: FitRequest, ex, S, T, src_boundaries, tgt_boundaries, client_ext
         need, least = budget.least_pair_bytes(
             S.d_model, T.d_model, step, S.chunk_tokens, S.n_tokens, fixed
         )
-        need += budget.measure_bytes(1, 1, S.d_model, T.d_model, groups)  # --measures' sums
+        need += budget.measure_bytes(1, 1, S.d_model, T.d_model, groups, rotations=rotations)
         refuse_memory(ex, client_extra, need, S.d_model, T.d_model, least)
     blocks, step = planned
     nI, nJ = len(blocks[0][0]), len(blocks[0][1])

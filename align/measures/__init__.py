@@ -1,6 +1,7 @@
 """Similarity measures between the layers of two models beside ridge's held-out error
 (docs/methods.md, Similarity measures): `streamed` computes them from sums over rows
-accumulated in the fit's held-out pass (`cka`, `cka-debiased`, `procrustes`, `cca`, `svcca`);
+accumulated in the fit's held-out pass (`cka`, `cka-debiased`, `procrustes`,
+`procrustes-heldout`, `cca`, `svcca`);
 `rows` (mutual neighbours, CKNNA, RSA, and every measure's calibration) from rows sampled
 from the held-out documents.
 
@@ -21,6 +22,7 @@ MEASURES = {
     "cka": SIMILARITY,
     "cka-debiased": SIMILARITY,
     "procrustes": DISTANCE,
+    "procrustes-heldout": DISTANCE,
     "cca": SIMILARITY,
     "svcca": SIMILARITY,
     "mknn": SIMILARITY,
@@ -28,7 +30,14 @@ MEASURES = {
     "rsa": SIMILARITY,
 }
 
-STREAMED = ("cka", "cka-debiased", "procrustes", "cca", "svcca")  # from the held-out sums
+STREAMED = (
+    "cka",
+    "cka-debiased",
+    "procrustes",
+    "procrustes-heldout",
+    "cca",
+    "svcca",
+)  # from the held-out sums
 ROW_ONLY = ("mknn", "cknna", "rsa")  # only on the sampled rows (with the calibration)
 SAMPLE_ROWS = 4096  # rows drawn from the held-out documents for the row measures (at most)
 PERMUTATIONS = 99  # the null draws suggested for the calibration (p-values down to 0.01)

@@ -263,6 +263,9 @@ class SolvedMap:
         np.ndarray
     )  # (n_alpha,): validation SSE of the fit part's map per α_rel of val_alphas (NaN: one α)
     val_alphas: np.ndarray  # (n_alpha,): the increasing α_rel grid val_sse follows
+    rotation: np.ndarray | None = (
+        None  # (d_S, d_T): U Vᵀ of B_t = U Σ Vᵀ, the training rows' Procrustes rotation (procrustes-heldout)
+    )
 
 
 @dataclass
