@@ -158,6 +158,8 @@ class PairGrid(NamedTuple):
         Values per token and target boundary.
     measure_groups : int, optional
         Groups of the streamed measures' sums (0: no measure).
+    rotations : bool, optional
+        Whether every pair's training rotation is held (`procrustes-heldout`).
     """
 
     source_boundaries: tuple  # boundaries 0..L_S of the source

@@ -249,6 +249,9 @@ class SolvedMap:
         Validation SSE of the fit part's map per α_rel of val_alphas (NaN: one α).
     val_alphas : array of shape (n_alpha,)
         The increasing α_rel grid val_sse follows.
+    rotation : array of shape (d_source, d_target) or None
+        U Vᵀ of B_t = U Σ Vᵀ: the training rows' Procrustes rotation (`procrustes-heldout`);
+        None unless that measure is asked for.
     """
 
     W: (
