@@ -23,8 +23,9 @@ $(VENV)/.installed: pyproject.toml Makefile
 demo: setup
 	$(BIN)/align demo $(DEMO_ARGS)
 
+# two workers on 2 cores (pytest-xdist; a file's tests stay on one worker): development.md, Time
 test: setup
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n auto --dist loadfile $(PYTEST_ARGS)
 
 # the unit tier only (tests/unit: pure functions, under a minute), while iterating
 test-fast: setup
