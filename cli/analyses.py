@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from align.analyses.options import LensOptions, SkipOptions
+from align.analyses.analysis_options import LensOptions, SkipOptions
 from align.analyses.run import dry_run as plan_run
 from align.analyses.run import run_contrib, run_depth, run_lens, run_skip
 from align.analyses.skip import PARTS, SETTINGS, SPLITS

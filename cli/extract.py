@@ -8,7 +8,7 @@ import click
 
 from align.cli.numbers import SEED, whole
 from align.corpus import DOC_SPLITS, FORMATS, OVERFLOWS, CorpusSpec, unescape
-from align.fitting.options import MODEL_DEVICES
+from align.fitting.fit_options import MODEL_DEVICES
 from align.models import DTYPES, ModelSpec, families
 from align.records import build
 from align.result_info import describe

@@ -9,7 +9,7 @@ from align.cli.numbers import FINITE, SEED, whole
 from align.errors import InputError
 from align.fitting import FitSpec, fit
 from align.fitting.anchors import MIN_COVERAGE, PAIRINGS
-from align.fitting.options import CONTROLS, MODEL_DEVICES, Execution, parse_memory
+from align.fitting.fit_options import CONTROLS, MODEL_DEVICES, Execution, parse_memory
 from align.measures import MEASURES, PERMUTATIONS, SAMPLE_ROWS
 from align.measures.rows import K_NEIGHBOURS
 from align.models import DTYPES, families

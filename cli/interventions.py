@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
+from align.analyses.analysis_options import EraseOptions, IgradOptions
 from align.analyses.igrad_options import BASELINES, OBJECTS, PROTOCOLS, RULES, TARGETS, variant
 from align.analyses.interventions_run import run_erase, run_igrad
-from align.analyses.options import EraseOptions, IgradOptions
 from align.cli.analyses import _choices, run_outputs
 from align.cli.extract import (
     corpus_options,

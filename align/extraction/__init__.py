@@ -14,7 +14,7 @@ Re-running the same command resumes an
 incomplete store from its last committed sequence, and records each run as a segment of the
 store's provenance. `--dry-run` times one batch end to end instead (align.extraction.dryrun).
 
-Module map: options (ExtractOptions, the keyword split), memory (a model object in memory
+Module map: extract_options (ExtractOptions, the keyword split), memory (a model object in memory
 saved for the run), inputs (checks, identity), plan
 (counting, layout, disk, the store's provenance), batches (length grouping, windows, pad),
 transfer (forward_batch: device → host), pipeline (the writer thread, the run loop), dryrun,
@@ -30,8 +30,8 @@ from align import corpus, messages, models, provenance
 from align import store as st
 from align.errors import InputError
 from align.extraction import batches, dryrun, memory, pipeline, plan
+from align.extraction.extract_options import ExtractOptions, specs
 from align.extraction.inputs import DEFINING, resolve
-from align.extraction.options import ExtractOptions, specs
 from align.extraction.plan import dropped_summary
 from align.extraction.report import ExtractReport
 

@@ -56,10 +56,10 @@ from align.fitting.budget import (
     plan_passes,
 )
 from align.fitting.cluster import default_memory_limit
+from align.fitting.fit_options import Execution, FitRequest, FitSpec, LiveJob, request
 from align.fitting.headline import headline
 from align.fitting.live_estimate import estimate
 from align.fitting.measured import measure_groups_of
-from align.fitting.options import Execution, FitRequest, FitSpec, LiveJob, request
 from align.fitting.pairing import check_tokenizers, resolve
 from align.fitting.passes import PassInputs, load_models, run_blocks
 from align.fitting.progress import Progress

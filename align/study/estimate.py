@@ -20,7 +20,7 @@ from align.errors import DiskSpaceError
 from align.extraction.plan import DISK_MARGIN
 from align.fitting import Execution
 from align.fitting.budget import ResultShape, result_bytes, statistics_bytes
-from align.fitting.options import LiveJob
+from align.fitting.fit_options import LiveJob
 from align.messages import human_bytes as human
 from align.study import units as units_mod
 from align.study.execute import why
