@@ -29,7 +29,7 @@ import time
 from align import corpus, messages, models, provenance
 from align import store as st
 from align.errors import InputError
-from align.extraction import batches, dryrun, memory, pipeline, plan
+from align.extraction import batches, memory, plan
 from align.extraction.extract_options import ExtractOptions, specs
 from align.extraction.inputs import DEFINING, resolve
 from align.extraction.plan import dropped_summary
@@ -65,6 +65,9 @@ def extract(
 
     Returns an ExtractReport. Raises AlignError subclasses for every bad input, all of them
     before the store is created."""
+    # torch (the forward's hooks) is loaded when an extraction runs, not when its options are read
+    from align.extraction import dryrun, pipeline
+
     if memory.is_model_object(model):
         with memory.saved_model(model, tokenizer, keywords) as spec:
             return extract(spec, corpus_source, output, options, log=log, **keywords)

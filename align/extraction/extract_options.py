@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from align import corpus, models
+from align.declarations import declared, option
 from align.errors import InputError
 from align.records import take
-from align.store.codecs import DEFAULT_CODEC, compressors, physical_dtype
+from align.store.codecs import CODECS, DEFAULT_CODEC, STORE_DTYPES, compressors, physical_dtype
 
 
 @dataclass(frozen=True)
@@ -25,16 +26,92 @@ class ExtractOptions:
     new extraction instead of resuming or refusing it; nothing but an activation store is
     ever removed."""
 
-    batch_size: int = 8
-    boundaries: str | None = None
-    sublayers: bool = False
-    store_dtype: str | None = None
-    codec: str = DEFAULT_CODEC
-    chunk_tokens: int | None = None
-    allow_long: bool = False
-    dry_run: bool = False
-    break_lock: bool = False
-    overwrite: bool = False
+    batch_size: int = declared(
+        8,
+        metadata=option(
+            "--batch-size",
+            help="Sequences per forward pass.",
+            type="whole",
+            least=1,
+            show_default=True,
+        ),
+    )
+    boundaries: str | None = declared(
+        None,
+        metadata=option(
+            "--boundaries",
+            help="Residual boundaries to keep: e.g. 0,4,8 or ::2 or 1: [default: all 0..L].",
+            metavar="SPEC",
+        ),
+    )
+    sublayers: bool = declared(
+        False,
+        metadata=option(
+            "--sublayers",
+            help="Also store what attention and MLP add to the residual.",
+            is_flag=True,
+        ),
+    )
+    store_dtype: str | None = declared(
+        None,
+        metadata=option(
+            "--store-dtype",
+            help="Storage dtype [default: the compute dtype, lossless]. float16 refuses values "
+            "beyond 65504.",
+            choices=STORE_DTYPES,
+        ),
+    )
+    codec: str = declared(
+        DEFAULT_CODEC,
+        metadata=option(
+            "--codec",
+            help="Chunk codec (docs/commands/extract.md, the store layout).",
+            choices=CODECS,
+            show_default=True,
+        ),
+    )
+    chunk_tokens: int | None = declared(
+        None,
+        metadata=option(
+            "--chunk-tokens",
+            help="Tokens per stored chunk [default: ~4 MiB per chunk, measured; "
+            "docs/commands/extract.md]. Part of the store's identity.",
+            type="whole",
+            least=1,
+        ),
+    )
+    allow_long: bool = declared(
+        False,
+        metadata=option(
+            "--allow-long",
+            help="Keep a --max-length above the model's max_position_embeddings (capped at it "
+            "otherwise).",
+            is_flag=True,
+        ),
+    )
+    dry_run: bool = declared(
+        False,
+        metadata=option(
+            "--dry-run",
+            help="Print what the run would write and cost, and check free disk; write nothing.",
+            is_flag=True,
+        ),
+    )
+    break_lock: bool = declared(
+        False,
+        metadata=option(
+            "--break-lock", help="Remove a stale lock left by a run that died.", is_flag=True
+        ),
+    )
+    overwrite: bool = declared(
+        False,
+        metadata=option(
+            "--overwrite",
+            help="Replace an activation store at -o made from other inputs (or complete) by a "
+            "new extraction; nothing else is ever removed.",
+            is_flag=True,
+        ),
+    )
 
     def check(self) -> None:
         """One-line InputError for a value no model or corpus could make right."""

@@ -8,17 +8,26 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 
 from align import corpus, models, ridge, seeding
+from align.declarations import declared, not_an_option, option
 from align.errors import InputError
-from align.fitting.anchors import MIN_COVERAGE, check_min_coverage, check_pairing
+from align.fitting.anchors import MIN_COVERAGE, PAIRINGS, check_min_coverage, check_pairing
 from align.fitting.split import check_seed
-from align.measures import PERMUTATIONS, ROW_ONLY, STREAMED, parse_measures
+from align.measures import MEASURES, PERMUTATIONS, ROW_ONLY, SAMPLE_ROWS, STREAMED, parse_measures
 from align.measures.calibration import check_permutations
 from align.measures.rows import K_NEIGHBOURS
 from align.records import take
-from align.stats.bootstrap import Resampling, check_resamples
+from align.stats.bootstrap import (
+    MAX_RESAMPLES,
+    MIN_RESAMPLES,
+    RESAMPLES,
+    Resampling,
+    check_resamples,
+)
+
+CONTROLS = (None, "shuffle")  # --control: none, or other documents' tokens at the same positions
 
 
 @dataclass(frozen=True)
@@ -49,25 +58,184 @@ class FitSpec:
     mknn and cknna.
     """
 
-    test_fraction: float = 0.2
-    val_fraction: float = 0.2
-    seed: int = 0
-    alphas: tuple = ridge.DEFAULT_ALPHAS
-    include_first_token: bool = False
-    source_boundaries: str | None = None
-    target_boundaries: str | None = None
-    save_maps: bool = False
-    extend_alphas: bool | None = None
-    bootstrap: int = 1000
-    bootstrap_seed: int = 0
-    convergence: bool = False
-    control: str | None = None
-    pairing: str = "auto"
-    min_coverage: float = MIN_COVERAGE
-    measures: tuple = ("ridge",)
-    sample_rows: int | None = None
-    permutations: int = 0
-    neighbours: int = K_NEIGHBOURS
+    test_fraction: float = declared(
+        0.2,
+        metadata=option(
+            "--test-fraction",
+            help="Fraction of documents held out for scoring.",
+            type="finite",
+            show_default=True,
+        ),
+    )
+    val_fraction: float = declared(
+        0.2,
+        metadata=option(
+            "--val-fraction",
+            help="Fraction of the remaining documents that chooses α.",
+            type="finite",
+            show_default=True,
+        ),
+    )
+    seed: int = declared(
+        0,
+        metadata=option(
+            "--seed", help="Seed of the document split.", type="seed", show_default=True
+        ),
+    )
+    alphas: tuple = declared(
+        ridge.DEFAULT_ALPHAS,
+        metadata=option(
+            "--alphas",
+            help="Relative ridge penalties (units of the mean eigenvalue of XcᵀXc). auto: 1e-6..1e1 "
+            "by decades, extended by decades (within 1e-12..1e6) where a pair's choice sits at an "
+            "end; a list is used as given, and the pairs choosing its ends are counted "
+            "[default: auto].",
+            metavar="auto|A,B,...",
+            default="auto",
+            parse="alphas",
+        ),
+    )
+    include_first_token: bool = declared(
+        False,
+        metadata=option(
+            "--include-first-token",
+            help="Also fit and score position 0 of each sequence.",
+            is_flag=True,
+        ),
+    )
+    source_boundaries: str | None = declared(
+        None,
+        metadata=option(
+            "--source-boundaries",
+            help="Source boundaries to map from, e.g. 0,4,8 or ::2 [default: all stored].",
+            metavar="SPEC",
+        ),
+    )
+    target_boundaries: str | None = declared(
+        None,
+        metadata=option(
+            "--target-boundaries",
+            help="Target boundaries to map to [default: all stored].",
+            metavar="SPEC",
+        ),
+    )
+    save_maps: bool = declared(
+        False,
+        metadata=option(
+            "--save-maps",
+            help="Also store every map's W and c (float64; the size is printed first).",
+            is_flag=True,
+        ),
+    )
+    extend_alphas: bool | None = declared(
+        None, metadata=not_an_option("`--alphas auto` sets it (the default grid, extended)")
+    )
+    bootstrap: int = declared(
+        RESAMPLES,
+        metadata=option(
+            "--bootstrap",
+            help=f"Resamples of the held-out documents for p_best and the 95% intervals "
+            f"({MIN_RESAMPLES:,} to {MAX_RESAMPLES:,}; 0: none).",
+            type="int",
+            show_default=True,
+            parse="resamples_or_none",
+        ),
+    )
+    bootstrap_seed: int = declared(
+        0,
+        metadata=option(
+            "--bootstrap-seed",
+            help="Seed of the document bootstrap.",
+            type="seed",
+            show_default=True,
+        ),
+    )
+    convergence: bool = declared(
+        False,
+        metadata=option(
+            "--convergence",
+            help="Also fit 1/4 and 1/2 of the training documents and score them "
+            "(relative_error_by_fraction): would more tokens change the matrix? Three times the "
+            "statistics' memory.",
+            is_flag=True,
+        ),
+    )
+    control: str | None = declared(
+        None,
+        metadata=option(
+            "--control",
+            help="shuffle: pair each source token with the target's token at the same position of "
+            "another document (the matrix a meaningless pairing gives; two stores only).",
+            choices=tuple(c for c in CONTROLS if c is not None),
+        ),
+    )
+    pairing: str = declared(
+        "auto",
+        metadata=option(
+            "--pairing",
+            help="Which tokens make a row: tokens (one token stream, token for token), "
+            "char-anchors (the tokens of two tokenizations that end at the same character of a "
+            "document; two stores only), auto (tokens when the tokenizers behave identically, "
+            "else char-anchors).",
+            choices=PAIRINGS,
+            show_default=True,
+        ),
+    )
+    min_coverage: float = declared(
+        MIN_COVERAGE,
+        metadata=option(
+            "--min-coverage",
+            help="char-anchors: the fraction of each model's text, in the contexts both read, that "
+            "must lie before an anchor the two share (0: no floor); token coverage is reported, "
+            "not refused.",
+            type="fraction",
+            show_default=True,
+        ),
+    )
+    measures: tuple = declared(
+        ("ridge",),
+        metadata=option(
+            "--measures",
+            help="Similarity measures beside ridge's held-out error, comma-separated, or all: "
+            f"{', '.join(MEASURES)}; each from the held-out rows, with its 95% interval under "
+            "--bootstrap.",
+            metavar="LIST",
+            default="ridge",
+            show_default=True,
+        ),
+    )
+    sample_rows: int | None = declared(
+        None,
+        metadata=option(
+            "--sample-rows",
+            help="With --measures: held-out rows drawn (by --seed) for mknn, cknna, rsa and every "
+            f"measure's calibration [default: {SAMPLE_ROWS:,}, or every held-out row when fewer].",
+            type="whole",
+            least=1,
+        ),
+    )
+    permutations: int = declared(
+        0,
+        metadata=option(
+            "--permutations",
+            help="With --measures: null draws of every measure's calibration on the sampled rows "
+            f"(the target's documents re-paired; {PERMUTATIONS} gives p-values down to 0.01); 0: "
+            "none. mknn, cknna and rsa need 1 or more.",
+            type="whole",
+            least=0,
+            show_default=True,
+        ),
+    )
+    neighbours: int = declared(
+        K_NEIGHBOURS,
+        metadata=option(
+            "--neighbours",
+            help="With --measures: k of mknn and cknna.",
+            type="whole",
+            least=1,
+            show_default=True,
+        ),
+    )
 
     def checked(self) -> "FitSpec":
         """This spec with α sorted and extend_alphas decided, or the one-line InputError of
@@ -164,9 +332,6 @@ class FitSpec:
         return {**{k: d.pop(k) for k in head}, "device": device, **d, **extra}
 
 
-CONTROLS = (None, "shuffle")  # --control: none, or other documents' tokens at the same positions
-
-
 @dataclass(frozen=True)
 class Execution:
     """Where and how a fit runs; none of it changes a number of the result (but `device`,
@@ -180,14 +345,72 @@ class Execution:
     they ran); storage_options: fsspec options of remote stores; overwrite: replace an
     existing alignment result at the output."""
 
-    device: str = "cpu"
-    scheduler: str | None = None
-    n_workers: int | None = None
-    memory_limit: int | str | None = None
-    task_tokens: int | None = None
-    blas_threads: int | None = 1
-    storage_options: dict | None = field(default=None, hash=False)
-    overwrite: bool = False
+    device: str = declared(
+        "cpu",
+        metadata=option(
+            "--device",
+            help="Where products and solves (eigendecompositions included) run: cpu, or a CUDA "
+            "device (cuda, cuda:N) through torch, in float64. With --live: where both models run "
+            "and the statistics accumulate (cpu, cuda, or auto: accelerate's device_map).",
+            metavar="DEVICE",
+            show_default=True,
+        ),
+    )
+    scheduler: str | None = declared(
+        None,
+        metadata=option(
+            "--scheduler",
+            help="Dask scheduler address (tcp://host:8786), or `synchronous` to run in this "
+            "process [default: threads of this process, one per CPU core].",
+            metavar="ADDRESS",
+        ),
+    )
+    n_workers: int | None = declared(
+        None,
+        metadata=option(
+            "--workers",
+            help="Run on a local Dask cluster of this many worker processes instead of threads of "
+            "this process: at most one per CPU core (more are capped, with a log line); fewer "
+            "when --memory-limit cannot hold them [default: no cluster].",
+            type="whole",
+            least=1,
+        ),
+    )
+    memory_limit: int | str | None = declared(
+        None,
+        metadata=option(
+            "--memory-limit",
+            help="Memory budget, e.g. 8GB: of the whole fit (this process and the workers it "
+            "starts, their idle footprint included), or per worker with --scheduler [default: "
+            "60% of the available memory].",
+            metavar="BYTES",
+            parse="size",
+        ),
+    )
+    task_tokens: int | None = declared(
+        None,
+        metadata=option(
+            "--task-tokens",
+            help="Tokens each task reads [default: the store's chunk; 65,536 or more on a GPU].",
+            type="whole",
+            least=1,
+        ),
+    )
+    blas_threads: int | None = declared(
+        1, metadata=not_an_option("fixed, so that sums do not depend on where they ran")
+    )
+    storage_options: dict | None = declared(
+        None, hash=False, metadata=not_an_option("fsspec's options, from the Python API")
+    )
+    overwrite: bool = declared(
+        False,
+        metadata=option(
+            "--overwrite",
+            help="Replace RESULT if it is an alignment result (never a store, an input or a folder "
+            "holding other files).",
+            is_flag=True,
+        ),
+    )
 
     def checked(self) -> "Execution":
         """These settings with `memory_limit` in bytes, or the one-line InputError of the
@@ -244,11 +467,35 @@ def request(
 class LiveJob:
     """What the live route runs: both models, the corpus, how sequences are batched."""
 
-    source: models.ModelSpec
-    target: models.ModelSpec
-    corpus: corpus.CorpusSpec
-    batch_size: int = 8
-    allow_long: bool = False
+    source: models.ModelSpec = declared(
+        metadata=not_an_option("SOURCE and the per-side model options (`ModelSpec`'s sides)")
+    )
+    target: models.ModelSpec = declared(
+        metadata=not_an_option("TARGET and the per-side model options (`ModelSpec`'s sides)")
+    )
+    corpus: corpus.CorpusSpec = declared(
+        metadata=not_an_option("CORPUS and the corpus options (`CorpusSpec`)")
+    )
+    batch_size: int = declared(
+        8,
+        metadata=option(
+            "--batch-size",
+            help="--live: sequences per forward pass (as `align extract`: the same batches, the "
+            "same numbers).",
+            type="whole",
+            least=1,
+            show_default=True,
+        ),
+    )
+    allow_long: bool = declared(
+        False,
+        metadata=option(
+            "--allow-long",
+            help="--live: keep a --max-length above a model's position limit (capped at it "
+            "otherwise).",
+            is_flag=True,
+        ),
+    )
 
 
 MAX_BYTES = 2**63 - 1  # the largest size a byte count in torch, numpy or psutil holds
@@ -290,7 +537,7 @@ def parse_memory(limit, option: str = "`memory_limit`") -> int | None:
 
 
 FIT_DEVICES = ("cpu", "cuda", "cuda:N")  # where a fit's products and solves run (torch on a GPU)
-MODEL_DEVICES = ("cpu", "cuda", "auto")  # where a model runs (auto: accelerate's device_map)
+MODEL_DEVICES = models.spec.DEVICES  # where a model runs (auto: accelerate's device_map)
 
 
 def check_device(device: str, accepted: tuple = FIT_DEVICES) -> None:

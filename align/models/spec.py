@@ -4,29 +4,181 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from align.declarations import Sides, declared, flag, not_an_option, option
 from align.errors import InputError
+from align.models.families import NAMES
 
 DTYPES = ("float32", "bfloat16", "float16")
+DEVICES = ("cpu", "cuda", "auto")  # where a model runs (auto: accelerate's device_map)
+DTYPE_HELP = "Compute dtype [default: float32 on CPU, bfloat16 on CUDA]."
 
 
 @dataclass(frozen=True)
 class ModelSpec:
     """Everything that decides which weights run: part of a store's defining options."""
 
-    name: str
-    revision: str | None = None
-    dtype: str | None = None  # None: bfloat16 where a GPU computes, float32 on CPU
-    device: str = "cpu"  # cpu | cuda | auto
-    trust_remote_code: bool = False
-    allow_pickle_weights: bool = False
-    random_init: bool = False
-    seed: int = 0
-    family: str | None = (
-        None  # a family asserted for the model_type (--family); None: the table's, or discovered
+    name: str = declared(metadata=not_an_option("the MODEL argument"))
+    revision: str | None = declared(
+        None,
+        metadata=option(
+            "--revision",
+            help="Hub revision (branch, tag or commit).",
+            sides=Sides(
+                source=flag("--source-revision", help="--live: hub revision of the source model."),
+                target=flag("--target-revision", help="--live: hub revision of the target model."),
+            ),
+        ),
     )
-    # How the model is recorded (a model object in memory, saved into a temporary folder for
-    # the run: "in memory: NAME"); None: its folder's absolute path or its hub id.
-    label: str | None = None
+    """Hub revision (branch, tag or commit); None: the hub's default."""
+    dtype: str | None = declared(
+        None,
+        metadata=option(
+            "--dtype",
+            help=DTYPE_HELP,
+            choices=DTYPES,
+            variants={
+                "gradients": "Compute dtype [default: float32 on every device: gradients need it]."
+            },
+            sides=Sides(
+                shared=flag(
+                    "--dtype",
+                    help="--live: compute dtype of both models [default: float32 on CPU, "
+                    "bfloat16 on CUDA].",
+                    choices=DTYPES,
+                ),
+                source=flag(
+                    "--source-dtype",
+                    help="--live: the source model's dtype [default: --dtype].",
+                    choices=DTYPES,
+                ),
+                target=flag(
+                    "--target-dtype",
+                    help="--live: the target model's dtype [default: --dtype].",
+                    choices=DTYPES,
+                ),
+            ),
+        ),
+    )
+    """Compute dtype; None: bfloat16 where a GPU computes, float32 on CPU."""
+    device: str = declared(
+        "cpu",
+        metadata=option(
+            "--device",
+            help="auto: accelerate's device_map='auto' (spreads a large model over the GPUs).",
+            choices=DEVICES,
+            show_default=True,
+        ),
+    )
+    """Where the model runs: cpu, cuda or auto (accelerate's device_map)."""
+    trust_remote_code: bool = declared(
+        False,
+        metadata=option(
+            "--trust-remote-code",
+            help="Allow the checkpoint's own Python code to run.",
+            is_flag=True,
+            sides=Sides(
+                shared=flag(
+                    "--trust-remote-code",
+                    help="--live: allow the checkpoints' own Python code to run.",
+                    is_flag=True,
+                )
+            ),
+        ),
+    )
+    """Allow the checkpoint's own Python code to run."""
+    allow_pickle_weights: bool = declared(
+        False,
+        metadata=option(
+            "--allow-pickle-weights",
+            help="Also load .bin (pickle) weights; default is safetensors only.",
+            is_flag=True,
+            sides=Sides(
+                shared=flag(
+                    "--allow-pickle-weights",
+                    help="--live: also load .bin (pickle) weights.",
+                    is_flag=True,
+                )
+            ),
+        ),
+    )
+    """Also load .bin (pickle) weights; safetensors only otherwise."""
+    random_init: bool = declared(
+        False,
+        metadata=option(
+            "--random-init",
+            help="Same architecture, seeded random weights: the untrained control.",
+            is_flag=True,
+            sides=Sides(
+                shared=flag(
+                    "--random-init",
+                    help="--live: both models with seeded random weights (the untrained control).",
+                    is_flag=True,
+                ),
+                source=flag(
+                    "--source-random-init",
+                    help="--live: the source model only with random weights.",
+                    is_flag=True,
+                ),
+                target=flag(
+                    "--target-random-init",
+                    help="--live: the target model only with random weights.",
+                    is_flag=True,
+                ),
+            ),
+        ),
+    )
+    """The same architecture with seeded random weights: the untrained control."""
+    seed: int = declared(
+        0,
+        metadata=option(
+            "--seed",
+            help="Seed of --random-init.",
+            type="seed",
+            show_default=True,
+            sides=Sides(
+                source=flag(
+                    "--source-init-seed",
+                    help="--live: seed of the source's random weights (`align extract --seed`).",
+                    type="seed",
+                    show_default=True,
+                ),
+                target=flag(
+                    "--target-init-seed",
+                    help="--live: seed of the target's random weights.",
+                    type="seed",
+                    show_default=True,
+                ),
+            ),
+        ),
+    )
+    """Seed of the random weights (`random_init`)."""
+    family: str | None = declared(
+        None,
+        metadata=option(
+            "--family",
+            help="Read the model as this family (a renamed model_type); checked by a probe "
+            "forward at load [default: the family table's, or discovered and checked].",
+            choices=NAMES,
+            sides=Sides(
+                source=flag(
+                    "--source-family",
+                    help="--live: read the source model as this family (`align extract --family`).",
+                    choices=NAMES,
+                ),
+                target=flag(
+                    "--target-family",
+                    help="--live: read the target model as this family.",
+                    choices=NAMES,
+                ),
+            ),
+        ),
+    )
+    """A family asserted for the model_type; None: the table's, or discovered."""
+    label: str | None = declared(
+        None, metadata=not_an_option("set by align.extract for a model object in memory")
+    )
+    """How the model is recorded (a model object in memory, saved into a temporary folder for
+    the run: "in memory: NAME"); None: its folder's absolute path or its hub id."""
 
     def resolved_dtype(self) -> str:
         if self.dtype is not None:
