@@ -27,8 +27,11 @@ class Flag:
     type: None (text), "int", "whole" (a whole number from `least`), "seed", "finite" (a
     finite decimal), "fraction" (a decimal in 0..1); choices: the values allowed;
     default: the command line's default (FROM_FIELD: the field's own); parse: a check the CLI
-    runs as the value is parsed ("size", "alphas", "resamples_or_none"); variants: {name: help}
-    for a command that helps it otherwise (`options_of(..., variant=name)`)."""
+    runs as the value is parsed ("size", "alphas", "resamples", "resamples_or_none");
+    variants: {name: help} for a command that helps it otherwise (`options_of(...,
+    variant=name)`); name: the Python name of a standalone flag's value, where it is not the
+    flag's. doc, doc_default, doc_metavar: the option's row in its command's page (meaning,
+    default, the value's name), where they say more than the help (None: the help's)."""
 
     flags: tuple
     help: str
@@ -43,12 +46,17 @@ class Flag:
     multiple: bool = False
     parse: str | None = None
     variants: tuple = ()
+    name: str | None = None
+    doc: str | None = None
+    doc_default: str | None = None
+    doc_metavar: str | None = None
 
     @property
     def param(self) -> str:
-        """The Python name of a value set by this flag alone (its longest flag, snake case)."""
+        """The Python name of a value set by this flag alone: `name`, or its longest flag in
+        snake case."""
         longest = max(self.flags, key=len).lstrip("-")
-        return longest.replace("-", "_")
+        return self.name or longest.replace("-", "_")
 
 
 @dataclass(frozen=True)

@@ -155,7 +155,7 @@ def click_option(entry: Entry) -> Declared:
     kw = {"help": flag.help}
     if flag.is_flag:
         kw["is_flag"] = True
-    else:
+    elif entry.default is not None:  # click reads an explicit None as a value given
         kw["default"] = entry.default
     for key, value in (
         ("type", _click_type(flag)),

@@ -16,16 +16,9 @@ from align.models import ModelSpec
 from align.result_info import describe
 from align.store import open_activations, open_result, read_attrs
 
-# The corpus options every command that reads prompts shares, and P1's protocol (documents
-# packed into full windows, a stand-in first token), which commands reading a corpus through
-# CorpusSpec can take as they are.
+# The corpus options every command that reads prompts shares; P1's protocol (documents packed
+# into full windows, a stand-in first token) is `align extract`'s alone.
 CORPUS_FIELDS = tuple(n for n in declarations(CorpusSpec) if n not in PROTOCOL)
-corpus_options = options_of(fields(CorpusSpec, *CORPUS_FIELDS))
-protocol_options = options_of(fields(CorpusSpec, *PROTOCOL))
-model_options = options_of(fields(ModelSpec))
-# `model_options` of a command that computes in float32 on every device unless --dtype says
-# otherwise (igrad: gradients).
-float32_model_options = options_of(fields(ModelSpec, variant="gradients"))
 
 
 def _parsed(values) -> Parsed:

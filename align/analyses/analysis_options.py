@@ -1,13 +1,37 @@
 """The options of the analyses that need more than a model, a corpus and a batch size, as
-records (ModelSpec and CorpusSpec group the model's and the corpus's): the CLI builds them by
-field name (`align.records.build`), `align.analyses.run` and `interventions_run` take them."""
+records (ModelSpec and CorpusSpec group the model's and the corpus's), each field's option
+declared on it (`align.declarations`): the CLI generates its options from them and builds the
+records by declaration; `align.analyses.run` and `interventions_run` take them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from align.analyses.igrad_options import Variant
-from align.analyses.skip import PARTS, SETTINGS
+from align.analyses.skip import PARTS, SETTINGS, SPLITS
+from align.declarations import declared, flag, not_an_option, option
+
+# The answer options of `align erase` and `align igrad` (one declaration, two records).
+ANSWER_FIELD = flag(
+    "--answer-field",
+    help="In a .jsonl file, the field whose text is appended to --text-field's text as the answer.",
+    metavar="NAME",
+    show_default=True,
+)
+ANSWER_MARKER = flag(
+    "--answer-marker",
+    help="The answer is the text after the last occurrence of TEXT in each prompt (any corpus; "
+    "--format gsm8k: 'The final answer is') [default: use --answer-field].",
+    metavar="TEXT",
+)
+PARTS_FLAG = flag("--parts", help="Comma-separated: layer, attn, mlp.", show_default=True)
+
+
+def _parts(default: tuple) -> dict:
+    """The metadata of a `parts` field: typed comma-separated (the command checks each)."""
+    return option(
+        *PARTS_FLAG.flags, help=PARTS_FLAG.help, default=",".join(default), show_default=True
+    )
 
 
 @dataclass(frozen=True)
@@ -19,13 +43,68 @@ class SkipOptions:
     `answer_field` / `answer_marker` as `align erase` reads it); split_stream_after: with
     "answer-points-stream", the corpus files whose prompts draw from the stream first."""
 
-    settings: tuple = SETTINGS
-    parts: tuple = PARTS
-    split: str = "random"
-    split_seed: int = 0
-    answer_field: str = "answer"
-    answer_marker: str | None = None
-    split_stream_after: tuple = ()
+    settings: tuple = declared(
+        SETTINGS,
+        metadata=option(
+            "--settings",
+            help=f"Comma-separated: {', '.join(SETTINGS)}.",
+            default="current,future",
+            show_default=True,
+        ),
+    )
+    parts: tuple = declared(PARTS, metadata=_parts(PARTS))
+    split: str = declared(
+        "random",
+        metadata=option(
+            "--split",
+            help="The future setting's split points: random (up to 4 per prompt from 8, 16, ...; "
+            "P1 on GSM8K), answer-start (one per prompt: its first answer token, read as `align "
+            "erase` reads answers; P1 on MQuAKE) or answer-points (the first answer token + 0, 4, "
+            "8, ... short of the answer's last 4 tokens, shuffled with --split-seed per prompt, up "
+            "to 4; P1's rule on MATH) or answer-points-stream (the same points drawn from one "
+            "Python random stream seeded --split-seed, prompt after prompt: P1's draws with "
+            "--split-seed 12345 and every level's prompts in one file, in P1's order).",
+            metavar="|".join(SPLITS),
+            show_default=True,
+        ),
+    )
+    split_seed: int = declared(
+        0,
+        metadata=option(
+            "--split-seed",
+            help="Seed of the future setting's split points.",
+            type="seed",
+            show_default=True,
+        ),
+    )
+    answer_field: str = declared(
+        "answer",
+        metadata=option(
+            "--answer-field",
+            help="With --split answer-start or answer-points: the .jsonl field holding the answer.",
+            show_default=True,
+        ),
+    )
+    answer_marker: str | None = declared(
+        None,
+        metadata=option(
+            "--answer-marker",
+            help="With --split answer-start or answer-points: the answer is the text after the "
+            "last TEXT.",
+            metavar="TEXT",
+        ),
+    )
+    split_stream_after: tuple = declared(
+        (),
+        metadata=option(
+            "--split-stream-after",
+            help="With --split answer-points-stream: files whose prompts draw from the stream "
+            "first, in the order given (the earlier levels, as P1 runs them); read with this "
+            "run's corpus options. Repeatable.",
+            metavar="FILE",
+            multiple=True,
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -34,10 +113,18 @@ class LensOptions:
     runs on `device` (cpu | cuda | auto) in `dtype` (None: the model's compute dtype there),
     `tokens_per_step` tokens per head application (None: lens.HEAD_TOKENS)."""
 
-    batch_size: int = 8
-    device: str = "cpu"
-    dtype: str | None = None
-    tokens_per_step: int | None = None
+    batch_size: int = declared(8, metadata=not_an_option("the command's --batch-size"))
+    device: str = declared("cpu", metadata=not_an_option("the model's --device (ModelSpec)"))
+    dtype: str | None = declared(None, metadata=not_an_option("the model's --dtype (ModelSpec)"))
+    tokens_per_step: int | None = declared(
+        None, metadata=not_an_option("lens.HEAD_TOKENS; from the Python API")
+    )
+
+
+def _answer(of: object) -> dict:
+    """The metadata of an answer field declared by the shared flag `of`."""
+    how = {k: v for k, v in of.__dict__.items() if k not in ("flags", "help", "variants")}
+    return option(*of.flags, help=of.help, **how)
 
 
 @dataclass(frozen=True)
@@ -46,10 +133,26 @@ class EraseOptions:
     residual replaces an erased cell; each prompt's answer read with `answer_field` /
     `answer_marker`."""
 
-    reference: str
-    reference_docs: int = 10
-    answer_field: str = "answer"
-    answer_marker: str | None = None
+    reference: str = declared(
+        metadata=option(
+            "--reference",
+            help="Corpus whose mean residual replaces the erased cell.",
+            metavar="CORPUS",
+            required=True,
+        )
+    )
+    reference_docs: int = declared(
+        10,
+        metadata=option(
+            "--reference-docs",
+            help="Documents of --reference to average over (fewer is an error).",
+            type="whole",
+            least=1,
+            show_default=True,
+        ),
+    )
+    answer_field: str = declared("answer", metadata=_answer(ANSWER_FIELD))
+    answer_marker: str | None = declared(None, metadata=_answer(ANSWER_MARKER))
 
 
 @dataclass(frozen=True)
@@ -57,7 +160,9 @@ class IgradOptions:
     """`align igrad`: the parts differentiated, the variant (None: P1's, `PROTOCOLS["p1"]`),
     each prompt's answer read with `answer_field` / `answer_marker`."""
 
-    parts: tuple = PARTS
-    variant: Variant | None = None
-    answer_field: str = "answer"
-    answer_marker: str | None = None
+    parts: tuple = declared(PARTS, metadata=_parts(PARTS))
+    variant: Variant | None = declared(
+        None, metadata=not_an_option("--protocol and its five options (igrad_options.variant)")
+    )
+    answer_field: str = declared("answer", metadata=_answer(ANSWER_FIELD))
+    answer_marker: str | None = declared(None, metadata=_answer(ANSWER_MARKER))

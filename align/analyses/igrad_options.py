@@ -11,6 +11,7 @@ import dataclasses
 import numbers
 from dataclasses import dataclass
 
+from align.declarations import declared, option
 from align.errors import InputError
 
 OBJECTS = ("residual", "delta")  # part "layer": h_{l+1} itself, or what block l adds, h_{l+1} − h_l
@@ -25,11 +26,52 @@ class Variant:
     """One integrated-gradients variant: what is interpolated (`object`, for part "layer"),
     from which `baseline`, the `target` differentiated, the Riemann `rule` and its `steps` N."""
 
-    object: str
-    baseline: str
-    target: str
-    rule: str
-    steps: int
+    object: str = declared(
+        metadata=option(
+            "--object",
+            help="Part layer: interpolate the residual h_{l+1} block l writes (residual) or what "
+            "it adds, h_{l+1} − h_l (delta); attn and mlp interpolate the sublayer's output "
+            "either way [default: from --protocol].",
+            choices=OBJECTS,
+            default=None,
+        )
+    )
+    baseline: str = declared(
+        metadata=option(
+            "--baseline",
+            help="The object's mean over the prompt's positions (position-mean), or 0 [default: "
+            "from --protocol].",
+            choices=BASELINES,
+            default=None,
+        )
+    )
+    target: str = declared(
+        metadata=option(
+            "--target",
+            help="Differentiate the answer tokens' summed probability (prob) or log-probability "
+            "(logprob) [default: from --protocol].",
+            choices=TARGETS,
+            default=None,
+        )
+    )
+    rule: str = declared(
+        metadata=option(
+            "--rule",
+            help="Riemann rule: points k/N (left) or (k + ½)/N (midpoint) [default: from "
+            "--protocol].",
+            choices=RULES,
+            default=None,
+        )
+    )
+    steps: int = declared(
+        metadata=option(
+            "--steps",
+            help="Interpolation points N [default: from --protocol].",
+            type="whole",
+            least=1,
+            default=None,
+        )
+    )
 
     def protocol(self) -> str:
         """The preset this variant is ("p1", "align"), or "custom" for any other mix."""

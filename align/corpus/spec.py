@@ -39,6 +39,7 @@ class CorpusSpec:
         None,
         metadata=option(
             "--dataset",
+            doc="read a `datasets` split instead of CORPUS (`pip install 'align-depth[datasets]'`, and the data reachable)",
             help="Read a `datasets` split instead of CORPUS (needs the datasets package).",
             metavar="NAME[:CONFIG]:SPLIT",
         ),
@@ -47,7 +48,12 @@ class CorpusSpec:
     text_field: str = declared(
         "text",
         metadata=option(
-            "--text-field", help="Field holding the text in a .jsonl corpus.", show_default=True
+            "--text-field",
+            doc="the field holding the text in a `.jsonl` corpus",
+            doc_default="`text`",
+            doc_metavar="TEXT",
+            help="Field holding the text in a .jsonl corpus.",
+            show_default=True,
         ),
     )
     """The field holding the text in a .jsonl corpus."""
@@ -55,6 +61,9 @@ class CorpusSpec:
         "plain",
         metadata=option(
             "--format",
+            doc="task prompts built from a data set's fields (`gsm8k`, `mquake`, `math`, `hellaswag`, `aime`: a `.jsonl` file or `--dataset`), or generated arithmetic (`addition:N[:SEED]`, `multiplication:N[:SEED]`: no CORPUS, `--max-docs` problems, 100 by default); templates in [task formats](../formats.md#task-formats-format)",
+            doc_default="`plain`",
+            doc_metavar="FORMAT",
             help="Build task prompts from a data set's fields (gsm8k, mquake, math, hellaswag, "
             "aime: a .jsonl file or --dataset), or generate N-digit arithmetic "
             "(addition:N[:SEED], multiplication:N[:SEED], --max-docs problems, default 100); "
@@ -68,6 +77,8 @@ class CorpusSpec:
         None,
         metadata=option(
             "--doc-split",
+            doc="how a `.txt` file becomes documents",
+            doc_default="blank lines for a file, one document per file for a folder",
             help="How a .txt file becomes documents [default: blank lines for a file, one per "
             "file for a folder].",
             choices=DOC_SPLITS,
@@ -78,6 +89,8 @@ class CorpusSpec:
         512,
         metadata=option(
             "--max-length",
+            doc="tokens per sequence, special tokens included; capped at the model's `max_position_embeddings`, with a log line that says so, unless `--allow-long`",
+            doc_metavar="N",
             help="Tokens per sequence, special tokens included; longer documents are cut (see "
             "--overflow). Capped at the model's max_position_embeddings (said in a log line) "
             "unless --allow-long.",
@@ -91,6 +104,7 @@ class CorpusSpec:
         "split",
         metadata=option(
             "--overflow",
+            doc="a longer document becomes consecutive windows (split) or only its first window (truncate)",
             help="split: every window of a long document is a sequence; truncate: only the first.",
             choices=OVERFLOWS,
             show_default=True,
@@ -99,13 +113,27 @@ class CorpusSpec:
     """What a document longer than `max_length` becomes: every window, or the first."""
     max_tokens: int | None = declared(
         None,
-        metadata=option("--max-tokens", help="Stop after this many tokens.", type="whole", least=1),
+        metadata=option(
+            "--max-tokens",
+            doc="stop after N tokens (the last sequence is cut to fit; with `--pack`, whole windows only)",
+            doc_default="all",
+            doc_metavar="N",
+            help="Stop after this many tokens.",
+            type="whole",
+            least=1,
+        ),
     )
     """Stop after this many tokens (None: every token)."""
     max_docs: int | None = declared(
         None,
         metadata=option(
-            "--max-docs", help="Read at most this many documents.", type="whole", least=1
+            "--max-docs",
+            doc="read at most N documents",
+            doc_default="all",
+            doc_metavar="N",
+            help="Read at most this many documents.",
+            type="whole",
+            least=1,
         ),
     )
     """Read at most this many documents (None: all)."""
@@ -113,6 +141,8 @@ class CorpusSpec:
         None,
         metadata=option(
             "--pack",
+            doc="join the documents with SEPARATOR and cut the stream into full windows of `--max-length` tokens ([`--pack`](../formats.md#-pack-separator)); part of the store's identity",
+            doc_default="off",
             help="Join the documents with SEPARATOR (text, tokenized; \\n \\t \\r \\\\ are "
             "escapes, e.g. '\\n\\n' or '<|endoftext|>') and cut them into full windows of "
             "--max-length tokens; the last partial window is left out. Part of the store's "
@@ -125,6 +155,8 @@ class CorpusSpec:
         None,
         metadata=option(
             "--stand-in-token",
+            doc="put token ID at position 0 of every sequence, so the fit's default leaves out only it ([`--stand-in-token`](../formats.md#-stand-in-token-id)); refused when the tokenizer adds a BOS",
+            doc_default="off",
             help="Put token ID at position 0 of every sequence (P1: 0 for a model without BOS, "
             "e.g. Qwen 2.5), so the fit's default leaves out only it; refused when the "
             "tokenizer adds a BOS.",

@@ -30,6 +30,8 @@ class ExtractOptions:
         8,
         metadata=option(
             "--batch-size",
+            doc="sequences per forward pass (right-padded; padding is never stored); batches are grouped by length (below)",
+            doc_metavar="N",
             help="Sequences per forward pass.",
             type="whole",
             least=1,
@@ -40,6 +42,8 @@ class ExtractOptions:
         None,
         metadata=option(
             "--boundaries",
+            doc="boundaries to keep: `0,4,8`, `::2`, `1:`, `-1` (the old name `--layers` still works in this release, with a warning)",
+            doc_default="all 0..L",
             help="Residual boundaries to keep: e.g. 0,4,8 or ::2 or 1: [default: all 0..L].",
             metavar="SPEC",
         ),
@@ -48,6 +52,7 @@ class ExtractOptions:
         False,
         metadata=option(
             "--sublayers",
+            doc="also store what attention and MLP add (`attn`, `mlp`), for blocks whose two boundaries are kept",
             help="Also store what attention and MLP add to the residual.",
             is_flag=True,
         ),
@@ -56,6 +61,8 @@ class ExtractOptions:
         None,
         metadata=option(
             "--store-dtype",
+            doc="storage dtype; float16 refuses values beyond ±65504, naming the boundary and the largest value",
+            doc_default="the compute dtype (lossless)",
             help="Storage dtype [default: the compute dtype, lossless]. float16 refuses values "
             "beyond 65504.",
             choices=STORE_DTYPES,
@@ -65,6 +72,7 @@ class ExtractOptions:
         DEFAULT_CODEC,
         metadata=option(
             "--codec",
+            doc="chunk codec: `crc32c` is checksummed and uncompressed, so a flipped byte is an error instead of a wrong number; `blosc-lz4` when disk matters more than speed (no checksum)",
             help="Chunk codec (docs/commands/extract.md, the store layout).",
             choices=CODECS,
             show_default=True,
@@ -74,6 +82,9 @@ class ExtractOptions:
         None,
         metadata=option(
             "--chunk-tokens",
+            doc="tokens per stored chunk; part of the store's identity",
+            doc_default="the power of two nearest 4 MiB per boundary (512 for d_model 1536 in float32)",
+            doc_metavar="N",
             help="Tokens per stored chunk [default: ~4 MiB per chunk, measured; "
             "docs/commands/extract.md]. Part of the store's identity.",
             type="whole",
@@ -84,6 +95,7 @@ class ExtractOptions:
         False,
         metadata=option(
             "--allow-long",
+            doc="keep a `--max-length` above the model's `max_position_embeddings` (positions the model was not built for) instead of capping it",
             help="Keep a --max-length above the model's max_position_embeddings (capped at it "
             "otherwise).",
             is_flag=True,
@@ -93,6 +105,7 @@ class ExtractOptions:
         False,
         metadata=option(
             "--dry-run",
+            doc="print what the run would write and cost (below); write nothing",
             help="Print what the run would write and cost, and check free disk; write nothing.",
             is_flag=True,
         ),
@@ -100,13 +113,17 @@ class ExtractOptions:
     break_lock: bool = declared(
         False,
         metadata=option(
-            "--break-lock", help="Remove a stale lock left by a run that died.", is_flag=True
+            "--break-lock",
+            doc="remove a lock that cannot be checked from here (held from another host, or written without the holder's start time) by a run known to be dead",
+            help="Remove a stale lock left by a run that died.",
+            is_flag=True,
         ),
     )
     overwrite: bool = declared(
         False,
         metadata=option(
             "--overwrite",
+            doc="replace an activation store at `-o` made from other options or inputs (or complete) by a new extraction, under its lock; anything at `-o` that is not an activation store is still refused and never removed",
             help="Replace an activation store at -o made from other inputs (or complete) by a "
             "new extraction; nothing else is ever removed.",
             is_flag=True,

@@ -62,6 +62,8 @@ class FitSpec:
         0.2,
         metadata=option(
             "--test-fraction",
+            doc="documents held out for scoring (the split is by `doc`, seeded)",
+            doc_metavar="F",
             help="Fraction of documents held out for scoring.",
             type="finite",
             show_default=True,
@@ -71,6 +73,8 @@ class FitSpec:
         0.2,
         metadata=option(
             "--val-fraction",
+            doc="of the rest, documents that choose α",
+            doc_metavar="F",
             help="Fraction of the remaining documents that chooses α.",
             type="finite",
             show_default=True,
@@ -79,13 +83,20 @@ class FitSpec:
     seed: int = declared(
         0,
         metadata=option(
-            "--seed", help="Seed of the document split.", type="seed", show_default=True
+            "--seed",
+            doc="seed of the document split",
+            doc_metavar="N",
+            help="Seed of the document split.",
+            type="seed",
+            show_default=True,
         ),
     )
     alphas: tuple = declared(
         ridge.DEFAULT_ALPHAS,
         metadata=option(
             "--alphas",
+            doc="relative penalties α_rel, in units of the mean eigenvalue trace(XcᵀXc)/d_S; `auto`: 1e-6 … 1e1 by decades, extended where an end wins ([the α grid](#the-grid-alphas-auto-and-val_sse)); a list is used as given",
+            doc_metavar="auto \\| A,B,...",
             help="Relative ridge penalties (units of the mean eigenvalue of XcᵀXc). auto: 1e-6..1e1 "
             "by decades, extended by decades (within 1e-12..1e6) where a pair's choice sits at an "
             "end; a list is used as given, and the pairs choosing its ends are counted "
@@ -99,6 +110,7 @@ class FitSpec:
         False,
         metadata=option(
             "--include-first-token",
+            doc="also fit and score position 0 of each sequence",
             help="Also fit and score position 0 of each sequence.",
             is_flag=True,
         ),
@@ -123,6 +135,7 @@ class FitSpec:
         False,
         metadata=option(
             "--save-maps",
+            doc="also store every map's W (`source_boundary`, `target_boundary`, `d_source`, `d_target`) and c, in float64 (the size is printed first)",
             help="Also store every map's W and c (float64; the size is printed first).",
             is_flag=True,
         ),
@@ -134,6 +147,8 @@ class FitSpec:
         RESAMPLES,
         metadata=option(
             "--bootstrap",
+            doc="resamples of the held-out documents for `p_best` and every interval: 100 to 1,000,000, or 0 for none",
+            doc_metavar="N",
             help=f"Resamples of the held-out documents for p_best and the 95% intervals "
             f"({MIN_RESAMPLES:,} to {MAX_RESAMPLES:,}; 0: none).",
             type="int",
@@ -145,6 +160,8 @@ class FitSpec:
         0,
         metadata=option(
             "--bootstrap-seed",
+            doc="seed of the document bootstrap",
+            doc_metavar="N",
             help="Seed of the document bootstrap.",
             type="seed",
             show_default=True,
@@ -154,6 +171,7 @@ class FitSpec:
         False,
         metadata=option(
             "--convergence",
+            doc="also fit ¼ and ½ of the training documents and score them ([convergence](#convergence-convergence)); three times the statistics' memory",
             help="Also fit 1/4 and 1/2 of the training documents and score them "
             "(relative_error_by_fraction): would more tokens change the matrix? Three times the "
             "statistics' memory.",
@@ -164,6 +182,8 @@ class FitSpec:
         None,
         metadata=option(
             "--control",
+            doc="pair each source token with the target's token at the same position of another document ([controls](#controls)); two stores only",
+            doc_metavar="shuffle",
             help="shuffle: pair each source token with the target's token at the same position of "
             "another document (the matrix a meaningless pairing gives; two stores only).",
             choices=tuple(c for c in CONTROLS if c is not None),
@@ -173,6 +193,7 @@ class FitSpec:
         "auto",
         metadata=option(
             "--pairing",
+            doc="which tokens are rows: one token stream token for token, or the tokens of two tokenizations that end at the same character ([pairing](#pairing-two-tokenizers)); auto: tokens when the tokenizers behave identically; char-anchors: two stores only",
             help="Which tokens make a row: tokens (one token stream, token for token), "
             "char-anchors (the tokens of two tokenizations that end at the same character of a "
             "document; two stores only), auto (tokens when the tokenizers behave identically, "
@@ -185,6 +206,8 @@ class FitSpec:
         MIN_COVERAGE,
         metadata=option(
             "--min-coverage",
+            doc="char-anchors: the fraction of each model's text, in the contexts both read, that must lie before an anchor the two share; below it the fit is refused (0: no floor). Token coverage, bounded by the token counts, is reported, not refused",
+            doc_metavar="F",
             help="char-anchors: the fraction of each model's text, in the contexts both read, that "
             "must lie before an anchor the two share (0: no floor); token coverage is reported, "
             "not refused.",
@@ -196,6 +219,7 @@ class FitSpec:
         ("ridge",),
         metadata=option(
             "--measures",
+            doc="similarity measures beside ridge, comma-separated, or `all`: `cka`, `cka-debiased`, `procrustes`, `cca`, `svcca` (on all the held-out rows, with a 95% interval under `--bootstrap`) and `mknn`, `cknna`, `rsa` (on the sampled rows), each calibrated against a permutation null on the sampled rows with `--permutations` ([methods](../methods.md#similarity-measures)); `ridge` is always computed",
             help="Similarity measures beside ridge's held-out error, comma-separated, or all: "
             f"{', '.join(MEASURES)}; each from the held-out rows, with its 95% interval under "
             "--bootstrap.",
@@ -208,6 +232,9 @@ class FitSpec:
         None,
         metadata=option(
             "--sample-rows",
+            doc="with `--measures`: held-out rows drawn by `--seed` for `mknn`, `cknna`, `rsa` and every measure's calibration (every held-out row when fewer; more is refused)",
+            doc_default="4,096",
+            doc_metavar="M",
             help="With --measures: held-out rows drawn (by --seed) for mknn, cknna, rsa and every "
             f"measure's calibration [default: {SAMPLE_ROWS:,}, or every held-out row when fewer].",
             type="whole",
@@ -218,6 +245,8 @@ class FitSpec:
         0,
         metadata=option(
             "--permutations",
+            doc="with `--measures`: null draws of every measure's calibration on the sampled rows (the target's documents re-paired; 99 gives p-values down to 0.01); 0: none; `mknn`, `cknna` and `rsa` need 1 or more",
+            doc_metavar="K",
             help="With --measures: null draws of every measure's calibration on the sampled rows "
             f"(the target's documents re-paired; {PERMUTATIONS} gives p-values down to 0.01); 0: "
             "none. mknn, cknna and rsa need 1 or more.",
@@ -230,6 +259,8 @@ class FitSpec:
         K_NEIGHBOURS,
         metadata=option(
             "--neighbours",
+            doc="with `--measures`: k of `mknn` and `cknna`",
+            doc_metavar="k",
             help="With --measures: k of mknn and cknna.",
             type="whole",
             least=1,
@@ -349,6 +380,7 @@ class Execution:
         "cpu",
         metadata=option(
             "--device",
+            doc="`cuda`, `cuda:N`: the products and the solves (eigendecompositions included) run in float64 through torch. With `--live`: where both models run and the statistics accumulate (`cpu`, `cuda`, or `auto`, accelerate's `device_map`)",
             help="Where products and solves (eigendecompositions included) run: cpu, or a CUDA "
             "device (cuda, cuda:N) through torch, in float64. With --live: where both models run "
             "and the statistics accumulate (cpu, cuda, or auto: accelerate's device_map).",
@@ -360,6 +392,8 @@ class Execution:
         None,
         metadata=option(
             "--scheduler",
+            doc="a Dask scheduler address (`tcp://host:8786`), or `synchronous` (this process, one thread)",
+            doc_default="threads of this process, one per CPU core",
             help="Dask scheduler address (tcp://host:8786), or `synchronous` to run in this "
             "process [default: threads of this process, one per CPU core].",
             metavar="ADDRESS",
@@ -369,6 +403,8 @@ class Execution:
         None,
         metadata=option(
             "--workers",
+            doc="start a local Dask cluster of N worker processes instead of threads; more than the cores this process may run on are capped (the log says so), fewer when `--memory-limit` cannot hold them. Two stores only",
+            doc_metavar="N",
             help="Run on a local Dask cluster of this many worker processes instead of threads of "
             "this process: at most one per CPU core (more are capped, with a log line); fewer "
             "when --memory-limit cannot hold them [default: no cluster].",
@@ -380,6 +416,8 @@ class Execution:
         None,
         metadata=option(
             "--memory-limit",
+            doc="budget of the whole fit, e.g. `8GB`: this process and every worker it starts, their idle footprint included (per worker with `--scheduler`); [memory](#memory)",
+            doc_default="60% of the available memory",
             help="Memory budget, e.g. 8GB: of the whole fit (this process and the workers it "
             "starts, their idle footprint included), or per worker with --scheduler [default: "
             "60% of the available memory].",
@@ -391,6 +429,9 @@ class Execution:
         None,
         metadata=option(
             "--task-tokens",
+            doc="tokens each statistics task reads. Two stores only",
+            doc_default="the store's chunk; 65,536 or more on a GPU",
+            doc_metavar="N",
             help="Tokens each task reads [default: the store's chunk; 65,536 or more on a GPU].",
             type="whole",
             least=1,
@@ -406,6 +447,7 @@ class Execution:
         False,
         metadata=option(
             "--overwrite",
+            doc="replace RESULT if it is an alignment result (never a store, an input, or a folder holding anything else)",
             help="Replace RESULT if it is an alignment result (never a store, an input or a folder "
             "holding other files).",
             is_flag=True,
@@ -480,6 +522,8 @@ class LiveJob:
         8,
         metadata=option(
             "--batch-size",
+            doc="sequences per forward pass of both models, batched as `align extract` batches them (the same batches, the same numbers)",
+            doc_metavar="N",
             help="--live: sequences per forward pass (as `align extract`: the same batches, the "
             "same numbers).",
             type="whole",

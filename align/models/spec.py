@@ -22,6 +22,9 @@ class ModelSpec:
         None,
         metadata=option(
             "--revision",
+            doc="hub revision (branch, tag or commit)",
+            doc_default="the hub's default",
+            doc_metavar="TEXT",
             help="Hub revision (branch, tag or commit).",
             sides=Sides(
                 source=flag("--source-revision", help="--live: hub revision of the source model."),
@@ -34,6 +37,8 @@ class ModelSpec:
         None,
         metadata=option(
             "--dtype",
+            doc="compute dtype",
+            doc_default="float32 on CPU, bfloat16 on CUDA",
             help=DTYPE_HELP,
             choices=DTYPES,
             variants={
@@ -64,6 +69,7 @@ class ModelSpec:
         "cpu",
         metadata=option(
             "--device",
+            doc='`auto` is accelerate\'s `device_map="auto"`: a model too large for one GPU spreads over the GPUs it needs',
             help="auto: accelerate's device_map='auto' (spreads a large model over the GPUs).",
             choices=DEVICES,
             show_default=True,
@@ -74,6 +80,7 @@ class ModelSpec:
         False,
         metadata=option(
             "--trust-remote-code",
+            doc="let the checkpoint's own Python code run",
             help="Allow the checkpoint's own Python code to run.",
             is_flag=True,
             sides=Sides(
@@ -90,6 +97,7 @@ class ModelSpec:
         False,
         metadata=option(
             "--allow-pickle-weights",
+            doc="also load `.bin` (pickle) weights; by default only safetensors",
             help="Also load .bin (pickle) weights; default is safetensors only.",
             is_flag=True,
             sides=Sides(
@@ -106,6 +114,7 @@ class ModelSpec:
         False,
         metadata=option(
             "--random-init",
+            doc="the same architecture from its config with seeded random weights: the untrained control",
             help="Same architecture, seeded random weights: the untrained control.",
             is_flag=True,
             sides=Sides(
@@ -132,6 +141,8 @@ class ModelSpec:
         0,
         metadata=option(
             "--seed",
+            doc="seed of `--random-init`",
+            doc_metavar="N",
             help="Seed of --random-init.",
             type="seed",
             show_default=True,
@@ -156,6 +167,9 @@ class ModelSpec:
         None,
         metadata=option(
             "--family",
+            doc="read the model as this family (a renamed `model_type`); checked by a probe forward at load ([models](../index.md#what-every-command-shares))",
+            doc_default="the family table's entry for the config's `model_type`, or discovered",
+            doc_metavar="NAME",
             help="Read the model as this family (a renamed model_type); checked by a probe "
             "forward at load [default: the family table's, or discovered and checked].",
             choices=NAMES,

@@ -1,6 +1,6 @@
-"""Each option declared once: every option of `align extract` and `align fit` is generated from
-a declaration and sets a record field (or is a standalone value the command takes), every field
-of their options records is declared as an option or says why not, and the records the commands
+"""Each option declared once: every option of `align extract`, `align fit` and the analyses is
+generated from a declaration and sets a record field (or is a standalone value the command
+takes), every field of their options records is declared as an option or says why not, and the records the commands
 build hold what was typed, field by field (the values compared with a record built by hand)."""
 
 import dataclasses
@@ -8,6 +8,8 @@ import dataclasses
 import click
 import pytest
 
+from align.analyses.analysis_options import EraseOptions, IgradOptions, LensOptions, SkipOptions
+from align.analyses.igrad_options import Variant
 from align.cli.declared import Declared, Parsed
 from align.cli.shared_options import EXTRACT_OUTPUT
 from align.corpus import CorpusSpec
@@ -16,8 +18,20 @@ from align.extraction import ExtractOptions
 from align.fitting.fit_options import Execution, FitSpec, LiveJob
 from align.models import ModelSpec
 
-RECORDS = (FitSpec, Execution, LiveJob, ExtractOptions, ModelSpec, CorpusSpec)
-DECLARED_COMMANDS = ("extract", "fit")
+RECORDS = (
+    FitSpec,
+    Execution,
+    LiveJob,
+    ExtractOptions,
+    ModelSpec,
+    CorpusSpec,
+    SkipOptions,
+    LensOptions,
+    EraseOptions,
+    IgradOptions,
+    Variant,
+)
+DECLARED_COMMANDS = ("extract", "fit", "contrib", "skip", "lens", "depth", "erase", "igrad")
 
 
 def _command(name):
@@ -43,7 +57,7 @@ def test_every_option_is_generated_from_a_declaration(name):
 
 @pytest.mark.parametrize("record", RECORDS, ids=lambda r: r.__name__)
 def test_every_declared_field_reaches_a_command(record):
-    """A field declared as an option is an option of `align extract` or `align fit`."""
+    """A field declared as an option is an option of a command."""
     reached = {
         (p.fills.record, p.fills.name)
         for name in DECLARED_COMMANDS
@@ -56,8 +70,11 @@ def test_every_declared_field_reaches_a_command(record):
 
 def _parse(name, args):
     """click's parsed values of `align NAME ARGS` and the command, without running it."""
+    from align.cli.main import cli
+
     command = _command(name)
-    ctx = command.make_context(name, list(args))
+    parent = click.Context(cli, info_name="align", **cli.context_settings)  # -h as in a run
+    ctx = command.make_context(name, list(args), parent=parent)
     return ctx, command
 
 
@@ -178,3 +195,19 @@ def test_messages_name_a_field_by_its_declared_flag():
     assert names["memory_limit"] == "--memory-limit"
     assert names["output"] == "-o"
     assert option_names("extract")["fmt"] == "--format"
+
+
+def test_igrad_builds_its_variant_and_options_by_declaration():
+    from align.analyses.igrad_options import PROTOCOLS, variant
+
+    ctx, command = _parse(
+        "igrad",
+        ["m", "p.jsonl", "-o", "r", "--protocol", "align", "--steps", "8", "--parts", "mlp"],
+    )
+    with ctx:
+        parsed = Parsed(ctx.params, command)
+        typed = parsed.fields(Variant)
+        options = parsed.fields(IgradOptions)
+    assert typed == dict(object=None, baseline=None, target=None, rule=None, steps=8)
+    assert variant("align", **typed) == dataclasses.replace(PROTOCOLS["align"], steps=8)
+    assert options == dict(parts="mlp", answer_field="answer", answer_marker=None)

@@ -17,7 +17,7 @@ COMMAND_LINE = re.compile(r"align [a-z]+(?: [A-Z_.]+)*(?: --?[a-z][\w-]*(?:[ =][
 
 # The calls that declare a record field's command-line option (align.declarations): their
 # strings are the command line's own terms, not the library's messages.
-DECLARING = {"option", "flag"}
+DECLARING = {"option", "flag", "not_an_option"}
 
 
 def strings(path: Path):
