@@ -1,8 +1,8 @@
 """Each option declared once: a record field carries how the command line sets it.
 
 A field of an options record (`FitSpec`, `Execution`, `LiveJob`, `ExtractOptions`,
-`ModelSpec`, `CorpusSpec`) is declared with `option(...)` as its `dataclasses.field`
-metadata: its flag, help, metavar, number type or choices, the command line's default where it
+`ModelSpec`, `CorpusSpec`, the analyses' records) is declared with `option(...)` as its
+`dataclasses.field` metadata, `field(default=8, metadata=option("--batch-size", help=...))`: its flag, help, metavar, number type or choices, the command line's default where it
 differs from the field's, and, for a model's fields, the per-side forms of `align fit --live`
 (`--source-*`, `--target-*`). A field no option sets says so with `not_an_option(why)`. The CLI
 (`align.cli.declared`) generates the click options from these declarations, builds the records
@@ -13,7 +13,7 @@ nothing here imports click.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 FROM_FIELD = object()  # a Flag's default: the record field's own
 KEY = "option"  # the metadata key of a field's declaration
@@ -93,13 +93,6 @@ def option(*flags: str, help: str = "", sides: Sides | None = None, **how) -> di
 def not_an_option(why: str) -> dict:
     """The metadata of a field no option sets, and why (a test fails on a field with neither)."""
     return {KEY: Declaration(None, None, why)}
-
-
-def declared(default=dataclasses.MISSING, *, metadata: dict, **kw):
-    """`dataclasses.field` with a declaration (`option` or `not_an_option`) as metadata."""
-    if default is dataclasses.MISSING:
-        return field(metadata=metadata, **kw)
-    return field(default=default, metadata=metadata, **kw)
 
 
 def declaration(record, name: str) -> Declaration | None:

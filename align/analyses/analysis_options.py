@@ -5,11 +5,11 @@ records by declaration; `align.analyses.run` and `interventions_run` take them."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from align.analyses.igrad_options import Variant
 from align.analyses.skip import PARTS, SETTINGS, SPLITS
-from align.declarations import declared, flag, not_an_option, option
+from align.declarations import flag, not_an_option, option
 
 # The answer options of `align erase` and `align igrad` (one declaration, two records).
 ANSWER_FIELD = flag(
@@ -43,8 +43,8 @@ class SkipOptions:
     `answer_field` / `answer_marker` as `align erase` reads it); split_stream_after: with
     "answer-points-stream", the corpus files whose prompts draw from the stream first."""
 
-    settings: tuple = declared(
-        SETTINGS,
+    settings: tuple = field(
+        default=SETTINGS,
         metadata=option(
             "--settings",
             help=f"Comma-separated: {', '.join(SETTINGS)}.",
@@ -52,9 +52,9 @@ class SkipOptions:
             show_default=True,
         ),
     )
-    parts: tuple = declared(PARTS, metadata=_parts(PARTS))
-    split: str = declared(
-        "random",
+    parts: tuple = field(default=PARTS, metadata=_parts(PARTS))
+    split: str = field(
+        default="random",
         metadata=option(
             "--split",
             help="The future setting's split points: random (up to 4 per prompt from 8, 16, ...; "
@@ -68,8 +68,8 @@ class SkipOptions:
             show_default=True,
         ),
     )
-    split_seed: int = declared(
-        0,
+    split_seed: int = field(
+        default=0,
         metadata=option(
             "--split-seed",
             help="Seed of the future setting's split points.",
@@ -77,16 +77,16 @@ class SkipOptions:
             show_default=True,
         ),
     )
-    answer_field: str = declared(
-        "answer",
+    answer_field: str = field(
+        default="answer",
         metadata=option(
             "--answer-field",
             help="With --split answer-start or answer-points: the .jsonl field holding the answer.",
             show_default=True,
         ),
     )
-    answer_marker: str | None = declared(
-        None,
+    answer_marker: str | None = field(
+        default=None,
         metadata=option(
             "--answer-marker",
             help="With --split answer-start or answer-points: the answer is the text after the "
@@ -94,8 +94,8 @@ class SkipOptions:
             metavar="TEXT",
         ),
     )
-    split_stream_after: tuple = declared(
-        (),
+    split_stream_after: tuple = field(
+        default=(),
         metadata=option(
             "--split-stream-after",
             help="With --split answer-points-stream: files whose prompts draw from the stream "
@@ -113,11 +113,13 @@ class LensOptions:
     runs on `device` (cpu | cuda | auto) in `dtype` (None: the model's compute dtype there),
     `tokens_per_step` tokens per head application (None: lens.HEAD_TOKENS)."""
 
-    batch_size: int = declared(8, metadata=not_an_option("the command's --batch-size"))
-    device: str = declared("cpu", metadata=not_an_option("the model's --device (ModelSpec)"))
-    dtype: str | None = declared(None, metadata=not_an_option("the model's --dtype (ModelSpec)"))
-    tokens_per_step: int | None = declared(
-        None, metadata=not_an_option("lens.HEAD_TOKENS; from the Python API")
+    batch_size: int = field(default=8, metadata=not_an_option("the command's --batch-size"))
+    device: str = field(default="cpu", metadata=not_an_option("the model's --device (ModelSpec)"))
+    dtype: str | None = field(
+        default=None, metadata=not_an_option("the model's --dtype (ModelSpec)")
+    )
+    tokens_per_step: int | None = field(
+        default=None, metadata=not_an_option("lens.HEAD_TOKENS; from the Python API")
     )
 
 
@@ -133,7 +135,7 @@ class EraseOptions:
     residual replaces an erased cell; each prompt's answer read with `answer_field` /
     `answer_marker`."""
 
-    reference: str = declared(
+    reference: str = field(
         metadata=option(
             "--reference",
             help="Corpus whose mean residual replaces the erased cell.",
@@ -141,8 +143,8 @@ class EraseOptions:
             required=True,
         )
     )
-    reference_docs: int = declared(
-        10,
+    reference_docs: int = field(
+        default=10,
         metadata=option(
             "--reference-docs",
             help="Documents of --reference to average over (fewer is an error).",
@@ -151,8 +153,8 @@ class EraseOptions:
             show_default=True,
         ),
     )
-    answer_field: str = declared("answer", metadata=_answer(ANSWER_FIELD))
-    answer_marker: str | None = declared(None, metadata=_answer(ANSWER_MARKER))
+    answer_field: str = field(default="answer", metadata=_answer(ANSWER_FIELD))
+    answer_marker: str | None = field(default=None, metadata=_answer(ANSWER_MARKER))
 
 
 @dataclass(frozen=True)
@@ -160,9 +162,10 @@ class IgradOptions:
     """`align igrad`: the parts differentiated, the variant (None: P1's, `PROTOCOLS["p1"]`),
     each prompt's answer read with `answer_field` / `answer_marker`."""
 
-    parts: tuple = declared(PARTS, metadata=_parts(PARTS))
-    variant: Variant | None = declared(
-        None, metadata=not_an_option("--protocol and its five options (igrad_options.variant)")
+    parts: tuple = field(default=PARTS, metadata=_parts(PARTS))
+    variant: Variant | None = field(
+        default=None,
+        metadata=not_an_option("--protocol and its five options (igrad_options.variant)"),
     )
-    answer_field: str = declared("answer", metadata=_answer(ANSWER_FIELD))
-    answer_marker: str | None = declared(None, metadata=_answer(ANSWER_MARKER))
+    answer_field: str = field(default="answer", metadata=_answer(ANSWER_FIELD))
+    answer_marker: str | None = field(default=None, metadata=_answer(ANSWER_MARKER))

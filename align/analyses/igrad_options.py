@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from align.declarations import declared, option
+from align.declarations import option
 from align.errors import InputError
 
 OBJECTS = ("residual", "delta")  # part "layer": h_{l+1} itself, or what block l adds, h_{l+1} − h_l
@@ -26,7 +26,7 @@ class Variant:
     """One integrated-gradients variant: what is interpolated (`object`, for part "layer"),
     from which `baseline`, the `target` differentiated, the Riemann `rule` and its `steps` N."""
 
-    object: str = declared(
+    object: str = field(
         metadata=option(
             "--object",
             help="Part layer: interpolate the residual h_{l+1} block l writes (residual) or what "
@@ -36,7 +36,7 @@ class Variant:
             default=None,
         )
     )
-    baseline: str = declared(
+    baseline: str = field(
         metadata=option(
             "--baseline",
             help="The object's mean over the prompt's positions (position-mean), or 0 [default: "
@@ -45,7 +45,7 @@ class Variant:
             default=None,
         )
     )
-    target: str = declared(
+    target: str = field(
         metadata=option(
             "--target",
             help="Differentiate the answer tokens' summed probability (prob) or log-probability "
@@ -54,7 +54,7 @@ class Variant:
             default=None,
         )
     )
-    rule: str = declared(
+    rule: str = field(
         metadata=option(
             "--rule",
             help="Riemann rule: points k/N (left) or (k + ½)/N (midpoint) [default: from "
@@ -63,7 +63,7 @@ class Variant:
             default=None,
         )
     )
-    steps: int = declared(
+    steps: int = field(
         metadata=option(
             "--steps",
             help="Interpolation points N [default: from --protocol].",

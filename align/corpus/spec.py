@@ -16,12 +16,12 @@ a line break, a tab, a carriage return and a backslash; any other backslash is r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from align.corpus.formats import FORMATS, JSON_FORMATS, generated_format
-from align.declarations import declared, not_an_option, option
+from align.declarations import not_an_option, option
 from align.errors import InputError
 
 DOC_SPLITS = ("blank", "line", "file")
@@ -34,9 +34,9 @@ ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
 class CorpusSpec:
     """What text, cut how. Every field but `path` spelling is part of a store's identity."""
 
-    path: str | None = declared(None, metadata=not_an_option("the CORPUS argument"))
-    dataset: str | None = declared(
-        None,
+    path: str | None = field(default=None, metadata=not_an_option("the CORPUS argument"))
+    dataset: str | None = field(
+        default=None,
         metadata=option(
             "--dataset",
             doc="read a `datasets` split instead of CORPUS (`pip install 'align-depth[datasets]'`, and the data reachable)",
@@ -45,8 +45,8 @@ class CorpusSpec:
         ),
     )
     """A `datasets` split, NAME[:CONFIG]:SPLIT, read instead of `path`."""
-    text_field: str = declared(
-        "text",
+    text_field: str = field(
+        default="text",
         metadata=option(
             "--text-field",
             doc="the field holding the text in a `.jsonl` corpus",
@@ -57,8 +57,8 @@ class CorpusSpec:
         ),
     )
     """The field holding the text in a .jsonl corpus."""
-    fmt: str = declared(
-        "plain",
+    fmt: str = field(
+        default="plain",
         metadata=option(
             "--format",
             doc="task prompts built from a data set's fields (`gsm8k`, `mquake`, `math`, `hellaswag`, `aime`: a `.jsonl` file or `--dataset`), or generated arithmetic (`addition:N[:SEED]`, `multiplication:N[:SEED]`: no CORPUS, `--max-docs` problems, 100 by default); templates in [task formats](../formats.md#task-formats-format)",
@@ -73,8 +73,8 @@ class CorpusSpec:
         ),
     )
     """A task format (`align.corpus.formats`) or a generated arithmetic format."""
-    doc_split: str | None = declared(
-        None,
+    doc_split: str | None = field(
+        default=None,
         metadata=option(
             "--doc-split",
             doc="how a `.txt` file becomes documents",
@@ -85,8 +85,8 @@ class CorpusSpec:
         ),
     )
     """How a .txt file becomes documents; None: "blank" for a .txt file, "file" for a folder."""
-    max_length: int = declared(
-        512,
+    max_length: int = field(
+        default=512,
         metadata=option(
             "--max-length",
             doc="tokens per sequence, special tokens included; capped at the model's `max_position_embeddings`, with a log line that says so, unless `--allow-long`",
@@ -100,8 +100,8 @@ class CorpusSpec:
         ),
     )
     """Tokens per sequence, special tokens included."""
-    overflow: str = declared(
-        "split",
+    overflow: str = field(
+        default="split",
         metadata=option(
             "--overflow",
             doc="a longer document becomes consecutive windows (split) or only its first window (truncate)",
@@ -111,8 +111,8 @@ class CorpusSpec:
         ),
     )
     """What a document longer than `max_length` becomes: every window, or the first."""
-    max_tokens: int | None = declared(
-        None,
+    max_tokens: int | None = field(
+        default=None,
         metadata=option(
             "--max-tokens",
             doc="stop after N tokens (the last sequence is cut to fit; with `--pack`, whole windows only)",
@@ -124,8 +124,8 @@ class CorpusSpec:
         ),
     )
     """Stop after this many tokens (None: every token)."""
-    max_docs: int | None = declared(
-        None,
+    max_docs: int | None = field(
+        default=None,
         metadata=option(
             "--max-docs",
             doc="read at most N documents",
@@ -137,8 +137,8 @@ class CorpusSpec:
         ),
     )
     """Read at most this many documents (None: all)."""
-    pack: str | None = declared(
-        None,
+    pack: str | None = field(
+        default=None,
         metadata=option(
             "--pack",
             doc="join the documents with SEPARATOR and cut the stream into full windows of `--max-length` tokens ([`--pack`](../formats.md#-pack-separator)); part of the store's identity",
@@ -151,8 +151,8 @@ class CorpusSpec:
         ),
     )
     """None: one document per sequence; a separator: documents packed into full windows."""
-    stand_in_token: int | None = declared(
-        None,
+    stand_in_token: int | None = field(
+        default=None,
         metadata=option(
             "--stand-in-token",
             doc="put token ID at position 0 of every sequence, so the fit's default leaves out only it ([`--stand-in-token`](../formats.md#-stand-in-token-id)); refused when the tokenizer adds a BOS",

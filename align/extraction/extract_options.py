@@ -3,10 +3,10 @@ corpus's: `ExtractOptions`, and the split of `align.extract`'s flat keywords int
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from align import corpus, models
-from align.declarations import declared, option
+from align.declarations import option
 from align.errors import InputError
 from align.records import take
 from align.store.codecs import CODECS, DEFAULT_CODEC, STORE_DTYPES, compressors, physical_dtype
@@ -26,8 +26,8 @@ class ExtractOptions:
     new extraction instead of resuming or refusing it; nothing but an activation store is
     ever removed."""
 
-    batch_size: int = declared(
-        8,
+    batch_size: int = field(
+        default=8,
         metadata=option(
             "--batch-size",
             doc="sequences per forward pass (right-padded; padding is never stored); batches are grouped by length (below)",
@@ -38,8 +38,8 @@ class ExtractOptions:
             show_default=True,
         ),
     )
-    boundaries: str | None = declared(
-        None,
+    boundaries: str | None = field(
+        default=None,
         metadata=option(
             "--boundaries",
             doc="boundaries to keep: `0,4,8`, `::2`, `1:`, `-1` (the old name `--layers` still works in this release, with a warning)",
@@ -48,8 +48,8 @@ class ExtractOptions:
             metavar="SPEC",
         ),
     )
-    sublayers: bool = declared(
-        False,
+    sublayers: bool = field(
+        default=False,
         metadata=option(
             "--sublayers",
             doc="also store what attention and MLP add (`attn`, `mlp`), for blocks whose two boundaries are kept",
@@ -57,8 +57,8 @@ class ExtractOptions:
             is_flag=True,
         ),
     )
-    store_dtype: str | None = declared(
-        None,
+    store_dtype: str | None = field(
+        default=None,
         metadata=option(
             "--store-dtype",
             doc="storage dtype; float16 refuses values beyond ±65504, naming the boundary and the largest value",
@@ -68,8 +68,8 @@ class ExtractOptions:
             choices=STORE_DTYPES,
         ),
     )
-    codec: str = declared(
-        DEFAULT_CODEC,
+    codec: str = field(
+        default=DEFAULT_CODEC,
         metadata=option(
             "--codec",
             doc="chunk codec: `crc32c` is checksummed and uncompressed, so a flipped byte is an error instead of a wrong number; `blosc-lz4` when disk matters more than speed (no checksum)",
@@ -78,8 +78,8 @@ class ExtractOptions:
             show_default=True,
         ),
     )
-    chunk_tokens: int | None = declared(
-        None,
+    chunk_tokens: int | None = field(
+        default=None,
         metadata=option(
             "--chunk-tokens",
             doc="tokens per stored chunk; part of the store's identity",
@@ -91,8 +91,8 @@ class ExtractOptions:
             least=1,
         ),
     )
-    allow_long: bool = declared(
-        False,
+    allow_long: bool = field(
+        default=False,
         metadata=option(
             "--allow-long",
             doc="keep a `--max-length` above the model's `max_position_embeddings` (positions the model was not built for) instead of capping it",
@@ -101,8 +101,8 @@ class ExtractOptions:
             is_flag=True,
         ),
     )
-    dry_run: bool = declared(
-        False,
+    dry_run: bool = field(
+        default=False,
         metadata=option(
             "--dry-run",
             doc="print what the run would write and cost (below); write nothing",
@@ -110,8 +110,8 @@ class ExtractOptions:
             is_flag=True,
         ),
     )
-    break_lock: bool = declared(
-        False,
+    break_lock: bool = field(
+        default=False,
         metadata=option(
             "--break-lock",
             doc="remove a lock that cannot be checked from here (held from another host, or written without the holder's start time) by a run known to be dead",
@@ -119,8 +119,8 @@ class ExtractOptions:
             is_flag=True,
         ),
     )
-    overwrite: bool = declared(
-        False,
+    overwrite: bool = field(
+        default=False,
         metadata=option(
             "--overwrite",
             doc="replace an activation store at `-o` made from other options or inputs (or complete) by a new extraction, under its lock; anything at `-o` that is not an activation store is still refused and never removed",

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from align import corpus, models, ridge, seeding
-from align.declarations import declared, not_an_option, option
+from align.declarations import not_an_option, option
 from align.errors import InputError
 from align.fitting.anchors import MIN_COVERAGE, PAIRINGS, check_min_coverage, check_pairing
 from align.fitting.split import check_seed
@@ -58,8 +58,8 @@ class FitSpec:
     mknn and cknna.
     """
 
-    test_fraction: float = declared(
-        0.2,
+    test_fraction: float = field(
+        default=0.2,
         metadata=option(
             "--test-fraction",
             doc="documents held out for scoring (the split is by `doc`, seeded)",
@@ -69,8 +69,8 @@ class FitSpec:
             show_default=True,
         ),
     )
-    val_fraction: float = declared(
-        0.2,
+    val_fraction: float = field(
+        default=0.2,
         metadata=option(
             "--val-fraction",
             doc="of the rest, documents that choose α",
@@ -80,8 +80,8 @@ class FitSpec:
             show_default=True,
         ),
     )
-    seed: int = declared(
-        0,
+    seed: int = field(
+        default=0,
         metadata=option(
             "--seed",
             doc="seed of the document split",
@@ -91,8 +91,8 @@ class FitSpec:
             show_default=True,
         ),
     )
-    alphas: tuple = declared(
-        ridge.DEFAULT_ALPHAS,
+    alphas: tuple = field(
+        default=ridge.DEFAULT_ALPHAS,
         metadata=option(
             "--alphas",
             doc="relative penalties α_rel, in units of the mean eigenvalue trace(XcᵀXc)/d_S; `auto`: 1e-6 … 1e1 by decades, extended where an end wins ([the α grid](#the-grid-alphas-auto-and-val_sse)); a list is used as given",
@@ -106,8 +106,8 @@ class FitSpec:
             parse="alphas",
         ),
     )
-    include_first_token: bool = declared(
-        False,
+    include_first_token: bool = field(
+        default=False,
         metadata=option(
             "--include-first-token",
             doc="also fit and score position 0 of each sequence",
@@ -115,24 +115,24 @@ class FitSpec:
             is_flag=True,
         ),
     )
-    source_boundaries: str | None = declared(
-        None,
+    source_boundaries: str | None = field(
+        default=None,
         metadata=option(
             "--source-boundaries",
             help="Source boundaries to map from, e.g. 0,4,8 or ::2 [default: all stored].",
             metavar="SPEC",
         ),
     )
-    target_boundaries: str | None = declared(
-        None,
+    target_boundaries: str | None = field(
+        default=None,
         metadata=option(
             "--target-boundaries",
             help="Target boundaries to map to [default: all stored].",
             metavar="SPEC",
         ),
     )
-    save_maps: bool = declared(
-        False,
+    save_maps: bool = field(
+        default=False,
         metadata=option(
             "--save-maps",
             doc="also store every map's W (`source_boundary`, `target_boundary`, `d_source`, `d_target`) and c, in float64 (the size is printed first)",
@@ -140,11 +140,11 @@ class FitSpec:
             is_flag=True,
         ),
     )
-    extend_alphas: bool | None = declared(
-        None, metadata=not_an_option("`--alphas auto` sets it (the default grid, extended)")
+    extend_alphas: bool | None = field(
+        default=None, metadata=not_an_option("`--alphas auto` sets it (the default grid, extended)")
     )
-    bootstrap: int = declared(
-        RESAMPLES,
+    bootstrap: int = field(
+        default=RESAMPLES,
         metadata=option(
             "--bootstrap",
             doc="resamples of the held-out documents for `p_best` and every interval: 100 to 1,000,000, or 0 for none",
@@ -156,8 +156,8 @@ class FitSpec:
             parse="resamples_or_none",
         ),
     )
-    bootstrap_seed: int = declared(
-        0,
+    bootstrap_seed: int = field(
+        default=0,
         metadata=option(
             "--bootstrap-seed",
             doc="seed of the document bootstrap",
@@ -167,8 +167,8 @@ class FitSpec:
             show_default=True,
         ),
     )
-    convergence: bool = declared(
-        False,
+    convergence: bool = field(
+        default=False,
         metadata=option(
             "--convergence",
             doc="also fit ¼ and ½ of the training documents and score them ([convergence](#convergence-convergence)); three times the statistics' memory",
@@ -178,8 +178,8 @@ class FitSpec:
             is_flag=True,
         ),
     )
-    control: str | None = declared(
-        None,
+    control: str | None = field(
+        default=None,
         metadata=option(
             "--control",
             doc="pair each source token with the target's token at the same position of another document ([controls](#controls)); two stores only",
@@ -189,8 +189,8 @@ class FitSpec:
             choices=tuple(c for c in CONTROLS if c is not None),
         ),
     )
-    pairing: str = declared(
-        "auto",
+    pairing: str = field(
+        default="auto",
         metadata=option(
             "--pairing",
             doc="which tokens are rows: one token stream token for token, or the tokens of two tokenizations that end at the same character ([pairing](#pairing-two-tokenizers)); auto: tokens when the tokenizers behave identically; char-anchors: two stores only",
@@ -202,8 +202,8 @@ class FitSpec:
             show_default=True,
         ),
     )
-    min_coverage: float = declared(
-        MIN_COVERAGE,
+    min_coverage: float = field(
+        default=MIN_COVERAGE,
         metadata=option(
             "--min-coverage",
             doc="char-anchors: the fraction of each model's text, in the contexts both read, that must lie before an anchor the two share; below it the fit is refused (0: no floor). Token coverage, bounded by the token counts, is reported, not refused",
@@ -215,8 +215,8 @@ class FitSpec:
             show_default=True,
         ),
     )
-    measures: tuple = declared(
-        ("ridge",),
+    measures: tuple = field(
+        default=("ridge",),
         metadata=option(
             "--measures",
             doc="similarity measures beside ridge, comma-separated, or `all`: `cka`, `cka-debiased`, `procrustes`, `cca`, `svcca` (on all the held-out rows, with a 95% interval under `--bootstrap`) and `mknn`, `cknna`, `rsa` (on the sampled rows), each calibrated against a permutation null on the sampled rows with `--permutations` ([methods](../methods.md#similarity-measures)); `ridge` is always computed",
@@ -228,8 +228,8 @@ class FitSpec:
             show_default=True,
         ),
     )
-    sample_rows: int | None = declared(
-        None,
+    sample_rows: int | None = field(
+        default=None,
         metadata=option(
             "--sample-rows",
             doc="with `--measures`: held-out rows drawn by `--seed` for `mknn`, `cknna`, `rsa` and every measure's calibration (every held-out row when fewer; more is refused)",
@@ -241,8 +241,8 @@ class FitSpec:
             least=1,
         ),
     )
-    permutations: int = declared(
-        0,
+    permutations: int = field(
+        default=0,
         metadata=option(
             "--permutations",
             doc="with `--measures`: null draws of every measure's calibration on the sampled rows (the target's documents re-paired; 99 gives p-values down to 0.01); 0: none; `mknn`, `cknna` and `rsa` need 1 or more",
@@ -255,8 +255,8 @@ class FitSpec:
             show_default=True,
         ),
     )
-    neighbours: int = declared(
-        K_NEIGHBOURS,
+    neighbours: int = field(
+        default=K_NEIGHBOURS,
         metadata=option(
             "--neighbours",
             doc="with `--measures`: k of `mknn` and `cknna`",
@@ -376,8 +376,8 @@ class Execution:
     they ran); storage_options: fsspec options of remote stores; overwrite: replace an
     existing alignment result at the output."""
 
-    device: str = declared(
-        "cpu",
+    device: str = field(
+        default="cpu",
         metadata=option(
             "--device",
             doc="`cuda`, `cuda:N`: the products and the solves (eigendecompositions included) run in float64 through torch. With `--live`: where both models run and the statistics accumulate (`cpu`, `cuda`, or `auto`, accelerate's `device_map`)",
@@ -388,8 +388,8 @@ class Execution:
             show_default=True,
         ),
     )
-    scheduler: str | None = declared(
-        None,
+    scheduler: str | None = field(
+        default=None,
         metadata=option(
             "--scheduler",
             doc="a Dask scheduler address (`tcp://host:8786`), or `synchronous` (this process, one thread)",
@@ -399,8 +399,8 @@ class Execution:
             metavar="ADDRESS",
         ),
     )
-    n_workers: int | None = declared(
-        None,
+    n_workers: int | None = field(
+        default=None,
         metadata=option(
             "--workers",
             doc="start a local Dask cluster of N worker processes instead of threads; more than the cores this process may run on are capped (the log says so), fewer when `--memory-limit` cannot hold them. Two stores only",
@@ -412,8 +412,8 @@ class Execution:
             least=1,
         ),
     )
-    memory_limit: int | str | None = declared(
-        None,
+    memory_limit: int | str | None = field(
+        default=None,
         metadata=option(
             "--memory-limit",
             doc="budget of the whole fit, e.g. `8GB`: this process and every worker it starts, their idle footprint included (per worker with `--scheduler`); [memory](#memory)",
@@ -425,8 +425,8 @@ class Execution:
             parse="size",
         ),
     )
-    task_tokens: int | None = declared(
-        None,
+    task_tokens: int | None = field(
+        default=None,
         metadata=option(
             "--task-tokens",
             doc="tokens each statistics task reads. Two stores only",
@@ -437,14 +437,14 @@ class Execution:
             least=1,
         ),
     )
-    blas_threads: int | None = declared(
-        1, metadata=not_an_option("fixed, so that sums do not depend on where they ran")
+    blas_threads: int | None = field(
+        default=1, metadata=not_an_option("fixed, so that sums do not depend on where they ran")
     )
-    storage_options: dict | None = declared(
-        None, hash=False, metadata=not_an_option("fsspec's options, from the Python API")
+    storage_options: dict | None = field(
+        default=None, hash=False, metadata=not_an_option("fsspec's options, from the Python API")
     )
-    overwrite: bool = declared(
-        False,
+    overwrite: bool = field(
+        default=False,
         metadata=option(
             "--overwrite",
             doc="replace RESULT if it is an alignment result (never a store, an input, or a folder holding anything else)",
@@ -509,17 +509,17 @@ def request(
 class LiveJob:
     """What the live route runs: both models, the corpus, how sequences are batched."""
 
-    source: models.ModelSpec = declared(
+    source: models.ModelSpec = field(
         metadata=not_an_option("SOURCE and the per-side model options (`ModelSpec`'s sides)")
     )
-    target: models.ModelSpec = declared(
+    target: models.ModelSpec = field(
         metadata=not_an_option("TARGET and the per-side model options (`ModelSpec`'s sides)")
     )
-    corpus: corpus.CorpusSpec = declared(
+    corpus: corpus.CorpusSpec = field(
         metadata=not_an_option("CORPUS and the corpus options (`CorpusSpec`)")
     )
-    batch_size: int = declared(
-        8,
+    batch_size: int = field(
+        default=8,
         metadata=option(
             "--batch-size",
             doc="sequences per forward pass of both models, batched as `align extract` batches them (the same batches, the same numbers)",
@@ -531,8 +531,8 @@ class LiveJob:
             show_default=True,
         ),
     )
-    allow_long: bool = declared(
-        False,
+    allow_long: bool = field(
+        default=False,
         metadata=option(
             "--allow-long",
             help="--live: keep a --max-length above a model's position limit (capped at it "

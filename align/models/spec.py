@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from align.declarations import Sides, declared, flag, not_an_option, option
+from align.declarations import Sides, flag, not_an_option, option
 from align.errors import InputError
 from align.models.families import NAMES
 
@@ -17,9 +17,9 @@ DTYPE_HELP = "Compute dtype [default: float32 on CPU, bfloat16 on CUDA]."
 class ModelSpec:
     """Everything that decides which weights run: part of a store's defining options."""
 
-    name: str = declared(metadata=not_an_option("the MODEL argument"))
-    revision: str | None = declared(
-        None,
+    name: str = field(metadata=not_an_option("the MODEL argument"))
+    revision: str | None = field(
+        default=None,
         metadata=option(
             "--revision",
             doc="hub revision (branch, tag or commit)",
@@ -33,8 +33,8 @@ class ModelSpec:
         ),
     )
     """Hub revision (branch, tag or commit); None: the hub's default."""
-    dtype: str | None = declared(
-        None,
+    dtype: str | None = field(
+        default=None,
         metadata=option(
             "--dtype",
             doc="compute dtype",
@@ -65,8 +65,8 @@ class ModelSpec:
         ),
     )
     """Compute dtype; None: bfloat16 where a GPU computes, float32 on CPU."""
-    device: str = declared(
-        "cpu",
+    device: str = field(
+        default="cpu",
         metadata=option(
             "--device",
             doc='`auto` is accelerate\'s `device_map="auto"`: a model too large for one GPU spreads over the GPUs it needs',
@@ -76,8 +76,8 @@ class ModelSpec:
         ),
     )
     """Where the model runs: cpu, cuda or auto (accelerate's device_map)."""
-    trust_remote_code: bool = declared(
-        False,
+    trust_remote_code: bool = field(
+        default=False,
         metadata=option(
             "--trust-remote-code",
             doc="let the checkpoint's own Python code run",
@@ -93,8 +93,8 @@ class ModelSpec:
         ),
     )
     """Allow the checkpoint's own Python code to run."""
-    allow_pickle_weights: bool = declared(
-        False,
+    allow_pickle_weights: bool = field(
+        default=False,
         metadata=option(
             "--allow-pickle-weights",
             doc="also load `.bin` (pickle) weights; by default only safetensors",
@@ -110,8 +110,8 @@ class ModelSpec:
         ),
     )
     """Also load .bin (pickle) weights; safetensors only otherwise."""
-    random_init: bool = declared(
-        False,
+    random_init: bool = field(
+        default=False,
         metadata=option(
             "--random-init",
             doc="the same architecture from its config with seeded random weights: the untrained control",
@@ -137,8 +137,8 @@ class ModelSpec:
         ),
     )
     """The same architecture with seeded random weights: the untrained control."""
-    seed: int = declared(
-        0,
+    seed: int = field(
+        default=0,
         metadata=option(
             "--seed",
             doc="seed of `--random-init`",
@@ -163,8 +163,8 @@ class ModelSpec:
         ),
     )
     """Seed of the random weights (`random_init`)."""
-    family: str | None = declared(
-        None,
+    family: str | None = field(
+        default=None,
         metadata=option(
             "--family",
             doc="read the model as this family (a renamed `model_type`); checked by a probe forward at load ([models](../index.md#what-every-command-shares))",
@@ -188,8 +188,8 @@ class ModelSpec:
         ),
     )
     """A family asserted for the model_type; None: the table's, or discovered."""
-    label: str | None = declared(
-        None, metadata=not_an_option("set by align.extract for a model object in memory")
+    label: str | None = field(
+        default=None, metadata=not_an_option("set by align.extract for a model object in memory")
     )
     """How the model is recorded (a model object in memory, saved into a temporary folder for
     the run: "in memory: NAME"); None: its folder's absolute path or its hub id."""
