@@ -36,12 +36,8 @@ def _parts(default: tuple) -> dict:
 
 @dataclass(frozen=True)
 class SkipOptions:
-    """`align skip`: the settings and parts run, the future setting's split points.
-
-    split: "random" (P1's seeded split points, seed `split_seed`), "answer-start",
-    "answer-points" or "answer-points-stream" (from each prompt's answer, read with
-    `answer_field` / `answer_marker` as `align erase` reads it); split_stream_after: with
-    "answer-points-stream", the corpus files whose prompts draw from the stream first."""
+    """`align skip`: the settings and parts run, the future setting's split points; each field's
+    option is declared on it, its meaning under it."""
 
     settings: tuple = field(
         default=SETTINGS,
@@ -52,7 +48,9 @@ class SkipOptions:
             show_default=True,
         ),
     )
+    """The settings run ("current", "future")."""
     parts: tuple = field(default=PARTS, metadata=_parts(PARTS))
+    """The parts skipped ("layer", "attn", "mlp")."""
     split: str = field(
         default="random",
         metadata=option(
@@ -68,6 +66,9 @@ class SkipOptions:
             show_default=True,
         ),
     )
+    """The future setting's split points: "random" (P1's seeded split points, seed
+    `split_seed`), "answer-start", "answer-points" or "answer-points-stream" (from each prompt's
+    answer)."""
     split_seed: int = field(
         default=0,
         metadata=option(
@@ -77,6 +78,7 @@ class SkipOptions:
             show_default=True,
         ),
     )
+    """The seed of the random split points."""
     answer_field: str = field(
         default="answer",
         metadata=option(
@@ -85,6 +87,7 @@ class SkipOptions:
             show_default=True,
         ),
     )
+    """The .jsonl field holding each prompt's answer (answer splits)."""
     answer_marker: str | None = field(
         default=None,
         metadata=option(
@@ -94,6 +97,7 @@ class SkipOptions:
             metavar="TEXT",
         ),
     )
+    """The answer is the text after the last occurrence of this marker (answer splits)."""
     split_stream_after: tuple = field(
         default=(),
         metadata=option(
@@ -105,22 +109,25 @@ class SkipOptions:
             multiple=True,
         ),
     )
+    """With "answer-points-stream": the corpus files whose prompts draw from the stream first."""
 
 
 @dataclass(frozen=True)
 class LensOptions:
-    """`align lens`: batch_size, prompts per forward of a live model; from a store the head
-    runs on `device` (cpu | cuda | auto) in `dtype` (None: the model's compute dtype there),
-    `tokens_per_step` tokens per head application (None: lens.HEAD_TOKENS)."""
+    """`align lens`: how the head runs."""
 
     batch_size: int = field(default=8, metadata=not_an_option("the command's --batch-size"))
+    """Prompts per forward of a live model."""
     device: str = field(default="cpu", metadata=not_an_option("the model's --device (ModelSpec)"))
+    """Where the head runs from a store (cpu | cuda | auto)."""
     dtype: str | None = field(
         default=None, metadata=not_an_option("the model's --dtype (ModelSpec)")
     )
+    """The head's dtype from a store (None: the model's compute dtype there)."""
     tokens_per_step: int | None = field(
         default=None, metadata=not_an_option("lens.HEAD_TOKENS; from the Python API")
     )
+    """Tokens per head application (None: lens.HEAD_TOKENS)."""
 
 
 def _answer(of: object) -> dict:
@@ -131,9 +138,7 @@ def _answer(of: object) -> dict:
 
 @dataclass(frozen=True)
 class EraseOptions:
-    """`align erase`: the corpus `reference` whose first `reference_docs` documents' mean
-    residual replaces an erased cell; each prompt's answer read with `answer_field` /
-    `answer_marker`."""
+    """`align erase`: the reference residual and how each prompt's answer is read."""
 
     reference: str = field(
         metadata=option(
@@ -143,6 +148,7 @@ class EraseOptions:
             required=True,
         )
     )
+    """The corpus whose mean residual replaces an erased cell."""
     reference_docs: int = field(
         default=10,
         metadata=option(
@@ -153,19 +159,25 @@ class EraseOptions:
             show_default=True,
         ),
     )
+    """How many of its first documents are averaged."""
     answer_field: str = field(default="answer", metadata=_answer(ANSWER_FIELD))
+    """The .jsonl field appended to each prompt as its answer."""
     answer_marker: str | None = field(default=None, metadata=_answer(ANSWER_MARKER))
+    """The answer is the text after the last occurrence of this marker."""
 
 
 @dataclass(frozen=True)
 class IgradOptions:
-    """`align igrad`: the parts differentiated, the variant (None: P1's, `PROTOCOLS["p1"]`),
-    each prompt's answer read with `answer_field` / `answer_marker`."""
+    """`align igrad`: the parts differentiated, the variant and how each prompt's answer is read."""
 
     parts: tuple = field(default=PARTS, metadata=_parts(PARTS))
+    """The parts differentiated ("layer", "attn", "mlp")."""
     variant: Variant | None = field(
         default=None,
         metadata=not_an_option("--protocol and its five options (igrad_options.variant)"),
     )
+    """The variant (None: P1's, `PROTOCOLS["p1"]`)."""
     answer_field: str = field(default="answer", metadata=_answer(ANSWER_FIELD))
+    """The .jsonl field appended to each prompt as its answer."""
     answer_marker: str | None = field(default=None, metadata=_answer(ANSWER_MARKER))
+    """The answer is the text after the last occurrence of this marker."""

@@ -36,6 +36,7 @@ class Variant:
             default=None,
         )
     )
+    """What is interpolated for part "layer": the residual h_{l+1} or what block l adds."""
     baseline: str = field(
         metadata=option(
             "--baseline",
@@ -45,6 +46,7 @@ class Variant:
             default=None,
         )
     )
+    """The interpolation's start: the object's mean over positions, or 0."""
     target: str = field(
         metadata=option(
             "--target",
@@ -54,6 +56,7 @@ class Variant:
             default=None,
         )
     )
+    """What is differentiated: the answer's summed probability or log-probability."""
     rule: str = field(
         metadata=option(
             "--rule",
@@ -63,6 +66,7 @@ class Variant:
             default=None,
         )
     )
+    """The Riemann rule: points k/N (left) or (k + ½)/N (midpoint)."""
     steps: int = field(
         metadata=option(
             "--steps",
@@ -72,6 +76,7 @@ class Variant:
             default=None,
         )
     )
+    """Interpolation points N."""
 
     def protocol(self) -> str:
         """The preset this variant is ("p1", "align"), or "custom" for any other mix."""

@@ -14,17 +14,8 @@ from align.store.codecs import CODECS, DEFAULT_CODEC, STORE_DTYPES, compressors,
 
 @dataclass(frozen=True)
 class ExtractOptions:
-    """How the store is cut and written (with ModelSpec and CorpusSpec: everything a run needs).
-
-    `boundaries`: the boundaries to keep, as `--boundaries` spells them (None: all 0..L);
-    `sublayers`: also what attention and MLP add (blocks whose two boundaries are kept);
-    `store_dtype`: None keeps the compute dtype; `chunk_tokens`: None picks ~4 MiB chunks;
-    `allow_long`: accept a max_length beyond the model's max_position_embeddings;
-    `dry_run`: report size and time from one timed batch, write nothing;
-    `break_lock`: remove a lock left by a run that cannot be shown dead from here;
-    `overwrite`: replace an activation store at `output` (another identity, or complete) by a
-    new extraction instead of resuming or refusing it; nothing but an activation store is
-    ever removed."""
+    """How the store is cut and written (with ModelSpec and CorpusSpec: everything a run needs);
+    each field's option is declared on it, its meaning under it."""
 
     batch_size: int = field(
         default=8,
@@ -38,6 +29,7 @@ class ExtractOptions:
             show_default=True,
         ),
     )
+    """Sequences per forward pass."""
     boundaries: str | None = field(
         default=None,
         metadata=option(
@@ -48,6 +40,7 @@ class ExtractOptions:
             metavar="SPEC",
         ),
     )
+    """The boundaries to keep, as `--boundaries` spells them (None: all 0..L)."""
     sublayers: bool = field(
         default=False,
         metadata=option(
@@ -57,6 +50,7 @@ class ExtractOptions:
             is_flag=True,
         ),
     )
+    """Also what attention and MLP add (blocks whose two boundaries are kept)."""
     store_dtype: str | None = field(
         default=None,
         metadata=option(
@@ -68,6 +62,7 @@ class ExtractOptions:
             choices=STORE_DTYPES,
         ),
     )
+    """The storage dtype (None: the compute dtype)."""
     codec: str = field(
         default=DEFAULT_CODEC,
         metadata=option(
@@ -78,6 +73,7 @@ class ExtractOptions:
             show_default=True,
         ),
     )
+    """The chunk codec."""
     chunk_tokens: int | None = field(
         default=None,
         metadata=option(
@@ -91,6 +87,7 @@ class ExtractOptions:
             least=1,
         ),
     )
+    """Tokens per stored chunk (None: ~4 MiB chunks)."""
     allow_long: bool = field(
         default=False,
         metadata=option(
@@ -101,6 +98,7 @@ class ExtractOptions:
             is_flag=True,
         ),
     )
+    """Accept a max_length beyond the model's max_position_embeddings."""
     dry_run: bool = field(
         default=False,
         metadata=option(
@@ -110,6 +108,7 @@ class ExtractOptions:
             is_flag=True,
         ),
     )
+    """Report size and time from one timed batch, write nothing."""
     break_lock: bool = field(
         default=False,
         metadata=option(
@@ -119,6 +118,7 @@ class ExtractOptions:
             is_flag=True,
         ),
     )
+    """Remove a lock left by a run that cannot be shown dead from here."""
     overwrite: bool = field(
         default=False,
         metadata=option(
@@ -129,6 +129,9 @@ class ExtractOptions:
             is_flag=True,
         ),
     )
+    """Replace an activation store at `output` (another identity, or complete) by a new
+    extraction instead of resuming or refusing it; nothing but an activation store is ever
+    removed."""
 
     def check(self) -> None:
         """One-line InputError for a value no model or corpus could make right."""

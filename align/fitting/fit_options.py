@@ -32,31 +32,8 @@ CONTROLS = (None, "shuffle")  # --control: none, or other documents' tokens at t
 
 @dataclass(frozen=True)
 class FitSpec:
-    """What a fit computes: the options its result records (`recorded`) and its numbers follow.
-
-    test_fraction / val_fraction: shares of the documents held out for scoring and for
-    choosing α; seed: the document split's; alphas: relative ridge penalties α_rel (units of
-    the mean eigenvalue of XcᵀXc), kept sorted; include_first_token: also fit position 0;
-    source_boundaries / target_boundaries: boundary specs ("0,4,8", "::2"; None: all);
-    save_maps: also store every W and c. extend_alphas (`--alphas auto`): a grid end chosen
-    by some pair gains decades there (`ridge.solve_block`); None: extend the default grid,
-    not one given in `alphas`. bootstrap / bootstrap_seed: resamples of the held-out
-    documents (0: none) and their seed; convergence: also fit ¼ and ½ of the training
-    documents (`split.FRACTIONS`) and score them (relative_error_by_fraction), at three times
-    the statistics' memory; control: "shuffle" pairs each source token with the target's
-    token at the same position of another document (`split.shuffle_partners`): the matrix a
-    meaningless pairing gives. pairing: which rows pair the two models (`anchors`): "tokens"
-    (one token stream, token for token), "char-anchors" (the tokens of two tokenizations that
-    end at the same character of a document), "auto" (tokens when the tokenizers behave
-    identically, else char-anchors); min_coverage: the fraction of each side's text, in the
-    contexts both read, that must lie before a shared anchor (`anchors.text_coverage`).
-    measures: the similarity measures computed beside ridge
-    (`align.measures.MEASURES`; "ridge" always, the others from the held-out rows).
-    sample_rows: the held-out rows the row measures and every measure's calibration use
-    (None: SAMPLE_ROWS, or all held-out rows when fewer); permutations: the calibration's
-    null draws (0: no calibration; mknn, cknna and rsa need 1 or more); neighbours: k of
-    mknn and cknna.
-    """
+    """What a fit computes: the options its result records (`recorded`) and its numbers follow;
+    each field's option is declared on it, its meaning under it."""
 
     test_fraction: float = field(
         default=0.2,
@@ -69,6 +46,7 @@ class FitSpec:
             show_default=True,
         ),
     )
+    """The share of the documents held out for scoring."""
     val_fraction: float = field(
         default=0.2,
         metadata=option(
@@ -80,6 +58,7 @@ class FitSpec:
             show_default=True,
         ),
     )
+    """The share of the remaining documents that chooses α."""
     seed: int = field(
         default=0,
         metadata=option(
@@ -91,6 +70,7 @@ class FitSpec:
             show_default=True,
         ),
     )
+    """The document split's seed."""
     alphas: tuple = field(
         default=ridge.DEFAULT_ALPHAS,
         metadata=option(
@@ -106,6 +86,7 @@ class FitSpec:
             parse="alphas",
         ),
     )
+    """Relative ridge penalties α_rel (units of the mean eigenvalue of XcᵀXc), kept sorted."""
     include_first_token: bool = field(
         default=False,
         metadata=option(
@@ -115,6 +96,7 @@ class FitSpec:
             is_flag=True,
         ),
     )
+    """Also fit and score position 0 of each sequence."""
     source_boundaries: str | None = field(
         default=None,
         metadata=option(
@@ -123,6 +105,7 @@ class FitSpec:
             metavar="SPEC",
         ),
     )
+    """The source boundaries, as a boundary spec ("0,4,8", "::2"; None: all)."""
     target_boundaries: str | None = field(
         default=None,
         metadata=option(
@@ -131,6 +114,7 @@ class FitSpec:
             metavar="SPEC",
         ),
     )
+    """The target boundaries, as a boundary spec (None: all)."""
     save_maps: bool = field(
         default=False,
         metadata=option(
@@ -140,9 +124,12 @@ class FitSpec:
             is_flag=True,
         ),
     )
+    """Also store every W and c."""
     extend_alphas: bool | None = field(
         default=None, metadata=not_an_option("`--alphas auto` sets it (the default grid, extended)")
     )
+    """`--alphas auto`: a grid end chosen by some pair gains decades there
+    (`ridge.solve_block`); None: extend the default grid, not one given in `alphas`."""
     bootstrap: int = field(
         default=RESAMPLES,
         metadata=option(
@@ -156,6 +143,7 @@ class FitSpec:
             parse="resamples_or_none",
         ),
     )
+    """Resamples of the held-out documents (0: none)."""
     bootstrap_seed: int = field(
         default=0,
         metadata=option(
@@ -167,6 +155,7 @@ class FitSpec:
             show_default=True,
         ),
     )
+    """The document bootstrap's seed."""
     convergence: bool = field(
         default=False,
         metadata=option(
@@ -178,6 +167,8 @@ class FitSpec:
             is_flag=True,
         ),
     )
+    """Also fit ¼ and ½ of the training documents (`split.FRACTIONS`) and score them
+    (relative_error_by_fraction), at three times the statistics' memory."""
     control: str | None = field(
         default=None,
         metadata=option(
@@ -189,6 +180,8 @@ class FitSpec:
             choices=tuple(c for c in CONTROLS if c is not None),
         ),
     )
+    """"shuffle" pairs each source token with the target's token at the same position of another
+    document (`split.shuffle_partners`): the matrix a meaningless pairing gives."""
     pairing: str = field(
         default="auto",
         metadata=option(
@@ -202,6 +195,9 @@ class FitSpec:
             show_default=True,
         ),
     )
+    """Which rows pair the two models (`anchors`): "tokens" (one token stream, token for token),
+    "char-anchors" (the tokens of two tokenizations that end at the same character of a
+    document), "auto" (tokens when the tokenizers behave identically, else char-anchors)."""
     min_coverage: float = field(
         default=MIN_COVERAGE,
         metadata=option(
@@ -215,6 +211,8 @@ class FitSpec:
             show_default=True,
         ),
     )
+    """The fraction of each side's text, in the contexts both read, that must lie before a
+    shared anchor (`anchors.text_coverage`)."""
     measures: tuple = field(
         default=("ridge",),
         metadata=option(
@@ -228,6 +226,8 @@ class FitSpec:
             show_default=True,
         ),
     )
+    """The similarity measures computed beside ridge (`align.measures.MEASURES`; "ridge" always,
+    the others from the held-out rows)."""
     sample_rows: int | None = field(
         default=None,
         metadata=option(
@@ -241,6 +241,8 @@ class FitSpec:
             least=1,
         ),
     )
+    """The held-out rows the row measures and every measure's calibration use (None:
+    SAMPLE_ROWS, or all held-out rows when fewer)."""
     permutations: int = field(
         default=0,
         metadata=option(
@@ -255,6 +257,7 @@ class FitSpec:
             show_default=True,
         ),
     )
+    """The calibration's null draws (0: no calibration; mknn, cknna and rsa need 1 or more)."""
     neighbours: int = field(
         default=K_NEIGHBOURS,
         metadata=option(
@@ -267,6 +270,7 @@ class FitSpec:
             show_default=True,
         ),
     )
+    """k of mknn and cknna."""
 
     def checked(self) -> "FitSpec":
         """This spec with α sorted and extend_alphas decided, or the one-line InputError of
@@ -366,15 +370,7 @@ class FitSpec:
 @dataclass(frozen=True)
 class Execution:
     """Where and how a fit runs; none of it changes a number of the result (but `device`,
-    recorded beside the `FitSpec`).
-
-    device: where products and solves run ("cpu", "cuda", "cuda:N"); scheduler: None (threads
-    of this process; a local Dask cluster with n_workers), "synchronous", or a Dask scheduler
-    address; n_workers: processes of the local cluster; memory_limit: bytes or "8GB" (the
-    whole fit; per worker with an address); task_tokens: tokens per statistics task (None:
-    planned); blas_threads: BLAS threads per task (fixed, so that sums do not depend on where
-    they ran); storage_options: fsspec options of remote stores; overwrite: replace an
-    existing alignment result at the output."""
+    recorded beside the `FitSpec`)."""
 
     device: str = field(
         default="cpu",
@@ -388,6 +384,7 @@ class Execution:
             show_default=True,
         ),
     )
+    """Where products and solves run ("cpu", "cuda", "cuda:N")."""
     scheduler: str | None = field(
         default=None,
         metadata=option(
@@ -399,6 +396,8 @@ class Execution:
             metavar="ADDRESS",
         ),
     )
+    """None (threads of this process; a local Dask cluster with n_workers), "synchronous", or a
+    Dask scheduler address."""
     n_workers: int | None = field(
         default=None,
         metadata=option(
@@ -412,6 +411,7 @@ class Execution:
             least=1,
         ),
     )
+    """Processes of the local cluster."""
     memory_limit: int | str | None = field(
         default=None,
         metadata=option(
@@ -425,6 +425,7 @@ class Execution:
             parse="size",
         ),
     )
+    """Bytes or "8GB": the whole fit's budget (per worker with an address)."""
     task_tokens: int | None = field(
         default=None,
         metadata=option(
@@ -437,12 +438,15 @@ class Execution:
             least=1,
         ),
     )
+    """Tokens per statistics task (None: planned)."""
     blas_threads: int | None = field(
         default=1, metadata=not_an_option("fixed, so that sums do not depend on where they ran")
     )
+    """BLAS threads per task (fixed, so that sums do not depend on where they ran)."""
     storage_options: dict | None = field(
         default=None, hash=False, metadata=not_an_option("fsspec's options, from the Python API")
     )
+    """fsspec options of remote stores."""
     overwrite: bool = field(
         default=False,
         metadata=option(
@@ -453,6 +457,7 @@ class Execution:
             is_flag=True,
         ),
     )
+    """Replace an existing alignment result at the output."""
 
     def checked(self) -> "Execution":
         """These settings with `memory_limit` in bytes, or the one-line InputError of the
@@ -512,12 +517,15 @@ class LiveJob:
     source: models.ModelSpec = field(
         metadata=not_an_option("SOURCE and the per-side model options (`ModelSpec`'s sides)")
     )
+    """The source model."""
     target: models.ModelSpec = field(
         metadata=not_an_option("TARGET and the per-side model options (`ModelSpec`'s sides)")
     )
+    """The target model."""
     corpus: corpus.CorpusSpec = field(
         metadata=not_an_option("CORPUS and the corpus options (`CorpusSpec`)")
     )
+    """The corpus both models read."""
     batch_size: int = field(
         default=8,
         metadata=option(
@@ -531,6 +539,7 @@ class LiveJob:
             show_default=True,
         ),
     )
+    """Sequences per forward pass of both models."""
     allow_long: bool = field(
         default=False,
         metadata=option(
@@ -540,6 +549,7 @@ class LiveJob:
             is_flag=True,
         ),
     )
+    """Keep a max_length above a model's position limit (capped at it otherwise)."""
 
 
 MAX_BYTES = 2**63 - 1  # the largest size a byte count in torch, numpy or psutil holds
