@@ -14,7 +14,7 @@ over the corpus per block → per block:
       the block's highest boundary) → ridge.chunk_statistics into the block's sums on the
       device (rows of each part gathered in part order, float64); held-out rows kept in the
       compute dtype where the plan holds them
-    fitting.solve (the shared solver; each source boundary decomposed once for all blocks)
+    fitting.solver (the shared solver; each source boundary decomposed once for all blocks)
     held-out rows (kept, or a second forward of their batches) → ridge.heldout_sums
 
 and the result goes through the shared result writer (fitting.result) with `route: live` and
@@ -468,7 +468,7 @@ def fit_live(
     themselves (see the module docstring). `spec` (FitSpec: fractions, seed, α grid, first
     token, boundaries, save_maps) and `run` (Execution: memory_limit, the host budget;
     overwrite; scheduler, a Dask address runs document shards on its workers), or their
-    fields as keywords (`options.request`). `device_memory`: the GPU budget when the models
+    fields as keywords (`fit_options.request`). `device_memory`: the GPU budget when the models
     run on one. With `dry_run` nothing is written: the plan and a time estimate from one
     timed batch of each model.
 

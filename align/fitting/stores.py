@@ -262,7 +262,7 @@ def fit(
     `target` (activation stores of the same token stream) and score it on held-out documents.
 
     `spec` (FitSpec: what is computed) and `run` (Execution: where it runs), or their fields
-    as keywords (alphas=..., scheduler=..., ...; `options.request`).
+    as keywords (alphas=..., scheduler=..., ...; `fit_options.request`).
     Writes the alignment result to `output` (skip writing with output=None) and returns a
     FitReport whose `dataset` is the result. scheduler None runs the fit in threads of this
     process, one per CPU core (a fit above SMALL_FIT_FLOPS through torch, whose products
