@@ -493,9 +493,35 @@ class FitRequest:
 def request(
     spec: FitSpec | None, run: Execution | None, keywords: dict, caller: str = "fit"
 ) -> FitRequest:
-    """The checked FitRequest of `align.fit`'s arguments: `spec` and `run` given as their
-    records or None, their fields (and FitHooks') among `keywords` by name, a keyword beside
-    its record replacing that field. A keyword that names no field is a TypeError."""
+    """Check `align.fit`'s arguments into one FitRequest.
+
+    `spec` and `run` come as their records or None, their fields (and FitHooks') among
+    `keywords` by name, a keyword beside its record replacing that field.
+
+    Parameters
+    ----------
+    spec : FitSpec or None
+        What the fit computes (None: FitSpec's defaults).
+    run : Execution or None
+        Where and how it runs (None: Execution's defaults).
+    keywords : dict
+        Fields of FitSpec, Execution and FitHooks by name, each replacing that field.
+    caller : str
+        The function named in the TypeError of an unknown keyword.
+
+    Returns
+    -------
+    FitRequest
+        The spec (α sorted, the grid's extension decided), the run (memory in bytes) and the
+        test hooks, each checked.
+
+    Raises
+    ------
+    TypeError
+        A keyword that names no field.
+    InputError
+        The first bad value, in one line.
+    """
     keywords = dict(keywords)
     records = []
     for cls, given in ((FitSpec, spec), (Execution, run), (FitHooks, None)):
@@ -595,10 +621,24 @@ MODEL_DEVICES = models.spec.DEVICES  # where a model runs (auto: accelerate's de
 
 
 def check_device(device: str, accepted: tuple = FIT_DEVICES) -> None:
-    """`device` is one of `accepted` ("cuda:N": a CUDA GPU by index; "auto": accelerate's
-    device_map, any GPUs torch sees or the CPU) and exists here; anything else is a one-line
-    InputError naming it. Cheap: it runs before weights are hashed or a corpus is tokenized.
-    FIT_DEVICES is where a fit computes, MODEL_DEVICES where `align extract` runs a model."""
+    """Refuse a device that is not one of `accepted` or does not exist here.
+
+    Cheap: it runs before weights are hashed or a corpus is tokenized. FIT_DEVICES is where a
+    fit computes, MODEL_DEVICES where `align extract` runs a model.
+
+    Parameters
+    ----------
+    device : str
+        The device asked for: "cpu", "cuda", "cuda:N" (a CUDA GPU by index) or "auto"
+        (accelerate's device_map: any GPUs torch sees, or the CPU).
+    accepted : tuple of str
+        The devices this caller takes (FIT_DEVICES or MODEL_DEVICES).
+
+    Raises
+    ------
+    InputError
+        In one line naming the device: not accepted, or no such CUDA device here.
+    """
     indexed = (
         "cuda:N" in accepted
         and isinstance(device, str)
