@@ -267,6 +267,11 @@ class Parsed:
         self.taken.add(flag.param)
         return self.values[flag.param]
 
+    def unused(self, names) -> None:
+        """Mark the parameters `names` taken: options this form of the command refuses when
+        given (what is left of them is their defaults)."""
+        self.taken.update(names)
+
     def done(self) -> None:
         """Refuse (TypeError: a bug of the command) a declared option whose value nothing took."""
         left = sorted(set(self.fills) - self.taken)

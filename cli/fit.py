@@ -88,7 +88,7 @@ def fit_cmd(source, target, corpus=None, **values):
         return fit_live_cmd(source, target, corpus, output, live, spec, parsed)
     refuse_live_only(param_names(*LIVE_FORM))
     run = parsed.record(Execution)
-    parsed.taken.update(param_names(*LIVE_FORM))  # refused above when given
+    parsed.unused(param_names(*LIVE_FORM))  # refused above when given
     parsed.done()
     fit(source, target, output, spec, run)
 
