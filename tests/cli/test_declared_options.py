@@ -211,3 +211,42 @@ def test_igrad_builds_its_variant_and_options_by_declaration():
     assert typed == dict(object=None, baseline=None, target=None, rule=None, steps=8)
     assert variant("align", **typed) == dataclasses.replace(PROTOCOLS["align"], steps=8)
     assert options == dict(parts="mlp", answer_field="answer", answer_marker=None)
+
+
+def test_skip_and_erase_records_hold_what_was_typed():
+    ctx, command = _parse(
+        "skip",
+        [
+            "m",
+            "c.txt",
+            "-o",
+            "r",
+            "--split",
+            "answer-start",
+            "--split-seed",
+            "3",
+            "--answer-marker",
+            "A:",
+            "--split-stream-after",
+            "x.txt",
+            "--split-stream-after",
+            "y.txt",
+        ],
+    )
+    with ctx:
+        typed = Parsed(ctx.params, command).fields(SkipOptions)
+    assert typed == dict(
+        settings="current,future",
+        parts="layer,attn,mlp",
+        split="answer-start",
+        split_seed=3,
+        answer_field="answer",
+        answer_marker="A:",
+        split_stream_after=("x.txt", "y.txt"),
+    )
+    ctx, command = _parse(
+        "erase", ["m", "p.jsonl", "-o", "r", "--reference", "ref.txt", "--answer-field", "gold"]
+    )
+    with ctx:
+        record = Parsed(ctx.params, command).record(EraseOptions)
+    assert record == EraseOptions("ref.txt", 10, "gold", None)
