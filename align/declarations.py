@@ -25,7 +25,8 @@ class Flag:
 
     flags: the option's spellings as click declares them (the first is the one messages show);
     type: None (text), "int", "whole" (a whole number from `least`), "seed", "finite" (a
-    finite decimal), "fraction" (a decimal in 0..1); choices: the values allowed;
+    finite decimal), "fraction" (a decimal in 0..1); least, most: a whole number's bounds (most
+    None: 2⁶³ − 1); choices: the values allowed;
     default: the command line's default (FROM_FIELD: the field's own); parse: a check the CLI
     runs as the value is parsed ("size", "alphas", "resamples", "resamples_or_none");
     variants: {name: help} for a command that helps it otherwise (`options_of(...,
@@ -38,6 +39,7 @@ class Flag:
     metavar: str | None = None
     type: str | None = None
     least: int | None = None
+    most: int | None = None
     choices: tuple | None = None
     default: object = FROM_FIELD
     show_default: bool = False

@@ -143,7 +143,7 @@ def _click_type(flag: Flag):
     if flag.choices is not None:
         return click.Choice(flag.choices)
     if flag.type == "whole":
-        return whole(flag.least)
+        return whole(flag.least) if flag.most is None else whole(flag.least, flag.most)
     if flag.type is not None:
         return TYPES[flag.type]
     return None

@@ -10,7 +10,7 @@ from align.cli.declared import Parsed, fields, options_of
 from align.cli.shared_options import EXTRACT_OUTPUT
 from align.corpus import CorpusSpec, unescape
 from align.corpus.spec import PROTOCOL
-from align.declarations import declarations
+from align.declarations import declarations, flag
 from align.extraction import ExtractOptions, dropped_summary, extract
 from align.models import ModelSpec
 from align.result_info import describe
@@ -58,11 +58,15 @@ def extract_cmd(model, corpus, **values):
     extract(spec, cspec, output, options)
 
 
+INFO_JSON = flag("--json", help="Print the attributes as JSON.", is_flag=True, name="as_json")
+
+
 @click.command("info")
 @click.argument("store")
-@click.option("--json", "as_json", is_flag=True, help="Print the attributes as JSON.")
-def info_cmd(store, as_json):
+@options_of(INFO_JSON)
+def info_cmd(store, **values):
     """Print what STORE holds: model, tokens, boundaries, dtype, size, completeness, provenance."""
+    as_json = Parsed(values).take(INFO_JSON)
     from align.study.state import describe as describe_study
     from align.study.state import is_study
 

@@ -32,6 +32,7 @@ RECORDS = (
     Variant,
 )
 DECLARED_COMMANDS = ("extract", "fit", "contrib", "skip", "lens", "depth", "erase", "igrad")
+DECLARED_COMMANDS += ("plot", "info", "report")
 
 
 def _command(name):
