@@ -21,11 +21,17 @@ from dataclasses import dataclass
 from align.cli.declared import Entry, entries, fields, sides
 from align.cli.extract import CORPUS_FIELDS
 from align.cli.shared_options import (
+    BOOTSTRAP,
+    BOOTSTRAP_SEED,
+    DEPTH_CONTRIB,
+    DEPTH_LENS,
+    DEPTH_OUTPUT,
     DEVICE_MEMORY,
     EXTRACT_OUTPUT,
     FIT_OUTPUT,
     LIVE,
     LIVE_DRY_RUN,
+    OVERWRITE_RESULT,
 )
 from align.corpus import CorpusSpec
 from align.extraction import ExtractOptions
@@ -148,6 +154,22 @@ TABLES = {
                 "formats](../formats.md#task-formats-format)); CORPUS may be left out with "
                 "`--dataset` or a generated `--format`",
             ),
+        ),
+    ),
+    "depth": (
+        "depth.md",
+        (
+            DEPTH_CONTRIB,
+            DEPTH_LENS,
+            DEPTH_OUTPUT,
+            Row(
+                (OVERWRITE_RESULT,),
+                "`--overwrite`",
+                "off",
+                "replace an existing depth result at `-o`",
+            ),
+            BOOTSTRAP,
+            BOOTSTRAP_SEED,
         ),
     ),
 }

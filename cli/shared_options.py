@@ -59,7 +59,12 @@ ANALYSIS_OUTPUT = flag(
     required=True,
 )
 DEPTH_OUTPUT = flag(
-    "-o", "--output", help="Result store to write.", metavar="RESULT", required=True
+    "-o",
+    "--output",
+    doc="the result to write",
+    help="Result store to write.",
+    metavar="RESULT",
+    required=True,
 )
 OVERWRITE_RESULT = flag("--overwrite", help="Replace an existing result at -o.", is_flag=True)
 PROMPTS_BATCH = flag(
@@ -94,6 +99,7 @@ ANALYSIS_DRY_RUN = flag(
 )
 BOOTSTRAP = flag(
     "--bootstrap",
+    doc="resamples of prompts for the 95% intervals, 100 to 1,000,000",
     help=f"Resamples of prompts for the 95% percentile intervals ({MIN_RESAMPLES:,} to "
     f"{MAX_RESAMPLES:,}).",
     type="int",
@@ -104,6 +110,8 @@ BOOTSTRAP = flag(
 )
 BOOTSTRAP_SEED = flag(
     "--bootstrap-seed",
+    doc="seed of the prompt bootstrap",
+    doc_metavar="N",
     help="Seed of the prompt bootstrap.",
     type="seed",
     default=0,
@@ -132,6 +140,7 @@ LENS_STORE = flag(
 )
 DEPTH_CONTRIB = flag(
     "--contrib",
+    doc="a result of `align contrib`",
     help="A result of `align contrib`.",
     metavar="RESULT",
     required=True,
@@ -139,6 +148,7 @@ DEPTH_CONTRIB = flag(
 )
 DEPTH_LENS = flag(
     "--lens",
+    doc="a result of `align lens` on the same model",
     help="A result of `align lens` on the same model.",
     metavar="RESULT",
     required=True,
