@@ -83,7 +83,8 @@ def fit_cmd(source, target, corpus=None, **values):
     """
     parsed = Parsed(values)
     live, output = parsed.take(LIVE), parsed.take(FIT_OUTPUT)
-    spec = parsed.record(FitSpec, extend_alphas=values["alphas"] is None)
+    typed = parsed.fields(FitSpec)
+    spec = FitSpec(**typed, extend_alphas=typed["alphas"] is None)  # --alphas auto: extend
     if live or corpus is not None:
         return fit_live_cmd(source, target, corpus, output, live, spec, parsed)
     refuse_live_only(param_names(*LIVE_FORM))
