@@ -44,8 +44,21 @@ def say(message: str) -> None:
 
 
 def human_bytes(n: float) -> str:
-    """Bytes in binary units for a message, one decimal: 1536 -> "1.5 KiB", 1.6e9 -> "1.5 GiB",
-    512 -> "512 B"; past ZiB, YiB with thousands separators."""
+    """Bytes in binary units for a message, one decimal.
+
+    1536 -> "1.5 KiB", 1.6e9 -> "1.5 GiB", 512 -> "512 B"; past ZiB, YiB with thousands
+    separators.
+
+    Parameters
+    ----------
+    n : float
+        Bytes.
+
+    Returns
+    -------
+    str
+        The text.
+    """
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB"):
         if abs(n) < 1024:
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"

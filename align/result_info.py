@@ -1,6 +1,7 @@
 """`align info RESULT`: a result store in a few readable lines (what it is, its models and
-corpus, its headline numbers, how its intervals were drawn, its options and variables),
-from the result itself (the command adds how to print every attribute)."""
+corpus, its headline numbers, the similarity measures it holds with their paths and
+calibration, how its intervals were drawn, its options and variables), from the result
+itself (the command adds how to print every attribute)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import math
 import textwrap
 
 from align.fitting.headline import headline, pairing_text
+from align.fitting.measured import FAMILY_LEVEL
+from align.measures import MEASURES, SIMILARITY
 from align.names import model_name, provenance_of
 
 WIDTH = 100  # a line's width before it wraps, under its label
@@ -63,6 +66,50 @@ def _options(options) -> str:
     return ", ".join(parts)
 
 
+def _measures(ds) -> list:
+    """(label, text) lines of the measures of `align fit --measures` an alignment result
+    holds (attrs["summary"]["measures"]): each with its direction and path (a similarity's
+    row argmax, a distance's argmin) and, where the fit calibrated it, the cells and the path
+    that beat the grid's null; then the rows they were computed on, and the calibration's
+    draw (attrs["options"]["sampled_rows"]). [] without measures."""
+    records = (ds.attrs.get("summary") or {}).get("measures") or {}
+    names = [n for n in MEASURES if isinstance(records.get(n), dict)]
+    if not names:
+        return []
+    src = [int(i) for i in ds["source_boundary"].values]
+    cells = int(ds.sizes["source_boundary"] * ds.sizes["target_boundary"])
+    out = []
+    for n in names:
+        r = records[n]
+        direction = r.get("direction", MEASURES[n])
+        pick = "argmax" if direction == SIMILARITY else "argmin"
+        text = f"{n} ({direction}): {pick} path {r.get('path')} for i = {src}"
+        if "cells_surviving" in r:
+            text += (
+                f"; {r['cells_surviving']} of {cells} cells beat the grid's null (p_family < "
+                f"{FAMILY_LEVEL}), the path {'does' if r.get('path_surviving') else 'does not'}"
+            )
+        out.append(("measures" if not out else "", text))
+    where = [str(records[k]) for k in ("rows", "interval") if isinstance(records.get(k), str)]
+    if where:
+        out.append(("", "computed on " + "; intervals: ".join(where)))
+    sample = (ds.attrs.get("options") or {}).get("sampled_rows")
+    if isinstance(sample, dict) and sample.get("permutations"):
+        out.append(
+            (
+                "calibration",
+                f"{sample['permutations']:,} permutations of {sample.get('rows', 0):,} sampled "
+                f"held-out rows, re-paired by {sample.get('null_scheme', '?')} (seed "
+                f"{sample.get('seed')}); the row measures' intervals over "
+                f"{sample.get('bootstrap_resamples', 0):,} document resamples, k = "
+                f"{sample.get('neighbours')} neighbours",
+            )
+        )
+    else:
+        out.append(("calibration", "none (the fit drew no permutation null)"))
+    return out
+
+
 def _depths(ds) -> str:
     reasons = ds.attrs.get("reasons") or {}
     out = []
@@ -97,6 +144,7 @@ def describe(path: str, ds) -> str:
         pairing = pairing_text(attrs.get("pairing")).removeprefix("pairing ")
         lines.append(_field("pairing", pairing or "one token stream (both read the same tokens)"))
         lines.append(_field("route", str(attrs.get("route", "?"))))
+        lines += [_field(label, text) for label, text in _measures(ds)]
         corpus = _corpus(provenance_of(attrs, "source").get("corpus"))
     else:
         lines.append(_field("model", _model(attrs)))

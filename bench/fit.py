@@ -10,6 +10,7 @@ process), and the peak memory of the client and its workers under --memory-limit
     .venv/bin/python bench/fit.py --tokens 20000 --quick    # no memory run
     .venv/bin/python bench/fit.py --stores /tmp/fb      # keep (and re-use) the generated stores there
     .venv/bin/python bench/fit.py --pairing char-anchors --tokens 65536   # an anchored pair against tokens
+    .venv/bin/python bench/fit.py --measures all --repeats 2   # ridge alone against ridge + the streamed measures
 
 The stores are written from seeded random arrays through align.store (the fit's cost does not
 depend on what the numbers are), in float32 without compression.
@@ -335,7 +336,30 @@ def main():
         "--repeats",
         type=int,
         default=3,
-        help="--pairing char-anchors: runs of each fit, alternated",
+        help="--pairing char-anchors, --measures: runs of each fit, alternated",
+    )
+    ap.add_argument(
+        "--measures",
+        default=None,
+        help="time ridge alone against ridge and these streamed measures (LIST or all) in the same "
+        "run, their group bootstrap and mknn, rsa on --sample-rows rows "
+        "(bench/fit_measures.py; writes bench/results/fit-measures.json)",
+    )
+    ap.add_argument(
+        "--measures-bootstrap",
+        type=int,
+        default=0,
+        help="--measures: --bootstrap of both fits (0: the values alone; the bootstrap is timed apart)",
+    )
+    ap.add_argument(
+        "--sample-rows", type=int, default=4096, help="--measures: M of the row measures' timing"
+    )
+    ap.add_argument(
+        "--baseline",
+        default=None,
+        metavar="REV",
+        help="--measures: also time the group bootstrap of align/measures/streamed.py at git "
+        "revision REV, alternated with the working tree's (before/after)",
     )
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "fit.json"))
     ap.add_argument("--tmp", default=None)
@@ -352,6 +376,11 @@ def main():
         import fit_pairing
 
         return fit_pairing.main(args)
+    if args.measures:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import fit_measures
+
+        return fit_measures.main(args)
 
     from dask.utils import parse_bytes
 

@@ -365,6 +365,137 @@ def fit(r: Results) -> str:
     )
 
 
+def fit_measures(r: Results) -> str:
+    d = r("fit-measures.json")
+    c, f, b, rows_ = d["config"], d["fits"], d["bootstrap"], d["rows"]
+    med = f["median_seconds"]
+    nI, nJ = b["grid"]
+    runs = lambda k: ", ".join(f"{o['seconds']:.1f}" for o in f["runs"][k])  # noqa: E731
+    pairs = [m["seconds"] / r["seconds"] for r, m in zip(f["runs"]["ridge"], f["runs"]["measures"])]
+    fits = table(
+        ["run", "seconds (median)", "runs"],
+        [
+            ["ridge alone", f"{med['ridge']:.1f}", runs("ridge")],
+            [f"ridge + {', '.join(c['measures'])}", f"{med['measures']:.1f}", runs("measures")],
+            [
+                "ratio",
+                f"**{f['ratio']:.2f}×**",
+                f"run by run {', '.join(f'{x:.2f}×' for x in pairs)}; target ≤ 1.3×: "
+                f"{met(f['ratio'] <= 1.3)}",
+            ],
+        ],
+    )
+    labels = [k for k in ("before", "after") if k in b]
+    boot = table(
+        ["code", "a boundary", "a pair", f"a resample of the {nI} × {nJ} grid", "1,000 resamples"],
+        [
+            [
+                f"{k} ({b['baseline']})" if k == "before" else k,
+                f"{1e3 * b[k]['side_seconds']:.0f} ms",
+                f"{1e3 * b[k]['pair_seconds']:.0f} ms",
+                f"{b[k]['resample_seconds']:.2f} s",
+                f"{n(b[k]['seconds_at_1000'])} s",
+            ]
+            for k in labels
+        ],
+    )
+    rowm = table(
+        ["measure", "one cell, both boundaries prepared", "one null draw of a cell"],
+        [
+            [
+                f"`{name}`",
+                f"{rows_[name]['observed_seconds']:.2f} s",
+                f"{1e3 * rows_[name]['null_draw_seconds']:.0f} ms"
+                if rows_[name]["null_draw_seconds"] > 0
+                else "below the timing's noise (the two calls' preparation)",
+            ]
+            for name in ("mknn", "rsa")
+        ],
+    )
+    return (
+        f"{n(c['tokens'])} tokens of bench/fit.py's stores (source {c['source']}, target "
+        f"{c['target']}: {f['pairs']} pairs), `--bootstrap {c['bootstrap']}`, runs alternated; load "
+        f"average {load_range(f['load_average_before_after'])} on {c['cpu_count']} cores.\n\n"
+        + fits
+        + "\n\nThe group bootstrap of the streamed measures, per resample (single-threaded BLAS, "
+        "a 1 × 1 and a 3 × 3 grid timed and solved for the cost of a boundary and of a pair, "
+        "scaled to the grid):\n\n"
+        + boot
+        + f"\n\nThe row measures on M = {n(c['sample_rows'])} sampled rows (d {c['source'].split('x')[1]} "
+        f"and {c['target'].split('x')[1]}):\n\n"
+        + rowm
+        + (f"\n\nTimed again: {d['rows_command']}." if "rows_command" in d else "")
+        + "\n\n"
+        + sources((c["command"], "bench/results/fit-measures.json"))
+    )
+
+
+def plan_measures(r: Results) -> str:
+    d = r("plan-measures.json")
+    c = d["config"]
+    gib = 2**30
+    kinds = (
+        ("ridge", "ridge alone"),
+        ("measures", "`--measures all --bootstrap 0`"),
+        ("measures_bootstrap", "`--measures all` (10 groups)"),
+    )
+
+    def store(p):
+        if not p["fits"]:
+            return "does not fit"
+        return (
+            f"{p['blocks']} blocks of {p['block_shape'][0]} × {p['block_shape'][1]}: "
+            f"{(p['block_bytes'] + p['measure_bytes']) / gib:.0f} GiB a block "
+            f"({p['measure_bytes'] / gib:.0f} GiB of it the measures' sums and rotations)"
+        )
+
+    def live(p):
+        if not p["fits"]:
+            return "does not fit"
+        held = sum(p["pass_bytes"].values()) + p["model_bytes"]
+        sums = p["pass_bytes"].get("measure sums", 0)
+        return (
+            f"{p['passes']} passes of {p['targets_per_pass']} target "
+            f"boundar{'y' if p['targets_per_pass'] == 1 else 'ies'}: "
+            f"{held / gib:.0f} GiB on the device ({sums / gib:.0f} GiB of it the measures' sums and rotations)"
+        )
+
+    mem = table(
+        [
+            "fit",
+            f"store route, {c['host_memory']:g} GiB per worker",
+            f"`--live`, {c['device_memory']:g} GiB of one GPU",
+        ],
+        [[label, store(d["store"][k]), live(d["live"][k])] for k, label in kinds],
+    )
+    fl, sec = d["flops"], d["seconds"]
+    what = (
+        ("statistics", "ridge's statistics, 2·N·ΣD_S·ΣD_T"),
+        ("measure_sums", "the measures' sums over the held-out rows"),
+        ("measure_evaluation", "the streamed measures of every pair, once"),
+        ("measure_bootstrap", f"their group bootstrap, {n(c['resamples'])} resamples"),
+        ("forwards_per_pass", "both models' forwards, one pass (`--live`)"),
+    )
+    work = table(
+        ["part", "flop", "seconds at the assumed rate"],
+        [[label, sci(fl[k]), n(sec[k])] for k, label in what],
+    )
+    return (
+        f"**A plan, not a measurement**: {c['source']['name']} ({c['source']['layers'] + 1} boundaries, "
+        f"d {n(c['source']['d'])}) → {c['target']['name']} ({c['target']['layers'] + 1} boundaries, "
+        f"d {n(c['target']['d'])}), {n(c['tokens'])} tokens, {pct(c['heldout_fraction'], 0)} held out, "
+        f"from the planner's own functions (`plan_blocks`, `plan_passes`; `--live` with bfloat16 models "
+        f"and batches of {c['batch']} × {n(c['length'])} tokens). Times assume "
+        f"{c['rate'] / 1e12:g} TFLOP/s float64 for the products and decompositions and "
+        f"{c['forward_rate'] / 1e12:g} TFLOP/s bfloat16 for the forwards.\n\n"
+        + mem
+        + "\n\n"
+        + work
+        + "\n\n"
+        + sources((d["command"], "bench/results/plan-measures.json"))
+    )
+
+
 PHASES = {
     "stats": "statistics",
     "heldout": "held-out pass",
@@ -793,6 +924,85 @@ def study(r: Results) -> str:
     )
 
 
+def zoo(r: Results) -> str:
+    """The study planner's estimates for nine public models (bench/zoo.py): arithmetic on
+    their configs at stated rates, nothing run."""
+    d = r("zoo.json")
+    rates, tot = d["rates"], d["totals"]
+    units = {u["unit"]: u for u in d["units"]}
+    rows = []
+    for name, m in d["models"].items():
+        e = units[f"extract {name}"]
+        fits = [u for k, u in units.items() if k.startswith(f"fit {name}->")]
+        rows.append(
+            [
+                name,
+                f"{m['layers']} × {m['d_model']:,}",
+                f"{m['parameters'] / 1e9:.2f} B",
+                f"{e['disk'] / 1e9:,.1f} GB",
+                f"{e['memory'] / 1e9:.1f} GB",
+                f"{e['seconds'] / 60:.1f} min",
+                f"{max(u['memory'] for u in fits) / 1e9:,.0f} GB",
+                f"{sum(u['seconds'] for u in fits) / 3600:.1f} h",
+            ]
+        )
+    gpus = rates["gpus_per_node"]
+    return (
+        f"Estimates, not measurements: {len(d['models'])} models, {len(units) - len(d['models'])} "
+        f"ordered pairs, {d['tokens']:,} tokens in sequences of {d['context']}, every boundary, "
+        "the store route (an extraction per model, a fit per pair; no analyses or controls). "
+        "Per model:\n\n"
+        + table(
+            [
+                "model",
+                "layers × d",
+                "parameters",
+                "store on disk",
+                "weights (bf16)",
+                "extraction",
+                "largest statistics of its fits as source",
+                "its fits as source, one GPU",
+            ],
+            rows,
+        )
+        + "\n\n"
+        + table(
+            ["the whole study", "estimate"],
+            [
+                ["disk (stores and results)", f"**{tot['disk'] / 1e12:.2f} TB**"],
+                [
+                    "memory of the largest fit's statistics (whole grid in one block)",
+                    f"**{tot['largest_fit_statistics'] / 1e9:,.0f} GB**; "
+                    f"{tot['fits_over_gpu_memory']} fits exceed one GPU's "
+                    f"{rates['h200_memory_bytes'] / 1e9:.0f} GB and are split into blocks",
+                ],
+                ["largest weights on one GPU", f"{tot['largest_weights'] / 1e9:.1f} GB"],
+                [
+                    "one GPU, every unit after another",
+                    f"{tot['one_gpu_hours']:.1f} h (extractions "
+                    f"{tot['extract_hours_one_gpu']:.1f} h, fits {tot['fit_hours_one_gpu']:.1f} h)",
+                ],
+                [f"one H200 node ({gpus} GPUs)", f"**{tot['hours_1_node']:.1f} h**"],
+                [f"four H200 nodes ({4 * gpus} GPUs)", f"**{tot['hours_4_node']:.1f} h**"],
+            ],
+        )
+        + "\n\nThe rates: the extraction's forward at "
+        f"{pct(rates['forward_fraction_of_bf16_peak'], 0)} of the H200's dense bf16 peak "
+        f"({rates['h200_bf16_peak_flops'] / 1e12:,.0f} TFLOP/s), 2 FLOPs per weight of the blocks "
+        "and attention's 2·L·n·d per token; the fit's 2·2·N·(S·d_S² + S·T·d_S·d_T) float64 "
+        f"FLOPs (`align.study.estimate.fit_flops`) at {pct(rates['fit_fraction_of_fp64_peak'], 0)} "
+        f"of its fp64 tensor-core peak ({rates['h200_fp64_peak_flops'] / 1e12:,.0f} TFLOP/s); "
+        "writing a store, and reading both of a fit's stores once, at "
+        f"{rates['store_write_and_read_bytes_per_s'] / 2**20:,.0f} MiB/s, the slower of the "
+        "extraction writer's best rates measured above (store-writer, on 2 CPU cores); disk and "
+        "memory from the fit's own budget (`align.fitting.budget`). A node runs one unit per "
+        "GPU, the extractions first, each phase's units given longest first to the least loaded "
+        "GPU. Not counted: loading the weights, the extra reads of a fit split into blocks, "
+        "several GPUs of a node sharing one disk. None of these rates has been measured on an "
+        "H200 (see GPU status below).\n\n" + sources((d["command"], "bench/results/zoo.json"))
+    )
+
+
 TABLES = {
     "store-layout": store_layout,
     "store-writer": store_writer,
@@ -800,12 +1010,15 @@ TABLES = {
     "padding": padding,
     "fit": fit,
     "fit-200k": fit_200k,
+    "fit-measures": fit_measures,
+    "plan-measures": plan_measures,
     "live": live,
     "families": families,
     "extract-families": extract_families,
     "demo": demo,
     "demo-readme": demo_readme,
     "study": study,
+    "zoo": zoo,
 }
 # The page each table lives on (default: docs/performance.md, the --doc page).
 PAGES = {"families": FAMILIES_DOC, "demo": DEMO_DOC, "demo-readme": README}

@@ -7,7 +7,7 @@ import click
 
 from align.analyses.analysis_options import LensOptions, SkipOptions
 from align.analyses.run import dry_run as plan_run
-from align.analyses.run import run_contrib, run_depth, run_lens, run_skip
+from align.analyses.run import plan_from_store, run_contrib, run_depth, run_lens, run_skip
 from align.analyses.skip import PARTS, SETTINGS
 from align.cli.declared import Parsed, fields, options_of
 from align.cli.extract import CORPUS_FIELDS, corpus_spec, model_spec
@@ -24,6 +24,7 @@ from align.cli.shared_options import (
     LENS_STORE,
     OVERWRITE_RESULT,
     PROMPTS_BATCH,
+    STORE_DRY_RUN,
 )
 from align.corpus import CorpusSpec
 from align.errors import InputError
@@ -47,18 +48,11 @@ def _resampling_of(parsed: Parsed, equal_n=None):
     return Resampling(parsed.take(BOOTSTRAP), parsed.take(BOOTSTRAP_SEED), equal_n)
 
 
-def _no_store_plan(store, dry_run):
-    if store is not None and dry_run:
-        raise InputError(
-            "--dry-run plans a run of MODEL over CORPUS; with --store no model runs: "
-            "drop --dry-run (`align info STORE` says what the store holds)"
-        )
-
-
 # What every analysis that runs a model takes, in this order in its help: where the result
 # goes, rows per forward (what a row is: per command), --overwrite.
 RUN_OUTPUTS = (ANALYSIS_OUTPUT, PROMPTS_BATCH, OVERWRITE_RESULT)
 COMMON = (*RUN_OUTPUTS, ANALYSIS_DRY_RUN)
+COMMON_STORE = (*RUN_OUTPUTS, STORE_DRY_RUN)  # a command that also reads a --store
 RESAMPLING = (BOOTSTRAP, BOOTSTRAP_SEED)
 MODEL_AND_CORPUS = (fields(ModelSpec), fields(CorpusSpec, *CORPUS_FIELDS))
 
@@ -71,21 +65,23 @@ def _outputs(parsed: Parsed, batch=PROMPTS_BATCH) -> tuple:
 @click.command("contrib")
 @click.argument("model", required=False)
 @click.argument("corpus", required=False)
-@options_of(CONTRIB_STORE, *COMMON, *RESAMPLING, *MODEL_AND_CORPUS)
+@options_of(CONTRIB_STORE, *COMMON_STORE, *RESAMPLING, *MODEL_AND_CORPUS)
 def contrib_cmd(model, corpus, **values):
     """Relative norms and cosines of what attention, MLP and each whole layer add to the
     residual stream (mean and max over tokens), and cos(h_{l+1}, h_l); prompt-bootstrap 95%
     intervals of the means."""
 
     parsed = Parsed(values)
-    store, dry_run = parsed.take(CONTRIB_STORE), parsed.take(ANALYSIS_DRY_RUN)
+    store, dry_run = parsed.take(CONTRIB_STORE), parsed.take(STORE_DRY_RUN)
     output, batch_size, overwrite = _outputs(parsed)
-    _no_store_plan(store, dry_run)
     if store is not None:
         if model is not None or corpus is not None:
             raise InputError(
                 "--store reads everything from the store: give no MODEL or CORPUS with it"
             )
+        if dry_run:
+            plan_from_store("contrib", output, store=store, overwrite=overwrite)
+            return
         run_contrib(output, store=store, resampling=_resampling_of(parsed), overwrite=overwrite)
         return
     spec, cspec = _specs(model, corpus, parsed)
@@ -174,15 +170,14 @@ def skip_cmd(model, corpus, **values):
 @click.command("lens")
 @click.argument("model", required=False)
 @click.argument("corpus", required=False)
-@options_of(LENS_STORE, *COMMON, *RESAMPLING, *MODEL_AND_CORPUS)
+@options_of(LENS_STORE, *COMMON_STORE, *RESAMPLING, *MODEL_AND_CORPUS)
 def lens_cmd(model, corpus, **values):
     """Logit lens: KL(lens || output) and top-5 overlap at every boundary 0..L, token- and
     prompt-weighted, with prompt-bootstrap 95% intervals."""
 
     parsed = Parsed(values)
-    store, dry_run = parsed.take(LENS_STORE), parsed.take(ANALYSIS_DRY_RUN)
+    store, dry_run = parsed.take(LENS_STORE), parsed.take(STORE_DRY_RUN)
     output, batch_size, overwrite = _outputs(parsed)
-    _no_store_plan(store, dry_run)
     if store is not None:
         if corpus is not None:
             raise InputError("--store reads the tokens from the store: give no CORPUS with it")
@@ -192,6 +187,9 @@ def lens_cmd(model, corpus, **values):
             if model
             else None
         )
+        if dry_run:
+            plan_from_store("lens", output, store=store, spec=spec, overwrite=overwrite)
+            return
         # Only the final norm and the unembedding run: on --device, in --dtype (default: the
         # compute dtype there).
         run_lens(

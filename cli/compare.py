@@ -27,8 +27,17 @@ from align.stats.bootstrap import (
 @click.option(
     "--figure",
     default=None,
-    metavar="FILE.png",
-    help="The figure's path [default: beside -o, with .png].",
+    metavar="FILE",
+    help="The figure's path, PNG, PDF or SVG by its suffix (.png, .pdf, .svg) [default: beside "
+    "-o, with .png].",
+)
+@click.option(
+    "--measure",
+    default=None,
+    metavar="NAME",
+    help="alignment: compare on this measure of `align fit --measures` (cka, procrustes, ...): "
+    "each result's path (a similarity's argmax, a distance's argmin) and the measure along it "
+    "[default: ridge, the held-out error].",
 )
 @click.option(
     "--weighting",
@@ -55,17 +64,17 @@ from align.stats.bootstrap import (
     help="Seed of that bootstrap.",
 )
 @click.option("--overwrite", is_flag=True, help="Replace an existing table or figure.")
-def compare_cmd(results, output, figure, weighting, bootstrap, seed, overwrite):
+def compare_cmd(results, output, figure, measure, weighting, bootstrap, seed, overwrite):
     """Several depth, lens or alignment results (one kind) in one table: each result's numbers
     with their 95% intervals and, for two results on the same prompts, their paired
     difference (later minus earlier) with its interval. With -o, also a CSV or Markdown file and a figure."""
-    from align.compare import run_compare
+    from align.compare import View, run_compare
 
     run_compare(
         results,
         output,
         figure,
-        weighting=weighting,
+        view=View(weighting, measure),
         resampling=Resampling(bootstrap, seed),
         overwrite=overwrite,
         echo=lambda text: click.echo(text, nl=False),

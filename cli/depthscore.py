@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from align.analyses.depthscore import run_depthscore
+from align.analyses.depthscore import plan_depthscore, run_depthscore
 from align.cli.numbers import SEED
 from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
 
@@ -36,7 +36,13 @@ from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check
     help="Seed of the prompt bootstrap.",
 )
 @click.option("--overwrite", is_flag=True, help="Replace an existing result at -o.")
-def depthscore_cmd(skip_results, output, levels, bootstrap, seed, overwrite):
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print what the run will read (each level's prompts), the resamples it will draw, its "
+    "memory, what it will write and its time from a few timed resamples; write nothing.",
+)
+def depthscore_cmd(skip_results, output, levels, bootstrap, seed, overwrite, dry_run):
     """Depth score DS = sum_s s*m_s / sum_s m_s per level, from one `align skip` result per
     level. The headline is P1's: the future setting's layer effect (m_s = sum_l R[s, l] /
     max(L-1-s, 1), skipping whole layers, max over prompts), measured by P1 with --split
@@ -45,9 +51,8 @@ def depthscore_cmd(skip_results, output, levels, bootstrap, seed, overwrite):
     DS across levels: the model uses no more depth for harder items. Prompt-bootstrap 95%
     intervals (ds_low, ds_high) where the skip results hold per-prompt values."""
 
-    run_depthscore(
-        skip_results, output, levels=levels, bootstrap=bootstrap, seed=seed, overwrite=overwrite
-    )
+    run = plan_depthscore if dry_run else run_depthscore
+    run(skip_results, output, levels=levels, bootstrap=bootstrap, seed=seed, overwrite=overwrite)
 
 
 commands = [depthscore_cmd]

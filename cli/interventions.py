@@ -6,11 +6,12 @@ import click
 
 from align.analyses.analysis_options import EraseOptions, IgradOptions
 from align.analyses.igrad_options import Variant, variant
-from align.analyses.interventions_run import run_erase, run_igrad
+from align.analyses.interventions_run import plan_erase, plan_igrad, run_erase, run_igrad
 from align.cli.analyses import _choices
 from align.cli.declared import Parsed, fields, options_of
 from align.cli.extract import CORPUS_FIELDS, corpus_spec, model_spec
 from align.cli.shared_options import (
+    ANALYSIS_DRY_RUN,
     ANALYSIS_OUTPUT,
     ERASE_BATCH,
     IGRAD_BATCH,
@@ -38,6 +39,7 @@ def _answer(record) -> list:
     ANALYSIS_OUTPUT,
     ERASE_BATCH,
     OVERWRITE_RESULT,
+    ANALYSIS_DRY_RUN,
     _answer(EraseOptions),
     fields(EraseOptions, "reference", "reference_docs"),
     fields(ModelSpec),
@@ -51,11 +53,12 @@ def erase_cmd(model, prompts, **values):
 
     parsed = Parsed(values)
     output, batch_size = parsed.take(ANALYSIS_OUTPUT), parsed.take(ERASE_BATCH)
-    overwrite = parsed.take(OVERWRITE_RESULT)
+    overwrite, dry_run = parsed.take(OVERWRITE_RESULT), parsed.take(ANALYSIS_DRY_RUN)
     spec, cspec = _specs(model, prompts, parsed)
     options = parsed.record(EraseOptions)
     parsed.done()
-    run_erase(
+    run = plan_erase if dry_run else run_erase
+    run(
         output,
         spec=spec,
         cspec=cspec,
@@ -72,6 +75,7 @@ def erase_cmd(model, prompts, **values):
     ANALYSIS_OUTPUT,
     IGRAD_BATCH,
     OVERWRITE_RESULT,
+    ANALYSIS_DRY_RUN,
     _answer(IgradOptions),
     fields(IgradOptions, "parts"),
     IGRAD_PROTOCOL,
@@ -89,7 +93,7 @@ def igrad_cmd(model, prompts, **values):
 
     parsed = Parsed(values)
     output, batch_size = parsed.take(ANALYSIS_OUTPUT), parsed.take(IGRAD_BATCH)
-    overwrite = parsed.take(OVERWRITE_RESULT)
+    overwrite, dry_run = parsed.take(OVERWRITE_RESULT), parsed.take(ANALYSIS_DRY_RUN)
     v = variant(parsed.take(IGRAD_PROTOCOL), **parsed.fields(Variant))
     spec, cspec = _specs(model, prompts, parsed)
     typed = parsed.fields(IgradOptions)
@@ -97,9 +101,8 @@ def igrad_cmd(model, prompts, **values):
         **{**typed, "parts": _choices(typed["parts"], PARTS, "--parts"), "variant": v}
     )
     parsed.done()
-    run_igrad(
-        output, spec=spec, cspec=cspec, options=options, batch_size=batch_size, overwrite=overwrite
-    )
+    run = plan_igrad if dry_run else run_igrad
+    run(output, spec=spec, cspec=cspec, options=options, batch_size=batch_size, overwrite=overwrite)
 
 
 commands = [erase_cmd, igrad_cmd]

@@ -97,6 +97,13 @@ ANALYSIS_DRY_RUN = flag(
     "write and its time from one timed batch; write nothing.",
     is_flag=True,
 )
+STORE_DRY_RUN = flag(
+    "--dry-run",
+    help="Print what the run will read, the forwards it will make, its memory, what it will "
+    "write and its time from one timed batch; write nothing. With --store: what the store holds "
+    "and what the run will read.",
+    is_flag=True,
+)
 BOOTSTRAP = flag(
     "--bootstrap",
     doc="resamples of prompts for the 95% intervals, 100 to 1,000,000",

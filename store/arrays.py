@@ -18,7 +18,17 @@ from align.store.writer import ActivationWriter, PlanWriter, create_activations
 
 
 class StoreShape(NamedTuple):
-    """What a written store says of its model, where the arrays do not say it (None: from them)."""
+    """What a written store says of its model, where the arrays do not say it (None: from them).
+
+    Attributes
+    ----------
+    n_layers : int, optional
+        Blocks L (None: the largest boundary).
+    d_model : int, optional
+        Values per token (None: resid's last axis).
+    boundaries : tuple of int, optional
+        The boundaries of resid's first axis (None: 0..n_boundaries-1).
+    """
 
     n_layers: int | None = None  # blocks L (None: the largest boundary)
     d_model: int | None = None  # values per token (None: resid's last axis)
@@ -46,11 +56,31 @@ def write_activations(
 ) -> str:
     """Write an activation store at `path`, of `shape`, in `fmt`.
 
-    resid: (n_boundaries, n_tokens, d_model) float32, or a function (start, stop) -> that
-    block of tokens (n_boundaries, stop - start, d_model), for stores larger than memory.
-    tokens: token_id, doc, seq, pos (n_tokens,) (char_start/char_end default to -1).
-    provenance: the store's provenance dict (tokenizer_hash, model, ...). With complete=False
-    the store is left planned but without activations, as a killed extraction leaves it."""
+    Parameters
+    ----------
+    path : str
+        Where the store is written.
+    resid : array of shape (n_boundaries, n_tokens, d_model) or callable
+        float32 residuals, or a function (start, stop) -> that block of tokens, of shape
+        (n_boundaries, stop - start, d_model), for stores larger than memory.
+    tokens : dict
+        token_id, doc, seq, pos, each of shape (n_tokens,) (char_start/char_end default to -1).
+    provenance : dict
+        The store's provenance dict (tokenizer_hash, model, ...).
+    shape : StoreShape, optional
+        The model's blocks, width and the boundaries of `resid`'s first axis (None: from the
+        arrays).
+    fmt : StoreFormat, optional
+        The store's dtype, codec and chunking.
+    complete : bool, optional
+        With False the store is left planned but without activations, as a killed extraction
+        leaves it.
+
+    Returns
+    -------
+    str
+        `path`.
+    """
     n_layers, d_model, boundaries = shape
     store_dtype, codec, chunk_tokens = fmt
     n = len(tokens["token_id"])

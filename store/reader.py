@@ -345,6 +345,20 @@ def _damaged(path: str, kind: str, key: tuple, why: str) -> str:
 def open_activations(
     path: str, storage_options: dict | None = None, mode: str = "r"
 ) -> ActivationStore:
-    """Open an activation store (complete or not; see `require_complete`). mode "r+" is for
-    the writer."""
+    """Open an activation store, complete or not (see `require_complete`).
+
+    Parameters
+    ----------
+    path : str
+        The store's folder or URL.
+    storage_options : dict, optional
+        fsspec options of a remote store.
+    mode : str, optional
+        "r", or "r+" for the writer.
+
+    Returns
+    -------
+    ActivationStore
+        Per-boundary reads of `resid`, `attn`, `mlp` (n_tokens, d_model) and the token table.
+    """
     return ActivationStore(path, storage_options, mode)

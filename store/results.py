@@ -211,7 +211,28 @@ def _settle(timeout: float = 30.0) -> None:
 
 
 def open_result(path: str, schema: str | None = None, storage_options: dict | None = None):
-    """Open a result store as an xarray.Dataset, checking its schema."""
+    """Open a result store as an xarray.Dataset, checking its schema.
+
+    Parameters
+    ----------
+    path : str
+        The result's folder or URL.
+    schema : str, optional
+        The schema it must hold (None: any result schema).
+    storage_options : dict, optional
+        fsspec options of a remote result.
+
+    Returns
+    -------
+    xarray.Dataset
+        The result, a version-1 result upgraded to the current names.
+
+    Raises
+    ------
+    StoreError
+        Another schema than `schema`, a store that is not a result, or a result whose write was
+        interrupted.
+    """
     import xarray as xr
 
     path = local_path(str(path)) or str(path)
@@ -275,5 +296,23 @@ def _renamed_keys(value):
 
 
 def open_alignment(path: str, storage_options: dict | None = None):
-    """The alignment result at `path` as an xarray.Dataset."""
+    """Open the alignment result at `path` as an xarray.Dataset.
+
+    Parameters
+    ----------
+    path : str
+        The result's folder or URL.
+    storage_options : dict, optional
+        fsspec options of a remote result.
+
+    Returns
+    -------
+    xarray.Dataset
+        Scores of dims (source_boundary, target_boundary) (see the schemas page).
+
+    Raises
+    ------
+    StoreError
+        A store that is not an alignment result, or one whose write was interrupted.
+    """
     return open_result(path, "alignment", storage_options)

@@ -152,11 +152,36 @@ def load_answer_prompts(
     answer_marker: str | None = None,
     reading: corpus.Reading | None = None,
 ) -> list[AnswerPrompt]:
-    """Every prompt of the corpus with its answer (module docstring), in order. With
-    `answer_marker`, any corpus; with a task format (`spec.fmt` not "plain"), where the format
-    puts the answer; else a .jsonl file whose items hold `spec.text_field` and `answer_field`.
-    With `reading`, the corpus is read through it (its hash: of the bytes these prompts came
-    from)."""
+    """Every prompt of the corpus with its answer (module docstring), in order.
+
+    With `answer_marker`, any corpus; with a task format (`spec.fmt` not "plain"), where the
+    format puts the answer; else a .jsonl file whose items hold `spec.text_field` and
+    `answer_field`.
+
+    Parameters
+    ----------
+    spec : CorpusSpec
+        The corpus.
+    tokenizer : transformers tokenizer
+        The model's tokenizer.
+    answer_field : str, optional
+        The .jsonl field of the answer.
+    answer_marker : str, optional
+        The text that separates prompt and answer in each document.
+    reading : Reading, optional
+        The corpus is read through it (its hash: of the bytes these prompts came from).
+
+    Returns
+    -------
+    list of AnswerPrompt
+        Token ids (T,), per-token labels, the (T,) mask of answer-predicting positions, the
+        document and the answer text.
+
+    Raises
+    ------
+    InputError
+        A prompt without its field, an empty answer, or an answer cut off by `max_length`.
+    """
     corpus.validate(spec)
     marker = answer_marker
     if marker is not None and not marker:

@@ -105,13 +105,32 @@ def read_head(
     trust_remote_code: bool = False,
     device: str = "cpu",
 ):
-    """(config, head) of checkpoint `name`: an align.models.families.Head (final norm, the modules the
-    family applies after it, unembedding, its cap or scale) on `device` (cpu | cuda | auto,
-    `head_device`) in `dtype`.
+    """Read the head of a checkpoint: its final norm, the modules after it and its unembedding.
 
-    Only the head's tensors are read (the embedding's when the
-    unembedding is tied to it), one at a time on the host, and copied into modules allocated
-    on the device in `dtype` (no float32 copy of the head on the device)."""
+    Only the head's tensors are read (the embedding's when the unembedding is tied to it), one
+    at a time on the host, and copied into modules allocated on the device in `dtype` (no
+    float32 copy of the head on the device).
+
+    Parameters
+    ----------
+    name : str
+        A model folder or hub id.
+    revision : str, optional
+        The hub revision.
+    dtype : str, optional
+        The head's dtype on the device.
+    trust_remote_code : bool, optional
+        Passed to transformers when the config is read and the head's modules are built.
+    device : str, optional
+        cpu | cuda | auto (`head_device`).
+
+    Returns
+    -------
+    config : transformers.PretrainedConfig
+        The checkpoint's config.
+    head : align.models.families.Head
+        Final norm, the modules the family applies after it, unembedding, its cap or scale.
+    """
     import torch
     from accelerate import init_empty_weights
     from transformers import AutoModelForCausalLM

@@ -51,9 +51,19 @@ def _cos(x, y, eps):
 def token_contributions(h, a, m, h_next, eps: float = EPS) -> dict:
     """Per-token contribution metrics of one layer.
 
-    h, a, m, h_next: (n_tokens, d_model) arrays or tensors: h_l, a_l, m_l, h_{l+1}.
-    Returns {"rel_norm": (3, n_tokens), "cos": (3, n_tokens), "resid_cos": (n_tokens,)}
-    as torch tensors, rows in PARTS order (attn, mlp, layer); dimensionless."""
+    Parameters
+    ----------
+    h, a, m, h_next : array or tensor of shape (n_tokens, d_model)
+        h_l, a_l, m_l, h_{l+1}.
+    eps : float, optional
+        Floor of every norm a ratio or a cosine divides by.
+
+    Returns
+    -------
+    dict
+        {"rel_norm": (3, n_tokens), "cos": (3, n_tokens), "resid_cos": (n_tokens,)} as torch
+        tensors, rows in PARTS order (attn, mlp, layer); dimensionless.
+    """
     import torch
 
     h = _t(h)
@@ -164,10 +174,30 @@ class ContributionAccumulator:
 def contributions(resid, attn, mlp, eps: float = EPS, prompt=None) -> dict:
     """Contribution metrics from whole arrays.
 
-    resid: (L+1, n_tokens, d_model) raw residuals h_0..h_L; attn, mlp: (L, n_tokens, d_model)
-    sublayer outputs a_l, m_l; prompt: (n_tokens,) each token's prompt, or None (no
-    per-prompt sums). Returns {"rel_norm": (3, L, 2), "cos": (3, L, 2), "resid_cos": (L, 2),
-    "n_tokens", "per_prompt"}: parts (attn, mlp, layer), aggregations (mean, max)."""
+    Parameters
+    ----------
+    resid : array of shape (n_boundaries, n_tokens, d_model)
+        Raw residuals h_0..h_L (n_boundaries = L + 1).
+    attn : array of shape (n_layers, n_tokens, d_model)
+        Attention outputs a_l of blocks 0..L−1.
+    mlp : array of shape (n_layers, n_tokens, d_model)
+        MLP outputs m_l.
+    eps : float, optional
+        Floor of every norm a ratio or a cosine divides by.
+    prompt : array of shape (n_tokens,), optional
+        Each token's prompt, or None (no per-prompt sums).
+
+    Returns
+    -------
+    dict
+        {"rel_norm": (3, L, 2), "cos": (3, L, 2), "resid_cos": (L, 2), "n_tokens",
+        "per_prompt"}: parts (attn, mlp, layer), aggregations (mean, max).
+
+    Raises
+    ------
+    InputError
+        Shapes that are not (L + 1, n, d) and (L, n, d).
+    """
     resid, attn, mlp = np.asarray(resid), np.asarray(attn), np.asarray(mlp)
     L = attn.shape[0]
     if resid.shape[0] != L + 1 or mlp.shape != attn.shape or resid.shape[1:] != attn.shape[1:]:
@@ -183,10 +213,23 @@ def contributions(resid, attn, mlp, eps: float = EPS, prompt=None) -> dict:
 def contributions_from_model(model, batches, eps: float = EPS, progress=None) -> dict:
     """Contribution metrics of a live model over prompts.
 
-    batches: iterable of lists of token-id arrays (one prompt each); each list is one
-    right-padded forward pass, padding excluded from every aggregate. `progress`
-    (align.fitting.progress.Progress, counting batches) hears of each batch. Same return as
-    `contributions`."""
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+        The model, in memory.
+    batches : iterable of list of array of shape (n_prompt_tokens,)
+        Lists of token-id arrays (one prompt each); each list is one right-padded forward pass,
+        padding excluded from every aggregate.
+    eps : float, optional
+        Floor of every norm a ratio or a cosine divides by.
+    progress : align.fitting.progress.Progress, optional
+        Counting batches; hears of each batch.
+
+    Returns
+    -------
+    dict
+        Same as `contributions`.
+    """
     import time
 
     from align.analyses.forward import forward
@@ -234,14 +277,9 @@ def contributions_from_model(model, batches, eps: float = EPS, progress=None) ->
     return {**acc.result(), "prompts_hash": bootstrap.prompts_hash(seen)}
 
 
-def contributions_from_store(
-    store, eps: float = EPS, chunk_tokens: int | None = None, progress=None
-) -> dict:
-    """Contribution metrics from an activation store holding every boundary and the sublayer
-    outputs of every block (`align extract --sublayers`), read chunk by chunk; no model.
-    `progress` (align.fitting.progress.Progress, counting chunks) hears of each chunk."""
-    import time
-
+def check_store(store) -> None:
+    """StoreError unless `store` is complete and holds every boundary 0..L and the sublayer
+    outputs of every block: what `contributions_from_store` reads."""
     L = store.n_layers
     missing_b = [b for b in range(L + 1) if b not in store.boundaries]
     missing_l = [l for l in range(L) if l not in store.layers]
@@ -255,6 +293,42 @@ def contributions_from_store(
             "`align contrib --store` needs all of them (extract without `boundaries`, with `sublayers`)"
         )
     store.require_complete()
+
+
+def contributions_from_store(
+    store, eps: float = EPS, chunk_tokens: int | None = None, progress=None
+) -> dict:
+    """Contribution metrics from an activation store, read chunk by chunk; no model.
+
+    The store must hold every boundary and the sublayer outputs of every block
+    (`align extract --sublayers`).
+
+    Parameters
+    ----------
+    store : ActivationStore
+        The store (`align.store.open_activations`), complete.
+    eps : float, optional
+        Floor of every norm a ratio or a cosine divides by.
+    chunk_tokens : int, optional
+        Tokens read at a time (default: the store's chunk).
+    progress : align.fitting.progress.Progress, optional
+        Counting chunks; hears of each chunk.
+
+    Returns
+    -------
+    dict
+        Same as `contributions`.
+
+    Raises
+    ------
+    StoreError
+        A store without sublayer outputs, lacking a boundary or a block, or incomplete
+        (`check_store`).
+    """
+    import time
+
+    check_store(store)
+    L = store.n_layers
     step = chunk_tokens or store.chunk_tokens
     acc = ContributionAccumulator(L)
     for start in range(0, store.n_tokens, step):

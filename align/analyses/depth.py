@@ -119,10 +119,24 @@ def sensitivity(curves: dict) -> dict:
 def effective_depth(cos_attn, cos_mlp, cos_layer, kl, overlap) -> dict:
     """Effective depth by the three rules.
 
-    cos_attn, cos_mlp, cos_layer: (L,) token-mean cosines per layer; kl, overlap: (L+1,) or
-    (L,) token-weighted lens curves over boundaries (only 0..L−1 are read).
-    Returns {"effective_depth": (3,), "ratio": (3,), "reasons": {rule: str}, "n_layers": L,
-    "sensitivity": {rule: (n_thresholds,)}} in RULES order; NaN where undefined."""
+    Parameters
+    ----------
+    cos_attn, cos_mlp, cos_layer : array of shape (n_layers,)
+        Token-mean cosines per layer.
+    kl, overlap : array of shape (n_boundaries,) or (n_layers,)
+        Token-weighted lens curves over boundaries (only 0..L−1 are read).
+
+    Returns
+    -------
+    dict
+        {"effective_depth": (3,), "ratio": (3,), "reasons": {rule: str}, "n_layers": L,
+        "sensitivity": {rule: (n_thresholds,)}} in RULES order; NaN where undefined.
+
+    Raises
+    ------
+    InputError
+        Lens curves over other than L or L + 1 boundaries.
+    """
     cos = np.stack([np.asarray(x, np.float64) for x in (cos_attn, cos_mlp, cos_layer)])
     L = cos.shape[1]
     kl, overlap = np.asarray(kl, np.float64), np.asarray(overlap, np.float64)
@@ -256,14 +270,35 @@ def _refuse_nonfinite(ds, what: str, var: str, da, rerun: str, bad=None) -> None
 
 
 def depth_from_results(contrib, lens, resampling: bootstrap.Resampling = bootstrap.DEFAULT) -> dict:
-    """Effective depth from a "contributions" and a "lens" result (xarray Datasets), its
-    sensitivity to each rule's threshold and, when both results hold per-prompt sums, the
-    prompt-bootstrap intervals drawn by `resampling` (default: 1,000 resamples from seed 0).
+    """Effective depth from a "contributions" and a "lens" result.
 
-    Every number the rules read must be finite: a NaN or inf in the contributions' mean
-    cosines, or in the lens curves at a boundary the lens measured, is refused naming the
-    result, the variable and the index (a model with a NaN weight, never "no crossing"). NaN
-    at a boundary the lens did not measure (a store without it) is refused as missing."""
+    Also its sensitivity to each rule's threshold and, when both results hold per-prompt sums,
+    the prompt-bootstrap intervals drawn by `resampling`.
+
+    Parameters
+    ----------
+    contrib : xarray.Dataset
+        A "contributions" result.
+    lens : xarray.Dataset
+        A "lens" result of the same model.
+    resampling : Resampling, optional
+        How the intervals are drawn (default: 1,000 resamples from seed 0).
+
+    Returns
+    -------
+    dict
+        As `effective_depth`, with the intervals where both results hold per-prompt sums.
+
+    Raises
+    ------
+    NonFiniteError
+        Every number the rules read must be finite: a NaN or inf in the contributions' mean
+        cosines, or in the lens curves at a boundary the lens measured, is refused naming the
+        result, the variable and the index (a model with a NaN weight, never "no crossing").
+    InputError
+        NaN at a boundary the lens did not measure (a store without it) is refused as missing;
+        results of two models with different layer counts are refused.
+    """
     Lc, Ll = int(contrib.sizes["layer"]), int(lens.sizes["boundary"]) - 1
     if Lc != Ll:
         raise InputError(

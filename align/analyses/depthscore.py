@@ -48,12 +48,15 @@ is still there with the recorded hash has the levels of its documents, which mus
 from __future__ import annotations
 
 import os
+import sys
+import time
 
 import numpy as np
 
 from align import corpus, messages
 from align import store as st
 from align.errors import InputError, NonFiniteError, StoreMismatch
+from align.fitting.progress import Progress
 from align.stats.bootstrap import Resampling, draw, percentile_interval, record
 from align.version import __version__
 
@@ -153,7 +156,7 @@ def _aggregate(x: np.ndarray, agg: str) -> np.ndarray:
     return x.max(0) if agg == "max" else x.mean(0)
 
 
-def _per_prompt(ds, name, setting, R, O, coords):
+def per_prompt(ds, name, setting, R, O, coords):
     """(R (n, part, L, L), O (n, part, L)) of the prompts `setting` used, checked against the
     stored aggregates R, O (part, agg, ...)."""
     Rp = (
@@ -205,15 +208,10 @@ def bootstrap_scores(
     return out
 
 
-def depth_scores(
-    results: list, levels: list[int], names: list[str], bootstrap: int = 1000, seed: int = 0
-) -> dict:
-    """DS per level, setting, part, agg and effect from "skipping" Datasets (one per level),
-    with prompt-bootstrap intervals where every result holds per-prompt values (module
-    docstring)."""
-    resampling = Resampling(
-        bootstrap, seed
-    )  # refuses a count outside MIN_RESAMPLES..MAX_RESAMPLES or a negative seed
+def check_results(results: list, levels: list[int], names: list[str]) -> tuple[dict, int, list]:
+    """(coords {"setting", "part", "agg": values}, L, each result's split) of "skipping"
+    Datasets that make one depth score: one result per level, one model, the same settings,
+    parts and aggregations, and the same split where the future setting is measured."""
     if len(set(levels)) != len(levels):
         dup = sorted({lv for lv in levels if levels.count(lv) > 1})
         raise InputError(
@@ -243,6 +241,32 @@ def depth_scores(
             f"{nb} was run with `split` {sb}, {na} with `split` {sa}: the future setting's levels "
             f"compare only at the same split points; run the skip analyses with the same `split`"
         )
+    return coords, L, splits
+
+
+def lacking_prompts(results: list, names: list[str]) -> list[str]:
+    """The names of the results that hold no per-prompt values (no interval can be drawn)."""
+    return [
+        name for ds, name in zip(results, names) if "R_prompt" not in ds or "O_prompt" not in ds
+    ]
+
+
+def depth_scores(
+    results: list,
+    levels: list[int],
+    names: list[str],
+    bootstrap: int = 1000,
+    seed: int = 0,
+    progress=None,
+) -> dict:
+    """DS per level, setting, part, agg and effect from "skipping" Datasets (one per level),
+    with prompt-bootstrap intervals where every result holds per-prompt values (module
+    docstring); `progress` (align.fitting.progress.Progress, counting resamples) hears of
+    each level and setting's resamples."""
+    resampling = Resampling(
+        bootstrap, seed
+    )  # refuses a count outside MIN_RESAMPLES..MAX_RESAMPLES or a negative seed
+    coords, L, splits = check_results(results, levels, names)
     shape = (
         len(levels),
         len(coords["setting"]),
@@ -252,9 +276,7 @@ def depth_scores(
     )
     out = np.full(shape, np.nan)
     low, high = np.full(shape, np.nan), np.full(shape, np.nan)
-    lacking = [
-        name for ds, name in zip(results, names) if "R_prompt" not in ds or "O_prompt" not in ds
-    ]
+    lacking = lacking_prompts(results, names)
     rng = np.random.default_rng(seed) if not lacking else None
     undefined = []
     n_resampled = [{} for _ in results]
@@ -281,12 +303,16 @@ def depth_scores(
                                 f"skipping changed nothing (sum of m_s is 0)"
                             )
             if rng is not None:
-                Rp, Op = _per_prompt(ds, name, setting, R[a], O[a], coords)
+                t = time.perf_counter()
+                Rp, Op = per_prompt(ds, name, setting, R[a], O[a], coords)
                 idx = draw(rng, len(Rp), bootstrap)
                 n_resampled[i][setting] = len(Rp)
                 low[i, a], high[i, a] = percentile_interval(
                     bootstrap_scores(Rp, Op, coords["agg"], idx, setting)
                 )
+                if progress is not None:
+                    progress.forward("bootstrap", bootstrap, time.perf_counter() - t)
+                    progress.step(f"level {levels[i]} {setting}", bootstrap)
     intervals = (
         INTERVALS.format(name=lacking[0]) if lacking else BOOTSTRAP.format(B=bootstrap, seed=seed)
     )
@@ -367,9 +393,77 @@ def run_depthscore(
     overwrite: bool = False,
     log=None,
 ) -> str:
-    """`align depthscore`: DS over levels from one skip result per level; writes `output`."""
+    """Run `align depthscore`: DS over levels from one skip result per level; writes `output`.
+
+    A progress line (a bar on a terminal) counts the resamples of the bootstrap.
+
+    Parameters
+    ----------
+    paths : list of str
+        One "skipping" result per level.
+    output : str
+        Where the result is written.
+    levels : str, optional
+        One level per result, comma-separated (default: each result's corpus level from its
+        provenance).
+    bootstrap : int, optional
+        Resamples of the intervals.
+    seed : int, optional
+        The resampling's seed.
+    overwrite : bool, optional
+        Replace a result of the same schema at `output`.
+    log : callable, optional
+        Receives each message (default: stderr).
+
+    Returns
+    -------
+    str
+        `output`.
+
+    Raises
+    ------
+    InputError
+        No result, or a result without a level when `levels` is not given.
+    """
 
     log = log or messages.say
+    paths, results, given, inputs = _read(paths, output, levels, overwrite)
+    n_settings = results[0].sizes["setting"]
+    total = 0 if lacking_prompts(results, paths) else len(paths) * n_settings * bootstrap
+    terminal = log is messages.say and sys.stderr.isatty()
+    progress = Progress(
+        total,
+        log,
+        terminal,
+        command="align depthscore",
+        sides=("bootstrap",),
+        unit="resample",
+        rate_unit="resamples",
+    )
+    try:
+        res = depth_scores(results, given, paths, bootstrap, seed, progress if total else None)
+    finally:
+        progress.close()
+    attrs = {k: results[0].attrs.get(k) for k in ("model", "revision", "model_type", "config_hash")}
+    attrs.update(
+        {
+            "skip_results": paths,
+            "align_version": __version__,
+            "options": {"levels": given, "bootstrap": bootstrap, "seed": seed},
+            "corpora": [ds.attrs.get("corpus") for ds in results],
+        }
+    )
+    st.write_result(
+        output, to_dataset(res, attrs), "depthscore", overwrite=overwrite, inputs=inputs
+    )
+    log(f"align depthscore: wrote {output}: {summary(res)}")
+    return output
+
+
+def _read(paths, output, levels: str | None, overwrite: bool):
+    """(paths as str, their "skipping" Datasets, each one's level, the inputs -o must spare) of
+    `align depthscore`, -o checked first; the levels given (`levels`) or read from each
+    result's provenance."""
     paths = [str(p) for p in paths]
     if not paths:
         raise InputError("give at least one SKIP_RESULT (a result of `align skip`)")
@@ -386,21 +480,100 @@ def run_depthscore(
                 f"pass `levels` with one level per skip result, e.g. `levels` 2,3,4"
             )
         given = found
-    res = depth_scores(results, given, paths, bootstrap=bootstrap, seed=seed)
-    attrs = {k: results[0].attrs.get(k) for k in ("model", "revision", "model_type", "config_hash")}
-    attrs.update(
-        {
-            "skip_results": paths,
-            "align_version": __version__,
-            "options": {"levels": given, "bootstrap": bootstrap, "seed": seed},
-            "corpora": [ds.attrs.get("corpus") for ds in results],
-        }
-    )
-    st.write_result(
-        output, to_dataset(res, attrs), "depthscore", overwrite=overwrite, inputs=inputs
-    )
-    log(f"align depthscore: wrote {output}: {summary(res)}")
-    return output
+    return paths, results, given, inputs
+
+
+def _count(n: int, word: str) -> str:
+    """ "1 level", "3 levels"."""
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
+TIMED = 50  # resamples timed by the dry run (fewer when fewer are asked for)
+
+
+def plan_depthscore(
+    paths,
+    output,
+    *,
+    levels: str | None = None,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    overwrite: bool = False,
+    log=None,
+) -> dict:
+    """`align depthscore --dry-run`: the checks of a real run (-o, the levels, one model, the
+    same settings, parts and split, the per-prompt values against the aggregates), then what
+    it will read, resample, hold and write, and its time from TIMED resamples of the first
+    level's first setting, scaled by resamples × prompts (a resample copies its prompts'
+    values). Writes nothing. Returns the plan's numbers."""
+    log = log or messages.say
+    Resampling(bootstrap, seed)
+    paths, results, given, _ = _read(paths, output, levels, overwrite)
+    coords, L, _ = check_results(results, given, paths)
+    lacking = lacking_prompts(results, paths)
+    n_used = []  # prompts each (level, setting) resamples
+    per = []
+    for ds, name in zip(results, paths):
+        R = ds["R"].transpose("setting", "part", "agg", "skipped", "later").values
+        O = ds["O"].transpose("setting", "part", "agg", "skipped").values
+        counts = {}
+        for a, setting in enumerate(coords["setting"]):
+            if not lacking:
+                Rp, Op = per_prompt(ds, name, setting, R[a], O[a], coords)
+                counts[setting] = len(Rp)
+                per.append((Rp, Op, setting))
+        n_used.append(counts)
+    cells = len(coords["part"]) * len(coords["agg"]) * len(EFFECTS)  # DS of one setting
+    out_bytes = 3 * len(paths) * len(coords["setting"]) * cells * 8
+    head = f"align depthscore --dry-run: {output} (a depthscore result)"
+    lines = [head, f"  reads      {_count(len(paths), 'skip result')} of {L} layers:"]
+    for name, lv, ds, counts in zip(paths, given, results, n_used):
+        used = ", ".join(f"{k} {v:,}" for k, v in counts.items())
+        lines.append(
+            f"    level {lv}  {name}: {int(ds.attrs.get('n_prompts', ds.sizes.get('prompt', 0))):,} "
+            f"prompts" + (f" (resampled: {used})" if used else "")
+        )
+    if lacking:
+        lines += [
+            f"  computes   DS of {cells} cells (parts × aggs × effects) per level and setting; "
+            f"no intervals: {INTERVALS.format(name=lacking[0])}",
+            f"  writes     ~{messages.human_bytes(out_bytes)} (DS, ds_low, ds_high)",
+            "  time       well under a second; nothing was written",
+        ]
+        for line in lines:
+            log(line)
+        return {"resamples": 0, "seconds_estimate": 0.0, "result_bytes": out_bytes}
+    Rp, Op, setting = per[0]
+    k = min(TIMED, bootstrap)
+    idx = draw(np.random.default_rng(seed), len(Rp), k)
+    times = []
+    for _ in range(2):  # the faster of two: a machine shared with other jobs slows single runs
+        t = time.perf_counter()
+        bootstrap_scores(Rp, Op, coords["agg"], idx, setting)
+        times.append(time.perf_counter() - t)
+    seconds = min(times)
+    prompt_resamples = bootstrap * sum(len(r) for r, _, _ in per)
+    estimate = seconds * prompt_resamples / (k * len(Rp))
+    held = max(2 * (r.nbytes + o.nbytes) for r, o, _ in per)
+    lines += [
+        f"  computes   DS of {cells} cells (parts × aggs × effects) per level, setting and "
+        f"resample: {bootstrap:,} resamples × {_count(len(paths), 'level')} × "
+        f"{_count(len(coords['setting']), 'setting')} = {bootstrap * len(per):,} resamples over {prompt_resamples:,} prompts drawn",
+        f"  memory     ~{messages.human_bytes(held)} (one level's per-prompt R and O in float64, "
+        "and one resample's copy)",
+        f"  writes     ~{messages.human_bytes(out_bytes)} (DS, ds_low, ds_high)",
+        f"  one batch  {k} resamples of level {given[0]} ({setting}, {len(Rp):,} prompts) in "
+        f"{seconds * 1e3:,.1f} ms",
+        f"  time       ~{estimate:,.3g} s (reading the results not counted); nothing was written",
+    ]
+    for line in lines:
+        log(line)
+    return {
+        "resamples": bootstrap * len(per),
+        "prompts_drawn": prompt_resamples,
+        "seconds_estimate": estimate,
+        "result_bytes": out_bytes,
+    }
 
 
 def summary(res: dict) -> str:

@@ -27,6 +27,7 @@ unembedding of h_L there).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,10 +59,34 @@ def check_reference(n_found: int, n_asked: int, source: str) -> None:
         )
 
 
-def reference_mean(model, prompts, batch_size: int = 8) -> tuple[np.ndarray, int]:
-    """μ_b for b = 0..L: the mean residual at boundary b over every real token of the
-    reference prompts (token-id arrays), accumulated in float64. Returns ((L + 1, d_model),
-    n_tokens)."""
+def reference_mean(model, prompts, batch_size: int = 8, progress=None) -> tuple[np.ndarray, int]:
+    """The mean residual μ_b at every boundary b = 0..L over the reference prompts.
+
+    Taken over every real token of the prompts, accumulated in float64.
+
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+        The model, in memory.
+    prompts : list of array of shape (n_prompt_tokens,)
+        The reference prompts' token ids.
+    batch_size : int, optional
+        Prompts per forward.
+    progress : align.fitting.progress.Progress, optional
+        Counting forwards; hears of each batch.
+
+    Returns
+    -------
+    mean : array of shape (n_boundaries, d_model)
+        μ_0..μ_L.
+    n_tokens : int
+        The tokens averaged.
+
+    Raises
+    ------
+    InputError
+        No reference prompts.
+    """
     import torch
 
     if not prompts:
@@ -73,6 +98,7 @@ def reference_mean(model, prompts, batch_size: int = 8) -> tuple[np.ndarray, int
     total, n = None, 0
     for k in range(0, len(prompts), batch_size):
         chunk = prompts[k : k + batch_size]
+        t = time.perf_counter()
         ids, mask, pos = pad(chunk, dev)
         out = forward(
             model,
@@ -92,6 +118,9 @@ def reference_mean(model, prompts, batch_size: int = 8) -> tuple[np.ndarray, int
         )
         total = sums if total is None else total + sums
         n += int(keep.sum())
+        if progress is not None:
+            progress.forward("model", int(ids.numel()), time.perf_counter() - t)
+            progress.step("reference mean")
     return (total / n).numpy(), n
 
 
@@ -173,11 +202,32 @@ def erase_effects(model, rows: list[Row], mean, boundaries=None) -> np.ndarray:
 def erasure(model, prompts, mean, *, batch_size: int = 8, progress=None) -> dict:
     """Residual erasure of every (boundary, position) of each prompt (module docstring).
 
-    prompts: `AnswerPrompt`s; mean: (L + 1, d_model) replacement values μ_0..μ_L
-    (`reference_mean`), or None (test switch: erase with the residual itself). Returns
-    {"E": (n_prompts, L + 1, T_max) float64 over boundaries 0..L, NaN at positions ≥ a
-    prompt's length, 0 after its last answer-predicting position; "n_forwards";
-    "n_forwards_one_at_a_time"; "n_rows"}."""
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+        The model, in memory.
+    prompts : list of AnswerPrompt
+        The prompts with their answers.
+    mean : array of shape (n_boundaries, d_model) or None
+        Replacement values μ_0..μ_L (`reference_mean`), or None (test switch: erase with the
+        residual itself).
+    batch_size : int, optional
+        Rows per forward.
+    progress : align.fitting.progress.Progress, optional
+        Counting forwards; hears of each batch's 1 + L forwards.
+
+    Returns
+    -------
+    dict
+        {"E": (n_prompts, n_boundaries, T_max) float64 over boundaries 0..L, NaN at positions
+        ≥ a prompt's length, 0 after its last answer-predicting position; "n_forwards";
+        "n_forwards_one_at_a_time"; "n_rows"}.
+
+    Raises
+    ------
+    InputError
+        No prompts, `batch_size` below 1, or `mean` of another shape than (L + 1, d_model).
+    """
     if not prompts:
         raise InputError("no prompts to run: give at least one prompt with an answer")
     if batch_size < 1:
@@ -193,11 +243,14 @@ def erasure(model, prompts, mean, *, batch_size: int = 8, progress=None) -> dict
     rows.sort(key=lambda r: (len(r.token_id), r.prompt, r.position))
     for k in range(0, len(rows), batch_size):
         chunk = rows[k : k + batch_size]
+        t = time.perf_counter()
         e = erase_effects(model, chunk, mean)
         for j, r in enumerate(chunk):
             E[r.prompt, :, r.position] = e[:, j]
         if progress is not None:
-            progress(min(k + batch_size, len(rows)), len(rows))
+            positions = len(chunk) * max(len(r.token_id) for r in chunk)
+            progress.forward("model", positions * (1 + L), time.perf_counter() - t)
+            progress.step(f"{min(k + batch_size, len(rows)):,} of {len(rows):,} rows", 1 + L)
     n_batches = -(-len(rows) // batch_size)
     return {
         "E": E,

@@ -39,6 +39,7 @@ loop makes one pass per point.
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import numpy as np
 
@@ -80,7 +81,7 @@ def _target(logits, target_ids, target: str):
     return scores.gather(-1, target_ids[..., None])[..., 0].sum(-1)
 
 
-def _pass(model, ids, predicts, part, layer, alpha, prompt, v: Variant):
+def gradient_pass(model, ids, predicts, part, layer, alpha, prompt, v: Variant):
     """One forward and backward pass over rows of one prompt (ids (T,)) at points alpha (B,).
 
     Returns (f (B,), g·(x − b) summed over d_model (B, T)), float64 numpy."""
@@ -112,6 +113,15 @@ def _pass(model, ids, predicts, part, layer, alpha, prompt, v: Variant):
     return f.detach().double().cpu().numpy(), gx.cpu().numpy()
 
 
+def check_parts(parts) -> None:
+    """InputError unless `parts` is a non-empty selection of PARTS."""
+    bad = [p for p in parts if p not in PARTS]
+    if bad or not parts:
+        raise InputError(
+            f"`parts` {','.join(parts)!r}: each item must be one of {', '.join(PARTS)}"
+        )
+
+
 def integrated_gradients(
     model,
     prompts,
@@ -122,22 +132,44 @@ def integrated_gradients(
     batch_size: int = 16,
     progress=None,
 ) -> dict:
-    """Integrated gradients of each prompt's answer target (module docstring) in `variant`
-    [default P1's]; `steps`, when given, replaces the variant's N.
+    """Integrated gradients of each prompt's answer target (module docstring) in `variant`.
 
-    prompts: `AnswerPrompt`s. Returns {"A": (n_prompts, n_parts, L, T_max) float64, NaN at
-    positions ≥ a prompt's length; "f": (n_prompts,) f(x); "f_baseline": (n_prompts,
-    n_parts, L) f(b); "gap": (n_prompts, n_parts, L) Σ_t A − (f − f_baseline); "variant";
-    "n_passes", "n_passes_one_at_a_time"}."""
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+        The model, in memory.
+    prompts : list of AnswerPrompt
+        The prompts with their answers.
+    parts : tuple of str, optional
+        "layer", "attn", "mlp".
+    variant : Variant, optional
+        Target, baseline and rule (default: P1's).
+    steps : int, optional
+        Replaces the variant's N when given.
+    batch_size : int, optional
+        Rows per pass.
+    progress : align.fitting.progress.Progress, optional
+        Counting passes; hears of each pass.
+
+    Returns
+    -------
+    dict
+        {"A": (n_prompts, n_parts, L, T_max) float64, NaN at positions ≥ a prompt's length;
+        "f": (n_prompts,) f(x); "f_baseline": (n_prompts, n_parts, L) f(b); "gap": (n_prompts,
+        n_parts, L) Σ_t A − (f − f_baseline); "variant"; "n_passes", "n_passes_one_at_a_time"}.
+
+    Raises
+    ------
+    InputError
+        No prompts, `batch_size` or `steps` below 1, an unknown part.
+    NonFiniteError
+        An answer probability that is not finite in the model's dtype.
+    """
     if not prompts:
         raise InputError("no prompts to run: give at least one prompt with an answer")
     if batch_size < 1:
         raise InputError(f"`batch_size` {batch_size} must be at least 1")
-    bad = [p for p in parts if p not in PARTS]
-    if bad or not parts:
-        raise InputError(
-            f"`parts` {','.join(parts)!r}: each item must be one of {', '.join(PARTS)}"
-        )
+    check_parts(parts)
     v = variant if steps is None else dataclasses.replace(variant, steps=steps)
     L = len(models.blocks(model))
     T_max = max(len(p) for p in prompts)
@@ -146,15 +178,18 @@ def integrated_gradients(
     f1 = np.zeros(len(prompts))
     f0 = np.zeros((len(prompts), len(parts), L))
     n_passes = 0
-    done, total = 0, len(prompts) * len(parts) * L
     for i, p in enumerate(prompts):
         for pi, part in enumerate(parts):
             for l in range(L):
                 acc = np.zeros(len(p))
                 for k in range(0, len(points), batch_size):
                     a = points[k : k + batch_size]
-                    f, gx = _pass(model, p.token_id, p.predicts_answer, part, l, a, i, v)
+                    t = time.perf_counter()
+                    f, gx = gradient_pass(model, p.token_id, p.predicts_answer, part, l, a, i, v)
                     n_passes += 1
+                    if progress is not None:
+                        progress.forward("model", len(a) * len(p), time.perf_counter() - t)
+                        progress.step(f"prompt {i + 1:,} of {len(prompts):,}, {part} layer {l}")
                     mid = np.arange(k, k + len(a)) >= 2  # rows 0 and 1 are the end points
                     acc += gx[mid].sum(0) / v.steps
                     if k == 0:
@@ -165,9 +200,6 @@ def integrated_gradients(
                 check_values(
                     "the attributions", acc[None], lambda t: (i, t), f" of {part} layer {l}"
                 )
-                done += 1
-                if progress is not None:
-                    progress(done, total)
     _check_targets(f1, f0, parts, v)
     gap = np.nansum(A, -1) - (f1[:, None, None] - f0)
     return {

@@ -45,8 +45,22 @@ def lens_logits(head, h):
 def token_metrics(lens_logits, final_logits, k: int = TOP_K):
     """Per-token KL(q ‖ p) and top-k overlap.
 
-    lens_logits, final_logits: (n_tokens, vocab). Returns (kl (n_tokens,), overlap
-    (n_tokens,)) float64 numpy; log-probabilities are taken in float32 (float64 stays)."""
+    Parameters
+    ----------
+    lens_logits : array or tensor of shape (n_tokens, vocab)
+        The lens's logits q at one boundary.
+    final_logits : array or tensor of shape (n_tokens, vocab)
+        The model's logits p.
+    k : int, optional
+        The k of the top-k overlap.
+
+    Returns
+    -------
+    kl : array of shape (n_tokens,)
+        float64; log-probabilities are taken in float32 (float64 stays).
+    overlap : array of shape (n_tokens,)
+        float64.
+    """
     import torch
 
     def logp(x):
@@ -127,10 +141,28 @@ class LensAccumulator:
 def logit_lens(model, batches, n_prompts: int | None = None, progress=None) -> dict:
     """Logit lens of a live model over prompts.
 
-    batches: a list (or iterable, then pass n_prompts) of lists of token-id arrays, each one
-    right-padded forward pass; `progress` (align.fitting.progress.Progress, counting batches)
-    hears of each batch. Returns {"kl": (2, L+1), "overlap": (2, L+1), "n_tokens",
-    "n_prompts"}, rows (token, prompt) weighting, columns boundary 0..L."""
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+        The model, in memory.
+    batches : list or iterable
+        Lists of token-id arrays, each one right-padded forward pass.
+    n_prompts : int, optional
+        The number of prompts, needed when `batches` is an iterable that is not a list.
+    progress : align.fitting.progress.Progress, optional
+        Counting batches; hears of each batch.
+
+    Returns
+    -------
+    dict
+        {"kl": (2, n_boundaries), "overlap": (2, n_boundaries), "n_tokens", "n_prompts"}, rows
+        (token, prompt) weighting, columns boundary 0..L.
+
+    Raises
+    ------
+    InputError
+        No tokens at all.
+    """
     import time
 
     import torch
@@ -172,14 +204,48 @@ def logit_lens(model, batches, n_prompts: int | None = None, progress=None) -> d
     return {**acc.result(), "prompts_hash": bootstrap.prompts_hash([p for b in batches for p in b])}
 
 
+def check_store(store) -> None:
+    """StoreError unless `store` is complete and holds boundary L, the lens reference: what
+    `logit_lens_from_store` needs."""
+    L = store.n_layers
+    if L not in store.boundaries:
+        raise StoreError(
+            f"store {store.path} lacks boundary {L} (the last block's output), the lens reference: extract it with `boundaries` including {L}"
+        )
+    store.require_complete()
+
+
 def logit_lens_from_store(store, head, tokens_per_step: int = HEAD_TOKENS, progress=None) -> dict:
-    """Logit lens from an activation store and the model's head only (final norm, unembedding:
-    see `align.analyses.checkpoint.read_head`). The store must hold boundary L (the
-    reference p = softmax(W_U · final_norm(h_L))); boundaries it lacks are NaN. Prompts are
-    the store's sequences. The head runs where its weights are, in their dtype, on
-    `tokens_per_step` tokens at a time (log-probabilities in float32 or better, there too);
-    `progress` (align.fitting.progress.Progress, counting steps) hears of each step. Same
-    return as `logit_lens`."""
+    """Logit lens from an activation store and the model's head only.
+
+    The head is the final norm and unembedding (see `align.analyses.checkpoint.read_head`).
+    The store must hold boundary L (the reference p = softmax(W_U · final_norm(h_L)));
+    boundaries it lacks are NaN. Prompts are the store's sequences. The head runs where its
+    weights are, in their dtype (log-probabilities in float32 or better, there too).
+
+    Parameters
+    ----------
+    store : ActivationStore
+        The store (`align.store.open_activations`), complete.
+    head : align.models.families.Head
+        The model's head (`read_head`).
+    tokens_per_step : int, optional
+        Tokens the head is applied to at a time.
+    progress : align.fitting.progress.Progress, optional
+        Counting steps; hears of each step.
+
+    Returns
+    -------
+    dict
+        Same as `logit_lens`.
+
+    Raises
+    ------
+    InputError
+        `tokens_per_step` below 1.
+    StoreError
+        A store without boundary L, or incomplete.
+    """
     if tokens_per_step < 1:
         raise InputError(f"tokens_per_step {tokens_per_step} must be at least 1")
     import time
@@ -188,12 +254,8 @@ def logit_lens_from_store(store, head, tokens_per_step: int = HEAD_TOKENS, progr
 
     from align.analyses.forward import check_tokens
 
+    check_store(store)
     L = store.n_layers
-    if L not in store.boundaries:
-        raise StoreError(
-            f"store {store.path} lacks boundary {L} (the last block's output), the lens reference: extract it with `boundaries` including {L}"
-        )
-    store.require_complete()
     seq = store.tokens("seq")
     n_prompts = int(seq.max()) + 1 if len(seq) else 0
     acc = LensAccumulator(L + 1, n_prompts)

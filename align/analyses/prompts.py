@@ -19,8 +19,27 @@ from align.errors import InputError
 def load_prompts(
     spec: corpus.CorpusSpec, tokenizer, reading: corpus.Reading | None = None
 ) -> list[np.ndarray]:
-    """Token ids of every prompt of the corpus, in corpus order: a list of int64 (T_i,). With
-    `reading`, the corpus is read through it (its hash: of the bytes these prompts came from)."""
+    """Token ids of every prompt of the corpus, in corpus order.
+
+    Parameters
+    ----------
+    spec : CorpusSpec
+        The corpus.
+    tokenizer : transformers tokenizer
+        The model's tokenizer.
+    reading : Reading, optional
+        The corpus is read through it (its hash: of the bytes these prompts came from).
+
+    Returns
+    -------
+    list of array of shape (n_prompt_tokens,)
+        int64 token ids, one array a prompt.
+
+    Raises
+    ------
+    InputError
+        A corpus with no text.
+    """
     prompts = [
         np.asarray(sq.token_id, np.int64)
         for sq in corpus.sequences(spec, tokenizer, reading=reading)

@@ -146,8 +146,35 @@ def run_contrib(
     overwrite=False,
     log=_log_default,
 ):
-    """`align contrib`: from a live model (spec + cspec) or an activation store path; the
-    intervals drawn by `resampling`."""
+    """Run `align contrib`: contributions from a live model or an activation store, written.
+
+    From a live model (spec + cspec) or an activation store path; the intervals drawn by
+    `resampling`.
+
+    Parameters
+    ----------
+    output : str
+        Where the result is written.
+    spec : ModelSpec, optional
+        The model (with `cspec`).
+    cspec : CorpusSpec, optional
+        The corpus of prompts.
+    store : str, optional
+        An activation store path holding every boundary and the sublayers, instead of a model.
+    batch_size : int, optional
+        Prompts per forward.
+    resampling : Resampling, optional
+        How the intervals are drawn.
+    overwrite : bool, optional
+        Replace a result of the same schema at `output`.
+    log : callable, optional
+        Receives each message (default: stderr).
+
+    Returns
+    -------
+    str
+        `output`.
+    """
 
     inputs = _inputs(spec, cspec, store=store)
     st.check_output(output, "contributions", inputs=inputs, overwrite=overwrite)
@@ -203,12 +230,38 @@ def run_skip(
     overwrite=False,
     log=_log_default,
 ) -> str:
-    """`align skip`: current and future settings, parts layer/attn/mlp (`options`), written as
-    "skipping". `options.split` is "random" (P1's seeded split points, GSM8K), "answer-start" (the future setting's one
-    split point per prompt is its first answer token: P1 on MQuAKE) or "answer-points" (up to 4
-    points inside the answer: P1 on MATH), the prompts of both read as `align erase` reads
-    them; each prompt's level is stored where the corpus has levels. `resampling` draws the
-    intervals; its equal-n mode is checked against the prompts before the weights load."""
+    """Run `align skip`: current and future settings, parts layer/attn/mlp, written as "skipping".
+
+    `options.split` is "random" (P1's seeded split points, GSM8K), "answer-start" (the future
+    setting's one split point per prompt is its first answer token: P1 on MQuAKE) or
+    "answer-points" (up to 4 points inside the answer: P1 on MATH), the prompts of both read as
+    `align erase` reads them; each prompt's level is stored where the corpus has levels.
+
+    Parameters
+    ----------
+    output : str
+        Where the result is written.
+    spec : ModelSpec
+        The model.
+    cspec : CorpusSpec
+        The corpus of prompts.
+    options : SkipOptions, optional
+        The settings and parts run, the future setting's split points and their seed.
+    batch_size : int, optional
+        Rows per forward.
+    resampling : Resampling, optional
+        Draws the intervals; its equal-n mode is checked against the prompts before the weights
+        load.
+    overwrite : bool, optional
+        Replace a result of the same schema at `output`.
+    log : callable, optional
+        Receives each message (default: stderr).
+
+    Returns
+    -------
+    str
+        `output`.
+    """
     import time
 
     settings, parts, split, split_seed = (
@@ -323,11 +376,38 @@ def run_lens(
     overwrite=False,
     log=_log_default,
 ):
-    """`align lens`: from a live model, or from a store plus the checkpoint's final norm and
-    unembedding (spec names the checkpoint; default: the store's model). With a store the head
-    runs on `options.device` (cpu | cuda | auto) in `options.dtype` (default: the model's
-    compute dtype there, float32 on CPU, bfloat16 on CUDA), `options.tokens_per_step` tokens
-    per head application. The intervals are drawn by `resampling`."""
+    """Run `align lens`: the logit lens from a live model or from a store, written.
+
+    From a live model, or from a store plus the checkpoint's final norm and unembedding (spec
+    names the checkpoint; default: the store's model). With a store the head runs on
+    `options.device` (cpu | cuda | auto) in `options.dtype` (default: the model's compute dtype
+    there, float32 on CPU, bfloat16 on CUDA), `options.tokens_per_step` tokens per head
+    application.
+
+    Parameters
+    ----------
+    output : str
+        Where the result is written.
+    spec : ModelSpec, optional
+        The model, or with a store the checkpoint whose head is read.
+    cspec : CorpusSpec, optional
+        The corpus of prompts (a live model).
+    store : str, optional
+        An activation store path holding boundary L, instead of running the model.
+    options : LensOptions, optional
+        Batch size, and the head's device, dtype and tokens per step.
+    resampling : Resampling, optional
+        How the intervals are drawn.
+    overwrite : bool, optional
+        Replace a result of the same schema at `output`.
+    log : callable, optional
+        Receives each message (default: stderr).
+
+    Returns
+    -------
+    str
+        `output`.
+    """
 
     batch_size, device, dtype, tokens_per_step = (
         options.batch_size,
@@ -339,18 +419,8 @@ def run_lens(
     st.check_output(output, "lens", inputs=inputs, overwrite=overwrite)
     if store is not None:
         s = st.open_activations(store)
-        name = (
-            spec.name
-            if spec is not None
-            else s.provenance.get("identity", {}).get("model") or s.provenance["model"]
-        )
-        inputs[f"the store's model {name}"] = name
+        name, revision = _head_model(spec, s, inputs)
         st.check_output(output, "lens", inputs=inputs, overwrite=overwrite)
-        revision = spec.revision if spec is not None else s.provenance.get("revision")
-        if s.provenance.get("random_init"):
-            raise InputError(
-                f"store {store} was extracted from a randomly initialised model: its weights are in no checkpoint; run `align lens` on the model instead"
-            )
         head_dtype = models.ModelSpec(name, revision, dtype, device).resolved_dtype()
         step = tokens_per_step or lens.HEAD_TOKENS
         config, head = checkpoint.read_head(
@@ -395,6 +465,92 @@ def run_lens(
     return output
 
 
+def _head_model(spec, s, inputs: dict) -> tuple[str, str | None]:
+    """(name, revision) of the checkpoint whose head `align lens --store` applies to store `s`:
+    `spec`'s, or the store's model (added to `inputs`, which -o must spare); a store of a
+    randomly initialised model is refused (its weights are in no checkpoint)."""
+    name = (
+        spec.name
+        if spec is not None
+        else s.provenance.get("identity", {}).get("model") or s.provenance["model"]
+    )
+    inputs[f"the store's model {name}"] = name
+    if s.provenance.get("random_init"):
+        raise InputError(
+            f"store {s.path} was extracted from a randomly initialised model: its weights are in no checkpoint; run `align lens` on the model instead"
+        )
+    return name, spec.revision if spec is not None else s.provenance.get("revision")
+
+
+def plan_from_store(
+    command: str, output, *, store, spec=None, overwrite=False, log=_log_default
+) -> dict:
+    """`--dry-run` of `command` ("contrib" or "lens") reading `store`: the checks of a real run
+    (-o, what the store must hold; lens: the checkpoint's config against the store's), then
+    what the store holds and what the run will read and write. No model runs and nothing is
+    timed (the run reads chunks; lens applies the head at each boundary); writes nothing.
+    Returns the numbers said."""
+    schema = {"contrib": "contributions", "lens": "lens"}[command]
+    inputs = _inputs(spec, None, store=store)
+    st.check_output(output, schema, inputs=inputs, overwrite=overwrite)
+    s = st.open_activations(store)
+    n_chunks = -(-s.n_tokens // s.chunk_tokens)
+    if command == "lens":
+        name, revision = _head_model(spec, s, inputs)
+        st.check_output(output, schema, inputs=inputs, overwrite=overwrite)
+        trust = spec.trust_remote_code if spec is not None else False
+        config = models.load_config(models.ModelSpec(name, revision, trust_remote_code=trust))
+        if models.config_hash(config) != s.provenance.get("config_hash"):
+            raise StoreMismatch(
+                f"checkpoint {name!r} has another config than the model of store {store}: pass the model the store was extracted from"
+            )
+        lens.check_store(s)
+        arrays = len(s.boundaries)
+        what = (
+            f"the residual at each of its {arrays} boundaries ({s.n_tokens:,} tokens each)"
+            f", {{read}}; the final norm and unembedding of {name} (vocabulary "
+            f"{config.vocab_size:,})"
+        )
+    else:
+        contrib.check_store(s)
+        arrays = len(s.boundaries) + 2 * len(s.layers)
+        what = (
+            f"{_count(n_chunks, 'chunk')} of {s.chunk_tokens:,} tokens of every boundary's "
+            "residual and every block's attention and MLP output, {read}"
+        )
+    size = 4 if s.layout.store_dtype == "float32" else 2  # bytes a value
+    read = s.n_tokens * s.d_model * arrays * size
+    L = s.n_layers
+    sublayers = f", sublayers of blocks {_span(s.layers)}" if s.layers else ", no sublayers"
+    result = s.layout.n_sequences * (7 * L if command == "contrib" else 2 * (L + 1)) * 8
+    head = {"contrib": "align contrib --dry-run", "lens": "align lens --dry-run"}[command]
+    lines = [
+        f"{head}: {output} (a {schema} result) from store {store}",
+        f"  store      {s.n_tokens:,} tokens in {s.layout.n_sequences:,} sequences of "
+        f"{s.provenance.get('model')}, {L} layers, d_model {s.d_model}, "
+        f"{s.layout.store_dtype}; boundaries {_span(s.boundaries)}{sublayers}",
+        f"  reads      {what.format(read=messages.human_bytes(read))}",
+        f"  writes     ~{messages.human_bytes(result)} (the result's per-prompt arrays; a "
+        "prompt is a sequence of the store)",
+        "  time       not estimated (the store route is not timed); nothing was written",
+    ]
+    for line in lines:
+        log(line)
+    return {"chunks": n_chunks, "read_bytes": read, "result_bytes": result}
+
+
+def _count(n: int, word: str) -> str:
+    """ "1 chunk", "3 chunks"."""
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
+def _span(values) -> str:
+    """ "0..6" for consecutive values, else the list."""
+    v = list(values)
+    consecutive = v == list(range(v[0], v[-1] + 1)) if v else False
+    return f"{v[0]}..{v[-1]}" if consecutive and len(v) > 1 else ", ".join(map(str, v))
+
+
 def run_depth(
     output,
     *,
@@ -404,9 +560,31 @@ def run_depth(
     overwrite=False,
     log=_log_default,
 ):
-    """`align depth`: effective depth from a contributions and a lens result, with intervals
-    drawn by `resampling` where both hold per-prompt sums. The log line gives each rule's
-    depth and interval, e.g. "kl 40 [38, 42] (ratio 0.62)"."""
+    """Run `align depth`: effective depth from a contributions and a lens result, written.
+
+    Intervals are drawn by `resampling` where both hold per-prompt sums. The log line gives
+    each rule's depth and interval, e.g. "kl 40 [38, 42] (ratio 0.62)".
+
+    Parameters
+    ----------
+    output : str
+        Where the result is written.
+    contrib_path : str
+        A "contributions" result.
+    lens_path : str
+        A "lens" result of the same model.
+    resampling : Resampling, optional
+        How the intervals are drawn.
+    overwrite : bool, optional
+        Replace a result of the same schema at `output`.
+    log : callable, optional
+        Receives each message (default: stderr).
+
+    Returns
+    -------
+    str
+        `output`.
+    """
 
     inputs = _inputs(contrib_path=contrib_path, lens_path=lens_path)
     st.check_output(output, "depth", inputs=inputs, overwrite=overwrite)

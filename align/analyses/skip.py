@@ -73,7 +73,22 @@ SPLIT_RULES["answer-points-stream"] = SPLIT_RULES["answer-points"]
 def split_points(T: int, seed: int, prompt_index: int) -> list[int]:
     """Up to 4 split points of a prompt of T tokens: range(8, T−4, 8) shuffled, first 4.
 
-    The shuffle is seeded by (seed, prompt_index), so it does not depend on batching."""
+    The shuffle is seeded by (seed, prompt_index), so it does not depend on batching.
+
+    Parameters
+    ----------
+    T : int
+        The prompt's length in tokens.
+    seed : int
+        The run's seed.
+    prompt_index : int
+        The prompt's index in the corpus.
+
+    Returns
+    -------
+    list of int
+        The split points.
+    """
     pts = np.arange(SPLIT_START, T - SPLIT_MARGIN, SPLIT_STEP)
     rng = np.random.default_rng([seed, prompt_index])
     return [int(t) for t in rng.permutation(pts)[:MAX_SPLITS]]
@@ -210,11 +225,30 @@ def _contribs_probs(out, L):
 def skip_effects(
     model, rows: list[Row], parts=PARTS, eps: float = EPS
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per-row effects of skipping each layer, for one batch of rows (one right-padded
-    forward per (part, layer), plus one clean forward).
+    """Per-row effects of skipping each layer, for one batch of rows.
 
-    Returns R (n_parts, L skipped, L later, n_rows) and O (n_parts, L, n_rows), float64,
-    maxima over each row's measured positions; R[:, s, l] = 0 for l < s."""
+    One right-padded forward per (part, layer), plus one clean forward.
+
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+        The model, in memory.
+    rows : list of Row
+        The intervened sequences: prompt, token ids and (T,) masks of where to intervene and
+        measure.
+    parts : tuple of str, optional
+        What is skipped: "layer", "attn", "mlp".
+    eps : float, optional
+        Floor of the norm a relative change divides by.
+
+    Returns
+    -------
+    R : array of shape (n_parts, n_layers, n_layers, n_rows)
+        float64 (part, skipped, later, row), maxima over each row's measured positions;
+        R[:, s, l] = 0 for l < s.
+    O : array of shape (n_parts, n_layers, n_rows)
+        float64 (part, skipped, row).
+    """
     import torch
 
     from align.analyses.forward import (
@@ -337,15 +371,45 @@ def skipping(
 ) -> dict:
     """Layer-skipping effects of a live model over prompts (docs/methods.md, Layer skipping).
 
-    batches: lists of token-id arrays (prompts), or a flat list of prompts with
-    `batch_size`. Rows (a prompt in "current", a (prompt, split point) in "future") are
-    batched `batch_size` per forward (default: the size of the first given batch). `splits`:
-    the future split points of each prompt (`answer_splits`) instead of the random ones.
-    Relative changes divide by max(‖·‖, EPS) (`skip_effects`).
-    Returns {"R": (n_settings, n_parts, 2 aggs, L, L), "O": (n_settings, n_parts, 2, L),
-    "n_prompts": {setting: int}, "n_prompts_too_short": int, "per_prompt": {setting: (R
-    (n, parts, L, L), O (n, parts, L))}, "n_forwards", "n_forwards_one_at_a_time"};
-    aggregations (max, mean_over_prompts). `plan_rows` and `skip_rows` are its two halves."""
+    Rows (a prompt in "current", a (prompt, split point) in "future") are batched `batch_size`
+    per forward. Relative changes divide by max(‖·‖, EPS) (`skip_effects`). `plan_rows` and
+    `skip_rows` are its two halves.
+
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+        The model, in memory.
+    batches : list
+        Lists of token-id arrays (prompts), or a flat list of prompts with `batch_size`.
+    settings : tuple of str, optional
+        "current", "future" or both.
+    parts : tuple of str, optional
+        What is skipped: "layer", "attn", "mlp".
+    seed : int, optional
+        Seeds each prompt's random split points (`split_points`).
+    batch_size : int, optional
+        Rows per forward (default: the size of the first given batch).
+    include_position_zero : bool, optional
+        Intervene at position 0 too: for tests that compare with a model whose block is
+        deleted, never for measurements.
+    splits : list, optional
+        The future split points of each prompt (`answer_splits`) instead of the random ones.
+
+    Returns
+    -------
+    dict
+        {"R": (n_settings, n_parts, 2 aggs, L, L), "O": (n_settings, n_parts, 2, L),
+        "n_prompts": {setting: int}, "n_prompts_too_short": int, "per_prompt": {setting: (R
+        (n, parts, L, L), O (n, parts, L))}, "n_forwards", "n_forwards_one_at_a_time"};
+        aggregations (max, mean_over_prompts).
+
+    Raises
+    ------
+    InputError
+        No prompts, or none long enough for the future setting.
+    NonFiniteError
+        A non-finite effect (the contributions overflow float32).
+    """
     batches = list(batches)
     if batches and isinstance(batches[0], np.ndarray):
         prompts, size = batches, batch_size or 8

@@ -9,8 +9,12 @@ depth, `depth.resample_indices` from rng = numpy.random.default_rng(seed)), so w
 prompts share cancels. The table has one row per result (per result and boundary for lens),
 so a row of published numbers can be put beside them in the same columns.
 
+With a `measure` of `align fit --measures`, alignment results are compared on that measure's
+matrix instead (`measures`: its path by its direction, its mean on the path).
+
 Modules: `series` (the records), `checks` (what a result must hold), `comparisons` (results →
-Comparison), `table` (text, Markdown, CSV), `plot` (the figure); the command is here.
+Comparison), `measures` (alignment results on one measure), `table` (text, Markdown, CSV),
+`plot` (the figure); the command is here.
 """
 
 from __future__ import annotations
@@ -22,10 +26,11 @@ from align import messages
 from align import store as st
 from align.compare.comparisons import KINDS, WEIGHTINGS, build, load
 from align.compare.plot import plot_comparison
-from align.compare.series import Comparison, Series
+from align.compare.series import Comparison, Series, View
 from align.compare.table import csv_table, text_table
 from align.errors import OutputRefused
-from align.plotting.common import write_png
+from align.plotting.common import FORMATS as FIGURE_FORMATS
+from align.plotting.common import figure_format, write_figure
 from align.stats import bootstrap
 from align.store.temporaries import staged
 
@@ -35,6 +40,7 @@ __all__ = [
     "WEIGHTINGS",
     "Comparison",
     "Series",
+    "View",
     "build",
     "default_figure",
     "load",
@@ -60,7 +66,7 @@ def default_figure(output: str) -> str:
     return os.path.splitext(str(output))[0] + ".png"
 
 
-def _check_new_file(path: str, suffix: str, option: str, inputs: dict, overwrite: bool) -> None:
+def _check_new_file(path: str, suffix, option: str, inputs: dict, overwrite: bool) -> None:
     st.check_file_output(path, suffix, inputs=inputs)
     if os.path.lexists(os.path.expanduser(path)) and not overwrite:
         raise OutputRefused(
@@ -79,14 +85,48 @@ def run_compare(
     output: str | None = None,
     figure: str | None = None,
     *,
-    weighting: str = "token",
+    view: View | None = None,
     resampling: bootstrap.Resampling | None = None,
     overwrite: bool = False,
     echo=None,
     log=None,
 ) -> Comparison:
-    """`align compare`: print the table; with `output` (.csv or .md) write it and a figure
-    (`figure`, default: beside the table as .png); with only `figure`, the figure."""
+    """Run `align compare`: print the table, and write it and its figure when asked.
+
+    With `output` (.csv or .md) the table is written and a figure (`figure`: PNG, PDF or SVG
+    by its suffix; default: beside the table as .png); with only `figure`, the figure.
+
+    Parameters
+    ----------
+    paths : list of str
+        Results of one kind (alignments, or results of one analysis).
+    output : str, optional
+        The table's file, .csv or .md.
+    figure : str, optional
+        The figure's file: .png, .pdf or .svg.
+    view : View, optional
+        The lens weighting ("token" or "prompt") and the alignment measure (default:
+        `View()`: token weighting, ridge).
+    resampling : Resampling, optional
+        How the intervals are drawn.
+    overwrite : bool, optional
+        Replace the files at `output` and `figure`.
+    echo : callable, optional
+        Receives the text table (default: stdout).
+    log : callable, optional
+        Receives each message (default: stderr).
+
+    Returns
+    -------
+    Comparison
+        The series compared.
+
+    Raises
+    ------
+    OutputRefused
+        A figure at the table's path, or a file that `overwrite` does not allow to replace.
+    """
+    view = view or View()
     echo = echo or (lambda text: print(text, end=""))
     log = log or messages.say
     paths = [str(p) for p in paths]
@@ -102,9 +142,17 @@ def run_compare(
             raise OutputRefused(
                 f"`figure` {fig_path} is the table's path: give the figure another name"
             )
-        _check_new_file(fig_path, ".png", "`figure`" if figure else "the figure", inputs, overwrite)
+        if figure:
+            figure_format(fig_path)
+        _check_new_file(
+            fig_path,
+            tuple(FIGURE_FORMATS),
+            "`figure`" if figure else "the figure",
+            inputs,
+            overwrite,
+        )
     kind, items = load(paths)
-    cmp = build(kind, items, weighting, resampling)
+    cmp = build(kind, items, view.weighting, resampling, view.measure)
     echo(text_table(cmp))
     fig = plot_comparison(cmp) if fig_path is not None else None
     # The table and the figure are each made whole beside their paths, and renamed into place
@@ -116,7 +164,7 @@ def run_compare(
             _write_text(staging.enter_context(staged(output)), table)
             written.append(output)
         if fig is not None:
-            write_png(fig, staging.enter_context(staged(fig_path)))
+            write_figure(fig, staging.enter_context(staged(fig_path)), figure_format(fig_path))
             written.append(fig_path)
     if written:
         log(f"align compare: wrote {' and '.join(written)} ({len(items)} {kind} results)")

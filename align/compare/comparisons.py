@@ -11,7 +11,7 @@ import numpy as np
 
 from align import store as st
 from align.analyses import depth, lens
-from align.compare import checks
+from align.compare import checks, measures
 from align.compare.series import Comparison, Series
 from align.errors import InputError
 from align.fitting import uncertainty
@@ -441,10 +441,20 @@ def _alignment_difference(a, b, resampling: bootstrap.Resampling, notes: list) -
 
 
 def build(
-    kind: str, items, weighting: str = "token", resampling: bootstrap.Resampling | None = None
+    kind: str,
+    items,
+    weighting: str = "token",
+    resampling: bootstrap.Resampling | None = None,
+    measure: str | None = None,
 ) -> Comparison:
-    """The Comparison of loaded results (`load`)."""
+    """The Comparison of loaded results (`load`); alignment results on `measure` (a measure
+    of `align fit --measures` they hold, `align.compare.measures`; None or "ridge": the
+    held-out error matrix)."""
     resampling = resampling or bootstrap.Resampling()
+    if measure is not None:
+        measures.check_measure(measure, kind, items)
+        if measure != "ridge":
+            return measures.compare_measure(items, measure)
     if kind == "depth":
         return compare_depth(items, resampling)
     if kind == "lens":

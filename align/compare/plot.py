@@ -7,7 +7,8 @@ nothing new; figures are of exactly `size` pixels at `dpi`.
 - lens: KL and top-5 overlap against relative depth b/L, one line per result with its
   interval shaded (top); the paired differences (bottom, when there are any).
 - alignment: each result's argmin path j*/L_T and soft depth against i/L_S, beside the
-  relative-depth diagonal.
+  relative-depth diagonal; on a measure (`Comparison.measure`), each result's path on it (a
+  similarity's argmax, a distance's argmin).
 """
 
 from __future__ import annotations
@@ -114,10 +115,12 @@ def _alignment(cmp, size, dpi):
     fig, axes = figure(size, dpi, layout="constrained")
     ax = axes[0, 0]
     ax.plot([0, 1], [0, 1], color="0.6", lw=0.8, ls=":", label="relative-depth diagonal")
+    pick = "argmin"
     for k, s in enumerate(cmp.series):
         p = s.path or {}
         if not p.get("argmin_path") or not p.get("n_source") or not p.get("n_target"):
             continue
+        pick = p.get("pick", "argmin")
         i = np.asarray(p["source_boundaries"], float) / p["n_source"]
         ax.plot(
             i,
@@ -125,7 +128,7 @@ def _alignment(cmp, size, dpi):
             "o-",
             ms=3,
             color=f"C{k}",
-            label=f"{s.label}: argmin",
+            label=f"{s.label}: {pick}",
             gid=f"path/{s.label}",
         )
         if p.get("soft_depth"):
@@ -134,7 +137,7 @@ def _alignment(cmp, size, dpi):
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("source boundary i / L_S")
     ax.set_ylabel("best target boundary j* / L_T")
-    ax.set_title("alignment: argmin paths", fontsize=10)
+    ax.set_title(f"{cmp.measure or 'alignment'}: {pick} paths", fontsize=10)
     _legend(ax)
     return fig
 

@@ -25,6 +25,23 @@ class Series:
     path: dict | None = None
 
 
+@dataclass(frozen=True)
+class View:
+    """What `align compare` reads of each result.
+
+    Parameters
+    ----------
+    weighting : str
+        The lens average: "token" or "prompt".
+    measure : str or None
+        The alignment results' measure of `align fit --measures`; None or "ridge": the held-out
+        error matrix and its summary.
+    """
+
+    weighting: str = "token"
+    measure: str | None = None
+
+
 @dataclass
 class Comparison:
     """What `align compare` shows: the kind, the columns of numbers, one Series per result
@@ -36,3 +53,4 @@ class Comparison:
     series: list = field(default_factory=list)
     notes: list = field(default_factory=list)
     missing: str = "undefined"  # what a NaN number means in this kind of result
+    measure: str | None = None  # alignment: the measure compared (None: ridge's error matrix)

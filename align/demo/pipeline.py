@@ -7,9 +7,13 @@ Everything lands in one output folder:
     OUT/models/{shallow,deep}-<key>/   trained checkpoints of every seed (save_pretrained + train.json)
     OUT/models/{shallow,deep,deep-bpe} links to the first seed's (the models analysed)
     OUT/corpus/heldout.txt             the generated evaluation corpus (one for every seed)
-    OUT/stores/*.zarr                  activation stores of the first seed (align extract)
-    OUT/results/*.zarr                 the first seed's alignment, contributions, lens, skipping, depth results
-    OUT/seeds/seed-<s>/{stores,results}/   every other seed's three stores and two alignments
+    OUT/study.toml, OUT/study/         the first seed's extractions and fits as a study (align study)
+    OUT/report/index.html              its report (a link to OUT/study/report)
+    OUT/stores/*.zarr                  activation stores of the first seed (links into OUT/study/stores)
+    OUT/results/*.zarr                 the first seed's alignment (links into OUT/study/results/fits),
+                                       contributions, lens, skipping, depth results
+    OUT/seeds/seed-<s>/{stores,results}/   every other seed's three stores and two alignments,
+                                       links into its own study (OUT/seeds/seed-<s>/study)
     OUT/figures/*.png                  figures of the first seed (align.plotting)
     OUT/demo.json                      the demo's configuration, summary, across-seed statistics, machine
 
@@ -34,11 +38,10 @@ import shutil
 import time
 from dataclasses import dataclass, field
 
-import align
 from align import messages, seeding, textfiles
 from align.analyses import run as analyses
 from align.corpus import CorpusSpec
-from align.demo import data, tokenizers_pair, train
+from align.demo import as_study, data, tokenizers_pair, train
 from align.demo import seeds as across
 from align.demo.steps import done, quiet, step
 from align.demo.train import TrainConfig
@@ -69,13 +72,14 @@ class DemoConfig:
 
     def key(self) -> str:
         # "format" 2: stores made since align reads a checkpoint's tokenizer.json as saved
-        # (format 1 stores lost every newline); an older output is recomputed, models kept.
+        # (format 1 stores lost every newline); 3: the stores and fits are a study's
+        # (`as_study`). An older output is recomputed, models kept.
         blob = json.dumps(
             {
                 **dataclasses.asdict(self),
                 "shallow_key": self.shallow.key(),
                 "deep_key": self.deep.key(),
-                "format": 2,
+                "format": 3,
             },
             sort_keys=True,
         )
@@ -171,8 +175,11 @@ def _prepare(output: str, key: str, log) -> None:
         log(
             f"align demo: {output} holds a demo of another configuration ({old}); recomputing its stores and results"
         )
-        for sub in ("stores", "results", "figures", "corpus"):
+        for sub in ("stores", "results", "figures", "corpus", "seeds", as_study.FOLDER):
             shutil.rmtree(os.path.join(output, sub), ignore_errors=True)
+        for sub in ("report", as_study.FILE):  # links and files
+            if os.path.lexists(os.path.join(output, sub)):
+                os.remove(os.path.join(output, sub))
 
 
 def run(
@@ -338,11 +345,13 @@ def link_models(output: str, models: dict) -> None:
 def _one_seed(
     report: DemoReport, config: DemoConfig, seed: int, first: bool, corpus_path: str, log
 ) -> dict:
-    """Train, extract and fit one seed; returns {seed, models, training, stores, results}.
+    """Train one seed, then extract and fit it as a study (`as_study`); returns {seed,
+    models, training, stores, results}.
 
-    The first seed's stores and results keep the demo's top-level paths (OUT/stores,
-    OUT/results) and store sublayers for the analyses; every other seed's go to
-    OUT/seeds/seed-<s>/ with the residual stream only (all a fit reads)."""
+    The first seed's study is OUT/study, its stores and results linked from the demo's
+    top-level paths (OUT/stores, OUT/results), with sublayers for the analyses; every other
+    seed's is OUT/seeds/seed-<s>/study, linked from OUT/seeds/seed-<s>/{stores,results}, with
+    the residual stream only (all a fit reads)."""
 
     out = {"seed": seed, "models": {}, "training": {}, "stores": {}, "results": {}}
     root = report.output if first else os.path.join(report.output, "seeds", f"seed-{seed}")
@@ -354,49 +363,9 @@ def _one_seed(
         out["training"][name] = step(
             report, f"train {name}{tag}", lambda: train.train(tc, folder, log=log), log
         )
-    brief = quiet(log)
-    jobs = (
-        ("shallow", out["models"]["shallow"], False),
-        ("deep", out["models"]["deep"], False),
-        ("control", out["models"]["deep"], True),
-    )
-    for name, model, random_init in jobs:
-        path = os.path.join(root, "stores", f"{name}.zarr")
-        out["stores"][name] = path
-        step(
-            report,
-            f"extract {name}{tag}",
-            lambda: align.extract(
-                model,
-                corpus_path,
-                path,
-                random_init=random_init,
-                seed=config.control_seed + seed,
-                max_length=MAX_LENGTH,
-                batch_size=config.batch_size,
-                sublayers=first,
-                log=brief,
-            ),
-            log,
-        )
-    for name, target in (("alignment", "deep"), ("alignment-control", "control")):
-        path = os.path.join(root, "results", f"{name}.zarr")
-        out["results"][name] = path
-        if not done(path):
-            step(
-                report,
-                f"fit {name}{tag}",
-                lambda: align.fit(
-                    out["stores"]["shallow"],
-                    out["stores"][target],
-                    path,
-                    seed=config.fit_seed,
-                    scheduler="synchronous",
-                    blas_threads=None,
-                    log=brief,
-                ),
-                log,
-            )
+    run = as_study.run(root, out["models"], corpus_path, config, seed, first, quiet(log))
+    out["stores"], out["results"] = run["stores"], run["results"]
+    report.timings.update({f"{name}{tag}": sec for name, sec in run["seconds"].items()})
     return out
 
 

@@ -51,20 +51,43 @@ def extract(
     log=None,
     **keywords,
 ) -> ExtractReport:
-    """Extract raw residuals (boundaries 0..L, before the final norm) and optionally the
-    sublayer outputs of `model` over `corpus_source` into the activation store `output`.
+    """Extract the residual streams of a model over a corpus into an activation store.
 
-    `model` is a ModelSpec, a model folder / hub id, or a model object in memory (a
-    transformers PreTrainedModel, with its `tokenizer`: written into a temporary folder for the
-    run and recorded as `in memory: NAME` with the sha256 of its weights, see
-    align.extraction.memory); `corpus_source` a CorpusSpec or a
-    corpus path (None for --dataset or a generated --format), `options` ExtractOptions; the
-    fields of any given as a path or None may be passed as keywords instead (revision=,
-    device=, max_length=, format=, batch_size=, sublayers=, ...). `log` receives each
-    message (default: stderr, with a progress bar on a terminal).
+    The raw residuals (boundaries 0..L, before the final norm) and optionally the sublayer
+    outputs of `model` over `corpus_source` are written into the activation store `output`.
+    A model object in memory is written into a temporary folder for the run and recorded as
+    `in memory: NAME` with the sha256 of its weights (see align.extraction.memory).
 
-    Returns an ExtractReport. Raises AlignError subclasses for every bad input, all of them
-    before the store is created."""
+    Parameters
+    ----------
+    model : ModelSpec, str or transformers.PreTrainedModel
+        A ModelSpec, a model folder or hub id, or a model object in memory (a transformers
+        PreTrainedModel, given with its `tokenizer`).
+    corpus_source : CorpusSpec, str or None
+        A CorpusSpec or a corpus path (None for --dataset or a generated --format).
+    output : str
+        The activation store to write (a folder or a remote URL); an incomplete store made from
+        the same inputs is resumed.
+    options : ExtractOptions, optional
+        How the store is written (batch size, sublayers, dtypes, boundaries, ...).
+    tokenizer : transformers tokenizer, optional
+        The tokenizer of a model object given in memory.
+    log : callable, optional
+        Receives each message (default: stderr, with a progress bar on a terminal).
+    **keywords
+        The fields of any record given as a path or None (revision=, device=, max_length=,
+        format=, batch_size=, sublayers=, ...).
+
+    Returns
+    -------
+    ExtractReport
+        The store's path, the run's status, its token count and its rate.
+
+    Raises
+    ------
+    AlignError
+        A subclass for every bad input, all of them before the store is created.
+    """
     # torch (the forward's hooks) is loaded when an extraction runs, not when its options are read
     from align.extraction import dryrun, pipeline
 

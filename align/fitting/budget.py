@@ -32,8 +32,28 @@ ATTRS_ROOM = (
 
 
 def statistics_bytes(nI: int, nJ: int, d_s: int, d_t: int, parts: int = ridge.N_PARTS) -> int:
-    """Bytes of one `ridge.Statistics` of nI source × nJ target boundaries (float64) in
-    `parts` parts (2; 6 with --convergence): 8·P·(nI·d_S² + nI·nJ·d_S·d_T + nI·d_S + nJ·d_T + nJ + 1)."""
+    """Bytes of one `ridge.Statistics` of nI source × nJ target boundaries (float64).
+
+    8·P·(nI·d_S² + nI·nJ·d_S·d_T + nI·d_S + nJ·d_T + nJ + 1).
+
+    Parameters
+    ----------
+    nI : int
+        Source boundaries.
+    nJ : int
+        Target boundaries.
+    d_s : int
+        The source's d_model.
+    d_t : int
+        The target's d_model.
+    parts : int, optional
+        P, the parts (2; 6 with --convergence).
+
+    Returns
+    -------
+    int
+        Bytes.
+    """
     return 8 * (parts * (nI * d_s * d_s + nI * nJ * d_s * d_t + nI * d_s + nJ * d_t + nJ + 1))
 
 
@@ -47,21 +67,49 @@ def block_bytes(
     n_tasks: int = 1,
     parts: int = ridge.N_PARTS,
 ) -> int:
-    """Peak bytes one worker plans for a block of nI source × nJ target boundaries, beyond
-    its idle footprint, when the statistics come from `n_tasks` tasks:
+    """Peak bytes one worker plans for a block of nI source × nJ target boundaries.
+
+    Beyond its idle footprint, when the statistics come from `n_tasks` tasks:
 
     - statistics: 3 + ⌈log₂ n_tasks⌉ accumulators (two inputs of a tree sum and their sum,
       plus one partial sum per level of the pairwise tree waiting for its partner), each
       `statistics_bytes`;
-    - the maps of the block (W, c and the two means), held by the solve and every held-out task,
-      and the solve's per-source factors (two eigenbases and QᵀVxxQ per source boundary of the
-      block, kept for the blocks that share them) and temporaries (two scatters: 2·d_S²);
+    - the maps of the block (W, c and the two means), held by the solve and every held-out
+      task, and the solve's per-source factors (two eigenbases and QᵀVxxQ per source boundary
+      of the block, kept for the blocks that share them) and temporaries (two scatters:
+      2·d_S²);
     - the rows a task holds at once (it reads min(task_tokens, chunk_tokens) tokens at a
       time): float32 as read + the float64 gathered rows + a float32 gathered copy of one
-      boundary (16 bytes a value) of nI·d_S + nJ·d_T values per token, plus one decoded
-      store chunk of the widest array.
-    With --convergence (`parts` 6) the accumulators are three times larger, and the solve
-    adds two merged two-part copies for the fractions' fits."""
+      boundary (16 bytes a value) of nI·d_S + nJ·d_T values per token, plus one decoded store
+      chunk of the widest array.
+
+    With --convergence (`parts` 6) the accumulators are three times larger, and the solve adds
+    two merged two-part copies for the fractions' fits.
+
+    Parameters
+    ----------
+    nI : int
+        Source boundaries.
+    nJ : int
+        Target boundaries.
+    d_s : int
+        The source's d_model.
+    d_t : int
+        The target's d_model.
+    task_tokens : int
+        Tokens per task.
+    chunk_tokens : int, optional
+        The store's tokens per chunk (0: none).
+    n_tasks : int, optional
+        Tasks whose statistics are summed.
+    parts : int, optional
+        P, the parts (2; 6 with --convergence).
+
+    Returns
+    -------
+    int
+        Bytes.
+    """
     acc = statistics_bytes(nI, nJ, d_s, d_t, parts)
     extra = 2 * statistics_bytes(nI, nJ, d_s, d_t) if parts > ridge.N_PARTS else 0
     maps = 8 * nI * nJ * (d_s * d_t + d_s + 2 * d_t) + 8 * (3 * nI + 2) * d_s * d_s
@@ -70,13 +118,20 @@ def block_bytes(
     return (3 + math.ceil(math.log2(max(n_tasks, 1)))) * acc + maps + rows + extra
 
 
-def measure_bytes(nI: int, nJ: int, d_s: int, d_t: int, groups: int, copies: int = 3) -> int:
+def measure_bytes(
+    nI: int, nJ: int, d_s: int, d_t: int, groups: int, copies: int = 3, rotations: bool = False
+) -> int:
     """Bytes the streamed measures' sums (`measures.streamed.sums_bytes`, per group of
     held-out documents: every pair's Σxyᵀ, every boundary's Σxxᵀ, ...) add to a block of
     nI × nJ boundaries: `copies` of them (3 on the store route: the two inputs of a held-out
-    tree's add and their sum; 2 on the live route: the block's and one batch's); 0 without
-    measures (groups 0)."""
-    return copies * sums_bytes(nI, nJ, d_s, d_t, groups) if groups else 0
+    tree's add and their sum; 2 on the live route: the block's and one batch's), and with
+    `rotations` (procrustes-heldout) every pair's training rotation, d_S × d_T float64 held
+    with the block's maps; 0 without measures (groups 0)."""
+    if not groups:
+        return 0
+    return copies * sums_bytes(nI, nJ, d_s, d_t, groups) + (
+        8 * nI * nJ * d_s * d_t if rotations else 0
+    )
 
 
 def task_sizes(most: int, fixed: bool) -> list:
@@ -89,17 +144,42 @@ def task_sizes(most: int, fixed: bool) -> list:
 
 
 class PairGrid(NamedTuple):
-    """The pairs a fit plans for: boundaries of each side and the two widths."""
+    """The pairs a fit plans for: boundaries of each side and the two widths.
+
+    Attributes
+    ----------
+    source_boundaries : tuple of int
+        Boundaries 0..L_S of the source.
+    target_boundaries : tuple of int
+        Boundaries 0..L_T of the target.
+    d_s : int
+        Values per token and source boundary (the source's d_model).
+    d_t : int
+        Values per token and target boundary.
+    measure_groups : int, optional
+        Groups of the streamed measures' sums (0: no measure).
+    rotations : bool, optional
+        Whether every pair's training rotation is held (`procrustes-heldout`).
+    """
 
     source_boundaries: tuple  # boundaries 0..L_S of the source
     target_boundaries: tuple  # boundaries 0..L_T of the target
     d_s: int  # values per token and source boundary (the source's d_model)
     d_t: int  # values per token and target boundary
     measure_groups: int = 0  # groups of the streamed measures' sums (0: no measure)
+    rotations: bool = False  # procrustes-heldout: every pair's training rotation is held
 
 
 class BlockPlan(NamedTuple):
-    """The store route's plan (`plan_blocks`): blocks of the pair grid and tokens per task."""
+    """The store route's plan (`plan_blocks`): blocks of the pair grid and tokens per task.
+
+    Attributes
+    ----------
+    blocks : list
+        [(source boundaries, target boundaries), ...], source block by source block.
+    task_tokens : int
+        Tokens each statistics task reads.
+    """
 
     blocks: list  # [(source boundaries, target boundaries), ...], source block by source block
     task_tokens: int  # tokens each statistics task reads
@@ -114,16 +194,37 @@ def plan_blocks(
     n_tokens: int | None = None,
     parts: int = ridge.N_PARTS,
 ) -> BlockPlan | None:
-    """Split the pair grid into blocks that fit `budget` bytes per worker (`block_bytes`),
-    reading the stores as few times as possible: minimise (source reads) + (target reads), in
-    bytes per token, over block shapes; ties to the larger block. Tokens per task shrink
-    (powers of two down to MIN_TASK_TOKENS; never with fixed_tokens) before blocks do; a
-    block's accumulators count the depth of its reduction tree over ⌈n_tokens / tokens⌉ tasks.
-    Blocks are listed source block by source block (the solve's factors of a source block
-    serve all its target blocks).
+    """Split the pair grid into blocks that fit a per-worker memory budget.
 
-    `task_tokens`, `chunk_tokens` (the store's, 0: none), `n_tokens`: tokens; `budget`: bytes.
-    Returns the BlockPlan, or None when not even one pair fits."""
+    Blocks fit `budget` bytes per worker (`block_bytes`), reading the stores as few times as
+    possible: minimise (source reads) + (target reads), in bytes per token, over block shapes;
+    ties to the larger block. Tokens per task shrink (powers of two down to MIN_TASK_TOKENS;
+    never with fixed_tokens) before blocks do; a block's accumulators count the depth of its
+    reduction tree over ⌈n_tokens / tokens⌉ tasks. Blocks are listed source block by source
+    block (the solve's factors of a source block serve all its target blocks).
+
+    Parameters
+    ----------
+    grid : PairGrid
+        The source and target boundaries and their widths.
+    task_tokens : int
+        Tokens per task, at most.
+    budget : int
+        Bytes per worker.
+    chunk_tokens : int, optional
+        The store's tokens per chunk (0: none).
+    fixed_tokens : bool, optional
+        Never shrink `task_tokens`.
+    n_tokens : int, optional
+        Tokens the fit reads (the depth of the reduction tree).
+    parts : int, optional
+        Parts of the statistics (fit, validation).
+
+    Returns
+    -------
+    BlockPlan or None
+        The plan, or None when not even one pair fits.
+    """
     source_boundaries, target_boundaries, d_s, d_t = grid[:4]
     nI, nJ = len(source_boundaries), len(target_boundaries)
     n_tokens = n_tokens or task_tokens
@@ -133,7 +234,7 @@ def plan_blocks(
         for t in sizes:
             if (
                 block_bytes(bI, bJ, d_s, d_t, t, chunk_tokens, math.ceil(n_tokens / t), parts)
-                + measure_bytes(bI, bJ, d_s, d_t, grid.measure_groups)
+                + measure_bytes(bI, bJ, d_s, d_t, grid.measure_groups, rotations=grid.rotations)
                 <= budget
             ):
                 return t
@@ -242,7 +343,21 @@ def default_task_tokens(chunk: int, n_tokens: int, n_slots: int, device: str) ->
 
 
 class ResultShape(NamedTuple):
-    """What the size of an alignment result depends on, beside its options."""
+    """What the size of an alignment result depends on, beside its options.
+
+    Attributes
+    ----------
+    n_source : int
+        Source boundaries.
+    n_target : int
+        Target boundaries.
+    d_s : int
+        The source's d_model (values per token).
+    d_t : int
+        The target's d_model.
+    n_heldout_docs : int
+        Held-out documents.
+    """
 
     n_source: int  # source boundaries
     n_target: int  # target boundaries
@@ -252,7 +367,17 @@ class ResultShape(NamedTuple):
 
 
 class ResultBytes(NamedTuple):
-    """Bytes an alignment result takes on disk at most, by what holds them (`result_bytes`)."""
+    """Bytes an alignment result takes on disk at most, by what holds them (`result_bytes`).
+
+    Attributes
+    ----------
+    scores : int
+        Bytes of every array but the maps.
+    maps : int
+        Bytes of W and c (0 without --save-maps).
+    metadata : int
+        Bytes of the group's and arrays' metadata and the writer's temporary folder.
+    """
 
     scores: int  # bytes of every array but the maps
     maps: int  # bytes of W and c (0 without --save-maps)
@@ -266,18 +391,37 @@ def result_bytes(
     block: int = footprint.BLOCK,
     n_alphas: int = ALPHA_ROOM,
 ) -> ResultBytes:
-    """Bytes the alignment result of S = n_source × T = n_target pairs takes on disk at most,
-    counted as it is written (align.store.footprint: float64 arrays in the result writer's
+    """Bytes the alignment result of S = n_source × T = n_target pairs takes on disk at most.
+
+    Counted as it is written (align.store.footprint: float64 arrays in the result writer's
     chunks, zstd at its bound for incompressible data, every file and folder in whole
-    `block`s). Every array an alignment result can hold is counted (H = n_heldout_docs):
-    the five scores, their six bootstrap bounds and p_best (S, T); heldout_doc and
-    doc_n_tokens (H); the per-document sums (H, S, T) ×3 and (H, T) ×2; val_sse (S, T, A)
-    and its α grid for `n_alphas` = A values; the --convergence fractions' two (F, S, T)
-    arrays; the four layer coordinates. Returns the ResultBytes: scores, those arrays; maps,
-    W (S, T, d_s, d_t) and c (S, T, d_t) with `save_maps`, else 0; metadata, the group's
-    zarr.json (`attrs_bytes` of compact JSON counted twice, as zarr indents it, ATTRS_ROOM
-    for the summary and options written beside them, each array's consolidated metadata),
-    and the writer's marked temporary folder."""
+    `block`s). Every array an alignment result can hold is counted (H = n_heldout_docs): the
+    five scores, their six bootstrap bounds and p_best (S, T); heldout_doc and doc_n_tokens
+    (H); the per-document sums (H, S, T) ×3 and (H, T) ×2; val_sse (S, T, A) and its α grid
+    for `n_alphas` = A values; the --convergence fractions' two (F, S, T) arrays; the four
+    layer coordinates.
+
+    Parameters
+    ----------
+    shape : ResultShape
+        The result's boundaries, widths and held-out documents.
+    save_maps : bool
+        Count W and c.
+    attrs_bytes : int, optional
+        Bytes of the attributes as compact JSON.
+    block : int, optional
+        The file system's block size in bytes.
+    n_alphas : int, optional
+        A, the length of the α grid.
+
+    Returns
+    -------
+    ResultBytes
+        scores, those arrays; maps, W (S, T, d_s, d_t) and c (S, T, d_t) with `save_maps`, else
+        0; metadata, the group's zarr.json (`attrs_bytes` of compact JSON counted twice, as
+        zarr indents it, ATTRS_ROOM for the summary and options written beside them, each
+        array's consolidated metadata), and the writer's marked temporary folder.
+    """
     S, T, d_s, d_t, H = shape
     A, F = n_alphas, len(FRACTIONS) + 1
 
@@ -332,6 +476,7 @@ class LiveShape:
     parts: int = ridge.N_PARTS
     window_rows: int = 0
     measure_groups: int = 0  # groups of the streamed measures' sums (0: no measure)
+    rotations: bool = False  # procrustes-heldout: every pair's training rotation is held
 
 
 def batch_bytes(s: LiveShape, n_target: int) -> int:
@@ -371,7 +516,11 @@ def pass_bytes(s: LiveShape, n_target: int, keep_heldout: bool) -> dict:
         "held-out rows": kept,
         **({"window rows": s.itemsize * s.window_rows * n_target * dT} if s.window_rows else {}),
         **(
-            {"measure sums": measure_bytes(nI, n_target, dS, dT, s.measure_groups, 2)}
+            {
+                "measure sums": measure_bytes(
+                    nI, n_target, dS, dT, s.measure_groups, 2, rotations=s.rotations
+                )
+            }
             if s.measure_groups
             else {}
         ),
@@ -379,7 +528,17 @@ def pass_bytes(s: LiveShape, n_target: int, keep_heldout: bool) -> dict:
 
 
 class PassPlan(NamedTuple):
-    """The live route's plan (`plan_passes`): one pass over the corpus per block."""
+    """The live route's plan (`plan_passes`): one pass over the corpus per block.
+
+    Attributes
+    ----------
+    blocks : list
+        [target boundaries, ...].
+    keep_heldout : bool
+        The held-out rows are kept from the statistics pass for the held-out pass.
+    bytes : dict
+        {holder: bytes} of the largest block (`pass_bytes`).
+    """
 
     blocks: list  # [target boundaries, ...]
     keep_heldout: bool  # the held-out rows are kept from the statistics pass for the held-out pass

@@ -217,7 +217,12 @@ class FitSpec:
         default=("ridge",),
         metadata=option(
             "--measures",
-            doc="similarity measures beside ridge, comma-separated, or `all`: `cka`, `cka-debiased`, `procrustes`, `cca`, `svcca` (on all the held-out rows, with a 95% interval under `--bootstrap`) and `mknn`, `cknna`, `rsa` (on the sampled rows), each calibrated against a permutation null on the sampled rows with `--permutations` ([methods](../methods.md#similarity-measures)); `ridge` is always computed",
+            doc="similarity measures beside ridge, comma-separated, or `all`: `cka`, `cka-debiased`, "
+            "`procrustes`, `procrustes-heldout` (the rotation fitted on the training documents, the "
+            "error on the held-out ones), `cca`, `svcca` (on all the held-out rows, with a 95% "
+            "interval under `--bootstrap`) and `mknn`, `cknna`, `rsa` (on the sampled rows), each "
+            "calibrated against a permutation null on the sampled rows with `--permutations` "
+            "([methods](../methods.md#similarity-measures)); `ridge` is always computed",
             help="Similarity measures beside ridge's held-out error, comma-separated, or all: "
             f"{', '.join(MEASURES)}; each from the held-out rows, with its 95% interval under "
             "--bootstrap.",
@@ -342,8 +347,12 @@ class FitSpec:
     @property
     def sampled(self) -> tuple:
         """The measures computed on the sampled rows: with `permutations`, every one asked
-        but ridge (each gets its calibration); without, none."""
-        return tuple(m for m in self.measures if m != "ridge") if self.permutations else ()
+        but ridge and procrustes-heldout (each gets its calibration; the held-out Procrustes
+        error needs the training rotation, which the sampled rows do not carry); without,
+        none."""
+        if not self.permutations:
+            return ()
+        return tuple(m for m in self.measures if m not in ("ridge", "procrustes-heldout"))
 
     @property
     def need_validation(self) -> bool:

@@ -22,6 +22,7 @@ import numpy as np
 from align import store as st
 from align.errors import InputError
 from align.faults import fault_point
+from align.fitting.measured import rotations_of, with_rotations
 from align.fitting.solver import solve_all
 from align.fitting.split import CONVERGENCE_PARTS, TEST
 from align.fitting.tasks import blas_limit, stop_if_cancelled
@@ -203,9 +204,10 @@ def add_task(a, b):
     return a.add_(b)
 
 
-def solve_task(stats, alphas, shifts, threads, device, factors, extend: bool = False):
-    """The block's maps, the source factors they used and the fractions' maps of
-    --convergence ({"fitted", "factors", "fractions"})."""
+def solve_task(stats, alphas, shifts, threads, device, factors, extend=False, measures=()):
+    """The block's maps (with their training rotations for procrustes-heldout among
+    `measures`), the source factors they used and the fractions' maps of --convergence
+    ({"fitted", "factors", "fractions"})."""
     factors = dict(factors)
     side_by_side = (
         threads if device == "cpu" and threads and threads > 1 else 1
@@ -220,6 +222,7 @@ def solve_task(stats, alphas, shifts, threads, device, factors, extend: bool = F
             extend=extend,
             threads=side_by_side,
         )
+        fitted = with_rotations(fitted, stats, measures)
     return {"fitted": fitted, "factors": factors, "fractions": fractions}
 
 
@@ -237,10 +240,8 @@ def heldout_of(xs, ys, solved, backend, docs=None, measures: tuple = ()) -> dict
             shifts[1].setdefault(j, m.y_mean)
         n = len(next(iter(ys.values())))
         groups, G = measure_groups(docs, n)
-        out["measures"] = {
-            "names": tuple(measures),
-            "sums": streamed.row_sums(xs, ys, shifts, groups, G, backend),
-        }
+        rows = streamed.row_sums(xs, ys, shifts, groups, G, backend, rotations_of(fitted))
+        out["measures"] = {"names": tuple(measures), "sums": rows}
     if solved.get("fractions"):
         out["fractions"] = {
             f: heldout_sums(xs, ys, m, backend) for f, m in solved["fractions"].items()
@@ -397,6 +398,7 @@ def block_graph(
         job.device,
         ("factors", b),
         extend,
+        job.measures,
     )
     for c, (start, stop) in enumerate(ranges):
         rows = np.flatnonzero(part[start:stop] == TEST)

@@ -59,7 +59,7 @@ from align.fitting.cluster import default_memory_limit
 from align.fitting.fit_options import Execution, FitRequest, FitSpec, LiveJob, request
 from align.fitting.headline import headline
 from align.fitting.live_estimate import estimate
-from align.fitting.measured import measure_groups_of
+from align.fitting.measured import HELDOUT_PROCRUSTES, measure_groups_of
 from align.fitting.pairing import check_tokenizers, resolve
 from align.fitting.passes import PassInputs, load_models, run_blocks
 from align.fitting.progress import Progress
@@ -373,7 +373,11 @@ def make_plan(
     """The blocks and memory of the run, or the one-line refusal of a budget that cannot
     hold one target boundary per pass (naming the minimum). `per_worker` (limit, idle
     footprint) plans for a Dask worker instead, which keeps no held-out rows between tasks."""
-    s = replace(shape_of(p), measure_groups=measure_groups_of(options.spec))
+    s = replace(
+        shape_of(p),
+        measure_groups=measure_groups_of(options.spec),
+        rotations=HELDOUT_PROCRUSTES in options.spec.measures,
+    )
     if per_worker is not None:
         s = replace(s, n_heldout=0)
         where, (limit, idle), option = "each worker", per_worker, "`memory_limit` (per worker)"
@@ -464,17 +468,45 @@ def fit_live(
     log=None,
     **keywords,
 ) -> LiveReport:
-    """`align fit --live`: the store route's alignment result computed from the models
-    themselves (see the module docstring). `spec` (FitSpec: fractions, seed, α grid, first
-    token, boundaries, save_maps) and `run` (Execution: memory_limit, the host budget;
-    overwrite; scheduler, a Dask address runs document shards on its workers), or their
-    fields as keywords (`fit_options.request`). `device_memory`: the GPU budget when the models
-    run on one. With `dry_run` nothing is written: the plan and a time estimate from one
-    timed batch of each model.
+    """Compute the alignment result from the models themselves (`align fit --live`).
 
-    Before any model is loaded: -o (store.check_output: never an input, never anything but
-    an alignment result, replaced only with overwrite), the tokenizers, the split, room for
-    the result and the memory plan are checked; every refusal is one line."""
+    The store route's alignment result, with the residuals computed from the models as the
+    fit reads them (see the module docstring). Before any model is loaded: the output
+    (store.check_output: never an input, never anything but an alignment result, replaced only
+    with overwrite), the tokenizers, the split, room for the result and the memory plan are
+    checked; every refusal is one line.
+
+    Parameters
+    ----------
+    job : LiveJob
+        The two models and the corpus.
+    output : str or None
+        Where the alignment result is written; None computes it without writing.
+    spec : FitSpec, optional
+        Fractions, seed, α grid, first token, boundaries, save_maps.
+    run : Execution, optional
+        memory_limit (the host budget); overwrite; scheduler (a Dask address runs document
+        shards on its workers).
+    device_memory : int, optional
+        The GPU budget in bytes when the models run on one.
+    dry_run : bool, optional
+        Write nothing: the plan and a time estimate from one timed batch of each model.
+    log : callable, optional
+        Receives each message (default: `align.messages.say`, to stderr).
+    **keywords
+        The fields of `spec` and `run` by name (`fit_options.request`).
+
+    Returns
+    -------
+    LiveReport
+        The result's path (None: not written), its Dataset, the seconds, the plan, and with a
+        dry run its estimate.
+
+    Raises
+    ------
+    AlignError
+        For every bad input, before any model is loaded.
+    """
     terminal = log is None and sys.stderr.isatty()
     log = log or messages.say
     t0 = time.time()

@@ -10,6 +10,7 @@ import time
 from align.fitting.cluster import executor
 from align.fitting.fit_options import FitRequest
 from align.fitting.graph import add_heldout_task, add_task, tree
+from align.fitting.measured import with_rotations
 from align.fitting.result import pair_results
 from align.fitting.shards import (
     ShardTask,
@@ -82,6 +83,7 @@ def run_on_cluster(p, options: FitRequest, log, plan_of) -> tuple:
                 factors,
                 options.spec.extend_alphas,
             )
+            fitted = with_rotations(fitted, stats, options.spec.streamed)
             if options.hooks.keep_statistics:
                 kept_stats[block] = stats
             dsk = {

@@ -14,13 +14,32 @@ from align.store import open_alignment
 
 
 def apply_map(result, x, source_boundary: int, target_boundary: int) -> np.ndarray:
-    """The target activations predicted from source activations `x` by the map from
-    `source_boundary` to `target_boundary` saved in `result` (an alignment result's path, or its
-    Dataset from `align.open_alignment`, fitted with `save_maps`): x W + c, float64.
+    """Apply a map saved with `save_maps` to new source activations: x W + c, in float64.
 
-    `x`: (..., d_source) activations of the source model at `source_boundary` (any float
-    dtype; computed in float64). Returns (..., d_target). A result without maps, a boundary the
-    result does not hold, a width other than d_source or a non-finite value in `x` is refused."""
+    Parameters
+    ----------
+    result : str or xarray.Dataset
+        An alignment result's path, or its Dataset from `align.open_alignment`, fitted with
+        `save_maps`.
+    x : array of shape (..., d_source)
+        Activations of the source model at `source_boundary` (any float dtype; computed in
+        float64).
+    source_boundary : int
+        The map's source boundary.
+    target_boundary : int
+        The map's target boundary.
+
+    Returns
+    -------
+    array of shape (..., d_target)
+        The target activations predicted, float64.
+
+    Raises
+    ------
+    AlignError
+        A result without maps, a boundary the result does not hold, a width other than
+        d_source or a non-finite value in `x`.
+    """
     ds = result
     if isinstance(result, str):
         ds = open_alignment(result)

@@ -6,6 +6,8 @@ measures)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from align.measures import MEASURES, SIMILARITY, streamed, variable
@@ -26,6 +28,31 @@ def measure_groups_of(spec) -> int:
     if not spec.streamed:
         return 0
     return streamed.MEASURE_GROUPS if spec.bootstrap else 1
+
+
+HELDOUT_PROCRUSTES = "procrustes-heldout"  # the measure whose rotation the solve fits
+
+
+def with_rotations(fitted: dict, stats, measures) -> dict:
+    """`fitted` ({(i, j): SolvedMap}) with each map's training Procrustes rotation
+    (`SolvedMap.rotation`, `streamed.rotation` of the training rows' centred XᵀY from the
+    reduced `ridge.Statistics`, every part of which is training) when `measures` holds
+    procrustes-heldout; else `fitted` unchanged."""
+    if HELDOUT_PROCRUSTES not in measures:
+        return fitted
+    n = float(np.sum(stats.n))
+    sx, sy = stats.view("sx"), stats.view("sy")
+    out = {}
+    for (i, j), m in fitted.items():
+        C = stats.pair(i, j).sum(0) - np.outer(sx[i].sum(0), sy[j].sum(0)) / n
+        out[(i, j)] = dataclasses.replace(m, rotation=streamed.rotation(C))
+    return out
+
+
+def rotations_of(fitted: dict) -> dict | None:
+    """{(i, j): rotation} of the maps that carry one (`with_rotations`), or None."""
+    out = {k: m.rotation for k, m in fitted.items() if getattr(m, "rotation", None) is not None}
+    return out or None
 
 
 def group_weights(present: int, resampling: Resampling) -> np.ndarray:

@@ -16,6 +16,7 @@ from align.faults import fault_point
 from align.fitting.batches import Batch, TokenTable
 from align.fitting.fit_options import FitRequest, LiveJob
 from align.fitting.graph import add_heldout_all, heldout_of
+from align.fitting.measured import with_rotations
 from align.fitting.progress import Progress
 from align.fitting.result import pair_results
 from align.fitting.solver import check_alphas, solve_all
@@ -334,6 +335,7 @@ def run_blocks(
             factors,
             options.spec.extend_alphas,
         )
+        fitted = with_rotations(fitted, reduced, options.spec.streamed)
         if options.hooks.keep_statistics:
             kept_stats[block] = reduced
         del reduced

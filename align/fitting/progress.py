@@ -1,5 +1,6 @@
 """Progress of a run of forwards on a terminal: tokens/s of each model, step k of n, the ETA
-(`align fit --live`, and the analyses that run a model: contrib, lens, skip)."""
+(`align fit --live`, and the analyses that run a model: contrib, lens, skip, erase, igrad; and
+`align depthscore`'s resamples)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ LOG_EVERY = 10.0  # seconds between two plain log lines off a terminal
 class Progress:
     """Tokens/s of each model (`sides`), step k of n and the ETA: a tqdm bar on a terminal,
     else a log line every ~LOG_EVERY s and at the last step, each begun with `command` and
-    counting `unit`s ("batch" for the live fit, "forward" for layer skipping)."""
+    counting `unit`s ("batch" for the live fit, "forward" for layer skipping); the rates are
+    `rate_unit`s a second ("tok", or "resamples" for a bootstrap)."""
 
     def __init__(
         self,
@@ -22,8 +24,10 @@ class Progress:
         command: str = "align fit --live",
         sides: tuple = ("source", "target"),
         unit: str = "batch",
+        rate_unit: str = "tok",
     ):
         self.log, self.total, self.command, self.unit = log, max(total_batches, 1), command, unit
+        self.rate_unit = rate_unit
         self.done, self.t0, self.last = 0, time.perf_counter(), time.perf_counter()
         self.seconds = {k: 0.0 for k in sides}
         self.tokens = {k: 0 for k in sides}
@@ -49,8 +53,8 @@ class Progress:
         """ "source 1,234 tok/s, target 567 tok/s"; "1,234 tok/s" for one model."""
         r = {k: self.tokens[k] / max(self.seconds[k], 1e-9) for k in self.seconds}
         if len(r) == 1:
-            return f"{next(iter(r.values())):,.0f} tok/s"
-        return ", ".join(f"{k} {v:,.0f} tok/s" for k, v in r.items())
+            return f"{next(iter(r.values())):,.0f} {self.rate_unit}/s"
+        return ", ".join(f"{k} {v:,.0f} {self.rate_unit}/s" for k, v in r.items())
 
     def step(self, what: str, n: int = 1) -> None:
         """`n` more of the `total` units done, the last of them `what` (e.g. "pass 1/2")."""

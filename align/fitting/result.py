@@ -31,9 +31,19 @@ ROUTES = ("store", "live")
 
 @dataclass
 class Side:
-    """One model of a fit as its result records it: `provenance` (a store's, or a model's
-    for the live route), `path` (the store, or the model's name or folder), its number of
-    blocks L (boundaries 0..L) and width."""
+    """One model of a fit as its result records it.
+
+    Parameters
+    ----------
+    provenance : dict
+        A store's, or a model's for the live route.
+    path : str or None
+        The store, or the model's name or folder.
+    n_layers : int
+        Its number of blocks L (boundaries 0..L).
+    d_model : int
+        Its width.
+    """
 
     provenance: dict
     path: str | None
@@ -69,9 +79,31 @@ def import_ahead() -> threading.Thread:
 
 @dataclass
 class PairResult:
-    """One pair's numbers as the alignment result records them: the solve's choice of α (and
-    its map when kept), the held-out scores, and what --convergence and the document
-    bootstrap add (None without them)."""
+    """One pair's numbers as the alignment result records them.
+
+    The solve's choice of α (and its map when kept), the held-out scores, and what
+    --convergence and the document bootstrap add (None without them).
+
+    Parameters
+    ----------
+    fitted : SolvedMap
+        α_rel, α, the validation curve; W and c when kept.
+    relative_error, norm_error, r2 : float
+        (1/N) Σ ‖e_n‖/max(‖y_n‖, ε) over the held-out tokens; Σ ‖e_n‖ / Σ ‖y_n‖;
+        1 − Σ ‖e_n‖² / Σ ‖y_n − ȳ‖².
+    by_fraction : dict, optional
+        {fraction: (relative_error, α_rel)} of the fits of ¼ and ½ of the training documents.
+    doc_pair, doc_target : array of shape (K, 3), optional
+        Per held-out document Σ ratio, Σ ‖e‖, Σ ‖e‖²; and n, Σ ‖y‖, Σ ‖y − μ‖² of the target.
+    doc_cc : array of shape (resamples,), optional
+        ‖Σ_d w_bd c_d‖² of the target (`uncertainty.centred_square`).
+    measures : dict, optional
+        {streamed measure: (value, low, high)} (`measured.pair_measures`).
+    measure_groups : int, optional
+        Groups of held-out documents their interval resampled.
+    sampled : dict, optional
+        {measure: {field: value}} on the sampled rows (`sampled.attach`).
+    """
 
     fitted: SolvedMap  # α_rel, α, the validation curve; W and c when kept
     relative_error: float  # (1/N) Σ ‖e_n‖/max(‖y_n‖, ε) over the held-out tokens
@@ -109,18 +141,36 @@ def pair_results(
     resampling: Resampling | None = None,
     fractions: dict | None = None,
 ) -> dict:
-    """{(i, j): PairResult}: each pair's `SolvedMap` ({(i, j): SolvedMap} `fitted`) with
-    relative_error, norm_error and r2 from the held-out sums (`ridge.heldout_sums`, reduced).
+    """Each pair's `SolvedMap` with its held-out scores, as a `PairResult`.
 
-    With per-document sums in `heldout` (heldout_sums(..., docs=split.heldout_index[...])),
-    a `split` and a `resampling`, each pair also keeps what the document bootstrap needs:
-    doc_pair (K, 3), doc_target (K, 3) over the split's K held-out documents, and
-    doc_cc (resamples,): ‖Σ_d w_bd c_d‖² of its target (`uncertainty.centred_square`),
-    computed here, per block, so that no (K, d_T) array outlives its block.
+    relative_error, norm_error and r2 come from the held-out sums (`ridge.heldout_sums`,
+    reduced). With per-document sums in `heldout` (heldout_sums(...,
+    docs=split.heldout_index[...])), a `split` and a `resampling`, each pair also keeps what
+    the document bootstrap needs: doc_pair (K, 3), doc_target (K, 3) over the split's K
+    held-out documents, and doc_cc (resamples,): ‖Σ_d w_bd c_d‖² of its target
+    (`uncertainty.centred_square`), computed here, per block, so that no (K, d_T) array
+    outlives its block.
 
-    With --convergence (`heldout["fractions"]`, `fractions`: {fraction: {(i, j): SolvedMap}}),
-    each pair keeps by_fraction: {fraction: (relative_error, α_rel)} of the fits of ¼ and
-    ½ of the training documents."""
+    Parameters
+    ----------
+    fitted : dict of (int, int) to SolvedMap
+        The block's maps.
+    heldout : dict
+        Its reduced held-out sums (`ridge.heldout_sums`).
+    split : Split, optional
+        The split, for the document bootstrap.
+    resampling : Resampling, optional
+        The bootstrap's resamples and seed.
+    fractions : dict, optional
+        With --convergence (`heldout["fractions"]`): {fraction: {(i, j): SolvedMap}}; each pair
+        keeps by_fraction: {fraction: (relative_error, α_rel)} of the fits of ¼ and ½ of the
+        training documents.
+
+    Returns
+    -------
+    dict of (int, int) to PairResult
+        {(i, j): PairResult}.
+    """
     out = {
         (i, j): PairResult(
             f, *scores(heldout["pair"][(i, j)], heldout["target"][j], heldout["centred"][j])
@@ -173,14 +223,44 @@ def alignment_dataset(
     save_maps: bool = False,
     resampling: Resampling | None = None,
 ):
-    """The alignment result (`schema: alignment`) of `boundaries` = (source boundaries, target
-    boundaries) and `sides` = (source Side, target Side) as an xarray Dataset: the five scores over
-    (source_boundary, target_boundary), `val_sse` over (source_boundary, target_boundary, alpha_grid: α_rel),
-    `heldout_doc`, W and c with `save_maps`, and attributes summary, split, options, both
-    sides' provenance and `route` ("store" or "live"). When the results hold per-document
-    sums (`pair_results` with a split and `resampling`), also the document bootstrap
-    (`_with_bootstrap`): per-document sums, `p_best`, 95% intervals of the scores and of
-    the summary. Refuses (NonFiniteError) a non-finite score before anything is summarised."""
+    """The alignment result (`schema: alignment`) as an xarray Dataset.
+
+    The five scores over (source_boundary, target_boundary), `val_sse` over (source_boundary,
+    target_boundary, alpha_grid: α_rel), `heldout_doc`, W and c with `save_maps`, and
+    attributes summary, split, options, both sides' provenance and `route`. When the results
+    hold per-document sums (`pair_results` with a split and `resampling`), also the document
+    bootstrap (`_with_bootstrap`): per-document sums, `p_best`, 95% intervals of the scores and
+    of the summary.
+
+    Parameters
+    ----------
+    results : dict of (int, int) to PairResult
+        Every pair's result.
+    boundaries : tuple
+        (source boundaries, target boundaries).
+    sides : tuple
+        (source Side, target Side).
+    split : Split
+        The split.
+    options : dict
+        The options the result records.
+    route : str, optional
+        "store" or "live".
+    save_maps : bool, optional
+        Keep W (n_source_boundaries, n_target_boundaries, d_source, d_target) and c.
+    resampling : Resampling, optional
+        The bootstrap's resamples and seed.
+
+    Returns
+    -------
+    xarray.Dataset
+        The alignment result.
+
+    Raises
+    ------
+    NonFiniteError
+        A non-finite score, before anything is summarised.
+    """
     import xarray as xr
 
     (src_boundaries, tgt_boundaries), (source, target) = boundaries, sides
@@ -493,7 +573,28 @@ def check_result_room(
     split: Split,
     save_maps: bool,
 ) -> None:
-    """`check_room` for the alignment result these layers, sides and split make."""
+    """`check_room` for the alignment result these boundaries, sides and split make.
+
+    Parameters
+    ----------
+    output : str
+        Where the result goes.
+    src_boundaries, tgt_boundaries : sequence of int
+        The source and target boundaries.
+    source, target : Side
+        The two models.
+    split : Split
+        The split (its held-out documents).
+    save_maps : bool
+        Whether W and c are kept.
+
+    Raises
+    ------
+    OutputRefused
+        A local `output` that cannot be written.
+    DiskSpaceError
+        A file system with less free space than the result needs.
+    """
     attrs = len(
         json.dumps(
             jsonable(
@@ -552,9 +653,24 @@ def check_room(output: str, sizes: ResultBytes) -> None:
 def write_alignment(
     output: str, ds, inputs: dict, overwrite: bool = False, storage_options: dict | None = None
 ) -> None:
-    """Write the alignment Dataset to `output` through the store's result writer (a hidden
-    temporary renamed into place: a killed write never opens as complete). `inputs`:
-    {role: path} that -o may never replace (the stores; for the live route, model folders)."""
+    """Write the alignment Dataset to `output` through the store's result writer.
+
+    A hidden temporary renamed into place: a killed write never opens as complete.
+
+    Parameters
+    ----------
+    output : str
+        Where the result goes.
+    ds : xarray.Dataset
+        The alignment result (`alignment_dataset`).
+    inputs : dict
+        {role: path} that -o may never replace (the stores; for the live route, model
+        folders).
+    overwrite : bool, optional
+        Replace an alignment result at `output`.
+    storage_options : dict, optional
+        fsspec options of a remote `output`.
+    """
     st.write_result(
         output, ds, "alignment", overwrite=overwrite, storage_options=storage_options, inputs=inputs
     )

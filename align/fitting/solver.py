@@ -14,12 +14,30 @@ from align.ridge.statistics import N_PARTS, Statistics
 
 
 def check_alphas(alphas, scale: dict, n_select: int, n_train: int) -> None:
-    """Refuse, before the statistics pass, an α_rel whose absolute α is no usable float64 for
-    these data. α = α_rel · trace(C)/d_source with C the centred scatter of the n training
-    rows, and trace(C)/d_source ≈ n · `scale[b]` (the mean variance per dimension of source
-    boundary b in a first sample of training rows); α must be finite, positive and have a
-    finite reciprocal (1/(λ+α) is taken), for n = n_select (the rows that choose α) and
-    n_train (the final refit). The exact check runs again in the solve."""
+    """Refuse, before the statistics pass, an α_rel whose absolute α is no usable float64.
+
+    α = α_rel · trace(C)/d_source with C the centred scatter of the n training rows, and
+    trace(C)/d_source ≈ n · `scale[b]`; α must be finite, positive and have a finite
+    reciprocal (1/(λ+α) is taken), for n = n_select (the rows that choose α) and n_train (the
+    final refit). The exact check runs again in the solve.
+
+    Parameters
+    ----------
+    alphas : sequence of float
+        The α_rel grid.
+    scale : dict of int to float
+        The mean variance per dimension of source boundary b in a first sample of training
+        rows.
+    n_select : int
+        The rows that choose α.
+    n_train : int
+        The rows of the final refit.
+
+    Raises
+    ------
+    InputError
+        An α_rel whose absolute α is not usable for these data.
+    """
     for b, v in scale.items():
         if not (v > 0 and math.isfinite(v)):
             continue  # a constant sample says nothing about the scale
@@ -45,15 +63,36 @@ def solve(
     extend: bool = False,
     threads: int = 1,
 ) -> dict:
-    """Maps of every pair of a block from its reduced statistics (`ridge.Statistics`, numpy):
-    α per pair chosen on the validation part, W and c refitted on fit + validation
-    (`ridge.solve_block`), with eigendecompositions and products on `device` (torch on a
-    GPU). x_shift / y_shift: the shifts the statistics were taken about, per boundary.
-    `factors` ({source boundary: ridge.Factor}) is read and filled, so that blocks sharing
-    source boundaries decompose each once. `extend` (`--alphas auto`): a grid whose end is
-    chosen gains decades there (`ridge.solve_block`). Returns {(i, j): SolvedMap} (numpy).
-    `threads`: source
-    boundaries solved side by side (`ridge.solve_block`)."""
+    """Maps of every pair of a block from its reduced statistics (`ridge.Statistics`, numpy).
+
+    α per pair is chosen on the validation part, W and c refitted on fit + validation
+    (`ridge.solve_block`), with eigendecompositions and products on `device` (torch on a GPU).
+
+    Parameters
+    ----------
+    stats : Statistics
+        The block's reduced statistics.
+    alphas : sequence of float
+        The α_rel grid.
+    x_shift : dict of int to array of shape (d_source,)
+        The shifts the statistics were taken about, per source boundary.
+    y_shift : dict of int to array of shape (d_target,)
+        The same per target boundary.
+    device : str, optional
+        Where the solve runs ("cpu", or a torch device).
+    factors : dict of int to Factor, optional
+        {source boundary: ridge.Factor}, read and filled, so that blocks sharing source
+        boundaries decompose each once.
+    extend : bool, optional
+        `--alphas auto`: a grid whose end is chosen gains decades there (`ridge.solve_block`).
+    threads : int, optional
+        Source boundaries solved side by side (`ridge.solve_block`).
+
+    Returns
+    -------
+    dict of (int, int) to SolvedMap
+        {(i, j): SolvedMap} (numpy).
+    """
     return solve_block(stats, alphas, x_shift, y_shift, backend(device), factors, extend, threads)
 
 

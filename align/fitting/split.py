@@ -41,12 +41,37 @@ def split_documents(
     need_val: bool,
     origin: Origin = STORES,
 ):
-    """Seeded split of the document ids: (fit, validation, test) sorted arrays.
+    """Seeded split of the document ids into (fit, validation, test) sorted arrays.
 
-    The unique ids are permuted by numpy's default_rng(seed); the first round(test_fraction
-    · n_docs) (at least 1) are held out, then round(val_fraction · rest) (at least 1 when a
-    validation part is needed) of the rest validate α. Too few documents is an InputError
-    in `origin`'s words."""
+    The unique ids are permuted by numpy's default_rng(seed); the first round(test_fraction ·
+    n_docs) (at least 1) are held out, then round(val_fraction · rest) (at least 1 when a
+    validation part is needed) of the rest validate α.
+
+    Parameters
+    ----------
+    doc : array of shape (n_tokens,)
+        Each token's document id.
+    test_fraction : float
+        The held-out share of the documents, in (0, 1).
+    val_fraction : float
+        The validation share of the rest.
+    seed : int
+        The permutation's seed.
+    need_val : bool
+        Whether a validation part is needed (more than one α to choose from).
+    origin : Origin, optional
+        Where the documents come from, in the refusal's words.
+
+    Returns
+    -------
+    fit, val, test : array
+        The sorted document ids of each part.
+
+    Raises
+    ------
+    InputError
+        A fraction out of range, or too few documents, in `origin`'s words.
+    """
     check_seed(seed)
     docs = np.unique(doc)
     if not 0 < test_fraction < 1:
@@ -69,7 +94,24 @@ def split_documents(
 
 
 def token_parts(doc, pos, fit_docs, val_docs, test_docs, include_first_token: bool) -> np.ndarray:
-    """(n_tokens,) int8: FIT, VAL, TEST, or -1 (position 0 unless included)."""
+    """Each token's part: FIT, VAL, TEST, or -1 (position 0 unless included).
+
+    Parameters
+    ----------
+    doc : array of shape (n_tokens,)
+        Each token's document id.
+    pos : array of shape (n_tokens,)
+        Each token's position in its sequence.
+    fit_docs, val_docs, test_docs : array
+        The document ids of each part (`split_documents`).
+    include_first_token : bool
+        Keep position 0 of every sequence.
+
+    Returns
+    -------
+    array of shape (n_tokens,)
+        int8, the part of each token.
+    """
     part = np.full(len(doc), -1, dtype=np.int8)
     part[np.isin(doc, fit_docs)] = FIT
     part[np.isin(doc, val_docs)] = VAL
@@ -158,7 +200,27 @@ def shuffle_partners(doc: np.ndarray, seq: np.ndarray, pos: np.ndarray, seed: in
 
 @dataclass
 class Split:
-    """The split of one token stream: document ids per part, each token's part, counts."""
+    """The split of one token stream: document ids per part, each token's part, counts.
+
+    Parameters
+    ----------
+    fit_docs : array
+        The fit part's document ids, sorted.
+    val_docs : array
+        The validation part's.
+    test_docs : array
+        The held-out part's.
+    part : array of shape (n_tokens,)
+        int8: FIT, VAL, TEST or -1.
+    counts : dict
+        {"fit": tokens, "validation": tokens, "heldout": tokens}.
+    heldout_index : array of shape (n_tokens,), optional
+        int32: a held-out token's index in test_docs, else -1.
+    stat_part : array of shape (n_tokens,), optional
+        int8 with --convergence: each training token's statistics part.
+    partner : array of shape (n_tokens,), optional
+        int64 with --control shuffle: the target token paired with each.
+    """
 
     fit_docs: np.ndarray
     val_docs: np.ndarray
@@ -181,15 +243,36 @@ class Split:
         return CONVERGENCE_PARTS if self.stat_part is not None else N_PARTS
 
     def statistics_part(self, start: int, stop: int) -> np.ndarray:
-        """The parts tokens [start, stop) add to: ridge.FIT / ridge.VAL (held-out and unused
-        tokens -1), or their `stat_part` with --convergence."""
+        """The parts tokens [start, stop) add to.
+
+        ridge.FIT / ridge.VAL (held-out and unused tokens -1), or their `stat_part` with
+        --convergence.
+
+        Parameters
+        ----------
+        start : int
+            The first token.
+        stop : int
+            The token after the last.
+
+        Returns
+        -------
+        array of shape (stop - start,)
+            int8 parts.
+        """
         if self.stat_part is not None:
             return self.stat_part[start:stop]
         p = self.part[start:stop]
         return np.where(p == TEST, -1, p)
 
     def record(self) -> dict:
-        """The document ids of each part, as the result records them."""
+        """The document ids of each part, as the result records them.
+
+        Returns
+        -------
+        dict
+            {"fit_docs", "validation_docs", "heldout_docs"}: lists of ids.
+        """
         return {
             "fit_docs": self.fit_docs.tolist(),
             "validation_docs": self.val_docs.tolist(),
@@ -219,13 +302,34 @@ def make_split(
     origin: Origin = STORES,
     partner: np.ndarray | None = None,
 ) -> Split:
-    """The `Split` of tokens with document ids `doc` and positions `pos` (n_tokens,) under
-    `options` (FitSpec: fractions, seed, α grid, include_first_token, convergence,
-    control; `seq` (n_tokens,), the sequence ids, for --control shuffle). `partner`
-    (n_tokens,): the target token paired with each (−1: none), when the pairing is not
-    token for token (`anchors`: it already holds the control's shuffle). Too few
-    documents, or a part left without any token, is a one-line InputError in `origin`'s
-    words."""
+    """The `Split` of tokens with document ids `doc` and positions `pos`.
+
+    Parameters
+    ----------
+    doc : array of shape (n_tokens,)
+        Each token's document id.
+    pos : array of shape (n_tokens,)
+        Each token's position in its sequence.
+    options : FitSpec
+        Fractions, seed, α grid, include_first_token, convergence, control.
+    seq : array of shape (n_tokens,), optional
+        The sequence ids, for --control shuffle.
+    origin : Origin, optional
+        Where the documents come from, in the refusal's words.
+    partner : array of shape (n_tokens,), optional
+        The target token paired with each (−1: none), when the pairing is not token for token
+        (`anchors`: it already holds the control's shuffle).
+
+    Returns
+    -------
+    Split
+        Document ids per part, each token's part, the counts.
+
+    Raises
+    ------
+    InputError
+        Too few documents, or a part left without any token, in one line in `origin`'s words.
+    """
     need_val = options.need_validation
     fit_docs, val_docs, test_docs = split_documents(
         doc, options.test_fraction, options.val_fraction, options.seed, need_val, origin

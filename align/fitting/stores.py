@@ -40,7 +40,7 @@ from align.fitting.cluster import (
 from align.fitting.fit_options import Execution, FitRequest, FitSpec, request
 from align.fitting.graph import BlockSettings, Job, Tokens, block_graph, sampled_rows
 from align.fitting.headline import headline
-from align.fitting.measured import measure_groups_of
+from align.fitting.measured import HELDOUT_PROCRUSTES, measure_groups_of
 from align.fitting.pairing import (
     anchored_partner,
     check_same_text,
@@ -72,6 +72,28 @@ SMALL_FIT_FLOPS = 2e12
 
 @dataclass
 class FitReport:
+    """What `fit` returns: the result's path, its Dataset, the seconds and the plan.
+
+    Parameters
+    ----------
+    path : str or None
+        Where the result was written (None: not written).
+    dataset : xarray.Dataset
+        The alignment result.
+    seconds : float
+        Wall time of the fit.
+    blocks : list
+        The plan's blocks of boundaries.
+    statistics : dict, optional
+        {(I, J): reduced ridge.Statistics}, when asked for.
+    workers : set, optional
+        Addresses of the workers that ran tasks.
+    task_seconds : dict, optional
+        Compute seconds summed by task kind (stats, solve, ...).
+    plan : dict, optional
+        The memory plan: budget, idle footprint, per-worker bytes, tokens per task.
+    """
+
     path: str | None
     dataset: object  # the xarray.Dataset written
     seconds: float
@@ -100,18 +122,42 @@ WINDOWING = (
 def open_pair(
     source: str, target: str, storage_options: dict | None = None, pairing: str = "tokens"
 ):
-    """Open both activation stores and refuse a pair that cannot be fitted, with one line
-    naming what differs; returns (S, T, mode, why): the pairing `pairing` resolves to
-    ("tokens" or "char-anchors", `pairing.resolve`) and the words the log gives for it.
+    """Open both activation stores and refuse a pair that cannot be fitted.
 
-    Token for token: the tokenizers, the token count, and per token (block by block) its
-    id and its place (doc, seq, pos). Two stores of the same token ids cut into different
-    windows (another --max-length or --doc-split) saw each token in another context: a map
-    between them is wrong, so the first token whose place differs is named, with the
-    windowing options of the two stores' provenance that differ. Windowing options that
-    differ while every token sits in the same place (documents shorter than both windows)
-    change nothing and pass. Anchored on the text: the same corpus, unpacked
-    (`pairing.check_same_text`; the windows and the coverage are checked with the anchors)."""
+    Token for token: the tokenizers, the token count, and per token (block by block) its id
+    and its place (doc, seq, pos). Two stores of the same token ids cut into different windows
+    (another --max-length or --doc-split) saw each token in another context: a map between
+    them is wrong, so the first token whose place differs is named, with the windowing options
+    of the two stores' provenance that differ. Windowing options that differ while every token
+    sits in the same place (documents shorter than both windows) change nothing and pass.
+    Anchored on the text: the same corpus, unpacked (`pairing.check_same_text`; the windows and
+    the coverage are checked with the anchors).
+
+    Parameters
+    ----------
+    source : str
+        The source store.
+    target : str
+        The target store.
+    storage_options : dict, optional
+        fsspec options of remote stores.
+    pairing : str, optional
+        "tokens", "char-anchors" or "auto" (`pairing.resolve`).
+
+    Returns
+    -------
+    S, T : ActivationStore
+        The two stores.
+    mode : str
+        The pairing it resolves to ("tokens" or "char-anchors").
+    why : str
+        The words the log gives for it.
+
+    Raises
+    ------
+    StoreError
+        A pair that cannot be fitted, in one line naming what differs.
+    """
     stores = []
     for role, path in (("source", source), ("target", target)):
         _check_reachable(path, role.upper(), storage_options)
@@ -258,28 +304,57 @@ def fit(
     log=None,
     **keywords,
 ) -> FitReport:
-    """Fit a ridge map from every chosen boundary of `source` to every chosen boundary of
-    `target` (activation stores of the same token stream) and score it on held-out documents.
+    """Fit ridge maps from every boundary of one activation store to every boundary of another.
 
-    `spec` (FitSpec: what is computed) and `run` (Execution: where it runs), or their fields
-    as keywords (alphas=..., scheduler=..., ...; `fit_options.request`).
-    Writes the alignment result to `output` (skip writing with output=None) and returns a
-    FitReport whose `dataset` is the result. scheduler None runs the fit in threads of this
-    process, one per CPU core (a fit above SMALL_FIT_FLOPS through torch, whose products
-    release the GIL); with `n_workers` it starts a LocalCluster of that many processes (at
-    most one per CPU core, `local_workers`). "synchronous" runs in this process, any other
-    value is a Dask scheduler address. `memory_limit` (bytes or "8GB") is the budget
-    of the whole fit (per worker with an address): the idle footprint of this process and
-    the workers is estimated before any worker starts, measured once they are up and
-    subtracted, the rest is planned (`budget.plan_blocks`). `worker_budget` (bytes) replaces
-    that per-worker figure (tests).
+    A ridge map is fitted from every chosen boundary of `source` to every chosen boundary of
+    `target` (activation stores of the same token stream) and scored on held-out documents.
+    scheduler None runs the fit in threads of this process, one per CPU core (a fit above
+    SMALL_FIT_FLOPS through torch, whose products release the GIL); with `n_workers` it starts a
+    LocalCluster of that many processes (at most one per CPU core, `local_workers`).
+    "synchronous" runs in this process, any other value is a Dask scheduler address.
+    `memory_limit` (bytes or "8GB") is the budget of the whole fit (per worker with an
+    address): the idle footprint of this process and the workers is estimated before any worker
+    starts, measured once they are up and subtracted, the rest is planned
+    (`budget.plan_blocks`). `worker_budget` (bytes) replaces that per-worker figure (tests).
 
     Before anything is computed: `output` is checked (`store.check_output`: never one of the
     inputs, never a folder holding anything but an alignment result, which only `overwrite`
-    replaces), the two stores are cross-checked (`open_pair`), the folder of `output` must
-    be writable with room for the result (`result.check_room`), and every α_rel must give a
-    usable absolute α for these data (`solver.check_alphas`). Raises AlignError for every bad
-    input, and NonFiniteError rather than a result holding or summarised over a non-finite score."""
+    replaces), the two stores are cross-checked (`open_pair`), the folder of `output` must be
+    writable with room for the result (`result.check_room`), and every α_rel must give a usable
+    absolute α for these data (`solver.check_alphas`).
+
+    Parameters
+    ----------
+    source : str
+        The source model's activation store (path or URL).
+    target : str
+        The target model's activation store, of the same token stream.
+    output : str or None
+        Where the alignment result is written; None computes it without writing.
+    spec : FitSpec, optional
+        What is computed (fractions, seed, α grid, boundaries, measures, ...).
+    run : Execution, optional
+        Where and how it runs (scheduler, workers, memory, device, overwrite, ...); changes no
+        number.
+    log : callable, optional
+        Receives each message (default: `align.messages.say`, to stderr).
+    **keywords
+        The fields of `spec` and `run` by name (alphas=..., scheduler=..., ...;
+        `fit_options.request`), each replacing that field.
+
+    Returns
+    -------
+    FitReport
+        Its `dataset` is the alignment result: `relative_error`, `norm_error`, `r2` and `alpha`
+        of shape (n_source_boundaries, n_target_boundaries), its summary in the attributes.
+
+    Raises
+    ------
+    AlignError
+        For every bad input, before anything is computed.
+    NonFiniteError
+        Rather than a result holding, or summarised over, a non-finite score.
+    """
     log = log or messages.say
     t0 = time.time()
     opts = request(spec, run, keywords)
@@ -522,7 +597,8 @@ def _plan(opts: FitRequest, ex, S, T, src_boundaries, tgt_boundaries, client_ext
     if opts.run.device != "cpu":
         per_worker = min(per_worker, device_budget(opts.run.device))
     groups = measure_groups_of(opts.spec)
-    grid = budget.PairGrid(src_boundaries, tgt_boundaries, S.d_model, T.d_model, groups)
+    rotations = HELDOUT_PROCRUSTES in opts.spec.measures  # its rotations, held with the maps
+    grid = budget.PairGrid(src_boundaries, tgt_boundaries, S.d_model, T.d_model, groups, rotations)
     planned = budget.plan_blocks(
         grid,
         step,
@@ -536,7 +612,7 @@ def _plan(opts: FitRequest, ex, S, T, src_boundaries, tgt_boundaries, client_ext
         need, least = budget.least_pair_bytes(
             S.d_model, T.d_model, step, S.chunk_tokens, S.n_tokens, fixed
         )
-        need += budget.measure_bytes(1, 1, S.d_model, T.d_model, groups)  # --measures' sums
+        need += budget.measure_bytes(1, 1, S.d_model, T.d_model, groups, rotations=rotations)
         refuse_memory(ex, client_extra, need, S.d_model, T.d_model, least)
     blocks, step = planned
     nI, nJ = len(blocks[0][0]), len(blocks[0][1])

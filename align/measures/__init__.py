@@ -1,6 +1,7 @@
 """Similarity measures between the layers of two models beside ridge's held-out error
 (docs/methods.md, Similarity measures): `streamed` computes them from sums over rows
-accumulated in the fit's held-out pass (`cka`, `cka-debiased`, `procrustes`, `cca`, `svcca`);
+accumulated in the fit's held-out pass (`cka`, `cka-debiased`, `procrustes`,
+`procrustes-heldout`, `cca`, `svcca`);
 `rows` (mutual neighbours, CKNNA, RSA, and every measure's calibration) from rows sampled
 from the held-out documents.
 
@@ -21,6 +22,7 @@ MEASURES = {
     "cka": SIMILARITY,
     "cka-debiased": SIMILARITY,
     "procrustes": DISTANCE,
+    "procrustes-heldout": DISTANCE,
     "cca": SIMILARITY,
     "svcca": SIMILARITY,
     "mknn": SIMILARITY,
@@ -28,21 +30,53 @@ MEASURES = {
     "rsa": SIMILARITY,
 }
 
-STREAMED = ("cka", "cka-debiased", "procrustes", "cca", "svcca")  # from the held-out sums
+STREAMED = (
+    "cka",
+    "cka-debiased",
+    "procrustes",
+    "procrustes-heldout",
+    "cca",
+    "svcca",
+)  # from the held-out sums
 ROW_ONLY = ("mknn", "cknna", "rsa")  # only on the sampled rows (with the calibration)
 SAMPLE_ROWS = 4096  # rows drawn from the held-out documents for the row measures (at most)
 PERMUTATIONS = 99  # the null draws suggested for the calibration (p-values down to 0.01)
 
 
 def variable(name: str) -> str:
-    """The result's array of measure `name` ("cka-debiased" -> "cka_debiased")."""
+    """The result's array of measure `name` ("cka-debiased" -> "cka_debiased").
+
+    Parameters
+    ----------
+    name : str
+        A measure.
+
+    Returns
+    -------
+    str
+        The array's name.
+    """
     return name.replace("-", "_")
 
 
 def parse_measures(text) -> tuple:
-    """`--measures` ("cka,procrustes", "all", or a list/tuple of names) as a tuple of valid
-    names in MEASURES order, "ridge" always first; the one-line InputError of an unknown
-    name lists the valid ones."""
+    """`--measures` as a tuple of valid names in MEASURES order, "ridge" always first.
+
+    Parameters
+    ----------
+    text : str, list, tuple or None
+        "cka,procrustes", "all", or a list/tuple of names (None: ridge alone).
+
+    Returns
+    -------
+    tuple of str
+        The names.
+
+    Raises
+    ------
+    InputError
+        An unknown name, in one line listing the valid ones, or no name at all.
+    """
     if text is None:
         return ("ridge",)
     items = text.split(",") if isinstance(text, str) else list(text)

@@ -40,7 +40,23 @@ DOCUMENTS, ROWS = "documents", "rows"  # the two schemes `draw_permutations` rec
 
 
 def check_permutations(count) -> int:
-    """`count` as an int, or the one-line InputError of a count below 1."""
+    """A permutation count as an int.
+
+    Parameters
+    ----------
+    count : int
+        K.
+
+    Returns
+    -------
+    int
+        `count`.
+
+    Raises
+    ------
+    InputError
+        A count below 1, in one line.
+    """
     if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or int(count) < 1:
         raise InputError(
             f"`permutations` {count!r}: give a whole number of null permutations, 1 or more "
@@ -50,20 +66,33 @@ def check_permutations(count) -> int:
 
 
 def draw_permutations(docs: np.ndarray, count: int, seed: int) -> tuple[np.ndarray, str]:
-    """K permutations of the M sampled rows, each re-pairing the target's rows with the
-    source's across documents: (K, M) int64, and the scheme used ("documents" or "rows").
+    """K permutations of the M sampled rows, each re-pairing the target's rows across documents.
 
     With n ≥ MIN_DOCUMENTS documents, draw k takes an order σ_k of the documents
     (numpy.random.default_rng(seed).permutation(n), one after another) and lays the target's
-    rows out document by document in σ_k's order, each document's rows together and in
-    their own order; the source's rows stay in document order. Row r of the source is
-    paired with row perm[k, r] of the target. Documents of equal row counts are swapped
-    whole; unequal ones shift the pairing within a document's run (a source document meets
-    one target document or two neighbouring ones). With fewer documents every row is
-    permuted alone (default_rng(seed).permutation(M) per draw).
+    rows out document by document in σ_k's order, each document's rows together and in their
+    own order; the source's rows stay in document order. Row r of the source is paired with row
+    perm[k, r] of the target. Documents of equal row counts are swapped whole; unequal ones
+    shift the pairing within a document's run (a source document meets one target document or
+    two neighbouring ones). With fewer documents every row is permuted alone
+    (default_rng(seed).permutation(M) per draw).
 
-    docs: (n_rows,) int, the document of each sampled row. count: K. seed: the recorded
-    seed."""
+    Parameters
+    ----------
+    docs : array of shape (n_rows,)
+        int, the document of each sampled row.
+    count : int
+        K.
+    seed : int
+        The recorded seed.
+
+    Returns
+    -------
+    perm : array of shape (K, n_rows)
+        int64.
+    scheme : str
+        "documents" or "rows".
+    """
     docs = np.asarray(docs)
     count = check_permutations(count)
     rng = np.random.default_rng(seed)
@@ -83,9 +112,24 @@ def draw_permutations(docs: np.ndarray, count: int, seed: int) -> tuple[np.ndarr
 
 
 def critical_value(observed: np.ndarray, null: np.ndarray, alpha: float = ALPHA) -> np.ndarray:
-    """τ per cell: the ⌈(1 − alpha)(K + 1)⌉-th smallest of the observed score and its K null
-    scores (the paper's Algorithm 1). observed: (...,); null: (K, ...); both on the "higher
-    is closer" scale."""
+    """τ per cell: the ⌈(1 − alpha)(K + 1)⌉-th smallest of the observed score and its K nulls.
+
+    The paper's Algorithm 1; both on the "higher is closer" scale.
+
+    Parameters
+    ----------
+    observed : array of shape (...)
+        The observed scores.
+    null : array of shape (K, ...)
+        The null scores.
+    alpha : float, optional
+        The test's level.
+
+    Returns
+    -------
+    array of shape (...)
+        τ.
+    """
     k = null.shape[0]
     pooled = np.sort(np.concatenate([observed[None], null]), axis=0)
     rank = min(max(math.ceil((1 - alpha) * (k + 1)) - 1, 0), k)
@@ -93,9 +137,25 @@ def critical_value(observed: np.ndarray, null: np.ndarray, alpha: float = ALPHA)
 
 
 def calibrated_score(observed, tau, ideal) -> np.ndarray:
-    """clip((s − τ) / (s_max − τ), 0, 1) per cell: 0 where s does not beat τ, 1 at the
-    ideal s_max (1 where τ already reaches the ideal and s does too). All on the "higher is
-    closer" scale; observed and tau (...,), ideal a float."""
+    """clip((s − τ) / (s_max − τ), 0, 1) per cell.
+
+    0 where s does not beat τ, 1 at the ideal s_max (1 where τ already reaches the ideal and s
+    does too). All on the "higher is closer" scale.
+
+    Parameters
+    ----------
+    observed : array of shape (...)
+        The observed scores s.
+    tau : array of shape (...)
+        The critical values τ (`critical_value`).
+    ideal : float
+        s_max.
+
+    Returns
+    -------
+    array of shape (...)
+        The calibrated scores.
+    """
     observed, tau = np.asarray(observed, np.float64), np.asarray(tau, np.float64)
     room = ideal - tau
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -104,15 +164,27 @@ def calibrated_score(observed, tau, ideal) -> np.ndarray:
 
 
 def summarise(observed: np.ndarray, null: np.ndarray, direction: str, ideal: float) -> dict:
-    """The null's summary of a grid of scores: {"null_mean", "null_std", "critical",
-    "calibrated", "p", "p_family"}, each (n_source, n_target), as the module docstring
-    defines them.
+    """The null's summary of a grid of scores, as the module docstring defines it.
 
-    observed: (n_source, n_target), the measure on the sampled rows; null: (K, n_source,
-    n_target), the measure on the re-paired rows (NaN where a draw left it undefined: such a
-    draw counts as not reaching the observed score, and its cells are left out of the
-    null's mean and spread); direction: "similarity" or "distance"; ideal: the measure's
-    best value (1 for a similarity of at most 1, 0 for a distance)."""
+    Parameters
+    ----------
+    observed : array of shape (n_source_boundaries, n_target_boundaries)
+        The measure on the sampled rows.
+    null : array of shape (K, n_source_boundaries, n_target_boundaries)
+        The measure on the re-paired rows (NaN where a draw left it undefined: such a draw
+        counts as not reaching the observed score, and its cells are left out of the null's
+        mean and spread).
+    direction : str
+        "similarity" or "distance".
+    ideal : float
+        The measure's best value (1 for a similarity of at most 1, 0 for a distance).
+
+    Returns
+    -------
+    dict
+        {"null_mean", "null_std", "critical", "calibrated", "p", "p_family"}, each of shape
+        (n_source_boundaries, n_target_boundaries).
+    """
     sign = 1.0 if direction == "similarity" else -1.0
     s, s_null = sign * np.asarray(observed, np.float64), sign * np.asarray(null, np.float64)
     k = s_null.shape[0]

@@ -271,92 +271,193 @@ def _measure(name: str, x, y, k: int = K_NEIGHBOURS) -> float:
 
 
 def mknn(x: np.ndarray, y: np.ndarray, k: int = K_NEIGHBOURS) -> float:
-    """Mutual k-nearest-neighbour alignment (Huh et al. 2024, platonic-rep's mutual_knn):
+    """Mutual k-nearest-neighbour alignment (Huh et al. 2024, platonic-rep's mutual_knn).
 
         mknn = (1/M) Σ_r |N_x(r) ∩ N_y(r)| / k
 
     N_x(r): the k rows with the largest cosine to row r of x (unit-normalised rows, r itself
     left out, ties to the lower row index).
 
-    x: (n_rows, d_source); y: (n_rows, d_target), row r of both from one token; k: 1 ≤ k
-    < n_rows."""
+    Parameters
+    ----------
+    x, y : array of shape (n_rows, d_source), (n_rows, d_target)
+        The source's and the target's rows, row r of both from one token.
+    k : int, optional
+        Neighbours, 1 ≤ k < n_rows.
+
+    Returns
+    -------
+    float
+        mknn, in [0, 1].
+    """
     return _measure("mknn", x, y, k)
 
 
 def neighbours(x: np.ndarray, k: int = K_NEIGHBOURS) -> np.ndarray:
-    """(n_rows, k) int: N_x(r) of `mknn`, each row's neighbours by falling cosine.
-    x: (n_rows, d)."""
+    """N_x(r) of `mknn`: each row's neighbours by falling cosine.
+
+    Parameters
+    ----------
+    x : array of shape (n_rows, d)
+        The rows.
+    k : int, optional
+        Neighbours.
+
+    Returns
+    -------
+    array of shape (n_rows, k)
+        int, row indices.
+    """
     _check_rows(x, x, k, ("mknn",))
     return prepare(x, ("mknn",), k).neighbours
 
 
 def cknna(x: np.ndarray, y: np.ndarray, k: int = K_NEIGHBOURS) -> float:
-    """CKNNA (platonic-rep's cknna, unbiased, distance-aware): with K, L the cosine kernels
-    of the unit-normalised rows, A_x, A_y the 0/1 masks of each row's k nearest rows (as in
-    `mknn`) and A = A_x∘A_y,
+    """CKNNA (platonic-rep's cknna, unbiased, distance-aware).
+
+    With K, L the cosine kernels of the unit-normalised rows, A_x, A_y the 0/1 masks of each
+    row's k nearest rows (as in `mknn`) and A = A_x∘A_y,
 
         cknna = HSIC_u(A∘K, A∘L) / sqrt(HSIC_u(A_x∘K, A_x∘K) · HSIC_u(A_y∘L, A_y∘L))
 
-    HSIC_u: Song et al. (2012)'s unbiased estimator as platonic-rep writes it (its 1e-6 in
-    the denominator left out). x: (n_rows, d_source); y: (n_rows, d_target); k: 2 ≤ k <
-    n_rows."""
+    HSIC_u: Song et al. (2012)'s unbiased estimator as platonic-rep writes it (its 1e-6 in the
+    denominator left out).
+
+    Parameters
+    ----------
+    x, y : array of shape (n_rows, d_source), (n_rows, d_target)
+        The source's and the target's rows, row r of both from one token.
+    k : int, optional
+        Neighbours, 2 ≤ k < n_rows.
+
+    Returns
+    -------
+    float
+        cknna.
+    """
     return _measure("cknna", x, y, k)
 
 
 def rsa(x: np.ndarray, y: np.ndarray) -> float:
-    """Representational similarity (Kriegeskorte et al. 2008), as rsatoolbox computes it:
-    the Spearman correlation of the two representational dissimilarity matrices' upper
+    """Representational similarity (Kriegeskorte et al. 2008), as rsatoolbox computes it.
+
+    The Spearman correlation of the two representational dissimilarity matrices' upper
     triangles, each entry the correlation distance 1 − corr(x_a, x_b) of two rows (a row
-    centred over its features). x: (n_rows, d_source); y: (n_rows, d_target)."""
+    centred over its features).
+
+    Parameters
+    ----------
+    x, y : array of shape (n_rows, d_source), (n_rows, d_target)
+        The source's and the target's rows, row r of both from one token.
+
+    Returns
+    -------
+    float
+        rsa.
+    """
     return _measure("rsa", x, y)
 
 
 def cka(x: np.ndarray, y: np.ndarray) -> float:
-    """Linear CKA (Kornblith et al. 2019) on the centred rows Xc, Yc:
+    """Linear CKA (Kornblith et al. 2019) on the centred rows Xc, Yc.
 
         cka = ‖Xcᵀ Yc‖²_F / (‖Xcᵀ Xc‖_F ‖Ycᵀ Yc‖_F)
 
-    x: (n_rows, d_source); y: (n_rows, d_target)."""
+    Parameters
+    ----------
+    x, y : array of shape (n_rows, d_source), (n_rows, d_target)
+        The source's and the target's rows, row r of both from one token.
+
+    Returns
+    -------
+    float
+        cka, in [0, 1].
+    """
     return _measure("cka", x, y)
 
 
 def cka_debiased(x: np.ndarray, y: np.ndarray) -> float:
-    """Debiased linear CKA (platonic-rep's unbiased_cka, its 1e-6 left out):
+    """Debiased linear CKA (platonic-rep's unbiased_cka, its 1e-6 left out).
+
     HSIC_u(K, L) / sqrt(HSIC_u(K, K) HSIC_u(L, L)) with K = XXᵀ, L = YYᵀ and HSIC_u Song et
-    al. (2012)'s unbiased estimator (`cknna`), computed from sums over rows. x: (n_rows,
-    d_source); y: (n_rows, d_target); n_rows ≥ 4."""
+    al. (2012)'s unbiased estimator (`cknna`), computed from sums over rows.
+
+    Parameters
+    ----------
+    x, y : array of shape (n_rows, d_source), (n_rows, d_target)
+        The source's and the target's rows, row r of both from one token.
+        n_rows ≥ 4.
+
+    Returns
+    -------
+    float
+        The debiased CKA.
+    """
     return _measure("cka-debiased", x, y)
 
 
 def procrustes(x: np.ndarray, y: np.ndarray) -> float:
-    """Procrustes angular distance (netrep's LinearMetric(alpha=1, score_method="angular")):
-    with Xc, Yc the centred rows scaled to unit Frobenius norm (the narrower side
-    zero-padded, which changes nothing below),
+    """Procrustes angular distance (netrep's LinearMetric(alpha=1, score_method="angular")).
+
+    With Xc, Yc the centred rows scaled to unit Frobenius norm (the narrower side zero-padded,
+    which changes nothing below),
 
         procrustes = arccos(max_Q ⟨Xc Q, Yc⟩) = arccos(‖Xcᵀ Yc‖_*)
 
-    over orthogonal Q; ‖·‖_* the nuclear norm (the Procrustes similarity). 0 when y is a
-    rotation of x, π/2 at most. x: (n_rows, d_source); y: (n_rows, d_target)."""
+    over orthogonal Q; ‖·‖_* the nuclear norm (the Procrustes similarity).
+
+    Parameters
+    ----------
+    x, y : array of shape (n_rows, d_source), (n_rows, d_target)
+        The source's and the target's rows, row r of both from one token.
+
+    Returns
+    -------
+    float
+        0 when y is a rotation of x, π/2 at most.
+    """
     return _measure("procrustes", x, y)
 
 
 def cca(x: np.ndarray, y: np.ndarray) -> float:
-    """Mean squared canonical correlation (Kornblith et al. 2019's R²_CCA) of the centred
-    rows Xc, Yc, as align.measures.streamed.cca defines it from sums:
+    """Mean squared canonical correlation (Kornblith et al. 2019's R²_CCA) of the centred rows.
+
+    As align.measures.streamed.cca defines it from sums:
 
         cca = ‖(Cxx + λ_x I)^(−1/2) Cxy (Cyy + λ_y I)^(−1/2)‖²_F / min(d_source, d_target)
 
-    Cxx = XcᵀXc, Cxy = XcᵀYc, λ = CCA_RIDGE·tr(C)/d (a singular covariance stays
-    invertible). x: (n_rows, d_source); y: (n_rows, d_target); it nears 1 as the widths near
-    n_rows, so read it with n_rows well above them."""
+    Cxx = XcᵀXc, Cxy = XcᵀYc, λ = CCA_RIDGE·tr(C)/d (a singular covariance stays invertible).
+
+    Parameters
+    ----------
+    x, y : array of shape (n_rows, d_source), (n_rows, d_target)
+        The source's and the target's rows, row r of both from one token.
+
+    Returns
+    -------
+    float
+        cca; it nears 1 as the widths near n_rows, so read it with n_rows well above them.
+    """
     return _measure("cca", x, y)
 
 
 def svcca(x: np.ndarray, y: np.ndarray) -> float:
-    """SVCCA (Raghu et al. 2017): each side's centred rows reduced by SVD to the fewest
-    leading directions holding 99% of its variance, then the mean canonical correlation of
-    the two reductions, (1/min(k_x, k_y)) Σ ρ_i. x: (n_rows, d_source); y: (n_rows,
-    d_target)."""
+    """SVCCA (Raghu et al. 2017): canonical correlation of the leading SVD directions.
+
+    Each side's centred rows are reduced by SVD to the fewest leading directions holding 99%
+    of its variance, then the mean canonical correlation of the two reductions,
+    (1/min(k_x, k_y)) Σ ρ_i.
+
+    Parameters
+    ----------
+    x, y : array of shape (n_rows, d_source), (n_rows, d_target)
+        The source's and the target's rows, row r of both from one token.
+
+    Returns
+    -------
+    float
+        svcca.
+    """
     return _measure("svcca", x, y)
 
 

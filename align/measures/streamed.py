@@ -12,6 +12,8 @@ The sums, per group g of rows (leading axis G everywhere):
     source i:  n, s = Σx (d_S), S = Σxxᵀ (d_S, d_S), q = Σ‖x‖²x (d_S), f = Σ‖x‖⁴
     target j:  the same of y
     pair (i, j):  xy = Σxyᵀ (d_S, d_T), p = Σ‖x‖²‖y‖², r_xy = Σ‖x‖²y (d_T), r_yx = Σ‖y‖²x (d_S)
+                  with a rotation R (d_S, d_T) of the pair (procrustes-heldout):
+                  qxy = ⟨R, Σxyᵀ⟩, q_sy = R Σy (d_S)
 """
 
 from __future__ import annotations
@@ -38,12 +40,14 @@ def row_sums(
     groups: np.ndarray,
     n_groups: int,
     backend: Backend = CPU,
+    rotations: dict | None = None,
 ) -> dict:
     """The sums of the module docstring of one chunk of rows, per group.
 
     xs[i] (n, d_S), ys[j] (n, d_T): paired rows (numpy, or tensors on the backend's
     device); shifts = ({i: (d_S,)}, {j: (d_T,)}) subtracted first; groups (n,) int in
-    0..n_groups−1: each row's group. Returns {"source": {i: {field: (G, ...)}}, "target":
+    0..n_groups−1: each row's group; rotations {(i, j): (d_S, d_T)} (or None): the pairs'
+    training rotations, whose qxy and q_sy are added. Returns {"source": {i: {field: (G, ...)}}, "target":
     {j: ...}, "pair": {(i, j): ...}} as float64 numpy."""
     groups = np.asarray(groups, dtype=np.int64)
     present = [g for g in range(n_groups) if np.any(groups == g)]
@@ -82,6 +86,10 @@ def row_sums(
                 acc["p"][g] = float((x2 * y2).sum())
                 acc["r_xy"][g] = backend.get(x2 @ Y)
                 acc["r_yx"][g] = backend.get(y2 @ X)
+            if rotations is not None and (i, j) in rotations:
+                R = rotations[(i, j)]
+                acc["qxy"] = np.einsum("gst,st->g", acc["xy"], R)
+                acc["q_sy"] = out["target"][j]["s"] @ R.T
             out["pair"][(i, j)] = acc
     return out
 
@@ -108,9 +116,10 @@ def add_sums(a: dict, b: dict) -> dict:
 
 def sums_bytes(nI: int, nJ: int, d_s: int, d_t: int, n_groups: int) -> int:
     """Bytes of one `row_sums` result (float64): per group, every source's and target's
-    n, s, S, q, f and every pair's xy, p, r_xy, r_yx."""
+    n, s, S, q, f and every pair's xy, p, r_xy, r_yx, and qxy, q_sy (counted always: d_S + 1
+    values a pair, held only with a rotation)."""
     side = nI * (d_s * d_s + 2 * d_s + 2) + nJ * (d_t * d_t + 2 * d_t + 2)
-    pair = nI * nJ * (d_s * d_t + d_s + d_t + 1)
+    pair = nI * nJ * (d_s * d_t + 2 * d_s + d_t + 2)
     return 8 * n_groups * (side + pair)
 
 
@@ -187,49 +196,95 @@ def cka_debiased(x: dict, y: dict, pair: dict) -> float:
     return hkl / float(np.sqrt(hx * hy))
 
 
+def nuclear_norm(C: np.ndarray) -> float:
+    """‖C‖_* = Σ σ_i = Σ sqrt(λ_i(G)), G = CCᵀ or CᵀC, whichever is smaller: one Gram and
+    `eigvalsh` instead of an SVD (about half its time at the measures' widths). The Gram's
+    eigenvalues carry an absolute error of order ε·λ_max, so those below
+    max(G.shape)·ε·λ_max are taken as the zeros they are within round-off (an SVD would
+    give them as σ ≈ ε·σ_max; a square root of a rounding error would add √ε·σ_max each)."""
+    G = C @ C.T if C.shape[0] <= C.shape[1] else C.T @ C
+    lam = np.linalg.eigvalsh(G)
+    tol = max(G.shape) * np.finfo(np.float64).eps * max(lam[-1], 0.0)
+    return float(np.sqrt(lam[lam > tol]).sum())
+
+
 def procrustes(x: dict, y: dict, pair: dict) -> float:
     """The angular Procrustes distance of netrep's `LinearMetric(alpha=1)` (centred rows, the
     narrower side zero-padded, which changes no sum): arccos(‖X̂ᵀŶ‖_*), X̂ = X_c/‖X_c‖_F,
     Ŷ = Y_c/‖Y_c‖_F; ‖X̂ᵀŶ‖_* (the nuclear norm, the Procrustes similarity) clipped to [−1, 1]."""
-    nuc = np.linalg.svd(cross(x, y, pair), compute_uv=False).sum()
+    nuc = nuclear_norm(cross(x, y, pair))
     sim = nuc / np.sqrt(np.trace(centred(x)) * np.trace(centred(y)))
     return float(np.arccos(np.clip(sim, -1.0, 1.0)))
 
 
-def _inverse_sqrt(C: np.ndarray, ridge: float) -> np.ndarray:
-    """(C + ε tr(C)/d I)^(−1/2) of a symmetric positive semi-definite C (d, d)."""
-    lam, Q = np.linalg.eigh(C + ridge * np.trace(C) / len(C) * np.eye(len(C)))
-    return (Q / np.sqrt(lam)) @ Q.T
+def rotation(C: np.ndarray) -> np.ndarray:
+    """The orthogonal Procrustes rotation of a centred cross product C = XᵀY (d_S, d_T):
+    U Vᵀ of C's thin SVD C = U Σ Vᵀ, the block of the zero-padded problem's rotation that
+    the rows use (argmax over orthogonal R of ⟨R, C⟩; `scipy.linalg.orthogonal_procrustes`
+    of the padded rows)."""
+    U, _, Vt = np.linalg.svd(C, full_matrices=False)
+    return U @ Vt
+
+
+def procrustes_heldout(x: dict, y: dict, pair: dict) -> float:
+    """The held-out Procrustes error ‖Ŷ − X̂R‖_F, a distance in [0, 2]: R the rotation fitted
+    on the training rows (`rotation` of their centred XᵀY), X̂ = X_c/‖X_c‖_F and
+    Ŷ = Y_c/‖Y_c‖_F the held-out rows centred by their own means and scaled to unit norm,
+    the narrower side zero-padded (so ‖X̂R‖_F = 1):
+
+        ‖Ŷ − X̂R‖²_F = 2 − 2⟨R, C_xy⟩ / sqrt(tr C_xx · tr C_yy),
+        ⟨R, C_xy⟩ = qxy − s_x · q_sy / n  (the pair's sums with its rotation, `row_sums`)."""
+    inner = pair["qxy"] - x["s"] @ pair["q_sy"] / x["n"]
+    cos = inner / np.sqrt(np.trace(centred(x)) * np.trace(centred(y)))
+    return float(np.sqrt(max(2.0 - 2.0 * cos, 0.0)))
+
+
+def _spectrum(side: dict) -> tuple:
+    """(λ ascending, Q) of the side's centred covariance C = Q diag(λ) Qᵀ, once per side:
+    CCA's whitening (λ + ridge) and SVCCA's principal directions (the top of λ) both come
+    from it, so a side is decomposed once for every pair and measure it is in."""
+    return _cached(side, "_eigh", lambda: np.linalg.eigh(centred(side)))
+
+
+def _rotated(x: dict, y: dict, pair: dict) -> np.ndarray:
+    """Q_xᵀ C_xy Q_y (d_S, d_T), C_xy in the two sides' eigenbases, once per pair for CCA and
+    SVCCA."""
+    return _cached(
+        pair, "_rotated", lambda: _spectrum(x)[1].T @ cross(x, y, pair) @ _spectrum(y)[1]
+    )
 
 
 def cca(x: dict, y: dict, pair: dict) -> float:
     """Mean squared canonical correlation (Kornblith et al. 2019's R²_CCA):
     ‖Cxx^(−1/2) Cxy Cyy^(−1/2)‖²_F / min(d_S, d_T), the covariances with CCA_RIDGE·tr(C)/d
-    on their diagonal (a singular one stays invertible)."""
-    Wx = _cached(x, "_isqrt", lambda: _inverse_sqrt(centred(x), CCA_RIDGE))
-    Wy = _cached(y, "_isqrt", lambda: _inverse_sqrt(centred(y), CCA_RIDGE))
-    M = Wx @ cross(x, y, pair) @ Wy
-    return float(np.sum(M * M) / min(len(Wx), len(Wy)))
+    on their diagonal (a singular one stays invertible). In the eigenbases (C = QΛQᵀ), with
+    r = CCA_RIDGE·tr(C)/d: Σ_ab (Q_xᵀ Cxy Q_y)²_ab / ((λ_x,a + r_x)(λ_y,b + r_y)), the
+    Frobenius norm being unchanged by the rotations."""
+    lx, ly = _spectrum(x)[0], _spectrum(y)[0]
+    wx = 1.0 / np.sqrt(lx + CCA_RIDGE * np.trace(centred(x)) / len(lx))
+    wy = 1.0 / np.sqrt(ly + CCA_RIDGE * np.trace(centred(y)) / len(ly))
+    M = _rotated(x, y, pair) * wx[:, None] * wy[None, :]
+    return float(np.sum(M * M) / min(len(lx), len(ly)))
 
 
-def _principal(C: np.ndarray, share: float):
-    """The top eigenvectors V (d, k) of C holding `share` of its trace, and their
-    eigenvalues λ (k,): k the fewest whose cumulative sum reaches share·tr(C)."""
-    lam, Q = np.linalg.eigh(C)
-    lam, Q = lam[::-1], Q[:, ::-1]
+def _principal(side: dict, share: float) -> tuple:
+    """(k, λ (k,)): the fewest top eigenvalues of the side's C whose sum reaches share·tr(C),
+    largest first; their eigenvectors are the last k columns of `_spectrum`'s Q, reversed."""
+    lam = _spectrum(side)[0][::-1]
     k = int(np.searchsorted(np.cumsum(lam), share * lam.sum())) + 1
     k = min(k, len(lam))
-    return Q[:, :k], lam[:k]
+    return k, lam[:k]
 
 
 def svcca(x: dict, y: dict, pair: dict) -> float:
     """SVCCA (Raghu et al. 2017): each side reduced to its top principal directions holding
     SVCCA_VARIANCE of its variance (V_x, λ_x), then the mean canonical correlation of the
     reduced rows: the singular values of Λ_x^(−1/2) V_xᵀ Cxy V_y Λ_y^(−1/2), averaged over
-    min(k_x, k_y) (the reduced covariances are diagonal and positive: no regularisation)."""
-    Vx, lx = _cached(x, "_pca", lambda: _principal(centred(x), SVCCA_VARIANCE))
-    Vy, ly = _cached(y, "_pca", lambda: _principal(centred(y), SVCCA_VARIANCE))
-    M = (Vx.T @ cross(x, y, pair) @ Vy) / np.sqrt(lx)[:, None] / np.sqrt(ly)[None, :]
+    min(k_x, k_y) (the reduced covariances are diagonal and positive: no regularisation).
+    V_xᵀ Cxy V_y is the top-k corner of `_rotated` (rows and columns reversed)."""
+    kx, lx = _principal(x, SVCCA_VARIANCE)
+    ky, ly = _principal(y, SVCCA_VARIANCE)
+    M = _rotated(x, y, pair)[::-1, ::-1][:kx, :ky] / np.sqrt(lx)[:, None] / np.sqrt(ly)[None, :]
     return float(np.linalg.svd(M, compute_uv=False).mean())
 
 
@@ -237,6 +292,7 @@ FUNCTIONS = {
     "cka": cka,
     "cka-debiased": cka_debiased,
     "procrustes": procrustes,
+    "procrustes-heldout": procrustes_heldout,
     "cca": cca,
     "svcca": svcca,
 }

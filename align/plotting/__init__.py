@@ -92,8 +92,25 @@ PLOTTERS = {
 
 
 def plot_result(ds, **options):
-    """Draw any result Dataset with the function of its schema; options go to that function
-    (unknown ones for that schema are refused)."""
+    """Draw any result Dataset with the function of its schema.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A result of any schema.
+    **options
+        Go to that schema's function (unknown ones for that schema are refused).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Raises
+    ------
+    InputError
+        A Dataset of no result schema, or an option that does not apply to it.
+    """
     schema = schema_of(ds)
     if schema not in PLOTTERS:
         raise InputError(

@@ -220,9 +220,33 @@ def plot_alignment(
 def plot_alignments(
     datasets, metric: str = "relative_error", size=None, dpi: int = 100, titles=None
 ):
-    """Several alignment results side by side on one colour scale (e.g. a trained pair and its
-    random-init control); each panel as in `plot_alignment`. [default size: 900 px wide per
-    panel, 750 high]"""
+    """Several alignment results side by side on one colour scale.
+
+    E.g. a trained pair and its random-init control; each panel as in `plot_alignment`.
+
+    Parameters
+    ----------
+    datasets : list of xarray.Dataset
+        Alignment results.
+    metric : str, optional
+        "relative_error" or "r2".
+    size : tuple of int, optional
+        (width, height) in pixels [default: 900 px wide per panel, 750 high].
+    dpi : int, optional
+        Dots per inch.
+    titles : list of str, optional
+        One title a panel (default: the pair's names).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Raises
+    ------
+    InputError
+        An unknown metric, or a Dataset that is not an alignment result.
+    """
     if metric not in METRICS:
         raise InputError(f"`metric` {metric!r} is not one of {', '.join(METRICS)}")
     for ds in datasets:

@@ -65,31 +65,37 @@ def plot_contributions(ds, agg: str = "mean", depth=None, size=None, dpi: int = 
 def _interval_bars(ax, ds, name, line, gid, **sel) -> None:
     """Error bars of the 95% interval (`name`_low, `name`_high) where the result holds one,
     in the colour of `line`; asymmetric, from the percentiles (clipped at 0 against rounding)."""
+    x, y = line.get_xdata(), line.get_ydata()
+    _error_bars(ax, ds, name, (x, y), line.get_color(), gid, **sel)
+
+
+def _error_bars(ax, ds, name, xy, color, gid, **sel) -> None:
+    """Error bars at points `xy` (x, y) from `name`_low, `name`_high selected by `sel`, where
+    the result holds them: asymmetric, from the percentiles (clipped at 0 against rounding)."""
     if f"{name}_low" not in ds or f"{name}_high" not in ds:
         return
-    x, y = line.get_xdata(), np.asarray(line.get_ydata(), dtype=float)
+    x, y = np.asarray(xy[0], dtype=float), np.asarray(xy[1], dtype=float)
     lo = ds[f"{name}_low"].sel(**sel).values.astype(float)
     hi = ds[f"{name}_high"].sel(**sel).values.astype(float)
     ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(y)
     if not ok.any():
         return
     err = np.vstack([np.maximum(y[ok] - lo[ok], 0), np.maximum(hi[ok] - y[ok], 0)])
-    bars = ax.errorbar(
-        np.asarray(x)[ok], y[ok], yerr=err, fmt="none", ecolor=line.get_color(), capsize=2, lw=0.8
-    )
+    bars = ax.errorbar(x[ok], y[ok], yerr=err, fmt="none", ecolor=color, capsize=2, lw=0.8)
     bars.lines[2][0].set_gid(gid)
 
 
-def _intervals_note(fig, ds, name) -> None:
-    """A caption line under the figure: how the intervals drawn were made, or why none are."""
+def _intervals_note(fig, ds, name, of: str = "") -> None:
+    """A caption line under the figure: how the intervals drawn were made (`of`: what they are
+    of, when not every curve), or why none are."""
     b = ds.attrs.get("bootstrap") or {}
     if name is not None and f"{name}_low" in ds and b:
         text = (
             f"bars: {b.get('level', 0.95):.0%} intervals over {b.get('resamples', 0):,} prompt "
-            f"resamples (seed {b.get('seed')})"
+            f"resamples (seed {b.get('seed')}){of}"
         )
     elif name is not None and f"{name}_low" in ds:
-        text = "bars: 95% prompt-bootstrap intervals"
+        text = f"bars: 95% prompt-bootstrap intervals{of}"
     else:
         text = "no intervals drawn" + ("" if name is not None else " (they are of the means)")
     fig.supxlabel(text, fontsize=8)
@@ -134,13 +140,11 @@ def plot_skipping(ds, part: str = "layer", agg: str = "max", size=None, dpi: int
         ax = axes[1, k]
         width = 0.8 / len(parts)
         for q, p in enumerate(parts):
-            ax.bar(
-                skipped + (q - (len(parts) - 1) / 2) * width,
-                ds["O"].sel(setting=setting, part=p, agg=agg).values,
-                width=width,
-                label=p,
-                gid=f"O/{setting}/{p}",
-            )
+            x = skipped + (q - (len(parts) - 1) / 2) * width
+            y = ds["O"].sel(setting=setting, part=p, agg=agg).values
+            ax.bar(x, y, width=width, label=p, gid=f"O/{setting}/{p}")
+            sel = {"setting": setting, "part": p, "agg": agg}
+            _error_bars(ax, ds, "O", (x, y), "black", f"O-interval/{setting}/{p}", **sel)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("skipped layer s")
         ax.set_ylabel("O[s]: ‖p' − p‖₂")
@@ -148,6 +152,7 @@ def plot_skipping(ds, part: str = "layer", agg: str = "max", size=None, dpi: int
         ax.legend(fontsize=8)
     fig.colorbar(mesh, ax=list(axes[0]), label="relative change of later contributions")
     fig.suptitle(f"layer skipping: {_short(ds.attrs.get('model', ''))}", fontsize=10)
+    _intervals_note(fig, ds, "O", " of O[s]; R[s, l] drawn without its interval (R_low, R_high)")
     return fig
 
 

@@ -83,11 +83,32 @@ def figure(size, dpi, nrows=1, ncols=1, **kw):
 
 
 def save(fig, path: str) -> str:
-    """Write `fig` at `path` as a PNG of exactly its pixel size (no tight bounding box), or as
-    a PDF or SVG of its size in inches, by the path's suffix (`FORMATS`), whole or not at all,
-    and close it: drawn inside a marked temporary folder beside `path` and renamed over it
-    (align.store.temporaries: a killed run's folder is cleaned by the next write of `path`; a
-    full disk is one StoreError naming `path`, which is left as it was)."""
+    """Write `fig` at `path`, whole or not at all, and close it.
+
+    A PNG of exactly its pixel size (no tight bounding box), or a PDF or SVG of its size in
+    inches, by the path's suffix (`FORMATS`): drawn inside a marked temporary folder beside
+    `path` and renamed over it (align.store.temporaries: a killed run's folder is cleaned by the
+    next write of `path`).
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure.
+    path : str
+        Where it goes: .png, .pdf or .svg.
+
+    Returns
+    -------
+    str
+        `path`.
+
+    Raises
+    ------
+    InputError
+        A suffix that is not one of `FORMATS`.
+    StoreError
+        A full disk, naming `path`, which is left as it was.
+    """
     fmt = figure_format(path)
     with staged(path) as tmp:
         write_figure(fig, tmp, fmt)

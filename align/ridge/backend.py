@@ -8,11 +8,18 @@ import numpy as np
 
 
 class Backend:
-    """Where the products and solves run: "cpu" (numpy) or a torch device such as "cuda"
-    (use_torch=True runs torch on "cpu" too: the GPU's code path, testable without one).
+    """Where the products and solves run: "cpu" (numpy) or a torch device such as "cuda".
 
-    Arrays enter as numpy (any float dtype) through `put` and leave as numpy through `get`;
-    in between they live on the device, in float64.
+    Arrays enter as numpy (any float dtype) through `put` and leave as numpy through `get`; in
+    between they live on the device, in float64.
+
+    Parameters
+    ----------
+    device : str, optional
+        "cpu", or a torch device.
+    use_torch : bool, optional
+        True runs torch on "cpu" too: the GPU's code path, testable without one (None: torch
+        on any device but "cpu").
     """
 
     def __init__(self, device: str = "cpu", use_torch: bool | None = None):
@@ -25,7 +32,18 @@ class Backend:
             self.dev = torch.device(device)
 
     def put(self, a):
-        """numpy (any float dtype) -> float64 array on the device."""
+        """numpy (any float dtype) -> float64 array on the device.
+
+        Parameters
+        ----------
+        a : array
+            Any float dtype.
+
+        Returns
+        -------
+        array or torch.Tensor
+            float64, on the device.
+        """
         if self.torch is None:
             return np.asarray(a, dtype=np.float64)
         if isinstance(a, self.torch.Tensor):
@@ -43,7 +61,18 @@ class Backend:
         return self.torch.zeros(shape, dtype=self.torch.float64, device=self.dev)
 
     def empty(self, shape):
-        """float64 of `shape`, uninitialised."""
+        """float64 of `shape`, uninitialised.
+
+        Parameters
+        ----------
+        shape : tuple of int
+            The shape.
+
+        Returns
+        -------
+        array or torch.Tensor
+            On the device.
+        """
         if self.torch is None:
             return np.empty(shape)
         return self.torch.empty(shape, dtype=self.torch.float64, device=self.dev)
@@ -58,7 +87,13 @@ class Backend:
 
     @property
     def on_cpu(self) -> bool:
-        """The arrays live in host memory (numpy, or torch on "cpu")."""
+        """The arrays live in host memory (numpy, or torch on "cpu").
+
+        Returns
+        -------
+        bool
+            True on the host.
+        """
         return self.torch is None or self.dev.type == "cpu"
 
     def _squares(self, spec: str, a):
@@ -72,18 +107,53 @@ class Backend:
         return self.torch.from_numpy(np.einsum(spec, v, v))
 
     def sumsq0(self, a):
-        """Σ_n a[n, k]² per column of (n, d) -> (d,)."""
+        """Σ_n a[n, k]² per column.
+
+        Parameters
+        ----------
+        a : array of shape (n_tokens, d)
+            Rows on the device.
+
+        Returns
+        -------
+        array of shape (d,)
+            On the device.
+        """
         out = self._squares("nd,nd->d", a)
         return out if out is not None else (a * a).sum(0)
 
     def rownorm(self, a):
-        """‖row‖₂ of (n, d) -> (n,)."""
+        """‖row‖₂ of each row.
+
+        Parameters
+        ----------
+        a : array of shape (n_tokens, d)
+            Rows on the device.
+
+        Returns
+        -------
+        array of shape (n_tokens,)
+            On the device.
+        """
         if self.torch is None:
             return np.sqrt(np.einsum("nd,nd->n", a, a))
         return self.torch.linalg.vector_norm(a, dim=1)
 
     def blocknorm2(self, a, n_blocks: int):
-        """‖row block‖² of (n, n_blocks·d), each row cut into n_blocks blocks of d -> (n, n_blocks)."""
+        """‖row block‖² of each row cut into n_blocks blocks of d.
+
+        Parameters
+        ----------
+        a : array of shape (n_tokens, n_blocks·d)
+            Rows on the device.
+        n_blocks : int
+            Blocks a row is cut into.
+
+        Returns
+        -------
+        array of shape (n_tokens, n_blocks)
+            On the device.
+        """
         v = a.reshape(a.shape[0], n_blocks, -1)
         out = self._squares("rjd,rjd->rj", v)
         return out if out is not None else (v * v).sum(2)
@@ -94,20 +164,45 @@ class Backend:
         return self.torch.clamp(a, min=floor)
 
     def eigh(self, C):
-        """C = Q diag(λ) Qᵀ for a symmetric C (d, d): (λ ascending, Q)."""
+        """C = Q diag(λ) Qᵀ for a symmetric C.
+
+        Parameters
+        ----------
+        C : array of shape (d, d)
+            Symmetric, on the device.
+
+        Returns
+        -------
+        lam : array of shape (d,)
+            λ, ascending.
+        Q : array of shape (d, d)
+            The eigenvectors, as columns.
+        """
         if self.torch is None:
             return np.linalg.eigh(C)
         return self.torch.linalg.eigh(C)
 
     def add_product(self, acc, A, B, fresh: bool = False) -> None:
-        """acc += Aᵀ B in place: acc (p, q), A (n, p), B (n, q), all float64 on the device,
-        with no temporary of acc's size (at (ΣD_S, ΣD_T) that is ~100 MB a product).
+        """acc += Aᵀ B in place, with no temporary of acc's size.
 
-        On numpy: `fresh` (acc still holds zeros) writes the product straight into acc
-        through numpy's matmul; otherwise BLAS dgemm with β = 1 on C-contiguous operands.
-        numpy's matmul releases the GIL and scipy's dgemm does not (two threads took twice as
-        long as one), so the first product of every task, all of a small fit's, runs in
-        parallel in the threads of one process."""
+        All float64 on the device; at (ΣD_S, ΣD_T) a temporary would be ~100 MB a product. On
+        numpy: `fresh` (acc still holds zeros) writes the product straight into acc through numpy's
+        matmul; otherwise BLAS dgemm with β = 1 on C-contiguous operands. numpy's matmul releases
+        the GIL and scipy's dgemm does not (two threads took twice as long as one), so the first
+        product of every task, all of a small fit's, runs in parallel in the threads of one
+        process.
+
+        Parameters
+        ----------
+        acc : array of shape (p, q)
+            The accumulator.
+        A : array of shape (n_tokens, p)
+            Left rows.
+        B : array of shape (n_tokens, q)
+            Right rows.
+        fresh : bool, optional
+            acc still holds zeros.
+        """
         if self.torch is not None:
             acc.addmm_(A.T, B)
             return

@@ -24,14 +24,53 @@ AUTO_FLOOR = TIE_RTOL
 
 
 def moments(n: float, s, ss):
-    """Mean and centred scatter from sums: μ = s/n, C = ss − n μμᵀ. s (d,), ss (d, d)."""
+    """Mean and centred scatter from sums: μ = s/n, C = ss − n μμᵀ.
+
+    Parameters
+    ----------
+    n : float
+        The rows summed.
+    s : array of shape (d,)
+        Σ x.
+    ss : array of shape (d, d)
+        Σ x xᵀ.
+
+    Returns
+    -------
+    mu : array of shape (d,)
+        The mean.
+    C : array of shape (d, d)
+        The centred scatter.
+    """
     mu = s / n
     return mu, ss - n * (mu[:, None] * mu[None, :])
 
 
 def about(n: float, s_a, s_b, ab, mu_a, mu_b):
     """Σ (a − μ_a)(b − μ_b)ᵀ from sums over n rows: ab − s_a μ_bᵀ − μ_a s_bᵀ + n μ_a μ_bᵀ.
-    With μ the same part's means this is the centred cross product. numpy or torch."""
+
+    With μ the same part's means this is the centred cross product. numpy or torch.
+
+    Parameters
+    ----------
+    n : float
+        The rows summed.
+    s_a : array of shape (d_a,)
+        Σ a.
+    s_b : array of shape (d_b,)
+        Σ b.
+    ab : array of shape (d_a, d_b)
+        Σ a bᵀ.
+    mu_a : array of shape (d_a,)
+        The centre of a.
+    mu_b : array of shape (d_b,)
+        The centre of b.
+
+    Returns
+    -------
+    array of shape (d_a, d_b)
+        The cross product about (μ_a, μ_b).
+    """
     out = ab - s_a[:, None] * mu_b[None, :]
     out -= (
         mu_a[:, None] * (s_b - n * mu_b)[None, :]
@@ -40,27 +79,80 @@ def about(n: float, s_a, s_b, ab, mu_a, mu_b):
 
 
 def eigen(C, backend: Backend = CPU):
-    """C = Q diag(λ) Qᵀ for a symmetric PSD C (d, d); λ clipped at 0 (rounding)."""
+    """C = Q diag(λ) Qᵀ for a symmetric PSD C; λ clipped at 0 (rounding).
+
+    Parameters
+    ----------
+    C : array of shape (d, d)
+        Symmetric positive semi-definite.
+    backend : Backend, optional
+        Where it is computed.
+
+    Returns
+    -------
+    lam : array of shape (d,)
+        The eigenvalues λ, ≥ 0.
+    Q : array of shape (d, d)
+        The eigenvectors, as columns.
+    """
     lam, Q = backend.eigh(C)
     return backend.maximum(lam, 0.0), Q
 
 
 def absolute_alpha(alpha_rel: float, C) -> float:
-    """α = α_rel · trace(C) / d: the relative grid in units of the mean eigenvalue."""
+    """α = α_rel · trace(C) / d: the relative grid in units of the mean eigenvalue.
+
+    Parameters
+    ----------
+    alpha_rel : float
+        α_rel.
+    C : array of shape (d_source, d_source)
+        The source's centred scatter.
+
+    Returns
+    -------
+    float
+        The absolute α.
+    """
     return float(alpha_rel) * float(C.diagonal().sum()) / C.shape[0]
 
 
 def validation_sse(lam, Q, B, Vxx, Vxy, Vyy: float, alphas, M=None):
     """Σ‖x W_α + c − y‖² over the validation rows, for every absolute α, without predictions.
 
-    W_α = Q diag(1/(λ+α)) Qᵀ B is fitted on the fit part (B = its centred XᵀY, (d_S, d_T));
-    Vxx (d_S, d_S), Vxy (d_S, d_T), Vyy are the validation sums about the FIT means, so the
-    error is (x − μ_x) W − (y − μ_y). With P = QᵀB, M = QᵀVxxQ, R = QᵀVxy and d = 1/(λ+α):
+    W_α = Q diag(1/(λ+α)) Qᵀ B is fitted on the fit part (B = its centred XᵀY); Vxx, Vxy, Vyy
+    are the validation sums about the FIT means, so the error is (x − μ_x) W − (y − μ_y). With
+    P = QᵀB, M = QᵀVxxQ, R = QᵀVxy and d = 1/(λ+α):
 
         SSE(α) = dᵀ (M ∘ PPᵀ) d − 2 dᵀ rowsum(P ∘ R) + Vyy
 
-    M depends on the source boundary only: pass it (`M`) to compute it once for every target.
-    numpy or torch arrays; returns (n_alpha,) of the same kind."""
+    numpy or torch arrays.
+
+    Parameters
+    ----------
+    lam : array of shape (d_source,)
+        The fit part's eigenvalues λ.
+    Q : array of shape (d_source, d_source)
+        Its eigenvectors.
+    B : array of shape (d_source, d_target)
+        The fit part's centred XᵀY.
+    Vxx : array of shape (d_source, d_source)
+        The validation part's scatter of x about the fit mean.
+    Vxy : array of shape (d_source, d_target)
+        Its cross product of x and y.
+    Vyy : float
+        Its sum of squares of y.
+    alphas : array of shape (n_alpha,)
+        Absolute α.
+    M : array of shape (d_source, d_source), optional
+        QᵀVxxQ; it depends on the source boundary only: pass it to compute it once for every
+        target.
+
+    Returns
+    -------
+    array of shape (n_alpha,)
+        SSE(α), of the same kind as the inputs.
+    """
     if M is None:
         M = Q.T @ Vxx @ Q
     return _sse(lam, Q.T @ B, M, Q.T @ Vxy, Vyy, alphas)
@@ -75,12 +167,32 @@ def _sse(lam, P, M, R, Vyy: float, alphas):
 
 
 def choose_alpha(sse: np.ndarray, rtol: float = TIE_RTOL, total: float = 0.0) -> int:
-    """Index of the α with the least validation error; errors within rtol · max(|least|,
-    total) of the least are a tie, won by the largest α. `total`: the validation part's sum
-    of squares about the fit mean (Vyy): the closed-form SSE is a difference of terms of that
-    size, so differences below rtol · Vyy are rounding, not evidence (a perfect map's curve is
-    all rounding). `sse` follows an increasing α grid and must be finite (a NaN would win no
-    comparison: `solve_block` refuses it first)."""
+    """Index of the α with the least validation error, ties won by the largest α.
+
+    Errors within rtol · max(|least|, total) of the least are a tie. The closed-form SSE is a
+    difference of terms of the size of `total`, so differences below rtol · Vyy are rounding,
+    not evidence (a perfect map's curve is all rounding).
+
+    Parameters
+    ----------
+    sse : array of shape (n_alpha,)
+        Validation errors over an increasing α grid; must be finite (a NaN would win no
+        comparison: `solve_block` refuses it first).
+    rtol : float, optional
+        The relative tie tolerance.
+    total : float, optional
+        The validation part's sum of squares about the fit mean (Vyy).
+
+    Returns
+    -------
+    int
+        The chosen α's index.
+
+    Raises
+    ------
+    NonFiniteError
+        A non-finite error in `sse`.
+    """
     if not np.all(np.isfinite(sse)):
         raise NonFiniteError(
             f"validation errors {sse.tolist()} are not all finite: no α can be chosen among them"
@@ -91,15 +203,56 @@ def choose_alpha(sse: np.ndarray, rtol: float = TIE_RTOL, total: float = 0.0) ->
 
 
 def ridge_map(lam, Q, B, alpha: float):
-    """W = (C + αI)⁻¹ B = Q diag(1/(λ+α)) Qᵀ B, (d_S, d_T)."""
+    """W = (C + αI)⁻¹ B = Q diag(1/(λ+α)) Qᵀ B.
+
+    Parameters
+    ----------
+    lam : array of shape (d_source,)
+        The eigenvalues λ of C.
+    Q : array of shape (d_source, d_source)
+        Its eigenvectors.
+    B : array of shape (d_source, d_target)
+        The centred XᵀY.
+    alpha : float
+        The absolute α.
+
+    Returns
+    -------
+    array of shape (d_source, d_target)
+        W.
+    """
     return Q @ ((Q.T @ B) / (lam + alpha)[:, None])
 
 
 @dataclass(frozen=True)
 class SolvedMap:
-    """One pair's map y = x W + c and how its α was chosen (numpy; means and c in raw units),
-    as `solve_block` returns it. A caller that has taken the held-out sums may hand on the α
-    choice alone: x_mean and y_mean None, and W and c None unless it keeps the maps."""
+    """One pair's map y = x W + c and how its α was chosen, as `solve_block` returns it.
+
+    numpy; means and c in raw units. A caller that has taken the held-out sums may hand on the
+    α choice alone: x_mean and y_mean None, and W and c None unless it keeps the maps.
+
+    Parameters
+    ----------
+    W : array of shape (d_source, d_target) or None
+        (C_t + αI)⁻¹ B_t, C_t the training scatter, B_t its centred XᵀY.
+    x_mean : array of shape (d_source,) or None
+        Mean of x over the training rows (fit + validation).
+    y_mean : array of shape (d_target,) or None
+        Mean of y over the training rows.
+    c : array of shape (d_target,) or None
+        y_mean − x_mean W.
+    alpha_rel : float
+        The chosen α_rel (units of the mean eigenvalue trace(C)/d_source).
+    alpha : float
+        The refit's absolute α = α_rel · trace(C_t)/d_source.
+    val_sse : array of shape (n_alpha,)
+        Validation SSE of the fit part's map per α_rel of val_alphas (NaN: one α).
+    val_alphas : array of shape (n_alpha,)
+        The increasing α_rel grid val_sse follows.
+    rotation : array of shape (d_source, d_target) or None
+        U Vᵀ of B_t = U Σ Vᵀ: the training rows' Procrustes rotation (`procrustes-heldout`);
+        None unless that measure is asked for.
+    """
 
     W: (
         np.ndarray | None
@@ -113,14 +266,38 @@ class SolvedMap:
         np.ndarray
     )  # (n_alpha,): validation SSE of the fit part's map per α_rel of val_alphas (NaN: one α)
     val_alphas: np.ndarray  # (n_alpha,): the increasing α_rel grid val_sse follows
+    rotation: np.ndarray | None = (
+        None  # (d_S, d_T): U Vᵀ of B_t = U Σ Vᵀ, the training rows' Procrustes rotation (procrustes-heldout)
+    )
 
 
 @dataclass
 class Factor:
-    """What the solve needs of one source boundary, whatever the target: the fit part's
-    mean μ_f, eigenbasis (λ_f, Q_f), absolute α grid and M = Q_fᵀ Vxx Q_f (Vxx: the
-    validation scatter about μ_f), and the training mean μ_t and eigenbasis (λ_t, Q_t).
-    numpy; the λ_f/Q_f/alphas_f/M fields are None with a single α (nothing to choose)."""
+    """What the solve needs of one source boundary, whatever the target.
+
+    numpy; the λ_f/Q_f/alphas_f/M fields are None with a single α (nothing to choose).
+
+    Parameters
+    ----------
+    mu_f : array of shape (d_source,)
+        The fit part's mean μ_f.
+    lam_f : array of shape (d_source,) or None
+        Its eigenvalues λ_f.
+    Q_f : array of shape (d_source, d_source) or None
+        Its eigenvectors Q_f.
+    alphas_f : array of shape (n_alpha,) or None
+        The absolute α grid.
+    M : array of shape (d_source, d_source) or None
+        Q_fᵀ Vxx Q_f (Vxx: the validation scatter about μ_f).
+    mu_t : array of shape (d_source,)
+        The training mean μ_t.
+    lam_t : array of shape (d_source,)
+        The training scatter's eigenvalues λ_t.
+    Q_t : array of shape (d_source, d_source)
+        Its eigenvectors Q_t.
+    trace_t : float
+        Its trace.
+    """
 
     mu_f: np.ndarray
     lam_f: np.ndarray | None
@@ -134,8 +311,26 @@ class Factor:
 
 
 def source_factor(stats: Statistics, i, alphas_rel, backend: Backend = CPU) -> Factor:
-    """The `Factor` of source boundary i from a block's reduced statistics: two
-    eigendecompositions (fit part; fit + validation) and one QᵀVxxQ, on the backend."""
+    """The `Factor` of source boundary i from a block's reduced statistics.
+
+    Two eigendecompositions (fit part; fit + validation) and one QᵀVxxQ, on the backend.
+
+    Parameters
+    ----------
+    stats : Statistics
+        A block's reduced statistics.
+    i : int
+        The source boundary.
+    alphas_rel : sequence of float
+        The relative α grid.
+    backend : Backend, optional
+        Where it is computed.
+
+    Returns
+    -------
+    Factor
+        What the solve needs of boundary i, whatever the target.
+    """
     a = stats.source.index(i)
     n = stats.n
     alphas_rel = np.asarray(sorted(alphas_rel), dtype=np.float64)
@@ -177,22 +372,49 @@ def solve_block(
     """Choose α and fit W, c for every (i, j) of a block's reduced statistics (numpy).
 
     Per source boundary i, one `Factor` (`source_factor`: the fit part's and the training
-    scatter's eigendecompositions, and QᵀVxxQ) serves every target j and every α: α is
-    scored by the validation part's squared error (`validation_sse`), the chosen α_rel is
-    refitted on fit + validation. `factors` ({i: Factor}) is read and filled: a caller
-    solving several blocks of the same source boundaries decomposes each once. The products
-    run on `backend` (torch on a GPU); the results are numpy.
+    scatter's eigendecompositions, and QᵀVxxQ) serves every target j and every α: α is scored
+    by the validation part's squared error (`validation_sse`), the chosen α_rel is refitted on
+    fit + validation. The products run on `backend` (torch on a GPU); the results are numpy.
 
-    `extend` (`--alphas auto`): while some target of source boundary i chooses the smallest
-    (largest) α_rel of the grid, the grid of boundary i gains the next decade below (above),
-    within AUTO_LIMITS, and every target is scored on it again from the same factors (the
-    added α cost no eigendecomposition); a chosen α at a limit stays there.
-    Returns {(i, j): SolvedMap}, means and c in raw (unshifted) units.
+    Parameters
+    ----------
+    stats : Statistics
+        The block's reduced statistics.
+    alphas_rel : sequence of float
+        The relative α grid, increasing.
+    x_shift : dict of int to array of shape (d_source,)
+        The shift the source rows were summed about, per boundary.
+    y_shift : dict of int to array of shape (d_target,)
+        The shift of the target rows.
+    backend : Backend, optional
+        Where the products run.
+    factors : dict of int to Factor, optional
+        {i: Factor}, read and filled: a caller solving several blocks of the same source
+        boundaries decomposes each once.
+    extend : bool, optional
+        `--alphas auto`: while some target of source boundary i chooses the smallest (largest)
+        α_rel of the grid, the grid of boundary i gains the next decade below (above), within
+        AUTO_LIMITS, and every target is scored on it again from the same factors (the added α
+        cost no eigendecomposition); a chosen α at a limit stays there.
+    threads : int, optional
+        Above 1, solves that many source boundaries side by side in threads (numpy's BLAS and
+        LAPACK release the GIL; the caller limits BLAS to one thread each): each source
+        boundary's numbers are computed as they would be alone, so the result is the same
+        whatever the count.
 
-    `threads` > 1 solves that many source boundaries side by side in threads (numpy's BLAS
-    and LAPACK release the GIL; the caller limits BLAS to one thread each): each source
-    boundary's numbers are computed as they would be alone, so the result is the same
-    whatever the count."""
+    Returns
+    -------
+    dict of (int, int) to SolvedMap
+        {(i, j): SolvedMap}, means and c in raw (unshifted) units.
+
+    Raises
+    ------
+    InputError
+        An α_rel that gives a non-finite validation error or an unusable absolute α, or a source
+        boundary constant over the training tokens.
+    NonFiniteError
+        Training statistics or a map that are not finite.
+    """
     alphas_rel = np.asarray(sorted(alphas_rel), dtype=np.float64)
     factors = {} if factors is None else factors
     _require_finite_statistics(stats)

@@ -25,26 +25,47 @@ def heldout_sums(
     rows_per_block: int | None = None,
     docs: np.ndarray | None = None,
 ) -> dict:
-    """Error sums of one chunk of held-out rows, for every pair in `maps` ({(i, j): a
-    `SolvedMap` with its W, x_mean and y_mean}).
+    """Error sums of one chunk of held-out rows, for every pair in `maps`.
 
-    xs[i] (n, d_S), ys[j] (n, d_T): the held-out rows only (numpy, or tensors on a torch
-    backend's device). With e = (x − μ_x) W − (y − μ_y) (= x W + c − y, computed about the
-    training means to keep precision):
+    With e = (x − μ_x) W − (y − μ_y) (= x W + c − y, computed about the training means to
+    keep precision):
 
         pair[(i, j)] = [Σ ‖e‖/max(‖y‖, eps), Σ ‖e‖, Σ ‖e‖²]
         target[j]    = [n, Σ ‖y‖, Σ ‖y − μ_y‖²] and centred[j] = Σ (y − μ_y)  (d_T,)
 
-    where μ_y is the first map's training mean of target j (the centre of the r2 sums). With
-    `docs` ((n,) int: each row's held-out document index), the same sums per document too:
-    "doc" = {"ids": (k,) the documents present, sorted; "pair": {(i, j): (k, 3)}, "target":
-    {j: (k, 3)}, "centred": {j: (k, d_T)}}, so that a bootstrap over documents needs no row.
+    where μ_y is the first map's training mean of target j (the centre of the r2 sums).
 
     The predictions of one source boundary for all its targets are one product
     x (W_1 | W_2 | …); on the host (numpy, or torch on "cpu") it is taken `rows_per_block`
-    rows at a time (default: HELDOUT_BLOCK_VALUES predictions), so that the errors are formed
-    and reduced while they are still in cache; on a GPU the chunk is taken whole (one launch
-    per product)."""
+    rows at a time, so that the errors are formed and reduced while they are still in cache; on
+    a GPU the chunk is taken whole (one launch per product).
+
+    Parameters
+    ----------
+    xs : dict of int to array of shape (n_tokens, d_source)
+        xs[i]: the held-out source rows at boundary i only (numpy, or tensors on a torch
+        backend's device).
+    ys : dict of int to array of shape (n_tokens, d_target)
+        ys[j]: the held-out target rows at boundary j.
+    maps : dict of (int, int) to SolvedMap
+        {(i, j): a `SolvedMap` with its W, x_mean and y_mean}.
+    backend : Backend, optional
+        Where the products run.
+    eps : float, optional
+        Floor of ‖y‖ in the relative error.
+    rows_per_block : int, optional
+        Rows per product on the host (default: HELDOUT_BLOCK_VALUES predictions).
+    docs : array of shape (n_tokens,), optional
+        int, each row's held-out document index: the same sums per document too.
+
+    Returns
+    -------
+    dict
+        {"pair": {(i, j): (3,)}, "target": {j: (3,)}, "centred": {j: (d_target,)}}, and with
+        `docs` "doc" = {"ids": (k,) the documents present, sorted; "pair": {(i, j): (k, 3)},
+        "target": {j: (k, 3)}, "centred": {j: (k, d_target)}}, so that a bootstrap over
+        documents needs no row.
+    """
     put = backend.put
     centre: dict = {}
     by_source: dict = {}
@@ -182,7 +203,18 @@ class _Range:
 
 
 def add_heldout(a: dict, b: dict) -> dict:
-    """The sum of two `heldout_sums` results (per-document sums matched by document)."""
+    """The sum of two `heldout_sums` results (per-document sums matched by document).
+
+    Parameters
+    ----------
+    a, b : dict
+        `heldout_sums` results over the same pairs.
+
+    Returns
+    -------
+    dict
+        Their sum, of the same form.
+    """
     out = {k: {key: a[k][key] + b[k][key] for key in a[k]} for k in ("pair", "target", "centred")}
     if "doc" in a or "doc" in b:
         out["doc"] = _add_per_doc(a.get("doc"), b.get("doc"))
@@ -210,7 +242,17 @@ def _add_per_doc(a: dict | None, b: dict | None) -> dict:
 
 
 class Scores(NamedTuple):
-    """One pair's held-out scores (`scores`)."""
+    """One pair's held-out scores (`scores`).
+
+    Attributes
+    ----------
+    relative_error : float
+        (1/N) Σ ‖e_n‖/max(‖y_n‖, ε).
+    norm_error : float
+        Σ ‖e_n‖ / Σ ‖y_n‖ (NaN when Σ ‖y_n‖ = 0).
+    r2 : float
+        1 − Σ ‖e_n‖² / Σ ‖y_n − ȳ‖² (NaN when the target has no variance).
+    """
 
     relative_error: float  # (1/N) Σ ‖e_n‖/max(‖y_n‖, ε)
     norm_error: float  # Σ ‖e_n‖ / Σ ‖y_n‖ (NaN when Σ ‖y_n‖ = 0)
@@ -218,10 +260,24 @@ class Scores(NamedTuple):
 
 
 def scores(pair_sums: np.ndarray, target_sums: np.ndarray, centred: np.ndarray) -> Scores:
-    """relative_error, norm_error, r2 of one pair from its held-out sums (docs/methods.md, The fit):
+    """The held-out scores of one pair from its sums (docs/methods.md, The fit).
 
-    relative_error = (1/N) Σ ‖e_n‖/max(‖y_n‖, ε)      norm_error = Σ ‖e_n‖ / Σ ‖y_n‖
-    r2 = 1 − Σ ‖e_n‖² / Σ ‖y_n − ȳ‖²,  Σ ‖y − ȳ‖² = Σ ‖y − μ‖² − ‖Σ (y − μ)‖² / N
+        relative_error = (1/N) Σ ‖e_n‖/max(‖y_n‖, ε)      norm_error = Σ ‖e_n‖ / Σ ‖y_n‖
+        r2 = 1 − Σ ‖e_n‖² / Σ ‖y_n − ȳ‖²,  Σ ‖y − ȳ‖² = Σ ‖y − μ‖² − ‖Σ (y − μ)‖² / N
+
+    Parameters
+    ----------
+    pair_sums : array of shape (3,)
+        [Σ ‖e‖/max(‖y‖, ε), Σ ‖e‖, Σ ‖e‖²] (`heldout_sums`' "pair").
+    target_sums : array of shape (3,)
+        [N, Σ ‖y‖, Σ ‖y − μ‖²] (its "target").
+    centred : array of shape (d_target,)
+        Σ (y − μ) (its "centred").
+
+    Returns
+    -------
+    Scores
+        relative_error, norm_error, r2.
     """
     ratio, e1, e2 = pair_sums
     N, y1, yc2 = target_sums

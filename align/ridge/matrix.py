@@ -13,8 +13,29 @@ from align.errors import NonFiniteError
 
 @dataclass(frozen=True)
 class Summary:
-    """The summary statistics of an error matrix over boundaries ≥ 1 (`summary`). Depths are
-    i/L_S of a source boundary i and j/L_T of a target boundary j."""
+    """The summary statistics of an error matrix over boundaries ≥ 1 (`summary`).
+
+    Depths are i/L_S of a source boundary i and j/L_T of a target boundary j.
+
+    Parameters
+    ----------
+    source_boundaries : list of int
+        The source boundaries i ≥ 1 summarised, in the matrix's order.
+    target_boundaries : list of int
+        The target boundaries j ≥ 1 summarised.
+    argmin_path : list of int
+        j*(i) = argmin_j err[i, j] per source boundary i ≥ 1 (first on exact ties).
+    spearman : float or None
+        Rank correlation of j*(i) with i/L_S; None when undefined.
+    spearman_note : str
+        What `spearman` is, or why it is undefined.
+    mean_depth_gap : float or None
+        Mean over i of |j*(i)/L_T − i/L_S|; None without boundaries ≥ 1.
+    soft_depth : list of float
+        Σ_j w_ij j/L_T per source boundary i ≥ 1, w_ij ∝ exp(−err_ij/τ).
+    soft_depth_spread : float or None
+        max − min of soft_depth.
+    """
 
     source_boundaries: list  # the source boundaries i ≥ 1 summarised, in the matrix's order
     target_boundaries: list  # the target boundaries j ≥ 1 summarised
@@ -26,7 +47,13 @@ class Summary:
     soft_depth_spread: float | None  # max − min of soft_depth
 
     def to_attrs(self) -> dict:
-        """The summary as the alignment result's attrs["summary"] begins (JSON-ready, this order)."""
+        """The summary as the alignment result's attrs["summary"] begins (JSON-ready, this order).
+
+        Returns
+        -------
+        dict
+            Its fields, in this order.
+        """
         return {
             "source_boundaries": list(self.source_boundaries),
             "target_boundaries": list(self.target_boundaries),
@@ -42,17 +69,38 @@ class Summary:
 def summary(
     err: np.ndarray, source_boundaries, target_boundaries, n_source: int, n_target: int
 ) -> Summary:
-    """The summary statistics (`Summary`) of an error matrix err (len(source_boundaries),
-    len(target_boundaries)) over boundaries ≥ 1 (docs/methods.md, The fit). Depths are i/L_S
-    and j/L_T.
+    """The summary statistics (`Summary`) of an error matrix over boundaries ≥ 1.
 
-    argmin_path: j*(i) = argmin_j err[i, j] per source boundary i ≥ 1 (first on exact ties);
-    spearman: rank correlation of j*(i) with i/L_S (None when undefined: constant path or
-    fewer than two boundaries); mean_depth_gap: mean |j*/L_T − i/L_S|; soft_depth:
-    Σ_j w_ij j/L_T with w_ij ∝ exp(−err_ij/τ), τ = (row max − row min)/10 (uniform weights
-    when the row is flat); soft_depth_spread: max − min of the soft depths. A non-finite
-    error anywhere in `err` raises NonFiniteError naming its pairs: nothing is summarised
-    around it."""
+    See docs/methods.md, The fit. Depths are i/L_S and j/L_T. argmin_path: j*(i) = argmin_j
+    err[i, j] per source boundary i ≥ 1 (first on exact ties); spearman: rank correlation of
+    j*(i) with i/L_S (None when undefined: constant path or fewer than two boundaries);
+    mean_depth_gap: mean |j*/L_T − i/L_S|; soft_depth: Σ_j w_ij j/L_T with
+    w_ij ∝ exp(−err_ij/τ), τ = (row max − row min)/10 (uniform weights when the row is flat);
+    soft_depth_spread: max − min of the soft depths.
+
+    Parameters
+    ----------
+    err : array of shape (n_source_boundaries, n_target_boundaries)
+        The error matrix.
+    source_boundaries : sequence of int
+        The boundaries of its rows.
+    target_boundaries : sequence of int
+        The boundaries of its columns.
+    n_source : int
+        L_S, the source's blocks.
+    n_target : int
+        L_T, the target's blocks.
+
+    Returns
+    -------
+    Summary
+        argmin_path, spearman, mean_depth_gap, soft_depth, soft_depth_spread.
+
+    Raises
+    ------
+    NonFiniteError
+        A non-finite error anywhere in `err`, naming its pairs: nothing is summarised around it.
+    """
     bad = np.argwhere(~np.isfinite(err))
     if len(bad):
         pairs = ", ".join(
@@ -96,8 +144,20 @@ def summary(
 
 
 def spearman(a, b) -> float:
-    """Spearman's rank correlation of two (n,) sequences: Pearson's correlation of their
-    average ranks (tied values share the mean of their ranks); NaN when either is constant."""
+    """Spearman's rank correlation of two sequences.
+
+    Pearson's correlation of their average ranks (tied values share the mean of their ranks).
+
+    Parameters
+    ----------
+    a, b : array of shape (n,)
+        The two sequences.
+
+    Returns
+    -------
+    float
+        The correlation; NaN when either is constant.
+    """
     ra, rb = _average_ranks(a), _average_ranks(b)
     ra, rb = ra - ra.mean(), rb - rb.mean()
     denom = math.sqrt(float(ra @ ra) * float(rb @ rb))

@@ -19,8 +19,10 @@ N_PARTS = 2
 
 @dataclass
 class Statistics:
-    """Per-part sums of shifted rows (x' = x − s_x, y' = y − s_y) for source boundaries
-    `source` (each d_S wide) and target boundaries `target` (each d_T wide); P = N_PARTS:
+    """Per-part sums of shifted rows (x' = x − s_x, y' = y − s_y) for a block of boundaries.
+
+    For source boundaries `source` (each d_S wide) and target boundaries `target` (each d_T
+    wide); P = N_PARTS:
 
         n (P,)                      rows
         sx (P, nI, d_S)             Σ x'                 xx (P, nI, d_S, d_S)   Σ x'x'ᵀ
@@ -29,7 +31,27 @@ class Statistics:
                                     block at rows a·d_S, columns b·d_T (a, b their places)
 
     `n` is numpy; the other arrays are numpy, or torch tensors while they accumulate on a
-    device (`Backend`). Pickles as plain arrays (Dask ships it between tasks)."""
+    device (`Backend`). Pickles as plain arrays (Dask ships it between tasks).
+
+    Parameters
+    ----------
+    source : tuple of int
+        The source boundaries, nI of them.
+    target : tuple of int
+        The target boundaries, nJ of them.
+    n : array of shape (P,)
+        Rows per part.
+    sx : array of shape (P, nI, d_source)
+        Σ x'.
+    xx : array of shape (P, nI, d_source, d_source)
+        Σ x'x'ᵀ.
+    sy : array of shape (P, nJ, d_target)
+        Σ y'.
+    yy : array of shape (P, nJ)
+        Σ ‖y'‖².
+    xy : array of shape (P, nI·d_source, nJ·d_target)
+        Σ x'y'ᵀ of every pair, side by side.
+    """
 
     source: tuple
     target: tuple
@@ -73,20 +95,55 @@ class Statistics:
         return int(self.sy.shape[2])
 
     def pair(self, i, j):
-        """Σ x'y'ᵀ of source boundary i and target boundary j: (P, d_S, d_T), a view."""
+        """Σ x'y'ᵀ of source boundary i and target boundary j, a view.
+
+        Parameters
+        ----------
+        i : int
+            The source boundary.
+        j : int
+            The target boundary.
+
+        Returns
+        -------
+        array of shape (P, d_source, d_target)
+            A view of `xy`.
+        """
         a, b = self.source.index(i), self.target.index(j)
         dS, dT = self.d_source, self.d_target
         return self.xy[:, a * dS : (a + 1) * dS, b * dT : (b + 1) * dT]
 
     def view(self, name: str) -> dict:
-        """One field per boundary ({i: (P, ...)}) or, for "xy", per pair ({(i, j): (P, d_S, d_T)})."""
+        """One field per boundary, or for "xy" per pair.
+
+        Parameters
+        ----------
+        name : str
+            One of FIELDS.
+
+        Returns
+        -------
+        dict
+            {i: (P, ...)}, or for "xy" {(i, j): (P, d_source, d_target)}.
+        """
         if name == "xy":
             return {(i, j): self.pair(i, j) for i in self.source for j in self.target}
         keys = self.source if name in ("sx", "xx") else self.target
         return {k: getattr(self, name)[:, a] for a, k in enumerate(keys)}
 
     def numpy(self, backend: Backend = CPU) -> "Statistics":
-        """The same sums as numpy arrays (off the device)."""
+        """The same sums as numpy arrays (off the device).
+
+        Parameters
+        ----------
+        backend : Backend, optional
+            The device they are on.
+
+        Returns
+        -------
+        Statistics
+            numpy sums.
+        """
         return Statistics(
             self.source,
             self.target,
@@ -95,8 +152,22 @@ class Statistics:
         )
 
     def merged(self, fit_parts, val_parts) -> "Statistics":
-        """Two-part statistics (FIT, VAL) whose parts are the sums of `fit_parts` and of
-        `val_parts` of these (numpy): how the fits of --convergence read their share."""
+        """Two-part statistics (FIT, VAL) whose parts are sums of these parts (numpy).
+
+        How the fits of --convergence read their share.
+
+        Parameters
+        ----------
+        fit_parts : sequence of int
+            The parts summed into FIT.
+        val_parts : sequence of int
+            The parts summed into VAL.
+
+        Returns
+        -------
+        Statistics
+            Two parts.
+        """
 
         def two(a):
             return np.stack([sum(a[k] for k in fit_parts), sum(a[k] for k in val_parts)])
@@ -104,7 +175,18 @@ class Statistics:
         return Statistics(self.source, self.target, *(two(getattr(self, f)) for f in self.FIELDS))
 
     def add_(self, other: "Statistics") -> "Statistics":
-        """self += other, field by field, in place; returns self."""
+        """self += other, field by field, in place; returns self.
+
+        Parameters
+        ----------
+        other : Statistics
+            Sums over the same boundaries.
+
+        Returns
+        -------
+        Statistics
+            self.
+        """
         for f in self.FIELDS:
             a = getattr(self, f)
             a += getattr(other, f)
@@ -125,18 +207,36 @@ def chunk_statistics(
     work: dict | None = None,
     parts: int = N_PARTS,
 ) -> Statistics:
-    """Per-part sums (`Statistics`) of one chunk of tokens, for every source and target
-    boundary given.
+    """Per-part sums (`Statistics`) of one chunk of tokens, for every source and target boundary.
 
-    xs[i]: (n, d_S) source rows at boundary i (any float dtype); ys[j]: (n, d_T) target rows
-    at boundary j; part: (n,) int, the part 0..P−1 a row adds to (FIT / VAL; `parts` of them,
-    or those of `into`), anything else to skip. shifts = (x_shift, y_shift): rows are
-    shifted, x' = x − x_shift[i] and y' = y − y_shift[j], and every product is float64.
+    Rows are shifted, x' = x − x_shift[i] and y' = y − y_shift[j], and every product is
+    float64. The rows of each part are gathered, in part order, into one float64 (rows, ΣD)
+    buffer per side, so every XᵀY of a part is one product (rows, ΣD_S)ᵀ (rows, ΣD_T).
 
-    The rows of each part are gathered, in part order, into one float64 (rows, ΣD) buffer per
-    side (`work` keeps the buffers between calls: no fresh allocation per chunk), so every XᵀY
-    of a part is one product (rows, ΣD_S)ᵀ (rows, ΣD_T), added in place into `into` (which
-    is returned, on the backend) or into new sums (returned as numpy)."""
+    Parameters
+    ----------
+    xs : dict of int to array of shape (n_tokens, d_source)
+        xs[i]: source rows at boundary i (any float dtype).
+    ys : dict of int to array of shape (n_tokens, d_target)
+        ys[j]: target rows at boundary j.
+    part : array of shape (n_tokens,)
+        int, the part 0..P−1 a row adds to (FIT / VAL), anything else to skip.
+    shifts : tuple of (dict, dict)
+        (x_shift, y_shift), per boundary: (d_source,) and (d_target,).
+    backend : Backend, optional
+        Where the products run.
+    into : Statistics, optional
+        Sums to add into, in place (its parts count).
+    work : dict, optional
+        Keeps the buffers between calls: no fresh allocation per chunk.
+    parts : int, optional
+        P, the parts (without `into`).
+
+    Returns
+    -------
+    Statistics
+        `into` (on the backend), or new sums (numpy).
+    """
     x_shift, y_shift = shifts
     source, target = tuple(xs), tuple(ys)
     d_s, d_t = next(iter(xs.values())).shape[1], next(iter(ys.values())).shape[1]
@@ -215,15 +315,40 @@ def _gather(
 
 
 def add_statistics(a: Statistics, b: Statistics) -> Statistics:
-    """Elementwise sum of two `Statistics` over the same boundaries (a new one)."""
+    """Elementwise sum of two `Statistics` over the same boundaries (a new one).
+
+    Parameters
+    ----------
+    a, b : Statistics
+        Sums over the same boundaries.
+
+    Returns
+    -------
+    Statistics
+        a + b.
+    """
     return Statistics(
         a.source, a.target, *(getattr(a, f) + getattr(b, f) for f in Statistics.FIELDS)
     )
 
 
 def tree_sum(items: list, add=add_statistics):
-    """Pairwise sum in a fixed tree by position: ((0+1)+(2+3))+... The same list gives the
-    same bits, whoever computes it."""
+    """Pairwise sum in a fixed tree by position: ((0+1)+(2+3))+...
+
+    The same list gives the same bits, whoever computes it.
+
+    Parameters
+    ----------
+    items : list
+        What is summed, in order.
+    add : callable, optional
+        The sum of two items.
+
+    Returns
+    -------
+    object
+        The sum.
+    """
     items = list(items)
     while len(items) > 1:
         items = [

@@ -55,8 +55,26 @@ UNDEFINED = (
 
 
 def check_resamples(resamples, option: str = "`bootstrap`") -> int:
-    """`resamples` as an int, or the one-line InputError of a count outside MIN_RESAMPLES ..
-    MAX_RESAMPLES (naming the value, the bound and, above it, the memory it would take)."""
+    """A resample count as an int, checked against MIN_RESAMPLES .. MAX_RESAMPLES.
+
+    Parameters
+    ----------
+    resamples : int
+        The count.
+    option : str, optional
+        The parameter's name in the message.
+
+    Returns
+    -------
+    int
+        `resamples`.
+
+    Raises
+    ------
+    InputError
+        One line for a count that is not a whole number or lies outside MIN_RESAMPLES ..
+        MAX_RESAMPLES (naming the value, the bound and, above it, the memory it would take).
+    """
     if isinstance(resamples, bool) or not isinstance(resamples, (int, np.integer)):
         raise InputError(
             f"{option} {resamples!r}: give a whole number of resamples, {MIN_RESAMPLES:,} to {MAX_RESAMPLES:,}"
@@ -79,12 +97,28 @@ def check_resamples(resamples, option: str = "`bootstrap`") -> int:
 
 @dataclass(frozen=True)
 class Resampling:
-    """How a result's intervals are drawn: `resamples` bootstrap resamples of prompts from
-    `seed`; `equal_n` (maxima only): draw N prompts per resample instead of n, so that a
-    maximum over prompts is one over the same number of prompts for every model. Every
-    function that draws intervals takes one as an argument (default `DEFAULT`); nothing is
-    read from global or context state, so two results computed in one process with different
-    options cannot leak into each other."""
+    """How a result's intervals are drawn.
+
+    Every function that draws intervals takes one as an argument (default `DEFAULT`); nothing
+    is read from global or context state, so two results computed in one process with
+    different options cannot leak into each other.
+
+    Parameters
+    ----------
+    resamples : int, optional
+        Bootstrap resamples of prompts.
+    seed : int, optional
+        The resamples' seed.
+    equal_n : int, optional
+        Maxima only: draw N prompts per resample instead of n, so that a maximum over prompts is
+        one over the same number of prompts for every model.
+
+    Raises
+    ------
+    InputError
+        A resample count outside MIN_RESAMPLES .. MAX_RESAMPLES, a seed out of range, or an
+        `equal_n` below 1.
+    """
 
     resamples: int = RESAMPLES
     seed: int = 0
@@ -103,26 +137,84 @@ DEFAULT = (
 
 
 def draw(rng: np.random.Generator, n: int, resamples: int, size: int | None = None) -> np.ndarray:
-    """Resample indices (resamples, size or n) into n prompts: rng.integers(0, n, ...)."""
+    """Resample indices into n prompts: rng.integers(0, n, (resamples, size or n)).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The generator drawn from.
+    n : int
+        The prompts.
+    resamples : int
+        The resamples.
+    size : int, optional
+        Prompts per resample (default: n).
+
+    Returns
+    -------
+    array of shape (resamples, size)
+        Prompt indices.
+    """
     if n < 1:
         raise InputError("no prompt to resample: a bootstrap needs at least one prompt")
     return rng.integers(0, n, size=(int(resamples), int(size or n)))
 
 
 def indices(n: int, resampling: Resampling, size: int | None = None) -> np.ndarray:
-    """The documented indices: default_rng(seed).integers(0, n, size=(resamples, size or n))."""
+    """The documented indices: default_rng(seed).integers(0, n, size=(resamples, size or n)).
+
+    Parameters
+    ----------
+    n : int
+        The prompts.
+    resampling : Resampling
+        Resamples and seed.
+    size : int, optional
+        Prompts per resample (default: n).
+
+    Returns
+    -------
+    array of shape (resamples, size)
+        Prompt indices.
+    """
     return draw(np.random.default_rng(resampling.seed), n, resampling.resamples, size)
 
 
 def multiplicity(idx: np.ndarray, n: int) -> np.ndarray:
-    """(resamples, n) float64: how often resample b drew prompt p."""
+    """How often each resample drew each prompt.
+
+    Parameters
+    ----------
+    idx : array of shape (resamples, size)
+        Prompt indices (`indices`).
+    n : int
+        The prompts.
+
+    Returns
+    -------
+    array of shape (resamples, n)
+        float64: how often resample b drew prompt p.
+    """
     B = idx.shape[0]
     flat = (idx + n * np.arange(B)[:, None]).ravel()
     return np.bincount(flat, minlength=B * n).reshape(B, n).astype(np.float64)
 
 
 def resampled_sums(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """Σ over the prompts of each resample of values (n, ...): (resamples, ...)."""
+    """Σ over the prompts of each resample of `values`.
+
+    Parameters
+    ----------
+    values : array of shape (n_prompts, ...)
+        One value a prompt.
+    idx : array of shape (resamples, size)
+        Prompt indices (`indices`).
+
+    Returns
+    -------
+    array of shape (resamples, ...)
+        The sums.
+    """
     values = np.asarray(values, np.float64)
     n = values.shape[0]
     return (multiplicity(idx, n) @ values.reshape(n, -1)).reshape(
@@ -131,24 +223,64 @@ def resampled_sums(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
 
 
 def resampled_token_means(sums: np.ndarray, counts: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """Token-weighted means of each resample: Σ_b sums / Σ_b counts, from per-prompt sums
-    (n, ...) over a prompt's tokens and token counts (n,): (resamples, ...)."""
+    """Token-weighted means of each resample: Σ_b sums / Σ_b counts, from per-prompt sums.
+
+    Parameters
+    ----------
+    sums : array of shape (n_prompts, ...)
+        Per-prompt sums over a prompt's tokens.
+    counts : array of shape (n_prompts,)
+        Per-prompt token counts.
+    idx : array of shape (resamples, size)
+        Prompt indices (`indices`).
+
+    Returns
+    -------
+    array of shape (resamples, ...)
+        The means.
+    """
     total = resampled_sums(np.asarray(counts, np.float64), idx)
     s = resampled_sums(sums, idx)
     return s / total.reshape((-1,) + (1,) * (s.ndim - 1))
 
 
 def resampled_means(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """Means over the prompts of each resample of values (n, ...): (resamples, ...)."""
+    """Means over the prompts of each resample of `values`.
+
+    Parameters
+    ----------
+    values : array of shape (n_prompts, ...)
+        One value a prompt.
+    idx : array of shape (resamples, size)
+        Prompt indices (`indices`).
+
+    Returns
+    -------
+    array of shape (resamples, ...)
+        The means.
+    """
     return resampled_sums(values, idx) / idx.shape[1]
 
 
 def resampled_maxima(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """Maxima over the prompts of each resample of values (n, ...): (resamples, ...).
+    """Maxima over the prompts of each resample of `values`.
 
     Per cell, the prompts are ranked by value once; a resample's maximum is the value of the
     highest-ranked prompt it drew. Walking down the ranks resolves most cells in the first few
-    steps (a resample misses a given prompt with probability (1 − 1/n)^n ≈ 0.37)."""
+    steps (a resample misses a given prompt with probability (1 − 1/n)^n ≈ 0.37).
+
+    Parameters
+    ----------
+    values : array of shape (n_prompts, ...)
+        One value a prompt.
+    idx : array of shape (resamples, size)
+        Prompt indices (`indices`).
+
+    Returns
+    -------
+    array of shape (resamples, ...)
+        The maxima.
+    """
     values = np.asarray(values, np.float64)
     n, B = values.shape[0], idx.shape[0]
     flat = values.reshape(n, -1)
@@ -168,8 +300,25 @@ def resampled_maxima(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
 
 
 def percentile_interval(samples: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
-    """The (1 − level)/2 and (1 + level)/2 percentiles over axis 0 (resamples), leaving NaN
-    samples out; NaN where fewer than MIN_RESAMPLES samples are finite (`UNDEFINED`)."""
+    """The (1 − level)/2 and (1 + level)/2 percentiles over axis 0 (resamples).
+
+    NaN samples are left out; NaN where fewer than MIN_RESAMPLES samples are finite
+    (`UNDEFINED`).
+
+    Parameters
+    ----------
+    samples : array of shape (resamples, ...)
+        The statistic of each resample.
+    level : float, optional
+        The interval's coverage.
+
+    Returns
+    -------
+    low : array of shape (...)
+        The lower bound.
+    high : array of shape (...)
+        The upper bound.
+    """
     samples = np.asarray(samples, np.float64)
     tail = 100 * (1 - level) / 2
     finite = np.isfinite(samples)
@@ -187,20 +336,57 @@ def percentile_interval(samples: np.ndarray, level: float = LEVEL) -> tuple[np.n
 
 
 def defined_fraction(samples: np.ndarray) -> np.ndarray:
-    """The fraction of resamples (axis 0) where the statistic is defined (finite)."""
+    """The fraction of resamples (axis 0) where the statistic is defined (finite).
+
+    Parameters
+    ----------
+    samples : array of shape (resamples, ...)
+        The statistic of each resample.
+
+    Returns
+    -------
+    array of shape (...)
+        The fraction.
+    """
     return np.isfinite(np.asarray(samples, np.float64)).mean(0)
 
 
 def too_few(samples: np.ndarray) -> np.ndarray:
-    """Where (over the cells of samples (resamples, ...)) fewer than MIN_RESAMPLES resamples
-    define the statistic: `percentile_interval` gives NaN there."""
+    """Where fewer than MIN_RESAMPLES resamples define the statistic.
+
+    `percentile_interval` gives NaN there.
+
+    Parameters
+    ----------
+    samples : array of shape (resamples, ...)
+        The statistic of each resample.
+
+    Returns
+    -------
+    array of shape (...)
+        bool, per cell.
+    """
     return np.isfinite(np.asarray(samples, np.float64)).sum(0) < MIN_RESAMPLES
 
 
 def withheld(samples, what: str) -> str | None:
-    """Why the interval of a scalar statistic `what` (samples (resamples,)) is NaN when too few
-    resamples define it ("no interval for <what>: defined in 37 of 1,000 resamples, fewer than
-    the 100 an interval needs"), else None."""
+    """Why the interval of a scalar statistic is NaN when too few resamples define it, else None.
+
+    E.g. "no interval for <what>: defined in 37 of 1,000 resamples, fewer than the 100 an
+    interval needs".
+
+    Parameters
+    ----------
+    samples : array of shape (resamples,)
+        The statistic of each resample.
+    what : str
+        The statistic's name in the sentence.
+
+    Returns
+    -------
+    str or None
+        The sentence, or None when the interval is defined.
+    """
     samples = np.asarray(samples, np.float64)
     n = int(np.isfinite(samples).sum())
     if n >= MIN_RESAMPLES:
@@ -212,8 +398,24 @@ def withheld(samples, what: str) -> str | None:
 
 
 def record(n, resampling: Resampling, size=None, **extra) -> dict:
-    """What a result records about its intervals (attrs["bootstrap"]): the method, n (prompts
-    resampled; a dict when several sets are), resamples, seed, level, the index scheme."""
+    """What a result records about its intervals (attrs["bootstrap"]).
+
+    Parameters
+    ----------
+    n : int or dict
+        Prompts resampled; a dict when several sets are.
+    resampling : Resampling
+        Resamples and seed.
+    size : int, optional
+        Prompts per resample (default: n).
+    **extra
+        Further entries.
+
+    Returns
+    -------
+    dict
+        The method, n, resamples, seed, level, the index scheme.
+    """
     out = {
         "method": "prompt bootstrap, percentile intervals",
         "n": n,
@@ -229,9 +431,21 @@ def record(n, resampling: Resampling, size=None, **extra) -> dict:
 
 
 def prompts_hash(prompts) -> str:
-    """The identity of a list of prompts (token-id sequences, in order): sha256 over each
-    prompt's length and ids as little-endian int64. Two results with the same hash ran on
-    the same prompts, whatever their corpus files or tokenizers were called."""
+    """The identity of a list of prompts (token-id sequences, in order).
+
+    sha256 over each prompt's length and ids as little-endian int64. Two results with the same
+    hash ran on the same prompts, whatever their corpus files or tokenizers were called.
+
+    Parameters
+    ----------
+    prompts : list of array of shape (n_prompt_tokens,)
+        Token ids, one array a prompt.
+
+    Returns
+    -------
+    str
+        "sha256:" and the hex digest.
+    """
     h = hashlib.sha256()
     for p in prompts:
         ids = np.asarray(p, dtype="<i8").ravel()
@@ -241,8 +455,24 @@ def prompts_hash(prompts) -> str:
 
 
 def prompts_from_tokens(token_id: np.ndarray, seq: np.ndarray, pos: np.ndarray) -> list[np.ndarray]:
-    """The prompts of a store's token rows: each sequence's ids in position order, sequences
-    in index order."""
+    """The prompts of a store's token rows.
+
+    Each sequence's ids in position order, sequences in index order.
+
+    Parameters
+    ----------
+    token_id : array of shape (n_tokens,)
+        The token ids.
+    seq : array of shape (n_tokens,)
+        Each token's sequence.
+    pos : array of shape (n_tokens,)
+        Each token's position in its sequence.
+
+    Returns
+    -------
+    list of array of shape (n_prompt_tokens,)
+        One array a sequence.
+    """
     order = np.lexsort((np.asarray(pos), np.asarray(seq)))
     seq_sorted = np.asarray(seq)[order]
     cuts = np.flatnonzero(np.diff(seq_sorted)) + 1

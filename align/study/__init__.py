@@ -37,9 +37,36 @@ __all__ = [
 def run_study(
     study: Study, root: str, keep_going: bool = False, scheduler: str | None = None, log=None
 ) -> StudyReport:
-    """Run every unit of `study` in the folder `root` that is not already done with the same
-    options, then write the report to `root`/report (`run_units`); `scheduler`: the address
-    of a Dask scheduler whose workers run the units (None: one after another here)."""
+    """Run every unit of `study` in the folder `root` that is not already done, then report.
+
+    Units already done with the same options are skipped; the report is written to
+    `root`/report (`run_units`).
+
+    Parameters
+    ----------
+    study : Study
+        The study (`load_study`).
+    root : str
+        The study's folder.
+    keep_going : bool, optional
+        A failing unit does not stop the study: the units that read its output are blocked
+        and the others run.
+    scheduler : str, optional
+        The address of a Dask scheduler whose workers run the units (None: one after another
+        here).
+    log : callable, optional
+        Receives each message.
+
+    Returns
+    -------
+    StudyReport
+        Units run, skipped, failed (name -> one-line error) and blocked.
+
+    Raises
+    ------
+    AlignError
+        Naming the failing unit, unless `keep_going`.
+    """
     return run_units(study, root, keep_going=keep_going, scheduler=scheduler, log=log)
 
 

@@ -100,9 +100,29 @@ def matmul_rate(d: int = 256, n: int = 4096) -> float:
 
 
 def plan_study(study: Study, root: str, log=None) -> StudyPlan:
-    """The estimate of every unit of `study` written to `root` (a unit already done there
-    with the same options is marked skipped and costs nothing); refuses (DiskSpaceError) a
-    study whose outputs would not fit the free disk."""
+    """Estimate every unit of `study` written to `root`.
+
+    A unit already done there with the same options is marked skipped and costs nothing.
+
+    Parameters
+    ----------
+    study : Study
+        The study (`load_study`).
+    root : str
+        The study's folder.
+    log : callable, optional
+        Receives each message.
+
+    Returns
+    -------
+    StudyPlan
+        Every unit's estimate, the free disk of `root` and the route's note.
+
+    Raises
+    ------
+    DiskSpaceError
+        A study whose outputs would not fit the free disk.
+    """
     units = units_mod.plan(study)
     plan = StudyPlan(root, free=st.free_bytes(root))
     entries = read_state(root).get("units", {})
@@ -198,9 +218,14 @@ def _store_fit(study: Study, u, extracted: dict, rate: float) -> tuple:
     held = max(1, round(study.fit.test_fraction * n_docs))
     disk = sum(result_bytes(ResultShape(S, T, ds, dt, held), False))
     memory = statistics_bytes(S, T, ds, dt)
-    n = info["n_tokens"]
-    seconds = 2 * 2.0 * n * (S * ds * ds + S * T * ds * dt) / rate
-    return disk, memory, seconds
+    return disk, memory, fit_flops(info["n_tokens"], S, T, ds, dt) / rate
+
+
+def fit_flops(n_tokens: int, S: int, T: int, d_s: int, d_t: int) -> float:
+    """Floating-point operations of a fit from stores of `n_tokens` tokens, S source × T
+    target boundaries of widths d_s and d_t: 2·N·(S·d_S² + S·T·d_S·d_T) for the statistics and
+    as many for the held-out sums."""
+    return 2 * 2.0 * n_tokens * (S * d_s * d_s + S * T * d_s * d_t)
 
 
 def _weights_bytes(spec) -> int | None:

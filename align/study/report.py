@@ -4,7 +4,9 @@ Pages: index.html (the N × N grid of pairs, each cell the matrix's thumbnail, t
 interval, the pairing's coverage where the tokenizers differ; the sentences that say what
 holds), pairs/S--T.html (the matrix drawn by `align.plotting.plot_alignment` and as a table
 whose cells carry the value and interval in their `title`, the argmin path, p_best along it,
-the controls beside, the pairing, the provenance), models/NAME.html (each analysis drawn by
+the controls beside, the pairing, the provenance; then each measure beside ridge the fit
+computed, its matrix, the path its direction picks with the calibration where the fit made
+one, and its table of hover values), models/NAME.html (each analysis drawn by
 `align.plotting.plot_result`, with its numbers in a table), corpus.html (the corpus, the
 options, the study file). Every figure is an inline PNG with alt text; nothing is computed
 here that the results do not hold, but the comparisons the sentences make.
@@ -21,6 +23,7 @@ import numpy as np
 from align import messages
 from align.errors import InputError
 from align.faults import fault_point
+from align.measures import SIMILARITY
 from align.store import open_result
 from align.study import html as h
 from align.study.state import DONE, is_study, read_state
@@ -35,8 +38,29 @@ SUMMARY = (  # (label, key in the summary) of the pair table
 
 
 def write_report(root: str, output: str, log=None) -> str:
-    """Write the report of the study in `root` to the folder `output`, whole: built in a
-    temporary folder beside it and renamed into place."""
+    """Write the report of the study in `root` to the folder `output`, whole.
+
+    Built in a temporary folder beside it and renamed into place.
+
+    Parameters
+    ----------
+    root : str
+        The study's folder.
+    output : str
+        The report's folder (new, or a report).
+    log : callable, optional
+        Receives each message (default: stderr).
+
+    Returns
+    -------
+    str
+        `output`.
+
+    Raises
+    ------
+    InputError
+        `root` that is not a study folder, or `output` that exists and is not a report.
+    """
     log = log or messages.say
     if not is_study(root):
         raise InputError(f"{root} is not a study folder (no study.json): run `align study` first")
@@ -178,7 +202,7 @@ def index_page(state: dict, models: list, fits: dict) -> str:
         ["pair"] + [label for label, _ in SUMMARY] + ["argmin path", "pairing"], table_rows
     )
     body = (
-        f"<p>{len(trained)} models, {len(table_rows)} pairs. Each cell: the held-out relative "
+        f"<p>{_count(len(trained), 'model')}, {_count(len(table_rows), 'pair')}. Each cell: the held-out relative "
         "error of the ridge map from every source boundary (rows, bottom to top) to every target "
         "boundary (columns), lower is better; the slope of the argmin path with its 95% interval.</p>"
         f"<h2>Grid</h2>{grid}<h2>What holds</h2>"
@@ -316,10 +340,75 @@ def pair_page(s: str, t: str, ds, controls: dict) -> str:
     prov = {k: v for k, v in ds.attrs.items() if k not in ("summary",)}
     body = (
         f"{said}<h2>Matrix</h2>{fig}{stats}<h2>Values</h2><p>Point at a cell for its value and "
-        f"interval.</p>{matrix_table(ds)}{pbest}{ctl}<h2>Provenance</h2>"
+        f"interval.</p>{matrix_table(ds)}{pbest}{measure_sections(s, t, ds)}{ctl}<h2>Provenance</h2>"
         f"<pre>{h.esc(json.dumps(prov, indent=1, default=str)[:20000])}</pre>"
     )
     return h.page(f"{s} → {t}", body, depth=1)
+
+
+CALIBRATION = (  # (label, suffix) of a measure's calibration arrays, where the fit made them
+    ("null mean", "null_mean"),
+    ("calibrated", "calibrated"),
+    ("p", "p"),
+    ("p_family", "p_family"),
+)
+
+
+def measures_of(ds) -> list:
+    """(name, array, direction) of every measure beside ridge the result holds, in the
+    order of its summary (`align fit --measures`)."""
+    held = _summary(ds).get("measures") or {}
+    return [
+        (name, m["array"], m["direction"])
+        for name, m in held.items()
+        if isinstance(m, dict) and m.get("array") in ds
+    ]
+
+
+def measure_sections(s: str, t: str, ds) -> str:
+    """A section per measure: its matrix drawn with the path its direction picks (each row's
+    argmax for a similarity, argmin for a distance), the path with each cell's value, interval
+    and calibration (null mean, calibrated score, p, p_family) where the result holds them,
+    and the matrix as a table whose cells carry value and interval on hover."""
+    from align.plotting import plot_measure
+
+    out = []
+    for name, var, direction in measures_of(ds):
+        record = _summary(ds)["measures"][name]
+        pick = "argmax" if direction == SIMILARITY else "argmin"
+        fig = h.image(
+            h.png(plot_measure(ds, name)), f"{name} matrix of {s} → {t} with its {pick} path"
+        )
+        calib = [(label, f"{var}_{k}") for label, k in CALIBRATION if f"{var}_{k}" in ds]
+        rows = []
+        for b, j in zip(ds["source_boundary"].values, record.get("path") or []):
+            cell = {"source_boundary": int(b), "target_boundary": int(j)}
+            value = [float(ds[var].sel(cell))] + [
+                float(ds[f"{var}_{e}"].sel(cell)) if f"{var}_{e}" in ds else None
+                for e in ("low", "high")
+            ]
+            rows.append(
+                [f"source {int(b)}", f"target {int(j)}", h.interval(*value)]
+                + [h.number(float(ds[a].sel(cell))) for _, a in calib]
+            )
+        surviving = ""
+        if "cells_surviving" in record:
+            surviving = h.sentence(
+                f"{name}: {record['cells_surviving']} of {ds[var].size} cells beat the null "
+                "(p_family < 0.05); the path "
+                + ("does, every cell of it." if record.get("path_surviving") else "does not."),
+                bool(record.get("path_surviving")),
+            )
+        out.append(
+            f"<h2>{h.esc(name)}</h2><p>A {h.esc(direction)}: "
+            + ("larger" if direction == SIMILARITY else "smaller")
+            + f" is closer; the path is each source row's {pick}.</p>{fig}{surviving}"
+            + h.table(
+                ["source", pick, f"{name} [95% interval]"] + [label for label, _ in calib], rows
+            )
+            + matrix_table(ds, var)
+        )
+    return "".join(out)
 
 
 def model_page(root: str, state: dict, model: str) -> str:
@@ -402,3 +491,8 @@ def corpus_page(state: dict) -> str:
         f"<h2>Units</h2>{h.table(['unit', 'state', 'seconds'], rows)}"
     )
     return h.page("Corpus and options", body)
+
+
+def _count(n: int, noun: str) -> str:
+    """'1 pair', '3 pairs'."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

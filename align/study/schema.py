@@ -55,6 +55,7 @@ SECTIONS = {
     "pairs": {"mode": (str, "all"), "list": (list, None), "reference": (str, None)},
     "fit": {
         "measures": (list, ["ridge"]),
+        "permutations": (int, 0),
         "test_fraction": (float, 0.2),
         "val_fraction": (float, 0.2),
         "seed": (int, 0),
@@ -173,7 +174,23 @@ def _choice(where: str, key: str, value, allowed, path: str):
 
 
 def load_study(path: str) -> Study:
-    """Read and check the study file at `path`; relative paths in it are from its folder."""
+    """Read and check the study file at `path`; relative paths in it are from its folder.
+
+    Parameters
+    ----------
+    path : str
+        The study file (TOML).
+
+    Returns
+    -------
+    Study
+        The checked study.
+
+    Raises
+    ------
+    InputError
+        A file that is not valid TOML, an unknown section or a bad value.
+    """
     raw = read_toml(path)
     for section in raw:
         if section not in SECTIONS and section != "models":
@@ -194,8 +211,8 @@ def load_study(path: str) -> Study:
             corpus=_corpus(t["corpus"], t["extraction"], base),
             extraction=_extraction(t["extraction"]),
             pairs=_pairs(t["pairs"], names, path),
-            fit=_fit(t["fit"], t["bootstrap"]),
             measures=_measures(t["fit"]["measures"], path),
+            fit=_fit(t["fit"], t["bootstrap"], _measures(t["fit"]["measures"], path)),
             shuffle=t["controls"]["shuffle"],
             analyses_batch=_positive("[analyses]", "batch_size", t["analyses"]["batch_size"], path),
             route=_choice("[route]", "kind", t["route"]["kind"], ROUTES, path),
@@ -309,7 +326,7 @@ def _pairs(p: dict, names: list, path: str) -> tuple:
     return tuple(dict.fromkeys(out))
 
 
-def _fit(f: dict, b: dict) -> FitSpec:
+def _fit(f: dict, b: dict, measures: tuple) -> FitSpec:
     spec = FitSpec(
         test_fraction=f["test_fraction"],
         val_fraction=f["val_fraction"],
@@ -321,6 +338,8 @@ def _fit(f: dict, b: dict) -> FitSpec:
         bootstrap=b["resamples"],
         bootstrap_seed=b["seed"],
         pairing=f["pairing"],
+        measures=measures,
+        permutations=f["permutations"],
     )
     spec.checked()
     return spec

@@ -41,7 +41,8 @@ mode = "all"                 # all ordered pairs; "list" with list = [["small", 
                              # "reference" with reference = "large": each model -> the reference
 
 [fit]
-measures = ["ridge"]
+measures = ["ridge"]         # beside ridge: cka, cka-debiased, procrustes, cca, svcca (`align fit --measures`)
+permutations = 0             # null draws of every measure's calibration (mknn, cknna, rsa need 1 or more)
 test_fraction = 0.2
 val_fraction = 0.2
 seed = 0

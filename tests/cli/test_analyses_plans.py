@@ -1,11 +1,14 @@
 """`align skip`, `align lens`, `align contrib` off a terminal: a progress line at the end of
 their forwards, and `--dry-run`'s plan (prompts, tokens, batches, forwards, padded positions)
-against a count made from the tokenizer by hand; the dry run writes nothing."""
+against a count made from the tokenizer by hand; the dry run writes nothing. With --store,
+contrib's and lens's plans say what the store holds and what they will read (counted with
+zarr), after the checks of a run."""
 
 from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from tests.helpers.assertions import one_line_error
@@ -107,11 +110,52 @@ def test_contrib_and_lens_dry_run(command, zoo, words_file, cli, tmp_path, lengt
     )
 
 
-def test_dry_run_with_a_store_is_refused(cli, tmp_path):
-    code, _, err = cli(
-        "lens", "--store", tmp_path / "x.zarr", "-o", tmp_path / "l.zarr", "--dry-run"
+def _store_counts(path):
+    """(tokens, sequences, d_model, boundaries, blocks with sublayers, bytes a value), read
+    from the store's arrays with zarr directly."""
+    import zarr
+
+    g = zarr.open_group(path, mode="r")
+    n, d = g["resid"].shape[1:]
+    layers = list(g["layer"][:]) if "layer" in g else []
+    seqs = len(np.unique(g["seq"][:]))
+    return n, seqs, d, list(g["boundary"][:]), layers, g["resid"].dtype.itemsize
+
+
+@pytest.mark.parametrize("command", ["contrib", "lens"])
+def test_dry_run_with_a_store_says_what_it_holds_and_reads(command, extracted, cli, tmp_path):
+    store = extracted("qwen2", sublayers=True)
+    out = tmp_path / "r.zarr"
+    code, _, err = cli(command, "--store", store, "-o", out, "--dry-run")
+    assert code == 0, err
+    assert not out.exists()
+    n, seqs, d, boundaries, layers, size = _store_counts(store)
+    assert boundaries == list(range(LAYERS + 1)) and layers == list(range(LAYERS))
+    assert _plan_line(err, "store").startswith(f"store      {n:,} tokens in {seqs} sequences of ")
+    assert _plan_line(err, "store").endswith(
+        f", {LAYERS} layers, d_model {d}, float32; boundaries 0..{LAYERS}, sublayers of blocks "
+        f"0..{LAYERS - 1}"
     )
-    one_line_error(code, err, "--dry-run", "--store")
+    reads = _plan_line(err, "reads")
+    if command == "contrib":  # every boundary and both sublayers of every block
+        want = n * d * size * (len(boundaries) + 2 * len(layers))
+        assert "of every boundary's residual and every block's attention and MLP output" in reads
+    else:  # the residual at every boundary the store holds
+        want = n * d * size * len(boundaries)
+        assert (
+            f"the residual at each of its {len(boundaries)} boundaries ({n:,} tokens each)" in reads
+        )
+    from align.messages import human_bytes
+
+    assert f", {human_bytes(want)}" in reads
+    assert _plan_line(err, "time").endswith("nothing was written")
+
+
+def test_dry_run_with_a_store_makes_the_runs_checks(extracted, cli, tmp_path):
+    store = extracted("qwen2", boundaries="0,1")  # no boundary L, no sublayers
+    for command, needle in (("contrib", "no sublayer outputs"), ("lens", "lacks boundary 2")):
+        code, _, err = cli(command, "--store", store, "-o", tmp_path / "r.zarr", "--dry-run")
+        one_line_error(code, err, store, needle)
 
 
 @pytest.mark.parametrize("command,unit", [("contrib", "chunk"), ("lens", "step")])

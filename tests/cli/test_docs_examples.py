@@ -68,6 +68,8 @@ def demo_output(zoo, tmp_path_factory):
         (out / "stores" / f"{name}.zarr").mkdir(parents=True)
     for name in RESULTS:
         (out / "results" / f"{name}.zarr").mkdir(parents=True)
+    (out / "report").mkdir()
+    (out / "report" / "index.html").write_text("", encoding="utf-8")
     return root
 
 

@@ -90,7 +90,7 @@ def _resave(model_dir, seed=None, edit=None):
 # ----------------------------------------------------------------------------- item 2
 
 
-def test_resume_against_other_weights_is_refused(zoo, corpus_file, tmp_path):
+def test_resume_against_other_weights_is_refused(zoo, corpus_file, tmp_path, cli):
     model = tmp_path / "model"
     shutil.copytree(zoo("qwen2"), model)
     original = (model / "model.safetensors").read_bytes()
@@ -104,10 +104,10 @@ def test_resume_against_other_weights_is_refused(zoo, corpus_file, tmp_path):
     config_before = json.loads((model / "config.json").read_text())
     assert (model / "model.safetensors").read_bytes() != original
     before = _snapshot(out)
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    code, _, err = cli(*cmd[3:])  # only the kill needs a process of its own
     line = one_line_error(
-        p.returncode,
-        p.stderr,
+        code,
+        err,
         "weights: store has sha256 ",
         ", now sha256 ",
         progress=("align extract: ",),
@@ -126,8 +126,8 @@ def test_resume_against_other_weights_is_refused(zoo, corpus_file, tmp_path):
 
     # The original weights back: the same command resumes and completes.
     (model / "model.safetensors").write_bytes(original)
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0 and "resuming" in p.stderr, p.stderr
+    code, _, err = cli(*cmd[3:])
+    assert code == 0 and "resuming" in err, err
     assert open_activations(str(out)).complete
 
 
@@ -239,8 +239,8 @@ def test_each_run_segment_is_recorded(zoo, corpus_file, tmp_path, cli):
     killed = open_activations(str(out))
     stopped = killed.progress["committed_tokens"]
     assert 0 < stopped < killed.n_tokens  # the first run committed some tokens, not all
-    p = subprocess.run(base + ["--batch-size", "3"], capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
+    code, _, err = cli(*base[3:], "--batch-size", "3")  # the rerun needs no process of its own
+    assert code == 0, err
     s = open_activations(str(out))
     runs = s.provenance["runs"]
     assert [r["tokens"] for r in runs] == [[0, stopped], [stopped, s.n_tokens]]

@@ -64,7 +64,7 @@ def _killed_plot(result, png, log):
     return cmd
 
 
-def test_plot_killed_while_writing_its_figure_is_cleaned_by_the_next_plot(tmp_path):
+def test_plot_killed_while_writing_its_figure_is_cleaned_by_the_next_plot(tmp_path, cli):
     """SIGKILL between drawing the PNG and renaming it over x.png: the old x.png is intact and
     the dead run's temporary is beside it; the next `align plot` of x.png removes it (before,
     `.x.png.tmp-PID` stayed for ever) and writes a whole PNG."""
@@ -75,8 +75,8 @@ def test_plot_killed_while_writing_its_figure_is_cleaned_by_the_next_plot(tmp_pa
     assert png.read_bytes() == b"the old figure"
     left = [n for n in os.listdir(tmp_path) if n.startswith(".x.png.tmp-")]
     assert len(left) == 1, os.listdir(tmp_path)
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
+    code, _, err = cli(*cmd[3:])  # only the kill needs a process of its own
+    assert code == 0, err
     assert sorted(os.listdir(tmp_path)) == ["d.zarr", "fault.log", "x.png"]
     assert png_size(png) == (700, 450)  # the depth plot's default size
 
@@ -95,13 +95,13 @@ def _killed_plot_with_holder(tmp_path, **holder):
     return png, cmd, left
 
 
-def test_a_killed_plots_temporary_from_another_host_is_kept(tmp_path):
+def test_a_killed_plots_temporary_from_another_host_is_kept(tmp_path, cli):
     """The same temporary, its marker saying another host wrote it (a folder shared between
     machines: a writer there may be using it): the next plot leaves it as it is."""
     png, cmd, left = _killed_plot_with_holder(tmp_path, host="another-host.example")
     kept = snapshot(left)
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
+    code, _, err = cli(*cmd[3:])
+    assert code == 0, err
     assert snapshot(left) == kept
     assert png_size(png) == (700, 450)
 
@@ -109,7 +109,8 @@ def test_a_killed_plots_temporary_from_another_host_is_kept(tmp_path):
 def test_a_killed_plots_temporary_whose_pid_was_reused_is_cleaned(tmp_path):
     """The same temporary, its marker's pid now that of a running process (this one) that
     started at another time than the marker says: the pid was reused, the writer is gone, and
-    the next plot removes its folder."""
+    the next plot removes its folder. The plot runs as a process of its own: the marker names
+    this process, which must be another one than the plot's."""
     # this running process's pid, with a start time that is not this process's
     png, cmd, left = _killed_plot_with_holder(
         tmp_path, pid=os.getpid(), process_start=psutil.Process().create_time() + 1000.0

@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 
+from tests.conftest import run_cli
 from tests.helpers.assertions import one_line_error
 from tests.helpers.faults import fault_env, killed_run, wait_reached
 from tests.helpers.fixtures_fit import token_table
@@ -32,8 +33,7 @@ def interrupted(tmp_path_factory, synthetic):
     out = str(root / "r.zarr")
     cmd = [sys.executable, "-m", "align.cli.main", "fit", S, T, "-o", out, "--overwrite"]
     cmd += ["--scheduler", "synchronous"]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
+    assert run_cli(cmd[3:])[0] == 0  # only the kill needs a process of its own
     before = np.asarray(zarr.open_group(out, mode="r")["relative_error"][...])
     killed_run(cmd, root / "fault.log", "result_old_aside")
     assert not os.path.exists(out)
@@ -67,14 +67,14 @@ def test_every_reader_says_the_replacement_was_interrupted(interrupted, cli, tmp
     assert all(n in str(e.value) for n in needles) and "\n" not in str(e.value)
 
 
-def test_rerunning_the_writer_restores_then_replaces(interrupted):
+def test_rerunning_the_writer_restores_then_replaces(interrupted, cli):
     """Runs after the readers (file order): the same command puts the old result back, then
     replaces it; the new result equals the old one (same inputs), and no temporary is left."""
     import zarr
 
     out, cmd, before = interrupted
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
+    code, _, err = cli(*cmd[3:])
+    assert code == 0, err
     after = np.asarray(zarr.open_group(out, mode="r")["relative_error"][...])
     np.testing.assert_array_equal(after, before)
     assert [n for n in os.listdir(os.path.dirname(out)) if n.startswith(".r.zarr")] == []

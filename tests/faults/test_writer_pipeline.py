@@ -8,7 +8,6 @@ a direct HF forward pass over the same padded batch, and the single-threaded wri
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 
@@ -132,7 +131,7 @@ def test_writer_threads_1_and_4_give_identical_stores(zoo, corpus_file, tmp_path
 
 
 def test_kill_mid_chunk_write_with_4_threads_resumes_bit_identical(
-    zoo, corpus_file, tmp_path, monkeypatch
+    zoo, corpus_file, tmp_path, monkeypatch, cli
 ):
     monkeypatch.setattr(ex, "WRITER_THREADS", 1)
     base = str(tmp_path / "base.zarr")
@@ -166,8 +165,12 @@ def test_kill_mid_chunk_write_with_4_threads_resumes_bit_identical(
     killed_run(cmd, log, "mid_chunk_write:5")
     killed = open_activations(out)
     assert not killed.complete and 0 < killed.progress["committed_tokens"] < killed.n_tokens
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0 and "resuming" in p.stderr, p.stderr
+    # The rerun in this process, with the CLI's 4 writer threads back (only the kill needs a
+    # process of its own).
+    monkeypatch.undo()
+    assert ex.WRITER_THREADS == 4
+    code, _, err = cli(*cmd[3:])
+    assert code == 0 and "resuming" in err, err
     a, b = _arrays(out), _arrays(base)
     assert sorted(a) == sorted(b)
     for k in a:

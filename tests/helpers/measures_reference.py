@@ -7,7 +7,7 @@ Raghu et al. 2017 for SVCCA (PCA to 99% of the variance, then CCA)."""
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import sqrtm
+from scipy.linalg import orthogonal_procrustes, sqrtm
 
 CCA_RIDGE = 1e-6  # as docs/methods.md states: ε·tr(C)/d on each covariance's diagonal
 
@@ -64,6 +64,22 @@ def procrustes(X, Y) -> float:
     A, B = X @ U, Y @ Vt.T
     corr = np.sum(A * B) / (np.linalg.norm(A) * np.linalg.norm(B))
     return float(np.arccos(np.clip(corr, -1.0, 1.0)))
+
+
+def procrustes_heldout(X_train, Y_train, X_test, Y_test) -> float:
+    """The held-out Procrustes error as docs/methods.md defines it: both sides zero-padded to
+    the wider width; the rotation R from scipy's `orthogonal_procrustes` of the training
+    rows, each side centred by its training mean; the held-out rows centred by their own
+    means and scaled to unit Frobenius norm; ‖Ŷ − X̂R‖_F."""
+    d = max(X_train.shape[1], Y_train.shape[1])
+
+    def pad(A):
+        return np.pad(A, ((0, 0), (0, d - A.shape[1])))
+
+    A, B = pad(X_train), pad(Y_train)
+    R, _ = orthogonal_procrustes(A - A.mean(0), B - B.mean(0))
+    Xc, Yc = pad(X_test) - pad(X_test).mean(0), pad(Y_test) - pad(Y_test).mean(0)
+    return float(np.linalg.norm(Yc / np.linalg.norm(Yc) - (Xc / np.linalg.norm(Xc)) @ R))
 
 
 def cca(X, Y) -> float:

@@ -205,6 +205,52 @@ def test_demo_pipeline_end_to_end(demo_run):
         assert json.load(f)["summary"] == report.summary
 
 
+def test_the_demo_is_a_study_with_its_report(demo_run):
+    """Each seed's extractions and fits are the units of a study (its study.json records them
+    done), the demo's stores and results are links to the study's outputs, and the first
+    seed's report opens at OUT/report: each cell's hover value on its pair page is the
+    result's number (read here with xarray)."""
+    import xarray as xr
+
+    out, report = demo_run
+    units = {
+        "extract shallow": "stores/shallow.zarr",
+        "extract deep": "stores/deep.zarr",
+        "extract deep.random": "stores/deep.random.zarr",
+        "fit shallow->deep": "results/fits/shallow--deep.zarr",
+        "fit shallow->deep.random": "results/fits/shallow--deep.random.zarr",
+        "report": "report",
+    }
+    for x in report.seeds:
+        root = out if x is report.seeds[0] else os.path.join(out, "seeds", f"seed-{x['seed']}")
+        with open(os.path.join(root, "study", "study.json"), encoding="utf-8") as f:
+            state = json.load(f)["units"]
+        assert {n: (u["state"], u["output"]) for n, u in state.items()} == {
+            n: ("done", rel) for n, rel in units.items()
+        }
+        for name, rel in (
+            ("shallow", "stores/shallow.zarr"),
+            ("control", "stores/deep.random.zarr"),
+        ):
+            assert os.path.islink(x["stores"][name])
+            assert os.path.samefile(x["stores"][name], os.path.join(root, "study", rel))
+        for name, rel in (
+            ("alignment", "results/fits/shallow--deep.zarr"),
+            ("alignment-control", "results/fits/shallow--deep.random.zarr"),
+        ):
+            assert os.path.samefile(x["results"][name], os.path.join(root, "study", rel))
+    assert os.path.samefile(os.path.join(out, "report"), os.path.join(out, "study", "report"))
+    ds = xr.open_zarr(report.results["alignment"], consolidated=False)
+    page = open(os.path.join(out, "report", "pairs", "shallow--deep.html"), encoding="utf-8").read()
+    cells = re.findall(
+        r'title="source boundary (\d+), target boundary (\d+): relative_error ([-0-9.e]+)', page
+    )
+    assert len(cells) == ds["relative_error"].size
+    for i, j, value in cells:
+        want = float(ds["relative_error"].sel(source_boundary=int(i), target_boundary=int(j)))
+        assert abs(float(value) - want) <= 5e-7, (i, j, value, want)
+
+
 def test_trained_demo_model_loads_through_extract_like_a_checkpoint(demo_run):
     from align.store import open_activations
 

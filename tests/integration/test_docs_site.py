@@ -124,6 +124,13 @@ def _open(browser, site, page_path, width):
 
     page.route("**/*", route)
     page.goto(site + page_path, wait_until="networkidle")
+    # The theme's script puts each table in its scroll box after the load; on a busy machine
+    # that can come after "networkidle", and the page is checked as a reader sees it.
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('.md-typeset table:not([class])')]
+                   .every((t) => t.parentElement.classList.contains('md-typeset__table'))""",
+        timeout=30_000,
+    )
     return page, outside
 
 
@@ -162,3 +169,42 @@ def test_formulas_drawn_and_lists_nested(browser, site):
     # "Pairing tokens across tokenizers": the byte pieces' item nests under its parent item
     assert any(t.startswith("Of the byte pieces") for t in nested), nested
     assert paragraphs == [], paragraphs
+
+
+SECTIONS = """(id) => {
+  // The section tables of one documented object: {"Parameters:": [first column], ...}
+  const contents = document.getElementById(id).closest('.doc-object')
+    .querySelector(':scope > .doc-contents');
+  const out = {};
+  for (const title of contents.querySelectorAll(':scope > p > .doc-section-title')) {
+    // the theme wraps each table in its scroll box: the table is the next element or in it
+    const next = title.parentElement.nextElementSibling;
+    const table = next && (next.tagName === 'TABLE' ? next : next.querySelector('table'));
+    out[title.textContent.trim()] = table && table.getBoundingClientRect().width > 0
+      ? [...table.querySelectorAll('tbody tr')].map((r) => r.cells[0].innerText.trim())
+      : null;
+  }
+  return out;
+}"""
+
+
+def test_api_page_shows_parameters_as_tables(browser, site):
+    import inspect
+
+    import align
+
+    page, outside = _open(browser, site, "api/", 1280)
+    fit = page.evaluate(SECTIONS, "align.fitting.fit")
+    apply_map = page.evaluate(SECTIONS, "align.fitting.maps.apply_map")
+    page.close()
+    assert outside == []
+    # the reference is the signature itself: one row a parameter, in its order, on the page
+    for sections, function in ((fit, align.fit), (apply_map, align.apply_map)):
+        names = [
+            ("**" if p.kind is p.VAR_KEYWORD else "") + name
+            for name, p in inspect.signature(function).parameters.items()
+        ]
+        assert sections.get("Parameters:") == names, (function.__name__, sections)
+        assert sections.get("Returns:"), (function.__name__, sections)
+        assert sections.get("Raises:"), (function.__name__, sections)
+    assert "NonFiniteError" in fit["Raises:"], fit

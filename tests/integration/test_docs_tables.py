@@ -203,3 +203,68 @@ def test_a_new_demo_run_is_kept_and_its_tables_caught(tmp_path):
     run.write_text(json.dumps(d))
     code, err = check("--results", str(results), "--demo", str(run))
     assert code == 1 and "across_seeds" in err and err.count("\n") == 1, err
+
+
+# The parameter counts of the zoo's model cards, in billions as each card rounds them.
+MODEL_CARDS = {
+    "Qwen2.5-0.5B": 0.49,
+    "Qwen2.5-1.5B": 1.54,
+    "Qwen2.5-3B": 3.09,
+    "Qwen2.5-7B": 7.61,
+    "Qwen2.5-14B": 14.7,
+    "Llama-3.2-1B": 1.23,
+    "Llama-3.2-3B": 3.21,
+    "OLMo-2-0425-1B": 1.48,
+    "OLMo-2-1124-7B": 7.30,
+}
+
+
+def test_the_zoo_estimates_are_their_arithmetic():
+    """bench/results/zoo.json recomputed here from its stated rates and each model's config
+    numbers: parameters as the model cards give them, every unit's bytes and seconds, the
+    totals, the node times between the even split and the even split plus the longest unit;
+    the page shows the totals."""
+    d = json.load(open(os.path.join(RESULTS, "zoo.json")))
+    rates, N, n = d["rates"], d["tokens"], d["context"]
+    assert len(d["models"]) == 9 and len(d["units"]) == 9 + 72
+    for name, m in d["models"].items():
+        card = MODEL_CARDS[name]
+        assert abs(m["parameters"] / 1e9 - card) <= 0.01 * card, (name, m["parameters"])
+        L, dm = m["layers"], m["d_model"]
+        embeddings = m["vocab"] * dm * (1 if m["tied_embeddings"] else 2)
+        assert m["forward_flops_per_token"] == 2 * (m["parameters"] - embeddings) + 2 * L * n * dm
+    units = {u["unit"]: u for u in d["units"]}
+    write = rates["store_write_and_read_bytes_per_s"]
+    for name, m in d["models"].items():
+        u = units[f"extract {name}"]
+        store = N * (m["layers"] + 1) * m["d_model"] * 2
+        assert u["disk"] == store and u["memory"] == 2 * m["parameters"]
+        forward = N * m["forward_flops_per_token"]
+        want = forward / (0.4 * 989e12) + store / write
+        assert abs(u["seconds"] - want) <= 1e-9 * want, name
+    for s, a in d["models"].items():
+        for t, b in d["models"].items():
+            if s == t:
+                continue
+            u = units[f"fit {s}->{t}"]
+            S, T, ds, dt = a["layers"] + 1, b["layers"] + 1, a["d_model"], b["d_model"]
+            flops = 4 * N * (S * ds * ds + S * T * ds * dt)
+            want = flops / (0.5 * 67e12) + N * (S * ds + T * dt) * 2 / write
+            assert abs(u["seconds"] - want) <= 1e-9 * want, (s, t)
+            stats = 8 * 2 * (S * ds * ds + S * T * ds * dt + S * ds + T * dt + T + 1)
+            assert u["memory"] == stats, (s, t)
+    tot = d["totals"]
+    seconds = [u["seconds"] for u in d["units"]]
+    assert abs(tot["one_gpu_hours"] * 3600 - sum(seconds)) <= 1e-6 * sum(seconds)
+    for nodes in (1, 4):
+        gpus = 8 * nodes
+        hours = tot[f"hours_{nodes}_node"]
+        ext = [u["seconds"] for u in d["units"] if u["unit"].startswith("extract")]
+        fit = [u["seconds"] for u in d["units"] if u["unit"].startswith("fit")]
+        low = max(sum(ext) / gpus, max(ext)) + max(sum(fit) / gpus, max(fit))
+        high = sum(ext) / gpus + max(ext) + sum(fit) / gpus + max(fit)
+        assert low / 3600 - 1e-9 <= hours <= high / 3600 + 1e-9, (nodes, hours)
+    text = section("zoo")
+    assert "Estimates, not measurements" in text
+    assert f"**{tot['hours_1_node']:.1f} h**" in text and f"**{tot['hours_4_node']:.1f} h**" in text
+    assert f"**{tot['disk'] / 1e12:.2f} TB**" in text

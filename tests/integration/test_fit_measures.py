@@ -242,7 +242,7 @@ def test_planner_counts_the_sums_and_refuses_in_one_line_naming_the_bytes(fit_pa
     n, chunk = store.n_tokens, store.chunk_tokens
     ridge = budget.block_bytes(1, 1, d_s, d_t, 256, chunk, -(-n // 256))  # the test's input
     sums = 3 * 8 * GROUPS * (d_s * d_s + 2 * d_s + 2 + d_t * d_t + 2 * d_t + 2)
-    sums += 3 * 8 * GROUPS * (d_s * d_t + d_s + d_t + 1)
+    sums += 3 * 8 * GROUPS * (d_s * d_t + 2 * d_s + d_t + 2)  # with qxy, q_sy
     opts = dict(alphas=[1e-2], task_tokens=256, bootstrap=100, source_boundaries="1")
     opts["target_boundaries"] = "1"
     ds = _fit(S, T, None, worker_budget=ridge + sums // 2, **opts)  # ridge alone fits

@@ -30,10 +30,15 @@ def test_there_are_notebooks_and_they_are_committed_without_outputs():
 
 
 @pytest.fixture(scope="module")
-def results_folder(result_stores, tmp_path_factory):
-    """The fixture results laid out as the demo lays them out."""
+def results_folder(result_stores, fit_pair, tmp_path_factory):
+    """The fixture results laid out as the demo lays them out, and beside them two stores of
+    tiny models as the demo names its stores (the notebook fits its measure from them: the
+    fixture's alignment result holds none)."""
     root = tmp_path_factory.mktemp("nb") / "results"
     root.mkdir()
+    (root / "stores").mkdir()
+    for name, store in zip(("shallow", "deep"), fit_pair):
+        shutil.copytree(store, root / "stores" / f"{name}.zarr")
     shutil.copytree(result_stores["alignment"], root / "alignment.zarr")
     shutil.copytree(result_stores["control"], root / "alignment-control.zarr")
     for kind in ("contributions", "skipping", "lens", "depth"):
@@ -50,6 +55,7 @@ def test_notebook_executes(path, results_folder, monkeypatch, tmp_path):
     monkeypatch.setenv("ALIGN_CONTROL", str(results_folder / "alignment-control.zarr"))
     monkeypatch.setenv("ALIGN_RESULTS", str(results_folder))
     monkeypatch.setenv("ALIGN_NAME", "deep")
+    monkeypatch.setenv("ALIGN_STORES", str(results_folder / "stores"))
     nb = nbformat.read(path, as_version=4)
     NotebookClient(
         nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
@@ -71,3 +77,59 @@ def test_notebook_executes(path, results_folder, monkeypatch, tmp_path):
             assert f"source boundary  {i} (depth {i / 3:.2f}) -> target boundary  {j} " in text
         results = [o["data"]["text/plain"] for o in outputs if o.output_type == "execute_result"]
         assert str(expected) in results, results
+        # Its CKA matrix (shown to 3 decimals) and path (each row's argmax) against a reference
+        # that reads the stores with zarr and never imports align, on the documents held out.
+        import numpy as np
+
+        ref = _cka_matrix(results_folder / "stores", _heldout_docs(results_folder / "stores"))
+        np.testing.assert_allclose(_shown_matrix(results), ref, atol=5e-4 + 1e-9)
+        want = ref.argmax(1).tolist()
+        assert f"cka is a similarity: path {want} for source boundaries [0, 1, 2]" in text
+        assert str(want) in results, results
+
+
+def _heldout_docs(stores) -> list:
+    """The documents the notebook's fit held out: the fit's split of the same stores with
+    the same (default) options."""
+    import align
+
+    ds = align.fit(
+        str(stores / "shallow.zarr"),
+        str(stores / "deep.zarr"),
+        None,
+        scheduler="synchronous",
+        alphas=[1.0],
+        log=lambda m: None,
+    ).dataset
+    return ds.attrs["split"]["heldout_docs"]
+
+
+def _cka_matrix(stores, heldout):
+    """Linear CKA of every source boundary (rows) with every target boundary (columns) on
+    the held-out rows (position 0 left out, as the fit scores), read with zarr."""
+    import numpy as np
+    import zarr
+
+    from tests.helpers.measures_reference import cka_features
+
+    def rows(path):
+        g = zarr.open_group(str(path), mode="r")
+        keep = np.isin(g["doc"][:], heldout) & (g["pos"][:] != 0)
+        bounds = [int(b) for b in g["boundary"][:]]
+        return {b: np.asarray(g["resid"][k], np.float64)[keep] for k, b in enumerate(bounds)}
+
+    X, Y = rows(stores / "shallow.zarr"), rows(stores / "deep.zarr")
+    return np.array([[cka_features(X[i], Y[j]) for j in sorted(Y)] for i in sorted(X)])
+
+
+def _shown_matrix(results: list):
+    """The matrix the last cell that displayed one showed as a DataFrame indexed by source
+    boundary, columns target boundaries (pandas' text form; the error matrix comes first)."""
+    import numpy as np
+
+    table = [r for r in results if r.startswith("target_boundary")][-1]
+    lines = table.splitlines()
+    cols = [int(c) for c in lines[0].split()[1:]]
+    body = [line.split() for line in lines[2:]]
+    assert [int(r[0]) for r in body] == list(range(len(body))) and cols == list(range(len(cols)))
+    return np.array([[float(v) for v in r[1:]] for r in body])

@@ -1,6 +1,6 @@
 """Figures fit for a paper: the clipped colour scale said in the colour bar, short titles with
 model names without hashes, the pairing of two tokenizers in the caption, the intervals of
-contrib and lens drawn as the result holds them, the depth plot's reasons whole and
+contrib, lens and skip (O's bars) drawn as the result holds them, the depth plot's reasons whole and
 horizontal, and PDF and SVG files written whole (read back: magic bytes, page size, XML)."""
 
 from __future__ import annotations
@@ -12,7 +12,13 @@ import numpy as np
 import pytest
 
 from tests.helpers.assertions import one_line_error
-from tests.helpers.fixtures_demo import alignment_ds, contributions_ds, depth_ds, lens_ds
+from tests.helpers.fixtures_demo import (
+    alignment_ds,
+    contributions_ds,
+    depth_ds,
+    lens_ds,
+    skipping_ds,
+)
 
 TOL = 1e-12  # the artists hold the very float64 values given
 
@@ -122,6 +128,40 @@ def test_lens_draws_its_intervals():
             np.testing.assert_allclose(x, np.arange(6))
             np.testing.assert_allclose(lo, ds[f"{name}_low"].sel(weighting=w).values, atol=TOL)
             np.testing.assert_allclose(hi, ds[f"{name}_high"].sel(weighting=w).values, atol=TOL)
+
+
+@pytest.mark.parametrize("agg", ["max", "mean_over_prompts"])
+def test_skipping_draws_the_intervals_of_o(agg):
+    from align import plotting
+
+    rng = np.random.default_rng(4)
+    ds = skipping_ds()  # L = 5, parts layer, attn, mlp
+    for name in ("R", "O"):
+        ds[f"{name}_low"] = ds[name] - rng.uniform(0.01, 0.2, ds[name].shape)
+        ds[f"{name}_high"] = ds[name] + rng.uniform(0.01, 0.2, ds[name].shape)
+    ds.attrs["bootstrap"] = {"level": 0.95, "resamples": 1000, "seed": 7}
+    fig = plotting.plot_skipping(ds, agg=agg)
+    parts = ["layer", "attn", "mlp"]
+    for k, setting in enumerate(["current", "future"]):
+        ax = fig.axes[2 + k]  # the bottom row: O[s] bars
+        for q, part in enumerate(parts):
+            x, lo, hi = _bars(ax, f"O-interval/{setting}/{part}")
+            # each part's bar sits at s + (q - 1) * 0.8 / 3: three bars in 0.8 of a slot
+            np.testing.assert_allclose(x, np.arange(5) + (q - 1) * 0.8 / 3, atol=TOL)
+            want = {
+                v: ds[f"O_{v}"].sel(setting=setting, part=part, agg=agg).values
+                for v in ("low", "high")
+            }
+            np.testing.assert_allclose(lo, want["low"], atol=TOL)
+            np.testing.assert_allclose(hi, want["high"], atol=TOL)
+    assert fig.get_supxlabel() == (
+        "bars: 95% intervals over 1,000 prompt resamples (seed 7) of O[s]; R[s, l] drawn "
+        "without its interval (R_low, R_high)"
+    )
+    # a result without intervals draws none and says so
+    fig = plotting.plot_skipping(skipping_ds(), agg=agg)
+    assert not [c for ax in fig.axes for c in ax.collections if "interval" in str(c.get_gid())]
+    assert fig.get_supxlabel() == "no intervals drawn"
 
 
 def test_depth_reasons_are_whole_horizontal_and_legible():

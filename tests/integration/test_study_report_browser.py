@@ -115,3 +115,57 @@ def test_a_hover_shows_the_results_number(tiny_study, browser):
         assert abs(float(value) - expected) <= 5e-7, (title, expected)  # shown with 6 decimals
         assert float(cells.nth(k).get_attribute("data-value")) == expected
     page.context.close()
+
+
+@pytest.fixture(scope="module")
+def measured_study(zoo, corpus_file, tmp_path_factory):
+    """The tiny study's two-model form (a -> b) with cka and procrustes calibrated by 2 null
+    draws: its DIR."""
+    from align.study import load_study, run_study
+    from tests.helpers.fixtures_study import study_text
+
+    root = tmp_path_factory.mktemp("measured-study")
+    path = root / "measured.toml"
+    extra = '[fit]\nmeasures = ["cka", "procrustes"]\npermutations = 2\n'
+    path.write_text(study_text(zoo, corpus_file, extra, models=("a", "b")), encoding="utf-8")
+    run_study(load_study(str(path)), str(root / "out"), log=lambda m: None)
+    return str(root / "out")
+
+
+def test_a_measures_hover_and_calibration_are_the_results_numbers(measured_study, browser):
+    """A study's `[fit] measures` reach its fit, and each measure has its own matrix on the
+    pair's page: the value a hover on a cka and a procrustes cell shows is the result's; the
+    path table follows each measure's direction (cka's row argmax, procrustes' row argmin,
+    computed here with numpy) and shows the calibration's null mean and p of the result on
+    that cell."""
+    import numpy as np
+
+    from align.store import open_result
+
+    root = measured_study
+    ds = open_result(f"{root}/results/fits/a--b.zarr")
+    page, _, _ = open_page(browser, (Path(root) / "report/pairs/a--b.html").as_uri())
+    for name, pick in (("cka", np.argmax), ("procrustes", np.argmin)):
+        cells = page.locator(f"table.m span[title*=': {name} ']")
+        assert cells.count() == ds[name].size, name
+        last = cells.count() - 1
+        cells.nth(last).hover()
+        title = cells.nth(last).get_attribute("title")
+        i, j, value = re.fullmatch(
+            rf"source boundary (\d+), target boundary (\d+): {name} ([-0-9.e]+) \[.*\]", title
+        ).groups()
+        expected = float(ds[name].sel(source_boundary=int(i), target_boundary=int(j)))
+        assert abs(float(value) - expected) <= 5e-7, (title, expected)
+        m = ds[name].transpose("source_boundary", "target_boundary")
+        path = [int(m.target_boundary[k]) for k in pick(m.values, axis=1)]
+        heading = page.locator(f"h2:text-is('{name}')")
+        table = heading.locator("xpath=following-sibling::table[1]")
+        rows = table.locator("tr").all_inner_texts()[1:]
+        assert [int(r.split("\t")[1].split()[1]) for r in rows] == path, (name, rows)
+        first = rows[0].split("\t")
+        b0 = int(m.source_boundary[0])
+        cell = dict(source_boundary=b0, target_boundary=path[0])
+        null = float(ds[f"{name}_null_mean"].sel(cell))
+        p = float(ds[f"{name}_p"].sel(cell))
+        assert abs(float(first[3]) - null) <= 5e-4 and abs(float(first[5]) - p) <= 5e-4, first
+    page.context.close()

@@ -5,6 +5,8 @@ within 1e-8 relative; known answers; the refusals."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -51,6 +53,7 @@ def _values(sums, names, w=None):
 def test_every_measure_equals_its_reference_from_rows():
     from align.measures import STREAMED
 
+    STREAMED = tuple(n for n in STREAMED if n != "procrustes-heldout")  # its own test, below
     X, Y = _rows()
     groups = np.arange(len(X)) % 4
     shifts = ({0: X[:10].mean(0)}, {0: Y[:10].mean(0) + 1.0})  # any fixed shift
@@ -64,6 +67,7 @@ def test_weighted_groups_equal_the_measure_of_the_drawn_rows():
     twice counted twice."""
     from align.measures import STREAMED
 
+    STREAMED = tuple(n for n in STREAMED if n != "procrustes-heldout")
     X, Y = _rows(seed=1)
     groups = np.arange(len(X)) % 5
     w = np.array([2.0, 0.0, 1.0, 1.0, 1.0])
@@ -104,3 +108,62 @@ def test_unknown_measure_is_refused_listing_the_valid_ones():
     _one_line(e, "`measures` nope", ", ".join(MEASURES))
     assert parse_measures("all") == tuple(MEASURES)
     assert parse_measures("procrustes,cka") == ("ridge", "cka", "procrustes")
+
+
+@pytest.mark.parametrize("widths", [(7, 5), (5, 7), (6, 6)])
+def test_heldout_procrustes_equals_scipy_on_training_and_heldout_rows(widths):
+    """procrustes-heldout from the held-out rows' sums with the rotation fitted on other
+    rows, against scipy's orthogonal_procrustes on zero-padded rows (1e-8), on all the
+    held-out rows and on a resample of groups (a group drawn twice, twice); with the rotation
+    fitted on the held-out rows themselves it is the chordal form of the in-sample distance,
+    sqrt(2 − 2 cos(procrustes))."""
+    from align.measures import streamed
+    from tests.helpers.measures_reference import procrustes_heldout
+
+    X, Y = _rows(n=500, d_s=widths[0], d_t=widths[1], seed=3)
+    train, test = np.arange(200), np.arange(200, 500)
+    Xt, Yt = X[train] - X[train].mean(0), Y[train] - Y[train].mean(0)
+    R = streamed.rotation(Xt.T @ Yt)
+    groups = np.arange(len(test)) % 5
+    shifts = ({0: X[train].mean(0)}, {0: Y[train].mean(0)})
+    sums = streamed.row_sums({0: X[test]}, {0: Y[test]}, shifts, groups, 5, rotations={(0, 0): R})
+    got = _values(sums, ("procrustes-heldout", "procrustes"))
+    want = procrustes_heldout(X[train], Y[train], X[test], Y[test])
+    np.testing.assert_allclose(got["procrustes-heldout"], want, rtol=RTOL)
+    w = np.array([2.0, 0.0, 1.0, 1.0, 1.0])
+    rows = test[np.concatenate([np.flatnonzero(groups == g) for g in (0, 0, 2, 3, 4)])]
+    got_w = _values(sums, ("procrustes-heldout",), w)["procrustes-heldout"]
+    np.testing.assert_allclose(
+        got_w, procrustes_heldout(X[train], Y[train], X[rows], Y[rows]), rtol=RTOL
+    )
+    Xh, Yh = X[test] - X[test].mean(0), Y[test] - Y[test].mean(0)
+    own = streamed.row_sums(
+        {0: X[test]},
+        {0: Y[test]},
+        shifts,
+        groups,
+        5,
+        rotations={(0, 0): streamed.rotation(Xh.T @ Yh)},
+    )
+    chord = np.sqrt(2 - 2 * np.cos(got["procrustes"]))
+    np.testing.assert_allclose(
+        _values(own, ("procrustes-heldout",))["procrustes-heldout"], chord, rtol=1e-8
+    )
+
+
+def test_planner_counts_the_heldout_procrustes_rotations():
+    """With procrustes-heldout every pair's training rotation (d_S × d_T float64) is held
+    with the maps: the store route's block and the live route's pass count 8·nI·nJ·d_S·d_T
+    bytes more, and nothing without measures."""
+    from align.fitting import budget
+
+    nI, nJ, d_s, d_t = 3, 4, 64, 96
+    extra = 8 * nI * nJ * d_s * d_t
+    for copies in (3, 2):
+        plain = budget.measure_bytes(nI, nJ, d_s, d_t, 10, copies)
+        assert budget.measure_bytes(nI, nJ, d_s, d_t, 10, copies, rotations=True) == plain + extra
+    assert budget.measure_bytes(nI, nJ, d_s, d_t, 0, rotations=True) == 0
+    shape = budget.LiveShape(nI, d_s, nJ, d_t, 512, 128, 256, 4, 4, 1000, 10**6, measure_groups=1)
+    with_r = budget.pass_bytes(dataclasses.replace(shape, rotations=True), nJ, False)
+    without = budget.pass_bytes(shape, nJ, False)
+    assert with_r["measure sums"] - without["measure sums"] == extra

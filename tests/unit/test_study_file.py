@@ -66,6 +66,11 @@ def refused(tmp_path, text: str) -> str:
             "`bootstrap` 5: a 95% percentile interval needs at least 100",
         ),
         ("[corpus.more]\n", "[corpus] has no key 'more'"),
+        (
+            "[fit]\nmeasures = ['rsa']\n",
+            "`measures` rsa come with their calibration: give `permutations` 1 or more",
+        ),
+        ("[fit]\npermutations = 'many'\n", "[fit] permutations = 'many' must be a whole number"),
     ],
 )
 def test_bad_values_are_refused_naming_key_and_value(tmp_path, extra, expected):
@@ -95,6 +100,24 @@ def test_template_reads_back(tmp_path):
     assert [m.name for m in study.models] == ["small", "large"]
     assert study.pairs == (("small", "large"), ("large", "small"))
     assert study.measures == ("ridge",)
+
+
+def test_the_measures_reach_the_fits(tmp_path):
+    """[fit] measures and permutations are the FitSpec every fit of the study runs with (and
+    so in every fit unit's definition): ridge first, then the measures in align's order."""
+    from align.study import load_study
+    from align.study.units import plan
+
+    text = BASE + "[fit]\nmeasures = ['procrustes', 'cka']\npermutations = 3\n"
+    study = load_study(write(tmp_path, text))
+    assert study.fit.checked().measures == ("ridge", "cka", "procrustes")
+    assert study.fit.permutations == 3
+    fits = [u for u in plan(study) if u.kind == "fit"]
+    assert fits and all(
+        u.definition["spec"]["measures"] == ("procrustes", "cka")
+        and u.definition["spec"]["permutations"] == 3
+        for u in fits
+    )
 
 
 def names(study):

@@ -1,0 +1,152 @@
+"""Alignment results compared on one similarity measure of `align fit --measures` (`align
+compare --measure NAME`): each result's path on that measure's matrix, picked by its
+direction (a similarity's row argmax, a distance's row argmin: `align.measures.MEASURES`),
+the mean of the measure along the path (the closer of two results is the one with the
+larger mean for a similarity, the smaller for a distance), the path's Spearman correlation
+with depth and mean depth gap, and, where the fit calibrated the measure, the cells and the
+path that beat the grid's permutation null (docs/methods.md, Similarity measures)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from align.compare import checks
+from align.compare.series import Comparison, Series
+from align.errors import InputError
+from align.fitting.measured import FAMILY_LEVEL
+from align.measures import MEASURES, SIMILARITY, variable
+from align.names import labelled
+from align.ridge.matrix import spearman
+
+
+def pick_of(direction: str) -> str:
+    """ "argmax" for a similarity, "argmin" for a distance: how a row's closest target
+    boundary is picked."""
+    return "argmax" if direction == SIMILARITY else "argmin"
+
+
+def held_measures(ds) -> list:
+    """The measures an alignment result holds (attrs["summary"]["measures"] records with
+    their array present), in MEASURES order."""
+    records = (ds.attrs.get("summary") or {}).get("measures") or {}
+    return [
+        n for n in MEASURES if isinstance(records.get(n), dict) and records[n].get("array") in ds
+    ]
+
+
+def check_measure(name: str, kind: str, items) -> None:
+    """Refuse (InputError, one line) a `measure` that is no measure, results that are not
+    alignment results, or a result that does not hold it (naming what it holds); "ridge"
+    (the held-out error every alignment result holds) passes for alignment results."""
+    if name not in MEASURES:
+        raise InputError(f"`measure` {name}: not a measure; the measures are {', '.join(MEASURES)}")
+    if kind != "alignment":
+        raise InputError(
+            f"`measure` {name}: only alignment results hold measures; these are {kind} results"
+        )
+    if name == "ridge":
+        return
+    for _, path, ds in items:
+        if name not in held_measures(ds):
+            held = held_measures(ds)
+            raise InputError(
+                f"{path} holds no {name} (it holds {', '.join(held) or 'no measure but ridge'}): "
+                f"fit it again with `align fit --measures {name}`, or compare on another measure"
+            )
+
+
+def measure_path(values: np.ndarray, direction: str, tgt) -> list:
+    """The target boundary each source row picks: its argmax for a similarity, its argmin
+    for a distance (the first on ties)."""
+    pick = np.argmax if direction == SIMILARITY else np.argmin
+    return [int(tgt[k]) for k in pick(values, axis=1)]
+
+
+def _surviving(ds, name: str, cols: list) -> str:
+    """ "5 of 12 cells, path yes" where the fit calibrated `name` (its `_p_family` array),
+    else ""."""
+    var = variable(name) + "_p_family"
+    if var not in ds:
+        return ""
+    p = ds[var].transpose("source_boundary", "target_boundary").values.astype(np.float64)
+    survive = p < FAMILY_LEVEL
+    on_path = all(survive[a, b] for a, b in enumerate(cols))
+    return f"{int(survive.sum())} of {survive.size} cells, path {'yes' if on_path else 'no'}"
+
+
+def compare_measure(items, name: str) -> Comparison:
+    """Alignment results (`load`'s items, each holding `name`, `check_measure`) side by side
+    on measure `name`: per result its path (`measure_path`), the mean of the measure over the
+    path's cells ("<name> on path"), the Spearman correlation of the path over source
+    boundaries ≥ 1 with i/L_S (NaN: a constant path or fewer than two rows) and its mean depth
+    gap mean |j*(i)/L_T − i/L_S| over those rows, and the calibrated cells and path where the
+    fit calibrated the measure. No intervals: a result keeps per-cell intervals, not the
+    resamples a statistic of the path would need, and no per-document values of a measure,
+    so results get no paired difference either."""
+    direction = MEASURES[name]
+    pick = pick_of(direction)
+    var = variable(name)
+    calibrated = any(variable(name) + "_p_family" in ds for _, _, ds in items)
+    info = ["result", "source", "target", "L_S", "L_T", f"{pick} path"]
+    cmp = Comparison(
+        "alignment",
+        info + (["beat the null"] if calibrated else []),
+        [f"{name} on path", "Spearman", "mean depth gap"],
+        measure=name,
+    )
+    for label, path, ds in items:
+        checks.refuse_nonfinite(path, var, ds[var], f"fit again with `align fit --measures {name}`")
+        m = ds[var].transpose("source_boundary", "target_boundary")
+        values = m.values.astype(np.float64)
+        src, tgt = m["source_boundary"].values, m["target_boundary"].values
+        Ls, Lt = int(ds.attrs["n_layers_source"]), int(ds.attrs["n_layers_target"])
+        j = measure_path(values, direction, tgt)
+        cols = [list(tgt).index(b) for b in j]
+        rows = [a for a, i in enumerate(src) if i >= 1]
+        sdepth = np.array([src[a] / Ls for a in rows], np.float64)
+        jd = np.array([j[a] / Lt for a in rows], np.float64)
+        rho = spearman(sdepth, jd) if len(rows) >= 2 and len(set(jd)) > 1 else np.nan
+        gap = float(np.mean(np.abs(jd - sdepth))) if rows else np.nan
+        s = Series(
+            label,
+            {
+                "result": label,
+                "source": labelled(ds.attrs, "source"),
+                "target": labelled(ds.attrs, "target"),
+                "L_S": Ls,
+                "L_T": Lt,
+                f"{pick} path": " ".join(str(b) for b in j),
+            },
+            {f"{name} on path": float(values[np.arange(len(j)), cols].mean())},
+            {},
+            {},
+        )
+        s.value["Spearman"], s.value["mean depth gap"] = float(rho), gap
+        for c in cmp.columns:
+            s.low[c] = s.high[c] = np.nan
+        if calibrated:
+            s.info["beat the null"] = _surviving(ds, name, cols) or "not calibrated"
+        s.path = {
+            "source_boundaries": [int(i) for i in src],
+            "argmin_path": j,
+            "pick": pick,
+            "n_source": Ls,
+            "n_target": Lt,
+        }
+        if not np.isfinite(rho) and len(rows) >= 2:
+            cmp.notes.append(f"{label}: Spearman undefined: the {pick} path is constant")
+        cmp.series.append(s)
+    closer = "larger" if direction == SIMILARITY else "smaller"
+    cmp.notes.append(
+        f"{name} is a {direction}: each row's path is its {pick}, and a {closer} {name} on the "
+        "path is the closer pair; no intervals (the results keep per-cell intervals only)"
+    )
+    if len(items) > 1:
+        best = (max if direction == SIMILARITY else min)(
+            cmp.series, key=lambda s: s.value[f"{name} on path"]
+        )
+        cmp.notes.append(
+            f"closest on {name}: {best.label}; no paired difference (a result keeps no "
+            f"per-document values of {name})"
+        )
+    return cmp

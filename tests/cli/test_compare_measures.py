@@ -1,0 +1,263 @@
+"""The readers of `align fit --measures`: `align compare --measure NAME` on hand-built
+alignment results whose measure matrices are known (the path by the measure's direction, the
+mean along it, its Spearman and depth gap, the cells that beat the null: each recomputed here
+with numpy and scipy), `align info` listing the measures with their direction, path and
+calibration, the refusals (one line each), `compare --figure` as PNG, PDF or SVG by the suffix,
+written whole; and both readers on a result the fit wrote (tiny stores, cka and procrustes
+calibrated on sampled rows)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+
+import numpy as np
+import pytest
+import xarray as xr
+from scipy.stats import spearmanr
+
+from tests.helpers.assertions import one_line_error
+from tests.helpers.fixtures_demo import alignment_ds, depth_ds
+
+DIMS = ("source_boundary", "target_boundary")
+DIRECTIONS = {"cka": "similarity", "procrustes": "distance"}
+SAMPLE = {
+    "rows": 150,
+    "seed": 0,
+    "permutations": 19,
+    "neighbours": 10,
+    "null_scheme": "documents",
+    "bootstrap_resamples": 100,
+}
+
+
+def _pick(values, direction, tgt):
+    """Each row's argmax (similarity) or argmin (distance) target boundary, first on ties."""
+    k = values.argmax(1) if direction == "similarity" else values.argmin(1)
+    return [int(tgt[c]) for c in k]
+
+
+def measured_ds(seed, calibrated=False):
+    """alignment_ds (boundaries 0..3 → 0..6) with cka and procrustes matrices drawn from
+    `seed`, their summary records (direction, path) as the fit writes them, and with
+    `calibrated`, cka's p_family and the calibration's record."""
+    ds = alignment_ds(seed=seed)
+    rng = np.random.default_rng(100 + seed)
+    tgt = ds.target_boundary.values
+    shape = (ds.sizes["source_boundary"], ds.sizes["target_boundary"])
+    records = {}
+    for name, direction in DIRECTIONS.items():
+        v = rng.uniform(0.1, 0.9, shape)
+        ds[name] = (DIMS, v)
+        ds[name + "_low"], ds[name + "_high"] = (DIMS, v - 0.05), (DIMS, v + 0.05)
+        records[name] = {"direction": direction, "array": name, "path": _pick(v, direction, tgt)}
+    if calibrated:
+        p = rng.uniform(0.0, 0.12, shape)
+        ds["cka_p_family"] = (DIMS, p)
+        cols = [list(tgt).index(j) for j in records["cka"]["path"]]
+        records["cka"]["cells_surviving"] = int((p < 0.05).sum())
+        records["cka"]["path_surviving"] = bool(all(p[a, c] < 0.05 for a, c in enumerate(cols)))
+        ds.attrs["options"] = {"measures": ["ridge", "cka", "procrustes"], "sampled_rows": SAMPLE}
+    records["rows"] = "held-out documents (the rows ridge's held-out error is measured on)"
+    ds.attrs["summary"]["measures"] = records
+    return ds
+
+
+def _write(ds, path, schema="alignment"):
+    from align.store import write_result
+
+    return write_result(str(path), ds, schema)
+
+
+def expected_row(ds, name):
+    """The numbers compare should show for measure `name` of `ds`, from its matrix alone:
+    the path, the mean along it, Spearman of j*/L_T with i/L_S over i >= 1 (scipy) and the
+    mean depth gap over those rows."""
+    m = ds[name].transpose(*DIMS)
+    v, src, tgt = m.values, m.source_boundary.values, m.target_boundary.values
+    Ls, Lt = ds.attrs["n_layers_source"], ds.attrs["n_layers_target"]
+    path = _pick(v, DIRECTIONS[name], tgt)
+    rows = [a for a, i in enumerate(src) if i >= 1]
+    si = np.array([src[a] / Ls for a in rows])
+    sj = np.array([path[a] / Lt for a in rows])
+    return {
+        "path": " ".join(map(str, path)),
+        "on path": float(np.mean([v[a, list(tgt).index(j)] for a, j in enumerate(path)])),
+        "Spearman": float(spearmanr(si, sj).statistic) if len(set(sj)) > 1 else None,
+        "mean depth gap": float(np.mean(np.abs(sj - si))),
+    }
+
+
+def _csv(path):
+    return {r["result"]: r for r in csv.DictReader(io.StringIO(path.read_text()))}
+
+
+@pytest.mark.parametrize("name", ["cka", "procrustes"])
+def test_compare_on_a_measure_reads_its_path_by_its_direction(cli, tmp_path, name):
+    a, b = measured_ds(1), measured_ds(4)
+    pa, pb = _write(a, tmp_path / "a.zarr"), _write(b, tmp_path / "b.zarr")
+    code, out, err = cli("compare", pa, pb, "--measure", name, "-o", tmp_path / "t.csv")
+    assert code == 0, err
+    table = _csv(tmp_path / "t.csv")
+    pick = "argmax" if DIRECTIONS[name] == "similarity" else "argmin"
+    means = {}
+    for label, ds in (("a", a), ("b", b)):
+        want, row = expected_row(ds, name), table[label]
+        assert row[f"{pick} path"] == want["path"], (row, want)
+        np.testing.assert_allclose(float(row[f"{name} on path"]), want["on path"], rtol=1e-12)
+        np.testing.assert_allclose(float(row["mean depth gap"]), want["mean depth gap"], rtol=1e-12)
+        if want["Spearman"] is None:
+            assert row["Spearman"] == ""
+        else:
+            np.testing.assert_allclose(float(row["Spearman"]), want["Spearman"], rtol=1e-12)
+        assert row[f"{name} on path_low"] == row[f"{name} on path_high"] == ""  # no interval
+        means[label] = want["on path"]
+    # "better" follows the direction: the larger mean for a similarity, the smaller for a distance
+    closest = (max if DIRECTIONS[name] == "similarity" else min)(means, key=means.get)
+    flat = " ".join(out.split())
+    assert f"closest on {name}: {closest};" in flat
+    assert f"{name} is a {DIRECTIONS[name]}: each row's path is its {pick}" in flat
+    assert "argmin path" not in out.splitlines()[0] or pick == "argmin"
+
+
+def test_compare_says_which_cells_and_path_beat_the_null(cli, tmp_path):
+    a, b = measured_ds(2, calibrated=True), measured_ds(3)
+    pa, pb = _write(a, tmp_path / "a.zarr"), _write(b, tmp_path / "b.zarr")
+    code, out, err = cli("compare", pa, pb, "--measure", "cka")
+    assert code == 0, err
+    p = a["cka_p_family"].values
+    tgt = list(a.target_boundary.values)
+    path = _pick(a["cka"].values, "similarity", tgt)
+    on_path = all(p[k, tgt.index(j)] < 0.05 for k, j in enumerate(path))
+    rows = {line.split()[0]: line for line in out.splitlines()[1:3]}
+    assert (
+        f"{int((p < 0.05).sum())} of {p.size} cells, path {'yes' if on_path else 'no'}" in rows["a"]
+    )
+    assert "not calibrated" in rows["b"]
+
+
+def test_compare_ridge_is_the_error_matrix_and_refusals_are_one_line(cli, tmp_path):
+    pa = _write(measured_ds(1), tmp_path / "a.zarr")
+    plain = _write(alignment_ds(seed=5), tmp_path / "plain.zarr")
+    code, out, err = cli("compare", pa, plain)
+    assert code == 0, err
+    assert cli("compare", pa, plain, "--measure", "ridge")[1] == out
+    one_line_error(
+        *cli("compare", pa, plain, "--measure", "cka")[::2],
+        str(tmp_path / "plain.zarr"),
+        "holds no cka",
+        "--measures cka",
+    )
+    one_line_error(
+        *cli("compare", pa, "--measure", "rsa")[::2], "holds no rsa", "it holds cka, procrustes"
+    )
+    one_line_error(
+        *cli("compare", pa, "--measure", "ckaa")[::2], "--measure ckaa", "cka, cka-debiased"
+    )
+    d = _write(depth_ds(), tmp_path / "d.zarr", "depth")
+    one_line_error(
+        *cli("compare", d, "--measure", "cka")[::2], "--measure cka", "only alignment results"
+    )
+    bad = measured_ds(6)
+    bad["cka"][1, 2] = np.nan
+    pbad = _write(bad, tmp_path / "bad.zarr")
+    one_line_error(
+        *cli("compare", pbad, "--measure", "cka")[::2],
+        "cka is NaN at source boundary 1, target boundary 2",
+    )
+
+
+MAGIC = {".png": b"\x89PNG\r\n\x1a\n", ".pdf": b"%PDF-", ".svg": b"<?xml"}
+
+
+@pytest.mark.parametrize("suffix", [".pdf", ".svg", ".png"])
+def test_compare_figure_is_png_pdf_or_svg_by_its_suffix_and_written_whole(cli, tmp_path, suffix):
+    pa = _write(measured_ds(1), tmp_path / "a.zarr")
+    pb = _write(measured_ds(4), tmp_path / "b.zarr")
+    out = tmp_path / "figs"
+    out.mkdir()
+    fig = out / f"cmp{suffix}"
+    code, _, err = cli("compare", pa, pb, "--measure", "cka", "--figure", fig)
+    assert code == 0, err
+    data = fig.read_bytes()
+    assert data.startswith(MAGIC[suffix]), data[:20]
+    if suffix == ".svg":
+        assert b'id="path/a"' in data and b'id="path/b"' in data  # both paths drawn
+    assert os.listdir(out) == [fig.name]  # nothing left beside it
+    # an existing figure is replaced only with --overwrite, and stays as it was otherwise
+    one_line_error(*cli("compare", pa, "--figure", fig)[::2], str(fig), "--overwrite")
+    assert fig.read_bytes() == data
+    code, _, err = cli("compare", pa, "--figure", fig, "--overwrite")
+    assert code == 0 and fig.read_bytes() != data, err
+    one_line_error(*cli("compare", pa, "--figure", out / "cmp.jpg")[::2], "cmp.jpg", ".pdf")
+
+
+def test_info_lists_the_measures_their_paths_and_the_calibration(cli, tmp_path):
+    ds = measured_ds(2, calibrated=True)
+    path = _write(ds, tmp_path / "a.zarr")
+    code, out, err = cli("info", path)
+    assert code == 0, err
+    flat = " ".join(out.split())
+    rec = ds.attrs["summary"]["measures"]
+    cka_path = _pick(ds["cka"].values, "similarity", ds.target_boundary.values)
+    pro_path = _pick(ds["procrustes"].values, "distance", ds.target_boundary.values)
+    assert rec["cka"]["path"] == cka_path
+    cells = int((ds["cka_p_family"].values < 0.05).sum())
+    verdict = "does" if rec["cka"]["path_surviving"] else "does not"
+    assert (
+        f"measures cka (similarity): argmax path {cka_path} for i = [0, 1, 2, 3]; {cells} of 28 "
+        f"cells beat the grid's null (p_family < 0.05), the path {verdict} "
+        f"procrustes (distance): argmin path {pro_path} for i = [0, 1, 2, 3] computed on held-out"
+    ) in flat
+    assert (
+        "calibration 19 permutations of 150 sampled held-out rows, re-paired by documents "
+        "(seed 0); the row measures' intervals over 100 document resamples, k = 10 neighbours"
+    ) in flat
+    lines = out.splitlines()
+    assert max(len(line) for line in lines if str(path) not in line) <= 100
+    plain = _write(alignment_ds(), tmp_path / "plain.zarr")
+    plain_out = cli("info", plain)[1]
+    assert "  measures " not in plain_out and "  calibration " not in plain_out
+
+
+@pytest.fixture(scope="module")
+def fitted(fit_pair, tmp_path_factory):
+    """A result the fit wrote: tiny stores, cka and procrustes, calibrated on 60 sampled rows."""
+    import align
+
+    out = str(tmp_path_factory.mktemp("measured") / "m.zarr")
+    align.fit(
+        *fit_pair,
+        out,
+        measures="cka,procrustes",
+        permutations=19,
+        sample_rows=60,
+        bootstrap=100,
+        alphas=[1e-2],
+        target_boundaries="0,2,4",
+        scheduler="synchronous",
+        log=lambda m: None,
+    )
+    return out
+
+
+def test_readers_on_a_result_the_fit_wrote(cli, fitted, tmp_path):
+    ds = xr.open_zarr(fitted)
+    code, out, err = cli("info", fitted)
+    assert code == 0, err
+    flat = " ".join(out.split())
+    tgt = ds.target_boundary.values
+    for name, direction in DIRECTIONS.items():
+        pick = "argmax" if direction == "similarity" else "argmin"
+        path = _pick(ds[name].transpose(*DIMS).values, direction, tgt)
+        assert f"{name} ({direction}): {pick} path {path} for i = [0, 1, 2]" in flat
+    assert "calibration 19 permutations of 60 sampled held-out rows, re-paired by" in flat
+    code, out, err = cli("compare", fitted, "--measure", "cka", "-o", tmp_path / "t.csv")
+    assert code == 0, err
+    row = _csv(tmp_path / "t.csv")["m"]
+    want = expected_row(ds, "cka")
+    assert row["argmax path"] == want["path"]
+    np.testing.assert_allclose(float(row["cka on path"]), want["on path"], rtol=1e-12)
+    p = ds["cka_p_family"].transpose(*DIMS).values
+    assert row["beat the null"].startswith(f"{int((p < 0.05).sum())} of {p.size} cells, path ")
