@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup demo test test-fast lint format docs wheel-check clean
+.PHONY: setup demo test test-fast lint format docs option-tables wheel-check clean
 
 setup: $(VENV)/.installed
 
@@ -42,6 +42,10 @@ format: setup
 
 docs: setup
 	$(BIN)/mkdocs build --strict --site-dir site
+
+# the option tables of docs/commands, rewritten from the options' declarations
+option-tables: setup
+	$(BIN)/python -m align.cli.option_tables
 
 wheel-check: setup
 	bash .ci/wheel-check

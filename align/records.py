@@ -1,6 +1,7 @@
-"""Records built by field name: one helper for every options dataclass, so that the flat
-keywords of `align.extract` / `align.fit` and the CLI's parsed options reach the field they
-name (a field inserted in a dataclass can never shift the values after it)."""
+"""Records from the flat keywords of the Python API (`align.extract`, `align.fit`): each keyword
+reaches the field it names, so that a field inserted in a dataclass can never shift the values
+after it; the caller refuses what no record took. The command line builds its records by each
+option's declaration instead (`align.declarations`, `align.cli.declared`)."""
 
 from __future__ import annotations
 
@@ -26,9 +27,3 @@ def take(cls, values: dict, renamed: dict | None = None, skip: tuple = ()) -> di
         if name in names:
             out[name] = values.pop(k)
     return out
-
-
-def build(cls, values: dict, renamed: dict | None = None, **given):
-    """`cls(**given, **fields)`: the fields of `cls` that `values` names (`values` is left
-    as it is; `renamed` as in `take`), beside those in `given`."""
-    return cls(**given, **take(cls, dict(values), renamed, tuple(given)))

@@ -832,7 +832,7 @@ def blocking_budget(p, options, limit: int | None = None) -> tuple:
     held-out rows not kept), and at most `limit` (on a GPU: the share of its free memory align
     plans for by default)."""
     from align.fitting import live
-    from align.fitting.options import FitHooks
+    from align.fitting.fit_options import FitHooks
 
     one = live.make_plan(
         p, dataclasses.replace(options, hooks=FitHooks(worker_budget=1 << 62)), None
@@ -888,7 +888,7 @@ def phase_fit_live(ctx: dict, small: str, large: str, n_tokens: int, batch_size:
 
     from align import corpus as corpus_mod
     from align.fitting import live
-    from align.fitting.options import request
+    from align.fitting.fit_options import request
 
     device = ctx["device"]
     release(device)  # what the fit phase's GPU fit cached

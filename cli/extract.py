@@ -6,296 +6,67 @@ import json
 
 import click
 
-from align.cli.numbers import SEED, whole
-from align.corpus import DOC_SPLITS, FORMATS, OVERFLOWS, CorpusSpec, unescape
-from align.fitting.options import MODEL_DEVICES
-from align.models import DTYPES, ModelSpec, families
-from align.records import build
+from align.cli.declared import Parsed, fields, options_of
+from align.cli.shared_options import EXTRACT_OUTPUT
+from align.corpus import CorpusSpec, unescape
+from align.corpus.spec import PROTOCOL
+from align.declarations import declarations, flag
+from align.extraction import ExtractOptions, dropped_summary, extract
+from align.models import ModelSpec
 from align.result_info import describe
 from align.store import open_activations, open_result, read_attrs
-from align.store.codecs import CODECS, DEFAULT_CODEC, STORE_DTYPES
+
+# The corpus options every command that reads prompts shares; P1's protocol (documents packed
+# into full windows, a stand-in first token) is `align extract`'s alone.
+CORPUS_FIELDS = tuple(n for n in declarations(CorpusSpec) if n not in PROTOCOL)
 
 
-def corpus_options(f):
-    """The corpus options shared by every command that reads prompts."""
-    opts = [
-        click.option(
-            "--dataset",
-            metavar="NAME[:CONFIG]:SPLIT",
-            help="Read a `datasets` split instead of CORPUS (needs the datasets package).",
-        ),
-        click.option(
-            "--text-field",
-            default="text",
-            show_default=True,
-            help="Field holding the text in a .jsonl corpus.",
-        ),
-        click.option(
-            "--format",
-            "fmt",
-            default="plain",
-            show_default=True,
-            metavar="|".join(FORMATS),
-            help="Build task prompts from a data set's fields (gsm8k, mquake, math, hellaswag, aime: a .jsonl "
-            "file or --dataset), or generate N-digit arithmetic (addition:N[:SEED], multiplication:N[:SEED], "
-            "--max-docs problems, default 100); templates in docs/formats.md.",
-        ),
-        click.option(
-            "--doc-split",
-            type=click.Choice(DOC_SPLITS),
-            default=None,
-            help="How a .txt file becomes documents [default: blank lines for a file, one per file for a folder].",
-        ),
-        click.option(
-            "--max-length",
-            type=whole(2),
-            default=512,
-            show_default=True,
-            help="Tokens per sequence, special tokens included; longer documents are cut (see --overflow). Capped at the model's max_position_embeddings (said in a log line) unless --allow-long.",
-        ),
-        click.option(
-            "--overflow",
-            type=click.Choice(OVERFLOWS),
-            default="split",
-            show_default=True,
-            help="split: every window of a long document is a sequence; truncate: only the first.",
-        ),
-        click.option(
-            "--max-tokens",
-            type=whole(1),
-            default=None,
-            help="Stop after this many tokens.",
-        ),
-        click.option(
-            "--max-docs",
-            type=whole(1),
-            default=None,
-            help="Read at most this many documents.",
-        ),
-    ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
+def _parsed(values) -> Parsed:
+    return values if isinstance(values, Parsed) else Parsed(values)
 
 
-def protocol_options(f):
-    """P1's protocol (align.corpus): documents packed into full windows, a stand-in first
-    token. Commands that read a corpus through CorpusSpec can take these as they are."""
-    opts = [
-        click.option(
-            "--pack",
-            "pack",
-            default=None,
-            metavar="SEPARATOR",
-            help="Join the documents with SEPARATOR (text, tokenized; \\n \\t \\r \\\\ are escapes, e.g. "
-            "'\\n\\n' or '<|endoftext|>') and cut them into full windows of --max-length tokens; the "
-            "last partial window is left out. Part of the store's identity.",
-        ),
-        click.option(
-            "--stand-in-token",
-            type=whole(0),
-            default=None,
-            metavar="ID",
-            help="Put token ID at position 0 of every sequence (P1: 0 for a model without BOS, e.g. Qwen 2.5), "
-            "so the fit's default leaves out only it; refused when the tokenizer adds a BOS.",
-        ),
-    ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
+def corpus_spec(path, values) -> CorpusSpec:
+    """The CorpusSpec of a command's corpus and protocol options, by their declarations (the
+    separator's escapes read). Whether CORPUS may be left out (a generated --format needs
+    none) is `align.corpus.validate`'s rule: the one place that decides it."""
+    given = _parsed(values).fields(CorpusSpec)
+    pack = given.get("pack")
+    return CorpusSpec(**{**given, "path": path, "pack": None if pack is None else unescape(pack)})
 
 
-def corpus_spec(path, values: dict) -> CorpusSpec:
-    """The CorpusSpec of a command's corpus and protocol options, field by field from click's
-    parsed `values` (the separator's escapes read). Whether CORPUS may be left out (a generated
-    --format needs none) is `align.corpus.validate`'s rule: the one place that decides it."""
-    pack = values.get("pack")
-    return build(CorpusSpec, values, path=path, pack=None if pack is None else unescape(pack))
-
-
-def model_spec(name, values: dict) -> ModelSpec:
-    """The ModelSpec of MODEL and the model options, field by field from click's parsed `values`."""
-    return build(ModelSpec, values, name=name)
-
-
-DTYPE_HELP = "Compute dtype [default: float32 on CPU, bfloat16 on CUDA]."
-
-
-def float32_model_options(f):
-    """`model_options` of a command that computes in float32 on every device unless --dtype
-    says otherwise (igrad: gradients)."""
-    return model_options(f, "Compute dtype [default: float32 on every device: gradients need it].")
-
-
-def model_options(f, dtype_help: str = DTYPE_HELP):
-    opts = [
-        click.option("--revision", default=None, help="Hub revision (branch, tag or commit)."),
-        click.option("--dtype", type=click.Choice(DTYPES), default=None, help=dtype_help),
-        click.option(
-            "--device",
-            type=click.Choice(MODEL_DEVICES),
-            default="cpu",
-            show_default=True,
-            help="auto: accelerate's device_map='auto' (spreads a large model over the GPUs).",
-        ),
-        click.option(
-            "--trust-remote-code",
-            is_flag=True,
-            help="Allow the checkpoint's own Python code to run.",
-        ),
-        click.option(
-            "--allow-pickle-weights",
-            is_flag=True,
-            help="Also load .bin (pickle) weights; default is safetensors only.",
-        ),
-        click.option(
-            "--random-init",
-            is_flag=True,
-            help="Same architecture, seeded random weights: the untrained control.",
-        ),
-        click.option(
-            "--seed",
-            type=SEED,
-            default=0,
-            show_default=True,
-            help="Seed of --random-init.",
-        ),
-        click.option(
-            "--family",
-            type=click.Choice(families.NAMES),
-            default=None,
-            help="Read the model as this family (a renamed model_type); checked by a probe forward at load "
-            "[default: the family table's, or discovered and checked].",
-        ),
-    ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
+def model_spec(name, values) -> ModelSpec:
+    """The ModelSpec of MODEL and the model options, by their declarations."""
+    return _parsed(values).record(ModelSpec, name=name)
 
 
 @click.command("extract")
 @click.argument("model")
 @click.argument("corpus", required=False)
-@click.option(
-    "-o",
-    "--output",
-    required=True,
-    metavar="STORE",
-    help="Activation store to write (a folder, or an fsspec URL).",
-)
-@model_options
-@corpus_options
-@protocol_options
-@click.option(
-    "--batch-size",
-    type=whole(1),
-    default=8,
-    show_default=True,
-    help="Sequences per forward pass.",
-)
-@click.option(
-    "--boundaries",
-    default=None,
-    metavar="SPEC",
-    help="Residual boundaries to keep: e.g. 0,4,8 or ::2 or 1: [default: all 0..L].",
-)
-@click.option(
-    "--sublayers", is_flag=True, help="Also store what attention and MLP add to the residual."
-)
-@click.option(
-    "--store-dtype",
-    type=click.Choice(STORE_DTYPES),
-    default=None,
-    help="Storage dtype [default: the compute dtype, lossless]. float16 refuses values beyond 65504.",
-)
-@click.option(
-    "--codec",
-    type=click.Choice(CODECS),
-    default=DEFAULT_CODEC,
-    show_default=True,
-    help="Chunk codec (docs/commands/extract.md, the store layout).",
-)
-@click.option(
-    "--chunk-tokens",
-    type=whole(1),
-    default=None,
-    help="Tokens per stored chunk [default: ~4 MiB per chunk, measured; docs/commands/extract.md]. Part of the store's identity.",
-)
-@click.option(
-    "--allow-long",
-    is_flag=True,
-    help="Keep a --max-length above the model's max_position_embeddings (capped at it otherwise).",
-)
-@click.option(
-    "--dry-run",
-    is_flag=True,
-    help="Print what the run would write and cost, and check free disk; write nothing.",
-)
-@click.option("--break-lock", is_flag=True, help="Remove a stale lock left by a run that died.")
-@click.option(
-    "--overwrite",
-    is_flag=True,
-    help="Replace an activation store at -o made from other inputs (or complete) by a new extraction; nothing else is ever removed.",
-)
-def extract_cmd(
-    model,
-    corpus,
-    output,
-    revision,
-    dtype,
-    device,
-    trust_remote_code,
-    allow_pickle_weights,
-    random_init,
-    seed,
-    family,
-    dataset,
-    text_field,
-    fmt,
-    doc_split,
-    max_length,
-    overflow,
-    max_tokens,
-    max_docs,
-    pack,
-    stand_in_token,
-    batch_size,
-    boundaries,
-    sublayers,
-    store_dtype,
-    codec,
-    chunk_tokens,
-    allow_long,
-    dry_run,
-    break_lock,
-    overwrite,
-):
+@options_of(EXTRACT_OUTPUT, fields(ModelSpec), fields(CorpusSpec), fields(ExtractOptions))
+def extract_cmd(model, corpus, **values):
     """Store MODEL's residual stream at every boundary over CORPUS.
 
     MODEL is a folder made by save_pretrained or a hub id. CORPUS is a .txt file, a .jsonl
     file, or a folder of .txt files. Re-running the same command resumes an incomplete store
     (refused if the weights changed; --overwrite replaces it). The last line reports characters the tokenizer dropped.
     """
-    from align.extraction import (  # torch and transformers: loaded when the command runs
-        ExtractOptions,
-        extract,
-    )
+    parsed = Parsed(values)
+    spec, cspec = model_spec(model, parsed), corpus_spec(corpus, parsed)
+    options = parsed.record(ExtractOptions)
+    output = parsed.take(EXTRACT_OUTPUT)
+    parsed.done()
+    extract(spec, cspec, output, options)
 
-    values = dict(locals())
-    extract(
-        model_spec(model, values),
-        corpus_spec(corpus, values),
-        output,
-        build(ExtractOptions, values),
-    )
+
+INFO_JSON = flag("--json", help="Print the attributes as JSON.", is_flag=True, name="as_json")
 
 
 @click.command("info")
 @click.argument("store")
-@click.option("--json", "as_json", is_flag=True, help="Print the attributes as JSON.")
-def info_cmd(store, as_json):
+@options_of(INFO_JSON)
+def info_cmd(store, **values):
     """Print what STORE holds: model, tokens, boundaries, dtype, size, completeness, provenance."""
-    from align.extraction import dropped_summary
+    as_json = Parsed(values).take(INFO_JSON)
     from align.study.state import describe as describe_study
     from align.study.state import is_study
 

@@ -4,92 +4,65 @@ from __future__ import annotations
 
 import click
 
-from align.analyses.igrad_options import BASELINES, OBJECTS, PROTOCOLS, RULES, TARGETS, variant
+from align.analyses.analysis_options import EraseOptions, IgradOptions
+from align.analyses.igrad_options import Variant, variant
 from align.analyses.interventions_run import plan_erase, plan_igrad, run_erase, run_igrad
-from align.analyses.options import EraseOptions, IgradOptions
-from align.cli.analyses import _choices, _dry_run, run_outputs
-from align.cli.extract import (
-    corpus_options,
-    corpus_spec,
-    float32_model_options,
-    model_options,
-    model_spec,
+from align.cli.analyses import _choices
+from align.cli.declared import Parsed, fields, options_of
+from align.cli.extract import CORPUS_FIELDS, corpus_spec, model_spec
+from align.cli.shared_options import (
+    ANALYSIS_DRY_RUN,
+    ANALYSIS_OUTPUT,
+    ERASE_BATCH,
+    IGRAD_BATCH,
+    IGRAD_PROTOCOL,
+    OVERWRITE_RESULT,
 )
-from align.cli.numbers import whole
-from align.records import build
+from align.corpus import CorpusSpec
+from align.models import ModelSpec
 
 
-def _specs(model, prompts, kw):
+def _specs(model, prompts, parsed: Parsed):
     """The ModelSpec and CorpusSpec of MODEL, PROMPTS and the options (align.cli.extract's builders)."""
-    return model_spec(model, kw), corpus_spec(prompts, kw)
+    return model_spec(model, parsed), corpus_spec(prompts, parsed)
 
 
-def _common(default_batch: int, what: str):
-    def deco(f):
-        f = click.option(
-            "--answer-marker",
-            default=None,
-            metavar="TEXT",
-            help="The answer is the text after the last occurrence of TEXT in each prompt (any corpus; "
-            "--format gsm8k: 'The final answer is') [default: use --answer-field].",
-        )(f)
-        f = click.option(
-            "--answer-field",
-            default="answer",
-            show_default=True,
-            metavar="NAME",
-            help="In a .jsonl file, the field whose text is appended to --text-field's text as the answer.",
-        )(f)
-        return run_outputs(_dry_run(f), default_batch, what)
-
-    return deco
+def _answer(record) -> list:
+    """--answer-field and --answer-marker, as `record` declares them."""
+    return fields(record, "answer_field", "answer_marker")
 
 
 @click.command("erase")
 @click.argument("model")
 @click.argument("prompts", required=False)
-@_common(8, "Rows (a prompt and one erased position) per forward pass.")
-@click.option(
-    "--reference",
-    required=True,
-    metavar="CORPUS",
-    help="Corpus whose mean residual replaces the erased cell.",
+@options_of(
+    ANALYSIS_OUTPUT,
+    ERASE_BATCH,
+    OVERWRITE_RESULT,
+    ANALYSIS_DRY_RUN,
+    _answer(EraseOptions),
+    fields(EraseOptions, "reference", "reference_docs"),
+    fields(ModelSpec),
+    fields(CorpusSpec, *CORPUS_FIELDS),
 )
-@click.option(
-    "--reference-docs",
-    type=whole(1),
-    default=10,
-    show_default=True,
-    help="Documents of --reference to average over (fewer is an error).",
-)
-@model_options
-@corpus_options
-def erase_cmd(
-    model,
-    prompts,
-    output,
-    batch_size,
-    overwrite,
-    dry_run,
-    answer_field,
-    answer_marker,
-    reference,
-    reference_docs,
-    **kw,
-):
+def erase_cmd(model, prompts, **values):
     """Residual erasure: for every boundary b = 0..L and position t of each prompt, replace the
     residual at b (entering block b; at L, the last block's output) at t by the mean residual at
     b over the --reference prompts, and record the largest change ‖p′ − p‖₂ of the output
     distribution at the positions that predict the answer."""
 
-    values = dict(locals())
-    spec, cspec = _specs(model, prompts, kw)
+    parsed = Parsed(values)
+    output, batch_size = parsed.take(ANALYSIS_OUTPUT), parsed.take(ERASE_BATCH)
+    overwrite, dry_run = parsed.take(OVERWRITE_RESULT), parsed.take(ANALYSIS_DRY_RUN)
+    spec, cspec = _specs(model, prompts, parsed)
+    options = parsed.record(EraseOptions)
+    parsed.done()
     run = plan_erase if dry_run else run_erase
     run(
         output,
         spec=spec,
         cspec=cspec,
-        options=build(EraseOptions, values),
+        options=options,
         batch_size=batch_size,
         overwrite=overwrite,
     )
@@ -98,74 +71,19 @@ def erase_cmd(
 @click.command("igrad")
 @click.argument("model")
 @click.argument("prompts", required=False)
-@_common(16, "Interpolation points per forward and backward pass.")
-@click.option(
-    "--parts",
-    default="layer,attn,mlp",
-    show_default=True,
-    help="Comma-separated: layer, attn, mlp.",
+@options_of(
+    ANALYSIS_OUTPUT,
+    IGRAD_BATCH,
+    OVERWRITE_RESULT,
+    ANALYSIS_DRY_RUN,
+    _answer(IgradOptions),
+    fields(IgradOptions, "parts"),
+    IGRAD_PROTOCOL,
+    fields(Variant),
+    fields(ModelSpec, variant="gradients"),
+    fields(CorpusSpec, *CORPUS_FIELDS),
 )
-@click.option(
-    "--protocol",
-    type=click.Choice(tuple(PROTOCOLS)),
-    default="p1",
-    show_default=True,
-    help="Preset of the five options below: p1 = residual, position-mean, prob, left, 256 steps ([P1]'s code); "
-    "align = delta, zero, logprob, midpoint, 64 steps. An option given explicitly replaces the preset's.",
-)
-@click.option(
-    "--object",
-    "object_",
-    type=click.Choice(OBJECTS),
-    default=None,
-    help="Part layer: interpolate the residual h_{l+1} block l writes (residual) or what it adds, "
-    "h_{l+1} − h_l (delta); attn and mlp interpolate the sublayer's output either way [default: from --protocol].",
-)
-@click.option(
-    "--baseline",
-    type=click.Choice(BASELINES),
-    default=None,
-    help="The object's mean over the prompt's positions (position-mean), or 0 [default: from --protocol].",
-)
-@click.option(
-    "--target",
-    type=click.Choice(TARGETS),
-    default=None,
-    help="Differentiate the answer tokens' summed probability (prob) or log-probability (logprob) "
-    "[default: from --protocol].",
-)
-@click.option(
-    "--rule",
-    type=click.Choice(RULES),
-    default=None,
-    help="Riemann rule: points k/N (left) or (k + ½)/N (midpoint) [default: from --protocol].",
-)
-@click.option(
-    "--steps",
-    type=whole(1),
-    default=None,
-    help="Interpolation points N [default: from --protocol].",
-)
-@float32_model_options
-@corpus_options
-def igrad_cmd(
-    model,
-    prompts,
-    output,
-    batch_size,
-    overwrite,
-    dry_run,
-    answer_field,
-    answer_marker,
-    parts,
-    protocol,
-    object_,
-    baseline,
-    target,
-    rule,
-    steps,
-    **kw,
-):
+def igrad_cmd(model, prompts, **values):
     """Integrated gradients of the answer with respect to each part (layer, attention, MLP)
     at each layer and position. By default [P1]'s definition: the residual each block writes,
     interpolated from its mean over positions, the answer tokens' summed probability, a left
@@ -173,10 +91,16 @@ def igrad_cmd(
     of the variant run. Computes in float32 unless --dtype says otherwise."""
     from align.analyses.igrad import PARTS
 
-    values = dict(locals())
-    v = variant(protocol, object=object_, baseline=baseline, target=target, rule=rule, steps=steps)
-    spec, cspec = _specs(model, prompts, kw)
-    options = build(IgradOptions, values, parts=_choices(parts, PARTS, "--parts"), variant=v)
+    parsed = Parsed(values)
+    output, batch_size = parsed.take(ANALYSIS_OUTPUT), parsed.take(IGRAD_BATCH)
+    overwrite, dry_run = parsed.take(OVERWRITE_RESULT), parsed.take(ANALYSIS_DRY_RUN)
+    v = variant(parsed.take(IGRAD_PROTOCOL), **parsed.fields(Variant))
+    spec, cspec = _specs(model, prompts, parsed)
+    typed = parsed.fields(IgradOptions)
+    options = IgradOptions(
+        **{**typed, "parts": _choices(typed["parts"], PARTS, "--parts"), "variant": v}
+    )
+    parsed.done()
     run = plan_igrad if dry_run else run_igrad
     run(output, spec=spec, cspec=cspec, options=options, batch_size=batch_size, overwrite=overwrite)
 

@@ -18,7 +18,7 @@ import threading
 import click
 
 from align import messages
-from align.cli import renames
+from align.cli import declared, renames
 from align.errors import AlignError
 
 # Each module defines `commands`, a list of click commands. Import is lazy per command so
@@ -114,7 +114,8 @@ def cli():
 @functools.cache
 def option_names(name: str | None = None) -> dict[str, str]:
     """The option each Python parameter name is given as on the command line of command
-    `name` (None: over every command): a click option's own name and the name of each of its
+    `name` (None: over every command), from the options' declarations: the record field an
+    option sets (`n_workers` → --workers), a click option's own name and the name of each of its
     long flags (`fmt` and `format` → --format, `batch_size` → --batch-size), shown as the
     option is first declared (`output` → -o)."""
     names: dict[str, str] = {}
@@ -124,11 +125,8 @@ def option_names(name: str | None = None) -> dict[str, str]:
                 continue
             for p in command.params:
                 if isinstance(p, click.Option) and p.name:
-                    for name in (
-                        p.name,
-                        *(o[2:].replace("-", "_") for o in p.opts if o.startswith("--")),
-                    ):
-                        names.setdefault(name, p.opts[0])
+                    for python_name in declared.python_names(p):
+                        names.setdefault(python_name, p.opts[0])
     return names
 
 

@@ -7,6 +7,8 @@ import os
 
 import click
 
+from align.cli.declared import Parsed, options_of
+from align.declarations import flag
 from align.errors import InputError
 from align.names import pair_title
 from align.store import check_file_output, open_result
@@ -66,75 +68,73 @@ def _stem(path: str) -> str:
     return base[: -len(".zarr")] if base.endswith(".zarr") else base
 
 
-@click.command("plot")
-@click.argument("result")
-@click.option(
+OUTPUT = flag(
     "-o",
     "--output",
-    metavar="FILE",
-    default=None,
     help="Figure to write, PNG, PDF or SVG by its suffix (.png, .pdf, .svg) [default: RESULT "
     "with .png].",
+    metavar="FILE",
 )
-@click.option(
+METRIC = flag(
     "--metric",
-    type=click.Choice(["relative_error", "r2"]),
-    default=None,
     help="alignment: the matrix to draw [default: relative_error].",
+    choices=("relative_error", "r2"),
 )
-@click.option(
+MEASURE = flag(
     "--measure",
-    default=None,
-    metavar="NAME",
     help="alignment: draw this similarity measure of `align fit --measures` (cka, procrustes, ...) "
     "with its path (a similarity's argmax, a distance's argmin) instead of the error matrix.",
+    metavar="NAME",
 )
-@click.option(
-    "--agg",
-    default=None,
-    help="contributions: mean | max [mean]; skipping: max | mean_over_prompts [max].",
+AGG = flag(
+    "--agg", help="contributions: mean | max [mean]; skipping: max | mean_over_prompts [max]."
 )
-@click.option(
-    "--part", default=None, help="skipping: the R heatmap's part, layer | attn | mlp [layer]."
-)
-@click.option(
+PART = flag("--part", help="skipping: the R heatmap's part, layer | attn | mlp [layer].")
+DEPTH = flag(
     "--depth",
-    "depth_path",
-    metavar="DEPTH",
-    default=None,
     help="lens, contributions: a depth result whose effective depths to mark.",
+    metavar="DEPTH",
+    name="depth_path",
 )
-@click.option(
-    "--size",
-    default=None,
-    metavar="WxH",
-    help="Figure size in pixels [default: by schema, e.g. 900x750].",
+SIZE = flag(
+    "--size", help="Figure size in pixels [default: by schema, e.g. 900x750].", metavar="WxH"
 )
-@click.option(
+DPI = flag(
     "--dpi",
-    type=click.IntRange(min=20, max=MAX_DPI),
+    help="Dots per inch (fonts scale with it).",
+    type="whole",
+    least=20,
+    most=MAX_DPI,
     default=100,
     show_default=True,
-    help="Dots per inch (fonts scale with it).",
 )
-@click.option(
-    "--prompts",
-    default=None,
-    metavar="I,J,...",
-    help="erasure, igrad: prompt indices to draw [the first 4].",
+PROMPTS = flag(
+    "--prompts", help="erasure, igrad: prompt indices to draw [the first 4].", metavar="I,J,..."
 )
-@click.option(
+BESIDE = flag(
     "--beside",
-    "beside",
+    help="alignment: another alignment result (e.g. a control) drawn beside RESULT on one colour "
+    "scale; repeatable.",
     metavar="RESULT",
     multiple=True,
-    help="alignment: another alignment result (e.g. a control) drawn beside RESULT on one colour scale; repeatable.",
 )
-def plot_cmd(result, output, metric, measure, agg, part, depth_path, size, dpi, prompts, beside):
+
+
+@click.command("plot")
+@click.argument("result")
+@options_of(OUTPUT, METRIC, MEASURE, AGG, PART, DEPTH, SIZE, DPI, PROMPTS, BESIDE)
+def plot_cmd(result, **values):
     """Draw RESULT (an alignment, contributions, skipping, lens, depth, erasure or igrad store) as
     a PNG, PDF or SVG."""
     from align import plotting
     from align.plotting.common import FORMATS
+
+    parsed = Parsed(values)
+    output, metric, measure = parsed.take(OUTPUT), parsed.take(METRIC), parsed.take(MEASURE)
+    agg, part, depth_path = parsed.take(AGG), parsed.take(PART), parsed.take(DEPTH)
+    size, dpi, prompts = parsed.take(SIZE), parsed.take(DPI), parsed.take(PROMPTS)
+    beside = parsed.take(BESIDE)
+    parsed.done()
 
     pixels = parse_size(size)
     out = output or default_png(result)

@@ -6,6 +6,8 @@ import os
 
 import click
 
+from align.cli.declared import Parsed, options_of
+from align.declarations import flag
 from align.errors import InputError
 
 
@@ -56,16 +58,19 @@ def study_cmd(study_file, output, init, dry_run, keep_going, scheduler):
         raise SystemExit(1)
 
 
+REPORT_OUTPUT = flag(
+    "-o", "--output", help="The report's folder (index.html and its pages).", required=True
+)
+
+
 @click.command("report")
 @click.argument("study_dir", metavar="DIR")
-@click.option(
-    "-o", "--output", required=True, help="The report's folder (index.html and its pages)."
-)
-def report_cmd(study_dir, output):
+@options_of(REPORT_OUTPUT)
+def report_cmd(study_dir, **values):
     """Write the report of the study in DIR: a static site that opens offline."""
     from align.study.report import write_report
 
-    write_report(study_dir, output)
+    write_report(study_dir, Parsed(values).take(REPORT_OUTPUT))
 
 
 commands = [study_cmd, report_cmd]

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from align.declarations import option
 from align.errors import InputError
 
 OBJECTS = ("residual", "delta")  # part "layer": h_{l+1} itself, or what block l adds, h_{l+1} − h_l
@@ -25,11 +26,57 @@ class Variant:
     """One integrated-gradients variant: what is interpolated (`object`, for part "layer"),
     from which `baseline`, the `target` differentiated, the Riemann `rule` and its `steps` N."""
 
-    object: str
-    baseline: str
-    target: str
-    rule: str
-    steps: int
+    object: str = field(
+        metadata=option(
+            "--object",
+            help="Part layer: interpolate the residual h_{l+1} block l writes (residual) or what "
+            "it adds, h_{l+1} − h_l (delta); attn and mlp interpolate the sublayer's output "
+            "either way [default: from --protocol].",
+            choices=OBJECTS,
+            default=None,
+        )
+    )
+    """What is interpolated for part "layer": the residual h_{l+1} or what block l adds."""
+    baseline: str = field(
+        metadata=option(
+            "--baseline",
+            help="The object's mean over the prompt's positions (position-mean), or 0 [default: "
+            "from --protocol].",
+            choices=BASELINES,
+            default=None,
+        )
+    )
+    """The interpolation's start: the object's mean over positions, or 0."""
+    target: str = field(
+        metadata=option(
+            "--target",
+            help="Differentiate the answer tokens' summed probability (prob) or log-probability "
+            "(logprob) [default: from --protocol].",
+            choices=TARGETS,
+            default=None,
+        )
+    )
+    """What is differentiated: the answer's summed probability or log-probability."""
+    rule: str = field(
+        metadata=option(
+            "--rule",
+            help="Riemann rule: points k/N (left) or (k + ½)/N (midpoint) [default: from "
+            "--protocol].",
+            choices=RULES,
+            default=None,
+        )
+    )
+    """The Riemann rule: points k/N (left) or (k + ½)/N (midpoint)."""
+    steps: int = field(
+        metadata=option(
+            "--steps",
+            help="Interpolation points N [default: from --protocol].",
+            type="whole",
+            least=1,
+            default=None,
+        )
+    )
+    """Interpolation points N."""
 
     def protocol(self) -> str:
         """The preset this variant is ("p1", "align"), or "custom" for any other mix."""

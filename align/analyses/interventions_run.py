@@ -11,7 +11,7 @@ from align import corpus, models, provenance
 from align import store as st
 from align.analyses import answers, dryrun
 from align.analyses import prompts as prompt_files
-from align.analyses.options import EraseOptions, IgradOptions
+from align.analyses.analysis_options import EraseOptions, IgradOptions
 from align.analyses.run import _inputs, _log_default, _progress, _reading, check_vocabulary
 
 

@@ -14,7 +14,7 @@ from align import store as st
 from align.analyses import answers as answer_files
 from align.analyses import checkpoint, contrib, depth, dryrun, lens, skip
 from align.analyses import prompts as prompt_files
-from align.analyses.options import LensOptions, SkipOptions
+from align.analyses.analysis_options import LensOptions, SkipOptions
 from align.analyses.prompts import batches
 from align.errors import InputError, StoreMismatch
 from align.fitting.progress import Progress

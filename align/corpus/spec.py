@@ -16,11 +16,12 @@ a line break, a tab, a carriage return and a backslash; any other backslash is r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from align.corpus.formats import FORMATS, JSON_FORMATS, generated_format
+from align.declarations import not_an_option, option
 from align.errors import InputError
 
 DOC_SPLITS = ("blank", "line", "file")
@@ -33,19 +34,138 @@ ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
 class CorpusSpec:
     """What text, cut how. Every field but `path` spelling is part of a store's identity."""
 
-    path: str | None = None
-    dataset: str | None = None
-    text_field: str = "text"
-    fmt: str = "plain"
-    doc_split: str | None = None  # None: "blank" for a .txt file, "file" for a folder
-    max_length: int = 512
-    overflow: str = "split"
-    max_tokens: int | None = None
-    max_docs: int | None = None
-    pack: str | None = (
-        None  # None: one document per sequence; a separator: documents packed into full windows
+    path: str | None = field(default=None, metadata=not_an_option("the CORPUS argument"))
+    dataset: str | None = field(
+        default=None,
+        metadata=option(
+            "--dataset",
+            doc="read a `datasets` split instead of CORPUS (`pip install 'align-depth[datasets]'`, and the data reachable)",
+            help="Read a `datasets` split instead of CORPUS (needs the datasets package).",
+            metavar="NAME[:CONFIG]:SPLIT",
+        ),
     )
-    stand_in_token: int | None = None  # an id put at position 0 of every sequence (a stand-in BOS)
+    """A `datasets` split, NAME[:CONFIG]:SPLIT, read instead of `path`."""
+    text_field: str = field(
+        default="text",
+        metadata=option(
+            "--text-field",
+            doc="the field holding the text in a `.jsonl` corpus",
+            doc_default="`text`",
+            doc_metavar="TEXT",
+            help="Field holding the text in a .jsonl corpus.",
+            show_default=True,
+        ),
+    )
+    """The field holding the text in a .jsonl corpus."""
+    fmt: str = field(
+        default="plain",
+        metadata=option(
+            "--format",
+            doc="task prompts built from a data set's fields (`gsm8k`, `mquake`, `math`, `hellaswag`, `aime`: a `.jsonl` file or `--dataset`), or generated arithmetic (`addition:N[:SEED]`, `multiplication:N[:SEED]`: no CORPUS, `--max-docs` problems, 100 by default); templates in [task formats](../formats.md#task-formats-format)",
+            doc_default="`plain`",
+            doc_metavar="FORMAT",
+            help="Build task prompts from a data set's fields (gsm8k, mquake, math, hellaswag, "
+            "aime: a .jsonl file or --dataset), or generate N-digit arithmetic "
+            "(addition:N[:SEED], multiplication:N[:SEED], --max-docs problems, default 100); "
+            "templates in docs/formats.md.",
+            metavar="|".join(FORMATS),
+            show_default=True,
+        ),
+    )
+    """A task format (`align.corpus.formats`) or a generated arithmetic format."""
+    doc_split: str | None = field(
+        default=None,
+        metadata=option(
+            "--doc-split",
+            doc="how a `.txt` file becomes documents",
+            doc_default="blank lines for a file, one document per file for a folder",
+            help="How a .txt file becomes documents [default: blank lines for a file, one per "
+            "file for a folder].",
+            choices=DOC_SPLITS,
+        ),
+    )
+    """How a .txt file becomes documents; None: "blank" for a .txt file, "file" for a folder."""
+    max_length: int = field(
+        default=512,
+        metadata=option(
+            "--max-length",
+            doc="tokens per sequence, special tokens included; capped at the model's `max_position_embeddings`, with a log line that says so, unless `--allow-long`",
+            doc_metavar="N",
+            help="Tokens per sequence, special tokens included; longer documents are cut (see "
+            "--overflow). Capped at the model's max_position_embeddings (said in a log line) "
+            "unless --allow-long.",
+            type="whole",
+            least=2,
+            show_default=True,
+        ),
+    )
+    """Tokens per sequence, special tokens included."""
+    overflow: str = field(
+        default="split",
+        metadata=option(
+            "--overflow",
+            doc="a longer document becomes consecutive windows (split) or only its first window (truncate)",
+            help="split: every window of a long document is a sequence; truncate: only the first.",
+            choices=OVERFLOWS,
+            show_default=True,
+        ),
+    )
+    """What a document longer than `max_length` becomes: every window, or the first."""
+    max_tokens: int | None = field(
+        default=None,
+        metadata=option(
+            "--max-tokens",
+            doc="stop after N tokens (the last sequence is cut to fit; with `--pack`, whole windows only)",
+            doc_default="all",
+            doc_metavar="N",
+            help="Stop after this many tokens.",
+            type="whole",
+            least=1,
+        ),
+    )
+    """Stop after this many tokens (None: every token)."""
+    max_docs: int | None = field(
+        default=None,
+        metadata=option(
+            "--max-docs",
+            doc="read at most N documents",
+            doc_default="all",
+            doc_metavar="N",
+            help="Read at most this many documents.",
+            type="whole",
+            least=1,
+        ),
+    )
+    """Read at most this many documents (None: all)."""
+    pack: str | None = field(
+        default=None,
+        metadata=option(
+            "--pack",
+            doc="join the documents with SEPARATOR and cut the stream into full windows of `--max-length` tokens ([`--pack`](../formats.md#-pack-separator)); part of the store's identity",
+            doc_default="off",
+            help="Join the documents with SEPARATOR (text, tokenized; \\n \\t \\r \\\\ are "
+            "escapes, e.g. '\\n\\n' or '<|endoftext|>') and cut them into full windows of "
+            "--max-length tokens; the last partial window is left out. Part of the store's "
+            "identity.",
+            metavar="SEPARATOR",
+        ),
+    )
+    """None: one document per sequence; a separator: documents packed into full windows."""
+    stand_in_token: int | None = field(
+        default=None,
+        metadata=option(
+            "--stand-in-token",
+            doc="put token ID at position 0 of every sequence, so the fit's default leaves out only it ([`--stand-in-token`](../formats.md#-stand-in-token-id)); refused when the tokenizer adds a BOS",
+            doc_default="off",
+            help="Put token ID at position 0 of every sequence (P1: 0 for a model without BOS, "
+            "e.g. Qwen 2.5), so the fit's default leaves out only it; refused when the "
+            "tokenizer adds a BOS.",
+            type="whole",
+            least=0,
+            metavar="ID",
+        ),
+    )
+    """An id put at position 0 of every sequence (a stand-in BOS)."""
 
     def describe(self) -> str:
         if self.path is None and self.dataset is None:

@@ -14,7 +14,7 @@ Re-running the same command resumes an
 incomplete store from its last committed sequence, and records each run as a segment of the
 store's provenance. `--dry-run` times one batch end to end instead (align.extraction.dryrun).
 
-Module map: options (ExtractOptions, the keyword split), memory (a model object in memory
+Module map: extract_options (ExtractOptions, the keyword split), memory (a model object in memory
 saved for the run), inputs (checks, identity), plan
 (counting, layout, disk, the store's provenance), batches (length grouping, windows, pad),
 transfer (forward_batch: device → host), pipeline (the writer thread, the run loop), dryrun,
@@ -29,9 +29,9 @@ import time
 from align import corpus, messages, models, provenance
 from align import store as st
 from align.errors import InputError
-from align.extraction import batches, dryrun, memory, pipeline, plan
+from align.extraction import batches, memory, plan
+from align.extraction.extract_options import ExtractOptions, specs
 from align.extraction.inputs import DEFINING, resolve
-from align.extraction.options import ExtractOptions, specs
 from align.extraction.plan import dropped_summary
 from align.extraction.report import ExtractReport
 
@@ -88,6 +88,9 @@ def extract(
     AlignError
         A subclass for every bad input, all of them before the store is created.
     """
+    # torch (the forward's hooks) is loaded when an extraction runs, not when its options are read
+    from align.extraction import dryrun, pipeline
+
     if memory.is_model_object(model):
         with memory.saved_model(model, tokenizer, keywords) as spec:
             return extract(spec, corpus_source, output, options, log=log, **keywords)

@@ -14,8 +14,8 @@ from align import corpus, models, provenance
 from align import store as st
 from align.boundaries import parse_boundaries
 from align.errors import InputError, OutputRefused
-from align.extraction.options import ExtractOptions
-from align.fitting.options import MODEL_DEVICES, check_device
+from align.extraction.extract_options import ExtractOptions
+from align.fitting.fit_options import MODEL_DEVICES, check_device
 from align.messages import say
 from align.models import discovery, families
 

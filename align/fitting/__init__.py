@@ -4,7 +4,7 @@ statistics; everything after them is shared.
 
 One concept a module:
 
-- `options`: `FitSpec` (what a fit computes, recorded in the result), `Execution` (where
+- `fit_options`: `FitSpec` (what a fit computes, recorded in the result), `Execution` (where
   and how it runs), `request` (both checked, from records or keywords, as a `FitRequest`)
   and `check_device`, the one check of the device a fit computes on.
 - `split`: documents → parts (pure): `make_split(doc, pos, options) -> Split` (document ids
@@ -18,7 +18,7 @@ One concept a module:
   every task (`blas_limit`, `stop_if_cancelled`).
 - `graph`: the store route's Dask tasks (statistics read from the stores, tree sums,
   solve, held-out sums); `stores`: the store route itself, `fit(source, target, output)`.
-- `solve`: reduced statistics → maps: `check_alphas` (before any pass), `solve` (α per pair
+- `solver`: reduced statistics → maps: `check_alphas` (before any pass), `solve` (α per pair
   on the validation part, refit on fit + validation; torch on a GPU).
 - `result`: held-out sums → scores (`pair_results`), the alignment Dataset with summary and
   provenance (`alignment_dataset`, `Side`, route "store" or "live"), `check_result_room`,
@@ -65,8 +65,8 @@ from align.fitting.budget import (
     result_bytes,
     statistics_bytes,
 )
+from align.fitting.fit_options import Execution, FitSpec, check_device, request
 from align.fitting.maps import apply_map
-from align.fitting.options import Execution, FitSpec, check_device, request
 from align.fitting.result import (
     Side,
     alignment_dataset,
@@ -74,7 +74,7 @@ from align.fitting.result import (
     pair_results,
     write_alignment,
 )
-from align.fitting.solve import check_alphas, solve
+from align.fitting.solver import check_alphas, solve
 from align.fitting.split import TEST, Split, make_split, split_documents, token_parts
 from align.fitting.stores import FitReport, fit, open_pair
 

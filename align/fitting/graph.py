@@ -23,14 +23,14 @@ from align import store as st
 from align.errors import InputError
 from align.faults import fault_point
 from align.fitting.measured import rotations_of, with_rotations
-from align.fitting.solve import solve_all
+from align.fitting.solver import solve_all
 from align.fitting.split import CONVERGENCE_PARTS, TEST
 from align.fitting.tasks import blas_limit, stop_if_cancelled
 from align.measures import streamed
 from align.measures.streamed import MEASURE_GROUPS
 from align.ridge.backend import Backend
+from align.ridge.closed_form import SolvedMap
 from align.ridge.heldout import add_heldout, heldout_sums
-from align.ridge.solve import SolvedMap
 from align.ridge.statistics import FIT, N_PARTS, VAL, Statistics, chunk_statistics
 
 

@@ -14,7 +14,7 @@ over the corpus per block → per block:
       the block's highest boundary) → ridge.chunk_statistics into the block's sums on the
       device (rows of each part gathered in part order, float64); held-out rows kept in the
       compute dtype where the plan holds them
-    fitting.solve (the shared solver; each source boundary decomposed once for all blocks)
+    fitting.solver (the shared solver; each source boundary decomposed once for all blocks)
     held-out rows (kept, or a second forward of their batches) → ridge.heldout_sums
 
 and the result goes through the shared result writer (fitting.result) with `route: live` and
@@ -56,10 +56,10 @@ from align.fitting.budget import (
     plan_passes,
 )
 from align.fitting.cluster import default_memory_limit
+from align.fitting.fit_options import Execution, FitRequest, FitSpec, LiveJob, request
 from align.fitting.headline import headline
 from align.fitting.live_estimate import estimate
 from align.fitting.measured import HELDOUT_PROCRUSTES, measure_groups_of
-from align.fitting.options import Execution, FitRequest, FitSpec, LiveJob, request
 from align.fitting.pairing import check_tokenizers, resolve
 from align.fitting.passes import PassInputs, load_models, run_blocks
 from align.fitting.progress import Progress
@@ -494,7 +494,7 @@ def fit_live(
     log : callable, optional
         Receives each message (default: `align.messages.say`, to stderr).
     **keywords
-        The fields of `spec` and `run` by name (`options.request`).
+        The fields of `spec` and `run` by name (`fit_options.request`).
 
     Returns
     -------

@@ -8,9 +8,9 @@ from __future__ import annotations
 import time
 
 from align.fitting.cluster import executor
+from align.fitting.fit_options import FitRequest
 from align.fitting.graph import add_heldout_task, add_task, tree
 from align.fitting.measured import with_rotations
-from align.fitting.options import FitRequest
 from align.fitting.result import pair_results
 from align.fitting.shards import (
     ShardTask,
@@ -19,7 +19,7 @@ from align.fitting.shards import (
     shards_of,
     shift_task,
 )
-from align.fitting.solve import check_alphas, solve
+from align.fitting.solver import check_alphas, solve
 
 
 def run_on_cluster(p, options: FitRequest, log, plan_of) -> tuple:

@@ -14,12 +14,12 @@ from align import models
 from align.extraction.batches import pad
 from align.faults import fault_point
 from align.fitting.batches import Batch, TokenTable
+from align.fitting.fit_options import FitRequest, LiveJob
 from align.fitting.graph import add_heldout_all, heldout_of
 from align.fitting.measured import with_rotations
-from align.fitting.options import FitRequest, LiveJob
 from align.fitting.progress import Progress
 from align.fitting.result import pair_results
-from align.fitting.solve import check_alphas, solve_all
+from align.fitting.solver import check_alphas, solve_all
 from align.fitting.split import CONVERGENCE_PARTS, TEST, Split
 from align.hooks import capture
 from align.ridge.backend import Backend

@@ -18,10 +18,10 @@ from align.fitting import measured, uncertainty
 from align.fitting.budget import RESULT_MARGIN, ResultBytes, ResultShape, human_bytes, result_bytes
 from align.fitting.split import Split
 from align.measures import MEASURES, variable
+from align.ridge.closed_form import SolvedMap
 from align.ridge.heldout import scores
 from align.ridge.matrix import Summary
 from align.ridge.matrix import summary as matrix_summary
-from align.ridge.solve import SolvedMap
 from align.stats.bootstrap import Resampling
 from align.version import __version__
 

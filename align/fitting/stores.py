@@ -37,10 +37,10 @@ from align.fitting.cluster import (
     refuse_memory,
     worker_budget_of,
 )
+from align.fitting.fit_options import Execution, FitRequest, FitSpec, request
 from align.fitting.graph import BlockSettings, Job, Tokens, block_graph, sampled_rows
 from align.fitting.headline import headline
 from align.fitting.measured import HELDOUT_PROCRUSTES, measure_groups_of
-from align.fitting.options import Execution, FitRequest, FitSpec, request
 from align.fitting.pairing import (
     anchored_partner,
     check_same_text,
@@ -58,7 +58,7 @@ from align.fitting.result import (
     pair_results,
     write_alignment,
 )
-from align.fitting.solve import check_alphas
+from align.fitting.solver import check_alphas
 from align.fitting.split import make_split
 from align.fitting.tasks import cancel
 from align.ridge.statistics import FIT, VAL
@@ -321,7 +321,7 @@ def fit(
     inputs, never a folder holding anything but an alignment result, which only `overwrite`
     replaces), the two stores are cross-checked (`open_pair`), the folder of `output` must be
     writable with room for the result (`result.check_room`), and every α_rel must give a usable
-    absolute α for these data (`solve.check_alphas`).
+    absolute α for these data (`solver.check_alphas`).
 
     Parameters
     ----------
@@ -340,7 +340,7 @@ def fit(
         Receives each message (default: `align.messages.say`, to stderr).
     **keywords
         The fields of `spec` and `run` by name (alphas=..., scheduler=..., ...;
-        `options.request`), each replacing that field.
+        `fit_options.request`), each replacing that field.
 
     Returns
     -------

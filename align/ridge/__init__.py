@@ -9,7 +9,7 @@ The flow, all in float64, one module a step:
    XᵀX, Σy, Σ‖y‖², XᵀY) of SHIFTED rows (x − s_x, y − s_y, with s a first-chunk mean:
    centring later then cancels far less); `add_statistics` adds two of them (any order of
    chunks gives the same sums up to rounding; a fixed reduction tree gives the same bits).
-2. `solve`: `solve_block` does one eigendecomposition of the centred XᵀX per source boundary
+2. `closed_form`: `solve_block` does one eigendecomposition of the centred XᵀX per source boundary
    and part, scores every α of the grid on the validation part from statistics alone, picks
    α per pair (ties to the larger), and refits on all training tokens: a `SolvedMap` per pair.
 3. `heldout`: `heldout_sums` accumulates the held-out error sums of one chunk once W is known;
@@ -21,9 +21,7 @@ path. The names below are those callers use as `ridge.X`.
 """
 
 from align.ridge.backend import CPU, Backend
-from align.ridge.heldout import EPS, Scores, add_heldout, heldout_sums, scores
-from align.ridge.matrix import Summary, spearman, summary
-from align.ridge.solve import (
+from align.ridge.closed_form import (
     AUTO_FLOOR,
     AUTO_LIMITS,
     DEFAULT_ALPHAS,
@@ -40,6 +38,8 @@ from align.ridge.solve import (
     source_factor,
     validation_sse,
 )
+from align.ridge.heldout import EPS, Scores, add_heldout, heldout_sums, scores
+from align.ridge.matrix import Summary, spearman, summary
 from align.ridge.statistics import (
     FIT,
     N_PARTS,

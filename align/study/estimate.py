@@ -17,10 +17,11 @@ from align import boundaries as bmod
 from align import models
 from align import store as st
 from align.errors import DiskSpaceError
+from align.extraction import extract
 from align.extraction.plan import DISK_MARGIN
 from align.fitting import Execution
 from align.fitting.budget import ResultShape, result_bytes, statistics_bytes
-from align.fitting.options import LiveJob
+from align.fitting.fit_options import LiveJob
 from align.messages import human_bytes as human
 from align.study import units as units_mod
 from align.study.execute import why
@@ -164,8 +165,6 @@ def plan_study(study: Study, root: str, log=None) -> StudyPlan:
 
 
 def _extraction(study: Study, u, root: str) -> dict:
-    from align.extraction import extract
-
     m = study.model(u.models[0])
     out = os.path.join(root, u.output)
     if os.path.exists(out):  # made with other options: the run replaces it; time a new one

@@ -20,11 +20,12 @@ from dataclasses import asdict, dataclass, field, replace
 from align import messages, textfiles
 from align import store as st
 from align.analyses import run as analyses
-from align.analyses.options import LensOptions
+from align.analyses.analysis_options import LensOptions
 from align.errors import AlignError, InputError, StoreLocked
+from align.extraction import extract
 from align.faults import fault_point
 from align.fitting import Execution, fit
-from align.fitting.options import LiveJob
+from align.fitting.fit_options import LiveJob
 from align.stats.bootstrap import Resampling
 from align.study import units as units_mod
 from align.study.report import write_report
@@ -210,8 +211,6 @@ def _resampling(study: Study):
 
 
 def _extract(u, study, root, log):
-    from align.extraction import extract
-
     m = study.model(u.models[0])
     extract(m.spec, study.corpus, os.path.join(root, u.output), study.extraction, log=log)
 

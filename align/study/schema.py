@@ -16,8 +16,8 @@ from dataclasses import dataclass, fields, replace
 
 from align import corpus, models
 from align.errors import InputError
-from align.extraction.options import ExtractOptions
-from align.fitting.options import FitSpec
+from align.extraction.extract_options import ExtractOptions
+from align.fitting.fit_options import FitSpec
 
 try:  # the measures `align fit` computes; ridge alone where no other is built in
     from align.measures import MEASURES

@@ -58,7 +58,7 @@ def test_one_device_check_serves_the_fit_and_extraction(monkeypatch):
     import torch
 
     from align.extraction import inputs
-    from align.fitting.options import MODEL_DEVICES, check_device
+    from align.fitting.fit_options import MODEL_DEVICES, check_device
 
     assert inputs.check_device is check_device
     check_device("cpu")

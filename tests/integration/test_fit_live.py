@@ -72,7 +72,7 @@ def budget_of_two_of_five(job, **options):
     kept), beside the document bootstrap's weights: the bytes the plan counts, from its own
     arithmetic (the input of this case), for `job` fitted with `options`."""
     from align.fitting import budget, live
-    from align.fitting.options import request
+    from align.fitting.fit_options import request
 
     opts = request(None, None, options)
     p = live.prepare(job, opts)

@@ -71,7 +71,7 @@ def test_live_equals_the_store_route_across_tokenizers(
     assert want.attrs["pairing"]["mode"] == "char-anchors"
     job = job_of(zoo, corpus_file, dtype)
     if blocked:  # the budget counts the window's kept target rows
-        from align.fitting.options import request
+        from align.fitting.fit_options import request
 
         assert (
             live.shape_of(
@@ -161,7 +161,7 @@ def test_rows_paired_on_the_fly_are_the_stores_rows_at_the_anchors(zoo, extracte
     stores' rows at an anchored pair found by the reference loop; every such pair (neither token
     at position 0, its documents in the split) is yielded once."""
     from align.fitting import live, passes
-    from align.fitting.options import request
+    from align.fitting.fit_options import request
 
     X, cs = _store(extracted("qwen2", dtype="float32", **CORPUS))
     Y, ct = _store(extracted("qwen2", model_overrides=OTHER, dtype="float32", **CORPUS))

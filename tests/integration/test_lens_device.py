@@ -62,7 +62,7 @@ def test_store_lens_in_small_batches_equals_float64_reference(family, extracted,
     CPU in float32, against the unbatched float64 reference: KL rtol 1e-5 / atol 1e-6 nats
     (float32 logits of a 300-token vocabulary), top-5 overlap atol 1e-3 (a float32 near-tie
     may flip one of thousands of tokens)."""
-    from align.analyses.options import LensOptions
+    from align.analyses.analysis_options import LensOptions
     from align.analyses.run import run_lens
     from align.store import open_activations, open_result
 

@@ -183,8 +183,8 @@ def test_report_elsewhere_never_replaces_other_files(tiny_study, cli, tmp_path):
 def test_a_live_study_equals_align_fit_live(zoo, corpus_file, tmp_path):
     """`[route] kind = "live"`: no store; the pair's result equals `fit_live` bit for bit."""
     from align.corpus import CorpusSpec
+    from align.fitting.fit_options import LiveJob
     from align.fitting.live import fit_live
-    from align.fitting.options import LiveJob
     from align.models import ModelSpec
     from align.store import open_result
     from align.study import load_study, run_study

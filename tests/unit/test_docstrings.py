@@ -27,9 +27,7 @@ NAMED = tuple(f"align.measures.rows.{n}" for n in ROW_MEASURES)
 NAMED += tuple(f"align.measures.calibration.{n}" for n in CALIBRATION + ("check_permutations",))
 NAMED += ("align.measures.parse_measures", "align.measures.variable")
 # "module.function" -> why it keeps its prose docstring for now.
-OPTIONS = "options.py's records are redeclared field by field (issue #30, point 1); its "
-OPTIONS += "functions' docstrings follow that change"
-EXEMPT = {"align.fitting.options.request": OPTIONS, "align.fitting.options.check_device": OPTIONS}
+EXEMPT: dict = {}
 # The option records (ModelSpec and CorpusSpec carry options too) get field docstrings there.
 RECORDS = ("ExtractOptions", "FitSpec", "Execution", "LiveJob", "ModelSpec", "CorpusSpec")
 RECORDS += ("SkipOptions", "LensOptions", "EraseOptions", "IgradOptions")
@@ -123,7 +121,7 @@ def test_the_walk_finds_the_api():
         "align.fitting.maps.apply_map",
         "align.store.reader.open_activations",
         "align.store.results.open_alignment",
-        "align.ridge.solve.validation_sse",
+        "align.ridge.closed_form.validation_sse",
         "align.stats.bootstrap.resampled_maxima",
         "align.analyses.skip.skipping",
         "align.fitting.split.make_split",

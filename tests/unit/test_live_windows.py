@@ -198,8 +198,8 @@ def test_a_corpus_read_differently_by_the_two_tokenizations_is_refused():
     import pytest
 
     from align.errors import InputError
+    from align.fitting.fit_options import FitSpec
     from align.fitting.live_anchors import anchor
-    from align.fitting.options import FitSpec
 
     a, b = _table({0: 4, 1: 5}), _table({0: 4, 1: 5})
     a.corpus_hash, b.corpus_hash = "a" * 64, "b" * 64

@@ -15,8 +15,14 @@ FLAG = re.compile(r"(?<![\w`-])(--[a-z][a-z0-9-]*|-o)(?![\w-])")
 COMMAND_LINE = re.compile(r"align [a-z]+(?: [A-Z_.]+)*(?: --?[a-z][\w-]*(?:[ =][^\s`'\"]+)?)*")
 
 
+# The calls that declare a record field's command-line option (align.declarations): their
+# strings are the command line's own terms, not the library's messages.
+DECLARING = {"option", "flag", "not_an_option"}
+
+
 def strings(path: Path):
-    """(line, text) of every string literal of a module that is not a docstring."""
+    """(line, text) of every string literal of a module that is not a docstring, an attribute
+    docstring (a string under a field) or part of an option's declaration."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     docs = {
         id(n.body[0].value)
@@ -26,8 +32,23 @@ def strings(path: Path):
         and isinstance(n.body[0], ast.Expr)
         and isinstance(n.body[0].value, ast.Constant)
     }
+    docs |= {
+        id(n.value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
+    }
+    declaring = {
+        id(c)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and getattr(n.func, "id", None) in DECLARING
+        for c in ast.walk(n)
+    }
     for n in ast.walk(tree):
-        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
+        if (
+            isinstance(n, ast.Constant)
+            and isinstance(n.value, str)
+            and id(n) not in docs | declaring
+        ):
             yield n.lineno, n.value
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 
 from align.errors import InputError
-from align.fitting.options import backend
+from align.fitting.fit_options import backend
 from align.fitting.split import FRACTIONS, PART_GROUPS
-from align.ridge.solve import DEFAULT_ALPHAS, solve_block
+from align.ridge.closed_form import DEFAULT_ALPHAS, solve_block
 from align.ridge.statistics import N_PARTS, Statistics
 
 

@@ -1,0 +1,183 @@
+"""The options of the analyses that need more than a model, a corpus and a batch size, as
+records (ModelSpec and CorpusSpec group the model's and the corpus's), each field's option
+declared on it (`align.declarations`): the CLI generates its options from them and builds the
+records by declaration; `align.analyses.run` and `interventions_run` take them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from align.analyses.igrad_options import Variant
+from align.analyses.skip import PARTS, SETTINGS, SPLITS
+from align.declarations import flag, not_an_option, option
+
+# The answer options of `align erase` and `align igrad` (one declaration, two records).
+ANSWER_FIELD = flag(
+    "--answer-field",
+    help="In a .jsonl file, the field whose text is appended to --text-field's text as the answer.",
+    metavar="NAME",
+    show_default=True,
+)
+ANSWER_MARKER = flag(
+    "--answer-marker",
+    help="The answer is the text after the last occurrence of TEXT in each prompt (any corpus; "
+    "--format gsm8k: 'The final answer is') [default: use --answer-field].",
+    metavar="TEXT",
+)
+PARTS_FLAG = flag("--parts", help="Comma-separated: layer, attn, mlp.", show_default=True)
+
+
+def _parts(default: tuple) -> dict:
+    """The metadata of a `parts` field: typed comma-separated (the command checks each)."""
+    return option(
+        *PARTS_FLAG.flags, help=PARTS_FLAG.help, default=",".join(default), show_default=True
+    )
+
+
+@dataclass(frozen=True)
+class SkipOptions:
+    """`align skip`: the settings and parts run, the future setting's split points; each field's
+    option is declared on it, its meaning under it."""
+
+    settings: tuple = field(
+        default=SETTINGS,
+        metadata=option(
+            "--settings",
+            help=f"Comma-separated: {', '.join(SETTINGS)}.",
+            default="current,future",
+            show_default=True,
+        ),
+    )
+    """The settings run ("current", "future")."""
+    parts: tuple = field(default=PARTS, metadata=_parts(PARTS))
+    """The parts skipped ("layer", "attn", "mlp")."""
+    split: str = field(
+        default="random",
+        metadata=option(
+            "--split",
+            help="The future setting's split points: random (up to 4 per prompt from 8, 16, ...; "
+            "P1 on GSM8K), answer-start (one per prompt: its first answer token, read as `align "
+            "erase` reads answers; P1 on MQuAKE) or answer-points (the first answer token + 0, 4, "
+            "8, ... short of the answer's last 4 tokens, shuffled with --split-seed per prompt, up "
+            "to 4; P1's rule on MATH) or answer-points-stream (the same points drawn from one "
+            "Python random stream seeded --split-seed, prompt after prompt: P1's draws with "
+            "--split-seed 12345 and every level's prompts in one file, in P1's order).",
+            metavar="|".join(SPLITS),
+            show_default=True,
+        ),
+    )
+    """The future setting's split points: "random" (P1's seeded split points, seed
+    `split_seed`), "answer-start", "answer-points" or "answer-points-stream" (from each prompt's
+    answer)."""
+    split_seed: int = field(
+        default=0,
+        metadata=option(
+            "--split-seed",
+            help="Seed of the future setting's split points.",
+            type="seed",
+            show_default=True,
+        ),
+    )
+    """The seed of the random split points."""
+    answer_field: str = field(
+        default="answer",
+        metadata=option(
+            "--answer-field",
+            help="With --split answer-start or answer-points: the .jsonl field holding the answer.",
+            show_default=True,
+        ),
+    )
+    """The .jsonl field holding each prompt's answer (answer splits)."""
+    answer_marker: str | None = field(
+        default=None,
+        metadata=option(
+            "--answer-marker",
+            help="With --split answer-start or answer-points: the answer is the text after the "
+            "last TEXT.",
+            metavar="TEXT",
+        ),
+    )
+    """The answer is the text after the last occurrence of this marker (answer splits)."""
+    split_stream_after: tuple = field(
+        default=(),
+        metadata=option(
+            "--split-stream-after",
+            help="With --split answer-points-stream: files whose prompts draw from the stream "
+            "first, in the order given (the earlier levels, as P1 runs them); read with this "
+            "run's corpus options. Repeatable.",
+            metavar="FILE",
+            multiple=True,
+        ),
+    )
+    """With "answer-points-stream": the corpus files whose prompts draw from the stream first."""
+
+
+@dataclass(frozen=True)
+class LensOptions:
+    """`align lens`: how the head runs."""
+
+    batch_size: int = field(default=8, metadata=not_an_option("the command's --batch-size"))
+    """Prompts per forward of a live model."""
+    device: str = field(default="cpu", metadata=not_an_option("the model's --device (ModelSpec)"))
+    """Where the head runs from a store (cpu | cuda | auto)."""
+    dtype: str | None = field(
+        default=None, metadata=not_an_option("the model's --dtype (ModelSpec)")
+    )
+    """The head's dtype from a store (None: the model's compute dtype there)."""
+    tokens_per_step: int | None = field(
+        default=None, metadata=not_an_option("lens.HEAD_TOKENS; from the Python API")
+    )
+    """Tokens per head application (None: lens.HEAD_TOKENS)."""
+
+
+def _answer(of: object) -> dict:
+    """The metadata of an answer field declared by the shared flag `of`."""
+    how = {k: v for k, v in of.__dict__.items() if k not in ("flags", "help", "variants")}
+    return option(*of.flags, help=of.help, **how)
+
+
+@dataclass(frozen=True)
+class EraseOptions:
+    """`align erase`: the reference residual and how each prompt's answer is read."""
+
+    reference: str = field(
+        metadata=option(
+            "--reference",
+            help="Corpus whose mean residual replaces the erased cell.",
+            metavar="CORPUS",
+            required=True,
+        )
+    )
+    """The corpus whose mean residual replaces an erased cell."""
+    reference_docs: int = field(
+        default=10,
+        metadata=option(
+            "--reference-docs",
+            help="Documents of --reference to average over (fewer is an error).",
+            type="whole",
+            least=1,
+            show_default=True,
+        ),
+    )
+    """How many of its first documents are averaged."""
+    answer_field: str = field(default="answer", metadata=_answer(ANSWER_FIELD))
+    """The .jsonl field appended to each prompt as its answer."""
+    answer_marker: str | None = field(default=None, metadata=_answer(ANSWER_MARKER))
+    """The answer is the text after the last occurrence of this marker."""
+
+
+@dataclass(frozen=True)
+class IgradOptions:
+    """`align igrad`: the parts differentiated, the variant and how each prompt's answer is read."""
+
+    parts: tuple = field(default=PARTS, metadata=_parts(PARTS))
+    """The parts differentiated ("layer", "attn", "mlp")."""
+    variant: Variant | None = field(
+        default=None,
+        metadata=not_an_option("--protocol and its five options (igrad_options.variant)"),
+    )
+    """The variant (None: P1's, `PROTOCOLS["p1"]`)."""
+    answer_field: str = field(default="answer", metadata=_answer(ANSWER_FIELD))
+    """The .jsonl field appended to each prompt as its answer."""
+    answer_marker: str | None = field(default=None, metadata=_answer(ANSWER_MARKER))
+    """The answer is the text after the last occurrence of this marker."""

@@ -1,0 +1,120 @@
+"""Each option declared once: a record field carries how the command line sets it.
+
+A field of an options record (`FitSpec`, `Execution`, `LiveJob`, `ExtractOptions`,
+`ModelSpec`, `CorpusSpec`, the analyses' records) is declared with `option(...)` as its
+`dataclasses.field` metadata, `field(default=8, metadata=option("--batch-size", help=...))`: its flag, help, metavar, number type or choices, the command line's default where it
+differs from the field's, and, for a model's fields, the per-side forms of `align fit --live`
+(`--source-*`, `--target-*`). A field no option sets says so with `not_an_option(why)`. The CLI
+(`align.cli.declared`) generates the click options from these declarations, builds the records
+from the parsed values field by field, and names the library's parameters in messages by them;
+nothing here imports click.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+FROM_FIELD = object()  # a Flag's default: the record field's own
+KEY = "option"  # the metadata key of a field's declaration
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How one value is set on the command line.
+
+    flags: the option's spellings as click declares them (the first is the one messages show);
+    type: None (text), "int", "whole" (a whole number from `least`), "seed", "finite" (a
+    finite decimal), "fraction" (a decimal in 0..1); least, most: a whole number's bounds (most
+    None: 2⁶³ − 1); choices: the values allowed;
+    default: the command line's default (FROM_FIELD: the field's own); parse: a check the CLI
+    runs as the value is parsed ("size", "alphas", "resamples", "resamples_or_none");
+    variants: {name: help} for a command that helps it otherwise (`options_of(...,
+    variant=name)`); name: the Python name of a standalone flag's value, where it is not the
+    flag's. doc, doc_default, doc_metavar: the option's row in its command's page (meaning,
+    default, the value's name), where they say more than the help (None: the help's)."""
+
+    flags: tuple
+    help: str
+    metavar: str | None = None
+    type: str | None = None
+    least: int | None = None
+    most: int | None = None
+    choices: tuple | None = None
+    default: object = FROM_FIELD
+    show_default: bool = False
+    is_flag: bool = False
+    required: bool = False
+    multiple: bool = False
+    parse: str | None = None
+    variants: tuple = ()
+    name: str | None = None
+    doc: str | None = None
+    doc_default: str | None = None
+    doc_metavar: str | None = None
+
+    @property
+    def param(self) -> str:
+        """The Python name of a value set by this flag alone: `name`, or its longest flag in
+        snake case."""
+        longest = max(self.flags, key=len).lstrip("-")
+        return self.name or longest.replace("-", "_")
+
+
+@dataclass(frozen=True)
+class Sides:
+    """The per-model forms of a model's field when one command runs two models (`align fit
+    --live`): `shared` sets both (None: none), `source` and `target` one each (None: none);
+    a side's own value wins over the shared one when given."""
+
+    shared: Flag | None = None
+    source: Flag | None = None
+    target: Flag | None = None
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """A field's declaration: its single form (`flag`; None: none) and its per-side forms."""
+
+    flag: Flag | None
+    sides: Sides | None = None
+    why_not: str | None = None
+
+
+def flag(*flags: str, help: str, variants: dict | None = None, **how) -> Flag:
+    """A Flag (see its fields); `variants` {name: help}."""
+    return Flag(tuple(flags), help, variants=tuple((variants or {}).items()), **how)
+
+
+def option(*flags: str, help: str = "", sides: Sides | None = None, **how) -> dict:
+    """The metadata of a field set by `flags` (none: only by `sides`)."""
+    single = flag(*flags, help=help, **how) if flags else None
+    return {KEY: Declaration(single, sides)}
+
+
+def not_an_option(why: str) -> dict:
+    """The metadata of a field no option sets, and why (a test fails on a field with neither)."""
+    return {KEY: Declaration(None, None, why)}
+
+
+def declaration(record, name: str) -> Declaration | None:
+    """The declaration of field `name` of the dataclass `record` (None: undeclared)."""
+    for f in dataclasses.fields(record):
+        if f.name == name:
+            return f.metadata.get(KEY)
+    raise KeyError(f"{record.__name__} has no field {name!r}")
+
+
+def declarations(record) -> dict:
+    """{field name: Declaration} of every field of `record` set by an option, in field order."""
+    out = {}
+    for f in dataclasses.fields(record):
+        d = f.metadata.get(KEY)
+        if d is not None and (d.flag is not None or d.sides is not None):
+            out[f.name] = d
+    return out
+
+
+def undeclared(record) -> list[str]:
+    """The fields of `record` with no declaration at all (neither an option nor why not)."""
+    return [f.name for f in dataclasses.fields(record) if KEY not in f.metadata]

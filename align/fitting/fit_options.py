@@ -1,0 +1,673 @@
+"""The options of a fit, grouped as `ModelSpec` and `CorpusSpec` group a model's and a corpus's:
+what it computes (`FitSpec`, recorded in the result), where it runs (`Execution`), the test
+hooks (`FitHooks`), checked together as a `FitRequest`; the live route's models and corpus as
+`LiveJob`; and the one check of a `--device` (`check_device`: where a fit computes, and where
+`align extract` runs a model)."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field, replace
+
+from align import corpus, models, ridge, seeding
+from align.declarations import not_an_option, option
+from align.errors import InputError
+from align.fitting.anchors import MIN_COVERAGE, PAIRINGS, check_min_coverage, check_pairing
+from align.fitting.split import check_seed
+from align.measures import MEASURES, PERMUTATIONS, ROW_ONLY, SAMPLE_ROWS, STREAMED, parse_measures
+from align.measures.calibration import check_permutations
+from align.measures.rows import K_NEIGHBOURS
+from align.records import take
+from align.stats.bootstrap import (
+    MAX_RESAMPLES,
+    MIN_RESAMPLES,
+    RESAMPLES,
+    Resampling,
+    check_resamples,
+)
+
+CONTROLS = (None, "shuffle")  # --control: none, or other documents' tokens at the same positions
+
+
+@dataclass(frozen=True)
+class FitSpec:
+    """What a fit computes: the options its result records (`recorded`) and its numbers follow;
+    each field's option is declared on it, its meaning under it."""
+
+    test_fraction: float = field(
+        default=0.2,
+        metadata=option(
+            "--test-fraction",
+            doc="documents held out for scoring (the split is by `doc`, seeded)",
+            doc_metavar="F",
+            help="Fraction of documents held out for scoring.",
+            type="finite",
+            show_default=True,
+        ),
+    )
+    """The share of the documents held out for scoring."""
+    val_fraction: float = field(
+        default=0.2,
+        metadata=option(
+            "--val-fraction",
+            doc="of the rest, documents that choose α",
+            doc_metavar="F",
+            help="Fraction of the remaining documents that chooses α.",
+            type="finite",
+            show_default=True,
+        ),
+    )
+    """The share of the remaining documents that chooses α."""
+    seed: int = field(
+        default=0,
+        metadata=option(
+            "--seed",
+            doc="seed of the document split",
+            doc_metavar="N",
+            help="Seed of the document split.",
+            type="seed",
+            show_default=True,
+        ),
+    )
+    """The document split's seed."""
+    alphas: tuple = field(
+        default=ridge.DEFAULT_ALPHAS,
+        metadata=option(
+            "--alphas",
+            doc="relative penalties α_rel, in units of the mean eigenvalue trace(XcᵀXc)/d_S; `auto`: 1e-6 … 1e1 by decades, extended where an end wins ([the α grid](#the-grid-alphas-auto-and-val_sse)); a list is used as given",
+            doc_metavar="auto \\| A,B,...",
+            help="Relative ridge penalties (units of the mean eigenvalue of XcᵀXc). auto: 1e-6..1e1 "
+            "by decades, extended by decades (within 1e-12..1e6) where a pair's choice sits at an "
+            "end; a list is used as given, and the pairs choosing its ends are counted "
+            "[default: auto].",
+            metavar="auto|A,B,...",
+            default="auto",
+            parse="alphas",
+        ),
+    )
+    """Relative ridge penalties α_rel (units of the mean eigenvalue of XcᵀXc), kept sorted."""
+    include_first_token: bool = field(
+        default=False,
+        metadata=option(
+            "--include-first-token",
+            doc="also fit and score position 0 of each sequence",
+            help="Also fit and score position 0 of each sequence.",
+            is_flag=True,
+        ),
+    )
+    """Also fit and score position 0 of each sequence."""
+    source_boundaries: str | None = field(
+        default=None,
+        metadata=option(
+            "--source-boundaries",
+            help="Source boundaries to map from, e.g. 0,4,8 or ::2 [default: all stored].",
+            metavar="SPEC",
+        ),
+    )
+    """The source boundaries, as a boundary spec ("0,4,8", "::2"; None: all)."""
+    target_boundaries: str | None = field(
+        default=None,
+        metadata=option(
+            "--target-boundaries",
+            help="Target boundaries to map to [default: all stored].",
+            metavar="SPEC",
+        ),
+    )
+    """The target boundaries, as a boundary spec (None: all)."""
+    save_maps: bool = field(
+        default=False,
+        metadata=option(
+            "--save-maps",
+            doc="also store every map's W (`source_boundary`, `target_boundary`, `d_source`, `d_target`) and c, in float64 (the size is printed first)",
+            help="Also store every map's W and c (float64; the size is printed first).",
+            is_flag=True,
+        ),
+    )
+    """Also store every W and c."""
+    extend_alphas: bool | None = field(
+        default=None, metadata=not_an_option("`--alphas auto` sets it (the default grid, extended)")
+    )
+    """`--alphas auto`: a grid end chosen by some pair gains decades there
+    (`ridge.solve_block`); None: extend the default grid, not one given in `alphas`."""
+    bootstrap: int = field(
+        default=RESAMPLES,
+        metadata=option(
+            "--bootstrap",
+            doc="resamples of the held-out documents for `p_best` and every interval: 100 to 1,000,000, or 0 for none",
+            doc_metavar="N",
+            help=f"Resamples of the held-out documents for p_best and the 95% intervals "
+            f"({MIN_RESAMPLES:,} to {MAX_RESAMPLES:,}; 0: none).",
+            type="int",
+            show_default=True,
+            parse="resamples_or_none",
+        ),
+    )
+    """Resamples of the held-out documents (0: none)."""
+    bootstrap_seed: int = field(
+        default=0,
+        metadata=option(
+            "--bootstrap-seed",
+            doc="seed of the document bootstrap",
+            doc_metavar="N",
+            help="Seed of the document bootstrap.",
+            type="seed",
+            show_default=True,
+        ),
+    )
+    """The document bootstrap's seed."""
+    convergence: bool = field(
+        default=False,
+        metadata=option(
+            "--convergence",
+            doc="also fit ¼ and ½ of the training documents and score them ([convergence](#convergence-convergence)); three times the statistics' memory",
+            help="Also fit 1/4 and 1/2 of the training documents and score them "
+            "(relative_error_by_fraction): would more tokens change the matrix? Three times the "
+            "statistics' memory.",
+            is_flag=True,
+        ),
+    )
+    """Also fit ¼ and ½ of the training documents (`split.FRACTIONS`) and score them
+    (relative_error_by_fraction), at three times the statistics' memory."""
+    control: str | None = field(
+        default=None,
+        metadata=option(
+            "--control",
+            doc="pair each source token with the target's token at the same position of another document ([controls](#controls)); two stores only",
+            doc_metavar="shuffle",
+            help="shuffle: pair each source token with the target's token at the same position of "
+            "another document (the matrix a meaningless pairing gives; two stores only).",
+            choices=tuple(c for c in CONTROLS if c is not None),
+        ),
+    )
+    """"shuffle" pairs each source token with the target's token at the same position of another
+    document (`split.shuffle_partners`): the matrix a meaningless pairing gives."""
+    pairing: str = field(
+        default="auto",
+        metadata=option(
+            "--pairing",
+            doc="which tokens are rows: one token stream token for token, or the tokens of two tokenizations that end at the same character ([pairing](#pairing-two-tokenizers)); auto: tokens when the tokenizers behave identically; char-anchors: two stores only",
+            help="Which tokens make a row: tokens (one token stream, token for token), "
+            "char-anchors (the tokens of two tokenizations that end at the same character of a "
+            "document; two stores only), auto (tokens when the tokenizers behave identically, "
+            "else char-anchors).",
+            choices=PAIRINGS,
+            show_default=True,
+        ),
+    )
+    """Which rows pair the two models (`anchors`): "tokens" (one token stream, token for token),
+    "char-anchors" (the tokens of two tokenizations that end at the same character of a
+    document), "auto" (tokens when the tokenizers behave identically, else char-anchors)."""
+    min_coverage: float = field(
+        default=MIN_COVERAGE,
+        metadata=option(
+            "--min-coverage",
+            doc="char-anchors: the fraction of each model's text, in the contexts both read, that must lie before an anchor the two share; below it the fit is refused (0: no floor). Token coverage, bounded by the token counts, is reported, not refused",
+            doc_metavar="F",
+            help="char-anchors: the fraction of each model's text, in the contexts both read, that "
+            "must lie before an anchor the two share (0: no floor); token coverage is reported, "
+            "not refused.",
+            type="fraction",
+            show_default=True,
+        ),
+    )
+    """The fraction of each side's text, in the contexts both read, that must lie before a
+    shared anchor (`anchors.text_coverage`)."""
+    measures: tuple = field(
+        default=("ridge",),
+        metadata=option(
+            "--measures",
+            doc="similarity measures beside ridge, comma-separated, or `all`: `cka`, `cka-debiased`, "
+            "`procrustes`, `procrustes-heldout` (the rotation fitted on the training documents, the "
+            "error on the held-out ones), `cca`, `svcca` (on all the held-out rows, with a 95% "
+            "interval under `--bootstrap`) and `mknn`, `cknna`, `rsa` (on the sampled rows), each "
+            "calibrated against a permutation null on the sampled rows with `--permutations` "
+            "([methods](../methods.md#similarity-measures)); `ridge` is always computed",
+            help="Similarity measures beside ridge's held-out error, comma-separated, or all: "
+            f"{', '.join(MEASURES)}; each from the held-out rows, with its 95% interval under "
+            "--bootstrap.",
+            metavar="LIST",
+            default="ridge",
+            show_default=True,
+        ),
+    )
+    """The similarity measures computed beside ridge (`align.measures.MEASURES`; "ridge" always,
+    the others from the held-out rows)."""
+    sample_rows: int | None = field(
+        default=None,
+        metadata=option(
+            "--sample-rows",
+            doc="with `--measures`: held-out rows drawn by `--seed` for `mknn`, `cknna`, `rsa` and every measure's calibration (every held-out row when fewer; more is refused)",
+            doc_default="4,096",
+            doc_metavar="M",
+            help="With --measures: held-out rows drawn (by --seed) for mknn, cknna, rsa and every "
+            f"measure's calibration [default: {SAMPLE_ROWS:,}, or every held-out row when fewer].",
+            type="whole",
+            least=1,
+        ),
+    )
+    """The held-out rows the row measures and every measure's calibration use (None:
+    SAMPLE_ROWS, or all held-out rows when fewer)."""
+    permutations: int = field(
+        default=0,
+        metadata=option(
+            "--permutations",
+            doc="with `--measures`: null draws of every measure's calibration on the sampled rows (the target's documents re-paired; 99 gives p-values down to 0.01); 0: none; `mknn`, `cknna` and `rsa` need 1 or more",
+            doc_metavar="K",
+            help="With --measures: null draws of every measure's calibration on the sampled rows "
+            f"(the target's documents re-paired; {PERMUTATIONS} gives p-values down to 0.01); 0: "
+            "none. mknn, cknna and rsa need 1 or more.",
+            type="whole",
+            least=0,
+            show_default=True,
+        ),
+    )
+    """The calibration's null draws (0: no calibration; mknn, cknna and rsa need 1 or more)."""
+    neighbours: int = field(
+        default=K_NEIGHBOURS,
+        metadata=option(
+            "--neighbours",
+            doc="with `--measures`: k of `mknn` and `cknna`",
+            doc_metavar="k",
+            help="With --measures: k of mknn and cknna.",
+            type="whole",
+            least=1,
+            show_default=True,
+        ),
+    )
+    """k of mknn and cknna."""
+
+    def checked(self) -> "FitSpec":
+        """This spec with α sorted and extend_alphas decided, or the one-line InputError of
+        the first bad value (α, seed, control, bootstrap, bootstrap seed)."""
+        alphas = tuple(
+            sorted(
+                float(a) for a in (self.alphas if self.alphas is not None else ridge.DEFAULT_ALPHAS)
+            )
+        )
+        if not alphas or any(not (a > 0 and math.isfinite(a)) for a in alphas):
+            raise InputError(
+                f"`alphas` {','.join(map(str, alphas)) or '(empty)'}: every α_rel must be a positive finite number"
+            )
+        check_seed(self.seed)
+        check_pairing(self.pairing)
+        check_min_coverage(self.min_coverage)
+        if self.control not in CONTROLS:
+            raise InputError(
+                f"`control` {self.control!r}: the controls are shuffle (other documents' tokens at the same "
+                "positions); the untrained control is a `random_init` store, the self-map `align fit S S`"
+            )
+        if (
+            isinstance(self.bootstrap, bool)
+            or not isinstance(self.bootstrap, int)
+            or self.bootstrap < 0
+        ):
+            raise InputError(
+                f"`bootstrap` {self.bootstrap}: give the number of document resamples, 0 or more (0: none)"
+            )
+        if self.bootstrap:
+            check_resamples(self.bootstrap)
+        seeding.check(self.bootstrap_seed, "bootstrap_seed")
+        extend = (
+            self.extend_alphas
+            if self.extend_alphas is not None
+            else alphas == tuple(ridge.DEFAULT_ALPHAS)
+        )
+        return replace(
+            self,
+            alphas=alphas,
+            extend_alphas=bool(extend),
+            measures=parse_measures(self.measures),
+            permutations=self._checked_permutations(),
+        )
+
+    def _checked_permutations(self) -> int:
+        """`permutations` (0: no calibration), or the one-line InputError of a negative
+        count or of row measures asked without a null."""
+        if self.permutations == 0:
+            rows_only = [m for m in parse_measures(self.measures) if m in ROW_ONLY]
+            if rows_only:
+                raise InputError(
+                    f"`measures` {','.join(rows_only)} come with their calibration: give "
+                    f"`permutations` 1 or more ({PERMUTATIONS} gives p-values down to 0.01)"
+                )
+            return 0
+        return check_permutations(self.permutations)
+
+    @property
+    def resampling(self):
+        """The document bootstrap's `Resampling`, or None with bootstrap=0."""
+        return Resampling(self.bootstrap, self.bootstrap_seed) if self.bootstrap else None
+
+    @property
+    def streamed(self) -> tuple:
+        """The measures computed from the held-out sums (`align.measures.STREAMED`)."""
+        return tuple(m for m in self.measures if m in STREAMED)
+
+    @property
+    def sampled(self) -> tuple:
+        """The measures computed on the sampled rows: with `permutations`, every one asked
+        but ridge and procrustes-heldout (each gets its calibration; the held-out Procrustes
+        error needs the training rotation, which the sampled rows do not carry); without,
+        none."""
+        if not self.permutations:
+            return ()
+        return tuple(m for m in self.measures if m not in ("ridge", "procrustes-heldout"))
+
+    @property
+    def need_validation(self) -> bool:
+        """A validation part is split off only to choose among several α."""
+        return len(self.alphas) > 1
+
+    def recorded(self, device: str, **extra) -> dict:
+        """The options the result records (what decides its numbers; `device`: where the
+        products and solves ran), plus `extra` (task_tokens, n_tokens per part, ...)."""
+        d = asdict(self)
+        d["alphas"] = list(self.alphas)
+        head = (
+            "test_fraction",
+            "val_fraction",
+            "seed",
+            "alphas",
+            "include_first_token",
+            "source_boundaries",
+            "target_boundaries",
+        )
+        return {**{k: d.pop(k) for k in head}, "device": device, **d, **extra}
+
+
+@dataclass(frozen=True)
+class Execution:
+    """Where and how a fit runs; none of it changes a number of the result (but `device`,
+    recorded beside the `FitSpec`)."""
+
+    device: str = field(
+        default="cpu",
+        metadata=option(
+            "--device",
+            doc="`cuda`, `cuda:N`: the products and the solves (eigendecompositions included) run in float64 through torch. With `--live`: where both models run and the statistics accumulate (`cpu`, `cuda`, or `auto`, accelerate's `device_map`)",
+            help="Where products and solves (eigendecompositions included) run: cpu, or a CUDA "
+            "device (cuda, cuda:N) through torch, in float64. With --live: where both models run "
+            "and the statistics accumulate (cpu, cuda, or auto: accelerate's device_map).",
+            metavar="DEVICE",
+            show_default=True,
+        ),
+    )
+    """Where products and solves run ("cpu", "cuda", "cuda:N")."""
+    scheduler: str | None = field(
+        default=None,
+        metadata=option(
+            "--scheduler",
+            doc="a Dask scheduler address (`tcp://host:8786`), or `synchronous` (this process, one thread)",
+            doc_default="threads of this process, one per CPU core",
+            help="Dask scheduler address (tcp://host:8786), or `synchronous` to run in this "
+            "process [default: threads of this process, one per CPU core].",
+            metavar="ADDRESS",
+        ),
+    )
+    """None (threads of this process; a local Dask cluster with n_workers), "synchronous", or a
+    Dask scheduler address."""
+    n_workers: int | None = field(
+        default=None,
+        metadata=option(
+            "--workers",
+            doc="start a local Dask cluster of N worker processes instead of threads; more than the cores this process may run on are capped (the log says so), fewer when `--memory-limit` cannot hold them. Two stores only",
+            doc_metavar="N",
+            help="Run on a local Dask cluster of this many worker processes instead of threads of "
+            "this process: at most one per CPU core (more are capped, with a log line); fewer "
+            "when --memory-limit cannot hold them [default: no cluster].",
+            type="whole",
+            least=1,
+        ),
+    )
+    """Processes of the local cluster."""
+    memory_limit: int | str | None = field(
+        default=None,
+        metadata=option(
+            "--memory-limit",
+            doc="budget of the whole fit, e.g. `8GB`: this process and every worker it starts, their idle footprint included (per worker with `--scheduler`); [memory](#memory)",
+            doc_default="60% of the available memory",
+            help="Memory budget, e.g. 8GB: of the whole fit (this process and the workers it "
+            "starts, their idle footprint included), or per worker with --scheduler [default: "
+            "60% of the available memory].",
+            metavar="BYTES",
+            parse="size",
+        ),
+    )
+    """Bytes or "8GB": the whole fit's budget (per worker with an address)."""
+    task_tokens: int | None = field(
+        default=None,
+        metadata=option(
+            "--task-tokens",
+            doc="tokens each statistics task reads. Two stores only",
+            doc_default="the store's chunk; 65,536 or more on a GPU",
+            doc_metavar="N",
+            help="Tokens each task reads [default: the store's chunk; 65,536 or more on a GPU].",
+            type="whole",
+            least=1,
+        ),
+    )
+    """Tokens per statistics task (None: planned)."""
+    blas_threads: int | None = field(
+        default=1, metadata=not_an_option("fixed, so that sums do not depend on where they ran")
+    )
+    """BLAS threads per task (fixed, so that sums do not depend on where they ran)."""
+    storage_options: dict | None = field(
+        default=None, hash=False, metadata=not_an_option("fsspec's options, from the Python API")
+    )
+    """fsspec options of remote stores."""
+    overwrite: bool = field(
+        default=False,
+        metadata=option(
+            "--overwrite",
+            doc="replace RESULT if it is an alignment result (never a store, an input, or a folder holding anything else)",
+            help="Replace RESULT if it is an alignment result (never a store, an input or a folder "
+            "holding other files).",
+            is_flag=True,
+        ),
+    )
+    """Replace an existing alignment result at the output."""
+
+    def checked(self) -> "Execution":
+        """These settings with `memory_limit` in bytes, or the one-line InputError of the
+        first bad value (device, task tokens, memory limit)."""
+        check_device(self.device)
+        if self.task_tokens is not None and self.task_tokens < 1:
+            raise InputError(f"`task_tokens` {self.task_tokens} must be at least 1")
+        return replace(self, memory_limit=parse_memory(self.memory_limit))
+
+
+@dataclass(frozen=True)
+class FitHooks:
+    """What tests reach into (not options of a fit): worker_budget, bytes per worker
+    replacing the measured figure; keep_statistics: return the reduced statistics in the report."""
+
+    worker_budget: int | None = None
+    keep_statistics: bool = False
+
+
+@dataclass(frozen=True)
+class FitRequest:
+    """A checked fit: what it computes, where it runs, the test hooks (`request` builds it)."""
+
+    spec: FitSpec
+    run: Execution
+    hooks: FitHooks = FitHooks()
+
+    def recorded(self, **extra) -> dict:
+        """The result's `options` attribute: `FitSpec.recorded` on this run's device."""
+        return self.spec.recorded(**{"device": self.run.device, **extra})
+
+
+def request(
+    spec: FitSpec | None, run: Execution | None, keywords: dict, caller: str = "fit"
+) -> FitRequest:
+    """Check `align.fit`'s arguments into one FitRequest.
+
+    `spec` and `run` come as their records or None, their fields (and FitHooks') among
+    `keywords` by name, a keyword beside its record replacing that field.
+
+    Parameters
+    ----------
+    spec : FitSpec or None
+        What the fit computes (None: FitSpec's defaults).
+    run : Execution or None
+        Where and how it runs (None: Execution's defaults).
+    keywords : dict
+        Fields of FitSpec, Execution and FitHooks by name, each replacing that field.
+    caller : str
+        The function named in the TypeError of an unknown keyword.
+
+    Returns
+    -------
+    FitRequest
+        The spec (α sorted, the grid's extension decided), the run (memory in bytes) and the
+        test hooks, each checked.
+
+    Raises
+    ------
+    TypeError
+        A keyword that names no field.
+    InputError
+        The first bad value, in one line.
+    """
+    keywords = dict(keywords)
+    records = []
+    for cls, given in ((FitSpec, spec), (Execution, run), (FitHooks, None)):
+        values = take(cls, keywords)
+        records.append(replace(given, **values) if given is not None else cls(**values))
+    if keywords:
+        raise TypeError(
+            f"{caller}() got unexpected keyword arguments {sorted(keywords)} (not a field of FitSpec or "
+            "Execution)"
+        )
+    spec, run, hooks = records
+    return FitRequest(spec.checked(), run.checked(), hooks)
+
+
+@dataclass(frozen=True)
+class LiveJob:
+    """What the live route runs: both models, the corpus, how sequences are batched."""
+
+    source: models.ModelSpec = field(
+        metadata=not_an_option("SOURCE and the per-side model options (`ModelSpec`'s sides)")
+    )
+    """The source model."""
+    target: models.ModelSpec = field(
+        metadata=not_an_option("TARGET and the per-side model options (`ModelSpec`'s sides)")
+    )
+    """The target model."""
+    corpus: corpus.CorpusSpec = field(
+        metadata=not_an_option("CORPUS and the corpus options (`CorpusSpec`)")
+    )
+    """The corpus both models read."""
+    batch_size: int = field(
+        default=8,
+        metadata=option(
+            "--batch-size",
+            doc="sequences per forward pass of both models, batched as `align extract` batches them (the same batches, the same numbers)",
+            doc_metavar="N",
+            help="--live: sequences per forward pass (as `align extract`: the same batches, the "
+            "same numbers).",
+            type="whole",
+            least=1,
+            show_default=True,
+        ),
+    )
+    """Sequences per forward pass of both models."""
+    allow_long: bool = field(
+        default=False,
+        metadata=option(
+            "--allow-long",
+            help="--live: keep a --max-length above a model's position limit (capped at it "
+            "otherwise).",
+            is_flag=True,
+        ),
+    )
+    """Keep a max_length above a model's position limit (capped at it otherwise)."""
+
+
+MAX_BYTES = 2**63 - 1  # the largest size a byte count in torch, numpy or psutil holds
+
+
+def parse_memory(limit, option: str = "`memory_limit`") -> int | None:
+    """`option`'s budget (--memory-limit, --device-memory) as bytes: None (the default) and a
+    positive int pass, "8GB" / "512MiB" are parsed (dask's units). Anything else is a
+    one-line InputError naming the value: a size of 0 or less too (0 used to mean the
+    default, a negative size failed later as "too small")."""
+    if limit is None:
+        return None
+    if isinstance(limit, str):
+        from dask.utils import parse_bytes
+
+        try:
+            size = parse_bytes(limit)
+        except (ValueError, TypeError, OverflowError):  # 1e400 is float inf, which int() refuses
+            raise InputError(
+                f"{option} {limit!r} is not a size: write e.g. 8GB or 512MiB"
+            ) from None
+    elif isinstance(limit, int) and not isinstance(limit, bool):
+        size = limit
+    else:
+        raise InputError(
+            f"{option} {limit!r} is not a size: write e.g. 8GB or 512MiB (or a number of bytes)"
+        )
+    if size <= 0:
+        raise InputError(
+            f"{option} {limit}: a budget must be more than 0 bytes; write e.g. 8GB or 512MiB, "
+            "or leave the option out for its default"
+        )
+    if size > MAX_BYTES:
+        raise InputError(
+            f"{option} {limit}: {size:.3g} bytes is beyond any machine's memory (at most "
+            f"2**63 - 1 bytes); write e.g. 8GB or 512MiB, or leave the option out for its default"
+        )
+    return size
+
+
+FIT_DEVICES = ("cpu", "cuda", "cuda:N")  # where a fit's products and solves run (torch on a GPU)
+MODEL_DEVICES = models.spec.DEVICES  # where a model runs (auto: accelerate's device_map)
+
+
+def check_device(device: str, accepted: tuple = FIT_DEVICES) -> None:
+    """Refuse a device that is not one of `accepted` or does not exist here.
+
+    Cheap: it runs before weights are hashed or a corpus is tokenized. FIT_DEVICES is where a
+    fit computes, MODEL_DEVICES where `align extract` runs a model.
+
+    Parameters
+    ----------
+    device : str
+        The device asked for: "cpu", "cuda", "cuda:N" (a CUDA GPU by index) or "auto"
+        (accelerate's device_map: any GPUs torch sees, or the CPU).
+    accepted : tuple of str
+        The devices this caller takes (FIT_DEVICES or MODEL_DEVICES).
+
+    Raises
+    ------
+    InputError
+        In one line naming the device: not accepted, or no such CUDA device here.
+    """
+    indexed = (
+        "cuda:N" in accepted
+        and isinstance(device, str)
+        and re.fullmatch(r"cuda:\d+", device) is not None
+    )
+    if device not in accepted and not indexed:
+        raise InputError(f"`device` {device!r} is not one of {', '.join(accepted)}")
+    if device in ("cpu", "auto"):
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise InputError(
+            f"`device` {device} was asked for but torch sees no CUDA device: use `device` cpu"
+        )
+    n = torch.cuda.device_count()
+    if indexed and int(device.split(":")[1]) >= n:
+        raise InputError(f"`device` {device}: torch sees {n} CUDA GPU(s), cuda:0 to cuda:{n - 1}")
+
+
+def backend(device: str) -> ridge.Backend:
+    """Where the products and solves of a fit on `device` run: numpy on cpu, torch on CUDA."""
+    return ridge.Backend(device)

@@ -1,0 +1,263 @@
+"""The option tables of docs/commands, generated from the options' declarations.
+
+    python -m align.cli.option_tables           # rewrite the tables between their markers
+    python -m align.cli.option_tables --check   # exit 1 while a page differs (the suite runs it)
+
+A table sits between `<!-- options: NAME -->` and `<!-- /options -->` in its page; `TABLES`
+says which options it lists, in the order the command declares them. A row is the option's
+flags with the value's name (`doc_metavar`, or its choices, or its metavar), its default
+(`doc_default`, or the declared default: off for a flag, required, none) and its meaning
+(`doc`, or the help).
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import re
+import sys
+from dataclasses import dataclass
+
+from align.cli.declared import Entry, entries, fields, sides
+from align.cli.extract import CORPUS_FIELDS
+from align.cli.shared_options import (
+    BOOTSTRAP,
+    BOOTSTRAP_SEED,
+    DEPTH_CONTRIB,
+    DEPTH_LENS,
+    DEPTH_OUTPUT,
+    DEVICE_MEMORY,
+    EXTRACT_OUTPUT,
+    FIT_OUTPUT,
+    LIVE,
+    LIVE_DRY_RUN,
+    OVERWRITE_RESULT,
+)
+from align.corpus import CorpusSpec
+from align.extraction import ExtractOptions
+from align.fitting.fit_options import Execution, FitSpec, LiveJob
+from align.models import ModelSpec
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row for several options a page explains together (`parts`: which; their flags are
+    checked against the command's, the row's cells are the page's)."""
+
+    parts: tuple
+    option: str
+    default: str
+    meaning: str
+
+
+DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "commands"
+HEAD = "| option | default | meaning |\n|---|---|---|\n"
+
+# NAME: (page, the options of the table in order)
+TABLES = {
+    "extract-model": ("extract.md", (EXTRACT_OUTPUT, fields(ModelSpec))),
+    "extract-corpus": ("extract.md", (fields(CorpusSpec),)),
+    "extract-run": ("extract.md", (fields(ExtractOptions),)),
+    "fit-store": (
+        "fit.md",
+        (
+            FIT_OUTPUT,
+            fields(
+                FitSpec,
+                "test_fraction",
+                "val_fraction",
+                "seed",
+                "alphas",
+                "bootstrap",
+                "bootstrap_seed",
+                "convergence",
+                "control",
+                "measures",
+                "sample_rows",
+                "permutations",
+                "neighbours",
+                "pairing",
+                "min_coverage",
+                "include_first_token",
+            ),
+            Row(
+                (fields(FitSpec, "source_boundaries", "target_boundaries"),),
+                "`--source-boundaries SPEC`, `--target-boundaries SPEC`",
+                "all stored (with `--live`: all 0..L)",
+                "boundary subsets, e.g. `0,4,8`, `::2`, `1:` (the old names `--source-layers`, "
+                "`--target-layers` still work in this release, with a warning)",
+            ),
+            fields(FitSpec, "save_maps"),
+            fields(Execution, "overwrite"),
+        ),
+    ),
+    "fit-execution": (
+        "fit.md",
+        (fields(Execution, "scheduler", "n_workers", "memory_limit", "device", "task_tokens"),),
+    ),
+    "fit-live": (
+        "fit.md",
+        (
+            LIVE,
+            fields(LiveJob, "batch_size"),
+            Row(
+                (sides(ModelSpec, "dtype"),),
+                "`--dtype` float32 \\| bfloat16 \\| float16",
+                "float32 on CPU, bfloat16 on CUDA",
+                "compute dtype of both models; `--source-dtype`, `--target-dtype` set one",
+            ),
+            Row(
+                (sides(ModelSpec, "revision"),),
+                "`--source-revision`, `--target-revision`",
+                "the hub's default",
+                "hub revision of each model",
+            ),
+            Row(
+                (sides(ModelSpec, "random_init"),),
+                "`--random-init`",
+                "off",
+                "both models with seeded random weights (the untrained control); "
+                "`--source-random-init`, `--target-random-init`: one of them",
+            ),
+            Row(
+                (sides(ModelSpec, "seed"),),
+                "`--source-init-seed N`, `--target-init-seed N`",
+                "0",
+                "seeds of the random weights (`align extract --seed`)",
+            ),
+            Row(
+                (sides(ModelSpec, "family"),),
+                "`--source-family NAME`, `--target-family NAME`",
+                "the family table's, or discovered",
+                "read that model as this family (`align extract --family`; "
+                "[families](../families.md)), proved by a probe forward at load",
+            ),
+            Row(
+                (
+                    sides(ModelSpec, "trust_remote_code", "allow_pickle_weights"),
+                    fields(LiveJob, "allow_long"),
+                ),
+                "`--trust-remote-code`, `--allow-pickle-weights`, `--allow-long`",
+                "off",
+                "as for `align extract`, for both models (a `--max-length` above either model's "
+                "`max_position_embeddings` is capped at the fewer positions, with a log line, "
+                "unless `--allow-long`)",
+            ),
+            DEVICE_MEMORY,
+            LIVE_DRY_RUN,
+            Row(
+                (fields(CorpusSpec, *CORPUS_FIELDS),),
+                "`--dataset`, `--text-field`, `--format`, `--doc-split`, `--max-length` (512), "
+                "`--overflow`, `--max-tokens`, `--max-docs`",
+                "as `align extract`",
+                "the corpus ([extract's corpus options](extract.md#options), [task "
+                "formats](../formats.md#task-formats-format)); CORPUS may be left out with "
+                "`--dataset` or a generated `--format`",
+            ),
+        ),
+    ),
+    "depth": (
+        "depth.md",
+        (
+            DEPTH_CONTRIB,
+            DEPTH_LENS,
+            DEPTH_OUTPUT,
+            Row(
+                (OVERWRITE_RESULT,),
+                "`--overwrite`",
+                "off",
+                "replace an existing depth result at `-o`",
+            ),
+            BOOTSTRAP,
+            BOOTSTRAP_SEED,
+        ),
+    ),
+}
+
+
+def flags_of(name: str) -> set:
+    """The long flags table `name` lists (its rows' and its grouped rows' options)."""
+    parts = TABLES[name][1]
+    listed = entries(*(p for p in parts if not isinstance(p, Row)))
+    grouped = entries(*(q for p in parts if isinstance(p, Row) for q in p.parts))
+    return {e.flag.flags[-1] for e in [*listed, *grouped]}
+
+
+def _cell_option(entry: Entry) -> str:
+    flag = entry.flag
+    *short, last = flag.flags
+    value = flag.doc_metavar or flag.metavar
+    if flag.doc_metavar is None and flag.choices is not None:
+        value = " \\| ".join(flag.choices)
+    if value and " \\| " in value:  # a list of values, after the flag
+        return ", ".join(f"`{f}`" for f in flag.flags) + f" {value}"
+    tail = f"`{last} {value}`" if value and not flag.is_flag else f"`{last}`"
+    return ", ".join([*(f"`{f}`" for f in short), tail])
+
+
+def _cell_default(entry: Entry) -> str:
+    flag = entry.flag
+    if flag.doc_default is not None:
+        return flag.doc_default
+    if flag.required:
+        return "required"
+    if flag.is_flag:
+        return "off"
+    return "none" if entry.default is None else str(entry.default)
+
+
+def row(entry: Entry) -> str:
+    """One option's row of its command's table."""
+    meaning = entry.flag.doc or entry.flag.help
+    return f"| {_cell_option(entry)} | {_cell_default(entry)} | {meaning} |\n"
+
+
+def table(name: str) -> str:
+    """The Markdown of table `name`, its head included."""
+    rows = []
+    for part in TABLES[name][1]:
+        if isinstance(part, Row):
+            rows.append(f"| {part.option} | {part.default} | {part.meaning} |\n")
+        else:
+            rows.extend(row(e) for e in entries(part))
+    return HEAD + "".join(rows)
+
+
+def rewritten(text: str, page: str) -> str:
+    """`text` (page `page`) with every table of `TABLES` on it generated anew."""
+    for name, (where, _) in TABLES.items():
+        if where != page:
+            continue
+        pattern = re.compile(
+            rf"(<!-- options: {re.escape(name)} -->\n).*?(<!-- /options -->)", re.DOTALL
+        )
+        if not pattern.search(text):
+            raise SystemExit(f"{page}: no <!-- options: {name} --> ... <!-- /options --> markers")
+        text = pattern.sub(lambda m: m.group(1) + "\n" + table(name) + "\n" + m.group(2), text)
+    return text
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail while a page differs")
+    check = parser.parse_args(argv).check
+    stale = []
+    for page in sorted({page for page, _ in TABLES.values()}):
+        path = DOCS / page
+        text = path.read_text(encoding="utf-8")
+        new = rewritten(text, page)
+        if new != text:
+            stale.append(page)
+            if not check:
+                path.write_text(new, encoding="utf-8")
+    if check and stale:
+        print(
+            f"option tables out of date in {', '.join(stale)}: python -m align.cli.option_tables",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""The options that fill no record field, each declared once (`align.declarations.Flag`): where
+a command writes (-o, per command: what it writes), the route of `align fit` (--live), the
+values the live fit takes beside its records (--device-memory, --dry-run), and the analyses'
+own (-o, --batch-size, --overwrite, --dry-run, the prompt bootstrap, --store, --protocol)."""
+
+from __future__ import annotations
+
+from align.analyses.igrad_options import PROTOCOLS
+from align.declarations import flag
+from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES
+
+LIVE = flag(
+    "--live",
+    doc="SOURCE and TARGET are models (folders or hub ids) run over CORPUS",
+    help="SOURCE and TARGET are models (folders or hub ids) run over CORPUS: the statistics "
+    "accumulate as the activations appear and nothing but RESULT is written "
+    "(docs/commands/fit.md, `--live`).",
+    is_flag=True,
+)
+FIT_OUTPUT = flag(
+    "-o",
+    "--output",
+    doc="the alignment result to write: a folder or an fsspec URL",
+    help="Alignment result to write (a folder, or an fsspec URL).",
+    metavar="RESULT",
+    required=True,
+)
+EXTRACT_OUTPUT = flag(
+    "-o",
+    "--output",
+    doc="the activation store to write: a folder or an fsspec URL",
+    help="Activation store to write (a folder, or an fsspec URL).",
+    metavar="STORE",
+    required=True,
+)
+DEVICE_MEMORY = flag(
+    "--device-memory",
+    doc="the device's budget when the models run on a GPU, e.g. `60GB`",
+    doc_default="90% of the GPU's free memory",
+    help="--live on a GPU: the device's budget, e.g. 60GB [default: 90% of its free memory].",
+    metavar="BYTES",
+    parse="size",
+)
+LIVE_DRY_RUN = flag(
+    "--dry-run",
+    doc="print the plan and a time estimate from one timed batch of each model; write nothing",
+    help="--live: print the plan (tokens, blocks, passes, memory) and a time estimate from one "
+    "timed batch of each model; write nothing.",
+    is_flag=True,
+)
+
+# The analyses (contrib, skip, lens, depth, erase, igrad): where the result goes, how many rows
+# a forward takes (per command: what a row is), the prompt bootstrap, a dry run.
+ANALYSIS_OUTPUT = flag(
+    "-o",
+    "--output",
+    help="Result store to write (Zarr; opens in xarray).",
+    metavar="RESULT",
+    required=True,
+)
+DEPTH_OUTPUT = flag(
+    "-o",
+    "--output",
+    doc="the result to write",
+    help="Result store to write.",
+    metavar="RESULT",
+    required=True,
+)
+OVERWRITE_RESULT = flag("--overwrite", help="Replace an existing result at -o.", is_flag=True)
+PROMPTS_BATCH = flag(
+    "--batch-size",
+    help="Prompts (rows) per forward pass.",
+    type="whole",
+    least=1,
+    default=8,
+    show_default=True,
+)
+ERASE_BATCH = flag(
+    "--batch-size",
+    help="Rows (a prompt and one erased position) per forward pass.",
+    type="whole",
+    least=1,
+    default=8,
+    show_default=True,
+)
+IGRAD_BATCH = flag(
+    "--batch-size",
+    help="Interpolation points per forward and backward pass.",
+    type="whole",
+    least=1,
+    default=16,
+    show_default=True,
+)
+ANALYSIS_DRY_RUN = flag(
+    "--dry-run",
+    help="Print what the run will read, the forwards it will make, its memory, what it will "
+    "write and its time from one timed batch; write nothing.",
+    is_flag=True,
+)
+STORE_DRY_RUN = flag(
+    "--dry-run",
+    help="Print what the run will read, the forwards it will make, its memory, what it will "
+    "write and its time from one timed batch; write nothing. With --store: what the store holds "
+    "and what the run will read.",
+    is_flag=True,
+)
+BOOTSTRAP = flag(
+    "--bootstrap",
+    doc="resamples of prompts for the 95% intervals, 100 to 1,000,000",
+    help=f"Resamples of prompts for the 95% percentile intervals ({MIN_RESAMPLES:,} to "
+    f"{MAX_RESAMPLES:,}).",
+    type="int",
+    default=RESAMPLES,
+    show_default=True,
+    metavar="N",
+    parse="resamples",
+)
+BOOTSTRAP_SEED = flag(
+    "--bootstrap-seed",
+    doc="seed of the prompt bootstrap",
+    doc_metavar="N",
+    help="Seed of the prompt bootstrap.",
+    type="seed",
+    default=0,
+    show_default=True,
+)
+EQUAL_N = flag(
+    "--equal-n",
+    help="Also the aggregates over N prompts drawn per resample (R_equal_n, O_equal_n): a "
+    "maximum over prompts grows with their number, so give models run on different prompt "
+    "counts the same N.",
+    type="whole",
+    least=1,
+    metavar="N",
+)
+CONTRIB_STORE = flag(
+    "--store",
+    help="Read residuals and sublayer outputs from an activation store (made with --sublayers) "
+    "instead of running MODEL.",
+    metavar="STORE",
+)
+LENS_STORE = flag(
+    "--store",
+    help="Read residuals from an activation store; only the final norm and unembedding of MODEL "
+    "(default: the store's model) are read.",
+    metavar="STORE",
+)
+DEPTH_CONTRIB = flag(
+    "--contrib",
+    doc="a result of `align contrib`",
+    help="A result of `align contrib`.",
+    metavar="RESULT",
+    required=True,
+    name="contrib_path",
+)
+DEPTH_LENS = flag(
+    "--lens",
+    doc="a result of `align lens` on the same model",
+    help="A result of `align lens` on the same model.",
+    metavar="RESULT",
+    required=True,
+    name="lens_path",
+)
+IGRAD_PROTOCOL = flag(
+    "--protocol",
+    help="Preset of the five options below: p1 = residual, position-mean, prob, left, 256 steps "
+    "([P1]'s code); align = delta, zero, logprob, midpoint, 64 steps. An option given "
+    "explicitly replaces the preset's.",
+    choices=tuple(PROTOCOLS),
+    default="p1",
+    show_default=True,
+)
