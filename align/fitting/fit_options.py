@@ -220,8 +220,9 @@ class FitSpec:
             doc="similarity measures beside ridge, comma-separated, or `all`: `cka`, `cka-debiased`, "
             "`procrustes`, `procrustes-heldout` (the rotation fitted on the training documents, the "
             "error on the held-out ones), `cca`, `svcca` (on all the held-out rows, with a 95% "
-            "interval under `--bootstrap`) and `mknn`, `cknna`, `rsa` (on the sampled rows), each "
-            "calibrated against a permutation null on the sampled rows with `--permutations` "
+            "interval under `--bootstrap`) and `mknn`, `cknna`, `rsa` (on the sampled rows), each but "
+            "`procrustes-heldout` calibrated against a permutation null on the sampled rows with "
+            "`--permutations` "
             "([methods](../methods.md#similarity-measures)); `ridge` is always computed",
             help="Similarity measures beside ridge's held-out error, comma-separated, or all: "
             f"{', '.join(MEASURES)}; each from the held-out rows, with its 95% interval under "
@@ -252,7 +253,7 @@ class FitSpec:
         default=0,
         metadata=option(
             "--permutations",
-            doc="with `--measures`: null draws of every measure's calibration on the sampled rows (the target's documents re-paired; 99 gives p-values down to 0.01); 0: none; `mknn`, `cknna` and `rsa` need 1 or more",
+            doc="with `--measures`: null draws of every measure's calibration on the sampled rows (the target's documents re-paired; 99 gives p-values down to 0.01; `procrustes-heldout` has none: the sampled rows carry no training rotation); 0: none; `mknn`, `cknna` and `rsa` need 1 or more",
             doc_metavar="K",
             help="With --measures: null draws of every measure's calibration on the sampled rows "
             f"(the target's documents re-paired; {PERMUTATIONS} gives p-values down to 0.01); 0: "
