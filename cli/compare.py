@@ -5,77 +5,97 @@ from __future__ import annotations
 import click
 
 from align.analyses.lens import WEIGHTINGS
-from align.cli.numbers import SEED
-from align.stats.bootstrap import (
-    MAX_RESAMPLES,
-    MIN_RESAMPLES,
-    RESAMPLES,
-    Resampling,
-    check_resamples,
+from align.cli.declared import Parsed, options_of
+from align.declarations import flag
+from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, Resampling
+
+OUTPUT = flag(
+    "-o",
+    "--output",
+    doc="also write the table, as CSV or Markdown by the suffix, and the figure beside it",
+    doc_default="none (terminal only)",
+    doc_metavar="TABLE.csv \\| TABLE.md",
+    help="Also write the table, as CSV or Markdown by the suffix, and the figure beside it (.png).",
+    metavar="TABLE.csv|TABLE.md",
+)
+FIGURE = flag(
+    "--figure",
+    doc="the figure's path: PNG, PDF or SVG by its suffix (`.png`, `.pdf`, `.svg`), written whole "
+    "(drawn beside it and renamed into place)",
+    doc_default="beside `-o`, with `.png`",
+    help="The figure's path, PNG, PDF or SVG by its suffix (.png, .pdf, .svg) [default: beside "
+    "-o, with .png].",
+    metavar="FILE",
+)
+MEASURE = flag(
+    "--measure",
+    doc="alignment: compare on this measure of `align fit --measures` (`cka`, `procrustes`, ...): "
+    "each result's path by the measure's direction and the measure along it "
+    "([below](#on-a-similarity-measure)); `ridge` is the held-out error",
+    doc_default="ridge",
+    help="alignment: compare on this measure of `align fit --measures` (cka, procrustes, ...): "
+    "each result's path (a similarity's argmax, a distance's argmin) and the measure along it "
+    "[default: ridge, the held-out error].",
+    metavar="NAME",
+)
+WEIGHTING = flag(
+    "--weighting",
+    doc="lens results: the average to compare (token-weighted, as P2's effective depths; "
+    "prompt-weighted, as P1's figures)",
+    help="lens: the average to compare (token-weighted, as P2's effective depths; "
+    "prompt-weighted, as P1's figures).",
+    choices=WEIGHTINGS,
+    default="token",
+    show_default=True,
+)
+BOOTSTRAP = flag(
+    "--bootstrap",
+    doc="resamples for the paired differences' 95% intervals, 100 to 1,000,000",
+    help=f"Resamples of prompts for the paired differences' 95% intervals ({MIN_RESAMPLES:,} to "
+    f"{MAX_RESAMPLES:,}).",
+    type="int",
+    default=RESAMPLES,
+    show_default=True,
+    metavar="N",
+    parse="resamples",
+)
+SEED = flag(
+    "--seed",
+    doc="seed of that bootstrap",
+    doc_metavar="N",
+    help="Seed of that bootstrap.",
+    type="seed",
+    default=0,
+    show_default=True,
+)
+OVERWRITE = flag(
+    "--overwrite",
+    doc="replace an existing table or figure (never one of the inputs)",
+    help="Replace an existing table or figure.",
+    is_flag=True,
 )
 
 
 @click.command("compare")
 @click.argument("results", nargs=-1, required=True, metavar="RESULT...")
-@click.option(
-    "-o",
-    "--output",
-    default=None,
-    metavar="TABLE.csv|TABLE.md",
-    help="Also write the table, as CSV or Markdown by the suffix, and the figure beside it (.png).",
-)
-@click.option(
-    "--figure",
-    default=None,
-    metavar="FILE",
-    help="The figure's path, PNG, PDF or SVG by its suffix (.png, .pdf, .svg) [default: beside "
-    "-o, with .png].",
-)
-@click.option(
-    "--measure",
-    default=None,
-    metavar="NAME",
-    help="alignment: compare on this measure of `align fit --measures` (cka, procrustes, ...): "
-    "each result's path (a similarity's argmax, a distance's argmin) and the measure along it "
-    "[default: ridge, the held-out error].",
-)
-@click.option(
-    "--weighting",
-    type=click.Choice(WEIGHTINGS),
-    default="token",
-    show_default=True,
-    help="lens: the average to compare (token-weighted, as P2's effective depths; prompt-weighted, as P1's figures).",
-)
-@click.option(
-    "--bootstrap",
-    type=int,
-    default=RESAMPLES,
-    show_default=True,
-    metavar="N",
-    callback=lambda ctx, param, value: check_resamples(value),
-    help=f"Resamples of prompts for the paired differences' 95% intervals ({MIN_RESAMPLES:,} to "
-    f"{MAX_RESAMPLES:,}).",
-)
-@click.option(
-    "--seed",
-    type=SEED,
-    default=0,
-    show_default=True,
-    help="Seed of that bootstrap.",
-)
-@click.option("--overwrite", is_flag=True, help="Replace an existing table or figure.")
-def compare_cmd(results, output, figure, measure, weighting, bootstrap, seed, overwrite):
+@options_of(OUTPUT, FIGURE, MEASURE, WEIGHTING, BOOTSTRAP, SEED, OVERWRITE)
+def compare_cmd(results, **values):
     """Several depth, lens or alignment results (one kind) in one table: each result's numbers
     with their 95% intervals and, for two results on the same prompts, their paired
     difference (later minus earlier) with its interval. With -o, also a CSV or Markdown file and a figure."""
     from align.compare import View, run_compare
 
+    parsed = Parsed(values)
+    output, figure, overwrite = parsed.take(OUTPUT), parsed.take(FIGURE), parsed.take(OVERWRITE)
+    view = View(parsed.take(WEIGHTING), parsed.take(MEASURE))
+    resampling = Resampling(parsed.take(BOOTSTRAP), parsed.take(SEED))
+    parsed.done()
     run_compare(
         results,
         output,
         figure,
-        view=View(weighting, measure),
-        resampling=Resampling(bootstrap, seed),
+        view=view,
+        resampling=resampling,
         overwrite=overwrite,
         echo=lambda text: click.echo(text, nl=False),
     )

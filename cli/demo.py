@@ -4,51 +4,64 @@ from __future__ import annotations
 
 import click
 
-from align.cli.numbers import SEED, whole
+from align.cli.declared import Parsed, options_of
+from align.declarations import flag
 from align.demo import pipeline
 from align.demo.pipeline import SIZES
 from align.errors import InputError
 
 MAX_SEEDS = 100  # training seeds one demo run may ask for
 
-
-@click.command("demo")
-@click.option(
+OUTPUT = flag(
     "-o",
     "--output",
+    doc="where models, stores, results and figures go: a folder the demo owns",
+    doc_default="`demo-output`",
+    help="Where models, stores, results and figures go.",
+    metavar="FOLDER",
     default="demo-output",
     show_default=True,
-    metavar="FOLDER",
-    help="Where models, stores, results and figures go.",
 )
-@click.option(
+SIZE = flag(
     "--size",
-    type=click.Choice(SIZES),
+    doc="full: 6 layers against 12 layers, both d_model 128; tiny: 2 layers d_model 32 against 4 "
+    "layers d_model 48 (30 documents), a check that everything runs",
+    help="full: 6 against 12 layers, both d=128; tiny: 2 against 4 layers, a check that "
+    "everything runs.",
+    choices=SIZES,
     default="full",
     show_default=True,
-    help="full: 6 against 12 layers, both d=128; tiny: 2 against 4 layers, a check that everything runs.",
 )
-@click.option(
+TOKENS = flag(
     "--tokens",
-    type=whole(1000),
-    default=None,
+    doc="training tokens per model, at least 1,000",
+    doc_default="400,000 (full), 4,000 (tiny)",
+    doc_metavar="N",
     help="Training tokens per model [default: 400,000 (full), 4,000 (tiny)].",
+    type="whole",
+    least=1000,
 )
-@click.option(
+SEED = flag(
     "--seed",
-    type=SEED,
+    doc="the first seed of a count (it also seeds the held-out documents)",
+    doc_metavar="N",
+    help="The first training seed (the one analysed and drawn; it also seeds the held-out "
+    "documents).",
+    type="seed",
     default=0,
     show_default=True,
-    help="The first training seed (the one analysed and drawn; it also seeds the held-out documents).",
 )
-@click.option(
+SEEDS = flag(
     "--seeds",
-    default=None,
+    help="Training seeds: a count N (seeds --seed .. --seed+N-1) or a comma-separated list whose "
+    "first is the one analysed [default: 3 (full), 2 (tiny)].",
     metavar="N|S1,S2,...",
-    help="Training seeds: a count N (seeds --seed .. --seed+N-1) or a comma-separated list whose first is "
-    "the one analysed [default: 3 (full), 2 (tiny)].",
 )
-def demo_cmd(output, size, tokens, seed, seeds):
+
+
+@click.command("demo")
+@options_of(OUTPUT, SIZE, TOKENS, SEED, SEEDS)
+def demo_cmd(**values):
     """Train a 6-layer and a 12-layer model on generated arithmetic with each seed (cached),
     extract them and an untrained 12-layer control per seed, fit shallow -> deep and shallow ->
     control per seed, run contributions, logit lens, layer skipping and effective depth on the
@@ -57,6 +70,10 @@ def demo_cmd(output, size, tokens, seed, seeds):
     Nothing is downloaded. A second run reuses everything and only redraws the figures.
     """
 
+    parsed = Parsed(values)
+    output, size, tokens = parsed.take(OUTPUT), parsed.take(SIZE), parsed.take(TOKENS)
+    seed, seeds = parsed.take(SEED), parsed.take(SEEDS)
+    parsed.done()
     make = pipeline.default_config if size == "full" else pipeline.tiny_config
     kwargs = {} if tokens is None else {"tokens": tokens}
     report = pipeline.run(

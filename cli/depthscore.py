@@ -5,44 +5,58 @@ from __future__ import annotations
 import click
 
 from align.analyses.depthscore import plan_depthscore, run_depthscore
-from align.cli.numbers import SEED
-from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES, check_resamples
+from align.cli.declared import Parsed, options_of
+from align.cli.shared_options import DEPTH_OUTPUT, OVERWRITE_RESULT
+from align.declarations import flag
+from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES
+
+LEVELS = flag(
+    "--levels",
+    doc="the level of each SKIP_RESULT, in order. Read from the corpus: "
+    "`addition:N`/`multiplication:N` give N; a `mquake` or `math` file still there with the "
+    "recorded hash gives its prompts' level (one level per file)",
+    doc_default="read from each result's corpus",
+    help="The level of each SKIP_RESULT, in order [default: read from each result's corpus "
+    "(mquake, math, addition:N, multiplication:N)].",
+    metavar="2,3,4",
+)
+BOOTSTRAP = flag(
+    "--bootstrap",
+    doc="resamples of prompts for the 95% intervals, 100 to 1,000,000 (needs skip results with "
+    "per-prompt values)",
+    doc_metavar="N",
+    help=f"Resamples of prompts for the 95% intervals ({MIN_RESAMPLES:,} to {MAX_RESAMPLES:,}; "
+    "needs skip results with per-prompt values).",
+    type="int",
+    default=RESAMPLES,
+    show_default=True,
+    parse="resamples",
+)
+SEED = flag(
+    "--seed",
+    doc="seed of the prompt bootstrap",
+    doc_metavar="N",
+    help="Seed of the prompt bootstrap.",
+    type="seed",
+    default=0,
+    show_default=True,
+)
+DRY_RUN = flag(
+    "--dry-run",
+    doc="print what the run will read (each level's result and the prompts each setting "
+    "resamples), the resamples it will draw (resamples × levels × settings, prompts drawn), its "
+    "memory, what it will write and its time from 50 timed resamples scaled by prompts drawn; "
+    "write nothing. Every check of a run is made first",
+    help="Print what the run will read (each level's prompts), the resamples it will draw, its "
+    "memory, what it will write and its time from a few timed resamples; write nothing.",
+    is_flag=True,
+)
 
 
 @click.command("depthscore")
 @click.argument("skip_results", nargs=-1, required=True, metavar="SKIP_RESULT...")
-@click.option("-o", "--output", required=True, metavar="RESULT", help="Result store to write.")
-@click.option(
-    "--levels",
-    default=None,
-    metavar="2,3,4",
-    help="The level of each SKIP_RESULT, in order [default: read from each result's corpus "
-    "(mquake, math, addition:N, multiplication:N)].",
-)
-@click.option(
-    "--bootstrap",
-    type=int,
-    default=RESAMPLES,
-    show_default=True,
-    callback=lambda ctx, param, value: check_resamples(value),
-    help=f"Resamples of prompts for the 95% intervals ({MIN_RESAMPLES:,} to {MAX_RESAMPLES:,}; needs skip "
-    "results with per-prompt values).",
-)
-@click.option(
-    "--seed",
-    type=SEED,
-    default=0,
-    show_default=True,
-    help="Seed of the prompt bootstrap.",
-)
-@click.option("--overwrite", is_flag=True, help="Replace an existing result at -o.")
-@click.option(
-    "--dry-run",
-    is_flag=True,
-    help="Print what the run will read (each level's prompts), the resamples it will draw, its "
-    "memory, what it will write and its time from a few timed resamples; write nothing.",
-)
-def depthscore_cmd(skip_results, output, levels, bootstrap, seed, overwrite, dry_run):
+@options_of(DEPTH_OUTPUT, LEVELS, BOOTSTRAP, SEED, OVERWRITE_RESULT, DRY_RUN)
+def depthscore_cmd(skip_results, **values):
     """Depth score DS = sum_s s*m_s / sum_s m_s per level, from one `align skip` result per
     level. The headline is P1's: the future setting's layer effect (m_s = sum_l R[s, l] /
     max(L-1-s, 1), skipping whole layers, max over prompts), measured by P1 with --split
@@ -51,6 +65,11 @@ def depthscore_cmd(skip_results, output, levels, bootstrap, seed, overwrite, dry
     DS across levels: the model uses no more depth for harder items. Prompt-bootstrap 95%
     intervals (ds_low, ds_high) where the skip results hold per-prompt values."""
 
+    parsed = Parsed(values)
+    output, levels = parsed.take(DEPTH_OUTPUT), parsed.take(LEVELS)
+    bootstrap, seed = parsed.take(BOOTSTRAP), parsed.take(SEED)
+    overwrite, dry_run = parsed.take(OVERWRITE_RESULT), parsed.take(DRY_RUN)
+    parsed.done()
     run = plan_depthscore if dry_run else run_depthscore
     run(skip_results, output, levels=levels, bootstrap=bootstrap, seed=seed, overwrite=overwrite)
 

@@ -58,7 +58,13 @@ def extract_cmd(model, corpus, **values):
     extract(spec, cspec, output, options)
 
 
-INFO_JSON = flag("--json", help="Print the attributes as JSON.", is_flag=True, name="as_json")
+INFO_JSON = flag(
+    "--json",
+    doc="print every attribute of the store or result as JSON (sorted keys), in full",
+    help="Print the attributes as JSON.",
+    is_flag=True,
+    name="as_json",
+)
 
 
 @click.command("info")

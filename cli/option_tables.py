@@ -18,8 +18,9 @@ import re
 import sys
 from dataclasses import dataclass
 
+from align.cli import compare, demo, depthscore, plot
 from align.cli.declared import Entry, entries, fields, sides
-from align.cli.extract import CORPUS_FIELDS
+from align.cli.extract import CORPUS_FIELDS, INFO_JSON
 from align.cli.shared_options import (
     BOOTSTRAP,
     BOOTSTRAP_SEED,
@@ -170,6 +171,66 @@ TABLES = {
             ),
             BOOTSTRAP,
             BOOTSTRAP_SEED,
+        ),
+    ),
+    "compare": (
+        "compare.md",
+        (
+            compare.OUTPUT,
+            compare.FIGURE,
+            compare.MEASURE,
+            compare.WEIGHTING,
+            compare.BOOTSTRAP,
+            compare.SEED,
+            compare.OVERWRITE,
+        ),
+    ),
+    "depthscore": (
+        "depthscore.md",
+        (
+            DEPTH_OUTPUT,
+            depthscore.LEVELS,
+            depthscore.BOOTSTRAP,
+            depthscore.SEED,
+            Row(
+                (OVERWRITE_RESULT,),
+                "`--overwrite`",
+                "off",
+                "replace an existing depthscore result at `-o`",
+            ),
+            depthscore.DRY_RUN,
+        ),
+    ),
+    "demo": (
+        "demo.md",
+        (
+            demo.OUTPUT,
+            demo.SIZE,
+            demo.TOKENS,
+            Row(
+                (demo.SEEDS,),
+                "`--seeds N` or `--seeds S1,S2,...`",
+                "3 (full), 2 (tiny)",
+                "training seeds: a count (seeds `--seed` .. `--seed`+N−1) or a list; the first is "
+                "the one analysed and drawn",
+            ),
+            demo.SEED,
+        ),
+    ),
+    "info": ("info.md", (INFO_JSON,)),
+    "plot": (
+        "plot.md",
+        (
+            plot.OUTPUT,
+            plot.METRIC,
+            plot.MEASURE,
+            plot.AGG,
+            plot.PART,
+            plot.DEPTH,
+            plot.SIZE,
+            plot.DPI,
+            plot.PROMPTS,
+            plot.BESIDE,
         ),
     ),
 }

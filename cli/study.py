@@ -10,29 +10,36 @@ from align.cli.declared import Parsed, options_of
 from align.declarations import flag
 from align.errors import InputError
 
+STUDY_OUTPUT = flag("-o", "--output", help="The study's folder (stores, results, report).")
+INIT = flag("--init", help="Write a commented study file to STUDY.toml and stop.", is_flag=True)
+STUDY_DRY_RUN = flag(
+    "--dry-run", help="Print every unit with its disk, memory and time; run nothing.", is_flag=True
+)
+KEEP_GOING = flag(
+    "--keep-going",
+    help="Go on past a failing unit (the units reading it are blocked).",
+    is_flag=True,
+)
+SCHEDULER = flag(
+    "--scheduler",
+    help="Address of a Dask scheduler whose workers run the units (they must see DIR) "
+    "[default: here].",
+)
+
 
 @click.command("study")
 @click.argument("study_file", metavar="STUDY.toml", required=False)
-@click.option("-o", "--output", default=None, help="The study's folder (stores, results, report).")
-@click.option("--init", is_flag=True, help="Write a commented study file to STUDY.toml and stop.")
-@click.option(
-    "--dry-run", is_flag=True, help="Print every unit with its disk, memory and time; run nothing."
-)
-@click.option(
-    "--keep-going",
-    is_flag=True,
-    help="Go on past a failing unit (the units reading it are blocked).",
-)
-@click.option(
-    "--scheduler",
-    default=None,
-    help="Address of a Dask scheduler whose workers run the units (they must see DIR) [default: here].",
-)
-def study_cmd(study_file, output, init, dry_run, keep_going, scheduler):
+@options_of(STUDY_OUTPUT, INIT, STUDY_DRY_RUN, KEEP_GOING, SCHEDULER)
+def study_cmd(study_file, **values):
     """Run a study: every model extracted, every pair fitted, every analysis, then the report.
     Re-running resumes; after an edit of STUDY.toml only the units it changes run."""
     from align.study import load_study, plan_study, run_study, write_template
 
+    parsed = Parsed(values)
+    output, init = parsed.take(STUDY_OUTPUT), parsed.take(INIT)
+    dry_run = parsed.take(STUDY_DRY_RUN)
+    keep_going, scheduler = parsed.take(KEEP_GOING), parsed.take(SCHEDULER)
+    parsed.done()
     if study_file is None:
         raise click.UsageError("give STUDY.toml (`align study --init STUDY.toml` writes one)")
     if init:
