@@ -32,7 +32,9 @@ class Flag:
     variants: {name: help} for a command that helps it otherwise (`options_of(...,
     variant=name)`); name: the Python name of a standalone flag's value, where it is not the
     flag's. doc, doc_default, doc_metavar: the option's row in its command's page (meaning,
-    default, the value's name), where they say more than the help (None: the help's)."""
+    default, the value's name), where they say more than the help (None: the help's);
+    doc_variants: ((name, ((key, text), ...)), ...), the row's doc, doc_default or doc_metavar on
+    the pages that word the option otherwise (a page's table names the variants it reads)."""
 
     flags: tuple
     help: str
@@ -52,6 +54,7 @@ class Flag:
     doc: str | None = None
     doc_default: str | None = None
     doc_metavar: str | None = None
+    doc_variants: tuple = ()
 
     @property
     def param(self) -> str:
@@ -81,9 +84,19 @@ class Declaration:
     why_not: str | None = None
 
 
-def flag(*flags: str, help: str, variants: dict | None = None, **how) -> Flag:
-    """A Flag (see its fields); `variants` {name: help}."""
-    return Flag(tuple(flags), help, variants=tuple((variants or {}).items()), **how)
+def flag(
+    *flags: str,
+    help: str,
+    variants: dict | None = None,
+    doc_variants: dict | None = None,
+    **how,
+) -> Flag:
+    """A Flag (see its fields); `variants` {name: help}; `doc_variants` {name: {"doc": ...,
+    "doc_default": ..., "doc_metavar": ...}}, each with the cells it words otherwise."""
+    worded = tuple((name, tuple(cells.items())) for name, cells in (doc_variants or {}).items())
+    return Flag(
+        tuple(flags), help, variants=tuple((variants or {}).items()), doc_variants=worded, **how
+    )
 
 
 def option(*flags: str, help: str = "", sides: Sides | None = None, **how) -> dict:

@@ -7,7 +7,8 @@ A table sits between `<!-- options: NAME -->` and `<!-- /options -->` in its pag
 says which options it lists, in the order the command declares them. A row is the option's
 flags with the value's name (`doc_metavar`, or its choices, or its metavar), its default
 (`doc_default`, or the declared default: off for a flag, required, none) and its meaning
-(`doc`, or the help).
+(`doc`, or the help). Options inside `worded(names, ...)` read those cells from the first of
+their flag's `doc_variants` `names` it has: one declaration, worded per page.
 """
 
 from __future__ import annotations
@@ -16,23 +17,35 @@ import argparse
 import pathlib
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from align.cli import compare, demo, depthscore, plot
+from align.analyses.analysis_options import EraseOptions, IgradOptions, SkipOptions
+from align.analyses.igrad_options import Variant
+from align.cli import compare, demo, depthscore, plot, study
 from align.cli.declared import Entry, entries, fields, sides
 from align.cli.extract import CORPUS_FIELDS, INFO_JSON
 from align.cli.shared_options import (
+    ANALYSIS_DRY_RUN,
+    ANALYSIS_OUTPUT,
     BOOTSTRAP,
     BOOTSTRAP_SEED,
+    CONTRIB_STORE,
     DEPTH_CONTRIB,
     DEPTH_LENS,
     DEPTH_OUTPUT,
     DEVICE_MEMORY,
+    EQUAL_N,
+    ERASE_BATCH,
     EXTRACT_OUTPUT,
     FIT_OUTPUT,
+    IGRAD_BATCH,
+    IGRAD_PROTOCOL,
+    LENS_STORE,
     LIVE,
     LIVE_DRY_RUN,
     OVERWRITE_RESULT,
+    PROMPTS_BATCH,
+    STORE_DRY_RUN,
 )
 from align.corpus import CorpusSpec
 from align.extraction import ExtractOptions
@@ -51,8 +64,34 @@ class Row:
     meaning: str
 
 
+@dataclass(frozen=True)
+class Worded:
+    """Options whose rows on this page read their declarations' doc variants `names` (the first
+    of them a flag has; none: its own doc, doc_default and doc_metavar)."""
+
+    names: tuple
+    parts: tuple
+
+
+def worded(names, *parts) -> Worded:
+    """`parts` (as `entries` takes them) worded by the doc variants `names` (one or a tuple)."""
+    return Worded((names,) if isinstance(names, str) else tuple(names), parts)
+
+
+def _in_words(entry: Entry, names: tuple) -> Entry:
+    """`entry` with its flag's doc cells replaced by the first of the variants `names` it has."""
+    variants = dict(entry.flag.doc_variants)
+    for name in names:
+        if name in variants:
+            flag = replace(entry.flag, **dict(variants[name]))
+            return replace(entry, flag=flag)
+    return entry
+
+
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "commands"
 HEAD = "| option | default | meaning |\n|---|---|---|\n"
+
+ANALYSIS_CORPUS = fields(CorpusSpec, *CORPUS_FIELDS)  # the analyses' corpus options
 
 # NAME: (page, the options of the table in order)
 TABLES = {
@@ -218,6 +257,82 @@ TABLES = {
         ),
     ),
     "info": ("info.md", (INFO_JSON,)),
+    "study": (
+        "study.md",
+        (study.STUDY_OUTPUT, study.INIT, study.STUDY_DRY_RUN, study.KEEP_GOING, study.SCHEDULER),
+    ),
+    "report": ("report.md", (study.REPORT_OUTPUT,)),
+    "contrib-run": (
+        "contrib.md",
+        (
+            CONTRIB_STORE,
+            worded("contrib", ANALYSIS_OUTPUT, PROMPTS_BATCH, OVERWRITE_RESULT, STORE_DRY_RUN),
+            BOOTSTRAP,
+            BOOTSTRAP_SEED,
+        ),
+    ),
+    "contrib-model": ("contrib.md", (worded("analyses", fields(ModelSpec)),)),
+    "contrib-corpus": ("contrib.md", (worded("analyses", ANALYSIS_CORPUS),)),
+    "skip-run": (
+        "skip.md",
+        (
+            worded("skip", ANALYSIS_OUTPUT, PROMPTS_BATCH, OVERWRITE_RESULT, ANALYSIS_DRY_RUN),
+            fields(
+                SkipOptions,
+                "settings",
+                "parts",
+                "split",
+                "split_seed",
+                "split_stream_after",
+                "answer_field",
+                "answer_marker",
+            ),
+            BOOTSTRAP,
+            BOOTSTRAP_SEED,
+            EQUAL_N,
+        ),
+    ),
+    "skip-model": ("skip.md", (worded("analyses", fields(ModelSpec)),)),
+    "skip-corpus": ("skip.md", (worded("analyses", ANALYSIS_CORPUS),)),
+    "lens-run": (
+        "lens.md",
+        (
+            LENS_STORE,
+            worded("lens", ANALYSIS_OUTPUT, PROMPTS_BATCH, OVERWRITE_RESULT, STORE_DRY_RUN),
+            BOOTSTRAP,
+            BOOTSTRAP_SEED,
+        ),
+    ),
+    "lens-model": ("lens.md", (worded(("lens", "analyses"), fields(ModelSpec)),)),
+    "lens-corpus": ("lens.md", (worded("analyses", ANALYSIS_CORPUS),)),
+    "erase-run": (
+        "erase.md",
+        (
+            ANALYSIS_OUTPUT,
+            fields(EraseOptions, "reference", "reference_docs", "answer_field", "answer_marker"),
+            ERASE_BATCH,
+            worded("erase", OVERWRITE_RESULT, ANALYSIS_DRY_RUN),
+        ),
+    ),
+    "erase-model": ("erase.md", (worded("analyses", fields(ModelSpec)),)),
+    "erase-corpus": ("erase.md", (worded(("prompts", "analyses"), ANALYSIS_CORPUS),)),
+    "igrad-run": (
+        "igrad.md",
+        (
+            ANALYSIS_OUTPUT,
+            fields(IgradOptions, "parts"),
+            IGRAD_PROTOCOL,
+            fields(Variant),
+            fields(IgradOptions, "answer_field", "answer_marker"),
+            IGRAD_BATCH,
+            worded("igrad", OVERWRITE_RESULT, ANALYSIS_DRY_RUN),
+        ),
+    ),
+    "igrad-model": (
+        "igrad.md",
+        (worded(("igrad", "analyses"), fields(ModelSpec, variant="gradients")),),
+    ),
+    "igrad-corpus": ("igrad.md", (worded(("prompts", "analyses"), ANALYSIS_CORPUS),)),
     "plot": (
         "plot.md",
         (
@@ -239,8 +354,8 @@ TABLES = {
 def flags_of(name: str) -> set:
     """The long flags table `name` lists (its rows' and its grouped rows' options)."""
     parts = TABLES[name][1]
-    listed = entries(*(p for p in parts if not isinstance(p, Row)))
-    grouped = entries(*(q for p in parts if isinstance(p, Row) for q in p.parts))
+    listed = entries(*(p for p in parts if not isinstance(p, (Row, Worded))))
+    grouped = entries(*(q for p in parts if isinstance(p, (Row, Worded)) for q in p.parts))
     return {e.flag.flags[-1] for e in [*listed, *grouped]}
 
 
@@ -279,6 +394,8 @@ def table(name: str) -> str:
     for part in TABLES[name][1]:
         if isinstance(part, Row):
             rows.append(f"| {part.option} | {part.default} | {part.meaning} |\n")
+        elif isinstance(part, Worded):
+            rows.extend(row(_in_words(e, part.names)) for e in entries(*part.parts))
         else:
             rows.extend(row(e) for e in entries(part))
     return HEAD + "".join(rows)

@@ -54,6 +54,7 @@ LIVE_DRY_RUN = flag(
 ANALYSIS_OUTPUT = flag(
     "-o",
     "--output",
+    doc="the result to write",
     help="Result store to write (Zarr; opens in xarray).",
     metavar="RESULT",
     required=True,
@@ -66,10 +67,34 @@ DEPTH_OUTPUT = flag(
     metavar="RESULT",
     required=True,
 )
-OVERWRITE_RESULT = flag("--overwrite", help="Replace an existing result at -o.", is_flag=True)
+OVERWRITE_RESULT = flag(
+    "--overwrite",
+    help="Replace an existing result at -o.",
+    is_flag=True,
+    doc_variants={
+        page: {"doc": f"replace an existing {result} result at `-o`"}
+        for page, result in (
+            ("contrib", "contributions"),
+            ("skip", "skipping"),
+            ("lens", "lens"),
+            ("erase", "erasure"),
+            ("igrad", "igrad"),
+        )
+    },
+)
 PROMPTS_BATCH = flag(
     "--batch-size",
     help="Prompts (rows) per forward pass.",
+    doc_metavar="N",
+    doc_variants={
+        "contrib": {
+            "doc": "prompts per forward pass (right-padded; padding is masked and never counted)"
+        },
+        "lens": {
+            "doc": "prompts per forward pass (right-padded; padding is masked and never scored)"
+        },
+        "skip": {"doc": "rows (a prompt, or a prompt and one split point) per forward pass"},
+    },
     type="whole",
     least=1,
     default=8,
@@ -77,6 +102,8 @@ PROMPTS_BATCH = flag(
 )
 ERASE_BATCH = flag(
     "--batch-size",
+    doc="rows (a prompt and one erased position) per forward pass",
+    doc_metavar="N",
     help="Rows (a prompt and one erased position) per forward pass.",
     type="whole",
     least=1,
@@ -85,20 +112,69 @@ ERASE_BATCH = flag(
 )
 IGRAD_BATCH = flag(
     "--batch-size",
+    doc="interpolation points per forward and backward pass",
+    doc_metavar="N",
     help="Interpolation points per forward and backward pass.",
     type="whole",
     least=1,
     default=16,
     show_default=True,
 )
+# The dry run of contrib and lens from a model, as their pages say it; each adds its --store's.
+STORE_DRY_RUN_DOC = (
+    "print what the run will read (model, corpus, prompts, tokens), the forwards it will make "
+    "(batches, padded positions), its memory (the weights and the activations of the largest "
+    "batch; the measured peak on CUDA), what it will write, and its time from one timed batch "
+    "scaled to every batch; write nothing. "
+)
 ANALYSIS_DRY_RUN = flag(
     "--dry-run",
+    doc_variants={
+        "skip": {
+            "doc": "print what the run will read (model, corpus, prompts, tokens), the forwards it "
+            "will make (batches, padded positions; per batch one clean forward and one per part "
+            "and skipped layer), its memory (the weights and the activations of the largest "
+            "batch; the measured peak on CUDA), what it will write, and its time from one timed "
+            "batch scaled to every batch; write nothing"
+        },
+        "erase": {
+            "doc": "print what the run will read (model, prompts, their tokens, the reference "
+            "corpus), the forwards it will make (rows, batches, 1 + L forwards a batch, the "
+            "reference mean's forwards, padded positions), its memory (the weights and the "
+            "activations of the largest batch; the measured peak on CUDA), what it will write, "
+            "and its time from one timed batch scaled to every batch by padded positions; write "
+            "nothing"
+        },
+        "igrad": {
+            "doc": "print what the run will read (model, prompts, their tokens), the forward and "
+            "backward passes it will make (prompts × parts × layers × ⌈(N + 2)/batch⌉, padded "
+            "positions), its memory (the weights and an estimate of what autograd keeps for the "
+            "largest pass; the measured peak on CUDA), what it will write, and its time from one "
+            "timed pass scaled by padded positions; write nothing. The pass timed is at layer 0, "
+            "whose backward runs through every layer, so the time is an upper bound"
+        },
+    },
     help="Print what the run will read, the forwards it will make, its memory, what it will "
     "write and its time from one timed batch; write nothing.",
     is_flag=True,
 )
 STORE_DRY_RUN = flag(
     "--dry-run",
+    doc_variants={
+        "contrib": {
+            "doc": STORE_DRY_RUN_DOC
+            + "With `--store`, after the checks of a run: what the store holds (tokens, "
+            "sequences, model, layers, d_model, dtype, boundaries, sublayers), what the run will "
+            "read (chunks, bytes) and write; no time (the store route is not timed)"
+        },
+        "lens": {
+            "doc": STORE_DRY_RUN_DOC
+            + "With `--store`, after the checks of a run (the checkpoint's config against the "
+            "store's included): what the store holds (tokens, sequences, model, layers, d_model, "
+            "dtype, boundaries), what the run will read (each boundary's residual, bytes; the "
+            "checkpoint's head) and write; no time (the store route is not timed)"
+        },
+    },
     help="Print what the run will read, the forwards it will make, its memory, what it will "
     "write and its time from one timed batch; write nothing. With --store: what the store holds "
     "and what the run will read.",
@@ -126,6 +202,8 @@ BOOTSTRAP_SEED = flag(
 )
 EQUAL_N = flag(
     "--equal-n",
+    doc="also the aggregates over N prompts drawn per resample (`R_equal_n`, `O_equal_n`, below)",
+    doc_default="off",
     help="Also the aggregates over N prompts drawn per resample (R_equal_n, O_equal_n): a "
     "maximum over prompts grows with their number, so give models run on different prompt "
     "counts the same N.",
@@ -135,12 +213,16 @@ EQUAL_N = flag(
 )
 CONTRIB_STORE = flag(
     "--store",
+    doc="read residuals and sublayer outputs from an activation store instead of running MODEL "
+    "(then no MODEL or CORPUS)",
     help="Read residuals and sublayer outputs from an activation store (made with --sublayers) "
     "instead of running MODEL.",
     metavar="STORE",
 )
 LENS_STORE = flag(
     "--store",
+    doc="read residuals from an activation store; only the final norm and unembedding of MODEL "
+    "(default: the store's model) are read. No CORPUS with it",
     help="Read residuals from an activation store; only the final norm and unembedding of MODEL "
     "(default: the store's model) are read.",
     metavar="STORE",
@@ -163,6 +245,7 @@ DEPTH_LENS = flag(
 )
 IGRAD_PROTOCOL = flag(
     "--protocol",
+    doc="the preset of the five options below",
     help="Preset of the five options below: p1 = residual, position-mean, prob, left, 256 steps "
     "([P1]'s code); align = delta, zero, logprob, midpoint, 64 steps. An option given "
     "explicitly replaces the preset's.",

@@ -10,18 +10,37 @@ from align.cli.declared import Parsed, options_of
 from align.declarations import flag
 from align.errors import InputError
 
-STUDY_OUTPUT = flag("-o", "--output", help="The study's folder (stores, results, report).")
-INIT = flag("--init", help="Write a commented study file to STUDY.toml and stop.", is_flag=True)
+STUDY_OUTPUT = flag(
+    "-o",
+    "--output",
+    doc="the study's folder (stores, results, report)",
+    doc_default="required (not with `--init`)",
+    doc_metavar="DIR",
+    help="The study's folder (stores, results, report).",
+)
+INIT = flag(
+    "--init",
+    doc="write a commented study file to STUDY.toml and stop",
+    help="Write a commented study file to STUDY.toml and stop.",
+    is_flag=True,
+)
 STUDY_DRY_RUN = flag(
-    "--dry-run", help="Print every unit with its disk, memory and time; run nothing.", is_flag=True
+    "--dry-run",
+    doc="print every unit with its disk, memory and time (below); run nothing",
+    help="Print every unit with its disk, memory and time; run nothing.",
+    is_flag=True,
 )
 KEEP_GOING = flag(
     "--keep-going",
+    doc="go on past a failing unit (the units reading it are blocked)",
     help="Go on past a failing unit (the units reading it are blocked).",
     is_flag=True,
 )
 SCHEDULER = flag(
     "--scheduler",
+    doc="address of a Dask scheduler whose workers run the units (they must see DIR; below)",
+    doc_default="here",
+    doc_metavar="ADDRESS",
     help="Address of a Dask scheduler whose workers run the units (they must see DIR) "
     "[default: here].",
 )
@@ -66,7 +85,12 @@ def study_cmd(study_file, **values):
 
 
 REPORT_OUTPUT = flag(
-    "-o", "--output", help="The report's folder (index.html and its pages).", required=True
+    "-o",
+    "--output",
+    doc="the report's folder (`index.html` and its pages)",
+    doc_metavar="REPORT",
+    help="The report's folder (index.html and its pages).",
+    required=True,
 )
 
 

@@ -16,6 +16,9 @@ ANSWER_FIELD = flag(
     "--answer-field",
     help="In a .jsonl file, the field whose text is appended to --text-field's text as the answer.",
     metavar="NAME",
+    doc="in a `.jsonl` file, the field whose text is appended to `--text-field`'s text as the "
+    "answer",
+    doc_default="`answer`",
     show_default=True,
 )
 ANSWER_MARKER = flag(
@@ -23,14 +26,23 @@ ANSWER_MARKER = flag(
     help="The answer is the text after the last occurrence of TEXT in each prompt (any corpus; "
     "--format gsm8k: 'The final answer is') [default: use --answer-field].",
     metavar="TEXT",
+    doc="the answer is the text after the last occurrence of TEXT in each prompt",
+    doc_default="none (use `--answer-field`)",
 )
 PARTS_FLAG = flag("--parts", help="Comma-separated: layer, attn, mlp.", show_default=True)
 
 
-def _parts(default: tuple) -> dict:
-    """The metadata of a `parts` field: typed comma-separated (the command checks each)."""
+def _parts(default: tuple, doc: str) -> dict:
+    """The metadata of a `parts` field: typed comma-separated (the command checks each); `doc`
+    its row's meaning."""
     return option(
-        *PARTS_FLAG.flags, help=PARTS_FLAG.help, default=",".join(default), show_default=True
+        *PARTS_FLAG.flags,
+        help=PARTS_FLAG.help,
+        default=",".join(default),
+        show_default=True,
+        doc=doc,
+        doc_default="all three",
+        doc_metavar=",".join(default),
     )
 
 
@@ -46,10 +58,13 @@ class SkipOptions:
             help=f"Comma-separated: {', '.join(SETTINGS)}.",
             default="current,future",
             show_default=True,
+            doc="the settings to run",
+            doc_default="both",
+            doc_metavar=",".join(SETTINGS),
         ),
     )
     """The settings run ("current", "future")."""
-    parts: tuple = field(default=PARTS, metadata=_parts(PARTS))
+    parts: tuple = field(default=PARTS, metadata=_parts(PARTS, "the parts to skip"))
     """The parts skipped ("layer", "attn", "mlp")."""
     split: str = field(
         default="random",
@@ -64,6 +79,8 @@ class SkipOptions:
             "--split-seed 12345 and every level's prompts in one file, in P1's order).",
             metavar="|".join(SPLITS),
             show_default=True,
+            doc="the future setting's split points (below)",
+            doc_metavar=" \\| ".join(SPLITS),
         ),
     )
     """The future setting's split points: "random" (P1's seeded split points, seed
@@ -76,6 +93,9 @@ class SkipOptions:
             help="Seed of the future setting's split points.",
             type="seed",
             show_default=True,
+            doc="seed of the random split points (and of the order of `answer-points`, or of "
+            "`answer-points-stream`'s one stream)",
+            doc_metavar="N",
         ),
     )
     """The seed of the random split points."""
@@ -85,6 +105,9 @@ class SkipOptions:
             "--answer-field",
             help="With --split answer-start or answer-points: the .jsonl field holding the answer.",
             show_default=True,
+            doc="with an answer split: the `.jsonl` field holding the answer",
+            doc_default="`answer`",
+            doc_metavar="NAME",
         ),
     )
     """The .jsonl field holding each prompt's answer (answer splits)."""
@@ -95,6 +118,7 @@ class SkipOptions:
             help="With --split answer-start or answer-points: the answer is the text after the "
             "last TEXT.",
             metavar="TEXT",
+            doc="with an answer split: the answer is the text after the last TEXT (any corpus)",
         ),
     )
     """The answer is the text after the last occurrence of this marker (answer splits)."""
@@ -107,6 +131,9 @@ class SkipOptions:
             "run's corpus options. Repeatable.",
             metavar="FILE",
             multiple=True,
+            doc="with `answer-points-stream`: files whose prompts draw from the stream first, in "
+            "the order given (the earlier levels); repeatable",
+            doc_default="none",
         ),
     )
     """With "answer-points-stream": the corpus files whose prompts draw from the stream first."""
@@ -145,6 +172,8 @@ class EraseOptions:
             "--reference",
             help="Corpus whose mean residual replaces the erased cell.",
             metavar="CORPUS",
+            doc="the corpus whose mean residual replaces the erased cell (a `.txt`, `.jsonl` or "
+            "folder; each document cut to `--max-length`)",
             required=True,
         )
     )
@@ -157,6 +186,8 @@ class EraseOptions:
             type="whole",
             least=1,
             show_default=True,
+            doc="documents of `--reference` to average over; a corpus with fewer is refused",
+            doc_metavar="N",
         ),
     )
     """How many of its first documents are averaged."""
@@ -170,7 +201,7 @@ class EraseOptions:
 class IgradOptions:
     """`align igrad`: the parts differentiated, the variant and how each prompt's answer is read."""
 
-    parts: tuple = field(default=PARTS, metadata=_parts(PARTS))
+    parts: tuple = field(default=PARTS, metadata=_parts(PARTS, "the parts to attribute"))
     """The parts differentiated ("layer", "attn", "mlp")."""
     variant: Variant | None = field(
         default=None,

@@ -18,6 +18,7 @@ OBJECTS = ("residual", "delta")  # part "layer": h_{l+1} itself, or what block l
 BASELINES = ("position-mean", "zero")  # the object's mean over positions, or 0
 TARGETS = ("prob", "logprob")  # Σ over answer-predicting τ of p(x_{τ+1}), or of log p(x_{τ+1})
 RULES = ("left", "midpoint")  # r_k = k/N, or (k + ½)/N, k = 0..N−1
+PRESETS = "the preset's"  # the page's default of an option --protocol sets
 _CHOICES = {"object": OBJECTS, "baseline": BASELINES, "target": TARGETS, "rule": RULES}
 
 
@@ -34,6 +35,8 @@ class Variant:
             "either way [default: from --protocol].",
             choices=OBJECTS,
             default=None,
+            doc="part `layer`: interpolate the residual h_{l+1} or what block l adds",
+            doc_default=PRESETS,
         )
     )
     """What is interpolated for part "layer": the residual h_{l+1} or what block l adds."""
@@ -44,6 +47,8 @@ class Variant:
             "from --protocol].",
             choices=BASELINES,
             default=None,
+            doc="the object's mean over the prompt's positions, or 0",
+            doc_default=PRESETS,
         )
     )
     """The interpolation's start: the object's mean over positions, or 0."""
@@ -54,6 +59,8 @@ class Variant:
             "(logprob) [default: from --protocol].",
             choices=TARGETS,
             default=None,
+            doc="the answer tokens' summed probability or log-probability",
+            doc_default=PRESETS,
         )
     )
     """What is differentiated: the answer's summed probability or log-probability."""
@@ -64,6 +71,8 @@ class Variant:
             "--protocol].",
             choices=RULES,
             default=None,
+            doc="the Riemann rule's points k/N or (k + ½)/N",
+            doc_default=PRESETS,
         )
     )
     """The Riemann rule: points k/N (left) or (k + ½)/N (midpoint)."""
@@ -74,6 +83,9 @@ class Variant:
             type="whole",
             least=1,
             default=None,
+            doc="interpolation points N",
+            doc_default=PRESETS + " (256, 64)",
+            doc_metavar="N",
         )
     )
     """Interpolation points N."""

@@ -28,6 +28,13 @@ DOC_SPLITS = ("blank", "line", "file")
 OVERFLOWS = ("split", "truncate")
 PROTOCOL = ("pack", "stand_in_token")  # CorpusSpec fields of P1's protocol (align.corpus.windows)
 ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
+# The analyses' pages word --dataset and --format for their input (CORPUS, or erase's and
+# igrad's PROMPTS).
+DATASET_DOC = "read a `datasets` split instead of {} (`pip install 'align-depth[datasets]'`)"
+FORMAT_DOC = (
+    "task prompts from a data set's fields (`gsm8k`, `mquake`, `math`, `hellaswag`, `aime`), or "
+    "generated arithmetic (`addition:N[:SEED]`, `multiplication:N[:SEED]`: no {} needed)"
+)
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,10 @@ class CorpusSpec:
         metadata=option(
             "--dataset",
             doc="read a `datasets` split instead of CORPUS (`pip install 'align-depth[datasets]'`, and the data reachable)",
+            doc_variants={
+                "analyses": {"doc": DATASET_DOC.format("CORPUS")},
+                "prompts": {"doc": DATASET_DOC.format("PROMPTS")},
+            },
             help="Read a `datasets` split instead of CORPUS (needs the datasets package).",
             metavar="NAME[:CONFIG]:SPLIT",
         ),
@@ -62,6 +73,10 @@ class CorpusSpec:
         metadata=option(
             "--format",
             doc="task prompts built from a data set's fields (`gsm8k`, `mquake`, `math`, `hellaswag`, `aime`: a `.jsonl` file or `--dataset`), or generated arithmetic (`addition:N[:SEED]`, `multiplication:N[:SEED]`: no CORPUS, `--max-docs` problems, 100 by default); templates in [task formats](../formats.md#task-formats-format)",
+            doc_variants={
+                "analyses": {"doc": FORMAT_DOC.format("CORPUS")},
+                "prompts": {"doc": FORMAT_DOC.format("PROMPTS")},
+            },
             doc_default="`plain`",
             doc_metavar="FORMAT",
             help="Build task prompts from a data set's fields (gsm8k, mquake, math, hellaswag, "
@@ -90,6 +105,12 @@ class CorpusSpec:
         metadata=option(
             "--max-length",
             doc="tokens per sequence, special tokens included; capped at the model's `max_position_embeddings`, with a log line that says so, unless `--allow-long`",
+            doc_variants={
+                "analyses": {
+                    "doc": "tokens per prompt, special tokens included; the model's "
+                    "`max_position_embeddings` at most"
+                }
+            },
             doc_metavar="N",
             help="Tokens per sequence, special tokens included; longer documents are cut (see "
             "--overflow). Capped at the model's max_position_embeddings (said in a log line) "
@@ -105,6 +126,12 @@ class CorpusSpec:
         metadata=option(
             "--overflow",
             doc="a longer document becomes consecutive windows (split) or only its first window (truncate)",
+            doc_variants={
+                "analyses": {
+                    "doc": "a longer document becomes several prompts (split) or only its first "
+                    "window (truncate)"
+                }
+            },
             help="split: every window of a long document is a sequence; truncate: only the first.",
             choices=OVERFLOWS,
             show_default=True,
@@ -116,6 +143,7 @@ class CorpusSpec:
         metadata=option(
             "--max-tokens",
             doc="stop after N tokens (the last sequence is cut to fit; with `--pack`, whole windows only)",
+            doc_variants={"analyses": {"doc": "stop after N tokens"}},
             doc_default="all",
             doc_metavar="N",
             help="Stop after this many tokens.",

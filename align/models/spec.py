@@ -11,6 +11,11 @@ from align.models.families import NAMES
 DTYPES = ("float32", "bfloat16", "float16")
 DEVICES = ("cpu", "cuda", "auto")  # where a model runs (auto: accelerate's device_map)
 DTYPE_HELP = "Compute dtype [default: float32 on CPU, bfloat16 on CUDA]."
+# --device auto on the analyses' pages: accelerate may also place layers on the CPU there.
+AUTO_ANYWHERE = (
+    '`auto` is accelerate\'s `device_map="auto"`: a model too large for one GPU spreads over '
+    "several (and the CPU)"
+)
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,18 @@ class ModelSpec:
             "--dtype",
             doc="compute dtype",
             doc_default="float32 on CPU, bfloat16 on CUDA",
+            doc_variants={
+                "analyses": {"doc": "compute dtype (the metrics are taken in float32 or better)"},
+                "lens": {
+                    "doc": "compute dtype; with `--store`, the head's (default: the compute dtype "
+                    "on `--device`). KL and overlap are taken in float32 or better"
+                },
+                "igrad": {
+                    "doc": "compute dtype: only this command needs gradients, so it stays in "
+                    "float32 unless told otherwise",
+                    "doc_default": "float32, on a GPU too",
+                },
+            },
             help=DTYPE_HELP,
             choices=DTYPES,
             variants={
@@ -70,6 +87,13 @@ class ModelSpec:
         metadata=option(
             "--device",
             doc='`auto` is accelerate\'s `device_map="auto"`: a model too large for one GPU spreads over the GPUs it needs',
+            doc_variants={
+                "analyses": {"doc": AUTO_ANYWHERE},
+                "lens": {
+                    "doc": AUTO_ANYWHERE + "; with `--store`, where the head runs (`auto`: the "
+                    "GPU when there is one)"
+                },
+            },
             help="auto: accelerate's device_map='auto' (spreads a large model over the GPUs).",
             choices=DEVICES,
             show_default=True,
