@@ -79,6 +79,8 @@ OVERWRITE_RESULT = flag(
             ("lens", "lens"),
             ("erase", "erasure"),
             ("igrad", "igrad"),
+            ("depth", "depth"),
+            ("depthscore", "depthscore"),
         )
     },
 )
