@@ -4,8 +4,10 @@ to end, align.extraction.dryrun) for each extraction, `align fit --live --dry-ru
 (align.fitting.live_estimate) for a live pair, and for a fit from stores the budget's
 arithmetic (align.fitting.budget: the result's bytes on disk, the statistics' bytes in
 memory) with a time from its products' floating-point operations at the rate of one timed
-float64 product on this machine. A study whose outputs will not fit the free disk is refused
-before anything runs."""
+float64 product on this machine. A contrib or lens unit that reads its model's store
+(`units.reads_stores`) runs no forward: its time is that of the extraction's encoding and
+writes, what reading the store back costs. A study whose outputs will not fit the free disk is
+refused before anything runs."""
 
 from __future__ import annotations
 
@@ -148,12 +150,21 @@ def plan_study(study: Study, root: str, log=None) -> StudyPlan:
             rate = rate or matmul_rate()
             e.disk, e.memory, e.seconds = _store_fit(study, u, extracted, rate)
             e.note = f"statistics at {rate / 1e9:,.1f} GFLOP/s (one timed float64 product)"
+        elif u.kind in ("contrib", "lens") and "store" in u.definition:
+            phases = extracted.get(u.models[0], {}).get("phases_seconds")
+            e.seconds = phases["encode"] + phases["write"] if phases else None
+            e.note = f"reads {u.definition['store']}, no forward" + (
+                ": as long as the extraction's encoding and writes" if phases else ""
+            )
         elif u.kind in ("contrib", "lens") and "phases_seconds" in extracted.get(u.models[0], {}):
             e.seconds = extracted[u.models[0]]["phases_seconds"]["forward"]
             e.memory = _weights_bytes(study.model(u.models[0]).spec)
             e.note = "one forward over the corpus, as the extraction's"
         else:
-            e.note = "not estimated" if u.kind == "skip" else "small"
+            e.note = "small"
+            if u.kind == "skip":
+                n = u.definition["corpus"].get("max_docs")
+                e.note = "not estimated" + (f"; the first {n:,} documents" if n else "")
         plan.estimates.append(e)
     disk = plan.totals()[0]
     if plan.free is not None and disk * DISK_MARGIN > plan.free:

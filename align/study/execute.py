@@ -231,16 +231,30 @@ def _fit(u, study, root, log):
 
 
 def _analysis(u, study, root, log):
+    """A contrib, lens or skip unit: from the model's activation store where its definition
+    names one (`units.reads_stores`), else on the model over the study's corpus (skip: cut to
+    `[analyses] skip_docs` documents)."""
     m = study.model(u.models[0])
     out = os.path.join(root, u.output)
-    common = dict(spec=m.spec, cspec=study.corpus, resampling=_resampling(study), overwrite=True)
+    common = dict(resampling=_resampling(study), overwrite=True, log=log)
+    store = u.definition.get("store")
+    if store is not None:
+        store = os.path.join(root, store)
+        if u.kind == "contrib":
+            analyses.run_contrib(out, store=store, **common)
+        else:
+            opts = LensOptions(device=m.spec.device, dtype=m.spec.dtype)
+            analyses.run_lens(out, spec=m.spec, store=store, options=opts, **common)
+        return
+    common.update(spec=m.spec, cspec=study.corpus)
     if u.kind == "contrib":
-        analyses.run_contrib(out, batch_size=study.analyses_batch, log=log, **common)
+        analyses.run_contrib(out, batch_size=study.analyses_batch, **common)
     elif u.kind == "lens":
         opts = LensOptions(batch_size=study.analyses_batch)
-        analyses.run_lens(out, options=opts, log=log, **common)
+        analyses.run_lens(out, options=opts, **common)
     else:
-        analyses.run_skip(out, batch_size=study.analyses_batch, log=log, **common)
+        common["cspec"] = units_mod.skip_corpus(study)
+        analyses.run_skip(out, batch_size=study.analyses_batch, **common)
 
 
 def _depth(u, study, root, log):

@@ -7,8 +7,9 @@ whose cells carry the value and interval in their `title`, the argmin path, p_be
 the controls beside, the pairing, the provenance; then each measure beside ridge the fit
 computed, its matrix, the path its direction picks with the calibration where the fit made
 one, and its table of hover values), models/NAME.html (each analysis drawn by
-`align.plotting.plot_result`, with its numbers in a table), corpus.html (the corpus, the
-options, the study file). Every figure is an inline PNG with alt text; nothing is computed
+`align.plotting.plot_result`, with its numbers in a table: the curves, and for layer skipping
+the output effect O[s] per setting and part), corpus.html (the corpus, the options, the study
+file). Every figure is an inline PNG with alt text; nothing is computed
 here that the results do not hold, but the comparisons the sentences make.
 """
 
@@ -424,9 +425,33 @@ def model_page(root: str, state: dict, model: str) -> str:
         if kind == "depth":
             parts += [h.sentence(text, None) for text in depth_sentences(model, ds)]
         parts.append(h.image(h.png(plot_result(ds)), f"{kind} of {model}"))
-        parts.append(_curves_table(ds))
+        parts.append(skipping_table(ds) if kind == "skip" else _curves_table(ds))
     body = "".join(parts) or "<p>No analysis of this model in the study.</p>"
     return h.page(f"Model {model}", body, depth=1)
+
+
+def skipping_table(ds, agg: str = "max") -> str:
+    """The output effect O[s] of skipping each layer s (rows), per setting and part
+    (columns), with its 95% interval where the result has one: the bars of the skipping
+    figure, at its aggregation `agg` over prompts."""
+    settings, parts = [str(x) for x in ds["setting"].values], [str(x) for x in ds["part"].values]
+
+    def cell(name, setting, part, s):
+        if name not in ds:
+            return None
+        return float(ds[name].sel(setting=setting, part=part, agg=agg, skipped=s))
+
+    rows = [
+        [f"layer {int(s)}"]
+        + [
+            h.interval(*(cell(n, a, p, s) for n in ("O", "O_low", "O_high")), 4)
+            for a in settings
+            for p in parts
+        ]
+        for s in ds["skipped"].values
+    ]
+    head = ["skipped"] + [f"O {a} {p} ({agg})" for a in settings for p in parts]
+    return h.table(head, rows)
 
 
 def depth_sentences(model: str, ds) -> list:

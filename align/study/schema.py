@@ -67,7 +67,7 @@ SECTIONS = {
     },
     "bootstrap": {"resamples": (int, 1000), "seed": (int, 0)},
     "controls": {"random_init": (list, []), "random_init_seed": (int, 0), "shuffle": (bool, False)},
-    "analyses": {"batch_size": (int, 8)},
+    "analyses": {"batch_size": (int, 8), "skip_docs": (int, None)},
     "route": {"kind": (str, "stores"), "device": (str, "cpu"), "gpu_resource": (bool, False)},
 }
 MODEL_KEYS = {
@@ -110,6 +110,7 @@ class Study:
     route: str
     device: str
     gpu_resource: bool = False  # on a Dask cluster: every model or solve unit asks for a GPU worker
+    skip_docs: int | None = None  # the skip analyses read the corpus's first skip_docs documents
 
     def model(self, name: str) -> StudyModel:
         return next(m for m in self.models if m.name == name)
@@ -218,6 +219,7 @@ def load_study(path: str) -> Study:
             route=_choice("[route]", "kind", t["route"]["kind"], ROUTES, path),
             device=t["route"]["device"],
             gpu_resource=t["route"]["gpu_resource"],
+            skip_docs=_skip_docs(t["analyses"]["skip_docs"], path),
         )
     except InputError as e:
         if str(e).startswith(f"study file {path}"):
@@ -228,6 +230,15 @@ def load_study(path: str) -> Study:
 def _positive(where, key, value, path):
     if value < 1:
         raise InputError(f"study file {path}: {where} {key} = {value} must be at least 1")
+    return value
+
+
+def _skip_docs(value, path):
+    if value is not None and value < 1:
+        raise InputError(
+            f"study file {path}: [analyses] skip_docs = {value} must be at least 1 document "
+            "(leave it out to read the whole corpus)"
+        )
     return value
 
 

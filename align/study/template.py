@@ -35,6 +35,8 @@ max_length = 512             # tokens per sequence
 # boundaries = "::2"         # which boundaries to keep (default: all)
 max_tokens = 100000          # tokens of the corpus to read
 batch_size = 8
+# sublayers = true           # also attention's and the MLP's outputs; with every boundary kept,
+                             # contrib and lens read the stores instead of running the models
 
 [pairs]
 mode = "all"                 # all ordered pairs; "list" with list = [["small", "large"]];
@@ -57,7 +59,8 @@ random_init = []             # models whose untrained twin is also extracted and
 shuffle = false              # also fit every pair with the shuffle control
 
 [analyses]
-batch_size = 8
+batch_size = 8               # prompts per forward of the analyses that run the model
+# skip_docs = 50             # skip reads the corpus's first 50 documents (default: all of them)
 
 [route]
 kind = "stores"              # stores: N extractions and N(N-1) fits; live: each pair's two models run together

@@ -129,27 +129,66 @@ def plan(study: Study) -> list:
     return _keyed(units)
 
 
+def reads_stores(study: Study) -> bool:
+    """Whether the contrib and lens units read each model's activation store instead of
+    running the model: on the stores route with `[extraction] sublayers = true` and every
+    boundary kept, the store holds all that `run_contrib(store=...)` and
+    `run_lens(store=...)` read (the same numbers as the model's, up to the store's dtype)."""
+    return (
+        study.route == "stores"
+        and study.extraction.sublayers
+        and study.extraction.boundaries is None
+    )
+
+
+def skip_corpus(study: Study):
+    """The corpus of the skip units: the study's, cut to its first `[analyses] skip_docs`
+    documents (within the corpus's own `max_docs`)."""
+    n = study.skip_docs
+    if n is None:
+        return study.corpus
+    if study.corpus.max_docs is not None:
+        n = min(n, study.corpus.max_docs)
+    return replace(study.corpus, max_docs=n)
+
+
 def _analyses(study: Study, cspec: dict) -> list:
     units = []
+    from_store = reads_stores(study)
     for m in study.models:
         wanted = set(m.analyses) | ({"contrib", "lens"} if "depth" in m.analyses else set())
         for kind in ("contrib", "lens", "skip"):
-            if kind in wanted:
-                units.append(
-                    Unit(
-                        f"{kind} {m.name}",
-                        kind,
-                        f"results/{kind}/{m.name}.zarr",
-                        definition={
-                            "model": asdict(m.spec),
-                            "corpus": cspec,
-                            "batch_size": study.analyses_batch,
-                            "bootstrap": [study.fit.bootstrap, study.fit.bootstrap_seed],
-                            "device": m.spec.device,
-                        },
-                        models=(m.name,),
-                    )
+            if kind not in wanted:
+                continue
+            bootstrap = [study.fit.bootstrap, study.fit.bootstrap_seed]
+            if from_store and kind != "skip":  # one forward, the extraction's
+                definition = {
+                    "store": f"stores/{m.name}.zarr",
+                    "model": asdict(m.spec),  # lens: the checkpoint whose head it applies
+                    "bootstrap": bootstrap,
+                    "device": m.spec.device if kind == "lens" else "cpu",
+                }
+                inputs = (f"extract {m.name}",)
+            else:
+                corpus = asdict(skip_corpus(study)) if kind == "skip" else cspec
+                definition = {
+                    "model": asdict(m.spec),
+                    "corpus": corpus,
+                    "batch_size": study.analyses_batch,
+                    "bootstrap": bootstrap,
+                    "device": m.spec.device,
+                }
+                inputs = ()
+            units.append(
+                Unit(
+                    f"{kind} {m.name}",
+                    kind,
+                    f"results/{kind}/{m.name}.zarr",
+                    inputs=inputs,
+                    definition=definition,
+                    models=(m.name,),
                 )
+            )
         if "depth" in m.analyses:
             units.append(
                 Unit(

@@ -210,3 +210,58 @@ def test_dry_run_of_a_done_study_marks_every_unit_skipped(tiny_study, cli):
     assert [r[2:36].strip() for r in rows] == UNITS
     assert all(r.endswith("(done: skipped)") and " 0 B " in r for r in rows), out
     assert out.splitlines()[-1].startswith("  total: disk 0 B of ")
+
+
+def test_contrib_and_lens_read_the_stores_and_skip_reads_skip_docs(zoo, corpus_file, tmp_path, cli):
+    """With `[extraction] sublayers = true` contrib and lens read each model's store (no
+    second forward): their results equal those of `run_contrib`/`run_lens` on the model over
+    the same corpus, every variable within rtol 1e-5, atol 1e-6 (float32 sums in another
+    order: the store is read in chunks, the model runs in batches), the lens's top-5 overlap
+    within 1e-3 (a rare tie may flip). `[analyses] skip_docs = 3` reaches the skip result:
+    3 prompts, the corpus's first 3 documents of its 12 (counted here from the file). The plan
+    says what each such unit reads."""
+    from align.analyses import run as analyses
+    from align.analyses.analysis_options import LensOptions
+    from align.corpus import CorpusSpec
+    from align.models import ModelSpec
+    from align.stats.bootstrap import Resampling
+    from align.store import open_result
+    from align.study import load_study, run_study
+
+    text = study_text(zoo, corpus_file, models=("a", "b")).replace(
+        "analyses = []", 'analyses = ["contrib", "lens", "skip"]'
+    )
+    path = tmp_path / "stored.toml"
+    path.write_text(text + "[extraction]\nsublayers = true\n[analyses]\nskip_docs = 3\n", "utf-8")
+    root = str(tmp_path / "out")
+    report = run_study(load_study(str(path)), root, log=lambda m: None)
+    assert report.ran[:4] == ["extract a", "extract b", "fit a->b", "contrib a"]
+    spec, cspec, resampling = ModelSpec(zoo("qwen2")), CorpusSpec(corpus_file), Resampling(200)
+    quiet = dict(spec=spec, cspec=cspec, resampling=resampling, log=lambda m: None)
+    live = {
+        "contrib": analyses.run_contrib(str(tmp_path / "contrib.zarr"), **quiet),
+        "lens": analyses.run_lens(str(tmp_path / "lens.zarr"), options=LensOptions(), **quiet),
+    }
+    for kind, reference in live.items():
+        mine, theirs = open_result(f"{root}/results/{kind}/a.zarr"), open_result(reference)
+        assert mine.attrs["source"] == "store" and theirs.attrs.get("source") != "store"
+        assert os.path.samefile(mine.attrs["store"], f"{root}/stores/a.zarr")
+        assert mine.attrs["prompts_hash"] == theirs.attrs["prompts_hash"]  # the same prompts
+        assert sorted(mine.data_vars) == sorted(theirs.data_vars)
+        for name in mine.data_vars:
+            atol = 1e-3 if name.startswith("overlap") else 1e-6
+            np.testing.assert_allclose(
+                mine[name].values, theirs[name].values, rtol=1e-5, atol=atol, err_msg=name
+            )
+    code, out, _ = cli("study", path, "-o", tmp_path / "plan", "--dry-run")
+    rows = {r[2:36].strip(): r for r in out.splitlines()[2:-1]}
+    assert code == 0 and rows["contrib a"].endswith(
+        "(reads stores/a.zarr, no forward: as long as the extraction's encoding and writes)"
+    )
+    assert rows["skip a"].endswith("(not estimated; the first 3 documents)")
+    with open(corpus_file, encoding="utf-8") as f:
+        documents = [d for d in f.read().split("\n\n") if d.strip()]
+    assert len(documents) == 12
+    skipped = open_result(f"{root}/results/skip/a.zarr")
+    assert skipped.sizes["prompt"] == 3
+    assert skipped.attrs["n_prompts_by_setting"]["current"] == 3

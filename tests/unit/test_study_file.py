@@ -62,6 +62,11 @@ def refused(tmp_path, text: str) -> str:
         ("[extras]\nx = 1\n", "no section [extras]; the sections are models, study,"),
         ("[analyses]\nbatch_size = 0\n", "[analyses] batch_size = 0 must be at least 1"),
         (
+            "[analyses]\nskip_docs = 0\n",
+            "[analyses] skip_docs = 0 must be at least 1 document (leave it out to read the whole corpus)",
+        ),
+        ("[analyses]\nskip_docs = 'few'\n", "[analyses] skip_docs = 'few' must be a whole number"),
+        (
             "[bootstrap]\nresamples = 5\n",
             "`bootstrap` 5: a 95% percentile interval needs at least 100",
         ),
@@ -199,3 +204,63 @@ def test_every_unit_has_its_own_key(tmp_path):
         load_study(write(tmp_path, BASE + "[controls]\nshuffle = true\nrandom_init = ['b']\n"))
     )
     assert len({u.key for u in units}) == len(units)
+
+
+SKIPPED = BASE.replace('analyses = ["depth"]', 'analyses = ["skip", "depth"]')
+
+
+def test_skip_docs_reaches_the_skip_units_only(tmp_path):
+    """`[analyses] skip_docs` is the skip unit's corpus's max_docs (the smaller of it and the
+    corpus's own), so an edit of it changes the skip unit's key and the report's, nothing
+    else."""
+    from align.study import load_study
+    from align.study.units import plan
+
+    def units(extra):
+        return {u.name: u for u in plan(load_study(write(tmp_path, SKIPPED + extra)))}
+
+    none, two, three = (
+        units(""),
+        units("[analyses]\nskip_docs = 2\n"),
+        units("[analyses]\nskip_docs = 3\n"),
+    )
+    assert none["skip a"].definition["corpus"]["max_docs"] is None
+    assert two["skip a"].definition["corpus"]["max_docs"] == 2
+    assert (
+        two["contrib a"].definition["corpus"]["max_docs"] is None
+    )  # contrib and lens: the whole corpus
+    assert {n for n in two if two[n].key != three[n].key} == {"skip a", "report"}
+    assert {n for n in none if none[n].key != two[n].key} == {"skip a", "report"}
+    capped = SKIPPED.replace('path = "docs.txt"', 'path = "docs.txt"\nmax_docs = 1')
+    study = load_study(write(tmp_path, capped + "[analyses]\nskip_docs = 2\n"))
+    assert {u.name: u for u in plan(study)}["skip a"].definition["corpus"]["max_docs"] == 1
+
+
+@pytest.mark.parametrize(
+    "extra, from_store",
+    [
+        ("", False),  # no sublayers: the stores hold too little
+        ("[extraction]\nsublayers = true\n", True),
+        ("[extraction]\nsublayers = true\nboundaries = '::2'\n", False),  # not every boundary
+        ("[extraction]\nsublayers = true\n[route]\nkind = 'live'\n", False),  # no store
+    ],
+)
+def test_contrib_and_lens_read_the_store_when_it_holds_what_they_read(tmp_path, extra, from_store):
+    """On the stores route with sublayers and every boundary, contrib and lens read the
+    model's store: they name it, read the unit that extracts it (so they run after it) and
+    hold no corpus; otherwise they run the model. Skip always runs the model."""
+    from align.study import load_study
+    from align.study.units import plan
+
+    units = {u.name: u for u in plan(load_study(write(tmp_path, SKIPPED + extra)))}
+    for kind in ("contrib", "lens"):
+        u = units[f"{kind} a"]
+        if from_store:
+            assert u.inputs == ("extract a",) and u.definition["store"] == "stores/a.zarr"
+            assert "corpus" not in u.definition
+        else:
+            assert u.inputs == () and "store" not in u.definition and "corpus" in u.definition
+    assert units["skip a"].inputs == () and "corpus" in units["skip a"].definition
+    order = list(units)
+    if from_store:
+        assert order.index("extract a") < order.index("contrib a") < order.index("depth a")
