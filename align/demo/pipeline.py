@@ -7,11 +7,13 @@ Everything lands in one output folder:
     OUT/models/{shallow,deep}-<key>/   trained checkpoints of every seed (save_pretrained + train.json)
     OUT/models/{shallow,deep,deep-bpe} links to the first seed's (the models analysed)
     OUT/corpus/heldout.txt             the generated evaluation corpus (one for every seed)
-    OUT/study.toml, OUT/study/         the first seed's extractions and fits as a study (align study)
+    OUT/study.toml, OUT/study/         the first seed's extractions, fits and analyses as a study
+                                       (align study), the third model's extraction and fit too
     OUT/report/index.html              its report (a link to OUT/study/report)
     OUT/stores/*.zarr                  activation stores of the first seed (links into OUT/study/stores)
-    OUT/results/*.zarr                 the first seed's alignment (links into OUT/study/results/fits),
-                                       contributions, lens, skipping, depth results
+    OUT/results/*.zarr                 the first seed's alignments (links into OUT/study/results/fits),
+                                       contributions, lens, skipping, depth results (links into
+                                       OUT/study/results/{contrib,lens,skip,depth})
     OUT/seeds/seed-<s>/{stores,results}/   every other seed's three stores and two alignments,
                                        links into its own study (OUT/seeds/seed-<s>/study)
     OUT/figures/*.png                  figures of the first seed (align.plotting)
@@ -39,14 +41,11 @@ import time
 from dataclasses import dataclass, field
 
 from align import messages, seeding, textfiles
-from align.analyses import run as analyses
-from align.corpus import CorpusSpec
 from align.demo import as_study, data, tokenizers_pair, train
 from align.demo import seeds as across
-from align.demo.steps import done, quiet, step
+from align.demo.steps import quiet, step
 from align.demo.train import TrainConfig
 from align.errors import InputError
-from align.models import ModelSpec
 from align.store import open_result
 
 STATE_FILE = "demo.json"
@@ -73,13 +72,14 @@ class DemoConfig:
     def key(self) -> str:
         # "format" 2: stores made since align reads a checkpoint's tokenizer.json as saved
         # (format 1 stores lost every newline); 3: the stores and fits are a study's
-        # (`as_study`). An older output is recomputed, models kept.
+        # (`as_study`); 4: the first seed's analyses and third model are its study's too.
+        # An older output is recomputed, models kept.
         blob = json.dumps(
             {
                 **dataclasses.asdict(self),
                 "shallow_key": self.shallow.key(),
                 "deep_key": self.deep.key(),
-                "format": 3,
+                "format": 4,
             },
             sort_keys=True,
         )
@@ -220,75 +220,21 @@ def _run(output, config, log, figures) -> DemoReport:
         data.write_corpus(corpus_path + ".tmp", docs)
         os.replace(corpus_path + ".tmp", corpus_path)
 
-    # 2. Per seed: train, extract (shallow, deep, control), fit shallow → deep and → control.
+    # 2. Per seed: train, then a study: extract (shallow, deep, control), fit shallow → deep and
+    # → control; the first seed's study also runs the companion analyses of its trained models
+    # (contributions and lens from the stores, skipping on the first documents, effective depth)
+    # and extracts and fits the third model, another tokenizer paired with the shallow model on
+    # the text.
+    more = {}
     for k, seed in enumerate(config.seeds):
-        report.seeds.append(_one_seed(report, config, seed, k == 0, corpus_path, log))
+        x = _one_seed(report, config, seed, k == 0, corpus_path, log)
+        more = x.pop("more") if k == 0 else more
+        report.seeds.append(x)
     first = report.seeds[0]
-    report.models, report.training, report.stores = (
-        dict(first["models"]),
-        dict(first["training"]),
-        dict(first["stores"]),
-    )
-    report.results.update(first["results"])
-    if (
-        config.bpe_merges
-    ):  # the third model: another tokenizer, paired with the shallow model on the text
-        tokenizers_pair.run(report, config, first, corpus_path, log, MAX_LENGTH)
+    for kind in ("models", "training", "stores", "results"):
+        getattr(report, kind).update({**first[kind], **more.get(kind, {})})
     link_models(report.output, report.models)
     report.across = across.statistics([_seed_summaries(x) for x in report.seeds])
-
-    # 3. Companion analyses of the first seed's trained models: contributions and lens from the
-    # stores, skipping from the live model on the first documents, effective depth from the first two.
-    brief = quiet(log)
-    skip_spec = CorpusSpec(corpus_path, max_length=MAX_LENGTH, max_docs=config.skip_docs)
-    for name in ("shallow", "deep"):
-        paths = {
-            kind: sub("results", f"{kind}-{name}.zarr")
-            for kind in ("contributions", "lens", "skipping", "depth")
-        }
-        report.results.update({f"{kind}-{name}": p for kind, p in paths.items()})
-        if not done(paths["contributions"]):
-            step(
-                report,
-                f"contrib {name}",
-                lambda: analyses.run_contrib(
-                    paths["contributions"], store=report.stores[name], log=brief
-                ),
-                log,
-            )
-        if not done(paths["lens"]):
-            step(
-                report,
-                f"lens {name}",
-                lambda: analyses.run_lens(paths["lens"], store=report.stores[name], log=brief),
-                log,
-            )
-        if not done(paths["skipping"]):
-            spec = ModelSpec(report.models[name])
-            step(
-                report,
-                f"skip {name}",
-                lambda: analyses.run_skip(
-                    paths["skipping"],
-                    spec=spec,
-                    cspec=skip_spec,
-                    batch_size=config.batch_size,
-                    log=brief,
-                ),
-                log,
-            )
-        if not done(paths["depth"]):
-            step(
-                report,
-                f"depth {name}",
-                lambda: analyses.run_depth(
-                    paths["depth"],
-                    contrib_path=paths["contributions"],
-                    lens_path=paths["lens"],
-                    log=brief,
-                ),
-                log,
-            )
 
     # 4. Figures and the summary.
     if figures:
@@ -346,10 +292,12 @@ def _one_seed(
     report: DemoReport, config: DemoConfig, seed: int, first: bool, corpus_path: str, log
 ) -> dict:
     """Train one seed, then extract and fit it as a study (`as_study`); returns {seed,
-    models, training, stores, results}.
+    models, training, stores, results}, and for the first seed "more": the models, training,
+    stores and results of its third model and analyses.
 
     The first seed's study is OUT/study, its stores and results linked from the demo's
-    top-level paths (OUT/stores, OUT/results), with sublayers for the analyses; every other
+    top-level paths (OUT/stores, OUT/results), with sublayers, so that contributions and lens
+    read the stores; it also holds the analyses and the BPE model (trained here first); every other
     seed's is OUT/seeds/seed-<s>/study, linked from OUT/seeds/seed-<s>/{stores,results}, with
     the residual stream only (all a fit reads)."""
 
@@ -363,9 +311,17 @@ def _one_seed(
         out["training"][name] = step(
             report, f"train {name}{tag}", lambda: train.train(tc, folder, log=log), log
         )
-    run = as_study.run(root, out["models"], corpus_path, config, seed, first, quiet(log))
+    models, more = dict(out["models"]), {"models": {}, "training": {}}
+    if first and config.bpe_merges:  # the third model: another tokenizer, trained once
+        folder, training = tokenizers_pair.train_model(report, config, seed, log)
+        models[tokenizers_pair.NAME] = more["models"][tokenizers_pair.NAME] = folder
+        more["training"][tokenizers_pair.NAME] = training
+    brief = tokenizers_pair.brief(log) if first else quiet(log)
+    run = as_study.run(root, models, corpus_path, config, seed, first, brief)
     out["stores"], out["results"] = run["stores"], run["results"]
     report.timings.update({f"{name}{tag}": sec for name, sec in run["seconds"].items()})
+    if first:
+        out["more"] = {**more, **run["more"]}
     return out
 
 

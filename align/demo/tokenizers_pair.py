@@ -1,6 +1,7 @@
 """The demo's third model: the deep model's shape trained on the same arithmetic text read by
 another tokenizer (a BPE learnt on the training text, `tokenizer.build_bpe`), extracted and
-fitted from the shallow model of the first seed. `align fit` pairs the two models' tokens on
+fitted from the shallow model of the first seed as units of its study (`as_study`: the pair
+shallow -> deep-bpe, `[fit] pairing` auto). `align fit` pairs the two models' tokens on
 the text (`--pairing auto` → char-anchors): every BPE token ends at a character where the
 character model ends one, so all of its tokens are anchors, and the character model's anchors
 are the characters where a BPE token ends.
@@ -13,64 +14,32 @@ from __future__ import annotations
 import dataclasses
 import os
 
-import align
 from align.demo import train
 from align.demo.seeds import STATS
-from align.demo.steps import done, quiet, step
+from align.demo.steps import quiet, step
 from align.store import open_result
 
 NAME = "deep-bpe"
 RESULT = "alignment-bpe"
 
 
-def run(report, config, seed_run: dict, corpus_path: str, log, max_length: int) -> None:
-    """Train, extract and fit the BPE model into `report` (models, training, stores, results
-    under NAME and RESULT), each step timed."""
-    seed = seed_run["seed"]
-
-    def brief(m):
-        return log(m) if "anchored pairs" in m or "pairing char-anchors" in m else quiet(log)(m)
-
+def train_model(report, config, seed: int, log) -> tuple:
+    """Train the BPE model of the first seed (cached as every demo model is); returns (its
+    folder, its train.json), the step timed. The first seed's study extracts it and fits it
+    from the shallow model (`as_study`)."""
     tc = dataclasses.replace(
         config.deep, seed=seed, bpe_merges=config.bpe_merges, tokens=config.deep.tokens // 2
     )
     folder = os.path.join(report.output, "models", f"{NAME}-{tc.key()}")
-    report.models[NAME] = folder
-    report.training[NAME] = step(
-        report, f"train {NAME}", lambda: train.train(tc, folder, log=log), log
-    )
-    store = os.path.join(report.output, "stores", f"{NAME}.zarr")
-    report.stores[NAME] = store
-    step(
-        report,
-        f"extract {NAME}",
-        lambda: align.extract(
-            folder,
-            corpus_path,
-            store,
-            max_length=max_length,
-            batch_size=config.batch_size,
-            log=brief,
-        ),
-        log,
-    )
-    result = os.path.join(report.output, "results", f"{RESULT}.zarr")
-    report.results[RESULT] = result
-    if not done(result):
-        step(
-            report,
-            f"fit {RESULT}",
-            lambda: align.fit(
-                seed_run["stores"]["shallow"],
-                store,
-                result,
-                seed=config.fit_seed,
-                scheduler="synchronous",
-                blas_threads=None,
-                log=brief,
-            ),
-            log,
-        )
+    training = step(report, f"train {NAME}", lambda: train.train(tc, folder, log=log), log)
+    return folder, training
+
+
+def brief(log):
+    """The study's log reduced as `steps.quiet` does, keeping the fit's pairing lines (how
+    many anchored pairs the two tokenizers gave)."""
+    reduced = quiet(log)
+    return lambda m: log(m) if "anchored pairs" in m or "pairing char-anchors" in m else reduced(m)
 
 
 def coverage(ds) -> str:

@@ -206,10 +206,10 @@ def test_demo_pipeline_end_to_end(demo_run):
 
 
 def test_the_demo_is_a_study_with_its_report(demo_run):
-    """Each seed's extractions and fits are the units of a study (its study.json records them
-    done), the demo's stores and results are links to the study's outputs, and the first
-    seed's report opens at OUT/report: each cell's hover value on its pair page is the
-    result's number (read here with xarray)."""
+    """Each seed's extractions and fits (the first seed's analyses and BPE model too) are the
+    units of a study (its study.json records them done), the demo's stores and results are
+    links to the study's outputs, and the first seed's report opens at OUT/report: each cell's
+    hover value on its pair page is the result's number (read here with xarray)."""
     import xarray as xr
 
     out, report = demo_run
@@ -221,12 +221,23 @@ def test_the_demo_is_a_study_with_its_report(demo_run):
         "fit shallow->deep.random": "results/fits/shallow--deep.random.zarr",
         "report": "report",
     }
+    # the first seed's study also holds the analyses and the BPE model, its store and its fit
+    first = {
+        **units,
+        "extract deep-bpe": "stores/deep-bpe.zarr",
+        "fit shallow->deep-bpe": "results/fits/shallow--deep-bpe.zarr",
+        **{
+            f"{kind} {name}": f"results/{kind}/{name}.zarr"
+            for name in ("shallow", "deep")
+            for kind in ("contrib", "lens", "skip", "depth")
+        },
+    }
     for x in report.seeds:
         root = out if x is report.seeds[0] else os.path.join(out, "seeds", f"seed-{x['seed']}")
         with open(os.path.join(root, "study", "study.json"), encoding="utf-8") as f:
             state = json.load(f)["units"]
         assert {n: (u["state"], u["output"]) for n, u in state.items()} == {
-            n: ("done", rel) for n, rel in units.items()
+            n: ("done", rel) for n, rel in (first if x is report.seeds[0] else units).items()
         }
         for name, rel in (
             ("shallow", "stores/shallow.zarr"),
@@ -251,6 +262,106 @@ def test_the_demo_is_a_study_with_its_report(demo_run):
         assert abs(float(value) - want) <= 5e-7, (i, j, value, want)
 
 
+def _section(page: str, kind: str) -> str:
+    """The part of a model page under its <h2>kind</h2>, up to the next <h2>."""
+    assert f"<h2>{kind}</h2>" in page, kind
+    return page.split(f"<h2>{kind}</h2>", 1)[1].split("<h2>", 1)[0]
+
+
+def _column(section: str, header: str) -> dict:
+    """{row label: cell text} of the column `header` of the section's first table."""
+    table = section.split("<table", 1)[1].split("</table>", 1)[0]
+    rows = [re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", r) for r in table.split("<tr>")[1:]]
+    k = rows[0].index(header)
+    return {r[0]: r[k] for r in rows[1:]}
+
+
+def test_the_demo_report_shows_each_analysed_model(demo_run):
+    """The first seed's analyses are its study's units, so the report's page of each analysed
+    model shows contributions, lens, skipping and depth: each a figure, and numbers that are
+    the result files' (read here with xarray, formatted as the page writes them: 4 decimals).
+    The demo's result paths are links to those files."""
+    import xarray as xr
+
+    out, report = demo_run
+    for name in ("shallow", "deep"):
+        page = open(os.path.join(out, "report", "models", f"{name}.html"), encoding="utf-8").read()
+        assert "No analysis" not in page
+        for kind, result in (
+            ("contrib", "contributions"),
+            ("lens", "lens"),
+            ("skip", "skipping"),
+            ("depth", "depth"),
+        ):
+            path = report.results[f"{result}-{name}"]
+            assert os.path.islink(path)
+            assert os.path.samefile(
+                path, os.path.join(out, "study", "results", kind, f"{name}.zarr")
+            )
+            assert f'alt="{kind} of {name}"' in _section(page, kind)
+        ds = xr.open_zarr(report.results[f"contributions-{name}"], consolidated=False)
+        shown = _column(_section(page, "contrib"), "resid_cos mean")
+        assert shown == {
+            str(layer): f"{float(ds['resid_cos'].sel(layer=layer, agg='mean')):.4f}"
+            for layer in ds["layer"].values
+        }
+        ds = xr.open_zarr(report.results[f"lens-{name}"], consolidated=False)
+        shown = _column(_section(page, "lens"), "kl token")
+        assert shown == {
+            str(b): f"{float(ds['kl'].sel(boundary=b, weighting='token')):.4f}"
+            for b in ds["boundary"].values
+        }
+        ds = xr.open_zarr(report.results[f"skipping-{name}"], consolidated=False)
+        shown = _column(_section(page, "skip"), "O current layer (max)")
+        cell = {"setting": "current", "part": "layer", "agg": "max"}
+        assert shown == {
+            f"layer {s}": "{:.4f} [{:.4f}, {:.4f}]".format(
+                *(float(ds[v].sel(skipped=s, **cell)) for v in ("O", "O_low", "O_high"))
+            )
+            for s in ds["skipped"].values
+        }
+        ds = xr.open_zarr(report.results[f"depth-{name}"], consolidated=False)
+        shown = _column(_section(page, "depth"), "ratio")
+        assert shown == {
+            str(rule): f"{float(ds['ratio'].sel(rule=rule)):.4f}"
+            if np.isfinite(float(ds["ratio"].sel(rule=rule)))
+            else "—"
+            for rule in ds["rule"].values
+        }
+
+
+def test_the_demo_report_pairs_the_bpe_model_on_the_text(demo_run):
+    """The char-anchor pair shallow -> deep-bpe is a pair of the first seed's study: its page
+    exists, states each side's coverage as the result records it, and its cells' hover values
+    are the result's relative errors; the index's grid cell states the coverage too."""
+    import xarray as xr
+
+    out, report = demo_run
+    ds = xr.open_zarr(report.results["alignment-bpe"], consolidated=False)
+    assert os.path.samefile(
+        report.results["alignment-bpe"],
+        os.path.join(out, "study", "results", "fits", "shallow--deep-bpe.zarr"),
+    )
+    p = ds.attrs["pairing"]
+    coverage = (
+        f"coverage source {100 * p['source']['coverage']:.1f}%, "
+        f"target {100 * p['target']['coverage']:.1f}%"
+    )
+    page = open(
+        os.path.join(out, "report", "pairs", "shallow--deep-bpe.html"), encoding="utf-8"
+    ).read()
+    assert coverage in page and p["mode"] == "char-anchors"
+    cells = re.findall(
+        r'title="source boundary (\d+), target boundary (\d+): relative_error ([-0-9.e]+)', page
+    )
+    assert len(cells) == ds["relative_error"].size
+    for i, j, value in cells:
+        want = float(ds["relative_error"].sel(source_boundary=int(i), target_boundary=int(j)))
+        assert abs(float(value) - want) <= 5e-7, (i, j, value, want)
+    index = open(os.path.join(out, "report", "index.html"), encoding="utf-8").read()
+    assert 'href="pairs/shallow--deep-bpe.html"' in index and coverage in index
+
+
 def test_trained_demo_model_loads_through_extract_like_a_checkpoint(demo_run):
     from align.store import open_activations
 
@@ -266,7 +377,8 @@ def test_trained_demo_model_loads_through_extract_like_a_checkpoint(demo_run):
 
 def test_demo_second_run_is_cached(demo_run, cli):
     out, report = demo_run
-    stamp = {p: os.path.getmtime(p) for p in (report.results["alignment"], report.stores["deep"])}
+    paths = [report.results[n] for n in ("alignment", "alignment-bpe", "skipping-deep")]
+    stamp = {p: os.path.getmtime(p) for p in paths + [report.stores["deep"]]}
     code, stdout, stderr = cli("demo", "--size", "tiny", "-o", out)
     assert code == 0, stderr
     assert report.summary.splitlines()[-1] in stdout  # same numbers
