@@ -2,14 +2,15 @@
 rows, the error measured on the held-out documents' rows, on real stores of two tiny models,
 against scipy's `orthogonal_procrustes` on the rows read with zarr
 (tests/helpers/measures_reference.py, never importing align), within 1e-8 relative; and its
-group-bootstrap interval against a plain loop over the drawn groups."""
+delete-a-group jackknife interval against the same reference on the held-out rows without
+each group and the textbook's formula."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from tests.helpers.measures_reference import procrustes_heldout
-from tests.integration.test_fit_measures import GROUPS, RTOL, _fit, _heldout, _read
+from tests.helpers.measures_reference import RANGES, jackknife_interval, procrustes_heldout
+from tests.integration.test_fit_measures import RTOL, _fit, _heldout, _read, heldout_groups
 
 
 def _training(ds, doc, pos):
@@ -21,14 +22,13 @@ def _training(ds, doc, pos):
 
 def test_heldout_procrustes_equals_scipy_on_the_stores_rows(fit_pair):
     S, T = fit_pair
-    B, seed = 100, 3
     ds = _fit(
         S,
         T,
         None,
         measures="procrustes,procrustes-heldout",
-        bootstrap=B,
-        bootstrap_seed=seed,
+        bootstrap=100,
+        test_fraction=0.4,  # 5 of the 12 documents held out: 5 groups of the jackknife
         alphas=[1e-2],
         source_boundaries="0,2",
         target_boundaries="1,4",
@@ -36,10 +36,7 @@ def test_heldout_procrustes_equals_scipy_on_the_stores_rows(fit_pair):
     X, doc, pos = _read(S)
     Y, *_ = _read(T)
     train, test = _training(ds, doc, pos), _heldout(ds, doc, pos)
-    heldout = list(ds.heldout_doc.values)
-    group = np.array([heldout.index(d) % GROUPS if k else -1 for d, k in zip(doc, test)])
-    present = [g for g in range(GROUPS) if np.any(group == g)]
-    draws = np.random.default_rng(seed).integers(0, len(present), size=(B, len(present)))
+    group, present = heldout_groups(ds, doc, test)
     assert ds["procrustes_heldout"].attrs["direction"] == "distance"
     for i in (0, 2):
         for j in (1, 4):
@@ -47,16 +44,11 @@ def test_heldout_procrustes_equals_scipy_on_the_stores_rows(fit_pair):
             x, y = X[i], Y[j]
             want = procrustes_heldout(x[train], y[train], x[test], y[test])
             np.testing.assert_allclose(float(cell.procrustes_heldout), want, rtol=RTOL)
-            vals = [
-                procrustes_heldout(
-                    x[train],
-                    y[train],
-                    x[rows := np.concatenate([np.flatnonzero(group == present[k]) for k in row])],
-                    y[rows],
-                )
-                for row in draws
+            left_out = [
+                procrustes_heldout(x[train], y[train], x[rows], y[rows])
+                for rows in (test & (group != g) for g in present)
             ]
-            lo, hi = np.percentile(vals, [2.5, 97.5])
+            lo, hi = jackknife_interval(want, left_out, RANGES["procrustes-heldout"])
             np.testing.assert_allclose(float(cell.procrustes_heldout_low), lo, rtol=RTOL)
             np.testing.assert_allclose(float(cell.procrustes_heldout_high), hi, rtol=RTOL)
             # the training rotation does no better on the held-out rows than their own one
