@@ -3,7 +3,8 @@ rows, the error measured on the held-out documents' rows, on real stores of two 
 against scipy's `orthogonal_procrustes` on the rows read with zarr
 (tests/helpers/measures_reference.py, never importing align), within 1e-8 relative; and its
 delete-a-group jackknife interval against the same reference on the held-out rows without
-each group and the textbook's formula."""
+each group and the textbook's formula; the same on a char-anchor pair of two tokenizers, on
+the anchored rows."""
 
 from __future__ import annotations
 
@@ -84,3 +85,58 @@ def test_live_route_equals_scipy_on_the_stores_rows(zoo, corpus_file, extracted)
             want = procrustes_heldout(x[train], y[train], x[test], y[test])
             got = float(ds.procrustes_heldout.sel(source_boundary=i, target_boundary=j))
             np.testing.assert_allclose(got, want, rtol=RTOL, err_msg=f"{i}->{j}")
+
+
+def test_char_anchor_pair_equals_scipy_on_the_anchored_rows(synthetic):
+    """Two tokenizers of one text (`--pairing char-anchors`): the rotation fitted on the
+    anchored pairs of the training documents, the error and its jackknife interval on those
+    of the held-out documents, against scipy's `orthogonal_procrustes` on the paired rows as
+    stored (the anchors found by the plain loop of tests/integration/test_fit_anchors.py),
+    within 1e-8 relative."""
+    from tests.integration.test_fit_anchors import (
+        OTHER,
+        _reference_anchors,
+        _residuals,
+        _tables,
+    )
+
+    tabs = _tables()
+    X, Y = _residuals(tabs)
+    S = synthetic(X, tabs[0], n_layers=1, model="src")
+    T = synthetic(Y, tabs[1], tokenizer=OTHER, n_layers=1, model="tgt")
+    ds = _fit(
+        S,
+        T,
+        None,
+        pairing="char-anchors",
+        measures="procrustes-heldout",
+        bootstrap=100,
+        alphas=[1.0],
+    )
+    src, tgt = _reference_anchors(tabs[0]), _reference_anchors(tabs[1])
+    common = sorted(set(src) & set(tgt))
+    si, ti = np.array([src[k] for k in common]), np.array([tgt[k] for k in common])
+    keep = (tabs[0]["pos"][si] != 0) & (tabs[1]["pos"][ti] != 0)
+    si, ti = si[keep], ti[keep]
+    doc, split = tabs[0]["doc"][si], ds.attrs["split"]
+    train = np.isin(doc, split["fit_docs"] + split["validation_docs"])
+    test = np.isin(doc, split["heldout_docs"])
+    heldout = list(ds.heldout_doc.values)
+    group = np.array([heldout.index(d) % 10 if k else -1 for d, k in zip(doc, test)])
+    present = [g for g in range(10) if np.any(group == g)]
+    assert len(present) >= 3, present
+    assert ds.attrs["pairing"]["mode"] == "char-anchors"
+    for i in range(2):
+        for j in range(2):
+            x, y = (np.asarray(a, np.float32).astype(np.float64) for a in (X[i][si], Y[j][ti]))
+            want = procrustes_heldout(x[train], y[train], x[test], y[test])
+            left_out = [
+                procrustes_heldout(x[train], y[train], x[rows], y[rows])
+                for rows in (test & (group != g) for g in present)
+            ]
+            lo, hi = jackknife_interval(want, left_out, RANGES["procrustes-heldout"])
+            cell = ds.sel(source_boundary=i, target_boundary=j)
+            got = [float(cell[v]) for v in ("procrustes_heldout", "procrustes_heldout_low")]
+            got.append(float(cell.procrustes_heldout_high))
+            assert np.all(np.isfinite(got)) and got[1] < got[0] < got[2], got
+            np.testing.assert_allclose(got, [want, lo, hi], rtol=RTOL, err_msg=f"{i}->{j}")
