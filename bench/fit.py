@@ -342,14 +342,20 @@ def main():
         "--measures",
         default=None,
         help="time ridge alone against ridge and these streamed measures (LIST or all) in the same "
-        "run, their group bootstrap and mknn, rsa on --sample-rows rows "
+        "run, their interval (the jackknife's recomputations) and mknn, rsa on --sample-rows rows "
         "(bench/fit_measures.py; writes bench/results/fit-measures.json)",
+    )
+    ap.add_argument(
+        "--interval-only",
+        action="store_true",
+        help="--measures: time the streamed measures' interval alone and merge it into the JSON "
+        "at the output, keeping its fits and row timings (and their command)",
     )
     ap.add_argument(
         "--measures-bootstrap",
         type=int,
         default=0,
-        help="--measures: --bootstrap of both fits (0: the values alone; the bootstrap is timed apart)",
+        help="--measures: --bootstrap of both fits (0: the values alone; the interval is timed apart)",
     )
     ap.add_argument(
         "--sample-rows", type=int, default=4096, help="--measures: M of the row measures' timing"
@@ -358,7 +364,7 @@ def main():
         "--baseline",
         default=None,
         metavar="REV",
-        help="--measures: also time the group bootstrap of align/measures/streamed.py at git "
+        help="--measures: also time the recomputations of align/measures/streamed.py at git "
         "revision REV, alternated with the working tree's (before/after)",
     )
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "fit.json"))

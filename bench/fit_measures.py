@@ -1,16 +1,20 @@
 """Benchmark of `align fit --measures` (not run in CI; `bench/fit.py --measures LIST` runs it):
 at the fit benchmark's shape, the store-route fit with ridge alone against the same fit with
 the streamed measures, runs alternated, the ratio of the medians; the streamed measures'
-group bootstrap, timed per resample and scaled to the grid (its cost does not depend on the
-tokens); and the row measures `mknn` and `rsa` on M sampled rows, timed.
+interval, the delete-a-group jackknife's G recomputations, timed per recomputation and scaled
+to the grid, and timed whole on the grid (its cost does not depend on the tokens); and the row
+measures `mknn` and `rsa` on M sampled rows, timed.
 
     .venv/bin/python bench/fit.py --measures cka,cka-debiased,procrustes,cca,svcca
                                                    # writes bench/results/fit-measures.json
+    .venv/bin/python bench/fit.py --measures all --interval-only
+                                                   # the interval's timing alone, merged into it
 
 The stores are bench/fit.py's (seeded random arrays; a fit's cost does not depend on the
 numbers). Both fits run with `--bootstrap` of this script (default 0: the measures' values
-alone; their bootstrap is timed apart, below, because at 1,000 resamples it costs far more
-than the fit).
+alone; their interval is timed apart, below). `--interval-only` runs the interval's timing
+alone (a minute, not the fits' ten) and keeps the fits and row timings of the JSON already at
+the output, each part with the command that made it.
 """
 
 from __future__ import annotations
@@ -36,9 +40,10 @@ def fit_once(S, T, out, measures, bootstrap) -> dict:
     return {"seconds": wall, "task_seconds": rep.task_seconds, "mode": rep.plan["mode"]}
 
 
-def synthetic_sums(nI, nJ, d_s, d_t, n_rows, groups, seed=0):
+def synthetic_sums(nI, nJ, d_s, d_t, n_rows, groups, seed=0, rotations=False):
     """`streamed.row_sums` of seeded random rows of nI source and nJ target boundaries
-    sharing a common part (so every cross product has structure), in `groups` groups."""
+    sharing a common part (so every cross product has structure), in `groups` groups; with
+    `rotations`, every pair's sums of procrustes-heldout too (a seeded rotation a pair)."""
     from align.measures import streamed
 
     rng = np.random.default_rng(seed)
@@ -52,12 +57,15 @@ def synthetic_sums(nI, nJ, d_s, d_t, n_rows, groups, seed=0):
         for j in range(nJ)
     }
     shifts = ({i: np.zeros(d_s) for i in xs}, {j: np.zeros(d_t) for j in ys})
-    return streamed.row_sums(xs, ys, shifts, np.arange(n_rows) % groups, groups)
+    R = None
+    if rotations:
+        R = {(i, j): streamed.rotation(rng.standard_normal((d_s, d_t))) for i in xs for j in ys}
+    return streamed.row_sums(xs, ys, shifts, np.arange(n_rows) % groups, groups, rotations=R)
 
 
 def baseline_module(rev: str, folder: str):
     """align/measures/streamed.py as it was at git revision `rev`, imported as a module of
-    its own (the before of a before/after timing in one run)."""
+    its own (the before of a before/after timing of its recomputations in one run)."""
     import importlib.util
     import subprocess
 
@@ -77,38 +85,109 @@ def baseline_module(rev: str, folder: str):
     return module
 
 
-def resample_costs(d_s, d_t, measures, modules: dict, resamples=3, repeats=3) -> dict:
-    """Seconds per resample of the group bootstrap (`streamed.resampled`), single-threaded
-    BLAS (as each of the fit's task threads runs), for each of `modules` ({label: a
-    streamed module}), runs alternated, the median of `repeats`: t_side, each boundary's
-    reduction and decompositions, and t_pair, each pair's measures, solved from the times of
-    a 1 × 1 and a 3 × 3 grid: T(1,1) = 2 t_side + t_pair, T(3,3) = 6 t_side + 9 t_pair."""
+def recompute_costs(d_s, d_t, measures, modules: dict, repeats=3) -> dict:
+    """Seconds per recomputation of the streamed measures from weighted group sums
+    (`streamed.resampled` with the jackknife's weights, `jackknife.leave_one_out`: the G
+    recomputations of the interval), single-threaded BLAS (as each of the fit's task threads
+    runs), for each of `modules` ({label: a streamed module}), runs alternated, the median of
+    `repeats` in wall-clock seconds and in this process's CPU seconds (`cpu_`): t_side, each boundary's reduction and decompositions, and t_pair, each pair's
+    measures, solved from the times of a 1 × 1 and a 3 × 3 grid: T(1,1) = 2 t_side + t_pair,
+    T(3,3) = 6 t_side + 9 t_pair."""
     from threadpoolctl import threadpool_limits
 
     from align.measures.streamed import MEASURE_GROUPS
+    from align.stats import jackknife
 
     G = MEASURE_GROUPS
-    w = np.random.default_rng(0).multinomial(G, [1 / G] * G, resamples).astype(float)
-    sums = {n: synthetic_sums(n, n, d_s, d_t, 4096, G) for n in (1, 3)}
-    times = {label: {1: [], 3: []} for label in modules}
+    w = jackknife.leave_one_out(G)
+    R = "procrustes-heldout" in measures
+    sums = {n: synthetic_sums(n, n, d_s, d_t, 4096, G, rotations=R) for n in (1, 3)}
+    clocks = {"": time.perf_counter, "cpu_": time.process_time}
+    times = {label: {(c, n): [] for c in clocks for n in (1, 3)} for label in modules}
     with threadpool_limits(1, user_api="blas"):
         for _ in range(repeats):
             for n in (1, 3):
                 for label, module in modules.items():
-                    t0 = time.perf_counter()
+                    t0 = {c: clock() for c, clock in clocks.items()}
                     module.resampled(sums[n], measures, w)
-                    times[label][n].append((time.perf_counter() - t0) / resamples)
+                    for c, clock in clocks.items():
+                        times[label][(c, n)].append((clock() - t0[c]) / G)
     out = {}
     for label, t in times.items():
-        t1, t3 = statistics.median(t[1]), statistics.median(t[3])
-        t_pair = (t3 - 3 * t1) / 6
-        out[label] = {
-            "grid_1x1_seconds": t[1],
-            "grid_3x3_seconds": t[3],
-            "side_seconds": (t1 - t_pair) / 2,
-            "pair_seconds": t_pair,
-        }
+        out[label] = {}
+        for c in clocks:  # wall clock, and this process's CPU time (less moved by others' load)
+            t1, t3 = statistics.median(t[(c, 1)]), statistics.median(t[(c, 3)])
+            t_pair = (t3 - 3 * t1) / 6
+            out[label] |= {
+                f"{c}grid_1x1_seconds": t[(c, 1)],
+                f"{c}grid_3x3_seconds": t[(c, 3)],
+                f"{c}side_seconds": (t1 - t_pair) / 2,
+                f"{c}pair_seconds": t_pair,
+            }
     return out
+
+
+def whole_interval(nI, nJ, d_s, d_t, measures) -> dict:
+    """Seconds of the interval of every pair of an nI × nJ grid as the fit computes it
+    (`measured.pair_measures` on sums kept in MEASURE_GROUPS groups, with a bootstrap asked
+    for: the values once and the jackknife's G recomputations), single-threaded BLAS, timed
+    once whole, against the same call without the interval (the values alone)."""
+    from threadpoolctl import threadpool_limits
+
+    from align.fitting import measured
+    from align.measures.streamed import MEASURE_GROUPS
+    from align.stats.bootstrap import Resampling
+
+    R = "procrustes-heldout" in measures
+    sums = synthetic_sums(nI, nJ, d_s, d_t, 4096, MEASURE_GROUPS, rotations=R)
+    import scipy.stats  # noqa: F401  (loaded before the clock: the t quantile's module)
+
+    heldout = {"measures": {"names": measures, "sums": sums}}
+    out = {}
+    with threadpool_limits(1, user_api="blas"):
+        for label, resampling in (("values", None), ("values_and_interval", Resampling(1000, 0))):
+            t0, c0 = time.perf_counter(), time.process_time()
+            measured.pair_measures(heldout, resampling)
+            out[label + "_seconds"] = time.perf_counter() - t0
+            out[label + "_cpu_seconds"] = time.process_time() - c0
+    return out
+
+
+def interval_timing(args, measures, tmp) -> dict:
+    """The interval's timing at the grid of --source and --target (`recompute_costs` scaled to
+    the grid and multiplied by G; `whole_interval` on the grid), with the command, cores and
+    load it ran under."""
+    import sys
+
+    from align.measures import streamed
+
+    Ls, ds = map(int, args.source.split("x"))
+    Lt, dt = map(int, args.target.split("x"))
+    nI, nJ, G = Ls + 1, Lt + 1, streamed.MEASURE_GROUPS
+    load0 = os.getloadavg()
+    modules = {"after": streamed}
+    if args.baseline:
+        modules = {"before": baseline_module(args.baseline, tmp), "after": streamed}
+    costs = recompute_costs(ds, dt, measures, modules)
+    for label, cost in costs.items():
+        for c in ("", "cpu_"):
+            one = (nI + nJ) * cost[f"{c}side_seconds"] + nI * nJ * cost[f"{c}pair_seconds"]
+            cost[f"{c}recompute_seconds"] = one
+            cost[f"{c}interval_seconds"] = G * one
+        print(f"jackknife interval ({label}): {cost}", flush=True)
+    whole = whole_interval(nI, nJ, ds, dt, measures)
+    print(f"the whole grid: {whole}", flush=True)
+    return {
+        "grid": [nI, nJ],
+        "groups": G,
+        "baseline": args.baseline,
+        "measures": list(measures),
+        **costs,
+        "whole_grid": whole,
+        "cpu_count": os.cpu_count(),
+        "load_average_before_after": [load0, os.getloadavg()],
+        "command": " ".join([".venv/bin/python", "bench/fit.py", *sys.argv[1:]]),
+    }
 
 
 def row_measure_costs(d_s, d_t, m, k=10) -> dict:
@@ -158,6 +237,23 @@ def main(args):
     out_path = args.out
     if os.path.basename(out_path) == "fit.json":
         out_path = os.path.join(os.path.dirname(out_path), "fit-measures.json")
+    if args.interval_only:  # the fits and row timings stay those of the run that wrote them
+        try:
+            with open(out_path) as f:
+                result = json.load(f)
+        except OSError as e:
+            raise SystemExit(
+                f"bench/fit.py --interval-only: cannot read {out_path} ({e.strerror}); run "
+                "bench/fit.py --measures LIST without it first"
+            ) from None
+        try:
+            result["interval"] = interval_timing(args, measures, tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        with open(out_path, "w") as f:
+            json.dump(result, f, indent=2)
+        print(json.dumps(result["interval"], indent=2))
+        return
     result = {
         "config": {
             "tokens": args.tokens,
@@ -195,21 +291,8 @@ def main(args):
             "load_average_before_after": [load0, os.getloadavg()],
         }
         print(f"ratio {med['measures'] / med['ridge']:.2f}", flush=True)
-        from align.measures import streamed
-
-        modules = {"after": streamed}
-        if args.baseline:
-            modules = {"before": baseline_module(args.baseline, tmp), "after": streamed}
-        costs = resample_costs(ds, dt, measures, modules)
-        nI, nJ = Ls + 1, Lt + 1
-        for label, cost in costs.items():
-            cost["resample_seconds"] = (nI + nJ) * cost["side_seconds"] + nI * nJ * cost[
-                "pair_seconds"
-            ]
-            cost["seconds_at_1000"] = 1000 * cost["resample_seconds"]
-            print(f"group bootstrap ({label}): {cost}", flush=True)
-        result["bootstrap"] = {"grid": [nI, nJ], "baseline": args.baseline, **costs}
-        result["rows"] = row_measure_costs(ds, dt, args.sample_rows) | {"grid": [nI, nJ]}
+        result["interval"] = interval_timing(args, measures, tmp)
+        result["rows"] = row_measure_costs(ds, dt, args.sample_rows) | {"grid": [Ls + 1, Lt + 1]}
         print(f"row measures at M {args.sample_rows}: {result['rows']}", flush=True)
         result["version"] = align.__version__
     finally:

@@ -104,13 +104,14 @@ def live_plan(budget: int, tokens: int, batch: int, length: int, groups: int) ->
     }
 
 
-def flops(tokens: int, resamples: int) -> dict:
+def flops(tokens: int, groups: int) -> dict:
     """Floating-point operations (multiply and add counted apart) of the fit's parts:
     ridge's statistics 2·N·ΣD_S·ΣD_T; the measures' sums over the held-out rows, every pair's
     Σxyᵀ and every boundary's Σxxᵀ (2·N_h·(ΣD_S·ΣD_T + Σ d²)); and one evaluation of the
     streamed measures of every pair (Q_xᵀ C_xy Q_y, the nuclear norm's Gram and its
     eigenvalues, SVCCA's SVD at most d_S³) and of every boundary (one eigh, about 9 d³),
-    which the group bootstrap repeats once a resample."""
+    which the jackknife interval repeats once a group (G recomputations, whatever
+    --bootstrap)."""
     nI, nJ = SOURCE["layers"] + 1, TARGET["layers"] + 1
     dS, dT = SOURCE["d"], TARGET["d"]
     held = HELDOUT * tokens
@@ -121,7 +122,7 @@ def flops(tokens: int, resamples: int) -> dict:
         "statistics": 2.0 * tokens * nI * dS * nJ * dT,
         "measure_sums": 2.0 * held * (nI * dS * nJ * dT + nI * dS * dS + nJ * dT * dT),
         "measure_evaluation": evaluation,
-        "measure_bootstrap": resamples * evaluation,
+        "measure_interval": groups * evaluation,
         "forwards_per_pass": 2.0 * (SOURCE["params"] + TARGET["params"]) * tokens,
     }
 
@@ -138,7 +139,9 @@ def main(argv=None):
     )
     ap.add_argument("--batch", type=int, default=8, help="sequences a batch (live)")
     ap.add_argument("--length", type=int, default=2048, help="tokens a sequence (live)")
-    ap.add_argument("--resamples", type=int, default=1000)
+    ap.add_argument(
+        "--groups", type=int, default=10, help="groups of held-out documents (MEASURE_GROUPS)"
+    )
     ap.add_argument(
         "--rate", type=float, default=50e12, help="assumed float64 flop/s of the products"
     )
@@ -153,7 +156,7 @@ def main(argv=None):
     )
     args = ap.parse_args(argv)
     gib = 1 << 30
-    f = flops(args.tokens, args.resamples)
+    f = flops(args.tokens, args.groups)
     out = {
         "config": {k: v for k, v in vars(args).items() if k != "out"}
         | {"source": SOURCE, "target": TARGET, "heldout_fraction": HELDOUT},

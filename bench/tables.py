@@ -367,9 +367,8 @@ def fit(r: Results) -> str:
 
 def fit_measures(r: Results) -> str:
     d = r("fit-measures.json")
-    c, f, b, rows_ = d["config"], d["fits"], d["bootstrap"], d["rows"]
+    c, f, rows_ = d["config"], d["fits"], d["rows"]
     med = f["median_seconds"]
-    nI, nJ = b["grid"]
     runs = lambda k: ", ".join(f"{o['seconds']:.1f}" for o in f["runs"][k])  # noqa: E731
     pairs = [m["seconds"] / r["seconds"] for r, m in zip(f["runs"]["ridge"], f["runs"]["measures"])]
     fits = table(
@@ -385,20 +384,6 @@ def fit_measures(r: Results) -> str:
             ],
         ],
     )
-    labels = [k for k in ("before", "after") if k in b]
-    boot = table(
-        ["code", "a boundary", "a pair", f"a resample of the {nI} × {nJ} grid", "1,000 resamples"],
-        [
-            [
-                f"{k} ({b['baseline']})" if k == "before" else k,
-                f"{1e3 * b[k]['side_seconds']:.0f} ms",
-                f"{1e3 * b[k]['pair_seconds']:.0f} ms",
-                f"{b[k]['resample_seconds']:.2f} s",
-                f"{n(b[k]['seconds_at_1000'])} s",
-            ]
-            for k in labels
-        ],
-    )
     rowm = table(
         ["measure", "one cell, both boundaries prepared", "one null draw of a cell"],
         [
@@ -412,21 +397,97 @@ def fit_measures(r: Results) -> str:
             for name in ("mknn", "rsa")
         ],
     )
+    commands = [(c["command"], "bench/results/fit-measures.json: the fits and the row measures")]
+    if d["interval"]["command"] != c["command"]:
+        commands.append(
+            (d["interval"]["command"], "bench/results/fit-measures.json: the interval (merged)")
+        )
     return (
         f"{n(c['tokens'])} tokens of bench/fit.py's stores (source {c['source']}, target "
         f"{c['target']}: {f['pairs']} pairs), `--bootstrap {c['bootstrap']}`, runs alternated; load "
         f"average {load_range(f['load_average_before_after'])} on {c['cpu_count']} cores.\n\n"
         + fits
-        + "\n\nThe group bootstrap of the streamed measures, per resample (single-threaded BLAS, "
-        "a 1 × 1 and a 3 × 3 grid timed and solved for the cost of a boundary and of a pair, "
-        "scaled to the grid):\n\n"
-        + boot
+        + "\n\n"
+        + interval_table(d)
         + f"\n\nThe row measures on M = {n(c['sample_rows'])} sampled rows (d {c['source'].split('x')[1]} "
         f"and {c['target'].split('x')[1]}):\n\n"
         + rowm
         + (f"\n\nTimed again: {d['rows_command']}." if "rows_command" in d else "")
         + "\n\n"
-        + sources((c["command"], "bench/results/fit-measures.json"))
+        + sources(*commands)
+    )
+
+
+def interval_table(d: dict) -> str:
+    """The streamed measures' interval: the jackknife's recomputations per boundary and pair
+    (scaled to the grid, times G) and timed whole on the grid; beside it, from the first run,
+    the group bootstrap it replaced, where the JSON keeps it."""
+    iv = d["interval"]
+    nI, nJ, G = iv["grid"][0], iv["grid"][1], iv["groups"]
+    same = iv["command"] == d["config"]["command"]
+
+    def both(cost, key, scale, unit, digits):  # wall clock, then this process's CPU time
+        wall = f"{n(scale * cost[key], digits)} {unit}"
+        cpu = cost.get("cpu_" + key)
+        return wall + (f" ({n(scale * cpu, digits)} {unit} CPU)" if cpu is not None else "")
+
+    rows = [
+        [
+            f"jackknife, {G} recomputations"
+            + (f" ({k}, {iv['baseline']})" if k == "before" else ""),
+            both(iv[k], "side_seconds", 1e3, "ms", 0),
+            both(iv[k], "pair_seconds", 1e3, "ms", 0),
+            both(iv[k], "recompute_seconds", 1, "s", 2),
+            both(iv[k], "interval_seconds", 1, "s", 1),
+        ]
+        for k in ("before", "after")
+        if k in iv
+    ]
+    b = d.get("bootstrap")
+    if b is not None:
+        rows.append(
+            [
+                "group bootstrap it replaced, 1,000 resamples (the fits' run)",
+                f"{1e3 * b['after']['side_seconds']:.0f} ms",
+                f"{1e3 * b['after']['pair_seconds']:.0f} ms",
+                f"{b['after']['resample_seconds']:.2f} s",
+                f"{n(b['after']['seconds_at_1000'])} s",
+            ]
+        )
+    whole = iv["whole_grid"]
+    timed = (
+        f"{whole['values_seconds']:.2f} s for the values alone, "
+        f"{whole['values_and_interval_seconds']:.2f} s with the interval"
+    )
+    if "values_cpu_seconds" in whole:
+        timed += (
+            f" ({whole['values_cpu_seconds']:.2f} s and "
+            f"{whole['values_and_interval_cpu_seconds']:.2f} s of CPU)"
+        )
+    return (
+        f"The streamed measures' interval ({', '.join(iv['measures'])}), per recomputation of "
+        "the measures from weighted group sums (single-threaded BLAS, a 1 × 1 and a 3 × 3 grid "
+        "timed and solved for the cost of a boundary and of a pair, scaled to the grid; wall "
+        "clock, and in brackets this process's CPU time, which others' load moves less)"
+        + (
+            ""
+            if same
+            else f", from its own run, load average {load_range(iv['load_average_before_after'])} "
+            f"on {iv['cpu_count']} cores"
+        )
+        + ":\n\n"
+        + table(
+            [
+                "interval",
+                "a boundary",
+                "a pair",
+                f"a recomputation of the {nI} × {nJ} grid",
+                "the interval of the grid",
+            ],
+            rows,
+        )
+        + f"\n\nTimed whole on the {nI} × {nJ} grid as the fit computes it "
+        f"(`measured.pair_measures`, single-threaded): {timed}."
     )
 
 
@@ -437,7 +498,7 @@ def plan_measures(r: Results) -> str:
     kinds = (
         ("ridge", "ridge alone"),
         ("measures", "`--measures all --bootstrap 0`"),
-        ("measures_bootstrap", "`--measures all` (10 groups)"),
+        ("measures_bootstrap", "`--measures all` with `--bootstrap` (10 groups: the interval)"),
     )
 
     def store(p):
@@ -473,7 +534,7 @@ def plan_measures(r: Results) -> str:
         ("statistics", "ridge's statistics, 2·N·ΣD_S·ΣD_T"),
         ("measure_sums", "the measures' sums over the held-out rows"),
         ("measure_evaluation", "the streamed measures of every pair, once"),
-        ("measure_bootstrap", f"their group bootstrap, {n(c['resamples'])} resamples"),
+        ("measure_interval", f"their jackknife interval, {n(c['groups'])} recomputations"),
         ("forwards_per_pass", "both models' forwards, one pass (`--live`)"),
     )
     work = table(

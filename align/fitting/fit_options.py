@@ -134,10 +134,11 @@ class FitSpec:
         default=RESAMPLES,
         metadata=option(
             "--bootstrap",
-            doc="resamples of the held-out documents for `p_best` and every interval: 100 to 1,000,000, or 0 for none",
+            doc="resamples of the held-out documents for `p_best` and every interval: 100 to 1,000,000, or 0 for none (the streamed measures' intervals, on when N > 0, are a jackknife over 10 groups of held-out documents whatever N)",
             doc_metavar="N",
             help=f"Resamples of the held-out documents for p_best and the 95% intervals "
-            f"({MIN_RESAMPLES:,} to {MAX_RESAMPLES:,}; 0: none).",
+            f"({MIN_RESAMPLES:,} to {MAX_RESAMPLES:,}; 0: none). The streamed measures' "
+            "intervals, on when N > 0, are a jackknife over 10 groups of held-out documents.",
             type="int",
             show_default=True,
             parse="resamples_or_none",
@@ -220,9 +221,9 @@ class FitSpec:
             doc="similarity measures beside ridge, comma-separated, or `all`: `cka`, `cka-debiased`, "
             "`procrustes`, `procrustes-heldout` (the rotation fitted on the training documents, the "
             "error on the held-out ones), `cca`, `svcca` (on all the held-out rows, with a 95% "
-            "interval under `--bootstrap`) and `mknn`, `cknna`, `rsa` (on the sampled rows), each but "
-            "`procrustes-heldout` calibrated against a permutation null on the sampled rows with "
-            "`--permutations` "
+            "delete-a-group jackknife interval under `--bootstrap`) and `mknn`, `cknna`, `rsa` "
+            "(on the sampled rows), each but `procrustes-heldout` calibrated against a "
+            "permutation null on the sampled rows with `--permutations` "
             "([methods](../methods.md#similarity-measures)); `ridge` is always computed",
             help="Similarity measures beside ridge's held-out error, comma-separated, or all: "
             f"{', '.join(MEASURES)}; each from the held-out rows, with its 95% interval under "

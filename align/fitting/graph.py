@@ -275,7 +275,7 @@ def heldout_kept_task(job: Job, kept, solved):
 
 
 def measure_groups(docs, n: int) -> tuple:
-    """(groups (n,), G): each held-out row's group of the measures' bootstrap, its held-out
+    """(groups (n,), G): each held-out row's group of the measures' jackknife, its held-out
     document index modulo MEASURE_GROUPS (G = MEASURE_GROUPS); without `docs` (no bootstrap)
     every row in one group (G = 1)."""
     if docs is None:

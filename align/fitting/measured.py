@@ -1,6 +1,6 @@
 """The similarity measures of a fit, after the held-out pass (both routes): each pair's value
-and group-bootstrap interval from the streamed sums (`measures.streamed`), and the result's
-arrays `<measure>`, `<measure>_low`, `<measure>_high` over (source_boundary,
+and delete-a-group jackknife interval from the streamed sums (`measures.streamed`), and the
+result's arrays `<measure>`, `<measure>_low`, `<measure>_high` over (source_boundary,
 target_boundary) with each measure's direction and path (docs/methods.md, Similarity
 measures)."""
 
@@ -11,20 +11,50 @@ import dataclasses
 import numpy as np
 
 from align.measures import MEASURES, SIMILARITY, streamed, variable
-from align.stats import bootstrap
+from align.stats import jackknife
 from align.stats.bootstrap import Resampling
 
 SCHEME = (
-    "groups g = heldout_doc index mod {G} ({present} of them holding rows); resample b draws "
-    "numpy.random.default_rng(seed).integers(0, {present}, size=(resamples, {present})) groups "
-    "and recomputes every measure from the drawn groups' sums"
+    "delete-a-group jackknife over groups g = heldout_doc index mod {G} ({present} of them "
+    "holding rows, G'): theta_(g) every measure recomputed from the sums of every group but g; "
+    "se^2 = (G'-1)/G' * sum_g (theta_(g) - mean_g theta_(g))^2; 95% interval theta +- "
+    "t_(0.975, G'-1) * se (scipy.stats.t), clipped to the measure's range; NaN with fewer than "
+    "{least} groups holding rows"
 )
+
+
+def interval_scheme(present: int) -> str:
+    """The streamed measures' interval as a result records it (attrs["summary"]["measures"]
+    ["interval"]): SCHEME with the groups holding rows.
+
+    Parameters
+    ----------
+    present : int
+        G', the groups of held-out documents holding rows.
+
+    Returns
+    -------
+    str
+        The scheme in words and formulas.
+    """
+    return SCHEME.format(G=streamed.MEASURE_GROUPS, present=present, least=jackknife.MIN_GROUPS)
+
+
+def interval_option() -> dict:
+    """What the streamed measures' interval is, for the result's attrs["options"]
+    ("measure_interval"): the method, the groups, the fewest groups it needs, its level."""
+    return {
+        "method": "delete-a-group jackknife, t interval",
+        "groups": f"heldout_doc index mod {streamed.MEASURE_GROUPS}",
+        "min_groups": jackknife.MIN_GROUPS,
+        "level": jackknife.LEVEL,
+    }
 
 
 def measure_groups_of(spec) -> int:
     """Groups of held-out documents the streamed measures' sums keep for a `FitSpec`: 0
-    without a streamed measure, 1 without the bootstrap, else MEASURE_GROUPS (the memory
-    planner's count, `budget.measure_bytes`)."""
+    without a streamed measure, 1 without the bootstrap (no interval), else MEASURE_GROUPS
+    (the jackknife's units; the memory planner's count, `budget.measure_bytes`)."""
     if not spec.streamed:
         return 0
     return streamed.MEASURE_GROUPS if spec.bootstrap else 1
@@ -55,48 +85,42 @@ def rotations_of(fitted: dict) -> dict | None:
     return out or None
 
 
-def group_weights(present: int, resampling: Resampling) -> np.ndarray:
-    """(resamples, present) multiplicities of the groups holding rows, drawn as the document
-    bootstrap draws documents (`bootstrap.indices`, the fit's seed)."""
-    return bootstrap.multiplicity(bootstrap.indices(present, resampling), present)
-
-
 def pair_measures(heldout: dict, resampling: Resampling | None) -> dict:
     """{(i, j): {name: (value, low, high)}} of every pair of a block's held-out sums
-    (`graph.heldout_of` with measures): the value from all rows; low, high the 95%
-    percentile interval over resampled groups of held-out documents (NaN without
-    `resampling`, or with fewer than two groups holding rows). {} without measures. Each
-    side is reduced and decomposed once, for all the pairs it is in."""
+    (`graph.heldout_of` with measures): the value θ̂ from all rows; low, high its 95%
+    delete-a-group jackknife interval over the G' groups of held-out documents holding rows
+    (`jackknife.interval` of θ_(g), the measure from every group but g, clipped to
+    `streamed.RANGES`): NaN without `resampling` (the fit's --bootstrap 0), or with fewer
+    than `jackknife.MIN_GROUPS` groups holding rows. {} without measures. Each side is
+    reduced and decomposed once per recomputation, for all the pairs it is in: G' + 1
+    evaluations in all, whatever the bootstrap's resample count."""
     if "measures" not in heldout:
         return {}
     names, sums = heldout["measures"]["names"], heldout["measures"]["sums"]
     first = next(iter(sums["target"].values()))
-    keep = np.flatnonzero(first["n"] > 0)  # groups holding rows: the units resampled
-    w = group_weights(len(keep), resampling) if resampling is not None and len(keep) > 1 else None
+    keep = np.flatnonzero(first["n"] > 0)  # groups holding rows: the units left out in turn
     xr = {i: streamed.weighted(s) for i, s in sums["source"].items()}
     yr = {j: streamed.weighted(s) for j, s in sums["target"].items()}
     value = {
         (i, j): streamed.pair_measures(xr[i], yr[j], streamed.weighted(pair), names, (i, j))
         for (i, j), pair in sums["pair"].items()
     }
-    if w is None:
+    if resampling is None or len(keep) < jackknife.MIN_GROUPS:
         return {k: {n: (v[n], np.nan, np.nan) for n in names} for k, v in value.items()}
     sub = {
         key: {k: {f: a[keep] for f, a in fields.items()} for k, fields in sums[key].items()}
         for key in ("source", "target", "pair")
     }
-    boot = streamed.resampled(sub, names, w)
-    out = {}
-    for k, v in value.items():
-        out[k] = {}
-        for n in names:
-            lo, hi = bootstrap.percentile_interval(boot[k][n][:, None])
-            out[k][n] = (v[n], float(lo[0]), float(hi[0]))
-    return out
+    left_out = streamed.resampled(sub, names, jackknife.leave_one_out(len(keep)))
+    return {
+        k: {n: (v[n], *jackknife.interval(v[n], left_out[k][n], streamed.RANGES[n])) for n in names}
+        for k, v in value.items()
+    }
 
 
 def groups_present(heldout: dict) -> int:
-    """How many groups of held-out documents hold rows (the measures' bootstrap units)."""
+    """How many groups of held-out documents hold rows (the units the measures' jackknife
+    leaves out in turn)."""
     first = next(iter(heldout["measures"]["sums"]["target"].values()))
     return int(np.sum(first["n"] > 0))
 
@@ -167,5 +191,5 @@ def measures_summary(arrays: dict, names, tgt_boundaries, groups: int | None) ->
         )
     out["rows"] = "held-out documents (the rows ridge's held-out error is measured on)"
     if groups is not None:
-        out["interval"] = SCHEME.format(G=streamed.MEASURE_GROUPS, present=groups)
+        out["interval"] = interval_scheme(groups)
     return out

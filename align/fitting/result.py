@@ -100,7 +100,8 @@ class PairResult:
     measures : dict, optional
         {streamed measure: (value, low, high)} (`measured.pair_measures`).
     measure_groups : int, optional
-        Groups of held-out documents their interval resampled.
+        Groups of held-out documents holding rows, which their jackknife interval left out
+        in turn.
     sampled : dict, optional
         {measure: {field: value}} on the sampled rows (`sampled.attach`).
     """
@@ -122,7 +123,7 @@ class PairResult:
     measures: dict | None = (
         None  # {streamed measure: (value, low, high)} (`measured.pair_measures`)
     )
-    measure_groups: int | None = None  # groups of held-out documents their interval resampled
+    measure_groups: int | None = None  # groups of held-out documents their jackknife left out
     sampled: dict | None = None  # {measure: {field: value}} on the sampled rows (`sampled.attach`)
 
     @property
@@ -350,6 +351,8 @@ def alignment_dataset(
                 data, results, arrays, point, src_boundaries, tgt_boundaries, L_S, L_T, resampling
             )
         )
+    if first.measure_groups is not None:  # the streamed measures carry jackknife intervals
+        options = {**options, "measure_interval": measured.interval_option()}
     attrs = {
         "summary": summary,
         "route": route,
@@ -389,8 +392,13 @@ def alignment_dataset(
             v = variable(name)
             ds[v].attrs["direction"] = MEASURES[name]
             ds[v].attrs["description"] = f"{name} of the held-out rows ({MEASURES[name]})"
+            kind = (
+                "delete-a-group jackknife (t) interval over groups of held-out documents"
+                if name in (first.measures or {})
+                else "bootstrap interval"
+            )
             for end in ("_low", "_high"):
-                ds[v + end].attrs["description"] = f"95% bootstrap interval of {name}"
+                ds[v + end].attrs["description"] = f"95% {kind} of {name}"
     return ds
 
 

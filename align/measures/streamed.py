@@ -1,7 +1,8 @@
 """Similarity measures of two layers from sums over rows (docs/methods.md, Similarity
 measures): linear CKA, debiased CKA, orthogonal Procrustes, mean squared CCA and SVCCA of
 every boundary pair, from sums one pass over the held-out rows accumulates, in groups of
-held-out documents so that a bootstrap over groups needs no row again.
+held-out documents so that recomputing without a group (the jackknife's interval) needs no
+row again.
 
 Rows: X (n, d_S) of a source boundary, Y (n, d_T) of a target boundary, paired row by row,
 shifted by any fixed vector (every measure here is unchanged by a shift of either side; the
@@ -26,7 +27,7 @@ from align.ridge.backend import CPU, Backend
 SIDE_FIELDS = ("n", "s", "S", "q", "f")
 PAIR_FIELDS = ("xy", "p", "r_xy", "r_yx")
 CCA_RIDGE = 1e-6  # ε: CCA's covariances get ε·tr(C)/d on their diagonal (docs/methods.md)
-MEASURE_GROUPS = 10  # groups of held-out documents the measures' bootstrap resamples
+MEASURE_GROUPS = 10  # groups of held-out documents the measures' jackknife leaves out in turn
 SVCCA_VARIANCE = 0.99  # SVCCA keeps the top directions holding this share of each side's variance
 
 
@@ -288,6 +289,20 @@ def svcca(x: dict, y: dict, pair: dict) -> float:
     return float(np.linalg.svd(M, compute_uv=False).mean())
 
 
+# Each measure's range, where its interval is clipped: CKA, R²_CCA and SVCCA's mean canonical
+# correlation lie in [0, 1]; the debiased CKA in [−1, 1] (the unbiased HSIC is an inner product
+# of U-centred kernels, so Cauchy–Schwarz bounds the ratio); Procrustes' arccos of a
+# similarity in [0, 1] in [0, π/2]; the held-out Procrustes error of unit-norm sides in [0, 2].
+RANGES = {
+    "cka": (0.0, 1.0),
+    "cka-debiased": (-1.0, 1.0),
+    "procrustes": (0.0, np.pi / 2),
+    "procrustes-heldout": (0.0, 2.0),
+    "cca": (0.0, 1.0),
+    "svcca": (0.0, 1.0),
+}
+
+
 FUNCTIONS = {
     "cka": cka,
     "cka-debiased": cka_debiased,
@@ -321,9 +336,10 @@ def pair_measures(x: dict, y: dict, pair: dict, names, where: tuple) -> dict:
 
 def resampled(sums: dict, names, w: np.ndarray) -> dict:
     """{(i, j): {name: (B,)}} every measure of every pair of `sums` (a `row_sums` result, or
-    its groups' subset) on every resample of groups: w (B, G) the multiplicity of each group
-    in each resample; each side reduced (and decomposed) once per resample; NaN where a
-    resample's rows of a side have no variance."""
+    its groups' subset) on every weighting of groups: w (B, G) the weight of each group in
+    each recomputation (the jackknife's: ones with a 0 at the group left out); each side
+    reduced (and decomposed) once per row of w; NaN where a recomputation's rows of a side
+    have no variance."""
     out = {k: {n: np.full(len(w), np.nan) for n in names} for k in sums["pair"]}
     for b, wb in enumerate(w):
         xr = {i: weighted(s, wb) for i, s in sums["source"].items()}

@@ -118,3 +118,31 @@ MEASURES = {
     "cca": cca,
     "svcca": svcca,
 }
+
+
+# Each streamed measure's range (docs/methods.md, Intervals): where its interval is clipped.
+RANGES = {
+    "cka": (0.0, 1.0),
+    "cka-debiased": (-1.0, 1.0),
+    "procrustes": (0.0, np.pi / 2),
+    "procrustes-heldout": (0.0, 2.0),
+    "cca": (0.0, 1.0),
+    "svcca": (0.0, 1.0),
+}
+
+
+def jackknife_interval(value, left_out, bounds=None, level=0.95):
+    """The delete-a-group jackknife interval as Efron & Tibshirani (1993, ch. 11) and Kott
+    (2001) write it: with G groups and θ_(g) the statistic without group g,
+    se = sqrt((G − 1)/G · Σ_g (θ_(g) − θ̄)²), θ̄ = Σ_g θ_(g)/G, and the interval
+    θ̂ ± t_{(1 + level)/2, G − 1} · se, cut to `bounds`."""
+    from scipy.stats import t
+
+    G = len(left_out)
+    mean = sum(left_out) / G
+    se = np.sqrt((G - 1) / G * sum((v - mean) ** 2 for v in left_out))
+    q = t.ppf(0.5 + level / 2, G - 1)
+    low, high = value - q * se, value + q * se
+    if bounds is not None:
+        low, high = min(max(low, bounds[0]), bounds[1]), min(max(high, bounds[0]), bounds[1])
+    return low, high

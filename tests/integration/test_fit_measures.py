@@ -2,8 +2,9 @@
 CCA, SVCCA) of every boundary pair against references from the held-out rows themselves
 (tests/helpers/measures_reference.py, never importing align), within 1e-8 relative: on real
 stores of two tiny models of one tokenizer (store route and --live), on a char-anchor pair;
-a model against itself (CKA 1, Procrustes 0 on the diagonal); the group bootstrap against a
-plain loop over resampled groups; the CLI's option and refusal."""
+a model against itself (CKA 1, Procrustes 0 on the diagonal); the delete-a-group jackknife
+interval against numpy on the rows without each group and the textbook's formula; the CLI's
+option and refusal."""
 
 from __future__ import annotations
 
@@ -14,13 +15,12 @@ import zarr
 
 from tests.helpers.assertions import one_line_error
 from tests.helpers.measures_reference import MEASURES as REFERENCE
-from tests.helpers.measures_reference import cka_features, procrustes
+from tests.helpers.measures_reference import RANGES, jackknife_interval
 from tests.integration.test_fit_anchors import OTHER, _reference_anchors, _residuals, _tables
 from tests.integration.test_fit_live import CORPUS, live_fit
 
 RTOL = 1e-8
 STREAMED = ("cka", "cka-debiased", "procrustes", "cca", "svcca")
-BOOT_REFERENCE = {"cka": cka_features, "procrustes": procrustes}  # no n × n kernel per resample
 M = 150  # sampled held-out rows of the row measures and the calibration
 GROUPS = 10  # held-out document index mod 10 (docs/methods.md)
 
@@ -176,38 +176,65 @@ def test_a_model_against_itself_gives_cka_one_and_procrustes_zero(fit_pair):
     assert ds.attrs["summary"]["measures"]["cka"]["path"] == [i for i, _ in diag]
 
 
-def test_group_bootstrap_equals_a_plain_loop_over_drawn_groups(fit_pair):
+def heldout_groups(ds, doc, keep):
+    """Each row's group of held-out documents (its document's index in `heldout_doc` mod
+    10; −1 for a row not scored) and the groups holding rows, as docs/methods.md states."""
+    heldout = list(ds.heldout_doc.values)
+    group = np.array([heldout.index(d) % GROUPS if k else -1 for d, k in zip(doc, keep)])
+    return group, [g for g in range(GROUPS) if np.any(group == g)]
+
+
+def test_jackknife_interval_equals_the_textbook_on_the_rows_without_each_group(fit_pair):
+    """Every streamed measure's interval against each measure recomputed by numpy from the
+    held-out rows minus group g (rows, not sums) and the jackknife written from the textbook
+    (tests/helpers/measures_reference.py), within 1e-8 relative; the summary, the options
+    and the arrays' descriptions say the scheme, and the bootstrap's resample count and
+    seed change nothing of it."""
     S, T = fit_pair
-    B, seed = 100, 5
-    ds = _fit(
-        S,
-        T,
-        None,
-        measures="cka,procrustes",
-        bootstrap=B,
-        bootstrap_seed=seed,
+    kw = dict(
+        measures=",".join(STREAMED),
         alphas=[1e-2],
         source_boundaries="1,2",
-        target_boundaries="4",
+        target_boundaries="0,4",
+        test_fraction=0.4,  # 5 of the 12 documents held out: 5 groups
     )
+    ds = _fit(S, T, None, bootstrap=100, bootstrap_seed=5, **kw)
     X, doc, pos = _read(S)
     Y, *_ = _read(T)
-    heldout = list(ds.heldout_doc.values)
     keep = _heldout(ds, doc, pos)
-    group = np.array([heldout.index(d) % GROUPS if k else -1 for d, k in zip(doc, keep)])
-    present = [g for g in range(GROUPS) if np.any(group == g)]
-    draws = np.random.default_rng(seed).integers(0, len(present), size=(B, len(present)))
+    group, present = heldout_groups(ds, doc, keep)
+    assert len(present) >= 3, present
     for i in (1, 2):
-        for j in (4,):
-            for name in ("cka", "procrustes"):
-                vals = []
-                for row in draws:
-                    rows = np.concatenate([np.flatnonzero(group == present[k]) for k in row])
-                    vals.append(BOOT_REFERENCE[name](X[i][rows], Y[j][rows]))
-                lo, hi = np.nanpercentile(vals, [2.5, 97.5])
-                cell = ds.sel(source_boundary=i, target_boundary=j)
-                np.testing.assert_allclose(float(cell[name + "_low"]), lo, rtol=RTOL)
-                np.testing.assert_allclose(float(cell[name + "_high"]), hi, rtol=RTOL)
+        for j in (0, 4):
+            cell = ds.sel(source_boundary=i, target_boundary=j)
+            for name in STREAMED:
+                x, y = X[i], Y[j]
+                left_out = [
+                    REFERENCE[name](x[keep & (group != g)], y[keep & (group != g)]) for g in present
+                ]
+                value = REFERENCE[name](x[keep], y[keep])
+                want = jackknife_interval(value, left_out, RANGES[name])
+                v = name.replace("-", "_")
+                got = (float(cell[v + "_low"]), float(cell[v + "_high"]))
+                np.testing.assert_allclose(got, want, rtol=RTOL, err_msg=f"{name} {i}->{j}")
+    summary = ds.attrs["summary"]["measures"]["interval"]
+    assert summary.startswith("delete-a-group jackknife"), summary
+    assert f"({len(present)} of them holding rows" in summary
+    option = ds.attrs["options"]["measure_interval"]
+    assert option["method"] == "delete-a-group jackknife, t interval"
+    assert option["min_groups"] == 3 and option["level"] == 0.95
+    assert "jackknife" in ds["cka_low"].attrs["description"]
+    other = _fit(S, T, None, bootstrap=200, bootstrap_seed=9, **kw)
+    for name in STREAMED:
+        for end in ("_low", "_high"):
+            v = name.replace("-", "_") + end
+            np.testing.assert_array_equal(other[v].values, ds[v].values, err_msg=v)
+    plain = _fit(S, T, None, bootstrap=0, **kw)
+    assert (
+        np.all(np.isnan(plain["cka_low"].values))
+        and "measure_interval" not in plain.attrs["options"]
+    )
+    assert "interval" not in plain.attrs["summary"]["measures"]
 
 
 def test_cli_writes_the_measures_and_refuses_an_unknown_one(fit_pair, cli, tmp_path):

@@ -2,14 +2,16 @@
 rows, the error measured on the held-out documents' rows, on real stores of two tiny models,
 against scipy's `orthogonal_procrustes` on the rows read with zarr
 (tests/helpers/measures_reference.py, never importing align), within 1e-8 relative; and its
-group-bootstrap interval against a plain loop over the drawn groups."""
+delete-a-group jackknife interval against the same reference on the held-out rows without
+each group and the textbook's formula; the same on a char-anchor pair of two tokenizers, on
+the anchored rows."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from tests.helpers.measures_reference import procrustes_heldout
-from tests.integration.test_fit_measures import GROUPS, RTOL, _fit, _heldout, _read
+from tests.helpers.measures_reference import RANGES, jackknife_interval, procrustes_heldout
+from tests.integration.test_fit_measures import RTOL, _fit, _heldout, _read, heldout_groups
 
 
 def _training(ds, doc, pos):
@@ -21,14 +23,13 @@ def _training(ds, doc, pos):
 
 def test_heldout_procrustes_equals_scipy_on_the_stores_rows(fit_pair):
     S, T = fit_pair
-    B, seed = 100, 3
     ds = _fit(
         S,
         T,
         None,
         measures="procrustes,procrustes-heldout",
-        bootstrap=B,
-        bootstrap_seed=seed,
+        bootstrap=100,
+        test_fraction=0.4,  # 5 of the 12 documents held out: 5 groups of the jackknife
         alphas=[1e-2],
         source_boundaries="0,2",
         target_boundaries="1,4",
@@ -36,10 +37,7 @@ def test_heldout_procrustes_equals_scipy_on_the_stores_rows(fit_pair):
     X, doc, pos = _read(S)
     Y, *_ = _read(T)
     train, test = _training(ds, doc, pos), _heldout(ds, doc, pos)
-    heldout = list(ds.heldout_doc.values)
-    group = np.array([heldout.index(d) % GROUPS if k else -1 for d, k in zip(doc, test)])
-    present = [g for g in range(GROUPS) if np.any(group == g)]
-    draws = np.random.default_rng(seed).integers(0, len(present), size=(B, len(present)))
+    group, present = heldout_groups(ds, doc, test)
     assert ds["procrustes_heldout"].attrs["direction"] == "distance"
     for i in (0, 2):
         for j in (1, 4):
@@ -47,16 +45,11 @@ def test_heldout_procrustes_equals_scipy_on_the_stores_rows(fit_pair):
             x, y = X[i], Y[j]
             want = procrustes_heldout(x[train], y[train], x[test], y[test])
             np.testing.assert_allclose(float(cell.procrustes_heldout), want, rtol=RTOL)
-            vals = [
-                procrustes_heldout(
-                    x[train],
-                    y[train],
-                    x[rows := np.concatenate([np.flatnonzero(group == present[k]) for k in row])],
-                    y[rows],
-                )
-                for row in draws
+            left_out = [
+                procrustes_heldout(x[train], y[train], x[rows], y[rows])
+                for rows in (test & (group != g) for g in present)
             ]
-            lo, hi = np.percentile(vals, [2.5, 97.5])
+            lo, hi = jackknife_interval(want, left_out, RANGES["procrustes-heldout"])
             np.testing.assert_allclose(float(cell.procrustes_heldout_low), lo, rtol=RTOL)
             np.testing.assert_allclose(float(cell.procrustes_heldout_high), hi, rtol=RTOL)
             # the training rotation does no better on the held-out rows than their own one
@@ -92,3 +85,58 @@ def test_live_route_equals_scipy_on_the_stores_rows(zoo, corpus_file, extracted)
             want = procrustes_heldout(x[train], y[train], x[test], y[test])
             got = float(ds.procrustes_heldout.sel(source_boundary=i, target_boundary=j))
             np.testing.assert_allclose(got, want, rtol=RTOL, err_msg=f"{i}->{j}")
+
+
+def test_char_anchor_pair_equals_scipy_on_the_anchored_rows(synthetic):
+    """Two tokenizers of one text (`--pairing char-anchors`): the rotation fitted on the
+    anchored pairs of the training documents, the error and its jackknife interval on those
+    of the held-out documents, against scipy's `orthogonal_procrustes` on the paired rows as
+    stored (the anchors found by the plain loop of tests/integration/test_fit_anchors.py),
+    within 1e-8 relative."""
+    from tests.integration.test_fit_anchors import (
+        OTHER,
+        _reference_anchors,
+        _residuals,
+        _tables,
+    )
+
+    tabs = _tables()
+    X, Y = _residuals(tabs)
+    S = synthetic(X, tabs[0], n_layers=1, model="src")
+    T = synthetic(Y, tabs[1], tokenizer=OTHER, n_layers=1, model="tgt")
+    ds = _fit(
+        S,
+        T,
+        None,
+        pairing="char-anchors",
+        measures="procrustes-heldout",
+        bootstrap=100,
+        alphas=[1.0],
+    )
+    src, tgt = _reference_anchors(tabs[0]), _reference_anchors(tabs[1])
+    common = sorted(set(src) & set(tgt))
+    si, ti = np.array([src[k] for k in common]), np.array([tgt[k] for k in common])
+    keep = (tabs[0]["pos"][si] != 0) & (tabs[1]["pos"][ti] != 0)
+    si, ti = si[keep], ti[keep]
+    doc, split = tabs[0]["doc"][si], ds.attrs["split"]
+    train = np.isin(doc, split["fit_docs"] + split["validation_docs"])
+    test = np.isin(doc, split["heldout_docs"])
+    heldout = list(ds.heldout_doc.values)
+    group = np.array([heldout.index(d) % 10 if k else -1 for d, k in zip(doc, test)])
+    present = [g for g in range(10) if np.any(group == g)]
+    assert len(present) >= 3, present
+    assert ds.attrs["pairing"]["mode"] == "char-anchors"
+    for i in range(2):
+        for j in range(2):
+            x, y = (np.asarray(a, np.float32).astype(np.float64) for a in (X[i][si], Y[j][ti]))
+            want = procrustes_heldout(x[train], y[train], x[test], y[test])
+            left_out = [
+                procrustes_heldout(x[train], y[train], x[rows], y[rows])
+                for rows in (test & (group != g) for g in present)
+            ]
+            lo, hi = jackknife_interval(want, left_out, RANGES["procrustes-heldout"])
+            cell = ds.sel(source_boundary=i, target_boundary=j)
+            got = [float(cell[v]) for v in ("procrustes_heldout", "procrustes_heldout_low")]
+            got.append(float(cell.procrustes_heldout_high))
+            assert np.all(np.isfinite(got)) and got[1] < got[0] < got[2], got
+            np.testing.assert_allclose(got, [want, lo, hi], rtol=RTOL, err_msg=f"{i}->{j}")

@@ -2,9 +2,10 @@
 Docstrings): a one-line summary, a blank line, and a `Parameters` section naming every
 parameter of its signature, and nothing else, then `Returns`. The functions are the API page's
 `:::` entries, `align`'s public names (the lazy ones included), and the public functions of
-`align.ridge`, `align.fitting` (its `__all__`), `align.stats.bootstrap`, and the row measures
-and calibration of `align.measures`. The docstring is parsed by hand (a section is a
-title over a line of dashes; a parameter line is `name : type` at the section's indent)."""
+`align.ridge`, `align.fitting` (its `__all__`), `align.stats.bootstrap`, `align.stats.jackknife`,
+and the row measures and calibration of `align.measures`. The docstring is parsed by hand (a
+section is a title over a line of dashes; a parameter line is `name : type` at the section's
+indent)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 ROW_MEASURES = ("mknn", "neighbours", "cknna", "rsa", "cka", "cka_debiased", "procrustes")
 ROW_MEASURES += ("cca", "svcca")
 # Each function's modules: align's installed names (store/ installs as align.store).
-MODULES_WHOLE = ("align.stats.bootstrap",)  # every public function defined there
+MODULES_WHOLE = (
+    "align.stats.bootstrap",
+    "align.stats.jackknife",
+)  # every public function defined there
 MODULES_ALL = ("align", "align.ridge", "align.fitting")  # the functions of their __all__
 # the measures a researcher calls on rows, and the calibration's formulas
 CALIBRATION = ("critical_value", "calibrated_score", "summarise", "draw_permutations")

@@ -78,6 +78,46 @@ def test_weighted_groups_equal_the_measure_of_the_drawn_rows():
         np.testing.assert_allclose(got[name], want, rtol=RTOL, err_msg=name)
 
 
+@pytest.mark.parametrize("G", [10, 4])
+def test_jackknife_interval_equals_the_textbook_on_the_rows_without_each_group(G):
+    """The fit's interval of every streamed measure (`measured.pair_measures` on sums kept
+    per group, one group left empty as with few held-out documents) against each measure
+    recomputed from the rows of every group but g (rows, not sums) and the jackknife written
+    from the textbook (tests/helpers/measures_reference.py), within 1e-8 relative."""
+    from align.fitting import measured
+    from align.stats.bootstrap import Resampling
+    from tests.helpers.measures_reference import RANGES, jackknife_interval
+
+    names = tuple(REFERENCE)
+    X, Y = _rows(n=240, seed=4)
+    groups = np.arange(len(X)) % (G - 1)  # group G − 1 holds no row: G − 1 groups present
+    heldout = {"measures": {"names": names, "sums": _sums(X, Y, groups, G)}}
+    got = measured.pair_measures(heldout, Resampling(100, 0))[(0, 0)]
+    for name in names:
+        left_out = [REFERENCE[name](X[groups != g], Y[groups != g]) for g in range(G - 1)]
+        value = REFERENCE[name](X, Y)
+        low, high = jackknife_interval(value, left_out, RANGES[name])
+        np.testing.assert_allclose(got[name], (value, low, high), rtol=RTOL, err_msg=name)
+    assert all(
+        np.isnan(v[1]) and np.isnan(v[2])
+        for v in measured.pair_measures(heldout, None)[(0, 0)].values()
+    )
+
+
+def test_fewer_than_three_groups_holding_rows_give_no_interval():
+    """Two groups holding rows: the value from all rows (its reference), the interval NaN
+    (t with one degree of freedom would be ±12.7 standard errors)."""
+    from align.fitting import measured
+    from align.stats.bootstrap import Resampling
+
+    X, Y = _rows(seed=5)
+    groups = np.arange(len(X)) % 2
+    heldout = {"measures": {"names": ("cka",), "sums": _sums(X, Y, groups, 10)}}
+    value, low, high = measured.pair_measures(heldout, Resampling(100, 0))[(0, 0)]["cka"]
+    np.testing.assert_allclose(value, REFERENCE["cka"](X, Y), rtol=RTOL)
+    assert np.isnan(low) and np.isnan(high)
+
+
 def test_rotated_copy_gives_cka_one_and_procrustes_zero():
     """Known answer: Y = X Q with Q a random orthogonal matrix."""
     rng = np.random.default_rng(2)
