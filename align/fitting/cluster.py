@@ -333,6 +333,10 @@ def _start_dask(stack, scheduler, n_workers, limit, seen, log) -> Executor:
                 processes=True,
                 memory_limit=total // n,
                 dashboard_address=None,
+                # the scheduler's HTTP server (health routes) still binds a port: any free one,
+                # not 8787, which a second fit or a notebook's cluster may hold (distributed
+                # then warns on stderr, and a fit's errors are one line)
+                scheduler_kwargs={"dashboard": False, "dashboard_address": ":0"},
                 silence_logs=logging.CRITICAL,
             )
         stack.callback(_quietly, cluster.close)

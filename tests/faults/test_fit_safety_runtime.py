@@ -173,6 +173,28 @@ def test_damaged_chunk_under_the_local_cluster_is_one_line(chunked, tmp_path):
     assert not (tmp_path / "a.zarr").exists()
 
 
+def test_local_cluster_says_nothing_when_port_8787_is_taken(chunked, tmp_path):
+    """A second local cluster (another fit, a notebook's) holds the dashboard's usual port:
+    the fit's stderr is its own lines, with no warning of distributed's about the port."""
+    import socket
+
+    held = socket.socket()
+    try:
+        held.bind(("", 8787))
+        held.listen()
+    except OSError:  # another process holds it already: the case under test
+        pass
+    try:
+        S, T, _ = chunked
+        out = tmp_path / "a.zarr"
+        code, _, err = _run("fit", S, T, "-o", out, "--workers", "2", *OPTS)
+    finally:
+        held.close()
+    assert code == 0, err
+    assert "8787" not in err and "Warning" not in err, err
+    assert out.exists()
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
