@@ -541,12 +541,6 @@ def fit_live(
             log(f"align fit --live: {windows_line(p.anchored)}")
     _refuse_bootstrap(p, options)
     p.sample = sampled.draw(p.split, options.spec)  # before the passes, by the split's seed
-    if p.sample is not None and options.run.scheduler not in (None, "synchronous", "sync"):
-        raise InputError(
-            f"`measures` {','.join(options.spec.sampled)} with `live` runs in this process only, not "
-            f"on the Dask cluster at `scheduler` {options.run.scheduler} (its sampled rows are "
-            "gathered by this process's passes): drop `scheduler`, or fit stores on the cluster"
-        )
     sides = sides_of(p)
     if output is not None and not dry_run:
         check_result_room(

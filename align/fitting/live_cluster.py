@@ -9,11 +9,12 @@ import time
 
 from align.fitting.cluster import executor
 from align.fitting.fit_options import FitRequest
-from align.fitting.graph import add_heldout_task, add_task, tree
+from align.fitting.graph import add_task, tree
 from align.fitting.measured import with_rotations
 from align.fitting.result import pair_results
 from align.fitting.shards import (
     ShardTask,
+    add_shard_heldout,
     shard_heldout_task,
     shard_statistics_task,
     shards_of,
@@ -26,10 +27,11 @@ def run_on_cluster(p, options: FitRequest, log, plan_of) -> tuple:
     """The blocks of `plan` on the Dask cluster at options.run.scheduler: per block, document
     shards (runs of consecutive batches) on the workers, each loading both models once; the
     shards' sums added in a tree fixed by shard index (graph.tree), solved here, and the
-    held-out sums of the shards added the same way. Held-out rows are forwarded again (rows
-    are not kept between tasks). `p` is the live route's `Prepared`; the plan is made per
-    worker by plan_of((limit, idle)) (--memory-limit per worker, or the workers' own limit,
-    less the largest worker's idle footprint). Returns (plan, results, statistics, rates,
+    held-out sums of the shards added the same way, with the streamed measures' sums and the
+    rows of the sampled tokens (`p.sample`, kept here as the one-process passes keep them).
+    Held-out rows are forwarded again (rows are not kept between tasks). `p` is the live
+    route's `Prepared`; the plan is made per worker by plan_of((limit, idle)) (--memory-limit
+    per worker, or the workers' own limit, less the largest worker's idle footprint). Returns (plan, results, statistics, rates,
     seconds)."""
     results, kept_stats, factors = {}, {}, {}
     t_loop = time.time()
@@ -68,7 +70,7 @@ def run_on_cluster(p, options: FitRequest, log, plan_of) -> tuple:
             for s, shard in enumerate(train):
                 dsk[("stats", s)] = (
                     shard_statistics_task,
-                    ShardTask(p.job, I, block, tuple(shard), options.spec.streamed),
+                    ShardTask(p.job, I, block, tuple(shard)),
                     "table",
                     "shifts",
                 )
@@ -90,18 +92,25 @@ def run_on_cluster(p, options: FitRequest, log, plan_of) -> tuple:
                 "table": p.stream,
                 "fitted": fitted,
                 "hdoc": p.split.heldout_index if options.spec.bootstrap else None,
+                "sample": None if p.sample is None else p.sample.tokens,
             }
             keys = []
             for s, shard in enumerate(test):
                 dsk[("heldout", s)] = (
                     shard_heldout_task,
-                    ShardTask(p.job, I, block, tuple(shard)),
+                    ShardTask(
+                        p.job, I, block, tuple(shard), options.spec.streamed, sample_sources=k == 0
+                    ),
                     "table",
                     "fitted",
                     "hdoc",
+                    "sample",
                 )
                 keys.append(("heldout", s))
-            sums = ex.run(dsk, tree(dsk, "heldout-sum", keys, add_heldout_task))
+            sums = ex.run(dsk, tree(dsk, "heldout-sum", keys, add_shard_heldout))
+            rows_ = sums.pop("sample")
+            if p.sample is not None:  # the sampled rows (the source's come with the first block)
+                p.sample.put(rows_)
             results.update(pair_results(fitted, sums, p.split, options.spec.resampling))
             log(f"align fit --live: pass {k + 1} of {plan.passes} done on the cluster")
     return (

@@ -342,6 +342,7 @@ def alignment_dataset(
     summary = point.to_attrs()
     if first.measures is not None or first.sampled is not None:
         summary["measures"] = _with_measures(data, results, src_boundaries, tgt_boundaries)
+    _check_every_measure(data, options)
     summary.update(_grid_ends(arrays["alpha_rel"], grid))
     if resampling is not None and all(
         results[(i, j)].doc_pair is not None for i in src_boundaries for j in tgt_boundaries
@@ -431,6 +432,22 @@ def _with_measures(data: dict, results: dict, src_boundaries, tgt_boundaries) ->
     for name, v in arrays.items():
         data[name] = (dims, v)
     return measured.measures_summary(arrays, names, tgt_boundaries, first.measure_groups)
+
+
+def _check_every_measure(data: dict, options: dict) -> None:
+    """A RuntimeError (a fault of the fit's code, not of its input) when a measure the fit
+    was asked for (`options["measures"]`), or its calibration (`options["permutations"]`),
+    has no array: a result never goes without one silently."""
+    missing = [
+        f"{n}{end}"
+        for n in options.get("measures", ())
+        if n in MEASURES and n != "ridge"
+        for end in ("", "_p")
+        if variable(n) + end not in data
+        and (end == "" or (options.get("permutations") and n != measured.HELDOUT_PROCRUSTES))
+    ]
+    if missing:
+        raise RuntimeError(f"the fit computed no {', '.join(missing)}, which it was asked for")
 
 
 def _validation_curves(results: dict, src_boundaries, tgt_boundaries):

@@ -1,8 +1,9 @@
 """The held-out rows the row measures and every measure's calibration use (both routes): M
 tokens drawn from the held-out documents before the pass (`measures.rows.sample_rows`, the
-split's seed), their rows of every boundary gathered (from the stores, or from the live
-held-out pass), then `measures.rows.row_measures` once for the whole grid, its numbers kept
-per pair (`PairResult.sampled`)."""
+split's seed), their rows of every boundary gathered (from the stores, from the live
+held-out pass, or from the live held-out shards of a Dask cluster), then
+`measures.rows.row_measures` once for the whole grid, its numbers kept per pair
+(`PairResult.sampled`)."""
 
 from __future__ import annotations
 
@@ -33,17 +34,48 @@ class Sample:
     def take(self, xs: dict, ys: dict, tokens: np.ndarray) -> None:
         """Keep the rows of one chunk of held-out rows whose token is sampled: xs[i] (n, d_S),
         ys[j] (n, d_T) numpy or tensors, row r from token tokens[r]."""
-        tokens = np.asarray(tokens)
-        hit = np.flatnonzero(np.isin(tokens, self.tokens))
-        if not len(hit):
+        self.put(found(xs, ys, tokens, self.tokens))
+
+    def put(self, rows_: dict | None) -> None:
+        """Keep rows of sampled tokens (`found`, or several `joined`), each at its token's
+        place in the sample."""
+        if rows_ is None:
             return
-        at = np.searchsorted(self.tokens, tokens[hit])
-        for store, side in ((self.xs, xs), (self.ys, ys)):
-            for b, v in side.items():
-                got = _numpy(v, hit)
+        at = np.searchsorted(self.tokens, rows_["tokens"])
+        for store, side in ((self.xs, rows_["xs"]), (self.ys, rows_["ys"])):
+            for b, got in side.items():
                 if b not in store:
                     store[b] = np.zeros((len(self.tokens), got.shape[1]))
                 store[b][at] = got
+
+
+def found(xs: dict, ys: dict, tokens: np.ndarray, sample_tokens: np.ndarray) -> dict | None:
+    """The rows of one chunk of held-out rows whose token is among `sample_tokens` (sorted):
+    {"tokens": (h,), "xs": {i: (h, d_S)}, "ys": {j: (h, d_T)}} float64 numpy, from xs[i]
+    (n, d_S) and ys[j] (n, d_T) numpy or tensors, row r from token tokens[r]; None when no
+    token is sampled. What a Dask shard returns of the sample (`Sample.put` keeps it)."""
+    tokens = np.asarray(tokens)
+    hit = np.flatnonzero(np.isin(tokens, sample_tokens))
+    if not len(hit):
+        return None
+    return {
+        "tokens": tokens[hit],
+        "xs": {b: _numpy(v, hit) for b, v in xs.items()},
+        "ys": {b: _numpy(v, hit) for b, v in ys.items()},
+    }
+
+
+def joined(a: dict | None, b: dict | None) -> dict | None:
+    """Two `found` results of other tokens as one (rows concatenated; None is empty)."""
+    if a is None or b is None:
+        return a if b is None else b
+    return {
+        "tokens": np.concatenate([a["tokens"], b["tokens"]]),
+        **{
+            side: {k: np.concatenate([a[side][k], b[side][k]]) for k in a[side]}
+            for side in ("xs", "ys")
+        },
+    }
 
 
 def _numpy(v, rows_: np.ndarray) -> np.ndarray:

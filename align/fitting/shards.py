@@ -1,6 +1,7 @@
 """The live route's Dask tasks (`align fit --live --scheduler ADDRESS`): the corpus's batches cut
 into document shards (`shards_of`, fixed by the batches alone), and per shard the shifts, the
-statistics of its training rows and the held-out sums, each worker loading both models once.
+statistics of its training rows and the held-out sums (with the streamed measures' sums and the
+rows of the sampled tokens it forwards), each worker loading both models once.
 live_cluster.run_on_cluster builds the graphs and adds the shards' sums in a tree fixed by shard index."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from align.faults import fault_point
+from align.fitting import sampled
 from align.fitting.fit_options import LiveJob
 from align.fitting.graph import add_heldout_all, heldout_of
 from align.fitting.passes import Models, load_models, paired, rows, training_scale, training_shift
@@ -22,13 +24,16 @@ from align.ridge.statistics import Statistics, chunk_statistics
 class ShardTask:
     """What one shard task needs (opaque to Dask: its tuples are no graph keys): the job, the
     source boundaries, the block of target boundaries, the shard's batches and the streamed
-    measures whose sums the held-out task adds."""
+    measures whose sums the held-out task adds (`FitSpec.streamed`; the statistics task reads
+    none); `sample_sources`: the held-out task keeps the source's rows of the sampled tokens
+    too (the first block's task: every block has the same source rows)."""
 
     job: LiveJob
     source_boundaries: tuple
     block: tuple
     batches: tuple
     measures: tuple = ()
+    sample_sources: bool = True
 
 
 @functools.lru_cache(maxsize=1)
@@ -67,26 +72,44 @@ def shard_statistics_task(task: ShardTask, table, shifts: dict) -> Statistics:
     return stats.numpy(net.backend)
 
 
-def shard_heldout_task(task: ShardTask, table, fitted: dict, hdoc=None) -> dict:
+def shard_heldout_task(task: ShardTask, table, fitted: dict, hdoc=None, sample=None) -> dict:
     """On a worker: the held-out sums of the shard's batches (a second forward of each), per
-    held-out document too with `hdoc` (each token's held-out document index)."""
+    held-out document too with `hdoc` (each token's held-out document index), the streamed
+    measures' sums of `task.measures`, and with `sample` (the sampled tokens, sorted:
+    `sampled.Sample.tokens`) the rows of those of them the shard forwards under "sample"
+    (`sampled.found`: the block's, and the source's with `task.sample_sources`; None when it
+    forwards none)."""
     net = worker_models(task.job)
-    sums = None
+    sums, rows_ = None, None
     for b, xs, ys in paired(
         net, table, list(task.batches), list(task.source_boundaries), task.block, None, "heldout"
     ):
-        held = b.flat[b.n_train :]
+        held, tokens = b.flat[b.n_train :], b.tokens[b.n_train :]
+        xh = rows(xs, task.source_boundaries, held, net.device)
+        yh = rows(ys, task.block, held, net.device)
+        del xs, ys  # before the sums
+        if sample is not None:
+            kept = sampled.found(xh if task.sample_sources else {}, yh, tokens, sample)
+            rows_ = sampled.joined(rows_, kept)
         s = heldout_of(
-            rows(xs, task.source_boundaries, held, net.device),
-            rows(ys, task.block, held, net.device),
+            xh,
+            yh,
             {"fitted": fitted},
             net.backend,
-            None if hdoc is None else hdoc[b.tokens[b.n_train :]],
+            None if hdoc is None else hdoc[tokens],
             task.measures,
         )
         sums = s if sums is None else add_heldout_all(sums, s)
-        del xs, ys
+    sums["sample"] = rows_
     return sums
+
+
+def add_shard_heldout(a: dict, b: dict) -> dict:
+    """Two shards' held-out results as one: the sums added (`graph.add_heldout_all`), the
+    sampled rows joined (`sampled.joined`)."""
+    out = add_heldout_all(a, b)
+    out["sample"] = sampled.joined(a.get("sample"), b.get("sample"))
+    return out
 
 
 def shards_of(batches: list, n: int, unit=None) -> list:
