@@ -102,7 +102,10 @@ def _parse(args: list[str]) -> None:
 
     name = args[0]
     command = cli.get_command(None, name)
-    command.make_context(name, args[1:])
+    # under align's own context, as `align NAME ...` parses: a command's first context fixes
+    # its help option (click caches it), and a parentless one would drop the group's -h
+    parent = click.Context(cli, info_name="align", **cli.context_settings)
+    command.make_context(name, args[1:], parent=parent)
 
 
 @pytest.mark.parametrize("example", documented_commands())
