@@ -14,9 +14,12 @@ import dataclasses
 import os
 
 import align
+from align.corpus import CorpusSpec
 from align.demo import train
 from align.demo.seeds import STATS
 from align.demo.steps import done, quiet, step
+from align.extraction import ExtractOptions
+from align.fitting import Execution, FitSpec
 from align.store import open_result
 
 NAME = "deep-bpe"
@@ -46,10 +49,9 @@ def run(report, config, seed_run: dict, corpus_path: str, log, max_length: int) 
         f"extract {NAME}",
         lambda: align.extract(
             folder,
-            corpus_path,
+            CorpusSpec(corpus_path, max_length=max_length),
             store,
-            max_length=max_length,
-            batch_size=config.batch_size,
+            ExtractOptions(batch_size=config.batch_size),
             log=brief,
         ),
         log,
@@ -64,9 +66,8 @@ def run(report, config, seed_run: dict, corpus_path: str, log, max_length: int) 
                 seed_run["stores"]["shallow"],
                 store,
                 result,
-                seed=config.fit_seed,
-                scheduler="synchronous",
-                blas_threads=None,
+                FitSpec(seed=config.fit_seed),
+                Execution(scheduler="synchronous", blas_threads=None),
                 log=brief,
             ),
             log,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from align.fitting import FitSpec
 from tests.helpers.measures_reference import procrustes_heldout
 from tests.integration.test_fit_measures import GROUPS, RTOL, _fit, _heldout, _read
 
@@ -26,12 +27,14 @@ def test_heldout_procrustes_equals_scipy_on_the_stores_rows(fit_pair):
         S,
         T,
         None,
-        measures="procrustes,procrustes-heldout",
-        bootstrap=B,
-        bootstrap_seed=seed,
-        alphas=[1e-2],
-        source_boundaries="0,2",
-        target_boundaries="1,4",
+        FitSpec(
+            measures="procrustes,procrustes-heldout",
+            bootstrap=B,
+            bootstrap_seed=seed,
+            alphas=[1e-2],
+            source_boundaries="0,2",
+            target_boundaries="1,4",
+        ),
     )
     X, doc, pos = _read(S)
     Y, *_ = _read(T)
