@@ -4,7 +4,8 @@ Public entry points (`extract` and the stores' functions are imported on first u
 `import align` stays fast: align.extraction loads torch):
 
 - `align.extract(...)`: residual streams of a model over a corpus into an activation store
-  (`align.extraction`; options as `align.extraction.ExtractOptions`).
+  (`align.extraction`; the model as `align.ModelSpec`, the corpus as `align.CorpusSpec`, how
+  the store is written as `align.ExtractOptions`).
 - `align.fit(...)`: ridge maps from every boundary of one store to every boundary of another
   (`align.fitting`; what it computes as `align.FitSpec`, where it runs as `align.Execution`).
 - `align.open_alignment(path)`: the alignment result as an xarray Dataset.
@@ -17,8 +18,11 @@ from align.fitting import Execution, FitSpec, apply_map, fit
 from align.version import __version__
 
 __all__ = [
+    "CorpusSpec",
     "Execution",
+    "ExtractOptions",
     "FitSpec",
+    "ModelSpec",
     "apply_map",
     "fit",
     "__version__",
@@ -28,6 +32,9 @@ __all__ = [
 ]
 
 _LAZY = {
+    "CorpusSpec": ("align.corpus", "CorpusSpec"),
+    "ExtractOptions": ("align.extraction", "ExtractOptions"),
+    "ModelSpec": ("align.models", "ModelSpec"),
     "extract": ("align.extraction", "extract"),
     "open_alignment": ("align.store", "open_alignment"),
     "open_activations": ("align.store", "open_activations"),

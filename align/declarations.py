@@ -131,3 +131,49 @@ def declarations(record) -> dict:
 def undeclared(record) -> list[str]:
     """The fields of `record` with no declaration at all (neither an option nor why not)."""
     return [f.name for f in dataclasses.fields(record) if KEY not in f.metadata]
+
+
+def refuse_fields(caller: str, keywords: dict, records: tuple, renamed: dict | None = None):
+    """Refuse fields of `records` given to `caller` as flat keywords, in one line that says
+    which record each belongs in: ``align.fit() got seed=1: pass it in FitSpec(seed=1)``.
+
+    The Python API takes its options as records only; this names the record a keyword of the
+    earlier flat form belongs to, so that a call written for it says how to write it now. Nothing
+    is built from the keywords. A keyword that is a field of none of `records` is refused as
+    Python refuses an unexpected keyword.
+
+    Parameters
+    ----------
+    caller : str
+        The function as the message names it (`align.fit`).
+    keywords : dict
+        The keywords the call was given beyond its signature (none: nothing is refused).
+    records : tuple of dataclass types
+        The records the function takes, in the order a field is looked for.
+    renamed : dict, optional
+        {old keyword: field} where the flat form spelled a field otherwise (`format`: `fmt`).
+
+    Raises
+    ------
+    TypeError
+        When `keywords` holds anything, naming the first keyword and its record.
+    """
+    if not keywords:
+        return
+    renamed = renamed or {}
+    key, value = next(iter(keywords.items()))
+    name = renamed.get(key, key)
+    for record in records:
+        fields = dataclasses.fields(record)
+        if any(f.name == name for f in fields):
+            required = [
+                f.name
+                for f in fields
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            ]
+            args = ", ".join([*required, f"{name}={value!r}"])
+            more = f" (and {len(keywords) - 1} more keyword(s))" if len(keywords) > 1 else ""
+            raise TypeError(
+                f"{caller}() got {key}={value!r}{more}: pass it in {record.__name__}({args})"
+            )
+    raise TypeError(f"{caller}() got an unexpected keyword argument {key!r}")

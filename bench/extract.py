@@ -123,12 +123,9 @@ def extract_once(model_path: str, corpus: str, store: str, n_tokens: int, batch_
     t0 = time.perf_counter()
     report = align.extract(
         model_path,
-        corpus,
+        align.CorpusSpec(corpus, max_length=512, max_tokens=n_tokens),
         store,
-        max_length=512,
-        max_tokens=n_tokens,
-        batch_size=batch_size,
-        sublayers=True,
+        align.ExtractOptions(batch_size=batch_size, sublayers=True),
         log=clock,
     )
     return report, time.perf_counter() - t0, clock

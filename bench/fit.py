@@ -216,7 +216,8 @@ def small_fit(S, T, out, repeats: int = 3) -> dict:
     cmd = [sys.executable, "-m", "align.cli.main", "fit", S, T, "-o", out, "--overwrite"]
     code = (
         "import sys, time, align; t = time.perf_counter(); "
-        "r = align.fit(sys.argv[1], sys.argv[2], sys.argv[3], overwrite=True, log=lambda m: None); "
+        "r = align.fit(sys.argv[1], sys.argv[2], sys.argv[3], None, align.Execution(overwrite=True), "
+        "log=lambda m: None); "
         "print(time.perf_counter() - t, r.plan['mode'])"
     )
     command, call, mode = [], [], None
@@ -452,7 +453,8 @@ def main():
             S,
             T,
             os.path.join(tmp, "a.zarr"),
-            **({"n_workers": args.workers} if args.workers else {}),
+            None,
+            align.Execution(n_workers=args.workers or None),
         )
         wall = time.time() - t0
         load1 = os.getloadavg()

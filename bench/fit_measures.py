@@ -34,7 +34,13 @@ def fit_once(S, T, out, measures, bootstrap) -> dict:
     import align
 
     t0 = time.perf_counter()
-    rep = align.fit(S, T, out, measures=measures, bootstrap=bootstrap, overwrite=True)
+    rep = align.fit(
+        S,
+        T,
+        out,
+        align.FitSpec(measures=measures, bootstrap=bootstrap),
+        align.Execution(overwrite=True),
+    )
     wall = time.perf_counter() - t0
     shutil.rmtree(out, ignore_errors=True)
     return {"seconds": wall, "task_seconds": rep.task_seconds, "mode": rep.plan["mode"]}

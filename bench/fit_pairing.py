@@ -108,7 +108,8 @@ def run(args) -> dict:
         src_t, tgt_t = token_table(chars, n_docs, 0.3, 1), token_table(chars, n_docs, 0.6, 2)
         S = write(os.path.join(tmp, "as.zarr"), src_t, Ls, ds, 1, TOKENIZERS["source"])
         T = write(os.path.join(tmp, "at.zarr"), tgt_t, Lt, dt, 2, TOKENIZERS["target"])
-        probe = align.fit(S, T, None, bootstrap=0, log=lambda m: None).dataset
+        no_bootstrap = align.FitSpec(bootstrap=0)
+        probe = align.fit(S, T, None, no_bootstrap, log=lambda m: None).dataset
         rows = sum(probe.attrs["options"]["n_tokens"].values())
         coverage = {k: probe.attrs["pairing"][k]["coverage"] for k in ("source", "target")}
         # the baseline: one tokenizer, as many rows (tokens outside position 0) over as many documents
@@ -125,7 +126,7 @@ def run(args) -> dict:
         for _ in range(args.repeats):
             for mode, (a, b) in (("char-anchors", (S, T)), ("tokens", (BS, BT))):
                 t0 = time.perf_counter()
-                rep = align.fit(a, b, None, bootstrap=0, log=lambda m: None)
+                rep = align.fit(a, b, None, no_bootstrap, log=lambda m: None)
                 times[mode].append(time.perf_counter() - t0)
                 if mode == "tokens":
                     base_rows = sum(rep.dataset.attrs["options"]["n_tokens"].values())

@@ -436,19 +436,20 @@ def phase_extract(
     import torch
 
     import align
+    from align.corpus import CorpusSpec
+    from align.extraction import ExtractOptions
     from align.store import open_activations
 
     device, folder = ctx["device"], ctx["folders"][name]
     out = os.path.join(ctx["root"], f"{name}.zarr")
     # What --dry-run predicts for this run (one batch through the run's own transfer and writer).
     t = time.perf_counter()
+    corpus = CorpusSpec(ctx["corpus"], max_tokens=n_tokens)
     dry = align.extract(
         model_spec(folder, device),
-        ctx["corpus"],
+        corpus,
         out,
-        batch_size=batch_size,
-        max_tokens=n_tokens,
-        dry_run=True,
+        ExtractOptions(batch_size=batch_size, dry_run=True),
         log=lambda m: None,
     ).dry_run
     dry_s = time.perf_counter() - t
@@ -458,10 +459,9 @@ def phase_extract(
     log = []
     rep = align.extract(
         model_spec(folder, device),
-        ctx["corpus"],
+        corpus,
         out,
-        batch_size=batch_size,
-        max_tokens=n_tokens,
+        ExtractOptions(batch_size=batch_size),
         log=log.append,
     )
     peak_gpu = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
@@ -526,6 +526,9 @@ def phase_exactness(ctx: dict, name: str, batch_size: int) -> dict:
 
     import align
     from align import models
+    from align.corpus import CorpusSpec
+    from align.extraction import ExtractOptions
+    from align.models import ModelSpec
     from align.store import open_activations
 
     device = ctx["device"]
@@ -610,13 +613,10 @@ def phase_exactness(ctx: dict, name: str, batch_size: int) -> dict:
         for d in ("cuda", "auto"):
             stores[d] = os.path.join(ctx["root"], f"{name}-{d}.zarr")
             align.extract(
-                saved,
-                ctx["corpus"],
+                ModelSpec(saved, device=d, dtype="bfloat16"),
+                CorpusSpec(ctx["corpus"], max_tokens=4096),
                 stores[d],
-                device=d,
-                dtype="bfloat16",
-                batch_size=batch_size,
-                max_tokens=4096,
+                ExtractOptions(batch_size=batch_size),
                 log=lambda m: None,
             )
         a_, c_ = open_activations(stores["auto"]), open_activations(stores["cuda"])
@@ -746,6 +746,8 @@ def phase_split(ctx: dict) -> dict:
 def phase_fit(ctx: dict, small: str, large: str, n_tokens: int, batch_size: int) -> dict:
     import align
     import align.fitting as fit_mod
+    from align.corpus import CorpusSpec
+    from align.extraction import ExtractOptions
     from align.store import open_activations
 
     device = ctx["device"]
@@ -757,10 +759,9 @@ def phase_fit(ctx: dict, small: str, large: str, n_tokens: int, batch_size: int)
     s_layers, t_layers = f"0,{Ls // 2},{Ls}", f"0,{Lt // 2},{Lt}"
     align.extract(
         model_spec(folder, device),
-        ctx["corpus"],
+        CorpusSpec(ctx["corpus"], max_tokens=n_tokens),
         src,
-        batch_size=batch_size,
-        max_tokens=n_tokens,
+        ExtractOptions(batch_size=batch_size),
         log=lambda m: None,
     )
     results, seconds, stats_s = {}, {}, {}
@@ -771,11 +772,8 @@ def phase_fit(ctx: dict, small: str, large: str, n_tokens: int, batch_size: int)
             src,
             ctx["stores"][large],
             None,
-            source_boundaries=s_layers,
-            target_boundaries=t_layers,
-            device=d,
-            scheduler="synchronous",
-            blas_threads=os.cpu_count(),
+            fit_mod.FitSpec(source_boundaries=s_layers, target_boundaries=t_layers),
+            fit_mod.Execution(device=d, scheduler="synchronous", blas_threads=os.cpu_count()),
             log=lambda m: None,
         )
         seconds[d] = time.perf_counter() - t
@@ -888,7 +886,7 @@ def phase_fit_live(ctx: dict, small: str, large: str, n_tokens: int, batch_size:
 
     from align import corpus as corpus_mod
     from align.fitting import live
-    from align.fitting.fit_options import request
+    from align.fitting.fit_options import FitHooks, request
 
     device = ctx["device"]
     release(device)  # what the fit phase's GPU fit cached
@@ -898,7 +896,7 @@ def phase_fit_live(ctx: dict, small: str, large: str, n_tokens: int, batch_size:
         corpus_mod.CorpusSpec(ctx["corpus"], max_tokens=n_tokens),
         batch_size,
     )
-    options = request(None, None, {})
+    options = request()
     limit = None
     if device == "cuda":
         limit = int(getattr(live, "GPU_FRACTION", 0.9) * torch.cuda.mem_get_info()[0])
@@ -908,10 +906,14 @@ def phase_fit_live(ctx: dict, small: str, large: str, n_tokens: int, batch_size:
     log = []
     # On a GPU the budget is --device-memory's (the user's knob); on the CPU the plan's own room
     # (--memory-limit would subtract this process's resident size, which varies run to run).
-    hooks = {} if device == "cuda" else {"worker_budget": budget}
+    hooks = FitHooks() if device == "cuda" else FitHooks(worker_budget=budget)
     t = time.perf_counter()
     rep = live.fit_live(
-        job, None, device_memory=budget if device == "cuda" else None, log=log.append, **hooks
+        job,
+        None,
+        device_memory=budget if device == "cuda" else None,
+        hooks=hooks,
+        log=log.append,
     )
     wall = time.perf_counter() - t
     peak_gpu = torch.cuda.max_memory_allocated() if device == "cuda" else None
@@ -1007,6 +1009,8 @@ def check_family(ctx: dict, family: str, widths: dict, batch_size: int, max_leng
     import torch
 
     import align
+    from align.corpus import CorpusSpec
+    from align.extraction import ExtractOptions
     from align.models import discovery, families
     from align.store import open_activations
 
@@ -1034,12 +1038,9 @@ def check_family(ctx: dict, family: str, widths: dict, batch_size: int, max_leng
     store = os.path.join(ctx["root"], f"family-{family}.zarr")
     rep = align.extract(
         model_spec(folder, device),
-        ctx["family_corpus"],
+        CorpusSpec(ctx["family_corpus"], max_length=max_length, max_tokens=batch_size * max_length),
         store,
-        batch_size=batch_size,
-        max_length=max_length,
-        max_tokens=batch_size * max_length,
-        sublayers=True,
+        ExtractOptions(batch_size=batch_size, sublayers=True),
         log=lambda m: None,
     )
     s = open_activations(store)

@@ -157,6 +157,7 @@ def main():
     import align
     from align import corpus as corpus_mod
     from align import models
+    from align.extraction import ExtractOptions
     from align.fitting import live
 
     root = tempfile.mkdtemp(prefix="align-bench-live-")
@@ -219,11 +220,9 @@ def main():
                 t = time.time()
                 align.extract(
                     m,
-                    corpus,
+                    job.corpus,  # the live fit's corpus: max_length and max_tokens
                     os.path.join(root, f"{side}.zarr"),
-                    max_length=args.seq,
-                    max_tokens=args.tokens,
-                    batch_size=args.batch_size,
+                    ExtractOptions(batch_size=args.batch_size),
                     log=quiet,
                 )
                 st[f"extract_{side}_seconds"] = time.time() - t

@@ -66,10 +66,10 @@ def build(root: str, args) -> dict:
 
 
 def one_fit(job, quiet) -> dict:
-    from align.fitting import live
+    from align.fitting import FitSpec, live
 
     t = time.time()
-    rep = live.fit_live(job, None, log=quiet, bootstrap=0)
+    rep = live.fit_live(job, None, FitSpec(bootstrap=0), log=quiet)
     return {
         "seconds": time.time() - t,
         "loop_seconds": rep.loop_seconds,

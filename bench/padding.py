@@ -75,7 +75,9 @@ def real_run(root: str, n_docs: int, batch: int) -> dict:
         try:
             out = os.path.join(root, f"{name}.zarr")
             t = time.perf_counter()
-            rep = align.extract(model, corpus, out, batch_size=batch, log=lambda m: None)
+            rep = align.extract(
+                model, corpus, out, align.ExtractOptions(batch_size=batch), log=lambda m: None
+            )
             wall = time.perf_counter() - t
         finally:
             ex.GROUP_FACTOR = default

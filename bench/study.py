@@ -63,7 +63,11 @@ def by_hand(a: str, b: str, corpus: str, root: str) -> dict:
     for s, t_ in (("a", "b"), ("b", "a")):
         t = time.perf_counter()
         align.fit(
-            stores[s], stores[t_], os.path.join(root, f"{s}-{t_}.zarr"), bootstrap=200, log=quiet
+            stores[s],
+            stores[t_],
+            os.path.join(root, f"{s}-{t_}.zarr"),
+            align.FitSpec(bootstrap=200),
+            log=quiet,
         )
         seconds[f"fit {s}->{t_}"] = time.perf_counter() - t
     return seconds

@@ -78,25 +78,59 @@ def cli(capsys):
 
 @pytest.fixture(scope="session")
 def extracted(zoo, corpus_file, tmp_path_factory):
-    """extracted(family, model_overrides={}, **extract_options) -> path of an activation store
-    made by `align.extract` from a zoo model over the shared corpus (cached per arguments).
-    Two calls with different model_overrides give different models with the same tokenizer."""
+    """extracted(family, model_overrides={}, dtype=..., max_length=..., **extract_options) ->
+    path of an activation store made by `align.extract` from a zoo model over the shared corpus
+    (cached per arguments): `dtype` and `device` go in its ModelSpec, the corpus options named
+    in the signature in its CorpusSpec, the rest in ExtractOptions. Two calls with different
+    model_overrides give different models with the same tokenizer."""
     root = tmp_path_factory.mktemp("stores")
     made = {}
 
-    def get(family="qwen2", model_overrides=None, corpus=None, **options):
+    def get(
+        family="qwen2",
+        model_overrides=None,
+        corpus=None,
+        *,
+        dtype=None,
+        device="cpu",
+        max_length=None,
+        max_tokens=None,
+        overflow=None,
+        doc_split=None,
+        max_docs=None,
+        pack=None,
+        stand_in_token=None,
+        **options,
+    ):
         import align
+        from align.corpus import CorpusSpec
+        from align.extraction import ExtractOptions
+        from align.models import ModelSpec
 
         model_overrides = dict(model_overrides or {})
-        key = json.dumps([family, model_overrides, corpus, options], sort_keys=True, default=str)
+        read = dict(
+            max_length=max_length,
+            max_tokens=max_tokens,
+            overflow=overflow,
+            doc_split=doc_split,
+            max_docs=max_docs,
+            pack=pack,
+            stand_in_token=stand_in_token,
+        )
+        read = {k: v for k, v in read.items() if v is not None}  # the rest: CorpusSpec's defaults
+        key = json.dumps(
+            [family, model_overrides, corpus, dtype, device, read, options],
+            sort_keys=True,
+            default=str,
+        )
         if key not in made:
             out = str(root / f"store-{len(made)}.zarr")
             align.extract(
-                zoo(family, **model_overrides),
-                corpus or corpus_file,
+                ModelSpec(zoo(family, **model_overrides), dtype=dtype, device=device),
+                CorpusSpec(corpus or corpus_file, **read),
                 out,
+                ExtractOptions(**options),
                 log=lambda m: None,
-                **options,
             )
             made[key] = out
         return made[key]

@@ -14,7 +14,7 @@ Re-running the same command resumes an
 incomplete store from its last committed sequence, and records each run as a segment of the
 store's provenance. `--dry-run` times one batch end to end instead (align.extraction.dryrun).
 
-Module map: extract_options (ExtractOptions, the keyword split), memory (a model object in memory
+Module map: extract_options (ExtractOptions, the three records from extract's arguments), memory (a model object in memory
 saved for the run), inputs (checks, identity), plan
 (counting, layout, disk, the store's provenance), batches (length grouping, windows, pad),
 transfer (forward_batch: device → host), pipeline (the writer thread, the run loop), dryrun,
@@ -28,9 +28,10 @@ import time
 
 from align import corpus, messages, models, provenance
 from align import store as st
+from align.declarations import refuse_fields
 from align.errors import InputError
 from align.extraction import batches, memory, plan
-from align.extraction.extract_options import ExtractOptions, specs
+from align.extraction.extract_options import CORPUS_KEYWORDS, ExtractOptions, specs
 from align.extraction.inputs import DEFINING, resolve
 from align.extraction.plan import dropped_summary
 from align.extraction.report import ExtractReport
@@ -58,13 +59,20 @@ def extract(
     A model object in memory is written into a temporary folder for the run and recorded as
     `in memory: NAME` with the sha256 of its weights (see align.extraction.memory).
 
+    Options come as records only: how the model is loaded in a ModelSpec, how the corpus is
+    read in a CorpusSpec, how the store is written in an ExtractOptions
+    (`align.extract(ModelSpec(path, dtype="float32"), CorpusSpec(path, max_length=64), out,
+    ExtractOptions(batch_size=8))`); a path stands for a record with its defaults.
+
     Parameters
     ----------
     model : ModelSpec, str or transformers.PreTrainedModel
         A ModelSpec, a model folder or hub id, or a model object in memory (a transformers
-        PreTrainedModel, given with its `tokenizer`).
+        PreTrainedModel, given with its `tokenizer`; as a ModelSpec's `name` where it runs
+        otherwise than ModelSpec's defaults, `ModelSpec(model, device="cuda")`).
     corpus_source : CorpusSpec, str or None
-        A CorpusSpec or a corpus path (None for --dataset or a generated --format).
+        A CorpusSpec or a corpus path (a dataset or a generated format: a CorpusSpec naming
+        it).
     output : str
         The activation store to write (a folder or a remote URL); an incomplete store made from
         the same inputs is resumed.
@@ -75,8 +83,8 @@ def extract(
     log : callable, optional
         Receives each message (default: stderr, with a progress bar on a terminal).
     **keywords
-        The fields of any record given as a path or None (revision=, device=, max_length=,
-        format=, batch_size=, sublayers=, ...).
+        None are taken: a field of ModelSpec, CorpusSpec or ExtractOptions given as a keyword
+        (the earlier flat form, `batch_size=8`) is a TypeError that names the record it goes in.
 
     Returns
     -------
@@ -88,18 +96,24 @@ def extract(
     AlignError
         A subclass for every bad input, all of them before the store is created.
     """
+    refuse_fields(
+        "align.extract",
+        keywords,
+        (models.ModelSpec, corpus.CorpusSpec, ExtractOptions),
+        CORPUS_KEYWORDS,
+    )
     # torch (the forward's hooks) is loaded when an extraction runs, not when its options are read
     from align.extraction import dryrun, pipeline
 
     if memory.is_model_object(model):
-        with memory.saved_model(model, tokenizer, keywords) as spec:
-            return extract(spec, corpus_source, output, options, log=log, **keywords)
+        with memory.saved_model(model, tokenizer) as spec:
+            return extract(spec, corpus_source, output, options, log=log)
     if tokenizer is not None:
         raise InputError(
             "`tokenizer` goes with a model object in memory; `model` names a checkpoint, whose "
             "own tokenizer is used: leave `tokenizer` out"
         )
-    spec, cspec, options = specs(model, corpus_source, options, keywords)
+    spec, cspec, options = specs(model, corpus_source, options)
     terminal = log is None and sys.stderr.isatty()
     log = log or _stderr
     t0 = time.time()

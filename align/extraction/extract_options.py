@@ -1,14 +1,14 @@
 """The options of an extraction, grouped as ModelSpec and CorpusSpec group the model's and the
-corpus's: `ExtractOptions`, and the split of `align.extract`'s flat keywords into the three."""
+corpus's: `ExtractOptions`, and `align.extract`'s three records from what it was given."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from align import corpus, models
 from align.declarations import option
 from align.errors import InputError
-from align.records import take
 from align.store.codecs import CODECS, DEFAULT_CODEC, STORE_DTYPES, compressors, physical_dtype
 
 
@@ -148,27 +148,31 @@ class ExtractOptions:
         return store_dtype
 
 
-# align.extract's keyword for a CorpusSpec field, where the two differ.
+# align.extract's earlier flat keyword for a CorpusSpec field, where the two differ: named in
+# the TypeError that says which record a keyword goes in.
 CORPUS_KEYWORDS = {"format": "fmt"}
 
 
-def specs(model, corpus_source, options, keywords: dict):
-    """(ModelSpec, CorpusSpec, ExtractOptions) from `align.extract`'s arguments: each given as
-    its dataclass, or as a path (model, corpus) or None (options) with its fields among
-    `keywords` (the flat form the CLI and notebooks use: revision=, max_length=, batch_size=).
-    A keyword that names no field, or one given beside its dataclass, is a TypeError."""
-    keywords = dict(keywords)
+def specs(model, corpus_source, options):
+    """(ModelSpec, CorpusSpec, ExtractOptions) from `align.extract`'s arguments: the model as a
+    ModelSpec or a path (a folder or a hub id), the corpus as a CorpusSpec or a path (None: a
+    dataset or a generated format, which only a CorpusSpec names), the options as an
+    ExtractOptions or None (its defaults). Anything else is a TypeError naming the parameter."""
     if not isinstance(model, models.ModelSpec):
-        model = models.ModelSpec(model, **take(models.ModelSpec, keywords, skip=("name",)))
+        _path("model", model, "ModelSpec")
+        model = models.ModelSpec(model)
     if not isinstance(corpus_source, corpus.CorpusSpec):
-        corpus_source = corpus.CorpusSpec(
-            corpus_source, **take(corpus.CorpusSpec, keywords, CORPUS_KEYWORDS, skip=("path",))
-        )
+        if corpus_source is not None:
+            _path("corpus_source", corpus_source, "CorpusSpec")
+        corpus_source = corpus.CorpusSpec(corpus_source)
     if options is None:
-        options = ExtractOptions(**take(ExtractOptions, keywords))
-    if keywords:
-        raise TypeError(
-            f"extract() got unexpected keyword arguments {sorted(keywords)} (not a field of the ModelSpec, "
-            "CorpusSpec or ExtractOptions it was given, or of none)"
-        )
+        options = ExtractOptions()
+    elif not isinstance(options, ExtractOptions):
+        raise TypeError(f"`options` must be an ExtractOptions, not {type(options).__name__}")
     return model, corpus_source, options
+
+
+def _path(name: str, value, record: str) -> None:
+    """Refuse a `name` that is neither its record nor a path."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"`{name}` must be a {record} or a path, not {type(value).__name__}")

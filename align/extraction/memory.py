@@ -1,5 +1,7 @@
 """A model already in memory (a transformers `PreTrainedModel` and its tokenizer, as
-TransformerLens and nnsight users hold them) as `align.extract`'s `model`.
+TransformerLens and nnsight users hold them) as `align.extract`'s `model`: the object itself, or
+a ModelSpec whose `name` is the object (`ModelSpec(model, device="cuda", dtype="bfloat16")`)
+where it runs otherwise than ModelSpec's defaults.
 
 The model and the tokenizer are written with `save_pretrained` (safetensors) into a temporary
 folder beside nothing of the user's, and the extraction reads that folder as it reads any model
@@ -14,15 +16,17 @@ from __future__ import annotations
 import os
 import tempfile
 from contextlib import contextmanager
+from dataclasses import replace
 
 from align.errors import InputError
 from align.models import ModelSpec
-from align.records import take
 
 
 def is_model_object(model) -> bool:
-    """True for a model object in memory (anything with a config and `save_pretrained`),
-    False for a ModelSpec or a path."""
+    """True for a model object in memory (anything with a config and `save_pretrained`), or a
+    ModelSpec that holds one as its `name`; False for a path or a ModelSpec of one."""
+    if isinstance(model, ModelSpec):
+        model = model.name
     return not isinstance(model, (str, os.PathLike, ModelSpec)) and (
         hasattr(model, "save_pretrained") and hasattr(model, "config")
     )
@@ -36,11 +40,14 @@ def label(model) -> str:
 
 
 @contextmanager
-def saved_model(model, tokenizer, keywords: dict):
+def saved_model(model, tokenizer):
     """Yield the ModelSpec of `model` and `tokenizer` written into a temporary folder (removed
-    when the block ends); the ModelSpec fields among `keywords` (`align.extract`'s: dtype,
-    device, family) are taken from it into the spec. A missing or unusable tokenizer and the
-    options that name how a checkpoint is loaded (revision, random_init) are refused."""
+    when the block ends). `model` is the object or a ModelSpec holding it as its `name`, whose
+    other fields (dtype, device, family) the yielded spec keeps. A missing or unusable
+    tokenizer and the options that name how a checkpoint is loaded (revision, random_init) are
+    refused."""
+    spec = model if isinstance(model, ModelSpec) else ModelSpec(model)
+    model = spec.name
     if tokenizer is None:
         raise InputError(
             f"`model` is a model object ({type(model).__name__}): pass its `tokenizer` too "
@@ -52,7 +59,7 @@ def saved_model(model, tokenizer, keywords: dict):
             "model's tokenizer as loaded by AutoTokenizer"
         )
     for field in ("revision", "random_init", "seed", "allow_pickle_weights"):
-        if keywords.get(field):
+        if getattr(spec, field):
             raise InputError(
                 f"`{field}` names how a checkpoint is loaded; `model` is a model object already "
                 "loaded: leave it out"
@@ -60,5 +67,4 @@ def saved_model(model, tokenizer, keywords: dict):
     with tempfile.TemporaryDirectory(prefix="align-model-") as folder:
         model.save_pretrained(folder, safe_serialization=True)
         tokenizer.save_pretrained(folder)
-        fields = take(ModelSpec, keywords, skip=("name", "label"))
-        yield ModelSpec(folder, label=label(model), **fields)
+        yield replace(spec, name=folder, label=label(model))

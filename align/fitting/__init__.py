@@ -5,7 +5,7 @@ statistics; everything after them is shared.
 One concept a module:
 
 - `fit_options`: `FitSpec` (what a fit computes, recorded in the result), `Execution` (where
-  and how it runs), `request` (both checked, from records or keywords, as a `FitRequest`)
+  and how it runs), `request` (both and `FitHooks` checked as a `FitRequest`)
   and `check_device`, the one check of the device a fit computes on.
 - `split`: documents → parts (pure): `make_split(doc, pos, options) -> Split` (document ids
   per part, each token's part ridge.FIT / ridge.VAL / TEST / -1, counts).
@@ -34,7 +34,7 @@ One concept a module:
 
 The seam a source of statistics plugs into (the live route does what `stores.fit` does):
 
-    opts = request(FitSpec(...), Execution(...), {})      # .spec, .run, .hooks
+    opts = request(FitSpec(...), Execution(...))          # .spec, .run, .hooks
     split = make_split(doc, pos, opts.spec)                  # doc, pos: (n_tokens,) of the token stream
     check_result_room(output, src_boundaries, tgt_boundaries, source_side, target_side, split, opts.spec.save_maps)
     check_alphas(opts.spec.alphas, scale, split.n_select, split.n_train)

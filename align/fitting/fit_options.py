@@ -18,7 +18,6 @@ from align.fitting.split import check_seed
 from align.measures import MEASURES, PERMUTATIONS, ROW_ONLY, SAMPLE_ROWS, STREAMED, parse_measures
 from align.measures.calibration import check_permutations
 from align.measures.rows import K_NEIGHBOURS
-from align.records import take
 from align.stats.bootstrap import (
     MAX_RESAMPLES,
     MIN_RESAMPLES,
@@ -502,12 +501,9 @@ class FitRequest:
 
 
 def request(
-    spec: FitSpec | None, run: Execution | None, keywords: dict, caller: str = "fit"
+    spec: FitSpec | None = None, run: Execution | None = None, hooks: FitHooks | None = None
 ) -> FitRequest:
-    """Check `align.fit`'s arguments into one FitRequest.
-
-    `spec` and `run` come as their records or None, their fields (and FitHooks') among
-    `keywords` by name, a keyword beside its record replacing that field.
+    """Check `align.fit`'s records into one FitRequest.
 
     Parameters
     ----------
@@ -515,10 +511,8 @@ def request(
         What the fit computes (None: FitSpec's defaults).
     run : Execution or None
         Where and how it runs (None: Execution's defaults).
-    keywords : dict
-        Fields of FitSpec, Execution and FitHooks by name, each replacing that field.
-    caller : str
-        The function named in the TypeError of an unknown keyword.
+    hooks : FitHooks or None
+        What tests reach into (None: none).
 
     Returns
     -------
@@ -529,21 +523,22 @@ def request(
     Raises
     ------
     TypeError
-        A keyword that names no field.
+        A record of another type than its parameter's, naming both.
     InputError
         The first bad value, in one line.
     """
-    keywords = dict(keywords)
-    records = []
-    for cls, given in ((FitSpec, spec), (Execution, run), (FitHooks, None)):
-        values = take(cls, keywords)
-        records.append(replace(given, **values) if given is not None else cls(**values))
-    if keywords:
-        raise TypeError(
-            f"{caller}() got unexpected keyword arguments {sorted(keywords)} (not a field of FitSpec or "
-            "Execution)"
-        )
-    spec, run, hooks = records
+    given = []
+    for name, cls, record in (
+        ("spec", FitSpec, spec),
+        ("run", Execution, run),
+        ("hooks", FitHooks, hooks),
+    ):
+        if record is None:
+            record = cls()
+        elif not isinstance(record, cls):
+            raise TypeError(f"`{name}` must be a {cls.__name__}, not {type(record).__name__}")
+        given.append(record)
+    spec, run, hooks = given
     return FitRequest(spec.checked(), run.checked(), hooks)
 
 

@@ -42,6 +42,7 @@ from align import corpus, messages, models, provenance
 from align import store as st
 from align.boundaries import parse_boundaries
 from align.corpus import generated_format
+from align.declarations import refuse_fields
 from align.errors import InputError
 from align.faults import fault_point
 from align.fitting import live_anchors, live_cluster, sampled
@@ -56,7 +57,7 @@ from align.fitting.budget import (
     plan_passes,
 )
 from align.fitting.cluster import default_memory_limit
-from align.fitting.fit_options import Execution, FitRequest, FitSpec, LiveJob, request
+from align.fitting.fit_options import Execution, FitHooks, FitRequest, FitSpec, LiveJob, request
 from align.fitting.headline import headline
 from align.fitting.live_estimate import estimate
 from align.fitting.measured import HELDOUT_PROCRUSTES, measure_groups_of
@@ -465,6 +466,7 @@ def fit_live(
     *,
     device_memory: int | None = None,
     dry_run: bool = False,
+    hooks: FitHooks | None = None,
     log=None,
     **keywords,
 ) -> LiveReport:
@@ -491,10 +493,13 @@ def fit_live(
         The GPU budget in bytes when the models run on one.
     dry_run : bool, optional
         Write nothing: the plan and a time estimate from one timed batch of each model.
+    hooks : FitHooks, optional
+        What tests reach into (a per-worker budget, the reduced statistics kept).
     log : callable, optional
         Receives each message (default: `align.messages.say`, to stderr).
     **keywords
-        The fields of `spec` and `run` by name (`fit_options.request`).
+        None are taken: a field of FitSpec, Execution or FitHooks given as a keyword (the
+        earlier flat form, `seed=1`) is a TypeError that names the record it goes in.
 
     Returns
     -------
@@ -510,7 +515,8 @@ def fit_live(
     terminal = log is None and sys.stderr.isatty()
     log = log or messages.say
     t0 = time.time()
-    options = request(spec, run, keywords, "fit_live")
+    refuse_fields("fit_live", keywords, (FitSpec, Execution, FitHooks))
+    options = request(spec, run, hooks)
     if options.spec.control:
         raise InputError(
             f"`control` {options.spec.control} pairs tokens across documents, which the fused route cannot (both "

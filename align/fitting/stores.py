@@ -22,6 +22,7 @@ import numpy as np
 from align import messages
 from align import store as st
 from align.boundaries import parse_boundaries
+from align.declarations import refuse_fields
 from align.errors import InputError, StoreError
 from align.faults import fault_point
 from align.fitting import budget, sampled
@@ -37,7 +38,7 @@ from align.fitting.cluster import (
     refuse_memory,
     worker_budget_of,
 )
-from align.fitting.fit_options import Execution, FitRequest, FitSpec, request
+from align.fitting.fit_options import Execution, FitHooks, FitRequest, FitSpec, request
 from align.fitting.graph import BlockSettings, Job, Tokens, block_graph, sampled_rows
 from align.fitting.headline import headline
 from align.fitting.measured import HELDOUT_PROCRUSTES, measure_groups_of
@@ -301,6 +302,7 @@ def fit(
     spec: FitSpec | None = None,
     run: Execution | None = None,
     *,
+    hooks: FitHooks | None = None,
     log=None,
     **keywords,
 ) -> FitReport:
@@ -315,7 +317,8 @@ def fit(
     `memory_limit` (bytes or "8GB") is the budget of the whole fit (per worker with an
     address): the idle footprint of this process and the workers is estimated before any worker
     starts, measured once they are up and subtracted, the rest is planned
-    (`budget.plan_blocks`). `worker_budget` (bytes) replaces that per-worker figure (tests).
+    (`budget.plan_blocks`). `FitHooks.worker_budget` (bytes) replaces that per-worker figure
+    (tests).
 
     Before anything is computed: `output` is checked (`store.check_output`: never one of the
     inputs, never a folder holding anything but an alignment result, which only `overwrite`
@@ -336,11 +339,13 @@ def fit(
     run : Execution, optional
         Where and how it runs (scheduler, workers, memory, device, overwrite, ...); changes no
         number.
+    hooks : FitHooks, optional
+        What tests reach into (a per-worker budget, the reduced statistics kept).
     log : callable, optional
         Receives each message (default: `align.messages.say`, to stderr).
     **keywords
-        The fields of `spec` and `run` by name (alphas=..., scheduler=..., ...;
-        `fit_options.request`), each replacing that field.
+        None are taken: a field of FitSpec, Execution or FitHooks given as a keyword (the
+        earlier flat form, `seed=1`) is a TypeError that names the record it goes in.
 
     Returns
     -------
@@ -357,7 +362,8 @@ def fit(
     """
     log = log or messages.say
     t0 = time.time()
-    opts = request(spec, run, keywords)
+    refuse_fields("align.fit", keywords, (FitSpec, Execution, FitHooks))
+    opts = request(spec, run, hooks)
     # a file:// URL is a local path: the checked reads name chunk files by path
     source, target = (st.local_path(p) or p for p in (source, target))
     if output is not None:

@@ -23,6 +23,8 @@ class ModelSpec:
     """Everything that decides which weights run: part of a store's defining options."""
 
     name: str = field(metadata=not_an_option("the MODEL argument"))
+    """A model folder or a hub id; for `align.extract`, also a model object in memory (a
+    transformers PreTrainedModel), saved into a temporary folder for the run."""
     revision: str | None = field(
         default=None,
         metadata=option(

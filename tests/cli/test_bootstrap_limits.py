@@ -15,6 +15,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
+from align.fitting import FitSpec
 from tests.helpers.assertions import one_line_error
 from tests.helpers.fixtures_fit import token_table
 
@@ -91,7 +92,7 @@ def test_fit_api_refuses_before_opening_stores(tmp_path):
                 str(tmp_path / "no.zarr"),
                 str(tmp_path / "none.zarr"),
                 None,
-                bootstrap=value,
+                FitSpec(bootstrap=value),
                 log=lambda m: None,
             )
 

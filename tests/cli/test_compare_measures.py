@@ -17,6 +17,7 @@ import pytest
 import xarray as xr
 from scipy.stats import spearmanr
 
+from align.fitting import Execution, FitSpec
 from tests.helpers.assertions import one_line_error
 from tests.helpers.fixtures_demo import alignment_ds, depth_ds
 
@@ -230,13 +231,15 @@ def fitted(fit_pair, tmp_path_factory):
     align.fit(
         *fit_pair,
         out,
-        measures="cka,procrustes",
-        permutations=19,
-        sample_rows=60,
-        bootstrap=100,
-        alphas=[1e-2],
-        target_boundaries="0,2,4",
-        scheduler="synchronous",
+        FitSpec(
+            measures="cka,procrustes",
+            permutations=19,
+            sample_rows=60,
+            bootstrap=100,
+            alphas=[1e-2],
+            target_boundaries="0,2,4",
+        ),
+        Execution(scheduler="synchronous"),
         log=lambda m: None,
     )
     return out

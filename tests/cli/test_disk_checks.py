@@ -14,9 +14,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from dataclasses import replace
 
 import pytest
 
+from align.extraction import ExtractOptions
 from tests.helpers.assertions import one_line_error
 
 KiB = 1 << 10
@@ -74,10 +76,12 @@ def test_dry_run_says_what_the_run_writes(zoo, corpus_file, tmp_path):
     import align
 
     out = tmp_path / "s.zarr"
-    options = dict(chunk_tokens=2048, sublayers=True, log=lambda m: None)
-    report = align.extract(zoo("qwen2"), corpus_file, str(out), dry_run=True, **options)
+    options = ExtractOptions(chunk_tokens=2048, sublayers=True)
+    report = align.extract(
+        zoo("qwen2"), corpus_file, str(out), replace(options, dry_run=True), log=lambda m: None
+    )
     assert not out.exists()
-    align.extract(zoo("qwen2"), corpus_file, str(out), **options)
+    align.extract(zoo("qwen2"), corpus_file, str(out), options, log=lambda m: None)
     measured = du(out)
     assert measured <= report.dry_run["total_bytes"] <= 1.05 * measured + 64 * KiB, (
         report.dry_run["total_bytes"],

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 import torch
 
+from align.corpus import CorpusSpec
+from align.extraction import ExtractOptions
 from tests.helpers.assertions import one_line_error
 from tests.helpers.zoo import tiny
 
@@ -49,12 +51,9 @@ def test_a_hidden_family_is_discovered_and_extracts_as_transformers_computes(
     out = str(tmp_path / "s.zarr")
     align.extract(
         models_dir[model_type],
-        corpus_file,
+        CorpusSpec(corpus_file, max_length=48, max_docs=3),
         out,
-        sublayers=True,
-        batch_size=1,
-        max_length=48,
-        max_docs=3,
+        ExtractOptions(sublayers=True, batch_size=1),
         log=lambda m: None,
     )
     s = open_activations(out).require_complete()

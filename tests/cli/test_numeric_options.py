@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from align.models import ModelSpec
 from tests.helpers.assertions import one_line_error
 
 VALUES = ["0", "-1", "1e400", str(10**30), "many"]
@@ -110,7 +111,9 @@ def test_library_seeds_beyond_the_range_are_refused_naming_the_parameter(
 
     with pytest.raises(InputError) as e:
         align.extract(
-            zoo("qwen2"), corpus_file, str(tmp_path / "s.zarr"), random_init=True, seed=10**30
+            ModelSpec(zoo("qwen2"), random_init=True, seed=10**30),
+            corpus_file,
+            str(tmp_path / "s.zarr"),
         )
     assert f"`seed` {10**30}: a seed must be a whole number from 0 to 2**63 - 1" in str(e.value)
     assert not (tmp_path / "s.zarr").exists()

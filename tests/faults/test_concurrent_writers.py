@@ -14,6 +14,7 @@ import numpy as np
 import zarr
 
 import align
+from align.extraction import ExtractOptions
 from tests.helpers.assertions import one_line_error
 from tests.helpers.faults import fault_env, wait_reached
 
@@ -53,7 +54,11 @@ def test_second_writer_refused_first_unharmed(zoo, corpus_file, tmp_path, cli):
     assert first.returncode == 0, first_err
     base = str(tmp_path / "base.zarr")
     align.extract(
-        zoo("qwen2"), corpus_file, base, batch_size=2, chunk_tokens=256, log=lambda m: None
+        zoo("qwen2"),
+        corpus_file,
+        base,
+        ExtractOptions(batch_size=2, chunk_tokens=256),
+        log=lambda m: None,
     )
     a, b = zarr.open_group(out, mode="r"), zarr.open_group(base, mode="r")
     for name, _ in b.arrays():

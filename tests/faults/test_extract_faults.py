@@ -17,6 +17,7 @@ import pytest
 import zarr
 
 import align
+from align.extraction import ExtractOptions
 from align.store import open_activations
 from tests.helpers.faults import killed_run
 
@@ -55,9 +56,7 @@ def baseline(zoo, corpus_file, tmp_path_factory):
         zoo("qwen2"),
         corpus_file,
         out,
-        batch_size=2,
-        chunk_tokens=256,
-        sublayers=True,
+        ExtractOptions(batch_size=2, chunk_tokens=256, sublayers=True),
         log=lambda m: None,
     )
     return out

@@ -22,6 +22,7 @@ import time
 import numpy as np
 import pytest
 
+from align.fitting import Execution, FitSpec
 from tests.conftest import S3_KEY_ID as KEY_ID
 from tests.conftest import S3_SECRET as SECRET
 from tests.conftest import dask_processes
@@ -30,7 +31,8 @@ from tests.helpers.fixtures_fit import token_table
 
 METRICS = ("relative_error", "norm_error", "r2", "alpha", "alpha_rel")
 OPTS = ["--alphas", "1e-3,1e-1", "--task-tokens", "256", "--seed", "1"]
-KW = dict(alphas=[1e-3, 1e-1], task_tokens=256, seed=1)
+SPEC = FitSpec(alphas=[1e-3, 1e-1], seed=1)  # with TASK_TOKENS: the command line's OPTS
+TASK_TOKENS = 256
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +55,8 @@ def pair(synthetic):
 def undisturbed(pair):
     import align
 
-    return align.fit(*pair, None, scheduler="synchronous", log=lambda m: None, **KW).dataset
+    run = Execution(scheduler="synchronous", task_tokens=TASK_TOKENS)
+    return align.fit(*pair, None, SPEC, run, log=lambda m: None).dataset
 
 
 def _assert_same(ds, ref):
@@ -155,7 +158,8 @@ def test_worker_killed_mid_fit_is_survived_with_the_same_result(
 
     def run():
         try:
-            outcome["report"] = align.fit(S, T, out, scheduler=addr, log=lambda m: None, **KW)
+            run = Execution(scheduler=addr, task_tokens=TASK_TOKENS)
+            outcome["report"] = align.fit(S, T, out, SPEC, run, log=lambda m: None)
         except BaseException as e:  # noqa: BLE001  (reported by the test below)
             outcome["error"] = e
 
@@ -223,7 +227,8 @@ def test_fit_on_s3_stores_equals_local_and_leaks_no_credentials(pair, undisturbe
     assert "results/a.zarr/zarr.json" in keys and "results/a.zarr/relative_error/zarr.json" in keys
     # the workers of a local cluster read the stores from S3 with the same environment
     lines = []
-    local_cluster = align.fit(src, tgt, None, scheduler=None, n_workers=2, log=lines.append, **KW)
+    run = Execution(scheduler=None, n_workers=2, task_tokens=TASK_TOKENS)
+    local_cluster = align.fit(src, tgt, None, SPEC, run, log=lines.append)
     assert len(local_cluster.workers) == 2
     _assert_same(local_cluster.dataset, undisturbed)
 

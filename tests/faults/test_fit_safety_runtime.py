@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import zarr
 
+from align.fitting import Execution, FitSpec
 from tests.helpers.assertions import one_line_error
 from tests.helpers.faults import fault_env
 
@@ -69,7 +70,12 @@ def chunked(extracted):
     S = extracted("qwen2", chunk_tokens=CHUNK)
     T = extracted("qwen2", model_overrides=BIG, chunk_tokens=CHUNK)
     split = align.fit(
-        S, T, None, scheduler="synchronous", alphas=[1e-3, 1e-1], log=lambda m: None
+        S,
+        T,
+        None,
+        FitSpec(alphas=[1e-3, 1e-1]),
+        Execution(scheduler="synchronous"),
+        log=lambda m: None,
     ).dataset.attrs["split"]
     return S, T, split
 

@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 
+from align.fitting import FitSpec
 from tests.helpers.faults import killed_run
 from tests.helpers.fixtures_study import study_text
 
@@ -48,7 +49,7 @@ def test_killed_study_resumes_without_rerunning_done_units(
         assert mine.complete
         for b in mine.boundaries:
             np.testing.assert_array_equal(mine.resid(b), theirs.resid(b))
-    expected = align.fit(*fit_pair, None, bootstrap=200, log=lambda m: None).dataset
+    expected = align.fit(*fit_pair, None, FitSpec(bootstrap=200), log=lambda m: None).dataset
     result = open_result(f"{root}/results/fits/a--b.zarr")
     for name in expected.data_vars:
         np.testing.assert_array_equal(result[name].values, expected[name].values, err_msg=name)

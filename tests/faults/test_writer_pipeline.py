@@ -18,6 +18,7 @@ import zarr
 from transformers import AutoModelForCausalLM
 
 import align
+from align.extraction import ExtractOptions
 from align.extraction import pipeline as ex
 from align.store import writer as act
 from align.store.arrays import StoreFormat, write_activations
@@ -117,10 +118,7 @@ def test_writer_threads_1_and_4_give_identical_stores(zoo, corpus_file, tmp_path
             zoo("qwen2"),
             corpus_file,
             out,
-            batch_size=3,
-            chunk_tokens=16,
-            sublayers=True,
-            store_dtype="bfloat16",
+            ExtractOptions(batch_size=3, chunk_tokens=16, sublayers=True, store_dtype="bfloat16"),
             log=lambda m: None,
         )
         assert report.stats["writer_threads"] == threads
@@ -140,10 +138,7 @@ def test_kill_mid_chunk_write_with_4_threads_resumes_bit_identical(
         zoo("qwen2"),
         corpus_file,
         base,
-        batch_size=3,
-        chunk_tokens=16,
-        sublayers=True,
-        store_dtype="bfloat16",
+        ExtractOptions(batch_size=3, chunk_tokens=16, sublayers=True, store_dtype="bfloat16"),
         log=lambda m: None,
     )
     assert (
@@ -199,8 +194,7 @@ def test_back_pressure_bounds_the_queue(zoo, corpus_file, tmp_path, monkeypatch)
         zoo("qwen2"),
         corpus_file,
         str(tmp_path / "bp.zarr"),
-        batch_size=1,
-        chunk_tokens=16,
+        ExtractOptions(batch_size=1, chunk_tokens=16),
         log=lambda m: None,
     )
     assert max(depth_seen) <= ex.QUEUE_DEPTH

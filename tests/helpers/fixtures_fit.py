@@ -43,17 +43,22 @@ def token_table(n_docs: int, doc_len: int, seq_len: int = 64, seed: int = 0) -> 
 
 @pytest.fixture(scope="session")
 def synthetic(tmp_path_factory):
-    """synthetic(resid (B, N, d), tokens, tokenizer=..., complete=True, provenance={...}, **kw)
-    -> path of an activation store written from these arrays through align.store
-    (`provenance`: more of its provenance, e.g. a corpus)."""
+    """synthetic(resid (B, N, d), tokens, tokenizer=..., complete=True, provenance={...},
+    n_layers=L) -> path of an activation store written from these arrays through align.store
+    (`provenance`: more of its provenance, e.g. a corpus; `n_layers`: StoreShape's)."""
     root = tmp_path_factory.mktemp("synthetic")
     counter = itertools.count()
 
     def make(
-        resid, tokens, tokenizer=None, complete=True, model="synthetic", provenance=None, **kw
+        resid,
+        tokens,
+        tokenizer=None,
+        complete=True,
+        model="synthetic",
+        provenance=None,
+        n_layers=None,
     ):
-        from align.records import take
-        from align.store.arrays import StoreFormat, StoreShape, write_activations
+        from align.store.arrays import StoreShape, write_activations
 
         path = str(root / f"s{next(counter)}.zarr")
         prov = {
@@ -62,16 +67,13 @@ def synthetic(tmp_path_factory):
             "tokenizer_hash": dict(tokenizer or TOKENIZER),
             **(provenance or {}),
         }
-        shape, fmt = StoreShape(**take(StoreShape, kw)), StoreFormat(**take(StoreFormat, kw))
         return write_activations(
             path,
             np.asarray(resid, dtype=np.float32),
             tokens,
             prov,
-            shape,
-            fmt,
+            StoreShape(n_layers=n_layers),
             complete=complete,
-            **kw,
         )
 
     return make

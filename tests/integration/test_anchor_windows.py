@@ -20,6 +20,10 @@ import numpy as np
 import pytest
 import zarr
 
+from align.corpus import CorpusSpec
+from align.extraction import ExtractOptions
+from align.fitting import Execution, FitSpec
+from align.models import ModelSpec
 from tests.helpers import anchors_reference as ref
 from tests.integration.test_fit_live import assert_same_result
 
@@ -53,12 +57,10 @@ def three(tmp_path_factory):
         )
         store = str(root / f"store-{k}.zarr")
         align.extract(
-            folder,
-            str(corpus),
+            ModelSpec(folder, dtype="float32"),
+            CorpusSpec(str(corpus), max_length=MAX_LENGTH),
             store,
-            dtype="float32",
-            batch_size=BATCH,
-            max_length=MAX_LENGTH,
+            ExtractOptions(batch_size=BATCH),
             log=lambda m: None,
         )
         folders.append(folder)
@@ -75,7 +77,12 @@ def _fit(S, T, lines):
     import align
 
     return align.fit(
-        S, T, None, alphas=ALPHAS, bootstrap=0, scheduler="synchronous", log=lines.append
+        S,
+        T,
+        None,
+        FitSpec(alphas=ALPHAS, bootstrap=0),
+        Execution(scheduler="synchronous"),
+        log=lines.append,
     ).dataset
 
 
@@ -159,7 +166,7 @@ def test_live_gives_the_store_routes_rows_and_result(three):
         BATCH,
     )
     lines = []
-    got = live.fit_live(job, None, log=lines.append, alphas=ALPHAS, bootstrap=0).dataset
+    got = live.fit_live(job, None, FitSpec(alphas=ALPHAS, bootstrap=0), log=lines.append).dataset
     assert got.attrs["pairing"] == want.attrs["pairing"]
     assert got.attrs["options"]["n_tokens"] == want.attrs["options"]["n_tokens"]
     assert_same_result(want, got)
@@ -176,13 +183,10 @@ def test_extract_dry_run_says_the_corpus_will_be_windowed(three, tmp_path):
     lengths = [len(ids) for ids, _ in ref.tokenize(folders[1], docs)]
     lines = []
     rep = align.extract(
-        folders[1],
-        corpus_file,
+        ModelSpec(folders[1], dtype="float32"),
+        CorpusSpec(corpus_file, max_length=MAX_LENGTH),
         str(tmp_path / "dry.zarr"),
-        dtype="float32",
-        batch_size=BATCH,
-        max_length=MAX_LENGTH,
-        dry_run=True,
+        ExtractOptions(batch_size=BATCH, dry_run=True),
         log=lines.append,
     )
     n_long = sum(n > MAX_LENGTH for n in lengths)

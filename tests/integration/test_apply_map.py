@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import zarr
 
+from align.fitting import Execution, FitSpec
 from tests.helpers.fixtures_fit import token_table
 from tests.helpers.references import heldout_scores, sklearn_ridge
 
@@ -35,7 +36,12 @@ def mapped(synthetic, tmp_path_factory):
     S, T = synthetic(X, tokens, model="src"), synthetic(Y, tokens, model="tgt")
     out = str(tmp_path_factory.mktemp("maps") / "fit.zarr")
     align.fit(
-        S, T, out, alphas=[1e-3, 1e-1], save_maps=True, scheduler="synchronous", log=lambda m: None
+        S,
+        T,
+        out,
+        FitSpec(alphas=[1e-3, 1e-1], save_maps=True),
+        Execution(scheduler="synchronous"),
+        log=lambda m: None,
     )
     return S, T, out, align.open_alignment(out)
 
@@ -84,10 +90,8 @@ def test_apply_map_refusals(mapped, synthetic, tmp_path):
         S,
         T,
         plain,
-        alphas=[1e-1],
-        source_boundaries="1",
-        target_boundaries="1",
-        scheduler="synchronous",
+        FitSpec(alphas=[1e-1], source_boundaries="1", target_boundaries="1"),
+        Execution(scheduler="synchronous"),
         log=lambda m: None,
     )
     with pytest.raises(

@@ -18,6 +18,9 @@ import pytest
 import xarray as xr
 import zarr
 
+from align.extraction import ExtractOptions
+from align.fitting import Execution, FitSpec
+from align.models import ModelSpec
 from tests.helpers.anchors_reference import (
     anchors,
     byte_level_bpe,
@@ -97,7 +100,13 @@ def two_tokenizers(tmp_path_factory):
     ):
         folder = _checkpoint(str(root / f"model-{k}"), make(docs), layers, width, seed=k)
         store = str(root / f"store-{k}.zarr")
-        align.extract(folder, str(corpus), store, dtype="float32", batch_size=4, log=lambda m: None)
+        align.extract(
+            ModelSpec(folder, dtype="float32"),
+            str(corpus),
+            store,
+            ExtractOptions(batch_size=4),
+            log=lambda m: None,
+        )
         models.append(folder)
         stores.append(store)
     out = str(root / "result.zarr")
@@ -105,10 +114,8 @@ def two_tokenizers(tmp_path_factory):
     align.fit(
         *stores,
         out,
-        pairing="char-anchors",
-        alphas=ALPHAS,
-        bootstrap=0,
-        scheduler="synchronous",
+        FitSpec(pairing="char-anchors", alphas=ALPHAS, bootstrap=0),
+        Execution(scheduler="synchronous"),
         log=lines.append,
     )
     return docs, models, stores, xr.open_zarr(out), "\n".join(lines)

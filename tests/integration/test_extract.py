@@ -17,6 +17,9 @@ import zarr
 from transformers import AutoModelForCausalLM
 
 import align
+from align.corpus import CorpusSpec
+from align.extraction import ExtractOptions
+from align.models import ModelSpec
 from align.store import open_activations
 from tests.helpers.assertions import one_line_error
 from tests.helpers.references import bf16_bits_to_float, residuals
@@ -89,11 +92,9 @@ def test_residuals_equal_independent_forward(zoo, corpus_file, tmp_path, family,
     out = str(tmp_path / "s.zarr")
     align.extract(
         path,
-        corpus_file,
+        CorpusSpec(corpus_file, max_docs=2 if wide else None),
         out,
-        sublayers=True,
-        batch_size=4,
-        max_docs=2 if wide else None,
+        ExtractOptions(sublayers=True, batch_size=4),
         log=lambda m: None,
     )
     s = open_activations(out).require_complete()
@@ -220,7 +221,12 @@ def test_float16_overflow_is_refused(zoo, corpus_file, tmp_path, cli):
 def test_random_init_equals_seeded_from_config(zoo, corpus_file, tmp_path):
     path = zoo("qwen2")
     out = str(tmp_path / "r.zarr")
-    align.extract(path, corpus_file, out, random_init=True, seed=7, max_docs=2, log=lambda m: None)
+    align.extract(
+        ModelSpec(path, random_init=True, seed=7),
+        CorpusSpec(corpus_file, max_docs=2),
+        out,
+        log=lambda m: None,
+    )
     s = open_activations(out)
     from transformers import AutoConfig
 
@@ -342,14 +348,19 @@ def test_grouped_options_give_the_independent_forward_and_record_the_model_folde
         assert_close(np.stack([s.resid(0, a, b), s.resid(2, a, b)]), ref["resid"][[0, 2]])
 
 
-def test_keywords_that_name_no_option_are_refused(zoo, corpus_file, tmp_path):
-    """A misspelt keyword, or one given beside the dataclass that holds it, is a TypeError
+def test_keywords_are_refused_before_anything_is_read(zoo, corpus_file, tmp_path):
+    """A misspelt keyword, or a field given as a keyword beside its record, is a TypeError
     naming it, raised before anything is read or written."""
     from align.extraction import ExtractOptions, extract
 
     out = tmp_path / "s.zarr"
-    with pytest.raises(TypeError, match="batchsize"):
+    with pytest.raises(
+        TypeError, match=r"^align\.extract\(\) got an unexpected keyword argument 'batchsize'$"
+    ):
         extract(zoo("qwen2"), corpus_file, str(out), batchsize=2)
-    with pytest.raises(TypeError, match="batch_size"):
+    with pytest.raises(
+        TypeError,
+        match=r"^align\.extract\(\) got batch_size=2: pass it in ExtractOptions\(batch_size=2\)$",
+    ):
         extract(zoo("qwen2"), corpus_file, str(out), ExtractOptions(), batch_size=2)
     assert not out.exists()

@@ -23,6 +23,7 @@ import zarr
 from transformers import AutoModelForCausalLM
 
 import align
+from align.extraction import ExtractOptions
 from align.store import open_activations
 from tests.helpers.faults import killed_run
 from tests.helpers.references import residuals
@@ -75,9 +76,7 @@ def grouped(zoo, mixed_corpus, tmp_path_factory):
         zoo("qwen2"),
         mixed_corpus,
         out,
-        batch_size=BATCH,
-        chunk_tokens=32,
-        sublayers=True,
+        ExtractOptions(batch_size=BATCH, chunk_tokens=32, sublayers=True),
         log=lambda m: None,
     )
     return out
@@ -121,7 +120,11 @@ def test_padding_is_recorded_and_below_consecutive_batching(grouped):
 def test_progress_and_final_line_report_padding(zoo, mixed_corpus, tmp_path):
     lines = []
     align.extract(
-        zoo("qwen2"), mixed_corpus, str(tmp_path / "s.zarr"), batch_size=BATCH, log=lines.append
+        zoo("qwen2"),
+        mixed_corpus,
+        str(tmp_path / "s.zarr"),
+        ExtractOptions(batch_size=BATCH),
+        log=lines.append,
     )
     progress = [x for x in lines if "tok/s" in x and "ETA" in x]
     assert progress and all(", padding " in x for x in progress)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import align
+from align.extraction import ExtractOptions
 from align.store import open_activations
 
 
@@ -50,10 +51,7 @@ def test_dry_run_times_every_phase_and_names_the_bound(zoo, corpus_file, tmp_pat
         zoo("qwen2"),
         corpus_file,
         str(out),
-        dry_run=True,
-        batch_size=4,
-        sublayers=True,
-        chunk_tokens=64,
+        ExtractOptions(dry_run=True, batch_size=4, sublayers=True, chunk_tokens=64),
         log=lines.append,
     )
     text = "\n".join(lines)
@@ -78,9 +76,7 @@ def test_dry_run_times_every_phase_and_names_the_bound(zoo, corpus_file, tmp_pat
         zoo("qwen2"),
         corpus_file,
         str(tmp_path / "real.zarr"),
-        batch_size=4,
-        sublayers=True,
-        chunk_tokens=64,
+        ExtractOptions(batch_size=4, sublayers=True, chunk_tokens=64),
         log=lambda m: None,
     )
     s = open_activations(str(tmp_path / "real.zarr"))

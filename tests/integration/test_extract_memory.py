@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 import torch
 
+from align.corpus import CorpusSpec
+from align.models import ModelSpec
 from tests.helpers.references import residuals
 
 
@@ -35,7 +37,7 @@ def test_model_object_is_extracted_and_its_weights_hashed(loaded, corpus_file, t
 
     path, model, tok = loaded
     out, lines = str(tmp_path / "mem.zarr"), []
-    align.extract(model, corpus_file, out, tokenizer=tok, max_docs=3, log=lines.append)
+    align.extract(model, CorpusSpec(corpus_file, max_docs=3), out, tokenizer=tok, log=lines.append)
     s = open_activations(out).require_complete()
     doc, pos, ids = s.tokens("doc"), s.tokens("pos"), s.tokens("token_id")
     for d in range(3):
@@ -59,7 +61,9 @@ def test_model_object_is_extracted_and_its_weights_hashed(loaded, corpus_file, t
     assert "align-model-" not in json.dumps(prov)
     # the same object again: the same store, complete
     lines.clear()
-    align.extract(model, corpus_file, out, tokenizer=tok, max_docs=3, log=lines.append)
+    # as a ModelSpec's name, with the dtype it was run in: the same identity
+    held = ModelSpec(model, dtype="float32")
+    align.extract(held, CorpusSpec(corpus_file, max_docs=3), out, tokenizer=tok, log=lines.append)
     assert any("already complete" in line for line in lines), lines
     # other weights are another store
     torch.manual_seed(1)
@@ -67,7 +71,9 @@ def test_model_object_is_extracted_and_its_weights_hashed(loaded, corpus_file, t
     with pytest.raises(
         StoreMismatch, match=r"different options or inputs \(weights: store has sha256"
     ):
-        align.extract(changed, corpus_file, out, tokenizer=tok, max_docs=3, log=lines.append)
+        align.extract(
+            changed, CorpusSpec(corpus_file, max_docs=3), out, tokenizer=tok, log=lines.append
+        )
 
 
 def test_model_object_refusals(loaded, corpus_file, tmp_path):
@@ -83,7 +89,7 @@ def test_model_object_refusals(loaded, corpus_file, tmp_path):
     with pytest.raises(InputError, match=r"^`tokenizer` is a str, not a transformers tokenizer"):
         align.extract(model, corpus_file, out, tokenizer=path)
     with pytest.raises(InputError, match=r"^`revision` names how a checkpoint is loaded"):
-        align.extract(model, corpus_file, out, tokenizer=tok, revision="main")
+        align.extract(ModelSpec(model, revision="main"), corpus_file, out, tokenizer=tok)
     with pytest.raises(InputError, match=r"^`tokenizer` goes with a model object in memory"):
         align.extract(path, corpus_file, out, tokenizer=tok)
     assert not os.path.exists(out)

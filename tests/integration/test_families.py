@@ -19,6 +19,10 @@ import numpy as np
 import pytest
 import torch
 
+from align.corpus import CorpusSpec
+from align.extraction import ExtractOptions
+from align.fitting import Execution
+from align.models import ModelSpec
 from tests.helpers.fixtures_analyses import hf_prompts, ref_contributions, ref_skipping
 from tests.helpers.references import ARCH, head
 from tests.helpers.zoo import CORPUS_TEXT, FAMILY_TYPES, reference_tokenizer, tiny
@@ -88,7 +92,11 @@ def test_extraction_sublayers_and_head(model_type, family_model, family_corpus, 
     path = family_model(model_type)
     out = str(tmp_path / "s.zarr")
     align.extract(
-        path, family_corpus, out, sublayers=True, batch_size=1, max_length=64, log=lambda m: None
+        path,
+        CorpusSpec(family_corpus, max_length=64),
+        out,
+        ExtractOptions(sublayers=True, batch_size=1),
+        log=lambda m: None,
     )
     s = open_activations(out).require_complete()
     model = _hf(path)
@@ -138,13 +146,10 @@ def test_bfloat16_extraction(model_type, family_model, family_corpus, tmp_path):
     path = family_model(model_type)
     out = str(tmp_path / "bf16.zarr")
     align.extract(
-        path,
-        family_corpus,
+        ModelSpec(path, dtype="bfloat16"),
+        CorpusSpec(family_corpus, max_length=64, max_docs=2),
         out,
-        dtype="bfloat16",
-        batch_size=1,
-        max_length=64,
-        max_docs=2,
+        ExtractOptions(batch_size=1),
         log=lambda m: None,
     )
     s = open_activations(out).require_complete()
@@ -219,7 +224,13 @@ def test_fit_between_two_depths_store_and_live(model_type, family_model, family_
     stores = []
     for p, name in ((shallow, "a"), (deep, "b")):
         out = str(tmp_path / f"{name}.zarr")
-        align.extract(p, family_corpus, out, batch_size=4, max_length=64, log=lambda m: None)
+        align.extract(
+            p,
+            CorpusSpec(family_corpus, max_length=64),
+            out,
+            ExtractOptions(batch_size=4),
+            log=lambda m: None,
+        )
         stores.append(out)
     # A fixed, moderate α grid: on ~150 tokens of 32-wide models the auto grid reaches α 1e-12,
     # where the solve's conditioning turns float64 rounding of the two routes' sums into 1e-5.
@@ -230,7 +241,7 @@ def test_fit_between_two_depths_store_and_live(model_type, family_model, family_
     job = LiveJob(
         ModelSpec(shallow), ModelSpec(deep), corpus.CorpusSpec(family_corpus, max_length=64), 4
     )
-    fit_live(job, str(tmp_path / "live.zarr"), opts, device="cpu", log=lambda m: None)
+    fit_live(job, str(tmp_path / "live.zarr"), opts, Execution(device="cpu"), log=lambda m: None)
     a = xr.open_zarr(tmp_path / "fit.zarr")["relative_error"].values
     b = xr.open_zarr(tmp_path / "live.zarr")["relative_error"].values
     assert a.shape == (3, 4) and np.isfinite(a).all()

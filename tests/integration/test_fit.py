@@ -13,6 +13,8 @@ import pytest
 import xarray as xr
 import zarr
 
+from align.fitting import Execution, FitSpec
+from align.fitting.fit_options import FitHooks
 from tests.conftest import dask_processes
 from tests.helpers.assertions import one_line_error
 from tests.helpers.fixtures_fit import TOKENIZER, token_table
@@ -36,18 +38,22 @@ def _read(path):
     return resid, g["doc"][:], g["pos"][:], g["token_id"][:]
 
 
-def _fit(*args, **kw):
+SYNC = Execution(scheduler="synchronous")
+
+
+def _fit(source, target, output, spec=None, run=SYNC, hooks=None, log=None):
+    """align.fit in this process (`SYNC`, unless `run` says otherwise), its log discarded
+    unless `log` takes it."""
     import align
 
-    kw.setdefault("scheduler", "synchronous")
-    kw.setdefault("log", lambda m: None)
-    return align.fit(*args, **kw)
+    log = log or (lambda m: None)
+    return align.fit(source, target, output, spec, run, hooks=hooks, log=log)
 
 
 def test_every_metric_and_alpha_equal_sklearn(fit_pair, tmp_path):
     S, T = fit_pair
     out = str(tmp_path / "a.zarr")
-    _fit(S, T, out, task_tokens=300)
+    _fit(S, T, out, None, Execution(scheduler="synchronous", task_tokens=300))
     ds = xr.open_zarr(out)  # the result opens in plain xarray
     X, doc, pos, _ = _read(S)
     Y, *_ = _read(T)
@@ -129,14 +135,19 @@ def test_cli_result_schema_and_python_entry_point(fit_pair, tmp_path, cli):
     assert len(s["soft_depth"]) == 2 and np.isfinite(s["soft_depth_spread"])
     # the Python entry point gives the same numbers
     again = align.fit(
-        S, T, None, scheduler="synchronous", alphas=[1e-3, 1e-1], seed=3, log=lambda m: None
+        S,
+        T,
+        None,
+        FitSpec(alphas=[1e-3, 1e-1], seed=3),
+        Execution(scheduler="synchronous"),
+        log=lambda m: None,
     ).dataset
     np.testing.assert_array_equal(again.relative_error.values, err)
 
 
 def test_known_answers_self_fit_is_the_identity(fit_pair):
     S, _ = fit_pair
-    ds = _fit(S, S, None, alphas=[1e-9]).dataset
+    ds = _fit(S, S, None, FitSpec(alphas=[1e-9])).dataset
     # x ↦ x with a ridge of 1e-9 mean eigenvalues: what remains is float32/float64 rounding
     assert np.all(np.diag(ds.relative_error.values) < 1e-4), ds.relative_error.values
 
@@ -155,7 +166,7 @@ def _affine_pair(synthetic, n_docs=24, doc_len=500, d_s=8, d_t=6):
 
 def test_known_answers_affine_and_unrelated(synthetic):
     S, T, N = _affine_pair(synthetic)
-    ds = _fit(S, T, None, alphas=[1e-8, 1e-4, 1e-1]).dataset
+    ds = _fit(S, T, None, FitSpec(alphas=[1e-8, 1e-4, 1e-1])).dataset
     err, r2 = ds.relative_error.values, ds.r2.values
     assert err[1, 1] < 1e-5, err  # exact affine map (up to the float32 store): ≈ 0
     n_train = sum(ds.attrs["options"]["n_tokens"][k] for k in ("fit", "validation"))
@@ -224,7 +235,7 @@ def test_refuses_incomplete_and_non_activation_stores(
     msg = _refusal(cli, tmp_path, S, partial)
     assert partial in msg and "incomplete" in msg and "0 of 240 tokens" in msg
     result = str(tmp_path / "res.zarr")
-    _fit(*fit_pair, result, alphas=[1e-2])
+    _fit(*fit_pair, result, FitSpec(alphas=[1e-2]))
     msg = _refusal(cli, tmp_path, result, S)
     assert result in msg and "schema 'alignment'" in msg and "not an activation store" in msg
 
@@ -233,7 +244,13 @@ def test_memory_budget_blocks_the_grid_with_equal_results(fit_pair):
     from align.fitting.budget import block_bytes
 
     S, T = fit_pair
-    one = _fit(S, T, None, alphas=[1e-3, 1e-1], task_tokens=300)
+    one = _fit(
+        S,
+        T,
+        None,
+        FitSpec(alphas=[1e-3, 1e-1]),
+        Execution(scheduler="synchronous", task_tokens=300),
+    )
     assert len(one.blocks) == 1
     # a per-worker budget just below what the whole 3x5 grid needs with (fixed) 300-token tasks
     from align.store import open_activations
@@ -243,9 +260,9 @@ def test_memory_budget_blocks_the_grid_with_equal_results(fit_pair):
         S,
         T,
         None,
-        alphas=[1e-3, 1e-1],
-        task_tokens=300,
-        worker_budget=block_bytes(3, 5, 64, 96, 300, C) - 1,
+        FitSpec(alphas=[1e-3, 1e-1]),
+        Execution(scheduler="synchronous", task_tokens=300),
+        hooks=FitHooks(worker_budget=block_bytes(3, 5, 64, 96, 300, C) - 1),
     )
     assert many.dataset.attrs["options"]["task_tokens"] == 300 and len(many.blocks) > 1
     pairs = sorted((i, j) for I, J in many.blocks for i in I for j in J)
@@ -321,20 +338,25 @@ def test_memory_limit_too_small_is_refused_naming_the_minimum(fit_pair, cli, tmp
     # the minimum it names (plus 5% for the noise of measuring this process) is enough
     num, unit = re.search(r"the minimum is ([0-9.]+) (MiB|GiB)", err).groups()
     minimum = float(num) * {"MiB": 2**20, "GiB": 2**30}[unit]
-    _fit(S, T, None, alphas=[1e-2], memory_limit=int(minimum * 1.05))
+    _fit(
+        S,
+        T,
+        None,
+        FitSpec(alphas=[1e-2]),
+        Execution(scheduler="synchronous", memory_limit=int(minimum * 1.05)),
+    )
 
 
 def test_layer_subsets_and_saved_maps_equal_sklearn(fit_pair):
     S, T = fit_pair
-    full = _fit(S, T, None, alphas=[1e-2, 1.0]).dataset
+    full = _fit(S, T, None, FitSpec(alphas=[1e-2, 1.0])).dataset
     sub = _fit(
         S,
         T,
         None,
-        alphas=[1e-2, 1.0],
-        source_boundaries="1:",
-        target_boundaries="::2",
-        save_maps=True,
+        FitSpec(
+            alphas=[1e-2, 1.0], source_boundaries="1:", target_boundaries="::2", save_maps=True
+        ),
     ).dataset
     assert sub.source_boundary.values.tolist() == [
         1,
@@ -362,15 +384,16 @@ def test_layer_subsets_and_saved_maps_equal_sklearn(fit_pair):
 
 def test_include_first_token_changes_the_token_set(fit_pair):
     S, T = fit_pair
-    a = _fit(S, T, None, alphas=[1e-2], source_boundaries="1", target_boundaries="1").dataset
+    a = _fit(
+        S, T, None, FitSpec(alphas=[1e-2], source_boundaries="1", target_boundaries="1")
+    ).dataset
     b = _fit(
         S,
         T,
         None,
-        alphas=[1e-2],
-        source_boundaries="1",
-        target_boundaries="1",
-        include_first_token=True,
+        FitSpec(
+            alphas=[1e-2], source_boundaries="1", target_boundaries="1", include_first_token=True
+        ),
     ).dataset
     _, doc, pos, _ = _read(S)
     test = np.isin(doc, a.attrs["split"]["heldout_docs"])
@@ -417,10 +440,11 @@ def _linear_pair(synthetic, seed: int, boundary: int):
 @pytest.mark.slow
 def test_statistics_bitwise_equal_under_every_scheduler(synthetic, dask_cluster, tmp_path, cli):
     S, T = _linear_pair(synthetic, 3, 1)
-    kw = dict(alphas=[1e-3, 1e-1], task_tokens=256, keep_statistics=True)
-    sync = _fit(S, T, None, **kw)
-    local = _fit(S, T, None, scheduler=None, n_workers=2, memory_limit="3GB", **kw)
-    remote = _fit(S, T, None, scheduler=dask_cluster, **kw)
+    spec, keep = FitSpec(alphas=[1e-3, 1e-1]), FitHooks(keep_statistics=True)
+    sync = _fit(S, T, None, spec, Execution(scheduler="synchronous", task_tokens=256), keep)
+    local_run = Execution(scheduler=None, n_workers=2, memory_limit="3GB", task_tokens=256)
+    local = _fit(S, T, None, spec, local_run, keep)
+    remote = _fit(S, T, None, spec, Execution(scheduler=dask_cluster, task_tokens=256), keep)
     assert len(local.workers) >= 2 and len(remote.workers) >= 2, (local.workers, remote.workers)
     for other in (local, remote):
         _assert_bitwise(sync.statistics, other.statistics)
@@ -460,13 +484,15 @@ def test_a_large_fit_runs_its_products_through_torch_with_the_same_statistics_un
     from align.fitting import stores
 
     S, T = _linear_pair(synthetic, 5, 2)
-    kw = dict(alphas=[1e-3, 1e-1], task_tokens=256, keep_statistics=True)
-    numpy_route = _fit(S, T, None, **kw)
+    spec, keep = FitSpec(alphas=[1e-3, 1e-1]), FitHooks(keep_statistics=True)
+    sync_run = Execution(scheduler="synchronous", task_tokens=256)
+    numpy_route = _fit(S, T, None, spec, sync_run, keep)
     monkeypatch.setattr(stores, "SMALL_FIT_FLOPS", 0.0)
+    local_run = Execution(scheduler=None, n_workers=2, memory_limit="3GB", task_tokens=256)
     runs = {
-        "threads": _fit(S, T, None, scheduler=None, **kw),
-        "sync": _fit(S, T, None, **kw),
-        "local": _fit(S, T, None, scheduler=None, n_workers=2, memory_limit="3GB", **kw),
+        "threads": _fit(S, T, None, spec, Execution(scheduler=None, task_tokens=256), keep),
+        "sync": _fit(S, T, None, spec, sync_run, keep),
+        "local": _fit(S, T, None, spec, local_run, keep),
     }
     assert runs["threads"].plan["mode"] == "threads" and runs["local"].plan["mode"] == "local"
     for name, run in runs.items():

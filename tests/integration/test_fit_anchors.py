@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from align.fitting import Execution, FitSpec
 from tests.helpers.assertions import one_line_error
 from tests.helpers.fixtures_fit import TOKENIZER, token_table
 from tests.helpers.references import chosen_alpha, heldout_scores, ridge_val_sse, sklearn_ridge
@@ -20,12 +21,16 @@ OTHER = {**TOKENIZER, "vocab": "v1", "merges": "m1", "all": "all1"}
 ALPHAS = [1e-4, 1e-2, 1.0]
 
 
-def _fit(*args, **kw):
+SYNC = Execution(scheduler="synchronous")
+
+
+def _fit(source, target, output, spec=None, run=SYNC, hooks=None, log=None):
+    """align.fit in this process (`SYNC`, unless `run` says otherwise), its log discarded
+    unless `log` takes it."""
     import align
 
-    kw.setdefault("scheduler", "synchronous")
-    kw.setdefault("log", lambda m: None)
-    return align.fit(*args, **kw)
+    log = log or (lambda m: None)
+    return align.fit(source, target, output, spec, run, hooks=hooks, log=log)
 
 
 # -- the two tokenizations: segmentations of the same documents' characters ---------------------
@@ -217,7 +222,7 @@ def test_one_tokenization_anchors_every_token_with_a_span():
 
 def test_scores_equal_a_plain_loop_and_sklearn(anchored_pair):
     tabs, X, Y, S, T = anchored_pair
-    ds = _fit(S, T, None, alphas=ALPHAS, pairing="char-anchors", bootstrap=0).dataset
+    ds = _fit(S, T, None, FitSpec(alphas=ALPHAS, pairing="char-anchors", bootstrap=0)).dataset
     src, tgt = _reference_anchors(tabs[0]), _reference_anchors(tabs[1])
     common = sorted(set(src) & set(tgt))
     si = np.array([src[k] for k in common])
@@ -274,7 +279,7 @@ def test_right_pairing_fits_and_token_order_does_not(anchored_pair):
     pairing the same stores' tokens by index instead (what a fit that ignored the text would
     do) maps nothing."""
     tabs, X, Y, S, T = anchored_pair
-    ds = _fit(S, T, None, alphas=ALPHAS, pairing="char-anchors", bootstrap=0).dataset
+    ds = _fit(S, T, None, FitSpec(alphas=ALPHAS, pairing="char-anchors", bootstrap=0)).dataset
     assert float(ds.relative_error.sel(source_boundary=1, target_boundary=0)) < 0.1
     n = min(len(tabs[0]["doc"]), len(tabs[1]["doc"]))
     x, y = X[1][:n], Y[0][:n]
@@ -295,8 +300,8 @@ def test_auto_pairs_anchors_for_two_tokenizers_and_says_so(anchored_pair, cli, t
 
 def test_one_tokenizer_char_anchors_equal_tokens_bit_for_bit(fit_pair):
     S, T = fit_pair
-    a = _fit(S, T, None, alphas=ALPHAS, bootstrap=0, pairing="tokens").dataset
-    b = _fit(S, T, None, alphas=ALPHAS, bootstrap=0, pairing="char-anchors").dataset
+    a = _fit(S, T, None, FitSpec(alphas=ALPHAS, bootstrap=0, pairing="tokens")).dataset
+    b = _fit(S, T, None, FitSpec(alphas=ALPHAS, bootstrap=0, pairing="char-anchors")).dataset
     for name in ("relative_error", "norm_error", "r2", "alpha"):
         np.testing.assert_array_equal(a[name].values, b[name].values)
     assert b.attrs["pairing"] == {"mode": "tokens"}
@@ -316,7 +321,7 @@ def test_control_shuffle_pairs_anchors_of_other_documents(anchored_pair):
     assert len(sh.source) > 0.8 * len(a.source)
     assert np.all(tabs[0]["doc"][sh.source] != tabs[1]["doc"][sh.target])
     ds = _fit(
-        S, T, None, alphas=ALPHAS, pairing="char-anchors", bootstrap=0, control="shuffle"
+        S, T, None, FitSpec(alphas=ALPHAS, pairing="char-anchors", bootstrap=0, control="shuffle")
     ).dataset
     assert (
         float(ds.relative_error.sel(source_boundary=1, target_boundary=0)) > 0.5
@@ -465,9 +470,9 @@ def test_token_pairing_of_two_tokenizers_is_refused(anchored_pair, cli, tmp_path
 
 def test_bootstrap_and_convergence_run_on_anchored_rows_unchanged(anchored_pair):
     *_, S, T = anchored_pair
-    plain = _fit(S, T, None, alphas=ALPHAS, pairing="char-anchors", bootstrap=0).dataset
+    plain = _fit(S, T, None, FitSpec(alphas=ALPHAS, pairing="char-anchors", bootstrap=0)).dataset
     more = _fit(
-        S, T, None, alphas=ALPHAS, pairing="char-anchors", bootstrap=200, convergence=True
+        S, T, None, FitSpec(alphas=ALPHAS, pairing="char-anchors", bootstrap=200, convergence=True)
     ).dataset
     # the same rows, the same fit (--convergence sums them in six parts: rounding only)
     np.testing.assert_allclose(more.relative_error.values, plain.relative_error.values, rtol=1e-12)

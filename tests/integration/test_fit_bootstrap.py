@@ -15,6 +15,7 @@ import xarray as xr
 import zarr
 from scipy.stats import spearmanr
 
+from align.fitting import Execution, FitSpec
 from tests.helpers.fixtures_fit import token_table
 from tests.helpers.references import chosen_alpha, ridge_val_sse
 
@@ -31,19 +32,29 @@ def _read(path):
     )
 
 
-def _fit(*args, **kw):
+SYNC = Execution(scheduler="synchronous")
+
+
+def _fit(source, target, output, spec=None, run=SYNC, hooks=None, log=None):
+    """align.fit in this process (`SYNC`, unless `run` says otherwise), its log discarded
+    unless `log` takes it."""
     import align
 
-    kw.setdefault("scheduler", "synchronous")
-    kw.setdefault("log", lambda m: None)
-    return align.fit(*args, **kw)
+    log = log or (lambda m: None)
+    return align.fit(source, target, output, spec, run, hooks=hooks, log=log)
 
 
 @pytest.fixture(scope="module")
 def boot(fit_pair, tmp_path_factory):
     S, T = fit_pair
     out = str(tmp_path_factory.mktemp("boot") / "a.zarr")
-    _fit(S, T, out, save_maps=True, bootstrap=B, bootstrap_seed=SEED, task_tokens=300)
+    _fit(
+        S,
+        T,
+        out,
+        FitSpec(save_maps=True, bootstrap=B, bootstrap_seed=SEED),
+        Execution(scheduler="synchronous", task_tokens=300),
+    )
     return S, T, xr.open_zarr(out).load()
 
 
@@ -153,7 +164,7 @@ def test_per_document_sums_add_up_to_the_point_scores(boot):
 
 def test_self_map_gives_the_identity_path_with_probability_one(fit_pair, tmp_path):
     S, _ = fit_pair
-    ds = _fit(S, S, str(tmp_path / "self.zarr"), bootstrap=100).dataset
+    ds = _fit(S, S, str(tmp_path / "self.zarr"), FitSpec(bootstrap=100)).dataset
     s = ds.attrs["summary"]
     assert s["argmin_path"] == [int(i) for i in ds.source_boundary.values if i >= 1]
     assert s["argmin_path_probability"] == 1.0
@@ -186,7 +197,9 @@ def _stores_needing(synthetic, kind):
 @pytest.mark.parametrize("kind", ["small", "large"])
 def test_alphas_auto_extends_the_grid_to_the_validation_minimum(synthetic, tmp_path, kind):
     S, T = _stores_needing(synthetic, kind)
-    ds = _fit(S, T, str(tmp_path / "a.zarr"), source_boundaries="1", target_boundaries="1").dataset
+    ds = _fit(
+        S, T, str(tmp_path / "a.zarr"), FitSpec(source_boundaries="1", target_boundaries="1")
+    ).dataset
     X, doc, pos = _read(S)
     Y, *_ = _read(T)
     split = ds.attrs["split"]
@@ -215,10 +228,12 @@ def test_explicit_alphas_are_not_extended_and_the_ends_are_counted(synthetic, tm
         S,
         T,
         str(tmp_path / "a.zarr"),
-        source_boundaries="1",
-        target_boundaries="1",
-        alphas=(1e-3, 1e-2, 1e-1),
-        extend_alphas=False,
+        FitSpec(
+            source_boundaries="1",
+            target_boundaries="1",
+            alphas=(1e-3, 1e-2, 1e-1),
+            extend_alphas=False,
+        ),
     ).dataset
     assert ds.alpha_grid.values.tolist() == [1e-3, 1e-2, 1e-1]
     assert float(ds.alpha_rel.sel(source_boundary=1, target_boundary=1)) == 1e-3
@@ -295,9 +310,7 @@ def test_the_log_says_how_many_pairs_chose_an_end_of_a_given_grid(synthetic, tmp
         S,
         T,
         str(tmp_path / "a.zarr"),
-        source_boundaries="1",
-        target_boundaries="1",
-        alphas=(1e-3, 1e-2, 1e-1),
+        FitSpec(source_boundaries="1", target_boundaries="1", alphas=(1e-3, 1e-2, 1e-1)),
         log=lines.append,
     )
     note = [m for m in lines if "chose the smallest" in m]

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import zarr
 
+from align.fitting import Execution, FitSpec
 from tests.helpers.references import (
     alpha_scale,
     chosen_alpha,
@@ -55,12 +56,9 @@ def test_fractions_equal_sklearn_refits_on_the_documented_documents(fit_pair):
         S,
         T,
         None,
-        scheduler="synchronous",
+        FitSpec(convergence=True, alphas=GRID, source_boundaries="1,2", target_boundaries="1,3"),
+        Execution(scheduler="synchronous"),
         log=lambda m: None,
-        convergence=True,
-        alphas=GRID,
-        source_boundaries="1,2",
-        target_boundaries="1,3",
     ).dataset
     assert ds.fraction.values.tolist() == [0.25, 0.5, 1.0]
     np.testing.assert_array_equal(

@@ -19,6 +19,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from align.fitting import Execution, FitSpec
+from align.fitting.fit_options import FitHooks
+
 BIG = {"num_hidden_layers": 4, "hidden_size": 96}
 CORPUS = dict(max_length=64, batch_size=4)
 CASES = [  # family, compute dtype, include the first token, blocked
@@ -32,15 +35,20 @@ CASES = [  # family, compute dtype, include the first token, blocked
     ("olmo2", "bfloat16", False, False),
 ]
 RTOL, ATOL = 1e-10, 1e-11
+SYNC = Execution(scheduler="synchronous")
 
 
-def store_fit(S, T, **options):
+def store_fit(S, T, run=SYNC, **spec):
+    """The store route's result in this process, with the FitSpec of `spec`'s fields."""
     import align
 
-    return align.fit(S, T, None, scheduler="synchronous", log=lambda m: None, **options).dataset
+    return align.fit(S, T, None, FitSpec(**spec), run, log=lambda m: None).dataset
 
 
-def live_fit(zoo, corpus_file, family, dtype, out=None, budget=None, **options):
+def live_fit(zoo, corpus_file, family, dtype, out=None, budget=None, run=None, **spec):
+    """The live route's result of `family`'s pair in `dtype`, with the FitSpec of `spec`'s
+    fields, `run` (an Execution, or None for its defaults) and `budget` as FitHooks'
+    worker_budget."""
     from align import corpus, models
     from align.fitting import live
 
@@ -50,7 +58,8 @@ def live_fit(zoo, corpus_file, family, dtype, out=None, budget=None, **options):
         corpus.CorpusSpec(corpus_file, max_length=CORPUS["max_length"]),
         CORPUS["batch_size"],
     )
-    return live.fit_live(job, out, worker_budget=budget, log=lambda m: None, **options)
+    hooks = FitHooks(worker_budget=budget)
+    return live.fit_live(job, out, FitSpec(**spec), run, hooks=hooks, log=lambda m: None)
 
 
 def two_of_five_budget(zoo, corpus_file, family, dtype):
@@ -67,14 +76,14 @@ def two_of_five_budget(zoo, corpus_file, family, dtype):
     return budget_of_two_of_five(job)
 
 
-def budget_of_two_of_five(job, **options):
+def budget_of_two_of_five(job, **spec):
     """A plan budget that holds two target boundaries per pass, not three (held-out rows not
     kept), beside the document bootstrap's weights: the bytes the plan counts, from its own
-    arithmetic (the input of this case), for `job` fitted with `options`."""
+    arithmetic (the input of this case), for `job` fitted with the FitSpec of `spec`'s fields."""
     from align.fitting import budget, live
     from align.fitting.fit_options import request
 
-    opts = request(None, None, options)
+    opts = request(FitSpec(**spec))
     p = live.prepare(job, opts)
     shape = live.shape_of(p)
     # on the CPU the document bootstrap's weights share the budget with the passes

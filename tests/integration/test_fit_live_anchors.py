@@ -26,6 +26,8 @@ import numpy as np
 import pytest
 import zarr
 
+from align.fitting import Execution, FitSpec
+from align.fitting.fit_options import FitHooks
 from tests.helpers import anchors_reference as ref
 from tests.integration.test_fit_live import (
     ATOL,
@@ -75,7 +77,7 @@ def test_live_equals_the_store_route_across_tokenizers(
 
         assert (
             live.shape_of(
-                live.prepare(job, request(None, None, {"include_first_token": first}))
+                live.prepare(job, request(FitSpec(include_first_token=first)))
             ).window_rows
             > 0
         )
@@ -84,11 +86,9 @@ def test_live_equals_the_store_route_across_tokenizers(
     rep = live.fit_live(
         job,
         None,
-        worker_budget=room,
+        FitSpec(include_first_token=first, alphas=ALPHAS, convergence=convergence),
+        hooks=FitHooks(worker_budget=room),
         log=lines.append,
-        include_first_token=first,
-        alphas=ALPHAS,
-        convergence=convergence,
     )
     assert rep.plan["passes"] == (3 if blocked else 1), rep.plan["blocks"]
     assert rep.plan["keep_heldout"] is not blocked
@@ -123,7 +123,7 @@ def test_on_the_auto_grid_live_lies_within_the_store_routes_own_spread(zoo, extr
 
     S = extracted("qwen2", dtype="float32", **CORPUS)
     T = extracted("qwen2", model_overrides=OTHER, dtype="float32", **CORPUS)
-    a, b = store_fit(S, T), store_fit(S, T, task_tokens=256)
+    a, b = store_fit(S, T), store_fit(S, T, Execution(scheduler="synchronous", task_tokens=256))
     got = live.fit_live(job_of(zoo, corpus_file, "float32"), None, log=lambda m: None).dataset
     np.testing.assert_array_equal(got["alpha_rel"].values, a["alpha_rel"].values)
     for name in ("relative_error", "norm_error", "r2"):
@@ -175,7 +175,7 @@ def test_rows_paired_on_the_fly_are_the_stores_rows_at_the_anchors(zoo, extracte
             if cs["pos"][s] != 0 and ct["pos"][t] != 0:
                 want[s] = t
     job = job_of(zoo, corpus_file, "float32")
-    p = live.prepare(job, request(None, None, {}))
+    p = live.prepare(job, request())
     net = passes.load_models(job)
     bounds_s, bounds_t = list(range(X.shape[0])), list(range(Y.shape[0]))
     assert len({p.stream.window_of(b) for b in p.batches}) == 2  # two grouping windows

@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from align.fitting import Execution, FitSpec
 from tests.conftest import dask_processes
 from tests.helpers.measures_reference import MEASURES as REFERENCE
 from tests.helpers.measures_reference import procrustes_heldout
@@ -73,7 +74,9 @@ def stores(extracted):
 def both(zoo, corpus_file, scheduler):
     """(one process, cluster) live fits of every kind of measure."""
     one = live_fit(zoo, corpus_file, "qwen2", "float32", **OPTIONS).dataset
-    on = live_fit(zoo, corpus_file, "qwen2", "float32", scheduler=scheduler, **OPTIONS).dataset
+    on = live_fit(
+        zoo, corpus_file, "qwen2", "float32", run=Execution(scheduler=scheduler), **OPTIONS
+    ).dataset
     return one, on
 
 
@@ -93,7 +96,7 @@ def test_streamed_measures_on_the_cluster_equal_references_from_the_stores(
         corpus_file,
         "qwen2",
         "float32",
-        scheduler=scheduler,
+        run=Execution(scheduler=scheduler),
         measures=",".join(STREAMED),
         bootstrap=0,
         alphas=[1e-2],
@@ -143,7 +146,9 @@ def test_one_target_boundary_a_pass_on_the_cluster_equals_one_process(
 
     monkeypatch.setattr(live, "make_plan", one_a_pass)
     one, _ = both
-    report = live_fit(zoo, corpus_file, "qwen2", "float32", scheduler=scheduler, **OPTIONS)
+    report = live_fit(
+        zoo, corpus_file, "qwen2", "float32", run=Execution(scheduler=scheduler), **OPTIONS
+    )
     assert report.plan["passes"] == 3
     names = _measure_arrays(one)
     assert names == _measure_arrays(report.dataset)
@@ -185,9 +190,10 @@ def test_a_char_anchor_pair_on_the_cluster_equals_one_process(zoo, corpus_file, 
 
     job = anchored.job_of(zoo, corpus_file, "float32")
     options = {k: v for k, v in OPTIONS.items() if k != "sample_rows"}  # every held-out row
-    options.update(alphas=anchored.ALPHAS, log=lambda m: None)
-    one = live.fit_live(job, None, **options).dataset
-    on = live.fit_live(job, None, scheduler=scheduler, **options).dataset
+    spec = FitSpec(**dict(options, alphas=anchored.ALPHAS))
+    quiet = lambda m: None  # noqa: E731
+    one = live.fit_live(job, None, spec, log=quiet).dataset
+    on = live.fit_live(job, None, spec, Execution(scheduler=scheduler), log=quiet).dataset
     assert on.attrs["pairing"]["mode"] == "char-anchors" == one.attrs["pairing"]["mode"]
     names = _measure_arrays(one)
     assert names == _measure_arrays(on) and "rsa_p_family" in names and "cka_low" in names

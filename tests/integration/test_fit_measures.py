@@ -8,11 +8,15 @@ option and refusal."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import xarray as xr
 import zarr
 
+from align.fitting import Execution, FitSpec
+from align.fitting.fit_options import FitHooks
 from tests.helpers.assertions import one_line_error
 from tests.helpers.measures_reference import MEASURES as REFERENCE
 from tests.helpers.measures_reference import RANGES, jackknife_interval
@@ -25,12 +29,16 @@ M = 150  # sampled held-out rows of the row measures and the calibration
 GROUPS = 10  # held-out document index mod 10 (docs/methods.md)
 
 
-def _fit(*args, **kw):
+SYNC = Execution(scheduler="synchronous")
+
+
+def _fit(source, target, output, spec=None, run=SYNC, hooks=None, log=None):
+    """align.fit in this process (`SYNC`, unless `run` says otherwise), its log discarded
+    unless `log` takes it."""
     import align
 
-    kw.setdefault("scheduler", "synchronous")
-    kw.setdefault("log", lambda m: None)
-    return align.fit(*args, **kw).dataset
+    log = log or (lambda m: None)
+    return align.fit(source, target, output, spec, run, hooks=hooks, log=log).dataset
 
 
 def _read(path):
@@ -63,10 +71,7 @@ def store_measures(fit_pair):
         S,
         T,
         None,
-        measures=",".join(STREAMED),
-        bootstrap=0,
-        alphas=[1e-2],
-        target_boundaries="0,2,4",
+        FitSpec(measures=",".join(STREAMED), bootstrap=0, alphas=[1e-2], target_boundaries="0,2,4"),
     )
 
 
@@ -93,13 +98,15 @@ def test_sampled_rows_are_the_documented_draw_and_carry_the_calibration(fit_pair
         S,
         T,
         None,
-        measures="cka,procrustes,rsa",
-        bootstrap=0,
-        alphas=[1e-2],
-        sample_rows=M,
-        permutations=9,
-        source_boundaries="1,2",
-        target_boundaries="2,4",
+        FitSpec(
+            measures="cka,procrustes,rsa",
+            bootstrap=0,
+            alphas=[1e-2],
+            sample_rows=M,
+            permutations=9,
+            source_boundaries="1,2",
+            target_boundaries="2,4",
+        ),
     )
     X, doc, pos = _read(S)
     Y, *_ = _read(T)
@@ -120,7 +127,7 @@ def test_sampled_rows_are_the_documented_draw_and_carry_the_calibration(fit_pair
 
 def test_default_fit_is_ridge_alone_and_unchanged(fit_pair, store_measures):
     S, T = fit_pair
-    ds = _fit(S, T, None, bootstrap=0, alphas=[1e-2], target_boundaries="0,2,4")
+    ds = _fit(S, T, None, FitSpec(bootstrap=0, alphas=[1e-2], target_boundaries="0,2,4"))
     assert ds.attrs["options"]["measures"] == ["ridge"] and "cka" not in ds
     assert "measures" not in ds.attrs["summary"]
     for name in ("relative_error", "norm_error", "r2", "alpha"):
@@ -151,7 +158,10 @@ def test_char_anchor_pair_equals_references_from_the_anchored_rows(synthetic):
     S = synthetic(X, tabs[0], n_layers=1, model="src")
     T = synthetic(Y, tabs[1], tokenizer=OTHER, n_layers=1, model="tgt")
     ds = _fit(
-        S, T, None, pairing="char-anchors", measures=",".join(STREAMED), bootstrap=0, alphas=[1.0]
+        S,
+        T,
+        None,
+        FitSpec(pairing="char-anchors", measures=",".join(STREAMED), bootstrap=0, alphas=[1.0]),
     )
     src, tgt = _reference_anchors(tabs[0]), _reference_anchors(tabs[1])
     common = sorted(set(src) & set(tgt))
@@ -166,7 +176,9 @@ def test_char_anchor_pair_equals_references_from_the_anchored_rows(synthetic):
 
 def test_a_model_against_itself_gives_cka_one_and_procrustes_zero(fit_pair):
     S, _ = fit_pair
-    ds = _fit(S, S, None, measures="cka,cka-debiased,procrustes", bootstrap=0, alphas=[1e-2])
+    ds = _fit(
+        S, S, None, FitSpec(measures="cka,cka-debiased,procrustes", bootstrap=0, alphas=[1e-2])
+    )
     diag = [(int(b), int(b)) for b in ds.source_boundary.values]
     for i, j in diag:
         cell = ds.sel(source_boundary=i, target_boundary=j)
@@ -198,7 +210,7 @@ def test_jackknife_interval_equals_the_textbook_on_the_rows_without_each_group(f
         target_boundaries="0,4",
         test_fraction=0.4,  # 5 of the 12 documents held out: 5 groups
     )
-    ds = _fit(S, T, None, bootstrap=100, bootstrap_seed=5, **kw)
+    ds = _fit(S, T, None, FitSpec(bootstrap=100, bootstrap_seed=5, **kw))
     X, doc, pos = _read(S)
     Y, *_ = _read(T)
     keep = _heldout(ds, doc, pos)
@@ -224,12 +236,12 @@ def test_jackknife_interval_equals_the_textbook_on_the_rows_without_each_group(f
     assert option["method"] == "delete-a-group jackknife, t interval"
     assert option["min_groups"] == 3 and option["level"] == 0.95
     assert "jackknife" in ds["cka_low"].attrs["description"]
-    other = _fit(S, T, None, bootstrap=200, bootstrap_seed=9, **kw)
+    other = _fit(S, T, None, FitSpec(bootstrap=200, bootstrap_seed=9, **kw))
     for name in STREAMED:
         for end in ("_low", "_high"):
             v = name.replace("-", "_") + end
             np.testing.assert_array_equal(other[v].values, ds[v].values, err_msg=v)
-    plain = _fit(S, T, None, bootstrap=0, **kw)
+    plain = _fit(S, T, None, FitSpec(bootstrap=0, **kw))
     assert (
         np.all(np.isnan(plain["cka_low"].values))
         and "measure_interval" not in plain.attrs["options"]
@@ -270,12 +282,13 @@ def test_planner_counts_the_sums_and_refuses_in_one_line_naming_the_bytes(fit_pa
     ridge = budget.block_bytes(1, 1, d_s, d_t, 256, chunk, -(-n // 256))  # the test's input
     sums = 3 * 8 * GROUPS * (d_s * d_s + 2 * d_s + 2 + d_t * d_t + 2 * d_t + 2)
     sums += 3 * 8 * GROUPS * (d_s * d_t + 2 * d_s + d_t + 2)  # with qxy, q_sy
-    opts = dict(alphas=[1e-2], task_tokens=256, bootstrap=100, source_boundaries="1")
-    opts["target_boundaries"] = "1"
-    ds = _fit(S, T, None, worker_budget=ridge + sums // 2, **opts)  # ridge alone fits
+    spec = FitSpec(alphas=[1e-2], bootstrap=100, source_boundaries="1", target_boundaries="1")
+    run = Execution(scheduler="synchronous", task_tokens=256)
+    hooks = FitHooks(worker_budget=ridge + sums // 2)
+    ds = _fit(S, T, None, spec, run, hooks)  # ridge alone fits
     assert "cka" not in ds
     with pytest.raises(InputError) as e:
-        _fit(S, T, None, worker_budget=ridge + sums // 2, measures="cka", **opts)
+        _fit(S, T, None, replace(spec, measures="cka"), run, hooks)
     text = str(e.value)
     assert "\n" not in text and "one boundary pair of d_source 64, d_target 96" in text, text
     need = (ridge + sums) / 0.9  # PLAN_FRACTION of the budget is planned

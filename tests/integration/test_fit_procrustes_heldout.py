@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from align.fitting import FitSpec
 from tests.helpers.measures_reference import RANGES, jackknife_interval, procrustes_heldout
 from tests.integration.test_fit_measures import RTOL, _fit, _heldout, _read, heldout_groups
 
@@ -27,12 +28,14 @@ def test_heldout_procrustes_equals_scipy_on_the_stores_rows(fit_pair):
         S,
         T,
         None,
-        measures="procrustes,procrustes-heldout",
-        bootstrap=100,
-        test_fraction=0.4,  # 5 of the 12 documents held out: 5 groups of the jackknife
-        alphas=[1e-2],
-        source_boundaries="0,2",
-        target_boundaries="1,4",
+        FitSpec(
+            measures="procrustes,procrustes-heldout",
+            bootstrap=100,
+            test_fraction=0.4,  # 5 of the 12 documents held out: 5 groups of the jackknife
+            alphas=[1e-2],
+            source_boundaries="0,2",
+            target_boundaries="1,4",
+        ),
     )
     X, doc, pos = _read(S)
     Y, *_ = _read(T)
@@ -108,10 +111,12 @@ def test_char_anchor_pair_equals_scipy_on_the_anchored_rows(synthetic):
         S,
         T,
         None,
-        pairing="char-anchors",
-        measures="procrustes-heldout",
-        bootstrap=100,
-        alphas=[1.0],
+        FitSpec(
+            pairing="char-anchors",
+            measures="procrustes-heldout",
+            bootstrap=100,
+            alphas=[1.0],
+        ),
     )
     src, tgt = _reference_anchors(tabs[0]), _reference_anchors(tabs[1])
     common = sorted(set(src) & set(tgt))

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import zarr
 
+from align.fitting import Execution, FitSpec
 from tests.helpers.assertions import one_line_error
 from tests.helpers.fixtures_fit import token_table
 from tests.helpers.references import heldout_scores, sklearn_ridge
@@ -68,13 +69,11 @@ def test_shuffled_scores_equal_sklearn_on_the_paired_rows(fit_pair):
         S,
         T,
         None,
-        scheduler="synchronous",
+        FitSpec(
+            control="shuffle", alphas=(1e-2, 1.0), source_boundaries="1,2", target_boundaries="2"
+        ),
+        Execution(scheduler="synchronous", task_tokens=300),
         log=lambda m: None,
-        control="shuffle",
-        alphas=(1e-2, 1.0),
-        source_boundaries="1,2",
-        target_boundaries="2",
-        task_tokens=300,
     ).dataset
     assert ds.attrs["options"]["control"] == "shuffle"
     X, doc, seq, pos = _read(S)
@@ -98,8 +97,10 @@ def test_shuffle_has_no_diagonal_on_the_demo_models(demo_run):
 
     out, report = demo_run
     S, T = report.stores["shallow"], report.stores["deep"]
-    real = align.fit(S, T, None, log=lambda m: None, bootstrap=200).dataset
-    shuf = align.fit(S, T, None, log=lambda m: None, bootstrap=200, control="shuffle").dataset
+    real = align.fit(S, T, None, FitSpec(bootstrap=200), log=lambda m: None).dataset
+    shuf = align.fit(
+        S, T, None, FitSpec(bootstrap=200, control="shuffle"), log=lambda m: None
+    ).dataset
     inner = dict(source_boundary=slice(1, None), target_boundary=slice(1, None))
     assert np.all(shuf.relative_error.sel(**inner).values > real.relative_error.sel(**inner).values)
     s = shuf.attrs["summary"]

@@ -9,6 +9,8 @@ import shutil
 
 import pytest
 
+from align.fitting import Execution, FitSpec
+
 NOTEBOOKS = sorted(
     glob.glob(os.path.join(os.path.dirname(__file__), "..", "..", "notebooks", "*.ipynb"))
 )
@@ -97,8 +99,8 @@ def _heldout_docs(stores) -> list:
         str(stores / "shallow.zarr"),
         str(stores / "deep.zarr"),
         None,
-        scheduler="synchronous",
-        alphas=[1.0],
+        FitSpec(alphas=[1.0]),
+        Execution(scheduler="synchronous"),
         log=lambda m: None,
     ).dataset
     return ds.attrs["split"]["heldout_docs"]

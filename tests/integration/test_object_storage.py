@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 import align
+from align.corpus import CorpusSpec
 from align.errors import StoreLocked
+from align.extraction import ExtractOptions
 from align.store import open_activations
 
 pytest.importorskip("moto.server")
@@ -40,9 +42,7 @@ def test_extract_to_s3_equals_local(s3, zoo, corpus_file, extracted, capfd):
         zoo("qwen2"),
         corpus_file,
         url,
-        batch_size=4,
-        chunk_tokens=512,
-        sublayers=True,
+        ExtractOptions(batch_size=4, chunk_tokens=512, sublayers=True),
         log=lines.append,
     )
     local = open_activations(extracted("qwen2", batch_size=4, chunk_tokens=512, sublayers=True))
@@ -78,6 +78,12 @@ def test_s3_lock_refuses_a_second_writer(s3, zoo, corpus_file):
         ).encode(),
     )
     with pytest.raises(StoreLocked, match="other-node.*pid 99"):
-        align.extract(zoo("qwen2"), corpus_file, url, max_docs=2, log=lambda m: None)
-    align.extract(zoo("qwen2"), corpus_file, url, max_docs=2, break_lock=True, log=lambda m: None)
+        align.extract(zoo("qwen2"), CorpusSpec(corpus_file, max_docs=2), url, log=lambda m: None)
+    align.extract(
+        zoo("qwen2"),
+        CorpusSpec(corpus_file, max_docs=2),
+        url,
+        ExtractOptions(break_lock=True),
+        log=lambda m: None,
+    )
     assert open_activations(url).complete

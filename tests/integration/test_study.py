@@ -14,6 +14,9 @@ import time
 
 import numpy as np
 
+from align.corpus import CorpusSpec
+from align.fitting import FitSpec
+from align.models import ModelSpec
 from tests.helpers.fixtures_study import B_SHAPE, study_text
 
 UNITS = [
@@ -55,8 +58,6 @@ def test_results_equal_the_single_commands(tiny_study, extracted, zoo, corpus_fi
     against align.fit on those stores, the analyses against align.analyses.run's functions."""
     import align
     from align.analyses import run as analyses
-    from align.corpus import CorpusSpec
-    from align.models import ModelSpec
     from align.stats.bootstrap import Resampling
     from align.store import open_activations, open_result
 
@@ -72,7 +73,11 @@ def test_results_equal_the_single_commands(tiny_study, extracted, zoo, corpus_fi
             np.testing.assert_array_equal(mine.tokens(t), theirs.tokens(t))
     for target, control in (("b", None), ("b", "shuffle"), ("c", None)):
         report = align.fit(
-            stores["a"], stores[target], None, bootstrap=200, control=control, log=lambda m: None
+            stores["a"],
+            stores[target],
+            None,
+            FitSpec(bootstrap=200, control=control),
+            log=lambda m: None,
         )
         stem = f"a--{target}" + (f".{control}" if control else "")
         same_dataset(open_result(f"{root}/results/fits/{stem}.zarr"), report.dataset)
@@ -182,10 +187,8 @@ def test_report_elsewhere_never_replaces_other_files(tiny_study, cli, tmp_path):
 
 def test_a_live_study_equals_align_fit_live(zoo, corpus_file, tmp_path):
     """`[route] kind = "live"`: no store; the pair's result equals `fit_live` bit for bit."""
-    from align.corpus import CorpusSpec
     from align.fitting.fit_options import LiveJob
     from align.fitting.live import fit_live
-    from align.models import ModelSpec
     from align.store import open_result
     from align.study import load_study, run_study
 
@@ -198,7 +201,7 @@ def test_a_live_study_equals_align_fit_live(zoo, corpus_file, tmp_path):
     job = LiveJob(
         ModelSpec(zoo("qwen2")), ModelSpec(zoo("qwen2", **B_SHAPE)), CorpusSpec(corpus_file)
     )
-    expected = fit_live(job, None, bootstrap=200, log=lambda m: None).dataset
+    expected = fit_live(job, None, FitSpec(bootstrap=200), log=lambda m: None).dataset
     same_dataset(open_result(f"{root}/results/fits/a--b.zarr"), expected)
 
 

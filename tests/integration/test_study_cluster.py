@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 
+from align.fitting import FitSpec
 from tests.conftest import dask_processes
 from tests.helpers.fixtures_study import study_text
 
@@ -42,7 +43,7 @@ def test_units_land_where_their_resources_say(zoo, corpus_file, fit_pair, tmp_pa
         mine, theirs = open_activations(f"{root}/stores/{name}.zarr"), open_activations(single)
         for b in mine.boundaries:
             np.testing.assert_array_equal(mine.resid(b), theirs.resid(b))
-    expected = align.fit(*fit_pair, None, bootstrap=200, log=lambda m: None).dataset
+    expected = align.fit(*fit_pair, None, FitSpec(bootstrap=200), log=lambda m: None).dataset
     result = open_result(f"{root}/results/fits/a--b.zarr")
     for name in expected.data_vars:
         np.testing.assert_array_equal(result[name].values, expected[name].values, err_msg=name)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from align.fitting import Execution
+
 ROOT = Path(__file__).resolve().parents[2]
 FLAG = re.compile(r"(?<![\w`-])(--[a-z][a-z0-9-]*|-o)(?![\w-])")
 COMMAND_LINE = re.compile(r"align [a-z]+(?: [A-Z_.]+)*(?: --?[a-z][\w-]*(?:[ =][^\s`'\"]+)?)*")
@@ -88,7 +90,11 @@ def test_the_library_error_names_the_python_parameter_and_the_cli_the_option(tmp
 
     with pytest.raises(InputError) as e:
         align.fit(
-            str(tmp_path / "a"), str(tmp_path / "b"), str(tmp_path / "r"), memory_limit="-5GB"
+            str(tmp_path / "a"),
+            str(tmp_path / "b"),
+            str(tmp_path / "r"),
+            None,
+            Execution(memory_limit="-5GB"),
         )
     assert str(e.value).startswith("`memory_limit` -5GB: a budget must be more than 0 bytes"), str(
         e.value
