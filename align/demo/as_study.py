@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 import os
 
+from align.demo.data import MAX_LENGTH
+
 FOLDER = "study"  # ROOT/study: the study's DIR
 FILE = "study.toml"  # ROOT/study.toml: its study file (outside DIR, which holds only the study)
 BPE = "deep-bpe"  # the third model's name (tokenizers_pair.NAME)
@@ -58,8 +60,6 @@ def study_text(models: dict, corpus_path: str, config, seed: int, first: bool) -
     fit's seed, the analyses' batch size and skip's `skip_docs`, and the deep model's untrained
     twin drawn with control_seed + seed. The fits compute ridge alone: cka and procrustes
     beside it took 10 to 20 s more per fit of the tiny demo, whose ridge fit takes about one."""
-    from align.demo.pipeline import MAX_LENGTH
-
     q = json.dumps  # a TOML basic string is a JSON string
     analyses = '\nanalyses = ["contrib", "lens", "skip", "depth"]' if first else ""
     names = ["shallow", "deep"] + ([BPE] if first and BPE in models else [])

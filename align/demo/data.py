@@ -12,6 +12,9 @@ import random
 
 from align.errors import InputError
 
+# A document is a few problems: well under max_length, so one sequence per document.
+MAX_LENGTH = 512
+
 OPERATORS = "+-*"
 # The characters a problem can contain; the demo's tokenizer has exactly these plus its
 # special token (see align/demo/tokenizer.py).

@@ -266,10 +266,6 @@ def _run(output, config, log, figures) -> DemoReport:
     return report
 
 
-# A document is a few problems: well under max_length, so one sequence per document.
-MAX_LENGTH = 512
-
-
 def link_models(output: str, models: dict) -> None:
     """OUT/models/NAME for the first seed's analysed models ("shallow", "deep", "deep-bpe"): a
     relative link to its cached folder (NAME-<key>, one a training configuration), so a command

@@ -435,9 +435,8 @@ def _with_measures(data: dict, results: dict, src_boundaries, tgt_boundaries) ->
 
 
 def _check_every_measure(data: dict, options: dict) -> None:
-    """A RuntimeError (a fault of the fit's code, not of its input) when a measure the fit
-    was asked for (`options["measures"]`), or its calibration (`options["permutations"]`),
-    has no array: a result never goes without one silently."""
+    """A RuntimeError (a fault of the code, not of the input) when an asked measure
+    (`options["measures"]`) or its calibration (`options["permutations"]`) has no array."""
     missing = [
         f"{n}{end}"
         for n in options.get("measures", ())
