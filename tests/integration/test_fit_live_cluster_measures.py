@@ -52,6 +52,7 @@ OPTIONS = dict(
     sample_rows=M,
     neighbours=K,
     target_boundaries="0,2,4",
+    test_fraction=0.4,  # enough held-out documents for the jackknife's groups (3 or more)
 )
 FIELDS = ("", "_low", "_high", "_sampled", "_null_mean", "_null_std", "_calibrated", "_p")
 FIELDS += ("_p_family",)
