@@ -221,8 +221,8 @@ class FitSpec:
             "`procrustes`, `procrustes-heldout` (the rotation fitted on the training documents, the "
             "error on the held-out ones), `cca`, `svcca` (on all the held-out rows, with a 95% "
             "delete-a-group jackknife interval under `--bootstrap`) and `mknn`, `cknna`, `rsa` "
-            "(on the sampled rows), each but `procrustes-heldout` calibrated against a "
-            "permutation null on the sampled rows with `--permutations` "
+            "(on the sampled rows), each calibrated against a permutation null on the sampled "
+            "rows with `--permutations` "
             "([methods](../methods.md#similarity-measures)); `ridge` is always computed",
             help="Similarity measures beside ridge's held-out error, comma-separated, or all: "
             f"{', '.join(MEASURES)}; each from the held-out rows, with its 95% interval under "
@@ -253,7 +253,7 @@ class FitSpec:
         default=0,
         metadata=option(
             "--permutations",
-            doc="with `--measures`: null draws of every measure's calibration on the sampled rows (the target's documents re-paired; 99 gives p-values down to 0.01; `procrustes-heldout` has none: the sampled rows carry no training rotation); 0: none; `mknn`, `cknna` and `rsa` need 1 or more",
+            doc="with `--measures`: null draws of every measure's calibration on the sampled rows (the target's documents re-paired; 99 gives p-values down to 0.01; `procrustes-heldout` with each pair's training rotation); 0: none; `mknn`, `cknna` and `rsa` need 1 or more",
             doc_metavar="K",
             help="With --measures: null draws of every measure's calibration on the sampled rows "
             f"(the target's documents re-paired; {PERMUTATIONS} gives p-values down to 0.01); 0: "
@@ -348,12 +348,19 @@ class FitSpec:
     @property
     def sampled(self) -> tuple:
         """The measures computed on the sampled rows: with `permutations`, every one asked
-        but ridge and procrustes-heldout (each gets its calibration; the held-out Procrustes
-        error needs the training rotation, which the sampled rows do not carry); without,
-        none."""
+        but ridge and procrustes-heldout (each gets its calibration; procrustes-heldout's,
+        which needs each pair's training rotation, is computed block by block while the
+        rotations are in hand: `heldout_calibrated`); without, none."""
         if not self.permutations:
             return ()
         return tuple(m for m in self.measures if m not in ("ridge", "procrustes-heldout"))
+
+    @property
+    def heldout_calibrated(self) -> bool:
+        """Whether procrustes-heldout is calibrated on the sampled rows (`permutations` and
+        the measure asked): its value and null per pair while the block's rotations are in
+        hand (`fitting.sampled.heldout_null`)."""
+        return bool(self.permutations) and "procrustes-heldout" in self.measures
 
     @property
     def need_validation(self) -> bool:

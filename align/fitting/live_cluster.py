@@ -12,6 +12,7 @@ from align.fitting.fit_options import FitRequest
 from align.fitting.graph import add_task, tree
 from align.fitting.measured import with_rotations
 from align.fitting.result import pair_results
+from align.fitting.sampled import heldout_null
 from align.fitting.shards import (
     ShardTask,
     add_shard_heldout,
@@ -111,6 +112,7 @@ def run_on_cluster(p, options: FitRequest, log, plan_of) -> tuple:
             rows_ = sums.pop("sample")
             if p.sample is not None:  # the sampled rows (the source's come with the first block)
                 p.sample.put(rows_)
+            fitted = heldout_null(p.sample, fitted)  # the block's sampled rows are complete
             results.update(pair_results(fitted, sums, p.split, options.spec.resampling))
             log(f"align fit --live: pass {k + 1} of {plan.passes} done on the cluster")
     return (

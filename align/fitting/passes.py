@@ -19,6 +19,7 @@ from align.fitting.graph import add_heldout_all, heldout_of
 from align.fitting.measured import with_rotations
 from align.fitting.progress import Progress
 from align.fitting.result import pair_results
+from align.fitting.sampled import heldout_null
 from align.fitting.solver import check_alphas, solve_all
 from align.fitting.split import CONVERGENCE_PARTS, TEST, Split
 from align.hooks import capture
@@ -348,6 +349,7 @@ def run_blocks(
             split.heldout_index if options.spec.bootstrap else None,
             options.spec.streamed,
         )
+        fitted = heldout_null(sample, fitted)  # the block's sampled rows are complete
         results.update(pair_results(fitted, sums, split, options.spec.resampling, fractions))
         del kept, fitted
     return results, kept_stats

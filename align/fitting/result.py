@@ -442,8 +442,7 @@ def _check_every_measure(data: dict, options: dict) -> None:
         for n in options.get("measures", ())
         if n in MEASURES and n != "ridge"
         for end in ("", "_p")
-        if variable(n) + end not in data
-        and (end == "" or (options.get("permutations") and n != measured.HELDOUT_PROCRUSTES))
+        if variable(n) + end not in data and (end == "" or options.get("permutations"))
     ]
     if missing:
         raise RuntimeError(f"the fit computed no {', '.join(missing)}, which it was asked for")

@@ -3,16 +3,20 @@ tokens drawn from the held-out documents before the pass (`measures.rows.sample_
 split's seed), their rows of every boundary gathered (from the stores, from the live
 held-out pass, or from the live held-out shards of a Dask cluster), then
 `measures.rows.row_measures` once for the whole grid, its numbers kept per pair
-(`PairResult.sampled`)."""
+(`PairResult.sampled`). procrustes-heldout's value and null on the sample need each pair's
+training rotation, so they are computed block by block, right after the block's held-out pass
+completes its sampled rows (`heldout_null`), and only their K + 1 scalars per pair are kept
+until `attach` summarises them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from align.errors import InputError
 from align.fitting.split import TEST, Split
-from align.measures import SAMPLE_ROWS, rows
+from align.measures import MEASURES, SAMPLE_ROWS, calibration, rows
 from align.stats.bootstrap import MIN_RESAMPLES, Resampling
 
 # The row measures' fields each pair keeps, and the result's arrays they become
@@ -24,12 +28,19 @@ FIELDS = ("value", "low", "high", "null_mean", "null_std", "calibrated", "p", "p
 @dataclass
 class Sample:
     """M held-out tokens (sorted token indices of the source's stream) and their held-out
-    document index, with the rows gathered so far: {boundary: (M, d) float64}."""
+    document index, with the rows gathered so far: {boundary: (M, d) float64}; with
+    procrustes-heldout calibrated, the K permutations of its null (drawn once, before the
+    passes, exactly as `rows.row_measures` draws them), their scheme, and per pair of the
+    blocks done its value on the sample and its K null values ({(i, j): (K + 1,)},
+    `heldout_null`)."""
 
     tokens: np.ndarray
     docs: np.ndarray
     xs: dict = field(default_factory=dict)
     ys: dict = field(default_factory=dict)
+    perms: np.ndarray | None = None  # (K, M): calibration.draw_permutations(docs, K, seed)
+    scheme: str | None = None  # the permutations' scheme ("documents" or "rows")
+    heldout: dict = field(default_factory=dict)  # {(i, j): (K + 1,) procrustes-heldout}
 
     def take(self, xs: dict, ys: dict, tokens: np.ndarray) -> None:
         """Keep the rows of one chunk of held-out rows whose token is sampled: xs[i] (n, d_S),
@@ -92,13 +103,60 @@ def draw(split: Split, spec) -> Sample | None:
     spec.sample_rows (None: SAMPLE_ROWS, or every held-out row when fewer) tokens drawn among
     the held-out ones by `rows.sample_rows` with the split's seed (a count beyond the
     held-out rows is refused in one line there)."""
-    if not spec.sampled:
+    if not spec.sampled and not spec.heldout_calibrated:
         return None
     held = np.flatnonzero(split.part == TEST)
     doc = split.heldout_index[held]
     m = spec.sample_rows if spec.sample_rows is not None else min(SAMPLE_ROWS, len(held))
     pick = rows.sample_rows(doc, m, spec.seed)
-    return Sample(held[pick], doc[pick])
+    sample = Sample(held[pick], doc[pick])
+    if spec.heldout_calibrated:
+        sample.perms, sample.scheme = calibration.draw_permutations(
+            sample.docs, spec.permutations, spec.seed
+        )
+    return sample
+
+
+def heldout_null(sample: Sample | None, fitted: dict) -> dict:
+    """procrustes-heldout on the sample for every pair of a block whose map carries its
+    training rotation R (`measured.with_rotations`), kept in `sample.heldout`; returns
+    `fitted` with the rotations dropped (only these K + 1 scalars a pair outlive the block).
+    Called once the block's held-out pass has gathered the sampled rows of its target
+    boundaries and of every source boundary. With X̂, Ŷ the pair's sampled rows centred by
+    their own means and scaled to unit Frobenius norm (as the held-out value takes the
+    held-out rows), the value on the sample is sqrt(2 − 2⟨X̂R, Ŷ⟩) and null draw k's is
+    sqrt(2 − 2⟨X̂R, Ŷ_k⟩), Ŷ_k the target's rows re-paired by permutation k (row r of the
+    source with row perm_k[r] of the target; centring and norms are unchanged by it). Each
+    ⟨X̂R, Ŷ_k⟩ = Σ_r G[r, perm_k[r]] of G = (X̂R)Ŷᵀ (M × M), computed once a pair through the
+    narrower width (G = X̂(ŶRᵀ)ᵀ when d_S ≤ d_T): 2·M·d_S·d_T + 2·M²·min(d_S, d_T) flops,
+    then M additions a draw. Without a sample, its permutations or a rotation, `fitted` is
+    returned unchanged but for the rotations."""
+    out = {}
+    for (i, j), m in fitted.items():
+        R = getattr(m, "rotation", None)
+        if R is not None and sample is not None and sample.perms is not None:
+            sample.heldout[(i, j)] = _heldout_values(sample, i, j, R)
+        out[(i, j)] = m if R is None else replace(m, rotation=None)
+    return out
+
+
+def _heldout_values(sample: Sample, i, j, R: np.ndarray) -> np.ndarray:
+    """(K + 1,): procrustes-heldout of pair (i, j) on the sample, then on each re-pairing."""
+    x, y = np.asarray(sample.xs[i], np.float64), np.asarray(sample.ys[j], np.float64)
+    xc, yc = x - x.mean(axis=0), y - y.mean(axis=0)
+    nx, ny = np.linalg.norm(xc), np.linalg.norm(yc)
+    if not (np.isfinite(nx) and np.isfinite(ny)) or nx == 0 or ny == 0:
+        raise InputError(
+            f"source boundary {i} × target boundary {j}: procrustes-heldout is undefined on "
+            f"the {len(x):,} sampled rows (a side without variance, or non-finite); sample "
+            "more rows or leave the boundary out"
+        )
+    R = np.asarray(R, np.float64)
+    xh, yh = xc / nx, yc / ny
+    a, b = (xh, yh @ R.T) if x.shape[1] <= y.shape[1] else (xh @ R, yh)
+    G = a @ b.T  # G[r, s] = ⟨(X̂R)_r, Ŷ_s⟩
+    inner = np.concatenate([[np.trace(G)], G[np.arange(len(G)), sample.perms].sum(axis=1)])
+    return np.sqrt(np.maximum(2.0 - 2.0 * inner, 0.0))
 
 
 def resampling_of(spec) -> Resampling:
@@ -109,28 +167,52 @@ def resampling_of(spec) -> Resampling:
 def attach(results: dict, sample: Sample, spec, src_boundaries, tgt_boundaries) -> dict:
     """`rows.row_measures` of the sample for every pair of the grid; each pair's
     `PairResult.sampled` = {measure: {field: value}} (FIELDS). Returns the record of the
-    sample the result's summary keeps."""
-    out = rows.row_measures(
-        {i: sample.xs[i] for i in src_boundaries},
-        {j: sample.ys[j] for j in tgt_boundaries},
-        sample.docs,
-        spec.sampled,
-        k=spec.neighbours,
-        permutations=spec.permutations,
-        seed=spec.seed,
-        resampling=resampling_of(spec),
-    )
+    sample the result's summary keeps. procrustes-heldout's calibration (`spec.heldout_calibrated`)
+    is `calibration.summarise` of the values `heldout_null` kept (a distance, ideal 0), with
+    the same fields (its interval, "low" and "high", is the streamed one: NaN here)."""
+    out = {}
+    if spec.sampled:
+        out = rows.row_measures(
+            {i: sample.xs[i] for i in src_boundaries},
+            {j: sample.ys[j] for j in tgt_boundaries},
+            sample.docs,
+            spec.sampled,
+            k=spec.neighbours,
+            permutations=spec.permutations,
+            seed=spec.seed,
+            resampling=resampling_of(spec),
+        )
+    if spec.heldout_calibrated:
+        out[HELDOUT] = _heldout_summary(sample, src_boundaries, tgt_boundaries)
+    names = tuple(out)
     for a, i in enumerate(src_boundaries):
         for b, j in enumerate(tgt_boundaries):
             results[(i, j)].sampled = {
-                n: {f: float(np.asarray(out[n][f])[a, b]) for f in FIELDS} for n in spec.sampled
+                n: {f: float(np.asarray(out[n][f])[a, b]) for f in FIELDS} for n in names
             }
-    first = out[spec.sampled[0]]
     return {
         "rows": int(len(sample.tokens)),
         "seed": int(spec.seed),
         "permutations": int(spec.permutations),
         "neighbours": int(spec.neighbours),
-        "null_scheme": first["null_scheme"],
+        "null_scheme": out[names[0]]["null_scheme"],
         "bootstrap_resamples": int(resampling_of(spec).resamples),
     }
+
+
+HELDOUT = "procrustes-heldout"
+
+
+def _heldout_summary(sample: Sample, src_boundaries, tgt_boundaries) -> dict:
+    """procrustes-heldout's row of `rows.row_measures`' answer, from `sample.heldout`."""
+    shape = (len(src_boundaries), len(tgt_boundaries))
+    k = len(sample.perms)
+    value, null = np.full(shape, np.nan), np.full((k, *shape), np.nan)
+    for a, i in enumerate(src_boundaries):
+        for b, j in enumerate(tgt_boundaries):
+            got = sample.heldout[(i, j)]
+            value[a, b], null[:, a, b] = got[0], got[1:]
+    out = {"value": value, "low": np.full(shape, np.nan), "high": np.full(shape, np.nan)}
+    out.update(calibration.summarise(value, null, MEASURES[HELDOUT], 0.0))
+    out.update(direction=MEASURES[HELDOUT], null_scheme=sample.scheme)
+    return out

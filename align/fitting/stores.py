@@ -480,6 +480,10 @@ def fit(
             opts.spec.streamed,
         )
         plan["products"] = "numpy" if job.backend().torch is None else "torch"
+        if sample is not None and sample.perms is not None:  # procrustes-heldout's, per block
+            sample.xs, sample.ys = sampled_rows(
+                job, src_boundaries, tgt_boundaries, sample.tokens, split.partner
+            )
         solve_threads = opts.run.blas_threads and opts.run.blas_threads * (
             ex.n_workers if ex.mode != "remote" else 1
         )
@@ -513,19 +517,19 @@ def fit(
                 raise
             fault_point("fit_after_block")
             factors = out["factors"]
+            fitted = sampled.heldout_null(sample, out["fitted"])  # the rotations end here
             results.update(
-                pair_results(
-                    out["fitted"], out["heldout"], split, opts.spec.resampling, out["fractions"]
-                )
+                pair_results(fitted, out["heldout"], split, opts.spec.resampling, out["fractions"])
             )
             if opts.hooks.keep_statistics:
                 statistics[(I, J)] = out["stats"]
     plan.pop("block_list")
     extra = {}
     if sample is not None:  # the row measures and every measure's calibration, on the sample
-        sample.xs, sample.ys = sampled_rows(
-            job, src_boundaries, tgt_boundaries, sample.tokens, split.partner
-        )
+        if not sample.xs:  # read after the pass unless procrustes-heldout needed them before
+            sample.xs, sample.ys = sampled_rows(
+                job, src_boundaries, tgt_boundaries, sample.tokens, split.partner
+            )
         extra["sampled_rows"] = sampled.attach(
             results, sample, opts.spec, src_boundaries, tgt_boundaries
         )

@@ -146,3 +146,61 @@ def jackknife_interval(value, left_out, bounds=None, level=0.95):
     if bounds is not None:
         low, high = min(max(low, bounds[0]), bounds[1]), min(max(high, bounds[0]), bounds[1])
     return low, high
+
+
+def permutations(docs, count, seed):
+    """The K re-pairings of the sampled rows as docs/methods.md and
+    `calibration.draw_permutations` document them: with 8 or more documents, draw k lays the
+    target's rows out document by document in the order default_rng(seed).permutation(n)
+    (the documents in increasing id, each document's rows in row order), row r of the source
+    paired with row perm[k, r] of the target; with fewer, default_rng(seed).permutation(M)
+    per draw."""
+    docs = np.asarray(docs)
+    rng = np.random.default_rng(seed)
+    ids = sorted(set(docs.tolist()))
+    if len(ids) < 8:
+        return np.array([rng.permutation(len(docs)) for _ in range(count)])
+    runs = [[r for r in range(len(docs)) if docs[r] == d] for d in ids]
+    grouped = [r for run in runs for r in run]  # the source's rows, document by document
+    out = np.empty((count, len(docs)), dtype=np.int64)
+    for k in range(count):
+        laid = [r for s in rng.permutation(len(ids)) for r in runs[s]]
+        out[k, grouped] = laid
+    return out
+
+
+def procrustes_heldout_null(X_train, Y_train, X_rows, Y_rows, perms):
+    """(value, null (K,)): procrustes_heldout with the training rotation on the sampled rows,
+    and on the rows with the target's re-paired by each permutation (row r of X_rows with
+    row perm[r] of Y_rows)."""
+    value = procrustes_heldout(X_train, Y_train, X_rows, Y_rows)
+    null = [procrustes_heldout(X_train, Y_train, X_rows, Y_rows[p]) for p in perms]
+    return value, np.array(null)
+
+
+def calibration(observed, null, direction, ideal, alpha=0.05):
+    """The calibration of a grid of scores as arXiv 2602.14486's Algorithms 1 and 2 and
+    docs/methods.md state it, on the "higher is closer" scale (a distance negated): null mean
+    and std (ddof 0), τ the ⌈(1 − α)(K + 1)⌉-th smallest of the score and its nulls,
+    calibrated clip((s − τ)/(s_max − τ), 0, 1) (0 unless s > τ), p = (1 + #{s_k ≥ s})/(K + 1),
+    p_family = (1 + #{max over the grid of s_k ≥ s})/(K + 1). observed (S, T), null (K, S, T)."""
+    import math
+
+    sign = 1.0 if direction == "similarity" else -1.0
+    s, sn = sign * np.asarray(observed, float), sign * np.asarray(null, float)
+    K = len(sn)
+    out = {k: np.empty(s.shape) for k in ("null_mean", "null_std", "calibrated", "p")}
+    out["p_family"] = np.empty(s.shape)
+    best = sn.reshape(K, -1).max(axis=1)
+    for a in range(s.shape[0]):
+        for b in range(s.shape[1]):
+            v, draws = s[a, b], sn[:, a, b]
+            out["null_mean"][a, b] = sign * draws.mean()
+            out["null_std"][a, b] = draws.std()
+            tau = sorted([v, *draws])[math.ceil((1 - alpha) * (K + 1)) - 1]
+            top = sign * ideal
+            cal = 0.0 if v <= tau else (1.0 if top <= tau else (v - tau) / (top - tau))
+            out["calibrated"][a, b] = min(max(cal, 0.0), 1.0)
+            out["p"][a, b] = (1 + np.sum(draws >= v)) / (K + 1)
+            out["p_family"][a, b] = (1 + np.sum(best >= v)) / (K + 1)
+    return out

@@ -13,11 +13,11 @@ shards that forward them and gathered through the tree.
   relative (the same batches, the same bits), in one pass and in a pass per target boundary,
   and the cluster's values equal the references
   from the stores' rows: cka and procrustes on every held-out row (1e-8), held-out Procrustes
-  with the rotation of the training rows (1e-8), `_sampled`, mknn and rsa on the documented
-  draw of M rows (1e-6, the tolerance of the store route's check of the sample; rsa away from
-  boundary 0, whose rows of one repeated token are equal: their correlation distances are 0 up
-  to rounding, and two implementations rank those tied zeros differently, 2e-5 apart in rsa
-  at 0 -> 0);
+  with the rotation of the training rows (1e-8) and its calibration on the documented draw of
+  M rows and the documented re-pairings (1e-8), `_sampled`, mknn and rsa on that draw (1e-6,
+  the tolerance of the store route's check of the sample; rsa away from boundary 0, whose rows
+  of one repeated token are equal: their correlation distances are 0 up to rounding, and two
+  implementations rank those tied zeros differently, 2e-5 apart in rsa at 0 -> 0);
 - a char-anchor pair (two tokenizers) on the cluster equals the one-process `--live` fit
   within 1e-10 relative on every measure array; held-out Procrustes away from boundary 0: there
   the 450 training rows of this pair's embeddings give a C_t = X_tᵀY_t of rank below the width
@@ -36,7 +36,7 @@ from tests.helpers.measures_reference import procrustes_heldout
 from tests.integration import test_fit_live_anchors as anchored
 from tests.integration.test_fit_live import BIG, CORPUS, live_fit
 from tests.integration.test_fit_measures import STREAMED, _check, _heldout, _read
-from tests.integration.test_fit_procrustes_heldout import _training
+from tests.integration.test_fit_procrustes_heldout import _training, check_calibration
 from tests.unit.test_measures_rows import ref_mknn, ref_rsa
 
 SAME = 1e-10  # cluster against one process: the same rows, summed in another order
@@ -119,7 +119,7 @@ def test_every_measure_array_on_the_cluster_equals_one_process(both):
         for m in ("cka", "procrustes", "mknn", "rsa")
         for f in FIELDS
         if not (f == "_sampled" and m in ("mknn", "rsa"))
-    } | {"procrustes_heldout", "procrustes_heldout_low", "procrustes_heldout_high"}
+    } | {f"procrustes_heldout{f}" for f in FIELDS}
     assert set(names) == want == set(_measure_arrays(on))
     for v in names:
         assert np.isfinite(one[v].values).all(), v
@@ -184,6 +184,7 @@ def test_the_cluster_measures_equal_references_from_the_stores(both, stores):
                 continue
             want = ref_rsa(x[rows], y[rows])
             np.testing.assert_allclose(float(cell.rsa), want, rtol=SAMPLED_RTOL, err_msg=at)
+    check_calibration(ds, X, Y, doc, pos, M, OPTIONS["permutations"])
 
 
 def test_a_char_anchor_pair_on_the_cluster_equals_one_process(zoo, corpus_file, scheduler):

@@ -4,14 +4,23 @@ against scipy's `orthogonal_procrustes` on the rows read with zarr
 (tests/helpers/measures_reference.py, never importing align), within 1e-8 relative; and its
 delete-a-group jackknife interval against the same reference on the held-out rows without
 each group and the textbook's formula; the same on a char-anchor pair of two tokenizers, on
-the anchored rows."""
+the anchored rows; its calibration on the sampled rows (value, null mean and spread,
+calibrated, p, p_family) against the same rotation on the documented draw of M rows and the
+documented re-pairings, within 1e-8 relative, on the store route and `--live`."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from align.fitting import FitSpec
-from tests.helpers.measures_reference import RANGES, jackknife_interval, procrustes_heldout
+from tests.helpers.measures_reference import (
+    RANGES,
+    calibration,
+    jackknife_interval,
+    permutations,
+    procrustes_heldout,
+    procrustes_heldout_null,
+)
 from tests.integration.test_fit_measures import RTOL, _fit, _heldout, _read, heldout_groups
 
 
@@ -145,3 +154,85 @@ def test_char_anchor_pair_equals_scipy_on_the_anchored_rows(synthetic):
             got.append(float(cell.procrustes_heldout_high))
             assert np.all(np.isfinite(got)) and got[1] < got[0] < got[2], got
             np.testing.assert_allclose(got, [want, lo, hi], rtol=RTOL, err_msg=f"{i}->{j}")
+
+
+M = 120  # sampled held-out rows of the calibration
+K = 9  # its permutations
+CALIBRATION = ("null_mean", "null_std", "calibrated", "p", "p_family")
+
+
+def check_calibration(ds, X, Y, doc, pos, m=M, k=K, seed=0):
+    """procrustes-heldout's `_sampled` and calibration arrays of `ds` against the reference:
+    the rotation of the training rows (scipy's orthogonal_procrustes), the M rows drawn as
+    docs/methods.md says (default_rng(seed).choice over the held-out rows in token order,
+    sorted), the K re-pairings re-drawn from their held-out document indices, the
+    calibration's formulas (tests/helpers/measures_reference.py), within 1e-8 relative; and
+    the summary counts the cells whose p_family is below 0.05."""
+    train, test = _training(ds, doc, pos), _heldout(ds, doc, pos)
+    held = np.flatnonzero(test)
+    rows = held[np.sort(np.random.default_rng(seed).choice(len(held), m, replace=False))]
+    heldout = list(ds.heldout_doc.values)
+    perms = permutations([heldout.index(d) for d in doc[rows]], k, seed)
+    I, J = [int(i) for i in ds.source_boundary.values], [int(j) for j in ds.target_boundary.values]
+    value, null = np.empty((len(I), len(J))), np.empty((k, len(I), len(J)))
+    for a, i in enumerate(I):
+        for b, j in enumerate(J):
+            x, y = X[i], Y[j]
+            value[a, b], null[:, a, b] = procrustes_heldout_null(
+                x[train], y[train], x[rows], y[rows], perms
+            )
+    want = calibration(value, null, "distance", 0.0)
+    assert ds.attrs["options"]["sampled_rows"]["permutations"] == k
+    np.testing.assert_allclose(ds.procrustes_heldout_sampled.values, value, rtol=RTOL)
+    for f in CALIBRATION:
+        got = ds[f"procrustes_heldout_{f}"].values
+        np.testing.assert_allclose(got, want[f], rtol=RTOL, atol=1e-300, err_msg=f)
+    summary = ds.attrs["summary"]["measures"]["procrustes-heldout"]
+    assert summary["cells_surviving"] == int(np.sum(want["p_family"] < 0.05))
+
+
+def test_calibration_on_the_store_route_equals_the_reference(fit_pair):
+    """procrustes-heldout alone (no other measure draws the sample)."""
+    S, T = fit_pair
+    ds = _fit(
+        S,
+        T,
+        None,
+        FitSpec(
+            measures="procrustes-heldout",
+            bootstrap=0,
+            test_fraction=0.4,
+            alphas=[1e-2],
+            sample_rows=M,
+            permutations=K,
+            source_boundaries="0,2",
+            target_boundaries="1,4",
+        ),
+    )
+    X, doc, pos = _read(S)
+    Y, *_ = _read(T)
+    check_calibration(ds, X, Y, doc, pos)
+
+
+def test_calibration_on_the_live_route_equals_the_reference(zoo, corpus_file, extracted):
+    """--live, beside a row measure (its sample and permutations shared), the rotation from
+    the passes and the sampled rows from the held-out pass."""
+    from tests.integration.test_fit_live import CORPUS, live_fit
+
+    S = extracted("qwen2", dtype="float32", **CORPUS)
+    T = extracted("qwen2", model_overrides={"num_hidden_layers": 4, "hidden_size": 96}, **CORPUS)
+    ds = live_fit(
+        zoo,
+        corpus_file,
+        "qwen2",
+        "float32",
+        measures="procrustes-heldout,cka",
+        bootstrap=0,
+        alphas=[1e-2],
+        sample_rows=M,
+        permutations=K,
+        target_boundaries="0,3",
+    ).dataset
+    X, doc, pos = _read(S)
+    Y, *_ = _read(T)
+    check_calibration(ds, X, Y, doc, pos)

@@ -59,9 +59,9 @@ def test_a_chunk_without_a_sampled_token_gives_nothing():
         ({"cka": 1}, {"measures": ["ridge", "cka", "rsa"]}, "rsa"),
         ({"cka": 1}, {"measures": ["ridge", "cka"], "permutations": 9}, "cka_p"),
         (
-            {},
+            {"procrustes_heldout": 1},
             {"measures": ["ridge", "procrustes-heldout"], "permutations": 9},
-            "procrustes-heldout",
+            "procrustes-heldout_p",
         ),
     ],
 )
@@ -72,7 +72,7 @@ def test_a_result_without_an_asked_measure_is_refused_naming_it(data, options, m
 
 
 def test_a_result_with_every_asked_measure_passes():
-    data = {"cka": 1, "cka_p": 1, "procrustes_heldout": 1}
+    data = {"cka": 1, "cka_p": 1, "procrustes_heldout": 1, "procrustes_heldout_p": 1}
     options = {"measures": ["ridge", "cka", "procrustes-heldout"], "permutations": 9}
     assert result._check_every_measure(data, options) is None
     assert result._check_every_measure({}, {"measures": ["ridge"]}) is None
