@@ -104,6 +104,33 @@ def live_plan(budget: int, tokens: int, batch: int, length: int, groups: int) ->
     }
 
 
+def sample_plan(rows: int, permutations: int, resamples: int) -> dict:
+    """The M sampled rows of `--measures all --permutations K` and `row_measures`' working
+    memory on them, from the planner's own functions (align.fitting.sample_budget), float64
+    rows as the live route keeps them; the largest bootstrap resample taken as M."""
+    from align.fitting import sample_budget as sb
+    from align.measures.rows import ROW_MEASURES
+
+    shape = sb.SampleShape(
+        rows,
+        SOURCE["layers"] + 1,
+        SOURCE["d"],
+        TARGET["layers"] + 1,
+        TARGET["d"],
+        tuple(ROW_MEASURES),
+        10,
+        permutations + resamples,
+        rows,
+    )
+    return {
+        "rows": rows,
+        "permutations": permutations,
+        "resamples": resamples,
+        "rows_bytes": sb.sample_bytes(shape),
+        "row_measures_bytes": sb.row_measures_bytes(shape),
+    }
+
+
 def flops(tokens: int, groups: int) -> dict:
     """Floating-point operations (multiply and add counted apart) of the fit's parts:
     ridge's statistics 2·N·ΣD_S·ΣD_T; the measures' sums over the held-out rows, every pair's
@@ -142,6 +169,8 @@ def main(argv=None):
     ap.add_argument(
         "--groups", type=int, default=10, help="groups of held-out documents (MEASURE_GROUPS)"
     )
+    ap.add_argument("--sample-rows", type=int, default=4096, help="M, the sampled rows")
+    ap.add_argument("--permutations", type=int, default=99, help="K of the calibration")
     ap.add_argument(
         "--rate", type=float, default=50e12, help="assumed float64 flop/s of the products"
     )
@@ -169,6 +198,7 @@ def main(argv=None):
             label: live_plan(int(args.device_memory * gib), args.tokens, args.batch, args.length, g)
             for label, g in (("ridge", 0), ("measures", 1), ("measures_bootstrap", 10))
         },
+        "sampled": sample_plan(args.sample_rows, args.permutations, 1000),
         "flops": f,
         "seconds": {
             k: v / (args.forward_rate if k == "forwards_per_pass" else args.rate)

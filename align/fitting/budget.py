@@ -477,6 +477,7 @@ class LiveShape:
     window_rows: int = 0
     measure_groups: int = 0  # groups of the streamed measures' sums (0: no measure)
     rotations: bool = False  # procrustes-heldout: every pair's training rotation is held
+    joined_rows: int = 0  # sampled rows a Dask worker joins from two shards (0: none)
 
 
 def batch_bytes(s: LiveShape, n_target: int) -> int:
@@ -499,8 +500,10 @@ def pass_bytes(s: LiveShape, n_target: int, keep_heldout: bool) -> dict:
     statistics (`statistics_bytes`), the solve (the block's maps, the factors of every
     source boundary kept for the next blocks, 3·d_S² each, two scatters), one batch
     (`batch_bytes`), the held-out sums' temporaries (the maps side by side, the predictions
-    of a batch), with `keep_heldout` the block's held-out rows in the compute dtype, and
-    with two tokenizers a grouping window's target rows of the block (compute dtype)."""
+    of a batch), with `keep_heldout` the block's held-out rows in the compute dtype, with
+    two tokenizers a grouping window's target rows of the block (compute dtype), and on a
+    Dask worker that joins two shards' sampled rows, both shards' rows of the block
+    (float64: 16·M·(n_S·d_S + n_block·d_T))."""
     nI, dS, dT = s.n_source, s.d_s, s.d_t
     solve_b = 8 * (nI * n_target * (dS * dT + dS + 2 * dT) + 3 * nI * dS * dS + 2 * dS * dS)
     heldout = 8 * (dS * n_target * dT + 2 * s.batch_positions * n_target * dT)
@@ -515,6 +518,11 @@ def pass_bytes(s: LiveShape, n_target: int, keep_heldout: bool) -> dict:
         "held-out sums": heldout,
         "held-out rows": kept,
         **({"window rows": s.itemsize * s.window_rows * n_target * dT} if s.window_rows else {}),
+        **(
+            {"sampled rows": 16 * s.joined_rows * (nI * dS + n_target * dT)}
+            if s.joined_rows
+            else {}
+        ),
         **(
             {
                 "measure sums": measure_bytes(

@@ -331,6 +331,7 @@ class LivePlan:
     counts: dict
     batches: int
     positions: int
+    sample_line: str = ""  # the sampled rows' bytes and row_measures' (sampled.plan_line)
 
     @property
     def passes(self) -> int:
@@ -351,7 +352,7 @@ class LivePlan:
             f"align fit --live: memory on {self.device}: "
             + ", ".join(f"{k} {human_bytes(v)}" for k, v in self.bytes.items())
             + f" = {human_bytes(sum(self.bytes.values()))} of {human_bytes(self.budget)} planned",
-        ]
+        ] + ([f"align fit --live: {self.sample_line}"] if self.sample_line else [])
 
     def record(self) -> dict:
         return {
@@ -380,7 +381,8 @@ def make_plan(
         rotations=HELDOUT_PROCRUSTES in options.spec.measures,
     )
     if per_worker is not None:
-        s = replace(s, n_heldout=0)
+        joined = len(p.sample.tokens) if p.sample is not None else 0
+        s = replace(s, n_heldout=0, joined_rows=joined)
         where, (limit, idle), option = "each worker", per_worker, "`memory_limit` (per worker)"
     else:
         where, limit, idle, option = budget_of(p.job, options, device_memory)
@@ -390,6 +392,9 @@ def make_plan(
         if where == "cpu" and per_worker is None
         else {}
     )
+    if p.sample is not None and per_worker is None:  # float64 on the host, through the passes
+        rows = sampled.shape_of(p.sample, options.spec, _sides_shape(p))
+        boot.update(_host_sample(p, options, rows, where, limit - idle - s.model_bytes))
     planned = plan_passes(s, p.target_boundaries, limit - idle - sum(boot.values()))
     if planned is None:
         raise InputError(pass_refusal(option, limit, idle, s, where))
@@ -407,7 +412,27 @@ def make_plan(
         p.split.counts,
         len(p.batches),
         sum(b.positions for b in p.batches),
+        sampled.plan_line(rows, "on the host")
+        if p.sample is not None and per_worker is None
+        else "",
     )
+
+
+def _sides_shape(p: Prepared) -> tuple:
+    """((n_source, d_S), (n_target, d_T)) of the sample's rows."""
+    widths = (c.hidden_size for c in p.configs)
+    return tuple(zip((len(p.source_boundaries), len(p.target_boundaries)), widths))
+
+
+def _host_sample(p: Prepared, options: FitRequest, rows, where: str, room: int) -> dict:
+    """The sample's refusal and its share of the plan: on the CPU its rows share the budget
+    with the passes and, after them, `row_measures` runs beside the models (`room`: the
+    budget less this process and the models); on a GPU they are host memory, against
+    --memory-limit (fitting.cluster's default without one)."""
+    if where != "cpu":
+        room = options.run.memory_limit or default_memory_limit()
+    sampled.check_room(rows, room, f"left on the host ({where})", "`memory_limit`")
+    return {"sampled rows": sampled.sample_bytes(rows)} if where == "cpu" else {}
 
 
 def _bootstrap_bytes(p: Prepared, options: FitRequest) -> dict:
@@ -558,6 +583,11 @@ def fit_live(
             options.spec.save_maps,
         )
     if options.run.scheduler not in (None, "synchronous", "sync") and not dry_run:
+        if p.sample is not None:  # joined and measured in this process
+            rows = sampled.shape_of(p.sample, options.spec, _sides_shape(p))
+            room = default_memory_limit()
+            sampled.check_room(rows, room, "of this process's budget", "`memory_limit`")
+            log(f"align fit --live: {sampled.plan_line(rows, 'joined in this process')}")
         plan, results, statistics, rates, loop_s = live_cluster.run_on_cluster(
             p, options, log, lambda limits: make_plan(p, options, None, limits)
         )

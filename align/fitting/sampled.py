@@ -15,8 +15,16 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from align.errors import InputError
+from align.fitting.sample_budget import (
+    SampleShape,
+    row_measures_bytes,
+    sample_bytes,
+    sample_refusal,
+)
 from align.fitting.split import TEST, Split
 from align.measures import MEASURES, SAMPLE_ROWS, calibration, rows
+from align.messages import human_bytes
+from align.stats import bootstrap
 from align.stats.bootstrap import MIN_RESAMPLES, Resampling
 
 # The row measures' fields each pair keeps, and the result's arrays they become
@@ -216,3 +224,46 @@ def _heldout_summary(sample: Sample, src_boundaries, tgt_boundaries) -> dict:
     out.update(calibration.summarise(value, null, MEASURES[HELDOUT], 0.0))
     out.update(direction=MEASURES[HELDOUT], null_scheme=sample.scheme)
     return out
+
+
+def shape_of(sample: Sample, spec, sides: tuple, itemsize: int = 8) -> SampleShape:
+    """The memory plan's view of a fit's sample (`sample_budget.SampleShape`): sides
+    ((n_source, d_S), (n_target, d_T)); the largest bootstrap resample counted from the
+    sample's documents and the resampling `row_measures` will draw (a document drawn twice
+    counts twice)."""
+    ids, per_doc = np.unique(sample.docs, return_counts=True)
+    resampling = resampling_of(spec)
+    drawn = bootstrap.indices(len(ids), resampling)
+    largest = int(per_doc[drawn].sum(axis=1).max()) if drawn.size else len(sample.tokens)
+    (n_s, d_s), (n_t, d_t) = sides
+    return SampleShape(
+        len(sample.tokens),
+        n_s,
+        d_s,
+        n_t,
+        d_t,
+        tuple(spec.sampled),
+        int(spec.neighbours),
+        int(spec.permutations) + int(resampling.resamples),
+        largest,
+        itemsize,
+    )
+
+
+def check_room(shape: SampleShape, room: int, where: str, option: str) -> None:
+    """Refuse in one line, before any work, a budget (`room` bytes left `where`) that cannot
+    hold the sampled rows and `row_measures`' working memory (`sample_budget.sample_refusal`)."""
+    why = sample_refusal(shape, room, where, option)
+    if why:
+        raise InputError(why)
+
+
+def plan_line(shape: SampleShape, held: str) -> str:
+    """The plan's line of the sample: its rows' bytes, where they are `held`, and
+    `row_measures`' working memory."""
+    kind = "float64" if shape.itemsize == 8 else "float32"
+    return (
+        f"sampled rows: {shape.rows:,} held-out rows of {shape.n_source}+{shape.n_target} "
+        f"boundaries, {human_bytes(sample_bytes(shape))} ({kind}) {held}, then "
+        f"{human_bytes(row_measures_bytes(shape))} of working memory in `row_measures`"
+    )

@@ -423,6 +423,16 @@ def fit(
     )
     if why:
         raise InputError(why)
+    if sample is not None:  # kept float32 as read, after the pass, in this process
+        rows_shape = sampled.shape_of(
+            sample,
+            opts.spec,
+            ((len(src_boundaries), S.d_model), (len(tgt_boundaries), T.d_model)),
+            itemsize=4,
+        )
+        room = opts.run.memory_limit if own else default_memory_limit()
+        sampled.check_room(rows_shape, room, "of this process's budget", "`memory_limit`")
+        log(f"align fit: {sampled.plan_line(rows_shape, 'read after the pass')}")
     client_extra = (
         budget.client_bytes(S.n_tokens, n_pairs, S.d_model, T.d_model, opts.spec.save_maps)
         + boot["passes"]

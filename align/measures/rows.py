@@ -140,7 +140,8 @@ def _neighbours(gram: np.ndarray, k: int, origin) -> np.ndarray:
         np.fill_diagonal(g, -np.inf)
     else:
         g[origin[:, None] == origin[None, :]] = -np.inf
-    return np.argsort(-g, axis=1, kind="stable")[:, :k]
+    # a copy, so that the record does not keep argsort's whole (n_rows, n_rows) order alive
+    return np.argsort(-g, axis=1, kind="stable")[:, :k].copy()
 
 
 def _hsic_masked(rows, cols, kv, lv, m: int) -> float:

@@ -1,0 +1,177 @@
+"""Memory arithmetic of the sampled rows (pure): the M held-out rows of every boundary the row
+measures and every measure's calibration keep (`fitting.sampled`), and the peak working memory
+of `measures.rows.row_measures` on them, derived from its code; and the one-line refusal of a
+budget that cannot hold them (both routes). Bytes everywhere."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from align.measures.rows import NEIGHBOURS, SPECTRAL
+from align.messages import human_bytes
+
+WORK_MARGIN = 1.25  # row_measures' working memory over its itemised arrays (row_measures_bytes)
+
+
+class SampleShape(NamedTuple):
+    """What the sampled rows and `measures.rows.row_measures` hold, beside the fit's options.
+
+    Attributes
+    ----------
+    rows : int
+        M, the sampled held-out rows.
+    n_source, n_target : int
+        Source and target boundaries.
+    d_s, d_t : int
+        The two widths.
+    measures : tuple
+        The measures `row_measures` computes (`FitSpec.sampled`).
+    neighbours : int
+        k of mknn and cknna.
+    draws : int
+        Permutations plus bootstrap resamples (each adds a value per pair and measure).
+    resample_rows : int
+        The rows of the largest document-bootstrap resample (M on average; a document drawn
+        twice counts twice).
+    itemsize : int
+        Bytes a value of the kept rows: 8 (float64, the live route) or 4 (float32 as the
+        stores are read; `row_measures` then makes its own float64 copy).
+    """
+
+    rows: int  # M
+    n_source: int  # source boundaries
+    d_s: int  # the source's width
+    n_target: int  # target boundaries
+    d_t: int  # the target's width
+    measures: tuple  # FitSpec.sampled
+    neighbours: int  # k
+    draws: int  # permutations + bootstrap resamples
+    resample_rows: int  # rows of the largest bootstrap resample
+    itemsize: int = 8  # bytes a value of the kept rows
+
+
+def sample_bytes(s: SampleShape) -> int:
+    """Bytes of the kept sampled rows: itemsize·M·(n_S·d_S + n_T·d_T)."""
+    return s.itemsize * s.rows * (s.n_source * s.d_s + s.n_target * s.d_t)
+
+
+def _prepared_bytes(s: SampleShape, m: int, d: int) -> int:
+    """One boundary's `rows.Prepared` of m rows of width d: the SVD's u (m, r), s and the
+    squared norms (r = min(m, d)) with a spectral measure; the neighbour lists (m, k) int64
+    (and their cosines with cknna); rsa's centred rank matrix (m, m)."""
+    spectral, near, rsa = _kinds(s.measures)
+    r = min(m, d)
+    return 8 * (
+        spectral * (m * r + r + m)
+        + near * m * s.neighbours
+        + ("cknna" in s.measures) * m * s.neighbours
+        + rsa * m * m
+    )
+
+
+def _kinds(measures) -> tuple:
+    """(any spectral measure, any neighbour measure, rsa) among `measures`."""
+    return (
+        any(n in SPECTRAL for n in measures),
+        any(n in NEIGHBOURS for n in measures),
+        "rsa" in measures,
+    )
+
+
+def _prepare_temporaries(s: SampleShape, m: int, distinct: int, d: int) -> int:
+    """The peak of `rows.prepare`'s temporaries for one boundary of m rows (copies of
+    `distinct` rows, a bootstrap resample; m = distinct otherwise) beyond its record: the
+    resampled copy of the rows (m, d), then the largest of
+    - the SVD: the centred rows, LAPACK's copy of them and its workspace (7·r²), its u and
+      vᵀ and the products u·s and their squares: 3·m·d + 3·m·r + 2·r·d + 7·r² values;
+    - the neighbours: the unit rows (distinct, d), their cosines (distinct²) and, over m rows,
+      the cosines picked, their copy, its negation and argsort's int64 order: 4·m²;
+    - rsa: the centred rows twice (distinct, d), the correlation distances and their
+      product (distinct² each, then m² picked), the pairs' two int64 index arrays twice while
+      filtered (1.5·m²), their distances (m²/2), rankdata's sort order, ranks and counts
+      (≈ 2·m²) and the symmetric matrix built from them: 7·m² in all."""
+    spectral, near, rsa = _kinds(s.measures)
+    r = min(m, d)
+    copy = m * d if m != distinct else 0
+    peaks = [
+        spectral * (3 * m * d + 3 * m * r + 2 * r * d + 7 * r * r),
+        near * (distinct * d + (distinct * distinct if m != distinct else 0) + 4 * m * m),
+        rsa * (2 * distinct * d + 2 * distinct * distinct + 7 * m * m),
+    ]
+    return 8 * (copy + max(peaks))
+
+
+def _grid_temporaries(s: SampleShape, m: int) -> int:
+    """The peak of one cell's measure (`rows._values`): u·s of both sides and the products of
+    their SVD directions (procrustes' SVD, cca's whitened product); rsa's product of two rank
+    matrices (m²); the neighbour lists side by side and sorted (mknn) or intersected (cknna)."""
+    spectral, near, rsa = _kinds(s.measures)
+    rx, ry = min(m, s.d_s), min(m, s.d_t)
+    return 8 * max(
+        spectral * (m * (rx + ry) + 3 * rx * ry), rsa * m * m, near * 8 * m * s.neighbours
+    )
+
+
+def row_measures_bytes(s: SampleShape) -> int:
+    """Peak bytes `measures.rows.row_measures` holds beyond the kept sampled rows (derived from
+    its code; tests/unit/test_budget_sampled.py measures it with tracemalloc).
+
+    The float64 copy of the rows when they are kept as float32 (the store route), the
+    value, null and bootstrap arrays (8·(draws + 2)·n_S·n_T per measure), and the largest of
+    three phases, each holding one `rows.Prepared` per boundary (`_prepared_bytes`):
+    - the observed values: every boundary's record and the temporaries of preparing one
+      (`_prepare_temporaries`);
+    - the null: every record, plus each target boundary's permuted copy (`rows.permuted`,
+      built for every target boundary before a permutation's grid), plus one cell's
+      temporaries (`_grid_temporaries`);
+    - the bootstrap: the records of the largest resample (resample_rows) and one's
+      temporaries.
+    """
+    m, m2 = s.rows, max(s.resample_rows, 1)
+    S, T = s.n_source, s.n_target
+
+    def records(rows_):
+        return S * _prepared_bytes(s, rows_, s.d_s) + T * _prepared_bytes(s, rows_, s.d_t)
+
+    def temporaries(rows_, distinct):
+        return max(_prepare_temporaries(s, rows_, distinct, d) for d in (s.d_s, s.d_t))
+
+    phases = (
+        records(m) + temporaries(m, m),
+        records(m) + T * _prepared_bytes(s, m, s.d_t) + _grid_temporaries(s, m),
+        records(m2) + temporaries(m2, m),
+    )
+    # the itemised arrays came to 0.86-0.98 of tracemalloc's peak on small grids (the
+    # records' Python objects and the temporaries not itemised): WORK_MARGIN covers the rest
+    float64 = 8 * m * (S * s.d_s + T * s.d_t) if s.itemsize != 8 else 0
+    arrays = 8 * (s.draws + 2) * S * T * len(s.measures)
+    return float64 + int(WORK_MARGIN * (arrays + max(phases)))
+
+
+def sample_refusal(s: SampleShape, room: int, where: str, option: str) -> str | None:
+    """The one line of a budget (`room` bytes left for them `where`) that cannot hold the
+    sampled rows and `row_measures`' working memory, naming both, the most rows that fit and
+    what to do; None when they fit."""
+    rows_b, work = sample_bytes(s), row_measures_bytes(s)
+    if rows_b + work <= room:
+        return None
+    fits = s.rows
+    while fits > 1 and _with_rows(s, fits) > room:
+        fits = fits * 3 // 4
+    todo = (
+        f"give `sample_rows` {fits:,} or fewer, or raise {option}"
+        if _with_rows(s, fits) <= room and fits >= 4
+        else f"raise {option}, or lower `sample_rows` and fit fewer `source_boundaries`/`target_boundaries`"
+    )
+    return (
+        f"the {s.rows:,} sampled rows of `measures` ({', '.join(s.measures)}) need "
+        f"{human_bytes(rows_b)} of rows and {human_bytes(work)} of working memory in "
+        f"`row_measures`, {human_bytes(rows_b + work)} in all, more than the "
+        f"{human_bytes(max(room, 0))} {where}: {todo}"
+    )
+
+
+def _with_rows(s: SampleShape, m: int) -> int:
+    grown = max(1, s.resample_rows * m // max(s.rows, 1))
+    t = s._replace(rows=m, resample_rows=grown)
+    return sample_bytes(t) + row_measures_bytes(t)

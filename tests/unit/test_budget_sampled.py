@@ -1,0 +1,62 @@
+"""The memory plan of the sampled rows (align.fitting.sample_budget): the rows' bytes against
+M·d·8 worked by hand, row_measures' working memory against its peak measured with
+tracemalloc (the plan must bound it and stay within 2x), and the refusal's one line."""
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from align.fitting.sample_budget import (
+    SampleShape,
+    row_measures_bytes,
+    sample_bytes,
+    sample_refusal,
+)
+from align.measures import rows
+from align.stats.bootstrap import Resampling, indices
+
+ALL = ("mknn", "cknna", "rsa", "cka", "cka-debiased", "procrustes", "cca", "svcca")
+
+
+def test_sample_bytes_is_m_times_widths_times_8():
+    # Qwen2.5-1.5B -> 14B: 29 boundaries of 1536 and 49 of 5120, M 4,096, float64
+    s = SampleShape(4096, 29, 1536, 49, 5120, ("mknn",), 10, 199, 4096)
+    assert sample_bytes(s) == 4096 * (29 * 1536 + 49 * 5120) * 8
+    assert abs(sample_bytes(s) / 2**30 - 9.0) < 0.05  # methods.md's 9.0 GiB
+
+
+@pytest.mark.parametrize("measures", [("mknn",), ("rsa",), ("cka", "procrustes"), ALL])
+def test_working_memory_bounds_tracemalloc_peak_within_2x(measures):
+    m, k = 160, 5
+    rng = np.random.default_rng(0)
+    xs = {i: rng.standard_normal((m, 24)) for i in range(2)}
+    ys = {j: rng.standard_normal((m, 40)) for j in range(2)}
+    docs = np.sort(rng.integers(0, 16, m))
+    res = Resampling(100, 1)
+    ids, per_doc = np.unique(docs, return_counts=True)
+    largest = int(per_doc[indices(len(ids), res)].sum(axis=1).max())
+
+    def run():
+        rows.row_measures(xs, ys, docs, measures, k=k, permutations=2, seed=0, resampling=res)
+
+    run()  # the imports (scipy's rankdata) before the measured run
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        run()
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    plan = row_measures_bytes(SampleShape(m, 2, 24, 2, 40, measures, k, 102, largest))
+    assert peak <= plan <= 2 * peak, (plan, peak)
+
+
+def test_refusal_names_bytes_and_sample_rows():
+    s = SampleShape(4096, 29, 1536, 49, 5120, ("mknn", "cka"), 10, 199, 4200)
+    line = sample_refusal(s, 8 * 2**30, "of this process's budget", "`memory_limit`")
+    need = sample_bytes(s) + row_measures_bytes(s)
+    assert "\n" not in line
+    assert "4,096 sampled rows" in line and "`sample_rows`" in line and "GiB" in line
+    assert f"{need / 2**30:.1f} GiB" in line
+    assert sample_refusal(s, need, "here", "`memory_limit`") is None
