@@ -9,6 +9,7 @@ import os
 import pytest
 import zarr
 
+from align.fitting import Execution, FitSpec
 from tests.integration.test_fit_live import live_fit
 
 M = 60  # sampled rows
@@ -32,11 +33,12 @@ def test_store_route_prints_the_rows_bytes_and_refuses_a_small_budget(fit_pair):
     rows = 4 * M * (nS * dS + nT * dT)  # float32 as read from the stores
     lines = []
     opts = dict(measures="cka,rsa", permutations=2, sample_rows=M, bootstrap=0, alphas=[1e-2])
-    align.fit(S, T, None, scheduler="synchronous", log=lines.append, **opts)
+    align.fit(S, T, None, FitSpec(**opts), Execution(scheduler="synchronous"), log=lines.append)
     line = next(x for x in lines if "sampled rows" in x)
     assert f"{M:,} held-out rows of {nS}+{nT} boundaries, {_kib(rows)} (float32)" in line, line
     with pytest.raises(InputError) as e:
-        align.fit(S, T, None, scheduler="synchronous", memory_limit=rows, log=None, **opts)
+        sync = Execution(scheduler="synchronous", memory_limit=rows)
+        align.fit(S, T, None, FitSpec(**opts), sync, log=None)
     text = str(e.value)
     assert "\n" not in text and f"need {_kib(rows)} of rows" in text, text
     assert "`sample_rows`" in text and "`memory_limit`" in text, text
