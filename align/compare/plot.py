@@ -18,11 +18,17 @@ import numpy as np
 from align.analyses.depth import RULES
 from align.plotting.common import figure
 
-DEFAULT_SIZE = {"depth": (1100, 450), "lens": (1200, 800), "alignment": (700, 600)}
+DEFAULT_SIZE = {"depth": (1100, 450), "lens": (1200, 800), "alignment": (900, 600)}
 
 
-def _legend(ax):
-    if ax.get_legend_handles_labels()[0]:
+def _legend(ax, outside: bool = False):
+    """The axes' legend; `outside`: to the right of the axes, where no path runs under it
+    (the constrained layout makes room)."""
+    if not ax.get_legend_handles_labels()[0]:
+        return
+    if outside:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    else:
         ax.legend(fontsize=8)
 
 
@@ -138,7 +144,7 @@ def _alignment(cmp, size, dpi):
     ax.set_xlabel("source boundary i / L_S")
     ax.set_ylabel("best target boundary j* / L_T")
     ax.set_title(f"{cmp.measure or 'alignment'}: {pick} paths", fontsize=10)
-    _legend(ax)
+    _legend(ax, outside=True)
     return fig
 
 

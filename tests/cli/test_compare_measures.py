@@ -264,3 +264,24 @@ def test_readers_on_a_result_the_fit_wrote(cli, fitted, tmp_path):
     np.testing.assert_allclose(float(row["cka on path"]), want["on path"], rtol=1e-12)
     p = ds["cka_p_family"].transpose(*DIMS).values
     assert row["beat the null"].startswith(f"{int((p < 0.05).sum())} of {p.size} cells, path ")
+
+
+def test_compare_alignment_legend_sits_beside_the_paths_not_over_them(tmp_path):
+    """The alignment figure's legend lies outside the axes the paths are drawn in (a legend
+    inside hid the paths near the top left)."""
+    from matplotlib.transforms import Bbox
+
+    from align.compare import View, run_compare
+    from align.compare.plot import plot_comparison
+
+    pa = _write(measured_ds(1), tmp_path / "a.zarr")
+    pb = _write(measured_ds(4), tmp_path / "b.zarr")
+    cmp = run_compare([pa, pb], view=View(measure="cka"), echo=lambda m: None, log=lambda m: None)
+    fig = plot_comparison(cmp)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent()
+    frame = ax.get_window_extent()
+    assert not Bbox.intersection(legend, frame), (legend, frame)
+    width, height = fig.get_size_inches() * fig.dpi
+    assert legend.x1 <= width and legend.y0 >= 0, (legend, width, height)  # inside the figure
