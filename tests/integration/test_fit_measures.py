@@ -152,22 +152,30 @@ def test_live_route_equals_references_from_the_store(zoo, corpus_file, extracted
     _check(ds, X, Y, _heldout(ds, doc, pos))
 
 
-def test_char_anchor_pair_equals_references_from_the_anchored_rows(synthetic):
+def anchored_pair(synthetic):
+    """Two stores of one text in two tokenizers (test_fit_anchors' tables), their residuals
+    X, Y and the token indices (si, ti) of the anchors both share, found by that module's plain
+    loop, position 0 of either side left out: (S, T, X, Y, tabs, si, ti)."""
     tabs = _tables()
     X, Y = _residuals(tabs)
     S = synthetic(X, tabs[0], n_layers=1, model="src")
     T = synthetic(Y, tabs[1], tokenizer=OTHER, n_layers=1, model="tgt")
+    src, tgt = _reference_anchors(tabs[0]), _reference_anchors(tabs[1])
+    common = sorted(set(src) & set(tgt))
+    si, ti = np.array([src[k] for k in common]), np.array([tgt[k] for k in common])
+    keep = (tabs[0]["pos"][si] != 0) & (tabs[1]["pos"][ti] != 0)
+    return S, T, X, Y, tabs, si[keep], ti[keep]
+
+
+def test_char_anchor_pair_equals_references_from_the_anchored_rows(synthetic):
+    S, T, X, Y, tabs, si, ti = anchored_pair(synthetic)
     ds = _fit(
         S,
         T,
         None,
         FitSpec(pairing="char-anchors", measures=",".join(STREAMED), bootstrap=0, alphas=[1.0]),
     )
-    src, tgt = _reference_anchors(tabs[0]), _reference_anchors(tabs[1])
-    common = sorted(set(src) & set(tgt))
-    si, ti = np.array([src[k] for k in common]), np.array([tgt[k] for k in common])
-    keep = (tabs[0]["pos"][si] != 0) & (tabs[1]["pos"][ti] != 0)
-    keep &= np.isin(tabs[0]["doc"][si], ds.attrs["split"]["heldout_docs"])
+    keep = np.isin(tabs[0]["doc"][si], ds.attrs["split"]["heldout_docs"])
     stored = [
         {b: np.asarray(R[b], np.float32).astype(np.float64) for b in range(2)} for R in (X, Y)
     ]

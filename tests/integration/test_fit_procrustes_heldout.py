@@ -21,7 +21,14 @@ from tests.helpers.measures_reference import (
     procrustes_heldout,
     procrustes_heldout_null,
 )
-from tests.integration.test_fit_measures import RTOL, _fit, _heldout, _read, heldout_groups
+from tests.integration.test_fit_measures import (
+    RTOL,
+    _fit,
+    _heldout,
+    _read,
+    anchored_pair,
+    heldout_groups,
+)
 
 
 def _training(ds, doc, pos):
@@ -105,17 +112,7 @@ def test_char_anchor_pair_equals_scipy_on_the_anchored_rows(synthetic):
     of the held-out documents, against scipy's `orthogonal_procrustes` on the paired rows as
     stored (the anchors found by the plain loop of tests/integration/test_fit_anchors.py),
     within 1e-8 relative."""
-    from tests.integration.test_fit_anchors import (
-        OTHER,
-        _reference_anchors,
-        _residuals,
-        _tables,
-    )
-
-    tabs = _tables()
-    X, Y = _residuals(tabs)
-    S = synthetic(X, tabs[0], n_layers=1, model="src")
-    T = synthetic(Y, tabs[1], tokenizer=OTHER, n_layers=1, model="tgt")
+    S, T, X, Y, tabs, si, ti = anchored_pair(synthetic)
     ds = _fit(
         S,
         T,
@@ -127,11 +124,6 @@ def test_char_anchor_pair_equals_scipy_on_the_anchored_rows(synthetic):
             alphas=[1.0],
         ),
     )
-    src, tgt = _reference_anchors(tabs[0]), _reference_anchors(tabs[1])
-    common = sorted(set(src) & set(tgt))
-    si, ti = np.array([src[k] for k in common]), np.array([tgt[k] for k in common])
-    keep = (tabs[0]["pos"][si] != 0) & (tabs[1]["pos"][ti] != 0)
-    si, ti = si[keep], ti[keep]
     doc, split = tabs[0]["doc"][si], ds.attrs["split"]
     train = np.isin(doc, split["fit_docs"] + split["validation_docs"])
     test = np.isin(doc, split["heldout_docs"])
