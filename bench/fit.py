@@ -353,6 +353,12 @@ def main():
         "at the output, keeping its fits and row timings (and their command)",
     )
     ap.add_argument(
+        "--fits-only",
+        action="store_true",
+        help="--measures: time the fits alone (ridge against ridge and the streamed measures) "
+        "and merge them into the JSON at the output, keeping its interval and row timings",
+    )
+    ap.add_argument(
         "--measures-bootstrap",
         type=int,
         default=0,

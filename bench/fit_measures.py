@@ -225,6 +225,37 @@ def row_measure_costs(d_s, d_t, m, k=10) -> dict:
     return out
 
 
+def command_line() -> str:
+    import sys
+
+    return " ".join([".venv/bin/python", "bench/fit.py", *sys.argv[1:]])
+
+
+def fit_timing(args, measures, keep, tmp, fitbench) -> dict:
+    """Ridge alone against ridge with `measures`, `args.repeats` runs of each alternated on
+    bench/fit.py's stores (made in `keep`, or found there): the runs, their medians and the
+    ratio, and the load average before and after."""
+    Ls, ds = map(int, args.source.split("x"))
+    Lt, dt = map(int, args.target.split("x"))
+    S, T = fitbench.stores(keep, "speed", args.tokens, Ls, ds, Lt, dt, args.doc_len, (1, 2))
+    runs = {"ridge": [], "measures": []}
+    load0 = os.getloadavg()
+    for r in range(args.repeats):
+        for kind, names in (("ridge", ("ridge",)), ("measures", measures)):
+            o = fit_once(S, T, os.path.join(tmp, f"{kind}.zarr"), names, args.measures_bootstrap)
+            runs[kind].append(o)
+            print(f"{kind} fit {r + 1}: {o['seconds']:.1f} s {o['task_seconds']}", flush=True)
+    med = {k: statistics.median(o["seconds"] for o in v) for k, v in runs.items()}
+    print(f"ratio {med['measures'] / med['ridge']:.2f}", flush=True)
+    return {
+        "runs": runs,
+        "median_seconds": med,
+        "ratio": med["measures"] / med["ridge"],
+        "pairs": (Ls + 1) * (Lt + 1),
+        "load_average_before_after": [load0, os.getloadavg()],
+    }
+
+
 def main(args):
     import sys
 
@@ -243,22 +274,28 @@ def main(args):
     out_path = args.out
     if os.path.basename(out_path) == "fit.json":
         out_path = os.path.join(os.path.dirname(out_path), "fit-measures.json")
-    if args.interval_only:  # the fits and row timings stay those of the run that wrote them
+    if args.interval_only or args.fits_only:  # the rest stays the run's that wrote it
         try:
             with open(out_path) as f:
                 result = json.load(f)
         except OSError as e:
+            flag = "--interval-only" if args.interval_only else "--fits-only"
             raise SystemExit(
-                f"bench/fit.py --interval-only: cannot read {out_path} ({e.strerror}); run "
+                f"bench/fit.py {flag}: cannot read {out_path} ({e.strerror}); run "
                 "bench/fit.py --measures LIST without it first"
             ) from None
         try:
-            result["interval"] = interval_timing(args, measures, tmp)
+            if args.interval_only:
+                result["interval"] = interval_timing(args, measures, tmp)
+            else:
+                result["fits"] = fit_timing(args, measures, keep, tmp, fitbench)
+                result["fits"]["command"] = command_line()
+                result["fits"]["measures"] = list(measures)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         with open(out_path, "w") as f:
             json.dump(result, f, indent=2)
-        print(json.dumps(result["interval"], indent=2))
+        print(json.dumps(result["interval" if args.interval_only else "fits"], indent=2))
         return
     result = {
         "config": {
@@ -273,30 +310,12 @@ def main(args):
             "baseline": args.baseline,
             "cpu_count": os.cpu_count(),
             "machine": platform.machine(),
-            "command": " ".join([".venv/bin/python", "bench/fit.py", *sys.argv[1:]]),
+            "command": command_line(),
         },
         "load_average_at_start": os.getloadavg(),
     }
     try:
-        S, T = fitbench.stores(keep, "speed", args.tokens, Ls, ds, Lt, dt, args.doc_len, (1, 2))
-        runs = {"ridge": [], "measures": []}
-        load0 = os.getloadavg()
-        for r in range(args.repeats):
-            for kind, names in (("ridge", ("ridge",)), ("measures", measures)):
-                o = fit_once(
-                    S, T, os.path.join(tmp, f"{kind}.zarr"), names, args.measures_bootstrap
-                )
-                runs[kind].append(o)
-                print(f"{kind} fit {r + 1}: {o['seconds']:.1f} s {o['task_seconds']}", flush=True)
-        med = {k: statistics.median(o["seconds"] for o in v) for k, v in runs.items()}
-        result["fits"] = {
-            "runs": runs,
-            "median_seconds": med,
-            "ratio": med["measures"] / med["ridge"],
-            "pairs": (Ls + 1) * (Lt + 1),
-            "load_average_before_after": [load0, os.getloadavg()],
-        }
-        print(f"ratio {med['measures'] / med['ridge']:.2f}", flush=True)
+        result["fits"] = fit_timing(args, measures, keep, tmp, fitbench)
         result["interval"] = interval_timing(args, measures, tmp)
         result["rows"] = row_measure_costs(ds, dt, args.sample_rows) | {"grid": [Ls + 1, Lt + 1]}
         print(f"row measures at M {args.sample_rows}: {result['rows']}", flush=True)

@@ -375,7 +375,11 @@ def fit_measures(r: Results) -> str:
         ["run", "seconds (median)", "runs"],
         [
             ["ridge alone", f"{med['ridge']:.1f}", runs("ridge")],
-            [f"ridge + {', '.join(c['measures'])}", f"{med['measures']:.1f}", runs("measures")],
+            [
+                f"ridge + {', '.join(f.get('measures', c['measures']))}",
+                f"{med['measures']:.1f}",
+                runs("measures"),
+            ],
             [
                 "ratio",
                 f"**{f['ratio']:.2f}×**",
@@ -398,6 +402,11 @@ def fit_measures(r: Results) -> str:
         ],
     )
     commands = [(c["command"], "bench/results/fit-measures.json: the fits and the row measures")]
+    if f.get("command"):  # the fits rerun alone (--fits-only)
+        commands = [
+            (c["command"], "bench/results/fit-measures.json: the row measures"),
+            (f["command"], "bench/results/fit-measures.json: the fits (merged)"),
+        ]
     if d["interval"]["command"] != c["command"]:
         commands.append(
             (d["interval"]["command"], "bench/results/fit-measures.json: the interval (merged)")

@@ -120,19 +120,58 @@ class Batch:
 
 def plan_batches(table: TokenTable, part: np.ndarray, batch_size: int) -> list:
     """The extraction batches of `table` that hold any used token (part >= 0)."""
+    batches = (
+        batch_of(table, part, members) for members in extraction_batches(table.lengths, batch_size)
+    )
+    return [b for b in batches if b is not None]
+
+
+def batch_of(table: TokenTable, part: np.ndarray, members: list) -> Batch | None:
+    """The batch forwarding the sequences `members` of `table` (None: no used token)."""
+    width = max(len(table.sequences[s]) for s in members)
+    flat_part = np.full(len(members) * width, -1, dtype=np.int8)
+    tokens = np.full(len(members) * width, -1, dtype=np.int64)
+    for r, s in enumerate(members):
+        a, b = int(table.start[s]), int(table.start[s + 1])
+        flat_part[r * width : r * width + b - a] = part[a:b]
+        tokens[r * width : r * width + b - a] = np.arange(a, b)
+    used = np.flatnonzero(flat_part >= 0)
+    if not len(used):
+        return None
+    flat = used[np.argsort(flat_part[used], kind="stable")]
+    counts = tuple(int((flat_part == p).sum()) for p in (FIT, VAL, TEST))
+    return Batch(list(members), width, flat_part, flat, tokens[flat], counts)
+
+
+def read_order_batches(
+    target: TokenTable, part: np.ndarray, partner: np.ndarray, source_batches: list, window: int
+) -> list:
+    """The target's batches for a pairing that crosses documents (`--control shuffle`): per
+    grouping window of the source's batches (`window` sequences), the target sequences that
+    hold partners of its rows and no earlier window read, cut by `group_batches` into batches
+    of at most `window // GROUP_FACTOR` sequences. Each target sequence is forwarded once, in
+    the window that first reads it, so the rows kept between forwards stay one window's
+    (`AnchoredStream.most_held`), where the target's own extraction batches would keep rows
+    from across the corpus. `part`: each target token's part (fitting.pairing.target_part)."""
+    batch_size = window // GROUP_FACTOR
+    seq_of = np.repeat(np.arange(len(target.sequences)), target.lengths)
+    seen = np.zeros(len(target.sequences), dtype=bool)
     out = []
-    for members in extraction_batches(table.lengths, batch_size):
-        width = max(len(table.sequences[s]) for s in members)
-        flat_part = np.full(len(members) * width, -1, dtype=np.int8)
-        tokens = np.full(len(members) * width, -1, dtype=np.int64)
-        for r, s in enumerate(members):
-            a, b = int(table.start[s]), int(table.start[s + 1])
-            flat_part[r * width : r * width + b - a] = part[a:b]
-            tokens[r * width : r * width + b - a] = np.arange(a, b)
-        used = np.flatnonzero(flat_part >= 0)
-        if not len(used):
-            continue
-        flat = used[np.argsort(flat_part[used], kind="stable")]
-        counts = tuple(int((flat_part == p).sum()) for p in (FIT, VAL, TEST))
-        out.append(Batch(list(members), width, flat_part, flat, tokens[flat], counts))
+    by_window: dict = {}
+    for b in source_batches:
+        by_window.setdefault(b.members[0] // window, []).append(b)
+    for run in by_window.values():
+        order = []
+        for b in run:
+            s = seq_of[partner[b.tokens[partner[b.tokens] >= 0]]]
+            _, first = np.unique(s, return_index=True)
+            s = s[np.sort(first)]
+            new = s[~seen[s]]
+            seen[new] = True
+            order += new.tolist()
+        lengths = [len(target.sequences[s]) for s in order]
+        for group in group_batches(lengths, batch_size):
+            b = batch_of(target, part, [order[i] for i in group])
+            if b is not None:
+                out.append(b)
     return out

@@ -173,10 +173,10 @@ class FitSpec:
         default=None,
         metadata=option(
             "--control",
-            doc="pair each source token with the target's token at the same position of another document ([controls](#controls)); two stores only",
+            doc="pair each source token with the target's token at the same position of another document ([controls](#controls)); stores or `--live`",
             doc_metavar="shuffle",
             help="shuffle: pair each source token with the target's token at the same position of "
-            "another document (the matrix a meaningless pairing gives; two stores only).",
+            "another document (the matrix a meaningless pairing gives; stores or --live).",
             choices=tuple(c for c in CONTROLS if c is not None),
         ),
     )

@@ -22,6 +22,15 @@ the models' provenance. Nothing else is written. With a Dask scheduler address t
 are cut into document shards that workers process (each loads both models), their sums
 added in a tree fixed by shard index (the tasks of fitting.shards run there).
 
+`--control shuffle` pairs each source token with the target's token at the same position of
+another document's sequence, exactly the store route's pairing (split.shuffle_partners;
+anchors.shuffled across tokenizers). Its partners lie anywhere in the corpus, so the target
+is not forwarded in its extraction batches (which would keep rows from across the corpus
+until their partners come): per grouping window of the source, the sequences holding its
+partners are batched and forwarded (batches.read_order_batches), each once, and paired
+through the anchored stream. The target's rows then meet other batches than its store's and
+may differ from them in the compute dtype's last bits; the pairing does not.
+
 Module map (all under align.fitting): options (FitSpec, Execution, LiveJob), batches (the token table,
 the extraction batches), passes (forwards, rows, the statistics and held-out passes),
 live_anchors (two tokenizers: each model's own batches, paired per grouping window), budget
@@ -137,7 +146,9 @@ class Prepared:
     split, the batches and the chosen boundaries of each side. With two tokenizers
     (`pairing` char-anchors) `table` and `batches` are the source's, `target_table` the
     target's, `anchored` the pairs (fitting.anchors.Anchored) and `stream` what the passes
-    forward (live_anchors.AnchoredStream); with one, `stream` is the token table."""
+    forward (live_anchors.AnchoredStream); with one, `stream` is the token table, or with
+    `--control shuffle` an AnchoredStream of the table against itself (each source sequence's
+    partners forwarded by the target in the order the source reads them)."""
 
     job: LiveJob
     configs: tuple
@@ -160,9 +171,15 @@ class Prepared:
             self.stream = self.table
 
     @property
+    def apart(self) -> bool:
+        """Whether the target is forwarded in batches of its own (`stream` an AnchoredStream:
+        two tokenizers, or `--control shuffle`), not in the source's."""
+        return self.stream is not self.table
+
+    @property
     def target_batches(self) -> list:
         """The batches the target forwards (the source's with one token stream)."""
-        return self.batches if self.anchored is None else self.stream.target_batches
+        return self.stream.target_batches if self.apart else self.batches
 
 
 def _capped(job: LiveJob, configs, log) -> LiveJob:
@@ -232,12 +249,23 @@ def prepare(job: LiveJob, options: FitRequest, log=messages.say) -> Prepared:
         else (None, None)
     )
     split = make_split(
-        table.doc, table.pos, options.spec, origin=split_origin(job.corpus), partner=partner
+        table.doc,
+        table.pos,
+        options.spec,
+        seq=table.seq,
+        origin=split_origin(job.corpus),
+        partner=partner,
     )
     batches = plan_batches(table, split.part, job.batch_size)
-    if found is None:
+    if split.partner is None:
         return Prepared(job, configs, toks, table, split, batches, *boundaries, (mode, why))
-    stream = live_anchors.AnchoredStream.build(*tables, split.part, split.partner, job.batch_size)
+    stream = live_anchors.AnchoredStream.build(
+        *tables,
+        split.part,
+        split.partner,
+        job.batch_size,
+        read_order=batches if options.spec.control == "shuffle" else None,
+    )
     return Prepared(
         job,
         configs,
@@ -283,7 +311,7 @@ def shape_of(p: Prepared) -> LiveShape:
         max(b.width for b in both),
     )  # each bounds its term
     inter = max(getattr(c, "intermediate_size", None) or 4 * c.hidden_size for c in (cs, ct))
-    held = 0 if p.anchored is None else p.stream.most_held(p.batches)
+    held = p.stream.most_held(p.batches) if p.apart else 0
     return LiveShape(
         len(p.source_boundaries),
         cs.hidden_size,
@@ -542,12 +570,6 @@ def fit_live(
     t0 = time.time()
     refuse_fields("fit_live", keywords, (FitSpec, Execution, FitHooks))
     options = request(spec, run, hooks)
-    if options.spec.control:
-        raise InputError(
-            f"`control` {options.spec.control} pairs tokens across documents, which the fused route cannot (both "
-            "models see the same batch): extract both stores and run `align fit SOURCE TARGET --control "
-            f"{options.spec.control}`"
-        )
     if options.spec.convergence and options.run.scheduler not in (None, "synchronous", "sync"):
         raise InputError(
             f"`convergence` with `live` runs in this process only, not on the Dask cluster at "

@@ -38,9 +38,10 @@ import numpy as np
 from align.errors import InputError
 from align.extraction.batches import GROUP_FACTOR
 from align.fitting import anchors
-from align.fitting.batches import Batch, TokenTable, plan_batches
+from align.fitting.batches import Batch, TokenTable, plan_batches, read_order_batches
 from align.fitting.pairing import target_part
 from align.fitting.passes import forward
+from align.fitting.split import shuffle_partners
 
 
 def places(table: TokenTable) -> anchors.TokenPlaces:
@@ -53,7 +54,8 @@ def anchor(
 ) -> tuple:
     """(Anchored, partner): the anchored pairs of the two tables, refused where the store
     route refuses them (coverage under `spec.min_coverage`; `names` are the models'),
-    and each source token's target token under the first-token policy (−1: none).
+    and each source token's target token under the first-token policy and `--control
+    shuffle` (−1: none), as the store route pairs them (fitting.pairing.anchored_partner).
     `max_length`: the corpus's, which both tables' windows were cut at."""
     if source.corpus_hash != target.corpus_hash:
         raise InputError(
@@ -64,7 +66,12 @@ def anchor(
     s, t = places(source), places(target)
     found = anchors.anchor_pairs(s, t, (max_length, max_length))
     anchors.check_coverage(found, spec.min_coverage, names)
-    return found, found.partner(len(s), spec.include_first_token, s.pos, t.pos)
+    rows = (
+        anchors.shuffled(found, s, spec.seed, shuffle_partners)
+        if spec.control == "shuffle"
+        else found
+    )
+    return found, rows.partner(len(s), spec.include_first_token, s.pos, t.pos)
 
 
 def slice_of(b: Batch, rows: str) -> slice:
@@ -110,9 +117,18 @@ class AnchoredStream:
         part: np.ndarray,
         partner: np.ndarray,
         batch_size: int,
+        read_order: list | None = None,
     ) -> "AnchoredStream":
-        """The stream of a split (`part`, each source token's part) paired by `partner`."""
-        batches = plan_batches(target, target_part(part, partner, target.n_tokens), batch_size)
+        """The stream of a split (`part`, each source token's part) paired by `partner`: the
+        target forwarded in its extraction batches (the bits of its store), or, given the
+        source's batches `read_order` (a pairing across documents, `--control shuffle`), in
+        the order they read it (fitting.batches.read_order_batches)."""
+        tpart = target_part(part, partner, target.n_tokens)
+        batches = (
+            plan_batches(target, tpart, batch_size)
+            if read_order is None
+            else read_order_batches(target, tpart, partner, read_order, batch_size * GROUP_FACTOR)
+        )
         batch_of = np.full(target.n_tokens, -1, dtype=np.int32)
         flat_of = np.full(target.n_tokens, -1, dtype=np.int64)
         for k, b in enumerate(batches):

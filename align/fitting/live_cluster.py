@@ -43,7 +43,7 @@ def run_on_cluster(p, options: FitRequest, log, plan_of) -> tuple:
         ):
             log(line)
         n = max(1, min(len(p.batches), 4 * ex.n_workers))
-        unit = None if p.anchored is None else p.stream.window_of
+        unit = p.stream.window_of if p.apart else None
         train = shards_of([b for b in p.batches if b.n_train], n, unit)
         test = shards_of([b for b in p.batches if b.n_test], n, unit)
         first = next(b for b in p.batches if b.n_train)

@@ -83,7 +83,7 @@ def plan(study: Study) -> list:
             )
     for s, t in study.pairs:
         fits = [(s, t, None)]
-        if study.shuffle and not live:
+        if study.shuffle:
             fits.append((s, t, "shuffle"))
         twin = study.twin(t)
         if twin is not None:

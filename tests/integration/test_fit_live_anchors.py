@@ -139,6 +139,37 @@ def test_on_the_auto_grid_live_lies_within_the_store_routes_own_spread(zoo, extr
         np.testing.assert_allclose(x[well], y[well], rtol=1e-10, atol=1e-11, err_msg=name)
 
 
+def test_live_shuffle_across_tokenizers_pairs_as_the_store_route(zoo, extracted, corpus_file):
+    """`--live --control shuffle` with two tokenizers: the store route's shuffled anchors
+    (each source anchor given the target token of the anchor at its ordinal in another
+    document's sequence), so the same split and token counts, and scores within 1e-5
+    relative of the store route's (the target's rows met other batches than its store's:
+    float32's last bits); the shuffle scores worse than the real pairing at every pair past
+    boundary 0."""
+    from align.fitting import live
+
+    S = extracted("qwen2", dtype="float32", **CORPUS)
+    T = extracted("qwen2", model_overrides=OTHER, dtype="float32", **CORPUS)
+    want = store_fit(S, T, control="shuffle", alphas=ALPHAS)
+    real = store_fit(S, T, alphas=ALPHAS)
+    lines = []
+    got = live.fit_live(
+        job_of(zoo, corpus_file, "float32"),
+        None,
+        FitSpec(control="shuffle", alphas=ALPHAS),
+        log=lines.append,
+    ).dataset
+    assert got.attrs["options"]["control"] == "shuffle" == want.attrs["options"]["control"]
+    assert got.attrs["pairing"] == want.attrs["pairing"]
+    assert got.attrs["split"] == want.attrs["split"]
+    assert got.attrs["options"]["n_tokens"] == want.attrs["options"]["n_tokens"]
+    for name in ("relative_error", "r2"):
+        np.testing.assert_allclose(got[name].values, want[name].values, rtol=1e-5, err_msg=name)
+    inner = dict(source_boundary=slice(1, None), target_boundary=slice(1, None))
+    assert np.all(got.relative_error.sel(**inner) > real.relative_error.sel(**inner))
+    assert "control shuffle (each source token paired with other documents' tokens)" in lines[-1]
+
+
 def _store(path):
     g = zarr.open_group(path, mode="r")
     cols = {k: g[k][:] for k in ("doc", "pos", "char_start", "char_end")}

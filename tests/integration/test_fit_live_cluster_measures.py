@@ -208,3 +208,30 @@ def test_a_char_anchor_pair_on_the_cluster_equals_one_process(zoo, corpus_file, 
                 for a in (got, want)
             )
         np.testing.assert_allclose(got.values, want.values, rtol=SAME, atol=0, err_msg=v)
+
+
+def test_the_shuffle_control_on_the_cluster_equals_one_process(zoo, corpus_file, scheduler):
+    """`--live --control shuffle --scheduler`: the shards forward the same target batches (per
+    grouping window of the source, in the order it reads them), so every array equals the
+    one-process shuffled fit within 1e-10 relative, and the shuffle is the store route's (the
+    same split and token counts as test_fit_measures.py's check against the stores)."""
+    spec = dict(
+        control="shuffle",
+        measures="cka,rsa",
+        permutations=9,
+        sample_rows=M,
+        bootstrap=0,
+        alphas=[1e-2],
+        source_boundaries="2",
+        target_boundaries="4",
+    )
+    one = live_fit(zoo, corpus_file, "qwen2", "float32", **spec).dataset
+    on = live_fit(
+        zoo, corpus_file, "qwen2", "float32", run=Execution(scheduler=scheduler), **spec
+    ).dataset
+    assert on.attrs["options"]["control"] == "shuffle" == one.attrs["options"]["control"]
+    assert on.attrs["split"] == one.attrs["split"]
+    names = _measure_arrays(one) + ["relative_error", "r2"]
+    assert "rsa_calibrated" in names and "cka" in names
+    for v in names:
+        np.testing.assert_allclose(on[v].values, one[v].values, rtol=SAME, atol=0, err_msg=v)

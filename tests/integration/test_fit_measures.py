@@ -53,7 +53,7 @@ def _heldout(ds, doc, pos):
     return np.isin(doc, ds.attrs["split"]["heldout_docs"]) & (pos != 0)
 
 
-def _check(ds, X, Y, keep_x, keep_y=None):
+def _check(ds, X, Y, keep_x, keep_y=None, rtol=RTOL):
     keep_y = keep_x if keep_y is None else keep_y
     for i in ds.source_boundary.values:
         for j in ds.target_boundary.values:
@@ -61,7 +61,7 @@ def _check(ds, X, Y, keep_x, keep_y=None):
             for name in STREAMED:
                 got = float(ds[name.replace("-", "_")].sel(source_boundary=i, target_boundary=j))
                 want = REFERENCE[name](x, y)
-                np.testing.assert_allclose(got, want, rtol=RTOL, err_msg=f"{name} {i}->{j}")
+                np.testing.assert_allclose(got, want, rtol=rtol, err_msg=f"{name} {i}->{j}")
 
 
 @pytest.fixture(scope="module")
@@ -150,6 +150,61 @@ def test_live_route_equals_references_from_the_store(zoo, corpus_file, extracted
     X, doc, pos = _read(S)
     Y, *_ = _read(T)
     _check(ds, X, Y, _heldout(ds, doc, pos))
+
+
+def test_live_shuffle_pairs_as_the_store_route(zoo, corpus_file, extracted):
+    """`--live --control shuffle`: the store route's pairing (each source token with the
+    target's token at its position of another document's sequence), the target forwarded per
+    grouping window in the order the source reads it, each of its sequences once. Every
+    streamed measure equals the reference on the stores' rows paired by the shuffle, and the
+    ridge scores the store route's shuffled fit, within 1e-5 relative: the target's rows met
+    other batches than its store's, so they may differ in float32's last bits (the
+    unshuffled live route, which meets the store's batches, agrees to 1e-8 above). No
+    window keeps more target rows than it reads."""
+    from align import corpus, models
+    from align.fitting import live
+    from align.fitting.fit_options import request
+    from align.fitting.split import shuffle_partners
+
+    big = {"num_hidden_layers": 4, "hidden_size": 96}
+    S = extracted("qwen2", dtype="float32", **CORPUS)
+    T = extracted("qwen2", model_overrides=big, **CORPUS)
+    spec = dict(
+        control="shuffle",
+        measures=",".join(STREAMED),
+        bootstrap=0,
+        alphas=[1e-2],
+        target_boundaries="0,2,4",
+    )
+    ds = live_fit(zoo, corpus_file, "qwen2", "float32", **spec).dataset
+    want = _fit(S, T, None, FitSpec(**spec))
+    assert ds.attrs["options"]["control"] == "shuffle"
+    assert ds.attrs["split"] == want.attrs["split"]
+    assert ds.attrs["options"]["n_tokens"] == want.attrs["options"]["n_tokens"]
+    for name in ("relative_error", "r2"):
+        np.testing.assert_allclose(ds[name].values, want[name].values, rtol=1e-5, err_msg=name)
+    X, doc, pos = _read(S)
+    Y, *_ = _read(T)
+    seq = zarr.open_group(S, mode="r")["seq"][:]
+    p = shuffle_partners(doc, seq, pos, ds.attrs["options"]["seed"])
+    keep = np.flatnonzero(_heldout(ds, doc, pos) & (p >= 0))
+    _check(ds, X, Y, keep, p[keep], rtol=1e-5)
+
+    job = live.LiveJob(
+        models.ModelSpec(zoo("qwen2"), dtype="float32"),
+        models.ModelSpec(zoo("qwen2", **big), dtype="float32"),
+        corpus.CorpusSpec(corpus_file, max_length=CORPUS["max_length"]),
+        CORPUS["batch_size"],
+    )
+    prepared = live.prepare(job, request(FitSpec(control="shuffle")))
+    stream = prepared.stream
+    members = [s for b in stream.target_batches for s in b.members]
+    assert len(members) == len(set(members))  # each target sequence forwarded once
+    per_window: dict = {}
+    for b in prepared.batches:
+        w = stream.window_of(b)
+        per_window[w] = per_window.get(w, 0) + len(b.tokens)
+    assert 0 < stream.most_held(prepared.batches) <= max(per_window.values())
 
 
 def anchored_pair(synthetic):

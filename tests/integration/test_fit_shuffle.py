@@ -10,7 +10,6 @@ import pytest
 import zarr
 
 from align.fitting import Execution, FitSpec
-from tests.helpers.assertions import one_line_error
 from tests.helpers.fixtures_fit import token_table
 from tests.helpers.references import heldout_scores, sklearn_ridge
 
@@ -109,17 +108,50 @@ def test_shuffle_has_no_diagonal_on_the_demo_models(demo_run):
     assert s["slope_low"] <= 0.05 and abs(s["slope"]) <= 0.25
 
 
-def test_live_refuses_the_shuffle_control(zoo, corpus_file, cli, tmp_path):
-    code, _, err = cli(
-        "fit",
-        "--live",
-        zoo("qwen2"),
-        zoo("qwen2"),
-        corpus_file,
-        "-o",
-        tmp_path / "a.zarr",
-        "--control",
-        "shuffle",
-    )
-    one_line_error(code, err, "--control shuffle", "extract both stores")
-    assert not (tmp_path / "a.zarr").exists()
+def test_every_measure_on_the_shuffled_pairing_equals_the_references(fit_pair):
+    """`--control shuffle` with `--measures`: each streamed measure on the held-out rows paired
+    by the shuffle (tests/helpers/measures_reference.py, within 1e-8 relative), and RSA on
+    the sampled rows, the documented draw among the held-out rows that have a partner
+    (scipy's correlation distance and Spearman's correlation, 1e-10), with its calibration."""
+    from scipy.spatial.distance import pdist
+    from scipy.stats import spearmanr
+
+    import align
+    from align.fitting.split import shuffle_partners
+    from tests.helpers.measures_reference import MEASURES
+
+    S, T = fit_pair
+    streamed = ("cka", "cka-debiased", "procrustes", "cca", "svcca")
+    ds = align.fit(
+        S,
+        T,
+        None,
+        FitSpec(
+            control="shuffle",
+            measures=",".join(streamed + ("rsa",)),
+            sample_rows=120,
+            permutations=9,
+            bootstrap=0,
+            alphas=(1e-2,),
+            source_boundaries="1,2",
+            target_boundaries="2,4",
+        ),
+        Execution(scheduler="synchronous"),
+        log=lambda m: None,
+    ).dataset
+    X, doc, seq, pos = _read(S)
+    Y, *_ = _read(T)
+    p = shuffle_partners(doc, seq, pos, ds.attrs["options"]["seed"])
+    held = np.flatnonzero(np.isin(doc, ds.attrs["split"]["heldout_docs"]) & (pos != 0) & (p >= 0))
+    drawn = held[np.sort(np.random.default_rng(0).choice(len(held), 120, replace=False))]
+    for i in (1, 2):
+        for j in (2, 4):
+            cell = ds.sel(source_boundary=i, target_boundary=j)
+            for name in streamed:
+                want = MEASURES[name](X[i][held], Y[j][p[held]])
+                got = float(cell[name.replace("-", "_")])
+                np.testing.assert_allclose(got, want, rtol=1e-8, err_msg=f"{name} {i}->{j}")
+            x, y = X[i][drawn], Y[j][p[drawn]]
+            want = spearmanr(pdist(x, "correlation"), pdist(y, "correlation"))[0]
+            np.testing.assert_allclose(float(cell.rsa), want, rtol=1e-10, err_msg=f"rsa {i}->{j}")
+            assert 0 < float(cell.rsa_p) <= 1 and np.isfinite(float(cell.rsa_calibrated))
