@@ -14,6 +14,18 @@ import sys
 
 import pytest
 
+# One BLAS and OpenMP thread a process under xdist: `make test` runs a worker per core, and
+# two workers of two threads each on two cores spin-wait for each other's cores. On four heavy
+# files this took the run from 191 s to 85 s of wall time and from 331 s to 135 s of CPU
+# (docs/development.md, Time). The variables reach torch (not loaded yet) and every child;
+# numpy's BLAS is loaded before this file by a plugin, so it is limited in place.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    from threadpoolctl import threadpool_limits
+
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_name, "1")
+    threadpool_limits(limits=int(os.environ["OPENBLAS_NUM_THREADS"]))
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -33,16 +45,59 @@ def pytest_collection_modifyitems(items):
             item.add_marker(getattr(pytest.mark, tier))
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` with files that share a costly session fixture as one unit and the
+    heaviest unit first (tests/helpers/schedule.py); any other `--dist` is xdist's own."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from tests.helpers.schedule import WeightedFileScheduling
+
+    return WeightedFileScheduling(config, log)
+
+
+def shared_folder(tmp_path_factory, name: str):
+    """A folder every xdist worker of this run sees (beside the workers' own temporary
+    folders; this process's own without xdist), for inputs built once a run."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def built_once(folder, key: str, build, suffix: str = "") -> str:
+    """The path, in the shared `folder`, of what `build(path)` makes for `key`: built by the
+    first worker that asks (under a file lock; the others wait for it), then read by all. A
+    build that fails leaves nothing behind."""
+    import hashlib
+    import shutil
+
+    from filelock import FileLock
+
+    path = str(folder / hashlib.sha256(key.encode()).hexdigest()[:16]) + suffix
+    with FileLock(path + ".lock"):
+        if not os.path.exists(path + ".done"):
+            shutil.rmtree(path, ignore_errors=True)
+            try:
+                build(path)
+            except BaseException:
+                shutil.rmtree(path, ignore_errors=True)
+                raise
+            open(path + ".done", "w").close()
+    return path
+
+
 @pytest.fixture(scope="session")
 def zoo(tmp_path_factory):
-    """family name -> folder of a small random model (2 layers, d_model 64, vocab ~300)."""
-    root = tmp_path_factory.mktemp("zoo")
+    """family name -> folder of a small random model (2 layers, d_model 64, vocab ~300), built
+    once a run and shared by the xdist workers (the same seeded model either way)."""
+    root = shared_folder(tmp_path_factory, "zoo")
     built = {}
 
     def get(name: str, **overrides):
         key = name + json.dumps(overrides, sort_keys=True)
         if key not in built:
-            built[key] = make_model(name, str(root / f"{name}-{len(built)}"), **overrides)
+            built[key] = built_once(root, key, lambda path: make_model(name, path, **overrides))
         return built[key]
 
     return get
@@ -51,8 +106,11 @@ def zoo(tmp_path_factory):
 @pytest.fixture(scope="session")
 def corpus_file(tmp_path_factory):
     """A .txt corpus: 12 documents separated by blank lines, lengths 5..200 tokens."""
-    p = tmp_path_factory.mktemp("corpus") / "docs.txt"
-    p.write_text(CORPUS_TEXT, encoding="utf-8")
+    p = shared_folder(tmp_path_factory, "corpus") / "docs.txt"
+    if not p.exists() or p.read_text(encoding="utf-8") != CORPUS_TEXT:
+        tmp = p.with_name(f"docs.{os.getpid()}.txt")
+        tmp.write_text(CORPUS_TEXT, encoding="utf-8")
+        os.replace(tmp, p)
     return str(p)
 
 
@@ -82,8 +140,9 @@ def extracted(zoo, corpus_file, tmp_path_factory):
     path of an activation store made by `align.extract` from a zoo model over the shared corpus
     (cached per arguments): `dtype` and `device` go in its ModelSpec, the corpus options named
     in the signature in its CorpusSpec, the rest in ExtractOptions. Two calls with different
-    model_overrides give different models with the same tokenizer."""
-    root = tmp_path_factory.mktemp("stores")
+    model_overrides give different models with the same tokenizer. Built once a run, shared by
+    the xdist workers as the zoo is."""
+    root = shared_folder(tmp_path_factory, "stores")
     made = {}
 
     def get(
@@ -124,15 +183,19 @@ def extracted(zoo, corpus_file, tmp_path_factory):
             default=str,
         )
         if key not in made:
-            out = str(root / f"store-{len(made)}.zarr")
-            align.extract(
-                ModelSpec(zoo(family, **model_overrides), dtype=dtype, device=device),
-                CorpusSpec(corpus or corpus_file, **read),
-                out,
-                ExtractOptions(**options),
-                log=lambda m: None,
+            model = ModelSpec(zoo(family, **model_overrides), dtype=dtype, device=device)
+            made[key] = built_once(
+                root,
+                key,
+                lambda path: align.extract(
+                    model,
+                    CorpusSpec(corpus or corpus_file, **read),
+                    path,
+                    ExtractOptions(**options),
+                    log=lambda m: None,
+                ),
+                ".zarr",
             )
-            made[key] = out
         return made[key]
 
     return get
@@ -197,6 +260,8 @@ def dask_processes(n_workers: int = 2, worker_env: dict | None = None, resources
     addr = f"tcp://127.0.0.1:{port}"
     dask_cli = os.path.join(os.path.dirname(sys.executable), "dask")
     quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # each process leads its own group, so the worker a nanny spawned is stopped with it
+    quiet = dict(quiet, start_new_session=True)
     procs = [
         subprocess.Popen(
             [dask_cli, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
@@ -230,15 +295,14 @@ def dask_processes(n_workers: int = 2, worker_env: dict | None = None, resources
         with Client(addr, timeout="30s") as c:
             c.wait_for_workers(n_workers, timeout=60)
         yield addr
-    finally:
+    finally:  # killed outright: a graceful close of workers that hold models took 8 s a module
+        import signal
+
         for p in reversed(procs):
-            p.terminate()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
         for p in procs:
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+            p.wait()
 
 
 @pytest.fixture

@@ -31,12 +31,12 @@ partners are batched and forwarded (batches.read_order_batches), each once, and 
 through the anchored stream. The target's rows then meet other batches than its store's and
 may differ from them in the compute dtype's last bits; the pairing does not.
 
-Module map (all under align.fitting): options (FitSpec, Execution, LiveJob), batches (the token table,
-the extraction batches), passes (forwards, rows, the statistics and held-out passes),
-live_anchors (two tokenizers: each model's own batches, paired per grouping window), budget
-(the memory plan: pure arithmetic), progress (the terminal bar), shards (the Dask tasks),
-live_estimate (the dry run), tasks (the BLAS thread count, cancellation); this
-module checks the inputs, plans, runs and hands the sums to the shared solver and writer.
+Module map (all under align.fitting): options (FitSpec, Execution, LiveJob), batches (the
+token table, the extraction batches), passes (forwards, rows, the statistics and held-out
+passes), live_anchors (two tokenizers, or the shuffle: the target's own batches, paired per
+grouping window), budget (the memory plan), progress (the terminal bar), shards (the Dask
+tasks), live_estimate (the dry run), tasks (BLAS threads, cancellation); this module checks
+the inputs, plans, runs and hands the sums to the shared solver and writer.
 """
 
 from __future__ import annotations
@@ -147,8 +147,7 @@ class Prepared:
     (`pairing` char-anchors) `table` and `batches` are the source's, `target_table` the
     target's, `anchored` the pairs (fitting.anchors.Anchored) and `stream` what the passes
     forward (live_anchors.AnchoredStream); with one, `stream` is the token table, or with
-    `--control shuffle` an AnchoredStream of the table against itself (each source sequence's
-    partners forwarded by the target in the order the source reads them)."""
+    `--control shuffle` an AnchoredStream of the table against itself."""
 
     job: LiveJob
     configs: tuple

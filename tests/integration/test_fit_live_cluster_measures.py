@@ -4,15 +4,13 @@ once for the module). The streamed measures' held-out sums come from the workers
 shards; the sampled rows of the row measures and the calibration are kept by the held-out
 shards that forward them and gathered through the tree.
 
-- streamed measures alone, without the bootstrap: every one against the references from the
-  held-out rows of the stores of the same models (tests/helpers/measures_reference.py), within
-  1e-8 relative, as tests/integration/test_fit_measures.py checks the one-process route;
-- streamed, held-out Procrustes, row measures and the calibration together, with the document
-  bootstrap: every array (values, `_low`, `_high`, `_sampled`, `_null_mean`, `_null_std`,
-  `_calibrated`, `_p`, `_p_family`) equals the one-process `--live` fit's within 1e-10
-  relative (the same batches, the same bits), in one pass and in a pass per target boundary,
-  and the cluster's values equal the references
-  from the stores' rows: cka and procrustes on every held-out row (1e-8), held-out Procrustes
+- every streamed measure, held-out Procrustes, the row measures and the calibration together,
+  with the document bootstrap: every array (values, `_low`, `_high`, `_sampled`, `_null_mean`,
+  `_null_std`, `_calibrated`, `_p`, `_p_family`) equals the one-process `--live` fit's within
+  1e-10 relative (the same batches, the same bits), in one pass and in a pass per target
+  boundary, and the cluster's values equal the references from the stores' rows: every
+  streamed measure on every held-out row (tests/helpers/measures_reference.py, 1e-8, as
+  tests/integration/test_fit_measures.py checks the one-process route), held-out Procrustes
   with the rotation of the training rows (1e-8) and its calibration on the documented draw of
   M rows and the documented re-pairings (1e-8), `_sampled`, mknn and rsa on that draw (1e-6,
   the tolerance of the store route's check of the sample; rsa away from boundary 0, whose rows
@@ -35,7 +33,7 @@ from tests.helpers.measures_reference import MEASURES as REFERENCE
 from tests.helpers.measures_reference import procrustes_heldout
 from tests.integration import test_fit_live_anchors as anchored
 from tests.integration.test_fit_live import BIG, CORPUS, live_fit
-from tests.integration.test_fit_measures import STREAMED, _check, _heldout, _read
+from tests.integration.test_fit_measures import STREAMED, _heldout, _read
 from tests.integration.test_fit_procrustes_heldout import _training, check_calibration
 from tests.unit.test_measures_rows import ref_mknn, ref_rsa
 
@@ -45,7 +43,7 @@ SAMPLED_RTOL = 1e-6  # against the references on the sampled rows (test_fit_meas
 M = 150  # sampled held-out rows
 K = 4  # neighbours of mknn
 OPTIONS = dict(
-    measures="cka,procrustes,procrustes-heldout,mknn,rsa",
+    measures="cka,cka-debiased,procrustes,procrustes-heldout,cca,svcca,mknn,rsa",
     permutations=9,
     bootstrap=100,
     alphas=[1e-2],
@@ -89,37 +87,16 @@ def _measure_arrays(ds) -> list:
     )
 
 
-def test_streamed_measures_on_the_cluster_equal_references_from_the_stores(
-    zoo, corpus_file, scheduler, stores
-):
-    ds = live_fit(
-        zoo,
-        corpus_file,
-        "qwen2",
-        "float32",
-        run=Execution(scheduler=scheduler),
-        measures=",".join(STREAMED),
-        bootstrap=0,
-        alphas=[1e-2],
-        target_boundaries="0,2,4",
-    ).dataset
-    assert ds.attrs["options"]["device"] == "cluster"
-    for name in STREAMED:
-        assert name.replace("-", "_") in ds, name
-    (X, doc, pos), (Y, *_) = stores
-    _check(ds, X, Y, _heldout(ds, doc, pos))
-
-
 def test_every_measure_array_on_the_cluster_equals_one_process(both):
     one, on = both
     assert on.attrs["options"]["device"] == "cluster" and one.attrs["options"]["device"] == "cpu"
     names = _measure_arrays(one)
     want = {
-        f"{m}{f}"
-        for m in ("cka", "procrustes", "mknn", "rsa")
+        f"{m.replace('-', '_')}{f}"
+        for m in (*STREAMED, "procrustes-heldout", "mknn", "rsa")
         for f in FIELDS
         if not (f == "_sampled" and m in ("mknn", "rsa"))
-    } | {f"procrustes_heldout{f}" for f in FIELDS}
+    }
     assert set(names) == want == set(_measure_arrays(on))
     for v in names:
         assert np.isfinite(one[v].values).all(), v
@@ -170,12 +147,13 @@ def test_the_cluster_measures_equal_references_from_the_stores(both, stores):
             x, y = X[int(i)], Y[int(j)]
             cell = ds.sel(source_boundary=i, target_boundary=j)
             at = f"{i}->{j}"
-            for name in ("cka", "procrustes"):
+            for name in STREAMED:
+                v = name.replace("-", "_")
                 want = REFERENCE[name](x[test], y[test])
-                np.testing.assert_allclose(float(cell[name]), want, rtol=RTOL, err_msg=at)
+                np.testing.assert_allclose(float(cell[v]), want, rtol=RTOL, err_msg=f"{name} {at}")
                 want = REFERENCE[name](x[rows], y[rows])
-                got = float(cell[name + "_sampled"])
-                np.testing.assert_allclose(got, want, rtol=SAMPLED_RTOL, err_msg=at)
+                got = float(cell[v + "_sampled"])
+                np.testing.assert_allclose(got, want, rtol=SAMPLED_RTOL, err_msg=f"{name} {at}")
             want = procrustes_heldout(x[train], y[train], x[test], y[test])
             np.testing.assert_allclose(float(cell.procrustes_heldout), want, rtol=RTOL, err_msg=at)
             want = ref_mknn(x[rows], y[rows], K)
