@@ -349,7 +349,7 @@ def run_blocks(
             split.heldout_index if options.spec.bootstrap else None,
             options.spec.streamed,
         )
-        fitted = heldout_null(sample, fitted)  # the block's sampled rows are complete
+        fitted = heldout_null(sample, fitted, inputs.net.backend)  # sampled rows complete
         results.update(pair_results(fitted, sums, split, options.spec.resampling, fractions))
         del kept, fitted
     return results, kept_stats

@@ -24,6 +24,7 @@ from align.fitting.sample_budget import (
 from align.fitting.split import TEST, Split
 from align.measures import MEASURES, SAMPLE_ROWS, calibration, rows
 from align.messages import human_bytes
+from align.ridge.backend import CPU, Backend
 from align.stats import bootstrap
 from align.stats.bootstrap import MIN_RESAMPLES, Resampling
 
@@ -125,7 +126,7 @@ def draw(split: Split, spec) -> Sample | None:
     return sample
 
 
-def heldout_null(sample: Sample | None, fitted: dict) -> dict:
+def heldout_null(sample: Sample | None, fitted: dict, backend: Backend = CPU) -> dict:
     """procrustes-heldout on the sample for every pair of a block whose map carries its
     training rotation R (`measured.with_rotations`), kept in `sample.heldout`; returns
     `fitted` with the rotations dropped (only these K + 1 scalars a pair outlive the block).
@@ -137,33 +138,35 @@ def heldout_null(sample: Sample | None, fitted: dict) -> dict:
     source with row perm_k[r] of the target; centring and norms are unchanged by it). Each
     ⟨X̂R, Ŷ_k⟩ = Σ_r G[r, perm_k[r]] of G = (X̂R)Ŷᵀ (M × M), computed once a pair through the
     narrower width (G = X̂(ŶRᵀ)ᵀ when d_S ≤ d_T): 2·M·d_S·d_T + 2·M²·min(d_S, d_T) flops,
-    then M additions a draw. Without a sample, its permutations or a rotation, `fitted` is
-    returned unchanged but for the rotations."""
+    then M additions a draw, on `backend` (the fit's device: on a GPU at 14B widths the
+    products are seconds, where the host's float64 takes hours). Without a sample, its
+    permutations or a rotation, `fitted` is returned unchanged but for the rotations."""
     out = {}
     for (i, j), m in fitted.items():
         R = getattr(m, "rotation", None)
         if R is not None and sample is not None and sample.perms is not None:
-            sample.heldout[(i, j)] = _heldout_values(sample, i, j, R)
+            sample.heldout[(i, j)] = _heldout_values(sample, i, j, R, backend)
         out[(i, j)] = m if R is None else replace(m, rotation=None)
     return out
 
 
-def _heldout_values(sample: Sample, i, j, R: np.ndarray) -> np.ndarray:
+def _heldout_values(sample: Sample, i, j, R: np.ndarray, backend: Backend = CPU) -> np.ndarray:
     """(K + 1,): procrustes-heldout of pair (i, j) on the sample, then on each re-pairing."""
-    x, y = np.asarray(sample.xs[i], np.float64), np.asarray(sample.ys[j], np.float64)
-    xc, yc = x - x.mean(axis=0), y - y.mean(axis=0)
-    nx, ny = np.linalg.norm(xc), np.linalg.norm(yc)
+    x, y = backend.put(sample.xs[i]), backend.put(sample.ys[j])
+    xc, yc = x - x.mean(0), y - y.mean(0)
+    nx, ny = float((xc * xc).sum()) ** 0.5, float((yc * yc).sum()) ** 0.5
     if not (np.isfinite(nx) and np.isfinite(ny)) or nx == 0 or ny == 0:
         raise InputError(
             f"source boundary {i} × target boundary {j}: procrustes-heldout is undefined on "
             f"the {len(x):,} sampled rows (a side without variance, or non-finite); sample "
             "more rows or leave the boundary out"
         )
-    R = np.asarray(R, np.float64)
+    R = backend.put(R)
     xh, yh = xc / nx, yc / ny
     a, b = (xh, yh @ R.T) if x.shape[1] <= y.shape[1] else (xh @ R, yh)
     G = a @ b.T  # G[r, s] = ⟨(X̂R)_r, Ŷ_s⟩
-    inner = np.concatenate([[np.trace(G)], G[np.arange(len(G)), sample.perms].sum(axis=1)])
+    drawn = G[backend.mask(np.arange(G.shape[0])), backend.mask(sample.perms)].sum(1)
+    inner = np.concatenate([[float(G.diagonal().sum())], backend.get(drawn)])
     return np.sqrt(np.maximum(2.0 - 2.0 * inner, 0.0))
 
 

@@ -527,7 +527,7 @@ def fit(
                 raise
             fault_point("fit_after_block")
             factors = out["factors"]
-            fitted = sampled.heldout_null(sample, out["fitted"])  # the rotations end here
+            fitted = sampled.heldout_null(sample, out["fitted"], job.backend())  # rotations end
             results.update(
                 pair_results(fitted, out["heldout"], split, opts.spec.resampling, out["fractions"])
             )

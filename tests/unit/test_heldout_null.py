@@ -1,7 +1,7 @@
 """procrustes-heldout's value and permutation null on the sampled rows
 (align.fitting.sampled.heldout_null): against scipy's orthogonal_procrustes of the training
 rows on the re-paired rows (tests/helpers/measures_reference.py), within 1e-8 relative, for a
-narrower and a wider source; the rotations dropped from the maps; independent X and Y give
+narrower and a wider source, on numpy and on torch; the rotations dropped from the maps; independent X and Y give
 p-values spread as the null says; a sampled side without variance refused in one line."""
 
 from __future__ import annotations
@@ -43,12 +43,16 @@ def _case(seed, d_s, d_t, m=32, n_train=60, related=True, k=19):
     return sample, (xt, yt, xs, ys, perms)
 
 
+@pytest.mark.parametrize("use_torch", [False, True], ids=["numpy", "torch"])
 @pytest.mark.parametrize("widths", [(6, 9), (9, 6)])
-def test_value_and_null_equal_scipy_on_the_re_paired_rows(widths):
+def test_value_and_null_equal_scipy_on_the_re_paired_rows(widths, use_torch):
+    """On the host's numpy and on torch (the code path of a fit's GPU, run on the CPU)."""
     from align.fitting.sampled import heldout_null
+    from align.ridge.backend import Backend
 
     sample, (xt, yt, xs, ys, perms) = _case(3, *widths)
-    out = heldout_null(sample, {(0, 1): Map(_rotation(xt, yt))})
+    backend = Backend("cpu", use_torch=use_torch)
+    out = heldout_null(sample, {(0, 1): Map(_rotation(xt, yt))}, backend)
     assert out[(0, 1)].rotation is None
     value, null = procrustes_heldout_null(xt, yt, xs, ys, perms)
     got = sample.heldout[(0, 1)]
