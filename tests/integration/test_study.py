@@ -186,7 +186,8 @@ def test_report_elsewhere_never_replaces_other_files(tiny_study, cli, tmp_path):
 
 
 def test_a_live_study_equals_align_fit_live(zoo, corpus_file, tmp_path):
-    """`[route] kind = "live"`: no store; the pair's result equals `fit_live` bit for bit."""
+    """`[route] kind = "live"`: no store; the pair's result, and its shuffle control's, equal
+    `fit_live`'s bit for bit."""
     from align.fitting.fit_options import LiveJob
     from align.fitting.live import fit_live
     from align.store import open_result
@@ -194,15 +195,18 @@ def test_a_live_study_equals_align_fit_live(zoo, corpus_file, tmp_path):
 
     path = tmp_path / "live.toml"
     text = study_text(zoo, corpus_file, "[route]\nkind = 'live'\n", models=("a", "b"))
-    path.write_text(text, encoding="utf-8")
+    path.write_text(text.replace("shuffle = false", "shuffle = true"), encoding="utf-8")
     root = str(tmp_path / "out")
     report = run_study(load_study(str(path)), root, log=lambda m: None)
-    assert report.ran == ["fit a->b", "report"] and not os.path.exists(f"{root}/stores")
+    assert report.ran == ["fit a->b", "fit a->b shuffle", "report"]
+    assert not os.path.exists(f"{root}/stores")
     job = LiveJob(
         ModelSpec(zoo("qwen2")), ModelSpec(zoo("qwen2", **B_SHAPE)), CorpusSpec(corpus_file)
     )
-    expected = fit_live(job, None, FitSpec(bootstrap=200), log=lambda m: None).dataset
-    same_dataset(open_result(f"{root}/results/fits/a--b.zarr"), expected)
+    for stem, control in (("a--b", None), ("a--b.shuffle", "shuffle")):
+        spec = FitSpec(bootstrap=200, control=control)
+        expected = fit_live(job, None, spec, log=lambda m: None).dataset
+        same_dataset(open_result(f"{root}/results/fits/{stem}.zarr"), expected)
 
 
 def test_dry_run_of_a_done_study_marks_every_unit_skipped(tiny_study, cli):
