@@ -161,17 +161,18 @@ def read_order_batches(
     for b in source_batches:
         by_window.setdefault(b.members[0] // window, []).append(b)
     for run in by_window.values():
-        order = []
-        for b in run:
-            s = seq_of[partner[b.tokens[partner[b.tokens] >= 0]]]
-            _, first = np.unique(s, return_index=True)
-            s = s[np.sort(first)]
-            new = s[~seen[s]]
+        order = []  # the window's new target sequences, in the order its batches read them
+        for batch in run:
+            paired = partner[batch.tokens]
+            seqs = seq_of[paired[paired >= 0]]
+            _, first = np.unique(seqs, return_index=True)
+            seqs = seqs[np.sort(first)]
+            new = seqs[~seen[seqs]]
             seen[new] = True
             order += new.tolist()
         lengths = [len(target.sequences[s]) for s in order]
         for group in group_batches(lengths, batch_size):
-            b = batch_of(target, part, [order[i] for i in group])
-            if b is not None:
-                out.append(b)
+            made = batch_of(target, part, [order[i] for i in group])
+            if made is not None:
+                out.append(made)
     return out
