@@ -39,9 +39,8 @@ from align.errors import InputError
 from align.extraction.batches import GROUP_FACTOR
 from align.fitting import anchors
 from align.fitting.batches import Batch, TokenTable, plan_batches, read_order_batches
-from align.fitting.pairing import target_part
+from align.fitting.pairing import partner_of, target_part
 from align.fitting.passes import forward
-from align.fitting.split import shuffle_partners
 
 
 def places(table: TokenTable) -> anchors.TokenPlaces:
@@ -55,7 +54,7 @@ def anchor(
     """(Anchored, partner): the anchored pairs of the two tables, refused where the store
     route refuses them (coverage under `spec.min_coverage`; `names` are the models'),
     and each source token's target token under the first-token policy and `--control
-    shuffle` (−1: none), as the store route pairs them (fitting.pairing.anchored_partner).
+    shuffle` (−1: none), as the store route pairs them (fitting.pairing.partner_of).
     `max_length`: the corpus's, which both tables' windows were cut at."""
     if source.corpus_hash != target.corpus_hash:
         raise InputError(
@@ -66,12 +65,7 @@ def anchor(
     s, t = places(source), places(target)
     found = anchors.anchor_pairs(s, t, (max_length, max_length))
     anchors.check_coverage(found, spec.min_coverage, names)
-    rows = (
-        anchors.shuffled(found, s, spec.seed, shuffle_partners)
-        if spec.control == "shuffle"
-        else found
-    )
-    return found, rows.partner(len(s), spec.include_first_token, s.pos, t.pos)
+    return found, partner_of(found, s, t, spec)
 
 
 def slice_of(b: Batch, rows: str) -> slice:

@@ -78,7 +78,7 @@ def estimate(p, plan, log) -> dict:
         not plan.keep_heldout
     ):  # a second forward of the batches with held-out rows (and, anchored, their partners')
         held = sum(x.positions for x in p.batches if x.n_test)
-        held_t = sum(x.positions for x in p.target_batches if x.n_test) if p.apart else held
+        held_t = sum(x.positions for x in p.target_batches if x.n_test)
         sec["held-out"] += (per_s * held + per_t * held_t) * plan.passes
     total = sum(sec.values())
     log(

@@ -90,12 +90,19 @@ def anchored_partner(S, T, spec, log) -> tuple:
     if left:
         log(f"align fit: {left}")
     anchors.check_coverage(found, spec.min_coverage, names)
+    return found, partner_of(found, src, tgt, spec)
+
+
+def partner_of(found, source, target, spec) -> np.ndarray:
+    """(n_source_tokens,) each source token's target token through the anchored pairs `found`
+    (−1: none), under the first-token policy and `--control shuffle`; `source`, `target`:
+    the two token tables' anchors.TokenPlaces. Both routes pair through it."""
     rows = (
-        anchors.shuffled(found, src, spec.seed, shuffle_partners)
+        anchors.shuffled(found, source, spec.seed, shuffle_partners)
         if spec.control == "shuffle"
         else found
     )
-    return found, rows.partner(len(src), spec.include_first_token, src.pos, tgt.pos)
+    return rows.partner(len(source), spec.include_first_token, source.pos, target.pos)
 
 
 def _max_length(store):

@@ -45,35 +45,40 @@ def store_fit(S, T, run=SYNC, **spec):
     return align.fit(S, T, None, FitSpec(**spec), run, log=lambda m: None).dataset
 
 
-def live_fit(zoo, corpus_file, family, dtype, out=None, budget=None, run=None, **spec):
-    """The live route's result of `family`'s pair in `dtype`, with the FitSpec of `spec`'s
-    fields, `run` (an Execution, or None for its defaults) and `budget` as FitHooks'
-    worker_budget."""
+def live_job(zoo, corpus_file, family, dtype):
+    """This module's LiveJob: `family`'s zoo model against its BIG twin, in `dtype`."""
     from align import corpus, models
     from align.fitting import live
 
-    job = live.LiveJob(
+    return live.LiveJob(
         models.ModelSpec(zoo(family), dtype=dtype),
         models.ModelSpec(zoo(family, **BIG), dtype=dtype),
         corpus.CorpusSpec(corpus_file, max_length=CORPUS["max_length"]),
         CORPUS["batch_size"],
     )
+
+
+def live_stores(extracted):
+    """(S, T): the stores `align extract` makes of the qwen2 pair of `live_job`, float32."""
+    return extracted("qwen2", dtype="float32", **CORPUS), extracted(
+        "qwen2", model_overrides=BIG, **CORPUS
+    )
+
+
+def live_fit(zoo, corpus_file, family, dtype, out=None, budget=None, run=None, **spec):
+    """The live route's result of `family`'s pair in `dtype`, with the FitSpec of `spec`'s
+    fields, `run` (an Execution, or None for its defaults) and `budget` as FitHooks'
+    worker_budget."""
+    from align.fitting import live
+
+    job = live_job(zoo, corpus_file, family, dtype)
     hooks = FitHooks(worker_budget=budget)
     return live.fit_live(job, out, FitSpec(**spec), run, hooks=hooks, log=lambda m: None)
 
 
 def two_of_five_budget(zoo, corpus_file, family, dtype):
     """`budget_of_two_of_five` for this module's job of `family` in `dtype`."""
-    from align import corpus, models
-    from align.fitting import live
-
-    job = live.LiveJob(
-        models.ModelSpec(zoo(family), dtype=dtype),
-        models.ModelSpec(zoo(family, **BIG), dtype=dtype),
-        corpus.CorpusSpec(corpus_file, max_length=CORPUS["max_length"]),
-        CORPUS["batch_size"],
-    )
-    return budget_of_two_of_five(job)
+    return budget_of_two_of_five(live_job(zoo, corpus_file, family, dtype))
 
 
 def budget_of_two_of_five(job, **spec):

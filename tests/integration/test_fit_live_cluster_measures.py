@@ -32,7 +32,7 @@ from tests.conftest import dask_processes
 from tests.helpers.measures_reference import MEASURES as REFERENCE
 from tests.helpers.measures_reference import procrustes_heldout
 from tests.integration import test_fit_live_anchors as anchored
-from tests.integration.test_fit_live import BIG, CORPUS, live_fit
+from tests.integration.test_fit_live import live_fit, live_stores
 from tests.integration.test_fit_measures import STREAMED, _heldout, _read
 from tests.integration.test_fit_procrustes_heldout import _training, check_calibration
 from tests.unit.test_measures_rows import ref_mknn, ref_rsa
@@ -64,8 +64,7 @@ def scheduler():
 
 @pytest.fixture(scope="module")
 def stores(extracted):
-    S = extracted("qwen2", dtype="float32", **CORPUS)
-    T = extracted("qwen2", model_overrides=BIG, **CORPUS)
+    S, T = live_stores(extracted)
     return _read(S), _read(T)
 
 

@@ -21,7 +21,7 @@ from tests.helpers.assertions import one_line_error
 from tests.helpers.measures_reference import MEASURES as REFERENCE
 from tests.helpers.measures_reference import RANGES, jackknife_interval
 from tests.integration.test_fit_anchors import OTHER, _reference_anchors, _residuals, _tables
-from tests.integration.test_fit_live import CORPUS, live_fit
+from tests.integration.test_fit_live import live_fit, live_job, live_stores
 
 RTOL = 1e-8
 STREAMED = ("cka", "cka-debiased", "procrustes", "cca", "svcca")
@@ -135,8 +135,7 @@ def test_default_fit_is_ridge_alone_and_unchanged(fit_pair, store_measures):
 
 
 def test_live_route_equals_references_from_the_store(zoo, corpus_file, extracted):
-    S = extracted("qwen2", dtype="float32", **CORPUS)
-    T = extracted("qwen2", model_overrides={"num_hidden_layers": 4, "hidden_size": 96}, **CORPUS)
+    S, T = live_stores(extracted)
     ds = live_fit(
         zoo,
         corpus_file,
@@ -161,14 +160,11 @@ def test_live_shuffle_pairs_as_the_store_route(zoo, corpus_file, extracted):
     other batches than its store's, so they may differ in float32's last bits (the
     unshuffled live route, which meets the store's batches, agrees to 1e-8 above). No
     window keeps more target rows than it reads."""
-    from align import corpus, models
     from align.fitting import live
     from align.fitting.fit_options import request
     from align.fitting.split import shuffle_partners
 
-    big = {"num_hidden_layers": 4, "hidden_size": 96}
-    S = extracted("qwen2", dtype="float32", **CORPUS)
-    T = extracted("qwen2", model_overrides=big, **CORPUS)
+    S, T = live_stores(extracted)
     spec = dict(
         control="shuffle",
         measures=",".join(STREAMED),
@@ -190,12 +186,7 @@ def test_live_shuffle_pairs_as_the_store_route(zoo, corpus_file, extracted):
     keep = np.flatnonzero(_heldout(ds, doc, pos) & (p >= 0))
     _check(ds, X, Y, keep, p[keep], rtol=1e-5)
 
-    job = live.LiveJob(
-        models.ModelSpec(zoo("qwen2"), dtype="float32"),
-        models.ModelSpec(zoo("qwen2", **big), dtype="float32"),
-        corpus.CorpusSpec(corpus_file, max_length=CORPUS["max_length"]),
-        CORPUS["batch_size"],
-    )
+    job = live_job(zoo, corpus_file, "qwen2", "float32")
     prepared = live.prepare(job, request(FitSpec(control="shuffle")))
     stream = prepared.stream
     members = [s for b in stream.target_batches for s in b.members]

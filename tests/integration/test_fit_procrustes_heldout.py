@@ -81,10 +81,9 @@ def test_heldout_procrustes_equals_scipy_on_the_stores_rows(fit_pair):
 def test_live_route_equals_scipy_on_the_stores_rows(zoo, corpus_file, extracted):
     """--live: the rotation from the passes' training statistics, the error from the held-out
     pass, against the same reference on the rows the stores of the same models hold."""
-    from tests.integration.test_fit_live import CORPUS, live_fit
+    from tests.integration.test_fit_live import live_fit, live_stores
 
-    S = extracted("qwen2", dtype="float32", **CORPUS)
-    T = extracted("qwen2", model_overrides={"num_hidden_layers": 4, "hidden_size": 96}, **CORPUS)
+    S, T = live_stores(extracted)
     ds = live_fit(
         zoo,
         corpus_file,
@@ -209,10 +208,9 @@ def test_calibration_on_the_store_route_equals_the_reference(fit_pair):
 def test_calibration_on_the_live_route_equals_the_reference(zoo, corpus_file, extracted):
     """--live, beside a row measure (its sample and permutations shared), the rotation from
     the passes and the sampled rows from the held-out pass."""
-    from tests.integration.test_fit_live import CORPUS, live_fit
+    from tests.integration.test_fit_live import live_fit, live_stores
 
-    S = extracted("qwen2", dtype="float32", **CORPUS)
-    T = extracted("qwen2", model_overrides={"num_hidden_layers": 4, "hidden_size": 96}, **CORPUS)
+    S, T = live_stores(extracted)
     ds = live_fit(
         zoo,
         corpus_file,
