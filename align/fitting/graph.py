@@ -222,7 +222,7 @@ def solve_task(stats, alphas, shifts, threads, device, factors, extend=False, me
             extend=extend,
             threads=side_by_side,
         )
-        fitted = with_rotations(fitted, stats, measures)
+        fitted = with_rotations(fitted, stats, measures, side_by_side)
     return {"fitted": fitted, "factors": factors, "fractions": fractions}
 
 

@@ -10,6 +10,7 @@ import dataclasses
 
 import numpy as np
 
+from align.fitting.tasks import threaded
 from align.measures import MEASURES, SIMILARITY, streamed, variable
 from align.stats import jackknife
 from align.stats.bootstrap import Resampling
@@ -63,20 +64,23 @@ def measure_groups_of(spec) -> int:
 HELDOUT_PROCRUSTES = "procrustes-heldout"  # the measure whose rotation the solve fits
 
 
-def with_rotations(fitted: dict, stats, measures) -> dict:
+def with_rotations(fitted: dict, stats, measures, threads: int = 1) -> dict:
     """`fitted` ({(i, j): SolvedMap}) with each map's training Procrustes rotation
     (`SolvedMap.rotation`, `streamed.rotation` of the training rows' centred XᵀY from the
     reduced `ridge.Statistics`, every part of which is training) when `measures` holds
-    procrustes-heldout; else `fitted` unchanged."""
+    procrustes-heldout; else `fitted` unchanged. The pairs' SVDs run on `threads` threads
+    (`tasks.threaded`)."""
     if HELDOUT_PROCRUSTES not in measures:
         return fitted
     n = float(np.sum(stats.n))
     sx, sy = stats.view("sx"), stats.view("sy")
-    out = {}
-    for (i, j), m in fitted.items():
+
+    def one(key):
+        i, j = key
         C = stats.pair(i, j).sum(0) - np.outer(sx[i].sum(0), sy[j].sum(0)) / n
-        out[(i, j)] = dataclasses.replace(m, rotation=streamed.rotation(C))
-    return out
+        return dataclasses.replace(fitted[key], rotation=streamed.rotation(C))
+
+    return dict(zip(fitted, threaded(one, fitted, threads)))
 
 
 def rotations_of(fitted: dict) -> dict | None:
@@ -85,7 +89,7 @@ def rotations_of(fitted: dict) -> dict | None:
     return out or None
 
 
-def pair_measures(heldout: dict, resampling: Resampling | None) -> dict:
+def pair_measures(heldout: dict, resampling: Resampling | None, threads: int = 1) -> dict:
     """{(i, j): {name: (value, low, high)}} of every pair of a block's held-out sums
     (`graph.heldout_of` with measures): the value θ̂ from all rows; low, high its 95%
     delete-a-group jackknife interval over the G' groups of held-out documents holding rows
@@ -93,7 +97,8 @@ def pair_measures(heldout: dict, resampling: Resampling | None) -> dict:
     `streamed.RANGES`): NaN without `resampling` (the fit's --bootstrap 0), or with fewer
     than `jackknife.MIN_GROUPS` groups holding rows. {} without measures. Each side is
     reduced and decomposed once per recomputation, for all the pairs it is in: G' + 1
-    evaluations in all, whatever the bootstrap's resample count."""
+    evaluations in all, whatever the bootstrap's resample count. Sides, pairs and
+    recomputations run side by side on `threads` threads (`tasks.threaded`)."""
     if "measures" not in heldout:
         return {}
     names, sums = heldout["measures"]["names"], heldout["measures"]["sums"]
@@ -101,17 +106,24 @@ def pair_measures(heldout: dict, resampling: Resampling | None) -> dict:
     keep = np.flatnonzero(first["n"] > 0)  # groups holding rows: the units left out in turn
     xr = {i: streamed.weighted(s) for i, s in sums["source"].items()}
     yr = {j: streamed.weighted(s) for j, s in sums["target"].items()}
-    value = {
-        (i, j): streamed.pair_measures(xr[i], yr[j], streamed.weighted(pair), names, (i, j))
-        for (i, j), pair in sums["pair"].items()
-    }
+    threaded(lambda side: streamed.prepare(side, names), [*xr.values(), *yr.values()], threads)
+
+    def one(key):
+        i, j = key
+        return streamed.pair_measures(
+            xr[i], yr[j], streamed.weighted(sums["pair"][key]), names, key
+        )
+
+    value = dict(zip(sums["pair"], threaded(one, sums["pair"], threads)))
     if resampling is None or len(keep) < jackknife.MIN_GROUPS:
         return {k: {n: (v[n], np.nan, np.nan) for n in names} for k, v in value.items()}
     sub = {
         key: {k: {f: a[keep] for f, a in fields.items()} for k, fields in sums[key].items()}
         for key in ("source", "target", "pair")
     }
-    left_out = streamed.resampled(sub, names, jackknife.leave_one_out(len(keep)))
+    w = jackknife.leave_one_out(len(keep))
+    runs = threaded(lambda b: streamed.resampled(sub, names, w[b : b + 1]), range(len(w)), threads)
+    left_out = {k: {n: np.concatenate([r[k][n] for r in runs]) for n in names} for k in value}
     return {
         k: {n: (v[n], *jackknife.interval(v[n], left_out[k][n], streamed.RANGES[n])) for n in names}
         for k, v in value.items()

@@ -141,6 +141,7 @@ def pair_results(
     split: Split | None = None,
     resampling: Resampling | None = None,
     fractions: dict | None = None,
+    threads: int = 1,
 ) -> dict:
     """Each pair's `SolvedMap` with its held-out scores, as a `PairResult`.
 
@@ -186,7 +187,7 @@ def pair_results(
                 **(r.by_fraction or {}),
                 frac: (rel, m.alpha_rel if m is not None else math.nan),
             }
-    measures = measured.pair_measures(heldout, resampling if "doc" in heldout else None)
+    measures = measured.pair_measures(heldout, resampling if "doc" in heldout else None, threads)
     for k, m in measures.items():
         out[k].measures = m
         if "doc" in heldout and resampling is not None:

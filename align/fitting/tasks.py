@@ -1,11 +1,12 @@
-"""What runs inside every fit task, on any worker: a fixed BLAS thread count, and the stop of
-the tasks of a fit that has ended."""
+"""What runs inside every fit task, on any worker: a fixed BLAS thread count, work spread over
+threads of one process, and the stop of the tasks of a fit that has ended."""
 
 from __future__ import annotations
 
 import contextlib
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from align.errors import InputError
 
@@ -30,6 +31,19 @@ def blas_limit(threads: int | None):
     finally:
         if torch is not None and before != threads:
             torch.set_num_threads(before)
+
+
+def threaded(f, items, threads: int) -> list:
+    """[f(x) for x in items], on up to `threads` threads of this process with one BLAS
+    thread each (numpy's BLAS and LAPACK release the GIL): the decompositions of many pairs
+    or sides side by side, each computed as one thread computes it, so the values do not
+    depend on `threads`. The first error in the order of `items` is raised."""
+    items = list(items)
+    with blas_limit(1):
+        if threads <= 1 or len(items) < 2:
+            return [f(x) for x in items]
+        with ThreadPoolExecutor(min(threads, len(items))) as pool:
+            return list(pool.map(f, items))
 
 
 _CANCELLED: set = set()  # the runs (Job.run) of this process that have ended by an error or Ctrl-C

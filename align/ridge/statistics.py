@@ -247,8 +247,8 @@ def chunk_statistics(
     order = np.concatenate(rows)
     if len(order) == 0:
         return acc if into is not None else acc.numpy(backend)
-    X = _gather(xs, source, order, x_shift, backend, work, "x")
-    Y = _gather(ys, target, order, y_shift, backend, work, "y")
+    X = gather(xs, source, order, x_shift, backend, work, "x")
+    Y = gather(ys, target, order, y_shift, backend, work, "y")
     at = 0
     for p, r in enumerate(rows):
         if not len(r):
@@ -269,7 +269,7 @@ def chunk_statistics(
     return acc if into is not None else acc.numpy(backend)
 
 
-def _gather(
+def gather(
     arrays: dict,
     keys: tuple,
     order: np.ndarray,

@@ -78,10 +78,12 @@ def test_weighted_groups_equal_the_measure_of_the_drawn_rows():
         np.testing.assert_allclose(got[name], want, rtol=RTOL, err_msg=name)
 
 
+@pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("G", [10, 4])
-def test_jackknife_interval_equals_the_textbook_on_the_rows_without_each_group(G):
+def test_jackknife_interval_equals_the_textbook_on_the_rows_without_each_group(G, threads):
     """The fit's interval of every streamed measure (`measured.pair_measures` on sums kept
-    per group, one group left empty as with few held-out documents) against each measure
+    per group, one group left empty as with few held-out documents; its recomputations on
+    one thread, and on three side by side) against each measure
     recomputed from the rows of every group but g (rows, not sums) and the jackknife written
     from the textbook (tests/helpers/measures_reference.py), within 1e-8 relative."""
     from align.fitting import measured
@@ -92,7 +94,7 @@ def test_jackknife_interval_equals_the_textbook_on_the_rows_without_each_group(G
     X, Y = _rows(n=240, seed=4)
     groups = np.arange(len(X)) % (G - 1)  # group G − 1 holds no row: G − 1 groups present
     heldout = {"measures": {"names": names, "sums": _sums(X, Y, groups, G)}}
-    got = measured.pair_measures(heldout, Resampling(100, 0))[(0, 0)]
+    got = measured.pair_measures(heldout, Resampling(100, 0), threads)[(0, 0)]
     for name in names:
         left_out = [REFERENCE[name](X[groups != g], Y[groups != g]) for g in range(G - 1)]
         value = REFERENCE[name](X, Y)
@@ -207,3 +209,67 @@ def test_planner_counts_the_heldout_procrustes_rotations():
     with_r = budget.pass_bytes(dataclasses.replace(shape, rotations=True), nJ, False)
     without = budget.pass_bytes(shape, nJ, False)
     assert with_r["measure sums"] - without["measure sums"] == extra
+
+
+def _device_backend():
+    """The torch backend as a fit's GPU runs it (`on_cpu` False: products on the device,
+    one source boundary at a time), on the CPU."""
+    from align.ridge.backend import Backend
+
+    class Device(Backend):
+        on_cpu = False
+
+    return Device("cpu", use_torch=True)
+
+
+@pytest.mark.parametrize("where", ["numpy", "torch", "device"])
+def test_sums_of_many_boundaries_equal_direct_sums_per_group(where):
+    """Three source and two target boundaries, four groups of which one holds no row, rows
+    in no group order: every field of every boundary and pair against numpy's sums over the
+    group's rows, within 1e-12 relative; on numpy, on torch on the host (whose products run
+    through numpy) and on torch as on a GPU."""
+    from align.measures import streamed
+    from align.ridge.backend import Backend
+
+    backend = {
+        "numpy": lambda: Backend("cpu"),
+        "torch": lambda: Backend("cpu", use_torch=True),
+        "device": _device_backend,
+    }[where]()
+    rng = np.random.default_rng(3)
+    n, d_s, d_t, G = 61, 4, 6, 4
+    xs = {i: rng.normal(size=(n, d_s)).astype(np.float32) + i for i in (0, 2, 5)}
+    ys = {j: rng.normal(size=(n, d_t)).astype(np.float32) - j for j in (1, 3)}
+    shifts = ({i: rng.normal(size=d_s) for i in xs}, {j: rng.normal(size=d_t) for j in ys})
+    groups = rng.choice([0, 1, 3], size=n)  # group 2 holds no row
+    R = {(2, 3): rng.normal(size=(d_s, d_t))}
+    got = streamed.row_sums(xs, ys, shifts, groups, G, backend, R)
+
+    def side(a):
+        a2 = (a * a).sum(1)
+        return {"n": len(a), "s": a.sum(0), "S": a.T @ a, "q": a2 @ a, "f": (a2 * a2).sum()}
+
+    def close(value, want):
+        np.testing.assert_allclose(value, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+
+    for g in range(G):
+        rows = groups == g
+        X = {i: v[rows].astype(np.float64) - shifts[0][i] for i, v in xs.items()}
+        Y = {j: v[rows].astype(np.float64) - shifts[1][j] for j, v in ys.items()}
+        for key, arrays in (("source", X), ("target", Y)):
+            for k, a in arrays.items():
+                for f, want in side(a).items():
+                    close(got[key][k][f][g], want)
+        for i, x in X.items():
+            for j, y in Y.items():
+                x2, y2 = (x * x).sum(1), (y * y).sum(1)
+                pair = got["pair"][(i, j)]
+                close(pair["xy"][g], x.T @ y)
+                close(pair["p"][g], (x2 * y2).sum())
+                close(pair["r_xy"][g], x2 @ y)
+                close(pair["r_yx"][g], y2 @ x)
+                if (i, j) in R:
+                    close(pair["qxy"][g], np.sum(R[(i, j)] * (x.T @ y)))
+                    close(pair["q_sy"][g], R[(i, j)] @ y.sum(0))
+    assert set(got["pair"]) == {(i, j) for i in xs for j in ys}
+    assert "qxy" not in got["pair"][(0, 1)]
