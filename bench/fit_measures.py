@@ -137,10 +137,12 @@ def whole_interval(nI, nJ, d_s, d_t, measures) -> dict:
     """Seconds of the interval of every pair of an nI × nJ grid as the fit computes it
     (`measured.pair_measures` on sums kept in MEASURE_GROUPS groups, with a bootstrap asked
     for: the values once and the jackknife's G recomputations), single-threaded BLAS, timed
-    once whole, against the same call without the interval (the values alone)."""
+    once whole, against the same call without the interval (the values alone); on one thread,
+    and on this machine's cores as the fit runs it (`threads`)."""
     from threadpoolctl import threadpool_limits
 
     from align.fitting import measured
+    from align.fitting.cluster import cpu_cores
     from align.measures.streamed import MEASURE_GROUPS
     from align.stats.bootstrap import Resampling
 
@@ -149,13 +151,14 @@ def whole_interval(nI, nJ, d_s, d_t, measures) -> dict:
     import scipy.stats  # noqa: F401  (loaded before the clock: the t quantile's module)
 
     heldout = {"measures": {"names": measures, "sums": sums}}
-    out = {}
+    out = {"threads": cpu_cores()}
     with threadpool_limits(1, user_api="blas"):
         for label, resampling in (("values", None), ("values_and_interval", Resampling(1000, 0))):
-            t0, c0 = time.perf_counter(), time.process_time()
-            measured.pair_measures(heldout, resampling)
-            out[label + "_seconds"] = time.perf_counter() - t0
-            out[label + "_cpu_seconds"] = time.process_time() - c0
+            for suffix, threads in (("", 1), ("_threaded", out["threads"])):
+                t0, c0 = time.perf_counter(), time.process_time()
+                measured.pair_measures(heldout, resampling, threads)
+                out[label + suffix + "_seconds"] = time.perf_counter() - t0
+                out[label + suffix + "_cpu_seconds"] = time.process_time() - c0
     return out
 
 

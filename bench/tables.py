@@ -473,6 +473,12 @@ def interval_table(d: dict) -> str:
             f" ({whole['values_cpu_seconds']:.2f} s and "
             f"{whole['values_and_interval_cpu_seconds']:.2f} s of CPU)"
         )
+    if "values_threaded_seconds" in whole:
+        timed += (
+            f"; on the {whole['threads']} cores side by side, as the fit computes it, "
+            f"{whole['values_threaded_seconds']:.2f} s and "
+            f"{whole['values_and_interval_threaded_seconds']:.2f} s"
+        )
     return (
         f"The streamed measures' interval ({', '.join(iv['measures'])}), per recomputation of "
         "the measures from weighted group sums (single-threaded BLAS, a 1 × 1 and a 3 × 3 grid "
@@ -495,8 +501,8 @@ def interval_table(d: dict) -> str:
             ],
             rows,
         )
-        + f"\n\nTimed whole on the {nI} × {nJ} grid as the fit computes it "
-        f"(`measured.pair_measures`, single-threaded): {timed}."
+        + f"\n\nTimed whole on the {nI} × {nJ} grid (`measured.pair_measures`), one thread: "
+        f"{timed}."
     )
 
 

@@ -167,6 +167,8 @@ def pair_results(
         With --convergence (`heldout["fractions"]`): {fraction: {(i, j): SolvedMap}}; each pair
         keeps by_fraction: {fraction: (relative_error, α_rel)} of the fits of ¼ and ½ of the
         training documents.
+    threads : int, optional
+        Threads the streamed measures' decompositions run on (`measured.pair_measures`).
 
     Returns
     -------

@@ -84,7 +84,7 @@ def row_sums(
         x2, y2 = backend.blocknorm2(Xg, len(source)), backend.blocknorm2(Yg, len(target))
         _add_sides(out["source"], source, Xg, x2, g, backend)
         _add_sides(out["target"], target, Yg, y2, g, backend)
-        _product(xy[g], Xg, Yg, d_s, backend)
+        _product(xy[g], Xg, Yg, d_s, d_t, backend)
         p[g] = backend.get(x2.T @ y2)
         r_xy[g] = backend.get(x2.T @ Yg)
         r_yx[g] = backend.get(y2.T @ Xg)
@@ -117,15 +117,16 @@ def _add_sides(acc: dict, keys: tuple, rows, norms2, g: int, backend: Backend) -
         acc[k]["f"][g] = f[a]
 
 
-def _product(out: np.ndarray, X, Y, d_s: int, backend: Backend) -> None:
+def _product(out: np.ndarray, X, Y, d_s: int, d_t: int, backend: Backend) -> None:
     """out = XᵀY, (ΣD_S, ΣD_T) float64 numpy: through numpy's matmul straight into out, or on
-    a torch device one source boundary at a time (a device temporary of d_S × ΣD_T, not of
-    out's size)."""
+    a torch device one pair at a time (a device temporary of one pair's d_S × d_T, whatever
+    the block's width)."""
     if backend.torch is None:
         np.matmul(X.T, Y, out=out)
         return
     for a in range(0, X.shape[1], d_s):
-        out[a : a + d_s] = backend.get(X[:, a : a + d_s].T @ Y)
+        for b in range(0, Y.shape[1], d_t):
+            out[a : a + d_s, b : b + d_t] = backend.get(X[:, a : a + d_s].T @ Y[:, b : b + d_t])
 
 
 def _zeros_side(G: int, d: int) -> dict:
