@@ -25,7 +25,7 @@ import numpy as np
 import align.fitting.graph  # noqa: F401  (what a task runs: part of the warm footprint)
 from align.errors import InputError
 from align.fitting.budget import human_bytes
-from align.fitting.tasks import blas_limit
+from align.fitting.tasks import blas_limit, cpu_cores
 from align.store import configure_zarr
 
 SYNC = ("sync", "synchronous")
@@ -57,14 +57,6 @@ def tune_allocator() -> bool:
     except (OSError, AttributeError):
         return False
     return all(mallopt(k, v) == 1 for k, v in ALLOCATOR.items())
-
-
-def cpu_cores() -> int:
-    """CPU cores this process may run on (its affinity mask where the OS has one)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def local_workers(n_workers: int, limit: int, pair_bytes: int, client_extra: int, log) -> int:

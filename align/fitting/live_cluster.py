@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from align.fitting.cluster import cpu_cores, executor
+from align.fitting.cluster import executor
 from align.fitting.fit_options import FitRequest
 from align.fitting.graph import add_task, tree
 from align.fitting.measured import with_rotations
@@ -86,7 +86,7 @@ def run_on_cluster(p, options: FitRequest, log, plan_of) -> tuple:
                 factors,
                 options.spec.extend_alphas,
             )
-            fitted = with_rotations(fitted, stats, options.spec.streamed, cpu_cores())
+            fitted = with_rotations(fitted, stats, options.spec.streamed)
             if options.hooks.keep_statistics:
                 kept_stats[block] = stats
             dsk = {
@@ -113,9 +113,7 @@ def run_on_cluster(p, options: FitRequest, log, plan_of) -> tuple:
             if p.sample is not None:  # the sampled rows (the source's come with the first block)
                 p.sample.put(rows_)
             fitted = heldout_null(p.sample, fitted)  # the block's sampled rows are complete
-            results.update(
-                pair_results(fitted, sums, p.split, options.spec.resampling, threads=cpu_cores())
-            )
+            results.update(pair_results(fitted, sums, p.split, options.spec.resampling))
             log(f"align fit --live: pass {k + 1} of {plan.passes} done on the cluster")
     return (
         plan,

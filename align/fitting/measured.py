@@ -64,12 +64,12 @@ def measure_groups_of(spec) -> int:
 HELDOUT_PROCRUSTES = "procrustes-heldout"  # the measure whose rotation the solve fits
 
 
-def with_rotations(fitted: dict, stats, measures, threads: int = 1) -> dict:
+def with_rotations(fitted: dict, stats, measures, threads: int | None = None) -> dict:
     """`fitted` ({(i, j): SolvedMap}) with each map's training Procrustes rotation
     (`SolvedMap.rotation`, `streamed.rotation` of the training rows' centred XᵀY from the
     reduced `ridge.Statistics`, every part of which is training) when `measures` holds
     procrustes-heldout; else `fitted` unchanged. The pairs' SVDs run on `threads` threads
-    (`tasks.threaded`)."""
+    (`tasks.threaded`; None: this process's cores)."""
     if HELDOUT_PROCRUSTES not in measures:
         return fitted
     n = float(np.sum(stats.n))
@@ -89,7 +89,7 @@ def rotations_of(fitted: dict) -> dict | None:
     return out or None
 
 
-def pair_measures(heldout: dict, resampling: Resampling | None, threads: int = 1) -> dict:
+def pair_measures(heldout: dict, resampling: Resampling | None, threads: int | None = None) -> dict:
     """{(i, j): {name: (value, low, high)}} of every pair of a block's held-out sums
     (`graph.heldout_of` with measures): the value θ̂ from all rows; low, high its 95%
     delete-a-group jackknife interval over the G' groups of held-out documents holding rows
@@ -98,7 +98,8 @@ def pair_measures(heldout: dict, resampling: Resampling | None, threads: int = 1
     than `jackknife.MIN_GROUPS` groups holding rows. {} without measures. Each side is
     reduced and decomposed once per recomputation, for all the pairs it is in: G' + 1
     evaluations in all, whatever the bootstrap's resample count. Sides, pairs and
-    recomputations run side by side on `threads` threads (`tasks.threaded`)."""
+    recomputations run side by side on `threads` threads (`tasks.threaded`; None: this
+    process's cores)."""
     if "measures" not in heldout:
         return {}
     names, sums = heldout["measures"]["names"], heldout["measures"]["sums"]

@@ -14,7 +14,6 @@ from align import models
 from align.extraction.batches import pad
 from align.faults import fault_point
 from align.fitting.batches import Batch, TokenTable
-from align.fitting.cluster import cpu_cores
 from align.fitting.fit_options import FitRequest, LiveJob
 from align.fitting.graph import add_heldout_all, heldout_of
 from align.fitting.measured import with_rotations
@@ -337,7 +336,7 @@ def run_blocks(
             factors,
             options.spec.extend_alphas,
         )
-        fitted = with_rotations(fitted, reduced, options.spec.streamed, cpu_cores())
+        fitted = with_rotations(fitted, reduced, options.spec.streamed)
         if options.hooks.keep_statistics:
             kept_stats[block] = reduced
         del reduced
@@ -351,8 +350,6 @@ def run_blocks(
             options.spec.streamed,
         )
         fitted = heldout_null(sample, fitted, inputs.net.backend)  # sampled rows complete
-        results.update(
-            pair_results(fitted, sums, split, options.spec.resampling, fractions, cpu_cores())
-        )
+        results.update(pair_results(fitted, sums, split, options.spec.resampling, fractions))
         del kept, fitted
     return results, kept_stats

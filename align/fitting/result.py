@@ -141,7 +141,6 @@ def pair_results(
     split: Split | None = None,
     resampling: Resampling | None = None,
     fractions: dict | None = None,
-    threads: int = 1,
 ) -> dict:
     """Each pair's `SolvedMap` with its held-out scores, as a `PairResult`.
 
@@ -167,8 +166,6 @@ def pair_results(
         With --convergence (`heldout["fractions"]`): {fraction: {(i, j): SolvedMap}}; each pair
         keeps by_fraction: {fraction: (relative_error, α_rel)} of the fits of ¼ and ½ of the
         training documents.
-    threads : int, optional
-        Threads the streamed measures' decompositions run on (`measured.pair_measures`).
 
     Returns
     -------
@@ -189,7 +186,7 @@ def pair_results(
                 **(r.by_fraction or {}),
                 frac: (rel, m.alpha_rel if m is not None else math.nan),
             }
-    measures = measured.pair_measures(heldout, resampling if "doc" in heldout else None, threads)
+    measures = measured.pair_measures(heldout, resampling if "doc" in heldout else None)
     for k, m in measures.items():
         out[k].measures = m
         if "doc" in heldout and resampling is not None:

@@ -31,7 +31,6 @@ from align.fitting.cluster import (
     PLAN_FRACTION,
     SYNC,
     THREADS,
-    cpu_cores,
     default_memory_limit,
     device_budget,
     executor,
@@ -530,14 +529,7 @@ def fit(
             factors = out["factors"]
             fitted = sampled.heldout_null(sample, out["fitted"], job.backend())  # rotations end
             results.update(
-                pair_results(
-                    fitted,
-                    out["heldout"],
-                    split,
-                    opts.spec.resampling,
-                    out["fractions"],
-                    cpu_cores(),
-                )
+                pair_results(fitted, out["heldout"], split, opts.spec.resampling, out["fractions"])
             )
             if opts.hooks.keep_statistics:
                 statistics[(I, J)] = out["stats"]

@@ -4,6 +4,7 @@ threads of one process, and the stop of the tasks of a fit that has ended."""
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -33,12 +34,21 @@ def blas_limit(threads: int | None):
             torch.set_num_threads(before)
 
 
-def threaded(f, items, threads: int) -> list:
-    """[f(x) for x in items], on up to `threads` threads of this process with one BLAS
-    thread each (numpy's BLAS and LAPACK release the GIL): the decompositions of many pairs
-    or sides side by side, each computed as one thread computes it, so the values do not
-    depend on `threads`. The first error in the order of `items` is raised."""
+def cpu_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def threaded(f, items, threads: int | None = None) -> list:
+    """[f(x) for x in items], on up to `threads` threads of this process (None: its cores)
+    with one BLAS thread each (numpy's BLAS and LAPACK release the GIL): the decompositions
+    of many pairs or sides side by side, each computed as one thread computes it, so the
+    values do not depend on `threads`. The first error in the order of `items` is raised."""
     items = list(items)
+    threads = threads or cpu_cores()
     with blas_limit(1):
         if threads <= 1 or len(items) < 2:
             return [f(x) for x in items]
