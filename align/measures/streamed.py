@@ -214,6 +214,10 @@ def _self_hsic(side: dict) -> float:
     return hsic_unbiased(m, float(np.sum(S * S) - f), k1, k1, float(s @ S @ s - 2 * q @ s + f))
 
 
+def _hsic(side: dict) -> float:
+    return _cached(side, "_hsic", lambda: _self_hsic(side))
+
+
 def cka_debiased(x: dict, y: dict, pair: dict) -> float:
     """CKA with the unbiased HSIC, as platonic-rep's `metrics.py` `unbiased_cka` (linear
     kernels of the rows as given, K = XXᵀ, L = YYᵀ; no ε in the denominator):
@@ -226,9 +230,7 @@ def cka_debiased(x: dict, y: dict, pair: dict) -> float:
     k1, l1 = float(sx @ sx - np.trace(x["S"])), float(sy @ sy - np.trace(y["S"]))
     k1l1 = float(sx @ xy @ sy - pair["r_xy"] @ sy - pair["r_yx"] @ sx + p)
     hkl = hsic_unbiased(x["n"], kl, k1, l1, k1l1)
-    hx = _cached(x, "_hsic", lambda: _self_hsic(x))
-    hy = _cached(y, "_hsic", lambda: _self_hsic(y))
-    return hkl / float(np.sqrt(hx * hy))
+    return hkl / float(np.sqrt(_hsic(x) * _hsic(y)))
 
 
 def nuclear_norm(C: np.ndarray) -> float:
@@ -373,13 +375,12 @@ def prepare(side: dict, names) -> dict:
     (`_cached`), so that the pairs it is in, computed side by side, only read them."""
     if not has_variance(side):  # refused by its pairs (`check_variance`), never decomposed
         return side
-    with np.errstate(all="ignore"):
-        if "cka" in names:
-            _norm(side)
-        if "cka-debiased" in names:
-            _cached(side, "_hsic", lambda: _self_hsic(side))
-        if "cca" in names or "svcca" in names:
-            _spectrum(side)
+    if "cka" in names:
+        _norm(side)
+    if "cka-debiased" in names:
+        _hsic(side)
+    if "cca" in names or "svcca" in names:
+        _spectrum(side)
     return side
 
 
