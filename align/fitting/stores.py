@@ -247,7 +247,11 @@ def _check_reachable(path: str, role: str, storage_options: dict | None) -> None
 
 
 def select_boundaries(spec, store, option: str) -> list:
-    """The boundaries `spec` ("0,4,8", "::2", None: all) names, each held by `store`."""
+    """The boundaries `spec` ("0,4,8", "::2") names, each held by `store`; None, "" or "all"
+    is every boundary the store holds (a store extracted with `--boundaries ::2` fits as it
+    is), not every boundary of its model."""
+    if spec is None or spec.strip() in ("", "all"):
+        return sorted(int(b) for b in store.boundaries)
     chosen = parse_boundaries(spec, store.n_layers, option)
     missing = [b for b in chosen if b not in store.boundaries]
     if missing:
