@@ -168,10 +168,22 @@ def _sigterm_unwinds():
         signal.signal(signal.SIGTERM, previous)
 
 
-INTERRUPTED = (
-    "interrupted{by}: nothing incomplete opens as complete; re-run the same command "
-    "(`align extract` resumes where it stopped)"
-)
+# What re-running the interrupted command does, per command (the interruption's message).
+RERUN = {
+    "extract": "`align extract` resumes the store where it stopped",
+    "study": "`align study` resumes: the units recorded done are kept",
+    "fit": "`align fit` starts the fit again: a fit keeps nothing to resume from",
+}
+
+
+def interrupted(by: str, argv) -> str:
+    """The one line of an interrupted command: that nothing incomplete opens as complete, and
+    what re-running this command does."""
+    command = _command(argv)
+    rerun = RERUN.get(command, f"`align {command}` runs again from the start" if command else "")
+    return f"interrupted{by}: nothing incomplete opens as complete; re-run the same command" + (
+        f" ({rerun})" if rerun else ""
+    )
 
 
 # What lowers the memory a command needs, per command (for out-of-memory messages).
@@ -231,10 +243,10 @@ def main(argv=None) -> None:
             rv = cli.main(args=argv, prog_name="align", standalone_mode=False)
     except Interrupted as e:
         if isinstance(e.__cause__, Terminated):
-            fail(INTERRUPTED.format(by=" by SIGTERM"), 143)
-        fail(INTERRUPTED.format(by=""), 130)
+            fail(interrupted(" by SIGTERM", argv), 143)
+        fail(interrupted("", argv), 130)
     except Terminated:
-        fail(INTERRUPTED.format(by=" by SIGTERM"), 143)
+        fail(interrupted(" by SIGTERM", argv), 143)
     except AlignError as e:
         fail(messages.shown(str(e), option_of), e.exit_code)
     except click.exceptions.NoArgsIsHelpError as e:
@@ -247,10 +259,10 @@ def main(argv=None) -> None:
         fail(renames.as_typed(e.format_message(), _typed))
     except click.exceptions.Abort as e:  # click turns Ctrl-C (and our SIGTERM) into Abort
         if isinstance(e.__context__, Terminated):
-            fail(INTERRUPTED.format(by=" by SIGTERM"), 143)
-        fail(INTERRUPTED.format(by=""), 130)
+            fail(interrupted(" by SIGTERM", argv), 143)
+        fail(interrupted("", argv), 130)
     except KeyboardInterrupt:
-        fail(INTERRUPTED.format(by=""), 130)
+        fail(interrupted("", argv), 130)
     except BrokenPipeError:
         sys.exit(0)
     except OSError as e:

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 import psutil
 import pytest
@@ -159,3 +160,35 @@ def test_sigterm_unwinds_like_ctrl_c(zoo, corpus_file, tmp_path, cli):
     code, _, err = cli(*cmd[3:])  # the signal needs a process of its own; the rerun does not
     assert code == 0, err
     assert "resuming" in err and _complete(out)
+
+
+def test_sigterm_mid_fit_says_what_a_rerun_of_the_fit_does(fit_pair, tmp_path, cli):
+    """SIGTERM while a fit computes its statistics: exit 143 and one line that names the fit
+    (it starts again; a fit keeps nothing to resume from), not extraction's resume; nothing at
+    -o; the same command then writes the result."""
+    out = tmp_path / "r.zarr"
+    log = str(tmp_path / "fault.log")
+    args = ["fit", *fit_pair, "-o", str(out), "--bootstrap", "0"]
+    cmd = [sys.executable, "-m", "align.cli.main", *args]
+    env = fault_env("fit_statistics_chunk:2:pause", log)
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_reached(log)  # a task thread paused at its second chunk
+        p.send_signal(signal.SIGTERM)
+        time.sleep(1)  # the main thread unwinds; the paused task then goes on and the threads end
+        open(log + ".go", "w").close()
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert "fit_statistics_chunk:2" in open(log).read()
+    assert p.returncode == 143, err
+    line = one_line_error(p.returncode, err, progress=("align fit:",))
+    assert line == (
+        "align: error: interrupted by SIGTERM: nothing incomplete opens as complete; re-run the "
+        "same command (`align fit` starts the fit again: a fit keeps nothing to resume from)"
+    ), err
+    assert not out.exists()
+    code, _, err = cli(*args)
+    assert code == 0, err
+    assert (out / "zarr.json").exists()
