@@ -135,3 +135,41 @@ def _shown_matrix(results: list):
     body = [line.split() for line in lines[2:]]
     assert [int(r[0]) for r in body] == list(range(len(body))) and cols == list(range(len(cols)))
     return np.array([[float(v) for v in r[1:]] for r in body])
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
+def test_notebook_runs_where_it_sits(path, results_folder, monkeypatch, tmp_path):
+    """With no ALIGN_* variable, a notebook run in a checkout's notebooks/ folder reads the
+    checkout's demo-output/ (one folder up), as `jupyter execute notebooks/X.ipynb` after
+    `make demo` does; the same run where no folder above holds demo-output/ stops on one line
+    that says to run `align demo` or set the paths."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    for name in ("ALIGN_ALIGNMENT", "ALIGN_CONTROL", "ALIGN_RESULTS", "ALIGN_NAME", "ALIGN_STORES"):
+        monkeypatch.delenv(name, raising=False)
+    checkout = tmp_path / "checkout"
+    (checkout / "notebooks").mkdir(parents=True)
+    demo = checkout / "demo-output"
+    (demo / "results").mkdir(parents=True)
+    for entry in results_folder.iterdir():
+        if entry.name != "stores":
+            os.symlink(entry, demo / "results" / entry.name)
+    os.symlink(results_folder / "stores", demo / "stores")
+    nb = nbformat.read(path, as_version=4)
+    where = {"metadata": {"path": str(checkout / "notebooks")}}
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources=where).execute()
+    assert not [
+        o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"
+    ]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    nb = nbformat.read(path, as_version=4)
+    with pytest.raises(CellExecutionError) as e:
+        NotebookClient(
+            nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(elsewhere)}}
+        ).execute()
+    assert f"no demo-output/ in {elsewhere} or any folder above it: run `align demo` there" in str(
+        e.value
+    )
