@@ -42,6 +42,7 @@ format: setup
 
 docs: setup
 	$(BIN)/mkdocs build --strict --site-dir site
+	@echo "site/ built: open site/index.html from disk, or serve it (search needs that): $(BIN)/python -m http.server -d site 8000, then http://127.0.0.1:8000/"
 
 # the option tables of docs/commands, rewritten from the options' declarations
 option-tables: setup

@@ -22,8 +22,9 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # an options table (extract, fit), formulas (methods), the generated API page
-PAGES = ("commands/extract/", "commands/fit/", "methods/", "api/")
+PAGES = ("commands/extract.html", "commands/fit.html", "methods.html", "api.html")
 WIDTHS = (1280, 390)
+SITES: dict = {}  # each served site's URL -> the folder it was built into
 
 GEOMETRY = """() => {
   // The main column is .md-content (the theme lets a table's scroll box reach into its padding).
@@ -91,7 +92,9 @@ def site(tmp_path_factory):
         ("127.0.0.1", 0), functools.partial(Quiet, directory=str(out))
     )
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    SITES[url] = str(out)
+    yield url
     server.shutdown()
 
 
@@ -150,7 +153,7 @@ def test_page_fits_its_column_offline(browser, site, page_path, width, tmp_path)
 
 
 def test_formulas_drawn_and_lists_nested(browser, site):
-    page, outside = _open(browser, site, "methods/", 1280)
+    page, outside = _open(browser, site, "methods.html", 1280)
     g = page.evaluate(GEOMETRY)
     nested = page.evaluate(
         """() => [...document.querySelectorAll('.md-content__inner li li')]
@@ -193,7 +196,7 @@ def test_api_page_shows_parameters_as_tables(browser, site):
 
     import align
 
-    page, outside = _open(browser, site, "api/", 1280)
+    page, outside = _open(browser, site, "api.html", 1280)
     fit = page.evaluate(SECTIONS, "align.fitting.fit")
     apply_map = page.evaluate(SECTIONS, "align.fitting.maps.apply_map")
     page.close()
@@ -208,3 +211,57 @@ def test_api_page_shows_parameters_as_tables(browser, site):
         assert sections.get("Returns:"), (function.__name__, sections)
         assert sections.get("Raises:"), (function.__name__, sections)
     assert "NonFiniteError" in fit["Raises:"], fit
+
+
+def test_site_opened_from_disk_links_to_pages(browser, site):
+    """Opened as files (file://, no server), every link between the site's pages names a page
+    file that exists, never a folder (which a browser shows as a directory listing); following
+    the home page's link to `align fit` in Chromium opens that page."""
+    import re
+    import urllib.parse
+
+    out = pathlib.Path(SITES[site])
+    broken = []
+    for html in out.rglob("*.html"):
+        if html.name == "404.html":  # a server's page for a missing path, never opened from disk
+            continue
+        for href in re.findall(r'href="([^"#?]+)', html.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+:", href) or href.startswith("//"):
+                continue
+            target = (html.parent / urllib.parse.unquote(href)).resolve()
+            if not target.is_file():
+                broken.append(f"{html.relative_to(out)} -> {href}")
+    assert broken == [], broken[:10]
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto((out / "index.html").as_uri())
+    page.click('.md-content a[href="commands/fit.html"]')
+    page.wait_for_load_state()
+    assert page.url.endswith("/commands/fit.html"), page.url
+    assert page.locator("h1").first.inner_text().startswith("align fit")
+    page.close()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_code_blocks_show_their_whole_text(browser, site, width):
+    """A code block wraps inside the column: none is wider than its box (no text cut at the
+    right or hidden under the copy button), at a desktop and a phone width."""
+    page, outside = _open(browser, site, "commands/fit.html", width)
+    cut = page.evaluate(
+        """() => [...document.querySelectorAll('.md-typeset pre > code')]
+                   .filter((c) => c.scrollWidth > c.clientWidth + 1)
+                   .map((c) => c.textContent.slice(0, 60))"""
+    )
+    blocks = page.evaluate("() => document.querySelectorAll('.md-typeset pre > code').length")
+    page.close()
+    assert blocks > 0
+    assert cut == [], f"at {width}px: {cut}"
+
+
+def test_home_page_lists_every_command():
+    """docs/index.md's command table has a row for every command `align --help` lists."""
+    from align.cli.main import COMMAND_MODULES
+
+    text = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    table = text.split("## The commands", 1)[1].split("\n## ", 1)[0]
+    missing = [c for c in COMMAND_MODULES if f"[`align {c}`](commands/{c}.md)" not in table]
+    assert missing == [], missing
