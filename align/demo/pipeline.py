@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass, field
 
 from align import messages, seeding, textfiles
-from align.demo import as_study, data, tokenizers_pair, train
+from align.demo import as_study, data, threads, tokenizers_pair, train
 from align.demo import seeds as across
 from align.demo.steps import quiet, step
 from align.demo.train import TrainConfig
@@ -203,6 +203,8 @@ def _run(output, config, log, figures) -> DemoReport:
     t_all = time.time()
     _prepare(output, key, log)
     report = DemoReport(output)
+    # Chosen once, before the demo's own threads count in the load average.
+    threads.apply(log)
     report.machine = machine()
     sub = lambda *p: os.path.join(output, *p)  # noqa: E731
 
