@@ -14,7 +14,7 @@ import os
 import re
 from dataclasses import dataclass, fields, replace
 
-from align import corpus, models, textfiles
+from align import corpus, messages, models, textfiles
 from align.declarations import declaration, refusal
 from align.errors import InputError
 from align.extraction.extract_options import ExtractOptions
@@ -112,6 +112,11 @@ DECLARED = {
     ("models", "dtype"): (models.ModelSpec, "dtype"),
     ("models", "family"): (models.ModelSpec, "family"),
 }
+# A record field as the study file names it, for the records' own messages: each section's
+# keys, then the declared fields (the first section of a key wins: `seed` is [fit] seed).
+TERMS = {k: f"[{section}] {k}" for section, keys in reversed(SECTIONS.items()) for k in keys}
+TERMS.update({name: f"[{s}] {k}" for (s, k), (_, name) in reversed(DECLARED.items())})
+TERMS["bootstrap"] = "[bootstrap] resamples"
 TYPE_WORDS = {str: "a string", int: "a whole number", float: "a number", bool: "true or false"}
 TYPE_WORDS[list] = "a list"
 
@@ -273,7 +278,8 @@ def load_study(path: str) -> Study:
     except InputError as e:
         if str(e).startswith(f"study file {path}"):
             raise
-        raise InputError(f"study file {path}: {e}") from None
+        # The records' checks name their fields (`test_fraction`): shown as the study's keys.
+        raise InputError(f"study file {path}: {messages.shown(str(e), TERMS.get)}") from None
 
 
 def _positive(where, key, value, path):
