@@ -47,7 +47,7 @@ class Hashes:
             st = os.stat(path)
         except OSError:
             return None
-        seen = self.cache.get(path)
+        seen = self.used.get(path) or self.cache.get(path)
         if isinstance(seen, list) and seen[:2] == [st.st_size, st.st_mtime_ns]:
             self.used[path] = seen
             return seen[2]
