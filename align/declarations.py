@@ -13,9 +13,13 @@ nothing here imports click.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
+from align.seeding import MAX_SEED
+
 FROM_FIELD = object()  # a Flag's default: the record field's own
+MAX_WHOLE = 2**63 - 1  # the largest whole number any option takes (a 64-bit integer)
 KEY = "option"  # the metadata key of a field's declaration
 
 
@@ -131,6 +135,38 @@ def declarations(record) -> dict:
 def undeclared(record) -> list[str]:
     """The fields of `record` with no declaration at all (neither an option nor why not)."""
     return [f.name for f in dataclasses.fields(record) if KEY not in f.metadata]
+
+
+def refusal(flag: Flag, value) -> str | None:
+    """Why the command line would refuse `value` for `flag`, in its words (those of the click
+    type `align.cli.declared` makes of the flag: "-5 is not in the range 1<=x<=…", "'x' is not
+    one of …", "inf is not a finite number"), or None when it takes it. What is checked is the
+    flag's declared limits: its choices and its number type's range; a value given in a file
+    (the study's TOML) is checked by them as the option's text is."""
+    if value is None or isinstance(value, bool):
+        return None
+    if flag.choices is not None:
+        if value not in flag.choices:
+            return f"{value!r} is not one of {', '.join(map(repr, flag.choices))}"
+        return None
+    bounds = {
+        "whole": (flag.least, MAX_WHOLE if flag.most is None else flag.most),
+        "seed": (0, MAX_SEED),
+        "fraction": (0, 1),
+    }.get(flag.type)
+    if (
+        isinstance(value, float)
+        and not math.isfinite(value)
+        and flag.type in ("finite", "fraction")
+    ):
+        return f"{value!r} is not a finite number"
+    if bounds is None or not isinstance(value, (int, float)):
+        return None
+    low, high = bounds
+    if (low is not None and value < low) or (high is not None and value > high):
+        shown = "<=".join([str(low)] * (low is not None) + ["x"] + [str(high)] * (high is not None))
+        return f"{value} is not in the range {shown}"
+    return None
 
 
 def refuse_fields(caller: str, keywords: dict, records: tuple, renamed: dict | None = None):

@@ -72,14 +72,15 @@ class DemoConfig:
     def key(self) -> str:
         # "format" 2: stores made since align reads a checkpoint's tokenizer.json as saved
         # (format 1 stores lost every newline); 3: the stores and fits are a study's
-        # (`as_study`); 4: the first seed's analyses and third model are its study's too.
+        # (`as_study`); 4: the first seed's analyses and third model are its study's too; 5:
+        # a study's state carries align's marker (a study folder without it is refused).
         # An older output is recomputed, models kept.
         blob = json.dumps(
             {
                 **dataclasses.asdict(self),
                 "shallow_key": self.shallow.key(),
                 "deep_key": self.deep.key(),
-                "format": 4,
+                "format": 5,
             },
             sort_keys=True,
         )

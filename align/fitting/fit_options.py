@@ -14,7 +14,7 @@ from align import corpus, models, ridge, seeding
 from align.declarations import not_an_option, option
 from align.errors import InputError
 from align.fitting.anchors import MIN_COVERAGE, PAIRINGS, check_min_coverage, check_pairing
-from align.fitting.split import check_seed
+from align.fitting.split import check_fractions, check_seed
 from align.measures import MEASURES, PERMUTATIONS, ROW_ONLY, SAMPLE_ROWS, STREAMED, parse_measures
 from align.measures.calibration import check_permutations
 from align.measures.rows import K_NEIGHBOURS
@@ -291,6 +291,7 @@ class FitSpec:
                 f"`alphas` {','.join(map(str, alphas)) or '(empty)'}: every α_rel must be a positive finite number"
             )
         check_seed(self.seed)
+        check_fractions(self.test_fraction, self.val_fraction, len(alphas) > 1)
         check_pairing(self.pairing)
         check_min_coverage(self.min_coverage)
         if self.control not in CONTROLS:
@@ -325,6 +326,11 @@ class FitSpec:
     def _checked_permutations(self) -> int:
         """`permutations` (0: no calibration), or the one-line InputError of a negative
         count or of row measures asked without a null."""
+        if isinstance(self.permutations, int) and self.permutations < 0:
+            raise InputError(
+                f"`permutations` {self.permutations}: give 0 (no calibration) or a whole number of "
+                f"null permutations ({PERMUTATIONS} gives p-values down to 0.01)"
+            )
         if self.permutations == 0:
             rows_only = [m for m in parse_measures(self.measures) if m in ROW_ONLY]
             if rows_only:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import operator
+import os
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -92,8 +93,27 @@ class BlockSettings(NamedTuple):
     keep_heldout: bool = False  # held-out rows kept from the statistics tasks
 
 
-@functools.lru_cache(maxsize=8)
 def _open(path: str, storage_options_key: str | None = None):
+    """The store at `path`, opened once per process while it stays the same store: a store
+    replaced at the same path (a study's extraction rerun after its inputs changed) has
+    another zarr.json, and is opened anew instead of read through the reader of the old one."""
+    return _opened(path, storage_options_key, _stamp(path))
+
+
+def _stamp(path: str):
+    """(inode, mtime in ns) of a local store's zarr.json; None for a URL or a missing file."""
+    lp = st.local_path(path)
+    if lp is None:
+        return None
+    try:
+        info = os.stat(os.path.join(os.path.expanduser(lp), "zarr.json"))
+    except OSError:
+        return None
+    return info.st_ino, info.st_mtime_ns
+
+
+@functools.lru_cache(maxsize=8)
+def _opened(path: str, storage_options_key: str | None, stamp):
     return st.open_activations(
         path, json.loads(storage_options_key) if storage_options_key else None
     )

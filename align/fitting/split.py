@@ -33,6 +33,17 @@ class Origin:
 STORES = Origin()
 
 
+def check_fractions(test_fraction: float, val_fraction: float, need_val: bool) -> None:
+    """Refuse, in one line, a held-out share outside (0, 1), or a validation share outside it
+    when a validation part is needed (`need_val`: several α to choose among)."""
+    if not 0 < test_fraction < 1:
+        raise InputError(f"`test_fraction` {test_fraction} must be between 0 and 1 (exclusive)")
+    if need_val and not 0 < val_fraction < 1:
+        raise InputError(
+            f"`val_fraction` {val_fraction} must be between 0 and 1 (exclusive) to choose among several `alphas`"
+        )
+
+
 def split_documents(
     doc: np.ndarray,
     test_fraction: float,
@@ -74,12 +85,7 @@ def split_documents(
     """
     check_seed(seed)
     docs = np.unique(doc)
-    if not 0 < test_fraction < 1:
-        raise InputError(f"`test_fraction` {test_fraction} must be between 0 and 1 (exclusive)")
-    if need_val and not 0 < val_fraction < 1:
-        raise InputError(
-            f"`val_fraction` {val_fraction} must be between 0 and 1 (exclusive) to choose among several `alphas`"
-        )
+    check_fractions(test_fraction, val_fraction, need_val)
     need = 3 if need_val else 2
     if len(docs) < need:
         raise InputError(

@@ -25,8 +25,9 @@ from align.fitting import Execution
 from align.fitting.budget import ResultShape, result_bytes, statistics_bytes
 from align.fitting.fit_options import LiveJob
 from align.messages import human_bytes as human
+from align.study import contents
 from align.study import units as units_mod
-from align.study.execute import why
+from align.study.execute import check_root, why
 from align.study.schema import Study
 from align.study.state import read_state
 
@@ -125,9 +126,11 @@ def plan_study(study: Study, root: str, log=None) -> StudyPlan:
     DiskSpaceError
         A study whose outputs would not fit the free disk.
     """
-    units = units_mod.plan(study)
+    check_root(root)  # what the run would refuse, refused here too
+    state = read_state(root) if os.path.isdir(root) else {}
+    units = units_mod.plan(study, contents.Hashes(state.get("hashes")))
     plan = StudyPlan(root, free=st.free_bytes(root))
-    entries = read_state(root).get("units", {})
+    entries = state.get("units", {})
     extracted = {}
     rate = None
     for u in units:

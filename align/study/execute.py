@@ -27,10 +27,21 @@ from align.faults import fault_point
 from align.fitting import Execution, fit
 from align.fitting.fit_options import LiveJob
 from align.stats.bootstrap import Resampling
+from align.store.lock import LOCK_NAME
+from align.study import contents
 from align.study import units as units_mod
 from align.study.report import write_report
 from align.study.schema import Study
-from align.study.state import BLOCKED, DONE, FAILED, RUNNING, STATE_FILE, read_state, write_state
+from align.study.state import (
+    BLOCKED,
+    DONE,
+    FAILED,
+    RUNNING,
+    STATE_FILE,
+    is_study,
+    read_state,
+    write_state,
+)
 
 
 @dataclass
@@ -46,25 +57,32 @@ class StudyReport:
 
 
 def check_root(root: str) -> None:
-    """DIR is new, empty or a study's: never a folder holding anything else."""
+    """DIR is new, empty or a study's (its study.json carries align's marker: `state`): never
+    a folder holding anything else. A lock file alone is what a study killed before its first
+    state write left (the lock decides)."""
+    if os.path.islink(root):
+        raise InputError(
+            f"`output` {root} is a symbolic link: give the study's folder itself (a new or empty folder)"
+        )
     if os.path.exists(root) and not os.path.isdir(root):
         raise InputError(f"`output` {root} is a file: give a folder for the study")
-    if os.path.isdir(root) and os.listdir(root):
-        if not os.path.exists(os.path.join(root, STATE_FILE)):
-            raise InputError(
-                f"`output` {root} holds files that are not a study's (no {STATE_FILE}): give a new or empty folder"
-            )
+    if not os.path.isdir(root) or not set(os.listdir(root)) - {LOCK_NAME}:
+        return
+    if not is_study(root):
+        raise InputError(
+            f"`output` {root} holds files that are not a study's (no {STATE_FILE}): give a new or empty folder"
+        )
+    read_state(root)  # a study.json of align's, or one line naming it
 
 
 def why(unit, entry: dict | None, root: str) -> str | None:
-    """Why `unit` must run, or None when its recorded output is current."""
+    """Why `unit` must run, or None when its recorded output is current: what changed since
+    its last run (its options, the files it reads, the units it reads, each named: only what
+    changed), the last run stopped in it or failed, or its output is missing."""
     if entry is None:
         return "new"
     if entry.get("key") != unit.key:
-        fields = units_mod.changed(entry.get("definition", {}), unit.definition)
-        if fields:
-            return "options changed: " + ", ".join(fields)
-        return "an input changed: " + ", ".join(unit.inputs)
+        return _changed(unit, entry)
     if entry.get("state") == RUNNING:
         return "the last run stopped in it"
     if entry.get("state") != DONE:
@@ -72,6 +90,22 @@ def why(unit, entry: dict | None, root: str) -> str | None:
     if not os.path.exists(os.path.join(root, unit.output)):
         return "its output is missing"
     return None
+
+
+def _changed(unit, entry: dict) -> str:
+    """What made `unit`'s key differ from the recorded one, in the log's words."""
+    fields = units_mod.changed(entry.get("definition", {}), unit.definition)
+    if fields:
+        return "options changed: " + ", ".join(fields)
+    if "contents" not in entry or "inputs" not in entry:
+        return "its inputs' contents were not recorded (a study run by an earlier align)"
+    files = contents.differ(entry["contents"], unit.contents)
+    if files:
+        return "changed: " + ", ".join(files)
+    inputs = [n for n in unit.inputs if entry["inputs"].get(n) != unit.input_keys.get(n)]
+    if inputs:
+        return "an input changed: " + ", ".join(inputs)
+    return "its recorded key differs (written by another version of align)"
 
 
 def run_units(
@@ -87,6 +121,7 @@ def run_units(
     t0 = time.time()
     try:
         with st.write_lock(root):
+            check_root(root)  # again under the lock: what DIR holds now
             ledger = Ledger(study, root, log)
             if scheduler is None:
                 _run(ledger, keep_going)
@@ -106,8 +141,10 @@ class Ledger:
 
     def __init__(self, study: Study, root: str, log):
         self.study, self.root, self.log = study, root, log
-        self.units = units_mod.plan(study)
         self.state = read_state(root)
+        hashes = contents.Hashes(self.state.get("hashes"))
+        self.units = units_mod.plan(study, hashes)
+        self.state["hashes"] = hashes.used  # the files this study reads, nothing older
         self.state.update(
             study=study.path,
             name=study.name,
@@ -120,6 +157,7 @@ class Ledger:
         for gone in [n for n in self.entries if n not in self.state["order"]]:
             log(f"align study: {gone} is no longer in the study (its output is kept)")
             self.entries.pop(gone)
+        write_state(root, self.state)  # the marker first: DIR is this study's from here on
         self.report = StudyReport(root)
         self.bad = set()  # failed and blocked units
 
@@ -146,6 +184,8 @@ class Ledger:
         self.entries[u.name] = {
             "key": u.key,
             "definition": u.definition,
+            "contents": u.contents,
+            "inputs": u.input_keys,
             "state": RUNNING,
             "output": u.output,
             "kind": u.kind,
@@ -199,7 +239,11 @@ def _prefixed(log, name):
 
 
 def _remove(path: str) -> None:
-    if os.path.isdir(path):
+    """A unit's old output (the state records it this study's): a link is removed, never
+    followed."""
+    if os.path.islink(path):
+        os.unlink(path)
+    elif os.path.isdir(path):
         shutil.rmtree(path)
     elif os.path.exists(path):
         os.unlink(path)
@@ -226,7 +270,7 @@ def _fit(u, study, root, log):
         job = LiveJob(src, tgt, study.corpus, study.extraction.batch_size)
         fit_live(job, out, spec, run, log=log)
         return
-    src, tgt = (os.path.join(root, f"stores/{n}.zarr") for n in u.models)
+    src, tgt = (os.path.join(root, units_mod.output_of("extract", (n,))) for n in u.models)
     fit(src, tgt, out, spec, run, log=log)
 
 
@@ -261,8 +305,8 @@ def _depth(u, study, root, log):
     name = u.models[0]
     analyses.run_depth(
         os.path.join(root, u.output),
-        contrib_path=os.path.join(root, f"results/contrib/{name}.zarr"),
-        lens_path=os.path.join(root, f"results/lens/{name}.zarr"),
+        contrib_path=os.path.join(root, units_mod.output_of("contrib", (name,))),
+        lens_path=os.path.join(root, units_mod.output_of("lens", (name,))),
         resampling=_resampling(study),
         overwrite=True,
         log=log,

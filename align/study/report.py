@@ -17,17 +17,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 import numpy as np
 
 from align import messages
-from align.errors import InputError
+from align.errors import InputError, StoreError
 from align.faults import fault_point
 from align.measures import SIMILARITY
 from align.store import open_result
+from align.store.temporaries import temporary, write_failed
 from align.study import html as h
+from align.study.schema import twin_name
 from align.study.state import DONE, is_study, read_state
+from align.study.units import pair_stem
 
 MARKER = ".align-report"  # the file that marks a folder as a report `write_report` may replace
 SUMMARY = (  # (label, key in the summary) of the pair table
@@ -41,7 +43,11 @@ SUMMARY = (  # (label, key in the summary) of the pair table
 def write_report(root: str, output: str, log=None) -> str:
     """Write the report of the study in `root` to the folder `output`, whole.
 
-    Built in a temporary folder beside it and renamed into place.
+    Built in a marked temporary folder beside it (`align.store.temporaries`, the result
+    writer's: a later write removes it only when its marker proves it align's and its writer
+    gone), then renamed into place. `output` is replaced only when it is empty or a report
+    (its `.align-report` marker, written first), checked again just before; nothing else
+    beside it is touched.
 
     Parameters
     ----------
@@ -65,25 +71,43 @@ def write_report(root: str, output: str, log=None) -> str:
     log = log or messages.say
     if not is_study(root):
         raise InputError(f"{root} is not a study folder (no study.json): run `align study` first")
-    if os.path.exists(output) and not _replaceable(output):
+    state = read_state(root)
+    check_report_output(output)
+    pages = {MARKER: "an align study report: `align report` replaces this folder\n"}
+    pages.update(build_pages(root, state))
+    path = os.path.abspath(os.path.expanduser(output))
+    with temporary(path, output) as t:
+        try:
+            for rel, text in pages.items():  # the marker first
+                os.makedirs(os.path.dirname(os.path.join(t.new, rel)) or t.new, exist_ok=True)
+                with open(os.path.join(t.new, rel), "w", encoding="utf-8") as f:
+                    f.write(text)
+        except OSError as e:
+            raise StoreError(write_failed(output, e)) from None
+        fault_point("report_before_rename")
+        check_report_output(output)  # what is there now: a report, an empty folder or nothing
+        if os.path.isdir(path) and os.listdir(path):
+            os.rename(path, t.old)
+        elif os.path.isdir(path):
+            os.rmdir(path)
+        os.rename(t.new, path)
+    log(f"align report: wrote {output} ({len(pages) - 1} pages): open {output}/index.html")
+    return output
+
+
+def check_report_output(output: str) -> None:
+    """Refuse, in one line, an `output` the report may not replace: a link, a file, or a
+    folder that is neither empty nor a report (no marker)."""
+    path = os.path.expanduser(output)
+    if os.path.islink(path):
+        raise InputError(
+            f"`output` {output} is a symbolic link: give the report's folder itself (a new or "
+            "empty folder, or a report)"
+        )
+    if os.path.exists(path) and not _replaceable(path):
         raise InputError(
             f"`output` {output} exists and is not a report (no {MARKER}): give a new or empty folder"
         )
-    state = read_state(root)
-    pages = build_pages(root, state)
-    pages[MARKER] = "an align study report: `align report` replaces this folder\n"
-    tmp = output.rstrip("/") + ".partial"
-    shutil.rmtree(tmp, ignore_errors=True)
-    for rel, text in pages.items():
-        os.makedirs(os.path.dirname(os.path.join(tmp, rel)) or tmp, exist_ok=True)
-        with open(os.path.join(tmp, rel), "w", encoding="utf-8") as f:
-            f.write(text)
-    fault_point("report_before_rename")
-    if os.path.isdir(output):
-        shutil.rmtree(output)
-    os.replace(tmp, output)
-    log(f"align report: wrote {output} ({len(pages) - 1} pages): open {output}/index.html")
-    return output
 
 
 def _replaceable(path: str) -> bool:
@@ -115,19 +139,8 @@ def build_pages(root: str, state: dict) -> dict:
         fits[(d["source"], d["target"], d.get("control"))] = (name, _open(root, entry))
     pages = {}
     for (s, t, control), (_, ds) in fits.items():
-        controls = {c: fits[k][1] for k in fits for c in [k[2]] if k[:2] == (s, t) and c}
-        twin = next(
-            (
-                v[1]
-                for k, v in fits.items()
-                if k[0] == s and k[2] == "random_init" and k[1].startswith(t + ".")
-            ),
-            None,
-        )
-        if twin is not None:
-            controls["random_init"] = twin
         if control is None:
-            pages[f"pairs/{pair_file(s, t)}"] = pair_page(s, t, ds, controls)
+            pages[f"pairs/{pair_file(s, t)}"] = pair_page(s, t, ds, _controls_of(fits, s, t))
     models = state.get("models") or sorted({k[0] for k in fits} | {k[1] for k in fits})
     for m in models:
         pages[f"models/{m}.html"] = model_page(root, state, m)
@@ -137,7 +150,8 @@ def build_pages(root: str, state: dict) -> dict:
 
 
 def pair_file(source: str, target: str) -> str:
-    return f"{source}--{target}.html"
+    """The page of the pair source -> target, named as its fit (`units.pair_stem`)."""
+    return f"{pair_stem(source, target)}.html"
 
 
 def _summary(ds) -> dict:
@@ -216,10 +230,12 @@ def index_page(state: dict, models: list, fits: dict) -> str:
 
 
 def _controls_of(fits: dict, s: str, t: str) -> dict:
+    """{control: result} of the pair s -> t: its shuffle control, and the fit s -> t's own
+    random-init twin (by its exact name: never another model's twin)."""
     out = {k[2]: v[1] for k, v in fits.items() if k[:2] == (s, t) and k[2]}
-    for k, v in fits.items():
-        if k[0] == s and k[2] == "random_init" and k[1].startswith(t + "."):
-            out["random_init"] = v[1]
+    twin = fits.get((s, twin_name(t), "random_init"))
+    if twin is not None:
+        out["random_init"] = twin[1]
     return out
 
 

@@ -14,7 +14,8 @@ import os
 import re
 from dataclasses import dataclass, fields, replace
 
-from align import corpus, models
+from align import corpus, messages, models, textfiles
+from align.declarations import declaration, refusal
 from align.errors import InputError
 from align.extraction.extract_options import ExtractOptions
 from align.fitting.fit_options import FitSpec
@@ -28,6 +29,11 @@ ANALYSES = ("contrib", "lens", "skip", "depth")  # per model; depth needs contri
 PAIR_MODES = ("all", "list", "reference")
 ROUTES = ("stores", "live")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# How outputs are named from model names (`units.output_of`): a pair's as SOURCE--TARGET, a
+# random-init twin as NAME.random, a shuffle control's fit as SOURCE--TARGET.shuffle. A model
+# name holding the separator or ending in a suffix could name another unit's output: refused.
+SEPARATOR = "--"
+RANDOM, SHUFFLE = ".random", ".shuffle"
 
 # Each section's keys: (type, default). Types: str, int, float (int accepted), bool, list.
 SECTIONS = {
@@ -79,6 +85,38 @@ MODEL_KEYS = {
     "device": (str, "cpu"),
     "analyses": (list, []),
 }
+# The study keys an option of the command line also sets: (record, field), whose declaration
+# (`align.declarations`) gives the limits the command line enforces; the study enforces them
+# with the command line's words (`declarations.refusal`) before anything runs.
+DECLARED = {
+    ("corpus", "dataset"): (corpus.CorpusSpec, "dataset"),
+    ("corpus", "format"): (corpus.CorpusSpec, "fmt"),
+    ("corpus", "text_field"): (corpus.CorpusSpec, "text_field"),
+    ("corpus", "doc_split"): (corpus.CorpusSpec, "doc_split"),
+    ("corpus", "max_length"): (corpus.CorpusSpec, "max_length"),
+    ("corpus", "overflow"): (corpus.CorpusSpec, "overflow"),
+    ("corpus", "max_docs"): (corpus.CorpusSpec, "max_docs"),
+    ("corpus", "pack"): (corpus.CorpusSpec, "pack"),
+    ("corpus", "stand_in_token"): (corpus.CorpusSpec, "stand_in_token"),
+    ("extraction", "max_tokens"): (corpus.CorpusSpec, "max_tokens"),
+    ("extraction", "batch_size"): (ExtractOptions, "batch_size"),
+    ("extraction", "store_dtype"): (ExtractOptions, "store_dtype"),
+    ("extraction", "codec"): (ExtractOptions, "codec"),
+    ("fit", "test_fraction"): (FitSpec, "test_fraction"),
+    ("fit", "val_fraction"): (FitSpec, "val_fraction"),
+    ("fit", "seed"): (FitSpec, "seed"),
+    ("fit", "pairing"): (FitSpec, "pairing"),
+    ("fit", "permutations"): (FitSpec, "permutations"),
+    ("bootstrap", "seed"): (FitSpec, "bootstrap_seed"),
+    ("controls", "random_init_seed"): (models.ModelSpec, "seed"),
+    ("models", "dtype"): (models.ModelSpec, "dtype"),
+    ("models", "family"): (models.ModelSpec, "family"),
+}
+# A record field as the study file names it, for the records' own messages: each section's
+# keys, then the declared fields (the first section of a key wins: `seed` is [fit] seed).
+TERMS = {k: f"[{section}] {k}" for section, keys in reversed(SECTIONS.items()) for k in keys}
+TERMS.update({name: f"[{s}] {k}" for (s, k), (_, name) in reversed(DECLARED.items())})
+TERMS["bootstrap"] = "[bootstrap] resamples"
 TYPE_WORDS = {str: "a string", int: "a whole number", float: "a number", bool: "true or false"}
 TYPE_WORDS[list] = "a list"
 
@@ -130,13 +168,11 @@ def read_toml(path: str) -> dict:
             raise InputError(
                 "reading a study file on Python 3.10 needs the tomli package: pip install tomli"
             ) from None
+    if not os.path.lexists(path):
+        raise InputError(f"study file {path} does not exist: write one with `align study --init`")
+    text = textfiles.read(path, "study file")  # not UTF-8 (binary, UTF-16): one line
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise InputError(
-            f"study file {path} does not exist: write one with `align study --init`"
-        ) from None
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise InputError(f"study file {path} is not valid TOML: {e}") from None
 
@@ -149,6 +185,22 @@ def _value(where: str, key: str, value, kind, path: str):
     if not ok:
         raise InputError(f"study file {path}: {where} {key} = {value!r} must be {TYPE_WORDS[kind]}")
     return value
+
+
+def _declared(section: str, where: str, values: dict, path: str) -> None:
+    """Refuse a value the command line's option for the same field would refuse, in its
+    words, naming the option (`DECLARED`)."""
+    for key, value in values.items():
+        if (section, key) not in DECLARED:
+            continue
+        record, name = DECLARED[(section, key)]
+        flag = declaration(record, name).flag
+        why = refusal(flag, value)
+        if why:
+            raise InputError(
+                f"study file {path}: {where} {key} = {value!r}: {why} (as {flag.flags[0]} on the "
+                "command line)"
+            )
 
 
 def _table(where: str, table, keys: dict, path: str) -> dict:
@@ -200,6 +252,8 @@ def load_study(path: str) -> Study:
                 + ", ".join(SECTIONS)
             )
     t = {s: _table(f"[{s}]", raw.get(s, {}), keys, path) for s, keys in SECTIONS.items()}
+    for section, values in t.items():
+        _declared(section, f"[{section}]", values, path)
     base = os.path.dirname(os.path.abspath(path))
     trained = _models(raw.get("models"), base, path)
     names = [m.name for m in trained]
@@ -224,7 +278,8 @@ def load_study(path: str) -> Study:
     except InputError as e:
         if str(e).startswith(f"study file {path}"):
             raise
-        raise InputError(f"study file {path}: {e}") from None
+        # The records' checks name their fields (`test_fraction`): shown as the study's keys.
+        raise InputError(f"study file {path}: {messages.shown(str(e), TERMS.get)}") from None
 
 
 def _positive(where, key, value, path):
@@ -251,15 +306,13 @@ def _models(entries, base: str, path: str) -> list:
     for k, entry in enumerate(entries):
         where = f"[[models]] {k + 1}"
         m = _table(where, entry, MODEL_KEYS, path)
+        _declared("models", where, m, path)
         for key in ("name", "path"):
             if m[key] is None:
                 raise InputError(f"study file {path}: {where} has no {key}")
-        if not NAME.match(m["name"]):
-            raise InputError(
-                f"study file {path}: {where} name = {m['name']!r} must be letters, digits, '.', '_' or '-'"
-            )
-        if m["name"] in [o.name for o in out]:
-            raise InputError(f"study file {path}: {where} name = {m['name']!r} is used twice")
+        refusal = name_refusal(m["name"], [o.name for o in out])
+        if refusal:
+            raise InputError(f"study file {path}: {where} name = {m['name']!r} {refusal}")
         if m["dtype"] is not None:
             _choice(where, "dtype", m["dtype"], models.DTYPES, path)
         for a in m["analyses"]:
@@ -273,6 +326,47 @@ def _models(entries, base: str, path: str) -> list:
     return out
 
 
+def name_refusal(name: str, before=()) -> str | None:
+    """Why a model may not be named `name` beside the names `before` (None: it may), in words
+    that follow `[[models]] K name = '...'`. Every name this accepts names its own outputs:
+    `units.output_of` is injective over them (a pair's SOURCE--TARGET splits at its last
+    `--`, as no name holds one and none starts with `-`; no name ends in a suffix the study
+    appends), and no two differ only in case (one file on a case-insensitive disk)."""
+    if not NAME.match(name):
+        return "must be letters, digits, '.', '_' or '-', starting with a letter or digit"
+    if SEPARATOR in name:
+        return (
+            f"holds {SEPARATOR!r}, which separates source and target in a pair's outputs "
+            f"(results/fits/SOURCE{SEPARATOR}TARGET.zarr): two pairs could write one output; rename it"
+        )
+    base = name.rsplit(".", 1)[0]
+    if name.endswith(RANDOM):
+        return (
+            f"ends in {RANDOM!r}, which names a random-init twin (random_init = [{base!r}] makes "
+            f"{name}, stores/{name}.zarr): two units could write one output; rename it"
+        )
+    if name.endswith(SHUFFLE):
+        return (
+            f"ends in {SHUFFLE!r}, which names a shuffle control's fit ([controls] shuffle writes "
+            f"the pair S -> {base} to results/fits/S{SEPARATOR}{name}.zarr): two units could write "
+            "one output; rename it"
+        )
+    same = next((b for b in before if b.casefold() == name.casefold()), None)
+    if same == name:
+        return "is used twice"
+    if same is not None:
+        return (
+            f"differs from {same!r} only in case: on a case-insensitive disk their outputs are "
+            "one file; rename one"
+        )
+    return None
+
+
+def twin_name(name: str) -> str:
+    """The name of the random-init twin of model `name`."""
+    return name + RANDOM
+
+
 def _twins(controls: dict, trained: list, path: str) -> tuple:
     """The random-init twin of each model `[controls] random_init` names."""
     names = [m.name for m in trained]
@@ -281,7 +375,7 @@ def _twins(controls: dict, trained: list, path: str) -> tuple:
         _choice("[controls]", "random_init", name, names, path)
         m = next(m for m in trained if m.name == name)
         spec = replace(m.spec, random_init=True, seed=controls["random_init_seed"])
-        twins.append(StudyModel(f"{name}.random", spec, (), twin_of=name))
+        twins.append(StudyModel(twin_name(name), spec, (), twin_of=name))
     return tuple(twins)
 
 

@@ -2,9 +2,11 @@
 (extraction, fit, analysis) or the report, its output folder under the study's DIR, the units
 it reads from, and its definition, the options that decide its output.
 
-A unit's key is the hash of its definition and of the keys of the units it reads: a changed
-option changes the key of its unit and of every unit downstream, and nothing else. Units are
-listed in an order where each comes after every unit it reads (`plan`).
+A unit's key is the hash of its definition, of the contents of the files it reads (a model
+folder's config, weights and tokenizer, the corpus's files: `contents`) and of the keys of the
+units it reads: a changed option or a rewritten input file changes the key of its unit and of
+every unit downstream, and nothing else. Units are listed in an order where each comes after
+every unit it reads (`plan`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field, replace
 
-from align.study.schema import Study
+from align.study import contents
+from align.study.schema import SEPARATOR, SHUFFLE, Study
 
 KINDS = ("extract", "fit", "contrib", "lens", "skip", "depth", "report")
 GPU_KINDS = ("extract", "fit", "contrib", "lens", "skip")  # run a model or solve on a device
@@ -33,6 +36,8 @@ class Unit:
     models: tuple = ()
     control: str | None = None  # "shuffle" or "random_init" for a control fit
     key: str = ""
+    contents: dict = field(default_factory=dict, hash=False)  # {file label: sha256}
+    input_keys: dict = field(default_factory=dict, hash=False)  # {input unit: its key}
 
     @property
     def gpu(self) -> bool:
@@ -49,19 +54,37 @@ def _jsonable(obj):
     return obj
 
 
-def unit_key(kind: str, definition: dict, input_keys: list) -> str:
-    """sha256 (16 hex digits) of the unit's kind, its definition and the keys of the units it
-    reads (two analyses of one model share a definition: the kind tells them apart)."""
-    blob = json.dumps([kind, _jsonable(definition), input_keys], sort_keys=True)
+def unit_key(kind: str, definition: dict, input_keys: list, contents: dict | None = None) -> str:
+    """sha256 (16 hex digits) of the unit's kind, its definition, the contents of the files it
+    reads ({label: sha256}) and the keys of the units it reads (two analyses of one model share
+    a definition: the kind tells them apart)."""
+    blob = json.dumps([kind, _jsonable(definition), input_keys, contents or {}], sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def pair_stem(source: str, target: str, control: str | None = None) -> str:
-    return f"{source}--{target}" + (f".{control}" if control else "")
+    """SOURCE--TARGET, or SOURCE--TARGET.shuffle for the shuffle control's fit."""
+    return f"{source}{SEPARATOR}{target}" + (SHUFFLE if control == "shuffle" else "")
 
 
-def plan(study: Study) -> list:
-    """Every unit of `study`, each after the units it reads, with its key."""
+def output_of(kind: str, models: tuple = (), control: str | None = None) -> str:
+    """The output of a unit of `kind` (KINDS) on `models` (one name, a fit's two), relative to
+    DIR: the one function that names them. Injective over the names `schema.name_refusal`
+    accepts (tests/unit/test_study_names.py enumerates them): stores/NAME.zarr,
+    results/fits/SOURCE--TARGET[.shuffle].zarr (a random-init target is NAME.random),
+    results/KIND/NAME.zarr, report."""
+    if kind == "report":
+        return "report"
+    if kind == "extract":
+        return f"stores/{models[0]}.zarr"
+    if kind == "fit":
+        return f"results/fits/{pair_stem(models[0], models[1], control)}.zarr"
+    return f"results/{kind}/{models[0]}.zarr"
+
+
+def plan(study: Study, hashes: contents.Hashes | None = None) -> list:
+    """Every unit of `study`, each after the units it reads, with its key; `hashes` gives the
+    input files' hashes (a study's state caches them; None: every file hashed)."""
     units = []
     live = study.route == "live"
     cspec = asdict(study.corpus)
@@ -71,7 +94,7 @@ def plan(study: Study) -> list:
                 Unit(
                     f"extract {m.name}",
                     "extract",
-                    f"stores/{m.name}.zarr",
+                    output_of("extract", (m.name,)),
                     definition={
                         "model": asdict(m.spec),
                         "corpus": cspec,
@@ -109,7 +132,7 @@ def plan(study: Study) -> list:
                 Unit(
                     f"fit {src}->{tgt}" + (" shuffle" if control == "shuffle" else ""),
                     "fit",
-                    f"results/fits/{pair_stem(src, tgt, control if control == 'shuffle' else None)}.zarr",
+                    output_of("fit", (src, tgt), control),
                     inputs=() if live else (f"extract {src}", f"extract {tgt}"),
                     definition=definition,
                     models=(src, tgt),
@@ -121,12 +144,28 @@ def plan(study: Study) -> list:
         Unit(
             "report",
             "report",
-            "report",
+            output_of("report"),
             inputs=tuple(u.name for u in units),
             definition={"name": study.name},
         )
     )
-    return _keyed(units)
+    return _keyed([_with_contents(u, study, hashes or contents.Hashes()) for u in units])
+
+
+def _with_contents(u: Unit, study: Study, hashes) -> Unit:
+    """`u` with the contents of the files it reads: a unit that runs a model reads its folder
+    and the corpus (its definition's own, the skip units' cut of it), a lens from a store the
+    checkpoint whose head it applies; a unit that reads other units' outputs only, nothing
+    more (their keys cover it)."""
+    d = u.definition
+    found = {}
+    if "corpus" in d and "store" not in d:
+        for name in u.models:
+            found.update(contents.of_model(name, study.model(name).spec, hashes))
+        found.update(contents.of_corpus(study.corpus, hashes))
+    elif u.kind == "lens":
+        found.update(contents.of_model(u.models[0], study.model(u.models[0]).spec, hashes))
+    return replace(u, contents=found)
 
 
 def reads_stores(study: Study) -> bool:
@@ -163,7 +202,7 @@ def _analyses(study: Study, cspec: dict) -> list:
             bootstrap = [study.fit.bootstrap, study.fit.bootstrap_seed]
             if from_store and kind != "skip":  # one forward, the extraction's
                 definition = {
-                    "store": f"stores/{m.name}.zarr",
+                    "store": output_of("extract", (m.name,)),
                     "model": asdict(m.spec),  # lens: the checkpoint whose head it applies
                     "bootstrap": bootstrap,
                     "device": m.spec.device if kind == "lens" else "cpu",
@@ -183,7 +222,7 @@ def _analyses(study: Study, cspec: dict) -> list:
                 Unit(
                     f"{kind} {m.name}",
                     kind,
-                    f"results/{kind}/{m.name}.zarr",
+                    output_of(kind, (m.name,)),
                     inputs=inputs,
                     definition=definition,
                     models=(m.name,),
@@ -194,7 +233,7 @@ def _analyses(study: Study, cspec: dict) -> list:
                 Unit(
                     f"depth {m.name}",
                     "depth",
-                    f"results/depth/{m.name}.zarr",
+                    output_of("depth", (m.name,)),
                     inputs=(f"contrib {m.name}", f"lens {m.name}"),
                     definition={"bootstrap": [study.fit.bootstrap, study.fit.bootstrap_seed]},
                     models=(m.name,),
@@ -206,9 +245,9 @@ def _analyses(study: Study, cspec: dict) -> list:
 def _keyed(units: list) -> list:
     keys, out = {}, []
     for u in units:
-        k = unit_key(u.kind, u.definition, [keys[i] for i in u.inputs])
+        k = unit_key(u.kind, u.definition, [keys[i] for i in u.inputs], u.contents)
         keys[u.name] = k
-        out.append(replace(u, key=k))
+        out.append(replace(u, key=k, input_keys={i: keys[i] for i in u.inputs}))
     return out
 
 

@@ -68,12 +68,12 @@ def refused(tmp_path, text: str) -> str:
         ("[analyses]\nskip_docs = 'few'\n", "[analyses] skip_docs = 'few' must be a whole number"),
         (
             "[bootstrap]\nresamples = 5\n",
-            "`bootstrap` 5: a 95% percentile interval needs at least 100",
+            "[bootstrap] resamples 5: a 95% percentile interval needs at least 100",
         ),
         ("[corpus.more]\n", "[corpus] has no key 'more'"),
         (
             "[fit]\nmeasures = ['rsa']\n",
-            "`measures` rsa come with their calibration: give `permutations` 1 or more",
+            "[fit] measures rsa come with their calibration: give [fit] permutations 1 or more",
         ),
         ("[fit]\npermutations = 'many'\n", "[fit] permutations = 'many' must be a whole number"),
     ],
