@@ -64,3 +64,38 @@ def human_bytes(n: float) -> str:
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1024
     return f"{n:,.1f} YiB"
+
+
+@contextlib.contextmanager
+def heartbeat(log: Callable[[str], None], what: str, every: float = 10.0):
+    """While inside, a line `{what}: still running, N s` whenever `every` seconds pass with no
+    line logged through the yielded function: a step that prints nothing of its own for
+    longer still shows that it runs. Yields the log to use inside (it resets the clock)."""
+    import threading
+    import time
+
+    start = time.monotonic()
+    last = [start]
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def spoken(line: str) -> None:
+        with lock:
+            last[0] = time.monotonic()
+            log(line)
+
+    def beat() -> None:
+        while not stop.wait(min(every, 1.0)):
+            with lock:
+                now = time.monotonic()
+                if now - last[0] >= every:
+                    last[0] = now
+                    log(f"{what}: still running, {now - start:.0f} s")
+
+    thread = threading.Thread(target=beat, name="heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield spoken
+    finally:
+        stop.set()
+        thread.join()

@@ -29,7 +29,7 @@ import time
 from align import corpus, messages, models, provenance
 from align import store as st
 from align.declarations import refuse_fields
-from align.errors import InputError
+from align.errors import AlignError, InputError
 from align.extraction import batches, memory, plan
 from align.extraction.extract_options import CORPUS_KEYWORDS, ExtractOptions, specs
 from align.extraction.inputs import DEFINING, resolve
@@ -194,6 +194,30 @@ def extract(
             t0=t0,
             terminal=terminal,
         )
+
+
+def reusable(
+    model: models.ModelSpec,
+    corpus_source: corpus.CorpusSpec,
+    output: str,
+    candidates: list,
+    options: ExtractOptions = ExtractOptions(),
+    log=None,
+) -> str | None:
+    """The first of `candidates` that is a complete activation store of the identity
+    `extract(model, corpus_source, output, options)` would write (its provenance records the
+    same weights, tokenizer, corpus and options: `inputs.DEFINING`), or None. Reads the
+    candidates' attributes only; a candidate of another identity, another kind or no store
+    at all is passed over."""
+    inputs = resolve(model, corpus_source, options, output, log or (lambda line: None))
+    for path in candidates:
+        try:
+            found = st.inspect_activations(path, inputs.identity, DEFINING)
+        except AlignError:
+            continue
+        if found.state == st.COMPLETE:
+            return path
+    return None
 
 
 def _warn_special_tokens(counted: plan.Plan, log) -> None:

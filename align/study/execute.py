@@ -22,7 +22,7 @@ from align import store as st
 from align.analyses import run as analyses
 from align.analyses.analysis_options import LensOptions
 from align.errors import AlignError, InputError, StoreLocked
-from align.extraction import extract
+from align.extraction import extract, reusable
 from align.faults import fault_point
 from align.fitting import Execution, fit
 from align.fitting.fit_options import LiveJob
@@ -222,7 +222,10 @@ def _run(ledger: Ledger, keep_going: bool) -> None:
             continue
         t = time.time()
         try:
-            run_unit(u, ledger.study, ledger.root, _prefixed(ledger.log, u.name))
+            # a unit silent for 10 s (the report writing its pages, a store's fit planning)
+            # still says it runs
+            with messages.heartbeat(_prefixed(ledger.log, u.name), "align study") as log:
+                run_unit(u, ledger.study, ledger.root, log)
         except AlignError as e:
             ledger.failed(u, e, time.time() - t, keep_going)
             continue
@@ -255,8 +258,26 @@ def _resampling(study: Study):
 
 
 def _extract(u, study, root, log):
+    """Extract the model's store, or link a complete store of the same identity found in an
+    `[extraction] reuse` folder (never written to: the link is the unit's output)."""
     m = study.model(u.models[0])
-    extract(m.spec, study.corpus, os.path.join(root, u.output), study.extraction, log=log)
+    out = os.path.join(root, u.output)
+    stores = sorted(
+        os.path.join(folder, name)
+        for folder in study.reuse
+        for name in os.listdir(folder)
+        if name.endswith(".zarr")
+    )
+    found = stores and reusable(m.spec, study.corpus, out, stores, study.extraction, log)
+    if found:
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        os.symlink(found, out)
+        log(
+            f"align study: reusing store {found} (complete; the same weights, tokenizer, corpus "
+            f"and options): linked as {u.output}"
+        )
+        return
+    extract(m.spec, study.corpus, out, study.extraction, log=log)
 
 
 def _fit(u, study, root, log):

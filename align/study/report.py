@@ -74,7 +74,8 @@ def write_report(root: str, output: str, log=None) -> str:
     state = read_state(root)
     check_report_output(output)
     pages = {MARKER: "an align study report: `align report` replaces this folder\n"}
-    pages.update(build_pages(root, state))
+    with messages.heartbeat(log, "align report: drawing the pages"):
+        pages.update(build_pages(root, state))
     path = os.path.abspath(os.path.expanduser(output))
     with temporary(path, output) as t:
         try:

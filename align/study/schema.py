@@ -57,6 +57,7 @@ SECTIONS = {
         "store_dtype": (str, None),
         "codec": (str, ExtractOptions.codec),
         "sublayers": (bool, False),
+        "reuse": (list, []),
     },
     "pairs": {"mode": (str, "all"), "list": (list, None), "reference": (str, None)},
     "fit": {
@@ -149,6 +150,7 @@ class Study:
     device: str
     gpu_resource: bool = False  # on a Dask cluster: every model or solve unit asks for a GPU worker
     skip_docs: int | None = None  # the skip analyses read the corpus's first skip_docs documents
+    reuse: tuple = ()  # folders whose complete stores of the same identity an extraction reuses
 
     def model(self, name: str) -> StudyModel:
         return next(m for m in self.models if m.name == name)
@@ -274,6 +276,7 @@ def load_study(path: str) -> Study:
             device=t["route"]["device"],
             gpu_resource=t["route"]["gpu_resource"],
             skip_docs=_skip_docs(t["analyses"]["skip_docs"], path),
+            reuse=_reuse(t["extraction"]["reuse"], base, path),
         )
     except InputError as e:
         if str(e).startswith(f"study file {path}"):
@@ -398,6 +401,25 @@ def _corpus(c: dict, extraction: dict, base: str) -> corpus.CorpusSpec:
     )
     corpus.validate(spec)
     return spec
+
+
+def _reuse(folders: list, base: str, path: str) -> tuple:
+    """`[extraction] reuse`: folders (relative to the study file) to look in for a store to
+    reuse; each must be an existing folder."""
+    found = []
+    for folder in folders:
+        if not isinstance(folder, str):
+            raise InputError(
+                f"study file {path}: [extraction] reuse holds {folder!r}: give folder paths as strings"
+            )
+        full = os.path.abspath(os.path.join(base, os.path.expanduser(folder)))
+        if not os.path.isdir(full):
+            raise InputError(
+                f"study file {path}: [extraction] reuse folder {folder} does not exist: give a "
+                "folder of stores (e.g. demo-output/stores)"
+            )
+        found.append(full)
+    return tuple(found)
 
 
 def _extraction(e: dict) -> ExtractOptions:

@@ -33,6 +33,7 @@ max_length = 512             # tokens per sequence
 
 [extraction]
 # boundaries = "::2"         # which boundaries to keep (default: all)
+# reuse = ["demo-output/stores"]  # folders of stores to reuse where one matches (not extracted again)
 max_tokens = 100000          # tokens of the corpus to read
 batch_size = 8
 # sublayers = true           # also attention's and the MLP's outputs; with every boundary kept,
