@@ -4,7 +4,7 @@ beside a load of busy processes: the measurement behind the demo's thread choice
 (6 layers, d_model 128, batches of 16 × 64 tokens) for `--steps` steps after 3 warm-up steps
 and reports tokens per second; the thread counts alternate within each condition.
 
-    .venv/bin/python bench/demo_threads.py --steps 30 --busy 2 --out bench/results/demo-threads.json
+    .venv/bin/python bench/demo_threads.py --steps 30 --busy 0 2 --out bench/results/demo-threads.json
 
 Writes the JSON (per condition and thread count: every run's tokens/s, the median, the load
 averages around it). Not run in CI.
@@ -91,17 +91,22 @@ def _condition(busy: int, steps: int, repeats: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--busy", type=int, default=2, help="busy processes of the loaded condition")
+    ap.add_argument(
+        "--busy",
+        type=int,
+        nargs="+",
+        default=[0, 2],
+        help="busy processes started beside each condition (0: the machine as it is)",
+    )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default="bench/results/demo-threads.json")
     args = ap.parse_args()
     result = {
+        "command": "bench/demo_threads.py " + " ".join(sys.argv[1:]),
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
         "steps": args.steps,
-        "conditions": [
-            _condition(0, args.steps, args.repeats),
-            _condition(args.busy, args.steps, args.repeats),
-        ],
+        "load_before": os.getloadavg(),
+        "conditions": [_condition(busy, args.steps, args.repeats) for busy in args.busy],
     }
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)

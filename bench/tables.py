@@ -1079,6 +1079,45 @@ def zoo(r: Results) -> str:
     )
 
 
+def demo_threads(r: Results) -> str:
+    """The demo's training with one and two torch threads (bench/demo_threads.py), each run
+    kept: beside other jobs (busy 0 on a shared machine) and beside busy processes."""
+    rows, cmds = [], []
+    for name in ("demo-threads-loaded.json", "demo-threads.json"):
+        if not os.path.exists(os.path.join(r.folder, name)):
+            continue
+        d = r(name)
+        cmds.append((d["command"], f"bench/results/{name}"))
+        for c in d["conditions"]:
+            m = c["median"]
+            rows.append(
+                [
+                    f"{d['machine']['cores']} cores"
+                    + (
+                        f", {c['busy_processes']} busy processes beside"
+                        if c["busy_processes"]
+                        else ""
+                    ),
+                    load_range((c["load_before"], c["load_after"])),
+                    n(m["1"]),
+                    n(m["2"]),
+                    f"{m['1'] / m['2']:.1f}×",
+                ]
+            )
+    header = [
+        "machine",
+        "load average (1 min)",
+        "1 thread, tokens/s",
+        "2 threads, tokens/s",
+        "1 over 2",
+    ]
+    return (
+        table(header, rows)
+        + "\n\nThe demo's shallow model trained for the runs' steps (medians of the runs). "
+        + sources(*cmds)
+    )
+
+
 TABLES = {
     "store-layout": store_layout,
     "store-writer": store_writer,
@@ -1095,9 +1134,15 @@ TABLES = {
     "demo-readme": demo_readme,
     "study": study,
     "zoo": zoo,
+    "demo-threads": demo_threads,
 }
 # The page each table lives on (default: docs/performance.md, the --doc page).
-PAGES = {"families": FAMILIES_DOC, "demo": DEMO_DOC, "demo-readme": README}
+PAGES = {
+    "families": FAMILIES_DOC,
+    "demo": DEMO_DOC,
+    "demo-readme": README,
+    "demo-threads": DEMO_DOC,
+}
 
 
 # -- the page ------------------------------------------------------------------------------
