@@ -14,6 +14,7 @@ from align.compare import checks
 from align.compare.series import Comparison, Series
 from align.errors import InputError
 from align.fitting.measured import FAMILY_LEVEL
+from align.fitting.uncertainty import path_statistics
 from align.measures import MEASURES, SIMILARITY, variable
 from align.names import labelled
 from align.ridge.matrix import spearman
@@ -62,6 +63,35 @@ def measure_path(values: np.ndarray, direction: str, tgt) -> list:
     return [int(tgt[k]) for k in pick(values, axis=1)]
 
 
+def path_summary(values: np.ndarray, direction: str, src, tgt, Ls: int, Lt: int) -> dict:
+    """A measure's path (`measure_path` of `values` (source_boundary, target_boundary)) and
+    its statistics over the source rows i ≥ 1, as ridge's summary has them: "spearman" of
+    j/L_T with i/L_S (NaN for a constant path or fewer than two rows), "gap" the mean depth
+    gap mean |j/L_T − i/L_S|, "slope" the least-squares slope of j/L_T on i/L_S
+    (`fitting.uncertainty.path_statistics`); "cols" the path's column indices, "rows" the
+    row indices i ≥ 1."""
+    j = measure_path(values, direction, tgt)
+    cols = [list(tgt).index(b) for b in j]
+    rows = [a for a, i in enumerate(src) if i >= 1]
+    sdepth = np.array([src[a] / Ls for a in rows], np.float64)
+    jd = np.array([j[a] / Lt for a in rows], np.float64)
+    rho = spearman(sdepth, jd) if len(rows) >= 2 and len(set(jd)) > 1 else np.nan
+    gap = float(np.mean(np.abs(jd - sdepth))) if rows else np.nan
+    slope = (
+        float(path_statistics(np.array([[j[a] for a in rows]]), sdepth, Lt)["slope"][0])
+        if len(rows) >= 2
+        else np.nan
+    )
+    return {
+        "path": j,
+        "cols": cols,
+        "rows": rows,
+        "spearman": float(rho),
+        "gap": gap,
+        "slope": slope,
+    }
+
+
 def _surviving(ds, name: str, cols: list) -> str:
     """ "5 of 12 cells, path yes" where the fit calibrated `name` (its `_p_family` array),
     else ""."""
@@ -80,9 +110,11 @@ def compare_measure(items, name: str) -> Comparison:
     path's cells ("<name> on path"), the Spearman correlation of the path over source
     boundaries ≥ 1 with i/L_S (NaN: a constant path or fewer than two rows) and its mean depth
     gap mean |j*(i)/L_T − i/L_S| over those rows, and the calibrated cells and path where the
-    fit calibrated the measure. No intervals: a result keeps per-cell intervals, not the
-    resamples a statistic of the path would need, and no per-document values of a measure,
-    so results get no paired difference either."""
+    fit calibrated the measure. The mean on the path gets the interval of its cells' bounds
+    averaged, [mean low, mean high] (`path_interval`), and each two results their difference,
+    later minus earlier, with the interval of the bounds' difference (`difference`); the
+    Spearman correlation and the depth gap get none (a result keeps per-cell intervals, not
+    the resamples a statistic of the path would need)."""
     direction = MEASURES[name]
     pick = pick_of(direction)
     var = variable(name)
@@ -100,13 +132,8 @@ def compare_measure(items, name: str) -> Comparison:
         values = m.values.astype(np.float64)
         src, tgt = m["source_boundary"].values, m["target_boundary"].values
         Ls, Lt = int(ds.attrs["n_layers_source"]), int(ds.attrs["n_layers_target"])
-        j = measure_path(values, direction, tgt)
-        cols = [list(tgt).index(b) for b in j]
-        rows = [a for a, i in enumerate(src) if i >= 1]
-        sdepth = np.array([src[a] / Ls for a in rows], np.float64)
-        jd = np.array([j[a] / Lt for a in rows], np.float64)
-        rho = spearman(sdepth, jd) if len(rows) >= 2 and len(set(jd)) > 1 else np.nan
-        gap = float(np.mean(np.abs(jd - sdepth))) if rows else np.nan
+        ps = path_summary(values, direction, src, tgt, Ls, Lt)
+        j, cols, rows, rho, gap = ps["path"], ps["cols"], ps["rows"], ps["spearman"], ps["gap"]
         s = Series(
             label,
             {
@@ -124,6 +151,7 @@ def compare_measure(items, name: str) -> Comparison:
         s.value["Spearman"], s.value["mean depth gap"] = float(rho), gap
         for c in cmp.columns:
             s.low[c] = s.high[c] = np.nan
+        s.low[f"{name} on path"], s.high[f"{name} on path"] = path_interval(ds, var, cols)
         if calibrated:
             s.info["beat the null"] = _surviving(ds, name, cols) or "not calibrated"
         s.path = {
@@ -139,14 +167,57 @@ def compare_measure(items, name: str) -> Comparison:
     closer = "larger" if direction == SIMILARITY else "smaller"
     cmp.notes.append(
         f"{name} is a {direction}: each row's path is its {pick}, and a {closer} {name} on the "
-        "path is the closer pair; no intervals (the results keep per-cell intervals only)"
+        f"path is the closer pair; {name} on path [mean of the path cells' low, mean of their "
+        "high]; no interval for Spearman and the depth gap (the results keep per-cell "
+        "intervals, not resamples of the path)"
     )
     if len(items) > 1:
         best = (max if direction == SIMILARITY else min)(
             cmp.series, key=lambda s: s.value[f"{name} on path"]
         )
+        cmp.notes.append(f"closest on {name}: {best.label}")
+        models = list(cmp.series)
+        for a in range(len(models)):
+            for b in range(a + 1, len(models)):
+                cmp.series.append(difference(models[a], models[b], cmp.columns))
         cmp.notes.append(
-            f"closest on {name}: {best.label}; no paired difference (a result keeps no "
-            f"per-document values of {name})"
+            f"each difference's {name} on path: later minus earlier, its interval the bounds' "
+            "difference [low_b - high_a, high_b - low_a], which holds the paired jackknife "
+            "interval whatever the two results share (a difference's standard error is at most "
+            "the sum of the two); Spearman and the depth gap: the difference alone"
         )
     return cmp
+
+
+def path_interval(ds, var: str, cols: list) -> tuple[float, float]:
+    """[mean low, mean high] of the cells (row a, column cols[a]) of `var`_low and
+    `var`_high: the interval of the mean on the path when its cells' errors move together,
+    and wider than its delete-a-group jackknife interval otherwise (a jackknife standard error
+    is a seminorm: se(mean of cells) <= mean of their se); NaN where the result holds no
+    interval of `var`."""
+    if f"{var}_low" not in ds or f"{var}_high" not in ds:
+        return np.nan, np.nan
+    rows = np.arange(len(cols))
+    out = []
+    for end in ("low", "high"):
+        m = ds[f"{var}_{end}"].transpose("source_boundary", "target_boundary").values
+        out.append(float(np.asarray(m, np.float64)[rows, cols].mean()))
+    return out[0], out[1]
+
+
+def difference(a: Series, b: Series, columns: list) -> Series:
+    """b − a of every column; the interval [low_b − high_a, high_b − low_a] where both have
+    one (NaN otherwise)."""
+    s = Series(
+        f"{b.label} − {a.label}",
+        {k: "" for k in a.info} | {"result": f"{b.label} − {a.label}"},
+        {},
+        {},
+        {},
+        difference=True,
+    )
+    for c in columns:
+        s.value[c] = b.value[c] - a.value[c]
+        s.low[c] = b.low[c] - a.high[c]
+        s.high[c] = b.high[c] - a.low[c]
+    return s

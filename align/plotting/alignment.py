@@ -130,13 +130,14 @@ def _draw_alignment(ax, ds, metric, vmin, vmax, cmap, title=None):
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlim(edges(tgt)[0], edges(tgt)[-1])
     ax.set_ylim(edges(src)[0], edges(src)[-1])
-    ax.set_xlabel(f"target boundary: {_model_label(ds, 'target')}")
-    ax.set_ylabel(f"source boundary: {_model_label(ds, 'source')}")
-    ax.set_title(title or pair_title(ds.attrs), fontsize=11)
-    # The caption wrapped to the panel's width (a character of 8 pt is about 4.4 pt wide), so a
-    # long line neither runs off the figure nor squeezes the panel.
+    # Labels, title and caption wrapped to the panel's width (a character of 10 pt is about
+    # 5.5 pt wide, of 8 pt 4.4 pt), so a long line neither runs off a narrow figure nor
+    # squeezes the panel.
     width = ax.figure.get_figwidth() * 72 * ax.get_position().width
-    chars = max(40, int(width / 4.4))
+    ax.set_xlabel(_wrap(f"target boundary: {_model_label(ds, 'target')}", width / 5.5))
+    ax.set_ylabel(_wrap(f"source boundary: {_model_label(ds, 'source')}", width / 5.5))
+    ax.set_title(_wrap(title or pair_title(ds.attrs), width / 6), fontsize=11)
+    chars = max(30, int(width / 4.4))
     text = "\n".join(textwrap.fill(line, chars) for line in caption(ds, metric).split("\n"))
     ax.annotate(
         text,
@@ -151,6 +152,11 @@ def _draw_alignment(ax, ds, metric, vmin, vmax, cmap, title=None):
     )
     ax.legend(loc="lower right", fontsize=7, framealpha=0.8)
     return mesh
+
+
+def _wrap(text: str, chars: float) -> str:
+    """`text` in lines of at most `chars` characters (at least 24)."""
+    return textwrap.fill(text, max(24, int(chars)))
 
 
 def caption(ds, metric: str = "relative_error") -> str:
@@ -276,7 +282,18 @@ def plot_alignments(
     label = metric.replace("_", " ") + " (held-out)"
     if below or above:
         label += "\nscale of boundaries ≥ 1; boundary-0 cells beyond it clipped"
-    fig.colorbar(mesh, ax=list(axes[0]), label=label, shrink=0.9, extend=extend)
+    # A narrow panel (a phone's figure) has its colour bar under it, where its label has room.
+    flat = size[0] / n < 500
+    if flat:
+        label = "\n".join(_wrap(line, size[0] / n / 7) for line in label.split("\n"))
+    fig.colorbar(
+        mesh,
+        ax=list(axes[0]),
+        label=label,
+        shrink=0.9,
+        extend=extend,
+        orientation="horizontal" if flat else "vertical",
+    )
     return fig
 
 

@@ -22,8 +22,9 @@ from align.plotting.common import (
 
 
 def plot_contributions(ds, agg: str = "mean", depth=None, size=None, dpi: int = 100):
-    """Per layer l: relative norm (left) and cosine (right) of what attention, the MLP and the
-    whole layer add to the residual (docs/methods.md#contributions), aggregated by `agg` ("mean" or "max"),
+    """Per layer l: relative norm (left, on a log axis) and cosine (right) of what attention,
+    the MLP and the whole layer add to the residual (docs/methods.md#contributions), aggregated
+    by `agg` ("mean" or "max"),
     plus cos(h_{l+1}, h_l) on the right. With a "depth" result, the cosine effective depth is
     marked. Returns a Figure of `size` pixels [default 1200x500]."""
     check_schema(ds, "contributions", "plot_contributions")
@@ -53,7 +54,10 @@ def plot_contributions(ds, agg: str = "mean", depth=None, size=None, dpi: int = 
     if agg == "mean":
         _interval_bars(axes[0, 1], ds, "resid_cos", line, "resid_cos-interval")
     axes[0, 1].axhline(0, color="grey", lw=0.5)
-    axes[0, 0].set_ylabel(f"‖contribution‖ / ‖residual‖ ({agg} over tokens)")
+    # A log axis: an early layer's ratio (hundreds, where the embedding's residual is small)
+    # would flatten every other layer's on a linear one.
+    axes[0, 0].set_yscale("log")
+    axes[0, 0].set_ylabel(f"‖contribution‖ / ‖residual‖, {agg} (log axis)")
     axes[0, 1].set_ylabel(f"cosine with the residual ({agg} over tokens)")
     _mark_depth(axes[0, 1], depth, "cosine")
     label_curves(axes[0], "layer")

@@ -1,20 +1,23 @@
 """`align report DIR -o REPORT`: a study's results as a static site that opens offline.
 
-Pages: index.html (the N × N grid of pairs, each cell the matrix's thumbnail, the slope and its
-interval, the pairing's coverage where the tokenizers differ; the sentences that say what
-holds), pairs/S--T.html (the matrix drawn by `align.plotting.plot_alignment` and as a table
-whose cells carry the value and interval in their `title`, the argmin path, p_best along it,
-the controls beside, the pairing, the provenance; then each measure beside ridge the fit
-computed, its matrix, the path its direction picks with the calibration where the fit made
-one, and its table of hover values), models/NAME.html (each analysis drawn by
-`align.plotting.plot_result`, with its numbers in a table: the curves, and for layer skipping
-the output effect O[s] per setting and part), corpus.html (the corpus, the options, the study
-file). Every figure is an inline PNG with alt text; nothing is computed
-here that the results do not hold, but the comparisons the sentences make.
+Pages: index.html (the N × N grid of pairs, each cell the matrix's thumbnail with axes on the
+grid's one colour scale, the slope and its interval, the pairing's coverage where the
+tokenizers differ, tabs that switch the grid between the measures the fits hold: `views`; the
+sentences that say what holds), pairs/S--T.html (the matrix drawn by
+`align.plotting.plot_alignment` and as a table of each cell's value and interval, the argmin
+path, p_best along it, every measure side by side with its path, slope and calibrated score
+(`views`), each measure's path with the calibration where the fit made one, the controls
+beside, each on its own scale, the pairing, the provenance collapsed), models/NAME.html (each
+analysis drawn by `align.plotting.plot_result`, with its numbers and their intervals in a
+table: the curves, and for layer skipping the output effect O[s] per setting and part),
+corpus.html (the corpus, the options, the study file). Every figure is an inline SVG with a
+name (`html.svg`); nothing is computed here that the results do not hold, but the comparisons
+the sentences make and the statistics of a measure's path (`compare.measures.path_summary`).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 
@@ -24,8 +27,10 @@ from align import messages
 from align.errors import InputError, StoreError
 from align.faults import fault_point
 from align.measures import SIMILARITY
+from align.names import labelled
 from align.store import open_result
 from align.store.temporaries import temporary, write_failed
+from align.study import figures, views
 from align.study import html as h
 from align.study.schema import twin_name
 from align.study.state import DONE, is_study, read_state
@@ -172,55 +177,39 @@ def _stat(s: dict, key: str) -> str:
     return h.interval(s.get(key), s.get(f"{key}_low"), s.get(f"{key}_high"))
 
 
-def thumbnail(ds) -> str:
-    """The relative_error matrix, small, without text (the pair's page has the full figure)."""
-    import matplotlib.pyplot as plt
-
-    m = ds["relative_error"].transpose("source_boundary", "target_boundary").values
-    inner = m[1:, 1:] if min(m.shape) > 1 else m  # boundary 0 maps almost perfectly: as the figure
-    fig, ax = plt.subplots(figsize=(1.8, 1.5), dpi=100)
-    ax.imshow(m, origin="lower", aspect="auto", cmap="viridis", vmin=inner.min(), vmax=inner.max())
-    ax.set_axis_off()
-    fig.subplots_adjust(0, 0, 1, 1)
-    return h.png(fig)
-
-
 def index_page(state: dict, models: list, fits: dict) -> str:
     trained = [m for m in models if not any(k[1] == m and k[2] == "random_init" for k in fits)]
-    rows, table_rows, said = [], [], []
+    table_rows, said = [], []
     for s in trained:
-        cells = [("html", f'<a href="models/{s}.html">{h.esc(s)}</a>')]
         for t in trained:
             found = fits.get((s, t, None))
             if found is None:
-                cells.append("—" if s != t else "")
                 continue
             ds = found[1]
             sm = _summary(ds)
             cov = _coverage(ds)
-            alt = f"relative error matrix of {s} → {t}"
-            cells.append(
-                (
-                    "html",
-                    f'<a href="pairs/{pair_file(s, t)}">{h.image(thumbnail(ds), alt)}</a><br>'
-                    f"slope {h.esc(_stat(sm, 'slope'))}" + (f"<br>{h.esc(cov)}" if cov else ""),
-                )
-            )
             table_rows.append(
                 [("html", f'<a href="pairs/{pair_file(s, t)}">{h.esc(s)} → {h.esc(t)}</a>')]
-                + [_stat(sm, key) for _, key in SUMMARY]
+                + [h.interval_cell(*_triple(sm, key), path=True) for _, key in SUMMARY]
                 + [str(sm.get("argmin_path")), cov or "same tokenizer"]
             )
             said += pair_sentences(s, t, ds, _controls_of(fits, s, t))
-        rows.append(cells)
-    grid = h.table(["source ↓ / target →"] + trained, rows, "grid")
+
+    def note(s, t):
+        cov = _coverage(fits[(s, t, None)][1])
+        return f"<br>{h.esc(cov)}" if cov else ""
+
+    grid = views.index_grids(trained, fits, lambda s, t: f"pairs/{pair_file(s, t)}", note)
     numbers = h.table(
         ["pair"] + [label for label, _ in SUMMARY] + ["argmin path", "pairing"], table_rows
     )
     body = (
-        f"<p>{_count(len(trained), 'model')}, {_count(len(table_rows), 'pair')}. Each cell: the held-out relative "
-        "error of the ridge map from every source boundary (rows, bottom to top) to every target "
-        "boundary (columns), lower is better; the slope of the argmin path with its 95% interval.</p>"
+        f"<p>{_count(len(trained), 'model')}, {_count(len(table_rows), 'pair')}. Each cell: the "
+        "matrix of a measure between every source boundary (rows, bottom to top) and every "
+        "target boundary (columns) of the pair, darker is closer (for ridge the held-out "
+        "relative error, lower is better), with the path each source row picks in white and "
+        "the line of equal relative depth dashed red; under it the path's slope, for ridge with "
+        "its 95% interval. The tabs switch the grid between the measures the pairs hold.</p>"
         f"<h2>Grid</h2>{grid}<h2>What holds</h2>"
         + "".join(h.sentence(text, holds) for text, holds in said)
         + f"<h2>Numbers</h2>{numbers}<h2>Models</h2><ul>"
@@ -228,6 +217,11 @@ def index_page(state: dict, models: list, fits: dict) -> str:
         + "</ul>"
     )
     return h.page(f"Study {state.get('name', '')}", body)
+
+
+def _triple(s: dict, key: str) -> tuple:
+    """(value, low, high) of summary statistic `key`."""
+    return s.get(key), s.get(f"{key}_low"), s.get(f"{key}_high")
 
 
 def _controls_of(fits: dict, s: str, t: str) -> dict:
@@ -289,40 +283,51 @@ def pair_sentences(s: str, t: str, ds, controls: dict) -> list:
 
 
 def matrix_table(ds, variable: str = "relative_error") -> str:
-    """The matrix as a table, rows the source boundaries (top: the last), each cell's value
-    and 95% interval in its `title` (what a pointer over it shows) and `data-value`."""
+    """The matrix as a table, rows the source boundaries (top: the last), each cell its value
+    and under it its 95% interval, both also in its `title` (what a pointer over it shows,
+    with 6 decimals) and the value in `data-value`."""
     m = ds[variable].transpose("source_boundary", "target_boundary")
     lo = ds.get(f"{variable}_low")
     hi = ds.get(f"{variable}_high")
+    if lo is not None and hi is not None:
+        lo = lo.transpose("source_boundary", "target_boundary").values
+        hi = hi.transpose("source_boundary", "target_boundary").values
     src, tgt = m["source_boundary"].values, m["target_boundary"].values
     rows = []
     for i in reversed(range(len(src))):
         cells = [f"source {int(src[i])}"]
         for j in range(len(tgt)):
             v = float(m.values[i, j])
-            ci = ""
+            ci = shown = ""
             if lo is not None and hi is not None:
-                a = float(lo.transpose("source_boundary", "target_boundary").values[i, j])
-                b = float(hi.transpose("source_boundary", "target_boundary").values[i, j])
+                a, b = float(lo[i, j]), float(hi[i, j])
                 ci = f" [{a:.6f}, {b:.6f}]"
+                if np.isfinite(a) and np.isfinite(b):
+                    shown = f"<small>[{a:.3f}, {b:.3f}]</small>"
             title = f"source boundary {int(src[i])}, target boundary {int(tgt[j])}: {variable} {v:.6f}{ci}"
             cells.append(
-                ("html", f'<span title="{h.esc(title)}" data-value="{v!r}">{v:.3f}</span>')
+                (
+                    "html",
+                    f'<span title="{h.esc(title)}" data-value="{v!r}">{v:.3f}</span>{shown}',
+                )
             )
         rows.append(cells)
     return h.table(["boundary"] + [f"target {int(b)}" for b in tgt], rows, "m")
 
 
 def pair_page(s: str, t: str, ds, controls: dict) -> str:
-    from align.plotting import plot_alignment, plot_alignments
+    from align.plotting import plot_alignment
 
     sm = _summary(ds)
-    fig = h.image(
-        h.png(plot_alignment(ds)), f"relative error matrix of {s} → {t} with its argmin path"
+    fig = h.figure(
+        lambda size: plot_alignment(ds, size=size),
+        f"relative error matrix of {s} → {t} with its argmin path",
+        (760, 640),
+        (h.NARROW, 480),
     )
     stats = h.table(
         ["statistic", "value [95% interval]"],
-        [[label, _stat(sm, key)] for label, key in SUMMARY]
+        [[label, h.interval_cell(*_triple(sm, key), path=True)] for label, key in SUMMARY]
         + [
             ["argmin path", str(sm.get("argmin_path"))],
             ["path probability", h.number(sm.get("argmin_path_probability"))],
@@ -342,26 +347,69 @@ def pair_page(s: str, t: str, ds, controls: dict) -> str:
             for b, j in zip(sm.get("source_boundaries", []), path)
         ]
         pbest = "<h2>p_best along the path</h2>" + h.table(["source", "argmin", "p_best"], rows)
-    ctl = ""
-    if controls:
-        names = list(controls)
-        both = plot_alignments([ds] + [controls[n] for n in names], titles=["trained"] + names)
-        ctl = "<h2>Controls</h2>" + h.image(
-            h.png(both), f"{s} → {t} beside its controls {', '.join(names)}"
-        )
-        ctl += h.table(
-            ["", *[label for label, _ in SUMMARY]],
-            [["trained"] + [_stat(sm, k) for _, k in SUMMARY]]
-            + [[n] + [_stat(_summary(controls[n]), k) for _, k in SUMMARY] for n in names],
+    side = ""
+    if measures_of(ds):
+        side = (
+            "<h2>Measures side by side</h2><p>Each measure's matrix on its own colour scale "
+            "(darker is closer) with the path its direction picks per source row; the table "
+            "gives each path's slope, Spearman ρ and mean depth gap over the source boundaries "
+            "≥ 1 (with intervals for ridge, from its bootstrap), the measure's mean on the path "
+            "with [the mean of its cells' lows, of their highs], and where the fit calibrated "
+            "it the calibrated score on the path and the cells that beat the null.</p>"
+            + views.measures_row(s, t, ds)
         )
     said = "".join(h.sentence(x, ok) for x, ok in pair_sentences(s, t, ds, controls))
-    prov = {k: v for k, v in ds.attrs.items() if k not in ("summary",)}
     body = (
-        f"{said}<h2>Matrix</h2>{fig}{stats}<h2>Values</h2><p>Point at a cell for its value and "
-        f"interval.</p>{matrix_table(ds)}{pbest}{measure_sections(s, t, ds)}{ctl}<h2>Provenance</h2>"
-        f"<pre>{h.esc(json.dumps(prov, indent=1, default=str)[:20000])}</pre>"
+        f"{said}<h2>Matrix</h2>{fig}{stats}{side}<h2>Values</h2><p>Each cell: the value and "
+        f"its 95% interval (point at it for 6 decimals).</p>{matrix_table(ds)}{pbest}"
+        f"{measure_sections(s, t, ds)}{controls_section(s, t, ds, controls)}"
+        f"<h2>Provenance</h2>{provenance(ds)}"
     )
     return h.page(f"{s} → {t}", body, depth=1)
+
+
+def controls_section(s: str, t: str, ds, controls: dict) -> str:
+    """The trained pair beside each control, each matrix on its own colour scale (on one
+    scale a control's larger errors wash the trained matrix out), and their summaries."""
+    if not controls:
+        return ""
+    sm = _summary(ds)
+    Ls, Lt = int(ds.attrs["n_layers_source"]), int(ds.attrs["n_layers_target"])
+    panels = []
+    for label, c in [("trained", ds)] + list(controls.items()):
+        v = views.view_of(c, views.RIDGE)
+        title = f"{label}: relative error, argmin path {v.path}"
+        fig = figures.panel(v.matrix, v.direction, title, v.rows, v.path, Ls, Lt)
+        panels.append(h.svg(fig, f"{s} → {t}, {label}: relative error with its argmin path"))
+    return (
+        "<h2>Controls</h2><p>The trained pair and each control, each on its own colour scale "
+        "(the bars under them differ).</p>"
+        f'<div class="row">{"".join(panels)}</div>'
+        + h.table(
+            ["", *[label for label, _ in SUMMARY]],
+            [["trained"] + [h.interval_cell(*_triple(sm, k), path=True) for _, k in SUMMARY]]
+            + [
+                [n] + [h.interval_cell(*_triple(_summary(c), k), path=True) for _, k in SUMMARY]
+                for n, c in controls.items()
+            ],
+        )
+    )
+
+
+def provenance(ds) -> str:
+    """The result's attributes (but its summary) as JSON, collapsed under a one-line summary:
+    the models, the held-out documents, align's version."""
+    prov = {k: v for k, v in ds.attrs.items() if k not in ("summary",)}
+    text = json.dumps(prov, indent=1, default=str)
+    docs = ds.sizes.get("heldout_doc")
+    parts = [
+        f"{labelled(ds.attrs, 'source')} → {labelled(ds.attrs, 'target')}",
+        f"{docs:,} held-out documents" if docs else "",
+        f"align {ds.attrs['align_version']}" if ds.attrs.get("align_version") else "",
+        f"{text.count(chr(10)) + 1:,} lines of JSON",
+    ]
+    summary = "Provenance: " + "; ".join(p for p in parts if p)
+    return h.collapsed(summary, f"<pre>{h.esc(text)}</pre>")
 
 
 CALIBRATION = (  # (label, suffix) of a measure's calibration arrays, where the fit made them
@@ -384,19 +432,14 @@ def measures_of(ds) -> list:
 
 
 def measure_sections(s: str, t: str, ds) -> str:
-    """A section per measure: its matrix drawn with the path its direction picks (each row's
-    argmax for a similarity, argmin for a distance), the path with each cell's value, interval
-    and calibration (null mean, calibrated score, p, p_family) where the result holds them,
-    and the matrix as a table whose cells carry value and interval on hover."""
-    from align.plotting import plot_measure
-
+    """A section per measure (its matrix is drawn in the row of measures side by side): the
+    path its direction picks (each row's argmax for a similarity, argmin for a distance) with
+    each cell's value, interval and calibration (null mean, calibrated score, p, p_family)
+    where the result holds them, and the matrix as a table of values and intervals."""
     out = []
     for name, var, direction in measures_of(ds):
         record = _summary(ds)["measures"][name]
         pick = "argmax" if direction == SIMILARITY else "argmin"
-        fig = h.image(
-            h.png(plot_measure(ds, name)), f"{name} matrix of {s} → {t} with its {pick} path"
-        )
         calib = [(label, f"{var}_{k}") for label, k in CALIBRATION if f"{var}_{k}" in ds]
         rows = []
         for b, j in zip(ds["source_boundary"].values, record.get("path") or []):
@@ -406,7 +449,7 @@ def measure_sections(s: str, t: str, ds) -> str:
                 for e in ("low", "high")
             ]
             rows.append(
-                [f"source {int(b)}", f"target {int(j)}", h.interval(*value)]
+                [f"source {int(b)}", f"target {int(j)}", h.interval_cell(*value)]
                 + [h.number(float(ds[a].sel(cell))) for _, a in calib]
             )
         surviving = ""
@@ -420,7 +463,7 @@ def measure_sections(s: str, t: str, ds) -> str:
         out.append(
             f"<h2>{h.esc(name)}</h2><p>A {h.esc(direction)}: "
             + ("larger" if direction == SIMILARITY else "smaller")
-            + f" is closer; the path is each source row's {pick}.</p>{fig}{surviving}"
+            + f" is closer; the path is each source row's {pick}.</p>{surviving}"
             + h.table(
                 ["source", pick, f"{name} [95% interval]"] + [label for label, _ in calib], rows
             )
@@ -430,7 +473,6 @@ def measure_sections(s: str, t: str, ds) -> str:
 
 
 def model_page(root: str, state: dict, model: str) -> str:
-    from align.plotting import plot_result
 
     parts = []
     for kind in ("contrib", "lens", "skip", "depth"):
@@ -441,10 +483,21 @@ def model_page(root: str, state: dict, model: str) -> str:
         parts.append(f"<h2>{h.esc(kind)}</h2>")
         if kind == "depth":
             parts += [h.sentence(text, None) for text in depth_sentences(model, ds)]
-        parts.append(h.image(h.png(plot_result(ds)), f"{kind} of {model}"))
+        parts.append(analysis_figure(ds, f"{kind} of {model}"))
         parts.append(skipping_table(ds) if kind == "skip" else _curves_table(ds))
     body = "".join(parts) or "<p>No analysis of this model in the study.</p>"
     return h.page(f"Model {model}", body, depth=1)
+
+
+def analysis_figure(ds, alt: str) -> str:
+    """An analysis's figure (`plot_result`) at most 1000 px wide on a wide screen, and drawn
+    again, taller, for a narrow one."""
+    from align.plotting import DEFAULT_SIZE, plot_result, schema_of
+
+    w, ht = DEFAULT_SIZE[schema_of(ds)]
+    wide = (min(w, 1000), round(ht * min(w, 1000) / w))
+    narrow = (h.NARROW, 560 if w > 800 else 360)
+    return h.figure(lambda size: plot_result(ds, size=size), alt, wide, narrow)
 
 
 def skipping_table(ds, agg: str = "max") -> str:
@@ -461,7 +514,7 @@ def skipping_table(ds, agg: str = "max") -> str:
     rows = [
         [f"layer {int(s)}"]
         + [
-            h.interval(*(cell(n, a, p, s) for n in ("O", "O_low", "O_high")), 4)
+            h.interval_cell(*(cell(n, a, p, s) for n in ("O", "O_low", "O_high")), 4)
             for a in settings
             for p in parts
         ]
@@ -493,29 +546,60 @@ AXES = ("layer", "boundary", "rule")  # what a curve runs along
 
 
 def _curves_table(ds) -> str:
-    """The result's curves (variables along one layer, boundary or rule dimension, or along
-    one of them and a short one such as part) as a table per dimension: the numbers each
-    figure draws."""
+    """The result's curves (variables along one layer, boundary or rule dimension, and short
+    ones such as part and agg) as a table per dimension: the numbers each figure draws, each
+    with its 95% interval (`<name>_low`, `<name>_high`) in the same cell where the result holds
+    one (`_bound`)."""
     columns = {}
     for name, v in ds.data_vars.items():
-        if v.dtype.kind not in "fiu" or any(d in PER_ITEM for d in v.dims):
+        if name.endswith(("_low", "_high")) or v.dtype.kind not in "fiu" or v.ndim == 0:
             continue
-        if v.ndim == 1:
-            columns.setdefault(v.dims[0], []).append((name, v.values))
-        elif v.ndim == 2 and min(v.shape) <= 4 and set(v.dims) & set(AXES):
-            axis = [d for d in v.dims if d in AXES]
-            long = axis[0] if axis else v.dims[int(np.argmax(v.shape))]
-            short = next(d for d in v.dims if d != long)
-            v = v.transpose(short, long)
-            labels = ds[short].values if short in ds.coords else range(v.shape[0])
-            for k, label in enumerate(labels):
-                columns.setdefault(long, []).append((f"{name} {label}", v.values[k]))
+        if any(d in PER_ITEM for d in v.dims):
+            continue
+        axis = [d for d in v.dims if d in AXES]
+        long = axis[0] if axis else v.dims[int(np.argmax(v.shape))]
+        short = [d for d in v.dims if d != long]
+        if any(ds.sizes[d] > 4 for d in short):
+            continue
+        labels = [ds[d].values if d in ds.coords else range(ds.sizes[d]) for d in short]
+        for combo in itertools.product(*[list(enumerate(x)) for x in labels]):
+            at = {d: k for d, (k, _) in zip(short, combo)}
+            named = {d: str(label) for d, (_, label) in zip(short, combo)}
+            values = v.isel(at).transpose(long).values
+            low, high = (_bound(ds.get(f"{name}_{e}"), at, named, long) for e in ("low", "high"))
+            label = " ".join([name] + list(named.values()))
+            columns.setdefault(long, []).append((label, values, low, high))
     out = []
     for dim, cols in columns.items():
         coord = ds[dim].values if dim in ds.coords else range(ds.sizes[dim])
-        rows = [[str(c)] + [h.number(float(x[k]), 4) for _, x in cols] for k, c in enumerate(coord)]
-        out.append(h.table([dim] + [n for n, _ in cols], rows))
+        rows = [
+            [str(c)]
+            + [
+                h.interval_cell(
+                    float(x[k]),
+                    None if lo is None else float(lo[k]),
+                    None if hi is None else float(hi[k]),
+                    4,
+                )
+                for _, x, lo, hi in cols
+            ]
+            for k, c in enumerate(coord)
+        ]
+        head = [dim] + [n + (" [95%]" if lo is not None else "") for n, _, lo, _ in cols]
+        out.append(h.table(head, rows))
     return "".join(out)
+
+
+def _bound(b, at: dict, named: dict, long: str):
+    """The bound `b` (an interval's `_low` or `_high`) of the column at positions `at`, along
+    `long`, or None: where `b` lacks the agg dimension it is the interval of the mean (the
+    analyses bootstrap their means), so it belongs to agg "mean" alone."""
+    if b is None:
+        return None
+    for d in at:
+        if d not in b.dims and not (d == "agg" and named[d] == "mean"):
+            return None
+    return b.isel({d: k for d, k in at.items() if d in b.dims}).transpose(long).values
 
 
 def corpus_page(state: dict) -> str:

@@ -82,9 +82,13 @@ def expected_row(ds, name):
     rows = [a for a, i in enumerate(src) if i >= 1]
     si = np.array([src[a] / Ls for a in rows])
     sj = np.array([path[a] / Lt for a in rows])
+    cells = [(a, list(tgt).index(j)) for a, j in enumerate(path)]
+    bound = {e: ds[f"{name}_{e}"].transpose(*DIMS).values for e in ("low", "high")}
     return {
         "path": " ".join(map(str, path)),
-        "on path": float(np.mean([v[a, list(tgt).index(j)] for a, j in enumerate(path)])),
+        "on path": float(np.mean([v[a, c] for a, c in cells])),
+        "low": float(np.mean([bound["low"][a, c] for a, c in cells])),
+        "high": float(np.mean([bound["high"][a, c] for a, c in cells])),
         "Spearman": float(spearmanr(si, sj).statistic) if len(set(sj)) > 1 else None,
         "mean depth gap": float(np.mean(np.abs(sj - si))),
     }
@@ -112,12 +116,30 @@ def test_compare_on_a_measure_reads_its_path_by_its_direction(cli, tmp_path, nam
             assert row["Spearman"] == ""
         else:
             np.testing.assert_allclose(float(row["Spearman"]), want["Spearman"], rtol=1e-12)
-        assert row[f"{name} on path_low"] == row[f"{name} on path_high"] == ""  # no interval
-        means[label] = want["on path"]
+        # the interval of the mean on the path: the path cells' lows and highs averaged
+        np.testing.assert_allclose(float(row[f"{name} on path_low"]), want["low"], rtol=1e-12)
+        np.testing.assert_allclose(float(row[f"{name} on path_high"]), want["high"], rtol=1e-12)
+        assert row["Spearman_low"] == row["mean depth gap_low"] == ""  # none for the path's shape
+        means[label] = want
+    # b − a: the difference of the means, its interval the bounds' difference
+    diff, wa, wb = table["b − a"], means["a"], means["b"]
+    np.testing.assert_allclose(
+        float(diff[f"{name} on path"]), wb["on path"] - wa["on path"], rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        float(diff[f"{name} on path_low"]), wb["low"] - wa["high"], rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        float(diff[f"{name} on path_high"]), wb["high"] - wa["low"], rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        float(diff["mean depth gap"]), wb["mean depth gap"] - wa["mean depth gap"], rtol=1e-12
+    )
+    means = {k: w["on path"] for k, w in means.items()}
     # "better" follows the direction: the larger mean for a similarity, the smaller for a distance
     closest = (max if DIRECTIONS[name] == "similarity" else min)(means, key=means.get)
     flat = " ".join(out.split())
-    assert f"closest on {name}: {closest};" in flat
+    assert f"closest on {name}: {closest}" in flat
     assert f"{name} is a {DIRECTIONS[name]}: each row's path is its {pick}" in flat
     assert "argmin path" not in out.splitlines()[0] or pick == "argmin"
 

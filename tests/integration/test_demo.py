@@ -271,6 +271,7 @@ def _section(page: str, kind: str) -> str:
 def _column(section: str, header: str) -> dict:
     """{row label: cell text} of the column `header` of the section's first table."""
     table = section.split("<table", 1)[1].split("</table>", 1)[0]
+    table = re.sub(r'<span class="note">.*?</span>', "", table)  # a degenerate interval's note
     rows = [re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", r) for r in table.split("<tr>")[1:]]
     k = rows[0].index(header)
     return {r[0]: r[k] for r in rows[1:]}
@@ -298,17 +299,23 @@ def test_the_demo_report_shows_each_analysed_model(demo_run):
             assert os.path.samefile(
                 path, os.path.join(out, "study", "results", kind, f"{name}.zarr")
             )
-            assert f'alt="{kind} of {name}"' in _section(page, kind)
+            assert f'aria-label="{kind} of {name}"' in _section(page, kind)
         ds = xr.open_zarr(report.results[f"contributions-{name}"], consolidated=False)
-        shown = _column(_section(page, "contrib"), "resid_cos mean")
+        shown = _column(_section(page, "contrib"), "resid_cos mean [95%]")
         assert shown == {
-            str(layer): f"{float(ds['resid_cos'].sel(layer=layer, agg='mean')):.4f}"
+            str(layer): "{:.4f} [{:.4f}, {:.4f}]".format(
+                float(ds["resid_cos"].sel(layer=layer, agg="mean")),
+                *(float(ds[f"resid_cos_{e}"].sel(layer=layer)) for e in ("low", "high")),
+            )
             for layer in ds["layer"].values
         }
         ds = xr.open_zarr(report.results[f"lens-{name}"], consolidated=False)
-        shown = _column(_section(page, "lens"), "kl token")
+        shown = _column(_section(page, "lens"), "kl token [95%]")
+        cell = {"weighting": "token"}
         assert shown == {
-            str(b): f"{float(ds['kl'].sel(boundary=b, weighting='token')):.4f}"
+            str(b): "{:.4f} [{:.4f}, {:.4f}]".format(
+                *(float(ds[v].sel(boundary=b, **cell)) for v in ("kl", "kl_low", "kl_high"))
+            )
             for b in ds["boundary"].values
         }
         ds = xr.open_zarr(report.results[f"skipping-{name}"], consolidated=False)
@@ -321,13 +328,15 @@ def test_the_demo_report_shows_each_analysed_model(demo_run):
             for s in ds["skipped"].values
         }
         ds = xr.open_zarr(report.results[f"depth-{name}"], consolidated=False)
-        shown = _column(_section(page, "depth"), "ratio")
-        assert shown == {
-            str(rule): f"{float(ds['ratio'].sel(rule=rule)):.4f}"
-            if np.isfinite(float(ds["ratio"].sel(rule=rule)))
-            else "—"
-            for rule in ds["rule"].values
-        }
+        shown = _column(_section(page, "depth"), "ratio [95%]")
+        want = {}
+        for rule in ds["rule"].values:
+            v, lo, hi = (float(ds[x].sel(rule=rule)) for x in ("ratio", "ratio_low", "ratio_high"))
+            text = f"{v:.4f}" if np.isfinite(v) else "—"
+            want[str(rule)] = text + (
+                f" [{lo:.4f}, {hi:.4f}]" if np.isfinite(lo) and np.isfinite(hi) else ""
+            )
+        assert shown == want
 
 
 def test_the_demo_report_pairs_the_bpe_model_on_the_text(demo_run):

@@ -137,6 +137,8 @@ def test_contributions_curves_match(opened, tmp_path):
     raw = contributions_ds()
     fig = plotting.plot_contributions(opened("contributions"), agg="max", depth=opened("depth"))
     left, right = fig.axes[:2]
+    # the relative norms on a log axis: an early layer's large ratio flattens the rest on a linear one
+    assert left.get_yscale() == "log" and right.get_yscale() == "linear"
     for part in ("attn", "mlp", "layer"):
         ln = line(left, f"rel_norm/{part}")
         np.testing.assert_allclose(ln.get_xdata(), np.arange(5))

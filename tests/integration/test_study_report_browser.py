@@ -1,8 +1,10 @@
 """The tiny study's report opened in a real browser (Debian's chromium, driven by playwright):
 every page loads without a console error, makes no request beyond its own file (every other
 request is blocked and recorded, and the blocking is shown to catch one), every image decodes
-and has alt text, every link resolves to a page of the report, and the value a matrix cell
-shows on hover equals the number in the result.
+and has alt text, every figure is named, every link resolves to a page of the report, and the
+value a matrix cell shows on hover equals the number in the result. Every page fits a 1280 and
+a 390 px wide screen (`test_every_page_fits_a_wide_and_a_narrow_screen`); the measures stand
+side by side on a pair's page and the index's tabs switch its grid between them.
 
 Not skipped where chromium or playwright is missing: it fails saying how to install them
 (CI's .ci/run installs chromium as root; playwright is in the test extra)."""
@@ -87,13 +89,17 @@ def test_every_page_loads_offline_with_images_and_links(tiny_study, browser):
             "Array.from(document.images).map(i => [i.complete && i.naturalWidth > 0, i.alt])"
         )
         assert all(ok and alt for ok, alt in images), (path, images)
+        figures = page.evaluate(
+            "Array.from(document.querySelectorAll('svg')).map(s => s.getAttribute('aria-label'))"
+        )
+        assert all(figures), (path, figures)  # every figure is named
         for href in page.evaluate("Array.from(document.links).map(a => a.href)"):
             target = Path(unquote(urlparse(href).path))
             assert href.startswith("file:") and target.is_file(), (path, href)
             assert report in target.parents, (path, href)
         page.context.close()
     index, _, _ = open_page(browser, (report / "index.html").as_uri())
-    assert index.evaluate("document.images.length") == 2  # a -> b and a -> c
+    assert index.evaluate("document.querySelectorAll('.grid a svg').length") == 2  # a->b, a->c
     index.context.close()
 
 
@@ -159,7 +165,7 @@ def test_a_measures_hover_and_calibration_are_the_results_numbers(measured_study
         m = ds[name].transpose("source_boundary", "target_boundary")
         path = [int(m.target_boundary[k]) for k in pick(m.values, axis=1)]
         heading = page.locator(f"h2:text-is('{name}')")
-        table = heading.locator("xpath=following-sibling::table[1]")
+        table = heading.locator("xpath=following-sibling::div[@class='scroll'][1]/table")
         rows = table.locator("tr").all_inner_texts()[1:]
         assert [int(r.split("\t")[1].split()[1]) for r in rows] == path, (name, rows)
         first = rows[0].split("\t")
@@ -168,4 +174,124 @@ def test_a_measures_hover_and_calibration_are_the_results_numbers(measured_study
         null = float(ds[f"{name}_null_mean"].sel(cell))
         p = float(ds[f"{name}_p"].sel(cell))
         assert abs(float(first[3]) - null) <= 5e-4 and abs(float(first[5]) - p) <= 5e-4, first
+    page.context.close()
+
+
+FIT = """() => {
+  const doc = document.documentElement;
+  const tables = [];
+  for (const t of document.querySelectorAll('table')) {
+    if (!t.getClientRects().length) continue;  // a pane of a tab not shown
+    const box = t.parentElement, first = t.querySelector('td');
+    tables.push({scroll: t.scrollWidth, room: box.clientWidth, overflow: getComputedStyle(box).overflowX,
+                 right: box.getBoundingClientRect().right, sticky: first ? getComputedStyle(first).position : 'sticky'});
+  }
+  const fonts = [];
+  for (const text of document.querySelectorAll('svg text')) {
+    if (!text.getClientRects().length || !text.textContent.trim()) continue;
+    const m = text.getScreenCTM();  // the size the text is shown at: its font size times its scale
+    fonts.push([parseFloat(getComputedStyle(text).fontSize) * Math.hypot(m.a, m.b), text.textContent]);
+  }
+  const images = Array.from(document.images).filter(i => i.getClientRects().length)
+    .map(i => [i.getBoundingClientRect().width, i.naturalWidth]);
+  const pres = Array.from(document.querySelectorAll('pre')).map(p => p.closest('details') ? (p.closest('details').open ? 'open' : 'closed') : 'none');
+  const figures = Array.from(document.querySelectorAll('svg')).filter(s => s.getClientRects().length).length;
+  return {body: doc.scrollWidth, width: doc.clientWidth, tables, fonts, images, pres, figures,
+          details: Array.from(document.querySelectorAll('details > summary')).map(s => s.innerText)};
+}"""
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_every_page_fits_a_wide_and_a_narrow_screen(tiny_study, measured_study, browser, width):
+    """Every page of both studies at `width` px: the body does not scroll sideways; every table
+    fits its box or its box scrolls (overflow-x auto), with its first column fixed (sticky);
+    every figure's text is shown at 9 px or more (an SVG text's font size times the scale it is
+    drawn at), and no PNG is shown narrower than drawn; a pair page's provenance is in a closed
+    <details> whose summary is one line."""
+    roots = [Path(tiny_study[1]) / "report", Path(measured_study) / "report"]
+    pages = [p for root in roots for p in sorted(root.rglob("*.html"))]
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    page = context.new_page()
+    for path in pages:
+        page.goto(path.as_uri(), wait_until="load")
+        got = page.evaluate(FIT)
+        assert got["body"] <= got["width"] == width, (path, got["body"])
+        for t in got["tables"]:
+            assert t["scroll"] <= t["room"] or t["overflow"] in ("auto", "scroll"), (path, t)
+            assert t["right"] <= width and t["sticky"] == "sticky", (path, t)
+        small = [f for f in got["fonts"] if f[0] < 9.0]
+        assert not small and (got["fonts"] or not got["figures"]), (path, small[:3])
+        assert all(shown >= drawn for shown, drawn in got["images"]), (path, got["images"])
+        if path.parent.name == "pairs":
+            assert got["pres"] == ["closed"], (path, got["pres"])
+            (summary,) = got["details"]
+            assert summary.startswith("Provenance: ") and "\n" not in summary.strip(), summary
+    context.close()
+
+
+def test_the_measures_side_by_side(measured_study, browser):
+    """A pair fitted with measures draws every measure's matrix in one row (ridge, cka,
+    procrustes: each a panel, side by side at 1280 px) and tables their paths, slopes, values
+    on the path with [mean low, mean high] and calibrated scores: each recomputed here with
+    numpy from the result's arrays (the slope by numpy.polyfit of j/L_T on i/L_S over i >= 1)."""
+    import numpy as np
+
+    from align.store import open_result
+
+    root = measured_study
+    ds = open_result(f"{root}/results/fits/a--b.zarr")
+    Ls, Lt = ds.attrs["n_layers_source"], ds.attrs["n_layers_target"]
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.goto((Path(root) / "report/pairs/a--b.html").as_uri())
+    row = page.locator("h2:text-is('Measures side by side') ~ div.row").first
+    labels = row.locator("svg").evaluate_all("l => l.map(s => s.getAttribute('aria-label'))")
+    assert [x.split(" matrix")[0] for x in labels] == ["ridge", "cka", "procrustes"], labels
+    tops = row.locator("svg").evaluate_all("l => l.map(s => s.getBoundingClientRect().top)")
+    assert max(tops) - min(tops) < 1, tops  # one row
+    table = row.locator("xpath=following-sibling::div[@class='scroll'][1]/table")
+    cells = {r.split("\t")[0]: r.split("\t") for r in table.locator("tr").all_inner_texts()[1:]}
+    src, tgt = ds.source_boundary.values, ds.target_boundary.values
+    for name, pick in (("cka", np.argmax), ("procrustes", np.argmin)):
+        m = ds[name].transpose("source_boundary", "target_boundary").values
+        cols = pick(m, axis=1)
+        path = tgt[cols]
+        got = cells[name]
+        assert got[2].split() == [str(int(j)) for j in path], (name, got)
+        rows = src >= 1
+        slope = np.polyfit(src[rows] / Ls, path[rows] / Lt, 1)[0]
+        assert abs(float(got[3].split()[0]) - slope) <= 5e-4, (name, got[3], slope)
+        k = np.arange(len(src))
+        low = ds[f"{name}_low"].transpose("source_boundary", "target_boundary").values[k, cols]
+        high = ds[f"{name}_high"].transpose("source_boundary", "target_boundary").values[k, cols]
+        shown = got[6].split("\n")[0]
+        value = float(shown.split()[0])
+        assert abs(value - m[k, cols].mean()) <= 5e-4, (name, shown)
+        if np.isfinite(low).all():
+            lo, hi = (float(x) for x in shown.split("[")[1].rstrip("]").split(","))
+            assert abs(lo - low.mean()) <= 5e-4 and abs(hi - high.mean()) <= 5e-4, shown
+        calibrated = ds[f"{name}_calibrated"].transpose("source_boundary", "target_boundary")
+        assert abs(float(got[7]) - calibrated.values[k, cols].mean()) <= 5e-4, (name, got[7])
+    context.close()
+
+
+def test_the_index_switches_its_grid_between_measures_without_a_script(measured_study, browser):
+    """The index's tabs (radio buttons and CSS, no script) show one measure's grid at a time:
+    ridge's first, cka's after a click on its tab."""
+    page, blocked, errors = open_page(
+        browser, (Path(measured_study) / "report/index.html").as_uri()
+    )
+    assert page.evaluate("document.scripts.length") == 0 and not blocked and not errors
+
+    def shown():
+        return page.evaluate(
+            "Array.from(document.querySelectorAll('.grid a svg')).filter(s => s.getClientRects()"
+            ".length).map(s => s.getAttribute('aria-label'))"
+        )
+
+    assert shown() == ["ridge matrix of a → b"]
+    page.locator(".tabs label", has_text="cka").click()
+    assert shown() == ["cka matrix of a → b"]
+    page.locator(".tabs label", has_text="procrustes").click()
+    assert shown() == ["procrustes matrix of a → b"]
     page.context.close()
