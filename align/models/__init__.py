@@ -40,6 +40,7 @@ from align.models.tokenizer import (
     load_tokenizer,
     tokenizer_from_file,
 )
+from align.models.weights import head_tied
 
 __all__ = [
     "DTYPES",
@@ -62,6 +63,7 @@ __all__ = [
     "final_norm",
     "get_path",
     "head",
+    "head_tied",
     "hub_commit",
     "init_device",
     "input_device",
