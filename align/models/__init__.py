@@ -38,6 +38,8 @@ from align.models.tokenizer import (
     SLOW_TOKENIZER_FILES,
     TOKENIZER_JSON,
     load_tokenizer,
+    saved_tokenizer_file,
+    tokenizer_disagreement,
     tokenizer_from_file,
 )
 from align.models.weights import head_tied
@@ -70,7 +72,9 @@ __all__ = [
     "load_config",
     "load_model",
     "load_tokenizer",
+    "saved_tokenizer_file",
     "sublayer_modules",
+    "tokenizer_disagreement",
     "tokenizer_from_file",
     "unembed",
 ]
