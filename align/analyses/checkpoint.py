@@ -64,11 +64,13 @@ def weight_map(name: str, revision: str | None = None) -> dict[str, str]:
         return {k: single for k in f.keys()}
 
 
-def _read(wm: dict[str, str], key: str):
+def _read(wm: dict[str, tuple], key: str):
+    """The tensor the model loads as `key`, from {name: (file, the checkpoint's name)}."""
     from safetensors import safe_open
 
-    with safe_open(wm[key], framework="pt") as f:
-        return f.get_tensor(key)
+    path, saved = wm[key]
+    with safe_open(path, framework="pt") as f:
+        return f.get_tensor(saved)
 
 
 def _check_finite(name: str, key: str, t) -> None:
@@ -101,8 +103,8 @@ def head_device(device: str) -> str:
 
 def head_source(name: str, revision: str | None, config, trust_remote_code: bool = False):
     """(skeleton, weight map, tied) of checkpoint `name`: its architecture built on the meta
-    device from `config` (no memory), {tensor: file} of its safetensors, and whether its
-    unembedding is its embedding. The config decides the tie, as it does for transformers
+    device from `config` (no memory), {parameter name: (file, the checkpoint's tensor name)}
+    of its safetensors (`models.loaded_names`), and whether its unembedding is its embedding. The config decides the tie, as it does for transformers
     (`tie_word_embeddings`): an untied unembedding the checkpoint lacks is refused in one line,
     never read from the embedding."""
     from accelerate import init_empty_weights
@@ -110,7 +112,11 @@ def head_source(name: str, revision: str | None, config, trust_remote_code: bool
 
     with init_empty_weights(include_buffers=False):
         skeleton = AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
-    wm = weight_map(name, revision)
+    files = weight_map(name, revision)
+    # by the names the model loads them as (a checkpoint may save its head under another)
+    wm = {
+        mine: (files[saved], saved) for mine, saved in models.loaded_names(skeleton, files).items()
+    }
     unembed = models.checkpoint_keys(config.model_type, config)["unembed"]
     tied = models.head_tied(skeleton, f"{unembed}.weight", wm, f"checkpoint {name!r}")
     return skeleton, wm, tied

@@ -42,7 +42,7 @@ from align.models.tokenizer import (
     tokenizer_disagreement,
     tokenizer_from_file,
 )
-from align.models.weights import head_tied
+from align.models.weights import head_tied, loaded_names
 
 __all__ = [
     "DTYPES",
@@ -72,6 +72,7 @@ __all__ = [
     "load_config",
     "load_model",
     "load_tokenizer",
+    "loaded_names",
     "saved_tokenizer_file",
     "sublayer_modules",
     "tokenizer_disagreement",

@@ -98,6 +98,23 @@ def check_config(values: dict, where: str) -> None:
         )
 
 
+def loaded_names(model, keys) -> dict[str, str]:
+    """{the parameter name `model` loads it as: the checkpoint's tensor name} for the tensor
+    names `keys` of a checkpoint, renamed as `from_pretrained` renames them for this
+    architecture (transformers' WeightRenaming rules: GPT-NeoX's saved `embed_out` is its
+    `lm_head`); a name no rule touches is itself, and every name is itself where this
+    transformers has no such rules. Reading single tensors (the lens head over a store) must
+    ask for them by these names, or it would take an absent unembedding for a tied one."""
+    try:
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.core_model_loading import WeightRenaming, rename_source_key
+
+        rules = [t for t in get_model_conversion_mapping(model) if isinstance(t, WeightRenaming)]
+    except (ImportError, AttributeError, TypeError):
+        return {k: k for k in keys}
+    return {rename_source_key(k, rules, [])[0]: k for k in keys}
+
+
 def tied(model) -> set[str]:
     """The parameters `model` fills from another tensor it is tied to (no tensor of their own
     in the weights: the unembedding tied to the embedding). transformers ties them only where

@@ -107,3 +107,27 @@ def test_every_route_that_reads_weights_refuses_it_writing_nothing(
     line = one_line_error(code, err, NEEDLE, f"{start} {str(headless)!r}: ", progress=("align ",))
     assert "nothing was written" in line
     assert not out.exists() and listing(tmp_path) == before
+
+
+def test_the_lens_over_a_store_reads_a_head_saved_under_another_name(tmp_path):
+    """GPT-NeoX's untied unembedding is `lm_head` in the model and `embed_out` in its saved
+    weights (transformers renames it when it loads): the lens over a store reads that tensor,
+    as `safetensors` holds it (it read the embedding `gpt_neox.embed_in` in its place)."""
+    import torch
+
+    from align.analyses import read_head
+    from tests.helpers.zoo import tiny
+
+    folder = tiny("gpt_neox", str(tmp_path / "neox"))
+    assert (
+        json.loads(open(os.path.join(folder, "config.json")).read())["tie_word_embeddings"] is False
+    )
+    with safe_open(os.path.join(folder, "model.safetensors"), "pt") as f:
+        assert "lm_head.weight" not in f.keys()
+        saved, embedding = (
+            f.get_tensor("embed_out.weight"),
+            f.get_tensor("gpt_neox.embed_in.weight"),
+        )
+    _, head = read_head(folder)
+    assert torch.equal(head.unembed.weight, saved)
+    assert not torch.equal(head.unembed.weight, embedding)
