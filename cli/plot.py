@@ -89,9 +89,11 @@ MEASURE = flag(
     "--measure",
     doc="alignment: draw a similarity measure of `align fit --measures` (`cka`, `procrustes`, "
     "...) instead, with the path its summary picked (a similarity's row argmax, a distance's "
-    "argmin); a measure the result does not hold is refused, naming those it holds",
+    "argmin); a measure the result does not hold is refused, naming those it holds; `ridge` is "
+    "the error matrix, the figure drawn without `--measure`",
     help="alignment: draw this similarity measure of `align fit --measures` (cka, procrustes, ...) "
-    "with its path (a similarity's argmax, a distance's argmin) instead of the error matrix.",
+    "with its path (a similarity's argmax, a distance's argmin) instead of the error matrix "
+    "(ridge: the error matrix itself).",
     metavar="NAME",
 )
 AGG = flag(
@@ -183,6 +185,15 @@ def plot_cmd(result, **values):
     )
     ds = open_result(result)
     depth = open_result(depth_path, "depth") if depth_path else None
+    if measure == "ridge" and plotting.schema_of(ds) == "alignment":
+        # ridge's matrix is the fit's own held-out relative error: the figure drawn without
+        # --measure (with --beside too), not a measure the result would have to hold
+        if metric == "r2":
+            raise InputError(
+                "--measure ridge draws the held-out relative error; r2 is drawn with --metric r2 "
+                "alone: give one of them"
+            )
+        measure = None
     if measure is not None:
         fig = plotting.plot_measure(ds, measure, size=pixels, dpi=dpi)
     elif beside:

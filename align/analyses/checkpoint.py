@@ -3,8 +3,9 @@
 The logit lens over an activation store needs only these two modules. They are built on the
 meta device from the config (so no block is ever allocated), located with `align.models`,
 and filled with the few tensors they own, read one by one with `safetensors.safe_open`.
-With tied embeddings the checkpoint has no unembedding tensor: the embedding matrix is read
-instead.
+With tied embeddings (the config's `tie_word_embeddings`) the checkpoint has no unembedding
+tensor: the embedding matrix is read instead; an untied unembedding the checkpoint lacks is
+refused.
 """
 
 from __future__ import annotations
@@ -63,11 +64,13 @@ def weight_map(name: str, revision: str | None = None) -> dict[str, str]:
         return {k: single for k in f.keys()}
 
 
-def _read(wm: dict[str, str], key: str):
+def _read(wm: dict[str, tuple], key: str):
+    """The tensor the model loads as `key`, from {name: (file, the checkpoint's name)}."""
     from safetensors import safe_open
 
-    with safe_open(wm[key], framework="pt") as f:
-        return f.get_tensor(key)
+    path, saved = wm[key]
+    with safe_open(path, framework="pt") as f:
+        return f.get_tensor(saved)
 
 
 def _check_finite(name: str, key: str, t) -> None:
@@ -96,6 +99,27 @@ def head_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     return device
+
+
+def head_source(name: str, revision: str | None, config, trust_remote_code: bool = False):
+    """(skeleton, weight map, tied) of checkpoint `name`: its architecture built on the meta
+    device from `config` (no memory), {parameter name: (file, the checkpoint's tensor name)}
+    of its safetensors (`models.loaded_names`), and whether its unembedding is its embedding. The config decides the tie, as it does for transformers
+    (`tie_word_embeddings`): an untied unembedding the checkpoint lacks is refused in one line,
+    never read from the embedding."""
+    from accelerate import init_empty_weights
+    from transformers import AutoModelForCausalLM
+
+    with init_empty_weights(include_buffers=False):
+        skeleton = AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
+    files = weight_map(name, revision)
+    # by the names the model loads them as (a checkpoint may save its head under another)
+    wm = {
+        mine: (files[saved], saved) for mine, saved in models.loaded_names(skeleton, files).items()
+    }
+    unembed = models.checkpoint_keys(config.model_type, config)["unembed"]
+    tied = models.head_tied(skeleton, f"{unembed}.weight", wm, f"checkpoint {name!r}")
+    return skeleton, wm, tied
 
 
 def read_head(
@@ -132,8 +156,6 @@ def read_head(
         Final norm, the modules the family applies after it, unembedding, its cap or scale.
     """
     import torch
-    from accelerate import init_empty_weights
-    from transformers import AutoModelForCausalLM
 
     if dtype not in models.DTYPES:
         raise InputError(f"dtype {dtype!r} is not one of {', '.join(models.DTYPES)}")
@@ -142,10 +164,8 @@ def read_head(
         models.ModelSpec(name, revision, trust_remote_code=trust_remote_code)
     )
     keys = models.checkpoint_keys(config.model_type, config)
-    with init_empty_weights(include_buffers=False):
-        skeleton = AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
+    skeleton, wm, tied = head_source(name, revision, config, trust_remote_code)
     head = models.head(skeleton)
-    wm = weight_map(name, revision)
     torch_dtype = getattr(torch, dtype)
 
     def fill(module, prefix, fallback=None):
@@ -164,9 +184,6 @@ def read_head(
         module.load_state_dict(state)  # copies each tensor to the module's device and dtype
         return module.eval().requires_grad_(False)
 
-    tied = (
-        bool(getattr(config, "tie_word_embeddings", False)) or f"{keys['unembed']}.weight" not in wm
-    )
     norm = fill(head.norm, keys["final_norm"])
     after = tuple(fill(m, path) for m, path in zip(head.after, keys["after_norm"]))
     unembed = fill(head.unembed, keys["unembed"], fallback=keys["embed"] if tied else None)

@@ -504,6 +504,7 @@ def plan_from_store(
             raise StoreMismatch(
                 f"checkpoint {name!r} has another config than the model of store {store}: pass the model the store was extracted from"
             )
+        checkpoint.head_source(name, revision, config, trust)  # the head the run would read
         lens.check_store(s)
         arrays = len(s.boundaries)
         what = (

@@ -106,6 +106,9 @@ def extract(
     from align.extraction import dryrun, pipeline
 
     if memory.is_model_object(model):
+        said = memory.tokenizer_warning(model, tokenizer) if tokenizer is not None else None
+        if said:
+            (log or _stderr)(said)
         with memory.saved_model(model, tokenizer) as spec:
             return extract(spec, corpus_source, output, options, log=log)
     if tokenizer is not None:

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from align.errors import InputError
-from align.models import ModelSpec
+from align.models import ModelSpec, saved_tokenizer_file, tokenizer_disagreement
 
 
 def is_model_object(model) -> bool:
@@ -68,3 +68,27 @@ def saved_model(model, tokenizer):
         model.save_pretrained(folder, safe_serialization=True)
         tokenizer.save_pretrained(folder)
         yield replace(spec, name=folder, label=label(model))
+
+
+def tokenizer_warning(model, given) -> str | None:
+    """The log line of a `given` tokenizer that tokenizes otherwise than the tokenizer.json of
+    the folder it (or else `model`) was loaded from, or None. The store holds the given
+    tokenizer's ids, as documented; the line says so, because AutoTokenizer replaces a saved
+    normalizer or pre-tokenizer with its model class's own (a Qwen2 config gives any
+    tokenizer.json Qwen2's), which `align extract` of the same folder does not."""
+    if isinstance(model, ModelSpec):
+        model = model.name
+    names = (
+        getattr(given, "name_or_path", None),
+        getattr(getattr(model, "config", None), "_name_or_path", None),
+    )
+    found = next(((n, p) for n in names if n for p in [saved_tokenizer_file(n)] if p), None)
+    why = tokenizer_disagreement(given, found[1]) if found else None
+    if why is None:
+        return None
+    name, path = found
+    return (
+        f"align extract: warning: the `tokenizer` given tokenizes otherwise than {path} ({why}); "
+        f"the store holds the given tokenizer's ids, not those `align extract {name}` gives; "
+        f"for the file's own, pass align.models.load_tokenizer(ModelSpec({str(name)!r}))"
+    )

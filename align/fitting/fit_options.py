@@ -14,6 +14,7 @@ from align import corpus, models, ridge, seeding
 from align.declarations import not_an_option, option
 from align.errors import InputError
 from align.fitting.anchors import MIN_COVERAGE, PAIRINGS, check_min_coverage, check_pairing
+from align.fitting.sample_budget import neighbours_refusal
 from align.fitting.split import check_fractions, check_seed
 from align.measures import MEASURES, PERMUTATIONS, ROW_ONLY, SAMPLE_ROWS, STREAMED, parse_measures
 from align.measures.calibration import check_permutations
@@ -268,15 +269,17 @@ class FitSpec:
         default=K_NEIGHBOURS,
         metadata=option(
             "--neighbours",
-            doc="with `--measures`: k of `mknn` and `cknna`",
+            doc="with `--measures`: k of `mknn` and `cknna`, 1 to M − 1 (a row is not its own neighbour; `cknna` 2 or more)",
             doc_metavar="k",
-            help="With --measures: k of mknn and cknna.",
+            help="With --measures: k of mknn and cknna, 1 to M - 1 for M sampled rows (cknna: 2 "
+            "or more).",
             type="whole",
             least=1,
             show_default=True,
         ),
     )
-    """k of mknn and cknna."""
+    """k of mknn and cknna: 1 to M − 1 for M sampled rows (a row is not its own neighbour;
+    cknna 2 or more), checked with `sample_rows` here and on the rows drawn."""
 
     def checked(self) -> "FitSpec":
         """This spec with α sorted and extend_alphas decided, or the one-line InputError of
@@ -315,13 +318,21 @@ class FitSpec:
             if self.extend_alphas is not None
             else alphas == tuple(ridge.DEFAULT_ALPHAS)
         )
-        return replace(
+        spec = replace(
             self,
             alphas=alphas,
             extend_alphas=bool(extend),
             measures=parse_measures(self.measures),
             permutations=self._checked_permutations(),
         )
+        # k against M before any memory arithmetic (the sample is at most SAMPLE_ROWS rows
+        # without `sample_rows`; `sampled.draw` checks the rows actually drawn)
+        m = self.sample_rows if self.sample_rows is not None else SAMPLE_ROWS
+        said = None if self.sample_rows is not None else f"`sample_rows` {m:,} (the most drawn)"
+        why = neighbours_refusal(self.neighbours, m, spec.sampled, said)
+        if why:
+            raise InputError(why)
+        return spec
 
     def _checked_permutations(self) -> int:
         """`permutations` (0: no calibration), or the one-line InputError of a negative

@@ -175,3 +175,31 @@ def _with_rows(s: SampleShape, m: int) -> int:
     grown = max(1, s.resample_rows * m // max(s.rows, 1))
     t = s._replace(rows=m, resample_rows=grown)
     return sample_bytes(t) + row_measures_bytes(t)
+
+
+def neighbours_refusal(
+    k: int, m: int, measures, rows_said: str | None = None, more: str | None = None
+) -> str | None:
+    """The one line of a k (`neighbours`) that mknn or cknna among `measures` cannot take
+    from m sampled rows, or None. Each row's k nearest rows are drawn from the other m − 1
+    (a row is not its own neighbour: `measures.rows.neighbours`), so 1 ≤ k ≤ m − 1; cknna's
+    unbiased HSIC of the masked kernels needs k ≥ 2. Checked before any memory arithmetic:
+    a k no sample can hold is not a budget's fault. `rows_said` names where m came from
+    (default: `sample_rows` m), `more` how to sample more rows (default: a `sample_rows`
+    above k)."""
+    near = [n for n in measures if n in NEIGHBOURS]
+    low = 2 if "cknna" in near else 1
+    if not near or low <= k <= m - 1:
+        return None
+    names = " and ".join(near)
+    if k < low:
+        who = "cknna" if low == 2 else names
+        return f"`neighbours` {k:,}: {who} needs {low} or more nearest neighbours; give `neighbours` {low} or more"
+    fewer = f"give `neighbours` {m - 1:,} or fewer, or " if m - 1 >= low else ""
+    more = more or f"`sample_rows` {k + 1:,} or more (at most the held-out rows)"
+    return (
+        f"`neighbours` {k:,} with {rows_said or f'`sample_rows` {m:,}'}: {names} "
+        f"{'take' if len(near) > 1 else 'takes'} each "
+        f"sampled row's k nearest among the other {m - 1:,} sampled rows (a row is not its own "
+        f"neighbour), so k is at most {m - 1:,}: {fewer}{more}"
+    )

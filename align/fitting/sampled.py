@@ -17,6 +17,7 @@ import numpy as np
 from align.errors import InputError
 from align.fitting.sample_budget import (
     SampleShape,
+    neighbours_refusal,
     row_measures_bytes,
     sample_bytes,
     sample_refusal,
@@ -118,6 +119,13 @@ def draw(split: Split, spec) -> Sample | None:
     doc = split.heldout_index[held]
     m = spec.sample_rows if spec.sample_rows is not None else min(SAMPLE_ROWS, len(held))
     pick = rows.sample_rows(doc, m, spec.seed)
+    said = more = None
+    if spec.sample_rows is None:  # every held-out row, fewer than SAMPLE_ROWS
+        said = f"all {m:,} held-out rows sampled"
+        more = "more held-out rows (a larger `test_fraction` or corpus)"
+    why = neighbours_refusal(int(spec.neighbours), m, spec.sampled, said, more)
+    if why:  # before the passes and any memory arithmetic
+        raise InputError(why)
     sample = Sample(held[pick], doc[pick])
     if spec.heldout_calibrated:
         sample.perms, sample.scheme = calibration.draw_permutations(

@@ -38,8 +38,11 @@ from align.models.tokenizer import (
     SLOW_TOKENIZER_FILES,
     TOKENIZER_JSON,
     load_tokenizer,
+    saved_tokenizer_file,
+    tokenizer_disagreement,
     tokenizer_from_file,
 )
+from align.models.weights import head_tied, loaded_names
 
 __all__ = [
     "DTYPES",
@@ -62,13 +65,17 @@ __all__ = [
     "final_norm",
     "get_path",
     "head",
+    "head_tied",
     "hub_commit",
     "init_device",
     "input_device",
     "load_config",
     "load_model",
     "load_tokenizer",
+    "loaded_names",
+    "saved_tokenizer_file",
     "sublayer_modules",
+    "tokenizer_disagreement",
     "tokenizer_from_file",
     "unembed",
 ]

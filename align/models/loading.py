@@ -174,7 +174,8 @@ def load_model(spec: ModelSpec):
             raise ModelError(f"cannot load the weights of {spec.name!r}: {first}{hint}") from None
         finally:
             hf_logging.set_verbosity(verbosity)
-        weights.check_loaded(info, weights.tied(model), f"model {spec.name!r}")
+        where = f"model {spec.name!r}"
+        weights.check_loaded(info, weights.tied(model), where, weights.untied(model))
     model.eval()
     model.requires_grad_(False)
     family = families.for_config(config, spec.family)

@@ -191,3 +191,60 @@ def load_tokenizer(spec: ModelSpec):
             f"{', '.join(SLOW_TOKENIZER_FILES)} was found): save the tokenizer with the model"
         )
     return tok
+
+
+# Text whose ids tell two tokenizers apart where transformers' classes replace a saved
+# normalizer or pre-tokenizer: digits, runs of spaces, newlines, a tab, accents, CJK, an emoji.
+PROBE_TEXT = "Hello world. 12,345 + 678 = 13,023\n\n  indented\ttab café naïve 東京 😀 end\n"
+# The parts of a `tokenizers` serialization that decide the ids.
+ID_COMPONENTS = ("normalizer", "pre_tokenizer", "model", "post_processor", "added_tokens")
+
+
+def saved_tokenizer_file(name: str) -> str | None:
+    """The tokenizer.json that `name` (a local folder, or a hub id already in the local cache:
+    no network is asked) holds, or None."""
+    local = os.path.expanduser(str(name))
+    if os.path.isdir(local):
+        path = os.path.join(local, TOKENIZER_JSON)
+        return path if os.path.isfile(path) else None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(str(name), TOKENIZER_JSON)
+    except Exception:  # not a hub id: nothing to compare with
+        return None
+    return found if isinstance(found, str) else None
+
+
+def tokenizer_disagreement(tokenizer, path: str) -> str | None:
+    """How `tokenizer` (a transformers tokenizer) tokenizes otherwise than the tokenizer.json
+    at `path` read by `tokenizers` alone, or None where they agree: the serialized components
+    that decide the ids and differ (`ID_COMPONENTS`; a post-processor only where the file has
+    one, since transformers fills a missing one with a template), and the ids of PROBE_TEXT
+    (special tokens added by both)."""
+    from tokenizers import Tokenizer
+
+    try:
+        saved = Tokenizer.from_file(path)
+        want = json.loads(saved.to_str())
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        got = json.loads(backend.to_str()) if backend is not None else None
+        theirs = list(tokenizer(PROBE_TEXT)["input_ids"])
+    except Exception:  # an unreadable file or tokenizer: the run's own checks name it
+        return None
+    ours = saved.encode(PROBE_TEXT).ids
+    differ = [
+        k
+        for k in ID_COMPONENTS
+        if got is not None
+        and got.get(k) != want.get(k)
+        and (k != "post_processor" or want.get(k) is not None)
+    ]
+    if not differ and theirs == ours:
+        return None
+    verb = "differs" if len(differ) == 1 else "differ"
+    parts = f"its {', '.join(differ)} {verb}" if differ else "its ids differ"
+    return (
+        f"{parts}; a probe text gives {len(theirs):,} tokens"
+        f"{' (other ids)' if len(theirs) == len(ours) else ''} where the file gives {len(ours):,}"
+    )

@@ -98,22 +98,77 @@ def check_config(values: dict, where: str) -> None:
         )
 
 
+def loaded_names(model, keys) -> dict[str, str]:
+    """{the parameter name `model` loads it as: the checkpoint's tensor name} for the tensor
+    names `keys` of a checkpoint, renamed as `from_pretrained` renames them for this
+    architecture (transformers' WeightRenaming rules: GPT-NeoX's saved `embed_out` is its
+    `lm_head`); a name no rule touches is itself, and every name is itself where this
+    transformers has no such rules. Reading single tensors (the lens head over a store) must
+    ask for them by these names, or it would take an absent unembedding for a tied one."""
+    try:
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.core_model_loading import WeightRenaming, rename_source_key
+
+        rules = [t for t in get_model_conversion_mapping(model) if isinstance(t, WeightRenaming)]
+    except (ImportError, AttributeError, TypeError):
+        return {k: k for k in keys}
+    return {rename_source_key(k, rules, [])[0]: k for k in keys}
+
+
 def tied(model) -> set[str]:
     """The parameters `model` fills from another tensor it is tied to (no tensor of their own
-    in the weights: the unembedding tied to the embedding)."""
-    keys = getattr(model, "all_tied_weights_keys", None) or getattr(
-        model, "_tied_weights_keys", None
-    )
+    in the weights: the unembedding tied to the embedding). transformers ties them only where
+    the config says so (`tie_word_embeddings`): its per-model `all_tied_weights_keys` follows
+    the config; the class's `_tied_weights_keys` (the ties the architecture can make) stands in
+    only where that is absent, under the same config rule."""
+    keys = getattr(model, "all_tied_weights_keys", None)
+    if keys is None:
+        config = getattr(model, "config", None)
+        ties = bool(getattr(config, "tie_word_embeddings", False))
+        keys = getattr(model, "_tied_weights_keys", None) if ties else None
     return set(keys or ())
 
 
-def check_loaded(info: dict, tied: set[str], where: str) -> None:
+def untied(model) -> set[str]:
+    """The parameters the architecture can tie to another tensor but this model's config
+    unties (`tie_word_embeddings: false`): each needs a tensor of its own in the weights."""
+    return set(getattr(model, "_tied_weights_keys", None) or ()) - tied(model)
+
+
+def untied_head(where: str, key: str) -> ModelError:
+    """The one line for an unembedding the config unties and the weights lack (transformers
+    would fill it at random: every logit computed through it would be noise)."""
+    return ModelError(
+        f"{where}: its config unties the unembedding (tie_word_embeddings false) but the "
+        f"weights hold no {key}: it would be drawn at random; set tie_word_embeddings true if "
+        "this checkpoint's unembedding is its embedding, or use the weights saved with this "
+        "config (nothing was written)"
+    )
+
+
+def head_tied(model, key: str, held, where: str) -> bool:
+    """Whether the unembedding `key` (its parameter's name) of `model` is tied to the
+    embedding, as transformers ties it (`tied`); where it is not and the checkpoint's tensor
+    names `held` lack it, the one line of `untied_head` (the lens over a store reads the head
+    alone, with no loading information to check)."""
+    if key in tied(model):
+        return True
+    if key not in held:
+        raise untied_head(where, key)
+    return False
+
+
+def check_loaded(info: dict, tied: set[str], where: str, untied: set[str] = frozenset()) -> None:
     """Refuse a model whose loading information (`from_pretrained(...,
     output_loading_info=True)`) shows a tensor the architecture expects that the weights
     lacked (it would be initialised at random; a `tied` one excepted), one the weights held
     that the architecture did not use, or one of another shape (the weights' and the
-    config's): one line naming the first of each and the counts."""
+    config's): one line naming the first of each and the counts. A lacking tensor of `untied`
+    (one the config unties: the unembedding) has its own line (`untied_head`)."""
     missing = sorted(set(info.get("missing_keys") or ()) - tied)
+    head = [k for k in missing if k in untied]
+    if head:
+        raise untied_head(where, head[0])
     unused = sorted(info.get("unexpected_keys") or ())
     shaped = sorted(info.get("mismatched_keys") or (), key=str)
     if not (missing or unused or shaped):

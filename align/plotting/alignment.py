@@ -313,8 +313,11 @@ def plot_measure(ds, name: str, size=None, dpi: int = 100):
     summary picked (attrs["summary"]["measures"][name]["path"]: each row's argmax for a
     similarity, argmin for a distance) and the line of equal relative depth; the colour
     scale's direction follows the measure's (darker is closer, as in the error matrix). Returns
-    a Figure."""
+    a Figure. `ridge` is the fit's own held-out relative error: `plot_alignment`'s figure of
+    it (every alignment result holds it)."""
     check_schema(ds, "alignment", "plot_measure")
+    if name == "ridge":
+        return plot_alignment(ds, "relative_error", size=size, dpi=dpi)
     record = ((ds.attrs.get("summary") or {}).get("measures") or {}).get(name)
     if record is None or record.get("array") not in ds:
         held = [k for k in MEASURES if k in ((ds.attrs.get("summary") or {}).get("measures") or {})]
