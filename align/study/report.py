@@ -27,6 +27,7 @@ from align.measures import SIMILARITY
 from align.store import open_result
 from align.store.temporaries import temporary, write_failed
 from align.study import html as h
+from align.study import replicates
 from align.study.schema import twin_name
 from align.study.state import DONE, is_study, read_state
 from align.study.units import pair_stem
@@ -146,6 +147,7 @@ def build_pages(root: str, state: dict) -> dict:
         pages[f"models/{m}.html"] = model_page(root, state, m)
     pages["corpus.html"] = corpus_page(state)
     pages["index.html"] = index_page(state, models, fits)
+    pages.update(replicates.pages(root, pages))  # the spread across replicates, where any
     return pages
 
 
