@@ -21,6 +21,7 @@ from align.stats import replicates as rules
 from align.store import open_result
 from align.study import html as h
 from align.study import units as units_mod
+from align.study.state import DONE
 
 WORD = "replicate"
 FILE = units_mod.output_of("replicates")
@@ -142,8 +143,14 @@ def run(u, study, root, log) -> None:
     log(f"wrote {FILE} ({len(record['pairs'])} pairs across replicates)")
 
 
-def read(root: str) -> dict | None:
-    """DIR/results/replicates.json, or None where the study has none (or it cannot be read)."""
+def read(root: str, state: dict) -> dict | None:
+    """DIR/results/replicates.json where the study's `replicates` unit is done (a file left by
+    an earlier form of the study, whose replicates are gone, is not read), else None (also
+    where it cannot be read)."""
+    if "replicates" not in state.get("order", []):
+        return None
+    if state.get("units", {}).get("replicates", {}).get("state") != DONE:
+        return None
     try:
         with open(os.path.join(root, FILE), encoding="utf-8") as f:
             return json.load(f)
@@ -151,9 +158,9 @@ def read(root: str) -> dict | None:
         return None
 
 
-def info_lines(root: str) -> list:
+def info_lines(root: str, state: dict) -> list:
     """`align info DIR`'s lines on replicates: each pair's verdicts."""
-    record = read(root)
+    record = read(root, state)
     if not record:
         return []
     out = ["  across replicates:"]
@@ -206,10 +213,10 @@ def section(record: dict) -> str:
     return "".join(out)
 
 
-def pages(root: str, pages_so_far: dict) -> dict:
+def pages(root: str, state: dict, pages_so_far: dict) -> dict:
     """The report's pages on replicates: replicates.html, and the index with a link to it
     (nothing where the study has no replicates)."""
-    record = read(root)
+    record = read(root, state)
     if not record:
         return {}
     page = h.page("Across replicates", section(record))

@@ -147,7 +147,7 @@ def build_pages(root: str, state: dict) -> dict:
         pages[f"models/{m}.html"] = model_page(root, state, m)
     pages["corpus.html"] = corpus_page(state)
     pages["index.html"] = index_page(state, models, fits)
-    pages.update(replicates.pages(root, pages))  # the spread across replicates, where any
+    pages.update(replicates.pages(root, state, pages))  # the spread across replicates, where any
     return pages
 
 

@@ -89,4 +89,4 @@ def describe(root: str) -> list:
         lines.append(f"  {s:<8} {name}{extra}")
     from align.study.replicates import info_lines
 
-    return lines + info_lines(root)
+    return lines + info_lines(root, state)

@@ -162,3 +162,18 @@ def test_the_verdicts_across_replicates_follow_the_rule_by_hand():
         "distinct paths in 3 replicates: [1, 2], [1, 3], [1, 2]).",
     ]
     assert [replicates.holds(s) for s in replicates.sentences(record)] == [None, False]
+
+
+def test_a_spread_file_the_study_no_longer_makes_is_not_shown(tmp_path):
+    """results/replicates.json left by an earlier form of the study (its replicates since
+    removed: no `replicates` unit in its order) is neither shown by the report nor by info."""
+    from align.study import replicates
+
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "replicates.json").write_text('{"rule": "r", "pairs": []}')
+    done = {"order": ["replicates", "report"], "units": {"replicates": {"state": "done"}}}
+    assert replicates.read(str(tmp_path), done) == {"rule": "r", "pairs": []}
+    assert replicates.read(str(tmp_path), {"order": ["report"], "units": {}}) is None
+    failed = {"order": ["replicates"], "units": {"replicates": {"state": "failed"}}}
+    assert replicates.read(str(tmp_path), failed) is None
+    assert replicates.pages(str(tmp_path), {"order": ["report"]}, {"index.html": "x"}) == {}
