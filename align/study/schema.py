@@ -14,7 +14,7 @@ import os
 import re
 from dataclasses import dataclass, fields, replace
 
-from align import corpus, messages, models, textfiles
+from align import corpus, messages, models, seeding, textfiles
 from align.declarations import declaration, refusal
 from align.errors import InputError
 from align.extraction.extract_options import ExtractOptions
@@ -466,6 +466,13 @@ def _twins(controls: dict, trained: list, names: list, path: str) -> tuple:
     for name in controls["random_init"]:
         _choice("[controls]", "random_init", name, names, path)
         members = [m for m in trained if (m.group or m.name) == name]
+        last = controls["random_init_seed"] + len(members) - 1
+        if len(members) > 1 and last > seeding.MAX_SEED:
+            raise InputError(
+                f"study file {path}: [controls] random_init_seed = {controls['random_init_seed']}: "
+                f"the twins of {name}'s {len(members)} checkpoints take it to {last}, past the "
+                f"largest seed {seeding.MAX_SEED}: give a smaller random_init_seed"
+            )
         for k, m in enumerate(members):
             spec = replace(m.spec, random_init=True, seed=controls["random_init_seed"] + k)
             twins.append(StudyModel(twin_name(m.name), spec, (), twin_of=m.name, group=m.group))

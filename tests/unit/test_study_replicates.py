@@ -110,6 +110,12 @@ def test_what_cannot_be_replicated_is_refused_in_one_line(tmp_path):
         "[[models]] 1 revisions names checkpoint 'r' twice: its replicates would be one model "
         "and their spread nothing but a copy"
     )
+    top = "[controls]\nrandom_init = ['a']\nrandom_init_seed = 9223372036854775807\n"
+    assert refused(tmp_path, TWO, top) == (
+        "[controls] random_init_seed = 9223372036854775807: the twins of a's 2 checkpoints take "
+        "it to 9223372036854775808, past the largest seed 9223372036854775807: give a smaller "
+        "random_init_seed"
+    )
     mixed = '[[models]]\nname = "a"\npaths = ["a0", "a1"]\nrevisions = ["r", "s"]\n[[models]]\nname = "b"\npath = "y"\n'
     assert refused(tmp_path, mixed) == (
         "[[models]] 1 has both paths and revisions: give paths (one folder or hub id per "
