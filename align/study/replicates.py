@@ -213,16 +213,33 @@ def section(record: dict) -> str:
     return "".join(out)
 
 
+def index_table(record: dict) -> str:
+    """The index's table: a row per pair of models, each statistic's spread across the
+    replicates (mean, range), the number of distinct argmin paths, and how many verdicts are
+    robust."""
+    rows = []
+    for p in record["pairs"]:
+        said = [holds(s) for s in p["sentences"]]
+        rows.append(
+            [f"{p['source']} → {p['target']} ({len(p['pairs'])} replicates)"]
+            + [_spread_cell(p["spread"][key], digits) for key, (_, digits) in rules.STATS.items()]
+            + [str(p["distinct_paths"]), f"{said.count(True)} of {len(said)}"]
+        )
+    head = ["pair"] + [label for label, _ in rules.STATS.values()]
+    return h.table(head + ["distinct paths", "robust verdicts"], rows)
+
+
 def pages(root: str, state: dict, pages_so_far: dict) -> dict:
-    """The report's pages on replicates: replicates.html, and the index with a link to it
-    (nothing where the study has no replicates)."""
+    """The report's pages on replicates: replicates.html, and the index with its table and a
+    link to the page (nothing where the study has no replicates)."""
     record = read(root, state)
     if not record:
         return {}
     page = h.page("Across replicates", section(record))
     index = pages_so_far.get("index.html", "")
-    link = (
-        '<h2>Across replicates</h2><p><a href="replicates.html">Each statistic\'s spread across '
-        "replicates beside its bootstrap interval, and what is robust</a>.</p>"
+    part = (
+        "<h2>Across replicates</h2><p>Each statistic's spread across the replicates of a pair "
+        '(<a href="replicates.html">each replicate\'s value beside its bootstrap interval, and '
+        "the verdicts</a>).</p>" + index_table(record)
     )
-    return {"replicates.html": page, "index.html": index.replace("</body>", link + "</body>", 1)}
+    return {"replicates.html": page, "index.html": index.replace("</body>", part + "</body>", 1)}

@@ -166,7 +166,9 @@ def test_report_info_and_dry_run_show_the_replicates(replicate_study, cli):
     row = pair["per_replicate"][0]
     assert f"{row['slope']:.2f} [{row['slope_low']:.2f}, {row['slope_high']:.2f}]" in page
     with open(f"{root}/report/index.html", encoding="utf-8") as f:
-        assert 'href="replicates.html"' in f.read()
+        index = f.read()
+    assert 'href="replicates.html"' in index
+    assert f"mean {s['mean']:.2f}, sd {s['sd']:.2f}, range {s['min']:.2f} – {s['max']:.2f}" in index
     code, out, _ = cli("info", root)
     assert code == 0 and "  done     replicates" in out
     assert "    a -> b (2 replicate pairs)" in out
