@@ -42,10 +42,10 @@ from dataclasses import dataclass, field
 
 from align import messages, seeding, textfiles
 from align.demo import as_study, data, threads, tokenizers_pair, train
-from align.demo import seeds as across
 from align.demo.steps import quiet, step
 from align.demo.train import TrainConfig
 from align.errors import InputError
+from align.stats import replicates as across
 from align.store import open_result
 
 STATE_FILE = "demo.json"
@@ -160,7 +160,7 @@ class DemoReport:
     seeds: list = field(default_factory=list)  # per seed: {seed, models, training, stores, results}
     across: dict = field(
         default_factory=dict
-    )  # across-seed statistics and robustness (align.demo.seeds)
+    )  # across-seed statistics and robustness (align.stats.replicates)
     machine: dict = field(default_factory=dict)  # cores, CPU model, load averages before and after
     summary: str = ""
 

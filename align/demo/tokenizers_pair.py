@@ -15,8 +15,8 @@ import dataclasses
 import os
 
 from align.demo import train
-from align.demo.seeds import STATS
 from align.demo.steps import quiet, step
+from align.stats.replicates import STATS
 from align.store import open_result
 
 NAME = "deep-bpe"

@@ -28,7 +28,7 @@ from align.fitting import Execution, fit
 from align.fitting.fit_options import LiveJob
 from align.stats.bootstrap import Resampling
 from align.store.lock import LOCK_NAME
-from align.study import contents
+from align.study import contents, replicates
 from align.study import units as units_mod
 from align.study.report import write_report
 from align.study.schema import Study
@@ -345,5 +345,6 @@ RUNNERS = {
     "lens": _analysis,
     "skip": _analysis,
     "depth": _depth,
+    "replicates": replicates.run,
     "report": _report,
 }

@@ -30,7 +30,7 @@ from align.measures import SIMILARITY
 from align.names import labelled
 from align.store import open_result
 from align.store.temporaries import temporary, write_failed
-from align.study import figures, views
+from align.study import figures, replicates, views
 from align.study import html as h
 from align.study.schema import twin_name
 from align.study.state import DONE, is_study, read_state
@@ -152,6 +152,7 @@ def build_pages(root: str, state: dict) -> dict:
         pages[f"models/{m}.html"] = model_page(root, state, m)
     pages["corpus.html"] = corpus_page(state)
     pages["index.html"] = index_page(state, models, fits)
+    pages.update(replicates.pages(root, state, pages))  # the spread across replicates, where any
     return pages
 
 

@@ -14,7 +14,7 @@ import os
 import re
 from dataclasses import dataclass, fields, replace
 
-from align import corpus, messages, models, textfiles
+from align import corpus, messages, models, seeding, textfiles
 from align.declarations import declaration, refusal
 from align.errors import InputError
 from align.extraction.extract_options import ExtractOptions
@@ -34,6 +34,10 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # name holding the separator or ending in a suffix could name another unit's output: refused.
 SEPARATOR = "--"
 RANDOM, SHUFFLE = ".random", ".shuffle"
+# A model of several checkpoints (`paths`, or `revisions` beside `path`) is one model per
+# checkpoint, named NAME@K (K from 1): `@` is no character of a name the schema accepts, so a
+# replicate's name is never another model's, and holds neither the separator nor a suffix.
+REPLICATE = "@"
 
 # Each section's keys: (type, default). Types: str, int, float (int accepted), bool, list.
 SECTIONS = {
@@ -80,7 +84,9 @@ SECTIONS = {
 MODEL_KEYS = {
     "name": (str, None),
     "path": (str, None),
+    "paths": (list, None),
     "revision": (str, None),
+    "revisions": (list, None),
     "family": (str, None),
     "dtype": (str, None),
     "device": (str, "cpu"),
@@ -130,6 +136,7 @@ class StudyModel:
     spec: models.ModelSpec
     analyses: tuple = ()
     twin_of: str | None = None  # the trained model this random-init twin shadows
+    group: str | None = None  # the [[models]] name of which this is a replicate (NAME@K)
 
 
 @dataclass(frozen=True)
@@ -141,7 +148,7 @@ class Study:
     models: tuple  # StudyModel, trained ones then the random-init twins
     corpus: corpus.CorpusSpec
     extraction: ExtractOptions
-    pairs: tuple  # (source name, target name), trained models only
+    pairs: tuple  # (source name, target name), trained models (replicates) only
     fit: FitSpec
     measures: tuple
     shuffle: bool
@@ -151,6 +158,9 @@ class Study:
     gpu_resource: bool = False  # on a Dask cluster: every model or solve unit asks for a GPU worker
     skip_docs: int | None = None  # the skip analyses read the corpus's first skip_docs documents
     reuse: tuple = ()  # folders whose complete stores of the same identity an extraction reuses
+    # ((source, target, ((replicate source, replicate target), ...)), ...): each pair of
+    # [[models]] names where one names several checkpoints, and the pairs fitted for it
+    replicated: tuple = ()
 
     def model(self, name: str) -> StudyModel:
         return next(m for m in self.models if m.name == name)
@@ -258,16 +268,22 @@ def load_study(path: str) -> Study:
         _declared(section, f"[{section}]", values, path)
     base = os.path.dirname(os.path.abspath(path))
     trained = _models(raw.get("models"), base, path)
-    names = [m.name for m in trained]
-    twins = _twins(t["controls"], trained, path)
+    groups = {}  # [[models]] name -> its models' names (NAME@K for each checkpoint, or NAME)
+    for m in trained:
+        groups.setdefault(m.group or m.name, []).append(m.name)
+    names = list(groups)
+    twins = _twins(t["controls"], trained, names, path)
     try:
+        pairs = _pairs(t["pairs"], names, path)
+        replicated = _replicated(pairs, groups, path)
         return Study(
             path=os.path.abspath(path),
             name=t["study"]["name"],
             models=tuple(trained) + twins,
             corpus=_corpus(t["corpus"], t["extraction"], base),
             extraction=_extraction(t["extraction"]),
-            pairs=_pairs(t["pairs"], names, path),
+            pairs=tuple(p for _, _, ps in replicated for p in ps),
+            replicated=tuple(r for r in replicated if len(r[2]) > 1),
             measures=_measures(t["fit"]["measures"], path),
             fit=_fit(t["fit"], t["bootstrap"], _measures(t["fit"]["measures"], path)),
             shuffle=t["controls"]["shuffle"],
@@ -306,26 +322,101 @@ def _models(entries, base: str, path: str) -> list:
             f"study file {path}: no [[models]]: name at least two models, each with name and path"
         )
     out = []
+    names = []
     for k, entry in enumerate(entries):
         where = f"[[models]] {k + 1}"
         m = _table(where, entry, MODEL_KEYS, path)
         _declared("models", where, m, path)
-        for key in ("name", "path"):
-            if m[key] is None:
-                raise InputError(f"study file {path}: {where} has no {key}")
-        refusal = name_refusal(m["name"], [o.name for o in out])
+        if m["name"] is None:
+            raise InputError(f"study file {path}: {where} has no name")
+        refusal = name_refusal(m["name"], names)
         if refusal:
             raise InputError(f"study file {path}: {where} name = {m['name']!r} {refusal}")
         if m["dtype"] is not None:
             _choice(where, "dtype", m["dtype"], models.DTYPES, path)
         for a in m["analyses"]:
             _choice(where, "analyses", a, ANALYSES, path)
-        local = os.path.join(base, os.path.expanduser(m["path"]))
-        name = os.path.abspath(local) if os.path.exists(local) else m["path"]
-        spec = models.ModelSpec(name, m["revision"], m["dtype"], m["device"], family=m["family"])
-        out.append(StudyModel(m["name"], spec, tuple(dict.fromkeys(m["analyses"]))))
-    if len(out) < 2:
+        names.append(m["name"])
+        checkpoints = _checkpoints(where, m, base, path)
+        for j, (where_from, revision) in enumerate(checkpoints):
+            spec = models.ModelSpec(
+                where_from, revision, m["dtype"], m["device"], family=m["family"]
+            )
+            one = len(checkpoints) == 1
+            name = m["name"] if one else replicate_name(m["name"], j + 1)
+            analyses = tuple(dict.fromkeys(m["analyses"]))
+            out.append(StudyModel(name, spec, analyses, group=None if one else m["name"]))
+    if len(names) < 2:
         raise InputError(f"study file {path}: a study compares at least two [[models]], found 1")
+    return out
+
+
+def replicate_name(name: str, k: int) -> str:
+    """The name of checkpoint `k` (from 1) of model `name`: NAME@K."""
+    return f"{name}{REPLICATE}{k}"
+
+
+def _checkpoints(where: str, m: dict, base: str, path: str) -> list:
+    """(path or hub id, revision) of each checkpoint of a [[models]] entry: its `path` (at its
+    `revision`), each of its `paths`, or its `path` at each of its `revisions`."""
+    for one, several in (("path", "paths"), ("revision", "revisions")):
+        if m[one] is not None and m[several] is not None:
+            raise InputError(
+                f"study file {path}: {where} has both {one} and {several}: give {one} for one "
+                f"checkpoint or {several} for several"
+            )
+    if m["paths"] is not None and m["revisions"] is not None:
+        raise InputError(
+            f"study file {path}: {where} has both paths and revisions: give paths (one folder or "
+            "hub id per checkpoint) or path with revisions, not both"
+        )
+    if m["path"] is None and m["paths"] is None:
+        raise InputError(f"study file {path}: {where} has no path")
+    for key in ("paths", "revisions"):
+        listed = m[key]
+        if listed is None:
+            continue
+        if len(listed) < 2 or not all(isinstance(x, str) and x for x in listed):
+            raise InputError(
+                f"study file {path}: {where} {key} = {listed!r} must list at least two "
+                f"checkpoints as strings (one checkpoint: give {key[:-1]} = ...)"
+            )
+    located = [_located(p, base) for p in m["paths"] or [m["path"]]]
+    revisions = m["revisions"] or [m["revision"]]
+    checkpoints = [(p, r) for p in located for r in revisions]
+    for j, c in enumerate(checkpoints):
+        if c in checkpoints[:j]:
+            key = "paths" if m["paths"] else "revisions"
+            raise InputError(
+                f"study file {path}: {where} {key} names checkpoint {m[key][j]!r} twice: its "
+                "replicates would be one model and their spread nothing but a copy"
+            )
+    return checkpoints
+
+
+def _located(p: str, base: str) -> str:
+    """A local folder's absolute path (relative to the study file's), or the hub id as named."""
+    local = os.path.join(base, os.path.expanduser(p))
+    return os.path.abspath(local) if os.path.exists(local) else p
+
+
+def _replicated(pairs: tuple, groups: dict, path: str) -> list:
+    """(source, target, replicate pairs) of each pair of [[models]] names: checkpoint k of the
+    source with checkpoint k of the target where both name the same count, a single checkpoint
+    with each of the other's; different counts above one refused (no pairing is given)."""
+    out = []
+    for s, t in pairs:
+        a, b = groups[s], groups[t]
+        if len(a) == len(b):
+            out.append((s, t, tuple(zip(a, b))))
+        elif len(a) == 1 or len(b) == 1:
+            out.append((s, t, tuple((x, y) for x in a for y in b)))
+        else:
+            raise InputError(
+                f"study file {path}: [pairs] {s} -> {t}: {s} names {len(a)} checkpoints and {t} "
+                f"{len(b)}; replicates pair checkpoint k of one with checkpoint k of the other, "
+                "so both need the same count (or one of them a single checkpoint)"
+            )
     return out
 
 
@@ -370,15 +461,24 @@ def twin_name(name: str) -> str:
     return name + RANDOM
 
 
-def _twins(controls: dict, trained: list, path: str) -> tuple:
-    """The random-init twin of each model `[controls] random_init` names."""
-    names = [m.name for m in trained]
+def _twins(controls: dict, trained: list, names: list, path: str) -> tuple:
+    """The random-init twin of each model `[controls] random_init` names: of each of its
+    checkpoints, the one of checkpoint K drawn with `random_init_seed` + K − 1 (so the
+    control's spread across replicates holds its initialisation's too)."""
     twins = []
     for name in controls["random_init"]:
         _choice("[controls]", "random_init", name, names, path)
-        m = next(m for m in trained if m.name == name)
-        spec = replace(m.spec, random_init=True, seed=controls["random_init_seed"])
-        twins.append(StudyModel(twin_name(name), spec, (), twin_of=name))
+        members = [m for m in trained if (m.group or m.name) == name]
+        last = controls["random_init_seed"] + len(members) - 1
+        if len(members) > 1 and last > seeding.MAX_SEED:
+            raise InputError(
+                f"study file {path}: [controls] random_init_seed = {controls['random_init_seed']}: "
+                f"the twins of {name}'s {len(members)} checkpoints take it to {last}, past the "
+                f"largest seed {seeding.MAX_SEED}: give a smaller random_init_seed"
+            )
+        for k, m in enumerate(members):
+            spec = replace(m.spec, random_init=True, seed=controls["random_init_seed"] + k)
+            twins.append(StudyModel(twin_name(m.name), spec, (), twin_of=m.name, group=m.group))
     return tuple(twins)
 
 

@@ -87,4 +87,6 @@ def describe(root: str) -> list:
         if s == FAILED:
             extra = f": {e.get('error', '')}"
         lines.append(f"  {s:<8} {name}{extra}")
-    return lines
+    from align.study.replicates import info_lines
+
+    return lines + info_lines(root, state)

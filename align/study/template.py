@@ -14,6 +14,9 @@ name = "my-study"
 # One [[models]] table per model: name (letters, digits, . _ -), path (a folder or a hub id),
 # and optionally revision, family, dtype (float32, bfloat16, float16), device (cpu, cuda, auto)
 # and the analyses of this model (contrib, lens, skip, depth; depth runs contrib and lens).
+# Several checkpoints of one model (training seeds, revisions) are its replicates: give
+# paths = ["seed0", "seed1"] instead of path, or revisions = ["step1000", "step2000"] beside
+# it; each checkpoint K is the model NAME@K, and the study reports the spread across them.
 [[models]]
 name = "small"
 path = "Qwen/Qwen2.5-0.5B"

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, replace
 from align.study import contents
 from align.study.schema import SEPARATOR, SHUFFLE, Study
 
-KINDS = ("extract", "fit", "contrib", "lens", "skip", "depth", "report")
+KINDS = ("extract", "fit", "contrib", "lens", "skip", "depth", "replicates", "report")
 GPU_KINDS = ("extract", "fit", "contrib", "lens", "skip")  # run a model or solve on a device
 
 
@@ -72,9 +72,11 @@ def output_of(kind: str, models: tuple = (), control: str | None = None) -> str:
     DIR: the one function that names them. Injective over the names `schema.name_refusal`
     accepts (tests/unit/test_study_names.py enumerates them): stores/NAME.zarr,
     results/fits/SOURCE--TARGET[.shuffle].zarr (a random-init target is NAME.random),
-    results/KIND/NAME.zarr, report."""
+    results/KIND/NAME.zarr, results/replicates.json (the spread across replicates), report."""
     if kind == "report":
         return "report"
+    if kind == "replicates":
+        return "results/replicates.json"
     if kind == "extract":
         return f"stores/{models[0]}.zarr"
     if kind == "fit":
@@ -130,7 +132,7 @@ def plan(study: Study, hashes: contents.Hashes | None = None) -> list:
                 )
             units.append(
                 Unit(
-                    f"fit {src}->{tgt}" + (" shuffle" if control == "shuffle" else ""),
+                    fit_name(src, tgt, control),
                     "fit",
                     output_of("fit", (src, tgt), control),
                     inputs=() if live else (f"extract {src}", f"extract {tgt}"),
@@ -140,6 +142,8 @@ def plan(study: Study, hashes: contents.Hashes | None = None) -> list:
                 )
             )
     units += _analyses(study, cspec)
+    if study.replicated:
+        units.append(replicates_unit(study))
     units.append(
         Unit(
             "report",
@@ -150,6 +154,42 @@ def plan(study: Study, hashes: contents.Hashes | None = None) -> list:
         )
     )
     return _keyed([_with_contents(u, study, hashes or contents.Hashes()) for u in units])
+
+
+def fit_name(source: str, target: str, control: str | None = None) -> str:
+    """The unit name of the fit source -> target (its shuffle control: "... shuffle")."""
+    return f"fit {source}->{target}" + (" shuffle" if control == "shuffle" else "")
+
+
+def controls_of(study: Study, source: str, target: str) -> dict:
+    """{control: (source, target)} of the fits the study makes beside source -> target: its
+    shuffle control, and the fit into the target's random-init twin."""
+    out = {}
+    twin = study.twin(target)
+    if twin is not None:
+        out["random_init"] = (source, twin.name)
+    if study.shuffle:
+        out["shuffle"] = (source, target)
+    return out
+
+
+def replicates_unit(study: Study) -> Unit:
+    """The unit that reads every replicate pair's fits (and their controls') and writes the
+    spread of their statistics across replicates (`align.study.replicates`)."""
+    pairs, inputs = [], []
+    for s, t, replicate_pairs in study.replicated:
+        pairs.append([s, t, [list(p) for p in replicate_pairs]])
+        for rs, rt in replicate_pairs:
+            inputs.append(fit_name(rs, rt))
+            for control, (cs, ct) in controls_of(study, rs, rt).items():
+                inputs.append(fit_name(cs, ct, control))
+    return Unit(
+        "replicates",
+        "replicates",
+        output_of("replicates"),
+        inputs=tuple(inputs),
+        definition={"pairs": pairs},
+    )
 
 
 def _with_contents(u: Unit, study: Study, hashes) -> Unit:

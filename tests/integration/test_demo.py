@@ -543,7 +543,7 @@ def test_the_robustness_sentences_follow_the_separation_rule():
     trained value above the control's range, separated. Gap: trained 0.08..0.12, control
     0.10..0.50: 0.10 and 0.12 fall in the control's range, not separated. Spread: trained
     0.50..0.60 against control 0.08..0.10: separated. Trained paths: two distinct; control: one."""
-    from align.demo import seeds
+    from align.stats import replicates as seeds
 
     per_seed = [
         {"seed": s, "trained": _summary(*t), "control": _summary(*c)}

@@ -1,6 +1,7 @@
 """Every unit of a study writes an output of its own: the names the schema accepts map to
 distinct outputs (enumerated from separators and suffixes), and the names that could share
-one are refused in one line naming the name and the output it would share."""
+one are refused in one line naming the name and the output it would share. A model of several
+checkpoints is one model per checkpoint, NAME@K: its outputs are enumerated beside them."""
 
 from __future__ import annotations
 
@@ -56,6 +57,28 @@ def test_accepted_names_name_distinct_outputs():
     assert output_of("fit", ("a", "b"), "shuffle") == "results/fits/a--b.shuffle.zarr"
     assert output_of("fit", ("a", "b.random"), "random_init") == "results/fits/a--b.random.zarr"
     assert len(seen) == 6 * len(pool) + 3 * len(pool) * (len(pool) - 1)
+    # Replicates: checkpoint K of model n is the model n@K (its twin n@K.random), beside every
+    # name; their fits with each other and with the names of up to two fragments; the spread.
+    from align.study.schema import replicate_name
+
+    replicas = [replicate_name(n, k) for n in pool for k in (1, 2)]
+    assert replicas[:2] == [f"{pool[0]}@1", f"{pool[0]}@2"]
+    for r in replicas:
+        for kind in KINDS:
+            put(f"{kind} {r}", output_of(kind, (r,)))
+        put(f"extract {r}.random", output_of("extract", (r + ".random",)))
+    short = {n for n in pool if n in names_up_to(2)}
+    mixed = sorted(short | {replicate_name(n, k) for n in short for k in (1, 2)})
+    pairs = [(s, t) for s, t in itertools.permutations(mixed, 2) if "@" in s + t]
+    for s, t in pairs:
+        put(f"fit {s}->{t}", output_of("fit", (s, t)))
+        put(f"fit {s}->{t} shuffle", output_of("fit", (s, t), "shuffle"))
+        put(f"fit {s}->{t}.random", output_of("fit", (s, t + ".random"), "random_init"))
+    put("replicates", output_of("replicates"))
+    assert output_of("replicates") == "results/replicates.json"
+    assert output_of("fit", ("a@1", "b@1")) == "results/fits/a@1--b@1.zarr"
+    n = len(pool)
+    assert len(seen) == 6 * n + 3 * n * (n - 1) + 6 * 2 * n + 3 * len(pairs) + 1
 
 
 BASE = """

@@ -1,12 +1,15 @@
-"""What holds across the demo's training seeds: the spread of each seed's matrix summary (the
-trained pair's and the control's), and sentences chosen by those numbers saying which
-statistics separate the trained pair from the control in every seed and whether the exact
-argmin path repeats.
+"""What holds across replicates of a pair (the demo's training seeds, a study's checkpoints of
+one model): the spread of each replicate's matrix summary (the trained pair's and the
+control's), and sentences chosen by those numbers saying which statistics separate the trained
+pair from the control in every replicate and whether the exact argmin path repeats.
 
 The separation rule: a statistic separates the trained pair from the control when every
-seed's trained value lies outside the range (min to max) of the control's values over the
-seeds, all on the same side. The bootstrap intervals of one seed cover its held-out documents;
-this spread covers training (initialisation, batches, training stream).
+replicate's trained value lies outside the range (min to max) of the control's values over the
+replicates, all on the same side. The bootstrap intervals of one replicate cover its held-out
+documents; this spread covers training (initialisation, batches, training stream).
+
+The word for a replicate (`word`: "seed" for the demo, "replicate" for a study) names the keys
+of `statistics`' record ("seeds", "per_seed") and appears in its sentences.
 """
 
 from __future__ import annotations
@@ -75,15 +78,17 @@ def separation(trained: dict, control: dict, n_seeds: int) -> str | None:
     return None
 
 
-def statistics(per_seed: list) -> dict:
-    """Across-seed statistics from [{seed, trained: summary, control: summary}] (each summary
-    an alignment result's attrs["summary"]): per pair and statistic the spread (`spread`), the
-    argmin paths and how many distinct ones, the separation of each SEPARATING statistic, and
-    the sentences saying what is robust."""
-    seeds = [int(x["seed"]) for x in per_seed]
-    out = {"seeds": seeds, "rule": RULE, "per_seed": [], "trained": {}, "control": {}}
+def statistics(per_seed: list, word: str = "seed") -> dict:
+    """Across-replicate statistics from [{WORD: number, trained: summary, control: summary}]
+    (each summary an alignment result's attrs["summary"]): per pair and statistic the spread
+    (`spread`), the argmin paths and how many distinct ones, the separation of each SEPARATING
+    statistic, and the sentences saying what is robust. The record's keys are "WORDs" (the
+    replicates' numbers) and "per_WORD" (their rows), beside "trained", "control",
+    "separation", "rule" and "sentences"."""
+    seeds = [int(x[word]) for x in per_seed]
+    out = {f"{word}s": seeds, "rule": rule(word), f"per_{word}": [], "trained": {}, "control": {}}
     for x in per_seed:
-        row = {"seed": int(x["seed"])}
+        row = {word: int(x[word])}
         for pair in PAIRS:
             s = x[pair]
             row[pair] = {
@@ -91,17 +96,22 @@ def statistics(per_seed: list) -> dict:
                 **{k: s.get(k) for k in STATS},
                 **{f"{k}_{e}": s.get(f"{k}_{e}") for k in STATS for e in ("low", "high")},
             }
-        out["per_seed"].append(row)
+        out[f"per_{word}"].append(row)
     for pair in PAIRS:
-        paths = [row[pair]["argmin_path"] for row in out["per_seed"]]
-        out[pair] = {k: spread([row[pair][k] for row in out["per_seed"]]) for k in STATS}
+        paths = [row[pair]["argmin_path"] for row in out[f"per_{word}"]]
+        out[pair] = {k: spread([row[pair][k] for row in out[f"per_{word}"]]) for k in STATS}
         out[pair]["paths"] = paths
         out[pair]["distinct_paths"] = len({tuple(p) for p in paths})
     out["separation"] = {
         k: separation(out["trained"][k], out["control"][k], len(seeds)) for k in SEPARATING
     }
-    out["sentences"] = sentences(out)
+    out["sentences"] = sentences(out, word)
     return out
+
+
+def rule(word: str = "seed") -> str:
+    """The separation rule in words, of replicates called `word`."""
+    return RULE.replace("seed", word)
 
 
 def _range(s: dict, digits: int) -> str:
@@ -114,13 +124,14 @@ def _range(s: dict, digits: int) -> str:
     )
 
 
-def sentences(st: dict) -> list:
-    """What is robust across the seeds and what is not, each sentence chosen by the numbers."""
-    n = len(st["seeds"])
+def sentences(st: dict, word: str = "seed") -> list:
+    """What is robust across the replicates and what is not, each sentence chosen by the
+    numbers."""
+    n = len(st[f"{word}s"])
     where = {
-        1: "the one seed (no spread across training is measured with one seed)",
-        2: "both seeds",
-    }.get(n, f"all {n} seeds")
+        1: f"the one {word} (no spread across training is measured with one {word})",
+        2: f"both {word}s",
+    }.get(n, f"all {n} {word}s")
     out = []
     for k in SEPARATING:
         label, digits = STATS[k]
@@ -132,25 +143,25 @@ def sentences(st: dict) -> list:
                 f"every trained value lies {side} the control's range)."
             )
         elif t["n_defined"] < n or c["n_defined"] < n:
-            out.append(f"Not established: the {label} is undefined in some seed ({ranges}).")
+            out.append(f"Not established: the {label} is undefined in some {word} ({ranges}).")
         else:
             out.append(
-                f"Not robust: the {label} does not separate the trained pair from the control across the seeds "
+                f"Not robust: the {label} does not separate the trained pair from the control across the {word}s "
                 f"({ranges}: the ranges overlap)."
             )
     for pair, name in PAIRS.items():
         paths, k = st[pair]["paths"], st[pair]["distinct_paths"]
         if n == 1:
             out.append(
-                f"Not measured: whether {name}'s exact argmin path {paths[0]} repeats needs more than one seed."
+                f"Not measured: whether {name}'s exact argmin path {paths[0]} repeats needs more than one {word}."
             )
         elif k == 1:
             out.append(f"Robust: {name}'s exact argmin path is {paths[0]} in {where}.")
         else:
             listed = ", ".join(f"{p}" for p in paths)
             out.append(
-                f"Not robust: {name}'s exact argmin path differs across the seeds ({k} distinct paths in {n} "
-                f"seeds: {listed})."
+                f"Not robust: {name}'s exact argmin path differs across the {word}s ({k} distinct paths "
+                f"in {n} {word}s: {listed})."
             )
     return out
 
