@@ -73,7 +73,7 @@ INFO_JSON = flag(
 def info_cmd(store, **values):
     """Print what STORE holds: model, tokens, boundaries, dtype, size, completeness, provenance."""
     as_json = Parsed(values).take(INFO_JSON)
-    from align.study.state import describe as describe_study
+    from align.study.overview import describe as describe_study
     from align.study.state import is_study
 
     if is_study(store) and not as_json:

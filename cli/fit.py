@@ -8,9 +8,10 @@ from align.cli.declared import Parsed, fields, options_of, param_names, sides
 from align.cli.extract import CORPUS_FIELDS, corpus_spec
 from align.cli.shared_options import DEVICE_MEMORY, FIT_OUTPUT, LIVE, LIVE_DRY_RUN
 from align.corpus import CorpusSpec
+from align.devices import MODEL_DEVICES
 from align.errors import InputError
 from align.fitting import FitSpec, fit
-from align.fitting.fit_options import MODEL_DEVICES, Execution, LiveJob, parse_memory
+from align.fitting.fit_options import Execution, LiveJob, parse_memory
 from align.models import ModelSpec
 
 # The options of the store form, in the order of the help (each declared once, on its field),

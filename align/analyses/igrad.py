@@ -96,7 +96,9 @@ def gradient_pass(model, ids, predicts, part, layer, alpha, prompt, v: Variant):
     tau = torch.as_tensor(np.flatnonzero(predicts), device=dev)
     store = {}
     run = f"run scaling {'' if part == 'layer' else part + ' of '}layer {layer}"
-    handle = install_interpolation(model, part, layer, torch.as_tensor(alpha), v, store)
+    handle = install_interpolation(
+        model, part, layer, torch.as_tensor(alpha), v.object, v.baseline, store
+    )
     try:
         with torch.enable_grad(), capture.capture(model, [L], stop_early=False) as out:
             models.base_model(model)(

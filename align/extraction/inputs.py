@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from align import corpus, models, provenance
 from align import store as st
 from align.boundaries import parse_boundaries
+from align.devices import MODEL_DEVICES, check_device
 from align.errors import InputError, OutputRefused
 from align.extraction.extract_options import ExtractOptions
-from align.fitting.fit_options import MODEL_DEVICES, check_device
 from align.messages import say
 from align.models import discovery, families
 

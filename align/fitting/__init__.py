@@ -54,6 +54,7 @@ x_shift / y_shift ({boundary: float64 (d,)}) are any fixed vectors near the trai
 conditioned; the maps come back in raw units.
 """
 
+from align.devices import check_device
 from align.fitting.budget import (
     BlockPlan,
     PairGrid,
@@ -65,7 +66,7 @@ from align.fitting.budget import (
     result_bytes,
     statistics_bytes,
 )
-from align.fitting.fit_options import Execution, FitSpec, check_device, request
+from align.fitting.fit_options import Execution, FitSpec, request
 from align.fitting.maps import apply_map
 from align.fitting.result import (
     Side,

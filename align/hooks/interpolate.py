@@ -4,20 +4,23 @@ replaced by an interpolation between a baseline and itself, a leaf that requires
 from __future__ import annotations
 
 from align import models
-from align.analyses.igrad_options import Variant
 from align.hooks.outputs import first, replace_first
 
 
-def install_interpolation(model, part: str, layer: int, alpha, v: Variant, store: dict):
+def install_interpolation(
+    model, part: str, layer: int, alpha, obj: str, baseline: str, store: dict
+):
     """Forward hook replacing the object of `part` at `layer` (`align.analyses.igrad`) by
     y = b + r·(x − b), r = alpha (B,) per row, y a leaf that requires grad; x − b and y go
-    to `store`."""
+    to `store`. `obj` and `baseline` are an igrad variant's (`align.analyses.igrad_options`):
+    for part "layer" the residual h_{l+1} ("residual") or what the block adds ("delta"), and
+    the baseline b, "position-mean" (the mean over the prompt's positions) or zero."""
     import torch  # imported on first use: align.analyses' constants are read without torch
 
     def interpolated(x):
         x = x.detach()
         # Each row is the whole prompt (no padding): the mean over dim 1 is over its T positions.
-        b = x.mean(1, keepdim=True) if v.baseline == "position-mean" else torch.zeros_like(x[:, :1])
+        b = x.mean(1, keepdim=True) if baseline == "position-mean" else torch.zeros_like(x[:, :1])
         r = alpha.to(device=x.device, dtype=x.dtype)[:, None, None]
         y = (b + r * (x - b)).requires_grad_(True)
         store["dx"], store["y"] = x - b, y
@@ -27,7 +30,7 @@ def install_interpolation(model, part: str, layer: int, alpha, v: Variant, store
 
         def hook(module, args, kwargs, output):
             out = first(output)
-            if v.object == "residual":
+            if obj == "residual":
                 return replace_first(output, interpolated(out))
             # The hook sees the block's input before a device_map hook moved it to the block's device.
             h_in = (args[0] if args else kwargs["hidden_states"]).detach().to(out.device)

@@ -4,14 +4,14 @@ extractions; a unit that runs a model or solves on a device (`Unit.gpu`, or ever
 with `[route] gpu_resource`) asks for the worker resource GPU, so a cluster of GPU and CPU
 workers places it on a worker started with `--resources GPU=1`. The state is written here, by
 the process that holds DIR's lock, as tasks finish; each task runs the unit through
-`execute.run_unit`, the same library call as the local run, on workers that see DIR."""
+`runners.run_unit`, the same library call as the local run, on workers that see DIR."""
 
 from __future__ import annotations
 
 import time
 
 from align.errors import AlignError, InputError
-from align.study.execute import Ledger, run_unit
+from align.study.runners import run_unit
 
 RESOURCE = "GPU"
 
@@ -29,7 +29,7 @@ def remote_unit(u, study, root: str) -> tuple:
     return get_worker().address, time.time() - t
 
 
-def run_on_cluster(ledger: Ledger, scheduler: str, keep_going: bool) -> None:
+def run_on_cluster(ledger, scheduler: str, keep_going: bool) -> None:
     """Every unit of `ledger` on the cluster at `scheduler`, each submitted when its inputs are
     settled (done, skipped, failed or blocked)."""
     from distributed import Client, wait

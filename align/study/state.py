@@ -73,20 +73,3 @@ def write_state(root: str, state: dict) -> None:
 def is_study(root: str) -> bool:
     """Whether `root` holds a study.json (`read_state` says whether it is align's)."""
     return os.path.isfile(os.path.join(root, STATE_FILE))
-
-
-def describe(root: str) -> list:
-    """One line per unit of the study in `root`: its state and seconds, or its error."""
-    state = read_state(root)
-    entries = state.get("units", {})
-    lines = [f"{root}: study {state.get('name', '?')} ({state.get('study', '?')})"]
-    for name in state.get("order", []):
-        e = entries.get(name, {})
-        s = e.get("state", "pending")
-        extra = f" {e['seconds']:.1f} s" if s == DONE and "seconds" in e else ""
-        if s == FAILED:
-            extra = f": {e.get('error', '')}"
-        lines.append(f"  {s:<8} {name}{extra}")
-    from align.study.replicates import info_lines
-
-    return lines + info_lines(root, state)

@@ -57,8 +57,8 @@ def test_store_only_options_with_live_are_refused_naming_the_option(
 def test_one_device_check_serves_the_fit_and_extraction(monkeypatch):
     import torch
 
+    from align.devices import MODEL_DEVICES, check_device
     from align.extraction import inputs
-    from align.fitting.fit_options import MODEL_DEVICES, check_device
 
     assert inputs.check_device is check_device
     check_device("cpu")
