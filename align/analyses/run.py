@@ -12,7 +12,7 @@ import numpy as np
 from align import corpus, messages, models, provenance
 from align import store as st
 from align.analyses import answers as answer_files
-from align.analyses import checkpoint, contrib, depth, dryrun, lens, skip
+from align.analyses import checkpoint, contrib, depth, dryrun, lens, lens_run, skip
 from align.analyses import prompts as prompt_files
 from align.analyses.analysis_options import LensOptions, SkipOptions
 from align.analyses.prompts import batches
@@ -194,7 +194,7 @@ def run_contrib(
             res = contrib.contributions_from_model(model, work, progress=progress)
         finally:
             progress.close()
-        attrs = {**prov, "options": {"batch_size": batch_size}}
+        attrs = {**prov, "options": {"batch_size": batch_size}, "kind": "logit"}
     ds = contrib.to_dataset(res, attrs, resampling)
     st.write_result(output, ds, "contributions", overwrite=overwrite, inputs=inputs)
     log(
@@ -415,8 +415,22 @@ def run_lens(
         options.dtype,
         options.tokens_per_step,
     )
-    inputs = _inputs(spec, cspec, store=store)
+    inputs = _inputs(spec, cspec, store=store, map=options.maps, save_maps=options.save_maps)
+    options = lens_run.check_options(options, store, cspec)
     st.check_output(output, "lens", inputs=inputs, overwrite=overwrite)
+    if options.kind != "logit":
+        ds = lens_run.run_kind(
+            output,
+            spec=spec,
+            cspec=cspec,
+            store=store,
+            options=options,
+            resampling=resampling,
+            overwrite=overwrite,
+        )
+        st.write_result(output, ds, "lens", overwrite=overwrite, inputs=inputs)
+        log(f"align lens: wrote {output} ({lens_run.summary(ds)})")
+        return output
     if store is not None:
         s = st.open_activations(store)
         name, revision = _head_model(spec, s, inputs)
@@ -445,6 +459,7 @@ def run_lens(
             **provenance.store_record(s),
             "head_model": _model_id(name),
             "options": {"device": head_dev, "dtype": head_dtype, "tokens_per_step": step},
+            "kind": "logit",
         }
     else:
         model, config, prompts, prov = load(spec, cspec)
@@ -455,7 +470,7 @@ def run_lens(
         finally:
             progress.close()
         L = config.num_hidden_layers
-        attrs = {**prov, "options": {"batch_size": batch_size}}
+        attrs = {**prov, "options": {"batch_size": batch_size}, "kind": "logit"}
     ds = lens.to_dataset(res, attrs, L, resampling)
     st.write_result(output, ds, "lens", overwrite=overwrite, inputs=inputs)
     log(
