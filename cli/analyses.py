@@ -189,7 +189,9 @@ def lens_cmd(model, corpus, **values):
     store, dry_run = parsed.take(LENS_STORE), parsed.take(STORE_DRY_RUN)
     output, batch_size, overwrite = _outputs(parsed)
     kinds = parsed.fields(LensOptions)
-    if kinds["kind"] != "logit" or kinds["maps"] is not None or kinds["through"] is not None:
+    if kinds["kind"] != "logit" or any(
+        kinds[k] is not None for k in ("maps", "through", "save_maps")
+    ):
         _lens_kind(model, corpus, store, dry_run, output, overwrite, kinds, parsed)
         return
     if store is not None:
