@@ -17,6 +17,10 @@ from align import store as st
 from align.analyses import checkpoint, lens_heldout, lens_tuned
 from align.analyses.analysis_options import LensOptions
 from align.errors import InputError, StoreMismatch
+from align.extraction import ExtractOptions, extract
+from align.fitting.fit_options import Execution, FitSpec
+from align.fitting.split import split_documents
+from align.fitting.stores import fit
 from align.stats.bootstrap import DEFAULT, Resampling
 
 
@@ -100,8 +104,6 @@ def _rows(source, ds) -> tuple[np.ndarray, np.ndarray]:
 def self_fit(store: str, L: int, save_maps, overwrite: bool):
     """The ridge maps of a store onto its own boundary L (align.fit with the default split and
     α selection, maps kept): the alignment Dataset, also written to `save_maps` when given."""
-    from align.fitting.fit_options import Execution, FitSpec
-    from align.fitting.stores import fit
 
     spec = FitSpec(target_boundaries=str(L), save_maps=True, bootstrap=0)
     report = fit(store, store, save_maps, spec, Execution(overwrite=overwrite), log=_quiet)
@@ -135,9 +137,6 @@ def tuned(source, head, options: LensOptions, step: int, progress=None) -> dict:
     """The tuned lens of store `source` (align.analyses.lens_tuned): translators trained on the
     training documents of the fit's default split, scored on its held-out documents."""
     import torch
-
-    from align.fitting.fit_options import FitSpec
-    from align.fitting.split import split_documents
 
     L = source.n_layers
     spec = FitSpec()
@@ -179,8 +178,6 @@ def tuned(source, head, options: LensOptions, step: int, progress=None) -> dict:
 
 def _temporary_store(output: str, spec, cspec) -> tuple[str, str]:
     """(folder, store path): the model's residuals over the corpus extracted beside `output`."""
-    import align
-    from align.extraction import ExtractOptions
 
     if spec.random_init:
         raise InputError(
@@ -189,7 +186,7 @@ def _temporary_store(output: str, spec, cspec) -> tuple[str, str]:
     parent = os.path.dirname(os.path.abspath(output)) or "."
     folder = tempfile.mkdtemp(prefix=".align-lens-", dir=parent)
     path = os.path.join(folder, "residuals.zarr")
-    align.extract(spec, cspec, path, ExtractOptions(), log=_quiet)
+    extract(spec, cspec, path, ExtractOptions(), log=_quiet)
     return folder, path
 
 

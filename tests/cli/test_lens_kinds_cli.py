@@ -80,3 +80,49 @@ def test_plot_draws_the_kinds_together(cli, extracted, tmp_path):
         "logit lens",
         "linear lens",
     ]
+
+
+def test_char_anchor_maps_are_refused():
+    """Maps between two tokenizations paired by character anchors: one line, no lens."""
+    import xarray as xr
+
+    from align.analyses.lens_run import check_maps
+    from align.errors import InputError
+
+    ds = xr.Dataset(
+        {
+            "W": (
+                ("source_boundary", "target_boundary", "d_source", "d_target"),
+                np.zeros((1, 1, 2, 2)),
+            ),
+            "c": (("source_boundary", "target_boundary", "d_target"), np.zeros((1, 1, 2))),
+        },
+        coords={"source_boundary": [0], "target_boundary": [3]},
+        attrs={"options": {"pairing": "char-anchors"}},
+    )
+    with pytest.raises(InputError, match="r.zarr pairs two tokenizations by character anchors"):
+        check_maps(ds, "r.zarr", 3)
+
+
+def test_depth_refuses_a_linear_lens(cli, extracted, tmp_path):
+    store = extracted("llama")
+    code, _, err = cli("lens", "--store", store, "--kind", "linear", "-o", tmp_path / "l.zarr")
+    assert code == 0, err
+    code, _, err = cli(
+        "contrib", "--store", extracted("llama", sublayers=True), "-o", tmp_path / "c.zarr"
+    )
+    assert code == 0, err
+    code, _, err = cli(
+        "depth",
+        "--contrib",
+        tmp_path / "c.zarr",
+        "--lens",
+        tmp_path / "l.zarr",
+        "-o",
+        tmp_path / "d.zarr",
+    )
+    assert (
+        code == 2
+        and "is a linear lens on held-out documents: effective depth reads the logit lens" in err
+    )
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "d.zarr").exists()
