@@ -133,7 +133,7 @@ def read_through(source, ds, head, target, step, progress=None) -> dict:
     return res
 
 
-def tuned(source, head, options: LensOptions, step: int, progress=None) -> dict:
+def tuned(source, head, options: LensOptions, step: int, log=_quiet) -> dict:
     """The tuned lens of store `source` (align.analyses.lens_tuned): translators trained on the
     training documents of the fit's default split, scored on its held-out documents."""
     import torch
@@ -152,6 +152,7 @@ def tuned(source, head, options: LensOptions, step: int, progress=None) -> dict:
     for b in source.boundaries:
         if b == L:
             continue
+        log(f"align lens: training the translator of boundary {b} ({options.steps} steps)")
         t = lens_tuned.train(
             torch.from_numpy(source.resid(b)[train]),
             h_final,
@@ -167,7 +168,7 @@ def tuned(source, head, options: LensOptions, step: int, progress=None) -> dict:
 
     nxt = lens_heldout.next_tokens(*(source.tokens(k) for k in ("token_id", "seq", "pos")))
     rows = lens_heldout.scored_tokens(doc, pos, nxt, test_docs, False)
-    res = lens_heldout.evaluate(source, source, rows, translate, head, test_docs, step, progress)
+    res = lens_heldout.evaluate(source, source, rows, translate, head, test_docs, step)
     res["train_loss"] = losses
     res["split"] = {
         "training_docs": np.concatenate([fit_docs, val_docs]).tolist(),
@@ -199,20 +200,23 @@ def run_kind(
     options: LensOptions = LensOptions(),
     resampling: Resampling = DEFAULT,
     overwrite=False,
+    log=_quiet,
 ):
     """`align lens` of kind linear or tuned, or through another model's head (`options.through`
-    with `options.maps`): the result's Dataset (`lens_heldout.to_dataset`), not written."""
+        with `options.maps`): the result's Dataset (`lens_heldout.to_dataset`), not written; `log`
+    hears of each stage."""
     folder = None
     try:
         if store is None and options.maps is None:
+            log(f"align lens: extracting the residuals of {spec.name} into a temporary store")
             folder, store = _temporary_store(output, spec, cspec)
-        return _run(store, spec, options, resampling, overwrite)
+        return _run(store, spec, options, resampling, overwrite, log)
     finally:
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def _run(store, spec, options, resampling, overwrite):
+def _run(store, spec, options, resampling, overwrite, log):
     step = options.tokens_per_step or 1024
     if options.maps is not None:
         ds = st.open_alignment(options.maps)
@@ -252,11 +256,14 @@ def _run(store, spec, options, resampling, overwrite):
                 f"store {source.path} lacks boundary {source.n_layers} (the last block's output), the lens reference"
             )
         if options.kind == "linear":
+            log(
+                f"align lens: fitting the maps of {source.path} onto its boundary {source.n_layers}"
+            )
             ds = self_fit(source.path, source.n_layers, options.save_maps, overwrite)
             res = read_through(source, ds, head, source, step)
             maps_record = options.save_maps or "fitted by this run, not kept"
         else:
-            res = tuned(source, head, options, step)
+            res = tuned(source, head, options, step, log=log)
             maps_record = None
     attrs = {
         **provenance.store_record(source),

@@ -427,6 +427,7 @@ def run_lens(
             options=options,
             resampling=resampling,
             overwrite=overwrite,
+            log=log,
         )
         st.write_result(output, ds, "lens", overwrite=overwrite, inputs=inputs)
         log(f"align lens: wrote {output} ({lens_run.summary(ds)})")
@@ -679,4 +680,5 @@ def intervals_note(attrs: dict) -> str:
     if not b:
         return "no intervals"
     equal_n = f", equal-n {b['equal_n']}" if b.get("equal_n") else ""
-    return f"{b['level']:.0%} intervals over {b['resamples']:,} prompt resamples (seed {b['seed']}{equal_n})"
+    unit = "held-out document" if b.get("method", "").startswith("document") else "prompt"
+    return f"{b['level']:.0%} intervals over {b['resamples']:,} {unit} resamples (seed {b['seed']}{equal_n})"

@@ -84,9 +84,11 @@ def test_through_itself_equals_the_linear_lens(extracted, zoo, tmp_path):
     path = extracted("llama")
     lin = _run(tmp_path / "lin.zarr", store=path, kind="linear", save_maps=str(tmp_path / "m.zarr"))
     thr = _run(tmp_path / "thr.zarr", maps=str(tmp_path / "m.zarr"), through=zoo("llama"))
+    again = _run(tmp_path / "again.zarr", kind="linear", maps=str(tmp_path / "m.zarr"))
     assert thr.attrs["through"] == zoo("llama") and thr.attrs["kind"] == "linear"
     for m in ("kl", "overlap", "top1", "ce", "kl_low", "kl_high"):
         np.testing.assert_allclose(thr[m].values, lin[m].values, rtol=1e-12, atol=0)
+        np.testing.assert_array_equal(again[m].values, lin[m].values)
 
 
 def test_linear_lens_from_the_model_equals_the_store(extracted, zoo, corpus_file, tmp_path):
@@ -175,3 +177,26 @@ def test_tuned_lens_lowers_the_heldout_kl_of_a_trained_model(demo_run, tmp_path)
         assert tuned[b] < logit["kl"].mean(), (b, tuned[b], logit["kl"].mean())
     assert tuned[L] == pytest.approx(0, abs=1e-6)
     assert np.all(np.diff(res["train_loss"].values[:L, [0, -1]], axis=1) < 0)
+
+
+@pytest.mark.slow
+def test_the_shallow_model_read_through_the_deep_one(demo_run, tmp_path):
+    """The demo pair (one tokenizer): the shallow model's boundaries read through its maps onto
+    the deep model's last boundary and the deep model's head agree more with the deep model's
+    own predictions at its last boundary than at its first, with intervals around each value."""
+    import align
+    from align.fitting.fit_options import FitSpec
+    from align.store import open_activations
+
+    out, _ = demo_run
+    shallow, deep = f"{out}/stores/shallow.zarr", f"{out}/stores/deep.zarr"
+    L_B = open_activations(deep).n_layers
+    maps = tmp_path / "maps.zarr"
+    spec = FitSpec(target_boundaries=str(L_B), save_maps=True, bootstrap=0)
+    align.fit(shallow, deep, str(maps), spec, log=lambda m: None)
+    model_b = open_activations(deep).provenance["model"]
+    res = _run(tmp_path / "t.zarr", maps=str(maps), through=model_b)
+    top1 = res["top1"].sel(weighting="token").values
+    assert top1[-1] > top1[0], top1
+    low, high = (res[f"top1_{e}"].sel(weighting="token").values for e in ("low", "high"))
+    assert np.all(low <= top1 + 1e-12) and np.all(top1 <= high + 1e-12) and np.any(high > low)
