@@ -28,6 +28,7 @@ from align.stats import bootstrap
 
 METRICS = ("kl", "overlap", "top1", "ce")
 WEIGHTINGS = ("token", "document")
+SPAN = 16  # a batch's rows lie within SPAN batches' worth of tokens: what a read may hold
 DESCRIPTIONS = {
     "kl": "KL(lens || model output) in nats",
     "overlap": f"top-{TOP_K} overlap of the lens with the model output",
@@ -55,14 +56,17 @@ def scored_tokens(doc, pos, nxt, heldout_docs, include_first_token: bool) -> np.
     return np.flatnonzero(keep)
 
 
-def runs(rows: np.ndarray, step: int):
-    """Contiguous [start, stop) ranges covering sorted `rows`, none longer than `step`."""
-    if len(rows) == 0:
-        return
-    breaks = np.flatnonzero(np.diff(rows) != 1) + 1
-    for run in np.split(rows, breaks):
-        for k in range(0, len(run), step):
-            yield int(run[k]), int(run[min(k + step, len(run)) - 1]) + 1
+def batches(rows: np.ndarray, step: int, span: int):
+    """Sorted `rows` cut into batches of at most `step` rows lying within `span` tokens of the
+    batch's first: (start, stop, rows) with every row in [start, stop), stop − start ≤ span.
+    A batch of rows of several documents is one head application; the span bounds what is
+    read around them."""
+    rows = np.asarray(rows, np.int64)
+    k = 0
+    while k < len(rows):
+        end = min(k + step, int(np.searchsorted(rows, rows[k] + span)))
+        yield int(rows[k]), int(rows[end - 1]) + 1, rows[k:end]
+        k = end
 
 
 def kind_metrics(lens, final, nxt):
@@ -167,24 +171,23 @@ def evaluate(
         source.tokens("doc"),
         next_tokens(*(source.tokens(k) for k in ("token_id", "seq", "pos"))),
     )
-    for start, stop in runs(np.asarray(rows), step):
+    for start, stop, batch in batches(rows, step, SPAN * step):
         t = time.perf_counter()
-        unit = acc.unit(doc[start:stop])
+        unit, at = acc.unit(doc[batch]), batch - start
         final = lens_logits(
-            head, torch.from_numpy(target.resid(L_B, start, stop)).to(param.device, param.dtype)
+            head, torch.from_numpy(target.resid(L_B, start, stop)[at]).to(param.device, param.dtype)
         )
         acc.count += np.bincount(unit, minlength=len(acc.docs))
         for b in source.boundaries:
-            x = torch.from_numpy(source.resid(b, start, stop))
-            h = translate(b, x)
+            h = translate(b, torch.from_numpy(source.resid(b, start, stop)[at]))
             if h is None:
                 continue
             values = kind_metrics(
-                lens_logits(head, h.to(param.device, param.dtype)), final, nxt[start:stop]
+                lens_logits(head, h.to(param.device, param.dtype)), final, nxt[batch]
             )
             acc.add(b, values, unit)
         if progress is not None:
-            progress.forward("model", stop - start, time.perf_counter() - t)
+            progress.forward("model", len(batch), time.perf_counter() - t)
             progress.step(f"{stop:,} tokens")
     return acc.result()
 
