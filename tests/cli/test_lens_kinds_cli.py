@@ -126,3 +126,34 @@ def test_depth_refuses_a_linear_lens(cli, extracted, tmp_path):
         and "is a linear lens on held-out documents: effective depth reads the logit lens" in err
     )
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "d.zarr").exists()
+
+
+def test_maps_between_two_vocabularies_are_refused(cli, extracted, zoo, tmp_path, monkeypatch):
+    """A target store whose tokenizer is another (its recorded hash differs): one line."""
+    from align.analyses import lens_run
+
+    store = extracted("llama")
+    maps = _fit(store, tmp_path / "m.zarr", target_boundaries="2", save_maps=True)
+    real = lens_run.st.open_activations
+    opened = []
+
+    class Retokenized:
+        def __init__(self, s):
+            self._s = s
+
+        def __getattr__(self, name):
+            return getattr(self._s, name)
+
+        @property
+        def provenance(self):
+            return {**self._s.provenance, "tokenizer_hash": {"vocab": "another"}}
+
+    def open_second_retokenized(path):
+        opened.append(path)
+        return Retokenized(real(path)) if len(opened) == 2 else real(path)
+
+    monkeypatch.setattr(lens_run.st, "open_activations", open_second_retokenized)
+    code, _, err = cli("lens", "--map", maps, "--through", zoo("llama"), "-o", tmp_path / "o.zarr")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"{maps} maps two models whose vocabularies differ" in err
+    assert not (tmp_path / "o.zarr").exists()
