@@ -251,7 +251,7 @@ def _lens_kind(model, corpus, store, dry_run, output, overwrite, kinds, parsed):
         spec=spec,
         cspec=cspec,
         store=store,
-        options=LensOptions(**kinds),
+        options=LensOptions(**kinds, device=typed["device"]),
         resampling=_resampling_of(parsed),
         overwrite=overwrite,
     )

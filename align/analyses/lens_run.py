@@ -241,7 +241,7 @@ def _run(store, spec, options, resampling, overwrite, log):
             raise InputError(
                 f"{options.maps} maps two models whose vocabularies differ: the lens compares with the head's own predictions token for token"
             )
-        head = store_head(name, revision, target)
+        head = store_head(name, revision, target, device=options.device)
         res = read_through(source, ds, head, target, step)
         maps_record = str(options.maps)
     else:
@@ -250,7 +250,7 @@ def _run(store, spec, options, resampling, overwrite, log):
         name, revision = _store_model(source)
         if spec is not None:
             name, revision = spec.name, spec.revision
-        head = store_head(name, revision, source)
+        head = store_head(name, revision, source, device=options.device)
         if source.n_layers not in source.boundaries:
             raise InputError(
                 f"store {source.path} lacks boundary {source.n_layers} (the last block's output), the lens reference"

@@ -34,7 +34,8 @@ class Translator:
 
     def __call__(self, h):
         """T(h) for h (..., d_model), in h's dtype."""
-        return h + h @ self.A.to(h.dtype).T + self.c.to(h.dtype)
+        A, c = (t.to(h.device, h.dtype) for t in (self.A, self.c))
+        return h + h @ A.T + c
 
 
 def identity(d_model: int) -> Translator:
@@ -63,7 +64,8 @@ def train(x, h_final, head, steps: int = 250, tokens_per_step: int = 4096, seed:
     h_final : tensor of shape (n_tokens, d_model)
         Boundary L's residuals on the same tokens (the output p = softmax(head(h_L))).
     head : align.models.families.Head
-        The model's final norm and unembedding (float32; not trained).
+        The model's final norm and unembedding (float32; not trained); the training runs on
+        its device.
     steps : int, optional
         Optimiser steps (the paper's 250).
     tokens_per_step : int, optional
@@ -82,9 +84,9 @@ def train(x, h_final, head, steps: int = 250, tokens_per_step: int = 4096, seed:
         raise InputError(
             f"steps {steps} and tokens_per_step {tokens_per_step} must both be at least 1"
         )
-    d = x.shape[1]
-    A = torch.zeros(d, d, requires_grad=True)
-    c = torch.zeros(d, requires_grad=True)
+    d, device = x.shape[1], head.parameter.device
+    A = torch.zeros(d, d, device=device, requires_grad=True)
+    c = torch.zeros(d, device=device, requires_grad=True)
     opt = torch.optim.SGD(
         [A, c],
         lr=LEARNING_RATE * (1 - MOMENTUM),
@@ -96,7 +98,7 @@ def train(x, h_final, head, steps: int = 250, tokens_per_step: int = 4096, seed:
     rng = np.random.default_rng(seed)
     n = x.shape[0]
     losses = np.zeros(steps)
-    x, h_final = x.float(), h_final.float()
+    x, h_final = x.to(device).float(), h_final.to(device).float()
     for k in range(steps):
         pick = (
             slice(None)
