@@ -147,7 +147,10 @@ def tuned(source, head, options: LensOptions, step: int, log=_quiet) -> dict:
     train = np.flatnonzero(np.isin(doc, np.concatenate([fit_docs, val_docs])) & (pos != 0))
     for module in head.modules:
         module.requires_grad_(False)
-    h_final = torch.from_numpy(source.resid(L)[train])
+    h_final = torch.from_numpy(source.resid(L)[train]).to(head.parameter.device)
+    vocab = head.parameter.shape[0]
+    small = len(train) * vocab * 4 <= lens_tuned.TARGET_BYTES
+    final_logp = lens_tuned.output_logp(head, h_final.float()) if small else None
     translators, losses = {}, np.full((L + 1, options.steps), np.nan)
     for b in source.boundaries:
         if b == L:
@@ -160,6 +163,7 @@ def tuned(source, head, options: LensOptions, step: int, log=_quiet) -> dict:
             options.steps,
             options.train_tokens,
             options.lens_seed,
+            final_logp,
         )
         translators[b], losses[b] = t, t.losses
 

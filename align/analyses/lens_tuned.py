@@ -23,6 +23,7 @@ from align.errors import InputError
 MOMENTUM = 0.9
 LEARNING_RATE = 1.0  # tuned-lens's SGD default, scaled by (1 − β) as it does
 WEIGHT_DECAY = 1e-3
+TARGET_BYTES = 1 << 30  # the training targets log p are computed once when they fit in this
 
 
 @dataclass
@@ -54,7 +55,23 @@ def kl_to_output(lens_logits, final_logp):
     return (final_logp.exp() * (final_logp - lq)).sum(-1).mean()
 
 
-def train(x, h_final, head, steps: int = 250, tokens_per_step: int = 4096, seed: int = 0):
+def output_logp(head, h_final, step: int = 1024):
+    """log p = log_softmax(head(h_L)) (n_tokens, vocab), float32, `step` tokens at a time: the
+    training targets computed once (`train`'s `final_logp`)."""
+    import torch
+
+    with torch.no_grad():
+        return torch.cat(
+            [
+                torch.log_softmax(head(h_final[k : k + step]).float(), -1)
+                for k in range(0, h_final.shape[0], step)
+            ]
+        )
+
+
+def train(
+    x, h_final, head, steps: int = 250, tokens_per_step: int = 4096, seed: int = 0, final_logp=None
+):
     """Train one boundary's translator (module docstring) on its training tokens.
 
     Parameters
@@ -72,6 +89,8 @@ def train(x, h_final, head, steps: int = 250, tokens_per_step: int = 4096, seed:
         Tokens drawn for each step (every training token when fewer).
     seed : int, optional
         The draws' seed.
+    final_logp : tensor of shape (n_tokens, vocab), optional
+        `output_logp(head, h_final)`, when it fits in memory: not recomputed at every step.
 
     Returns
     -------
@@ -105,10 +124,12 @@ def train(x, h_final, head, steps: int = 250, tokens_per_step: int = 4096, seed:
             if tokens_per_step >= n
             else torch.from_numpy(rng.choice(n, tokens_per_step, replace=False))
         )
-        with torch.no_grad():
-            final_logp = torch.log_softmax(head(h_final[pick]).float(), -1)
+        if final_logp is None:
+            target = output_logp(head, h_final[pick], max(n, 1))
+        else:
+            target = final_logp[pick]
         h = x[pick]
-        loss = kl_to_output(head(h + h @ A.T + c), final_logp)
+        loss = kl_to_output(head(h + h @ A.T + c), target)
         opt.zero_grad()
         loss.backward()
         opt.step()
