@@ -45,7 +45,9 @@ def _corpus(record) -> str | None:
 def _intervals(attrs: dict) -> str:
     b = attrs.get("bootstrap") or (attrs.get("summary") or {}).get("bootstrap")
     if isinstance(b, dict) and b.get("resamples"):
-        what = "document" if attrs.get("align", {}).get("schema") == "alignment" else "prompt"
+        by_document = str(b.get("method", "")).startswith("document")  # the lens's other kinds
+        alignment = attrs.get("align", {}).get("schema") == "alignment"
+        what = "document" if alignment or by_document else "prompt"
         return (
             f"{b.get('level', 0.95):.0%} intervals over {b['resamples']:,} {what} resamples "
             f"(seed {b.get('seed')})"

@@ -55,6 +55,8 @@ COMMON = (*RUN_OUTPUTS, ANALYSIS_DRY_RUN)
 COMMON_STORE = (*RUN_OUTPUTS, STORE_DRY_RUN)  # a command that also reads a --store
 RESAMPLING = (BOOTSTRAP, BOOTSTRAP_SEED)
 MODEL_AND_CORPUS = (fields(ModelSpec), fields(CorpusSpec, *CORPUS_FIELDS))
+# The lens's kinds and the cross-model read (LensOptions' declared fields).
+LENS_FIELDS = ("kind", "through", "maps", "save_maps", "steps", "train_tokens", "lens_seed")
 
 
 def _outputs(parsed: Parsed, batch=PROMPTS_BATCH) -> tuple:
@@ -170,14 +172,28 @@ def skip_cmd(model, corpus, **values):
 @click.command("lens")
 @click.argument("model", required=False)
 @click.argument("corpus", required=False)
-@options_of(LENS_STORE, *COMMON_STORE, *RESAMPLING, *MODEL_AND_CORPUS)
+@options_of(
+    LENS_STORE,
+    *COMMON_STORE,
+    fields(LensOptions, *LENS_FIELDS),
+    *RESAMPLING,
+    *MODEL_AND_CORPUS,
+)
 def lens_cmd(model, corpus, **values):
-    """Logit lens: KL(lens || output) and top-5 overlap at every boundary 0..L, token- and
-    prompt-weighted, with prompt-bootstrap 95% intervals."""
+    """Logit, linear or tuned lens: KL(lens || output) and top-5 overlap at every boundary 0..L,
+    token- and prompt-weighted, with bootstrap 95% intervals (linear and tuned: also top-1
+    agreement and cross-entropy, on held-out documents); or one model read through another's
+    head (--through, --map)."""
 
     parsed = Parsed(values)
     store, dry_run = parsed.take(LENS_STORE), parsed.take(STORE_DRY_RUN)
     output, batch_size, overwrite = _outputs(parsed)
+    kinds = parsed.fields(LensOptions)
+    if kinds["kind"] != "logit" or any(
+        kinds[k] is not None for k in ("maps", "through", "save_maps")
+    ):
+        _lens_kind(model, corpus, store, dry_run, output, overwrite, kinds, parsed)
+        return
     if store is not None:
         if corpus is not None:
             raise InputError("--store reads the tokens from the store: give no CORPUS with it")
@@ -210,6 +226,32 @@ def lens_cmd(model, corpus, **values):
         spec=spec,
         cspec=cspec,
         options=LensOptions(batch_size=batch_size),
+        resampling=_resampling_of(parsed),
+        overwrite=overwrite,
+    )
+
+
+def _lens_kind(model, corpus, store, dry_run, output, overwrite, kinds, parsed):
+    """`align lens` of kind linear or tuned, or --through: from --map's stores, a --store, or
+    MODEL and CORPUS (extracted first)."""
+    if dry_run:
+        raise InputError(
+            "--dry-run plans the logit lens only: run --kind linear, tuned or --through without it"
+        )
+    typed = parsed.fields(ModelSpec)
+    if kinds["maps"] is not None or store is not None:
+        if corpus is not None:
+            raise InputError("--store and --map read the tokens from stores: give no CORPUS")
+        spec = ModelSpec(model, typed["revision"]) if model else None
+        cspec = None
+    else:
+        spec, cspec = _specs(model, corpus, parsed)
+    run_lens(
+        output,
+        spec=spec,
+        cspec=cspec,
+        store=store,
+        options=LensOptions(**kinds, device=typed["device"]),
         resampling=_resampling_of(parsed),
         overwrite=overwrite,
     )

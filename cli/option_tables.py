@@ -19,9 +19,10 @@ import re
 import sys
 from dataclasses import dataclass, replace
 
-from align.analyses.analysis_options import EraseOptions, IgradOptions, SkipOptions
+from align.analyses.analysis_options import EraseOptions, IgradOptions, LensOptions, SkipOptions
 from align.analyses.igrad_options import Variant
 from align.cli import compare, demo, depthscore, plot, study
+from align.cli.analyses import LENS_FIELDS
 from align.cli.declared import Entry, entries, fields, sides
 from align.cli.extract import CORPUS_FIELDS, INFO_JSON
 from align.cli.shared_options import (
@@ -289,6 +290,7 @@ TABLES = {
         (
             LENS_STORE,
             worded("lens", ANALYSIS_OUTPUT, PROMPTS_BATCH, OVERWRITE_RESULT, STORE_DRY_RUN),
+            fields(LensOptions, *LENS_FIELDS),
             BOOTSTRAP,
             BOOTSTRAP_SEED,
         ),

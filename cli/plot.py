@@ -146,9 +146,11 @@ PROMPTS = flag(
 BESIDE = flag(
     "--beside",
     doc="alignment: another alignment result (e.g. a control) drawn beside RESULT on one colour "
-    "scale; repeatable",
+    "scale; lens: another lens result (another kind) drawn with RESULT on the same axes; "
+    "repeatable",
     help="alignment: another alignment result (e.g. a control) drawn beside RESULT on one colour "
-    "scale; repeatable.",
+    "scale; lens: another lens result (another kind) drawn with RESULT on the same axes; "
+    "repeatable.",
     metavar="RESULT",
     multiple=True,
 )
@@ -196,6 +198,11 @@ def plot_cmd(result, **values):
         measure = None
     if measure is not None:
         fig = plotting.plot_measure(ds, measure, size=pixels, dpi=dpi)
+    elif beside and plotting.schema_of(ds) == "lens":
+        # the lens kinds drawn together
+        fig = plotting.plot_lenses(
+            [ds, *(open_result(b, "lens") for b in beside)], size=pixels, dpi=dpi
+        )
     elif beside:
         if plotting.schema_of(ds) != "alignment":
             raise InputError(

@@ -11,6 +11,8 @@ from align.analyses.igrad_options import Variant
 from align.analyses.skip import PARTS, SETTINGS, SPLITS
 from align.declarations import flag, not_an_option, option
 
+LENS_KINDS = ("logit", "linear", "tuned")
+
 # The answer options of `align erase` and `align igrad` (one declaration, two records).
 ANSWER_FIELD = flag(
     "--answer-field",
@@ -155,6 +157,107 @@ class LensOptions:
         default=None, metadata=not_an_option("lens.HEAD_TOKENS; from the Python API")
     )
     """Tokens per head application (None: lens.HEAD_TOKENS)."""
+    kind: str = field(
+        default="logit",
+        metadata=option(
+            "--kind",
+            help="logit (the final norm and unembedding at every boundary), linear (a ridge map "
+            "to the last boundary first, fitted on the training documents) or tuned (an affine "
+            "translator trained on the KL to the output); linear and tuned are scored on held-"
+            "out documents.",
+            choices=LENS_KINDS,
+            show_default=True,
+            doc="the lens ([methods](../methods.md#logit-lens)): `logit`, `linear` (a ridge map "
+            "to boundary L fitted on the training documents, then the head) or `tuned` (an affine "
+            "translator per boundary trained on KL(output ‖ lens)); linear and tuned score held-"
+            "out documents",
+            doc_metavar=" \\| ".join(LENS_KINDS),
+        ),
+    )
+    """The lens: "logit", "linear" or "tuned"."""
+    through: str | None = field(
+        default=None,
+        metadata=option(
+            "--through",
+            help="Read MODEL's boundaries through the maps of --map onto MODEL_B's last "
+            "boundary and MODEL_B's final norm and unembedding.",
+            metavar="MODEL_B",
+            doc="with `--map`: read the source model's boundaries through the maps onto MODEL_B's "
+            "last boundary and MODEL_B's head, compared with MODEL_B's own output",
+        ),
+    )
+    """The model whose head reads the mapped boundaries (with `maps`)."""
+    maps: str | None = field(
+        default=None,
+        metadata=option(
+            "--map",
+            help="An alignment result fitted with --save-maps whose maps the lens reads (with "
+            "--through, or a self-fit with --kind linear); its stores give the tokens.",
+            metavar="RESULT",
+            doc="an alignment result fitted with `--save-maps` (with `--through`; or a self-fit "
+            "with `--kind linear`): its maps and its held-out documents are used, its stores read",
+        ),
+    )
+    """An alignment result with maps (W, c) the lens reads."""
+    save_maps: str | None = field(
+        default=None,
+        metadata=option(
+            "--save-maps",
+            help="--kind linear: also write the self-fit (its maps W and c) to this alignment "
+            "result.",
+            metavar="RESULT",
+            doc="`--kind linear`: keep the self-fit with its maps as an alignment result here "
+            "(`--map` reads it again)",
+            doc_default="not kept",
+        ),
+    )
+    """Where the linear lens's self-fit is written (None: not kept)."""
+    steps: int = field(
+        default=250,
+        metadata=option(
+            "--steps",
+            help="--kind tuned: optimiser steps per boundary.",
+            type="whole",
+            least=1,
+            show_default=True,
+            doc="`--kind tuned`: optimiser steps per boundary (the paper's 250)",
+            doc_metavar="N",
+        ),
+    )
+    """Optimiser steps of each tuned-lens translator."""
+    train_tokens: int = field(
+        default=4096,
+        metadata=option(
+            "--train-tokens",
+            help="--kind tuned: training tokens drawn for each step.",
+            type="whole",
+            least=1,
+            show_default=True,
+            doc="`--kind tuned`: training tokens drawn for each step (every one when fewer)",
+            doc_metavar="N",
+        ),
+    )
+    """Training tokens drawn for each optimiser step."""
+    lens_seed: int = field(
+        default=0,
+        metadata=option(
+            "--lens-seed",
+            help="Seed of the split into training and held-out documents (tuned) and of the "
+            "tuned lens's draws.",
+            type="seed",
+            show_default=True,
+            doc="`--kind tuned`: seed of the document split and of each step's draw",
+            doc_metavar="N",
+        ),
+    )
+    """The tuned lens's split and draw seed (the linear lens uses the fit's seed)."""
+
+    def recorded(self) -> dict:
+        """What a linear or tuned result records of these options."""
+        keep = ("kind", "through", "maps", "save_maps")
+        if self.kind == "tuned":
+            keep += ("steps", "train_tokens", "lens_seed")
+        return {k: getattr(self, k) for k in keep}
 
 
 def _answer(of: object) -> dict:

@@ -12,7 +12,7 @@ import numpy as np
 from align import corpus, messages, models, provenance
 from align import store as st
 from align.analyses import answers as answer_files
-from align.analyses import checkpoint, contrib, depth, dryrun, lens, skip
+from align.analyses import checkpoint, contrib, depth, dryrun, lens, lens_run, skip
 from align.analyses import prompts as prompt_files
 from align.analyses.analysis_options import LensOptions, SkipOptions
 from align.analyses.prompts import batches
@@ -194,7 +194,7 @@ def run_contrib(
             res = contrib.contributions_from_model(model, work, progress=progress)
         finally:
             progress.close()
-        attrs = {**prov, "options": {"batch_size": batch_size}}
+        attrs = {**prov, "options": {"batch_size": batch_size}, "kind": "logit"}
     ds = contrib.to_dataset(res, attrs, resampling)
     st.write_result(output, ds, "contributions", overwrite=overwrite, inputs=inputs)
     log(
@@ -415,8 +415,23 @@ def run_lens(
         options.dtype,
         options.tokens_per_step,
     )
-    inputs = _inputs(spec, cspec, store=store)
+    inputs = _inputs(spec, cspec, store=store, map=options.maps, save_maps=options.save_maps)
+    options = lens_run.check_options(options, store, cspec)
     st.check_output(output, "lens", inputs=inputs, overwrite=overwrite)
+    if options.kind != "logit":
+        ds = lens_run.run_kind(
+            output,
+            spec=spec,
+            cspec=cspec,
+            store=store,
+            options=options,
+            resampling=resampling,
+            overwrite=overwrite,
+            log=log,
+        )
+        st.write_result(output, ds, "lens", overwrite=overwrite, inputs=inputs)
+        log(f"align lens: wrote {output} ({lens_run.summary(ds)})")
+        return output
     if store is not None:
         s = st.open_activations(store)
         name, revision = _head_model(spec, s, inputs)
@@ -445,6 +460,7 @@ def run_lens(
             **provenance.store_record(s),
             "head_model": _model_id(name),
             "options": {"device": head_dev, "dtype": head_dtype, "tokens_per_step": step},
+            "kind": "logit",
         }
     else:
         model, config, prompts, prov = load(spec, cspec)
@@ -455,7 +471,7 @@ def run_lens(
         finally:
             progress.close()
         L = config.num_hidden_layers
-        attrs = {**prov, "options": {"batch_size": batch_size}}
+        attrs = {**prov, "options": {"batch_size": batch_size}, "kind": "logit"}
     ds = lens.to_dataset(res, attrs, L, resampling)
     st.write_result(output, ds, "lens", overwrite=overwrite, inputs=inputs)
     log(
@@ -590,6 +606,10 @@ def run_depth(
     inputs = _inputs(contrib_path=contrib_path, lens_path=lens_path)
     st.check_output(output, "depth", inputs=inputs, overwrite=overwrite)
     c, l = st.open_result(contrib_path, "contributions"), st.open_result(lens_path, "lens")
+    if l.attrs.get("kind", "logit") != "logit":
+        raise InputError(
+            f"{lens_path} is a {l.attrs['kind']} lens on held-out documents: effective depth reads the logit lens (`align lens` with its default --kind logit)"
+        )
     for key in ("model", "config_hash"):
         if c.attrs.get(key) != l.attrs.get(key):
             raise StoreMismatch(
@@ -661,4 +681,5 @@ def intervals_note(attrs: dict) -> str:
     if not b:
         return "no intervals"
     equal_n = f", equal-n {b['equal_n']}" if b.get("equal_n") else ""
-    return f"{b['level']:.0%} intervals over {b['resamples']:,} prompt resamples (seed {b['seed']}{equal_n})"
+    unit = "held-out document" if b.get("method", "").startswith("document") else "prompt"
+    return f"{b['level']:.0%} intervals over {b['resamples']:,} {unit} resamples (seed {b['seed']}{equal_n})"

@@ -36,6 +36,7 @@ from align.plotting.analyses import (
     plot_erasure,
     plot_igrad,
     plot_lens,
+    plot_lenses,
     plot_skipping,
 )
 from align.plotting.common import (
@@ -70,6 +71,7 @@ __all__ = [
     "plot_erasure",
     "plot_igrad",
     "plot_lens",
+    "plot_lenses",
     "plot_result",
     "plot_skipping",
     "save",

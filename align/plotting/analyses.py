@@ -95,7 +95,8 @@ def _intervals_note(fig, ds, name, of: str = "") -> None:
     b = ds.attrs.get("bootstrap") or {}
     if name is not None and f"{name}_low" in ds and b:
         text = (
-            f"bars: {b.get('level', 0.95):.0%} intervals over {b.get('resamples', 0):,} prompt "
+            f"bars: {b.get('level', 0.95):.0%} intervals over {b.get('resamples', 0):,} "
+            f"{'held-out document' if 'document' in ds.dims else 'prompt'} "
             f"resamples (seed {b.get('seed')}){of}"
         )
     elif name is not None and f"{name}_low" in ds:
@@ -186,8 +187,50 @@ def plot_lens(ds, depth=None, size=None, dpi: int = 100):
     _mark_depth(axes[0, 0], depth, "kl")
     _mark_depth(axes[0, 1], depth, "overlap")
     label_curves(axes[0], "residual boundary b")
-    fig.suptitle(f"logit lens: {_short(ds.attrs.get('model', ''))}", fontsize=11)
+    fig.suptitle(f"{lens_label(ds.attrs)}: {_short(ds.attrs.get('model', ''))}", fontsize=11)
     _intervals_note(fig, ds, "kl")
+    return fig
+
+
+def lens_label(attrs: dict) -> str:
+    """A lens result's kind in words: "logit lens", "tuned lens", "linear lens through B"."""
+    through = attrs.get("through")
+    kind = f"{attrs.get('kind', 'logit')} lens"
+    return f"{kind} through {_short(through)}" if through else kind
+
+
+def plot_lenses(datasets, size=None, dpi: int = 100):
+    """Several lens results drawn together (docs/methods.md#lenses): the token-weighted
+    KL(lens ‖ output) (left) and top-5 overlap (right) per boundary, one curve per result
+    labelled by its kind, with its interval bars. The logit lens scores every token, the linear
+    and tuned lenses held-out documents' (the caption says so). Returns a Figure of `size`
+    pixels [default 1200x500]."""
+    for ds in datasets:
+        check_schema(ds, "lens", "plot_lenses")
+    fig, axes = figure(size or DEFAULT_SIZE["lens"], dpi, 1, 2, layout="constrained")
+    for k, ds in enumerate(datasets):
+        b, label = ds["boundary"].values, lens_label(ds.attrs)
+        for ax, name in ((axes[0, 0], "kl"), (axes[0, 1], "overlap")):
+            (line,) = ax.plot(
+                b,
+                ds[name].sel(weighting="token").values,
+                "o-",
+                ms=3,
+                label=label,
+                gid=f"{name}/{k}",
+            )
+            _interval_bars(ax, ds, name, line, f"{name}-interval/{k}", weighting="token")
+    axes[0, 0].set_ylabel("KL(lens ‖ model output), nats (token-weighted)")
+    axes[0, 1].set_ylabel("top-5 overlap with the output (token-weighted)")
+    axes[0, 1].set_ylim(-0.02, 1.02)
+    label_curves(axes[0], "residual boundary b")
+    names = sorted({_short(ds.attrs.get("model", "")) for ds in datasets})
+    fig.suptitle(f"lenses: {', '.join(names)}", fontsize=11)
+    fig.supxlabel(
+        "bars: 95% bootstrap intervals (logit: over prompts, every token; linear and tuned: "
+        "over held-out documents, their tokens)",
+        fontsize=8,
+    )
     return fig
 
 
