@@ -6,14 +6,15 @@ Timed, on the stores' own rows of the first block (source boundaries I, target b
 one statistics task on a range of training tokens (its reads included), the streamed
 measures' sums of those rows, every streamed measure of the block's first pair from them
 (each side's decompositions apart from the pair's), procrustes-heldout's training rotation
-and its null on M rows, and the row measures of one cell and of two (their calibration and
-interval included) on up to ROW_TIMING rows. Each is scaled to the run: the statistics by
+and its null on M rows, and the row measures (their calibration and interval included) of
+one cell at m and m/2 rows and of two cells at m (m = min(M, ROW_TIMING)), with the fewest
+resamples. Each is scaled to the run: the statistics by
 training rows and pairs, shared among the slots that run tasks side by side; ridge's held-out
 pass at half a training row's sums a row (one product against two parts); the measures' sums
 by held-out rows and pairs, again for the interval's group passes, with the held-out rows read
 again where the plan does not keep them; the values once a pair and a side of every block, G'
-times more for the interval; the row measures per cell and per boundary, ∝ M² from the rows
-timed."""
+times more for the interval; the row measures per cell and per boundary, by the growth the
+two row counts show (between M and M²) and by the run's resamples and permutations."""
 
 from __future__ import annotations
 
@@ -29,8 +30,11 @@ from align.fitting.sample_budget import row_measures_bytes, sample_bytes
 from align.measures import rows, streamed
 from align.messages import human_bytes
 from align.ridge.statistics import FIT, VAL
+from align.stats.bootstrap import MIN_RESAMPLES, Resampling
 
 TIMED_TOKENS = 2048  # tokens of the timed statistics task, at most
+SMALL_TOKENS = 256  # tokens of the second timed task (the two give a row's cost and a task's)
+REPEATS = 3  # the pieces of milliseconds are timed this many times, the least kept
 ROW_TIMING = 512  # sampled rows the row measures are timed on, at most
 HOUR = 3600.0
 
@@ -66,6 +70,13 @@ def _timed(f, *args):
     return time.perf_counter() - t, out
 
 
+def _least(f, *args):
+    """(the least of REPEATS timings, the result): pieces of milliseconds, which a busy
+    machine's scheduling would otherwise inflate."""
+    runs = [_timed(f, *args) for _ in range(REPEATS)]
+    return min(t for t, _ in runs), runs[-1][1]
+
+
 def estimate(w: Work, log, plan_lines=()) -> dict:
     """Time the pieces (module docstring), scale them to the run and log the plan: its first
     line the total (and whether it is over an hour), then `plan_lines` (the fit's plan, held
@@ -76,15 +87,24 @@ def estimate(w: Work, log, plan_lines=()) -> dict:
     a = next(s for s, e in w.ranges if np.any((part[s:e] == FIT) | (part[s:e] == VAL)))
     stop = min(a + TIMED_TOKENS, next(e for s, e in w.ranges if s == a))
     shifts = ({i: w.shifts[0][i] for i in I}, {j: w.shifts[1][j] for j in J})
-    stats_task(w.job, I, J, a, min(stop, a + 64), w.tokens.range(a, a + 64), shifts, False)
-    t_stats, _ = _timed(stats_task, w.job, I, J, a, stop, w.tokens.range(a, stop), shifts, False)
-    train_rows = int(np.sum((part[a:stop] == FIT) | (part[a:stop] == VAL)))
+
+    def task(end):  # (seconds, training rows) of one statistics task on tokens [a, end)
+        t, _ = _timed(stats_task, w.job, I, J, a, end, w.tokens.range(a, end), shifts, False)
+        return t, int(np.sum((part[a:end] == FIT) | (part[a:end] == VAL)))
+
+    task(min(stop, a + 64))  # a warm-up: the stores opened, the buffers made
+    (t_small, n_small), (t_stats, n_big) = task(min(stop, a + SMALL_TOKENS)), task(stop)
+    slope = max((t_stats - t_small) / max(n_big - n_small, 1), 0.0)  # a row's products
+    if slope == 0.0:
+        slope = t_stats / max(n_big, 1)
+    overhead = max(t_small - slope * n_small, 0.0)  # a task's accumulators, whatever its rows
     pairs = [len(bi) * len(bj) for bi, bj in w.blocks]
     scale = sum(pairs) / pairs[0]  # the grid over the timed block
     c = w.split.counts
-    per_row = t_stats / max(train_rows, 1) * scale / w.slots
+    per_row = slope * scale / w.slots
+    tasks = len(w.ranges) * len(w.blocks) / w.slots
     sec = {
-        "statistics": per_row * (c["fit"] + c["validation"]),
+        "statistics": per_row * (c["fit"] + c["validation"]) + overhead * tasks,
         "held-out": per_row * c["heldout"] / 2,
     }
     timed = {"statistics task": t_stats}
@@ -127,11 +147,14 @@ def _streamed(w: Work, where: tuple, scale: float, sec: dict, timed: dict, out_b
     sec["measure sums"] = t_sums / n * held * scale / w.slots
     i, j = I[0], J[0]
     x, y = streamed.weighted(sums["source"][i]), streamed.weighted(sums["target"][j])
-    t_sides, _ = _timed(lambda: [streamed.prepare(s, names) for s in (x, y)])
+    t_sides, _ = _least(lambda: [streamed.prepare(dict(s), names) for s in (x, y)])
     pair = streamed.weighted(sums["pair"][(i, j)])
-    t_pair, _ = _timed(
+    for side in (x, y):  # decomposed once, as every pair of the side reads them
+        streamed.prepare(side, names)
+    t_pair, _ = _least(
         lambda: {
-            m: streamed.FUNCTIONS[m](x, y, pair)
+            m: streamed.FUNCTIONS[m](x, y, fresh)
+            for fresh in (dict(pair),)  # a pair's own decompositions, made every time
             for m in names
             if m in streamed.FUNCTIONS and m != "procrustes-heldout"
         }
@@ -141,7 +164,7 @@ def _streamed(w: Work, where: tuple, scale: float, sec: dict, timed: dict, out_b
     n_pairs = sum(len(bi) * len(bj) for bi, bj in w.blocks)
     values = (t_sides / 2 * sides + t_pair * n_pairs) / cores
     if "procrustes-heldout" in names:
-        t_rot, _ = _timed(streamed.rotation, streamed.cross(x, y, pair))
+        t_rot, _ = _least(streamed.rotation, streamed.cross(x, y, pair))
         sec["procrustes-heldout rotations"] = t_rot * n_pairs / cores
     sec["measure values"] = values
     d_s, d_t = next(iter(xs.values())).shape[1], next(iter(ys.values())).shape[1]
@@ -163,7 +186,7 @@ def _streamed(w: Work, where: tuple, scale: float, sec: dict, timed: dict, out_b
 
 def _calibration(w: Work, where: tuple, sec: dict, timed: dict, out_bytes: dict):
     """The calibration on the M sampled rows: procrustes-heldout's null (one pair's, at M
-    rows) and the row measures (one cell and two, on up to ROW_TIMING rows, ∝ M²)."""
+    rows, the timed rows repeated) and the row measures (`_row_measures`)."""
     I, J, a, stop = where
     spec, sample = w.spec, w.sample
     M = len(sample.tokens)
@@ -185,31 +208,9 @@ def _calibration(w: Work, where: tuple, sec: dict, timed: dict, out_bytes: dict)
         sec["procrustes-heldout null"] = t_null * n_cells / max(w.slots, 1)
         timed["procrustes-heldout null of a pair"] = t_null
     if spec.sampled:
-        m = min(M, ROW_TIMING)
-        docs = np.repeat(np.arange(-(-m // 8)), 8)[:m]  # documents of 8 rows (the null's draws)
-        x = {I[0]: tiled(xs[I[0]], m)}
-
-        def cells(js):
-            return rows.row_measures(
-                x,
-                {j: tiled(ys[j], m) for j in js},
-                docs,
-                spec.sampled,
-                k=spec.neighbours,
-                permutations=spec.permutations,
-                seed=spec.seed,
-                resampling=sampled.resampling_of(spec),
-            )
-
-        t_one, _ = _timed(cells, list(ys)[:1])
-        t_two, _ = _timed(cells, list(ys)[:2]) if len(ys) > 1 else (2 * t_one, None)
-        cell = max(t_two - t_one, t_one / 3)  # a cell's values, interval and null
-        side = max((t_one - cell) / 2, 0.0)  # a boundary's preparation
-        grow = (M / m) ** 2
-        sec["row measures, interval and calibration"] = grow * (
-            cell * n_cells + side * (n_source + n_target)
+        sec["row measures, interval and calibration"] = _row_measures(
+            w, (I[0], list(ys)[:2]), (xs, ys), (n_cells, n_source + n_target), timed
         )
-        timed[f"row measures of a cell ({m:,} rows)"] = t_one
         shape = sampled.shape_of(
             sample,
             spec,
@@ -221,3 +222,39 @@ def _calibration(w: Work, where: tuple, sec: dict, timed: dict, out_bytes: dict)
         )
         out_bytes["sampled rows"] = sample_bytes(shape)
         out_bytes["row measures' working memory"] = row_measures_bytes(shape)
+
+
+def _row_measures(w: Work, where: tuple, rows_: tuple, counts: tuple, timed: dict) -> float:
+    """Seconds of `rows.row_measures` on the grid's M sampled rows, from three timings on
+    the stores' rows of one source boundary (distinct rows, no copies): one cell at m and at
+    m/2 rows (m = min(M, ROW_TIMING); their ratio gives the growth with the rows, between M
+    and M²) and two cells at m (what a cell adds, against a boundary's preparation), each with
+    the fewest resamples (MIN_RESAMPLES) and at most 9 permutations, scaled to the run's
+    resamples and permutations (a replicate costing what a null draw costs)."""
+    (i, js), (xs, ys), (n_cells, n_sides) = where, rows_, counts
+    spec, M = w.spec, len(w.sample.tokens)
+    m = max(min(M, ROW_TIMING, len(xs[i])), 16)
+    K = min(spec.permutations, 9)
+
+    def cells(js, m):
+        docs = np.repeat(np.arange(-(-m // 8)), 8)[:m]  # documents of 8 rows: the null's draws
+        return rows.row_measures(
+            {i: xs[i][:m]},
+            {j: ys[j][:m] for j in js},
+            docs,
+            spec.sampled,
+            k=spec.neighbours,
+            permutations=K,
+            seed=spec.seed,
+            resampling=Resampling(MIN_RESAMPLES, spec.bootstrap_seed),
+        )
+
+    t_one, _ = _timed(cells, js[:1], m)
+    t_half, _ = _timed(cells, js[:1], m // 2)
+    t_two = _timed(cells, js, m)[0] if len(js) > 1 else 2 * t_one
+    grow = float(np.clip(np.log2(max(t_one, 1e-9) / max(t_half, 1e-9)), 1.0, 2.0))
+    cell = max(t_two - t_one, t_one / 3)  # a cell's values, interval and null
+    side = max((t_one - cell) / 2, 0.0)  # a boundary's preparation
+    runs = (sampled.resampling_of(spec).resamples + spec.permutations + 1) / (MIN_RESAMPLES + K + 1)
+    timed[f"row measures of a cell ({m:,} rows)"] = t_one
+    return (M / m) ** grow * runs * (cell * n_cells + side * n_sides)
