@@ -312,11 +312,24 @@ def test_jackknife_interval_equals_the_textbook_on_the_rows_without_each_group(
     assert "interval" not in plain.attrs["summary"]["measures"]
 
 
-def test_live_jackknife_from_group_passes_equals_the_textbook(zoo, corpus_file, extracted):
+@pytest.mark.parametrize("kept", [True, False])
+def test_live_jackknife_from_group_passes_equals_the_textbook(
+    zoo, corpus_file, extracted, kept, monkeypatch
+):
     """`--live` with the interval: the block's sums and one group's at a time (the group
-    passes over the block's held-out rows, kept on the host), every streamed measure's
-    interval against numpy on the held-out rows without each group and the textbook's
-    jackknife, within 1e-8 relative."""
+    passes over the block's held-out rows: those the plan keeps from the statistics pass,
+    or, where it keeps none, copies on the host taken in the held-out pass), every streamed
+    measure's interval against numpy on the held-out rows without each group and the
+    textbook's jackknife, within 1e-8 relative."""
+    from align.fitting import budget, live
+
+    if not kept:  # the plan's choice replaced (the input of this case): no row kept
+
+        def plan(*a):
+            got = budget.plan_passes(*a)
+            return got._replace(keep_heldout=False)
+
+        monkeypatch.setattr(live, "plan_passes", plan)
     S, T = live_stores(extracted)
     ds = live_fit(
         zoo,
