@@ -1,9 +1,8 @@
 """The plan of `align fit --measures all` for Qwen2.5-1.5B → Qwen2.5-14B, from the memory
 planner's own functions (align.fitting.budget) and flop counts; nothing is run or loaded.
 
-`align fit`'s `--dry-run` plans a `--live` fit by timing one batch of each model, so it needs
-the weights; the store route has no dry run (its plan is made as the fit starts and it reads
-the stores' chunks at once). This script therefore does the arithmetic the fit would do: the
+`align fit --dry-run` times a piece of the real work, so it needs the weights (`--live`) or
+the stores (the store route). This script therefore does the arithmetic the fit would do: the
 store route's blocks (`plan_blocks`) under a host budget, the live route's passes
 (`plan_passes`) under a GPU's budget, each with and without the measures' sums, and the
 flops of the products and of the measures' decompositions, turned into time at rates given
@@ -88,10 +87,12 @@ def live_plan(budget: int, tokens: int, batch: int, length: int, groups: int) ->
         model_bytes=int(2 * (SOURCE["params"] + TARGET["params"])),
         measure_groups=groups,
         rotations=groups > 0,
+        measure_host=True,  # a GPU's fit: the measures' float64 sums are host memory
     )
     plan = b.plan_passes(shape, tuple(range(TARGET["layers"] + 1)), budget)
     if plan is None:
         return {"budget_bytes": budget, "groups": groups, "fits": False}
+    host = b.measure_host_bytes(shape, len(plan.blocks[0]), plan.keep_heldout)
     return {
         "budget_bytes": budget,
         "groups": groups,
@@ -101,6 +102,7 @@ def live_plan(budget: int, tokens: int, batch: int, length: int, groups: int) ->
         "keep_heldout": plan.keep_heldout,
         "model_bytes": shape.model_bytes,
         "pass_bytes": plan.bytes,
+        "host_bytes": host,
     }
 
 
@@ -138,7 +140,8 @@ def flops(tokens: int, groups: int) -> dict:
     streamed measures of every pair (Q_xᵀ C_xy Q_y, the nuclear norm's Gram and its
     eigenvalues, SVCCA's SVD at most d_S³) and of every boundary (one eigh, about 9 d³),
     which the jackknife interval repeats once a group (G recomputations, whatever
-    --bootstrap)."""
+    --bootstrap), after its group passes' products (each group's rows once: the measures'
+    sums' flops again)."""
     nI, nJ = SOURCE["layers"] + 1, TARGET["layers"] + 1
     dS, dT = SOURCE["d"], TARGET["d"]
     held = HELDOUT * tokens
@@ -148,6 +151,8 @@ def flops(tokens: int, groups: int) -> dict:
     return {
         "statistics": 2.0 * tokens * nI * dS * nJ * dT,
         "measure_sums": 2.0 * held * (nI * dS * nJ * dT + nI * dS * dS + nJ * dT * dT),
+        # the jackknife's group passes: each group's rows once, the same products again
+        "measure_group_passes": 2.0 * held * (nI * dS * nJ * dT + nI * dS * dS + nJ * dT * dT),
         "measure_evaluation": evaluation,
         "measure_interval": groups * evaluation,
         "forwards_per_pass": 2.0 * (SOURCE["params"] + TARGET["params"]) * tokens,

@@ -513,7 +513,10 @@ def plan_measures(r: Results) -> str:
     kinds = (
         ("ridge", "ridge alone"),
         ("measures", "`--measures all --bootstrap 0`"),
-        ("measures_bootstrap", "`--measures all` with `--bootstrap` (10 groups: the interval)"),
+        (
+            "measures_bootstrap",
+            f"`--measures all` with `--bootstrap` (the interval: {c['groups']} groups, one at a time)",
+        ),
     )
 
     def store(p):
@@ -529,12 +532,25 @@ def plan_measures(r: Results) -> str:
         if not p["fits"]:
             return "does not fit"
         held = sum(p["pass_bytes"].values()) + p["model_bytes"]
-        sums = p["pass_bytes"].get("measure sums", 0)
+        gather = p["pass_bytes"].get("measure gather", 0)
+        host = p.get("host_bytes") or {}
+        on_host = (
+            "; on the host " + ", ".join(f"{k} {v / gib:.0f} GiB" for k, v in host.items())
+            if host
+            else ""
+        )
         return (
             f"{p['passes']} passes of {p['targets_per_pass']} target "
             f"boundar{'y' if p['targets_per_pass'] == 1 else 'ies'}: "
-            f"{held / gib:.0f} GiB on the device ({sums / gib:.0f} GiB of it the measures' sums and rotations)"
+            f"{held / gib:.0f} GiB on the device ({gather / gib:.0f} GiB of it the measures' "
+            f"rows and products){on_host}"
         )
+
+    def ratio(route, key):
+        return d[route][key][key_of[route]] / d[route]["ridge"][key_of[route]]
+
+    key_of = {"store": "blocks", "live": "passes"}
+    worst = max(ratio(route, "measures_bootstrap") for route in key_of)
 
     mem = table(
         [
@@ -542,12 +558,21 @@ def plan_measures(r: Results) -> str:
             f"store route, {c['host_memory']:g} GiB per worker",
             f"`--live`, {c['device_memory']:g} GiB of one GPU",
         ],
-        [[label, store(d["store"][k]), live(d["live"][k])] for k, label in kinds],
+        [[label, store(d["store"][k]), live(d["live"][k])] for k, label in kinds]
+        + [
+            [
+                "`--measures all` with the interval against ridge alone",
+                f"{ratio('store', 'measures_bootstrap'):.2f}× the blocks",
+                f"{ratio('live', 'measures_bootstrap'):.2f}× the passes; target ≤ 1.5×: "
+                + ("**met**" if worst <= 1.5 else "not met"),
+            ]
+        ],
     )
     fl, sec = d["flops"], d["seconds"]
     what = (
         ("statistics", "ridge's statistics, 2·N·ΣD_S·ΣD_T"),
         ("measure_sums", "the measures' sums over the held-out rows"),
+        ("measure_group_passes", "the interval's group passes, the held-out rows' products again"),
         ("measure_evaluation", "the streamed measures of every pair, once"),
         ("measure_interval", f"their jackknife interval, {n(c['groups'])} recomputations"),
         ("forwards_per_pass", "both models' forwards, one pass (`--live`)"),

@@ -57,7 +57,6 @@ LIVE_FORM = (
     ),
     fields(LiveJob, "allow_long"),
     DEVICE_MEMORY,
-    LIVE_DRY_RUN,
 )
 # Options of the store form that the --live form has no use for: its unit of work is a batch
 # of sequences (--batch-size), and its workers are those of --scheduler ADDRESS.
@@ -68,7 +67,7 @@ STORE_ONLY = ("n_workers", "task_tokens")
 @click.argument("source")
 @click.argument("target")
 @click.argument("corpus", required=False)
-@options_of(LIVE, FIT_OUTPUT, *STORE_FORM, *LIVE_FORM)
+@options_of(LIVE, FIT_OUTPUT, *STORE_FORM, *LIVE_FORM, LIVE_DRY_RUN)
 def fit_cmd(source, target, corpus=None, **values):
     """Fit ridge maps from every boundary of SOURCE to every boundary of TARGET and score them.
 
@@ -84,18 +83,19 @@ def fit_cmd(source, target, corpus=None, **values):
     """
     parsed = Parsed(values)
     live, output = parsed.take(LIVE), parsed.take(FIT_OUTPUT)
+    dry_run = parsed.take(LIVE_DRY_RUN)  # both forms
     typed = parsed.fields(FitSpec)
     spec = FitSpec(**typed, extend_alphas=typed["alphas"] is None)  # --alphas auto: extend
     if live or corpus is not None:
-        return fit_live_cmd(source, target, corpus, output, live, spec, parsed)
+        return fit_live_cmd(source, target, corpus, output, live, spec, parsed, dry_run)
     refuse_live_only(param_names(*LIVE_FORM))
     run = parsed.record(Execution)
     parsed.unused(param_names(*LIVE_FORM))  # refused above when given
     parsed.done()
-    fit(source, target, output, spec, run)
+    fit(source, target, output, spec, run, dry_run=dry_run)
 
 
-def fit_live_cmd(source, target, corpus_path, output, live, spec, parsed) -> None:
+def fit_live_cmd(source, target, corpus_path, output, live, spec, parsed, dry_run) -> None:
     """The --live form: model and corpus specs from the options, then align.fitting.live."""
     from align.fitting.live import fit_live
 
@@ -121,7 +121,6 @@ def fit_live_cmd(source, target, corpus_path, output, live, spec, parsed) -> Non
     gpu = device == "cuda" or (device == "auto" and _cuda())
     job = parsed.record(LiveJob, source=models["source"], target=models["target"], corpus=cspec)
     device_memory = parse_memory(parsed.take(DEVICE_MEMORY), "--device-memory")
-    dry_run = parsed.take(LIVE_DRY_RUN)
     parsed.done()
     fit_live(
         job,

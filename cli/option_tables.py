@@ -134,7 +134,10 @@ TABLES = {
     ),
     "fit-execution": (
         "fit.md",
-        (fields(Execution, "scheduler", "n_workers", "memory_limit", "device", "task_tokens"),),
+        (
+            fields(Execution, "scheduler", "n_workers", "memory_limit", "device", "task_tokens"),
+            LIVE_DRY_RUN,
+        ),
     ),
     "fit-live": (
         "fit.md",
@@ -185,7 +188,6 @@ TABLES = {
                 "unless `--allow-long`)",
             ),
             DEVICE_MEMORY,
-            LIVE_DRY_RUN,
             Row(
                 (fields(CorpusSpec, *CORPUS_FIELDS),),
                 "`--dataset`, `--text-field`, `--format`, `--doc-split`, `--max-length` (512), "

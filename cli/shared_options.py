@@ -43,9 +43,10 @@ DEVICE_MEMORY = flag(
 )
 LIVE_DRY_RUN = flag(
     "--dry-run",
-    doc="print the plan and a time estimate from one timed batch of each model; write nothing",
-    help="--live: print the plan (tokens, blocks, passes, memory) and a time estimate from one "
-    "timed batch of each model; write nothing.",
+    doc="print the plan and a time estimate from a piece of the work timed here (with --live one batch of each model; on stores one statistics task and the measures of one pair); write nothing",
+    help="print the plan (tokens, blocks, passes, memory) and a time estimate from a piece of "
+    "the work timed on this machine (with --live one batch of each model; on two stores one "
+    "statistics task, the measures of one pair and their calibration); write nothing.",
     is_flag=True,
 )
 

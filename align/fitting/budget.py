@@ -119,19 +119,31 @@ def block_bytes(
 
 
 def measure_bytes(
-    nI: int, nJ: int, d_s: int, d_t: int, groups: int, copies: int = 3, rotations: bool = False
+    nI: int,
+    nJ: int,
+    d_s: int,
+    d_t: int,
+    groups: int,
+    copies: int = 3,
+    rotations: bool = False,
+    grouped: bool = False,
 ) -> int:
-    """Bytes the streamed measures' sums (`measures.streamed.sums_bytes`, per group of
-    held-out documents: every pair's Σxyᵀ, every boundary's Σxxᵀ, ...) add to a block of
-    nI × nJ boundaries: `copies` of them (3 on the store route: the two inputs of a held-out
-    tree's add and their sum; 2 on the live route: the block's and one batch's), and with
-    `rotations` (procrustes-heldout) every pair's training rotation, d_S × d_T float64 held
-    with the block's maps; 0 without measures (groups 0)."""
+    """Bytes the streamed measures' sums (`measures.streamed.sums_bytes`: every pair's Σxyᵀ,
+    every boundary's Σxxᵀ, ...) add to a block of nI × nJ boundaries: `copies` of the
+    block's one-group sums (3 on the store route: the two inputs of a held-out tree's add
+    and their sum; 2 on the live route: the block's and one batch's), and with the interval
+    (`groups` > 1) one more, the block's sums held while one group's are made and
+    recomputed at a time (the jackknife's group passes, whatever `groups`); with `grouped`
+    (the live route's Dask workers) `copies` of the sums of all `groups` side by side
+    instead. With `rotations` (procrustes-heldout) every pair's training rotation, d_S × d_T
+    float64 held with the block's maps; 0 without measures (groups 0)."""
     if not groups:
         return 0
-    return copies * sums_bytes(nI, nJ, d_s, d_t, groups) + (
-        8 * nI * nJ * d_s * d_t if rotations else 0
-    )
+    if grouped:
+        sums = copies * sums_bytes(nI, nJ, d_s, d_t, groups)
+    else:
+        sums = (copies + (groups > 1)) * sums_bytes(nI, nJ, d_s, d_t, 1)
+    return sums + (8 * nI * nJ * d_s * d_t if rotations else 0)
 
 
 def task_sizes(most: int, fixed: bool) -> list:
@@ -478,6 +490,8 @@ class LiveShape:
     measure_groups: int = 0  # groups of the streamed measures' sums (0: no measure)
     rotations: bool = False  # procrustes-heldout: every pair's training rotation is held
     joined_rows: int = 0  # sampled rows a Dask worker joins from two shards (0: none)
+    grouped_sums: bool = False  # the measures' groups' sums side by side (Dask workers)
+    measure_host: bool = False  # the measures' sums and rows in host memory (a GPU's fit)
 
 
 def batch_bytes(s: LiveShape, n_target: int) -> int:
@@ -501,9 +515,12 @@ def pass_bytes(s: LiveShape, n_target: int, keep_heldout: bool) -> dict:
     source boundary kept for the next blocks, 3·d_S² each, two scatters), one batch
     (`batch_bytes`), the held-out sums' temporaries (the maps side by side, the predictions
     of a batch), with `keep_heldout` the block's held-out rows in the compute dtype, with
-    two tokenizers a grouping window's target rows of the block (compute dtype), and on a
+    two tokenizers a grouping window's target rows of the block (compute dtype), on a
     Dask worker that joins two shards' sampled rows, both shards' rows of the block
-    (float64: 16·M·(n_S·d_S + n_block·d_T))."""
+    (float64: 16·M·(n_S·d_S + n_block·d_T)), and with streamed measures their float64
+    gather of a batch's held-out rows and one pair's product (8·(B·width + d_S·d_T)) and,
+    unless `s.measure_host` (a GPU's fit: they are host memory, `measure_host_bytes`),
+    their sums and rows."""
     nI, dS, dT = s.n_source, s.d_s, s.d_t
     solve_b = 8 * (nI * n_target * (dS * dT + dS + 2 * dT) + 3 * nI * dS * dS + 2 * dS * dS)
     heldout = 8 * (dS * n_target * dT + 2 * s.batch_positions * n_target * dT)
@@ -524,15 +541,41 @@ def pass_bytes(s: LiveShape, n_target: int, keep_heldout: bool) -> dict:
             else {}
         ),
         **(
-            {
-                "measure sums": measure_bytes(
-                    nI, n_target, dS, dT, s.measure_groups, 2, rotations=s.rotations
-                )
-            }
+            {"measure gather": 8 * (s.batch_positions * (nI * dS + n_target * dT) + dS * dT)}
             if s.measure_groups
             else {}
         ),
+        **(
+            {}
+            if s.measure_host or not s.measure_groups
+            else measure_host_bytes(s, n_target, keep_heldout)
+        ),
     }
+
+
+def host_line(s: LiveShape, n_target: int, keep_heldout: bool) -> str:
+    """The plan's words for the measures' host memory of a GPU's fit (`measure_host_bytes`)."""
+    need = measure_host_bytes(s, n_target, keep_heldout)
+    parts = ", ".join(f"{k} {human_bytes(v)}" for k, v in need.items())
+    return f"memory on the host: {parts} = {human_bytes(sum(need.values()))} a block"
+
+
+def measure_host_bytes(s: LiveShape, n_target: int, keep_heldout: bool) -> dict:
+    """Bytes of the streamed measures' sums (`measure_bytes`, float64 numpy: host memory
+    on every device) of a block of `n_target` target boundaries, and with the interval
+    (the jackknife's group passes, `passes.group_passes`) the block's held-out rows in the
+    compute dtype where the pass does not keep them; {} without measures."""
+    if not s.measure_groups:
+        return {}
+    width = s.n_source * s.d_s + n_target * s.d_t
+    out = {
+        "measure sums": measure_bytes(
+            s.n_source, n_target, s.d_s, s.d_t, s.measure_groups, 2, s.rotations, s.grouped_sums
+        )
+    }
+    if s.measure_groups > 1 and not s.grouped_sums and not keep_heldout:
+        out["measure held-out rows"] = s.itemsize * s.n_heldout * width
+    return out
 
 
 class PassPlan(NamedTuple):

@@ -23,6 +23,7 @@ import numpy as np
 from align import store as st
 from align.errors import InputError
 from align.faults import fault_point
+from align.fitting import measured
 from align.fitting.measured import rotations_of, with_rotations
 from align.fitting.solver import solve_all
 from align.fitting.split import CONVERGENCE_PARTS, TEST
@@ -246,21 +247,18 @@ def solve_task(stats, alphas, shifts, threads, device, factors, extend=False, me
     return {"fitted": fitted, "factors": factors, "fractions": fractions}
 
 
-def heldout_of(xs, ys, solved, backend, docs=None, measures: tuple = ()) -> dict:
+def heldout_of(xs, ys, solved, backend, docs=None, measures: tuple = (), grouped=True) -> dict:
     """`ridge.heldout_sums` of the block's maps (per held-out document with `docs`) and,
     with --convergence, of each fraction's maps (pooled) under "fractions"; with streamed
-    `measures`, their sums (`measures.streamed.row_sums`, rows shifted by the maps' training
-    means, in the groups of `measure_groups`) under "measures"."""
+    `measures`, their sums (`measure_sums`) under "measures": in the groups of
+    `measure_groups` when `grouped` (the jackknife's G groups held side by side, as the live
+    route's Dask shards keep them), else in one group (the jackknife then recomputes from
+    group passes, `group_task`)."""
     out = heldout_sums(xs, ys, solved["fitted"], backend, docs=docs)
     if measures:
-        fitted = solved["fitted"]
-        shifts = ({}, {})
-        for (i, j), m in fitted.items():
-            shifts[0].setdefault(i, m.x_mean)
-            shifts[1].setdefault(j, m.y_mean)
         n = len(next(iter(ys.values())))
-        groups, G = measure_groups(docs, n)
-        rows = streamed.row_sums(xs, ys, shifts, groups, G, backend, rotations_of(fitted))
+        groups, G = measure_groups(docs if grouped else None, n)
+        rows = measure_sums(xs, ys, solved["fitted"], backend, groups, G)
         out["measures"] = {"names": tuple(measures), "sums": rows}
     if solved.get("fractions"):
         out["fractions"] = {
@@ -269,29 +267,127 @@ def heldout_of(xs, ys, solved, backend, docs=None, measures: tuple = ()) -> dict
     return out
 
 
+def measure_sums(xs, ys, fitted: dict, backend, groups=None, G: int = 1) -> dict:
+    """The streamed measures' sums (`measures.streamed.row_sums`) of rows xs, ys, shifted by
+    the maps' training means, with procrustes-heldout's rotations where the maps carry them;
+    `groups` (n,) each row's group of G (None: one group)."""
+    shifts = ({}, {})
+    for (i, j), m in fitted.items():
+        shifts[0].setdefault(i, m.x_mean)
+        shifts[1].setdefault(j, m.y_mean)
+    if groups is None:
+        groups = np.zeros(len(next(iter(ys.values()))), dtype=np.int64)
+    return streamed.row_sums(xs, ys, shifts, groups, G, backend, rotations_of(fitted))
+
+
 def heldout_task(job: Job, I, J, start: int, stop: int, held: Rows, solved):
     """Held-out error sums (pooled, and per held-out document `held.docs` of each row) of the
     rows `held.index` of tokens [start, stop), read from the stores (the target's rows
-    `held.partner` with --control shuffle)."""
-    rows, docs, partner = held
+    `held.partner` with --control shuffle), the measures' sums in one group."""
     backend = job.backend()  # before the limit: it may import torch, whose threads the limit sets
     with blas_limit(job.threads):
-        xs = {i: v[rows] for i, v in _read(job.source, job.storage_options, I, start, stop).items()}
-        if partner is None:
-            ys = {
-                j: v[rows]
-                for j, v in _read(job.target, job.storage_options, J, start, stop).items()
-            }
-        else:
-            ys = _read_rows(job.target, job.storage_options, J, partner)
-        return heldout_of(xs, ys, solved, backend, docs, job.measures)
+        xs, ys = _held_rows(job, I, J, start, stop, held)
+        return heldout_of(xs, ys, solved, backend, held.docs, job.measures, grouped=False)
+
+
+def _held_rows(job: Job, I, J, start: int, stop: int, held: Rows) -> tuple:
+    """The rows `held.index` of tokens [start, stop) of both stores (the target's rows
+    `held.partner` with --control shuffle)."""
+    rows, _, partner = held
+    xs = {i: v[rows] for i, v in _read(job.source, job.storage_options, I, start, stop).items()}
+    if partner is None:
+        ys = {j: v[rows] for j, v in _read(job.target, job.storage_options, J, start, stop).items()}
+    else:
+        ys = _read_rows(job.target, job.storage_options, J, partner)
+    return xs, ys
 
 
 def heldout_kept_task(job: Job, kept, solved):
     """Held-out error sums of the rows a statistics task kept."""
     backend = job.backend()
     with blas_limit(job.threads):
-        return heldout_of(kept[0], kept[1], solved, backend, kept[2], job.measures)
+        return heldout_of(kept[0], kept[1], solved, backend, kept[2], job.measures, grouped=False)
+
+
+def group_task(job: Job, I, J, start: int, held: Rows, solved, after=None):
+    """The measures' sums (one group, `measure_sums`) of the held-out rows `held` of tokens
+    from `start`: one group's rows of a task's range, read from the stores again, only the
+    runs of tokens they lie in (`_read_rows`: a group's documents, not the whole range).
+    `after`: the task this one waits for (the previous group's recomputation), unused."""
+    backend = job.backend()
+    with blas_limit(job.threads):
+        tokens = start + held.index
+        xs = _read_rows(job.source, job.storage_options, I, tokens)
+        partner = tokens if held.partner is None else held.partner
+        ys = _read_rows(job.target, job.storage_options, J, partner)
+        return measure_sums(xs, ys, solved["fitted"], backend)
+
+
+def group_kept_task(job: Job, kept, g: int, solved, after=None):
+    """The measures' sums (one group) of the rows of group g among those a statistics task
+    kept (`kept[2]`: their held-out document indices)."""
+    pick = np.flatnonzero(np.asarray(kept[2]) % MEASURE_GROUPS == g)
+    backend = job.backend()
+    with blas_limit(job.threads):
+        xs = {i: v[pick] for i, v in kept[0].items()}
+        ys = {j: v[pick] for j, v in kept[1].items()}
+        return measure_sums(xs, ys, solved["fitted"], backend)
+
+
+def left_out_task(heldout: dict, group: dict, threads: int | None = None) -> dict:
+    """Every measure of every pair without one group's rows (`measured.left_out_values` of
+    the block's one-group sums and the group's)."""
+    return measured.left_out_values(heldout["measures"], group, threads)
+
+
+def with_left_out(heldout: dict, *left_out) -> dict:
+    """The held-out sums with the jackknife's recomputations, one per group holding rows, in
+    group order, under heldout["measures"]["left_out"] (a new dict: the input is a task's)."""
+    return {**heldout, "measures": {**heldout["measures"], "left_out": list(left_out)}}
+
+
+def _waited(*_):
+    """Nothing: a graph key that a group's tasks wait on, so that groups run one at a time."""
+    return None
+
+
+def group_graph(
+    dsk: dict, b: int, job: Job, block: tuple, ranges, tokens: Tokens, kept: dict, keys
+):
+    """Adds the jackknife's group passes of block `b` to `dsk`: for each group g of held-out
+    documents holding rows (index mod MEASURE_GROUPS), tasks of the measures' sums of g's
+    rows (read again, or from the statistics tasks' kept rows), their tree, and g's
+    recomputation (`left_out_task`) from the block's one-group sums (`keys` = (held-out
+    root, solve)). Group g + 1's tasks wait on g's recomputation, so one group's sums are
+    held at a time beside the block's. Returns the key of the held-out sums with the
+    recomputations (`with_left_out`)."""
+    (I, J), (hroot, fk) = block, keys
+    part, hdoc, partner = tokens.part, tokens.hdoc, tokens.partner
+    held = np.flatnonzero(part == TEST)
+    after, runs = hroot, []
+    for g in np.unique(hdoc[held] % MEASURE_GROUPS):
+        wait = ("group-wait", b, int(g))
+        dsk[wait] = (_waited, after)
+        gkeys = []
+        for c, (start, stop) in enumerate(ranges):
+            p, d = part[start:stop], hdoc[start:stop]
+            rows = np.flatnonzero((p == TEST) & (d % MEASURE_GROUPS == g))
+            if not len(rows):
+                continue
+            key = ("group", b, int(g), c)
+            if c in kept:
+                dsk[key] = (group_kept_task, job, kept[c], int(g), fk, wait)
+            else:
+                where = Rows(rows, d[rows], None if partner is None else partner[start:stop][rows])
+                dsk[key] = (group_task, job, I, J, start, where, fk, wait)
+            gkeys.append(key)
+        groot = tree(dsk, f"group-sum-{b}-{int(g)}", gkeys, streamed.add_sums)
+        after = ("left-out", b, int(g))
+        dsk[after] = (left_out_task, hroot, groot, job.threads)
+        runs.append(after)
+    out = ("heldout-jackknife", b)
+    dsk[out] = (with_left_out, hroot, *runs)
+    return out
 
 
 def measure_groups(docs, n: int) -> tuple:
@@ -439,6 +535,8 @@ def block_graph(
             "no held-out token is left after the split (and position 0 excluded): raise `test_fraction`"
         )
     hroot = tree(dsk, f"heldout-sum-{b}", held_keys, add_heldout_task)
+    if job.measures and hdoc is not None:  # the measures' jackknife, one group at a time
+        hroot = group_graph(dsk, b, job, block, ranges, tokens, kept, (hroot, fk))
     rk = ("result", b)
     dsk[rk] = (collect_task, fk, hroot, root if keep_stats else None, save_maps)
     return dsk, rk

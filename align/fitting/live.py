@@ -61,6 +61,7 @@ from align.fitting.budget import (
     LiveShape,
     bootstrap_bytes,
     bootstrap_refusal,
+    host_line,
     human_bytes,
     pass_refusal,
     plan_passes,
@@ -409,10 +410,11 @@ def make_plan(
     )
     if per_worker is not None:
         joined = len(p.sample.tokens) if p.sample is not None else 0
-        s = replace(s, n_heldout=0, joined_rows=joined)
+        s = replace(s, n_heldout=0, joined_rows=joined, grouped_sums=True)
         where, (limit, idle), option = "each worker", per_worker, "`memory_limit` (per worker)"
     else:
         where, limit, idle, option = budget_of(p.job, options, device_memory)
+        s = replace(s, measure_host=where != "cpu")  # a GPU's fit: the measures' sums on the host
     # on the CPU the document bootstrap's weights share the budget with the passes
     boot = (
         {"document bootstrap": _bootstrap_bytes(p, options)["passes"]}
@@ -421,7 +423,7 @@ def make_plan(
     )
     if p.sample is not None and per_worker is None:  # float64 on the host, through the passes
         rows = sampled.shape_of(p.sample, options.spec, _sides_shape(p))
-        boot.update(_host_sample(p, options, rows, where, limit - idle - s.model_bytes))
+        boot.update(sampled.host_share(options, rows, where, limit - idle - s.model_bytes))
     planned = plan_passes(s, p.target_boundaries, limit - idle - sum(boot.values()))
     if planned is None:
         raise InputError(pass_refusal(option, limit, idle, s, where))
@@ -439,9 +441,14 @@ def make_plan(
         p.split.counts,
         len(p.batches),
         sum(b.positions for b in p.batches),
-        sampled.plan_line(rows, "on the host")
-        if p.sample is not None and per_worker is None
-        else "",
+        "; ".join(
+            (
+                [sampled.plan_line(rows, "on the host")]
+                if p.sample is not None and per_worker is None
+                else []
+            )
+            + ([host_line(s, len(blocks[0]), keep)] if s.measure_host and s.measure_groups else [])
+        ),
     )
 
 
@@ -449,17 +456,6 @@ def _sides_shape(p: Prepared) -> tuple:
     """((n_source, d_S), (n_target, d_T)) of the sample's rows."""
     widths = (c.hidden_size for c in p.configs)
     return tuple(zip((len(p.source_boundaries), len(p.target_boundaries)), widths))
-
-
-def _host_sample(p: Prepared, options: FitRequest, rows, where: str, room: int) -> dict:
-    """The sample's refusal and its share of the plan: on the CPU its rows share the budget
-    with the passes and, after them, `row_measures` runs beside the models (`room`: the
-    budget less this process and the models); on a GPU they are host memory, against
-    --memory-limit (fitting.cluster's default without one)."""
-    if where != "cpu":
-        room = options.run.memory_limit or default_memory_limit()
-    sampled.check_room(rows, room, f"left on the host ({where})", "`memory_limit`")
-    return {"sampled rows": sampled.sample_bytes(rows)} if where == "cpu" else {}
 
 
 def _bootstrap_bytes(p: Prepared, options: FitRequest) -> dict:

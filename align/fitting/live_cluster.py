@@ -5,6 +5,7 @@ holds the tasks)."""
 
 from __future__ import annotations
 
+import functools
 import time
 
 from align.fitting.cluster import executor
@@ -12,7 +13,7 @@ from align.fitting.fit_options import FitRequest
 from align.fitting.graph import add_task, tree
 from align.fitting.measured import with_rotations
 from align.fitting.result import pair_results
-from align.fitting.sampled import heldout_null
+from align.fitting.sampled import heldout_null_tasks
 from align.fitting.shards import (
     ShardTask,
     add_shard_heldout,
@@ -20,6 +21,7 @@ from align.fitting.shards import (
     shard_statistics_task,
     shards_of,
     shift_task,
+    worker_backend,
 )
 from align.fitting.solver import check_alphas, solve
 
@@ -112,7 +114,9 @@ def run_on_cluster(p, options: FitRequest, log, plan_of) -> tuple:
             rows_ = sums.pop("sample")
             if p.sample is not None:  # the sampled rows (the source's come with the first block)
                 p.sample.put(rows_)
-            fitted = heldout_null(p.sample, fitted)  # the block's sampled rows are complete
+            fitted = heldout_null_tasks(  # on the workers' devices, the sampled rows complete
+                ex.run, p.sample, fitted, functools.partial(worker_backend, p.job), str(k)
+            )
             results.update(pair_results(fitted, sums, p.split, options.spec.resampling))
             log(f"align fit --live: pass {k + 1} of {plan.passes} done on the cluster")
     return (

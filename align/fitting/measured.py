@@ -116,8 +116,14 @@ def pair_measures(heldout: dict, resampling: Resampling | None, threads: int | N
         )
 
     value = dict(zip(sums["pair"], threaded(one, sums["pair"], threads)))
+    if "left_out" in heldout["measures"]:  # recomputed by group passes, one group at a time
+        runs = heldout["measures"]["left_out"]
+        keep = np.arange(len(runs))
     if resampling is None or len(keep) < jackknife.MIN_GROUPS:
         return {k: {n: (v[n], np.nan, np.nan) for n in names} for k, v in value.items()}
+    if "left_out" in heldout["measures"]:
+        left_out = {k: {n: np.array([r[k][n] for r in runs]) for n in names} for k in value}
+        return _intervals(value, left_out, names)
     sub = {
         key: {k: {f: a[keep] for f, a in fields.items()} for k, fields in sums[key].items()}
         for key in ("source", "target", "pair")
@@ -125,15 +131,33 @@ def pair_measures(heldout: dict, resampling: Resampling | None, threads: int | N
     w = jackknife.leave_one_out(len(keep))
     runs = threaded(lambda b: streamed.resampled(sub, names, w[b : b + 1]), range(len(w)), threads)
     left_out = {k: {n: np.concatenate([r[k][n] for r in runs]) for n in names} for k in value}
+    return _intervals(value, left_out, names)
+
+
+def _intervals(value: dict, left_out: dict, names) -> dict:
+    """{(i, j): {name: (value, low, high)}}: `jackknife.interval` of each value and its G'
+    recomputations, clipped to the measure's range."""
     return {
         k: {n: (v[n], *jackknife.interval(v[n], left_out[k][n], streamed.RANGES[n])) for n in names}
         for k, v in value.items()
     }
 
 
+def left_out_values(measures: dict, group: dict, threads: int | None = None) -> dict:
+    """{(i, j): {name: θ_(g)}}: the jackknife's recomputation without one group g, from a
+    block's one-group measure sums (`measures`: {"names", "sums"} of every held-out row) and
+    group g's own (`group`, a one-group `streamed.row_sums` result of its rows):
+    `streamed.leave_group_out`, the sides and pairs on `threads` threads (`tasks.threaded`)."""
+    return streamed.leave_group_out(
+        measures["sums"], group, measures["names"], lambda f, xs: threaded(f, xs, threads)
+    )
+
+
 def groups_present(heldout: dict) -> int:
     """How many groups of held-out documents hold rows (the units the measures' jackknife
     leaves out in turn)."""
+    if "left_out" in heldout["measures"]:
+        return len(heldout["measures"]["left_out"])
     first = next(iter(heldout["measures"]["sums"]["target"].values()))
     return int(np.sum(first["n"] > 0))
 

@@ -15,14 +15,15 @@ from align.extraction.batches import pad
 from align.faults import fault_point
 from align.fitting.batches import Batch, TokenTable
 from align.fitting.fit_options import FitRequest, LiveJob
-from align.fitting.graph import add_heldout_all, heldout_of
-from align.fitting.measured import with_rotations
+from align.fitting.graph import add_heldout_all, heldout_of, measure_sums
+from align.fitting.measured import left_out_values, with_rotations
 from align.fitting.progress import Progress
 from align.fitting.result import pair_results
 from align.fitting.sampled import heldout_null
 from align.fitting.solver import check_alphas, solve_all
 from align.fitting.split import CONVERGENCE_PARTS, TEST, Split
 from align.hooks import capture
+from align.measures.streamed import MEASURE_GROUPS, add_sums
 from align.ridge.backend import Backend
 from align.ridge.statistics import N_PARTS, Statistics, chunk_statistics
 
@@ -266,31 +267,81 @@ def heldout_pass(
     net, table, batches, source_boundaries, progress = inputs
     backend = net.backend
     sums = None
+    jackknife = bool(measures) and hdoc is not None
+    held = [] if jackknife and kept is None else None  # the rows again for the group passes
 
     def add(xh, yh, tokens):
         nonlocal sums
         if solved.get("sample") is not None:
             solved["sample"].take(xh, yh, tokens)
-        s = heldout_of(xh, yh, solved, backend, None if hdoc is None else hdoc[tokens], measures)
+        docs = None if hdoc is None else hdoc[tokens]
+        s = heldout_of(xh, yh, solved, backend, docs, measures, grouped=False)
         sums = s if sums is None else add_heldout_all(sums, s)
+        if held is not None:  # host memory: on a GPU the device keeps only a batch's rows
+            held.append((_host(xh), _host(yh), tokens))
 
     if kept is not None:
         for xh, yh, tokens in kept:
             add(xh, yh, tokens)
-        return sums
-    for b, xs, ys in paired(
-        net, table, [b for b in batches if b.n_test], source_boundaries, block, progress, "heldout"
-    ):
-        fault_point("fit_live_heldout_batch")
-        held = b.flat[b.n_train :]
-        add(
-            rows(xs, source_boundaries, held, net.device),
-            rows(ys, block, held, net.device),
-            b.tokens[b.n_train :],
+    else:
+        for b, xs, ys in paired(
+            net,
+            table,
+            [b for b in batches if b.n_test],
+            source_boundaries,
+            block,
+            progress,
+            "heldout",
+        ):
+            fault_point("fit_live_heldout_batch")
+            flat = b.flat[b.n_train :]
+            add(
+                rows(xs, source_boundaries, flat, net.device),
+                rows(ys, block, flat, net.device),
+                b.tokens[b.n_train :],
+            )
+            del xs, ys
+            progress.step(label)
+    if jackknife:
+        sums["measures"]["left_out"] = group_passes(
+            kept if held is None else held, solved["fitted"], backend, hdoc, sums["measures"]
         )
-        del xs, ys
-        progress.step(label)
     return sums
+
+
+def _host(rows_: dict) -> dict:
+    """{boundary: tensor} moved to the host (the same tensors when they are there)."""
+    return {k: v.cpu() for k, v in rows_.items()}
+
+
+def group_passes(held: list, fitted: dict, backend: Backend, hdoc: np.ndarray, total: dict):
+    """The measures' jackknife from the block's held-out rows (`held`: [(xs, ys, tokens)],
+    each chunk's rows of every boundary and their tokens), one group of held-out documents
+    (index mod MEASURE_GROUPS) at a time: the group's sums (`graph.measure_sums`, its rows
+    moved to the backend's device) and its recomputation from `total`, the block's one-group
+    sums (`measured.left_out_values`). Returns the recomputations of the groups holding
+    rows, in group order."""
+    import torch
+
+    present = np.unique(np.concatenate([hdoc[t] for _, _, t in held]) % MEASURE_GROUPS)
+    out = []
+    for g in present:
+        group = None
+        for xh, yh, tokens in held:
+            pick = np.flatnonzero(hdoc[tokens] % MEASURE_GROUPS == g)
+            if not len(pick):
+                continue
+
+            def take(side):
+                idx = torch.from_numpy(pick)
+                return {
+                    k: backend.put(v.index_select(0, idx.to(v.device))) for k, v in side.items()
+                }
+
+            s = measure_sums(take(xh), take(yh), fitted, backend)
+            group = s if group is None else add_sums(group, s)
+        out.append(left_out_values(total, group))
+    return out
 
 
 def run_blocks(

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from align.errors import InputError
+from align.fitting.cluster import default_memory_limit
 from align.fitting.sample_budget import (
     SampleShape,
     neighbours_refusal,
@@ -158,6 +159,54 @@ def heldout_null(sample: Sample | None, fitted: dict, backend: Backend = CPU) ->
     return out
 
 
+def heldout_null_tasks(run, sample: Sample | None, fitted: dict, backend_of, name: str) -> dict:
+    """`heldout_null` as Dask tasks of a cluster's workers (or of this process's threads):
+    one task per target boundary of the block, with the sampled rows of its source
+    boundaries and of its target, the permutations and its pairs' rotations, computed on the
+    fit's device there (`backend_of()`, a picklable callable run on the worker, gives its
+    `ridge.backend.Backend`); `run(graph, key)` runs a graph (`cluster.executor`'s). The
+    values are kept in `sample.heldout`; returns `fitted` with the rotations dropped."""
+    rotated = {k: m.rotation for k, m in fitted.items() if getattr(m, "rotation", None) is not None}
+    if rotated and sample is not None and sample.perms is not None:
+        # each array a key of its own: sent once to a worker, whatever its tasks
+        dsk, keys = {(f"perms-{name}",): sample.perms}, []
+        for i in sorted({i for i, _ in rotated}):
+            dsk[(f"sample-x-{name}", i)] = sample.xs[i]
+        for j in sorted({j for _, j in rotated}):
+            dsk[(f"sample-y-{name}", j)] = sample.ys[j]
+            part = {(i, jj): R for (i, jj), R in rotated.items() if jj == j}
+            sources = sorted({i for i, _ in part})
+            keys.append((f"null-{name}", j))
+            dsk[keys[-1]] = (
+                null_task,
+                sources,
+                [(f"sample-x-{name}", i) for i in sources],
+                j,
+                (f"sample-y-{name}", j),
+                (f"perms-{name}",),
+                part,
+                backend_of,
+            )
+        dsk[(f"nulls-{name}",)] = (_merged, *keys)
+        sample.heldout.update(run(dsk, (f"nulls-{name}",)))
+    return {k: m if k not in rotated else replace(m, rotation=None) for k, m in fitted.items()}
+
+
+def null_task(sources, xs: list, j, y: np.ndarray, perms: np.ndarray, rotations: dict, backend_of):
+    """On a worker: {(i, j): (K + 1,)} procrustes-heldout of each pair of `rotations` on the
+    sampled rows xs[k] of source boundary sources[k] and y of target boundary j (float64
+    (M, d)), and on each of the K re-pairings `perms` (`_heldout_values`), on the backend
+    `backend_of()` gives there."""
+    rows_ = dict(zip(sources, xs))
+    sample = Sample(np.arange(len(y)), np.zeros(len(y)), rows_, {j: y}, perms)
+    backend = backend_of()
+    return {(i, j): _heldout_values(sample, i, j, R, backend) for (i, j), R in rotations.items()}
+
+
+def _merged(*parts: dict) -> dict:
+    return {k: v for part in parts for k, v in part.items()}
+
+
 def _heldout_values(sample: Sample, i, j, R: np.ndarray, backend: Backend = CPU) -> np.ndarray:
     """(K + 1,): procrustes-heldout of pair (i, j) on the sample, then on each re-pairing."""
     x, y = backend.put(sample.xs[i]), backend.put(sample.ys[j])
@@ -278,3 +327,14 @@ def plan_line(shape: SampleShape, held: str) -> str:
         f"boundaries, {human_bytes(sample_bytes(shape))} ({kind}) {held}, then "
         f"{human_bytes(row_measures_bytes(shape))} of working memory in `row_measures`"
     )
+
+
+def host_share(options, rows: SampleShape, where: str, room: int) -> dict:
+    """The sample's refusal and its share of the plan: on the CPU its rows share the budget
+    with the passes and, after them, `row_measures` runs beside the models (`room`: the
+    budget less this process and the models); on a GPU they are host memory, against
+    --memory-limit (fitting.cluster's default without one)."""
+    if where != "cpu":
+        room = options.run.memory_limit or default_memory_limit()
+    check_room(rows, room, f"left on the host ({where})", "`memory_limit`")
+    return {"sampled rows": sample_bytes(rows)} if where == "cpu" else {}

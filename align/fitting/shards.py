@@ -42,6 +42,11 @@ def worker_models(job: LiveJob) -> Models:
     return load_models(job)
 
 
+def worker_backend(job: LiveJob):
+    """The worker's `ridge.backend.Backend`: the device its models run on."""
+    return worker_models(job).backend
+
+
 def shift_task(task: ShardTask, table, x_shift) -> dict:
     """On a worker: the shifts of a block from the first batch with training rows (the
     source's only when `x_shift` is None) and the source's scale (check_alphas). `table`:

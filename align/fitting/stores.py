@@ -25,7 +25,7 @@ from align.boundaries import parse_boundaries
 from align.declarations import refuse_fields
 from align.errors import InputError, StoreError
 from align.faults import fault_point
-from align.fitting import budget, sampled
+from align.fitting import budget, sampled, store_estimate
 from align.fitting.budget import human_bytes
 from align.fitting.cluster import (
     PLAN_FRACTION,
@@ -109,6 +109,7 @@ class FitReport:
     plan: dict = field(
         default_factory=dict
     )  # memory plan: budget, idle footprint, per-worker bytes, tokens per task
+    dry_run: dict | None = None  # --dry-run: the estimate (`store_estimate.estimate`)
 
 
 # -- checks -------------------------------------------------------------------------------
@@ -308,6 +309,7 @@ def fit(
     *,
     hooks: FitHooks | None = None,
     log=None,
+    dry_run: bool = False,
     **keywords,
 ) -> FitReport:
     """Fit ridge maps from every boundary of one activation store to every boundary of another.
@@ -347,6 +349,9 @@ def fit(
         What tests reach into (a per-worker budget, the reduced statistics kept).
     log : callable, optional
         Receives each message (default: `align.messages.say`, to stderr).
+    dry_run : bool, optional
+        Plan, time pieces of the work on these stores and log the estimate
+        (`store_estimate`); nothing is computed further and nothing is written.
     **keywords
         None are taken: a field of FitSpec, Execution or FitHooks given as a keyword (the
         earlier flat form, `seed=1`) is a TypeError that names the record it goes in.
@@ -364,13 +369,15 @@ def fit(
     NonFiniteError
         Rather than a result holding, or summarised over, a non-finite score.
     """
-    log = log or messages.say
+    said = log = log or messages.say
+    held = []  # a dry run's plan lines, said after its estimate's first line
+    log = held.append if dry_run else log
     t0 = time.time()
     refuse_fields("align.fit", keywords, (FitSpec, Execution, FitHooks))
     opts = request(spec, run, hooks)
     # a file:// URL is a local path: the checked reads name chunk files by path
     source, target = (st.local_path(p) or p for p in (source, target))
-    if output is not None:
+    if output is not None and not dry_run:
         st.check_output(
             output,
             "alignment",
@@ -393,7 +400,7 @@ def fit(
     t_part = split.part if anchored is None else target_part(split.part, split.partner, T.n_tokens)
     sample = sampled.draw(split, opts.spec)  # before the pass: the rows every boundary keeps
     sides = Side.of_store(S), Side.of_store(T)
-    if output is not None:
+    if output is not None and not dry_run:
         check_result_room(
             output, src_boundaries, tgt_boundaries, *sides, split, opts.spec.save_maps
         )
@@ -494,18 +501,26 @@ def fit(
             opts.spec.streamed,
         )
         plan["products"] = "numpy" if job.backend().torch is None else "torch"
+        tokens = Tokens(
+            split.part,
+            split.heldout_index if opts.spec.bootstrap else None,
+            split.stat_part,
+            split.partner,
+        )
+        if dry_run:  # pieces of the work timed and scaled; nothing is written
+            work = (job, blocks, ranges, tokens, shifts, split, opts.spec, sample)
+            est = store_estimate.estimate(
+                store_estimate.Work(*work, ex.n_workers, keep_heldout, plan["block_bytes"]),
+                said,
+                held,
+            )
+            return FitReport(None, None, time.time() - t0, blocks, plan=plan, dry_run=est)
         if sample is not None and sample.perms is not None:  # procrustes-heldout's, per block
             sample.xs, sample.ys = sampled_rows(
                 job, src_boundaries, tgt_boundaries, sample.tokens, split.partner
             )
         solve_threads = opts.run.blas_threads and opts.run.blas_threads * (
             ex.n_workers if ex.mode != "remote" else 1
-        )
-        tokens = Tokens(
-            split.part,
-            split.heldout_index if opts.spec.bootstrap else None,
-            split.stat_part,
-            split.partner,
         )
         settings = BlockSettings(
             opts.spec.alphas,
@@ -531,7 +546,9 @@ def fit(
                 raise
             fault_point("fit_after_block")
             factors = out["factors"]
-            fitted = sampled.heldout_null(sample, out["fitted"], job.backend())  # rotations end
+            fitted = sampled.heldout_null_tasks(  # on the workers; the rotations end here
+                ex.run, sample, out["fitted"], job.backend, str(b)
+            )
             results.update(
                 pair_results(fitted, out["heldout"], split, opts.spec.resampling, out["fractions"])
             )

@@ -1,8 +1,9 @@
 """Similarity measures of two layers from sums over rows (docs/methods.md, Similarity
 measures): linear CKA, debiased CKA, orthogonal Procrustes, mean squared CCA and SVCCA of
 every boundary pair, from sums one pass over the held-out rows accumulates, in groups of
-held-out documents so that recomputing without a group (the jackknife's interval) needs no
-row again.
+held-out documents (`row_sums`); the jackknife's recomputation without a group comes from the
+sums of every row and that group's own (`leave_group_out`: the fit makes one group's sums at a
+time), or from the groups' sums side by side (`resampled`).
 
 Rows: X (n, d_S) of a source boundary, Y (n, d_T) of a target boundary, paired row by row,
 shifted by any fixed vector (every measure here is unchanged by a shift of either side; the
@@ -389,6 +390,42 @@ def pair_measures(x: dict, y: dict, pair: dict, names, where: tuple) -> dict:
     (`weighted`), refused first without variance (`check_variance`)."""
     check_variance(x, y, where)
     return {n: FUNCTIONS[n](x, y, pair) for n in names}
+
+
+def leave_group_out(total: dict, group: dict, names, each=None) -> dict:
+    """{(i, j): {name: θ_(g)}}: every measure of every pair of `total` recomputed without
+    the rows of one group g, the jackknife's recomputation from two one-group `row_sums`
+    results: `total` of every held-out row and `group` of group g's rows alone,
+
+        θ_(g) = f(sums(all rows) − sums(group g's rows)) = f(Σ_{h ≠ g} sums(group h)),
+
+    the same sums as the weights 1 − e_g give over the G groups' sums (`resampled`), to
+    round-off (a difference of two float64 sums, of order ε·‖sums‖), for every measure: the
+    Frobenius-type (CKA, debiased CKA, procrustes-heldout) and the spectral (Procrustes'
+    nuclear norm, CCA, SVCCA) alike, since the measures are recomputed from the sums
+    themselves. Each side is reduced and decomposed once (`prepare`); a pair's difference
+    is made when the pair is computed, so beyond the two inputs the sides and one pair's
+    sums per worker are held. `each(f, items)` runs f over items ([f(x) for x in items] by
+    default; the fit passes its threads). NaN where the rows left of a side have no
+    variance."""
+    each = each or (lambda f, items: [f(x) for x in items])
+
+    def minus(a: dict, b: dict) -> dict:
+        return {f: a[f][0] - b[f][0] for f in a}
+
+    xr = {i: minus(s, group["source"][i]) for i, s in total["source"].items()}
+    yr = {j: minus(s, group["target"][j]) for j, s in total["target"].items()}
+    each(lambda side: prepare(side, names), [*xr.values(), *yr.values()])
+
+    def one(key):
+        i, j = key
+        with np.errstate(all="ignore"):
+            if not (has_variance(xr[i]) and has_variance(yr[j])):
+                return {n: np.nan for n in names}
+            pb = minus(total["pair"][key], group["pair"][key])
+            return {n: FUNCTIONS[n](xr[i], yr[j], pb) for n in names}
+
+    return dict(zip(total["pair"], each(one, list(total["pair"]))))
 
 
 def resampled(sums: dict, names, w: np.ndarray) -> dict:

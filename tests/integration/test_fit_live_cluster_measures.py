@@ -12,7 +12,7 @@ shards that forward them and gathered through the tree.
   streamed measure on every held-out row (tests/helpers/measures_reference.py, 1e-8, as
   tests/integration/test_fit_measures.py checks the one-process route), held-out Procrustes
   with the rotation of the training rows (1e-8) and its calibration on the documented draw of
-  M rows and the documented re-pairings (1e-8), `_sampled`, mknn and rsa on that draw (1e-6,
+  M rows and the documented re-pairings (1e-8; its null computed by the workers' tasks), `_sampled`, mknn and rsa on that draw (1e-6,
   the tolerance of the store route's check of the sample; rsa away from boundary 0, whose rows
   of one repeated token are equal: their correlation distances are 0 up to rounding, and two
   implementations rank those tied zeros differently, 2e-5 apart in rsa at 0 -> 0);

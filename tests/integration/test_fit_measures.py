@@ -250,12 +250,21 @@ def heldout_groups(ds, doc, keep):
     return group, [g for g in range(GROUPS) if np.any(group == g)]
 
 
-def test_jackknife_interval_equals_the_textbook_on_the_rows_without_each_group(fit_pair):
+@pytest.mark.parametrize("kept", [True, False])
+def test_jackknife_interval_equals_the_textbook_on_the_rows_without_each_group(
+    fit_pair, kept, monkeypatch
+):
     """Every streamed measure's interval against each measure recomputed by numpy from the
     held-out rows minus group g (rows, not sums) and the jackknife written from the textbook
-    (tests/helpers/measures_reference.py), within 1e-8 relative; the summary, the options
-    and the arrays' descriptions say the scheme, and the bootstrap's resample count and
-    seed change nothing of it."""
+    (tests/helpers/measures_reference.py), within 1e-8 relative, its group passes over the
+    held-out rows the statistics tasks kept, and over rows read from the stores again (a
+    budget that keeps none: the plan's held-out rows made too large to keep); the summary,
+    the options and the arrays' descriptions say the scheme, and the bootstrap's resample
+    count and seed change nothing of it."""
+    from align.fitting import budget
+
+    if not kept:
+        monkeypatch.setattr(budget, "heldout_rows_bytes", lambda *a: 1 << 60)
     S, T = fit_pair
     kw = dict(
         measures=",".join(STREAMED),
@@ -303,6 +312,57 @@ def test_jackknife_interval_equals_the_textbook_on_the_rows_without_each_group(f
     assert "interval" not in plain.attrs["summary"]["measures"]
 
 
+@pytest.mark.parametrize("kept", [True, False])
+def test_live_jackknife_from_group_passes_equals_the_textbook(
+    zoo, corpus_file, extracted, kept, monkeypatch
+):
+    """`--live` with the interval: the block's sums and one group's at a time (the group
+    passes over the block's held-out rows: those the plan keeps from the statistics pass,
+    or, where it keeps none, copies on the host taken in the held-out pass), every streamed
+    measure's interval against numpy on the held-out rows without each group and the
+    textbook's jackknife, within 1e-8 relative."""
+    from align.fitting import budget, live
+
+    if not kept:  # the plan's choice replaced (the input of this case): no row kept
+
+        def plan(*a):
+            got = budget.plan_passes(*a)
+            return got._replace(keep_heldout=False)
+
+        monkeypatch.setattr(live, "plan_passes", plan)
+    S, T = live_stores(extracted)
+    ds = live_fit(
+        zoo,
+        corpus_file,
+        "qwen2",
+        "float32",
+        measures=",".join(STREAMED),
+        bootstrap=100,
+        alphas=[1e-2],
+        source_boundaries="1,2",
+        target_boundaries="0,3",
+        test_fraction=0.4,
+    ).dataset
+    X, doc, pos = _read(S)
+    Y, *_ = _read(T)
+    keep = _heldout(ds, doc, pos)
+    group, present = heldout_groups(ds, doc, keep)
+    assert len(present) >= 3, present
+    for i in (1, 2):
+        for j in (0, 3):
+            cell = ds.sel(source_boundary=i, target_boundary=j)
+            for name in STREAMED:
+                x, y = X[i], Y[j]
+                left_out = [
+                    REFERENCE[name](x[keep & (group != g)], y[keep & (group != g)]) for g in present
+                ]
+                want = jackknife_interval(REFERENCE[name](x[keep], y[keep]), left_out, RANGES[name])
+                v = name.replace("-", "_")
+                got = (float(cell[v + "_low"]), float(cell[v + "_high"]))
+                np.testing.assert_allclose(got, want, rtol=RTOL, err_msg=f"{name} {i}->{j}")
+    assert f"({len(present)} of them holding rows" in ds.attrs["summary"]["measures"]["interval"]
+
+
 def test_cli_writes_the_measures_and_refuses_an_unknown_one(fit_pair, cli, tmp_path):
     S, T = fit_pair
     out = tmp_path / "m.zarr"
@@ -323,7 +383,9 @@ def test_cli_writes_the_measures_and_refuses_an_unknown_one(fit_pair, cli, tmp_p
 def test_planner_counts_the_sums_and_refuses_in_one_line_naming_the_bytes(fit_pair):
     """A worker budget that holds one pair for ridge alone but not its measures' sums: per
     group of held-out documents Σxyᵀ, both Σxxᵀ and the vectors beside them, three copies
-    (two inputs of an add and their sum), G = 10 groups with the bootstrap."""
+    (two inputs of an add and their sum) and, with the bootstrap's interval, a fourth (the
+    block's sums held while one group's are made: the jackknife's group passes), whatever
+    the G = 10 groups."""
     from align.errors import InputError
     from align.fitting import budget
 
@@ -334,8 +396,8 @@ def test_planner_counts_the_sums_and_refuses_in_one_line_naming_the_bytes(fit_pa
     store = open_activations(S)
     n, chunk = store.n_tokens, store.chunk_tokens
     ridge = budget.block_bytes(1, 1, d_s, d_t, 256, chunk, -(-n // 256))  # the test's input
-    sums = 3 * 8 * GROUPS * (d_s * d_s + 2 * d_s + 2 + d_t * d_t + 2 * d_t + 2)
-    sums += 3 * 8 * GROUPS * (d_s * d_t + 2 * d_s + d_t + 2)  # with qxy, q_sy
+    sums = 4 * 8 * (d_s * d_s + 2 * d_s + 2 + d_t * d_t + 2 * d_t + 2)
+    sums += 4 * 8 * (d_s * d_t + 2 * d_s + d_t + 2)  # with qxy, q_sy
     spec = FitSpec(alphas=[1e-2], bootstrap=100, source_boundaries="1", target_boundaries="1")
     run = Execution(scheduler="synchronous", task_tokens=256)
     hooks = FitHooks(worker_budget=ridge + sums // 2)

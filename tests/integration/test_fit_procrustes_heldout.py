@@ -11,6 +11,7 @@ documented re-pairings, within 1e-8 relative, on the store route and `--live`.""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from align.fitting import FitSpec
 from tests.helpers.measures_reference import (
@@ -182,14 +183,27 @@ def check_calibration(ds, X, Y, doc, pos, m=M, k=K, seed=0):
     assert summary["cells_surviving"] == int(np.sum(want["p_family"] < 0.05))
 
 
-def test_calibration_on_the_store_route_equals_the_reference(fit_pair):
-    """procrustes-heldout alone (no other measure draws the sample)."""
+@pytest.mark.parametrize("workers", [None, 2])
+def test_calibration_on_the_store_route_equals_the_reference(fit_pair, workers):
+    """procrustes-heldout alone (no other measure draws the sample), in this process and on
+    a local Dask cluster of two worker processes, where its null runs as the workers' tasks
+    (one a target boundary, timed by the cluster's task stream)."""
+    import align
+    from align.fitting import Execution
+
     S, T = fit_pair
-    ds = _fit(
+    run = (
+        Execution(scheduler="synchronous")
+        if workers is None
+        else Execution(n_workers=workers, memory_limit="3GB")
+    )
+    report = align.fit(
         S,
         T,
         None,
-        FitSpec(
+        run=run,
+        log=lambda m: None,
+        spec=FitSpec(
             measures="procrustes-heldout",
             bootstrap=0,
             test_fraction=0.4,
@@ -200,9 +214,12 @@ def test_calibration_on_the_store_route_equals_the_reference(fit_pair):
             target_boundaries="1,4",
         ),
     )
+    ds = report.dataset
     X, doc, pos = _read(S)
     Y, *_ = _read(T)
     check_calibration(ds, X, Y, doc, pos)
+    if workers:
+        assert report.task_seconds.get("null", 0) > 0, report.task_seconds
 
 
 def test_calibration_on_the_live_route_equals_the_reference(zoo, corpus_file, extracted):

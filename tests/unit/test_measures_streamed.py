@@ -106,6 +106,73 @@ def test_jackknife_interval_equals_the_textbook_on_the_rows_without_each_group(G
     )
 
 
+@pytest.mark.parametrize("widths", [(7, 5), (5, 7)])
+def test_group_passes_give_the_textbook_jackknife_without_the_groups_sums(widths):
+    """The jackknife's recomputations from the sums of every held-out row and one group's
+    sums at a time (`streamed.leave_group_out`, as the fit's group passes make them: each
+    group's rows summed in chunks of their own) against every measure, procrustes-heldout
+    with a training rotation among them, recomputed by numpy from the rows of every group
+    but g (rows, not sums; tests/helpers/measures_reference.py), and the interval
+    `measured.pair_measures` builds from them against the textbook's, all within 1e-8
+    relative; the same recomputations as the G groups' sums side by side give
+    (`streamed.resampled`, the form that held them all), within 1e-10."""
+    from align.fitting import measured
+    from align.measures import streamed
+    from align.stats import jackknife
+    from align.stats.bootstrap import Resampling
+    from tests.helpers.measures_reference import RANGES, jackknife_interval, procrustes_heldout
+
+    X, Y = _rows(n=460, d_s=widths[0], d_t=widths[1], seed=8)
+    train, test = np.arange(160), np.arange(160, 460)
+    R = streamed.rotation((X[train] - X[train].mean(0)).T @ (Y[train] - Y[train].mean(0)))
+    shifts = ({0: X[train].mean(0)}, {0: Y[train].mean(0)})
+    G = 10
+    groups = np.random.default_rng(2).choice([0, 1, 2, 4, 5, 7], size=len(test))  # 6 present
+    present = np.unique(groups)
+
+    def sums(rows, G=1, grouping=None):
+        grouping = np.zeros(len(rows), dtype=np.int64) if grouping is None else grouping
+        out = None
+        for part in np.array_split(np.arange(len(rows)), 2):
+            r = test[rows[part]]
+            s = streamed.row_sums(
+                {0: X[r]}, {0: Y[r]}, shifts, grouping[part], G, rotations={(0, 0): R}
+            )
+            out = s if out is None else streamed.add_sums(out, s)
+        return out
+
+    names = (*REFERENCE, "procrustes-heldout")
+    everything = np.arange(len(test))
+    total = sums(everything)
+    runs = [
+        streamed.leave_group_out(total, sums(np.flatnonzero(groups == g)), names) for g in present
+    ]
+
+    def reference(name, rows):
+        if name == "procrustes-heldout":
+            return procrustes_heldout(X[train], Y[train], X[rows], Y[rows])
+        return REFERENCE[name](X[rows], Y[rows])
+
+    for name in names:
+        left_out = [reference(name, test[groups != g]) for g in present]
+        got = [r[(0, 0)][name] for r in runs]
+        np.testing.assert_allclose(got, left_out, rtol=RTOL, err_msg=name)
+        value = reference(name, test)
+        heldout = {"measures": {"names": names, "sums": total, "left_out": runs}}
+        want = (value, *jackknife_interval(value, left_out, RANGES[name]))
+        got_interval = measured.pair_measures(heldout, Resampling(100, 0))[(0, 0)][name]
+        np.testing.assert_allclose(got_interval, want, rtol=RTOL, err_msg=name)
+    side_by_side = sums(everything, G, groups)
+    kept = {
+        key: {k: {f: a[present] for f, a in v.items()} for k, v in side_by_side[key].items()}
+        for key in ("source", "target", "pair")
+    }
+    before = streamed.resampled(kept, names, jackknife.leave_one_out(len(present)))[(0, 0)]
+    for name in names:
+        got = [r[(0, 0)][name] for r in runs]
+        np.testing.assert_allclose(got, before[name], rtol=1e-10, err_msg=name)
+
+
 def test_fewer_than_three_groups_holding_rows_give_no_interval():
     """Two groups holding rows: the value from all rows (its reference), the interval NaN
     (t with one degree of freedom would be ±12.7 standard errors)."""

@@ -1,0 +1,260 @@
+"""`align fit --dry-run` on two stores: what the fit will cost in seconds and bytes, from a
+piece of the real work timed on this machine before any of it runs (as `live_estimate` does
+for `--live`); nothing is written.
+
+Timed, on the stores' own rows of the first block (source boundaries I, target boundaries J):
+one statistics task on a range of training tokens (its reads included), the streamed
+measures' sums of those rows, every streamed measure of the block's first pair from them
+(each side's decompositions apart from the pair's), procrustes-heldout's training rotation
+and its null on M rows, and the row measures (their calibration and interval included) of
+one cell at m and m/2 rows and of two cells at m (m = min(M, ROW_TIMING)), with the fewest
+resamples. Each is scaled to the run: the statistics by
+training rows and pairs, shared among the slots that run tasks side by side; ridge's held-out
+pass at half a training row's sums a row (one product against two parts); the measures' sums
+by held-out rows and pairs, again for the interval's group passes, with the held-out rows read
+again where the plan does not keep them; the values once a pair and a side of every block, G'
+times more for the interval; the row measures per cell and per boundary, by the growth the
+two row counts show (between M and M²) and by the run's resamples and permutations."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from align.fitting import sampled
+from align.fitting.budget import measure_bytes
+from align.fitting.graph import sampled_rows, stats_task
+from align.fitting.sample_budget import row_measures_bytes, sample_bytes
+from align.measures import rows, streamed
+from align.messages import human_bytes
+from align.ridge.statistics import FIT, VAL
+from align.stats.bootstrap import MIN_RESAMPLES, Resampling
+
+TIMED_TOKENS = 2048  # tokens of the timed statistics task, at most
+SMALL_TOKENS = 256  # tokens of the second timed task (the two give a row's cost and a task's)
+REPEATS = 3  # the pieces of milliseconds are timed this many times, the least kept
+ROW_TIMING = 512  # sampled rows the row measures are timed on, at most
+HOUR = 3600.0
+
+
+@dataclass
+class Work:
+    """What the estimate scales to: the job, the blocks, the tasks' ranges, the stream's
+    arrays, the shifts, the split, the spec, the sample, the slots running tasks side by side,
+    whether the held-out rows are kept, and the plan's bytes per worker."""
+
+    job: object
+    blocks: list
+    ranges: list
+    tokens: object
+    shifts: tuple
+    split: object
+    spec: object
+    sample: object
+    slots: int
+    keep_heldout: bool
+    block_bytes: int
+
+
+def _rows(w: Work, I, J, a: int, stop: int) -> tuple:
+    """The rows of tokens [a, stop) of source boundaries I and of the target boundaries J
+    paired with them (`graph.sampled_rows`: the same tokens, or their partners)."""
+    return sampled_rows(w.job, I, J, np.arange(a, stop), w.split.partner)
+
+
+def _timed(f, *args):
+    t = time.perf_counter()
+    out = f(*args)
+    return time.perf_counter() - t, out
+
+
+def _least(f, *args):
+    """(the least of REPEATS timings, the result): pieces of milliseconds, which a busy
+    machine's scheduling would otherwise inflate."""
+    runs = [_timed(f, *args) for _ in range(REPEATS)]
+    return min(t for t, _ in runs), runs[-1][1]
+
+
+def estimate(w: Work, log, plan_lines=()) -> dict:
+    """Time the pieces (module docstring), scale them to the run and log the plan: its first
+    line the total (and whether it is over an hour), then `plan_lines` (the fit's plan, held
+    back until then), then each part's seconds and the bytes the measures hold. Returns {"seconds": {part: s}, "seconds_estimate", "bytes": {holder:
+    bytes}, "timed": {piece: s}}."""
+    I, J = w.blocks[0]
+    part = w.tokens.part
+    a = next(s for s, e in w.ranges if np.any((part[s:e] == FIT) | (part[s:e] == VAL)))
+    stop = min(a + TIMED_TOKENS, next(e for s, e in w.ranges if s == a))
+    shifts = ({i: w.shifts[0][i] for i in I}, {j: w.shifts[1][j] for j in J})
+
+    def task(end):  # (seconds, training rows) of one statistics task on tokens [a, end)
+        t, _ = _timed(stats_task, w.job, I, J, a, end, w.tokens.range(a, end), shifts, False)
+        return t, int(np.sum((part[a:end] == FIT) | (part[a:end] == VAL)))
+
+    task(min(stop, a + 64))  # a warm-up: the stores opened, the buffers made
+    (t_small, n_small), (t_stats, n_big) = task(min(stop, a + SMALL_TOKENS)), task(stop)
+    slope = max((t_stats - t_small) / max(n_big - n_small, 1), 0.0)  # a row's products
+    if slope == 0.0:
+        slope = t_stats / max(n_big, 1)
+    overhead = max(t_small - slope * n_small, 0.0)  # a task's accumulators, whatever its rows
+    pairs = [len(bi) * len(bj) for bi, bj in w.blocks]
+    scale = sum(pairs) / pairs[0]  # the grid over the timed block
+    c = w.split.counts
+    per_row = slope * scale / w.slots
+    tasks = len(w.ranges) * len(w.blocks) / w.slots
+    sec = {
+        "statistics": per_row * (c["fit"] + c["validation"]) + overhead * tasks,
+        "held-out": per_row * c["heldout"] / 2,
+    }
+    timed = {"statistics task": t_stats}
+    out_bytes = {"per worker (the plan)": w.block_bytes}
+    if w.spec.streamed:
+        _streamed(w, (I, J, a, stop), scale, sec, timed, out_bytes)
+    if w.sample is not None:
+        _calibration(w, (I, J, a, stop), sec, timed, out_bytes)
+    total = sum(sec.values())
+    over = f"over an hour (~{total / HOUR:,.1f} h): " if total > HOUR else ""
+    log(
+        f"align fit --dry-run: {over}whole run ~{total:,.3g} s on this machine (the solve, "
+        "opening the stores and writing not counted); nothing was written"
+    )
+    for line in plan_lines:
+        log(line)
+    log("align fit --dry-run: " + ", ".join(f"{k} {v:,.3g} s" for k, v in sec.items()))
+    log(
+        "align fit --dry-run: timed here "
+        + ", ".join(f"{k} {v * 1e3:,.1f} ms" for k, v in timed.items())
+        + f"; memory {', '.join(f'{k} {human_bytes(v)}' for k, v in out_bytes.items())}"
+    )
+    return {"seconds": sec, "seconds_estimate": total, "bytes": out_bytes, "timed": timed}
+
+
+def _streamed(w: Work, where: tuple, scale: float, sec: dict, timed: dict, out_bytes: dict):
+    """The streamed measures' sums, values, interval and procrustes-heldout's rotation."""
+    I, J, a, stop = where
+    names = w.spec.streamed
+    t_read, (xs, ys) = _timed(_rows, w, I, J, a, stop)
+    n = stop - a
+    zero = (
+        {i: np.zeros(v.shape[1]) for i, v in xs.items()},
+        {j: np.zeros(v.shape[1]) for j, v in ys.items()},
+    )
+    backend = w.job.backend()
+    groups = np.zeros(n, dtype=np.int64)
+    t_sums, sums = _timed(streamed.row_sums, xs, ys, zero, groups, 1, backend)
+    held = w.split.counts["heldout"]
+    sec["measure sums"] = t_sums / n * held * scale / w.slots
+    i, j = I[0], J[0]
+    x, y = streamed.weighted(sums["source"][i]), streamed.weighted(sums["target"][j])
+    t_sides, _ = _least(lambda: [streamed.prepare(dict(s), names) for s in (x, y)])
+    pair = streamed.weighted(sums["pair"][(i, j)])
+    for side in (x, y):  # decomposed once, as every pair of the side reads them
+        streamed.prepare(side, names)
+    t_pair, _ = _least(
+        lambda: {
+            m: streamed.FUNCTIONS[m](x, y, fresh)
+            for fresh in (dict(pair),)  # a pair's own decompositions, made every time
+            for m in names
+            if m in streamed.FUNCTIONS and m != "procrustes-heldout"
+        }
+    )
+    cores = max(w.slots, 1)
+    sides = sum(len(bi) + len(bj) for bi, bj in w.blocks)
+    n_pairs = sum(len(bi) * len(bj) for bi, bj in w.blocks)
+    values = (t_sides / 2 * sides + t_pair * n_pairs) / cores
+    if "procrustes-heldout" in names:
+        t_rot, _ = _least(streamed.rotation, streamed.cross(x, y, pair))
+        sec["procrustes-heldout rotations"] = t_rot * n_pairs / cores
+    sec["measure values"] = values
+    d_s, d_t = next(iter(xs.values())).shape[1], next(iter(ys.values())).shape[1]
+    nI, nJ = len(I), len(J)
+    rot = "procrustes-heldout" in names
+    if w.spec.bootstrap:
+        G = streamed.MEASURE_GROUPS
+        sec["measure interval"] = G * values
+        sec["measure group passes"] = sec["measure sums"]
+        if not w.keep_heldout:  # each group's rows read again from the stores
+            sec["measure group reads"] = t_read / n * held * len(w.blocks) / w.slots
+        out_bytes["the measures' sums, with the interval"] = measure_bytes(
+            nI, nJ, d_s, d_t, G, rotations=rot
+        )
+    else:
+        out_bytes["the measures' sums"] = measure_bytes(nI, nJ, d_s, d_t, 1, rotations=rot)
+    timed.update({"measure sums": t_sums, "two sides' decompositions": t_sides, "a pair": t_pair})
+
+
+def _calibration(w: Work, where: tuple, sec: dict, timed: dict, out_bytes: dict):
+    """The calibration on the M sampled rows: procrustes-heldout's null (one pair's, at M
+    rows, the timed rows repeated) and the row measures (`_row_measures`)."""
+    I, J, a, stop = where
+    spec, sample = w.spec, w.sample
+    M = len(sample.tokens)
+    xs, ys = _rows(w, I[:1], J[:2], a, stop)
+    n_cells = sum(len(bi) * len(bj) for bi, bj in w.blocks)
+    n_source = len({i for bi, _ in w.blocks for i in bi})
+    n_target = len({j for _, bj in w.blocks for j in bj})
+
+    def tiled(v, m):
+        reps = -(-m // len(v))
+        return np.tile(np.asarray(v, np.float64), (reps, 1))[:m]
+
+    if spec.heldout_calibrated and sample.perms is not None:
+        i, j = I[0], J[0]
+        x, y = tiled(xs[i], M), tiled(ys[j], M)
+        R = streamed.rotation((x - x.mean(0)).T @ (y - y.mean(0)))
+        one = sampled.Sample(np.arange(M), np.zeros(M), {i: x}, {j: y}, sample.perms)
+        t_null, _ = _timed(sampled._heldout_values, one, i, j, R, w.job.backend())
+        sec["procrustes-heldout null"] = t_null * n_cells / max(w.slots, 1)
+        timed["procrustes-heldout null of a pair"] = t_null
+    if spec.sampled:
+        sec["row measures, interval and calibration"] = _row_measures(
+            w, (I[0], list(ys)[:2]), (xs, ys), (n_cells, n_source + n_target), timed
+        )
+        shape = sampled.shape_of(
+            sample,
+            spec,
+            (
+                (n_source, next(iter(xs.values())).shape[1]),
+                (n_target, next(iter(ys.values())).shape[1]),
+            ),
+            itemsize=4,
+        )
+        out_bytes["sampled rows"] = sample_bytes(shape)
+        out_bytes["row measures' working memory"] = row_measures_bytes(shape)
+
+
+def _row_measures(w: Work, where: tuple, rows_: tuple, counts: tuple, timed: dict) -> float:
+    """Seconds of `rows.row_measures` on the grid's M sampled rows, from three timings on
+    the stores' rows of one source boundary (distinct rows, no copies): one cell at m and at
+    m/2 rows (m = min(M, ROW_TIMING); their ratio gives the growth with the rows, between M
+    and M²) and two cells at m (what a cell adds, against a boundary's preparation), each with
+    the fewest resamples (MIN_RESAMPLES) and at most 9 permutations, scaled to the run's
+    resamples and permutations (a replicate costing what a null draw costs)."""
+    (i, js), (xs, ys), (n_cells, n_sides) = where, rows_, counts
+    spec, M = w.spec, len(w.sample.tokens)
+    m = max(min(M, ROW_TIMING, len(xs[i])), 16)
+    K = min(spec.permutations, 9)
+
+    def cells(js, m):
+        docs = np.repeat(np.arange(-(-m // 8)), 8)[:m]  # documents of 8 rows: the null's draws
+        return rows.row_measures(
+            {i: xs[i][:m]},
+            {j: ys[j][:m] for j in js},
+            docs,
+            spec.sampled,
+            k=spec.neighbours,
+            permutations=K,
+            seed=spec.seed,
+            resampling=Resampling(MIN_RESAMPLES, spec.bootstrap_seed),
+        )
+
+    t_one, _ = _timed(cells, js[:1], m)
+    t_half, _ = _timed(cells, js[:1], m // 2)
+    t_two = _timed(cells, js, m)[0] if len(js) > 1 else 2 * t_one
+    grow = float(np.clip(np.log2(max(t_one, 1e-9) / max(t_half, 1e-9)), 1.0, 2.0))
+    cell = max(t_two - t_one, t_one / 3)  # a cell's values, interval and null
+    side = max((t_one - cell) / 2, 0.0)  # a boundary's preparation
+    runs = (sampled.resampling_of(spec).resamples + spec.permutations + 1) / (MIN_RESAMPLES + K + 1)
+    timed[f"row measures of a cell ({m:,} rows)"] = t_one
+    return (M / m) ** grow * runs * (cell * n_cells + side * n_sides)
