@@ -36,6 +36,9 @@ class SampleShape(NamedTuple):
     itemsize : int
         Bytes a value of the kept rows: 8 (float64, the live route) or 4 (float32 as the
         stores are read; `row_measures` then makes its own float64 copy).
+    spectral_intervals : bool
+        The spectral measures get the sample's bootstrap too (a fit asks it of mknn, cknna
+        and rsa only: `sampled.attach`).
     """
 
     rows: int  # M
@@ -48,6 +51,7 @@ class SampleShape(NamedTuple):
     draws: int  # permutations + bootstrap resamples
     resample_rows: int  # rows of the largest bootstrap resample
     itemsize: int = 8  # bytes a value of the kept rows
+    spectral_intervals: bool = False  # the spectral measures resampled too (not on a fit)
 
 
 def sample_bytes(s: SampleShape) -> int:
@@ -132,7 +136,7 @@ def _bootstrap_temporaries(s: SampleShape, m: int) -> int:
     entries = near * (4 * m * m + 8 * (6 * (s.n_target + 1) * m * s.neighbours + 6 * m * L))
     records = s.n_source * _spectral_bytes(m2, s.d_s) + s.n_target * _spectral_bytes(m2, s.d_t)
     again = max(_spectral_temporaries(m2, d) for d in (s.d_s, s.d_t))
-    return ranks + entries + spectral * (records + again)
+    return ranks + entries + (spectral and s.spectral_intervals) * (records + again)
 
 
 def _spectral_bytes(m: int, d: int) -> int:
