@@ -109,7 +109,28 @@ def _measures(ds) -> list:
         )
     else:
         out.append(("calibration", "none (the fit drew no permutation null)"))
+    copies = sample.get("duplicated_rows") if isinstance(sample, dict) else None
+    if isinstance(copies, dict) and copies.get("fraction"):
+        out.append(("ties", _copies_line(copies, ds)))
     return out
+
+
+def _copies_line(copies: dict, ds) -> str:
+    """The cells whose sampled rows are mostly exact copies (a repeated token's embedding at
+    boundary 0): ties decide mknn, cknna and rsa there."""
+    frac = copies["fraction"]
+    src, tgt = ds["source_boundary"].values, ds["target_boundary"].values
+    a, b = max(
+        ((a, b) for a in range(len(frac)) for b in range(len(frac[a]))),
+        key=lambda c: frac[c[0]][c[1]],
+    )
+    cells = sum(len(r) for r in frac)
+    text = (
+        f"{copies.get('mostly_copies', 0)} of {cells} cells have sampled rows mostly exact "
+        f"copies (ties decide mknn, cknna, rsa there); the most at source boundary "
+        f"{src[a]} x target boundary {tgt[b]}: {frac[a][b]:.0%} of rows copied"
+    )
+    return text
 
 
 def _depths(ds) -> str:

@@ -250,21 +250,22 @@ class FitSpec:
     )
     """The held-out rows the row measures and every measure's calibration use (None:
     SAMPLE_ROWS, or all held-out rows when fewer)."""
-    permutations: int = field(
-        default=0,
+    permutations: int | None = field(
+        default=None,
         metadata=option(
             "--permutations",
-            doc="with `--measures`: null draws of every measure's calibration on the sampled rows (the target's documents re-paired; 99 gives p-values down to 0.01; `procrustes-heldout` with each pair's training rotation); 0: none; `mknn`, `cknna` and `rsa` need 1 or more",
+            doc="with `--measures`: null draws of every measure's calibration on the sampled rows (the target's documents re-paired; 99 gives p-values down to 0.01; `procrustes-heldout` with each pair's training rotation); 0: none, where no row measure is asked",
+            doc_default=f"{PERMUTATIONS} with `mknn`, `cknna` or `rsa`, else 0",
             doc_metavar="K",
             help="With --measures: null draws of every measure's calibration on the sampled rows "
             f"(the target's documents re-paired; {PERMUTATIONS} gives p-values down to 0.01); 0: "
-            "none. mknn, cknna and rsa need 1 or more.",
+            f"none [default: {PERMUTATIONS} with mknn, cknna or rsa, else 0].",
             type="whole",
             least=0,
-            show_default=True,
         ),
     )
-    """The calibration's null draws (0: no calibration; mknn, cknna and rsa need 1 or more)."""
+    """The calibration's null draws (0: no calibration; None: PERMUTATIONS where a row
+    measure is asked, else 0; mknn, cknna and rsa always come with theirs)."""
     neighbours: int = field(
         default=K_NEIGHBOURS,
         metadata=option(
@@ -335,19 +336,23 @@ class FitSpec:
         return spec
 
     def _checked_permutations(self) -> int:
-        """`permutations` (0: no calibration), or the one-line InputError of a negative
-        count or of row measures asked without a null."""
+        """`permutations` (0: no calibration; None: PERMUTATIONS where mknn, cknna or rsa is
+        asked, else 0), or the one-line InputError of a negative count or of row measures
+        asked with 0."""
         if isinstance(self.permutations, int) and self.permutations < 0:
             raise InputError(
                 f"`permutations` {self.permutations}: give 0 (no calibration) or a whole number of "
                 f"null permutations ({PERMUTATIONS} gives p-values down to 0.01)"
             )
+        rows_only = [m for m in parse_measures(self.measures) if m in ROW_ONLY]
+        if self.permutations is None:
+            return PERMUTATIONS if rows_only else 0
         if self.permutations == 0:
-            rows_only = [m for m in parse_measures(self.measures) if m in ROW_ONLY]
             if rows_only:
                 raise InputError(
                     f"`measures` {','.join(rows_only)} come with their calibration: give "
-                    f"`permutations` 1 or more ({PERMUTATIONS} gives p-values down to 0.01)"
+                    f"`permutations` 1 or more ({PERMUTATIONS} gives p-values down to 0.01), "
+                    "or leave it out for its default"
                 )
             return 0
         return check_permutations(self.permutations)

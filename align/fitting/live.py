@@ -203,8 +203,7 @@ def _capped(job: LiveJob, configs, log) -> LiveJob:
 def prepare(job: LiveJob, options: FitRequest, log=messages.say) -> Prepared:
     """Read both configs and tokenizers (refusing tokenizers that differ, token ids a model
     has no embedding for; a `max_length` beyond a model's positions is capped at them, said
-    to `log`, unless `allow_long`), tokenize once, split by document (fitting.split) and
-    batch."""
+    to `log`, unless `allow_long`), tokenize once, split by document (fitting.split), batch."""
     if job.batch_size < 1:
         raise InputError(f"`batch_size` {job.batch_size} must be at least 1")
     corpus.validate(job.corpus)
@@ -589,6 +588,7 @@ def fit_live(
             log(f"align fit --live: {windows_line(p.anchored)}")
     _refuse_bootstrap(p, options)
     p.sample = sampled.draw(p.split, options.spec)  # before the passes, by the split's seed
+    sampled.log_measures(log, "align fit --live", options.spec, p.sample, p.split)
     sides = sides_of(p)
     if output is not None and not dry_run:
         check_result_room(
@@ -662,7 +662,7 @@ def finish(
     extra = {}
     if p.sample is not None:  # the row measures and every measure's calibration
         extra["sampled_rows"] = sampled.attach(
-            results, p.sample, options.spec, p.source_boundaries, p.target_boundaries
+            results, p.sample, options.spec, p.source_boundaries, p.target_boundaries, where
         )
     recorded = options.recorded(
         batch_size=p.job.batch_size,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from align.measures.rows import NEIGHBOURS, SPECTRAL
+from align.measures.prepared import BLOCK, NEIGHBOURS, SPECTRAL, depth
 from align.messages import human_bytes
 
 WORK_MARGIN = 1.25  # row_measures' working memory over its itemised arrays (row_measures_bytes)
@@ -36,6 +36,9 @@ class SampleShape(NamedTuple):
     itemsize : int
         Bytes a value of the kept rows: 8 (float64, the live route) or 4 (float32 as the
         stores are read; `row_measures` then makes its own float64 copy).
+    spectral_intervals : bool
+        The spectral measures get the sample's bootstrap too (a fit asks it of mknn, cknna
+        and rsa only: `sampled.attach`).
     """
 
     rows: int  # M
@@ -48,6 +51,7 @@ class SampleShape(NamedTuple):
     draws: int  # permutations + bootstrap resamples
     resample_rows: int  # rows of the largest bootstrap resample
     itemsize: int = 8  # bytes a value of the kept rows
+    spectral_intervals: bool = False  # the spectral measures resampled too (not on a fit)
 
 
 def sample_bytes(s: SampleShape) -> int:
@@ -56,17 +60,14 @@ def sample_bytes(s: SampleShape) -> int:
 
 
 def _prepared_bytes(s: SampleShape, m: int, d: int) -> int:
-    """One boundary's `rows.Prepared` of m rows of width d: the SVD's u (m, r), s and the
-    squared norms (r = min(m, d)) with a spectral measure; the neighbour lists (m, k) int64
-    (and their cosines with cknna); rsa's centred rank matrix (m, m)."""
+    """One boundary's `prepared.Prepared` of m rows of width d: the SVD's u (m, r), s and the
+    squared norms (r = min(m, d)) with a spectral measure; the neighbour orders and their
+    cosines (m, L) and the distinct unit rows (at most m, d) and their index (m); rsa's
+    centred ranks (P = m(m − 1)/2, float64), the pairs' order and their tie groups (int32)."""
     spectral, near, rsa = _kinds(s.measures)
-    r = min(m, d)
-    return 8 * (
-        spectral * (m * r + r + m)
-        + near * m * s.neighbours
-        + ("cknna" in s.measures) * m * s.neighbours
-        + rsa * m * m
-    )
+    r, L = min(m, d), depth(s.neighbours, m)
+    pairs = m * (m - 1) // 2
+    return 8 * spectral * (m * r + r + m) + 8 * near * (2 * m * L + m * d + m) + rsa * 16 * pairs
 
 
 def _kinds(measures) -> tuple:
@@ -78,38 +79,74 @@ def _kinds(measures) -> tuple:
     )
 
 
-def _prepare_temporaries(s: SampleShape, m: int, distinct: int, d: int) -> int:
-    """The peak of `rows.prepare`'s temporaries for one boundary of m rows (copies of
-    `distinct` rows, a bootstrap resample; m = distinct otherwise) beyond its record: the
-    resampled copy of the rows (m, d), then the largest of
+def _prepare_temporaries(s: SampleShape, m: int, d: int) -> int:
+    """The peak of `prepared.prepare`'s temporaries for one boundary of m rows beyond its
+    record, the largest of
     - the SVD: the centred rows, LAPACK's copy of them and its workspace (7·r²), its u and
       vᵀ and the products u·s and their squares: 3·m·d + 3·m·r + 2·r·d + 7·r² values;
-    - the neighbours: the unit rows (distinct, d), their cosines (distinct²) and, over m rows,
-      the cosines picked, their copy, its negation and argsort's int64 order: 4·m²;
-    - rsa: the centred rows twice (distinct, d), the correlation distances and their
-      product (distinct² each, then m² picked), the pairs' two int64 index arrays twice while
-      filtered (1.5·m²), their distances (m²/2), rankdata's sort order, ranks and counts
-      (≈ 2·m²) and the symmetric matrix built from them: 7·m² in all."""
+    - the neighbours: the unit rows and their sort for the distinct ones (3·m·d), then a
+      block of B = min(BLOCK, m) rows' cosines, expanded, negated, partitioned and compared
+      (4·B·m);
+    - rsa: the centred rows and their sort (4·m·d), the distinct rows' products (m²), the
+      pairs' rows and their distances (3P/2 + P), the sort's order and the sorted
+      distances (2P): 5P + 4·m·d with m² = 2P."""
     spectral, near, rsa = _kinds(s.measures)
-    r = min(m, d)
-    copy = m * d if m != distinct else 0
+    r, block = min(m, d), min(BLOCK, m)
+    pairs = m * (m - 1) // 2
     peaks = [
         spectral * (3 * m * d + 3 * m * r + 2 * r * d + 7 * r * r),
-        near * (distinct * d + (distinct * distinct if m != distinct else 0) + 4 * m * m),
-        rsa * (2 * distinct * d + 2 * distinct * distinct + 7 * m * m),
+        near * (3 * m * d + 4 * block * m),
+        rsa * (4 * m * d + 5 * pairs),
     ]
-    return 8 * (copy + max(peaks))
+    return 8 * max(peaks)
 
 
 def _grid_temporaries(s: SampleShape, m: int) -> int:
-    """The peak of one cell's measure (`rows._values`): u·s of both sides and the products of
-    their SVD directions (procrustes' SVD, cca's whitened product); rsa's product of two rank
-    matrices (m²); the neighbour lists side by side and sorted (mknn) or intersected (cknna)."""
-    spectral, near, rsa = _kinds(s.measures)
+    """The peak of one cell's measure (`cells.values`): u·s of both sides and the products of
+    their SVD directions (procrustes' SVD, cca's whitened product); the neighbour lists side
+    by side and sorted (mknn) or intersected (cknna)."""
+    spectral, near, _ = _kinds(s.measures)
     rx, ry = min(m, s.d_s), min(m, s.d_t)
-    return 8 * max(
-        spectral * (m * (rx + ry) + 3 * rx * ry), rsa * m * m, near * 8 * m * s.neighbours
-    )
+    return 8 * max(spectral * (m * (rx + ry) + 3 * rx * ry), near * 8 * m * s.neighbours)
+
+
+def _null_temporaries(s: SampleShape, m: int) -> int:
+    """A null draw beyond the records: one target boundary's permuted record (its u and
+    norms, its relabelled orders and their copies, its ranks read through the pairs'
+    places), the pairs' places and their arithmetic (the rows' int32 pair, then 7 int64
+    temporaries: 8P), and one cell's temporaries."""
+    spectral, near, rsa = _kinds(s.measures)
+    r, L, pairs = min(m, s.d_t), depth(s.neighbours, m), m * (m - 1) // 2
+    moved = 8 * (spectral * (m * r + m) + near * 6 * m * L + rsa * 9 * pairs)
+    return moved + _grid_temporaries(s, m)
+
+
+def _bootstrap_temporaries(s: SampleShape, m: int) -> int:
+    """A resample beyond the records of the sampled rows:
+    - rsa: the pairs' rows (int32, P), the pairs' weights (P), every source boundary's ranks
+      under them (n_S·P), a target's ranks and weighted ranks (2P) and `ranks_weighted`'s
+      temporaries (3P);
+    - mknn, cknna: the scratch of entries (4·m² bytes), every target boundary's entries
+      and one source's (6 values of at most m·k each) and the walk of the orders (6·m·L);
+    - the spectral measures: every boundary's record of the resampled rows
+      (resample_rows) and the temporaries of preparing one."""
+    spectral, near, rsa = _kinds(s.measures)
+    m2, L, pairs = max(s.resample_rows, 1), depth(s.neighbours, m), m * (m - 1) // 2
+    ranks = 8 * rsa * (6 + s.n_source) * pairs
+    entries = near * (4 * m * m + 8 * (6 * (s.n_target + 1) * m * s.neighbours + 6 * m * L))
+    records = s.n_source * _spectral_bytes(m2, s.d_s) + s.n_target * _spectral_bytes(m2, s.d_t)
+    again = max(_spectral_temporaries(m2, d) for d in (s.d_s, s.d_t))
+    return ranks + entries + (spectral and s.spectral_intervals) * (records + again)
+
+
+def _spectral_bytes(m: int, d: int) -> int:
+    r = min(m, d)
+    return 8 * (m * r + r + m)
+
+
+def _spectral_temporaries(m: int, d: int) -> int:
+    r = min(m, d)
+    return 8 * (m * d + 3 * m * d + 3 * m * r + 2 * r * d + 7 * r * r)
 
 
 def row_measures_bytes(s: SampleShape) -> int:
@@ -117,35 +154,23 @@ def row_measures_bytes(s: SampleShape) -> int:
     its code; tests/unit/test_budget_sampled.py measures it with tracemalloc).
 
     The float64 copy of the rows when they are kept as float32 (the store route), the
-    value, null and bootstrap arrays (8·(draws + 2)·n_S·n_T per measure), and the largest of
-    three phases, each holding one `rows.Prepared` per boundary (`_prepared_bytes`):
-    - the observed values: every boundary's record and the temporaries of preparing one
-      (`_prepare_temporaries`);
-    - the null: every record, plus each target boundary's permuted copy (`rows.permuted`,
-      built for every target boundary before a permutation's grid), plus one cell's
-      temporaries (`_grid_temporaries`);
-    - the bootstrap: the records of the largest resample (resample_rows) and one's
-      temporaries.
+    value, null and bootstrap arrays (8·(draws + 2)·n_S·n_T per measure), every boundary's
+    record (`_prepared_bytes`, kept from the values to the bootstrap), and the largest of
+    three phases: preparing one record (`_prepare_temporaries`) and a cell's values; a null
+    draw (`_null_temporaries`); a bootstrap resample (`_bootstrap_temporaries`).
     """
-    m, m2 = s.rows, max(s.resample_rows, 1)
-    S, T = s.n_source, s.n_target
-
-    def records(rows_):
-        return S * _prepared_bytes(s, rows_, s.d_s) + T * _prepared_bytes(s, rows_, s.d_t)
-
-    def temporaries(rows_, distinct):
-        return max(_prepare_temporaries(s, rows_, distinct, d) for d in (s.d_s, s.d_t))
-
+    m, S, T = s.rows, s.n_source, s.n_target
+    records = S * _prepared_bytes(s, m, s.d_s) + T * _prepared_bytes(s, m, s.d_t)
     phases = (
-        records(m) + temporaries(m, m),
-        records(m) + T * _prepared_bytes(s, m, s.d_t) + _grid_temporaries(s, m),
-        records(m2) + temporaries(m2, m),
+        max(_prepare_temporaries(s, m, d) for d in (s.d_s, s.d_t)) + _grid_temporaries(s, m),
+        _null_temporaries(s, m),
+        _bootstrap_temporaries(s, m),
     )
     # the itemised arrays came to 0.86-0.98 of tracemalloc's peak on small grids (the
     # records' Python objects and the temporaries not itemised): WORK_MARGIN covers the rest
     float64 = 8 * m * (S * s.d_s + T * s.d_t) if s.itemsize != 8 else 0
     arrays = 8 * (s.draws + 2) * S * T * len(s.measures)
-    return float64 + int(WORK_MARGIN * (arrays + max(phases)))
+    return float64 + int(WORK_MARGIN * (arrays + records + max(phases)))
 
 
 def sample_refusal(s: SampleShape, room: int, where: str, option: str) -> str | None:

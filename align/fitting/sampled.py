@@ -24,7 +24,8 @@ from align.fitting.sample_budget import (
     sample_refusal,
 )
 from align.fitting.split import TEST, Split
-from align.measures import MEASURES, SAMPLE_ROWS, calibration, rows
+from align.fitting.tasks import blas_limit
+from align.measures import MEASURES, ROW_ONLY, SAMPLE_ROWS, STREAMED, calibration, rows
 from align.messages import human_bytes
 from align.ridge.backend import CPU, Backend
 from align.stats import bootstrap
@@ -232,24 +233,46 @@ def resampling_of(spec) -> Resampling:
     return spec.resampling or Resampling(MIN_RESAMPLES, spec.bootstrap_seed)
 
 
-def attach(results: dict, sample: Sample, spec, src_boundaries, tgt_boundaries) -> dict:
-    """`rows.row_measures` of the sample for every pair of the grid; each pair's
-    `PairResult.sampled` = {measure: {field: value}} (FIELDS). Returns the record of the
-    sample the result's summary keeps. procrustes-heldout's calibration (`spec.heldout_calibrated`)
-    is `calibration.summarise` of the values `heldout_null` kept (a distance, ideal 0), with
-    the same fields (its interval, "low" and "high", is the streamed one: NaN here)."""
+# How ties are broken on the sampled rows: the result records it (attrs["options"]
+# ["sampled_rows"]["ties"]), because at boundary 0 a repeated token's embedding is one row
+# and most sampled rows can have an exact copy (docs/measures-rows.md, Ties).
+TIE_RULE = (
+    "cosines and correlation distances computed once per distinct row, so copies tie exactly; "
+    "mknn, cknna: tied neighbours in increasing row index (a stable descending sort); rsa: "
+    "tied distances share their average rank (scipy.stats.rankdata), two copies at distance 0; "
+    "a bootstrap resample lists the sampled rows in order, each as often as its document was "
+    "drawn, a copy of a row being neither its neighbour nor in a pair with it"
+)
+MOSTLY_COPIES = 0.5  # a cell whose sampled rows are mostly exact copies: ties decide it
+# Up to this width the row measures' products are small (M × d by d × d): BLAS threads gain
+# nothing on them, and on a busy 2-core host OpenBLAS's threads took 5x the CPU time of one
+# (66 s against 14 s for the row measures of a 3 × 3 grid at M 297, d 64), so they run on one.
+SMALL_WIDTH = 1024
+
+
+def attach(
+    results: dict,
+    sample: Sample,
+    spec,
+    src_boundaries,
+    tgt_boundaries,
+    device: str = "cpu",
+) -> dict:
+    """`rows.row_measures` of the sample for every pair of the grid, on the fit's `device`
+    (torch on a GPU: "cuda..."; numpy on "cpu", and on a cluster, whose row measures run in
+    this process); each pair's `PairResult.sampled` = {measure: {field: value}} (FIELDS). Only
+    mknn, cknna and rsa get the sample's bootstrap interval (a streamed measure's interval
+    is the jackknife's over all held-out rows). Returns the record of the sample the result's
+    summary keeps, with the tie rule and each cell's fraction of sampled rows that have an
+    exact copy (`rows.duplicated_rows`). procrustes-heldout's calibration
+    (`spec.heldout_calibrated`) is `calibration.summarise` of the values `heldout_null` kept
+    (a distance, ideal 0), with the same fields (its interval, "low" and "high", is the
+    streamed one: NaN here)."""
     out = {}
     if spec.sampled:
-        out = rows.row_measures(
-            {i: sample.xs[i] for i in src_boundaries},
-            {j: sample.ys[j] for j in tgt_boundaries},
-            sample.docs,
-            spec.sampled,
-            k=spec.neighbours,
-            permutations=spec.permutations,
-            seed=spec.seed,
-            resampling=resampling_of(spec),
-        )
+        widest = max(x.shape[1] for x in (*sample.xs.values(), *sample.ys.values()))
+        with blas_limit(1 if widest <= SMALL_WIDTH else None):
+            out = _row_measures(sample, spec, src_boundaries, tgt_boundaries, device)
     if spec.heldout_calibrated:
         out[HELDOUT] = _heldout_summary(sample, src_boundaries, tgt_boundaries)
     names = tuple(out)
@@ -258,14 +281,83 @@ def attach(results: dict, sample: Sample, spec, src_boundaries, tgt_boundaries) 
             results[(i, j)].sampled = {
                 n: {f: float(np.asarray(out[n][f])[a, b]) for f in FIELDS} for n in names
             }
-    return {
+    record = {
         "rows": int(len(sample.tokens)),
         "seed": int(spec.seed),
         "permutations": int(spec.permutations),
         "neighbours": int(spec.neighbours),
         "null_scheme": out[names[0]]["null_scheme"],
         "bootstrap_resamples": int(resampling_of(spec).resamples),
+        "ties": TIE_RULE,
     }
+    copies = next((v["duplicated"] for v in out.values() if "duplicated" in v), None)
+    if copies is not None:
+        record["duplicated_rows"] = {
+            "fraction": np.round(copies, 6).tolist(),
+            "about": "per (source boundary, target boundary): the fraction of the sampled rows "
+            "equal to another sampled row at either boundary; where above "
+            f"{MOSTLY_COPIES}, ties decide mknn, cknna and rsa",
+            "mostly_copies": int(np.sum(copies > MOSTLY_COPIES)),
+        }
+    return record
+
+
+def _row_measures(sample: Sample, spec, src_boundaries, tgt_boundaries, device: str) -> dict:
+    """`rows.row_measures` of the sample as `attach` asks it."""
+    return rows.row_measures(
+        {i: sample.xs[i] for i in src_boundaries},
+        {j: sample.ys[j] for j in tgt_boundaries},
+        sample.docs,
+        spec.sampled,
+        k=spec.neighbours,
+        permutations=spec.permutations,
+        seed=spec.seed,
+        resampling=resampling_of(spec),
+        intervals=ROW_ONLY,
+        backend=_backend(device),
+    )
+
+
+def _backend(device: str) -> Backend:
+    """torch on the fit's GPU where this process has it ("cuda..."), else numpy."""
+    if not str(device).startswith("cuda"):
+        return CPU
+    import torch
+
+    return Backend(device) if torch.cuda.is_available() else CPU
+
+
+def log_measures(log, command: str, spec, sample: Sample | None, split: Split) -> None:
+    """Log `measures_line` as `command`'s first plan line when measures beyond ridge are
+    asked."""
+    if len(spec.measures) > 1:
+        log(f"{command}: {measures_line(spec, sample, split)}")
+
+
+def measures_line(spec, sample: Sample | None, split: Split) -> str:
+    """The plan's first line of a fit with measures beyond ridge: what it will compute (each
+    measure, on which rows, with which interval and calibration)."""
+    heldout_rows = int(split.counts["heldout"])
+    streamed_ = [m for m in spec.measures if m in STREAMED]
+    row_only = [m for m in spec.measures if m in ROW_ONLY]
+    parts = []
+    if streamed_:
+        interval = " with their jackknife interval" if spec.bootstrap else ""
+        parts.append(f"{', '.join(streamed_)} on the {heldout_rows:,} held-out rows{interval}")
+    if row_only:
+        resamples = resampling_of(spec).resamples
+        parts.append(
+            f"{', '.join(row_only)} on the {len(sample.tokens):,} sampled rows with a "
+            f"{resamples:,}-resample document bootstrap"
+        )
+    if spec.permutations:
+        parts.append(
+            f"every measure calibrated against {spec.permutations:,} permutations of the "
+            f"{len(sample.tokens):,} sampled rows"
+        )
+    else:
+        parts.append("no calibration (`permutations` 0)")
+    return "measures: ridge, " + "; ".join(parts)
 
 
 HELDOUT = "procrustes-heldout"

@@ -399,6 +399,7 @@ def fit(
     )
     t_part = split.part if anchored is None else target_part(split.part, split.partner, T.n_tokens)
     sample = sampled.draw(split, opts.spec)  # before the pass: the rows every boundary keeps
+    sampled.log_measures(log, "align fit", opts.spec, sample, split)
     sides = Side.of_store(S), Side.of_store(T)
     if output is not None and not dry_run:
         check_result_room(
@@ -562,7 +563,7 @@ def fit(
                 job, src_boundaries, tgt_boundaries, sample.tokens, split.partner
             )
         extra["sampled_rows"] = sampled.attach(
-            results, sample, opts.spec, src_boundaries, tgt_boundaries
+            results, sample, opts.spec, src_boundaries, tgt_boundaries, job.device
         )
     ds = alignment_dataset(
         results,

@@ -3,7 +3,9 @@
 accumulated in the fit's held-out pass (`cka`, `cka-debiased`, `procrustes`,
 `procrustes-heldout`, `cca`, `svcca`);
 `rows` (mutual neighbours, CKNNA, RSA, and every measure's calibration) from rows sampled
-from the held-out documents.
+from the held-out documents, each boundary's rows prepared once (`prepared`) and every cell
+read from the prepared records (`cells`): on the sample, a null draw's permutation, a
+bootstrap resample's multiplicities.
 
 `MEASURES` names every measure `align fit --measures` accepts and its direction: for a
 "similarity" larger is closer (a row's path is its argmax), for a "distance" smaller is
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 from align.errors import InputError
 
-MODULES = ("streamed", "rows", "calibration")
+MODULES = ("streamed", "rows", "prepared", "cells", "calibration")
 
 SIMILARITY, DISTANCE = "similarity", "distance"
 

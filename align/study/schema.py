@@ -66,7 +66,7 @@ SECTIONS = {
     "pairs": {"mode": (str, "all"), "list": (list, None), "reference": (str, None)},
     "fit": {
         "measures": (list, ["ridge"]),
-        "permutations": (int, 0),
+        "permutations": (int, None),
         "test_fraction": (float, 0.2),
         "val_fraction": (float, 0.2),
         "seed": (int, 0),

@@ -48,7 +48,7 @@ mode = "all"                 # all ordered pairs; "list" with list = [["small", 
 
 [fit]
 measures = ["ridge"]         # beside ridge: cka, cka-debiased, procrustes, cca, svcca (`align fit --measures`)
-permutations = 0             # null draws of every measure's calibration (mknn, cknna, rsa need 1 or more)
+# permutations = 99          # null draws of every measure's calibration (default: 99 with mknn, cknna or rsa, else 0)
 test_fraction = 0.2
 val_fraction = 0.2
 seed = 0

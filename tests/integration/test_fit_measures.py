@@ -376,7 +376,9 @@ def test_cli_writes_the_measures_and_refuses_an_unknown_one(fit_pair, cli, tmp_p
     one_line_error(
         code, err, "--measures mutual: not a measure", "ridge, cka, cka-debiased, procrustes"
     )
-    code, _, err = cli(*args, "-o", tmp_path / "n.zarr", "--measures", "cka,mknn")
+    code, _, err = cli(
+        *args, "-o", tmp_path / "n.zarr", "--measures", "cka,mknn", "--permutations", "0"
+    )
     one_line_error(code, err, "mknn come with their calibration", "--permutations 1 or more")
 
 
@@ -431,3 +433,45 @@ def test_plot_measure_draws_the_argmax_path_of_a_similarity(
     assert code == 0 and (tmp_path / "cka.png").stat().st_size > 0, err
     code, _, err = cli("plot", out, "--measure", "rsa", "-o", tmp_path / "rsa.png")
     one_line_error(code, err, "--measure rsa: not in this result", "it holds cka, procrustes")
+
+
+def test_measures_all_runs_as_typed_and_marks_the_copied_rows(fit_pair, cli, tmp_path):
+    """`align fit S T -o R --measures all` with no other option runs: its first plan line says
+    what it computes (the row measures with their default 99 permutations and 1,000-resample
+    bootstrap); the result holds the row measures' values, intervals and calibration, the tie
+    rule, and each cell's fraction of sampled rows with an exact copy, against a count on the
+    store's own rows (numpy.unique); `align info` shows the cells mostly of copies."""
+    S, T = fit_pair
+    out = tmp_path / "all.zarr"
+    code, _, err = cli("fit", S, T, "-o", out, "--measures", "all")
+    assert code == 0, err
+    plan = [line for line in err.splitlines() if line.startswith("align fit:")]
+    assert plan[0].startswith("align fit: measures: ridge, cka, cka-debiased"), plan[0]
+    for words in ("mknn, cknna, rsa on the", "1,000-resample", "against 99 permutations"):
+        assert words in plan[0], (words, plan[0])
+    ds = xr.open_zarr(out)
+    sample = ds.attrs["options"]["sampled_rows"]
+    assert sample["permutations"] == 99 and "average rank" in sample["ties"]
+    for n in ("mknn", "cknna", "rsa"):
+        for end in ("", "_low", "_high", "_p", "_calibrated"):
+            assert np.isfinite(ds[n + end].values).all(), n + end
+    X, doc, pos = _read(S)
+    Y, *_ = _read(T)
+    held = np.flatnonzero(_heldout(ds, doc, pos))
+    m = sample["rows"]
+    rows = held[np.sort(np.random.default_rng(0).choice(len(held), m, replace=False))]
+
+    def copied(a):
+        _, inverse, counts = np.unique(a[rows], axis=0, return_inverse=True, return_counts=True)
+        return counts[inverse.ravel()] > 1
+
+    want = [
+        [np.mean(copied(X[int(i)]) | copied(Y[int(j)])) for j in ds.target_boundary.values]
+        for i in ds.source_boundary.values
+    ]
+    got = sample["duplicated_rows"]["fraction"]
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    assert sample["duplicated_rows"]["mostly_copies"] == int(np.sum(np.array(want) > 0.5))
+    code, info, err = cli("info", out)
+    assert code == 0, err
+    assert "cells have sampled rows mostly exact copies" in info, info

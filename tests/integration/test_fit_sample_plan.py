@@ -34,7 +34,7 @@ def test_store_route_prints_the_rows_bytes_and_refuses_a_small_budget(fit_pair):
     lines = []
     opts = dict(measures="cka,rsa", permutations=2, sample_rows=M, bootstrap=0, alphas=[1e-2])
     align.fit(S, T, None, FitSpec(**opts), Execution(scheduler="synchronous"), log=lines.append)
-    line = next(x for x in lines if "sampled rows" in x)
+    line = next(x for x in lines if "sampled rows:" in x)
     assert f"{M:,} held-out rows of {nS}+{nT} boundaries, {_kib(rows)} (float32)" in line, line
     with pytest.raises(InputError) as e:
         sync = Execution(scheduler="synchronous", memory_limit=rows)

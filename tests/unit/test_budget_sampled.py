@@ -26,8 +26,14 @@ def test_sample_bytes_is_m_times_widths_times_8():
     assert abs(sample_bytes(s) / 2**30 - 9.0) < 0.05  # methods.md's 9.0 GiB
 
 
-@pytest.mark.parametrize("measures", [("mknn",), ("rsa",), ("cka", "procrustes"), ALL])
-def test_working_memory_bounds_tracemalloc_peak_within_2x(measures):
+@pytest.mark.parametrize(
+    "measures, spectral",
+    [(("mknn",), None), (("rsa",), None), (("cka", "procrustes"), None), (ALL, None)]
+    + [(ALL, ("mknn", "cknna", "rsa"))],
+)
+def test_working_memory_bounds_tracemalloc_peak_within_2x(measures, spectral):
+    """row_measures with every measure bootstrapped (intervals None), and as a fit asks it
+    (only mknn, cknna and rsa): the plan bounds tracemalloc's peak within 2x."""
     m, k = 160, 5
     rng = np.random.default_rng(0)
     xs = {i: rng.standard_normal((m, 24)) for i in range(2)}
@@ -38,7 +44,9 @@ def test_working_memory_bounds_tracemalloc_peak_within_2x(measures):
     largest = int(per_doc[indices(len(ids), res)].sum(axis=1).max())
 
     def run():
-        rows.row_measures(xs, ys, docs, measures, k=k, permutations=2, seed=0, resampling=res)
+        rows.row_measures(
+            xs, ys, docs, measures, k=k, permutations=2, seed=0, resampling=res, intervals=spectral
+        )
 
     run()  # the imports (scipy's rankdata) before the measured run
     tracemalloc.start()
@@ -48,7 +56,8 @@ def test_working_memory_bounds_tracemalloc_peak_within_2x(measures):
         peak = tracemalloc.get_traced_memory()[1] - base
     finally:
         tracemalloc.stop()
-    plan = row_measures_bytes(SampleShape(m, 2, 24, 2, 40, measures, k, 102, largest))
+    shape = SampleShape(m, 2, 24, 2, 40, measures, k, 102, largest)
+    plan = row_measures_bytes(shape._replace(spectral_intervals=spectral is None))
     assert peak <= plan <= 2 * peak, (plan, peak)
 
 

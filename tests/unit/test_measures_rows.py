@@ -26,11 +26,12 @@ def rows(seed, m=40, widths=(7, 5)):
 
 
 def cosines(x, origin=None):
-    """Cosines of the rows x[origin]: of the distinct rows, then copied, so that copies of
-    one row tie exactly (the rule under test; a product over copies may differ in its last
-    bit)."""
+    """Cosines of the rows x[origin]: of the distinct unit rows, then copied, so that copies
+    of one row (and rows of one direction) tie exactly (the rule under test; a product over
+    copies may differ in its last bit)."""
     t = torch.nn.functional.normalize(torch.as_tensor(x, dtype=torch.float64), dim=-1)
-    s = t @ t.T
+    distinct, copy = torch.unique(t, dim=0, return_inverse=True)
+    s = (distinct @ distinct.T)[copy][:, copy]
     return s if origin is None else s[torch.as_tensor(origin)][:, torch.as_tensor(origin)]
 
 
@@ -125,12 +126,21 @@ def ref_svcca(x, y):
 
 
 def ref_rsa(x, y, origin=None):
+    """rsatoolbox's Spearman of correlation RDMs (scipy's pdist and spearmanr), the copies'
+    rule written in: two equal rows are at distance 0 (scipy's rounding can leave 1e-16)."""
     from scipy.spatial.distance import pdist, squareform
     from scipy.stats import spearmanr
 
     o = np.arange(len(x)) if origin is None else origin
-    dx = squareform(pdist(x, "correlation"))[np.ix_(o, o)]
-    dy = squareform(pdist(y, "correlation"))[np.ix_(o, o)]
+
+    def rdm(a):
+        d = squareform(pdist(a, "correlation"))
+        c = a - a.mean(1, keepdims=True)
+        c = c / np.linalg.norm(c, axis=1, keepdims=True)
+        d[(c[:, None, :] == c[None, :, :]).all(-1)] = 0.0
+        return d[np.ix_(o, o)]
+
+    dx, dy = rdm(x), rdm(y)
     a, b = np.triu_indices(len(o), 1)
     keep = o[a] != o[b]
     return float(spearmanr(dx[a, b][keep], dy[a, b][keep])[0])
@@ -369,3 +379,154 @@ def test_a_resample_of_too_few_distinct_rows_leaves_the_unbiased_hsic_undefined_
     v = values["cka-debiased"][:, 0, 0]
     assert np.isnan(v[one_document]).all()
     assert np.isfinite(v[~one_document]).all()
+
+
+# ---- prepared once: every replicate and every null draw against the duplicated rows ------
+
+
+def tied_rows(seed, m=48, widths=(6, 5)):
+    """Rows with exact copies (as a repeated token's embedding at boundary 0): cosines and
+    correlation distances tie, so the tie rules decide the measures."""
+    x, y = rows(seed, m, widths)
+    x[[7, 12, 30]] = x[3]
+    x[20] = 2 * x[5]  # same direction: a cosine tie, not a copy
+    y[[9, 40]] = y[4]
+    y[[12, 30]] = y[3]
+    return x, y
+
+
+def documented_multiplicities(docs, resamples, seed):
+    """(B, M): how often resample b draws row r's document (the documents in increasing id,
+    default_rng(seed).integers(0, n, (B, n))), written without align."""
+    ids = sorted(set(np.asarray(docs).tolist()))
+    idx = np.random.default_rng(seed).integers(0, len(ids), size=(resamples, len(ids)))
+    counts = np.array([[np.sum(d == i) for i in range(len(ids))] for d in idx])
+    return counts[:, [ids.index(d) for d in np.asarray(docs).tolist()]]
+
+
+NEAR_TOL = 1e-8  # every replicate and null draw against its reference on the rows themselves
+
+
+def test_every_replicate_equals_the_measure_recomputed_on_the_duplicated_rows():
+    """Resample b lists the sampled rows in their order, row r w_r times; mknn, cknna and
+    rsa read from the once-prepared records under the weights equal the references on
+    x[origin], y[origin] (origin = each row's index repeated w_r times; copies are not each
+    other's neighbours and their pair is out of RSA; ties to the lower index of the resampled
+    rows), within 1e-8, with rows that copy each other; NaN exactly where a drawn row has fewer
+    than k other rows' copies. The spectral measures against their references on x[origin]."""
+    from align.measures.rows import bootstrap_values
+    from align.stats.bootstrap import Resampling
+
+    x, y = tied_rows(11)
+    docs = np.repeat([2, 3, 5, 7, 8, 13, 21, 34, 40, 41, 50, 60], 4)
+    docs = docs[np.random.default_rng(1).permutation(len(docs))]
+    names = ("mknn", "cknna", "rsa", "cka", "procrustes")
+    got = bootstrap_values({0: x}, {0: y}, docs, names, 4, Resampling(100, 9))
+    weights = documented_multiplicities(docs, 100, 9)
+    for b, w in enumerate(weights):
+        origin = np.repeat(np.arange(len(x)), w)
+        undefined = w.sum() - w.max() < 4
+        for n in names:
+            v = got[n][b, 0, 0]
+            if undefined and n in ("mknn", "cknna"):
+                assert np.isnan(v), (n, b)
+                continue
+            want = REFERENCES[n](x, y, origin) if n in ("mknn", "cknna", "rsa") else None
+            if want is None:
+                want = REFERENCES[n](x[origin], y[origin], None)
+            assert abs(v - want) <= NEAR_TOL * max(1.0, abs(want)), (n, b, v, want)
+
+
+def test_a_resample_that_leaves_a_rows_nearest_out_reads_its_whole_order():
+    """Multiplicities that leave out most rows (so a drawn row's k drawn neighbours lie beyond
+    the 4k + 8 nearest kept): mknn and cknna still equal the references on the duplicated
+    rows, within 1e-8."""
+    from align.measures import cells
+    from align.measures import prepared as P
+
+    x, y = tied_rows(12, m=80)
+    k = 3
+    rng = np.random.default_rng(2)
+    reached = 0
+    for trial in range(6):
+        w = rng.integers(1, 4, size=len(x)) * (rng.random(len(x)) < 0.12)
+        order = ref_neighbours(x, len(x) - 1)  # every row's whole order, by the reference
+        deep = [r for r in np.flatnonzero(w) if (w[order[r, : 4 * k + 8]] > 0).sum() < k]
+        px, py = P.prepare(x, ("mknn", "cknna"), k), P.prepare(y, ("mknn", "cknna"), k)
+        scratch = cells.Scratch.of(len(x), ("mknn", "cknna"))
+        got = cells.weighted_grid({0: px}, {0: py}, ("mknn", "cknna"), k, w, scratch)
+        origin = np.repeat(np.arange(len(x)), w)
+        assert abs(got["mknn"][0, 0] - ref_mknn(x, y, k, origin)) <= NEAR_TOL, trial
+        assert abs(got["cknna"][0, 0] - ref_cknna(x, y, k, origin)) <= NEAR_TOL, trial
+        reached += len(deep)
+        assert not scratch.slot.any()  # the scratch comes back zeroed
+    assert reached, "the cases must reach beyond the kept order"
+
+
+def test_every_null_draw_equals_the_measure_on_the_permuted_rows():
+    """Null draw q re-pairs row r of the source with row perm_q[r] of the target: every
+    measure read from the prepared records (indices permuted, ties put back in the permuted
+    rows' order) equals its reference on (x, y[perm_q]) within 1e-8, with tied rows, and with
+    a k whose tie runs past the kept order (a row with more copies than 4k + 8)."""
+    from align.measures.calibration import draw_permutations
+    from align.measures.rows import null_values
+
+    x, y = tied_rows(13, m=60)
+    y[20:36] = y[4]  # 18 copies of one row: ties beyond 4k + 8 = 16 kept at k = 2
+    docs = np.repeat(np.arange(10), 6)
+    perms, _ = draw_permutations(docs, 12, 5)
+    names = ("mknn", "cknna", "rsa", "cka-debiased", "cca", "svcca")
+    for k in (2, 4):
+        got = null_values({0: x}, {0: y}, perms, names, k)
+        refs = {"mknn": lambda a, b: ref_mknn(a, b, k), "cknna": lambda a, b: ref_cknna(a, b, k)}
+        for q, perm in enumerate(perms):
+            for n in names:
+                ref = refs.get(n) or (lambda a, b, n=n: REFERENCES[n](a, b, None))
+                want = ref(x, y[perm])
+                assert abs(got[n][q, 0, 0] - want) <= NEAR_TOL * max(1.0, abs(want)), (n, k, q)
+
+
+def device_backend():
+    """torch as a fit's GPU runs it (`on_cpu` False), on the CPU."""
+    from align.ridge.backend import Backend
+
+    class Device(Backend):
+        on_cpu = False
+
+    return Device("cpu", use_torch=True)
+
+
+def test_row_measures_on_torch_as_a_gpu_runs_them_equal_numpy():
+    """The cosines, their sort, the distances, their sort, RSA's null and resamples on torch
+    (a backend whose on_cpu is False) give every field numpy gives, within 1e-12, ties
+    included."""
+    from align.measures.rows import row_measures
+    from align.stats.bootstrap import Resampling
+
+    x, y = tied_rows(14, m=44)
+    other = rows(17, m=44)[0]
+    other[[5, 9]] = other[1]
+    xs, ys = {0: x, 2: other}, {1: y, 3: np.abs(y)}
+    docs = np.repeat(np.arange(11), 4)
+    kw = dict(k=3, permutations=9, seed=1, resampling=Resampling(100, 2))
+    names = ("mknn", "cknna", "rsa", "cka")
+    cpu = row_measures(xs, ys, docs, names, **kw)
+    dev = row_measures(xs, ys, docs, names, **kw, backend=device_backend())
+    for n in names:
+        for f in ("value", "low", "high", "null_mean", "null_std", "p", "p_family"):
+            np.testing.assert_allclose(dev[n][f], cpu[n][f], rtol=1e-12, atol=1e-12, err_msg=n + f)
+
+
+def test_duplicated_rows_counts_rows_with_an_exact_copy_on_either_side():
+    """The per-cell fraction of sampled rows equal to another sampled row at the source or the
+    target boundary, against a count by hand; a boundary without copies gives 0, and a
+    direction tie (2·x) is not a copy."""
+    from align.measures.rows import duplicated_rows
+
+    x, y = tied_rows(15, m=48)
+    plain = rows(16, m=48)[0]
+    got = duplicated_rows({0: x, 1: plain}, {0: y, 1: plain[:, :3]})
+    copies_x = {3, 7, 12, 30}  # x[20] = 2·x[5] is a direction, not a copy
+    copies_y = {4, 9, 40, 3, 12, 30}
+    want = [[len(copies_x | copies_y) / 48, len(copies_x) / 48], [len(copies_y) / 48, 0.0]]
+    np.testing.assert_allclose(got, want, rtol=0, atol=0)

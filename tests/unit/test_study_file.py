@@ -72,7 +72,7 @@ def refused(tmp_path, text: str) -> str:
         ),
         ("[corpus.more]\n", "[corpus] has no key 'more'"),
         (
-            "[fit]\nmeasures = ['rsa']\n",
+            "[fit]\nmeasures = ['rsa']\npermutations = 0\n",
             "[fit] measures rsa come with their calibration: give [fit] permutations 1 or more",
         ),
         ("[fit]\npermutations = 'many'\n", "[fit] permutations = 'many' must be a whole number"),

@@ -1,0 +1,221 @@
+"""Every row measure of a cell (a source and a target boundary) read from two prepared records
+(`align.measures.prepared`), pure: `values` on the sampled rows or on rows re-paired by a
+null draw's permutation, and `weighted_grid` on a document-bootstrap resample given by each
+row's multiplicity w, without a new sort or neighbour search (docs/measures-rows.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from align.measures import prepared as P
+from align.measures.streamed import CCA_RIDGE, SVCCA_VARIANCE
+from align.ridge.backend import CPU, Backend
+
+
+def values(name: str, px: P.Prepared, py: P.Prepared, k: int) -> float:
+    """One measure of one cell from the two records (same rows, same order, each row once)."""
+    if name == "mknn":
+        both = np.sort(np.concatenate([px.order[:, :k], py.order[:, :k]], axis=1), axis=1)
+        shared = (both[:, 1:] == both[:, :-1]).sum(axis=1)  # each list holds distinct rows
+        return float(shared.mean() / k)
+    if name == "cknna":
+        m = len(px.order)
+        kx = np.repeat(np.arange(m), k) * m + px.order[:, :k].ravel()
+        ky = np.repeat(np.arange(m), k) * m + py.order[:, :k].ravel()
+        shared, ix, iy = np.intersect1d(kx, ky, assume_unique=True, return_indices=True)
+        rows, cols = np.divmod(shared, m)
+        near_x, near_y = px.near[:, :k].ravel()[ix], py.near[:, :k].ravel()[iy]
+        cross = P.hsic_masked(rows, cols, near_x, near_y, m)
+        return ratio(cross, px.knn_self * py.knn_self)
+    if name == "rsa":
+        rx, ry = px.ranks, py.ranks
+        return ratio(P.dot(rx, ry), P.dot(rx, rx) * P.dot(ry, ry))
+    zx, zy = px.u * px.s, py.u * py.s
+    if name == "cka":
+        return float(np.linalg.norm(zx.T @ zy) ** 2 / (np.sum(px.s**4) * np.sum(py.s**4)) ** 0.5)
+    if name == "cka-debiased":
+        cross = P.hsic_features(zx, zy, px.a, py.a)
+        return ratio(cross, px.hsic_self * py.hsic_self)
+    if name == "procrustes":
+        nuclear = np.linalg.svd(zx.T @ zy, compute_uv=False).sum()
+        return float(np.arccos(np.clip(nuclear / np.sqrt(px.a.sum() * py.a.sum()), -1.0, 1.0)))
+    if name == "cca":
+        wx, wy = _whitening(px), _whitening(py)
+        c = (wx[:, None] * (px.u.T @ py.u)) * wy[None, :]
+        return float(np.sum(c * c) / min(px.width, py.width))
+    ux, uy = _principal(px), _principal(py)
+    return float(np.linalg.svd(ux.T @ uy, compute_uv=False).mean())  # svcca
+
+
+def ratio(numerator: float, product: float) -> float:
+    """numerator / sqrt(product), NaN where the product is not positive (no variance)."""
+    return float(numerator / np.sqrt(product)) if product > 0 else float("nan")
+
+
+def _whitening(p: P.Prepared) -> np.ndarray:
+    """(rank,) s / sqrt(s² + λ), λ = CCA_RIDGE·Σs²/width: the centred rows' SVD directions
+    as (Cxx + λI)^(−1/2) scales them (Cxx = XcᵀXc; the directions of no variance add 0)."""
+    ridge = CCA_RIDGE * np.sum(p.s**2) / p.width
+    return p.s / np.sqrt(p.s**2 + ridge)
+
+
+def _principal(p: P.Prepared) -> np.ndarray:
+    """The SVD's first k directions u[:, :k] (n_rows, k): k the fewest leading ones whose
+    s² reach SVCCA_VARIANCE of Σs² (Raghu et al. 2017's reduction)."""
+    power = p.s**2
+    k = min(int(np.searchsorted(np.cumsum(power), SVCCA_VARIANCE * power.sum())) + 1, len(power))
+    return p.u[:, :k]
+
+
+def grid(px: dict, py: dict, measures, k: int) -> dict:
+    """{measure: (n_source, n_target)} of `values` over every pair of records."""
+    out = {n: np.empty((len(px), len(py))) for n in measures}
+    for b, q in enumerate(py.values()):
+        for a, p in enumerate(px.values()):
+            for n in measures:
+                out[n][a, b] = values(n, p, q, k)
+    return out
+
+
+# ---- a resample by multiplicities ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """One boundary's neighbour lists under a resample, as sparse entries: entry e stands for
+    every copy of row rows[e] having the first counts[e] copies of row cols[e] among its k
+    neighbours, at cosine near[e]; mirror[e] the entry (cols[e], rows[e]) or −1; keys[e] =
+    rows[e]·M + cols[e]; knn_self HSIC_u(A_x∘K, A_x∘K) over the resample (None unless asked)."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+    counts: np.ndarray
+    near: np.ndarray
+    mirror: np.ndarray
+    keys: np.ndarray
+    knn_self: float | None
+
+
+def drawn(p: P.Prepared, w: np.ndarray, k: int, slot: np.ndarray, cknna: bool) -> Drawn | None:
+    """The `Drawn` lists of record p under multiplicities w (M,) int: each drawn row r (w_r >
+    0) walks its order (`P.Prepared.order`, then `P.full_order` where the L kept run out) and
+    takes min(w_s, max(k − C, 0)) copies of each row s, C the copies taken before s. None
+    where a drawn row has fewer than k other rows' copies (n − w_r < k): the measure is
+    undefined there. `slot` (M·M,) int32 zeros, a scratch returned zeroed."""
+    m, n = len(w), int(w.sum())
+    r = np.flatnonzero(w)
+    if n - int(w[r].max()) < k:
+        return None
+    wo = w[p.order[r]]
+    cum = np.cumsum(wo, axis=1)
+    take = np.minimum(wo, np.maximum(k - (cum - wo), 0))
+    keep = take > 0
+    short = cum[:, -1] < k  # the L kept are not enough: the row's whole order
+    keep[short] = False
+    parts = [(np.repeat(r, keep.sum(1)), p.order[r][keep], take[keep], p.near[r][keep])]
+    for row in r[short]:
+        order, near = P.full_order(p, int(row))
+        wf = w[order]
+        t = np.minimum(wf, np.maximum(k - (np.cumsum(wf) - wf), 0))
+        on = t > 0
+        parts.append((np.full(int(on.sum()), row), order[on], t[on], near[on]))
+    rows, cols, counts, near = (np.concatenate(f) for f in zip(*parts, strict=True))
+    keys = rows.astype(np.int64) * m + cols
+    slot[keys] = np.arange(1, len(keys) + 1)
+    mirror = slot[cols.astype(np.int64) * m + rows] - 1
+    slot[keys] = 0
+    self_ = P.hsic_counted(w, rows, cols, counts, near, near, mirror) if cknna else None
+    return Drawn(rows, cols, counts, near, mirror, keys, self_)
+
+
+def neighbour_cell(dx: Drawn, dy: Drawn, w: np.ndarray, k: int, slot, measures) -> dict:
+    """mknn and cknna of a cell under multiplicities w, with dx's entries already written in
+    `slot` (slot[dx.keys] = 1..E). An instance's shared neighbours are, per row s, the
+    min(counts_x, counts_y) first copies of s both lists hold:
+
+        mknn  = Σ_e w[r_e]·min(counts_x, counts_y)[e] / (k·n)
+        cknna = HSIC_u(A∘K, A∘L) / sqrt(knn_self_x · knn_self_y)   (`P.hsic_counted`)"""
+    n = float(w.sum())
+    ex = slot[dy.keys] - 1
+    ey = np.flatnonzero(ex >= 0)
+    ex = ex[ey]
+    shared = np.minimum(dx.counts[ex], dy.counts[ey])
+    rows = dy.rows[ey]
+    out = {}
+    if "mknn" in measures:
+        out["mknn"] = float(np.sum(w[rows] * shared) / (k * n))
+    if "cknna" in measures:
+        place = np.full(len(dx.keys), -1)
+        place[ex] = np.arange(len(ex))
+        mx = dx.mirror[ex]  # (s, r) in x's lists; shared when y's hold it too
+        mirror = np.where(mx >= 0, place[np.maximum(mx, 0)], -1)
+        cross = P.hsic_counted(w, rows, dy.cols[ey], shared, dx.near[ex], dy.near[ey], mirror)
+        out["cknna"] = ratio(cross, dx.knn_self * dy.knn_self)
+    return out
+
+
+def weighted_grid(px: dict, py: dict, measures, k: int, w: np.ndarray, scratch) -> dict:
+    """{measure: (n_source, n_target)} of mknn, cknna and rsa on the resample with
+    multiplicities w (M,) int (NaN where undefined), from the records of the sampled rows.
+    `scratch`: a `Scratch` of the call."""
+    out = {n: np.full((len(px), len(py)), np.nan) for n in measures}
+    near = [n for n in measures if n in P.NEIGHBOURS]
+    if near:
+        _neighbour_grid(px, py, near, k, w, scratch, out)
+    if "rsa" in measures:
+        _rsa_grid(px, py, w, scratch, out["rsa"])
+    return out
+
+
+@dataclass
+class Scratch:
+    """What a bootstrap's replicates share: the slot of neighbour entries (M·M int32 zeros),
+    the pairs' rows on the backend, the backend."""
+
+    slot: np.ndarray | None
+    pairs: tuple | None
+    backend: Backend = CPU
+
+    @classmethod
+    def of(cls, m: int, measures, backend: Backend = CPU) -> "Scratch":
+        slot = np.zeros(m * m, np.int32) if any(n in P.NEIGHBOURS for n in measures) else None
+        pairs = None
+        if "rsa" in measures:
+            a, b = P.pair_rows(m)
+            if backend.torch is not None:
+                a, b = a.astype(np.int64), b.astype(np.int64)
+            pairs = (backend.mask(a), backend.mask(b))
+        return cls(slot, pairs, backend)
+
+
+def _neighbour_grid(px, py, measures, k, w, scratch, out) -> None:
+    cknna = "cknna" in measures
+    lists_y = [drawn(q, w, k, scratch.slot, cknna) for q in py.values()]
+    for a, p in enumerate(px.values()):
+        dx = drawn(p, w, k, scratch.slot, cknna)
+        if dx is None:
+            return
+        scratch.slot[dx.keys] = np.arange(1, len(dx.keys) + 1)
+        for b, dy in enumerate(lists_y):
+            for n, v in neighbour_cell(dx, dy, w, k, scratch.slot, measures).items():
+                out[n][a, b] = v
+        scratch.slot[dx.keys] = 0
+
+
+def _rsa_grid(px, py, w, scratch, out) -> None:
+    """Spearman = Σ ω r_x r_y / sqrt(Σ ω r_x² · Σ ω r_y²) over the pairs of distinct rows,
+    ω_ab = w_a·w_b, r the centred average ranks under ω (`P.ranks_weighted`)."""
+    backend = scratch.backend
+    wd = backend.put(w)
+    a, b = scratch.pairs
+    omega = wd[a] * wd[b]
+    rx = [P.ranks_weighted(p, omega) for p in px.values()]
+    sx = [P.dot(omega * r, r) for r in rx]
+    for j, q in enumerate(py.values()):
+        ry = P.ranks_weighted(q, omega)
+        wy = omega * ry
+        sy = P.dot(wy, ry)
+        for i, r in enumerate(rx):
+            out[i, j] = ratio(P.dot(r, wy), sx[i] * sy)
