@@ -62,7 +62,7 @@ def check_maps(ds, path: str, L_B: int) -> None:
     held = [int(b) for b in ds["target_boundary"].values]
     if L_B not in held:
         raise InputError(
-            f"{path} holds no column at the final boundary {L_B} of its target (target boundaries {held}): fit with --target-boundaries including {L_B}"
+            f"{path} holds no column at the final boundary {L_B} of its target (target boundaries {held}): fit with `target_boundaries` including {L_B}"
         )
     if (ds.attrs.get("options") or {}).get("pairing") == "char-anchors":
         raise InputError(
@@ -186,7 +186,7 @@ def _temporary_store(output: str, spec, cspec) -> tuple[str, str]:
 
     if spec.random_init:
         raise InputError(
-            "--random-init: the linear and tuned lenses read the checkpoint's head; give a trained checkpoint"
+            "`random_init`: the linear and tuned lenses read the checkpoint's head; give a trained checkpoint"
         )
     parent = os.path.dirname(os.path.abspath(output)) or "."
     folder = tempfile.mkdtemp(prefix=".align-lens-", dir=parent)
@@ -232,7 +232,7 @@ def _run(store, spec, options, resampling, overwrite, log):
             name, revision = _store_model(target)
             if ds.attrs["source_path"] != ds.attrs["target_path"]:
                 raise InputError(
-                    f"--kind linear --map {options.maps}: the result maps {ds.attrs['source_model']} onto {ds.attrs['target_model']}; give a self-fit (one store against itself) or --through MODEL_B"
+                    f"`kind` linear with `maps` {options.maps}: the result maps {ds.attrs['source_model']} onto {ds.attrs['target_model']}; give a self-fit (one store against itself), or `through` its target model"
                 )
         if spec is not None and models.config_hash(
             models.load_config(spec)
@@ -293,18 +293,18 @@ def check_options(options: LensOptions, store, cspec) -> LensOptions:
     import dataclasses
 
     if options.through is not None and options.maps is None:
-        raise InputError("--through MODEL_B reads the maps of --map RESULT: give both")
+        raise InputError("`through` reads the maps of `maps`: give both")
     if options.maps is not None:
         if options.kind == "tuned":
-            raise InputError("--map reads ridge maps: it goes with --kind linear, not tuned")
+            raise InputError("`maps` holds ridge maps: it goes with `kind` linear, not tuned")
         if store is not None or (cspec is not None and cspec.path is not None):
             raise InputError(
-                f"--map {options.maps} names its stores: give no --store or CORPUS with it"
+                f"`maps` {options.maps} names its stores: give no `store` or `corpus` with it"
             )
         options = dataclasses.replace(options, kind="linear")
     if options.save_maps is not None and (options.kind != "linear" or options.maps is not None):
         raise InputError(
-            "--save-maps keeps the maps --kind linear fits: give it with --kind linear and no --map"
+            "`save_maps` keeps the maps `kind` linear fits: give it with `kind` linear and no `maps`"
         )
     return options
 

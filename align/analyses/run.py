@@ -608,7 +608,7 @@ def run_depth(
     c, l = st.open_result(contrib_path, "contributions"), st.open_result(lens_path, "lens")
     if l.attrs.get("kind", "logit") != "logit":
         raise InputError(
-            f"{lens_path} is a {l.attrs['kind']} lens on held-out documents: effective depth reads the logit lens (`align lens` with its default --kind logit)"
+            f"{lens_path} is a {l.attrs['kind']} lens on held-out documents: effective depth reads the logit lens (`align lens` with its default `kind` logit)"
         )
     for key in ("model", "config_hash"):
         if c.attrs.get(key) != l.attrs.get(key):

@@ -310,9 +310,7 @@ def _row_measures(sample: Sample, spec, src_boundaries, tgt_boundaries, device: 
         sample.docs,
         spec.sampled,
         k=spec.neighbours,
-        permutations=spec.permutations,
-        seed=spec.seed,
-        resampling=resampling_of(spec),
+        draws=rows.Draws(spec.permutations, spec.seed, resampling_of(spec)),
         intervals=ROW_ONLY,
         backend=_backend(device),
     )

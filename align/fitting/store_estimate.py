@@ -244,9 +244,7 @@ def _row_measures(w: Work, where: tuple, rows_: tuple, counts: tuple, timed: dic
             docs,
             spec.sampled,
             k=spec.neighbours,
-            permutations=K,
-            seed=spec.seed,
-            resampling=Resampling(MIN_RESAMPLES, spec.bootstrap_seed),
+            draws=rows.Draws(K, spec.seed, Resampling(MIN_RESAMPLES, spec.bootstrap_seed)),
         )
 
     t_one, _ = _timed(cells, js[:1], m)

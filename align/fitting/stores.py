@@ -93,6 +93,9 @@ class FitReport:
         Compute seconds summed by task kind (stats, solve, ...).
     plan : dict, optional
         The memory plan: budget, idle footprint, per-worker bytes, tokens per task.
+    dry_run : dict, optional
+        With `dry_run`: the estimate (seconds and bytes of each part, from timed pieces of the
+        work); the fit itself did not run and nothing was written.
     """
 
     path: str | None

@@ -6,7 +6,7 @@ measure gets the same null (docs/measures-rows.md).
 The interface the fit calls:
 
     sample_rows(doc_of_row, n_sample, seed) -> (n_sample,) sorted indices of held-out rows
-    row_measures(xs, ys, docs, measures, *, k, permutations, seed, resampling, intervals,
+    row_measures(xs, ys, docs, measures, *, k, draws, intervals,
                  backend)
         -> {measure: {"value", "low", "high", "null_mean", "null_std", "critical",
                       "calibrated", "p", "p_family", "duplicated": (n_source, n_target),
@@ -21,6 +21,8 @@ mknn, cknna and rsa; the spectral measures' resamples are decomposed afresh.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -408,6 +410,16 @@ def bootstrap_values(
     return out
 
 
+class Draws(NamedTuple):
+    """What `row_measures` draws at random: the permutation null's K draws of the target's
+    documents and their seed (`calibration.draw_permutations`), and the document bootstrap's
+    resamples (`align.stats.bootstrap.Resampling`)."""
+
+    permutations: int
+    seed: int
+    resampling: object
+
+
 def row_measures(
     xs: dict,
     ys: dict,
@@ -415,9 +427,7 @@ def row_measures(
     measures: tuple,
     *,
     k: int = K_NEIGHBOURS,
-    permutations: int,
-    seed: int,
-    resampling,
+    draws: Draws,
     intervals: tuple | None = None,
     backend: Backend = CPU,
 ) -> dict:
@@ -439,8 +449,8 @@ def row_measures(
 
     xs: {source boundary: (n_rows, d_source)}; ys: {target boundary: (n_rows, d_target)},
     row r of each from one token; docs: (n_rows,) int, each row's document; measures: names
-    in ROW_MEASURES; k: the neighbours of mknn and cknna; permutations: K; seed: the
-    permutations' seed; resampling: align.stats.bootstrap.Resampling; intervals: the
+    in ROW_MEASURES; k: the neighbours of mknn and cknna; draws: the null's K permutations,
+    their seed and the bootstrap's resampling (`Draws`); intervals: the
     measures that get the bootstrap (None: all); backend: where the cosines, the
     distances, their sorts and RSA's null and resamples run (the fit's device)."""
     measures = tuple(measures)
@@ -462,11 +472,11 @@ def row_measures(
         )
     records = prepare_all(xs, ys, measures, k, backend)
     value = observed_values(xs, ys, measures, k, records)
-    perms, scheme = calibration.draw_permutations(docs, permutations, seed)
+    perms, scheme = calibration.draw_permutations(docs, draws.permutations, draws.seed)
     null = null_values(xs, ys, perms, measures, k, records)
     resampled = {}
     if intervals:
-        resampled = bootstrap_values(xs, ys, docs, intervals, k, resampling, records)
+        resampled = bootstrap_values(xs, ys, docs, intervals, k, draws.resampling, records)
     copies = duplicated_rows(xs, ys)
     out = {}
     for n in measures:

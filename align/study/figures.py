@@ -101,9 +101,10 @@ def panel(m, direction: str, title: str, path_rows, path, Ls: int, Lt: int, size
     return fig
 
 
-def thumbnail(m, direction: str, vmin, vmax, path_rows, path, Ls: int, Lt: int, size=THUMB):
-    """A thumbnail of matrix `m` on the shared scale [vmin, vmax] (the colour bar beside the
+def thumbnail(m, direction: str, scale: tuple, path_rows, path, Ls: int, Lt: int, size=THUMB):
+    """A thumbnail of matrix `m` on the shared scale (vmin, vmax) (the colour bar beside the
     grid, `colour_bar`), with axes (boundary ticks, "source ↑" and "target →") and its path."""
+    vmin, vmax = scale
     fig, axes = figure(size, 100, 1, 1, layout="constrained")
     ax = axes[0, 0]
     _mesh(ax, m, direction, vmin, vmax)

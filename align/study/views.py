@@ -181,7 +181,7 @@ def _grid(name: str, trained: list, pairs: dict, pair_href, note) -> str:
                 continue
             ds = pairs[(s, t)]
             Ls, Lt = int(ds.attrs["n_layers_source"]), int(ds.attrs["n_layers_target"])
-            fig = figures.thumbnail(v.matrix, direction, vmin, vmax, v.rows, v.path, Ls, Lt)
+            fig = figures.thumbnail(v.matrix, direction, (vmin, vmax), v.rows, v.path, Ls, Lt)
             alt = f"{name} matrix of {s} → {t}"
             slope = h.interval(*v.stats["slope"])
             cells.append(

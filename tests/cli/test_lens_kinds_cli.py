@@ -16,10 +16,10 @@ def _fit(store, output, **spec):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (("--through", "B"), "--through MODEL_B reads the maps of --map RESULT: give both"),
+        (("--through", "B"), "--through reads the maps of --map: give both"),
         (
             ("--kind", "tuned", "--map", "R.zarr"),
-            "--map reads ridge maps: it goes with --kind linear",
+            "--map holds ridge maps: it goes with --kind linear, not tuned",
         ),
         (("--save-maps", "M.zarr"), "--save-maps keeps the maps --kind linear fits"),
         (("--kind", "linear", "--dry-run"), "--dry-run plans the logit lens only"),

@@ -74,7 +74,7 @@ def test_the_index_thumbnails_share_one_scale_with_axes_and_a_colour_bar(report)
     vmin, vmax = figures.inner_range(mats)
     assert (vmin, vmax) == (blocks.min(), blocks.max())
     v = views.view_of(fits[0], views.RIDGE)
-    fig = figures.thumbnail(v.matrix, v.direction, vmin, vmax, v.rows, v.path, 2, 4)
+    fig = figures.thumbnail(v.matrix, v.direction, (vmin, vmax), v.rows, v.path, 2, 4)
     ax = fig.axes[0]
     (mesh,) = fig.findobj(QuadMesh)
     assert (mesh.norm.vmin, mesh.norm.vmax) == (vmin, vmax)

@@ -45,7 +45,7 @@ def test_working_memory_bounds_tracemalloc_peak_within_2x(measures, spectral):
 
     def run():
         rows.row_measures(
-            xs, ys, docs, measures, k=k, permutations=2, seed=0, resampling=res, intervals=spectral
+            xs, ys, docs, measures, k=k, draws=rows.Draws(2, 0, res), intervals=spectral
         )
 
     run()  # the imports (scipy's rankdata) before the measured run

@@ -230,7 +230,7 @@ def test_a_rotated_copy_scores_the_ideal_on_every_measure():
 def test_row_measures_of_a_model_against_itself_and_its_rotation():
     """The grid's diagonal (a boundary against itself, and a rotated one) scores each
     measure's ideal; off the diagonal it does not; each is calibrated to 1 at p = 1/(K+1)."""
-    from align.measures.rows import ROW_MEASURES, row_measures
+    from align.measures.rows import ROW_MEASURES, Draws, row_measures
     from align.stats.bootstrap import Resampling
 
     rng = np.random.default_rng(0)
@@ -243,9 +243,7 @@ def test_row_measures_of_a_model_against_itself_and_its_rotation():
         docs,
         tuple(ROW_MEASURES),
         k=4,
-        permutations=19,
-        seed=2,
-        resampling=Resampling(100, 1),
+        draws=Draws(19, 2, Resampling(100, 1)),
     )
     for name, (direction, ideal) in ROW_MEASURES.items():
         res = out[name]
@@ -266,7 +264,7 @@ def test_bootstrap_interval_equals_a_plain_loop_over_resampled_documents():
     (in increasing id), their rows document by document; each measure recomputed by its
     reference on those rows (copies of a row are not its neighbours, their pair is out of
     RSA); the interval is numpy's 2.5 and 97.5 percentiles. 1e-10."""
-    from align.measures.rows import ROW_MEASURES, row_measures
+    from align.measures.rows import ROW_MEASURES, Draws, row_measures
     from align.stats.bootstrap import Resampling
 
     rng = np.random.default_rng(4)
@@ -280,9 +278,7 @@ def test_bootstrap_interval_equals_a_plain_loop_over_resampled_documents():
         docs,
         tuple(ROW_MEASURES),
         k=4,
-        permutations=5,
-        seed=0,
-        resampling=Resampling(100, 7),
+        draws=Draws(5, 0, Resampling(100, 7)),
     )
     ids = np.unique(docs)
     idx = np.random.default_rng(7).integers(0, len(ids), size=(100, len(ids)))
@@ -339,9 +335,7 @@ def test_refusals_are_one_line_and_name_the_value():
             {0: y},
             np.zeros(12),
             ("cka", "mutual_knn"),
-            permutations=3,
-            seed=0,
-            resampling=Resampling(),
+            draws=r.Draws(3, 0, Resampling()),
         )
     one_line(e, "mutual_knn", "mknn, cknna, rsa, cka, cka-debiased, procrustes, cca, svcca")
     flat = np.tile(y[:1], (12, 1))
@@ -351,9 +345,7 @@ def test_refusals_are_one_line_and_name_the_value():
             {0: y, 7: flat},
             np.arange(12),
             ("cka",),
-            permutations=3,
-            seed=0,
-            resampling=Resampling(),
+            draws=r.Draws(3, 0, Resampling()),
         )
     one_line(e, "target boundary 7", "no variance", "12 sampled rows")
     with pytest.raises(AlignError) as e:
@@ -500,7 +492,7 @@ def test_row_measures_on_torch_as_a_gpu_runs_them_equal_numpy():
     """The cosines, their sort, the distances, their sort, RSA's null and resamples on torch
     (a backend whose on_cpu is False) give every field numpy gives, within 1e-12, ties
     included."""
-    from align.measures.rows import row_measures
+    from align.measures.rows import Draws, row_measures
     from align.stats.bootstrap import Resampling
 
     x, y = tied_rows(14, m=44)
@@ -508,7 +500,7 @@ def test_row_measures_on_torch_as_a_gpu_runs_them_equal_numpy():
     other[[5, 9]] = other[1]
     xs, ys = {0: x, 2: other}, {1: y, 3: np.abs(y)}
     docs = np.repeat(np.arange(11), 4)
-    kw = dict(k=3, permutations=9, seed=1, resampling=Resampling(100, 2))
+    kw = dict(k=3, draws=Draws(9, 1, Resampling(100, 2)))
     names = ("mknn", "cknna", "rsa", "cka")
     cpu = row_measures(xs, ys, docs, names, **kw)
     dev = row_measures(xs, ys, docs, names, **kw, backend=device_backend())
