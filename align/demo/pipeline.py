@@ -7,21 +7,23 @@ Everything lands in one output folder:
     OUT/models/{shallow,deep}-<key>/   trained checkpoints of every seed (save_pretrained + train.json)
     OUT/models/{shallow,deep,deep-bpe} links to the first seed's (the models analysed)
     OUT/corpus/heldout.txt             the generated evaluation corpus (one for every seed)
-    OUT/study.toml, OUT/study/         the first seed's extractions, fits and analyses as a study
-                                       (align study), the third model's extraction and fit too
+    OUT/study.toml, OUT/study/         every seed's extractions and fits as one study (align study), each
+                                       seed's models a replicate of "shallow" and "deep", the spread
+                                       across seeds and its verdicts (OUT/study/results/replicates.json),
+                                       the first seed's analyses, the third model's extraction and fits
     OUT/report/index.html              its report (a link to OUT/study/report)
     OUT/stores/*.zarr                  activation stores of the first seed (links into OUT/study/stores)
     OUT/results/*.zarr                 the first seed's alignments (links into OUT/study/results/fits),
                                        contributions, lens, skipping, depth results (links into
                                        OUT/study/results/{contrib,lens,skip,depth})
     OUT/seeds/seed-<s>/{stores,results}/   every other seed's three stores and two alignments,
-                                       links into its own study (OUT/seeds/seed-<s>/study)
+                                       links into the study
     OUT/figures/*.png                  figures of the first seed (align.plotting)
     OUT/demo.json                      the demo's configuration, summary, across-seed statistics, machine
 
 Every seed trains its own shallow and deep model (initialisation, batches and training stream
 drawn from the seed) and extracts its own control (an untrained deep-shaped model, seed
-control_seed + seed), so the control's range across seeds holds its initialisation's noise too;
+control_seed + seeds[0] + k for the k-th seed from 0), so the control's range across seeds holds its initialisation's noise too;
 all seeds are extracted on the same held-out documents, so the spread across seeds is that of
 training, not of the evaluation text. The analyses and figures are the first seed's only.
 
@@ -42,7 +44,7 @@ from dataclasses import dataclass, field
 
 from align import messages, seeding, textfiles
 from align.demo import as_study, data, threads, tokenizers_pair, train
-from align.demo.steps import quiet, step
+from align.demo.steps import step
 from align.demo.train import TrainConfig
 from align.errors import InputError
 from align.stats import replicates as across
@@ -73,14 +75,15 @@ class DemoConfig:
         # "format" 2: stores made since align reads a checkpoint's tokenizer.json as saved
         # (format 1 stores lost every newline); 3: the stores and fits are a study's
         # (`as_study`); 4: the first seed's analyses and third model are its study's too; 5:
-        # a study's state carries align's marker (a study folder without it is refused).
+        # a study's state carries align's marker (a study folder without it is refused); 6:
+        # every seed is a replicate of one study, which computes the verdicts across seeds.
         # An older output is recomputed, models kept.
         blob = json.dumps(
             {
                 **dataclasses.asdict(self),
                 "shallow_key": self.shallow.key(),
                 "deep_key": self.deep.key(),
-                "format": 5,
+                "format": 6,
             },
             sort_keys=True,
         )
@@ -223,21 +226,33 @@ def _run(output, config, log, figures) -> DemoReport:
         data.write_corpus(corpus_path + ".tmp", docs)
         os.replace(corpus_path + ".tmp", corpus_path)
 
-    # 2. Per seed: train, then a study: extract (shallow, deep, control), fit shallow → deep and
-    # → control; the first seed's study also runs the companion analyses of its trained models
-    # (contributions and lens from the stores, skipping on the first documents, effective depth)
-    # and extracts and fits the third model, another tokenizer paired with the shallow model on
-    # the text.
-    more = {}
+    # 2. Per seed: train a shallow and a deep model; the first seed also trains the third model
+    # (another tokenizer). 3. One study of every seed: each seed's models a checkpoint of
+    # "shallow" and of "deep" (replicates), extracted with the deep model's untrained twin of that
+    # seed, fitted shallow -> deep and -> control, the spread across seeds and the verdicts in its
+    # `replicates` unit; the companion analyses of the first seed's models (contributions and lens
+    # from the stores, skipping on the first documents, effective depth), and the third model
+    # extracted and paired with the shallow model on the text.
+    models, more = {}, {"models": {}, "training": {}}
     for k, seed in enumerate(config.seeds):
-        x = _one_seed(report, config, seed, k == 0, corpus_path, log)
-        more = x.pop("more") if k == 0 else more
+        x = _train_seed(report, config, seed, log)
         report.seeds.append(x)
+        for name, folder in x["models"].items():
+            models.setdefault(name, []).append(folder)
+    if config.bpe_merges:  # the third model: another tokenizer, trained once (the first seed)
+        folder, training = tokenizers_pair.train_model(report, config, config.seeds[0], log)
+        models[tokenizers_pair.NAME] = more["models"][tokenizers_pair.NAME] = folder
+        more["training"][tokenizers_pair.NAME] = training
+    run = as_study.run(output, models, corpus_path, config, tokenizers_pair.brief(log))
+    for x, held in zip(report.seeds, run["seeds"]):
+        x.update(held)
+    report.timings.update(run["seconds"])
+    more.update(run["more"])
     first = report.seeds[0]
     for kind in ("models", "training", "stores", "results"):
         getattr(report, kind).update({**first[kind], **more.get(kind, {})})
     link_models(report.output, report.models)
-    report.across = across.statistics([_seed_summaries(x) for x in report.seeds])
+    report.across = across_seeds(run["replicates"], report.seeds)
 
     # 4. Figures and the summary.
     if figures:
@@ -287,22 +302,11 @@ def link_models(output: str, models: dict) -> None:
         os.replace(tmp, link)
 
 
-def _one_seed(
-    report: DemoReport, config: DemoConfig, seed: int, first: bool, corpus_path: str, log
-) -> dict:
-    """Train one seed, then extract and fit it as a study (`as_study`); returns {seed,
-    models, training, stores, results}, and for the first seed "more": the models, training,
-    stores and results of its third model and analyses.
-
-    The first seed's study is OUT/study, its stores and results linked from the demo's
-    top-level paths (OUT/stores, OUT/results), with sublayers, so that contributions and lens
-    read the stores; it also holds the analyses and the BPE model (trained here first); every other
-    seed's is OUT/seeds/seed-<s>/study, linked from OUT/seeds/seed-<s>/{stores,results}, with
-    the residual stream only (all a fit reads)."""
-
+def _train_seed(report: DemoReport, config: DemoConfig, seed: int, log) -> dict:
+    """Train one seed's shallow and deep model (each cached by its training configuration);
+    returns {seed, models, training} (the study adds its stores and results)."""
     out = {"seed": seed, "models": {}, "training": {}, "stores": {}, "results": {}}
-    root = report.output if first else os.path.join(report.output, "seeds", f"seed-{seed}")
-    tag = "" if first else f" seed {seed}"
+    tag = "" if seed == config.seeds[0] else f" seed {seed}"
     for name, tc in (("shallow", config.shallow), ("deep", config.deep)):
         tc = dataclasses.replace(tc, seed=seed)
         folder = os.path.join(report.output, "models", f"{name}-{tc.key()}")
@@ -310,17 +314,32 @@ def _one_seed(
         out["training"][name] = step(
             report, f"train {name}{tag}", lambda: train.train(tc, folder, log=log), log
         )
-    models, more = dict(out["models"]), {"models": {}, "training": {}}
-    if first and config.bpe_merges:  # the third model: another tokenizer, trained once
-        folder, training = tokenizers_pair.train_model(report, config, seed, log)
-        models[tokenizers_pair.NAME] = more["models"][tokenizers_pair.NAME] = folder
-        more["training"][tokenizers_pair.NAME] = training
-    brief = tokenizers_pair.brief(log) if first else quiet(log)
-    run = as_study.run(root, models, corpus_path, config, seed, first, brief)
-    out["stores"], out["results"] = run["stores"], run["results"]
-    report.timings.update({f"{name}{tag}": sec for name, sec in run["seconds"].items()})
-    if first:
-        out["more"] = {**more, **run["more"]}
+    return out
+
+
+def across_seeds(record: dict | None, seed_runs: list) -> dict:
+    """The across-seed statistics and verdicts of the pair shallow -> deep against its
+    untrained control as the study computed them (`record`: its pair's record in
+    results/replicates.json, `align.study.replicates`), its replicates named by their training
+    seeds: the study's K-th replicate is the K-th seed. With one seed the study has no
+    replicates (`record` None): the one seed's statistics are read from its two fits."""
+    seeds = [x["seed"] for x in seed_runs]
+    if record is None:
+        return across.statistics([_seed_summaries(x) for x in seed_runs])
+    st = record["against"]["random_init"]
+    out = {
+        "seeds": seeds,
+        "rule": across.rule("seed"),
+        "per_seed": [
+            {"seed": seeds[row["replicate"] - 1], **{p: row[p] for p in across.PAIRS}}
+            for row in st["per_replicate"]
+        ],
+        **{p: st[p] for p in across.PAIRS},
+        "separation": st["separation"],
+    }
+    # The study's verdicts, worded for seeds: `sentences` only words the study's numbers and
+    # its separation sides.
+    out["sentences"] = across.sentences(out, "seed")
     return out
 
 

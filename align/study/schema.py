@@ -28,6 +28,7 @@ except ImportError:
 ANALYSES = ("contrib", "lens", "skip", "depth")  # per model; depth needs contrib and lens
 PAIR_MODES = ("all", "list", "reference")
 ROUTES = ("stores", "live")
+CHECKPOINTS = ("all", "first")  # [analyses] checkpoints: which checkpoints of a model are analysed
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # How outputs are named from model names (`units.output_of`): a pair's as SOURCE--TARGET, a
 # random-init twin as NAME.random, a shuffle control's fit as SOURCE--TARGET.shuffle. A model
@@ -78,7 +79,7 @@ SECTIONS = {
     },
     "bootstrap": {"resamples": (int, 1000), "seed": (int, 0)},
     "controls": {"random_init": (list, []), "random_init_seed": (int, 0), "shuffle": (bool, False)},
-    "analyses": {"batch_size": (int, 8), "skip_docs": (int, None)},
+    "analyses": {"batch_size": (int, 8), "skip_docs": (int, None), "checkpoints": (str, "all")},
     "route": {"kind": (str, "stores"), "device": (str, "cpu"), "gpu_resource": (bool, False)},
 }
 MODEL_KEYS = {
@@ -157,6 +158,8 @@ class Study:
     device: str
     gpu_resource: bool = False  # on a Dask cluster: every model or solve unit asks for a GPU worker
     skip_docs: int | None = None  # the skip analyses read the corpus's first skip_docs documents
+    # "all": a model of several checkpoints has its analyses run on each; "first": on its first
+    analysed_checkpoints: str = "all"
     reuse: tuple = ()  # folders whose complete stores of the same identity an extraction reuses
     # ((source, target, ((replicate source, replicate target), ...)), ...): each pair of
     # [[models]] names where one names several checkpoints, and the pairs fitted for it
@@ -292,6 +295,9 @@ def load_study(path: str) -> Study:
             device=t["route"]["device"],
             gpu_resource=t["route"]["gpu_resource"],
             skip_docs=_skip_docs(t["analyses"]["skip_docs"], path),
+            analysed_checkpoints=_choice(
+                "[analyses]", "checkpoints", t["analyses"]["checkpoints"], CHECKPOINTS, path
+            ),
             reuse=_reuse(t["extraction"]["reuse"], base, path),
         )
     except InputError as e:

@@ -16,7 +16,7 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 
 from align.study import contents
-from align.study.schema import SEPARATOR, SHUFFLE, Study
+from align.study.schema import SEPARATOR, SHUFFLE, Study, replicate_name
 
 KINDS = ("extract", "fit", "contrib", "lens", "skip", "depth", "replicates", "report")
 GPU_KINDS = ("extract", "fit", "contrib", "lens", "skip")  # run a model or solve on a device
@@ -234,7 +234,7 @@ def skip_corpus(study: Study):
 def _analyses(study: Study, cspec: dict) -> list:
     units = []
     from_store = reads_stores(study)
-    for m in study.models:
+    for m in analysed(study):
         wanted = set(m.analyses) | ({"contrib", "lens"} if "depth" in m.analyses else set())
         for kind in ("contrib", "lens", "skip"):
             if kind not in wanted:
@@ -280,6 +280,14 @@ def _analyses(study: Study, cspec: dict) -> list:
                 )
             )
     return units
+
+
+def analysed(study: Study) -> list:
+    """The models whose analyses the study runs: every model, or where `[analyses]
+    checkpoints = "first"`, of a model of several checkpoints its first (NAME@1) only."""
+    if study.analysed_checkpoints == "all":
+        return list(study.models)
+    return [m for m in study.models if m.group is None or m.name == replicate_name(m.group, 1)]
 
 
 def _keyed(units: list) -> list:

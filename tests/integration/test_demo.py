@@ -206,53 +206,61 @@ def test_demo_pipeline_end_to_end(demo_run):
 
 
 def test_the_demo_is_a_study_with_its_report(demo_run):
-    """Each seed's extractions and fits (the first seed's analyses and BPE model too) are the
-    units of a study (its study.json records them done), the demo's stores and results are
-    links to the study's outputs, and the first seed's report opens at OUT/report: each cell's
-    hover value on its pair page is the result's number (read here with xarray)."""
+    """Every seed's extractions and fits (the first seed's analyses and the BPE model too) are
+    the units of one study, each seed's models a replicate (NAME@K) of shallow and deep (its
+    study.json records them done), the demo's stores and results are links to the study's
+    outputs, and the report opens at OUT/report: each cell's hover value on its pair page is
+    the result's number (read here with xarray)."""
     import xarray as xr
 
     out, report = demo_run
-    units = {
-        "extract shallow": "stores/shallow.zarr",
-        "extract deep": "stores/deep.zarr",
-        "extract deep.random": "stores/deep.random.zarr",
-        "fit shallow->deep": "results/fits/shallow--deep.zarr",
-        "fit shallow->deep.random": "results/fits/shallow--deep.random.zarr",
-        "report": "report",
-    }
-    # the first seed's study also holds the analyses and the BPE model, its store and its fit
-    first = {
-        **units,
-        "extract deep-bpe": "stores/deep-bpe.zarr",
-        "fit shallow->deep-bpe": "results/fits/shallow--deep-bpe.zarr",
-        **{
-            f"{kind} {name}": f"results/{kind}/{name}.zarr"
-            for name in ("shallow", "deep")
-            for kind in ("contrib", "lens", "skip", "depth")
-        },
-    }
-    for x in report.seeds:
-        root = out if x is report.seeds[0] else os.path.join(out, "seeds", f"seed-{x['seed']}")
-        with open(os.path.join(root, "study", "study.json"), encoding="utf-8") as f:
-            state = json.load(f)["units"]
-        assert {n: (u["state"], u["output"]) for n, u in state.items()} == {
-            n: ("done", rel) for n, rel in (first if x is report.seeds[0] else units).items()
+    units = {}
+    for k in (1, 2):
+        s, d = f"shallow@{k}", f"deep@{k}"
+        units.update(
+            {
+                f"extract {s}": f"stores/{s}.zarr",
+                f"extract {d}": f"stores/{d}.zarr",
+                f"extract {d}.random": f"stores/{d}.random.zarr",
+                f"fit {s}->{d}": f"results/fits/{s}--{d}.zarr",
+                f"fit {s}->{d}.random": f"results/fits/{s}--{d}.random.zarr",
+                f"fit {s}->deep-bpe": f"results/fits/{s}--deep-bpe.zarr",
+            }
+        )
+    units.update(
+        {
+            "extract deep-bpe": "stores/deep-bpe.zarr",
+            **{
+                f"{kind} {name}@1": f"results/{kind}/{name}@1.zarr"
+                for name in ("shallow", "deep")
+                for kind in ("contrib", "lens", "skip", "depth")
+            },
+            "replicates": "results/replicates.json",
+            "report": "report",
         }
+    )
+    with open(os.path.join(out, "study", "study.json"), encoding="utf-8") as f:
+        state = json.load(f)["units"]
+    assert {n: (u["state"], u["output"]) for n, u in state.items()} == {
+        n: ("done", rel) for n, rel in units.items()
+    }
+    for k, x in enumerate(report.seeds, start=1):
         for name, rel in (
-            ("shallow", "stores/shallow.zarr"),
-            ("control", "stores/deep.random.zarr"),
+            ("shallow", f"stores/shallow@{k}.zarr"),
+            ("control", f"stores/deep@{k}.random.zarr"),
         ):
             assert os.path.islink(x["stores"][name])
-            assert os.path.samefile(x["stores"][name], os.path.join(root, "study", rel))
+            assert os.path.samefile(x["stores"][name], os.path.join(out, "study", rel))
         for name, rel in (
-            ("alignment", "results/fits/shallow--deep.zarr"),
-            ("alignment-control", "results/fits/shallow--deep.random.zarr"),
+            ("alignment", f"results/fits/shallow@{k}--deep@{k}.zarr"),
+            ("alignment-control", f"results/fits/shallow@{k}--deep@{k}.random.zarr"),
         ):
-            assert os.path.samefile(x["results"][name], os.path.join(root, "study", rel))
+            assert os.path.samefile(x["results"][name], os.path.join(out, "study", rel))
     assert os.path.samefile(os.path.join(out, "report"), os.path.join(out, "study", "report"))
     ds = xr.open_zarr(report.results["alignment"], consolidated=False)
-    page = open(os.path.join(out, "report", "pairs", "shallow--deep.html"), encoding="utf-8").read()
+    page = open(
+        os.path.join(out, "report", "pairs", "shallow@1--deep@1.html"), encoding="utf-8"
+    ).read()
     cells = re.findall(
         r'title="source boundary (\d+), target boundary (\d+): relative_error ([-0-9.e]+)', page
     )
@@ -286,7 +294,9 @@ def test_the_demo_report_shows_each_analysed_model(demo_run):
 
     out, report = demo_run
     for name in ("shallow", "deep"):
-        page = open(os.path.join(out, "report", "models", f"{name}.html"), encoding="utf-8").read()
+        page = open(
+            os.path.join(out, "report", "models", f"{name}@1.html"), encoding="utf-8"
+        ).read()
         assert "No analysis" not in page
         for kind, result in (
             ("contrib", "contributions"),
@@ -297,9 +307,9 @@ def test_the_demo_report_shows_each_analysed_model(demo_run):
             path = report.results[f"{result}-{name}"]
             assert os.path.islink(path)
             assert os.path.samefile(
-                path, os.path.join(out, "study", "results", kind, f"{name}.zarr")
+                path, os.path.join(out, "study", "results", kind, f"{name}@1.zarr")
             )
-            assert f'aria-label="{kind} of {name}"' in _section(page, kind)
+            assert f'aria-label="{kind} of {name}@1"' in _section(page, kind)
         ds = xr.open_zarr(report.results[f"contributions-{name}"], consolidated=False)
         shown = _column(_section(page, "contrib"), "resid_cos mean [95%]")
         assert shown == {
@@ -349,7 +359,7 @@ def test_the_demo_report_pairs_the_bpe_model_on_the_text(demo_run):
     ds = xr.open_zarr(report.results["alignment-bpe"], consolidated=False)
     assert os.path.samefile(
         report.results["alignment-bpe"],
-        os.path.join(out, "study", "results", "fits", "shallow--deep-bpe.zarr"),
+        os.path.join(out, "study", "results", "fits", "shallow@1--deep-bpe.zarr"),
     )
     p = ds.attrs["pairing"]
     coverage = (
@@ -357,7 +367,7 @@ def test_the_demo_report_pairs_the_bpe_model_on_the_text(demo_run):
         f"target {100 * p['target']['coverage']:.1f}%"
     )
     page = open(
-        os.path.join(out, "report", "pairs", "shallow--deep-bpe.html"), encoding="utf-8"
+        os.path.join(out, "report", "pairs", "shallow@1--deep-bpe.html"), encoding="utf-8"
     ).read()
     assert coverage in page and p["mode"] == "char-anchors"
     cells = re.findall(
@@ -368,7 +378,7 @@ def test_the_demo_report_pairs_the_bpe_model_on_the_text(demo_run):
         want = float(ds["relative_error"].sel(source_boundary=int(i), target_boundary=int(j)))
         assert abs(float(value) - want) <= 5e-7, (i, j, value, want)
     index = open(os.path.join(out, "report", "index.html"), encoding="utf-8").read()
-    assert 'href="pairs/shallow--deep-bpe.html"' in index and coverage in index
+    assert 'href="pairs/shallow@1--deep-bpe.html"' in index and coverage in index
 
 
 def test_trained_demo_model_loads_through_extract_like_a_checkpoint(demo_run):
@@ -524,6 +534,28 @@ def test_across_seed_statistics_match_the_result_stores(demo_run):
     for line in report.across["sentences"]:
         assert line in report.summary
     assert "Across seeds [0, 1]" in report.summary
+
+
+def test_the_verdicts_across_seeds_are_the_studys(demo_run):
+    """The demo's across-seed record is the study's (results/replicates.json, the pair shallow
+    -> deep against its random-init control) with its replicates named by their seeds: the same
+    per-seed values and separation sides, and each of the demo's verdicts on a separating
+    statistic the study's verdict (its first word) on the same numbers."""
+    out, report = demo_run
+    with open(os.path.join(out, "study", "results", "replicates.json"), encoding="utf-8") as f:
+        record = json.load(f)
+    (pair,) = [p for p in record["pairs"] if (p["source"], p["target"]) == ("shallow", "deep")]
+    st = pair["against"]["random_init"]
+    assert report.across["seeds"] == [0, 1] and st["replicates"] == [1, 2]
+    assert report.across["separation"] == st["separation"]
+    for key in ("slope", "mean_depth_gap", "soft_depth_spread"):
+        for side in ("trained", "control"):
+            assert report.across[side][key]["values"] == st[side][key]["values"]
+    demo_said = report.across["sentences"][:3]
+    study_said = st["sentences"][:3]
+    for mine, theirs in zip(demo_said, study_said):
+        assert mine.split(":")[0] == theirs.split(":")[0]
+        assert mine.replace("seed", "replicate") == theirs
 
 
 def _summary(slope, gap, spread, path):

@@ -123,6 +123,28 @@ def test_what_cannot_be_replicated_is_refused_in_one_line(tmp_path):
     )
 
 
+def test_analyses_run_on_every_checkpoint_or_the_first_only(tmp_path):
+    """`[analyses] checkpoints` = "all" (the default) plans a model's analyses on each of its
+    checkpoints, "first" on NAME@1 only (a single-checkpoint model keeps its own); any other
+    value is refused naming it."""
+    from align.study.units import plan
+
+    models = TWO.replace('paths = ["a0", "a1"]', 'paths = ["a0", "a1"]\nanalyses = ["skip"]')
+    models += '[[models]]\nname = "c"\npath = "c0"\nanalyses = ["skip"]\n'
+    wanted = {
+        "all": ["skip a@1", "skip a@2", "skip c"],
+        "first": ["skip a@1", "skip c"],
+    }
+    for value, names in wanted.items():
+        study = load(tmp_path, models, f'[analyses]\ncheckpoints = "{value}"\n')
+        assert [u.name for u in plan(study, None) if u.kind == "skip"] == names
+    default = load(tmp_path, models)
+    assert [u.name for u in plan(default, None) if u.kind == "skip"] == wanted["all"]
+    assert refused(tmp_path, models, '[analyses]\ncheckpoints = "last"\n') == (
+        "[analyses] checkpoints = 'last' is not one of all, first"
+    )
+
+
 def _summary(slope, gap, spread, path):
     return {
         "slope": slope,
