@@ -13,11 +13,12 @@ import numpy as np
 from align.compare import checks
 from align.compare.series import Comparison, Series
 from align.errors import InputError
-from align.fitting.measured import FAMILY_LEVEL
+from align.fitting.measured import FAMILY_LEVEL, GROUP_DIM
 from align.fitting.uncertainty import path_statistics
-from align.measures import MEASURES, SIMILARITY, variable
+from align.measures import MEASURES, SIMILARITY, streamed, variable
 from align.names import labelled
 from align.ridge.matrix import spearman
+from align.stats import jackknife
 
 
 def pick_of(direction: str) -> str:
@@ -110,11 +111,16 @@ def compare_measure(items, name: str) -> Comparison:
     path's cells ("<name> on path"), the Spearman correlation of the path over source
     boundaries ≥ 1 with i/L_S (NaN: a constant path or fewer than two rows) and its mean depth
     gap mean |j*(i)/L_T − i/L_S| over those rows, and the calibrated cells and path where the
-    fit calibrated the measure. The mean on the path gets the interval of its cells' bounds
-    averaged, [mean low, mean high] (`path_interval`), and each two results their difference,
-    later minus earlier, with the interval of the bounds' difference (`difference`); the
-    Spearman correlation and the depth gap get none (a result keeps per-cell intervals, not
-    the resamples a statistic of the path would need)."""
+    fit calibrated the measure. The mean on the path gets its delete-a-group jackknife
+    interval from the cells' recomputations the fit kept (`<measure>_left_out`,
+    `path_left_out`), and each two results their difference, later minus earlier, with the
+    paired jackknife interval over the groups of held-out documents both share
+    (`paired_interval`; results fitted on other documents refused, `refuse_unpaired`). A
+    result without the recomputations (fitted before results kept them, or a measure of the
+    sampled rows) gets the interval of its cells' bounds averaged, [mean low, mean high]
+    (`path_interval`), and its differences the interval of the bounds' difference
+    (`difference`), said in a note. The Spearman correlation and the depth gap get none (a
+    result keeps per-cell values, not the resamples a statistic of the path would need)."""
     direction = MEASURES[name]
     pick = pick_of(direction)
     var = variable(name)
@@ -126,6 +132,7 @@ def compare_measure(items, name: str) -> Comparison:
         [f"{name} on path", "Spearman", "mean depth gap"],
         measure=name,
     )
+    left = {}  # label -> θ_(g) of the mean on the path, or None (no stored recomputations)
     for label, path, ds in items:
         checks.refuse_nonfinite(path, var, ds[var], f"fit again with `align fit --measures {name}`")
         m = ds[var].transpose("source_boundary", "target_boundary")
@@ -152,6 +159,11 @@ def compare_measure(items, name: str) -> Comparison:
         for c in cmp.columns:
             s.low[c] = s.high[c] = np.nan
         s.low[f"{name} on path"], s.high[f"{name} on path"] = path_interval(ds, var, cols)
+        left[label] = path_left_out(ds, var, cols)
+        if left[label] is not None:  # the mean's own jackknife interval, not the cells' bound
+            s.low[f"{name} on path"], s.high[f"{name} on path"] = jackknife.interval(
+                s.value[f"{name} on path"], left[label], streamed.RANGES[name]
+            )
         if calibrated:
             s.info["beat the null"] = _surviving(ds, name, cols) or "not calibrated"
         s.path = {
@@ -167,7 +179,8 @@ def compare_measure(items, name: str) -> Comparison:
     closer = "larger" if direction == SIMILARITY else "smaller"
     cmp.notes.append(
         f"{name} is a {direction}: each row's path is its {pick}, and a {closer} {name} on the "
-        f"path is the closer pair; {name} on path [mean of the path cells' low, mean of their "
+        f"path is the closer pair; {name} on path: its delete-a-group jackknife interval where "
+        "the result keeps the recomputations, else [mean of the path cells' low, mean of their "
         "high]; no interval for Spearman and the depth gap (the results keep per-cell "
         "intervals, not resamples of the path)"
     )
@@ -177,16 +190,85 @@ def compare_measure(items, name: str) -> Comparison:
         )
         cmp.notes.append(f"closest on {name}: {best.label}")
         models = list(cmp.series)
+        bounded = []
         for a in range(len(models)):
             for b in range(a + 1, len(models)):
-                cmp.series.append(difference(models[a], models[b], cmp.columns))
-        cmp.notes.append(
-            f"each difference's {name} on path: later minus earlier, its interval the bounds' "
-            "difference [low_b - high_a, high_b - low_a], which holds the paired jackknife "
-            "interval whatever the two results share (a difference's standard error is at most "
-            "the sum of the two); Spearman and the depth gap: the difference alone"
-        )
+                d = difference(models[a], models[b], cmp.columns)
+                pair = (items[a], items[b])
+                la, lb = left[models[a].label], left[models[b].label]
+                if la is not None and lb is not None:
+                    refuse_unpaired(*pair, name)
+                    d.low[f"{name} on path"], d.high[f"{name} on path"] = paired_interval(
+                        d.value[f"{name} on path"], la, lb
+                    )
+                    d.info["result"] += " (paired)"
+                else:
+                    bounded.append(d.label)
+                cmp.series.append(d)
+        cmp.notes.append(difference_note(name, bounded, [k for k, v in left.items() if v is None]))
     return cmp
+
+
+def path_left_out(ds, var: str, cols: list) -> np.ndarray | None:
+    """θ_(g) of the mean of `var` on the path (row a, column cols[a]): the mean of the path
+    cells' jackknife recomputations without group g (`<var>_left_out`, stored by the fit),
+    one per group; None where the result holds none (a result fitted before they were kept,
+    or a measure of the sampled rows)."""
+    if f"{var}_left_out" not in ds:
+        return None
+    m = ds[f"{var}_left_out"].transpose("source_boundary", "target_boundary", GROUP_DIM).values
+    return np.asarray(m, np.float64)[np.arange(len(cols)), cols].mean(axis=0)
+
+
+def paired_interval(value: float, left_a: np.ndarray, left_b: np.ndarray) -> tuple:
+    """The delete-a-group jackknife interval of the paired difference b − a of two results'
+    means on their paths, from the same groups' recomputations: d_(g) = θ_b,(g) − θ_a,(g),
+    value ± t_(0.975, G'−1) · se(d_(g)) (`jackknife.interval`, unclipped)."""
+    return jackknife.interval(value, np.asarray(left_b) - np.asarray(left_a))
+
+
+def refuse_unpaired(a, b, name: str) -> None:
+    """Refuse (InputError, one line) results a and b (label, path, ds) whose jackknife groups
+    are not the same held-out documents: their recomputations do not pair, naming what
+    differs (the documents' count, the first document that differs, or the groups)."""
+    da, db = (x[2]["heldout_doc"].values.tolist() for x in (a, b))
+    fix = (
+        f"the paired difference of {name} needs the same held-out documents; fit both on one "
+        "corpus with the same split (`align fit --seed`, `--test-fraction`, `--val-fraction`)"
+    )
+    if len(da) != len(db):
+        raise InputError(f"{b[1]} holds {len(db)} held-out documents and {a[1]} {len(da)}: {fix}")
+    k = next((k for k, (x, y) in enumerate(zip(da, db)) if x != y), None)
+    if k is not None:
+        raise InputError(
+            f"{b[1]} and {a[1]} differ in held-out document {k + 1} of {len(da)} (document {db[k]} "
+            f"against {da[k]}): {fix}"
+        )
+    ga, gb = (x[2][GROUP_DIM].values.tolist() for x in (a, b))
+    if ga != gb:
+        raise InputError(
+            f"{b[1]} holds its rows in jackknife groups {gb} and {a[1]} in {ga} of the same "
+            f"held-out documents: {fix}"
+        )
+
+
+def difference_note(name: str, bounded: list, without: list) -> str:
+    """What each difference's interval of `name` on path is: the paired jackknife, or for
+    the differences in `bounded` (a result in `without` holds no recomputations) the bounds'
+    difference."""
+    note = (
+        f"each difference's {name} on path: later minus earlier, its interval the paired "
+        "delete-a-group jackknife over the held-out document groups both results share "
+        "(d_(g) = the later's recomputation without group g minus the earlier's)"
+    )
+    if bounded:
+        note += (
+            f"; for {', '.join(bounded)} the bounds' difference [low_b - high_a, high_b - low_a] "
+            "(it holds the paired interval whatever the two results share), as "
+            f"{', '.join(without)} holds no jackknife recomputations of {name} (fitted before "
+            "results kept them, or a measure of the sampled rows)"
+        )
+    return note + "; Spearman and the depth gap: the difference alone"
 
 
 def path_interval(ds, var: str, cols: list) -> tuple[float, float]:

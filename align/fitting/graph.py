@@ -340,10 +340,12 @@ def left_out_task(heldout: dict, group: dict, threads: int | None = None) -> dic
     return measured.left_out_values(heldout["measures"], group, threads)
 
 
-def with_left_out(heldout: dict, *left_out) -> dict:
+def with_left_out(heldout: dict, groups: list, *left_out) -> dict:
     """The held-out sums with the jackknife's recomputations, one per group holding rows, in
-    group order, under heldout["measures"]["left_out"] (a new dict: the input is a task's)."""
-    return {**heldout, "measures": {**heldout["measures"], "left_out": list(left_out)}}
+    group order, under heldout["measures"]["left_out"], and those groups' numbers under
+    ["groups"] (a new dict: the input is a task's)."""
+    measures = {**heldout["measures"], "left_out": list(left_out), "groups": list(groups)}
+    return {**heldout, "measures": measures}
 
 
 def _waited(*_):
@@ -386,7 +388,8 @@ def group_graph(
         dsk[after] = (left_out_task, hroot, groot, job.threads)
         runs.append(after)
     out = ("heldout-jackknife", b)
-    dsk[out] = (with_left_out, hroot, *runs)
+    groups = [int(r[2]) for r in runs]  # ("left-out", b, g)
+    dsk[out] = (with_left_out, hroot, groups, *runs)
     return out
 
 

@@ -7,6 +7,7 @@ measures)."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -89,8 +90,32 @@ def rotations_of(fitted: dict) -> dict | None:
     return out or None
 
 
+@dataclass(frozen=True, eq=False)
+class Measured:
+    """A streamed measure of one pair: θ̂ (`value`, from every held-out row), its jackknife
+    interval (`low`, `high`), and the recomputations θ_(g) it was built from (`left_out`,
+    (G',): the measure without group g's rows) with the groups' numbers (`groups`, (G',): g =
+    held-out document index mod MEASURE_GROUPS); both None where no interval was computed.
+    Reads as the tuple (value, low, high)."""
+
+    value: float
+    low: float
+    high: float
+    left_out: np.ndarray | None = None
+    groups: tuple | None = None
+
+    def __iter__(self):
+        return iter((self.value, self.low, self.high))
+
+    def __len__(self) -> int:
+        return 3
+
+    def __getitem__(self, k):
+        return (self.value, self.low, self.high)[k]
+
+
 def pair_measures(heldout: dict, resampling: Resampling | None, threads: int | None = None) -> dict:
-    """{(i, j): {name: (value, low, high)}} of every pair of a block's held-out sums
+    """{(i, j): {name: Measured}} of every pair of a block's held-out sums
     (`graph.heldout_of` with measures): the value θ̂ from all rows; low, high its 95%
     delete-a-group jackknife interval over the G' groups of held-out documents holding rows
     (`jackknife.interval` of θ_(g), the measure from every group but g, clipped to
@@ -118,12 +143,12 @@ def pair_measures(heldout: dict, resampling: Resampling | None, threads: int | N
     value = dict(zip(sums["pair"], threaded(one, sums["pair"], threads)))
     if "left_out" in heldout["measures"]:  # recomputed by group passes, one group at a time
         runs = heldout["measures"]["left_out"]
-        keep = np.arange(len(runs))
+        keep = np.asarray(heldout["measures"].get("groups", range(len(runs))))
     if resampling is None or len(keep) < jackknife.MIN_GROUPS:
-        return {k: {n: (v[n], np.nan, np.nan) for n in names} for k, v in value.items()}
+        return {k: {n: Measured(v[n], np.nan, np.nan) for n in names} for k, v in value.items()}
     if "left_out" in heldout["measures"]:
         left_out = {k: {n: np.array([r[k][n] for r in runs]) for n in names} for k in value}
-        return _intervals(value, left_out, names)
+        return _intervals(value, left_out, names, keep)
     sub = {
         key: {k: {f: a[keep] for f, a in fields.items()} for k, fields in sums[key].items()}
         for key in ("source", "target", "pair")
@@ -131,16 +156,18 @@ def pair_measures(heldout: dict, resampling: Resampling | None, threads: int | N
     w = jackknife.leave_one_out(len(keep))
     runs = threaded(lambda b: streamed.resampled(sub, names, w[b : b + 1]), range(len(w)), threads)
     left_out = {k: {n: np.concatenate([r[k][n] for r in runs]) for n in names} for k in value}
-    return _intervals(value, left_out, names)
+    return _intervals(value, left_out, names, keep)
 
 
-def _intervals(value: dict, left_out: dict, names) -> dict:
-    """{(i, j): {name: (value, low, high)}}: `jackknife.interval` of each value and its G'
-    recomputations, clipped to the measure's range."""
-    return {
-        k: {n: (v[n], *jackknife.interval(v[n], left_out[k][n], streamed.RANGES[n])) for n in names}
-        for k, v in value.items()
-    }
+def _intervals(value: dict, left_out: dict, names, groups) -> dict:
+    """{(i, j): {name: Measured}}: `jackknife.interval` of each value and its G'
+    recomputations (without each of `groups` in turn), clipped to the measure's range."""
+    groups = tuple(int(g) for g in groups)
+
+    def one(n, v, lo):
+        return Measured(v, *jackknife.interval(v, lo, streamed.RANGES[n]), lo, groups)
+
+    return {k: {n: one(n, v[n], left_out[k][n]) for n in names} for k, v in value.items()}
 
 
 def left_out_values(measures: dict, group: dict, threads: int | None = None) -> dict:
@@ -199,6 +226,33 @@ def measure_arrays(results: dict, src_boundaries, tgt_boundaries) -> tuple:
             if n in streamed_:
                 out[base + "_sampled"] = grid(lambda r, n=n: r.sampled[n]["value"])
     return names, out
+
+
+GROUP_DIM = "measure_group"  # the jackknife's groups of held-out documents, in a result
+
+
+def left_out_arrays(results: dict, src_boundaries, tgt_boundaries) -> dict:
+    """{variable: (dims, array)} of the streamed measures' jackknife recomputations, for the
+    result: `<measure>_left_out` over (source_boundary, target_boundary, measure_group), θ_(g)
+    of each pair without group g, and the coordinate `measure_group` (g: held-out document
+    index mod MEASURE_GROUPS, the groups holding rows); {} where no interval was computed.
+    `align compare --measure` reads them for the paired difference of two results."""
+    first = results[(src_boundaries[0], tgt_boundaries[0])]
+    kept = {
+        n: m for n, m in (first.measures or {}).items() if getattr(m, "left_out", None) is not None
+    }
+    if not kept:
+        return {}
+    groups = next(iter(kept.values())).groups
+    out = {GROUP_DIM: ((GROUP_DIM,), np.asarray(groups, np.int64))}
+    dims = ("source_boundary", "target_boundary", GROUP_DIM)
+    for n in (n for n in MEASURES if n in kept):
+        v = np.full((len(src_boundaries), len(tgt_boundaries), len(groups)), np.nan)
+        for a, i in enumerate(src_boundaries):
+            for b, j in enumerate(tgt_boundaries):
+                v[a, b] = results[(i, j)].measures[n].left_out
+        out[variable(n) + "_left_out"] = (dims, v)
+    return out
 
 
 def path(values: np.ndarray, direction: str, tgt_boundaries) -> list:

@@ -429,8 +429,8 @@ def _with_measures(data: dict, results: dict, src_boundaries, tgt_boundaries) ->
         {n: arrays[variable(n)] for n in names}, src_boundaries, tgt_boundaries, "measures"
     )
     dims = ("source_boundary", "target_boundary")
-    for name, v in arrays.items():
-        data[name] = (dims, v)
+    data.update({name: (dims, v) for name, v in arrays.items()})
+    data.update(measured.left_out_arrays(results, src_boundaries, tgt_boundaries))
     return measured.measures_summary(arrays, names, tgt_boundaries, first.measure_groups)
 
 

@@ -191,6 +191,104 @@ def test_compare_ridge_is_the_error_matrix_and_refusals_are_one_line(cli, tmp_pa
     )
 
 
+def with_left_out(ds, seed, groups=(0, 1, 2, 3)):
+    """`ds` with cka's jackknife recomputations as the fit keeps them: `cka_left_out` over
+    (source_boundary, target_boundary, measure_group), the matrix plus seeded noise per group,
+    and the coordinate `measure_group`."""
+    rng = np.random.default_rng(200 + seed)
+    v = ds["cka"].transpose(*DIMS).values
+    left = v[:, :, None] + rng.normal(0, 0.02, v.shape + (len(groups),))
+    return ds.assign(cka_left_out=(DIMS + ("measure_group",), left)).assign_coords(
+        measure_group=list(groups)
+    )
+
+
+def _path_left_out(ds, name="cka"):
+    """(mean on the path, its recomputation without each group): numpy over the path cells
+    of the matrix and of `<name>_left_out`, the path each row's argmax."""
+    v = ds[name].transpose(*DIMS).values
+    left = ds[f"{name}_left_out"].transpose(*DIMS, "measure_group").values
+    cols = v.argmax(1)
+    rows = np.arange(len(cols))
+    return v[rows, cols].mean(), left[rows, cols].mean(0)
+
+
+def test_compare_gives_the_paired_jackknife_difference_of_two_results(cli, tmp_path):
+    """Two results that keep cka's recomputations on the same held-out documents: each mean on
+    the path gets the jackknife t interval of its recomputations (scipy's t, clipped to cka's
+    [0, 1]), and b − a the paired one, d_(g) = θ_b,(g) − θ_a,(g) (tests/helpers/
+    measures_reference.py, written from the textbook), within 1e-12."""
+    from tests.helpers.measures_reference import jackknife_interval
+
+    a, b = with_left_out(measured_ds(1), 1), with_left_out(measured_ds(4), 4)
+    pa, pb = _write(a, tmp_path / "a.zarr"), _write(b, tmp_path / "b.zarr")
+    code, out, err = cli("compare", pa, pb, "--measure", "cka", "-o", tmp_path / "t.csv")
+    assert code == 0, err
+    table = _csv(tmp_path / "t.csv")
+    (va, la), (vb, lb) = _path_left_out(a), _path_left_out(b)
+    for label, value, left in (("a", va, la), ("b", vb, lb)):
+        want = jackknife_interval(value, left, (0.0, 1.0))
+        got = [float(table[label][f"cka on path{e}"]) for e in ("", "_low", "_high")]
+        np.testing.assert_allclose(got, (value, *want), rtol=1e-12, err_msg=label)
+    want = jackknife_interval(vb - va, lb - la)
+    got = [float(table["b − a (paired)"][f"cka on path{e}"]) for e in ("", "_low", "_high")]
+    np.testing.assert_allclose(got, (vb - va, *want), rtol=1e-12)
+    assert "paired delete-a-group jackknife" in " ".join(out.split())
+
+
+def test_results_on_other_documents_are_refused_and_old_ones_keep_the_bound(cli, tmp_path):
+    """A paired difference of results whose held-out documents or groups differ is refused
+    in one line naming what differs; a result without the recomputations (fitted before
+    results kept them) keeps the bounds' difference, and the note says which and why."""
+    from tests.helpers.measures_reference import jackknife_interval
+
+    a = with_left_out(measured_ds(1), 1)
+    pa = _write(a, tmp_path / "a.zarr")
+    other = with_left_out(measured_ds(4), 4).assign_coords(heldout_doc=[3, 8, 11])
+    po = _write(other, tmp_path / "o.zarr")
+    one_line_error(
+        *cli("compare", pa, po, "--measure", "cka")[::2],
+        str(tmp_path / "o.zarr"),
+        "held-out document 2 of 3 (document 8 against 7)",
+        "--seed",
+    )
+    fewer = with_left_out(measured_ds(4).isel(heldout_doc=[0, 1]), 4)
+    pf = _write(fewer, tmp_path / "f.zarr")
+    one_line_error(
+        *cli("compare", pa, pf, "--measure", "cka")[::2],
+        "holds 2 held-out documents and",
+        "3",
+    )
+    regrouped = with_left_out(measured_ds(4), 4, groups=(0, 1, 2, 5))
+    pg = _write(regrouped, tmp_path / "g.zarr")
+    one_line_error(
+        *cli("compare", pa, pg, "--measure", "cka")[::2],
+        "jackknife groups [0, 1, 2, 5]",
+        "[0, 1, 2, 3]",
+    )
+    old = measured_ds(4)
+    pold = _write(old, tmp_path / "old.zarr")
+    code, out, err = cli("compare", pa, pold, "--measure", "cka", "-o", tmp_path / "t.csv")
+    assert code == 0, err
+    table = _csv(tmp_path / "t.csv")
+    # old's interval: its path cells' bounds averaged; a's: its jackknife interval; the
+    # difference: the bounds' difference [low_old - high_a, high_old - low_a]
+    wo = expected_row(old, "cka")
+    va, la = _path_left_out(a)
+    low_a, high_a = jackknife_interval(va, la, (0.0, 1.0))
+    assert [float(table["old"][f"cka on path_{e}"]) for e in ("low", "high")] == pytest.approx(
+        [wo["low"], wo["high"]], rel=1e-12
+    )
+    np.testing.assert_allclose(
+        [float(table["old − a"][f"cka on path_{e}"]) for e in ("low", "high")],
+        [wo["low"] - high_a, wo["high"] - low_a],
+        rtol=1e-12,
+    )
+    flat = " ".join(out.split())
+    assert "for old − a the bounds' difference" in flat
+    assert "as old holds no jackknife recomputations of cka" in flat
+
+
 MAGIC = {".png": b"\x89PNG\r\n\x1a\n", ".pdf": b"%PDF-", ".svg": b"<?xml"}
 
 

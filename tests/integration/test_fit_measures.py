@@ -292,6 +292,11 @@ def test_jackknife_interval_equals_the_textbook_on_the_rows_without_each_group(
                 v = name.replace("-", "_")
                 got = (float(cell[v + "_low"]), float(cell[v + "_high"]))
                 np.testing.assert_allclose(got, want, rtol=RTOL, err_msg=f"{name} {i}->{j}")
+                # the recomputations themselves are kept, one per group holding rows
+                np.testing.assert_allclose(
+                    cell[v + "_left_out"].values, left_out, rtol=RTOL, err_msg=f"{name} {i}->{j}"
+                )
+    assert ds["measure_group"].values.tolist() == present
     summary = ds.attrs["summary"]["measures"]["interval"]
     assert summary.startswith("delete-a-group jackknife"), summary
     assert f"({len(present)} of them holding rows" in summary
@@ -360,7 +365,57 @@ def test_live_jackknife_from_group_passes_equals_the_textbook(
                 v = name.replace("-", "_")
                 got = (float(cell[v + "_low"]), float(cell[v + "_high"]))
                 np.testing.assert_allclose(got, want, rtol=RTOL, err_msg=f"{name} {i}->{j}")
+                np.testing.assert_allclose(
+                    cell[v + "_left_out"].values, left_out, rtol=RTOL, err_msg=f"{name} {i}->{j}"
+                )
+    assert ds["measure_group"].values.tolist() == present
     assert f"({len(present)} of them holding rows" in ds.attrs["summary"]["measures"]["interval"]
+
+
+def test_compare_pairs_two_fits_by_the_rows_of_each_group(fit_pair, cli, tmp_path):
+    """`align compare --measure cka` of two results fitted on the same held-out documents
+    (source -> target and target -> source): each result's mean of cka on its argmax path, its
+    jackknife interval, and b − a with the paired jackknife interval, d_(g) = θ_b,(g) −
+    θ_a,(g), each θ_(g) the path cells' cka recomputed by numpy from the held-out rows
+    without group g (tests/helpers/measures_reference.py), within 1e-8 relative."""
+    import csv
+
+    S, T = fit_pair
+    kw = dict(measures="cka", alphas=[1e-2], test_fraction=0.4, bootstrap=100)
+    pa, pb = str(tmp_path / "a.zarr"), str(tmp_path / "b.zarr")
+    a = _fit(S, T, pa, FitSpec(source_boundaries="1,2", target_boundaries="0,2,4", **kw))
+    b = _fit(T, S, pb, FitSpec(source_boundaries="1,3", target_boundaries="0,1,2", **kw))
+    code, out, err = cli("compare", pa, pb, "--measure", "cka", "-o", tmp_path / "t.csv")
+    assert code == 0, err
+    rows = {r["result"]: r for r in csv.DictReader(open(tmp_path / "t.csv", encoding="utf-8"))}
+    X, doc, pos = _read(S)
+    Y, *_ = _read(T)
+    keep = _heldout(a, doc, pos)
+    group, present = heldout_groups(a, doc, keep)
+    assert len(present) >= 3 and b.heldout_doc.values.tolist() == a.heldout_doc.values.tolist()
+    means = {}
+    for label, ds, src, tgt in (("a", a, X, Y), ("b", b, Y, X)):
+        full, left = [], []
+        for i in ds.source_boundary.values:
+            cka = [
+                REFERENCE["cka"](src[int(i)][keep], tgt[int(j)][keep])
+                for j in ds.target_boundary.values
+            ]
+            j = ds.target_boundary.values[int(np.argmax(cka))]
+            full.append(max(cka))
+            x, y = src[int(i)], tgt[int(j)]
+            left.append(
+                [REFERENCE["cka"](x[keep & (group != g)], y[keep & (group != g)]) for g in present]
+            )
+        value, left = float(np.mean(full)), np.mean(left, axis=0)
+        want = (value, *jackknife_interval(value, left, RANGES["cka"]))
+        got = [float(rows[label][f"cka on path{e}"]) for e in ("", "_low", "_high")]
+        np.testing.assert_allclose(got, want, rtol=RTOL, err_msg=label)
+        means[label] = (value, left)
+    (va, la), (vb, lb) = means["a"], means["b"]
+    want = (vb - va, *jackknife_interval(vb - va, lb - la))
+    got = [float(rows["b − a (paired)"][f"cka on path{e}"]) for e in ("", "_low", "_high")]
+    np.testing.assert_allclose(got, want, rtol=RTOL)
 
 
 def test_cli_writes_the_measures_and_refuses_an_unknown_one(fit_pair, cli, tmp_path):
