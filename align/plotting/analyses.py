@@ -20,16 +20,23 @@ from align.plotting.common import (
     label_curves,
 )
 
+STACK_BELOW = 600  # px: a contributions figure narrower than this stacks its two panels
+
 
 def plot_contributions(ds, agg: str = "mean", depth=None, size=None, dpi: int = 100):
     """Per layer l: relative norm (left, on a log axis) and cosine (right) of what attention,
     the MLP and the whole layer add to the residual (docs/methods.md#contributions), aggregated
     by `agg` ("mean" or "max"),
     plus cos(h_{l+1}, h_l) on the right. With a "depth" result, the cosine effective depth is
-    marked. Returns a Figure of `size` pixels [default 1200x500]."""
+    marked. Returns a Figure of `size` pixels [default 1200x500]; narrower than
+    STACK_BELOW px (a phone's drawing), the two panels one above the other, each as wide as the
+    figure."""
     check_schema(ds, "contributions", "plot_contributions")
     check_selection(ds, agg=agg)
-    fig, axes = figure(size or DEFAULT_SIZE["contributions"], dpi, 1, 2, layout="constrained")
+    size = size or DEFAULT_SIZE["contributions"]
+    stacked = size[0] < STACK_BELOW
+    fig, grid = figure(size, dpi, *((2, 1) if stacked else (1, 2)), layout="constrained")
+    axes = grid.reshape(1, 2)  # [[the norms' panel, the cosines' panel]]
     layers = ds["layer"].values
     for part in [str(p) for p in ds["part"].values]:
         for ax, name in ((axes[0, 0], "rel_norm"), (axes[0, 1], "cos")):

@@ -490,14 +490,18 @@ def model_page(root: str, state: dict, model: str) -> str:
     return h.page(f"Model {model}", body, depth=1)
 
 
+NARROW_HEIGHT = {"contributions": 720}  # px: its two panels stacked (`plot_contributions`)
+
+
 def analysis_figure(ds, alt: str) -> str:
     """An analysis's figure (`plot_result`) at most 1000 px wide on a wide screen, and drawn
-    again, taller, for a narrow one."""
+    again, taller, for a narrow one (the contributions' two panels one above the other)."""
     from align.plotting import DEFAULT_SIZE, plot_result, schema_of
 
-    w, ht = DEFAULT_SIZE[schema_of(ds)]
+    schema = schema_of(ds)
+    w, ht = DEFAULT_SIZE[schema]
     wide = (min(w, 1000), round(ht * min(w, 1000) / w))
-    narrow = (h.NARROW, 560 if w > 800 else 360)
+    narrow = (h.NARROW, NARROW_HEIGHT.get(schema, 560 if w > 800 else 360))
     return h.figure(lambda size: plot_result(ds, size=size), alt, wide, narrow)
 
 

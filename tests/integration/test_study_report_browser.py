@@ -229,6 +229,45 @@ def test_every_page_fits_a_wide_and_a_narrow_screen(tiny_study, measured_study, 
     context.close()
 
 
+PANELS = """() => {
+  const svg = Array.from(document.querySelectorAll('svg[aria-label^="contrib of"]'))
+    .find(s => s.getClientRects().length);
+  const box = svg.getBoundingClientRect();
+  const axes = Array.from(svg.querySelectorAll('g[id*="-axes_"]')).map(g => {
+    const r = g.querySelector('g[id*="-patch_"]').getBoundingClientRect();
+    return [r.left, r.top, r.right, r.bottom];
+  });
+  const out = Array.from(svg.querySelectorAll('text')).filter(t => t.textContent.trim())
+    .map(t => [t.textContent, t.getBoundingClientRect()])
+    .filter(([, r]) => r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1 || r.bottom > box.bottom + 1)
+    .map(([text]) => text);
+  return {box: [box.left, box.top, box.right, box.bottom], axes, out};
+}"""
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_contributions_figure_is_readable_on_every_screen(tiny_study, browser, width):
+    """A model page's contributions figure: at 1280 px its two panels side by side, at 390 px
+    (a phone) one above the other, each panel (its plotting area) at least 70% of the figure's
+    width and 200 px tall; at both widths every text of the figure (labels, ticks, legends, the
+    caption) lies inside the figure's box, none cut."""
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    page = context.new_page()
+    page.goto((Path(tiny_study[1]) / "report/models/a.html").as_uri(), wait_until="load")
+    got = page.evaluate(PANELS)
+    context.close()
+    (left, _, right, _), axes = got["box"], got["axes"]
+    assert right <= width and not got["out"], got
+    assert len(axes) == 2, axes
+    (a0, a1) = sorted(axes, key=lambda r: (r[1], r[0]))
+    if width < 600:
+        assert a1[1] >= a0[3], axes  # the cosines' panel under the norms'
+        for x0, y0, x1, y1 in axes:
+            assert x1 - x0 >= 0.7 * (right - left) and y1 - y0 >= 200, axes
+    else:
+        assert abs(a0[1] - a1[1]) < 1 and a1[0] >= a0[2], axes  # side by side
+
+
 def test_the_measures_side_by_side(measured_study, browser):
     """A pair fitted with measures draws every measure's matrix in one row (ridge, cka,
     procrustes: each a panel, side by side at 1280 px) and tables their paths, slopes, values
