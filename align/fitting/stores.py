@@ -25,7 +25,7 @@ from align.boundaries import parse_boundaries
 from align.declarations import refuse_fields
 from align.errors import InputError, StoreError
 from align.faults import fault_point
-from align.fitting import budget, sampled, store_estimate
+from align.fitting import budget, rows_tasks, sampled, store_estimate
 from align.fitting.budget import human_bytes
 from align.fitting.cluster import (
     PLAN_FRACTION,
@@ -558,16 +558,16 @@ def fit(
             )
             if opts.hooks.keep_statistics:
                 statistics[(I, J)] = out["stats"]
+        extra = {}
+        # the row measures and every measure's calibration, on the sample (a cluster's workers)
+        if sample is not None:
+            if not sample.xs:  # read after the pass unless procrustes-heldout needed them before
+                sample.xs, sample.ys = sampled_rows(
+                    job, src_boundaries, tgt_boundaries, sample.tokens, split.partner
+                )
+            where = (src_boundaries, tgt_boundaries, job.device, rows_tasks.runner(ex, job.device))
+            extra["sampled_rows"] = sampled.attach(results, sample, opts.spec, *where)
     plan.pop("block_list")
-    extra = {}
-    if sample is not None:  # the row measures and every measure's calibration, on the sample
-        if not sample.xs:  # read after the pass unless procrustes-heldout needed them before
-            sample.xs, sample.ys = sampled_rows(
-                job, src_boundaries, tgt_boundaries, sample.tokens, split.partner
-            )
-        extra["sampled_rows"] = sampled.attach(
-            results, sample, opts.spec, src_boundaries, tgt_boundaries, job.device
-        )
     ds = alignment_dataset(
         results,
         (src_boundaries, tgt_boundaries),

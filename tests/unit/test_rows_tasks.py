@@ -1,0 +1,133 @@
+"""The row measures as Dask tasks (align.fitting.rows_tasks, what a fit on a cluster runs):
+every field of every measure equals `measures.rows.row_measures` in this process within
+1e-12 (ties, spectral measures' resamples and torch included), whatever the chunks; the
+graph holds one preparation a boundary and one values task a cell; a bad boundary is refused
+in the same one line before any task runs. Run by Dask's synchronous scheduler here; the
+fit's local cluster runs the same graph (tests/integration/test_fit_rows_cluster.py)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from functools import partial
+
+import numpy as np
+import pytest
+
+FIELDS = ("value", "low", "high", "null_mean", "null_std", "critical", "calibrated", "p")
+FIELDS += ("p_family", "duplicated")
+TOL = 1e-12
+
+
+def _grid(seed, m=48):
+    """Two source and three target boundaries of m rows sharing a common part, with exact
+    copies (ties) at source boundary 0, as boundary 0 of a model has."""
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=(m, 4))
+    xs = {b: base @ rng.normal(size=(4, 6)) + rng.normal(size=(m, 6)) for b in (0, 2)}
+    xs[0][[3, 7, 30]] = xs[0][1]
+    ys = {b: base @ rng.normal(size=(4, 5)) + rng.normal(size=(m, 5)) for b in (1, 3, 4)}
+    return xs, ys, np.repeat(np.arange(12), m // 12)
+
+
+def _runner(chunks, use_torch=False, seen=None):
+    """A Runner on Dask's synchronous scheduler; `seen` collects each task's kind."""
+    import dask.local
+
+    from align.fitting.rows_tasks import Runner
+    from align.ridge.backend import Backend
+
+    def run(dsk, key):
+        if seen is not None:
+            seen.update(k[0] for k, v in dsk.items() if isinstance(v, tuple) and callable(v[0]))
+        return dask.local.get_sync(dsk, key)
+
+    return Runner(run, partial(Backend, "cpu", use_torch=use_torch or None), chunks, 1)
+
+
+@pytest.mark.parametrize("chunks", [1, 3, 200])
+def test_every_field_equals_row_measures_in_this_process(chunks):
+    """All eight measures, the interval on every one (the spectral ones recomputed on each
+    resample's rows inside the tasks), 13 draws and 100 resamples cut into `chunks` tasks
+    (more chunks than draws too)."""
+    from align.fitting.rows_tasks import row_measures_tasks
+    from align.measures.rows import ROW_MEASURES, Draws, row_measures
+    from align.stats.bootstrap import Resampling
+
+    xs, ys, docs = _grid(1)
+    names = tuple(ROW_MEASURES)
+    draws = Draws(13, 5, Resampling(100, 2))
+    want = row_measures(xs, ys, docs, names, k=3, draws=draws)
+    got = row_measures_tasks(_runner(chunks), xs, ys, docs, names, k=3, draws=draws)
+    assert set(got) == set(want)
+    for n in names:
+        assert got[n]["direction"] == want[n]["direction"]
+        assert got[n]["null_scheme"] == want[n]["null_scheme"]
+        for f in FIELDS:
+            np.testing.assert_allclose(
+                got[n][f], want[n][f], rtol=TOL, atol=TOL, equal_nan=True, err_msg=f"{n} {f}"
+            )
+        assert np.isfinite(got[n]["low"]).all()
+
+
+def test_torch_backend_and_intervals_on_some_measures_equal_row_measures():
+    """On torch (the GPU's code path, run on the CPU), the interval on mknn, cknna and rsa
+    only, as the fit asks it: the others' low and high NaN in both."""
+    from align.fitting.rows_tasks import row_measures_tasks
+    from align.measures.rows import Draws, row_measures
+    from align.ridge.backend import Backend
+    from align.stats.bootstrap import Resampling
+
+    xs, ys, docs = _grid(2)
+    names, intervals = ("mknn", "cknna", "rsa", "cka"), ("mknn", "cknna", "rsa")
+    kw = dict(k=4, draws=Draws(9, 1, Resampling(100, 0)), intervals=intervals)
+    want = row_measures(xs, ys, docs, names, **kw, backend=Backend("cpu", use_torch=True))
+    got = row_measures_tasks(_runner(2, use_torch=True), xs, ys, docs, names, **kw)
+    for n in names:
+        for f in FIELDS:
+            np.testing.assert_allclose(
+                got[n][f], want[n][f], rtol=TOL, atol=TOL, equal_nan=True, err_msg=f"{n} {f}"
+            )
+    assert np.isnan(got["cka"]["low"]).all()
+
+
+def test_the_graph_prepares_each_boundary_once_and_reads_each_cell_once():
+    """5 boundaries: 5 preparations; 2 × 3 cells: 6 values tasks; the draws and resamples in
+    `chunks` tasks each; one task gathers them."""
+    from align.fitting.rows_tasks import row_measures_tasks
+    from align.measures.rows import Draws
+    from align.stats.bootstrap import Resampling
+
+    xs, ys, docs = _grid(3)
+    seen = Counter()
+    row_measures_tasks(
+        _runner(4, seen=seen), xs, ys, docs, ("rsa",), k=3, draws=Draws(9, 0, Resampling(100, 0))
+    )
+    assert dict(seen) == {
+        "row-prepare": 5,
+        "row-values": 6,
+        "row-null": 4,
+        "row-bootstrap": 4,
+        "row-measures": 1,
+    }
+
+
+def test_a_boundary_without_variance_is_refused_in_one_line_before_any_task():
+    from align.errors import InputError
+    from align.fitting.rows_tasks import Runner, row_measures_tasks
+    from align.measures.rows import Draws, row_measures
+    from align.stats.bootstrap import Resampling
+
+    xs, ys, docs = _grid(4)
+    ys[3] = np.ones_like(ys[3])
+    draws = Draws(9, 0, Resampling(100, 0))
+
+    def never(dsk, key):
+        raise AssertionError("a task ran")
+
+    with pytest.raises(InputError) as got:
+        row_measures_tasks(Runner(never, None, 2), xs, ys, docs, ("rsa",), k=3, draws=draws)
+    with pytest.raises(InputError) as want:
+        row_measures(xs, ys, docs, ("rsa",), k=3, draws=draws)
+    message = str(got.value)
+    assert message == str(want.value)
+    assert "\n" not in message and "target boundary 3 has no variance" in message
