@@ -131,3 +131,39 @@ def test_a_boundary_without_variance_is_refused_in_one_line_before_any_task():
     message = str(got.value)
     assert message == str(want.value)
     assert "\n" not in message and "target boundary 3 has no variance" in message
+
+
+def test_rsa_ranks_are_scipys_average_ranks_exactly_whatever_the_order_within_a_tie():
+    """RSA's prepared ranks (one sort a boundary, not a stable one) and a resample's weighted
+    ranks against scipy.stats.rankdata's average ranks, centred, of the pairs' correlation
+    distances written out once and ω_ab = w_a·w_b times: equal to the last bit on rows with
+    many copies and many tied distances. The distances are computed here as
+    docs/measures-rows.md defines them (each distinct centred unit row's products, so copies
+    tie exactly), in numpy, for the ties to be the same bits as align's."""
+    from scipy.stats import rankdata
+
+    from align.measures import prepared
+
+    rng = np.random.default_rng(7)
+    m = 120
+    x = np.round(rng.normal(size=(m, 4)), 1)
+    x[rng.integers(0, m, 40)] = x[3]
+    c = x - x.mean(axis=1, keepdims=True)
+    u, copy = np.unique(c / np.linalg.norm(c, axis=1, keepdims=True), axis=0, return_inverse=True)
+    copy = np.ravel(copy)
+    a, b = np.triu_indices(m, 1)
+    lo, hi = np.minimum(copy[a], copy[b]), np.maximum(copy[a], copy[b])
+    d = 1.0 - (u @ u.T)[lo, hi]
+    d[lo == hi] = 0.0
+    p = prepared.prepare(x, ("rsa",), 3)
+    assert p.ties is not None and len(np.unique(d)) < len(d) / 2  # many ties
+    want = rankdata(d) - (len(d) + 1) / 2
+    np.testing.assert_array_equal(p.ranks, want)
+    w = rng.integers(0, 3, m)
+    omega = (w[a] * w[b]).astype(np.float64)
+    got = prepared.ranks_weighted(p, omega.copy())
+    keep = omega > 0
+    written = np.repeat(d[keep], omega[keep].astype(int))
+    ranks = rankdata(written) - (len(written) + 1) / 2
+    first = np.concatenate([[0], np.cumsum(omega[keep].astype(int))[:-1]])
+    np.testing.assert_array_equal(got[keep], ranks[first])
