@@ -54,7 +54,8 @@ class Prepared:
     triangle, P = M(M − 1)/2), `by_distance` (P,) those pairs by increasing distance (in any order within a tie: tied
     pairs share one rank, whatever the weights),
     `ties` (P,) the tie group of each pair in that order, or None where no two distances tie;
-    these three on the backend that prepared them. A field the measures asked for do not need
+    these three on the backend that prepared them; `ranks_square` Σ ranks² (read by every
+    cell of the boundary: one sum, not one a cell). A field the measures asked for do not need
     is None."""
 
     u: np.ndarray | None = None
@@ -68,6 +69,7 @@ class Prepared:
     copy: np.ndarray | None = None
     knn_self: float | None = None
     ranks: object = None
+    ranks_square: float | None = None
     by_distance: object = None
     ties: object = None
 
@@ -200,6 +202,7 @@ def _rank_order(x: np.ndarray, backend: Backend) -> dict:
     fields = {"by_distance": by, "ties": ties}
     ones = backend.put(np.ones(len(by)))
     fields["ranks"] = ranks_weighted(Prepared(**fields), ones)
+    fields["ranks_square"] = dot(fields["ranks"], fields["ranks"])
     return fields
 
 
@@ -260,6 +263,7 @@ def permuted(p: Prepared, perm: np.ndarray, pairs=None, k: int | None = None) ->
         fields.update(order=order, near=near, copy=p.copy[perm])
     if p.ranks is not None:
         fields["ranks"] = p.ranks[pairs]
+        fields["ranks_square"] = dot(fields["ranks"], fields["ranks"])  # once, for every cell
     return replace(p, **fields)
 
 
