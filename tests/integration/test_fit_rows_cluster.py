@@ -10,6 +10,7 @@ tests/unit/test_measures_rows.py."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from align.fitting import Execution, FitSpec
 
@@ -29,6 +30,7 @@ ROW_FIELDS = ("", "_low", "_high", "_null_mean", "_null_std", "_calibrated", "_p
 CKA_FIELDS = ("_sampled", "_null_mean", "_null_std", "_p", "_p_family")
 
 
+@pytest.mark.slow  # two fits, one starting a cluster of two worker processes: ~30 s
 def test_row_measures_on_the_workers_equal_the_fit_in_this_process(fit_pair):
     import align
 
