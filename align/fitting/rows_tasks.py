@@ -11,7 +11,8 @@ as `row_measures` does, gathers the grids and summarises them with `rows.summari
 number equals `row_measures`' in this process.
 
 A worker holds, while a chunk runs, every boundary's record and one chunk's working memory:
-the client's `row_measures_bytes`, as the client held it when it computed them.
+`row_measures_bytes`, what this process holds when it computes them; where a worker's share
+of the budget cannot hold that, they are computed in this process (`runner`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from align.fitting.cluster import worker_budget_of
+from align.fitting.sample_budget import SampleShape, row_measures_bytes, sample_bytes
 from align.fitting.tasks import blas_limit
 from align.measures import calibration, cells, prepared, rows
 from align.ridge.backend import CPU, Backend
@@ -52,11 +55,18 @@ def device_backend(device: str) -> Backend:
     return Backend(device) if torch.cuda.is_available() else CPU
 
 
-def runner(ex, device: str) -> Runner | None:
+def runner(ex, device: str, shape: SampleShape) -> Runner | None:
     """The `Runner` of a fit's executor `ex` (`cluster.Executor`) when its tasks run on a
-    cluster's workers; None in this process (threads or synchronous: `row_measures` runs
-    there as it always has)."""
+    cluster's workers and each worker's share of the budget (`cluster.worker_budget_of`, the
+    client holding the sampled rows) holds what a chunk holds there: the sampled rows
+    (float64) and `row_measures_bytes` of `shape` (the fit's `sampled.shape_of`). None in this
+    process (threads or synchronous), and where a worker could not hold them: `row_measures`
+    then runs in this process, as the fit's plan counted it before any work."""
     if ex.mode not in CLUSTER_MODES:
+        return None
+    rows_here = sample_bytes(shape)
+    need = sample_bytes(shape._replace(itemsize=8)) + row_measures_bytes(shape)
+    if need > worker_budget_of(ex, rows_here):
         return None
     return Runner(ex.run, partial(device_backend, device), CHUNKS_PER_WORKER * ex.n_workers)
 

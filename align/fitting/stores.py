@@ -565,7 +565,8 @@ def fit(
                 sample.xs, sample.ys = sampled_rows(
                     job, src_boundaries, tgt_boundaries, sample.tokens, split.partner
                 )
-            where = (src_boundaries, tgt_boundaries, job.device, rows_tasks.runner(ex, job.device))
+            tasks = rows_tasks.runner(ex, job.device, rows_shape)  # None: in this process
+            where = (src_boundaries, tgt_boundaries, job.device, tasks)
             extra["sampled_rows"] = sampled.attach(results, sample, opts.spec, *where)
     plan.pop("block_list")
     ds = alignment_dataset(

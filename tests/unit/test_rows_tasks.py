@@ -167,3 +167,30 @@ def test_rsa_ranks_are_scipys_average_ranks_exactly_whatever_the_order_within_a_
     ranks = rankdata(written) - (len(written) + 1) / 2
     first = np.concatenate([[0], np.cumsum(omega[keep].astype(int))[:-1]])
     np.testing.assert_array_equal(got[keep], ranks[first])
+
+
+def test_a_cluster_runs_them_only_where_a_workers_share_holds_them():
+    """In this process (threads, synchronous) no Runner; on a cluster two chunks a worker,
+    unless a worker's share of the budget (cluster.worker_budget_of) is below the sampled
+    rows in float64 plus row_measures' working memory (the bytes counted by hand here)."""
+    from align.fitting.cluster import PLAN_FRACTION, Executor
+    from align.fitting.rows_tasks import runner
+    from align.fitting.sample_budget import SampleShape, row_measures_bytes
+
+    shape = SampleShape(512, 3, 64, 4, 96, ("mknn", "cknna", "rsa"), 10, 1099, 530, 4)
+    rows32 = 4 * 512 * (3 * 64 + 4 * 96)
+    need = 2 * rows32 + row_measures_bytes(shape)
+
+    def ex(mode, limit, n=2):
+        return Executor(lambda d, k: None, set(), {}, n, mode, limit, 10**8)
+
+    assert runner(ex("threads", 10**12), "cpu", shape) is None
+    assert runner(ex("sync", 10**12), "cpu", shape) is None
+    got = runner(ex("local", 10**12, n=3), "cpu", shape)
+    assert got.chunks == 6
+    just = int(need / PLAN_FRACTION) * 2 + 10**8 + rows32 + 8
+    assert runner(ex("local", just), "cpu", shape) is not None
+    assert runner(ex("local", just - 64), "cpu", shape) is None
+    remote = int(need / PLAN_FRACTION) + 10**8 + 4
+    assert runner(ex("remote", remote), "cpu", shape) is not None
+    assert runner(ex("remote", remote - 64), "cpu", shape) is None
