@@ -2,10 +2,10 @@
 sufficient statistics of docs/methods.md, The fit accumulate on the device as the activations appear.
 
 The run is: read both configs and tokenizers (the pairing: the store route's resolution,
-checks and messages, fitting.pairing) → tokenize the corpus once (the token table a store
+checks and messages, fitting.pairing.partners) → tokenize the corpus once (the token table a store
 would hold; once per model when the tokenizers differ, the rows then anchored on the text as
-two stores' are: fitting.live_anchors) → split documents and mark every token fit / validation / held-out / unused exactly as
-the store route does (fitting.split) → batch the sequences exactly as `align extract` does
+two stores' are: fitting.live_route.anchors) → split documents and mark every token fit / validation / held-out / unused exactly as
+the store route does (fitting.planning.split) → batch the sequences exactly as `align extract` does
 (length-grouped windows, extraction.batches), so every token meets the batch a store saw and
 gets the same bits → plan the memory: the target boundaries are covered in blocks, one pass
 over the corpus per block → per block:
@@ -14,13 +14,13 @@ over the corpus per block → per block:
       the block's highest boundary) → ridge.chunk_statistics into the block's sums on the
       device (rows of each part gathered in part order, float64); held-out rows kept in the
       compute dtype where the plan holds them
-    fitting.solver (the shared solver; each source boundary decomposed once for all blocks)
+    fitting.results.solver (the shared solver; each source boundary decomposed once for all blocks)
     held-out rows (kept, or a second forward of their batches) → ridge.heldout_sums
 
-and the result goes through the shared result writer (fitting.result) with `route: live` and
+and the result goes through the shared result writer (fitting.results.dataset) with `route: live` and
 the models' provenance. Nothing else is written. With a Dask scheduler address the batches
 are cut into document shards that workers process (each loads both models), their sums
-added in a tree fixed by shard index (the tasks of fitting.shards run there).
+added in a tree fixed by shard index (the tasks of fitting.live_route.shards run there).
 
 `--control shuffle` pairs each source token with the target's token at the same position of
 another document's sequence, exactly the store route's pairing (split.shuffle_partners;
@@ -54,10 +54,18 @@ from align.corpus import generated_format
 from align.declarations import refuse_fields
 from align.errors import InputError
 from align.faults import fault_point
-from align.fitting import live_anchors, live_cluster, sampled
-from align.fitting.anchors import coverage_line, windows_line
-from align.fitting.batches import TokenTable, plan_batches, token_table
-from align.fitting.budget import (
+from align.fitting.fit_options import Execution, FitHooks, FitRequest, FitSpec, LiveJob, request
+from align.fitting.live_route import anchors as live_anchors
+from align.fitting.live_route import cluster as live_cluster
+from align.fitting.live_route.batches import TokenTable, plan_batches, token_table
+from align.fitting.live_route.estimate import estimate
+from align.fitting.live_route.passes import PassInputs, load_models, run_blocks
+from align.fitting.live_route.progress import Progress
+from align.fitting.measuring import sampled
+from align.fitting.measuring.measured import HELDOUT_PROCRUSTES, measure_groups_of
+from align.fitting.pairing.anchors import coverage_line, windows_line
+from align.fitting.pairing.partners import check_tokenizers, resolve
+from align.fitting.planning.budget import (
     LiveShape,
     bootstrap_bytes,
     bootstrap_refusal,
@@ -66,22 +74,16 @@ from align.fitting.budget import (
     pass_refusal,
     plan_passes,
 )
-from align.fitting.cluster import default_memory_limit
-from align.fitting.fit_options import Execution, FitHooks, FitRequest, FitSpec, LiveJob, request
-from align.fitting.headline import headline
-from align.fitting.live_estimate import estimate
-from align.fitting.measured import HELDOUT_PROCRUSTES, measure_groups_of
-from align.fitting.pairing import check_tokenizers, resolve
-from align.fitting.passes import PassInputs, load_models, run_blocks
-from align.fitting.progress import Progress
-from align.fitting.result import (
+from align.fitting.planning.split import Origin, Split, make_split
+from align.fitting.results.dataset import (
     Side,
     alignment_dataset,
     check_result_room,
     grid_note,
     write_alignment,
 )
-from align.fitting.split import Origin, Split, make_split
+from align.fitting.results.headline import headline
+from align.fitting.runtime.cluster import default_memory_limit
 
 __all__ = [
     "LiveJob",
@@ -118,7 +120,7 @@ def model_bytes(config, dtype: str) -> int:
 def budget_of(job: LiveJob, options: FitRequest, device_memory: int | None) -> tuple:
     """(device, budget, bytes already held there, the option that sets the budget). On a GPU
     (the models and the sums live there): --device-memory, default GPU_FRACTION of its free
-    memory. On the CPU: --memory-limit (default fitting.cluster's: 60% of the available
+    memory. On the CPU: --memory-limit (default fitting.runtime.cluster's: 60% of the available
     memory), of which this process holds its resident size now (before any model loads).
     options.hooks.worker_budget replaces both (the plan's room itself: tests)."""
     import psutil
@@ -146,7 +148,7 @@ class Prepared:
     """Everything known before the first forward: configs, tokenizers, the token table, the
     split, the batches and the chosen boundaries of each side. With two tokenizers
     (`pairing` char-anchors) `table` and `batches` are the source's, `target_table` the
-    target's, `anchored` the pairs (fitting.anchors.Anchored) and `stream` what the passes
+    target's, `anchored` the pairs (fitting.pairing.anchors.Anchored) and `stream` what the passes
     forward (live_anchors.AnchoredStream); with one, `stream` is the token table, or with
     `--control shuffle` an AnchoredStream of the table against itself."""
 
@@ -158,11 +160,13 @@ class Prepared:
     batches: list
     source_boundaries: list
     target_boundaries: list
-    pairing: tuple = ("tokens", "one tokenizer")  # (mode, why): fitting.pairing.resolve
+    pairing: tuple = ("tokens", "one tokenizer")  # (mode, why): fitting.pairing.partners.resolve
     target_table: TokenTable | None = None
     anchored: object = None
     stream: object = None
-    sample: object = None  # the held-out rows of the row measures (fitting.sampled.Sample)
+    sample: object = (
+        None  # the held-out rows of the row measures (fitting.measuring.sampled.Sample)
+    )
 
     def __post_init__(self):
         if self.target_table is None:
@@ -203,7 +207,7 @@ def _capped(job: LiveJob, configs, log) -> LiveJob:
 def prepare(job: LiveJob, options: FitRequest, log=messages.say) -> Prepared:
     """Read both configs and tokenizers (refusing tokenizers that differ, token ids a model
     has no embedding for; a `max_length` beyond a model's positions is capped at them, said
-    to `log`, unless `allow_long`), tokenize once, split by document (fitting.split), batch."""
+    to `log`, unless `allow_long`), tokenize once, split by document (fitting.planning.split), batch."""
     if job.batch_size < 1:
         raise InputError(f"`batch_size` {job.batch_size} must be at least 1")
     corpus.validate(job.corpus)
@@ -329,7 +333,7 @@ def shape_of(p: Prepared) -> LiveShape:
 
 
 def sides_of(p: Prepared) -> tuple:
-    """Each model as the result records it (fitting.result.Side): what a live-model analysis
+    """Each model as the result records it (fitting.results.dataset.Side): what a live-model analysis
     records (provenance.model_record), the weights' identity (as a store records it)
     and the batch size (the batches decide the float32 rounding)."""
     out = []
@@ -470,7 +474,7 @@ def _bootstrap_bytes(p: Prepared, options: FitRequest) -> dict:
 
 def _refuse_bootstrap(p: Prepared, options: FitRequest) -> None:
     """The one-line refusal of a --bootstrap whose arrays exceed this process's budget
-    (--memory-limit, unless that is per worker of a cluster; else fitting.cluster's default)."""
+    (--memory-limit, unless that is per worker of a cluster; else fitting.runtime.cluster's default)."""
     own = options.run.memory_limit is not None and options.run.scheduler in (
         None,
         "synchronous",

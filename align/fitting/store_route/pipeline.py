@@ -25,9 +25,32 @@ from align.boundaries import parse_boundaries
 from align.declarations import refuse_fields
 from align.errors import InputError, StoreError
 from align.faults import fault_point
-from align.fitting import budget, sampled, store_estimate
-from align.fitting.budget import human_bytes
-from align.fitting.cluster import (
+from align.fitting.fit_options import Execution, FitHooks, FitRequest, FitSpec, request
+from align.fitting.measuring import sampled
+from align.fitting.measuring.measured import HELDOUT_PROCRUSTES, measure_groups_of
+from align.fitting.pairing.partners import (
+    anchored_partner,
+    check_same_text,
+    check_tokenizers,
+    resolve,
+    target_part,
+)
+from align.fitting.planning import budget
+from align.fitting.planning.budget import human_bytes
+from align.fitting.planning.split import make_split
+from align.fitting.results.dataset import (
+    Side,
+    alignment_dataset,
+    check_result_room,
+    grid_note,
+    import_ahead,
+    import_dataset_modules,
+    pair_results,
+    write_alignment,
+)
+from align.fitting.results.headline import headline
+from align.fitting.results.solver import check_alphas
+from align.fitting.runtime.cluster import (
     PLAN_FRACTION,
     SYNC,
     THREADS,
@@ -38,30 +61,9 @@ from align.fitting.cluster import (
     refuse_memory,
     worker_budget_of,
 )
-from align.fitting.fit_options import Execution, FitHooks, FitRequest, FitSpec, request
-from align.fitting.graph import BlockSettings, Job, Tokens, block_graph, sampled_rows
-from align.fitting.headline import headline
-from align.fitting.measured import HELDOUT_PROCRUSTES, measure_groups_of
-from align.fitting.pairing import (
-    anchored_partner,
-    check_same_text,
-    check_tokenizers,
-    resolve,
-    target_part,
-)
-from align.fitting.result import (
-    Side,
-    alignment_dataset,
-    check_result_room,
-    grid_note,
-    import_ahead,
-    import_dataset_modules,
-    pair_results,
-    write_alignment,
-)
-from align.fitting.solver import check_alphas
-from align.fitting.split import make_split
-from align.fitting.tasks import cancel
+from align.fitting.runtime.tasks import cancel
+from align.fitting.store_route import estimate as store_estimate
+from align.fitting.store_route.graph import BlockSettings, Job, Tokens, block_graph, sampled_rows
 from align.ridge.statistics import FIT, VAL
 
 # A fit whose statistics take more than this many flops (2·N·ΣD_S·ΣD_T) on the CPU runs its
