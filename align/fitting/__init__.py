@@ -65,7 +65,8 @@ from align.fitting.results.dataset import (
 )
 from align.fitting.results.maps import apply_map
 from align.fitting.results.solver import check_alphas, solve
-from align.fitting.store_route.pipeline import FitReport, fit, open_pair
+from align.fitting.store_route.pair import open_pair
+from align.fitting.store_route.pipeline import FitReport, fit
 
 __all__ = [
     "BlockPlan",

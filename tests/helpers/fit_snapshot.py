@@ -5,8 +5,9 @@ options travel leaves them bit-identical (not part of the suite: a before/after 
     python -m tests.helpers.fit_snapshot DIR --compare BEFORE
 
 The live runs (LIVE) cover the model route's option sets: one token stream and char anchors,
-measures with their bootstrap, the shuffle control with saved maps, the convergence parts, and
-a local Dask cluster.
+measures with their bootstrap, the shuffle control with saved maps, the convergence parts (a Dask
+cluster's workers import align anew, so the cluster runs are left to the suite's own
+cluster-against-one-process tests).
 
 The runs go through the `align` console script in this process, so the options are parsed as a
 user's are. Each result's and store's arrays are written to DIR/<run>.npz; --compare checks each
@@ -56,7 +57,6 @@ LIVE = {
     "live-shuffle": ["--control", "shuffle", "--bootstrap", "0", "--save-maps"],
     "live-anchors": ["--pairing", "char-anchors", "--bootstrap", "0"],
     "live-convergence": ["--convergence", "--seed", "2", "--bootstrap", "0"],
-    "live-cluster": ["--workers", "1", "--bootstrap", "0"],
 }
 
 

@@ -321,7 +321,7 @@ def test_live_jackknife_from_group_passes_equals_the_textbook(
     or, where it keeps none, copies on the host taken in the held-out pass), every streamed
     measure's interval against numpy on the held-out rows without each group and the
     textbook's jackknife, within 1e-8 relative."""
-    from align.fitting.live_route import pipeline as live
+    from align.fitting.live_route import plan as live_plan
     from align.fitting.planning import budget
 
     if not kept:  # the plan's choice replaced (the input of this case): no row kept
@@ -330,7 +330,7 @@ def test_live_jackknife_from_group_passes_equals_the_textbook(
             got = budget.plan_passes(*a)
             return got._replace(keep_heldout=False)
 
-        monkeypatch.setattr(live, "plan_passes", plan)
+        monkeypatch.setattr(live_plan, "plan_passes", plan)
     S, T = live_stores(extracted)
     ds = live_fit(
         zoo,

@@ -1,4 +1,5 @@
-"""Measures in a fit, the similarity measures computed beside ridge's held-out scores as the
-rows pass: `measured` holds the streamed measures' sums (their groups, rotations and the
-jackknife's left-out values); `sampled` draws the held-out rows the row measures need, plans
-their memory, and runs the measures with their bootstrap and permutation null."""
+"""Measures in a fit, the similarity measures computed beside ridge's held-out scores (both
+routes): `measured` turns the streamed sums into each pair's value and delete-a-group jackknife
+interval and the result's `<measure>` arrays; `sampled` draws the held-out rows the row measures
+and every measure's calibration use (before the pass, by the split's seed), gathers them, plans
+their memory, and measures them once for the whole grid."""

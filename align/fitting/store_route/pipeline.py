@@ -1,12 +1,11 @@
-"""The store route: `align fit SOURCE TARGET` on two activation stores. Checks the pair,
-splits the documents, plans memory, runs one Dask graph per block of the pair grid
-(`graph.block_graph`) where `cluster.executor` says, and writes the result (`result`).
-
-The run is: check -o, open and cross-check both stores (tokens, windows) → split documents
-(seeded) → check room for the result and the α grid → choose where to run (threads of this
-process, one per core; a local cluster with --workers, or the cluster at --scheduler) → choose
-a block shape of the pair grid that fits the memory budget → per block, statistics, solve,
-held-out sums → the Dataset.
+"""The store route: `align fit SOURCE TARGET` on two activation stores. `fit` is its pipeline,
+every stage a named function below it: open and cross-check both stores (`_open`, with
+`pair.open_pair`) → split the documents and draw the row measures' sample (`_split`) → check
+room for the result, the α grid and the bootstrap's memory (`_check_before_pass`) → choose where
+to run (`_choose_where`: threads of this process, one per core; a local cluster with --workers,
+or the cluster at --scheduler) → plan the blocks of the pair grid that fit the memory budget
+(`_prepare_work`) → per block, one Dask graph of statistics, solve and held-out sums
+(`_run_blocks`, `graph.block_graph`) → the Dataset (`_dataset`) → its write (`_write`).
 """
 
 from __future__ import annotations
@@ -17,22 +16,16 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from align import messages
 from align import store as st
-from align.boundaries import parse_boundaries
 from align.declarations import refuse_fields
-from align.errors import InputError, StoreError
+from align.errors import InputError
 from align.faults import fault_point
 from align.fitting.fit_options import Execution, FitHooks, FitRequest, FitSpec, request
 from align.fitting.measuring import sampled
 from align.fitting.measuring.measured import HELDOUT_PROCRUSTES, measure_groups_of
 from align.fitting.pairing.partners import (
     anchored_partner,
-    check_same_text,
-    check_tokenizers,
-    resolve,
     target_part,
 )
 from align.fitting.planning import budget
@@ -64,7 +57,7 @@ from align.fitting.runtime.cluster import (
 from align.fitting.runtime.tasks import cancel
 from align.fitting.store_route import estimate as store_estimate
 from align.fitting.store_route.graph import BlockSettings, Job, Tokens, block_graph, sampled_rows
-from align.ridge.statistics import FIT, VAL
+from align.fitting.store_route.pair import open_pair, scale_of, select_boundaries, shifts_of
 
 # A fit whose statistics take more than this many flops (2·N·ΣD_S·ΣD_T) on the CPU runs its
 # products through torch (MKL: ~10% faster than numpy's OpenBLAS, and the GIL released, so
@@ -115,191 +108,6 @@ class FitReport:
         default_factory=dict
     )  # memory plan: budget, idle footprint, per-worker bytes, tokens per task
     dry_run: dict | None = None  # --dry-run: the estimate (`store_estimate.estimate`)
-
-
-# -- checks -------------------------------------------------------------------------------
-
-WINDOWING = (
-    "max_length",
-    "overflow",
-    "doc_split",
-)  # corpus options that cut documents into sequences
-
-
-def open_pair(
-    source: str, target: str, storage_options: dict | None = None, pairing: str = "tokens"
-):
-    """Open both activation stores and refuse a pair that cannot be fitted.
-
-    Token for token: the tokenizers, the token count, and per token (block by block) its id
-    and its place (doc, seq, pos). Two stores of the same token ids cut into different windows
-    (another --max-length or --doc-split) saw each token in another context: a map between
-    them is wrong, so the first token whose place differs is named, with the windowing options
-    of the two stores' provenance that differ. Windowing options that differ while every token
-    sits in the same place (documents shorter than both windows) change nothing and pass.
-    Anchored on the text: the same corpus, unpacked (`pairing.check_same_text`; the windows and
-    the coverage are checked with the anchors).
-
-    Parameters
-    ----------
-    source : str
-        The source store.
-    target : str
-        The target store.
-    storage_options : dict, optional
-        fsspec options of remote stores.
-    pairing : str, optional
-        "tokens", "char-anchors" or "auto" (`pairing.resolve`).
-
-    Returns
-    -------
-    S, T : ActivationStore
-        The two stores.
-    mode : str
-        The pairing it resolves to ("tokens" or "char-anchors").
-    why : str
-        The words the log gives for it.
-
-    Raises
-    ------
-    StoreError
-        A pair that cannot be fitted, in one line naming what differs.
-    """
-    stores = []
-    for role, path in (("source", source), ("target", target)):
-        _check_reachable(path, role.upper(), storage_options)
-        s = st.open_activations(path, storage_options)
-        s.require_complete()
-        stores.append(s)
-    S, T = stores
-    hs, ht = S.provenance.get("tokenizer_hash", {}), T.provenance.get("tokenizer_hash", {})
-    mode, why = resolve(pairing, hs, ht)
-    if mode == "char-anchors":
-        check_same_text(S, T)
-        return S, T, mode, why
-    check_tokenizers(
-        hs, ht, f"{S.path} ({S.provenance.get('model')})", f"{T.path} ({T.provenance.get('model')})"
-    )
-    _check_one_stream(S, T)
-    return S, T, mode, why
-
-
-def _check_one_stream(S, T) -> None:
-    """Refuse two stores whose token streams differ: count, ids, places (`open_pair`)."""
-    windowing = _windowing_difference(S, T)
-    if S.n_tokens != T.n_tokens:
-        raise StoreError(
-            f"target store {T.path} has {T.n_tokens:,} tokens, source {S.path} has {S.n_tokens:,}{windowing}: both must be "
-            "extracted from the same corpus with the same tokenizer and options (run `align extract` again)"
-        )
-    block = 1 << 20
-    for b0 in range(0, S.n_tokens, block):
-        b1 = min(S.n_tokens, b0 + block)
-        a, b = S.tokens("token_id", b0, b1), T.tokens("token_id", b0, b1)
-        bad = np.flatnonzero(a != b)
-        if len(bad):
-            t = b0 + int(bad[0])
-            raise StoreError(
-                f"token {t:,} is id {int(a[bad[0]])} in source {S.path} but {int(b[bad[0]])} in target {T.path} "
-                f"({len(bad):,} of tokens {b0:,}..{b1 - 1:,} differ){windowing}: both stores must hold the same token stream "
-                "(extract both from the same corpus with the same `max_length`/`max_tokens`)"
-            )
-        place = {
-            name: (S.tokens(name, b0, b1), T.tokens(name, b0, b1)) for name in ("doc", "seq", "pos")
-        }
-        moved = np.zeros(b1 - b0, dtype=bool)
-        for x, y in place.values():
-            moved |= x != y
-        bad = np.flatnonzero(moved)
-        if len(bad):
-            k, t = int(bad[0]), b0 + int(bad[0])
-            where = lambda side: ", ".join(f"{n} {int(place[n][side][k])}" for n in place)  # noqa: E731
-            raise StoreError(
-                f"token {t:,} is at ({where(0)}) in source {S.path} but at ({where(1)}) in target {T.path} "
-                f"({int(moved.sum()):,} of tokens {b0:,}..{b1 - 1:,} differ){windowing}: the stores hold the same tokens "
-                "cut into different sequences, so each model saw another context; extract both with the same "
-                "`max_length`, `overflow` and `doc_split`"
-            )
-
-
-def _windowing_difference(S, T) -> str:
-    """' (corpus max_length 512 in source, 64 in target; ...)' for the windowing options the
-    two stores' provenance records differently, or ''."""
-    cs, ct = S.provenance.get("corpus") or {}, T.provenance.get("corpus") or {}
-    differ = [
-        f"{k} {cs.get(k)} in source, {ct.get(k)} in target"
-        for k in WINDOWING
-        if cs.get(k) != ct.get(k)
-    ]
-    return f" (corpus {'; '.join(differ)})" if differ else ""
-
-
-def _check_reachable(path: str, role: str, storage_options: dict | None) -> None:
-    """A store URL whose protocol is unknown, or whose endpoint cannot be reached, is one
-    line naming it (fsspec raises many exception types for the second: any of them is)."""
-    st.check_protocol(path, role)
-    if st.local_path(path) is not None:
-        return
-    import fsspec
-
-    try:
-        fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
-        fs.exists(root.rstrip("/") + "/zarr.json")
-    except Exception as e:  # noqa: BLE001  (an unreachable endpoint, refused credentials, ...)
-        raise InputError(
-            f"{role} {path} cannot be reached: {type(e).__name__}: {' '.join(str(e).split())[:200]} "
-            "(check the endpoint, e.g. AWS_ENDPOINT_URL, and the credentials)"
-        ) from None
-
-
-def select_boundaries(spec, store, option: str) -> list:
-    """The boundaries `spec` ("0,4,8", "::2") names, each held by `store`; None, "" or "all"
-    is every boundary the store holds (a store extracted with `--boundaries ::2` fits as it
-    is), not every boundary of its model."""
-    if spec is None or spec.strip() in ("", "all"):
-        return sorted(int(b) for b in store.boundaries)
-    chosen = parse_boundaries(spec, store.n_layers, option)
-    missing = [b for b in chosen if b not in store.boundaries]
-    if missing:
-        raise InputError(
-            f"{option} {spec or 'all'} asks for boundaries {missing} that store {store.path} does not hold "
-            f"(it holds {list(store.boundaries)}): choose among those"
-        )
-    return chosen
-
-
-def first_training_rows(store, part: np.ndarray, step: int, least: int = 1):
-    """(start, stop, rows) of the first `step`-token range whose training rows (fit or
-    validation) number at least `least`, or None."""
-    for start in range(0, store.n_tokens, step):
-        p = part[start : start + step]
-        rows = np.flatnonzero((p == FIT) | (p == VAL))
-        if len(rows) >= least:
-            return start, min(store.n_tokens, start + step), rows
-    return None
-
-
-def shifts_of(store, boundaries, part, step: int) -> dict:
-    """Per boundary, the float64 mean of the training rows of the first task range that has
-    any: the shift that keeps the float64 sums well conditioned (any value gives the same fit)."""
-    first = first_training_rows(store, part, step)
-    if first is None:
-        return {b: np.zeros(store.d_model) for b in boundaries}
-    start, stop, rows = first
-    return {b: store.resid(b, start, stop)[rows].astype(np.float64).mean(0) for b in boundaries}
-
-
-def scale_of(store, boundaries, part) -> dict:
-    """Per boundary, the mean variance per dimension of the training rows of the first store
-    chunk that has two (float64): the scale of trace(XcᵀXc)/(n·d) that `check_alphas` uses."""
-    first = first_training_rows(store, part, store.chunk_tokens, least=2)
-    if first is None:
-        return {}
-    start, stop, rows = first
-    return {
-        b: float(store.resid(b, start, stop)[rows].astype(np.float64).var(0).mean())
-        for b in boundaries
-    }
 
 
 # -- the entry point ----------------------------------------------------------------------
@@ -380,9 +188,90 @@ def fit(
     t0 = time.time()
     refuse_fields("align.fit", keywords, (FitSpec, Execution, FitHooks))
     opts = request(spec, run, hooks)
+    written = None if dry_run else output  # what the checks of the output look at
+    pair = _open(source, target, written, opts, log)
+    rows = _split(pair, opts, log)
+    client_extra = _check_before_pass(pair, rows, written, opts, log)
+    where = _choose_where(pair, opts, client_extra, log)
+    with executor(where.scheduler, where.n_workers, where.limit, log) as ex:
+        work = _prepare_work(ex, pair, rows, opts, where, log)
+        if dry_run:  # pieces of the work timed and scaled; nothing is written
+            est = _estimate(ex, work, rows, opts, (said, held))
+            return FitReport(None, None, time.time() - t0, work.blocks, plan=work.plan, dry_run=est)
+        results, statistics = _run_blocks(ex, work, pair, rows, opts)
+    ds = _dataset(results, work, pair, rows, opts, log)
+    if output is not None:
+        _write(output, ds, pair, opts, log, t0)
+    log(f"align fit: {headline(ds.attrs)}")
+    return FitReport(
+        output, ds, time.time() - t0, work.blocks, statistics, ex.seen, ex.task_seconds, work.plan
+    )
+
+
+# -- the stages ---------------------------------------------------------------------------
+
+
+@dataclass
+class Pair:
+    """The two stores of a fit as opened and cross-checked: their paths (a file:// URL as a
+    local path), the stores, the pairing (mode, why; char-anchors' pairs and each source row's
+    partner, or None), the boundaries mapped, and each side as the result records it."""
+
+    paths: tuple  # (source, target)
+    S: object  # the source's activation store
+    T: object  # the target's
+    mode: str  # "tokens" or "char-anchors"
+    paired_by: str  # why that pairing
+    boundaries: tuple  # (source boundaries, target boundaries)
+    anchored: object  # char-anchors' pairs (fitting.pairing.anchors.Anchored), or None
+    partner: object  # (n_tokens,) each source row's target row, or None
+    sides: tuple  # (Side, Side)
+
+
+@dataclass
+class Rows:
+    """The rows a fit reads: the split, each target row's part, the row measures' sample."""
+
+    split: object  # fitting.planning.split.Split
+    t_part: object  # (n_target_tokens,) each target row's part
+    sample: object  # fitting.measuring.sampled.Sample, or None
+
+
+@dataclass
+class Where:
+    """Where the store route runs: the executor's arguments, the products' library, the
+    bytes this process holds beside the sums, and whether the result's modules are loaded."""
+
+    scheduler: object  # THREADS, SYNC, an address, or None (a local cluster)
+    n_workers: int | None
+    limit: object  # the memory limit
+    use_torch: bool
+    client_extra: int
+    modules_counted: bool
+
+
+@dataclass
+class Work:
+    """The store route's work once the executor is up: the tasks' settings, the blocks of the
+    pair grid, the token ranges of the tasks, the rows' parts, the sums' shifts, the plan."""
+
+    job: Job
+    blocks: list  # [(source boundaries, target boundaries)] of the plan
+    ranges: list  # [(start, stop)] token range of every task
+    tokens: Tokens
+    shifts: tuple  # ({source boundary: (d_S,)}, {target boundary: (d_T,)})
+    plan: dict
+    step: int  # tokens per task
+    keep_heldout: bool
+    modules_counted: bool  # the result's modules loaded before the idle footprint was measured
+
+
+def _open(source: str, target: str, output: str | None, opts: FitRequest, log) -> Pair:
+    """Check `output` (when one is written), open and cross-check both stores, choose the
+    boundaries and pair the rows."""
     # a file:// URL is a local path: the checked reads name chunk files by path
     source, target = (st.local_path(p) or p for p in (source, target))
-    if output is not None and not dry_run:
+    if output is not None:
         st.check_output(
             output,
             "alignment",
@@ -390,25 +279,43 @@ def fit(
             overwrite=opts.run.overwrite,
             storage_options=opts.run.storage_options,
         )
-
     S, T, mode, paired_by = open_pair(source, target, opts.run.storage_options, opts.spec.pairing)
     if mode == "char-anchors":
         log(f"align fit: pairing char-anchors ({paired_by})")
-    src_boundaries = select_boundaries(opts.spec.source_boundaries, S, "`source_boundaries`")
-    tgt_boundaries = select_boundaries(opts.spec.target_boundaries, T, "`target_boundaries`")
+    boundaries = (
+        select_boundaries(opts.spec.source_boundaries, S, "`source_boundaries`"),
+        select_boundaries(opts.spec.target_boundaries, T, "`target_boundaries`"),
+    )
     anchored, partner = (
         anchored_partner(S, T, opts.spec, log) if mode == "char-anchors" else (None, None)
     )
+    sides = Side.of_store(S), Side.of_store(T)
+    return Pair((source, target), S, T, mode, paired_by, boundaries, anchored, partner, sides)
+
+
+def _split(pair: Pair, opts: FitRequest, log) -> Rows:
+    """The documents split (seeded), each target row's part, and the row measures' sample
+    drawn before the pass."""
+    S, T = pair.S, pair.T
     split = make_split(
-        S.tokens("doc"), S.tokens("pos"), opts.spec, S.tokens("seq"), partner=partner
+        S.tokens("doc"), S.tokens("pos"), opts.spec, S.tokens("seq"), partner=pair.partner
     )
-    t_part = split.part if anchored is None else target_part(split.part, split.partner, T.n_tokens)
+    t_part = (
+        split.part if pair.anchored is None else target_part(split.part, split.partner, T.n_tokens)
+    )
     sample = sampled.draw(split, opts.spec)  # before the pass: the rows every boundary keeps
     sampled.log_measures(log, "align fit", opts.spec, sample, split)
-    sides = Side.of_store(S), Side.of_store(T)
-    if output is not None and not dry_run:
+    return Rows(split, t_part, sample)
+
+
+def _check_before_pass(pair: Pair, rows: Rows, output: str | None, opts: FitRequest, log) -> int:
+    """Room for the result, the α grid, the bootstrap's and the sample's memory, before any
+    pass; the bytes this process holds beside the sums."""
+    S, T, split, sample = pair.S, pair.T, rows.split, rows.sample
+    src_boundaries, tgt_boundaries = pair.boundaries
+    if output is not None:
         check_result_room(
-            output, src_boundaries, tgt_boundaries, *sides, split, opts.spec.save_maps
+            output, src_boundaries, tgt_boundaries, *pair.sides, split, opts.spec.save_maps
         )
     n_pairs = len(src_boundaries) * len(tgt_boundaries)
     if opts.spec.save_maps:
@@ -419,7 +326,6 @@ def fit(
     check_alphas(
         opts.spec.alphas, scale_of(S, src_boundaries, split.part), split.n_select, split.n_train
     )
-
     boot = budget.bootstrap_bytes(
         opts.spec.bootstrap,
         len(split.test_docs),
@@ -450,155 +356,183 @@ def fit(
         room = opts.run.memory_limit if own else default_memory_limit()
         sampled.check_room(rows_shape, room, "of this process's budget", "`memory_limit`")
         log(f"align fit: {sampled.plan_line(rows_shape, 'read after the pass')}")
-    client_extra = (
+    return (
         budget.client_bytes(S.n_tokens, n_pairs, S.d_model, T.d_model, opts.spec.save_maps)
         + boot["passes"]
     )
-    use_torch = (
-        opts.run.device == "cpu"
-        and fit_flops(S, T, src_boundaries, tgt_boundaries) > SMALL_FIT_FLOPS
-    )
+
+
+def _choose_where(pair: Pair, opts: FitRequest, client_extra: int, log) -> Where:
+    """Where the fit runs (`_where`) and what this process loads before its idle footprint is
+    measured (torch for a large fit on the CPU; the result's modules under a --memory-limit)."""
+    S, T = pair.S, pair.T
+    use_torch = opts.run.device == "cpu" and fit_flops(S, T, *pair.boundaries) > SMALL_FIT_FLOPS
     if use_torch:
         import torch  # noqa: F401  (before the idle footprint is measured, and the threads' BLAS limit set)
-    scheduler, n_workers, limit = _where(
-        opts, S, T, src_boundaries, tgt_boundaries, client_extra, log
-    )
+    scheduler, n_workers, limit = _where(opts, S, T, *pair.boundaries, client_extra, log)
     # under an explicit --memory-limit the result's modules (~70 MB) are loaded now, so that the
     # idle footprint measured below counts them; otherwise they load during the sums
-    dataset_modules_counted = opts.run.memory_limit is not None
-    if dataset_modules_counted:
+    modules_counted = opts.run.memory_limit is not None
+    if modules_counted:
         import_dataset_modules()
+    return Where(scheduler, n_workers, limit, use_torch, client_extra, modules_counted)
+
+
+def _prepare_work(ex, pair: Pair, rows: Rows, opts: FitRequest, where: Where, log) -> Work:
+    """The plan on the executor that is up, the tasks' token ranges, the sums' shifts and the
+    tasks' settings (one log line)."""
+    S, T, split = pair.S, pair.T, rows.split
+    src_boundaries, tgt_boundaries = pair.boundaries
+    plan, step, keep_heldout = _plan(
+        opts, ex, S, T, src_boundaries, tgt_boundaries, where.client_extra, split
+    )
+    blocks = plan["block_list"]
+    ranges = [(a, min(S.n_tokens, a + step)) for a in range(0, S.n_tokens, step)]
+    # the shift of the sums: one store chunk's training mean is near enough (a task's range of
+    # every boundary was ~1 GB to read at 128k tokens, for a vector any value of which gives the same fit)
+    near = min(step, S.chunk_tokens)
+    shifts = (
+        shifts_of(S, src_boundaries, split.part, near),
+        shifts_of(T, tgt_boundaries, rows.t_part, near),
+    )
+    c = split.counts
+    log(
+        f"align fit: {len(src_boundaries)}x{len(tgt_boundaries)} pairs in {len(blocks)} block(s) of at most "
+        f"{len(blocks[0][0])}x{len(blocks[0][1])} ({human_bytes(plan['block_bytes'])} "
+        f"per worker of {human_bytes(plan['worker_budget'])} planned), {len(ranges)} tasks of {step:,} tokens, "
+        f"{c['fit']:,} fit / {c['validation']:,} validation / {c['heldout']:,} held-out "
+        f"{'tokens (pairing tokens: ' + pair.paired_by + ')' if pair.mode == 'tokens' else 'anchored pairs'}"
+    )
+    so = json.dumps(opts.run.storage_options, sort_keys=True) if opts.run.storage_options else None
+    job = Job(
+        S.path,
+        T.path,
+        so,
+        opts.run.device,
+        opts.run.blas_threads,
+        min(step, S.chunk_tokens),
+        where.use_torch,
+        uuid.uuid4().hex,
+        opts.spec.streamed,
+    )
+    plan["products"] = "numpy" if job.backend().torch is None else "torch"
+    tokens = Tokens(
+        split.part,
+        split.heldout_index if opts.spec.bootstrap else None,
+        split.stat_part,
+        split.partner,
+    )
+    return Work(
+        job, blocks, ranges, tokens, shifts, plan, step, keep_heldout, where.modules_counted
+    )
+
+
+def _estimate(ex, work: Work, rows: Rows, opts: FitRequest, logs: tuple) -> dict:
+    """`dry_run`: pieces of the work timed and scaled (`store_estimate.estimate`); `logs` is
+    (where the estimate is said, the plan's lines held until its first line)."""
+    parts = (work.job, work.blocks, work.ranges, work.tokens, work.shifts, rows.split)
+    return store_estimate.estimate(
+        store_estimate.Work(
+            *parts,
+            opts.spec,
+            rows.sample,
+            ex.n_workers,
+            work.keep_heldout,
+            work.plan["block_bytes"],
+        ),
+        *logs,
+    )
+
+
+def _run_blocks(ex, work: Work, pair: Pair, rows: Rows, opts: FitRequest) -> tuple:
+    """Per block of the pair grid, its graph run where `ex` says (statistics, solve, held-out
+    sums) and its scores: ({(i, j): fitted + scores}, {(I, J): statistics} when kept)."""
+    split, sample, job = rows.split, rows.sample, work.job
+    if sample is not None and sample.perms is not None:  # procrustes-heldout's, per block
+        sample.xs, sample.ys = sampled_rows(job, *pair.boundaries, sample.tokens, split.partner)
+    solve_threads = opts.run.blas_threads and opts.run.blas_threads * (
+        ex.n_workers if ex.mode != "remote" else 1
+    )
+    settings = BlockSettings(
+        opts.spec.alphas,
+        opts.spec.extend_alphas,
+        solve_threads,
+        opts.spec.save_maps,
+        opts.hooks.keep_statistics,
+        work.keep_heldout,
+    )
     results, statistics = {}, {}
-    with executor(scheduler, n_workers, limit, log) as ex:
-        plan, step, keep_heldout = _plan(
-            opts, ex, S, T, src_boundaries, tgt_boundaries, client_extra, split
+    factors, factors_of = {}, None
+    for b, (I, J) in enumerate(work.blocks):
+        if I != factors_of:  # blocks come source block by source block: keep one block's factors
+            factors, factors_of = {}, I
+        dsk, key = block_graph(
+            b, (I, J), job, work.ranges, work.tokens, work.shifts, settings, factors
         )
-        blocks = plan["block_list"]
-        ranges = [(a, min(S.n_tokens, a + step)) for a in range(0, S.n_tokens, step)]
-        # the shift of the sums: one store chunk's training mean is near enough (a task's range of
-        # every boundary was ~1 GB to read at 128k tokens, for a vector any value of which gives the same fit)
-        near = min(step, S.chunk_tokens)
-        shifts = (
-            shifts_of(S, src_boundaries, split.part, near),
-            shifts_of(T, tgt_boundaries, t_part, near),
+        if b == 0 and not work.modules_counted:
+            import_ahead()  # the result's modules load while the sums are computed (GIL released)
+        try:
+            out = ex.run(dsk, key)
+        except BaseException:
+            cancel(job.run)  # in threads, the tasks still running stop at their next chunk
+            raise
+        fault_point("fit_after_block")
+        factors = out["factors"]
+        fitted = sampled.heldout_null_tasks(  # on the workers; the rotations end here
+            ex.run, sample, out["fitted"], job.backend, str(b)
         )
-        c = split.counts
-        log(
-            f"align fit: {len(src_boundaries)}x{len(tgt_boundaries)} pairs in {len(blocks)} block(s) of at most "
-            f"{len(blocks[0][0])}x{len(blocks[0][1])} ({human_bytes(plan['block_bytes'])} "
-            f"per worker of {human_bytes(plan['worker_budget'])} planned), {len(ranges)} tasks of {step:,} tokens, "
-            f"{c['fit']:,} fit / {c['validation']:,} validation / {c['heldout']:,} held-out "
-            f"{'tokens (pairing tokens: ' + paired_by + ')' if mode == 'tokens' else 'anchored pairs'}"
+        results.update(
+            pair_results(fitted, out["heldout"], split, opts.spec.resampling, out["fractions"])
         )
-        so = (
-            json.dumps(opts.run.storage_options, sort_keys=True)
-            if opts.run.storage_options
-            else None
-        )
-        job = Job(
-            S.path,
-            T.path,
-            so,
-            opts.run.device,
-            opts.run.blas_threads,
-            min(step, S.chunk_tokens),
-            use_torch,
-            uuid.uuid4().hex,
-            opts.spec.streamed,
-        )
-        plan["products"] = "numpy" if job.backend().torch is None else "torch"
-        tokens = Tokens(
-            split.part,
-            split.heldout_index if opts.spec.bootstrap else None,
-            split.stat_part,
-            split.partner,
-        )
-        if dry_run:  # pieces of the work timed and scaled; nothing is written
-            work = (job, blocks, ranges, tokens, shifts, split, opts.spec, sample)
-            est = store_estimate.estimate(
-                store_estimate.Work(*work, ex.n_workers, keep_heldout, plan["block_bytes"]),
-                said,
-                held,
-            )
-            return FitReport(None, None, time.time() - t0, blocks, plan=plan, dry_run=est)
-        if sample is not None and sample.perms is not None:  # procrustes-heldout's, per block
-            sample.xs, sample.ys = sampled_rows(
-                job, src_boundaries, tgt_boundaries, sample.tokens, split.partner
-            )
-        solve_threads = opts.run.blas_threads and opts.run.blas_threads * (
-            ex.n_workers if ex.mode != "remote" else 1
-        )
-        settings = BlockSettings(
-            opts.spec.alphas,
-            opts.spec.extend_alphas,
-            solve_threads,
-            opts.spec.save_maps,
-            opts.hooks.keep_statistics,
-            keep_heldout,
-        )
-        factors, factors_of = {}, None
-        for b, (I, J) in enumerate(blocks):
-            if (
-                I != factors_of
-            ):  # blocks come source block by source block: keep one block's factors
-                factors, factors_of = {}, I
-            dsk, key = block_graph(b, (I, J), job, ranges, tokens, shifts, settings, factors)
-            if b == 0 and not dataset_modules_counted:
-                import_ahead()  # the result's modules load while the sums are computed (GIL released)
-            try:
-                out = ex.run(dsk, key)
-            except BaseException:
-                cancel(job.run)  # in threads, the tasks still running stop at their next chunk
-                raise
-            fault_point("fit_after_block")
-            factors = out["factors"]
-            fitted = sampled.heldout_null_tasks(  # on the workers; the rotations end here
-                ex.run, sample, out["fitted"], job.backend, str(b)
-            )
-            results.update(
-                pair_results(fitted, out["heldout"], split, opts.spec.resampling, out["fractions"])
-            )
-            if opts.hooks.keep_statistics:
-                statistics[(I, J)] = out["stats"]
-    plan.pop("block_list")
+        if opts.hooks.keep_statistics:
+            statistics[(I, J)] = out["stats"]
+    return results, statistics
+
+
+def _dataset(results: dict, work: Work, pair: Pair, rows: Rows, opts: FitRequest, log):
+    """The alignment Dataset (route "store"), the row measures computed on the sample first."""
+    work.plan.pop("block_list")
+    split, sample = rows.split, rows.sample
     extra = {}
     if sample is not None:  # the row measures and every measure's calibration, on the sample
         if not sample.xs:  # read after the pass unless procrustes-heldout needed them before
             sample.xs, sample.ys = sampled_rows(
-                job, src_boundaries, tgt_boundaries, sample.tokens, split.partner
+                work.job, *pair.boundaries, sample.tokens, split.partner
             )
         extra["sampled_rows"] = sampled.attach(
-            results, sample, opts.spec, src_boundaries, tgt_boundaries, job.device
+            results, sample, opts.spec, *pair.boundaries, work.job.device
         )
     ds = alignment_dataset(
         results,
-        (src_boundaries, tgt_boundaries),
-        sides,
+        pair.boundaries,
+        pair.sides,
         split,
-        opts.recorded(task_tokens=step, n_tokens=split.counts, pairing=mode, **extra),
+        opts.recorded(task_tokens=work.step, n_tokens=split.counts, pairing=pair.mode, **extra),
         "store",
         opts.spec.save_maps,
         opts.spec.resampling,
     )
-    ds.attrs["pairing"] = anchored.record() if anchored is not None else {"mode": "tokens"}
+    ds.attrs["pairing"] = (
+        pair.anchored.record() if pair.anchored is not None else {"mode": "tokens"}
+    )
     note = grid_note(ds, opts.spec.extend_alphas)
     if note:
         log(f"align fit: {note}")
-    if output is not None:
-        write_alignment(
-            output,
-            ds,
-            {"source": source, "target": target},
-            opts.run.overwrite,
-            opts.run.storage_options,
-        )
-        log(
-            f"align fit: wrote {output} ({len(src_boundaries)}x{len(tgt_boundaries)} pairs) in {time.time() - t0:.1f} s"
-        )
-    log(f"align fit: {headline(ds.attrs)}")
-    return FitReport(
-        output, ds, time.time() - t0, blocks, statistics, ex.seen, ex.task_seconds, plan
+    return ds
+
+
+def _write(output: str, ds, pair: Pair, opts: FitRequest, log, t0: float) -> None:
+    """The result written to `output` (one log line)."""
+    source, target = pair.paths
+    write_alignment(
+        output,
+        ds,
+        {"source": source, "target": target},
+        opts.run.overwrite,
+        opts.run.storage_options,
     )
+    n_source, n_target = (len(b) for b in pair.boundaries)
+    log(f"align fit: wrote {output} ({n_source}x{n_target} pairs) in {time.time() - t0:.1f} s")
 
 
 def fit_flops(S, T, src_boundaries, tgt_boundaries) -> float:
