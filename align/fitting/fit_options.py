@@ -381,7 +381,7 @@ class FitSpec:
     def heldout_calibrated(self) -> bool:
         """Whether procrustes-heldout is calibrated on the sampled rows (`permutations` and
         the measure asked): its value and null per pair while the block's rotations are in
-        hand (`fitting.measuring.sampled.heldout_null`)."""
+        hand (`fitting.sampled.heldout_null`)."""
         return bool(self.permutations) and "procrustes-heldout" in self.measures
 
     @property
