@@ -1,6 +1,6 @@
 """`align fit --workers 2` on two stores with the row measures: their preparation, values,
 null and bootstrap run as tasks of the local cluster's worker processes
-(align.fitting.rows_tasks), and every array of mknn, cknna and rsa and every calibration
+(align.fitting.measuring.rows_tasks), and every array of mknn, cknna and rsa and every calibration
 array of cka equals the fit in this process (Dask's synchronous scheduler, where
 `row_measures` runs as it always has) within 1e-12: the same sampled rows, read from the
 stores by the client in both. The in-process arrays are checked against references that

@@ -1,4 +1,4 @@
-"""The row measures as Dask tasks (align.fitting.rows_tasks, what a fit on a cluster runs):
+"""The row measures as Dask tasks (align.fitting.measuring.rows_tasks, what a fit on a cluster runs):
 every field of every measure equals `measures.rows.row_measures` in this process within
 1e-12 (ties, spectral measures' resamples and torch included), whatever the chunks; the
 graph holds one preparation a boundary and one values task a cell; a bad boundary is refused
@@ -33,7 +33,7 @@ def _runner(chunks, use_torch=False, seen=None):
     """A Runner on Dask's synchronous scheduler; `seen` collects each task's kind."""
     import dask.local
 
-    from align.fitting.rows_tasks import Runner
+    from align.fitting.measuring.rows_tasks import Runner
     from align.ridge.backend import Backend
 
     def run(dsk, key):
@@ -49,7 +49,7 @@ def test_every_field_equals_row_measures_in_this_process(chunks):
     """All eight measures, the interval on every one (the spectral ones recomputed on each
     resample's rows inside the tasks), 13 draws and 100 resamples cut into `chunks` tasks
     (more chunks than draws too)."""
-    from align.fitting.rows_tasks import row_measures_tasks
+    from align.fitting.measuring.rows_tasks import row_measures_tasks
     from align.measures.rows import ROW_MEASURES, Draws, row_measures
     from align.stats.bootstrap import Resampling
 
@@ -72,7 +72,7 @@ def test_every_field_equals_row_measures_in_this_process(chunks):
 def test_torch_backend_and_intervals_on_some_measures_equal_row_measures():
     """On torch (the GPU's code path, run on the CPU), the interval on mknn, cknna and rsa
     only, as the fit asks it: the others' low and high NaN in both."""
-    from align.fitting.rows_tasks import row_measures_tasks
+    from align.fitting.measuring.rows_tasks import row_measures_tasks
     from align.measures.rows import Draws, row_measures
     from align.ridge.backend import Backend
     from align.stats.bootstrap import Resampling
@@ -93,7 +93,7 @@ def test_torch_backend_and_intervals_on_some_measures_equal_row_measures():
 def test_the_graph_prepares_each_boundary_once_and_reads_each_cell_once():
     """5 boundaries: 5 preparations; 2 × 3 cells: 6 values tasks; the draws and resamples in
     `chunks` tasks each; one task gathers them."""
-    from align.fitting.rows_tasks import row_measures_tasks
+    from align.fitting.measuring.rows_tasks import row_measures_tasks
     from align.measures.rows import Draws
     from align.stats.bootstrap import Resampling
 
@@ -113,7 +113,7 @@ def test_the_graph_prepares_each_boundary_once_and_reads_each_cell_once():
 
 def test_a_boundary_without_variance_is_refused_in_one_line_before_any_task():
     from align.errors import InputError
-    from align.fitting.rows_tasks import Runner, row_measures_tasks
+    from align.fitting.measuring.rows_tasks import Runner, row_measures_tasks
     from align.measures.rows import Draws, row_measures
     from align.stats.bootstrap import Resampling
 
@@ -173,9 +173,9 @@ def test_a_cluster_runs_them_only_where_a_workers_share_holds_them():
     """In this process (threads, synchronous) no Runner; on a cluster two chunks a worker,
     unless a worker's share of the budget (cluster.worker_budget_of) is below the sampled
     rows in float64 plus row_measures' working memory (the bytes counted by hand here)."""
-    from align.fitting.cluster import PLAN_FRACTION, Executor
-    from align.fitting.rows_tasks import runner
-    from align.fitting.sample_budget import SampleShape, row_measures_bytes
+    from align.fitting.measuring.rows_tasks import runner
+    from align.fitting.planning.sample_budget import SampleShape, row_measures_bytes
+    from align.fitting.runtime.cluster import PLAN_FRACTION, Executor
 
     shape = SampleShape(512, 3, 64, 4, 96, ("mknn", "cknna", "rsa"), 10, 1099, 530, 4)
     rows32 = 4 * 512 * (3 * 64 + 4 * 96)

@@ -23,9 +23,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from align.fitting.cluster import worker_budget_of
-from align.fitting.sample_budget import SampleShape, row_measures_bytes, sample_bytes
-from align.fitting.tasks import blas_limit
+from align.fitting.planning.sample_budget import SampleShape, row_measures_bytes, sample_bytes
+from align.fitting.runtime.cluster import worker_budget_of
+from align.fitting.runtime.tasks import blas_limit
 from align.measures import calibration, cells, prepared, rows
 from align.ridge.backend import CPU, Backend
 
