@@ -227,7 +227,10 @@ def _run(store, spec, options, resampling, overwrite, log):
         source = st.open_activations(ds.attrs["source_path"])
         target = st.open_activations(ds.attrs["target_path"])
         if options.through is not None:
-            name, revision = options.through, None
+            # the target store's own checkpoint where it is the one named: at its revision
+            p = target.provenance
+            own = provenance.model_id(options.through) == p.get("model")
+            name, revision = options.through, p.get("revision") if own else None
         else:
             name, revision = _store_model(target)
             if ds.attrs["source_path"] != ds.attrs["target_path"]:
