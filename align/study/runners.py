@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from align.analyses import run as analyses
 from align.analyses.analysis_options import LensOptions
+from align.errors import InputError
 from align.extraction import extract, reusable
 from align.fitting import Execution, fit
 from align.fitting.fit_options import LiveJob
@@ -121,8 +122,6 @@ def _through(u, study, root, log):
     boundary fitted with the pair's options (maps.zarr), then the lens through them
     (lens.zarr). Where the lens refuses the pair (vocabularies that differ, a pairing by
     character anchors), the refusal is written as refused.txt, which the report shows."""
-    from align.errors import InputError
-
     out = os.path.join(root, u.output)
     os.makedirs(out, exist_ok=True)
     src, tgt = (os.path.join(root, units_mod.output_of("extract", (n,))) for n in u.models)

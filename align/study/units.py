@@ -15,6 +15,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field, replace
 
+from align.analyses.analysis_options import LensOptions
 from align.study import contents
 from align.study.schema import SEPARATOR, SHUFFLE, Study
 
@@ -313,8 +314,6 @@ def _analyses(study: Study, cspec: dict) -> list:
 def lens_options(study: Study, kind: str) -> dict:
     """The options that decide a linear or tuned lens unit's output besides its inputs: the
     lens's own (`LensOptions` defaults; the tuned lens's training) and the bootstrap."""
-    from align.analyses.analysis_options import LensOptions
-
     o = LensOptions()
     out = {"kind": kind, "bootstrap": [study.fit.bootstrap, study.fit.bootstrap_seed]}
     if kind == "tuned":
