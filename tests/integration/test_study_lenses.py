@@ -11,7 +11,6 @@ import os
 import re
 
 import numpy as np
-import pytest
 
 from tests.helpers import lens_reference as ref
 
