@@ -117,3 +117,35 @@ def test_the_report_draws_the_kinds_side_by_side_and_the_cross_model_lens(lens_s
     cells = _cells(pair[pair.index("read through") :], "boundary 0")
     kl = float(through["kl"].sel(weighting="token", boundary=0))
     assert cells[0].startswith(f"{kl:.4f} ["), cells
+
+
+def test_a_pair_the_lens_cannot_read_is_written_as_its_refusal(tiny_study, tmp_path):
+    """a -> c (two tokenizers, paired by character anchors): the unit fits the maps, the lens
+    refuses them, and the unit writes that one line as refused.txt, which the pair page's
+    section shows; no lens result is written."""
+    from align.study import load_study
+    from align.study.lenses import through_section
+    from align.study.runners import run_unit
+    from align.study.units import THROUGH, through_unit
+
+    study_file, done, _ = tiny_study
+    text = open(study_file, encoding="utf-8").read() + "[analyses]\nlens_through = true\n"
+    path = tmp_path / "s.toml"
+    path.write_text(text, encoding="utf-8")
+    study = load_study(str(path))
+    root = tmp_path / "out"
+    (root / "stores").mkdir(parents=True)
+    for name in ("a", "c"):  # the tiny study's stores, read only
+        os.symlink(os.path.join(done, "stores", f"{name}.zarr"), root / "stores" / f"{name}.zarr")
+    u = through_unit(study, "a", "c")
+    lines = []
+    run_unit(u, study, str(root), lines.append)
+    folder = root / u.output
+    refusal = (folder / "refused.txt").read_text(encoding="utf-8").strip()
+    assert "\n" not in refusal
+    assert "pairs two tokenizations by character anchors" in refusal, refusal
+    assert str(folder / "maps.zarr") in refusal
+    assert not (folder / "lens.zarr").exists()
+    state = {"units": {f"{THROUGH} a->c": {"state": "done", "output": u.output}}}
+    section = through_section(str(root), state, "a", "c")
+    assert "Not drawn:" in section and "character anchors" in section
