@@ -205,21 +205,24 @@ RIGHT_PANELS = {  # plot_lenses' right panel: (variable, axis label)
 }
 
 
-def plot_lenses(datasets, size=None, dpi: int = 100, right: str = "overlap", title=None):
+def plot_lenses(
+    datasets, size=None, dpi: int = 100, right: str = "overlap", title=None, labels=None
+):
     """Several lens results drawn together (docs/methods.md#lenses): the token-weighted
     KL(lens ‖ output) (left) and `right` per boundary: the top-5 overlap, or the top-1
     agreement ("top1"; a result without it, a logit lens written before it was recorded, is
     left out of that panel); one curve per result labelled by its kind, with its interval
     bars. The logit lens scores every token, the linear and tuned lenses held-out documents'
-    (the caption says so). `title` replaces the models' names above. Returns a Figure of
-    `size` pixels [default 1200x500]."""
+    (the caption says so). `title` replaces the models' names above, `labels` (one a result)
+    the kinds in the legend. Returns a Figure of `size` pixels [default 1200x500]."""
     if right not in RIGHT_PANELS:
         raise InputError(f"`right` {right!r} is not one of {', '.join(RIGHT_PANELS)}")
     for ds in datasets:
         check_schema(ds, "lens", "plot_lenses")
     fig, axes = figure(size or DEFAULT_SIZE["lens"], dpi, 1, 2, layout="constrained")
     for k, ds in enumerate(datasets):
-        b, label = ds["boundary"].values, lens_label(ds.attrs)
+        b = ds["boundary"].values
+        label = labels[k] if labels is not None else lens_label(ds.attrs)
         for ax, name in ((axes[0, 0], "kl"), (axes[0, 1], right)):
             if name not in ds:
                 continue

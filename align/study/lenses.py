@@ -68,26 +68,29 @@ def through_section(root: str, state: dict, s: str, t: str) -> str:
         "held-out documents: KL, top-1 agreement and cross-entropy to the next token, "
         "token-weighted, with 95% document-bootstrap intervals.</p>"
     )
-    fig = _figure([ds], f"{s} read through {t}'s head: KL and top-1 agreement per boundary")
-    return head + text + fig + metrics_table([ds])
+    alt = f"{s} read through {t}'s head: KL and top-1 agreement per boundary"
+    label = f"{s} through {t}"
+    return head + text + _figure([ds], alt, [label]) + metrics_table([ds], [label])
 
 
-def _figure(results: list, alt: str) -> str:
+def _figure(results: list, alt: str, labels=None) -> str:
     from align.plotting.analyses import plot_lenses
 
-    return h.figure(
-        lambda size: plot_lenses(results, size=size, right="top1", title=alt), alt, *FIGURE
-    )
+    def draw(size):
+        return plot_lenses(results, size=size, right="top1", title=alt, labels=labels)
+
+    return h.figure(draw, alt, *FIGURE)
 
 
-def metrics_table(results: list) -> str:
+def metrics_table(results: list, labels=None) -> str:
     """Per boundary (rows), each result's KL, top-1 agreement and cross-entropy to the next
-    token, token-weighted, each with its 95% interval where the result holds it."""
+    token, token-weighted, each with its 95% interval where the result holds it; `labels`
+    name the results (default: their kinds)."""
     from align.plotting.analyses import lens_label
 
     columns = []
-    for ds in results:
-        label = lens_label(ds.attrs)
+    for k, ds in enumerate(results):
+        label = labels[k] if labels is not None else lens_label(ds.attrs)
         for var, word in METRICS:
             if var in ds:
                 columns.append((f"{label} {word} [95%]", ds, var))
