@@ -31,6 +31,7 @@ RESULT_SCHEMAS = (
     "erasure",
     "igrad",
     "depthscore",
+    "translators",
 )
 # The schema version results are written with. Version 2 calls the alignment's residual-stream
 # positions boundaries (dims source_boundary/target_boundary, summary and option keys

@@ -204,14 +204,16 @@ class LensOptions:
         metadata=option(
             "--save-maps",
             help="--kind linear: also write the self-fit (its maps W and c) to this alignment "
-            "result.",
+            "result; --kind tuned: the trained translators (A and c) to this translators result.",
             metavar="RESULT",
             doc="`--kind linear`: keep the self-fit with its maps as an alignment result here "
-            "(`--map` reads it again)",
+            "(`--map` reads it again); `--kind tuned`: keep the translators T_b(h) = h + h A_bᵀ "
+            "+ c_b as a translators result here",
             doc_default="not kept",
         ),
     )
-    """Where the linear lens's self-fit is written (None: not kept)."""
+    """Where the linear lens's self-fit, or the tuned lens's translators, are written (None:
+    not kept)."""
     steps: int = field(
         default=250,
         metadata=option(

@@ -163,6 +163,12 @@ def plan_study(study: Study, root: str, log=None) -> StudyPlan:
             e.seconds = extracted[u.models[0]]["phases_seconds"]["forward"]
             e.memory = _weights_bytes(study.model(u.models[0]).spec)
             e.note = "one forward over the corpus, as the extraction's"
+        elif u.kind in ("lens-linear", "lens-tuned", "lens-through"):
+            e.note = {
+                "lens-linear": "not estimated: a ridge fit of every boundary onto the last",
+                "lens-tuned": "not estimated: a translator trained per boundary",
+                "lens-through": "not estimated: a ridge fit onto the target's last boundary",
+            }[u.kind]
         else:
             e.note = "small"
             if u.kind == "skip":

@@ -26,6 +26,7 @@ except ImportError:
     MEASURES = ("ridge",)
 
 ANALYSES = ("contrib", "lens", "skip", "depth")  # per model; depth needs contrib and lens
+LENS_KINDS = ("logit", "linear", "tuned")  # `[analyses] lens`: the lenses a model's lens runs
 PAIR_MODES = ("all", "list", "reference")
 ROUTES = ("stores", "live")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -78,7 +79,12 @@ SECTIONS = {
     },
     "bootstrap": {"resamples": (int, 1000), "seed": (int, 0)},
     "controls": {"random_init": (list, []), "random_init_seed": (int, 0), "shuffle": (bool, False)},
-    "analyses": {"batch_size": (int, 8), "skip_docs": (int, None)},
+    "analyses": {
+        "batch_size": (int, 8),
+        "skip_docs": (int, None),
+        "lens": (object, ["logit"]),  # true, a kind, or a list of kinds (`_lens_kinds`)
+        "lens_through": (bool, False),
+    },
     "route": {"kind": (str, "stores"), "device": (str, "cpu"), "gpu_resource": (bool, False)},
 }
 MODEL_KEYS = {
@@ -161,6 +167,8 @@ class Study:
     # ((source, target, ((replicate source, replicate target), ...)), ...): each pair of
     # [[models]] names where one names several checkpoints, and the pairs fitted for it
     replicated: tuple = ()
+    lens_kinds: tuple = ("logit",)  # the lenses of a model whose analyses name "lens"
+    lens_through: bool = False  # each pair's source read through its target's head
 
     def model(self, name: str) -> StudyModel:
         return next(m for m in self.models if m.name == name)
@@ -190,7 +198,10 @@ def read_toml(path: str) -> dict:
 
 
 def _value(where: str, key: str, value, kind, path: str):
-    """`value` if it is of `kind` (an int is a float), else a one-line InputError."""
+    """`value` if it is of `kind` (an int is a float; `object`: any value, its key's own
+    check follows), else a one-line InputError."""
+    if kind is object:
+        return value
     ok = isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
@@ -292,6 +303,8 @@ def load_study(path: str) -> Study:
             device=t["route"]["device"],
             gpu_resource=t["route"]["gpu_resource"],
             skip_docs=_skip_docs(t["analyses"]["skip_docs"], path),
+            lens_kinds=_lens_kinds(t["analyses"]["lens"], path),
+            lens_through=_lens_through(t["analyses"]["lens_through"], t["route"]["kind"], path),
             reuse=_reuse(t["extraction"]["reuse"], base, path),
         )
     except InputError as e:
@@ -312,6 +325,38 @@ def _skip_docs(value, path):
         raise InputError(
             f"study file {path}: [analyses] skip_docs = {value} must be at least 1 document "
             "(leave it out to read the whole corpus)"
+        )
+    return value
+
+
+def _lens_kinds(value, path: str) -> tuple:
+    """The lenses `[analyses] lens` names: true (the logit lens), one kind or a list of kinds
+    of LENS_KINDS; anything else refused in one line naming the value."""
+    if value is True:
+        return ("logit",)
+    kinds = [value] if isinstance(value, str) else value
+    allowed = ", ".join(LENS_KINDS)
+    if not isinstance(kinds, list) or not kinds or not all(isinstance(k, str) for k in kinds):
+        raise InputError(
+            f"study file {path}: [analyses] lens = {value!r} must be true or a list of lens "
+            f"kinds ({allowed})"
+        )
+    unknown = [k for k in kinds if k not in LENS_KINDS]
+    if unknown:
+        raise InputError(
+            f"study file {path}: [analyses] lens names unknown kinds {', '.join(map(repr, unknown))}; "
+            f"the kinds are {allowed}"
+        )
+    return tuple(dict.fromkeys(kinds))
+
+
+def _lens_through(value: bool, route: str, path: str) -> bool:
+    """`[analyses] lens_through`: the maps are fitted between the pair's stores, so the stores
+    route alone."""
+    if value and route != "stores":
+        raise InputError(
+            f"study file {path}: [analyses] lens_through = true reads the models' activation "
+            f'stores: set [route] kind = "stores" (it is {route!r}) or leave lens_through out'
         )
     return value
 

@@ -65,6 +65,8 @@ shuffle = false              # also fit every pair with the shuffle control
 [analyses]
 batch_size = 8               # prompts per forward of the analyses that run the model
 # skip_docs = 50             # skip reads the corpus's first 50 documents (default: all of them)
+# lens = ["logit", "linear", "tuned"]  # the lenses a model's lens runs (default: logit)
+# lens_through = true        # also read each pair's source through its target's head
 
 [route]
 kind = "stores"              # stores: N extractions and N(N-1) fits; live: each pair's two models run together

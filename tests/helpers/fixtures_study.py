@@ -57,3 +57,21 @@ def tiny_study(zoo, corpus_file, tmp_path_factory):
     lines = []
     run_study(load_study(str(path)), str(root / "out"), log=lines.append)
     return str(path), str(root / "out"), lines
+
+
+LENSES = '[analyses]\nlens = ["logit", "linear", "tuned"]\nlens_through = true\n'
+
+
+@pytest.fixture(scope="session")
+def lens_study(zoo, corpus_file, tmp_path_factory):
+    """DIR of the tiny study's two-model form (a -> b, one tokenizer) where a runs every lens
+    kind and a is read through b's head (`[analyses] lens_through`), run once."""
+    from align.study import load_study, run_study
+
+    root = tmp_path_factory.mktemp("lens-study")
+    path = root / "lenses.toml"
+    text = study_text(zoo, corpus_file, LENSES, models=("a", "b"))
+    text = text.replace("analyses = []", 'analyses = ["lens"]', 1)
+    path.write_text(text, encoding="utf-8")
+    run_study(load_study(str(path)), str(root / "out"), log=lambda m: None)
+    return str(root / "out")
