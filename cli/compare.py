@@ -46,7 +46,6 @@ WEIGHTING = flag(
     "prompt-weighted, as P1's figures).",
     choices=WEIGHTINGS,
     default="token",
-    show_default=True,
 )
 BOOTSTRAP = flag(
     "--bootstrap",
@@ -55,7 +54,6 @@ BOOTSTRAP = flag(
     f"{MAX_RESAMPLES:,}).",
     type="int",
     default=RESAMPLES,
-    show_default=True,
     metavar="N",
     parse="resamples",
 )
@@ -66,7 +64,6 @@ SEED = flag(
     help="Seed of that bootstrap.",
     type="seed",
     default=0,
-    show_default=True,
 )
 OVERWRITE = flag(
     "--overwrite",
@@ -76,9 +73,20 @@ OVERWRITE = flag(
 )
 
 
+OPTIONS = (
+    OUTPUT,
+    FIGURE,
+    MEASURE,
+    WEIGHTING,
+    BOOTSTRAP,
+    SEED,
+    OVERWRITE,
+)  # in the order of the help and of the page's table
+
+
 @click.command("compare")
 @click.argument("results", nargs=-1, required=True, metavar="RESULT...")
-@options_of(OUTPUT, FIGURE, MEASURE, WEIGHTING, BOOTSTRAP, SEED, OVERWRITE)
+@options_of(*OPTIONS)
 def compare_cmd(results, **values):
     """Several depth, lens or alignment results (one kind) in one table: each result's numbers
     with their 95% intervals and, for two results on the same prompts, their paired

@@ -18,7 +18,7 @@ from dataclasses import fields as dataclass_fields
 import click
 
 from align.cli.numbers import FINITE, SEED, whole
-from align.declarations import FROM_FIELD, Flag, declaration, declarations
+from align.declarations import FROM_FIELD, Flag, declaration, declarations, plain
 from align.fitting.fit_options import parse_memory
 from align.stats.bootstrap import check_resamples
 
@@ -152,7 +152,11 @@ def _click_type(flag: Flag):
 def click_option(entry: Entry) -> Declared:
     """The click option of one entry, with exactly the settings its flag declares."""
     flag = entry.flag
-    kw = {"help": flag.help}
+    kw = {"help": plain(flag.help)}
+    if flag.shown_default is not None:
+        kw["help"] += f" [default: {flag.shown_default}]"
+    elif not (flag.is_flag or flag.required or entry.default is None):
+        kw["show_default"] = True
     if flag.is_flag:
         kw["is_flag"] = True
     elif entry.default is not None:  # click reads an explicit None as a value given
@@ -164,7 +168,7 @@ def click_option(entry: Entry) -> Declared:
     ):
         if value is not None:
             kw[key] = value
-    for key in ("show_default", "required", "multiple"):
+    for key in ("required", "multiple"):
         if getattr(flag, key):
             kw[key] = True
     return Declared([*flag.flags, entry.param], entry.fills, **kw)

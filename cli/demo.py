@@ -20,7 +20,6 @@ OUTPUT = flag(
     help="Where models, stores, results and figures go.",
     metavar="FOLDER",
     default="demo-output",
-    show_default=True,
 )
 SIZE = flag(
     "--size",
@@ -30,7 +29,6 @@ SIZE = flag(
     "everything runs.",
     choices=SIZES,
     default="full",
-    show_default=True,
 )
 TOKENS = flag(
     "--tokens",
@@ -49,7 +47,6 @@ SEED = flag(
     "documents).",
     type="seed",
     default=0,
-    show_default=True,
 )
 SEEDS = flag(
     "--seeds",
@@ -59,8 +56,11 @@ SEEDS = flag(
 )
 
 
+OPTIONS = (OUTPUT, SIZE, TOKENS, SEED, SEEDS)  # in the order of the help and of the page's table
+
+
 @click.command("demo")
-@options_of(OUTPUT, SIZE, TOKENS, SEED, SEEDS)
+@options_of(*OPTIONS)
 def demo_cmd(**values):
     """Train a 6-layer and a 12-layer model on generated arithmetic with each seed (cached),
     extract them and an untrained 12-layer control per seed, fit shallow -> deep and shallow ->

@@ -29,7 +29,6 @@ BOOTSTRAP = flag(
     "needs skip results with per-prompt values).",
     type="int",
     default=RESAMPLES,
-    show_default=True,
     parse="resamples",
 )
 SEED = flag(
@@ -39,7 +38,6 @@ SEED = flag(
     help="Seed of the prompt bootstrap.",
     type="seed",
     default=0,
-    show_default=True,
 )
 DRY_RUN = flag(
     "--dry-run",
@@ -53,9 +51,19 @@ DRY_RUN = flag(
 )
 
 
+OPTIONS = (
+    DEPTH_OUTPUT,
+    LEVELS,
+    BOOTSTRAP,
+    SEED,
+    OVERWRITE_RESULT,
+    DRY_RUN,
+)  # in the order of the help and of the page's table
+
+
 @click.command("depthscore")
 @click.argument("skip_results", nargs=-1, required=True, metavar="SKIP_RESULT...")
-@options_of(DEPTH_OUTPUT, LEVELS, BOOTSTRAP, SEED, OVERWRITE_RESULT, DRY_RUN)
+@options_of(*OPTIONS)
 def depthscore_cmd(skip_results, **values):
     """Depth score DS = sum_s s*m_s / sum_s m_s per level, from one `align skip` result per
     level. The headline is P1's: the future setting's layer effect (m_s = sum_l R[s, l] /

@@ -134,7 +134,6 @@ DPI = flag(
     least=20,
     most=MAX_DPI,
     default=100,
-    show_default=True,
 )
 PROMPTS = flag(
     "--prompts",
@@ -156,9 +155,23 @@ BESIDE = flag(
 )
 
 
+OPTIONS = (
+    OUTPUT,
+    METRIC,
+    MEASURE,
+    AGG,
+    PART,
+    DEPTH,
+    SIZE,
+    DPI,
+    PROMPTS,
+    BESIDE,
+)  # in the order of the help and of the page's table
+
+
 @click.command("plot")
 @click.argument("result")
-@options_of(OUTPUT, METRIC, MEASURE, AGG, PART, DEPTH, SIZE, DPI, PROMPTS, BESIDE)
+@options_of(*OPTIONS)
 def plot_cmd(result, **values):
     """Draw RESULT (an alignment, contributions, skipping, lens, depth, erasure or igrad store) as
     a PNG, PDF or SVG."""

@@ -101,7 +101,6 @@ PROMPTS_BATCH = flag(
     type="whole",
     least=1,
     default=8,
-    show_default=True,
 )
 ERASE_BATCH = flag(
     "--batch-size",
@@ -111,7 +110,6 @@ ERASE_BATCH = flag(
     type="whole",
     least=1,
     default=8,
-    show_default=True,
 )
 IGRAD_BATCH = flag(
     "--batch-size",
@@ -121,7 +119,6 @@ IGRAD_BATCH = flag(
     type="whole",
     least=1,
     default=16,
-    show_default=True,
 )
 # The dry run of contrib and lens from a model, as their pages say it; each adds its --store's.
 STORE_DRY_RUN_DOC = (
@@ -190,7 +187,6 @@ BOOTSTRAP = flag(
     f"{MAX_RESAMPLES:,}).",
     type="int",
     default=RESAMPLES,
-    show_default=True,
     metavar="N",
     parse="resamples",
 )
@@ -201,7 +197,6 @@ BOOTSTRAP_SEED = flag(
     help="Seed of the prompt bootstrap.",
     type="seed",
     default=0,
-    show_default=True,
 )
 EQUAL_N = flag(
     "--equal-n",
@@ -254,5 +249,4 @@ IGRAD_PROTOCOL = flag(
     "explicitly replaces the preset's.",
     choices=tuple(PROTOCOLS),
     default="p1",
-    show_default=True,
 )

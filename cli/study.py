@@ -46,9 +46,18 @@ SCHEDULER = flag(
 )
 
 
+STUDY_OPTIONS = (
+    STUDY_OUTPUT,
+    INIT,
+    STUDY_DRY_RUN,
+    KEEP_GOING,
+    SCHEDULER,
+)  # in the order of the help and of the page's table
+
+
 @click.command("study")
 @click.argument("study_file", metavar="STUDY.toml", required=False)
-@options_of(STUDY_OUTPUT, INIT, STUDY_DRY_RUN, KEEP_GOING, SCHEDULER)
+@options_of(*STUDY_OPTIONS)
 def study_cmd(study_file, **values):
     """Run a study: every model extracted, every pair fitted, every analysis, then the report.
     Re-running resumes; after an edit of STUDY.toml only the units it changes run."""

@@ -21,7 +21,6 @@ ANSWER_FIELD = flag(
     doc="in a `.jsonl` file, the field whose text is appended to `--text-field`'s text as the "
     "answer",
     doc_default="`answer`",
-    show_default=True,
 )
 ANSWER_MARKER = flag(
     "--answer-marker",
@@ -31,7 +30,7 @@ ANSWER_MARKER = flag(
     doc="the answer is the text after the last occurrence of TEXT in each prompt",
     doc_default="none (use `--answer-field`)",
 )
-PARTS_FLAG = flag("--parts", help="Comma-separated: layer, attn, mlp.", show_default=True)
+PARTS_FLAG = flag("--parts", help="Comma-separated: layer, attn, mlp.")
 
 
 def _parts(default: tuple, doc: str) -> dict:
@@ -41,7 +40,6 @@ def _parts(default: tuple, doc: str) -> dict:
         *PARTS_FLAG.flags,
         help=PARTS_FLAG.help,
         default=",".join(default),
-        show_default=True,
         doc=doc,
         doc_default="all three",
         doc_metavar=",".join(default),
@@ -59,7 +57,6 @@ class SkipOptions:
             "--settings",
             help=f"Comma-separated: {', '.join(SETTINGS)}.",
             default="current,future",
-            show_default=True,
             doc="the settings to run",
             doc_default="both",
             doc_metavar=",".join(SETTINGS),
@@ -80,7 +77,6 @@ class SkipOptions:
             "Python random stream seeded --split-seed, prompt after prompt: P1's draws with "
             "--split-seed 12345 and every level's prompts in one file, in P1's order).",
             metavar="|".join(SPLITS),
-            show_default=True,
             doc="the future setting's split points (below)",
             doc_metavar=" \\| ".join(SPLITS),
         ),
@@ -94,7 +90,6 @@ class SkipOptions:
             "--split-seed",
             help="Seed of the future setting's split points.",
             type="seed",
-            show_default=True,
             doc="seed of the random split points (and of the order of `answer-points`, or of "
             "`answer-points-stream`'s one stream)",
             doc_metavar="N",
@@ -106,7 +101,6 @@ class SkipOptions:
         metadata=option(
             "--answer-field",
             help="With --split answer-start or answer-points: the .jsonl field holding the answer.",
-            show_default=True,
             doc="with an answer split: the `.jsonl` field holding the answer",
             doc_default="`answer`",
             doc_metavar="NAME",
@@ -166,7 +160,6 @@ class LensOptions:
             "translator trained on the KL to the output); linear and tuned are scored on held-"
             "out documents.",
             choices=LENS_KINDS,
-            show_default=True,
             doc="the lens ([methods](../methods.md#logit-lens)): `logit`, `linear` (a ridge map "
             "to boundary L fitted on the training documents, then the head) or `tuned` (an affine "
             "translator per boundary trained on KL(output ‖ lens)); linear and tuned score held-"
@@ -219,7 +212,6 @@ class LensOptions:
             help="--kind tuned: optimiser steps per boundary.",
             type="whole",
             least=1,
-            show_default=True,
             doc="`--kind tuned`: optimiser steps per boundary (the paper's 250)",
             doc_metavar="N",
         ),
@@ -232,7 +224,6 @@ class LensOptions:
             help="--kind tuned: training tokens drawn for each step.",
             type="whole",
             least=1,
-            show_default=True,
             doc="`--kind tuned`: training tokens drawn for each step (every one when fewer)",
             doc_metavar="N",
         ),
@@ -245,7 +236,6 @@ class LensOptions:
             help="Seed of the split into training and held-out documents (tuned) and of the "
             "tuned lens's draws.",
             type="seed",
-            show_default=True,
             doc="`--kind tuned`: seed of the document split and of each step's draw",
             doc_metavar="N",
         ),
@@ -288,7 +278,6 @@ class EraseOptions:
             help="Documents of --reference to average over (fewer is an error).",
             type="whole",
             least=1,
-            show_default=True,
             doc="documents of `--reference` to average over; a corpus with fewer is refused",
             doc_metavar="N",
         ),

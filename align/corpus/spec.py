@@ -64,7 +64,6 @@ class CorpusSpec:
             doc_default="`text`",
             doc_metavar="TEXT",
             help="Field holding the text in a .jsonl corpus.",
-            show_default=True,
         ),
     )
     """The field holding the text in a .jsonl corpus."""
@@ -84,7 +83,6 @@ class CorpusSpec:
             "(addition:N[:SEED], multiplication:N[:SEED], --max-docs problems, default 100); "
             "templates in docs/formats.md.",
             metavar="|".join(FORMATS),
-            show_default=True,
         ),
     )
     """A task format (`align.corpus.formats`) or a generated arithmetic format."""
@@ -117,7 +115,6 @@ class CorpusSpec:
             "unless --allow-long.",
             type="whole",
             least=2,
-            show_default=True,
         ),
     )
     """Tokens per sequence, special tokens included."""
@@ -134,7 +131,6 @@ class CorpusSpec:
             },
             help="split: every window of a long document is a sequence; truncate: only the first.",
             choices=OVERFLOWS,
-            show_default=True,
         ),
     )
     """What a document longer than `max_length` becomes: every window, or the first."""

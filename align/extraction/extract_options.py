@@ -26,7 +26,6 @@ class ExtractOptions:
             help="Sequences per forward pass.",
             type="whole",
             least=1,
-            show_default=True,
         ),
     )
     """Sequences per forward pass."""
@@ -70,7 +69,6 @@ class ExtractOptions:
             doc="chunk codec: `crc32c` is checksummed and uncompressed, so a flipped byte is an error instead of a wrong number; `blosc-lz4` when disk matters more than speed (no checksum)",
             help="Chunk codec (docs/commands/extract.md, the store layout).",
             choices=CODECS,
-            show_default=True,
         ),
     )
     """The chunk codec."""

@@ -98,7 +98,6 @@ class ModelSpec:
             },
             help="auto: accelerate's device_map='auto' (spreads a large model over the GPUs).",
             choices=DEVICES,
-            show_default=True,
         ),
     )
     """Where the model runs: cpu, cuda or auto (accelerate's device_map)."""
@@ -171,19 +170,16 @@ class ModelSpec:
             doc_metavar="N",
             help="Seed of --random-init.",
             type="seed",
-            show_default=True,
             sides=Sides(
                 source=flag(
                     "--source-init-seed",
                     help="--live: seed of the source's random weights (`align extract --seed`).",
                     type="seed",
-                    show_default=True,
                 ),
                 target=flag(
                     "--target-init-seed",
                     help="--live: seed of the target's random weights.",
                     type="seed",
-                    show_default=True,
                 ),
             ),
         ),

@@ -7,7 +7,7 @@ import pytest
 
 from align.cli.option_tables import DOCS, TABLES, flags_of, main, rewritten
 
-PAGES = sorted({page for page, _ in TABLES.values()})
+PAGES = sorted({spec.page for spec in TABLES.values()})
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -43,7 +43,7 @@ def test_every_option_of_a_generated_page_has_a_row(command_name):
     command = cli.get_command(click.Context(cli), command_name)
     options = {p.opts[-1] for p in command.params if isinstance(p, click.Option)} - {"--help"}
     rows = set().union(
-        *(flags_of(name) for name, (page, _) in TABLES.items() if page == f"{command_name}.md")
+        *(flags_of(name) for name, spec in TABLES.items() if spec.page == f"{command_name}.md")
     )
     assert options == rows
 
