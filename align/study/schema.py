@@ -1,5 +1,10 @@
 """The study file (TOML): its keys, their types and allowed values, read into a `Study`.
 
+`[fit]` is `align fit`'s options as a table: each key is an option of what a fit computes
+(`FitSpec`), named, typed and defaulted by the option's declaration (`[fit] bootstrap = 1000` is
+`--bootstrap 1000`; a list where the option takes a comma-separated list); the option the study
+sets otherwise is in `FIT_ELSEWHERE`.
+
 Every refusal is one line naming the file, the key (`[section] key`), the value found and
 what is allowed; an unknown key is refused as a misspelling would otherwise be ignored. The
 values are then checked by the library's own records (`ModelSpec`, `CorpusSpec`,
@@ -15,7 +20,7 @@ import re
 from dataclasses import dataclass, fields, replace
 
 from align import corpus, messages, models, seeding, textfiles
-from align.declarations import declaration, refusal
+from align.declarations import declaration, keys, refusal
 from align.errors import InputError
 from align.extraction.extract_options import ExtractOptions
 from align.fitting.fit_options import FitSpec
@@ -38,6 +43,29 @@ RANDOM, SHUFFLE = ".random", ".shuffle"
 # checkpoint, named NAME@K (K from 1): `@` is no character of a name the schema accepts, so a
 # replicate's name is never another model's, and holds neither the separator nor a suffix.
 REPLICATE = "@"
+
+# `align fit`'s options that are no [fit] key: where the study sets them instead. The options
+# of where a fit runs (`Execution`), of the models, the corpus and the live route's batches are
+# the study's own sections' (`FIT_RECORDS_ELSEWHERE`).
+FIT_ELSEWHERE = {
+    "control": "[controls] shuffle: each pair's shuffle control is fitted beside it, its own unit",
+    "output": "the study names each fit's result (results/fits/SOURCE--TARGET.zarr)",
+    "live": "[route] kind = 'live'",
+    "dry_run": "`align study --dry-run`",
+    "device_memory": "the live route's default (90% of the GPU's free memory)",
+}
+FIT_RECORDS_ELSEWHERE = {
+    "Execution": "[route] device, `align study --scheduler`: the study places its units",
+    "ModelSpec": "[[models]] and [controls] random_init",
+    "CorpusSpec": "[corpus] and [extraction] max_tokens",
+    "LiveJob": "[route] kind = 'live', [extraction] batch_size",
+}
+FIT_KEYS = keys(FitSpec, leave_out=FIT_ELSEWHERE)  # {key: (type, default, FitSpec field)}
+# Keys of earlier study files, refused with the key that replaced them.
+RENAMED = {
+    ("bootstrap", "resamples"): "[fit] bootstrap",
+    ("bootstrap", "seed"): "[fit] bootstrap_seed",
+}
 
 # Each section's keys: (type, default). Types: str, int, float (int accepted), bool, list.
 SECTIONS = {
@@ -64,19 +92,7 @@ SECTIONS = {
         "reuse": (list, []),
     },
     "pairs": {"mode": (str, "all"), "list": (list, None), "reference": (str, None)},
-    "fit": {
-        "measures": (list, ["ridge"]),
-        "permutations": (int, None),
-        "test_fraction": (float, 0.2),
-        "val_fraction": (float, 0.2),
-        "seed": (int, 0),
-        "alphas": (list, None),
-        "include_first_token": (bool, False),
-        "source_boundaries": (str, None),
-        "target_boundaries": (str, None),
-        "pairing": (str, "auto"),
-    },
-    "bootstrap": {"resamples": (int, 1000), "seed": (int, 0)},
+    "fit": {key: (kind, default) for key, (kind, default, _) in FIT_KEYS.items()},
     "controls": {"random_init": (list, []), "random_init_seed": (int, 0), "shuffle": (bool, False)},
     "analyses": {"batch_size": (int, 8), "skip_docs": (int, None)},
     "route": {"kind": (str, "stores"), "device": (str, "cpu"), "gpu_resource": (bool, False)},
@@ -109,12 +125,7 @@ DECLARED = {
     ("extraction", "batch_size"): (ExtractOptions, "batch_size"),
     ("extraction", "store_dtype"): (ExtractOptions, "store_dtype"),
     ("extraction", "codec"): (ExtractOptions, "codec"),
-    ("fit", "test_fraction"): (FitSpec, "test_fraction"),
-    ("fit", "val_fraction"): (FitSpec, "val_fraction"),
-    ("fit", "seed"): (FitSpec, "seed"),
-    ("fit", "pairing"): (FitSpec, "pairing"),
-    ("fit", "permutations"): (FitSpec, "permutations"),
-    ("bootstrap", "seed"): (FitSpec, "bootstrap_seed"),
+    **{("fit", key): (FitSpec, name) for key, (_, _, name) in FIT_KEYS.items()},
     ("controls", "random_init_seed"): (models.ModelSpec, "seed"),
     ("models", "dtype"): (models.ModelSpec, "dtype"),
     ("models", "family"): (models.ModelSpec, "family"),
@@ -123,7 +134,6 @@ DECLARED = {
 # keys, then the declared fields (the first section of a key wins: `seed` is [fit] seed).
 TERMS = {k: f"[{section}] {k}" for section, keys in reversed(SECTIONS.items()) for k in keys}
 TERMS.update({name: f"[{s}] {k}" for (s, k), (_, name) in reversed(DECLARED.items())})
-TERMS["bootstrap"] = "[bootstrap] resamples"
 TYPE_WORDS = {str: "a string", int: "a whole number", float: "a number", bool: "true or false"}
 TYPE_WORDS[list] = "a list"
 
@@ -215,6 +225,21 @@ def _declared(section: str, where: str, values: dict, path: str) -> None:
             )
 
 
+def _renamed(section: str, table, path: str) -> None:
+    """Refuse a key of an earlier study file, naming the key that replaced it."""
+    for (old_section, key), now in RENAMED.items():
+        if old_section == section and isinstance(table, dict) and key in table:
+            raise InputError(
+                f"study file {path}: [{section}] {key} is now {now} (as `align fit`'s option of "
+                f"that name): write {now.split()[-1]} = {table[key]!r} under [fit]"
+            )
+    if section in {s for s, _ in RENAMED} and section not in SECTIONS:
+        raise InputError(
+            f"study file {path}: no section [{section}]; its keys are now "
+            f"{', '.join(now for (s, _), now in RENAMED.items() if s == section)}"
+        )
+
+
 def _table(where: str, table, keys: dict, path: str) -> dict:
     """A table's values by key, defaults filled in; unknown keys and wrong types refused."""
     if not isinstance(table, dict):
@@ -258,11 +283,15 @@ def load_study(path: str) -> Study:
     """
     raw = read_toml(path)
     for section in raw:
+        _renamed(section, raw[section], path)
         if section not in SECTIONS and section != "models":
             raise InputError(
                 f"study file {path}: no section [{section}]; the sections are models, "
                 + ", ".join(SECTIONS)
             )
+    for key in raw.get("fit", {}) if isinstance(raw.get("fit"), dict) else ():
+        if key in FIT_ELSEWHERE:
+            raise InputError(f"study file {path}: [fit] has no key {key!r}: {FIT_ELSEWHERE[key]}")
     t = {s: _table(f"[{s}]", raw.get(s, {}), keys, path) for s, keys in SECTIONS.items()}
     for section, values in t.items():
         _declared(section, f"[{section}]", values, path)
@@ -285,7 +314,7 @@ def load_study(path: str) -> Study:
             pairs=tuple(p for _, _, ps in replicated for p in ps),
             replicated=tuple(r for r in replicated if len(r[2]) > 1),
             measures=_measures(t["fit"]["measures"], path),
-            fit=_fit(t["fit"], t["bootstrap"], _measures(t["fit"]["measures"], path)),
+            fit=_fit(t["fit"], _measures(t["fit"]["measures"], path)),
             shuffle=t["controls"]["shuffle"],
             analyses_batch=_positive("[analyses]", "batch_size", t["analyses"]["batch_size"], path),
             route=_choice("[route]", "kind", t["route"]["kind"], ROUTES, path),
@@ -553,21 +582,10 @@ def _pairs(p: dict, names: list, path: str) -> tuple:
     return tuple(dict.fromkeys(out))
 
 
-def _fit(f: dict, b: dict, measures: tuple) -> FitSpec:
-    spec = FitSpec(
-        test_fraction=f["test_fraction"],
-        val_fraction=f["val_fraction"],
-        seed=f["seed"],
-        alphas=tuple(f["alphas"]) if f["alphas"] is not None else FitSpec.alphas,
-        include_first_token=f["include_first_token"],
-        source_boundaries=f["source_boundaries"],
-        target_boundaries=f["target_boundaries"],
-        bootstrap=b["resamples"],
-        bootstrap_seed=b["seed"],
-        pairing=f["pairing"],
-        measures=measures,
-        permutations=f["permutations"],
-    )
+def _fit(f: dict, measures: tuple) -> FitSpec:
+    """The FitSpec of `[fit]`: each key's value in the field its option fills."""
+    given = {name: f[key] for key, (_, _, name) in FIT_KEYS.items()}
+    spec = FitSpec(**{**given, "alphas": tuple(given["alphas"]), "measures": measures})
     spec.checked()
     return spec
 

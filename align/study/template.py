@@ -46,6 +46,8 @@ batch_size = 8
 mode = "all"                 # all ordered pairs; "list" with list = [["small", "large"]];
                              # "reference" with reference = "large": each model -> the reference
 
+# Every key of [fit] is the option of `align fit` of that name (`bootstrap = 1000` is
+# `--bootstrap 1000`), with its default; a list where the option takes a comma-separated one.
 [fit]
 measures = ["ridge"]         # beside ridge: cka, cka-debiased, procrustes, cca, svcca (`align fit --measures`)
 # permutations = 99          # null draws of every measure's calibration (default: 99 with mknn, cknna or rsa, else 0)
@@ -53,10 +55,8 @@ test_fraction = 0.2
 val_fraction = 0.2
 seed = 0
 # alphas = [0.001, 0.01, 0.1]
-
-[bootstrap]
-resamples = 1000             # document resamples of every interval (0: none for the fits)
-seed = 0
+bootstrap = 1000             # document resamples of every interval (0: none for the fits)
+bootstrap_seed = 0
 
 [controls]
 random_init = []             # models whose untrained twin is also extracted and fitted as a target
