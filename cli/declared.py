@@ -154,7 +154,7 @@ def click_option(entry: Entry) -> Declared:
     flag = entry.flag
     kw = {"help": plain(flag.help)}
     if flag.shown_default is not None:
-        kw["help"] += f" [default: {flag.shown_default}]"
+        kw["help"] += f"  [default: {flag.shown_default}]"  # spaced as click spaces its own
     elif not (flag.is_flag or flag.required or entry.default is None):
         kw["show_default"] = True
     if flag.is_flag:
