@@ -40,20 +40,18 @@ class Flag:
     """How one value is set on the command line.
 
     flags: the option's spellings as click declares them (the first is the one messages show);
-    help: the option's one text, Markdown (a record field's: its docstring, `texts`); metavar:
-    the value's name in the help and the table; type: None (text), "int", "whole" (a whole number from `least`), "seed", "finite" (a
-    finite decimal), "fraction" (a decimal in 0..1); least, most: a whole number's bounds (most
-    None: 2⁶³ − 1); choices: the values allowed;
-    default: the command line's default (FROM_FIELD: the field's own); shown_default: the
-    default in words where it is not a value (`[default: ...]` in the help, the table's
-    default); parse: a check the CLI
-    runs as the value is parsed ("size", "alphas", "resamples", "resamples_or_none");
-    variants: {name: help} for a command that helps it otherwise (`options_of(...,
-    variant=name)`); name: the Python name of a standalone flag's value, where it is not the
-    flag's. doc, doc_default, doc_metavar: the option's row in its command's page (meaning,
-    default, the value's name), where they say more than the help (None: the help's);
-    doc_variants: ((name, ((key, text), ...)), ...), the row's doc, doc_default or doc_metavar on
-    the pages that word the option otherwise (a page's table names the variants it reads)."""
+    help: the option's one text, Markdown, shown as written in its command's option table and
+    without its marks by `--help` (a record field's: its docstring, `texts`); metavar: the
+    value's name in both; type: None (text), "int", "whole" (a whole number from `least`),
+    "seed", "finite" (a finite decimal), "fraction" (a decimal in 0..1); least, most: a whole
+    number's bounds (most None: 2⁶³ − 1); choices: the values allowed; default: the command
+    line's default (FROM_FIELD: the field's own); shown_default: the default in words where it
+    is not a value (`[default: ...]` in the help, the table's default cell); parse: a check the
+    CLI runs as the value is parsed ("size", "alphas", "resamples", "resamples_or_none");
+    variants: ((name, ((key, value), ...)), ...), the help, shown_default or metavar of the
+    commands that word the option otherwise (`worded`: a command names the variants it reads,
+    for its help and its table alike); name: the Python name of a standalone flag's value,
+    where it is not the flag's."""
 
     flags: tuple
     help: str
@@ -70,10 +68,6 @@ class Flag:
     parse: str | None = None
     variants: tuple = ()
     name: str | None = None
-    doc: str | None = None
-    doc_default: str | None = None
-    doc_metavar: str | None = None
-    doc_variants: tuple = ()
 
     @property
     def param(self) -> str:
@@ -81,6 +75,15 @@ class Flag:
         snake case."""
         longest = max(self.flags, key=len).lstrip("-")
         return self.name or longest.replace("-", "_")
+
+    def worded(self, names) -> "Flag":
+        """This flag as the first of the variants `names` (one or a tuple) it has words it (none:
+        as it is)."""
+        variants = dict(self.variants)
+        for name in (names,) if isinstance(names, str) else tuple(names or ()):
+            if name in variants:
+                return dataclasses.replace(self, **dict(variants[name]), variants=())
+        return self
 
 
 @dataclass(frozen=True)
@@ -103,19 +106,14 @@ class Declaration:
     why_not: str | None = None
 
 
-def flag(
-    *flags: str,
-    help: str,
-    variants: dict | None = None,
-    doc_variants: dict | None = None,
-    **how,
-) -> Flag:
-    """A Flag (see its fields); `variants` {name: help}; `doc_variants` {name: {"doc": ...,
-    "doc_default": ..., "doc_metavar": ...}}, each with the cells it words otherwise."""
-    worded = tuple((name, tuple(cells.items())) for name, cells in (doc_variants or {}).items())
-    return Flag(
-        tuple(flags), help, variants=tuple((variants or {}).items()), doc_variants=worded, **how
+def flag(*flags: str, help: str, variants: dict | None = None, **how) -> Flag:
+    """A Flag (see its fields); `variants` {name: its text, or {"help": ..., "shown_default":
+    ..., "metavar": ...}}, each with what that wording changes."""
+    worded = tuple(
+        (name, tuple(({"help": cells} if isinstance(cells, str) else cells).items()))
+        for name, cells in (variants or {}).items()
     )
+    return Flag(tuple(flags), help, variants=worded, **how)
 
 
 def option(*flags: str, help: str = "", sides: Sides | None = None, **how) -> dict:
@@ -163,7 +161,7 @@ def texts(record) -> dict:
     (the string under a field is its docstring for Sphinx, mkdocstrings and this)."""
     tree = ast.parse(inspect.getsource(sys.modules[record.__module__]))
     body = next(
-        n.body for n in tree.body if isinstance(n, ast.ClassDef) and n.name == record.__name__
+        n.body for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == record.__name__
     )
     out = {}
     for field, under in zip(body, body[1:]):

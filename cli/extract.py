@@ -66,8 +66,7 @@ def extract_cmd(model, corpus, **values):
 
 INFO_JSON = flag(
     "--json",
-    doc="print every attribute of the store or result as JSON (sorted keys), in full",
-    help="Print the attributes as JSON.",
+    help="print every attribute of the store or result as JSON (sorted keys), in full",
     is_flag=True,
     name="as_json",
 )

@@ -7,8 +7,8 @@ import click
 from align.analyses.analysis_options import EraseOptions, IgradOptions
 from align.analyses.igrad_options import Variant, variant
 from align.analyses.interventions_run import plan_erase, plan_igrad, run_erase, run_igrad
-from align.cli.analyses import CORPUS, MODEL, _choices
-from align.cli.declared import Parsed, fields, options_of
+from align.cli.analyses import MODEL, PROMPTS_CORPUS, _choices
+from align.cli.declared import Parsed, fields, options_of, worded
 from align.cli.extract import corpus_spec, model_spec
 from align.cli.shared_options import (
     ANALYSIS_DRY_RUN,
@@ -32,8 +32,7 @@ ERASE_RUN = (
     ANALYSIS_OUTPUT,
     fields(EraseOptions, "reference", "reference_docs", "answer_field", "answer_marker"),
     ERASE_BATCH,
-    OVERWRITE_RESULT,
-    ANALYSIS_DRY_RUN,
+    worded("erase", OVERWRITE_RESULT, ANALYSIS_DRY_RUN),
 )
 IGRAD_RUN = (
     ANALYSIS_OUTPUT,
@@ -42,16 +41,15 @@ IGRAD_RUN = (
     fields(Variant),
     fields(IgradOptions, "answer_field", "answer_marker"),
     IGRAD_BATCH,
-    OVERWRITE_RESULT,
-    ANALYSIS_DRY_RUN,
+    worded("igrad", OVERWRITE_RESULT, ANALYSIS_DRY_RUN),
 )
-IGRAD_MODEL = (fields(ModelSpec, variant="gradients"),)
+IGRAD_MODEL = (fields(ModelSpec, variant=("igrad", "analyses")),)
 
 
 @click.command("erase")
 @click.argument("model")
 @click.argument("prompts", required=False)
-@options_of(*ERASE_RUN, *MODEL, *CORPUS)
+@options_of(*ERASE_RUN, *MODEL, *PROMPTS_CORPUS)
 def erase_cmd(model, prompts, **values):
     """Residual erasure: for every boundary b = 0..L and position t of each prompt, replace the
     residual at b (entering block b; at L, the last block's output) at t by the mean residual at
@@ -78,7 +76,7 @@ def erase_cmd(model, prompts, **values):
 @click.command("igrad")
 @click.argument("model")
 @click.argument("prompts", required=False)
-@options_of(*IGRAD_RUN, *IGRAD_MODEL, *CORPUS)
+@options_of(*IGRAD_RUN, *IGRAD_MODEL, *PROMPTS_CORPUS)
 def igrad_cmd(model, prompts, **values):
     """Integrated gradients of the answer with respect to each part (layer, attention, MLP)
     at each layer and position. By default [P1]'s definition: the residual each block writes,

@@ -4,11 +4,11 @@
     python -m align.cli.option_tables --check   # exit 1 while a page differs (the suite runs it)
 
 A table sits between `<!-- options: NAME -->` and `<!-- /options -->` in its page; `TABLES`
-names, for each, a group of its command's options (declared once, in the command's module, the
-order of the help) and the rows its page words itself. A row is the option's flags with the
-value's name (its metavar, or its choices), its default (`shown_default`, or the declared
-default: off for a flag, required, none) and its meaning: the option's one text (a record
-field's docstring), or the text of the first of the table's `words` its flag is worded in.
+names, for each, a group of its command's options (declared once, in the command's module, in
+the order and the words of its help) and the rows its page words itself. A row is the option's
+flags with the value's name (its metavar, or its choices), its default (`shown_default`, or the
+declared default: off for a flag, required, none) and its meaning: the option's one text (a
+record field's docstring, or a command's variant of it).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import argparse
 import pathlib
 import re
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from align.cli import analyses, compare, demo, depthscore, extract, fit, interventions, plot, study
 from align.cli.declared import Entry, entries, fields, sides
@@ -42,24 +42,12 @@ class Row:
 @dataclass(frozen=True)
 class Table:
     """A table of `page`: the options of `parts`, a group of its command's options in the
-    command's order (declared once, in the command's module); `words`: the doc variants its
-    rows read (the first of them a flag has; none: its own text); `rows`: options the page
-    explains together in one row."""
+    command's order and words (declared once, in the command's module); `rows`: options the
+    page explains together in one row."""
 
     page: str
     parts: tuple
-    words: tuple = ()
     rows: tuple = ()
-
-
-def _in_words(entry: Entry, names: tuple) -> Entry:
-    """`entry` with its flag's doc cells replaced by the first of the variants `names` it has."""
-    variants = dict(entry.flag.doc_variants)
-    for name in names:
-        if name in variants:
-            flag = replace(entry.flag, **dict(variants[name]))
-            return replace(entry, flag=flag)
-    return entry
 
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "commands"
@@ -142,28 +130,28 @@ TABLES = {
     "fit-store": Table("fit.md", fit.FIT_SPEC, rows=(BOUNDARIES,)),
     "fit-execution": Table("fit.md", fit.FIT_EXECUTION),
     "fit-live": Table("fit.md", (fit.LIVE, *fit.LIVE_FORM), rows=LIVE_ROWS),
-    "depth": Table("depth.md", analyses.DEPTH_OPTIONS, ("depth",)),
+    "depth": Table("depth.md", (analyses.DEPTH_OPTIONS,)),
     "compare": Table("compare.md", compare.OPTIONS),
-    "depthscore": Table("depthscore.md", depthscore.OPTIONS, ("depthscore",)),
+    "depthscore": Table("depthscore.md", (depthscore.OPTIONS,)),
     "demo": Table("demo.md", demo.OPTIONS, rows=(SEEDS,)),
     "info": Table("info.md", (extract.INFO_JSON,)),
     "study": Table("study.md", study.STUDY_OPTIONS),
     "report": Table("report.md", (study.REPORT_OUTPUT,)),
-    "contrib-run": Table("contrib.md", analyses.CONTRIB_RUN, ("contrib",)),
-    "contrib-model": Table("contrib.md", analyses.MODEL, ("analyses",)),
-    "contrib-corpus": Table("contrib.md", analyses.CORPUS, ("analyses",)),
-    "skip-run": Table("skip.md", analyses.SKIP_RUN, ("skip",)),
-    "skip-model": Table("skip.md", analyses.MODEL, ("analyses",)),
-    "skip-corpus": Table("skip.md", analyses.CORPUS, ("analyses",)),
-    "lens-run": Table("lens.md", analyses.LENS_RUN, ("lens",)),
-    "lens-model": Table("lens.md", analyses.MODEL, ("lens", "analyses")),
-    "lens-corpus": Table("lens.md", analyses.CORPUS, ("analyses",)),
-    "erase-run": Table("erase.md", interventions.ERASE_RUN, ("erase",)),
-    "erase-model": Table("erase.md", analyses.MODEL, ("analyses",)),
-    "erase-corpus": Table("erase.md", analyses.CORPUS, ("prompts", "analyses")),
-    "igrad-run": Table("igrad.md", interventions.IGRAD_RUN, ("igrad",)),
-    "igrad-model": Table("igrad.md", interventions.IGRAD_MODEL, ("igrad", "analyses")),
-    "igrad-corpus": Table("igrad.md", analyses.CORPUS, ("prompts", "analyses")),
+    "contrib-run": Table("contrib.md", analyses.CONTRIB_RUN),
+    "contrib-model": Table("contrib.md", analyses.MODEL),
+    "contrib-corpus": Table("contrib.md", analyses.CORPUS),
+    "skip-run": Table("skip.md", analyses.SKIP_RUN),
+    "skip-model": Table("skip.md", analyses.MODEL),
+    "skip-corpus": Table("skip.md", analyses.CORPUS),
+    "lens-run": Table("lens.md", analyses.LENS_RUN),
+    "lens-model": Table("lens.md", analyses.LENS_MODEL),
+    "lens-corpus": Table("lens.md", analyses.CORPUS),
+    "erase-run": Table("erase.md", interventions.ERASE_RUN),
+    "erase-model": Table("erase.md", analyses.MODEL),
+    "erase-corpus": Table("erase.md", analyses.PROMPTS_CORPUS),
+    "igrad-run": Table("igrad.md", interventions.IGRAD_RUN),
+    "igrad-model": Table("igrad.md", interventions.IGRAD_MODEL),
+    "igrad-corpus": Table("igrad.md", analyses.PROMPTS_CORPUS),
     "plot": Table("plot.md", plot.OPTIONS),
 }
 
@@ -176,7 +164,7 @@ def flags_of(name: str) -> set:
 def _cell_option(entry: Entry) -> str:
     flag = entry.flag
     *short, last = flag.flags
-    value = flag.doc_metavar or flag.metavar
+    value = flag.metavar
     if value is not None and "\\|" not in value:  # a metavar's alternatives, escaped
         value = value.replace("|", " \\| ")
     if value is None and flag.choices is not None:
@@ -189,8 +177,8 @@ def _cell_option(entry: Entry) -> str:
 
 def _cell_default(entry: Entry) -> str:
     flag = entry.flag
-    if flag.doc_default is not None or flag.shown_default is not None:
-        return flag.doc_default or flag.shown_default
+    if flag.shown_default is not None:
+        return flag.shown_default
     if flag.required:
         return "required"
     if flag.is_flag:
@@ -200,7 +188,7 @@ def _cell_default(entry: Entry) -> str:
 
 def row(entry: Entry) -> str:
     """One option's row of its command's table."""
-    meaning = entry.flag.doc or entry.flag.help
+    meaning = re.sub(r"(?<!\\)\|", r"\\|", entry.flag.help)  # a bare | would end the cell
     return f"| {_cell_option(entry)} | {_cell_default(entry)} | {meaning} |\n"
 
 
@@ -217,7 +205,7 @@ def table(name: str) -> str:
     for entry in listed:
         own = grouped.get(entry.flag.flags)
         if own is None:
-            rows.append(row(_in_words(entry, spec.words)))
+            rows.append(row(entry))
         elif id(own) not in done:
             done.add(id(own))
             rows.append(f"| {own.option} | {own.default} | {own.meaning} |\n")
