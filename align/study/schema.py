@@ -1,9 +1,10 @@
 """The study file (TOML): its keys, their types and allowed values, read into a `Study`.
 
-`[fit]` is `align fit`'s options as a table: each key is an option of what a fit computes
-(`FitSpec`), named, typed and defaulted by the option's declaration (`[fit] bootstrap = 1000` is
-`--bootstrap 1000`; a list where the option takes a comma-separated list); the option the study
-sets otherwise is in `FIT_ELSEWHERE`.
+`[corpus]`, `[extraction]` and `[fit]` are the options of `align extract` and `align fit` as
+tables: each key is an option of the corpus (`CorpusSpec`), of the extraction
+(`ExtractOptions`) or of what a fit computes (`FitSpec`), named, typed and defaulted by the
+option's declaration (`[fit] bootstrap = 1000` is `--bootstrap 1000`; a list where the option
+takes a comma-separated list); an option the study sets otherwise says where (`ELSEWHERE`).
 
 Every refusal is one line naming the file, the key (`[section] key`), the value found and
 what is allowed; an unknown key is refused as a misspelling would otherwise be ignored. The
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 from align import corpus, messages, models, seeding, textfiles
 from align.declarations import declaration, keys, refusal
@@ -44,55 +45,47 @@ RANDOM, SHUFFLE = ".random", ".shuffle"
 # replicate's name is never another model's, and holds neither the separator nor a suffix.
 REPLICATE = "@"
 
-# `align fit`'s options that are no [fit] key: where the study sets them instead. The options
-# of where a fit runs (`Execution`), of the models, the corpus and the live route's batches are
-# the study's own sections' (`FIT_RECORDS_ELSEWHERE`).
-FIT_ELSEWHERE = {
+# The sections that are a command's options as a table, each key the option of its name with
+# its type and default (`declarations.keys`): [corpus] the corpus's (`CorpusSpec`), [extraction]
+# `align extract`'s (`ExtractOptions`), [fit] what a fit computes (`FitSpec`). An option of
+# `align extract` or `align fit` that is no key says where the study sets it (`ELSEWHERE`, by
+# its parameter; `RECORDS_ELSEWHERE`, a whole record).
+ELSEWHERE = {
     "control": "[controls] shuffle: each pair's shuffle control is fitted beside it, its own unit",
-    "output": "the study names each fit's result (results/fits/SOURCE--TARGET.zarr)",
+    "output": "the study names each unit's output (stores/NAME.zarr, results/fits/S--T.zarr)",
     "live": "[route] kind = 'live'",
     "dry_run": "`align study --dry-run`",
     "device_memory": "the live route's default (90% of the GPU's free memory)",
+    "break_lock": "`align extract --break-lock` on the store (the study's units hold their locks)",
+    "overwrite": "a unit's output is replaced when its key changes",
 }
-FIT_RECORDS_ELSEWHERE = {
+RECORDS_ELSEWHERE = {
     "Execution": "[route] device, `align study --scheduler`: the study places its units",
     "ModelSpec": "[[models]] and [controls] random_init",
-    "CorpusSpec": "[corpus] and [extraction] max_tokens",
-    "LiveJob": "[route] kind = 'live', [extraction] batch_size",
+    "LiveJob": "[route] kind = 'live'; its batch_size and allow_long are [extraction]'s",
 }
-FIT_KEYS = keys(FitSpec, leave_out=FIT_ELSEWHERE)  # {key: (type, default, FitSpec field)}
+CORPUS_KEYS = keys(corpus.CorpusSpec)  # {key: (type, default, field)}
+EXTRACTION_KEYS = keys(ExtractOptions, leave_out=ELSEWHERE)
+FIT_KEYS = keys(FitSpec, leave_out=ELSEWHERE)
 # Keys of earlier study files, refused with the key that replaced them.
 RENAMED = {
     ("bootstrap", "resamples"): "[fit] bootstrap",
     ("bootstrap", "seed"): "[fit] bootstrap_seed",
+    ("extraction", "max_tokens"): "[corpus] max_tokens",
 }
+
+
+def _typed(generated: dict) -> dict:
+    return {key: (kind, default) for key, (kind, default, _) in generated.items()}
+
 
 # Each section's keys: (type, default). Types: str, int, float (int accepted), bool, list.
 SECTIONS = {
     "study": {"name": (str, "study")},
-    "corpus": {
-        "path": (str, None),
-        "dataset": (str, None),
-        "format": (str, "plain"),
-        "text_field": (str, "text"),
-        "doc_split": (str, None),
-        "max_length": (int, 512),
-        "overflow": (str, "split"),
-        "max_docs": (int, None),
-        "pack": (str, None),
-        "stand_in_token": (int, None),
-    },
-    "extraction": {
-        "boundaries": (str, None),
-        "max_tokens": (int, None),
-        "batch_size": (int, 8),
-        "store_dtype": (str, None),
-        "codec": (str, ExtractOptions.codec),
-        "sublayers": (bool, False),
-        "reuse": (list, []),
-    },
+    "corpus": {"path": (str, None), **_typed(CORPUS_KEYS)},
+    "extraction": {**_typed(EXTRACTION_KEYS), "reuse": (list, [])},
     "pairs": {"mode": (str, "all"), "list": (list, None), "reference": (str, None)},
-    "fit": {key: (kind, default) for key, (kind, default, _) in FIT_KEYS.items()},
+    "fit": _typed(FIT_KEYS),
     "controls": {"random_init": (list, []), "random_init_seed": (int, 0), "shuffle": (bool, False)},
     "analyses": {"batch_size": (int, 8), "skip_docs": (int, None)},
     "route": {"kind": (str, "stores"), "device": (str, "cpu"), "gpu_resource": (bool, False)},
@@ -112,19 +105,10 @@ MODEL_KEYS = {
 # (`align.declarations`) gives the limits the command line enforces; the study enforces them
 # with the command line's words (`declarations.refusal`) before anything runs.
 DECLARED = {
-    ("corpus", "dataset"): (corpus.CorpusSpec, "dataset"),
-    ("corpus", "format"): (corpus.CorpusSpec, "fmt"),
-    ("corpus", "text_field"): (corpus.CorpusSpec, "text_field"),
-    ("corpus", "doc_split"): (corpus.CorpusSpec, "doc_split"),
-    ("corpus", "max_length"): (corpus.CorpusSpec, "max_length"),
-    ("corpus", "overflow"): (corpus.CorpusSpec, "overflow"),
-    ("corpus", "max_docs"): (corpus.CorpusSpec, "max_docs"),
-    ("corpus", "pack"): (corpus.CorpusSpec, "pack"),
-    ("corpus", "stand_in_token"): (corpus.CorpusSpec, "stand_in_token"),
-    ("extraction", "max_tokens"): (corpus.CorpusSpec, "max_tokens"),
-    ("extraction", "batch_size"): (ExtractOptions, "batch_size"),
-    ("extraction", "store_dtype"): (ExtractOptions, "store_dtype"),
-    ("extraction", "codec"): (ExtractOptions, "codec"),
+    **{("corpus", key): (corpus.CorpusSpec, name) for key, (_, _, name) in CORPUS_KEYS.items()},
+    **{
+        ("extraction", key): (ExtractOptions, name) for key, (_, _, name) in EXTRACTION_KEYS.items()
+    },
     **{("fit", key): (FitSpec, name) for key, (_, _, name) in FIT_KEYS.items()},
     ("controls", "random_init_seed"): (models.ModelSpec, "seed"),
     ("models", "dtype"): (models.ModelSpec, "dtype"),
@@ -230,8 +214,9 @@ def _renamed(section: str, table, path: str) -> None:
     for (old_section, key), now in RENAMED.items():
         if old_section == section and isinstance(table, dict) and key in table:
             raise InputError(
-                f"study file {path}: [{section}] {key} is now {now} (as `align fit`'s option of "
-                f"that name): write {now.split()[-1]} = {table[key]!r} under [fit]"
+                f"study file {path}: [{section}] {key} is now {now} (as the command line's "
+                f"option of that name): write {now.split()[-1]} = {table[key]!r} under "
+                f"{now.split()[0]}"
             )
     if section in {s for s, _ in RENAMED} and section not in SECTIONS:
         raise InputError(
@@ -289,9 +274,12 @@ def load_study(path: str) -> Study:
                 f"study file {path}: no section [{section}]; the sections are models, "
                 + ", ".join(SECTIONS)
             )
-    for key in raw.get("fit", {}) if isinstance(raw.get("fit"), dict) else ():
-        if key in FIT_ELSEWHERE:
-            raise InputError(f"study file {path}: [fit] has no key {key!r}: {FIT_ELSEWHERE[key]}")
+    for section in ("corpus", "extraction", "fit"):
+        for key in raw.get(section, {}) if isinstance(raw.get(section), dict) else ():
+            if key in ELSEWHERE:
+                raise InputError(
+                    f"study file {path}: [{section}] has no key {key!r}: {ELSEWHERE[key]}"
+                )
     t = {s: _table(f"[{s}]", raw.get(s, {}), keys, path) for s, keys in SECTIONS.items()}
     for section, values in t.items():
         _declared(section, f"[{section}]", values, path)
@@ -309,7 +297,7 @@ def load_study(path: str) -> Study:
             path=os.path.abspath(path),
             name=t["study"]["name"],
             models=tuple(trained) + twins,
-            corpus=_corpus(t["corpus"], t["extraction"], base),
+            corpus=_corpus(t["corpus"], base),
             extraction=_extraction(t["extraction"]),
             pairs=tuple(p for _, _, ps in replicated for p in ps),
             replicated=tuple(r for r in replicated if len(r[2]) > 1),
@@ -511,23 +499,14 @@ def _twins(controls: dict, trained: list, names: list, path: str) -> tuple:
     return tuple(twins)
 
 
-def _corpus(c: dict, extraction: dict, base: str) -> corpus.CorpusSpec:
+def _corpus(c: dict, base: str) -> corpus.CorpusSpec:
+    """The CorpusSpec of `[corpus]`: `path` from the study file's folder, each other key's
+    value in the field its option fills."""
     p = c["path"]
     if p is not None:
         p = os.path.abspath(os.path.join(base, os.path.expanduser(p)))
-    spec = corpus.CorpusSpec(
-        p,
-        c["dataset"],
-        c["text_field"],
-        c["format"],
-        c["doc_split"],
-        c["max_length"],
-        c["overflow"],
-        extraction["max_tokens"],
-        c["max_docs"],
-        c["pack"],
-        c["stand_in_token"],
-    )
+    given = {name: c[key] for key, (_, _, name) in CORPUS_KEYS.items()}
+    spec = corpus.CorpusSpec(path=p, **given)
     corpus.validate(spec)
     return spec
 
@@ -552,8 +531,8 @@ def _reuse(folders: list, base: str, path: str) -> tuple:
 
 
 def _extraction(e: dict) -> ExtractOptions:
-    keys = {f.name for f in fields(ExtractOptions)}
-    opts = ExtractOptions(**{k: v for k, v in e.items() if k in keys})
+    """The ExtractOptions of `[extraction]`, each key's value in the field its option fills."""
+    opts = ExtractOptions(**{name: e[key] for key, (_, _, name) in EXTRACTION_KEYS.items()})
     opts.check()
     return opts
 

@@ -75,17 +75,26 @@ def refused(tmp_path, text: str) -> str:
         ),
         (
             "[bootstrap]\nresamples = 200\n",
-            "[bootstrap] resamples is now [fit] bootstrap (as `align fit`'s option of that name): "
+            "[bootstrap] resamples is now [fit] bootstrap (as the command line's option of that name): "
             "write bootstrap = 200 under [fit]",
         ),
         (
             "[bootstrap]\nseed = 3\n",
-            "[bootstrap] seed is now [fit] bootstrap_seed (as `align fit`'s option of that name): "
+            "[bootstrap] seed is now [fit] bootstrap_seed (as the command line's option of that name): "
             "write bootstrap_seed = 3 under [fit]",
         ),
         (
             "[bootstrap]\n",
             "no section [bootstrap]; its keys are now [fit] bootstrap, [fit] bootstrap_seed",
+        ),
+        (
+            "[extraction]\nmax_tokens = 500\n",
+            "[extraction] max_tokens is now [corpus] max_tokens (as the command line's option of "
+            "that name): write max_tokens = 500 under [corpus]",
+        ),
+        (
+            "[extraction]\noverwrite = true\n",
+            "[extraction] has no key 'overwrite': a unit's output is replaced when its key changes",
         ),
         (
             "[fit]\ncontrol = 'shuffle'\n",
