@@ -3,7 +3,9 @@ at the fit benchmark's shape, the store-route fit with ridge alone against the s
 the streamed measures, runs alternated, the ratio of the medians; the streamed measures'
 interval, the delete-a-group jackknife's G recomputations, timed per recomputation and scaled
 to the grid, and timed whole on the grid (its cost does not depend on the tokens); and the row
-measures `mknn` and `rsa` on M sampled rows, timed.
+measures (mknn, cknna, rsa) on M sampled rows of the grid: the values, a few null draws and
+bootstrap resamples timed on the whole grid and scaled to the calibration's and the
+interval's defaults.
 
     .venv/bin/python bench/fit.py --measures cka,cka-debiased,procrustes,cca,svcca
                                                    # writes bench/results/fit-measures.json
@@ -14,7 +16,7 @@ The stores are bench/fit.py's (seeded random arrays; a fit's cost does not depen
 numbers). Both fits run with `--bootstrap` of this script (default 0: the measures' values
 alone; their interval is timed apart, below). `--interval-only` runs the interval's timing
 alone (a minute, not the fits' ten) and keeps the fits and row timings of the JSON already at
-the output, each part with the command that made it.
+the output, each part with the command that made it; `--rows-only` likewise the row measures'.
 """
 
 from __future__ import annotations
@@ -141,8 +143,8 @@ def whole_interval(nI, nJ, d_s, d_t, measures) -> dict:
     and on this machine's cores as the fit runs it (`threads`)."""
     from threadpoolctl import threadpool_limits
 
-    from align.fitting import measured
-    from align.fitting.cluster import cpu_cores
+    from align.fitting.measuring import measured
+    from align.fitting.runtime.cluster import cpu_cores
     from align.measures.streamed import MEASURE_GROUPS
     from align.stats.bootstrap import Resampling
 
@@ -199,32 +201,58 @@ def interval_timing(args, measures, tmp) -> dict:
     }
 
 
-def row_measure_costs(d_s, d_t, m, k=10) -> dict:
-    """Seconds of `mknn` and `rsa` on M rows of one source and one target boundary: the
-    observed cell with both boundaries' preparation (`rows.observed_values`), and one null
-    draw of the cell beyond it (`rows.null_values` with 11 permutations minus 1, over 10)."""
-    from align.measures import rows
+def row_grid_costs(nI, nJ, d_s, d_t, m, draws=3, resamples=3, k=10) -> dict:
+    """Seconds of the row measures (mknn, cknna, rsa, as `--measures all` computes them) on M
+    sampled rows of an nI × nJ grid, single-threaded BLAS (as `fitting.sampled.attach` runs
+    them at these widths): every boundary prepared (`rows.prepare_all`), the values of every
+    cell (`rows.observed_values`), `draws` null draws of the grid (`rows.null_values`) and
+    `resamples` bootstrap resamples (`cells.weighted_grid`, mknn and cknna apart from rsa),
+    each timed on the whole grid; then scaled to the defaults: the calibration PERMUTATIONS
+    draws, the interval RESAMPLES resamples, each against the values (preparation included)."""
+    from threadpoolctl import threadpool_limits
+
+    from align.measures import PERMUTATIONS, ROW_ONLY, calibration, cells, rows
+    from align.stats.bootstrap import RESAMPLES, Resampling
 
     rng = np.random.default_rng(0)
     base = rng.standard_normal((m, 32))
-    x = {0: base @ rng.standard_normal((32, d_s)) + rng.standard_normal((m, d_s))}
-    y = {0: base @ rng.standard_normal((32, d_t)) + rng.standard_normal((m, d_t))}
-    out = {}
-    for name in ("mknn", "rsa"):
+    xs = {
+        i: base @ rng.standard_normal((32, d_s)) + rng.standard_normal((m, d_s)) for i in range(nI)
+    }
+    ys = {
+        j: base @ rng.standard_normal((32, d_t)) + rng.standard_normal((m, d_t)) for j in range(nJ)
+    }
+    docs = np.arange(m) // max(1, m // 64)  # 64 documents, as the bench's held-out sample has
+    out = {"grid": [nI, nJ], "rows": m, "draws_timed": draws, "resamples_timed": resamples}
+    with threadpool_limits(1, user_api="blas"):
         t0 = time.perf_counter()
-        rows.observed_values(x, y, (name,), k)
-        observed = time.perf_counter() - t0
-        perms = np.stack([rng.permutation(m) for _ in range(11)])
+        records = rows.prepare_all(xs, ys, ROW_ONLY, k)
+        out["prepare_seconds"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        rows.null_values(x, y, perms[:1], (name,), k)
-        one = time.perf_counter() - t0
+        rows.observed_values(xs, ys, ROW_ONLY, k, records)
+        out["cells_seconds"] = time.perf_counter() - t0
+        perms, _ = calibration.draw_permutations(docs, draws, 0)
         t0 = time.perf_counter()
-        rows.null_values(x, y, perms, (name,), k)
-        eleven = time.perf_counter() - t0
-        out[name] = {
-            "observed_seconds": observed,
-            "null_draw_seconds": (eleven - one) / 10,
-        }
+        rows.null_values(xs, ys, perms, ROW_ONLY, k, records)
+        out["draw_seconds"] = (time.perf_counter() - t0) / draws
+        weights = rows.multiplicities(docs, Resampling(RESAMPLES, 0))[:resamples]
+        for label, names in (("neighbours", ("mknn", "cknna")), ("rsa", ("rsa",))):
+            scratch = cells.Scratch.of(m, names)
+            t0 = time.perf_counter()
+            for w in weights:
+                cells.weighted_grid(*records, names, k, w, scratch)
+            out[f"resample_{label}_seconds"] = (time.perf_counter() - t0) / resamples
+    values = out["prepare_seconds"] + out["cells_seconds"]
+    resample = out["resample_neighbours_seconds"] + out["resample_rsa_seconds"]
+    out |= {
+        "values_seconds": values,
+        "permutations": PERMUTATIONS,
+        "resamples": RESAMPLES,
+        "calibration_seconds": PERMUTATIONS * out["draw_seconds"],
+        "interval_seconds": RESAMPLES * resample,
+        "calibration_ratio": PERMUTATIONS * out["draw_seconds"] / values,
+        "interval_ratio": RESAMPLES * resample / values,
+    }
     return out
 
 
@@ -277,18 +305,23 @@ def main(args):
     out_path = args.out
     if os.path.basename(out_path) == "fit.json":
         out_path = os.path.join(os.path.dirname(out_path), "fit-measures.json")
-    if args.interval_only or args.fits_only:  # the rest stays the run's that wrote it
+    if args.interval_only or args.fits_only or args.rows_only:  # the rest stays the run's
         try:
             with open(out_path) as f:
                 result = json.load(f)
         except OSError as e:
             flag = "--interval-only" if args.interval_only else "--fits-only"
+            flag = "--rows-only" if args.rows_only else flag
             raise SystemExit(
                 f"bench/fit.py {flag}: cannot read {out_path} ({e.strerror}); run "
                 "bench/fit.py --measures LIST without it first"
             ) from None
         try:
-            if args.interval_only:
+            if args.rows_only:
+                result["rows"] = row_grid_costs(Ls + 1, Lt + 1, ds, dt, args.sample_rows)
+                result["rows"]["command"] = command_line()
+                result["rows"]["load_average_at_end"] = os.getloadavg()
+            elif args.interval_only:
                 result["interval"] = interval_timing(args, measures, tmp)
             else:
                 result["fits"] = fit_timing(args, measures, keep, tmp, fitbench)
@@ -298,7 +331,8 @@ def main(args):
             shutil.rmtree(tmp, ignore_errors=True)
         with open(out_path, "w") as f:
             json.dump(result, f, indent=2)
-        print(json.dumps(result["interval" if args.interval_only else "fits"], indent=2))
+        part = "rows" if args.rows_only else "interval" if args.interval_only else "fits"
+        print(json.dumps(result[part], indent=2))
         return
     result = {
         "config": {
@@ -320,7 +354,7 @@ def main(args):
     try:
         result["fits"] = fit_timing(args, measures, keep, tmp, fitbench)
         result["interval"] = interval_timing(args, measures, tmp)
-        result["rows"] = row_measure_costs(ds, dt, args.sample_rows) | {"grid": [Ls + 1, Lt + 1]}
+        result["rows"] = row_grid_costs(Ls + 1, Lt + 1, ds, dt, args.sample_rows)
         print(f"row measures at M {args.sample_rows}: {result['rows']}", flush=True)
         result["version"] = align.__version__
     finally:

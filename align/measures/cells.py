@@ -30,8 +30,7 @@ def values(name: str, px: P.Prepared, py: P.Prepared, k: int) -> float:
         cross = P.hsic_masked(rows, cols, near_x, near_y, m)
         return ratio(cross, px.knn_self * py.knn_self)
     if name == "rsa":
-        rx, ry = px.ranks, py.ranks
-        return ratio(P.dot(rx, ry), P.dot(rx, rx) * P.dot(ry, ry))
+        return ratio(P.dot(px.ranks, py.ranks), px.ranks_square * py.ranks_square)
     zx, zy = px.u * px.s, py.u * py.s
     if name == "cka":
         return float(np.linalg.norm(zx.T @ zy) ** 2 / (np.sum(px.s**4) * np.sum(py.s**4)) ** 0.5)

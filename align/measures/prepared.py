@@ -51,9 +51,11 @@ class Prepared:
     index), `near` (M, L) those cosines, `unit` (D, d) the distinct unit rows and `copy` (M,)
     which one each row is (for a row whose order a resample needs beyond L), `knn_self` HSIC_u(A_x∘K, A_x∘K) of CKNNA. `ranks` (P,) the
     centred average ranks of the correlation distances of the pairs a < b (row-major upper
-    triangle, P = M(M − 1)/2), `by_distance` (P,) those pairs by increasing distance (stable),
+    triangle, P = M(M − 1)/2), `by_distance` (P,) those pairs by increasing distance (in any order within a tie: tied
+    pairs share one rank, whatever the weights),
     `ties` (P,) the tie group of each pair in that order, or None where no two distances tie;
-    these three on the backend that prepared them. A field the measures asked for do not need
+    these three on the backend that prepared them; `ranks_square` Σ ranks² (read by every
+    cell of the boundary: one sum, not one a cell). A field the measures asked for do not need
     is None."""
 
     u: np.ndarray | None = None
@@ -67,6 +69,7 @@ class Prepared:
     copy: np.ndarray | None = None
     knn_self: float | None = None
     ranks: object = None
+    ranks_square: float | None = None
     by_distance: object = None
     ties: object = None
 
@@ -179,7 +182,10 @@ def _rank_order(x: np.ndarray, backend: Backend) -> dict:
     dist[lo == hi] = 0.0
     del lo, hi
     if backend.torch is None:
-        by = np.argsort(dist, kind="stable").astype(np.int32)  # P < 2³¹ at any M that fits
+        # not a stable sort: the order within a tie changes no rank (a tie group's pairs share
+        # its average, and their weights, whole numbers, sum exactly in any order), and
+        # numpy's quicksort (SIMD) took 2.2 s for M 4,096's 8.4 M pairs, its stable sort 7.9 s
+        by = np.argsort(dist).astype(np.int32)  # P < 2³¹ at any M that fits
         ordered = dist[by]
         del dist
         new = np.empty(len(ordered), bool)
@@ -196,6 +202,7 @@ def _rank_order(x: np.ndarray, backend: Backend) -> dict:
     fields = {"by_distance": by, "ties": ties}
     ones = backend.put(np.ones(len(by)))
     fields["ranks"] = ranks_weighted(Prepared(**fields), ones)
+    fields["ranks_square"] = dot(fields["ranks"], fields["ranks"])
     return fields
 
 
@@ -256,6 +263,7 @@ def permuted(p: Prepared, perm: np.ndarray, pairs=None, k: int | None = None) ->
         fields.update(order=order, near=near, copy=p.copy[perm])
     if p.ranks is not None:
         fields["ranks"] = p.ranks[pairs]
+        fields["ranks_square"] = dot(fields["ranks"], fields["ranks"])  # once, for every cell
     return replace(p, **fields)
 
 

@@ -326,15 +326,22 @@ def observed_values(xs: dict, ys: dict, measures, k: int = K_NEIGHBOURS, records
     boundaries' records (`prepare_all`), prepared here without."""
     px, py = records or prepare_all(xs, ys, measures, k)
     out = cells.grid(px, py, measures, k)
-    for name, values in out.items():
-        if not np.isfinite(values).all():
-            a, b = np.argwhere(~np.isfinite(values))[0]
+    refuse_undefined(out, list(xs), list(ys))
+    return out
+
+
+def refuse_undefined(values: dict, sources: list, targets: list) -> None:
+    """The one-line refusal of the first cell (in measure, then row-major order) whose value
+    in values {measure: (n_source, n_target)} is not finite; sources, targets: the grid's
+    boundaries."""
+    for name, grid in values.items():
+        if not np.isfinite(grid).all():
+            a, b = np.argwhere(~np.isfinite(grid))[0]
             raise InputError(
-                f"source boundary {list(xs)[a]} × target boundary {list(ys)[b]}: {name} is "
+                f"source boundary {sources[a]} × target boundary {targets[b]}: {name} is "
                 "undefined on the sampled rows (a side without variance in its denominator); "
                 "sample more rows or leave the boundary out"
             )
-    return out
 
 
 def null_values(
@@ -344,9 +351,10 @@ def null_values(
     each permutation (row r of the source with row perms[q, r] of the target), the same
     permutation for every target boundary. perms: (K, n_rows) from
     `calibration.draw_permutations`. A draw permutes indices into the prepared records
-    (`prepared.permuted`): RSA's ranks by the pairs' places, computed once a draw."""
+    (`prepared.permuted`): RSA's ranks by the pairs' places, computed once a draw. With
+    `records`, xs and ys are read for their keys alone."""
     px, py = records or prepare_all(xs, ys, measures, k)
-    m = len(next(iter(xs.values())))
+    m = np.shape(perms)[1]
     a, b = prepared.pair_rows(m) if "rsa" in measures else (None, None)
     backend = _backend_of(py)
     out = {n: np.empty((len(perms), len(px), len(py))) for n in measures}
@@ -391,12 +399,21 @@ def bootstrap_values(
     no sort and no neighbour search a resample); the spectral measures are recomputed on
     the resampled rows."""
     weights = multiplicities(docs, resampling)
-    px, py = records or prepare_all(xs, ys, measures, k, backend)
-    m = len(next(iter(xs.values())))
+    records = records or prepare_all(xs, ys, measures, k, backend)
+    return weighted_values(xs, ys, weights, measures, k, records)
+
+
+def weighted_values(xs: dict, ys: dict, weights: np.ndarray, measures, k: int, records) -> dict:
+    """{measure: (len(weights), n_source, n_target)}: `bootstrap_values` of the resamples
+    whose multiplicities are the rows of weights (R, M) int, from the boundaries' records
+    (`prepare_all`); xs and ys (the sampled rows) are read only where a spectral measure is
+    asked (recomputed on each resample's rows)."""
+    px, py = records
+    m = np.shape(weights)[1]
     scratch = cells.Scratch.of(m, measures, _backend_of(py) if "rsa" in measures else CPU)
     read = [n for n in measures if n not in SPECTRAL]
     spectral = [n for n in measures if n in SPECTRAL]
-    out = {n: np.full((len(weights), len(xs), len(ys)), np.nan) for n in measures}
+    out = {n: np.full((len(weights), len(px), len(py)), np.nan) for n in measures}
     for q, w in enumerate(weights):
         with np.errstate(invalid="ignore", divide="ignore"):
             values = cells.weighted_grid(px, py, read, k, w, scratch) if read else {}
@@ -455,6 +472,21 @@ def row_measures(
     distances, their sorts and RSA's null and resamples run (the fit's device)."""
     measures = tuple(measures)
     intervals = measures if intervals is None else tuple(n for n in measures if n in intervals)
+    xs, ys, docs = checked_rows(xs, ys, docs, measures, k)
+    records = prepare_all(xs, ys, measures, k, backend)
+    value = observed_values(xs, ys, measures, k, records)
+    perms, scheme = calibration.draw_permutations(docs, draws.permutations, draws.seed)
+    null = null_values(xs, ys, perms, measures, k, records)
+    resampled = {}
+    if intervals:
+        resampled = bootstrap_values(xs, ys, docs, intervals, k, draws.resampling, records)
+    return summarised(measures, value, null, resampled, duplicated_rows(xs, ys), scheme)
+
+
+def checked_rows(xs: dict, ys: dict, docs, measures, k: int) -> tuple:
+    """(xs, ys, docs) as `row_measures` computes on them (the rows float64), or the one-line
+    refusal of the first thing that gives no measure: no boundary, unknown measures, shapes,
+    k, a boundary's rows (`_check_boundary`), the documents' shape."""
     if not xs or not ys:
         raise InputError("no boundary to measure: give at least one source and one target")
     first = next(iter(xs.values()))
@@ -470,14 +502,13 @@ def row_measures(
         raise InputError(
             f"`docs` of shape {docs.shape}: give one document id per sampled row ({len(first):,})"
         )
-    records = prepare_all(xs, ys, measures, k, backend)
-    value = observed_values(xs, ys, measures, k, records)
-    perms, scheme = calibration.draw_permutations(docs, draws.permutations, draws.seed)
-    null = null_values(xs, ys, perms, measures, k, records)
-    resampled = {}
-    if intervals:
-        resampled = bootstrap_values(xs, ys, docs, intervals, k, draws.resampling, records)
-    copies = duplicated_rows(xs, ys)
+    return xs, ys, docs
+
+
+def summarised(measures, value: dict, null: dict, resampled: dict, copies, scheme: str) -> dict:
+    """`row_measures`' answer from its parts: value {measure: (n_source, n_target)}, null
+    {measure: (K, n_source, n_target)}, resampled {measure: (R, n_source, n_target)} (the
+    measures with an interval), copies (`duplicated_rows`) and the null's scheme."""
     out = {}
     for n in measures:
         direction, ideal = ROW_MEASURES[n]

@@ -10,7 +10,7 @@ import dataclasses
 
 import numpy as np
 
-from align.fitting.tasks import threaded
+from align.fitting.runtime.tasks import threaded
 from align.measures import MEASURES, SIMILARITY, streamed, variable
 from align.stats import jackknife
 from align.stats.bootstrap import Resampling

@@ -1,5 +1,5 @@
 """Memory arithmetic of the sampled rows (pure): the M held-out rows of every boundary the row
-measures and every measure's calibration keep (`fitting.sampled`), and the peak working memory
+measures and every measure's calibration keep (`fitting.measuring.sampled`), and the peak working memory
 of `measures.rows.row_measures` on them, derived from its code; and the one-line refusal of a
 budget that cannot hold them (both routes). Bytes everywhere."""
 
