@@ -210,7 +210,7 @@ def _live(study: Study, u) -> float | None:
     from align.fitting.live_route.pipeline import fit_live
 
     src, tgt = (study.model(n).spec for n in u.models)
-    job = LiveJob(src, tgt, study.corpus, study.extraction.batch_size)
+    job = LiveJob(src, tgt, study.corpus, study.extraction.batch_size, study.extraction.allow_long)
     report = fit_live(
         job, None, study.fit, Execution(device=study.device), dry_run=True, log=lambda line: None
     )

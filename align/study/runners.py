@@ -62,7 +62,9 @@ def _fit(u, study, root, log):
         from align.fitting.live_route.pipeline import fit_live
 
         src, tgt = (study.model(n).spec for n in u.models)
-        job = LiveJob(src, tgt, study.corpus, study.extraction.batch_size)
+        job = LiveJob(
+            src, tgt, study.corpus, study.extraction.batch_size, study.extraction.allow_long
+        )
         fit_live(job, out, spec, run, log=log)
         return
     src, tgt = (os.path.join(root, units_mod.output_of("extract", (n,))) for n in u.models)

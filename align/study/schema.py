@@ -1,5 +1,11 @@
 """The study file (TOML): its keys, their types and allowed values, read into a `Study`.
 
+`[corpus]`, `[extraction]` and `[fit]` are the options of `align extract` and `align fit` as
+tables: each key is an option of the corpus (`CorpusSpec`), of the extraction
+(`ExtractOptions`) or of what a fit computes (`FitSpec`), named, typed and defaulted by the
+option's declaration (`[fit] bootstrap = 1000` is `--bootstrap 1000`; a list where the option
+takes a comma-separated list); an option the study sets otherwise says where (`ELSEWHERE`).
+
 Every refusal is one line naming the file, the key (`[section] key`), the value found and
 what is allowed; an unknown key is refused as a misspelling would otherwise be ignored. The
 values are then checked by the library's own records (`ModelSpec`, `CorpusSpec`,
@@ -12,10 +18,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 from align import corpus, messages, models, seeding, textfiles
-from align.declarations import declaration, refusal
+from align.declarations import declaration, keys, refusal
 from align.errors import InputError
 from align.extraction.extract_options import ExtractOptions
 from align.fitting.fit_options import FitSpec
@@ -40,44 +46,47 @@ RANDOM, SHUFFLE = ".random", ".shuffle"
 # replicate's name is never another model's, and holds neither the separator nor a suffix.
 REPLICATE = "@"
 
+# The sections that are a command's options as a table, each key the option of its name with
+# its type and default (`declarations.keys`): [corpus] the corpus's (`CorpusSpec`), [extraction]
+# `align extract`'s (`ExtractOptions`), [fit] what a fit computes (`FitSpec`). An option of
+# `align extract` or `align fit` that is no key says where the study sets it (`ELSEWHERE`, by
+# its parameter; `RECORDS_ELSEWHERE`, a whole record).
+ELSEWHERE = {
+    "control": "[controls] shuffle: each pair's shuffle control is fitted beside it, its own unit",
+    "output": "the study names each unit's output (stores/NAME.zarr, results/fits/S--T.zarr)",
+    "live": "[route] kind = 'live'",
+    "dry_run": "`align study --dry-run`",
+    "device_memory": "the live route's default (90% of the GPU's free memory)",
+    "break_lock": "`align extract --break-lock` on the store (the study's units hold their locks)",
+    "overwrite": "a unit's output is replaced when its key changes",
+}
+RECORDS_ELSEWHERE = {
+    "Execution": "[route] device, `align study --scheduler`: the study places its units",
+    "ModelSpec": "[[models]] and [controls] random_init",
+    "LiveJob": "[route] kind = 'live'; its batch_size and allow_long are [extraction]'s",
+}
+CORPUS_KEYS = keys(corpus.CorpusSpec)  # {key: (type, default, field)}
+EXTRACTION_KEYS = keys(ExtractOptions, leave_out=ELSEWHERE)
+FIT_KEYS = keys(FitSpec, leave_out=ELSEWHERE)
+# Keys of earlier study files, refused with the key that replaced them.
+RENAMED = {
+    ("bootstrap", "resamples"): "[fit] bootstrap",
+    ("bootstrap", "seed"): "[fit] bootstrap_seed",
+    ("extraction", "max_tokens"): "[corpus] max_tokens",
+}
+
+
+def _typed(generated: dict) -> dict:
+    return {key: (kind, default) for key, (kind, default, _) in generated.items()}
+
+
 # Each section's keys: (type, default). Types: str, int, float (int accepted), bool, list.
 SECTIONS = {
     "study": {"name": (str, "study")},
-    "corpus": {
-        "path": (str, None),
-        "dataset": (str, None),
-        "format": (str, "plain"),
-        "text_field": (str, "text"),
-        "doc_split": (str, None),
-        "max_length": (int, 512),
-        "overflow": (str, "split"),
-        "max_docs": (int, None),
-        "pack": (str, None),
-        "stand_in_token": (int, None),
-    },
-    "extraction": {
-        "boundaries": (str, None),
-        "max_tokens": (int, None),
-        "batch_size": (int, 8),
-        "store_dtype": (str, None),
-        "codec": (str, ExtractOptions.codec),
-        "sublayers": (bool, False),
-        "reuse": (list, []),
-    },
+    "corpus": {"path": (str, None), **_typed(CORPUS_KEYS)},
+    "extraction": {**_typed(EXTRACTION_KEYS), "reuse": (list, [])},
     "pairs": {"mode": (str, "all"), "list": (list, None), "reference": (str, None)},
-    "fit": {
-        "measures": (list, ["ridge"]),
-        "permutations": (int, None),
-        "test_fraction": (float, 0.2),
-        "val_fraction": (float, 0.2),
-        "seed": (int, 0),
-        "alphas": (list, None),
-        "include_first_token": (bool, False),
-        "source_boundaries": (str, None),
-        "target_boundaries": (str, None),
-        "pairing": (str, "auto"),
-    },
-    "bootstrap": {"resamples": (int, 1000), "seed": (int, 0)},
+    "fit": _typed(FIT_KEYS),
     "controls": {"random_init": (list, []), "random_init_seed": (int, 0), "shuffle": (bool, False)},
     "analyses": {
         "batch_size": (int, 8),
@@ -102,25 +111,11 @@ MODEL_KEYS = {
 # (`align.declarations`) gives the limits the command line enforces; the study enforces them
 # with the command line's words (`declarations.refusal`) before anything runs.
 DECLARED = {
-    ("corpus", "dataset"): (corpus.CorpusSpec, "dataset"),
-    ("corpus", "format"): (corpus.CorpusSpec, "fmt"),
-    ("corpus", "text_field"): (corpus.CorpusSpec, "text_field"),
-    ("corpus", "doc_split"): (corpus.CorpusSpec, "doc_split"),
-    ("corpus", "max_length"): (corpus.CorpusSpec, "max_length"),
-    ("corpus", "overflow"): (corpus.CorpusSpec, "overflow"),
-    ("corpus", "max_docs"): (corpus.CorpusSpec, "max_docs"),
-    ("corpus", "pack"): (corpus.CorpusSpec, "pack"),
-    ("corpus", "stand_in_token"): (corpus.CorpusSpec, "stand_in_token"),
-    ("extraction", "max_tokens"): (corpus.CorpusSpec, "max_tokens"),
-    ("extraction", "batch_size"): (ExtractOptions, "batch_size"),
-    ("extraction", "store_dtype"): (ExtractOptions, "store_dtype"),
-    ("extraction", "codec"): (ExtractOptions, "codec"),
-    ("fit", "test_fraction"): (FitSpec, "test_fraction"),
-    ("fit", "val_fraction"): (FitSpec, "val_fraction"),
-    ("fit", "seed"): (FitSpec, "seed"),
-    ("fit", "pairing"): (FitSpec, "pairing"),
-    ("fit", "permutations"): (FitSpec, "permutations"),
-    ("bootstrap", "seed"): (FitSpec, "bootstrap_seed"),
+    **{("corpus", key): (corpus.CorpusSpec, name) for key, (_, _, name) in CORPUS_KEYS.items()},
+    **{
+        ("extraction", key): (ExtractOptions, name) for key, (_, _, name) in EXTRACTION_KEYS.items()
+    },
+    **{("fit", key): (FitSpec, name) for key, (_, _, name) in FIT_KEYS.items()},
     ("controls", "random_init_seed"): (models.ModelSpec, "seed"),
     ("models", "dtype"): (models.ModelSpec, "dtype"),
     ("models", "family"): (models.ModelSpec, "family"),
@@ -129,7 +124,6 @@ DECLARED = {
 # keys, then the declared fields (the first section of a key wins: `seed` is [fit] seed).
 TERMS = {k: f"[{section}] {k}" for section, keys in reversed(SECTIONS.items()) for k in keys}
 TERMS.update({name: f"[{s}] {k}" for (s, k), (_, name) in reversed(DECLARED.items())})
-TERMS["bootstrap"] = "[bootstrap] resamples"
 TYPE_WORDS = {str: "a string", int: "a whole number", float: "a number", bool: "true or false"}
 TYPE_WORDS[list] = "a list"
 
@@ -226,6 +220,22 @@ def _declared(section: str, where: str, values: dict, path: str) -> None:
             )
 
 
+def _renamed(section: str, table, path: str) -> None:
+    """Refuse a key of an earlier study file, naming the key that replaced it."""
+    for (old_section, key), now in RENAMED.items():
+        if old_section == section and isinstance(table, dict) and key in table:
+            raise InputError(
+                f"study file {path}: [{section}] {key} is now {now} (as the command line's "
+                f"option of that name): write {now.split()[-1]} = {table[key]!r} under "
+                f"{now.split()[0]}"
+            )
+    if section in {s for s, _ in RENAMED} and section not in SECTIONS:
+        raise InputError(
+            f"study file {path}: no section [{section}]; its keys are now "
+            f"{', '.join(now for (s, _), now in RENAMED.items() if s == section)}"
+        )
+
+
 def _table(where: str, table, keys: dict, path: str) -> dict:
     """A table's values by key, defaults filled in; unknown keys and wrong types refused."""
     if not isinstance(table, dict):
@@ -269,11 +279,18 @@ def load_study(path: str) -> Study:
     """
     raw = read_toml(path)
     for section in raw:
+        _renamed(section, raw[section], path)
         if section not in SECTIONS and section != "models":
             raise InputError(
                 f"study file {path}: no section [{section}]; the sections are models, "
                 + ", ".join(SECTIONS)
             )
+    for section in ("corpus", "extraction", "fit"):
+        for key in raw.get(section, {}) if isinstance(raw.get(section), dict) else ():
+            if key in ELSEWHERE:
+                raise InputError(
+                    f"study file {path}: [{section}] has no key {key!r}: {ELSEWHERE[key]}"
+                )
     t = {s: _table(f"[{s}]", raw.get(s, {}), keys, path) for s, keys in SECTIONS.items()}
     for section, values in t.items():
         _declared(section, f"[{section}]", values, path)
@@ -291,12 +308,12 @@ def load_study(path: str) -> Study:
             path=os.path.abspath(path),
             name=t["study"]["name"],
             models=tuple(trained) + twins,
-            corpus=_corpus(t["corpus"], t["extraction"], base),
+            corpus=_corpus(t["corpus"], base),
             extraction=_extraction(t["extraction"]),
             pairs=tuple(p for _, _, ps in replicated for p in ps),
             replicated=tuple(r for r in replicated if len(r[2]) > 1),
             measures=_measures(t["fit"]["measures"], path),
-            fit=_fit(t["fit"], t["bootstrap"], _measures(t["fit"]["measures"], path)),
+            fit=_fit(t["fit"], _measures(t["fit"]["measures"], path)),
             shuffle=t["controls"]["shuffle"],
             analyses_batch=_positive("[analyses]", "batch_size", t["analyses"]["batch_size"], path),
             route=_choice("[route]", "kind", t["route"]["kind"], ROUTES, path),
@@ -527,23 +544,14 @@ def _twins(controls: dict, trained: list, names: list, path: str) -> tuple:
     return tuple(twins)
 
 
-def _corpus(c: dict, extraction: dict, base: str) -> corpus.CorpusSpec:
+def _corpus(c: dict, base: str) -> corpus.CorpusSpec:
+    """The CorpusSpec of `[corpus]`: `path` from the study file's folder, each other key's
+    value in the field its option fills."""
     p = c["path"]
     if p is not None:
         p = os.path.abspath(os.path.join(base, os.path.expanduser(p)))
-    spec = corpus.CorpusSpec(
-        p,
-        c["dataset"],
-        c["text_field"],
-        c["format"],
-        c["doc_split"],
-        c["max_length"],
-        c["overflow"],
-        extraction["max_tokens"],
-        c["max_docs"],
-        c["pack"],
-        c["stand_in_token"],
-    )
+    given = {name: c[key] for key, (_, _, name) in CORPUS_KEYS.items()}
+    spec = corpus.CorpusSpec(path=p, **given)
     corpus.validate(spec)
     return spec
 
@@ -568,8 +576,8 @@ def _reuse(folders: list, base: str, path: str) -> tuple:
 
 
 def _extraction(e: dict) -> ExtractOptions:
-    keys = {f.name for f in fields(ExtractOptions)}
-    opts = ExtractOptions(**{k: v for k, v in e.items() if k in keys})
+    """The ExtractOptions of `[extraction]`, each key's value in the field its option fills."""
+    opts = ExtractOptions(**{name: e[key] for key, (_, _, name) in EXTRACTION_KEYS.items()})
     opts.check()
     return opts
 
@@ -598,21 +606,10 @@ def _pairs(p: dict, names: list, path: str) -> tuple:
     return tuple(dict.fromkeys(out))
 
 
-def _fit(f: dict, b: dict, measures: tuple) -> FitSpec:
-    spec = FitSpec(
-        test_fraction=f["test_fraction"],
-        val_fraction=f["val_fraction"],
-        seed=f["seed"],
-        alphas=tuple(f["alphas"]) if f["alphas"] is not None else FitSpec.alphas,
-        include_first_token=f["include_first_token"],
-        source_boundaries=f["source_boundaries"],
-        target_boundaries=f["target_boundaries"],
-        bootstrap=b["resamples"],
-        bootstrap_seed=b["seed"],
-        pairing=f["pairing"],
-        measures=measures,
-        permutations=f["permutations"],
-    )
+def _fit(f: dict, measures: tuple) -> FitSpec:
+    """The FitSpec of `[fit]`: each key's value in the field its option fills."""
+    given = {name: f[key] for key, (_, _, name) in FIT_KEYS.items()}
+    spec = FitSpec(**{**given, "alphas": tuple(given["alphas"]), "measures": measures})
     spec.checked()
     return spec
 

@@ -24,8 +24,6 @@ path = "{corpus}"
 [pairs]
 mode = "list"
 list = [["a", "b"], ["a", "c"]]
-[bootstrap]
-resamples = 200
 [controls]
 shuffle = true
 {extra}
@@ -37,6 +35,8 @@ B_SHAPE = {"num_hidden_layers": 4, "hidden_size": 96}  # as tests/helpers/fixtur
 def study_text(zoo, corpus_file, extra: str = "", models=("a", "b", "c")) -> str:
     """The tiny study's file; `extra` is appended (more sections)."""
     paths = {"a": zoo("qwen2"), "b": zoo("qwen2", **B_SHAPE), "c": zoo("llama")}
+    resamples = "[fit]\nbootstrap = 200\n"  # beside the [fit] keys `extra` gives, if any
+    extra = extra.replace("[fit]\n", resamples, 1) if "[fit]\n" in extra else resamples + extra
     text = STUDY.format(corpus=corpus_file, extra=extra, **paths)
     if models != ("a", "b", "c"):  # the two-model form: a and b, one pair, no control
         text = text.replace(f'[[models]]\nname = "c"\npath = "{paths["c"]}"\n', "")
