@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from align.measures.prepared import BLOCK, NEIGHBOURS, SPECTRAL, depth
+from align.measures.prepared import BLOCK, depth
+from align.measures.registry import NEIGHBOURS, SPECTRAL
 from align.messages import human_bytes
 
 WORK_MARGIN = 1.25  # row_measures' working memory over its itemised arrays (row_measures_bytes)

@@ -28,20 +28,16 @@ import numpy as np
 
 from align.errors import InputError, NonFiniteError
 from align.measures import calibration, cells, prepared
-from align.measures.prepared import NEIGHBOURS, SPECTRAL
+from align.measures.registry import NEIGHBOURS, REGISTRY, SPECTRAL, parts_of, rows_forms
 from align.ridge.backend import CPU, Backend
 from align.stats import bootstrap
 
-# Each measure, its direction, and its ideal value (what a model compared with itself scores).
+# Each row measure's direction and ideal value (what a model compared with itself scores): a
+# view of the registry's records that have a rows form, those with no sums form first.
 ROW_MEASURES = {
-    "mknn": ("similarity", 1.0),
-    "cknna": ("similarity", 1.0),
-    "rsa": ("similarity", 1.0),
-    "cka": ("similarity", 1.0),
-    "cka-debiased": ("similarity", 1.0),
-    "procrustes": ("distance", 0.0),
-    "cca": ("similarity", 1.0),
-    "svcca": ("similarity", 1.0),
+    n: (m.direction, m.ideal)
+    for n, m in sorted(REGISTRY.items(), key=lambda item: item[1].sums is not None)
+    if m.rows
 }
 K_NEIGHBOURS = 10  # platonic-rep's default topk
 
@@ -111,7 +107,7 @@ def neighbours(x: np.ndarray, k: int = K_NEIGHBOURS) -> np.ndarray:
         int, row indices.
     """
     _check_rows(x, x, k, ("mknn",))
-    return prepared.prepare(x, ("mknn",), k).order[:, :k]
+    return prepared.prepare(x, parts_of(("mknn",)), k).order[:, :k]
 
 
 def cknna(x: np.ndarray, y: np.ndarray, k: int = K_NEIGHBOURS) -> float:
@@ -315,8 +311,9 @@ def _check_boundary(x: np.ndarray, side: str, b, measures) -> None:
 def prepare_all(xs: dict, ys: dict, measures, k: int, backend: Backend = CPU) -> tuple:
     """({source boundary: Prepared}, {target boundary: Prepared}): every boundary's record,
     prepared once (`prepared.prepare`) for the values, the null and the bootstrap."""
-    px = {i: prepared.prepare(x, measures, k, backend) for i, x in xs.items()}
-    py = {j: prepared.prepare(y, measures, k, backend) for j, y in ys.items()}
+    parts = parts_of(measures)
+    px = {i: prepared.prepare(x, parts, k, backend) for i, x in xs.items()}
+    py = {j: prepared.prepare(y, parts, k, backend) for j, y in ys.items()}
     return px, py
 
 
@@ -325,7 +322,7 @@ def observed_values(xs: dict, ys: dict, measures, k: int = K_NEIGHBOURS, records
     whose measure is undefined (a denominator of 0) is refused, named. `records`: the
     boundaries' records (`prepare_all`), prepared here without."""
     px, py = records or prepare_all(xs, ys, measures, k)
-    out = cells.grid(px, py, measures, k)
+    out = cells.grid(px, py, rows_forms(measures), k)
     for name, values in out.items():
         if not np.isfinite(values).all():
             a, b = np.argwhere(~np.isfinite(values))[0]
@@ -356,7 +353,7 @@ def null_values(
             pairs = backend.mask(prepared.pair_index(perm[a], perm[b], m))
         for j, (key, p) in enumerate(py.items()):  # one permuted record at a time
             moved = {key: prepared.permuted(p, perm, pairs, k)}
-            values = cells.grid(px, moved, measures, k)
+            values = cells.grid(px, moved, rows_forms(measures), k)
             for n in measures:
                 out[n][q, :, j] = values[n][:, 0]
     return out
@@ -402,9 +399,10 @@ def bootstrap_values(
             values = cells.weighted_grid(px, py, read, k, w, scratch) if read else {}
             if spectral:
                 origin = np.repeat(np.arange(m), w)
-                rx = {i: prepared.prepare(x[origin], spectral, k) for i, x in xs.items()}
-                ry = {j: prepared.prepare(y[origin], spectral, k) for j, y in ys.items()}
-                values.update(cells.grid(rx, ry, spectral, k))
+                parts = parts_of(spectral)
+                rx = {i: prepared.prepare(x[origin], parts, k) for i, x in xs.items()}
+                ry = {j: prepared.prepare(y[origin], parts, k) for j, y in ys.items()}
+                values.update(cells.grid(rx, ry, rows_forms(spectral), k))
         for n in measures:
             out[n][q] = values[n]
     return out

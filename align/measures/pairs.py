@@ -1,0 +1,89 @@
+"""Every streamed measure of every boundary pair from the held-out sums (`streamed`): the
+values (`pair_measures`), the jackknife's recomputation without one group from two sums
+(`leave_group_out`) and from the groups' sums side by side (`resampled`). Each measure's
+sums form is its `registry.Measure.sums`; each side is reduced and decomposed once for
+every pair it is in (`prepare`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from align.measures.registry import REGISTRY
+from align.measures.streamed import Pair, Side, Sums, check_variance, weighted
+
+
+def prepare(side: Side, names) -> Side:
+    """The side with what the measures `names` read of it made (`registry.Measure.reads`),
+    so that the pairs it is in, computed side by side, only read it."""
+    if not side.has_variance:  # refused by its pairs (`check_variance`), never decomposed
+        return side
+    for n in names:
+        for quantity in REGISTRY[n].reads:
+            getattr(side, quantity)
+    return side
+
+
+def measures_of(pair: Pair, names) -> dict:
+    """{name: value} of the measures `names` of one pair (no check)."""
+    return {n: REGISTRY[n].sums(pair) for n in names}
+
+
+def pair_measures(x: Side, y: Side, pair, names, where: tuple) -> dict:
+    """{name: value} of the streamed measures `names` of one pair from its reduced sums
+    (`streamed.PairSums` summed over groups), refused first without variance
+    (`streamed.check_variance`)."""
+    check_variance(x, y, where)
+    return measures_of(Pair(x, y, pair), names)
+
+
+def leave_group_out(total: Sums, group: Sums, names, each=None) -> dict:
+    """{(i, j): {name: θ_(g)}}: every measure of every pair of `total` recomputed without
+    the rows of one group g, the jackknife's recomputation from two one-group `row_sums`
+    results: `total` of every held-out row and `group` of group g's rows alone,
+
+        θ_(g) = f(sums(all rows) − sums(group g's rows)) = f(Σ_{h ≠ g} sums(group h)),
+
+    the same sums as the weights 1 − e_g give over the G groups' sums (`resampled`), to
+    round-off (a difference of two float64 sums, of order ε·‖sums‖), for every measure: the
+    Frobenius-type (CKA, debiased CKA, procrustes-heldout) and the spectral (Procrustes'
+    nuclear norm, CCA, SVCCA) alike, since the measures are recomputed from the sums
+    themselves. Each side is reduced and decomposed once (`prepare`); a pair's difference
+    is made when the pair is computed, so beyond the two inputs the sides and one pair's
+    sums per worker are held. `each(f, items)` runs f over items ([f(x) for x in items] by
+    default; the fit passes its threads). NaN where the rows left of a side have no
+    variance."""
+    each = each or (lambda f, items: [f(x) for x in items])
+    xr = {i: Side(s.minus(group.source[i])) for i, s in total.source.items()}
+    yr = {j: Side(s.minus(group.target[j])) for j, s in total.target.items()}
+    each(lambda side: prepare(side, names), [*xr.values(), *yr.values()])
+
+    def one(key):
+        i, j = key
+        with np.errstate(all="ignore"):
+            if not (xr[i].has_variance and yr[j].has_variance):
+                return {n: np.nan for n in names}
+            pb = total.pair[key].minus(group.pair[key])
+            return measures_of(Pair(xr[i], yr[j], pb), names)
+
+    return dict(zip(total.pair, each(one, list(total.pair))))
+
+
+def resampled(sums: Sums, names, w: np.ndarray) -> dict:
+    """{(i, j): {name: (B,)}} every measure of every pair of `sums` (a `row_sums` result, or
+    its groups' subset) on every weighting of groups: w (B, G) the weight of each group in
+    each recomputation (the jackknife's: ones with a 0 at the group left out); each side
+    reduced (and decomposed) once per row of w; NaN where a recomputation's rows of a side
+    have no variance."""
+    out = {k: {n: np.full(len(w), np.nan) for n in names} for k in sums.pair}
+    for b, wb in enumerate(w):
+        xr = {i: Side(weighted(s, wb)) for i, s in sums.source.items()}
+        yr = {j: Side(weighted(s, wb)) for j, s in sums.target.items()}
+        with np.errstate(all="ignore"):
+            ok = {("source", i): s.has_variance for i, s in xr.items()}
+            ok |= {("target", j): s.has_variance for j, s in yr.items()}
+            for (i, j), pair in sums.pair.items():
+                if ok[("source", i)] and ok[("target", j)]:
+                    values = measures_of(Pair(xr[i], yr[j], weighted(pair, wb)), names)
+                    for n in names:
+                        out[(i, j)][n][b] = values[n]
+    return out
