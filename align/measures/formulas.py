@@ -13,6 +13,8 @@ boundary, paired row by row, m rows):
     B (r_x, r_y)             C_xy in the two eigenbases, Q_xᵀ C_xy Q_y, in the order of λ
     K̃, L̃                    the linear kernels XXᵀ, YYᵀ with their diagonals zeroed
     d_S, d_T                 the two widths
+    ε, ρ = ε·tr C/d          CCA's ridge
+    k_x, k_y                 SVCCA's kept directions, the fewest holding 99% of the variance
 """
 
 from __future__ import annotations
@@ -129,8 +131,8 @@ def cca(B: np.ndarray, lam_x: np.ndarray, lam_y: np.ndarray, d_s: int, d_t: int)
     """
     wx = 1.0 / np.sqrt(lam_x + CCA_RIDGE * np.sum(lam_x) / d_s)
     wy = 1.0 / np.sqrt(lam_y + CCA_RIDGE * np.sum(lam_y) / d_t)
-    M = B * wx[:, None] * wy[None, :]
-    return float(np.sum(M * M) / min(d_s, d_t))
+    whitened = B * wx[:, None] * wy[None, :]
+    return float(np.sum(whitened * whitened) / min(d_s, d_t))
 
 
 def principal(lam: np.ndarray) -> int:
@@ -170,5 +172,5 @@ def svcca(B: np.ndarray, lam_x: np.ndarray, lam_y: np.ndarray) -> float:
         SVCCA.
     """
     kx, ky = principal(lam_x), principal(lam_y)
-    M = B[:kx, :ky] / np.sqrt(lam_x[:kx])[:, None] / np.sqrt(lam_y[:ky])[None, :]
-    return float(np.linalg.svd(M, compute_uv=False).mean())
+    reduced = B[:kx, :ky] / np.sqrt(lam_x[:kx])[:, None] / np.sqrt(lam_y[:ky])[None, :]
+    return float(np.linalg.svd(reduced, compute_uv=False).mean())

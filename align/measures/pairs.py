@@ -2,7 +2,8 @@
 values (`pair_measures`), the jackknife's recomputation without one group from two sums
 (`leave_group_out`) and from the groups' sums side by side (`resampled`). Each measure's
 sums form is its `registry.Measure.sums`; each side is reduced and decomposed once for
-every pair it is in (`prepare`)."""
+every pair it is in (`prepare`). Symbols: i, j a source and a target boundary; g a group of
+held-out documents, θ_(g) a measure without it; w the groups' weights (`streamed`'s G)."""
 
 from __future__ import annotations
 
@@ -17,15 +18,15 @@ def prepare(side: Side, names) -> Side:
     so that the pairs it is in, computed side by side, only read it."""
     if not side.has_variance:  # refused by its pairs (`check_variance`), never decomposed
         return side
-    for n in names:
-        for quantity in REGISTRY[n].reads:
+    for name in names:
+        for quantity in REGISTRY[name].reads:
             getattr(side, quantity)
     return side
 
 
 def measures_of(pair: Pair, names) -> dict:
     """{name: value} of the measures `names` of one pair (no check)."""
-    return {n: REGISTRY[n].sums(pair) for n in names}
+    return {name: REGISTRY[name].sums(pair) for name in names}
 
 
 def pair_measures(x: Side, y: Side, pair, names, where: tuple) -> dict:
@@ -61,7 +62,7 @@ def leave_group_out(total: Sums, group: Sums, names, each=None) -> dict:
         i, j = key
         with np.errstate(all="ignore"):
             if not (xr[i].has_variance and yr[j].has_variance):
-                return {n: np.nan for n in names}
+                return {name: np.nan for name in names}
             pb = total.pair[key].minus(group.pair[key])
             return measures_of(Pair(xr[i], yr[j], pb), names)
 
@@ -74,16 +75,14 @@ def resampled(sums: Sums, names, w: np.ndarray) -> dict:
     each recomputation (the jackknife's: ones with a 0 at the group left out); each side
     reduced (and decomposed) once per row of w; NaN where a recomputation's rows of a side
     have no variance."""
-    out = {k: {n: np.full(len(w), np.nan) for n in names} for k in sums.pair}
-    for b, wb in enumerate(w):
-        xr = {i: Side(weighted(s, wb)) for i, s in sums.source.items()}
-        yr = {j: Side(weighted(s, wb)) for j, s in sums.target.items()}
+    out = {key: {name: np.full(len(w), np.nan) for name in names} for key in sums.pair}
+    for draw, weights in enumerate(w):
+        xr = {i: Side(weighted(side, weights)) for i, side in sums.source.items()}
+        yr = {j: Side(weighted(side, weights)) for j, side in sums.target.items()}
         with np.errstate(all="ignore"):
-            ok = {("source", i): s.has_variance for i, s in xr.items()}
-            ok |= {("target", j): s.has_variance for j, s in yr.items()}
             for (i, j), pair in sums.pair.items():
-                if ok[("source", i)] and ok[("target", j)]:
-                    values = measures_of(Pair(xr[i], yr[j], weighted(pair, wb)), names)
-                    for n in names:
-                        out[(i, j)][n][b] = values[n]
+                if xr[i].has_variance and yr[j].has_variance:
+                    values = measures_of(Pair(xr[i], yr[j], weighted(pair, weights)), names)
+                    for name in names:
+                        out[(i, j)][name][draw] = values[name]
     return out

@@ -18,9 +18,11 @@ The sums, per group g of rows (leading axis G everywhere; `SideSums`, `PairSums`
                   with a rotation R (d_S, d_T) of the pair (procrustes-heldout):
                   qxy = ⟨R, Σxyᵀ⟩, q_sy = R Σy (d_S)
 
-Summed over groups, a side's sums give C = S − s sᵀ/n, the centred covariance, and what the
-measures derive from it (its norm, its unbiased HSIC, its eigendecomposition) is kept beside
-them, made once for every pair the side is in (`Side`, `Pair`).
+Summed over groups, a side's sums give C = S − s sᵀ/n, the centred covariance (C_xx, C_yy;
+C_xy = xy − s_x s_yᵀ/n of a pair), and what the measures derive from it (tr C, ‖C‖_F, its
+unbiased HSIC, its eigendecomposition C = Q diag(λ) Qᵀ) is kept beside them, made once for
+every pair the side is in (`Side`, `Pair`). R is a pair's training rotation, B = Q_xᵀ C_xy Q_y
+(`formulas`), G the groups, g one of them.
 """
 
 from __future__ import annotations
@@ -295,10 +297,10 @@ class Side:
     def hsic_self(self) -> float:
         """HSIC_u(K, K), K = XXᵀ: tr(K̃²) = ‖S‖² − Σ‖x‖⁴, 1ᵀK̃1 = ‖s‖² − tr S,
         1ᵀK̃²1 = sᵀSs − 2 q·s + Σ‖x‖⁴."""
-        S, s, q, f, m = self.sums.S, self.sums.s, self.sums.q, self.sums.f, self.sums.n
+        n, s, S, q, f = self.sums.n, self.sums.s, self.sums.S, self.sums.q, self.sums.f
         k1 = float(s @ s - np.trace(S))
         kl, k1l1 = float(np.sum(S * S) - f), float(s @ S @ s - 2 * q @ s + f)
-        return formulas.hsic_unbiased(m, kl, k1, k1, k1l1)
+        return formulas.hsic_unbiased(n, kl, k1, k1, k1l1)
 
     @cached_property
     def spectrum(self) -> tuple:
