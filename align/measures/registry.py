@@ -39,6 +39,8 @@ class Measure:
     rows: Callable | None = None  # f(px, py, k) -> float, from two `prepared.Prepared`
     reads: tuple = ()  # what its sums form reads of a `streamed.Side`, made once per side
     prepares: tuple = ()  # the parts of a `prepared.Prepared` its rows form reads (PARTS)
+    neighbours: int = 0  # the fewest nearest neighbours k its rows form takes (0: no k)
+    min_rows: int = 1  # the fewest rows it is defined on (the unbiased HSIC's m(m − 3): 4)
 
 
 _ALL = (
@@ -64,6 +66,7 @@ _ALL = (
         cells.cka_debiased,
         ("hsic_self",),
         ("svd", "hsic_self"),
+        min_rows=4,
     ),
     Measure(
         "procrustes",
@@ -116,6 +119,7 @@ _ALL = (
         "platonic-rep, mutual_knn",
         rows=cells.mknn,
         prepares=("order",),
+        neighbours=1,
     ),
     Measure(
         "cknna",
@@ -125,6 +129,8 @@ _ALL = (
         "platonic-rep, cknna",
         rows=cells.cknna,
         prepares=("order", "knn_self"),
+        neighbours=2,
+        min_rows=4,
     ),
     Measure(
         "rsa",

@@ -28,7 +28,7 @@ import numpy as np
 
 from align.errors import InputError, NonFiniteError
 from align.measures import calibration, cells, prepared
-from align.measures.registry import NEIGHBOURS, REGISTRY, SPECTRAL, parts_of, rows_forms
+from align.measures.registry import REGISTRY, SPECTRAL, parts_of, rows_forms
 from align.ridge.backend import CPU, Backend
 from align.stats import bootstrap
 
@@ -274,15 +274,20 @@ def _check_rows(x, y, k, measures, where: str = "") -> None:
             "with one row per token in both"
         )
     m = x.shape[0]
-    if any(n in ("mknn", "cknna") for n in measures):
-        low = 2 if "cknna" in measures else 1
+    low = max(REGISTRY[n].neighbours for n in measures)
+    if low:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not low <= k < m:
             raise InputError(
                 f"`k` {k!r}: the nearest neighbours must be fewer than the {m:,} sampled rows "
                 f"(a row is not its own neighbour): give {low} to {m - 1:,}"
             )
-    if m < 4 and ("cka-debiased" in measures or "cknna" in measures):
-        raise InputError(f"{m} sampled rows: the unbiased HSIC needs at least 4; sample more")
+    short = [n for n in measures if m < REGISTRY[n].min_rows]
+    if short:
+        least = max(REGISTRY[n].min_rows for n in short)
+        raise InputError(
+            f"{m} sampled rows: {', '.join(short)} need at least {least} (the unbiased "
+            "HSIC's m(m − 3)); sample more"
+        )
 
 
 def _check_boundary(x: np.ndarray, side: str, b, measures) -> None:
@@ -296,11 +301,12 @@ def _check_boundary(x: np.ndarray, side: str, b, measures) -> None:
             f"{side} boundary {b} has no variance over the {len(x):,} sampled rows (every row "
             "is the same): no measure is defined; leave the boundary out"
         )
-    if any(n in NEIGHBOURS for n in measures) and not np.linalg.norm(x, axis=1).all():
+    parts = parts_of(measures)
+    if "order" in parts and not np.linalg.norm(x, axis=1).all():
         r = int(np.flatnonzero(np.linalg.norm(x, axis=1) == 0)[0])
         raise InputError(f"{side} boundary {b}: sampled row {r} is all zeros, so it has no cosine")
     constant = np.all(x == x[:, :1], axis=1)
-    if "rsa" in measures and constant.any():
+    if "ranks" in parts and constant.any():
         r = int(np.flatnonzero(constant)[0])
         raise InputError(
             f"{side} boundary {b}: sampled row {r} is constant over its features, so its "

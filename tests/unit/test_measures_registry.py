@@ -120,3 +120,34 @@ def test_a_measure_added_as_one_record_is_computed_by_both_forms(monkeypatch):
     got_rows = rows.observed_values({0: x}, {0: y}, names)
     np.testing.assert_allclose(got_sums[toy.name], want, rtol=TOL)
     np.testing.assert_allclose(got_rows[toy.name][0, 0], want, rtol=TOL)
+
+
+def test_the_records_rules_refuse_in_one_line():
+    """The refusals `rows` reads from the records: fewer rows than a measure's `min_rows`
+    (3 rows, the unbiased HSIC's 4) names the rows, the measures and the count; a k below
+    cknna's `neighbours` (2) names k and the range; a zero row refused for a measure reading
+    the neighbour orders, a constant row for one reading RSA's ranks, each naming the row."""
+    from align.errors import InputError
+    from align.measures import rows
+
+    def one_line(call, *needles):
+        with pytest.raises(InputError) as e:
+            call()
+        text = str(e.value)
+        assert "\n" not in text, text
+        for needle in needles:
+            assert needle in text, (needle, text)
+
+    x, y = _rows(3, m=3)
+    one_line(lambda: rows.cka_debiased(x, y), "3 sampled rows", "cka-debiased", "at least 4")
+    assert np.isfinite(rows.cka(x, y))  # CKA needs no fourth row
+    x, y = _rows(3, m=12)
+    one_line(lambda: rows.cknna(x, y, 1), "`k` 1", "give 2 to 11")
+    assert np.isfinite(rows.mknn(x, y, 1))  # mknn takes k = 1
+    zero = x.copy()
+    zero[5] = 0.0
+    one_line(lambda: rows.mknn(zero, y, 3), "source boundary 0", "row 5", "no cosine")
+    assert np.isfinite(rows.cka(zero, y))  # a zero row is a row like another for CKA
+    flat = x.copy()
+    flat[7] = 2.0
+    one_line(lambda: rows.rsa(flat, y), "source boundary 0", "row 7", "correlation distance")
