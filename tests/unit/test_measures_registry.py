@@ -45,6 +45,25 @@ def test_rows_form_equals_sums_form_of_the_same_rows(widths):
         np.testing.assert_allclose(from_rows[n][0, 0], from_sums[n], rtol=TOL, err_msg=n)
 
 
+def test_a_resample_is_the_same_in_both_forms():
+    """A resample by multiplicities w (row r drawn w_r times, some not at all): the rows form
+    of the drawn rows x[origin] (`rows.observed_values`, the spectral bootstrap's way)
+    against the sums form of the rows' sums weighted by w (each row a group of its own,
+    `pairs.resampled`'s way), within 1e-10."""
+    from align.measures import pairs, rows, streamed
+
+    both = ("cka", "cka-debiased", "procrustes", "cca", "svcca")
+    x, y = _rows(5, m=120)
+    w = np.random.default_rng(0).multinomial(len(x), np.full(len(x), 1.0 / len(x)))
+    origin = np.repeat(np.arange(len(x)), w)
+    from_rows = rows.observed_values({0: x[origin]}, {0: y[origin]}, both)
+    shifts = ({0: x.mean(0)}, {0: y.mean(0)})
+    sums = streamed.row_sums({0: x}, {0: y}, shifts, np.arange(len(x)), len(x))
+    from_sums = pairs.resampled(sums, both, w[None].astype(np.float64))[(0, 0)]
+    for n in both:
+        np.testing.assert_allclose(from_rows[n][0, 0], from_sums[n][0], rtol=TOL, err_msg=n)
+
+
 def test_procrustes_of_a_rotated_copy_is_zero_in_both_forms():
     """Known answer, both forms: y a rotation of x scores procrustes 0 (to the arccos's
     half of the digits) and CKA 1."""
