@@ -187,7 +187,7 @@ def stats_task(job: Job, I, J, start: int, stop: int, tokens: Tokens, shifts, ke
     read (`HeldRows`) or None).
     `tokens.stat_part`: the statistics part of each token (None: `part`); `tokens.partner`:
     the target token paired with each (`--control shuffle`; None: itself)."""
-    part, hdoc, stat_part, partner = tokens
+    part, hdoc, stat_part, partner = tokens.part, tokens.hdoc, tokens.stat_part, tokens.partner
     x_shift, y_shift = shifts
     be = job.backend()
     d_s, d_t = (
@@ -301,7 +301,7 @@ def heldout_task(job: Job, I, J, start: int, stop: int, held: Rows, solved):
 def _held_rows(job: Job, I, J, start: int, stop: int, held: Rows) -> tuple:
     """The rows `held.index` of tokens [start, stop) of both stores (the target's rows
     `held.partner` with --control shuffle)."""
-    rows, _, partner = held
+    rows, partner = held.index, held.partner
     xs = {i: v[rows] for i, v in _read(job.source, job.storage_options, I, start, stop).items()}
     if partner is None:
         ys = {j: v[rows] for j, v in _read(job.target, job.storage_options, J, start, stop).items()}
