@@ -107,13 +107,13 @@ def pair_measures(heldout: dict, resampling: Resampling | None, threads: int | N
     held: HeldSums = heldout["measures"]
     names, sums = held.names, held.sums
     keep = np.flatnonzero(sums.rows_per_group() > 0)  # groups holding rows: the units left out
-    xr = {i: Side(streamed.weighted(s)) for i, s in sums.source.items()}
-    yr = {j: Side(streamed.weighted(s)) for j, s in sums.target.items()}
+    xr = {i: Side(s.weighted()) for i, s in sums.source.items()}
+    yr = {j: Side(s.weighted()) for j, s in sums.target.items()}
     threaded(lambda side: pairs.prepare(side, names), [*xr.values(), *yr.values()], threads)
 
     def one(key):
         i, j = key
-        return pairs.pair_measures(xr[i], yr[j], streamed.weighted(sums.pair[key]), names, key)
+        return pairs.pair_measures(xr[i], yr[j], sums.pair[key].weighted(), names, key)
 
     value = dict(zip(sums.pair, threaded(one, sums.pair, threads)))
     if held.left_out is not None:  # recomputed by group passes, one group at a time

@@ -146,9 +146,9 @@ def _streamed(w: Work, where: tuple, scale: float, sec: dict, timed: dict, out_b
     held = w.split.counts["heldout"]
     sec["measure sums"] = t_sums / n * held * scale / w.slots
     i, j = I[0], J[0]
-    x, y = streamed.weighted(sums.source[i]), streamed.weighted(sums.target[j])
+    x, y = sums.source[i].weighted(), sums.target[j].weighted()
     t_sides, _ = _least(lambda: [pairs.prepare(streamed.Side(s), names) for s in (x, y)])
-    pair = streamed.weighted(sums.pair[(i, j)])
+    pair = sums.pair[(i, j)].weighted()
     x, y = (pairs.prepare(streamed.Side(s), names) for s in (x, y))  # decomposed once
     values_of = [m for m in names if m != "procrustes-heldout"]
     t_pair, _ = _least(  # a pair's own decompositions, made every time

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from align.measures.registry import REGISTRY
-from align.measures.streamed import Pair, Side, Sums, check_variance, weighted
+from align.measures.streamed import Pair, Side, Sums, check_variance
 
 
 def prepare(side: Side, names) -> Side:
@@ -77,12 +77,12 @@ def resampled(sums: Sums, names, w: np.ndarray) -> dict:
     have no variance."""
     out = {key: {name: np.full(len(w), np.nan) for name in names} for key in sums.pair}
     for draw, weights in enumerate(w):
-        xr = {i: Side(weighted(side, weights)) for i, side in sums.source.items()}
-        yr = {j: Side(weighted(side, weights)) for j, side in sums.target.items()}
+        xr = {i: Side(side.weighted(weights)) for i, side in sums.source.items()}
+        yr = {j: Side(side.weighted(weights)) for j, side in sums.target.items()}
         with np.errstate(all="ignore"):
             for (i, j), pair in sums.pair.items():
                 if xr[i].has_variance and yr[j].has_variance:
-                    values = measures_of(Pair(xr[i], yr[j], weighted(pair, weights)), names)
+                    values = measures_of(Pair(xr[i], yr[j], pair.weighted(weights)), names)
                     for name in names:
                         out[(i, j)][name][draw] = values[name]
     return out

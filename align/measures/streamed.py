@@ -261,12 +261,6 @@ def sums_bytes(nI: int, nJ: int, d_s: int, d_t: int, n_groups: int) -> int:
     return 8 * n_groups * (side + pair)
 
 
-def weighted(sums, w: np.ndarray | None = None):
-    """One side's or pair's sums (`SideSums` or `PairSums`, (G, ...)) summed over groups with
-    weights w (G,) (None: all ones): the record reduced, (...)."""
-    return sums.weighted(w)
-
-
 # -- what the measures read of the reduced sums ----------------------------------------------
 
 

@@ -23,8 +23,8 @@ def _sums_form(x, y, names):
 
     shifts = ({0: np.zeros(x.shape[1])}, {0: np.zeros(y.shape[1])})
     sums = streamed.row_sums({0: x}, {0: y}, shifts, np.zeros(len(x), np.int64), 1)
-    sx, sy = (streamed.Side(streamed.weighted(s)) for s in (sums.source[0], sums.target[0]))
-    return pairs.pair_measures(sx, sy, streamed.weighted(sums.pair[(0, 0)]), names, (0, 0))
+    sx, sy = (streamed.Side(s.weighted()) for s in (sums.source[0], sums.target[0]))
+    return pairs.pair_measures(sx, sy, sums.pair[(0, 0)].weighted(), names, (0, 0))
 
 
 @pytest.mark.parametrize("widths", [(7, 5), (5, 7), (6, 6)])

@@ -43,8 +43,8 @@ def _sums(X, Y, groups, G, chunks=3, shifts=None):
 def _values(sums, names, w=None):
     from align.measures import pairs, streamed
 
-    x, y = (streamed.Side(streamed.weighted(s, w)) for s in (sums.source[0], sums.target[0]))
-    return pairs.pair_measures(x, y, streamed.weighted(sums.pair[(0, 0)], w), names, (0, 0))
+    x, y = (streamed.Side(s.weighted(w)) for s in (sums.source[0], sums.target[0]))
+    return pairs.pair_measures(x, y, sums.pair[(0, 0)].weighted(w), names, (0, 0))
 
 
 def _held(names, sums, left_out=None):
