@@ -130,7 +130,7 @@ def idle_probe(n_workers: int, memory_limit: int) -> None:
     import logging
 
     if n_workers == 0:
-        from align.fitting.cluster import _warm_rss
+        from align.fitting.runtime.cluster import _warm_rss
 
         print(_warm_rss())
         return
@@ -138,7 +138,7 @@ def idle_probe(n_workers: int, memory_limit: int) -> None:
     import dask
     from distributed import Client, LocalCluster
 
-    from align.fitting.cluster import _no_memory_guard, _warm_rss
+    from align.fitting.runtime.cluster import _no_memory_guard, _warm_rss
 
     with dask.config.set(_no_memory_guard()):
         cl = LocalCluster(

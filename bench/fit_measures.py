@@ -179,8 +179,8 @@ def whole_interval(nI, nJ, d_s, d_t, measures) -> dict:
     and on this machine's cores as the fit runs it (`threads`)."""
     from threadpoolctl import threadpool_limits
 
-    from align.fitting import measured
-    from align.fitting.cluster import cpu_cores
+    from align.fitting.measuring import measured
+    from align.fitting.runtime.cluster import cpu_cores
     from align.measures.streamed import MEASURE_GROUPS, HeldSums
     from align.stats.bootstrap import Resampling
 

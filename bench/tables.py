@@ -1096,7 +1096,7 @@ def zoo(r: Results) -> str:
         "writing a store, and reading both of a fit's stores once, at "
         f"{rates['store_write_and_read_bytes_per_s'] / 2**20:,.0f} MiB/s, the slower of the "
         "extraction writer's best rates measured above (store-writer, on 2 CPU cores); disk and "
-        "memory from the fit's own budget (`align.fitting.budget`). A node runs one unit per "
+        "memory from the fit's own budget (`align.fitting.planning.budget`). A node runs one unit per "
         "GPU, the extractions first, each phase's units given longest first to the least loaded "
         "GPU. Not counted: loading the weights, the extra reads of a fit split into blocks, "
         "several GPUs of a node sharing one disk. None of these rates has been measured on an "

@@ -96,8 +96,8 @@ def fit_cmd(source, target, corpus=None, **values):
 
 
 def fit_live_cmd(source, target, corpus_path, output, live, spec, parsed, dry_run) -> None:
-    """The --live form: model and corpus specs from the options, then align.fitting.live."""
-    from align.fitting.live import fit_live
+    """The --live form: model and corpus specs from the options, then align.fitting.live_route.pipeline."""
+    from align.fitting.live_route.pipeline import fit_live
 
     if not live:
         raise InputError(

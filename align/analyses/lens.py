@@ -149,7 +149,7 @@ def logit_lens(model, batches, n_prompts: int | None = None, progress=None) -> d
         Lists of token-id arrays, each one right-padded forward pass.
     n_prompts : int, optional
         The number of prompts, needed when `batches` is an iterable that is not a list.
-    progress : align.fitting.progress.Progress, optional
+    progress : align.fitting.live_route.progress.Progress, optional
         Counting batches; hears of each batch.
 
     Returns
@@ -231,7 +231,7 @@ def logit_lens_from_store(store, head, tokens_per_step: int = HEAD_TOKENS, progr
         The model's head (`read_head`).
     tokens_per_step : int, optional
         Tokens the head is applied to at a time.
-    progress : align.fitting.progress.Progress, optional
+    progress : align.fitting.live_route.progress.Progress, optional
         Counting steps; hears of each step.
 
     Returns

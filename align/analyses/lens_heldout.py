@@ -154,7 +154,7 @@ def evaluate(
         The held-out documents (the bootstrap's units), sorted.
     step : int, optional
         Tokens per application of the head.
-    progress : align.fitting.progress.Progress, optional
+    progress : align.fitting.live_route.progress.Progress, optional
         Hears of each step.
 
     Returns

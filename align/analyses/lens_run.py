@@ -19,8 +19,8 @@ from align.analyses.analysis_options import LensOptions
 from align.errors import InputError, StoreMismatch
 from align.extraction import ExtractOptions, extract
 from align.fitting.fit_options import Execution, FitSpec
-from align.fitting.split import split_documents
-from align.fitting.stores import fit
+from align.fitting.planning.split import split_documents
+from align.fitting.store_route.pipeline import fit
 from align.stats.bootstrap import DEFAULT, Resampling
 
 

@@ -13,8 +13,8 @@ import numpy as np
 from align.compare import checks
 from align.compare.series import Comparison, Series
 from align.errors import InputError
-from align.fitting.measured import FAMILY_LEVEL
-from align.fitting.uncertainty import path_statistics
+from align.fitting.measuring.measured import FAMILY_LEVEL
+from align.fitting.results.uncertainty import path_statistics
 from align.measures import MEASURES, SIMILARITY, variable
 from align.names import labelled
 from align.ridge.matrix import spearman
@@ -68,7 +68,7 @@ def path_summary(values: np.ndarray, direction: str, src, tgt, Ls: int, Lt: int)
     its statistics over the source rows i ≥ 1, as ridge's summary has them: "spearman" of
     j/L_T with i/L_S (NaN for a constant path or fewer than two rows), "gap" the mean depth
     gap mean |j/L_T − i/L_S|, "slope" the least-squares slope of j/L_T on i/L_S
-    (`fitting.uncertainty.path_statistics`); "cols" the path's column indices, "rows" the
+    (`fitting.results.uncertainty.path_statistics`); "cols" the path's column indices, "rows" the
     row indices i ≥ 1."""
     j = measure_path(values, direction, tgt)
     cols = [list(tgt).index(b) for b in j]

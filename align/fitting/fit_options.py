@@ -13,9 +13,9 @@ from align import corpus, models, ridge, seeding
 from align.declarations import not_an_option, option
 from align.devices import check_device
 from align.errors import InputError
-from align.fitting.anchors import MIN_COVERAGE, PAIRINGS, check_min_coverage, check_pairing
-from align.fitting.sample_budget import neighbours_refusal
-from align.fitting.split import check_fractions, check_seed
+from align.fitting.pairing.anchors import MIN_COVERAGE, PAIRINGS, check_min_coverage, check_pairing
+from align.fitting.planning.sample_budget import neighbours_refusal
+from align.fitting.planning.split import check_fractions, check_seed
 from align.measures import MEASURES, PERMUTATIONS, ROW_ONLY, SAMPLE_ROWS, STREAMED, parse_measures
 from align.measures.calibration import check_permutations
 from align.measures.rows import K_NEIGHBOURS

@@ -1,5 +1,5 @@
 """What each kind of study unit runs: the library function of its command (`align.extract`,
-`align.fit`, `align.fitting.live.fit_live`, `align.analyses.run`'s `run_*`, the report and
+`align.fit`, `align.fitting.live_route.pipeline.fit_live`, `align.analyses.run`'s `run_*`, the report and
 the replicates' spread), called the same way by the local run (`execute`) and by a Dask
 worker (`placement`)."""
 
@@ -58,7 +58,7 @@ def _fit(u, study, root, log):
     run = Execution(device=study.device, overwrite=True)
     out = os.path.join(root, u.output)
     if study.route == "live":
-        from align.fitting.live import fit_live
+        from align.fitting.live_route.pipeline import fit_live
 
         src, tgt = (study.model(n).spec for n in u.models)
         job = LiveJob(src, tgt, study.corpus, study.extraction.batch_size)

@@ -90,7 +90,7 @@ def test_jackknife_interval_equals_the_textbook_on_the_rows_without_each_group(G
     one thread, and on three side by side) against each measure
     recomputed from the rows of every group but g (rows, not sums) and the jackknife written
     from the textbook (tests/helpers/measures_reference.py), within 1e-8 relative."""
-    from align.fitting import measured
+    from align.fitting.measuring import measured
     from align.stats.bootstrap import Resampling
     from tests.helpers.measures_reference import RANGES, jackknife_interval
 
@@ -120,7 +120,7 @@ def test_group_passes_give_the_textbook_jackknife_without_the_groups_sums(widths
     `measured.pair_measures` builds from them against the textbook's, all within 1e-8
     relative; the same recomputations as the G groups' sums side by side give
     (`pairs.resampled`, the form that held them all), within 1e-10."""
-    from align.fitting import measured
+    from align.fitting.measuring import measured
     from align.measures import pairs, streamed
     from align.stats import jackknife
     from align.stats.bootstrap import Resampling
@@ -175,7 +175,7 @@ def test_group_passes_give_the_textbook_jackknife_without_the_groups_sums(widths
 def test_fewer_than_three_groups_holding_rows_give_no_interval():
     """Two groups holding rows: the value from all rows (its reference), the interval NaN
     (t with one degree of freedom would be ±12.7 standard errors)."""
-    from align.fitting import measured
+    from align.fitting.measuring import measured
     from align.stats.bootstrap import Resampling
 
     X, Y = _rows(seed=5)
@@ -263,7 +263,7 @@ def test_planner_counts_the_heldout_procrustes_rotations():
     """With procrustes-heldout every pair's training rotation (d_S × d_T float64) is held
     with the maps: the store route's block and the live route's pass count 8·nI·nJ·d_S·d_T
     bytes more, and nothing without measures."""
-    from align.fitting import budget
+    from align.fitting.planning import budget
 
     nI, nJ, d_s, d_t = 3, 4, 64, 96
     extra = 8 * nI * nJ * d_s * d_t

@@ -23,11 +23,11 @@ import numpy as np
 from align import store as st
 from align.errors import InputError
 from align.faults import fault_point
-from align.fitting import measured
-from align.fitting.measured import rotations_of, with_rotations
-from align.fitting.solver import solve_all
-from align.fitting.split import CONVERGENCE_PARTS, TEST
-from align.fitting.tasks import blas_limit, stop_if_cancelled
+from align.fitting.measuring import measured
+from align.fitting.measuring.measured import rotations_of, with_rotations
+from align.fitting.planning.split import CONVERGENCE_PARTS, TEST
+from align.fitting.results.solver import solve_all
+from align.fitting.runtime.tasks import blas_limit, stop_if_cancelled
 from align.measures import streamed
 from align.measures.streamed import MEASURE_GROUPS, HeldSums
 from align.ridge.backend import Backend

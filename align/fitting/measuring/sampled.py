@@ -15,16 +15,16 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from align.errors import InputError
-from align.fitting.cluster import default_memory_limit
-from align.fitting.sample_budget import (
+from align.fitting.planning.sample_budget import (
     SampleShape,
     neighbours_refusal,
     row_measures_bytes,
     sample_bytes,
     sample_refusal,
 )
-from align.fitting.split import TEST, Split
-from align.fitting.tasks import blas_limit
+from align.fitting.planning.split import TEST, Split
+from align.fitting.runtime.cluster import default_memory_limit
+from align.fitting.runtime.tasks import blas_limit
 from align.measures import MEASURES, ROW_ONLY, SAMPLE_ROWS, STREAMED, calibration, rows
 from align.messages import human_bytes
 from align.ridge.backend import CPU, Backend
@@ -423,7 +423,7 @@ def host_share(options, rows: SampleShape, where: str, room: int) -> dict:
     """The sample's refusal and its share of the plan: on the CPU its rows share the budget
     with the passes and, after them, `row_measures` runs beside the models (`room`: the
     budget less this process and the models); on a GPU they are host memory, against
-    --memory-limit (fitting.cluster's default without one)."""
+    --memory-limit (fitting.runtime.cluster's default without one)."""
     if where != "cpu":
         room = options.run.memory_limit or default_memory_limit()
     check_room(rows, room, f"left on the host ({where})", "`memory_limit`")

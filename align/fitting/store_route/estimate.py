@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from align.fitting import sampled
-from align.fitting.budget import measure_bytes
-from align.fitting.graph import sampled_rows, stats_task
-from align.fitting.sample_budget import row_measures_bytes, sample_bytes
+from align.fitting.measuring import sampled
+from align.fitting.planning.budget import measure_bytes
+from align.fitting.planning.sample_budget import row_measures_bytes, sample_bytes
+from align.fitting.store_route.graph import sampled_rows, stats_task
 from align.measures import pairs, rows, streamed
 from align.messages import human_bytes
 from align.ridge.statistics import FIT, VAL

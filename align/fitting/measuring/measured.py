@@ -10,7 +10,7 @@ import dataclasses
 
 import numpy as np
 
-from align.fitting.tasks import threaded
+from align.fitting.runtime.tasks import threaded
 from align.measures import MEASURES, SIMILARITY, pairs, streamed, variable
 from align.measures.registry import REGISTRY
 from align.measures.streamed import HeldSums, Side, Sums
