@@ -377,8 +377,8 @@ def main():
         "--baseline",
         default=None,
         metavar="REV",
-        help="--measures: also time the recomputations of align/measures/streamed.py at git "
-        "revision REV, alternated with the working tree's (before/after)",
+        help="--measures: also time the recomputations of align/measures/pairs.py (streamed.py "
+        "before it) at git revision REV, alternated with the working tree's (before/after)",
     )
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "fit.json"))
     ap.add_argument("--tmp", default=None)

@@ -72,32 +72,66 @@ def synthetic_sums(nI, nJ, d_s, d_t, n_rows, groups, seed=0, rotations=False):
 
 
 def baseline_module(rev: str, folder: str):
-    """align/measures/streamed.py as it was at git revision `rev`, imported as a module of
-    its own (the before of a before/after timing of its recomputations in one run)."""
+    """The streamed measures' recomputations as they were at git revision `rev`, imported as
+    a module of its own (the before of a before/after timing in one run): align/measures/
+    pairs.py, or before it existed align/measures/streamed.py, whose `resampled` took the sums
+    as nested dicts (`as_dicts`; such a module gets `takes_dicts` True)."""
     import importlib.util
     import subprocess
 
-    src = subprocess.run(
-        ["git", "show", f"{rev}:align/measures/streamed.py"],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-    ).stdout
-    path = os.path.join(folder, "streamed_baseline.py")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    takes_dicts = False
+    try:
+        src = subprocess.run(
+            ["git", "show", f"{rev}:align/measures/pairs.py"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=root,
+        ).stdout
+    except subprocess.CalledProcessError:
+        takes_dicts = True
+        src = subprocess.run(
+            ["git", "show", f"{rev}:align/measures/streamed.py"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=root,
+        ).stdout
+    path = os.path.join(folder, "measures_baseline.py")
     with open(path, "w") as f:
         f.write(src)
-    spec = importlib.util.spec_from_file_location("streamed_baseline", path)
+    spec = importlib.util.spec_from_file_location("measures_baseline", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    module.takes_dicts = takes_dicts
     return module
+
+
+def as_dicts(sums) -> dict:
+    """A `streamed.Sums` as the nested dicts the sums were before they were typed:
+    {"source": {i: {field: array}}, "target": ..., "pair": {(i, j): ...}} (fields that are
+    None left out)."""
+    import dataclasses
+
+    def fields(record) -> dict:
+        return {
+            f.name: getattr(record, f.name)
+            for f in dataclasses.fields(record)
+            if getattr(record, f.name) is not None
+        }
+
+    return {
+        key: {k: fields(v) for k, v in getattr(sums, key).items()}
+        for key in ("source", "target", "pair")
+    }
 
 
 def recompute_costs(d_s, d_t, measures, modules: dict, repeats=3) -> dict:
     """Seconds per recomputation of the streamed measures from weighted group sums
-    (`streamed.resampled` with the jackknife's weights, `jackknife.leave_one_out`: the G
+    (`pairs.resampled` with the jackknife's weights, `jackknife.leave_one_out`: the G
     recomputations of the interval), single-threaded BLAS (as each of the fit's task threads
-    runs), for each of `modules` ({label: a streamed module}), runs alternated, the median of
+    runs), for each of `modules` ({label: a module with `resampled`}), runs alternated, the median of
     `repeats` in wall-clock seconds and in this process's CPU seconds (`cpu_`): t_side, each boundary's reduction and decompositions, and t_pair, each pair's
     measures, solved from the times of a 1 × 1 and a 3 × 3 grid: T(1,1) = 2 t_side + t_pair,
     T(3,3) = 6 t_side + 9 t_pair."""
@@ -110,6 +144,10 @@ def recompute_costs(d_s, d_t, measures, modules: dict, repeats=3) -> dict:
     w = jackknife.leave_one_out(G)
     R = "procrustes-heldout" in measures
     sums = {n: synthetic_sums(n, n, d_s, d_t, 4096, G, rotations=R) for n in (1, 3)}
+    inputs = {  # a baseline from before the sums were typed takes them as dicts
+        label: {n: as_dicts(v) if getattr(m, "takes_dicts", False) else v for n, v in sums.items()}
+        for label, m in modules.items()
+    }
     clocks = {"": time.perf_counter, "cpu_": time.process_time}
     times = {label: {(c, n): [] for c in clocks for n in (1, 3)} for label in modules}
     with threadpool_limits(1, user_api="blas"):
@@ -117,7 +155,7 @@ def recompute_costs(d_s, d_t, measures, modules: dict, repeats=3) -> dict:
             for n in (1, 3):
                 for label, module in modules.items():
                     t0 = {c: clock() for c, clock in clocks.items()}
-                    module.resampled(sums[n], measures, w)
+                    module.resampled(inputs[label][n], measures, w)
                     for c, clock in clocks.items():
                         times[label][(c, n)].append((clock() - t0[c]) / G)
     out = {}
@@ -145,14 +183,14 @@ def whole_interval(nI, nJ, d_s, d_t, measures) -> dict:
 
     from align.fitting.measuring import measured
     from align.fitting.runtime.cluster import cpu_cores
-    from align.measures.streamed import MEASURE_GROUPS
+    from align.measures.streamed import MEASURE_GROUPS, HeldSums
     from align.stats.bootstrap import Resampling
 
     R = "procrustes-heldout" in measures
     sums = synthetic_sums(nI, nJ, d_s, d_t, 4096, MEASURE_GROUPS, rotations=R)
     import scipy.stats  # noqa: F401  (loaded before the clock: the t quantile's module)
 
-    heldout = {"measures": {"names": measures, "sums": sums}}
+    heldout = {"measures": HeldSums(measures, sums)}
     out = {"threads": cpu_cores()}
     with threadpool_limits(1, user_api="blas"):
         for label, resampling in (("values", None), ("values_and_interval", Resampling(1000, 0))):
@@ -170,15 +208,15 @@ def interval_timing(args, measures, tmp) -> dict:
     load it ran under."""
     import sys
 
-    from align.measures import streamed
+    from align.measures import pairs, streamed
 
     Ls, ds = map(int, args.source.split("x"))
     Lt, dt = map(int, args.target.split("x"))
     nI, nJ, G = Ls + 1, Lt + 1, streamed.MEASURE_GROUPS
     load0 = os.getloadavg()
-    modules = {"after": streamed}
+    modules = {"after": pairs}
     if args.baseline:
-        modules = {"before": baseline_module(args.baseline, tmp), "after": streamed}
+        modules = {"before": baseline_module(args.baseline, tmp), "after": pairs}
     costs = recompute_costs(ds, dt, measures, modules)
     for label, cost in costs.items():
         for c in ("", "cpu_"):

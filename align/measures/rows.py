@@ -28,20 +28,16 @@ import numpy as np
 
 from align.errors import InputError, NonFiniteError
 from align.measures import calibration, cells, prepared
-from align.measures.prepared import NEIGHBOURS, SPECTRAL
+from align.measures.registry import REGISTRY, SPECTRAL, parts_of, rows_forms
 from align.ridge.backend import CPU, Backend
 from align.stats import bootstrap
 
-# Each measure, its direction, and its ideal value (what a model compared with itself scores).
+# Each row measure's direction and ideal value (what a model compared with itself scores): a
+# view of the registry's records that have a rows form, those with no sums form first.
 ROW_MEASURES = {
-    "mknn": ("similarity", 1.0),
-    "cknna": ("similarity", 1.0),
-    "rsa": ("similarity", 1.0),
-    "cka": ("similarity", 1.0),
-    "cka-debiased": ("similarity", 1.0),
-    "procrustes": ("distance", 0.0),
-    "cca": ("similarity", 1.0),
-    "svcca": ("similarity", 1.0),
+    n: (m.direction, m.ideal)
+    for n, m in sorted(REGISTRY.items(), key=lambda item: item[1].sums is not None)
+    if m.rows
 }
 K_NEIGHBOURS = 10  # platonic-rep's default topk
 
@@ -111,7 +107,7 @@ def neighbours(x: np.ndarray, k: int = K_NEIGHBOURS) -> np.ndarray:
         int, row indices.
     """
     _check_rows(x, x, k, ("mknn",))
-    return prepared.prepare(x, ("mknn",), k).order[:, :k]
+    return prepared.prepare(x, parts_of(("mknn",)), k).order[:, :k]
 
 
 def cknna(x: np.ndarray, y: np.ndarray, k: int = K_NEIGHBOURS) -> float:
@@ -278,15 +274,20 @@ def _check_rows(x, y, k, measures, where: str = "") -> None:
             "with one row per token in both"
         )
     m = x.shape[0]
-    if any(n in ("mknn", "cknna") for n in measures):
-        low = 2 if "cknna" in measures else 1
+    low = max(REGISTRY[n].neighbours for n in measures)
+    if low:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not low <= k < m:
             raise InputError(
                 f"`k` {k!r}: the nearest neighbours must be fewer than the {m:,} sampled rows "
                 f"(a row is not its own neighbour): give {low} to {m - 1:,}"
             )
-    if m < 4 and ("cka-debiased" in measures or "cknna" in measures):
-        raise InputError(f"{m} sampled rows: the unbiased HSIC needs at least 4; sample more")
+    short = [n for n in measures if m < REGISTRY[n].min_rows]
+    if short:
+        least = max(REGISTRY[n].min_rows for n in short)
+        raise InputError(
+            f"{m} sampled rows: {', '.join(short)} need at least {least} (the unbiased "
+            "HSIC's m(m − 3)); sample more"
+        )
 
 
 def _check_boundary(x: np.ndarray, side: str, b, measures) -> None:
@@ -300,11 +301,12 @@ def _check_boundary(x: np.ndarray, side: str, b, measures) -> None:
             f"{side} boundary {b} has no variance over the {len(x):,} sampled rows (every row "
             "is the same): no measure is defined; leave the boundary out"
         )
-    if any(n in NEIGHBOURS for n in measures) and not np.linalg.norm(x, axis=1).all():
+    parts = parts_of(measures)
+    if "order" in parts and not np.linalg.norm(x, axis=1).all():
         r = int(np.flatnonzero(np.linalg.norm(x, axis=1) == 0)[0])
         raise InputError(f"{side} boundary {b}: sampled row {r} is all zeros, so it has no cosine")
     constant = np.all(x == x[:, :1], axis=1)
-    if "rsa" in measures and constant.any():
+    if "ranks" in parts and constant.any():
         r = int(np.flatnonzero(constant)[0])
         raise InputError(
             f"{side} boundary {b}: sampled row {r} is constant over its features, so its "
@@ -315,8 +317,9 @@ def _check_boundary(x: np.ndarray, side: str, b, measures) -> None:
 def prepare_all(xs: dict, ys: dict, measures, k: int, backend: Backend = CPU) -> tuple:
     """({source boundary: Prepared}, {target boundary: Prepared}): every boundary's record,
     prepared once (`prepared.prepare`) for the values, the null and the bootstrap."""
-    px = {i: prepared.prepare(x, measures, k, backend) for i, x in xs.items()}
-    py = {j: prepared.prepare(y, measures, k, backend) for j, y in ys.items()}
+    parts = parts_of(measures)
+    px = {i: prepared.prepare(x, parts, k, backend) for i, x in xs.items()}
+    py = {j: prepared.prepare(y, parts, k, backend) for j, y in ys.items()}
     return px, py
 
 
@@ -325,7 +328,7 @@ def observed_values(xs: dict, ys: dict, measures, k: int = K_NEIGHBOURS, records
     whose measure is undefined (a denominator of 0) is refused, named. `records`: the
     boundaries' records (`prepare_all`), prepared here without."""
     px, py = records or prepare_all(xs, ys, measures, k)
-    out = cells.grid(px, py, measures, k)
+    out = cells.grid(px, py, rows_forms(measures), k)
     refuse_undefined(out, list(xs), list(ys))
     return out
 
@@ -364,7 +367,7 @@ def null_values(
             pairs = backend.mask(prepared.pair_index(perm[a], perm[b], m))
         for j, (key, p) in enumerate(py.items()):  # one permuted record at a time
             moved = {key: prepared.permuted(p, perm, pairs, k)}
-            values = cells.grid(px, moved, measures, k)
+            values = cells.grid(px, moved, rows_forms(measures), k)
             for n in measures:
                 out[n][q, :, j] = values[n][:, 0]
     return out
@@ -419,9 +422,10 @@ def weighted_values(xs: dict, ys: dict, weights: np.ndarray, measures, k: int, r
             values = cells.weighted_grid(px, py, read, k, w, scratch) if read else {}
             if spectral:
                 origin = np.repeat(np.arange(m), w)
-                rx = {i: prepared.prepare(x[origin], spectral, k) for i, x in xs.items()}
-                ry = {j: prepared.prepare(y[origin], spectral, k) for j, y in ys.items()}
-                values.update(cells.grid(rx, ry, spectral, k))
+                parts = parts_of(spectral)
+                rx = {i: prepared.prepare(x[origin], parts, k) for i, x in xs.items()}
+                ry = {j: prepared.prepare(y[origin], parts, k) for j, y in ys.items()}
+                values.update(cells.grid(rx, ry, rows_forms(spectral), k))
         for n in measures:
             out[n][q] = values[n]
     return out

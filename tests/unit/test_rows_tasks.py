@@ -155,7 +155,7 @@ def test_rsa_ranks_are_scipys_average_ranks_exactly_whatever_the_order_within_a_
     lo, hi = np.minimum(copy[a], copy[b]), np.maximum(copy[a], copy[b])
     d = 1.0 - (u @ u.T)[lo, hi]
     d[lo == hi] = 0.0
-    p = prepared.prepare(x, ("rsa",), 3)
+    p = prepared.prepare(x, ("ranks",), 3)
     assert p.ties is not None and len(np.unique(d)) < len(d) / 2  # many ties
     want = rankdata(d) - (len(d) + 1) / 2
     np.testing.assert_array_equal(p.ranks, want)

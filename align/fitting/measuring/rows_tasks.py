@@ -27,6 +27,7 @@ from align.fitting.planning.sample_budget import SampleShape, row_measures_bytes
 from align.fitting.runtime.cluster import worker_budget_of
 from align.fitting.runtime.tasks import blas_limit
 from align.measures import calibration, cells, prepared, rows
+from align.measures.registry import SPECTRAL, parts_of, rows_forms
 from align.ridge.backend import CPU, Backend
 
 CLUSTER_MODES = ("local", "remote")  # `cluster.Executor.mode`s whose tasks run on workers
@@ -125,7 +126,7 @@ def _graph(where: Runner, xs: dict, ys: dict, asked: tuple, perms, weights) -> t
         dsk[null_keys[-1]] = (_null, px, py, part, measures, k, threads)
     boot_keys = []
     if weights is not None:
-        spectral = any(n in prepared.SPECTRAL for n in intervals)
+        spectral = any(n in SPECTRAL for n in intervals)
         # the sampled rows, where a spectral measure is recomputed on each resample's rows
         dx = [("row-data", uid, "x", i) for i in xs] if spectral else []
         dy = [("row-data", uid, "y", j) for j in ys] if spectral else []
@@ -147,14 +148,14 @@ def _prepare(x: np.ndarray, measures, k: int, backend_of, threads) -> prepared.P
     """On a worker: one boundary's record (`prepared.prepare`), on the backend
     `backend_of()` gives there."""
     with blas_limit(threads):
-        return prepared.prepare(x, measures, k, backend_of())
+        return prepared.prepare(x, parts_of(measures), k, backend_of())
 
 
 def _values(px: prepared.Prepared, py: prepared.Prepared, measures, k: int, threads) -> dict:
     """On a worker: {measure: value} of one cell (NaN where undefined: refused by the client,
     which sees the whole grid)."""
     with blas_limit(threads), np.errstate(invalid="ignore", divide="ignore"):
-        got = cells.grid({0: px}, {0: py}, measures, k)
+        got = cells.grid({0: px}, {0: py}, rows_forms(measures), k)
     return {n: float(v[0, 0]) for n, v in got.items()}
 
 
