@@ -2,18 +2,30 @@
 
 A field of an options record (`FitSpec`, `Execution`, `LiveJob`, `ExtractOptions`,
 `ModelSpec`, `CorpusSpec`, the analyses' records) is declared with `option(...)` as its
-`dataclasses.field` metadata, `field(default=8, metadata=option("--batch-size", help=...))`: its flag, help, metavar, number type or choices, the command line's default where it
-differs from the field's, and, for a model's fields, the per-side forms of `align fit --live`
-(`--source-*`, `--target-*`). A field no option sets says so with `not_an_option(why)`. The CLI
+`dataclasses.field` metadata and documented by the docstring under it:
+
+    seed: int = field(default=0, metadata=option("--seed", metavar="N", type="seed"))
+    # the next line, a string: the field's docstring, "Seed of the document split."
+
+The declaration holds the flag, metavar, number type or choices, the command line's default
+where it differs from the field's, and, for a model's fields, the per-side forms of `align fit
+--live` (`--source-*`, `--target-*`); the docstring is the option's one text: the API page
+shows it as written, the command's option table too, and `--help` shows it without its
+Markdown (`plain`). A field no option sets says so with `not_an_option(why)`. The CLI
 (`align.cli.declared`) generates the click options from these declarations, builds the records
 from the parsed values field by field, and names the library's parameters in messages by them;
-nothing here imports click.
+the study file's keys are derived from them too (`keys`). Nothing here imports click.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
+import inspect
 import math
+import re
+import sys
 from dataclasses import dataclass
 
 from align.seeding import MAX_SEED
@@ -28,17 +40,18 @@ class Flag:
     """How one value is set on the command line.
 
     flags: the option's spellings as click declares them (the first is the one messages show);
-    type: None (text), "int", "whole" (a whole number from `least`), "seed", "finite" (a
-    finite decimal), "fraction" (a decimal in 0..1); least, most: a whole number's bounds (most
-    None: 2⁶³ − 1); choices: the values allowed;
-    default: the command line's default (FROM_FIELD: the field's own); parse: a check the CLI
-    runs as the value is parsed ("size", "alphas", "resamples", "resamples_or_none");
-    variants: {name: help} for a command that helps it otherwise (`options_of(...,
-    variant=name)`); name: the Python name of a standalone flag's value, where it is not the
-    flag's. doc, doc_default, doc_metavar: the option's row in its command's page (meaning,
-    default, the value's name), where they say more than the help (None: the help's);
-    doc_variants: ((name, ((key, text), ...)), ...), the row's doc, doc_default or doc_metavar on
-    the pages that word the option otherwise (a page's table names the variants it reads)."""
+    help: the option's one text, Markdown, shown as written in its command's option table and
+    without its marks by `--help` (a record field's: its docstring, `texts`); metavar: the
+    value's name in both; type: None (text), "int", "whole" (a whole number from `least`),
+    "seed", "finite" (a finite decimal), "fraction" (a decimal in 0..1); least, most: a whole
+    number's bounds (most None: 2⁶³ − 1); choices: the values allowed; default: the command
+    line's default (FROM_FIELD: the field's own); shown_default: the default in words where it
+    is not a value (`[default: ...]` in the help, the table's default cell); parse: a check the
+    CLI runs as the value is parsed ("size", "alphas", "resamples", "resamples_or_none");
+    variants: ((name, ((key, value), ...)), ...), the help, shown_default or metavar of the
+    commands that word the option otherwise (`worded`: a command names the variants it reads,
+    for its help and its table alike); name: the Python name of a standalone flag's value,
+    where it is not the flag's."""
 
     flags: tuple
     help: str
@@ -48,17 +61,13 @@ class Flag:
     most: int | None = None
     choices: tuple | None = None
     default: object = FROM_FIELD
-    show_default: bool = False
+    shown_default: str | None = None
     is_flag: bool = False
     required: bool = False
     multiple: bool = False
     parse: str | None = None
     variants: tuple = ()
     name: str | None = None
-    doc: str | None = None
-    doc_default: str | None = None
-    doc_metavar: str | None = None
-    doc_variants: tuple = ()
 
     @property
     def param(self) -> str:
@@ -66,6 +75,15 @@ class Flag:
         snake case."""
         longest = max(self.flags, key=len).lstrip("-")
         return self.name or longest.replace("-", "_")
+
+    def worded(self, names) -> "Flag":
+        """This flag as the first of the variants `names` (one or a tuple) it has words it (none:
+        as it is)."""
+        variants = dict(self.variants)
+        for name in (names,) if isinstance(names, str) else tuple(names or ()):
+            if name in variants:
+                return dataclasses.replace(self, **dict(variants[name]), variants=())
+        return self
 
 
 @dataclass(frozen=True)
@@ -88,19 +106,14 @@ class Declaration:
     why_not: str | None = None
 
 
-def flag(
-    *flags: str,
-    help: str,
-    variants: dict | None = None,
-    doc_variants: dict | None = None,
-    **how,
-) -> Flag:
-    """A Flag (see its fields); `variants` {name: help}; `doc_variants` {name: {"doc": ...,
-    "doc_default": ..., "doc_metavar": ...}}, each with the cells it words otherwise."""
-    worded = tuple((name, tuple(cells.items())) for name, cells in (doc_variants or {}).items())
-    return Flag(
-        tuple(flags), help, variants=tuple((variants or {}).items()), doc_variants=worded, **how
+def flag(*flags: str, help: str, variants: dict | None = None, **how) -> Flag:
+    """A Flag (see its fields); `variants` {name: its text, or {"help": ..., "shown_default":
+    ..., "metavar": ...}}, each with what that wording changes."""
+    worded = tuple(
+        (name, tuple(({"help": cells} if isinstance(cells, str) else cells).items()))
+        for name, cells in (variants or {}).items()
     )
+    return Flag(tuple(flags), help, variants=worded, **how)
 
 
 def option(*flags: str, help: str = "", sides: Sides | None = None, **how) -> dict:
@@ -115,10 +128,11 @@ def not_an_option(why: str) -> dict:
 
 
 def declaration(record, name: str) -> Declaration | None:
-    """The declaration of field `name` of the dataclass `record` (None: undeclared)."""
+    """The declaration of field `name` of the dataclass `record` (None: undeclared), its flag's
+    text its docstring where the declaration gives none."""
     for f in dataclasses.fields(record):
         if f.name == name:
-            return f.metadata.get(KEY)
+            return _worded(record, name, f.metadata.get(KEY))
     raise KeyError(f"{record.__name__} has no field {name!r}")
 
 
@@ -128,7 +142,71 @@ def declarations(record) -> dict:
     for f in dataclasses.fields(record):
         d = f.metadata.get(KEY)
         if d is not None and (d.flag is not None or d.sides is not None):
-            out[f.name] = d
+            out[f.name] = _worded(record, f.name, d)
+    return out
+
+
+def _worded(record, name: str, d: Declaration | None) -> Declaration | None:
+    if d is None or d.flag is None or d.flag.help:
+        return d
+    text = texts(record).get(name)
+    if not text:
+        raise TypeError(f"{record.__name__}.{name} is an option with no text: write its docstring")
+    return dataclasses.replace(d, flag=dataclasses.replace(d.flag, help=text))
+
+
+@functools.cache
+def texts(record) -> dict:
+    """{field: its docstring as one paragraph} of the dataclass `record`, read from its source
+    (the string under a field is its docstring for Sphinx, mkdocstrings and this)."""
+    tree = ast.parse(inspect.getsource(sys.modules[record.__module__]))
+    body = next(
+        n.body for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == record.__name__
+    )
+    out = {}
+    for field, under in zip(body, body[1:]):
+        if (
+            isinstance(field, ast.AnnAssign)
+            and isinstance(field.target, ast.Name)
+            and isinstance(under, ast.Expr)
+            and isinstance(under.value, ast.Constant)
+            and isinstance(under.value.value, str)
+        ):
+            out[field.target.id] = " ".join(under.value.value.split())
+    return out
+
+
+LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
+
+
+def plain(text: str) -> str:
+    """An option's text as the terminal shows it: its Markdown links as their words, no code
+    marks, no table escapes."""
+    return LINK.sub(r"\1", text).replace("`", "").replace("\\|", "|")
+
+
+TOML_TYPES = {"bool": bool, "int": int, "float": float, "str": str, "tuple": list}
+
+
+def keys(record, leave_out=()) -> dict:
+    """{key: (type, default, field)} of the options of `record` as a file sets them (the study's
+    `[fit]`): each key the option's name (`--bootstrap-seed`: `bootstrap_seed`), its type the
+    field's (a tuple a list; a field that may be None takes its type or is left out), its default
+    the field's. `leave_out`: fields the file sets elsewhere or not at all."""
+    out = {}
+    for f in dataclasses.fields(record):
+        d = declaration(record, f.name)
+        if d is None or d.flag is None or f.name in leave_out:
+            continue
+        named = [t.strip() for t in str(f.type).split("|") if t.strip() != "None"]
+        if len(named) != 1 or named[0] not in TOML_TYPES:
+            raise TypeError(f"{record.__name__}.{f.name}: {f.type} is no type a file's key takes")
+        default = f.default
+        out[d.flag.param] = (
+            TOML_TYPES[named[0]],
+            list(default) if isinstance(default, tuple) else default,
+            f.name,
+        )
     return out
 
 

@@ -9,8 +9,8 @@ import json
 import math
 import textwrap
 
-from align.fitting.headline import headline, pairing_text
-from align.fitting.measured import FAMILY_LEVEL
+from align.fitting.measuring.measured import FAMILY_LEVEL
+from align.fitting.results.headline import headline, pairing_text
 from align.measures import MEASURES, SIMILARITY
 from align.names import model_name, provenance_of
 

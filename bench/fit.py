@@ -130,7 +130,7 @@ def idle_probe(n_workers: int, memory_limit: int) -> None:
     import logging
 
     if n_workers == 0:
-        from align.fitting.cluster import _warm_rss
+        from align.fitting.runtime.cluster import _warm_rss
 
         print(_warm_rss())
         return
@@ -138,7 +138,7 @@ def idle_probe(n_workers: int, memory_limit: int) -> None:
     import dask
     from distributed import Client, LocalCluster
 
-    from align.fitting.cluster import _no_memory_guard, _warm_rss
+    from align.fitting.runtime.cluster import _no_memory_guard, _warm_rss
 
     with dask.config.set(_no_memory_guard()):
         cl = LocalCluster(
@@ -343,7 +343,7 @@ def main():
         "--measures",
         default=None,
         help="time ridge alone against ridge and these streamed measures (LIST or all) in the same "
-        "run, their interval (the jackknife's recomputations) and mknn, rsa on --sample-rows rows "
+        "run, their interval (the jackknife's recomputations) and mknn, cknna, rsa on --sample-rows rows "
         "(bench/fit_measures.py; writes bench/results/fit-measures.json)",
     )
     ap.add_argument(
@@ -359,6 +359,12 @@ def main():
         "and merge them into the JSON at the output, keeping its interval and row timings",
     )
     ap.add_argument(
+        "--rows-only",
+        action="store_true",
+        help="--measures: time the row measures alone and merge them into the JSON at the "
+        "output, keeping its fits and interval timings",
+    )
+    ap.add_argument(
         "--measures-bootstrap",
         type=int,
         default=0,
@@ -371,8 +377,8 @@ def main():
         "--baseline",
         default=None,
         metavar="REV",
-        help="--measures: also time the recomputations of align/measures/streamed.py at git "
-        "revision REV, alternated with the working tree's (before/after)",
+        help="--measures: also time the recomputations of align/measures/pairs.py (streamed.py "
+        "before it) at git revision REV, alternated with the working tree's (before/after)",
     )
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "fit.json"))
     ap.add_argument("--tmp", default=None)

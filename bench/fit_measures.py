@@ -3,7 +3,9 @@ at the fit benchmark's shape, the store-route fit with ridge alone against the s
 the streamed measures, runs alternated, the ratio of the medians; the streamed measures'
 interval, the delete-a-group jackknife's G recomputations, timed per recomputation and scaled
 to the grid, and timed whole on the grid (its cost does not depend on the tokens); and the row
-measures `mknn` and `rsa` on M sampled rows, timed.
+measures (mknn, cknna, rsa) on M sampled rows of the grid: the values, a few null draws and
+bootstrap resamples timed on the whole grid and scaled to the calibration's and the
+interval's defaults.
 
     .venv/bin/python bench/fit.py --measures cka,cka-debiased,procrustes,cca,svcca
                                                    # writes bench/results/fit-measures.json
@@ -14,7 +16,7 @@ The stores are bench/fit.py's (seeded random arrays; a fit's cost does not depen
 numbers). Both fits run with `--bootstrap` of this script (default 0: the measures' values
 alone; their interval is timed apart, below). `--interval-only` runs the interval's timing
 alone (a minute, not the fits' ten) and keeps the fits and row timings of the JSON already at
-the output, each part with the command that made it.
+the output, each part with the command that made it; `--rows-only` likewise the row measures'.
 """
 
 from __future__ import annotations
@@ -70,32 +72,66 @@ def synthetic_sums(nI, nJ, d_s, d_t, n_rows, groups, seed=0, rotations=False):
 
 
 def baseline_module(rev: str, folder: str):
-    """align/measures/streamed.py as it was at git revision `rev`, imported as a module of
-    its own (the before of a before/after timing of its recomputations in one run)."""
+    """The streamed measures' recomputations as they were at git revision `rev`, imported as
+    a module of its own (the before of a before/after timing in one run): align/measures/
+    pairs.py, or before it existed align/measures/streamed.py, whose `resampled` took the sums
+    as nested dicts (`as_dicts`; such a module gets `takes_dicts` True)."""
     import importlib.util
     import subprocess
 
-    src = subprocess.run(
-        ["git", "show", f"{rev}:align/measures/streamed.py"],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-    ).stdout
-    path = os.path.join(folder, "streamed_baseline.py")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    takes_dicts = False
+    try:
+        src = subprocess.run(
+            ["git", "show", f"{rev}:align/measures/pairs.py"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=root,
+        ).stdout
+    except subprocess.CalledProcessError:
+        takes_dicts = True
+        src = subprocess.run(
+            ["git", "show", f"{rev}:align/measures/streamed.py"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=root,
+        ).stdout
+    path = os.path.join(folder, "measures_baseline.py")
     with open(path, "w") as f:
         f.write(src)
-    spec = importlib.util.spec_from_file_location("streamed_baseline", path)
+    spec = importlib.util.spec_from_file_location("measures_baseline", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    module.takes_dicts = takes_dicts
     return module
+
+
+def as_dicts(sums) -> dict:
+    """A `streamed.Sums` as the nested dicts the sums were before they were typed:
+    {"source": {i: {field: array}}, "target": ..., "pair": {(i, j): ...}} (fields that are
+    None left out)."""
+    import dataclasses
+
+    def fields(record) -> dict:
+        return {
+            f.name: getattr(record, f.name)
+            for f in dataclasses.fields(record)
+            if getattr(record, f.name) is not None
+        }
+
+    return {
+        key: {k: fields(v) for k, v in getattr(sums, key).items()}
+        for key in ("source", "target", "pair")
+    }
 
 
 def recompute_costs(d_s, d_t, measures, modules: dict, repeats=3) -> dict:
     """Seconds per recomputation of the streamed measures from weighted group sums
-    (`streamed.resampled` with the jackknife's weights, `jackknife.leave_one_out`: the G
+    (`pairs.resampled` with the jackknife's weights, `jackknife.leave_one_out`: the G
     recomputations of the interval), single-threaded BLAS (as each of the fit's task threads
-    runs), for each of `modules` ({label: a streamed module}), runs alternated, the median of
+    runs), for each of `modules` ({label: a module with `resampled`}), runs alternated, the median of
     `repeats` in wall-clock seconds and in this process's CPU seconds (`cpu_`): t_side, each boundary's reduction and decompositions, and t_pair, each pair's
     measures, solved from the times of a 1 × 1 and a 3 × 3 grid: T(1,1) = 2 t_side + t_pair,
     T(3,3) = 6 t_side + 9 t_pair."""
@@ -108,6 +144,10 @@ def recompute_costs(d_s, d_t, measures, modules: dict, repeats=3) -> dict:
     w = jackknife.leave_one_out(G)
     R = "procrustes-heldout" in measures
     sums = {n: synthetic_sums(n, n, d_s, d_t, 4096, G, rotations=R) for n in (1, 3)}
+    inputs = {  # a baseline from before the sums were typed takes them as dicts
+        label: {n: as_dicts(v) if getattr(m, "takes_dicts", False) else v for n, v in sums.items()}
+        for label, m in modules.items()
+    }
     clocks = {"": time.perf_counter, "cpu_": time.process_time}
     times = {label: {(c, n): [] for c in clocks for n in (1, 3)} for label in modules}
     with threadpool_limits(1, user_api="blas"):
@@ -115,7 +155,7 @@ def recompute_costs(d_s, d_t, measures, modules: dict, repeats=3) -> dict:
             for n in (1, 3):
                 for label, module in modules.items():
                     t0 = {c: clock() for c, clock in clocks.items()}
-                    module.resampled(sums[n], measures, w)
+                    module.resampled(inputs[label][n], measures, w)
                     for c, clock in clocks.items():
                         times[label][(c, n)].append((clock() - t0[c]) / G)
     out = {}
@@ -141,16 +181,16 @@ def whole_interval(nI, nJ, d_s, d_t, measures) -> dict:
     and on this machine's cores as the fit runs it (`threads`)."""
     from threadpoolctl import threadpool_limits
 
-    from align.fitting import measured
-    from align.fitting.cluster import cpu_cores
-    from align.measures.streamed import MEASURE_GROUPS
+    from align.fitting.measuring import measured
+    from align.fitting.runtime.cluster import cpu_cores
+    from align.measures.streamed import MEASURE_GROUPS, HeldSums
     from align.stats.bootstrap import Resampling
 
     R = "procrustes-heldout" in measures
     sums = synthetic_sums(nI, nJ, d_s, d_t, 4096, MEASURE_GROUPS, rotations=R)
     import scipy.stats  # noqa: F401  (loaded before the clock: the t quantile's module)
 
-    heldout = {"measures": {"names": measures, "sums": sums}}
+    heldout = {"measures": HeldSums(measures, sums)}
     out = {"threads": cpu_cores()}
     with threadpool_limits(1, user_api="blas"):
         for label, resampling in (("values", None), ("values_and_interval", Resampling(1000, 0))):
@@ -168,15 +208,15 @@ def interval_timing(args, measures, tmp) -> dict:
     load it ran under."""
     import sys
 
-    from align.measures import streamed
+    from align.measures import pairs, streamed
 
     Ls, ds = map(int, args.source.split("x"))
     Lt, dt = map(int, args.target.split("x"))
     nI, nJ, G = Ls + 1, Lt + 1, streamed.MEASURE_GROUPS
     load0 = os.getloadavg()
-    modules = {"after": streamed}
+    modules = {"after": pairs}
     if args.baseline:
-        modules = {"before": baseline_module(args.baseline, tmp), "after": streamed}
+        modules = {"before": baseline_module(args.baseline, tmp), "after": pairs}
     costs = recompute_costs(ds, dt, measures, modules)
     for label, cost in costs.items():
         for c in ("", "cpu_"):
@@ -199,32 +239,58 @@ def interval_timing(args, measures, tmp) -> dict:
     }
 
 
-def row_measure_costs(d_s, d_t, m, k=10) -> dict:
-    """Seconds of `mknn` and `rsa` on M rows of one source and one target boundary: the
-    observed cell with both boundaries' preparation (`rows.observed_values`), and one null
-    draw of the cell beyond it (`rows.null_values` with 11 permutations minus 1, over 10)."""
-    from align.measures import rows
+def row_grid_costs(nI, nJ, d_s, d_t, m, draws=3, resamples=3, k=10) -> dict:
+    """Seconds of the row measures (mknn, cknna, rsa, as `--measures all` computes them) on M
+    sampled rows of an nI × nJ grid, single-threaded BLAS (as `fitting.sampled.attach` runs
+    them at these widths): every boundary prepared (`rows.prepare_all`), the values of every
+    cell (`rows.observed_values`), `draws` null draws of the grid (`rows.null_values`) and
+    `resamples` bootstrap resamples (`cells.weighted_grid`, mknn and cknna apart from rsa),
+    each timed on the whole grid; then scaled to the defaults: the calibration PERMUTATIONS
+    draws, the interval RESAMPLES resamples, each against the values (preparation included)."""
+    from threadpoolctl import threadpool_limits
+
+    from align.measures import PERMUTATIONS, ROW_ONLY, calibration, cells, rows
+    from align.stats.bootstrap import RESAMPLES, Resampling
 
     rng = np.random.default_rng(0)
     base = rng.standard_normal((m, 32))
-    x = {0: base @ rng.standard_normal((32, d_s)) + rng.standard_normal((m, d_s))}
-    y = {0: base @ rng.standard_normal((32, d_t)) + rng.standard_normal((m, d_t))}
-    out = {}
-    for name in ("mknn", "rsa"):
+    xs = {
+        i: base @ rng.standard_normal((32, d_s)) + rng.standard_normal((m, d_s)) for i in range(nI)
+    }
+    ys = {
+        j: base @ rng.standard_normal((32, d_t)) + rng.standard_normal((m, d_t)) for j in range(nJ)
+    }
+    docs = np.arange(m) // max(1, m // 64)  # 64 documents, as the bench's held-out sample has
+    out = {"grid": [nI, nJ], "rows": m, "draws_timed": draws, "resamples_timed": resamples}
+    with threadpool_limits(1, user_api="blas"):
         t0 = time.perf_counter()
-        rows.observed_values(x, y, (name,), k)
-        observed = time.perf_counter() - t0
-        perms = np.stack([rng.permutation(m) for _ in range(11)])
+        records = rows.prepare_all(xs, ys, ROW_ONLY, k)
+        out["prepare_seconds"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        rows.null_values(x, y, perms[:1], (name,), k)
-        one = time.perf_counter() - t0
+        rows.observed_values(xs, ys, ROW_ONLY, k, records)
+        out["cells_seconds"] = time.perf_counter() - t0
+        perms, _ = calibration.draw_permutations(docs, draws, 0)
         t0 = time.perf_counter()
-        rows.null_values(x, y, perms, (name,), k)
-        eleven = time.perf_counter() - t0
-        out[name] = {
-            "observed_seconds": observed,
-            "null_draw_seconds": (eleven - one) / 10,
-        }
+        rows.null_values(xs, ys, perms, ROW_ONLY, k, records)
+        out["draw_seconds"] = (time.perf_counter() - t0) / draws
+        weights = rows.multiplicities(docs, Resampling(RESAMPLES, 0))[:resamples]
+        for label, names in (("neighbours", ("mknn", "cknna")), ("rsa", ("rsa",))):
+            scratch = cells.Scratch.of(m, names)
+            t0 = time.perf_counter()
+            for w in weights:
+                cells.weighted_grid(*records, names, k, w, scratch)
+            out[f"resample_{label}_seconds"] = (time.perf_counter() - t0) / resamples
+    values = out["prepare_seconds"] + out["cells_seconds"]
+    resample = out["resample_neighbours_seconds"] + out["resample_rsa_seconds"]
+    out |= {
+        "values_seconds": values,
+        "permutations": PERMUTATIONS,
+        "resamples": RESAMPLES,
+        "calibration_seconds": PERMUTATIONS * out["draw_seconds"],
+        "interval_seconds": RESAMPLES * resample,
+        "calibration_ratio": PERMUTATIONS * out["draw_seconds"] / values,
+        "interval_ratio": RESAMPLES * resample / values,
+    }
     return out
 
 
@@ -277,18 +343,23 @@ def main(args):
     out_path = args.out
     if os.path.basename(out_path) == "fit.json":
         out_path = os.path.join(os.path.dirname(out_path), "fit-measures.json")
-    if args.interval_only or args.fits_only:  # the rest stays the run's that wrote it
+    if args.interval_only or args.fits_only or args.rows_only:  # the rest stays the run's
         try:
             with open(out_path) as f:
                 result = json.load(f)
         except OSError as e:
             flag = "--interval-only" if args.interval_only else "--fits-only"
+            flag = "--rows-only" if args.rows_only else flag
             raise SystemExit(
                 f"bench/fit.py {flag}: cannot read {out_path} ({e.strerror}); run "
                 "bench/fit.py --measures LIST without it first"
             ) from None
         try:
-            if args.interval_only:
+            if args.rows_only:
+                result["rows"] = row_grid_costs(Ls + 1, Lt + 1, ds, dt, args.sample_rows)
+                result["rows"]["command"] = command_line()
+                result["rows"]["load_average_at_end"] = os.getloadavg()
+            elif args.interval_only:
                 result["interval"] = interval_timing(args, measures, tmp)
             else:
                 result["fits"] = fit_timing(args, measures, keep, tmp, fitbench)
@@ -298,7 +369,8 @@ def main(args):
             shutil.rmtree(tmp, ignore_errors=True)
         with open(out_path, "w") as f:
             json.dump(result, f, indent=2)
-        print(json.dumps(result["interval" if args.interval_only else "fits"], indent=2))
+        part = "rows" if args.rows_only else "interval" if args.interval_only else "fits"
+        print(json.dumps(result[part], indent=2))
         return
     result = {
         "config": {
@@ -320,7 +392,7 @@ def main(args):
     try:
         result["fits"] = fit_timing(args, measures, keep, tmp, fitbench)
         result["interval"] = interval_timing(args, measures, tmp)
-        result["rows"] = row_measure_costs(ds, dt, args.sample_rows) | {"grid": [Ls + 1, Lt + 1]}
+        result["rows"] = row_grid_costs(Ls + 1, Lt + 1, ds, dt, args.sample_rows)
         print(f"row measures at M {args.sample_rows}: {result['rows']}", flush=True)
         result["version"] = align.__version__
     finally:

@@ -826,11 +826,11 @@ def phase_fit(ctx: dict, small: str, large: str, n_tokens: int, batch_size: int)
 def blocking_budget(p, options, limit: int | None = None) -> tuple:
     """(budget bytes, plan, bytes of the smallest one-pass plan): a budget under which align's
     live route covers the target boundaries in at least two blocks, one byte below its
-    smallest one-pass plan (its own arithmetic, fitting.live.make_plan on the prepared job `p`,
+    smallest one-pass plan (its own arithmetic, fitting.live_route.plan.make_plan on the prepared job `p`,
     held-out rows not kept), and at most `limit` (on a GPU: the share of its free memory align
     plans for by default)."""
-    from align.fitting import live
     from align.fitting.fit_options import FitHooks
+    from align.fitting.live_route import pipeline as live
 
     one = live.make_plan(
         p, dataclasses.replace(options, hooks=FitHooks(worker_budget=1 << 62)), None
@@ -885,8 +885,8 @@ def phase_fit_live(ctx: dict, small: str, large: str, n_tokens: int, batch_size:
     import torch
 
     from align import corpus as corpus_mod
-    from align.fitting import live
     from align.fitting.fit_options import FitHooks, request
+    from align.fitting.live_route import pipeline as live
 
     device = ctx["device"]
     release(device)  # what the fit phase's GPU fit cached

@@ -158,7 +158,7 @@ def main():
     from align import corpus as corpus_mod
     from align import models
     from align.extraction import ExtractOptions
-    from align.fitting import live
+    from align.fitting.live_route import pipeline as live
 
     root = tempfile.mkdtemp(prefix="align-bench-live-")
     result = {

@@ -66,7 +66,8 @@ def build(root: str, args) -> dict:
 
 
 def one_fit(job, quiet) -> dict:
-    from align.fitting import FitSpec, live
+    from align.fitting import FitSpec
+    from align.fitting.live_route import pipeline as live
 
     t = time.time()
     rep = live.fit_live(job, None, FitSpec(bootstrap=0), log=quiet)
@@ -81,7 +82,7 @@ def one_fit(job, quiet) -> dict:
 def floor_of(job, args, rows: int, rate: float, sums: tuple) -> dict:
     """The bare forwards of each model over its own batches and the rows' products."""
     from align import models
-    from align.fitting import live
+    from align.fitting.live_route import pipeline as live
 
     fwd = {}
     for side in ("source", "target"):
@@ -108,7 +109,7 @@ def pairing_summary(pairing: dict) -> dict:
 
 def main(args) -> None:
     from align import corpus, models
-    from align.fitting import live
+    from align.fitting.live_route import pipeline as live
 
     root = tempfile.mkdtemp(prefix="align-bench-live-pairing-")
     result = {

@@ -1,5 +1,5 @@
 """The plan of `align fit --measures all` for Qwen2.5-1.5B → Qwen2.5-14B, from the memory
-planner's own functions (align.fitting.budget) and flop counts; nothing is run or loaded.
+planner's own functions (align.fitting.planning.budget) and flop counts; nothing is run or loaded.
 
 `align fit --dry-run` times a piece of the real work, so it needs the weights (`--live`) or
 the stores (the store route). This script therefore does the arithmetic the fit would do: the
@@ -32,7 +32,7 @@ HELDOUT = 0.2  # FitSpec.test_fraction: the held-out documents' share of the tok
 
 def store_plan(budget: int, tokens: int, chunk: int, groups: int) -> dict:
     """The store route's blocks under `budget` bytes per worker (one worker)."""
-    from align.fitting import budget as b
+    from align.fitting.planning import budget as b
 
     grid = b.PairGrid(
         tuple(range(SOURCE["layers"] + 1)),
@@ -71,7 +71,7 @@ def store_plan(budget: int, tokens: int, chunk: int, groups: int) -> dict:
 
 def live_plan(budget: int, tokens: int, batch: int, length: int, groups: int) -> dict:
     """The live route's passes under a device budget of `budget` bytes (bfloat16 models)."""
-    from align.fitting import budget as b
+    from align.fitting.planning import budget as b
 
     shape = b.LiveShape(
         n_source=SOURCE["layers"] + 1,
@@ -108,9 +108,9 @@ def live_plan(budget: int, tokens: int, batch: int, length: int, groups: int) ->
 
 def sample_plan(rows: int, permutations: int, resamples: int) -> dict:
     """The M sampled rows of `--measures all --permutations K` and `row_measures`' working
-    memory on them, from the planner's own functions (align.fitting.sample_budget), float64
+    memory on them, from the planner's own functions (align.fitting.planning.sample_budget), float64
     rows as the live route keeps them; the largest bootstrap resample taken as M."""
-    from align.fitting import sample_budget as sb
+    from align.fitting.planning import sample_budget as sb
     from align.measures.rows import ROW_MEASURES
 
     shape = sb.SampleShape(

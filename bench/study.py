@@ -34,8 +34,8 @@ name = "b"
 path = "{b}"
 [corpus]
 path = "{corpus}"
-[bootstrap]
-resamples = 200
+[fit]
+bootstrap = 200
 """
 
 

@@ -388,29 +388,18 @@ def fit_measures(r: Results) -> str:
             ],
         ],
     )
-    rowm = table(
-        ["measure", "one cell, both boundaries prepared", "one null draw of a cell"],
-        [
-            [
-                f"`{name}`",
-                f"{rows_[name]['observed_seconds']:.2f} s",
-                f"{1e3 * rows_[name]['null_draw_seconds']:.0f} ms"
-                if rows_[name]["null_draw_seconds"] > 0
-                else "below the timing's noise (the two calls' preparation)",
-            ]
-            for name in ("mknn", "rsa")
-        ],
-    )
-    commands = [(c["command"], "bench/results/fit-measures.json: the fits and the row measures")]
-    if f.get("command"):  # the fits rerun alone (--fits-only)
-        commands = [
-            (c["command"], "bench/results/fit-measures.json: the row measures"),
-            (f["command"], "bench/results/fit-measures.json: the fits (merged)"),
-        ]
-    if d["interval"]["command"] != c["command"]:
-        commands.append(
-            (d["interval"]["command"], "bench/results/fit-measures.json: the interval (merged)")
-        )
+    rowm = row_measures_table(rows_)
+    # each part with the command that made it: the first run's, or a rerun merged alone
+    merged = [
+        (part, got["command"])
+        for part, got in (("fits", f), ("row measures", rows_), ("interval", d["interval"]))
+        if got.get("command") and got["command"] != c["command"]
+    ]
+    own = [p for p in ("fits", "row measures", "interval") if p not in dict(merged)]
+    where = "bench/results/fit-measures.json: the "
+    said = ", ".join(own[:-1]) + (" and " if len(own) > 1 else "") + (own[-1] if own else "")
+    commands = [(c["command"], where + said)] if own else []
+    commands += [(cmd, f"{where}{part} (merged)") for part, cmd in merged]
     return (
         f"{n(c['tokens'])} tokens of bench/fit.py's stores (source {c['source']}, target "
         f"{c['target']}: {f['pairs']} pairs), `--bootstrap {c['bootstrap']}`, runs alternated; load "
@@ -418,12 +407,70 @@ def fit_measures(r: Results) -> str:
         + fits
         + "\n\n"
         + interval_table(d)
-        + f"\n\nThe row measures on M = {n(c['sample_rows'])} sampled rows (d {c['source'].split('x')[1]} "
-        f"and {c['target'].split('x')[1]}):\n\n"
+        + f"\n\nThe row measures (`mknn`, `cknna`, `rsa`) on M = {n(rows_['rows'])} sampled rows "
+        f"of the {rows_['grid'][0]} × {rows_['grid'][1]} grid (d {c['source'].split('x')[1]} and "
+        f"{c['target'].split('x')[1]}), one BLAS thread, as the fit computes them in one process: "
+        f"every boundary prepared and every cell's values timed, then {rows_['draws_timed']} null "
+        f"draws and {rows_['resamples_timed']} bootstrap resamples of the whole grid, scaled to "
+        "the defaults (load average "
+        f"{rows_.get('load_average_at_end', d['load_average_at_end'])[0]:.1f} at its end):\n\n"
         + rowm
-        + (f"\n\nTimed again: {d['rows_command']}." if "rows_command" in d else "")
+        + "\n\n"
+        + all_defaults(d)
         + "\n\n"
         + sources(*commands)
+    )
+
+
+def row_measures_table(rows_: dict) -> str:
+    """The row measures' values, calibration and interval on the grid, each against the values."""
+    values = rows_["values_seconds"]
+    one = rows_["resample_neighbours_seconds"] + rows_["resample_rsa_seconds"]
+    return table(
+        ["part", "seconds", "against the values"],
+        [
+            [
+                f"values: {sum(rows_['grid'])} boundaries prepared, "
+                f"{rows_['grid'][0] * rows_['grid'][1]} cells read",
+                f"{values:.1f} (preparation {rows_['prepare_seconds']:.1f})",
+                "1×",
+            ],
+            [
+                f"calibration: {n(rows_['permutations'])} null draws "
+                f"({rows_['draw_seconds']:.2f} s a draw of the grid)",
+                n(rows_["calibration_seconds"]),
+                f"**{rows_['calibration_ratio']:.1f}×**; target ≤ 1.3×: "
+                f"{met(rows_['calibration_ratio'] <= 1.3)}",
+            ],
+            [
+                f"interval: {n(rows_['resamples'])} bootstrap resamples ({one:.2f} s a resample "
+                f"of the grid, {rows_['resample_rsa_seconds']:.2f} s of it `rsa`)",
+                n(rows_["interval_seconds"]),
+                f"**{rows_['interval_ratio']:.1f}×**; target ≤ 1.3×: "
+                f"{met(rows_['interval_ratio'] <= 1.3)}",
+            ],
+        ],
+    )
+
+
+def all_defaults(d: dict) -> str:
+    """`--measures all` with every default against ridge alone, added up from this JSON's
+    parts (not a run of the whole): the fits' values, the streamed interval on the 2 cores,
+    the row measures with their calibration and interval."""
+    f, iv, rows_ = d["fits"], d["interval"]["whole_grid"], d["rows"]
+    streamed_interval = iv["values_and_interval_threaded_seconds"] - iv["values_threaded_seconds"]
+    rows_total = rows_["values_seconds"] + rows_["calibration_seconds"] + rows_["interval_seconds"]
+    total = f["median_seconds"]["measures"] + streamed_interval + rows_total
+    ratio = total / f["median_seconds"]["ridge"]
+    return (
+        "`--measures all` with every default, added up from these parts (not timed as one run): "
+        f"the fit with the streamed measures' values {f['median_seconds']['measures']:.0f} s, their "
+        f"interval {streamed_interval:.0f} s, the row measures with their calibration and "
+        f"interval {rows_total:,.0f} s: {total:,.0f} s, **{ratio:.1f}×** ridge alone "
+        f"({f['median_seconds']['ridge']:.0f} s); target ≤ 2×: {met(ratio <= 2)}. The parts ran "
+        f"at the loads given with each (the fits {load_range(f['load_average_before_after'])}, "
+        f"the row measures {rows_.get('load_average_at_end', d['load_average_at_end'])[0]:.1f}): "
+        "read the ratio's order of magnitude."
     )
 
 
@@ -1096,7 +1143,7 @@ def zoo(r: Results) -> str:
         "writing a store, and reading both of a fit's stores once, at "
         f"{rates['store_write_and_read_bytes_per_s'] / 2**20:,.0f} MiB/s, the slower of the "
         "extraction writer's best rates measured above (store-writer, on 2 CPU cores); disk and "
-        "memory from the fit's own budget (`align.fitting.budget`). A node runs one unit per "
+        "memory from the fit's own budget (`align.fitting.planning.budget`). A node runs one unit per "
         "GPU, the extractions first, each phase's units given longest first to the least loaded "
         "GPU. Not counted: loading the weights, the extra reads of a fit split into blocks, "
         "several GPUs of a node sharing one disk. None of these rates has been measured on an "

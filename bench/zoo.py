@@ -2,7 +2,7 @@
 tokens: disk, memory and estimated hours on one H200 node and on four. No weights are read and
 nothing runs on a GPU: every number is arithmetic on each model's public config (`ZOO`, copied
 from its config.json on the hub) through the study estimator's own functions
-(align.study.estimate.fit_flops, align.fitting.budget.statistics_bytes and result_bytes), at
+(align.study.estimate.fit_flops, align.fitting.planning.budget.statistics_bytes and result_bytes), at
 rates stated here (`RATES`): fractions of the H200's published peaks, and the extraction
 writer's rate measured in bench/results/store_writer.json. Parameters are counted by building
 each model from its config on PyTorch's meta device (no memory, no weights).
@@ -116,7 +116,7 @@ def model_numbers(name: str) -> dict:
 def estimates(numbers: dict, write: float) -> list:
     """Every unit of the zoo's study (store route): an extraction per model, a fit per ordered
     pair, each with disk, memory and seconds."""
-    from align.fitting.budget import ResultShape, result_bytes, statistics_bytes
+    from align.fitting.planning.budget import ResultShape, result_bytes, statistics_bytes
     from align.study.estimate import fit_flops
 
     units = []

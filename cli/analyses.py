@@ -9,7 +9,7 @@ from align.analyses.analysis_options import LensOptions, SkipOptions
 from align.analyses.run import dry_run as plan_run
 from align.analyses.run import plan_from_store, run_contrib, run_depth, run_lens, run_skip
 from align.analyses.skip import PARTS, SETTINGS
-from align.cli.declared import Parsed, fields, options_of
+from align.cli.declared import Parsed, fields, options_of, worded
 from align.cli.extract import CORPUS_FIELDS, corpus_spec, model_spec
 from align.cli.shared_options import (
     ANALYSIS_DRY_RUN,
@@ -54,9 +54,33 @@ RUN_OUTPUTS = (ANALYSIS_OUTPUT, PROMPTS_BATCH, OVERWRITE_RESULT)
 COMMON = (*RUN_OUTPUTS, ANALYSIS_DRY_RUN)
 COMMON_STORE = (*RUN_OUTPUTS, STORE_DRY_RUN)  # a command that also reads a --store
 RESAMPLING = (BOOTSTRAP, BOOTSTRAP_SEED)
-MODEL_AND_CORPUS = (fields(ModelSpec), fields(CorpusSpec, *CORPUS_FIELDS))
+# The model's and the corpus's options as the analyses word them (the lens's --dtype and
+# --device say what they do with --store; erase and igrad read PROMPTS).
+MODEL = (fields(ModelSpec, variant="analyses"),)
+LENS_MODEL = (fields(ModelSpec, variant=("lens", "analyses")),)
+CORPUS = (fields(CorpusSpec, *CORPUS_FIELDS, variant="analyses"),)
+PROMPTS_CORPUS = (fields(CorpusSpec, *CORPUS_FIELDS, variant=("prompts", "analyses")),)
+# Each command's own options, in the order of its help (its page's first table), worded for
+# it, then the model's and the corpus's.
+CONTRIB_RUN = (CONTRIB_STORE, worded("contrib", *COMMON_STORE), *RESAMPLING)
+SKIP_FIELDS = ("settings", "parts", "split", "split_seed", "split_stream_after")
+SKIP_RUN = (
+    worded("skip", *COMMON),
+    fields(SkipOptions, *SKIP_FIELDS, "answer_field", "answer_marker"),
+    *RESAMPLING,
+    EQUAL_N,
+)
 # The lens's kinds and the cross-model read (LensOptions' declared fields).
 LENS_FIELDS = ("kind", "through", "maps", "save_maps", "steps", "train_tokens", "lens_seed")
+LENS_RUN = (
+    LENS_STORE,
+    worded("lens", *COMMON_STORE),
+    fields(LensOptions, *LENS_FIELDS),
+    *RESAMPLING,
+)
+DEPTH_OPTIONS = worded(
+    "depth", DEPTH_CONTRIB, DEPTH_LENS, DEPTH_OUTPUT, OVERWRITE_RESULT, *RESAMPLING
+)
 
 
 def _outputs(parsed: Parsed, batch=PROMPTS_BATCH) -> tuple:
@@ -67,7 +91,7 @@ def _outputs(parsed: Parsed, batch=PROMPTS_BATCH) -> tuple:
 @click.command("contrib")
 @click.argument("model", required=False)
 @click.argument("corpus", required=False)
-@options_of(CONTRIB_STORE, *COMMON_STORE, *RESAMPLING, *MODEL_AND_CORPUS)
+@options_of(*CONTRIB_RUN, *MODEL, *CORPUS)
 def contrib_cmd(model, corpus, **values):
     """Relative norms and cosines of what attention, MLP and each whole layer add to the
     residual stream (mean and max over tokens), and cos(h_{l+1}, h_l); prompt-bootstrap 95%
@@ -112,22 +136,7 @@ def _choices(value, allowed, option):
 @click.command("skip")
 @click.argument("model", required=False)
 @click.argument("corpus", required=False)
-@options_of(
-    *COMMON,
-    fields(
-        SkipOptions,
-        "settings",
-        "parts",
-        "split_seed",
-        "split",
-        "answer_field",
-        "answer_marker",
-        "split_stream_after",
-    ),
-    *RESAMPLING,
-    EQUAL_N,
-    *MODEL_AND_CORPUS,
-)
+@options_of(*SKIP_RUN, *MODEL, *CORPUS)
 def skip_cmd(model, corpus, **values):
     """Effect of skipping each layer (or its attention or MLP) on every later layer's
     contribution (R) and on the output distribution (O), in the current and future settings;
@@ -172,13 +181,7 @@ def skip_cmd(model, corpus, **values):
 @click.command("lens")
 @click.argument("model", required=False)
 @click.argument("corpus", required=False)
-@options_of(
-    LENS_STORE,
-    *COMMON_STORE,
-    fields(LensOptions, *LENS_FIELDS),
-    *RESAMPLING,
-    *MODEL_AND_CORPUS,
-)
+@options_of(*LENS_RUN, *LENS_MODEL, *CORPUS)
 def lens_cmd(model, corpus, **values):
     """Logit, linear or tuned lens: KL(lens || output) and top-5 overlap at every boundary 0..L,
     token- and prompt-weighted, with bootstrap 95% intervals (linear and tuned: also top-1
@@ -263,7 +266,7 @@ def _plan(command, output, spec, cspec, batch_size, overwrite):
 
 
 @click.command("depth")
-@options_of(DEPTH_CONTRIB, DEPTH_LENS, DEPTH_OUTPUT, OVERWRITE_RESULT, *RESAMPLING)
+@options_of(DEPTH_OPTIONS)
 def depth_cmd(**values):
     """Effective depth by the cosine, KL and overlap rules (NaN with a reason when undefined),
     each rule's depth over a range of thresholds, and prompt-bootstrap 95% intervals where the

@@ -12,13 +12,13 @@ parsed value nothing took.
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass
+from dataclasses import MISSING, dataclass, replace
 from dataclasses import fields as dataclass_fields
 
 import click
 
 from align.cli.numbers import FINITE, SEED, whole
-from align.declarations import FROM_FIELD, Flag, declaration, declarations
+from align.declarations import FROM_FIELD, Flag, declaration, declarations, plain
 from align.fitting.fit_options import parse_memory
 from align.stats.bootstrap import check_resamples
 
@@ -58,17 +58,16 @@ def _field_default(record, name: str):
     raise KeyError(name)
 
 
-def fields(record, *names: str, variant: str | None = None) -> list[Entry]:
-    """The single-model options of `record`'s fields `names` (none: every declared one)."""
+def fields(record, *names: str, variant=None) -> list[Entry]:
+    """The single-model options of `record`'s fields `names` (none: every declared one), worded
+    by the first of the variants `variant` (a name or a tuple) each has."""
     names = names or tuple(n for n, d in declarations(record).items() if d.flag is not None)
     out = []
     for name in names:
         d = declaration(record, name)
         if d is None or d.flag is None:
             raise KeyError(f"{record.__name__}.{name} is declared as no option")
-        flag = d.flag
-        if variant is not None and variant in dict(flag.variants):
-            flag = Flag(**{**flag.__dict__, "help": dict(flag.variants)[variant], "variants": ()})
+        flag = d.flag.worded(variant)
         default = _field_default(record, name) if flag.default is FROM_FIELD else flag.default
         out.append(Entry(flag, name, default, Fills(record, name)))
     return out
@@ -96,6 +95,13 @@ def standalone(flag: Flag) -> list[Entry]:
     """The option of a value that fills no record (`align.cli.shared_options`)."""
     default = None if flag.default is FROM_FIELD else flag.default
     return [Entry(flag, flag.param, default, Fills(None, flag.param))]
+
+
+def worded(variant, *parts) -> list[Entry]:
+    """The entries of `parts` (as `entries` takes them), each flag worded by the first of the
+    variants `variant` (a name or a tuple) it has: the wording a command's help and its page's
+    table share."""
+    return [replace(e, flag=e.flag.worded(variant)) for e in entries(*parts)]
 
 
 def _size(ctx, param, value):
@@ -152,7 +158,11 @@ def _click_type(flag: Flag):
 def click_option(entry: Entry) -> Declared:
     """The click option of one entry, with exactly the settings its flag declares."""
     flag = entry.flag
-    kw = {"help": flag.help}
+    kw = {"help": plain(flag.help)}
+    if flag.shown_default is not None:
+        kw["help"] += f"  [default: {flag.shown_default}]"  # spaced as click spaces its own
+    elif not (flag.is_flag or flag.required or entry.default is None):
+        kw["show_default"] = True
     if flag.is_flag:
         kw["is_flag"] = True
     elif entry.default is not None:  # click reads an explicit None as a value given
@@ -164,7 +174,7 @@ def click_option(entry: Entry) -> Declared:
     ):
         if value is not None:
             kw[key] = value
-    for key in ("show_default", "required", "multiple"):
+    for key in ("required", "multiple"):
         if getattr(flag, key):
             kw[key] = True
     return Declared([*flag.flags, entry.param], entry.fills, **kw)

@@ -15,52 +15,47 @@ MAX_SEEDS = 100  # training seeds one demo run may ask for
 OUTPUT = flag(
     "-o",
     "--output",
-    doc="where models, stores, results and figures go: a folder the demo owns",
-    doc_default="`demo-output`",
-    help="Where models, stores, results and figures go.",
+    help="where models, stores, results and figures go: a folder the demo owns",
     metavar="FOLDER",
+    shown_default="`demo-output`",
     default="demo-output",
-    show_default=True,
 )
 SIZE = flag(
     "--size",
-    doc="full: 6 layers against 12 layers, both d_model 128; tiny: 2 layers d_model 32 against 4 "
+    help="full: 6 layers against 12 layers, both d_model 128; tiny: 2 layers d_model 32 against 4 "
     "layers d_model 48 (30 documents), a check that everything runs",
-    help="full: 6 against 12 layers, both d=128; tiny: 2 against 4 layers, a check that "
-    "everything runs.",
     choices=SIZES,
     default="full",
-    show_default=True,
 )
 TOKENS = flag(
     "--tokens",
-    doc="training tokens per model, at least 1,000",
-    doc_default="400,000 (full), 4,000 (tiny)",
-    doc_metavar="N",
-    help="Training tokens per model [default: 400,000 (full), 4,000 (tiny)].",
+    help="training tokens per model, at least 1,000",
+    metavar="N",
+    shown_default="400,000 (full), 4,000 (tiny)",
     type="whole",
     least=1000,
 )
 SEED = flag(
     "--seed",
-    doc="the first seed of a count (it also seeds the held-out documents)",
-    doc_metavar="N",
-    help="The first training seed (the one analysed and drawn; it also seeds the held-out "
-    "documents).",
+    help="the first seed of a count (it also seeds the held-out documents)",
+    metavar="N",
     type="seed",
     default=0,
-    show_default=True,
 )
 SEEDS = flag(
     "--seeds",
-    help="Training seeds: a count N (seeds --seed .. --seed+N-1) or a comma-separated list whose "
-    "first is the one analysed [default: 3 (full), 2 (tiny)].",
+    help="training seeds: a count N (seeds `--seed` .. `--seed`+N−1) or a comma-separated list; "
+    "the first is the one analysed and drawn",
     metavar="N|S1,S2,...",
+    shown_default="3 (full), 2 (tiny)",
 )
 
 
+OPTIONS = (OUTPUT, SIZE, TOKENS, SEED, SEEDS)  # in the order of the help and of the page's table
+
+
 @click.command("demo")
-@options_of(OUTPUT, SIZE, TOKENS, SEED, SEEDS)
+@options_of(*OPTIONS)
 def demo_cmd(**values):
     """Train a 6-layer and a 12-layer model on generated arithmetic with each seed (cached),
     extract them and an untrained 12-layer control per seed, fit shallow -> deep and shallow ->

@@ -5,57 +5,52 @@ from __future__ import annotations
 import click
 
 from align.analyses.depthscore import plan_depthscore, run_depthscore
-from align.cli.declared import Parsed, options_of
+from align.cli.declared import Parsed, options_of, worded
 from align.cli.shared_options import DEPTH_OUTPUT, OVERWRITE_RESULT
 from align.declarations import flag
-from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES
+from align.stats.bootstrap import RESAMPLES
 
 LEVELS = flag(
     "--levels",
-    doc="the level of each SKIP_RESULT, in order. Read from the corpus: "
+    help="the level of each SKIP_RESULT, in order. Read from the corpus: "
     "`addition:N`/`multiplication:N` give N; a `mquake` or `math` file still there with the "
     "recorded hash gives its prompts' level (one level per file)",
-    doc_default="read from each result's corpus",
-    help="The level of each SKIP_RESULT, in order [default: read from each result's corpus "
-    "(mquake, math, addition:N, multiplication:N)].",
     metavar="2,3,4",
+    shown_default="read from each result's corpus",
 )
 BOOTSTRAP = flag(
     "--bootstrap",
-    doc="resamples of prompts for the 95% intervals, 100 to 1,000,000 (needs skip results with "
+    help="resamples of prompts for the 95% intervals, 100 to 1,000,000 (needs skip results with "
     "per-prompt values)",
-    doc_metavar="N",
-    help=f"Resamples of prompts for the 95% intervals ({MIN_RESAMPLES:,} to {MAX_RESAMPLES:,}; "
-    "needs skip results with per-prompt values).",
+    metavar="N",
     type="int",
     default=RESAMPLES,
-    show_default=True,
     parse="resamples",
 )
 SEED = flag(
     "--seed",
-    doc="seed of the prompt bootstrap",
-    doc_metavar="N",
-    help="Seed of the prompt bootstrap.",
+    help="seed of the prompt bootstrap",
+    metavar="N",
     type="seed",
     default=0,
-    show_default=True,
 )
 DRY_RUN = flag(
     "--dry-run",
-    doc="print what the run will read (each level's result and the prompts each setting "
+    help="print what the run will read (each level's result and the prompts each setting "
     "resamples), the resamples it will draw (resamples × levels × settings, prompts drawn), its "
     "memory, what it will write and its time from 50 timed resamples scaled by prompts drawn; "
     "write nothing. Every check of a run is made first",
-    help="Print what the run will read (each level's prompts), the resamples it will draw, its "
-    "memory, what it will write and its time from a few timed resamples; write nothing.",
     is_flag=True,
 )
 
 
+# in the order of the help and of the page's table
+OPTIONS = worded("depthscore", DEPTH_OUTPUT, LEVELS, BOOTSTRAP, SEED, OVERWRITE_RESULT, DRY_RUN)
+
+
 @click.command("depthscore")
 @click.argument("skip_results", nargs=-1, required=True, metavar="SKIP_RESULT...")
-@options_of(DEPTH_OUTPUT, LEVELS, BOOTSTRAP, SEED, OVERWRITE_RESULT, DRY_RUN)
+@options_of(OPTIONS)
 def depthscore_cmd(skip_results, **values):
     """Depth score DS = sum_s s*m_s / sum_s m_s per level, from one `align skip` result per
     level. The headline is P1's: the future setting's layer effect (m_s = sum_l R[s, l] /

@@ -21,6 +21,12 @@ from align.store import open_activations, open_result, read_attrs
 CORPUS_FIELDS = tuple(n for n in declarations(CorpusSpec) if n not in PROTOCOL)
 
 
+# `align extract`'s options in the order of its help, each group a table of its page
+EXTRACT_MODEL = (EXTRACT_OUTPUT, fields(ModelSpec))
+EXTRACT_CORPUS = (fields(CorpusSpec),)
+EXTRACT_RUN = (fields(ExtractOptions),)
+
+
 def _parsed(values) -> Parsed:
     return values if isinstance(values, Parsed) else Parsed(values)
 
@@ -42,7 +48,7 @@ def model_spec(name, values) -> ModelSpec:
 @click.command("extract")
 @click.argument("model")
 @click.argument("corpus", required=False)
-@options_of(EXTRACT_OUTPUT, fields(ModelSpec), fields(CorpusSpec), fields(ExtractOptions))
+@options_of(*EXTRACT_MODEL, *EXTRACT_CORPUS, *EXTRACT_RUN)
 def extract_cmd(model, corpus, **values):
     """Store MODEL's residual stream at every boundary over CORPUS.
 
@@ -60,8 +66,7 @@ def extract_cmd(model, corpus, **values):
 
 INFO_JSON = flag(
     "--json",
-    doc="print every attribute of the store or result as JSON (sorted keys), in full",
-    help="Print the attributes as JSON.",
+    help="print every attribute of the store or result as JSON (sorted keys), in full",
     is_flag=True,
     name="as_json",
 )

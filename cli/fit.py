@@ -14,10 +14,12 @@ from align.fitting import FitSpec, fit
 from align.fitting.fit_options import Execution, LiveJob, parse_memory
 from align.models import ModelSpec
 
-# The options of the store form, in the order of the help (each declared once, on its field),
-# and those of the --live form: the corpus's (`align extract`'s), the models' (as `align extract`'s, per model where they can
-# differ), batching and the device budget.
-STORE_FORM = (
+# `align fit`'s options, each group once, in the order of its help and of its page's tables:
+# what the fit computes (`FitSpec`, with -o and --overwrite), where it runs (`Execution`), and
+# the --live form's: the models (as `align extract`'s, per model where they can differ),
+# batching, the device budget and the corpus (`align extract`'s).
+FIT_SPEC = (
+    FIT_OUTPUT,
     fields(
         FitSpec,
         "test_fraction",
@@ -37,26 +39,21 @@ STORE_FORM = (
         "include_first_token",
         "source_boundaries",
         "target_boundaries",
+        "save_maps",
     ),
-    fields(Execution, "scheduler", "n_workers", "memory_limit", "device"),
-    fields(FitSpec, "save_maps"),
-    fields(Execution, "task_tokens", "overwrite"),
+    fields(Execution, "overwrite"),
+)
+FIT_EXECUTION = (
+    fields(Execution, "scheduler", "n_workers", "memory_limit", "device", "task_tokens"),
+    LIVE_DRY_RUN,
 )
 LIVE_FORM = (
-    fields(CorpusSpec, *CORPUS_FIELDS),
     fields(LiveJob, "batch_size"),
-    sides(
-        ModelSpec,
-        "dtype",
-        "revision",
-        "trust_remote_code",
-        "allow_pickle_weights",
-        "random_init",
-        "seed",
-        "family",
-    ),
+    sides(ModelSpec, "dtype", "revision", "random_init", "seed", "family"),
+    sides(ModelSpec, "trust_remote_code", "allow_pickle_weights"),
     fields(LiveJob, "allow_long"),
     DEVICE_MEMORY,
+    fields(CorpusSpec, *CORPUS_FIELDS),
 )
 # Options of the store form that the --live form has no use for: its unit of work is a batch
 # of sequences (--batch-size), and its workers are those of --scheduler ADDRESS.
@@ -67,7 +64,7 @@ STORE_ONLY = ("n_workers", "task_tokens")
 @click.argument("source")
 @click.argument("target")
 @click.argument("corpus", required=False)
-@options_of(LIVE, FIT_OUTPUT, *STORE_FORM, *LIVE_FORM, LIVE_DRY_RUN)
+@options_of(*FIT_SPEC, *FIT_EXECUTION, LIVE, *LIVE_FORM)
 def fit_cmd(source, target, corpus=None, **values):
     """Fit ridge maps from every boundary of SOURCE to every boundary of TARGET and score them.
 
@@ -96,8 +93,8 @@ def fit_cmd(source, target, corpus=None, **values):
 
 
 def fit_live_cmd(source, target, corpus_path, output, live, spec, parsed, dry_run) -> None:
-    """The --live form: model and corpus specs from the options, then align.fitting.live."""
-    from align.fitting.live import fit_live
+    """The --live form: model and corpus specs from the options, then align.fitting.live_route.pipeline."""
+    from align.fitting.live_route.pipeline import fit_live
 
     if not live:
         raise InputError(

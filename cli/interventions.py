@@ -7,9 +7,9 @@ import click
 from align.analyses.analysis_options import EraseOptions, IgradOptions
 from align.analyses.igrad_options import Variant, variant
 from align.analyses.interventions_run import plan_erase, plan_igrad, run_erase, run_igrad
-from align.cli.analyses import _choices
-from align.cli.declared import Parsed, fields, options_of
-from align.cli.extract import CORPUS_FIELDS, corpus_spec, model_spec
+from align.cli.analyses import MODEL, PROMPTS_CORPUS, _choices
+from align.cli.declared import Parsed, fields, options_of, worded
+from align.cli.extract import corpus_spec, model_spec
 from align.cli.shared_options import (
     ANALYSIS_DRY_RUN,
     ANALYSIS_OUTPUT,
@@ -18,7 +18,6 @@ from align.cli.shared_options import (
     IGRAD_PROTOCOL,
     OVERWRITE_RESULT,
 )
-from align.corpus import CorpusSpec
 from align.models import ModelSpec
 
 
@@ -27,24 +26,30 @@ def _specs(model, prompts, parsed: Parsed):
     return model_spec(model, parsed), corpus_spec(prompts, parsed)
 
 
-def _answer(record) -> list:
-    """--answer-field and --answer-marker, as `record` declares them."""
-    return fields(record, "answer_field", "answer_marker")
+# Each command's own options in the order of its help (its page's first table), then the
+# model's (igrad's worded for gradients) and the corpus's.
+ERASE_RUN = (
+    ANALYSIS_OUTPUT,
+    fields(EraseOptions, "reference", "reference_docs", "answer_field", "answer_marker"),
+    ERASE_BATCH,
+    worded("erase", OVERWRITE_RESULT, ANALYSIS_DRY_RUN),
+)
+IGRAD_RUN = (
+    ANALYSIS_OUTPUT,
+    fields(IgradOptions, "parts"),
+    IGRAD_PROTOCOL,
+    fields(Variant),
+    fields(IgradOptions, "answer_field", "answer_marker"),
+    IGRAD_BATCH,
+    worded("igrad", OVERWRITE_RESULT, ANALYSIS_DRY_RUN),
+)
+IGRAD_MODEL = (fields(ModelSpec, variant=("igrad", "analyses")),)
 
 
 @click.command("erase")
 @click.argument("model")
 @click.argument("prompts", required=False)
-@options_of(
-    ANALYSIS_OUTPUT,
-    ERASE_BATCH,
-    OVERWRITE_RESULT,
-    ANALYSIS_DRY_RUN,
-    _answer(EraseOptions),
-    fields(EraseOptions, "reference", "reference_docs"),
-    fields(ModelSpec),
-    fields(CorpusSpec, *CORPUS_FIELDS),
-)
+@options_of(*ERASE_RUN, *MODEL, *PROMPTS_CORPUS)
 def erase_cmd(model, prompts, **values):
     """Residual erasure: for every boundary b = 0..L and position t of each prompt, replace the
     residual at b (entering block b; at L, the last block's output) at t by the mean residual at
@@ -71,18 +76,7 @@ def erase_cmd(model, prompts, **values):
 @click.command("igrad")
 @click.argument("model")
 @click.argument("prompts", required=False)
-@options_of(
-    ANALYSIS_OUTPUT,
-    IGRAD_BATCH,
-    OVERWRITE_RESULT,
-    ANALYSIS_DRY_RUN,
-    _answer(IgradOptions),
-    fields(IgradOptions, "parts"),
-    IGRAD_PROTOCOL,
-    fields(Variant),
-    fields(ModelSpec, variant="gradients"),
-    fields(CorpusSpec, *CORPUS_FIELDS),
-)
+@options_of(*IGRAD_RUN, *IGRAD_MODEL, *PROMPTS_CORPUS)
 def igrad_cmd(model, prompts, **values):
     """Integrated gradients of the answer with respect to each part (layer, attention, MLP)
     at each layer and position. By default [P1]'s definition: the residual each block writes,

@@ -4,11 +4,11 @@
     python -m align.cli.option_tables --check   # exit 1 while a page differs (the suite runs it)
 
 A table sits between `<!-- options: NAME -->` and `<!-- /options -->` in its page; `TABLES`
-says which options it lists, in the order the command declares them. A row is the option's
-flags with the value's name (`doc_metavar`, or its choices, or its metavar), its default
-(`doc_default`, or the declared default: off for a flag, required, none) and its meaning
-(`doc`, or the help). Options inside `worded(names, ...)` read those cells from the first of
-their flag's `doc_variants` `names` it has: one declaration, worded per page.
+names, for each, a group of its command's options (declared once, in the command's module, in
+the order and the words of its help) and the rows its page words itself. A row is the option's
+flags with the value's name (its metavar, or its choices), its default (`shown_default`, or the
+declared default: off for a flag, required, none) and its meaning: the option's one text (a
+record field's docstring, or a command's variant of it).
 """
 
 from __future__ import annotations
@@ -17,47 +17,21 @@ import argparse
 import pathlib
 import re
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from align.analyses.analysis_options import EraseOptions, IgradOptions, LensOptions, SkipOptions
-from align.analyses.igrad_options import Variant
-from align.cli import compare, demo, depthscore, plot, study
-from align.cli.analyses import LENS_FIELDS
+from align.cli import analyses, compare, demo, depthscore, extract, fit, interventions, plot, study
 from align.cli.declared import Entry, entries, fields, sides
-from align.cli.extract import CORPUS_FIELDS, INFO_JSON
-from align.cli.shared_options import (
-    ANALYSIS_DRY_RUN,
-    ANALYSIS_OUTPUT,
-    BOOTSTRAP,
-    BOOTSTRAP_SEED,
-    CONTRIB_STORE,
-    DEPTH_CONTRIB,
-    DEPTH_LENS,
-    DEPTH_OUTPUT,
-    DEVICE_MEMORY,
-    EQUAL_N,
-    ERASE_BATCH,
-    EXTRACT_OUTPUT,
-    FIT_OUTPUT,
-    IGRAD_BATCH,
-    IGRAD_PROTOCOL,
-    LENS_STORE,
-    LIVE,
-    LIVE_DRY_RUN,
-    OVERWRITE_RESULT,
-    PROMPTS_BATCH,
-    STORE_DRY_RUN,
-)
+from align.cli.extract import CORPUS_FIELDS
 from align.corpus import CorpusSpec
-from align.extraction import ExtractOptions
-from align.fitting.fit_options import Execution, FitSpec, LiveJob
+from align.fitting.fit_options import FitSpec, LiveJob
 from align.models import ModelSpec
 
 
 @dataclass(frozen=True)
 class Row:
-    """One row for several options a page explains together (`parts`: which; their flags are
-    checked against the command's, the row's cells are the page's)."""
+    """One row for several options a page explains together (`parts`: which, as `entries`
+    takes them; the row stands where the first of them stands in the command's order, its
+    cells are the page's)."""
 
     parts: tuple
     option: str
@@ -66,298 +40,134 @@ class Row:
 
 
 @dataclass(frozen=True)
-class Worded:
-    """Options whose rows on this page read their declarations' doc variants `names` (the first
-    of them a flag has; none: its own doc, doc_default and doc_metavar)."""
+class Table:
+    """A table of `page`: the options of `parts`, a group of its command's options in the
+    command's order and words (declared once, in the command's module); `rows`: options the
+    page explains together in one row."""
 
-    names: tuple
+    page: str
     parts: tuple
-
-
-def worded(names, *parts) -> Worded:
-    """`parts` (as `entries` takes them) worded by the doc variants `names` (one or a tuple)."""
-    return Worded((names,) if isinstance(names, str) else tuple(names), parts)
-
-
-def _in_words(entry: Entry, names: tuple) -> Entry:
-    """`entry` with its flag's doc cells replaced by the first of the variants `names` it has."""
-    variants = dict(entry.flag.doc_variants)
-    for name in names:
-        if name in variants:
-            flag = replace(entry.flag, **dict(variants[name]))
-            return replace(entry, flag=flag)
-    return entry
+    rows: tuple = ()
 
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "commands"
 HEAD = "| option | default | meaning |\n|---|---|---|\n"
 
-ANALYSIS_CORPUS = fields(CorpusSpec, *CORPUS_FIELDS)  # the analyses' corpus options
+BOUNDARIES = Row(
+    (fields(FitSpec, "source_boundaries", "target_boundaries"),),
+    "`--source-boundaries SPEC`, `--target-boundaries SPEC`",
+    "all stored (with `--live`: all 0..L)",
+    "boundary subsets, e.g. `0,4,8`, `::2`, `1:` (the old names `--source-layers`, "
+    "`--target-layers` still work in this release, with a warning)",
+)
+LIVE_ROWS = (
+    Row(
+        (sides(ModelSpec, "dtype"),),
+        "`--dtype` float32 \\| bfloat16 \\| float16",
+        "float32 on CPU, bfloat16 on CUDA",
+        "compute dtype of both models; `--source-dtype`, `--target-dtype` set one",
+    ),
+    Row(
+        (sides(ModelSpec, "revision"),),
+        "`--source-revision`, `--target-revision`",
+        "the hub's default",
+        "hub revision of each model",
+    ),
+    Row(
+        (sides(ModelSpec, "random_init"),),
+        "`--random-init`",
+        "off",
+        "both models with seeded random weights (the untrained control); "
+        "`--source-random-init`, `--target-random-init`: one of them",
+    ),
+    Row(
+        (sides(ModelSpec, "seed"),),
+        "`--source-init-seed N`, `--target-init-seed N`",
+        "0",
+        "seeds of the random weights (`align extract --seed`)",
+    ),
+    Row(
+        (sides(ModelSpec, "family"),),
+        "`--source-family NAME`, `--target-family NAME`",
+        "the family table's, or discovered",
+        "read that model as this family (`align extract --family`; "
+        "[families](../families.md)), proved by a probe forward at load",
+    ),
+    Row(
+        (
+            sides(ModelSpec, "trust_remote_code", "allow_pickle_weights"),
+            fields(LiveJob, "allow_long"),
+        ),
+        "`--trust-remote-code`, `--allow-pickle-weights`, `--allow-long`",
+        "off",
+        "as for `align extract`, for both models (a `--max-length` above either model's "
+        "`max_position_embeddings` is capped at the fewer positions, with a log line, "
+        "unless `--allow-long`)",
+    ),
+    Row(
+        (fields(CorpusSpec, *CORPUS_FIELDS),),
+        "`--dataset`, `--text-field`, `--format`, `--doc-split`, `--max-length` (512), "
+        "`--overflow`, `--max-tokens`, `--max-docs`",
+        "as `align extract`",
+        "the corpus ([extract's corpus options](extract.md#options), [task "
+        "formats](../formats.md#task-formats-format)); CORPUS may be left out with "
+        "`--dataset` or a generated `--format`",
+    ),
+)
+SEEDS = Row(
+    (demo.SEEDS,),
+    "`--seeds N` or `--seeds S1,S2,...`",
+    "3 (full), 2 (tiny)",
+    "training seeds: a count (seeds `--seed` .. `--seed`+N−1) or a list; the first is "
+    "the one analysed and drawn",
+)
 
-# NAME: (page, the options of the table in order)
+# NAME: the table between its page's markers
 TABLES = {
-    "extract-model": ("extract.md", (EXTRACT_OUTPUT, fields(ModelSpec))),
-    "extract-corpus": ("extract.md", (fields(CorpusSpec),)),
-    "extract-run": ("extract.md", (fields(ExtractOptions),)),
-    "fit-store": (
-        "fit.md",
-        (
-            FIT_OUTPUT,
-            fields(
-                FitSpec,
-                "test_fraction",
-                "val_fraction",
-                "seed",
-                "alphas",
-                "bootstrap",
-                "bootstrap_seed",
-                "convergence",
-                "control",
-                "measures",
-                "sample_rows",
-                "permutations",
-                "neighbours",
-                "pairing",
-                "min_coverage",
-                "include_first_token",
-            ),
-            Row(
-                (fields(FitSpec, "source_boundaries", "target_boundaries"),),
-                "`--source-boundaries SPEC`, `--target-boundaries SPEC`",
-                "all stored (with `--live`: all 0..L)",
-                "boundary subsets, e.g. `0,4,8`, `::2`, `1:` (the old names `--source-layers`, "
-                "`--target-layers` still work in this release, with a warning)",
-            ),
-            fields(FitSpec, "save_maps"),
-            fields(Execution, "overwrite"),
-        ),
-    ),
-    "fit-execution": (
-        "fit.md",
-        (
-            fields(Execution, "scheduler", "n_workers", "memory_limit", "device", "task_tokens"),
-            LIVE_DRY_RUN,
-        ),
-    ),
-    "fit-live": (
-        "fit.md",
-        (
-            LIVE,
-            fields(LiveJob, "batch_size"),
-            Row(
-                (sides(ModelSpec, "dtype"),),
-                "`--dtype` float32 \\| bfloat16 \\| float16",
-                "float32 on CPU, bfloat16 on CUDA",
-                "compute dtype of both models; `--source-dtype`, `--target-dtype` set one",
-            ),
-            Row(
-                (sides(ModelSpec, "revision"),),
-                "`--source-revision`, `--target-revision`",
-                "the hub's default",
-                "hub revision of each model",
-            ),
-            Row(
-                (sides(ModelSpec, "random_init"),),
-                "`--random-init`",
-                "off",
-                "both models with seeded random weights (the untrained control); "
-                "`--source-random-init`, `--target-random-init`: one of them",
-            ),
-            Row(
-                (sides(ModelSpec, "seed"),),
-                "`--source-init-seed N`, `--target-init-seed N`",
-                "0",
-                "seeds of the random weights (`align extract --seed`)",
-            ),
-            Row(
-                (sides(ModelSpec, "family"),),
-                "`--source-family NAME`, `--target-family NAME`",
-                "the family table's, or discovered",
-                "read that model as this family (`align extract --family`; "
-                "[families](../families.md)), proved by a probe forward at load",
-            ),
-            Row(
-                (
-                    sides(ModelSpec, "trust_remote_code", "allow_pickle_weights"),
-                    fields(LiveJob, "allow_long"),
-                ),
-                "`--trust-remote-code`, `--allow-pickle-weights`, `--allow-long`",
-                "off",
-                "as for `align extract`, for both models (a `--max-length` above either model's "
-                "`max_position_embeddings` is capped at the fewer positions, with a log line, "
-                "unless `--allow-long`)",
-            ),
-            DEVICE_MEMORY,
-            Row(
-                (fields(CorpusSpec, *CORPUS_FIELDS),),
-                "`--dataset`, `--text-field`, `--format`, `--doc-split`, `--max-length` (512), "
-                "`--overflow`, `--max-tokens`, `--max-docs`",
-                "as `align extract`",
-                "the corpus ([extract's corpus options](extract.md#options), [task "
-                "formats](../formats.md#task-formats-format)); CORPUS may be left out with "
-                "`--dataset` or a generated `--format`",
-            ),
-        ),
-    ),
-    "depth": (
-        "depth.md",
-        (
-            DEPTH_CONTRIB,
-            DEPTH_LENS,
-            DEPTH_OUTPUT,
-            worded("depth", OVERWRITE_RESULT),
-            BOOTSTRAP,
-            BOOTSTRAP_SEED,
-        ),
-    ),
-    "compare": (
-        "compare.md",
-        (
-            compare.OUTPUT,
-            compare.FIGURE,
-            compare.MEASURE,
-            compare.WEIGHTING,
-            compare.BOOTSTRAP,
-            compare.SEED,
-            compare.OVERWRITE,
-        ),
-    ),
-    "depthscore": (
-        "depthscore.md",
-        (
-            DEPTH_OUTPUT,
-            depthscore.LEVELS,
-            depthscore.BOOTSTRAP,
-            depthscore.SEED,
-            worded("depthscore", OVERWRITE_RESULT),
-            depthscore.DRY_RUN,
-        ),
-    ),
-    "demo": (
-        "demo.md",
-        (
-            demo.OUTPUT,
-            demo.SIZE,
-            demo.TOKENS,
-            Row(
-                (demo.SEEDS,),
-                "`--seeds N` or `--seeds S1,S2,...`",
-                "3 (full), 2 (tiny)",
-                "training seeds: a count (seeds `--seed` .. `--seed`+N−1) or a list; the first is "
-                "the one analysed and drawn",
-            ),
-            demo.SEED,
-        ),
-    ),
-    "info": ("info.md", (INFO_JSON,)),
-    "study": (
-        "study.md",
-        (study.STUDY_OUTPUT, study.INIT, study.STUDY_DRY_RUN, study.KEEP_GOING, study.SCHEDULER),
-    ),
-    "report": ("report.md", (study.REPORT_OUTPUT,)),
-    "contrib-run": (
-        "contrib.md",
-        (
-            CONTRIB_STORE,
-            worded("contrib", ANALYSIS_OUTPUT, PROMPTS_BATCH, OVERWRITE_RESULT, STORE_DRY_RUN),
-            BOOTSTRAP,
-            BOOTSTRAP_SEED,
-        ),
-    ),
-    "contrib-model": ("contrib.md", (worded("analyses", fields(ModelSpec)),)),
-    "contrib-corpus": ("contrib.md", (worded("analyses", ANALYSIS_CORPUS),)),
-    "skip-run": (
-        "skip.md",
-        (
-            worded("skip", ANALYSIS_OUTPUT, PROMPTS_BATCH, OVERWRITE_RESULT, ANALYSIS_DRY_RUN),
-            fields(
-                SkipOptions,
-                "settings",
-                "parts",
-                "split",
-                "split_seed",
-                "split_stream_after",
-                "answer_field",
-                "answer_marker",
-            ),
-            BOOTSTRAP,
-            BOOTSTRAP_SEED,
-            EQUAL_N,
-        ),
-    ),
-    "skip-model": ("skip.md", (worded("analyses", fields(ModelSpec)),)),
-    "skip-corpus": ("skip.md", (worded("analyses", ANALYSIS_CORPUS),)),
-    "lens-run": (
-        "lens.md",
-        (
-            LENS_STORE,
-            worded("lens", ANALYSIS_OUTPUT, PROMPTS_BATCH, OVERWRITE_RESULT, STORE_DRY_RUN),
-            fields(LensOptions, *LENS_FIELDS),
-            BOOTSTRAP,
-            BOOTSTRAP_SEED,
-        ),
-    ),
-    "lens-model": ("lens.md", (worded(("lens", "analyses"), fields(ModelSpec)),)),
-    "lens-corpus": ("lens.md", (worded("analyses", ANALYSIS_CORPUS),)),
-    "erase-run": (
-        "erase.md",
-        (
-            ANALYSIS_OUTPUT,
-            fields(EraseOptions, "reference", "reference_docs", "answer_field", "answer_marker"),
-            ERASE_BATCH,
-            worded("erase", OVERWRITE_RESULT, ANALYSIS_DRY_RUN),
-        ),
-    ),
-    "erase-model": ("erase.md", (worded("analyses", fields(ModelSpec)),)),
-    "erase-corpus": ("erase.md", (worded(("prompts", "analyses"), ANALYSIS_CORPUS),)),
-    "igrad-run": (
-        "igrad.md",
-        (
-            ANALYSIS_OUTPUT,
-            fields(IgradOptions, "parts"),
-            IGRAD_PROTOCOL,
-            fields(Variant),
-            fields(IgradOptions, "answer_field", "answer_marker"),
-            IGRAD_BATCH,
-            worded("igrad", OVERWRITE_RESULT, ANALYSIS_DRY_RUN),
-        ),
-    ),
-    "igrad-model": (
-        "igrad.md",
-        (worded(("igrad", "analyses"), fields(ModelSpec, variant="gradients")),),
-    ),
-    "igrad-corpus": ("igrad.md", (worded(("prompts", "analyses"), ANALYSIS_CORPUS),)),
-    "plot": (
-        "plot.md",
-        (
-            plot.OUTPUT,
-            plot.METRIC,
-            plot.MEASURE,
-            plot.AGG,
-            plot.PART,
-            plot.DEPTH,
-            plot.SIZE,
-            plot.DPI,
-            plot.PROMPTS,
-            plot.BESIDE,
-        ),
-    ),
+    "extract-model": Table("extract.md", extract.EXTRACT_MODEL),
+    "extract-corpus": Table("extract.md", extract.EXTRACT_CORPUS),
+    "extract-run": Table("extract.md", extract.EXTRACT_RUN),
+    "fit-store": Table("fit.md", fit.FIT_SPEC, rows=(BOUNDARIES,)),
+    "fit-execution": Table("fit.md", fit.FIT_EXECUTION),
+    "fit-live": Table("fit.md", (fit.LIVE, *fit.LIVE_FORM), rows=LIVE_ROWS),
+    "depth": Table("depth.md", (analyses.DEPTH_OPTIONS,)),
+    "compare": Table("compare.md", compare.OPTIONS),
+    "depthscore": Table("depthscore.md", (depthscore.OPTIONS,)),
+    "demo": Table("demo.md", demo.OPTIONS, rows=(SEEDS,)),
+    "info": Table("info.md", (extract.INFO_JSON,)),
+    "study": Table("study.md", study.STUDY_OPTIONS),
+    "report": Table("report.md", (study.REPORT_OUTPUT,)),
+    "contrib-run": Table("contrib.md", analyses.CONTRIB_RUN),
+    "contrib-model": Table("contrib.md", analyses.MODEL),
+    "contrib-corpus": Table("contrib.md", analyses.CORPUS),
+    "skip-run": Table("skip.md", analyses.SKIP_RUN),
+    "skip-model": Table("skip.md", analyses.MODEL),
+    "skip-corpus": Table("skip.md", analyses.CORPUS),
+    "lens-run": Table("lens.md", analyses.LENS_RUN),
+    "lens-model": Table("lens.md", analyses.LENS_MODEL),
+    "lens-corpus": Table("lens.md", analyses.CORPUS),
+    "erase-run": Table("erase.md", interventions.ERASE_RUN),
+    "erase-model": Table("erase.md", analyses.MODEL),
+    "erase-corpus": Table("erase.md", analyses.PROMPTS_CORPUS),
+    "igrad-run": Table("igrad.md", interventions.IGRAD_RUN),
+    "igrad-model": Table("igrad.md", interventions.IGRAD_MODEL),
+    "igrad-corpus": Table("igrad.md", analyses.PROMPTS_CORPUS),
+    "plot": Table("plot.md", plot.OPTIONS),
 }
 
 
 def flags_of(name: str) -> set:
     """The long flags table `name` lists (its rows' and its grouped rows' options)."""
-    parts = TABLES[name][1]
-    listed = entries(*(p for p in parts if not isinstance(p, (Row, Worded))))
-    grouped = entries(*(q for p in parts if isinstance(p, (Row, Worded)) for q in p.parts))
-    return {e.flag.flags[-1] for e in [*listed, *grouped]}
+    return {e.flag.flags[-1] for e in entries(*TABLES[name].parts)}
 
 
 def _cell_option(entry: Entry) -> str:
     flag = entry.flag
     *short, last = flag.flags
-    value = flag.doc_metavar or flag.metavar
-    if flag.doc_metavar is None and flag.choices is not None:
+    value = flag.metavar
+    if value is not None and "\\|" not in value:  # a metavar's alternatives, escaped
+        value = value.replace("|", " \\| ")
+    if value is None and flag.choices is not None:
         value = " \\| ".join(flag.choices)
     if value and " \\| " in value:  # a list of values, after the flag
         return ", ".join(f"`{f}`" for f in flag.flags) + f" {value}"
@@ -367,8 +177,8 @@ def _cell_option(entry: Entry) -> str:
 
 def _cell_default(entry: Entry) -> str:
     flag = entry.flag
-    if flag.doc_default is not None:
-        return flag.doc_default
+    if flag.shown_default is not None:
+        return flag.shown_default
     if flag.required:
         return "required"
     if flag.is_flag:
@@ -378,27 +188,34 @@ def _cell_default(entry: Entry) -> str:
 
 def row(entry: Entry) -> str:
     """One option's row of its command's table."""
-    meaning = entry.flag.doc or entry.flag.help
+    meaning = re.sub(r"(?<!\\)\|", r"\\|", entry.flag.help)  # a bare | would end the cell
     return f"| {_cell_option(entry)} | {_cell_default(entry)} | {meaning} |\n"
 
 
 def table(name: str) -> str:
-    """The Markdown of table `name`, its head included."""
-    rows = []
-    for part in TABLES[name][1]:
-        if isinstance(part, Row):
-            rows.append(f"| {part.option} | {part.default} | {part.meaning} |\n")
-        elif isinstance(part, Worded):
-            rows.extend(row(_in_words(e, part.names)) for e in entries(*part.parts))
-        else:
-            rows.extend(row(e) for e in entries(part))
+    """The Markdown of table `name`, its head included: a row per option in the command's
+    order, the page's own row where the first of the options it groups stands."""
+    spec = TABLES[name]
+    listed = entries(*spec.parts)
+    grouped = {e.flag.flags: r for r in spec.rows for e in entries(*r.parts)}
+    missing = set(grouped) - {e.flag.flags for e in listed}
+    if missing:
+        raise TypeError(f"table {name}: rows for options its command group lacks: {missing}")
+    rows, done = [], set()
+    for entry in listed:
+        own = grouped.get(entry.flag.flags)
+        if own is None:
+            rows.append(row(entry))
+        elif id(own) not in done:
+            done.add(id(own))
+            rows.append(f"| {own.option} | {own.default} | {own.meaning} |\n")
     return HEAD + "".join(rows)
 
 
 def rewritten(text: str, page: str) -> str:
     """`text` (page `page`) with every table of `TABLES` on it generated anew."""
-    for name, (where, _) in TABLES.items():
-        if where != page:
+    for name, spec in TABLES.items():
+        if spec.page != page:
             continue
         pattern = re.compile(
             rf"(<!-- options: {re.escape(name)} -->\n).*?(<!-- /options -->)", re.DOTALL
@@ -414,7 +231,7 @@ def main(argv=None) -> int:
     parser.add_argument("--check", action="store_true", help="fail while a page differs")
     check = parser.parse_args(argv).check
     stale = []
-    for page in sorted({page for page, _ in TABLES.values()}):
+    for page in sorted({spec.page for spec in TABLES.values()}):
         path = DOCS / page
         text = path.read_text(encoding="utf-8")
         new = rewritten(text, page)

@@ -71,94 +71,92 @@ def _stem(path: str) -> str:
 OUTPUT = flag(
     "-o",
     "--output",
-    doc="the figure to write, by its suffix: `.png` (exactly `--size` pixels), `.pdf` or `.svg` "
+    help="the figure to write, by its suffix: `.png` (exactly `--size` pixels), `.pdf` or `.svg` "
     "(`--size` / `--dpi` inches); written beside and renamed into place, whole or not at all",
-    doc_default="RESULT with `.png` (`x.zarr` → `x.png` beside it)",
-    help="Figure to write, PNG, PDF or SVG by its suffix (.png, .pdf, .svg) [default: RESULT "
-    "with .png].",
     metavar="FILE",
+    shown_default="RESULT with `.png` (`x.zarr` → `x.png` beside it)",
 )
 METRIC = flag(
     "--metric",
-    doc="alignment: the matrix to draw",
-    doc_default="relative_error",
-    help="alignment: the matrix to draw [default: relative_error].",
+    help="alignment: the matrix to draw",
+    shown_default="relative_error",
     choices=("relative_error", "r2"),
 )
 MEASURE = flag(
     "--measure",
-    doc="alignment: draw a similarity measure of `align fit --measures` (`cka`, `procrustes`, "
+    help="alignment: draw a similarity measure of `align fit --measures` (`cka`, `procrustes`, "
     "...) instead, with the path its summary picked (a similarity's row argmax, a distance's "
     "argmin); a measure the result does not hold is refused, naming those it holds; `ridge` is "
     "the error matrix, the figure drawn without `--measure`",
-    help="alignment: draw this similarity measure of `align fit --measures` (cka, procrustes, ...) "
-    "with its path (a similarity's argmax, a distance's argmin) instead of the error matrix "
-    "(ridge: the error matrix itself).",
     metavar="NAME",
 )
 AGG = flag(
     "--agg",
-    doc="contributions: `mean` or `max`; skipping and depthscore: `max` or `mean_over_prompts`",
-    doc_default="mean (contributions), max (skipping, depthscore)",
-    doc_metavar="TEXT",
-    help="contributions: mean | max [mean]; skipping: max | mean_over_prompts [max].",
+    help="contributions: `mean` or `max`; skipping and depthscore: `max` or `mean_over_prompts`",
+    metavar="TEXT",
+    shown_default="mean (contributions), max (skipping, depthscore)",
 )
 PART = flag(
     "--part",
-    doc="skipping: the R heatmap's part; depthscore: the part drawn (`layer`, `attn`, `mlp`)",
-    doc_default="layer",
-    doc_metavar="TEXT",
-    help="skipping: the R heatmap's part, layer | attn | mlp [layer].",
+    help="skipping: the R heatmap's part; depthscore: the part drawn (`layer`, `attn`, `mlp`)",
+    metavar="TEXT",
+    shown_default="layer",
 )
 DEPTH = flag(
     "--depth",
-    doc="lens, contributions: a depth result whose effective depths to mark",
-    help="lens, contributions: a depth result whose effective depths to mark.",
+    help="lens, contributions: a depth result whose effective depths to mark",
     metavar="DEPTH",
     name="depth_path",
 )
 SIZE = flag(
     "--size",
-    doc=f"the figure's size in pixels, exactly (at most {MAX_SIDE:,} a side and "
+    help=f"the figure's size in pixels, exactly (at most {MAX_SIDE:,} a side and "
     f"{MAX_PIXELS // 10**6} megapixels)",
-    doc_default="by schema, e.g. 900x750 for an alignment",
-    help="Figure size in pixels [default: by schema, e.g. 900x750].",
     metavar="WxH",
+    shown_default="by schema, e.g. 900x750 for an alignment",
 )
 DPI = flag(
     "--dpi",
-    doc=f"dots per inch, 20 to {MAX_DPI} (the fonts scale with it)",
-    doc_metavar="N",
-    help="Dots per inch (fonts scale with it).",
+    help=f"dots per inch, 20 to {MAX_DPI} (the fonts scale with it)",
+    metavar="N",
     type="whole",
     least=20,
     most=MAX_DPI,
     default=100,
-    show_default=True,
 )
 PROMPTS = flag(
     "--prompts",
-    doc="erasure, igrad: the prompt indices to draw",
-    doc_default="the first 4",
-    help="erasure, igrad: prompt indices to draw [the first 4].",
+    help="erasure, igrad: the prompt indices to draw",
     metavar="I,J,...",
+    shown_default="the first 4",
 )
 BESIDE = flag(
     "--beside",
-    doc="alignment: another alignment result (e.g. a control) drawn beside RESULT on one colour "
-    "scale; lens: another lens result (another kind) drawn with RESULT on the same axes; "
-    "repeatable",
     help="alignment: another alignment result (e.g. a control) drawn beside RESULT on one colour "
     "scale; lens: another lens result (another kind) drawn with RESULT on the same axes; "
-    "repeatable.",
+    "repeatable",
     metavar="RESULT",
     multiple=True,
 )
 
 
+OPTIONS = (
+    OUTPUT,
+    METRIC,
+    MEASURE,
+    AGG,
+    PART,
+    DEPTH,
+    SIZE,
+    DPI,
+    PROMPTS,
+    BESIDE,
+)  # in the order of the help and of the page's table
+
+
 @click.command("plot")
 @click.argument("result")
-@options_of(OUTPUT, METRIC, MEASURE, AGG, PART, DEPTH, SIZE, DPI, PROMPTS, BESIDE)
+@options_of(*OPTIONS)
 def plot_cmd(result, **values):
     """Draw RESULT (an alignment, contributions, skipping, lens, depth, erasure or igrad store) as
     a PNG, PDF or SVG."""

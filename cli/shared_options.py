@@ -7,46 +7,37 @@ from __future__ import annotations
 
 from align.analyses.igrad_options import PROTOCOLS
 from align.declarations import flag
-from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES
+from align.stats.bootstrap import RESAMPLES
 
 LIVE = flag(
     "--live",
-    doc="SOURCE and TARGET are models (folders or hub ids) run over CORPUS",
-    help="SOURCE and TARGET are models (folders or hub ids) run over CORPUS: the statistics "
-    "accumulate as the activations appear and nothing but RESULT is written "
-    "(docs/commands/fit.md, `--live`).",
+    help="SOURCE and TARGET are models (folders or hub ids) run over CORPUS",
     is_flag=True,
 )
 FIT_OUTPUT = flag(
     "-o",
     "--output",
-    doc="the alignment result to write: a folder or an fsspec URL",
-    help="Alignment result to write (a folder, or an fsspec URL).",
+    help="the alignment result to write: a folder or an fsspec URL",
     metavar="RESULT",
     required=True,
 )
 EXTRACT_OUTPUT = flag(
     "-o",
     "--output",
-    doc="the activation store to write: a folder or an fsspec URL",
-    help="Activation store to write (a folder, or an fsspec URL).",
+    help="the activation store to write: a folder or an fsspec URL",
     metavar="STORE",
     required=True,
 )
 DEVICE_MEMORY = flag(
     "--device-memory",
-    doc="the device's budget when the models run on a GPU, e.g. `60GB`",
-    doc_default="90% of the GPU's free memory",
-    help="--live on a GPU: the device's budget, e.g. 60GB [default: 90% of its free memory].",
+    help="the device's budget when the models run on a GPU, e.g. `60GB`",
     metavar="BYTES",
+    shown_default="90% of the GPU's free memory",
     parse="size",
 )
 LIVE_DRY_RUN = flag(
     "--dry-run",
-    doc="print the plan and a time estimate from a piece of the work timed here (with --live one batch of each model; on stores one statistics task and the measures of one pair); write nothing",
-    help="print the plan (tokens, blocks, passes, memory) and a time estimate from a piece of "
-    "the work timed on this machine (with --live one batch of each model; on two stores one "
-    "statistics task, the measures of one pair and their calibration); write nothing.",
+    help="print the plan and a time estimate from a piece of the work timed here (with --live one batch of each model; on stores one statistics task and the measures of one pair); write nothing",
     is_flag=True,
 )
 
@@ -55,25 +46,22 @@ LIVE_DRY_RUN = flag(
 ANALYSIS_OUTPUT = flag(
     "-o",
     "--output",
-    doc="the result to write",
-    help="Result store to write (Zarr; opens in xarray).",
+    help="the result to write",
     metavar="RESULT",
     required=True,
 )
 DEPTH_OUTPUT = flag(
     "-o",
     "--output",
-    doc="the result to write",
-    help="Result store to write.",
+    help="the result to write",
     metavar="RESULT",
     required=True,
 )
 OVERWRITE_RESULT = flag(
     "--overwrite",
     help="Replace an existing result at -o.",
-    is_flag=True,
-    doc_variants={
-        page: {"doc": f"replace an existing {result} result at `-o`"}
+    variants={
+        page: {"help": f"replace an existing {result} result at `-o`"}
         for page, result in (
             ("contrib", "contributions"),
             ("skip", "skipping"),
@@ -84,44 +72,40 @@ OVERWRITE_RESULT = flag(
             ("depthscore", "depthscore"),
         )
     },
+    is_flag=True,
 )
 PROMPTS_BATCH = flag(
     "--batch-size",
     help="Prompts (rows) per forward pass.",
-    doc_metavar="N",
-    doc_variants={
+    metavar="N",
+    variants={
         "contrib": {
-            "doc": "prompts per forward pass (right-padded; padding is masked and never counted)"
+            "help": "prompts per forward pass (right-padded; padding is masked and never counted)"
         },
         "lens": {
-            "doc": "prompts per forward pass (right-padded; padding is masked and never scored)"
+            "help": "prompts per forward pass (right-padded; padding is masked and never scored)"
         },
-        "skip": {"doc": "rows (a prompt, or a prompt and one split point) per forward pass"},
+        "skip": {"help": "rows (a prompt, or a prompt and one split point) per forward pass"},
     },
     type="whole",
     least=1,
     default=8,
-    show_default=True,
 )
 ERASE_BATCH = flag(
     "--batch-size",
-    doc="rows (a prompt and one erased position) per forward pass",
-    doc_metavar="N",
-    help="Rows (a prompt and one erased position) per forward pass.",
+    help="rows (a prompt and one erased position) per forward pass",
+    metavar="N",
     type="whole",
     least=1,
     default=8,
-    show_default=True,
 )
 IGRAD_BATCH = flag(
     "--batch-size",
-    doc="interpolation points per forward and backward pass",
-    doc_metavar="N",
-    help="Interpolation points per forward and backward pass.",
+    help="interpolation points per forward and backward pass",
+    metavar="N",
     type="whole",
     least=1,
     default=16,
-    show_default=True,
 )
 # The dry run of contrib and lens from a model, as their pages say it; each adds its --store's.
 STORE_DRY_RUN_DOC = (
@@ -132,16 +116,18 @@ STORE_DRY_RUN_DOC = (
 )
 ANALYSIS_DRY_RUN = flag(
     "--dry-run",
-    doc_variants={
+    help="Print what the run will read, the forwards it will make, its memory, what it will "
+    "write and its time from one timed batch; write nothing.",
+    variants={
         "skip": {
-            "doc": "print what the run will read (model, corpus, prompts, tokens), the forwards it "
+            "help": "print what the run will read (model, corpus, prompts, tokens), the forwards it "
             "will make (batches, padded positions; per batch one clean forward and one per part "
             "and skipped layer), its memory (the weights and the activations of the largest "
             "batch; the measured peak on CUDA), what it will write, and its time from one timed "
             "batch scaled to every batch; write nothing"
         },
         "erase": {
-            "doc": "print what the run will read (model, prompts, their tokens, the reference "
+            "help": "print what the run will read (model, prompts, their tokens, the reference "
             "corpus), the forwards it will make (rows, batches, 1 + L forwards a batch, the "
             "reference mean's forwards, padded positions), its memory (the weights and the "
             "activations of the largest batch; the measured peak on CUDA), what it will write, "
@@ -149,7 +135,7 @@ ANALYSIS_DRY_RUN = flag(
             "nothing"
         },
         "igrad": {
-            "doc": "print what the run will read (model, prompts, their tokens), the forward and "
+            "help": "print what the run will read (model, prompts, their tokens), the forward and "
             "backward passes it will make (prompts × parts × layers × ⌈(N + 2)/batch⌉, padded "
             "positions), its memory (the weights and an estimate of what autograd keeps for the "
             "largest pass; the measured peak on CUDA), what it will write, and its time from one "
@@ -157,102 +143,82 @@ ANALYSIS_DRY_RUN = flag(
             "whose backward runs through every layer, so the time is an upper bound"
         },
     },
-    help="Print what the run will read, the forwards it will make, its memory, what it will "
-    "write and its time from one timed batch; write nothing.",
     is_flag=True,
 )
 STORE_DRY_RUN = flag(
     "--dry-run",
-    doc_variants={
+    help="Print what the run will read, the forwards it will make, its memory, what it will "
+    "write and its time from one timed batch; write nothing. With --store: what the store holds "
+    "and what the run will read.",
+    variants={
         "contrib": {
-            "doc": STORE_DRY_RUN_DOC
+            "help": STORE_DRY_RUN_DOC
             + "With `--store`, after the checks of a run: what the store holds (tokens, "
             "sequences, model, layers, d_model, dtype, boundaries, sublayers), what the run will "
             "read (chunks, bytes) and write; no time (the store route is not timed)"
         },
         "lens": {
-            "doc": STORE_DRY_RUN_DOC
+            "help": STORE_DRY_RUN_DOC
             + "With `--store`, after the checks of a run (the checkpoint's config against the "
             "store's included): what the store holds (tokens, sequences, model, layers, d_model, "
             "dtype, boundaries), what the run will read (each boundary's residual, bytes; the "
             "checkpoint's head) and write; no time (the store route is not timed)"
         },
     },
-    help="Print what the run will read, the forwards it will make, its memory, what it will "
-    "write and its time from one timed batch; write nothing. With --store: what the store holds "
-    "and what the run will read.",
     is_flag=True,
 )
 BOOTSTRAP = flag(
     "--bootstrap",
-    doc="resamples of prompts for the 95% intervals, 100 to 1,000,000",
-    help=f"Resamples of prompts for the 95% percentile intervals ({MIN_RESAMPLES:,} to "
-    f"{MAX_RESAMPLES:,}).",
+    help="resamples of prompts for the 95% intervals, 100 to 1,000,000",
+    metavar="N",
     type="int",
     default=RESAMPLES,
-    show_default=True,
-    metavar="N",
     parse="resamples",
 )
 BOOTSTRAP_SEED = flag(
     "--bootstrap-seed",
-    doc="seed of the prompt bootstrap",
-    doc_metavar="N",
-    help="Seed of the prompt bootstrap.",
+    help="seed of the prompt bootstrap",
+    metavar="N",
     type="seed",
     default=0,
-    show_default=True,
 )
 EQUAL_N = flag(
     "--equal-n",
-    doc="also the aggregates over N prompts drawn per resample (`R_equal_n`, `O_equal_n`, below)",
-    doc_default="off",
-    help="Also the aggregates over N prompts drawn per resample (R_equal_n, O_equal_n): a "
-    "maximum over prompts grows with their number, so give models run on different prompt "
-    "counts the same N.",
+    help="also the aggregates over N prompts drawn per resample (`R_equal_n`, `O_equal_n`, below)",
+    metavar="N",
+    shown_default="off",
     type="whole",
     least=1,
-    metavar="N",
 )
 CONTRIB_STORE = flag(
     "--store",
-    doc="read residuals and sublayer outputs from an activation store instead of running MODEL "
+    help="read residuals and sublayer outputs from an activation store instead of running MODEL "
     "(then no MODEL or CORPUS)",
-    help="Read residuals and sublayer outputs from an activation store (made with --sublayers) "
-    "instead of running MODEL.",
     metavar="STORE",
 )
 LENS_STORE = flag(
     "--store",
-    doc="read residuals from an activation store; only the final norm and unembedding of MODEL "
+    help="read residuals from an activation store; only the final norm and unembedding of MODEL "
     "(default: the store's model) are read. No CORPUS with it",
-    help="Read residuals from an activation store; only the final norm and unembedding of MODEL "
-    "(default: the store's model) are read.",
     metavar="STORE",
 )
 DEPTH_CONTRIB = flag(
     "--contrib",
-    doc="a result of `align contrib`",
-    help="A result of `align contrib`.",
+    help="a result of `align contrib`",
     metavar="RESULT",
     required=True,
     name="contrib_path",
 )
 DEPTH_LENS = flag(
     "--lens",
-    doc="a result of `align lens` on the same model",
-    help="A result of `align lens` on the same model.",
+    help="a result of `align lens` on the same model",
     metavar="RESULT",
     required=True,
     name="lens_path",
 )
 IGRAD_PROTOCOL = flag(
     "--protocol",
-    doc="the preset of the five options below",
-    help="Preset of the five options below: p1 = residual, position-mean, prob, left, 256 steps "
-    "([P1]'s code); align = delta, zero, logprob, midpoint, 64 steps. An option given "
-    "explicitly replaces the preset's.",
+    help="the preset of the five options below",
     choices=tuple(PROTOCOLS),
     default="p1",
-    show_default=True,
 )

@@ -13,42 +13,45 @@ from align.errors import InputError
 STUDY_OUTPUT = flag(
     "-o",
     "--output",
-    doc="the study's folder (stores, results, report)",
-    doc_default="required (not with `--init`)",
-    doc_metavar="DIR",
-    help="The study's folder (stores, results, report).",
+    help="the study's folder (stores, results, report)",
+    metavar="DIR",
+    shown_default="required (not with `--init`)",
 )
 INIT = flag(
     "--init",
-    doc="write a commented study file to STUDY.toml and stop",
-    help="Write a commented study file to STUDY.toml and stop.",
+    help="write a commented study file to STUDY.toml and stop",
     is_flag=True,
 )
 STUDY_DRY_RUN = flag(
     "--dry-run",
-    doc="print every unit with its disk, memory and time (below); run nothing",
-    help="Print every unit with its disk, memory and time; run nothing.",
+    help="print every unit with its disk, memory and time (below); run nothing",
     is_flag=True,
 )
 KEEP_GOING = flag(
     "--keep-going",
-    doc="go on past a failing unit (the units reading it are blocked)",
-    help="Go on past a failing unit (the units reading it are blocked).",
+    help="go on past a failing unit (the units reading it are blocked)",
     is_flag=True,
 )
 SCHEDULER = flag(
     "--scheduler",
-    doc="address of a Dask scheduler whose workers run the units (they must see DIR; below)",
-    doc_default="here",
-    doc_metavar="ADDRESS",
-    help="Address of a Dask scheduler whose workers run the units (they must see DIR) "
-    "[default: here].",
+    help="address of a Dask scheduler whose workers run the units (they must see DIR; below)",
+    metavar="ADDRESS",
+    shown_default="here",
 )
+
+
+STUDY_OPTIONS = (
+    STUDY_OUTPUT,
+    INIT,
+    STUDY_DRY_RUN,
+    KEEP_GOING,
+    SCHEDULER,
+)  # in the order of the help and of the page's table
 
 
 @click.command("study")
 @click.argument("study_file", metavar="STUDY.toml", required=False)
-@options_of(STUDY_OUTPUT, INIT, STUDY_DRY_RUN, KEEP_GOING, SCHEDULER)
+@options_of(*STUDY_OPTIONS)
 def study_cmd(study_file, **values):
     """Run a study: every model extracted, every pair fitted, every analysis, then the report.
     Re-running resumes; after an edit of STUDY.toml only the units it changes run."""
@@ -87,9 +90,8 @@ def study_cmd(study_file, **values):
 REPORT_OUTPUT = flag(
     "-o",
     "--output",
-    doc="the report's folder (`index.html` and its pages)",
-    doc_metavar="REPORT",
-    help="The report's folder (index.html and its pages).",
+    help="the report's folder (`index.html` and its pages)",
+    metavar="REPORT",
     required=True,
 )
 

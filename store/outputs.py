@@ -26,6 +26,7 @@ KINDS = {
     "erasure": "erasure result",
     "igrad": "igrad result",
     "depthscore": "depthscore result",
+    "translators": "translators result",
 }
 
 

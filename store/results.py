@@ -31,6 +31,7 @@ RESULT_SCHEMAS = (
     "erasure",
     "igrad",
     "depthscore",
+    "translators",
 )
 # The schema version results are written with. Version 2 calls the alignment's residual-stream
 # positions boundaries (dims source_boundary/target_boundary, summary and option keys
@@ -109,7 +110,7 @@ def write_result(
 def _pin_chunks(ds) -> None:
     """Give every in-memory numeric array without chosen chunks those of
     `footprint.result_chunks` (the whole array up to 64 MiB), so that what a result takes on
-    disk is known before it is computed (align.fitting.budget.result_bytes)."""
+    disk is known before it is computed (align.fitting.planning.budget.result_bytes)."""
     for v in ds.variables.values():
         if v.ndim and "chunks" not in v.encoding and v.chunks is None and v.dtype.kind in "biuf":
             v.encoding["chunks"] = footprint.result_chunks(v.shape, v.dtype.itemsize)

@@ -222,7 +222,7 @@ def contributions_from_model(model, batches, eps: float = EPS, progress=None) ->
         padding excluded from every aggregate.
     eps : float, optional
         Floor of every norm a ratio or a cosine divides by.
-    progress : align.fitting.progress.Progress, optional
+    progress : align.fitting.live_route.progress.Progress, optional
         Counting batches; hears of each batch.
 
     Returns
@@ -311,7 +311,7 @@ def contributions_from_store(
         Floor of every norm a ratio or a cosine divides by.
     chunk_tokens : int, optional
         Tokens read at a time (default: the store's chunk).
-    progress : align.fitting.progress.Progress, optional
+    progress : align.fitting.live_route.progress.Progress, optional
         Counting chunks; hears of each chunk.
 
     Returns

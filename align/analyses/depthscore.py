@@ -56,7 +56,7 @@ import numpy as np
 from align import corpus, messages
 from align import store as st
 from align.errors import InputError, NonFiniteError, StoreMismatch
-from align.fitting.progress import Progress
+from align.fitting.live_route.progress import Progress
 from align.stats.bootstrap import Resampling, draw, percentile_interval, record
 from align.version import __version__
 
@@ -261,7 +261,7 @@ def depth_scores(
 ) -> dict:
     """DS per level, setting, part, agg and effect from "skipping" Datasets (one per level),
     with prompt-bootstrap intervals where every result holds per-prompt values (module
-    docstring); `progress` (align.fitting.progress.Progress, counting resamples) hears of
+    docstring); `progress` (align.fitting.live_route.progress.Progress, counting resamples) hears of
     each level and setting's resamples."""
     resampling = Resampling(
         bootstrap, seed

@@ -72,7 +72,7 @@ def reference_mean(model, prompts, batch_size: int = 8, progress=None) -> tuple[
         The reference prompts' token ids.
     batch_size : int, optional
         Prompts per forward.
-    progress : align.fitting.progress.Progress, optional
+    progress : align.fitting.live_route.progress.Progress, optional
         Counting forwards; hears of each batch.
 
     Returns
@@ -213,7 +213,7 @@ def erasure(model, prompts, mean, *, batch_size: int = 8, progress=None) -> dict
         residual itself).
     batch_size : int, optional
         Rows per forward.
-    progress : align.fitting.progress.Progress, optional
+    progress : align.fitting.live_route.progress.Progress, optional
         Counting forwards; hears of each batch's 1 + L forwards.
 
     Returns

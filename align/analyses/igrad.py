@@ -150,7 +150,7 @@ def integrated_gradients(
         Replaces the variant's N when given.
     batch_size : int, optional
         Rows per pass.
-    progress : align.fitting.progress.Progress, optional
+    progress : align.fitting.live_route.progress.Progress, optional
         Counting passes; hears of each pass.
 
     Returns

@@ -18,7 +18,7 @@ OBJECTS = ("residual", "delta")  # part "layer": h_{l+1} itself, or what block l
 BASELINES = ("position-mean", "zero")  # the object's mean over positions, or 0
 TARGETS = ("prob", "logprob")  # Σ over answer-predicting τ of p(x_{τ+1}), or of log p(x_{τ+1})
 RULES = ("left", "midpoint")  # r_k = k/N, or (k + ½)/N, k = 0..N−1
-PRESETS = "the preset's"  # the page's default of an option --protocol sets
+PRESETS = "the protocol's preset"  # the default of an option the protocol sets
 _CHOICES = {"object": OBJECTS, "baseline": BASELINES, "target": TARGETS, "rule": RULES}
 
 
@@ -28,64 +28,31 @@ class Variant:
     from which `baseline`, the `target` differentiated, the Riemann `rule` and its `steps` N."""
 
     object: str = field(
-        metadata=option(
-            "--object",
-            help="Part layer: interpolate the residual h_{l+1} block l writes (residual) or what "
-            "it adds, h_{l+1} − h_l (delta); attn and mlp interpolate the sublayer's output "
-            "either way [default: from --protocol].",
-            choices=OBJECTS,
-            default=None,
-            doc="part `layer`: interpolate the residual h_{l+1} or what block l adds",
-            doc_default=PRESETS,
-        )
+        metadata=option("--object", choices=OBJECTS, default=None, shown_default=PRESETS)
     )
-    """What is interpolated for part "layer": the residual h_{l+1} or what block l adds."""
+    """What is interpolated for part `layer`: the residual h_{l+1} block l writes (`residual`)
+    or what it adds, h_{l+1} − h_l (`delta`); `attn` and `mlp` interpolate the sublayer's output
+    either way."""
     baseline: str = field(
-        metadata=option(
-            "--baseline",
-            help="The object's mean over the prompt's positions (position-mean), or 0 [default: "
-            "from --protocol].",
-            choices=BASELINES,
-            default=None,
-            doc="the object's mean over the prompt's positions, or 0",
-            doc_default=PRESETS,
-        )
+        metadata=option("--baseline", choices=BASELINES, default=None, shown_default=PRESETS)
     )
-    """The interpolation's start: the object's mean over positions, or 0."""
+    """The interpolation's start: the object's mean over the prompt's positions
+    (`position-mean`), or 0 (`zero`)."""
     target: str = field(
-        metadata=option(
-            "--target",
-            help="Differentiate the answer tokens' summed probability (prob) or log-probability "
-            "(logprob) [default: from --protocol].",
-            choices=TARGETS,
-            default=None,
-            doc="the answer tokens' summed probability or log-probability",
-            doc_default=PRESETS,
-        )
+        metadata=option("--target", choices=TARGETS, default=None, shown_default=PRESETS)
     )
-    """What is differentiated: the answer's summed probability or log-probability."""
-    rule: str = field(
-        metadata=option(
-            "--rule",
-            help="Riemann rule: points k/N (left) or (k + ½)/N (midpoint) [default: from "
-            "--protocol].",
-            choices=RULES,
-            default=None,
-            doc="the Riemann rule's points k/N or (k + ½)/N",
-            doc_default=PRESETS,
-        )
-    )
-    """The Riemann rule: points k/N (left) or (k + ½)/N (midpoint)."""
+    """What is differentiated: the answer tokens' summed probability (`prob`) or
+    log-probability (`logprob`)."""
+    rule: str = field(metadata=option("--rule", choices=RULES, default=None, shown_default=PRESETS))
+    """The Riemann rule: points k/N (`left`) or (k + ½)/N (`midpoint`)."""
     steps: int = field(
         metadata=option(
             "--steps",
-            help="Interpolation points N [default: from --protocol].",
+            metavar="N",
             type="whole",
             least=1,
             default=None,
-            doc="interpolation points N",
-            doc_default=PRESETS + " (256, 64)",
-            doc_metavar="N",
+            shown_default=PRESETS + " (256, 64)",
         )
     )
     """Interpolation points N."""

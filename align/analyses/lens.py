@@ -5,16 +5,19 @@ own output p (= q_L). Per token:
 
     KL_b      = Σ_v q_b(v) (log q_b(v) − log p(v))      (nats; float32 or better)
     overlap_b = |top5(q_b) ∩ top5(p)| / 5
+    top1_b    = [argmax q_b = argmax p]
+    ce_b      = −log q_b(y)       (nats; only at a token whose next token y is in the prompt)
 
 Two averages: "token" (sum over all tokens of all prompts / token count, [P2]) and "prompt"
-(mean over a prompt's tokens, then over prompts, [P1]).
+(mean over a prompt's tokens, then over prompts, [P1]); the cross-entropy's over the tokens
+that have a next token (`ce_count`), its prompt average over the prompts that have one.
 
-The result also keeps each prompt's sums over its tokens (`kl_sum`, `overlap_sum` (prompt,
-boundary)) and token count (`token_count` (prompt)), and the prompt-bootstrap 95% intervals of
-both averages (`kl_low`, `kl_high`, `overlap_low`, `overlap_high` (weighting, boundary); scheme
-in `align.stats.bootstrap`): resample b's token-weighted mean is Σ_b sums / Σ_b token counts,
-its prompt-weighted mean the mean over its prompts of sum / count. A prompt is a forward
-pass's row (live model) or a store's sequence; prompts without tokens are left out.
+The result also keeps each prompt's sums over its tokens (`kl_sum`, `overlap_sum`, `top1_sum`,
+`ce_sum` (prompt, boundary)) and token counts (`token_count`, `ce_count` (prompt)), and the
+prompt-bootstrap 95% intervals of both averages (`kl_low`, `kl_high`, ... (weighting,
+boundary); scheme in `align.stats.bootstrap`): resample b's token-weighted mean is Σ_b sums /
+Σ_b token counts, its prompt-weighted mean the mean over its prompts of sum / count. A prompt
+is a forward pass's row (live model) or a store's sequence; prompts without tokens are left out.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from align.errors import InputError, StoreError
 from align.stats import bootstrap
 
 WEIGHTINGS = ("token", "prompt")
+METRICS = ("kl", "overlap", "top1", "ce")
 TOP_K = 5
 # Tokens per application of the head over a store: bounds the (tokens, vocab) logits and
 # their log-softmax temporaries (about 5 of them: ~3 GiB in float32 at a 152k vocabulary).
@@ -43,7 +47,7 @@ def lens_logits(head, h):
 
 
 def token_metrics(lens_logits, final_logits, k: int = TOP_K):
-    """Per-token KL(q ‖ p) and top-k overlap.
+    """Per-token KL(q ‖ p) and top-k overlap (`metrics`' first two).
 
     Parameters
     ----------
@@ -61,6 +65,24 @@ def token_metrics(lens_logits, final_logits, k: int = TOP_K):
     overlap : array of shape (n_tokens,)
         float64.
     """
+    m = metrics(lens_logits, final_logits, None, k)
+    return m["kl"], m["overlap"]
+
+
+def next_tokens(token_id, seq, pos) -> np.ndarray:
+    """(n_tokens,) int64: the id of the token after each one in its sequence, -1 where the
+    store holds none (a sequence's last token)."""
+    token_id, seq, pos = (np.asarray(a, np.int64) for a in (token_id, seq, pos))
+    out = np.full(len(token_id), -1, np.int64)
+    follows = (seq[1:] == seq[:-1]) & (pos[1:] == pos[:-1] + 1)
+    out[:-1][follows] = token_id[1:][follows]
+    return out
+
+
+def metrics(lens_logits, final_logits, nxt=None, k: int = TOP_K) -> dict:
+    """Per-token KL(q ‖ p), top-k overlap, top-1 agreement and, with next-token ids `nxt`
+    (n_tokens,; -1 where there is none), the cross-entropy −log q(y) (NaN where none): float64
+    arrays (n_tokens,) from one log-softmax of each side (float32 or better)."""
     import torch
 
     def logp(x):
@@ -75,7 +97,17 @@ def token_metrics(lens_logits, final_logits, k: int = TOP_K):
     tq = lq.topk(k, dim=-1).indices
     tp = lp.topk(k, dim=-1).indices
     hits = (tq[:, :, None] == tp[:, None, :]).any(-1).sum(-1)
-    return kl.double().cpu().numpy(), hits.double().cpu().numpy() / k
+    out = {
+        "kl": kl.double().cpu().numpy(),
+        "overlap": hits.double().cpu().numpy() / k,
+        "top1": (lq.argmax(-1) == lp.argmax(-1)).double().cpu().numpy(),
+    }
+    if nxt is not None:
+        nxt = np.asarray(nxt, np.int64)
+        idx = torch.as_tensor(np.maximum(nxt, 0), device=lq.device)[:, None]
+        ce = (-lq.gather(-1, idx)[:, 0]).double().cpu().numpy()
+        out["ce"] = np.where(nxt >= 0, ce, np.nan)
+    return out
 
 
 def _check_kl(b: int, kl, where) -> None:
@@ -92,49 +124,64 @@ def _check_kl(b: int, kl, where) -> None:
 
 
 class LensAccumulator:
-    """Token sums and per-prompt sums of KL and overlap for boundaries 0..L."""
+    """Token sums and per-prompt sums of the METRICS for boundaries 0..L; the cross-entropy's
+    own token counts (tokens with a next token)."""
 
     def __init__(self, n_boundaries: int, n_prompts: int):
         self.B, self.P = n_boundaries, n_prompts
-        self.tok = {k: np.zeros(n_boundaries) for k in ("kl", "overlap")}
-        self.per_prompt = {k: np.zeros((n_boundaries, n_prompts)) for k in ("kl", "overlap")}
+        self.tok = {k: np.zeros(n_boundaries) for k in METRICS}
+        self.per_prompt = {k: np.zeros((n_boundaries, n_prompts)) for k in METRICS}
         self.prompt_count = np.zeros(n_prompts, np.int64)
+        self.ce_count = np.zeros(n_prompts, np.int64)
         self.n_tokens = 0
         self.seen = np.zeros(n_boundaries, bool)
 
-    def add(self, b: int, kl, overlap, prompt) -> None:
-        """Add tokens at boundary b: kl, overlap (n,) and their prompt index (n,)."""
+    def add(self, b: int, values: dict, prompt) -> None:
+        """Add tokens at boundary b: `values` {metric: (n,)} (`metrics`; ce NaN at a token
+        without a next token) and their prompt index (n,)."""
         prompt = np.asarray(prompt, np.int64)
-        for name, v in (("kl", kl), ("overlap", overlap)):
+        for name in METRICS:
+            v = values[name]
+            if name == "ce":
+                v = np.where(np.isnan(v), 0.0, v)
             self.tok[name][b] += v.sum()
             np.add.at(self.per_prompt[name][b], prompt, v)
         self.seen[b] = True
 
-    def count(self, prompt) -> None:
-        """Count tokens once per token (not per boundary)."""
-        np.add.at(self.prompt_count, np.asarray(prompt, np.int64), 1)
+    def count(self, prompt, nxt) -> None:
+        """Count tokens once per token (not per boundary); `nxt` their next-token ids (-1: none)."""
+        prompt = np.asarray(prompt, np.int64)
+        np.add.at(self.prompt_count, prompt, 1)
+        np.add.at(self.ce_count, prompt[np.asarray(nxt) >= 0], 1)
         self.n_tokens += len(prompt)
 
     def result(self) -> dict:
-        """{"kl": (2, L+1), "overlap": (2, L+1), "n_tokens", "n_prompts", "measured"}: rows
+        """{metric: (2, L+1), "n_tokens", "n_prompts", "measured", "per_prompt"}: rows
         (token, prompt); NaN at boundaries that were not measured (and only there: `measured`
-        lists the others)."""
+        lists the others), and the cross-entropy NaN where no token has a next token."""
         if self.n_tokens == 0:
             raise InputError("no tokens for the logit lens: give a corpus with at least one token")
         used = self.prompt_count > 0
         out = {}
-        for name in ("kl", "overlap"):
-            token = self.tok[name] / self.n_tokens
-            prompt = (self.per_prompt[name][:, used] / self.prompt_count[used]).mean(-1)
+        for name in METRICS:
+            count = self.ce_count if name == "ce" else self.prompt_count
+            has = used & (count > 0)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                token = self.tok[name] / count.sum()
+                prompt = (self.per_prompt[name][:, has] / count[has]).mean(-1)
             arr = np.stack([token, prompt])
             arr[:, ~self.seen] = np.nan
             out[name] = arr
         out["n_tokens"], out["n_prompts"] = int(self.n_tokens), int(used.sum())
         out["measured"] = [int(b) for b in np.flatnonzero(self.seen)]
-        per = {f"{name}_sum": self.per_prompt[name][:, used].T.copy() for name in ("kl", "overlap")}
+        per = {f"{name}_sum": self.per_prompt[name][:, used].T.copy() for name in METRICS}
         for v in per.values():
             v[:, ~self.seen] = np.nan
-        out["per_prompt"] = {**per, "token_count": self.prompt_count[used].copy()}
+        out["per_prompt"] = {
+            **per,
+            "token_count": self.prompt_count[used].copy(),
+            "ce_count": self.ce_count[used].copy(),
+        }
         return out
 
 
@@ -149,7 +196,7 @@ def logit_lens(model, batches, n_prompts: int | None = None, progress=None) -> d
         Lists of token-id arrays, each one right-padded forward pass.
     n_prompts : int, optional
         The number of prompts, needed when `batches` is an iterable that is not a list.
-    progress : align.fitting.progress.Progress, optional
+    progress : align.fitting.live_route.progress.Progress, optional
         Counting batches; hears of each batch.
 
     Returns
@@ -190,12 +237,13 @@ def logit_lens(model, batches, n_prompts: int | None = None, progress=None) -> d
         prompt = (torch.arange(len(batch))[:, None].expand(keep.shape)[keep.cpu()] + first).numpy()
         at = [(first + i, t) for i, x in enumerate(batch) for t in range(len(x))]
         final = out["logits"][keep.to(out["logits"].device)]
-        acc.count(prompt)
+        nxt = np.concatenate([np.append(np.asarray(x, np.int64)[1:], -1) for x in batch])
+        acc.count(prompt, nxt)
         for b in range(L + 1):
             h = out["resid"][b][keep.to(out["resid"][b].device)]
-            kl, ov = token_metrics(lens_logits(head, h), final)
-            _check_kl(b, kl, at.__getitem__)
-            acc.add(b, kl, ov, prompt)
+            values = metrics(lens_logits(head, h), final, nxt)
+            _check_kl(b, values["kl"], at.__getitem__)
+            acc.add(b, values, prompt)
         first += len(batch)
         del out
         if progress is not None:
@@ -231,7 +279,7 @@ def logit_lens_from_store(store, head, tokens_per_step: int = HEAD_TOKENS, progr
         The model's head (`read_head`).
     tokens_per_step : int, optional
         Tokens the head is applied to at a time.
-    progress : align.fitting.progress.Progress, optional
+    progress : align.fitting.live_route.progress.Progress, optional
         Counting steps; hears of each step.
 
     Returns
@@ -260,6 +308,7 @@ def logit_lens_from_store(store, head, tokens_per_step: int = HEAD_TOKENS, progr
     n_prompts = int(seq.max()) + 1 if len(seq) else 0
     acc = LensAccumulator(L + 1, n_prompts)
     pos = store.tokens("pos")
+    following = next_tokens(store.tokens("token_id"), seq, pos)
     param = head.parameter
     for start in range(0, store.n_tokens, tokens_per_step):
         t = time.perf_counter()
@@ -276,11 +325,12 @@ def logit_lens_from_store(store, head, tokens_per_step: int = HEAD_TOKENS, progr
             where,
             advice="the final norm or unembedding overflows; nothing was written",
         )
-        acc.count(prompt)
+        nxt = following[start:stop]
+        acc.count(prompt, nxt)
         for b in store.boundaries:
-            kl, ov = token_metrics(lens_logits(head, as_t(b)), final)
-            _check_kl(b, kl, where)
-            acc.add(b, kl, ov, prompt)
+            values = metrics(lens_logits(head, as_t(b)), final, nxt)
+            _check_kl(b, values["kl"], where)
+            acc.add(b, values, prompt)
         if progress is not None:
             progress.forward("model", stop - start, time.perf_counter() - t)
             progress.step(f"{stop:,} tokens")
@@ -289,15 +339,24 @@ def logit_lens_from_store(store, head, tokens_per_step: int = HEAD_TOKENS, progr
 
 
 def curve_replicates(per_prompt: dict, idx: np.ndarray) -> dict:
-    """Resampled curves: {"kl": (resamples, 2 weightings, boundaries), "overlap": ...} from
-    per-prompt sums (P, boundaries) and token counts (P,), resample indices idx (resamples,
-    size) into the P prompts; weightings (token, prompt) as in WEIGHTINGS."""
-    counts = np.asarray(per_prompt["token_count"], np.float64)
+    """Resampled curves: {metric: (resamples, 2 weightings, boundaries)} for each metric whose
+    per-prompt sums (P, boundaries) `per_prompt` holds, with token counts (P,) (the
+    cross-entropy's `ce_count`), resample indices idx (resamples, size) into the P prompts;
+    weightings (token, prompt) as in WEIGHTINGS. A resample's prompt-weighted cross-entropy is
+    the mean over its prompts that have a token with a next token."""
     out = {}
-    for name in ("kl", "overlap"):
+    for name in METRICS:
+        if f"{name}_sum" not in per_prompt:
+            continue
+        counts = np.asarray(per_prompt["ce_count" if name == "ce" else "token_count"], np.float64)
         sums = np.asarray(per_prompt[f"{name}_sum"], np.float64)
         token = bootstrap.resampled_token_means(sums, counts, idx)
-        prompt = bootstrap.resampled_means(sums / counts[:, None], idx)
+        if name == "ce":  # the mean over the resample's prompts that have a next token
+            has = (counts > 0).astype(np.float64)
+            means = np.where(has[:, None] > 0, sums / np.maximum(counts, 1)[:, None], 0.0)
+            prompt = bootstrap.resampled_token_means(means, has, idx)
+        else:
+            prompt = bootstrap.resampled_means(sums / counts[:, None], idx)
         out[name] = np.stack([token, prompt], 1)
     return out
 
@@ -313,17 +372,15 @@ def to_dataset(
     1,000 resamples from seed 0), idx = bootstrap.indices(P, resampling)."""
     import xarray as xr
 
-    data = {
-        "kl": (("weighting", "boundary"), res["kl"]),
-        "overlap": (("weighting", "boundary"), res["overlap"]),
-    }
+    names = [m for m in METRICS if m in res]
+    data = {m: (("weighting", "boundary"), res[m]) for m in names}
     coords = {"weighting": list(WEIGHTINGS), "boundary": np.arange(n_layers + 1)}
     extra = {"intervals": NO_INTERVALS}
     pp = res.get("per_prompt")
     if pp is not None:
         n = len(pp["token_count"])
         reps = curve_replicates(pp, bootstrap.indices(n, resampling))
-        for name in ("kl", "overlap"):
+        for name in names:
             low, high = bootstrap.percentile_interval(reps[name])
             data[f"{name}_low"], data[f"{name}_high"] = (
                 (("weighting", "boundary"), low),
@@ -331,9 +388,12 @@ def to_dataset(
             )
             data[f"{name}_sum"] = (("prompt", "boundary"), pp[f"{name}_sum"])
         data["token_count"] = (("prompt",), np.asarray(pp["token_count"], np.int64))
+        if "ce_count" in pp:
+            data["ce_count"] = (("prompt",), np.asarray(pp["ce_count"], np.int64))
         coords["prompt"] = np.arange(n)
         extra = {
-            "intervals": f"prompt bootstrap of both weightings over {n} prompts: kl_low, kl_high, overlap_low, overlap_high",
+            "intervals": f"prompt bootstrap of both weightings over {n} prompts: "
+            + ", ".join(f"{m}_low, {m}_high" for m in names),
             "bootstrap": bootstrap.record(n, resampling),
         }
     ds = xr.Dataset(data, coords=coords)

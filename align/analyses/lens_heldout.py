@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from align.analyses.lens import TOP_K, lens_logits, token_metrics
+from align.analyses.lens import TOP_K, lens_logits, next_tokens, token_metrics
 from align.errors import InputError
 from align.stats import bootstrap
 
@@ -35,16 +35,6 @@ DESCRIPTIONS = {
     "top1": "share of tokens whose lens top-1 token is the model output's",
     "ce": "cross-entropy of the lens to the next token, in nats",
 }
-
-
-def next_tokens(token_id, seq, pos) -> np.ndarray:
-    """(n_tokens,) int64: the id of the token after each one in its sequence, -1 where the
-    store holds none (a sequence's last token)."""
-    token_id, seq, pos = (np.asarray(a, np.int64) for a in (token_id, seq, pos))
-    out = np.full(len(token_id), -1, np.int64)
-    follows = (seq[1:] == seq[:-1]) & (pos[1:] == pos[:-1] + 1)
-    out[:-1][follows] = token_id[1:][follows]
-    return out
 
 
 def scored_tokens(doc, pos, nxt, heldout_docs, include_first_token: bool) -> np.ndarray:
@@ -154,7 +144,7 @@ def evaluate(
         The held-out documents (the bootstrap's units), sorted.
     step : int, optional
         Tokens per application of the head.
-    progress : align.fitting.progress.Progress, optional
+    progress : align.fitting.live_route.progress.Progress, optional
         Hears of each step.
 
     Returns

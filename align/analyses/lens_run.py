@@ -19,8 +19,8 @@ from align.analyses.analysis_options import LensOptions
 from align.errors import InputError, StoreMismatch
 from align.extraction import ExtractOptions, extract
 from align.fitting.fit_options import Execution, FitSpec
-from align.fitting.split import split_documents
-from align.fitting.stores import fit
+from align.fitting.planning.split import split_documents
+from align.fitting.store_route.pipeline import fit
 from align.stats.bootstrap import DEFAULT, Resampling
 
 
@@ -174,11 +174,41 @@ def tuned(source, head, options: LensOptions, step: int, log=_quiet) -> dict:
     rows = lens_heldout.scored_tokens(doc, pos, nxt, test_docs, False)
     res = lens_heldout.evaluate(source, source, rows, translate, head, test_docs, step)
     res["train_loss"] = losses
+    res["translators"] = translators
     res["split"] = {
         "training_docs": np.concatenate([fit_docs, val_docs]).tolist(),
         "heldout_docs": test_docs.tolist(),
     }
     return res
+
+
+def translators_dataset(res: dict, source, options: LensOptions):
+    """The "translators" result of a tuned lens: `A` (boundary, d_out, d_in) and `c`
+    (boundary, d_model) float32 with T_b(h) = h + h A_bᵀ + c_b (`lens_tuned`) for boundaries
+    0..L−1 (T_L is the identity), `train_loss` (boundary, step); attrs the store's record,
+    the training options and the split."""
+    import xarray as xr
+
+    kept = sorted(res["translators"])
+    A = np.stack([res["translators"][b].A.cpu().numpy() for b in kept]).astype(np.float32)
+    c = np.stack([res["translators"][b].c.cpu().numpy() for b in kept]).astype(np.float32)
+    ds = xr.Dataset(
+        {
+            "A": (("boundary", "d_out", "d_in"), A),
+            "c": (("boundary", "d_out"), c),
+            "train_loss": (("boundary", "step"), res["train_loss"][kept]),
+        },
+        coords={"boundary": np.asarray(kept, np.int64)},
+    )
+    ds.attrs = {
+        **provenance.store_record(source),
+        "kind": "tuned",
+        "translator": "T_b(h) = h + h A_b^T + c_b, then the final norm and unembedding",
+        "n_layers": source.n_layers,
+        "options": options.recorded(),
+        "split": res["split"],
+    }
+    return ds
 
 
 def _temporary_store(output: str, spec, cspec) -> tuple[str, str]:
@@ -227,7 +257,10 @@ def _run(store, spec, options, resampling, overwrite, log):
         source = st.open_activations(ds.attrs["source_path"])
         target = st.open_activations(ds.attrs["target_path"])
         if options.through is not None:
-            name, revision = options.through, None
+            # the target store's own checkpoint where it is the one named: at its revision
+            p = target.provenance
+            own = provenance.model_id(options.through) == p.get("model")
+            name, revision = options.through, p.get("revision") if own else None
         else:
             name, revision = _store_model(target)
             if ds.attrs["source_path"] != ds.attrs["target_path"]:
@@ -267,8 +300,14 @@ def _run(store, spec, options, resampling, overwrite, log):
             res = read_through(source, ds, head, source, step)
             maps_record = options.save_maps or "fitted by this run, not kept"
         else:
+            if options.save_maps is not None:  # refused before the training, not after
+                st.check_output(options.save_maps, "translators", overwrite=overwrite)
             res = tuned(source, head, options, step, log=log)
             maps_record = None
+            if options.save_maps is not None:
+                keep = translators_dataset(res, source, options)
+                st.write_result(options.save_maps, keep, "translators", overwrite=overwrite)
+                maps_record = options.save_maps
     attrs = {
         **provenance.store_record(source),
         "kind": options.kind,
@@ -302,9 +341,10 @@ def check_options(options: LensOptions, store, cspec) -> LensOptions:
                 f"`maps` {options.maps} names its stores: give no `store` or `corpus` with it"
             )
         options = dataclasses.replace(options, kind="linear")
-    if options.save_maps is not None and (options.kind != "linear" or options.maps is not None):
+    if options.save_maps is not None and (options.kind == "logit" or options.maps is not None):
         raise InputError(
-            "`save_maps` keeps the maps `kind` linear fits: give it with `kind` linear and no `maps`"
+            "`save_maps` keeps the maps `kind` linear fits or the translators `kind` tuned "
+            "trains: give it with `kind` linear or tuned and no `maps`"
         )
     return options
 

@@ -17,7 +17,7 @@ from align.analyses import prompts as prompt_files
 from align.analyses.analysis_options import LensOptions, SkipOptions
 from align.analyses.prompts import batches
 from align.errors import InputError, StoreMismatch
-from align.fitting.progress import Progress
+from align.fitting.live_route.progress import Progress
 from align.stats.bootstrap import DEFAULT, MIN_RESAMPLES, Resampling
 from align.version import __version__
 

@@ -474,7 +474,7 @@ def plan_rows(
 
 def skip_rows(model, plan: RowPlan, parts=PARTS, progress=None) -> dict:
     """The layer-skipping effects (`skipping`'s return) of `plan`'s rows: each batch through
-    `skip_effects`; `progress` (align.fitting.progress.Progress, counting forwards) hears of
+    `skip_effects`; `progress` (align.fitting.live_route.progress.Progress, counting forwards) hears of
     each batch."""
     import time
 

@@ -14,7 +14,7 @@ from align.analyses import depth, lens
 from align.compare import checks, measures
 from align.compare.series import Comparison, Series
 from align.errors import InputError
-from align.fitting import uncertainty
+from align.fitting.results import uncertainty
 from align.names import labelled
 from align.stats import bootstrap
 from align.store.outputs import KINDS as NAMES
@@ -386,7 +386,7 @@ def _alignment_pair_refusal(a, b) -> str | None:
 
 def _alignment_statistics(ds, idx: np.ndarray) -> dict:
     """Per resample (documents idx (B, K)): mean depth gap, slope, Spearman and soft-depth
-    spread of the resampled relative_error matrix (`fitting.uncertainty`)."""
+    spread of the resampled relative_error matrix (`fitting.results.uncertainty`)."""
     K = idx.shape[1]
     w = bootstrap.multiplicity(idx, K)
     ratio = (

@@ -13,9 +13,10 @@ import numpy as np
 from align.compare import checks
 from align.compare.series import Comparison, Series
 from align.errors import InputError
-from align.fitting.measured import FAMILY_LEVEL, GROUP_DIM
-from align.fitting.uncertainty import path_statistics
-from align.measures import MEASURES, SIMILARITY, streamed, variable
+from align.fitting.measuring.measured import FAMILY_LEVEL, GROUP_DIM
+from align.fitting.results.uncertainty import path_statistics
+from align.measures import MEASURES, SIMILARITY, variable
+from align.measures.registry import REGISTRY
 from align.names import labelled
 from align.ridge.matrix import spearman
 from align.stats import jackknife
@@ -69,7 +70,7 @@ def path_summary(values: np.ndarray, direction: str, src, tgt, Ls: int, Lt: int)
     its statistics over the source rows i ≥ 1, as ridge's summary has them: "spearman" of
     j/L_T with i/L_S (NaN for a constant path or fewer than two rows), "gap" the mean depth
     gap mean |j/L_T − i/L_S|, "slope" the least-squares slope of j/L_T on i/L_S
-    (`fitting.uncertainty.path_statistics`); "cols" the path's column indices, "rows" the
+    (`fitting.results.uncertainty.path_statistics`); "cols" the path's column indices, "rows" the
     row indices i ≥ 1."""
     j = measure_path(values, direction, tgt)
     cols = [list(tgt).index(b) for b in j]
@@ -162,7 +163,7 @@ def compare_measure(items, name: str) -> Comparison:
         left[label] = path_left_out(ds, var, cols)
         if left[label] is not None:  # the mean's own jackknife interval, not the cells' bound
             s.low[f"{name} on path"], s.high[f"{name} on path"] = jackknife.interval(
-                s.value[f"{name} on path"], left[label], streamed.RANGES[name]
+                s.value[f"{name} on path"], left[label], REGISTRY[name].range
             )
         if calibrated:
             s.info["beat the null"] = _surviving(ds, name, cols) or "not calibrated"

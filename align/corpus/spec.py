@@ -28,12 +28,12 @@ DOC_SPLITS = ("blank", "line", "file")
 OVERFLOWS = ("split", "truncate")
 PROTOCOL = ("pack", "stand_in_token")  # CorpusSpec fields of P1's protocol (align.corpus.windows)
 ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
-# The analyses' pages word --dataset and --format for their input (CORPUS, or erase's and
+# The analyses word --dataset and --format for their input (CORPUS, or erase's and
 # igrad's PROMPTS).
-DATASET_DOC = "read a `datasets` split instead of {} (`pip install 'align-depth[datasets]'`)"
+DATASET_DOC = "Read a `datasets` split instead of {} (`pip install 'align-depth[datasets]'`)."
 FORMAT_DOC = (
-    "task prompts from a data set's fields (`gsm8k`, `mquake`, `math`, `hellaswag`, `aime`), or "
-    "generated arithmetic (`addition:N[:SEED]`, `multiplication:N[:SEED]`: no {} needed)"
+    "Task prompts from a data set's fields (`gsm8k`, `mquake`, `math`, `hellaswag`, `aime`), or "
+    "generated arithmetic (`addition:N[:SEED]`, `multiplication:N[:SEED]`: no {} needed)."
 )
 
 
@@ -46,154 +46,103 @@ class CorpusSpec:
         default=None,
         metadata=option(
             "--dataset",
-            doc="read a `datasets` split instead of CORPUS (`pip install 'align-depth[datasets]'`, and the data reachable)",
-            doc_variants={
-                "analyses": {"doc": DATASET_DOC.format("CORPUS")},
-                "prompts": {"doc": DATASET_DOC.format("PROMPTS")},
-            },
-            help="Read a `datasets` split instead of CORPUS (needs the datasets package).",
             metavar="NAME[:CONFIG]:SPLIT",
+            variants={
+                "analyses": DATASET_DOC.format("CORPUS"),
+                "prompts": DATASET_DOC.format("PROMPTS"),
+            },
         ),
     )
-    """A `datasets` split, NAME[:CONFIG]:SPLIT, read instead of `path`."""
-    text_field: str = field(
-        default="text",
-        metadata=option(
-            "--text-field",
-            doc="the field holding the text in a `.jsonl` corpus",
-            doc_default="`text`",
-            doc_metavar="TEXT",
-            help="Field holding the text in a .jsonl corpus.",
-            show_default=True,
-        ),
-    )
-    """The field holding the text in a .jsonl corpus."""
+    """Read a `datasets` split, NAME[:CONFIG]:SPLIT, instead of CORPUS (`pip install
+    'align-depth[datasets]'`, and the data reachable)."""
+    text_field: str = field(default="text", metadata=option("--text-field", metavar="TEXT"))
+    """The field holding the text in a `.jsonl` corpus."""
     fmt: str = field(
         default="plain",
         metadata=option(
             "--format",
-            doc="task prompts built from a data set's fields (`gsm8k`, `mquake`, `math`, `hellaswag`, `aime`: a `.jsonl` file or `--dataset`), or generated arithmetic (`addition:N[:SEED]`, `multiplication:N[:SEED]`: no CORPUS, `--max-docs` problems, 100 by default); templates in [task formats](../formats.md#task-formats-format)",
-            doc_variants={
-                "analyses": {"doc": FORMAT_DOC.format("CORPUS")},
-                "prompts": {"doc": FORMAT_DOC.format("PROMPTS")},
+            metavar="FORMAT",
+            variants={
+                "analyses": FORMAT_DOC.format("CORPUS"),
+                "prompts": FORMAT_DOC.format("PROMPTS"),
             },
-            doc_default="`plain`",
-            doc_metavar="FORMAT",
-            help="Build task prompts from a data set's fields (gsm8k, mquake, math, hellaswag, "
-            "aime: a .jsonl file or --dataset), or generate N-digit arithmetic "
-            "(addition:N[:SEED], multiplication:N[:SEED], --max-docs problems, default 100); "
-            "templates in docs/formats.md.",
-            metavar="|".join(FORMATS),
-            show_default=True,
         ),
     )
-    """A task format (`align.corpus.formats`) or a generated arithmetic format."""
+    """Task prompts built from a data set's fields (`gsm8k`, `mquake`, `math`, `hellaswag`,
+    `aime`: a `.jsonl` file or `--dataset`), or generated arithmetic (`addition:N[:SEED]`,
+    `multiplication:N[:SEED]`: no CORPUS, `--max-docs` problems, 100 by default); the templates
+    are in the task formats page."""
     doc_split: str | None = field(
         default=None,
         metadata=option(
             "--doc-split",
-            doc="how a `.txt` file becomes documents",
-            doc_default="blank lines for a file, one document per file for a folder",
-            help="How a .txt file becomes documents [default: blank lines for a file, one per "
-            "file for a folder].",
             choices=DOC_SPLITS,
+            shown_default="blank lines for a file, one document per file for a folder",
         ),
     )
-    """How a .txt file becomes documents; None: "blank" for a .txt file, "file" for a folder."""
+    """How a `.txt` file becomes documents."""
     max_length: int = field(
         default=512,
         metadata=option(
             "--max-length",
-            doc="tokens per sequence, special tokens included; capped at the model's `max_position_embeddings`, with a log line that says so, unless `--allow-long`",
-            doc_variants={
-                "analyses": {
-                    "doc": "tokens per prompt, special tokens included; the model's "
-                    "`max_position_embeddings` at most"
-                }
-            },
-            doc_metavar="N",
-            help="Tokens per sequence, special tokens included; longer documents are cut (see "
-            "--overflow). Capped at the model's max_position_embeddings (said in a log line) "
-            "unless --allow-long.",
+            metavar="N",
             type="whole",
             least=2,
-            show_default=True,
+            variants={
+                "analyses": "Tokens per prompt, special tokens included; the model's "
+                "`max_position_embeddings` at most."
+            },
         ),
     )
-    """Tokens per sequence, special tokens included."""
+    """Tokens per sequence, special tokens included; a longer document is cut (`--overflow`).
+    Capped at the model's `max_position_embeddings`, with a log line that says so, unless
+    `--allow-long`."""
     overflow: str = field(
         default="split",
         metadata=option(
             "--overflow",
-            doc="a longer document becomes consecutive windows (split) or only its first window (truncate)",
-            doc_variants={
-                "analyses": {
-                    "doc": "a longer document becomes several prompts (split) or only its first "
-                    "window (truncate)"
-                }
-            },
-            help="split: every window of a long document is a sequence; truncate: only the first.",
             choices=OVERFLOWS,
-            show_default=True,
+            variants={
+                "analyses": "What a longer document becomes: several prompts (`split`) or only "
+                "its first window (`truncate`)."
+            },
         ),
     )
-    """What a document longer than `max_length` becomes: every window, or the first."""
+    """What a document longer than `--max-length` becomes: consecutive windows (`split`) or only
+    its first window (`truncate`)."""
     max_tokens: int | None = field(
         default=None,
         metadata=option(
             "--max-tokens",
-            doc="stop after N tokens (the last sequence is cut to fit; with `--pack`, whole windows only)",
-            doc_variants={"analyses": {"doc": "stop after N tokens"}},
-            doc_default="all",
-            doc_metavar="N",
-            help="Stop after this many tokens.",
+            metavar="N",
             type="whole",
             least=1,
+            shown_default="all",
+            variants={"analyses": "Stop after N tokens."},
         ),
     )
-    """Stop after this many tokens (None: every token)."""
+    """Stop after N tokens (the last sequence is cut to fit; with `--pack`, whole windows
+    only)."""
     max_docs: int | None = field(
         default=None,
-        metadata=option(
-            "--max-docs",
-            doc="read at most N documents",
-            doc_default="all",
-            doc_metavar="N",
-            help="Read at most this many documents.",
-            type="whole",
-            least=1,
-        ),
+        metadata=option("--max-docs", metavar="N", type="whole", least=1, shown_default="all"),
     )
-    """Read at most this many documents (None: all)."""
+    """Read at most N documents."""
     pack: str | None = field(
         default=None,
-        metadata=option(
-            "--pack",
-            doc="join the documents with SEPARATOR and cut the stream into full windows of `--max-length` tokens ([`--pack`](../formats.md#-pack-separator)); part of the store's identity",
-            doc_default="off",
-            help="Join the documents with SEPARATOR (text, tokenized; \\n \\t \\r \\\\ are "
-            "escapes, e.g. '\\n\\n' or '<|endoftext|>') and cut them into full windows of "
-            "--max-length tokens; the last partial window is left out. Part of the store's "
-            "identity.",
-            metavar="SEPARATOR",
-        ),
+        metadata=option("--pack", metavar="SEPARATOR", shown_default="off"),
     )
-    """None: one document per sequence; a separator: documents packed into full windows."""
+    """Join the documents with SEPARATOR (text, tokenized; `\\n` `\\t` `\\r` `\\\\` are escapes,
+    e.g. `'\\n\\n'` or `'<|endoftext|>'`) and cut the stream into full windows of `--max-length`
+    tokens, the last partial window left out; part of the store's identity."""
     stand_in_token: int | None = field(
         default=None,
         metadata=option(
-            "--stand-in-token",
-            doc="put token ID at position 0 of every sequence, so the fit's default leaves out only it ([`--stand-in-token`](../formats.md#-stand-in-token-id)); refused when the tokenizer adds a BOS",
-            doc_default="off",
-            help="Put token ID at position 0 of every sequence (P1: 0 for a model without BOS, "
-            "e.g. Qwen 2.5), so the fit's default leaves out only it; refused when the "
-            "tokenizer adds a BOS.",
-            type="whole",
-            least=0,
-            metavar="ID",
+            "--stand-in-token", metavar="ID", type="whole", least=0, shown_default="off"
         ),
     )
-    """An id put at position 0 of every sequence (a stand-in BOS)."""
+    """Put token ID at position 0 of every sequence (P1: 0 for a model without BOS, e.g. Qwen
+    2.5), so the fit's default leaves out only it; refused when the tokenizer adds a BOS."""
 
     def describe(self) -> str:
         if self.path is None and self.dataset is None:

@@ -150,7 +150,7 @@ def scratch_dir(output: str) -> tuple[str, bool]:
 def windows_note(plan: Plan, cspec) -> str:
     """The dry run's line for a corpus some of whose documents are cut into windows: another
     tokenizer cuts them at other characters, and a fit across the two then pairs anchors
-    only where both windows start at one character (fitting.anchors)."""
+    only where both windows start at one character (fitting.pairing.anchors)."""
     return (
         f"  windows    {plan.windowed:,} document(s) longer than `max_length` {cspec.max_length} are cut into "
         f"windows (the longest: {plan.longest_document:,} tokens with this tokenizer); another tokenizer cuts "

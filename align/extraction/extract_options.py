@@ -18,120 +18,55 @@ class ExtractOptions:
     each field's option is declared on it, its meaning under it."""
 
     batch_size: int = field(
-        default=8,
-        metadata=option(
-            "--batch-size",
-            doc="sequences per forward pass (right-padded; padding is never stored); batches are grouped by length (below)",
-            doc_metavar="N",
-            help="Sequences per forward pass.",
-            type="whole",
-            least=1,
-            show_default=True,
-        ),
+        default=8, metadata=option("--batch-size", metavar="N", type="whole", least=1)
     )
-    """Sequences per forward pass."""
+    """Sequences per forward pass (right-padded; padding is never stored); batches are grouped
+    by length."""
     boundaries: str | None = field(
         default=None,
-        metadata=option(
-            "--boundaries",
-            doc="boundaries to keep: `0,4,8`, `::2`, `1:`, `-1` (the old name `--layers` still works in this release, with a warning)",
-            doc_default="all 0..L",
-            help="Residual boundaries to keep: e.g. 0,4,8 or ::2 or 1: [default: all 0..L].",
-            metavar="SPEC",
-        ),
+        metadata=option("--boundaries", metavar="SPEC", shown_default="all 0..L"),
     )
-    """The boundaries to keep, as `--boundaries` spells them (None: all 0..L)."""
-    sublayers: bool = field(
-        default=False,
-        metadata=option(
-            "--sublayers",
-            doc="also store what attention and MLP add (`attn`, `mlp`), for blocks whose two boundaries are kept",
-            help="Also store what attention and MLP add to the residual.",
-            is_flag=True,
-        ),
-    )
-    """Also what attention and MLP add (blocks whose two boundaries are kept)."""
+    """The boundaries to keep: `0,4,8`, `::2`, `1:`, `-1` (the old name `--layers` still works
+    in this release, with a warning)."""
+    sublayers: bool = field(default=False, metadata=option("--sublayers", is_flag=True))
+    """Also store what attention and MLP add (`attn`, `mlp`), for blocks whose two boundaries
+    are kept."""
     store_dtype: str | None = field(
         default=None,
         metadata=option(
-            "--store-dtype",
-            doc="storage dtype; float16 refuses values beyond ±65504, naming the boundary and the largest value",
-            doc_default="the compute dtype (lossless)",
-            help="Storage dtype [default: the compute dtype, lossless]. float16 refuses values "
-            "beyond 65504.",
-            choices=STORE_DTYPES,
+            "--store-dtype", choices=STORE_DTYPES, shown_default="the compute dtype (lossless)"
         ),
     )
-    """The storage dtype (None: the compute dtype)."""
-    codec: str = field(
-        default=DEFAULT_CODEC,
-        metadata=option(
-            "--codec",
-            doc="chunk codec: `crc32c` is checksummed and uncompressed, so a flipped byte is an error instead of a wrong number; `blosc-lz4` when disk matters more than speed (no checksum)",
-            help="Chunk codec (docs/commands/extract.md, the store layout).",
-            choices=CODECS,
-            show_default=True,
-        ),
-    )
-    """The chunk codec."""
+    """Storage dtype; float16 refuses values beyond ±65504, naming the boundary and the largest
+    value."""
+    codec: str = field(default=DEFAULT_CODEC, metadata=option("--codec", choices=CODECS))
+    """Chunk codec: `crc32c` is checksummed and uncompressed, so a flipped byte is an error
+    instead of a wrong number; `blosc-lz4` when disk matters more than speed (no checksum)."""
     chunk_tokens: int | None = field(
         default=None,
         metadata=option(
             "--chunk-tokens",
-            doc="tokens per stored chunk; part of the store's identity",
-            doc_default="the power of two nearest 4 MiB per boundary (512 for d_model 1536 in float32)",
-            doc_metavar="N",
-            help="Tokens per stored chunk [default: ~4 MiB per chunk, measured; "
-            "docs/commands/extract.md]. Part of the store's identity.",
+            metavar="N",
             type="whole",
             least=1,
+            shown_default="the power of two nearest 4 MiB per boundary (512 for d_model 1536 in "
+            "float32)",
         ),
     )
-    """Tokens per stored chunk (None: ~4 MiB chunks)."""
-    allow_long: bool = field(
-        default=False,
-        metadata=option(
-            "--allow-long",
-            doc="keep a `--max-length` above the model's `max_position_embeddings` (positions the model was not built for) instead of capping it",
-            help="Keep a --max-length above the model's max_position_embeddings (capped at it "
-            "otherwise).",
-            is_flag=True,
-        ),
-    )
-    """Accept a max_length beyond the model's max_position_embeddings."""
-    dry_run: bool = field(
-        default=False,
-        metadata=option(
-            "--dry-run",
-            doc="print what the run would write and cost (below); write nothing",
-            help="Print what the run would write and cost, and check free disk; write nothing.",
-            is_flag=True,
-        ),
-    )
-    """Report size and time from one timed batch, write nothing."""
-    break_lock: bool = field(
-        default=False,
-        metadata=option(
-            "--break-lock",
-            doc="remove a lock that cannot be checked from here (held from another host, or written without the holder's start time) by a run known to be dead",
-            help="Remove a stale lock left by a run that died.",
-            is_flag=True,
-        ),
-    )
-    """Remove a lock left by a run that cannot be shown dead from here."""
-    overwrite: bool = field(
-        default=False,
-        metadata=option(
-            "--overwrite",
-            doc="replace an activation store at `-o` made from other options or inputs (or complete) by a new extraction, under its lock; anything at `-o` that is not an activation store is still refused and never removed",
-            help="Replace an activation store at -o made from other inputs (or complete) by a "
-            "new extraction; nothing else is ever removed.",
-            is_flag=True,
-        ),
-    )
-    """Replace an activation store at `output` (another identity, or complete) by a new
-    extraction instead of resuming or refusing it; nothing but an activation store is ever
-    removed."""
+    """Tokens per stored chunk; part of the store's identity."""
+    allow_long: bool = field(default=False, metadata=option("--allow-long", is_flag=True))
+    """Keep a `--max-length` above the model's `max_position_embeddings` (positions the model
+    was not built for) instead of capping it."""
+    dry_run: bool = field(default=False, metadata=option("--dry-run", is_flag=True))
+    """Print what the run would write and cost (size, and time from one timed batch) and check
+    the free disk; write nothing."""
+    break_lock: bool = field(default=False, metadata=option("--break-lock", is_flag=True))
+    """Remove a lock that cannot be checked from here (held from another host, or written
+    without the holder's start time) by a run known to be dead."""
+    overwrite: bool = field(default=False, metadata=option("--overwrite", is_flag=True))
+    """Replace an activation store at `-o` made from other options or inputs (or complete) by a
+    new extraction, under its lock, instead of resuming or refusing it; anything at `-o` that is
+    not an activation store is still refused and never removed."""
 
     def check(self) -> None:
         """One-line InputError for a value no model or corpus could make right."""

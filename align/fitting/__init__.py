@@ -2,37 +2,25 @@
 target model, scored on held-out documents (docs/methods.md, The fit). Two routes produce the
 statistics; everything after them is shared.
 
-One concept a module:
+The stages, a subpackage each, in the order a fit meets them:
 
 - `fit_options`: `FitSpec` (what a fit computes, recorded in the result), `Execution` (where
-  and how it runs), `request` (both and `FitHooks` checked as a `FitRequest`)
-  and `check_device`, the one check of the device a fit computes on.
-- `split`: documents → parts (pure): `make_split(doc, pos, options) -> Split` (document ids
-  per part, each token's part ridge.FIT / ridge.VAL / TEST / -1, counts).
-- `budget`: pure arithmetic of memory and disk: `statistics_bytes`, `block_bytes`,
-  `plan_blocks` (a `BlockPlan` of the `PairGrid`: (source boundaries, target boundaries)
-  blocks and tokens per task, or None: the caller words the refusal), `result_bytes` (a
-  `ResultBytes` of a `ResultShape`), `human_bytes`.
-- `cluster`: where the store route runs (threads of this process, a local Dask cluster, a
-  scheduler address) and what that costs in memory (`device_budget`); `tasks`: what runs inside
-  every task (`blas_limit`, `stop_if_cancelled`).
-- `graph`: the store route's Dask tasks (statistics read from the stores, tree sums,
-  solve, held-out sums); `stores`: the store route itself, `fit(source, target, output)`.
-- `solver`: reduced statistics → maps: `check_alphas` (before any pass), `solve` (α per pair
-  on the validation part, refit on fit + validation; torch on a GPU).
-- `result`: held-out sums → scores (`pair_results`), the alignment Dataset with summary and
-  provenance (`alignment_dataset`, `Side`, route "store" or "live"), `check_result_room`,
-  `write_alignment`; `uncertainty`: the document bootstrap of the scores and the summary.
-- `maps`: `apply_map`, a map saved with `save_maps` applied to new activations.
-- `live`: the model route (`fit_live`), with `live_estimate` (its dry run), `live_cluster`
-  (its run on a Dask cluster), `batches`,
-  `passes`, `shards`, `progress`; `live_anchors`: two tokenizers on the live route (each model
-  forwarded in its own batches, its rows paired per grouping window).
-- `pairing`: which rows pair two models (one token stream, or anchors on the text) and the
-  check that two tokenizers behave alike; `anchors`: the anchor rule, its coverage and the
-  windows check (pure).
+  and how it runs), `request` (both and `FitHooks` checked as a `FitRequest`).
+- `planning`: the documents' parts (`split`) and the memory and disk arithmetic (`budget`,
+  `sample_budget`), pure.
+- `pairing`: which rows of two models pair (`partners`) and the char-anchor rule (`anchors`).
+- `runtime`: where the tasks run (`cluster`) and what every task does (`tasks`).
+- `store_route` and `live_route`: the two sources of statistics, `align.fit` and `fit_live`
+  (each route's `pipeline`), with their passes and dry runs (`estimate`).
+- `measuring`: the similarity measures a fit computes beside ridge (`measured`, `sampled`).
+- `results`: reduced statistics to maps (`solver`), scores, the Dataset and its writing
+  (`dataset`), the bootstrap (`uncertainty`), the last line (`headline`), `maps`.
 
-The seam a source of statistics plugs into (the live route does what `stores.fit` does):
+A module imports from the stages before it and from its own; the routes share the store route's
+task functions (`store_route.graph`), and `runtime.cluster` imports the graph's module so that a
+warm worker's footprint counts it.
+
+The seam a source of statistics plugs into (the live route does what `store_route.pipeline.fit` does):
 
     opts = request(FitSpec(...), Execution(...))          # .spec, .run, .hooks
     split = make_split(doc, pos, opts.spec)                  # doc, pos: (n_tokens,) of the token stream
@@ -55,7 +43,8 @@ conditioned; the maps come back in raw units.
 """
 
 from align.devices import check_device
-from align.fitting.budget import (
+from align.fitting.fit_options import Execution, FitSpec, request
+from align.fitting.planning.budget import (
     BlockPlan,
     PairGrid,
     ResultBytes,
@@ -66,18 +55,18 @@ from align.fitting.budget import (
     result_bytes,
     statistics_bytes,
 )
-from align.fitting.fit_options import Execution, FitSpec, request
-from align.fitting.maps import apply_map
-from align.fitting.result import (
+from align.fitting.planning.split import TEST, Split, make_split, split_documents, token_parts
+from align.fitting.results.dataset import (
     Side,
     alignment_dataset,
     check_result_room,
     pair_results,
     write_alignment,
 )
-from align.fitting.solver import check_alphas, solve
-from align.fitting.split import TEST, Split, make_split, split_documents, token_parts
-from align.fitting.stores import FitReport, fit, open_pair
+from align.fitting.results.maps import apply_map
+from align.fitting.results.solver import check_alphas, solve
+from align.fitting.store_route.pair import open_pair
+from align.fitting.store_route.pipeline import FitReport, fit
 
 __all__ = [
     "BlockPlan",

@@ -13,15 +13,13 @@ from align import corpus, models, ridge, seeding
 from align.declarations import not_an_option, option
 from align.devices import check_device
 from align.errors import InputError
-from align.fitting.anchors import MIN_COVERAGE, PAIRINGS, check_min_coverage, check_pairing
-from align.fitting.sample_budget import neighbours_refusal
-from align.fitting.split import check_fractions, check_seed
-from align.measures import MEASURES, PERMUTATIONS, ROW_ONLY, SAMPLE_ROWS, STREAMED, parse_measures
+from align.fitting.pairing.anchors import MIN_COVERAGE, PAIRINGS, check_min_coverage, check_pairing
+from align.fitting.planning.sample_budget import neighbours_refusal
+from align.fitting.planning.split import check_fractions, check_seed
+from align.measures import PERMUTATIONS, ROW_ONLY, SAMPLE_ROWS, STREAMED, parse_measures
 from align.measures.calibration import check_permutations
 from align.measures.rows import K_NEIGHBOURS
 from align.stats.bootstrap import (
-    MAX_RESAMPLES,
-    MIN_RESAMPLES,
     RESAMPLES,
     Resampling,
     check_resamples,
@@ -36,95 +34,40 @@ class FitSpec:
     each field's option is declared on it, its meaning under it."""
 
     test_fraction: float = field(
-        default=0.2,
-        metadata=option(
-            "--test-fraction",
-            doc="documents held out for scoring (the split is by `doc`, seeded)",
-            doc_metavar="F",
-            help="Fraction of documents held out for scoring.",
-            type="finite",
-            show_default=True,
-        ),
+        default=0.2, metadata=option("--test-fraction", metavar="F", type="finite")
     )
-    """The share of the documents held out for scoring."""
+    """Fraction of the documents held out for scoring (the split is by document, seeded)."""
     val_fraction: float = field(
-        default=0.2,
-        metadata=option(
-            "--val-fraction",
-            doc="of the rest, documents that choose α",
-            doc_metavar="F",
-            help="Fraction of the remaining documents that chooses α.",
-            type="finite",
-            show_default=True,
-        ),
+        default=0.2, metadata=option("--val-fraction", metavar="F", type="finite")
     )
-    """The share of the remaining documents that chooses α."""
-    seed: int = field(
-        default=0,
-        metadata=option(
-            "--seed",
-            doc="seed of the document split",
-            doc_metavar="N",
-            help="Seed of the document split.",
-            type="seed",
-            show_default=True,
-        ),
-    )
-    """The document split's seed."""
+    """Fraction of the remaining documents that chooses α."""
+    seed: int = field(default=0, metadata=option("--seed", metavar="N", type="seed"))
+    """Seed of the document split."""
     alphas: tuple = field(
         default=ridge.DEFAULT_ALPHAS,
-        metadata=option(
-            "--alphas",
-            doc="relative penalties α_rel, in units of the mean eigenvalue trace(XcᵀXc)/d_S; `auto`: 1e-6 … 1e1 by decades, extended where an end wins ([the α grid](#the-grid-alphas-auto-and-val_sse)); a list is used as given",
-            doc_metavar="auto \\| A,B,...",
-            help="Relative ridge penalties (units of the mean eigenvalue of XcᵀXc). auto: 1e-6..1e1 "
-            "by decades, extended by decades (within 1e-12..1e6) where a pair's choice sits at an "
-            "end; a list is used as given, and the pairs choosing its ends are counted "
-            "[default: auto].",
-            metavar="auto|A,B,...",
-            default="auto",
-            parse="alphas",
-        ),
+        metadata=option("--alphas", metavar="auto|A,B,...", default="auto", parse="alphas"),
     )
-    """Relative ridge penalties α_rel (units of the mean eigenvalue of XcᵀXc), kept sorted."""
+    """Relative ridge penalties α_rel, in units of the mean eigenvalue trace(XcᵀXc)/d_S, kept
+    sorted. `auto`: 1e-6 … 1e1 by decades, extended by decades (within 1e-12 … 1e6) where a
+    pair's choice sits at an end; a list is used as given, and the pairs choosing its ends are
+    counted."""
     include_first_token: bool = field(
-        default=False,
-        metadata=option(
-            "--include-first-token",
-            doc="also fit and score position 0 of each sequence",
-            help="Also fit and score position 0 of each sequence.",
-            is_flag=True,
-        ),
+        default=False, metadata=option("--include-first-token", is_flag=True)
     )
     """Also fit and score position 0 of each sequence."""
     source_boundaries: str | None = field(
         default=None,
-        metadata=option(
-            "--source-boundaries",
-            help="Source boundaries to map from, e.g. 0,4,8 or ::2 [default: all stored].",
-            metavar="SPEC",
-        ),
+        metadata=option("--source-boundaries", metavar="SPEC", shown_default="all stored"),
     )
-    """The source boundaries, as a boundary spec ("0,4,8", "::2"; None: all)."""
+    """The source boundaries to map from, as a boundary spec (`0,4,8`, `::2`, `1:`)."""
     target_boundaries: str | None = field(
         default=None,
-        metadata=option(
-            "--target-boundaries",
-            help="Target boundaries to map to [default: all stored].",
-            metavar="SPEC",
-        ),
+        metadata=option("--target-boundaries", metavar="SPEC", shown_default="all stored"),
     )
-    """The target boundaries, as a boundary spec (None: all)."""
-    save_maps: bool = field(
-        default=False,
-        metadata=option(
-            "--save-maps",
-            doc="also store every map's W (`source_boundary`, `target_boundary`, `d_source`, `d_target`) and c, in float64 (the size is printed first)",
-            help="Also store every map's W and c (float64; the size is printed first).",
-            is_flag=True,
-        ),
-    )
-    """Also store every W and c."""
+    """The target boundaries to map to, as a boundary spec."""
+    save_maps: bool = field(default=False, metadata=option("--save-maps", is_flag=True))
+    """Also store every map's W (`source_boundary`, `target_boundary`, `d_source`, `d_target`)
+    and c, in float64 (the size is printed first)."""
     extend_alphas: bool | None = field(
         default=None, metadata=not_an_option("`--alphas auto` sets it (the default grid, extended)")
     )
@@ -132,155 +75,77 @@ class FitSpec:
     (`ridge.solve_block`); None: extend the default grid, not one given in `alphas`."""
     bootstrap: int = field(
         default=RESAMPLES,
-        metadata=option(
-            "--bootstrap",
-            doc="resamples of the held-out documents for `p_best` and every interval: 100 to 1,000,000, or 0 for none (the streamed measures' intervals, on when N > 0, are a jackknife over 10 groups of held-out documents whatever N)",
-            doc_metavar="N",
-            help=f"Resamples of the held-out documents for p_best and the 95% intervals "
-            f"({MIN_RESAMPLES:,} to {MAX_RESAMPLES:,}; 0: none). The streamed measures' "
-            "intervals, on when N > 0, are a jackknife over 10 groups of held-out documents.",
-            type="int",
-            show_default=True,
-            parse="resamples_or_none",
-        ),
+        metadata=option("--bootstrap", metavar="N", type="int", parse="resamples_or_none"),
     )
-    """Resamples of the held-out documents (0: none)."""
+    """Resamples of the held-out documents for `p_best` and every 95% interval: 100 to
+    1,000,000, or 0 for none (the streamed measures' intervals, on when N > 0, are a jackknife
+    over 10 groups of held-out documents whatever N)."""
     bootstrap_seed: int = field(
-        default=0,
-        metadata=option(
-            "--bootstrap-seed",
-            doc="seed of the document bootstrap",
-            doc_metavar="N",
-            help="Seed of the document bootstrap.",
-            type="seed",
-            show_default=True,
-        ),
+        default=0, metadata=option("--bootstrap-seed", metavar="N", type="seed")
     )
-    """The document bootstrap's seed."""
-    convergence: bool = field(
-        default=False,
-        metadata=option(
-            "--convergence",
-            doc="also fit ¼ and ½ of the training documents and score them ([convergence](#convergence-convergence)); three times the statistics' memory",
-            help="Also fit 1/4 and 1/2 of the training documents and score them "
-            "(relative_error_by_fraction): would more tokens change the matrix? Three times the "
-            "statistics' memory.",
-            is_flag=True,
-        ),
-    )
+    """Seed of the document bootstrap."""
+    convergence: bool = field(default=False, metadata=option("--convergence", is_flag=True))
     """Also fit ¼ and ½ of the training documents (`split.FRACTIONS`) and score them
-    (relative_error_by_fraction), at three times the statistics' memory."""
+    (`relative_error_by_fraction`): would more tokens change the matrix? Three times the
+    statistics' memory."""
     control: str | None = field(
         default=None,
-        metadata=option(
-            "--control",
-            doc="pair each source token with the target's token at the same position of another document ([controls](#controls)); stores or `--live`",
-            doc_metavar="shuffle",
-            help="shuffle: pair each source token with the target's token at the same position of "
-            "another document (the matrix a meaningless pairing gives; stores or --live).",
-            choices=tuple(c for c in CONTROLS if c is not None),
-        ),
+        metadata=option("--control", choices=tuple(c for c in CONTROLS if c is not None)),
     )
-    """"shuffle" pairs each source token with the target's token at the same position of another
-    document (`split.shuffle_partners`): the matrix a meaningless pairing gives."""
-    pairing: str = field(
-        default="auto",
-        metadata=option(
-            "--pairing",
-            doc="which tokens are rows: one token stream token for token, or the tokens of two tokenizations that end at the same character ([pairing](#pairing-two-tokenizers)); auto: tokens when the tokenizers behave identically; char-anchors: two stores only",
-            help="Which tokens make a row: tokens (one token stream, token for token), "
-            "char-anchors (the tokens of two tokenizations that end at the same character of a "
-            "document; two stores only), auto (tokens when the tokenizers behave identically, "
-            "else char-anchors).",
-            choices=PAIRINGS,
-            show_default=True,
-        ),
-    )
-    """Which rows pair the two models (`anchors`): "tokens" (one token stream, token for token),
-    "char-anchors" (the tokens of two tokenizations that end at the same character of a
-    document), "auto" (tokens when the tokenizers behave identically, else char-anchors)."""
+    """`shuffle`: pair each source token with the target's token at the same position of
+    another document (`split.shuffle_partners`), the matrix a meaningless pairing gives."""
+    pairing: str = field(default="auto", metadata=option("--pairing", choices=PAIRINGS))
+    """Which tokens make a row: `tokens` (one token stream, token for token), `char-anchors`
+    (the tokens of two tokenizations that end at the same character of a document; two stores
+    only), `auto` (tokens when the tokenizers behave identically, else char-anchors)."""
     min_coverage: float = field(
         default=MIN_COVERAGE,
-        metadata=option(
-            "--min-coverage",
-            doc="char-anchors: the fraction of each model's text, in the contexts both read, that must lie before an anchor the two share; below it the fit is refused (0: no floor). Token coverage, bounded by the token counts, is reported, not refused",
-            doc_metavar="F",
-            help="char-anchors: the fraction of each model's text, in the contexts both read, that "
-            "must lie before an anchor the two share (0: no floor); token coverage is reported, "
-            "not refused.",
-            type="fraction",
-            show_default=True,
-        ),
+        metadata=option("--min-coverage", metavar="F", type="fraction"),
     )
-    """The fraction of each side's text, in the contexts both read, that must lie before a
-    shared anchor (`anchors.text_coverage`)."""
+    """char-anchors: the fraction of each model's text, in the contexts both read, that must
+    lie before an anchor the two share (`anchors.text_coverage`); below it the fit is refused
+    (0: no floor). Token coverage is reported, not refused."""
     measures: tuple = field(
         default=("ridge",),
-        metadata=option(
-            "--measures",
-            doc="similarity measures beside ridge, comma-separated, or `all`: `cka`, `cka-debiased`, "
-            "`procrustes`, `procrustes-heldout` (the rotation fitted on the training documents, the "
-            "error on the held-out ones), `cca`, `svcca` (on all the held-out rows, with a 95% "
-            "delete-a-group jackknife interval under `--bootstrap`) and `mknn`, `cknna`, `rsa` "
-            "(on the sampled rows), each calibrated against a permutation null on the sampled "
-            "rows with `--permutations` "
-            "([methods](../methods.md#similarity-measures)); `ridge` is always computed",
-            help="Similarity measures beside ridge's held-out error, comma-separated, or all: "
-            f"{', '.join(MEASURES)}; each from the held-out rows, with its 95% interval under "
-            "--bootstrap.",
-            metavar="LIST",
-            default="ridge",
-            show_default=True,
-        ),
+        metadata=option("--measures", metavar="LIST", default="ridge"),
     )
-    """The similarity measures computed beside ridge (`align.measures.MEASURES`; "ridge" always,
-    the others from the held-out rows)."""
+    """Similarity measures beside ridge's held-out error, comma-separated, or `all`: `cka`,
+    `cka-debiased`, `procrustes`, `procrustes-heldout` (the rotation fitted on the training
+    documents, the error on the held-out ones), `cca`, `svcca` (on all the held-out rows, with a
+    95% delete-a-group jackknife interval under `--bootstrap`) and `mknn`, `cknna`, `rsa` (on the
+    sampled rows), each calibrated against a permutation null on the sampled rows with
+    `--permutations`; `ridge` is always computed."""
     sample_rows: int | None = field(
         default=None,
         metadata=option(
             "--sample-rows",
-            doc="with `--measures`: held-out rows drawn by `--seed` for `mknn`, `cknna`, `rsa` and every measure's calibration (every held-out row when fewer; more is refused)",
-            doc_default="4,096",
-            doc_metavar="M",
-            help="With --measures: held-out rows drawn (by --seed) for mknn, cknna, rsa and every "
-            f"measure's calibration [default: {SAMPLE_ROWS:,}, or every held-out row when fewer].",
+            metavar="M",
             type="whole",
             least=1,
+            shown_default="4,096, or every held-out row when fewer",
         ),
     )
-    """The held-out rows the row measures and every measure's calibration use (None:
-    SAMPLE_ROWS, or all held-out rows when fewer)."""
+    """With `--measures`: held-out rows drawn (by `--seed`) for `mknn`, `cknna`, `rsa` and every
+    measure's calibration; more than the held-out rows is refused."""
     permutations: int | None = field(
         default=None,
         metadata=option(
             "--permutations",
-            doc="with `--measures`: null draws of every measure's calibration on the sampled rows (the target's documents re-paired; 99 gives p-values down to 0.01; `procrustes-heldout` with each pair's training rotation); 0: none, where no row measure is asked",
-            doc_default=f"{PERMUTATIONS} with `mknn`, `cknna` or `rsa`, else 0",
-            doc_metavar="K",
-            help="With --measures: null draws of every measure's calibration on the sampled rows "
-            f"(the target's documents re-paired; {PERMUTATIONS} gives p-values down to 0.01); 0: "
-            f"none [default: {PERMUTATIONS} with mknn, cknna or rsa, else 0].",
+            metavar="K",
             type="whole",
             least=0,
+            shown_default="99 with mknn, cknna or rsa, else 0",
         ),
     )
-    """The calibration's null draws (0: no calibration; None: PERMUTATIONS where a row
-    measure is asked, else 0; mknn, cknna and rsa always come with theirs)."""
+    """With `--measures`: null draws of every measure's calibration on the sampled rows (the
+    target's documents re-paired; 99 gives p-values down to 0.01; `procrustes-heldout` with each
+    pair's training rotation); 0: none, where no row measure is asked."""
     neighbours: int = field(
         default=K_NEIGHBOURS,
-        metadata=option(
-            "--neighbours",
-            doc="with `--measures`: k of `mknn` and `cknna`, 1 to M − 1 (a row is not its own neighbour; `cknna` 2 or more)",
-            doc_metavar="k",
-            help="With --measures: k of mknn and cknna, 1 to M - 1 for M sampled rows (cknna: 2 "
-            "or more).",
-            type="whole",
-            least=1,
-            show_default=True,
-        ),
+        metadata=option("--neighbours", metavar="k", type="whole", least=1),
     )
-    """k of mknn and cknna: 1 to M − 1 for M sampled rows (a row is not its own neighbour;
-    cknna 2 or more), checked with `sample_rows` here and on the rows drawn."""
+    """With `--measures`: k of `mknn` and `cknna`, 1 to M − 1 for M sampled rows (a row is not
+    its own neighbour; `cknna` 2 or more)."""
 
     def checked(self) -> "FitSpec":
         """This spec with α sorted and extend_alphas decided, or the one-line InputError of
@@ -381,7 +246,7 @@ class FitSpec:
     def heldout_calibrated(self) -> bool:
         """Whether procrustes-heldout is calibrated on the sampled rows (`permutations` and
         the measure asked): its value and null per pair while the block's rotations are in
-        hand (`fitting.sampled.heldout_null`)."""
+        hand (`fitting.measuring.sampled.heldout_null`)."""
         return bool(self.permutations) and "procrustes-heldout" in self.measures
 
     @property
@@ -411,73 +276,51 @@ class Execution:
     """Where and how a fit runs; none of it changes a number of the result (but `device`,
     recorded beside the `FitSpec`)."""
 
-    device: str = field(
-        default="cpu",
-        metadata=option(
-            "--device",
-            doc="`cuda`, `cuda:N`: the products and the solves (eigendecompositions included) run in float64 through torch. With `--live`: where both models run and the statistics accumulate (`cpu`, `cuda`, or `auto`, accelerate's `device_map`)",
-            help="Where products and solves (eigendecompositions included) run: cpu, or a CUDA "
-            "device (cuda, cuda:N) through torch, in float64. With --live: where both models run "
-            "and the statistics accumulate (cpu, cuda, or auto: accelerate's device_map).",
-            metavar="DEVICE",
-            show_default=True,
-        ),
-    )
-    """Where products and solves run ("cpu", "cuda", "cuda:N")."""
+    device: str = field(default="cpu", metadata=option("--device", metavar="DEVICE"))
+    """Where the products and the solves (eigendecompositions included) run: `cpu`, or a CUDA
+    device (`cuda`, `cuda:N`) through torch, in float64. With `--live`: where both models run
+    and the statistics accumulate (`cpu`, `cuda`, or `auto`: accelerate's `device_map`)."""
     scheduler: str | None = field(
         default=None,
         metadata=option(
             "--scheduler",
-            doc="a Dask scheduler address (`tcp://host:8786`), or `synchronous` (this process, one thread)",
-            doc_default="threads of this process, one per CPU core",
-            help="Dask scheduler address (tcp://host:8786), or `synchronous` to run in this "
-            "process [default: threads of this process, one per CPU core].",
             metavar="ADDRESS",
+            shown_default="threads of this process, one per CPU core",
         ),
     )
-    """None (threads of this process; a local Dask cluster with n_workers), "synchronous", or a
-    Dask scheduler address."""
+    """A Dask scheduler address (`tcp://host:8786`), or `synchronous` (this process, one
+    thread)."""
     n_workers: int | None = field(
         default=None,
         metadata=option(
-            "--workers",
-            doc="start a local Dask cluster of N worker processes instead of threads; more than the cores this process may run on are capped (the log says so), fewer when `--memory-limit` cannot hold them. Two stores only",
-            doc_metavar="N",
-            help="Run on a local Dask cluster of this many worker processes instead of threads of "
-            "this process: at most one per CPU core (more are capped, with a log line); fewer "
-            "when --memory-limit cannot hold them [default: no cluster].",
-            type="whole",
-            least=1,
+            "--workers", metavar="N", type="whole", least=1, shown_default="no cluster"
         ),
     )
-    """Processes of the local cluster."""
+    """Start a local Dask cluster of N worker processes instead of threads: at most one per CPU
+    core this process may run on (more are capped, with a log line), fewer when
+    `--memory-limit` cannot hold them. Two stores only."""
     memory_limit: int | str | None = field(
         default=None,
         metadata=option(
             "--memory-limit",
-            doc="budget of the whole fit, e.g. `8GB`: this process and every worker it starts, their idle footprint included (per worker with `--scheduler`); [memory](#memory)",
-            doc_default="60% of the available memory",
-            help="Memory budget, e.g. 8GB: of the whole fit (this process and the workers it "
-            "starts, their idle footprint included), or per worker with --scheduler [default: "
-            "60% of the available memory].",
             metavar="BYTES",
             parse="size",
+            shown_default="60% of the available memory",
         ),
     )
-    """Bytes or "8GB": the whole fit's budget (per worker with an address)."""
+    """Budget of the whole fit, e.g. `8GB`: this process and every worker it starts, their
+    idle footprint included (per worker with `--scheduler`)."""
     task_tokens: int | None = field(
         default=None,
         metadata=option(
             "--task-tokens",
-            doc="tokens each statistics task reads. Two stores only",
-            doc_default="the store's chunk; 65,536 or more on a GPU",
-            doc_metavar="N",
-            help="Tokens each task reads [default: the store's chunk; 65,536 or more on a GPU].",
+            metavar="N",
             type="whole",
             least=1,
+            shown_default="the store's chunk; 65,536 or more on a GPU",
         ),
     )
-    """Tokens per statistics task (None: planned)."""
+    """Tokens each statistics task reads. Two stores only."""
     blas_threads: int | None = field(
         default=1, metadata=not_an_option("fixed, so that sums do not depend on where they ran")
     )
@@ -486,17 +329,9 @@ class Execution:
         default=None, hash=False, metadata=not_an_option("fsspec's options, from the Python API")
     )
     """fsspec options of remote stores."""
-    overwrite: bool = field(
-        default=False,
-        metadata=option(
-            "--overwrite",
-            doc="replace RESULT if it is an alignment result (never a store, an input, or a folder holding anything else)",
-            help="Replace RESULT if it is an alignment result (never a store, an input or a folder "
-            "holding other files).",
-            is_flag=True,
-        ),
-    )
-    """Replace an existing alignment result at the output."""
+    overwrite: bool = field(default=False, metadata=option("--overwrite", is_flag=True))
+    """Replace RESULT if it is an alignment result (never a store, an input, or a folder
+    holding anything else)."""
 
     def checked(self) -> "Execution":
         """These settings with `memory_limit` in bytes, or the one-line InputError of the
@@ -588,29 +423,13 @@ class LiveJob:
     )
     """The corpus both models read."""
     batch_size: int = field(
-        default=8,
-        metadata=option(
-            "--batch-size",
-            doc="sequences per forward pass of both models, batched as `align extract` batches them (the same batches, the same numbers)",
-            doc_metavar="N",
-            help="--live: sequences per forward pass (as `align extract`: the same batches, the "
-            "same numbers).",
-            type="whole",
-            least=1,
-            show_default=True,
-        ),
+        default=8, metadata=option("--batch-size", metavar="N", type="whole", least=1)
     )
-    """Sequences per forward pass of both models."""
-    allow_long: bool = field(
-        default=False,
-        metadata=option(
-            "--allow-long",
-            help="--live: keep a --max-length above a model's position limit (capped at it "
-            "otherwise).",
-            is_flag=True,
-        ),
-    )
-    """Keep a max_length above a model's position limit (capped at it otherwise)."""
+    """`--live`: sequences per forward pass of both models, batched as `align extract` batches
+    them (the same batches, the same numbers)."""
+    allow_long: bool = field(default=False, metadata=option("--allow-long", is_flag=True))
+    """`--live`: keep a `--max-length` above a model's position limit (capped at it
+    otherwise)."""
 
 
 MAX_BYTES = 2**63 - 1  # the largest size a byte count in torch, numpy or psutil holds

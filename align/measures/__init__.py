@@ -1,46 +1,41 @@
 """Similarity measures between the layers of two models beside ridge's held-out error
-(docs/methods.md, Similarity measures): `streamed` computes them from sums over rows
-accumulated in the fit's held-out pass (`cka`, `cka-debiased`, `procrustes`,
-`procrustes-heldout`, `cca`, `svcca`);
+(docs/methods.md, Similarity measures), one record each (`registry.Measure`: name,
+direction, ideal, range, its sums form, its rows form, its peer): `streamed` computes them
+from sums over rows accumulated in the fit's held-out pass (`cka`, `cka-debiased`,
+`procrustes`, `procrustes-heldout`, `cca`, `svcca`), every pair at once in `pairs`;
 `rows` (mutual neighbours, CKNNA, RSA, and every measure's calibration) from rows sampled
 from the held-out documents, each boundary's rows prepared once (`prepared`) and every cell
 read from the prepared records (`cells`): on the sample, a null draw's permutation, a
-bootstrap resample's multiplicities.
+bootstrap resample's multiplicities. The spectral measures' formulas, shared by the two
+forms, are `formulas`'.
 
 `MEASURES` names every measure `align fit --measures` accepts and its direction: for a
 "similarity" larger is closer (a row's path is its argmax), for a "distance" smaller is
-closer (its argmin). `ridge` is the fit's held-out relative error, always computed."""
+closer (its argmin). `ridge` is the fit's held-out relative error, always computed.
+`MEASURES`, `STREAMED` and `ROW_ONLY` are views of `registry.REGISTRY`."""
 
 from __future__ import annotations
 
 from align.errors import InputError
+from align.measures.registry import DISTANCE as DISTANCE
+from align.measures.registry import REGISTRY
+from align.measures.registry import SIMILARITY as SIMILARITY
 
-MODULES = ("streamed", "rows", "prepared", "cells", "calibration")
+MODULES = (
+    "registry",
+    "formulas",
+    "streamed",
+    "pairs",
+    "rows",
+    "prepared",
+    "cells",
+    "calibration",
+)
 
-SIMILARITY, DISTANCE = "similarity", "distance"
-
-MEASURES = {
-    "ridge": DISTANCE,
-    "cka": SIMILARITY,
-    "cka-debiased": SIMILARITY,
-    "procrustes": DISTANCE,
-    "procrustes-heldout": DISTANCE,
-    "cca": SIMILARITY,
-    "svcca": SIMILARITY,
-    "mknn": SIMILARITY,
-    "cknna": SIMILARITY,
-    "rsa": SIMILARITY,
-}
-
-STREAMED = (
-    "cka",
-    "cka-debiased",
-    "procrustes",
-    "procrustes-heldout",
-    "cca",
-    "svcca",
-)  # from the held-out sums
-ROW_ONLY = ("mknn", "cknna", "rsa")  # only on the sampled rows (with the calibration)
+MEASURES = {m.name: m.direction for m in REGISTRY.values()}
+STREAMED = tuple(m.name for m in REGISTRY.values() if m.sums)  # from the held-out sums
+# only on the sampled rows (with the calibration)
+ROW_ONLY = tuple(m.name for m in REGISTRY.values() if m.rows and not m.sums)
 SAMPLE_ROWS = 4096  # rows drawn from the held-out documents for the row measures (at most)
 PERMUTATIONS = 99  # the null draws suggested for the calibration (p-values down to 0.01)
 

@@ -1,7 +1,10 @@
 """Every row measure of a cell (a source and a target boundary) read from two prepared records
-(`align.measures.prepared`), pure: `values` on the sampled rows or on rows re-paired by a
-null draw's permutation, and `weighted_grid` on a document-bootstrap resample given by each
-row's multiplicity w, without a new sort or neighbour search (docs/measures-rows.md)."""
+(`align.measures.prepared`), pure: each measure's rows form (`mknn` ... `svcca`, each
+`f(px, py, k) -> float`, the `rows` of its `registry.Measure`) on the sampled rows or on rows
+re-paired by a null draw's permutation, `grid` of them over every cell, and
+`weighted_grid` on a document-bootstrap resample given by each row's multiplicity w, without
+a new sort or neighbour search (docs/measures-rows.md). The spectral measures' formulas are
+`formulas`', shared with the sums form (`streamed`)."""
 
 from __future__ import annotations
 
@@ -9,77 +12,87 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from align.measures import formulas
 from align.measures import prepared as P
-from align.measures.streamed import CCA_RIDGE, SVCCA_VARIANCE
 from align.ridge.backend import CPU, Backend
 
 
-def values(name: str, px: P.Prepared, py: P.Prepared, k: int) -> float:
-    """One measure of one cell from the two records (same rows, same order, each row once)."""
-    if name == "mknn":
-        both = np.sort(np.concatenate([px.order[:, :k], py.order[:, :k]], axis=1), axis=1)
-        shared = (both[:, 1:] == both[:, :-1]).sum(axis=1)  # each list holds distinct rows
-        return float(shared.mean() / k)
-    if name == "cknna":
-        m = len(px.order)
-        kx = np.repeat(np.arange(m), k) * m + px.order[:, :k].ravel()
-        ky = np.repeat(np.arange(m), k) * m + py.order[:, :k].ravel()
-        shared, ix, iy = np.intersect1d(kx, ky, assume_unique=True, return_indices=True)
-        rows, cols = np.divmod(shared, m)
-        near_x, near_y = px.near[:, :k].ravel()[ix], py.near[:, :k].ravel()[iy]
-        cross = P.hsic_masked(rows, cols, near_x, near_y, m)
-        return ratio(cross, px.knn_self * py.knn_self)
-    if name == "rsa":
-        rx, ry = px.ranks, py.ranks
-        return ratio(P.dot(rx, ry), P.dot(rx, rx) * P.dot(ry, ry))
-    zx, zy = px.u * px.s, py.u * py.s
-    if name == "cka":
-        return float(np.linalg.norm(zx.T @ zy) ** 2 / (np.sum(px.s**4) * np.sum(py.s**4)) ** 0.5)
-    if name == "cka-debiased":
-        cross = P.hsic_features(zx, zy, px.a, py.a)
-        return ratio(cross, px.hsic_self * py.hsic_self)
-    if name == "procrustes":
-        nuclear = np.linalg.svd(zx.T @ zy, compute_uv=False).sum()
-        return float(np.arccos(np.clip(nuclear / np.sqrt(px.a.sum() * py.a.sum()), -1.0, 1.0)))
-    if name == "cca":
-        wx, wy = _whitening(px), _whitening(py)
-        c = (wx[:, None] * (px.u.T @ py.u)) * wy[None, :]
-        return float(np.sum(c * c) / min(px.width, py.width))
-    ux, uy = _principal(px), _principal(py)
-    return float(np.linalg.svd(ux.T @ uy, compute_uv=False).mean())  # svcca
+def mknn(px: P.Prepared, py: P.Prepared, k: int) -> float:
+    """mknn of a cell (`rows.mknn`): the mean share of a row's k neighbours both lists hold."""
+    both = np.sort(np.concatenate([px.order[:, :k], py.order[:, :k]], axis=1), axis=1)
+    shared = (both[:, 1:] == both[:, :-1]).sum(axis=1)  # each list holds distinct rows
+    return float(shared.mean() / k)
 
 
-def ratio(numerator: float, product: float) -> float:
-    """numerator / sqrt(product), NaN where the product is not positive (no variance)."""
-    return float(numerator / np.sqrt(product)) if product > 0 else float("nan")
+def cknna(px: P.Prepared, py: P.Prepared, k: int) -> float:
+    """CKNNA of a cell (`rows.cknna`): the unbiased HSIC of the kernels masked by the shared
+    neighbours, over the records' own (`P.Prepared.knn_self`)."""
+    m = len(px.order)
+    kx = np.repeat(np.arange(m), k) * m + px.order[:, :k].ravel()
+    ky = np.repeat(np.arange(m), k) * m + py.order[:, :k].ravel()
+    shared, ix, iy = np.intersect1d(kx, ky, assume_unique=True, return_indices=True)
+    rows, cols = np.divmod(shared, m)
+    near_x, near_y = px.near[:, :k].ravel()[ix], py.near[:, :k].ravel()[iy]
+    cross = P.hsic_masked(rows, cols, near_x, near_y, m)
+    return formulas.ratio(cross, px.knn_self * py.knn_self)
 
 
-def _whitening(p: P.Prepared) -> np.ndarray:
-    """(rank,) s / sqrt(s² + λ), λ = CCA_RIDGE·Σs²/width: the centred rows' SVD directions
-    as (Cxx + λI)^(−1/2) scales them (Cxx = XcᵀXc; the directions of no variance add 0)."""
-    ridge = CCA_RIDGE * np.sum(p.s**2) / p.width
-    return p.s / np.sqrt(p.s**2 + ridge)
+def rsa(px: P.Prepared, py: P.Prepared, k: int) -> float:
+    """RSA of a cell (`rows.rsa`): the correlation of the centred ranks (k unused)."""
+    return formulas.ratio(P.dot(px.ranks, py.ranks), px.ranks_square * py.ranks_square)
 
 
-def _principal(p: P.Prepared) -> np.ndarray:
-    """The SVD's first k directions u[:, :k] (n_rows, k): k the fewest leading ones whose
-    s² reach SVCCA_VARIANCE of Σs² (Raghu et al. 2017's reduction)."""
-    power = p.s**2
-    k = min(int(np.searchsorted(np.cumsum(power), SVCCA_VARIANCE * power.sum())) + 1, len(power))
-    return p.u[:, :k]
+# The spectral measures' rows forms give `formulas` what the sums form gives it, from each
+# side's SVD X_c = u·diag(s)·vᵀ: λ = s², C_xx's eigenvectors v, so C_xy in the eigenbases is
+# B = (u·s)ᵀ(u·s) of the two sides, ‖C_xx‖_F = sqrt(Σs⁴), tr C_xx = Σs² (= Σ‖x_c‖²).
 
 
-def grid(px: dict, py: dict, measures, k: int) -> dict:
-    """{measure: (n_source, n_target)} of `values` over every pair of records."""
-    out = {n: np.empty((len(px), len(py))) for n in measures}
+def cka(px: P.Prepared, py: P.Prepared, k: int) -> float:
+    """Linear CKA of a cell (`formulas.cka`; k unused)."""
+    cross2 = np.linalg.norm((px.u * px.s).T @ (py.u * py.s)) ** 2
+    return formulas.cka(cross2, np.sum(px.s**4) ** 0.5, np.sum(py.s**4) ** 0.5)
+
+
+def cka_debiased(px: P.Prepared, py: P.Prepared, k: int) -> float:
+    """Debiased CKA of a cell (`formulas.cka_debiased`; k unused)."""
+    cross = P.hsic_features(px.u * px.s, py.u * py.s, px.a, py.a)
+    return formulas.cka_debiased(cross, px.hsic_self, py.hsic_self)
+
+
+def procrustes(px: P.Prepared, py: P.Prepared, k: int) -> float:
+    """Procrustes' angular distance of a cell (`formulas.procrustes`; k unused): ‖C_xy‖_* the
+    sum of B's singular values."""
+    nuclear = np.linalg.svd((px.u * px.s).T @ (py.u * py.s), compute_uv=False).sum()
+    return formulas.procrustes(nuclear, px.a.sum(), py.a.sum())
+
+
+def cca(px: P.Prepared, py: P.Prepared, k: int) -> float:
+    """R²_CCA of a cell (`formulas.cca`; k unused)."""
+    B = (px.u * px.s).T @ (py.u * py.s)
+    return formulas.cca(B, px.s**2, py.s**2, px.width, py.width)
+
+
+def svcca(px: P.Prepared, py: P.Prepared, k: int) -> float:
+    """SVCCA of a cell (`formulas.svcca`; k unused): B of the top directions alone."""
+    kx, ky = formulas.principal(px.s**2), formulas.principal(py.s**2)
+    B = (px.u[:, :kx] * px.s[:kx]).T @ (py.u[:, :ky] * py.s[:ky])
+    return formulas.svcca(B, px.s**2, py.s**2)
+
+
+def grid(px: dict, py: dict, forms: dict, k: int) -> dict:
+    """{measure: (n_source, n_target)} of every pair of records: forms {measure: its rows
+    form, f(px, py, k) -> float} (`registry.Measure.rows`)."""
+    out = {n: np.empty((len(px), len(py))) for n in forms}
     for b, q in enumerate(py.values()):
         for a, p in enumerate(px.values()):
-            for n in measures:
-                out[n][a, b] = values(n, p, q, k)
+            for n, f in forms.items():
+                out[n][a, b] = f(p, q, k)
     return out
 
 
 # ---- a resample by multiplicities ----------------------------------------------------------
+
+NEIGHBOUR_FORMS = ("mknn", "cknna")  # the measures `neighbour_cell` computes under weights
 
 
 @dataclass(frozen=True)
@@ -152,7 +165,7 @@ def neighbour_cell(dx: Drawn, dy: Drawn, w: np.ndarray, k: int, slot, measures) 
         mx = dx.mirror[ex]  # (s, r) in x's lists; shared when y's hold it too
         mirror = np.where(mx >= 0, place[np.maximum(mx, 0)], -1)
         cross = P.hsic_counted(w, rows, dy.cols[ey], shared, dx.near[ex], dy.near[ey], mirror)
-        out["cknna"] = ratio(cross, dx.knn_self * dy.knn_self)
+        out["cknna"] = formulas.ratio(cross, dx.knn_self * dy.knn_self)
     return out
 
 
@@ -161,7 +174,7 @@ def weighted_grid(px: dict, py: dict, measures, k: int, w: np.ndarray, scratch) 
     multiplicities w (M,) int (NaN where undefined), from the records of the sampled rows.
     `scratch`: a `Scratch` of the call."""
     out = {n: np.full((len(px), len(py)), np.nan) for n in measures}
-    near = [n for n in measures if n in P.NEIGHBOURS]
+    near = [n for n in measures if n in NEIGHBOUR_FORMS]
     if near:
         _neighbour_grid(px, py, near, k, w, scratch, out)
     if "rsa" in measures:
@@ -180,7 +193,8 @@ class Scratch:
 
     @classmethod
     def of(cls, m: int, measures, backend: Backend = CPU) -> "Scratch":
-        slot = np.zeros(m * m, np.int32) if any(n in P.NEIGHBOURS for n in measures) else None
+        near = any(n in NEIGHBOUR_FORMS for n in measures)
+        slot = np.zeros(m * m, np.int32) if near else None
         pairs = None
         if "rsa" in measures:
             a, b = P.pair_rows(m)
@@ -218,4 +232,4 @@ def _rsa_grid(px, py, w, scratch, out) -> None:
         wy = omega * ry
         sy = P.dot(wy, ry)
         for i, r in enumerate(rx):
-            out[i, j] = ratio(P.dot(r, wy), sx[i] * sy)
+            out[i, j] = formulas.ratio(P.dot(r, wy), sx[i] * sy)

@@ -28,20 +28,16 @@ import numpy as np
 
 from align.errors import InputError, NonFiniteError
 from align.measures import calibration, cells, prepared
-from align.measures.prepared import NEIGHBOURS, SPECTRAL
+from align.measures.registry import REGISTRY, SPECTRAL, parts_of, rows_forms
 from align.ridge.backend import CPU, Backend
 from align.stats import bootstrap
 
-# Each measure, its direction, and its ideal value (what a model compared with itself scores).
+# Each row measure's direction and ideal value (what a model compared with itself scores): a
+# view of the registry's records that have a rows form, those with no sums form first.
 ROW_MEASURES = {
-    "mknn": ("similarity", 1.0),
-    "cknna": ("similarity", 1.0),
-    "rsa": ("similarity", 1.0),
-    "cka": ("similarity", 1.0),
-    "cka-debiased": ("similarity", 1.0),
-    "procrustes": ("distance", 0.0),
-    "cca": ("similarity", 1.0),
-    "svcca": ("similarity", 1.0),
+    n: (m.direction, m.ideal)
+    for n, m in sorted(REGISTRY.items(), key=lambda item: item[1].sums is not None)
+    if m.rows
 }
 K_NEIGHBOURS = 10  # platonic-rep's default topk
 
@@ -111,7 +107,7 @@ def neighbours(x: np.ndarray, k: int = K_NEIGHBOURS) -> np.ndarray:
         int, row indices.
     """
     _check_rows(x, x, k, ("mknn",))
-    return prepared.prepare(x, ("mknn",), k).order[:, :k]
+    return prepared.prepare(x, parts_of(("mknn",)), k).order[:, :k]
 
 
 def cknna(x: np.ndarray, y: np.ndarray, k: int = K_NEIGHBOURS) -> float:
@@ -278,15 +274,20 @@ def _check_rows(x, y, k, measures, where: str = "") -> None:
             "with one row per token in both"
         )
     m = x.shape[0]
-    if any(n in ("mknn", "cknna") for n in measures):
-        low = 2 if "cknna" in measures else 1
+    low = max(REGISTRY[n].neighbours for n in measures)
+    if low:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not low <= k < m:
             raise InputError(
                 f"`k` {k!r}: the nearest neighbours must be fewer than the {m:,} sampled rows "
                 f"(a row is not its own neighbour): give {low} to {m - 1:,}"
             )
-    if m < 4 and ("cka-debiased" in measures or "cknna" in measures):
-        raise InputError(f"{m} sampled rows: the unbiased HSIC needs at least 4; sample more")
+    short = [n for n in measures if m < REGISTRY[n].min_rows]
+    if short:
+        least = max(REGISTRY[n].min_rows for n in short)
+        raise InputError(
+            f"{m} sampled rows: {', '.join(short)} need at least {least} (the unbiased "
+            "HSIC's m(m − 3)); sample more"
+        )
 
 
 def _check_boundary(x: np.ndarray, side: str, b, measures) -> None:
@@ -300,11 +301,12 @@ def _check_boundary(x: np.ndarray, side: str, b, measures) -> None:
             f"{side} boundary {b} has no variance over the {len(x):,} sampled rows (every row "
             "is the same): no measure is defined; leave the boundary out"
         )
-    if any(n in NEIGHBOURS for n in measures) and not np.linalg.norm(x, axis=1).all():
+    parts = parts_of(measures)
+    if "order" in parts and not np.linalg.norm(x, axis=1).all():
         r = int(np.flatnonzero(np.linalg.norm(x, axis=1) == 0)[0])
         raise InputError(f"{side} boundary {b}: sampled row {r} is all zeros, so it has no cosine")
     constant = np.all(x == x[:, :1], axis=1)
-    if "rsa" in measures and constant.any():
+    if "ranks" in parts and constant.any():
         r = int(np.flatnonzero(constant)[0])
         raise InputError(
             f"{side} boundary {b}: sampled row {r} is constant over its features, so its "
@@ -315,8 +317,9 @@ def _check_boundary(x: np.ndarray, side: str, b, measures) -> None:
 def prepare_all(xs: dict, ys: dict, measures, k: int, backend: Backend = CPU) -> tuple:
     """({source boundary: Prepared}, {target boundary: Prepared}): every boundary's record,
     prepared once (`prepared.prepare`) for the values, the null and the bootstrap."""
-    px = {i: prepared.prepare(x, measures, k, backend) for i, x in xs.items()}
-    py = {j: prepared.prepare(y, measures, k, backend) for j, y in ys.items()}
+    parts = parts_of(measures)
+    px = {i: prepared.prepare(x, parts, k, backend) for i, x in xs.items()}
+    py = {j: prepared.prepare(y, parts, k, backend) for j, y in ys.items()}
     return px, py
 
 
@@ -325,16 +328,23 @@ def observed_values(xs: dict, ys: dict, measures, k: int = K_NEIGHBOURS, records
     whose measure is undefined (a denominator of 0) is refused, named. `records`: the
     boundaries' records (`prepare_all`), prepared here without."""
     px, py = records or prepare_all(xs, ys, measures, k)
-    out = cells.grid(px, py, measures, k)
-    for name, values in out.items():
-        if not np.isfinite(values).all():
-            a, b = np.argwhere(~np.isfinite(values))[0]
+    out = cells.grid(px, py, rows_forms(measures), k)
+    refuse_undefined(out, list(xs), list(ys))
+    return out
+
+
+def refuse_undefined(values: dict, sources: list, targets: list) -> None:
+    """The one-line refusal of the first cell (in measure, then row-major order) whose value
+    in values {measure: (n_source, n_target)} is not finite; sources, targets: the grid's
+    boundaries."""
+    for name, grid in values.items():
+        if not np.isfinite(grid).all():
+            a, b = np.argwhere(~np.isfinite(grid))[0]
             raise InputError(
-                f"source boundary {list(xs)[a]} × target boundary {list(ys)[b]}: {name} is "
+                f"source boundary {sources[a]} × target boundary {targets[b]}: {name} is "
                 "undefined on the sampled rows (a side without variance in its denominator); "
                 "sample more rows or leave the boundary out"
             )
-    return out
 
 
 def null_values(
@@ -344,9 +354,10 @@ def null_values(
     each permutation (row r of the source with row perms[q, r] of the target), the same
     permutation for every target boundary. perms: (K, n_rows) from
     `calibration.draw_permutations`. A draw permutes indices into the prepared records
-    (`prepared.permuted`): RSA's ranks by the pairs' places, computed once a draw."""
+    (`prepared.permuted`): RSA's ranks by the pairs' places, computed once a draw. With
+    `records`, xs and ys are read for their keys alone."""
     px, py = records or prepare_all(xs, ys, measures, k)
-    m = len(next(iter(xs.values())))
+    m = np.shape(perms)[1]
     a, b = prepared.pair_rows(m) if "rsa" in measures else (None, None)
     backend = _backend_of(py)
     out = {n: np.empty((len(perms), len(px), len(py))) for n in measures}
@@ -356,7 +367,7 @@ def null_values(
             pairs = backend.mask(prepared.pair_index(perm[a], perm[b], m))
         for j, (key, p) in enumerate(py.items()):  # one permuted record at a time
             moved = {key: prepared.permuted(p, perm, pairs, k)}
-            values = cells.grid(px, moved, measures, k)
+            values = cells.grid(px, moved, rows_forms(measures), k)
             for n in measures:
                 out[n][q, :, j] = values[n][:, 0]
     return out
@@ -391,20 +402,30 @@ def bootstrap_values(
     no sort and no neighbour search a resample); the spectral measures are recomputed on
     the resampled rows."""
     weights = multiplicities(docs, resampling)
-    px, py = records or prepare_all(xs, ys, measures, k, backend)
-    m = len(next(iter(xs.values())))
+    records = records or prepare_all(xs, ys, measures, k, backend)
+    return weighted_values(xs, ys, weights, measures, k, records)
+
+
+def weighted_values(xs: dict, ys: dict, weights: np.ndarray, measures, k: int, records) -> dict:
+    """{measure: (len(weights), n_source, n_target)}: `bootstrap_values` of the resamples
+    whose multiplicities are the rows of weights (R, M) int, from the boundaries' records
+    (`prepare_all`); xs and ys (the sampled rows) are read only where a spectral measure is
+    asked (recomputed on each resample's rows)."""
+    px, py = records
+    m = np.shape(weights)[1]
     scratch = cells.Scratch.of(m, measures, _backend_of(py) if "rsa" in measures else CPU)
     read = [n for n in measures if n not in SPECTRAL]
     spectral = [n for n in measures if n in SPECTRAL]
-    out = {n: np.full((len(weights), len(xs), len(ys)), np.nan) for n in measures}
+    out = {n: np.full((len(weights), len(px), len(py)), np.nan) for n in measures}
     for q, w in enumerate(weights):
         with np.errstate(invalid="ignore", divide="ignore"):
             values = cells.weighted_grid(px, py, read, k, w, scratch) if read else {}
             if spectral:
                 origin = np.repeat(np.arange(m), w)
-                rx = {i: prepared.prepare(x[origin], spectral, k) for i, x in xs.items()}
-                ry = {j: prepared.prepare(y[origin], spectral, k) for j, y in ys.items()}
-                values.update(cells.grid(rx, ry, spectral, k))
+                parts = parts_of(spectral)
+                rx = {i: prepared.prepare(x[origin], parts, k) for i, x in xs.items()}
+                ry = {j: prepared.prepare(y[origin], parts, k) for j, y in ys.items()}
+                values.update(cells.grid(rx, ry, rows_forms(spectral), k))
         for n in measures:
             out[n][q] = values[n]
     return out
@@ -455,6 +476,21 @@ def row_measures(
     distances, their sorts and RSA's null and resamples run (the fit's device)."""
     measures = tuple(measures)
     intervals = measures if intervals is None else tuple(n for n in measures if n in intervals)
+    xs, ys, docs = checked_rows(xs, ys, docs, measures, k)
+    records = prepare_all(xs, ys, measures, k, backend)
+    value = observed_values(xs, ys, measures, k, records)
+    perms, scheme = calibration.draw_permutations(docs, draws.permutations, draws.seed)
+    null = null_values(xs, ys, perms, measures, k, records)
+    resampled = {}
+    if intervals:
+        resampled = bootstrap_values(xs, ys, docs, intervals, k, draws.resampling, records)
+    return summarised(measures, value, null, resampled, duplicated_rows(xs, ys), scheme)
+
+
+def checked_rows(xs: dict, ys: dict, docs, measures, k: int) -> tuple:
+    """(xs, ys, docs) as `row_measures` computes on them (the rows float64), or the one-line
+    refusal of the first thing that gives no measure: no boundary, unknown measures, shapes,
+    k, a boundary's rows (`_check_boundary`), the documents' shape."""
     if not xs or not ys:
         raise InputError("no boundary to measure: give at least one source and one target")
     first = next(iter(xs.values()))
@@ -470,14 +506,13 @@ def row_measures(
         raise InputError(
             f"`docs` of shape {docs.shape}: give one document id per sampled row ({len(first):,})"
         )
-    records = prepare_all(xs, ys, measures, k, backend)
-    value = observed_values(xs, ys, measures, k, records)
-    perms, scheme = calibration.draw_permutations(docs, draws.permutations, draws.seed)
-    null = null_values(xs, ys, perms, measures, k, records)
-    resampled = {}
-    if intervals:
-        resampled = bootstrap_values(xs, ys, docs, intervals, k, draws.resampling, records)
-    copies = duplicated_rows(xs, ys)
+    return xs, ys, docs
+
+
+def summarised(measures, value: dict, null: dict, resampled: dict, copies, scheme: str) -> dict:
+    """`row_measures`' answer from its parts: value {measure: (n_source, n_target)}, null
+    {measure: (K, n_source, n_target)}, resampled {measure: (R, n_source, n_target)} (the
+    measures with an interval), copies (`duplicated_rows`) and the null's scheme."""
     out = {}
     for n in measures:
         direction, ideal = ROW_MEASURES[n]

@@ -10,8 +10,7 @@ from align.models.families import NAMES
 
 DTYPES = ("float32", "bfloat16", "float16")
 DEVICES = ("cpu", "cuda", "auto")  # where a model runs (auto: accelerate's device_map)
-DTYPE_HELP = "Compute dtype [default: float32 on CPU, bfloat16 on CUDA]."
-# --device auto on the analyses' pages: accelerate may also place layers on the CPU there.
+# --device auto in the analyses: accelerate may also place layers on the CPU there.
 AUTO_ANYWHERE = (
     '`auto` is accelerate\'s `device_map="auto"`: a model too large for one GPU spreads over '
     "several (and the CPU)"
@@ -29,85 +28,72 @@ class ModelSpec:
         default=None,
         metadata=option(
             "--revision",
-            doc="hub revision (branch, tag or commit)",
-            doc_default="the hub's default",
-            doc_metavar="TEXT",
-            help="Hub revision (branch, tag or commit).",
+            metavar="TEXT",
+            shown_default="the hub's default",
             sides=Sides(
                 source=flag("--source-revision", help="--live: hub revision of the source model."),
                 target=flag("--target-revision", help="--live: hub revision of the target model."),
             ),
         ),
     )
-    """Hub revision (branch, tag or commit); None: the hub's default."""
+    """Hub revision (branch, tag or commit)."""
     dtype: str | None = field(
         default=None,
         metadata=option(
             "--dtype",
-            doc="compute dtype",
-            doc_default="float32 on CPU, bfloat16 on CUDA",
-            doc_variants={
-                "analyses": {"doc": "compute dtype (the metrics are taken in float32 or better)"},
-                "lens": {
-                    "doc": "compute dtype; with `--store`, the head's (default: the compute dtype "
-                    "on `--device`). KL and overlap are taken in float32 or better"
-                },
-                "igrad": {
-                    "doc": "compute dtype: only this command needs gradients, so it stays in "
-                    "float32 unless told otherwise",
-                    "doc_default": "float32, on a GPU too",
-                },
-            },
-            help=DTYPE_HELP,
             choices=DTYPES,
+            shown_default="float32 on CPU, bfloat16 on CUDA",
             variants={
-                "gradients": "Compute dtype [default: float32 on every device: gradients need it]."
+                "analyses": "Compute dtype (the metrics are taken in float32 or better).",
+                "lens": "Compute dtype; with `--store`, the head's (default: the compute dtype "
+                "on `--device`). KL and overlap are taken in float32 or better.",
+                "igrad": {
+                    "help": "Compute dtype: only this command needs gradients, so it stays in "
+                    "float32 unless told otherwise.",
+                    "shown_default": "float32, on a GPU too",
+                },
             },
             sides=Sides(
                 shared=flag(
                     "--dtype",
-                    help="--live: compute dtype of both models [default: float32 on CPU, "
-                    "bfloat16 on CUDA].",
+                    help="--live: compute dtype of both models.",
                     choices=DTYPES,
+                    shown_default="float32 on CPU, bfloat16 on CUDA",
                 ),
                 source=flag(
                     "--source-dtype",
-                    help="--live: the source model's dtype [default: --dtype].",
+                    help="--live: the source model's dtype.",
                     choices=DTYPES,
+                    shown_default="--dtype",
                 ),
                 target=flag(
                     "--target-dtype",
-                    help="--live: the target model's dtype [default: --dtype].",
+                    help="--live: the target model's dtype.",
                     choices=DTYPES,
+                    shown_default="--dtype",
                 ),
             ),
         ),
     )
-    """Compute dtype; None: bfloat16 where a GPU computes, float32 on CPU."""
+    """Compute dtype."""
     device: str = field(
         default="cpu",
         metadata=option(
             "--device",
-            doc='`auto` is accelerate\'s `device_map="auto"`: a model too large for one GPU spreads over the GPUs it needs',
-            doc_variants={
-                "analyses": {"doc": AUTO_ANYWHERE},
-                "lens": {
-                    "doc": AUTO_ANYWHERE + "; with `--store`, where the head runs (`auto`: the "
-                    "GPU when there is one)"
-                },
-            },
-            help="auto: accelerate's device_map='auto' (spreads a large model over the GPUs).",
             choices=DEVICES,
-            show_default=True,
+            variants={
+                "analyses": AUTO_ANYWHERE + ".",
+                "lens": AUTO_ANYWHERE + "; with `--store`, where the head runs (`auto`: the "
+                "GPU when there is one).",
+            },
         ),
     )
-    """Where the model runs: cpu, cuda or auto (accelerate's device_map)."""
+    """Where the model runs: `cpu`, `cuda`, or `auto`, accelerate's `device_map="auto"`: a model
+    too large for one GPU spreads over the GPUs it needs."""
     trust_remote_code: bool = field(
         default=False,
         metadata=option(
             "--trust-remote-code",
-            doc="let the checkpoint's own Python code run",
-            help="Allow the checkpoint's own Python code to run.",
             is_flag=True,
             sides=Sides(
                 shared=flag(
@@ -118,13 +104,11 @@ class ModelSpec:
             ),
         ),
     )
-    """Allow the checkpoint's own Python code to run."""
+    """Let the checkpoint's own Python code run."""
     allow_pickle_weights: bool = field(
         default=False,
         metadata=option(
             "--allow-pickle-weights",
-            doc="also load `.bin` (pickle) weights; by default only safetensors",
-            help="Also load .bin (pickle) weights; default is safetensors only.",
             is_flag=True,
             sides=Sides(
                 shared=flag(
@@ -135,13 +119,11 @@ class ModelSpec:
             ),
         ),
     )
-    """Also load .bin (pickle) weights; safetensors only otherwise."""
+    """Also load `.bin` (pickle) weights; safetensors only otherwise."""
     random_init: bool = field(
         default=False,
         metadata=option(
             "--random-init",
-            doc="the same architecture from its config with seeded random weights: the untrained control",
-            help="Same architecture, seeded random weights: the untrained control.",
             is_flag=True,
             sides=Sides(
                 shared=flag(
@@ -162,43 +144,36 @@ class ModelSpec:
             ),
         ),
     )
-    """The same architecture with seeded random weights: the untrained control."""
+    """The same architecture from its config with seeded random weights: the untrained
+    control."""
     seed: int = field(
         default=0,
         metadata=option(
             "--seed",
-            doc="seed of `--random-init`",
-            doc_metavar="N",
-            help="Seed of --random-init.",
+            metavar="N",
             type="seed",
-            show_default=True,
             sides=Sides(
                 source=flag(
                     "--source-init-seed",
                     help="--live: seed of the source's random weights (`align extract --seed`).",
                     type="seed",
-                    show_default=True,
                 ),
                 target=flag(
                     "--target-init-seed",
                     help="--live: seed of the target's random weights.",
                     type="seed",
-                    show_default=True,
                 ),
             ),
         ),
     )
-    """Seed of the random weights (`random_init`)."""
+    """Seed of the random weights of `--random-init`."""
     family: str | None = field(
         default=None,
         metadata=option(
             "--family",
-            doc="read the model as this family (a renamed `model_type`); checked by a probe forward at load ([models](../index.md#what-every-command-shares))",
-            doc_default="the family table's entry for the config's `model_type`, or discovered",
-            doc_metavar="NAME",
-            help="Read the model as this family (a renamed model_type); checked by a probe "
-            "forward at load [default: the family table's, or discovered and checked].",
+            metavar="NAME",
             choices=NAMES,
+            shown_default="the family table's entry for the config's `model_type`, or discovered",
             sides=Sides(
                 source=flag(
                     "--source-family",
@@ -213,7 +188,8 @@ class ModelSpec:
             ),
         ),
     )
-    """A family asserted for the model_type; None: the table's, or discovered."""
+    """Read the model as this family (a renamed `model_type`), checked by a probe forward at
+    load."""
     label: str | None = field(
         default=None, metadata=not_an_option("set by align.extract for a model object in memory")
     )

@@ -9,7 +9,7 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from align.errors import InputError
-from align.fitting.headline import pairing_text
+from align.fitting.results.headline import pairing_text
 from align.measures import MEASURES, SIMILARITY
 from align.names import model_name, pair_title
 from align.plotting.common import DEFAULT_SIZE, check_schema, edges, figure, fmt

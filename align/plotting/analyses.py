@@ -206,36 +206,57 @@ def lens_label(attrs: dict) -> str:
     return f"{kind} through {_short(through)}" if through else kind
 
 
-def plot_lenses(datasets, size=None, dpi: int = 100):
+RIGHT_PANELS = {  # plot_lenses' right panel: (variable, axis label)
+    "overlap": "top-5 overlap with the output (token-weighted)",
+    "top1": "top-1 agreement with the output (token-weighted)",
+}
+
+
+def plot_lenses(
+    datasets, size=None, dpi: int = 100, right: str = "overlap", title=None, labels=None
+):
     """Several lens results drawn together (docs/methods.md#lenses): the token-weighted
-    KL(lens ‖ output) (left) and top-5 overlap (right) per boundary, one curve per result
-    labelled by its kind, with its interval bars. The logit lens scores every token, the linear
-    and tuned lenses held-out documents' (the caption says so). Returns a Figure of `size`
-    pixels [default 1200x500]."""
+    KL(lens ‖ output) (left) and `right` per boundary: the top-5 overlap, or the top-1
+    agreement ("top1"; a result without it, a logit lens written before it was recorded, is
+    left out of that panel); one curve per result labelled by its kind, with its interval
+    bars. The logit lens scores every token, the linear and tuned lenses held-out documents'
+    (the caption says so). `title` replaces the models' names above, `labels` (one a result)
+    the kinds in the legend. Returns a Figure of `size` pixels [default 1200x500]."""
+    if right not in RIGHT_PANELS:
+        raise InputError(f"`right` {right!r} is not one of {', '.join(RIGHT_PANELS)}")
     for ds in datasets:
         check_schema(ds, "lens", "plot_lenses")
     fig, axes = figure(size or DEFAULT_SIZE["lens"], dpi, 1, 2, layout="constrained")
     for k, ds in enumerate(datasets):
-        b, label = ds["boundary"].values, lens_label(ds.attrs)
-        for ax, name in ((axes[0, 0], "kl"), (axes[0, 1], "overlap")):
+        b = ds["boundary"].values
+        label = labels[k] if labels is not None else lens_label(ds.attrs)
+        for ax, name in ((axes[0, 0], "kl"), (axes[0, 1], right)):
+            if name not in ds:
+                continue
             (line,) = ax.plot(
                 b,
                 ds[name].sel(weighting="token").values,
                 "o-",
                 ms=3,
                 label=label,
+                color=f"C{k}",
                 gid=f"{name}/{k}",
             )
             _interval_bars(ax, ds, name, line, f"{name}-interval/{k}", weighting="token")
     axes[0, 0].set_ylabel("KL(lens ‖ model output), nats (token-weighted)")
-    axes[0, 1].set_ylabel("top-5 overlap with the output (token-weighted)")
+    axes[0, 1].set_ylabel(RIGHT_PANELS[right])
     axes[0, 1].set_ylim(-0.02, 1.02)
     label_curves(axes[0], "residual boundary b")
     names = sorted({_short(ds.attrs.get("model", "")) for ds in datasets})
-    fig.suptitle(f"lenses: {', '.join(names)}", fontsize=11)
+    width = (size or DEFAULT_SIZE["lens"])[0]  # px: the texts wrapped to it
+    title = title or f"lenses: {', '.join(names)}"
+    fig.suptitle(textwrap.fill(title, max(30, width // 8)), fontsize=11)
     fig.supxlabel(
-        "bars: 95% bootstrap intervals (logit: over prompts, every token; linear and tuned: "
-        "over held-out documents, their tokens)",
+        textwrap.fill(
+            "bars: 95% bootstrap intervals (logit: over prompts, every token; linear and "
+            "tuned: over held-out documents, their tokens)",
+            max(40, width // 6),
+        ),
         fontsize=8,
     )
     return fig

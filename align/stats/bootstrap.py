@@ -45,7 +45,7 @@ MIN_RESAMPLES = 100
 # reported digit, while time (the fit's path statistics take ~0.2 ms a resample: 10^6 is
 # minutes) and memory (at least 16 bytes per resample and prompt or document drawn) grow
 # linearly, and counts like 10^20 overflow numpy's int64 sizes. Within it, the fit's plan
-# refuses a count whose arrays exceed its budget (`fitting.budget.bootstrap_bytes`).
+# refuses a count whose arrays exceed its budget (`fitting.planning.budget.bootstrap_bytes`).
 MAX_RESAMPLES = 1_000_000
 DRAW_BYTES = 16  # per resample and draw: its int64 index and its float64 multiplicity
 UNDEFINED = (

@@ -1,8 +1,8 @@
 """`align study --dry-run`: every unit with its inputs, disk, memory and estimated time, and
 the totals, from the commands' own estimators: `align extract --dry-run` (one batch timed end
 to end, align.extraction.dryrun) for each extraction, `align fit --live --dry-run`
-(align.fitting.live_estimate) for a live pair, and for a fit from stores the budget's
-arithmetic (align.fitting.budget: the result's bytes on disk, the statistics' bytes in
+(align.fitting.live_route.estimate) for a live pair, and for a fit from stores the budget's
+arithmetic (align.fitting.planning.budget: the result's bytes on disk, the statistics' bytes in
 memory) with a time from its products' floating-point operations at the rate of one timed
 float64 product on this machine. A contrib or lens unit that reads its model's store
 (`units.reads_stores`) runs no forward: its time is that of the extraction's encoding and
@@ -22,8 +22,8 @@ from align.errors import DiskSpaceError
 from align.extraction import extract
 from align.extraction.plan import DISK_MARGIN
 from align.fitting import Execution
-from align.fitting.budget import ResultShape, result_bytes, statistics_bytes
 from align.fitting.fit_options import LiveJob
+from align.fitting.planning.budget import ResultShape, result_bytes, statistics_bytes
 from align.messages import human_bytes as human
 from align.study import contents
 from align.study import units as units_mod
@@ -163,6 +163,12 @@ def plan_study(study: Study, root: str, log=None) -> StudyPlan:
             e.seconds = extracted[u.models[0]]["phases_seconds"]["forward"]
             e.memory = _weights_bytes(study.model(u.models[0]).spec)
             e.note = "one forward over the corpus, as the extraction's"
+        elif u.kind in ("lens-linear", "lens-tuned", "lens-through"):
+            e.note = {
+                "lens-linear": "not estimated: a ridge fit of every boundary onto the last",
+                "lens-tuned": "not estimated: a translator trained per boundary",
+                "lens-through": "not estimated: a ridge fit onto the target's last boundary",
+            }[u.kind]
         else:
             e.note = "small"
             if u.kind == "skip":
@@ -201,10 +207,10 @@ def _extracted(path: str) -> dict:
 
 
 def _live(study: Study, u) -> float | None:
-    from align.fitting.live import fit_live
+    from align.fitting.live_route.pipeline import fit_live
 
     src, tgt = (study.model(n).spec for n in u.models)
-    job = LiveJob(src, tgt, study.corpus, study.extraction.batch_size)
+    job = LiveJob(src, tgt, study.corpus, study.extraction.batch_size, study.extraction.allow_long)
     report = fit_live(
         job, None, study.fit, Execution(device=study.device), dry_run=True, log=lambda line: None
     )

@@ -1,5 +1,5 @@
 """Running a study's units in order, each through the library function of its command
-(`align.extract`, `align.fit`, `align.fitting.live.fit_live`, `align.analyses.run`'s
+(`align.extract`, `align.fit`, `align.fitting.live_route.pipeline.fit_live`, `align.analyses.run`'s
 `run_*`), under one lock on DIR, with the state of every unit in DIR/study.json.
 
 Resume: a unit is skipped when the state records it done with the same key and its output

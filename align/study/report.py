@@ -30,7 +30,7 @@ from align.measures import SIMILARITY
 from align.names import labelled
 from align.store import open_result
 from align.store.temporaries import temporary, write_failed
-from align.study import figures, replicates, views
+from align.study import figures, lenses, replicates, views
 from align.study import html as h
 from align.study.schema import twin_name
 from align.study.state import DONE, is_study, read_state
@@ -146,7 +146,10 @@ def build_pages(root: str, state: dict) -> dict:
     pages = {}
     for (s, t, control), (_, ds) in fits.items():
         if control is None:
-            pages[f"pairs/{pair_file(s, t)}"] = pair_page(s, t, ds, _controls_of(fits, s, t))
+            through = lenses.through_section(root, state, s, t)
+            pages[f"pairs/{pair_file(s, t)}"] = pair_page(
+                s, t, ds, _controls_of(fits, s, t), through
+            )
     models = state.get("models") or sorted({k[0] for k in fits} | {k[1] for k in fits})
     for m in models:
         pages[f"models/{m}.html"] = model_page(root, state, m)
@@ -316,7 +319,8 @@ def matrix_table(ds, variable: str = "relative_error") -> str:
     return h.table(["boundary"] + [f"target {int(b)}" for b in tgt], rows, "m")
 
 
-def pair_page(s: str, t: str, ds, controls: dict) -> str:
+def pair_page(s: str, t: str, ds, controls: dict, through: str = "") -> str:
+    """The page of pair s -> t; `through` the section of s read through t's head, or ""."""
     from align.plotting import plot_alignment
 
     sm = _summary(ds)
@@ -363,7 +367,7 @@ def pair_page(s: str, t: str, ds, controls: dict) -> str:
     body = (
         f"{said}<h2>Matrix</h2>{fig}{stats}{side}<h2>Values</h2><p>Each cell: the value and "
         f"its 95% interval (point at it for 6 decimals).</p>{matrix_table(ds)}{pbest}"
-        f"{measure_sections(s, t, ds)}{controls_section(s, t, ds, controls)}"
+        f"{measure_sections(s, t, ds)}{controls_section(s, t, ds, controls)}{through}"
         f"<h2>Provenance</h2>{provenance(ds)}"
     )
     return h.page(f"{s} → {t}", body, depth=1)
@@ -486,6 +490,7 @@ def model_page(root: str, state: dict, model: str) -> str:
             parts += [h.sentence(text, None) for text in depth_sentences(model, ds)]
         parts.append(analysis_figure(ds, f"{kind} of {model}"))
         parts.append(skipping_table(ds) if kind == "skip" else _curves_table(ds))
+    parts.append(lenses.kinds_section(root, state, model))
     body = "".join(parts) or "<p>No analysis of this model in the study.</p>"
     return h.page(f"Model {model}", body, depth=1)
 

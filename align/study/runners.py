@@ -1,5 +1,5 @@
 """What each kind of study unit runs: the library function of its command (`align.extract`,
-`align.fit`, `align.fitting.live.fit_live`, `align.analyses.run`'s `run_*`, the report and
+`align.fit`, `align.fitting.live_route.pipeline.fit_live`, `align.analyses.run`'s `run_*`, the report and
 the replicates' spread), called the same way by the local run (`execute`) and by a Dask
 worker (`placement`)."""
 
@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from align.analyses import run as analyses
 from align.analyses.analysis_options import LensOptions
+from align.errors import InputError
 from align.extraction import extract, reusable
 from align.fitting import Execution, fit
 from align.fitting.fit_options import LiveJob
@@ -58,10 +59,12 @@ def _fit(u, study, root, log):
     run = Execution(device=study.device, overwrite=True)
     out = os.path.join(root, u.output)
     if study.route == "live":
-        from align.fitting.live import fit_live
+        from align.fitting.live_route.pipeline import fit_live
 
         src, tgt = (study.model(n).spec for n in u.models)
-        job = LiveJob(src, tgt, study.corpus, study.extraction.batch_size)
+        job = LiveJob(
+            src, tgt, study.corpus, study.extraction.batch_size, study.extraction.allow_long
+        )
         fit_live(job, out, spec, run, log=log)
         return
     src, tgt = (os.path.join(root, units_mod.output_of("extract", (n,))) for n in u.models)
@@ -95,6 +98,56 @@ def _analysis(u, study, root, log):
         analyses.run_skip(out, batch_size=study.analyses_batch, **common)
 
 
+def _lens_kind(u, study, root, log):
+    """A linear or tuned lens unit: `align lens --kind` on the model's store (stores route) or
+    on the model over the study's corpus."""
+    m = study.model(u.models[0])
+    d = u.definition
+    opts = LensOptions(
+        batch_size=study.analyses_batch, device=m.spec.device, dtype=m.spec.dtype, kind=d["kind"]
+    )
+    store = os.path.join(root, d["store"]) if "store" in d else None
+    analyses.run_lens(
+        os.path.join(root, u.output),
+        spec=m.spec,
+        cspec=None if store else study.corpus,
+        store=store,
+        options=opts,
+        resampling=_resampling(study),
+        overwrite=True,
+        log=log,
+    )
+
+
+def _through(u, study, root, log):
+    """A pair's source read through its target's head: the maps onto the target's last
+    boundary fitted with the pair's options (maps.zarr), then the lens through them
+    (lens.zarr). Where the lens refuses the pair (vocabularies that differ, a pairing by
+    character anchors), the refusal is written as refused.txt, which the report shows."""
+    out = os.path.join(root, u.output)
+    os.makedirs(out, exist_ok=True)
+    src, tgt = (os.path.join(root, units_mod.output_of("extract", (n,))) for n in u.models)
+    maps = os.path.join(out, "maps.zarr")
+    run = Execution(device=study.device, overwrite=True)
+    fit(src, tgt, maps, units_mod.through_spec(study), run, log=log)
+    target = study.model(u.models[1])
+    opts = LensOptions(
+        device=target.spec.device, dtype=target.spec.dtype, through=target.spec.name, maps=maps
+    )
+    try:
+        analyses.run_lens(
+            os.path.join(out, "lens.zarr"),
+            options=opts,
+            resampling=_resampling(study),
+            overwrite=True,
+            log=log,
+        )
+    except InputError as e:
+        with open(os.path.join(out, "refused.txt"), "w", encoding="utf-8") as f:
+            f.write(f"{e}\n")
+        log(f"align study: {u.name} refused: {e}")
+
+
 def _depth(u, study, root, log):
     name = u.models[0]
     analyses.run_depth(
@@ -116,6 +169,9 @@ RUNNERS = {
     "fit": _fit,
     "contrib": _analysis,
     "lens": _analysis,
+    "lens-linear": _lens_kind,
+    "lens-tuned": _lens_kind,
+    units_mod.THROUGH: _through,
     "skip": _analysis,
     "depth": _depth,
     "replicates": replicates.run,

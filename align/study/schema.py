@@ -1,5 +1,11 @@
 """The study file (TOML): its keys, their types and allowed values, read into a `Study`.
 
+`[corpus]`, `[extraction]` and `[fit]` are the options of `align extract` and `align fit` as
+tables: each key is an option of the corpus (`CorpusSpec`), of the extraction
+(`ExtractOptions`) or of what a fit computes (`FitSpec`), named, typed and defaulted by the
+option's declaration (`[fit] bootstrap = 1000` is `--bootstrap 1000`; a list where the option
+takes a comma-separated list); an option the study sets otherwise says where (`ELSEWHERE`).
+
 Every refusal is one line naming the file, the key (`[section] key`), the value found and
 what is allowed; an unknown key is refused as a misspelling would otherwise be ignored. The
 values are then checked by the library's own records (`ModelSpec`, `CorpusSpec`,
@@ -12,10 +18,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 from align import corpus, messages, models, seeding, textfiles
-from align.declarations import declaration, refusal
+from align.declarations import declaration, keys, refusal
 from align.errors import InputError
 from align.extraction.extract_options import ExtractOptions
 from align.fitting.fit_options import FitSpec
@@ -26,6 +32,7 @@ except ImportError:
     MEASURES = ("ridge",)
 
 ANALYSES = ("contrib", "lens", "skip", "depth")  # per model; depth needs contrib and lens
+LENS_KINDS = ("logit", "linear", "tuned")  # `[analyses] lens`: the lenses a model's lens runs
 PAIR_MODES = ("all", "list", "reference")
 ROUTES = ("stores", "live")
 CHECKPOINTS = ("all", "first")  # [analyses] checkpoints: which checkpoints of a model are analysed
@@ -40,46 +47,55 @@ RANDOM, SHUFFLE = ".random", ".shuffle"
 # replicate's name is never another model's, and holds neither the separator nor a suffix.
 REPLICATE = "@"
 
+# The sections that are a command's options as a table, each key the option of its name with
+# its type and default (`declarations.keys`): [corpus] the corpus's (`CorpusSpec`), [extraction]
+# `align extract`'s (`ExtractOptions`), [fit] what a fit computes (`FitSpec`). An option of
+# `align extract` or `align fit` that is no key says where the study sets it (`ELSEWHERE`, by
+# its parameter; `RECORDS_ELSEWHERE`, a whole record).
+ELSEWHERE = {
+    "control": "[controls] shuffle: each pair's shuffle control is fitted beside it, its own unit",
+    "output": "the study names each unit's output (stores/NAME.zarr, results/fits/S--T.zarr)",
+    "live": "[route] kind = 'live'",
+    "dry_run": "`align study --dry-run`",
+    "device_memory": "the live route's default (90% of the GPU's free memory)",
+    "break_lock": "`align extract --break-lock` on the store (the study's units hold their locks)",
+    "overwrite": "a unit's output is replaced when its key changes",
+}
+RECORDS_ELSEWHERE = {
+    "Execution": "[route] device, `align study --scheduler`: the study places its units",
+    "ModelSpec": "[[models]] and [controls] random_init",
+    "LiveJob": "[route] kind = 'live'; its batch_size and allow_long are [extraction]'s",
+}
+CORPUS_KEYS = keys(corpus.CorpusSpec)  # {key: (type, default, field)}
+EXTRACTION_KEYS = keys(ExtractOptions, leave_out=ELSEWHERE)
+FIT_KEYS = keys(FitSpec, leave_out=ELSEWHERE)
+# Keys of earlier study files, refused with the key that replaced them.
+RENAMED = {
+    ("bootstrap", "resamples"): "[fit] bootstrap",
+    ("bootstrap", "seed"): "[fit] bootstrap_seed",
+    ("extraction", "max_tokens"): "[corpus] max_tokens",
+}
+
+
+def _typed(generated: dict) -> dict:
+    return {key: (kind, default) for key, (kind, default, _) in generated.items()}
+
+
 # Each section's keys: (type, default). Types: str, int, float (int accepted), bool, list.
 SECTIONS = {
     "study": {"name": (str, "study")},
-    "corpus": {
-        "path": (str, None),
-        "dataset": (str, None),
-        "format": (str, "plain"),
-        "text_field": (str, "text"),
-        "doc_split": (str, None),
-        "max_length": (int, 512),
-        "overflow": (str, "split"),
-        "max_docs": (int, None),
-        "pack": (str, None),
-        "stand_in_token": (int, None),
-    },
-    "extraction": {
-        "boundaries": (str, None),
-        "max_tokens": (int, None),
-        "batch_size": (int, 8),
-        "store_dtype": (str, None),
-        "codec": (str, ExtractOptions.codec),
-        "sublayers": (bool, False),
-        "reuse": (list, []),
-    },
+    "corpus": {"path": (str, None), **_typed(CORPUS_KEYS)},
+    "extraction": {**_typed(EXTRACTION_KEYS), "reuse": (list, [])},
     "pairs": {"mode": (str, "all"), "list": (list, None), "reference": (str, None)},
-    "fit": {
-        "measures": (list, ["ridge"]),
-        "permutations": (int, None),
-        "test_fraction": (float, 0.2),
-        "val_fraction": (float, 0.2),
-        "seed": (int, 0),
-        "alphas": (list, None),
-        "include_first_token": (bool, False),
-        "source_boundaries": (str, None),
-        "target_boundaries": (str, None),
-        "pairing": (str, "auto"),
-    },
-    "bootstrap": {"resamples": (int, 1000), "seed": (int, 0)},
+    "fit": _typed(FIT_KEYS),
     "controls": {"random_init": (list, []), "random_init_seed": (int, 0), "shuffle": (bool, False)},
-    "analyses": {"batch_size": (int, 8), "skip_docs": (int, None), "checkpoints": (str, "all")},
+    "analyses": {
+        "batch_size": (int, 8),
+        "skip_docs": (int, None),
+        "lens": (object, ["logit"]),  # true, a kind, or a list of kinds (`_lens_kinds`)
+        "lens_through": (bool, False),
+        "checkpoints": (str, "all"),
+    },
     "route": {"kind": (str, "stores"), "device": (str, "cpu"), "gpu_resource": (bool, False)},
 }
 MODEL_KEYS = {
@@ -97,25 +113,11 @@ MODEL_KEYS = {
 # (`align.declarations`) gives the limits the command line enforces; the study enforces them
 # with the command line's words (`declarations.refusal`) before anything runs.
 DECLARED = {
-    ("corpus", "dataset"): (corpus.CorpusSpec, "dataset"),
-    ("corpus", "format"): (corpus.CorpusSpec, "fmt"),
-    ("corpus", "text_field"): (corpus.CorpusSpec, "text_field"),
-    ("corpus", "doc_split"): (corpus.CorpusSpec, "doc_split"),
-    ("corpus", "max_length"): (corpus.CorpusSpec, "max_length"),
-    ("corpus", "overflow"): (corpus.CorpusSpec, "overflow"),
-    ("corpus", "max_docs"): (corpus.CorpusSpec, "max_docs"),
-    ("corpus", "pack"): (corpus.CorpusSpec, "pack"),
-    ("corpus", "stand_in_token"): (corpus.CorpusSpec, "stand_in_token"),
-    ("extraction", "max_tokens"): (corpus.CorpusSpec, "max_tokens"),
-    ("extraction", "batch_size"): (ExtractOptions, "batch_size"),
-    ("extraction", "store_dtype"): (ExtractOptions, "store_dtype"),
-    ("extraction", "codec"): (ExtractOptions, "codec"),
-    ("fit", "test_fraction"): (FitSpec, "test_fraction"),
-    ("fit", "val_fraction"): (FitSpec, "val_fraction"),
-    ("fit", "seed"): (FitSpec, "seed"),
-    ("fit", "pairing"): (FitSpec, "pairing"),
-    ("fit", "permutations"): (FitSpec, "permutations"),
-    ("bootstrap", "seed"): (FitSpec, "bootstrap_seed"),
+    **{("corpus", key): (corpus.CorpusSpec, name) for key, (_, _, name) in CORPUS_KEYS.items()},
+    **{
+        ("extraction", key): (ExtractOptions, name) for key, (_, _, name) in EXTRACTION_KEYS.items()
+    },
+    **{("fit", key): (FitSpec, name) for key, (_, _, name) in FIT_KEYS.items()},
     ("controls", "random_init_seed"): (models.ModelSpec, "seed"),
     ("models", "dtype"): (models.ModelSpec, "dtype"),
     ("models", "family"): (models.ModelSpec, "family"),
@@ -124,7 +126,6 @@ DECLARED = {
 # keys, then the declared fields (the first section of a key wins: `seed` is [fit] seed).
 TERMS = {k: f"[{section}] {k}" for section, keys in reversed(SECTIONS.items()) for k in keys}
 TERMS.update({name: f"[{s}] {k}" for (s, k), (_, name) in reversed(DECLARED.items())})
-TERMS["bootstrap"] = "[bootstrap] resamples"
 TYPE_WORDS = {str: "a string", int: "a whole number", float: "a number", bool: "true or false"}
 TYPE_WORDS[list] = "a list"
 
@@ -164,6 +165,8 @@ class Study:
     # ((source, target, ((replicate source, replicate target), ...)), ...): each pair of
     # [[models]] names where one names several checkpoints, and the pairs fitted for it
     replicated: tuple = ()
+    lens_kinds: tuple = ("logit",)  # the lenses of a model whose analyses name "lens"
+    lens_through: bool = False  # each pair's source read through its target's head
 
     def model(self, name: str) -> StudyModel:
         return next(m for m in self.models if m.name == name)
@@ -193,7 +196,10 @@ def read_toml(path: str) -> dict:
 
 
 def _value(where: str, key: str, value, kind, path: str):
-    """`value` if it is of `kind` (an int is a float), else a one-line InputError."""
+    """`value` if it is of `kind` (an int is a float; `object`: any value, its key's own
+    check follows), else a one-line InputError."""
+    if kind is object:
+        return value
     ok = isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
@@ -216,6 +222,22 @@ def _declared(section: str, where: str, values: dict, path: str) -> None:
                 f"study file {path}: {where} {key} = {value!r}: {why} (as {flag.flags[0]} on the "
                 "command line)"
             )
+
+
+def _renamed(section: str, table, path: str) -> None:
+    """Refuse a key of an earlier study file, naming the key that replaced it."""
+    for (old_section, key), now in RENAMED.items():
+        if old_section == section and isinstance(table, dict) and key in table:
+            raise InputError(
+                f"study file {path}: [{section}] {key} is now {now} (as the command line's "
+                f"option of that name): write {now.split()[-1]} = {table[key]!r} under "
+                f"{now.split()[0]}"
+            )
+    if section in {s for s, _ in RENAMED} and section not in SECTIONS:
+        raise InputError(
+            f"study file {path}: no section [{section}]; its keys are now "
+            f"{', '.join(now for (s, _), now in RENAMED.items() if s == section)}"
+        )
 
 
 def _table(where: str, table, keys: dict, path: str) -> dict:
@@ -261,11 +283,18 @@ def load_study(path: str) -> Study:
     """
     raw = read_toml(path)
     for section in raw:
+        _renamed(section, raw[section], path)
         if section not in SECTIONS and section != "models":
             raise InputError(
                 f"study file {path}: no section [{section}]; the sections are models, "
                 + ", ".join(SECTIONS)
             )
+    for section in ("corpus", "extraction", "fit"):
+        for key in raw.get(section, {}) if isinstance(raw.get(section), dict) else ():
+            if key in ELSEWHERE:
+                raise InputError(
+                    f"study file {path}: [{section}] has no key {key!r}: {ELSEWHERE[key]}"
+                )
     t = {s: _table(f"[{s}]", raw.get(s, {}), keys, path) for s, keys in SECTIONS.items()}
     for section, values in t.items():
         _declared(section, f"[{section}]", values, path)
@@ -283,12 +312,12 @@ def load_study(path: str) -> Study:
             path=os.path.abspath(path),
             name=t["study"]["name"],
             models=tuple(trained) + twins,
-            corpus=_corpus(t["corpus"], t["extraction"], base),
+            corpus=_corpus(t["corpus"], base),
             extraction=_extraction(t["extraction"]),
             pairs=tuple(p for _, _, ps in replicated for p in ps),
             replicated=tuple(r for r in replicated if len(r[2]) > 1),
             measures=_measures(t["fit"]["measures"], path),
-            fit=_fit(t["fit"], t["bootstrap"], _measures(t["fit"]["measures"], path)),
+            fit=_fit(t["fit"], _measures(t["fit"]["measures"], path)),
             shuffle=t["controls"]["shuffle"],
             analyses_batch=_positive("[analyses]", "batch_size", t["analyses"]["batch_size"], path),
             route=_choice("[route]", "kind", t["route"]["kind"], ROUTES, path),
@@ -298,6 +327,8 @@ def load_study(path: str) -> Study:
             analysed_checkpoints=_choice(
                 "[analyses]", "checkpoints", t["analyses"]["checkpoints"], CHECKPOINTS, path
             ),
+            lens_kinds=_lens_kinds(t["analyses"]["lens"], path),
+            lens_through=_lens_through(t["analyses"]["lens_through"], t["route"]["kind"], path),
             reuse=_reuse(t["extraction"]["reuse"], base, path),
         )
     except InputError as e:
@@ -318,6 +349,38 @@ def _skip_docs(value, path):
         raise InputError(
             f"study file {path}: [analyses] skip_docs = {value} must be at least 1 document "
             "(leave it out to read the whole corpus)"
+        )
+    return value
+
+
+def _lens_kinds(value, path: str) -> tuple:
+    """The lenses `[analyses] lens` names: true (the logit lens), one kind or a list of kinds
+    of LENS_KINDS; anything else refused in one line naming the value."""
+    if value is True:
+        return ("logit",)
+    kinds = [value] if isinstance(value, str) else value
+    allowed = ", ".join(LENS_KINDS)
+    if not isinstance(kinds, list) or not kinds or not all(isinstance(k, str) for k in kinds):
+        raise InputError(
+            f"study file {path}: [analyses] lens = {value!r} must be true or a list of lens "
+            f"kinds ({allowed})"
+        )
+    unknown = [k for k in kinds if k not in LENS_KINDS]
+    if unknown:
+        raise InputError(
+            f"study file {path}: [analyses] lens names unknown kinds {', '.join(map(repr, unknown))}; "
+            f"the kinds are {allowed}"
+        )
+    return tuple(dict.fromkeys(kinds))
+
+
+def _lens_through(value: bool, route: str, path: str) -> bool:
+    """`[analyses] lens_through`: the maps are fitted between the pair's stores, so the stores
+    route alone."""
+    if value and route != "stores":
+        raise InputError(
+            f"study file {path}: [analyses] lens_through = true reads the models' activation "
+            f'stores: set [route] kind = "stores" (it is {route!r}) or leave lens_through out'
         )
     return value
 
@@ -488,23 +551,14 @@ def _twins(controls: dict, trained: list, names: list, path: str) -> tuple:
     return tuple(twins)
 
 
-def _corpus(c: dict, extraction: dict, base: str) -> corpus.CorpusSpec:
+def _corpus(c: dict, base: str) -> corpus.CorpusSpec:
+    """The CorpusSpec of `[corpus]`: `path` from the study file's folder, each other key's
+    value in the field its option fills."""
     p = c["path"]
     if p is not None:
         p = os.path.abspath(os.path.join(base, os.path.expanduser(p)))
-    spec = corpus.CorpusSpec(
-        p,
-        c["dataset"],
-        c["text_field"],
-        c["format"],
-        c["doc_split"],
-        c["max_length"],
-        c["overflow"],
-        extraction["max_tokens"],
-        c["max_docs"],
-        c["pack"],
-        c["stand_in_token"],
-    )
+    given = {name: c[key] for key, (_, _, name) in CORPUS_KEYS.items()}
+    spec = corpus.CorpusSpec(path=p, **given)
     corpus.validate(spec)
     return spec
 
@@ -529,8 +583,8 @@ def _reuse(folders: list, base: str, path: str) -> tuple:
 
 
 def _extraction(e: dict) -> ExtractOptions:
-    keys = {f.name for f in fields(ExtractOptions)}
-    opts = ExtractOptions(**{k: v for k, v in e.items() if k in keys})
+    """The ExtractOptions of `[extraction]`, each key's value in the field its option fills."""
+    opts = ExtractOptions(**{name: e[key] for key, (_, _, name) in EXTRACTION_KEYS.items()})
     opts.check()
     return opts
 
@@ -559,21 +613,10 @@ def _pairs(p: dict, names: list, path: str) -> tuple:
     return tuple(dict.fromkeys(out))
 
 
-def _fit(f: dict, b: dict, measures: tuple) -> FitSpec:
-    spec = FitSpec(
-        test_fraction=f["test_fraction"],
-        val_fraction=f["val_fraction"],
-        seed=f["seed"],
-        alphas=tuple(f["alphas"]) if f["alphas"] is not None else FitSpec.alphas,
-        include_first_token=f["include_first_token"],
-        source_boundaries=f["source_boundaries"],
-        target_boundaries=f["target_boundaries"],
-        bootstrap=b["resamples"],
-        bootstrap_seed=b["seed"],
-        pairing=f["pairing"],
-        measures=measures,
-        permutations=f["permutations"],
-    )
+def _fit(f: dict, measures: tuple) -> FitSpec:
+    """The FitSpec of `[fit]`: each key's value in the field its option fills."""
+    given = {name: f[key] for key, (_, _, name) in FIT_KEYS.items()}
+    spec = FitSpec(**{**given, "alphas": tuple(given["alphas"]), "measures": measures})
     spec.checked()
     return spec
 

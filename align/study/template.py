@@ -28,16 +28,18 @@ name = "large"
 path = "Qwen/Qwen2.5-1.5B"
 analyses = ["contrib", "lens", "depth"]
 
+# Every key of [corpus], [extraction] and [fit] is the option of that name of `align extract`
+# or `align fit` (`max_tokens = 100000` is `--max-tokens 100000`), with its default.
 [corpus]
 path = "corpus.txt"          # or dataset = "NAME[:CONFIG]:SPLIT", or format = "addition:3"
 max_length = 512             # tokens per sequence
+max_tokens = 100000          # tokens of the corpus to read
 # doc_split = "blank"        # blank, line, file
 # max_docs = 1000
 
 [extraction]
 # boundaries = "::2"         # which boundaries to keep (default: all)
 # reuse = ["demo-output/stores"]  # folders of stores to reuse where one matches (not extracted again)
-max_tokens = 100000          # tokens of the corpus to read
 batch_size = 8
 # sublayers = true           # also attention's and the MLP's outputs; with every boundary kept,
                              # contrib and lens read the stores instead of running the models
@@ -46,6 +48,7 @@ batch_size = 8
 mode = "all"                 # all ordered pairs; "list" with list = [["small", "large"]];
                              # "reference" with reference = "large": each model -> the reference
 
+# A list where the option takes a comma-separated one (`bootstrap = 1000` is `--bootstrap 1000`).
 [fit]
 measures = ["ridge"]         # beside ridge: cka, cka-debiased, procrustes, cca, svcca (`align fit --measures`)
 # permutations = 99          # null draws of every measure's calibration (default: 99 with mknn, cknna or rsa, else 0)
@@ -53,10 +56,8 @@ test_fraction = 0.2
 val_fraction = 0.2
 seed = 0
 # alphas = [0.001, 0.01, 0.1]
-
-[bootstrap]
-resamples = 1000             # document resamples of every interval (0: none for the fits)
-seed = 0
+bootstrap = 1000             # document resamples of every interval (0: none for the fits)
+bootstrap_seed = 0
 
 [controls]
 random_init = []             # models whose untrained twin is also extracted and fitted as a target
@@ -66,6 +67,8 @@ shuffle = false              # also fit every pair with the shuffle control
 batch_size = 8               # prompts per forward of the analyses that run the model
 # skip_docs = 50             # skip reads the corpus's first 50 documents (default: all of them)
 # checkpoints = "first"      # a model of several checkpoints: analyse its first only (default "all")
+# lens = ["logit", "linear", "tuned"]  # the lenses a model's lens runs (default: logit)
+# lens_through = true        # also read each pair's source through its target's head
 
 [route]
 kind = "stores"              # stores: N extractions and N(N-1) fits; live: each pair's two models run together

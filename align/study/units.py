@@ -15,11 +15,29 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field, replace
 
+from align.analyses.analysis_options import LensOptions
 from align.study import contents
 from align.study.schema import SEPARATOR, SHUFFLE, Study, replicate_name
 
-KINDS = ("extract", "fit", "contrib", "lens", "skip", "depth", "replicates", "report")
-GPU_KINDS = ("extract", "fit", "contrib", "lens", "skip")  # run a model or solve on a device
+# "lens" is the logit lens; "lens-linear" and "lens-tuned" the other kinds of `[analyses]
+# lens`; "lens-through" a pair's source read through its target's head (`[analyses]
+# lens_through`).
+LENS_UNITS = {"logit": "lens", "linear": "lens-linear", "tuned": "lens-tuned"}
+THROUGH = "lens-through"
+KINDS = (
+    "extract",
+    "fit",
+    "contrib",
+    "lens",
+    "lens-linear",
+    "lens-tuned",
+    THROUGH,
+    "skip",
+    "depth",
+    "replicates",
+    "report",
+)
+GPU_KINDS = ("extract", "fit", "contrib", "lens", "lens-linear", "lens-tuned", THROUGH, "skip")
 
 
 @dataclass(frozen=True)
@@ -72,7 +90,9 @@ def output_of(kind: str, models: tuple = (), control: str | None = None) -> str:
     DIR: the one function that names them. Injective over the names `schema.name_refusal`
     accepts (tests/unit/test_study_names.py enumerates them): stores/NAME.zarr,
     results/fits/SOURCE--TARGET[.shuffle].zarr (a random-init target is NAME.random),
-    results/KIND/NAME.zarr, results/replicates.json (the spread across replicates), report."""
+    results/KIND/NAME.zarr, results/lens-through/SOURCE--TARGET (a folder: the maps onto the
+    target's last boundary, maps.zarr, and the lens, lens.zarr), results/replicates.json (the
+    spread across replicates), report."""
     if kind == "report":
         return "report"
     if kind == "replicates":
@@ -81,6 +101,8 @@ def output_of(kind: str, models: tuple = (), control: str | None = None) -> str:
         return f"stores/{models[0]}.zarr"
     if kind == "fit":
         return f"results/fits/{pair_stem(models[0], models[1], control)}.zarr"
+    if kind == THROUGH:
+        return f"results/{THROUGH}/{pair_stem(models[0], models[1])}"
     return f"results/{kind}/{models[0]}.zarr"
 
 
@@ -142,6 +164,8 @@ def plan(study: Study, hashes: contents.Hashes | None = None) -> list:
                 )
             )
     units += _analyses(study, cspec)
+    if study.lens_through:
+        units += [through_unit(study, s, t) for s, t in study.pairs]
     if study.replicated:
         units.append(replicates_unit(study))
     units.append(
@@ -203,8 +227,9 @@ def _with_contents(u: Unit, study: Study, hashes) -> Unit:
         for name in u.models:
             found.update(contents.of_model(name, study.model(name).spec, hashes))
         found.update(contents.of_corpus(study.corpus, hashes))
-    elif u.kind == "lens":
-        found.update(contents.of_model(u.models[0], study.model(u.models[0]).spec, hashes))
+    elif u.kind in ("lens", "lens-linear", "lens-tuned", THROUGH):
+        head = u.models[-1]  # the model whose head reads the boundaries
+        found.update(contents.of_model(head, study.model(head).spec, hashes))
     return replace(u, contents=found)
 
 
@@ -236,6 +261,8 @@ def _analyses(study: Study, cspec: dict) -> list:
     from_store = reads_stores(study)
     for m in analysed(study):
         wanted = set(m.analyses) | ({"contrib", "lens"} if "depth" in m.analyses else set())
+        if "logit" not in study.lens_kinds and "depth" not in m.analyses:
+            wanted.discard("lens")  # "lens" names the logit lens's unit
         for kind in ("contrib", "lens", "skip"):
             if kind not in wanted:
                 continue
@@ -268,6 +295,8 @@ def _analyses(study: Study, cspec: dict) -> list:
                     models=(m.name,),
                 )
             )
+        if "lens" in m.analyses:
+            units += [_lens_unit(study, m, k, cspec) for k in study.lens_kinds if k != "logit"]
         if "depth" in m.analyses:
             units.append(
                 Unit(
@@ -288,6 +317,73 @@ def analysed(study: Study) -> list:
     if study.analysed_checkpoints == "all":
         return list(study.models)
     return [m for m in study.models if m.group is None or m.name == replicate_name(m.group, 1)]
+
+
+def lens_options(study: Study, kind: str) -> dict:
+    """The options that decide a linear or tuned lens unit's output besides its inputs: the
+    lens's own (`LensOptions` defaults; the tuned lens's training) and the bootstrap."""
+    o = LensOptions()
+    out = {"kind": kind, "bootstrap": [study.fit.bootstrap, study.fit.bootstrap_seed]}
+    if kind == "tuned":
+        out.update(steps=o.steps, train_tokens=o.train_tokens, lens_seed=o.lens_seed)
+    return out
+
+
+def _lens_unit(study: Study, m, kind: str, cspec: dict) -> Unit:
+    """The linear or tuned lens of model `m`: from its store on the stores route, else from
+    the model over the study's corpus (extracted into a temporary store)."""
+    definition = {**lens_options(study, kind), "model": asdict(m.spec), "device": m.spec.device}
+    inputs = ()
+    if study.route == "stores":
+        definition["store"] = output_of("extract", (m.name,))
+        inputs = (f"extract {m.name}",)
+    else:
+        definition["corpus"] = cspec
+    unit_kind = LENS_UNITS[kind]
+    return Unit(
+        f"{unit_kind} {m.name}",
+        unit_kind,
+        output_of(unit_kind, (m.name,)),
+        inputs=inputs,
+        definition=definition,
+        models=(m.name,),
+    )
+
+
+def through_spec(study: Study):
+    """The fit of a lens-through unit: the study's, at the target's last boundary (-1), ridge
+    alone, its maps kept, no bootstrap (the lens draws its own intervals)."""
+    return replace(
+        study.fit,
+        target_boundaries="-1",
+        save_maps=True,
+        measures=("ridge",),
+        bootstrap=0,
+        permutations=None,
+    )
+
+
+def through_unit(study: Study, source: str, target: str) -> Unit:
+    """`source` read through `target`'s head: the ridge maps from every boundary of the
+    source's store onto the target's last boundary, fitted with the pair's fit options
+    (`FitSpec` with target boundary -1 and maps kept: the column the pair's fit holds), then
+    the lens through them (`align lens --through`)."""
+    spec = through_spec(study)
+    return Unit(
+        f"{THROUGH} {source}->{target}",
+        THROUGH,
+        output_of(THROUGH, (source, target)),
+        inputs=(f"extract {source}", f"extract {target}"),
+        definition={
+            "source": source,
+            "target": target,
+            "spec": asdict(spec),
+            "model": asdict(study.model(target).spec),
+            "bootstrap": [study.fit.bootstrap, study.fit.bootstrap_seed],
+            "device": study.model(target).spec.device,
+        },
+        models=(source, target),
+    )
 
 
 def _keyed(units: list) -> list:

@@ -159,7 +159,7 @@ def _reference_paths(err_b, tgt):
 
 def _summarise(err_b, err, B):
     from align import ridge
-    from align.fitting import uncertainty
+    from align.fitting.results import uncertainty
     from align.stats.bootstrap import Resampling
 
     S, T = err.shape
@@ -228,7 +228,7 @@ def test_fit_p_best_is_nan_when_the_matrix_is_defined_in_too_few_resamples():
 
 @pytest.mark.parametrize("nx, ny, seed", [(1, 1, 0), (7, 13, 1), (300, 200, 2), (1000, 1000, 3)])
 def test_null_comparison_equals_the_quadratic_formula_exactly(nx, ny, seed):
-    from align.fitting.uncertainty import fraction_no_smaller
+    from align.fitting.results.uncertainty import fraction_no_smaller
 
     rng = np.random.default_rng(seed)
     x = rng.integers(0, 6, nx) / 8.0  # few values: many ties
@@ -244,7 +244,7 @@ def test_null_comparison_equals_the_quadratic_formula_exactly(nx, ny, seed):
 def test_summary_memory_is_linear_in_resamples():
     """20,000 resamples of a 2 x 3 matrix: the B x B comparison alone was 400 MB; the peak
     now stays under B^2 / 20 bytes and within the plan (`budget.bootstrap_bytes`)."""
-    from align.fitting.budget import bootstrap_bytes
+    from align.fitting.planning.budget import bootstrap_bytes
 
     B, S, T = 20_000, 2, 3
     err_b = np.random.default_rng(5).uniform(0.2, 1.0, (B, S, T))
@@ -270,8 +270,8 @@ def test_plan_holds_the_measured_peaks(K, S, T, d_t):
     """tracemalloc's peaks of the two stages, run as a fit runs them (`result.pair_results`,
     `result._with_bootstrap`): the plan holds each, and errs high by less than 2x."""
     from align import ridge
-    from align.fitting import uncertainty
-    from align.fitting.budget import bootstrap_bytes
+    from align.fitting.planning.budget import bootstrap_bytes
+    from align.fitting.results import uncertainty
     from align.stats.bootstrap import Resampling
 
     B = 3000

@@ -87,7 +87,7 @@ def test_live_fit_records_the_hash_of_the_text_it_tokenized(
     again afterwards, recording the new text's hash). With --max-tokens 100 the tokens stop
     in b.txt's first line (a.txt's lines have 16, 23 and 34 tokens): the hash still covers
     every byte of both files, as a store's identity always has."""
-    from align.fitting import live
+    from align.fitting.live_route import pipeline as live
     from align.store import open_result
 
     calls = after(live, "token_table", folder, monkeypatch)

@@ -257,3 +257,59 @@ def test_skip_and_erase_records_hold_what_was_typed():
     with ctx:
         record = Parsed(ctx.params, command).record(EraseOptions)
     assert record == EraseOptions("ref.txt", 10, "gold", None)
+
+
+def test_a_field_s_docstring_is_its_help_its_row_and_its_api_text():
+    """One text: the docstring under `FitSpec.bootstrap` (read here with ast, as griffe reads it
+    for the API page) is its table row's meaning and, without its Markdown, its --help."""
+    import ast
+    import inspect
+
+    from align.cli.option_tables import table
+    from align.fitting import fit_options
+
+    tree = ast.parse(inspect.getsource(fit_options))
+    body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "FitSpec").body
+    at = next(
+        k for k, n in enumerate(body) if getattr(n, "target", None) and n.target.id == "bootstrap"
+    )
+    text = " ".join(body[at + 1].value.value.split())
+    assert text.startswith("Resamples of the held-out documents for `p_best`")
+    assert f"| `--bootstrap N` | 1000 | {text} |" in table("fit-store")
+    option = next(p for p in _command("fit").params if p.name == "bootstrap")
+    assert option.help == text.replace("`", "")
+
+
+def test_an_option_without_a_text_is_refused():
+    from align.declarations import declarations, option
+
+    @dataclasses.dataclass(frozen=True)
+    class Bare:
+        n: int = dataclasses.field(default=1, metadata=option("--n"))
+
+    with pytest.raises(TypeError, match="Bare.n is an option with no text: write its docstring"):
+        declarations(Bare)
+
+
+def test_plain_drops_the_markdown_only():
+    from align.declarations import plain
+
+    assert plain("see [the α grid](#the-grid) and `--seed`; `a` \\| b") == (
+        "see the α grid and --seed; a | b"
+    )
+
+
+def test_the_numbers_an_option_s_text_states_are_the_library_s():
+    from align.cli import compare, depthscore
+    from align.cli.shared_options import BOOTSTRAP
+    from align.measures import PERMUTATIONS, SAMPLE_ROWS
+    from align.stats.bootstrap import MAX_RESAMPLES, MIN_RESAMPLES
+
+    bounds = f"{MIN_RESAMPLES:,} to {MAX_RESAMPLES:,}"
+    fit = declarations(FitSpec)
+    assert bounds in fit["bootstrap"].flag.help
+    for flag in (BOOTSTRAP, compare.BOOTSTRAP, depthscore.BOOTSTRAP):
+        assert bounds in flag.help, flag.flags
+    assert fit["sample_rows"].flag.shown_default.startswith(f"{SAMPLE_ROWS:,},")
+    assert fit["permutations"].flag.shown_default.startswith(f"{PERMUTATIONS} with")
+    assert f"{PERMUTATIONS} gives p-values down to 0.01" in fit["permutations"].flag.help

@@ -56,9 +56,9 @@ def test_analysis_oom_names_batch_size(zoo, corpus_file, tmp_path, cli, monkeypa
 
 
 def test_fit_oom_names_task_tokens(fit_pair, tmp_path, cli, monkeypatch):  # noqa: F811
-    import align.fitting.graph
+    import align.fitting.store_route.graph
 
-    monkeypatch.setattr(align.fitting.graph, "chunk_statistics", _oom)
+    monkeypatch.setattr(align.fitting.store_route.graph, "chunk_statistics", _oom)
     out = tmp_path / "r.zarr"
     code, _, err = cli("fit", *fit_pair, "-o", out, "--scheduler", "synchronous")
     assert "--task-tokens" in _one_line(code, err)

@@ -165,7 +165,7 @@ def test_result_bytes_bound_what_a_fit_writes(cli, fit_pair, tmp_path, extra):
     """`budget.result_bytes` for the fit's pairs, held-out documents and attributes (as the
     check before the fit counts them) against du of the result written: never less, at most
     1.5x (it counts every array a result can hold)."""
-    from align.fitting.budget import ResultShape, result_bytes
+    from align.fitting.planning.budget import ResultShape, result_bytes
     from align.store import open_result
 
     out = tmp_path / "a.zarr"

@@ -70,7 +70,7 @@ def test_dry_run_prints_the_plan_and_every_part_and_writes_nothing(fit_pair, cli
 def test_a_plan_over_an_hour_says_so_first(fit_pair, cli, tmp_path, monkeypatch):
     """The first line names a plan over an hour (the hour made a millisecond here, the
     input of this case: the bench's stores take seconds)."""
-    from align.fitting import store_estimate
+    from align.fitting.store_route import estimate as store_estimate
 
     monkeypatch.setattr(store_estimate, "HOUR", 1e-3)
     S, T = fit_pair

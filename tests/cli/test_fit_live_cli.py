@@ -246,7 +246,7 @@ def test_a_killed_run_leaves_no_result_and_the_same_command_succeeds(
 
 
 def test_progress_on_a_terminal_shows_pass_rates_and_eta(capsys):
-    from align.fitting.progress import Progress
+    from align.fitting.live_route.progress import Progress
 
     p = Progress(4, log=None, terminal=True)
     p.forward("source", 2048, 0.5)

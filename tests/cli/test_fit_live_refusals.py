@@ -1,5 +1,5 @@
 """Refusals of `align fit` that both routes share or that tell the two forms apart: the one
-tokenizer check (align.fitting.pairing) word for word, the store-only options given to
+tokenizer check (align.fitting.pairing.partners) word for word, the store-only options given to
 `--live` refused in one line naming the option, and the one `--device` check (a fit's and
 `align extract`'s)."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from align.errors import InputError, StoreError
-from align.fitting.pairing import check_tokenizers
+from align.fitting.pairing.partners import check_tokenizers
 from tests.helpers.assertions import one_line_error
 
 HASHES = {

@@ -390,7 +390,10 @@ def test_igrad_help_states_its_float32_default(cli):
     code, out, _ = cli("igrad", "--help")
     assert code == 0
     text = " ".join(out.split())
-    assert "Compute dtype [default: float32 on every device: gradients need it]." in text
+    assert (
+        "Compute dtype: only this command needs gradients, so it stays in float32 unless told "
+        "otherwise. [default: float32, on a GPU too]"
+    ) in text
     assert "bfloat16 on CUDA" not in text
     code, out, _ = cli("erase", "--help")
     assert code == 0 and "float32 on CPU, bfloat16 on CUDA" in " ".join(out.split())

@@ -21,7 +21,11 @@ def _fit(store, output, **spec):
             ("--kind", "tuned", "--map", "R.zarr"),
             "--map holds ridge maps: it goes with --kind linear, not tuned",
         ),
-        (("--save-maps", "M.zarr"), "--save-maps keeps the maps --kind linear fits"),
+        (
+            ("--save-maps", "M.zarr"),
+            "--save-maps keeps the maps --kind linear fits or the translators --kind tuned "
+            "trains: give it with --kind linear or tuned and no --map",
+        ),
         (("--kind", "linear", "--dry-run"), "--dry-run plans the logit lens only"),
     ],
 )

@@ -106,7 +106,7 @@ def test_library_seeds_beyond_the_range_are_refused_naming_the_parameter(
     fit's split seed and the bootstrap's seed."""
     import align
     from align.errors import InputError
-    from align.fitting.split import check_seed
+    from align.fitting.planning.split import check_seed
     from align.stats.bootstrap import Resampling
 
     with pytest.raises(InputError) as e:

@@ -7,7 +7,7 @@ import pytest
 
 from align.cli.option_tables import DOCS, TABLES, flags_of, main, rewritten
 
-PAGES = sorted({page for page, _ in TABLES.values()})
+PAGES = sorted({spec.page for spec in TABLES.values()})
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -43,7 +43,7 @@ def test_every_option_of_a_generated_page_has_a_row(command_name):
     command = cli.get_command(click.Context(cli), command_name)
     options = {p.opts[-1] for p in command.params if isinstance(p, click.Option)} - {"--help"}
     rows = set().union(
-        *(flags_of(name) for name, (page, _) in TABLES.items() if page == f"{command_name}.md")
+        *(flags_of(name) for name, spec in TABLES.items() if spec.page == f"{command_name}.md")
     )
     assert options == rows
 
@@ -54,22 +54,31 @@ def test_every_command_has_a_generated_page():
     assert sorted(COMMAND_MODULES) == sorted(GENERATED)
 
 
-def test_a_shared_option_takes_each_page_s_words():
-    """One declaration (--overwrite, the analyses' --dry-run) worded per page by its variants;
-    a page that names no variant the flag has reads the flag's own doc."""
+def test_a_shared_option_takes_each_command_s_words_in_its_help_and_its_table(cli):
+    """One declaration (--overwrite, --dtype, --device) worded per command by its variants, the
+    same words in the command's --help (without the Markdown) as in its page's table; a command
+    that names no variant the flag has reads the flag's own text."""
     from align.cli.option_tables import table
 
-    assert "| `--overwrite` | off | replace an existing contributions result at `-o` |" in table(
-        "contrib-run"
-    )
-    assert "| `--overwrite` | off | replace an existing skipping result at `-o` |" in table(
-        "skip-run"
-    )
-    assert "| `--dtype` float32 \\| bfloat16 \\| float16 | float32, on a GPU too |" in table(
-        "igrad-model"
-    )
-    assert "| `--device` cpu \\| cuda \\| auto | cpu | `auto` is accelerate's" in table(
-        "extract-model"
-    )
-    assert "over the GPUs it needs |" in table("extract-model")
-    assert "over several (and the CPU) |" in table("skip-model")
+    rows = {
+        "contrib-run": "| `--overwrite` | off | replace an existing contributions result at `-o` |",
+        "skip-run": "| `--overwrite` | off | replace an existing skipping result at `-o` |",
+        "igrad-model": "| `--dtype` float32 \\| bfloat16 \\| float16 | float32, on a GPU too | "
+        "Compute dtype: only this command needs gradients",
+        "extract-model": "| `--device` cpu \\| cuda \\| auto | cpu | Where the model runs: `cpu`, "
+        '`cuda`, or `auto`, accelerate\'s `device_map="auto"`: a model too large for one GPU '
+        "spreads over the GPUs it needs. |",
+        "skip-model": "| `--device` cpu \\| cuda \\| auto | cpu | `auto` is accelerate's "
+        '`device_map="auto"`: a model too large for one GPU spreads over several (and the CPU). |',
+    }
+    for name, row in rows.items():
+        assert row in table(name), name
+    helps = {
+        "contrib": "replace an existing contributions result at -o",
+        "skip": "replace an existing skipping result at -o",
+        "igrad": "Compute dtype: only this command needs gradients",
+        "extract": "Where the model runs: cpu, cuda, or auto",
+    }
+    for command, words in helps.items():
+        code, out, _ = cli(command, "--help")
+        assert code == 0 and words in " ".join(out.split()), command

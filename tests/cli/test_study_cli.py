@@ -20,8 +20,8 @@ path = "{corpus}"
 [pairs]
 mode = "list"
 list = [["a", "z"]]
-[bootstrap]
-resamples = 100
+[fit]
+bootstrap = 100
 """
 
 

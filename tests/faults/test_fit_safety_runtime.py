@@ -293,7 +293,8 @@ def test_a_cancelled_fit_stops_its_own_tasks_only(chunked):
     another run of the same process computes (its sums equal a direct float64 XᵀY)."""
     from align import ridge
     from align.errors import InputError
-    from align.fitting import graph, tasks
+    from align.fitting.runtime import tasks
+    from align.fitting.store_route import graph
 
     S, T, _ = chunked
     s, t = zarr.open_group(S, mode="r"), zarr.open_group(T, mode="r")

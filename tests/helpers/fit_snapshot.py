@@ -4,6 +4,11 @@ options travel leaves them bit-identical (not part of the suite: a before/after 
     python -m tests.helpers.fit_snapshot DIR            # models, stores and results under DIR/
     python -m tests.helpers.fit_snapshot DIR --compare BEFORE
 
+The live runs (LIVE) cover the model route's option sets: one token stream and char anchors,
+measures with their bootstrap, the shuffle control with saved maps, the convergence parts (a Dask
+cluster's workers import align anew, so the cluster runs are left to the suite's own
+cluster-against-one-process tests).
+
 The runs go through the `align` console script in this process, so the options are parsed as a
 user's are. Each result's and store's arrays are written to DIR/<run>.npz; --compare checks each
 against BEFORE/<run>.npz with np.array_equal (NaN equal to NaN) and exits 1 on any difference."""
@@ -44,6 +49,14 @@ FITS = {
         "0",
     ],
     "anchors": ["--pairing", "char-anchors", "--bootstrap", "0", "--scheduler", "synchronous"],
+}
+
+LIVE = {
+    "fit-live": ["--target-random-init", "--target-init-seed", "5", "--bootstrap", "0"],
+    "live-measures": ["--measures", "cka,procrustes,mknn", "--bootstrap", "100"],
+    "live-shuffle": ["--control", "shuffle", "--bootstrap", "0", "--save-maps"],
+    "live-anchors": ["--pairing", "char-anchors", "--bootstrap", "0"],
+    "live-convergence": ["--convergence", "--seed", "2", "--bootstrap", "0"],
 }
 
 
@@ -92,29 +105,12 @@ def run(root: pathlib.Path) -> dict:
         second = stores["c"] if name == "anchors" else stores["b"]
         _run(["fit", stores["a"], second, "-o", result, "--overwrite", *opts])
         out[f"fit-{name}"] = _arrays(result)
-    live = root / "fit-live.zarr"
-    _run(
-        [
-            "fit",
-            "--live",
-            a,
-            b,
-            corpus,
-            "-o",
-            live,
-            "--overwrite",
-            "--max-length",
-            "64",
-            "--batch-size",
-            "4",
-            "--target-random-init",
-            "--target-init-seed",
-            "5",
-            "--bootstrap",
-            "0",
-        ]
-    )
-    out["fit-live"] = _arrays(live)
+    live_common = ["--max-length", "64", "--batch-size", "4", "--overwrite"]
+    for name, opts in LIVE.items():
+        result = root / f"{name}.zarr"
+        second = c if name == "live-anchors" else b
+        _run(["fit", "--live", a, second, corpus, "-o", result, *live_common, *opts])
+        out[name] = _arrays(result)
     for name, arrays in out.items():
         np.savez(root / f"{name}.npz", **arrays)
     return out

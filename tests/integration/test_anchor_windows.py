@@ -155,7 +155,7 @@ def test_the_trailing_space_convention_is_named_and_fits(three):
 
 def test_live_gives_the_store_routes_rows_and_result(three):
     from align import corpus, models
-    from align.fitting import live
+    from align.fitting.live_route import pipeline as live
 
     _, corpus_file, folders, stores = three
     want = _fit(stores[0], stores[2], [])

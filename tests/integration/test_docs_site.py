@@ -198,7 +198,7 @@ def test_api_page_shows_parameters_as_tables(browser, site):
 
     page, outside = _open(browser, site, "api.html", 1280)
     fit = page.evaluate(SECTIONS, "align.fitting.fit")
-    apply_map = page.evaluate(SECTIONS, "align.fitting.maps.apply_map")
+    apply_map = page.evaluate(SECTIONS, "align.fitting.results.maps.apply_map")
     page.close()
     assert outside == []
     # the reference is the signature itself: one row a parameter, in its order, on the page

@@ -217,7 +217,7 @@ def test_fit_between_two_depths_store_and_live(model_type, family_model, family_
     import xarray as xr
 
     import align
-    from align.fitting.live import LiveJob, fit_live
+    from align.fitting.live_route.pipeline import LiveJob, fit_live
     from align.models import ModelSpec
 
     shallow, deep = family_model(model_type, 2), family_model(model_type, 3)

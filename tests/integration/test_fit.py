@@ -241,7 +241,7 @@ def test_refuses_incomplete_and_non_activation_stores(
 
 
 def test_memory_budget_blocks_the_grid_with_equal_results(fit_pair):
-    from align.fitting.budget import block_bytes
+    from align.fitting.planning.budget import block_bytes
 
     S, T = fit_pair
     one = _fit(
@@ -274,7 +274,7 @@ def test_memory_budget_blocks_the_grid_with_equal_results(fit_pair):
 
 
 def test_tight_budget_shrinks_tokens_per_task_before_blocks():
-    from align.fitting.budget import PairGrid, block_bytes, plan_blocks
+    from align.fitting.planning.budget import PairGrid, block_bytes, plan_blocks
 
     src, tgt, N, C = list(range(9)), list(range(13)), 40_960, 4096
 
@@ -481,7 +481,7 @@ def test_a_large_fit_runs_its_products_through_torch_with_the_same_statistics_un
     this small one does): the same bits in threads of this process (the default), in this
     process alone and on a local cluster of 2; against the numpy route the same fit within
     1e-10 (the float64 sums differ in order only)."""
-    from align.fitting import stores
+    from align.fitting.store_route import pipeline as stores
 
     S, T = _linear_pair(synthetic, 5, 2)
     spec, keep = FitSpec(alphas=[1e-3, 1e-1]), FitHooks(keep_statistics=True)

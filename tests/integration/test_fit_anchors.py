@@ -168,7 +168,7 @@ def anchored_pair(synthetic):
 
 
 def test_anchor_rule_on_hand_built_spans():
-    from align.fitting.anchors import TokenPlaces, anchor_pairs, anchor_tokens
+    from align.fitting.pairing.anchors import TokenPlaces, anchor_pairs, anchor_tokens
 
     # document 0: BOS, "ab" (0,2), byte pieces of one character (2,3) (2,3), "c" (3,4), zero-width (4,4), "d " (4,6)
     # document 1: BOS, (0,3), trimmed span (3,4) whose next starts at 5, (5,7)
@@ -201,7 +201,7 @@ def test_anchor_rule_on_hand_built_spans():
 
 
 def test_one_tokenization_anchors_every_token_with_a_span():
-    from align.fitting.anchors import TokenPlaces, anchor_pairs
+    from align.fitting.pairing.anchors import TokenPlaces, anchor_pairs
 
     t = token_table(5, 50, seq_len=64)
     n = len(t["doc"])
@@ -308,8 +308,8 @@ def test_one_tokenizer_char_anchors_equal_tokens_bit_for_bit(fit_pair):
 
 
 def test_control_shuffle_pairs_anchors_of_other_documents(anchored_pair):
-    from align.fitting.anchors import TokenPlaces, anchor_pairs, shuffled
-    from align.fitting.split import shuffle_partners
+    from align.fitting.pairing.anchors import TokenPlaces, anchor_pairs, shuffled
+    from align.fitting.planning.split import shuffle_partners
 
     tabs, X, Y, S, T = anchored_pair
     places = [
@@ -400,7 +400,7 @@ def test_windows_cut_at_other_characters_keep_the_shared_contexts(synthetic, cli
     sides pair (none here: the whole side has no later window), the rest are left out and
     counted per document, as tests/helpers/anchors_reference.py's loop counts them; the fit
     is not refused."""
-    from align.fitting.anchors import TokenPlaces, anchor_pairs
+    from align.fitting.pairing.anchors import TokenPlaces, anchor_pairs
     from tests.helpers.anchors_reference import windowed_pairs
 
     tabs = _tables(n_docs=10)

@@ -48,7 +48,7 @@ def store_fit(S, T, run=SYNC, **spec):
 def live_job(zoo, corpus_file, family, dtype):
     """This module's LiveJob: `family`'s zoo model against its BIG twin, in `dtype`."""
     from align import corpus, models
-    from align.fitting import live
+    from align.fitting.live_route import pipeline as live
 
     return live.LiveJob(
         models.ModelSpec(zoo(family), dtype=dtype),
@@ -69,7 +69,7 @@ def live_fit(zoo, corpus_file, family, dtype, out=None, budget=None, run=None, *
     """The live route's result of `family`'s pair in `dtype`, with the FitSpec of `spec`'s
     fields, `run` (an Execution, or None for its defaults) and `budget` as FitHooks'
     worker_budget."""
-    from align.fitting import live
+    from align.fitting.live_route import pipeline as live
 
     job = live_job(zoo, corpus_file, family, dtype)
     hooks = FitHooks(worker_budget=budget)
@@ -85,8 +85,9 @@ def budget_of_two_of_five(job, **spec):
     """A plan budget that holds two target boundaries per pass, not three (held-out rows not
     kept), beside the document bootstrap's weights: the bytes the plan counts, from its own
     arithmetic (the input of this case), for `job` fitted with the FitSpec of `spec`'s fields."""
-    from align.fitting import budget, live
     from align.fitting.fit_options import request
+    from align.fitting.live_route import pipeline as live
+    from align.fitting.planning import budget
 
     opts = request(FitSpec(**spec))
     p = live.prepare(job, opts)

@@ -49,7 +49,7 @@ CASES = [  # compute dtype, include the first token, blocked (two target boundar
 
 def job_of(zoo, corpus_file, dtype):
     from align import corpus, models
-    from align.fitting import live
+    from align.fitting.live_route import pipeline as live
 
     return live.LiveJob(
         models.ModelSpec(zoo("qwen2"), dtype=dtype),
@@ -65,7 +65,7 @@ def job_of(zoo, corpus_file, dtype):
 def test_live_equals_the_store_route_across_tokenizers(
     zoo, extracted, corpus_file, dtype, first, blocked, convergence
 ):
-    from align.fitting import live
+    from align.fitting.live_route import pipeline as live
 
     S = extracted("qwen2", dtype=dtype, **CORPUS)
     T = extracted("qwen2", model_overrides=OTHER, dtype=dtype, **CORPUS)
@@ -119,7 +119,7 @@ def test_live_equals_the_store_route_across_tokenizers(
 def test_on_the_auto_grid_live_lies_within_the_store_routes_own_spread(zoo, extracted, corpus_file):
     """`--alphas auto`: every pair within 1e-10 but the ill-conditioned one (module docstring),
     which lies within ten times the store route's own spread over two task sizes."""
-    from align.fitting import live
+    from align.fitting.live_route import pipeline as live
 
     S = extracted("qwen2", dtype="float32", **CORPUS)
     T = extracted("qwen2", model_overrides=OTHER, dtype="float32", **CORPUS)
@@ -146,7 +146,7 @@ def test_live_shuffle_across_tokenizers_pairs_as_the_store_route(zoo, extracted,
     relative of the store route's (the target's rows met other batches than its store's:
     float32's last bits); the shuffle scores worse than the real pairing at every pair past
     boundary 0."""
-    from align.fitting import live
+    from align.fitting.live_route import pipeline as live
 
     S = extracted("qwen2", dtype="float32", **CORPUS)
     T = extracted("qwen2", model_overrides=OTHER, dtype="float32", **CORPUS)
@@ -191,8 +191,9 @@ def test_rows_paired_on_the_fly_are_the_stores_rows_at_the_anchors(zoo, extracte
     """Every source row the live stream yields, and the target row laid beside it, equal the two
     stores' rows at an anchored pair found by the reference loop; every such pair (neither token
     at position 0, its documents in the split) is yielded once."""
-    from align.fitting import live, passes
     from align.fitting.fit_options import request
+    from align.fitting.live_route import passes
+    from align.fitting.live_route import pipeline as live
 
     X, cs = _store(extracted("qwen2", dtype="float32", **CORPUS))
     Y, ct = _store(extracted("qwen2", model_overrides=OTHER, dtype="float32", **CORPUS))
@@ -227,7 +228,7 @@ def test_packed_windows_with_tokenizers_that_differ_are_refused(zoo, corpus_file
     """(`align fit --live` has no --pack; a notebook's LiveJob can hold one.)"""
     from align import corpus, models
     from align.errors import InputError
-    from align.fitting import live
+    from align.fitting.live_route import pipeline as live
 
     job = live.LiveJob(
         models.ModelSpec(zoo("qwen2")),
@@ -248,7 +249,7 @@ def test_packed_windows_with_tokenizers_that_differ_are_refused(zoo, corpus_file
 def test_dry_run_times_both_models_in_their_own_batches_and_writes_nothing(
     zoo, corpus_file, tmp_path
 ):
-    from align.fitting import live
+    from align.fitting.live_route import pipeline as live
 
     lines = []
     rep = live.fit_live(

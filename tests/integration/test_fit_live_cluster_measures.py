@@ -112,7 +112,7 @@ def test_one_target_boundary_a_pass_on_the_cluster_equals_one_process(
     """The cluster's plan cut into a pass per target boundary (a worker budget that holds one
     is what makes such a plan; here the plan is replaced, which the workers never see): the
     sampled rows of the source come with the first pass, the target's with each."""
-    from align.fitting import live
+    from align.fitting.live_route import pipeline as live
 
     planned = live.make_plan
 
@@ -165,7 +165,7 @@ def test_the_cluster_measures_equal_references_from_the_stores(both, stores):
 
 
 def test_a_char_anchor_pair_on_the_cluster_equals_one_process(zoo, corpus_file, scheduler):
-    from align.fitting import live
+    from align.fitting.live_route import pipeline as live
 
     job = anchored.job_of(zoo, corpus_file, "float32")
     options = {k: v for k, v in OPTIONS.items() if k != "sample_rows"}  # every held-out row

@@ -11,7 +11,8 @@ import pytest
 import zarr
 
 from align import corpus, models
-from align.fitting import live, passes
+from align.fitting.live_route import passes
+from align.fitting.live_route import pipeline as live
 
 
 def _store(path):

@@ -160,9 +160,9 @@ def test_live_shuffle_pairs_as_the_store_route(zoo, corpus_file, extracted):
     other batches than its store's, so they may differ in float32's last bits (the
     unshuffled live route, which meets the store's batches, agrees to 1e-8 above). No
     window keeps more target rows than it reads."""
-    from align.fitting import live
     from align.fitting.fit_options import request
-    from align.fitting.split import shuffle_partners
+    from align.fitting.live_route import pipeline as live
+    from align.fitting.planning.split import shuffle_partners
 
     S, T = live_stores(extracted)
     spec = dict(
@@ -261,7 +261,7 @@ def test_jackknife_interval_equals_the_textbook_on_the_rows_without_each_group(
     budget that keeps none: the plan's held-out rows made too large to keep); the summary,
     the options and the arrays' descriptions say the scheme, and the bootstrap's resample
     count and seed change nothing of it."""
-    from align.fitting import budget
+    from align.fitting.planning import budget
 
     if not kept:
         monkeypatch.setattr(budget, "heldout_rows_bytes", lambda *a: 1 << 60)
@@ -326,7 +326,8 @@ def test_live_jackknife_from_group_passes_equals_the_textbook(
     or, where it keeps none, copies on the host taken in the held-out pass), every streamed
     measure's interval against numpy on the held-out rows without each group and the
     textbook's jackknife, within 1e-8 relative."""
-    from align.fitting import budget, live
+    from align.fitting.live_route import plan as live_plan
+    from align.fitting.planning import budget
 
     if not kept:  # the plan's choice replaced (the input of this case): no row kept
 
@@ -334,7 +335,7 @@ def test_live_jackknife_from_group_passes_equals_the_textbook(
             got = budget.plan_passes(*a)
             return got._replace(keep_heldout=False)
 
-        monkeypatch.setattr(live, "plan_passes", plan)
+        monkeypatch.setattr(live_plan, "plan_passes", plan)
     S, T = live_stores(extracted)
     ds = live_fit(
         zoo,
@@ -444,7 +445,7 @@ def test_planner_counts_the_sums_and_refuses_in_one_line_naming_the_bytes(fit_pa
     block's sums held while one group's are made: the jackknife's group passes), whatever
     the G = 10 groups."""
     from align.errors import InputError
-    from align.fitting import budget
+    from align.fitting.planning import budget
 
     S, T = fit_pair
     d_s, d_t = 64, 96

@@ -15,7 +15,7 @@ from tests.helpers.references import heldout_scores, sklearn_ridge
 
 
 def test_partners_sit_at_the_same_position_of_another_document():
-    from align.fitting.split import shuffle_partners
+    from align.fitting.planning.split import shuffle_partners
 
     t = token_table(n_docs=9, doc_len=150, seq_len=64)
     keep = np.ones(len(t["doc"]), bool)
@@ -41,7 +41,7 @@ def test_partners_sit_at_the_same_position_of_another_document():
 
 def test_one_document_has_no_partner():
     from align.errors import InputError
-    from align.fitting.split import shuffle_partners
+    from align.fitting.planning.split import shuffle_partners
 
     t = token_table(n_docs=1, doc_len=200, seq_len=64)
     with pytest.raises(InputError, match="one document"):
@@ -61,7 +61,7 @@ def _read(path):
 
 def test_shuffled_scores_equal_sklearn_on_the_paired_rows(fit_pair):
     import align
-    from align.fitting.split import shuffle_partners
+    from align.fitting.planning.split import shuffle_partners
 
     S, T = fit_pair
     ds = align.fit(
@@ -117,7 +117,7 @@ def test_every_measure_on_the_shuffled_pairing_equals_the_references(fit_pair):
     from scipy.stats import spearmanr
 
     import align
-    from align.fitting.split import shuffle_partners
+    from align.fitting.planning.split import shuffle_partners
     from tests.helpers.measures_reference import MEASURES
 
     S, T = fit_pair

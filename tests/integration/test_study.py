@@ -189,7 +189,7 @@ def test_a_live_study_equals_align_fit_live(zoo, corpus_file, tmp_path):
     """`[route] kind = "live"`: no store; the pair's result, and its shuffle control's, equal
     `fit_live`'s bit for bit."""
     from align.fitting.fit_options import LiveJob
-    from align.fitting.live import fit_live
+    from align.fitting.live_route.pipeline import fit_live
     from align.store import open_result
     from align.study import load_study, run_study
 

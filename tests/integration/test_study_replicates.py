@@ -29,8 +29,8 @@ path = "{corpus}"
 [pairs]
 mode = "list"
 list = [["a", "b"]]
-[bootstrap]
-resamples = 100
+[fit]
+bootstrap = 100
 [controls]
 random_init = ["b"]
 """

@@ -202,13 +202,16 @@ FIT = """() => {
 
 
 @pytest.mark.parametrize("width", [1280, 390])
-def test_every_page_fits_a_wide_and_a_narrow_screen(tiny_study, measured_study, browser, width):
-    """Every page of both studies at `width` px: the body does not scroll sideways; every table
+def test_every_page_fits_a_wide_and_a_narrow_screen(
+    tiny_study, measured_study, lens_study, browser, width
+):
+    """Every page of the three studies (the lens study's kinds side by side and cross-model
+    lens included) at `width` px: the body does not scroll sideways; every table
     fits its box or its box scrolls (overflow-x auto), with its first column fixed (sticky);
     every figure's text is shown at 9 px or more (an SVG text's font size times the scale it is
     drawn at), and no PNG is shown narrower than drawn; a pair page's provenance is in a closed
     <details> whose summary is one line."""
-    roots = [Path(tiny_study[1]) / "report", Path(measured_study) / "report"]
+    roots = [Path(d) / "report" for d in (tiny_study[1], measured_study, lens_study)]
     pages = [p for root in roots for p in sorted(root.rglob("*.html"))]
     context = browser.new_context(viewport={"width": width, "height": 900})
     page = context.new_page()
@@ -266,6 +269,42 @@ def test_the_contributions_figure_is_readable_on_every_screen(tiny_study, browse
             assert x1 - x0 >= 0.7 * (right - left) and y1 - y0 >= 200, axes
     else:
         assert abs(a0[1] - a1[1]) < 1 and a1[0] >= a0[2], axes  # side by side
+
+
+def test_the_lens_sections_load_offline_with_named_figures(lens_study, browser):
+    """The lens study's model page draws the kinds side by side and its pair page a read
+    through b's head: each page loads with no request beyond its file and no console error,
+    each lens figure is named and shown (wide drawing at 1280 px), its legend names every kind
+    and the table's first KL cell is the result's."""
+    from align.store import open_result
+
+    report = Path(lens_study) / "report"
+    for rel, alt, kinds in (
+        (
+            "models/a.html",
+            "lenses of a: KL and top-1 agreement per boundary",
+            ("logit lens", "linear lens", "tuned lens"),
+        ),
+        (
+            "pairs/a--b.html",
+            "a read through b's head: KL and top-1 agreement per boundary",
+            ("a through b",),
+        ),
+    ):
+        page, blocked, errors = open_page(browser, (report / rel).as_uri())
+        assert blocked == [] and errors == [], (rel, blocked, errors)
+        fig = page.locator(f'div.fig.wide svg[aria-label="{alt}"]')
+        assert fig.count() == 1 and fig.is_visible(), rel
+        legend = fig.evaluate("s => s.textContent")
+        assert all(kind in legend for kind in kinds), (rel, legend)
+        page.context.close()
+    ds = open_result(f"{lens_study}/results/lens-linear/a.zarr")
+    page, _, _ = open_page(browser, (report / "models/a.html").as_uri())
+    head = page.locator("h2", has_text="Lenses side by side")
+    table = head.locator("xpath=following::table[1]")
+    cell = table.locator("tr").nth(1).locator("td").nth(4).inner_text()  # boundary 0, linear KL
+    assert cell.startswith(f"{float(ds['kl'].sel(weighting='token', boundary=0)):.4f}"), cell
+    page.context.close()
 
 
 def test_the_measures_side_by_side(measured_study, browser):

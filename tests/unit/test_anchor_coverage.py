@@ -1,4 +1,4 @@
-"""The coverage rule of `align.fitting.anchors` on hand-worked token tables: text coverage is 1
+"""The coverage rule of `align.fitting.pairing.anchors` on hand-worked token tables: text coverage is 1
 for one text cut at any granularity or with either space convention, 0 for two texts that end
 apart, and counts only the contexts both sides read when windows are cut at other characters;
 token coverage is reported with the bound the token counts set. Every expected number is
@@ -12,7 +12,7 @@ import pytest
 
 def _places(spans_per_window, doc=0):
     """TokenPlaces of one document: a BOS (no span) then the spans, per window (sequence)."""
-    from align.fitting.anchors import TokenPlaces
+    from align.fitting.pairing.anchors import TokenPlaces
 
     cols = {k: [] for k in ("doc", "seq", "pos", "char_start", "char_end")}
     for q, spans in enumerate(spans_per_window):
@@ -23,7 +23,7 @@ def _places(spans_per_window, doc=0):
 
 
 def _pairs(a, b):
-    from align.fitting.anchors import anchor_pairs
+    from align.fitting.pairing.anchors import anchor_pairs
 
     return anchor_pairs(_places(a), _places(b))
 
@@ -46,7 +46,7 @@ def test_leading_against_trailing_spaces_pair_only_the_end_but_cover_the_text():
 
 
 def test_a_trailing_space_convention_is_named_from_twenty_unpaired_anchors():
-    from align.fitting.anchors import coverage_line
+    from align.fitting.pairing.anchors import coverage_line
 
     # 30 words of 3 letters and a space: leading "▁abc" ends at 3, 7, 11, ...; trailing "abc▁"
     # at 4, 8, 12, ...; the last word has no space after it: both end at 119
@@ -66,7 +66,7 @@ def test_a_trailing_space_convention_is_named_from_twenty_unpaired_anchors():
 
 def test_two_texts_that_end_apart_cover_nothing_and_are_refused():
     from align.errors import InputError
-    from align.fitting.anchors import check_coverage
+    from align.fitting.pairing.anchors import check_coverage
 
     # shared ends 3 and 6, but one text ends at 10, the other at 12: no shared anchor at 10
     got = _pairs([[(0, 3), (3, 6), (6, 10)]], [[(0, 3), (3, 6), (6, 9), (9, 12)]])
@@ -99,7 +99,7 @@ def test_windows_cut_at_other_characters_keep_the_shared_contexts_and_count_the_
 
 
 def test_a_window_that_begins_inside_a_character_starts_no_context():
-    from align.fitting.anchors import windows_of
+    from align.fitting.pairing.anchors import windows_of
 
     # byte pieces (4,5) (4,5) of one character split across the cut: the second window starts
     # at 4 but the first ended at 5; a clean cut at 6 starts a context at 6
@@ -109,7 +109,7 @@ def test_a_window_that_begins_inside_a_character_starts_no_context():
 
 
 def test_covered_characters_is_the_union_of_the_clipped_spans():
-    from align.fitting.anchors import covered_characters
+    from align.fitting.pairing.anchors import covered_characters
 
     # window 0: (0,3) (2,5) (7,9) → 5 + 2 = 7 below 10, below 8: 5 + 1 = 6; window 1: (0,4) (4,4)
     s, e = np.array([0, 2, 7, 0, 4]), np.array([3, 5, 9, 4, 4])
@@ -119,7 +119,7 @@ def test_covered_characters_is_the_union_of_the_clipped_spans():
 
 
 def test_a_full_window_may_have_been_truncated_so_it_need_not_end_with_the_other():
-    from align.fitting.anchors import anchor_pairs
+    from align.fitting.pairing.anchors import anchor_pairs
 
     # `overflow` truncate: BOS + (0,2) (2,4) (4,6) is full at max_length 4, BOS + (0,4) (4,8) at
     # 3; the shared anchor is 4. Known full, both windows are cut: the text reaches the shorter

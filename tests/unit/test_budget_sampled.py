@@ -1,4 +1,4 @@
-"""The memory plan of the sampled rows (align.fitting.sample_budget): the rows' bytes against
+"""The memory plan of the sampled rows (align.fitting.planning.sample_budget): the rows' bytes against
 M·d·8 worked by hand, row_measures' working memory against its peak measured with
 tracemalloc (the plan must bound it and stay within 2x), and the refusal's one line."""
 
@@ -7,7 +7,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from align.fitting.sample_budget import (
+from align.fitting.planning.sample_budget import (
     SampleShape,
     row_measures_bytes,
     sample_bytes,

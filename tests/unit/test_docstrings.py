@@ -120,15 +120,15 @@ def signature_names(function) -> list:
 def test_the_walk_finds_the_api():
     # written out by hand: the entry points of `align` and one function of each list
     for name in (
-        "align.fitting.stores.fit",
+        "align.fitting.store_route.pipeline.fit",
         "align.extraction.extract",
-        "align.fitting.maps.apply_map",
+        "align.fitting.results.maps.apply_map",
         "align.store.reader.open_activations",
         "align.store.results.open_alignment",
         "align.ridge.closed_form.validation_sse",
         "align.stats.bootstrap.resampled_maxima",
         "align.analyses.skip.skipping",
-        "align.fitting.split.make_split",
+        "align.fitting.planning.split.make_split",
         "align.measures.rows.procrustes",
     ):
         assert name in FUNCTIONS, name

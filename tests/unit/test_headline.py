@@ -2,7 +2,7 @@
 hand-written summary: the pair without hashes, the path, the slope with its interval, the
 control it is."""
 
-from align.fitting.headline import headline
+from align.fitting.results.headline import headline
 
 SUMMARY = {
     "argmin_path": [2, 4, 6],

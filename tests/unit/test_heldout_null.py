@@ -1,5 +1,5 @@
 """procrustes-heldout's value and permutation null on the sampled rows
-(align.fitting.sampled.heldout_null): against scipy's orthogonal_procrustes of the training
+(align.fitting.measuring.sampled.heldout_null): against scipy's orthogonal_procrustes of the training
 rows on the re-paired rows (tests/helpers/measures_reference.py), within 1e-8 relative, for a
 narrower and a wider source, on numpy and on torch; the rotations dropped from the maps; independent X and Y give
 p-values spread as the null says; a sampled side without variance refused in one line."""
@@ -30,7 +30,7 @@ def _rotation(x, y):
 
 
 def _case(seed, d_s, d_t, m=32, n_train=60, related=True, k=19):
-    from align.fitting.sampled import Sample
+    from align.fitting.measuring.sampled import Sample
 
     rng = np.random.default_rng(seed)
     mix = rng.normal(size=(d_s, d_t))
@@ -47,7 +47,7 @@ def _case(seed, d_s, d_t, m=32, n_train=60, related=True, k=19):
 @pytest.mark.parametrize("widths", [(6, 9), (9, 6)])
 def test_value_and_null_equal_scipy_on_the_re_paired_rows(widths, use_torch):
     """On the host's numpy and on torch (the code path of a fit's GPU, run on the CPU)."""
-    from align.fitting.sampled import heldout_null
+    from align.fitting.measuring.sampled import heldout_null
     from align.ridge.backend import Backend
 
     sample, (xt, yt, xs, ys, perms) = _case(3, *widths)
@@ -66,7 +66,7 @@ def test_independent_rows_give_spread_p_values():
     K = 19: p is uniform on {1/20, ..., 1} under this null, so P(p ≤ 0.25) = 0.25 and
     P(p ≤ 0.5) = 0.5; each observed fraction is within 0.1 of its share (binomial sd
     0.031-0.035: 3 sd)."""
-    from align.fitting.sampled import heldout_null
+    from align.fitting.measuring.sampled import heldout_null
 
     p = []
     for seed in range(200):
@@ -81,7 +81,7 @@ def test_independent_rows_give_spread_p_values():
 
 def test_a_sampled_side_without_variance_is_refused_in_one_line():
     from align.errors import InputError
-    from align.fitting.sampled import heldout_null
+    from align.fitting.measuring.sampled import heldout_null
 
     sample, (xt, yt, *_) = _case(1, 6, 5)
     sample.ys[1] = np.ones_like(sample.ys[1])

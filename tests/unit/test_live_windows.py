@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from align.fitting import budget
-from align.fitting.live_anchors import AnchoredStream
-from align.fitting.shards import shards_of
+from align.fitting.live_route.anchors import AnchoredStream
+from align.fitting.live_route.shards import shards_of
+from align.fitting.planning import budget
 
 
 @dataclass
@@ -67,7 +67,7 @@ def test_the_plan_counts_a_windows_rows_of_the_block_only_when_anchored():
 
 def _table(lengths: dict):
     """A token table of one sequence per document (`lengths`: document -> tokens), in order."""
-    from align.fitting.batches import TokenTable
+    from align.fitting.live_route.batches import TokenTable
 
     docs = sorted(lengths)
     n = np.array([lengths[d] for d in docs])
@@ -79,7 +79,7 @@ def _table(lengths: dict):
 
 
 def _shifted():
-    from align.fitting.batches import plan_batches
+    from align.fitting.live_route.batches import plan_batches
 
     src_len = {d: 3 + (5 * d) % 7 for d in range(12)}
     tgt_len = {d: src_len[d] + d % 2 for d in range(12) if d != 3}
@@ -131,7 +131,7 @@ def _net():
 
 
 def test_shifted_windows_pair_every_row_and_forward_each_target_batch_once(monkeypatch):
-    from align.fitting import live_anchors
+    from align.fitting.live_route import anchors as live_anchors
 
     src, tgt, partner, part, stream, batches = _shifted()
     calls = []
@@ -199,7 +199,7 @@ def test_a_corpus_read_differently_by_the_two_tokenizations_is_refused():
 
     from align.errors import InputError
     from align.fitting.fit_options import FitSpec
-    from align.fitting.live_anchors import anchor
+    from align.fitting.live_route.anchors import anchor
 
     a, b = _table({0: 4, 1: 5}), _table({0: 4, 1: 5})
     a.corpus_hash, b.corpus_hash = "a" * 64, "b" * 64

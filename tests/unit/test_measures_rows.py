@@ -444,7 +444,8 @@ def test_a_resample_that_leaves_a_rows_nearest_out_reads_its_whole_order():
         w = rng.integers(1, 4, size=len(x)) * (rng.random(len(x)) < 0.12)
         order = ref_neighbours(x, len(x) - 1)  # every row's whole order, by the reference
         deep = [r for r in np.flatnonzero(w) if (w[order[r, : 4 * k + 8]] > 0).sum() < k]
-        px, py = P.prepare(x, ("mknn", "cknna"), k), P.prepare(y, ("mknn", "cknna"), k)
+        parts = ("order", "knn_self")
+        px, py = P.prepare(x, parts, k), P.prepare(y, parts, k)
         scratch = cells.Scratch.of(len(x), ("mknn", "cknna"))
         got = cells.weighted_grid({0: px}, {0: py}, ("mknn", "cknna"), k, w, scratch)
         origin = np.repeat(np.arange(len(x)), w)

@@ -41,13 +41,17 @@ def _sums(X, Y, groups, G, chunks=3, shifts=None):
 
 
 def _values(sums, names, w=None):
-    from align.measures import streamed
+    from align.measures import pairs, streamed
 
-    x, y, p = (
-        streamed.weighted(s, w)
-        for s in (sums["source"][0], sums["target"][0], sums["pair"][(0, 0)])
-    )
-    return streamed.pair_measures(x, y, p, names, (0, 0))
+    x, y = (streamed.Side(s.weighted(w)) for s in (sums.source[0], sums.target[0]))
+    return pairs.pair_measures(x, y, sums.pair[(0, 0)].weighted(w), names, (0, 0))
+
+
+def _held(names, sums, left_out=None):
+    """A block's held-out sums with the measures' part, as the fit's held-out pass gives it."""
+    from align.measures.streamed import HeldSums
+
+    return {"measures": HeldSums(names, sums, left_out)}
 
 
 def test_every_measure_equals_its_reference_from_rows():
@@ -86,14 +90,14 @@ def test_jackknife_interval_equals_the_textbook_on_the_rows_without_each_group(G
     one thread, and on three side by side) against each measure
     recomputed from the rows of every group but g (rows, not sums) and the jackknife written
     from the textbook (tests/helpers/measures_reference.py), within 1e-8 relative."""
-    from align.fitting import measured
+    from align.fitting.measuring import measured
     from align.stats.bootstrap import Resampling
     from tests.helpers.measures_reference import RANGES, jackknife_interval
 
     names = tuple(REFERENCE)
     X, Y = _rows(n=240, seed=4)
     groups = np.arange(len(X)) % (G - 1)  # group G − 1 holds no row: G − 1 groups present
-    heldout = {"measures": {"names": names, "sums": _sums(X, Y, groups, G)}}
+    heldout = _held(names, _sums(X, Y, groups, G))
     got = measured.pair_measures(heldout, Resampling(100, 0), threads)[(0, 0)]
     for name in names:
         left_out = [REFERENCE[name](X[groups != g], Y[groups != g]) for g in range(G - 1)]
@@ -109,15 +113,15 @@ def test_jackknife_interval_equals_the_textbook_on_the_rows_without_each_group(G
 @pytest.mark.parametrize("widths", [(7, 5), (5, 7)])
 def test_group_passes_give_the_textbook_jackknife_without_the_groups_sums(widths):
     """The jackknife's recomputations from the sums of every held-out row and one group's
-    sums at a time (`streamed.leave_group_out`, as the fit's group passes make them: each
+    sums at a time (`pairs.leave_group_out`, as the fit's group passes make them: each
     group's rows summed in chunks of their own) against every measure, procrustes-heldout
     with a training rotation among them, recomputed by numpy from the rows of every group
     but g (rows, not sums; tests/helpers/measures_reference.py), and the interval
     `measured.pair_measures` builds from them against the textbook's, all within 1e-8
     relative; the same recomputations as the G groups' sums side by side give
-    (`streamed.resampled`, the form that held them all), within 1e-10."""
-    from align.fitting import measured
-    from align.measures import streamed
+    (`pairs.resampled`, the form that held them all), within 1e-10."""
+    from align.fitting.measuring import measured
+    from align.measures import pairs, streamed
     from align.stats import jackknife
     from align.stats.bootstrap import Resampling
     from tests.helpers.measures_reference import RANGES, jackknife_interval, procrustes_heldout
@@ -144,9 +148,7 @@ def test_group_passes_give_the_textbook_jackknife_without_the_groups_sums(widths
     names = (*REFERENCE, "procrustes-heldout")
     everything = np.arange(len(test))
     total = sums(everything)
-    runs = [
-        streamed.leave_group_out(total, sums(np.flatnonzero(groups == g)), names) for g in present
-    ]
+    runs = [pairs.leave_group_out(total, sums(np.flatnonzero(groups == g)), names) for g in present]
 
     def reference(name, rows):
         if name == "procrustes-heldout":
@@ -158,16 +160,13 @@ def test_group_passes_give_the_textbook_jackknife_without_the_groups_sums(widths
         got = [r[(0, 0)][name] for r in runs]
         np.testing.assert_allclose(got, left_out, rtol=RTOL, err_msg=name)
         value = reference(name, test)
-        heldout = {"measures": {"names": names, "sums": total, "left_out": runs}}
+        heldout = _held(names, total, runs)
         want = (value, *jackknife_interval(value, left_out, RANGES[name]))
         got_interval = measured.pair_measures(heldout, Resampling(100, 0))[(0, 0)][name]
         np.testing.assert_allclose(got_interval, want, rtol=RTOL, err_msg=name)
     side_by_side = sums(everything, G, groups)
-    kept = {
-        key: {k: {f: a[present] for f, a in v.items()} for k, v in side_by_side[key].items()}
-        for key in ("source", "target", "pair")
-    }
-    before = streamed.resampled(kept, names, jackknife.leave_one_out(len(present)))[(0, 0)]
+    kept = side_by_side.groups(present)
+    before = pairs.resampled(kept, names, jackknife.leave_one_out(len(present)))[(0, 0)]
     for name in names:
         got = [r[(0, 0)][name] for r in runs]
         np.testing.assert_allclose(got, before[name], rtol=1e-10, err_msg=name)
@@ -176,12 +175,12 @@ def test_group_passes_give_the_textbook_jackknife_without_the_groups_sums(widths
 def test_fewer_than_three_groups_holding_rows_give_no_interval():
     """Two groups holding rows: the value from all rows (its reference), the interval NaN
     (t with one degree of freedom would be ±12.7 standard errors)."""
-    from align.fitting import measured
+    from align.fitting.measuring import measured
     from align.stats.bootstrap import Resampling
 
     X, Y = _rows(seed=5)
     groups = np.arange(len(X)) % 2
-    heldout = {"measures": {"names": ("cka",), "sums": _sums(X, Y, groups, 10)}}
+    heldout = _held(("cka",), _sums(X, Y, groups, 10))
     value, low, high = measured.pair_measures(heldout, Resampling(100, 0))[(0, 0)]["cka"]
     np.testing.assert_allclose(value, REFERENCE["cka"](X, Y), rtol=RTOL)
     assert np.isnan(low) and np.isnan(high)
@@ -264,7 +263,7 @@ def test_planner_counts_the_heldout_procrustes_rotations():
     """With procrustes-heldout every pair's training rotation (d_S × d_T float64) is held
     with the maps: the store route's block and the live route's pass count 8·nI·nJ·d_S·d_T
     bytes more, and nothing without measures."""
-    from align.fitting import budget
+    from align.fitting.planning import budget
 
     nI, nJ, d_s, d_t = 3, 4, 64, 96
     extra = 8 * nI * nJ * d_s * d_t
@@ -323,20 +322,20 @@ def test_sums_of_many_boundaries_equal_direct_sums_per_group(where):
         rows = groups == g
         X = {i: v[rows].astype(np.float64) - shifts[0][i] for i, v in xs.items()}
         Y = {j: v[rows].astype(np.float64) - shifts[1][j] for j, v in ys.items()}
-        for key, arrays in (("source", X), ("target", Y)):
+        for records, arrays in ((got.source, X), (got.target, Y)):
             for k, a in arrays.items():
                 for f, want in side(a).items():
-                    close(got[key][k][f][g], want)
+                    close(getattr(records[k], f)[g], want)
         for i, x in X.items():
             for j, y in Y.items():
                 x2, y2 = (x * x).sum(1), (y * y).sum(1)
-                pair = got["pair"][(i, j)]
-                close(pair["xy"][g], x.T @ y)
-                close(pair["p"][g], (x2 * y2).sum())
-                close(pair["r_xy"][g], x2 @ y)
-                close(pair["r_yx"][g], y2 @ x)
+                pair = got.pair[(i, j)]
+                close(pair.xy[g], x.T @ y)
+                close(pair.p[g], (x2 * y2).sum())
+                close(pair.r_xy[g], x2 @ y)
+                close(pair.r_yx[g], y2 @ x)
                 if (i, j) in R:
-                    close(pair["qxy"][g], np.sum(R[(i, j)] * (x.T @ y)))
-                    close(pair["q_sy"][g], R[(i, j)] @ y.sum(0))
-    assert set(got["pair"]) == {(i, j) for i in xs for j in ys}
-    assert "qxy" not in got["pair"][(0, 1)]
+                    close(pair.qxy[g], np.sum(R[(i, j)] * (x.T @ y)))
+                    close(pair.q_sy[g], R[(i, j)] @ y.sum(0))
+    assert set(got.pair) == {(i, j) for i in xs for j in ys}
+    assert got.pair[(0, 1)].qxy is None

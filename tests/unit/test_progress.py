@@ -1,7 +1,7 @@
 """The progress line of a run of forwards off a terminal: the command, the unit counted, one
 rate for one model, the ETA, and a line at the last step however soon it comes."""
 
-from align.fitting.progress import Progress
+from align.fitting.live_route.progress import Progress
 
 
 def test_one_model_counts_its_unit_and_logs_the_last_step():

@@ -1,5 +1,5 @@
 """The target's batches of a pairing across documents (`--live --control shuffle`,
-align.fitting.batches.read_order_batches), on a token table built by hand: every target
+align.fitting.live_route.batches.read_order_batches), on a token table built by hand: every target
 sequence a partner lies in is forwarded once, in a batch of at most `batch_size` sequences
 made for the first grouping window of the source that reads it, and the batches come in the
 windows' order. The first reader of each sequence is found here by a plain loop over the
@@ -11,7 +11,7 @@ import numpy as np
 
 
 def _table(lengths, docs):
-    from align.fitting.batches import TokenTable
+    from align.fitting.live_route.batches import TokenTable
 
     seqs = [np.arange(n, dtype=np.int64) + 5 for n in lengths]
     start = np.concatenate([[0], np.cumsum(lengths)])
@@ -23,7 +23,7 @@ def _table(lengths, docs):
 
 def test_each_partner_sequence_is_forwarded_once_in_the_window_that_first_reads_it():
     from align.extraction.batches import GROUP_FACTOR
-    from align.fitting.batches import plan_batches, read_order_batches
+    from align.fitting.live_route.batches import plan_batches, read_order_batches
 
     batch_size = 2
     window = batch_size * GROUP_FACTOR

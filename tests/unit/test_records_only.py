@@ -45,7 +45,7 @@ def test_fit_names_the_record_of_each_old_keyword(tmp_path):
 
 
 def test_fit_live_names_the_record_of_each_old_keyword():
-    from align.fitting.live import fit_live
+    from align.fitting.live_route.pipeline import fit_live
 
     assert _refusal(lambda: fit_live(None, None, bootstrap=0)) == (
         "fit_live() got bootstrap=0: pass it in FitSpec(bootstrap=0)"

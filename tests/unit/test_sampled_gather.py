@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from align.fitting import result, sampled
+from align.fitting.measuring import sampled
+from align.fitting.results import dataset as result
 
 
 def _rows(seed=0, n=60, widths=(5, 3)):

@@ -143,7 +143,7 @@ def heavy(name: str) -> set[str]:
 
 
 def package(name: str) -> str:
-    """The package a module belongs to, two names deep (align.fitting.split -> align.fitting;
+    """The package a module belongs to, two names deep (align.fitting.planning.split -> align.fitting;
     align.errors stays itself)."""
     return ".".join(name.split(".")[:2])
 

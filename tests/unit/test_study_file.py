@@ -44,7 +44,10 @@ def refused(tmp_path, text: str) -> str:
 @pytest.mark.parametrize(
     "extra, expected",
     [
-        ("[fit]\nmesures = ['ridge']\n", "[fit] has no key 'mesures'; the keys are measures,"),
+        (
+            "[fit]\nmesures = ['ridge']\n",
+            "[fit] has no key 'mesures'; the keys are test_fraction, val_fraction, seed, alphas,",
+        ),
         (
             "[fit]\nmeasures = ['kca']\n",
             "[fit] measures = 'kca' is not one of ridge, cka, cka-debiased",
@@ -67,8 +70,35 @@ def refused(tmp_path, text: str) -> str:
         ),
         ("[analyses]\nskip_docs = 'few'\n", "[analyses] skip_docs = 'few' must be a whole number"),
         (
-            "[bootstrap]\nresamples = 5\n",
-            "[bootstrap] resamples 5: a 95% percentile interval needs at least 100",
+            "[fit]\nbootstrap = 5\n",
+            "[fit] bootstrap 5: a 95% percentile interval needs at least 100",
+        ),
+        (
+            "[bootstrap]\nresamples = 200\n",
+            "[bootstrap] resamples is now [fit] bootstrap (as the command line's option of that name): "
+            "write bootstrap = 200 under [fit]",
+        ),
+        (
+            "[bootstrap]\nseed = 3\n",
+            "[bootstrap] seed is now [fit] bootstrap_seed (as the command line's option of that name): "
+            "write bootstrap_seed = 3 under [fit]",
+        ),
+        (
+            "[bootstrap]\n",
+            "no section [bootstrap]; its keys are now [fit] bootstrap, [fit] bootstrap_seed",
+        ),
+        (
+            "[extraction]\nmax_tokens = 500\n",
+            "[extraction] max_tokens is now [corpus] max_tokens (as the command line's option of "
+            "that name): write max_tokens = 500 under [corpus]",
+        ),
+        (
+            "[extraction]\noverwrite = true\n",
+            "[extraction] has no key 'overwrite': a unit's output is replaced when its key changes",
+        ),
+        (
+            "[fit]\ncontrol = 'shuffle'\n",
+            "[fit] has no key 'control': [controls] shuffle: each pair's shuffle control is fitted",
         ),
         ("[corpus.more]\n", "[corpus] has no key 'more'"),
         (

@@ -12,7 +12,7 @@ import pytest
 # Fragments a model name is built from: letters, the characters the schema allows, the pair
 # separator and the suffixes the study appends (a twin, a shuffle control).
 FRAGMENTS = ("a", "b", "-", "--", ".", "_", "random", ".random", "shuffle", ".shuffle", "A")
-KINDS = ("extract", "contrib", "lens", "skip", "depth")
+KINDS = ("extract", "contrib", "lens", "lens-linear", "lens-tuned", "skip", "depth")
 
 
 def names_up_to(n: int) -> list:
@@ -54,9 +54,12 @@ def test_accepted_names_name_distinct_outputs():
         put(f"fit {s}->{t}", output_of("fit", (s, t)))
         put(f"fit {s}->{t} shuffle", output_of("fit", (s, t), "shuffle"))
         put(f"fit {s}->{t}.random", output_of("fit", (s, t + ".random"), "random_init"))
+        put(f"lens-through {s}->{t}", output_of("lens-through", (s, t)))
     assert output_of("fit", ("a", "b"), "shuffle") == "results/fits/a--b.shuffle.zarr"
+    assert output_of("lens-tuned", ("a",)) == "results/lens-tuned/a.zarr"
+    assert output_of("lens-through", ("a", "b")) == "results/lens-through/a--b"
     assert output_of("fit", ("a", "b.random"), "random_init") == "results/fits/a--b.random.zarr"
-    assert len(seen) == 6 * len(pool) + 3 * len(pool) * (len(pool) - 1)
+    assert len(seen) == 8 * len(pool) + 4 * len(pool) * (len(pool) - 1)
     # Replicates: checkpoint K of model n is the model n@K (its twin n@K.random), beside every
     # name; their fits with each other and with the names of up to two fragments; the spread.
     from align.study.schema import replicate_name
@@ -74,11 +77,12 @@ def test_accepted_names_name_distinct_outputs():
         put(f"fit {s}->{t}", output_of("fit", (s, t)))
         put(f"fit {s}->{t} shuffle", output_of("fit", (s, t), "shuffle"))
         put(f"fit {s}->{t}.random", output_of("fit", (s, t + ".random"), "random_init"))
+        put(f"lens-through {s}->{t}", output_of("lens-through", (s, t)))
     put("replicates", output_of("replicates"))
     assert output_of("replicates") == "results/replicates.json"
     assert output_of("fit", ("a@1", "b@1")) == "results/fits/a@1--b@1.zarr"
     n = len(pool)
-    assert len(seen) == 6 * n + 3 * n * (n - 1) + 6 * 2 * n + 3 * len(pairs) + 1
+    assert len(seen) == 8 * n + 4 * n * (n - 1) + 8 * 2 * n + 4 * len(pairs) + 1
 
 
 BASE = """

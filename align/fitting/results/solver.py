@@ -8,7 +8,7 @@ import math
 
 from align.errors import InputError
 from align.fitting.fit_options import backend
-from align.fitting.split import FRACTIONS, PART_GROUPS
+from align.fitting.planning.split import FRACTIONS, PART_GROUPS
 from align.ridge.closed_form import DEFAULT_ALPHAS, solve_block
 from align.ridge.statistics import N_PARTS, Statistics
 

@@ -2,10 +2,10 @@
 sufficient statistics of docs/methods.md, The fit accumulate on the device as the activations appear.
 
 The run is: read both configs and tokenizers (the pairing: the store route's resolution,
-checks and messages, fitting.pairing) → tokenize the corpus once (the token table a store
+checks and messages, fitting.pairing.partners) → tokenize the corpus once (the token table a store
 would hold; once per model when the tokenizers differ, the rows then anchored on the text as
-two stores' are: fitting.live_anchors) → split documents and mark every token fit / validation / held-out / unused exactly as
-the store route does (fitting.split) → batch the sequences exactly as `align extract` does
+two stores' are: fitting.live_route.anchors) → split documents and mark every token fit / validation / held-out / unused exactly as
+the store route does (fitting.planning.split) → batch the sequences exactly as `align extract` does
 (length-grouped windows, extraction.batches), so every token meets the batch a store saw and
 gets the same bits → plan the memory: the target boundaries are covered in blocks, one pass
 over the corpus per block → per block:
@@ -14,13 +14,13 @@ over the corpus per block → per block:
       the block's highest boundary) → ridge.chunk_statistics into the block's sums on the
       device (rows of each part gathered in part order, float64); held-out rows kept in the
       compute dtype where the plan holds them
-    fitting.solver (the shared solver; each source boundary decomposed once for all blocks)
+    fitting.results.solver (the shared solver; each source boundary decomposed once for all blocks)
     held-out rows (kept, or a second forward of their batches) → ridge.heldout_sums
 
-and the result goes through the shared result writer (fitting.result) with `route: live` and
+and the result goes through the shared result writer (fitting.results.dataset) with `route: live` and
 the models' provenance. Nothing else is written. With a Dask scheduler address the batches
 are cut into document shards that workers process (each loads both models), their sums
-added in a tree fixed by shard index (the tasks of fitting.shards run there).
+added in a tree fixed by shard index (the tasks of fitting.live_route.shards run there).
 
 `--control shuffle` pairs each source token with the target's token at the same position of
 another document's sequence, exactly the store route's pairing (split.shuffle_partners;
@@ -54,34 +54,34 @@ from align.corpus import generated_format
 from align.declarations import refuse_fields
 from align.errors import InputError
 from align.faults import fault_point
-from align.fitting import live_anchors, live_cluster, sampled
-from align.fitting.anchors import coverage_line, windows_line
-from align.fitting.batches import TokenTable, plan_batches, token_table
-from align.fitting.budget import (
-    LiveShape,
-    bootstrap_bytes,
-    bootstrap_refusal,
-    host_line,
-    human_bytes,
-    pass_refusal,
-    plan_passes,
-)
-from align.fitting.cluster import default_memory_limit
 from align.fitting.fit_options import Execution, FitHooks, FitRequest, FitSpec, LiveJob, request
-from align.fitting.headline import headline
-from align.fitting.live_estimate import estimate
-from align.fitting.measured import HELDOUT_PROCRUSTES, measure_groups_of
-from align.fitting.pairing import check_tokenizers, resolve
-from align.fitting.passes import PassInputs, load_models, run_blocks
-from align.fitting.progress import Progress
-from align.fitting.result import (
+from align.fitting.live_route import anchors as live_anchors
+from align.fitting.live_route import cluster as live_cluster
+from align.fitting.live_route.batches import TokenTable, plan_batches, token_table
+from align.fitting.live_route.estimate import estimate
+from align.fitting.live_route.passes import PassInputs, load_models, run_blocks
+from align.fitting.live_route.plan import (
+    LivePlan,
+    Prepared,
+    make_plan,
+    refuse_bootstrap,
+    shape_of,
+    sides_shape,
+)
+from align.fitting.live_route.progress import Progress
+from align.fitting.measuring import sampled
+from align.fitting.pairing.anchors import coverage_line, windows_line
+from align.fitting.pairing.partners import check_tokenizers, resolve
+from align.fitting.planning.split import Origin, make_split
+from align.fitting.results.dataset import (
     Side,
     alignment_dataset,
     check_result_room,
     grid_note,
     write_alignment,
 )
-from align.fitting.split import Origin, Split, make_split
+from align.fitting.results.headline import headline
+from align.fitting.runtime.cluster import default_memory_limit
 
 __all__ = [
     "LiveJob",
@@ -97,89 +97,7 @@ __all__ = [
     "token_table",
 ]
 
-GPU_FRACTION = 0.9  # of a GPU's free memory a live fit plans for without --device-memory
-
-
-# -- memory ---------------------------------------------------------------------------------
-
-
-def model_bytes(config, dtype: str) -> int:
-    """Bytes of a model's weights and buffers in `dtype`, from its config alone (the
-    architecture built on torch's meta device: no memory, no weights read)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    with torch.device("meta"):
-        net = AutoModelForCausalLM.from_config(config)
-    item = torch.empty((), dtype=getattr(torch, dtype)).element_size()
-    return item * (sum(p.numel() for p in net.parameters()) + sum(b.numel() for b in net.buffers()))
-
-
-def budget_of(job: LiveJob, options: FitRequest, device_memory: int | None) -> tuple:
-    """(device, budget, bytes already held there, the option that sets the budget). On a GPU
-    (the models and the sums live there): --device-memory, default GPU_FRACTION of its free
-    memory. On the CPU: --memory-limit (default fitting.cluster's: 60% of the available
-    memory), of which this process holds its resident size now (before any model loads).
-    options.hooks.worker_budget replaces both (the plan's room itself: tests)."""
-    import psutil
-    import torch
-
-    gpu = job.target.device == "cuda" or (job.target.device == "auto" and torch.cuda.is_available())
-    if options.hooks.worker_budget is not None:
-        return ("cuda" if gpu else "cpu"), int(options.hooks.worker_budget), 0, "`memory_limit`"
-    if gpu:
-        if device_memory is None:
-            free, _ = torch.cuda.mem_get_info()
-            device_memory = int(GPU_FRACTION * free)
-        return "cuda", int(device_memory), 0, "`device_memory`"
-    limit = (
-        options.run.memory_limit if options.run.memory_limit is not None else default_memory_limit()
-    )
-    return "cpu", int(limit), psutil.Process().memory_info().rss, "`memory_limit`"
-
-
 # -- the run --------------------------------------------------------------------------------
-
-
-@dataclass
-class Prepared:
-    """Everything known before the first forward: configs, tokenizers, the token table, the
-    split, the batches and the chosen boundaries of each side. With two tokenizers
-    (`pairing` char-anchors) `table` and `batches` are the source's, `target_table` the
-    target's, `anchored` the pairs (fitting.anchors.Anchored) and `stream` what the passes
-    forward (live_anchors.AnchoredStream); with one, `stream` is the token table, or with
-    `--control shuffle` an AnchoredStream of the table against itself."""
-
-    job: LiveJob
-    configs: tuple
-    tokenizers: tuple
-    table: TokenTable
-    split: Split
-    batches: list
-    source_boundaries: list
-    target_boundaries: list
-    pairing: tuple = ("tokens", "one tokenizer")  # (mode, why): fitting.pairing.resolve
-    target_table: TokenTable | None = None
-    anchored: object = None
-    stream: object = None
-    sample: object = None  # the held-out rows of the row measures (fitting.sampled.Sample)
-
-    def __post_init__(self):
-        if self.target_table is None:
-            self.target_table = self.table
-        if self.stream is None:
-            self.stream = self.table
-
-    @property
-    def apart(self) -> bool:
-        """Whether the target is forwarded in batches of its own (`stream` an AnchoredStream:
-        two tokenizers, or `--control shuffle`), not in the source's."""
-        return self.stream is not self.table
-
-    @property
-    def target_batches(self) -> list:
-        """The batches the target forwards (the source's with one token stream)."""
-        return self.stream.target_batches if self.apart else self.batches
 
 
 def _capped(job: LiveJob, configs, log) -> LiveJob:
@@ -203,7 +121,7 @@ def _capped(job: LiveJob, configs, log) -> LiveJob:
 def prepare(job: LiveJob, options: FitRequest, log=messages.say) -> Prepared:
     """Read both configs and tokenizers (refusing tokenizers that differ, token ids a model
     has no embedding for; a `max_length` beyond a model's positions is capped at them, said
-    to `log`, unless `allow_long`), tokenize once, split by document (fitting.split), batch."""
+    to `log`, unless `allow_long`), tokenize once, split by document (fitting.planning.split), batch."""
     if job.batch_size < 1:
         raise InputError(f"`batch_size` {job.batch_size} must be at least 1")
     corpus.validate(job.corpus)
@@ -300,36 +218,8 @@ def split_origin(cspec: corpus.CorpusSpec) -> Origin:
     return Origin(f"the corpus {cspec.describe()}{how} gives", more)
 
 
-def shape_of(p: Prepared) -> LiveShape:
-    """The memory plan's view of a prepared job (the models' bytes from their configs)."""
-    cs, ct = p.configs
-    dts = p.job.source.resolved_dtype(), p.job.target.resolved_dtype()
-    both = p.batches + p.target_batches
-    positions, width = (
-        max(b.positions for b in both),
-        max(b.width for b in both),
-    )  # each bounds its term
-    inter = max(getattr(c, "intermediate_size", None) or 4 * c.hidden_size for c in (cs, ct))
-    held = p.stream.most_held(p.batches) if p.apart else 0
-    return LiveShape(
-        len(p.source_boundaries),
-        cs.hidden_size,
-        len(p.target_boundaries),
-        ct.hidden_size,
-        positions,
-        width,
-        inter,
-        max(cs.num_attention_heads, ct.num_attention_heads),
-        4 if "float32" in dts else 2,
-        p.split.counts["heldout"],
-        model_bytes(cs, dts[0]) + model_bytes(ct, dts[1]),
-        p.split.n_parts,
-        held,
-    )
-
-
 def sides_of(p: Prepared) -> tuple:
-    """Each model as the result records it (fitting.result.Side): what a live-model analysis
+    """Each model as the result records it (fitting.results.dataset.Side): what a live-model analysis
     records (provenance.model_record), the weights' identity (as a store records it)
     and the batch size (the batches decide the float32 rounding)."""
     out = []
@@ -343,148 +233,6 @@ def sides_of(p: Prepared) -> tuple:
         }
         out.append(Side(prov, spec.name, config.num_hidden_layers, config.hidden_size))
     return tuple(out)
-
-
-@dataclass
-class LivePlan:
-    """The plan printed before the first forward."""
-
-    device: str
-    budget: int
-    blocks: list
-    keep_heldout: bool
-    bytes: dict
-    n_tokens: int
-    counts: dict
-    batches: int
-    positions: int
-    sample_line: str = ""  # the sampled rows' bytes and row_measures' (sampled.plan_line)
-
-    @property
-    def passes(self) -> int:
-        return len(self.blocks)
-
-    def lines(self, n_source: int, n_target: int, batch_size: int) -> list:
-        c = self.counts
-        held = (
-            "kept from the first forward"
-            if self.keep_heldout
-            else "scored by a second forward of their batches"
-        )
-        return [
-            f"align fit --live: {self.n_tokens:,} tokens ({c['fit']:,} fit / {c['validation']:,} validation / "
-            f"{c['heldout']:,} held-out) in {self.batches:,} batches of up to {batch_size} sequences",
-            f"align fit --live: {n_source}x{n_target} pairs in {self.passes} block(s) of up to "
-            f"{max(len(b) for b in self.blocks)} target boundaries, one pass over the corpus each; held-out rows {held}",
-            f"align fit --live: memory on {self.device}: "
-            + ", ".join(f"{k} {human_bytes(v)}" for k, v in self.bytes.items())
-            + f" = {human_bytes(sum(self.bytes.values()))} of {human_bytes(self.budget)} planned",
-        ] + ([f"align fit --live: {self.sample_line}"] if self.sample_line else [])
-
-    def record(self) -> dict:
-        return {
-            "device": self.device,
-            "budget": self.budget,
-            "blocks": [list(b) for b in self.blocks],
-            "passes": self.passes,
-            "keep_heldout": self.keep_heldout,
-            "bytes": dict(self.bytes),
-            "n_tokens": self.n_tokens,
-            "counts": dict(self.counts),
-            "batches": self.batches,
-            "positions": self.positions,
-        }
-
-
-def make_plan(
-    p: Prepared, options: FitRequest, device_memory: int | None, per_worker: tuple | None = None
-) -> LivePlan:
-    """The blocks and memory of the run, or the one-line refusal of a budget that cannot
-    hold one target boundary per pass (naming the minimum). `per_worker` (limit, idle
-    footprint) plans for a Dask worker instead, which keeps no held-out rows between tasks."""
-    s = replace(
-        shape_of(p),
-        measure_groups=measure_groups_of(options.spec),
-        rotations=HELDOUT_PROCRUSTES in options.spec.measures,
-    )
-    if per_worker is not None:
-        joined = len(p.sample.tokens) if p.sample is not None else 0
-        s = replace(s, n_heldout=0, joined_rows=joined, grouped_sums=True)
-        where, (limit, idle), option = "each worker", per_worker, "`memory_limit` (per worker)"
-    else:
-        where, limit, idle, option = budget_of(p.job, options, device_memory)
-        s = replace(s, measure_host=where != "cpu")  # a GPU's fit: the measures' sums on the host
-    # on the CPU the document bootstrap's weights share the budget with the passes
-    boot = (
-        {"document bootstrap": _bootstrap_bytes(p, options)["passes"]}
-        if where == "cpu" and per_worker is None
-        else {}
-    )
-    if p.sample is not None and per_worker is None:  # float64 on the host, through the passes
-        rows = sampled.shape_of(p.sample, options.spec, _sides_shape(p))
-        boot.update(sampled.host_share(options, rows, where, limit - idle - s.model_bytes))
-    planned = plan_passes(s, p.target_boundaries, limit - idle - sum(boot.values()))
-    if planned is None:
-        raise InputError(pass_refusal(option, limit, idle, s, where))
-    blocks, keep, need = planned
-    if per_worker is not None:
-        keep = False
-        need.pop("held-out rows")
-    return LivePlan(
-        where,
-        limit - idle,
-        blocks,
-        keep,
-        {"models": s.model_bytes, **need, **boot},
-        p.table.n_tokens,
-        p.split.counts,
-        len(p.batches),
-        sum(b.positions for b in p.batches),
-        "; ".join(
-            (
-                [sampled.plan_line(rows, "on the host")]
-                if p.sample is not None and per_worker is None
-                else []
-            )
-            + ([host_line(s, len(blocks[0]), keep)] if s.measure_host and s.measure_groups else [])
-        ),
-    )
-
-
-def _sides_shape(p: Prepared) -> tuple:
-    """((n_source, d_S), (n_target, d_T)) of the sample's rows."""
-    widths = (c.hidden_size for c in p.configs)
-    return tuple(zip((len(p.source_boundaries), len(p.target_boundaries)), widths))
-
-
-def _bootstrap_bytes(p: Prepared, options: FitRequest) -> dict:
-    """`budget.bootstrap_bytes` of this run's document bootstrap."""
-    return bootstrap_bytes(
-        options.spec.bootstrap,
-        len(p.split.test_docs),
-        len(p.source_boundaries),
-        len(p.target_boundaries),
-        p.configs[1].hidden_size,
-    )
-
-
-def _refuse_bootstrap(p: Prepared, options: FitRequest) -> None:
-    """The one-line refusal of a --bootstrap whose arrays exceed this process's budget
-    (--memory-limit, unless that is per worker of a cluster; else fitting.cluster's default)."""
-    own = options.run.memory_limit is not None and options.run.scheduler in (
-        None,
-        "synchronous",
-        "sync",
-    )
-    why = bootstrap_refusal(
-        options.spec.bootstrap,
-        _bootstrap_bytes(p, options),
-        options.run.memory_limit if own else default_memory_limit(),
-        len(p.split.test_docs),
-        len(p.source_boundaries) * len(p.target_boundaries),
-    )
-    if why:
-        raise InputError(why)
 
 
 @dataclass
@@ -564,12 +312,38 @@ def fit_live(
     t0 = time.time()
     refuse_fields("fit_live", keywords, (FitSpec, Execution, FitHooks))
     options = request(spec, run, hooks)
-    if options.spec.convergence and options.run.scheduler not in (None, "synchronous", "sync"):
+    _refuse_convergence_on_cluster(options)
+    inputs = _inputs_of(job)
+    written = None if dry_run else output  # what the checks of the output look at
+    p, sides = _prepare_checked(job, options, written, inputs, log)
+    if options.run.scheduler not in IN_PROCESS and not dry_run:
+        outcome, plan = _passes_on_cluster(p, options, log, t0)
+        return finish(p, sides, outcome, plan, options, output, inputs, log)
+    plan = _plan_here(p, options, device_memory, log)
+    if dry_run:
+        est = estimate(p, plan, log)
+        return LiveReport(None, None, time.time() - t0, plan.record(), dry_run=est)
+    outcome = _passes_here(p, plan, options, (log, terminal), t0)
+    return finish(p, sides, outcome, plan, options, output, inputs, log)
+
+
+# -- the stages ---------------------------------------------------------------------------
+
+IN_PROCESS = (None, "synchronous", "sync")  # the schedulers that run the passes here
+
+
+def _refuse_convergence_on_cluster(options: FitRequest) -> None:
+    """The one-line refusal of `convergence` with a Dask cluster's address."""
+    if options.spec.convergence and options.run.scheduler not in IN_PROCESS:
         raise InputError(
             f"`convergence` with `live` runs in this process only, not on the Dask cluster at "
             f"`scheduler` {options.run.scheduler}: drop one of them (or fit stores on the cluster)"
         )
-    inputs = {
+
+
+def _inputs_of(job: LiveJob) -> dict:
+    """The inputs the result records and `output` must not be: the model folders and corpus."""
+    return {
         k: v
         for k, v in (
             ("source model folder", job.source.name),
@@ -578,7 +352,15 @@ def fit_live(
         )
         if v
     }
-    if output is not None and not dry_run:
+
+
+def _prepare_checked(
+    job: LiveJob, options: FitRequest, output: str | None, inputs: dict, log
+) -> tuple:
+    """(Prepared, sides): `output` checked (when one is written), the job prepared, its
+    pairing said, the bootstrap's memory checked, the row measures' sample drawn before the
+    passes, and room for the result checked."""
+    if output is not None:
         st.check_output(output, "alignment", inputs=inputs, overwrite=options.run.overwrite)
     p = prepare(job, options, log)
     if p.anchored is not None:
@@ -586,11 +368,11 @@ def fit_live(
         log(f"align fit --live: {coverage_line(p.anchored)}")
         if windows_line(p.anchored):
             log(f"align fit --live: {windows_line(p.anchored)}")
-    _refuse_bootstrap(p, options)
+    refuse_bootstrap(p, options)
     p.sample = sampled.draw(p.split, options.spec)  # before the passes, by the split's seed
     sampled.log_measures(log, "align fit --live", options.spec, p.sample, p.split)
     sides = sides_of(p)
-    if output is not None and not dry_run:
+    if output is not None:
         check_result_room(
             output,
             p.source_boundaries,
@@ -599,36 +381,40 @@ def fit_live(
             p.split,
             options.spec.save_maps,
         )
-    if options.run.scheduler not in (None, "synchronous", "sync") and not dry_run:
-        if p.sample is not None:  # joined and measured in this process
-            rows = sampled.shape_of(p.sample, options.spec, _sides_shape(p))
-            room = default_memory_limit()
-            sampled.check_room(rows, room, "of this process's budget", "`memory_limit`")
-            log(f"align fit --live: {sampled.plan_line(rows, 'joined in this process')}")
-        plan, results, statistics, rates, loop_s = live_cluster.run_on_cluster(
-            p, options, log, lambda limits: make_plan(p, options, None, limits)
-        )
-        return finish(
-            p,
-            sides,
-            Outcome(results, statistics, rates, loop_s, "cluster", t0),
-            plan,
-            options,
-            output,
-            inputs,
-            log,
-        )
+    return p, sides
+
+
+def _passes_on_cluster(p: Prepared, options: FitRequest, log, t0: float) -> tuple:
+    """(Outcome, plan record): the passes as document shards on the Dask cluster at
+    `scheduler`, planned per worker; the sample's rows joined in this process."""
+    if p.sample is not None:  # joined and measured in this process
+        rows = sampled.shape_of(p.sample, options.spec, sides_shape(p))
+        room = default_memory_limit()
+        sampled.check_room(rows, room, "of this process's budget", "`memory_limit`")
+        log(f"align fit --live: {sampled.plan_line(rows, 'joined in this process')}")
+    plan, results, statistics, rates, loop_s = live_cluster.run_on_cluster(
+        p, options, log, lambda limits: make_plan(p, options, None, limits)
+    )
+    return Outcome(results, statistics, rates, loop_s, "cluster", t0), plan
+
+
+def _plan_here(p: Prepared, options: FitRequest, device_memory: int | None, log) -> LivePlan:
+    """The plan of the passes in this process (its lines said)."""
     plan = make_plan(p, options, device_memory)
-    for line in plan.lines(len(p.source_boundaries), len(p.target_boundaries), job.batch_size):
+    for line in plan.lines(len(p.source_boundaries), len(p.target_boundaries), p.job.batch_size):
         log(line)
-    if dry_run:
-        est = estimate(p, plan, log)
-        return LiveReport(None, None, time.time() - t0, plan.record(), dry_run=est)
-    net = load_models(job)
+    return plan
+
+
+def _passes_here(p: Prepared, plan: LivePlan, options: FitRequest, logs: tuple, t0: float):
+    """The Outcome of the passes in this process: the models loaded, one pass over the corpus
+    per block (a second forward of the held-out batches where their rows are not kept), a
+    progress bar; `logs` is (log, whether it is a terminal's)."""
+    net = load_models(p.job)
     total = plan.passes * len(p.batches) + (
         0 if plan.keep_heldout else plan.passes * sum(1 for b in p.batches if b.n_test)
     )
-    progress = Progress(total, log, terminal)
+    progress = Progress(total, *logs)
     t_loop = time.time()
     try:
         inputs_of_passes = PassInputs(net, p.stream, p.batches, p.source_boundaries, progress)
@@ -638,8 +424,7 @@ def fit_live(
     finally:
         progress.close()
     loop_s = time.time() - t_loop
-    outcome = Outcome(results, statistics, progress.rates(), loop_s, str(net.device.type), t0)
-    return finish(p, sides, outcome, plan, options, output, inputs, log)
+    return Outcome(results, statistics, progress.rates(), loop_s, str(net.device.type), t0)
 
 
 class Outcome(NamedTuple):

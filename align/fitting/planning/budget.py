@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from align import ridge
-from align.fitting.split import FRACTIONS
+from align.fitting.planning.split import FRACTIONS
 from align.measures.streamed import sums_bytes
 from align.messages import human_bytes  # noqa: F401 (the fit's modules import it from here)
 from align.stats.bootstrap import MIN_RESAMPLES
@@ -292,7 +292,7 @@ def client_bytes(n_tokens: int, n_pairs: int, d_s: int, d_t: int, save_maps: boo
 
 
 def bootstrap_bytes(resamples: int, n_docs: int, n_source: int, n_target: int, d_t: int) -> dict:
-    """Bytes the client holds for the document bootstrap (`fitting.uncertainty`) of
+    """Bytes the client holds for the document bootstrap (`fitting.results.uncertainty`) of
     `resamples` over n_docs held-out documents and n_source × n_target pairs, at two peaks:
 
     - "passes", while the statistics are computed: the (resamples, n_docs) float64 weights
@@ -472,7 +472,7 @@ class LiveShape:
     the largest batch of either model (positions, padded length), the widest MLP and most
     heads, the itemsize of the compute dtype, held-out rows, the models' bytes (weights and
     buffers), the statistics' parts and, with two tokenizers, the most target rows one
-    grouping window holds for its source batches (fitting.live_anchors)."""
+    grouping window holds for its source batches (fitting.live_route.anchors)."""
 
     n_source: int
     d_s: int

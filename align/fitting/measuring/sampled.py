@@ -15,16 +15,17 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from align.errors import InputError
-from align.fitting.cluster import default_memory_limit
-from align.fitting.sample_budget import (
+from align.fitting.measuring.rows_tasks import device_backend, row_measures_tasks
+from align.fitting.planning.sample_budget import (
     SampleShape,
     neighbours_refusal,
     row_measures_bytes,
     sample_bytes,
     sample_refusal,
 )
-from align.fitting.split import TEST, Split
-from align.fitting.tasks import blas_limit
+from align.fitting.planning.split import TEST, Split
+from align.fitting.runtime.cluster import default_memory_limit
+from align.fitting.runtime.tasks import blas_limit
 from align.measures import MEASURES, ROW_ONLY, SAMPLE_ROWS, STREAMED, calibration, rows
 from align.messages import human_bytes
 from align.ridge.backend import CPU, Backend
@@ -257,10 +258,11 @@ def attach(
     src_boundaries,
     tgt_boundaries,
     device: str = "cpu",
+    runner=None,
 ) -> dict:
     """`rows.row_measures` of the sample for every pair of the grid, on the fit's `device`
-    (torch on a GPU: "cuda..."; numpy on "cpu", and on a cluster, whose row measures run in
-    this process); each pair's `PairResult.sampled` = {measure: {field: value}} (FIELDS). Only
+    (torch on a GPU: "cuda..."; numpy on "cpu"), in this process or, with `runner`
+    (`rows_tasks.runner`: a cluster's), as tasks of its workers, with the same numbers; each pair's `PairResult.sampled` = {measure: {field: value}} (FIELDS). Only
     mknn, cknna and rsa get the sample's bootstrap interval (a streamed measure's interval
     is the jackknife's over all held-out rows). Returns the record of the sample the result's
     summary keeps, with the tie rule and each cell's fraction of sampled rows that have an
@@ -271,8 +273,10 @@ def attach(
     out = {}
     if spec.sampled:
         widest = max(x.shape[1] for x in (*sample.xs.values(), *sample.ys.values()))
-        with blas_limit(1 if widest <= SMALL_WIDTH else None):
-            out = _row_measures(sample, spec, src_boundaries, tgt_boundaries, device)
+        threads = 1 if widest <= SMALL_WIDTH else None
+        with blas_limit(threads):
+            where = runner and runner._replace(threads=threads)  # the same count in its tasks
+            out = _row_measures(sample, spec, (src_boundaries, tgt_boundaries), device, where)
     if spec.heldout_calibrated:
         out[HELDOUT] = _heldout_summary(sample, src_boundaries, tgt_boundaries)
     names = tuple(out)
@@ -302,27 +306,33 @@ def attach(
     return record
 
 
-def _row_measures(sample: Sample, spec, src_boundaries, tgt_boundaries, device: str) -> dict:
-    """`rows.row_measures` of the sample as `attach` asks it."""
+def _row_measures(sample: Sample, spec, grid: tuple, device: str, runner) -> dict:
+    """`rows.row_measures` of the sample as `attach` asks it (grid: the source and the target
+    boundaries), in this process or as `runner`'s tasks (`rows_tasks.row_measures_tasks`)."""
+    xs = {i: sample.xs[i] for i in grid[0]}
+    ys = {j: sample.ys[j] for j in grid[1]}
+    draws = rows.Draws(spec.permutations, spec.seed, resampling_of(spec))
+    if runner is not None:
+        return row_measures_tasks(
+            runner,
+            xs,
+            ys,
+            sample.docs,
+            spec.sampled,
+            k=spec.neighbours,
+            draws=draws,
+            intervals=ROW_ONLY,
+        )
     return rows.row_measures(
-        {i: sample.xs[i] for i in src_boundaries},
-        {j: sample.ys[j] for j in tgt_boundaries},
+        xs,
+        ys,
         sample.docs,
         spec.sampled,
         k=spec.neighbours,
-        draws=rows.Draws(spec.permutations, spec.seed, resampling_of(spec)),
+        draws=draws,
         intervals=ROW_ONLY,
-        backend=_backend(device),
+        backend=device_backend(device),
     )
-
-
-def _backend(device: str) -> Backend:
-    """torch on the fit's GPU where this process has it ("cuda..."), else numpy."""
-    if not str(device).startswith("cuda"):
-        return CPU
-    import torch
-
-    return Backend(device) if torch.cuda.is_available() else CPU
 
 
 def log_measures(log, command: str, spec, sample: Sample | None, split: Split) -> None:
@@ -423,7 +433,7 @@ def host_share(options, rows: SampleShape, where: str, room: int) -> dict:
     """The sample's refusal and its share of the plan: on the CPU its rows share the budget
     with the passes and, after them, `row_measures` runs beside the models (`room`: the
     budget less this process and the models); on a GPU they are host memory, against
-    --memory-limit (fitting.cluster's default without one)."""
+    --memory-limit (fitting.runtime.cluster's default without one)."""
     if where != "cpu":
         room = options.run.memory_limit or default_memory_limit()
     check_room(rows, room, f"left on the host ({where})", "`memory_limit`")

@@ -23,13 +23,13 @@ import numpy as np
 from align import store as st
 from align.errors import InputError
 from align.faults import fault_point
-from align.fitting import measured
-from align.fitting.measured import rotations_of, with_rotations
-from align.fitting.solver import solve_all
-from align.fitting.split import CONVERGENCE_PARTS, TEST
-from align.fitting.tasks import blas_limit, stop_if_cancelled
+from align.fitting.measuring import measured
+from align.fitting.measuring.measured import rotations_of, with_rotations
+from align.fitting.planning.split import CONVERGENCE_PARTS, TEST
+from align.fitting.results.solver import solve_all
+from align.fitting.runtime.tasks import blas_limit, stop_if_cancelled
 from align.measures import streamed
-from align.measures.streamed import MEASURE_GROUPS
+from align.measures.streamed import MEASURE_GROUPS, HeldSums
 from align.ridge.backend import Backend
 from align.ridge.closed_form import SolvedMap
 from align.ridge.heldout import add_heldout, heldout_sums
@@ -81,6 +81,14 @@ class Rows(NamedTuple):
     index: np.ndarray  # offsets of the rows in [start, stop)
     docs: np.ndarray | None = None  # each row's held-out document index (bootstrap)
     partner: np.ndarray | None = None  # each row's target token (--control shuffle)
+
+
+class HeldRows(NamedTuple):
+    """The held-out rows a statistics task read and keeps for the held-out pass."""
+
+    xs: dict  # {source boundary: (n_rows, d_S) float32}
+    ys: dict  # {target boundary: (n_rows, d_T) float32}
+    docs: np.ndarray | None  # (n_rows,) each row's held-out document index (bootstrap)
 
 
 class BlockSettings(NamedTuple):
@@ -175,11 +183,11 @@ def sampled_rows(job: "Job", I, J, tokens: np.ndarray, partner: np.ndarray | Non
 
 def stats_task(job: Job, I, J, start: int, stop: int, tokens: Tokens, shifts, keep_heldout: bool):
     """Statistics of tokens [start, stop) (`tokens`: their arrays), read `job.chunk` tokens
-    at a time and accumulated in place; returns (numpy `ridge.Statistics`, held-out rows
-    ({i: float32}, {j: float32}, their held-out document indices from `tokens.hdoc`) or None).
+    at a time and accumulated in place; returns (numpy `ridge.Statistics`, the held-out rows
+    read (`HeldRows`) or None).
     `tokens.stat_part`: the statistics part of each token (None: `part`); `tokens.partner`:
     the target token paired with each (`--control shuffle`; None: itself)."""
-    part, hdoc, stat_part, partner = tokens
+    part, hdoc, stat_part, partner = tokens.part, tokens.hdoc, tokens.stat_part, tokens.partner
     x_shift, y_shift = shifts
     be = job.backend()
     d_s, d_t = (
@@ -214,8 +222,8 @@ def stats_task(job: Job, I, J, start: int, stop: int, tokens: Tokens, shifts, ke
                         side[k].append(v[test])
         rows = None
         if held is not None and held[0][I[0]]:
-            rows = tuple({k: np.concatenate(v) for k, v in side.items()} for side in held)
-            rows += (hdoc[part == TEST] if hdoc is not None else None,)
+            xs, ys = ({k: np.concatenate(v) for k, v in side.items()} for side in held)
+            rows = HeldRows(xs, ys, hdoc[part == TEST] if hdoc is not None else None)
         return acc.numpy(be), rows
 
 
@@ -259,7 +267,7 @@ def heldout_of(xs, ys, solved, backend, docs=None, measures: tuple = (), grouped
         n = len(next(iter(ys.values())))
         groups, G = measure_groups(docs if grouped else None, n)
         rows = measure_sums(xs, ys, solved["fitted"], backend, groups, G)
-        out["measures"] = {"names": tuple(measures), "sums": rows}
+        out["measures"] = HeldSums(tuple(measures), rows)
     if solved.get("fractions"):
         out["fractions"] = {
             f: heldout_sums(xs, ys, m, backend) for f, m in solved["fractions"].items()
@@ -293,7 +301,7 @@ def heldout_task(job: Job, I, J, start: int, stop: int, held: Rows, solved):
 def _held_rows(job: Job, I, J, start: int, stop: int, held: Rows) -> tuple:
     """The rows `held.index` of tokens [start, stop) of both stores (the target's rows
     `held.partner` with --control shuffle)."""
-    rows, _, partner = held
+    rows, partner = held.index, held.partner
     xs = {i: v[rows] for i, v in _read(job.source, job.storage_options, I, start, stop).items()}
     if partner is None:
         ys = {j: v[rows] for j, v in _read(job.target, job.storage_options, J, start, stop).items()}
@@ -302,11 +310,11 @@ def _held_rows(job: Job, I, J, start: int, stop: int, held: Rows) -> tuple:
     return xs, ys
 
 
-def heldout_kept_task(job: Job, kept, solved):
+def heldout_kept_task(job: Job, kept: HeldRows, solved):
     """Held-out error sums of the rows a statistics task kept."""
     backend = job.backend()
     with blas_limit(job.threads):
-        return heldout_of(kept[0], kept[1], solved, backend, kept[2], job.measures, grouped=False)
+        return heldout_of(kept.xs, kept.ys, solved, backend, kept.docs, job.measures, grouped=False)
 
 
 def group_task(job: Job, I, J, start: int, held: Rows, solved, after=None):
@@ -323,14 +331,14 @@ def group_task(job: Job, I, J, start: int, held: Rows, solved, after=None):
         return measure_sums(xs, ys, solved["fitted"], backend)
 
 
-def group_kept_task(job: Job, kept, g: int, solved, after=None):
+def group_kept_task(job: Job, kept: HeldRows, g: int, solved, after=None):
     """The measures' sums (one group) of the rows of group g among those a statistics task
-    kept (`kept[2]`: their held-out document indices)."""
-    pick = np.flatnonzero(np.asarray(kept[2]) % MEASURE_GROUPS == g)
+    kept (`HeldRows`)."""
+    pick = np.flatnonzero(np.asarray(kept.docs) % MEASURE_GROUPS == g)
     backend = job.backend()
     with blas_limit(job.threads):
-        xs = {i: v[pick] for i, v in kept[0].items()}
-        ys = {j: v[pick] for j, v in kept[1].items()}
+        xs = {i: v[pick] for i, v in kept.xs.items()}
+        ys = {j: v[pick] for j, v in kept.ys.items()}
         return measure_sums(xs, ys, solved["fitted"], backend)
 
 
@@ -342,9 +350,9 @@ def left_out_task(heldout: dict, group: dict, threads: int | None = None) -> dic
 
 def with_left_out(heldout: dict, groups: list, *left_out) -> dict:
     """The held-out sums with the jackknife's recomputations, one per group holding rows, in
-    group order, under heldout["measures"]["left_out"], and those groups' numbers under
-    ["groups"] (a new dict: the input is a task's)."""
-    measures = {**heldout["measures"], "left_out": list(left_out), "groups": list(groups)}
+    group order, as heldout["measures"].left_out, and those groups' numbers as .groups (a new
+    dict: the input is a task's)."""
+    measures = heldout["measures"]._replace(left_out=list(left_out), groups=list(groups))
     return {**heldout, "measures": measures}
 
 
@@ -406,10 +414,8 @@ def add_heldout_all(a: dict, b: dict) -> dict:
     """`ridge.add_heldout`, and the streamed measures' sums added alike."""
     out = add_heldout(a, b)
     if "measures" in a:
-        out["measures"] = {
-            "names": a["measures"]["names"],
-            "sums": streamed.add_sums(a["measures"]["sums"], b["measures"]["sums"]),
-        }
+        sums = streamed.add_sums(a["measures"].sums, b["measures"].sums)
+        out["measures"] = HeldSums(a["measures"].names, sums)
     return out
 
 

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from align.fitting import sampled
-from align.fitting.budget import measure_bytes
-from align.fitting.graph import sampled_rows, stats_task
-from align.fitting.sample_budget import row_measures_bytes, sample_bytes
-from align.measures import rows, streamed
+from align.fitting.measuring import sampled
+from align.fitting.planning.budget import measure_bytes
+from align.fitting.planning.sample_budget import row_measures_bytes, sample_bytes
+from align.fitting.store_route.graph import sampled_rows, stats_task
+from align.measures import pairs, rows, streamed
 from align.messages import human_bytes
 from align.ridge.statistics import FIT, VAL
 from align.stats.bootstrap import MIN_RESAMPLES, Resampling
@@ -146,25 +146,20 @@ def _streamed(w: Work, where: tuple, scale: float, sec: dict, timed: dict, out_b
     held = w.split.counts["heldout"]
     sec["measure sums"] = t_sums / n * held * scale / w.slots
     i, j = I[0], J[0]
-    x, y = streamed.weighted(sums["source"][i]), streamed.weighted(sums["target"][j])
-    t_sides, _ = _least(lambda: [streamed.prepare(dict(s), names) for s in (x, y)])
-    pair = streamed.weighted(sums["pair"][(i, j)])
-    for side in (x, y):  # decomposed once, as every pair of the side reads them
-        streamed.prepare(side, names)
-    t_pair, _ = _least(
-        lambda: {
-            m: streamed.FUNCTIONS[m](x, y, fresh)
-            for fresh in (dict(pair),)  # a pair's own decompositions, made every time
-            for m in names
-            if m in streamed.FUNCTIONS and m != "procrustes-heldout"
-        }
+    x, y = sums.source[i].weighted(), sums.target[j].weighted()
+    t_sides, _ = _least(lambda: [pairs.prepare(streamed.Side(s), names) for s in (x, y)])
+    pair = sums.pair[(i, j)].weighted()
+    x, y = (pairs.prepare(streamed.Side(s), names) for s in (x, y))  # decomposed once
+    values_of = [m for m in names if m != "procrustes-heldout"]
+    t_pair, _ = _least(  # a pair's own decompositions, made every time
+        lambda: pairs.measures_of(streamed.Pair(x, y, pair), values_of)
     )
     cores = max(w.slots, 1)
     sides = sum(len(bi) + len(bj) for bi, bj in w.blocks)
     n_pairs = sum(len(bi) * len(bj) for bi, bj in w.blocks)
     values = (t_sides / 2 * sides + t_pair * n_pairs) / cores
     if "procrustes-heldout" in names:
-        t_rot, _ = _least(streamed.rotation, streamed.cross(x, y, pair))
+        t_rot, _ = _least(streamed.rotation, streamed.Pair(x, y, pair).cross)
         sec["procrustes-heldout rotations"] = t_rot * n_pairs / cores
     sec["measure values"] = values
     d_s, d_t = next(iter(xs.values())).shape[1], next(iter(ys.values())).shape[1]

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from align.errors import StoreError
-from align.fitting import anchors
-from align.fitting.split import shuffle_partners
+from align.fitting.pairing import anchors
+from align.fitting.planning.split import shuffle_partners
 
 TOKENIZER_PARTS = ("vocab", "merges", "added_tokens", "normalizer_pretokenizer", "special_wrapping")
 TOKENIZER_NAMES = {

@@ -6,8 +6,8 @@ import time
 
 import numpy as np
 
-from align.fitting.passes import load_models, paired, training_shift
-from align.fitting.split import TEST
+from align.fitting.live_route.passes import load_models, paired, training_shift
+from align.fitting.planning.split import TEST
 from align.ridge.statistics import Statistics, chunk_statistics
 
 

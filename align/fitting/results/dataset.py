@@ -1,5 +1,4 @@
-"""After the statistics, whatever their source: per-pair scores from the held-out sums, the
-alignment Dataset with its summary and provenance, the room it needs, and writing it."""
+"""Per-pair scores from held-out sums; the alignment Dataset, the room it needs, its writing."""
 
 from __future__ import annotations
 
@@ -14,10 +13,12 @@ import numpy as np
 
 from align import store as st
 from align.errors import DiskSpaceError, NonFiniteError, OutputRefused
-from align.fitting import measured, uncertainty
-from align.fitting.budget import RESULT_MARGIN, ResultBytes, ResultShape, human_bytes, result_bytes
-from align.fitting.split import Split
+from align.fitting.measuring import measured
+from align.fitting.planning.budget import RESULT_MARGIN, ResultBytes, ResultShape, result_bytes
+from align.fitting.planning.split import Split
+from align.fitting.results import uncertainty
 from align.measures import MEASURES, variable
+from align.messages import human_bytes
 from align.ridge.closed_form import SolvedMap
 from align.ridge.heldout import scores
 from align.ridge.matrix import Summary

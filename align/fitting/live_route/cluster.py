@@ -1,6 +1,6 @@
 """The live route on a Dask cluster (`align fit --live --scheduler`): per block, document shards
 of the batches on the workers, each loading both models once, their sums added in a tree fixed
-by shard index, solved here (`align.fitting.live` prepares and plans; `align.fitting.shards`
+by shard index, solved here (`align.fitting.live_route.pipeline` prepares and plans; `align.fitting.live_route.shards`
 holds the tasks)."""
 
 from __future__ import annotations
@@ -8,13 +8,8 @@ from __future__ import annotations
 import functools
 import time
 
-from align.fitting.cluster import executor
 from align.fitting.fit_options import FitRequest
-from align.fitting.graph import add_task, tree
-from align.fitting.measured import with_rotations
-from align.fitting.result import pair_results
-from align.fitting.sampled import heldout_null_tasks
-from align.fitting.shards import (
+from align.fitting.live_route.shards import (
     ShardTask,
     add_shard_heldout,
     shard_heldout_task,
@@ -23,7 +18,12 @@ from align.fitting.shards import (
     shift_task,
     worker_backend,
 )
-from align.fitting.solver import check_alphas, solve
+from align.fitting.measuring.measured import with_rotations
+from align.fitting.measuring.sampled import heldout_null_tasks
+from align.fitting.results.dataset import pair_results
+from align.fitting.results.solver import check_alphas, solve
+from align.fitting.runtime.cluster import executor
+from align.fitting.store_route.graph import add_task, tree
 
 
 def run_on_cluster(p, options: FitRequest, log, plan_of) -> tuple:

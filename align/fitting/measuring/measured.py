@@ -11,8 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from align.fitting.tasks import threaded
-from align.measures import MEASURES, SIMILARITY, streamed, variable
+from align.fitting.runtime.tasks import threaded
+from align.measures import MEASURES, SIMILARITY, pairs, streamed, variable
+from align.measures.registry import REGISTRY
+from align.measures.streamed import HeldSums, Side, Sums
 from align.stats import jackknife
 from align.stats.bootstrap import Resampling
 
@@ -119,7 +121,7 @@ def pair_measures(heldout: dict, resampling: Resampling | None, threads: int | N
     (`graph.heldout_of` with measures): the value θ̂ from all rows; low, high its 95%
     delete-a-group jackknife interval over the G' groups of held-out documents holding rows
     (`jackknife.interval` of θ_(g), the measure from every group but g, clipped to
-    `streamed.RANGES`): NaN without `resampling` (the fit's --bootstrap 0), or with fewer
+    `registry.Measure.range`): NaN without `resampling` (the fit's --bootstrap 0), or with fewer
     than `jackknife.MIN_GROUPS` groups holding rows. {} without measures. Each side is
     reduced and decomposed once per recomputation, for all the pairs it is in: G' + 1
     evaluations in all, whatever the bootstrap's resample count. Sides, pairs and
@@ -127,66 +129,62 @@ def pair_measures(heldout: dict, resampling: Resampling | None, threads: int | N
     process's cores)."""
     if "measures" not in heldout:
         return {}
-    names, sums = heldout["measures"]["names"], heldout["measures"]["sums"]
-    first = next(iter(sums["target"].values()))
-    keep = np.flatnonzero(first["n"] > 0)  # groups holding rows: the units left out in turn
-    xr = {i: streamed.weighted(s) for i, s in sums["source"].items()}
-    yr = {j: streamed.weighted(s) for j, s in sums["target"].items()}
-    threaded(lambda side: streamed.prepare(side, names), [*xr.values(), *yr.values()], threads)
+    held: HeldSums = heldout["measures"]
+    names, sums = held.names, held.sums
+    keep = np.flatnonzero(sums.rows_per_group() > 0)  # groups holding rows: the units left out
+    xr = {i: Side(s.weighted()) for i, s in sums.source.items()}
+    yr = {j: Side(s.weighted()) for j, s in sums.target.items()}
+    threaded(lambda side: pairs.prepare(side, names), [*xr.values(), *yr.values()], threads)
 
     def one(key):
         i, j = key
-        return streamed.pair_measures(
-            xr[i], yr[j], streamed.weighted(sums["pair"][key]), names, key
-        )
+        return pairs.pair_measures(xr[i], yr[j], sums.pair[key].weighted(), names, key)
 
-    value = dict(zip(sums["pair"], threaded(one, sums["pair"], threads)))
-    if "left_out" in heldout["measures"]:  # recomputed by group passes, one group at a time
-        runs = heldout["measures"]["left_out"]
-        keep = np.asarray(heldout["measures"].get("groups", range(len(runs))))
+    value = dict(zip(sums.pair, threaded(one, sums.pair, threads)))
+    if held.left_out is not None:  # recomputed by group passes, one group at a time
+        keep = np.asarray(held.groups if held.groups is not None else range(len(held.left_out)))
     if resampling is None or len(keep) < jackknife.MIN_GROUPS:
         return {k: {n: Measured(v[n], np.nan, np.nan) for n in names} for k, v in value.items()}
-    if "left_out" in heldout["measures"]:
+    if held.left_out is not None:
+        runs = held.left_out
         left_out = {k: {n: np.array([r[k][n] for r in runs]) for n in names} for k in value}
         return _intervals(value, left_out, names, keep)
-    sub = {
-        key: {k: {f: a[keep] for f, a in fields.items()} for k, fields in sums[key].items()}
-        for key in ("source", "target", "pair")
-    }
+    sub = sums.groups(keep)
     w = jackknife.leave_one_out(len(keep))
-    runs = threaded(lambda b: streamed.resampled(sub, names, w[b : b + 1]), range(len(w)), threads)
+    runs = threaded(lambda b: pairs.resampled(sub, names, w[b : b + 1]), range(len(w)), threads)
     left_out = {k: {n: np.concatenate([r[k][n] for r in runs]) for n in names} for k in value}
     return _intervals(value, left_out, names, keep)
 
 
 def _intervals(value: dict, left_out: dict, names, groups) -> dict:
     """{(i, j): {name: Measured}}: `jackknife.interval` of each value and its G'
-    recomputations (without each of `groups` in turn), clipped to the measure's range."""
+    recomputations (without each of `groups` in turn), clipped to the measure's range
+    (`registry.Measure.range`)."""
     groups = tuple(int(g) for g in groups)
 
     def one(n, v, lo):
-        return Measured(v, *jackknife.interval(v, lo, streamed.RANGES[n]), lo, groups)
+        return Measured(v, *jackknife.interval(v, lo, REGISTRY[n].range), lo, groups)
 
     return {k: {n: one(n, v[n], left_out[k][n]) for n in names} for k, v in value.items()}
 
 
-def left_out_values(measures: dict, group: dict, threads: int | None = None) -> dict:
+def left_out_values(measures: HeldSums, group: Sums, threads: int | None = None) -> dict:
     """{(i, j): {name: θ_(g)}}: the jackknife's recomputation without one group g, from a
-    block's one-group measure sums (`measures`: {"names", "sums"} of every held-out row) and
-    group g's own (`group`, a one-group `streamed.row_sums` result of its rows):
-    `streamed.leave_group_out`, the sides and pairs on `threads` threads (`tasks.threaded`)."""
-    return streamed.leave_group_out(
-        measures["sums"], group, measures["names"], lambda f, xs: threaded(f, xs, threads)
+    block's one-group measure sums (`measures`, of every held-out row) and group g's own
+    (`group`, a one-group `streamed.row_sums` result of its rows): `pairs.leave_group_out`,
+    the sides and pairs on `threads` threads (`tasks.threaded`)."""
+    return pairs.leave_group_out(
+        measures.sums, group, measures.names, lambda f, xs: threaded(f, xs, threads)
     )
 
 
 def groups_present(heldout: dict) -> int:
     """How many groups of held-out documents hold rows (the units the measures' jackknife
     leaves out in turn)."""
-    if "left_out" in heldout["measures"]:
-        return len(heldout["measures"]["left_out"])
-    first = next(iter(heldout["measures"]["sums"]["target"].values()))
-    return int(np.sum(first["n"] > 0))
+    held: HeldSums = heldout["measures"]
+    if held.left_out is not None:
+        return len(held.left_out)
+    return int(np.sum(held.sums.rows_per_group() > 0))
 
 
 FAMILY_LEVEL = 0.05  # a cell survives when its family-wise p-value is below this

@@ -12,11 +12,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from align.faults import fault_point
-from align.fitting import sampled
 from align.fitting.fit_options import LiveJob
-from align.fitting.graph import add_heldout_all, heldout_of
-from align.fitting.passes import Models, load_models, paired, rows, training_scale, training_shift
-from align.fitting.split import TEST
+from align.fitting.live_route.passes import (
+    Models,
+    load_models,
+    paired,
+    rows,
+    training_scale,
+    training_shift,
+)
+from align.fitting.measuring import sampled
+from align.fitting.planning.split import TEST
+from align.fitting.store_route.graph import add_heldout_all, heldout_of
 from align.ridge.statistics import Statistics, chunk_statistics
 
 

@@ -1,5 +1,5 @@
 """Memory arithmetic of the sampled rows (pure): the M held-out rows of every boundary the row
-measures and every measure's calibration keep (`fitting.sampled`), and the peak working memory
+measures and every measure's calibration keep (`fitting.measuring.sampled`), and the peak working memory
 of `measures.rows.row_measures` on them, derived from its code; and the one-line refusal of a
 budget that cannot hold them (both routes). Bytes everywhere."""
 
@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from align.measures.prepared import BLOCK, NEIGHBOURS, SPECTRAL, depth
+from align.measures.prepared import BLOCK, depth
+from align.measures.registry import NEIGHBOURS, SPECTRAL
 from align.messages import human_bytes
 
 WORK_MARGIN = 1.25  # row_measures' working memory over its itemised arrays (row_measures_bytes)
@@ -102,7 +103,7 @@ def _prepare_temporaries(s: SampleShape, m: int, d: int) -> int:
 
 
 def _grid_temporaries(s: SampleShape, m: int) -> int:
-    """The peak of one cell's measure (`cells.values`): u·s of both sides and the products of
+    """The peak of one cell's measure (its rows form in `cells`): u·s of both sides and the products of
     their SVD directions (procrustes' SVD, cca's whitened product); the neighbour lists side
     by side and sorted (mknn) or intersected (cknna)."""
     spectral, near, _ = _kinds(s.measures)

@@ -1,9 +1,9 @@
 """`align fit --live` for two models that tokenize differently: tokens anchored on the text
-(fitting.anchors), paired on the fly.
+(fitting.pairing.anchors), paired on the fly.
 
 Each model reads the corpus with its own tokenizer (its own token table, the one its store
 would hold) and is forwarded in its own windows and its own extraction batches
-(fitting.batches.plan_batches over its own lengths), so every token meets the batch its store
+(fitting.live_route.batches.plan_batches over its own lengths), so every token meets the batch its store
 saw and gets the same bits. The anchors, the windows rule (anchors whose contexts start at
 other characters are left out and counted), the first-token policy, the split and the
 coverage are the store route's, computed from the two token tables; so are the refusals
@@ -37,10 +37,10 @@ import numpy as np
 
 from align.errors import InputError
 from align.extraction.batches import GROUP_FACTOR
-from align.fitting import anchors
-from align.fitting.batches import Batch, TokenTable, plan_batches, read_order_batches
-from align.fitting.pairing import partner_of, target_part
-from align.fitting.passes import forward
+from align.fitting.live_route.batches import Batch, TokenTable, plan_batches, read_order_batches
+from align.fitting.live_route.passes import forward
+from align.fitting.pairing import anchors
+from align.fitting.pairing.partners import partner_of, target_part
 
 
 def places(table: TokenTable) -> anchors.TokenPlaces:
@@ -54,7 +54,7 @@ def anchor(
     """(Anchored, partner): the anchored pairs of the two tables, refused where the store
     route refuses them (coverage under `spec.min_coverage`; `names` are the models'),
     and each source token's target token under the first-token policy and `--control
-    shuffle` (−1: none), as the store route pairs them (fitting.pairing.partner_of).
+    shuffle` (−1: none), as the store route pairs them (fitting.pairing.partners.partner_of).
     `max_length`: the corpus's, which both tables' windows were cut at."""
     if source.corpus_hash != target.corpus_hash:
         raise InputError(
@@ -90,7 +90,7 @@ class AnchoredStream:
     """What the passes forward when the models tokenize differently.
 
     source, target: each model's token table; target_batches: the target's extraction
-    batches that hold a partner (fitting.batches.Batch, their part the partners'); partner
+    batches that hold a partner (fitting.live_route.batches.Batch, their part the partners'); partner
     (n_source_tokens,): each source token's target token (−1: none); window: sequences per
     grouping window; batch_of, flat_of (n_target_tokens,): each target token's batch (an
     index into target_batches, −1: none) and its position in that batch's forward."""
@@ -116,7 +116,7 @@ class AnchoredStream:
         """The stream of a split (`part`, each source token's part) paired by `partner`: the
         target forwarded in its extraction batches (the bits of its store), or, given the
         source's batches `read_order` (a pairing across documents, `--control shuffle`), in
-        the order they read it (fitting.batches.read_order_batches)."""
+        the order they read it (fitting.live_route.batches.read_order_batches)."""
         tpart = target_part(part, partner, target.n_tokens)
         batches = (
             plan_batches(target, tpart, batch_size)

@@ -13,17 +13,17 @@ import numpy as np
 from align import models
 from align.extraction.batches import pad
 from align.faults import fault_point
-from align.fitting.batches import Batch, TokenTable
 from align.fitting.fit_options import FitRequest, LiveJob
-from align.fitting.graph import add_heldout_all, heldout_of, measure_sums
-from align.fitting.measured import left_out_values, with_rotations
-from align.fitting.progress import Progress
-from align.fitting.result import pair_results
-from align.fitting.sampled import heldout_null
-from align.fitting.solver import check_alphas, solve_all
-from align.fitting.split import CONVERGENCE_PARTS, TEST, Split
+from align.fitting.live_route.batches import Batch, TokenTable
+from align.fitting.live_route.progress import Progress
+from align.fitting.measuring.measured import left_out_values, with_rotations
+from align.fitting.measuring.sampled import heldout_null
+from align.fitting.planning.split import CONVERGENCE_PARTS, TEST, Split
+from align.fitting.results.dataset import pair_results
+from align.fitting.results.solver import check_alphas, solve_all
+from align.fitting.store_route.graph import add_heldout_all, heldout_of, measure_sums
 from align.hooks import capture
-from align.measures.streamed import MEASURE_GROUPS, add_sums
+from align.measures.streamed import MEASURE_GROUPS, HeldSums, add_sums
 from align.ridge.backend import Backend
 from align.ridge.statistics import N_PARTS, Statistics, chunk_statistics
 
@@ -303,9 +303,10 @@ def heldout_pass(
             del xs, ys
             progress.step(label)
     if jackknife:
-        sums["measures"]["left_out"] = group_passes(
+        left_out = group_passes(
             kept if held is None else held, solved["fitted"], backend, hdoc, sums["measures"]
         )
+        sums["measures"] = sums["measures"]._replace(left_out=left_out)
     return sums
 
 
@@ -314,7 +315,7 @@ def _host(rows_: dict) -> dict:
     return {k: v.cpu() for k, v in rows_.items()}
 
 
-def group_passes(held: list, fitted: dict, backend: Backend, hdoc: np.ndarray, total: dict):
+def group_passes(held: list, fitted: dict, backend: Backend, hdoc: np.ndarray, total: HeldSums):
     """The measures' jackknife from the block's held-out rows (`held`: [(xs, ys, tokens)],
     each chunk's rows of every boundary and their tokens), one group of held-out documents
     (index mod MEASURE_GROUPS) at a time: the group's sums (`graph.measure_sums`, its rows
@@ -354,7 +355,7 @@ def run_blocks(
 ) -> tuple:
     """Every block in turn: statistics pass, solve (the shared solver, the source's factors
     shared by all blocks), held-out pass. Returns ({(i, j): fitted + scores}, {block:
-    numpy statistics} when options.hooks.keep_statistics). `sample` (fitting.sampled.Sample):
+    numpy statistics} when options.hooks.keep_statistics). `sample` (fitting.measuring.sampled.Sample):
     the held-out rows it keeps, gathered by the held-out passes."""
     net = inputs.net
     results, kept_stats, factors, shifts = {}, {}, {}, Shifts()

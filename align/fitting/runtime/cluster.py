@@ -7,7 +7,7 @@ A local cluster gets at most one worker process per CPU core, and is sized again
 memory budget before any worker starts (`local_workers`); once up, its idle footprint is
 measured (`Executor.idle`) and the fit plans the rest. Whatever ends a fit (an error in a
 task, Ctrl-C, SIGTERM) cancels the running graph and stops the workers (in threads, the
-running tasks stop at their next chunk: `align.fitting.tasks.stop_if_cancelled`), and Dask's own logs
+running tasks stop at their next chunk: `align.fitting.runtime.tasks.stop_if_cancelled`), and Dask's own logs
 never reach the user: the error is the one line the CLI prints.
 """
 
@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import align.fitting.graph  # noqa: F401  (what a task runs: part of the warm footprint)
+import align.fitting.store_route.graph  # noqa: F401  (what a task runs: part of the warm footprint)
 from align.errors import InputError
-from align.fitting.budget import human_bytes
-from align.fitting.tasks import blas_limit, cpu_cores
+from align.fitting.planning.budget import human_bytes
+from align.fitting.runtime.tasks import blas_limit, cpu_cores
 from align.store import configure_zarr
 
 SYNC = ("sync", "synchronous")
@@ -115,7 +115,7 @@ def _fresh_worker_rss() -> int | None:
     worker and nanny modules, then `_warm_rss`), in bytes; None if it cannot be measured."""
     import subprocess
 
-    code = "import distributed.nanny, distributed.worker; from align.fitting.cluster import _warm_rss; print(_warm_rss())"
+    code = "import distributed.nanny, distributed.worker; from align.fitting.runtime.cluster import _warm_rss; print(_warm_rss())"
     try:
         p = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, timeout=120

@@ -1,6 +1,6 @@
 """The corpus as the live route forwards it: the token table a store would hold (`token_table`)
 and the batches `align extract` forwards, in its order (`plan_batches`), each with the part
-of every position (fit / validation / held-out / unused, fitting.split) so that every token
+of every position (fit / validation / held-out / unused, fitting.planning.split) so that every token
 meets the batch a store saw and gets the same bits."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 from align import corpus
 from align.errors import InputError
 from align.extraction.batches import GROUP_FACTOR, group_batches
-from align.fitting.split import TEST
+from align.fitting.planning.split import TEST
 from align.ridge.statistics import FIT, VAL
 
 
@@ -24,7 +24,7 @@ class TokenTable:
     doc, pos (n_tokens,): the document and the position in its sequence of every token;
     corpus_hash: the hash of the bytes these tokens were read from (corpus.Reading);
     seq, char_start, char_end (n_tokens,): each token's sequence and character span, as a
-    store's token table holds them (what the anchors of fitting.anchors read)."""
+    store's token table holds them (what the anchors of fitting.pairing.anchors read)."""
 
     sequences: list
     start: np.ndarray
@@ -152,7 +152,7 @@ def read_order_batches(
     of at most `window // GROUP_FACTOR` sequences. Each target sequence is forwarded once, in
     the window that first reads it, so the rows kept between forwards stay one window's
     (`AnchoredStream.most_held`), where the target's own extraction batches would keep rows
-    from across the corpus. `part`: each target token's part (fitting.pairing.target_part)."""
+    from across the corpus. `part`: each target token's part (fitting.pairing.partners.target_part)."""
     batch_size = window // GROUP_FACTOR
     seq_of = np.repeat(np.arange(len(target.sequences)), target.lengths)
     seen = np.zeros(len(target.sequences), dtype=bool)
