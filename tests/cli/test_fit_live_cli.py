@@ -144,7 +144,7 @@ def test_a_budget_without_room_for_one_target_boundary_names_the_minimum(
         (["--batch-size", "3"], ["--batch-size applies to `align fit --live` only"]),
         (
             ["--max-length", "64", "--dtype", "float32"],
-            ["--max-length, --dtype apply to `align fit --live` only"],
+            ["--dtype, --max-length apply to `align fit --live` only"],
         ),
     ],
 )
