@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from align.measures.prepared import BLOCK, depth
-from align.measures.registry import NEIGHBOURS, SPECTRAL
+from align.measures.registry import NEIGHBOURS, REGISTRY, SPECTRAL
 from align.messages import human_bytes
 
 WORK_MARGIN = 1.25  # row_measures' working memory over its itemised arrays (row_measures_bytes)
@@ -209,17 +209,17 @@ def neighbours_refusal(
     """The one line of a k (`neighbours`) that mknn or cknna among `measures` cannot take
     from m sampled rows, or None. Each row's k nearest rows are drawn from the other m − 1
     (a row is not its own neighbour: `measures.rows.neighbours`), so 1 ≤ k ≤ m − 1; cknna's
-    unbiased HSIC of the masked kernels needs k ≥ 2. Checked before any memory arithmetic:
+    unbiased HSIC of the masked kernels needs k ≥ 2 (each record's `neighbours`). Checked before any memory arithmetic:
     a k no sample can hold is not a budget's fault. `rows_said` names where m came from
     (default: `sample_rows` m), `more` how to sample more rows (default: a `sample_rows`
     above k)."""
     near = [n for n in measures if n in NEIGHBOURS]
-    low = 2 if "cknna" in near else 1
+    low = max((REGISTRY[n].neighbours for n in near), default=1)  # each record's fewest k
     if not near or low <= k <= m - 1:
         return None
     names = " and ".join(near)
     if k < low:
-        who = "cknna" if low == 2 else names
+        who = " and ".join(n for n in near if REGISTRY[n].neighbours == low)
         return f"`neighbours` {k:,}: {who} needs {low} or more nearest neighbours; give `neighbours` {low} or more"
     fewer = f"give `neighbours` {m - 1:,} or fewer, or " if m - 1 >= low else ""
     more = more or f"`sample_rows` {k + 1:,} or more (at most the held-out rows)"
