@@ -114,7 +114,8 @@ def train(cfg: TrainConfig, folder: str, log=print) -> dict:
 
     AdamW (β = 0.9/0.95, weight decay on matrices only), linear warmup then cosine decay to
     10 % of the peak lr, next-token cross-entropy on random windows of the training stream.
-    Seeded: the same cfg gives the same weights on the same torch build. Returns train.json.
+    Seeded: the same cfg gives the same weights on the same torch build and machine, with one
+    thread or two (another CPU's kernels change the last digits). Returns train.json.
     """
     import torch
     from transformers import Qwen2ForCausalLM
