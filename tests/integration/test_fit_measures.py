@@ -303,6 +303,7 @@ def test_jackknife_interval_equals_the_textbook_on_the_rows_without_each_group(
     option = ds.attrs["options"]["measure_interval"]
     assert option["method"] == "delete-a-group jackknife, t interval"
     assert option["min_groups"] == 3 and option["level"] == 0.95
+    assert option["row_measures"] == "jackknife"
     assert "jackknife" in ds["cka_low"].attrs["description"]
     other = _fit(S, T, None, FitSpec(bootstrap=200, bootstrap_seed=9, **kw))
     for name in STREAMED:
@@ -312,7 +313,7 @@ def test_jackknife_interval_equals_the_textbook_on_the_rows_without_each_group(
     plain = _fit(S, T, None, FitSpec(bootstrap=0, **kw))
     assert (
         np.all(np.isnan(plain["cka_low"].values))
-        and "measure_interval" not in plain.attrs["options"]
+        and plain.attrs["options"]["measure_interval"] == "jackknife"  # the option, no interval
     )
     assert "interval" not in plain.attrs["summary"]["measures"]
 
@@ -503,7 +504,7 @@ def test_measures_all_runs_as_typed_and_marks_the_copied_rows(fit_pair, cli, tmp
     assert code == 0, err
     plan = [line for line in err.splitlines() if line.startswith("align fit:")]
     assert plan[0].startswith("align fit: measures: ridge, cka, cka-debiased"), plan[0]
-    for words in ("mknn, cknna, rsa on the", "1,000-resample", "against 99 permutations"):
+    for words in ("mknn, cknna, rsa on the", "jackknife interval (10", "against 99 permutations"):
         assert words in plan[0], (words, plan[0])
     ds = xr.open_zarr(out)
     sample = ds.attrs["options"]["sampled_rows"]

@@ -224,12 +224,15 @@ def _row_measures(w: Work, where: tuple, rows_: tuple, counts: tuple, timed: dic
     the stores' rows of one source boundary (distinct rows, no copies): one cell at m and at
     m/2 rows (m = min(M, ROW_TIMING); their ratio gives the growth with the rows, between M
     and M²) and two cells at m (what a cell adds, against a boundary's preparation), each with
-    the fewest resamples (MIN_RESAMPLES) and at most 9 permutations, scaled to the run's
-    resamples and permutations (a replicate costing what a null draw costs)."""
+    at most 9 permutations and the run's interval (`sampled.row_interval`: the jackknife's
+    MEASURE_GROUPS recomputations, or the fewest resamples, MIN_RESAMPLES, of the bootstrap),
+    scaled to the run's permutations and recomputations (one costing what a null draw
+    costs)."""
     (i, js), (xs, ys), (n_cells, n_sides) = where, rows_, counts
     spec, M = w.spec, len(w.sample.tokens)
     m = max(min(M, ROW_TIMING, len(xs[i])), 16)
     K = min(spec.permutations, 9)
+    scheme = sampled.row_interval(spec)
 
     def cells(js, m):
         docs = np.repeat(np.arange(-(-m // 8)), 8)[:m]  # documents of 8 rows: the null's draws
@@ -240,6 +243,8 @@ def _row_measures(w: Work, where: tuple, rows_: tuple, counts: tuple, timed: dic
             spec.sampled,
             k=spec.neighbours,
             draws=rows.Draws(K, spec.seed, Resampling(MIN_RESAMPLES, spec.bootstrap_seed)),
+            intervals=None if scheme else (),
+            interval=scheme or rows.JACKKNIFE,
         )
 
     t_one, _ = _timed(cells, js[:1], m)
@@ -248,6 +253,11 @@ def _row_measures(w: Work, where: tuple, rows_: tuple, counts: tuple, timed: dic
     grow = float(np.clip(np.log2(max(t_one, 1e-9) / max(t_half, 1e-9)), 1.0, 2.0))
     cell = max(t_two - t_one, t_one / 3)  # a cell's values, interval and null
     side = max((t_one - cell) / 2, 0.0)  # a boundary's preparation
-    runs = (sampled.resampling_of(spec).resamples + spec.permutations + 1) / (MIN_RESAMPLES + K + 1)
+    timed_runs, run_runs = {
+        rows.JACKKNIFE: (min(streamed.MEASURE_GROUPS, -(-m // 8)), streamed.MEASURE_GROUPS),
+        rows.BOOTSTRAP: (MIN_RESAMPLES, sampled.resampling_of(spec).resamples),
+        None: (0, 0),
+    }[scheme]
+    runs = (run_runs + spec.permutations + 1) / (timed_runs + K + 1)
     timed[f"row measures of a cell ({m:,} rows)"] = t_one
     return (M / m) ** grow * runs * (cell * n_cells + side * n_sides)
