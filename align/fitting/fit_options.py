@@ -78,8 +78,8 @@ class FitSpec:
         metadata=option("--bootstrap", metavar="N", type="int", parse="resamples_or_none"),
     )
     """Resamples of the held-out documents for `p_best` and every 95% interval: 100 to
-    1,000,000, or 0 for none (the streamed measures' intervals, on when N > 0, are a jackknife
-    over 10 groups of held-out documents whatever N)."""
+    1,000,000, or 0 for none (the measures' intervals, on when N > 0, are a jackknife over 10
+    groups of held-out documents whatever N, but under `--measure-interval bootstrap`)."""
     bootstrap_seed: int = field(
         default=0, metadata=option("--bootstrap-seed", metavar="N", type="seed")
     )
