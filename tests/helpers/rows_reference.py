@@ -79,11 +79,14 @@ def rsa(x: np.ndarray, y: np.ndarray) -> float:
 def jackknife_t(value: float, left_out, bounds=(-np.inf, np.inf), level: float = 0.95) -> tuple:
     """The delete-a-group jackknife t interval written from Efron & Tibshirani (1993, ch. 11):
     se² = (G − 1)/G Σ (θ_(g) − θ̄)², value ± t_{(1 + level)/2, G − 1} se (scipy.stats.t),
-    clipped to bounds."""
+    clipped to bounds; NaN with fewer than 3 groups (docs/methods.md: at G = 2 the t quantile
+    is 12.7)."""
     from scipy import stats
 
     v = np.asarray(left_out, np.float64)
     G = len(v)
+    if G < 3:
+        return (np.nan, np.nan)
     se = np.sqrt((G - 1) / G * np.sum((v - v.mean()) ** 2))
     half = stats.t.ppf((1 + level) / 2, G - 1) * se
     return tuple(float(e) for e in np.clip([value - half, value + half], *bounds))

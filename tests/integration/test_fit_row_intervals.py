@@ -22,7 +22,7 @@ from tests.integration.test_fit_measures import _heldout, _read
 
 TOL = 1e-10
 ARGS = ("--measures", "rsa", "--permutations", "1", "--bootstrap", "100", "--alphas", "0.01")
-ARGS += ("--target-boundaries", "0,2,4")
+ARGS += ("--target-boundaries", "0,2,4", "--test-fraction", "0.4")  # 5 of 12 documents held out
 
 
 def _fit(cli, S, T, out, *extra):
@@ -53,9 +53,8 @@ def test_rsa_recomputations_intervals_and_the_paired_difference(fit_pair, cli, t
         rows = held[np.sort(np.random.default_rng(0).choice(len(held), m, replace=False))]
         group = np.searchsorted(heldout, doc[rows]) % 10
         groups = ds["measure_group"].values.tolist()
-        assert groups == sorted(set(group.tolist())) and ds["rsa_left_out"].dims[-1] == (
-            "measure_group"
-        )
+        assert groups == sorted(set(group.tolist())) and len(groups) >= 3
+        assert ds["rsa_left_out"].dims[-1] == "measure_group"
         for i in ds.source_boundary.values:
             for j in ds.target_boundary.values:
                 x, y = X[int(i)][rows], Y[int(j)][rows]
