@@ -245,8 +245,10 @@ def row_grid_costs(nI, nJ, d_s, d_t, m, draws=3, resamples=3, k=10) -> dict:
     them at these widths): every boundary prepared (`rows.prepare_all`), the values of every
     cell (`rows.observed_values`), `draws` null draws of the grid (`rows.null_values`) and
     `resamples` bootstrap resamples (`cells.weighted_grid`, mknn and cknna apart from rsa),
-    each timed on the whole grid; then scaled to the defaults: the calibration PERMUTATIONS
-    draws, the interval RESAMPLES resamples, each against the values (preparation included)."""
+    and the default interval's 10 jackknife recomputations (`rows.jackknife_values`), each
+    timed on the whole grid; then scaled to the defaults: the calibration PERMUTATIONS draws,
+    the jackknife as timed, the bootstrap's RESAMPLES resamples (`--measure-interval
+    bootstrap`), each against the values (preparation included)."""
     from threadpoolctl import threadpool_limits
 
     from align.measures import PERMUTATIONS, ROW_ONLY, calibration, cells, rows
@@ -282,6 +284,9 @@ def row_grid_costs(nI, nJ, d_s, d_t, m, draws=3, resamples=3, k=10) -> dict:
             for w in weights:
                 cells.weighted_grid(*records, forms, k, w, scratch)
             out[f"resample_{label}_seconds"] = (time.perf_counter() - t0) / resamples
+        t0 = time.perf_counter()
+        rows.jackknife_values(xs, ys, docs, ROW_ONLY, k, records)
+        out["jackknife_seconds"] = time.perf_counter() - t0
     values = out["prepare_seconds"] + out["cells_seconds"]
     resample = out["resample_neighbours_seconds"] + out["resample_rsa_seconds"]
     out |= {
@@ -289,9 +294,11 @@ def row_grid_costs(nI, nJ, d_s, d_t, m, draws=3, resamples=3, k=10) -> dict:
         "permutations": PERMUTATIONS,
         "resamples": RESAMPLES,
         "calibration_seconds": PERMUTATIONS * out["draw_seconds"],
-        "interval_seconds": RESAMPLES * resample,
+        "interval_seconds": out["jackknife_seconds"],
+        "bootstrap_seconds": RESAMPLES * resample,
         "calibration_ratio": PERMUTATIONS * out["draw_seconds"] / values,
-        "interval_ratio": RESAMPLES * resample / values,
+        "interval_ratio": out["jackknife_seconds"] / values,
+        "bootstrap_ratio": RESAMPLES * resample / values,
     }
     return out
 

@@ -78,14 +78,21 @@ def test_without_intervals_nothing_is_recomputed_and_the_bootstrap_keeps_no_left
 
 
 def test_an_unknown_scheme_is_refused_in_one_line():
+    """By `row_measures` and by the fit's options (`FitSpec.checked`, every route and the
+    study), naming the value and the two schemes."""
     import pytest
 
     from align.errors import InputError
+    from align.fitting import FitSpec
     from align.measures.rows import Draws, row_measures
     from align.stats.bootstrap import Resampling
 
     xs, ys, docs = _grid(3, m=30)
     with pytest.raises(InputError) as e:
         row_measures(xs, ys, docs, ("rsa",), draws=Draws(3, 0, Resampling()), interval="percentile")
-    text = str(e.value)
-    assert "\n" not in text and "'percentile'" in text and "jackknife or bootstrap" in text
+    with pytest.raises(InputError) as f:
+        FitSpec(measures="rsa", measure_interval="percentile").checked()
+    for got in (e, f):
+        text = str(got.value)
+        assert "\n" not in text and "`measure_interval` 'percentile'" in text, text
+        assert "jackknife or bootstrap" in text, text
