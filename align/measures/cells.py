@@ -188,7 +188,8 @@ def weighted_grid(px: dict, py: dict, forms: dict, k: int, w: np.ndarray, scratc
 
 @dataclass
 class Scratch:
-    """What a bootstrap's replicates share: the slot of neighbour entries (M·M int32 zeros),
+    """What the recomputations under weights share (a bootstrap's resamples, a jackknife's
+    groups left out): the slot of neighbour entries (M·M int32 zeros),
     the pairs' rows on the backend, the backend."""
 
     slot: np.ndarray | None

@@ -493,9 +493,10 @@ class RowMeasure:
     permutation null; duplicated: the fraction of the sampled rows with an exact copy at
     either boundary (`duplicated_rows`); direction: "similarity" or "distance"; null_scheme:
     "documents" or "rows" (`calibration.draw_permutations`); interval: JACKKNIFE, BOOTSTRAP or
-    None (no interval); left_out: (G', n_source, n_target) θ_(g), the measure without group
-    groups[g]'s rows (G',) for a cell), under JACKKNIFE alone (else None); groups: the G'
-    groups of held-out documents (document index mod MEASURE_GROUPS) holding sampled rows."""
+    None (no interval); left_out: θ_(g), the measure without group groups[g]'s rows, of
+    shape (G', n_source, n_target) ((G',) for a cell), under JACKKNIFE alone (else None);
+    groups: the G' groups of held-out documents (document index mod MEASURE_GROUPS) holding
+    sampled rows."""
 
     value: np.ndarray
     low: np.ndarray
