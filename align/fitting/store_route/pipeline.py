@@ -149,20 +149,20 @@ def fit(
     Returns
     -------
     FitReport
-        The result's path and Dataset (`relative_error`, ...), the seconds and the plan.
 
     Raises
     ------
     AlignError
-        Every bad input, before anything is computed; NonFiniteError rather than a non-finite score.
+        Every bad input, before anything is computed.
+    NonFiniteError
+        Rather than a result holding, or summarised over, a non-finite score.
     """
     t0 = time.time()
     opts = entry_request("align.fit", keywords, spec, run, hooks)
     log = _logger(log, dry_run)
     pair = _open(source, target, None if dry_run else output, opts, log)
     rows = _split(pair, opts, log)
-    client_extra = _check_before_pass(pair, rows, opts, log)
-    where = _choose_where(pair, opts, client_extra, log)
+    where = _choose_where(pair, opts, _check_before_pass(pair, rows, opts, log), log)
     with executor(where.scheduler, where.n_workers, where.limit, log) as ex:
         work = _prepare_work(ex, pair, rows, opts, where, log)
         if dry_run:  # pieces of the work timed and scaled; nothing is written
