@@ -85,7 +85,8 @@ def check_lens_boundaries(study: Study) -> None:
         for m in units_mod.analysed(study):
             if "lens" in m.analyses:
                 needs.setdefault(
-                    m.name, (f"lens = {kinds!r}", f"drop {' and '.join(kinds)} from lens")
+                    m.name,
+                    (f"lens = {list(study.lens_kinds)!r}", f"drop {' and '.join(kinds)} from lens"),
                 )
     if study.lens_through:
         for _, t in study.pairs:

@@ -47,7 +47,7 @@ def _file(tmp_path, zoo, corpus_file, analyses, boundaries="0:2"):
         ),
         (
             'lens = ["logit", "linear", "tuned"]',
-            "[analyses] lens = ['linear', 'tuned'] reads model a's final boundary 2, but "
+            "[analyses] lens = ['logit', 'linear', 'tuned'] reads model a's final boundary 2, but "
             "[extraction] boundaries = '0:2' leaves it out of its store: include 2 (or -1) in "
             "boundaries, or drop linear and tuned from lens",
         ),
