@@ -387,15 +387,15 @@ def _prepare_checked(
 def _passes_on_cluster(p: Prepared, options: FitRequest, log, t0: float) -> tuple:
     """(Outcome, plan record): the passes as document shards on the Dask cluster at
     `scheduler`, planned per worker; the sample's rows joined in this process."""
-    if p.sample is not None:  # joined and measured in this process
+    if p.sample is not None:  # joined here; measured on the workers where they hold them
         rows = sampled.shape_of(p.sample, options.spec, sides_shape(p))
         room = default_memory_limit()
         sampled.check_room(rows, room, "of this process's budget", "`memory_limit`")
         log(f"align fit --live: {sampled.plan_line(rows, 'joined in this process')}")
-    plan, results, statistics, rates, loop_s = live_cluster.run_on_cluster(
+    plan, results, statistics, rates, loop_s, record = live_cluster.run_on_cluster(
         p, options, log, lambda limits: make_plan(p, options, None, limits)
     )
-    return Outcome(results, statistics, rates, loop_s, "cluster", t0), plan
+    return Outcome(results, statistics, rates, loop_s, "cluster", t0, record), plan
 
 
 def _plan_here(p: Prepared, options: FitRequest, device_memory: int | None, log) -> LivePlan:
@@ -436,16 +436,19 @@ class Outcome(NamedTuple):
     loop_s: float  # seconds of the passes, solves and held-out sums
     where: str  # where the sums were computed: "cpu", "cuda" or "cluster"
     started: float  # time.time() at the start of the fit
+    sampled: dict | None = None  # the sample's record where the row measures are done
 
 
 def finish(
     p: Prepared, sides, outcome: Outcome, plan: LivePlan, options: FitRequest, output, inputs, log
 ) -> LiveReport:
     """The alignment Dataset (the shared writer's, route "live") written to `output`."""
-    results, statistics, rates, loop_s, where, t0 = outcome
+    results, statistics, rates, loop_s, where, t0, record = outcome
     log(f"align fit --live: {plan.passes} pass(es) over {p.table.n_tokens:,} tokens, {rates}")
     extra = {}
-    if p.sample is not None:  # the row measures and every measure's calibration
+    if record is not None:  # the row measures done on the cluster (live_cluster)
+        extra["sampled_rows"] = record
+    elif p.sample is not None:  # the row measures and every measure's calibration
         extra["sampled_rows"] = sampled.attach(
             results, p.sample, options.spec, p.source_boundaries, p.target_boundaries, where
         )

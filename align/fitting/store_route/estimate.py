@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from align.fitting.measuring import sampled
+from align.fitting.measuring import rows_tasks, sampled
 from align.fitting.planning.budget import measure_bytes
 from align.fitting.planning.sample_budget import row_measures_bytes, sample_bytes
 from align.fitting.store_route.graph import sampled_rows, stats_task
@@ -43,7 +43,8 @@ HOUR = 3600.0
 class Work:
     """What the estimate scales to: the job, the blocks, the tasks' ranges, the stream's
     arrays, the shifts, the split, the spec, the sample, the slots running tasks side by side,
-    whether the held-out rows are kept, and the plan's bytes per worker."""
+    whether the held-out rows are kept, the plan's bytes per worker, and the workers the row
+    measures run on (`rows_tasks.runner`: 1 where they run in this process)."""
 
     job: object
     blocks: list
@@ -56,6 +57,7 @@ class Work:
     slots: int
     keep_heldout: bool
     block_bytes: int
+    row_workers: int = 1  # the workers the row measures' tasks run on (1: this process)
 
 
 def _rows(w: Work, I, J, a: int, stop: int) -> tuple:
@@ -122,12 +124,25 @@ def estimate(w: Work, log, plan_lines=()) -> dict:
     for line in plan_lines:
         log(line)
     log("align fit --dry-run: " + ", ".join(f"{k} {v:,.3g} s" for k, v in sec.items()))
+    if w.sample is not None and w.spec.sampled and w.row_workers > 1:
+        log(f"align fit --dry-run: {workers_line(w.row_workers)}")
     log(
         "align fit --dry-run: timed here "
         + ", ".join(f"{k} {v * 1e3:,.1f} ms" for k, v in timed.items())
         + f"; memory {', '.join(f'{k} {human_bytes(v)}' for k, v in out_bytes.items())}"
     )
     return {"seconds": sec, "seconds_estimate": total, "bytes": out_bytes, "timed": timed}
+
+
+def workers_line(workers: int) -> str:
+    """The estimate's line of the row measures on a cluster's workers: how their work is cut
+    (`rows_tasks`) and so what their seconds were divided by."""
+    chunks = rows_tasks.CHUNKS_PER_WORKER * workers
+    return (
+        f"the row measures, their interval and calibration run on {workers} workers: a task "
+        f"per boundary's preparation and per cell, the draws and the resamples in {chunks} "
+        "tasks each; their seconds are those tasks side by side"
+    )
 
 
 def _streamed(w: Work, where: tuple, scale: float, sec: dict, timed: dict, out_bytes: dict):
@@ -248,6 +263,12 @@ def _row_measures(w: Work, where: tuple, rows_: tuple, counts: tuple, timed: dic
     grow = float(np.clip(np.log2(max(t_one, 1e-9) / max(t_half, 1e-9)), 1.0, 2.0))
     cell = max(t_two - t_one, t_one / 3)  # a cell's values, interval and null
     side = max((t_one - cell) / 2, 0.0)  # a boundary's preparation
-    runs = (sampled.resampling_of(spec).resamples + spec.permutations + 1) / (MIN_RESAMPLES + K + 1)
+    # one run (the values, a null draw or a resample) of a boundary and of a cell at M rows
+    per_run = (M / m) ** grow / (MIN_RESAMPLES + K + 1)
     timed[f"row measures of a cell ({m:,} rows)"] = t_one
-    return (M / m) ** grow * runs * (cell * n_cells + side * n_sides)
+    resamples = sampled.resampling_of(spec).resamples
+    return rows_tasks.row_seconds(
+        (side * per_run, cell * per_run, (cell * n_cells + side * n_sides) * per_run),
+        (n_sides, n_cells, spec.permutations, resamples),
+        w.row_workers,
+    )

@@ -196,10 +196,10 @@ def fit(
     with executor(where.scheduler, where.n_workers, where.limit, log) as ex:
         work = _prepare_work(ex, pair, rows, opts, where, log)
         if dry_run:  # pieces of the work timed and scaled; nothing is written
-            est = _estimate(ex, work, rows, opts, (said, held))
+            est = _estimate(ex, work, pair, rows, opts, (said, held))
             return FitReport(None, None, time.time() - t0, work.blocks, plan=work.plan, dry_run=est)
         results, statistics = _run_blocks(ex, work, pair, rows, opts)
-        extra = _sampled_measures(ex, results, work, pair, rows, opts)
+        extra = _sampled_measures(ex, results, work, pair, rows, opts, log)
     ds = _dataset(results, work, pair, rows, opts, log, extra)
     if output is not None:
         _write(output, ds, pair, opts, log, t0)
@@ -428,10 +428,14 @@ def _prepare_work(ex, pair: Pair, rows: Rows, opts: FitRequest, where: Where, lo
     )
 
 
-def _estimate(ex, work: Work, rows: Rows, opts: FitRequest, logs: tuple) -> dict:
+def _estimate(ex, work: Work, pair: Pair, rows: Rows, opts: FitRequest, logs: tuple) -> dict:
     """`dry_run`: pieces of the work timed and scaled (`store_estimate.estimate`); `logs` is
     (where the estimate is said, the plan's lines held until its first line)."""
     parts = (work.job, work.blocks, work.ranges, work.tokens, work.shifts, rows.split)
+    shape = rows.sample and _sample_shape(rows.sample, pair, opts)
+    on_workers = shape is not None and rows_tasks.runner(ex, work.job.device, shape) is not None
+    if shape is not None and rows_tasks.held_back(ex, shape):
+        logs[1](f"align fit: {rows_tasks.held_back(ex, shape)}")
     return store_estimate.estimate(
         store_estimate.Work(
             *parts,
@@ -440,6 +444,7 @@ def _estimate(ex, work: Work, rows: Rows, opts: FitRequest, logs: tuple) -> dict
             ex.n_workers,
             work.keep_heldout,
             work.plan["block_bytes"],
+            ex.n_workers if on_workers else 1,
         ),
         *logs,
     )
@@ -490,11 +495,11 @@ def _run_blocks(ex, work: Work, pair: Pair, rows: Rows, opts: FitRequest) -> tup
     return results, statistics
 
 
-def _sampled_measures(ex, results: dict, work: Work, pair: Pair, rows: Rows, opts: FitRequest):
+def _sampled_measures(ex, results: dict, work: Work, pair: Pair, rows: Rows, opts: FitRequest, log):
     """The row measures and every measure's calibration on the sample (`sampled.attach`), as
     the tasks of a cluster's workers where the fit runs on one and a worker's share of the
-    budget holds them (`rows_tasks.runner`), else in this process; the result's extra
-    options ({} without a sample)."""
+    budget holds them (`rows_tasks.runner`), else in this process, said in one line
+    (`rows_tasks.held_back`); the result's extra options ({} without a sample)."""
     split, sample = rows.split, rows.sample
     if sample is None:
         return {}
@@ -502,11 +507,19 @@ def _sampled_measures(ex, results: dict, work: Work, pair: Pair, rows: Rows, opt
         sample.xs, sample.ys = sampled_rows(
             work.job, *pair.boundaries, sample.tokens, split.partner
         )
-    widths = ((len(pair.boundaries[0]), pair.S.d_model), (len(pair.boundaries[1]), pair.T.d_model))
-    shape = sampled.shape_of(sample, opts.spec, widths, itemsize=4)
+    shape = _sample_shape(sample, pair, opts)
+    why = rows_tasks.held_back(ex, shape)
+    if why:
+        log(f"align fit: {why}")
     tasks = rows_tasks.runner(ex, work.job.device, shape)  # None: in this process
     where = (*pair.boundaries, work.job.device, tasks)
     return {"sampled_rows": sampled.attach(results, sample, opts.spec, *where)}
+
+
+def _sample_shape(sample, pair: Pair, opts: FitRequest):
+    """The memory plan's view of the sample (`sampled.shape_of`), its rows read as float32."""
+    widths = ((len(pair.boundaries[0]), pair.S.d_model), (len(pair.boundaries[1]), pair.T.d_model))
+    return sampled.shape_of(sample, opts.spec, widths, itemsize=4)
 
 
 def _dataset(results: dict, work: Work, pair: Pair, rows: Rows, opts: FitRequest, log, extra):
