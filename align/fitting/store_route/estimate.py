@@ -26,8 +26,9 @@ import numpy as np
 from align.fitting.measuring import rows_tasks, sampled
 from align.fitting.planning.budget import measure_bytes
 from align.fitting.planning.sample_budget import row_measures_bytes, sample_bytes
+from align.fitting.runtime.tasks import blas_limit
 from align.fitting.store_route.graph import sampled_rows, stats_task
-from align.measures import pairs, rows, streamed
+from align.measures import ROW_ONLY, pairs, rows, streamed
 from align.messages import human_bytes
 from align.ridge.statistics import FIT, VAL
 from align.stats.bootstrap import MIN_RESAMPLES, Resampling
@@ -235,40 +236,54 @@ def _calibration(w: Work, where: tuple, sec: dict, timed: dict, out_bytes: dict)
 
 
 def _row_measures(w: Work, where: tuple, rows_: tuple, counts: tuple, timed: dict) -> float:
-    """Seconds of `rows.row_measures` on the grid's M sampled rows, from three timings on
-    the stores' rows of one source boundary (distinct rows, no copies): one cell at m and at
-    m/2 rows (m = min(M, ROW_TIMING); their ratio gives the growth with the rows, between M
-    and M²) and two cells at m (what a cell adds, against a boundary's preparation), each with
-    the fewest resamples (MIN_RESAMPLES) and at most 9 permutations, scaled to the run's
-    resamples and permutations (a replicate costing what a null draw costs)."""
+    """Seconds of `rows.row_measures` on the grid's M sampled rows, from timings on the
+    stores' rows of one source boundary (distinct rows, no copies), after a warm-up, at
+    m = min(M, ROW_TIMING) rows: one cell with one null draw (two preparations, the values),
+    one cell with the fewest resamples (MIN_RESAMPLES) and at most 9 permutations, the same
+    at m/2 rows (the ratio gives the growth with the rows, between M and M²) and two cells
+    (what a cell's draws add against its boundaries'). A boundary's preparation is counted
+    once; the draws scale with the run's permutations and resamples (a resample costing
+    what a null draw costs). Timed as `sampled.attach` runs them (the interval of mknn, cknna
+    and rsa only, BLAS on one thread up to `sampled.SMALL_WIDTH`), and divided as the
+    workers run them where they run there (`rows_tasks.row_seconds`)."""
     (i, js), (xs, ys), (n_cells, n_sides) = where, rows_, counts
     spec, M = w.spec, len(w.sample.tokens)
     m = max(min(M, ROW_TIMING, len(xs[i])), 16)
     K = min(spec.permutations, 9)
 
-    def cells(js, m):
-        docs = np.repeat(np.arange(-(-m // 8)), 8)[:m]  # documents of 8 rows: the null's draws
-        return rows.row_measures(
-            {i: xs[i][:m]},
-            {j: ys[j][:m] for j in js},
-            docs,
-            spec.sampled,
-            k=spec.neighbours,
-            draws=rows.Draws(K, spec.seed, Resampling(MIN_RESAMPLES, spec.bootstrap_seed)),
-        )
+    widest = max(v.shape[1] for v in (xs[i], *ys.values()))
+    threads = 1 if widest <= sampled.SMALL_WIDTH else None  # as `sampled.attach` runs them
 
+    def cells(js, m, K=K, intervals=ROW_ONLY):
+        docs = np.repeat(np.arange(-(-m // 8)), 8)[:m]  # documents of 8 rows: the null's draws
+        with blas_limit(threads):
+            return rows.row_measures(
+                {i: xs[i][:m]},
+                {j: ys[j][:m] for j in js},
+                docs,
+                spec.sampled,
+                k=spec.neighbours,
+                draws=rows.Draws(K, spec.seed, Resampling(MIN_RESAMPLES, spec.bootstrap_seed)),
+                intervals=intervals,  # the interval a fit computes on the sample
+            )
+
+    _timed(cells, js[:1], min(m, 32), 1, ())  # a warm-up: the first call's imports
+    base, _ = _timed(cells, js[:1], m, 1, ())  # two preparations, a cell's values, a draw
     t_one, _ = _timed(cells, js[:1], m)
     t_half, _ = _timed(cells, js[:1], m // 2)
     t_two = _timed(cells, js, m)[0] if len(js) > 1 else 2 * t_one
     grow = float(np.clip(np.log2(max(t_one, 1e-9) / max(t_half, 1e-9)), 1.0, 2.0))
-    cell = max(t_two - t_one, t_one / 3)  # a cell's values, interval and null
-    side = max((t_one - cell) / 2, 0.0)  # a boundary's preparation
-    # one run (the values, a null draw or a resample) of a boundary and of a cell at M rows
-    per_run = (M / m) ** grow / (MIN_RESAMPLES + K + 1)
+    draws = max(t_one - base, 0.0)  # a cell's and its two boundaries' draws and resamples
+    cell = max(t_two - t_one, draws / 3)  # a cell's (with its values)
+    side = max((draws - cell) / 2, 0.0)  # a boundary's (its resampled ranks)
+    # a boundary's preparation once; a run (a null draw or a resample) of the grid, at M rows
+    scale = (M / m) ** grow
+    resampled = any(n in ROW_ONLY for n in spec.sampled)  # else no interval on the sample
+    per_run = scale / max(MIN_RESAMPLES * resampled + K - 1, 1)
     timed[f"row measures of a cell ({m:,} rows)"] = t_one
-    resamples = sampled.resampling_of(spec).resamples
+    resamples = sampled.resampling_of(spec).resamples * resampled
     return rows_tasks.row_seconds(
-        (side * per_run, cell * per_run, (cell * n_cells + side * n_sides) * per_run),
+        (scale * base / 2, 0.0, (cell * n_cells + side * n_sides) * per_run),
         (n_sides, n_cells, spec.permutations, resamples),
         w.row_workers,
     )
