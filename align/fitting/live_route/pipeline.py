@@ -370,7 +370,8 @@ def _prepare_checked(
             log(f"align fit --live: {windows_line(p.anchored)}")
     refuse_bootstrap(p, options)
     p.sample = sampled.draw(p.split, options.spec)  # before the passes, by the split's seed
-    sampled.log_measures(log, "align fit --live", options.spec, p.sample, p.split)
+    shape = p.sample and sampled.shape_of(p.sample, options.spec, sides_shape(p))
+    sampled.log_measures(log, "align fit --live", options.spec, p.sample, p.split, shape)
     sides = sides_of(p)
     if output is not None:
         check_result_room(

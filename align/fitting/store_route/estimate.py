@@ -238,13 +238,14 @@ def _calibration(w: Work, where: tuple, sec: dict, timed: dict, out_bytes: dict)
 def _row_measures(w: Work, where: tuple, rows_: tuple, counts: tuple, timed: dict) -> float:
     """Seconds of `rows.row_measures` on the grid's M sampled rows, from timings on the
     stores' rows of one source boundary (distinct rows, no copies), after a warm-up, at
-    m = min(M, ROW_TIMING) rows: one cell with one null draw (two preparations, the values),
-    one cell with the fewest resamples (MIN_RESAMPLES) and at most 9 permutations, the same
-    at m/2 rows (the ratio gives the growth with the rows, between M and M²) and two cells
-    (what a cell's draws add against its boundaries'). A boundary's preparation is counted
-    once; the draws scale with the run's permutations and resamples (a resample costing
-    what a null draw costs). Timed as `sampled.attach` runs them (the interval of mknn, cknna
-    and rsa only, BLAS on one thread up to `sampled.SMALL_WIDTH`), and divided as the
+    m = min(M, ROW_TIMING) rows, the least of two runs each: one cell with one null draw (two
+    preparations and the values: a boundary's preparation is half of it), and two cells with
+    the fewest resamples (MIN_RESAMPLES) and at most 9 permutations (what a run, a null draw
+    or a resample, costs a cell, its boundaries' reweighting counted with it); where M > m
+    the two cells again at m/2 rows (the ratio gives the growth with the rows, between M and
+    M²). A preparation is counted once a boundary, the runs per cell by the run's
+    permutations and resamples. Timed as `sampled.attach` runs them (the interval of mknn,
+    cknna and rsa only, BLAS on one thread up to `sampled.SMALL_WIDTH`), and divided as the
     workers run them where they run there (`rows_tasks.row_seconds`)."""
     (i, js), (xs, ys), (n_cells, n_sides) = where, rows_, counts
     spec, M = w.spec, len(w.sample.tokens)
@@ -268,22 +269,23 @@ def _row_measures(w: Work, where: tuple, rows_: tuple, counts: tuple, timed: dic
             )
 
     _timed(cells, js[:1], min(m, 32), 1, ())  # a warm-up: the first call's imports
-    base, _ = _timed(cells, js[:1], m, 1, ())  # two preparations, a cell's values, a draw
-    t_one, _ = _timed(cells, js[:1], m)
-    t_half, _ = _timed(cells, js[:1], m // 2)
-    t_two = _timed(cells, js, m)[0] if len(js) > 1 else 2 * t_one
-    grow = float(np.clip(np.log2(max(t_one, 1e-9) / max(t_half, 1e-9)), 1.0, 2.0))
-    draws = max(t_one - base, 0.0)  # a cell's and its two boundaries' draws and resamples
-    cell = max(t_two - t_one, draws / 3)  # a cell's (with its values)
-    side = max((draws - cell) / 2, 0.0)  # a boundary's (its resampled ranks)
-    # a boundary's preparation once; a run (a null draw or a resample) of the grid, at M rows
+    base = min(_timed(cells, js[:1], m, 1, ())[0] for _ in range(2))  # two preparations
+    pair = js[:2]  # the cells whose draws are timed
+    t_two = min(_timed(cells, pair, m)[0] for _ in range(2))
+    grow = 1.0  # M ≤ m: the timed rows are the run's
+    if M > m:
+        t_half, _ = _timed(cells, pair, m // 2)
+        grow = float(np.clip(np.log2(max(t_two, 1e-9) / max(t_half, 1e-9)), 1.0, 2.0))
     scale = (M / m) ** grow
     resampled = any(n in ROW_ONLY for n in spec.sampled)  # else no interval on the sample
-    per_run = scale / max(MIN_RESAMPLES * resampled + K - 1, 1)
-    timed[f"row measures of a cell ({m:,} rows)"] = t_one
+    runs = max(MIN_RESAMPLES * resampled + K - 1, 1)  # the timed draws beyond base's one
+    # a cell's share of a run (a null draw or a resample), its boundaries' reweighting with it
+    draws = max(t_two - base * (1 + len(pair)) / 2, 0.0)  # less its boundaries' preparations
+    cell = draws / len(pair) / runs * scale
+    timed[f"row measures of {len(pair)} cell(s) ({m:,} rows)"] = t_two
     resamples = sampled.resampling_of(spec).resamples * resampled
     return rows_tasks.row_seconds(
-        (scale * base / 2, 0.0, (cell * n_cells + side * n_sides) * per_run),
+        (scale * base / 2, 0.0, cell * n_cells),
         (n_sides, n_cells, spec.permutations, resamples),
         w.row_workers,
     )

@@ -305,7 +305,8 @@ def _split(pair: Pair, opts: FitRequest, log) -> Rows:
         split.part if pair.anchored is None else target_part(split.part, split.partner, T.n_tokens)
     )
     sample = sampled.draw(split, opts.spec)  # before the pass: the rows every boundary keeps
-    sampled.log_measures(log, "align fit", opts.spec, sample, split)
+    shape = sample and _sample_shape(sample, pair, opts)
+    sampled.log_measures(log, "align fit", opts.spec, sample, split, shape)
     return Rows(split, t_part, sample)
 
 
