@@ -321,7 +321,7 @@ def fit_live(
         return finish(p, sides, outcome, plan, options, output, inputs, log)
     plan = _plan_here(p, options, device_memory, log)
     if dry_run:
-        est = estimate(p, plan, log)
+        est = estimate(p, plan, log, options.spec)
         return LiveReport(None, None, time.time() - t0, plan.record(), dry_run=est)
     outcome = _passes_here(p, plan, options, (log, terminal), t0)
     return finish(p, sides, outcome, plan, options, output, inputs, log)

@@ -197,7 +197,7 @@ def _streamed(w: Work, where: tuple, scale: float, sec: dict, timed: dict, out_b
 
 def _calibration(w: Work, where: tuple, sec: dict, timed: dict, out_bytes: dict):
     """The calibration on the M sampled rows: procrustes-heldout's null (one pair's, at M
-    rows, the timed rows repeated) and the row measures (`_row_measures`)."""
+    rows, the timed rows repeated) and the row measures (`row_measures_seconds`)."""
     I, J, a, stop = where
     spec, sample = w.spec, w.sample
     M = len(sample.tokens)
@@ -219,8 +219,12 @@ def _calibration(w: Work, where: tuple, sec: dict, timed: dict, out_bytes: dict)
         sec["procrustes-heldout null"] = t_null * n_cells / max(w.slots, 1)
         timed["procrustes-heldout null of a pair"] = t_null
     if spec.sampled:
-        sec["row measures, interval and calibration"] = _row_measures(
-            w, (I[0], list(ys)[:2]), (xs, ys), (n_cells, n_source + n_target), timed
+        sec["row measures, interval and calibration"] = row_measures_seconds(
+            (xs[I[0]], {j: ys[j] for j in list(ys)[:2]}),
+            (spec, M),
+            (n_cells, n_source + n_target),
+            w.row_workers,
+            timed,
         )
         shape = sampled.shape_of(
             sample,
@@ -235,9 +239,11 @@ def _calibration(w: Work, where: tuple, sec: dict, timed: dict, out_bytes: dict)
         out_bytes["row measures' working memory"] = row_measures_bytes(shape)
 
 
-def _row_measures(w: Work, where: tuple, rows_: tuple, counts: tuple, timed: dict) -> float:
-    """Seconds of `rows.row_measures` on the grid's M sampled rows, from timings on the
-    stores' rows of one source boundary (distinct rows, no copies), after a warm-up, at
+def row_measures_seconds(rows_: tuple, asked: tuple, counts: tuple, workers: int, timed: dict):
+    """Seconds of `rows.row_measures` on the grid's M sampled rows (`asked`: the FitSpec and
+    M; `counts`: the grid's cells and boundaries), from timings on `rows_`, the rows x (n,
+    d_S) of one source boundary and {j: (n, d_T)} of one or two target boundaries (the
+    stores' or a batch's rows: distinct rows, no copies), after a warm-up, at
     m = min(M, ROW_TIMING) rows, the least of two runs each: one cell with one null draw (two
     preparations and the values: a boundary's preparation is half of it), and two cells with
     the fewest resamples (MIN_RESAMPLES) and at most 9 permutations (what a run, a null draw
@@ -246,20 +252,20 @@ def _row_measures(w: Work, where: tuple, rows_: tuple, counts: tuple, timed: dic
     M²). A preparation is counted once a boundary, the runs per cell by the run's
     permutations and resamples. Timed as `sampled.attach` runs them (the interval of mknn,
     cknna and rsa only, BLAS on one thread up to `sampled.SMALL_WIDTH`), and divided as the
-    workers run them where they run there (`rows_tasks.row_seconds`)."""
-    (i, js), (xs, ys), (n_cells, n_sides) = where, rows_, counts
-    spec, M = w.spec, len(w.sample.tokens)
-    m = max(min(M, ROW_TIMING, len(xs[i])), 16)
+    `workers` run them where they run there (`rows_tasks.row_seconds`; 1: this process)."""
+    (x, ys), (spec, M), (n_cells, n_sides) = rows_, asked, counts
+    js = list(ys)
+    m = max(min(M, ROW_TIMING, len(x)), 16)
     K = min(spec.permutations, 9)
 
-    widest = max(v.shape[1] for v in (xs[i], *ys.values()))
+    widest = max(v.shape[1] for v in (x, *ys.values()))
     threads = 1 if widest <= sampled.SMALL_WIDTH else None  # as `sampled.attach` runs them
 
     def cells(js, m, K=K, intervals=ROW_ONLY):
         docs = np.repeat(np.arange(-(-m // 8)), 8)[:m]  # documents of 8 rows: the null's draws
         with blas_limit(threads):
             return rows.row_measures(
-                {i: xs[i][:m]},
+                {0: x[:m]},
                 {j: ys[j][:m] for j in js},
                 docs,
                 spec.sampled,
@@ -287,5 +293,5 @@ def _row_measures(w: Work, where: tuple, rows_: tuple, counts: tuple, timed: dic
     return rows_tasks.row_seconds(
         (scale * base / 2, 0.0, cell * n_cells),
         (n_sides, n_cells, spec.permutations, resamples),
-        w.row_workers,
+        workers,
     )
