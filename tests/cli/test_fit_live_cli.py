@@ -177,6 +177,25 @@ def test_dry_run_prints_the_plan_and_an_estimate_and_writes_nothing(
     assert os.listdir(tmp_path) == []
 
 
+def test_dry_run_counts_the_row_measures(models, corpus_file, cli, tmp_path):
+    """With row measures the estimate names their seconds (timed on the batch's rows), and
+    the first plan line the bytes their sampled rows hold: by hand, float64 rows of 60
+    sampled tokens at 3 source boundaries of d 64 and 5 target ones of d 96."""
+    args = ("--measures", "mknn,rsa", "--permutations", "3", "--sample-rows", "60")
+    code, _, err = cli(
+        "fit", "--live", *models, corpus_file, "-o", tmp_path / "a.zarr", "--dry-run", *SMALL, *args
+    )
+    assert code == 0, err
+    total = next(line for line in err.splitlines() if "whole run ~" in line)
+    assert "row measures, interval and calibration " in total, total
+    lines = err.strip().splitlines()
+    rows = next(line for line in lines if "sampled rows: 60 held-out rows" in line)
+    assert f"{8 * 60 * (3 * 64 + 5 * 96) / 1024:.1f} KiB (float64)" in rows, rows
+    assert lines[0].startswith("align fit --live: measures: ridge, mknn, rsa"), lines[0]
+    assert "the sampled rows and row measures hold " in lines[0], lines[0]
+    assert os.listdir(tmp_path) == []
+
+
 def test_the_plan_and_progress_are_printed(models, corpus_file, cli, tmp_path):
     code, _, err = cli("fit", "--live", *models, corpus_file, "-o", tmp_path / "a.zarr", *SMALL)
     assert code == 0, err

@@ -315,7 +315,7 @@ def fit_live(
         return finish(p, sides, outcome, plan, options, output, log)
     plan = _plan_here(p, options, device_memory, log)
     if dry_run:  # one timed batch of each model, scaled; nothing is written
-        return _dry_run(p, plan, log, t0)
+        return _dry_run(p, plan, options, log, t0)
     outcome = _passes_here(p, plan, options, (log, terminal), t0)
     return finish(p, sides, outcome, plan, options, output, log)
 
@@ -363,7 +363,8 @@ def _prepare_checked(job: LiveJob, options: FitRequest, output: str | None, log)
             log(f"align fit --live: {windows_line(p.anchored)}")
     refuse_bootstrap(p, options)
     p.sample = sampled.draw(p.split, options.spec)  # before the passes, by the split's seed
-    sampled.log_measures(log, "align fit --live", options.spec, p.sample, p.split)
+    shape = p.sample and sampled.shape_of(p.sample, options.spec, sides_shape(p))
+    sampled.log_measures(log, "align fit --live", options.spec, p.sample, p.split, shape)
     sides = sides_of(p)
     if output is not None:
         check_result_room(
@@ -380,20 +381,22 @@ def _prepare_checked(job: LiveJob, options: FitRequest, output: str | None, log)
 def _passes_on_cluster(p: Prepared, options: FitRequest, log, t0: float) -> tuple:
     """(Outcome, plan record): the passes as document shards on the Dask cluster at
     `scheduler`, planned per worker; the sample's rows joined in this process."""
-    if p.sample is not None:  # joined and measured in this process
+    if p.sample is not None:  # joined here; measured on the workers where they hold them
         rows = sampled.shape_of(p.sample, options.spec, sides_shape(p))
         room = default_memory_limit()
         sampled.check_room(rows, room, "of this process's budget", "`memory_limit`")
         log(f"align fit --live: {sampled.plan_line(rows, 'joined in this process')}")
-    plan, results, statistics, rates, loop_s = live_cluster.run_on_cluster(
+    plan, results, statistics, rates, loop_s, record = live_cluster.run_on_cluster(
         p, options, log, lambda limits: make_plan(p, options, None, limits)
     )
-    return Outcome(results, statistics, rates, loop_s, "cluster", t0), plan
+    return Outcome(results, statistics, rates, loop_s, "cluster", t0, record), plan
 
 
-def _dry_run(p: Prepared, plan: LivePlan, log, t0: float) -> LiveReport:
-    """`dry_run`: the plan and one timed batch of each model, scaled (`estimate`)."""
-    return LiveReport(None, None, time.time() - t0, plan.record(), dry_run=estimate(p, plan, log))
+def _dry_run(p: Prepared, plan: LivePlan, options: FitRequest, log, t0: float) -> LiveReport:
+    """`dry_run`: the plan and one timed batch of each model, scaled, the row measures timed
+    on its rows (`estimate`)."""
+    estimated = estimate(p, plan, log, options.spec)
+    return LiveReport(None, None, time.time() - t0, plan.record(), dry_run=estimated)
 
 
 def _plan_here(p: Prepared, options: FitRequest, device_memory: int | None, log) -> LivePlan:
@@ -434,16 +437,19 @@ class Outcome(NamedTuple):
     loop_s: float  # seconds of the passes, solves and held-out sums
     where: str  # where the sums were computed: "cpu", "cuda" or "cluster"
     started: float  # time.time() at the start of the fit
+    sampled: dict | None = None  # the sample's record where the row measures are done
 
 
 def finish(
     p: Prepared, sides, outcome: Outcome, plan: LivePlan, options: FitRequest, output, log
 ) -> LiveReport:
     """The alignment Dataset (the shared writer's, route "live") written to `output`."""
-    results, statistics, rates, loop_s, where, t0 = outcome
+    results, statistics, rates, loop_s, where, t0, record = outcome
     log(f"align fit --live: {plan.passes} pass(es) over {p.table.n_tokens:,} tokens, {rates}")
     extra = {}
-    if p.sample is not None:  # the row measures and every measure's calibration
+    if record is not None:  # the row measures done on the cluster (live_cluster)
+        extra["sampled_rows"] = record
+    elif p.sample is not None:  # the row measures and every measure's calibration
         extra["sampled_rows"] = sampled.attach(
             results, p.sample, options.spec, p.source_boundaries, p.target_boundaries, where
         )

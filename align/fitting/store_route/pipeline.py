@@ -166,9 +166,9 @@ def fit(
     with executor(where.scheduler, where.n_workers, where.limit, log) as ex:
         work = _prepare_work(ex, pair, rows, opts, where, log)
         if dry_run:  # pieces of the work timed and scaled; nothing is written
-            return _dry_run(ex, work, rows, opts, log, t0)
+            return _dry_run(ex, work, pair, rows, opts, log, t0)
         results, statistics = _run_blocks(ex, work, pair, rows, opts)
-        extra = _sampled_measures(ex, results, work, pair, rows, opts)
+        extra = _sampled_measures(ex, results, work, pair, rows, opts, log)
     ds = _dataset(results, work, pair, rows, opts, log, extra)
     _write(output, ds, pair, opts, log, t0)
     return _report(output, ds, t0, work, statistics, ex, log)
@@ -273,7 +273,8 @@ def _split(pair: Pair, opts: FitRequest, log) -> Rows:
         split.part if pair.anchored is None else target_part(split.part, split.partner, T.n_tokens)
     )
     sample = sampled.draw(split, opts.spec)  # before the pass: the rows every boundary keeps
-    sampled.log_measures(log, "align fit", opts.spec, sample, split)
+    shape = sample and _sample_shape(sample, pair, opts)
+    sampled.log_measures(log, "align fit", opts.spec, sample, split, shape)
     return Rows(split, t_part, sample)
 
 
@@ -414,10 +415,17 @@ def _logger(log, dry_run: bool):
     return _Held(say) if dry_run else say
 
 
-def _dry_run(ex, work: Work, rows: Rows, opts: FitRequest, log: _Held, t0: float) -> FitReport:
+def _dry_run(
+    ex, work: Work, pair: Pair, rows: Rows, opts: FitRequest, log: _Held, t0: float
+) -> FitReport:
     """`dry_run`: pieces of the work timed and scaled (`store_estimate.estimate`), said with
-    the plan's held lines; nothing is computed further."""
+    the plan's held lines (and, where the row measures would not go to the workers, why);
+    nothing is computed further."""
     parts = (work.job, work.blocks, work.ranges, work.tokens, work.shifts, rows.split)
+    shape = rows.sample and _sample_shape(rows.sample, pair, opts)
+    on_workers = shape is not None and rows_tasks.runner(ex, work.job.device, shape) is not None
+    if shape is not None and rows_tasks.held_back(ex, shape):
+        log(f"align fit: {rows_tasks.held_back(ex, shape)}")
     estimated = store_estimate.estimate(
         store_estimate.Work(
             *parts,
@@ -426,6 +434,7 @@ def _dry_run(ex, work: Work, rows: Rows, opts: FitRequest, log: _Held, t0: float
             ex.n_workers,
             work.keep_heldout,
             work.plan["block_bytes"],
+            ex.n_workers if on_workers else 1,
         ),
         log.say,
         log,
@@ -478,11 +487,11 @@ def _run_blocks(ex, work: Work, pair: Pair, rows: Rows, opts: FitRequest) -> tup
     return results, statistics
 
 
-def _sampled_measures(ex, results: dict, work: Work, pair: Pair, rows: Rows, opts: FitRequest):
+def _sampled_measures(ex, results: dict, work: Work, pair: Pair, rows: Rows, opts: FitRequest, log):
     """The row measures and every measure's calibration on the sample (`sampled.attach`), as
     the tasks of a cluster's workers where the fit runs on one and a worker's share of the
-    budget holds them (`rows_tasks.runner`), else in this process; the result's extra
-    options ({} without a sample)."""
+    budget holds them (`rows_tasks.runner`), else in this process, said in one line
+    (`rows_tasks.held_back`); the result's extra options ({} without a sample)."""
     split, sample = rows.split, rows.sample
     if sample is None:
         return {}
@@ -490,11 +499,19 @@ def _sampled_measures(ex, results: dict, work: Work, pair: Pair, rows: Rows, opt
         sample.xs, sample.ys = sampled_rows(
             work.job, *pair.boundaries, sample.tokens, split.partner
         )
-    widths = ((len(pair.boundaries[0]), pair.S.d_model), (len(pair.boundaries[1]), pair.T.d_model))
-    shape = sampled.shape_of(sample, opts.spec, widths, itemsize=4)
+    shape = _sample_shape(sample, pair, opts)
+    why = rows_tasks.held_back(ex, shape)
+    if why:
+        log(f"align fit: {why}")
     tasks = rows_tasks.runner(ex, work.job.device, shape)  # None: in this process
     where = (*pair.boundaries, work.job.device, tasks)
     return {"sampled_rows": sampled.attach(results, sample, opts.spec, *where)}
+
+
+def _sample_shape(sample, pair: Pair, opts: FitRequest):
+    """The memory plan's view of the sample (`sampled.shape_of`), its rows read as float32."""
+    widths = ((len(pair.boundaries[0]), pair.S.d_model), (len(pair.boundaries[1]), pair.T.d_model))
+    return sampled.shape_of(sample, opts.spec, widths, itemsize=4)
 
 
 def _dataset(results: dict, work: Work, pair: Pair, rows: Rows, opts: FitRequest, log, extra):
