@@ -376,8 +376,8 @@ def pair_page(
             "(darker is closer) with the path its direction picks per source row; the table "
             "gives each path's slope, Spearman ρ and mean depth gap over the source boundaries "
             "≥ 1 (with intervals for ridge, from its bootstrap), the measure's mean on the path "
-            "with the 95% delete-a-group jackknife interval of that mean (as `align compare "
-            "--measure` gives it) where the result keeps the cells' recomputations, and where "
+            "with the 95% delete-a-group jackknife interval of that mean (as align compare "
+            "--measure gives it) where the result keeps the cells' recomputations, and where "
             "the fit calibrated it the calibrated score on the path and the cells that beat "
             "the null.</p>" + views.measures_row(s, t, ds)
         )

@@ -204,15 +204,17 @@ FIT = """() => {
 
 @pytest.mark.parametrize("width", [1280, 390])
 def test_every_page_fits_a_wide_and_a_narrow_screen(
-    tiny_study, measured_study, lens_study, browser, width
+    tiny_study, measured_study, lens_study, replicated_study, browser, width
 ):
-    """Every page of the three studies (the lens study's kinds side by side and cross-model
-    lens included) at `width` px: the body does not scroll sideways; every table
+    """Every page of the four studies (the lens study's kinds side by side and cross-model
+    lens included, the replicated study's grid and its replicates' pages named by their
+    folders) at `width` px: the body does not scroll sideways; every table
     fits its box or its box scrolls (overflow-x auto), with its first column fixed (sticky);
     every figure's text is shown at 9 px or more (an SVG text's font size times the scale it is
     drawn at), and no PNG is shown narrower than drawn; a pair page's provenance is in a closed
     <details> whose summary is one line."""
-    roots = [Path(d) / "report" for d in (tiny_study[1], measured_study, lens_study)]
+    studies = (tiny_study[1], measured_study, lens_study, replicated_study)
+    roots = [Path(d) / "report" for d in studies]
     pages = [p for root in roots for p in sorted(root.rglob("*.html"))]
     context = browser.new_context(viewport={"width": width, "height": 900})
     page = context.new_page()
