@@ -257,7 +257,8 @@ def permuted(p: Prepared, perm: np.ndarray, pairs=None, k: int | None = None) ->
     the new row labels (the record's rule, as if prepared from x[perm]); a row whose tie at
     its k-th neighbour runs to the end of the L kept (`k`) is re-read from its whole order.
     `pairs` (P,) the pair of p each pair of the result is (`pair_index(perm[a], perm[b])`,
-    computed once a permutation for every boundary)."""
+    computed once a permutation for every boundary); without it the ranks are left as they
+    are (a null reads RSA's draws in batches: `align.measures.nulls`)."""
     inverse = np.argsort(perm)
     fields = {}
     if p.u is not None:
@@ -265,9 +266,8 @@ def permuted(p: Prepared, perm: np.ndarray, pairs=None, k: int | None = None) ->
     if p.order is not None:
         order, near = _retied(p, perm, inverse, k)
         fields.update(order=order, near=near, copy=p.copy[perm])
-    if p.ranks is not None:
-        fields["ranks"] = p.ranks[pairs]
-        fields["ranks_square"] = dot(fields["ranks"], fields["ranks"])  # once, for every cell
+    if p.ranks is not None and pairs is not None:
+        fields["ranks"] = p.ranks[pairs]  # a reordering: Σ ranks² stays the record's
     return replace(p, **fields)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from align.measures.nulls import BATCH, piece_of
 from align.measures.prepared import BLOCK, depth
 from align.measures.registry import NEIGHBOURS, REGISTRY, SPECTRAL
 from align.messages import human_bytes
@@ -113,13 +114,17 @@ def _grid_temporaries(s: SampleShape, m: int) -> int:
 
 def _null_temporaries(s: SampleShape, m: int) -> int:
     """A null draw beyond the records: one target boundary's permuted record (its u and
-    norms, its relabelled orders and their copies, its ranks read through the pairs'
-    places), the pairs' places and their arithmetic (the rows' int32 pair, then 7 int64
-    temporaries: 8P), and one cell's temporaries."""
+    norms, its relabelled orders and their copies) and one cell's temporaries; for rsa
+    (`nulls.rsa_null`, every draw in batches) the gathered side's ranks as squares (m² each,
+    min(n_S, n_T) of them), the pairs' rows (int64: 2P) and a square's places while it is laid
+    out (2P), and a piece's places, gathered ranks and the other side's ranks."""
     spectral, near, rsa = _kinds(s.measures)
     r, L, pairs = min(m, s.d_t), depth(s.neighbours, m), m * (m - 1) // 2
-    moved = 8 * (spectral * (m * r + m) + near * 6 * m * L + rsa * 9 * pairs)
-    return moved + _grid_temporaries(s, m)
+    moved = 8 * (spectral * (m * r + m) + near * 6 * m * L)
+    piece = piece_of(pairs)
+    squares = min(s.n_source, s.n_target) * m * m + 4 * pairs
+    pieces = piece * (4 * BATCH + max(s.n_source, s.n_target))
+    return moved + 8 * rsa * (squares + pieces) + _grid_temporaries(s, m)
 
 
 def _bootstrap_temporaries(s: SampleShape, m: int) -> int:
