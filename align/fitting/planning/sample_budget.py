@@ -65,11 +65,12 @@ def _prepared_bytes(s: SampleShape, m: int, d: int) -> int:
     """One boundary's `prepared.Prepared` of m rows of width d: the SVD's u (m, r), s and the
     squared norms (r = min(m, d)) with a spectral measure; the neighbour orders and their
     cosines (m, L) and the distinct unit rows (at most m, d) and their index (m); rsa's
-    centred ranks (P = m(m − 1)/2, float64), the pairs' order and their tie groups (int32)."""
+    centred ranks (P = m(m − 1)/2, float64), the pairs' order and their tie groups (int32),
+    the pairs' rows in that order (2 × int16)."""
     spectral, near, rsa = _kinds(s.measures)
     r, L = min(m, d), depth(s.neighbours, m)
     pairs = m * (m - 1) // 2
-    return 8 * spectral * (m * r + r + m) + 8 * near * (2 * m * L + m * d + m) + rsa * 16 * pairs
+    return 8 * spectral * (m * r + r + m) + 8 * near * (2 * m * L + m * d + m) + rsa * 20 * pairs
 
 
 def _kinds(measures) -> tuple:
