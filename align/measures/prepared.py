@@ -178,7 +178,6 @@ def _rank_order(x: np.ndarray, backend: Backend) -> dict:
     a, b = pair_rows(len(x))
     copy = np.ravel(copy).astype(np.int32)
     lo, hi = np.minimum(copy[a], copy[b]), np.maximum(copy[a], copy[b])  # one entry a pair
-    del a, b
     if backend.torch is not None:
         lo, hi = lo.astype(np.int64), hi.astype(np.int64)
     lo, hi = backend.mask(lo), backend.mask(hi)
@@ -209,7 +208,8 @@ def _rank_order(x: np.ndarray, backend: Backend) -> dict:
     fields = {"by_distance": by, "ties": ties}
     if backend.torch is None:
         small = np.int16 if len(x) <= np.iinfo(np.int16).max else np.int32
-        fields["rows_by"] = tuple(v[by].astype(small) for v in pair_rows(len(x)))
+        fields["rows_by"] = (a[by].astype(small), b[by].astype(small))
+    del a, b
     ones = backend.put(np.ones(len(by)))
     fields["ranks"] = ranks_weighted(Prepared(**fields), ones)
     fields["ranks_square"] = dot(fields["ranks"], fields["ranks"])

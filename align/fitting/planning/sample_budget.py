@@ -92,14 +92,15 @@ def _prepare_temporaries(s: SampleShape, m: int, d: int) -> int:
       (4·B·m);
     - rsa: the centred rows and their sort (4·m·d), the distinct rows' products (m²), the
       pairs' rows and their distances (3P/2 + P), the sort's order and the sorted
-      distances (2P): 5P + 4·m·d with m² = 2P."""
+      distances (2P), the pairs' rows kept to the sort's end and read in its order (P):
+      6P + 4·m·d with m² = 2P."""
     spectral, near, rsa = _kinds(s.measures)
     r, block = min(m, d), min(BLOCK, m)
     pairs = m * (m - 1) // 2
     peaks = [
         spectral * (3 * m * d + 3 * m * r + 2 * r * d + 7 * r * r),
         near * (3 * m * d + 4 * block * m),
-        rsa * (4 * m * d + 5 * pairs),
+        rsa * (4 * m * d + 6 * pairs),
     ]
     return 8 * max(peaks)
 
