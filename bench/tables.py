@@ -1214,6 +1214,76 @@ def demo_threads(r: Results) -> str:
     )
 
 
+LENS_ORDER = (
+    "forward of the held-out tokens",
+    "logit lens",
+    "linear lens, existing self-fit",
+    "linear lens, fitting its maps",
+    "tuned lens",
+)
+
+
+def lens(r: Results) -> str:
+    """Each lens of `align lens` against one forward of the held-out tokens (bench/lens.py)."""
+    d = r("lens.json")
+    c, runs = d["config"], d["runs"]
+    rows = []
+    for name in LENS_ORDER:
+        m = runs[name]["median"]
+        inside = m.get("self-fit", m.get("training"))
+        what = "self-fit" if "self-fit" in m else "training" if "training" in m else ""
+        rest = m["s"] - m.get("held-out evaluation", 0.0) - (inside or 0.0)
+        rows.append(
+            [
+                name,
+                f"{m['s']:.2f}",
+                f"{runs[name]['ratio_to_forward']:.2f}×",
+                f"{m['held-out evaluation']:.2f}" if "held-out evaluation" in m else "—",
+                f"{inside:.2f} ({what})" if inside is not None else "—",
+                f"{rest:.2f}" if len(m) > 1 else "—",  # a run with parts timed inside it
+            ]
+        )
+    linear = runs["linear lens, existing self-fit"]
+    m = linear["median"]
+    loads = d["load_average_before_after"]
+    return (
+        f"{c['model']}: {c['boundaries']} boundaries, a store of {n(c['tokens'])} tokens, "
+        f"{c['heldout_docs']} held-out documents ({n(c['forward_tokens'])} tokens through the "
+        f"forward, {n(c['scored_tokens'])} scored by the lenses); the tuned lens "
+        f"{c['tuned_steps']} steps of {n(c['tuned_train_tokens'])} tokens a boundary. "
+        f"{d['machine']['cores']} cores shared with other jobs, load {load_range(loads)}, torch "
+        f"on {c['torch_threads']} thread{'s' * (c['torch_threads'] > 1)}. Medians of {c['repeats']} interleaved repeats (the "
+        f"tuned lens: {c['tuned_repeats']}), seconds, each run end to end as `align lens` pays it "
+        "(imports excluded):\n\n"
+        + table(
+            ["run", "seconds", "× the forward", "held-out evaluation", "inside", "the rest"],
+            rows,
+        )
+        + f"\n\nThe linear lens from an existing self-fit costs {linear['ratio_to_forward']:.2f}× "
+        f"the forward and runs none: its held-out evaluation ({m['held-out evaluation']:.2f} s) "
+        f"applies one map and the head at each of the {c['boundaries']} boundaries (the forward "
+        "applies the head once, after its blocks) and scores each against the output "
+        "(softmax, KL, top-1, cross-entropy over the vocabulary); the rest "
+        f"({m['s'] - m['held-out evaluation']:.2f} s) opens the stores and the self-fit, reads "
+        "the head from the checkpoint, draws the bootstrap over the held-out documents and writes "
+        "the result. The logit lens runs the forward itself (over the held-out documents as "
+        "prompts) and the head at every boundary."
+        + _lens_profile(d.get("profile_linear_existing_self_fit"))
+        + "\n\n"
+        + sources((d["command"], "bench/results/lens.json"))
+    )
+
+
+def _lens_profile(top) -> str:
+    """The functions of one more run of the linear lens from the self-fit by their own time."""
+    if not top:
+        return ""
+    return (
+        " One more run of it under cProfile, the functions that took the most time in their "
+        "own code: " + "; ".join(f"`{name}` {t:.2f} s" for name, t in top) + "."
+    )
+
+
 TABLES = {
     "store-layout": store_layout,
     "store-writer": store_writer,
@@ -1231,6 +1301,7 @@ TABLES = {
     "study": study,
     "zoo": zoo,
     "demo-threads": demo_threads,
+    "lens": lens,
 }
 # The page each table lives on (default: docs/performance.md, the --doc page).
 PAGES = {

@@ -27,7 +27,7 @@ from align.fitting.planning.budget import ResultShape, result_bytes, statistics_
 from align.messages import human_bytes as human
 from align.study import contents
 from align.study import units as units_mod
-from align.study.execute import check_root, why
+from align.study.execute import check_lens_boundaries, check_root, why
 from align.study.schema import Study
 from align.study.state import read_state
 
@@ -127,6 +127,7 @@ def plan_study(study: Study, root: str, log=None) -> StudyPlan:
         A study whose outputs would not fit the free disk.
     """
     check_root(root)  # what the run would refuse, refused here too
+    check_lens_boundaries(study)
     state = read_state(root) if os.path.isdir(root) else {}
     units = units_mod.plan(study, contents.Hashes(state.get("hashes")))
     plan = StudyPlan(root, free=st.free_bytes(root))

@@ -17,7 +17,8 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 
-from align import messages, textfiles
+from align import boundaries as bmod
+from align import messages, models, textfiles
 from align import store as st
 from align.errors import AlignError, InputError, StoreLocked
 from align.faults import fault_point
@@ -69,6 +70,37 @@ def check_root(root: str) -> None:
     read_state(root)  # a study.json of align's, or one line naming it
 
 
+def check_lens_boundaries(study: Study) -> None:
+    """On the stores route, every model whose final boundary L a linear or tuned lens
+    (`[analyses] lens`) or a read through its head (`[analyses] lens_through`, each pair's
+    target) takes as its reference keeps L in its store (`[extraction] boundaries`): else one
+    line naming the model, L and what to do, before any unit runs (its lens would fail after
+    the extractions and fits)."""
+    spec = study.extraction.boundaries
+    if study.route != "stores" or spec is None:
+        return
+    kinds = [k for k in study.lens_kinds if k in ("linear", "tuned")]
+    needs = {}  # model -> the key that reads its final boundary
+    if kinds:
+        for m in units_mod.analysed(study):
+            if "lens" in m.analyses:
+                needs.setdefault(
+                    m.name,
+                    (f"lens = {list(study.lens_kinds)!r}", f"drop {' and '.join(kinds)} from lens"),
+                )
+    if study.lens_through:
+        for _, t in study.pairs:
+            needs.setdefault(t, ("lens_through = true", "leave lens_through out"))
+    for name, (key, instead) in needs.items():
+        L = models.load_config(study.model(name).spec).num_hidden_layers
+        if L not in bmod.parse_boundaries(spec, L, "[extraction] boundaries"):
+            raise InputError(
+                f"study file {study.path}: [analyses] {key} reads model {name}'s final boundary "
+                f"{L}, but [extraction] boundaries = {spec!r} leaves it out of its store: include "
+                f"{L} (or -1) in boundaries, or {instead}"
+            )
+
+
 def why(unit, entry: dict | None, root: str) -> str | None:
     """Why `unit` must run, or None when its recorded output is current: what changed since
     its last run (its options, the files it reads, the units it reads, each named: only what
@@ -111,6 +143,7 @@ def run_units(
     read its output are blocked and the others run."""
     log = log or messages.say
     check_root(root)
+    check_lens_boundaries(study)
     os.makedirs(root, exist_ok=True)
     t0 = time.time()
     try:

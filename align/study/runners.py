@@ -106,6 +106,8 @@ def _lens_kind(u, study, root, log):
     opts = LensOptions(
         batch_size=study.analyses_batch, device=m.spec.device, dtype=m.spec.dtype, kind=d["kind"]
     )
+    if d["kind"] == "tuned":  # `[analyses] lens_steps`, recorded in the unit's definition
+        opts = replace(opts, steps=d["steps"])
     store = os.path.join(root, d["store"]) if "store" in d else None
     analyses.run_lens(
         os.path.join(root, u.output),

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, replace
 
 from align import corpus, messages, models, seeding, textfiles
+from align.analyses.analysis_options import LensOptions
 from align.declarations import declaration, keys, refusal
 from align.errors import InputError
 from align.extraction.extract_options import ExtractOptions
@@ -69,6 +70,9 @@ RECORDS_ELSEWHERE = {
 CORPUS_KEYS = keys(corpus.CorpusSpec)  # {key: (type, default, field)}
 EXTRACTION_KEYS = keys(ExtractOptions, leave_out=ELSEWHERE)
 FIT_KEYS = keys(FitSpec, leave_out=ELSEWHERE)
+# `[analyses] lens_steps`: the tuned lens's optimiser steps, `align lens --steps` (its type,
+# default and limits from that option's declaration)
+LENS_STEPS = keys(LensOptions)["steps"]
 # Keys of earlier study files, refused with the key that replaced them.
 RENAMED = {
     ("bootstrap", "resamples"): "[fit] bootstrap",
@@ -94,6 +98,7 @@ SECTIONS = {
         "skip_docs": (int, None),
         "lens": (object, ["logit"]),  # true, a kind, or a list of kinds (`_lens_kinds`)
         "lens_through": (bool, False),
+        "lens_steps": LENS_STEPS[:2],
         "checkpoints": (str, "all"),
     },
     "route": {"kind": (str, "stores"), "device": (str, "cpu"), "gpu_resource": (bool, False)},
@@ -119,6 +124,7 @@ DECLARED = {
     },
     **{("fit", key): (FitSpec, name) for key, (_, _, name) in FIT_KEYS.items()},
     ("controls", "random_init_seed"): (models.ModelSpec, "seed"),
+    ("analyses", "lens_steps"): (LensOptions, LENS_STEPS[2]),
     ("models", "dtype"): (models.ModelSpec, "dtype"),
     ("models", "family"): (models.ModelSpec, "family"),
 }
@@ -167,6 +173,7 @@ class Study:
     replicated: tuple = ()
     lens_kinds: tuple = ("logit",)  # the lenses of a model whose analyses name "lens"
     lens_through: bool = False  # each pair's source read through its target's head
+    lens_steps: int = LENS_STEPS[1]  # the tuned lens's optimiser steps per boundary
 
     def model(self, name: str) -> StudyModel:
         return next(m for m in self.models if m.name == name)
@@ -329,6 +336,7 @@ def load_study(path: str) -> Study:
             ),
             lens_kinds=_lens_kinds(t["analyses"]["lens"], path),
             lens_through=_lens_through(t["analyses"]["lens_through"], t["route"]["kind"], path),
+            lens_steps=t["analyses"]["lens_steps"],
             reuse=_reuse(t["extraction"]["reuse"], base, path),
         )
     except InputError as e:

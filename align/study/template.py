@@ -69,6 +69,7 @@ batch_size = 8               # prompts per forward of the analyses that run the 
 # checkpoints = "first"      # a model of several checkpoints: analyse its first only (default "all")
 # lens = ["logit", "linear", "tuned"]  # the lenses a model's lens runs (default: logit)
 # lens_through = true        # also read each pair's source through its target's head
+# lens_steps = 250           # the tuned lens's optimiser steps per boundary (align lens --steps)
 
 [route]
 kind = "stores"              # stores: N extractions and N(N-1) fits; live: each pair's two models run together

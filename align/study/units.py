@@ -321,11 +321,12 @@ def analysed(study: Study) -> list:
 
 def lens_options(study: Study, kind: str) -> dict:
     """The options that decide a linear or tuned lens unit's output besides its inputs: the
-    lens's own (`LensOptions` defaults; the tuned lens's training) and the bootstrap."""
+    lens's own (`LensOptions` defaults, the tuned lens's steps `[analyses] lens_steps`) and the
+    bootstrap."""
     o = LensOptions()
     out = {"kind": kind, "bootstrap": [study.fit.bootstrap, study.fit.bootstrap_seed]}
     if kind == "tuned":
-        out.update(steps=o.steps, train_tokens=o.train_tokens, lens_seed=o.lens_seed)
+        out.update(steps=study.lens_steps, train_tokens=o.train_tokens, lens_seed=o.lens_seed)
     return out
 
 

@@ -111,3 +111,33 @@ def test_lens_through_reads_each_pair_through_its_targets_head(tmp_path):
 )
 def test_bad_lens_values_are_refused_naming_them(tmp_path, extra, expected):
     assert expected in refused(tmp_path, extra)
+
+
+def test_lens_steps_reach_the_tuned_unit_and_leave_the_default_key_alone(tmp_path):
+    """`[analyses] lens_steps` is the tuned unit's `steps` (its key changes with it); 250,
+    `align lens --steps`'s default, keys the unit as a study that leaves it out."""
+    tuned = '[analyses]\nlens = ["tuned"]\n'
+    plain = units(tmp_path, tuned)["lens-tuned a"]
+    assert plain.definition["steps"] == 250
+    assert units(tmp_path, tuned + "lens_steps = 250\n")["lens-tuned a"].key == plain.key
+    three = units(tmp_path, tuned + "lens_steps = 3\n")["lens-tuned a"]
+    assert three.definition["steps"] == 3 and three.key != plain.key
+    linear = units(tmp_path, '[analyses]\nlens = ["linear"]\nlens_steps = 3\n')["lens-linear a"]
+    assert "steps" not in linear.definition  # the linear lens trains nothing
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("0", "[analyses] lens_steps = 0: 0 is not in the range 1<=x<="),
+        ("-3", "[analyses] lens_steps = -3: -3 is not in the range 1<=x<="),
+        ("2.5", "[analyses] lens_steps = 2.5 must be a whole number"),
+        ('"many"', "[analyses] lens_steps = 'many' must be a whole number"),
+        ("true", "[analyses] lens_steps = True must be a whole number"),
+    ],
+)
+def test_bad_lens_steps_are_refused_naming_the_value(tmp_path, value, expected):
+    message = refused(tmp_path, f'[analyses]\nlens = ["tuned"]\nlens_steps = {value}\n')
+    assert expected in message, message
+    if "range" in expected:
+        assert message.endswith("(as --steps on the command line)"), message
