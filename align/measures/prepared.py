@@ -343,12 +343,16 @@ def _mirror(rows, cols, m: int) -> np.ndarray:
     """For each entry (rows[e], cols[e]) of distinct entries, the entry (cols[e], rows[e]),
     or −1."""
     key = rows.astype(np.int64) * m + cols
-    order = np.argsort(key)
-    want = cols.astype(np.int64) * m + rows
-    at = np.minimum(np.searchsorted(key[order], want), max(len(key) - 1, 0))
     if not len(key):
         return np.full(0, -1)
-    return np.where(key[order][at] == want, order[at], -1)
+    if (key[1:] > key[:-1]).all():  # a cell's shared entries come in key order: no sort
+        order, ordered = np.arange(len(key)), key
+    else:
+        order = np.argsort(key)
+        ordered = key[order]
+    want = cols.astype(np.int64) * m + rows
+    at = np.minimum(np.searchsorted(ordered, want), len(key) - 1)
+    return np.where(ordered[at] == want, order[at], -1)
 
 
 def hsic_counted(w, rows, cols, counts, kv, lv, mirror) -> float:
