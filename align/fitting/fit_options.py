@@ -10,7 +10,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 
 from align import corpus, models, ridge, seeding
-from align.declarations import not_an_option, option
+from align.declarations import not_an_option, option, refuse_fields
 from align.devices import check_device
 from align.errors import InputError
 from align.fitting.pairing.anchors import MIN_COVERAGE, PAIRINGS, check_min_coverage, check_pairing
@@ -404,6 +404,27 @@ def request(
         given.append(record)
     spec, run, hooks = given
     return FitRequest(spec.checked(), run.checked(), hooks)
+
+
+def entry_request(caller: str, keywords: dict, spec, run, hooks) -> FitRequest:
+    """An entry point's `request`, after refusing a record's field given to it as a keyword.
+
+    Parameters
+    ----------
+    caller : str
+        The entry point as the refusal names it (`align.fit`, `fit_live`).
+    keywords : dict
+        The keywords it was given beyond its signature (`refuse_fields`).
+    spec, run, hooks : FitSpec, Execution, FitHooks or None
+        As `request` takes them.
+
+    Returns
+    -------
+    FitRequest
+        `request`'s.
+    """
+    refuse_fields(caller, keywords, (FitSpec, Execution, FitHooks))
+    return request(spec, run, hooks)
 
 
 @dataclass(frozen=True)

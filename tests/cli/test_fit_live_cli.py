@@ -177,6 +177,25 @@ def test_dry_run_prints_the_plan_and_an_estimate_and_writes_nothing(
     assert os.listdir(tmp_path) == []
 
 
+def test_dry_run_counts_the_row_measures(models, corpus_file, cli, tmp_path):
+    """With row measures the estimate names their seconds (timed on the batch's rows), and
+    the first plan line the bytes their sampled rows hold: by hand, float64 rows of 60
+    sampled tokens at 3 source boundaries of d 64 and 5 target ones of d 96."""
+    args = ("--measures", "mknn,rsa", "--permutations", "3", "--sample-rows", "60")
+    code, _, err = cli(
+        "fit", "--live", *models, corpus_file, "-o", tmp_path / "a.zarr", "--dry-run", *SMALL, *args
+    )
+    assert code == 0, err
+    total = next(line for line in err.splitlines() if "whole run ~" in line)
+    assert "row measures, interval and calibration " in total, total
+    lines = err.strip().splitlines()
+    rows = next(line for line in lines if "sampled rows: 60 held-out rows" in line)
+    assert f"{8 * 60 * (3 * 64 + 5 * 96) / 1024:.1f} KiB (float64)" in rows, rows
+    assert lines[0].startswith("align fit --live: measures: ridge, mknn, rsa"), lines[0]
+    assert "the sampled rows and row measures hold " in lines[0], lines[0]
+    assert os.listdir(tmp_path) == []
+
+
 def test_the_plan_and_progress_are_printed(models, corpus_file, cli, tmp_path):
     code, _, err = cli("fit", "--live", *models, corpus_file, "-o", tmp_path / "a.zarr", *SMALL)
     assert code == 0, err
@@ -209,18 +228,19 @@ PEAK = (
 )
 
 
-@pytest.mark.parametrize("point", ["fit_live_batch:3", "fit_live_before_write"])
-def test_a_killed_run_leaves_no_result_and_the_same_command_succeeds(
-    models, corpus_file, tmp_path, point
-):
-    """SIGKILL in the statistics pass or just before the result is written: nothing opens as a
-    result; the same command (here under --memory-limit 700MB, whose peak resident size is
-    measured by the kernel) then writes it, within 1.3x the limit."""
+def test_a_killed_run_leaves_no_result_and_the_same_command_succeeds(models, corpus_file, tmp_path):
+    """SIGKILL in the statistics pass, then (the same command again) just before the result is
+    written: after each, nothing is at `-o` or beside it (a run keeps no state, so the first
+    kill leaves the second run nothing to meet); the same command (here under --memory-limit
+    700MB, whose peak resident size is measured by the kernel) then writes it, within 1.3x the
+    limit."""
     out = tmp_path / "a.zarr"
     log = tmp_path / "fault.log"
     args = ["fit", "--live", *models, corpus_file, "-o", str(out), *SMALL]
-    killed_run([sys.executable, "-m", "align.cli.main", *args], log, point, timeout=600)
-    assert not out.exists() and os.listdir(tmp_path) == ["fault.log"]
+    for point in ("fit_live_batch:3", "fit_live_before_write"):
+        log.unlink(missing_ok=True)
+        killed_run([sys.executable, "-m", "align.cli.main", *args], log, point, timeout=600)
+        assert not out.exists() and os.listdir(tmp_path) == ["fault.log"], point
     limit = 700 * 1000**2
     q = subprocess.run(
         [

@@ -8,16 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-STUDY = """
-[[models]]
-name = "a"
-path = "m0"
-[[models]]
-name = "b"
-path = "m1"
-[corpus]
-path = "docs.txt"
-"""
+from tests.helpers.study_files import study_toml, write_study
 
 
 def tree(root) -> dict:
@@ -100,8 +91,7 @@ def test_report_to_a_link_is_refused_in_one_line(cli, tmp_path):
 
 
 def test_a_folder_with_a_users_study_json_is_not_a_study(cli, tmp_path):
-    study = tmp_path / "s.toml"
-    study.write_text(STUDY, encoding="utf-8")
+    study = write_study(tmp_path / "s.toml")
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "study.json").write_text('{"my": "own study notes"}', encoding="utf-8")
@@ -124,8 +114,7 @@ def test_a_folder_with_a_users_study_json_is_not_a_study(cli, tmp_path):
 
 
 def test_a_study_json_that_is_not_json_is_one_line(cli, tmp_path):
-    study = tmp_path / "s.toml"
-    study.write_text(STUDY, encoding="utf-8")
+    study = write_study(tmp_path / "s.toml")
     root = tmp_path / "out"
     root.mkdir()
     (root / "study.json").write_bytes(b'{"units": {"extract a"')  # cut short
@@ -143,7 +132,7 @@ def test_a_study_json_that_is_not_json_is_one_line(cli, tmp_path):
 
 def test_a_binary_or_utf16_study_file_is_one_line(cli, tmp_path):
     utf16 = tmp_path / "u.toml"
-    utf16.write_bytes(STUDY.encode("utf-16"))
+    utf16.write_bytes(study_toml().encode("utf-16"))
     code, _, err = cli("study", utf16, "-o", tmp_path / "out")
     one_line(
         code,

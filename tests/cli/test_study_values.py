@@ -8,17 +8,7 @@ import re
 
 import pytest
 
-STUDY = """
-[[models]]
-name = "a"
-path = "m0"
-[[models]]
-name = "b"
-path = "m1"
-[corpus]
-path = "docs.txt"
-{extra}
-"""
+from tests.helpers.study_files import write_study
 
 
 def cli_words(err: str, flag: str) -> str:
@@ -51,9 +41,8 @@ def test_a_value_the_command_line_refuses_is_refused_in_its_words(
     code, _, err = cli(*command, value.strip("'"))
     assert code == 2
     words = cli_words(err, command[-1])
-    study = tmp_path / "s.toml"
     table = "" if section == "corpus" else f"[{section}]\n"  # [corpus] is the file's last table
-    study.write_text(STUDY.format(extra=f"{table}{key} = {value}\n"), encoding="utf-8")
+    study = write_study(tmp_path / "s.toml", extra=f"{table}{key} = {value}\n")
     code, _, err = cli("study", study, "-o", tmp_path / "out", "--dry-run")
     assert code == 2 and err == (
         f"align: error: study file {study}: [{section}] {key} = {value}: {words} "
@@ -92,8 +81,7 @@ def test_a_fraction_out_of_range_fails_at_dry_run(cli, tmp_path, key, value):
     assert code == 2 and fit_err == (
         f"align: error: --{key.replace('_', '-')} {expected.replace('`alphas`', '--alphas')}\n"
     )
-    study = tmp_path / "s.toml"
-    study.write_text(STUDY.format(extra=f"[fit]\n{key} = {value}\n"), encoding="utf-8")
+    study = write_study(tmp_path / "s.toml", extra=f"[fit]\n{key} = {value}\n")
     code, _, err = cli("study", study, "-o", tmp_path / "out", "--dry-run")
     assert code == 2 and err == (
         f"align: error: study file {study}: [fit] {key} {expected.replace('`alphas`', '[fit] alphas')}\n"

@@ -34,8 +34,11 @@ SHARED = {
     "tests/integration/test_demo.py": "demo_run, tiny_study",
     "tests/integration/test_docs_tables.py": "demo_run, tiny_study",
     "tests/integration/test_fit_shuffle.py": "demo_run, tiny_study",
+    "tests/integration/test_lens_kinds.py": "demo_run, tiny_study",
     "tests/integration/test_study.py": "demo_run, tiny_study",
+    "tests/integration/test_study_lenses.py": "demo_run, tiny_study",
     "tests/integration/test_study_report_browser.py": "demo_run, tiny_study",
+    "tests/integration/test_study_report_pages.py": "demo_run, tiny_study",
 }
 
 

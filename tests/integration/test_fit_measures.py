@@ -8,6 +8,7 @@ option and refusal."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -491,9 +492,15 @@ def test_plot_measure_draws_the_argmax_path_of_a_similarity(
     one_line_error(code, err, "--measure rsa: not in this result", "it holds cka, procrustes")
 
 
+def _bytes(text: str) -> float:
+    """Bytes of "16.2 MiB"."""
+    value, unit = text.split()
+    return float(value.replace(",", "")) * 1024 ** ("KMG".index(unit[0]) + 1)
+
+
 def test_measures_all_runs_as_typed_and_marks_the_copied_rows(fit_pair, cli, tmp_path):
     """`align fit S T -o R --measures all` with no other option runs: its first plan line says
-    what it computes (the row measures with their default 99 permutations and 1,000-resample
+    what it computes and the bytes it holds for them (the row measures with their default 99 permutations and 1,000-resample
     bootstrap); the result holds the row measures' values, intervals and calibration, the tie
     rule, and each cell's fraction of sampled rows with an exact copy, against a count on the
     store's own rows (numpy.unique); `align info` shows the cells mostly of copies."""
@@ -505,9 +512,19 @@ def test_measures_all_runs_as_typed_and_marks_the_copied_rows(fit_pair, cli, tmp
     assert plan[0].startswith("align fit: measures: ridge, cka, cka-debiased"), plan[0]
     for words in ("mknn, cknna, rsa on the", "1,000-resample", "against 99 permutations"):
         assert words in plan[0], (words, plan[0])
+    # its cost: the bytes the sampled rows and `row_measures` hold, the two amounts the
+    # `sampled rows` plan line names, added (human_bytes: KiB/MiB with one decimal)
+    rows_line = next(line for line in plan if line.startswith("align fit: sampled rows:"))
+    held = [_bytes(a) for a in re.findall(r"([\d.,]+ [KMG]iB)", rows_line)]
+    assert len(held) == 2, rows_line
+    said = re.search(r"the sampled rows and row measures hold ([\d.,]+ [KMG]iB), ", plan[0])
+    assert said and abs(_bytes(said[1]) - sum(held)) <= 0.002 * sum(held), plan[0]
+    assert plan[0].endswith("--dry-run times the seconds"), plan[0]
     ds = xr.open_zarr(out)
     sample = ds.attrs["options"]["sampled_rows"]
     assert sample["permutations"] == 99 and "average rank" in sample["ties"]
+    # the rows' bytes by hand: float32 rows of 3 source boundaries of d 64, 5 target of d 96
+    assert abs(held[0] - 4 * sample["rows"] * (3 * 64 + 5 * 96)) <= 0.002 * held[0], rows_line
     for n in ("mknn", "cknna", "rsa"):
         for end in ("", "_low", "_high", "_p", "_calibrated"):
             assert np.isfinite(ds[n + end].values).all(), n + end

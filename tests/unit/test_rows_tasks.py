@@ -194,3 +194,66 @@ def test_a_cluster_runs_them_only_where_a_workers_share_holds_them():
     remote = int(need / PLAN_FRACTION) + 10**8 + 4
     assert runner(ex("remote", remote), "cpu", shape) is not None
     assert runner(ex("remote", remote - 64), "cpu", shape) is None
+
+
+def test_the_fallback_names_the_bytes_a_worker_needs_and_its_share():
+    """Where a worker's share cannot hold them, `held_back` says so in one line naming both
+    byte counts (by hand: the share is PLAN_FRACTION of the budget less the idle footprint);
+    None where they run on the workers, in this process, or without a row measure."""
+    from align.fitting.measuring.rows_tasks import held_back
+    from align.fitting.planning.sample_budget import SampleShape, row_measures_bytes
+    from align.fitting.runtime.cluster import PLAN_FRACTION, Executor
+    from align.messages import human_bytes
+
+    shape = SampleShape(512, 3, 64, 4, 96, ("mknn", "rsa"), 10, 1099, 530, 4)
+    need = 2 * 4 * 512 * (3 * 64 + 4 * 96) + row_measures_bytes(shape)
+    limit = 10**8 + int(need / PLAN_FRACTION) - 4096  # a share just short of `need`
+    ex = Executor(lambda d, k: None, set(), {}, 3, "remote", limit, 10**8)
+    line = held_back(ex, shape)
+    share = int((limit - 10**8) * PLAN_FRACTION)
+    assert line == (
+        "the row measures (mknn, rsa) run in this process, not on the 3 workers: a worker "
+        f"would hold {human_bytes(need)} (the sampled rows and `row_measures`' working "
+        f"memory), more than its share of the budget, {human_bytes(share)}"
+    )
+    assert "\n" not in line
+    assert held_back(_with(ex, limit + 8192), shape) is None
+    assert held_back(_with(ex, limit, mode="threads"), shape) is None
+    assert held_back(ex, shape._replace(measures=())) is None
+
+
+def _with(ex, limit, mode=None):
+    from dataclasses import replace
+
+    return replace(ex, limit=limit, mode=mode or ex.mode)
+
+
+@pytest.mark.parametrize(
+    "n, tasks, workers, want",
+    [
+        (10, 1, 1, 10),  # one process: every item in turn
+        (10, 4, 2, 6),  # chunks of 3, 3, 2, 2: two rounds of 3
+        (9, 4, 2, 6),  # chunks of 3, 2, 2, 2: two rounds, the first of 3
+        (1000, 4, 2, 500),
+        (3, 4, 2, 2),  # three tasks of one: two rounds
+        (0, 4, 2, 0),
+    ],
+)
+def test_wall_items_counts_the_rounds_of_the_largest_task(n, tasks, workers, want):
+    from align.fitting.measuring.rows_tasks import wall_items
+
+    assert wall_items(n, tasks, workers) == want
+
+
+def test_row_seconds_divide_by_what_runs_side_by_side():
+    """A grid of 5 boundaries and 6 cells, 9 permutations and 100 resamples, at stated rates
+    (a preparation 2 s, a cell's values 0.5 s, a draw of the grid 0.1 s). In this process:
+    5·2 + 6·0.5 + 109·0.1 = 23.9 s. On 2 workers (chunks of 4 tasks each): preparations
+    ceil(5/2) = 3 rounds, cells 3 rounds, the 9 draws in chunks of 3, 2, 2, 2 (2 rounds, the
+    largest 3 draws: 6), the 100 resamples in chunks of 25 (2 rounds: 50):
+    3·2 + 3·0.5 + (6 + 50)·0.1 = 13.1 s."""
+    from align.fitting.measuring.rows_tasks import row_seconds
+
+    costs, counts = (2.0, 0.5, 0.1), (5, 6, 9, 100)
+    assert row_seconds(costs, counts, 1) == pytest.approx(23.9, rel=1e-12)
+    assert row_seconds(costs, counts, 2) == pytest.approx(13.1, rel=1e-12)

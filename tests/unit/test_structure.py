@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 while not (ROOT / "setup.py").exists():  # the test may sit in a tier folder
     ROOT = ROOT.parent
@@ -241,3 +243,36 @@ def test_modules_are_small():
         if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert not long, f"modules over {MAX_LINES} lines (split them by concept): {long}"
+
+
+# The entry points that read as their pipeline: every stage a named call, the docstring short
+# (the longer prose is docs/api.md's), all of it, `def` to last line, under this many lines.
+PIPELINES = {
+    "align.fitting.store_route.pipeline": "fit",
+    "align.fitting.live_route.pipeline": "fit_live",
+}
+MAX_PIPELINE_LINES = 60
+
+
+def function_lines(path: Path, name: str) -> int:
+    """Lines of the module-level function `name` in `path`, its `def` to its last line (as
+    inspect.getsourcelines counts an undecorated function)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return node.end_lineno - node.lineno + 1
+    raise LookupError(f"{name} is not a function of {path}")
+
+
+def test_the_fit_entry_points_read_as_their_pipeline():
+    sizes = {f"{m}.{f}": function_lines(MODULES[m], f) for m, f in PIPELINES.items()}
+    long = {k: n for k, n in sizes.items() if n >= MAX_PIPELINE_LINES}
+    assert not long, f"entry points of {MAX_PIPELINE_LINES} lines or more: {long}"
+
+
+def test_function_lines_counts_def_to_last_line(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text('x = 1\n\n\ndef f(\n    a,\n):\n    """Doc.\n\n    More."""\n    return a\n')
+    assert function_lines(path, "f") == 7  # lines 4 to 10
+    with pytest.raises(LookupError, match=r"^g is not a function of .*m\.py$"):
+        function_lines(path, "g")

@@ -12,21 +12,8 @@ import os
 
 import pytest
 
-STUDY = """
-[[models]]
-name = "a"
-path = "m0"
-analyses = ["contrib"]
-[[models]]
-name = "b"
-path = "m1"
-[corpus]
-path = "docs.txt"
-[pairs]
-mode = "list"
-list = [["a", "b"]]
-{extra}
-"""
+from tests.helpers.study_files import write_study
+
 UNITS = ["extract a", "extract b", "fit a->b", "contrib a", "report"]
 
 
@@ -56,8 +43,9 @@ def planned(tmp_path, cache: dict, extra: str = ""):
     from align.study.contents import Hashes
     from align.study.units import plan
 
-    p = tmp_path / "s.toml"
-    p.write_text(STUDY.format(extra=extra), encoding="utf-8")
+    p = write_study(
+        tmp_path / "s.toml", analyses={"a": ["contrib"]}, pairs=[["a", "b"]], extra=extra
+    )
     hashes = Hashes(cache)
     units = plan(load_study(str(p)), hashes)
     return units, hashes.used

@@ -9,6 +9,7 @@ import functools
 import time
 
 from align.fitting.fit_options import FitRequest
+from align.fitting.live_route.plan import sides_shape
 from align.fitting.live_route.shards import (
     ShardTask,
     add_shard_heldout,
@@ -18,8 +19,8 @@ from align.fitting.live_route.shards import (
     shift_task,
     worker_backend,
 )
+from align.fitting.measuring import rows_tasks, sampled
 from align.fitting.measuring.measured import with_rotations
-from align.fitting.measuring.sampled import heldout_null_tasks
 from align.fitting.results.dataset import pair_results
 from align.fitting.results.solver import check_alphas, solve
 from align.fitting.runtime.cluster import executor
@@ -34,8 +35,9 @@ def run_on_cluster(p, options: FitRequest, log, plan_of) -> tuple:
     rows of the sampled tokens (`p.sample`, kept here as the one-process passes keep them).
     Held-out rows are forwarded again (rows are not kept between tasks). `p` is the live
     route's `Prepared`; the plan is made per worker by plan_of((limit, idle)) (--memory-limit
-    per worker, or the workers' own limit, less the largest worker's idle footprint). Returns (plan, results, statistics, rates,
-    seconds)."""
+    per worker, or the workers' own limit, less the largest worker's idle footprint); then
+    the row measures on the sample (`sampled_measures`). Returns (plan, results, statistics,
+    rates, seconds, the sample's record or None)."""
     results, kept_stats, factors = {}, {}, {}
     t_loop = time.time()
     with executor(options.run.scheduler, None, options.run.memory_limit, log) as ex:
@@ -114,15 +116,36 @@ def run_on_cluster(p, options: FitRequest, log, plan_of) -> tuple:
             rows_ = sums.pop("sample")
             if p.sample is not None:  # the sampled rows (the source's come with the first block)
                 p.sample.put(rows_)
-            fitted = heldout_null_tasks(  # on the workers' devices, the sampled rows complete
-                ex.run, p.sample, fitted, functools.partial(worker_backend, p.job), str(k)
+            fitted = (
+                sampled.heldout_null_tasks(  # on the workers' devices, the sampled rows complete
+                    ex.run, p.sample, fitted, functools.partial(worker_backend, p.job), str(k)
+                )
             )
             results.update(pair_results(fitted, sums, p.split, options.spec.resampling))
             log(f"align fit --live: pass {k + 1} of {plan.passes} done on the cluster")
+        record = sampled_measures(ex, p, options, results, log)
     return (
         plan,
         results,
         kept_stats,
         f"{plan.positions * plan.passes:,} positions forwarded on the cluster",
         time.time() - t_loop,
+        record,
     )
+
+
+def sampled_measures(ex, p, options: FitRequest, results: dict, log) -> dict | None:
+    """The row measures and every measure's calibration on the sample (`sampled.attach`,
+    into `results`), as the store route computes them on a cluster: the tasks of the
+    workers of `ex` (`rows_tasks.runner`, on the device `--device` names there) where a
+    worker's share of the budget holds them, else in this process, said in one line
+    (`rows_tasks.held_back`). Returns the sample's record (None without a sample)."""
+    if p.sample is None:
+        return None
+    shape = sampled.shape_of(p.sample, options.spec, sides_shape(p))
+    why = rows_tasks.held_back(ex, shape)
+    if why:
+        log(f"align fit --live: {why}")
+    tasks = rows_tasks.runner(ex, options.run.device, shape)  # None: in this process
+    grid = (p.source_boundaries, p.target_boundaries)
+    return sampled.attach(results, p.sample, options.spec, *grid, "cluster", tasks)

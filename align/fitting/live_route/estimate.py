@@ -7,7 +7,9 @@ import time
 import numpy as np
 
 from align.fitting.live_route.passes import load_models, paired, training_shift
+from align.fitting.measuring.sampled import found
 from align.fitting.planning.split import TEST
+from align.fitting.store_route.estimate import row_measures_seconds
 from align.ridge.statistics import Statistics, chunk_statistics
 
 
@@ -24,14 +26,16 @@ class Timer:
         self.positions[side] += positions
 
 
-def estimate(p, plan, log) -> dict:
+def estimate(p, plan, log, spec=None) -> dict:
     """`dry_run`: time one batch (p: live.Prepared, plan: live.LivePlan) of each model (the
     source batch with most training rows and, with two tokenizers, the target batches that
     hold its partners, after a warm-up) and the statistics of its rows for the first block,
     and scale them to the run: every pass forwards every batch through the source and, up to
     the block's highest boundary, the target; the sums cost in proportion to training rows ×
     target boundaries; held-out rows cost one product each (half a training row's sums), and
-    a second forward of their batches when not kept. Returns the estimate (seconds by phase)."""
+    a second forward of their batches when not kept; with the row measures asked (`spec`, the
+    FitSpec), their seconds timed on the batch's rows (`_row_measures`). Returns the estimate
+    (seconds by phase)."""
     import torch
 
     net = load_models(p.job)
@@ -80,6 +84,8 @@ def estimate(p, plan, log) -> dict:
         held = sum(x.positions for x in p.batches if x.n_test)
         held_t = sum(x.positions for x in p.target_batches if x.n_test)
         sec["held-out"] += (per_s * held + per_t * held_t) * plan.passes
+    if p.sample is not None and spec is not None and spec.sampled:
+        sec["row measures, interval and calibration"] = _row_measures(p, spec, xs, ys)
     total = sum(sec.values())
     log(
         f"align fit --live --dry-run: one batch of {len(b.members)} sequences ({b.positions:,} positions): source "
@@ -101,3 +107,17 @@ def estimate(p, plan, log) -> dict:
             "statistics_s": tp,
         },
     }
+
+
+def _row_measures(p, spec, xs: dict, ys: dict) -> float:
+    """Seconds of the row measures, their interval and calibration on the sample's M rows
+    of the whole grid in this process (`store_estimate.row_measures_seconds`), timed on the
+    timed batch's rows of the first source boundary and the first two target boundaries.
+    With a scheduler the dry run reaches no worker: the seconds are this process's."""
+    i, js = p.source_boundaries[0], list(p.target_boundaries)[:2]
+    n = len(next(iter(xs.values())))
+    got = found({i: xs[i]}, {j: ys[j] for j in js}, np.arange(n), np.arange(n))
+    n_s, n_t = len(p.source_boundaries), len(p.target_boundaries)
+    return row_measures_seconds(
+        (got["xs"][i], got["ys"]), (spec, len(p.sample.tokens)), (n_s * n_t, n_s + n_t), 1, {}
+    )

@@ -20,7 +20,7 @@ from align.fitting.measuring.measured import left_out_values, with_rotations
 from align.fitting.measuring.sampled import heldout_null
 from align.fitting.planning.split import CONVERGENCE_PARTS, TEST, Split
 from align.fitting.results.dataset import pair_results
-from align.fitting.results.solver import check_alphas, solve_all
+from align.fitting.results.solver import Solving, check_alphas, solve_all
 from align.fitting.store_route.graph import add_heldout_all, heldout_of, measure_sums
 from align.hooks import capture
 from align.measures.streamed import MEASURE_GROUPS, HeldSums, add_sums
@@ -379,8 +379,7 @@ def run_blocks(
         )
         reduced = stats.numpy(net.backend)
         del stats
-        fitted, fractions = solve_all(
-            reduced,
+        solving = Solving(
             options.spec.alphas,
             shifts.x,
             shifts.y[block],
@@ -388,6 +387,7 @@ def run_blocks(
             factors,
             options.spec.extend_alphas,
         )
+        fitted, fractions = solve_all(reduced, solving)
         fitted = with_rotations(fitted, reduced, options.spec.streamed)
         if options.hooks.keep_statistics:
             kept_stats[block] = reduced

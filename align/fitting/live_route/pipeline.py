@@ -51,10 +51,16 @@ from align import corpus, messages, models, provenance
 from align import store as st
 from align.boundaries import parse_boundaries
 from align.corpus import generated_format
-from align.declarations import refuse_fields
 from align.errors import InputError
 from align.faults import fault_point
-from align.fitting.fit_options import Execution, FitHooks, FitRequest, FitSpec, LiveJob, request
+from align.fitting.fit_options import (
+    Execution,
+    FitHooks,
+    FitRequest,
+    FitSpec,
+    LiveJob,
+    entry_request,
+)
 from align.fitting.live_route import anchors as live_anchors
 from align.fitting.live_route import cluster as live_cluster
 from align.fitting.live_route.batches import TokenTable, plan_batches, token_table
@@ -267,64 +273,51 @@ def fit_live(
 ) -> LiveReport:
     """Compute the alignment result from the models themselves (`align fit --live`).
 
-    The store route's alignment result, with the residuals computed from the models as the
-    fit reads them (see the module docstring). Before any model is loaded: the output
-    (store.check_output: never an input, never anything but an alignment result, replaced only
-    with overwrite), the tokenizers, the split, room for the result and the memory plan are
-    checked; every refusal is one line.
-
     Parameters
     ----------
     job : LiveJob
         The two models and the corpus.
     output : str or None
-        Where the alignment result is written; None computes it without writing.
+        Where the alignment result is written; None: computed, not written.
     spec : FitSpec, optional
-        Fractions, seed, α grid, first token, boundaries, save_maps.
+        What is computed and recorded, as `align.fit` takes it.
     run : Execution, optional
-        memory_limit (the host budget); overwrite; scheduler (a Dask address runs document
-        shards on its workers).
+        Where and how it runs (`memory_limit`: the host's budget); no number changes.
     device_memory : int, optional
         The GPU budget in bytes when the models run on one.
     dry_run : bool, optional
-        Write nothing: the plan and a time estimate from one timed batch of each model.
+        The plan and a time estimate from one timed batch of each model; nothing is written.
     hooks : FitHooks, optional
         What tests reach into (a per-worker budget, the reduced statistics kept).
     log : callable, optional
         Receives each message (default: `align.messages.say`, to stderr).
     **keywords
-        None are taken: a field of FitSpec, Execution or FitHooks given as a keyword (the
-        earlier flat form, `seed=1`) is a TypeError that names the record it goes in.
+        None: a record's field as a keyword (`seed=1`) is a TypeError naming its record.
 
     Returns
     -------
     LiveReport
-        The result's path (None: not written), its Dataset, the seconds, the plan, and with a
-        dry run its estimate.
+        The result's path and Dataset, the seconds, the plan; a dry run's estimate.
 
     Raises
     ------
     AlignError
-        For every bad input, before any model is loaded.
+        Every bad input, in one line, before any model is loaded.
     """
     terminal = log is None and sys.stderr.isatty()
     log = log or messages.say
     t0 = time.time()
-    refuse_fields("fit_live", keywords, (FitSpec, Execution, FitHooks))
-    options = request(spec, run, hooks)
+    options = entry_request("fit_live", keywords, spec, run, hooks)
     _refuse_convergence_on_cluster(options)
-    inputs = _inputs_of(job)
-    written = None if dry_run else output  # what the checks of the output look at
-    p, sides = _prepare_checked(job, options, written, inputs, log)
+    p, sides = _prepare_checked(job, options, None if dry_run else output, log)
     if options.run.scheduler not in IN_PROCESS and not dry_run:
         outcome, plan = _passes_on_cluster(p, options, log, t0)
-        return finish(p, sides, outcome, plan, options, output, inputs, log)
+        return finish(p, sides, outcome, plan, options, output, log)
     plan = _plan_here(p, options, device_memory, log)
-    if dry_run:
-        est = estimate(p, plan, log)
-        return LiveReport(None, None, time.time() - t0, plan.record(), dry_run=est)
+    if dry_run:  # one timed batch of each model, scaled; nothing is written
+        return _dry_run(p, plan, options, log, t0)
     outcome = _passes_here(p, plan, options, (log, terminal), t0)
-    return finish(p, sides, outcome, plan, options, output, inputs, log)
+    return finish(p, sides, outcome, plan, options, output, log)
 
 
 # -- the stages ---------------------------------------------------------------------------
@@ -354,14 +347,14 @@ def _inputs_of(job: LiveJob) -> dict:
     }
 
 
-def _prepare_checked(
-    job: LiveJob, options: FitRequest, output: str | None, inputs: dict, log
-) -> tuple:
+def _prepare_checked(job: LiveJob, options: FitRequest, output: str | None, log) -> tuple:
     """(Prepared, sides): `output` checked (when one is written), the job prepared, its
     pairing said, the bootstrap's memory checked, the row measures' sample drawn before the
     passes, and room for the result checked."""
     if output is not None:
-        st.check_output(output, "alignment", inputs=inputs, overwrite=options.run.overwrite)
+        st.check_output(
+            output, "alignment", inputs=_inputs_of(job), overwrite=options.run.overwrite
+        )
     p = prepare(job, options, log)
     if p.anchored is not None:
         log(f"align fit --live: pairing char-anchors ({p.pairing[1]})")
@@ -370,7 +363,8 @@ def _prepare_checked(
             log(f"align fit --live: {windows_line(p.anchored)}")
     refuse_bootstrap(p, options)
     p.sample = sampled.draw(p.split, options.spec)  # before the passes, by the split's seed
-    sampled.log_measures(log, "align fit --live", options.spec, p.sample, p.split)
+    shape = p.sample and sampled.shape_of(p.sample, options.spec, sides_shape(p))
+    sampled.log_measures(log, "align fit --live", options.spec, p.sample, p.split, shape)
     sides = sides_of(p)
     if output is not None:
         check_result_room(
@@ -387,15 +381,22 @@ def _prepare_checked(
 def _passes_on_cluster(p: Prepared, options: FitRequest, log, t0: float) -> tuple:
     """(Outcome, plan record): the passes as document shards on the Dask cluster at
     `scheduler`, planned per worker; the sample's rows joined in this process."""
-    if p.sample is not None:  # joined and measured in this process
+    if p.sample is not None:  # joined here; measured on the workers where they hold them
         rows = sampled.shape_of(p.sample, options.spec, sides_shape(p))
         room = default_memory_limit()
         sampled.check_room(rows, room, "of this process's budget", "`memory_limit`")
         log(f"align fit --live: {sampled.plan_line(rows, 'joined in this process')}")
-    plan, results, statistics, rates, loop_s = live_cluster.run_on_cluster(
+    plan, results, statistics, rates, loop_s, record = live_cluster.run_on_cluster(
         p, options, log, lambda limits: make_plan(p, options, None, limits)
     )
-    return Outcome(results, statistics, rates, loop_s, "cluster", t0), plan
+    return Outcome(results, statistics, rates, loop_s, "cluster", t0, record), plan
+
+
+def _dry_run(p: Prepared, plan: LivePlan, options: FitRequest, log, t0: float) -> LiveReport:
+    """`dry_run`: the plan and one timed batch of each model, scaled, the row measures timed
+    on its rows (`estimate`)."""
+    estimated = estimate(p, plan, log, options.spec)
+    return LiveReport(None, None, time.time() - t0, plan.record(), dry_run=estimated)
 
 
 def _plan_here(p: Prepared, options: FitRequest, device_memory: int | None, log) -> LivePlan:
@@ -436,16 +437,19 @@ class Outcome(NamedTuple):
     loop_s: float  # seconds of the passes, solves and held-out sums
     where: str  # where the sums were computed: "cpu", "cuda" or "cluster"
     started: float  # time.time() at the start of the fit
+    sampled: dict | None = None  # the sample's record where the row measures are done
 
 
 def finish(
-    p: Prepared, sides, outcome: Outcome, plan: LivePlan, options: FitRequest, output, inputs, log
+    p: Prepared, sides, outcome: Outcome, plan: LivePlan, options: FitRequest, output, log
 ) -> LiveReport:
     """The alignment Dataset (the shared writer's, route "live") written to `output`."""
-    results, statistics, rates, loop_s, where, t0 = outcome
+    results, statistics, rates, loop_s, where, t0, record = outcome
     log(f"align fit --live: {plan.passes} pass(es) over {p.table.n_tokens:,} tokens, {rates}")
     extra = {}
-    if p.sample is not None:  # the row measures and every measure's calibration
+    if record is not None:  # the row measures done on the cluster (live_cluster)
+        extra["sampled_rows"] = record
+    elif p.sample is not None:  # the row measures and every measure's calibration
         extra["sampled_rows"] = sampled.attach(
             results, p.sample, options.spec, p.source_boundaries, p.target_boundaries, where
         )
@@ -472,7 +476,7 @@ def finish(
         log(f"align fit --live: {note}")
     if output is not None:
         fault_point("fit_live_before_write")
-        write_alignment(output, ds, inputs, options.run.overwrite)
+        write_alignment(output, ds, _inputs_of(p.job), options.run.overwrite)
         log(
             f"align fit --live: wrote {output} ({len(p.source_boundaries)}x{len(p.target_boundaries)} pairs) in "
             f"{time.time() - t0:.1f} s"

@@ -28,6 +28,7 @@ from align.fitting.runtime.cluster import worker_budget_of
 from align.fitting.runtime.tasks import blas_limit
 from align.measures import calibration, cells, prepared, rows
 from align.measures.registry import SPECTRAL, parts_of, rows_forms
+from align.messages import human_bytes
 from align.ridge.backend import CPU, Backend
 
 CLUSTER_MODES = ("local", "remote")  # `cluster.Executor.mode`s whose tasks run on workers
@@ -63,13 +64,62 @@ def runner(ex, device: str, shape: SampleShape) -> Runner | None:
     (float64) and `row_measures_bytes` of `shape` (the fit's `sampled.shape_of`). None in this
     process (threads or synchronous), and where a worker could not hold them: `row_measures`
     then runs in this process, as the fit's plan counted it before any work."""
-    if ex.mode not in CLUSTER_MODES:
-        return None
-    rows_here = sample_bytes(shape)
-    need = sample_bytes(shape._replace(itemsize=8)) + row_measures_bytes(shape)
-    if need > worker_budget_of(ex, rows_here):
+    if ex.mode not in CLUSTER_MODES or held_back(ex, shape):
         return None
     return Runner(ex.run, partial(device_backend, device), CHUNKS_PER_WORKER * ex.n_workers)
+
+
+def held_back(ex, shape: SampleShape) -> str | None:
+    """Why the row measures of `shape` run in this process although the fit's executor `ex`
+    runs its tasks on a cluster's workers: a worker's share of the budget
+    (`cluster.worker_budget_of`, the client holding the sampled rows) is less than what a
+    chunk holds there, the sampled rows in float64 and `row_measures_bytes`; one line for
+    the fit's log. None where they run on the workers, or where the executor has none."""
+    if ex.mode not in CLUSTER_MODES or not shape.measures:
+        return None
+    share = worker_budget_of(ex, sample_bytes(shape))
+    need = sample_bytes(shape._replace(itemsize=8)) + row_measures_bytes(shape)
+    if need <= share:
+        return None
+    return (
+        f"the row measures ({', '.join(shape.measures)}) run in this process, not on the "
+        f"{ex.n_workers} workers: a worker would hold {human_bytes(need)} (the sampled rows "
+        f"and `row_measures`' working memory), more than its share of the budget, "
+        f"{human_bytes(max(share, 0))}"
+    )
+
+
+def wall_items(n: int, tasks: int, workers: int) -> int:
+    """The wall time, in items, of n equal items cut as `_cut` cuts them into at most `tasks`
+    tasks (array_split: the largest ceil(n / t) items, t = min(tasks, n)) and run on
+    `workers` that each run one task at a time: ceil(t / workers) rounds of the largest
+    task. In this process (tasks = workers = 1) n."""
+    if n <= 0:
+        return 0
+    t = max(1, min(tasks, n))
+    return -(-t // max(workers, 1)) * -(-n // t)
+
+
+def row_seconds(costs: tuple, counts: tuple, workers: int) -> float:
+    """Seconds of the row measures as they run: `costs` (seconds of a boundary's
+    preparation, of a cell's values, of one null draw or bootstrap resample of the whole
+    grid), `counts` (boundaries, cells, permutations, resamples). In this process
+    (`workers` 1) the sum: boundaries·prepare + cells·value + (K + R)·draw. On `workers`
+    (the tasks of `row_measures_tasks`): each boundary's preparation and each cell a task,
+    the K draws and the R resamples each cut into CHUNKS_PER_WORKER·workers tasks, every
+    phase `wall_items` of its tasks (the phases in sequence: a cell needs its two records,
+    and the chunks need all of them)."""
+    prepare, value, draw = costs
+    boundaries, cells_, permutations, resamples = counts
+    if workers <= 1:
+        return boundaries * prepare + cells_ * value + (permutations + resamples) * draw
+    chunks = CHUNKS_PER_WORKER * workers
+    return (
+        wall_items(boundaries, boundaries, workers) * prepare
+        + wall_items(cells_, cells_, workers) * value
+        + (wall_items(permutations, chunks, workers) + wall_items(resamples, chunks, workers))
+        * draw
+    )
 
 
 def row_measures_tasks(

@@ -335,16 +335,18 @@ def _row_measures(sample: Sample, spec, grid: tuple, device: str, runner) -> dic
     )
 
 
-def log_measures(log, command: str, spec, sample: Sample | None, split: Split) -> None:
+def log_measures(log, command: str, spec, sample: Sample | None, split: Split, shape=None) -> None:
     """Log `measures_line` as `command`'s first plan line when measures beyond ridge are
     asked."""
     if len(spec.measures) > 1:
-        log(f"{command}: {measures_line(spec, sample, split)}")
+        log(f"{command}: {measures_line(spec, sample, split, shape)}")
 
 
-def measures_line(spec, sample: Sample | None, split: Split) -> str:
+def measures_line(spec, sample: Sample | None, split: Split, shape=None) -> str:
     """The plan's first line of a fit with measures beyond ridge: what it will compute (each
-    measure, on which rows, with which interval and calibration)."""
+    measure, on which rows, with which interval and calibration) and, with the sample's
+    `shape` (`shape_of`), the bytes its rows and `row_measures` will hold; the seconds are
+    `--dry-run`'s, which times the work."""
     heldout_rows = int(split.counts["heldout"])
     streamed_ = [m for m in spec.measures if m in STREAMED]
     row_only = [m for m in spec.measures if m in ROW_ONLY]
@@ -365,7 +367,14 @@ def measures_line(spec, sample: Sample | None, split: Split) -> str:
         )
     else:
         parts.append("no calibration (`permutations` 0)")
-    return "measures: ridge, " + "; ".join(parts)
+    cost = ""
+    if shape is not None:
+        held = sample_bytes(shape) + row_measures_bytes(shape)
+        cost = (
+            f"; the sampled rows and `row_measures` hold {human_bytes(held)}, "
+            "`dry_run` times the seconds"
+        )
+    return "measures: ridge, " + "; ".join(parts) + cost
 
 
 HELDOUT = "procrustes-heldout"

@@ -5,6 +5,7 @@ the fit's device."""
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from align.errors import InputError
 from align.fitting.fit_options import backend
@@ -96,29 +97,42 @@ def solve(
     return solve_block(stats, alphas, x_shift, y_shift, backend(device), factors, extend, threads)
 
 
-def solve_all(
-    stats: Statistics,
-    alphas,
-    x_shift: dict,
-    y_shift: dict,
-    device: str = "cpu",
-    factors: dict | None = None,
-    extend: bool = False,
-    threads: int = 1,
-) -> tuple[dict, dict]:
+class Solving(NamedTuple):
+    """`solve`'s arguments beside the statistics, in its order: how a block's maps are solved.
+
+    Attributes
+    ----------
+    alphas : sequence of float
+        The α_rel grid.
+    x_shift, y_shift : dict of int to array of shape (d_source,) or (d_target,)
+        The shifts the statistics were taken about, per source and per target boundary.
+    device : str
+        Where the solve runs ("cpu", or a torch device).
+    factors : dict of int to Factor or None
+        {source boundary: ridge.Factor}, read and filled (the full fit's only).
+    extend : bool
+        `--alphas auto`: a grid whose end is chosen gains decades there.
+    threads : int
+        Source boundaries solved side by side.
+    """
+
+    alphas: tuple
+    x_shift: dict
+    y_shift: dict
+    device: str = "cpu"
+    factors: dict | None = None
+    extend: bool = False
+    threads: int = 1
+
+
+def solve_all(stats: Statistics, solving: Solving) -> tuple[dict, dict]:
     """(maps of the full fit, {fraction: maps}) of a block. Two-part statistics give the full
     fit alone ({} for the fractions); the six parts of --convergence give it from their
     merged sums (`split.PART_GROUPS`) and the fits of ¼ and ½ of the training documents
-    from theirs, each choosing its own α on its own validation documents. `factors` serve the
-    full fit only (a fraction's scatters are other matrices)."""
+    from theirs, each choosing its own α on its own validation documents. `solving.factors`
+    serve the full fit only (a fraction's scatters are other matrices)."""
     if len(stats.n) == N_PARTS:
-        return solve(stats, alphas, x_shift, y_shift, device, factors, extend, threads), {}
-    full = solve(
-        stats.merged(*PART_GROUPS[1.0]), alphas, x_shift, y_shift, device, factors, extend, threads
-    )
-    return full, {
-        f: solve(
-            stats.merged(*PART_GROUPS[f]), alphas, x_shift, y_shift, device, None, extend, threads
-        )
-        for f in FRACTIONS
-    }
+        return solve(stats, *solving), {}
+    full = solve(stats.merged(*PART_GROUPS[1.0]), *solving)
+    apart = solving._replace(factors=None)
+    return full, {f: solve(stats.merged(*PART_GROUPS[f]), *apart) for f in FRACTIONS}

@@ -23,11 +23,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from align.fitting.measuring import sampled
+from align.fitting.measuring import rows_tasks, sampled
 from align.fitting.planning.budget import measure_bytes
 from align.fitting.planning.sample_budget import row_measures_bytes, sample_bytes
+from align.fitting.runtime.tasks import blas_limit
 from align.fitting.store_route.graph import sampled_rows, stats_task
-from align.measures import pairs, rows, streamed
+from align.measures import ROW_ONLY, pairs, rows, streamed
 from align.messages import human_bytes
 from align.ridge.statistics import FIT, VAL
 from align.stats.bootstrap import MIN_RESAMPLES, Resampling
@@ -43,7 +44,8 @@ HOUR = 3600.0
 class Work:
     """What the estimate scales to: the job, the blocks, the tasks' ranges, the stream's
     arrays, the shifts, the split, the spec, the sample, the slots running tasks side by side,
-    whether the held-out rows are kept, and the plan's bytes per worker."""
+    whether the held-out rows are kept, the plan's bytes per worker, and the workers the row
+    measures run on (`rows_tasks.runner`: 1 where they run in this process)."""
 
     job: object
     blocks: list
@@ -56,6 +58,7 @@ class Work:
     slots: int
     keep_heldout: bool
     block_bytes: int
+    row_workers: int = 1  # the workers the row measures' tasks run on (1: this process)
 
 
 def _rows(w: Work, I, J, a: int, stop: int) -> tuple:
@@ -122,12 +125,25 @@ def estimate(w: Work, log, plan_lines=()) -> dict:
     for line in plan_lines:
         log(line)
     log("align fit --dry-run: " + ", ".join(f"{k} {v:,.3g} s" for k, v in sec.items()))
+    if w.sample is not None and w.spec.sampled and w.row_workers > 1:
+        log(f"align fit --dry-run: {workers_line(w.row_workers)}")
     log(
         "align fit --dry-run: timed here "
         + ", ".join(f"{k} {v * 1e3:,.1f} ms" for k, v in timed.items())
         + f"; memory {', '.join(f'{k} {human_bytes(v)}' for k, v in out_bytes.items())}"
     )
     return {"seconds": sec, "seconds_estimate": total, "bytes": out_bytes, "timed": timed}
+
+
+def workers_line(workers: int) -> str:
+    """The estimate's line of the row measures on a cluster's workers: how their work is cut
+    (`rows_tasks`) and so what their seconds were divided by."""
+    chunks = rows_tasks.CHUNKS_PER_WORKER * workers
+    return (
+        f"the row measures, their interval and calibration run on {workers} workers: a task "
+        f"per boundary's preparation and per cell, the draws and the resamples in {chunks} "
+        "tasks each; their seconds are those tasks side by side"
+    )
 
 
 def _streamed(w: Work, where: tuple, scale: float, sec: dict, timed: dict, out_bytes: dict):
@@ -181,7 +197,7 @@ def _streamed(w: Work, where: tuple, scale: float, sec: dict, timed: dict, out_b
 
 def _calibration(w: Work, where: tuple, sec: dict, timed: dict, out_bytes: dict):
     """The calibration on the M sampled rows: procrustes-heldout's null (one pair's, at M
-    rows, the timed rows repeated) and the row measures (`_row_measures`)."""
+    rows, the timed rows repeated) and the row measures (`row_measures_seconds`)."""
     I, J, a, stop = where
     spec, sample = w.spec, w.sample
     M = len(sample.tokens)
@@ -203,8 +219,12 @@ def _calibration(w: Work, where: tuple, sec: dict, timed: dict, out_bytes: dict)
         sec["procrustes-heldout null"] = t_null * n_cells / max(w.slots, 1)
         timed["procrustes-heldout null of a pair"] = t_null
     if spec.sampled:
-        sec["row measures, interval and calibration"] = _row_measures(
-            w, (I[0], list(ys)[:2]), (xs, ys), (n_cells, n_source + n_target), timed
+        sec["row measures, interval and calibration"] = row_measures_seconds(
+            (xs[I[0]], {j: ys[j] for j in list(ys)[:2]}),
+            (spec, M),
+            (n_cells, n_source + n_target),
+            w.row_workers,
+            timed,
         )
         shape = sampled.shape_of(
             sample,
@@ -219,35 +239,59 @@ def _calibration(w: Work, where: tuple, sec: dict, timed: dict, out_bytes: dict)
         out_bytes["row measures' working memory"] = row_measures_bytes(shape)
 
 
-def _row_measures(w: Work, where: tuple, rows_: tuple, counts: tuple, timed: dict) -> float:
-    """Seconds of `rows.row_measures` on the grid's M sampled rows, from three timings on
-    the stores' rows of one source boundary (distinct rows, no copies): one cell at m and at
-    m/2 rows (m = min(M, ROW_TIMING); their ratio gives the growth with the rows, between M
-    and M²) and two cells at m (what a cell adds, against a boundary's preparation), each with
-    the fewest resamples (MIN_RESAMPLES) and at most 9 permutations, scaled to the run's
-    resamples and permutations (a replicate costing what a null draw costs)."""
-    (i, js), (xs, ys), (n_cells, n_sides) = where, rows_, counts
-    spec, M = w.spec, len(w.sample.tokens)
-    m = max(min(M, ROW_TIMING, len(xs[i])), 16)
+def row_measures_seconds(rows_: tuple, asked: tuple, counts: tuple, workers: int, timed: dict):
+    """Seconds of `rows.row_measures` on the grid's M sampled rows (`asked`: the FitSpec and
+    M; `counts`: the grid's cells and boundaries), from timings on `rows_`, the rows x (n,
+    d_S) of one source boundary and {j: (n, d_T)} of one or two target boundaries (the
+    stores' or a batch's rows: distinct rows, no copies), after a warm-up, at
+    m = min(M, ROW_TIMING) rows, the least of two runs each: one cell with one null draw (two
+    preparations and the values: a boundary's preparation is half of it), and two cells with
+    the fewest resamples (MIN_RESAMPLES) and at most 9 permutations (what a run, a null draw
+    or a resample, costs a cell, its boundaries' reweighting counted with it); where M > m
+    the two cells again at m/2 rows (the ratio gives the growth with the rows, between M and
+    M²). A preparation is counted once a boundary, the runs per cell by the run's
+    permutations and resamples. Timed as `sampled.attach` runs them (the interval of mknn,
+    cknna and rsa only, BLAS on one thread up to `sampled.SMALL_WIDTH`), and divided as the
+    `workers` run them where they run there (`rows_tasks.row_seconds`; 1: this process)."""
+    (x, ys), (spec, M), (n_cells, n_sides) = rows_, asked, counts
+    js = list(ys)
+    m = max(min(M, ROW_TIMING, len(x)), 16)
     K = min(spec.permutations, 9)
 
-    def cells(js, m):
-        docs = np.repeat(np.arange(-(-m // 8)), 8)[:m]  # documents of 8 rows: the null's draws
-        return rows.row_measures(
-            {i: xs[i][:m]},
-            {j: ys[j][:m] for j in js},
-            docs,
-            spec.sampled,
-            k=spec.neighbours,
-            draws=rows.Draws(K, spec.seed, Resampling(MIN_RESAMPLES, spec.bootstrap_seed)),
-        )
+    widest = max(v.shape[1] for v in (x, *ys.values()))
+    threads = 1 if widest <= sampled.SMALL_WIDTH else None  # as `sampled.attach` runs them
 
-    t_one, _ = _timed(cells, js[:1], m)
-    t_half, _ = _timed(cells, js[:1], m // 2)
-    t_two = _timed(cells, js, m)[0] if len(js) > 1 else 2 * t_one
-    grow = float(np.clip(np.log2(max(t_one, 1e-9) / max(t_half, 1e-9)), 1.0, 2.0))
-    cell = max(t_two - t_one, t_one / 3)  # a cell's values, interval and null
-    side = max((t_one - cell) / 2, 0.0)  # a boundary's preparation
-    runs = (sampled.resampling_of(spec).resamples + spec.permutations + 1) / (MIN_RESAMPLES + K + 1)
-    timed[f"row measures of a cell ({m:,} rows)"] = t_one
-    return (M / m) ** grow * runs * (cell * n_cells + side * n_sides)
+    def cells(js, m, K=K, intervals=ROW_ONLY):
+        docs = np.repeat(np.arange(-(-m // 8)), 8)[:m]  # documents of 8 rows: the null's draws
+        with blas_limit(threads):
+            return rows.row_measures(
+                {0: x[:m]},
+                {j: ys[j][:m] for j in js},
+                docs,
+                spec.sampled,
+                k=spec.neighbours,
+                draws=rows.Draws(K, spec.seed, Resampling(MIN_RESAMPLES, spec.bootstrap_seed)),
+                intervals=intervals,  # the interval a fit computes on the sample
+            )
+
+    _timed(cells, js[:1], min(m, 32), 1, ())  # a warm-up: the first call's imports
+    base = min(_timed(cells, js[:1], m, 1, ())[0] for _ in range(2))  # two preparations
+    pair = js[:2]  # the cells whose draws are timed
+    t_two = min(_timed(cells, pair, m)[0] for _ in range(2))
+    grow = 1.0  # M ≤ m: the timed rows are the run's
+    if M > m:
+        t_half, _ = _timed(cells, pair, m // 2)
+        grow = float(np.clip(np.log2(max(t_two, 1e-9) / max(t_half, 1e-9)), 1.0, 2.0))
+    scale = (M / m) ** grow
+    resampled = any(n in ROW_ONLY for n in spec.sampled)  # else no interval on the sample
+    runs = max(MIN_RESAMPLES * resampled + K - 1, 1)  # the timed draws beyond base's one
+    # a cell's share of a run (a null draw or a resample), its boundaries' reweighting with it
+    draws = max(t_two - base * (1 + len(pair)) / 2, 0.0)  # less its boundaries' preparations
+    cell = draws / len(pair) / runs * scale
+    timed[f"row measures of {len(pair)} cell(s) ({m:,} rows)"] = t_two
+    resamples = sampled.resampling_of(spec).resamples * resampled
+    return rows_tasks.row_seconds(
+        (scale * base / 2, 0.0, cell * n_cells),
+        (n_sides, n_cells, spec.permutations, resamples),
+        workers,
+    )

@@ -26,7 +26,7 @@ from align.faults import fault_point
 from align.fitting.measuring import measured
 from align.fitting.measuring.measured import rotations_of, with_rotations
 from align.fitting.planning.split import CONVERGENCE_PARTS, TEST
-from align.fitting.results.solver import solve_all
+from align.fitting.results.solver import Solving, solve_all
 from align.fitting.runtime.tasks import blas_limit, stop_if_cancelled
 from align.measures import streamed
 from align.measures.streamed import MEASURE_GROUPS, HeldSums
@@ -242,15 +242,8 @@ def solve_task(stats, alphas, shifts, threads, device, factors, extend=False, me
         threads if device == "cpu" and threads and threads > 1 else 1
     )  # source boundaries at once
     with blas_limit(1 if side_by_side > 1 else threads):
-        fitted, fractions = solve_all(
-            stats,
-            alphas,
-            *shifts,
-            device=device,
-            factors=factors,
-            extend=extend,
-            threads=side_by_side,
-        )
+        solving = Solving(alphas, *shifts, device, factors, extend, side_by_side)
+        fitted, fractions = solve_all(stats, solving)
         fitted = with_rotations(fitted, stats, measures, side_by_side)
     return {"fitted": fitted, "factors": factors, "fractions": fractions}
 

@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 
 from align import messages
 from align import store as st
-from align.declarations import refuse_fields
 from align.errors import InputError
 from align.faults import fault_point
-from align.fitting.fit_options import Execution, FitHooks, FitRequest, FitSpec, request
+from align.fitting.fit_options import Execution, FitHooks, FitRequest, FitSpec, entry_request
 from align.fitting.measuring import rows_tasks, sampled
 from align.fitting.measuring.measured import HELDOUT_PROCRUSTES, measure_groups_of
 from align.fitting.pairing.partners import (
@@ -75,7 +74,8 @@ class FitReport:
     path : str or None
         Where the result was written (None: not written).
     dataset : xarray.Dataset
-        The alignment result.
+        The alignment result: `relative_error`, `norm_error`, `r2` and `alpha` of shape
+        (n_source_boundaries, n_target_boundaries), its summary in the attributes.
     seconds : float
         Wall time of the fit.
     blocks : list
@@ -127,86 +127,51 @@ def fit(
 ) -> FitReport:
     """Fit ridge maps from every boundary of one activation store to every boundary of another.
 
-    A ridge map is fitted from every chosen boundary of `source` to every chosen boundary of
-    `target` (activation stores of the same token stream) and scored on held-out documents.
-    scheduler None runs the fit in threads of this process, one per CPU core (a fit above
-    SMALL_FIT_FLOPS through torch, whose products release the GIL); with `n_workers` it starts a
-    LocalCluster of that many processes (at most one per CPU core, `local_workers`).
-    "synchronous" runs in this process, any other value is a Dask scheduler address.
-    `memory_limit` (bytes or "8GB") is the budget of the whole fit (per worker with an
-    address): the idle footprint of this process and the workers is estimated before any worker
-    starts, measured once they are up and subtracted, the rest is planned
-    (`budget.plan_blocks`). `FitHooks.worker_budget` (bytes) replaces that per-worker figure
-    (tests).
-
-    Before anything is computed: `output` is checked (`store.check_output`: never one of the
-    inputs, never a folder holding anything but an alignment result, which only `overwrite`
-    replaces), the two stores are cross-checked (`open_pair`), the folder of `output` must be
-    writable with room for the result (`result.check_room`), and every α_rel must give a usable
-    absolute α for these data (`solver.check_alphas`).
-
     Parameters
     ----------
-    source : str
-        The source model's activation store (path or URL).
-    target : str
-        The target model's activation store, of the same token stream.
+    source, target : str
+        The two activation stores (path or URL), of one token stream.
     output : str or None
-        Where the alignment result is written; None computes it without writing.
+        Where the alignment result is written; None: computed, not written.
     spec : FitSpec, optional
-        What is computed (fractions, seed, α grid, boundaries, measures, ...).
+        What is computed and recorded (fractions, seed, α grid, boundaries, measures, ...).
     run : Execution, optional
-        Where and how it runs (scheduler, workers, memory, device, overwrite, ...); changes no
-        number.
+        Where and how it runs (scheduler, workers, memory, device, overwrite); no number changes.
     hooks : FitHooks, optional
         What tests reach into (a per-worker budget, the reduced statistics kept).
     log : callable, optional
         Receives each message (default: `align.messages.say`, to stderr).
     dry_run : bool, optional
-        Plan, time pieces of the work on these stores and log the estimate
-        (`store_estimate`); nothing is computed further and nothing is written.
+        Plan, time pieces of the work, log the estimate (`store_estimate`); nothing is written.
     **keywords
-        None are taken: a field of FitSpec, Execution or FitHooks given as a keyword (the
-        earlier flat form, `seed=1`) is a TypeError that names the record it goes in.
+        None: a record's field as a keyword (`seed=1`) is a TypeError naming its record.
 
     Returns
     -------
     FitReport
-        Its `dataset` is the alignment result: `relative_error`, `norm_error`, `r2` and `alpha`
-        of shape (n_source_boundaries, n_target_boundaries), its summary in the attributes.
 
     Raises
     ------
     AlignError
-        For every bad input, before anything is computed.
+        Every bad input, before anything is computed.
     NonFiniteError
         Rather than a result holding, or summarised over, a non-finite score.
     """
-    said = log = log or messages.say
-    held = []  # a dry run's plan lines, said after its estimate's first line
-    log = held.append if dry_run else log
     t0 = time.time()
-    refuse_fields("align.fit", keywords, (FitSpec, Execution, FitHooks))
-    opts = request(spec, run, hooks)
-    written = None if dry_run else output  # what the checks of the output look at
-    pair = _open(source, target, written, opts, log)
+    opts = entry_request("align.fit", keywords, spec, run, hooks)
+    log = _logger(log, dry_run)
+    pair = _open(source, target, None if dry_run else output, opts, log)
     rows = _split(pair, opts, log)
-    client_extra = _check_before_pass(pair, rows, written, opts, log)
-    where = _choose_where(pair, opts, client_extra, log)
+    where = _choose_where(pair, opts, _check_before_pass(pair, rows, opts, log), log)
     with executor(where.scheduler, where.n_workers, where.limit, log) as ex:
         work = _prepare_work(ex, pair, rows, opts, where, log)
         if dry_run:  # pieces of the work timed and scaled; nothing is written
-            est = _estimate(ex, work, rows, opts, (said, held))
-            return FitReport(None, None, time.time() - t0, work.blocks, plan=work.plan, dry_run=est)
+            return _dry_run(ex, work, pair, rows, opts, log, t0)
         results, statistics = _run_blocks(ex, work, pair, rows, opts)
-        extra = _sampled_measures(ex, results, work, pair, rows, opts)
+        extra = _sampled_measures(ex, results, work, pair, rows, opts, log)
     ds = _dataset(results, work, pair, rows, opts, log, extra)
-    if output is not None:
-        _write(output, ds, pair, opts, log, t0)
-    log(f"align fit: {headline(ds.attrs)}")
-    return FitReport(
-        output, ds, time.time() - t0, work.blocks, statistics, ex.seen, ex.task_seconds, work.plan
-    )
+    _write(output, ds, pair, opts, log, t0)
+    return _report(output, ds, t0, work, statistics, ex, log)
 
 
 # -- the stages ---------------------------------------------------------------------------
@@ -216,7 +181,8 @@ def fit(
 class Pair:
     """The two stores of a fit as opened and cross-checked: their paths (a file:// URL as a
     local path), the stores, the pairing (mode, why; char-anchors' pairs and each source row's
-    partner, or None), the boundaries mapped, and each side as the result records it."""
+    partner, or None), the boundaries mapped, each side as the result records it, and the
+    output its checks look at."""
 
     paths: tuple  # (source, target)
     S: object  # the source's activation store
@@ -227,6 +193,7 @@ class Pair:
     anchored: object  # char-anchors' pairs (fitting.pairing.anchors.Anchored), or None
     partner: object  # (n_tokens,) each source row's target row, or None
     sides: tuple  # (Side, Side)
+    output: str | None  # the result's path, checked (None: not written, or a dry run)
 
 
 @dataclass
@@ -291,7 +258,8 @@ def _open(source: str, target: str, output: str | None, opts: FitRequest, log) -
         anchored_partner(S, T, opts.spec, log) if mode == "char-anchors" else (None, None)
     )
     sides = Side.of_store(S), Side.of_store(T)
-    return Pair((source, target), S, T, mode, paired_by, boundaries, anchored, partner, sides)
+    paths = (source, target)
+    return Pair(paths, S, T, mode, paired_by, boundaries, anchored, partner, sides, output)
 
 
 def _split(pair: Pair, opts: FitRequest, log) -> Rows:
@@ -305,18 +273,19 @@ def _split(pair: Pair, opts: FitRequest, log) -> Rows:
         split.part if pair.anchored is None else target_part(split.part, split.partner, T.n_tokens)
     )
     sample = sampled.draw(split, opts.spec)  # before the pass: the rows every boundary keeps
-    sampled.log_measures(log, "align fit", opts.spec, sample, split)
+    shape = sample and _sample_shape(sample, pair, opts)
+    sampled.log_measures(log, "align fit", opts.spec, sample, split, shape)
     return Rows(split, t_part, sample)
 
 
-def _check_before_pass(pair: Pair, rows: Rows, output: str | None, opts: FitRequest, log) -> int:
-    """Room for the result, the α grid, the bootstrap's and the sample's memory, before any
-    pass; the bytes this process holds beside the sums."""
+def _check_before_pass(pair: Pair, rows: Rows, opts: FitRequest, log) -> int:
+    """Room for the result (at `pair.output`), the α grid, the bootstrap's and the sample's
+    memory, before any pass; the bytes this process holds beside the sums."""
     S, T, split, sample = pair.S, pair.T, rows.split, rows.sample
     src_boundaries, tgt_boundaries = pair.boundaries
-    if output is not None:
+    if pair.output is not None:
         check_result_room(
-            output, src_boundaries, tgt_boundaries, *pair.sides, split, opts.spec.save_maps
+            pair.output, src_boundaries, tgt_boundaries, *pair.sides, split, opts.spec.save_maps
         )
     n_pairs = len(src_boundaries) * len(tgt_boundaries)
     if opts.spec.save_maps:
@@ -428,11 +397,36 @@ def _prepare_work(ex, pair: Pair, rows: Rows, opts: FitRequest, where: Where, lo
     )
 
 
-def _estimate(ex, work: Work, rows: Rows, opts: FitRequest, logs: tuple) -> dict:
-    """`dry_run`: pieces of the work timed and scaled (`store_estimate.estimate`); `logs` is
-    (where the estimate is said, the plan's lines held until its first line)."""
+class _Held(list):
+    """A dry run's log: the plan's lines, held until the estimate's first line is said by
+    `say`."""
+
+    def __init__(self, say):
+        super().__init__()
+        self.say = say
+
+    __call__ = list.append
+
+
+def _logger(log, dry_run: bool):
+    """Where the stages' lines go: `log` (default `messages.say`), or with `dry_run` held until
+    the estimate's first line (`_Held`)."""
+    say = log or messages.say
+    return _Held(say) if dry_run else say
+
+
+def _dry_run(
+    ex, work: Work, pair: Pair, rows: Rows, opts: FitRequest, log: _Held, t0: float
+) -> FitReport:
+    """`dry_run`: pieces of the work timed and scaled (`store_estimate.estimate`), said with
+    the plan's held lines (and, where the row measures would not go to the workers, why);
+    nothing is computed further."""
     parts = (work.job, work.blocks, work.ranges, work.tokens, work.shifts, rows.split)
-    return store_estimate.estimate(
+    shape = rows.sample and _sample_shape(rows.sample, pair, opts)
+    on_workers = shape is not None and rows_tasks.runner(ex, work.job.device, shape) is not None
+    if shape is not None and rows_tasks.held_back(ex, shape):
+        log(f"align fit: {rows_tasks.held_back(ex, shape)}")
+    estimated = store_estimate.estimate(
         store_estimate.Work(
             *parts,
             opts.spec,
@@ -440,9 +434,12 @@ def _estimate(ex, work: Work, rows: Rows, opts: FitRequest, logs: tuple) -> dict
             ex.n_workers,
             work.keep_heldout,
             work.plan["block_bytes"],
+            ex.n_workers if on_workers else 1,
         ),
-        *logs,
+        log.say,
+        log,
     )
+    return FitReport(None, None, time.time() - t0, work.blocks, plan=work.plan, dry_run=estimated)
 
 
 def _run_blocks(ex, work: Work, pair: Pair, rows: Rows, opts: FitRequest) -> tuple:
@@ -490,11 +487,11 @@ def _run_blocks(ex, work: Work, pair: Pair, rows: Rows, opts: FitRequest) -> tup
     return results, statistics
 
 
-def _sampled_measures(ex, results: dict, work: Work, pair: Pair, rows: Rows, opts: FitRequest):
+def _sampled_measures(ex, results: dict, work: Work, pair: Pair, rows: Rows, opts: FitRequest, log):
     """The row measures and every measure's calibration on the sample (`sampled.attach`), as
     the tasks of a cluster's workers where the fit runs on one and a worker's share of the
-    budget holds them (`rows_tasks.runner`), else in this process; the result's extra
-    options ({} without a sample)."""
+    budget holds them (`rows_tasks.runner`), else in this process, said in one line
+    (`rows_tasks.held_back`); the result's extra options ({} without a sample)."""
     split, sample = rows.split, rows.sample
     if sample is None:
         return {}
@@ -502,11 +499,19 @@ def _sampled_measures(ex, results: dict, work: Work, pair: Pair, rows: Rows, opt
         sample.xs, sample.ys = sampled_rows(
             work.job, *pair.boundaries, sample.tokens, split.partner
         )
-    widths = ((len(pair.boundaries[0]), pair.S.d_model), (len(pair.boundaries[1]), pair.T.d_model))
-    shape = sampled.shape_of(sample, opts.spec, widths, itemsize=4)
+    shape = _sample_shape(sample, pair, opts)
+    why = rows_tasks.held_back(ex, shape)
+    if why:
+        log(f"align fit: {why}")
     tasks = rows_tasks.runner(ex, work.job.device, shape)  # None: in this process
     where = (*pair.boundaries, work.job.device, tasks)
     return {"sampled_rows": sampled.attach(results, sample, opts.spec, *where)}
+
+
+def _sample_shape(sample, pair: Pair, opts: FitRequest):
+    """The memory plan's view of the sample (`sampled.shape_of`), its rows read as float32."""
+    widths = ((len(pair.boundaries[0]), pair.S.d_model), (len(pair.boundaries[1]), pair.T.d_model))
+    return sampled.shape_of(sample, opts.spec, widths, itemsize=4)
 
 
 def _dataset(results: dict, work: Work, pair: Pair, rows: Rows, opts: FitRequest, log, extra):
@@ -532,8 +537,10 @@ def _dataset(results: dict, work: Work, pair: Pair, rows: Rows, opts: FitRequest
     return ds
 
 
-def _write(output: str, ds, pair: Pair, opts: FitRequest, log, t0: float) -> None:
-    """The result written to `output` (one log line)."""
+def _write(output: str | None, ds, pair: Pair, opts: FitRequest, log, t0: float) -> None:
+    """The result written to `output` (one log line); None: nothing is written."""
+    if output is None:
+        return
     source, target = pair.paths
     write_alignment(
         output,
@@ -544,6 +551,15 @@ def _write(output: str, ds, pair: Pair, opts: FitRequest, log, t0: float) -> Non
     )
     n_source, n_target = (len(b) for b in pair.boundaries)
     log(f"align fit: wrote {output} ({n_source}x{n_target} pairs) in {time.time() - t0:.1f} s")
+
+
+def _report(output: str | None, ds, t0: float, work: Work, statistics: dict, ex, log) -> FitReport:
+    """The result's headline said, and what `fit` returns."""
+    log(f"align fit: {headline(ds.attrs)}")
+    seconds = time.time() - t0
+    return FitReport(
+        output, ds, seconds, work.blocks, statistics, ex.seen, ex.task_seconds, work.plan
+    )
 
 
 def fit_flops(S, T, src_boundaries, tgt_boundaries) -> float:
