@@ -239,16 +239,17 @@ def interval_timing(args, measures, tmp) -> dict:
     }
 
 
-def row_grid_costs(nI, nJ, d_s, d_t, m, draws=3, resamples=3, k=10) -> dict:
+def row_grid_costs(nI, nJ, d_s, d_t, m, draws=16, resamples=3, groups=10, k=10) -> dict:
     """Seconds of the row measures (mknn, cknna, rsa, as `--measures all` computes them) on M
     sampled rows of an nI × nJ grid, single-threaded BLAS (as `fitting.sampled.attach` runs
     them at these widths): every boundary prepared (`rows.prepare_all`), the values of every
-    cell (`rows.observed_values`), `draws` null draws of the grid (`rows.null_values`) and
-    `resamples` bootstrap resamples (`cells.weighted_grid`, mknn and cknna apart from rsa),
-    and the default interval's 10 jackknife recomputations (`rows.jackknife_values`), each
-    timed on the whole grid; then scaled to the defaults: the calibration PERMUTATIONS draws,
-    the jackknife as timed, the bootstrap's RESAMPLES resamples (`--measure-interval
-    bootstrap`), each against the values (preparation included)."""
+    cell (`rows.observed_values`), `draws` null draws of the grid (`rows.null_values`: RSA's
+    in batches), the delete-a-group jackknife's `groups` recomputations with 0/1 weights
+    (w_r = 0 for the rows of group g, the groups the held-out documents' index mod `groups`:
+    `cells.weighted_grid`, every one timed) and `resamples` bootstrap resamples (the opt-in
+    interval), each timed on the whole grid, mknn and cknna apart from rsa; then scaled to
+    the defaults: the calibration PERMUTATIONS draws, the jackknife's `groups`, the
+    bootstrap's RESAMPLES, each against the values (preparation included)."""
     from threadpoolctl import threadpool_limits
 
     from align.measures import PERMUTATIONS, ROW_ONLY, calibration, cells, rows
@@ -264,7 +265,15 @@ def row_grid_costs(nI, nJ, d_s, d_t, m, draws=3, resamples=3, k=10) -> dict:
         j: base @ rng.standard_normal((32, d_t)) + rng.standard_normal((m, d_t)) for j in range(nJ)
     }
     docs = np.arange(m) // max(1, m // 64)  # 64 documents, as the bench's held-out sample has
-    out = {"grid": [nI, nJ], "rows": m, "draws_timed": draws, "resamples_timed": resamples}
+    out = {
+        "grid": [nI, nJ],
+        "rows": m,
+        "draws_timed": draws,
+        "resamples_timed": resamples,
+        "groups": groups,
+    }
+    _, doc_index = np.unique(docs, return_inverse=True)
+    jackknife = (doc_index[None, :] % groups != np.arange(groups)[:, None]).astype(np.int64)
     with threadpool_limits(1, user_api="blas"):
         t0 = time.perf_counter()
         records = rows.prepare_all(xs, ys, ROW_ONLY, k)
@@ -273,31 +282,32 @@ def row_grid_costs(nI, nJ, d_s, d_t, m, draws=3, resamples=3, k=10) -> dict:
         rows.observed_values(xs, ys, ROW_ONLY, k, records)
         out["cells_seconds"] = time.perf_counter() - t0
         perms, _ = calibration.draw_permutations(docs, draws, 0)
-        t0 = time.perf_counter()
-        rows.null_values(xs, ys, perms, ROW_ONLY, k, records)
-        out["draw_seconds"] = (time.perf_counter() - t0) / draws
-        weights = rows.multiplicities(docs, Resampling(RESAMPLES, 0))[:resamples]
         for label, names in (("neighbours", ("mknn", "cknna")), ("rsa", ("rsa",))):
-            forms = reweighted(names)
-            scratch = cells.Scratch.of(m, forms)
             t0 = time.perf_counter()
-            for w in weights:
-                cells.weighted_grid(*records, forms, k, w, scratch)
-            out[f"resample_{label}_seconds"] = (time.perf_counter() - t0) / resamples
-        t0 = time.perf_counter()
-        rows.jackknife_values(xs, ys, docs, ROW_ONLY, k, records)
-        out["jackknife_seconds"] = time.perf_counter() - t0
+            rows.null_values(xs, ys, perms, names, k, records)
+            out[f"draw_{label}_seconds"] = (time.perf_counter() - t0) / draws
+        out["draw_seconds"] = out["draw_neighbours_seconds"] + out["draw_rsa_seconds"]
+        weights = rows.multiplicities(docs, Resampling(RESAMPLES, 0))[:resamples]
+        for kind, ws in (("jackknife", jackknife), ("resample", weights)):
+            for label, names in (("neighbours", ("mknn", "cknna")), ("rsa", ("rsa",))):
+                forms = reweighted(names)
+                scratch = cells.Scratch.of(m, forms)
+                t0 = time.perf_counter()
+                for w in ws:
+                    cells.weighted_grid(*records, forms, k, w, scratch)
+                out[f"{kind}_{label}_seconds"] = (time.perf_counter() - t0) / len(ws)
     values = out["prepare_seconds"] + out["cells_seconds"]
     resample = out["resample_neighbours_seconds"] + out["resample_rsa_seconds"]
+    recompute = out["jackknife_neighbours_seconds"] + out["jackknife_rsa_seconds"]
     out |= {
         "values_seconds": values,
         "permutations": PERMUTATIONS,
         "resamples": RESAMPLES,
         "calibration_seconds": PERMUTATIONS * out["draw_seconds"],
-        "interval_seconds": out["jackknife_seconds"],
+        "jackknife_seconds": groups * recompute,
         "bootstrap_seconds": RESAMPLES * resample,
         "calibration_ratio": PERMUTATIONS * out["draw_seconds"] / values,
-        "interval_ratio": out["jackknife_seconds"] / values,
+        "jackknife_ratio": groups * recompute / values,
         "bootstrap_ratio": RESAMPLES * resample / values,
     }
     return out
@@ -365,9 +375,11 @@ def main(args):
             ) from None
         try:
             if args.rows_only:
+                load0 = os.getloadavg()
                 result["rows"] = row_grid_costs(Ls + 1, Lt + 1, ds, dt, args.sample_rows)
                 result["rows"]["command"] = command_line()
                 result["rows"]["load_average_at_end"] = os.getloadavg()
+                result["rows"]["load_average_at_start"] = load0
             elif args.interval_only:
                 result["interval"] = interval_timing(args, measures, tmp)
             else:

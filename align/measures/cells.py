@@ -226,16 +226,16 @@ def _neighbour_grid(px, py, measures, k, w, scratch, out) -> None:
 
 def _rsa_grid(px, py, w, scratch, out) -> None:
     """Spearman = Σ ω r_x r_y / sqrt(Σ ω r_x² · Σ ω r_y²) over the pairs of distinct rows,
-    ω_ab = w_a·w_b, r the centred average ranks under ω (`P.ranks_weighted`)."""
+    ω_ab = w_a·w_b, r the centred average ranks under ω (`P.ranks_weighted`), read as the
+    dot of sqrt(ω)·r of the two sides (`P.ranks_scaled`: one re-ranking a boundary)."""
     backend = scratch.backend
-    wd = backend.put(w)
-    a, b = scratch.pairs
-    omega = wd[a] * wd[b]
-    rx = [P.ranks_weighted(p, omega) for p in px.values()]
-    sx = [P.dot(omega * r, r) for r in rx]
+    omega = None
+    if any(p.rows_by is None for p in (*px.values(), *py.values())):
+        wd = backend.put(w)
+        a, b = scratch.pairs
+        omega = wd[a] * wd[b]
+    sx = [P.ranks_scaled(p, w, omega) for p in px.values()]
     for j, q in enumerate(py.values()):
-        ry = P.ranks_weighted(q, omega)
-        wy = omega * ry
-        sy = P.dot(wy, ry)
-        for i, r in enumerate(rx):
-            out[i, j] = formulas.ratio(P.dot(r, wy), sx[i] * sy)
+        ry, sy = P.ranks_scaled(q, w, omega)
+        for i, (rx, s) in enumerate(sx):
+            out[i, j] = formulas.ratio(P.dot(rx, ry), s * sy)

@@ -59,8 +59,10 @@ class Prepared:
     pairs share one rank, whatever the weights),
     `ties` (P,) the tie group of each pair in that order, or None where no two distances tie;
     these three on the backend that prepared them; `ranks_square` Σ ranks² (read by every
-    cell of the boundary: one sum, not one a cell). A field the measures asked for do not need
-    is None."""
+    cell of the boundary: one sum, not one a cell); `rows_by` (a, b), each (P,) int16 (int32
+    past 32,767 rows), the rows of the pairs in by_distance's order (numpy only: a resample's
+    pair weights w_a·w_b read in sorted order from the M weights). A field the measures asked
+    for do not need is None."""
 
     u: np.ndarray | None = None
     s: np.ndarray | None = None
@@ -76,6 +78,7 @@ class Prepared:
     ranks_square: float | None = None
     by_distance: object = None
     ties: object = None
+    rows_by: tuple | None = None
 
 
 def prepare(x: np.ndarray, parts, k: int, backend: Backend = CPU) -> Prepared:
@@ -175,7 +178,6 @@ def _rank_order(x: np.ndarray, backend: Backend) -> dict:
     a, b = pair_rows(len(x))
     copy = np.ravel(copy).astype(np.int32)
     lo, hi = np.minimum(copy[a], copy[b]), np.maximum(copy[a], copy[b])  # one entry a pair
-    del a, b
     if backend.torch is not None:
         lo, hi = lo.astype(np.int64), hi.astype(np.int64)
     lo, hi = backend.mask(lo), backend.mask(hi)
@@ -204,6 +206,10 @@ def _rank_order(x: np.ndarray, backend: Backend) -> dict:
         ties = None if bool(new.all()) else new.long().cumsum(0) - 1
     del new
     fields = {"by_distance": by, "ties": ties}
+    if backend.torch is None:
+        small = np.int16 if len(x) <= np.iinfo(np.int16).max else np.int32
+        fields["rows_by"] = (a[by].astype(small), b[by].astype(small))
+    del a, b
     ones = backend.put(np.ones(len(by)))
     fields["ranks"] = ranks_weighted(Prepared(**fields), ones)
     fields["ranks_square"] = dot(fields["ranks"], fields["ranks"])
@@ -220,6 +226,35 @@ def ranks_weighted(p: Prepared, omega):
     scipy.stats.rankdata's average ranks of the pairs written out omega times. The value of
     an absent pair is of no use."""
     om = omega[p.by_distance]
+    om[p.by_distance] = _sorted_ranks(p, om)  # om's memory, now in the pairs' order
+    return om
+
+
+def ranks_scaled(p: Prepared, w, omega=None) -> tuple:
+    """(s, Σ s²): s (P,) = sqrt(omega)·`ranks_weighted`(p, omega) in the pairs' order, omega
+    the pairs' weights w_a·w_b of row multiplicities w (M,), so that a resample's Spearman
+    numerator Σ ω r_x r_y is the plain dot s_x·s_y and Σ ω r² is Σ s² (sqrt(ω) is exact for
+    0/1 weights: a jackknife's). The weights are read in sorted order from w through
+    `rows_by` where the record keeps it (no gather of P values across the pairs), else from
+    `omega` (P,) through by_distance (on the backend); Σ s² is summed in sorted order, before
+    the one scatter back."""
+    if p.rows_by is not None:
+        wf = np.asarray(w, np.float64)
+        om = wf[p.rows_by[0]]
+        om *= wf[p.rows_by[1]]
+    else:
+        om = omega[p.by_distance]
+    rank = _sorted_ranks(p, om)
+    root = om.sqrt() if not isinstance(om, np.ndarray) else np.sqrt(om, out=om)
+    rank *= root
+    total = dot(rank, rank)
+    root[p.by_distance] = rank  # root's memory, now in the pairs' order
+    return root, total
+
+
+def _sorted_ranks(p: Prepared, om):
+    """(P,) the centred average ranks of `ranks_weighted`, in sorted order (om: the pairs'
+    weights in that order; a new array)."""
     if p.ties is None:
         rank = om.cumsum(0)
         total = float(rank[-1])
@@ -231,8 +266,7 @@ def ranks_weighted(p: Prepared, omega):
         rank -= (group - 1.0) / 2.0  # the group's average rank: its start + (g + 1)/2
         rank = rank[p.ties]
     rank -= (total + 1.0) / 2.0
-    om[p.by_distance] = rank  # om's memory, now in the pairs' order
-    return om
+    return rank
 
 
 def dot(a, b) -> float:
@@ -257,7 +291,8 @@ def permuted(p: Prepared, perm: np.ndarray, pairs=None, k: int | None = None) ->
     the new row labels (the record's rule, as if prepared from x[perm]); a row whose tie at
     its k-th neighbour runs to the end of the L kept (`k`) is re-read from its whole order.
     `pairs` (P,) the pair of p each pair of the result is (`pair_index(perm[a], perm[b])`,
-    computed once a permutation for every boundary)."""
+    computed once a permutation for every boundary); without it the ranks are left as they
+    are (a null reads RSA's draws in batches: `align.measures.nulls`)."""
     inverse = np.argsort(perm)
     fields = {}
     if p.u is not None:
@@ -265,9 +300,8 @@ def permuted(p: Prepared, perm: np.ndarray, pairs=None, k: int | None = None) ->
     if p.order is not None:
         order, near = _retied(p, perm, inverse, k)
         fields.update(order=order, near=near, copy=p.copy[perm])
-    if p.ranks is not None:
-        fields["ranks"] = p.ranks[pairs]
-        fields["ranks_square"] = dot(fields["ranks"], fields["ranks"])  # once, for every cell
+    if p.ranks is not None and pairs is not None:
+        fields["ranks"] = p.ranks[pairs]  # a reordering: Σ ranks² stays the record's
     return replace(p, **fields)
 
 
@@ -309,12 +343,16 @@ def _mirror(rows, cols, m: int) -> np.ndarray:
     """For each entry (rows[e], cols[e]) of distinct entries, the entry (cols[e], rows[e]),
     or −1."""
     key = rows.astype(np.int64) * m + cols
-    order = np.argsort(key)
-    want = cols.astype(np.int64) * m + rows
-    at = np.minimum(np.searchsorted(key[order], want), max(len(key) - 1, 0))
     if not len(key):
         return np.full(0, -1)
-    return np.where(key[order][at] == want, order[at], -1)
+    if (key[1:] > key[:-1]).all():  # a cell's shared entries come in key order: no sort
+        order, ordered = np.arange(len(key)), key
+    else:
+        order = np.argsort(key)
+        ordered = key[order]
+    want = cols.astype(np.int64) * m + rows
+    at = np.minimum(np.searchsorted(ordered, want), len(key) - 1)
+    return np.where(ordered[at] == want, order[at], -1)
 
 
 def hsic_counted(w, rows, cols, counts, kv, lv, mirror) -> float:

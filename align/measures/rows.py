@@ -29,7 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from align.errors import InputError, NonFiniteError
-from align.measures import calibration, cells, prepared
+from align.measures import calibration, cells, nulls, prepared
 from align.measures.registry import REGISTRY, parts_of, reweighted, rows_forms
 from align.measures.streamed import MEASURE_GROUPS
 from align.ridge.backend import CPU, Backend
@@ -361,21 +361,20 @@ def null_values(
     each permutation (row r of the source with row perms[q, r] of the target), the same
     permutation for every target boundary. perms: (K, n_rows) from
     `calibration.draw_permutations`. A draw permutes indices into the prepared records
-    (`prepared.permuted`): RSA's ranks by the pairs' places, computed once a draw. With
-    `records`, xs and ys are read for their keys alone."""
+    (`prepared.permuted`); RSA's draws are read in batches from the ranks (`nulls.rsa_null`).
+    With `records`, xs and ys are read for their keys alone."""
     px, py = records or prepare_all(xs, ys, measures, k)
-    m = np.shape(perms)[1]
-    a, b = prepared.pair_rows(m) if "rsa" in measures else (None, None)
-    backend = _backend_of(py)
     out = {n: np.empty((len(perms), len(px), len(py))) for n in measures}
+    if "rsa" in measures:
+        out["rsa"] = nulls.rsa_null(list(px.values()), list(py.values()), perms, _backend_of(py))
+    forms = {n: f for n, f in rows_forms(measures).items() if n != "rsa"}
+    if not forms:
+        return out
     for q, perm in enumerate(perms):
-        pairs = None
-        if a is not None:
-            pairs = backend.mask(prepared.pair_index(perm[a], perm[b], m))
         for j, (key, p) in enumerate(py.items()):  # one permuted record at a time
-            moved = {key: prepared.permuted(p, perm, pairs, k)}
-            values = cells.grid(px, moved, rows_forms(measures), k)
-            for n in measures:
+            moved = {key: prepared.permuted(p, perm, None, k)}
+            values = cells.grid(px, moved, forms, k)
+            for n in forms:
                 out[n][q, :, j] = values[n][:, 0]
     return out
 

@@ -28,7 +28,7 @@ body{{font:15px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;paddi
 table{{border-collapse:separate;border-spacing:0}}td,th{{border:1px solid #ccc;border-width:0 1px 1px 0;padding:.2em .45em;text-align:right;overflow-wrap:normal}}
 tr:first-child>*{{border-top-width:1px}}tr>:first-child{{border-left-width:1px;position:sticky;left:0;background:#fff;z-index:1}}
 th,tr>th:first-child{{background:#f3f3f3}}td.l,th.l{{text-align:left}}nav a{{margin-right:1em}}
-.grid td{{text-align:center;vertical-align:top}}.grid th{{white-space:normal}}.m td{{font-size:12px}}.m small{{display:block;color:#555}}
+.grid td{{text-align:center;vertical-align:top}}.reps{{display:block;font-size:12px;white-space:normal;max-width:12em;margin:0 auto}}.reps a{{padding:0 .25em}}.grid th{{white-space:normal}}.m td{{font-size:12px}}.m small{{display:block;color:#555}}
 td,th{{white-space:nowrap}}.note{{display:block;font-size:12px;color:#735;text-align:left;min-width:11em;max-width:15em;white-space:normal}}
 .holds{{color:#075}}.not{{color:#a30}}pre{{background:#f6f6f6;padding:.6em;overflow:auto;font-size:12px}}
 .fig{{overflow-x:auto;max-width:100%;margin:.6em 0}}.fig svg{{display:block;max-width:none;height:auto}}

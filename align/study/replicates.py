@@ -20,6 +20,7 @@ import os
 from align.stats import replicates as rules
 from align.store import open_result
 from align.study import html as h
+from align.study import labels
 from align.study import units as units_mod
 from align.study.state import DONE
 
@@ -184,10 +185,12 @@ def _spread_cell(s: dict, digits: int) -> str:
     )
 
 
-def section(record: dict) -> str:
+def section(record: dict, named: dict | None = None) -> str:
     """The replicates page's body: per pair, a table with a row per statistic, each replicate
     pair's value with its 95% bootstrap interval (within the run: held-out documents), then
-    the spread across replicates (training), then the verdicts."""
+    the spread across replicates (training), then the verdicts; `named`: what the study file
+    named each replicate's checkpoint by (`labels.labels`), beside its name."""
+    named = named or {}
     out = [
         "<p>Each replicate pair's value with its 95% bootstrap interval over held-out documents "
         "(within one run), and the spread of the values across replicates (mean, sample sd, "
@@ -195,7 +198,9 @@ def section(record: dict) -> str:
     ]
     for p in record["pairs"]:
         rows = p[f"per_{WORD}"]
-        head = ["statistic"] + [f"{r['source']} → {r['target']}" for r in rows]
+        head = ["statistic"] + [
+            f"{labels.shown(r['source'], named)} → {labels.shown(r['target'], named)}" for r in rows
+        ]
         body = [
             [label]
             + [_value_cell(r, key, digits) for r in rows]
@@ -235,7 +240,7 @@ def pages(root: str, state: dict, pages_so_far: dict) -> dict:
     record = read(root, state)
     if not record:
         return {}
-    page = h.page("Across replicates", section(record))
+    page = h.page("Across replicates", section(record, labels.labels(state)))
     index = pages_so_far.get("index.html", "")
     part = (
         "<h2>Across replicates</h2><p>Each statistic's spread across the replicates of a pair "

@@ -1,6 +1,7 @@
 """`align report DIR -o REPORT`: a study's results as a static site that opens offline.
 
-Pages: index.html (the N × N grid of pairs, each cell the matrix's thumbnail with axes on the
+Pages: index.html (the models × models grid of pairs, a model's replicates in one row and
+column (`views.grouped`), each cell the matrix's thumbnail with axes on the
 grid's one colour scale, the slope and its interval, the pairing's coverage where the
 tokenizers differ, tabs that switch the grid between the measures the fits hold: `views`; the
 sentences that say what holds), pairs/S--T.html (the matrix drawn by
@@ -30,7 +31,7 @@ from align.measures import SIMILARITY
 from align.names import labelled
 from align.store import open_result
 from align.store.temporaries import temporary, write_failed
-from align.study import figures, lenses, replicates, views
+from align.study import figures, labels, lenses, replicates, views
 from align.study import html as h
 from align.study.schema import twin_name
 from align.study.state import DONE, is_study, read_state
@@ -139,7 +140,7 @@ def _open(root: str, entry: dict):
 
 def build_pages(root: str, state: dict) -> dict:
     """{relative path: HTML} of every page."""
-    fits = {}
+    fits, named = {}, labels.labels(state)
     for name, entry in _done(state, "fit"):
         d = entry["definition"]
         fits[(d["source"], d["target"], d.get("control"))] = (name, _open(root, entry))
@@ -148,7 +149,7 @@ def build_pages(root: str, state: dict) -> dict:
         if control is None:
             through = lenses.through_section(root, state, s, t)
             pages[f"pairs/{pair_file(s, t)}"] = pair_page(
-                s, t, ds, _controls_of(fits, s, t), through
+                s, t, ds, _controls_of(fits, s, t), through, named
             )
     models = state.get("models") or sorted({k[0] for k in fits} | {k[1] for k in fits})
     for m in models:
@@ -183,6 +184,7 @@ def _stat(s: dict, key: str) -> str:
 
 def index_page(state: dict, models: list, fits: dict) -> str:
     trained = [m for m in models if not any(k[1] == m and k[2] == "random_init" for k in fits)]
+    named = labels.labels(state)
     table_rows, said = [], []
     for s in trained:
         for t in trained:
@@ -193,7 +195,13 @@ def index_page(state: dict, models: list, fits: dict) -> str:
             sm = _summary(ds)
             cov = _coverage(ds)
             table_rows.append(
-                [("html", f'<a href="pairs/{pair_file(s, t)}">{h.esc(s)} → {h.esc(t)}</a>')]
+                [
+                    (
+                        "html",
+                        f'<a href="pairs/{pair_file(s, t)}">{h.esc(labels.shown(s, named))} → '
+                        f"{h.esc(labels.shown(t, named))}</a>",
+                    )
+                ]
                 + [h.interval_cell(*_triple(sm, key), path=True) for _, key in SUMMARY]
                 + [str(sm.get("argmin_path")), cov or "same tokenizer"]
             )
@@ -203,21 +211,27 @@ def index_page(state: dict, models: list, fits: dict) -> str:
         cov = _coverage(fits[(s, t, None)][1])
         return f"<br>{h.esc(cov)}" if cov else ""
 
-    grid = views.index_grids(trained, fits, lambda s, t: f"pairs/{pair_file(s, t)}", note)
+    grid = views.index_grids(trained, fits, lambda s, t: f"pairs/{pair_file(s, t)}", note, named)
     numbers = h.table(
         ["pair"] + [label for label, _ in SUMMARY] + ["argmin path", "pairing"], table_rows
     )
     body = (
-        f"<p>{_count(len(trained), 'model')}, {_count(len(table_rows), 'pair')}. Each cell: the "
+        f"<p>{_models_count(trained)}, {_count(len(table_rows), 'pair')}. Each cell: the "
         "matrix of a measure between every source boundary (rows, bottom to top) and every "
         "target boundary (columns) of the pair, darker is closer (for ridge the held-out "
         "relative error, lower is better), with the path each source row picks in white and "
         "the line of equal relative depth dashed red; under it the path's slope, for ridge with "
-        "its 95% interval. The tabs switch the grid between the measures the pairs hold.</p>"
+        "its 95% interval. A model of several checkpoints (replicates) has one row and one "
+        "column: its cell shows the first replicate pair's matrix, how many replicate pairs "
+        "it holds, their slopes' range and a link to each pair's page. The tabs switch the "
+        "grid between the measures the pairs hold.</p>"
         f"<h2>Grid</h2>{grid}<h2>What holds</h2>"
         + "".join(h.sentence(text, holds) for text, holds in said)
         + f"<h2>Numbers</h2>{numbers}<h2>Models</h2><ul>"
-        + "".join(f'<li><a href="models/{m}.html">{h.esc(m)}</a></li>' for m in models)
+        + "".join(
+            f'<li><a href="models/{m}.html">{h.esc(labels.shown(m, named))}</a></li>'
+            for m in models
+        )
         + "</ul>"
     )
     return h.page(f"Study {state.get('name', '')}", body)
@@ -319,8 +333,11 @@ def matrix_table(ds, variable: str = "relative_error") -> str:
     return h.table(["boundary"] + [f"target {int(b)}" for b in tgt], rows, "m")
 
 
-def pair_page(s: str, t: str, ds, controls: dict, through: str = "") -> str:
-    """The page of pair s -> t; `through` the section of s read through t's head, or ""."""
+def pair_page(
+    s: str, t: str, ds, controls: dict, through: str = "", named: dict | None = None
+) -> str:
+    """The page of pair s -> t; `through` the section of s read through t's head, or "";
+    `named` what the study file named each replicate's checkpoint by (`labels.labels`)."""
     from align.plotting import plot_alignment
 
     sm = _summary(ds)
@@ -359,9 +376,10 @@ def pair_page(s: str, t: str, ds, controls: dict, through: str = "") -> str:
             "(darker is closer) with the path its direction picks per source row; the table "
             "gives each path's slope, Spearman ρ and mean depth gap over the source boundaries "
             "≥ 1 (with intervals for ridge, from its bootstrap), the measure's mean on the path "
-            "with [the mean of its cells' lows, of their highs], and where the fit calibrated "
-            "it the calibrated score on the path and the cells that beat the null.</p>"
-            + views.measures_row(s, t, ds)
+            "with the 95% delete-a-group jackknife interval of that mean (as align compare "
+            "--measure gives it) where the result keeps the cells' recomputations, and where "
+            "the fit calibrated it the calibrated score on the path and the cells that beat "
+            "the null.</p>" + views.measures_row(s, t, ds)
         )
     said = "".join(h.sentence(x, ok) for x, ok in pair_sentences(s, t, ds, controls))
     body = (
@@ -370,7 +388,9 @@ def pair_page(s: str, t: str, ds, controls: dict, through: str = "") -> str:
         f"{measure_sections(s, t, ds)}{controls_section(s, t, ds, controls)}{through}"
         f"<h2>Provenance</h2>{provenance(ds)}"
     )
-    return h.page(f"{s} → {t}", body, depth=1)
+    named = named or {}
+    title = f"{labels.shown(s, named)} → {labels.shown(t, named)}"
+    return h.page(title, body, depth=1)
 
 
 def controls_section(s: str, t: str, ds, controls: dict) -> str:
@@ -492,7 +512,7 @@ def model_page(root: str, state: dict, model: str) -> str:
         parts.append(skipping_table(ds) if kind == "skip" else _curves_table(ds))
     parts.append(lenses.kinds_section(root, state, model))
     body = "".join(parts) or "<p>No analysis of this model in the study.</p>"
-    return h.page(f"Model {model}", body, depth=1)
+    return h.page(f"Model {labels.shown(model, labels.labels(state))}", body, depth=1)
 
 
 NARROW_HEIGHT = {"contributions": 720}  # px: its two panels stacked (`plot_contributions`)
@@ -627,6 +647,14 @@ def corpus_page(state: dict) -> str:
         f"<h2>Units</h2>{h.table(['unit', 'state', 'seconds'], rows)}"
     )
     return h.page("Corpus and options", body)
+
+
+def _models_count(trained: list) -> str:
+    """'3 models', or '3 models (7 checkpoints)' where some are replicates."""
+    groups = views.grouped(trained)
+    if len(groups) == len(trained):
+        return _count(len(trained), "model")
+    return f"{_count(len(groups), 'model')} ({len(trained)} checkpoints)"
 
 
 def _count(n: int, noun: str) -> str:

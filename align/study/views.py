@@ -8,7 +8,10 @@ Ridge's statistics and their intervals are the result's summary; a measure's pat
 direction's pick per source row and its statistics are those of `compare.measures.path_summary`
 (the formulas of ridge's summary, without intervals: the result keeps per-cell intervals of a
 measure, not resamples of its path); its value on the path is the mean of the path's cells with
-[mean low, mean high] (`compare.measures.path_interval`)."""
+the interval `align compare --measure` gives it: the delete-a-group jackknife of that mean from
+the cells' recomputations the fit kept (`<measure>_left_out`, `compare.measures.path_left_out`),
+and "no interval" where the result keeps none (ridge, whose bootstrap keeps no resamples of a
+cell; a measure fitted before results kept them)."""
 
 from __future__ import annotations
 
@@ -16,10 +19,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from align.compare.measures import held_measures, path_interval, path_summary, pick_of
+from align.compare.measures import held_measures, path_left_out, path_summary, pick_of
 from align.measures import DISTANCE, MEASURES, variable
+from align.measures.registry import REGISTRY
+from align.stats import jackknife
 from align.study import figures
 from align.study import html as h
+from align.study.labels import shown
+from align.study.schema import REPLICATE
 
 RIDGE = "ridge"
 
@@ -55,7 +62,7 @@ def view_of(ds, name: str) -> View:
         src = list(m["source_boundary"].values)
         cols = [tgt.index(j) for j in path]
         idx = [src.index(i) for i in rows]
-        on = _on_path(ds, "relative_error", idx, cols)
+        on = _on_path(ds, name, "relative_error", idx, cols)
         stats = {k: _summary_stat(sm, k) for k in ("slope", "spearman", "mean_depth_gap")}
         return View(name, m, DISTANCE, rows, path, stats | {"on path": on})
     var = variable(name)
@@ -66,7 +73,7 @@ def view_of(ds, name: str) -> View:
         "slope": (ps["slope"], None, None),
         "spearman": (ps["spearman"], None, None),
         "mean_depth_gap": (ps["gap"], None, None),
-        "on path": _on_path(ds, var, list(range(len(src))), ps["cols"]),
+        "on path": _on_path(ds, name, var, list(range(len(src))), ps["cols"]),
     }
     calibrated = None
     if f"{var}_calibrated" in ds:
@@ -83,13 +90,20 @@ def view_of(ds, name: str) -> View:
     )
 
 
-def _on_path(ds, var: str, idx: list, cols: list) -> tuple:
-    """(mean of `var` over the cells (idx[a], cols[a]), and its [mean low, mean high])."""
+def _on_path(ds, name: str, var: str, idx: list, cols: list) -> tuple:
+    """(mean θ̂ of `var` over the cells (idx[a], cols[a]), low, high): the interval is the
+    delete-a-group jackknife one of that mean, θ̂ ± t · se of the path's recomputations θ_(g)
+    (`path_left_out`, `jackknife.interval`, clipped to the measure's range), as `align compare
+    --measure` gives it; (None, None) where the result keeps no recomputations of `var`."""
     m = ds[var].transpose("source_boundary", "target_boundary")
     value = float(np.asarray(m.values, np.float64)[idx, cols].mean()) if cols else np.nan
     if idx != list(range(len(cols))):
         ds = ds.isel(source_boundary=idx)
-    low, high = path_interval(ds, var, cols)
+    left = path_left_out(ds, var, cols) if cols else None
+    if left is None:
+        return value, None, None
+    measure = REGISTRY.get(name)
+    low, high = jackknife.interval(value, left, measure.range if measure else None)
     return value, low, high
 
 
@@ -119,8 +133,9 @@ def measures_row(s: str, t: str, ds) -> str:
 
 def measures_table(vs: list) -> str:
     """Per measure: direction, path, slope, Spearman ρ, mean depth gap (with intervals for
-    ridge, from its summary), its mean on the path [mean low, mean high], its calibrated score
-    on the path and the cells that beat the null, where the fit calibrated it."""
+    ridge, from its summary), its mean on the path with its jackknife interval (`_on_path`;
+    "no interval" where the result keeps no recomputations), its calibrated score on the path
+    and the cells that beat the null, where the fit calibrated it."""
     calibrated = any(v.calibrated is not None for v in vs)
     head = ["measure", "direction", "path", "slope", "Spearman ρ", "mean depth gap", "on path"]
     head += ["calibrated on path", "beat the null"] if calibrated else []
@@ -129,28 +144,48 @@ def measures_table(vs: list) -> str:
         row = [v.name, f"{v.direction} ({pick_of(v.direction)})", " ".join(map(str, v.path))]
         row += [
             h.interval_cell(*v.stats[k], path=True) for k in ("slope", "spearman", "mean_depth_gap")
-        ] + [h.interval_cell(*v.stats["on path"])]
+        ] + [_on_path_cell(*v.stats["on path"])]
         if calibrated:
             row += [h.number(v.calibrated), v.surviving or "—"]
         rows.append(row)
     return h.table(head, rows)
 
 
-def index_grids(trained: list, fits: dict, pair_href, note) -> str:
+def _on_path_cell(value, low, high) -> tuple:
+    """The mean on the path with its interval, or with "no interval" where it has none."""
+    if low is None or high is None:
+        return ("html", h.esc(h.number(value)) + '<span class="note">no interval</span>')
+    return h.interval_cell(value, low, high)
+
+
+def index_grids(trained: list, fits: dict, pair_href, note, named: dict | None = None) -> str:
     """The index's grid of thumbnails per measure (tabs where the results hold more than
-    ridge): each measure's thumbnails on one colour scale, its colour bar above them; under
-    each thumbnail the path's slope and `note(source, target)` (markup, or "")."""
+    ridge): a row and a column per model, the replicates of a model (NAME@K, `schema`) in one
+    (`grouped`); each measure's thumbnails on one colour scale, its colour bar above them; under
+    each thumbnail the path's slope and `note(source, target)` (markup, or ""); `named`: what
+    the study file named each replicate's checkpoint by (`labels.labels`), in the links' titles."""
     pairs = {
         (s, t): fits[(s, t, None)][1] for s in trained for t in trained if (s, t, None) in fits
     }
     names = [RIDGE] + [
         n for n in MEASURES if n != RIDGE and any(n in held_measures(ds) for ds in pairs.values())
     ]
-    panes = [(n, _grid(n, trained, pairs, pair_href, note)) for n in names]
+    groups = grouped(trained)
+    panes = [(n, _grid(n, groups, pairs, (pair_href, note, named or {}))) for n in names]
     return panes[0][1] if len(panes) == 1 else h.tabs("measure", panes)
 
 
-def _grid(name: str, trained: list, pairs: dict, pair_href, note) -> str:
+def grouped(trained: list) -> dict:
+    """{model: [its replicates' names]} in the study's order: a replicate NAME@K under NAME,
+    a model of one checkpoint under its own name."""
+    out = {}
+    for m in trained:
+        out.setdefault(m.split(REPLICATE)[0], []).append(m)
+    return out
+
+
+def _grid(name: str, groups: dict, pairs: dict, links: tuple) -> str:
+    pair_href, note, named = links
     held = {
         k: view_of(ds, name)
         for k, ds in pairs.items()
@@ -172,24 +207,43 @@ def _grid(name: str, trained: list, pairs: dict, pair_href, note) -> str:
     extend = figures.extend_of(mats, vmin, vmax)
     bar = h.svg(figures.colour_bar(label, direction, vmin, vmax, extend), f"colour bar of {name}")
     rows = []
-    for s in trained:
-        cells = [("html", f'<a href="models/{h.esc(s)}.html">{h.esc(s)}</a>')]
-        for t in trained:
-            v = held.get((s, t))
-            if v is None:
-                cells.append("—" if s != t and (s, t) not in pairs else "")
+    for a, sources in groups.items():
+        cells = [("html", f'<a href="models/{h.esc(sources[0])}.html">{h.esc(a)}</a>')]
+        for b, targets in groups.items():
+            found = [(s, t) for s in sources for t in targets if (s, t) in held]
+            if not found:
+                fitted = any((s, t) in pairs for s in sources for t in targets)
+                cells.append("—" if a != b and not fitted else "")
                 continue
-            ds = pairs[(s, t)]
-            Ls, Lt = int(ds.attrs["n_layers_source"]), int(ds.attrs["n_layers_target"])
-            fig = figures.thumbnail(v.matrix, direction, (vmin, vmax), v.rows, v.path, Ls, Lt)
-            alt = f"{name} matrix of {s} → {t}"
-            slope = h.interval(*v.stats["slope"])
-            cells.append(
-                (
-                    "html",
-                    f'<a href="{pair_href(s, t)}">{h.svg(fig, alt)}</a>slope {h.esc(slope)}'
-                    + note(s, t),
-                )
-            )
+            thumb = _thumbnail(name, found[0], held[found[0]], pairs, (vmin, vmax), pair_href)
+            more = _replicates(found, held, pair_href, named)
+            cells.append(("html", thumb + note(*found[0]) + more))
         rows.append(cells)
-    return bar + h.table(["source ↓ / target →"] + trained, rows, "grid")
+    return bar + h.table(["source ↓ / target →"] + list(groups), rows, "grid")
+
+
+def _thumbnail(name: str, pair: tuple, v: View, pairs: dict, scale: tuple, pair_href) -> str:
+    """A pair's thumbnail linked to its page, its path's slope under it."""
+    s, t = pair
+    ds = pairs[pair]
+    Ls, Lt = int(ds.attrs["n_layers_source"]), int(ds.attrs["n_layers_target"])
+    fig = figures.thumbnail(v.matrix, MEASURES[name], scale, v.rows, v.path, Ls, Lt)
+    slope = h.interval(*v.stats["slope"])
+    return f'<a href="{pair_href(s, t)}">{h.svg(fig, f"{name} matrix of {s} → {t}")}</a>' + (
+        f"slope {h.esc(slope)}"
+    )
+
+
+def _replicates(found: list, held: dict, pair_href, named: dict) -> str:
+    """Under a cell of several replicate pairs (the thumbnail is the first's): their count,
+    their slopes' range, and a link to each pair's page; "" for one pair."""
+    if len(found) < 2:
+        return ""
+    slopes = [v for v in (held[p].stats["slope"][0] for p in found) if v is not None and v == v]
+    spread = f", slope {h.number(min(slopes))} – {h.number(max(slopes))}" if slopes else ""
+    links = " ".join(
+        f'<a href="{pair_href(s, t)}" title="{h.esc(shown(s, named))} → '
+        f'{h.esc(shown(t, named))}">{k + 1}</a>'
+        for k, (s, t) in enumerate(found)
+    )
+    return f'<span class="reps">{len(found)} replicate pairs{spread}: {links}</span>'

@@ -155,12 +155,15 @@ def test_the_spread_equals_numpys_and_the_verdicts_follow_the_rule(replicate_stu
 
 
 def test_report_info_and_dry_run_show_the_replicates(replicate_study, cli):
-    path, root, _, _ = replicate_study
+    path, root, _, paths = replicate_study
     with open(f"{root}/results/replicates.json", encoding="utf-8") as f:
         pair = json.load(f)["pairs"][0]
     with open(f"{root}/report/replicates.html", encoding="utf-8") as f:
         page = f.read()
-    assert "a@1 → b@1" in page and "a@2 → b@2" in page
+    # each replicate by its position and the folder the study file named (the folders differ)
+    folder = {k: os.path.basename(v.rstrip("/")) for k, v in paths.items()}
+    assert f"a@1 ({folder['a0']}) → b@1 ({folder['b0']})" in page
+    assert f"a@2 ({folder['a1']}) → b@2 ({folder['b1']})" in page
     s = pair["spread"]["slope"]
     assert f"mean {s['mean']:.2f}, sd {s['sd']:.2f}, range {s['min']:.2f} – {s['max']:.2f}" in page
     row = pair["per_replicate"][0]

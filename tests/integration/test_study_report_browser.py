@@ -17,6 +17,7 @@ import shutil
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+import numpy as np
 import pytest
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -203,15 +204,17 @@ FIT = """() => {
 
 @pytest.mark.parametrize("width", [1280, 390])
 def test_every_page_fits_a_wide_and_a_narrow_screen(
-    tiny_study, measured_study, lens_study, browser, width
+    tiny_study, measured_study, lens_study, replicated_study, browser, width
 ):
-    """Every page of the three studies (the lens study's kinds side by side and cross-model
-    lens included) at `width` px: the body does not scroll sideways; every table
+    """Every page of the four studies (the lens study's kinds side by side and cross-model
+    lens included, the replicated study's grid and its replicates' pages named by their
+    folders) at `width` px: the body does not scroll sideways; every table
     fits its box or its box scrolls (overflow-x auto), with its first column fixed (sticky);
     every figure's text is shown at 9 px or more (an SVG text's font size times the scale it is
     drawn at), and no PNG is shown narrower than drawn; a pair page's provenance is in a closed
     <details> whose summary is one line."""
-    roots = [Path(d) / "report" for d in (tiny_study[1], measured_study, lens_study)]
+    studies = (tiny_study[1], measured_study, lens_study, replicated_study)
+    roots = [Path(d) / "report" for d in studies]
     pages = [p for root in roots for p in sorted(root.rglob("*.html"))]
     context = browser.new_context(viewport={"width": width, "height": 900})
     page = context.new_page()
@@ -307,11 +310,34 @@ def test_the_lens_sections_load_offline_with_named_figures(lens_study, browser):
     page.context.close()
 
 
+RANGES = {"cka": (0.0, 1.0), "procrustes": (0.0, np.pi / 2)}  # docs/methods.md: their values
+
+
+def jackknife_by_hand(ds, name: str, cols, bounds) -> tuple:
+    """The delete-a-group jackknife t interval of the mean of `name` on the path (row a,
+    column cols[a]), worked from the result's recomputations `<name>_left_out` with numpy and
+    scipy: θ_(g) the path cells' mean without group g, se² = (G − 1)/G Σ (θ_(g) − θ̄)²,
+    θ̂ ± t_(0.975, G − 1) se, clipped to the measure's range."""
+    from scipy import stats
+
+    dims = ("source_boundary", "target_boundary", "measure_group")
+    left = ds[f"{name}_left_out"].transpose(*dims).values.astype(np.float64)
+    rows = np.arange(len(cols))
+    theta_g = left[rows, cols].mean(axis=0)
+    value = ds[name].transpose(*dims[:2]).values.astype(np.float64)[rows, cols].mean()
+    G = len(theta_g)
+    se = np.sqrt((G - 1) / G * np.sum((theta_g - theta_g.mean()) ** 2))
+    half = stats.t.ppf(0.975, G - 1) * se
+    return tuple(np.clip([value - half, value + half], *bounds))
+
+
 def test_the_measures_side_by_side(measured_study, browser):
     """A pair fitted with measures draws every measure's matrix in one row (ridge, cka,
     procrustes: each a panel, side by side at 1280 px) and tables their paths, slopes, values
-    on the path with [mean low, mean high] and calibrated scores: each recomputed here with
-    numpy from the result's arrays (the slope by numpy.polyfit of j/L_T on i/L_S over i >= 1)."""
+    on the path with the jackknife interval of that mean (`align compare --measure`'s; ridge,
+    whose result keeps no recomputations, says "no interval") and calibrated scores: each
+    recomputed here with numpy and scipy from the result's arrays (the slope by numpy.polyfit
+    of j/L_T on i/L_S over i >= 1, the interval by `jackknife_by_hand`)."""
     import numpy as np
 
     from align.store import open_result
@@ -329,6 +355,7 @@ def test_the_measures_side_by_side(measured_study, browser):
     assert max(tops) - min(tops) < 1, tops  # one row
     table = row.locator("xpath=following-sibling::div[@class='scroll'][1]/table")
     cells = {r.split("\t")[0]: r.split("\t") for r in table.locator("tr").all_inner_texts()[1:]}
+    assert cells["ridge"][6].split("\n")[1] == "no interval", cells["ridge"]  # no recomputations
     src, tgt = ds.source_boundary.values, ds.target_boundary.values
     for name, pick in (("cka", np.argmax), ("procrustes", np.argmin)):
         m = ds[name].transpose("source_boundary", "target_boundary").values
@@ -340,14 +367,15 @@ def test_the_measures_side_by_side(measured_study, browser):
         slope = np.polyfit(src[rows] / Ls, path[rows] / Lt, 1)[0]
         assert abs(float(got[3].split()[0]) - slope) <= 5e-4, (name, got[3], slope)
         k = np.arange(len(src))
-        low = ds[f"{name}_low"].transpose("source_boundary", "target_boundary").values[k, cols]
-        high = ds[f"{name}_high"].transpose("source_boundary", "target_boundary").values[k, cols]
         shown = got[6].split("\n")[0]
         value = float(shown.split()[0])
         assert abs(value - m[k, cols].mean()) <= 5e-4, (name, shown)
-        if np.isfinite(low).all():
+        if f"{name}_left_out" not in ds:  # a measure of the sampled rows keeps none
+            assert got[6].split("\n")[1] == "no interval", (name, got)
+        else:
             lo, hi = (float(x) for x in shown.split("[")[1].rstrip("]").split(","))
-            assert abs(lo - low.mean()) <= 5e-4 and abs(hi - high.mean()) <= 5e-4, shown
+            want = jackknife_by_hand(ds, name, cols, RANGES[name])
+            assert abs(lo - want[0]) <= 5e-4 and abs(hi - want[1]) <= 5e-4, (shown, want)
         calibrated = ds[f"{name}_calibrated"].transpose("source_boundary", "target_boundary")
         assert abs(float(got[7]) - calibrated.values[k, cols].mean()) <= 5e-4, (name, got[7])
     context.close()
@@ -373,3 +401,89 @@ def test_the_index_switches_its_grid_between_measures_without_a_script(measured_
     page.locator(".tabs label", has_text="procrustes").click()
     assert shown() == ["procrustes matrix of a → b"]
     page.context.close()
+
+
+REPLICATED = """
+[study]
+name = "replicated"
+[[models]]
+name = "a"
+paths = ["{a0}", "{a1}"]
+[[models]]
+name = "b"
+paths = ["{b0}", "{b1}"]
+[[models]]
+name = "c"
+path = "{c}"
+[corpus]
+path = "{corpus}"
+[pairs]
+mode = "list"
+list = [["a", "b"], ["a", "c"]]
+[fit]
+bootstrap = 100
+"""
+
+
+@pytest.fixture(scope="module")
+def replicated_study(zoo, corpus_file, tmp_path_factory):
+    """A study of a and b, two checkpoints each (the zoo's models under two seeds), and c, one:
+    a@k -> b@k and a@k -> c fitted. Its DIR."""
+    from align.study import load_study, run_study
+    from tests.helpers.fixtures_study import B_SHAPE
+
+    root = tmp_path_factory.mktemp("replicated-study")
+    path = root / "study.toml"
+    models = {
+        "a0": zoo("qwen2"),
+        "a1": zoo("qwen2", seed=1),
+        "b0": zoo("qwen2", **B_SHAPE),
+        "b1": zoo("qwen2", seed=1, **B_SHAPE),
+        "c": zoo("llama"),
+    }
+    path.write_text(REPLICATED.format(corpus=corpus_file, **models), encoding="utf-8")
+    run_study(load_study(str(path)), str(root / "out"), log=lambda m: None)
+    return str(root / "out")
+
+
+GRID = """() => Array.from(document.querySelectorAll('table.grid tr')).map(r =>
+  Array.from(r.children).map(c => ({
+    text: c.innerText,
+    links: Array.from(c.querySelectorAll('a')).map(a => a.getAttribute('href')),
+    svgs: c.querySelectorAll('svg').length})))"""
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_index_grid_is_models_by_models_with_replicates_in_a_cell(
+    replicated_study, browser, width
+):
+    """Three models, two of them of two checkpoints each: the grid is 3 × 3 (not 5 × 5), a
+    header and a row per model; the cell a → b holds one thumbnail and links to both replicate
+    pairs' pages (a@1 → b@1, a@2 → b@2), the cell a → c to a@1 → c and a@2 → c, each page
+    there; every other cell is empty; at 1280 and 390 px the page fits its screen."""
+    report = Path(replicated_study) / "report"
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    page = context.new_page()
+    page.goto((report / "index.html").as_uri(), wait_until="load")
+    rows = page.evaluate(GRID)
+    got = page.evaluate(FIT)
+    context.close()
+    assert [len(r) for r in rows] == [4, 4, 4, 4], rows
+    assert [c["text"].strip() for c in rows[0][1:]] == ["a", "b", "c"]
+    assert [r[0]["text"].strip() for r in rows[1:]] == ["a", "b", "c"]
+    expected = {
+        (1, 2): ["pairs/a@1--b@1.html", "pairs/a@2--b@2.html"],
+        (1, 3): ["pairs/a@1--c.html", "pairs/a@2--c.html"],
+    }
+    for i in (1, 2, 3):
+        for j in (1, 2, 3):
+            cell = rows[i][j]
+            if (i, j) not in expected:
+                assert cell["svgs"] == 0 and not cell["links"], (i, j, cell)
+                continue
+            assert cell["svgs"] == 1 and "2 replicate pairs" in cell["text"], cell
+            assert sorted(set(cell["links"])) == expected[(i, j)], cell
+            assert all((report / href).is_file() for href in cell["links"]), cell
+    assert got["body"] <= got["width"] == width, got["body"]
+    for t in got["tables"]:
+        assert t["scroll"] <= t["room"] or t["overflow"] in ("auto", "scroll"), t

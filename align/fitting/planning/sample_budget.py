@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from align.measures.nulls import BATCH, piece_of
 from align.measures.prepared import BLOCK, depth
 from align.measures.registry import NEIGHBOURS, REGISTRY, SPECTRAL
 from align.messages import human_bytes
@@ -65,11 +66,12 @@ def _prepared_bytes(s: SampleShape, m: int, d: int) -> int:
     """One boundary's `prepared.Prepared` of m rows of width d: the SVD's u (m, r), s and the
     squared norms (r = min(m, d)) with a spectral measure; the neighbour orders and their
     cosines (m, L) and the distinct unit rows (at most m, d) and their index (m); rsa's
-    centred ranks (P = m(m − 1)/2, float64), the pairs' order and their tie groups (int32)."""
+    centred ranks (P = m(m − 1)/2, float64), the pairs' order and their tie groups (int32),
+    the pairs' rows in that order (2 × int16)."""
     spectral, near, rsa = _kinds(s.measures)
     r, L = min(m, d), depth(s.neighbours, m)
     pairs = m * (m - 1) // 2
-    return 8 * spectral * (m * r + r + m) + 8 * near * (2 * m * L + m * d + m) + rsa * 16 * pairs
+    return 8 * spectral * (m * r + r + m) + 8 * near * (2 * m * L + m * d + m) + rsa * 20 * pairs
 
 
 def _kinds(measures) -> tuple:
@@ -91,14 +93,15 @@ def _prepare_temporaries(s: SampleShape, m: int, d: int) -> int:
       (4·B·m);
     - rsa: the centred rows and their sort (4·m·d), the distinct rows' products (m²), the
       pairs' rows and their distances (3P/2 + P), the sort's order and the sorted
-      distances (2P): 5P + 4·m·d with m² = 2P."""
+      distances (2P), the pairs' rows kept to the sort's end and read in its order (P):
+      6P + 4·m·d with m² = 2P."""
     spectral, near, rsa = _kinds(s.measures)
     r, block = min(m, d), min(BLOCK, m)
     pairs = m * (m - 1) // 2
     peaks = [
         spectral * (3 * m * d + 3 * m * r + 2 * r * d + 7 * r * r),
         near * (3 * m * d + 4 * block * m),
-        rsa * (4 * m * d + 5 * pairs),
+        rsa * (4 * m * d + 6 * pairs),
     ]
     return 8 * max(peaks)
 
@@ -114,13 +117,17 @@ def _grid_temporaries(s: SampleShape, m: int) -> int:
 
 def _null_temporaries(s: SampleShape, m: int) -> int:
     """A null draw beyond the records: one target boundary's permuted record (its u and
-    norms, its relabelled orders and their copies, its ranks read through the pairs'
-    places), the pairs' places and their arithmetic (the rows' int32 pair, then 7 int64
-    temporaries: 8P), and one cell's temporaries."""
+    norms, its relabelled orders and their copies) and one cell's temporaries; for rsa
+    (`nulls.rsa_null`, every draw in batches) the gathered side's ranks as squares (m² each,
+    min(n_S, n_T) of them), the pairs' rows (int64: 2P) and a square's places while it is laid
+    out (2P), and a piece's places, gathered ranks and the other side's ranks."""
     spectral, near, rsa = _kinds(s.measures)
     r, L, pairs = min(m, s.d_t), depth(s.neighbours, m), m * (m - 1) // 2
-    moved = 8 * (spectral * (m * r + m) + near * 6 * m * L + rsa * 9 * pairs)
-    return moved + _grid_temporaries(s, m)
+    moved = 8 * (spectral * (m * r + m) + near * 6 * m * L)
+    piece = piece_of(pairs)
+    squares = min(s.n_source, s.n_target) * m * m + 4 * pairs
+    pieces = piece * (4 * BATCH + max(s.n_source, s.n_target))
+    return moved + 8 * rsa * (squares + pieces) + _grid_temporaries(s, m)
 
 
 def _bootstrap_temporaries(s: SampleShape, m: int) -> int:
