@@ -68,6 +68,19 @@ def _options(options) -> str:
     return ", ".join(parts)
 
 
+def _row_interval(sample: dict) -> str:
+    """The row measures' interval as the sample's record has it (attrs["options"]
+    ["sampled_rows"]): the jackknife, the bootstrap's resamples (a result written before the
+    record named its scheme: the bootstrap), or none."""
+    scheme = sample.get("interval", "bootstrap" if "bootstrap_resamples" in sample else None)
+    if scheme == "jackknife":
+        return "the row measures' intervals a delete-a-group jackknife over groups of documents"
+    if scheme == "bootstrap":
+        resamples = sample.get("bootstrap_resamples", 0)
+        return f"the row measures' intervals over {resamples:,} document resamples"
+    return "no interval of the row measures"
+
+
 def _measures(ds) -> list:
     """(label, text) lines of the measures of `align fit --measures` an alignment result
     holds (attrs["summary"]["measures"]): each with its direction and path (a similarity's
@@ -95,6 +108,13 @@ def _measures(ds) -> list:
     where = [str(records[k]) for k in ("rows", "interval") if isinstance(records.get(k), str)]
     if where:
         out.append(("", "computed on " + "; intervals: ".join(where)))
+    own = {}  # the row measures' interval, where it is not the streamed measures'
+    for n in names:
+        text = records[n].get("interval")
+        if isinstance(text, str) and text != records.get("interval"):
+            own.setdefault(text, []).append(n)
+    for text, which in own.items():
+        out.append(("", f"{', '.join(which)} on the sampled rows; intervals: {text}"))
     sample = (ds.attrs.get("options") or {}).get("sampled_rows")
     if isinstance(sample, dict) and sample.get("permutations"):
         out.append(
@@ -102,8 +122,7 @@ def _measures(ds) -> list:
                 "calibration",
                 f"{sample['permutations']:,} permutations of {sample.get('rows', 0):,} sampled "
                 f"held-out rows, re-paired by {sample.get('null_scheme', '?')} (seed "
-                f"{sample.get('seed')}); the row measures' intervals over "
-                f"{sample.get('bootstrap_resamples', 0):,} document resamples, k = "
+                f"{sample.get('seed')}); {_row_interval(sample)}, k = "
                 f"{sample.get('neighbours')} neighbours",
             )
         )

@@ -253,6 +253,7 @@ def row_grid_costs(nI, nJ, d_s, d_t, m, draws=16, resamples=3, groups=10, k=10) 
     from threadpoolctl import threadpool_limits
 
     from align.measures import PERMUTATIONS, ROW_ONLY, calibration, cells, rows
+    from align.measures.registry import reweighted
     from align.stats.bootstrap import RESAMPLES, Resampling
 
     rng = np.random.default_rng(0)
@@ -289,10 +290,11 @@ def row_grid_costs(nI, nJ, d_s, d_t, m, draws=16, resamples=3, groups=10, k=10) 
         weights = rows.multiplicities(docs, Resampling(RESAMPLES, 0))[:resamples]
         for kind, ws in (("jackknife", jackknife), ("resample", weights)):
             for label, names in (("neighbours", ("mknn", "cknna")), ("rsa", ("rsa",))):
-                scratch = cells.Scratch.of(m, names)
+                forms = reweighted(names)
+                scratch = cells.Scratch.of(m, forms)
                 t0 = time.perf_counter()
                 for w in ws:
-                    cells.weighted_grid(*records, names, k, w, scratch)
+                    cells.weighted_grid(*records, forms, k, w, scratch)
                 out[f"{kind}_{label}_seconds"] = (time.perf_counter() - t0) / len(ws)
     values = out["prepare_seconds"] + out["cells_seconds"]
     resample = out["resample_neighbours_seconds"] + out["resample_rsa_seconds"]

@@ -28,6 +28,7 @@ FIT_SPEC = (
         "alphas",
         "bootstrap",
         "bootstrap_seed",
+        "measure_interval",
         "convergence",
         "control",
         "measures",

@@ -13,7 +13,7 @@ import numpy as np
 from align.compare import checks
 from align.compare.series import Comparison, Series
 from align.errors import InputError
-from align.fitting.measuring.measured import FAMILY_LEVEL, GROUP_DIM
+from align.fitting.measuring.measured import FAMILY_LEVEL
 from align.fitting.results.uncertainty import path_statistics
 from align.measures import MEASURES, SIMILARITY, variable
 from align.measures.registry import REGISTRY
@@ -117,8 +117,8 @@ def compare_measure(items, name: str) -> Comparison:
     `path_left_out`), and each two results their difference, later minus earlier, with the
     paired jackknife interval over the groups of held-out documents both share
     (`paired_interval`; results fitted on other documents refused, `refuse_unpaired`). A
-    result without the recomputations (fitted before results kept them, or a measure of the
-    sampled rows) gets the interval of its cells' bounds averaged, [mean low, mean high]
+    result without the recomputations (fitted before results kept them, or a row measure
+    under `--measure-interval bootstrap`) gets the interval of its cells' bounds averaged, [mean low, mean high]
     (`path_interval`), and its differences the interval of the bounds' difference
     (`difference`), said in a note. The Spearman correlation and the depth gap get none (a
     result keeps per-cell values, not the resamples a statistic of the path would need)."""
@@ -198,7 +198,7 @@ def compare_measure(items, name: str) -> Comparison:
                 pair = (items[a], items[b])
                 la, lb = left[models[a].label], left[models[b].label]
                 if la is not None and lb is not None:
-                    refuse_unpaired(*pair, name)
+                    refuse_unpaired(*pair, name, var)
                     d.low[f"{name} on path"], d.high[f"{name} on path"] = paired_interval(
                         d.value[f"{name} on path"], la, lb
                     )
@@ -213,12 +213,22 @@ def compare_measure(items, name: str) -> Comparison:
 def path_left_out(ds, var: str, cols: list) -> np.ndarray | None:
     """θ_(g) of the mean of `var` on the path (row a, column cols[a]): the mean of the path
     cells' jackknife recomputations without group g (`<var>_left_out`, stored by the fit),
-    one per group; None where the result holds none (a result fitted before they were kept,
-    or a measure of the sampled rows)."""
+    one per group (of its group dimension, `group_dim`); None where the result holds none (a
+    result fitted before they were kept, or a row measure under `--measure-interval
+    bootstrap`)."""
     if f"{var}_left_out" not in ds:
         return None
-    m = ds[f"{var}_left_out"].transpose("source_boundary", "target_boundary", GROUP_DIM).values
+    dim = group_dim(ds, var)
+    m = ds[f"{var}_left_out"].transpose("source_boundary", "target_boundary", dim).values
     return np.asarray(m, np.float64)[np.arange(len(cols)), cols].mean(axis=0)
+
+
+def group_dim(ds, var: str) -> str:
+    """The dimension of `<var>_left_out`'s jackknife groups: `measure_group`, or a row
+    measure's own where its sample's groups are not the streamed measures'
+    (`measured.left_out_arrays`)."""
+    dims = ds[f"{var}_left_out"].dims
+    return next(d for d in dims if d not in ("source_boundary", "target_boundary"))
 
 
 def paired_interval(value: float, left_a: np.ndarray, left_b: np.ndarray) -> tuple:
@@ -228,10 +238,11 @@ def paired_interval(value: float, left_a: np.ndarray, left_b: np.ndarray) -> tup
     return jackknife.interval(value, np.asarray(left_b) - np.asarray(left_a))
 
 
-def refuse_unpaired(a, b, name: str) -> None:
+def refuse_unpaired(a, b, name: str, var: str) -> None:
     """Refuse (InputError, one line) results a and b (label, path, ds) whose jackknife groups
-    are not the same held-out documents: their recomputations do not pair, naming what
-    differs (the documents' count, the first document that differs, or the groups)."""
+    of `name` (array `var`) are not the same held-out documents: their recomputations do not
+    pair, naming what differs (the documents' count, the first document that differs, or the
+    groups)."""
     da, db = (x[2]["heldout_doc"].values.tolist() for x in (a, b))
     fix = (
         f"the paired difference of {name} needs the same held-out documents; fit both on one "
@@ -245,7 +256,7 @@ def refuse_unpaired(a, b, name: str) -> None:
             f"{b[1]} and {a[1]} differ in held-out document {k + 1} of {len(da)} (document {db[k]} "
             f"against {da[k]}): {fix}"
         )
-    ga, gb = (x[2][GROUP_DIM].values.tolist() for x in (a, b))
+    ga, gb = (x[2][group_dim(x[2], var)].values.tolist() for x in (a, b))
     if ga != gb:
         raise InputError(
             f"{b[1]} holds its rows in jackknife groups {gb} and {a[1]} in {ga} of the same "
@@ -267,7 +278,7 @@ def difference_note(name: str, bounded: list, without: list) -> str:
             f"; for {', '.join(bounded)} the bounds' difference [low_b - high_a, high_b - low_a] "
             "(it holds the paired interval whatever the two results share), as "
             f"{', '.join(without)} holds no jackknife recomputations of {name} (fitted before "
-            "results kept them, or a measure of the sampled rows)"
+            "results kept them, or a row measure under `--measure-interval bootstrap`)"
         )
     return note + "; Spearman and the depth gap: the difference alone"
 

@@ -18,7 +18,7 @@ from align.fitting.planning.sample_budget import neighbours_refusal
 from align.fitting.planning.split import check_fractions, check_seed
 from align.measures import PERMUTATIONS, ROW_ONLY, SAMPLE_ROWS, STREAMED, parse_measures
 from align.measures.calibration import check_permutations
-from align.measures.rows import K_NEIGHBOURS
+from align.measures.rows import INTERVALS, JACKKNIFE, K_NEIGHBOURS
 from align.stats.bootstrap import (
     RESAMPLES,
     Resampling,
@@ -78,12 +78,20 @@ class FitSpec:
         metadata=option("--bootstrap", metavar="N", type="int", parse="resamples_or_none"),
     )
     """Resamples of the held-out documents for `p_best` and every 95% interval: 100 to
-    1,000,000, or 0 for none (the streamed measures' intervals, on when N > 0, are a jackknife
-    over 10 groups of held-out documents whatever N)."""
+    1,000,000, or 0 for none (the measures' intervals, on when N > 0, are a jackknife over 10
+    groups of held-out documents whatever N, but under `--measure-interval bootstrap`)."""
     bootstrap_seed: int = field(
         default=0, metadata=option("--bootstrap-seed", metavar="N", type="seed")
     )
     """Seed of the document bootstrap."""
+    measure_interval: str = field(
+        default=JACKKNIFE, metadata=option("--measure-interval", choices=INTERVALS)
+    )
+    """The interval of `mknn`, `cknna` and `rsa`, on when `--bootstrap` N > 0: `jackknife`, the
+    delete-a-group jackknife over 10 groups of held-out documents that every other measure
+    gets (10 recomputations; `align compare --measure` pairs it exactly), or `bootstrap`, the
+    percentile document bootstrap over N resamples on the sampled rows. The streamed measures
+    keep their jackknife either way."""
     convergence: bool = field(default=False, metadata=option("--convergence", is_flag=True))
     """Also fit ¼ and ½ of the training documents (`split.FRACTIONS`) and score them
     (`relative_error_by_fraction`): would more tokens change the matrix? Three times the
@@ -149,7 +157,7 @@ class FitSpec:
 
     def checked(self) -> "FitSpec":
         """This spec with α sorted and extend_alphas decided, or the one-line InputError of
-        the first bad value (α, seed, control, bootstrap, bootstrap seed)."""
+        the first bad value (α, seed, control, bootstrap, bootstrap seed, measure interval)."""
         alphas = tuple(
             sorted(
                 float(a) for a in (self.alphas if self.alphas is not None else ridge.DEFAULT_ALPHAS)
@@ -179,6 +187,11 @@ class FitSpec:
         if self.bootstrap:
             check_resamples(self.bootstrap)
         seeding.check(self.bootstrap_seed, "bootstrap_seed")
+        if self.measure_interval not in INTERVALS:
+            raise InputError(
+                f"`measure_interval` {self.measure_interval!r}: give {' or '.join(INTERVALS)} "
+                "(the row measures' interval)"
+            )
         extend = (
             self.extend_alphas
             if self.extend_alphas is not None

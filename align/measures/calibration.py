@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 
@@ -163,7 +164,21 @@ def calibrated_score(observed, tau, ideal) -> np.ndarray:
     return np.clip(np.where(observed > tau, score, 0.0), 0.0, 1.0)
 
 
-def summarise(observed: np.ndarray, null: np.ndarray, direction: str, ideal: float) -> dict:
+class Calibration(NamedTuple):
+    """The null's summary of a grid of scores (`summarise`), every field an array of shape
+    (n_source_boundaries, n_target_boundaries), on the measure's own scale: the null's mean
+    and spread (ddof 0), the critical value τ, the calibrated score, the p-value of each cell
+    and its family-wise p-value over the grid (the module docstring's formulas)."""
+
+    null_mean: np.ndarray
+    null_std: np.ndarray
+    critical: np.ndarray
+    calibrated: np.ndarray
+    p: np.ndarray
+    p_family: np.ndarray
+
+
+def summarise(observed: np.ndarray, null: np.ndarray, direction: str, ideal: float) -> Calibration:
     """The null's summary of a grid of scores, as the module docstring defines it.
 
     Parameters
@@ -181,9 +196,8 @@ def summarise(observed: np.ndarray, null: np.ndarray, direction: str, ideal: flo
 
     Returns
     -------
-    dict
-        {"null_mean", "null_std", "critical", "calibrated", "p", "p_family"}, each of shape
-        (n_source_boundaries, n_target_boundaries).
+    Calibration
+        Each field of shape (n_source_boundaries, n_target_boundaries).
     """
     sign = 1.0 if direction == "similarity" else -1.0
     s, s_null = sign * np.asarray(observed, np.float64), sign * np.asarray(null, np.float64)
@@ -195,11 +209,11 @@ def summarise(observed: np.ndarray, null: np.ndarray, direction: str, ideal: flo
     with warnings.catch_warnings():  # a cell no draw defines has a NaN mean, said by NaN
         warnings.simplefilter("ignore", RuntimeWarning)
         mean, spread = np.nanmean(defined, axis=0), np.nanstd(defined, axis=0)
-    return {
-        "null_mean": sign * mean,
-        "null_std": spread,
-        "critical": sign * tau,
-        "calibrated": calibrated_score(s, tau, sign * ideal),
-        "p": (1.0 + (filled >= s[None]).sum(axis=0)) / (k + 1.0),
-        "p_family": (1.0 + (best[:, None, None] >= s[None]).sum(axis=0)) / (k + 1.0),
-    }
+    return Calibration(
+        null_mean=sign * mean,
+        null_std=spread,
+        critical=sign * tau,
+        calibrated=calibrated_score(s, tau, sign * ideal),
+        p=(1.0 + (filled >= s[None]).sum(axis=0)) / (k + 1.0),
+        p_family=(1.0 + (best[:, None, None] >= s[None]).sum(axis=0)) / (k + 1.0),
+    )

@@ -2,8 +2,8 @@
 (`align.measures.prepared`), pure: each measure's rows form (`mknn` ... `svcca`, each
 `f(px, py, k) -> float`, the `rows` of its `registry.Measure`) on the sampled rows or on rows
 re-paired by a null draw's permutation, `grid` of them over every cell, and
-`weighted_grid` on a document-bootstrap resample given by each row's multiplicity w, without
-a new sort or neighbour search (docs/measures-rows.md). The spectral measures' formulas are
+`weighted_grid` on the rows written w_r times (a document-bootstrap resample, a jackknife's
+rows left), without a new sort or neighbour search (docs/measures-rows.md). The spectral measures' formulas are
 `formulas`', shared with the sums form (`streamed`)."""
 
 from __future__ import annotations
@@ -90,9 +90,12 @@ def grid(px: dict, py: dict, forms: dict, k: int) -> dict:
     return out
 
 
-# ---- a resample by multiplicities ----------------------------------------------------------
+# ---- a recomputation by multiplicities ----------------------------------------------------------
 
-NEIGHBOUR_FORMS = ("mknn", "cknna")  # the measures `neighbour_cell` computes under weights
+# How a measure's recomputation under weights reads the prepared records (a measure's
+# `registry.Measure.reweighted`): its neighbour lists (`neighbour_cell`), or RSA's ranks under
+# the pairs' weights (`_rsa_grid`); a measure with neither is recomputed on the rows.
+BY_NEIGHBOURS, BY_RANKS = "neighbours", "ranks"
 
 
 @dataclass(frozen=True)
@@ -169,22 +172,24 @@ def neighbour_cell(dx: Drawn, dy: Drawn, w: np.ndarray, k: int, slot, measures) 
     return out
 
 
-def weighted_grid(px: dict, py: dict, measures, k: int, w: np.ndarray, scratch) -> dict:
-    """{measure: (n_source, n_target)} of mknn, cknna and rsa on the resample with
-    multiplicities w (M,) int (NaN where undefined), from the records of the sampled rows.
-    `scratch`: a `Scratch` of the call."""
-    out = {n: np.full((len(px), len(py)), np.nan) for n in measures}
-    near = [n for n in measures if n in NEIGHBOUR_FORMS]
+def weighted_grid(px: dict, py: dict, forms: dict, k: int, w: np.ndarray, scratch) -> dict:
+    """{measure: (n_source, n_target)} on the sampled rows written w_r times, multiplicities
+    w (M,) int (a bootstrap resample's, or a jackknife's 0/1; NaN where undefined), from the
+    records of the sampled rows. forms: {measure: BY_NEIGHBOURS or BY_RANKS}, how each is read
+    (`registry.reweighted`); `scratch`: a `Scratch` of the call."""
+    out = {n: np.full((len(px), len(py)), np.nan) for n in forms}
+    near = [n for n, f in forms.items() if f == BY_NEIGHBOURS]
     if near:
         _neighbour_grid(px, py, near, k, w, scratch, out)
-    if "rsa" in measures:
-        _rsa_grid(px, py, w, scratch, out["rsa"])
+    for n in (n for n, f in forms.items() if f == BY_RANKS):
+        _rsa_grid(px, py, w, scratch, out[n])
     return out
 
 
 @dataclass
 class Scratch:
-    """What a bootstrap's replicates share: the slot of neighbour entries (M·M int32 zeros),
+    """What the recomputations under weights share (a bootstrap's resamples, a jackknife's
+    groups left out): the slot of neighbour entries (M·M int32 zeros),
     the pairs' rows on the backend, the backend."""
 
     slot: np.ndarray | None
@@ -192,11 +197,12 @@ class Scratch:
     backend: Backend = CPU
 
     @classmethod
-    def of(cls, m: int, measures, backend: Backend = CPU) -> "Scratch":
-        near = any(n in NEIGHBOUR_FORMS for n in measures)
+    def of(cls, m: int, forms: dict, backend: Backend = CPU) -> "Scratch":
+        """The scratch of `weighted_grid`'s calls on M rows for `forms` (its argument)."""
+        near = BY_NEIGHBOURS in forms.values()
         slot = np.zeros(m * m, np.int32) if near else None
         pairs = None
-        if "rsa" in measures:
+        if BY_RANKS in forms.values():
             a, b = P.pair_rows(m)
             if backend.torch is not None:
                 a, b = a.astype(np.int64), b.astype(np.int64)

@@ -41,6 +41,9 @@ class Measure:
     prepares: tuple = ()  # the parts of a `prepared.Prepared` its rows form reads (PARTS)
     neighbours: int = 0  # the fewest nearest neighbours k its rows form takes (0: no k)
     min_rows: int = 1  # the fewest rows it is defined on (the unbiased HSIC's m(m − 3): 4)
+    # how a recomputation under row weights (an interval's) reads its prepared records:
+    # cells.BY_NEIGHBOURS, cells.BY_RANKS, or None (recomputed on the rows: `cells.weighted_grid`)
+    reweighted: str | None = None
 
 
 _ALL = (
@@ -121,6 +124,7 @@ _ALL = (
         rows=cells.mknn,
         prepares=("order",),
         neighbours=1,
+        reweighted=cells.BY_NEIGHBOURS,
     ),
     Measure(
         "cknna",
@@ -132,6 +136,7 @@ _ALL = (
         prepares=("order", "knn_self"),
         neighbours=2,
         min_rows=4,
+        reweighted=cells.BY_NEIGHBOURS,
     ),
     Measure(
         "rsa",
@@ -141,6 +146,7 @@ _ALL = (
         peer="rsatoolbox, calc_rdm(method='correlation') compared by Spearman",
         rows=cells.rsa,
         prepares=("ranks",),
+        reweighted=cells.BY_RANKS,
     ),
 )
 REGISTRY = {m.name: m for m in _ALL}  # in the order results and tables list them
@@ -158,6 +164,12 @@ def reading(part: str) -> tuple:
 
 NEIGHBOURS = reading("order")  # mknn, cknna: each row's nearest rows by cosine
 SPECTRAL = reading("svd")  # from the centred rows' SVD; a bootstrap resample decomposes anew
+
+
+def reweighted(names) -> dict:
+    """{name: how its recomputation under weights reads the records} of the measures of
+    `names` that are read so (`Measure.reweighted`; `cells.weighted_grid`), in their order."""
+    return {n: REGISTRY[n].reweighted for n in names if REGISTRY[n].reweighted}
 
 
 def rows_forms(names) -> dict:

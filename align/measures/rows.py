@@ -6,31 +6,34 @@ measure gets the same null (docs/measures-rows.md).
 The interface the fit calls:
 
     sample_rows(doc_of_row, n_sample, seed) -> (n_sample,) sorted indices of held-out rows
-    row_measures(xs, ys, docs, measures, *, k, draws, intervals,
-                 backend)
-        -> {measure: {"value", "low", "high", "null_mean", "null_std", "critical",
-                      "calibrated", "p", "p_family", "duplicated": (n_source, n_target),
-                      "direction": "similarity" or "distance",
-                      "null_scheme": "documents" or "rows"}}
+    row_measures(xs, ys, docs, measures, *, k, draws, intervals, interval, backend)
+        -> {measure: RowMeasure}
 
 Every measure is computed from a record of each boundary's rows (`prepared.Prepared`: its
 centred rows' SVD, its neighbour orders, its sorted distances and ranks), built once per
-boundary; a null draw permutes indices into the records (`prepared.permuted`), and a
-bootstrap resample re-reads them under its rows' multiplicities (`cells.weighted_grid`) for
-mknn, cknna and rsa; the spectral measures' resamples are decomposed afresh.
+boundary; a null draw permutes indices into the records (`prepared.permuted`). The interval
+is, by default, the delete-a-group jackknife of every other measure (`JACKKNIFE`: the
+measure recomputed without each group of documents, group = document index mod
+`streamed.MEASURE_GROUPS`, `jackknife.interval`), or, as an option, the percentile document
+bootstrap (`BOOTSTRAP`). Both are a recomputation on the sampled rows written w_r times
+(w_r 0 or 1 for the jackknife, a document's count in the resample for the bootstrap), which
+re-reads the records under the weights (`cells.weighted_grid`) for mknn, cknna and rsa; the
+spectral measures' recomputations are decomposed afresh.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from typing import NamedTuple
 
 import numpy as np
 
 from align.errors import InputError, NonFiniteError
 from align.measures import calibration, cells, nulls, prepared
-from align.measures.registry import REGISTRY, SPECTRAL, parts_of, rows_forms
+from align.measures.registry import REGISTRY, parts_of, reweighted, rows_forms
+from align.measures.streamed import MEASURE_GROUPS
 from align.ridge.backend import CPU, Backend
-from align.stats import bootstrap
+from align.stats import bootstrap, jackknife
 
 # Each row measure's direction and ideal value (what a model compared with itself scores): a
 # view of the registry's records that have a rows form, those with no sums form first.
@@ -40,6 +43,10 @@ ROW_MEASURES = {
     if m.rows
 }
 K_NEIGHBOURS = 10  # platonic-rep's default topk
+# The row measures' interval schemes (`--measure-interval`): the delete-a-group jackknife of
+# every measure (the default), or the percentile document bootstrap.
+JACKKNIFE, BOOTSTRAP = "jackknife", "bootstrap"
+INTERVALS = (JACKKNIFE, BOOTSTRAP)
 
 
 def sample_rows(doc_of_row: np.ndarray, n_sample: int, seed: int) -> np.ndarray:
@@ -389,6 +396,29 @@ def multiplicities(docs, resampling) -> np.ndarray:
     return bootstrap.multiplicity(idx, len(ids)).astype(np.int64)[:, where]
 
 
+def jackknife_weights(docs) -> tuple[np.ndarray, tuple]:
+    """The delete-a-group jackknife's recomputations as multiplicities: (weights, groups),
+    weights (G', M) int with w_r = 0 for the rows of group groups[g] in row g and 1 for every
+    other row, groups the G' groups holding sampled rows in increasing order, a row's group
+    its document index mod MEASURE_GROUPS (the streamed measures' groups, `streamed`).
+
+    Parameters
+    ----------
+    docs : array of shape (n_rows,)
+        int, the held-out document index of each sampled row.
+
+    Returns
+    -------
+    weights : array of shape (G', n_rows)
+        int64, 0 or 1.
+    groups : tuple of int
+        G' groups.
+    """
+    group = np.asarray(docs).astype(np.int64) % MEASURE_GROUPS
+    present = np.unique(group)
+    return (group[None, :] != present[:, None]).astype(np.int64), tuple(int(g) for g in present)
+
+
 def bootstrap_values(
     xs: dict, ys: dict, docs, measures, k: int, resampling, records=None, backend=CPU
 ) -> dict:
@@ -405,16 +435,28 @@ def bootstrap_values(
     return weighted_values(xs, ys, weights, measures, k, records)
 
 
+def jackknife_values(xs: dict, ys: dict, docs, measures, k: int, records=None, backend=CPU):
+    """({measure: (G', n_source, n_target)}, groups): θ_(g), each measure on the sampled rows
+    whose documents are not in group g, for each of the G' groups holding sampled rows
+    (`jackknife_weights`): `weighted_values` with 0/1 multiplicities, the rows left in their
+    order (NaN where the rows left do not define a measure)."""
+    weights, groups = jackknife_weights(docs)
+    records = records or prepare_all(xs, ys, measures, k, backend)
+    return weighted_values(xs, ys, weights, measures, k, records), groups
+
+
 def weighted_values(xs: dict, ys: dict, weights: np.ndarray, measures, k: int, records) -> dict:
-    """{measure: (len(weights), n_source, n_target)}: `bootstrap_values` of the resamples
-    whose multiplicities are the rows of weights (R, M) int, from the boundaries' records
-    (`prepare_all`); xs and ys (the sampled rows) are read only where a spectral measure is
-    asked (recomputed on each resample's rows)."""
+    """{measure: (len(weights), n_source, n_target)}: each measure on the sampled rows written
+    w_r times, for each row w of weights (R, M) int (a bootstrap resample's multiplicities,
+    `bootstrap_values`, or a jackknife's 0/1, `jackknife_values`), from the boundaries'
+    records (`prepare_all`); xs and ys (the sampled rows) are read only where a spectral
+    measure is asked (recomputed on each recomputation's rows)."""
     px, py = records
     m = np.shape(weights)[1]
-    scratch = cells.Scratch.of(m, measures, _backend_of(py) if "rsa" in measures else CPU)
-    read = [n for n in measures if n not in SPECTRAL]
-    spectral = [n for n in measures if n in SPECTRAL]
+    read = reweighted(measures)
+    ranked = cells.BY_RANKS in read.values()
+    scratch = cells.Scratch.of(m, read, _backend_of(py) if ranked else CPU)
+    spectral = [n for n in measures if n not in read]
     out = {n: np.full((len(weights), len(px), len(py)), np.nan) for n in measures}
     for q, w in enumerate(weights):
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -433,11 +475,56 @@ def weighted_values(xs: dict, ys: dict, weights: np.ndarray, measures, k: int, r
 class Draws(NamedTuple):
     """What `row_measures` draws at random: the permutation null's K draws of the target's
     documents and their seed (`calibration.draw_permutations`), and the document bootstrap's
-    resamples (`align.stats.bootstrap.Resampling`)."""
+    resamples (`align.stats.bootstrap.Resampling`, read under `BOOTSTRAP` alone)."""
 
     permutations: int
     seed: int
     resampling: object
+
+
+@dataclass(frozen=True, eq=False)
+class RowMeasure:
+    """One measure of `row_measures`' answer: every field over the grid, an array of shape
+    (n_source, n_target) (or, `cell`, one pair's float), but the strings and `left_out`.
+
+    value: the measure on the M sampled rows; low, high: its 95% interval (NaN without one);
+    null_mean, null_std, critical, calibrated, p, p_family: `calibration.Calibration` of its
+    permutation null; duplicated: the fraction of the sampled rows with an exact copy at
+    either boundary (`duplicated_rows`); direction: "similarity" or "distance"; null_scheme:
+    "documents" or "rows" (`calibration.draw_permutations`); interval: JACKKNIFE, BOOTSTRAP or
+    None (no interval); left_out: θ_(g), the measure without group groups[g]'s rows, of
+    shape (G', n_source, n_target) ((G',) for a cell), under JACKKNIFE alone (else None);
+    groups: the G' groups of held-out documents (document index mod MEASURE_GROUPS) holding
+    sampled rows."""
+
+    value: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    null_mean: np.ndarray
+    null_std: np.ndarray
+    critical: np.ndarray
+    calibrated: np.ndarray
+    p: np.ndarray
+    p_family: np.ndarray
+    duplicated: np.ndarray
+    direction: str
+    null_scheme: str
+    interval: str | None = None
+    left_out: np.ndarray | None = None
+    groups: tuple | None = None
+
+    def cell(self, a: int, b: int) -> "RowMeasure":
+        """The record of the pair in row a, column b of the grid: floats, left_out (G',)."""
+        out = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name == "left_out":
+                out[f.name] = None if v is None else np.asarray(v, np.float64)[:, a, b]
+            elif isinstance(v, np.ndarray):
+                out[f.name] = float(v[a, b])
+            else:
+                out[f.name] = v
+        return RowMeasure(**out)
 
 
 def row_measures(
@@ -449,30 +536,34 @@ def row_measures(
     k: int = K_NEIGHBOURS,
     draws: Draws,
     intervals: tuple | None = None,
+    interval: str = JACKKNIFE,
     backend: Backend = CPU,
 ) -> dict:
     """Every measure of `measures` for every (source, target) boundary pair on the M sampled
-    rows, with its document-bootstrap interval and its permutation null:
-
-        {measure: {"value", "low", "high", "null_mean", "null_std", "critical",
-                   "calibrated", "p", "p_family", "duplicated": (n_source, n_target),
-                   "direction": "similarity" | "distance",
-                   "null_scheme": "documents" | "rows"}}
+    rows, with its interval and its permutation null: {measure: RowMeasure}.
 
     value: the measure (`mknn`, `cknna`, `rsa`, `cka`, `cka_debiased`, `procrustes`, `cca`,
-    `svcca`); low, high: the 2.5 and 97.5 percentiles over `bootstrap_values`
-    (bootstrap.percentile_interval), NaN for a measure not in `intervals`; the rest:
+    `svcca`); low, high, NaN for a measure not in `intervals`: under JACKKNIFE the 95%
+    delete-a-group jackknife t interval `jackknife.interval` of the value and its G'
+    recomputations without each group of documents (`jackknife_values`), clipped to the
+    measure's range (`registry.Measure.range`); under BOOTSTRAP the 2.5 and 97.5 percentiles
+    over `bootstrap_values` (bootstrap.percentile_interval); the null's fields:
     calibration.summarise over `null_values` with calibration.draw_permutations(docs,
-    permutations, seed); duplicated: the fraction of the sampled rows that have an exact
-    copy among the others at the source boundary or at the target one (`duplicated_rows`:
-    where it is large, ties decide mknn, cknna and rsa).
+    permutations, seed); duplicated: `duplicated_rows` (where it is large, ties decide mknn,
+    cknna and rsa).
 
     xs: {source boundary: (n_rows, d_source)}; ys: {target boundary: (n_rows, d_target)},
-    row r of each from one token; docs: (n_rows,) int, each row's document; measures: names
-    in ROW_MEASURES; k: the neighbours of mknn and cknna; draws: the null's K permutations,
-    their seed and the bootstrap's resampling (`Draws`); intervals: the
-    measures that get the bootstrap (None: all); backend: where the cosines, the
-    distances, their sorts and RSA's null and resamples run (the fit's device)."""
+    row r of each from one token; docs: (n_rows,) int, each row's held-out document index;
+    measures: names in ROW_MEASURES; k: the neighbours of mknn and cknna; draws: the null's K
+    permutations, their seed and the bootstrap's resampling (`Draws`); intervals: the
+    measures that get an interval (None: all); interval: JACKKNIFE or BOOTSTRAP; backend:
+    where the cosines, the distances, their sorts and RSA's null and recomputations run (the
+    fit's device)."""
+    if interval not in INTERVALS:
+        raise InputError(
+            f"`measure_interval` {interval!r}: give {' or '.join(INTERVALS)} (the row "
+            "measures' interval scheme)"
+        )
     measures = tuple(measures)
     intervals = measures if intervals is None else tuple(n for n in measures if n in intervals)
     xs, ys, docs = checked_rows(xs, ys, docs, measures, k)
@@ -480,10 +571,25 @@ def row_measures(
     value = observed_values(xs, ys, measures, k, records)
     perms, scheme = calibration.draw_permutations(docs, draws.permutations, draws.seed)
     null = null_values(xs, ys, perms, measures, k, records)
-    resampled = {}
-    if intervals:
-        resampled = bootstrap_values(xs, ys, docs, intervals, k, draws.resampling, records)
-    return summarised(measures, value, null, resampled, duplicated_rows(xs, ys), scheme)
+    recomputed = Recomputed(interval if intervals else None, {}, None)
+    if intervals and interval == JACKKNIFE:
+        values, groups = jackknife_values(xs, ys, docs, intervals, k, records)
+        recomputed = Recomputed(JACKKNIFE, values, groups)
+    elif intervals:
+        values = bootstrap_values(xs, ys, docs, intervals, k, draws.resampling, records)
+        recomputed = Recomputed(BOOTSTRAP, values, None)
+    return summarised(measures, value, null, recomputed, duplicated_rows(xs, ys), scheme)
+
+
+class Recomputed(NamedTuple):
+    """The recomputations behind the row measures' intervals: the scheme (JACKKNIFE,
+    BOOTSTRAP, or None: no interval), {measure: (R, n_source, n_target)} (the measures with an
+    interval; R = G' jackknife groups or the bootstrap's resamples) and, under JACKKNIFE, the
+    G' groups left out in turn (else None)."""
+
+    scheme: str | None
+    values: dict
+    groups: tuple | None
 
 
 def checked_rows(xs: dict, ys: dict, docs, measures, k: int) -> tuple:
@@ -508,22 +614,47 @@ def checked_rows(xs: dict, ys: dict, docs, measures, k: int) -> tuple:
     return xs, ys, docs
 
 
-def summarised(measures, value: dict, null: dict, resampled: dict, copies, scheme: str) -> dict:
-    """`row_measures`' answer from its parts: value {measure: (n_source, n_target)}, null
-    {measure: (K, n_source, n_target)}, resampled {measure: (R, n_source, n_target)} (the
-    measures with an interval), copies (`duplicated_rows`) and the null's scheme."""
+def summarised(
+    measures, value: dict, null: dict, recomputed: Recomputed, copies, scheme: str
+) -> dict:
+    """`row_measures`' answer, {measure: RowMeasure}, from its parts: value {measure:
+    (n_source, n_target)}, null {measure: (K, n_source, n_target)}, the recomputations of the
+    measures with an interval (`Recomputed`), copies (`duplicated_rows`) and the null's
+    scheme."""
     out = {}
     for n in measures:
         direction, ideal = ROW_MEASURES[n]
-        low, high = (
-            bootstrap.percentile_interval(resampled[n])
-            if n in resampled
-            else (np.full(value[n].shape, np.nan),) * 2
+        nan = np.full(value[n].shape, np.nan)
+        low, high, left, how = nan, nan, None, None
+        if n in recomputed.values and recomputed.scheme == JACKKNIFE:
+            left, how = recomputed.values[n], JACKKNIFE
+            low, high = jackknife_grid(value[n], left, REGISTRY[n].range)
+        elif n in recomputed.values:
+            low, high = bootstrap.percentile_interval(recomputed.values[n])
+            how = BOOTSTRAP
+        out[n] = RowMeasure(
+            value[n],
+            low,
+            high,
+            **calibration.summarise(value[n], null[n], direction, ideal)._asdict(),
+            duplicated=copies,
+            direction=direction,
+            null_scheme=scheme,
+            interval=how,
+            left_out=left,
+            groups=recomputed.groups if left is not None else None,
         )
-        out[n] = {"value": value[n], "low": low, "high": high, "duplicated": copies}
-        out[n].update(calibration.summarise(value[n], null[n], direction, ideal))
-        out[n].update(direction=direction, null_scheme=scheme)
     return out
+
+
+def jackknife_grid(value: np.ndarray, left_out: np.ndarray, bounds: tuple) -> tuple:
+    """(low, high), each (n_source, n_target): `jackknife.interval` of every cell's value
+    (value (n_source, n_target)) and recomputations (left_out (G', n_source, n_target)),
+    clipped to `bounds`."""
+    low, high = np.empty(value.shape), np.empty(value.shape)
+    for a, b in np.ndindex(value.shape):
+        low[a, b], high[a, b] = jackknife.interval(value[a, b], left_out[:, a, b], bounds)
+    return low, high
 
 
 def duplicated_rows(xs: dict, ys: dict) -> np.ndarray:

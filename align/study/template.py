@@ -58,6 +58,7 @@ seed = 0
 # alphas = [0.001, 0.01, 0.1]
 bootstrap = 1000             # document resamples of every interval (0: none for the fits)
 bootstrap_seed = 0
+# measure_interval = "bootstrap"  # mknn, cknna, rsa: the percentile bootstrap, not the jackknife of every measure
 
 [controls]
 random_init = []             # models whose untrained twin is also extracted and fitted as a target

@@ -35,6 +35,7 @@ EXAMPLES = {
     "save_maps": (None, "true"),
     "bootstrap": ("200", "200"),
     "bootstrap_seed": ("5", "5"),
+    "measure_interval": ("bootstrap", '"bootstrap"'),
     "convergence": (None, "true"),
     "pairing": ("tokens", '"tokens"'),
     "min_coverage": ("0.5", "0.5"),

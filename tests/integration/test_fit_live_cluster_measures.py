@@ -95,7 +95,9 @@ def test_every_measure_array_on_the_cluster_equals_one_process(both):
         for m in (*STREAMED, "procrustes-heldout", "mknn", "rsa")
         for f in FIELDS
         if not (f == "_sampled" and m in ("mknn", "rsa"))
-    } | {f"{m.replace('-', '_')}_left_out" for m in (*STREAMED, "procrustes-heldout")}
+    } | {
+        f"{m.replace('-', '_')}_left_out" for m in (*STREAMED, "procrustes-heldout", "mknn", "rsa")
+    }
     assert set(names) == want == set(_measure_arrays(on))
     for v in names:
         assert np.isfinite(one[v].values).all(), v

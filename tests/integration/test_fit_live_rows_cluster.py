@@ -1,5 +1,5 @@
 """`align fit --live --scheduler ADDRESS` with the row measures: after the passes, their
-preparation, values, null and bootstrap run as tasks of the cluster's workers
+preparation, values, null and interval run as tasks of the cluster's workers
 (align.fitting.measuring.rows_tasks, as the store route's `--workers` runs them:
 tests/integration/test_fit_rows_cluster.py), on a local cluster of two worker processes; every
 array of mknn, cknna and rsa and every calibration array of cka equals the one-process
@@ -31,7 +31,7 @@ SPEC = dict(
 )
 ROW_FIELDS = ("", "_low", "_high", "_null_mean", "_null_std", "_calibrated", "_p", "_p_family")
 CKA_FIELDS = ("_sampled", "_null_mean", "_null_std", "_p", "_p_family")
-ROW_TASKS = ("row-prepare", "row-values", "row-null", "row-bootstrap")
+ROW_TASKS = ("row-prepare", "row-values", "row-null", "row-interval")
 
 
 @pytest.mark.slow  # two live fits, one on a cluster of two worker processes: 2.5 min on 2 loaded cores

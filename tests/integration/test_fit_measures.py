@@ -304,6 +304,7 @@ def test_jackknife_interval_equals_the_textbook_on_the_rows_without_each_group(
     option = ds.attrs["options"]["measure_interval"]
     assert option["method"] == "delete-a-group jackknife, t interval"
     assert option["min_groups"] == 3 and option["level"] == 0.95
+    assert option["row_measures"] == "jackknife"
     assert "jackknife" in ds["cka_low"].attrs["description"]
     other = _fit(S, T, None, FitSpec(bootstrap=200, bootstrap_seed=9, **kw))
     for name in STREAMED:
@@ -313,7 +314,7 @@ def test_jackknife_interval_equals_the_textbook_on_the_rows_without_each_group(
     plain = _fit(S, T, None, FitSpec(bootstrap=0, **kw))
     assert (
         np.all(np.isnan(plain["cka_low"].values))
-        and "measure_interval" not in plain.attrs["options"]
+        and plain.attrs["options"]["measure_interval"] == "jackknife"  # the option, no interval
     )
     assert "interval" not in plain.attrs["summary"]["measures"]
 
@@ -498,10 +499,16 @@ def _bytes(text: str) -> float:
     return float(value.replace(",", "")) * 1024 ** ("KMG".index(unit[0]) + 1)
 
 
+def _rounding(text: str) -> float:
+    """Bytes "16.2 MiB" may be off by, written with one decimal: half a tenth of its unit."""
+    return 0.05 * 1024 ** ("KMG".index(text.split()[1][0]) + 1)
+
+
 def test_measures_all_runs_as_typed_and_marks_the_copied_rows(fit_pair, cli, tmp_path):
     """`align fit S T -o R --measures all` with no other option runs: its first plan line says
-    what it computes and the bytes it holds for them (the row measures with their default 99 permutations and 1,000-resample
-    bootstrap); the result holds the row measures' values, intervals and calibration, the tie
+    what it computes and the bytes it holds for them (the row measures with their default 99
+    permutations and the jackknife's 10 recomputations); the result holds the row measures'
+    values, intervals and calibration, the tie
     rule, and each cell's fraction of sampled rows with an exact copy, against a count on the
     store's own rows (numpy.unique); `align info` shows the cells mostly of copies."""
     S, T = fit_pair
@@ -510,24 +517,31 @@ def test_measures_all_runs_as_typed_and_marks_the_copied_rows(fit_pair, cli, tmp
     assert code == 0, err
     plan = [line for line in err.splitlines() if line.startswith("align fit:")]
     assert plan[0].startswith("align fit: measures: ridge, cka, cka-debiased"), plan[0]
-    for words in ("mknn, cknna, rsa on the", "1,000-resample", "against 99 permutations"):
+    for words in ("mknn, cknna, rsa on the", "jackknife interval (10", "against 99 permutations"):
         assert words in plan[0], (words, plan[0])
     # its cost: the bytes the sampled rows and `row_measures` hold, the two amounts the
     # `sampled rows` plan line names, added (human_bytes: KiB/MiB with one decimal)
     rows_line = next(line for line in plan if line.startswith("align fit: sampled rows:"))
-    held = [_bytes(a) for a in re.findall(r"([\d.,]+ [KMG]iB)", rows_line)]
+    amounts = re.findall(r"([\d.,]+ [KMG]iB)", rows_line)
+    held = [_bytes(a) for a in amounts]
     assert len(held) == 2, rows_line
     said = re.search(r"the sampled rows and row measures hold ([\d.,]+ [KMG]iB), ", plan[0])
-    assert said and abs(_bytes(said[1]) - sum(held)) <= 0.002 * sum(held), plan[0]
+    off = sum(_rounding(a) for a in (*amounts, said[1] if said else "0 KiB"))
+    assert said and abs(_bytes(said[1]) - sum(held)) <= off, plan[0]
     assert plan[0].endswith("--dry-run times the seconds"), plan[0]
     ds = xr.open_zarr(out)
     sample = ds.attrs["options"]["sampled_rows"]
     assert sample["permutations"] == 99 and "average rank" in sample["ties"]
     # the rows' bytes by hand: float32 rows of 3 source boundaries of d 64, 5 target of d 96
     assert abs(held[0] - 4 * sample["rows"] * (3 * 64 + 5 * 96)) <= 0.002 * held[0], rows_line
+    groups = ds["measure_group"].values
     for n in ("mknn", "cknna", "rsa"):
-        for end in ("", "_low", "_high", "_p", "_calibrated"):
+        for end in ("", "_p", "_calibrated", "_left_out"):
             assert np.isfinite(ds[n + end].values).all(), n + end
+        # the jackknife's interval, as every measure's: NaN with fewer than 3 groups of
+        # held-out documents holding rows (the default split holds out few of 12 documents)
+        bounds = np.stack([ds[n + "_low"].values, ds[n + "_high"].values])
+        assert np.isfinite(bounds).all() == (len(groups) >= 3), (n, groups)
     X, doc, pos = _read(S)
     Y, *_ = _read(T)
     held = np.flatnonzero(_heldout(ds, doc, pos))

@@ -38,7 +38,7 @@ def test_row_measures_on_the_workers_equal_the_fit_in_this_process(fit_pair):
     quiet = dict(log=lambda m: None, spec=SPEC)
     here = align.fit(S, T, None, run=Execution(scheduler="synchronous"), **quiet)
     there = align.fit(S, T, None, run=Execution(n_workers=2, memory_limit="3GB"), **quiet)
-    for kind in ("row-prepare", "row-values", "row-null", "row-bootstrap"):
+    for kind in ("row-prepare", "row-values", "row-null", "row-interval"):
         assert there.task_seconds.get(kind, 0) > 0, (kind, there.task_seconds)
     assert len(there.workers) == 2, there.workers
     a, b = here.dataset, there.dataset

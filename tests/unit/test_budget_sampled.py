@@ -32,8 +32,10 @@ def test_sample_bytes_is_m_times_widths_times_8():
     + [(ALL, ("mknn", "cknna", "rsa"))],
 )
 def test_working_memory_bounds_tracemalloc_peak_within_2x(measures, spectral):
-    """row_measures with every measure bootstrapped (intervals None), and as a fit asks it
-    (only mknn, cknna and rsa): the plan bounds tracemalloc's peak within 2x."""
+    """row_measures with every measure bootstrapped (intervals None, `--measure-interval
+    bootstrap`, the larger of the two schemes' working memory: a resample holds more rows
+    than the sample), and as a fit asks it (only mknn, cknna and rsa): the plan bounds
+    tracemalloc's peak within 2x."""
     m, k = 160, 5
     rng = np.random.default_rng(0)
     xs = {i: rng.standard_normal((m, 24)) for i in range(2)}
@@ -45,7 +47,14 @@ def test_working_memory_bounds_tracemalloc_peak_within_2x(measures, spectral):
 
     def run():
         rows.row_measures(
-            xs, ys, docs, measures, k=k, draws=rows.Draws(2, 0, res), intervals=spectral
+            xs,
+            ys,
+            docs,
+            measures,
+            k=k,
+            draws=rows.Draws(2, 0, res),
+            intervals=spectral,
+            interval="bootstrap",
         )
 
     run()  # the imports (scipy's rankdata) before the measured run

@@ -21,23 +21,23 @@ def test_hand_worked_similarity_and_distance():
     null = np.stack([np.arange(1, 10) / 10, np.arange(2, 11) / 10], axis=1)[:, None, :]
     observed = np.array([[0.95, 0.5]])
     got = summarise(observed, null, "similarity", 1.0)
-    np.testing.assert_allclose(got["critical"], [[0.95, 1.0]])
-    np.testing.assert_allclose(got["calibrated"], [[0.0, 0.0]])
-    np.testing.assert_allclose(got["p"], [[0.1, 0.7]])
-    np.testing.assert_allclose(got["p_family"], [[0.2, 0.7]])
-    np.testing.assert_allclose(got["null_mean"], [[0.5, 0.6]])
-    np.testing.assert_allclose(got["null_std"], [[np.std(np.arange(1, 10) / 10)] * 2])
+    np.testing.assert_allclose(got.critical, [[0.95, 1.0]])
+    np.testing.assert_allclose(got.calibrated, [[0.0, 0.0]])
+    np.testing.assert_allclose(got.p, [[0.1, 0.7]])
+    np.testing.assert_allclose(got.p_family, [[0.2, 0.7]])
+    np.testing.assert_allclose(got.null_mean, [[0.5, 0.6]])
+    np.testing.assert_allclose(got.null_std, [[np.std(np.arange(1, 10) / 10)] * 2])
     # K = 39: τ is the 38th smallest of 40; observed 0.9 beats a null of 0.01..0.39:
     # τ = 0.38, calibrated (0.9 − 0.38)/(1 − 0.38)
     null = (np.arange(1, 40) / 100)[:, None, None]
     got = summarise(np.array([[0.9]]), null, "similarity", 1.0)
-    np.testing.assert_allclose(got["calibrated"], [[(0.9 - 0.38) / (1 - 0.38)]], rtol=1e-12)
+    np.testing.assert_allclose(got.calibrated, [[(0.9 - 0.38) / (1 - 0.38)]], rtol=1e-12)
     # a distance: read as −d against the ideal 0; d = 0.1 against a null 1.01..1.39
     got = summarise(np.array([[0.1]]), 1 + null, "distance", 0.0)
-    np.testing.assert_allclose(got["critical"], [[1.02]])
-    np.testing.assert_allclose(got["calibrated"], [[(1.02 - 0.1) / 1.02]], rtol=1e-12)
-    np.testing.assert_allclose(got["p"], [[1 / 40]])
-    np.testing.assert_allclose(got["null_mean"], [[1.2]])
+    np.testing.assert_allclose(got.critical, [[1.02]])
+    np.testing.assert_allclose(got.calibrated, [[(1.02 - 0.1) / 1.02]], rtol=1e-12)
+    np.testing.assert_allclose(got.p, [[1 / 40]])
+    np.testing.assert_allclose(got.null_mean, [[1.2]])
 
 
 def test_permutations_move_whole_documents():
@@ -129,8 +129,8 @@ def test_independent_rows_calibrate_near_zero_with_uniform_p_values():
 
     out = independent_summaries(range(200), (1, 1), tuple(ROW_MEASURES))
     for n, summaries in out.items():
-        p = np.array([s["p"][0, 0] for s in summaries])
-        cal = np.array([s["calibrated"][0, 0] for s in summaries])
+        p = np.array([s.p[0, 0] for s in summaries])
+        cal = np.array([s.calibrated[0, 0] for s in summaries])
         assert abs(np.mean(p <= 0.25) - 0.25) <= 0.1, (n, np.mean(p <= 0.25))
         assert abs(np.mean(p <= 0.5) - 0.5) <= 0.1, (n, np.mean(p <= 0.5))
         assert np.mean(cal > 0) <= 0.12 and cal.mean() < 0.05, (n, np.mean(cal > 0), cal.mean())
@@ -142,8 +142,8 @@ def test_family_correction_holds_its_level_over_a_grid():
     ≤ 0.25 in far more (≥ 45%): the depth confound the correction removes."""
     out = independent_summaries(range(150), (3, 3), ("cka", "mknn"))
     for n, summaries in out.items():
-        family = np.array([s["p_family"].min() for s in summaries])
-        plain = np.array([s["p"].min() for s in summaries])
+        family = np.array([s.p_family.min() for s in summaries])
+        plain = np.array([s.p.min() for s in summaries])
         assert abs(np.mean(family <= 0.25) - 0.25) <= 0.12, (n, np.mean(family <= 0.25))
         assert np.mean(plain <= 0.25) >= 0.45, (n, np.mean(plain <= 0.25))
 

@@ -131,14 +131,15 @@ def test_weighted_rsa_scaled_ranks_equal_spearman_of_the_resampled_rows():
     doc = np.repeat(np.arange(20), 2)
     jackknife = (doc[None, :] % 10 != np.arange(10)[:, None]).astype(np.int64)
     boot = np.random.default_rng(3).integers(0, 4, size=(3, len(doc)))
+    forms = {"rsa": cells.BY_RANKS}  # how rsa is read under weights (its registry record)
     for w in (*jackknife, *boot):
-        got = cells.weighted_grid(*records, ("rsa",), 3, w, cells.Scratch.of(len(w), ("rsa",)))
+        got = cells.weighted_grid(*records, forms, 3, w, cells.Scratch.of(len(w), forms))
         for a, x in xs.items():
             for b, y in ys.items():
                 assert abs(got["rsa"][a, b] - reference_weighted(x, y, w)) <= TOL
         p, q = records[1][0], torch_records[1][0]
         s, total = prepared.ranks_scaled(p, w)
-        scratch = cells.Scratch.of(len(w), ("rsa",), device_backend())
+        scratch = cells.Scratch.of(len(w), forms, device_backend())
         wd = scratch.backend.put(w)
         omega = wd[scratch.pairs[0]] * wd[scratch.pairs[1]]
         st, total_t = prepared.ranks_scaled(q, w, omega)

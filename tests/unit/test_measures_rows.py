@@ -247,13 +247,13 @@ def test_row_measures_of_a_model_against_itself_and_its_rotation():
     )
     for name, (direction, ideal) in ROW_MEASURES.items():
         res = out[name]
-        assert res["direction"] == direction and res["null_scheme"] == "documents"
+        assert res.direction == direction and res.null_scheme == "documents"
         tol = 1e-5 if name in ("cca", "procrustes") else TOL
-        np.testing.assert_allclose(np.diag(res["value"]), ideal, atol=tol, err_msg=name)
-        off = res["value"][[0, 1], [1, 0]]
+        np.testing.assert_allclose(np.diag(res.value), ideal, atol=tol, err_msg=name)
+        off = res.value[[0, 1], [1, 0]]
         assert np.all(np.abs(off - ideal) > 0.05), (name, off)
-        np.testing.assert_allclose(np.diag(res["p"]), 1 / 20, err_msg=name)
-        np.testing.assert_allclose(np.diag(res["calibrated"]), 1.0, atol=tol, err_msg=name)
+        np.testing.assert_allclose(np.diag(res.p), 1 / 20, err_msg=name)
+        np.testing.assert_allclose(np.diag(res.calibrated), 1.0, atol=tol, err_msg=name)
 
 
 # ---- the document bootstrap against a plain loop ----------------------------------------
@@ -279,6 +279,7 @@ def test_bootstrap_interval_equals_a_plain_loop_over_resampled_documents():
         tuple(ROW_MEASURES),
         k=4,
         draws=Draws(5, 0, Resampling(100, 7)),
+        interval="bootstrap",
     )
     ids = np.unique(docs)
     idx = np.random.default_rng(7).integers(0, len(ids), size=(100, len(ids)))
@@ -293,8 +294,8 @@ def test_bootstrap_interval_equals_a_plain_loop_over_resampled_documents():
                     loop[n].append(ref(x[origin], target[origin], None))
         for n in ROW_MEASURES:
             low, high = np.percentile(loop[n], [2.5, 97.5])
-            assert abs(out[n]["low"][0, j] - low) <= TOL, (n, j)
-            assert abs(out[n]["high"][0, j] - high) <= TOL, (n, j)
+            assert abs(out[n].low[0, j] - low) <= TOL, (n, j)
+            assert abs(out[n].high[0, j] - high) <= TOL, (n, j)
 
 
 # ---- sampling and refusals ----------------------------------------------------------------
@@ -446,8 +447,9 @@ def test_a_resample_that_leaves_a_rows_nearest_out_reads_its_whole_order():
         deep = [r for r in np.flatnonzero(w) if (w[order[r, : 4 * k + 8]] > 0).sum() < k]
         parts = ("order", "knn_self")
         px, py = P.prepare(x, parts, k), P.prepare(y, parts, k)
-        scratch = cells.Scratch.of(len(x), ("mknn", "cknna"))
-        got = cells.weighted_grid({0: px}, {0: py}, ("mknn", "cknna"), k, w, scratch)
+        forms = dict.fromkeys(("mknn", "cknna"), cells.BY_NEIGHBOURS)
+        scratch = cells.Scratch.of(len(x), forms)
+        got = cells.weighted_grid({0: px}, {0: py}, forms, k, w, scratch)
         origin = np.repeat(np.arange(len(x)), w)
         assert abs(got["mknn"][0, 0] - ref_mknn(x, y, k, origin)) <= NEAR_TOL, trial
         assert abs(got["cknna"][0, 0] - ref_cknna(x, y, k, origin)) <= NEAR_TOL, trial
@@ -501,13 +503,15 @@ def test_row_measures_on_torch_as_a_gpu_runs_them_equal_numpy():
     other[[5, 9]] = other[1]
     xs, ys = {0: x, 2: other}, {1: y, 3: np.abs(y)}
     docs = np.repeat(np.arange(11), 4)
-    kw = dict(k=3, draws=Draws(9, 1, Resampling(100, 2)))
     names = ("mknn", "cknna", "rsa", "cka")
-    cpu = row_measures(xs, ys, docs, names, **kw)
-    dev = row_measures(xs, ys, docs, names, **kw, backend=device_backend())
-    for n in names:
-        for f in ("value", "low", "high", "null_mean", "null_std", "p", "p_family"):
-            np.testing.assert_allclose(dev[n][f], cpu[n][f], rtol=1e-12, atol=1e-12, err_msg=n + f)
+    for interval in ("jackknife", "bootstrap"):
+        kw = dict(k=3, draws=Draws(9, 1, Resampling(100, 2)), interval=interval)
+        cpu = row_measures(xs, ys, docs, names, **kw)
+        dev = row_measures(xs, ys, docs, names, **kw, backend=device_backend())
+        for n in names:
+            for f in ("value", "low", "high", "null_mean", "null_std", "p", "p_family"):
+                got, want = getattr(dev[n], f), getattr(cpu[n], f)
+                np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=n + f)
 
 
 def test_duplicated_rows_counts_rows_with_an_exact_copy_on_either_side():

@@ -15,6 +15,7 @@ import pytest
 
 FIELDS = ("value", "low", "high", "null_mean", "null_std", "critical", "calibrated", "p")
 FIELDS += ("p_family", "duplicated")
+INTERVALS = ("jackknife", "bootstrap")
 TOL = 1e-12
 
 
@@ -44,11 +45,12 @@ def _runner(chunks, use_torch=False, seen=None):
     return Runner(run, partial(Backend, "cpu", use_torch=use_torch or None), chunks, 1)
 
 
+@pytest.mark.parametrize("interval", INTERVALS)
 @pytest.mark.parametrize("chunks", [1, 3, 200])
-def test_every_field_equals_row_measures_in_this_process(chunks):
+def test_every_field_equals_row_measures_in_this_process(chunks, interval):
     """All eight measures, the interval on every one (the spectral ones recomputed on each
-    resample's rows inside the tasks), 13 draws and 100 resamples cut into `chunks` tasks
-    (more chunks than draws too)."""
+    recomputation's rows inside the tasks), 13 draws and the jackknife's 10 groups or 100
+    resamples cut into `chunks` tasks (more chunks than draws too)."""
     from align.fitting.measuring.rows_tasks import row_measures_tasks
     from align.measures.rows import ROW_MEASURES, Draws, row_measures
     from align.stats.bootstrap import Resampling
@@ -56,17 +58,24 @@ def test_every_field_equals_row_measures_in_this_process(chunks):
     xs, ys, docs = _grid(1)
     names = tuple(ROW_MEASURES)
     draws = Draws(13, 5, Resampling(100, 2))
-    want = row_measures(xs, ys, docs, names, k=3, draws=draws)
-    got = row_measures_tasks(_runner(chunks), xs, ys, docs, names, k=3, draws=draws)
+    kw = dict(k=3, draws=draws, interval=interval)
+    want = row_measures(xs, ys, docs, names, **kw)
+    got = row_measures_tasks(_runner(chunks), xs, ys, docs, names, **kw)
     assert set(got) == set(want)
     for n in names:
-        assert got[n]["direction"] == want[n]["direction"]
-        assert got[n]["null_scheme"] == want[n]["null_scheme"]
-        for f in FIELDS:
+        for f in ("direction", "null_scheme", "interval", "groups"):
+            assert getattr(got[n], f) == getattr(want[n], f), (n, f)
+        assert got[n].interval == interval
+        for f in (*FIELDS, "left_out") if interval == "jackknife" else FIELDS:
             np.testing.assert_allclose(
-                got[n][f], want[n][f], rtol=TOL, atol=TOL, equal_nan=True, err_msg=f"{n} {f}"
+                getattr(got[n], f),
+                getattr(want[n], f),
+                rtol=TOL,
+                atol=TOL,
+                equal_nan=True,
+                err_msg=f"{n} {f}",
             )
-        assert np.isfinite(got[n]["low"]).all()
+        assert np.isfinite(got[n].low).all()
 
 
 def test_torch_backend_and_intervals_on_some_measures_equal_row_measures():
@@ -79,20 +88,27 @@ def test_torch_backend_and_intervals_on_some_measures_equal_row_measures():
 
     xs, ys, docs = _grid(2)
     names, intervals = ("mknn", "cknna", "rsa", "cka"), ("mknn", "cknna", "rsa")
-    kw = dict(k=4, draws=Draws(9, 1, Resampling(100, 0)), intervals=intervals)
-    want = row_measures(xs, ys, docs, names, **kw, backend=Backend("cpu", use_torch=True))
-    got = row_measures_tasks(_runner(2, use_torch=True), xs, ys, docs, names, **kw)
-    for n in names:
-        for f in FIELDS:
-            np.testing.assert_allclose(
-                got[n][f], want[n][f], rtol=TOL, atol=TOL, equal_nan=True, err_msg=f"{n} {f}"
-            )
-    assert np.isnan(got["cka"]["low"]).all()
+    for interval in INTERVALS:
+        draws = Draws(9, 1, Resampling(100, 0))
+        kw = dict(k=4, draws=draws, intervals=intervals, interval=interval)
+        want = row_measures(xs, ys, docs, names, **kw, backend=Backend("cpu", use_torch=True))
+        got = row_measures_tasks(_runner(2, use_torch=True), xs, ys, docs, names, **kw)
+        for n in names:
+            for f in FIELDS:
+                np.testing.assert_allclose(
+                    getattr(got[n], f),
+                    getattr(want[n], f),
+                    rtol=TOL,
+                    atol=TOL,
+                    equal_nan=True,
+                    err_msg=f"{n} {f} {interval}",
+                )
+        assert np.isnan(got["cka"].low).all() and got["cka"].interval is None
 
 
 def test_the_graph_prepares_each_boundary_once_and_reads_each_cell_once():
-    """5 boundaries: 5 preparations; 2 × 3 cells: 6 values tasks; the draws and resamples in
-    `chunks` tasks each; one task gathers them."""
+    """5 boundaries: 5 preparations; 2 × 3 cells: 6 values tasks; the draws and the
+    jackknife's recomputations in `chunks` tasks each; one task gathers them."""
     from align.fitting.measuring.rows_tasks import row_measures_tasks
     from align.measures.rows import Draws
     from align.stats.bootstrap import Resampling
@@ -106,7 +122,7 @@ def test_the_graph_prepares_each_boundary_once_and_reads_each_cell_once():
         "row-prepare": 5,
         "row-values": 6,
         "row-null": 4,
-        "row-bootstrap": 4,
+        "row-interval": 4,
         "row-measures": 1,
     }
 

@@ -44,15 +44,66 @@ def interval_scheme(present: int) -> str:
     return SCHEME.format(G=streamed.MEASURE_GROUPS, present=present, least=jackknife.MIN_GROUPS)
 
 
-def interval_option() -> dict:
-    """What the streamed measures' interval is, for the result's attrs["options"]
-    ("measure_interval"): the method, the groups, the fewest groups it needs, its level."""
+ROW_SCHEMES = {
+    "jackknife": "delete-a-group jackknife over groups g = heldout_doc index mod {G} ({present} "
+    "of them holding sampled rows, G'): theta_(g) the measure recomputed on the sampled rows of "
+    "every group but g; se^2 = (G'-1)/G' * sum_g (theta_(g) - mean_g theta_(g))^2; 95% interval "
+    "theta +- t_(0.975, G'-1) * se (scipy.stats.t), clipped to the measure's range; NaN with "
+    "fewer than {least} groups holding sampled rows",
+    "bootstrap": "percentile document bootstrap over {resamples} resamples of the sampled rows' "
+    "documents: the 2.5 and 97.5 percentiles of the measure recomputed on the sampled rows, "
+    "each as often as its document was drawn",
+}
+
+
+def row_interval_schemes(first, options: dict | None) -> dict:
+    """{measure: its interval's scheme in words} of the row measures of one pair's
+    `PairResult.sampled` that carry an interval (`rows.RowMeasure.interval`); `options`: the
+    result's recorded options (the bootstrap's resample count, its sample's record)."""
+    resamples = ((options or {}).get("sampled_rows") or {}).get("bootstrap_resamples")
+    out = {}
+    for n, m in (first.sampled or {}).items():
+        if m.interval is None or n in (first.measures or {}):
+            continue
+        out[n] = ROW_SCHEMES[m.interval].format(
+            G=streamed.MEASURE_GROUPS,
+            present=len(m.groups or ()),
+            least=jackknife.MIN_GROUPS,
+            resamples=f"{resamples:,}" if resamples else "its",
+        )
+    return out
+
+
+def interval_option(options: dict | None = None) -> dict:
+    """What the measures' interval is, for the result's attrs["options"] ("measure_interval"):
+    the method, the groups, the fewest groups it needs, its level, and the row measures'
+    scheme (the recorded `options`' "measure_interval", `--measure-interval`: "jackknife" or
+    "bootstrap"; the streamed measures' is the jackknife either way)."""
+    row_measures = (options or {}).get("measure_interval")
     return {
         "method": "delete-a-group jackknife, t interval",
         "groups": f"heldout_doc index mod {streamed.MEASURE_GROUPS}",
         "min_groups": jackknife.MIN_GROUPS,
         "level": jackknife.LEVEL,
+        "row_measures": row_measures or "jackknife",
     }
+
+
+def has_intervals(first) -> bool:
+    """Whether a pair's results (`PairResult`) carry measures' intervals: the streamed
+    measures' jackknife, or a row measure's (`rows.RowMeasure.interval`)."""
+    rows_ = any(getattr(m, "interval", None) for m in (first.sampled or {}).values())
+    return first.measure_groups is not None or rows_
+
+
+def interval_kind(name: str, first) -> str:
+    """The words a result's `<measure>_low` and `_high` describe their interval with: the
+    row measures' bootstrap where `name` was computed on the sampled rows under it, else the
+    jackknife; first: one pair's `PairResult`."""
+    row = (first.sampled or {}).get(name)
+    if name not in (first.measures or {}) and getattr(row, "interval", None) == "bootstrap":
+        return "percentile document-bootstrap interval on the sampled rows"
+    return "delete-a-group jackknife (t) interval over groups of held-out documents"
 
 
 def measure_groups_of(spec) -> int:
@@ -195,7 +246,8 @@ def measure_arrays(results: dict, src_boundaries, tgt_boundaries) -> tuple:
     """(names, {array name: (S, T)}): every measure the pairs hold, in MEASURES order, and its
     arrays: `<measure>`, `<measure>_low`, `<measure>_high` (a streamed measure's from all the
     held-out rows, `PairResult.measures`; a row measure's from the sampled rows), and from the
-    sampled rows (`PairResult.sampled`) `<measure>_null_mean`, `_null_std`, `_calibrated`,
+    sampled rows (`PairResult.sampled`, `rows.RowMeasure` cells) `<measure>_null_mean`,
+    `_null_std`, `_calibrated`,
     `_p`, `_p_family`, plus `<measure>_sampled`, a streamed measure's value on the sample."""
     first = results[(src_boundaries[0], tgt_boundaries[0])]
     streamed_, sampled_ = first.measures or {}, first.sampled or {}
@@ -217,40 +269,59 @@ def measure_arrays(results: dict, src_boundaries, tgt_boundaries) -> tuple:
                 out[base + suffix] = grid(lambda r, n=n, k=k: r.measures[n][k])
             else:
                 f = ("value", "low", "high")[k]
-                out[base + suffix] = grid(lambda r, n=n, f=f: r.sampled[n][f])
+                out[base + suffix] = grid(lambda r, n=n, f=f: getattr(r.sampled[n], f))
         if n in sampled_:
             for f in CALIBRATION:
-                out[f"{base}_{f}"] = grid(lambda r, n=n, f=f: r.sampled[n][f])
+                out[f"{base}_{f}"] = grid(lambda r, n=n, f=f: getattr(r.sampled[n], f))
             if n in streamed_:
-                out[base + "_sampled"] = grid(lambda r, n=n: r.sampled[n]["value"])
+                out[base + "_sampled"] = grid(lambda r, n=n: r.sampled[n].value)
     return names, out
 
 
 GROUP_DIM = "measure_group"  # the jackknife's groups of held-out documents, in a result
+# The row measures' groups where they are not the streamed measures' (a sample that misses a
+# group of held-out documents): their `_left_out` arrays then lie over a dimension of their own.
+SAMPLED_GROUP_DIM = "sampled_measure_group"
 
 
 def left_out_arrays(results: dict, src_boundaries, tgt_boundaries) -> dict:
-    """{variable: (dims, array)} of the streamed measures' jackknife recomputations, for the
-    result: `<measure>_left_out` over (source_boundary, target_boundary, measure_group), θ_(g)
-    of each pair without group g, and the coordinate `measure_group` (g: held-out document
-    index mod MEASURE_GROUPS, the groups holding rows); {} where no interval was computed.
-    `align compare --measure` reads them for the paired difference of two results."""
+    """{variable: (dims, array)} of every measure's jackknife recomputations, for the result:
+    `<measure>_left_out` over (source_boundary, target_boundary, measure_group), θ_(g) of each
+    pair without group g, and the coordinate `measure_group` (g: held-out document index mod
+    MEASURE_GROUPS, the groups holding rows); a row measure's (mknn, cknna, rsa under the
+    jackknife, `rows.RowMeasure.left_out`: without group g's sampled rows) over the groups
+    holding sampled rows, `measure_group` where they are the streamed measures' groups, else
+    `sampled_measure_group`. {} where no measure kept recomputations. `align compare
+    --measure` reads them for the paired difference of two results."""
     first = results[(src_boundaries[0], tgt_boundaries[0])]
     kept = {
-        n: m for n, m in (first.measures or {}).items() if getattr(m, "left_out", None) is not None
+        n: (m.left_out, m.groups, "measures")
+        for n, m in (first.measures or {}).items()
+        if getattr(m, "left_out", None) is not None
     }
+    for n, m in (first.sampled or {}).items():
+        if n not in kept and m.left_out is not None:
+            kept[n] = (m.left_out, m.groups, "sampled")
     if not kept:
         return {}
-    groups = next(iter(kept.values())).groups
-    out = {GROUP_DIM: ((GROUP_DIM,), np.asarray(groups, np.int64))}
-    dims = ("source_boundary", "target_boundary", GROUP_DIM)
+    out = {}
+    dim_of = {}
     for n in (n for n in MEASURES if n in kept):
-        v = np.full((len(src_boundaries), len(tgt_boundaries), len(groups)), np.nan)
+        _, groups, where = kept[n]
+        groups = tuple(int(g) for g in groups)
+        dim = next((d for d, (_, g) in out.items() if tuple(g) == groups), None)
+        if dim is None:
+            dim = GROUP_DIM if GROUP_DIM not in out else SAMPLED_GROUP_DIM
+            out[dim] = ((dim,), np.asarray(groups, np.int64))
+        dim_of[n] = (dim, where, len(groups))
+    arrays = {}
+    for n, (dim, where, count) in dim_of.items():
+        v = np.full((len(src_boundaries), len(tgt_boundaries), count), np.nan)
         for a, i in enumerate(src_boundaries):
             for b, j in enumerate(tgt_boundaries):
-                v[a, b] = results[(i, j)].measures[n].left_out
-        out[variable(n) + "_left_out"] = (dims, v)
-    return out
+                v[a, b] = getattr(results[(i, j)], where)[n].left_out
+        arrays[variable(n) + "_left_out"] = (("source_boundary", "target_boundary", dim), v)
+    return out | arrays
 
 
 def path(values: np.ndarray, direction: str, tgt_boundaries) -> list:
@@ -260,13 +331,22 @@ def path(values: np.ndarray, direction: str, tgt_boundaries) -> list:
     return [int(tgt_boundaries[k]) for k in pick(values, axis=1)]
 
 
-def measures_summary(arrays: dict, names, tgt_boundaries, groups: int | None) -> dict:
-    """The result's attrs["summary"]["measures"]: per measure its direction, array and path
-    (`path`), and the interval's scheme."""
+def measures_summary(
+    arrays: dict, names, tgt_boundaries, groups: int | None, row_schemes: dict | None = None
+) -> dict:
+    """The result's attrs["summary"]["measures"]: per measure its direction, array, path
+    (`path`) and interval's scheme ("interval": the streamed measures' jackknife with `groups`
+    holding rows, or a row measure's of `row_schemes`, `row_interval_schemes`), and the
+    streamed measures' scheme once ("interval")."""
     out = {}
+    row_schemes = row_schemes or {}
     for n in names:
         picked = path(arrays[variable(n)], MEASURES[n], tgt_boundaries)
         out[n] = {"direction": MEASURES[n], "array": variable(n), "path": picked}
+        if n in row_schemes:
+            out[n]["interval"] = row_schemes[n]
+        elif groups is not None and n != "ridge":
+            out[n]["interval"] = interval_scheme(groups)
         p_family = arrays.get(variable(n) + "_p_family")
         if p_family is not None:  # which cells, and whether the path, beat the grid's null
             cols = [list(tgt_boundaries).index(j) for j in picked]

@@ -2,13 +2,14 @@
 the store route runs on one (a local cluster of worker processes, or a scheduler's): each
 boundary's record prepared once by a task (`prepared.prepare`: its sort of the correlation
 distances, its neighbour search), each cell's values a task reading the two records it
-needs, and the null's K draws and the bootstrap's resamples cut into chunks, each chunk a
-task over the whole grid reading every record (a draw permutes one target record at a time
-and a resample reweights each record once for all the cells it enters, so cutting by draws
-and resamples repeats no work; cutting by cells would repeat a boundary's resampled ranks
-once a cell). The client draws the permutations and the resamples' multiplicities exactly
-as `row_measures` does, gathers the grids and summarises them with `rows.summarised`: every
-number equals `row_measures`' in this process.
+needs, and the null's K draws and the interval's recomputations (the jackknife's G' groups
+left out, or the bootstrap's resamples) cut into chunks, each chunk a task over the whole
+grid reading every record (a draw permutes one target record at a time and a recomputation
+reweights each record once for all the cells it enters, so cutting by draws and
+recomputations repeats no work; cutting by cells would repeat a boundary's reweighted ranks
+once a cell). The client draws the permutations and the recomputations' multiplicities
+exactly as `row_measures` does, gathers the grids and summarises them with
+`rows.summarised`: every number equals `row_measures`' in this process.
 
 A worker holds, while a chunk runs, every boundary's record and one chunk's working memory:
 `row_measures_bytes`, what this process holds when it computes them; where a worker's share
@@ -27,18 +28,18 @@ from align.fitting.planning.sample_budget import SampleShape, row_measures_bytes
 from align.fitting.runtime.cluster import worker_budget_of
 from align.fitting.runtime.tasks import blas_limit
 from align.measures import calibration, cells, prepared, rows
-from align.measures.registry import SPECTRAL, parts_of, rows_forms
+from align.measures.registry import parts_of, reweighted, rows_forms
 from align.messages import human_bytes
 from align.ridge.backend import CPU, Backend
 
 CLUSTER_MODES = ("local", "remote")  # `cluster.Executor.mode`s whose tasks run on workers
-CHUNKS_PER_WORKER = 2  # draws and resamples cut into this many tasks a worker, for balance
+CHUNKS_PER_WORKER = 2  # draws and recomputations cut into this many tasks a worker, for balance
 
 
 class Runner(NamedTuple):
     """Where the row measures' tasks run: `run(graph, key) -> value` (a cluster's
     `Executor.run`); `backend_of()`, picklable, run on a worker, the `Backend` there; the
-    tasks the draws and the resamples are each cut into; the BLAS threads inside a task
+    tasks the draws and the recomputations are each cut into; the BLAS threads inside a task
     (None: the library's own)."""
 
     run: object
@@ -132,25 +133,32 @@ def row_measures_tasks(
     k: int,
     draws: rows.Draws,
     intervals: tuple | None = None,
+    interval: str = rows.JACKKNIFE,
 ) -> dict:
-    """`rows.row_measures(xs, ys, docs, measures, k=k, draws=draws, intervals=intervals)`
-    computed by the tasks of `where` (the module's docstring); the same dict, the same
-    numbers, the same one-line refusals (the rows checked and the undefined cells refused
-    here, in the order `row_measures` checks them)."""
+    """`rows.row_measures(xs, ys, docs, measures, k=k, draws=draws, intervals=intervals,
+    interval=interval)` computed by the tasks of `where` (the module's docstring); the same
+    records, the same numbers, the same one-line refusals (the rows checked and the undefined
+    cells refused here, in the order `row_measures` checks them)."""
     measures = tuple(measures)
     intervals = measures if intervals is None else tuple(n for n in measures if n in intervals)
     xs, ys, docs = rows.checked_rows(xs, ys, docs, measures, k)
     perms, scheme = calibration.draw_permutations(docs, draws.permutations, draws.seed)
-    weights = rows.multiplicities(docs, draws.resampling) if intervals else None
+    weights, groups = None, None
+    if intervals and interval == rows.JACKKNIFE:
+        weights, groups = rows.jackknife_weights(docs)
+    elif intervals:
+        weights = rows.multiplicities(docs, draws.resampling)
     dsk, key = _graph(where, xs, ys, (measures, intervals, k), perms, weights)
-    value, null, resampled = where.run(dsk, key)
+    value, null, recomputed = where.run(dsk, key)
     rows.refuse_undefined(value, list(xs), list(ys))
-    return rows.summarised(measures, value, null, resampled, rows.duplicated_rows(xs, ys), scheme)
+    done = rows.Recomputed(interval if intervals else None, recomputed, groups)
+    return rows.summarised(measures, value, null, done, rows.duplicated_rows(xs, ys), scheme)
 
 
 def _graph(where: Runner, xs: dict, ys: dict, asked: tuple, perms, weights) -> tuple:
-    """(graph, key) of the tasks; the key's value is (value, null, resampled) as
-    `row_measures` computes them. Keys are (kind, this call's id, index...): the kind names
+    """(graph, key) of the tasks; the key's value is (value, null, recomputed) as
+    `row_measures` computes them (recomputed: `rows.weighted_values` of `weights`, the
+    interval's multiplicities, or {} without). Keys are (kind, this call's id, index...): the kind names
     the task in the cluster's task stream, the id keeps two fits on one scheduler apart."""
     measures, intervals, k = asked
     uid = uuid.uuid4().hex
@@ -176,12 +184,12 @@ def _graph(where: Runner, xs: dict, ys: dict, asked: tuple, perms, weights) -> t
         dsk[null_keys[-1]] = (_null, px, py, part, measures, k, threads)
     boot_keys = []
     if weights is not None:
-        spectral = any(n in SPECTRAL for n in intervals)
-        # the sampled rows, where a spectral measure is recomputed on each resample's rows
+        spectral = any(n not in reweighted(intervals) for n in intervals)
+        # the sampled rows, where a spectral measure is recomputed on each recomputation's rows
         dx = [("row-data", uid, "x", i) for i in xs] if spectral else []
         dy = [("row-data", uid, "y", j) for j in ys] if spectral else []
         for c, part in enumerate(_cut(weights, where.chunks)):
-            boot_keys.append(("row-bootstrap", uid, c))
+            boot_keys.append(("row-interval", uid, c))
             dsk[boot_keys[-1]] = (_resampled, px, py, dx, dy, part, [intervals, k], threads)
     key = ("row-measures", uid)
     shape = (len(xs), len(ys))
@@ -219,8 +227,9 @@ def _null(px: list, py: list, perms: np.ndarray, measures, k: int, threads) -> d
 
 def _resampled(px: list, py: list, dx: list, dy: list, weights, asked: list, threads) -> dict:
     """On a worker: {measure: (len(weights), n_source, n_target)}, `rows.weighted_values` of
-    these resamples from every boundary's record (dx, dy: the sampled rows, where a spectral
-    measure is recomputed on each resample's rows; else empty)."""
+    these recomputations' multiplicities from every boundary's record (dx, dy: the sampled
+    rows, where a spectral measure is recomputed on each recomputation's rows; else
+    empty)."""
     intervals, k = asked
     records = dict(enumerate(px)), dict(enumerate(py))
     xs, ys = dict(enumerate(dx)), dict(enumerate(dy))
@@ -229,8 +238,8 @@ def _resampled(px: list, py: list, dx: list, dy: list, weights, asked: list, thr
 
 
 def _gathered(cell: list, null: list, boot: list, shape: tuple, names: list) -> tuple:
-    """(value, null, resampled) grids from the tasks' parts: cells in row-major order, the
-    draws' and the resamples' chunks in order."""
+    """(value, null, recomputed) grids from the tasks' parts: cells in row-major order, the
+    draws' and the recomputations' chunks in order."""
     measures, intervals = names
     value = {n: np.array([c[n] for c in cell], np.float64).reshape(shape) for n in measures}
     nulls = {n: np.concatenate([p[n] for p in null] or [np.empty((0, *shape))]) for n in measures}

@@ -27,15 +27,11 @@ from align.fitting.planning.split import TEST, Split
 from align.fitting.runtime.cluster import default_memory_limit
 from align.fitting.runtime.tasks import blas_limit
 from align.measures import MEASURES, ROW_ONLY, SAMPLE_ROWS, STREAMED, calibration, rows
+from align.measures.streamed import MEASURE_GROUPS
 from align.messages import human_bytes
 from align.ridge.backend import CPU, Backend
 from align.stats import bootstrap
 from align.stats.bootstrap import MIN_RESAMPLES, Resampling
-
-# The row measures' fields each pair keeps, and the result's arrays they become
-# (`<measure>_<field>`; "value", "low" and "high" of a streamed measure are its full-rows
-# numbers instead, `measured.pair_measures`).
-FIELDS = ("value", "low", "high", "null_mean", "null_std", "calibrated", "p", "p_family")
 
 
 @dataclass
@@ -262,9 +258,11 @@ def attach(
 ) -> dict:
     """`rows.row_measures` of the sample for every pair of the grid, on the fit's `device`
     (torch on a GPU: "cuda..."; numpy on "cpu"), in this process or, with `runner`
-    (`rows_tasks.runner`: a cluster's), as tasks of its workers, with the same numbers; each pair's `PairResult.sampled` = {measure: {field: value}} (FIELDS). Only
-    mknn, cknna and rsa get the sample's bootstrap interval (a streamed measure's interval
-    is the jackknife's over all held-out rows). Returns the record of the sample the result's
+    (`rows_tasks.runner`: a cluster's), as tasks of its workers, with the same numbers; each
+    pair's `PairResult.sampled` = {measure: its `rows.RowMeasure` cell}. Only mknn, cknna and
+    rsa get the sample's interval (`row_interval`: `spec.measure_interval` under
+    `--bootstrap` N > 0; a streamed measure's interval is the jackknife's over all held-out
+    rows). Returns the record of the sample the result's
     summary keeps, with the tie rule and each cell's fraction of sampled rows that have an
     exact copy (`rows.duplicated_rows`). procrustes-heldout's calibration
     (`spec.heldout_calibrated`) is `calibration.summarise` of the values `heldout_null` kept
@@ -282,19 +280,19 @@ def attach(
     names = tuple(out)
     for a, i in enumerate(src_boundaries):
         for b, j in enumerate(tgt_boundaries):
-            results[(i, j)].sampled = {
-                n: {f: float(np.asarray(out[n][f])[a, b]) for f in FIELDS} for n in names
-            }
+            results[(i, j)].sampled = {n: out[n].cell(a, b) for n in names}
     record = {
         "rows": int(len(sample.tokens)),
         "seed": int(spec.seed),
         "permutations": int(spec.permutations),
         "neighbours": int(spec.neighbours),
-        "null_scheme": out[names[0]]["null_scheme"],
-        "bootstrap_resamples": int(resampling_of(spec).resamples),
+        "null_scheme": out[names[0]].null_scheme,
+        "interval": row_interval(spec),
         "ties": TIE_RULE,
     }
-    copies = next((v["duplicated"] for v in out.values() if "duplicated" in v), None)
+    if row_interval(spec) == rows.BOOTSTRAP:
+        record["bootstrap_resamples"] = int(resampling_of(spec).resamples)
+    copies = next((v.duplicated for v in out.values() if v.duplicated is not None), None)
     if copies is not None:
         record["duplicated_rows"] = {
             "fraction": np.round(copies, 6).tolist(),
@@ -312,27 +310,21 @@ def _row_measures(sample: Sample, spec, grid: tuple, device: str, runner) -> dic
     xs = {i: sample.xs[i] for i in grid[0]}
     ys = {j: sample.ys[j] for j in grid[1]}
     draws = rows.Draws(spec.permutations, spec.seed, resampling_of(spec))
+    scheme = row_interval(spec)
+    kw = dict(k=spec.neighbours, draws=draws, intervals=ROW_ONLY if scheme else ())
+    kw["interval"] = scheme or rows.JACKKNIFE
     if runner is not None:
-        return row_measures_tasks(
-            runner,
-            xs,
-            ys,
-            sample.docs,
-            spec.sampled,
-            k=spec.neighbours,
-            draws=draws,
-            intervals=ROW_ONLY,
-        )
+        return row_measures_tasks(runner, xs, ys, sample.docs, spec.sampled, **kw)
     return rows.row_measures(
-        xs,
-        ys,
-        sample.docs,
-        spec.sampled,
-        k=spec.neighbours,
-        draws=draws,
-        intervals=ROW_ONLY,
-        backend=device_backend(device),
+        xs, ys, sample.docs, spec.sampled, **kw, backend=device_backend(device)
     )
+
+
+def row_interval(spec) -> str | None:
+    """The row measures' interval scheme of a fit: `spec.measure_interval` (rows.JACKKNIFE or
+    rows.BOOTSTRAP) under `--bootstrap` N > 0, as the streamed measures' jackknife; None
+    without."""
+    return spec.measure_interval if spec.bootstrap else None
 
 
 def log_measures(log, command: str, spec, sample: Sample | None, split: Split, shape=None) -> None:
@@ -355,11 +347,14 @@ def measures_line(spec, sample: Sample | None, split: Split, shape=None) -> str:
         interval = " with their jackknife interval" if spec.bootstrap else ""
         parts.append(f"{', '.join(streamed_)} on the {heldout_rows:,} held-out rows{interval}")
     if row_only:
-        resamples = resampling_of(spec).resamples
-        parts.append(
-            f"{', '.join(row_only)} on the {len(sample.tokens):,} sampled rows with a "
-            f"{resamples:,}-resample document bootstrap"
-        )
+        scheme = row_interval(spec)
+        interval = {
+            rows.JACKKNIFE: f" with their jackknife interval ({MEASURE_GROUPS} recomputations)",
+            rows.BOOTSTRAP: f" with a {resampling_of(spec).resamples:,}-resample document "
+            "bootstrap",
+            None: "",
+        }[scheme]
+        parts.append(f"{', '.join(row_only)} on the {len(sample.tokens):,} sampled rows{interval}")
     if spec.permutations:
         parts.append(
             f"every measure calibrated against {spec.permutations:,} permutations of the "
@@ -380,7 +375,7 @@ def measures_line(spec, sample: Sample | None, split: Split, shape=None) -> str:
 HELDOUT = "procrustes-heldout"
 
 
-def _heldout_summary(sample: Sample, src_boundaries, tgt_boundaries) -> dict:
+def _heldout_summary(sample: Sample, src_boundaries, tgt_boundaries) -> rows.RowMeasure:
     """procrustes-heldout's row of `rows.row_measures`' answer, from `sample.heldout`."""
     shape = (len(src_boundaries), len(tgt_boundaries))
     k = len(sample.perms)
@@ -389,21 +384,33 @@ def _heldout_summary(sample: Sample, src_boundaries, tgt_boundaries) -> dict:
         for b, j in enumerate(tgt_boundaries):
             got = sample.heldout[(i, j)]
             value[a, b], null[:, a, b] = got[0], got[1:]
-    out = {"value": value, "low": np.full(shape, np.nan), "high": np.full(shape, np.nan)}
-    out.update(calibration.summarise(value, null, MEASURES[HELDOUT], 0.0))
-    out.update(direction=MEASURES[HELDOUT], null_scheme=sample.scheme)
-    return out
+    nan = np.full(shape, np.nan)
+    return rows.RowMeasure(
+        value,
+        nan,
+        nan,
+        **calibration.summarise(value, null, MEASURES[HELDOUT], 0.0)._asdict(),
+        duplicated=None,
+        direction=MEASURES[HELDOUT],
+        null_scheme=sample.scheme,
+    )
 
 
 def shape_of(sample: Sample, spec, sides: tuple, itemsize: int = 8) -> SampleShape:
     """The memory plan's view of a fit's sample (`sample_budget.SampleShape`): sides
-    ((n_source, d_S), (n_target, d_T)); the largest bootstrap resample counted from the
-    sample's documents and the resampling `row_measures` will draw (a document drawn twice
-    counts twice)."""
-    ids, per_doc = np.unique(sample.docs, return_counts=True)
-    resampling = resampling_of(spec)
-    drawn = bootstrap.indices(len(ids), resampling)
-    largest = int(per_doc[drawn].sum(axis=1).max()) if drawn.size else len(sample.tokens)
+    ((n_source, d_S), (n_target, d_T)); the interval's recomputations (`row_interval`): under
+    the jackknife its MEASURE_GROUPS groups, none larger than the sample; under the bootstrap
+    its resamples, the largest counted from the sample's documents and the resampling
+    `row_measures` will draw (a document drawn twice counts twice)."""
+    largest, runs = len(sample.tokens), 0
+    if row_interval(spec) == rows.JACKKNIFE:
+        runs = MEASURE_GROUPS
+    elif row_interval(spec) == rows.BOOTSTRAP:
+        ids, per_doc = np.unique(sample.docs, return_counts=True)
+        resampling = resampling_of(spec)
+        drawn = bootstrap.indices(len(ids), resampling)
+        largest = int(per_doc[drawn].sum(axis=1).max()) if drawn.size else largest
+        runs = int(resampling.resamples)
     (n_s, d_s), (n_t, d_t) = sides
     return SampleShape(
         len(sample.tokens),
@@ -413,7 +420,7 @@ def shape_of(sample: Sample, spec, sides: tuple, itemsize: int = 8) -> SampleSha
         d_t,
         tuple(spec.sampled),
         int(spec.neighbours),
-        int(spec.permutations) + int(resampling.resamples),
+        int(spec.permutations) + runs,
         largest,
         itemsize,
     )

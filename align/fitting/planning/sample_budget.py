@@ -31,7 +31,8 @@ class SampleShape(NamedTuple):
     neighbours : int
         k of mknn and cknna.
     draws : int
-        Permutations plus bootstrap resamples (each adds a value per pair and measure).
+        Permutations plus the interval's recomputations (jackknife groups or bootstrap
+        resamples; each adds a value per pair and measure).
     resample_rows : int
         The rows of the largest document-bootstrap resample (M on average; a document drawn
         twice counts twice).
@@ -50,7 +51,7 @@ class SampleShape(NamedTuple):
     d_t: int  # the target's width
     measures: tuple  # FitSpec.sampled
     neighbours: int  # k
-    draws: int  # permutations + bootstrap resamples
+    draws: int  # permutations + the interval's recomputations
     resample_rows: int  # rows of the largest bootstrap resample
     itemsize: int = 8  # bytes a value of the kept rows
     spectral_intervals: bool = False  # the spectral measures resampled too (not on a fit)

@@ -342,7 +342,7 @@ def alignment_dataset(
     point = matrix_summary(arrays["relative_error"], src_boundaries, tgt_boundaries, L_S, L_T)
     summary = point.to_attrs()
     if first.measures is not None or first.sampled is not None:
-        summary["measures"] = _with_measures(data, results, src_boundaries, tgt_boundaries)
+        summary["measures"] = _with_measures(data, results, src_boundaries, tgt_boundaries, options)
     _check_every_measure(data, options)
     summary.update(_grid_ends(arrays["alpha_rel"], grid))
     if resampling is not None and all(
@@ -353,8 +353,8 @@ def alignment_dataset(
                 data, results, arrays, point, src_boundaries, tgt_boundaries, L_S, L_T, resampling
             )
         )
-    if first.measure_groups is not None:  # the streamed measures carry jackknife intervals
-        options = {**options, "measure_interval": measured.interval_option()}
+    if measured.has_intervals(first):  # the option as what was computed
+        options = {**options, "measure_interval": measured.interval_option(options)}
     attrs = {
         "summary": summary,
         "route": route,
@@ -394,11 +394,7 @@ def alignment_dataset(
             v = variable(name)
             ds[v].attrs["direction"] = MEASURES[name]
             ds[v].attrs["description"] = f"{name} of the held-out rows ({MEASURES[name]})"
-            kind = (
-                "delete-a-group jackknife (t) interval over groups of held-out documents"
-                if name in (first.measures or {})
-                else "bootstrap interval"
-            )
+            kind = measured.interval_kind(name, first)
             for end in ("_low", "_high"):
                 ds[v + end].attrs["description"] = f"95% {kind} of {name}"
     return ds
@@ -421,9 +417,10 @@ DESCRIPTIONS = {
 }
 
 
-def _with_measures(data: dict, results: dict, src_boundaries, tgt_boundaries) -> dict:
-    """Adds the streamed measures' arrays (`measured.measure_arrays`) to `data`; returns the
-    summary's "measures" field (each one's direction and path)."""
+def _with_measures(data: dict, results: dict, src_boundaries, tgt_boundaries, options) -> dict:
+    """Adds the measures' arrays (`measured.measure_arrays`, `left_out_arrays`) to `data`;
+    returns the summary's "measures" field (each one's direction, path and interval's scheme).
+    options: the recorded options."""
     first = results[(src_boundaries[0], tgt_boundaries[0])]
     names, arrays = measured.measure_arrays(results, src_boundaries, tgt_boundaries)
     refuse_non_finite(
@@ -432,7 +429,8 @@ def _with_measures(data: dict, results: dict, src_boundaries, tgt_boundaries) ->
     dims = ("source_boundary", "target_boundary")
     data.update({name: (dims, v) for name, v in arrays.items()})
     data.update(measured.left_out_arrays(results, src_boundaries, tgt_boundaries))
-    return measured.measures_summary(arrays, names, tgt_boundaries, first.measure_groups)
+    schemes = measured.row_interval_schemes(first, options)
+    return measured.measures_summary(arrays, names, tgt_boundaries, first.measure_groups, schemes)
 
 
 def _check_every_measure(data: dict, options: dict) -> None:

@@ -246,22 +246,24 @@ def row_measures_seconds(rows_: tuple, asked: tuple, counts: tuple, workers: int
     stores' or a batch's rows: distinct rows, no copies), after a warm-up, at
     m = min(M, ROW_TIMING) rows, the least of two runs each: one cell with one null draw (two
     preparations and the values: a boundary's preparation is half of it), and two cells with
-    the fewest resamples (MIN_RESAMPLES) and at most 9 permutations (what a run, a null draw
+    the run's interval (`sampled.row_interval`: the jackknife's groups, or under the bootstrap
+    the fewest resamples, MIN_RESAMPLES) and at most 9 permutations (what a run, a null draw
     or a resample, costs a cell, its boundaries' reweighting counted with it); where M > m
     the two cells again at m/2 rows (the ratio gives the growth with the rows, between M and
     M²). A preparation is counted once a boundary, the runs per cell by the run's
-    permutations and resamples. Timed as `sampled.attach` runs them (the interval of mknn,
+    permutations and recomputations (10 jackknife groups, or the bootstrap's resamples). Timed as `sampled.attach` runs them (the interval of mknn,
     cknna and rsa only, BLAS on one thread up to `sampled.SMALL_WIDTH`), and divided as the
     `workers` run them where they run there (`rows_tasks.row_seconds`; 1: this process)."""
     (x, ys), (spec, M), (n_cells, n_sides) = rows_, asked, counts
     js = list(ys)
     m = max(min(M, ROW_TIMING, len(x)), 16)
     K = min(spec.permutations, 9)
-
     widest = max(v.shape[1] for v in (x, *ys.values()))
     threads = 1 if widest <= sampled.SMALL_WIDTH else None  # as `sampled.attach` runs them
+    scheme = sampled.row_interval(spec)  # the row measures' interval as the run computes it
+    resampled = scheme is not None and any(n in ROW_ONLY for n in spec.sampled)
 
-    def cells(js, m, K=K, intervals=ROW_ONLY):
+    def cells(js, m, K=K, intervals=ROW_ONLY if resampled else ()):
         docs = np.repeat(np.arange(-(-m // 8)), 8)[:m]  # documents of 8 rows: the null's draws
         with blas_limit(threads):
             return rows.row_measures(
@@ -272,6 +274,7 @@ def row_measures_seconds(rows_: tuple, asked: tuple, counts: tuple, workers: int
                 k=spec.neighbours,
                 draws=rows.Draws(K, spec.seed, Resampling(MIN_RESAMPLES, spec.bootstrap_seed)),
                 intervals=intervals,  # the interval a fit computes on the sample
+                interval=scheme or rows.JACKKNIFE,
             )
 
     _timed(cells, js[:1], min(m, 32), 1, ())  # a warm-up: the first call's imports
@@ -283,13 +286,25 @@ def row_measures_seconds(rows_: tuple, asked: tuple, counts: tuple, workers: int
         t_half, _ = _timed(cells, pair, m // 2)
         grow = float(np.clip(np.log2(max(t_two, 1e-9) / max(t_half, 1e-9)), 1.0, 2.0))
     scale = (M / m) ** grow
-    resampled = any(n in ROW_ONLY for n in spec.sampled)  # else no interval on the sample
-    runs = max(MIN_RESAMPLES * resampled + K - 1, 1)  # the timed draws beyond base's one
+    # the timed recomputations: the jackknife's groups of the timing's documents, or resamples
+    timed_runs = {
+        rows.JACKKNIFE: min(streamed.MEASURE_GROUPS, -(-m // 8)),
+        rows.BOOTSTRAP: MIN_RESAMPLES,
+        None: 0,
+    }[scheme]
+    runs = max(timed_runs * resampled + K - 1, 1)  # the timed draws beyond base's one
     # a cell's share of a run (a null draw or a resample), its boundaries' reweighting with it
     draws = max(t_two - base * (1 + len(pair)) / 2, 0.0)  # less its boundaries' preparations
     cell = draws / len(pair) / runs * scale
     timed[f"row measures of {len(pair)} cell(s) ({m:,} rows)"] = t_two
-    resamples = sampled.resampling_of(spec).resamples * resampled
+    resamples = (
+        resampled
+        * {  # the run's recomputations: 10 groups, or N resamples
+            rows.JACKKNIFE: streamed.MEASURE_GROUPS,
+            rows.BOOTSTRAP: sampled.resampling_of(spec).resamples,
+            None: 0,
+        }[scheme]
+    )
     return rows_tasks.row_seconds(
         (scale * base / 2, 0.0, cell * n_cells),
         (n_sides, n_cells, spec.permutations, resamples),
