@@ -6,7 +6,7 @@ measure gets the same null (docs/measures-rows.md).
 The interface the fit calls:
 
     sample_rows(doc_of_row, n_sample, seed) -> (n_sample,) sorted indices of held-out rows
-    row_measures(xs, ys, docs, measures, *, k, draws, intervals, interval, backend)
+    row_measures(xs, ys, docs, measures, *, k, draws, intervals, backend)
         -> {measure: RowMeasure}
 
 Every measure is computed from a record of each boundary's rows (`prepared.Prepared`: its
@@ -473,13 +473,15 @@ def weighted_values(xs: dict, ys: dict, weights: np.ndarray, measures, k: int, r
 
 
 class Draws(NamedTuple):
-    """What `row_measures` draws at random: the permutation null's K draws of the target's
-    documents and their seed (`calibration.draw_permutations`), and the document bootstrap's
-    resamples (`align.stats.bootstrap.Resampling`, read under `BOOTSTRAP` alone)."""
+    """What `row_measures` draws: the permutation null's K draws of the target's documents
+    and their seed (`calibration.draw_permutations`), the document bootstrap's resamples
+    (`align.stats.bootstrap.Resampling`, read under `BOOTSTRAP` alone), and the interval's
+    scheme, JACKKNIFE (the groups of documents left out in turn) or BOOTSTRAP."""
 
     permutations: int
     seed: int
     resampling: object
+    interval: str = JACKKNIFE
 
 
 @dataclass(frozen=True, eq=False)
@@ -536,7 +538,6 @@ def row_measures(
     k: int = K_NEIGHBOURS,
     draws: Draws,
     intervals: tuple | None = None,
-    interval: str = JACKKNIFE,
     backend: Backend = CPU,
 ) -> dict:
     """Every measure of `measures` for every (source, target) boundary pair on the M sampled
@@ -555,10 +556,11 @@ def row_measures(
     xs: {source boundary: (n_rows, d_source)}; ys: {target boundary: (n_rows, d_target)},
     row r of each from one token; docs: (n_rows,) int, each row's held-out document index;
     measures: names in ROW_MEASURES; k: the neighbours of mknn and cknna; draws: the null's K
-    permutations, their seed and the bootstrap's resampling (`Draws`); intervals: the
-    measures that get an interval (None: all); interval: JACKKNIFE or BOOTSTRAP; backend:
+    permutations, their seed, the bootstrap's resampling and the interval's scheme, JACKKNIFE
+    or BOOTSTRAP (`Draws`); intervals: the measures that get an interval (None: all); backend:
     where the cosines, the distances, their sorts and RSA's null and recomputations run (the
     fit's device)."""
+    interval = draws.interval
     if interval not in INTERVALS:
         raise InputError(
             f"`measure_interval` {interval!r}: give {' or '.join(INTERVALS)} (the row "

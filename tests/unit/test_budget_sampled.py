@@ -52,9 +52,8 @@ def test_working_memory_bounds_tracemalloc_peak_within_2x(measures, spectral):
             docs,
             measures,
             k=k,
-            draws=rows.Draws(2, 0, res),
+            draws=rows.Draws(2, 0, res, "bootstrap"),
             intervals=spectral,
-            interval="bootstrap",
         )
 
     run()  # the imports (scipy's rankdata) before the measured run

@@ -278,8 +278,7 @@ def test_bootstrap_interval_equals_a_plain_loop_over_resampled_documents():
         docs,
         tuple(ROW_MEASURES),
         k=4,
-        draws=Draws(5, 0, Resampling(100, 7)),
-        interval="bootstrap",
+        draws=Draws(5, 0, Resampling(100, 7), "bootstrap"),
     )
     ids = np.unique(docs)
     idx = np.random.default_rng(7).integers(0, len(ids), size=(100, len(ids)))
@@ -505,7 +504,7 @@ def test_row_measures_on_torch_as_a_gpu_runs_them_equal_numpy():
     docs = np.repeat(np.arange(11), 4)
     names = ("mknn", "cknna", "rsa", "cka")
     for interval in ("jackknife", "bootstrap"):
-        kw = dict(k=3, draws=Draws(9, 1, Resampling(100, 2)), interval=interval)
+        kw = dict(k=3, draws=Draws(9, 1, Resampling(100, 2), interval))
         cpu = row_measures(xs, ys, docs, names, **kw)
         dev = row_measures(xs, ys, docs, names, **kw, backend=device_backend())
         for n in names:

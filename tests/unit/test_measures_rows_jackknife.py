@@ -36,7 +36,7 @@ def test_each_recomputation_is_the_measure_on_the_rows_left_and_the_interval_is_
     for seed in (0, 1):
         xs, ys, docs = _grid(seed)
         out = row_measures(
-            xs, ys, docs, NAMES, k=K, draws=Draws(3, 0, Resampling(100, 0)), interval="jackknife"
+            xs, ys, docs, NAMES, k=K, draws=Draws(3, 0, Resampling(100, 0), "jackknife")
         )
         groups = sorted(set(int(d) % 10 for d in docs))
         assert len(groups) == 10
@@ -72,7 +72,7 @@ def test_without_intervals_nothing_is_recomputed_and_the_bootstrap_keeps_no_left
     none = row_measures(xs, ys, docs, ("rsa",), k=K, draws=draws, intervals=())
     assert none["rsa"].interval is None and none["rsa"].left_out is None
     assert np.isnan(none["rsa"].low).all() and np.isnan(none["rsa"].high).all()
-    boot = row_measures(xs, ys, docs, ("rsa",), k=K, draws=draws, interval="bootstrap")
+    boot = row_measures(xs, ys, docs, ("rsa",), k=K, draws=draws._replace(interval="bootstrap"))
     assert boot["rsa"].interval == "bootstrap" and boot["rsa"].left_out is None
     assert np.isfinite(boot["rsa"].low).all()
 
@@ -89,7 +89,7 @@ def test_an_unknown_scheme_is_refused_in_one_line():
 
     xs, ys, docs = _grid(3, m=30)
     with pytest.raises(InputError) as e:
-        row_measures(xs, ys, docs, ("rsa",), draws=Draws(3, 0, Resampling()), interval="percentile")
+        row_measures(xs, ys, docs, ("rsa",), draws=Draws(3, 0, Resampling(), "percentile"))
     with pytest.raises(InputError) as f:
         FitSpec(measures="rsa", measure_interval="percentile").checked()
     for got in (e, f):

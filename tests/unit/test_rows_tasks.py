@@ -57,8 +57,8 @@ def test_every_field_equals_row_measures_in_this_process(chunks, interval):
 
     xs, ys, docs = _grid(1)
     names = tuple(ROW_MEASURES)
-    draws = Draws(13, 5, Resampling(100, 2))
-    kw = dict(k=3, draws=draws, interval=interval)
+    draws = Draws(13, 5, Resampling(100, 2), interval)
+    kw = dict(k=3, draws=draws)
     want = row_measures(xs, ys, docs, names, **kw)
     got = row_measures_tasks(_runner(chunks), xs, ys, docs, names, **kw)
     assert set(got) == set(want)
@@ -89,8 +89,8 @@ def test_torch_backend_and_intervals_on_some_measures_equal_row_measures():
     xs, ys, docs = _grid(2)
     names, intervals = ("mknn", "cknna", "rsa", "cka"), ("mknn", "cknna", "rsa")
     for interval in INTERVALS:
-        draws = Draws(9, 1, Resampling(100, 0))
-        kw = dict(k=4, draws=draws, intervals=intervals, interval=interval)
+        draws = Draws(9, 1, Resampling(100, 0), interval)
+        kw = dict(k=4, draws=draws, intervals=intervals)
         want = row_measures(xs, ys, docs, names, **kw, backend=Backend("cpu", use_torch=True))
         got = row_measures_tasks(_runner(2, use_torch=True), xs, ys, docs, names, **kw)
         for n in names:

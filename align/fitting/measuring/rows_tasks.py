@@ -133,13 +133,12 @@ def row_measures_tasks(
     k: int,
     draws: rows.Draws,
     intervals: tuple | None = None,
-    interval: str = rows.JACKKNIFE,
 ) -> dict:
-    """`rows.row_measures(xs, ys, docs, measures, k=k, draws=draws, intervals=intervals,
-    interval=interval)` computed by the tasks of `where` (the module's docstring); the same
+    """`rows.row_measures(xs, ys, docs, measures, k=k, draws=draws, intervals=intervals)`
+    computed by the tasks of `where` (the module's docstring); the same
     records, the same numbers, the same one-line refusals (the rows checked and the undefined
     cells refused here, in the order `row_measures` checks them)."""
-    measures = tuple(measures)
+    measures, interval = tuple(measures), draws.interval
     intervals = measures if intervals is None else tuple(n for n in measures if n in intervals)
     xs, ys, docs = rows.checked_rows(xs, ys, docs, measures, k)
     perms, scheme = calibration.draw_permutations(docs, draws.permutations, draws.seed)

@@ -309,10 +309,9 @@ def _row_measures(sample: Sample, spec, grid: tuple, device: str, runner) -> dic
     boundaries), in this process or as `runner`'s tasks (`rows_tasks.row_measures_tasks`)."""
     xs = {i: sample.xs[i] for i in grid[0]}
     ys = {j: sample.ys[j] for j in grid[1]}
-    draws = rows.Draws(spec.permutations, spec.seed, resampling_of(spec))
     scheme = row_interval(spec)
+    draws = rows.Draws(spec.permutations, spec.seed, resampling_of(spec), scheme or rows.JACKKNIFE)
     kw = dict(k=spec.neighbours, draws=draws, intervals=ROW_ONLY if scheme else ())
-    kw["interval"] = scheme or rows.JACKKNIFE
     if runner is not None:
         return row_measures_tasks(runner, xs, ys, sample.docs, spec.sampled, **kw)
     return rows.row_measures(

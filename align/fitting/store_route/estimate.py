@@ -263,6 +263,8 @@ def row_measures_seconds(rows_: tuple, asked: tuple, counts: tuple, workers: int
     scheme = sampled.row_interval(spec)  # the row measures' interval as the run computes it
     resampled = scheme is not None and any(n in ROW_ONLY for n in spec.sampled)
 
+    resampling = Resampling(MIN_RESAMPLES, spec.bootstrap_seed)
+
     def cells(js, m, K=K, intervals=ROW_ONLY if resampled else ()):
         docs = np.repeat(np.arange(-(-m // 8)), 8)[:m]  # documents of 8 rows: the null's draws
         with blas_limit(threads):
@@ -272,9 +274,8 @@ def row_measures_seconds(rows_: tuple, asked: tuple, counts: tuple, workers: int
                 docs,
                 spec.sampled,
                 k=spec.neighbours,
-                draws=rows.Draws(K, spec.seed, Resampling(MIN_RESAMPLES, spec.bootstrap_seed)),
+                draws=rows.Draws(K, spec.seed, resampling, scheme or rows.JACKKNIFE),
                 intervals=intervals,  # the interval a fit computes on the sample
-                interval=scheme or rows.JACKKNIFE,
             )
 
     _timed(cells, js[:1], min(m, 32), 1, ())  # a warm-up: the first call's imports
