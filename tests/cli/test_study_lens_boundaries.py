@@ -7,33 +7,20 @@ from __future__ import annotations
 
 import pytest
 
-STUDY = """
-[[models]]
-name = "a"
-path = "{a}"
-analyses = ["lens"]
-[[models]]
-name = "b"
-path = "{b}"
-[corpus]
-path = "{corpus}"
-[pairs]
-mode = "list"
-list = [["a", "b"]]
-[extraction]
-boundaries = "{boundaries}"
-[analyses]
-{analyses}
-"""
+from tests.helpers.study_files import write_study
 
 
 def _file(tmp_path, zoo, corpus_file, analyses, boundaries="0:2"):
     """The study file: a (2 layers) and b (4 layers), a's analyses the lens."""
-    path = tmp_path / "s.toml"
     a, b = zoo("qwen2"), zoo("qwen2", num_hidden_layers=4, hidden_size=96)
-    text = STUDY.format(a=a, b=b, corpus=corpus_file, boundaries=boundaries, analyses=analyses)
-    path.write_text(text, encoding="utf-8")
-    return path
+    return write_study(
+        tmp_path / "s.toml",
+        models={"a": str(a), "b": str(b)},
+        corpus=str(corpus_file),
+        analyses={"a": ["lens"]},
+        pairs=[["a", "b"]],
+        extra=f'[extraction]\nboundaries = "{boundaries}"\n[analyses]\n{analyses}\n',
+    )
 
 
 @pytest.mark.parametrize(

@@ -6,17 +6,9 @@ from __future__ import annotations
 
 import os
 
-STUDY = """
-[[models]]
-name = "a"
-path = "{a}"
-analyses = ["lens"]
-[[models]]
-name = "b"
-path = "{b}"
-[corpus]
-path = "{corpus}"
-[fit]
+from tests.helpers.study_files import write_study
+
+LENS = """[fit]
 bootstrap = 200
 [analyses]
 lens = ["tuned"]
@@ -35,9 +27,14 @@ def test_a_study_with_lens_steps_3_trains_3_steps(zoo, corpus_file, extracted, t
     from align.study.runners import run_unit
     from align.study.units import plan
 
-    path = tmp_path / "s.toml"
-    text = STUDY.format(a=zoo("qwen2"), b=zoo("qwen2", num_hidden_layers=3), corpus=corpus_file)
-    path.write_text(text, encoding="utf-8")
+    models = {"a": str(zoo("qwen2")), "b": str(zoo("qwen2", num_hidden_layers=3))}
+    path = write_study(
+        tmp_path / "s.toml",
+        models=models,
+        corpus=str(corpus_file),
+        analyses={"a": ["lens"]},
+        extra=LENS,
+    )
     study = load_study(str(path))
     unit = next(u for u in plan(study) if u.name == "lens-tuned a")
     assert unit.definition["steps"] == 3

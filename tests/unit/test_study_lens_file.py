@@ -6,25 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-BASE = """
-[[models]]
-name = "a"
-path = "a"
-analyses = ["lens"]
-[[models]]
-name = "b"
-path = "b"
-analyses = ["depth"]
-[corpus]
-path = "docs.txt"
-"""
+from tests.helpers.study_files import study_toml
 
 
 def study(tmp_path, extra: str = ""):
     from align.study import load_study
 
     p = tmp_path / "s.toml"
-    p.write_text(BASE + extra, encoding="utf-8")
+    models, analyses = {"a": "a", "b": "b"}, {"a": ["lens"], "b": ["depth"]}
+    p.write_text(study_toml(models, analyses=analyses, extra=extra), encoding="utf-8")
     return load_study(str(p))
 
 
