@@ -16,21 +16,8 @@ import pytest
 
 from align.fitting import Execution
 from tests.integration.test_fit_live import live_fit
+from tests.integration.test_fit_rows_cluster import CKA_FIELDS, OPTIONS, ROW_FIELDS, SAME
 
-SAME = 1e-12
-SPEC = dict(
-    measures="cka,mknn,cknna,rsa",
-    bootstrap=100,
-    alphas=[1e-2],
-    sample_rows=90,
-    neighbours=4,
-    permutations=9,
-    target_boundaries="1,3,4",
-    source_boundaries="0,2",
-    test_fraction=0.4,
-)
-ROW_FIELDS = ("", "_low", "_high", "_null_mean", "_null_std", "_calibrated", "_p", "_p_family")
-CKA_FIELDS = ("_sampled", "_null_mean", "_null_std", "_p", "_p_family")
 ROW_TASKS = ("row-prepare", "row-values", "row-null", "row-interval")
 
 
@@ -39,7 +26,7 @@ def test_live_row_measures_on_the_workers_equal_one_process(zoo, corpus_file):
     from dask.utils import key_split
     from distributed import Client, LocalCluster, get_task_stream
 
-    here = live_fit(zoo, corpus_file, "qwen2", "float32", **SPEC).dataset
+    here = live_fit(zoo, corpus_file, "qwen2", "float32", **OPTIONS).dataset
     with (
         LocalCluster(
             n_workers=2,
@@ -53,7 +40,7 @@ def test_live_row_measures_on_the_workers_equal_one_process(zoo, corpus_file):
     ):
         with get_task_stream(client) as stream:
             run = Execution(scheduler=cluster.scheduler_address)
-            there = live_fit(zoo, corpus_file, "qwen2", "float32", run=run, **SPEC).dataset
+            there = live_fit(zoo, corpus_file, "qwen2", "float32", run=run, **OPTIONS).dataset
         workers = set(client.scheduler_info()["workers"])
     ran = {}
     for t in stream.data:

@@ -15,7 +15,7 @@ import pytest
 from align.fitting import Execution, FitSpec
 
 SAME = 1e-12
-SPEC = FitSpec(
+OPTIONS = dict(  # the `--live` cluster's test fits with these too
     measures="cka,mknn,cknna,rsa",
     bootstrap=100,
     alphas=[1e-2],
@@ -26,6 +26,7 @@ SPEC = FitSpec(
     target_boundaries="1,3,4",
     test_fraction=0.4,
 )
+SPEC = FitSpec(**OPTIONS)
 ROW_FIELDS = ("", "_low", "_high", "_null_mean", "_null_std", "_calibrated", "_p", "_p_family")
 CKA_FIELDS = ("_sampled", "_null_mean", "_null_std", "_p", "_p_family")
 
