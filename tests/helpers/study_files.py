@@ -16,17 +16,20 @@ def study_toml(
     analyses: dict | None = None,
     pairs: list | None = None,
     extra: str = "",
+    name: str | None = None,
 ) -> str:
-    """The TOML of a study of `models` ({name: path}, in order; default a at m0, b at m1)
-    over the corpus at `corpus`: `analyses` {name: [analysis]} gives a model its list,
-    `pairs` [[source, target]] a `[pairs]` table of mode "list", and `extra` is appended last
-    (so keys without a table header land in the file's last table: `[corpus]`, or `[pairs]`)."""
+    """The TOML of a study of `models` ({name: path, or a list of paths: its checkpoints}, in
+    order; default a at m0, b at m1) over the corpus at `corpus`: `analyses` {name:
+    [analysis]} gives a model its list, `pairs` [[source, target]] a `[pairs]` table of mode
+    "list", `name` the `[study]` name, and `extra` is appended last (so keys without a table
+    header land in the file's last table: `[corpus]`, or `[pairs]`)."""
     analyses = analyses or {}
-    lines = []
-    for name, path in (models or MODELS).items():
-        lines += ["[[models]]", f"name = {json.dumps(name)}", f"path = {json.dumps(path)}"]
-        if name in analyses:
-            lines.append(f"analyses = {json.dumps(analyses[name])}")
+    lines = [] if name is None else ["[study]", f"name = {json.dumps(name)}"]
+    for model, path in (models or MODELS).items():
+        key = "paths" if isinstance(path, list) else "path"
+        lines += ["[[models]]", f"name = {json.dumps(model)}", f"{key} = {json.dumps(path)}"]
+        if model in analyses:
+            lines.append(f"analyses = {json.dumps(analyses[model])}")
     lines += ["[corpus]", f"path = {json.dumps(corpus)}"]
     if pairs is not None:
         lines += ["[pairs]", 'mode = "list"', f"list = {json.dumps(pairs)}"]

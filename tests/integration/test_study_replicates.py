@@ -14,26 +14,9 @@ import pytest
 import zarr
 
 from tests.helpers.fixtures_study import B_SHAPE
+from tests.helpers.study_files import write_study
 
-STUDY = """
-[study]
-name = "replicates"
-[[models]]
-name = "a"
-paths = ["{a0}", "{a1}"]
-[[models]]
-name = "b"
-paths = ["{b0}", "{b1}"]
-[corpus]
-path = "{corpus}"
-[pairs]
-mode = "list"
-list = [["a", "b"]]
-[fit]
-bootstrap = 100
-[controls]
-random_init = ["b"]
-"""
+REST = '[fit]\nbootstrap = 100\n[controls]\nrandom_init = ["b"]\n'  # after [pairs]
 UNITS = [
     "extract a@1",
     "extract a@2",
@@ -66,8 +49,14 @@ def replicate_study(zoo, corpus_file, tmp_path_factory):
         "b0": zoo("qwen2", **B_SHAPE),
         "b1": zoo("qwen2", seed=1, **B_SHAPE),
     }
-    path = root / "study.toml"
-    path.write_text(STUDY.format(corpus=corpus_file, **paths), encoding="utf-8")
+    path = write_study(
+        root / "study.toml",
+        models={m: [str(paths[f"{m}0"]), str(paths[f"{m}1"])] for m in "ab"},
+        corpus=str(corpus_file),
+        pairs=[["a", "b"]],
+        name="replicates",
+        extra=REST,
+    )
     lines = []
     run_study(load_study(str(path)), str(root / "out"), log=lines.append)
     return str(path), str(root / "out"), lines, paths

@@ -403,45 +403,28 @@ def test_the_index_switches_its_grid_between_measures_without_a_script(measured_
     page.context.close()
 
 
-REPLICATED = """
-[study]
-name = "replicated"
-[[models]]
-name = "a"
-paths = ["{a0}", "{a1}"]
-[[models]]
-name = "b"
-paths = ["{b0}", "{b1}"]
-[[models]]
-name = "c"
-path = "{c}"
-[corpus]
-path = "{corpus}"
-[pairs]
-mode = "list"
-list = [["a", "b"], ["a", "c"]]
-[fit]
-bootstrap = 100
-"""
-
-
 @pytest.fixture(scope="module")
 def replicated_study(zoo, corpus_file, tmp_path_factory):
     """A study of a and b, two checkpoints each (the zoo's models under two seeds), and c, one:
     a@k -> b@k and a@k -> c fitted. Its DIR."""
     from align.study import load_study, run_study
     from tests.helpers.fixtures_study import B_SHAPE
+    from tests.helpers.study_files import write_study
 
     root = tmp_path_factory.mktemp("replicated-study")
-    path = root / "study.toml"
     models = {
-        "a0": zoo("qwen2"),
-        "a1": zoo("qwen2", seed=1),
-        "b0": zoo("qwen2", **B_SHAPE),
-        "b1": zoo("qwen2", seed=1, **B_SHAPE),
-        "c": zoo("llama"),
+        "a": [str(zoo("qwen2")), str(zoo("qwen2", seed=1))],
+        "b": [str(zoo("qwen2", **B_SHAPE)), str(zoo("qwen2", seed=1, **B_SHAPE))],
+        "c": str(zoo("llama")),
     }
-    path.write_text(REPLICATED.format(corpus=corpus_file, **models), encoding="utf-8")
+    path = write_study(
+        root / "study.toml",
+        models=models,
+        corpus=str(corpus_file),
+        pairs=[["a", "b"], ["a", "c"]],
+        name="replicated",
+        extra="[fit]\nbootstrap = 100\n",
+    )
     run_study(load_study(str(path)), str(root / "out"), log=lambda m: None)
     return str(root / "out")
 
