@@ -66,16 +66,21 @@ def test_every_field_equals_row_measures_in_this_process(chunks, interval):
         for f in ("direction", "null_scheme", "interval", "groups"):
             assert getattr(got[n], f) == getattr(want[n], f), (n, f)
         assert got[n].interval == interval
-        for f in (*FIELDS, "left_out") if interval == "jackknife" else FIELDS:
-            np.testing.assert_allclose(
-                getattr(got[n], f),
-                getattr(want[n], f),
-                rtol=TOL,
-                atol=TOL,
-                equal_nan=True,
-                err_msg=f"{n} {f}",
-            )
+        _same(got[n], want[n], (*FIELDS, "left_out") if interval == "jackknife" else FIELDS, n)
         assert np.isfinite(got[n].low).all()
+
+
+def _same(got, want, fields, label: str) -> None:
+    """Each of `fields` of two `RowMeasure` records equal within TOL (NaN where NaN)."""
+    for f in fields:
+        np.testing.assert_allclose(
+            getattr(got, f),
+            getattr(want, f),
+            rtol=TOL,
+            atol=TOL,
+            equal_nan=True,
+            err_msg=f"{label} {f}",
+        )
 
 
 def test_torch_backend_and_intervals_on_some_measures_equal_row_measures():
@@ -94,15 +99,7 @@ def test_torch_backend_and_intervals_on_some_measures_equal_row_measures():
         want = row_measures(xs, ys, docs, names, **kw, backend=Backend("cpu", use_torch=True))
         got = row_measures_tasks(_runner(2, use_torch=True), xs, ys, docs, names, **kw)
         for n in names:
-            for f in FIELDS:
-                np.testing.assert_allclose(
-                    getattr(got[n], f),
-                    getattr(want[n], f),
-                    rtol=TOL,
-                    atol=TOL,
-                    equal_nan=True,
-                    err_msg=f"{n} {f} {interval}",
-                )
+            _same(got[n], want[n], FIELDS, f"{n} {interval}")
         assert np.isnan(got["cka"].low).all() and got["cka"].interval is None
 
 
