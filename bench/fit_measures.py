@@ -80,24 +80,17 @@ def baseline_module(rev: str, folder: str):
     import subprocess
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def show(path: str) -> str:
+        run = ["git", "show", f"{rev}:{path}"]
+        return subprocess.run(run, capture_output=True, text=True, check=True, cwd=root).stdout
+
     takes_dicts = False
     try:
-        src = subprocess.run(
-            ["git", "show", f"{rev}:align/measures/pairs.py"],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=root,
-        ).stdout
+        src = show("align/measures/pairs.py")
     except subprocess.CalledProcessError:
         takes_dicts = True
-        src = subprocess.run(
-            ["git", "show", f"{rev}:align/measures/streamed.py"],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=root,
-        ).stdout
+        src = show("align/measures/streamed.py")
     path = os.path.join(folder, "measures_baseline.py")
     with open(path, "w") as f:
         f.write(src)
