@@ -32,6 +32,8 @@ import time
 import numpy as np
 import psutil
 
+from align.measures import SAMPLE_ROWS
+
 
 def make_store(path, n_tokens, n_layers, d_model, doc_len, seed):
     from align.store.arrays import StoreFormat, StoreShape, write_activations
@@ -371,7 +373,10 @@ def main():
         help="--measures: --bootstrap of both fits (0: the values alone; the interval is timed apart)",
     )
     ap.add_argument(
-        "--sample-rows", type=int, default=4096, help="--measures: M of the row measures' timing"
+        "--sample-rows",
+        type=int,
+        default=SAMPLE_ROWS,
+        help="--measures: M of the row measures' timing [default: align fit's, SAMPLE_ROWS]",
     )
     ap.add_argument(
         "--baseline",

@@ -18,6 +18,8 @@ import json
 import math
 import os
 
+from align.measures import SAMPLE_ROWS
+
 SOURCE = {"name": "Qwen2.5-1.5B", "layers": 28, "d": 1536, "params": 1.54e9}
 TARGET = {
     "name": "Qwen2.5-14B",
@@ -174,7 +176,12 @@ def main(argv=None):
     ap.add_argument(
         "--groups", type=int, default=10, help="groups of held-out documents (MEASURE_GROUPS)"
     )
-    ap.add_argument("--sample-rows", type=int, default=4096, help="M, the sampled rows")
+    ap.add_argument(
+        "--sample-rows",
+        type=int,
+        default=SAMPLE_ROWS,
+        help="M, the sampled rows [align fit's default]",
+    )
     ap.add_argument("--permutations", type=int, default=99, help="K of the calibration")
     ap.add_argument(
         "--rate", type=float, default=50e12, help="assumed float64 flop/s of the products"

@@ -130,7 +130,7 @@ class FitSpec:
             metavar="M",
             type="whole",
             least=1,
-            shown_default="4,096, or every held-out row when fewer",
+            shown_default="1,024, or every held-out row when fewer",
         ),
     )
     """With `--measures`: held-out rows drawn (by `--seed`) for `mknn`, `cknna`, `rsa` and every

@@ -36,7 +36,7 @@ MEASURES = {m.name: m.direction for m in REGISTRY.values()}
 STREAMED = tuple(m.name for m in REGISTRY.values() if m.sums)  # from the held-out sums
 # only on the sampled rows (with the calibration)
 ROW_ONLY = tuple(m.name for m in REGISTRY.values() if m.rows and not m.sums)
-SAMPLE_ROWS = 4096  # rows drawn from the held-out documents for the row measures (at most)
+SAMPLE_ROWS = 1024  # rows drawn from the held-out documents for the row measures (at most)
 PERMUTATIONS = 99  # the null draws suggested for the calibration (p-values down to 0.01)
 
 

@@ -58,17 +58,17 @@ def test_k_equal_to_the_rows_is_refused_and_one_less_runs_with_mknn_one(fit_pair
 
 
 def test_every_held_out_row_sampled_is_the_limit_without_sample_rows(fit_pair, tmp_path, cli):
-    """Without --sample-rows, M is every held-out row (fewer than 4,096 here): k above it is
+    """Without --sample-rows, M is every held-out row (fewer than 1,024 here): k above it is
     refused naming that count, counted from the stores' documents by the split, and what to
     do (more held-out rows; a --sample-rows above them would be refused)."""
     S, T = fit_pair
     out = tmp_path / "r.zarr"
-    code, _, err = cli("fit", S, T, "-o", out, *ASK, "--neighbours", "4000", *TINY)
+    code, _, err = cli("fit", S, T, "-o", out, *ASK, "--neighbours", "1000", *TINY)
     line = one_line_error(
         code, err, "held-out rows sampled: mknn and cknna take", progress=("align fit",)
     )
     held = int(line.split("with all ")[1].split(" held-out")[0].replace(",", ""))
-    assert 10 < held < 4000, line
+    assert 10 < held < 1024, line
     assert f"so k is at most {held - 1:,}: give --neighbours {held - 1:,} or fewer" in line
     assert "or more held-out rows (a larger --test-fraction or corpus)" in line
     assert not out.exists()
@@ -84,7 +84,7 @@ def test_every_held_out_row_sampled_is_the_limit_without_sample_rows(fit_pair, t
         ),
         (
             dict(measures="rsa,cknna", neighbours=5000),
-            "`neighbours` 5,000 with `sample_rows` 4,096 (the most drawn): cknna takes",
+            "`neighbours` 5,000 with `sample_rows` 1,024 (the most drawn): cknna takes",
         ),
         (
             dict(measures="cknna", sample_rows=64, neighbours=1),
