@@ -15,7 +15,7 @@ from align.compare.series import Comparison, Series
 from align.errors import InputError
 from align.fitting.measuring.measured import FAMILY_LEVEL
 from align.fitting.results.uncertainty import path_statistics
-from align.measures import MEASURES, ROW_ONLY, SIMILARITY, variable
+from align.measures import MEASURES, SIMILARITY, variable
 from align.measures.registry import REGISTRY
 from align.names import labelled
 from align.ridge.matrix import spearman
@@ -56,26 +56,25 @@ def check_measure(name: str, kind: str, items) -> None:
                 f"{path} holds no {name} (it holds {', '.join(held) or 'no measure but ridge'}): "
                 f"fit it again with `align fit --measures {name}`, or compare on another measure"
             )
-    if name in ROW_ONLY:
+    if REGISTRY[name].neighbours:
         refuse_other_samples(name, items)
 
 
 def refuse_other_samples(name: str, items) -> None:
-    """Refuse (InputError, one line) results whose row measure `name` (mknn, cknna, rsa) was
-    read on samples of another size M or, for mknn and cknna, another k: the values depend on
-    both (a share of k neighbours among M rows, a correlation over M(M − 1)/2 pairs), so two
-    such results are not on one scale (attrs["options"]["sampled_rows"], "rows" and
-    "neighbours")."""
-    keys = ("rows", "neighbours") if name != "rsa" else ("rows",)
+    """Refuse (InputError, one line) results whose neighbour measure `name` (mknn, cknna) was
+    read on samples of another size M or another k: the share of k neighbours among M rows is
+    another quantity at another M or k, not another estimate of one (rsa, a correlation of the
+    pairs' distances, estimates the same number at any M and compares across them)
+    (attrs["options"]["sampled_rows"], "rows" and "neighbours")."""
     said = {"rows": ("sampled rows", "--sample-rows"), "neighbours": ("neighbours", "--neighbours")}
     first = None
     for _, path, ds in items:
         sample = (ds.attrs.get("options") or {}).get("sampled_rows") or {}
-        here = tuple(sample.get(key) for key in keys)
+        here = tuple(sample.get(key) for key in said)
         if first is None:
             first = (path, here)
             continue
-        for key, a, b in zip(keys, first[1], here, strict=True):
+        for key, a, b in zip(said, first[1], here, strict=True):
             if a != b:
                 what, option = said[key]
                 a, b = (f"{v:,}" if isinstance(v, int) else str(v) for v in (a, b))
