@@ -23,6 +23,7 @@ spectral measures' recomputations are decomposed afresh.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import NamedTuple
 
@@ -31,6 +32,7 @@ import numpy as np
 from align.errors import InputError, NonFiniteError
 from align.measures import calibration, cells, nulls, prepared
 from align.measures.registry import REGISTRY, parts_of, reweighted, rows_forms
+from align.measures.spectral_null import SPECTRAL, spectral_null
 from align.measures.streamed import MEASURE_GROUPS
 from align.ridge.backend import CPU, Backend
 from align.stats import bootstrap, jackknife
@@ -361,13 +363,15 @@ def null_values(
     each permutation (row r of the source with row perms[q, r] of the target), the same
     permutation for every target boundary. perms: (K, n_rows) from
     `calibration.draw_permutations`. A draw permutes indices into the prepared records
-    (`prepared.permuted`); RSA's draws are read in batches from the ranks (`nulls.rsa_null`).
+    (`prepared.permuted`); RSA's draws are read in batches from the ranks (`nulls.rsa_null`),
+    the spectral measures' from one product a draw and target boundary (`spectral_null`).
     With `records`, xs and ys are read for their keys alone."""
     px, py = records or prepare_all(xs, ys, measures, k)
     out = {n: np.empty((len(perms), len(px), len(py))) for n in measures}
     if "rsa" in measures:
         out["rsa"] = nulls.rsa_null(list(px.values()), list(py.values()), perms, _backend_of(py))
-    forms = {n: f for n, f in rows_forms(measures).items() if n != "rsa"}
+    out.update(spectral_null(list(px.values()), list(py.values()), perms, measures))
+    forms = {n: f for n, f in rows_forms(measures).items() if n != "rsa" and n not in SPECTRAL}
     if not forms:
         return out
     for q, perm in enumerate(perms):
@@ -476,12 +480,16 @@ class Draws(NamedTuple):
     """What `row_measures` draws: the permutation null's K draws of the target's documents
     and their seed (`calibration.draw_permutations`), the document bootstrap's resamples
     (`align.stats.bootstrap.Resampling`, read under `BOOTSTRAP` alone), and the interval's
-    scheme, JACKKNIFE (the groups of documents left out in turn) or BOOTSTRAP."""
+    scheme, JACKKNIFE (the groups of documents left out in turn) or BOOTSTRAP, and the threads
+    of this process the null's draws and the interval's recomputations are cut among (each
+    draw and recomputation computed as one thread computes it: the numbers do not depend on
+    them)."""
 
     permutations: int
     seed: int
     resampling: object
     interval: str = JACKKNIFE
+    threads: int = 1  # the draws and the recomputations cut among this many threads (`split`)
 
 
 @dataclass(frozen=True, eq=False)
@@ -572,15 +580,31 @@ def row_measures(
     records = prepare_all(xs, ys, measures, k, backend)
     value = observed_values(xs, ys, measures, k, records)
     perms, scheme = calibration.draw_permutations(docs, draws.permutations, draws.seed)
-    null = null_values(xs, ys, perms, measures, k, records)
+    null = split(lambda p: null_values(xs, ys, p, measures, k, records), perms, draws.threads)
     recomputed = Recomputed(interval if intervals else None, {}, None)
-    if intervals and interval == JACKKNIFE:
-        values, groups = jackknife_values(xs, ys, docs, intervals, k, records)
-        recomputed = Recomputed(JACKKNIFE, values, groups)
-    elif intervals:
-        values = bootstrap_values(xs, ys, docs, intervals, k, draws.resampling, records)
-        recomputed = Recomputed(BOOTSTRAP, values, None)
+    if intervals:
+        if interval == JACKKNIFE:
+            weights, groups = jackknife_weights(docs)
+        else:
+            weights, groups = multiplicities(docs, draws.resampling), None
+        values = split(
+            lambda w: weighted_values(xs, ys, w, intervals, k, records), weights, draws.threads
+        )
+        recomputed = Recomputed(interval, values, groups)
     return summarised(measures, value, null, recomputed, duplicated_rows(xs, ys), scheme)
+
+
+def split(f, items: np.ndarray, threads: int) -> dict:
+    """f(items) ({measure: (len(items), ...)}) with the rows of `items` (the null's draws, the
+    recomputations' weights) cut into `threads` pieces, each f of its piece on a thread of
+    this process (numpy's products, sorts and LAPACK release the GIL), the answers joined
+    in order: the numbers of f(items) itself."""
+    pieces = min(threads, len(items))
+    if pieces <= 1:
+        return f(items)
+    with ThreadPoolExecutor(pieces) as pool:
+        parts = list(pool.map(f, np.array_split(items, pieces)))
+    return {n: np.concatenate([p[n] for p in parts]) for n in parts[0]}
 
 
 class Recomputed(NamedTuple):

@@ -25,7 +25,7 @@ from align.fitting.planning.sample_budget import (
 )
 from align.fitting.planning.split import TEST, Split
 from align.fitting.runtime.cluster import default_memory_limit
-from align.fitting.runtime.tasks import blas_limit
+from align.fitting.runtime.tasks import blas_limit, cpu_cores
 from align.measures import MEASURES, ROW_ONLY, SAMPLE_ROWS, STREAMED, calibration, rows
 from align.measures.streamed import MEASURE_GROUPS
 from align.messages import human_bytes
@@ -310,7 +310,17 @@ def _row_measures(sample: Sample, spec, grid: tuple, device: str, runner) -> dic
     xs = {i: sample.xs[i] for i in grid[0]}
     ys = {j: sample.ys[j] for j in grid[1]}
     scheme = row_interval(spec)
-    draws = rows.Draws(spec.permutations, spec.seed, resampling_of(spec), scheme or rows.JACKKNIFE)
+    # the draws and recomputations on the cores where BLAS runs on one thread (`attach`), not
+    # beside BLAS's own threads or a device's parallelism (the numbers do not depend on it)
+    widest = max(x.shape[1] for x in (*xs.values(), *ys.values()))
+    one = device != "cpu" or widest > SMALL_WIDTH
+    draws = rows.Draws(
+        spec.permutations,
+        spec.seed,
+        resampling_of(spec),
+        scheme or rows.JACKKNIFE,
+        1 if one else cpu_cores(),
+    )
     kw = dict(k=spec.neighbours, draws=draws, intervals=ROW_ONLY if scheme else ())
     if runner is not None:
         return row_measures_tasks(runner, xs, ys, sample.docs, spec.sampled, **kw)

@@ -1,0 +1,67 @@
+"""The spectral measures' permutation null (`measures.spectral_null`): every draw of every cell
+of cka, cka-debiased, procrustes, cca and svcca equals the peers' definitions
+(tests/helpers/measures_reference.py: Kornblith et al.'s CKA and R²_CCA, platonic-rep's
+unbiased CKA, netrep's angular Procrustes, Raghu et al.'s SVCCA) on the target's rows
+re-paired by the draw, y[perm], at 1e-10; on boundaries of other widths, one of low rank and
+one with copied rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from align.measures import prepared
+from align.measures.spectral_null import SPECTRAL, spectral_null
+from tests.helpers import measures_reference as ref
+
+REFERENCE = {
+    "cka": ref.cka,
+    "cka-debiased": ref.cka_debiased,
+    "procrustes": ref.procrustes,
+    "cca": ref.cca,
+    "svcca": ref.svcca,
+}
+
+
+def boundaries(m: int, widths, rng) -> list:
+    """Rows of a shared signal plus noise at each width; the second of low rank (3), the last
+    with a third of its rows copies of others."""
+    base = rng.standard_normal((m, 4))
+    out = []
+    for b, d in enumerate(widths):
+        x = base @ rng.standard_normal((4, d)) + 0.5 * rng.standard_normal((m, d))
+        if b == 1:
+            x = rng.standard_normal((m, 3)) @ rng.standard_normal((3, d))
+        if b == len(widths) - 1:
+            x[: m // 3] = x[m // 3 : 2 * (m // 3)]
+        out.append(x)
+    return out
+
+
+@pytest.mark.parametrize("m", [40, 57])
+def test_every_draw_equals_the_peers_measure_on_the_repaired_rows(m):
+    rng = np.random.default_rng(m)
+    xs, ys = boundaries(m, (6, 9, 5), rng), boundaries(m, (8, 4), rng)
+    perms = np.stack([rng.permutation(m) for _ in range(4)])
+    parts = ("svd", "hsic_self")
+    px = [prepared.prepare(x, parts, 3) for x in xs]
+    py = [prepared.prepare(y, parts, 3) for y in ys]
+    got = spectral_null(px, py, perms, SPECTRAL)
+    for name, f in REFERENCE.items():
+        assert got[name].shape == (4, 3, 2)
+        for q, perm in enumerate(perms):
+            for i, x in enumerate(xs):
+                for j, y in enumerate(ys):
+                    want = f(x, y[perm])
+                    assert abs(got[name][q, i, j] - want) <= 1e-10, (name, q, i, j)
+
+
+def test_only_the_names_asked_are_computed():
+    rng = np.random.default_rng(0)
+    xs, ys = boundaries(30, (5,), rng), boundaries(30, (6,), rng)
+    px = [prepared.prepare(x, ("svd",), 3) for x in xs]
+    py = [prepared.prepare(y, ("svd",), 3) for y in ys]
+    perm = rng.permutation(30)
+    got = spectral_null(px, py, perm[None, :], ("cka", "mknn"))
+    assert set(got) == {"cka"}
+    assert abs(got["cka"][0, 0, 0] - ref.cka(xs[0], ys[0][perm])) <= 1e-10
