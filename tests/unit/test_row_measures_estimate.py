@@ -36,7 +36,7 @@ def test_the_interval_counts_ten_groups_or_n_resamples(monkeypatch, bootstrap, i
     rng = np.random.default_rng(0)
     x = rng.standard_normal((40, 6))
     ys = {0: rng.standard_normal((40, 5)), 1: rng.standard_normal((40, 5))}
-    estimate.row_measures_seconds((x, ys), (spec, 40), (12, 7), 1, {})
+    estimate.row_measures_seconds((x, ys), (spec, 40, "cpu"), (12, 7), 1, {})
     ((_, counts, workers),) = seen
     assert counts == (7, 12, 9, want)  # boundaries, cells, permutations, recomputations
     assert workers == 1

@@ -85,7 +85,9 @@ def estimate(p, plan, log, spec=None) -> dict:
         held_t = sum(x.positions for x in p.target_batches if x.n_test)
         sec["held-out"] += (per_s * held + per_t * held_t) * plan.passes
     if p.sample is not None and spec is not None and spec.sampled:
-        sec["row measures, interval and calibration"] = _row_measures(p, spec, xs, ys)
+        sec["row measures, interval and calibration"] = _row_measures(
+            p, spec, xs, ys, net.device.type
+        )
     total = sum(sec.values())
     log(
         f"align fit --live --dry-run: one batch of {len(b.members)} sequences ({b.positions:,} positions): source "
@@ -109,7 +111,7 @@ def estimate(p, plan, log, spec=None) -> dict:
     }
 
 
-def _row_measures(p, spec, xs: dict, ys: dict) -> float:
+def _row_measures(p, spec, xs: dict, ys: dict, device: str) -> float:
     """Seconds of the row measures, their interval and calibration on the sample's M rows
     of the whole grid in this process (`store_estimate.row_measures_seconds`), timed on the
     timed batch's rows of the first source boundary and the first two target boundaries.
@@ -119,5 +121,9 @@ def _row_measures(p, spec, xs: dict, ys: dict) -> float:
     got = found({i: xs[i]}, {j: ys[j] for j in js}, np.arange(n), np.arange(n))
     n_s, n_t = len(p.source_boundaries), len(p.target_boundaries)
     return row_measures_seconds(
-        (got["xs"][i], got["ys"]), (spec, len(p.sample.tokens)), (n_s * n_t, n_s + n_t), 1, {}
+        (got["xs"][i], got["ys"]),
+        (spec, len(p.sample.tokens), device),
+        (n_s * n_t, n_s + n_t),
+        1,
+        {},
     )

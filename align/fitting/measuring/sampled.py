@@ -310,16 +310,13 @@ def _row_measures(sample: Sample, spec, grid: tuple, device: str, runner) -> dic
     xs = {i: sample.xs[i] for i in grid[0]}
     ys = {j: sample.ys[j] for j in grid[1]}
     scheme = row_interval(spec)
-    # the draws and recomputations on the cores where BLAS runs on one thread (`attach`), not
-    # beside BLAS's own threads or a device's parallelism (the numbers do not depend on it)
     widest = max(x.shape[1] for x in (*xs.values(), *ys.values()))
-    one = device != "cpu" or widest > SMALL_WIDTH
     draws = rows.Draws(
         spec.permutations,
         spec.seed,
         resampling_of(spec),
         scheme or rows.JACKKNIFE,
-        1 if one else cpu_cores(),
+        row_threads(widest, device),
     )
     kw = dict(k=spec.neighbours, draws=draws, intervals=ROW_ONLY if scheme else ())
     if runner is not None:
@@ -327,6 +324,14 @@ def _row_measures(sample: Sample, spec, grid: tuple, device: str, runner) -> dic
     return rows.row_measures(
         xs, ys, sample.docs, spec.sampled, **kw, backend=device_backend(device)
     )
+
+
+def row_threads(widest: int, device: str) -> int:
+    """The threads of this process the row measures' draws and recomputations are cut among
+    (`rows.Draws.threads`): the cores where BLAS runs on one thread (rows up to SMALL_WIDTH
+    wide, `attach`), else 1, not beside BLAS's own threads or a device's parallelism (the
+    numbers do not depend on it)."""
+    return cpu_cores() if device == "cpu" and widest <= SMALL_WIDTH else 1
 
 
 def row_interval(spec) -> str | None:

@@ -221,7 +221,7 @@ def _calibration(w: Work, where: tuple, sec: dict, timed: dict, out_bytes: dict)
     if spec.sampled:
         sec["row measures, interval and calibration"] = row_measures_seconds(
             (xs[I[0]], {j: ys[j] for j in list(ys)[:2]}),
-            (spec, M),
+            (spec, M, w.job.device),
             (n_cells, n_source + n_target),
             w.row_workers,
             timed,
@@ -240,8 +240,8 @@ def _calibration(w: Work, where: tuple, sec: dict, timed: dict, out_bytes: dict)
 
 
 def row_measures_seconds(rows_: tuple, asked: tuple, counts: tuple, workers: int, timed: dict):
-    """Seconds of `rows.row_measures` on the grid's M sampled rows (`asked`: the FitSpec and
-    M; `counts`: the grid's cells and boundaries), from timings on `rows_`, the rows x (n,
+    """Seconds of `rows.row_measures` on the grid's M sampled rows (`asked`: the FitSpec, M
+    and the fit's device; `counts`: the grid's cells and boundaries), from timings on `rows_`, the rows x (n,
     d_S) of one source boundary and {j: (n, d_T)} of one or two target boundaries (the
     stores' or a batch's rows: distinct rows, no copies), after a warm-up, at
     m = min(M, ROW_TIMING) rows, the least of two runs each: one cell with one null draw (two
@@ -253,8 +253,9 @@ def row_measures_seconds(rows_: tuple, asked: tuple, counts: tuple, workers: int
     M²). A preparation is counted once a boundary, the runs per cell by the run's
     permutations and recomputations (10 jackknife groups, or the bootstrap's resamples). Timed as `sampled.attach` runs them (the interval of mknn,
     cknna and rsa only, BLAS on one thread up to `sampled.SMALL_WIDTH`), and divided as the
-    `workers` run them where they run there (`rows_tasks.row_seconds`; 1: this process)."""
-    (x, ys), (spec, M), (n_cells, n_sides) = rows_, asked, counts
+    `workers` run them where they run there (`rows_tasks.row_seconds`; 1: this process, its
+    draws and recomputations divided among `sampled.row_threads`)."""
+    (x, ys), (spec, M, device), (n_cells, n_sides) = rows_, asked, counts
     js = list(ys)
     m = max(min(M, ROW_TIMING, len(x)), 16)
     K = min(spec.permutations, 9)
@@ -306,8 +307,10 @@ def row_measures_seconds(rows_: tuple, asked: tuple, counts: tuple, workers: int
             None: 0,
         }[scheme]
     )
+    # in this process the draws and recomputations are cut among `sampled.row_threads`
+    threads = sampled.row_threads(widest, device) if workers <= 1 else 1
     return rows_tasks.row_seconds(
-        (scale * base / 2, 0.0, cell * n_cells),
+        (scale * base / 2, 0.0, cell * n_cells / threads),
         (n_sides, n_cells, spec.permutations, resamples),
         workers,
     )
