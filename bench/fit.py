@@ -361,6 +361,12 @@ def main():
         "and merge them into the JSON at the output, keeping its interval and row timings",
     )
     ap.add_argument(
+        "--whole-only",
+        action="store_true",
+        help="--measures: time `align fit --measures all` with every default against ridge alone "
+        "with its defaults, each whole, and merge them into the JSON at the output",
+    )
+    ap.add_argument(
         "--rows-only",
         action="store_true",
         help="--measures: time the row measures alone and merge them into the JSON at the "

@@ -312,6 +312,39 @@ def command_line() -> str:
     return " ".join([".venv/bin/python", "bench/fit.py", *sys.argv[1:]])
 
 
+def whole_timing(args, keep, tmp, fitbench) -> dict:
+    """`align fit --measures all` with every default (the streamed measures' interval, the row
+    measures on the default M sampled rows with their jackknife interval, every measure
+    calibrated against the default permutations) against ridge alone with its defaults, each
+    timed whole through `align.fit`, `args.repeats` runs alternated on bench/fit.py's stores:
+    the runs, their medians, the ratio and the load average before and after."""
+    import align
+    from align.measures import parse_measures
+
+    Ls, ds = map(int, args.source.split("x"))
+    Lt, dt = map(int, args.target.split("x"))
+    S, T = fitbench.stores(keep, "speed", args.tokens, Ls, ds, Lt, dt, args.doc_len, (1, 2))
+    specs = {"ridge": align.FitSpec(), "all": align.FitSpec(measures=parse_measures("all"))}
+    runs = {k: [] for k in specs}
+    load0 = os.getloadavg()
+    for r in range(args.repeats):
+        for kind, spec in specs.items():
+            out = os.path.join(tmp, f"whole-{kind}.zarr")
+            t0 = time.perf_counter()
+            align.fit(S, T, out, spec, align.Execution(overwrite=True))
+            runs[kind].append(time.perf_counter() - t0)
+            shutil.rmtree(out, ignore_errors=True)
+            print(f"whole {kind} {r + 1}: {runs[kind][-1]:.1f} s", flush=True)
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    return {
+        "runs": runs,
+        "median_seconds": med,
+        "ratio": med["all"] / med["ridge"],
+        "pairs": (Ls + 1) * (Lt + 1),
+        "load_average_before_after": [load0, os.getloadavg()],
+    }
+
+
 def fit_timing(args, measures, keep, tmp, fitbench) -> dict:
     """Ridge alone against ridge with `measures`, `args.repeats` runs of each alternated on
     bench/fit.py's stores (made in `keep`, or found there): the runs, their medians and the
@@ -355,13 +388,14 @@ def main(args):
     out_path = args.out
     if os.path.basename(out_path) == "fit.json":
         out_path = os.path.join(os.path.dirname(out_path), "fit-measures.json")
-    if args.interval_only or args.fits_only or args.rows_only:  # the rest stays the run's
+    if args.interval_only or args.fits_only or args.rows_only or args.whole_only:  # the rest stays
         try:
             with open(out_path) as f:
                 result = json.load(f)
         except OSError as e:
             flag = "--interval-only" if args.interval_only else "--fits-only"
             flag = "--rows-only" if args.rows_only else flag
+            flag = "--whole-only" if args.whole_only else flag
             raise SystemExit(
                 f"bench/fit.py {flag}: cannot read {out_path} ({e.strerror}); run "
                 "bench/fit.py --measures LIST without it first"
@@ -373,6 +407,9 @@ def main(args):
                 result["rows"]["command"] = command_line()
                 result["rows"]["load_average_at_end"] = os.getloadavg()
                 result["rows"]["load_average_at_start"] = load0
+            elif args.whole_only:
+                result["whole"] = whole_timing(args, keep, tmp, fitbench)
+                result["whole"]["command"] = command_line()
             elif args.interval_only:
                 result["interval"] = interval_timing(args, measures, tmp)
             else:
@@ -384,6 +421,7 @@ def main(args):
         with open(out_path, "w") as f:
             json.dump(result, f, indent=2)
         part = "rows" if args.rows_only else "interval" if args.interval_only else "fits"
+        part = "whole" if args.whole_only else part
         print(json.dumps(result[part], indent=2))
         return
     result = {

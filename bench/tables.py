@@ -472,9 +472,30 @@ def row_measures_table(rows_: dict) -> str:
 
 
 def all_defaults(d: dict) -> str:
-    """`--measures all` with every default against ridge alone, added up from this JSON's
-    parts (not a run of the whole): the fits' values, the streamed interval on the 2 cores,
-    the row measures with their calibration and their jackknife interval."""
+    """`--measures all` with every default against ridge alone: timed whole where the JSON
+    keeps the run (`whole`, `--whole-only`), else added up from its parts (the fits' values,
+    the streamed interval on the 2 cores, the row measures with their calibration and their
+    jackknife interval)."""
+    if "whole" in d:
+        w = d["whole"]
+        med = w["median_seconds"]
+        runs = lambda k: ", ".join(f"{x:.1f}" for x in w["runs"][k])  # noqa: E731
+        return (
+            f"`align fit --measures all` with every default, timed whole against ridge alone "
+            f"with its defaults ({w['pairs']} pairs, runs alternated, load average "
+            f"{load_range(w['load_average_before_after'])}):\n\n"
+            + table(
+                ["run", "seconds (median)", "runs"],
+                [
+                    ["ridge alone", f"{med['ridge']:.1f}", runs("ridge")],
+                    ["`--measures all`", f"{med['all']:.1f}", runs("all")],
+                    ["ratio", f"**{w['ratio']:.2f}×**", f"target ≤ 2×: {met(w['ratio'] <= 2)}"],
+                ],
+            )
+            + "\n\nMade by `"
+            + w["command"]
+            + "` (merged into bench/results/fit-measures.json)."
+        )
     f, iv, rows_ = d["fits"], d["interval"]["whole_grid"], d["rows"]
     streamed_interval = iv["values_and_interval_threaded_seconds"] - iv["values_threaded_seconds"]
     rows_total = rows_["values_seconds"] + rows_["calibration_seconds"] + rows_["jackknife_seconds"]
