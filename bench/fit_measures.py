@@ -317,7 +317,8 @@ def whole_timing(args, keep, tmp, fitbench) -> dict:
     measures on the default M sampled rows with their jackknife interval, every measure
     calibrated against the default permutations) against ridge alone with its defaults, each
     timed whole through `align.fit`, `args.repeats` runs alternated on bench/fit.py's stores:
-    the runs, their medians, the ratio and the load average before and after."""
+    the runs, their medians, the ratio, `--dry-run`'s estimate of each (made first) and the
+    load average before and after."""
     import align
     from align.measures import parse_measures
 
@@ -327,6 +328,10 @@ def whole_timing(args, keep, tmp, fitbench) -> dict:
     specs = {"ridge": align.FitSpec(), "all": align.FitSpec(measures=parse_measures("all"))}
     runs = {k: [] for k in specs}
     load0 = os.getloadavg()
+    said = {}  # `--dry-run`'s estimate of each run, made before it
+    for kind, spec in specs.items():
+        rep = align.fit(S, T, os.path.join(tmp, "dry.zarr"), spec, dry_run=True)
+        said[kind] = rep.dry_run["seconds_estimate"]
     for r in range(args.repeats):
         for kind, spec in specs.items():
             out = os.path.join(tmp, f"whole-{kind}.zarr")
@@ -339,6 +344,7 @@ def whole_timing(args, keep, tmp, fitbench) -> dict:
     return {
         "runs": runs,
         "median_seconds": med,
+        "dry_run_seconds": said,
         "ratio": med["all"] / med["ridge"],
         "pairs": (Ls + 1) * (Lt + 1),
         "load_average_before_after": [load0, os.getloadavg()],

@@ -492,6 +492,13 @@ def all_defaults(d: dict) -> str:
                     ["ratio", f"**{w['ratio']:.2f}×**", f"target ≤ 2×: {met(w['ratio'] <= 2)}"],
                 ],
             )
+            + "\n\n`--dry-run` said, before the runs: "
+            + "; ".join(
+                f"{k} {w['dry_run_seconds'][k]:.1f} s ({w['dry_run_seconds'][k] / med[k]:.2f}× "
+                "the median run)"
+                for k in ("ridge", "all")
+            )
+            + "."
             + "\n\nMade by `"
             + w["command"]
             + "` (merged into bench/results/fit-measures.json)."
