@@ -233,11 +233,13 @@ def interval_timing(args, measures, tmp) -> dict:
 
 
 def row_grid_costs(nI, nJ, d_s, d_t, m, draws=16, resamples=3, groups=10, k=10) -> dict:
-    """Seconds of the row measures (mknn, cknna, rsa, as `--measures all` computes them) on M
-    sampled rows of an nI × nJ grid, single-threaded BLAS (as `fitting.sampled.attach` runs
-    them at these widths): every boundary prepared (`rows.prepare_all`), the values of every
-    cell (`rows.observed_values`), `draws` null draws of the grid (`rows.null_values`: RSA's
-    in batches), the delete-a-group jackknife's `groups` recomputations with 0/1 weights
+    """Seconds of the measures on the sampled rows as `--measures all` computes them (mknn,
+    cknna, rsa, and the spectral measures' values on the sample for their calibration) on M
+    sampled rows of an nI × nJ grid, single-threaded BLAS and one thread (as
+    `fitting.sampled.attach` runs them at these widths, before it cuts the draws among the
+    cores): every boundary prepared (`rows.prepare_all`), the values of every
+    cell (`rows.observed_values`), `draws` null draws of the grid of every measure
+    (`rows.null_values`: RSA's in batches, the spectral measures' one product a target), the delete-a-group jackknife's `groups` recomputations with 0/1 weights
     (w_r = 0 for the rows of group g, the groups the held-out documents' index mod `groups`:
     `cells.weighted_grid`, every one timed) and `resamples` bootstrap resamples (the opt-in
     interval), each timed on the whole grid, mknn and cknna apart from rsa; then scaled to
@@ -247,6 +249,7 @@ def row_grid_costs(nI, nJ, d_s, d_t, m, draws=16, resamples=3, groups=10, k=10) 
 
     from align.measures import PERMUTATIONS, ROW_ONLY, calibration, cells, rows
     from align.measures.registry import reweighted
+    from align.measures.spectral_null import SPECTRAL
     from align.stats.bootstrap import RESAMPLES, Resampling
 
     rng = np.random.default_rng(0)
@@ -269,17 +272,18 @@ def row_grid_costs(nI, nJ, d_s, d_t, m, draws=16, resamples=3, groups=10, k=10) 
     jackknife = (doc_index[None, :] % groups != np.arange(groups)[:, None]).astype(np.int64)
     with threadpool_limits(1, user_api="blas"):
         t0 = time.perf_counter()
-        records = rows.prepare_all(xs, ys, ROW_ONLY, k)
+        records = rows.prepare_all(xs, ys, ROW_ONLY + SPECTRAL, k)
         out["prepare_seconds"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        rows.observed_values(xs, ys, ROW_ONLY, k, records)
+        rows.observed_values(xs, ys, ROW_ONLY + SPECTRAL, k, records)
         out["cells_seconds"] = time.perf_counter() - t0
         perms, _ = calibration.draw_permutations(docs, draws, 0)
-        for label, names in (("neighbours", ("mknn", "cknna")), ("rsa", ("rsa",))):
+        kinds = (("neighbours", ("mknn", "cknna")), ("rsa", ("rsa",)), ("spectral", SPECTRAL))
+        for label, names in kinds:
             t0 = time.perf_counter()
             rows.null_values(xs, ys, perms, names, k, records)
             out[f"draw_{label}_seconds"] = (time.perf_counter() - t0) / draws
-        out["draw_seconds"] = out["draw_neighbours_seconds"] + out["draw_rsa_seconds"]
+        out["draw_seconds"] = sum(out[f"draw_{label}_seconds"] for label, _ in kinds)
         weights = rows.multiplicities(docs, Resampling(RESAMPLES, 0))[:resamples]
         for kind, ws in (("jackknife", jackknife), ("resample", weights)):
             for label, names in (("neighbours", ("mknn", "cknna")), ("rsa", ("rsa",))):

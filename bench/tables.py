@@ -447,9 +447,15 @@ def row_measures_table(rows_: dict) -> str:
             ],
             [
                 f"calibration: {n(rows_['permutations'])} null draws "
-                f"({rows_['draw_seconds']:.2f} s a draw of the grid, "
-                f"{rows_['draw_rsa_seconds']:.2f} s of it `rsa`; "
-                f"{rows_['draws_timed']} draws timed)",
+                f"({rows_['draw_seconds']:.2f} s a draw of the grid: `mknn` and `cknna` "
+                f"{rows_['draw_neighbours_seconds']:.2f} s, `rsa` "
+                f"{rows_['draw_rsa_seconds']:.2f} s"
+                + (
+                    f", the spectral measures {rows_['draw_spectral_seconds']:.2f} s"
+                    if "draw_spectral_seconds" in rows_
+                    else ""
+                )
+                + f"; {rows_['draws_timed']} draws timed)",
                 f"{rows_['calibration_seconds']:.1f}",
                 against(rows_["calibration_ratio"]),
             ],
