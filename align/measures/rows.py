@@ -30,6 +30,7 @@ import numpy as np
 
 from align.errors import InputError, NonFiniteError
 from align.measures import calibration, cells, nulls, prepared
+from align.measures.neighbour_null import NEIGHBOUR_NULL, neighbour_null
 from align.measures.registry import REGISTRY, parts_of, reweighted, rows_forms
 from align.measures.streamed import MEASURE_GROUPS
 from align.ridge.backend import CPU, Backend
@@ -360,14 +361,18 @@ def null_values(
     """{measure: (K, n_source, n_target)}: each measure with the target's rows re-paired by
     each permutation (row r of the source with row perms[q, r] of the target), the same
     permutation for every target boundary. perms: (K, n_rows) from
-    `calibration.draw_permutations`. A draw permutes indices into the prepared records
-    (`prepared.permuted`); RSA's draws are read in batches from the ranks (`nulls.rsa_null`).
-    With `records`, xs and ys are read for their keys alone."""
+    `calibration.draw_permutations`. mknn's and cknna's draws relabel the prepared neighbour
+    lists (`neighbour_null`); RSA's are read in batches from the ranks (`nulls.rsa_null`); the
+    spectral measures' permute indices into the records (`prepared.permuted`). With
+    `records`, xs and ys are read for their keys alone."""
     px, py = records or prepare_all(xs, ys, measures, k)
     out = {n: np.empty((len(perms), len(px), len(py))) for n in measures}
     if "rsa" in measures:
         out["rsa"] = nulls.rsa_null(list(px.values()), list(py.values()), perms, _backend_of(py))
-    forms = {n: f for n, f in rows_forms(measures).items() if n != "rsa"}
+    near = [n for n in measures if n in NEIGHBOUR_NULL]
+    if near:
+        out.update(neighbour_null(list(px.values()), list(py.values()), perms, k, near))
+    forms = {n: f for n, f in rows_forms(measures).items() if n not in ("rsa", *near)}
     if not forms:
         return out
     for q, perm in enumerate(perms):
