@@ -12,9 +12,9 @@ k-th cosine is above its (k+1)-th: there the k nearest are one set, whatever the
 they tie (the k-th place falls within a group of equal cosines: copies of a row, as at boundary
 0), the rule of the records (ties to the lower row index) takes the group's members of lowest
 new label, so those rows' last places are chosen again each draw from their group, kept once
-(`Ties`). A relabelling moves nothing else: the set of entries, each entry's mirror (c, s) and
-HSIC_u(A_y∘L, A_y∘L) are the record's, but on a boundary with such ties, where the draw's
-HSIC is computed again (`_self_hsic`).
+(`Ties`). A relabelling leaves HSIC_u(A_y∘L, A_y∘L) as the record's; on a boundary with such
+rows it is computed again for the draw (`_self_hsic`: which tied rows are taken changes the
+mirrors and the column sums where the tie mixes directions).
 
 Each source boundary's entries (r, c) are marked in one dense M·M slot, one bit a boundary
 (SLOT_BITS boundaries a slot), so one gather of a draw's relabelled target keys r·M + c

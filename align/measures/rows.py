@@ -11,8 +11,9 @@ The interface the fit calls:
 
 Every measure is computed from a record of each boundary's rows (`prepared.Prepared`: its
 centred rows' SVD, its neighbour orders, its sorted distances and ranks), built once per
-boundary; a null draw permutes indices into the records (`prepared.permuted`). The interval
-is, by default, the delete-a-group jackknife of every other measure (`JACKKNIFE`: the
+boundary; a null draw permutes indices into the records (`prepared.permuted`; mknn's and
+cknna's relabel the neighbour lists, `neighbour_null`, and rsa's read the ranks in batches,
+`nulls`). The interval is, by default, the delete-a-group jackknife of every other measure (`JACKKNIFE`: the
 measure recomputed without each group of documents, group = document index mod
 `streamed.MEASURE_GROUPS`, `jackknife.interval`), or, as an option, the percentile document
 bootstrap (`BOOTSTRAP`). Both are a recomputation on the sampled rows written w_r times
