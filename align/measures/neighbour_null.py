@@ -45,6 +45,7 @@ from align.measures import prepared as P
 SLOT_BITS = 32  # source boundaries a slot (uint32: the M·M int32 slot a resample holds)
 NEIGHBOUR_NULL = ("mknn", "cknna")  # the measures whose null this module reads
 ROW_SUMS = 1 << 20  # values of a dense sum over (source, row, target): 8 MiB
+DEEP_BLOCK = 128  # tied rows whose cosines to every row are computed at once (128 × M)
 
 
 def neighbour_null(px: list, py: list, perms: np.ndarray, k: int, measures) -> dict:
@@ -109,41 +110,51 @@ class Targets:
 
     @classmethod
     def of(cls, records: list, k: int) -> "Targets":
-        """The stacked lists of the target records, with their ties found (`_tie`)."""
+        """The stacked lists of the target records, with their ties found (`_tied`)."""
         cols = np.stack([p.order[:, :k] for p in records], axis=1).astype(np.int32)
         near = np.stack([p.near[:, :k] for p in records], axis=1)
         self_ = np.array([np.nan if p.knn_self is None else p.knn_self for p in records])
         groups = []
         for j, p in enumerate(records):
-            for s in _tied_rows(p, k):
-                above, above_near, members, value = _tie(p, int(s), k)
+            for s, above, above_near, members, value in _tied(p, k):
                 cols[s, j, : len(above)], near[s, j, : len(above)] = above, above_near
                 near[s, j, len(above) :] = value
-                groups.append((j, int(s), len(above), members))
+                groups.append((j, s, len(above), members))
         tied = np.zeros(len(records), bool)
         tied[[g[0] for g in groups]] = True
         return cls(cols, near, self_, tied, _ties(groups, k))
 
 
-def _tied_rows(p: P.Prepared, k: int) -> np.ndarray:
-    """The rows of record p whose k-th cosine equals their (k+1)-th (none where the L kept
-    are the k: k = M − 1)."""
-    if p.near.shape[1] <= k:
-        return np.zeros(0, np.int64)
-    return np.flatnonzero(p.near[:, k - 1] == p.near[:, k])
+def _tied(p: P.Prepared, k: int):
+    """(row, above, above_near, members, value) of each row of record p whose k-th cosine
+    `value` ties its (k+1)-th: the rows of larger cosine (its first places) with their
+    cosines, and every row at `value`; read from the L kept, or, where the tie runs to the
+    end of them, from the row's cosines to every row (`_cosines`, as `P.full_order` reads
+    them)."""
+    m, L = p.order.shape
+    if L <= k:  # every other row is a neighbour: nothing straddles the k-th place
+        return
+    rows = np.flatnonzero(p.near[:, k - 1] == p.near[:, k])
+    deep = (p.near[rows, -1] == p.near[rows, k - 1]) & (L < m - 1)
+    for s in rows[~deep]:
+        order, near = p.order[s], p.near[s]
+        at = np.flatnonzero(near == near[k - 1])
+        yield int(s), order[: at[0]], near[: at[0]], order[at[0] : at[-1] + 1], near[k - 1]
+    for lo in range(0, int(deep.sum()), DEEP_BLOCK):
+        block = rows[deep][lo : lo + DEEP_BLOCK]
+        g = _cosines(p, block)
+        value = -np.partition(-g, k - 1, axis=1)[:, k - 1]
+        for s, row, v in zip(block, g, value, strict=True):
+            above, members = np.flatnonzero(row > v), np.flatnonzero(row == v)
+            yield int(s), above, row[above], members, v
 
 
-def _tie(p: P.Prepared, s: int, k: int) -> tuple:
-    """(above, above_near, members, value) of row s of p, whose k-th cosine `value` ties the
-    next: the rows of larger cosine (its first places) and their cosines, and every row at
-    `value` (from the kept order, or from the whole order, `P.full_order`, where the tie runs
-    to the end of the L kept, as `prepared.permuted` reads it)."""
-    order, near = p.order[s], p.near[s]
-    if near[-1] == near[k - 1] and len(order) < len(p.copy) - 1:
-        order, near = P.full_order(p, s)
-    value = near[k - 1]
-    at = np.flatnonzero(near == value)
-    return order[: at[0]], near[: at[0]], order[at[0] : at[-1] + 1], value
+def _cosines(p: P.Prepared, rows: np.ndarray) -> np.ndarray:
+    """(len(rows), M): the cosines of `rows` of record p to every row, −inf to itself, from
+    the distinct unit rows (copies tie exactly), in one product."""
+    g = (p.unit[p.copy[rows]] @ p.unit.T)[:, p.copy]
+    g[np.arange(len(rows)), rows] = -np.inf
+    return g
 
 
 def _ties(groups: list, k: int) -> Ties:

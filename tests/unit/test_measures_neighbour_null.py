@@ -113,15 +113,17 @@ def test_ties_across_directions_recompute_the_targets_own_hsic(k):
 
 
 def test_sources_over_several_slots_and_sums_in_pieces(monkeypatch):
-    """Five source boundaries over slots of two (three slots, the last holding one) and the
-    dense row sums one source at a time: every draw still equals the references."""
+    """Five source boundaries over slots of two (three slots, the last holding one), the
+    dense row sums one source at a time and the cosines of the rows whose tie runs past the
+    places kept 7 rows at a time: every draw still equals the references."""
     from align.measures import neighbour_null
     from align.measures.rows import null_values
 
     monkeypatch.setattr(neighbour_null, "SLOT_BITS", 2)
     monkeypatch.setattr(neighbour_null, "ROW_SUMS", 1)
+    monkeypatch.setattr(neighbour_null, "DEEP_BLOCK", 7)
     xs = dict(enumerate(copied_rows(4, 80, (5, 6, 3, 8, 4))))
-    ys = dict(enumerate(random_rows(5, 80, (7, 4))))
+    ys = dict(enumerate(copied_rows(5, 80, (7, 4))))
     perms = draws(80, "documents", 6)
     got = null_values(xs, ys, perms, ("mknn", "cknna"), 3)
     assert_every_draw(got, xs, ys, perms, 3)
