@@ -11,8 +11,9 @@ The interface the fit calls:
 
 Every measure is computed from a record of each boundary's rows (`prepared.Prepared`: its
 centred rows' SVD, its neighbour orders, its sorted distances and ranks), built once per
-boundary; a null draw permutes indices into the records (`prepared.permuted`). The interval
-is, by default, the delete-a-group jackknife of every other measure (`JACKKNIFE`: the
+boundary; a null draw permutes indices into the records (`prepared.permuted`; mknn's and
+cknna's relabel the neighbour lists, `neighbour_null`, and rsa's read the ranks in batches,
+`nulls`). The interval is, by default, the delete-a-group jackknife of every other measure (`JACKKNIFE`: the
 measure recomputed without each group of documents, group = document index mod
 `streamed.MEASURE_GROUPS`, `jackknife.interval`), or, as an option, the percentile document
 bootstrap (`BOOTSTRAP`). Both are a recomputation on the sampled rows written w_r times
@@ -31,6 +32,7 @@ import numpy as np
 
 from align.errors import InputError, NonFiniteError
 from align.measures import calibration, cells, nulls, prepared
+from align.measures.neighbour_null import NEIGHBOUR_NULL, neighbour_null
 from align.measures.registry import REGISTRY, parts_of, reweighted, rows_forms
 from align.measures.spectral_null import SPECTRAL, spectral_null
 from align.measures.streamed import MEASURE_GROUPS
@@ -362,16 +364,21 @@ def null_values(
     """{measure: (K, n_source, n_target)}: each measure with the target's rows re-paired by
     each permutation (row r of the source with row perms[q, r] of the target), the same
     permutation for every target boundary. perms: (K, n_rows) from
-    `calibration.draw_permutations`. A draw permutes indices into the prepared records
-    (`prepared.permuted`); RSA's draws are read in batches from the ranks (`nulls.rsa_null`),
-    the spectral measures' from one product a draw and target boundary (`spectral_null`).
-    With `records`, xs and ys are read for their keys alone."""
+    `calibration.draw_permutations`. mknn's and cknna's draws relabel the prepared neighbour
+    lists (`neighbour_null`); RSA's are read in batches from the ranks (`nulls.rsa_null`); the
+    spectral measures' from one product a draw and target boundary (`spectral_null`); any
+    other measure's permute indices into the records (`prepared.permuted`). With `records`,
+    xs and ys are read for their keys alone."""
     px, py = records or prepare_all(xs, ys, measures, k)
     out = {n: np.empty((len(perms), len(px), len(py))) for n in measures}
     if "rsa" in measures:
         out["rsa"] = nulls.rsa_null(list(px.values()), list(py.values()), perms, _backend_of(py))
     out.update(spectral_null(list(px.values()), list(py.values()), perms, measures))
-    forms = {n: f for n, f in rows_forms(measures).items() if n != "rsa" and n not in SPECTRAL}
+    near = [n for n in measures if n in NEIGHBOUR_NULL]
+    if near:
+        out.update(neighbour_null(list(px.values()), list(py.values()), perms, k, near))
+    done = ("rsa", *near, *SPECTRAL)
+    forms = {n: f for n, f in rows_forms(measures).items() if n not in done}
     if not forms:
         return out
     for q, perm in enumerate(perms):
