@@ -11,9 +11,9 @@ The interface the fit calls:
 
 Every measure is computed from a record of each boundary's rows (`prepared.Prepared`: its
 centred rows' SVD, its neighbour orders, its sorted distances and ranks), built once per
-boundary; a null draw permutes indices into the records (`prepared.permuted`; mknn's and
-cknna's relabel the neighbour lists, `neighbour_null`, and rsa's read the ranks in batches,
-`nulls`). The interval is, by default, the delete-a-group jackknife of every other measure (`JACKKNIFE`: the
+boundary; a null draw reads them under the permutation, without a record a draw (mknn's and
+cknna's relabel the neighbour lists, `neighbour_null`; rsa's read the ranks in batches,
+`nulls`; the spectral measures' take one product a target, `spectral_null`). The interval is, by default, the delete-a-group jackknife of every other measure (`JACKKNIFE`: the
 measure recomputed without each group of documents, group = document index mod
 `streamed.MEASURE_GROUPS`, `jackknife.interval`), or, as an option, the percentile document
 bootstrap (`BOOTSTRAP`). Both are a recomputation on the sampled rows written w_r times
@@ -366,9 +366,8 @@ def null_values(
     permutation for every target boundary. perms: (K, n_rows) from
     `calibration.draw_permutations`. mknn's and cknna's draws relabel the prepared neighbour
     lists (`neighbour_null`); RSA's are read in batches from the ranks (`nulls.rsa_null`); the
-    spectral measures' from one product a draw and target boundary (`spectral_null`); any
-    other measure's permute indices into the records (`prepared.permuted`). With `records`,
-    xs and ys are read for their keys alone."""
+    spectral measures' from one product a draw and target boundary (`spectral_null`). With
+    `records`, xs and ys are read for their keys alone."""
     px, py = records or prepare_all(xs, ys, measures, k)
     out = {n: np.empty((len(perms), len(px), len(py))) for n in measures}
     if "rsa" in measures:
@@ -377,16 +376,9 @@ def null_values(
     near = [n for n in measures if n in NEIGHBOUR_NULL]
     if near:
         out.update(neighbour_null(list(px.values()), list(py.values()), perms, k, near))
-    done = ("rsa", *near, *SPECTRAL)
-    forms = {n: f for n, f in rows_forms(measures).items() if n not in done}
-    if not forms:
-        return out
-    for q, perm in enumerate(perms):
-        for j, (key, p) in enumerate(py.items()):  # one permuted record at a time
-            moved = {key: prepared.permuted(p, perm, None, k)}
-            values = cells.grid(px, moved, forms, k)
-            for n in forms:
-                out[n][q, :, j] = values[n][:, 0]
+    missing = [n for n in measures if n not in ("rsa", *near, *SPECTRAL)]
+    if missing:  # a measure registered without a null of its own
+        raise ValueError(f"no permutation null reads {', '.join(missing)}")
     return out
 
 
