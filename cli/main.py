@@ -112,14 +112,17 @@ def cli():
 
 
 @functools.cache
+@functools.lru_cache(maxsize=None)
 def option_names(name: str | None = None) -> dict[str, str]:
     """The option each Python parameter name is given as on the command line of command
     `name` (None: over every command), from the options' declarations: the record field an
     option sets (`n_workers` → --workers), a click option's own name and the name of each of its
     long flags (`fmt` and `format` → --format, `batch_size` → --batch-size), shown as the
-    option is first declared (`output` → -o)."""
+    option is first declared (`output` → -o); made once a command (the caller reads it, never
+    changes it)."""
     names: dict[str, str] = {}
-    for module in dict.fromkeys(COMMAND_MODULES.values()):
+    modules = dict.fromkeys(COMMAND_MODULES.values()) if name is None else [COMMAND_MODULES[name]]
+    for module in modules:  # a command's own module alone: the others import heavy packages
         for command in importlib.import_module(module).commands:
             if name is not None and command.name != name:
                 continue
