@@ -325,13 +325,15 @@ def _check_boundary(x: np.ndarray, side: str, b, measures) -> None:
         )
 
 
-def prepare_all(xs: dict, ys: dict, measures, k: int, backend: Backend = CPU) -> tuple:
+def prepare_all(xs: dict, ys: dict, measures, k: int, backend: Backend = CPU, threads: int = 1):
     """({source boundary: Prepared}, {target boundary: Prepared}): every boundary's record,
-    prepared once (`prepared.prepare`) for the values, the null and the bootstrap."""
+    prepared once (`prepared.prepare`) for the values, the null and the bootstrap, the
+    boundaries on `threads` threads of this process (each record as one thread makes it)."""
     parts = parts_of(measures)
-    px = {i: prepared.prepare(x, parts, k, backend) for i, x in xs.items()}
-    py = {j: prepared.prepare(y, parts, k, backend) for j, y in ys.items()}
-    return px, py
+    rows_ = [*xs.values(), *ys.values()]
+    with ThreadPoolExecutor(max(1, min(threads, len(rows_)))) as pool:
+        made = list(pool.map(lambda x: prepared.prepare(x, parts, k, backend), rows_))
+    return dict(zip(xs, made[: len(xs)], strict=True)), dict(zip(ys, made[len(xs) :], strict=True))
 
 
 def observed_values(xs: dict, ys: dict, measures, k: int = K_NEIGHBOURS, records=None) -> dict:
@@ -480,15 +482,15 @@ class Draws(NamedTuple):
     and their seed (`calibration.draw_permutations`), the document bootstrap's resamples
     (`align.stats.bootstrap.Resampling`, read under `BOOTSTRAP` alone), and the interval's
     scheme, JACKKNIFE (the groups of documents left out in turn) or BOOTSTRAP, and the threads
-    of this process the null's draws and the interval's recomputations are cut among (each
-    draw and recomputation computed as one thread computes it: the numbers do not depend on
-    them)."""
+    of this process the boundaries' preparations, the null's draws and the interval's
+    recomputations are cut among (each computed as one thread computes it: the numbers do not
+    depend on them)."""
 
     permutations: int
     seed: int
     resampling: object
     interval: str = JACKKNIFE
-    threads: int = 1  # the draws and the recomputations cut among this many threads (`split`)
+    threads: int = 1  # threads of the preparations, the draws and the recomputations (`split`)
 
 
 @dataclass(frozen=True, eq=False)
@@ -576,7 +578,7 @@ def row_measures(
     measures = tuple(measures)
     intervals = measures if intervals is None else tuple(n for n in measures if n in intervals)
     xs, ys, docs = checked_rows(xs, ys, docs, measures, k)
-    records = prepare_all(xs, ys, measures, k, backend)
+    records = prepare_all(xs, ys, measures, k, backend, draws.threads)
     value = observed_values(xs, ys, measures, k, records)
     perms, scheme = calibration.draw_permutations(docs, draws.permutations, draws.seed)
     null = split(lambda p: null_values(xs, ys, p, measures, k, records), perms, draws.threads)

@@ -254,7 +254,7 @@ def row_measures_seconds(rows_: tuple, asked: tuple, counts: tuple, workers: int
     permutations and recomputations (10 jackknife groups, or the bootstrap's resamples). Timed as `sampled.attach` runs them (the interval of mknn,
     cknna and rsa only, BLAS on one thread up to `sampled.SMALL_WIDTH`), and divided as the
     `workers` run them where they run there (`rows_tasks.row_seconds`; 1: this process, its
-    draws and recomputations divided among `sampled.row_threads`)."""
+    preparations, draws and recomputations divided among `sampled.row_threads`)."""
     (x, ys), (spec, M, device), (n_cells, n_sides) = rows_, asked, counts
     js = list(ys)
     m = max(min(M, ROW_TIMING, len(x)), 16)
@@ -307,10 +307,10 @@ def row_measures_seconds(rows_: tuple, asked: tuple, counts: tuple, workers: int
             None: 0,
         }[scheme]
     )
-    # in this process the draws and recomputations are cut among `sampled.row_threads`
+    # in this process the preparations, draws and recomputations are cut among threads
     threads = sampled.row_threads(widest, device) if workers <= 1 else 1
     return rows_tasks.row_seconds(
-        (scale * base / 2, 0.0, cell * n_cells / threads),
+        (scale * base / 2 / threads, 0.0, cell * n_cells / threads),
         (n_sides, n_cells, spec.permutations, resamples),
         workers,
     )
