@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from align.measures.nulls import BATCH, piece_of
+from align.measures.cells import TARGETS
+from align.measures.nulls import BATCH, rows_of
 from align.measures.prepared import BLOCK, depth
 from align.measures.registry import NEIGHBOURS, REGISTRY, SPECTRAL
 from align.messages import human_bytes
@@ -118,30 +119,33 @@ def _grid_temporaries(s: SampleShape, m: int) -> int:
 def _null_temporaries(s: SampleShape, m: int) -> int:
     """A null draw beyond the records: one target boundary's permuted record (its u and
     norms, its relabelled orders and their copies) and one cell's temporaries; for rsa
-    (`nulls.rsa_null`, every draw in batches) the gathered side's ranks as squares (m² each,
-    min(n_S, n_T) of them), the pairs' rows (int64: 2P) and a square's places while it is laid
-    out (2P), and a piece's places, gathered ranks and the other side's ranks."""
+    (`nulls.rsa_null`, every draw in batches) the moved side's ranks as squares (m² each,
+    n_moved = min(n_S, n_T) of them), the pairs' rows (int64: 2P) and a square's places while
+    it is laid out (2P), and the first block's n = B·(m − 1) pairs (`nulls.rows_of`): the fixed side's
+    ranks over it and their stack (2·n_fixed·n), a batch's places (BATCH·n, int64) and the
+    moved squares read at them (n_moved·BATCH·n)."""
     spectral, near, rsa = _kinds(s.measures)
     r, L, pairs = min(m, s.d_t), depth(s.neighbours, m), m * (m - 1) // 2
     moved = 8 * (spectral * (m * r + m) + near * 6 * m * L)
-    piece = piece_of(pairs)
-    squares = min(s.n_source, s.n_target) * m * m + 4 * pairs
-    pieces = piece * (4 * BATCH + max(s.n_source, s.n_target))
-    return moved + 8 * rsa * (squares + pieces) + _grid_temporaries(s, m)
+    n_moved, n_fixed = min(s.n_source, s.n_target), max(s.n_source, s.n_target)
+    block = rows_of(m) * (m - 1)  # the first block's rectangle, the largest
+    squares = n_moved * m * m + 4 * pairs
+    blocks = block * (BATCH * (1 + n_moved) + 2 * n_fixed)
+    return moved + 8 * rsa * (squares + blocks) + _grid_temporaries(s, m)
 
 
 def _bootstrap_temporaries(s: SampleShape, m: int) -> int:
     """A resample beyond the records of the sampled rows:
-    - rsa: the pairs' rows (int32, P), the pairs' weights (P), every source boundary's ranks
-      under them (n_S·P), a target's ranks and weighted ranks (2P) and `ranks_weighted`'s
-      temporaries (3P);
+    - rsa: the pairs' rows (int32, P), the pairs' weights (P), the stacks of scaled ranks
+      under them (`cells._scaled`: every source boundary's and TARGETS target boundaries',
+      (n_S + TARGETS)·P) and `ranks_weighted`'s temporaries (3P);
     - mknn, cknna: the scratch of entries (4·m² bytes), every target boundary's entries
       and one source's (6 values of at most m·k each) and the walk of the orders (6·m·L);
     - the spectral measures: every boundary's record of the resampled rows
       (resample_rows) and the temporaries of preparing one."""
     spectral, near, rsa = _kinds(s.measures)
     m2, L, pairs = max(s.resample_rows, 1), depth(s.neighbours, m), m * (m - 1) // 2
-    ranks = 8 * rsa * (6 + s.n_source) * pairs
+    ranks = 8 * rsa * (5 + s.n_source + TARGETS) * pairs
     entries = near * (4 * m * m + 8 * (6 * (s.n_target + 1) * m * s.neighbours + 6 * m * L))
     records = s.n_source * _spectral_bytes(m2, s.d_s) + s.n_target * _spectral_bytes(m2, s.d_t)
     again = max(_spectral_temporaries(m2, d) for d in (s.d_s, s.d_t))
