@@ -96,6 +96,7 @@ def grid(px: dict, py: dict, forms: dict, k: int) -> dict:
 # `registry.Measure.reweighted`): its neighbour lists (`neighbour_cell`), or RSA's ranks under
 # the pairs' weights (`_rsa_grid`); a measure with neither is recomputed on the rows.
 BY_NEIGHBOURS, BY_RANKS = "neighbours", "ranks"
+TARGETS = 4  # target boundaries a product of RSA's scaled ranks, held beside the sources'
 
 
 @dataclass(frozen=True)
@@ -250,12 +251,10 @@ def _rsa_grid(px, py, w, scratch, out) -> None:
                 out[i, j0 + j] = formulas.ratio(float(dots[i, j]), s * t)
 
 
-TARGETS = 4  # target boundaries a product: their scaled ranks held beside the sources'
-
-
 def _scaled(records: list, w, omega, scratch, side: str) -> tuple:
-    """(stack (≥ n × P), [Σ s²]): `P.ranks_scaled` of each record written into the rows of
-    the scratch's stack of `side` (made on the first call, kept for the next weights)."""
+    """(stack (n × P), [Σ s²]): `P.ranks_scaled` of the n records written into the first n
+    rows of the scratch's stack of `side` (made on the first call, kept for the next
+    weights)."""
     stack = scratch.stacks.get(side)
     if stack is None or stack.shape[0] < len(records):
         rows = len(records)

@@ -242,9 +242,8 @@ def ranks_scaled(p: Prepared, w, omega=None, out=None) -> tuple:
     With 0/1 weights and no tied distances (`_ranks_kept`) the ranks are whole counts: the
     kept pairs counted in sorted order in integers, scattered back as integers (the scatter,
     a random write of every pair, is the costly pass)."""
-    if out is None:
-        out = np.empty(len(p.by_distance)) if p.rows_by is not None else None
     if p.rows_by is not None and p.ties is None and _binary(w):
+        out = np.empty(len(p.by_distance)) if out is None else out
         out[p.by_distance] = _ranks_kept(p, w)  # twice the ranks, whole numbers
         out *= 0.5
         return out, dot(out, out)
@@ -258,7 +257,7 @@ def ranks_scaled(p: Prepared, w, omega=None, out=None) -> tuple:
     s *= om.sqrt() if not isinstance(om, np.ndarray) else np.sqrt(om, out=om)
     total = dot(s, s)
     if out is None:
-        out = s.new_empty(len(s))
+        out = np.empty(len(s)) if isinstance(s, np.ndarray) else s.new_empty(len(s))
     out[p.by_distance] = s
     return out, total
 
