@@ -9,18 +9,14 @@ re-pairs row a of the source with row π(a) of the target, so its cell is
 (Σ r_y² does not move with π: the draw reorders the pairs). The same sum with the source's
 rows moved by π⁻¹ instead, Σ_{c<d} r_x[π⁻¹(c), π⁻¹(d)] · r_y[c, d], lets the side with fewer
 boundaries be the one gathered. That side's ranks are laid out once as square M × M matrices
-R (R[a, b] = R[b, a] = r[a, b], a zero diagonal), all of them side by side, so a draw's pairs
-read every square at one set of places.
-
-The pairs are taken in blocks of B rows a0 ≤ a < a1, each a rectangle of the columns
-a0 < b < M (`rows_of`: B·M about CHUNK): a draw's rectangle of a square is
-R[π(a), π(b)] over it, read at the places π(a)·M + π(b) (a broadcast sum, no gather of
-places), and the fixed side's ranks are laid out over the same rectangle with zeros where
-b ≤ a (the pairs of the block's rows among themselves that are not pairs a < b), once a
-block for every draw. Per block and batch of BATCH draws, the gathered rectangles of every
-moved boundary (n_moved·batch × B·W) meet the fixed side's (B·W × n_fixed) in one matrix
-product: the fixed side is read once a batch, and the product runs at the full rate of the
-BLAS, not one draw and boundary at a time.
+(R[a, b] = R[b, a] = r[a, b], a zero diagonal), so a draw's pairs read R at π(a)·M + π(b):
+row by row of the upper triangle, each read lands in one row of R (a document's rows are
+consecutive in a documents draw: long runs of neighbouring reads), where the condensed
+vector's place of {π(a), π(b)} jumps across it. The pairs are cut into CHUNK-sized pieces;
+per piece and batch of BATCH draws the places are computed once for every gathered
+boundary, and the gathered ranks (batch × piece) meet the other side's ranks (piece ×
+boundaries) in one matrix product, which reads the other side once a batch, not once a
+draw and cell.
 """
 
 from __future__ import annotations
@@ -30,8 +26,8 @@ import numpy as np
 from align.measures import prepared as P
 from align.ridge.backend import CPU, Backend
 
-CHUNK = 1 << 15  # pairs a block (B·M): a batch's places and gathered ranks stay small
-BATCH = 8  # draws a matrix product: the fixed side's rectangle read once per 8 draws
+CHUNK = 1 << 16  # pairs a piece: a piece's gathered ranks and places stay in the cache
+BATCH = 8  # draws a matrix product: the other side's ranks read once per 8 draws
 
 
 def rsa_null(px: list, py: list, perms: np.ndarray, backend: Backend = CPU) -> np.ndarray:
@@ -59,47 +55,31 @@ def rsa_null(px: list, py: list, perms: np.ndarray, backend: Backend = CPU) -> n
 
 def _moved_dots(moved: list, fixed: list, perms: np.ndarray, backend: Backend) -> np.ndarray:
     """(K, n_moved, n_fixed): Σ_{a<b} R_i[π(a), π(b)] · r_j[a, b] for every draw π of perms
-    (K, M), every `moved` record i (its ranks as a square, `square`) and `fixed` record j,
-    block of rows by block (`rows_of`)."""
-    k, m = perms.shape
+    (K, M), every `moved` record i (its ranks as a square, `square`) and `fixed` record j."""
+    m = perms.shape[1]
     a, b = (backend.mask(v.astype(np.int64)) for v in P.pair_rows(m))  # a·M + b past 2³¹
-    squares = _stack([square(p.ranks, a, b, m) for p in moved])  # (n_moved, M·M)
-    del a, b
-    pd = backend.mask(np.ascontiguousarray(perms, np.int64))
-    acc = backend.zeros((len(moved), k, len(fixed)))
-    rows = rows_of(m)
-    for a0 in range(0, m - 1, rows):
-        a1 = min(a0 + rows, m - 1)  # row M − 1 heads no pair
-        other = fixed_block(fixed, a0, a1, m, backend)  # (n_fixed, B·W)
-        for d0 in range(0, k, BATCH):
-            batch = pd[d0 : d0 + BATCH]
-            places = (batch[:, a0:a1, None] * m + batch[:, None, a0 + 1 :]).reshape(len(batch), -1)
-            got = _take(squares, places)  # (n_moved·batch, B·W), moved-major
-            dots = got @ other.T  # one product for every moved boundary and draw of the batch
-            acc[:, d0 : d0 + BATCH] += dots.reshape(len(moved), len(batch), len(fixed))
-    return _host(acc).transpose(1, 0, 2)
-
-
-def rows_of(m: int) -> int:
-    """B, the rows of a block: about CHUNK pairs (B·M), or P/BATCH where the pairs are few (a
-    batch's places and gathered ranks then hold about the pairs' count, not BATCH times it),
-    at least 1; a block's zeros below the diagonal add B/M to the pairs read."""
-    pairs = m * (m - 1) // 2
-    return max(1, min(CHUNK, -(-pairs // BATCH)) // m)
-
-
-def fixed_block(fixed: list, a0: int, a1: int, m: int, backend: Backend):
-    """(n_fixed, B·W): the fixed side's ranks over the rectangle of rows a0 ≤ a < a1 and
-    columns a0 < b < M (W = M − a0 − 1), row-major, 0 where b ≤ a. The block's pairs a < b are
-    the condensed ranks from row a0's first pair to row a1's, in the rectangle's row-major order
-    the cells on and above its shifted diagonal (column index ≥ row index within the block)."""
-    w = m - a0 - 1
-    upper = np.arange(w)[None, :] >= np.arange(a1 - a0)[:, None]
-    lo = int(P.pair_index(a0, a0 + 1, m))
-    hi = int(P.pair_index(a1, a1 + 1, m)) if a1 < m - 1 else m * (m - 1) // 2
-    out = backend.zeros((len(fixed), upper.size))
-    out[:, backend.mask(upper.ravel())] = _stack([p.ranks[lo:hi] for p in fixed])
+    squares = [square(p.ranks, a, b, m) for p in moved]
+    out = np.zeros((len(perms), len(moved), len(fixed)))
+    n_pairs = m * (m - 1) // 2
+    chunk = piece_of(n_pairs)
+    for d0 in range(0, len(perms), BATCH):
+        batch = backend.mask(np.ascontiguousarray(perms[d0 : d0 + BATCH], np.int64))
+        rowbase = batch * m  # π(a)·M, the start of row π(a) of R
+        acc = 0.0
+        for q0 in range(0, n_pairs, chunk):
+            q1 = min(q0 + chunk, n_pairs)
+            ac, bc = a[q0:q1], b[q0:q1]
+            places = rowbase[:, ac] + batch[:, bc]  # (batch, piece)
+            other = _stack([p.ranks[q0:q1] for p in fixed])  # (n_fixed, piece)
+            acc = acc + _stack([R[places] @ other.T for R in squares])  # (n_moved, batch, n_fixed)
+        out[d0 : d0 + BATCH] = _host(acc).transpose(1, 0, 2)
     return out
+
+
+def piece_of(n_pairs: int) -> int:
+    """The pairs of a piece: CHUNK, or fewer where the pairs are few (a batch's places and
+    gathered ranks then hold about half the pairs' count, not BATCH times it)."""
+    return max(1, min(CHUNK, -(-n_pairs // BATCH)))
 
 
 def square(ranks, a, b, m: int):
@@ -113,17 +93,6 @@ def square(ranks, a, b, m: int):
     out[a * m + b] = ranks
     out[b * m + a] = ranks
     return out
-
-
-def _take(squares, places):
-    """(n_moved·batch, n): squares (n_moved, M·M) read at places (batch, n), row i·batch + d
-    square i at draw d's places."""
-    flat = places.reshape(-1)
-    if isinstance(squares, np.ndarray):
-        got = np.take(squares, flat, axis=1)
-    else:
-        got = squares.index_select(1, flat)
-    return got.reshape(squares.shape[0] * places.shape[0], places.shape[1])
 
 
 def _stack(arrays: list):

@@ -1,7 +1,7 @@
 """RSA's null read in batches (`align.measures.nulls`): every draw of every cell equals
 scipy's Spearman correlation of the two condensed correlation-distance matrices with the
 target's rows permuted (a reference that never imports align), at 1e-10, with tied rows, a
-batch that does not divide the draws, blocks of rows that cut the pairs, either side gathered, and
+batch that does not divide the draws, pieces that cut the pairs, either side gathered, and
 on torch as a GPU runs it."""
 
 from __future__ import annotations
@@ -54,9 +54,8 @@ def device_backend():
 @pytest.mark.parametrize("shape", [(2, 3), (3, 2)])
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 def test_every_batched_draw_equals_spearman_of_the_permuted_rows(monkeypatch, shape, backend):
-    """11 draws in batches of 4 (the last holds 3) and blocks of 2 rows (CHUNK 97 pairs over
-    40 rows; of the 39 rows heading pairs the last block holds 1): each draw of each cell
-    within 1e-10 of scipy on (x, y[perm])."""
+    """11 draws in batches of 4 (the last holds 3) and pieces of 97 pairs (780 pairs: the
+    last piece short): each draw of each cell within 1e-10 of scipy on (x, y[perm])."""
     from align.measures import nulls, rows
     from align.measures.calibration import draw_permutations
     from align.ridge.backend import CPU
@@ -77,17 +76,17 @@ def test_every_batched_draw_equals_spearman_of_the_permuted_rows(monkeypatch, sh
 
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
-def test_blocks_of_rows_cut_a_prime_row_count_and_every_draw_equals_spearman(monkeypatch, backend):
-    """37 rows (a prime) in blocks of 5 rows (the last of the 36 rows heading pairs holds
-    1), 7 draws of rows permuted one by one in batches of 3 (the last holds 1), tied rows,
-    the target side gathered (3 source boundaries, 2 target): each draw of each cell within
-    1e-10 of scipy on (x, y[perm])."""
+def test_a_prime_row_count_in_pieces_and_short_batches_equals_spearman(monkeypatch, backend):
+    """37 rows (a prime: 666 pairs, pieces of 50, the last holding 16), 7 draws of rows
+    permuted one by one in batches of 3 (the last holds 1), tied rows, the target side
+    gathered (3 source boundaries, 2 target): each draw of each cell within 1e-10 of scipy
+    on (x, y[perm])."""
     from align.measures import nulls, rows
     from align.ridge.backend import CPU
 
     monkeypatch.setattr(nulls, "BATCH", 3)
-    monkeypatch.setattr(nulls, "CHUNK", 5 * 37 + 3)
-    assert nulls.rows_of(37) == 5
+    monkeypatch.setattr(nulls, "CHUNK", 50)
+    assert nulls.piece_of(37 * 36 // 2) == 50
     xs, ys = grids(3, 2, m=37, seed=9)
     perms = np.stack([np.random.default_rng(q).permutation(37) for q in range(7)])
     where = device_backend() if backend == "torch" else CPU
@@ -97,26 +96,6 @@ def test_blocks_of_rows_cut_a_prime_row_count_and_every_draw_equals_spearman(mon
         for a, x in xs.items():
             for b, y in ys.items():
                 assert abs(got[q, a, b] - reference(x, y[perm])) <= TOL, (q, a, b)
-
-
-def test_fixed_block_is_the_rectangle_of_the_upper_triangle():
-    """`nulls.fixed_block` of rows a0 ≤ a < a1 is scipy's squareform of the condensed ranks
-    over rows a0..a1 − 1 and columns a0 + 1..M − 1, zero on and below the diagonal, for every
-    block of 3 rows of 11 (the last short)."""
-    from scipy.spatial.distance import squareform
-
-    from align.measures import nulls, prepared
-    from align.ridge.backend import CPU
-
-    m = 11
-    v = np.random.default_rng(2).standard_normal((2, m * (m - 1) // 2))
-    records = [prepared.Prepared(ranks=r) for r in v]
-    for a0 in range(0, m - 1, 3):
-        a1 = min(a0 + 3, m - 1)
-        got = nulls.fixed_block(records, a0, a1, m, CPU)
-        for r, rec in enumerate(v):
-            want = np.triu(squareform(rec), 1)[a0:a1, a0 + 1 :]
-            np.testing.assert_array_equal(got[r].reshape(a1 - a0, m - a0 - 1), want)
 
 
 def test_null_values_rows_scheme_batched_rsa_equals_spearman():

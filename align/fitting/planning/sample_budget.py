@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from align.measures.cells import TARGETS
-from align.measures.nulls import BATCH, rows_of
+from align.measures.nulls import BATCH, piece_of
 from align.measures.prepared import BLOCK, depth
 from align.measures.registry import NEIGHBOURS, REGISTRY, SPECTRAL
 from align.messages import human_bytes
@@ -119,19 +119,16 @@ def _grid_temporaries(s: SampleShape, m: int) -> int:
 def _null_temporaries(s: SampleShape, m: int) -> int:
     """A null draw beyond the records: one target boundary's permuted record (its u and
     norms, its relabelled orders and their copies) and one cell's temporaries; for rsa
-    (`nulls.rsa_null`, every draw in batches) the moved side's ranks as squares (m² each,
-    n_moved = min(n_S, n_T) of them), the pairs' rows (int64: 2P) and a square's places while
-    it is laid out (2P), and the first block's n = B·(m − 1) pairs (`nulls.rows_of`): the fixed side's
-    ranks over it and their stack (2·n_fixed·n), a batch's places (BATCH·n, int64) and the
-    moved squares read at them (n_moved·BATCH·n)."""
+    (`nulls.rsa_null`, every draw in batches) the gathered side's ranks as squares (m² each,
+    min(n_S, n_T) of them), the pairs' rows (int64: 2P) and a square's places while it is laid
+    out (2P), and a piece's places, gathered ranks and the other side's ranks."""
     spectral, near, rsa = _kinds(s.measures)
     r, L, pairs = min(m, s.d_t), depth(s.neighbours, m), m * (m - 1) // 2
     moved = 8 * (spectral * (m * r + m) + near * 6 * m * L)
-    n_moved, n_fixed = min(s.n_source, s.n_target), max(s.n_source, s.n_target)
-    block = rows_of(m) * (m - 1)  # the first block's rectangle, the largest
-    squares = n_moved * m * m + 4 * pairs
-    blocks = block * (BATCH * (1 + n_moved) + 2 * n_fixed)
-    return moved + 8 * rsa * (squares + blocks) + _grid_temporaries(s, m)
+    piece = piece_of(pairs)
+    squares = min(s.n_source, s.n_target) * m * m + 4 * pairs
+    pieces = piece * (4 * BATCH + max(s.n_source, s.n_target))
+    return moved + 8 * rsa * (squares + pieces) + _grid_temporaries(s, m)
 
 
 def _bootstrap_temporaries(s: SampleShape, m: int) -> int:
