@@ -8,7 +8,7 @@ rows left), without a new sort or neighbour search (docs/measures-rows.md). The 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -96,6 +96,7 @@ def grid(px: dict, py: dict, forms: dict, k: int) -> dict:
 # `registry.Measure.reweighted`): its neighbour lists (`neighbour_cell`), or RSA's ranks under
 # the pairs' weights (`_rsa_grid`); a measure with neither is recomputed on the rows.
 BY_NEIGHBOURS, BY_RANKS = "neighbours", "ranks"
+TARGETS = 4  # target boundaries a product of RSA's scaled ranks, held beside the sources'
 
 
 @dataclass(frozen=True)
@@ -190,11 +191,14 @@ def weighted_grid(px: dict, py: dict, forms: dict, k: int, w: np.ndarray, scratc
 class Scratch:
     """What the recomputations under weights share (a bootstrap's resamples, a jackknife's
     groups left out): the slot of neighbour entries (M·M int32 zeros),
-    the pairs' rows on the backend, the backend."""
+    the pairs' rows on the backend, the backend, the pairs' count P and RSA's stacks of
+    scaled ranks (`_scaled`: n_source × P and TARGETS × P, made once for every weights)."""
 
     slot: np.ndarray | None
     pairs: tuple | None
     backend: Backend = CPU
+    n_pairs: int = 0
+    stacks: dict = field(default_factory=dict)
 
     @classmethod
     def of(cls, m: int, forms: dict, backend: Backend = CPU) -> "Scratch":
@@ -207,7 +211,7 @@ class Scratch:
             if backend.torch is not None:
                 a, b = a.astype(np.int64), b.astype(np.int64)
             pairs = (backend.mask(a), backend.mask(b))
-        return cls(slot, pairs, backend)
+        return cls(slot, pairs, backend, m * (m - 1) // 2)
 
 
 def _neighbour_grid(px, py, measures, k, w, scratch, out) -> None:
@@ -227,15 +231,38 @@ def _neighbour_grid(px, py, measures, k, w, scratch, out) -> None:
 def _rsa_grid(px, py, w, scratch, out) -> None:
     """Spearman = Σ ω r_x r_y / sqrt(Σ ω r_x² · Σ ω r_y²) over the pairs of distinct rows,
     ω_ab = w_a·w_b, r the centred average ranks under ω (`P.ranks_weighted`), read as the
-    dot of sqrt(ω)·r of the two sides (`P.ranks_scaled`: one re-ranking a boundary)."""
+    dot of sqrt(ω)·r of the two sides (`P.ranks_scaled`: one re-ranking a boundary): every
+    source boundary's scaled ranks stacked (n_source × P), the targets' TARGETS at a time,
+    and every cell's numerator one entry of their matrix product (each vector read once,
+    not once a cell)."""
     backend = scratch.backend
     omega = None
     if any(p.rows_by is None for p in (*px.values(), *py.values())):
         wd = backend.put(w)
         a, b = scratch.pairs
         omega = wd[a] * wd[b]
-    sx = [P.ranks_scaled(p, w, omega) for p in px.values()]
-    for j, q in enumerate(py.values()):
-        ry, sy = P.ranks_scaled(q, w, omega)
-        for i, (rx, s) in enumerate(sx):
-            out[i, j] = formulas.ratio(P.dot(rx, ry), s * sy)
+    sx, tx = _scaled(list(px.values()), w, omega, scratch, "source")
+    targets = list(py.values())
+    for j0 in range(0, len(targets), TARGETS):
+        sy, ty = _scaled(targets[j0 : j0 + TARGETS], w, omega, scratch, "target")
+        dots = _host(sx @ sy.T)
+        for i, s in enumerate(tx):
+            for j, t in enumerate(ty):
+                out[i, j0 + j] = formulas.ratio(float(dots[i, j]), s * t)
+
+
+def _scaled(records: list, w, omega, scratch, side: str) -> tuple:
+    """(stack (n × P), [Σ s²]): `P.ranks_scaled` of the n records written into the first n
+    rows of the scratch's stack of `side` (made on the first call, kept for the next
+    weights)."""
+    stack = scratch.stacks.get(side)
+    if stack is None or stack.shape[0] < len(records):
+        rows = len(records)
+        stack = scratch.backend.empty((rows, scratch.n_pairs))
+        scratch.stacks[side] = stack
+    totals = [P.ranks_scaled(p, w, omega, stack[i])[1] for i, p in enumerate(records)]
+    return stack[: len(records)], totals
+
+
+def _host(x) -> np.ndarray:
+    return x if isinstance(x, np.ndarray) else x.detach().cpu().numpy()

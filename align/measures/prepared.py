@@ -230,26 +230,58 @@ def ranks_weighted(p: Prepared, omega):
     return om
 
 
-def ranks_scaled(p: Prepared, w, omega=None) -> tuple:
+def ranks_scaled(p: Prepared, w, omega=None, out=None) -> tuple:
     """(s, Σ s²): s (P,) = sqrt(omega)·`ranks_weighted`(p, omega) in the pairs' order, omega
     the pairs' weights w_a·w_b of row multiplicities w (M,), so that a resample's Spearman
     numerator Σ ω r_x r_y is the plain dot s_x·s_y and Σ ω r² is Σ s² (sqrt(ω) is exact for
     0/1 weights: a jackknife's). The weights are read in sorted order from w through
     `rows_by` where the record keeps it (no gather of P values across the pairs), else from
     `omega` (P,) through by_distance (on the backend); Σ s² is summed in sorted order, before
-    the one scatter back."""
+    the one scatter back, into `out` (P,) where given (a row of the caller's stack).
+
+    With 0/1 weights and no tied distances (`_ranks_kept`) the ranks are whole counts: the
+    kept pairs counted in sorted order in integers, scattered back as integers (the scatter,
+    a random write of every pair, is the costly pass)."""
+    if p.rows_by is not None and p.ties is None and _binary(w):
+        out = np.empty(len(p.by_distance)) if out is None else out
+        out[p.by_distance] = _ranks_kept(p, w)  # twice the ranks, whole numbers
+        out *= 0.5
+        return out, dot(out, out)
     if p.rows_by is not None:
         wf = np.asarray(w, np.float64)
         om = wf[p.rows_by[0]]
         om *= wf[p.rows_by[1]]
     else:
         om = omega[p.by_distance]
-    rank = _sorted_ranks(p, om)
-    root = om.sqrt() if not isinstance(om, np.ndarray) else np.sqrt(om, out=om)
-    rank *= root
-    total = dot(rank, rank)
-    root[p.by_distance] = rank  # root's memory, now in the pairs' order
-    return root, total
+    s = _sorted_ranks(p, om)
+    s *= om.sqrt() if not isinstance(om, np.ndarray) else np.sqrt(om, out=om)
+    total = dot(s, s)
+    if out is None:
+        out = np.empty(len(s)) if isinstance(s, np.ndarray) else s.new_empty(len(s))
+    out[p.by_distance] = s
+    return out, total
+
+
+def _binary(w) -> bool:
+    """Every multiplicity 0 or 1 (a jackknife's weights)."""
+    w = np.asarray(w)
+    return bool(((w == 0) | (w == 1)).all())
+
+
+def _ranks_kept(p: Prepared, w) -> np.ndarray:
+    """(P,) integers in sorted order: 2ω·(rank − (N + 1)/2) = ω·(2C − N − 1) for ω_ab =
+    w_a·w_b ∈ {0, 1} and distinct distances, C the kept pairs up to and including the pair
+    (`_sorted_ranks`' rank, its (ω − 1)/2 zero where ω = 1), N = Σ ω: counted in int32 (int64
+    past 2³⁰ pairs), exact, and half the bytes of float64 to scatter back."""
+    keep = np.asarray(w).astype(np.uint8)
+    om = np.take(keep, p.rows_by[0])
+    om &= np.take(keep, p.rows_by[1])
+    count = np.cumsum(om, dtype=np.int32 if len(om) < 2**30 else np.int64)
+    n = int(count[-1])
+    count *= 2
+    count -= n + 1
+    count *= om
+    return count
 
 
 def _sorted_ranks(p: Prepared, om):

@@ -75,6 +75,29 @@ def test_every_batched_draw_equals_spearman_of_the_permuted_rows(monkeypatch, sh
                 assert abs(got[q, a, b] - reference(x, y[perm])) <= TOL, (q, a, b)
 
 
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_a_prime_row_count_in_pieces_and_short_batches_equals_spearman(monkeypatch, backend):
+    """37 rows (a prime: 666 pairs, pieces of 50, the last holding 16), 7 draws of rows
+    permuted one by one in batches of 3 (the last holds 1), tied rows, the target side
+    gathered (3 source boundaries, 2 target): each draw of each cell within 1e-10 of scipy
+    on (x, y[perm])."""
+    from align.measures import nulls, rows
+    from align.ridge.backend import CPU
+
+    monkeypatch.setattr(nulls, "BATCH", 3)
+    monkeypatch.setattr(nulls, "CHUNK", 50)
+    assert nulls.piece_of(37 * 36 // 2) == 50
+    xs, ys = grids(3, 2, m=37, seed=9)
+    perms = np.stack([np.random.default_rng(q).permutation(37) for q in range(7)])
+    where = device_backend() if backend == "torch" else CPU
+    records = rows.prepare_all(xs, ys, ("rsa",), 3, where)
+    got = nulls.rsa_null(list(records[0].values()), list(records[1].values()), perms, where)
+    for q, perm in enumerate(perms):
+        for a, x in xs.items():
+            for b, y in ys.items():
+                assert abs(got[q, a, b] - reference(x, y[perm])) <= TOL, (q, a, b)
+
+
 def test_null_values_rows_scheme_batched_rsa_equals_spearman():
     """`rows.null_values` with rows permuted one by one (fewer than 8 documents) and a
     neighbour measure beside rsa: rsa's draws are the batched ones, equal to scipy's."""

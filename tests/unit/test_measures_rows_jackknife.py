@@ -8,6 +8,7 @@ recomputations; the groups as the streamed measures' (document index mod 10)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tests.helpers.rows_reference import MEASURES, RANGES, K, jackknife_t
 
@@ -96,3 +97,38 @@ def test_an_unknown_scheme_is_refused_in_one_line():
         text = str(got.value)
         assert "\n" not in text and "`measure_interval` 'percentile'" in text, text
         assert "jackknife or bootstrap" in text, text
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_rsa_recomputations_read_in_target_blocks_equal_spearman_of_the_rows_left(
+    monkeypatch, backend
+):
+    """rsa's delete-a-group recomputations on 2 × 6 boundaries of 53 rows (a prime: no
+    block divides it), the targets' scaled ranks read 4 to a product (the last holds 2),
+    every boundary but one without tied distances (the whole-count ranks of 0/1 weights) and
+    target 5 with copies: each recomputation of each cell equals scipy's Spearman of the
+    correlation distances of the rows left (rows_reference.rsa) within 1e-10, on numpy and on
+    torch as a GPU runs it."""
+    from align.measures import cells, rows
+    from align.ridge.backend import CPU, Backend
+
+    class Device(Backend):
+        on_cpu = False
+
+    monkeypatch.setattr(cells, "TARGETS", 4)
+    rng = np.random.default_rng(7)
+    m = 53
+    base = rng.normal(size=(m, 4))
+    xs = {b: base @ rng.normal(size=(4, 6)) + rng.normal(size=(m, 6)) for b in range(2)}
+    ys = {b: base @ rng.normal(size=(4, 5)) + rng.normal(size=(m, 5)) for b in range(6)}
+    ys[5][[3, 40]] = ys[5][11]
+    docs = rng.permutation(np.arange(m) % 19)
+    where = Device("cpu", use_torch=True) if backend == "torch" else CPU
+    got, groups = rows.jackknife_values(xs, ys, docs, ("rsa",), K, backend=where)
+    assert got["rsa"].shape == (len(groups), 2, 6)
+    for g_at, g in enumerate(groups):
+        keep = docs % 10 != g
+        for a, x in xs.items():
+            for b, y in ys.items():
+                want = MEASURES["rsa"](x[keep], y[keep])
+                assert abs(got["rsa"][g_at, a, b] - want) <= TOL, (backend, g, a, b)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from align.measures.cells import TARGETS
 from align.measures.nulls import BATCH, piece_of
 from align.measures.prepared import BLOCK, depth
 from align.measures.registry import NEIGHBOURS, REGISTRY, SPECTRAL
@@ -132,16 +133,16 @@ def _null_temporaries(s: SampleShape, m: int) -> int:
 
 def _bootstrap_temporaries(s: SampleShape, m: int) -> int:
     """A resample beyond the records of the sampled rows:
-    - rsa: the pairs' rows (int32, P), the pairs' weights (P), every source boundary's ranks
-      under them (n_S·P), a target's ranks and weighted ranks (2P) and `ranks_weighted`'s
-      temporaries (3P);
+    - rsa: the pairs' rows (int32, P), the pairs' weights (P), the stacks of scaled ranks
+      under them (`cells._scaled`: every source boundary's and TARGETS target boundaries',
+      (n_S + TARGETS)·P) and `ranks_weighted`'s temporaries (3P);
     - mknn, cknna: the scratch of entries (4·m² bytes), every target boundary's entries
       and one source's (6 values of at most m·k each) and the walk of the orders (6·m·L);
     - the spectral measures: every boundary's record of the resampled rows
       (resample_rows) and the temporaries of preparing one."""
     spectral, near, rsa = _kinds(s.measures)
     m2, L, pairs = max(s.resample_rows, 1), depth(s.neighbours, m), m * (m - 1) // 2
-    ranks = 8 * rsa * (6 + s.n_source) * pairs
+    ranks = 8 * rsa * (5 + s.n_source + TARGETS) * pairs
     entries = near * (4 * m * m + 8 * (6 * (s.n_target + 1) * m * s.neighbours + 6 * m * L))
     records = s.n_source * _spectral_bytes(m2, s.d_s) + s.n_target * _spectral_bytes(m2, s.d_t)
     again = max(_spectral_temporaries(m2, d) for d in (s.d_s, s.d_t))
