@@ -415,7 +415,8 @@ def shape_of(sample: Sample, spec, sides: tuple, itemsize: int = 8) -> SampleSha
     ((n_source, d_S), (n_target, d_T)); the interval's recomputations (`row_interval`): under
     the jackknife its MEASURE_GROUPS groups, none larger than the sample; under the bootstrap
     its resamples, the largest counted from the sample's documents and the resampling
-    `row_measures` will draw (a document drawn twice counts twice)."""
+    `row_measures` will draw (a document drawn twice counts twice); its phases once a thread
+    of the host's (`row_threads`: on a device they run on one, so this bounds them)."""
     largest, runs = len(sample.tokens), 0
     if row_interval(spec) == rows.JACKKNIFE:
         runs = MEASURE_GROUPS
@@ -437,6 +438,7 @@ def shape_of(sample: Sample, spec, sides: tuple, itemsize: int = 8) -> SampleSha
         int(spec.permutations) + runs,
         largest,
         itemsize,
+        threads=row_threads(max(d_s, d_t), "cpu"),  # the host's; a device's is fewer
     )
 
 

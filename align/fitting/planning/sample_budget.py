@@ -43,6 +43,9 @@ class SampleShape(NamedTuple):
     spectral_intervals : bool
         The spectral measures get the sample's bootstrap too (a fit asks it of mknn, cknna
         and rsa only: `sampled.attach`).
+    threads : int
+        The threads `row_measures` runs its preparations, draws and recomputations on, each
+        holding its own phase's temporaries (`sampled.row_threads`).
     """
 
     rows: int  # M
@@ -56,6 +59,7 @@ class SampleShape(NamedTuple):
     resample_rows: int  # rows of the largest bootstrap resample
     itemsize: int = 8  # bytes a value of the kept rows
     spectral_intervals: bool = False  # the spectral measures resampled too (not on a fit)
+    threads: int = 1  # threads of row_measures' phases side by side (`rows.Draws.threads`)
 
 
 def sample_bytes(s: SampleShape) -> int:
@@ -167,7 +171,8 @@ def row_measures_bytes(s: SampleShape) -> int:
     value, null and bootstrap arrays (8·(draws + 2)·n_S·n_T per measure), every boundary's
     record (`_prepared_bytes`, kept from the values to the bootstrap), and the largest of
     three phases: preparing one record (`_prepare_temporaries`) and a cell's values; a null
-    draw (`_null_temporaries`); a bootstrap resample (`_bootstrap_temporaries`).
+    draw (`_null_temporaries`); a bootstrap resample (`_bootstrap_temporaries`), once a
+    thread (`threads`).
     """
     m, S, T = s.rows, s.n_source, s.n_target
     records = S * _prepared_bytes(s, m, s.d_s) + T * _prepared_bytes(s, m, s.d_t)
@@ -180,7 +185,7 @@ def row_measures_bytes(s: SampleShape) -> int:
     # records' Python objects and the temporaries not itemised): WORK_MARGIN covers the rest
     float64 = 8 * m * (S * s.d_s + T * s.d_t) if s.itemsize != 8 else 0
     arrays = 8 * (s.draws + 2) * S * T * len(s.measures)
-    return float64 + int(WORK_MARGIN * (arrays + records + max(phases)))
+    return float64 + int(WORK_MARGIN * (arrays + records + max(1, s.threads) * max(phases)))
 
 
 def sample_refusal(s: SampleShape, room: int, where: str, option: str) -> str | None:
