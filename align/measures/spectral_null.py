@@ -24,6 +24,7 @@ from align.measures import formulas
 from align.measures import prepared as P
 
 SPECTRAL = ("cka", "cka-debiased", "procrustes", "cca", "svcca")
+WELL = 1e-6  # λ_min/λ_max of B·Bᵀ above which its eigenvalues give the singular values
 
 
 def spectral_null(px: list, py: list, perms: np.ndarray, names) -> dict:
@@ -114,12 +115,22 @@ def _cells(name: str, blocks: list, side_x: list, side_y: dict, ab, m: int) -> n
 
 def _singular_sums(blocks: list) -> np.ndarray:
     """Σ of the singular values of each block, the blocks of one shape stacked into one
-    call."""
+    call: the square roots of the eigenvalues of B·Bᵀ (the narrower side's Gram, a symmetric
+    eigenproblem: 3× faster than the SVD at 256 × 384), where the smallest is above
+    WELL·the largest; an SVD for the others (a square root's error is ε·σ_max²/(2σ), so the
+    sum stays within about 1e-13 of σ_max only where no σ is small)."""
     out = np.empty(len(blocks))
     shapes = {}
     for i, B in enumerate(blocks):
         shapes.setdefault(B.shape, []).append(i)
-    for idx in shapes.values():
+    for shape, idx in shapes.items():
         stack = np.stack([blocks[i] for i in idx])
-        out[idx] = np.linalg.svd(stack, compute_uv=False).sum(axis=1)
+        if shape[0] > shape[1]:
+            stack = stack.transpose(0, 2, 1)
+        lam = np.linalg.eigvalsh(stack @ stack.transpose(0, 2, 1))  # ascending
+        well = lam[:, 0] > WELL * lam[:, -1]
+        sums = np.sqrt(np.maximum(lam, 0.0)).sum(axis=1)
+        if not well.all():
+            sums[~well] = np.linalg.svd(stack[~well], compute_uv=False).sum(axis=1)
+        out[idx] = sums
     return out

@@ -65,3 +65,20 @@ def test_only_the_names_asked_are_computed():
     got = spectral_null(px, py, perm[None, :], ("cka", "mknn"))
     assert set(got) == {"cka"}
     assert abs(got["cka"][0, 0, 0] - ref.cka(xs[0], ys[0][perm])) <= 1e-10
+
+
+def test_singular_sums_by_the_gram_where_well_conditioned_else_by_the_svd():
+    """Σσ of blocks of two shapes (wide and tall), well conditioned (read from B·Bᵀ's
+    eigenvalues) and of rank 2 (read by the SVD), against numpy's SVD (1e-12 of σ_max)."""
+    from align.measures.spectral_null import WELL, _singular_sums
+
+    rng = np.random.default_rng(5)
+    blocks = [rng.standard_normal((6, 9)), rng.standard_normal((9, 6))]
+    blocks += [rng.standard_normal((6, 2)) @ rng.standard_normal((2, 9)) for _ in range(2)]
+    blocks += [rng.standard_normal((6, 9))]
+    got = _singular_sums(blocks)
+    for B, v in zip(blocks, got, strict=True):
+        sigma = np.linalg.svd(B, compute_uv=False)
+        assert abs(v - sigma.sum()) <= 1e-12 * sigma[0]
+    lam = [np.linalg.eigvalsh(B @ B.T if B.shape[0] <= B.shape[1] else B.T @ B) for B in blocks]
+    assert [x[0] > WELL * x[-1] for x in lam] == [True, True, False, False, True]  # both paths
