@@ -407,11 +407,13 @@ def fit_measures(r: Results) -> str:
         + fits
         + "\n\n"
         + interval_table(d)
-        + f"\n\nThe row measures (`mknn`, `cknna`, `rsa`) on M = {n(rows_['rows'])} sampled rows "
+        + f"\n\nThe measures on the sample (`mknn`, `cknna`, `rsa`, and the spectral measures' "
+        f"values there, which their calibration reads) on M = {n(rows_['rows'])} sampled rows "
         f"of the {rows_['grid'][0]} × {rows_['grid'][1]} grid (d {c['source'].split('x')[1]} and "
-        f"{c['target'].split('x')[1]}), one BLAS thread, as the fit computes them in one process: "
+        f"{c['target'].split('x')[1]}), one BLAS thread and one thread (the fit cuts the work "
+        "among its cores), as the fit computes them in one process: "
         f"every boundary prepared and every cell's values timed, then null draws of the whole "
-        "grid (RSA's in batches), the delete-a-group jackknife's recomputations (the held-out "
+        "grid of every measure (RSA's in batches, the spectral measures' one product a target), the delete-a-group jackknife's recomputations (the held-out "
         "documents' index mod 10 as the groups) and bootstrap resamples, scaled to the defaults "
         f"(load average {rows_load(rows_, d)} over the run, on a shared machine):\n\n"
         + rowm
