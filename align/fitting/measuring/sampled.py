@@ -327,10 +327,10 @@ def _row_measures(sample: Sample, spec, grid: tuple, device: str, runner) -> dic
 
 
 def row_threads(widest: int, device: str) -> int:
-    """The threads of this process the row measures' draws and recomputations are cut among
-    (`rows.Draws.threads`): the cores where BLAS runs on one thread (rows up to SMALL_WIDTH
-    wide, `attach`), else 1, not beside BLAS's own threads or a device's parallelism (the
-    numbers do not depend on it)."""
+    """The threads of this process the row measures' preparations, draws and recomputations
+    are cut among (`rows.Draws.threads`; a cluster's tasks cut them themselves): the cores
+    where BLAS runs on one thread (rows up to SMALL_WIDTH wide, `attach`), else 1, not beside
+    BLAS's own threads or a device's parallelism (the numbers do not depend on it)."""
     return cpu_cores() if device == "cpu" and widest <= SMALL_WIDTH else 1
 
 
