@@ -66,7 +66,10 @@ def refuse_other_samples(name: str, items) -> None:
     another quantity at another M or k, not another estimate of one (rsa, a correlation of the
     pairs' distances, estimates the same number at any M and compares across them)
     (attrs["options"]["sampled_rows"], "rows" and "neighbours")."""
-    said = {"rows": ("sampled rows", "--sample-rows"), "neighbours": ("neighbours", "--neighbours")}
+    said = {
+        "rows": ("sampled rows", "align fit --sample-rows"),
+        "neighbours": ("neighbours", "align fit --neighbours"),
+    }
     first = None
     for _, path, ds in items:
         sample = (ds.attrs.get("options") or {}).get("sampled_rows") or {}

@@ -28,7 +28,7 @@ def test_neighbour_measures_on_samples_of_another_size_are_refused(name):
     assert "\n" not in text
     assert text == (
         f"B.zarr holds {name} of 4,096 sampled rows and A.zarr of 1,024: {name} depends on "
-        "them; fit both with the same `--sample-rows`"
+        "them; fit both with the same `align fit --sample-rows`"
     )
 
 
