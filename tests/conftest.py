@@ -35,9 +35,15 @@ from tests.helpers.zoo import CORPUS_TEXT, make_model  # noqa: E402
 TIERS = ("unit", "integration", "cli", "faults")
 
 
+COLLECTED = pytest.StashKey[frozenset]()
+
+
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items):
-    """Mark each test with its tier, the folder under tests/ it lives in."""
+def pytest_collection_modifyitems(config, items):
+    """Mark each test with its tier, the folder under tests/ it lives in; and keep the node id
+    of every test collected, before -k, -m or --deselect leave any out (`config.stash[COLLECTED]`:
+    tests/integration/test_reliability_table.py reads it rather than collect again)."""
+    config.stash[COLLECTED] = frozenset(item.nodeid for item in items)
     here = os.path.dirname(os.path.abspath(__file__))
     for item in items:
         tier = os.path.relpath(str(item.path), here).split(os.sep)[0]
