@@ -93,6 +93,16 @@ def interval(
     return (float(low), float(high))
 
 
+def grid(value: np.ndarray, left_out: np.ndarray, bounds: tuple) -> tuple:
+    """(low, high), each (n_source, n_target): `interval` of every cell's value
+    (value (n_source, n_target)) and recomputations (left_out (G', n_source, n_target)),
+    clipped to `bounds`."""
+    low, high = np.empty(value.shape), np.empty(value.shape)
+    for a, b in np.ndindex(value.shape):
+        low[a, b], high[a, b] = interval(value[a, b], left_out[:, a, b], bounds)
+    return low, high
+
+
 @functools.cache
 def _t_quantile(q: float, dof: int) -> float:
     """Student's t quantile (`scipy.stats.t.ppf`), once per (q, dof): every cell of a grid
