@@ -43,5 +43,6 @@ def test_the_interval_counts_ten_groups_or_n_resamples(monkeypatch, bootstrap, i
 
 
 def test_row_seconds_sums_the_parts_in_one_process():
-    # 5 boundaries at 2 s, 6 cells at 0.5 s, (7 permutations + 10 groups) draws at 0.25 s
-    assert rows_tasks.row_seconds((2.0, 0.5, 0.25), (5, 6, 7, 10), 1) == 5 * 2 + 6 * 0.5 + 17 * 0.25
+    # 5 boundaries at 2 s, 6 cells at 0.5 s, 7 permutations at 0.25 s, 10 groups at 0.125 s
+    got = rows_tasks.row_seconds((2.0, 0.5, 0.25, 0.125), (5, 6, 7, 10), 1)
+    assert got == 5 * 2 + 6 * 0.5 + 7 * 0.25 + 10 * 0.125
