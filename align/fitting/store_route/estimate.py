@@ -31,6 +31,7 @@ from align.fitting.store_route.graph import sampled_rows, stats_task
 from align.measures import ROW_ONLY, calibration, pairs, rows, streamed
 from align.measures.spectral_null import SPECTRAL, spectral_null
 from align.messages import human_bytes
+from align.ridge.backend import Backend
 from align.ridge.statistics import FIT, VAL
 from align.stats.bootstrap import MIN_RESAMPLES, Resampling
 
@@ -38,6 +39,8 @@ TIMED_TOKENS = 2048  # tokens of the timed statistics task, at most
 SMALL_TOKENS = 256  # tokens of the second timed task (the two give a row's cost and a task's)
 REPEATS = 3  # the pieces of milliseconds are timed this many times, the least kept
 ROW_TIMING = 512  # sampled rows the row measures are timed on, at most
+SPECTRAL_PROBE = 1.0  # seconds of K spectral null draws below which they are timed twice
+GUESS_ROWS = 512  # a fit's first plan line times the row measures from this many sampled rows
 HOUR = 3600.0
 
 
@@ -273,7 +276,7 @@ def row_measures_seconds(rows_: tuple, asked: tuple, counts: tuple, workers: int
         grow = np.clip(np.log2(np.maximum(at_m, 1e-9) / np.maximum(half, 1e-9)), 1.0, 3.0)
         scale = (M / m) ** grow
     prepare, value, draw, again = at_m * scale
-    draw += _spectral_draw(x, ys, M, timing)
+    draw += _spectral_draw(x, ys, M, (*timing, Backend(device)))
     timed[f"row measures' pieces of {len(ys)} cell(s) ({m:,} rows)"] = float(at_m.sum())
     resamples = (
         resampled
@@ -330,13 +333,15 @@ def _row_pieces(x, ys: dict, m: int, timing: tuple) -> np.ndarray:
 
 
 def _spectral_draw(x, ys: dict, M: int, timing: tuple) -> float:
-    """Seconds of a cell's null draw of the spectral measures asked, timed (`spectral_null`,
-    the least of two runs of at most 9 draws over x's cells with ys') at min(M, n) of the n
+    """Seconds of a cell's null draw of the spectral measures asked, timed (`spectral_null`
+    over x's cells with ys': the least of two runs of one draw, and where 9 of those take
+    under SPECTRAL_PROBE s, of two runs of at most 9 draws) at min(M, n) of the n
     timed rows: at the run's own rows where it has them (its products grow as M·r_S·r_T
     with r = min(M, d), its decompositions as r³: no growth read from fewer rows is right for
     both), and scaled by the products' growth beyond them (an upper bound: the
-    decompositions stop growing once r = d)."""
-    spec, _, blas = timing
+    decompositions stop growing once r = d). timing: the FitSpec, the interval's scheme, BLAS's
+    threads and the `Backend` the run's null draws run on (the fit's device)."""
+    spec, _, blas, backend = timing
     names = [n for n in spec.sampled if n in SPECTRAL]
     m = min(M, len(x))
     if not names or m < 4:
@@ -346,7 +351,29 @@ def _spectral_draw(x, ys: dict, M: int, timing: tuple) -> float:
     perms, _ = calibration.draw_permutations(docs, K, spec.seed)
     with blas_limit(blas):
         px, py = rows.prepare_all({0: x[:m]}, {j: y[:m] for j, y in ys.items()}, names, 0)
-        args = (list(px.values()), list(py.values()), perms, names)
-        seconds = min(_timed(spectral_null, *args)[0] for _ in range(2)) / K / len(ys)
+        sides = (list(px.values()), list(py.values()))
+        draws = perms[:1]  # one draw first, twice; where K of them are cheap, K
+        seconds = min(_timed(spectral_null, *sides, draws, names, backend)[0] for _ in range(2))
+        if seconds * K < SPECTRAL_PROBE:
+            runs = [_timed(spectral_null, *sides, perms, names, backend)[0] for _ in range(2)]
+            seconds = min(runs) / K
+    seconds /= len(ys)
     d_s, d_t = x.shape[1], max(y.shape[1] for y in ys.values())
     return seconds * M * min(M, d_s) * min(M, d_t) / (m * min(m, d_s) * min(m, d_t))
+
+
+def guess_row_seconds(shape, spec, device: str) -> float | None:
+    """Seconds of the row measures, their interval and calibration in this process, for a
+    fit's first plan line (`sampled.measures_line`), before any work: `row_measures_seconds`
+    on rows drawn at random at the grid's widths (shape: the sample's `SampleShape`; what
+    the row measures cost depends on M, the widths, k and the measures, not on the rows'
+    values), min(M, TIMED_TOKENS) of them. None below GUESS_ROWS sampled rows, whose row
+    measures take seconds: the timing would cost a fair share of them."""
+    if shape is None or shape.rows < GUESS_ROWS or not spec.sampled:
+        return None
+    rng = np.random.default_rng(0)
+    n = min(shape.rows, TIMED_TOKENS)
+    x = rng.standard_normal((n, shape.d_s))
+    ys = {j: rng.standard_normal((n, shape.d_t)) for j in range(min(2, shape.n_target))}
+    cells, sides = shape.n_source * shape.n_target, shape.n_source + shape.n_target
+    return row_measures_seconds((x, ys), (spec, shape.rows, device), (cells, sides), 1, {})
