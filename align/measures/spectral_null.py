@@ -50,10 +50,11 @@ def spectral_null(px: list, py: list, perms: np.ndarray, names, backend: Backend
     side_x = [_side(p) for p in px]
     whiten_x = np.concatenate([sx["whiten"] for sx in side_x]) ** 2
     for j, q in enumerate(py):
-        zy, side_y = backend.put(q.u * q.s), _side(q)
+        uy, sy, side_y = backend.put(q.u), backend.put(q.s), _side(q)
         whiten_y = backend.put(side_y["whiten"] ** 2)
         for d, perm in enumerate(perms):
-            B = zs.T @ zy[backend.mask(perm)]
+            B = zs.T @ uy[backend.mask(perm)]
+            B *= sy  # Z_j[π] = u_j[π]·diag(s_j): no permuted copy of Z_j
             draw = Draw(B, cuts, len(perm), backend)
             if {"cka", "cka-debiased"} & set(names):
                 draw.squares = np.add.reduceat(backend.get((B * B).sum(1)), cuts[:-1])

@@ -94,9 +94,22 @@ def interval(
 
 
 def grid(value: np.ndarray, left_out: np.ndarray, bounds: tuple) -> tuple:
-    """(low, high), each (n_source, n_target): `interval` of every cell's value
-    (value (n_source, n_target)) and recomputations (left_out (G', n_source, n_target)),
-    clipped to `bounds`."""
+    """`interval` of every cell of a grid, clipped to `bounds`.
+
+    Parameters
+    ----------
+    value : numpy.ndarray
+        (n_source, n_target) θ̂ of each cell.
+    left_out : numpy.ndarray
+        (G, n_source, n_target) θ_(g) of each cell, for each of the G groups.
+    bounds : tuple
+        (lowest, highest) the statistic can take.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        (low, high), each (n_source, n_target).
+    """
     low, high = np.empty(value.shape), np.empty(value.shape)
     for a, b in np.ndindex(value.shape):
         low[a, b], high[a, b] = interval(value[a, b], left_out[:, a, b], bounds)
