@@ -129,10 +129,26 @@ def cca(B: np.ndarray, lam_x: np.ndarray, lam_y: np.ndarray, d_s: int, d_t: int)
     float
         R²_CCA.
     """
-    wx = 1.0 / np.sqrt(lam_x + CCA_RIDGE * np.sum(lam_x) / d_s)
-    wy = 1.0 / np.sqrt(lam_y + CCA_RIDGE * np.sum(lam_y) / d_t)
-    whitened = B * wx[:, None] * wy[None, :]
+    whitened = B * cca_whitening(lam_x, d_s)[:, None] * cca_whitening(lam_y, d_t)[None, :]
     return float(np.sum(whitened * whitened) / min(d_s, d_t))
+
+
+def cca_whitening(lam: np.ndarray, d: int) -> np.ndarray:
+    """CCA's whitening of one side in its eigenbasis, 1/sqrt(λ + ρ), ρ = ε·Σλ/d (`cca`).
+
+    Parameters
+    ----------
+    lam : array of shape (r,)
+        The side's eigenvalues.
+    d : int
+        Its width.
+
+    Returns
+    -------
+    array of shape (r,)
+        The weights of B's rows (a source) or columns (a target).
+    """
+    return 1.0 / np.sqrt(lam + CCA_RIDGE * np.sum(lam) / d)
 
 
 def principal(lam: np.ndarray) -> int:

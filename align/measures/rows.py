@@ -361,20 +361,20 @@ def refuse_undefined(values: dict, sources: list, targets: list) -> None:
 
 
 def null_values(
-    xs: dict, ys: dict, perms: np.ndarray, measures, k: int = K_NEIGHBOURS, records=None
+    xs: dict, ys: dict, perms, measures, k: int = K_NEIGHBOURS, records=None, backend=CPU
 ) -> dict:
     """{measure: (K, n_source, n_target)}: each measure with the target's rows re-paired by
     each permutation (row r of the source with row perms[q, r] of the target), the same
     permutation for every target boundary. perms: (K, n_rows) from
     `calibration.draw_permutations`. mknn's and cknna's draws relabel the prepared neighbour
     lists (`neighbour_null`); RSA's are read in batches from the ranks (`nulls.rsa_null`); the
-    spectral measures' from one product a draw and target boundary (`spectral_null`). With
-    `records`, xs and ys are read for their keys alone."""
+    spectral measures' from one product a draw and target boundary (`spectral_null`, on
+    `backend`). With `records`, xs and ys are read for their keys alone."""
     px, py = records or prepare_all(xs, ys, measures, k)
     out = {n: np.empty((len(perms), len(px), len(py))) for n in measures}
     if "rsa" in measures:
         out["rsa"] = nulls.rsa_null(list(px.values()), list(py.values()), perms, _backend_of(py))
-    out.update(spectral_null(list(px.values()), list(py.values()), perms, measures))
+    out.update(spectral_null(list(px.values()), list(py.values()), perms, measures, backend))
     near = [n for n in measures if n in NEIGHBOUR_NULL]
     if near:
         out.update(neighbour_null(list(px.values()), list(py.values()), perms, k, near))
@@ -425,7 +425,7 @@ def jackknife_weights(docs) -> tuple[np.ndarray, tuple]:
 
 
 def bootstrap_values(
-    xs: dict, ys: dict, docs, measures, k: int, resampling, records=None, backend=CPU
+    xs: dict, ys: dict, docs, measures, k: int, resampling, records=None, threads: int = 1
 ) -> dict:
     """{measure: (resamples, n_source, n_target)}: each measure on the rows of documents
     drawn with replacement (`multiplicities`): the sampled rows in their order, row r w_r
@@ -434,20 +434,26 @@ def bootstrap_values(
     copies for mknn and cknna, fewer than 4 rows for the unbiased HSIC). mknn, cknna and
     rsa are read from the sampled rows' records under the weights (`cells.weighted_grid`:
     no sort and no neighbour search a resample); the spectral measures are recomputed on
-    the resampled rows."""
+    the resampled rows. `threads`: as `recomputations`."""
     weights = multiplicities(docs, resampling)
-    records = records or prepare_all(xs, ys, measures, k, backend)
-    return weighted_values(xs, ys, weights, measures, k, records)
+    return recomputations(xs, ys, weights, measures, k, records, threads)
 
 
-def jackknife_values(xs: dict, ys: dict, docs, measures, k: int, records=None, backend=CPU):
+def jackknife_values(xs: dict, ys: dict, docs, measures, k: int, records=None, threads: int = 1):
     """({measure: (G', n_source, n_target)}, groups): θ_(g), each measure on the sampled rows
     whose documents are not in group g, for each of the G' groups holding sampled rows
     (`jackknife_weights`): `weighted_values` with 0/1 multiplicities, the rows left in their
-    order (NaN where the rows left do not define a measure)."""
+    order (NaN where the rows left do not define a measure). `threads`: as `recomputations`."""
     weights, groups = jackknife_weights(docs)
-    records = records or prepare_all(xs, ys, measures, k, backend)
-    return weighted_values(xs, ys, weights, measures, k, records), groups
+    return recomputations(xs, ys, weights, measures, k, records, threads), groups
+
+
+def recomputations(xs: dict, ys: dict, weights, measures, k: int, records, threads: int) -> dict:
+    """`weighted_values` of every row of weights (R, M), the rows cut among `threads` threads
+    (`split`: the numbers of one thread), from records (`prepare_all`; prepared here on
+    numpy where None)."""
+    records = records or prepare_all(xs, ys, measures, k, CPU, threads)
+    return split(lambda w: weighted_values(xs, ys, w, measures, k, records), weights, threads)
 
 
 def weighted_values(xs: dict, ys: dict, weights: np.ndarray, measures, k: int, records) -> dict:
@@ -581,17 +587,16 @@ def row_measures(
     records = prepare_all(xs, ys, measures, k, backend, draws.threads)
     value = observed_values(xs, ys, measures, k, records)
     perms, scheme = calibration.draw_permutations(docs, draws.permutations, draws.seed)
-    null = split(lambda p: null_values(xs, ys, p, measures, k, records), perms, draws.threads)
-    recomputed = Recomputed(interval if intervals else None, {}, None)
-    if intervals:
-        if interval == JACKKNIFE:
-            weights, groups = jackknife_weights(docs)
-        else:
-            weights, groups = multiplicities(docs, draws.resampling), None
-        values = split(
-            lambda w: weighted_values(xs, ys, w, intervals, k, records), weights, draws.threads
-        )
-        recomputed = Recomputed(interval, values, groups)
+    null = split(
+        lambda p: null_values(xs, ys, p, measures, k, records, backend), perms, draws.threads
+    )
+    recomputed = Recomputed(None, {}, None)
+    if intervals and interval == JACKKNIFE:
+        left = jackknife_values(xs, ys, docs, intervals, k, records, draws.threads)
+        recomputed = Recomputed(interval, *left)
+    elif intervals:
+        resampled = (xs, ys, docs, intervals, k, draws.resampling, records, draws.threads)
+        recomputed = Recomputed(interval, bootstrap_values(*resampled), None)
     return summarised(measures, value, null, recomputed, duplicated_rows(xs, ys), scheme)
 
 
@@ -655,7 +660,7 @@ def summarised(
         low, high, left, how = nan, nan, None, None
         if n in recomputed.values and recomputed.scheme == JACKKNIFE:
             left, how = recomputed.values[n], JACKKNIFE
-            low, high = jackknife_grid(value[n], left, REGISTRY[n].range)
+            low, high = jackknife.grid(value[n], left, REGISTRY[n].range)
         elif n in recomputed.values:
             low, high = bootstrap.percentile_interval(recomputed.values[n])
             how = BOOTSTRAP
@@ -672,16 +677,6 @@ def summarised(
             groups=recomputed.groups if left is not None else None,
         )
     return out
-
-
-def jackknife_grid(value: np.ndarray, left_out: np.ndarray, bounds: tuple) -> tuple:
-    """(low, high), each (n_source, n_target): `jackknife.interval` of every cell's value
-    (value (n_source, n_target)) and recomputations (left_out (G', n_source, n_target)),
-    clipped to `bounds`."""
-    low, high = np.empty(value.shape), np.empty(value.shape)
-    for a, b in np.ndindex(value.shape):
-        low[a, b], high[a, b] = jackknife.interval(value[a, b], left_out[:, a, b], bounds)
-    return low, high
 
 
 def duplicated_rows(xs: dict, ys: dict) -> np.ndarray:

@@ -1,6 +1,6 @@
 """The spectral measures' permutation null in one product a draw and target boundary (pure
 functions on arrays): cka, cka-debiased, procrustes, cca and svcca of every cell under every
-draw, from the boundaries' prepared records, without a record per draw.
+draw, from the boundaries' prepared records, without a record per draw, on the fit's device.
 
 With Z = u·diag(s) the centred rows in their singular basis (`prepared.Prepared`: X_c =
 u·diag(s)·vᵀ) and a the rows' squared norms, draw π re-pairs row a of the source with row
@@ -11,85 +11,124 @@ u·diag(s)·vᵀ) and a the rows' squared norms, draw π re-pairs row a of the s
 and every spectral measure is its formula of B_ij(π) and the two sides' own spectra, which do
 not move with π (a draw reorders the target's rows; its centring and singular values stay).
 The sources' Z are laid side by side once, Z_S = [Z_1 | … | Z_I] (M × Σr_i), so a draw and
-target boundary is one product Z_Sᵀ · Z_j[π] ((Σr_i) × r_j) cut into the cells' B; the
-debiased CKA's a·b[π] of every source is one product too, and the singular values that
-procrustes and svcca need are taken for the cells of one shape at once (a stack).
+target boundary is one product Z_Sᵀ · Z_j[π] ((Σr_i) × r_j) cut into the cells' B. What a
+measure reads of B is computed where B is (numpy on the host, torch on the fit's GPU): its
+rows' sums of squares (cka, cka-debiased), its rows' sums of squares weighted by CCA's
+whitening (cca), and the singular values that procrustes and svcca need, taken for the cells
+of one shape at once (a stack); only those vectors come back to the host.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from align.measures import formulas
 from align.measures import prepared as P
+from align.ridge.backend import CPU, Backend
 
 SPECTRAL = ("cka", "cka-debiased", "procrustes", "cca", "svcca")
 WELL = 1e-6  # λ_min/λ_max of B·Bᵀ above which its eigenvalues give the singular values
 
 
-def spectral_null(px: list, py: list, perms: np.ndarray, names) -> dict:
+def spectral_null(px: list, py: list, perms: np.ndarray, names, backend: Backend = CPU) -> dict:
     """{name: (K, n_source, n_target)} for each of `names` (of SPECTRAL) under each draw of
     perms (K, M) (row a of the source with row perms[q, a] of the target), from the records'
     u, s, a (px: the source boundaries' `Prepared`, py: the target's; `prepared.prepare`'s
-    "svd" part, and "hsic_self" for cka-debiased). Each cell equals `cells.<name>` of the
-    source's record and the target's permuted one (`prepared.permuted`), to rounding."""
+    "svd" part, and "hsic_self" for cka-debiased), the products and decompositions on
+    `backend`. Each cell equals `cells.<name>` of the source's record and the target's
+    permuted one (`prepared.permuted`), to rounding."""
     perms = np.asarray(perms)
     names = [n for n in SPECTRAL if n in names]
     out = {n: np.empty((len(perms), len(px), len(py))) for n in names}
     if not names:
         return out
-    zs = np.concatenate([p.u * p.s for p in px], axis=1)  # (M, Σr_i)
+    zs = backend.put(np.concatenate([p.u * p.s for p in px], axis=1))  # (M, Σr_i)
     cuts = np.cumsum([0] + [len(p.s) for p in px])
     a_x = np.stack([p.a for p in px])  # (n_source, M)
     side_x = [_side(p) for p in px]
+    whiten_x = np.concatenate([sx["whiten"] for sx in side_x]) ** 2
     for j, q in enumerate(py):
-        zy, side_y = q.u * q.s, _side(q)
+        uy, sy, side_y = backend.put(q.u), backend.put(q.s), _side(q)
+        whiten_y = backend.put(side_y["whiten"] ** 2)
         for d, perm in enumerate(perms):
-            B = zs.T @ zy[perm]
-            blocks = [B[cuts[i] : cuts[i + 1]] for i in range(len(px))]
-            ab = a_x @ q.a[perm] if "cka-debiased" in names else None
+            B = zs.T @ uy[backend.mask(perm)]
+            B *= sy  # Z_j[π] = u_j[π]·diag(s_j): no permuted copy of Z_j
+            draw = Draw(B, cuts, len(perm), backend)
+            if {"cka", "cka-debiased"} & set(names):
+                draw.squares = np.add.reduceat(backend.get((B * B).sum(1)), cuts[:-1])
+                draw.ab = a_x @ q.a[perm]
+            if "cca" in names:
+                weighted = backend.get((B * B) @ whiten_y) * whiten_x
+                draw.whitened = np.add.reduceat(weighted, cuts[:-1])
             for n in names:
-                out[n][d, :, j] = _cells(n, blocks, side_x, side_y, ab, len(perm))
+                out[n][d, :, j] = _cells(n, draw, side_x, side_y)
     return out
 
 
+@dataclass
+class Draw:
+    """One draw's B for one target boundary: B ((Σr_i) × r_j, on the backend; source i's rows
+    are cuts[i]:cuts[i + 1]), its m rows, and what the measures read of it on the host, each
+    (n_source,) or None where no measure asked: ‖B_i‖²_F (`squares`), the debiased CKA's
+    a·b[π] (`ab`), ‖B_i‖²_F under CCA's whitening (`whitened`)."""
+
+    B: object
+    cuts: np.ndarray
+    m: int
+    backend: Backend
+    squares: np.ndarray | None = None
+    ab: np.ndarray | None = None
+    whitened: np.ndarray | None = None
+
+    def block(self, i: int, rows: int | None = None, cols: int | None = None):
+        """Source i's B_i, or its top rows × cols corner."""
+        top = self.cuts[i + 1] if rows is None else self.cuts[i] + rows
+        return self.B[self.cuts[i] : top, :cols]
+
+
 def _side(p: P.Prepared) -> dict:
-    """What a side's formulas read of its record, computed once: λ = s², ‖C‖_F, tr C, the
-    debiased CKA's Σa and HSIC_u(K, K), SVCCA's kept directions, the width."""
+    """What a side's formulas read of its record, computed once: λ = s², ‖C‖_F, tr C (= Σa),
+    the debiased CKA's HSIC_u(K, K), CCA's whitening 1/sqrt(λ + ρ) (`formulas.cca`), SVCCA's
+    kept directions, the width."""
     lam = p.s**2
     return {
         "lam": lam,
         "norm": np.sum(lam**2) ** 0.5,
         "trace": p.a.sum(),
-        "a_sum": p.a.sum(),
         "self": p.hsic_self,
+        "whiten": formulas.cca_whitening(lam, p.width),
         "kept": formulas.principal(lam) if len(lam) else 0,
         "width": p.width,
     }
 
 
-def _cells(name: str, blocks: list, side_x: list, side_y: dict, ab, m: int) -> np.ndarray:
-    """Measure `name` of every source's cell with one (permuted) target, from the cells' B."""
+def _cells(name: str, draw: Draw, side_x: list, side_y: dict) -> np.ndarray:
+    """Measure `name` of every source's cell with one (permuted) target, from the draw."""
     if name == "cka":
         return np.array(
             [
-                formulas.cka(np.sum(B * B), sx["norm"], side_y["norm"])
-                for B, sx in zip(blocks, side_x, strict=True)
+                formulas.cka(v, sx["norm"], side_y["norm"])
+                for v, sx in zip(draw.squares, side_x, strict=True)
             ]
         )
     if name == "cka-debiased":
-        out = np.empty(len(blocks))
-        for i, (B, sx) in enumerate(zip(blocks, side_x, strict=True)):
-            if m < 4:
-                out[i] = np.nan
-                continue
+        if draw.m < 4:
+            return np.full(len(side_x), np.nan)
+        out = np.empty(len(side_x))
+        for i, sx in enumerate(side_x):
             cross = formulas.hsic_unbiased(
-                m, np.sum(B * B) - ab[i], -sx["a_sum"], -side_y["a_sum"], ab[i]
+                draw.m,
+                draw.squares[i] - draw.ab[i],
+                -sx["trace"],
+                -side_y["trace"],
+                draw.ab[i],
             )
             out[i] = formulas.cka_debiased(cross, sx["self"], side_y["self"])
         return out
     if name == "procrustes":
-        nuclear = _singular_sums(blocks)
+        nuclear = _singular_sums([draw.block(i) for i in range(len(side_x))], draw.backend)
         return np.array(
             [
                 formulas.procrustes(v, sx["trace"], side_y["trace"])
@@ -97,40 +136,38 @@ def _cells(name: str, blocks: list, side_x: list, side_y: dict, ab, m: int) -> n
             ]
         )
     if name == "cca":
-        return np.array(
-            [
-                formulas.cca(B, sx["lam"], side_y["lam"], sx["width"], side_y["width"])
-                for B, sx in zip(blocks, side_x, strict=True)
-            ]
-        )
+        return draw.whitened / np.array([min(sx["width"], side_y["width"]) for sx in side_x])
     ky = side_y["kept"]
+    over_y = draw.backend.put(1.0 / np.sqrt(side_y["lam"][:ky]))
     reduced = [
-        B[: sx["kept"], :ky]
-        / np.sqrt(sx["lam"][: sx["kept"]])[:, None]
-        / np.sqrt(side_y["lam"][:ky])[None, :]
-        for B, sx in zip(blocks, side_x, strict=True)
+        draw.block(i, sx["kept"], ky)
+        * draw.backend.put(1.0 / np.sqrt(sx["lam"][: sx["kept"]]))[:, None]
+        * over_y[None, :]
+        for i, sx in enumerate(side_x)
     ]
-    return _singular_sums(reduced) / np.array([min(R.shape) for R in reduced])
+    return _singular_sums(reduced, draw.backend) / np.array([min(R.shape) for R in reduced])
 
 
-def _singular_sums(blocks: list) -> np.ndarray:
-    """Σ of the singular values of each block, the blocks of one shape stacked into one
-    call: the square roots of the eigenvalues of B·Bᵀ (the narrower side's Gram, a symmetric
-    eigenproblem: 3× faster than the SVD at 256 × 384), where the smallest is above
+def _singular_sums(blocks: list, backend: Backend = CPU) -> np.ndarray:
+    """Σ of the singular values of each block (on `backend`), the blocks of one shape stacked
+    into one call: the square roots of the eigenvalues of B·Bᵀ (the narrower side's Gram, a
+    symmetric eigenproblem: 3× faster than the SVD at 256 × 384), where the smallest is above
     WELL·the largest; an SVD for the others (a square root's error is ε·σ_max²/(2σ), so the
     sum stays within about 1e-13 of σ_max only where no σ is small)."""
+    xp = np if backend.torch is None else backend.torch
     out = np.empty(len(blocks))
     shapes = {}
     for i, B in enumerate(blocks):
-        shapes.setdefault(B.shape, []).append(i)
+        shapes.setdefault(tuple(B.shape), []).append(i)
     for shape, idx in shapes.items():
-        stack = np.stack([blocks[i] for i in idx])
+        stack = xp.stack([blocks[i] for i in idx])
         if shape[0] > shape[1]:
-            stack = stack.transpose(0, 2, 1)
-        lam = np.linalg.eigvalsh(stack @ stack.transpose(0, 2, 1))  # ascending
+            stack = stack.mT
+        lam = backend.get(xp.linalg.eigvalsh(stack @ stack.mT))  # ascending
         well = lam[:, 0] > WELL * lam[:, -1]
         sums = np.sqrt(np.maximum(lam, 0.0)).sum(axis=1)
         if not well.all():
-            sums[~well] = np.linalg.svd(stack[~well], compute_uv=False).sum(axis=1)
+            ill = np.flatnonzero(~well)
+            sums[ill] = backend.get(xp.linalg.svdvals(stack[backend.mask(ill)])).sum(axis=1)
         out[idx] = sums
     return out

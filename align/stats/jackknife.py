@@ -93,6 +93,29 @@ def interval(
     return (float(low), float(high))
 
 
+def grid(value: np.ndarray, left_out: np.ndarray, bounds: tuple) -> tuple:
+    """`interval` of every cell of a grid, clipped to `bounds`.
+
+    Parameters
+    ----------
+    value : numpy.ndarray
+        (n_source, n_target) θ̂ of each cell.
+    left_out : numpy.ndarray
+        (G, n_source, n_target) θ_(g) of each cell, for each of the G groups.
+    bounds : tuple
+        (lowest, highest) the statistic can take.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        (low, high), each (n_source, n_target).
+    """
+    low, high = np.empty(value.shape), np.empty(value.shape)
+    for a, b in np.ndindex(value.shape):
+        low[a, b], high[a, b] = interval(value[a, b], left_out[:, a, b], bounds)
+    return low, high
+
+
 @functools.cache
 def _t_quantile(q: float, dof: int) -> float:
     """Student's t quantile (`scipy.stats.t.ppf`), once per (q, dof): every cell of a grid

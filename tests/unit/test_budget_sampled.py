@@ -26,21 +26,32 @@ def test_sample_bytes_is_m_times_widths_times_8():
     assert abs(sample_bytes(s) / 2**30 - 9.0) < 0.05  # methods.md's 9.0 GiB
 
 
+SMALL = (2, 24, 2, 40)  # sources, their width, targets, their width
+WIDE = (10, 90, 3, 70)
+
+
 @pytest.mark.parametrize(
-    "measures, spectral, threads",
-    [(("mknn",), None, 1), (("rsa",), None, 1), (("cka", "procrustes"), None, 1), (ALL, None, 1)]
-    + [(ALL, ("mknn", "cknna", "rsa"), 1), (ALL, ("mknn", "cknna", "rsa"), 3)],
+    "measures, spectral, threads, grid",
+    [
+        (("mknn",), None, 1, SMALL),
+        (("rsa",), None, 1, SMALL),
+        (("cka", "procrustes"), None, 1, SMALL),
+    ]
+    + [(ALL, None, 1, SMALL), (ALL, ("mknn", "cknna", "rsa"), 1, SMALL)]
+    + [(ALL, ("mknn", "cknna", "rsa"), 3, SMALL), (("cka", "procrustes"), (), 1, WIDE)],
 )
-def test_working_memory_bounds_tracemalloc_peak_within_2x(measures, spectral, threads):
+def test_working_memory_bounds_tracemalloc_peak_within_2x(measures, spectral, threads, grid):
     """row_measures with every measure bootstrapped (intervals None, `--measure-interval
     bootstrap`, the larger of the two schemes' working memory: a resample holds more rows
     than the sample), and as a fit asks it (only mknn, cknna and rsa), on one thread and on
-    three (each thread's phase held side by side): the plan bounds tracemalloc's peak
-    within 2x."""
+    three (each thread's phase held side by side), and on a grid of many wide sources
+    without an interval, where the spectral measures' null product is the largest phase: the
+    plan bounds tracemalloc's peak within 2x."""
     m, k = 160, 5
+    n_s, d_s, n_t, d_t = grid
     rng = np.random.default_rng(0)
-    xs = {i: rng.standard_normal((m, 24)) for i in range(2)}
-    ys = {j: rng.standard_normal((m, 40)) for j in range(2)}
+    xs = {i: rng.standard_normal((m, d_s)) for i in range(n_s)}
+    ys = {j: rng.standard_normal((m, d_t)) for j in range(n_t)}
     docs = np.sort(rng.integers(0, 16, m))
     res = Resampling(100, 1)
     ids, per_doc = np.unique(docs, return_counts=True)
@@ -65,7 +76,7 @@ def test_working_memory_bounds_tracemalloc_peak_within_2x(measures, spectral, th
         peak = tracemalloc.get_traced_memory()[1] - base
     finally:
         tracemalloc.stop()
-    shape = SampleShape(m, 2, 24, 2, 40, measures, k, 102, largest, threads=threads)
+    shape = SampleShape(m, n_s, d_s, n_t, d_t, measures, k, 102, largest, threads=threads)
     plan = row_measures_bytes(shape._replace(spectral_intervals=spectral is None))
     assert peak <= plan <= 2 * peak, (plan, peak)
 

@@ -491,9 +491,9 @@ def device_backend():
 
 
 def test_row_measures_on_torch_as_a_gpu_runs_them_equal_numpy():
-    """The cosines, their sort, the distances, their sort, RSA's null and resamples on torch
-    (a backend whose on_cpu is False) give every field numpy gives, within 1e-12, ties
-    included."""
+    """The cosines, their sort, the distances, their sort, RSA's null and resamples and the
+    spectral measures' null on torch (a backend whose on_cpu is False) give every field numpy
+    gives, within 1e-12, ties included."""
     from align.measures.rows import Draws, row_measures
     from align.stats.bootstrap import Resampling
 
@@ -502,7 +502,7 @@ def test_row_measures_on_torch_as_a_gpu_runs_them_equal_numpy():
     other[[5, 9]] = other[1]
     xs, ys = {0: x, 2: other}, {1: y, 3: np.abs(y)}
     docs = np.repeat(np.arange(11), 4)
-    names = ("mknn", "cknna", "rsa", "cka")
+    names = ("mknn", "cknna", "rsa", "cka", "cka-debiased", "procrustes", "cca", "svcca")
     for interval in ("jackknife", "bootstrap"):
         kw = dict(k=3, draws=Draws(9, 1, Resampling(100, 2), interval))
         cpu = row_measures(xs, ys, docs, names, **kw)

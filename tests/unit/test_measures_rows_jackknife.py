@@ -124,7 +124,8 @@ def test_rsa_recomputations_read_in_target_blocks_equal_spearman_of_the_rows_lef
     ys[5][[3, 40]] = ys[5][11]
     docs = rng.permutation(np.arange(m) % 19)
     where = Device("cpu", use_torch=True) if backend == "torch" else CPU
-    got, groups = rows.jackknife_values(xs, ys, docs, ("rsa",), K, backend=where)
+    records = rows.prepare_all(xs, ys, ("rsa",), K, where)
+    got, groups = rows.jackknife_values(xs, ys, docs, ("rsa",), K, records)
     assert got["rsa"].shape == (len(groups), 2, 6)
     for g_at, g in enumerate(groups):
         keep = docs % 10 != g

@@ -3,7 +3,7 @@ of cka, cka-debiased, procrustes, cca and svcca equals the peers' definitions
 (tests/helpers/measures_reference.py: Kornblith et al.'s CKA and R²_CCA, platonic-rep's
 unbiased CKA, netrep's angular Procrustes, Raghu et al.'s SVCCA) on the target's rows
 re-paired by the draw, y[perm], at 1e-10; on boundaries of other widths, one of low rank and
-one with copied rows."""
+one with copied rows; on numpy and on torch (the fit's GPU code path, run on the CPU)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 from align.measures import prepared
 from align.measures.spectral_null import SPECTRAL, spectral_null
+from align.ridge.backend import CPU, Backend
 from tests.helpers import measures_reference as ref
 
 REFERENCE = {
@@ -38,15 +39,17 @@ def boundaries(m: int, widths, rng) -> list:
     return out
 
 
+@pytest.mark.parametrize("where", ["numpy", "torch"])
 @pytest.mark.parametrize("m", [40, 57])
-def test_every_draw_equals_the_peers_measure_on_the_repaired_rows(m):
+def test_every_draw_equals_the_peers_measure_on_the_repaired_rows(m, where):
     rng = np.random.default_rng(m)
     xs, ys = boundaries(m, (6, 9, 5), rng), boundaries(m, (8, 4), rng)
     perms = np.stack([rng.permutation(m) for _ in range(4)])
     parts = ("svd", "hsic_self")
     px = [prepared.prepare(x, parts, 3) for x in xs]
     py = [prepared.prepare(y, parts, 3) for y in ys]
-    got = spectral_null(px, py, perms, SPECTRAL)
+    backend = Backend("cpu", use_torch=True) if where == "torch" else CPU
+    got = spectral_null(px, py, perms, SPECTRAL, backend)
     for name, f in REFERENCE.items():
         assert got[name].shape == (4, 3, 2)
         for q, perm in enumerate(perms):
@@ -67,16 +70,19 @@ def test_only_the_names_asked_are_computed():
     assert abs(got["cka"][0, 0, 0] - ref.cka(xs[0], ys[0][perm])) <= 1e-10
 
 
-def test_singular_sums_by_the_gram_where_well_conditioned_else_by_the_svd():
+@pytest.mark.parametrize("where", ["numpy", "torch"])
+def test_singular_sums_by_the_gram_where_well_conditioned_else_by_the_svd(where):
     """Σσ of blocks of two shapes (wide and tall), well conditioned (read from B·Bᵀ's
-    eigenvalues) and of rank 2 (read by the SVD), against numpy's SVD (1e-12 of σ_max)."""
+    eigenvalues) and of rank 2 (read by the SVD), against numpy's SVD (1e-12 of σ_max); the
+    blocks on numpy or on torch."""
     from align.measures.spectral_null import WELL, _singular_sums
 
     rng = np.random.default_rng(5)
     blocks = [rng.standard_normal((6, 9)), rng.standard_normal((9, 6))]
     blocks += [rng.standard_normal((6, 2)) @ rng.standard_normal((2, 9)) for _ in range(2)]
     blocks += [rng.standard_normal((6, 9))]
-    got = _singular_sums(blocks)
+    backend = Backend("cpu", use_torch=True) if where == "torch" else CPU
+    got = _singular_sums([backend.put(B) for B in blocks], backend)
     for B, v in zip(blocks, got, strict=True):
         sigma = np.linalg.svd(B, compute_uv=False)
         assert abs(v - sigma.sum()) <= 1e-12 * sigma[0]

@@ -43,5 +43,51 @@ def test_the_interval_counts_ten_groups_or_n_resamples(monkeypatch, bootstrap, i
 
 
 def test_row_seconds_sums_the_parts_in_one_process():
-    # 5 boundaries at 2 s, 6 cells at 0.5 s, (7 permutations + 10 groups) draws at 0.25 s
-    assert rows_tasks.row_seconds((2.0, 0.5, 0.25), (5, 6, 7, 10), 1) == 5 * 2 + 6 * 0.5 + 17 * 0.25
+    # 5 boundaries at 2 s, 6 cells at 0.5 s, 7 permutations at 0.25 s, 10 groups at 0.125 s
+    got = rows_tasks.row_seconds((2.0, 0.5, 0.25, 0.125), (5, 6, 7, 10), 1)
+    assert got == 5 * 2 + 6 * 0.5 + 7 * 0.25 + 10 * 0.125
+
+
+def test_the_first_plan_line_times_the_grid_on_rows_of_its_widths(monkeypatch):
+    """A fit's first plan line (`guess_row_seconds`): `row_measures_seconds` on rows of the
+    grid's widths, min(M, 2,048) of them, one source boundary and two target ones, at the
+    run's M, for the grid's cells and boundaries, in this process; nothing below GUESS_ROWS
+    sampled rows; the seconds said in the line, an hour or more as such."""
+    from align.fitting.measuring.sampled import measures_line
+    from align.fitting.planning.sample_budget import SampleShape
+
+    seen = []
+
+    def seconds(rows_, asked, counts, workers, timed):
+        seen.append((rows_, asked, counts, workers))
+        return 4000.0
+
+    monkeypatch.setattr(estimate, "row_measures_seconds", seconds)
+    spec = FitSpec(measures=("ridge", "mknn", "cka"), permutations=9).checked()
+    shape = SampleShape(4096, 3, 6, 5, 7, spec.sampled, 10, 10, 4096)
+    assert estimate.guess_row_seconds(shape, spec, "cpu") == 4000.0
+    (((x, ys), asked, counts, workers),) = seen
+    assert x.shape == (2048, 6) and [y.shape for y in ys.values()] == [(2048, 7)] * 2
+    assert asked == (spec, 4096, "cpu") and counts == (15, 8) and workers == 1
+    assert (
+        estimate.guess_row_seconds(shape._replace(rows=estimate.GUESS_ROWS - 1), spec, "cpu")
+        is None
+    )
+
+    class Split:
+        counts = {"heldout": 5000}
+
+    class Sample:
+        tokens = np.arange(4096)
+
+    line = measures_line(spec, Sample, Split, shape, 4000.0)
+    assert line.endswith(
+        "and take over an hour (~1.1 h) on this machine, `dry_run` times the whole fit"
+    ), line
+    assert measures_line(spec, Sample, Split, shape, 95.0).endswith(
+        "take ~95 s on this machine, `dry_run` times the whole fit"
+    )
+    assert measures_line(spec, Sample, Split, shape, 750.0).endswith(
+        "take ~12 min on this machine, `dry_run` times the whole fit"
+    )
+    assert measures_line(spec, Sample, Split, shape).endswith(", `dry_run` times the seconds")

@@ -260,13 +260,13 @@ def test_wall_items_counts_the_rounds_of_the_largest_task(n, tasks, workers, wan
 
 def test_row_seconds_divide_by_what_runs_side_by_side():
     """A grid of 5 boundaries and 6 cells, 9 permutations and 100 resamples, at stated rates
-    (a preparation 2 s, a cell's values 0.5 s, a draw of the grid 0.1 s). In this process:
-    5·2 + 6·0.5 + 109·0.1 = 23.9 s. On 2 workers (chunks of 4 tasks each): preparations
-    ceil(5/2) = 3 rounds, cells 3 rounds, the 9 draws in chunks of 3, 2, 2, 2 (2 rounds, the
-    largest 3 draws: 6), the 100 resamples in chunks of 25 (2 rounds: 50):
-    3·2 + 3·0.5 + (6 + 50)·0.1 = 13.1 s."""
+    (a preparation 2 s, a cell's values 0.5 s, a draw of the grid 0.1 s, a resample of the
+    grid 0.04 s). In this process: 5·2 + 6·0.5 + 9·0.1 + 100·0.04 = 17.9 s. On 2 workers
+    (chunks of 4 tasks each): preparations ceil(5/2) = 3 rounds, cells 3 rounds, the 9 draws
+    in chunks of 3, 2, 2, 2 (2 rounds, the largest 3 draws: 6), the 100 resamples in chunks of
+    25 (2 rounds: 50): 3·2 + 3·0.5 + 6·0.1 + 50·0.04 = 10.1 s."""
     from align.fitting.measuring.rows_tasks import row_seconds
 
-    costs, counts = (2.0, 0.5, 0.1), (5, 6, 9, 100)
-    assert row_seconds(costs, counts, 1) == pytest.approx(23.9, rel=1e-12)
-    assert row_seconds(costs, counts, 2) == pytest.approx(13.1, rel=1e-12)
+    costs, counts = (2.0, 0.5, 0.1, 0.04), (5, 6, 9, 100)
+    assert row_seconds(costs, counts, 1) == pytest.approx(17.9, rel=1e-12)
+    assert row_seconds(costs, counts, 2) == pytest.approx(10.1, rel=1e-12)

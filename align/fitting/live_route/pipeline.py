@@ -88,6 +88,7 @@ from align.fitting.results.dataset import (
 )
 from align.fitting.results.headline import headline
 from align.fitting.runtime.cluster import default_memory_limit
+from align.fitting.store_route.estimate import guess_row_seconds
 
 __all__ = [
     "LiveJob",
@@ -309,7 +310,7 @@ def fit_live(
     t0 = time.time()
     options = entry_request("fit_live", keywords, spec, run, hooks)
     _refuse_convergence_on_cluster(options)
-    p, sides = _prepare_checked(job, options, None if dry_run else output, log)
+    p, sides = _prepare_checked(job, options, None if dry_run else output, log, not dry_run)
     if options.run.scheduler not in IN_PROCESS and not dry_run:
         outcome, plan = _passes_on_cluster(p, options, log, t0)
         return finish(p, sides, outcome, plan, options, output, log)
@@ -347,10 +348,13 @@ def _inputs_of(job: LiveJob) -> dict:
     }
 
 
-def _prepare_checked(job: LiveJob, options: FitRequest, output: str | None, log) -> tuple:
+def _prepare_checked(
+    job: LiveJob, options: FitRequest, output: str | None, log, guess: bool
+) -> tuple:
     """(Prepared, sides): `output` checked (when one is written), the job prepared, its
     pairing said, the bootstrap's memory checked, the row measures' sample drawn before the
-    passes, and room for the result checked."""
+    passes (with `guess`, their seconds in the first plan line: `guess_row_seconds`), and
+    room for the result checked."""
     if output is not None:
         st.check_output(
             output, "alignment", inputs=_inputs_of(job), overwrite=options.run.overwrite
@@ -364,7 +368,8 @@ def _prepare_checked(job: LiveJob, options: FitRequest, output: str | None, log)
     refuse_bootstrap(p, options)
     p.sample = sampled.draw(p.split, options.spec)  # before the passes, by the split's seed
     shape = p.sample and sampled.shape_of(p.sample, options.spec, sides_shape(p))
-    sampled.log_measures(log, "align fit --live", options.spec, p.sample, p.split, shape)
+    seconds = guess_row_seconds(shape, options.spec, options.run.device) if guess else None
+    sampled.log_measures(log, "align fit --live", options.spec, p.sample, p.split, shape, seconds)
     sides = sides_of(p)
     if output is not None:
         check_result_room(

@@ -103,23 +103,24 @@ def wall_items(n: int, tasks: int, workers: int) -> int:
 
 def row_seconds(costs: tuple, counts: tuple, workers: int) -> float:
     """Seconds of the row measures as they run: `costs` (seconds of a boundary's
-    preparation, of a cell's values, of one null draw or bootstrap resample of the whole
-    grid), `counts` (boundaries, cells, permutations, resamples). In this process
-    (`workers` 1) the sum: boundaries·prepare + cells·value + (K + R)·draw. On `workers`
-    (the tasks of `row_measures_tasks`): each boundary's preparation and each cell a task,
-    the K draws and the R resamples each cut into CHUNKS_PER_WORKER·workers tasks, every
-    phase `wall_items` of its tasks (the phases in sequence: a cell needs its two records,
-    and the chunks need all of them)."""
-    prepare, value, draw = costs
+    preparation, of a cell's values, of one null draw of the whole grid, of one
+    recomputation of the interval (a jackknife group or a bootstrap resample) of the whole
+    grid), `counts` (boundaries, cells, permutations, recomputations). In this process
+    (`workers` 1) the sum: boundaries·prepare + cells·value + K·draw + R·recomputation. On
+    `workers` (the tasks of `row_measures_tasks`): each boundary's preparation and each cell
+    a task, the K draws and the R recomputations each cut into CHUNKS_PER_WORKER·workers
+    tasks, every phase `wall_items` of its tasks (the phases in sequence: a cell needs its
+    two records, and the chunks need all of them)."""
+    prepare, value, draw, again = costs
     boundaries, cells_, permutations, resamples = counts
     if workers <= 1:
-        return boundaries * prepare + cells_ * value + (permutations + resamples) * draw
+        return boundaries * prepare + cells_ * value + permutations * draw + resamples * again
     chunks = CHUNKS_PER_WORKER * workers
     return (
         wall_items(boundaries, boundaries, workers) * prepare
         + wall_items(cells_, cells_, workers) * value
-        + (wall_items(permutations, chunks, workers) + wall_items(resamples, chunks, workers))
-        * draw
+        + wall_items(permutations, chunks, workers) * draw
+        + wall_items(resamples, chunks, workers) * again
     )
 
 

@@ -341,14 +341,16 @@ def row_interval(spec) -> str | None:
     return spec.measure_interval if spec.bootstrap else None
 
 
-def log_measures(log, command: str, spec, sample: Sample | None, split: Split, shape=None) -> None:
+def log_measures(
+    log, command: str, spec, sample: Sample | None, split: Split, shape=None, seconds=None
+) -> None:
     """Log `measures_line` as `command`'s first plan line when measures beyond ridge are
     asked."""
     if len(spec.measures) > 1:
-        log(f"{command}: {measures_line(spec, sample, split, shape)}")
+        log(f"{command}: {measures_line(spec, sample, split, shape, seconds)}")
 
 
-def measures_line(spec, sample: Sample | None, split: Split, shape=None) -> str:
+def measures_line(spec, sample: Sample | None, split: Split, shape=None, seconds=None) -> str:
     """The plan's first line of a fit with measures beyond ridge: what it will compute (each
     measure, on which rows, with which interval and calibration) and, with the sample's
     `shape` (`shape_of`), the bytes its rows and `row_measures` will hold; the seconds are
@@ -378,12 +380,20 @@ def measures_line(spec, sample: Sample | None, split: Split, shape=None) -> str:
         parts.append("no calibration (`permutations` 0)")
     cost = ""
     if shape is not None:
-        held = sample_bytes(shape) + row_measures_bytes(shape)
-        cost = (
-            f"; the sampled rows and `row_measures` hold {human_bytes(held)}, "
-            "`dry_run` times the seconds"
+        held = human_bytes(sample_bytes(shape) + row_measures_bytes(shape))
+        cost = f"; the sampled rows and `row_measures` hold {held}" + (
+            ", `dry_run` times the seconds"
+            if seconds is None
+            else f" and take {_duration(seconds)} on this machine, `dry_run` times the whole fit"
         )
     return "measures: ridge, " + "; ".join(parts) + cost
+
+
+def _duration(seconds: float) -> str:
+    """ "~45 s", "~12 min", or "over an hour (~3.1 h)"."""
+    if seconds >= 3600:
+        return f"over an hour (~{seconds / 3600:,.1f} h)"
+    return f"~{seconds / 60:,.0f} min" if seconds >= 120 else f"~{seconds:,.0f} s"
 
 
 HELDOUT = "procrustes-heldout"

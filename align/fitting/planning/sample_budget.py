@@ -121,18 +121,26 @@ def _grid_temporaries(s: SampleShape, m: int) -> int:
 
 
 def _null_temporaries(s: SampleShape, m: int) -> int:
-    """A null draw beyond the records: one target boundary's permuted record (its u and
-    norms, its relabelled orders and their copies) and one cell's temporaries; for rsa
-    (`nulls.rsa_null`, every draw in batches) the gathered side's ranks as squares (m² each,
-    min(n_S, n_T) of them), the pairs' rows (int64: 2P) and a square's places while it is laid
-    out (2P), and a piece's places, gathered ranks and the other side's ranks."""
+    """A null draw beyond the records: the largest of its three parts, which run one after
+    the other (`rows.null_values`): rsa's (`nulls.rsa_null`, every draw in batches: the
+    gathered side's ranks as squares, m² each, min(n_S, n_T) of them, the pairs' rows (int64:
+    2P) and a square's places while it is laid out (2P), and a piece's places, gathered ranks
+    and the other side's ranks); the spectral measures' one product (`spectral_null`: the
+    sources' Z side by side, M × n_S·r_S; the target's permuted u, M × r_T; B, B∘B and the
+    cells' stack, each n_S·r_S × r_T; their Grams, n_S·r²); the neighbour measures' relabelled
+    orders and their copies with one cell's temporaries."""
     spectral, near, rsa = _kinds(s.measures)
     r, L, pairs = min(m, s.d_t), depth(s.neighbours, m), m * (m - 1) // 2
-    moved = 8 * (spectral * (m * r + m) + near * 6 * m * L)
+    rs = min(m, s.d_s)
+    product = s.n_source * rs * (m + 3 * r) + m * r + s.n_source * min(rs, r) ** 2
     piece = piece_of(pairs)
     squares = min(s.n_source, s.n_target) * m * m + 4 * pairs
     pieces = piece * (4 * BATCH + max(s.n_source, s.n_target))
-    return moved + 8 * rsa * (squares + pieces) + _grid_temporaries(s, m)
+    return max(
+        8 * rsa * (squares + pieces),
+        8 * spectral * product,
+        8 * near * 6 * m * L + _grid_temporaries(s, m),
+    )
 
 
 def _bootstrap_temporaries(s: SampleShape, m: int) -> int:

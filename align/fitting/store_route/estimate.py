@@ -6,15 +6,15 @@ Timed, on the stores' own rows of the first block (source boundaries I, target b
 one statistics task on a range of training tokens (its reads included), the streamed
 measures' sums of those rows, every streamed measure of the block's first pair from them
 (each side's decompositions apart from the pair's), procrustes-heldout's training rotation
-and its null on M rows, and the row measures (their calibration and interval included) of
-one cell at m and m/2 rows and of two cells at m (m = min(M, ROW_TIMING)), with the fewest
-resamples. Each is scaled to the run: the statistics by
+and its null on M rows, and the row measures' four pieces apart (a boundary's preparation,
+a cell's values, a null draw, a recomputation of the interval) on two cells at m and m/2
+rows (m = min(M, ROW_TIMING)), with the fewest resamples. Each is scaled to the run: the statistics by
 training rows and pairs, shared among the slots that run tasks side by side; ridge's held-out
 pass at half a training row's sums a row (one product against two parts); the measures' sums
 by held-out rows and pairs, again for the interval's group passes, with the held-out rows read
 again where the plan does not keep them; the values once a pair and a side of every block, G'
-times more for the interval; the row measures per cell and per boundary, by the growth the
-two row counts show (between M and M²) and by the run's resamples and permutations."""
+times more for the interval; the row measures per cell and per boundary, each piece by the growth
+the two row counts show (between M and M³) and by the run's resamples and permutations."""
 
 from __future__ import annotations
 
@@ -28,8 +28,10 @@ from align.fitting.planning.budget import measure_bytes
 from align.fitting.planning.sample_budget import row_measures_bytes, sample_bytes
 from align.fitting.runtime.tasks import blas_limit
 from align.fitting.store_route.graph import sampled_rows, stats_task
-from align.measures import ROW_ONLY, pairs, rows, streamed
+from align.measures import ROW_ONLY, calibration, pairs, rows, streamed
+from align.measures.spectral_null import SPECTRAL, spectral_null
 from align.messages import human_bytes
+from align.ridge.backend import Backend
 from align.ridge.statistics import FIT, VAL
 from align.stats.bootstrap import MIN_RESAMPLES, Resampling
 
@@ -37,6 +39,8 @@ TIMED_TOKENS = 2048  # tokens of the timed statistics task, at most
 SMALL_TOKENS = 256  # tokens of the second timed task (the two give a row's cost and a task's)
 REPEATS = 3  # the pieces of milliseconds are timed this many times, the least kept
 ROW_TIMING = 512  # sampled rows the row measures are timed on, at most
+SPECTRAL_PROBE = 1.0  # seconds of K spectral null draws below which they are timed twice
+GUESS_ROWS = 512  # a fit's first plan line times the row measures from this many sampled rows
 HOUR = 3600.0
 
 
@@ -241,64 +245,39 @@ def _calibration(w: Work, where: tuple, sec: dict, timed: dict, out_bytes: dict)
 
 def row_measures_seconds(rows_: tuple, asked: tuple, counts: tuple, workers: int, timed: dict):
     """Seconds of `rows.row_measures` on the grid's M sampled rows (`asked`: the FitSpec, M
-    and the fit's device; `counts`: the grid's cells and boundaries), from timings on `rows_`, the rows x (n,
-    d_S) of one source boundary and {j: (n, d_T)} of one or two target boundaries (the
-    stores' or a batch's rows: distinct rows, no copies), after a warm-up, at
-    m = min(M, ROW_TIMING) rows, the least of two runs each: one cell with one null draw (two
-    preparations and the values: a boundary's preparation is half of it), and two cells with
-    the run's interval (`sampled.row_interval`: the jackknife's groups, or under the bootstrap
-    the fewest resamples, MIN_RESAMPLES) and at most 9 permutations (what a run, a null draw
-    or a resample, costs a cell, its boundaries' reweighting counted with it); where M > m
-    the two cells again at m/2 rows (the ratio gives the growth with the rows, between M and
-    M²). A preparation is counted once a boundary, the runs per cell by the run's
-    permutations and recomputations (10 jackknife groups, or the bootstrap's resamples). Timed as `sampled.attach` runs them (the interval of mknn,
-    cknna and rsa only, BLAS on one thread up to `sampled.SMALL_WIDTH`), and divided as the
-    `workers` run them where they run there (`rows_tasks.row_seconds`; 1: this process, its
-    preparations, draws and recomputations divided among `sampled.row_threads`)."""
+    and the fit's device; `counts`: the grid's cells and boundaries), from timings on `rows_`,
+    the rows x (n, d_S) of one source boundary and {j: (n, d_T)} of one or two target
+    boundaries (the stores' or a batch's rows). Each of the run's pieces is timed on its own,
+    as `row_measures` runs it, at m = min(M, ROW_TIMING) rows, the least of two runs after a
+    warm-up (`_row_pieces`): a boundary's preparation, a cell's values, a cell's null draw of
+    mknn, cknna and rsa (at most 9 draws timed) and a cell's recomputation of the interval
+    (the jackknife's groups, or the fewest resamples, MIN_RESAMPLES; the interval of mknn,
+    cknna and rsa only); where M > m each again at m/2 rows, the ratio giving that piece's
+    growth with the rows (between M and M³); the spectral measures' null draw apart, on as
+    many of the rows as M asks (`_spectral_draw`). A
+    preparation is counted once a boundary, the values once a cell, the draws by the run's
+    permutations and the recomputations by its 10 jackknife groups or N resamples. Timed as
+    `sampled.attach` runs them (BLAS on one thread up to `sampled.SMALL_WIDTH`), and divided as
+    the `workers` run them where they run there (`rows_tasks.row_seconds`; 1: this process,
+    its preparations, draws and recomputations divided among `sampled.row_threads`)."""
     (x, ys), (spec, M, device), (n_cells, n_sides) = rows_, asked, counts
-    js = list(ys)
+    ys = {j: ys[j] for j in list(ys)[:2]}
     m = max(min(M, ROW_TIMING, len(x)), 16)
-    K = min(spec.permutations, 9)
     widest = max(v.shape[1] for v in (x, *ys.values()))
-    threads = 1 if widest <= sampled.SMALL_WIDTH else None  # as `sampled.attach` runs them
+    blas = 1 if widest <= sampled.SMALL_WIDTH else None  # as `sampled.attach` runs them
     scheme = sampled.row_interval(spec)  # the row measures' interval as the run computes it
     resampled = scheme is not None and any(n in ROW_ONLY for n in spec.sampled)
-
-    resampling = Resampling(MIN_RESAMPLES, spec.bootstrap_seed)
-
-    def cells(js, m, K=K, intervals=ROW_ONLY if resampled else ()):
-        docs = np.repeat(np.arange(-(-m // 8)), 8)[:m]  # documents of 8 rows: the null's draws
-        with blas_limit(threads):
-            return rows.row_measures(
-                {0: x[:m]},
-                {j: ys[j][:m] for j in js},
-                docs,
-                spec.sampled,
-                k=spec.neighbours,
-                draws=rows.Draws(K, spec.seed, resampling, scheme or rows.JACKKNIFE),
-                intervals=intervals,  # the interval a fit computes on the sample
-            )
-
-    _timed(cells, js[:1], min(m, 32), 1, ())  # a warm-up: the first call's imports
-    base = min(_timed(cells, js[:1], m, 1, ())[0] for _ in range(2))  # two preparations
-    pair = js[:2]  # the cells whose draws are timed
-    t_two = min(_timed(cells, pair, m)[0] for _ in range(2))
-    grow = 1.0  # M ≤ m: the timed rows are the run's
+    timing = (spec, scheme if resampled else None, blas)
+    _row_pieces(x, ys, min(m, 32), timing)  # a warm-up: the first call's imports
+    at_m = np.minimum(*(_row_pieces(x, ys, m, timing) for _ in range(2)))
+    scale = np.ones(4)  # M ≤ m: the timed rows are the run's
     if M > m:
-        t_half, _ = _timed(cells, pair, m // 2)
-        grow = float(np.clip(np.log2(max(t_two, 1e-9) / max(t_half, 1e-9)), 1.0, 2.0))
-    scale = (M / m) ** grow
-    # the timed recomputations: the jackknife's groups of the timing's documents, or resamples
-    timed_runs = {
-        rows.JACKKNIFE: min(streamed.MEASURE_GROUPS, -(-m // 8)),
-        rows.BOOTSTRAP: MIN_RESAMPLES,
-        None: 0,
-    }[scheme]
-    runs = max(timed_runs * resampled + K - 1, 1)  # the timed draws beyond base's one
-    # a cell's share of a run (a null draw or a resample), its boundaries' reweighting with it
-    draws = max(t_two - base * (1 + len(pair)) / 2, 0.0)  # less its boundaries' preparations
-    cell = draws / len(pair) / runs * scale
-    timed[f"row measures of {len(pair)} cell(s) ({m:,} rows)"] = t_two
+        half = _row_pieces(x, ys, m // 2, timing)
+        grow = np.clip(np.log2(np.maximum(at_m, 1e-9) / np.maximum(half, 1e-9)), 1.0, 3.0)
+        scale = (M / m) ** grow
+    prepare, value, draw, again = at_m * scale
+    draw += _spectral_draw(x, ys, M, (*timing, Backend(device)))
+    timed[f"row measures' pieces of {len(ys)} cell(s) ({m:,} rows)"] = float(at_m.sum())
     resamples = (
         resampled
         * {  # the run's recomputations: 10 groups, or N resamples
@@ -310,7 +289,91 @@ def row_measures_seconds(rows_: tuple, asked: tuple, counts: tuple, workers: int
     # in this process the preparations, draws and recomputations are cut among threads
     threads = sampled.row_threads(widest, device) if workers <= 1 else 1
     return rows_tasks.row_seconds(
-        (scale * base / 2 / threads, 0.0, cell * n_cells / threads),
+        (prepare / threads, value, draw * n_cells / threads, again * n_cells / threads),
         (n_sides, n_cells, spec.permutations, resamples),
         workers,
     )
+
+
+def _row_pieces(x, ys: dict, m: int, timing: tuple) -> np.ndarray:
+    """(4,) seconds at m rows of a boundary's preparation, a cell's values, a cell's null
+    draw of mknn, cknna and rsa, and a cell's recomputation of the interval (0 without one),
+    each timed on its own (`rows.prepare_all`, `observed_values`, `null_values`,
+    `recomputations`) over the cells of
+    x's first m rows with ys' (documents of 8 rows: the null's draws re-pair documents).
+    timing: the FitSpec, the interval's scheme (None: no interval), BLAS's threads."""
+    spec, scheme, blas = timing
+    xs, ys = {0: x[:m]}, {j: y[:m] for j, y in ys.items()}
+    docs = np.repeat(np.arange(-(-m // 8)), 8)[:m]
+    names, k, cells = spec.sampled, spec.neighbours, len(ys)
+    K = max(min(spec.permutations, 9), 1)
+    perms, _ = calibration.draw_permutations(docs, K, spec.seed)
+    weights = (
+        rows.jackknife_weights(docs)[0]
+        if scheme == rows.JACKKNIFE
+        else rows.multiplicities(docs, Resampling(MIN_RESAMPLES, spec.bootstrap_seed))
+    )
+    again = [n for n in names if n in ROW_ONLY] if scheme else []
+    with blas_limit(blas):
+        t_prepare, records = _timed(rows.prepare_all, xs, ys, names, k)
+        t_value, _ = _timed(rows.observed_values, xs, ys, names, k, records)
+        other = [n for n in names if n not in SPECTRAL]
+        t_draws, _ = _timed(rows.null_values, xs, ys, perms, other, k, records)
+        t_again = 0.0
+        if again:
+            t_again, _ = _timed(rows.recomputations, xs, ys, weights, again, k, records, 1)
+    return np.array(
+        [
+            t_prepare / (1 + cells),
+            t_value / cells,
+            t_draws / K / cells,
+            t_again / len(weights) / cells,
+        ]
+    )
+
+
+def _spectral_draw(x, ys: dict, M: int, timing: tuple) -> float:
+    """Seconds of a cell's null draw of the spectral measures asked, timed (`spectral_null`
+    over x's cells with ys': the least of two runs of one draw, and where 9 of those take
+    under SPECTRAL_PROBE s, of two runs of at most 9 draws) at min(M, n) of the n
+    timed rows: at the run's own rows where it has them (its products grow as M·r_S·r_T
+    with r = min(M, d), its decompositions as r³: no growth read from fewer rows is right for
+    both), and scaled by the products' growth beyond them (an upper bound: the
+    decompositions stop growing once r = d). timing: the FitSpec, the interval's scheme, BLAS's
+    threads and the `Backend` the run's null draws run on (the fit's device)."""
+    spec, _, blas, backend = timing
+    names = [n for n in spec.sampled if n in SPECTRAL]
+    m = min(M, len(x))
+    if not names or m < 4:
+        return 0.0
+    K = max(min(spec.permutations, 9), 1)
+    docs = np.repeat(np.arange(-(-m // 8)), 8)[:m]
+    perms, _ = calibration.draw_permutations(docs, K, spec.seed)
+    with blas_limit(blas):
+        px, py = rows.prepare_all({0: x[:m]}, {j: y[:m] for j, y in ys.items()}, names, 0)
+        sides = (list(px.values()), list(py.values()))
+        draws = perms[:1]  # one draw first, twice; where K of them are cheap, K
+        seconds = min(_timed(spectral_null, *sides, draws, names, backend)[0] for _ in range(2))
+        if seconds * K < SPECTRAL_PROBE:
+            runs = [_timed(spectral_null, *sides, perms, names, backend)[0] for _ in range(2)]
+            seconds = min(runs) / K
+    seconds /= len(ys)
+    d_s, d_t = x.shape[1], max(y.shape[1] for y in ys.values())
+    return seconds * M * min(M, d_s) * min(M, d_t) / (m * min(m, d_s) * min(m, d_t))
+
+
+def guess_row_seconds(shape, spec, device: str) -> float | None:
+    """Seconds of the row measures, their interval and calibration in this process, for a
+    fit's first plan line (`sampled.measures_line`), before any work: `row_measures_seconds`
+    on rows drawn at random at the grid's widths (shape: the sample's `SampleShape`; what
+    the row measures cost depends on M, the widths, k and the measures, not on the rows'
+    values), min(M, TIMED_TOKENS) of them. None below GUESS_ROWS sampled rows, whose row
+    measures take seconds: the timing would cost a fair share of them."""
+    if shape is None or shape.rows < GUESS_ROWS or not spec.sampled:
+        return None
+    rng = np.random.default_rng(0)
+    n = min(shape.rows, TIMED_TOKENS)
+    x = rng.standard_normal((n, shape.d_s))
+    ys = {j: rng.standard_normal((n, shape.d_t)) for j in range(min(2, shape.n_target))}
+    cells, sides = shape.n_source * shape.n_target, shape.n_source + shape.n_target
+    return row_measures_seconds((x, ys), (spec, shape.rows, device), (cells, sides), 1, {})

@@ -161,7 +161,7 @@ def fit(
     opts = entry_request("align.fit", keywords, spec, run, hooks)
     log = _logger(log, dry_run)
     pair = _open(source, target, None if dry_run else output, opts, log)
-    rows = _split(pair, opts, log)
+    rows = _split(pair, opts, log, guess=not dry_run)
     where = _choose_where(pair, opts, _check_before_pass(pair, rows, opts, log), log)
     with executor(where.scheduler, where.n_workers, where.limit, log) as ex:
         work = _prepare_work(ex, pair, rows, opts, where, log)
@@ -262,9 +262,10 @@ def _open(source: str, target: str, output: str | None, opts: FitRequest, log) -
     return Pair(paths, S, T, mode, paired_by, boundaries, anchored, partner, sides, output)
 
 
-def _split(pair: Pair, opts: FitRequest, log) -> Rows:
+def _split(pair: Pair, opts: FitRequest, log, guess: bool) -> Rows:
     """The documents split (seeded), each target row's part, and the row measures' sample
-    drawn before the pass."""
+    drawn before the pass; with `guess`, the row measures' seconds in the first plan line
+    (`store_estimate.guess_row_seconds`: a dry run times them on the stores' rows)."""
     S, T = pair.S, pair.T
     split = make_split(
         S.tokens("doc"), S.tokens("pos"), opts.spec, S.tokens("seq"), partner=pair.partner
@@ -274,7 +275,8 @@ def _split(pair: Pair, opts: FitRequest, log) -> Rows:
     )
     sample = sampled.draw(split, opts.spec)  # before the pass: the rows every boundary keeps
     shape = sample and _sample_shape(sample, pair, opts)
-    sampled.log_measures(log, "align fit", opts.spec, sample, split, shape)
+    seconds = store_estimate.guess_row_seconds(shape, opts.spec, opts.run.device) if guess else None
+    sampled.log_measures(log, "align fit", opts.spec, sample, split, shape, seconds)
     return Rows(split, t_part, sample)
 
 
