@@ -30,11 +30,11 @@ import json
 import os
 import re
 import socket
-from concurrent.futures import ThreadPoolExecutor
 
 from align import corpus, textfiles
 from align.errors import ModelError
 from align.models import config_hash, discovery, families, init_device
+from align.threads import side_by_side
 from align.version import __version__
 
 SAFE_WEIGHTS = "model.safetensors"
@@ -111,8 +111,7 @@ def files_identity(folder: str, names: list[str]) -> dict:
     sha256 of the JSON list of (name, bytes, sha256) in name order."""
     paths = [os.path.join(folder, n) for n in names]
     try:
-        with ThreadPoolExecutor(max_workers=max(1, min(len(paths), os.cpu_count() or 1))) as pool:
-            digests = list(pool.map(file_sha256, paths))
+        digests = side_by_side(file_sha256, paths, os.cpu_count() or 1)
         sizes = [os.path.getsize(p) for p in paths]
     except OSError as e:
         raise ModelError(

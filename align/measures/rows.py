@@ -24,7 +24,6 @@ spectral measures' recomputations are decomposed afresh.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import NamedTuple
 
@@ -38,6 +37,7 @@ from align.measures.spectral_null import SPECTRAL, spectral_null
 from align.measures.streamed import MEASURE_GROUPS
 from align.ridge.backend import CPU, Backend
 from align.stats import bootstrap, jackknife
+from align.threads import side_by_side
 
 # Each row measure's direction and ideal value (what a model compared with itself scores): a
 # view of the registry's records that have a rows form, those with no sums form first.
@@ -331,8 +331,7 @@ def prepare_all(xs: dict, ys: dict, measures, k: int, backend: Backend = CPU, th
     boundaries on `threads` threads of this process (each record as one thread makes it)."""
     parts = parts_of(measures)
     rows_ = [*xs.values(), *ys.values()]
-    with ThreadPoolExecutor(max(1, min(threads, len(rows_)))) as pool:
-        made = list(pool.map(lambda x: prepared.prepare(x, parts, k, backend), rows_))
+    made = side_by_side(lambda x: prepared.prepare(x, parts, k, backend), rows_, threads)
     return dict(zip(xs, made[: len(xs)], strict=True)), dict(zip(ys, made[len(xs) :], strict=True))
 
 
@@ -608,8 +607,7 @@ def split(f, items: np.ndarray, threads: int) -> dict:
     pieces = min(threads, len(items))
     if pieces <= 1:
         return f(items)
-    with ThreadPoolExecutor(pieces) as pool:
-        parts = list(pool.map(f, np.array_split(items, pieces)))
+    parts = side_by_side(f, np.array_split(items, pieces), pieces)
     return {n: np.concatenate([p[n] for p in parts]) for n in parts[0]}
 
 

@@ -5,7 +5,6 @@ predicts y = x W + c with W (d_source, d_target)."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,6 +12,7 @@ import numpy as np
 from align.errors import InputError, NonFiniteError
 from align.ridge.backend import CPU, Backend
 from align.ridge.statistics import FIT, N_PARTS, VAL, Statistics
+from align.threads import side_by_side
 
 TIE_RTOL = 1e-12  # validation errors this close (relatively) are a tie, won by the larger α
 DEFAULT_ALPHAS = tuple(10.0**k for k in range(-6, 2))  # α_rel grid 1e-6 … 1e1 by decades
@@ -423,11 +423,7 @@ def solve_block(
         f = factors[i] if i in factors else source_factor(stats, i, alphas_rel, backend)
         return f, _solve_source(stats, i, f, alphas_rel, x_shift[i], y_shift, backend, extend)
 
-    if threads > 1 and len(stats.source) > 1:
-        with ThreadPoolExecutor(min(threads, len(stats.source))) as pool:
-            solved = list(pool.map(one, stats.source))
-    else:
-        solved = [one(i) for i in stats.source]
+    solved = side_by_side(one, stats.source, threads)
     out = {}
     for i, (f, maps) in zip(stats.source, solved):
         factors[i] = f

@@ -168,3 +168,20 @@ def test_weighted_rsa_scaled_ranks_equal_spearman_of_the_resampled_rows():
         st, total_t = prepared.ranks_scaled(q, w, omega)
         np.testing.assert_allclose(st.numpy(), s, rtol=0, atol=1e-12)
         assert abs(total - total_t) <= 1e-12 * total
+
+
+def test_ranks_are_narrowed_to_float32_only_where_it_holds_them_exactly():
+    """Centred average ranks of P pairs are multiples of 1/2 below P/2 in magnitude: float32
+    holds every one of them while P < 2^24 (M <= 5,793), and no longer at M = 5,794, whose
+    largest half-integer ranks round (numpy's float32 round trip, by hand)."""
+    from align.measures.nulls import exact_in_float32
+
+    def round_trips(m):
+        p = m * (m - 1) // 2
+        top = (p - 1) / 2  # the largest centred rank, and the half-integers just below it
+        values = np.array([top, top - 0.5, -top, -(top - 0.5), 0.5, 0.0])
+        return bool(np.all(values.astype(np.float32).astype(np.float64) == values))
+
+    assert exact_in_float32(5793) and round_trips(5793)
+    assert not exact_in_float32(5794) and not round_trips(5794)
+    assert exact_in_float32(1024) and round_trips(1024)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from align.measures.cells import TARGETS
-from align.measures.nulls import BATCH, piece_of
+from align.measures.nulls import BATCH, exact_in_float32, piece_of
 from align.measures.prepared import BLOCK, depth
 from align.measures.registry import NEIGHBOURS, REGISTRY, SPECTRAL
 from align.messages import human_bytes
@@ -123,7 +123,7 @@ def _grid_temporaries(s: SampleShape, m: int) -> int:
 def _null_temporaries(s: SampleShape, m: int) -> int:
     """A null draw beyond the records: the largest of its three parts, which run one after
     the other (`rows.null_values`): rsa's (`nulls.rsa_null`, every draw in batches: the
-    gathered side's ranks as squares, m² each, min(n_S, n_T) of them, the pairs' rows (int64:
+    gathered side's ranks as squares, m² each (float32 where exact), min(n_S, n_T) of them, the pairs' rows (int64:
     2P) and a square's places while it is laid out (2P), and a piece's places, gathered ranks
     and the other side's ranks); the spectral measures' one product (`spectral_null`: the
     sources' Z side by side, M × n_S·r_S; the target's permuted u, M × r_T; B, B∘B and the
@@ -134,10 +134,13 @@ def _null_temporaries(s: SampleShape, m: int) -> int:
     rs = min(m, s.d_s)
     product = s.n_source * rs * (m + 3 * r) + m * r + s.n_source * min(rs, r) ** 2
     piece = piece_of(pairs)
-    squares = min(s.n_source, s.n_target) * m * m + 4 * pairs
-    pieces = piece * (4 * BATCH + max(s.n_source, s.n_target))
+    # the gathered side's squares, float32 where that holds the ranks (`nulls`), each laid
+    # out in float64 first
+    wide = 4 if exact_in_float32(m) else 8
+    squares = wide * min(s.n_source, s.n_target) * m * m + 8 * (m * m + 4 * pairs)
+    pieces = 8 * piece * (4 * BATCH + max(s.n_source, s.n_target))
     return max(
-        8 * rsa * (squares + pieces),
+        rsa * (squares + pieces),
         8 * spectral * product,
         8 * near * 6 * m * L + _grid_temporaries(s, m),
     )

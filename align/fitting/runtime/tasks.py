@@ -7,9 +7,9 @@ import contextlib
 import os
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 from align.errors import InputError
+from align.threads import side_by_side
 
 
 @contextlib.contextmanager
@@ -47,13 +47,8 @@ def threaded(f, items, threads: int | None = None) -> list:
     with one BLAS thread each (numpy's BLAS and LAPACK release the GIL): the decompositions
     of many pairs or sides side by side, each computed as one thread computes it, so the
     values do not depend on `threads`. The first error in the order of `items` is raised."""
-    items = list(items)
-    threads = threads or cpu_cores()
     with blas_limit(1):
-        if threads <= 1 or len(items) < 2:
-            return [f(x) for x in items]
-        with ThreadPoolExecutor(min(threads, len(items))) as pool:
-            return list(pool.map(f, items))
+        return side_by_side(f, items, threads or cpu_cores())
 
 
 _CANCELLED: set = set()  # the runs (Job.run) of this process that have ended by an error or Ctrl-C
