@@ -331,12 +331,10 @@ def dask_processes(n_workers: int = 2, worker_env: dict | None = None, resources
 @pytest.fixture(scope="session")
 def dask_workers():
     """`dask_processes(2)` started once a process for the files that send work to a cluster's
-    address (tests/helpers/schedule.py keeps them on one xdist worker): its address. The first
-    worker declares the resource GPU=1 (faked on the CPU, for the study's placement); a task
-    that asks for no resource runs on either. Each start and the workers' first imports of
-    torch and transformers cost 10 to 20 s of a file's time. A test that kills a worker starts
-    a cluster of its own."""
-    with dask_processes(2, resources=("GPU=1", None)) as addr:
+    address (tests/helpers/schedule.py keeps them on one xdist worker): its address. Each start
+    and the workers' first imports of torch and transformers cost 10 to 20 s of a file's time.
+    A test that kills a worker or declares resources starts a cluster of its own."""
+    with dask_processes(2) as addr:
         yield addr
 
 

@@ -43,7 +43,6 @@ SHARED = {
     "tests/integration/test_fit.py": "dask_workers",
     "tests/integration/test_fit_live_cluster.py": "dask_workers",
     "tests/integration/test_fit_live_cluster_measures.py": "dask_workers",
-    "tests/integration/test_study_cluster.py": "dask_workers",
 }
 
 
