@@ -328,16 +328,6 @@ def dask_processes(n_workers: int = 2, worker_env: dict | None = None, resources
             p.wait()
 
 
-@pytest.fixture(scope="session")
-def dask_workers():
-    """`dask_processes(2)` started once a process for the files that send work to a cluster's
-    address (tests/helpers/schedule.py keeps them on one xdist worker): its address. Each start
-    and the workers' first imports of torch and transformers cost 10 to 20 s of a file's time.
-    A test that kills a worker or declares resources starts a cluster of its own."""
-    with dask_processes(2) as addr:
-        yield addr
-
-
 @pytest.fixture
 def tmpfs(tmp_path):
     """A real 64 KiB tmpfs, for full-disk tests (root only; elsewhere the test is skipped with

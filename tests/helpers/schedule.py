@@ -4,8 +4,7 @@ A unit of work is a test file, so a file's module fixtures are built once. Two c
 xdist's own schedule, which hands out files by their number of tests:
 
 - Files that share a costly session fixture are one unit (`SHARED`): the demo run and the
-  tiny study are built once, on one worker, not once on each; so is the Dask cluster of
-  worker processes (`dask_workers`).
+  tiny study are built once, on one worker, not once on each.
 - The heaviest unit left goes first (longest processing time first): its weight is its
   seconds in `tests/durations.json`, the files' times of a full run; a file the table does not
   know weighs its number of tests times the table's mean seconds per test. Handed out by
@@ -40,9 +39,6 @@ SHARED = {
     "tests/integration/test_study_lenses.py": "demo_run, tiny_study",
     "tests/integration/test_study_report_browser.py": "demo_run, tiny_study",
     "tests/integration/test_study_report_pages.py": "demo_run, tiny_study",
-    "tests/integration/test_fit.py": "dask_workers",
-    "tests/integration/test_fit_live_cluster.py": "dask_workers",
-    "tests/integration/test_fit_live_cluster_measures.py": "dask_workers",
 }
 
 

@@ -8,12 +8,13 @@ cut between grouping windows: tests/integration/test_fit_live_anchors.py)."""
 from __future__ import annotations
 
 from align.store import open_result
+from tests.conftest import dask_processes
 from tests.integration import test_fit_live_anchors as anchored
 from tests.integration.test_fit_live import BIG, CORPUS, assert_same_result, store_fit
 
 
 def test_live_on_two_dask_workers_equals_the_store_route(
-    zoo, extracted, corpus_file, cli, tmp_path, dask_workers
+    zoo, extracted, corpus_file, cli, tmp_path
 ):
     S = extracted("qwen2", **CORPUS)
     T = extracted("qwen2", model_overrides=BIG, **CORPUS)
@@ -22,42 +23,43 @@ def test_live_on_two_dask_workers_equals_the_store_route(
     B = extracted("qwen2", model_overrides=anchored.OTHER, **anchored.CORPUS)
     want_anchored = store_fit(A, B, alphas=anchored.ALPHAS)
     out, out_anchored = tmp_path / "a.zarr", tmp_path / "b.zarr"
-    code, _, err = cli(
-        "fit",
-        "--live",
-        zoo("qwen2"),
-        zoo("qwen2", **BIG),
-        corpus_file,
-        "-o",
-        out,
-        "--scheduler",
-        dask_workers,
-        "--max-length",
-        CORPUS["max_length"],
-        "--batch-size",
-        CORPUS["batch_size"],
-    )
-    assert code == 0, err
-    code, _, err_anchored = cli(
-        "fit",
-        "--live",
-        zoo("qwen2"),
-        zoo("qwen2", **anchored.OTHER),
-        corpus_file,
-        "-o",
-        out_anchored,
-        "--scheduler",
-        dask_workers,
-        "--max-length",
-        anchored.CORPUS["max_length"],
-        "--batch-size",
-        anchored.CORPUS["batch_size"],
-        "--overflow",
-        "truncate",
-        "--alphas",
-        ",".join(map(str, anchored.ALPHAS)),
-    )
-    assert code == 0, err_anchored
+    with dask_processes(2) as addr:
+        code, _, err = cli(
+            "fit",
+            "--live",
+            zoo("qwen2"),
+            zoo("qwen2", **BIG),
+            corpus_file,
+            "-o",
+            out,
+            "--scheduler",
+            addr,
+            "--max-length",
+            CORPUS["max_length"],
+            "--batch-size",
+            CORPUS["batch_size"],
+        )
+        assert code == 0, err
+        code, _, err_anchored = cli(
+            "fit",
+            "--live",
+            zoo("qwen2"),
+            zoo("qwen2", **anchored.OTHER),
+            corpus_file,
+            "-o",
+            out_anchored,
+            "--scheduler",
+            addr,
+            "--max-length",
+            anchored.CORPUS["max_length"],
+            "--batch-size",
+            anchored.CORPUS["batch_size"],
+            "--overflow",
+            "truncate",
+            "--alphas",
+            ",".join(map(str, anchored.ALPHAS)),
+        )
+        assert code == 0, err_anchored
     assert (
         "on 2 Dask worker(s), each loading both models" in err
         and "held-out rows scored by a second forward" in err

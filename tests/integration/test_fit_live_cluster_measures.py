@@ -1,6 +1,6 @@
 """`align fit --live --scheduler ADDRESS --measures`: the similarity measures of a live fit on
 a real Dask cluster (a `dask scheduler` and two `dask worker` processes on loopback, started
-once a process: `dask_workers`). The streamed measures' held-out sums come from the workers' held-out
+once for the module). The streamed measures' held-out sums come from the workers' held-out
 shards; the sampled rows of the row measures and the calibration are kept by the held-out
 shards that forward them and gathered through the tree.
 
@@ -37,6 +37,7 @@ import numpy as np
 import pytest
 
 from align.fitting import Execution, FitSpec
+from tests.conftest import dask_processes
 from tests.helpers.measures_reference import MEASURES as REFERENCE
 from tests.helpers.measures_reference import procrustes_heldout
 from tests.integration import test_fit_live_anchors as anchored
@@ -68,17 +69,23 @@ FIELDS += ("_p_family",)
 
 
 @pytest.fixture(scope="module")
+def scheduler():
+    with dask_processes(2) as addr:
+        yield addr
+
+
+@pytest.fixture(scope="module")
 def stores(extracted):
     S, T = live_stores(extracted)
     return _read(S), _read(T)
 
 
 @pytest.fixture(scope="module")
-def both(zoo, corpus_file, dask_workers):
+def both(zoo, corpus_file, scheduler):
     """(one process, cluster) live fits of every kind of measure."""
     one = live_fit(zoo, corpus_file, "qwen2", "float32", **OPTIONS).dataset
     on = live_fit(
-        zoo, corpus_file, "qwen2", "float32", run=Execution(scheduler=dask_workers), **OPTIONS
+        zoo, corpus_file, "qwen2", "float32", run=Execution(scheduler=scheduler), **OPTIONS
     ).dataset
     return one, on
 
@@ -114,7 +121,7 @@ def test_every_measure_array_on_the_cluster_equals_one_process(both):
 
 
 def test_one_target_boundary_a_pass_on_the_cluster_equals_one_process(
-    both, zoo, corpus_file, dask_workers, monkeypatch
+    both, zoo, corpus_file, scheduler, monkeypatch
 ):
     """The cluster's plan cut into a pass per target boundary (a worker budget that holds one
     is what makes such a plan; here the plan is replaced, which the workers never see): the
@@ -131,7 +138,7 @@ def test_one_target_boundary_a_pass_on_the_cluster_equals_one_process(
     monkeypatch.setattr(live, "make_plan", one_a_pass)
     one, _ = both
     report = live_fit(
-        zoo, corpus_file, "qwen2", "float32", run=Execution(scheduler=dask_workers), **OPTIONS
+        zoo, corpus_file, "qwen2", "float32", run=Execution(scheduler=scheduler), **OPTIONS
     )
     assert report.plan["passes"] == 3
     names = _measure_arrays(one)
@@ -171,7 +178,7 @@ def test_the_cluster_measures_equal_references_from_the_stores(both, stores):
     check_calibration(ds, X, Y, doc, pos, M, OPTIONS["permutations"])
 
 
-def test_a_char_anchor_pair_on_the_cluster_equals_one_process(zoo, corpus_file, dask_workers):
+def test_a_char_anchor_pair_on_the_cluster_equals_one_process(zoo, corpus_file, scheduler):
     from align.fitting.live_route import pipeline as live
 
     job = anchored.job_of(zoo, corpus_file, "float32")
@@ -179,7 +186,7 @@ def test_a_char_anchor_pair_on_the_cluster_equals_one_process(zoo, corpus_file, 
     spec = FitSpec(**dict(options, alphas=anchored.ALPHAS))
     quiet = lambda m: None  # noqa: E731
     one = live.fit_live(job, None, spec, log=quiet).dataset
-    on = live.fit_live(job, None, spec, Execution(scheduler=dask_workers), log=quiet).dataset
+    on = live.fit_live(job, None, spec, Execution(scheduler=scheduler), log=quiet).dataset
     assert on.attrs["pairing"]["mode"] == "char-anchors" == one.attrs["pairing"]["mode"]
     names = _measure_arrays(one)
     assert names == _measure_arrays(on) and "rsa_p_family" in names and "cka_low" in names
@@ -194,7 +201,7 @@ def test_a_char_anchor_pair_on_the_cluster_equals_one_process(zoo, corpus_file, 
         np.testing.assert_allclose(got.values, want.values, rtol=SAME, atol=0, err_msg=v)
 
 
-def test_the_shuffle_control_on_the_cluster_equals_one_process(zoo, corpus_file, dask_workers):
+def test_the_shuffle_control_on_the_cluster_equals_one_process(zoo, corpus_file, scheduler):
     """`--live --control shuffle --scheduler`: the shards forward the same target batches (per
     grouping window of the source, in the order it reads them), so every array equals the
     one-process shuffled fit within 1e-10 relative, and the shuffle is the store route's (the
@@ -211,7 +218,7 @@ def test_the_shuffle_control_on_the_cluster_equals_one_process(zoo, corpus_file,
     )
     one = live_fit(zoo, corpus_file, "qwen2", "float32", **spec).dataset
     on = live_fit(
-        zoo, corpus_file, "qwen2", "float32", run=Execution(scheduler=dask_workers), **spec
+        zoo, corpus_file, "qwen2", "float32", run=Execution(scheduler=scheduler), **spec
     ).dataset
     assert on.attrs["options"]["control"] == "shuffle" == one.attrs["options"]["control"]
     assert on.attrs["split"] == one.attrs["split"]
@@ -225,14 +232,14 @@ ROW_TASKS = ("row-prepare", "row-values", "row-null", "row-interval")
 
 
 @pytest.mark.slow  # two live fits, one on the cluster: 2.5 min on 2 loaded cores
-def test_live_row_measures_on_the_workers_equal_one_process(zoo, corpus_file, dask_workers):
+def test_live_row_measures_on_the_workers_equal_one_process(zoo, corpus_file, scheduler):
     from dask.utils import key_split
     from distributed import Client, get_task_stream
 
     here = live_fit(zoo, corpus_file, "qwen2", "float32", **ROW_OPTIONS).dataset
-    with Client(dask_workers) as client:
+    with Client(scheduler) as client:
         with get_task_stream(client) as stream:
-            run = Execution(scheduler=dask_workers)
+            run = Execution(scheduler=scheduler)
             there = live_fit(zoo, corpus_file, "qwen2", "float32", run=run, **ROW_OPTIONS).dataset
         workers = set(client.scheduler_info()["workers"])
     assert len(workers) == 2, workers
