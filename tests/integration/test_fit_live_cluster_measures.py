@@ -20,16 +20,7 @@ shards that forward them and gathered through the tree.
   within 1e-10 relative on every measure array; held-out Procrustes away from boundary 0: there
   the 450 training rows of this pair's embeddings give a C_t = X_tᵀY_t of rank below the width
   (its smallest singular values 1e-16 of its largest, measured), so its rotation is not unique
-  (docs/methods.md) and the two sums' rounding picks another one, 8e-4 apart in the error;
-- the row measures alone, as the store route's `--workers` runs them
-  (tests/integration/test_fit_rows_cluster.py): after the passes, their preparation, values,
-  null and interval run as tasks of the cluster's workers
-  (align.fitting.measuring.rows_tasks), the scheduler's task stream showing the `row-*` tasks
-  on both workers; every array of mknn, cknna and rsa and every calibration array of cka equals
-  the one-process `--live` fit's within 1e-12 (the same batches give the same sampled rows, bit
-  for bit, so only the order of the row measures' work differs, and it changes no number); the
-  one-process arrays are checked against references above and in
-  tests/unit/test_measures_rows.py."""
+  (docs/methods.md) and the two sums' rounding picks another one, 8e-4 apart in the error."""
 
 from __future__ import annotations
 
@@ -44,9 +35,6 @@ from tests.integration import test_fit_live_anchors as anchored
 from tests.integration.test_fit_live import live_fit, live_stores
 from tests.integration.test_fit_measures import STREAMED, _heldout, _read
 from tests.integration.test_fit_procrustes_heldout import _training, check_calibration
-from tests.integration.test_fit_rows_cluster import CKA_FIELDS, ROW_FIELDS
-from tests.integration.test_fit_rows_cluster import OPTIONS as ROW_OPTIONS
-from tests.integration.test_fit_rows_cluster import SAME as ROW_SAME
 from tests.unit.test_measures_rows import ref_mknn, ref_rsa
 
 SAME = 1e-10  # cluster against one process: the same rows, summed in another order
@@ -226,35 +214,3 @@ def test_the_shuffle_control_on_the_cluster_equals_one_process(zoo, corpus_file,
     assert "rsa_calibrated" in names and "cka" in names
     for v in names:
         np.testing.assert_allclose(on[v].values, one[v].values, rtol=SAME, atol=0, err_msg=v)
-
-
-ROW_TASKS = ("row-prepare", "row-values", "row-null", "row-interval")
-
-
-@pytest.mark.slow  # two live fits, one on the cluster: 2.5 min on 2 loaded cores
-def test_live_row_measures_on_the_workers_equal_one_process(zoo, corpus_file, scheduler):
-    from dask.utils import key_split
-    from distributed import Client, get_task_stream
-
-    here = live_fit(zoo, corpus_file, "qwen2", "float32", **ROW_OPTIONS).dataset
-    with Client(scheduler) as client:
-        with get_task_stream(client) as stream:
-            run = Execution(scheduler=scheduler)
-            there = live_fit(zoo, corpus_file, "qwen2", "float32", run=run, **ROW_OPTIONS).dataset
-        workers = set(client.scheduler_info()["workers"])
-    assert len(workers) == 2, workers
-    ran = {}
-    for t in stream.data:
-        ran.setdefault(key_split(t["key"]), set()).add(t["worker"])
-    for kind in ROW_TASKS:
-        assert ran.get(kind, set()) <= workers and ran.get(kind), (kind, ran)
-    assert set().union(*(ran[k] for k in ROW_TASKS)) == workers, ran
-    assert there.attrs["options"]["device"] == "cluster"
-    names = [f"{n}{f}" for n in ("mknn", "cknna", "rsa") for f in ROW_FIELDS]
-    names += [f"cka{f}" for f in CKA_FIELDS]
-    for name in names:
-        assert np.isfinite(here[name].values).all(), name
-        np.testing.assert_allclose(
-            there[name].values, here[name].values, rtol=ROW_SAME, atol=ROW_SAME, err_msg=name
-        )
-    assert there.attrs["options"]["sampled_rows"] == here.attrs["options"]["sampled_rows"]
