@@ -49,19 +49,28 @@ def spectral_null(px: list, py: list, perms: np.ndarray, names, backend: Backend
     a_x = np.stack([p.a for p in px])  # (n_source, M)
     side_x = [_side(p) for p in px]
     whiten_x = np.concatenate([sx["whiten"] for sx in side_x]) ** 2
+    squares = bool({"cka", "cka-debiased"} & set(names))
+    frobenius = squares or "cca" in names
     for j, q in enumerate(py):
         uy, sy, side_y = backend.put(q.u), backend.put(q.s), _side(q)
         whiten_y = backend.put(side_y["whiten"] ** 2)
         for d, perm in enumerate(perms):
             B = zs.T @ uy[backend.mask(perm)]
             B *= sy  # Z_j[π] = u_j[π]·diag(s_j): no permuted copy of Z_j
-            draw = Draw(B, cuts, len(perm), backend)
-            if {"cka", "cka-debiased"} & set(names):
-                draw.squares = np.add.reduceat(backend.get((B * B).sum(1)), cuts[:-1])
-                draw.ab = a_x @ q.a[perm]
-            if "cca" in names:
-                weighted = backend.get((B * B) @ whiten_y) * whiten_x
-                draw.whitened = np.add.reduceat(weighted, cuts[:-1])
+            squared = B * B if frobenius else None  # B∘B once, for every sum that reads it
+            draw = Draw(
+                B,
+                cuts,
+                len(perm),
+                backend,
+                squares=_by_source(backend.get(squared.sum(1)), cuts) if squares else None,
+                ab=a_x @ q.a[perm] if "cka-debiased" in names else None,
+                whitened=(
+                    _by_source(backend.get(squared @ whiten_y) * whiten_x, cuts)
+                    if "cca" in names
+                    else None
+                ),
+            )
             for n in names:
                 out[n][d, :, j] = _cells(n, draw, side_x, side_y)
     return out
@@ -86,6 +95,11 @@ class Draw:
         """Source i's B_i, or its top rows × cols corner."""
         top = self.cuts[i + 1] if rows is None else self.cuts[i] + rows
         return self.B[self.cuts[i] : top, :cols]
+
+
+def _by_source(rows, cuts: np.ndarray) -> np.ndarray:
+    """(n_source,) sums of a (Σr_i,) vector over each source's rows of B."""
+    return np.add.reduceat(rows, cuts[:-1])
 
 
 def _side(p: P.Prepared) -> dict:

@@ -304,15 +304,8 @@ def _row_pieces(x, ys: dict, m: int, timing: tuple) -> np.ndarray:
     timing: the FitSpec, the interval's scheme (None: no interval), BLAS's threads."""
     spec, scheme, blas = timing
     xs, ys = {0: x[:m]}, {j: y[:m] for j, y in ys.items()}
-    docs = np.repeat(np.arange(-(-m // 8)), 8)[:m]
+    docs, perms = _timing_draws(m, spec)
     names, k, cells = spec.sampled, spec.neighbours, len(ys)
-    K = max(min(spec.permutations, 9), 1)
-    perms, _ = calibration.draw_permutations(docs, K, spec.seed)
-    weights = (
-        rows.jackknife_weights(docs)[0]
-        if scheme == rows.JACKKNIFE
-        else rows.multiplicities(docs, Resampling(MIN_RESAMPLES, spec.bootstrap_seed))
-    )
     again = [n for n in names if n in ROW_ONLY] if scheme else []
     with blas_limit(blas):
         t_prepare, records = _timed(rows.prepare_all, xs, ys, names, k)
@@ -321,15 +314,24 @@ def _row_pieces(x, ys: dict, m: int, timing: tuple) -> np.ndarray:
         t_draws, _ = _timed(rows.null_values, xs, ys, perms, other, k, records)
         t_again = 0.0
         if again:
+            weights = (
+                rows.jackknife_weights(docs)[0]
+                if scheme == rows.JACKKNIFE
+                else rows.multiplicities(docs, Resampling(MIN_RESAMPLES, spec.bootstrap_seed))
+            )
             t_again, _ = _timed(rows.recomputations, xs, ys, weights, again, k, records, 1)
+            t_again /= len(weights)
     return np.array(
-        [
-            t_prepare / (1 + cells),
-            t_value / cells,
-            t_draws / K / cells,
-            t_again / len(weights) / cells,
-        ]
+        [t_prepare / (1 + cells), t_value / cells, t_draws / len(perms) / cells, t_again / cells]
     )
+
+
+def _timing_draws(m: int, spec) -> tuple:
+    """(docs, perms) of a timing on m rows: documents of 8 rows (the null's draws re-pair
+    documents) and at most 9 of the run's null draws (at least one)."""
+    docs = np.repeat(np.arange(-(-m // 8)), 8)[:m]
+    perms, _ = calibration.draw_permutations(docs, max(min(spec.permutations, 9), 1), spec.seed)
+    return docs, perms
 
 
 def _spectral_draw(x, ys: dict, M: int, timing: tuple) -> float:
@@ -346,9 +348,8 @@ def _spectral_draw(x, ys: dict, M: int, timing: tuple) -> float:
     m = min(M, len(x))
     if not names or m < 4:
         return 0.0
-    K = max(min(spec.permutations, 9), 1)
-    docs = np.repeat(np.arange(-(-m // 8)), 8)[:m]
-    perms, _ = calibration.draw_permutations(docs, K, spec.seed)
+    _, perms = _timing_draws(m, spec)
+    K = len(perms)
     with blas_limit(blas):
         px, py = rows.prepare_all({0: x[:m]}, {j: y[:m] for j, y in ys.items()}, names, 0)
         sides = (list(px.values()), list(py.values()))
