@@ -11,12 +11,11 @@ tests/integration/test_fit_live_cluster_measures.py and tests/unit/test_measures
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from align.fitting import Execution
 from tests.integration.test_fit_live import live_fit
-from tests.integration.test_fit_rows_cluster import CKA_FIELDS, OPTIONS, ROW_FIELDS, SAME
+from tests.integration.test_fit_rows_cluster import OPTIONS, assert_same_row_measures
 
 ROW_TASKS = ("row-prepare", "row-values", "row-null", "row-interval")
 
@@ -49,11 +48,4 @@ def test_live_row_measures_on_the_workers_equal_one_process(zoo, corpus_file):
         assert ran.get(kind, set()) <= workers and ran.get(kind), (kind, ran)
     assert set().union(*(ran[k] for k in ROW_TASKS)) == workers, ran
     assert there.attrs["options"]["device"] == "cluster"
-    names = [f"{n}{f}" for n in ("mknn", "cknna", "rsa") for f in ROW_FIELDS]
-    names += [f"cka{f}" for f in CKA_FIELDS]
-    for name in names:
-        assert np.isfinite(here[name].values).all(), name
-        np.testing.assert_allclose(
-            there[name].values, here[name].values, rtol=SAME, atol=SAME, err_msg=name
-        )
-    assert there.attrs["options"]["sampled_rows"] == here.attrs["options"]["sampled_rows"]
+    assert_same_row_measures(there, here)

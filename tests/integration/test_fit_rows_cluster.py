@@ -42,12 +42,17 @@ def test_row_measures_on_the_workers_equal_the_fit_in_this_process(fit_pair):
     for kind in ("row-prepare", "row-values", "row-null", "row-interval"):
         assert there.task_seconds.get(kind, 0) > 0, (kind, there.task_seconds)
     assert len(there.workers) == 2, there.workers
-    a, b = here.dataset, there.dataset
+    assert_same_row_measures(there.dataset, here.dataset)
+
+
+def assert_same_row_measures(there, here) -> None:
+    """Every array of the row measures (and the sampled cka's) in `here` finite, and `there`'s
+    equal to it within SAME; both drew the same sampled rows."""
     names = [f"{n}{f}" for n in ("mknn", "cknna", "rsa") for f in ROW_FIELDS]
     names += [f"cka{f}" for f in CKA_FIELDS]
     for name in names:
-        assert np.isfinite(a[name].values).all(), name
+        assert np.isfinite(here[name].values).all(), name
         np.testing.assert_allclose(
-            b[name].values, a[name].values, rtol=SAME, atol=SAME, err_msg=name
+            there[name].values, here[name].values, rtol=SAME, atol=SAME, err_msg=name
         )
-    assert b.attrs["options"]["sampled_rows"] == a.attrs["options"]["sampled_rows"]
+    assert there.attrs["options"]["sampled_rows"] == here.attrs["options"]["sampled_rows"]
