@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import json
 import os
 import platform
@@ -273,8 +274,6 @@ def load_model(folder: str, device: str):
 def release(device: str):
     """Hand back what dropped models held: reference cycles collected, and on CUDA the
     allocator's cached blocks, so the next phase sees the device's memory free."""
-    import gc
-
     import torch
 
     gc.collect()
@@ -1197,6 +1196,11 @@ def main(argv=None) -> int:
             }
 
         check.phase("setup", setup)
+        # Torch, transformers and align are imported now, and the setup's models are dropped:
+        # what is still alive is kept out of the collector's sight, so each phase's `release`
+        # walks only what the phases made (a full walk of those modules took 0.3 s a call).
+        gc.collect()
+        gc.freeze()
         families_list = [f for f in args.families.split(",") if f]
         if args.only is None:
             check.phase(
