@@ -22,6 +22,8 @@ is a forward pass's row (live model) or a store's sequence; prompts without toke
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from align import models
@@ -79,28 +81,53 @@ def next_tokens(token_id, seq, pos) -> np.ndarray:
     return out
 
 
+def log_probs(logits):
+    """The log-softmax over the vocabulary of `logits` (n_tokens, vocab): a tensor in float32 or
+    better (float64 stays)."""
+    import torch
+
+    x = torch.as_tensor(logits)
+    return torch.log_softmax(x if x.dtype == torch.float64 else x.float(), -1)
+
+
 def metrics(lens_logits, final_logits, nxt=None, k: int = TOP_K) -> dict:
     """Per-token KL(q ‖ p), top-k overlap, top-1 agreement and, with next-token ids `nxt`
     (n_tokens,; -1 where there is none), the cross-entropy −log q(y) (NaN where none): float64
     arrays (n_tokens,) from one log-softmax of each side (float32 or better)."""
+    return metrics_of(log_probs(lens_logits), output_of(final_logits, k), nxt, k)
+
+
+class Output(NamedTuple):
+    """What every boundary's `metrics_of` reads of the model's output p over a batch, taken
+    once: its `log_probs` lp (n_tokens, vocab), the ids of its top k (n_tokens, k) and its
+    argmax (n_tokens,)."""
+
+    lp: object
+    top: object
+    argmax: object
+
+
+def output_of(final_logits, k: int = TOP_K) -> Output:
+    """The `Output` of the model's logits (n_tokens, vocab)."""
+    lp = log_probs(final_logits)
+    return Output(lp, lp.topk(k, dim=-1).indices, lp.argmax(-1))
+
+
+def metrics_of(lq, p: Output, nxt=None, k: int = TOP_K) -> dict:
+    """`metrics` from the lens's `log_probs` lq and the output's `Output` p."""
     import torch
 
-    def logp(x):
-        x = torch.as_tensor(x)
-        return torch.log_softmax(x if x.dtype == torch.float64 else x.float(), -1)
-
-    lq = logp(lens_logits)
     # Under a device_map the model's output comes back on the input's device, while the head
     # applied here runs where the unembedding lives.
-    lp = logp(final_logits).to(device=lq.device, dtype=lq.dtype)
+    lp = p.lp.to(device=lq.device, dtype=lq.dtype)
     kl = (lq.exp() * (lq - lp)).sum(-1)
     tq = lq.topk(k, dim=-1).indices
-    tp = lp.topk(k, dim=-1).indices
+    tp = p.top.to(lq.device)
     hits = (tq[:, :, None] == tp[:, None, :]).any(-1).sum(-1)
     out = {
         "kl": kl.double().cpu().numpy(),
         "overlap": hits.double().cpu().numpy() / k,
-        "top1": (lq.argmax(-1) == lp.argmax(-1)).double().cpu().numpy(),
+        "top1": (lq.argmax(-1) == p.argmax.to(lq.device)).double().cpu().numpy(),
     }
     if nxt is not None:
         nxt = np.asarray(nxt, np.int64)
@@ -239,9 +266,10 @@ def logit_lens(model, batches, n_prompts: int | None = None, progress=None) -> d
         final = out["logits"][keep.to(out["logits"].device)]
         nxt = np.concatenate([np.append(np.asarray(x, np.int64)[1:], -1) for x in batch])
         acc.count(prompt, nxt)
+        p = output_of(final)
         for b in range(L + 1):
             h = out["resid"][b][keep.to(out["resid"][b].device)]
-            values = metrics(lens_logits(head, h), final, nxt)
+            values = metrics_of(log_probs(lens_logits(head, h)), p, nxt)
             _check_kl(b, values["kl"], at.__getitem__)
             acc.add(b, values, prompt)
         first += len(batch)
@@ -327,8 +355,9 @@ def logit_lens_from_store(store, head, tokens_per_step: int = HEAD_TOKENS, progr
         )
         nxt = following[start:stop]
         acc.count(prompt, nxt)
+        p = output_of(final)
         for b in store.boundaries:
-            values = metrics(lens_logits(head, as_t(b)), final, nxt)
+            values = metrics_of(log_probs(lens_logits(head, as_t(b))), p, nxt)
             _check_kl(b, values["kl"], where)
             acc.add(b, values, prompt)
         if progress is not None:

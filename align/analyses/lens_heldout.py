@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from align.analyses.lens import TOP_K, lens_logits, next_tokens, token_metrics
+from align.analyses.lens import TOP_K, lens_logits, log_probs, metrics_of, next_tokens, output_of
 from align.errors import InputError
 from align.stats import bootstrap
 
@@ -57,21 +57,6 @@ def batches(rows: np.ndarray, step: int, span: int):
         end = min(k + step, int(np.searchsorted(rows, rows[k] + span)))
         yield int(rows[k]), int(rows[end - 1]) + 1, rows[k:end]
         k = end
-
-
-def kind_metrics(lens, final, nxt):
-    """Per-token KL(q ‖ p), top-5 overlap, top-1 agreement and cross-entropy to the next token
-    (module docstring) from logits `lens` q and `final` p (n_tokens, vocab) and next-token ids
-    `nxt` (n_tokens,); float64 arrays (n_tokens,), log-probabilities in float32 or better."""
-    import torch
-
-    kl, overlap = token_metrics(lens, final)
-    lq = torch.log_softmax(lens if lens.dtype == torch.float64 else lens.float(), -1)
-    lp = final.to(lq.device)
-    top1 = (lq.argmax(-1) == lp.argmax(-1)).double().cpu().numpy()
-    idx = torch.as_tensor(nxt, device=lq.device)[:, None]
-    ce = (-lq.gather(-1, idx)[:, 0]).double().cpu().numpy()
-    return {"kl": kl, "overlap": overlap, "top1": top1, "ce": ce}
 
 
 class DocumentSums:
@@ -168,12 +153,13 @@ def evaluate(
             head, torch.from_numpy(target.resid(L_B, start, stop)[at]).to(param.device, param.dtype)
         )
         acc.count += np.bincount(unit, minlength=len(acc.docs))
+        p = output_of(final)
         for b in source.boundaries:
             h = translate(b, torch.from_numpy(source.resid(b, start, stop)[at]))
             if h is None:
                 continue
-            values = kind_metrics(
-                lens_logits(head, h.to(param.device, param.dtype)), final, nxt[batch]
+            values = metrics_of(
+                log_probs(lens_logits(head, h.to(param.device, param.dtype))), p, nxt[batch]
             )
             acc.add(b, values, unit)
         if progress is not None:
