@@ -23,9 +23,11 @@ $(VENV)/.installed: pyproject.toml Makefile
 demo: setup
 	$(BIN)/align demo $(DEMO_ARGS)
 
-# two workers on 2 cores (pytest-xdist; a file's tests stay on one worker): development.md, Time
+# two workers on 2 cores (pytest-xdist; a file's tests stay on one worker): development.md, Time.
+# Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set: the suite's workers and child
+# processes would otherwise compile align and the tests from source again, each of them.
 test: setup
-	$(BIN)/python -m pytest -q -n auto --dist loadfile $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n auto --dist loadfile $(PYTEST_ARGS)
 
 # the unit tier only (tests/unit: pure functions, under a minute), while iterating
 test-fast: setup
