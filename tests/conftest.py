@@ -328,6 +328,15 @@ def dask_processes(n_workers: int = 2, worker_env: dict | None = None, resources
             p.wait()
 
 
+@pytest.fixture(scope="session")
+def loopback_cluster():
+    """The address of one `dask_processes(2)` cluster for the files that share it (one unit of
+    tests/helpers/schedule.py's SHARED, so one worker runs them): its two worker processes
+    import torch and transformers once, not once a file."""
+    with dask_processes(2) as addr:
+        yield addr
+
+
 @pytest.fixture
 def tmpfs(tmp_path):
     """A real 64 KiB tmpfs, for full-disk tests (root only; elsewhere the test is skipped with

@@ -1,8 +1,9 @@
 """`align fit --live --scheduler ADDRESS --measures`: the similarity measures of a live fit on
 a real Dask cluster (a `dask scheduler` and two `dask worker` processes on loopback, started
-once for the module). The streamed measures' held-out sums come from the workers' held-out
-shards; the sampled rows of the row measures and the calibration are kept by the held-out
-shards that forward them and gathered through the tree.
+once for this file and test_fit_live_cluster.py: `loopback_cluster`). The streamed measures'
+held-out sums come from the workers' held-out shards; the sampled rows of the row measures
+and the calibration are kept by the held-out shards that forward them and gathered through
+the tree.
 
 - every streamed measure, held-out Procrustes, the row measures and the calibration together,
   with the document bootstrap: every array (values, `_low`, `_high`, `_sampled`, `_null_mean`,
@@ -28,7 +29,6 @@ import numpy as np
 import pytest
 
 from align.fitting import Execution, FitSpec
-from tests.conftest import dask_processes
 from tests.helpers.measures_reference import MEASURES as REFERENCE
 from tests.helpers.measures_reference import procrustes_heldout
 from tests.integration import test_fit_live_anchors as anchored
@@ -57,9 +57,8 @@ FIELDS += ("_p_family",)
 
 
 @pytest.fixture(scope="module")
-def scheduler():
-    with dask_processes(2) as addr:
-        yield addr
+def scheduler(loopback_cluster):
+    return loopback_cluster
 
 
 @pytest.fixture(scope="module")

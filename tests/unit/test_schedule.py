@@ -1,7 +1,7 @@
 """`make test`'s schedule keeps the files that use a costly session fixture built per xdist
-worker (the demo run, the tiny study and its lens form) in one unit of work
-(tests/helpers/schedule.py, `SHARED`), so that each is built once a run: a file that names
-one of them and is left out of `SHARED` builds it a second time on the other worker."""
+worker (the demo run, the tiny study and its lens form, the loopback Dask cluster) in one unit
+of work (tests/helpers/schedule.py, `SHARED`), so that each is built once a run: a file that
+names one of them and is left out of `SHARED` builds it a second time on the other worker."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import re
 from tests.helpers.schedule import SHARED
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-# the session fixtures built per worker (tests/helpers/fixtures_demo.py, fixtures_study.py)
-PER_WORKER = ("demo_run", "tiny_study", "lens_study")
+# the session fixtures built per worker (tests/helpers/fixtures_demo.py, fixtures_study.py,
+# tests/conftest.py)
+PER_WORKER = ("demo_run", "tiny_study", "lens_study", "loopback_cluster")
 
 
 def users(root: pathlib.Path) -> set:
