@@ -39,6 +39,7 @@ SHARED = {
     "tests/integration/test_study_lenses.py": "demo_run, tiny_study",
     "tests/integration/test_study_report_browser.py": "demo_run, tiny_study",
     "tests/integration/test_study_report_pages.py": "demo_run, tiny_study",
+    "tests/integration/test_fit.py": "loopback_cluster",
     "tests/integration/test_fit_live_cluster.py": "loopback_cluster",
     "tests/integration/test_fit_live_cluster_measures.py": "loopback_cluster",
 }

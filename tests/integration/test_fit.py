@@ -15,7 +15,6 @@ import zarr
 
 from align.fitting import Execution, FitSpec
 from align.fitting.fit_options import FitHooks
-from tests.conftest import dask_processes
 from tests.helpers.assertions import one_line_error
 from tests.helpers.fixtures_fit import TOKENIZER, token_table
 from tests.helpers.references import (
@@ -405,10 +404,10 @@ def test_include_first_token_changes_the_token_set(fit_pair):
 
 
 @pytest.fixture
-def dask_cluster():
-    """A `dask scheduler` and two `dask worker` processes on loopback; yields the address."""
-    with dask_processes(2) as addr:
-        yield addr
+def dask_cluster(loopback_cluster):
+    """A `dask scheduler` and two `dask worker` processes on loopback (the run's one,
+    `loopback_cluster`): its address."""
+    return loopback_cluster
 
 
 def _assert_bitwise(a, b):
