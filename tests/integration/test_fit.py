@@ -403,13 +403,6 @@ def test_include_first_token_changes_the_token_set(fit_pair):
 # -- the same statistics under any scheduler ---------------------------------------------
 
 
-@pytest.fixture
-def dask_cluster(loopback_cluster):
-    """A `dask scheduler` and two `dask worker` processes on loopback (the run's one,
-    `loopback_cluster`): its address."""
-    return loopback_cluster
-
-
 def _assert_bitwise(a, b):
     assert a.keys() == b.keys()
     for blk in a:
@@ -437,13 +430,13 @@ def _linear_pair(synthetic, seed: int, boundary: int):
 
 
 @pytest.mark.slow
-def test_statistics_bitwise_equal_under_every_scheduler(synthetic, dask_cluster, tmp_path, cli):
+def test_statistics_bitwise_equal_under_every_scheduler(synthetic, loopback_cluster, tmp_path, cli):
     S, T = _linear_pair(synthetic, 3, 1)
     spec, keep = FitSpec(alphas=[1e-3, 1e-1]), FitHooks(keep_statistics=True)
     sync = _fit(S, T, None, spec, Execution(scheduler="synchronous", task_tokens=256), keep)
     local_run = Execution(scheduler=None, n_workers=2, memory_limit="3GB", task_tokens=256)
     local = _fit(S, T, None, spec, local_run, keep)
-    remote = _fit(S, T, None, spec, Execution(scheduler=dask_cluster, task_tokens=256), keep)
+    remote = _fit(S, T, None, spec, Execution(scheduler=loopback_cluster, task_tokens=256), keep)
     assert len(local.workers) >= 2 and len(remote.workers) >= 2, (local.workers, remote.workers)
     for other in (local, remote):
         _assert_bitwise(sync.statistics, other.statistics)
@@ -460,7 +453,7 @@ def test_statistics_bitwise_equal_under_every_scheduler(synthetic, dask_cluster,
         "-o",
         out,
         "--scheduler",
-        dask_cluster,
+        loopback_cluster,
         "--alphas",
         "1e-3,1e-1",
         "--task-tokens",

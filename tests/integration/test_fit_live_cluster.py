@@ -1,9 +1,10 @@
 """`align fit --live --scheduler ADDRESS`: document shards on the workers of a real Dask
 cluster (a `dask scheduler` and two `dask worker` processes on loopback, `loopback_cluster`,
-each worker loading both models), their sums added in a tree fixed by shard index. The result equals the store
-route's (`align extract` × 2 + `align fit`) to the tolerances of tests/integration/test_fit_live.py,
-for one token stream and for two tokenizers (anchors paired on the fly on the workers, shards
-cut between grouping windows: tests/integration/test_fit_live_anchors.py)."""
+each worker loading both models), their sums added in a tree fixed by shard index. The result
+equals the store route's (`align extract` × 2 + `align fit`) to the tolerances of
+tests/integration/test_fit_live.py, for one token stream and for two tokenizers (anchors paired
+on the fly on the workers, shards cut between grouping windows:
+tests/integration/test_fit_live_anchors.py)."""
 
 from __future__ import annotations
 

@@ -57,22 +57,17 @@ FIELDS += ("_p_family",)
 
 
 @pytest.fixture(scope="module")
-def scheduler(loopback_cluster):
-    return loopback_cluster
-
-
-@pytest.fixture(scope="module")
 def stores(extracted):
     S, T = live_stores(extracted)
     return _read(S), _read(T)
 
 
 @pytest.fixture(scope="module")
-def both(zoo, corpus_file, scheduler):
+def both(zoo, corpus_file, loopback_cluster):
     """(one process, cluster) live fits of every kind of measure."""
     one = live_fit(zoo, corpus_file, "qwen2", "float32", **OPTIONS).dataset
     on = live_fit(
-        zoo, corpus_file, "qwen2", "float32", run=Execution(scheduler=scheduler), **OPTIONS
+        zoo, corpus_file, "qwen2", "float32", run=Execution(scheduler=loopback_cluster), **OPTIONS
     ).dataset
     return one, on
 
@@ -108,7 +103,7 @@ def test_every_measure_array_on_the_cluster_equals_one_process(both):
 
 
 def test_one_target_boundary_a_pass_on_the_cluster_equals_one_process(
-    both, zoo, corpus_file, scheduler, monkeypatch
+    both, zoo, corpus_file, loopback_cluster, monkeypatch
 ):
     """The cluster's plan cut into a pass per target boundary (a worker budget that holds one
     is what makes such a plan; here the plan is replaced, which the workers never see): the
@@ -125,7 +120,7 @@ def test_one_target_boundary_a_pass_on_the_cluster_equals_one_process(
     monkeypatch.setattr(live, "make_plan", one_a_pass)
     one, _ = both
     report = live_fit(
-        zoo, corpus_file, "qwen2", "float32", run=Execution(scheduler=scheduler), **OPTIONS
+        zoo, corpus_file, "qwen2", "float32", run=Execution(scheduler=loopback_cluster), **OPTIONS
     )
     assert report.plan["passes"] == 3
     names = _measure_arrays(one)
@@ -165,7 +160,7 @@ def test_the_cluster_measures_equal_references_from_the_stores(both, stores):
     check_calibration(ds, X, Y, doc, pos, M, OPTIONS["permutations"])
 
 
-def test_a_char_anchor_pair_on_the_cluster_equals_one_process(zoo, corpus_file, scheduler):
+def test_a_char_anchor_pair_on_the_cluster_equals_one_process(zoo, corpus_file, loopback_cluster):
     from align.fitting.live_route import pipeline as live
 
     job = anchored.job_of(zoo, corpus_file, "float32")
@@ -173,7 +168,7 @@ def test_a_char_anchor_pair_on_the_cluster_equals_one_process(zoo, corpus_file, 
     spec = FitSpec(**dict(options, alphas=anchored.ALPHAS))
     quiet = lambda m: None  # noqa: E731
     one = live.fit_live(job, None, spec, log=quiet).dataset
-    on = live.fit_live(job, None, spec, Execution(scheduler=scheduler), log=quiet).dataset
+    on = live.fit_live(job, None, spec, Execution(scheduler=loopback_cluster), log=quiet).dataset
     assert on.attrs["pairing"]["mode"] == "char-anchors" == one.attrs["pairing"]["mode"]
     names = _measure_arrays(one)
     assert names == _measure_arrays(on) and "rsa_p_family" in names and "cka_low" in names
@@ -188,7 +183,7 @@ def test_a_char_anchor_pair_on_the_cluster_equals_one_process(zoo, corpus_file, 
         np.testing.assert_allclose(got.values, want.values, rtol=SAME, atol=0, err_msg=v)
 
 
-def test_the_shuffle_control_on_the_cluster_equals_one_process(zoo, corpus_file, scheduler):
+def test_the_shuffle_control_on_the_cluster_equals_one_process(zoo, corpus_file, loopback_cluster):
     """`--live --control shuffle --scheduler`: the shards forward the same target batches (per
     grouping window of the source, in the order it reads them), so every array equals the
     one-process shuffled fit within 1e-10 relative, and the shuffle is the store route's (the
@@ -205,7 +200,7 @@ def test_the_shuffle_control_on_the_cluster_equals_one_process(zoo, corpus_file,
     )
     one = live_fit(zoo, corpus_file, "qwen2", "float32", **spec).dataset
     on = live_fit(
-        zoo, corpus_file, "qwen2", "float32", run=Execution(scheduler=scheduler), **spec
+        zoo, corpus_file, "qwen2", "float32", run=Execution(scheduler=loopback_cluster), **spec
     ).dataset
     assert on.attrs["options"]["control"] == "shuffle" == one.attrs["options"]["control"]
     assert on.attrs["split"] == one.attrs["split"]
