@@ -328,13 +328,54 @@ def dask_processes(n_workers: int = 2, worker_env: dict | None = None, resources
             p.wait()
 
 
-@pytest.fixture(scope="session")
+class _Loopback:
+    """One `dask_processes(2)` cluster, started when a test first asks for it and stopped as
+    soon as the files that share it are done (`pytest_runtest_teardown`): idle, its scheduler
+    and two workers took a fifth of a core, for the rest of the run."""
+
+    def __init__(self):
+        self.stack = None
+        self.address = None
+
+    def get(self) -> str:
+        if self.address is None:
+            self.stack = contextlib.ExitStack()
+            self.address = self.stack.enter_context(dask_processes(2))
+        return self.address
+
+    def close(self) -> None:
+        if self.stack is not None:
+            self.stack.close()
+        self.stack = self.address = None
+
+
+LOOPBACK = _Loopback()
+
+
+def _loopback_files() -> frozenset:
+    from tests.helpers.schedule import SHARED
+
+    return frozenset(path for path, unit in SHARED.items() if "loopback_cluster" in unit)
+
+
+@pytest.fixture(scope="module")
 def loopback_cluster():
     """The address of one `dask_processes(2)` cluster for the files that share it (one unit of
-    tests/helpers/schedule.py's SHARED, so one worker runs them): its two worker processes
-    import torch and transformers once, not once a file."""
-    with dask_processes(2) as addr:
-        yield addr
+    tests/helpers/schedule.py's SHARED, so one worker runs them one after another): its two
+    worker processes import torch and transformers once, not once a file. Stopped when the
+    next test is in none of those files, and started again if a later one asks."""
+    return LOOPBACK.get()
+
+
+def pytest_runtest_teardown(item, nextitem):
+    if LOOPBACK.address is not None and (
+        nextitem is None or nextitem.nodeid.split("::")[0] not in _loopback_files()
+    ):
+        LOOPBACK.close()
+
+
+def pytest_sessionfinish(session):
+    LOOPBACK.close()
 
 
 @pytest.fixture
