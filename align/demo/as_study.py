@@ -93,8 +93,8 @@ def steps(seeds: tuple) -> dict:
 
 
 def study_text(models: dict, corpus_path: str, config) -> str:
-    """The demo's study file: the shallow and deep models with a checkpoint per seed (`paths`)
-    and their first seed's analyses, the third model where `models` names it, the corpus cut at
+    """The demo's study file: the shallow and deep models with a checkpoint per seed (`paths`,
+    labelled `seed S` on the pages) and their first seed's analyses, the third model where `models` names it, the corpus cut at
     `max_length`, the extraction (sublayers, so contributions and lens read the stores), the
     pairs, the fit's seed, the analyses' batch size and skip's `skip_docs`, and the deep
     model's untrained twin of each seed: seed k's (from 0) drawn with control_seed + seeds[0] +
@@ -107,7 +107,9 @@ def study_text(models: dict, corpus_path: str, config) -> str:
         if isinstance(folders, str) or len(folders) == 1:
             one = folders if isinstance(folders, str) else folders[0]
             return f"path = {q(os.path.abspath(one))}"
-        return "paths = [" + ", ".join(q(os.path.abspath(f)) for f in folders) + "]"
+        paths = ", ".join(q(os.path.abspath(f)) for f in folders)
+        labels = ", ".join(q(f"seed {seed}") for seed in config.seeds)
+        return f"paths = [{paths}]\nlabels = [{labels}]"
 
     names = ["shallow", "deep"] + ([BPE] if BPE in models else [])
     blocks = "".join(

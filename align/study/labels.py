@@ -1,9 +1,12 @@
 """How the report names a replicate to a person. A [[models]] entry of several checkpoints is
 one model per checkpoint, NAME@K by position (`schema.replicate_name`): the position is the
 unit's id, in its outputs' names and in study.json, so a study already run resumes with its
-units unchanged. The pages add what the study file named each checkpoint by: its revision
-where the entry lists `revisions`, else the last parts of its path (or hub id) that tell it
-from the entry's other checkpoints, e.g. `shallow@2 (shallow-7e87ddcc1a72)`."""
+units unchanged. The pages add what the study file named each checkpoint by: the entry's
+`labels` where it gives them (`shallow@2 (seed 1)`), else its revision where the entry lists
+`revisions`, else the last parts of its path (or hub id) that tell it from the entry's other
+checkpoints, e.g. `shallow@2 (shallow-7e87ddcc1a72)`. The given labels reach the pages through
+the report unit's definition (`units.report_definition`), so an edit of them writes the pages
+anew and reruns nothing else."""
 
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ def checkpoints(state: dict) -> dict:
 
 def labels(state: dict) -> dict:
     """{replicate name: what the study file named its checkpoint by} (`module doc`), for
-    every replicate NAME@K whose checkpoint a unit records."""
+    every replicate NAME@K whose checkpoint a unit records or that the file labels."""
     groups = {}
     for name, where in checkpoints(state).items():
         if REPLICATE in name and not name.endswith(RANDOM):
@@ -36,6 +39,8 @@ def labels(state: dict) -> dict:
             out.update({n: str(r) for n, (_, r) in members.items()})
         else:
             out.update(distinct_tails({n: p for n, (p, _) in members.items()}))
+    report = (state.get("units") or {}).get("report") or {}
+    out.update((report.get("definition") or {}).get("labels") or {})
     return out
 
 

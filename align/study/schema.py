@@ -109,6 +109,7 @@ MODEL_KEYS = {
     "paths": (list, None),
     "revision": (str, None),
     "revisions": (list, None),
+    "labels": (list, None),
     "family": (str, None),
     "dtype": (str, None),
     "device": (str, "cpu"),
@@ -145,6 +146,7 @@ class StudyModel:
     analyses: tuple = ()
     twin_of: str | None = None  # the trained model this random-init twin shadows
     group: str | None = None  # the [[models]] name of which this is a replicate (NAME@K)
+    label: str | None = None  # what the pages show beside NAME@K: the entry's `labels`, K-th
 
 
 @dataclass(frozen=True)
@@ -415,6 +417,7 @@ def _models(entries, base: str, path: str) -> list:
             _choice(where, "analyses", a, ANALYSES, path)
         names.append(m["name"])
         checkpoints = _checkpoints(where, m, base, path)
+        shown = _labels(where, m, len(checkpoints), path)
         for j, (where_from, revision) in enumerate(checkpoints):
             spec = models.ModelSpec(
                 where_from, revision, m["dtype"], m["device"], family=m["family"]
@@ -422,7 +425,8 @@ def _models(entries, base: str, path: str) -> list:
             one = len(checkpoints) == 1
             name = m["name"] if one else replicate_name(m["name"], j + 1)
             analyses = tuple(dict.fromkeys(m["analyses"]))
-            out.append(StudyModel(name, spec, analyses, group=None if one else m["name"]))
+            group = None if one else m["name"]
+            out.append(StudyModel(name, spec, analyses, group=group, label=shown[j]))
     if len(names) < 2:
         raise InputError(f"study file {path}: a study compares at least two [[models]], found 1")
     return out
@@ -469,6 +473,31 @@ def _checkpoints(where: str, m: dict, base: str, path: str) -> list:
                 "replicates would be one model and their spread nothing but a copy"
             )
     return checkpoints
+
+
+def _labels(where: str, m: dict, count: int, path: str) -> list:
+    """What the pages show beside each checkpoint's NAME@K: the entry's `labels`, one string a
+    checkpoint in their order, or None each where it gives none (`labels.py` names them)."""
+    given = m["labels"]
+    if given is None:
+        return [None] * count
+    if count == 1:
+        raise InputError(
+            f"study file {path}: {where} labels = {given!r} names checkpoints, and it has one: "
+            "give labels beside paths or revisions, one a checkpoint, or leave it out"
+        )
+    if len(given) != count or not all(isinstance(x, str) and x.strip() for x in given):
+        raise InputError(
+            f"study file {path}: {where} labels = {given!r} must list {count} strings, one for "
+            f"each of its {count} checkpoints in their order"
+        )
+    for j, label in enumerate(given):
+        if label in given[:j]:
+            raise InputError(
+                f"study file {path}: {where} labels names {label!r} twice: give each "
+                "checkpoint its own label, or leave labels out"
+            )
+    return list(given)
 
 
 def _located(p: str, base: str) -> str:

@@ -17,6 +17,7 @@ name = "my-study"
 # Several checkpoints of one model (training seeds, revisions) are its replicates: give
 # paths = ["seed0", "seed1"] instead of path, or revisions = ["step1000", "step2000"] beside
 # it; each checkpoint K is the model NAME@K, and the study reports the spread across them.
+# labels = ["seed 0", "seed 1"] beside them names each checkpoint on the pages (NAME@K (label)).
 [[models]]
 name = "small"
 path = "Qwen/Qwen2.5-0.5B"

@@ -174,10 +174,18 @@ def plan(study: Study, hashes: contents.Hashes | None = None) -> list:
             "report",
             output_of("report"),
             inputs=tuple(u.name for u in units),
-            definition={"name": study.name},
+            definition=report_definition(study),
         )
     )
     return _keyed([_with_contents(u, study, hashes or contents.Hashes()) for u in units])
+
+
+def report_definition(study: Study) -> dict:
+    """The report unit's definition: the study's name, and the labels its [[models]] give
+    their checkpoints where any does (`labels.py`), so that an edit of them writes the pages
+    anew and runs nothing else."""
+    given = {m.name: m.label for m in study.models if m.label is not None}
+    return {"name": study.name, **({"labels": given} if given else {})}
 
 
 def fit_name(source: str, target: str, control: str | None = None) -> str:

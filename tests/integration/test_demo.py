@@ -268,6 +268,11 @@ def test_the_demo_is_a_study_with_its_report(demo_run):
     for i, j, value in cells:
         want = float(ds["relative_error"].sel(source_boundary=int(i), target_boundary=int(j)))
         assert abs(float(value) - want) <= 5e-7, (i, j, value, want)
+    # Each replicate is shown by its training seed (the demo's study file labels them).
+    across = open(os.path.join(out, "report", "replicates.html"), encoding="utf-8").read()
+    for k, x in enumerate(report.seeds, start=1):
+        s = x["seed"]
+        assert f"shallow@{k} (seed {s}) → deep@{k} (seed {s})" in across, across
 
 
 def _section(page: str, kind: str) -> str:

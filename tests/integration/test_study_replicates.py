@@ -169,3 +169,34 @@ def test_report_info_and_dry_run_show_the_replicates(replicate_study, cli):
     code, out, _ = cli("study", path, "-o", root, "--dry-run")
     assert code == 0
     assert [r[2:36].strip() for r in out.splitlines()[2:-1]] == UNITS
+
+
+def test_labels_added_to_a_study_run_rewrite_its_pages_and_run_nothing_else(
+    replicate_study, tmp_path
+):
+    """`labels` added to the entry of a study already run (a copy of it): the rerun writes the
+    report anew and runs no other unit, and the pages show each replicate of `a` by its label
+    (b's, unlabelled, keep their folders' names)."""
+    import shutil
+
+    from align.study import load_study, run_study
+
+    path, root, _, paths = replicate_study
+    copy = tmp_path / "out"
+    shutil.copytree(root, copy)
+    text = open(path, encoding="utf-8").read()
+    a_paths = f"paths = {json.dumps([str(paths['a0']), str(paths['a1'])])}"
+    assert text.count(a_paths) == 1, text
+    labelled = tmp_path / "study.toml"
+    labelled.write_text(
+        text.replace(a_paths, a_paths + '\nlabels = ["first seed", "second seed"]'), "utf-8"
+    )
+    lines = []
+    run_study(load_study(str(labelled)), str(copy), log=lines.append)
+    ran = [line for line in lines if line.startswith("align study: run ")]
+    assert len(ran) == 1 and ran[0].startswith("align study: run report "), lines
+    with open(copy / "report" / "replicates.html", encoding="utf-8") as f:
+        page = f.read()
+    folder = {k: os.path.basename(str(v).rstrip("/")) for k, v in paths.items()}
+    assert f"a@1 (first seed) → b@1 ({folder['b0']})" in page
+    assert f"a@2 (second seed) → b@2 ({folder['b1']})" in page

@@ -123,6 +123,53 @@ def test_what_cannot_be_replicated_is_refused_in_one_line(tmp_path):
     )
 
 
+def test_labels_name_each_checkpoint_on_the_pages_and_only_the_report_reads_them(tmp_path):
+    """`labels` beside `paths` gives each replicate what the pages show beside NAME@K, in the
+    checkpoints' order; the report unit's definition carries them, so an edit of them changes
+    the report's key and no other unit's. A list of another length, an empty or a repeated
+    label, or labels beside a single checkpoint are refused in one line naming them."""
+    from align.study.units import plan
+
+    labelled = TWO.replace(
+        'paths = ["a0", "a1"]', 'paths = ["a0", "a1"]\nlabels = ["seed 0", "seed 1"]', 1
+    )
+    study = load(tmp_path, labelled)
+    assert {m.name: m.label for m in study.models} == {
+        "a@1": "seed 0",
+        "a@2": "seed 1",
+        "b@1": None,
+        "b@2": None,
+    }
+    with_labels = {u.name: u for u in plan(study, None)}
+    without = {u.name: u for u in plan(load(tmp_path, TWO), None)}
+    assert with_labels.keys() == without.keys()
+    changed = [n for n in without if with_labels[n].key != without[n].key]
+    assert changed == ["report"], changed
+    assert with_labels["report"].definition["labels"] == {"a@1": "seed 0", "a@2": "seed 1"}
+    assert "labels" not in without["report"].definition  # a study run before keeps its report key
+
+    def refusal(labels: str, entry: str = 'paths = ["a0", "a1"]') -> str:
+        models = f'[[models]]\nname = "a"\n{entry}\nlabels = {labels}\n'
+        return refused(tmp_path, models + '[[models]]\nname = "b"\npath = "y"\n')
+
+    assert refusal('["seed 0"]') == (
+        "[[models]] 1 labels = ['seed 0'] must list 2 strings, one for each of its 2 checkpoints "
+        "in their order"
+    )
+    assert refusal('["seed 0", " "]') == (
+        "[[models]] 1 labels = ['seed 0', ' '] must list 2 strings, one for each of its 2 "
+        "checkpoints in their order"
+    )
+    assert refusal('["s", "s"]') == (
+        "[[models]] 1 labels names 's' twice: give each checkpoint its own label, or leave "
+        "labels out"
+    )
+    assert refusal('["only"]', 'path = "x"') == (
+        "[[models]] 1 labels = ['only'] names checkpoints, and it has one: give labels beside "
+        "paths or revisions, one a checkpoint, or leave it out"
+    )
+
+
 def test_analyses_run_on_every_checkpoint_or_the_first_only(tmp_path):
     """`[analyses] checkpoints` = "all" (the default) plans a model's analyses on each of its
     checkpoints, "first" on NAME@1 only (a single-checkpoint model keeps its own); any other

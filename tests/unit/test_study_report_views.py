@@ -96,3 +96,6 @@ def test_a_replicate_is_labelled_by_what_the_study_file_named_it():
     }
     assert labels.shown("s@2", named) == "s@2 (seed1/final)"
     assert labels.shown("e", named) == "e" and labels.shown("s@1.random", named) == "s@1.random"
+    # The study file's own labels, which the report unit's definition carries, come first.
+    state["units"]["report"] = {"definition": {"name": "x", "labels": {"s@2": "seed 1"}}}
+    assert labels.labels(state) == {**named, "s@2": "seed 1"}
