@@ -340,7 +340,9 @@ class _Loopback:
     def get(self) -> str:
         if self.address is None:
             self.stack = contextlib.ExitStack()
-            self.address = self.stack.enter_context(dask_processes(2))
+            # the first worker declares a GPU, which only a study's `gpu_resource` asks for
+            # (test_study_cluster.py): the fits' tasks ask for no resource and run on either
+            self.address = self.stack.enter_context(dask_processes(2, resources=("GPU=1",)))
         return self.address
 
     def close(self) -> None:

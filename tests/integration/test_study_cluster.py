@@ -1,5 +1,6 @@
 """The two-model study on a Dask cluster of two worker processes, one declaring the GPU
-resource (faked on the CPU with `[route] gpu_resource`): every unit that runs a model or a
+resource (faked on the CPU with `[route] gpu_resource`; the run's `loopback_cluster`, whose
+first worker declares it and which the fits' cluster tests share): every unit that runs a model or a
 fit lands on that worker, the others anywhere; the stores and the fit equal the single
 commands' bit for bit, and the same study run here afterwards has nothing left to run."""
 
@@ -10,13 +11,14 @@ import json
 import numpy as np
 
 from align.fitting import FitSpec
-from tests.conftest import dask_processes
 from tests.helpers.fixtures_study import study_text
 
 GPU_UNITS = {"extract a", "extract b", "fit a->b", "contrib a", "lens a"}
 
 
-def test_units_land_where_their_resources_say(zoo, corpus_file, fit_pair, tmp_path):
+def test_units_land_where_their_resources_say(
+    zoo, corpus_file, fit_pair, tmp_path, loopback_cluster
+):
     import align
     from align.store import open_activations, open_result
     from align.study import load_study, run_study
@@ -26,14 +28,13 @@ def test_units_land_where_their_resources_say(zoo, corpus_file, fit_pair, tmp_pa
     path.write_text(text.replace("analyses = []", 'analyses = ["depth"]'), encoding="utf-8")
     root = str(tmp_path / "out")
     study = load_study(str(path))
-    with dask_processes(2, resources=("GPU=1", None)) as address:
-        from distributed import Client
+    from distributed import Client
 
-        with Client(address) as c:
-            gpu_worker = next(
-                a for a, w in c.scheduler_info()["workers"].items() if w["resources"].get("GPU")
-            )
-        report = run_study(study, root, scheduler=address, log=lambda m: None)
+    with Client(loopback_cluster) as c:  # its first worker declares GPU=1
+        gpu_worker = next(
+            a for a, w in c.scheduler_info()["workers"].items() if w["resources"].get("GPU")
+        )
+    report = run_study(study, root, scheduler=loopback_cluster, log=lambda m: None)
     assert sorted(report.ran) == sorted(GPU_UNITS | {"depth a", "report"})
     units = json.loads((tmp_path / "out" / "study.json").read_text())["units"]
     assert {n for n, u in units.items() if u["worker"] == gpu_worker} >= GPU_UNITS
