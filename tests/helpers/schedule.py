@@ -43,6 +43,7 @@ SHARED = {
     "tests/integration/test_fit_live_cluster.py": "loopback_cluster",
     "tests/integration/test_fit_live_cluster_measures.py": "loopback_cluster",
     "tests/integration/test_study_cluster.py": "loopback_cluster",
+    "tests/integration/test_fit_live_rows_cluster.py": "loopback_cluster",
 }
 
 

@@ -4,7 +4,9 @@ preparation, values, null and interval run as tasks of the cluster's workers
 tests/integration/test_fit_rows_cluster.py), on a local cluster of two worker processes; every
 array of mknn, cknna and rsa and every calibration array of cka equals the one-process
 `--live` fit's within 1e-12 (the same batches give the same sampled rows, bit for bit, so
-only the order of the row measures' work differs, and it changes no number). The scheduler's
+only the order of the row measures' work differs, and it changes no number). The cluster is
+the run's `loopback_cluster` (a `dask scheduler` and two `dask worker` processes, shared with
+the other files that fit on one). The scheduler's
 task stream shows the `row-*` tasks ran on both workers. The one-process arrays are checked
 against references that never import align in
 tests/integration/test_fit_live_cluster_measures.py and tests/unit/test_measures_rows.py."""
@@ -21,24 +23,14 @@ ROW_TASKS = ("row-prepare", "row-values", "row-null", "row-interval")
 
 
 @pytest.mark.slow  # two live fits, one on a cluster of two worker processes: 2.5 min on 2 loaded cores
-def test_live_row_measures_on_the_workers_equal_one_process(zoo, corpus_file):
+def test_live_row_measures_on_the_workers_equal_one_process(zoo, corpus_file, loopback_cluster):
     from dask.utils import key_split
-    from distributed import Client, LocalCluster, get_task_stream
+    from distributed import Client, get_task_stream
 
     here = live_fit(zoo, corpus_file, "qwen2", "float32", **OPTIONS).dataset
-    with (
-        LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            memory_limit="2GB",
-            dashboard_address=None,
-            scheduler_kwargs={"dashboard": False, "dashboard_address": ":0"},
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    with Client(loopback_cluster) as client:
         with get_task_stream(client) as stream:
-            run = Execution(scheduler=cluster.scheduler_address)
+            run = Execution(scheduler=loopback_cluster)
             there = live_fit(zoo, corpus_file, "qwen2", "float32", run=run, **OPTIONS).dataset
         workers = set(client.scheduler_info()["workers"])
     ran = {}
