@@ -146,7 +146,7 @@ class StudyModel:
     analyses: tuple = ()
     twin_of: str | None = None  # the trained model this random-init twin shadows
     group: str | None = None  # the [[models]] name of which this is a replicate (NAME@K)
-    label: str | None = None  # what the pages show beside NAME@K: the entry's `labels`, K-th
+    label: str | None = None  # the entry's K-th `labels`: what the pages show beside NAME@K
 
 
 @dataclass(frozen=True)
