@@ -95,12 +95,13 @@ def steps(seeds: tuple) -> dict:
 def study_text(models: dict, corpus_path: str, config) -> str:
     """The demo's study file: the shallow and deep models with a checkpoint per seed (`paths`,
     labelled `seed S` on the pages) and their first seed's analyses, the third model where
-    `models` names it, the corpus cut at `max_length`, the extraction (sublayers, so contributions and lens read the stores), the
-    pairs, the fit's seed, the analyses' batch size and skip's `skip_docs`, and the deep
-    model's untrained twin of each seed: seed k's (from 0) drawn with control_seed + seeds[0] +
-    k (control_seed + seed for consecutive seeds). The fits compute ridge alone: cka and
-    procrustes beside it took 10 to 20 s more per fit of the tiny demo, whose ridge fit takes
-    about one. `models`: name -> a folder per seed (the third model: one folder)."""
+    `models` names it, the corpus cut at `max_length`, the extraction (sublayers, so
+    contributions and lens read the stores), the pairs, the fit's seed, the analyses' batch
+    size and skip's `skip_docs`, and the deep model's untrained twin of each seed: seed k's
+    (from 0) drawn with control_seed + seeds[0] + k (control_seed + seed for consecutive
+    seeds). The fits compute ridge alone: cka and procrustes beside it took 10 to 20 s more
+    per fit of the tiny demo, whose ridge fit takes about one. `models`: name -> a folder per
+    seed (the third model: one folder)."""
     q = json.dumps  # a TOML basic string is a JSON string
 
     def where(folders) -> str:
