@@ -30,6 +30,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from tests.helpers.schedule import SHARED  # noqa: E402
 from tests.helpers.zoo import CORPUS_TEXT, make_model  # noqa: E402
 
 TIERS = ("unit", "integration", "cli", "faults")
@@ -354,10 +355,8 @@ class _Loopback:
 LOOPBACK = _Loopback()
 
 
-def _loopback_files() -> frozenset:
-    from tests.helpers.schedule import SHARED
-
-    return frozenset(path for path, unit in SHARED.items() if "loopback_cluster" in unit)
+# the files that share it: one unit of tests/helpers/schedule.py's SHARED
+LOOPBACK_FILES = frozenset(path for path, unit in SHARED.items() if "loopback_cluster" in unit)
 
 
 @pytest.fixture(scope="module")
@@ -371,7 +370,7 @@ def loopback_cluster():
 
 def pytest_runtest_teardown(item, nextitem):
     if LOOPBACK.address is not None and (
-        nextitem is None or nextitem.nodeid.split("::")[0] not in _loopback_files()
+        nextitem is None or nextitem.nodeid.split("::")[0] not in LOOPBACK_FILES
     ):
         LOOPBACK.close()
 

@@ -1,6 +1,6 @@
 """`align fit --live --scheduler ADDRESS --measures`: the similarity measures of a live fit on
 a real Dask cluster (a `dask scheduler` and two `dask worker` processes on loopback, started
-once for this file and test_fit_live_cluster.py: `loopback_cluster`). The streamed measures'
+once for the files that fit on one: `loopback_cluster`). The streamed measures'
 held-out sums come from the workers' held-out shards; the sampled rows of the row measures
 and the calibration are kept by the held-out shards that forward them and gathered through
 the tree.
