@@ -1,7 +1,7 @@
 """align: does a deeper language model use its depth?
 
-Public entry points (`extract` and the stores' functions are imported on first use, so that
-`import align` stays fast: align.extraction loads torch):
+Public entry points (torch, zarr, xarray and the other heavy packages are imported where they
+are first used, so `import align` stays fast):
 
 - `align.extract(...)`: residual streams of a model over a corpus into an activation store
   (`align.extraction`; the model as `align.ModelSpec`, the corpus as `align.CorpusSpec`, how
@@ -14,7 +14,11 @@ Public entry points (`extract` and the stores' functions are imported on first u
 - `align.store.open_activations(path)`: per-boundary access to an activation store.
 """
 
+from align.corpus import CorpusSpec
+from align.extraction import ExtractOptions, extract
 from align.fitting import Execution, FitSpec, apply_map, fit
+from align.models import ModelSpec
+from align.store import open_activations, open_alignment
 from align.version import __version__
 
 __all__ = [
@@ -30,26 +34,3 @@ __all__ = [
     "open_alignment",
     "open_activations",
 ]
-
-_LAZY = {
-    "CorpusSpec": ("align.corpus", "CorpusSpec"),
-    "ExtractOptions": ("align.extraction", "ExtractOptions"),
-    "ModelSpec": ("align.models", "ModelSpec"),
-    "extract": ("align.extraction", "extract"),
-    "open_alignment": ("align.store", "open_alignment"),
-    "open_activations": ("align.store", "open_activations"),
-}
-
-
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
-
-        module, attr = _LAZY[name]
-        return getattr(importlib.import_module(module), attr)
-    raise AttributeError(f"module 'align' has no attribute {name!r}")
-
-
-def __dir__():
-    """The module's names with the lazily imported ones, so that completion offers `extract`."""
-    return sorted(set(globals()) | set(_LAZY))

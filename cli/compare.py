@@ -6,6 +6,7 @@ import click
 
 from align.analyses.lens import WEIGHTINGS
 from align.cli.declared import Parsed, options_of
+from align.compare import View, run_compare
 from align.declarations import flag
 from align.stats.bootstrap import RESAMPLES, Resampling
 
@@ -78,8 +79,6 @@ def compare_cmd(results, **values):
     """Several depth, lens or alignment results (one kind) in one table: each result's numbers
     with their 95% intervals and, for two results on the same prompts, their paired
     difference (later minus earlier) with its interval. With -o, also a CSV or Markdown file and a figure."""
-    from align.compare import View, run_compare
-
     parsed = Parsed(values)
     output, figure, overwrite = parsed.take(OUTPUT), parsed.take(FIGURE), parsed.take(OVERWRITE)
     view = View(parsed.take(WEIGHTING), parsed.take(MEASURE))

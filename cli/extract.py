@@ -15,6 +15,8 @@ from align.extraction import ExtractOptions, dropped_summary, extract
 from align.models import ModelSpec
 from align.result_info import describe
 from align.store import open_activations, open_result, read_attrs
+from align.study.overview import describe as describe_study
+from align.study.state import is_study
 
 # The corpus options every command that reads prompts shares; P1's protocol (documents packed
 # into full windows, a stand-in first token) is `align extract`'s alone.
@@ -78,8 +80,6 @@ INFO_JSON = flag(
 def info_cmd(store, **values):
     """Print what STORE holds: model, tokens, boundaries, dtype, size, completeness, provenance."""
     as_json = Parsed(values).take(INFO_JSON)
-    from align.study.overview import describe as describe_study
-    from align.study.state import is_study
 
     if is_study(store) and not as_json:
         click.echo("\n".join(describe_study(store)))

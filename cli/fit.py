@@ -12,6 +12,7 @@ from align.devices import MODEL_DEVICES
 from align.errors import InputError
 from align.fitting import FitSpec, fit
 from align.fitting.fit_options import Execution, LiveJob, parse_memory
+from align.fitting.live_route.pipeline import fit_live
 from align.models import ModelSpec
 
 # `align fit`'s options, each group once, in the order of its help and of its page's tables:
@@ -95,8 +96,6 @@ def fit_cmd(source, target, corpus=None, **values):
 
 def fit_live_cmd(source, target, corpus_path, output, live, spec, parsed, dry_run) -> None:
     """The --live form: model and corpus specs from the options, then align.fitting.live_route.pipeline."""
-    from align.fitting.live_route.pipeline import fit_live
-
     if not live:
         raise InputError(
             f"a third argument ({corpus_path}) is a corpus, read only with --live: "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from align.analyses.analysis_options import EraseOptions, IgradOptions
+from align.analyses.igrad import PARTS
 from align.analyses.igrad_options import Variant, variant
 from align.analyses.interventions_run import plan_erase, plan_igrad, run_erase, run_igrad
 from align.cli.analyses import MODEL, PROMPTS_CORPUS, _choices
@@ -83,8 +84,6 @@ def igrad_cmd(model, prompts, **values):
     interpolated from its mean over positions, the answer tokens' summed probability, a left
     Riemann sum of 256 points. Prints the completeness check (Σ_t A against f(x) − f(baseline))
     of the variant run. Computes in float32 unless --dtype says otherwise."""
-    from align.analyses.igrad import PARTS
-
     parsed = Parsed(values)
     output, batch_size = parsed.take(ANALYSIS_OUTPUT), parsed.take(IGRAD_BATCH)
     overwrite, dry_run = parsed.take(OVERWRITE_RESULT), parsed.take(ANALYSIS_DRY_RUN)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 import os
 import signal
 import sys
@@ -18,28 +17,47 @@ import threading
 import click
 
 from align import messages
-from align.cli import declared, renames
+from align.cli import (
+    analyses,
+    compare,
+    declared,
+    demo,
+    depthscore,
+    extract,
+    fit,
+    interventions,
+    plot,
+    renames,
+    study,
+)
 from align.errors import AlignError
 
-# Each module defines `commands`, a list of click commands. Import is lazy per command so
-# that `align --help` does not import torch.
-COMMAND_MODULES = {
-    "extract": "align.cli.extract",
-    "info": "align.cli.extract",
-    "fit": "align.cli.fit",
-    "contrib": "align.cli.analyses",
-    "skip": "align.cli.analyses",
-    "lens": "align.cli.analyses",
-    "depth": "align.cli.analyses",
-    "erase": "align.cli.interventions",
-    "igrad": "align.cli.interventions",
-    "plot": "align.cli.plot",
-    "demo": "align.cli.demo",
-    "depthscore": "align.cli.depthscore",
-    "compare": "align.cli.compare",
-    "study": "align.cli.study",
-    "report": "align.cli.study",
+# The commands in the order `align --help` lists them; each module defines `commands`, a list
+# of click commands. Every module of align imports its heavy packages (torch, zarr, dask,
+# matplotlib, ...) where they are first used, so importing them all here stays fast.
+_ORDER = (
+    "extract",
+    "info",
+    "fit",
+    "contrib",
+    "skip",
+    "lens",
+    "depth",
+    "erase",
+    "igrad",
+    "plot",
+    "demo",
+    "depthscore",
+    "compare",
+    "study",
+    "report",
+)
+_ALL = {
+    c.name: c
+    for module in (extract, fit, analyses, interventions, plot, demo, depthscore, compare, study)
+    for c in module.commands
 }
+COMMANDS = {name: _ALL[name] for name in _ORDER}
 
 
 class Interrupted(BaseException):
@@ -53,7 +71,10 @@ _typed: dict[str, str] = {}
 _command_name: list[str] = []
 
 
-class LazyGroup(click.Group):
+class AlignGroup(click.Group):
+    """The `align` group: its commands from COMMANDS, options typed under their old names
+    renamed (with a warning), and Ctrl-C carried past click as Interrupted."""
+
     def parse_args(self, ctx, args):
         # The command is the first token that is not one of the group's flags.
         at = next((i for i, a in enumerate(args) if not a.startswith("-")), None)
@@ -75,18 +96,14 @@ class LazyGroup(click.Group):
             raise Interrupted() from e
 
     def list_commands(self, ctx):
-        return [name for name in COMMAND_MODULES if self.get_command(ctx, name) is not None]
+        return list(COMMANDS)
 
     def get_command(self, ctx, name):
-        module = COMMAND_MODULES.get(name)
-        if module is None:
-            return None
-        cmds = {c.name: c for c in importlib.import_module(module).commands}
-        return cmds.get(name)
+        return COMMANDS.get(name)
 
 
 @click.group(
-    cls=LazyGroup,
+    cls=AlignGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.version_option(package_name="align-depth", prog_name="align")
@@ -121,15 +138,11 @@ def option_names(name: str | None = None) -> dict[str, str]:
     option is first declared (`output` → -o); made once a command (the caller reads it, never
     changes it)."""
     names: dict[str, str] = {}
-    modules = dict.fromkeys(COMMAND_MODULES.values()) if name is None else [COMMAND_MODULES[name]]
-    for module in modules:  # a command's own module alone: the others import heavy packages
-        for command in importlib.import_module(module).commands:
-            if name is not None and command.name != name:
-                continue
-            for p in command.params:
-                if isinstance(p, click.Option) and p.name:
-                    for python_name in declared.python_names(p):
-                        names.setdefault(python_name, p.opts[0])
+    for command in COMMANDS.values() if name is None else [COMMANDS[name]]:
+        for p in command.params:
+            if isinstance(p, click.Option) and p.name:
+                for python_name in declared.python_names(p):
+                    names.setdefault(python_name, p.opts[0])
     return names
 
 
@@ -205,7 +218,7 @@ LOWER_MEMORY = {
 def _command(argv) -> str | None:
     """The subcommand named on the command line (the first argument that is one)."""
     args = sys.argv[1:] if argv is None else list(argv)
-    return next((a for a in args if a in COMMAND_MODULES), None)
+    return next((a for a in args if a in COMMANDS), None)
 
 
 def _is_device_oom(e: BaseException) -> bool:

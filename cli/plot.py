@@ -7,10 +7,12 @@ import os
 
 import click
 
+from align import plotting
 from align.cli.declared import Parsed, options_of
 from align.declarations import flag
 from align.errors import InputError
 from align.names import pair_title
+from align.plotting.common import FORMATS
 from align.store import check_file_output, open_result
 
 MAX_SIDE = 20_000
@@ -160,9 +162,6 @@ OPTIONS = (
 def plot_cmd(result, **values):
     """Draw RESULT (an alignment, contributions, skipping, lens, depth, erasure or igrad store) as
     a PNG, PDF or SVG."""
-    from align import plotting
-    from align.plotting.common import FORMATS
-
     parsed = Parsed(values)
     output, metric, measure = parsed.take(OUTPUT), parsed.take(METRIC), parsed.take(MEASURE)
     agg, part, depth_path = parsed.take(AGG), parsed.take(PART), parsed.take(DEPTH)

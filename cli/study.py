@@ -9,6 +9,8 @@ import click
 from align.cli.declared import Parsed, options_of
 from align.declarations import flag
 from align.errors import InputError
+from align.study import load_study, plan_study, run_study, write_template
+from align.study.report import write_report
 
 STUDY_OUTPUT = flag(
     "-o",
@@ -55,8 +57,6 @@ STUDY_OPTIONS = (
 def study_cmd(study_file, **values):
     """Run a study: every model extracted, every pair fitted, every analysis, then the report.
     Re-running resumes; after an edit of STUDY.toml only the units it changes run."""
-    from align.study import load_study, plan_study, run_study, write_template
-
     parsed = Parsed(values)
     output, init = parsed.take(STUDY_OUTPUT), parsed.take(INIT)
     dry_run = parsed.take(STUDY_DRY_RUN)
@@ -101,8 +101,6 @@ REPORT_OUTPUT = flag(
 @options_of(REPORT_OUTPUT)
 def report_cmd(study_dir, **values):
     """Write the report of the study in DIR: a static site that opens offline."""
-    from align.study.report import write_report
-
     write_report(study_dir, Parsed(values).take(REPORT_OUTPUT))
 
 

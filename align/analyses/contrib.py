@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from align import models
+from align.analyses.forward import check_values, forward
 from align.analyses.prompts import pad
 from align.errors import InputError, StoreError
 from align.stats import bootstrap
@@ -80,8 +81,6 @@ def token_contributions(h, a, m, h_next, eps: float = EPS) -> dict:
 def _refuse(layer: int, tc: dict, where) -> None:
     """NonFiniteError naming the first non-finite metric of `layer` (its part), its first token
     and the counts."""
-    from align.analyses.forward import check_values
-
     names = {"rel_norm": "relative norm", "cos": "cosine"}
     for key, v in tc.items():
         rows = v.double().cpu().numpy().reshape(-1, v.shape[-1])
@@ -231,8 +230,6 @@ def contributions_from_model(model, batches, eps: float = EPS, progress=None) ->
         Same as `contributions`.
     """
     import time
-
-    from align.analyses.forward import forward
 
     L = len(models.blocks(model))
     acc = ContributionAccumulator(L)

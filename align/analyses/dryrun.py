@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from align.analyses import contrib, lens, skip
+from align.analyses import contrib, erase, igrad, lens, skip
 from align.extraction.dryrun import sync
 from align.messages import human_bytes as human
 
@@ -191,8 +191,6 @@ def erase_work(model, config, prompts, reference, batch_size: int, source: str) 
     (a prompt and one erased position, sorted by length as `erase.erasure` sorts them) one
     clean forward and one per boundary 0..L−1. The timed batch erases with a zero mean (the
     same forwards as the reference mean's)."""
-    from align.analyses import erase  # torch, through the hooks
-
     L, d, V = config.num_hidden_layers, config.hidden_size, config.vocab_size
     size = next(model.parameters()).element_size()
     rows = sorted(erase.rows_for(prompts), key=lambda r: (len(r.token_id), r.prompt, r.position))
@@ -247,8 +245,6 @@ def igrad_work(model, config, prompts, parts, v, batch_size: int) -> Work:
     the points x, b and r_0..r_{N−1} (N = v.steps) in passes of `batch_size` points, as
     `igrad.integrated_gradients` runs them. The batch timed is the longest prompt's first
     part at layer 0, whose backward runs through every layer: the estimate is an upper bound."""
-    from align.analyses import igrad  # torch, through the hooks
-
     L, d, V = config.num_hidden_layers, config.hidden_size, config.vocab_size
     ffn = getattr(config, "intermediate_size", None) or 4 * d
     size = next(model.parameters()).element_size()

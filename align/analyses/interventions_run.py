@@ -9,7 +9,7 @@ import time
 
 from align import corpus, models, provenance
 from align import store as st
-from align.analyses import answers, dryrun
+from align.analyses import answers, dryrun, erase, igrad
 from align.analyses import prompts as prompt_files
 from align.analyses.analysis_options import EraseOptions, IgradOptions
 from align.analyses.run import _inputs, _log_default, _progress, _reading, check_vocabulary
@@ -53,8 +53,6 @@ def run_erase(
     str
         `output`.
     """
-    from align.analyses import erase
-
     reference, reference_docs = options.reference, options.reference_docs
     answer_field, answer_marker = options.answer_field, options.answer_marker
     inputs = _inputs(spec, cspec, reference=reference)
@@ -104,8 +102,6 @@ def run_erase(
 def _erase_inputs(spec, cspec, options: EraseOptions):
     """(config, prompts, reference prompts, reference CorpusSpec, its hash, provenance) of
     `align erase`, every input checked before the weights load."""
-    from align.analyses import erase
-
     rspec = corpus.CorpusSpec(
         options.reference,
         text_field=cspec.text_field,
@@ -133,8 +129,6 @@ def _erase_inputs(spec, cspec, options: EraseOptions):
 def _igrad_inputs(spec, cspec, options: IgradOptions):
     """(spec in float32 unless it names a dtype, variant, config, prompts, provenance) of
     `align igrad`, every input checked before the weights load."""
-    from align.analyses import igrad
-
     v = igrad.PROTOCOLS["p1"] if options.variant is None else options.variant
     if spec.dtype is None:  # gradients: float32 unless asked, also where the default is bfloat16
         spec = dataclasses.replace(spec, dtype="float32")
@@ -224,8 +218,6 @@ def run_igrad(
     str
         `output`.
     """
-    from align.analyses import igrad
-
     parts, answer_field, answer_marker = options.parts, options.answer_field, options.answer_marker
     inputs = _inputs(spec, cspec)
     st.check_output(output, "igrad", inputs=inputs, overwrite=overwrite)

@@ -27,6 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from align import models
+from align.analyses.forward import check_tokens, check_values, forward
 from align.analyses.prompts import pad
 from align.errors import InputError, StoreError
 from align.stats import bootstrap
@@ -140,8 +141,6 @@ def metrics_of(lq, p: Output, nxt=None, k: int = TOP_K) -> dict:
 def _check_kl(b: int, kl, where) -> None:
     """NonFiniteError when the lens KL at boundary b is NaN/inf at some token (its logits
     overflowed); the top-5 overlap is a count and cannot be, so KL is the one to check."""
-    from align.analyses.forward import check_values
-
     check_values(
         f"the logit-lens KL at boundary {b}",
         kl,
@@ -241,8 +240,6 @@ def logit_lens(model, batches, n_prompts: int | None = None, progress=None) -> d
 
     import torch
 
-    from align.analyses.forward import forward
-
     batches = list(batches)
     n_prompts = n_prompts or sum(len(b) for b in batches)
     L = len(models.blocks(model))
@@ -327,8 +324,6 @@ def logit_lens_from_store(store, head, tokens_per_step: int = HEAD_TOKENS, progr
     import time
 
     import torch
-
-    from align.analyses.forward import check_tokens
 
     check_store(store)
     L = store.n_layers

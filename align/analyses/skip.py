@@ -48,6 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from align import corpus, models
+from align.analyses.forward import forward
 from align.analyses.prompts import pad
 from align.errors import InputError, NonFiniteError
 from align.hooks.bypass import install_skip
@@ -250,10 +251,6 @@ def skip_effects(
         float64 (part, skipped, row).
     """
     import torch
-
-    from align.analyses.forward import (
-        forward,  # imports torch: the CLI reads this module's constants without it
-    )
 
     L = len(models.blocks(model))
     dev = models.input_device(model)

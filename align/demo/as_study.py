@@ -23,8 +23,9 @@ import json
 import os
 
 from align.demo.data import MAX_LENGTH
-from align.study import replicates
+from align.study import load_study, replicates, run_study
 from align.study.schema import replicate_name, twin_name
+from align.study.state import read_state
 from align.study.units import fit_name, output_of
 
 FOLDER = "study"  # ROOT/study: the study's DIR
@@ -157,9 +158,6 @@ def run(root: str, models: dict, corpus_path: str, config, log) -> dict:
     (the third model and the first seed's analyses), "seconds": step -> seconds of the units
     run now, "replicates": the study's record of the pair shallow -> deep across seeds (None
     with one seed)}."""
-    from align.study import load_study, run_study
-    from align.study.state import read_state
-
     os.makedirs(root, exist_ok=True)
     path = os.path.join(root, FILE)
     text = study_text(models, corpus_path, config)

@@ -42,7 +42,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 
-from align import messages, seeding, textfiles
+from align import messages, plotting, seeding, textfiles
 from align.demo import as_study, data, threads, tokenizers_pair, train
 from align.demo.steps import step
 from align.demo.train import TrainConfig
@@ -384,8 +384,6 @@ def machine() -> dict:
 
 def draw_figures(report: DemoReport) -> dict:
     """Every figure of the demo into OUT/figures; returns name -> path."""
-    from align import plotting
-
     fig_dir = os.path.join(report.output, "figures")
     r = report.results
     trained, control = (

@@ -30,7 +30,7 @@ from align import corpus, messages, models, provenance
 from align import store as st
 from align.declarations import refuse_fields
 from align.errors import AlignError, InputError
-from align.extraction import batches, memory, plan
+from align.extraction import batches, dryrun, memory, pipeline, plan
 from align.extraction.extract_options import CORPUS_KEYWORDS, ExtractOptions, specs
 from align.extraction.inputs import DEFINING, resolve
 from align.extraction.plan import dropped_summary
@@ -102,9 +102,6 @@ def extract(
         (models.ModelSpec, corpus.CorpusSpec, ExtractOptions),
         CORPUS_KEYWORDS,
     )
-    # torch (the forward's hooks) is loaded when an extraction runs, not when its options are read
-    from align.extraction import dryrun, pipeline
-
     if memory.is_model_object(model):
         said = memory.tokenizer_warning(model, tokenizer) if tokenizer is not None else None
         if said:

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-import torch
-
 from align import models
 from align.errors import NonFiniteError
 from align.hooks.outputs import first
@@ -100,11 +98,13 @@ def capture(model, boundaries, layers=(), stop_early: bool = True):
             h.remove()
 
 
-def run(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, boundaries, layers=()):
+def run(model, input_ids, attention_mask, boundaries, layers=()):
     """One forward of the decoder (no unembedding) with hooks; returns the captured dict.
 
-    input_ids, attention_mask: (batch, seq), right-padded. Position ids are derived from the
+    input_ids, attention_mask: tensors (batch, seq), right-padded. Position ids come from the
     mask, so padding never shifts rotary positions."""
+    import torch  # imported on first use, as in every module of align: start-up stays light
+
     position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
     base = models.base_model(model)
     with capture(model, boundaries, layers) as out, torch.inference_mode():
@@ -135,7 +135,7 @@ def _forward_order(kind_index) -> float:
 
 
 STORE_INCOMPLETE = "nothing of this batch was written and the store stays incomplete"
-LOW_PRECISION = (torch.float16, torch.bfloat16)
+LOW_PRECISION = ("torch.float16", "torch.bfloat16")  # str(dtype) of the 16-bit dtypes
 
 
 def check_finite(
@@ -161,6 +161,8 @@ def check_finite(
     source model PATH"), says `consequence` (what became of the run) and advises checking the
     weights, and `float32` (how to compute in float32) only where the model computed in a
     16-bit dtype."""
+    import torch
+
     total = None
     for kind in ("resid", "attn", "mlp"):
         for t in out[kind].values():
@@ -181,7 +183,7 @@ def check_finite(
         of = f" of {model}" if model else ""
         advice = "check the checkpoint's weights for NaN/inf" + (
             f", or {float32}"
-            if t.dtype in LOW_PRECISION
+            if str(t.dtype) in LOW_PRECISION
             else f" (it computed in {str(t.dtype).removeprefix('torch.')})"
         )
         raise NonFiniteError(

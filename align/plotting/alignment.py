@@ -6,13 +6,12 @@ from __future__ import annotations
 import textwrap
 
 import numpy as np
-from matplotlib.ticker import MaxNLocator
 
 from align.errors import InputError
 from align.fitting.results.headline import pairing_text
 from align.measures import MEASURES, SIMILARITY
 from align.names import model_name, pair_title
-from align.plotting.common import DEFAULT_SIZE, check_schema, edges, figure, fmt
+from align.plotting.common import DEFAULT_SIZE, check_schema, edges, figure, fmt, ticks
 
 METRICS = ("relative_error", "r2")
 
@@ -126,8 +125,8 @@ def _draw_alignment(ax, ds, metric, vmin, vmax, cmap, title=None):
     ax.plot(
         [0, Lt], [0, Ls], "--", color="red", lw=1.2, label="equal relative depth", gid="equal_depth"
     )
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(ticks(integer=True))
+    ax.yaxis.set_major_locator(ticks(integer=True))
     ax.set_xlim(edges(tgt)[0], edges(tgt)[-1])
     ax.set_ylim(edges(src)[0], edges(src)[-1])
     # Labels, title and caption wrapped to the panel's width (a character of 10 pt is about
@@ -345,8 +344,8 @@ def plot_measure(ds, name: str, size=None, dpi: int = 100):
     Ls = int(ds.attrs.get("n_layers_source", src.max()))
     Lt = int(ds.attrs.get("n_layers_target", tgt.max()))
     ax.plot([0, Lt], [0, Ls], "--", color="red", lw=1.2, label="equal relative depth")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(ticks(integer=True))
+    ax.yaxis.set_major_locator(ticks(integer=True))
     ax.set_xlabel(f"target boundary: {_model_label(ds, 'target')}")
     ax.set_ylabel(f"source boundary: {_model_label(ds, 'source')}")
     ax.set_title(f"{name} ({record['direction']}): {pick} path {record['path']}", fontsize=9)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import textwrap
 
 import numpy as np
-from matplotlib.ticker import MaxNLocator
 
 from align.errors import InputError
 from align.names import model_name
@@ -18,6 +17,7 @@ from align.plotting.common import (
     edges,
     figure,
     label_curves,
+    ticks,
 )
 
 STACK_BELOW = 600  # px: a contributions figure narrower than this stacks its two panels
@@ -144,8 +144,8 @@ def plot_skipping(ds, part: str = "layer", agg: str = "max", size=None, dpi: int
             edges(later), edges(skipped), r, cmap="magma", vmin=0, vmax=vmax or 1.0, shading="flat"
         )
         ax.invert_yaxis()
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(ticks(integer=True))
+        ax.yaxis.set_major_locator(ticks(integer=True))
         ax.set_xlabel("later layer l")
         ax.set_ylabel(f"skipped layer s ({part})")
         ax.set_title(f"R[s, l], {setting} ({agg})", fontsize=10)
@@ -157,7 +157,7 @@ def plot_skipping(ds, part: str = "layer", agg: str = "max", size=None, dpi: int
             ax.bar(x, y, width=width, label=p, gid=f"O/{setting}/{p}")
             sel = {"setting": setting, "part": p, "agg": agg}
             _error_bars(ax, ds, "O", (x, y), "black", f"O-interval/{setting}/{p}", **sel)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(ticks(integer=True))
         ax.set_xlabel("skipped layer s")
         ax.set_ylabel("O[s]: ‖p' − p‖₂")
         ax.set_title(f"effect on the output, {setting} ({agg})", fontsize=10)
@@ -350,7 +350,7 @@ def plot_depthscore(ds, part: str = "layer", agg: str = "max", size=None, dpi: i
                         levels[ok], y[ok], yerr=err, fmt="none", ecolor=line.get_color(), capsize=3
                     )
                     bars.lines[2][0].set_gid(f"DS-interval/{effect}/{setting}")  # the vertical bars
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(ticks(integer=True))
         ax.set_xlabel("level")
         ax.set_ylabel("depth score DS (layers)")
         if L:
@@ -455,7 +455,7 @@ def plot_erasure(ds, prompts=None, size=None, dpi: int = 100):
             shading="flat",
             gid=f"effect/{i}",
         )
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(ticks(integer=True))
         ax.set_ylabel("boundary b")
         answer = str(ds["answer"].values[i]) if "answer" in ds else ""
         ax.set_title(f"prompt {i}: erasing h_b(t), {rows}; answer {answer[:40]!r}", fontsize=9)
@@ -509,7 +509,7 @@ def plot_igrad(ds, prompts=None, size=None, dpi: int = 100):
                 shading="flat",
                 gid=f"attribution/{i}/{part}",
             )
-            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.yaxis.set_major_locator(ticks(integer=True))
             ax.set_ylabel("layer l")
             gap = (
                 float(np.nanmax(np.abs(ds["completeness_gap"].sel(part=part).values[i])))

@@ -2,8 +2,9 @@
 figure of an exact pixel size, the file (PNG, PDF or SVG) written whole, cell edges and number
 formats.
 
-Matplotlib runs headless (the Agg backend) unless the caller chose another backend before
-importing align.plotting."""
+Matplotlib is imported at the first figure (`pyplot`), not with align.plotting, so that the
+commands and modules that only read or check results do not pay for it. It runs headless (the
+Agg backend) unless the caller chose another backend before that first figure."""
 
 from __future__ import annotations
 
@@ -11,20 +12,11 @@ import math
 import os
 import sys
 
-import matplotlib
+import numpy as np
 
-# Headless by default; a notebook (MPLBACKEND set by the kernel) or a caller that already
-# imported pyplot keeps its own backend.
-if "MPLBACKEND" not in os.environ and "matplotlib.pyplot" not in sys.modules:
-    matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-
-from align.errors import InputError  # noqa: E402
-from align.faults import fault_point  # noqa: E402
-from align.store.temporaries import staged  # noqa: E402
+from align.errors import InputError
+from align.faults import fault_point
+from align.store.temporaries import staged
 
 DEFAULT_SIZE = {
     "alignment": (900, 750),
@@ -73,12 +65,35 @@ def check_schema(ds, schema: str, what: str = "this plot") -> None:
         )
 
 
+def pyplot():
+    """matplotlib.pyplot, imported here at the first figure (matplotlib's import takes about half
+    a second). Headless (Agg) by default; a notebook (MPLBACKEND set by the kernel) or a caller
+    that already imported pyplot keeps its own backend."""
+    if "MPLBACKEND" not in os.environ and "matplotlib.pyplot" not in sys.modules:
+        import matplotlib
+
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def ticks(**kw):
+    """A tick locator of at most `nbins` ticks (`integer=True`: on whole numbers only), as
+    matplotlib's MaxNLocator takes them."""
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(**kw)
+
+
 def figure(size, dpi, nrows=1, ncols=1, **kw):
     """(Figure of `size` = (width, height) pixels at `dpi`, its (nrows, ncols) array of axes)."""
     w, h = size
     if w < 50 or h < 50:
         raise InputError(f"figure size {w}x{h} px is too small: give at least 50x50")
-    fig, axes = plt.subplots(nrows, ncols, figsize=(w / dpi, h / dpi), dpi=dpi, squeeze=False, **kw)
+    fig, axes = pyplot().subplots(
+        nrows, ncols, figsize=(w / dpi, h / dpi), dpi=dpi, squeeze=False, **kw
+    )
     return fig, axes
 
 
@@ -137,7 +152,7 @@ def write_figure(fig, path: str, fmt: str = "png") -> None:
     try:
         fig.savefig(path, dpi=fig.dpi, format=fmt)
     finally:
-        plt.close(fig)
+        pyplot().close(fig)
 
 
 def edges(values) -> np.ndarray:
@@ -160,6 +175,6 @@ def fmt(x, digits=2) -> str:
 def label_curves(axes, xlabel: str) -> None:
     """Integer ticks, the x label and a legend on each axes of a row of per-layer curves."""
     for ax in axes:
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(ticks(integer=True))
         ax.set_xlabel(xlabel)
         ax.legend(fontsize=8)

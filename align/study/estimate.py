@@ -23,6 +23,7 @@ from align.extraction import extract
 from align.extraction.plan import DISK_MARGIN
 from align.fitting import Execution
 from align.fitting.fit_options import LiveJob
+from align.fitting.live_route.pipeline import fit_live
 from align.fitting.planning.budget import ResultShape, result_bytes, statistics_bytes
 from align.messages import human_bytes as human
 from align.study import contents
@@ -208,8 +209,6 @@ def _extracted(path: str) -> dict:
 
 
 def _live(study: Study, u) -> float | None:
-    from align.fitting.live_route.pipeline import fit_live
-
     src, tgt = (study.model(n).spec for n in u.models)
     job = LiveJob(src, tgt, study.corpus, study.extraction.batch_size, study.extraction.allow_long)
     report = fit_live(

@@ -25,6 +25,7 @@ from align.faults import fault_point
 from align.store.lock import LOCK_NAME
 from align.study import contents
 from align.study import units as units_mod
+from align.study.placement import run_on_cluster
 from align.study.runners import run_unit
 from align.study.schema import Study
 from align.study.state import (
@@ -153,8 +154,6 @@ def run_units(
             if scheduler is None:
                 _run(ledger, keep_going)
             else:
-                from align.study.placement import run_on_cluster
-
                 run_on_cluster(ledger, scheduler, keep_going)
     except StoreLocked as e:
         raise StoreLocked(str(e).replace(f"store {root}", f"study {root}", 1)) from None

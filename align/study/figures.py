@@ -9,11 +9,10 @@ from __future__ import annotations
 import textwrap
 
 import numpy as np
-from matplotlib.ticker import MaxNLocator
 
 from align.measures import SIMILARITY
 from align.plotting import figure
-from align.plotting.common import edges
+from align.plotting.common import edges, ticks
 
 SMALL = 7  # pt: ticks, labels and legends of the small figures
 PANEL = (340, 400)  # px: a matrix panel (a phone's column holds it)
@@ -72,7 +71,7 @@ def _axes(ax, m, Ls, Lt, path_rows, path, fontsize):
     ax.set_xlim(edges(tgt)[0], edges(tgt)[-1])
     ax.set_ylim(edges(src)[0], edges(src)[-1])
     for axis in (ax.xaxis, ax.yaxis):
-        axis.set_major_locator(MaxNLocator(nbins=4, integer=True))
+        axis.set_major_locator(ticks(nbins=4, integer=True))
     ax.tick_params(labelsize=fontsize, length=2, pad=1)
 
 
@@ -94,7 +93,7 @@ def panel(m, direction: str, title: str, path_rows, path, Ls: int, Lt: int, size
         mesh, ax=ax, orientation="horizontal", shrink=0.9, extend=extend_of([m], vmin, vmax)
     )
     bar.ax.tick_params(labelsize=SMALL)
-    bar.ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
+    bar.ax.xaxis.set_major_locator(ticks(nbins=4))
     bar.set_label(
         ("larger" if direction == SIMILARITY else "smaller") + " is closer", fontsize=SMALL
     )
@@ -127,6 +126,6 @@ def colour_bar(label: str, direction: str, vmin, vmax, extend: str = "neither", 
         extend=extend,
     )
     bar.ax.tick_params(labelsize=SMALL + 1)
-    bar.ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
+    bar.ax.xaxis.set_major_locator(ticks(nbins=5))
     bar.set_label(textwrap.fill(label, 60), fontsize=SMALL + 1)
     return fig

@@ -17,6 +17,8 @@ import io
 import math
 import re
 
+from align.plotting import write_figure
+
 NARROW_BELOW = 1040  # px of the screen under which a figure's narrow drawing is shown
 NARROW = 340  # px: the width of a narrow drawing (a 390 px phone's column holds it)
 MIN_FONT_PX = 9.0  # the smallest text a figure draws, in CSS px at the size it is shown
@@ -126,8 +128,6 @@ def svg(fig, alt: str, cls: str = "") -> str:
     is prefixed with a hash of the drawing, so two figures on one page never share one."""
     import matplotlib
     from matplotlib.collections import QuadMesh
-
-    from align.plotting import write_figure
 
     for mesh in fig.findobj(QuadMesh):
         mesh.set_rasterized(True)

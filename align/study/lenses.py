@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from align.plotting.analyses import lens_label, plot_lenses
 from align.store import open_result
 from align.study import html as h
 from align.study.state import DONE
@@ -74,8 +75,6 @@ def through_section(root: str, state: dict, s: str, t: str) -> str:
 
 
 def _figure(results: list, alt: str, labels=None) -> str:
-    from align.plotting.analyses import plot_lenses
-
     def draw(size):
         return plot_lenses(results, size=size, right="top1", title=alt, labels=labels)
 
@@ -86,8 +85,6 @@ def metrics_table(results: list, labels=None) -> str:
     """Per boundary (rows), each result's KL, top-1 agreement and cross-entropy to the next
     token, token-weighted, each with its 95% interval where the result holds it; `labels`
     name the results (default: their kinds)."""
-    from align.plotting.analyses import lens_label
-
     columns = []
     for k, ds in enumerate(results):
         label = labels[k] if labels is not None else lens_label(ds.attrs)

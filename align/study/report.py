@@ -29,6 +29,7 @@ from align.errors import InputError, StoreError
 from align.faults import fault_point
 from align.measures import SIMILARITY
 from align.names import labelled
+from align.plotting import DEFAULT_SIZE, plot_alignment, plot_result, schema_of
 from align.store import open_result
 from align.store.temporaries import temporary, write_failed
 from align.study import figures, labels, lenses, replicates, views
@@ -338,8 +339,6 @@ def pair_page(
 ) -> str:
     """The page of pair s -> t; `through` the section of s read through t's head, or "";
     `named` what the study file named each replicate's checkpoint by (`labels.labels`)."""
-    from align.plotting import plot_alignment
-
     sm = _summary(ds)
     fig = h.figure(
         lambda size: plot_alignment(ds, size=size),
@@ -521,8 +520,6 @@ NARROW_HEIGHT = {"contributions": 720}  # px: its two panels stacked (`plot_cont
 def analysis_figure(ds, alt: str) -> str:
     """An analysis's figure (`plot_result`) at most 1000 px wide on a wide screen, and drawn
     again, taller, for a narrow one (the contributions' two panels one above the other)."""
-    from align.plotting import DEFAULT_SIZE, plot_result, schema_of
-
     schema = schema_of(ds)
     w, ht = DEFAULT_SIZE[schema]
     wide = (min(w, 1000), round(ht * min(w, 1000) / w))

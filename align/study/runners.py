@@ -14,6 +14,7 @@ from align.errors import InputError
 from align.extraction import extract, reusable
 from align.fitting import Execution, fit
 from align.fitting.fit_options import LiveJob
+from align.fitting.live_route.pipeline import fit_live
 from align.stats.bootstrap import Resampling
 from align.study import replicates
 from align.study import units as units_mod
@@ -59,8 +60,6 @@ def _fit(u, study, root, log):
     run = Execution(device=study.device, overwrite=True)
     out = os.path.join(root, u.output)
     if study.route == "live":
-        from align.fitting.live_route.pipeline import fit_live
-
         src, tgt = (study.model(n).spec for n in u.models)
         job = LiveJob(
             src, tgt, study.corpus, study.extraction.batch_size, study.extraction.allow_long

@@ -36,9 +36,9 @@ DECLARED_COMMANDS += ("plot", "info", "report", "compare", "depthscore", "demo",
 
 
 def test_every_command_is_declared():
-    from align.cli.main import COMMAND_MODULES
+    from align.cli.main import COMMANDS
 
-    assert sorted(COMMAND_MODULES) == sorted(DECLARED_COMMANDS)
+    assert sorted(COMMANDS) == sorted(DECLARED_COMMANDS)
 
 
 def _command(name):

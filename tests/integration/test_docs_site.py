@@ -264,9 +264,9 @@ def test_code_blocks_show_their_whole_text(browser, site, width):
 
 def test_home_page_lists_every_command():
     """docs/index.md's command table has a row for every command `align --help` lists."""
-    from align.cli.main import COMMAND_MODULES
+    from align.cli.main import COMMANDS
 
     text = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
     table = text.split("## The commands", 1)[1].split("\n## ", 1)[0]
-    missing = [c for c in COMMAND_MODULES if f"[`align {c}`](commands/{c}.md)" not in table]
+    missing = [c for c in COMMANDS if f"[`align {c}`](commands/{c}.md)" not in table]
     assert missing == [], missing

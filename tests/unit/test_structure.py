@@ -1,5 +1,6 @@
 """The shape of the code: imports run one way without cycles, align's own modules are imported
-at the top of files, and no module holds more than one concept's worth of lines.
+at the top of files and heavy packages where they are used, and no module holds more than one
+concept's worth of lines.
 
 The modules are read with `ast` from the three folders the package is made of (align/ is
 `align`, cli/ is `align.cli`, store/ is `align.store`); nothing is imported.
@@ -16,8 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 while not (ROOT / "setup.py").exists():  # the test may sit in a tier folder
     ROOT = ROOT.parent
 FOLDERS = {"align": "align", "align.cli": "cli", "align.store": "store"}
-# Third-party packages whose import costs seconds or memory: a module that pulls one in at its
-# top may be imported inside a function, so that `align --help` and light commands stay fast.
+# Third-party packages whose import costs seconds or memory: imported inside the functions that
+# use them, never at a module's top, so that `import align`, `align --help` and every command's
+# start pay for none of them (a store-route `align fit` never imports torch).
 HEAVY = (
     "torch",
     "transformers",
@@ -96,52 +98,55 @@ def _is_top(node, tree) -> bool:
     return within(tree.body)
 
 
+def _loads_by_name(node) -> bool:
+    """A call that imports a module named by a value: importlib.import_module(...),
+    __import__(...)."""
+    if not isinstance(node, ast.Call):
+        return False
+    f = node.func
+    return (isinstance(f, ast.Attribute) and f.attr == "import_module") or (
+        isinstance(f, ast.Name) and f.id in ("import_module", "__import__")
+    )
+
+
+def imports_of(name: str, source: str, is_package: bool = False) -> tuple[set, list, set]:
+    """Of module `name` with text `source`: the align modules it imports at the top, the align
+    modules it imports inside functions or loads by name (with line numbers; a name-loading
+    call counts as one import of "<by name>"), and the third-party top-level packages it
+    imports at the top."""
+    tree = ast.parse(source)
+    top, lazy, third = set(), [], set()
+    for node in ast.walk(tree):
+        if _loads_by_name(node):
+            lazy.append(("<by name>", node.lineno))
+            continue
+        if (
+            not isinstance(node, (ast.Import, ast.ImportFrom))
+            or getattr(node, "level", 0) == 0
+            and isinstance(node, ast.ImportFrom)
+            and node.module == "__future__"
+        ):
+            continue
+        names = _targets(node, name, is_package)
+        ours = [t for t in names if t in MODULES or t.split(".")[0] == "align"]
+        if _is_top(node, tree):
+            top.update(t for t in ours if t in MODULES)
+            third.update(t.split(".")[0] for t in names if t.split(".")[0] != "align")
+        else:
+            lazy.extend((t, node.lineno) for t in ours if t in MODULES)
+    return top, lazy, third
+
+
 def imports() -> tuple[dict, dict, dict]:
-    """Per module: align modules imported at the top, align modules imported inside functions
-    (with line numbers), and third-party top-level packages imported at the top."""
+    """`imports_of` for every module: three dicts by module name."""
     top, lazy, third = {}, {}, {}
     for name, path in MODULES.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        top[name], lazy[name], third[name] = set(), [], set()
-        for node in ast.walk(tree):
-            if (
-                not isinstance(node, (ast.Import, ast.ImportFrom))
-                or getattr(node, "level", 0) == 0
-                and isinstance(node, ast.ImportFrom)
-                and node.module == "__future__"
-            ):
-                continue
-            names = _targets(node, name, path.name == "__init__.py")
-            ours = [t for t in names if t in MODULES or t.split(".")[0] == "align"]
-            if _is_top(node, tree):
-                top[name].update(t for t in ours if t in MODULES)
-                third[name].update(t.split(".")[0] for t in names if t.split(".")[0] != "align")
-            else:
-                lazy[name].extend((t, node.lineno) for t in ours if t in MODULES)
+        source = path.read_text(encoding="utf-8")
+        top[name], lazy[name], third[name] = imports_of(name, source, path.name == "__init__.py")
     return top, lazy, third
 
 
 TOP, LAZY, THIRD = imports()
-
-
-def closure(name: str) -> set[str]:
-    """Every align module importing `name` runs (at the top, transitively; parents included)."""
-    seen, todo = set(), [name]
-    while todo:
-        m = todo.pop()
-        if m in seen:
-            continue
-        seen.add(m)
-        parts = m.split(".")
-        todo.extend(
-            ".".join(parts[:k]) for k in range(1, len(parts)) if ".".join(parts[:k]) in MODULES
-        )
-        todo.extend(TOP.get(m, ()))
-    return seen
-
-
-def heavy(name: str) -> set[str]:
-    return {h for m in closure(name) for h in THIRD.get(m, ()) if h in HEAVY}
 
 
 def package(name: str) -> str:
@@ -152,7 +157,7 @@ def package(name: str) -> str:
 
 # Every import an align module makes of another, at the top or inside a function: a cycle
 # hidden in a function is a cycle all the same.
-EDGES = {m: set(TOP[m]) | {t for t, _ in LAZY[m]} for m in MODULES}
+EDGES = {m: set(TOP[m]) | {t for t, _ in LAZY[m] if t in MODULES} for m in MODULES}
 PACKAGE_EDGES: dict = {}
 for _m, _targets_of in EDGES.items():
     for _t in _targets_of:
@@ -205,14 +210,48 @@ def test_no_package_cycles():
 
 
 def test_align_modules_are_imported_at_the_top():
-    """A function-level import of an align module is allowed only where that module pulls in a
-    heavy package at its top (the reason, computed: the lazy import keeps that cost off the
-    commands and imports that do not need it)."""
+    """No align module is imported inside a function or loaded by name (importlib): none has a
+    reason to be, since no module pulls in a heavy package at its top (below), so a lazy import
+    would keep nothing off start-up and hide an arrow of the import graph from the reader."""
     bad = [
-        f"{MODULES[m].relative_to(ROOT)}:{line} imports {t} inside a function, and {t} imports no heavy package"
+        f"{MODULES[m].relative_to(ROOT)}:{line} imports {t} inside a function: import it at the top"
+        if t in MODULES
+        else f"{MODULES[m].relative_to(ROOT)}:{line} loads a module by name: import it at the top"
         for m, items in LAZY.items()
         for t, line in items
-        if not heavy(t)
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_imports_of_finds_what_runs_late():
+    """The reader itself, on a hand-written module: a function-level import of an align module,
+    a name-loading call and a heavy package at the top are each found; a heavy package inside a
+    function and an import under a module-level `if` are not lazy."""
+    source = (
+        "import importlib\n"
+        "import torch\n"
+        "from align import errors\n"
+        "if True:\n"
+        "    from align import messages\n"
+        "def f():\n"
+        "    import zarr\n"
+        "    from align.errors import InputError\n"
+        "    return importlib.import_module('align.faults')\n"
+    )
+    top, lazy, third = imports_of("align.example", source)
+    assert top == {"align.errors", "align.messages"}
+    assert lazy == [("align.errors", 8), ("<by name>", 9)]
+    assert third == {"importlib", "torch"}
+
+
+def test_heavy_packages_are_imported_where_used():
+    """No module imports torch, transformers, dask, zarr, matplotlib, ... at its top (HEAVY): each
+    is imported inside the functions that use it, so that importing any part of align, and so
+    starting any command, costs none of them."""
+    bad = [
+        f"{MODULES[m].relative_to(ROOT)} imports {h} at its top: import it inside the functions that use it"
+        for m in MODULES
+        for h in sorted(THIRD[m] & set(HEAVY))
     ]
     assert not bad, "\n".join(bad)
 
