@@ -4,8 +4,8 @@ Every function here draws what a result already holds and computes no new statis
 argmin path and the summary numbers of an alignment come from its `summary` attribute (written
 by `align fit`, docs/methods.md#held-out-scores), effective depths from a "depth" result (§5). Each function
 returns a matplotlib Figure of exactly `size` pixels (width, height) at `dpi`; `save(fig, path)`
-writes it as a PNG of that size, or as a PDF or SVG by the path's suffix. Matplotlib runs headless (the Agg backend) unless the caller
-chose another backend before importing this module.
+writes it as a PNG of that size, or as a PDF or SVG by the path's suffix. Matplotlib is imported at the first figure and runs headless (the Agg
+backend) unless the caller chose another backend before it.
 
 A Dataset of another schema is refused with a one-line AlignError naming both schemas.
 

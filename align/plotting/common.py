@@ -66,9 +66,10 @@ def check_schema(ds, schema: str, what: str = "this plot") -> None:
 
 
 def pyplot():
-    """matplotlib.pyplot, imported here at the first figure (matplotlib's import takes about half
-    a second). Headless (Agg) by default; a notebook (MPLBACKEND set by the kernel) or a caller
-    that already imported pyplot keeps its own backend."""
+    """matplotlib.pyplot, imported here at the first figure, not at align.plotting's import: the
+    commands and modules that only read results never pay for matplotlib. Headless (Agg) by
+    default; a notebook (MPLBACKEND set by the kernel) or a caller that already imported pyplot
+    keeps its own backend."""
     if "MPLBACKEND" not in os.environ and "matplotlib.pyplot" not in sys.modules:
         import matplotlib
 

@@ -33,9 +33,9 @@ def named(line: str) -> set[str]:
 
 
 def commands() -> list[str]:
-    from align.cli.main import COMMAND_MODULES
+    from align.cli.main import COMMANDS
 
-    return list(COMMAND_MODULES)
+    return list(COMMANDS)
 
 
 @pytest.mark.parametrize("name", commands())

@@ -20,10 +20,10 @@ def numeric_options() -> list[tuple[str, str]]:
     """(command, option) for every option whose type is a number, or a size in bytes."""
     import click
 
-    from align.cli.main import COMMAND_MODULES, cli
+    from align.cli.main import COMMANDS, cli
 
     found = []
-    for name in COMMAND_MODULES:
+    for name in COMMANDS:
         command = cli.get_command(None, name)
         for p in command.params:
             if not isinstance(p, click.Option) or p.is_flag:

@@ -115,6 +115,33 @@ def test_killed_fit_leaves_no_complete_result_and_reruns(pair, undisturbed, tmp_
 # -- (b) a worker killed mid-fit ---------------------------------------------------------
 
 
+def test_a_store_route_fit_imports_neither_torch_nor_matplotlib(pair, undisturbed, tmp_path):
+    """What the structure test promises (heavy packages imported where used), seen in a process
+    of its own: `align fit` on two stores runs whole, its result equal to the undisturbed
+    fit's, and torch, transformers and matplotlib were never imported."""
+    import subprocess
+
+    from align.store import open_alignment
+
+    S, T = pair
+    out = str(tmp_path / "a.zarr")
+    code = (
+        "import sys\n"
+        "from align.cli.main import main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "finally:\n"
+        "    print(sorted(m for m in ('torch', 'transformers', 'matplotlib') if m in sys.modules))\n"
+    )
+    args = ["fit", S, T, "-o", out, "--scheduler", "synchronous", *OPTS]
+    run = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[-1] == "[]"
+    _assert_same(open_alignment(out), undisturbed)
+
+
 @pytest.fixture
 def paused_cluster(tmp_path):
     """A `dask scheduler` and two `dask worker`s on loopback whose processes stop at their
