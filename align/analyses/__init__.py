@@ -16,13 +16,8 @@ from align.analyses.depth import depth_from_results, effective_depth
 from align.analyses.erase import erasure, reference_mean
 from align.analyses.igrad import integrated_gradients
 from align.analyses.interventions_run import run_erase, run_igrad
-from align.analyses.lens import (
-    logit_lens,
-    logit_lens_from_store,
-)
-from align.analyses.lens import (
-    token_metrics as lens_token_metrics,
-)
+from align.analyses.lens import logit_lens, logit_lens_from_store
+from align.analyses.lens import token_metrics as lens_token_metrics
 from align.analyses.prompts import load_prompts
 from align.analyses.run import run_contrib, run_depth, run_lens, run_skip
 from align.analyses.skip import skip_effects, skipping, split_points

@@ -10,7 +10,7 @@ from align.hooks.outputs import first, replace_first
 def install_skip(model, part: str, layer: int, where):
     """Register the intervention hook of (part, layer) at positions `where` (B, T) bool;
     returns the handle. torch.where keeps dtype and values wherever `where` is False."""
-    import torch  # imported on first use: align.analyses' constants are read without torch
+    import torch  # imported on first use, as in every module of align: start-up stays light
 
     w = where[..., None]
     if part == "layer":

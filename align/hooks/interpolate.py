@@ -15,7 +15,7 @@ def install_interpolation(
     to `store`. `obj` and `baseline` are an igrad variant's (`align.analyses.igrad_options`):
     for part "layer" the residual h_{l+1} ("residual") or what the block adds ("delta"), and
     the baseline b, "position-mean" (the mean over the prompt's positions) or zero."""
-    import torch  # imported on first use: align.analyses' constants are read without torch
+    import torch  # imported on first use, as in every module of align: start-up stays light
 
     def interpolated(x):
         x = x.detach()

@@ -9,7 +9,7 @@ from align import models
 def replaced(h, where, value):
     """h (B, T, d_model) with h := value at positions `where` (B, T) bool; value: a (d_model,)
     tensor, or None for the residual itself (the exact-zero check)."""
-    import torch  # imported on first use: align.analyses' constants are read without torch
+    import torch  # imported on first use, as in every module of align: start-up stays light
 
     repl = h if value is None else value.to(device=h.device, dtype=h.dtype).expand_as(h)
     return torch.where(where[..., None].to(h.device), repl, h)
