@@ -29,7 +29,7 @@ from align.measures import prepared as P
 from align.ridge.backend import CPU, Backend
 
 SPECTRAL = ("cka", "cka-debiased", "procrustes", "cca", "svcca")
-WELL = 1e-6  # λ_min/λ_max of B·Bᵀ above which its eigenvalues give the singular values
+GRAM_TOL = 1e-11  # the Gram's bound on a block's Σσ, relative to Σσ, under which it is used
 
 
 def spectral_null(px: list, py: list, perms: np.ndarray, names, backend: Backend = CPU) -> dict:
@@ -165,9 +165,9 @@ def _cells(name: str, draw: Draw, side_x: list, side_y: dict) -> np.ndarray:
 def _singular_sums(blocks: list, backend: Backend = CPU) -> np.ndarray:
     """Σ of the singular values of each block (on `backend`), the blocks of one shape stacked
     into one call: the square roots of the eigenvalues of B·Bᵀ (the narrower side's Gram, a
-    symmetric eigenproblem: 3× faster than the SVD at 256 × 384), where the smallest is above
-    WELL·the largest; an SVD for the others (a square root's error is ε·σ_max²/(2σ), so the
-    sum stays within about 1e-13 of σ_max only where no σ is small)."""
+    symmetric eigenproblem: 3× faster than the SVD at 256 × 384) where `gram_bound` of them is
+    below GRAM_TOL·Σσ; an SVD for the others (blocks with singular values near √ε·σ_max or
+    below, which the Gram cannot resolve)."""
     xp = np if backend.torch is None else backend.torch
     out = np.empty(len(blocks))
     shapes = {}
@@ -178,10 +178,23 @@ def _singular_sums(blocks: list, backend: Backend = CPU) -> np.ndarray:
         if shape[0] > shape[1]:
             stack = stack.mT
         lam = backend.get(xp.linalg.eigvalsh(stack @ stack.mT))  # ascending
-        well = lam[:, 0] > WELL * lam[:, -1]
         sums = np.sqrt(np.maximum(lam, 0.0)).sum(axis=1)
-        if not well.all():
-            ill = np.flatnonzero(~well)
+        ill = np.flatnonzero(~(gram_bound(lam) <= GRAM_TOL * sums))
+        if len(ill):
             sums[ill] = backend.get(xp.linalg.svdvals(stack[backend.mask(ill)])).sum(axis=1)
         out[idx] = sums
     return out
+
+
+def gram_bound(lam: np.ndarray) -> np.ndarray:
+    """(n,): for each row of lam (n, r), the ascending eigenvalues of a block's Gram B·Bᵀ in
+    float64, a bound on |Σ sqrt(λ̂_i) − Σ σ_i| where each computed eigenvalue is within
+    δ = ε·λ_max of the exact one (the error of a symmetric eigensolver on the rounded Gram):
+    |sqrt(λ̂) − σ| = |λ̂ − σ²| / (sqrt(λ̂) + σ) ≤ min(δ / sqrt(λ̂), √δ) for each i. A σ below
+    √ε·σ_max adds √δ = 1.5e-8·σ_max to the bound, one of 10⁻⁴·σ_max 2.2e-12·σ_max: only an
+    SVD resolves the first."""
+    delta = np.finfo(np.float64).eps * np.maximum(lam[:, -1:], 0.0)
+    root = np.sqrt(np.maximum(lam, 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        each = np.where(root > 0, delta / root, np.inf)
+    return np.minimum(each, np.sqrt(delta)).sum(axis=1)

@@ -71,20 +71,34 @@ def test_only_the_names_asked_are_computed():
 
 
 @pytest.mark.parametrize("where", ["numpy", "torch"])
-def test_singular_sums_by_the_gram_where_well_conditioned_else_by_the_svd(where):
-    """Σσ of blocks of two shapes (wide and tall), well conditioned (read from B·Bᵀ's
-    eigenvalues) and of rank 2 (read by the SVD), against numpy's SVD (1e-12 of σ_max); the
-    blocks on numpy or on torch."""
-    from align.measures.spectral_null import WELL, _singular_sums
+def test_singular_sums_by_the_gram_where_its_bound_allows_else_by_the_svd(where):
+    """Σσ of blocks of two shapes (wide and tall): well conditioned, graded (σ from 1 to 10⁻⁴:
+    λ_min/λ_max = 10⁻⁸, still read from B·Bᵀ's eigenvalues) and of rank 2 (σ at round-off,
+    read by the SVD), against numpy's SVD (1e-12 of σ_max); the Gram's bound holds the Gram's
+    own error wherever it is computed; the blocks on numpy or on torch."""
+    from align.measures.spectral_null import GRAM_TOL, _singular_sums, gram_bound
 
     rng = np.random.default_rng(5)
+
+    def graded(m, n):
+        q1, _ = np.linalg.qr(rng.standard_normal((m, m)))
+        q2, _ = np.linalg.qr(rng.standard_normal((n, n)))
+        return (q1 * np.logspace(0, -4, m)) @ q2[:m]
+
     blocks = [rng.standard_normal((6, 9)), rng.standard_normal((9, 6))]
     blocks += [rng.standard_normal((6, 2)) @ rng.standard_normal((2, 9)) for _ in range(2)]
-    blocks += [rng.standard_normal((6, 9))]
+    blocks += [rng.standard_normal((6, 9)), graded(6, 9)]
     backend = Backend("cpu", use_torch=True) if where == "torch" else CPU
     got = _singular_sums([backend.put(B) for B in blocks], backend)
+    paths = []
     for B, v in zip(blocks, got, strict=True):
         sigma = np.linalg.svd(B, compute_uv=False)
         assert abs(v - sigma.sum()) <= 1e-12 * sigma[0]
-    lam = [np.linalg.eigvalsh(B @ B.T if B.shape[0] <= B.shape[1] else B.T @ B) for B in blocks]
-    assert [x[0] > WELL * x[-1] for x in lam] == [True, True, False, False, True]  # both paths
+        narrow = B if B.shape[0] <= B.shape[1] else B.T
+        lam = np.linalg.eigvalsh(narrow @ narrow.T)[None, :]
+        gram = np.sqrt(np.maximum(lam, 0)).sum()
+        bound = gram_bound(lam)[0]
+        assert abs(gram - sigma.sum()) <= bound
+        paths.append(bool(bound <= GRAM_TOL * gram))
+    assert paths == [True, True, False, False, True, True]  # both paths, the graded by the Gram
+    assert np.ptp(np.log10(np.linalg.eigvalsh(blocks[5] @ blocks[5].T))) > 7.9
