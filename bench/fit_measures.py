@@ -234,17 +234,21 @@ def interval_timing(args, measures, tmp) -> dict:
 
 def row_grid_costs(nI, nJ, d_s, d_t, m, draws=16, resamples=3, groups=10, k=10) -> dict:
     """Seconds of the measures on the sampled rows as `--measures all` computes them (mknn,
-    cknna, rsa, and the spectral measures' values on the sample for their calibration) on M
-    sampled rows of an nI × nJ grid, single-threaded BLAS and one thread (as
-    `fitting.sampled.attach` runs them at these widths, before it cuts the draws among the
-    cores): every boundary prepared (`rows.prepare_all`), the values of every
+    cknna, rsa by default; with `--permutations` given, the spectral measures' values on the
+    sample too, for their calibration) on M sampled rows of an nI × nJ grid (each side's rows
+    mixed by a random matrix, as bench/fit.py's stores are), single-threaded BLAS and one
+    thread (as `fitting.sampled.attach` runs them at these widths, before it cuts the draws
+    among the cores): the default's values (its boundaries prepared and cells read), every
+    boundary prepared for every measure (`rows.prepare_all`), the values of every
     cell (`rows.observed_values`), `draws` null draws of the grid of every measure
     (`rows.null_values`: RSA's in batches, the spectral measures' one product a target), the delete-a-group jackknife's `groups` recomputations with 0/1 weights
     (w_r = 0 for the rows of group g, the groups the held-out documents' index mod `groups`:
     `cells.weighted_grid`, every one timed) and `resamples` bootstrap resamples (the opt-in
     interval), each timed on the whole grid, mknn and cknna apart from rsa; then scaled to
-    the defaults: the calibration PERMUTATIONS draws, the jackknife's `groups`, the
-    bootstrap's RESAMPLES, each against the values (preparation included)."""
+    the defaults: the calibration PERMUTATIONS draws (of mknn, cknna and rsa against the
+    default's values; of every measure against every measure's values), the jackknife's
+    `groups`, the bootstrap's RESAMPLES, each against the default's values (preparation
+    included)."""
     from threadpoolctl import threadpool_limits
 
     from align.measures import PERMUTATIONS, ROW_ONLY, calibration, cells, rows
@@ -254,11 +258,17 @@ def row_grid_costs(nI, nJ, d_s, d_t, m, draws=16, resamples=3, groups=10, k=10) 
 
     rng = np.random.default_rng(0)
     base = rng.standard_normal((m, 32))
+    # each side's rows mixed by a random d × d matrix, as bench/fit.py's stores are: their
+    # covariances then span about five orders of magnitude, as a model's do
+    mix_s = rng.standard_normal((d_s, d_s)) / np.sqrt(d_s)
+    mix_t = rng.standard_normal((d_t, d_t)) / np.sqrt(d_t)
     xs = {
-        i: base @ rng.standard_normal((32, d_s)) + rng.standard_normal((m, d_s)) for i in range(nI)
+        i: (base @ rng.standard_normal((32, d_s)) + rng.standard_normal((m, d_s))) @ mix_s
+        for i in range(nI)
     }
     ys = {
-        j: base @ rng.standard_normal((32, d_t)) + rng.standard_normal((m, d_t)) for j in range(nJ)
+        j: (base @ rng.standard_normal((32, d_t)) + rng.standard_normal((m, d_t))) @ mix_t
+        for j in range(nJ)
     }
     docs = np.arange(m) // max(1, m // 64)  # 64 documents, as the bench's held-out sample has
     out = {
@@ -271,6 +281,9 @@ def row_grid_costs(nI, nJ, d_s, d_t, m, draws=16, resamples=3, groups=10, k=10) 
     _, doc_index = np.unique(docs, return_inverse=True)
     jackknife = (doc_index[None, :] % groups != np.arange(groups)[:, None]).astype(np.int64)
     with threadpool_limits(1, user_api="blas"):
+        t0 = time.perf_counter()
+        rows.observed_values(xs, ys, ROW_ONLY, k, rows.prepare_all(xs, ys, ROW_ONLY, k))
+        out["row_only_values_seconds"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         records = rows.prepare_all(xs, ys, ROW_ONLY + SPECTRAL, k)
         out["prepare_seconds"] = time.perf_counter() - t0
@@ -293,17 +306,24 @@ def row_grid_costs(nI, nJ, d_s, d_t, m, draws=16, resamples=3, groups=10, k=10) 
                 for w in ws:
                     cells.weighted_grid(*records, forms, k, w, scratch)
                 out[f"{kind}_{label}_seconds"] = (time.perf_counter() - t0) / len(ws)
-    values = out["prepare_seconds"] + out["cells_seconds"]
+    # the default: mknn, cknna and rsa prepared, read and calibrated alone; with
+    # `--permutations` given, every measure (the spectral ones' values on the sample too)
+    values = out["row_only_values_seconds"]
+    values_every = out["prepare_seconds"] + out["cells_seconds"]
+    default_draw = out["draw_neighbours_seconds"] + out["draw_rsa_seconds"]
     resample = out["resample_neighbours_seconds"] + out["resample_rsa_seconds"]
     recompute = out["jackknife_neighbours_seconds"] + out["jackknife_rsa_seconds"]
     out |= {
         "values_seconds": values,
+        "values_every_seconds": values_every,
         "permutations": PERMUTATIONS,
         "resamples": RESAMPLES,
-        "calibration_seconds": PERMUTATIONS * out["draw_seconds"],
+        "calibration_seconds": PERMUTATIONS * default_draw,
+        "calibration_every_seconds": PERMUTATIONS * out["draw_seconds"],
         "jackknife_seconds": groups * recompute,
         "bootstrap_seconds": RESAMPLES * resample,
-        "calibration_ratio": PERMUTATIONS * out["draw_seconds"] / values,
+        "calibration_ratio": PERMUTATIONS * default_draw / values,
+        "calibration_every_ratio": PERMUTATIONS * out["draw_seconds"] / values_every,
         "jackknife_ratio": groups * recompute / values,
         "bootstrap_ratio": RESAMPLES * resample / values,
     }
@@ -318,22 +338,25 @@ def command_line() -> str:
 
 def whole_timing(args, keep, tmp, fitbench) -> dict:
     """`align fit --measures all` with every default (the streamed measures' interval, the row
-    measures on the default M sampled rows with their jackknife interval, every measure
-    calibrated against the default permutations) against ridge alone with its defaults, each
-    timed whole through `align.fit`, `args.repeats` runs alternated on bench/fit.py's stores:
-    the runs, their medians, the ratio, `--dry-run`'s estimate of each (made first) and the
-    load average before and after."""
+    measures on the default M sampled rows with their jackknife interval and their
+    calibration against the default permutations) against ridge alone with its defaults, each
+    timed whole through `align.fit`, `args.repeats` runs alternated on bench/fit.py's stores,
+    then one run of `--measures all --permutations 99` (every measure calibrated): the runs,
+    their medians, the ratios, `--dry-run`'s estimate of each (made first) and the load
+    average before and after."""
     import align
-    from align.measures import parse_measures
+    from align.measures import PERMUTATIONS, parse_measures
 
     Ls, ds = map(int, args.source.split("x"))
     Lt, dt = map(int, args.target.split("x"))
     S, T = fitbench.stores(keep, "speed", args.tokens, Ls, ds, Lt, dt, args.doc_len, (1, 2))
-    specs = {"ridge": align.FitSpec(), "all": align.FitSpec(measures=parse_measures("all"))}
+    every = parse_measures("all")
+    specs = {"ridge": align.FitSpec(), "all": align.FitSpec(measures=every)}
+    calibrated = align.FitSpec(measures=every, permutations=PERMUTATIONS)
     runs = {k: [] for k in specs}
     load0 = os.getloadavg()
     said = {}  # `--dry-run`'s estimate of each run, made before it
-    for kind, spec in specs.items():
+    for kind, spec in (*specs.items(), ("all_calibrated", calibrated)):
         rep = align.fit(S, T, os.path.join(tmp, "dry.zarr"), spec, dry_run=True)
         said[kind] = rep.dry_run["seconds_estimate"]
     for r in range(args.repeats):
@@ -344,12 +367,21 @@ def whole_timing(args, keep, tmp, fitbench) -> dict:
             runs[kind].append(time.perf_counter() - t0)
             shutil.rmtree(out, ignore_errors=True)
             print(f"whole {kind} {r + 1}: {runs[kind][-1]:.1f} s", flush=True)
+    out = os.path.join(tmp, "whole-calibrated.zarr")
+    t0 = time.perf_counter()
+    align.fit(S, T, out, calibrated, align.Execution(overwrite=True))
+    once = time.perf_counter() - t0
+    shutil.rmtree(out, ignore_errors=True)
+    print(f"whole all --permutations {PERMUTATIONS}: {once:.1f} s", flush=True)
     med = {k: statistics.median(v) for k, v in runs.items()}
     return {
         "runs": runs,
         "median_seconds": med,
         "dry_run_seconds": said,
         "ratio": med["all"] / med["ridge"],
+        "all_calibrated_seconds": once,
+        "all_calibrated_ratio": once / med["ridge"],
+        "permutations": PERMUTATIONS,
         "pairs": (Ls + 1) * (Lt + 1),
         "load_average_before_after": [load0, os.getloadavg()],
     }

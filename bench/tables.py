@@ -407,8 +407,9 @@ def fit_measures(r: Results) -> str:
         + fits
         + "\n\n"
         + interval_table(d)
-        + f"\n\nThe measures on the sample (`mknn`, `cknna`, `rsa`, and the spectral measures' "
-        f"values there, which their calibration reads) on M = {n(rows_['rows'])} sampled rows "
+        + f"\n\nThe measures on the sample (`mknn`, `cknna`, `rsa`, and with `--permutations` "
+        f"given the spectral measures' values there, which their calibration reads; each side's "
+        f"rows mixed by a random matrix, as the stores' are) on M = {n(rows_['rows'])} sampled rows "
         f"of the {rows_['grid'][0]} × {rows_['grid'][1]} grid (d {c['source'].split('x')[1]} and "
         f"{c['target'].split('x')[1]}), one BLAS thread and one thread (the fit cuts the work "
         "among its cores), as the fit computes them in one process: "
@@ -438,28 +439,39 @@ def row_measures_table(rows_: dict) -> str:
             said += f" (with the values {1 + ratio:.2f}×); target ≤ 0.3×: {met(ratio <= 0.3)}"
         return said
 
+    cells = rows_["grid"][0] * rows_["grid"][1]
     return table(
         ["part", "seconds", "against the values"],
         [
             [
-                f"values: {sum(rows_['grid'])} boundaries prepared, "
-                f"{rows_['grid'][0] * rows_['grid'][1]} cells read",
-                f"{values:.1f} (preparation {rows_['prepare_seconds']:.1f})",
+                f"values (the default: `mknn`, `cknna`, `rsa`): {sum(rows_['grid'])} boundaries "
+                f"prepared, {cells} cells read",
+                f"{values:.1f}",
                 "1×",
             ],
             [
-                f"calibration: {n(rows_['permutations'])} null draws "
-                f"({rows_['draw_seconds']:.2f} s a draw of the grid: `mknn` and `cknna` "
-                f"{rows_['draw_neighbours_seconds']:.2f} s, `rsa` "
-                f"{rows_['draw_rsa_seconds']:.2f} s"
-                + (
-                    f", the spectral measures {rows_['draw_spectral_seconds']:.2f} s"
-                    if "draw_spectral_seconds" in rows_
-                    else ""
-                )
-                + f"; {rows_['draws_timed']} draws timed)",
+                f"calibration (the default: `mknn`, `cknna`, `rsa`): {n(rows_['permutations'])} "
+                f"null draws ({rows_['draw_neighbours_seconds'] + rows_['draw_rsa_seconds']:.3f} s "
+                f"a draw of the grid: `mknn` and `cknna` {rows_['draw_neighbours_seconds']:.3f} s, "
+                f"`rsa` {rows_['draw_rsa_seconds']:.3f} s; {rows_['draws_timed']} draws timed)",
                 f"{rows_['calibration_seconds']:.1f}",
                 against(rows_["calibration_ratio"]),
+            ],
+            [
+                f"with `--permutations {n(rows_['permutations'])}` given, every measure: the "
+                f"values, the spectral measures' too ({sum(rows_['grid'])} boundaries prepared "
+                f"in {rows_['prepare_seconds']:.1f} s)",
+                f"{rows_['values_every_seconds']:.1f}",
+                "1×",
+            ],
+            [
+                f"with `--permutations {n(rows_['permutations'])}` given, every measure: the "
+                f"calibration ({rows_['draw_seconds']:.2f} s a draw of the grid, the spectral "
+                f"measures {rows_['draw_spectral_seconds']:.2f} s of it)",
+                f"{rows_['calibration_every_seconds']:.1f}",
+                f"**{rows_['calibration_every_ratio']:.2f}×** against every measure's values "
+                f"(with them {1 + rows_['calibration_every_ratio']:.2f}×); target ≤ 0.3×: "
+                f"{met(rows_['calibration_every_ratio'] <= 0.3)}",
             ],
             [
                 f"interval: the jackknife's {rows_['groups']} recomputations with 0/1 weights "
@@ -498,13 +510,19 @@ def all_defaults(d: dict) -> str:
                     ["ridge alone", f"{med['ridge']:.1f}", runs("ridge")],
                     ["`--measures all`", f"{med['all']:.1f}", runs("all")],
                     ["ratio", f"**{w['ratio']:.2f}×**", f"target ≤ 2×: {met(w['ratio'] <= 2)}"],
-                ],
+                ]
+                + calibrated_rows(w),
             )
             + "\n\n`--dry-run` said, before the runs: "
             + "; ".join(
-                f"{k} {w['dry_run_seconds'][k]:.1f} s ({w['dry_run_seconds'][k] / med[k]:.2f}× "
+                f"{k} {w['dry_run_seconds'][k]:.1f} s ({w['dry_run_seconds'][k] / seconds:.2f}× "
                 "the median run)"
-                for k in ("ridge", "all")
+                for k, seconds in (
+                    ("ridge", med["ridge"]),
+                    ("all", med["all"]),
+                    ("all_calibrated", w.get("all_calibrated_seconds")),
+                )
+                if seconds
             )
             + "."
             + "\n\nMade by `"
@@ -525,6 +543,21 @@ def all_defaults(d: dict) -> str:
         f"at the loads given with each (the fits {load_range(f['load_average_before_after'])}, "
         f"the row measures {rows_load(rows_, d)}): read the ratio's order of magnitude."
     )
+
+
+def calibrated_rows(w: dict) -> list:
+    """The row of `--measures all --permutations K` (every measure calibrated), run once,
+    where the JSON keeps it."""
+    if "all_calibrated_seconds" not in w:
+        return []
+    return [
+        [
+            f"`--measures all --permutations {w['permutations']}` (every measure calibrated; "
+            "one run)",
+            f"{w['all_calibrated_seconds']:.1f}",
+            f"**{w['all_calibrated_ratio']:.2f}×** ridge alone",
+        ]
+    ]
 
 
 def rows_load(rows_: dict, d: dict) -> str:

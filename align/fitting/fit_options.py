@@ -122,7 +122,7 @@ class FitSpec:
     documents, the error on the held-out ones), `cca`, `svcca` (on all the held-out rows, with a
     95% delete-a-group jackknife interval under `--bootstrap`) and `mknn`, `cknna`, `rsa` (on the
     sampled rows), each calibrated against a permutation null on the sampled rows with
-    `--permutations`; `ridge` is always computed."""
+    `--permutations` (`mknn`, `cknna` and `rsa` always); `ridge` is always computed."""
     sample_rows: int | None = field(
         default=None,
         metadata=option(
@@ -142,12 +142,13 @@ class FitSpec:
             metavar="K",
             type="whole",
             least=0,
-            shown_default="99 with mknn, cknna or rsa, else 0",
+            shown_default="99 for mknn, cknna and rsa alone",
         ),
     )
-    """With `--measures`: null draws of every measure's calibration on the sampled rows (the
-    target's documents re-paired; 99 gives p-values down to 0.01; `procrustes-heldout` with each
-    pair's training rotation); 0: none, where no row measure is asked."""
+    """With `--measures`: null draws of the calibration on the sampled rows (the target's
+    documents re-paired; 99 gives p-values down to 0.01), of every measure asked where given
+    (`procrustes-heldout` with each pair's training rotation), of `mknn`, `cknna` and `rsa`
+    alone where not; 0: none, where no row measure is asked."""
     neighbours: int = field(
         default=K_NEIGHBOURS,
         metadata=option("--neighbours", metavar="k", type="whole", least=1),
@@ -213,10 +214,9 @@ class FitSpec:
             raise InputError(why)
         return spec
 
-    def _checked_permutations(self) -> int:
-        """`permutations` (0: no calibration; None: PERMUTATIONS where mknn, cknna or rsa is
-        asked, else 0), or the one-line InputError of a negative count or of row measures
-        asked with 0."""
+    def _checked_permutations(self) -> int | None:
+        """`permutations` (0: no calibration; None, the default, stays None: `draws`), or the
+        one-line InputError of a negative count or of row measures asked with 0."""
         if isinstance(self.permutations, int) and self.permutations < 0:
             raise InputError(
                 f"`permutations` {self.permutations}: give 0 (no calibration) or a whole number of "
@@ -224,7 +224,7 @@ class FitSpec:
             )
         rows_only = [m for m in parse_measures(self.measures) if m in ROW_ONLY]
         if self.permutations is None:
-            return PERMUTATIONS if rows_only else 0
+            return None
         if self.permutations == 0:
             if rows_only:
                 raise InputError(
@@ -246,21 +246,39 @@ class FitSpec:
         return tuple(m for m in self.measures if m in STREAMED)
 
     @property
+    def draws(self) -> int:
+        """The calibration's null draws: `permutations` where given, else PERMUTATIONS where
+        mknn, cknna or rsa is asked (they are reported only with their calibration), else 0."""
+        if self.permutations is not None:
+            return self.permutations
+        return PERMUTATIONS if any(m in ROW_ONLY for m in parse_measures(self.measures)) else 0
+
+    @property
+    def calibrated(self) -> tuple:
+        """The measures calibrated against the null: with `permutations` given (1 or more),
+        every one asked but ridge; by default mknn, cknna and rsa alone, so a streamed
+        measure's cost does not depend on which other measures are asked (its calibration,
+        on a CPU about 99 products of the sampled rows a cell, is asked for by giving
+        `permutations`); with 0, none."""
+        names = parse_measures(self.measures)
+        if self.permutations is None:
+            return tuple(m for m in names if m in ROW_ONLY)
+        return tuple(m for m in names if m != "ridge") if self.permutations else ()
+
+    @property
     def sampled(self) -> tuple:
-        """The measures computed on the sampled rows: with `permutations`, every one asked
-        but ridge and procrustes-heldout (each gets its calibration; procrustes-heldout's,
-        which needs each pair's training rotation, is computed block by block while the
-        rotations are in hand: `heldout_calibrated`); without, none."""
-        if not self.permutations:
-            return ()
-        return tuple(m for m in self.measures if m not in ("ridge", "procrustes-heldout"))
+        """The measures computed on the sampled rows: the calibrated ones (`calibrated`) but
+        procrustes-heldout, each with its calibration (procrustes-heldout's, which needs each
+        pair's training rotation, is computed block by block while the rotations are in hand:
+        `heldout_calibrated`)."""
+        return tuple(m for m in self.calibrated if m != "procrustes-heldout")
 
     @property
     def heldout_calibrated(self) -> bool:
-        """Whether procrustes-heldout is calibrated on the sampled rows (`permutations` and
-        the measure asked): its value and null per pair while the block's rotations are in
-        hand (`fitting.measuring.sampled.heldout_null`)."""
-        return bool(self.permutations) and "procrustes-heldout" in self.measures
+        """Whether procrustes-heldout is calibrated on the sampled rows (`calibrated`): its
+        value and null per pair while the block's rotations are in hand
+        (`fitting.measuring.sampled.heldout_null`)."""
+        return "procrustes-heldout" in self.calibrated
 
     @property
     def need_validation(self) -> bool:
@@ -272,6 +290,8 @@ class FitSpec:
         products and solves ran), plus `extra` (task_tokens, n_tokens per part, ...)."""
         d = asdict(self)
         d["alphas"] = list(self.alphas)
+        d["permutations"] = self.draws
+        d["calibrated"] = list(self.calibrated)
         head = (
             "test_fraction",
             "val_fraction",

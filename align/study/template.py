@@ -52,7 +52,7 @@ mode = "all"                 # all ordered pairs; "list" with list = [["small", 
 # A list where the option takes a comma-separated one (`bootstrap = 1000` is `--bootstrap 1000`).
 [fit]
 measures = ["ridge"]         # beside ridge: cka, cka-debiased, procrustes, cca, svcca (`align fit --measures`)
-# permutations = 99          # null draws of every measure's calibration (default: 99 with mknn, cknna or rsa, else 0)
+# permutations = 99          # null draws of every measure's calibration (default: 99 for mknn, cknna and rsa alone)
 test_fraction = 0.2
 val_fraction = 0.2
 seed = 0

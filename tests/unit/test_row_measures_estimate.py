@@ -91,3 +91,40 @@ def test_the_first_plan_line_times_the_grid_on_rows_of_its_widths(monkeypatch):
         "take ~12 min on this machine, `dry_run` times the whole fit"
     )
     assert measures_line(spec, Sample, Split, shape).endswith(", `dry_run` times the seconds")
+
+
+def test_the_default_calibrates_the_row_measures_alone_and_a_count_given_every_measure():
+    """Without `permutations`, mknn, cknna and rsa get 99 draws and the streamed measures none,
+    so a streamed measure's cost does not depend on the others asked (`--measures cka` was
+    never calibrated by default); a count given calibrates every measure asked; the result
+    records the count and the measures calibrated; the plan's first line says which."""
+    from align.fitting.measuring.sampled import measures_line
+
+    streamed = ["cka", "cka-debiased", "procrustes", "procrustes-heldout", "cca", "svcca"]
+    every = FitSpec(measures="all").checked()
+    assert every.permutations is None and every.draws == 99
+    assert every.calibrated == ("mknn", "cknna", "rsa") == every.sampled
+    assert not every.heldout_calibrated
+    assert every.recorded("cpu")["permutations"] == 99
+    assert every.recorded("cpu")["calibrated"] == ["mknn", "cknna", "rsa"]
+    given = FitSpec(measures="all", permutations=9).checked()
+    assert given.draws == 9 and list(given.calibrated) == streamed + ["mknn", "cknna", "rsa"]
+    assert "procrustes-heldout" not in given.sampled and given.heldout_calibrated
+    alone = FitSpec(measures="cka").checked()
+    assert (alone.draws, alone.calibrated, alone.sampled) == (0, (), ())
+    assert FitSpec(measures="cka,rsa").checked().calibrated == ("rsa",)
+
+    class Split:
+        counts = {"heldout": 5000}
+
+    class Sample:
+        tokens = np.arange(1024)
+
+    line = measures_line(every, Sample, Split)
+    assert (
+        "; mknn, cknna, rsa calibrated against 99 permutations of the 1,024 sampled rows; "
+        f"{', '.join(streamed)} not calibrated (give `permutations` to calibrate them too)"
+    ) in line, line
+    assert "; every measure calibrated against 9 permutations of the 1,024 sampled rows" in (
+        measures_line(given, Sample, Split)
+    )

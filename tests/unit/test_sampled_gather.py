@@ -58,10 +58,10 @@ def test_a_chunk_without_a_sampled_token_gives_nothing():
     "data,options,missing",
     [
         ({"cka": 1}, {"measures": ["ridge", "cka", "rsa"]}, "rsa"),
-        ({"cka": 1}, {"measures": ["ridge", "cka"], "permutations": 9}, "cka_p"),
+        ({"cka": 1}, {"measures": ["ridge", "cka"], "calibrated": ["cka"]}, "cka_p"),
         (
             {"procrustes_heldout": 1},
-            {"measures": ["ridge", "procrustes-heldout"], "permutations": 9},
+            {"measures": ["ridge", "procrustes-heldout"], "calibrated": ["procrustes-heldout"]},
             "procrustes-heldout_p",
         ),
     ],
@@ -74,6 +74,12 @@ def test_a_result_without_an_asked_measure_is_refused_naming_it(data, options, m
 
 def test_a_result_with_every_asked_measure_passes():
     data = {"cka": 1, "cka_p": 1, "procrustes_heldout": 1, "procrustes_heldout_p": 1}
-    options = {"measures": ["ridge", "cka", "procrustes-heldout"], "permutations": 9}
+    options = {
+        "measures": ["ridge", "cka", "procrustes-heldout"],
+        "calibrated": ["cka", "procrustes-heldout"],
+    }
     assert result._check_every_measure(data, options) is None
+    # a measure left uncalibrated (the default leaves the streamed ones) needs no _p
+    left = {"measures": ["ridge", "cka"], "calibrated": []}
+    assert result._check_every_measure({"cka": 1}, left) is None
     assert result._check_every_measure({}, {"measures": ["ridge"]}) is None

@@ -128,7 +128,7 @@ def draw(split: Split, spec) -> Sample | None:
     sample = Sample(held[pick], doc[pick])
     if spec.heldout_calibrated:
         sample.perms, sample.scheme = calibration.draw_permutations(
-            sample.docs, spec.permutations, spec.seed
+            sample.docs, spec.draws, spec.seed
         )
     return sample
 
@@ -284,7 +284,7 @@ def attach(
     record = {
         "rows": int(len(sample.tokens)),
         "seed": int(spec.seed),
-        "permutations": int(spec.permutations),
+        "permutations": int(spec.draws),
         "neighbours": int(spec.neighbours),
         "null_scheme": out[names[0]].null_scheme,
         "interval": row_interval(spec),
@@ -312,7 +312,7 @@ def _row_measures(sample: Sample, spec, grid: tuple, device: str, runner) -> dic
     scheme = row_interval(spec)
     widest = max(x.shape[1] for x in (*xs.values(), *ys.values()))
     draws = rows.Draws(
-        spec.permutations,
+        spec.draws,
         spec.seed,
         resampling_of(spec),
         scheme or rows.JACKKNIFE,
@@ -371,11 +371,17 @@ def measures_line(spec, sample: Sample | None, split: Split, shape=None, seconds
             None: "",
         }[scheme]
         parts.append(f"{', '.join(row_only)} on the {len(sample.tokens):,} sampled rows{interval}")
-    if spec.permutations:
+    if spec.calibrated:
+        left = [m for m in spec.measures if m != "ridge" and m not in spec.calibrated]
+        which = ", ".join(spec.calibrated) if left else "every measure"
         parts.append(
-            f"every measure calibrated against {spec.permutations:,} permutations of the "
+            f"{which} calibrated against {spec.draws:,} permutations of the "
             f"{len(sample.tokens):,} sampled rows"
         )
+        if left:
+            parts.append(
+                f"{', '.join(left)} not calibrated (give `permutations` to calibrate them too)"
+            )
     else:
         parts.append("no calibration (`permutations` 0)")
     cost = ""
@@ -445,7 +451,7 @@ def shape_of(sample: Sample, spec, sides: tuple, itemsize: int = 8) -> SampleSha
         d_t,
         tuple(spec.sampled),
         int(spec.neighbours),
-        int(spec.permutations) + runs,
+        int(spec.draws) + runs,
         largest,
         itemsize,
         threads=row_threads(max(d_s, d_t), "cpu"),  # the host's; a device's is fewer

@@ -435,13 +435,14 @@ def _with_measures(data: dict, results: dict, src_boundaries, tgt_boundaries, op
 
 def _check_every_measure(data: dict, options: dict) -> None:
     """A RuntimeError (a fault of the code, not of the input) when an asked measure
-    (`options["measures"]`) or its calibration (`options["permutations"]`) has no array."""
+    (`options["measures"]`) or its calibration (`options["calibrated"]`) has no array."""
+    calibrated = options.get("calibrated", ())
     missing = [
         f"{n}{end}"
         for n in options.get("measures", ())
         if n in MEASURES and n != "ridge"
         for end in ("", "_p")
-        if variable(n) + end not in data and (end == "" or options.get("permutations"))
+        if variable(n) + end not in data and (end == "" or n in calibrated)
     ]
     if missing:
         raise RuntimeError(f"the fit computed no {', '.join(missing)}, which it was asked for")

@@ -290,7 +290,7 @@ def row_measures_seconds(rows_: tuple, asked: tuple, counts: tuple, workers: int
     threads = sampled.row_threads(widest, device) if workers <= 1 else 1
     return rows_tasks.row_seconds(
         (prepare / threads, value, draw * n_cells / threads, again * n_cells / threads),
-        (n_sides, n_cells, spec.permutations, resamples),
+        (n_sides, n_cells, spec.draws, resamples),
         workers,
     )
 
@@ -330,7 +330,7 @@ def _timing_draws(m: int, spec) -> tuple:
     """(docs, perms) of a timing on m rows: documents of 8 rows (the null's draws re-pair
     documents) and at most 9 of the run's null draws (at least one)."""
     docs = np.repeat(np.arange(-(-m // 8)), 8)[:m]
-    perms, _ = calibration.draw_permutations(docs, max(min(spec.permutations, 9), 1), spec.seed)
+    perms, _ = calibration.draw_permutations(docs, max(min(spec.draws, 9), 1), spec.seed)
     return docs, perms
 
 
