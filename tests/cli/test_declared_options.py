@@ -311,5 +311,7 @@ def test_the_numbers_an_option_s_text_states_are_the_library_s():
     for flag in (BOOTSTRAP, compare.BOOTSTRAP, depthscore.BOOTSTRAP):
         assert bounds in flag.help, flag.flags
     assert fit["sample_rows"].flag.shown_default.startswith(f"{SAMPLE_ROWS:,},")
-    assert fit["permutations"].flag.shown_default.startswith(f"{PERMUTATIONS} for mknn, cknna and rsa alone")
+    assert fit["permutations"].flag.shown_default.startswith(
+        f"{PERMUTATIONS} for mknn, cknna and rsa alone"
+    )
     assert f"{PERMUTATIONS} gives p-values down to 0.01" in fit["permutations"].flag.help
