@@ -68,6 +68,16 @@ def _options(options) -> str:
     return ", ".join(parts)
 
 
+def _calibrated(options: dict) -> tuple:
+    """(the measures calibrated, the measures asked but not), from the options the fit
+    recorded (`calibrated`; a result without it calibrated every measure it computed)."""
+    asked = [m for m in options.get("measures", ()) if m != "ridge"]
+    calibrated = options.get("calibrated")
+    if not isinstance(calibrated, list):
+        return asked, []
+    return calibrated, [m for m in asked if m not in calibrated]
+
+
 def _row_interval(sample: dict) -> str:
     """The row measures' interval as the sample's record has it (attrs["options"]
     ["sampled_rows"]): the jackknife, the bootstrap's resamples (a result written before the
@@ -115,15 +125,19 @@ def _measures(ds) -> list:
             own.setdefault(text, []).append(n)
     for text, which in own.items():
         out.append(("", f"{', '.join(which)} on the sampled rows; intervals: {text}"))
-    sample = (ds.attrs.get("options") or {}).get("sampled_rows")
+    options = ds.attrs.get("options") or {}
+    sample = options.get("sampled_rows")
     if isinstance(sample, dict) and sample.get("permutations"):
+        calibrated, left = _calibrated(options)
         out.append(
             (
                 "calibration",
-                f"{sample['permutations']:,} permutations of {sample.get('rows', 0):,} sampled "
+                (f"{', '.join(calibrated)} against " if left else "")
+                + f"{sample['permutations']:,} permutations of {sample.get('rows', 0):,} sampled "
                 f"held-out rows, re-paired by {sample.get('null_scheme', '?')} (seed "
                 f"{sample.get('seed')}); {_row_interval(sample)}, k = "
-                f"{sample.get('neighbours')} neighbours",
+                f"{sample.get('neighbours')} neighbours"
+                + (f"; not calibrated: {', '.join(left)}" if left else ""),
             )
         )
     else:

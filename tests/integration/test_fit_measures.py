@@ -535,9 +535,14 @@ def test_measures_all_runs_as_typed_and_marks_the_copied_rows(fit_pair, cli, tmp
     assert re.search(
         r" and take ~[\d,]+ s on this machine, --dry-run times the whole fit$", plan[0]
     )
+    streamed = "cka, cka-debiased, procrustes, procrustes-heldout, cca, svcca"
+    assert f"{streamed} not calibrated (give --permutations to calibrate them too)" in plan[0]
     ds = xr.open_zarr(out)
     sample = ds.attrs["options"]["sampled_rows"]
     assert sample["permutations"] == 99 and "average rank" in sample["ties"]
+    assert ds.attrs["options"]["calibrated"] == ["mknn", "cknna", "rsa"]
+    for n in ("cka", "cka_debiased", "procrustes", "procrustes_heldout", "cca", "svcca"):
+        assert n in ds and n + "_p" not in ds and n + "_sampled" not in ds, n
     # the rows' bytes by hand: float32 rows of 3 source boundaries of d 64, 5 target of d 96
     assert abs(held[0] - 4 * sample["rows"] * (3 * 64 + 5 * 96)) <= 0.002 * held[0], rows_line
     groups = ds["measure_group"].values
@@ -568,3 +573,6 @@ def test_measures_all_runs_as_typed_and_marks_the_copied_rows(fit_pair, cli, tmp
     code, info, err = cli("info", out)
     assert code == 0, err
     assert "cells have sampled rows mostly exact copies" in info, info
+    flat = " ".join(info.split())
+    assert "calibration mknn, cknna, rsa against 99 permutations of" in flat, info
+    assert f"not calibrated: {streamed}" in flat, info
