@@ -340,10 +340,10 @@ def whole_timing(args, keep, tmp, fitbench) -> dict:
     """`align fit --measures all` with every default (the streamed measures' interval, the row
     measures on the default M sampled rows with their jackknife interval and their
     calibration against the default permutations) against ridge alone with its defaults, each
-    timed whole through `align.fit`, `args.repeats` runs alternated on bench/fit.py's stores,
-    then one run of `--measures all --permutations 99` (every measure calibrated): the runs,
-    their medians, the ratios, `--dry-run`'s estimate of each (made first) and the load
-    average before and after."""
+    and `--measures all --permutations 99` (every measure calibrated), each timed whole
+    through `align.fit`, `args.repeats` rounds of the three alternated on bench/fit.py's
+    stores: the runs, their medians, the ratios, `--dry-run`'s estimate of each (made first)
+    and the load average before and after."""
     import align
     from align.measures import PERMUTATIONS, parse_measures
 
@@ -351,12 +351,15 @@ def whole_timing(args, keep, tmp, fitbench) -> dict:
     Lt, dt = map(int, args.target.split("x"))
     S, T = fitbench.stores(keep, "speed", args.tokens, Ls, ds, Lt, dt, args.doc_len, (1, 2))
     every = parse_measures("all")
-    specs = {"ridge": align.FitSpec(), "all": align.FitSpec(measures=every)}
-    calibrated = align.FitSpec(measures=every, permutations=PERMUTATIONS)
+    specs = {
+        "ridge": align.FitSpec(),
+        "all": align.FitSpec(measures=every),
+        "all_calibrated": align.FitSpec(measures=every, permutations=PERMUTATIONS),
+    }
     runs = {k: [] for k in specs}
     load0 = os.getloadavg()
     said = {}  # `--dry-run`'s estimate of each run, made before it
-    for kind, spec in (*specs.items(), ("all_calibrated", calibrated)):
+    for kind, spec in specs.items():
         rep = align.fit(S, T, os.path.join(tmp, "dry.zarr"), spec, dry_run=True)
         said[kind] = rep.dry_run["seconds_estimate"]
     for r in range(args.repeats):
@@ -367,20 +370,14 @@ def whole_timing(args, keep, tmp, fitbench) -> dict:
             runs[kind].append(time.perf_counter() - t0)
             shutil.rmtree(out, ignore_errors=True)
             print(f"whole {kind} {r + 1}: {runs[kind][-1]:.1f} s", flush=True)
-    out = os.path.join(tmp, "whole-calibrated.zarr")
-    t0 = time.perf_counter()
-    align.fit(S, T, out, calibrated, align.Execution(overwrite=True))
-    once = time.perf_counter() - t0
-    shutil.rmtree(out, ignore_errors=True)
-    print(f"whole all --permutations {PERMUTATIONS}: {once:.1f} s", flush=True)
     med = {k: statistics.median(v) for k, v in runs.items()}
     return {
         "runs": runs,
         "median_seconds": med,
         "dry_run_seconds": said,
         "ratio": med["all"] / med["ridge"],
-        "all_calibrated_seconds": once,
-        "all_calibrated_ratio": once / med["ridge"],
+        "round_ratios": [a / r for a, r in zip(runs["all"], runs["ridge"], strict=True)],
+        "all_calibrated_ratio": med["all_calibrated"] / med["ridge"],
         "permutations": PERMUTATIONS,
         "pairs": (Ls + 1) * (Lt + 1),
         "load_average_before_after": [load0, os.getloadavg()],

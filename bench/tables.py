@@ -509,7 +509,18 @@ def all_defaults(d: dict) -> str:
                 [
                     ["ridge alone", f"{med['ridge']:.1f}", runs("ridge")],
                     ["`--measures all`", f"{med['all']:.1f}", runs("all")],
-                    ["ratio", f"**{w['ratio']:.2f}×**", f"target ≤ 2×: {met(w['ratio'] <= 2)}"],
+                    [
+                        "ratio",
+                        f"**{w['ratio']:.2f}×**",
+                        (
+                            "round by round "
+                            + ", ".join(f"{x:.2f}×" for x in w["round_ratios"])
+                            + "; "
+                            if "round_ratios" in w
+                            else ""
+                        )
+                        + f"target ≤ 2×: {met(w['ratio'] <= 2)}",
+                    ],
                 ]
                 + calibrated_rows(w),
             )
@@ -517,12 +528,7 @@ def all_defaults(d: dict) -> str:
             + "; ".join(
                 f"{k} {w['dry_run_seconds'][k]:.1f} s ({w['dry_run_seconds'][k] / seconds:.2f}× "
                 "the median run)"
-                for k, seconds in (
-                    ("ridge", med["ridge"]),
-                    ("all", med["all"]),
-                    ("all_calibrated", w.get("all_calibrated_seconds")),
-                )
-                if seconds
+                for k, seconds in med.items()
             )
             + "."
             + "\n\nMade by `"
@@ -546,16 +552,16 @@ def all_defaults(d: dict) -> str:
 
 
 def calibrated_rows(w: dict) -> list:
-    """The row of `--measures all --permutations K` (every measure calibrated), run once,
-    where the JSON keeps it."""
-    if "all_calibrated_seconds" not in w:
+    """The row of `--measures all --permutations K` (every measure calibrated), where the
+    JSON keeps its runs."""
+    if "all_calibrated" not in w["runs"]:
         return []
     return [
         [
-            f"`--measures all --permutations {w['permutations']}` (every measure calibrated; "
-            "one run)",
-            f"{w['all_calibrated_seconds']:.1f}",
-            f"**{w['all_calibrated_ratio']:.2f}×** ridge alone",
+            f"`--measures all --permutations {w['permutations']}` (every measure calibrated)",
+            f"{w['median_seconds']['all_calibrated']:.1f}",
+            ", ".join(f"{x:.1f}" for x in w["runs"]["all_calibrated"])
+            + f"; **{w['all_calibrated_ratio']:.2f}×** ridge alone",
         ]
     ]
 
