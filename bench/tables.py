@@ -526,8 +526,9 @@ def all_defaults(d: dict) -> str:
             )
             + "\n\n`--dry-run` said, before the runs: "
             + "; ".join(
-                f"{k} {w['dry_run_seconds'][k]:.1f} s ({w['dry_run_seconds'][k] / seconds:.2f}× "
-                "the median run)"
+                f"{WHOLE_RUNS.get(k, k).format(K=w.get('permutations'))} "
+                f"{w['dry_run_seconds'][k]:.1f} s "
+                f"({w['dry_run_seconds'][k] / seconds:.2f}× the median run)"
                 for k, seconds in med.items()
             )
             + "."
@@ -549,6 +550,13 @@ def all_defaults(d: dict) -> str:
         f"at the loads given with each (the fits {load_range(f['load_average_before_after'])}, "
         f"the row measures {rows_load(rows_, d)}): read the ratio's order of magnitude."
     )
+
+
+WHOLE_RUNS = {
+    "ridge": "ridge alone",
+    "all": "`--measures all`",
+    "all_calibrated": "`--measures all --permutations {K}`",
+}
 
 
 def calibrated_rows(w: dict) -> list:
