@@ -251,7 +251,7 @@ class FitSpec:
         mknn, cknna or rsa is asked (they are reported only with their calibration), else 0."""
         if self.permutations is not None:
             return self.permutations
-        return PERMUTATIONS if any(m in ROW_ONLY for m in parse_measures(self.measures)) else 0
+        return PERMUTATIONS if self.calibrated else 0  # the row measures asked, by default
 
     @property
     def calibrated(self) -> tuple:
